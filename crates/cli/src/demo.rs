@@ -1,0 +1,11 @@
+//! `unet demo`.
+
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct Args {}
+
+pub fn run(_a: Args) -> ExitCode {
+    eprintln!("unet demo: not built yet");
+    ExitCode::from(1)
+}

@@ -1,0 +1,49 @@
+//! The `unet` command: run the demo, a daemon, read counters, benchmark, and
+//! check or run JIVE applets.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod applet;
+mod bench;
+mod bench_jive;
+mod daemon;
+mod demo;
+mod stat;
+
+/// unet: a programmable user-level network interface.
+#[derive(Parser)]
+#[command(name = "unet", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the demo on an embedded engine: ping-pong and a stream over the
+    /// direct path, the engine path and UDP loopback.
+    Demo(demo::Args),
+    /// Run an engine as a daemon that processes reach over a control socket.
+    Daemon(daemon::Args),
+    /// Print the counters of a running daemon (one-shot or --watch).
+    Stat(stat::Args),
+    /// Benchmarks, each beside a baseline measured in the same run.
+    #[command(subcommand)]
+    Bench(bench::Command),
+    /// Check or run JIVE applets (Java class files).
+    #[command(subcommand)]
+    Applet(applet::Command),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Demo(a) => demo::run(a),
+        Command::Daemon(a) => daemon::run(a),
+        Command::Stat(a) => stat::run(a),
+        Command::Bench(c) => bench::run(c),
+        Command::Applet(c) => applet::run(c),
+    }
+}

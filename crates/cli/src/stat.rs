@@ -1,0 +1,11 @@
+//! `unet stat`.
+
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct Args {}
+
+pub fn run(_a: Args) -> ExitCode {
+    eprintln!("unet stat: not built yet");
+    ExitCode::from(1)
+}
