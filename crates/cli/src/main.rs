@@ -7,7 +7,6 @@ use clap::{Parser, Subcommand};
 
 mod applet;
 mod bench;
-mod bench_jive;
 mod daemon;
 mod demo;
 mod stat;

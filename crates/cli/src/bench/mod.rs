@@ -5,14 +5,16 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 
+mod jive;
+
 #[derive(Subcommand)]
 pub enum Command {
     /// JIVE against gcc and HotSpot: the U-Net/SLE paper's Figures 3 and 4.
-    Jive(crate::bench_jive::Args),
+    Jive(jive::Args),
 }
 
 pub fn run(c: Command) -> ExitCode {
     match c {
-        Command::Jive(a) => crate::bench_jive::run(a),
+        Command::Jive(a) => jive::run(a),
     }
 }
