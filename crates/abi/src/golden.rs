@@ -83,7 +83,7 @@ pub const GOLDEN_LEN: usize = 12288;
 /// Fill `buf` (exactly [`GOLDEN_LEN`] bytes, 4096-aligned) with the golden
 /// segment. Returns false if `buf` has the wrong size or alignment.
 pub fn write_golden(buf: &mut [u8]) -> bool {
-    if buf.len() != GOLDEN_LEN || buf.as_ptr() as usize % PAGE != 0 {
+    if buf.len() != GOLDEN_LEN || !(buf.as_ptr() as usize).is_multiple_of(PAGE) {
         return false;
     }
     buf.fill(0);

@@ -604,10 +604,10 @@ impl Layout {
                 return Err(GeometryError::BadRingCapacity(cap));
             }
         }
-        if g.buffer_size < 64 || g.buffer_size > (1 << 20) || g.buffer_size % 64 != 0 {
+        if g.buffer_size < 64 || g.buffer_size > (1 << 20) || !g.buffer_size.is_multiple_of(64) {
             return Err(GeometryError::BadBufferSize(g.buffer_size));
         }
-        if g.buffer_area_size % PAGE as u64 != 0
+        if !g.buffer_area_size.is_multiple_of(PAGE as u64)
             || g.buffer_area_size < g.buffer_size as u64
             || g.buffer_area_size > (1 << 30)
         {
