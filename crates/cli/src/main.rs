@@ -9,6 +9,7 @@ mod applet;
 mod bench;
 mod daemon;
 mod demo;
+mod jdk;
 mod stat;
 
 /// unet: a programmable user-level network interface.

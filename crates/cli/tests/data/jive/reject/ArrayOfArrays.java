@@ -1,0 +1,4 @@
+// reject: [[I
+public class ArrayOfArrays {
+    static int rows(int n) { int[][] a = new int[n][]; return a.length; }
+}

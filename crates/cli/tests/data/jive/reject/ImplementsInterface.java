@@ -1,0 +1,4 @@
+// reject: interface
+public class ImplementsInterface implements Runnable {
+    public void run() { }
+}

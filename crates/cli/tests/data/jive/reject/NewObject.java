@@ -1,0 +1,4 @@
+// reject: new
+public class NewObject {
+    static int make() { return new NewObject().hashCode(); }
+}

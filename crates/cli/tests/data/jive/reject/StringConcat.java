@@ -1,0 +1,4 @@
+// reject: string
+public class StringConcat {
+    static int len(int x) { return ("n=" + x).length(); }
+}

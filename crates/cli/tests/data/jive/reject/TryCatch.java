@@ -1,0 +1,10 @@
+// reject: exception
+public class TryCatch {
+    static int safe(int a, int b) {
+        try {
+            return a / b;
+        } catch (ArithmeticException e) {
+            return 0;
+        }
+    }
+}

@@ -1,0 +1,4 @@
+// reject: dimension
+public class TwoDimArray {
+    static int cells(int n) { int[][] a = new int[n][n]; return a.length; }
+}

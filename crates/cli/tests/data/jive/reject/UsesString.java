@@ -1,0 +1,4 @@
+// reject: string
+public class UsesString {
+    static int len() { return "abc".length(); }
+}
