@@ -1,0 +1,373 @@
+//! The UDP wire between engines.
+//!
+//! An endpoint address on the network is *(engine's UDP address:port,
+//! endpoint id)*. Engines exchange frames, one per UDP datagram:
+//!
+//! - [`frame`]: the frame format, pure and zero-copy ([`Frame::parse`],
+//!   [`Frame::emit`]). Every frame starts with a 12-byte common header
+//!   (big-endian):
+//!
+//!   ```text
+//!    0        2        3        4                                12
+//!    +--------+--------+--------+--------------------------------+
+//!    | magic  |version |  kind  |      src_engine (incarnation)   |
+//!    | "UN"   |   1    |   u8   |              u64               |
+//!    +--------+--------+--------+--------------------------------+
+//!   ```
+//!
+//!   followed by a kind-specific part: `Data` (44-byte header, then a
+//!   fragment of a message of at most [`MAX_MESSAGE`] = 1 MiB, with its
+//!   offset carried explicitly), `OpenRequest`, `OpenAccept`, `OpenRefuse`
+//!   and `Close`. The full layout, with every field offset, is drawn in
+//!   [`frame`]. Kinds `0x10..=0x3F` are kept for later protocols (VIA, UDM,
+//!   SPINE); an unknown kind is a counted drop, not an error.
+//! - [`frag`]: cutting messages into fragments of one stride, and the
+//!   [`Reassembler`] (bounded memory, timeout eviction, a no-copy fast path
+//!   for one-fragment messages).
+//! - [`udp`]: the [`UdpPort`], a non-blocking socket sending a [`SendBatch`]
+//!   with `sendmmsg` and receiving with `recvmmsg`, 64 datagrams per system
+//!   call, with seeded fault injection for tests.
+//!
+//! U-Net is unreliable by design: nothing here retransmits. A lost fragment
+//! loses its message, and every datagram or message that is dropped is
+//! counted by reason in [`WireStats`].
+//!
+//! # Drop reasons
+//!
+//! [`WireDrop`] lists them; [`WireDrop::name`] gives the snake_case name
+//! for counters.
+//!
+//! | reason | counted by | meaning |
+//! |---|---|---|
+//! | `truncated_frame` … `bad_reason` | engine, from [`FrameError`] | the datagram is not a valid frame |
+//! | `forged_token` | engine | Data/Close whose token does not match the channel |
+//! | `unknown_endpoint`, `unknown_channel` | engine | no such endpoint / open channel |
+//! | `reassembly_timeout` | [`Reassembler`] | a message lost a fragment (one count per message) |
+//! | `duplicate_fragment` | [`Reassembler`] | fragment already received |
+//! | `inconsistent` | [`Reassembler`] | fragment disagrees with the others of its message |
+//! | `memory_budget`, `in_flight_limit` | [`Reassembler`] | no room to start reassembling a message |
+//! | `truncated_datagram` | [`UdpPort`] | datagram larger than the receive buffer |
+//! | `injected_drop` | [`UdpPort`] | dropped on purpose by fault injection |
+//! | `send_failed` | [`UdpPort`] | the kernel refused a datagram (not `EAGAIN`) |
+//! | `send_queue_full`, `message_too_large` | [`SendBatch`] | not queued at all |
+//!
+//! # Trust
+//!
+//! Nothing read from the wire is trusted: [`Frame::parse`] checks every
+//! length before anything is read, the reassembler checks every fragment
+//! against its message before copying, and no input makes anything panic or
+//! allocate beyond the configured budgets. Checking tokens, endpoints and
+//! channels against the engine's tables is the engine's job.
+
+pub mod frag;
+pub mod frame;
+pub mod udp;
+
+pub use frag::{
+    fragment_count, fragments, FragmentError, Fragments, Message, Piece, Reassembler,
+    ReassemblyConfig,
+};
+pub use frame::{
+    Body, Close, Data, Frame, FrameError, Kind, OpenAccept, OpenRefuse, OpenRequest, RefuseReason,
+    DATA_HEADER_LEN, MAX_DATAGRAM, MAX_MESSAGE,
+};
+pub use udp::{PortConfig, PushError, SendBatch, UdpPort};
+
+/// Why a datagram or a message was dropped. Each has a counter in
+/// [`WireStats::drops`], indexed by `reason as usize`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum WireDrop {
+    /// Datagram shorter than its frame header ([`FrameError::Truncated`]).
+    TruncatedFrame,
+    /// Not a unet frame ([`FrameError::BadMagic`]).
+    BadMagic,
+    /// Frame version not spoken here ([`FrameError::BadVersion`]).
+    BadVersion,
+    /// Frame kind not defined by this version ([`FrameError::UnknownKind`]).
+    UnknownKind,
+    /// Inconsistent lengths in a frame ([`FrameError::BadLength`]).
+    BadLength,
+    /// Unknown OpenRefuse reason ([`FrameError::BadReason`]).
+    BadReason,
+    /// Token does not match the channel: forged or stale frame.
+    ForgedToken,
+    /// No endpoint with the destination id.
+    UnknownEndpoint,
+    /// No open channel with the destination index.
+    UnknownChannel,
+    /// An incomplete message timed out: one count per lost message.
+    ReassemblyTimeout,
+    /// A fragment received twice.
+    DuplicateFragment,
+    /// A fragment whose length, count or stride disagrees with its message.
+    Inconsistent,
+    /// Reassembly memory budget exhausted: the fragment could not start a
+    /// message.
+    MemoryBudget,
+    /// Too many incomplete messages: the fragment could not start a message.
+    InFlightLimit,
+    /// Received datagram larger than the port's datagram buffer.
+    TruncatedDatagram,
+    /// Dropped by fault injection.
+    InjectedDrop,
+    /// The kernel refused to send the datagram (an error other than `EAGAIN`).
+    SendFailed,
+    /// The send batch had no room for the message.
+    SendQueueFull,
+    /// The message is longer than [`MAX_MESSAGE`] or cannot be fragmented
+    /// with the port's datagram size.
+    MessageTooLarge,
+}
+
+impl WireDrop {
+    /// Number of reasons.
+    pub const COUNT: usize = 19;
+
+    /// Every reason, in counter-index order.
+    pub const ALL: [WireDrop; WireDrop::COUNT] = [
+        WireDrop::TruncatedFrame,
+        WireDrop::BadMagic,
+        WireDrop::BadVersion,
+        WireDrop::UnknownKind,
+        WireDrop::BadLength,
+        WireDrop::BadReason,
+        WireDrop::ForgedToken,
+        WireDrop::UnknownEndpoint,
+        WireDrop::UnknownChannel,
+        WireDrop::ReassemblyTimeout,
+        WireDrop::DuplicateFragment,
+        WireDrop::Inconsistent,
+        WireDrop::MemoryBudget,
+        WireDrop::InFlightLimit,
+        WireDrop::TruncatedDatagram,
+        WireDrop::InjectedDrop,
+        WireDrop::SendFailed,
+        WireDrop::SendQueueFull,
+        WireDrop::MessageTooLarge,
+    ];
+
+    /// The snake_case name, for counters and `unet stat`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            WireDrop::TruncatedFrame => "truncated_frame",
+            WireDrop::BadMagic => "bad_magic",
+            WireDrop::BadVersion => "bad_version",
+            WireDrop::UnknownKind => "unknown_kind",
+            WireDrop::BadLength => "bad_length",
+            WireDrop::BadReason => "bad_reason",
+            WireDrop::ForgedToken => "forged_token",
+            WireDrop::UnknownEndpoint => "unknown_endpoint",
+            WireDrop::UnknownChannel => "unknown_channel",
+            WireDrop::ReassemblyTimeout => "reassembly_timeout",
+            WireDrop::DuplicateFragment => "duplicate_fragment",
+            WireDrop::Inconsistent => "inconsistent",
+            WireDrop::MemoryBudget => "memory_budget",
+            WireDrop::InFlightLimit => "in_flight_limit",
+            WireDrop::TruncatedDatagram => "truncated_datagram",
+            WireDrop::InjectedDrop => "injected_drop",
+            WireDrop::SendFailed => "send_failed",
+            WireDrop::SendQueueFull => "send_queue_full",
+            WireDrop::MessageTooLarge => "message_too_large",
+        }
+    }
+}
+
+impl From<FrameError> for WireDrop {
+    fn from(e: FrameError) -> WireDrop {
+        match e {
+            FrameError::Truncated => WireDrop::TruncatedFrame,
+            FrameError::BadMagic => WireDrop::BadMagic,
+            FrameError::BadVersion => WireDrop::BadVersion,
+            FrameError::UnknownKind => WireDrop::UnknownKind,
+            FrameError::BadLength => WireDrop::BadLength,
+            FrameError::BadReason => WireDrop::BadReason,
+            FrameError::BufferTooSmall => WireDrop::MessageTooLarge,
+        }
+    }
+}
+
+/// Plain counters of the wire. Each component ([`UdpPort`], [`Reassembler`],
+/// [`SendBatch`]) keeps its own; [`WireStats::add`] sums them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WireStats {
+    /// Datagrams handed to the kernel and accepted.
+    pub datagrams_sent: u64,
+    /// UDP payload bytes of those datagrams.
+    pub bytes_sent: u64,
+    /// Datagrams received (truncated ones included).
+    pub datagrams_received: u64,
+    /// UDP payload bytes received.
+    pub bytes_received: u64,
+    /// Calls of [`UdpPort::send_batch`] that had something to send.
+    pub send_batches: u64,
+    /// `sendmmsg` system calls.
+    pub send_syscalls: u64,
+    /// `recvmmsg` system calls.
+    pub recv_syscalls: u64,
+    /// `recvmmsg` calls that found nothing (`EAGAIN`).
+    pub recv_empty: u64,
+    /// Messages queued for sending by [`SendBatch::push_message`].
+    pub messages_queued: u64,
+    /// Messages completed by the [`Reassembler`] (one-fragment ones included).
+    pub messages_reassembled: u64,
+    /// Drops by reason, indexed by `WireDrop as usize`.
+    pub drops: [u64; WireDrop::COUNT],
+}
+
+impl WireStats {
+    /// Counts one drop.
+    #[inline]
+    pub fn count_drop(&mut self, why: WireDrop) {
+        self.drops[why as usize] += 1;
+    }
+
+    /// The counter of one drop reason.
+    pub fn drop_count(&self, why: WireDrop) -> u64 {
+        self.drops[why as usize]
+    }
+
+    /// Sum of all drop counters.
+    pub fn total_drops(&self) -> u64 {
+        self.drops.iter().sum()
+    }
+
+    /// Adds every counter of `other` to `self`.
+    pub fn add(&mut self, other: &WireStats) {
+        self.datagrams_sent += other.datagrams_sent;
+        self.bytes_sent += other.bytes_sent;
+        self.datagrams_received += other.datagrams_received;
+        self.bytes_received += other.bytes_received;
+        self.send_batches += other.send_batches;
+        self.send_syscalls += other.send_syscalls;
+        self.recv_syscalls += other.recv_syscalls;
+        self.recv_empty += other.recv_empty;
+        self.messages_queued += other.messages_queued;
+        self.messages_reassembled += other.messages_reassembled;
+        for (a, b) in self.drops.iter_mut().zip(other.drops.iter()) {
+            *a += b;
+        }
+    }
+
+    /// `(name, value)` of every drop counter, in [`WireDrop::ALL`] order.
+    pub fn drop_counters(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        WireDrop::ALL
+            .iter()
+            .map(|w| (w.name(), self.drops[*w as usize]))
+    }
+}
+
+/// A small seeded generator (xorshift64*), deterministic across platforms,
+/// for fault injection. Not for anything secret.
+#[derive(Debug, Clone)]
+pub(crate) struct XorShift(u64);
+
+impl XorShift {
+    pub(crate) fn new(seed: u64) -> Self {
+        // SplitMix64 step so that small or zero seeds give a good state.
+        let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        XorShift(if z == 0 { 1 } else { z })
+    }
+
+    pub(crate) fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// True with probability `ppm / 1_000_000`.
+    pub(crate) fn chance_ppm(&mut self, ppm: u32) -> bool {
+        ppm > 0 && (self.next_u64() % 1_000_000) < u64::from(ppm)
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testutil {
+    pub(crate) use super::XorShift;
+
+    /// `len` bytes of a pattern that depends on `seed` and on the position,
+    /// so misplaced or mixed-up bytes are detected.
+    pub(crate) fn pattern(len: usize, seed: u64) -> Vec<u8> {
+        let mut r = XorShift::new(seed);
+        let mut v = Vec::with_capacity(len);
+        while v.len() < len {
+            let w = r.next_u64().to_le_bytes();
+            let n = (len - v.len()).min(8);
+            v.extend_from_slice(&w[..n]);
+        }
+        v
+    }
+
+    impl XorShift {
+        /// Fisher-Yates shuffle.
+        pub(crate) fn shuffle<T>(&mut self, v: &mut [T]) {
+            for i in (1..v.len()).rev() {
+                let j = (self.next_u64() % (i as u64 + 1)) as usize;
+                v.swap(i, j);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drop_names_are_unique_snake_case_and_indexed() {
+        let mut names = std::collections::HashSet::new();
+        for (i, w) in WireDrop::ALL.iter().enumerate() {
+            assert_eq!(*w as usize, i);
+            let n = w.name();
+            assert!(n.chars().all(|c| c.is_ascii_lowercase() || c == '_'), "{n}");
+            assert!(names.insert(n), "duplicate {n}");
+        }
+    }
+
+    #[test]
+    fn every_frame_error_maps_to_its_own_reason() {
+        let mut seen = std::collections::HashSet::new();
+        for e in FrameError::ALL {
+            assert!(seen.insert(WireDrop::from(e)), "{e:?}");
+        }
+    }
+
+    #[test]
+    fn stats_add_sums_every_counter() {
+        let mut a = WireStats {
+            datagrams_sent: 2,
+            ..Default::default()
+        };
+        a.count_drop(WireDrop::BadMagic);
+        let mut b = WireStats {
+            datagrams_sent: 3,
+            recv_empty: 1,
+            ..Default::default()
+        };
+        b.count_drop(WireDrop::BadMagic);
+        b.count_drop(WireDrop::SendFailed);
+        a.add(&b);
+        assert_eq!(a.datagrams_sent, 5);
+        assert_eq!(a.recv_empty, 1);
+        assert_eq!(a.drop_count(WireDrop::BadMagic), 2);
+        assert_eq!(a.total_drops(), 3);
+        assert_eq!(a.drop_counters().filter(|(_, v)| *v > 0).count(), 2);
+    }
+
+    #[test]
+    fn injected_drop_rate_is_close_to_asked() {
+        let mut r = XorShift::new(1);
+        let n = 200_000;
+        let hits = (0..n).filter(|_| r.chance_ppm(100_000)).count();
+        assert!((18_000..22_000).contains(&hits), "{hits}");
+        let mut r = XorShift::new(1);
+        assert!(!(0..1000).any(|_| r.chance_ppm(0)));
+        assert!((0..1000).all(|_| r.chance_ppm(1_000_000)));
+    }
+}

@@ -1,0 +1,1025 @@
+//! The UDP port: one non-blocking socket, batched system calls.
+//!
+//! Datagrams to send are queued in a [`SendBatch`], a fixed arena of bytes
+//! allocated once, into which frames are written directly
+//! ([`SendBatch::push_message`] fragments a message; [`SendBatch::push_frame`]
+//! writes a control frame). [`UdpPort::send_batch`] hands them to the kernel
+//! with `sendmmsg`, up to [`MAX_BATCH`] per system call, and never blocks:
+//! what the kernel does not take (`EAGAIN`) stays queued for the next call.
+//! [`UdpPort::recv_batch`] receives up to [`MAX_BATCH`] datagrams with one
+//! `recvmmsg` into buffers allocated at bind time.
+//!
+//! Fault injection: with [`PortConfig::drop_rate_ppm`] set, a generator
+//! seeded by [`PortConfig::drop_seed`] drops that share of outgoing datagrams
+//! before they reach the kernel, counted as [`WireDrop::InjectedDrop`]. The
+//! sequence of drops depends only on the seed and the order of datagrams.
+
+use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6, UdpSocket};
+use std::os::fd::{AsRawFd, RawFd};
+
+use super::frag::{fragments, FragmentError};
+use super::frame::{Body, Data, Frame, FrameError, DATA_HEADER_LEN, MAX_DATAGRAM};
+use super::{WireDrop, WireStats, XorShift};
+
+/// Most datagrams per `sendmmsg`/`recvmmsg` call.
+pub const MAX_BATCH: usize = 64;
+/// Default datagram payload: an Ethernet MTU of 1500 less IPv4 and UDP headers.
+pub const ETHERNET_DATAGRAM: usize = 1472;
+/// Datagram payload of [`PortConfig::loopback`]: loopback's MTU is 64 KiB,
+/// and fewer, larger datagrams are much cheaper there.
+pub const LOOPBACK_DATAGRAM: usize = 65000;
+/// Smallest allowed [`PortConfig::max_datagram`]: a stride of 17 bytes still
+/// fits a 1 MiB message in `u16::MAX` fragments.
+pub const MIN_DATAGRAM: usize = DATA_HEADER_LEN + 17;
+
+/// Settings of a [`UdpPort`] (and of the [`SendBatch`] made for it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortConfig {
+    /// Largest UDP payload sent and received, headers included
+    /// ([`MIN_DATAGRAM`]..=[`MAX_DATAGRAM`]). Default [`ETHERNET_DATAGRAM`].
+    /// Engines on one path must agree: a larger datagram from a peer is
+    /// dropped as [`WireDrop::TruncatedDatagram`].
+    pub max_datagram: usize,
+    /// Datagrams per system call, 1..=[`MAX_BATCH`] (default 64).
+    pub batch: usize,
+    /// `SO_SNDBUF`/`SO_RCVBUF` asked for, best effort (default 4 MiB).
+    pub socket_buffer: usize,
+    /// Bytes of the send queue arena (default 4 MiB; must hold the largest
+    /// message with its headers).
+    pub send_queue_bytes: usize,
+    /// Share of outgoing datagrams dropped on purpose, in parts per million
+    /// (default 0).
+    pub drop_rate_ppm: u32,
+    /// Seed of the drop generator.
+    pub drop_seed: u64,
+}
+
+impl Default for PortConfig {
+    fn default() -> Self {
+        PortConfig {
+            max_datagram: ETHERNET_DATAGRAM,
+            batch: MAX_BATCH,
+            socket_buffer: 4 << 20,
+            send_queue_bytes: 4 << 20,
+            drop_rate_ppm: 0,
+            drop_seed: 0,
+        }
+    }
+}
+
+impl PortConfig {
+    /// Settings for a real link with an Ethernet MTU (the default).
+    pub fn ethernet() -> Self {
+        PortConfig::default()
+    }
+
+    /// Settings for loopback: [`LOOPBACK_DATAGRAM`]-byte datagrams.
+    pub fn loopback() -> Self {
+        PortConfig {
+            max_datagram: LOOPBACK_DATAGRAM,
+            ..PortConfig::default()
+        }
+    }
+
+    /// Payload bytes per Data fragment (`max_datagram - DATA_HEADER_LEN`).
+    pub fn stride(&self) -> usize {
+        self.max_datagram.saturating_sub(DATA_HEADER_LEN)
+    }
+
+    fn validate(&self) -> io::Result<()> {
+        let bad = |what: &str| {
+            Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                what.to_string(),
+            ))
+        };
+        if !(MIN_DATAGRAM..=MAX_DATAGRAM).contains(&self.max_datagram) {
+            return bad("max_datagram out of range");
+        }
+        if !(1..=MAX_BATCH).contains(&self.batch) {
+            return bad("batch out of range");
+        }
+        if self.send_queue_bytes < self.max_datagram {
+            return bad("send_queue_bytes smaller than a datagram");
+        }
+        if self.drop_rate_ppm > 1_000_000 {
+            return bad("drop_rate_ppm above 1000000");
+        }
+        Ok(())
+    }
+}
+
+/// Where a Data message goes on the receiving engine (from the channel
+/// table of the sending endpoint).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DataTarget {
+    /// Endpoint id on the receiving engine.
+    pub dst_endpoint: u32,
+    /// Channel index on the receiving engine.
+    pub dst_channel: u16,
+    /// Token of that channel, chosen by the receiver.
+    pub token: u64,
+    /// Reserved flags (0).
+    pub flags: u16,
+}
+
+/// Why [`SendBatch`] did not queue a message or frame. Nothing was queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PushError {
+    /// Not enough room now: send the batch, then try again.
+    Full,
+    /// Can never be queued: longer than [`MAX_MESSAGE`](super::MAX_MESSAGE)
+    /// or than the queue, or an invalid frame.
+    TooLarge,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    dst: SocketAddr,
+    start: usize,
+    len: usize,
+    dropped: bool,
+}
+
+/// Datagrams waiting to be sent, in an arena allocated once.
+pub struct SendBatch {
+    arena: Vec<u8>,
+    /// End of the bytes in use.
+    tail: usize,
+    entries: Vec<Entry>,
+    /// First entry not yet sent.
+    head: usize,
+    /// Entries before this index had their fault-injection draw.
+    judged: usize,
+    max_datagram: usize,
+    max_entries: usize,
+    /// Counters: `messages_queued`, `send_queue_full`, `message_too_large`.
+    pub stats: WireStats,
+}
+
+impl SendBatch {
+    /// A batch for datagrams of at most `max_datagram` bytes, in an arena of
+    /// `queue_bytes` (clamped to at least one datagram).
+    pub fn new(max_datagram: usize, queue_bytes: usize) -> Self {
+        let max_datagram = max_datagram.clamp(1, MAX_DATAGRAM);
+        let queue_bytes = queue_bytes.max(max_datagram);
+        let max_entries = queue_bytes / 16 + MAX_BATCH;
+        SendBatch {
+            arena: vec![0; queue_bytes],
+            tail: 0,
+            entries: Vec::with_capacity(max_entries.min(8192)),
+            head: 0,
+            judged: 0,
+            max_datagram,
+            max_entries,
+            stats: WireStats::default(),
+        }
+    }
+
+    /// A batch sized for a port with these settings.
+    pub fn for_port(cfg: &PortConfig) -> Self {
+        SendBatch::new(cfg.max_datagram, cfg.send_queue_bytes)
+    }
+
+    /// Datagrams queued and not yet sent.
+    pub fn len(&self) -> usize {
+        self.entries.len() - self.head
+    }
+
+    /// Whether nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes of datagrams queued.
+    pub fn queued_bytes(&self) -> usize {
+        self.entries[self.head..].iter().map(|e| e.len).sum()
+    }
+
+    /// Drops everything queued (for example when the peer is gone) and
+    /// returns how many datagrams were discarded.
+    pub fn clear(&mut self) -> usize {
+        let n = self.len();
+        self.reset();
+        n
+    }
+
+    fn reset(&mut self) {
+        self.entries.clear();
+        self.head = 0;
+        self.judged = 0;
+        self.tail = 0;
+    }
+
+    /// Makes room for `bytes` more bytes in `datagrams` more entries, moving
+    /// unsent datagrams to the front of the arena if needed.
+    fn reserve(&mut self, bytes: usize, datagrams: usize) -> Result<(), PushError> {
+        if bytes > self.arena.len() || datagrams > self.max_entries {
+            return Err(PushError::TooLarge);
+        }
+        if self.head == self.entries.len() {
+            self.reset();
+        }
+        let fits = |s: &Self| {
+            s.tail + bytes <= s.arena.len() && s.entries.len() + datagrams <= s.max_entries
+        };
+        if fits(self) {
+            return Ok(());
+        }
+        if self.head > 0 {
+            let from = self.entries[self.head].start;
+            self.arena.copy_within(from..self.tail, 0);
+            self.tail -= from;
+            self.entries.drain(..self.head);
+            for e in &mut self.entries {
+                e.start -= from;
+            }
+            self.judged = self.judged.saturating_sub(self.head);
+            self.head = 0;
+        }
+        if fits(self) {
+            Ok(())
+        } else {
+            Err(PushError::Full)
+        }
+    }
+
+    fn fail(&mut self, e: PushError) -> PushError {
+        self.stats.count_drop(match e {
+            PushError::Full => WireDrop::SendQueueFull,
+            PushError::TooLarge => WireDrop::MessageTooLarge,
+        });
+        e
+    }
+
+    /// Queues one datagram written by `write`, which gets a buffer of
+    /// `max_datagram` bytes and returns how many it wrote (or an error, in
+    /// which case nothing is queued).
+    pub fn push_with(
+        &mut self,
+        dst: SocketAddr,
+        write: impl FnOnce(&mut [u8]) -> Result<usize, FrameError>,
+    ) -> Result<(), PushError> {
+        let room = self.max_datagram;
+        if let Err(e) = self.reserve(room, 1) {
+            return Err(self.fail(e));
+        }
+        let start = self.tail;
+        match write(&mut self.arena[start..start + room]) {
+            Ok(len) if len <= room => {
+                self.tail += len;
+                self.entries.push(Entry {
+                    dst,
+                    start,
+                    len,
+                    dropped: false,
+                });
+                Ok(())
+            }
+            _ => Err(self.fail(PushError::TooLarge)),
+        }
+    }
+
+    /// Queues one frame (a control frame, or a Data frame made by hand).
+    pub fn push_frame(&mut self, dst: SocketAddr, frame: &Frame<'_>) -> Result<(), PushError> {
+        self.push_with(dst, |buf| frame.emit(buf))
+    }
+
+    /// Cuts `msg` into Data frames of at most `max_datagram` bytes and queues
+    /// all of them for `dst`, or none. Returns the number of fragments.
+    pub fn push_message(
+        &mut self,
+        dst: SocketAddr,
+        src_engine: u64,
+        to: DataTarget,
+        msg_id: u32,
+        msg: &[u8],
+    ) -> Result<u16, PushError> {
+        let stride = self.max_datagram.saturating_sub(DATA_HEADER_LEN);
+        let pieces = match fragments(msg.len(), stride) {
+            Ok(p) => p,
+            Err(FragmentError::MessageTooLarge | FragmentError::StrideTooSmall) => {
+                return Err(self.fail(PushError::TooLarge))
+            }
+        };
+        let count = pieces.len();
+        if let Err(e) = self.reserve(msg.len() + count * DATA_HEADER_LEN, count) {
+            return Err(self.fail(e));
+        }
+        let (first_entry, first_tail) = (self.entries.len(), self.tail);
+        for p in pieces {
+            let (off, len) = (p.offset as usize, p.len as usize);
+            let frame = Frame {
+                src_engine,
+                body: Body::Data(Data {
+                    dst_endpoint: to.dst_endpoint,
+                    dst_channel: to.dst_channel,
+                    flags: to.flags,
+                    token: to.token,
+                    msg_id,
+                    frag_index: p.index,
+                    frag_count: p.count,
+                    msg_len: msg.len() as u32,
+                    frag_offset: p.offset,
+                    payload: &msg[off..off + len],
+                }),
+            };
+            let start = self.tail;
+            // Room was reserved above for every fragment with its header.
+            let Ok(n) = frame.emit(&mut self.arena[start..]) else {
+                // Not reached for pieces made by `fragments`; undo and report.
+                self.entries.truncate(first_entry);
+                self.tail = first_tail;
+                return Err(self.fail(PushError::TooLarge));
+            };
+            self.tail += n;
+            self.entries.push(Entry {
+                dst,
+                start,
+                len: n,
+                dropped: false,
+            });
+        }
+        self.stats.messages_queued += 1;
+        Ok(count as u16)
+    }
+
+    /// The queued datagrams, oldest first (for tests and tracing).
+    pub fn datagrams(&self) -> impl Iterator<Item = (SocketAddr, &[u8])> + '_ {
+        self.entries[self.head..]
+            .iter()
+            .filter(|e| !e.dropped)
+            .map(|e| (e.dst, &self.arena[e.start..e.start + e.len]))
+    }
+}
+
+/// A non-blocking UDP socket of the engine.
+pub struct UdpPort {
+    sock: UdpSocket,
+    cfg: PortConfig,
+    rng: XorShift,
+    /// `cfg.batch` receive buffers of `cfg.max_datagram` bytes each.
+    rx: Vec<u8>,
+    /// Counters: datagrams and bytes, system calls, and the drops of the port.
+    pub stats: WireStats,
+    /// The last error `sendmmsg` reported for a datagram it refused.
+    pub last_send_error: Option<io::ErrorKind>,
+}
+
+/// A socket address in the form the kernel takes.
+#[derive(Clone, Copy)]
+#[repr(C)]
+union RawAddr {
+    v4: libc::sockaddr_in,
+    v6: libc::sockaddr_in6,
+    storage: libc::sockaddr_storage,
+}
+
+impl RawAddr {
+    fn empty() -> Self {
+        RawAddr {
+            v6: libc::sockaddr_in6 {
+                sin6_family: 0,
+                sin6_port: 0,
+                sin6_flowinfo: 0,
+                sin6_addr: libc::in6_addr { s6_addr: [0; 16] },
+                sin6_scope_id: 0,
+            },
+        }
+    }
+
+    fn set(&mut self, a: &SocketAddr) -> libc::socklen_t {
+        match a {
+            SocketAddr::V4(a) => {
+                self.v4 = libc::sockaddr_in {
+                    sin_family: libc::AF_INET as libc::sa_family_t,
+                    sin_port: a.port().to_be(),
+                    sin_addr: libc::in_addr {
+                        s_addr: u32::from_ne_bytes(a.ip().octets()),
+                    },
+                    sin_zero: [0; 8],
+                };
+                size_of::<libc::sockaddr_in>() as libc::socklen_t
+            }
+            SocketAddr::V6(a) => {
+                self.v6 = libc::sockaddr_in6 {
+                    sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                    sin6_port: a.port().to_be(),
+                    sin6_flowinfo: a.flowinfo(),
+                    sin6_addr: libc::in6_addr {
+                        s6_addr: a.ip().octets(),
+                    },
+                    sin6_scope_id: a.scope_id(),
+                };
+                size_of::<libc::sockaddr_in6>() as libc::socklen_t
+            }
+        }
+    }
+
+    fn get(&self, len: libc::socklen_t) -> Option<SocketAddr> {
+        // SAFETY: every variant is plain old data for which any bit pattern
+        // is valid, and the union is at least as large as each of them, so
+        // reading any field reads initialised bytes of the right size. The
+        // family field sits at the same offset in all of them.
+        let family = unsafe { self.v4.sin_family } as libc::c_int;
+        let len = len as usize;
+        match family {
+            libc::AF_INET if len >= size_of::<libc::sockaddr_in>() => {
+                // SAFETY: as above; the kernel wrote an AF_INET address.
+                let a = unsafe { self.v4 };
+                Some(SocketAddr::V4(SocketAddrV4::new(
+                    Ipv4Addr::from(a.sin_addr.s_addr.to_ne_bytes()),
+                    u16::from_be(a.sin_port),
+                )))
+            }
+            libc::AF_INET6 if len >= size_of::<libc::sockaddr_in6>() => {
+                // SAFETY: as above; the kernel wrote an AF_INET6 address.
+                let a = unsafe { self.v6 };
+                Some(SocketAddr::V6(SocketAddrV6::new(
+                    Ipv6Addr::from(a.sin6_addr.s6_addr),
+                    u16::from_be(a.sin6_port),
+                    a.sin6_flowinfo,
+                    a.sin6_scope_id,
+                )))
+            }
+            _ => None,
+        }
+    }
+}
+
+fn empty_iovec() -> libc::iovec {
+    libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }
+}
+
+fn empty_mmsghdr() -> libc::mmsghdr {
+    // SAFETY: mmsghdr is a C struct of integers and raw pointers; all-zero
+    // bytes are a valid value of it (null pointers, zero lengths).
+    unsafe { std::mem::zeroed() }
+}
+
+fn set_buffer(fd: RawFd, force: libc::c_int, plain: libc::c_int, bytes: usize) {
+    let v = bytes.min(i32::MAX as usize) as libc::c_int;
+    for opt in [force, plain] {
+        // SAFETY: `fd` is an open socket owned by the caller; the option value
+        // points at a live c_int whose size is passed as the length.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                opt,
+                (&v as *const libc::c_int).cast(),
+                size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc == 0 {
+            return;
+        }
+    }
+}
+
+impl UdpPort {
+    /// Binds a non-blocking UDP socket on `addr` (port 0 picks a free one)
+    /// and asks for large socket buffers (best effort: `SO_*BUFFORCE` when
+    /// privileged, else capped by the system limits).
+    pub fn bind(addr: SocketAddr, cfg: PortConfig) -> io::Result<UdpPort> {
+        cfg.validate()?;
+        let sock = UdpSocket::bind(addr)?;
+        sock.set_nonblocking(true)?;
+        let fd = sock.as_raw_fd();
+        set_buffer(fd, libc::SO_RCVBUFFORCE, libc::SO_RCVBUF, cfg.socket_buffer);
+        set_buffer(fd, libc::SO_SNDBUFFORCE, libc::SO_SNDBUF, cfg.socket_buffer);
+        Ok(UdpPort {
+            sock,
+            rng: XorShift::new(cfg.drop_seed),
+            rx: vec![0; cfg.batch * cfg.max_datagram],
+            cfg,
+            stats: WireStats::default(),
+            last_send_error: None,
+        })
+    }
+
+    /// The socket, for the engine's epoll (readable: call `recv_batch`;
+    /// writable after a partial send: call `send_batch` again).
+    pub fn raw_fd(&self) -> RawFd {
+        self.sock.as_raw_fd()
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.sock.local_addr()
+    }
+
+    /// The settings in force.
+    pub fn config(&self) -> &PortConfig {
+        &self.cfg
+    }
+
+    /// Sends what `batch` holds, [`PortConfig::batch`] datagrams per
+    /// `sendmmsg`, until it is empty or the kernel would block. Never blocks.
+    ///
+    /// Returns the number of datagrams the kernel took. Datagrams the kernel
+    /// refused (an error other than `EAGAIN`/`ENOBUFS`) are removed and
+    /// counted as [`WireDrop::SendFailed`]; those dropped by fault injection
+    /// as [`WireDrop::InjectedDrop`]. What remains in `batch` afterwards
+    /// ([`SendBatch::len`]) was not sent yet: call again when the socket is
+    /// writable. `Err` only for a broken socket (`EBADF`, `ENOTSOCK`, …).
+    pub fn send_batch(&mut self, batch: &mut SendBatch) -> io::Result<usize> {
+        if batch.is_empty() {
+            return Ok(0);
+        }
+        self.stats.send_batches += 1;
+        if self.cfg.drop_rate_ppm > 0 {
+            for e in &mut batch.entries[batch.judged..] {
+                if self.rng.chance_ppm(self.cfg.drop_rate_ppm) {
+                    e.dropped = true;
+                    self.stats.count_drop(WireDrop::InjectedDrop);
+                }
+            }
+        }
+        batch.judged = batch.entries.len();
+
+        let mut addrs = [RawAddr::empty(); MAX_BATCH];
+        let mut iovs = [empty_iovec(); MAX_BATCH];
+        let mut msgs = [empty_mmsghdr(); MAX_BATCH];
+        let mut idx = [0usize; MAX_BATCH];
+        let mut sent = 0;
+        loop {
+            while batch.head < batch.entries.len() && batch.entries[batch.head].dropped {
+                batch.head += 1;
+            }
+            if batch.head == batch.entries.len() {
+                batch.reset();
+                break;
+            }
+            let mut n = 0;
+            for (i, e) in batch.entries.iter().enumerate().skip(batch.head) {
+                if n == self.cfg.batch {
+                    break;
+                }
+                if e.dropped {
+                    continue;
+                }
+                let slice = &mut batch.arena[e.start..e.start + e.len];
+                iovs[n] = libc::iovec {
+                    iov_base: slice.as_mut_ptr().cast(),
+                    iov_len: slice.len(),
+                };
+                let alen = addrs[n].set(&e.dst);
+                msgs[n].msg_hdr.msg_name = (&mut addrs[n] as *mut RawAddr).cast();
+                msgs[n].msg_hdr.msg_namelen = alen;
+                msgs[n].msg_hdr.msg_iov = &mut iovs[n];
+                msgs[n].msg_hdr.msg_iovlen = 1;
+                msgs[n].msg_len = 0;
+                idx[n] = i;
+                n += 1;
+            }
+            // SAFETY: `msgs[..n]` are initialised headers whose name and iov
+            // pointers point into `addrs`, `iovs` and `batch.arena`, all alive
+            // and not otherwise borrowed until the call returns; each iov
+            // covers bytes inside the arena. The kernel only reads them (and
+            // writes `msg_len`).
+            let rc = unsafe {
+                libc::sendmmsg(
+                    self.sock.as_raw_fd(),
+                    msgs.as_mut_ptr(),
+                    n as libc::c_uint,
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            self.stats.send_syscalls += 1;
+            if rc < 0 {
+                let err = io::Error::last_os_error();
+                match err.raw_os_error() {
+                    Some(libc::EINTR) => continue,
+                    Some(libc::EAGAIN | libc::ENOBUFS) => break,
+                    Some(libc::EBADF | libc::ENOTSOCK | libc::EFAULT) => return Err(err),
+                    _ => {
+                        // The first datagram was refused: drop it and go on.
+                        self.last_send_error = Some(err.kind());
+                        self.stats.count_drop(WireDrop::SendFailed);
+                        batch.head = idx[0] + 1;
+                        continue;
+                    }
+                }
+            }
+            let done = (rc as usize).min(n);
+            for m in msgs.iter().take(done) {
+                self.stats.bytes_sent += u64::from(m.msg_len);
+            }
+            self.stats.datagrams_sent += done as u64;
+            sent += done;
+            if done == 0 {
+                break;
+            }
+            batch.head = idx[done - 1] + 1;
+        }
+        Ok(sent)
+    }
+
+    /// Receives up to [`PortConfig::batch`] datagrams with one `recvmmsg`
+    /// (non-blocking) and calls `f(source, datagram)` for each. Datagrams
+    /// larger than [`PortConfig::max_datagram`] are dropped as
+    /// [`WireDrop::TruncatedDatagram`]. Returns the number received (0 when
+    /// none was waiting); when it equals the batch size, more may be waiting.
+    pub fn recv_batch(&mut self, mut f: impl FnMut(SocketAddr, &[u8])) -> io::Result<usize> {
+        let size = self.cfg.max_datagram;
+        let n = self.cfg.batch;
+        let mut addrs = [RawAddr::empty(); MAX_BATCH];
+        let mut iovs = [empty_iovec(); MAX_BATCH];
+        let mut msgs = [empty_mmsghdr(); MAX_BATCH];
+        for (i, chunk) in self.rx.chunks_exact_mut(size).take(n).enumerate() {
+            iovs[i] = libc::iovec {
+                iov_base: chunk.as_mut_ptr().cast(),
+                iov_len: chunk.len(),
+            };
+            msgs[i].msg_hdr.msg_name = (&mut addrs[i] as *mut RawAddr).cast();
+            msgs[i].msg_hdr.msg_namelen = size_of::<RawAddr>() as libc::socklen_t;
+            msgs[i].msg_hdr.msg_iov = &mut iovs[i];
+            msgs[i].msg_hdr.msg_iovlen = 1;
+        }
+        let rc = loop {
+            // SAFETY: `msgs[..n]` point at `n` distinct, live buffers of
+            // `size` bytes in `self.rx` and at `addrs` entries large enough
+            // for any socket address (their length is passed in
+            // `msg_namelen`); nothing else borrows them during the call. The
+            // kernel writes at most those lengths. A null timeout is allowed.
+            let rc = unsafe {
+                libc::recvmmsg(
+                    self.sock.as_raw_fd(),
+                    msgs.as_mut_ptr(),
+                    n as libc::c_uint,
+                    libc::MSG_DONTWAIT,
+                    std::ptr::null_mut(),
+                )
+            };
+            self.stats.recv_syscalls += 1;
+            if rc >= 0 {
+                break rc as usize;
+            }
+            let err = io::Error::last_os_error();
+            match err.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::EAGAIN) => {
+                    self.stats.recv_empty += 1;
+                    return Ok(0);
+                }
+                // An ICMP error reported for an earlier send: not about
+                // anything waiting here.
+                Some(libc::ECONNREFUSED | libc::EHOSTUNREACH | libc::ENETUNREACH) => return Ok(0),
+                _ => return Err(err),
+            }
+        };
+        let got = rc.min(n);
+        for (i, m) in msgs.iter().enumerate().take(got) {
+            let len = m.msg_len as usize;
+            self.stats.datagrams_received += 1;
+            self.stats.bytes_received += len as u64;
+            if m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 || len > size {
+                self.stats.count_drop(WireDrop::TruncatedDatagram);
+                continue;
+            }
+            let Some(src) = addrs[i].get(m.msg_hdr.msg_namelen) else {
+                continue;
+            };
+            f(src, &self.rx[i * size..i * size + len]);
+        }
+        Ok(got)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::frag::{Message, Reassembler, ReassemblyConfig};
+    use crate::wire::testutil::pattern;
+    use crate::wire::MAX_MESSAGE;
+    use std::time::{Duration, Instant};
+
+    const LO: &str = "127.0.0.1:0";
+
+    fn target(ch: u16) -> DataTarget {
+        DataTarget {
+            dst_endpoint: 1,
+            dst_channel: ch,
+            token: 0x7070,
+            flags: 0,
+        }
+    }
+
+    /// The receive path of the engine, reduced: parse, check the token,
+    /// reassemble. Counts drops in `stats`.
+    struct Rx {
+        reasm: Reassembler,
+        stats: WireStats,
+        got: Vec<(u32, Vec<u8>)>,
+    }
+
+    impl Rx {
+        fn new() -> Self {
+            Rx {
+                reasm: Reassembler::new(ReassemblyConfig::default()),
+                stats: WireStats::default(),
+                got: Vec::new(),
+            }
+        }
+
+        fn drain(&mut self, port: &mut UdpPort, now: u64) -> usize {
+            let mut total = 0;
+            loop {
+                let Rx { reasm, stats, got } = self;
+                let n = port
+                    .recv_batch(|src, dgram| match Frame::parse(dgram) {
+                        Err(e) => stats.count_drop(e.into()),
+                        Ok(Frame {
+                            src_engine,
+                            body: Body::Data(d),
+                        }) => {
+                            if d.token != 0x7070 {
+                                stats.count_drop(WireDrop::ForgedToken);
+                                return;
+                            }
+                            if let Ok(Some(m)) = reasm.push(src, src_engine, &d, now) {
+                                got.push((d.msg_id, m.as_slice().to_vec()));
+                                if let Message::Owned(v) = m {
+                                    reasm.recycle(v);
+                                }
+                            }
+                        }
+                        Ok(_) => {}
+                    })
+                    .unwrap();
+                total += n;
+                if n == 0 {
+                    return total;
+                }
+            }
+        }
+    }
+
+    fn size_of_msg(i: u32) -> usize {
+        // Sizes around the fragment edges, plus some large ones.
+        let s = ETHERNET_DATAGRAM - DATA_HEADER_LEN;
+        [0, 1, s - 1, s, s + 1, 3 * s + 5, 20_000, 100_000][i as usize % 8]
+    }
+
+    #[test]
+    fn loopback_exchange_of_fragmented_messages() {
+        let mut a = UdpPort::bind(LO.parse().unwrap(), PortConfig::default()).unwrap();
+        let mut b = UdpPort::bind(LO.parse().unwrap(), PortConfig::default()).unwrap();
+        let dst = b.local_addr().unwrap();
+        let mut batch = SendBatch::for_port(a.config());
+        let mut rx = Rx::new();
+        let total = 200u32;
+        let mut frags = 0usize;
+        for id in 0..total {
+            let msg = pattern(size_of_msg(id), u64::from(id));
+            frags += usize::from(batch.push_message(dst, 77, target(3), id, &msg).unwrap());
+            if id % 4 == 3 {
+                a.send_batch(&mut batch).unwrap();
+                assert!(batch.is_empty());
+                rx.drain(&mut b, 0);
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while rx.got.len() < total as usize && Instant::now() < deadline {
+            a.send_batch(&mut batch).unwrap();
+            rx.drain(&mut b, 0);
+        }
+        assert_eq!(rx.got.len(), total as usize, "stats {:?}", b.stats);
+        for (id, m) in &rx.got {
+            assert_eq!(m, &pattern(size_of_msg(*id), u64::from(*id)), "msg {id}");
+        }
+        assert_eq!(a.stats.datagrams_sent as usize, frags);
+        assert_eq!(b.stats.datagrams_received as usize, frags);
+        assert_eq!(a.stats.bytes_sent, b.stats.bytes_received);
+        assert!(
+            a.stats.send_syscalls < frags as u64 / 8,
+            "batched: {:?}",
+            a.stats
+        );
+        assert_eq!(
+            rx.stats.total_drops() + a.stats.total_drops() + b.stats.total_drops(),
+            0
+        );
+    }
+
+    #[test]
+    fn injected_drops_lose_whole_messages_never_corrupt() {
+        let cfg = PortConfig {
+            drop_rate_ppm: 100_000,
+            drop_seed: 42,
+            ..PortConfig::default()
+        };
+        let mut a = UdpPort::bind(LO.parse().unwrap(), cfg).unwrap();
+        let mut b = UdpPort::bind(LO.parse().unwrap(), PortConfig::default()).unwrap();
+        let dst = b.local_addr().unwrap();
+        let mut batch = SendBatch::for_port(a.config());
+        let mut rx = Rx::new();
+        let total = 400u32;
+        let mut frags = 0u64;
+        let len = |id: u32| 1000 + (id as usize % 5) * 1400; // 1 to 5 fragments
+        for id in 0..total {
+            frags += u64::from(
+                batch
+                    .push_message(dst, 5, target(1), id, &pattern(len(id), 99 + u64::from(id)))
+                    .unwrap(),
+            );
+            if id % 8 == 7 {
+                a.send_batch(&mut batch).unwrap();
+                rx.drain(&mut b, 0);
+            }
+        }
+        a.send_batch(&mut batch).unwrap();
+        rx.drain(&mut b, 0);
+        let injected = a.stats.drop_count(WireDrop::InjectedDrop);
+        assert_eq!(a.stats.datagrams_sent + injected, frags);
+        assert!(
+            (frags / 20..frags / 5).contains(&injected),
+            "{injected} of {frags}"
+        );
+        assert_eq!(b.stats.datagrams_received, a.stats.datagrams_sent);
+        // Every delivered message is intact; the others are lost, not damaged.
+        for (id, m) in &rx.got {
+            assert_eq!(m, &pattern(len(*id), 99 + u64::from(*id)), "msg {id}");
+        }
+        let delivered = rx.got.len() as u64;
+        assert!(delivered < u64::from(total));
+        // Partially received messages are counted once their time is up.
+        let evicted = rx.reasm.expire(ReassemblyConfig::default().timeout_ns) as u64;
+        let timeouts = rx.reasm.stats.drop_count(WireDrop::ReassemblyTimeout);
+        assert_eq!(evicted, timeouts);
+        assert!(timeouts > 0);
+        assert!(delivered + timeouts <= u64::from(total));
+        assert_eq!(rx.reasm.in_flight(), 0);
+        // Same seed, same drops.
+        let mut a2 = UdpPort::bind(LO.parse().unwrap(), cfg).unwrap();
+        let mut batch2 = SendBatch::for_port(a2.config());
+        let sink = "127.0.0.1:9".parse().unwrap();
+        for id in 0..total {
+            batch2
+                .push_message(sink, 5, target(1), id, &pattern(len(id), 0))
+                .unwrap();
+            if id % 8 == 7 {
+                a2.send_batch(&mut batch2).unwrap();
+            }
+        }
+        a2.send_batch(&mut batch2).unwrap();
+        assert_eq!(a2.stats.drop_count(WireDrop::InjectedDrop), injected);
+    }
+
+    #[test]
+    fn oversized_datagram_is_counted_as_truncated() {
+        let small = PortConfig {
+            max_datagram: 200,
+            ..PortConfig::default()
+        };
+        let mut a = UdpPort::bind(LO.parse().unwrap(), PortConfig::default()).unwrap();
+        let mut b = UdpPort::bind(LO.parse().unwrap(), small).unwrap();
+        let dst = b.local_addr().unwrap();
+        let mut batch = SendBatch::for_port(a.config());
+        batch
+            .push_message(dst, 1, target(0), 1, &[7u8; 1000])
+            .unwrap();
+        batch
+            .push_message(dst, 1, target(0), 2, &[7u8; 100])
+            .unwrap();
+        assert_eq!(a.send_batch(&mut batch).unwrap(), 2);
+        let mut rx = Rx::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while b.stats.datagrams_received < 2 && Instant::now() < deadline {
+            rx.drain(&mut b, 0);
+        }
+        assert_eq!(b.stats.drop_count(WireDrop::TruncatedDatagram), 1);
+        assert_eq!(rx.got, vec![(2, vec![7u8; 100])]);
+    }
+
+    #[test]
+    fn garbage_and_forged_datagrams_are_counted() {
+        let mut a = UdpPort::bind(LO.parse().unwrap(), PortConfig::default()).unwrap();
+        let mut b = UdpPort::bind(LO.parse().unwrap(), PortConfig::default()).unwrap();
+        let dst = b.local_addr().unwrap();
+        let mut batch = SendBatch::for_port(a.config());
+        batch
+            .push_with(dst, |buf| {
+                buf[..3].copy_from_slice(b"UN\x01");
+                Ok(3)
+            })
+            .unwrap();
+        batch
+            .push_with(dst, |buf| {
+                buf[..20].fill(0xEE);
+                Ok(20)
+            })
+            .unwrap();
+        let forged = DataTarget {
+            token: 1,
+            ..target(0)
+        };
+        batch.push_message(dst, 1, forged, 1, b"forged").unwrap();
+        batch.push_message(dst, 1, target(0), 2, b"good").unwrap();
+        assert_eq!(a.send_batch(&mut batch).unwrap(), 4);
+        let mut rx = Rx::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while b.stats.datagrams_received < 4 && Instant::now() < deadline {
+            rx.drain(&mut b, 0);
+        }
+        assert_eq!(rx.stats.drop_count(WireDrop::TruncatedFrame), 1);
+        assert_eq!(rx.stats.drop_count(WireDrop::BadMagic), 1);
+        assert_eq!(rx.stats.drop_count(WireDrop::ForgedToken), 1);
+        assert_eq!(rx.got, vec![(2, b"good".to_vec())]);
+    }
+
+    #[test]
+    fn send_batch_queue_is_bounded_and_compacts() {
+        let dst: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        // Room for 3 datagrams of 1000 bytes.
+        let mut batch = SendBatch::new(1000, 3000);
+        let stride = 1000 - DATA_HEADER_LEN;
+        assert_eq!(
+            batch.push_message(dst, 1, target(0), 1, &vec![1; 2 * stride]),
+            Ok(2)
+        );
+        assert_eq!(
+            batch.push_message(dst, 1, target(0), 2, &vec![2; 2 * stride]),
+            Err(PushError::Full)
+        );
+        assert_eq!(
+            batch.push_message(dst, 1, target(0), 3, &vec![3; 4 * stride]),
+            Err(PushError::TooLarge)
+        );
+        assert_eq!(
+            batch.push_message(dst, 1, target(0), 4, &vec![0; MAX_MESSAGE + 1]),
+            Err(PushError::TooLarge)
+        );
+        assert_eq!(batch.len(), 2);
+        assert_eq!(batch.stats.drop_count(WireDrop::SendQueueFull), 1);
+        assert_eq!(batch.stats.drop_count(WireDrop::MessageTooLarge), 2);
+        // Sending the first datagram only (as after a partial sendmmsg) lets
+        // the queue move the rest to the front and take a new message.
+        batch.head = 1;
+        assert_eq!(
+            batch.push_message(dst, 1, target(0), 5, &vec![5; 2 * stride]),
+            Ok(2)
+        );
+        assert_eq!(batch.len(), 3);
+        let ids: Vec<u32> = batch
+            .datagrams()
+            .map(|(_, d)| match Frame::parse(d).unwrap().body {
+                Body::Data(d) => d.msg_id,
+                _ => unreachable!(),
+            })
+            .collect();
+        assert_eq!(ids, vec![1, 5, 5]);
+        assert_eq!(batch.clear(), 3);
+        assert!(batch.is_empty());
+    }
+
+    #[test]
+    fn bind_rejects_bad_settings() {
+        for cfg in [
+            PortConfig {
+                max_datagram: MIN_DATAGRAM - 1,
+                ..PortConfig::default()
+            },
+            PortConfig {
+                max_datagram: MAX_DATAGRAM + 1,
+                ..PortConfig::default()
+            },
+            PortConfig {
+                batch: 0,
+                ..PortConfig::default()
+            },
+            PortConfig {
+                batch: MAX_BATCH + 1,
+                ..PortConfig::default()
+            },
+            PortConfig {
+                drop_rate_ppm: 1_000_001,
+                ..PortConfig::default()
+            },
+        ] {
+            let e = UdpPort::bind(LO.parse().unwrap(), cfg).err().unwrap();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        }
+        let p = UdpPort::bind("[::1]:0".parse().unwrap(), PortConfig::loopback());
+        // IPv6 loopback may be missing in containers; when present, it works.
+        if let Ok(mut p6) = p {
+            let dst = p6.local_addr().unwrap();
+            let mut batch = SendBatch::for_port(p6.config());
+            batch
+                .push_message(dst, 1, target(0), 9, &pattern(100_000, 1))
+                .unwrap();
+            assert_eq!(p6.send_batch(&mut batch).unwrap(), 2);
+            let mut rx = Rx::new();
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while rx.got.is_empty() && Instant::now() < deadline {
+                rx.drain(&mut p6, 0);
+            }
+            assert_eq!(rx.got, vec![(9, pattern(100_000, 1))]);
+        }
+    }
+}
