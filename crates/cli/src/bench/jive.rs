@@ -1,11 +1,523 @@
-//! `unet bench jive`.
+//! `unet bench jive`: the U-Net/SLE paper's JIVE benchmarks (Figure 3,
+//! microbenchmarks; Figure 4, macrobenchmarks), on JIVE and, in the same
+//! run, in C (`gcc -O0`, `gcc -O2`) and on HotSpot (`java -Xint`, and the
+//! default JIT).
+//!
+//! The programs are `bench/jive/Bench.java` (one class inside the JIVE
+//! subset; JIVE and HotSpot run the same class file, compiled by `javac` at
+//! run time), `bench/jive/BenchMain.java` (the HotSpot timing harness) and
+//! `bench/jive/bench.c` (the same programs in C), embedded in the binary and
+//! built in a temporary directory.
+//!
+//! Every benchmark is `int name(int n)`: `n` operations (micro) or `n`
+//! executions (macro), returning a checksum. `n` is chosen per benchmark so
+//! that one JIVE call takes about `--target-ms`; every runtime then runs the
+//! same `n`, once for the checksum (all five must agree, or the run fails)
+//! and `--reps` times timed, and the median time of a call is kept.
+//!
+//! Figures are, as in the paper, time per operation (micro, ns) or per
+//! execution (macro, µs) with the loop overhead subtracted: for each runtime,
+//! `t(name)/n - t(null-loop)/n_null`, where `t(null-loop)/n_null` is that
+//! runtime's time per iteration of an empty loop (itself reported as the
+//! null-loop line, without subtraction). A difference below zero (timing
+//! noise on a superscalar CPU, or work hoisted out of the loop by an
+//! optimiser) is shown as 0.
+//!
+//! The host-to-applet call overhead is `Vm::invoke` of a method that returns
+//! its argument at once, timed in batches of calls (median of batches).
 
-use std::process::ExitCode;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::{Duration, Instant};
+
+use ::jive::{test_natives, Class, Limits, Vm};
+
+use crate::jdk::Jdk;
+
+const BENCH_JAVA: &str = include_str!("../../../../bench/jive/Bench.java");
+const BENCH_MAIN_JAVA: &str = include_str!("../../../../bench/jive/BenchMain.java");
+const BENCH_C: &str = include_str!("../../../../bench/jive/bench.c");
+const NATIVES_JAVA: &str =
+    include_str!("../../../../java/applet-sdk/src/main/java/unet/sle/Natives.java");
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Timed calls per benchmark and runtime; the median is reported.
+    #[arg(long, default_value_t = 7)]
+    reps: usize,
+    /// Size each benchmark so that one JIVE call takes about this long.
+    #[arg(long, value_name = "MS", default_value_t = 40)]
+    target_ms: u64,
+    /// Untimed calls on the HotSpot JIT before timing (lets it compile).
+    #[arg(long, default_value_t = 10)]
+    warmup: usize,
+    /// A fast, rough run (3 reps, 2 ms calls, 2 warm-up calls), for tests.
+    #[arg(long)]
+    quick: bool,
+    /// One JSON object per line per benchmark instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Keep the temporary build directory and print its path.
+    #[arg(long)]
+    keep: bool,
+}
 
-pub fn run(_a: Args) -> ExitCode {
-    eprintln!("unet bench jive: not built yet");
-    ExitCode::from(1)
+/// (name in the paper, method of Bench.java, micro?)
+const BENCHES: [(&str, &str, bool); 13] = [
+    ("null-loop", "nullLoop", true),
+    ("null-call", "nullCall", true),
+    ("field-read", "fieldRead", true),
+    ("field-write", "fieldWrite", true),
+    ("array-read", "arrayRead", true),
+    ("array-write", "arrayWrite", true),
+    ("math", "math", true),
+    ("math-field", "mathField", true),
+    ("math-array", "mathArray", true),
+    ("qsort", "qsort", false),
+    ("rand", "rand", false),
+    ("fibonacci", "fibonacci", false),
+    ("null native call", "nativeCall", true),
+];
+
+/// Columns of the table, in order: JIVE then the baselines.
+const RUNTIMES: [&str; 5] = ["jive", "gcc_O0", "gcc_O2", "hotspot_xint", "hotspot_jit"];
+const HEADERS: [&str; 5] = ["JIVE", "gcc -O0", "gcc -O2", "java -Xint", "java JIT"];
+
+/// One runtime's raw result for one benchmark.
+#[derive(Clone, Copy, Debug)]
+struct Raw {
+    n: i32,
+    checksum: i32,
+    median_ns: f64,
+}
+
+pub fn run(a: Args) -> ExitCode {
+    match bench(a) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("unet bench jive: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn progress(msg: &str) {
+    eprintln!("[bench jive] {msg}");
+}
+
+/// Runs a command; its stdout, or an error with its stderr.
+fn output(c: &mut Command, what: &str) -> Result<String, String> {
+    let o = c.output().map_err(|e| format!("{what}: cannot run: {e}"))?;
+    if !o.status.success() {
+        return Err(format!(
+            "{what} failed ({}):\n{}{}",
+            o.status,
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+struct TempDir(PathBuf, bool);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if self.1 {
+            eprintln!("[bench jive] kept {}", self.0.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+fn write(path: &Path, text: &str) -> Result<(), String> {
+    if let Some(p) = path.parent() {
+        std::fs::create_dir_all(p).map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn bench(mut a: Args) -> Result<(), String> {
+    if a.quick {
+        a.reps = 3;
+        a.target_ms = 2;
+        a.warmup = 2;
+    }
+    a.reps = a.reps.max(1);
+    let jdk = Jdk::find()?;
+    let tmp = TempDir(
+        std::env::temp_dir().join(format!("unet-bench-jive-{}", std::process::id())),
+        a.keep,
+    );
+    let dir = &tmp.0;
+    let _ = std::fs::remove_dir_all(dir);
+    let src = dir.join("src");
+    let classes = dir.join("classes");
+    write(&src.join("Bench.java"), BENCH_JAVA)?;
+    write(&src.join("BenchMain.java"), BENCH_MAIN_JAVA)?;
+    write(&src.join("unet/sle/Natives.java"), NATIVES_JAVA)?;
+    write(&dir.join("bench.c"), BENCH_C)?;
+
+    progress(&format!("javac ({}), gcc -O0, gcc -O2", jdk.home.display()));
+    output(
+        Command::new(jdk.bin("javac"))
+            .arg("-nowarn")
+            .arg("-sourcepath")
+            .arg(&src)
+            .arg("-d")
+            .arg(&classes)
+            .arg(src.join("Bench.java"))
+            .arg(src.join("BenchMain.java")),
+        "javac",
+    )?;
+    for opt in ["-O0", "-O2"] {
+        output(
+            Command::new("gcc")
+                .arg(opt)
+                .args(["-fwrapv", "-std=c11", "-o"])
+                .arg(dir.join(format!("bench{opt}")))
+                .arg(dir.join("bench.c")),
+            &format!("gcc {opt}"),
+        )?;
+    }
+
+    // JIVE: choose n per benchmark, time it, and the host call overhead.
+    let bytes = std::fs::read(classes.join("Bench.class")).map_err(|e| e.to_string())?;
+    let natives = test_natives::<()>();
+    let class = Class::load(&bytes, &natives, &["test"])
+        .map_err(|r| format!("JIVE rejected Bench.class: {r}"))?;
+    let limits = Limits {
+        fuel: u64::MAX / 4,
+        ..Limits::default()
+    };
+    let mut host = ();
+    let mut vm = Vm::new(class.clone(), limits, &mut host)
+        .map_err(|f| format!("JIVE Bench initialisation: {f}"))?;
+    let target = Duration::from_millis(a.target_ms);
+    let mut jive: Vec<Raw> = Vec::new();
+    for (i, (name, method, _)) in BENCHES.iter().enumerate() {
+        progress(&format!("JIVE {}/{}: {name}", i + 1, BENCHES.len()));
+        let m = class
+            .method(method)
+            .ok_or_else(|| format!("Bench has no method {method}"))?;
+        let mut call = |n: i32| -> Result<(i32, Duration), String> {
+            let t0 = Instant::now();
+            let r = vm
+                .invoke(&mut host, m, &[n])
+                .map_err(|f| format!("JIVE {name}({n}): fault: {f}"))?;
+            let t = t0.elapsed();
+            Ok((r.unwrap_or(0), t))
+        };
+        let mut n: i32 = 1;
+        loop {
+            let (_, t) = call(n)?;
+            if t >= target || n >= 1 << 29 {
+                break;
+            }
+            let grow = (target.as_secs_f64() / t.as_secs_f64().max(1e-7) * 1.2).clamp(2.0, 64.0);
+            n = ((n as f64 * grow) as i64).min(1 << 29) as i32;
+        }
+        let (checksum, _) = call(n)?;
+        let mut times = Vec::with_capacity(a.reps);
+        for _ in 0..a.reps {
+            let (c, t) = call(n)?;
+            if c != checksum {
+                return Err(format!("JIVE {name}: checksum {checksum} then {c}"));
+            }
+            times.push(t.as_nanos() as f64);
+        }
+        jive.push(Raw {
+            n,
+            checksum,
+            median_ns: median(&mut times),
+        });
+    }
+    progress("JIVE: host-to-applet call overhead");
+    let host_call_ns = {
+        let m = class.method("ret").ok_or("Bench has no method ret")?;
+        let batch = if a.quick { 10_000 } else { 200_000 };
+        let mut per_call = Vec::new();
+        for _ in 0..a.reps.max(5) {
+            let t0 = Instant::now();
+            let mut s = 0i32;
+            for i in 0..batch {
+                let r = vm
+                    .invoke(&mut host, m, &[i])
+                    .map_err(|f| format!("JIVE ret: {f}"))?;
+                s = s.wrapping_add(r.unwrap_or(0));
+            }
+            let t = t0.elapsed();
+            let want = (0..batch).fold(0i32, |acc, i| acc.wrapping_add(i));
+            if std::hint::black_box(s) != want {
+                return Err(format!("JIVE ret: sum {s}, want {want}"));
+            }
+            per_call.push(t.as_nanos() as f64 / batch as f64);
+        }
+        median(&mut per_call)
+    };
+
+    // The baselines run the same n.
+    let mut plan: Vec<String> = Vec::new();
+    for ((_, method, _), r) in BENCHES.iter().zip(&jive) {
+        plan.push(method.to_string());
+        plan.push(r.n.to_string());
+    }
+    let reps = a.reps.to_string();
+    let mut columns: Vec<Vec<Raw>> = vec![jive];
+    for opt in ["-O0", "-O2"] {
+        progress(&format!("gcc {opt}: all benchmarks"));
+        let out = output(
+            Command::new(dir.join(format!("bench{opt}")))
+                .arg(&reps)
+                .args(&plan),
+            &format!("bench.c {opt}"),
+        )?;
+        columns.push(parse_lines(&out, &format!("gcc {opt}"))?);
+    }
+    for (label, flags, warmup) in [
+        ("java -Xint", &["-Xint"][..], 0usize),
+        ("java (JIT)", &[][..], a.warmup),
+    ] {
+        progress(&format!("{label}: all benchmarks"));
+        let out = output(
+            Command::new(jdk.bin("java"))
+                .args(flags)
+                .arg("-Xss64m")
+                .arg("-cp")
+                .arg(&classes)
+                .arg("BenchMain")
+                .arg(&reps)
+                .arg(warmup.to_string())
+                .args(&plan),
+            label,
+        )?;
+        columns.push(parse_lines(&out, label)?);
+    }
+
+    // Checksums must agree across all five.
+    for (i, (name, _, _)) in BENCHES.iter().enumerate() {
+        let want = columns[0][i];
+        for (c, col) in columns.iter().enumerate().skip(1) {
+            let got = col[i];
+            if got.n != want.n || got.checksum != want.checksum {
+                return Err(format!(
+                    "{name}: {} gave checksum {} for n={}, JIVE {} for n={}",
+                    HEADERS[c], got.checksum, got.n, want.checksum, want.n
+                ));
+            }
+        }
+    }
+
+    let report = Report::new(&columns, host_call_ns);
+    if a.json {
+        report.print_json();
+    } else {
+        report.print_table(&a);
+    }
+    drop(tmp);
+    Ok(())
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// Parses `NAME N CHECKSUM MEDIAN_NS` lines, one per benchmark in order.
+fn parse_lines(out: &str, who: &str) -> Result<Vec<Raw>, String> {
+    let mut v = Vec::new();
+    for ((_, method, _), line) in BENCHES.iter().zip(out.lines()) {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        let bad = || format!("{who}: unexpected line `{line}`");
+        if w.len() != 4 || w[0] != *method {
+            return Err(bad());
+        }
+        v.push(Raw {
+            n: w[1].parse().map_err(|_| bad())?,
+            checksum: w[2].parse().map_err(|_| bad())?,
+            median_ns: w[3].parse().map_err(|_| bad())?,
+        });
+    }
+    if v.len() != BENCHES.len() {
+        return Err(format!(
+            "{who}: {} results, want {}:\n{out}",
+            v.len(),
+            BENCHES.len()
+        ));
+    }
+    Ok(v)
+}
+
+struct Row {
+    name: &'static str,
+    unit: &'static str,
+    n: i32,
+    checksum: i32,
+    /// per runtime, in `unit`
+    values: [f64; 5],
+}
+
+struct Report {
+    rows: Vec<Row>,
+    host_call_ns: f64,
+}
+
+fn ratio(a: f64, b: f64) -> Option<f64> {
+    (b > 0.0 && a.is_finite() && b.is_finite()).then(|| a / b)
+}
+
+impl Report {
+    fn new(columns: &[Vec<Raw>], host_call_ns: f64) -> Report {
+        let mut rows = Vec::new();
+        for (i, (name, _, micro)) in BENCHES.iter().enumerate() {
+            let mut values = [0.0; 5];
+            for (c, col) in columns.iter().enumerate() {
+                let null = col[0].median_ns / col[0].n as f64;
+                let per = col[i].median_ns / col[i].n as f64;
+                let net = if i == 0 { per } else { (per - null).max(0.0) };
+                values[c] = if *micro { net } else { net / 1000.0 };
+            }
+            rows.push(Row {
+                name,
+                unit: if *micro { "ns/op" } else { "us/run" },
+                n: columns[0][i].n,
+                checksum: columns[0][i].checksum,
+                values,
+            });
+        }
+        Report { rows, host_call_ns }
+    }
+
+    /// JIVE / java -Xint over the twelve benchmarks of Figures 3 and 4.
+    fn geomean_vs_xint(&self) -> Option<f64> {
+        let rs: Vec<f64> = self.rows[..12]
+            .iter()
+            .filter_map(|r| ratio(r.values[0], r.values[3]))
+            .filter(|r| *r > 0.0)
+            .collect();
+        (rs.len() == 12).then(|| (rs.iter().map(|r| r.ln()).sum::<f64>() / 12.0).exp())
+    }
+
+    fn print_json(&self) {
+        for r in &self.rows {
+            let mut o = serde_json::json!({
+                "bench": "jive",
+                "name": r.name,
+                "unit": r.unit,
+                "n": r.n,
+                "checksum": r.checksum,
+            });
+            for (k, v) in RUNTIMES.iter().zip(r.values) {
+                o[*k] = serde_json::json!(v);
+            }
+            for (k, c) in [
+                ("jive_over_hotspot_xint", 3),
+                ("jive_over_gcc_O0", 1),
+                ("jive_over_gcc_O2", 2),
+                ("jive_over_hotspot_jit", 4),
+            ] {
+                o[k] = serde_json::json!(ratio(r.values[0], r.values[c]));
+            }
+            o["ratio"] = o["jive_over_hotspot_xint"].clone();
+            println!("{o}");
+        }
+        println!(
+            "{}",
+            serde_json::json!({
+                "bench": "jive",
+                "name": "geomean jive/xint",
+                "unit": "ratio",
+                "jive": self.geomean_vs_xint(),
+                "of": 12,
+                "target": 0.7,
+            })
+        );
+        println!(
+            "{}",
+            serde_json::json!({
+                "bench": "jive",
+                "name": "host-to-applet call",
+                "unit": "ns/call",
+                "jive": self.host_call_ns,
+                "target": 30.0,
+            })
+        );
+    }
+
+    fn print_table(&self, a: &Args) {
+        let fmt = |v: f64| -> String {
+            if v >= 100.0 {
+                format!("{v:.0}")
+            } else if v >= 1.0 {
+                format!("{v:.2}")
+            } else {
+                format!("{v:.3}")
+            }
+        };
+        let fmt_ratio = |r: Option<f64>| match r {
+            Some(r) if r >= 100.0 => format!("{r:.0}"),
+            Some(r) => format!("{r:.2}"),
+            None => "-".to_string(),
+        };
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "JIVE benchmarks (U-Net/SLE Figures 3 and 4): median of {} calls, loop overhead subtracted",
+            a.reps
+        );
+        let _ = writeln!(
+            s,
+            "{:<17} {:>7} {:>9} {:>9} {:>9} {:>10} {:>9} | {:>8} {:>8} {:>8} {:>8}",
+            "benchmark",
+            "unit",
+            HEADERS[0],
+            HEADERS[1],
+            HEADERS[2],
+            HEADERS[3],
+            HEADERS[4],
+            "/-Xint",
+            "/-O0",
+            "/-O2",
+            "/JIT"
+        );
+        for (i, r) in self.rows.iter().enumerate() {
+            if i == 9 || i == 12 {
+                let _ = writeln!(s);
+            }
+            let v = r.values;
+            let mark = match ratio(v[0], v[3]) {
+                Some(x) if x > 1.2 => " *",
+                _ => "",
+            };
+            let _ = writeln!(
+                s,
+                "{:<17} {:>7} {:>9} {:>9} {:>9} {:>10} {:>9} | {:>8} {:>8} {:>8} {:>8}{mark}",
+                r.name,
+                r.unit,
+                fmt(v[0]),
+                fmt(v[1]),
+                fmt(v[2]),
+                fmt(v[3]),
+                fmt(v[4]),
+                fmt_ratio(ratio(v[0], v[3])),
+                fmt_ratio(ratio(v[0], v[1])),
+                fmt_ratio(ratio(v[0], v[2])),
+                fmt_ratio(ratio(v[0], v[4])),
+            );
+        }
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "geometric mean of JIVE / java -Xint over the 12 benchmarks: {} (target <= 0.7; none above 1.2, marked *)",
+            fmt_ratio(self.geomean_vs_xint())
+        );
+        let _ = writeln!(
+            s,
+            "host-to-applet call (Vm::invoke of a method that returns at once): {:.1} ns (target <= 30)",
+            self.host_call_ns
+        );
+        print!("{s}");
+    }
 }
