@@ -365,7 +365,7 @@ struct Report {
 }
 
 fn ratio(a: f64, b: f64) -> Option<f64> {
-    (b > 0.0 && a.is_finite() && b.is_finite()).then(|| a / b)
+    (b > 0.0 && a.is_finite() && b.is_finite()).then_some(a / b)
 }
 
 impl Report {
