@@ -5,16 +5,35 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 
+mod floor;
 mod jive;
+mod net;
+mod report;
+mod stats;
+mod udp_raw;
+mod unet_paths;
 
 #[derive(Subcommand)]
 pub enum Command {
     /// JIVE against gcc and HotSpot: the U-Net/SLE paper's Figures 3 and 4.
     Jive(jive::Args),
+    /// Round-trip time against message size (8 B to 64 KiB) on unet's
+    /// direct, engine or UDP path, beside the floor ring or raw UDP.
+    Pingpong(net::PingArgs),
+    /// One-way bandwidth against message size, streaming or in bursts of 25
+    /// with acknowledgments (the U-Net/SLE paper's Figure 6), beside the
+    /// floor ring or raw UDP.
+    Stream(net::StreamArgs),
+    /// The other process of a network benchmark run (internal).
+    #[command(name = "__child", hide = true)]
+    Child(net::ChildArgs),
 }
 
 pub fn run(c: Command) -> ExitCode {
     match c {
         Command::Jive(a) => jive::run(a),
+        Command::Pingpong(a) => net::run_pingpong(a),
+        Command::Stream(a) => net::run_stream(a),
+        Command::Child(a) => net::run_child(a),
     }
 }

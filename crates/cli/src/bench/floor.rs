@@ -1,0 +1,532 @@
+//! The floor: a plain single-producer/single-consumer shared-memory ring
+//! between two processes with busy polling, the fastest honest way to move a
+//! message from one process to another. unet's direct and engine paths are
+//! judged against it.
+//!
+//! The shared memory is a `memfd` mapped `MAP_SHARED` by both processes (the
+//! child inherits the descriptor across `exec`). It holds a control page with
+//! each ring's consumer position, each in its own cache line, then two rings:
+//! ring 0 carries parent → child, ring 1 child → parent.
+//!
+//! A ring is an array of slots, each a multiple of 64 bytes, sized for the
+//! run's message size; the ring is fresh (zeroed) for every run. A slot holds
+//! an 8-byte header followed by the payload, so the header shares its cache
+//! line with the first 56 payload bytes. The header is `tag << 32 | len`,
+//! with `tag = lap + 1` (lap = how many times the producer has gone round the
+//! ring): the producer copies the payload in, then stores the header with
+//! Release; the consumer spins on the header of the slot at its position
+//! until the tag is the one it expects (a stale header is always one lap
+//! old, so no zeroing is needed), copies the payload out into its own buffer
+//! and publishes its new position in its own cache line with Release. The
+//! producer caches the consumer's position and reads the shared one only
+//! when its cached value says the ring is full.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use super::stats::Samples;
+
+/// `len` flag: the peer stops after this record (stream: acknowledge first).
+pub const STOP: u32 = 1 << 31;
+/// `len` flag: stream receiver acknowledges and restarts its count.
+pub const SYNC: u32 = 1 << 30;
+const LEN_MASK: u32 = (1 << 30) - 1;
+
+const CTRL_BYTES: usize = 4096;
+/// Offsets of the two consumer positions in the control page (two cache
+/// lines apart so the adjacent-line prefetcher does not pair them).
+const CONS_OFF: [usize; 2] = [0, 256];
+/// How long a spin may last before the peer is declared dead.
+const STALL: Duration = Duration::from_secs(20);
+
+/// A `memfd` mapped shared.
+pub struct Shm {
+    ptr: *mut u8,
+    len: usize,
+    fd: OwnedFd,
+}
+
+impl Shm {
+    /// Creates a zero-filled shared mapping of `len` bytes (close-on-exec).
+    pub fn create(len: usize) -> io::Result<Shm> {
+        // SAFETY: the name is a valid NUL-terminated string; memfd_create has
+        // no other preconditions.
+        let fd = unsafe { libc::memfd_create(c"unet-floor".as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just returned by memfd_create and is owned by no one else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: plain syscall on a descriptor we own.
+        if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Self::map(fd, len)
+    }
+
+    /// Maps a descriptor inherited from the parent; its size is the mapping's.
+    pub fn open(fd: RawFd) -> io::Result<Shm> {
+        // SAFETY: the parent passed us this descriptor number and nothing else
+        // in this process owns it; we take ownership exactly once.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: `st` is a plain-old-data out-parameter of the right type.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: valid descriptor and a valid pointer to `st`.
+        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Self::map(fd, st.st_size as usize)
+    }
+
+    fn map(fd: OwnedFd, len: usize) -> io::Result<Shm> {
+        // SAFETY: a fresh shared mapping of a descriptor we own; the kernel
+        // picks the address, so no existing memory is affected.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Shm {
+            ptr: ptr.cast(),
+            len,
+            fd,
+        })
+    }
+
+    pub fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+impl Drop for Shm {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping created in `map`; every Producer
+        // and Consumer borrowing it has been dropped (they borrow `self`).
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+/// Slot size and count of each ring, decided by the parent per run and
+/// handed to the child on its command line as `slot0:n0:slot1:n1`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Geometry {
+    pub slot: [usize; 2],
+    pub nslots: [usize; 2],
+}
+
+impl Geometry {
+    /// Ring 0 sized for `size`-byte messages in about `ring_bytes`, ring 1
+    /// for `back`-byte messages (the echo or the acknowledgments).
+    pub fn new(size: usize, back: usize, ring_bytes: usize) -> Geometry {
+        let s0 = slot_for(size);
+        let s1 = slot_for(back);
+        let n0 = (ring_bytes / s0).max(2);
+        let n1 = if back == size { n0 } else { 64 };
+        Geometry {
+            slot: [s0, s1],
+            nslots: [n0, n1],
+        }
+    }
+
+    fn ring_len(&self, r: usize) -> usize {
+        (self.slot[r] * self.nslots[r]).next_multiple_of(4096)
+    }
+
+    fn ring_off(&self, r: usize) -> usize {
+        if r == 0 {
+            CTRL_BYTES
+        } else {
+            CTRL_BYTES + self.ring_len(0)
+        }
+    }
+
+    pub fn total_len(&self) -> usize {
+        CTRL_BYTES + self.ring_len(0) + self.ring_len(1)
+    }
+
+    pub fn to_arg(self) -> String {
+        format!(
+            "{}:{}:{}:{}",
+            self.slot[0], self.nslots[0], self.slot[1], self.nslots[1]
+        )
+    }
+
+    pub fn parse(s: &str) -> Result<Geometry, String> {
+        let v: Vec<usize> = s
+            .split(':')
+            .map(|x| x.parse().map_err(|_| format!("bad geometry {s:?}")))
+            .collect::<Result<_, _>>()?;
+        if v.len() != 4 || v.contains(&0) || !v[0].is_multiple_of(64) || !v[2].is_multiple_of(64) {
+            return Err(format!("bad geometry {s:?}"));
+        }
+        Ok(Geometry {
+            slot: [v[0], v[2]],
+            nslots: [v[1], v[3]],
+        })
+    }
+}
+
+fn slot_for(size: usize) -> usize {
+    (8 + size).next_multiple_of(64)
+}
+
+/// The peer stopped answering (or died).
+#[derive(Debug)]
+pub struct Stalled;
+
+impl std::fmt::Display for Stalled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the other process stopped answering on the floor ring")
+    }
+}
+
+/// Bounded busy wait: spins on `ready`. Every 16K spins (tens of
+/// microseconds, far longer than any wait on an uncontended machine) it
+/// yields the core, so that when both processes share one core the other
+/// can run instead of waiting for the scheduler tick, and checks the clock,
+/// giving up after `STALL`.
+#[inline(always)]
+fn spin_until(mut ready: impl FnMut() -> bool) -> Result<(), Stalled> {
+    let mut spins = 0u32;
+    let mut start: Option<Instant> = None;
+    while !ready() {
+        std::hint::spin_loop();
+        spins = spins.wrapping_add(1);
+        if spins & 0x3fff == 0 {
+            std::thread::yield_now();
+            let s = *start.get_or_insert_with(Instant::now);
+            if s.elapsed() > STALL {
+                return Err(Stalled);
+            }
+        }
+    }
+    Ok(())
+}
+
+pub struct Producer<'a> {
+    base: *mut u8,
+    slot: usize,
+    nslots: u64,
+    idx: usize,
+    lap: u64,
+    seq: u64,
+    cached_cons: u64,
+    cons: &'a AtomicU64,
+}
+
+pub struct Consumer<'a> {
+    base: *const u8,
+    slot: usize,
+    nslots: usize,
+    idx: usize,
+    tag: u32,
+    seq: u64,
+    cons: &'a AtomicU64,
+}
+
+fn cons_pos(shm: &Shm, r: usize) -> &AtomicU64 {
+    // SAFETY: CONS_OFF[r] is 8-byte aligned and inside the control page of a
+    // live mapping; the location is only ever accessed atomically, by both
+    // processes, and the reference cannot outlive `shm`.
+    unsafe { &*(shm.ptr.add(CONS_OFF[r]) as *const AtomicU64) }
+}
+
+/// The two ends of ring `r`. Each process must take only its own end.
+pub fn producer(shm: &Shm, g: Geometry, r: usize) -> Producer<'_> {
+    assert!(g.total_len() <= shm.len, "mapping smaller than geometry");
+    Producer {
+        // SAFETY: the ring lies inside the mapping (asserted above).
+        base: unsafe { shm.ptr.add(g.ring_off(r)) },
+        slot: g.slot[r],
+        nslots: g.nslots[r] as u64,
+        idx: 0,
+        lap: 0,
+        seq: 0,
+        cached_cons: 0,
+        cons: cons_pos(shm, r),
+    }
+}
+
+pub fn consumer(shm: &Shm, g: Geometry, r: usize) -> Consumer<'_> {
+    assert!(g.total_len() <= shm.len, "mapping smaller than geometry");
+    Consumer {
+        // SAFETY: the ring lies inside the mapping (asserted above).
+        base: unsafe { shm.ptr.add(g.ring_off(r)) },
+        slot: g.slot[r],
+        nslots: g.nslots[r],
+        idx: 0,
+        tag: 1,
+        seq: 0,
+        cons: cons_pos(shm, r),
+    }
+}
+
+impl Producer<'_> {
+    /// Copies `data` into the next slot and publishes it with `flags`.
+    #[inline]
+    pub fn send(&mut self, data: &[u8], flags: u32) -> Result<(), Stalled> {
+        debug_assert!(data.len() + 8 <= self.slot);
+        if self.seq - self.cached_cons >= self.nslots {
+            let (seq, n, cons) = (self.seq, self.nslots, self.cons);
+            let mut c = self.cached_cons;
+            spin_until(|| {
+                c = cons.load(Ordering::Acquire);
+                seq - c < n
+            })?;
+            self.cached_cons = c;
+        }
+        // SAFETY: idx < nslots, so the slot lies inside the ring. The consumer
+        // has published a position past this slot's previous record (checked
+        // above), so it no longer reads the payload bytes we overwrite; it
+        // will not read them again until it sees the header stored below with
+        // Release, which orders these writes before it.
+        unsafe {
+            let p = self.base.add(self.idx * self.slot);
+            std::ptr::copy_nonoverlapping(data.as_ptr(), p.add(8), data.len());
+            let hdr = (((self.lap + 1) as u32 as u64) << 32) | (data.len() as u32 | flags) as u64;
+            (*(p as *const AtomicU64)).store(hdr, Ordering::Release);
+        }
+        self.seq += 1;
+        self.idx += 1;
+        if self.idx as u64 == self.nslots {
+            self.idx = 0;
+            self.lap += 1;
+        }
+        Ok(())
+    }
+}
+
+impl Consumer<'_> {
+    /// Waits for the next record, copies its payload into `out` (truncated
+    /// to `out.len()`) and returns its length and flags.
+    #[inline]
+    pub fn recv(&mut self, out: &mut [u8]) -> Result<(usize, u32), Stalled> {
+        // SAFETY: idx < nslots, so the slot lies inside the ring; the header is
+        // 8-byte aligned (slots are multiples of 64 bytes in a page-aligned
+        // ring) and only ever accessed atomically.
+        let hdr_ref = unsafe { &*(self.base.add(self.idx * self.slot) as *const AtomicU64) };
+        let tag = self.tag;
+        let mut hdr = 0;
+        spin_until(|| {
+            hdr = hdr_ref.load(Ordering::Acquire);
+            (hdr >> 32) as u32 == tag
+        })?;
+        let word = hdr as u32;
+        let len = (word & LEN_MASK) as usize;
+        let n = len.min(out.len()).min(self.slot - 8);
+        // SAFETY: the Acquire load above saw the producer's Release store of
+        // this header, so the payload is complete, and the producer will not
+        // touch the slot again until we publish a position past it below.
+        unsafe {
+            let p = (hdr_ref as *const AtomicU64 as *const u8).add(8);
+            std::ptr::copy_nonoverlapping(p, out.as_mut_ptr(), n);
+        }
+        self.seq += 1;
+        self.idx += 1;
+        if self.idx == self.nslots {
+            self.idx = 0;
+            self.tag = self.tag.wrapping_add(1);
+        }
+        self.cons.store(self.seq, Ordering::Release);
+        Ok((len, word & !LEN_MASK))
+    }
+}
+
+/// Parent side of a floor ping-pong: `warmup` untimed round trips, then up
+/// to `iters` timed ones (each timed on its own) or until `limit` elapses.
+pub fn pingpong(
+    shm: &Shm,
+    g: Geometry,
+    size: usize,
+    warmup: usize,
+    iters: usize,
+    limit: Duration,
+) -> Result<Samples, Stalled> {
+    let mut tx = producer(shm, g, 0);
+    let mut rx = consumer(shm, g, 1);
+    let out = vec![0xa5u8; size];
+    let mut inb = vec![0u8; size];
+    for _ in 0..warmup {
+        tx.send(&out, 0)?;
+        rx.recv(&mut inb)?;
+    }
+    let mut ns = Vec::with_capacity(iters);
+    let start = Instant::now();
+    let mut prev = start;
+    for i in 0..iters {
+        tx.send(&out, 0)?;
+        rx.recv(&mut inb)?;
+        std::hint::black_box(&mut inb);
+        let now = Instant::now();
+        ns.push((now - prev).as_nanos() as u64);
+        prev = now;
+        if i & 63 == 63 && now - start > limit {
+            break;
+        }
+    }
+    tx.send(&[], STOP)?;
+    Ok(Samples { ns })
+}
+
+/// Child side of a floor ping-pong: echo until STOP.
+pub fn pingpong_child(shm: &Shm, g: Geometry, size: usize) -> Result<(), Stalled> {
+    let mut rx = consumer(shm, g, 0);
+    let mut tx = producer(shm, g, 1);
+    let mut buf = vec![0u8; size];
+    loop {
+        let (len, flags) = rx.recv(&mut buf)?;
+        if flags & STOP != 0 {
+            return Ok(());
+        }
+        tx.send(&buf[..len], 0)?;
+    }
+}
+
+/// Result of one stream run: messages the receiver acknowledged, and the
+/// time from the start until the final acknowledgment arrived.
+pub struct StreamRun {
+    pub msgs: f64,
+    pub elapsed: Duration,
+}
+
+impl StreamRun {
+    pub fn msgs_per_s(&self) -> f64 {
+        self.msgs / self.elapsed.as_secs_f64()
+    }
+}
+
+/// Parent side (sender) of a floor stream: warm up for `warmup`, then send
+/// for `dur`; with `burst > 0` wait for an acknowledgment after each burst.
+pub fn stream(
+    shm: &Shm,
+    g: Geometry,
+    size: usize,
+    burst: usize,
+    warmup: Duration,
+    dur: Duration,
+) -> Result<StreamRun, Stalled> {
+    let mut tx = producer(shm, g, 0);
+    let mut rx = consumer(shm, g, 1);
+    let out = vec![0xa5u8; size];
+    let chunk = if burst > 0 { burst } else { 256 };
+    let phase = |tx: &mut Producer<'_>, rx: &mut Consumer<'_>, d: Duration| {
+        let mut ack = [0u8; 8];
+        let start = Instant::now();
+        loop {
+            for _ in 0..chunk {
+                tx.send(&out, 0)?;
+            }
+            if burst > 0 {
+                rx.recv(&mut ack)?;
+            }
+            if start.elapsed() >= d {
+                return Ok::<(), Stalled>(());
+            }
+        }
+    };
+    phase(&mut tx, &mut rx, warmup)?;
+    tx.send(&[], SYNC)?;
+    wait_flag(&mut rx, SYNC)?;
+    let start = Instant::now();
+    phase(&mut tx, &mut rx, dur)?;
+    tx.send(&[], STOP)?;
+    let msgs = wait_flag(&mut rx, STOP)?;
+    Ok(StreamRun {
+        msgs: msgs as f64,
+        elapsed: start.elapsed(),
+    })
+}
+
+fn wait_flag(rx: &mut Consumer<'_>, flag: u32) -> Result<u64, Stalled> {
+    let mut ack = [0u8; 8];
+    loop {
+        let (_, f) = rx.recv(&mut ack)?;
+        if f & flag != 0 {
+            return Ok(u64::from_le_bytes(ack));
+        }
+    }
+}
+
+/// Child side (receiver) of a floor stream: copy every message out, count,
+/// acknowledge every `burst` messages, on SYNC and on STOP.
+pub fn stream_child(shm: &Shm, g: Geometry, size: usize, burst: usize) -> Result<(), Stalled> {
+    let mut rx = consumer(shm, g, 0);
+    let mut tx = producer(shm, g, 1);
+    let mut buf = vec![0u8; size];
+    let mut count = 0u64;
+    let mut in_burst = 0usize;
+    loop {
+        let (_, flags) = rx.recv(&mut buf)?;
+        // The payload is copied out like a real receiver's; keep the copy.
+        std::hint::black_box(&mut buf);
+        if flags & (SYNC | STOP) != 0 {
+            tx.send(&count.to_le_bytes(), flags)?;
+            if flags & STOP != 0 {
+                return Ok(());
+            }
+            count = 0;
+            in_burst = 0;
+            continue;
+        }
+        count += 1;
+        if burst > 0 {
+            in_burst += 1;
+            if in_burst == burst {
+                in_burst = 0;
+                tx.send(&count.to_le_bytes(), 0)?;
+            }
+        }
+    }
+}
+
+/// Clears close-on-exec on `fd` so a child started now inherits it.
+pub fn set_inheritable(fd: RawFd, on: bool) -> io::Result<()> {
+    // SAFETY: fcntl on a descriptor the caller owns; only the FD_CLOEXEC bit changes.
+    let r = unsafe { libc::fcntl(fd, libc::F_SETFD, if on { 0 } else { libc::FD_CLOEXEC }) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn geometry_roundtrip() {
+        let g = Geometry::new(64, 64, 1 << 20);
+        assert_eq!(g.slot, [128, 128]);
+        assert_eq!(Geometry::parse(&g.to_arg()).unwrap(), g);
+        let g = Geometry::new(65536, 8, 1 << 20);
+        assert_eq!(g.slot, [65600, 64]);
+        assert!(g.nslots[0] >= 2);
+    }
+
+    #[test]
+    fn ring_in_one_process() {
+        let g = Geometry::new(100, 100, 4 * 192);
+        let shm = Shm::create(g.total_len()).unwrap();
+        let mut tx = producer(&shm, g, 0);
+        let mut rx = consumer(&shm, g, 0);
+        let mut out = [0u8; 100];
+        for i in 0..50u8 {
+            tx.send(&[i; 100][..(i as usize % 100)], 0).unwrap();
+            let (n, f) = rx.recv(&mut out).unwrap();
+            assert_eq!((n, f), (i as usize % 100, 0));
+            assert!(out[..n].iter().all(|&b| b == i));
+        }
+        tx.send(&[], STOP).unwrap();
+        assert_eq!(rx.recv(&mut out).unwrap(), (0, STOP));
+    }
+}

@@ -1,0 +1,536 @@
+//! `unet bench pingpong` and `unet bench stream`: unet's direct, engine and
+//! UDP paths, each measured beside its baseline in the same invocation (the
+//! floor ring for `direct` and `engine`, raw UDP for `udp`), runs
+//! interleaved baseline, unet, baseline, unet… so both see the same noise.
+//!
+//! Every run uses two processes: this one and a child started by
+//! re-executing the current binary as `unet bench __child …`. This process
+//! drives and times; the child echoes (ping-pong) or receives (stream).
+//!
+//! Ping-pong: each round trip is timed on its own with `Instant` (a vDSO
+//! clock read, ~20 ns, one per round trip); median and p99 are over all
+//! timed round trips of all repetitions. Stream: the sender sends for a
+//! fixed time after a warm-up, then asks the receiver for its count; the
+//! time runs from the start until that final acknowledgment arrives, so the
+//! figure is what was received. msgs/s is the median over repetitions;
+//! GB/s = msgs/s × size / 10⁹.
+
+use std::fmt;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, ChildStdout, Command, ExitCode, Stdio};
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+
+use super::floor::{self, Geometry, Shm, StreamRun};
+use super::report::{self, PingRow, Progress, StreamRow};
+use super::stats::{self, fmt_size, median_f64, Samples};
+use super::udp_raw;
+use super::unet_paths;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PathArg {
+    /// Shared-memory ring between the two endpoints' processes.
+    Direct,
+    /// Through the engine's queues (no wire).
+    Engine,
+    /// Through two engines over UDP loopback.
+    Udp,
+}
+
+impl PathArg {
+    pub fn name(self) -> &'static str {
+        match self {
+            PathArg::Direct => "direct",
+            PathArg::Engine => "engine",
+            PathArg::Udp => "udp",
+        }
+    }
+
+    fn baseline(self) -> &'static str {
+        match self {
+            PathArg::Udp => "raw_udp",
+            _ => "floor",
+        }
+    }
+}
+
+impl fmt::Display for PathArg {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Options both benchmarks share.
+#[derive(Args, Clone)]
+pub struct Common {
+    /// Paths to measure (comma list).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "direct")]
+    pub path: Vec<PathArg>,
+    /// Runs of unet and of the baseline per size, interleaved.
+    #[arg(long, default_value_t = 3)]
+    pub reps: usize,
+    /// Print one JSON object per line per measured point.
+    #[arg(long)]
+    pub json: bool,
+    /// Pin this process to core 0 and the other to core 1.
+    #[arg(long)]
+    pub pin: bool,
+    /// Measure only the baseline (unet figures are null / "-").
+    #[arg(long)]
+    pub baseline_only: bool,
+    /// Bytes of each floor ring (rounded to whole slots, at least two).
+    #[arg(long, default_value = "1M", value_parser = stats::parse_size)]
+    pub ring_bytes: usize,
+}
+
+/// Round-trip time against message size.
+#[derive(Args)]
+pub struct PingArgs {
+    /// Message sizes (comma list; 8, 64, 1K, 4K, 64K forms).
+    #[arg(long, value_delimiter = ',', value_parser = stats::parse_size,
+          default_value = "8,64,256,1K,4K,16K,64K")]
+    pub sizes: Vec<usize>,
+    /// Timed round trips per run for sizes up to 4 KiB (scaled down above).
+    #[arg(long, default_value_t = 20_000)]
+    pub iters: usize,
+    /// Untimed round trips before each run.
+    #[arg(long, default_value_t = 1_000)]
+    pub warmup: usize,
+    /// Upper bound on the timed part of each run, in milliseconds.
+    #[arg(long, default_value_t = 500)]
+    pub time_ms: u64,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// One-way bandwidth against message size.
+#[derive(Args)]
+pub struct StreamArgs {
+    /// Message sizes (comma list; 8, 64, 1K, 4K, 64K forms).
+    #[arg(long, value_delimiter = ',', value_parser = stats::parse_size,
+          default_value = "8,64,256,1K,4K,16K,64K")]
+    pub sizes: Vec<usize>,
+    /// Wait for an acknowledgment after every N messages (25 is the
+    /// U-Net/SLE paper's Figure 6 pattern); 0 streams without acknowledgments
+    /// until the end.
+    #[arg(long, default_value_t = 0)]
+    pub burst: usize,
+    /// Same as `--burst 25` when `burst25`.
+    #[arg(long, value_enum)]
+    pub pattern: Option<Pattern>,
+    /// Length of the timed part of each run, in milliseconds.
+    #[arg(long, default_value_t = 200)]
+    pub time_ms: u64,
+    /// Warm-up before each run, in milliseconds.
+    #[arg(long, default_value_t = 30)]
+    pub warmup_ms: u64,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Pattern {
+    /// Stream without acknowledgments until the end.
+    Stream,
+    /// Bursts of 25 messages, each followed by an acknowledgment.
+    Burst25,
+}
+
+/// What the hidden child process does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ChildKind {
+    FloorPingpong,
+    FloorStream,
+    UdpPingpong,
+    UdpStream,
+    UnetPingpong,
+    UnetStream,
+}
+
+/// The other process of a run (internal).
+#[derive(Args)]
+pub struct ChildArgs {
+    #[arg(value_enum)]
+    pub kind: ChildKind,
+    #[arg(long, default_value_t = 64)]
+    pub size: usize,
+    #[arg(long, default_value_t = 0)]
+    pub burst: usize,
+    /// Inherited shared-memory descriptor (floor).
+    #[arg(long)]
+    pub fd: Option<i32>,
+    /// Floor ring geometry `slot0:n0:slot1:n1`.
+    #[arg(long)]
+    pub geom: Option<String>,
+    #[arg(long)]
+    pub pin_cpu: Option<usize>,
+    /// Path-specific arguments for unet runs.
+    #[arg(long)]
+    pub unet: Option<String>,
+}
+
+type Res<T> = Result<T, String>;
+
+/// Round trips timed for a given size: the full count up to 4 KiB, then
+/// fewer in proportion, at least 500.
+fn iters_for(iters: usize, size: usize) -> usize {
+    if size <= 4096 {
+        iters
+    } else {
+        (iters * 4096 / size).max(500).min(iters)
+    }
+}
+
+pub fn run_pingpong(a: PingArgs) -> ExitCode {
+    finish(pingpong(a))
+}
+
+pub fn run_stream(a: StreamArgs) -> ExitCode {
+    finish(stream(a))
+}
+
+pub fn run_child(a: ChildArgs) -> ExitCode {
+    finish(child(a))
+}
+
+fn finish(r: Res<()>) -> ExitCode {
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("unet bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn setup(c: &Common) -> Res<()> {
+    if c.reps == 0 {
+        return Err("--reps must be at least 1".into());
+    }
+    if c.pin {
+        pin_to(0)?;
+    }
+    Ok(())
+}
+
+fn pingpong(a: PingArgs) -> Res<()> {
+    let c = &a.common;
+    setup(c)?;
+    let prog = Progress::new();
+    if !c.json {
+        report::ping_header();
+    }
+    let limit = Duration::from_millis(a.time_ms);
+    for &path in &c.path {
+        for &size in &a.sizes {
+            let iters = iters_for(a.iters, size);
+            let warm = a.warmup.min(iters);
+            let mut base = Samples::default();
+            let mut un = Samples::default();
+            for rep in 0..c.reps {
+                let what = format!("pingpong {path} {}", fmt_size(size));
+                prog.show(&format!("{what}: baseline {}/{}", rep + 1, c.reps));
+                base.extend(baseline_pingpong(path, size, warm, iters, limit, c)?);
+                if !c.baseline_only {
+                    prog.show(&format!("{what}: unet {}/{}", rep + 1, c.reps));
+                    let cfg = unet_paths::Run {
+                        path,
+                        size,
+                        burst: 0,
+                        warmup: warm,
+                        iters,
+                        limit,
+                        warmup_time: Duration::ZERO,
+                        pin: c.pin,
+                    };
+                    un.extend(unet_paths::pingpong(&cfg)?);
+                }
+            }
+            prog.clear();
+            let row = PingRow {
+                path: path.name(),
+                size,
+                median_us: (!c.baseline_only).then(|| un.median_us()),
+                p99_us: (!c.baseline_only).then(|| un.p99_us()),
+                samples: un.ns.len(),
+                baseline: path.baseline(),
+                baseline_median_us: base.median_us(),
+                baseline_p99_us: base.p99_us(),
+                baseline_samples: base.ns.len(),
+            };
+            if c.json {
+                println!("{}", row.json());
+            } else {
+                report::ping_line(&row);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn stream(a: StreamArgs) -> Res<()> {
+    let c = &a.common;
+    setup(c)?;
+    let burst = match a.pattern {
+        Some(Pattern::Burst25) => 25,
+        Some(Pattern::Stream) => 0,
+        None => a.burst,
+    };
+    let prog = Progress::new();
+    if !c.json {
+        report::stream_header();
+    }
+    let dur = Duration::from_millis(a.time_ms);
+    let warm = Duration::from_millis(a.warmup_ms);
+    for &path in &c.path {
+        for &size in &a.sizes {
+            let mut base = Vec::new();
+            let mut un = Vec::new();
+            for rep in 0..c.reps {
+                let what = format!("stream {path} {}", fmt_size(size));
+                prog.show(&format!("{what}: baseline {}/{}", rep + 1, c.reps));
+                base.push(baseline_stream(path, size, burst, warm, dur, c)?.msgs_per_s());
+                if !c.baseline_only {
+                    prog.show(&format!("{what}: unet {}/{}", rep + 1, c.reps));
+                    let cfg = unet_paths::Run {
+                        path,
+                        size,
+                        burst,
+                        warmup: 0,
+                        iters: 0,
+                        limit: dur,
+                        warmup_time: warm,
+                        pin: c.pin,
+                    };
+                    un.push(unet_paths::stream(&cfg)?.msgs_per_s());
+                }
+            }
+            prog.clear();
+            let row = StreamRow {
+                path: path.name(),
+                size,
+                burst,
+                msgs_per_s: (!c.baseline_only).then(|| median_f64(&un)),
+                baseline: path.baseline(),
+                baseline_msgs_per_s: median_f64(&base),
+                reps: c.reps,
+            };
+            if c.json {
+                println!("{}", row.json());
+            } else {
+                report::stream_line(&row);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn baseline_pingpong(
+    path: PathArg,
+    size: usize,
+    warm: usize,
+    iters: usize,
+    limit: Duration,
+    c: &Common,
+) -> Res<Samples> {
+    match path {
+        PathArg::Udp => {
+            let s = udp_raw::socket().map_err(|e| format!("raw UDP socket: {e}"))?;
+            let ch = spawn_child(ChildKind::UdpPingpong, size, 0, &[], None, c.pin)?;
+            let peer: SocketAddr = ch.info.parse().map_err(|_| "child sent a bad address")?;
+            let r = udp_raw::pingpong(&s, peer, size, warm, iters, limit)
+                .map_err(|e| format!("raw UDP ping-pong: {e}"));
+            ch.wait(r)
+        }
+        PathArg::Direct | PathArg::Engine => {
+            let g = Geometry::new(size, size, c.ring_bytes);
+            let shm = Shm::create(g.total_len()).map_err(|e| format!("shared memory: {e}"))?;
+            let extra = ["--geom".to_string(), g.to_arg()];
+            let ch = spawn_child(ChildKind::FloorPingpong, size, 0, &extra, Some(&shm), c.pin)?;
+            let r = floor::pingpong(&shm, g, size, warm, iters, limit).map_err(|e| e.to_string());
+            ch.wait(r)
+        }
+    }
+}
+
+fn baseline_stream(
+    path: PathArg,
+    size: usize,
+    burst: usize,
+    warm: Duration,
+    dur: Duration,
+    c: &Common,
+) -> Res<StreamRun> {
+    match path {
+        PathArg::Udp => {
+            let s = udp_raw::socket().map_err(|e| format!("raw UDP socket: {e}"))?;
+            let ch = spawn_child(ChildKind::UdpStream, size, burst, &[], None, c.pin)?;
+            let peer: SocketAddr = ch.info.parse().map_err(|_| "child sent a bad address")?;
+            let r = udp_raw::stream(&s, peer, size, burst, warm, dur)
+                .map_err(|e| format!("raw UDP stream: {e}"));
+            ch.wait(r)
+        }
+        PathArg::Direct | PathArg::Engine => {
+            let g = Geometry::new(size, 8, c.ring_bytes);
+            let shm = Shm::create(g.total_len()).map_err(|e| format!("shared memory: {e}"))?;
+            let extra = ["--geom".to_string(), g.to_arg()];
+            let ch = spawn_child(
+                ChildKind::FloorStream,
+                size,
+                burst,
+                &extra,
+                Some(&shm),
+                c.pin,
+            )?;
+            let r = floor::stream(&shm, g, size, burst, warm, dur).map_err(|e| e.to_string());
+            ch.wait(r)
+        }
+    }
+}
+
+/// A running child process, and what it printed after `ready`.
+#[allow(dead_code)] // `out` is read by the unet runs
+pub struct ChildProc {
+    child: Child,
+    out: BufReader<ChildStdout>,
+    pub info: String,
+}
+
+/// Starts `unet bench __child KIND …` and waits for its `ready` line.
+pub fn spawn_child(
+    kind: ChildKind,
+    size: usize,
+    burst: usize,
+    extra: &[String],
+    shm: Option<&Shm>,
+    pin: bool,
+) -> Res<ChildProc> {
+    let exe = std::env::current_exe().map_err(|e| format!("current executable: {e}"))?;
+    let mut cmd = Command::new(exe);
+    cmd.args(["bench", "__child"])
+        .arg(kind.to_possible_value().unwrap().get_name())
+        .args(["--size", &size.to_string(), "--burst", &burst.to_string()])
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    if pin {
+        cmd.args(["--pin-cpu", "1"]);
+    }
+    if let Some(shm) = shm {
+        cmd.args(["--fd", &shm.fd().to_string()]);
+        floor::set_inheritable(shm.fd(), true).map_err(|e| format!("fcntl: {e}"))?;
+    }
+    let child = cmd.spawn();
+    if let Some(shm) = shm {
+        floor::set_inheritable(shm.fd(), false).map_err(|e| format!("fcntl: {e}"))?;
+    }
+    let mut child = child.map_err(|e| format!("starting the child process: {e}"))?;
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    let _ = out.read_line(&mut line);
+    let mut p = ChildProc {
+        child,
+        out,
+        info: String::new(),
+    };
+    match line.trim_end().strip_prefix("ready") {
+        Some(info) => {
+            p.info = info.trim().to_string();
+            Ok(p)
+        }
+        None => {
+            let _ = p.child.kill();
+            let _ = p.child.wait();
+            Err(format!("the child process did not start ({kind:?})"))
+        }
+    }
+}
+
+impl ChildProc {
+    /// Reads the next line the child prints (after `ready`).
+    #[allow(dead_code)]
+    pub fn read_line(&mut self) -> Res<String> {
+        let mut line = String::new();
+        self.out
+            .read_line(&mut line)
+            .map_err(|e| format!("reading from the child: {e}"))?;
+        Ok(line.trim_end().to_string())
+    }
+
+    /// Waits for the child to exit; on error `r` it is killed first.
+    pub fn wait<T>(mut self, r: Res<T>) -> Res<T> {
+        if r.is_err() {
+            let _ = self.child.kill();
+        }
+        let st = self
+            .child
+            .wait()
+            .map_err(|e| format!("waiting for the child: {e}"))?;
+        let v = r?;
+        if !st.success() {
+            return Err(format!("the child process failed ({st})"));
+        }
+        Ok(v)
+    }
+}
+
+/// Pins the calling process to one core.
+pub fn pin_to(cpu: usize) -> Res<()> {
+    // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET only write inside it,
+    // and sched_setaffinity reads exactly size_of::<cpu_set_t>() bytes.
+    let r = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_ZERO(&mut set);
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if r != 0 {
+        return Err(format!(
+            "pinning to core {cpu}: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
+fn ready(info: &str) {
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    let _ = writeln!(o, "ready {info}");
+    let _ = o.flush();
+}
+
+fn child(a: ChildArgs) -> Res<()> {
+    if let Some(cpu) = a.pin_cpu {
+        pin_to(cpu)?;
+    }
+    match a.kind {
+        ChildKind::FloorPingpong | ChildKind::FloorStream => {
+            let fd = a.fd.ok_or("--fd is required")?;
+            let g = Geometry::parse(a.geom.as_deref().ok_or("--geom is required")?)?;
+            let shm = Shm::open(fd).map_err(|e| format!("mapping shared memory: {e}"))?;
+            ready("");
+            let r = if a.kind == ChildKind::FloorPingpong {
+                floor::pingpong_child(&shm, g, a.size)
+            } else {
+                floor::stream_child(&shm, g, a.size, a.burst)
+            };
+            r.map_err(|e| e.to_string())
+        }
+        ChildKind::UdpPingpong | ChildKind::UdpStream => {
+            let s = udp_raw::socket().map_err(|e| format!("raw UDP socket: {e}"))?;
+            let addr = s.local_addr().map_err(|e| e.to_string())?;
+            ready(&addr.to_string());
+            let r = if a.kind == ChildKind::UdpPingpong {
+                udp_raw::pingpong_child(&s, a.size)
+            } else {
+                udp_raw::stream_child(&s)
+            };
+            r.map_err(|e| format!("raw UDP child: {e}"))
+        }
+        ChildKind::UnetPingpong | ChildKind::UnetStream => unet_paths::child(&a, ready),
+    }
+}

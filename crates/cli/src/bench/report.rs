@@ -1,0 +1,161 @@
+//! Output: one JSON object per line per measured point (`--json`), or a
+//! readable table with each unet figure beside its baseline and the ratio;
+//! and a single updating progress line on stderr when it is a terminal.
+
+use std::io::{IsTerminal, Write};
+
+use serde_json::{json, Value};
+
+use super::stats::fmt_size;
+
+/// One ping-pong point. `median_us`/`p99_us` are `None` with `--baseline-only`.
+pub struct PingRow {
+    pub path: &'static str,
+    pub size: usize,
+    pub median_us: Option<f64>,
+    pub p99_us: Option<f64>,
+    pub samples: usize,
+    pub baseline: &'static str,
+    pub baseline_median_us: f64,
+    pub baseline_p99_us: f64,
+    pub baseline_samples: usize,
+}
+
+/// One stream point; throughputs are medians over the repetitions.
+pub struct StreamRow {
+    pub path: &'static str,
+    pub size: usize,
+    pub burst: usize,
+    pub msgs_per_s: Option<f64>,
+    pub baseline: &'static str,
+    pub baseline_msgs_per_s: f64,
+    pub reps: usize,
+}
+
+fn gb(msgs_per_s: f64, size: usize) -> f64 {
+    msgs_per_s * size as f64 / 1e9
+}
+
+impl PingRow {
+    pub fn ratio(&self) -> Option<f64> {
+        self.median_us.map(|m| m / self.baseline_median_us)
+    }
+
+    pub fn json(&self) -> Value {
+        json!({
+            "bench": "pingpong",
+            "path": self.path,
+            "size": self.size,
+            "median_us": self.median_us,
+            "p99_us": self.p99_us,
+            "samples": self.samples,
+            "baseline": self.baseline,
+            "baseline_median_us": self.baseline_median_us,
+            "baseline_p99_us": self.baseline_p99_us,
+            "baseline_samples": self.baseline_samples,
+            "ratio": self.ratio(),
+        })
+    }
+}
+
+impl StreamRow {
+    pub fn ratio(&self) -> Option<f64> {
+        self.msgs_per_s.map(|m| m / self.baseline_msgs_per_s)
+    }
+
+    pub fn json(&self) -> Value {
+        json!({
+            "bench": "stream",
+            "path": self.path,
+            "size": self.size,
+            "burst": self.burst,
+            "msgs_per_s": self.msgs_per_s,
+            "gb_per_s": self.msgs_per_s.map(|m| gb(m, self.size)),
+            "baseline": self.baseline,
+            "baseline_msgs_per_s": self.baseline_msgs_per_s,
+            "baseline_gb_per_s": gb(self.baseline_msgs_per_s, self.size),
+            "reps": self.reps,
+            "ratio": self.ratio(),
+        })
+    }
+}
+
+fn opt(v: Option<f64>, prec: usize) -> String {
+    match v {
+        Some(x) => format!("{x:.prec$}"),
+        None => "-".into(),
+    }
+}
+
+pub fn ping_header() {
+    println!(
+        "{:<7} {:>6}  {:>10} {:>10}  {:<8} {:>10} {:>10}  {:>6}",
+        "path", "size", "median_us", "p99_us", "baseline", "median_us", "p99_us", "ratio"
+    );
+}
+
+pub fn ping_line(r: &PingRow) {
+    println!(
+        "{:<7} {:>6}  {:>10} {:>10}  {:<8} {:>10.3} {:>10.3}  {:>6}",
+        r.path,
+        fmt_size(r.size),
+        opt(r.median_us, 3),
+        opt(r.p99_us, 3),
+        r.baseline,
+        r.baseline_median_us,
+        r.baseline_p99_us,
+        opt(r.ratio(), 2)
+    );
+}
+
+pub fn stream_header() {
+    println!(
+        "{:<7} {:>6}  {:>12} {:>8}  {:<8} {:>12} {:>8}  {:>6}",
+        "path", "size", "Mmsg/s", "GB/s", "baseline", "Mmsg/s", "GB/s", "ratio"
+    );
+}
+
+pub fn stream_line(r: &StreamRow) {
+    println!(
+        "{:<7} {:>6}  {:>12} {:>8}  {:<8} {:>12.3} {:>8.3}  {:>6}",
+        r.path,
+        fmt_size(r.size),
+        opt(r.msgs_per_s.map(|m| m / 1e6), 3),
+        opt(r.msgs_per_s.map(|m| gb(m, r.size)), 3),
+        r.baseline,
+        r.baseline_msgs_per_s / 1e6,
+        gb(r.baseline_msgs_per_s, r.size),
+        opt(r.ratio(), 2)
+    );
+}
+
+/// A single updating progress line on stderr, shown only on a terminal.
+pub struct Progress {
+    on: bool,
+}
+
+impl Progress {
+    pub fn new() -> Progress {
+        Progress {
+            on: std::io::stderr().is_terminal(),
+        }
+    }
+
+    pub fn show(&self, msg: &str) {
+        if self.on {
+            let mut e = std::io::stderr().lock();
+            let _ = write!(e, "\r\x1b[2K{msg}");
+            let _ = e.flush();
+        }
+    }
+
+    pub fn clear(&self) {
+        self.show("");
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}

@@ -1,0 +1,122 @@
+//! Size parsing and the statistics the benchmarks report.
+
+/// Parses a message size: a plain number of bytes or one with a `K`/`KiB`
+/// or `M`/`MiB` suffix (binary multiples): `8`, `64`, `1K`, `4KiB`, `64K`.
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let lower = t.to_ascii_lowercase();
+    let (num, mult) = if let Some(n) = lower
+        .strip_suffix("kib")
+        .or_else(|| lower.strip_suffix("kb"))
+        .or_else(|| lower.strip_suffix('k'))
+    {
+        (n, 1024)
+    } else if let Some(n) = lower
+        .strip_suffix("mib")
+        .or_else(|| lower.strip_suffix("mb"))
+        .or_else(|| lower.strip_suffix('m'))
+    {
+        (n, 1024 * 1024)
+    } else if let Some(n) = lower.strip_suffix('b') {
+        (n, 1)
+    } else {
+        (lower.as_str(), 1)
+    };
+    let v: usize = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("bad size {t:?}: expected e.g. 8, 64, 1K, 4K, 64K"))?;
+    let v = v
+        .checked_mul(mult)
+        .ok_or_else(|| format!("size {t:?} is too large"))?;
+    if v == 0 {
+        return Err(format!("size {t:?} must be at least 1 byte"));
+    }
+    Ok(v)
+}
+
+/// Formats a size the way `parse_size` reads it back: `64`, `4K`, `64K`.
+pub fn fmt_size(n: usize) -> String {
+    if n >= 1024 * 1024 && n.is_multiple_of(1024 * 1024) {
+        format!("{}M", n / (1024 * 1024))
+    } else if n >= 1024 && n.is_multiple_of(1024) {
+        format!("{}K", n / 1024)
+    } else {
+        n.to_string()
+    }
+}
+
+/// Round-trip samples in nanoseconds.
+#[derive(Default, Clone)]
+pub struct Samples {
+    pub ns: Vec<u64>,
+}
+
+impl Samples {
+    pub fn extend(&mut self, other: Samples) {
+        self.ns.extend(other.ns);
+    }
+
+    /// Median in microseconds.
+    pub fn median_us(&self) -> f64 {
+        percentile(&self.ns, 0.5) / 1000.0
+    }
+
+    /// 99th percentile in microseconds.
+    pub fn p99_us(&self) -> f64 {
+        percentile(&self.ns, 0.99) / 1000.0
+    }
+}
+
+/// Nearest-rank percentile (`q` in 0..=1) of unsorted samples.
+pub fn percentile(v: &[u64], q: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let mut s = v.to_vec();
+    s.sort_unstable();
+    let rank = ((q * s.len() as f64).ceil() as usize).clamp(1, s.len());
+    s[rank - 1] as f64
+}
+
+/// Median of floating-point values (mean of the middle two for an even count).
+pub fn median_f64(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("8").unwrap(), 8);
+        assert_eq!(parse_size("1K").unwrap(), 1024);
+        assert_eq!(parse_size("4k").unwrap(), 4096);
+        assert_eq!(parse_size("64KiB").unwrap(), 65536);
+        assert_eq!(parse_size("1M").unwrap(), 1 << 20);
+        assert!(parse_size("0").is_err());
+        assert!(parse_size("x").is_err());
+        assert_eq!(fmt_size(65536), "64K");
+        assert_eq!(fmt_size(100), "100");
+    }
+
+    #[test]
+    fn percentiles() {
+        let v: Vec<u64> = (1..=100).collect();
+        assert_eq!(percentile(&v, 0.5), 50.0);
+        assert_eq!(percentile(&v, 0.99), 99.0);
+        assert_eq!(median_f64(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median_f64(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+}

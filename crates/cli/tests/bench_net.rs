@@ -1,0 +1,203 @@
+//! `unet bench pingpong` / `unet bench stream` with tiny iteration counts:
+//! JSON keys present, values positive, ratios consistent. Behaviour only,
+//! no timing thresholds.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+const PATHS: [&str; 3] = ["direct", "engine", "udp"];
+
+/// Runs `unet bench ARGS`; `None` when the unet path is not there yet.
+fn bench(args: &[&str]) -> Option<Vec<Value>> {
+    let out = Command::new(env!("CARGO_BIN_EXE_unet"))
+        .arg("bench")
+        .args(args)
+        .output()
+        .expect("run unet");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        if stderr.contains("not available yet") {
+            eprintln!("skipped ({args:?}): {stderr}");
+            return None;
+        }
+        panic!("unet bench {args:?} failed: {stderr}");
+    }
+    let rows: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    assert!(!rows.is_empty());
+    Some(rows)
+}
+
+fn num(v: &Value, k: &str) -> f64 {
+    v.get(k)
+        .unwrap_or_else(|| panic!("key {k} missing in {v}"))
+        .as_f64()
+        .unwrap_or_else(|| panic!("key {k} not a number in {v}"))
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-6 * a.abs().max(b.abs())
+}
+
+fn ping(path: &str, baseline_only: bool) -> Option<Vec<Value>> {
+    let mut a = vec![
+        "pingpong", "--path", path, "--sizes", "64", "--iters", "200", "--warmup", "20", "--reps",
+        "1", "--json",
+    ];
+    if baseline_only {
+        a.push("--baseline-only");
+    }
+    bench(&a)
+}
+
+fn check_ping_baseline(r: &Value, path: &str) {
+    assert_eq!(r["bench"], "pingpong");
+    assert_eq!(r["path"], path);
+    assert_eq!(num(r, "size"), 64.0);
+    let want = if path == "udp" { "raw_udp" } else { "floor" };
+    assert_eq!(r["baseline"], want);
+    let (m, p) = (num(r, "baseline_median_us"), num(r, "baseline_p99_us"));
+    assert!(m > 0.0 && p >= m, "{r}");
+}
+
+#[test]
+fn pingpong_baselines() {
+    for path in PATHS {
+        let rows = ping(path, true).expect("baselines always run");
+        assert_eq!(rows.len(), 1);
+        let r = &rows[0];
+        check_ping_baseline(r, path);
+        assert!(r["median_us"].is_null() && r["ratio"].is_null(), "{r}");
+    }
+}
+
+#[test]
+fn pingpong_unet() {
+    for path in PATHS {
+        let Some(rows) = ping(path, false) else {
+            continue;
+        };
+        let r = &rows[0];
+        check_ping_baseline(r, path);
+        let (m, p) = (num(r, "median_us"), num(r, "p99_us"));
+        assert!(m > 0.0 && p >= m, "{r}");
+        assert!(
+            close(num(r, "ratio"), m / num(r, "baseline_median_us")),
+            "{r}"
+        );
+    }
+}
+
+fn stream(path: &str, pattern: &str, baseline_only: bool) -> Option<Vec<Value>> {
+    let mut a = vec![
+        "stream",
+        "--path",
+        path,
+        "--sizes",
+        "64,4K",
+        "--time-ms",
+        "20",
+        "--warmup-ms",
+        "5",
+        "--reps",
+        "1",
+        "--pattern",
+        pattern,
+        "--json",
+    ];
+    if baseline_only {
+        a.push("--baseline-only");
+    }
+    bench(&a)
+}
+
+fn check_stream(r: &Value, path: &str, unet: bool) {
+    assert_eq!(r["bench"], "stream");
+    assert_eq!(r["path"], path);
+    let size = num(r, "size");
+    let mut keys = vec!["baseline"];
+    if unet {
+        keys.push("");
+    }
+    for pre in keys {
+        let k = |s: &str| {
+            if pre.is_empty() {
+                s.to_string()
+            } else {
+                format!("{pre}_{s}")
+            }
+        };
+        let m = num(r, &k("msgs_per_s"));
+        let g = num(r, &k("gb_per_s"));
+        assert!(m > 0.0, "{r}");
+        assert!(close(g, m * size / 1e9), "{r}");
+    }
+    if unet {
+        let want = num(r, "msgs_per_s") / num(r, "baseline_msgs_per_s");
+        assert!(close(num(r, "ratio"), want), "{r}");
+    } else {
+        assert!(r["msgs_per_s"].is_null() && r["ratio"].is_null(), "{r}");
+    }
+}
+
+#[test]
+fn stream_baselines() {
+    for path in PATHS {
+        for pattern in ["stream", "burst25"] {
+            let rows = stream(path, pattern, true).expect("baselines always run");
+            assert_eq!(rows.len(), 2);
+            assert_eq!(num(&rows[0], "size"), 64.0);
+            assert_eq!(num(&rows[1], "size"), 4096.0);
+            let burst = if pattern == "burst25" { 25.0 } else { 0.0 };
+            for r in &rows {
+                assert_eq!(num(r, "burst"), burst);
+                check_stream(r, path, false);
+            }
+        }
+    }
+}
+
+#[test]
+fn stream_unet() {
+    for path in PATHS {
+        let Some(rows) = stream(path, "stream", false) else {
+            continue;
+        };
+        for r in &rows {
+            check_stream(r, path, true);
+        }
+    }
+}
+
+#[test]
+fn table_and_help() {
+    let out = Command::new(env!("CARGO_BIN_EXE_unet"))
+        .args([
+            "bench", "pingpong", "--sizes", "8", "--iters", "50", "--reps", "1",
+        ])
+        .args(["--baseline-only"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let t = String::from_utf8(out.stdout).unwrap();
+    assert!(t.lines().next().unwrap().contains("baseline"), "{t}");
+    assert!(t.contains("floor"), "{t}");
+    for sub in ["pingpong", "stream"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_unet"))
+            .args(["bench", sub, "--help"])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let h = String::from_utf8(out.stdout).unwrap();
+        assert!(h.contains("--sizes") && h.contains("--path") && h.contains("--json"));
+    }
+    let bad = Command::new(env!("CARGO_BIN_EXE_unet"))
+        .args(["bench", "pingpong", "--sizes", "0"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+}
