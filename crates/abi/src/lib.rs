@@ -465,12 +465,12 @@ pub struct EventDesc {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventKind {
     /// A peer opened a channel to this endpoint; `channel` is its tag here.
+    /// `arg` is the direct connection id (0 for the engine path); when it is
+    /// not 0 the client collects the connection segment from its control
+    /// socket, where the engine sent it before this event.
     ChannelOpened = 1,
     /// The peer of `channel` is gone (closed its endpoint or died).
     PeerGone = 2,
-    /// A direct connection for `channel` is ready; the client collects its
-    /// segment from the control socket (`arg` is the connection id).
-    DirectReady = 3,
     /// Messages were dropped for this endpoint (`arg`: count since last).
     Dropped = 4,
 }
@@ -481,7 +481,6 @@ impl EventKind {
         Some(match v {
             1 => Self::ChannelOpened,
             2 => Self::PeerGone,
-            3 => Self::DirectReady,
             4 => Self::Dropped,
             _ => return None,
         })
@@ -825,40 +824,50 @@ counter_enum! {
         WireRxBatches = 15 => "wire_rx_batches",
         /// Messages reassembled from several fragments.
         WireReassembled = 16 => "wire_reassembled",
-        /// Datagrams dropped: truncated frame.
-        WireDropTruncated = 17 => "wire_drop_truncated",
-        /// Datagrams dropped: bad magic.
+        /// Wire drop: the datagram is shorter than its frame header says.
+        WireDropTruncatedFrame = 17 => "wire_drop_truncated_frame",
+        /// Wire drop: not a unet frame.
         WireDropBadMagic = 18 => "wire_drop_bad_magic",
-        /// Datagrams dropped: unsupported version.
+        /// Wire drop: unsupported frame version.
         WireDropBadVersion = 19 => "wire_drop_bad_version",
-        /// Datagrams dropped: unknown frame kind.
+        /// Wire drop: unknown frame kind.
         WireDropUnknownKind = 20 => "wire_drop_unknown_kind",
-        /// Datagrams dropped: inconsistent lengths.
+        /// Wire drop: inconsistent message or fragment lengths.
         WireDropBadLength = 21 => "wire_drop_bad_length",
-        /// Datagrams dropped: unknown endpoint or channel.
-        WireDropNoChannel = 22 => "wire_drop_no_channel",
-        /// Datagrams dropped: wrong channel token or source (forged).
-        WireDropForged = 23 => "wire_drop_forged",
-        /// Messages lost: reassembly timed out.
-        WireDropReassemblyTimeout = 24 => "wire_drop_reassembly_timeout",
-        /// Fragments dropped: duplicate.
-        WireDropDuplicate = 25 => "wire_drop_duplicate",
-        /// Fragments dropped: overlapping or inconsistent.
-        WireDropInconsistent = 26 => "wire_drop_inconsistent",
-        /// Fragments dropped: reassembly memory exhausted.
-        WireDropNoMemory = 27 => "wire_drop_no_memory",
-        /// Datagrams dropped: larger than the receive buffer.
-        WireDropOversize = 28 => "wire_drop_oversize",
-        /// Datagrams dropped by the fault injector.
-        WireDropInjected = 29 => "wire_drop_injected",
-        /// Datagrams that could not be sent.
-        WireDropSendFailed = 30 => "wire_drop_send_failed",
+        /// Wire drop: unknown refusal reason.
+        WireDropBadReason = 22 => "wire_drop_bad_reason",
+        /// Wire drop: wrong channel token or source address.
+        WireDropForgedToken = 23 => "wire_drop_forged_token",
+        /// Wire drop: no such endpoint.
+        WireDropUnknownEndpoint = 24 => "wire_drop_unknown_endpoint",
+        /// Wire drop: no such open channel.
+        WireDropUnknownChannel = 25 => "wire_drop_unknown_channel",
+        /// Wire drop: a message lost a fragment (one per message).
+        WireDropReassemblyTimeout = 26 => "wire_drop_reassembly_timeout",
+        /// Wire drop: fragment already received.
+        WireDropDuplicateFragment = 27 => "wire_drop_duplicate_fragment",
+        /// Wire drop: fragment disagrees with the rest of its message.
+        WireDropInconsistent = 28 => "wire_drop_inconsistent",
+        /// Wire drop: reassembly memory exhausted.
+        WireDropMemoryBudget = 29 => "wire_drop_memory_budget",
+        /// Wire drop: too many messages in reassembly.
+        WireDropInFlightLimit = 30 => "wire_drop_in_flight_limit",
+        /// Wire drop: datagram larger than the receive buffer.
+        WireDropTruncatedDatagram = 31 => "wire_drop_truncated_datagram",
+        /// Wire drop: dropped on purpose by fault injection.
+        WireDropInjectedDrop = 32 => "wire_drop_injected_drop",
+        /// Wire drop: the kernel refused the datagram.
+        WireDropSendFailed = 33 => "wire_drop_send_failed",
+        /// Wire drop: the engine's send queue was full.
+        WireDropSendQueueFull = 34 => "wire_drop_send_queue_full",
+        /// Wire drop: message too large for the wire.
+        WireDropMessageTooLarge = 35 => "wire_drop_message_too_large",
         /// Channel-open requests received over the wire.
-        WireOpenRequests = 31 => "wire_open_requests",
+        WireOpenRequests = 36 => "wire_open_requests",
         /// Channel-open requests refused.
-        WireOpenRefused = 32 => "wire_open_refused",
-        /// Frames from a restarted peer engine, dropped.
-        WireDropStaleEngine = 33 => "wire_drop_stale_engine",
+        WireOpenRefused = 37 => "wire_open_refused",
+        /// Channel opens that got no answer.
+        WireOpenTimeouts = 38 => "wire_open_timeouts",
     }
 }
 
@@ -911,6 +920,10 @@ counter_enum! {
         TxDeferred = 21 => "tx_deferred",
     }
 }
+
+/// Index of the first wire-drop counter; wire drop reason `r` (in the
+/// engine's `WireDrop` order) is counted at `WIRE_DROP_BASE + r`.
+pub const WIRE_DROP_BASE: usize = 17;
 
 const _: () = {
     assert!(EngineCounter::ALL.len() <= ENGINE_COUNTERS);

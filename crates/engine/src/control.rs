@@ -1,0 +1,680 @@
+//! The control protocol: set-up messages between a client process and the
+//! engine over a Unix SOCK_SEQPACKET socket (one message per packet, file
+//! descriptors passed with SCM_RIGHTS). The data path never uses it.
+//!
+//! Every packet starts with `kind: u16, reserved: u16, req_id: u32`, then a
+//! kind-specific body of little-endian fields. Replies carry the request's
+//! `req_id`; notices the engine sends on its own carry `req_id` 0. Decoding
+//! is total: any packet that does not parse is a [`ControlError`], counted by
+//! the engine, never a panic.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use unet_abi::Geometry;
+
+/// Largest control packet.
+pub const MAX_PACKET: usize = 256;
+/// Control protocol version, checked by `Hello`.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The address of an endpoint: its engine (None: this host's engine) and its
+/// id in that engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct EndpointAddr {
+    /// UDP address of the endpoint's engine; `None` for the local engine.
+    pub host: Option<SocketAddr>,
+    /// Endpoint id within its engine.
+    pub id: u32,
+}
+
+impl EndpointAddr {
+    /// A local endpoint.
+    pub fn local(id: u32) -> Self {
+        EndpointAddr { host: None, id }
+    }
+}
+
+impl std::fmt::Display for EndpointAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.host {
+            Some(h) => write!(f, "{h}/{}", self.id),
+            None => write!(f, "local/{}", self.id),
+        }
+    }
+}
+
+impl std::str::FromStr for EndpointAddr {
+    type Err = String;
+    /// `ID`, `local/ID` or `HOST:PORT/ID`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (host, id) = match s.rsplit_once('/') {
+            Some((h, id)) => (Some(h), id),
+            None => (None, s),
+        };
+        let id = id
+            .parse::<u32>()
+            .map_err(|e| format!("bad endpoint id {id:?}: {e}"))?;
+        let host = match host {
+            None | Some("local") => None,
+            Some(h) => Some(
+                h.parse::<SocketAddr>()
+                    .map_err(|e| format!("bad host {h:?}: {e}"))?,
+            ),
+        };
+        Ok(EndpointAddr { host, id })
+    }
+}
+
+/// Which path a channel should take.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PathChoice {
+    /// The direct path when both endpoints are local and need no engine
+    /// processing, the engine otherwise.
+    #[default]
+    Auto = 0,
+    /// The direct path or an error.
+    Direct = 1,
+    /// Always through the engine.
+    Engine = 2,
+}
+
+/// Why the engine refused a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorCode {
+    /// The request did not parse.
+    BadRequest = 1,
+    /// No endpoint with that id.
+    NoSuchEndpoint = 2,
+    /// The destination refused the channel.
+    Refused = 3,
+    /// Out of memory, slots, or channel tags.
+    NoResources = 4,
+    /// The endpoint belongs to another client.
+    NotOwner = 5,
+    /// The geometry is invalid.
+    BadGeometry = 6,
+    /// The remote engine did not answer.
+    Unreachable = 7,
+    /// The direct path was asked for but cannot be used.
+    DirectUnavailable = 8,
+    /// No such channel.
+    NoSuchChannel = 9,
+    /// The engine has no UDP wire configured.
+    NoWire = 10,
+    /// Protocol version mismatch.
+    Version = 11,
+}
+
+impl ErrorCode {
+    fn from_u16(v: u16) -> Option<Self> {
+        use ErrorCode::*;
+        Some(match v {
+            1 => BadRequest,
+            2 => NoSuchEndpoint,
+            3 => Refused,
+            4 => NoResources,
+            5 => NotOwner,
+            6 => BadGeometry,
+            7 => Unreachable,
+            8 => DirectUnavailable,
+            9 => NoSuchChannel,
+            10 => NoWire,
+            11 => Version,
+            _ => return None,
+        })
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ErrorCode::BadRequest => "malformed request",
+            ErrorCode::NoSuchEndpoint => "no such endpoint",
+            ErrorCode::Refused => "the destination refused the channel",
+            ErrorCode::NoResources => "the engine is out of resources",
+            ErrorCode::NotOwner => "the endpoint belongs to another process",
+            ErrorCode::BadGeometry => "invalid endpoint geometry",
+            ErrorCode::Unreachable => "the remote engine did not answer",
+            ErrorCode::DirectUnavailable => "the direct path is not available for this channel",
+            ErrorCode::NoSuchChannel => "no such channel",
+            ErrorCode::NoWire => "the engine has no UDP wire",
+            ErrorCode::Version => "control protocol version mismatch",
+        })
+    }
+}
+
+/// A request from a client.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Request {
+    /// First message: protocol version.
+    Hello {
+        /// [`PROTOCOL_VERSION`].
+        version: u32,
+    },
+    /// Create an endpoint; the reply carries the segment and doorbell fds.
+    CreateEndpoint {
+        /// Requested geometry.
+        geometry: Geometry,
+        /// Whether others may open channels to it.
+        accept: bool,
+    },
+    /// Open a channel from `endpoint` to `dst`.
+    OpenChannel {
+        /// Our endpoint.
+        endpoint: u32,
+        /// Destination.
+        dst: EndpointAddr,
+        /// Path preference.
+        path: PathChoice,
+    },
+    /// Close one channel.
+    CloseChannel {
+        /// Our endpoint.
+        endpoint: u32,
+        /// Channel tag.
+        channel: u16,
+    },
+    /// Close an endpoint and everything it holds.
+    CloseEndpoint {
+        /// The endpoint.
+        endpoint: u32,
+    },
+    /// Allow or refuse channels opened to `endpoint`.
+    SetAccept {
+        /// The endpoint.
+        endpoint: u32,
+        /// New setting.
+        accept: bool,
+    },
+    /// Ask for the counters segment (read-only) and the endpoint list.
+    Stat,
+}
+
+/// A reply or notice from the engine.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reply {
+    /// Answer to Hello.
+    Hello {
+        /// Engine incarnation id.
+        engine_id: u64,
+        /// The engine's UDP address, if it has a wire.
+        udp: Option<SocketAddr>,
+    },
+    /// Endpoint created; fds: segment, doorbell eventfd.
+    EndpointCreated {
+        /// New endpoint id.
+        endpoint: u32,
+    },
+    /// Channel opened; fds: the connection segment when `conn_id != 0`.
+    ChannelOpened {
+        /// Channel tag on our side.
+        channel: u16,
+        /// Direct connection id, 0 for the engine path.
+        conn_id: u32,
+        /// 0: we are side A of the connection, 1: side B.
+        side: u8,
+    },
+    /// Request done.
+    Ok,
+    /// Request refused.
+    Error(ErrorCode),
+    /// Counters segment (fd), number of endpoint slots.
+    Stat {
+        /// Endpoint slots in the counters segment.
+        max_endpoints: u32,
+    },
+    /// Notice: a peer opened a direct channel to `endpoint`; fd: the
+    /// connection segment.
+    DirectConn {
+        /// Our endpoint.
+        endpoint: u32,
+        /// Channel tag on our side.
+        channel: u16,
+        /// Connection id.
+        conn_id: u32,
+        /// Our side (1 = B).
+        side: u8,
+    },
+}
+
+/// A control packet that does not parse.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ControlError {
+    /// Shorter than its kind requires.
+    Truncated,
+    /// Unknown message kind.
+    UnknownKind(u16),
+    /// A field holds an impossible value.
+    BadField(&'static str),
+}
+
+impl std::fmt::Display for ControlError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ControlError::Truncated => f.write_str("truncated control packet"),
+            ControlError::UnknownKind(k) => write!(f, "unknown control message kind {k}"),
+            ControlError::BadField(n) => write!(f, "bad control field {n}"),
+        }
+    }
+}
+
+impl std::error::Error for ControlError {}
+
+struct W {
+    buf: [u8; MAX_PACKET],
+    len: usize,
+}
+
+impl W {
+    fn new(kind: u16, req_id: u32) -> W {
+        let mut w = W {
+            buf: [0; MAX_PACKET],
+            len: 0,
+        };
+        w.u16(kind);
+        w.u16(0);
+        w.u32(req_id);
+        w
+    }
+    fn put(&mut self, b: &[u8]) {
+        self.buf[self.len..self.len + b.len()].copy_from_slice(b);
+        self.len += b.len();
+    }
+    fn u8(&mut self, v: u8) {
+        self.put(&[v]);
+    }
+    fn u16(&mut self, v: u16) {
+        self.put(&v.to_le_bytes());
+    }
+    fn u32(&mut self, v: u32) {
+        self.put(&v.to_le_bytes());
+    }
+    fn u64(&mut self, v: u64) {
+        self.put(&v.to_le_bytes());
+    }
+    fn addr(&mut self, a: Option<SocketAddr>) {
+        match a {
+            None => {
+                self.u8(0);
+                self.put(&[0; 18]);
+            }
+            Some(SocketAddr::V4(v)) => {
+                self.u8(4);
+                let mut b = [0u8; 16];
+                b[..4].copy_from_slice(&v.ip().octets());
+                self.put(&b);
+                self.u16(v.port());
+            }
+            Some(SocketAddr::V6(v)) => {
+                self.u8(6);
+                self.put(&v.ip().octets());
+                self.u16(v.port());
+            }
+        }
+    }
+    fn done(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+struct R<'a> {
+    b: &'a [u8],
+}
+
+impl<'a> R<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], ControlError> {
+        if self.b.len() < n {
+            return Err(ControlError::Truncated);
+        }
+        let (h, t) = self.b.split_at(n);
+        self.b = t;
+        Ok(h)
+    }
+    fn u8(&mut self) -> Result<u8, ControlError> {
+        Ok(self.take(1)?[0])
+    }
+    fn u16(&mut self) -> Result<u16, ControlError> {
+        let b = self.take(2)?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+    fn u32(&mut self) -> Result<u32, ControlError> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    fn u64(&mut self) -> Result<u64, ControlError> {
+        let b = self.take(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(u64::from_le_bytes(a))
+    }
+    fn addr(&mut self) -> Result<Option<SocketAddr>, ControlError> {
+        let fam = self.u8()?;
+        let raw = self.take(16)?;
+        let port = self.u16()?;
+        match fam {
+            0 => Ok(None),
+            4 => Ok(Some(SocketAddr::new(
+                IpAddr::V4(Ipv4Addr::new(raw[0], raw[1], raw[2], raw[3])),
+                port,
+            ))),
+            6 => {
+                let mut o = [0u8; 16];
+                o.copy_from_slice(raw);
+                Ok(Some(SocketAddr::new(IpAddr::V6(Ipv6Addr::from(o)), port)))
+            }
+            _ => Err(ControlError::BadField("address family")),
+        }
+    }
+    fn bool(&mut self) -> Result<bool, ControlError> {
+        match self.u8()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(ControlError::BadField("bool")),
+        }
+    }
+}
+
+fn header(b: &[u8]) -> Result<(u16, u32, R<'_>), ControlError> {
+    let mut r = R { b };
+    let kind = r.u16()?;
+    let _ = r.u16()?;
+    let id = r.u32()?;
+    Ok((kind, id, r))
+}
+
+impl Request {
+    /// Encode with `req_id` into `out`; returns the bytes.
+    pub fn encode(&self, req_id: u32) -> Vec<u8> {
+        let w = match self {
+            Request::Hello { version } => {
+                let mut w = W::new(1, req_id);
+                w.u32(*version);
+                w
+            }
+            Request::CreateEndpoint {
+                geometry: g,
+                accept,
+            } => {
+                let mut w = W::new(2, req_id);
+                w.u32(g.buffer_size);
+                w.u64(g.buffer_area_size);
+                w.u32(g.send_cap);
+                w.u32(g.recv_cap);
+                w.u32(g.free_cap);
+                w.u32(g.event_cap);
+                w.u8(*accept as u8);
+                w
+            }
+            Request::OpenChannel {
+                endpoint,
+                dst,
+                path,
+            } => {
+                let mut w = W::new(3, req_id);
+                w.u32(*endpoint);
+                w.addr(dst.host);
+                w.u32(dst.id);
+                w.u8(*path as u8);
+                w
+            }
+            Request::CloseChannel { endpoint, channel } => {
+                let mut w = W::new(4, req_id);
+                w.u32(*endpoint);
+                w.u16(*channel);
+                w
+            }
+            Request::CloseEndpoint { endpoint } => {
+                let mut w = W::new(5, req_id);
+                w.u32(*endpoint);
+                w
+            }
+            Request::SetAccept { endpoint, accept } => {
+                let mut w = W::new(6, req_id);
+                w.u32(*endpoint);
+                w.u8(*accept as u8);
+                w
+            }
+            Request::Stat => W::new(7, req_id),
+        };
+        w.done().to_vec()
+    }
+
+    /// Decode a packet into `(req_id, request)`.
+    pub fn decode(b: &[u8]) -> Result<(u32, Request), ControlError> {
+        let (kind, id, mut r) = header(b)?;
+        let req = match kind {
+            1 => Request::Hello { version: r.u32()? },
+            2 => Request::CreateEndpoint {
+                geometry: Geometry {
+                    buffer_size: r.u32()?,
+                    buffer_area_size: r.u64()?,
+                    send_cap: r.u32()?,
+                    recv_cap: r.u32()?,
+                    free_cap: r.u32()?,
+                    event_cap: r.u32()?,
+                },
+                accept: r.bool()?,
+            },
+            3 => {
+                let endpoint = r.u32()?;
+                let host = r.addr()?;
+                let id = r.u32()?;
+                let path = match r.u8()? {
+                    0 => PathChoice::Auto,
+                    1 => PathChoice::Direct,
+                    2 => PathChoice::Engine,
+                    _ => return Err(ControlError::BadField("path")),
+                };
+                Request::OpenChannel {
+                    endpoint,
+                    dst: EndpointAddr { host, id },
+                    path,
+                }
+            }
+            4 => Request::CloseChannel {
+                endpoint: r.u32()?,
+                channel: r.u16()?,
+            },
+            5 => Request::CloseEndpoint { endpoint: r.u32()? },
+            6 => Request::SetAccept {
+                endpoint: r.u32()?,
+                accept: r.bool()?,
+            },
+            7 => Request::Stat,
+            k => return Err(ControlError::UnknownKind(k)),
+        };
+        Ok((id, req))
+    }
+}
+
+impl Reply {
+    /// Encode with `req_id`.
+    pub fn encode(&self, req_id: u32) -> Vec<u8> {
+        let w = match self {
+            Reply::Hello { engine_id, udp } => {
+                let mut w = W::new(101, req_id);
+                w.u64(*engine_id);
+                w.addr(*udp);
+                w
+            }
+            Reply::EndpointCreated { endpoint } => {
+                let mut w = W::new(102, req_id);
+                w.u32(*endpoint);
+                w
+            }
+            Reply::ChannelOpened {
+                channel,
+                conn_id,
+                side,
+            } => {
+                let mut w = W::new(103, req_id);
+                w.u16(*channel);
+                w.u32(*conn_id);
+                w.u8(*side);
+                w
+            }
+            Reply::Ok => W::new(104, req_id),
+            Reply::Error(code) => {
+                let mut w = W::new(105, req_id);
+                w.u16(*code as u16);
+                w
+            }
+            Reply::Stat { max_endpoints } => {
+                let mut w = W::new(106, req_id);
+                w.u32(*max_endpoints);
+                w
+            }
+            Reply::DirectConn {
+                endpoint,
+                channel,
+                conn_id,
+                side,
+            } => {
+                let mut w = W::new(107, req_id);
+                w.u32(*endpoint);
+                w.u16(*channel);
+                w.u32(*conn_id);
+                w.u8(*side);
+                w
+            }
+        };
+        w.done().to_vec()
+    }
+
+    /// Decode a packet into `(req_id, reply)`.
+    pub fn decode(b: &[u8]) -> Result<(u32, Reply), ControlError> {
+        let (kind, id, mut r) = header(b)?;
+        let rep = match kind {
+            101 => Reply::Hello {
+                engine_id: r.u64()?,
+                udp: r.addr()?,
+            },
+            102 => Reply::EndpointCreated { endpoint: r.u32()? },
+            103 => Reply::ChannelOpened {
+                channel: r.u16()?,
+                conn_id: r.u32()?,
+                side: r.u8()?,
+            },
+            104 => Reply::Ok,
+            105 => Reply::Error(
+                ErrorCode::from_u16(r.u16()?).ok_or(ControlError::BadField("error code"))?,
+            ),
+            106 => Reply::Stat {
+                max_endpoints: r.u32()?,
+            },
+            107 => Reply::DirectConn {
+                endpoint: r.u32()?,
+                channel: r.u16()?,
+                conn_id: r.u32()?,
+                side: r.u8()?,
+            },
+            k => return Err(ControlError::UnknownKind(k)),
+        };
+        Ok((id, rep))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_round_trip_and_prefixes_fail() {
+        let reqs = [
+            Request::Hello { version: 1 },
+            Request::CreateEndpoint {
+                geometry: Geometry::default(),
+                accept: true,
+            },
+            Request::OpenChannel {
+                endpoint: 3,
+                dst: EndpointAddr {
+                    host: Some("10.0.0.1:7000".parse().unwrap()),
+                    id: 9,
+                },
+                path: PathChoice::Engine,
+            },
+            Request::OpenChannel {
+                endpoint: 3,
+                dst: EndpointAddr {
+                    host: Some("[::1]:7000".parse().unwrap()),
+                    id: 9,
+                },
+                path: PathChoice::Direct,
+            },
+            Request::CloseChannel {
+                endpoint: 1,
+                channel: 2,
+            },
+            Request::CloseEndpoint { endpoint: 1 },
+            Request::SetAccept {
+                endpoint: 1,
+                accept: false,
+            },
+            Request::Stat,
+        ];
+        for r in reqs {
+            let b = r.encode(77);
+            assert_eq!(Request::decode(&b), Ok((77, r.clone())));
+            for cut in 0..b.len() {
+                assert!(Request::decode(&b[..cut]).is_err(), "{r:?} cut at {cut}");
+            }
+        }
+    }
+
+    #[test]
+    fn replies_round_trip() {
+        let reps = [
+            Reply::Hello {
+                engine_id: 5,
+                udp: Some("127.0.0.1:9".parse().unwrap()),
+            },
+            Reply::EndpointCreated { endpoint: 4 },
+            Reply::ChannelOpened {
+                channel: 1,
+                conn_id: 2,
+                side: 1,
+            },
+            Reply::Ok,
+            Reply::Error(ErrorCode::Refused),
+            Reply::Stat { max_endpoints: 64 },
+            Reply::DirectConn {
+                endpoint: 1,
+                channel: 2,
+                conn_id: 3,
+                side: 1,
+            },
+        ];
+        for r in reps {
+            let b = r.encode(9);
+            assert_eq!(Reply::decode(&b), Ok((9, r.clone())));
+        }
+    }
+
+    #[test]
+    fn garbage_is_an_error() {
+        assert_eq!(
+            Request::decode(&[0xff, 0xff, 0, 0, 0, 0, 0, 0]),
+            Err(ControlError::UnknownKind(0xffff))
+        );
+        let mut b = Request::SetAccept {
+            endpoint: 1,
+            accept: true,
+        }
+        .encode(1);
+        *b.last_mut().unwrap() = 7;
+        assert_eq!(Request::decode(&b), Err(ControlError::BadField("bool")));
+    }
+
+    #[test]
+    fn endpoint_addr_parses() {
+        assert_eq!("5".parse::<EndpointAddr>().unwrap(), EndpointAddr::local(5));
+        assert_eq!(
+            "local/5".parse::<EndpointAddr>().unwrap(),
+            EndpointAddr::local(5)
+        );
+        let a: EndpointAddr = "127.0.0.1:7000/3".parse().unwrap();
+        assert_eq!(a.host, Some("127.0.0.1:7000".parse().unwrap()));
+        assert!("x/3".parse::<EndpointAddr>().is_err());
+    }
+}

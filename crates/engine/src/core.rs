@@ -1,0 +1,1235 @@
+//! The engine proper: one single-threaded, message-driven loop that owns
+//! every endpoint of one adapter (SPINE section 3.2's dispatcher).
+//!
+//! Each turn polls the sources — send rings of all endpoints, the UDP wire,
+//! control sockets, timers — and runs what it finds. When a turn finds
+//! nothing for `idle_spin`, the engine arms every endpoint's doorbell, looks
+//! once more, and sleeps in `epoll_wait` until a doorbell, a control socket,
+//! a datagram or a timer wakes it. An idle engine uses no CPU.
+//!
+//! Trust: everything read from an endpoint segment, a control socket or the
+//! wire is hostile. Each descriptor is copied out once, then checked against
+//! the engine's own copy of the endpoint's geometry and channel table. A bad
+//! descriptor gets an error status and a counter on that endpoint only.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::ptr::NonNull;
+use std::sync::atomic::{fence, AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use unet_abi::ring::Ring;
+use unet_abi::*;
+
+use crate::control::{self, EndpointAddr, ErrorCode, PathChoice, Reply, Request};
+use crate::counters::Counters;
+use crate::remote::Wire;
+use crate::sys::{self, Epoll, EventFd, Segment};
+use crate::EngineConfig;
+
+const TOK_KIND_SHIFT: u32 = 56;
+const TOK_LISTENER: u64 = 1;
+const TOK_CLIENT: u64 = 2;
+const TOK_DOORBELL: u64 = 3;
+const TOK_UDP: u64 = 4;
+const TOK_ADMIN: u64 = 5;
+
+fn token(kind: u64, idx: usize) -> u64 {
+    (kind << TOK_KIND_SHIFT) | idx as u64
+}
+
+/// Send descriptors taken from one endpoint per turn (fairness).
+const SEND_BUDGET: u64 = 64;
+/// Most channels per endpoint.
+pub const MAX_CHANNELS: usize = 4096;
+
+/// What a channel tag of an endpoint leads to.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Chan {
+    /// Unused tag.
+    Free,
+    /// A local peer through the engine.
+    Local {
+        peer_idx: usize,
+        peer_id: u32,
+        peer_chan: u16,
+    },
+    /// A local peer on a direct connection (the engine still delivers
+    /// descriptors pushed to its send ring, through the peer's queues).
+    Direct {
+        conn_id: u32,
+        peer_idx: usize,
+        peer_id: u32,
+        peer_chan: u16,
+    },
+    /// A peer behind the wire.
+    Remote {
+        peer: SocketAddr,
+        peer_ep: u32,
+        peer_chan: u16,
+        peer_token: u64,
+        my_token: u64,
+        next_msg: u32,
+    },
+    /// Waiting for a remote engine to accept.
+    Opening,
+    /// The peer is gone; sends fail until the application closes the tag.
+    Gone,
+}
+
+pub(crate) struct Ep {
+    pub id: u32,
+    pub client: usize,
+    pub seg: Segment,
+    pub layout: Layout,
+    pub send: Ring<SendDesc>,
+    pub recv: Ring<RecvDesc>,
+    pub free: Ring<u32>,
+    pub events: Ring<EventDesc>,
+    pub send_tail: u64,
+    pub recv_head: u64,
+    pub event_head: u64,
+    pub bad_head: u64,
+    pub doorbell: EventFd,
+    pub channels: Vec<Chan>,
+    pub accept: bool,
+    pub spare: Vec<u32>,
+    pub slot: usize,
+}
+
+impl Ep {
+    fn header(&self) -> &EndpointHeader {
+        // SAFETY: the segment starts with an EndpointHeader (we created it),
+        // page aligned; its shared fields are atomics.
+        unsafe { self.seg.ptr().cast::<EndpointHeader>().as_ref() }
+    }
+    fn area(&self) -> NonNull<u8> {
+        // SAFETY: buffer_area_off + size == segment size, from Layout.
+        unsafe { self.seg.ptr().add(self.layout.buffer_area_off as usize) }
+    }
+    fn area_size(&self) -> u64 {
+        self.layout.geometry.buffer_area_size
+    }
+    fn alloc_chan(&mut self) -> Option<u16> {
+        if let Some(i) = self.channels.iter().position(|c| matches!(c, Chan::Free)) {
+            return Some(i as u16);
+        }
+        if self.channels.len() < MAX_CHANNELS {
+            self.channels.push(Chan::Free);
+            return Some((self.channels.len() - 1) as u16);
+        }
+        None
+    }
+}
+
+struct Client {
+    sock: OwnedFd,
+    pid: u32,
+    uid: u32,
+    endpoints: Vec<usize>,
+}
+
+pub(crate) struct Conn {
+    pub seg: Segment,
+}
+
+impl Conn {
+    fn header(&self) -> &ConnHeader {
+        // SAFETY: the segment starts with a ConnHeader we initialised.
+        unsafe { self.seg.ptr().cast::<ConnHeader>().as_ref() }
+    }
+}
+
+/// State shared between the engine thread and its handle.
+pub(crate) struct Shared {
+    pub stop: AtomicBool,
+    pub admin: EventFd,
+    pub new_clients: Mutex<Vec<OwnedFd>>,
+}
+
+/// The engine's state and loop.
+pub struct Core {
+    cfg: EngineConfig,
+    pub(crate) engine_id: u64,
+    epoll: Epoll,
+    listener: Option<OwnedFd>,
+    clients: Vec<Option<Client>>,
+    pub(crate) eps: Vec<Option<Ep>>,
+    pub(crate) by_id: HashMap<u32, usize>,
+    next_ep_id: u32,
+    conns: HashMap<u32, Conn>,
+    next_conn_id: u32,
+    pub(crate) counters: Counters,
+    free_slots: Vec<usize>,
+    pub(crate) wire: Option<Wire>,
+    shared: Arc<Shared>,
+    events: Vec<u64>,
+    pkt: Vec<u8>,
+    turn: u64,
+}
+
+impl Core {
+    pub(crate) fn new(cfg: EngineConfig, shared: Arc<Shared>) -> io::Result<Core> {
+        let engine_id = sys::random_u64() | 1;
+        let epoll = Epoll::new()?;
+        let counters = Counters::create(cfg.max_endpoints, engine_id)?;
+        let listener = match &cfg.control_socket {
+            Some(p) => Some(listen(p)?),
+            None => None,
+        };
+        if let Some(l) = &listener {
+            epoll.add(l.as_raw_fd(), token(TOK_LISTENER, 0))?;
+        }
+        epoll.add(shared.admin.fd().as_raw_fd(), token(TOK_ADMIN, 0))?;
+        let wire = match cfg.udp_bind {
+            Some(a) => {
+                let w = Wire::bind(a, &cfg, engine_id)?;
+                epoll.add(w.raw_fd(), token(TOK_UDP, 0))?;
+                Some(w)
+            }
+            None => None,
+        };
+        Ok(Core {
+            free_slots: (0..cfg.max_endpoints as usize).rev().collect(),
+            cfg,
+            engine_id,
+            epoll,
+            listener,
+            clients: Vec::new(),
+            eps: Vec::new(),
+            by_id: HashMap::new(),
+            next_ep_id: 1,
+            conns: HashMap::new(),
+            next_conn_id: 1,
+            counters,
+            wire,
+            shared,
+            events: Vec::with_capacity(64),
+            pkt: vec![0; control::MAX_PACKET],
+            turn: 0,
+        })
+    }
+
+    /// The engine's UDP address, if it has a wire.
+    pub fn udp_addr(&self) -> Option<SocketAddr> {
+        self.wire.as_ref().map(|w| w.local_addr())
+    }
+
+    /// Run until stopped.
+    pub(crate) fn run(&mut self) {
+        let mut idle_since: Option<Instant> = None;
+        while !self.shared.stop.load(Ordering::Relaxed) {
+            let mut work = self.poll_data();
+            self.turn += 1;
+            if work == 0 || self.turn % 64 == 0 {
+                work += self.poll_fds(0);
+            }
+            if work > 0 {
+                self.counters.engine(EngineCounter::BusyPolls, 1);
+                idle_since = None;
+                continue;
+            }
+            let now = Instant::now();
+            match idle_since {
+                None => idle_since = Some(now),
+                Some(t) if now.duration_since(t) >= self.cfg.idle_spin => {
+                    self.sleep();
+                    idle_since = None;
+                }
+                Some(_) => std::hint::spin_loop(),
+            }
+        }
+        self.shutdown();
+    }
+
+    /// One turn of the loop without sleeping (for tests driving the engine
+    /// step by step). Returns the work done.
+    pub fn step(&mut self) -> usize {
+        self.poll_data() + self.poll_fds(0)
+    }
+
+    fn sleep(&mut self) {
+        for ep in self.eps.iter().flatten() {
+            ep.header().engine_armed.store(1, Ordering::Relaxed);
+        }
+        // Pairs with the fence a client issues between publishing a send
+        // descriptor and reading `engine_armed`: either we see its
+        // descriptor below, or it sees our armed flag and rings.
+        fence(Ordering::SeqCst);
+        if self.poll_data() > 0 {
+            self.disarm();
+            return;
+        }
+        self.counters.engine(EngineCounter::Sleeps, 1);
+        let timeout = self.next_timer_ms();
+        let work = self.poll_fds(timeout);
+        self.counters.engine(EngineCounter::Wakeups, 1);
+        self.disarm();
+        if work == 0 && self.poll_data() == 0 {
+            self.counters.engine(EngineCounter::SpuriousWakeups, 1);
+        }
+    }
+
+    fn disarm(&self) {
+        for ep in self.eps.iter().flatten() {
+            ep.header().engine_armed.store(0, Ordering::Relaxed);
+        }
+    }
+
+    fn next_timer_ms(&self) -> i32 {
+        match self.wire.as_ref().and_then(|w| w.next_deadline()) {
+            Some(d) => {
+                let now = Instant::now();
+                if d <= now {
+                    0
+                } else {
+                    (d - now).as_millis().min(1000) as i32 + 1
+                }
+            }
+            None => -1,
+        }
+    }
+
+    /// Poll every data source once. Returns the work done.
+    fn poll_data(&mut self) -> usize {
+        let mut work = 0;
+        for idx in 0..self.eps.len() {
+            if self.eps[idx].is_some() {
+                work += self.poll_send_ring(idx);
+            }
+        }
+        if self.wire.is_some() {
+            work += crate::remote::poll_wire(self);
+        }
+        work
+    }
+
+    /// Wait up to `timeout_ms` for file-descriptor events and handle them.
+    fn poll_fds(&mut self, timeout_ms: i32) -> usize {
+        let mut evs = std::mem::take(&mut self.events);
+        if self.epoll.wait(&mut evs, timeout_ms).is_err() {
+            self.events = evs;
+            return 0;
+        }
+        let n = evs.len();
+        for &t in &evs {
+            let idx = (t & ((1 << TOK_KIND_SHIFT) - 1)) as usize;
+            match t >> TOK_KIND_SHIFT {
+                TOK_LISTENER => self.accept_clients(),
+                TOK_CLIENT => self.read_client(idx),
+                TOK_DOORBELL => {
+                    if let Some(Some(ep)) = self.eps.get(idx) {
+                        ep.doorbell.drain();
+                        self.counters.ep(ep.slot, EndpointCounter::Doorbells, 1);
+                    }
+                }
+                TOK_ADMIN => {
+                    self.shared.admin.drain();
+                    let fresh: Vec<OwnedFd> = std::mem::take(
+                        &mut *self
+                            .shared
+                            .new_clients
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner()),
+                    );
+                    for fd in fresh {
+                        self.add_client(fd);
+                    }
+                }
+                _ => {} // UDP: read by poll_data
+            }
+        }
+        self.events = evs;
+        n
+    }
+
+    // ---------------------------------------------------------------------
+    // Clients and the control protocol
+    // ---------------------------------------------------------------------
+
+    fn accept_clients(&mut self) {
+        let Some(l) = self.listener.as_ref().map(|l| l.as_raw_fd()) else {
+            return;
+        };
+        loop {
+            // SAFETY: accept4 on our listening socket; returns a new fd or -1.
+            let fd = unsafe {
+                libc::accept4(
+                    l,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+                )
+            };
+            if fd < 0 {
+                return;
+            }
+            // SAFETY: fresh descriptor from accept4.
+            let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+            self.add_client(fd);
+        }
+    }
+
+    pub(crate) fn add_client(&mut self, sock: OwnedFd) {
+        let _ = sys::set_nonblocking(sock.as_raw_fd());
+        let (pid, uid) = sys::peer_cred(sock.as_raw_fd()).unwrap_or((0, u32::MAX));
+        let idx = match self.clients.iter().position(|c| c.is_none()) {
+            Some(i) => i,
+            None => {
+                self.clients.push(None);
+                self.clients.len() - 1
+            }
+        };
+        if self
+            .epoll
+            .add(sock.as_raw_fd(), token(TOK_CLIENT, idx))
+            .is_err()
+        {
+            return;
+        }
+        self.clients[idx] = Some(Client {
+            sock,
+            pid,
+            uid,
+            endpoints: Vec::new(),
+        });
+        self.counters.engine(EngineCounter::ControlAccepted, 1);
+    }
+
+    fn read_client(&mut self, ci: usize) {
+        let mut pkt = std::mem::take(&mut self.pkt);
+        // A bounded number of packets per wake-up, so one chatty client
+        // cannot starve the loop.
+        for _ in 0..32 {
+            let Some(c) = self.clients.get(ci).and_then(|c| c.as_ref()) else {
+                break;
+            };
+            let mut fds = Vec::new();
+            match sys::recv_packet(c.sock.as_raw_fd(), &mut pkt, &mut fds, true) {
+                Ok(0) => {
+                    self.drop_client(ci);
+                    break;
+                }
+                Ok(n) => match Request::decode(&pkt[..n]) {
+                    Ok((req_id, req)) => self.handle_request(ci, req_id, req),
+                    Err(_) => {
+                        self.counters.engine(EngineCounter::ControlBad, 1);
+                        self.reply(ci, 0, Reply::Error(ErrorCode::BadRequest), &[]);
+                    }
+                },
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                    self.counters.engine(EngineCounter::ControlBad, 1);
+                }
+                Err(_) => {
+                    self.drop_client(ci);
+                    break;
+                }
+            }
+        }
+        self.pkt = pkt;
+    }
+
+    pub(crate) fn reply(&self, ci: usize, req_id: u32, r: Reply, fds: &[RawFd]) {
+        if let Some(Some(c)) = self.clients.get(ci) {
+            // Non-blocking: a client that does not read its control socket
+            // loses its own replies, never stalls the engine.
+            let _ = sys::send_packet(c.sock.as_raw_fd(), &r.encode(req_id), fds);
+        }
+    }
+
+    fn handle_request(&mut self, ci: usize, req_id: u32, req: Request) {
+        match req {
+            Request::Hello { version } => {
+                let r = if version == control::PROTOCOL_VERSION {
+                    Reply::Hello {
+                        engine_id: self.engine_id,
+                        udp: self.udp_addr(),
+                    }
+                } else {
+                    Reply::Error(ErrorCode::Version)
+                };
+                self.reply(ci, req_id, r, &[]);
+            }
+            Request::CreateEndpoint { geometry, accept } => {
+                match self.create_endpoint(ci, geometry, accept) {
+                    Ok(idx) => {
+                        let ep = self.eps[idx].as_ref().expect("just created");
+                        let fds = [ep.seg.fd().as_raw_fd(), ep.doorbell.fd().as_raw_fd()];
+                        self.reply(ci, req_id, Reply::EndpointCreated { endpoint: ep.id }, &fds);
+                    }
+                    Err(code) => self.reply(ci, req_id, Reply::Error(code), &[]),
+                }
+            }
+            Request::OpenChannel {
+                endpoint,
+                dst,
+                path,
+            } => match self.owned(ci, endpoint) {
+                Ok(src) => self.open_channel(ci, req_id, src, dst, path),
+                Err(code) => self.reply(ci, req_id, Reply::Error(code), &[]),
+            },
+            Request::CloseChannel { endpoint, channel } => {
+                let r = match self.owned(ci, endpoint) {
+                    Ok(src) => self.close_channel(src, channel),
+                    Err(code) => Reply::Error(code),
+                };
+                self.reply(ci, req_id, r, &[]);
+            }
+            Request::CloseEndpoint { endpoint } => {
+                let r = match self.owned(ci, endpoint) {
+                    Ok(idx) => {
+                        self.close_endpoint(idx);
+                        Reply::Ok
+                    }
+                    Err(code) => Reply::Error(code),
+                };
+                self.reply(ci, req_id, r, &[]);
+            }
+            Request::SetAccept { endpoint, accept } => {
+                let r = match self.owned(ci, endpoint) {
+                    Ok(idx) => {
+                        if let Some(ep) = self.eps[idx].as_mut() {
+                            ep.accept = accept;
+                        }
+                        Reply::Ok
+                    }
+                    Err(code) => Reply::Error(code),
+                };
+                self.reply(ci, req_id, r, &[]);
+            }
+            Request::Stat => {
+                let allowed = self.clients[ci].as_ref().is_some_and(|c| {
+                    // SAFETY: geteuid has no preconditions.
+                    let me = unsafe { libc::geteuid() };
+                    c.uid == 0 || c.uid == me
+                });
+                if allowed {
+                    let fd = self.counters.fd();
+                    self.reply(
+                        ci,
+                        req_id,
+                        Reply::Stat {
+                            max_endpoints: self.cfg.max_endpoints,
+                        },
+                        &[fd],
+                    );
+                } else {
+                    self.reply(ci, req_id, Reply::Error(ErrorCode::NotOwner), &[]);
+                }
+            }
+        }
+    }
+
+    fn owned(&self, ci: usize, endpoint: u32) -> Result<usize, ErrorCode> {
+        let idx = *self.by_id.get(&endpoint).ok_or(ErrorCode::NoSuchEndpoint)?;
+        match &self.eps[idx] {
+            Some(ep) if ep.client == ci => Ok(idx),
+            Some(_) => Err(ErrorCode::NotOwner),
+            None => Err(ErrorCode::NoSuchEndpoint),
+        }
+    }
+
+    fn create_endpoint(
+        &mut self,
+        ci: usize,
+        g: Geometry,
+        accept: bool,
+    ) -> Result<usize, ErrorCode> {
+        let layout = Layout::new(g).map_err(|_| ErrorCode::BadGeometry)?;
+        let slot = self.free_slots.pop().ok_or(ErrorCode::NoResources)?;
+        let id = self.next_ep_id;
+        let made = (|| -> io::Result<Ep> {
+            let seg = Segment::create(&format!("unet-ep-{id}"), layout.segment_size as usize)?;
+            init_endpoint(&seg, &layout, id, self.engine_id);
+            let at = |off: u64| seg.ptr().as_ptr().wrapping_add(off as usize);
+            // SAFETY: offsets come from Layout, inside the segment we just
+            // created, each ring header 64-byte aligned.
+            let (send, recv, free, events) = unsafe {
+                (
+                    Ring::from_raw(NonNull::new_unchecked(at(layout.send_off)), g.send_cap),
+                    Ring::from_raw(NonNull::new_unchecked(at(layout.recv_off)), g.recv_cap),
+                    Ring::from_raw(NonNull::new_unchecked(at(layout.free_off)), g.free_cap),
+                    Ring::from_raw(NonNull::new_unchecked(at(layout.event_off)), g.event_cap),
+                )
+            };
+            Ok(Ep {
+                id,
+                client: ci,
+                seg,
+                layout,
+                send,
+                recv,
+                free,
+                events,
+                send_tail: 0,
+                recv_head: 0,
+                event_head: 0,
+                bad_head: u64::MAX,
+                doorbell: EventFd::new()?,
+                channels: Vec::new(),
+                accept,
+                spare: Vec::new(),
+                slot,
+            })
+        })();
+        let ep = match made {
+            Ok(ep) => ep,
+            Err(_) => {
+                self.free_slots.push(slot);
+                return Err(ErrorCode::NoResources);
+            }
+        };
+        let idx = match self.eps.iter().position(|e| e.is_none()) {
+            Some(i) => i,
+            None => {
+                self.eps.push(None);
+                self.eps.len() - 1
+            }
+        };
+        if self
+            .epoll
+            .add(ep.doorbell.fd().as_raw_fd(), token(TOK_DOORBELL, idx))
+            .is_err()
+        {
+            self.free_slots.push(slot);
+            return Err(ErrorCode::NoResources);
+        }
+        let pid = self.clients[ci].as_ref().map_or(0, |c| c.pid);
+        self.counters.open_slot(slot, id, pid);
+        self.next_ep_id += 1;
+        self.by_id.insert(id, idx);
+        self.eps[idx] = Some(ep);
+        if let Some(c) = self.clients[ci].as_mut() {
+            c.endpoints.push(idx);
+        }
+        self.counters.engine(EngineCounter::EndpointsCreated, 1);
+        Ok(idx)
+    }
+
+    fn open_channel(
+        &mut self,
+        ci: usize,
+        req_id: u32,
+        src: usize,
+        dst: EndpointAddr,
+        path: PathChoice,
+    ) {
+        let local = match dst.host {
+            None => true,
+            Some(h) => self.udp_addr().is_some_and(|me| {
+                me == h
+                    || (h.ip().is_loopback() && me.port() == h.port() && me.ip().is_unspecified())
+            }),
+        };
+        if !local {
+            if path == PathChoice::Direct {
+                return self.reply(ci, req_id, Reply::Error(ErrorCode::DirectUnavailable), &[]);
+            }
+            return crate::remote::open_remote(self, ci, req_id, src, dst);
+        }
+        let Some(&di) = self.by_id.get(&dst.id) else {
+            return self.reply(ci, req_id, Reply::Error(ErrorCode::NoSuchEndpoint), &[]);
+        };
+        let accepts = self.eps[di].as_ref().is_some_and(|e| e.accept);
+        if !accepts {
+            if let Some(d) = self.eps[di].as_ref() {
+                self.counters
+                    .ep(d.slot, EndpointCounter::ChannelsRefused, 1);
+            }
+            return self.reply(ci, req_id, Reply::Error(ErrorCode::Refused), &[]);
+        }
+        let direct = match path {
+            PathChoice::Engine => false,
+            PathChoice::Auto | PathChoice::Direct => di != src,
+        };
+        if path == PathChoice::Direct && !direct {
+            return self.reply(ci, req_id, Reply::Error(ErrorCode::DirectUnavailable), &[]);
+        }
+        // Allocate both tags first so a failure leaves nothing behind.
+        let Some(cs) = self.eps[src].as_mut().and_then(|e| e.alloc_chan()) else {
+            return self.reply(ci, req_id, Reply::Error(ErrorCode::NoResources), &[]);
+        };
+        self.eps[src].as_mut().expect("src").channels[cs as usize] = Chan::Opening;
+        let Some(cd) = self.eps[di].as_mut().and_then(|e| e.alloc_chan()) else {
+            self.eps[src].as_mut().expect("src").channels[cs as usize] = Chan::Free;
+            return self.reply(ci, req_id, Reply::Error(ErrorCode::NoResources), &[]);
+        };
+        let src_id = self.eps[src].as_ref().expect("src").id;
+        let mut conn_id = 0;
+        if direct {
+            let ring = self.cfg.conn_ring_size;
+            let id = self.next_conn_id;
+            match Segment::create(&format!("unet-conn-{id}"), conn_segment_size(ring)) {
+                Ok(seg) => {
+                    init_conn(&seg, id, ring, src_id, dst.id);
+                    self.next_conn_id += 1;
+                    conn_id = id;
+                    self.conns.insert(id, Conn { seg });
+                    self.counters.engine(EngineCounter::DirectConns, 1);
+                }
+                Err(_) => {
+                    self.eps[src].as_mut().expect("src").channels[cs as usize] = Chan::Free;
+                    return self.reply(ci, req_id, Reply::Error(ErrorCode::NoResources), &[]);
+                }
+            }
+        }
+        let (s_chan, d_chan) = if direct {
+            (
+                Chan::Direct {
+                    conn_id,
+                    peer_idx: di,
+                    peer_id: dst.id,
+                    peer_chan: cd,
+                },
+                Chan::Direct {
+                    conn_id,
+                    peer_idx: src,
+                    peer_id: src_id,
+                    peer_chan: cs,
+                },
+            )
+        } else {
+            (
+                Chan::Local {
+                    peer_idx: di,
+                    peer_id: dst.id,
+                    peer_chan: cd,
+                },
+                Chan::Local {
+                    peer_idx: src,
+                    peer_id: src_id,
+                    peer_chan: cs,
+                },
+            )
+        };
+        self.eps[src].as_mut().expect("src").channels[cs as usize] = s_chan;
+        self.eps[di].as_mut().expect("dst").channels[cd as usize] = d_chan;
+        for i in [src, di] {
+            let slot = self.eps[i].as_ref().expect("ep").slot;
+            self.counters.ep(slot, EndpointCounter::ChannelsOpened, 1);
+            self.counters.set_channels(
+                slot,
+                self.eps[i].as_ref().expect("ep").channels.len() as u32,
+            );
+        }
+        // The destination learns first (its fd travels before the event that
+        // tells it to collect the fd), then the opener gets its reply.
+        let d_client = self.eps[di].as_ref().expect("dst").client;
+        if direct {
+            let fd = self.conns[&conn_id].seg.fd().as_raw_fd();
+            self.reply(
+                d_client,
+                0,
+                Reply::DirectConn {
+                    endpoint: dst.id,
+                    channel: cd,
+                    conn_id,
+                    side: 1,
+                },
+                &[fd],
+            );
+        }
+        self.push_event(
+            di,
+            EventDesc {
+                kind: EventKind::ChannelOpened as u16,
+                channel: cd,
+                peer_endpoint: src_id,
+                arg: conn_id,
+                ..Default::default()
+            },
+        );
+        let fds: Vec<RawFd> = if direct {
+            vec![self.conns[&conn_id].seg.fd().as_raw_fd()]
+        } else {
+            vec![]
+        };
+        self.reply(
+            ci,
+            req_id,
+            Reply::ChannelOpened {
+                channel: cs,
+                conn_id,
+                side: 0,
+            },
+            &fds,
+        );
+    }
+
+    fn close_channel(&mut self, idx: usize, channel: u16) -> Reply {
+        let Some(ep) = self.eps[idx].as_mut() else {
+            return Reply::Error(ErrorCode::NoSuchEndpoint);
+        };
+        let Some(&c) = ep.channels.get(channel as usize) else {
+            return Reply::Error(ErrorCode::NoSuchChannel);
+        };
+        if matches!(c, Chan::Free) {
+            return Reply::Error(ErrorCode::NoSuchChannel);
+        }
+        ep.channels[channel as usize] = Chan::Free;
+        self.notify_peer_gone(c);
+        Reply::Ok
+    }
+
+    /// Tell the other side of a channel that it is gone.
+    fn notify_peer_gone(&mut self, c: Chan) {
+        match c {
+            Chan::Local {
+                peer_idx,
+                peer_id,
+                peer_chan,
+            } => self.peer_gone(peer_idx, peer_id, peer_chan),
+            Chan::Direct {
+                conn_id,
+                peer_idx,
+                peer_id,
+                peer_chan,
+            } => {
+                if let Some(conn) = self.conns.remove(&conn_id) {
+                    let h = conn.header();
+                    h.a_closed.store(1, Ordering::Release);
+                    h.b_closed.store(1, Ordering::Release);
+                    for cons in [&h.a_to_b, &h.b_to_a] {
+                        cons.futex.fetch_add(1, Ordering::Release);
+                        sys::futex_wake(&cons.futex, i32::MAX);
+                    }
+                }
+                self.peer_gone(peer_idx, peer_id, peer_chan);
+            }
+            Chan::Remote {
+                peer,
+                peer_ep,
+                peer_chan,
+                peer_token,
+                ..
+            } => {
+                if let Some(w) = self.wire.as_mut() {
+                    w.send_close(peer, peer_ep, peer_chan, peer_token);
+                }
+            }
+            Chan::Free | Chan::Opening | Chan::Gone => {}
+        }
+    }
+
+    pub(crate) fn peer_gone(&mut self, peer_idx: usize, peer_id: u32, peer_chan: u16) {
+        let Some(p) = self.eps.get_mut(peer_idx).and_then(|e| e.as_mut()) else {
+            return;
+        };
+        if p.id != peer_id {
+            return;
+        }
+        if let Some(ch) = p.channels.get_mut(peer_chan as usize) {
+            if !matches!(ch, Chan::Free) {
+                *ch = Chan::Gone;
+                self.push_event(
+                    peer_idx,
+                    EventDesc {
+                        kind: EventKind::PeerGone as u16,
+                        channel: peer_chan,
+                        ..Default::default()
+                    },
+                );
+            }
+        }
+    }
+
+    fn close_endpoint(&mut self, idx: usize) {
+        let Some(ep) = self.eps[idx].take() else {
+            return;
+        };
+        self.epoll.remove(ep.doorbell.fd().as_raw_fd());
+        self.by_id.remove(&ep.id);
+        for &c in &ep.channels {
+            self.notify_peer_gone(c);
+        }
+        if let Some(Some(cl)) = self.clients.get_mut(ep.client) {
+            cl.endpoints.retain(|&i| i != idx);
+        }
+        self.counters.close_slot(ep.slot);
+        self.free_slots.push(ep.slot);
+        self.counters.engine(EngineCounter::EndpointsReclaimed, 1);
+        // Dropping `ep` unmaps the segment and closes its memory file; the
+        // memory is freed once the client's mapping is gone too.
+    }
+
+    /// A client's control connection closed: the process is gone or done.
+    /// Reclaim everything it held and tell its peers.
+    fn drop_client(&mut self, ci: usize) {
+        let Some(c) = self.clients.get_mut(ci).and_then(|c| c.take()) else {
+            return;
+        };
+        self.epoll.remove(c.sock.as_raw_fd());
+        for idx in c.endpoints {
+            self.close_endpoint(idx);
+        }
+        crate::remote::forget_client(self, ci);
+        self.counters.engine(EngineCounter::ControlClosed, 1);
+    }
+
+    fn shutdown(&mut self) {
+        for ci in 0..self.clients.len() {
+            self.drop_client(ci);
+        }
+        if let Some(p) = &self.cfg.control_socket {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+
+    // ---------------------------------------------------------------------
+    // The data path
+    // ---------------------------------------------------------------------
+
+    fn poll_send_ring(&mut self, idx: usize) -> usize {
+        let (head, tail, cap) = {
+            let ep = self.eps[idx].as_ref().expect("live endpoint");
+            (
+                ep.send.head(),
+                ep.send_tail,
+                ep.layout.geometry.send_cap as u64,
+            )
+        };
+        let avail = head.wrapping_sub(tail);
+        if avail == 0 {
+            return 0;
+        }
+        if avail > cap {
+            // The client wrote an impossible head: count it once per value.
+            let ep = self.eps[idx].as_mut().expect("live");
+            if ep.bad_head != head {
+                ep.bad_head = head;
+                self.counters.ep(ep.slot, EndpointCounter::RingCorrupt, 1);
+            }
+            return 0;
+        }
+        let n = avail.min(SEND_BUDGET);
+        if avail > SEND_BUDGET {
+            let slot = self.eps[idx].as_ref().expect("live").slot;
+            self.counters.ep(slot, EndpointCounter::TxDeferred, 1);
+        }
+        for pos in tail..tail + n {
+            let desc = self.eps[idx].as_ref().expect("live").send.read(pos);
+            let status = self.process_send(idx, desc);
+            let ep = self.eps[idx].as_ref().expect("live");
+            // SAFETY: slot_ptr(pos) is an in-bounds, aligned SendDesc in the
+            // endpoint's mapping; writing one i32 field through a raw pointer.
+            unsafe {
+                std::ptr::addr_of_mut!((*ep.send.slot_ptr(pos)).status)
+                    .write_volatile(status as i32);
+            }
+        }
+        let ep = self.eps[idx].as_mut().expect("live");
+        ep.send_tail = tail + n;
+        ep.send.set_tail(tail + n);
+        if let Some(w) = self.wire.as_mut() {
+            w.flush(&self.counters);
+        }
+        n as usize
+    }
+
+    fn process_send(&mut self, idx: usize, d: SendDesc) -> SendStatus {
+        let ep = self.eps[idx].as_ref().expect("live");
+        let slot = ep.slot;
+        let bad = |s: &Self, c: EndpointCounter, st: SendStatus| {
+            s.counters.ep(slot, c, 1);
+            st
+        };
+        if d.flags != 0 {
+            return bad(self, EndpointCounter::TxBadFlags, SendStatus::BadFlags);
+        }
+        if d.len == 0 || d.len as usize > MAX_MESSAGE {
+            return bad(self, EndpointCounter::TxBadLength, SendStatus::BadLength);
+        }
+        if d.offset as u64 + d.len as u64 > ep.area_size() {
+            return bad(self, EndpointCounter::TxBadBuffer, SendStatus::BadBuffer);
+        }
+        let Some(&chan) = ep.channels.get(d.channel as usize) else {
+            return bad(self, EndpointCounter::TxBadChannel, SendStatus::BadChannel);
+        };
+        // SAFETY: offset + len is inside the buffer area (checked above).
+        let src = unsafe { ep.area().add(d.offset as usize) };
+        match chan {
+            Chan::Local {
+                peer_idx,
+                peer_id,
+                peer_chan,
+            }
+            | Chan::Direct {
+                peer_idx,
+                peer_id,
+                peer_chan,
+                ..
+            } => {
+                self.counters.ep(slot, EndpointCounter::TxMsgs, 1);
+                self.counters
+                    .ep(slot, EndpointCounter::TxBytes, d.len as u64);
+                self.deliver(peer_idx, peer_id, peer_chan, src.as_ptr(), d.len as usize);
+                SendStatus::Sent
+            }
+            Chan::Remote { .. } => {
+                self.counters.ep(slot, EndpointCounter::TxMsgs, 1);
+                self.counters
+                    .ep(slot, EndpointCounter::TxBytes, d.len as u64);
+                crate::remote::send_remote(self, idx, d.channel, src.as_ptr(), d.len as usize);
+                SendStatus::Sent
+            }
+            Chan::Gone => bad(self, EndpointCounter::TxPeerGone, SendStatus::PeerGone),
+            Chan::Free | Chan::Opening => {
+                bad(self, EndpointCounter::TxBadChannel, SendStatus::BadChannel)
+            }
+        }
+    }
+
+    /// Deliver `len` bytes at `src` to endpoint `di` as arriving on its
+    /// channel `chan`: inline when small, otherwise into free buffers popped
+    /// from its free ring; then push the receive descriptor and wake it if it
+    /// sleeps. Drops are counted on the receiver.
+    ///
+    /// `src` points into a live mapping held by the engine (a sender's
+    /// buffer area or a wire buffer) with at least `len` readable bytes.
+    pub(crate) fn deliver(
+        &mut self,
+        di: usize,
+        dst_id: u32,
+        chan: u16,
+        src: *const u8,
+        len: usize,
+    ) -> bool {
+        let Some(dst) = self.eps.get_mut(di).and_then(|e| e.as_mut()) else {
+            return false;
+        };
+        if dst.id != dst_id {
+            return false;
+        }
+        let slot = dst.slot;
+        // Ring space first, so no buffer is consumed for a message we drop.
+        let cap = dst.layout.geometry.recv_cap as u64;
+        if dst.recv_head.wrapping_sub(dst.recv.tail()) >= cap {
+            self.counters.ep(slot, EndpointCounter::RxDropRingFull, 1);
+            return false;
+        }
+        let mut desc = RecvDesc {
+            len: len as u32,
+            channel: chan,
+            ..Default::default()
+        };
+        if len <= INLINE_MAX {
+            desc.flags = RECV_INLINE;
+            // SAFETY: src has len readable bytes (caller's contract); data
+            // has INLINE_MAX >= len bytes.
+            unsafe { std::ptr::copy(src, desc.data.as_mut_ptr(), len) };
+        } else {
+            let bs = dst.layout.geometry.buffer_size as usize;
+            let nbufs = len.div_ceil(bs);
+            if nbufs > MAX_RX_BUFFERS {
+                self.counters.ep(slot, EndpointCounter::RxDropTooLarge, 1);
+                return false;
+            }
+            let mut got = [0u32; MAX_RX_BUFFERS];
+            for i in 0..nbufs {
+                match pop_free(dst, &self.counters) {
+                    Some(o) => got[i] = o,
+                    None => {
+                        dst.spare.extend_from_slice(&got[..i]);
+                        self.counters.ep(slot, EndpointCounter::RxDropNoBuffer, 1);
+                        return false;
+                    }
+                }
+            }
+            let area = dst.area();
+            for (i, &off) in got[..nbufs].iter().enumerate() {
+                let n = bs.min(len - i * bs);
+                // SAFETY: pop_free checked off + buffer_size <= area size;
+                // src has len bytes. ptr::copy tolerates overlap (a client
+                // may post a free buffer overlapping its own send buffer).
+                unsafe { std::ptr::copy(src.add(i * bs), area.as_ptr().add(off as usize), n) };
+                desc.set_offset(i, off);
+            }
+            desc.nbufs = nbufs as u8;
+        }
+        dst.recv.write(dst.recv_head, desc);
+        dst.recv_head += 1;
+        dst.recv.set_head(dst.recv_head);
+        self.counters.ep(slot, EndpointCounter::RxMsgs, 1);
+        self.counters.ep(slot, EndpointCounter::RxBytes, len as u64);
+        wake_client(dst, &self.counters);
+        true
+    }
+
+    pub(crate) fn push_event(&mut self, idx: usize, ev: EventDesc) {
+        let Some(ep) = self.eps.get_mut(idx).and_then(|e| e.as_mut()) else {
+            return;
+        };
+        let cap = ep.layout.geometry.event_cap as u64;
+        if ep.event_head.wrapping_sub(ep.events.tail()) >= cap {
+            self.counters
+                .ep(ep.slot, EndpointCounter::EventDropRingFull, 1);
+            return;
+        }
+        ep.events.write(ep.event_head, ev);
+        ep.event_head += 1;
+        ep.events.set_head(ep.event_head);
+        wake_client(ep, &self.counters);
+    }
+}
+
+/// Pop one free buffer of `ep`: the engine's spare stash first, then the
+/// shared free ring (which the client's direct path also pops, so the claim
+/// is a compare-and-swap, retried a bounded number of times).
+fn pop_free(ep: &mut Ep, counters: &Counters) -> Option<u32> {
+    if let Some(o) = ep.spare.pop() {
+        return Some(o);
+    }
+    let cap = ep.layout.geometry.free_cap as u64;
+    let limit = ep.area_size() - ep.layout.geometry.buffer_size as u64;
+    for _ in 0..8 {
+        let t = ep.free.tail();
+        let h = ep.free.head();
+        let n = h.wrapping_sub(t);
+        if n == 0 {
+            return None;
+        }
+        if n > cap {
+            counters.ep(ep.slot, EndpointCounter::RingCorrupt, 1);
+            return None;
+        }
+        let off = ep.free.read(t);
+        if ep.free.cas_tail(t) {
+            if off as u64 > limit {
+                counters.ep(ep.slot, EndpointCounter::FreeBadOffset, 1);
+                continue;
+            }
+            return Some(off);
+        }
+    }
+    None
+}
+
+/// Wake the endpoint's client if it sleeps. The fence pairs with the one the
+/// client issues between setting `client_sleeping` and re-checking its rings.
+fn wake_client(ep: &Ep, counters: &Counters) {
+    fence(Ordering::SeqCst);
+    let h = ep.header();
+    if h.client_sleeping.load(Ordering::Relaxed) != 0 {
+        h.rx_futex.fetch_add(1, Ordering::Release);
+        sys::futex_wake(&h.rx_futex, i32::MAX);
+        counters.ep(ep.slot, EndpointCounter::ClientWakeups, 1);
+    }
+}
+
+fn init_endpoint(seg: &Segment, l: &Layout, id: u32, engine_id: u64) {
+    let g = &l.geometry;
+    let base = seg.ptr().as_ptr();
+    // SAFETY: the segment is fresh (zeroed), private to us until its fd is
+    // sent, and at least l.segment_size bytes; we write plain fields of the
+    // header and the ring headers at offsets from Layout.
+    unsafe {
+        let h = base as *mut EndpointHeader;
+        (*h).magic = ENDPOINT_MAGIC;
+        (*h).version = VERSION;
+        (*h).header_size = ENDPOINT_HEADER_SIZE as u32;
+        (*h).segment_size = l.segment_size;
+        (*h).endpoint_id = id;
+        (*h).buffer_size = g.buffer_size;
+        (*h).send_cap = g.send_cap;
+        (*h).recv_cap = g.recv_cap;
+        (*h).free_cap = g.free_cap;
+        (*h).event_cap = g.event_cap;
+        (*h).send_off = l.send_off;
+        (*h).recv_off = l.recv_off;
+        (*h).free_off = l.free_off;
+        (*h).event_off = l.event_off;
+        (*h).buffer_area_off = l.buffer_area_off;
+        (*h).buffer_area_size = g.buffer_area_size;
+        (*h).engine_id = engine_id;
+        let ring = |off: u64, cap: u32, es: usize| {
+            let r: Ring<u32> = Ring::from_raw(NonNull::new_unchecked(base.add(off as usize)), cap);
+            r.init(es as u32);
+        };
+        ring(l.send_off, g.send_cap, std::mem::size_of::<SendDesc>());
+        ring(l.recv_off, g.recv_cap, std::mem::size_of::<RecvDesc>());
+        ring(l.free_off, g.free_cap, 4);
+        ring(l.event_off, g.event_cap, std::mem::size_of::<EventDesc>());
+    }
+}
+
+fn init_conn(seg: &Segment, id: u32, ring: u32, a: u32, b: u32) {
+    // SAFETY: fresh zeroed segment of conn_segment_size(ring) bytes, not yet
+    // shared; plain field writes.
+    unsafe {
+        let h = seg.ptr().as_ptr() as *mut ConnHeader;
+        (*h).magic = CONN_MAGIC;
+        (*h).version = VERSION;
+        (*h).ring_size = ring;
+        (*h).conn_id = id;
+        (*h).a_endpoint = a;
+        (*h).b_endpoint = b;
+    }
+}
+
+fn listen(path: &std::path::Path) -> io::Result<OwnedFd> {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = path.as_os_str().as_bytes();
+    // SAFETY: sockaddr_un is plain data.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    if bytes.len() >= addr.sun_path.len() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "control socket path too long",
+        ));
+    }
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    // A stale socket file from a dead daemon: remove it if nobody answers.
+    if path.exists() {
+        if std::os::unix::net::UnixStream::connect(path).is_ok()
+            || crate::sys_connect_seqpacket(path).is_ok()
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                format!("an engine already listens on {}", path.display()),
+            ));
+        }
+        let _ = std::fs::remove_file(path);
+    }
+    // SAFETY: socket() creates a descriptor we own.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+            0,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fresh descriptor.
+    let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    // SAFETY: bind/listen with a valid sockaddr_un of the given size.
+    unsafe {
+        if libc::bind(
+            fd.as_raw_fd(),
+            &addr as *const _ as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_un>() as u32,
+        ) < 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+        if libc::listen(fd.as_raw_fd(), 128) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(fd)
+}
+
+impl Core {
+    /// Time budget check used by the idle loop (exposed for tests).
+    pub fn idle_spin(&self) -> Duration {
+        self.cfg.idle_spin
+    }
+}

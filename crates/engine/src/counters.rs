@@ -1,0 +1,116 @@
+//! The counters segment: engine-wide and per-endpoint counters in shared
+//! memory, written by the engine thread only (plain load + store, no
+//! read-modify-write needed with one writer) and read live by `unet stat`.
+
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::Ordering;
+
+use unet_abi::*;
+
+use crate::sys::Segment;
+
+/// The engine's counters.
+pub struct Counters {
+    seg: Segment,
+    max_endpoints: u32,
+}
+
+impl Counters {
+    /// Create a counters segment with `max_endpoints` endpoint slots.
+    pub fn create(max_endpoints: u32, engine_id: u64) -> io::Result<Counters> {
+        let seg = Segment::create("unet-counters", counters_segment_size(max_endpoints))?;
+        // SAFETY: fresh zeroed segment large enough for the header; not
+        // shared yet.
+        unsafe {
+            let h = seg.ptr().as_ptr() as *mut CountersHeader;
+            (*h).magic = COUNTERS_MAGIC;
+            (*h).version = VERSION;
+            (*h).max_endpoints = max_endpoints;
+            (*h).engine_id = engine_id;
+            (*h).pid = std::process::id();
+        }
+        Ok(Counters { seg, max_endpoints })
+    }
+
+    fn header(&self) -> &CountersHeader {
+        // SAFETY: the segment starts with a CountersHeader we initialised.
+        unsafe { self.seg.ptr().cast::<CountersHeader>().as_ref() }
+    }
+
+    fn slot(&self, i: usize) -> Option<&EndpointSlot> {
+        if i >= self.max_endpoints as usize {
+            return None;
+        }
+        let off = ENDPOINT_SLOTS_OFF + i * std::mem::size_of::<EndpointSlot>();
+        // SAFETY: i < max_endpoints, so the slot lies inside the segment
+        // (counters_segment_size); slots are 8-byte aligned.
+        Some(unsafe { self.seg.ptr().add(off).cast::<EndpointSlot>().as_ref() })
+    }
+
+    /// Add `n` to an engine counter.
+    #[inline]
+    pub fn engine(&self, c: EngineCounter, n: u64) {
+        self.engine_idx(c as usize, n);
+    }
+
+    /// Add `n` to engine counter number `i` (ignored when out of range).
+    #[inline]
+    pub fn engine_idx(&self, i: usize, n: u64) {
+        if let Some(a) = self.header().engine.get(i) {
+            a.store(a.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+        }
+    }
+
+    /// Read an engine counter.
+    pub fn engine_value(&self, c: EngineCounter) -> u64 {
+        self.header().engine[c as usize].load(Ordering::Relaxed)
+    }
+
+    /// Add `n` to a counter of the endpoint in `slot`.
+    #[inline]
+    pub fn ep(&self, slot: usize, c: EndpointCounter, n: u64) {
+        if let Some(s) = self.slot(slot) {
+            let a = &s.counters[c as usize];
+            a.store(a.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+        }
+    }
+
+    /// Read a counter of the endpoint in `slot`.
+    pub fn ep_value(&self, slot: usize, c: EndpointCounter) -> u64 {
+        self.slot(slot)
+            .map_or(0, |s| s.counters[c as usize].load(Ordering::Relaxed))
+    }
+
+    /// Claim a slot for a new endpoint: counters reset, then marked live.
+    pub fn open_slot(&self, slot: usize, endpoint_id: u32, pid: u32) {
+        if let Some(s) = self.slot(slot) {
+            for c in &s.counters {
+                c.store(0, Ordering::Relaxed);
+            }
+            s.endpoint_id.store(endpoint_id, Ordering::Relaxed);
+            s.pid.store(pid, Ordering::Relaxed);
+            s.channels.store(0, Ordering::Relaxed);
+            s.live.store(1, Ordering::Release);
+        }
+    }
+
+    /// Record the number of channel tags an endpoint holds.
+    pub fn set_channels(&self, slot: usize, n: u32) {
+        if let Some(s) = self.slot(slot) {
+            s.channels.store(n, Ordering::Relaxed);
+        }
+    }
+
+    /// Release a slot.
+    pub fn close_slot(&self, slot: usize) {
+        if let Some(s) = self.slot(slot) {
+            s.live.store(0, Ordering::Release);
+        }
+    }
+
+    /// The segment's descriptor (sent read-only to `unet stat`).
+    pub fn fd(&self) -> RawFd {
+        self.seg.fd().as_raw_fd()
+    }
+}
