@@ -1,1 +1,196 @@
-//! placeholder
+//! JIVE: the Java virtual machine subset of U-Net/SLE.
+//!
+//! U-Net/SLE lets an application download a small Java *applet* into the
+//! network interface, where it runs on every packet. The applet comes from a
+//! stranger, so this crate treats the class file as hostile input and runs it
+//! in stages, each of which can only reject, never crash:
+//!
+//! 1. **Load** ([`classfile`]): a hand-written, bounds-checked class-file
+//!    parser. Every count is checked against the bytes that remain before
+//!    anything is allocated; files are capped at [`MAX_CLASS_BYTES`] and
+//!    method code at [`MAX_CODE_BYTES`]. Versions 45 to 69 (JDK 1.1 to 25)
+//!    are accepted; attributes other than `Code` and `ConstantValue` are
+//!    skipped (`StackMapTable` included).
+//! 2. **Subset check** ([`subset`]): one class extending `java/lang/Object`,
+//!    no interfaces, no overloading, only `byte`, `short`, `int`, `boolean`
+//!    and one-dimensional arrays of them in descriptors. Every field and
+//!    method reference is resolved here, once: to a field of this class, a
+//!    method of this class, the `Object` constructor, or a native method
+//!    granted to the class ([`Natives`], SPINE-style safe linking).
+//! 3. **Verify** ([`verify`]): type inference over the subset's types for
+//!    every method (StackMapTable is ignored, so old and new class files are
+//!    verified equally strictly): operand types, stack bounds, initialised
+//!    locals, branch targets, merges, returns.
+//! 4. **Pre-decode** ([`decode`]): the verified bytecode becomes a compact
+//!    register form ([`decode::Op`]): every operand-stack position and local
+//!    is a fixed slot of one `i32` frame, loads of locals and constants are
+//!    folded into the instructions that use them, branch targets are
+//!    instruction indices, calls hold the callee's index or the native's
+//!    function pointer. Nothing is looked up by name at run time.
+//! 5. **Execute under limits** ([`Vm`], `interp`): a `match` loop over the
+//!    decoded ops, with deterministic fuel charged at back-edges and calls,
+//!    a call-depth limit, a heap quota, and a small mark-sweep collector
+//!    ([`heap`]). Faults ([`Fault`]) stop the invocation; the VM stays usable.
+//!
+//! ```no_run
+//! use jive::{test_natives, Class, Limits, Vm};
+//! # fn demo(bytes: &[u8]) -> Result<(), Box<dyn std::error::Error>> {
+//! struct Host;
+//! let natives = test_natives::<Host>();
+//! let class = Class::load(bytes, &natives, &["test"])?;
+//! let mut host = Host;
+//! let mut vm = Vm::new(class.clone(), Limits::default(), &mut host)?;
+//! let m = class.method("fib").ok_or("no fib")?;
+//! let r = vm.invoke(&mut host, m, &[20])?;
+//! println!("fib(20) = {r:?}, fuel used {}", vm.last_fuel_used());
+//! # Ok(()) }
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod classfile;
+pub mod decode;
+pub mod heap;
+mod interp;
+pub mod natives;
+pub mod subset;
+pub mod verify;
+
+use std::fmt;
+
+pub use heap::ArrayRef;
+pub use interp::{FaultSite, Vm};
+pub use natives::{test_natives, NativeCtx, NativeFn, Natives, NATIVES_CLASS};
+pub use subset::{Class, FieldId, MethodId};
+
+/// Largest class file accepted, in bytes (1 MiB).
+pub const MAX_CLASS_BYTES: usize = 1 << 20;
+/// Largest `Code` array accepted per method, in bytes (64 KiB, as the JVM).
+pub const MAX_CODE_BYTES: usize = 65535;
+
+/// Resource limits of one VM, enforced on every invocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Fuel per host invocation. One unit is charged per call, per decoded
+    /// instruction of a loop body at each taken back-edge (the number of ops
+    /// between the branch target and the branch), and per 16 array elements
+    /// allocated. Default: 100 000 000 (well under a second of work).
+    pub fuel: u64,
+    /// Maximum number of nested applet frames (host entry frame included).
+    /// Default: 4096 (the recursive qsort of 1000 reverse-ordered ints needs
+    /// about 1000).
+    pub max_depth: u32,
+    /// Bytes of live arrays the applet may hold (each array costs its data
+    /// plus a 16-byte header). Default: 1 MiB.
+    pub heap_quota: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            fuel: 100_000_000,
+            max_depth: 4096,
+            heap_quota: 1 << 20,
+        }
+    }
+}
+
+/// A class file refused at load: a normal answer, not an error of JIVE.
+///
+/// Display reads like `method foo(I)I at offset 12: getstatic
+/// java/lang/System.out is not a field of this class`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rejection {
+    /// Method (name followed by descriptor) where the problem is, if any.
+    pub method: Option<String>,
+    /// Bytecode offset inside that method, if any.
+    pub offset: Option<u32>,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl Rejection {
+    pub(crate) fn class(reason: impl Into<String>) -> Self {
+        Rejection {
+            method: None,
+            offset: None,
+            reason: reason.into(),
+        }
+    }
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.method, self.offset) {
+            (Some(m), Some(o)) => write!(f, "method {m} at offset {o}: {}", self.reason),
+            (Some(m), None) => write!(f, "method {m}: {}", self.reason),
+            (None, _) => write!(f, "class rejected: {}", self.reason),
+        }
+    }
+}
+
+impl std::error::Error for Rejection {}
+
+/// Why an invocation stopped. The VM stays usable after any of these; see
+/// [`Vm::last_fault_site`] for the method and bytecode offset.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Fault {
+    /// An array index outside `0..length`.
+    ArrayIndexOutOfBounds {
+        /// The index used.
+        index: i32,
+        /// The array's length.
+        length: i32,
+    },
+    /// An array or the applet instance used through a null reference.
+    NullPointer,
+    /// `idiv` or `irem` by zero.
+    DivideByZero,
+    /// `newarray` with a negative length.
+    NegativeArraySize(i32),
+    /// The invocation used up its fuel budget.
+    OutOfFuel,
+    /// Too many nested calls (or frame slots).
+    StackOverflow,
+    /// An allocation would exceed the heap quota even after collection.
+    HeapQuotaExceeded {
+        /// Bytes requested by the allocation.
+        requested: usize,
+        /// The VM's quota.
+        quota: usize,
+    },
+    /// A native method failed.
+    Native(String),
+    /// The host passed arguments that do not match the method's descriptor.
+    BadArguments(String),
+    /// A value broke an invariant the verifier should guarantee (a handle of
+    /// the wrong array kind handed back by a native or the host).
+    Internal(String),
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Fault::ArrayIndexOutOfBounds { index, length } => {
+                write!(f, "array index {index} out of bounds for length {length}")
+            }
+            Fault::NullPointer => write!(f, "null reference"),
+            Fault::DivideByZero => write!(f, "integer division by zero"),
+            Fault::NegativeArraySize(n) => write!(f, "negative array size {n}"),
+            Fault::OutOfFuel => write!(f, "out of fuel"),
+            Fault::StackOverflow => write!(f, "call depth limit exceeded"),
+            Fault::HeapQuotaExceeded { requested, quota } => {
+                write!(
+                    f,
+                    "heap quota exceeded: {requested} bytes requested, quota {quota}"
+                )
+            }
+            Fault::Native(m) => write!(f, "native method failed: {m}"),
+            Fault::BadArguments(m) => write!(f, "bad arguments: {m}"),
+            Fault::Internal(m) => write!(f, "internal invariant broken: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for Fault {}

@@ -1,0 +1,39 @@
+//! Run one static method of a class file: `jrun Class.class method [int args...]`,
+//! timing repeated invocations (a quick check, not a benchmark harness).
+use std::time::Instant;
+
+use jive::{test_natives, Class, Limits, Vm};
+
+fn main() {
+    let a: Vec<String> = std::env::args().collect();
+    if a.len() < 3 {
+        eprintln!("usage: jrun Class.class method [int args...]");
+        std::process::exit(2);
+    }
+    let bytes = std::fs::read(&a[1]).expect("read class file");
+    let natives = test_natives::<()>();
+    let class = match Class::load(&bytes, &natives, &["test"]) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(1);
+        }
+    };
+    let args: Vec<i32> = a[3..].iter().map(|s| s.parse().expect("int arg")).collect();
+    let mut host = ();
+    let mut vm = Vm::new(class.clone(), Limits::default(), &mut host).expect("construct");
+    let m = class.method(&a[2]).expect("no such method");
+    let t = Instant::now();
+    let r = vm.invoke(&mut host, m, &args);
+    let dt = t.elapsed();
+    match &r {
+        Ok(v) => println!("{v:?}"),
+        Err(e) => println!("fault: {e} ({:?})", vm.last_fault_site()),
+    }
+    println!(
+        "time {:?}, fuel {}, heap {}",
+        dt,
+        vm.last_fuel_used(),
+        vm.heap_used()
+    );
+}

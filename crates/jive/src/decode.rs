@@ -1,0 +1,1045 @@
+//! Stage 4: pre-decoding verified bytecode into a register form.
+//!
+//! Every method gets one `i32` frame laid out as
+//!
+//! ```text
+//!  slot 0 .. max_locals             locals (arguments first)
+//!  max_locals .. +max_stack         operand stack, depth d at max_locals + d
+//!  +4 scratch slots                 temporaries of the stack-shuffle ops
+//! ```
+//!
+//! Because the verifier knows the stack height at every instruction, every
+//! operand-stack position is a fixed slot, and each [`Op`] names its source
+//! and destination slots directly. The decoder keeps a *virtual stack* whose
+//! entries may still be pending: a load of a local (`iload`, `aload`) or a
+//! constant emits nothing, and the instruction that consumes the value reads
+//! the local (or uses the constant as an immediate) itself. So
+//! `iload_1; iload_2; iadd; istore_3` becomes one `Add { d: 3, a: 1, b: 2 }`
+//! and `iload i; iload n; if_icmplt L` becomes one `IfLt`. Pending entries
+//! are written to their slots (materialised) where the slot must hold the
+//! value: before a branch and at a branch target, before the local they read
+//! is overwritten, for call arguments, and around stack shuffles.
+//!
+//! Calls overlap frames: the caller's argument slots become the callee's
+//! first locals, and the callee's return value lands in the first of them,
+//! which is exactly where the caller expects its result. Branch targets are
+//! op indices; calls hold the callee's method index or the native's index in
+//! the class's bound-native table (a function pointer).
+//!
+//! This form is also the intended input of a later JIT: it is typed by
+//! construction (every slot's type at every op is the verifier's), has no
+//! stack pointer, explicit basic blocks (branch targets), and every
+//! run-time check is an explicit property of an op (array ops check null and
+//! bounds, `Div`/`Rem` check zero, `NullCheck` before field use through a
+//! reference that is not provably `this`).
+
+use crate::subset::{Callee, Elem, JType, MethodDef, Model};
+use crate::verify::{ArrOp, BinOp, Cond, Ins, Verified};
+
+/// A frame slot index.
+pub type Slot = u16;
+
+/// A pre-decoded instruction. `d` is a destination slot, `a`/`b`/`s`
+/// source slots, `v` an immediate, `t` a target op index.
+#[allow(missing_docs)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Mov {
+        d: Slot,
+        s: Slot,
+    },
+    Const {
+        d: Slot,
+        v: i32,
+    },
+    Add {
+        d: Slot,
+        a: Slot,
+        b: Slot,
+    },
+    Sub {
+        d: Slot,
+        a: Slot,
+        b: Slot,
+    },
+    Mul {
+        d: Slot,
+        a: Slot,
+        b: Slot,
+    },
+    Div {
+        d: Slot,
+        a: Slot,
+        b: Slot,
+    },
+    Rem {
+        d: Slot,
+        a: Slot,
+        b: Slot,
+    },
+    And {
+        d: Slot,
+        a: Slot,
+        b: Slot,
+    },
+    Or {
+        d: Slot,
+        a: Slot,
+        b: Slot,
+    },
+    Xor {
+        d: Slot,
+        a: Slot,
+        b: Slot,
+    },
+    Shl {
+        d: Slot,
+        a: Slot,
+        b: Slot,
+    },
+    Shr {
+        d: Slot,
+        a: Slot,
+        b: Slot,
+    },
+    Ushr {
+        d: Slot,
+        a: Slot,
+        b: Slot,
+    },
+    AddI {
+        d: Slot,
+        a: Slot,
+        v: i32,
+    },
+    SubIR {
+        d: Slot,
+        v: i32,
+        b: Slot,
+    },
+    MulI {
+        d: Slot,
+        a: Slot,
+        v: i32,
+    },
+    /// `v` is never 0.
+    DivI {
+        d: Slot,
+        a: Slot,
+        v: i32,
+    },
+    /// `v` is never 0.
+    RemI {
+        d: Slot,
+        a: Slot,
+        v: i32,
+    },
+    AndI {
+        d: Slot,
+        a: Slot,
+        v: i32,
+    },
+    OrI {
+        d: Slot,
+        a: Slot,
+        v: i32,
+    },
+    XorI {
+        d: Slot,
+        a: Slot,
+        v: i32,
+    },
+    ShlI {
+        d: Slot,
+        a: Slot,
+        v: i32,
+    },
+    ShrI {
+        d: Slot,
+        a: Slot,
+        v: i32,
+    },
+    UshrI {
+        d: Slot,
+        a: Slot,
+        v: i32,
+    },
+    Neg {
+        d: Slot,
+        s: Slot,
+    },
+    I2b {
+        d: Slot,
+        s: Slot,
+    },
+    I2s {
+        d: Slot,
+        s: Slot,
+    },
+    /// `iinc`: local `x += v`.
+    Inc {
+        x: Slot,
+        v: i32,
+    },
+    IfEq {
+        a: Slot,
+        b: Slot,
+        t: u32,
+    },
+    IfNe {
+        a: Slot,
+        b: Slot,
+        t: u32,
+    },
+    IfLt {
+        a: Slot,
+        b: Slot,
+        t: u32,
+    },
+    IfGe {
+        a: Slot,
+        b: Slot,
+        t: u32,
+    },
+    IfGt {
+        a: Slot,
+        b: Slot,
+        t: u32,
+    },
+    IfLe {
+        a: Slot,
+        b: Slot,
+        t: u32,
+    },
+    IfEqI {
+        a: Slot,
+        v: i32,
+        t: u32,
+    },
+    IfNeI {
+        a: Slot,
+        v: i32,
+        t: u32,
+    },
+    IfLtI {
+        a: Slot,
+        v: i32,
+        t: u32,
+    },
+    IfGeI {
+        a: Slot,
+        v: i32,
+        t: u32,
+    },
+    IfGtI {
+        a: Slot,
+        v: i32,
+        t: u32,
+    },
+    IfLeI {
+        a: Slot,
+        v: i32,
+        t: u32,
+    },
+    Goto {
+        t: u32,
+    },
+    /// Switch on slot `s` with table `tab` of the method.
+    Switch {
+        s: Slot,
+        tab: u16,
+    },
+    /// Read field `f` (statics and instance fields share one store).
+    GetF {
+        d: Slot,
+        f: u16,
+    },
+    /// Write an `int` or array field.
+    PutF {
+        f: u16,
+        s: Slot,
+    },
+    /// Write a `byte` field (narrowing).
+    PutFB {
+        f: u16,
+        s: Slot,
+    },
+    /// Write a `short` field (narrowing).
+    PutFS {
+        f: u16,
+        s: Slot,
+    },
+    /// Write a `boolean` field (`v & 1`).
+    PutFZ {
+        f: u16,
+        s: Slot,
+    },
+    /// Fault if slot `s` holds null.
+    NullCheck {
+        s: Slot,
+    },
+    IaLoad {
+        d: Slot,
+        a: Slot,
+        i: Slot,
+    },
+    /// `baload` on `byte[]` or `boolean[]` (sign-extending).
+    BaLoad {
+        d: Slot,
+        a: Slot,
+        i: Slot,
+    },
+    SaLoad {
+        d: Slot,
+        a: Slot,
+        i: Slot,
+    },
+    IaStore {
+        a: Slot,
+        i: Slot,
+        s: Slot,
+    },
+    /// `bastore` on a `byte[]` (truncating).
+    BaStore {
+        a: Slot,
+        i: Slot,
+        s: Slot,
+    },
+    /// `bastore` on a `boolean[]` (stores `v & 1`).
+    ZaStore {
+        a: Slot,
+        i: Slot,
+        s: Slot,
+    },
+    SaStore {
+        a: Slot,
+        i: Slot,
+        s: Slot,
+    },
+    ArrLen {
+        d: Slot,
+        a: Slot,
+    },
+    NewArray {
+        d: Slot,
+        n: Slot,
+        e: Elem,
+    },
+    /// Call method `m` with its frame starting at slot `at` of this frame.
+    Call {
+        m: u16,
+        at: Slot,
+    },
+    /// Call bound native `n` with `argc` arguments at slots `at..`.
+    CallNative {
+        n: u16,
+        at: Slot,
+        argc: u16,
+    },
+    /// Return slot `s` (int or array).
+    Ret {
+        s: Slot,
+    },
+    /// Return a constant.
+    RetK {
+        v: i32,
+    },
+    /// Return slot `s` narrowed to a byte.
+    RetB {
+        s: Slot,
+    },
+    /// Return slot `s` narrowed to a short.
+    RetS {
+        s: Slot,
+    },
+    /// Return slot `s` narrowed to a boolean (`& 1`).
+    RetZ {
+        s: Slot,
+    },
+    RetVoid,
+}
+
+impl Op {
+    /// The destination slot, if this op only computes into one slot.
+    fn dest_mut(&mut self) -> Option<&mut Slot> {
+        match self {
+            Op::Mov { d, .. }
+            | Op::Const { d, .. }
+            | Op::Add { d, .. }
+            | Op::Sub { d, .. }
+            | Op::Mul { d, .. }
+            | Op::Div { d, .. }
+            | Op::Rem { d, .. }
+            | Op::And { d, .. }
+            | Op::Or { d, .. }
+            | Op::Xor { d, .. }
+            | Op::Shl { d, .. }
+            | Op::Shr { d, .. }
+            | Op::Ushr { d, .. }
+            | Op::AddI { d, .. }
+            | Op::SubIR { d, .. }
+            | Op::MulI { d, .. }
+            | Op::DivI { d, .. }
+            | Op::RemI { d, .. }
+            | Op::AndI { d, .. }
+            | Op::OrI { d, .. }
+            | Op::XorI { d, .. }
+            | Op::ShlI { d, .. }
+            | Op::ShrI { d, .. }
+            | Op::UshrI { d, .. }
+            | Op::Neg { d, .. }
+            | Op::I2b { d, .. }
+            | Op::I2s { d, .. }
+            | Op::GetF { d, .. }
+            | Op::IaLoad { d, .. }
+            | Op::BaLoad { d, .. }
+            | Op::SaLoad { d, .. }
+            | Op::ArrLen { d, .. }
+            | Op::NewArray { d, .. } => Some(d),
+            _ => None,
+        }
+    }
+
+    fn target_mut(&mut self) -> Option<&mut u32> {
+        match self {
+            Op::IfEq { t, .. }
+            | Op::IfNe { t, .. }
+            | Op::IfLt { t, .. }
+            | Op::IfGe { t, .. }
+            | Op::IfGt { t, .. }
+            | Op::IfLe { t, .. }
+            | Op::IfEqI { t, .. }
+            | Op::IfNeI { t, .. }
+            | Op::IfLtI { t, .. }
+            | Op::IfGeI { t, .. }
+            | Op::IfGtI { t, .. }
+            | Op::IfLeI { t, .. }
+            | Op::Goto { t } => Some(t),
+            _ => None,
+        }
+    }
+}
+
+/// A switch table (targets are op indices).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SwitchTable {
+    /// Dense (`tableswitch`): key `keys[0] + i` goes to `targets[i]`.
+    pub dense: bool,
+    /// Keys, ascending.
+    pub keys: Vec<i32>,
+    /// Targets.
+    pub targets: Vec<u32>,
+    /// Default target.
+    pub default: u32,
+}
+
+impl SwitchTable {
+    /// The target for `key`.
+    #[inline]
+    pub fn lookup(&self, key: i32) -> u32 {
+        if self.dense {
+            let i = (key as i64 - self.keys[0] as i64) as u64;
+            match self.targets.get(i.min(usize::MAX as u64) as usize) {
+                Some(t) if (i as usize) < self.targets.len() => *t,
+                _ => self.default,
+            }
+        } else {
+            match self.keys.binary_search(&key) {
+                Ok(i) => self.targets[i],
+                Err(_) => self.default,
+            }
+        }
+    }
+}
+
+/// A decoded method.
+#[derive(Clone, Debug)]
+pub struct MethodCode {
+    /// The ops.
+    pub ops: Vec<Op>,
+    /// Bytecode offset of the instruction each op came from.
+    pub offsets: Vec<u32>,
+    /// Switch tables.
+    pub switches: Vec<SwitchTable>,
+    /// Slots of a frame (locals, stack, scratch), at least 1.
+    pub frame_size: u16,
+    /// Argument slots (`this` included for instance methods).
+    pub nargs: u16,
+    /// Method name and descriptor, for fault reports.
+    pub name: String,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Src {
+    S(Slot),
+    K(i32),
+}
+
+struct D {
+    ops: Vec<Op>,
+    offsets: Vec<u32>,
+    vs: Vec<Src>,
+    nl: u16,
+    scratch: u16,
+    off: u32,
+    block_start: usize,
+}
+
+impl D {
+    fn emit(&mut self, op: Op) {
+        self.ops.push(op);
+        self.offsets.push(self.off);
+    }
+    fn own(&self, d: usize) -> Slot {
+        self.nl + d as u16
+    }
+    fn mat(&mut self, d: usize) {
+        let own = self.own(d);
+        match self.vs[d] {
+            Src::S(x) if x == own => {}
+            Src::S(x) => self.emit(Op::Mov { d: own, s: x }),
+            Src::K(v) => self.emit(Op::Const { d: own, v }),
+        }
+        self.vs[d] = Src::S(own);
+    }
+    fn mat_all(&mut self) {
+        for d in 0..self.vs.len() {
+            self.mat(d);
+        }
+    }
+    /// Materialise pending entries that read slot `x`, before it is written.
+    fn before_write(&mut self, x: Slot) {
+        for d in 0..self.vs.len() {
+            if self.vs[d] == Src::S(x) && self.own(d) != x {
+                self.mat(d);
+            }
+        }
+    }
+    fn pop(&mut self) -> Src {
+        self.vs.pop().unwrap_or(Src::K(0))
+    }
+    /// Pop the top entry as a slot (materialising a constant).
+    fn pop_slot(&mut self) -> Slot {
+        let d = self.vs.len().saturating_sub(1);
+        if !self.vs.is_empty() {
+            if let Src::K(_) = self.vs[d] {
+                self.mat(d);
+            }
+        }
+        match self.pop() {
+            Src::S(x) => x,
+            Src::K(_) => self.own(d),
+        }
+    }
+    /// Emit an op computing into the next stack slot and push it.
+    fn push_op(&mut self, f: impl FnOnce(Slot) -> Op) {
+        let d = self.own(self.vs.len());
+        self.before_write(d);
+        self.emit(f(d));
+        self.vs.push(Src::S(d));
+    }
+    /// Store the popped top entry into local `x`.
+    fn store(&mut self, x: Slot) {
+        self.before_write(x);
+        let depth = self.vs.len().saturating_sub(1);
+        let own = self.own(depth);
+        let src = self.pop();
+        match src {
+            Src::S(s) if s == own => {
+                let aliased = self.vs.iter().any(|e| *e == Src::S(own));
+                if !aliased && self.ops.len() > self.block_start {
+                    if let Some(last) = self.ops.last_mut() {
+                        if let Some(dst) = last.dest_mut() {
+                            if *dst == own {
+                                *dst = x;
+                                return;
+                            }
+                        }
+                    }
+                }
+                self.emit(Op::Mov { d: x, s })
+            }
+            Src::S(s) => self.emit(Op::Mov { d: x, s }),
+            Src::K(v) => self.emit(Op::Const { d: x, v }),
+        }
+    }
+}
+
+fn fold(op: BinOp, a: i32, b: i32) -> Option<i32> {
+    Some(match op {
+        BinOp::Add => a.wrapping_add(b),
+        BinOp::Sub => a.wrapping_sub(b),
+        BinOp::Mul => a.wrapping_mul(b),
+        BinOp::Div => a.checked_div(b).or(if b == -1 { Some(a) } else { None })?,
+        BinOp::Rem => {
+            if b == 0 {
+                return None;
+            }
+            a.wrapping_rem(b)
+        }
+        BinOp::And => a & b,
+        BinOp::Or => a | b,
+        BinOp::Xor => a ^ b,
+        BinOp::Shl => a.wrapping_shl(b as u32 & 31),
+        BinOp::Shr => a.wrapping_shr(b as u32 & 31),
+        BinOp::Ushr => ((a as u32) >> (b as u32 & 31)) as i32,
+    })
+}
+
+fn bin_rr(op: BinOp, d: Slot, a: Slot, b: Slot) -> Op {
+    match op {
+        BinOp::Add => Op::Add { d, a, b },
+        BinOp::Sub => Op::Sub { d, a, b },
+        BinOp::Mul => Op::Mul { d, a, b },
+        BinOp::Div => Op::Div { d, a, b },
+        BinOp::Rem => Op::Rem { d, a, b },
+        BinOp::And => Op::And { d, a, b },
+        BinOp::Or => Op::Or { d, a, b },
+        BinOp::Xor => Op::Xor { d, a, b },
+        BinOp::Shl => Op::Shl { d, a, b },
+        BinOp::Shr => Op::Shr { d, a, b },
+        BinOp::Ushr => Op::Ushr { d, a, b },
+    }
+}
+
+/// Register-immediate form, if there is one for `op` and `v`.
+fn bin_ri(op: BinOp, d: Slot, a: Slot, v: i32) -> Option<Op> {
+    Some(match op {
+        BinOp::Add => Op::AddI { d, a, v },
+        BinOp::Sub => Op::AddI {
+            d,
+            a,
+            v: v.wrapping_neg(),
+        },
+        BinOp::Mul => Op::MulI { d, a, v },
+        BinOp::Div if v != 0 => Op::DivI { d, a, v },
+        BinOp::Rem if v != 0 => Op::RemI { d, a, v },
+        BinOp::And => Op::AndI { d, a, v },
+        BinOp::Or => Op::OrI { d, a, v },
+        BinOp::Xor => Op::XorI { d, a, v },
+        BinOp::Shl => Op::ShlI { d, a, v: v & 31 },
+        BinOp::Shr => Op::ShrI { d, a, v: v & 31 },
+        BinOp::Ushr => Op::UshrI { d, a, v: v & 31 },
+        _ => return None,
+    })
+}
+
+fn branch_rr(c: Cond, a: Slot, b: Slot, t: u32) -> Op {
+    match c {
+        Cond::Eq => Op::IfEq { a, b, t },
+        Cond::Ne => Op::IfNe { a, b, t },
+        Cond::Lt => Op::IfLt { a, b, t },
+        Cond::Ge => Op::IfGe { a, b, t },
+        Cond::Gt => Op::IfGt { a, b, t },
+        Cond::Le => Op::IfLe { a, b, t },
+    }
+}
+
+fn branch_ri(c: Cond, a: Slot, v: i32, t: u32) -> Op {
+    match c {
+        Cond::Eq => Op::IfEqI { a, v, t },
+        Cond::Ne => Op::IfNeI { a, v, t },
+        Cond::Lt => Op::IfLtI { a, v, t },
+        Cond::Ge => Op::IfGeI { a, v, t },
+        Cond::Gt => Op::IfGtI { a, v, t },
+        Cond::Le => Op::IfLeI { a, v, t },
+    }
+}
+
+/// Decode a verified method. `used_natives` collects registry indices of
+/// natives the class calls; ops refer to positions in that list.
+pub fn decode(
+    model: &Model<'_>,
+    m: &MethodDef,
+    code: &crate::classfile::CodeInfo,
+    v: &Verified,
+    used_natives: &mut Vec<usize>,
+) -> Result<MethodCode, String> {
+    let nl = code.max_locals;
+    let max_stack = code.max_stack;
+    let scratch = nl + max_stack;
+    let frame_size = (scratch + 4).max(1);
+    let known_this = !m.is_static && !v.local0_written;
+    let mut dc = D {
+        ops: Vec::with_capacity(v.insns.len()),
+        offsets: Vec::with_capacity(v.insns.len()),
+        vs: Vec::new(),
+        nl,
+        scratch,
+        off: 0,
+        block_start: 0,
+    };
+    let mut label = vec![u32::MAX; v.insns.len()];
+    let mut switches = Vec::new();
+    let mut prev_falls = false;
+    for (i, insn) in v.insns.iter().enumerate() {
+        if !insn.reachable {
+            prev_falls = false;
+            continue;
+        }
+        dc.off = insn.offset;
+        if insn.leader {
+            if prev_falls {
+                dc.mat_all();
+            }
+            label[i] = dc.ops.len() as u32;
+            dc.block_start = dc.ops.len();
+            dc.vs = (0..insn.height as usize)
+                .map(|d| Src::S(nl + d as u16))
+                .collect();
+        }
+        if dc.vs.len() != insn.height as usize {
+            return Err(format!(
+                "internal: decoder stack {} differs from verifier height {} at {}",
+                dc.vs.len(),
+                insn.height,
+                insn.offset
+            ));
+        }
+        let mut falls = true;
+        match &insn.ins {
+            Ins::Nop | Ins::CheckCast(_) => {}
+            Ins::Const(c) => dc.vs.push(Src::K(*c)),
+            Ins::Null => dc.vs.push(Src::K(0)),
+            Ins::ILoad(x) | Ins::ALoad(x) => dc.vs.push(Src::S(*x)),
+            Ins::IStore(x) | Ins::AStore(x) => dc.store(*x),
+            Ins::Inc(x, c) => {
+                dc.before_write(*x);
+                dc.emit(Op::Inc { x: *x, v: *c });
+            }
+            Ins::Bin(op) => {
+                let b = dc.pop();
+                let a = dc.pop();
+                let d = dc.own(dc.vs.len());
+                match (a, b) {
+                    (Src::K(x), Src::K(y)) if fold(*op, x, y).is_some() => {
+                        dc.vs.push(Src::K(fold(*op, x, y).unwrap_or(0)));
+                    }
+                    (Src::S(x), Src::S(y)) => dc.push_op(|d| bin_rr(*op, d, x, y)),
+                    (Src::S(x), Src::K(y)) if bin_ri(*op, d, x, y).is_some() => {
+                        dc.push_op(|d| bin_ri(*op, d, x, y).unwrap_or(Op::RetVoid))
+                    }
+                    (Src::K(x), Src::S(y))
+                        if matches!(
+                            op,
+                            BinOp::Add | BinOp::Mul | BinOp::And | BinOp::Or | BinOp::Xor
+                        ) =>
+                    {
+                        dc.push_op(|d| bin_ri(*op, d, y, x).unwrap_or(Op::RetVoid))
+                    }
+                    (Src::K(x), Src::S(y)) if *op == BinOp::Sub => {
+                        dc.push_op(|d| Op::SubIR { d, v: x, b: y })
+                    }
+                    (a, b) => {
+                        // Materialise both operands in their own slots.
+                        dc.vs.push(a);
+                        dc.vs.push(b);
+                        let y = dc.pop_slot();
+                        let x = dc.pop_slot();
+                        dc.push_op(|d| bin_rr(*op, d, x, y));
+                    }
+                }
+            }
+            Ins::Neg | Ins::I2b | Ins::I2s => match dc.pop() {
+                Src::K(c) => dc.vs.push(Src::K(match insn.ins {
+                    Ins::Neg => c.wrapping_neg(),
+                    Ins::I2b => c as i8 as i32,
+                    _ => c as i16 as i32,
+                })),
+                Src::S(s) => dc.push_op(|d| match insn.ins {
+                    Ins::Neg => Op::Neg { d, s },
+                    Ins::I2b => Op::I2b { d, s },
+                    _ => Op::I2s { d, s },
+                }),
+            },
+            Ins::Pop => {
+                dc.pop();
+            }
+            Ins::Pop2 => {
+                dc.pop();
+                dc.pop();
+            }
+            Ins::Dup => {
+                let t = *dc.vs.last().unwrap_or(&Src::K(0));
+                dc.vs.push(t);
+            }
+            Ins::Dup2 => {
+                let n = dc.vs.len();
+                if n >= 2 {
+                    let (a, b) = (dc.vs[n - 2], dc.vs[n - 1]);
+                    dc.vs.push(a);
+                    dc.vs.push(b);
+                }
+            }
+            Ins::DupX1 | Ins::DupX2 | Ins::Dup2X1 | Ins::Dup2X2 | Ins::Swap => {
+                // Popped entries, deepest first, and the result as indices
+                // into them.
+                let (k, perm): (usize, &[usize]) = match insn.ins {
+                    Ins::DupX1 => (2, &[1, 0, 1]),
+                    Ins::DupX2 => (3, &[2, 0, 1, 2]),
+                    Ins::Dup2X1 => (3, &[1, 2, 0, 1, 2]),
+                    Ins::Dup2X2 => (4, &[2, 3, 0, 1, 2, 3]),
+                    _ => (2, &[1, 0]),
+                };
+                dc.mat_all();
+                let base = dc.vs.len() - k;
+                for j in 0..k {
+                    let s = dc.own(base + j);
+                    dc.emit(Op::Mov {
+                        d: dc.scratch + j as u16,
+                        s,
+                    });
+                }
+                dc.vs.truncate(base);
+                for &j in perm {
+                    dc.vs.push(Src::S(dc.scratch + j as u16));
+                }
+            }
+            Ins::If(c, t) => {
+                let a = dc.pop_slot();
+                dc.mat_all();
+                dc.emit(branch_ri(*c, a, 0, *t));
+            }
+            Ins::IfNull(is_null, t) => {
+                let a = dc.pop_slot();
+                dc.mat_all();
+                let c = if *is_null { Cond::Eq } else { Cond::Ne };
+                dc.emit(branch_ri(c, a, 0, *t));
+            }
+            Ins::IfCmp(_, t) | Ins::IfACmp(_, t) => {
+                let c = match insn.ins {
+                    Ins::IfCmp(c, _) => c,
+                    Ins::IfACmp(true, _) => Cond::Eq,
+                    _ => Cond::Ne,
+                };
+                let b = dc.pop();
+                let a = dc.pop();
+                match (a, b) {
+                    (Src::S(x), Src::S(y)) => {
+                        dc.mat_all();
+                        dc.emit(branch_rr(c, x, y, *t));
+                    }
+                    (Src::S(x), Src::K(y)) => {
+                        dc.mat_all();
+                        dc.emit(branch_ri(c, x, y, *t));
+                    }
+                    (Src::K(x), Src::S(y)) => {
+                        dc.mat_all();
+                        dc.emit(branch_ri(c.swap(), y, x, *t));
+                    }
+                    (a, Src::K(y)) => {
+                        dc.vs.push(a);
+                        let x = dc.pop_slot();
+                        dc.mat_all();
+                        dc.emit(branch_ri(c, x, y, *t));
+                    }
+                }
+            }
+            Ins::Goto(t) => {
+                dc.mat_all();
+                dc.emit(Op::Goto { t: *t });
+                falls = false;
+            }
+            Ins::Switch(sw) => {
+                let s = dc.pop_slot();
+                dc.mat_all();
+                if switches.len() >= u16::MAX as usize {
+                    return Err("too many switch instructions".into());
+                }
+                dc.emit(Op::Switch {
+                    s,
+                    tab: switches.len() as u16,
+                });
+                switches.push(SwitchTable {
+                    dense: sw.dense,
+                    keys: sw.keys.clone(),
+                    targets: sw.targets.clone(),
+                    default: sw.default,
+                });
+                falls = false;
+            }
+            Ins::IReturn | Ins::AReturn => {
+                let r = m.sig.ret.unwrap_or(JType::Int);
+                match dc.pop() {
+                    Src::K(c) => dc.emit(Op::RetK {
+                        v: match r {
+                            JType::Byte => c as i8 as i32,
+                            JType::Short => c as i16 as i32,
+                            JType::Bool => c & 1,
+                            _ => c,
+                        },
+                    }),
+                    Src::S(s) => dc.emit(match r {
+                        JType::Byte => Op::RetB { s },
+                        JType::Short => Op::RetS { s },
+                        JType::Bool => Op::RetZ { s },
+                        _ => Op::Ret { s },
+                    }),
+                }
+                falls = false;
+            }
+            Ins::Return => {
+                dc.emit(Op::RetVoid);
+                falls = false;
+            }
+            Ins::GetStatic(f) => dc.push_op(|d| Op::GetF { d, f: *f }),
+            Ins::GetField(f) => {
+                let obj = dc.pop();
+                null_check(&mut dc, obj, known_this);
+                dc.push_op(|d| Op::GetF { d, f: *f });
+            }
+            Ins::PutStatic(f) | Ins::PutField(f) => {
+                let s = dc.pop_slot();
+                if let Ins::PutField(_) = insn.ins {
+                    let obj = dc.pop();
+                    null_check(&mut dc, obj, known_this);
+                }
+                let f = *f;
+                dc.emit(match model.fields[f as usize].ty {
+                    JType::Byte => Op::PutFB { f, s },
+                    JType::Short => Op::PutFS { f, s },
+                    JType::Bool => Op::PutFZ { f, s },
+                    _ => Op::PutF { f, s },
+                });
+            }
+            Ins::ArrLoad(op) => {
+                let i = dc.pop_slot();
+                let a = dc.pop_slot();
+                dc.push_op(|d| match op {
+                    ArrOp::Int => Op::IaLoad { d, a, i },
+                    ArrOp::ByteBool => Op::BaLoad { d, a, i },
+                    ArrOp::Short => Op::SaLoad { d, a, i },
+                });
+            }
+            Ins::ArrStore(op) => {
+                let s = dc.pop_slot();
+                let i = dc.pop_slot();
+                let a = dc.pop_slot();
+                dc.emit(match (op, insn.arr) {
+                    (ArrOp::Int, _) => Op::IaStore { a, i, s },
+                    (ArrOp::ByteBool, Some(Elem::Bool)) => Op::ZaStore { a, i, s },
+                    (ArrOp::ByteBool, _) => Op::BaStore { a, i, s },
+                    (ArrOp::Short, _) => Op::SaStore { a, i, s },
+                });
+            }
+            Ins::ArrayLength => {
+                let a = dc.pop_slot();
+                dc.push_op(|d| Op::ArrLen { d, a });
+            }
+            Ins::NewArray(e) => {
+                let n = dc.pop_slot();
+                let e = *e;
+                dc.push_op(|d| Op::NewArray { d, n, e });
+            }
+            Ins::Invoke(_, Callee::ObjectInit) => {
+                dc.pop();
+            }
+            Ins::Invoke(_, callee) => {
+                let (argc, ret, recv) = match callee {
+                    Callee::Own(i) => {
+                        let md = &model.methods[*i as usize];
+                        (
+                            md.sig.params.len() + usize::from(!md.is_static),
+                            md.sig.ret.is_some(),
+                            !md.is_static,
+                        )
+                    }
+                    Callee::Native(i) => {
+                        let sig = crate::subset::parse_method_descriptor(&model.natives[*i].3)?;
+                        (sig.params.len(), sig.ret.is_some(), false)
+                    }
+                    Callee::ObjectInit => (1, false, false),
+                };
+                let depth = dc.vs.len();
+                let base = depth - argc;
+                let at = dc.own(base);
+                // The callee's frame overwrites slots from `at` up: pending
+                // entries below that read them (scratch) are materialised.
+                for d in 0..base {
+                    if let Src::S(x) = dc.vs[d] {
+                        if x >= at && x != dc.own(d) {
+                            dc.mat(d);
+                        }
+                    }
+                }
+                if recv {
+                    let r = dc.vs[base];
+                    let skip = known_this && r == Src::S(0);
+                    dc.mat(base);
+                    if !skip {
+                        dc.emit(Op::NullCheck { s: at });
+                    }
+                }
+                for d in base..depth {
+                    dc.mat(d);
+                }
+                dc.vs.truncate(base);
+                match callee {
+                    Callee::Own(i) => dc.emit(Op::Call { m: *i, at }),
+                    Callee::Native(i) => {
+                        let n = match used_natives.iter().position(|u| u == i) {
+                            Some(p) => p,
+                            None => {
+                                used_natives.push(*i);
+                                used_natives.len() - 1
+                            }
+                        };
+                        dc.emit(Op::CallNative {
+                            n: n as u16,
+                            at,
+                            argc: argc as u16,
+                        });
+                    }
+                    Callee::ObjectInit => {}
+                }
+                if ret {
+                    dc.vs.push(Src::S(at));
+                }
+            }
+        }
+        prev_falls = falls;
+    }
+    // Patch branch targets from instruction indices to op indices.
+    let fixt = |t: u32| -> Result<u32, String> {
+        match label.get(t as usize) {
+            Some(&l) if l != u32::MAX => Ok(l),
+            _ => Err(format!("internal: branch to unlabelled instruction {t}")),
+        }
+    };
+    for op in dc.ops.iter_mut() {
+        if let Some(t) = op.target_mut() {
+            *t = fixt(*t)?;
+        }
+    }
+    for sw in switches.iter_mut() {
+        sw.default = fixt(sw.default)?;
+        for t in sw.targets.iter_mut() {
+            *t = fixt(*t)?;
+        }
+    }
+    let nargs = m.sig.params.len() as u16 + u16::from(!m.is_static);
+    Ok(MethodCode {
+        ops: dc.ops,
+        offsets: dc.offsets,
+        switches,
+        frame_size,
+        nargs,
+        name: format!("{}{}", m.name, m.descriptor),
+    })
+}
+
+/// Emit a null check for a field access through `obj`, unless it is
+/// provably `this`.
+fn null_check(dc: &mut D, obj: Src, known_this: bool) {
+    match obj {
+        Src::S(0) if known_this => {}
+        Src::S(s) => dc.emit(Op::NullCheck { s }),
+        Src::K(_) => {
+            // Only `null` is a reference constant: use a scratch slot.
+            let s = dc.scratch + 3;
+            dc.before_write(s);
+            dc.emit(Op::Const { d: s, v: 0 });
+            dc.emit(Op::NullCheck { s });
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! The applet heap: arrays behind integer handles, a quota, and a small
+//! mark-sweep collector.
+//!
+//! A reference in a frame slot or field is an `i32`: `0` is `null`, a
+//! positive value `h` names entry `h - 1` of the array table, and
+//! [`THIS`] is the applet instance (which has no array storage: its fields
+//! live in the VM). Handles of freed arrays are reused; host-side
+//! [`ArrayRef`]s carry a generation so a stale one is detected.
+//!
+//! Collection roots are the applet's fields. When an allocation would exceed
+//! the quota during an invocation, the collector also scans every live frame
+//! slot conservatively (any slot value that is a valid handle keeps that
+//! array alive): this can only retain extra arrays, never free a live one.
+//! The VM collects at the end of every host invocation that allocated.
+
+use crate::subset::Elem;
+use crate::Fault;
+
+/// The value of the applet instance reference (`this`) in slots.
+pub const THIS: i32 = -1;
+/// Bytes charged per array besides its elements.
+pub const ARRAY_HEADER_BYTES: usize = 16;
+
+/// A host-side reference to an array of the VM's heap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ArrayRef {
+    pub(crate) handle: i32,
+    pub(crate) gen: u32,
+}
+
+impl ArrayRef {
+    /// The handle value as the applet sees it (pass it in `invoke` args).
+    pub fn handle(self) -> i32 {
+        self.handle
+    }
+}
+
+/// Storage of one array.
+#[derive(Clone, Debug)]
+pub enum ArrayData {
+    /// A free table entry.
+    Free,
+    /// `byte[]`.
+    B(Vec<i8>),
+    /// `boolean[]`.
+    Z(Vec<i8>),
+    /// `short[]`.
+    S(Vec<i16>),
+    /// `int[]`.
+    I(Vec<i32>),
+}
+
+impl ArrayData {
+    /// Element count.
+    pub fn len(&self) -> usize {
+        match self {
+            ArrayData::Free => 0,
+            ArrayData::B(v) | ArrayData::Z(v) => v.len(),
+            ArrayData::S(v) => v.len(),
+            ArrayData::I(v) => v.len(),
+        }
+    }
+    /// True if empty (or free).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Element kind, `None` if free.
+    pub fn elem(&self) -> Option<Elem> {
+        match self {
+            ArrayData::Free => None,
+            ArrayData::B(_) => Some(Elem::Byte),
+            ArrayData::Z(_) => Some(Elem::Bool),
+            ArrayData::S(_) => Some(Elem::Short),
+            ArrayData::I(_) => Some(Elem::Int),
+        }
+    }
+    fn bytes(&self) -> usize {
+        ARRAY_HEADER_BYTES + self.elem().map_or(0, |e| e.size() * self.len())
+    }
+}
+
+/// The array heap of one VM.
+#[derive(Debug)]
+pub struct Heap {
+    pub(crate) arrays: Vec<ArrayData>,
+    gens: Vec<u32>,
+    free: Vec<u32>,
+    used: usize,
+    quota: usize,
+    /// Allocations since the last collection.
+    pub(crate) allocs_since_gc: usize,
+    marks: Vec<bool>,
+}
+
+impl Heap {
+    /// An empty heap with `quota` bytes.
+    pub fn new(quota: usize) -> Heap {
+        Heap {
+            arrays: Vec::new(),
+            gens: Vec::new(),
+            free: Vec::new(),
+            used: 0,
+            quota,
+            allocs_since_gc: 0,
+            marks: Vec::new(),
+        }
+    }
+
+    /// Bytes held by live arrays (headers included).
+    pub fn used(&self) -> usize {
+        self.used
+    }
+
+    /// The quota in bytes.
+    pub fn quota(&self) -> usize {
+        self.quota
+    }
+
+    /// Number of arrays currently allocated.
+    pub fn live_arrays(&self) -> usize {
+        self.arrays.len() - self.free.len()
+    }
+
+    /// Allocate a zeroed array without collecting. `len` must be >= 0.
+    pub fn alloc(&mut self, elem: Elem, len: i32) -> Result<i32, Fault> {
+        if len < 0 {
+            return Err(Fault::NegativeArraySize(len));
+        }
+        let n = len as usize;
+        let bytes = ARRAY_HEADER_BYTES + n * elem.size();
+        if self.used + bytes > self.quota {
+            return Err(Fault::HeapQuotaExceeded {
+                requested: bytes,
+                quota: self.quota,
+            });
+        }
+        let data = match elem {
+            Elem::Byte => ArrayData::B(vec![0; n]),
+            Elem::Bool => ArrayData::Z(vec![0; n]),
+            Elem::Short => ArrayData::S(vec![0; n]),
+            Elem::Int => ArrayData::I(vec![0; n]),
+        };
+        let idx = match self.free.pop() {
+            Some(i) => {
+                self.arrays[i as usize] = data;
+                i as usize
+            }
+            None => {
+                if self.arrays.len() >= i32::MAX as usize - 1 {
+                    return Err(Fault::HeapQuotaExceeded {
+                        requested: bytes,
+                        quota: self.quota,
+                    });
+                }
+                self.arrays.push(data);
+                self.gens.push(0);
+                self.arrays.len() - 1
+            }
+        };
+        self.used += bytes;
+        self.allocs_since_gc += 1;
+        Ok(idx as i32 + 1)
+    }
+
+    /// The array named by handle `h`, if it is live.
+    #[inline(always)]
+    pub fn get(&self, h: i32) -> Option<&ArrayData> {
+        match self.arrays.get((h as u32 as usize).wrapping_sub(1)) {
+            Some(ArrayData::Free) | None => None,
+            Some(a) => Some(a),
+        }
+    }
+
+    /// Mutable access to the array named by handle `h`, if it is live.
+    #[inline(always)]
+    pub fn get_mut(&mut self, h: i32) -> Option<&mut ArrayData> {
+        match self.arrays.get_mut((h as u32 as usize).wrapping_sub(1)) {
+            Some(ArrayData::Free) | None => None,
+            Some(a) => Some(a),
+        }
+    }
+
+    /// A host reference for live handle `h`.
+    pub fn array_ref(&self, h: i32) -> Option<ArrayRef> {
+        self.get(h)?;
+        let gen = self.gens[(h - 1) as usize];
+        Some(ArrayRef { handle: h, gen })
+    }
+
+    /// The handle of a host reference, if it is still live.
+    pub fn check_ref(&self, a: ArrayRef) -> Option<i32> {
+        self.get(a.handle)?;
+        (self.gens[(a.handle - 1) as usize] == a.gen).then_some(a.handle)
+    }
+
+    /// Mark from `roots` (handles; other values ignored) and free the rest.
+    pub fn collect(&mut self, roots: impl Iterator<Item = i32>) {
+        self.marks.clear();
+        self.marks.resize(self.arrays.len(), false);
+        for h in roots {
+            let i = (h as u32 as usize).wrapping_sub(1);
+            if i < self.marks.len() {
+                self.marks[i] = true;
+            }
+        }
+        for i in 0..self.arrays.len() {
+            if !self.marks[i] && !matches!(self.arrays[i], ArrayData::Free) {
+                self.used -= self.arrays[i].bytes();
+                self.arrays[i] = ArrayData::Free;
+                self.gens[i] = self.gens[i].wrapping_add(1);
+                self.free.push(i as u32);
+            }
+        }
+        self.allocs_since_gc = 0;
+    }
+}

@@ -1,0 +1,699 @@
+//! Stage 5: the VM and its interpreter loop.
+//!
+//! All frames live in one reusable `Vec<i32>`; a call's frame starts at the
+//! caller's first argument slot, so arguments are never copied and the
+//! return value lands where the caller reads it. Return addresses live in a
+//! second reusable vector. Nothing is allocated per invocation or per call
+//! once the vectors have grown.
+//!
+//! Limits: fuel is a signed counter in a register of the loop, charged one
+//! unit per call and, at each taken backward branch, the number of ops
+//! between the target and the branch (so each loop iteration costs about
+//! its length); allocation charges one unit per 16 elements. Straight-line
+//! code between back-edges and calls is at most one method's length, so
+//! fuel bounds running time. The call depth is bounded by
+//! [`Limits::max_depth`] and the frame stack by [`MAX_STACK_SLOTS`].
+
+use crate::decode::Op;
+use crate::heap::{ArrayData, ArrayRef, Heap, THIS};
+use crate::natives::NativeCtx;
+use crate::subset::{Class, ClassInner, Elem, FieldId, JType, MethodId};
+use crate::{Fault, Limits};
+
+/// Most `i32` slots all frames of one invocation may use (4 Mi slots,
+/// 16 MiB); more is reported as [`Fault::StackOverflow`].
+pub const MAX_STACK_SLOTS: usize = 1 << 22;
+
+/// Where the last fault happened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FaultSite {
+    /// Method name and descriptor.
+    pub method: String,
+    /// Bytecode offset of the faulting instruction.
+    pub offset: u32,
+}
+
+impl std::fmt::Display for FaultSite {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "method {} at offset {}", self.method, self.offset)
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct RetAddr {
+    m: u32,
+    pc: u32,
+    base: u32,
+}
+
+struct State {
+    stack: Vec<i32>,
+    frames: Vec<RetAddr>,
+    heap: Heap,
+    fields: Vec<i32>,
+    array_fields: Vec<usize>,
+    last_fuel: u64,
+    site: Option<(u32, u32)>,
+}
+
+/// A running applet: one instance of a [`Class`] with its fields, heap and
+/// limits. Generic over the host state `H` handed to natives.
+pub struct Vm<H> {
+    class: Class<H>,
+    limits: Limits,
+    st: State,
+}
+
+impl<H> std::fmt::Debug for Vm<H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Vm")
+            .field("class", &self.class.inner.name)
+            .field("limits", &self.limits)
+            .field("heap_used", &self.st.heap.used())
+            .finish()
+    }
+}
+
+fn arr_fault(h: i32) -> Fault {
+    if h == 0 {
+        Fault::NullPointer
+    } else {
+        Fault::Internal(format!("handle {h} is not an array of the expected kind"))
+    }
+}
+
+impl State {
+    fn collect(&mut self, extra: &[i32]) {
+        let fields = &self.fields;
+        let roots = self
+            .array_fields
+            .iter()
+            .map(|&i| fields[i])
+            .chain(extra.iter().copied());
+        self.heap.collect(roots);
+    }
+}
+
+/// Run method `entry` whose arguments are in `st.stack[0..]`. Returns the
+/// result (0 for void) and the fuel left.
+fn run<H>(
+    cls: &ClassInner<H>,
+    st: &mut State,
+    limits: &Limits,
+    host: &mut H,
+    entry: usize,
+) -> (Result<i32, Fault>, i64) {
+    let mut fuel: i64 = limits.fuel.min(i64::MAX as u64) as i64;
+    let max_depth = limits.max_depth.max(1) as usize;
+    let mut m = entry;
+    let mut mc = &cls.code[m];
+    let mut code: &[Op] = &mc.ops;
+    let mut pc: usize = 0;
+    let mut base: usize = 0;
+    let mut stack = std::mem::take(&mut st.stack);
+    let need = mc.frame_size as usize;
+    if stack.len() < need {
+        stack.resize(need, 0);
+    }
+    st.frames.clear();
+    let mut fr: &mut [i32] = &mut stack[base..base + mc.frame_size as usize];
+
+    macro_rules! jump {
+        ($t:expr) => {{
+            let t = $t as usize;
+            if t < pc {
+                fuel -= (pc - t) as i64;
+                if fuel < 0 {
+                    break Err(Fault::OutOfFuel);
+                }
+            }
+            pc = t;
+        }};
+    }
+    macro_rules! br {
+        ($cond:expr, $t:expr) => {{
+            if $cond {
+                jump!($t)
+            }
+        }};
+    }
+    macro_rules! ret {
+        ($v:expr) => {{
+            let v: i32 = $v;
+            match st.frames.pop() {
+                None => break Ok(v),
+                Some(r) => {
+                    fr[0] = v;
+                    m = r.m as usize;
+                    mc = &cls.code[m];
+                    code = &mc.ops;
+                    pc = r.pc as usize;
+                    base = r.base as usize;
+                    fr = &mut stack[base..base + mc.frame_size as usize];
+                }
+            }
+        }};
+    }
+    macro_rules! aload {
+        ($d:expr, $a:expr, $i:expr, $v:ident, $($pat:pat_param)|+ => $conv:expr) => {{
+            let h = fr[$a as usize];
+            let i = fr[$i as usize];
+            match st.heap.arrays.get((h as u32 as usize).wrapping_sub(1)) {
+                $(Some($pat))|+ => match $v.get(i as u32 as usize) {
+                    Some(x) => fr[$d as usize] = $conv(*x),
+                    None => {
+                        break Err(Fault::ArrayIndexOutOfBounds {
+                            index: i,
+                            length: $v.len() as i32,
+                        })
+                    }
+                },
+                _ => break Err(arr_fault(h)),
+            }
+        }};
+    }
+    macro_rules! astore {
+        ($a:expr, $i:expr, $s:expr, $v:ident, $($pat:pat_param)|+ => $conv:expr) => {{
+            let h = fr[$a as usize];
+            let i = fr[$i as usize];
+            let x = fr[$s as usize];
+            match st.heap.arrays.get_mut((h as u32 as usize).wrapping_sub(1)) {
+                $(Some($pat))|+ => {
+                    let len = $v.len() as i32;
+                    match $v.get_mut(i as u32 as usize) {
+                        Some(e) => *e = $conv(x),
+                        None => break Err(Fault::ArrayIndexOutOfBounds { index: i, length: len }),
+                    }
+                }
+                _ => break Err(arr_fault(h)),
+            }
+        }};
+    }
+
+    let res: Result<i32, Fault> = loop {
+        let op = code[pc];
+        pc += 1;
+        match op {
+            Op::Mov { d, s } => fr[d as usize] = fr[s as usize],
+            Op::Const { d, v } => fr[d as usize] = v,
+            Op::Add { d, a, b } => fr[d as usize] = fr[a as usize].wrapping_add(fr[b as usize]),
+            Op::Sub { d, a, b } => fr[d as usize] = fr[a as usize].wrapping_sub(fr[b as usize]),
+            Op::Mul { d, a, b } => fr[d as usize] = fr[a as usize].wrapping_mul(fr[b as usize]),
+            Op::Div { d, a, b } => {
+                let y = fr[b as usize];
+                if y == 0 {
+                    break Err(Fault::DivideByZero);
+                }
+                fr[d as usize] = fr[a as usize].wrapping_div(y);
+            }
+            Op::Rem { d, a, b } => {
+                let y = fr[b as usize];
+                if y == 0 {
+                    break Err(Fault::DivideByZero);
+                }
+                fr[d as usize] = fr[a as usize].wrapping_rem(y);
+            }
+            Op::And { d, a, b } => fr[d as usize] = fr[a as usize] & fr[b as usize],
+            Op::Or { d, a, b } => fr[d as usize] = fr[a as usize] | fr[b as usize],
+            Op::Xor { d, a, b } => fr[d as usize] = fr[a as usize] ^ fr[b as usize],
+            Op::Shl { d, a, b } => {
+                fr[d as usize] = fr[a as usize].wrapping_shl(fr[b as usize] as u32)
+            }
+            Op::Shr { d, a, b } => {
+                fr[d as usize] = fr[a as usize].wrapping_shr(fr[b as usize] as u32)
+            }
+            Op::Ushr { d, a, b } => {
+                fr[d as usize] = (fr[a as usize] as u32).wrapping_shr(fr[b as usize] as u32) as i32
+            }
+            Op::AddI { d, a, v } => fr[d as usize] = fr[a as usize].wrapping_add(v),
+            Op::SubIR { d, v, b } => fr[d as usize] = v.wrapping_sub(fr[b as usize]),
+            Op::MulI { d, a, v } => fr[d as usize] = fr[a as usize].wrapping_mul(v),
+            Op::DivI { d, a, v } => fr[d as usize] = fr[a as usize].wrapping_div(v),
+            Op::RemI { d, a, v } => fr[d as usize] = fr[a as usize].wrapping_rem(v),
+            Op::AndI { d, a, v } => fr[d as usize] = fr[a as usize] & v,
+            Op::OrI { d, a, v } => fr[d as usize] = fr[a as usize] | v,
+            Op::XorI { d, a, v } => fr[d as usize] = fr[a as usize] ^ v,
+            Op::ShlI { d, a, v } => fr[d as usize] = fr[a as usize].wrapping_shl(v as u32),
+            Op::ShrI { d, a, v } => fr[d as usize] = fr[a as usize].wrapping_shr(v as u32),
+            Op::UshrI { d, a, v } => {
+                fr[d as usize] = (fr[a as usize] as u32).wrapping_shr(v as u32) as i32
+            }
+            Op::Neg { d, s } => fr[d as usize] = fr[s as usize].wrapping_neg(),
+            Op::I2b { d, s } => fr[d as usize] = fr[s as usize] as i8 as i32,
+            Op::I2s { d, s } => fr[d as usize] = fr[s as usize] as i16 as i32,
+            Op::Inc { x, v } => fr[x as usize] = fr[x as usize].wrapping_add(v),
+            Op::IfEq { a, b, t } => br!(fr[a as usize] == fr[b as usize], t),
+            Op::IfNe { a, b, t } => br!(fr[a as usize] != fr[b as usize], t),
+            Op::IfLt { a, b, t } => br!(fr[a as usize] < fr[b as usize], t),
+            Op::IfGe { a, b, t } => br!(fr[a as usize] >= fr[b as usize], t),
+            Op::IfGt { a, b, t } => br!(fr[a as usize] > fr[b as usize], t),
+            Op::IfLe { a, b, t } => br!(fr[a as usize] <= fr[b as usize], t),
+            Op::IfEqI { a, v, t } => br!(fr[a as usize] == v, t),
+            Op::IfNeI { a, v, t } => br!(fr[a as usize] != v, t),
+            Op::IfLtI { a, v, t } => br!(fr[a as usize] < v, t),
+            Op::IfGeI { a, v, t } => br!(fr[a as usize] >= v, t),
+            Op::IfGtI { a, v, t } => br!(fr[a as usize] > v, t),
+            Op::IfLeI { a, v, t } => br!(fr[a as usize] <= v, t),
+            Op::Goto { t } => jump!(t),
+            Op::Switch { s, tab } => {
+                let t = mc.switches[tab as usize].lookup(fr[s as usize]);
+                jump!(t)
+            }
+            Op::GetF { d, f } => fr[d as usize] = st.fields[f as usize],
+            Op::PutF { f, s } => st.fields[f as usize] = fr[s as usize],
+            Op::PutFB { f, s } => st.fields[f as usize] = fr[s as usize] as i8 as i32,
+            Op::PutFS { f, s } => st.fields[f as usize] = fr[s as usize] as i16 as i32,
+            Op::PutFZ { f, s } => st.fields[f as usize] = fr[s as usize] & 1,
+            Op::NullCheck { s } => {
+                if fr[s as usize] == 0 {
+                    break Err(Fault::NullPointer);
+                }
+            }
+            Op::IaLoad { d, a, i } => aload!(d, a, i, v, ArrayData::I(v) => |x: i32| x),
+            Op::BaLoad { d, a, i } => {
+                aload!(d, a, i, v, ArrayData::B(v) | ArrayData::Z(v) => |x: i8| x as i32)
+            }
+            Op::SaLoad { d, a, i } => aload!(d, a, i, v, ArrayData::S(v) => |x: i16| x as i32),
+            Op::IaStore { a, i, s } => astore!(a, i, s, v, ArrayData::I(v) => |x: i32| x),
+            Op::BaStore { a, i, s } => {
+                astore!(a, i, s, v, ArrayData::B(v) | ArrayData::Z(v) => |x: i32| x as i8)
+            }
+            Op::ZaStore { a, i, s } => {
+                astore!(a, i, s, v, ArrayData::Z(v) | ArrayData::B(v) => |x: i32| (x & 1) as i8)
+            }
+            Op::SaStore { a, i, s } => astore!(a, i, s, v, ArrayData::S(v) => |x: i32| x as i16),
+            Op::ArrLen { d, a } => {
+                let h = fr[a as usize];
+                match st.heap.get(h) {
+                    Some(arr) => fr[d as usize] = arr.len() as i32,
+                    None => break Err(arr_fault(h)),
+                }
+            }
+            Op::NewArray { d, n, e } => {
+                let len = fr[n as usize];
+                if len < 0 {
+                    break Err(Fault::NegativeArraySize(len));
+                }
+                fuel -= 1 + (len as i64) / 16;
+                if fuel < 0 {
+                    break Err(Fault::OutOfFuel);
+                }
+                let h = match st.heap.alloc(e, len) {
+                    Ok(h) => h,
+                    Err(Fault::HeapQuotaExceeded { .. }) => {
+                        let top = base + mc.frame_size as usize;
+                        st.collect(&stack[..top]);
+                        fr = &mut stack[base..top];
+                        match st.heap.alloc(e, len) {
+                            Ok(h) => h,
+                            Err(f) => break Err(f),
+                        }
+                    }
+                    Err(f) => break Err(f),
+                };
+                fr[d as usize] = h;
+            }
+            Op::Call { m: cm, at } => {
+                fuel -= 1;
+                if fuel < 0 {
+                    break Err(Fault::OutOfFuel);
+                }
+                if st.frames.len() + 1 >= max_depth {
+                    break Err(Fault::StackOverflow);
+                }
+                let callee = &cls.code[cm as usize];
+                let nb = base + at as usize;
+                let top = nb + callee.frame_size as usize;
+                if top > stack.len() {
+                    if top > MAX_STACK_SLOTS {
+                        break Err(Fault::StackOverflow);
+                    }
+                    let len = (stack.len() * 2).clamp(top, MAX_STACK_SLOTS);
+                    stack.resize(len, 0);
+                }
+                st.frames.push(RetAddr {
+                    m: m as u32,
+                    pc: pc as u32,
+                    base: base as u32,
+                });
+                m = cm as usize;
+                mc = callee;
+                code = &callee.ops;
+                pc = 0;
+                base = nb;
+                fr = &mut stack[nb..top];
+            }
+            Op::CallNative { n, at, argc } => {
+                fuel -= 1;
+                if fuel < 0 {
+                    break Err(Fault::OutOfFuel);
+                }
+                let nat = &cls.natives[n as usize];
+                let a = at as usize;
+                let r = {
+                    let args = &fr[a..a + argc as usize];
+                    let mut cx = NativeCtx {
+                        heap: &mut st.heap,
+                        fuel: &mut fuel,
+                    };
+                    (nat.f)(host, &mut cx, args)
+                };
+                match r {
+                    Ok(v) => match nat.sig.ret {
+                        None => {}
+                        Some(JType::Array(e)) => {
+                            if v != 0 && st.heap.get(v).and_then(|x| x.elem()) != Some(e) {
+                                break Err(Fault::Internal(format!(
+                                    "native {} returned {v}, not a {} handle",
+                                    nat.name,
+                                    e.descriptor()
+                                )));
+                            }
+                            fr[a] = v;
+                        }
+                        Some(_) => fr[a] = v,
+                    },
+                    Err(f) => break Err(f),
+                }
+                if fuel < 0 {
+                    break Err(Fault::OutOfFuel);
+                }
+            }
+            Op::Ret { s } => ret!(fr[s as usize]),
+            Op::RetK { v } => ret!(v),
+            Op::RetB { s } => ret!(fr[s as usize] as i8 as i32),
+            Op::RetS { s } => ret!(fr[s as usize] as i16 as i32),
+            Op::RetZ { s } => ret!(fr[s as usize] & 1),
+            Op::RetVoid => ret!(0),
+        }
+    };
+    if res.is_err() {
+        let off = mc.offsets.get(pc.wrapping_sub(1)).copied().unwrap_or(0);
+        st.site = Some((m as u32, off));
+    }
+    st.stack = stack;
+    st.frames.clear();
+    (res, fuel)
+}
+
+impl<H> Vm<H> {
+    /// Create the applet: zero the fields (static `int` constants take their
+    /// `ConstantValue`), run `<clinit>`, then the constructor `<init>()V`.
+    pub fn new(class: Class<H>, limits: Limits, host: &mut H) -> Result<Vm<H>, Fault> {
+        let inner = &class.inner;
+        let st = State {
+            stack: Vec::with_capacity(256),
+            frames: Vec::with_capacity(64),
+            heap: Heap::new(limits.heap_quota),
+            fields: inner.field_init.clone(),
+            array_fields: inner
+                .fields
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| f.ty.is_array())
+                .map(|(i, _)| i)
+                .collect(),
+            last_fuel: 0,
+            site: None,
+        };
+        let mut vm = Vm { class, limits, st };
+        let (clinit, init) = (vm.class.inner.clinit, vm.class.inner.init);
+        if let Some(c) = clinit {
+            vm.call(host, c as usize, &[])?;
+        }
+        if let Some(i) = init {
+            vm.call(host, i as usize, &[THIS])?;
+        }
+        Ok(vm)
+    }
+
+    fn call(&mut self, host: &mut H, m: usize, slots: &[i32]) -> Result<i32, Fault> {
+        let Vm { class, limits, st } = self;
+        let cls = &*class.inner;
+        if st.stack.len() < slots.len() {
+            st.stack.resize(slots.len(), 0);
+        }
+        st.stack[..slots.len()].copy_from_slice(slots);
+        st.site = None;
+        let (res, left) = run(cls, st, limits, host, m);
+        st.last_fuel = limits.fuel.saturating_sub(left.max(0) as u64);
+        if st.heap.allocs_since_gc > 0 {
+            let keep = match (&res, cls.methods[m].sig.ret) {
+                (Ok(v), Some(JType::Array(_))) => *v,
+                _ => 0,
+            };
+            st.collect(&[keep]);
+        }
+        res
+    }
+
+    /// The class this VM runs.
+    pub fn class(&self) -> &Class<H> {
+        &self.class
+    }
+
+    /// The VM's limits.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Change the limits (a smaller quota applies to future allocations).
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.limits = limits;
+    }
+
+    /// Invoke method `m` with `args` (one per descriptor parameter, `this`
+    /// is implicit for instance methods): ints, or array handles
+    /// ([`ArrayRef::handle`], 0 for null) for array parameters. Returns the
+    /// result (`None` for void; array results are handles). On a fault the
+    /// VM stays usable; [`Vm::last_fault_site`] tells where it happened.
+    pub fn invoke(
+        &mut self,
+        host: &mut H,
+        m: MethodId,
+        args: &[i32],
+    ) -> Result<Option<i32>, Fault> {
+        let cls = &*self.class.inner;
+        let Some(md) = cls.methods.get(m.0 as usize) else {
+            return Err(Fault::BadArguments(format!("no method {}", m.0)));
+        };
+        if md.name == "<init>" || md.name == "<clinit>" {
+            return Err(Fault::BadArguments(format!(
+                "{} cannot be invoked by the host",
+                md.name
+            )));
+        }
+        if args.len() != md.sig.params.len() {
+            return Err(Fault::BadArguments(format!(
+                "{}{} takes {} argument(s), got {}",
+                md.name,
+                md.descriptor,
+                md.sig.params.len(),
+                args.len()
+            )));
+        }
+        for (i, (p, &a)) in md.sig.params.iter().zip(args).enumerate() {
+            let ok = match p {
+                JType::Int => true,
+                JType::Byte => a == a as i8 as i32,
+                JType::Short => a == a as i16 as i32,
+                JType::Bool => a == 0 || a == 1,
+                JType::Array(e) => a == 0 || self.st.heap.get(a).and_then(|x| x.elem()) == Some(*e),
+            };
+            if !ok {
+                return Err(Fault::BadArguments(format!(
+                    "argument {i} ({a}) is not a valid {p:?} for {}{}",
+                    md.name, md.descriptor
+                )));
+            }
+        }
+        let ret = md.sig.ret.is_some();
+        let mut slots = [0i32; 8];
+        let r = if !md.is_static {
+            if args.len() < 8 {
+                slots[0] = THIS;
+                slots[1..=args.len()].copy_from_slice(args);
+                self.call(host, m.0 as usize, &slots[..=args.len()])
+            } else {
+                let mut v = vec![THIS];
+                v.extend_from_slice(args);
+                self.call(host, m.0 as usize, &v)
+            }
+        } else {
+            self.call(host, m.0 as usize, args)
+        }?;
+        Ok(ret.then_some(r))
+    }
+
+    /// Fuel used by the last invocation (or by construction).
+    pub fn last_fuel_used(&self) -> u64 {
+        self.st.last_fuel
+    }
+
+    /// Where the last invocation faulted, if it did.
+    pub fn last_fault_site(&self) -> Option<FaultSite> {
+        let (m, offset) = self.st.site?;
+        Some(FaultSite {
+            method: self.class.inner.code[m as usize].name.clone(),
+            offset,
+        })
+    }
+
+    /// Bytes of live arrays (headers included).
+    pub fn heap_used(&self) -> usize {
+        self.st.heap.used()
+    }
+
+    /// Number of live arrays.
+    pub fn live_arrays(&self) -> usize {
+        self.st.heap.live_arrays()
+    }
+
+    /// Run the collector now (roots: the applet's fields). Arrays the host
+    /// created but did not store in a field are freed.
+    pub fn collect_garbage(&mut self) {
+        self.st.collect(&[]);
+    }
+
+    /// The field called `name` (static or instance: there is one instance).
+    pub fn static_field(&self, name: &str) -> Option<FieldId> {
+        self.class.field(name)
+    }
+
+    /// The value of an int-like field (an array field gives its handle).
+    pub fn get_int_field(&self, f: FieldId) -> i32 {
+        self.st.fields.get(f.0 as usize).copied().unwrap_or(0)
+    }
+
+    /// Set an int-like field (narrowed to its type as `putfield` does).
+    /// Array fields are left unchanged: use [`Vm::set_array_field`].
+    pub fn set_int_field(&mut self, f: FieldId, v: i32) {
+        let Some(fd) = self.class.inner.fields.get(f.0 as usize) else {
+            return;
+        };
+        let v = match fd.ty {
+            JType::Array(_) => return,
+            JType::Int => v,
+            JType::Byte => v as i8 as i32,
+            JType::Short => v as i16 as i32,
+            JType::Bool => v & 1,
+        };
+        self.st.fields[f.0 as usize] = v;
+    }
+
+    /// The array currently in field `f` (`None` for null or a non-array
+    /// field).
+    pub fn array_of_field(&self, f: FieldId) -> Option<ArrayRef> {
+        let fd = self.class.inner.fields.get(f.0 as usize)?;
+        if !fd.ty.is_array() {
+            return None;
+        }
+        self.st.heap.array_ref(self.st.fields[f.0 as usize])
+    }
+
+    /// Contents of a `byte[]` or `boolean[]`.
+    pub fn bytes(&self, a: ArrayRef) -> Option<&[i8]> {
+        let h = self.st.heap.check_ref(a)?;
+        match self.st.heap.get(h)? {
+            ArrayData::B(v) | ArrayData::Z(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// Mutable contents of a `byte[]` (`None` for other kinds, including
+    /// `boolean[]`, whose elements must stay 0 or 1).
+    pub fn bytes_mut(&mut self, a: ArrayRef) -> Option<&mut [i8]> {
+        let h = self.st.heap.check_ref(a)?;
+        match self.st.heap.get_mut(h)? {
+            ArrayData::B(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// Contents of an `int[]`.
+    pub fn ints(&self, a: ArrayRef) -> Option<&[i32]> {
+        let h = self.st.heap.check_ref(a)?;
+        match self.st.heap.get(h)? {
+            ArrayData::I(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// Mutable contents of an `int[]`.
+    pub fn ints_mut(&mut self, a: ArrayRef) -> Option<&mut [i32]> {
+        let h = self.st.heap.check_ref(a)?;
+        match self.st.heap.get_mut(h)? {
+            ArrayData::I(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// Allocate a zeroed `byte[]` on the applet's heap (charged to its
+    /// quota; no collection happens here). Store it in a field with
+    /// [`Vm::set_array_field`] or pass its handle to `invoke`; an array
+    /// reachable from no field is freed at the end of the next invocation.
+    pub fn new_byte_array(&mut self, len: usize) -> Result<ArrayRef, Fault> {
+        self.new_array(Elem::Byte, len)
+    }
+
+    /// Allocate a zeroed array of any kind (see [`Vm::new_byte_array`]).
+    pub fn new_array(&mut self, e: Elem, len: usize) -> Result<ArrayRef, Fault> {
+        let len = i32::try_from(len).map_err(|_| Fault::HeapQuotaExceeded {
+            requested: len,
+            quota: self.st.heap.quota(),
+        })?;
+        let h = self.st.heap.alloc(e, len)?;
+        self.st
+            .heap
+            .array_ref(h)
+            .ok_or_else(|| Fault::Internal("fresh array not live".into()))
+    }
+
+    /// Store array `a` in field `f`. Ignored if the field is not an array
+    /// field of `a`'s kind or `a` is stale: see
+    /// [`Vm::try_set_array_field`] for the checked form.
+    pub fn set_array_field(&mut self, f: FieldId, a: ArrayRef) {
+        let _ = self.try_set_array_field(f, a);
+    }
+
+    /// Store array `a` in field `f`, checking kinds.
+    pub fn try_set_array_field(&mut self, f: FieldId, a: ArrayRef) -> Result<(), Fault> {
+        let fd = self
+            .class
+            .inner
+            .fields
+            .get(f.0 as usize)
+            .ok_or_else(|| Fault::BadArguments("no such field".into()))?;
+        let h = self
+            .st
+            .heap
+            .check_ref(a)
+            .ok_or_else(|| Fault::BadArguments("stale array reference".into()))?;
+        let kind = self.st.heap.get(h).and_then(|x| x.elem());
+        match fd.ty {
+            JType::Array(e) if Some(e) == kind => {
+                self.st.fields[f.0 as usize] = h;
+                Ok(())
+            }
+            _ => Err(Fault::BadArguments(format!(
+                "field {} of type {} cannot hold this array",
+                fd.name, fd.descriptor
+            ))),
+        }
+    }
+
+    /// Set a reference field to null.
+    pub fn clear_array_field(&mut self, f: FieldId) {
+        if let Some(fd) = self.class.inner.fields.get(f.0 as usize) {
+            if fd.ty.is_array() {
+                self.st.fields[f.0 as usize] = 0;
+            }
+        }
+    }
+
+    /// A host reference to the array with handle `h` (e.g. one returned by
+    /// `invoke`), if live.
+    pub fn array_ref(&self, h: i32) -> Option<ArrayRef> {
+        self.st.heap.array_ref(h)
+    }
+}

@@ -1,0 +1,285 @@
+//! Native methods: a registry grouped by domain, and the context natives
+//! run with.
+//!
+//! The host registers each native by class, name and descriptor in a named
+//! *domain*. A class is loaded with a set of granted domains; a call to a
+//! native outside them rejects the class at load (SPINE's safe linking).
+//! The call instruction holds the native's function pointer, so a call is
+//! an indirect call with the arguments read straight from the caller's
+//! frame.
+//!
+//! By project convention all natives are static methods of the class
+//! [`NATIVES_CLASS`] (`unet.sle.Natives` in Java); [`test_natives`] builds
+//! the `test` domain, whose plain-Java twins live in the applet SDK.
+
+use crate::heap::{ArrayData, Heap};
+use crate::subset::Elem;
+use crate::Fault;
+
+/// Internal name of the class holding the project's natives.
+pub const NATIVES_CLASS: &str = "unet/sle/Natives";
+
+/// A native method: host state, context, arguments (ints and array
+/// handles, in descriptor order). Void natives return `Ok(0)`, which is
+/// ignored.
+pub type NativeFn<H> = fn(&mut H, &mut NativeCtx<'_>, &[i32]) -> Result<i32, Fault>;
+
+pub(crate) struct NativeEntry<H> {
+    pub domain: String,
+    pub class: String,
+    pub name: String,
+    pub descriptor: String,
+    pub f: NativeFn<H>,
+}
+
+/// A registry of natives, grouped into named domains.
+pub struct Natives<H> {
+    pub(crate) entries: Vec<NativeEntry<H>>,
+}
+
+impl<H> Default for Natives<H> {
+    fn default() -> Self {
+        Natives::new()
+    }
+}
+
+impl<H> Clone for Natives<H> {
+    fn clone(&self) -> Self {
+        Natives {
+            entries: self
+                .entries
+                .iter()
+                .map(|e| NativeEntry {
+                    domain: e.domain.clone(),
+                    class: e.class.clone(),
+                    name: e.name.clone(),
+                    descriptor: e.descriptor.clone(),
+                    f: e.f,
+                })
+                .collect(),
+        }
+    }
+}
+
+impl<H> Natives<H> {
+    /// An empty registry.
+    pub fn new() -> Natives<H> {
+        Natives {
+            entries: Vec::new(),
+        }
+    }
+
+    /// Register `class.name descriptor` in `domain`. A later registration of
+    /// the same class, name and descriptor replaces the earlier one. The
+    /// descriptor must use the JIVE subset's types, or classes calling the
+    /// native are rejected at load.
+    pub fn register(
+        &mut self,
+        domain: &str,
+        class: &str,
+        name: &str,
+        descriptor: &str,
+        f: NativeFn<H>,
+    ) -> &mut Self {
+        self.entries
+            .retain(|e| !(e.class == class && e.name == name && e.descriptor == descriptor));
+        self.entries.push(NativeEntry {
+            domain: domain.to_string(),
+            class: class.to_string(),
+            name: name.to_string(),
+            descriptor: descriptor.to_string(),
+            f,
+        });
+        self
+    }
+
+    /// Number of registered natives.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True if nothing is registered.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Add every native of `other` (later ones replace equal keys).
+    pub fn extend(&mut self, other: &Natives<H>) -> &mut Self {
+        for e in &other.entries {
+            self.register(&e.domain, &e.class, &e.name, &e.descriptor, e.f);
+        }
+        self
+    }
+}
+
+/// What a native may touch besides the host state: the applet's arrays
+/// (checked, by handle) and the invocation's fuel.
+pub struct NativeCtx<'a> {
+    pub(crate) heap: &'a mut Heap,
+    pub(crate) fuel: &'a mut i64,
+}
+
+fn bad_kind(h: i32, want: &str) -> Fault {
+    Fault::Native(format!("handle {h} is not a {want} array"))
+}
+
+impl NativeCtx<'_> {
+    /// A context over `heap` with `fuel` units left (for tests and hosts
+    /// calling natives directly).
+    pub fn new<'a>(heap: &'a mut Heap, fuel: &'a mut i64) -> NativeCtx<'a> {
+        NativeCtx { heap, fuel }
+    }
+
+    /// Charge `units` of fuel; fails with [`Fault::OutOfFuel`] when spent.
+    pub fn charge(&mut self, units: u64) -> Result<(), Fault> {
+        *self.fuel = self.fuel.saturating_sub(units.min(i64::MAX as u64) as i64);
+        if *self.fuel < 0 {
+            Err(Fault::OutOfFuel)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn array(&self, h: i32) -> Result<&ArrayData, Fault> {
+        if h == 0 {
+            return Err(Fault::NullPointer);
+        }
+        self.heap.get(h).ok_or_else(|| bad_kind(h, "live"))
+    }
+
+    /// Length of the array `h`.
+    pub fn array_len(&self, h: i32) -> Result<usize, Fault> {
+        Ok(self.array(h)?.len())
+    }
+
+    /// Element kind of array `h`.
+    pub fn array_elem(&self, h: i32) -> Result<Elem, Fault> {
+        self.array(h)?.elem().ok_or_else(|| bad_kind(h, "live"))
+    }
+
+    /// Contents of a `byte[]` or `boolean[]`.
+    pub fn bytes(&self, h: i32) -> Result<&[i8], Fault> {
+        match self.array(h)? {
+            ArrayData::B(v) | ArrayData::Z(v) => Ok(v),
+            _ => Err(bad_kind(h, "byte")),
+        }
+    }
+
+    /// Mutable contents of a `byte[]` (writes to a `boolean[]` through this
+    /// must keep values 0 or 1).
+    pub fn bytes_mut(&mut self, h: i32) -> Result<&mut [i8], Fault> {
+        if h == 0 {
+            return Err(Fault::NullPointer);
+        }
+        match self.heap.get_mut(h) {
+            Some(ArrayData::B(v)) | Some(ArrayData::Z(v)) => Ok(v),
+            _ => Err(bad_kind(h, "byte")),
+        }
+    }
+
+    /// Contents of a `short[]`.
+    pub fn shorts(&self, h: i32) -> Result<&[i16], Fault> {
+        match self.array(h)? {
+            ArrayData::S(v) => Ok(v),
+            _ => Err(bad_kind(h, "short")),
+        }
+    }
+
+    /// Mutable contents of a `short[]`.
+    pub fn shorts_mut(&mut self, h: i32) -> Result<&mut [i16], Fault> {
+        if h == 0 {
+            return Err(Fault::NullPointer);
+        }
+        match self.heap.get_mut(h) {
+            Some(ArrayData::S(v)) => Ok(v),
+            _ => Err(bad_kind(h, "short")),
+        }
+    }
+
+    /// Contents of an `int[]`.
+    pub fn ints(&self, h: i32) -> Result<&[i32], Fault> {
+        match self.array(h)? {
+            ArrayData::I(v) => Ok(v),
+            _ => Err(bad_kind(h, "int")),
+        }
+    }
+
+    /// Mutable contents of an `int[]`.
+    pub fn ints_mut(&mut self, h: i32) -> Result<&mut [i32], Fault> {
+        if h == 0 {
+            return Err(Fault::NullPointer);
+        }
+        match self.heap.get_mut(h) {
+            Some(ArrayData::I(v)) => Ok(v),
+            _ => Err(bad_kind(h, "int")),
+        }
+    }
+
+    /// Allocate a zeroed array (charged to the quota and to fuel, one unit
+    /// per 16 elements). Natives do not trigger collection: on a full heap
+    /// this fails with [`Fault::HeapQuotaExceeded`]. Return the handle from
+    /// a native whose descriptor returns that array type.
+    pub fn new_array(&mut self, elem: Elem, len: i32) -> Result<i32, Fault> {
+        self.charge(1 + (len.max(0) as u64) / 16)?;
+        self.heap.alloc(elem, len)
+    }
+}
+
+/// Check `off..off+len` against an array of `n` elements, as the SDK does.
+fn check_range(n: usize, off: i32, len: i32) -> Result<(usize, usize), Fault> {
+    if off < 0 || len < 0 || off as i64 + len as i64 > n as i64 {
+        return Err(Fault::ArrayIndexOutOfBounds {
+            index: if off < 0 || len < 0 {
+                off.min(len)
+            } else {
+                off.wrapping_add(len)
+            },
+            length: n as i32,
+        });
+    }
+    Ok((off as usize, off as usize + len as usize))
+}
+
+fn nat_nop<H>(_: &mut H, _: &mut NativeCtx<'_>, _: &[i32]) -> Result<i32, Fault> {
+    Ok(0)
+}
+
+fn nat_id<H>(_: &mut H, _: &mut NativeCtx<'_>, a: &[i32]) -> Result<i32, Fault> {
+    Ok(a[0])
+}
+
+fn nat_sum<H>(_: &mut H, cx: &mut NativeCtx<'_>, a: &[i32]) -> Result<i32, Fault> {
+    let b = cx.bytes(a[0])?;
+    let (s, e) = check_range(b.len(), a[1], a[2])?;
+    let r = b[s..e]
+        .iter()
+        .fold(0i32, |acc, &x| acc.wrapping_add(x as i32));
+    cx.charge((e - s) as u64 / 16)?;
+    Ok(r)
+}
+
+fn nat_fill<H>(_: &mut H, cx: &mut NativeCtx<'_>, a: &[i32]) -> Result<i32, Fault> {
+    let (v, len) = (a[1] as i8, a[2]);
+    let n = cx.bytes(a[0])?.len();
+    let (s, e) = check_range(n, 0, len)?;
+    cx.charge((e - s) as u64 / 16)?;
+    cx.bytes_mut(a[0])?[s..e].fill(v);
+    Ok(0)
+}
+
+/// The `test` domain, class [`NATIVES_CLASS`]:
+///
+/// * `nop()V`: does nothing (the null native call);
+/// * `id(I)I`: returns its argument;
+/// * `sum([BII)I`: `sum(a, off, len)` adds the signed bytes
+///   `a[off..off+len]`, faulting on a null array or a bad range;
+/// * `fill([BII)V`: `fill(a, v, len)` sets `a[0..len]` to `(byte) v`,
+///   faulting on a null array or a bad length.
+pub fn test_natives<H>() -> Natives<H> {
+    let mut n = Natives::new();
+    n.register("test", NATIVES_CLASS, "nop", "()V", nat_nop::<H>)
+        .register("test", NATIVES_CLASS, "id", "(I)I", nat_id::<H>)
+        .register("test", NATIVES_CLASS, "sum", "([BII)I", nat_sum::<H>)
+        .register("test", NATIVES_CLASS, "fill", "([BII)V", nat_fill::<H>);
+    n
+}
