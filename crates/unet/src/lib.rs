@@ -1,1 +1,131 @@
-//! placeholder
+//! unet: protected, user-level message passing with kernel-bypass latency.
+//!
+//! The model is U-Net's (see the U-Net/SLE paper, section 2 and Figure 1):
+//! an application creates an [`Endpoint`] — a buffer area and send, receive
+//! and free queues in shared memory — and sends on [`Channel`]s granted by the
+//! engine, the trusted software network interface. Two local endpoints that
+//! need no engine processing talk over a *direct path* (a ring shared by the
+//! two processes only); everything else goes through the engine, locally or
+//! over its UDP wire. Both paths present the same calls.
+//!
+//! ```no_run
+//! use unet::{Engine, EngineConfig, Session, EndpointConfig, ChannelOptions};
+//! let engine = Engine::start(EngineConfig::default())?;
+//! let session = Session::embedded(&engine)?;
+//! let mut a = session.create_endpoint(EndpointConfig::default())?;
+//! let mut b = session.create_endpoint(EndpointConfig::default())?;
+//! let ch = a.open_channel(b.addr(), ChannelOptions::default())?;
+//! a.send(ch, b"hello")?;
+//! let mut buf = [0u8; 64];
+//! let r = b.recv(&mut buf, None)?;
+//! assert_eq!(&buf[..r.len], b"hello");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! The shared-memory layout is in the `unet-abi` crate; a C ABI is in
+//! [`ffi`] with its header at `include/unet.h`.
+
+mod direct;
+mod endpoint;
+pub mod ffi;
+mod session;
+
+pub use endpoint::{Channel, ChannelOptions, Endpoint, EndpointConfig, Event, Recv};
+pub use session::Session;
+pub use unet_abi::{ClientCounter, Geometry, RecvDesc, SendStatus};
+pub use unet_engine::control::{EndpointAddr, ErrorCode, PathChoice};
+pub use unet_engine::{Engine, EngineConfig};
+
+/// Errors of set-up calls.
+#[derive(Debug)]
+pub enum Error {
+    /// An operating-system error.
+    Io(std::io::Error),
+    /// The engine refused the request.
+    Engine(ErrorCode),
+    /// The engine's answer made no sense.
+    Protocol(String),
+    /// The engine closed the control connection.
+    EngineGone,
+    /// Invalid configuration or argument.
+    Config(String),
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Io(e) => write!(f, "{e}"),
+            Error::Engine(c) => write!(f, "the engine refused: {c}"),
+            Error::Protocol(s) => write!(f, "control protocol error: {s}"),
+            Error::EngineGone => f.write_str("the engine closed the control connection"),
+            Error::Config(s) => f.write_str(s),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::Io(e)
+    }
+}
+
+/// Why a send did not happen. Only `Full` is worth retrying.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendError {
+    /// The queue or ring is full: retry when the peer or engine catches up.
+    Full,
+    /// Not a channel this endpoint holds.
+    BadChannel,
+    /// The channel's peer is gone.
+    PeerGone,
+    /// Empty, or larger than the path can carry.
+    TooLarge,
+    /// Offset or length outside the buffer area.
+    BadBuffer,
+    /// `send` needs managed buffers; use `push_send` otherwise.
+    Unmanaged,
+}
+
+impl std::fmt::Display for SendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SendError::Full => "queue full, retry",
+            SendError::BadChannel => "not a channel of this endpoint",
+            SendError::PeerGone => "the peer is gone",
+            SendError::TooLarge => "message empty or too large for this path",
+            SendError::BadBuffer => "buffer outside the buffer area",
+            SendError::Unmanaged => "send() needs managed buffers; use push_send()",
+        })
+    }
+}
+
+impl std::error::Error for SendError {}
+
+/// Why a receive returned no message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecvError {
+    /// The next message needs a buffer of this many bytes; it stays queued.
+    BufferTooSmall(usize),
+    /// Nothing arrived in time.
+    Timeout,
+    /// The direct peer on this channel corrupted the connection.
+    Broken(Channel),
+}
+
+impl std::fmt::Display for RecvError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RecvError::BufferTooSmall(n) => {
+                write!(f, "the next message needs a buffer of {n} bytes")
+            }
+            RecvError::Timeout => f.write_str("timed out"),
+            RecvError::Broken(c) => {
+                write!(f, "the direct peer on channel {} broke the connection", c.0)
+            }
+        }
+    }
+}
+
+impl std::error::Error for RecvError {}

@@ -1,0 +1,318 @@
+//! The direct path: one side of a connection segment shared by two local
+//! processes only (layout in `unet_abi`, "Direct connection segment").
+//!
+//! Each direction is a single-producer, single-consumer byte ring of
+//! variable-length records. The producer copies the payload in and publishes
+//! the 8-byte record header with one Release store; the consumer spins on the
+//! header at its position, copies the payload out, and publishes its position
+//! now and then so the producer knows the space is free. The peer is not
+//! trusted: every header is checked (tag, length, padding) before use, and a
+//! bad one marks the connection broken rather than reading out of bounds.
+
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+
+use unet_abi::*;
+use unet_engine::sys::{self, Segment};
+
+/// Why a direct send did not happen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DirectSendError {
+    /// No room until the peer consumes.
+    Full,
+    /// Larger than half the ring.
+    TooLarge,
+    /// The peer closed or died.
+    Closed,
+}
+
+/// What polling the receive direction found.
+pub(crate) enum DirectRecv {
+    /// Nothing yet.
+    Empty,
+    /// A message of this length was copied into the buffer.
+    Message(usize),
+    /// The next message needs a buffer of this many bytes; it stays queued.
+    TooSmall(usize),
+    /// The peer wrote something impossible; the connection is unusable.
+    Broken,
+}
+
+pub(crate) struct DirectConn {
+    seg: Segment,
+    pub conn_id: u32,
+    pub channel: u16,
+    size: u64,
+    tx: *mut u8,
+    rx: *const u8,
+    tx_pos: u64,
+    tx_limit: u64,
+    rx_pos: u64,
+    rx_published: u64,
+    pub broken: bool,
+    side_b: bool,
+}
+
+// SAFETY: the raw pointers point into `seg`, which DirectConn owns; the
+// memory is shared memory accessed with atomics and byte copies.
+unsafe impl Send for DirectConn {}
+
+impl DirectConn {
+    /// Map a connection segment; `side_b` tells which direction is ours.
+    pub fn open(
+        seg: Segment,
+        conn_id: u32,
+        channel: u16,
+        side_b: bool,
+    ) -> Result<DirectConn, String> {
+        if seg.len() < CONN_HEADER_SIZE {
+            return Err("connection segment too small".into());
+        }
+        // SAFETY: at least a header's worth of mapped, page-aligned memory.
+        let h = unsafe { seg.ptr().cast::<ConnHeader>().as_ref() };
+        let ring = h.ring_size as u64;
+        if h.magic != CONN_MAGIC || h.version != VERSION {
+            return Err("connection segment has a bad magic or version".into());
+        }
+        if !ring.is_power_of_two() || ring < 4096 || seg.len() < conn_segment_size(h.ring_size) {
+            return Err(format!("connection segment ring size {ring} is invalid"));
+        }
+        let base = seg.ptr().as_ptr();
+        // SAFETY: both rings lie inside the segment (checked above).
+        let (a_to_b, b_to_a) = unsafe {
+            (
+                base.add(CONN_HEADER_SIZE),
+                base.add(CONN_HEADER_SIZE + ring as usize),
+            )
+        };
+        let (tx, rx) = if side_b {
+            (b_to_a, a_to_b as *const u8)
+        } else {
+            (a_to_b, b_to_a as *const u8)
+        };
+        Ok(DirectConn {
+            seg,
+            conn_id,
+            channel,
+            size: ring,
+            tx,
+            rx,
+            tx_pos: 0,
+            tx_limit: ring,
+            rx_pos: 0,
+            rx_published: 0,
+            broken: false,
+            side_b,
+        })
+    }
+
+    fn header(&self) -> &ConnHeader {
+        // SAFETY: validated in open(); the segment lives as long as self.
+        unsafe { self.seg.ptr().cast::<ConnHeader>().as_ref() }
+    }
+
+    /// The consumer line of the direction we send on (written by the peer).
+    fn tx_consumer(&self) -> &ConnConsumer {
+        let h = self.header();
+        if self.side_b {
+            &h.b_to_a
+        } else {
+            &h.a_to_b
+        }
+    }
+
+    /// Our consumer line (direction we receive on).
+    pub fn rx_consumer(&self) -> &ConnConsumer {
+        let h = self.header();
+        if self.side_b {
+            &h.a_to_b
+        } else {
+            &h.b_to_a
+        }
+    }
+
+    /// True when the peer (or the engine on its behalf) closed.
+    pub fn peer_closed(&self) -> bool {
+        let h = self.header();
+        let c = if self.side_b {
+            &h.a_closed
+        } else {
+            &h.b_closed
+        };
+        c.load(Ordering::Acquire) != 0
+    }
+
+    /// Mark our side closed and wake the peer.
+    pub fn close(&self) {
+        let h = self.header();
+        let c = if self.side_b {
+            &h.b_closed
+        } else {
+            &h.a_closed
+        };
+        c.store(1, Ordering::Release);
+        let peer = self.tx_consumer();
+        peer.futex.fetch_add(1, Ordering::Release);
+        sys::futex_wake(&peer.futex, i32::MAX);
+    }
+
+    #[inline]
+    fn hdr_at(base: *const u8, off: u64) -> &'static AtomicU64 {
+        // SAFETY: off is 8-aligned (records are RECORD_ALIGN-aligned) and
+        // < ring size, so the u64 lies inside the ring; the mapping outlives
+        // every use (the reference does not escape the calling method).
+        unsafe { &*(base.add(off as usize) as *const AtomicU64) }
+    }
+
+    /// Copy `data` into the ring as one record. Returns whether the peer
+    /// was asleep and had to be woken.
+    #[inline]
+    pub fn send(&mut self, data: &[u8]) -> Result<bool, DirectSendError> {
+        let len = data.len();
+        if len as u64 > self.size / 2 - RECORD_HEADER as u64 {
+            return Err(DirectSendError::TooLarge);
+        }
+        let span = record_span(len) as u64;
+        let off = self.tx_pos & (self.size - 1);
+        let pad = if off + span > self.size {
+            self.size - off
+        } else {
+            0
+        };
+        if self.tx_pos + pad + span > self.tx_limit {
+            if self.peer_closed() {
+                return Err(DirectSendError::Closed);
+            }
+            // Acquire pairs with the consumer's Release of its position: its
+            // reads of those records are done before we overwrite them.
+            self.tx_limit = self.tx_consumer().position.load(Ordering::Acquire) + self.size;
+            if self.tx_pos + pad + span > self.tx_limit {
+                return Err(DirectSendError::Full);
+            }
+        }
+        if pad > 0 {
+            let h = (record_tag(self.tx_pos) as u64) | (((RECORD_PAD | pad as u32) as u64) << 32);
+            Self::hdr_at(self.tx, off).store(h, Ordering::Release);
+            self.tx_pos += pad;
+        }
+        let off = self.tx_pos & (self.size - 1);
+        // SAFETY: off + RECORD_HEADER + len <= off + span <= size: inside
+        // the ring; the consumer is not reading this region (it is past its
+        // published position and its header is not yet published).
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                data.as_ptr(),
+                self.tx.add(off as usize + RECORD_HEADER),
+                len,
+            );
+        }
+        let h = (record_tag(self.tx_pos) as u64) | ((len as u64) << 32);
+        // Release: the payload written above is visible before the header.
+        Self::hdr_at(self.tx, off).store(h, Ordering::Release);
+        self.tx_pos += span;
+        // Pairs with the fence in the consumer's wait: either it sees our
+        // record when it re-checks, or we see its sleeping flag.
+        fence(Ordering::SeqCst);
+        let c = self.tx_consumer();
+        if c.sleeping.load(Ordering::Relaxed) != 0 {
+            c.futex.fetch_add(1, Ordering::Release);
+            sys::futex_wake(&c.futex, 1);
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// True when a record (or padding) is waiting.
+    #[inline]
+    pub fn ready(&self) -> bool {
+        let off = self.rx_pos & (self.size - 1);
+        let h = Self::hdr_at(self.rx, off).load(Ordering::Acquire);
+        h as u32 == record_tag(self.rx_pos)
+    }
+
+    /// Take the next message, copying it into `buf`.
+    #[inline]
+    pub fn recv(&mut self, buf: &mut [u8]) -> DirectRecv {
+        self.recv_with(|src, len| {
+            if len > buf.len() {
+                return Err(len);
+            }
+            // SAFETY: src has len readable bytes inside the ring (checked by
+            // recv_with); buf has at least len bytes.
+            unsafe { std::ptr::copy_nonoverlapping(src, buf.as_mut_ptr(), len) };
+            Ok(())
+        })
+    }
+
+    /// Take the next message, handing `(pointer, len)` to `f`, which copies
+    /// it out; if `f` refuses (Err(needed)), the message stays queued.
+    #[inline]
+    pub fn recv_with(
+        &mut self,
+        mut f: impl FnMut(*const u8, usize) -> Result<(), usize>,
+    ) -> DirectRecv {
+        if self.broken {
+            return DirectRecv::Broken;
+        }
+        loop {
+            let off = self.rx_pos & (self.size - 1);
+            // Acquire pairs with the producer's Release store of the header.
+            let h = Self::hdr_at(self.rx, off).load(Ordering::Acquire);
+            if h as u32 != record_tag(self.rx_pos) {
+                if self.rx_pos != self.rx_published {
+                    self.publish();
+                }
+                return DirectRecv::Empty;
+            }
+            let len = (h >> 32) as u32;
+            if len & RECORD_PAD != 0 {
+                let pad = (len & !RECORD_PAD) as u64;
+                if pad != self.size - off {
+                    self.broken = true;
+                    return DirectRecv::Broken;
+                }
+                self.rx_pos += pad;
+                continue;
+            }
+            let len = len as usize;
+            if len as u64 > self.size / 2 || off + record_span(len) as u64 > self.size {
+                self.broken = true;
+                return DirectRecv::Broken;
+            }
+            // SAFETY: off + header + len lies inside the ring (checked).
+            let src = unsafe { self.rx.add(off as usize + RECORD_HEADER) };
+            if let Err(need) = f(src, len) {
+                return DirectRecv::TooSmall(need);
+            }
+            self.rx_pos += record_span(len) as u64;
+            if self.rx_pos - self.rx_published >= self.size / 4 {
+                self.publish();
+            }
+            return DirectRecv::Message(len);
+        }
+    }
+
+    fn publish(&mut self) {
+        // Release: our reads of the consumed records happen before the
+        // producer, acquiring this position, overwrites them.
+        self.rx_consumer()
+            .position
+            .store(self.rx_pos, Ordering::Release);
+        self.rx_published = self.rx_pos;
+    }
+
+    /// The futex word and its current value, for a blocking wait.
+    pub fn wait_word(&self) -> (&AtomicU32, u32) {
+        let c = self.rx_consumer();
+        (&c.futex, c.futex.load(Ordering::Acquire))
+    }
+
+    /// Publish our position and set or clear our sleeping flag.
+    pub fn set_sleeping(&mut self, on: bool) {
+        if on && self.rx_pos != self.rx_published {
+            self.publish();
+        }
+        self.rx_consumer()
+            .sleeping
+            .store(on as u32, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,921 @@
+//! Endpoints: the application's interface to the network (U-Net/SLE
+//! Figure 1) — a buffer area, send, receive and free queues in a segment
+//! shared with the engine, plus the direct connections the endpoint is party
+//! to. Both paths present the same calls.
+
+use std::collections::VecDeque;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::fd::OwnedFd;
+use std::ptr::NonNull;
+use std::sync::atomic::{fence, Ordering};
+use std::time::{Duration, Instant};
+
+use unet_abi::ring::Ring;
+use unet_abi::*;
+use unet_engine::control::{EndpointAddr, PathChoice, Reply, Request};
+use unet_engine::sys::{self, EventFd, Segment};
+
+use crate::direct::{DirectConn, DirectRecv, DirectSendError};
+use crate::session::Session;
+use crate::{Error, RecvError, SendError};
+
+/// A channel tag: names a destination for sends, and the source of what
+/// arrives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Channel(pub u16);
+
+/// Options of a new endpoint.
+#[derive(Clone, Copy, Debug)]
+pub struct EndpointConfig {
+    /// Segment geometry (buffer size, buffer area, ring sizes).
+    pub geometry: Geometry,
+    /// Accept channels opened by others.
+    pub accept: bool,
+    /// Let the library manage the buffer area: half of it for outgoing
+    /// messages, the rest posted as receive buffers and re-posted after each
+    /// receive. Turn off to drive the U-Net queues yourself
+    /// ([`Endpoint::push_send`], [`Endpoint::poll_recv_desc`],
+    /// [`Endpoint::post_free`]).
+    pub managed_buffers: bool,
+    /// How long a blocking receive spins before it sleeps.
+    pub spin: Duration,
+}
+
+impl Default for EndpointConfig {
+    fn default() -> Self {
+        EndpointConfig {
+            geometry: Geometry::default(),
+            accept: true,
+            managed_buffers: true,
+            spin: Duration::from_micros(50),
+        }
+    }
+}
+
+/// Options of a new channel.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ChannelOptions {
+    /// Which path to take.
+    pub path: PathChoice,
+}
+
+/// A message that arrived.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Recv {
+    /// Its length.
+    pub len: usize,
+    /// The channel it came on (assigned by the engine).
+    pub channel: Channel,
+}
+
+/// Something that happened to the endpoint's channels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A peer opened a channel to this endpoint.
+    ChannelOpened {
+        /// Our tag for it.
+        channel: Channel,
+        /// Who opened it.
+        peer: EndpointAddr,
+        /// Whether it uses the direct path.
+        direct: bool,
+    },
+    /// The peer of this channel is gone (closed or died).
+    PeerGone {
+        /// The channel.
+        channel: Channel,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ChanState {
+    Free,
+    Engine,
+    Direct(usize),
+    Gone,
+}
+
+/// An endpoint.
+pub struct Endpoint {
+    session: Session,
+    id: u32,
+    seg: Segment,
+    layout: Layout,
+    send: Ring<SendDesc>,
+    recv: Ring<RecvDesc>,
+    free: Ring<u32>,
+    events: Ring<EventDesc>,
+    doorbell: EventFd,
+    send_head: u64,
+    recv_tail: u64,
+    event_tail: u64,
+    free_head: u64,
+    chans: Vec<ChanState>,
+    conns: Vec<DirectConn>,
+    rr: usize,
+    user_events: VecDeque<Event>,
+    managed: bool,
+    tx_region: u64,
+    tx_head: u64,
+    tx_tail: u64,
+    inflight: VecDeque<(u64, u64)>,
+    spin: Duration,
+}
+
+impl Endpoint {
+    pub(crate) fn create(session: Session, cfg: EndpointConfig) -> Result<Endpoint, Error> {
+        let layout = Layout::new(cfg.geometry).map_err(|e| Error::Config(e.to_string()))?;
+        let (rep, mut fds) = session.inner.request(&Request::CreateEndpoint {
+            geometry: cfg.geometry,
+            accept: cfg.accept,
+        })?;
+        let id = match rep {
+            Reply::EndpointCreated { endpoint } if fds.len() == 2 => endpoint,
+            Reply::Error(c) => return Err(Error::Engine(c)),
+            r => {
+                return Err(Error::Protocol(format!(
+                    "unexpected answer to create: {r:?}"
+                )))
+            }
+        };
+        let bell = fds.pop().expect("two fds");
+        let seg = Segment::open(
+            fds.pop().expect("two fds"),
+            layout.segment_size as usize,
+            true,
+        )?;
+        // SAFETY: the segment is at least segment_size bytes, page aligned.
+        let h = unsafe { seg.ptr().cast::<EndpointHeader>().as_ref() };
+        if h.magic != ENDPOINT_MAGIC
+            || h.version != VERSION
+            || h.send_off != layout.send_off
+            || h.buffer_area_off != layout.buffer_area_off
+        {
+            return Err(Error::Protocol(
+                "endpoint segment does not match the expected layout".into(),
+            ));
+        }
+        let g = cfg.geometry;
+        let at = |off: u64| seg.ptr().as_ptr().wrapping_add(off as usize);
+        // SAFETY: offsets from Layout, checked against the engine's header,
+        // inside the mapping; ring headers 64-byte aligned.
+        let (send, recv, free, events) = unsafe {
+            (
+                Ring::from_raw(NonNull::new_unchecked(at(layout.send_off)), g.send_cap),
+                Ring::from_raw(NonNull::new_unchecked(at(layout.recv_off)), g.recv_cap),
+                Ring::from_raw(NonNull::new_unchecked(at(layout.free_off)), g.free_cap),
+                Ring::from_raw(NonNull::new_unchecked(at(layout.event_off)), g.event_cap),
+            )
+        };
+        let mut ep = Endpoint {
+            session,
+            id,
+            seg,
+            layout,
+            send,
+            recv,
+            free,
+            events,
+            doorbell: EventFd::from_fd(bell),
+            send_head: 0,
+            recv_tail: 0,
+            event_tail: 0,
+            free_head: 0,
+            chans: Vec::new(),
+            conns: Vec::new(),
+            rr: 0,
+            user_events: VecDeque::new(),
+            managed: cfg.managed_buffers,
+            tx_region: 0,
+            tx_head: 0,
+            tx_tail: 0,
+            inflight: VecDeque::new(),
+            spin: cfg.spin,
+        };
+        if ep.managed {
+            let bs = g.buffer_size as u64;
+            let area = g.buffer_area_size;
+            let nbufs = ((area / 2) / bs).max(1).min(g.free_cap as u64);
+            ep.tx_region = area - nbufs * bs;
+            for i in 0..nbufs {
+                ep.post_free_raw((ep.tx_region + i * bs) as u32);
+            }
+        }
+        Ok(ep)
+    }
+
+    fn header(&self) -> &EndpointHeader {
+        // SAFETY: checked in create(); lives as long as self.seg.
+        unsafe { self.seg.ptr().cast::<EndpointHeader>().as_ref() }
+    }
+
+    /// This endpoint's id in its engine.
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// This endpoint's address as a peer on another host would name it
+    /// (with the engine's UDP address when it has a wire).
+    pub fn addr(&self) -> EndpointAddr {
+        EndpointAddr {
+            host: self.session.udp_addr(),
+            id: self.id,
+        }
+    }
+
+    /// The geometry the endpoint was created with.
+    pub fn geometry(&self) -> Geometry {
+        self.layout.geometry
+    }
+
+    /// Open a channel to `dst`. The destination's engine may refuse.
+    pub fn open_channel(
+        &mut self,
+        dst: EndpointAddr,
+        opts: ChannelOptions,
+    ) -> Result<Channel, Error> {
+        let (rep, mut fds) = self.session.inner.request(&Request::OpenChannel {
+            endpoint: self.id,
+            dst,
+            path: opts.path,
+        })?;
+        match rep {
+            Reply::ChannelOpened {
+                channel,
+                conn_id,
+                side,
+            } => {
+                if conn_id != 0 {
+                    let fd = fds.pop().ok_or_else(|| {
+                        Error::Protocol("direct channel without a segment".into())
+                    })?;
+                    self.attach_conn(fd, conn_id, channel, side == 1)?;
+                } else {
+                    self.set_chan(channel, ChanState::Engine);
+                }
+                self.drain_events();
+                Ok(Channel(channel))
+            }
+            Reply::Error(c) => Err(Error::Engine(c)),
+            r => Err(Error::Protocol(format!("unexpected answer to open: {r:?}"))),
+        }
+    }
+
+    /// Close a channel (the peer sees it gone).
+    pub fn close_channel(&mut self, ch: Channel) -> Result<(), Error> {
+        if let Some(ChanState::Direct(i)) = self.chans.get(ch.0 as usize).copied() {
+            self.conns[i].close();
+        }
+        self.set_chan(ch.0, ChanState::Free);
+        match self
+            .session
+            .inner
+            .request(&Request::CloseChannel {
+                endpoint: self.id,
+                channel: ch.0,
+            })?
+            .0
+        {
+            Reply::Ok => Ok(()),
+            Reply::Error(c) => Err(Error::Engine(c)),
+            r => Err(Error::Protocol(format!(
+                "unexpected answer to close: {r:?}"
+            ))),
+        }
+    }
+
+    /// Accept or refuse channels opened to this endpoint from now on.
+    pub fn set_accept(&mut self, accept: bool) -> Result<(), Error> {
+        match self
+            .session
+            .inner
+            .request(&Request::SetAccept {
+                endpoint: self.id,
+                accept,
+            })?
+            .0
+        {
+            Reply::Ok => Ok(()),
+            Reply::Error(c) => Err(Error::Engine(c)),
+            r => Err(Error::Protocol(format!("unexpected answer: {r:?}"))),
+        }
+    }
+
+    fn set_chan(&mut self, ch: u16, st: ChanState) {
+        let i = ch as usize;
+        if self.chans.len() <= i {
+            self.chans.resize(i + 1, ChanState::Free);
+        }
+        self.chans[i] = st;
+    }
+
+    fn attach_conn(
+        &mut self,
+        fd: OwnedFd,
+        conn_id: u32,
+        channel: u16,
+        side_b: bool,
+    ) -> Result<(), Error> {
+        let seg = Segment::open(fd, CONN_HEADER_SIZE, true)?;
+        let c = DirectConn::open(seg, conn_id, channel, side_b).map_err(Error::Protocol)?;
+        // Reuse the slot of a closed connection.
+        let idx = match self.conns.iter().position(|c| c.broken && c.conn_id == 0) {
+            Some(i) => {
+                self.conns[i] = c;
+                i
+            }
+            None => {
+                self.conns.push(c);
+                self.conns.len() - 1
+            }
+        };
+        self.set_chan(channel, ChanState::Direct(idx));
+        Ok(())
+    }
+
+    // ---------------------------------------------------------------------
+    // Events
+    // ---------------------------------------------------------------------
+
+    fn drain_events(&mut self) {
+        let head = self.events.head();
+        while self.event_tail < head {
+            let e = self.events.read(self.event_tail);
+            self.event_tail += 1;
+            self.handle_event(e);
+        }
+        if self.event_tail == head {
+            self.events.set_tail(self.event_tail);
+        }
+    }
+
+    fn handle_event(&mut self, e: EventDesc) {
+        match EventKind::from_u16(e.kind) {
+            Some(EventKind::ChannelOpened) => {
+                let mut direct = false;
+                if e.arg != 0 {
+                    if let Some((
+                        Reply::DirectConn {
+                            channel,
+                            conn_id,
+                            side,
+                            ..
+                        },
+                        mut fds,
+                    )) = self.session.inner.take_notice(e.arg)
+                    {
+                        if let Some(fd) = fds.pop() {
+                            direct = self.attach_conn(fd, conn_id, channel, side == 1).is_ok();
+                        }
+                    }
+                }
+                if !direct {
+                    self.set_chan(e.channel, ChanState::Engine);
+                }
+                let host = match e.family {
+                    4 => Some(SocketAddr::new(
+                        IpAddr::V4(Ipv4Addr::new(e.addr[0], e.addr[1], e.addr[2], e.addr[3])),
+                        e.port,
+                    )),
+                    6 => Some(SocketAddr::new(IpAddr::V6(Ipv6Addr::from(e.addr)), e.port)),
+                    _ => None,
+                };
+                self.user_events.push_back(Event::ChannelOpened {
+                    channel: Channel(e.channel),
+                    peer: EndpointAddr {
+                        host,
+                        id: e.peer_endpoint,
+                    },
+                    direct,
+                });
+            }
+            Some(EventKind::PeerGone) => {
+                // A direct ring stays readable until drained: what the peer
+                // sent before it went is still delivered.
+                if (e.channel as usize) < self.chans.len() && !self.conn_has_data(e.channel) {
+                    self.chans[e.channel as usize] = ChanState::Gone;
+                }
+                self.user_events.push_back(Event::PeerGone {
+                    channel: Channel(e.channel),
+                });
+            }
+            _ => {}
+        }
+    }
+
+    fn conn_has_data(&self, ch: u16) -> bool {
+        match self.chans.get(ch as usize) {
+            Some(ChanState::Direct(i)) => self.conns[*i].ready(),
+            _ => false,
+        }
+    }
+
+    /// The next channel event, if any.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.drain_events();
+        self.user_events.pop_front()
+    }
+
+    // ---------------------------------------------------------------------
+    // Sending
+    // ---------------------------------------------------------------------
+
+    /// Send a copy of `data` on `ch`. On the direct path the bytes go
+    /// straight into the connection ring; on the engine path into the
+    /// buffer area and a send descriptor. `Err(SendError::Full)` means "try
+    /// again" after the peer or the engine has caught up.
+    #[inline]
+    pub fn send(&mut self, ch: Channel, data: &[u8]) -> Result<(), SendError> {
+        match self.chans.get(ch.0 as usize).copied() {
+            Some(ChanState::Direct(i)) => self.send_direct(i, data),
+            Some(ChanState::Engine) => self.send_engine(ch, data),
+            Some(ChanState::Gone) => Err(SendError::PeerGone),
+            _ => {
+                self.drain_events();
+                match self.chans.get(ch.0 as usize).copied() {
+                    Some(ChanState::Direct(_) | ChanState::Engine) => self.send(ch, data),
+                    Some(ChanState::Gone) => Err(SendError::PeerGone),
+                    _ => Err(SendError::BadChannel),
+                }
+            }
+        }
+    }
+
+    #[inline]
+    fn send_direct(&mut self, i: usize, data: &[u8]) -> Result<(), SendError> {
+        let c = &mut self.conns[i];
+        match c.send(data) {
+            Ok(woke) => {
+                let h = self.header();
+                bump(&h.client_counters[ClientCounter::DirectTxMsgs as usize], 1);
+                bump(
+                    &h.client_counters[ClientCounter::DirectTxBytes as usize],
+                    data.len() as u64,
+                );
+                if woke {
+                    bump(&h.client_counters[ClientCounter::PeerWakeups as usize], 1);
+                }
+                Ok(())
+            }
+            Err(DirectSendError::Full) => Err(SendError::Full),
+            Err(DirectSendError::TooLarge) => Err(SendError::TooLarge),
+            Err(DirectSendError::Closed) => Err(SendError::PeerGone),
+        }
+    }
+
+    fn send_engine(&mut self, ch: Channel, data: &[u8]) -> Result<(), SendError> {
+        if !self.managed {
+            return Err(SendError::Unmanaged);
+        }
+        let len = data.len() as u64;
+        if len == 0 || len as usize > MAX_MESSAGE {
+            return Err(SendError::TooLarge);
+        }
+        let need = len.div_ceil(64) * 64;
+        if need > self.tx_region {
+            return Err(SendError::TooLarge);
+        }
+        self.reclaim();
+        if self.send_head - self.send.tail() >= self.layout.geometry.send_cap as u64 {
+            return Err(SendError::Full);
+        }
+        let mut at = self.tx_head % self.tx_region;
+        let mut skip = 0;
+        if at + need > self.tx_region {
+            skip = self.tx_region - at;
+            at = 0;
+        }
+        if self.tx_head + skip + need - self.tx_tail > self.tx_region {
+            return Err(SendError::Full);
+        }
+        self.tx_head += skip + need;
+        // SAFETY: at + len <= tx_region <= buffer area size: inside our
+        // mapping. The engine only reads this region after we publish.
+        unsafe {
+            let dst = self
+                .seg
+                .ptr()
+                .as_ptr()
+                .add(self.layout.buffer_area_off as usize + at as usize);
+            std::ptr::copy_nonoverlapping(data.as_ptr(), dst, data.len());
+        }
+        self.inflight.push_back((self.send_head, self.tx_head));
+        self.push_desc(SendDesc {
+            offset: at as u32,
+            len: len as u32,
+            channel: ch.0,
+            flags: 0,
+            status: 0,
+        });
+        Ok(())
+    }
+
+    fn reclaim(&mut self) {
+        let done = self.send.tail();
+        while let Some(&(pos, end)) = self.inflight.front() {
+            if pos >= done {
+                break;
+            }
+            self.tx_tail = end;
+            self.inflight.pop_front();
+        }
+    }
+
+    fn push_desc(&mut self, d: SendDesc) -> u64 {
+        let pos = self.send_head;
+        self.send.write(pos, d);
+        self.send_head += 1;
+        self.send.set_head(self.send_head);
+        // Pairs with the engine's fence between arming and re-polling.
+        fence(Ordering::SeqCst);
+        let armed = &self.header().engine_armed;
+        if armed.load(Ordering::Relaxed) != 0 && armed.swap(0, Ordering::AcqRel) != 0 {
+            self.doorbell.notify();
+        }
+        pos
+    }
+
+    /// U-Net's transmit: send `len` bytes at `offset` of the buffer area on
+    /// `ch`. On an engine channel this pushes a send descriptor and returns
+    /// its queue position (see [`Endpoint::send_status`]); on a direct
+    /// channel the bytes are copied to the peer at once.
+    pub fn push_send(&mut self, ch: Channel, offset: u32, len: u32) -> Result<u64, SendError> {
+        if offset as u64 + len as u64 > self.layout.geometry.buffer_area_size {
+            return Err(SendError::BadBuffer);
+        }
+        match self.chans.get(ch.0 as usize).copied() {
+            Some(ChanState::Direct(i)) => {
+                let mut tmp = vec![0u8; len as usize];
+                self.read_buffer(offset, &mut tmp);
+                self.send_direct(i, &tmp).map(|_| u64::MAX)
+            }
+            _ => {
+                if self.send_head - self.send.tail() >= self.layout.geometry.send_cap as u64 {
+                    return Err(SendError::Full);
+                }
+                Ok(self.push_desc(SendDesc {
+                    offset,
+                    len,
+                    channel: ch.0,
+                    flags: 0,
+                    status: 0,
+                }))
+            }
+        }
+    }
+
+    /// Completion of the send descriptor at `pos` (from
+    /// [`Endpoint::push_send`]).
+    pub fn send_status(&self, pos: u64) -> SendStatus {
+        if pos == u64::MAX {
+            return SendStatus::Sent;
+        }
+        if pos >= self.send.tail() || pos + (self.layout.geometry.send_cap as u64) < self.send_head
+        {
+            return SendStatus::Pending;
+        }
+        SendStatus::from_i32(self.send.read(pos).status).unwrap_or(SendStatus::Pending)
+    }
+
+    /// Push a raw send descriptor exactly as given, without any checking:
+    /// for tests of the engine's defences.
+    #[doc(hidden)]
+    pub fn push_raw_desc(&mut self, d: SendDesc) -> bool {
+        if self.send_head - self.send.tail() >= self.layout.geometry.send_cap as u64 {
+            return false;
+        }
+        self.push_desc(d);
+        true
+    }
+
+    /// The raw bytes of this endpoint's segment, for tests of the engine's
+    /// defences (a hostile client scribbling on its own queues).
+    #[doc(hidden)]
+    pub fn raw_segment(&self) -> (*mut u8, usize) {
+        (self.seg.ptr().as_ptr(), self.seg.len())
+    }
+
+    // ---------------------------------------------------------------------
+    // Receiving
+    // ---------------------------------------------------------------------
+
+    /// Take the next message if one is waiting, copying it into `buf`.
+    /// Direct connections and the engine's receive queue are polled in turn.
+    #[inline]
+    pub fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<Recv>, RecvError> {
+        let n = self.conns.len();
+        for k in 0..n {
+            let i = (self.rr + k) % n;
+            let c = &mut self.conns[i];
+            if c.broken {
+                continue;
+            }
+            match c.recv(buf) {
+                DirectRecv::Empty => {}
+                DirectRecv::Message(len) => {
+                    let channel = Channel(c.channel);
+                    self.rr = i + 1;
+                    let h = self.header();
+                    bump(&h.client_counters[ClientCounter::DirectRxMsgs as usize], 1);
+                    bump(
+                        &h.client_counters[ClientCounter::DirectRxBytes as usize],
+                        len as u64,
+                    );
+                    return Ok(Some(Recv { len, channel }));
+                }
+                DirectRecv::TooSmall(need) => return Err(RecvError::BufferTooSmall(need)),
+                DirectRecv::Broken => {
+                    let ch = c.channel;
+                    bump(
+                        &self.header().client_counters[ClientCounter::DirectRxBad as usize],
+                        1,
+                    );
+                    self.set_chan(ch, ChanState::Gone);
+                    return Err(RecvError::Broken(Channel(ch)));
+                }
+            }
+        }
+        if self.events.head() != self.event_tail {
+            self.drain_events();
+        }
+        let head = self.recv.head();
+        if head == self.recv_tail {
+            return Ok(None);
+        }
+        let d = self.recv.read(self.recv_tail);
+        let len = d.len as usize;
+        if len > buf.len() {
+            return Err(RecvError::BufferTooSmall(len));
+        }
+        if d.flags & RECV_INLINE != 0 {
+            let n = len.min(INLINE_MAX);
+            buf[..n].copy_from_slice(&d.data[..n]);
+        } else {
+            let bs = self.layout.geometry.buffer_size as usize;
+            for i in 0..(d.nbufs as usize).min(MAX_RX_BUFFERS) {
+                let off = d.offset(i);
+                let n = bs.min(len.saturating_sub(i * bs));
+                self.read_buffer(off, &mut buf[i * bs..i * bs + n]);
+                if self.managed {
+                    self.post_free_raw(off);
+                }
+            }
+        }
+        self.recv_tail += 1;
+        self.recv.set_tail(self.recv_tail);
+        Ok(Some(Recv {
+            len,
+            channel: Channel(d.channel),
+        }))
+    }
+
+    /// U-Net's receive: the next receive descriptor, for applications that
+    /// manage their buffers (`managed_buffers: false`). Messages on direct
+    /// channels are copied into a free buffer so they look the same.
+    pub fn poll_recv_desc(&mut self) -> Option<RecvDesc> {
+        for i in 0..self.conns.len() {
+            if self.conns[i].broken || !self.conns[i].ready() {
+                continue;
+            }
+            let ch = self.conns[i].channel;
+            let bs = self.layout.geometry.buffer_size as usize;
+            let mut desc = RecvDesc {
+                channel: ch,
+                ..Default::default()
+            };
+            let mut tmp = Vec::new();
+            let got = self.conns[i].recv_with(|src, len| {
+                tmp.resize(len, 0);
+                // SAFETY: src has len readable bytes (DirectConn's contract).
+                unsafe { std::ptr::copy_nonoverlapping(src, tmp.as_mut_ptr(), len) };
+                Ok(())
+            });
+            if let DirectRecv::Message(len) = got {
+                desc.len = len as u32;
+                if len <= INLINE_MAX {
+                    desc.flags = RECV_INLINE;
+                    desc.data[..len].copy_from_slice(&tmp);
+                    return Some(desc);
+                }
+                let nbufs = len.div_ceil(bs);
+                if nbufs > MAX_RX_BUFFERS {
+                    continue;
+                }
+                let mut offs = Vec::with_capacity(nbufs);
+                for _ in 0..nbufs {
+                    match self.pop_free_client() {
+                        Some(o) => offs.push(o),
+                        None => break,
+                    }
+                }
+                if offs.len() < nbufs {
+                    for o in offs {
+                        self.post_free_raw(o);
+                    }
+                    continue; // dropped: no buffer, as U-Net does
+                }
+                for (k, &o) in offs.iter().enumerate() {
+                    let n = bs.min(len - k * bs);
+                    self.write_buffer(o, &tmp[k * bs..k * bs + n]);
+                    desc.set_offset(k, o);
+                }
+                desc.nbufs = nbufs as u8;
+                return Some(desc);
+            }
+        }
+        self.drain_events();
+        if self.recv.head() == self.recv_tail {
+            return None;
+        }
+        let d = self.recv.read(self.recv_tail);
+        self.recv_tail += 1;
+        self.recv.set_tail(self.recv_tail);
+        Some(d)
+    }
+
+    fn pop_free_client(&mut self) -> Option<u32> {
+        loop {
+            let t = self.free.tail();
+            if self.free.head() == t {
+                return None;
+            }
+            let off = self.free.read(t);
+            if self.free.cas_tail(t) {
+                return Some(off);
+            }
+        }
+    }
+
+    /// Post a free receive buffer (its offset in the buffer area).
+    pub fn post_free(&mut self, offset: u32) -> Result<(), Error> {
+        if offset as u64 + self.layout.geometry.buffer_size as u64
+            > self.layout.geometry.buffer_area_size
+        {
+            return Err(Error::Config(format!(
+                "free buffer offset {offset} outside the buffer area"
+            )));
+        }
+        if self.free_head - self.free.tail() >= self.layout.geometry.free_cap as u64 {
+            return Err(Error::Config("free queue full".into()));
+        }
+        self.post_free_raw(offset);
+        Ok(())
+    }
+
+    fn post_free_raw(&mut self, offset: u32) {
+        self.free.write(self.free_head, offset);
+        self.free_head += 1;
+        self.free.set_head(self.free_head);
+    }
+
+    /// Copy out of the buffer area (bounds are clamped to the area).
+    pub fn read_buffer(&self, offset: u32, out: &mut [u8]) {
+        let area = self.layout.geometry.buffer_area_size as usize;
+        let off = (offset as usize).min(area);
+        let n = out.len().min(area - off);
+        // SAFETY: off + n <= area size, inside the mapping.
+        unsafe {
+            let src = self
+                .seg
+                .ptr()
+                .as_ptr()
+                .add(self.layout.buffer_area_off as usize + off);
+            std::ptr::copy_nonoverlapping(src, out.as_mut_ptr(), n);
+        }
+    }
+
+    /// Copy into the buffer area (bounds are clamped to the area).
+    pub fn write_buffer(&mut self, offset: u32, data: &[u8]) {
+        let area = self.layout.geometry.buffer_area_size as usize;
+        let off = (offset as usize).min(area);
+        let n = data.len().min(area - off);
+        // SAFETY: off + n <= area size, inside the mapping.
+        unsafe {
+            let dst = self
+                .seg
+                .ptr()
+                .as_ptr()
+                .add(self.layout.buffer_area_off as usize + off);
+            std::ptr::copy_nonoverlapping(data.as_ptr(), dst, n);
+        }
+    }
+
+    /// True when a message or event is waiting.
+    #[inline]
+    pub fn ready(&self) -> bool {
+        self.conns.iter().any(|c| !c.broken && c.ready())
+            || self.recv.head() != self.recv_tail
+            || self.events.head() != self.event_tail
+    }
+
+    /// Wait until a message or an event is waiting, at most `timeout`:
+    /// spin for the endpoint's spin time, then sleep on a futex (the engine
+    /// or a direct peer wakes us only when we sleep).
+    pub fn wait(&mut self, timeout: Option<Duration>) -> bool {
+        let start = Instant::now();
+        while start.elapsed() < self.spin {
+            for _ in 0..64 {
+                if self.ready() {
+                    return true;
+                }
+                std::hint::spin_loop();
+            }
+        }
+        loop {
+            for c in self.conns.iter_mut() {
+                c.set_sleeping(true);
+            }
+            let h = self.header();
+            let mut words = Vec::with_capacity(1 + self.conns.len());
+            words.push((&h.rx_futex, h.rx_futex.load(Ordering::Acquire)));
+            h.client_sleeping.store(1, Ordering::Relaxed);
+            for c in self.conns.iter() {
+                if !c.broken {
+                    words.push(c.wait_word());
+                }
+            }
+            // Pairs with the fences of the engine and of direct peers after
+            // they publish: either we see their message now, or they see
+            // our sleeping flags and wake us.
+            fence(Ordering::SeqCst);
+            let ready = self.ready();
+            if !ready {
+                let left = timeout.map(|t| t.saturating_sub(start.elapsed()));
+                if left != Some(Duration::ZERO) {
+                    bump(&h.client_counters[ClientCounter::Sleeps as usize], 1);
+                    sys::futex_wait_any(&words, left.map(|l| l.min(Duration::from_secs(1))));
+                }
+            }
+            drop(words);
+            self.header().client_sleeping.store(0, Ordering::Relaxed);
+            for c in self.conns.iter_mut() {
+                c.set_sleeping(false);
+            }
+            if self.ready() {
+                return true;
+            }
+            if timeout.is_some_and(|t| start.elapsed() >= t) {
+                return false;
+            }
+        }
+    }
+
+    /// Receive the next message into `buf`, waiting at most `timeout`
+    /// (None: forever). `Err(RecvError::Timeout)` when nothing came.
+    pub fn recv(&mut self, buf: &mut [u8], timeout: Option<Duration>) -> Result<Recv, RecvError> {
+        let start = Instant::now();
+        loop {
+            if let Some(r) = self.try_recv(buf)? {
+                return Ok(r);
+            }
+            let left = timeout.map(|t| t.saturating_sub(start.elapsed()));
+            if left == Some(Duration::ZERO) || !self.wait(left) {
+                if let Some(r) = self.try_recv(buf)? {
+                    return Ok(r);
+                }
+                if timeout.is_some_and(|t| start.elapsed() >= t) {
+                    return Err(RecvError::Timeout);
+                }
+            }
+        }
+    }
+
+    /// Send, retrying while the queue is full (waiting up to `timeout`).
+    pub fn send_blocking(
+        &mut self,
+        ch: Channel,
+        data: &[u8],
+        timeout: Duration,
+    ) -> Result<(), SendError> {
+        let start = Instant::now();
+        loop {
+            match self.send(ch, data) {
+                Err(SendError::Full) if start.elapsed() < timeout => std::hint::spin_loop(),
+                r => return r,
+            }
+        }
+    }
+
+    /// Direct-path counters kept by this library in the segment.
+    pub fn client_counter(&self, c: ClientCounter) -> u64 {
+        self.header().client_counters[c as usize].load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        for c in &self.conns {
+            c.close();
+        }
+        let _ = self
+            .session
+            .inner
+            .request(&Request::CloseEndpoint { endpoint: self.id });
+    }
+}
+
+#[inline]
+fn bump(a: &std::sync::atomic::AtomicU64, n: u64) {
+    // One writer (this library, for its own endpoint): load + store.
+    a.store(a.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+}

@@ -1,0 +1,160 @@
+//! A session: one control connection to an engine, embedded or daemon.
+
+use std::collections::VecDeque;
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use unet_engine::control::{self, Reply, Request};
+use unet_engine::sys;
+use unet_engine::Engine;
+
+use crate::endpoint::{Endpoint, EndpointConfig};
+use crate::Error;
+
+pub(crate) struct Inner {
+    sock: OwnedFd,
+    state: Mutex<State>,
+    pub engine_id: u64,
+    pub udp: Option<SocketAddr>,
+}
+
+#[derive(Default)]
+struct State {
+    next_req: u32,
+    notices: VecDeque<(Reply, Vec<OwnedFd>)>,
+}
+
+/// A connection to an engine. Cheap to clone; endpoints keep it alive.
+#[derive(Clone)]
+pub struct Session {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl Session {
+    /// Connect to a daemon's control socket.
+    pub fn connect(path: impl AsRef<Path>) -> Result<Session, Error> {
+        let path = path.as_ref();
+        let fd = unet_engine::sys_connect_seqpacket(path).map_err(|e| {
+            Error::Io(io::Error::new(
+                e.kind(),
+                format!("cannot reach the engine at {}: {e}", path.display()),
+            ))
+        })?;
+        Self::from_fd(fd)
+    }
+
+    /// A session on an embedded engine.
+    pub fn embedded(engine: &Engine) -> Result<Session, Error> {
+        Self::from_fd(engine.connect()?)
+    }
+
+    /// A session on an already connected control socket.
+    pub fn from_fd(sock: OwnedFd) -> Result<Session, Error> {
+        let mut inner = Inner {
+            sock,
+            state: Mutex::new(State::default()),
+            engine_id: 0,
+            udp: None,
+        };
+        match inner
+            .request(&Request::Hello {
+                version: control::PROTOCOL_VERSION,
+            })?
+            .0
+        {
+            Reply::Hello { engine_id, udp } => {
+                inner.engine_id = engine_id;
+                inner.udp = udp;
+            }
+            r => {
+                return Err(Error::Protocol(format!(
+                    "unexpected answer to hello: {r:?}"
+                )))
+            }
+        }
+        Ok(Session {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// The engine's UDP address (what remote peers use in an
+    /// [`EndpointAddr`](crate::EndpointAddr)).
+    pub fn udp_addr(&self) -> Option<SocketAddr> {
+        self.inner.udp
+    }
+
+    /// Create an endpoint.
+    pub fn create_endpoint(&self, cfg: EndpointConfig) -> Result<Endpoint, Error> {
+        Endpoint::create(self.clone(), cfg)
+    }
+
+    /// Map the engine's counters segment read-only (for `unet stat`).
+    pub fn counters(&self) -> Result<(unet_engine::sys::Segment, u32), Error> {
+        let (r, mut fds) = self.inner.request(&Request::Stat)?;
+        match r {
+            Reply::Stat { max_endpoints } if !fds.is_empty() => {
+                let seg = sys::Segment::open(
+                    fds.remove(0),
+                    unet_abi::counters_segment_size(max_endpoints),
+                    false,
+                )?;
+                Ok((seg, max_endpoints))
+            }
+            Reply::Error(c) => Err(Error::Engine(c)),
+            r => Err(Error::Protocol(format!("unexpected answer to stat: {r:?}"))),
+        }
+    }
+}
+
+impl Inner {
+    /// Send a request and wait for its reply; notices that arrive meanwhile
+    /// are kept for [`Inner::take_notice`].
+    pub fn request(&self, req: &Request) -> Result<(Reply, Vec<OwnedFd>), Error> {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.next_req = st.next_req.wrapping_add(1).max(1);
+        let id = st.next_req;
+        sys::send_packet(self.sock.as_raw_fd(), &req.encode(id), &[])?;
+        let mut buf = [0u8; control::MAX_PACKET];
+        loop {
+            let mut fds = Vec::new();
+            let n = sys::recv_packet(self.sock.as_raw_fd(), &mut buf, &mut fds, false)?;
+            if n == 0 {
+                return Err(Error::EngineGone);
+            }
+            let (rid, rep) =
+                Reply::decode(&buf[..n]).map_err(|e| Error::Protocol(e.to_string()))?;
+            if rid == id {
+                return Ok((rep, fds));
+            }
+            if rid == 0 {
+                st.notices.push_back((rep, fds));
+            }
+        }
+    }
+
+    /// Take the notice (with its descriptors) about direct connection
+    /// `conn_id`, reading the control socket without blocking.
+    pub fn take_notice(&self, conn_id: u32) -> Option<(Reply, Vec<OwnedFd>)> {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut buf = [0u8; control::MAX_PACKET];
+        loop {
+            if let Some(i) = st.notices.iter().position(
+                |(r, _)| matches!(r, Reply::DirectConn { conn_id: c, .. } if *c == conn_id),
+            ) {
+                return st.notices.remove(i);
+            }
+            let mut fds = Vec::new();
+            match sys::recv_packet(self.sock.as_raw_fd(), &mut buf, &mut fds, true) {
+                Ok(n) if n > 0 => {
+                    if let Ok((0, rep)) = Reply::decode(&buf[..n]) {
+                        st.notices.push_back((rep, fds));
+                    }
+                }
+                _ => return None,
+            }
+        }
+    }
+}

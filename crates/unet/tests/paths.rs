@@ -1,0 +1,163 @@
+//! Endpoints on an embedded engine: the direct path, the engine path and the
+//! UDP path carry messages of every size intact, and channel events arrive.
+
+use std::time::Duration;
+
+use unet::*;
+
+fn pattern(i: usize, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|k| (i.wrapping_mul(31) + k * 7) as u8)
+        .collect()
+}
+
+const T: Option<Duration> = Some(Duration::from_secs(10));
+
+fn exchange(a: &mut Endpoint, b: &mut Endpoint, ch: Channel, sizes: &[usize], rounds: usize) {
+    let mut buf = vec![0u8; 1 << 20];
+    let mut b_chan = None;
+    for r in 0..rounds {
+        for (k, &len) in sizes.iter().enumerate() {
+            let msg = pattern(r * 100 + k, len);
+            a.send_blocking(ch, &msg, Duration::from_secs(10))
+                .expect("send");
+            let got = b.recv(&mut buf, T).expect("recv");
+            assert_eq!(got.len, len, "round {r} size {len}");
+            assert!(buf[..len] == msg[..], "content of round {r} size {len}");
+            if let Some(c) = b_chan {
+                assert_eq!(got.channel, c, "source channel is stable");
+            }
+            b_chan = Some(got.channel);
+            // And back.
+            b.send_blocking(got.channel, &buf[..len].to_vec(), Duration::from_secs(10))
+                .expect("reply");
+            let back = a.recv(&mut buf, T).expect("recv reply");
+            assert_eq!(back.channel, ch);
+            assert_eq!(back.len, len);
+            assert!(buf[..len] == msg[..]);
+        }
+    }
+}
+
+const SIZES: &[usize] = &[
+    1, 8, 55, 56, 57, 64, 1000, 4096, 8191, 8192, 8193, 65536, 100_000,
+];
+
+#[test]
+fn direct_path_carries_every_size() {
+    let engine = Engine::start(EngineConfig::default()).unwrap();
+    let s = Session::embedded(&engine).unwrap();
+    let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
+    let mut b = s.create_endpoint(EndpointConfig::default()).unwrap();
+    let ch = a
+        .open_channel(
+            b.addr(),
+            ChannelOptions {
+                path: PathChoice::Direct,
+            },
+        )
+        .unwrap();
+    match b.poll_event() {
+        Some(Event::ChannelOpened { peer, direct, .. }) => {
+            assert_eq!(peer.id, a.id());
+            assert!(direct);
+        }
+        e => panic!("expected ChannelOpened, got {e:?}"),
+    }
+    exchange(&mut a, &mut b, ch, SIZES, 3);
+    assert!(a.client_counter(ClientCounter::DirectTxMsgs) >= (SIZES.len() * 3) as u64);
+}
+
+#[test]
+fn engine_path_carries_every_size() {
+    let engine = Engine::start(EngineConfig::default()).unwrap();
+    let s = Session::embedded(&engine).unwrap();
+    let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
+    let mut b = s.create_endpoint(EndpointConfig::default()).unwrap();
+    let ch = a
+        .open_channel(
+            b.addr(),
+            ChannelOptions {
+                path: PathChoice::Engine,
+            },
+        )
+        .unwrap();
+    exchange(&mut a, &mut b, ch, SIZES, 3);
+    assert_eq!(a.client_counter(ClientCounter::DirectTxMsgs), 0);
+}
+
+#[test]
+fn udp_path_between_two_engines() {
+    let cfg = EngineConfig {
+        udp_bind: Some("127.0.0.1:0".parse().unwrap()),
+        ..Default::default()
+    };
+    let e1 = Engine::start(cfg.clone()).unwrap();
+    let e2 = Engine::start(cfg).unwrap();
+    let s1 = Session::embedded(&e1).unwrap();
+    let s2 = Session::embedded(&e2).unwrap();
+    let mut a = s1.create_endpoint(EndpointConfig::default()).unwrap();
+    let mut b = s2.create_endpoint(EndpointConfig::default()).unwrap();
+    let ch = a.open_channel(b.addr(), ChannelOptions::default()).unwrap();
+    match b.poll_event() {
+        Some(Event::ChannelOpened { peer, direct, .. }) => {
+            assert_eq!(peer, a.addr());
+            assert!(!direct);
+        }
+        e => panic!("expected ChannelOpened, got {e:?}"),
+    }
+    exchange(&mut a, &mut b, ch, SIZES, 2);
+}
+
+#[test]
+fn refused_and_unknown_destinations() {
+    let engine = Engine::start(EngineConfig::default()).unwrap();
+    let s = Session::embedded(&engine).unwrap();
+    let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
+    let b = s
+        .create_endpoint(EndpointConfig {
+            accept: false,
+            ..Default::default()
+        })
+        .unwrap();
+    match a.open_channel(b.addr(), ChannelOptions::default()) {
+        Err(Error::Engine(ErrorCode::Refused)) => {}
+        r => panic!("expected a refusal, got {r:?}"),
+    }
+    match a.open_channel(EndpointAddr::local(9999), ChannelOptions::default()) {
+        Err(Error::Engine(ErrorCode::NoSuchEndpoint)) => {}
+        r => panic!("expected no such endpoint, got {r:?}"),
+    }
+    assert_eq!(a.send(Channel(7), b"x"), Err(SendError::BadChannel));
+}
+
+#[test]
+fn peer_gone_is_reported_on_both_paths() {
+    let engine = Engine::start(EngineConfig::default()).unwrap();
+    let s = Session::embedded(&engine).unwrap();
+    for path in [PathChoice::Direct, PathChoice::Engine] {
+        let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
+        let b = s.create_endpoint(EndpointConfig::default()).unwrap();
+        let ch = a.open_channel(b.addr(), ChannelOptions { path }).unwrap();
+        drop(b);
+        let mut gone = false;
+        for _ in 0..1000 {
+            if let Some(Event::PeerGone { channel }) = a.poll_event() {
+                assert_eq!(channel, ch);
+                gone = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert!(gone, "{path:?}: no PeerGone event");
+        let mut failed = false;
+        for _ in 0..100 {
+            if a.send(ch, b"x") == Err(SendError::PeerGone) {
+                failed = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(failed, "{path:?}: sending to a gone peer must fail");
+    }
+}
