@@ -1,11 +1,90 @@
-//! `unet daemon`.
+//! `unet daemon`: an engine that client processes reach over a Unix socket.
 
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
+
+use unet::{Engine, EngineConfig};
+
+/// Default control socket path.
+pub const DEFAULT_SOCKET: &str = "/tmp/unet.sock";
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Control socket path (clients connect here).
+    #[arg(long, default_value = DEFAULT_SOCKET)]
+    pub socket: PathBuf,
+    /// Bind the UDP wire to this address (e.g. 0.0.0.0:7700). No wire if
+    /// absent.
+    #[arg(long)]
+    pub udp: Option<SocketAddr>,
+    /// Largest UDP datagram to send (1472 suits a 1500-byte MTU).
+    #[arg(long, default_value_t = 1472)]
+    pub max_datagram: usize,
+    /// Fault injection: drop this many outgoing datagrams per million.
+    #[arg(long, default_value_t = 0)]
+    pub drop_ppm: u32,
+    /// Seed of the fault injector.
+    #[arg(long, default_value_t = 1)]
+    pub drop_seed: u64,
+    /// Endpoint slots.
+    #[arg(long, default_value_t = 256)]
+    pub max_endpoints: u32,
+    /// Microseconds the engine keeps polling after its last work before it
+    /// sleeps.
+    #[arg(long, default_value_t = 50)]
+    pub idle_spin_us: u64,
+}
 
-pub fn run(_a: Args) -> ExitCode {
-    eprintln!("unet daemon: not built yet");
-    ExitCode::from(1)
+pub fn run(a: Args) -> ExitCode {
+    // Block SIGINT/SIGTERM in every thread so that sigwait below receives
+    // them (the engine thread inherits the mask).
+    // SAFETY: sigset manipulation on a local; pthread_sigmask on this thread.
+    let set = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    };
+    let cfg = EngineConfig {
+        control_socket: Some(a.socket.clone()),
+        udp_bind: a.udp,
+        max_datagram: a.max_datagram,
+        wire_drop_ppm: a.drop_ppm,
+        wire_drop_seed: a.drop_seed,
+        max_endpoints: a.max_endpoints,
+        idle_spin: Duration::from_micros(a.idle_spin_us),
+        ..Default::default()
+    };
+    let engine = match Engine::start(cfg) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!(
+                "unet daemon: cannot start the engine on {}: {e}",
+                a.socket.display()
+            );
+            return ExitCode::from(1);
+        }
+    };
+    match engine.udp_addr() {
+        Some(u) => println!(
+            "unet daemon: control socket {}, UDP wire {u}",
+            a.socket.display()
+        ),
+        None => println!(
+            "unet daemon: control socket {}, no UDP wire",
+            a.socket.display()
+        ),
+    }
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let mut sig: libc::c_int = 0;
+    // SAFETY: waits for one of the blocked signals; writes to a local.
+    unsafe { libc::sigwait(&set, &mut sig) };
+    eprintln!("unet daemon: stopping (signal {sig})");
+    engine.stop();
+    ExitCode::SUCCESS
 }
