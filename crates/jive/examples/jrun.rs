@@ -23,6 +23,11 @@ fn main() {
     let mut host = ();
     let mut vm = Vm::new(class.clone(), Limits::default(), &mut host).expect("construct");
     let m = class.method(&a[2]).expect("no such method");
+    if std::env::var_os("JRUN_DUMP").is_some() {
+        for (i, op) in class.decoded(m).ops.iter().enumerate() {
+            eprintln!("{i:4} {op:?}");
+        }
+    }
     let t = Instant::now();
     let r = vm.invoke(&mut host, m, &args);
     let dt = t.elapsed();
