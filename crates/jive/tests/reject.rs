@@ -273,7 +273,7 @@ fn inconsistent_merges() {
         1,
         2,
         &[
-            ICONST_0, ISTORE_1, ILOAD_0, IFEQ, 0, 8, ICONST_1, NEWARRAY, T_INT, ASTORE_1, ILOAD_1,
+            ICONST_0, ISTORE_1, ILOAD_0, IFEQ, 0, 7, ICONST_1, NEWARRAY, T_INT, ASTORE_1, ILOAD_1,
             IRETURN,
         ],
         "which holds an unusable value",
