@@ -284,8 +284,8 @@ fn inconsistent_merges() {
         1,
         1,
         &[
-            ILOAD_0, IFEQ, 0, 8, ICONST_1, GOTO, 0, 6, ICONST_0, NEWARRAY, T_INT, POP, ICONST_0,
-            IRETURN,
+            ILOAD_0, IFEQ, 0, 9, ICONST_1, GOTO, 0, 8, NOP, NOP, ICONST_0, NEWARRAY, T_INT, POP,
+            ICONST_0, IRETURN,
         ],
         "stack types differ where paths merge",
     );
