@@ -546,7 +546,7 @@ impl D {
         let src = self.pop();
         match src {
             Src::S(s) if s == own => {
-                let aliased = self.vs.iter().any(|e| *e == Src::S(own));
+                let aliased = self.vs.contains(&Src::S(own));
                 if !aliased && self.ops.len() > self.block_start {
                     if let Some(last) = self.ops.last_mut() {
                         if let Some(dst) = last.dest_mut() {

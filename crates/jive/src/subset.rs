@@ -308,7 +308,7 @@ impl Model<'_> {
             if op != "invokestatic" {
                 return Err(format!("{op} of native {c}.{n}{d}: natives are static"));
             }
-            if !self.granted.iter().any(|g| *g == e.0) {
+            if !self.granted.contains(&e.0) {
                 return Err(format!(
                     "native {c}.{n}{d} is in domain \"{}\", which is not granted to this class",
                     e.0

@@ -605,7 +605,7 @@ fn parse(model: &Model<'_>, m: &MethodDef, code: &[u8]) -> Result<Vec<(u32, Ins)
             ),
             145 => (Ins::I2b, 1),
             147 => (Ins::I2s, 1),
-            153..=158 | 159..=164 => {
+            153..=164 => {
                 let cond = [Cond::Eq, Cond::Ne, Cond::Lt, Cond::Ge, Cond::Gt, Cond::Le]
                     [((op - 153) % 6) as usize];
                 let t = rel16(pc + 1).map_err(err)?;
@@ -1335,7 +1335,6 @@ pub fn verify(model: &Model<'_>, m: &MethodDef, code: &CodeInfo) -> Result<Verif
     // Initial frame.
     let mut locals = vec![VType::Top; max_locals];
     let is_init = m.name == "<init>";
-    let mut n = 0usize;
     let mut args: Vec<VType> = Vec::new();
     if !m.is_static {
         args.push(if is_init {
@@ -1345,15 +1344,14 @@ pub fn verify(model: &Model<'_>, m: &MethodDef, code: &CodeInfo) -> Result<Verif
         });
     }
     args.extend(m.sig.params.iter().map(|p| VType::of(*p)));
-    for a in args {
-        if n >= max_locals {
-            return Err((
-                None,
-                format!("arguments do not fit in max_locals {max_locals}"),
-            ));
-        }
+    if args.len() > max_locals {
+        return Err((
+            None,
+            format!("arguments do not fit in max_locals {max_locals}"),
+        ));
+    }
+    for (n, a) in args.into_iter().enumerate() {
         locals[n] = a;
-        n += 1;
     }
     let ctx = Ctx {
         model,
