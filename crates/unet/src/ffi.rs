@@ -1,1 +1,1159 @@
-//! C ABI (in progress).
+//! The C ABI: `extern "C"` functions over the Rust API, for other languages
+//! to bind. The header is `include/unet.h`; the two must match exactly.
+//!
+//! Conventions:
+//!
+//! * Objects are opaque handles (`unet_engine*`, `unet_session*`,
+//!   `unet_endpoint*`): boxed Rust values, created by `*_start`, `*_connect`,
+//!   `*_embedded` or `*_create` and released by the matching `*_stop` or
+//!   `*_close`, which accept NULL.
+//! * Functions return an `int`: 0 (or 1 for "got one" where documented) on
+//!   success, a negative [`UNET_EFULL`]… status on failure. The thread's last
+//!   failure is described by [`unet_last_error_message`].
+//! * Every pointer is checked for NULL ([`UNET_EINVAL`]); no panic crosses
+//!   the boundary (it is reported as [`UNET_EIO`]).
+//! * An endpoint must be used by one thread at a time. A session and an
+//!   engine may be shared between threads.
+
+use std::cell::RefCell;
+use std::ffi::{c_char, c_int, c_void, CStr, CString, OsStr};
+use std::os::unix::ffi::OsStrExt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use unet_abi::{Geometry, RecvDesc, SendStatus};
+use unet_engine::control::{EndpointAddr, ErrorCode, PathChoice};
+use unet_engine::{Engine, EngineConfig};
+
+use crate::endpoint::{Channel, ChannelOptions, Endpoint, EndpointConfig, Event};
+use crate::session::Session;
+use crate::{Error, RecvError, SendError};
+
+// -------------------------------------------------------------------------
+// Status codes (enum unet_status)
+// -------------------------------------------------------------------------
+
+/// Success.
+pub const UNET_OK: c_int = 0;
+/// A queue or ring is full: retry later.
+pub const UNET_EFULL: c_int = -1;
+/// Not a channel this endpoint holds.
+pub const UNET_EBADCHAN: c_int = -2;
+/// The channel's peer is gone (closed, died, or broke the connection).
+pub const UNET_EPEERGONE: c_int = -3;
+/// The message is empty or larger than the path can carry.
+pub const UNET_ETOOLARGE: c_int = -4;
+/// Offset or length outside the buffer area.
+pub const UNET_EBADBUF: c_int = -5;
+/// Nothing arrived in time.
+pub const UNET_ETIMEDOUT: c_int = -6;
+/// The receive buffer is too small; the needed size is returned.
+pub const UNET_ETOOSMALL: c_int = -7;
+/// The destination refused the channel.
+pub const UNET_EREFUSED: c_int = -8;
+/// No endpoint with that id.
+pub const UNET_ENOENDPOINT: c_int = -9;
+/// Another refusal by the engine (see the error message).
+pub const UNET_EENGINE: c_int = -10;
+/// An operating-system or protocol error, or an internal failure.
+pub const UNET_EIO: c_int = -11;
+/// A NULL pointer or an invalid argument.
+pub const UNET_EINVAL: c_int = -12;
+
+/// `unet_event::kind`: a peer opened a channel to this endpoint.
+pub const UNET_EVENT_CHANNEL_OPENED: u32 = 1;
+/// `unet_event::kind`: the peer of a channel is gone.
+pub const UNET_EVENT_PEER_GONE: u32 = 2;
+
+// -------------------------------------------------------------------------
+// Types shared with C
+// -------------------------------------------------------------------------
+
+/// Opaque engine handle (`unet_engine` in C).
+pub struct UnetEngine(Engine);
+/// Opaque session handle (`unet_session` in C).
+pub struct UnetSession(Session);
+/// Opaque endpoint handle (`unet_endpoint` in C).
+pub struct UnetEndpoint(Endpoint);
+
+/// Options of a new endpoint (`unet_endpoint_config` in C). Numeric fields
+/// that are 0 take their default; `accept` and `managed_buffers` are taken
+/// as given (non-zero is true). [`unet_endpoint_config_init`] fills in the
+/// defaults.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct UnetEndpointConfig {
+    /// Size of the buffer area in bytes (a multiple of 4096).
+    pub buffer_area_size: u64,
+    /// Size of each receive buffer (a multiple of 64).
+    pub buffer_size: u32,
+    /// Send queue capacity (a power of two).
+    pub send_cap: u32,
+    /// Receive queue capacity (a power of two).
+    pub recv_cap: u32,
+    /// Free queue capacity (a power of two).
+    pub free_cap: u32,
+    /// Event queue capacity (a power of two).
+    pub event_cap: u32,
+    /// Accept channels opened by others.
+    pub accept: c_int,
+    /// Let the library manage the buffer area (`unet_send`); 0 to drive the
+    /// queues with `unet_push_send`, `unet_poll_recv_desc`, `unet_post_free`.
+    pub managed_buffers: c_int,
+}
+
+/// A channel event (`unet_event` in C), 32 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct UnetEvent {
+    /// [`UNET_EVENT_CHANNEL_OPENED`] or [`UNET_EVENT_PEER_GONE`].
+    pub kind: u32,
+    /// The channel concerned (this endpoint's tag for it).
+    pub channel: u16,
+    /// Whether the channel uses the direct path (opened events).
+    pub direct: u8,
+    /// The peer's engine address family: 0 local, 4 IPv4, 6 IPv6.
+    pub peer_family: u8,
+    /// The peer's endpoint id (opened events).
+    pub peer_endpoint: u32,
+    /// The peer engine's UDP port (0 when local).
+    pub peer_port: u16,
+    /// Reserved, zero.
+    pub reserved: u16,
+    /// The peer engine's IP address (IPv4 in the first 4 bytes).
+    pub peer_addr: [u8; 16],
+}
+
+const _: () = assert!(std::mem::size_of::<UnetEndpointConfig>() == 40);
+const _: () = assert!(std::mem::size_of::<UnetEvent>() == 32);
+const _: () = assert!(std::mem::size_of::<RecvDesc>() == 64);
+const _: () = assert!(std::mem::align_of::<RecvDesc>() == 64);
+
+// -------------------------------------------------------------------------
+// Errors
+// -------------------------------------------------------------------------
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+fn set_error(msg: impl Into<String>) {
+    let mut s = msg.into();
+    s.retain(|c| c != '\0');
+    let c = CString::new(s).unwrap_or_default();
+    LAST_ERROR.with(|e| *e.borrow_mut() = c);
+}
+
+fn fail(code: c_int, msg: impl Into<String>) -> c_int {
+    set_error(msg);
+    code
+}
+
+fn error_status(e: &Error) -> c_int {
+    match e {
+        Error::Engine(ErrorCode::Refused) => UNET_EREFUSED,
+        Error::Engine(ErrorCode::NoSuchEndpoint) => UNET_ENOENDPOINT,
+        Error::Engine(ErrorCode::NoSuchChannel) => UNET_EBADCHAN,
+        Error::Engine(_) => UNET_EENGINE,
+        Error::Config(_) => UNET_EINVAL,
+        Error::Io(_) | Error::Protocol(_) | Error::EngineGone => UNET_EIO,
+    }
+}
+
+fn fail_error(e: Error) -> c_int {
+    fail(error_status(&e), e.to_string())
+}
+
+fn fail_send(e: SendError) -> c_int {
+    let code = match e {
+        SendError::Full => UNET_EFULL,
+        SendError::BadChannel => UNET_EBADCHAN,
+        SendError::PeerGone => UNET_EPEERGONE,
+        SendError::TooLarge => UNET_ETOOLARGE,
+        SendError::BadBuffer => UNET_EBADBUF,
+        SendError::Unmanaged => UNET_EINVAL,
+    };
+    fail(code, e.to_string())
+}
+
+/// Run `f`, turning a panic into [`UNET_EIO`].
+fn guard(f: impl FnOnce() -> c_int) -> c_int {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(p) => {
+            let what = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown".into());
+            fail(UNET_EIO, format!("internal error: {what}"))
+        }
+    }
+}
+
+fn null(what: &str) -> c_int {
+    fail(UNET_EINVAL, format!("{what} is NULL"))
+}
+
+/// A C string argument as bytes; `None` for NULL.
+///
+/// # Safety
+/// `p` is NULL or points to a NUL-terminated string that outlives the call.
+unsafe fn c_bytes<'a>(p: *const c_char) -> Option<&'a [u8]> {
+    if p.is_null() {
+        None
+    } else {
+        // SAFETY: non-NULL, NUL-terminated per the caller's contract.
+        Some(unsafe { CStr::from_ptr(p) }.to_bytes())
+    }
+}
+
+/// A text argument; Err(status) when not UTF-8.
+fn text<'a>(b: &'a [u8], what: &str) -> Result<&'a str, c_int> {
+    std::str::from_utf8(b).map_err(|_| fail(UNET_EINVAL, format!("{what} is not UTF-8")))
+}
+
+/// The endpoint behind a handle.
+///
+/// # Safety
+/// `ep` is NULL or a handle from [`unet_endpoint_create`] not yet closed,
+/// used by this thread only for the duration of the call.
+unsafe fn endpoint<'a>(ep: *mut UnetEndpoint) -> Result<&'a mut Endpoint, c_int> {
+    // SAFETY: per the caller's contract the pointer is NULL or a live,
+    // exclusively used Box<UnetEndpoint>.
+    match unsafe { ep.as_mut() } {
+        Some(e) => Ok(&mut e.0),
+        None => Err(null("endpoint")),
+    }
+}
+
+/// Describes the last failure on the calling thread: a NUL-terminated
+/// string, empty when nothing has failed yet. It stays valid until the next
+/// failing call on this thread. Never NULL.
+#[no_mangle]
+pub extern "C" fn unet_last_error_message() -> *const c_char {
+    static EMPTY: &CStr = c"";
+    catch_unwind(|| LAST_ERROR.with(|e| e.borrow().as_ptr())).unwrap_or(EMPTY.as_ptr())
+}
+
+/// A short static name for a status code (e.g. `"UNET_EFULL"`). Never NULL.
+#[no_mangle]
+pub extern "C" fn unet_status_name(status: c_int) -> *const c_char {
+    let s: &'static CStr = match status {
+        UNET_OK => c"UNET_OK",
+        1 => c"1",
+        UNET_EFULL => c"UNET_EFULL",
+        UNET_EBADCHAN => c"UNET_EBADCHAN",
+        UNET_EPEERGONE => c"UNET_EPEERGONE",
+        UNET_ETOOLARGE => c"UNET_ETOOLARGE",
+        UNET_EBADBUF => c"UNET_EBADBUF",
+        UNET_ETIMEDOUT => c"UNET_ETIMEDOUT",
+        UNET_ETOOSMALL => c"UNET_ETOOSMALL",
+        UNET_EREFUSED => c"UNET_EREFUSED",
+        UNET_ENOENDPOINT => c"UNET_ENOENDPOINT",
+        UNET_EENGINE => c"UNET_EENGINE",
+        UNET_EIO => c"UNET_EIO",
+        UNET_EINVAL => c"UNET_EINVAL",
+        _ => c"unknown status",
+    };
+    s.as_ptr()
+}
+
+// -------------------------------------------------------------------------
+// Engine
+// -------------------------------------------------------------------------
+
+/// Start an engine on its own thread in this process.
+///
+/// `control_socket` (or NULL): a Unix socket path where other processes can
+/// connect with [`unet_session_connect`]. `udp_bind` (or NULL for no wire):
+/// `"HOST:PORT"` to bind the UDP wire (port 0 for any). On success stores
+/// the handle in `*out` and returns 0.
+///
+/// # Safety
+/// The strings are NULL or NUL-terminated; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn unet_engine_start(
+    control_socket: *const c_char,
+    udp_bind: *const c_char,
+    out: *mut *mut UnetEngine,
+) -> c_int {
+    guard(|| {
+        if out.is_null() {
+            return null("out");
+        }
+        let mut cfg = EngineConfig::default();
+        // SAFETY: NULL or NUL-terminated, per this function's contract.
+        if let Some(b) = unsafe { c_bytes(control_socket) } {
+            cfg.control_socket = Some(PathBuf::from(OsStr::from_bytes(b)));
+        }
+        // SAFETY: as above.
+        if let Some(b) = unsafe { c_bytes(udp_bind) } {
+            let s = match text(b, "udp_bind") {
+                Ok(s) => s,
+                Err(c) => return c,
+            };
+            match s.parse() {
+                Ok(a) => cfg.udp_bind = Some(a),
+                Err(e) => return fail(UNET_EINVAL, format!("bad UDP address {s:?}: {e}")),
+            }
+        }
+        match Engine::start(cfg) {
+            Ok(e) => {
+                // SAFETY: out is non-NULL and writable per the contract.
+                unsafe { *out = Box::into_raw(Box::new(UnetEngine(e))) };
+                UNET_OK
+            }
+            Err(e) => fail(UNET_EIO, format!("cannot start the engine: {e}")),
+        }
+    })
+}
+
+/// Stop an engine and release its handle. NULL is ignored. Close the
+/// sessions and endpoints on it first; calls on them fail afterwards.
+///
+/// # Safety
+/// `engine` is NULL or a handle from [`unet_engine_start`] not yet stopped;
+/// it is invalid after the call.
+#[no_mangle]
+pub unsafe extern "C" fn unet_engine_stop(engine: *mut UnetEngine) {
+    guard(|| {
+        if !engine.is_null() {
+            // SAFETY: a Box from unet_engine_start, released only here.
+            let e = unsafe { Box::from_raw(engine) };
+            e.0.stop();
+        }
+        UNET_OK
+    });
+}
+
+/// The engine's UDP port: 1..65535, 0 when it has no wire, or
+/// [`UNET_EINVAL`] for NULL.
+///
+/// # Safety
+/// `engine` is NULL or a live handle from [`unet_engine_start`].
+#[no_mangle]
+pub unsafe extern "C" fn unet_engine_udp_port(engine: *const UnetEngine) -> c_int {
+    guard(|| {
+        // SAFETY: NULL or a live Box<UnetEngine>, only read here.
+        match unsafe { engine.as_ref() } {
+            Some(e) => e.0.udp_addr().map_or(0, |a| a.port() as c_int),
+            None => null("engine"),
+        }
+    })
+}
+
+// -------------------------------------------------------------------------
+// Sessions
+// -------------------------------------------------------------------------
+
+fn store_session(r: Result<Session, Error>, out: *mut *mut UnetSession) -> c_int {
+    match r {
+        Ok(s) => {
+            // SAFETY: callers checked that out is non-NULL; writable per
+            // their contract.
+            unsafe { *out = Box::into_raw(Box::new(UnetSession(s))) };
+            UNET_OK
+        }
+        Err(e) => fail_error(e),
+    }
+}
+
+/// Connect to an engine (a daemon, or an embedded engine started with a
+/// control socket) at the Unix socket `path`.
+///
+/// # Safety
+/// `path` is NULL or NUL-terminated; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn unet_session_connect(
+    path: *const c_char,
+    out: *mut *mut UnetSession,
+) -> c_int {
+    guard(|| {
+        if out.is_null() {
+            return null("out");
+        }
+        // SAFETY: NULL or NUL-terminated, per this function's contract.
+        let Some(p) = (unsafe { c_bytes(path) }) else {
+            return null("path");
+        };
+        store_session(Session::connect(OsStr::from_bytes(p)), out)
+    })
+}
+
+/// A session on an engine started in this process.
+///
+/// # Safety
+/// `engine` is NULL or a live handle; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn unet_session_embedded(
+    engine: *const UnetEngine,
+    out: *mut *mut UnetSession,
+) -> c_int {
+    guard(|| {
+        if out.is_null() {
+            return null("out");
+        }
+        // SAFETY: NULL or a live Box<UnetEngine>, only read here.
+        let Some(e) = (unsafe { engine.as_ref() }) else {
+            return null("engine");
+        };
+        store_session(Session::embedded(&e.0), out)
+    })
+}
+
+/// Release a session handle. NULL is ignored. Endpoints created on it keep
+/// the connection open until they are closed too.
+///
+/// # Safety
+/// `session` is NULL or a handle not yet closed; invalid after the call.
+#[no_mangle]
+pub unsafe extern "C" fn unet_session_close(session: *mut UnetSession) {
+    guard(|| {
+        if !session.is_null() {
+            // SAFETY: a Box from store_session, released only here.
+            drop(unsafe { Box::from_raw(session) });
+        }
+        UNET_OK
+    });
+}
+
+// -------------------------------------------------------------------------
+// Endpoints
+// -------------------------------------------------------------------------
+
+fn default_config() -> UnetEndpointConfig {
+    let g = Geometry::default();
+    let d = EndpointConfig::default();
+    UnetEndpointConfig {
+        buffer_area_size: g.buffer_area_size,
+        buffer_size: g.buffer_size,
+        send_cap: g.send_cap,
+        recv_cap: g.recv_cap,
+        free_cap: g.free_cap,
+        event_cap: g.event_cap,
+        accept: d.accept as c_int,
+        managed_buffers: d.managed_buffers as c_int,
+    }
+}
+
+/// Fill `cfg` with the defaults (8 KiB buffers, a 4 MiB buffer area, 1024
+/// entry queues, 256 events, accepting, managed buffers).
+///
+/// # Safety
+/// `cfg` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn unet_endpoint_config_init(cfg: *mut UnetEndpointConfig) -> c_int {
+    guard(|| {
+        if cfg.is_null() {
+            return null("cfg");
+        }
+        // SAFETY: non-NULL and writable per the contract.
+        unsafe { cfg.write(default_config()) };
+        UNET_OK
+    })
+}
+
+/// Create an endpoint on `session` with `cfg` (NULL: the defaults).
+///
+/// # Safety
+/// `session` is NULL or a live handle; `cfg` is NULL or readable; `out` is
+/// NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn unet_endpoint_create(
+    session: *const UnetSession,
+    cfg: *const UnetEndpointConfig,
+    out: *mut *mut UnetEndpoint,
+) -> c_int {
+    guard(|| {
+        if out.is_null() {
+            return null("out");
+        }
+        // SAFETY: NULL or a live Box<UnetSession>, only read here.
+        let Some(s) = (unsafe { session.as_ref() }) else {
+            return null("session");
+        };
+        // SAFETY: NULL or a readable config per the contract.
+        let c = unsafe { cfg.as_ref() }
+            .copied()
+            .unwrap_or_else(default_config);
+        let d = default_config();
+        let pick = |v: u32, dv: u32| if v == 0 { dv } else { v };
+        let geometry = Geometry {
+            buffer_size: pick(c.buffer_size, d.buffer_size),
+            buffer_area_size: if c.buffer_area_size == 0 {
+                d.buffer_area_size
+            } else {
+                c.buffer_area_size
+            },
+            send_cap: pick(c.send_cap, d.send_cap),
+            recv_cap: pick(c.recv_cap, d.recv_cap),
+            free_cap: pick(c.free_cap, d.free_cap),
+            event_cap: pick(c.event_cap, d.event_cap),
+        };
+        let rc = EndpointConfig {
+            geometry,
+            accept: c.accept != 0,
+            managed_buffers: c.managed_buffers != 0,
+            ..Default::default()
+        };
+        match s.0.create_endpoint(rc) {
+            Ok(ep) => {
+                // SAFETY: out is non-NULL and writable per the contract.
+                unsafe { *out = Box::into_raw(Box::new(UnetEndpoint(ep))) };
+                UNET_OK
+            }
+            Err(e) => fail_error(e),
+        }
+    })
+}
+
+/// Close an endpoint (its peers see its channels gone) and release the
+/// handle. NULL is ignored.
+///
+/// # Safety
+/// `ep` is NULL or a handle not yet closed; invalid after the call.
+#[no_mangle]
+pub unsafe extern "C" fn unet_endpoint_close(ep: *mut UnetEndpoint) {
+    guard(|| {
+        if !ep.is_null() {
+            // SAFETY: a Box from unet_endpoint_create, released only here.
+            drop(unsafe { Box::from_raw(ep) });
+        }
+        UNET_OK
+    });
+}
+
+/// The endpoint's id in its engine (what peers pass to
+/// [`unet_open_channel`]), or [`UNET_EINVAL`] for NULL.
+///
+/// # Safety
+/// `ep` is NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn unet_endpoint_id(ep: *const UnetEndpoint) -> i64 {
+    // SAFETY: NULL or a live Box<UnetEndpoint>, only read here.
+    match catch_unwind(|| unsafe { ep.as_ref() }.map(|e| e.0.id())) {
+        Ok(Some(id)) => id as i64,
+        Ok(None) => null("endpoint") as i64,
+        Err(_) => fail(UNET_EIO, "internal error") as i64,
+    }
+}
+
+/// The configuration the endpoint was created with (defaults filled in).
+///
+/// # Safety
+/// `ep` is NULL or a live handle; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn unet_endpoint_get_config(
+    ep: *mut UnetEndpoint,
+    out: *mut UnetEndpointConfig,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let ep = match unsafe { endpoint(ep) } {
+            Ok(e) => e,
+            Err(c) => return c,
+        };
+        if out.is_null() {
+            return null("out");
+        }
+        let g = ep.geometry();
+        let cfg = UnetEndpointConfig {
+            buffer_area_size: g.buffer_area_size,
+            buffer_size: g.buffer_size,
+            send_cap: g.send_cap,
+            recv_cap: g.recv_cap,
+            free_cap: g.free_cap,
+            event_cap: g.event_cap,
+            accept: -1,
+            managed_buffers: -1,
+        };
+        // SAFETY: non-NULL and writable per the contract.
+        unsafe { out.write(cfg) };
+        UNET_OK
+    })
+}
+
+/// Accept (non-zero) or refuse (0) channels opened to this endpoint from
+/// now on.
+///
+/// # Safety
+/// `ep` is NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn unet_endpoint_set_accept(ep: *mut UnetEndpoint, accept: c_int) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let ep = match unsafe { endpoint(ep) } {
+            Ok(e) => e,
+            Err(c) => return c,
+        };
+        match ep.set_accept(accept != 0) {
+            Ok(()) => UNET_OK,
+            Err(e) => fail_error(e),
+        }
+    })
+}
+
+// -------------------------------------------------------------------------
+// Channels
+// -------------------------------------------------------------------------
+
+/// Open a channel to `addr`: `"ID"` or `"local/ID"` for an endpoint of the
+/// same engine, `"HOST:PORT/ID"` for one behind another engine's UDP wire.
+/// `path`: 0 automatic, 1 direct (or fail), 2 through the engine. Stores
+/// the channel tag in `*out_channel`.
+///
+/// # Safety
+/// `ep` is NULL or a live handle; `addr` NULL or NUL-terminated;
+/// `out_channel` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn unet_open_channel(
+    ep: *mut UnetEndpoint,
+    addr: *const c_char,
+    path: c_int,
+    out_channel: *mut u16,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let ep = match unsafe { endpoint(ep) } {
+            Ok(e) => e,
+            Err(c) => return c,
+        };
+        if out_channel.is_null() {
+            return null("out_channel");
+        }
+        // SAFETY: NULL or NUL-terminated per the contract.
+        let Some(a) = (unsafe { c_bytes(addr) }) else {
+            return null("addr");
+        };
+        let a = match text(a, "addr") {
+            Ok(s) => s,
+            Err(c) => return c,
+        };
+        let dst: EndpointAddr = match a.parse() {
+            Ok(d) => d,
+            Err(e) => return fail(UNET_EINVAL, format!("bad address {a:?}: {e}")),
+        };
+        let path = match path {
+            0 => PathChoice::Auto,
+            1 => PathChoice::Direct,
+            2 => PathChoice::Engine,
+            p => return fail(UNET_EINVAL, format!("bad path choice {p}")),
+        };
+        match ep.open_channel(dst, ChannelOptions { path }) {
+            Ok(ch) => {
+                // SAFETY: non-NULL and writable per the contract.
+                unsafe { *out_channel = ch.0 };
+                UNET_OK
+            }
+            Err(e) => fail_error(e),
+        }
+    })
+}
+
+/// Close a channel; its peer sees it gone.
+///
+/// # Safety
+/// `ep` is NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn unet_close_channel(ep: *mut UnetEndpoint, channel: u16) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let ep = match unsafe { endpoint(ep) } {
+            Ok(e) => e,
+            Err(c) => return c,
+        };
+        match ep.close_channel(Channel(channel)) {
+            Ok(()) => UNET_OK,
+            Err(e) => fail_error(e),
+        }
+    })
+}
+
+// -------------------------------------------------------------------------
+// Messages
+// -------------------------------------------------------------------------
+
+/// Send a copy of `len` bytes at `data` on `channel` (managed buffers, or
+/// any direct channel). [`UNET_EFULL`] means retry later.
+///
+/// # Safety
+/// `ep` is NULL or a live handle; `data` is NULL or `len` readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn unet_send(
+    ep: *mut UnetEndpoint,
+    channel: u16,
+    data: *const c_void,
+    len: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let ep = match unsafe { endpoint(ep) } {
+            Ok(e) => e,
+            Err(c) => return c,
+        };
+        let msg: &[u8] = if len == 0 {
+            &[]
+        } else if data.is_null() {
+            return null("data");
+        } else {
+            // SAFETY: non-NULL with len readable bytes per the contract.
+            unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) }
+        };
+        match ep.send(Channel(channel), msg) {
+            Ok(()) => UNET_OK,
+            Err(e) => fail_send(e),
+        }
+    })
+}
+
+/// The receive buffer `buf`/`cap` as a slice.
+///
+/// # Safety
+/// `buf` is NULL or `cap` writable bytes.
+unsafe fn out_buf<'a>(buf: *mut c_void, cap: usize) -> Result<&'a mut [u8], c_int> {
+    if cap == 0 {
+        Ok(&mut [])
+    } else if buf.is_null() {
+        Err(null("buf"))
+    } else {
+        // SAFETY: non-NULL with cap writable bytes per the contract.
+        Ok(unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), cap) })
+    }
+}
+
+fn recv_result(
+    r: Result<Option<crate::Recv>, RecvError>,
+    out_len: *mut usize,
+    out_channel: *mut u16,
+) -> c_int {
+    match r {
+        Ok(Some(m)) => {
+            // SAFETY: out_len checked non-NULL by the callers; out_channel
+            // NULL or writable per their contracts.
+            unsafe {
+                *out_len = m.len;
+                if let Some(c) = out_channel.as_mut() {
+                    *c = m.channel.0;
+                }
+            }
+            1
+        }
+        Ok(None) => {
+            // SAFETY: as above.
+            unsafe { *out_len = 0 };
+            0
+        }
+        Err(RecvError::BufferTooSmall(n)) => {
+            // SAFETY: as above.
+            unsafe { *out_len = n };
+            fail(UNET_ETOOSMALL, RecvError::BufferTooSmall(n).to_string())
+        }
+        Err(RecvError::Timeout) => fail(UNET_ETIMEDOUT, "timed out"),
+        Err(e @ RecvError::Broken(ch)) => {
+            // SAFETY: as above.
+            if let Some(c) = unsafe { out_channel.as_mut() } {
+                *c = ch.0;
+            }
+            fail(UNET_EPEERGONE, e.to_string())
+        }
+    }
+}
+
+/// Take the next message if one is waiting, copying it into `buf` (`cap`
+/// bytes). Returns 1 with `*out_len` and `*out_channel` set when a message
+/// was received, 0 when none is waiting, or a negative status:
+/// [`UNET_ETOOSMALL`] with the needed size in `*out_len` (the message stays
+/// queued), [`UNET_EPEERGONE`] with the channel in `*out_channel` when a
+/// direct peer broke the connection. `out_channel` may be NULL.
+///
+/// # Safety
+/// `ep` is NULL or a live handle; `buf` NULL or `cap` writable bytes;
+/// `out_len` NULL or writable; `out_channel` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn unet_try_recv(
+    ep: *mut UnetEndpoint,
+    buf: *mut c_void,
+    cap: usize,
+    out_len: *mut usize,
+    out_channel: *mut u16,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let ep = match unsafe { endpoint(ep) } {
+            Ok(e) => e,
+            Err(c) => return c,
+        };
+        if out_len.is_null() {
+            return null("out_len");
+        }
+        // SAFETY: per this function's contract.
+        let b = match unsafe { out_buf(buf, cap) } {
+            Ok(b) => b,
+            Err(c) => return c,
+        };
+        recv_result(ep.try_recv(b), out_len, out_channel)
+    })
+}
+
+/// Receive the next message into `buf`, waiting at most `timeout_ns`
+/// nanoseconds (-1: forever; 0: do not wait). Returns 0 with `*out_len` and
+/// `*out_channel` set, [`UNET_ETIMEDOUT`] when nothing came, or another
+/// negative status as for [`unet_try_recv`].
+///
+/// # Safety
+/// As for [`unet_try_recv`].
+#[no_mangle]
+pub unsafe extern "C" fn unet_recv(
+    ep: *mut UnetEndpoint,
+    buf: *mut c_void,
+    cap: usize,
+    timeout_ns: i64,
+    out_len: *mut usize,
+    out_channel: *mut u16,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let ep = match unsafe { endpoint(ep) } {
+            Ok(e) => e,
+            Err(c) => return c,
+        };
+        if out_len.is_null() {
+            return null("out_len");
+        }
+        let timeout = match timeout_ns {
+            -1 => None,
+            t if t >= 0 => Some(Duration::from_nanos(t as u64)),
+            t => return fail(UNET_EINVAL, format!("bad timeout {t}")),
+        };
+        // SAFETY: per this function's contract.
+        let b = match unsafe { out_buf(buf, cap) } {
+            Ok(b) => b,
+            Err(c) => return c,
+        };
+        match recv_result(ep.recv(b, timeout).map(Some), out_len, out_channel) {
+            1 => UNET_OK,
+            r => r,
+        }
+    })
+}
+
+/// Wait until a message or an event is waiting, at most `timeout_ns`
+/// nanoseconds (-1: forever). Returns 1 when something is waiting, 0 on
+/// timeout.
+///
+/// # Safety
+/// `ep` is NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn unet_wait(ep: *mut UnetEndpoint, timeout_ns: i64) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let ep = match unsafe { endpoint(ep) } {
+            Ok(e) => e,
+            Err(c) => return c,
+        };
+        let timeout = match timeout_ns {
+            -1 => None,
+            t if t >= 0 => Some(Duration::from_nanos(t as u64)),
+            t => return fail(UNET_EINVAL, format!("bad timeout {t}")),
+        };
+        ep.wait(timeout) as c_int
+    })
+}
+
+// -------------------------------------------------------------------------
+// The descriptor level (U-Net's queues)
+// -------------------------------------------------------------------------
+
+/// U-Net's transmit: send `len` bytes at `offset` of the buffer area on
+/// `channel`. On an engine channel this pushes a send descriptor and stores
+/// its queue position in `*out_pos` (see [`unet_send_status`]); the buffer
+/// must stay untouched until the status is no longer pending. On a direct
+/// channel the bytes are copied at once and the position is `UINT64_MAX`.
+/// `out_pos` may be NULL.
+///
+/// # Safety
+/// `ep` is NULL or a live handle; `out_pos` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn unet_push_send(
+    ep: *mut UnetEndpoint,
+    channel: u16,
+    offset: u32,
+    len: u32,
+    out_pos: *mut u64,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let ep = match unsafe { endpoint(ep) } {
+            Ok(e) => e,
+            Err(c) => return c,
+        };
+        match ep.push_send(Channel(channel), offset, len) {
+            Ok(pos) => {
+                // SAFETY: NULL or writable per the contract.
+                if let Some(p) = unsafe { out_pos.as_mut() } {
+                    *p = pos;
+                }
+                UNET_OK
+            }
+            Err(e) => fail_send(e),
+        }
+    })
+}
+
+/// Completion of the send descriptor at `pos` (from [`unet_push_send`]):
+/// 1 sent, 0 pending, or the negative status the engine gave it
+/// ([`UNET_EBADCHAN`], [`UNET_EBADBUF`], [`UNET_ETOOLARGE`],
+/// [`UNET_EPEERGONE`], [`UNET_EINVAL`] for reserved flags).
+///
+/// # Safety
+/// `ep` is NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn unet_send_status(ep: *mut UnetEndpoint, pos: u64) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let ep = match unsafe { endpoint(ep) } {
+            Ok(e) => e,
+            Err(c) => return c,
+        };
+        match ep.send_status(pos) {
+            SendStatus::Sent => 1,
+            SendStatus::Pending => 0,
+            SendStatus::BadChannel => fail(UNET_EBADCHAN, "send descriptor: bad channel"),
+            SendStatus::BadBuffer => fail(UNET_EBADBUF, "send descriptor: bad buffer"),
+            SendStatus::BadLength => fail(UNET_ETOOLARGE, "send descriptor: bad length"),
+            SendStatus::PeerGone => fail(UNET_EPEERGONE, "send descriptor: peer gone"),
+            SendStatus::BadFlags => fail(UNET_EINVAL, "send descriptor: reserved flags"),
+        }
+    })
+}
+
+/// U-Net's receive: copy the next receive descriptor to `*out` and return
+/// 1, or return 0 when none is waiting. For endpoints with
+/// `managed_buffers = 0`: the buffers a descriptor names are the
+/// application's until it posts them again with [`unet_post_free`].
+///
+/// # Safety
+/// `ep` is NULL or a live handle; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn unet_poll_recv_desc(ep: *mut UnetEndpoint, out: *mut RecvDesc) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let ep = match unsafe { endpoint(ep) } {
+            Ok(e) => e,
+            Err(c) => return c,
+        };
+        if out.is_null() {
+            return null("out");
+        }
+        match ep.poll_recv_desc() {
+            Some(d) => {
+                // SAFETY: non-NULL and writable per the contract. An
+                // unaligned write, so C callers need not honour align 64.
+                unsafe { out.write_unaligned(d) };
+                1
+            }
+            None => 0,
+        }
+    })
+}
+
+/// Post a free receive buffer at `offset` of the buffer area (a whole
+/// buffer must fit). [`UNET_EBADBUF`] when outside the area,
+/// [`UNET_EFULL`] when the free queue is full.
+///
+/// # Safety
+/// `ep` is NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn unet_post_free(ep: *mut UnetEndpoint, offset: u32) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let ep = match unsafe { endpoint(ep) } {
+            Ok(e) => e,
+            Err(c) => return c,
+        };
+        let g = ep.geometry();
+        if offset as u64 + g.buffer_size as u64 > g.buffer_area_size {
+            return fail(
+                UNET_EBADBUF,
+                format!("free buffer offset {offset} outside the buffer area"),
+            );
+        }
+        match ep.post_free(offset) {
+            Ok(()) => UNET_OK,
+            Err(e) => fail(UNET_EFULL, e.to_string()),
+        }
+    })
+}
+
+fn check_area(ep: &Endpoint, offset: u32, len: usize) -> Result<(), c_int> {
+    let area = ep.geometry().buffer_area_size;
+    if offset as u64 + len as u64 > area {
+        return Err(fail(
+            UNET_EBADBUF,
+            format!("{len} bytes at {offset} outside the buffer area of {area}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Copy `len` bytes from `data` into the buffer area at `offset`.
+/// [`UNET_EBADBUF`] when the range is outside the area.
+///
+/// # Safety
+/// `ep` is NULL or a live handle; `data` NULL or `len` readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn unet_write_buffer(
+    ep: *mut UnetEndpoint,
+    offset: u32,
+    data: *const c_void,
+    len: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let ep = match unsafe { endpoint(ep) } {
+            Ok(e) => e,
+            Err(c) => return c,
+        };
+        if let Err(c) = check_area(ep, offset, len) {
+            return c;
+        }
+        if len == 0 {
+            return UNET_OK;
+        }
+        if data.is_null() {
+            return null("data");
+        }
+        // SAFETY: non-NULL with len readable bytes per the contract.
+        let src = unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) };
+        ep.write_buffer(offset, src);
+        UNET_OK
+    })
+}
+
+/// Copy `len` bytes of the buffer area at `offset` into `buf`.
+/// [`UNET_EBADBUF`] when the range is outside the area.
+///
+/// # Safety
+/// `ep` is NULL or a live handle; `buf` NULL or `len` writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn unet_read_buffer(
+    ep: *mut UnetEndpoint,
+    offset: u32,
+    buf: *mut c_void,
+    len: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let ep = match unsafe { endpoint(ep) } {
+            Ok(e) => e,
+            Err(c) => return c,
+        };
+        if let Err(c) = check_area(ep, offset, len) {
+            return c;
+        }
+        // SAFETY: per this function's contract.
+        let dst = match unsafe { out_buf(buf, len) } {
+            Ok(b) => b,
+            Err(c) => return c,
+        };
+        ep.read_buffer(offset, dst);
+        UNET_OK
+    })
+}
+
+// -------------------------------------------------------------------------
+// Events
+// -------------------------------------------------------------------------
+
+/// The next channel event: copies it to `*out` and returns 1, or returns 0
+/// when there is none.
+///
+/// # Safety
+/// `ep` is NULL or a live handle; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn unet_poll_event(ep: *mut UnetEndpoint, out: *mut UnetEvent) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let ep = match unsafe { endpoint(ep) } {
+            Ok(e) => e,
+            Err(c) => return c,
+        };
+        if out.is_null() {
+            return null("out");
+        }
+        let ev = match ep.poll_event() {
+            None => return 0,
+            Some(Event::PeerGone { channel }) => UnetEvent {
+                kind: UNET_EVENT_PEER_GONE,
+                channel: channel.0,
+                ..Default::default()
+            },
+            Some(Event::ChannelOpened {
+                channel,
+                peer,
+                direct,
+            }) => {
+                let mut e = UnetEvent {
+                    kind: UNET_EVENT_CHANNEL_OPENED,
+                    channel: channel.0,
+                    direct: direct as u8,
+                    peer_endpoint: peer.id,
+                    ..Default::default()
+                };
+                match peer.host {
+                    Some(std::net::SocketAddr::V4(a)) => {
+                        e.peer_family = 4;
+                        e.peer_port = a.port();
+                        e.peer_addr[..4].copy_from_slice(&a.ip().octets());
+                    }
+                    Some(std::net::SocketAddr::V6(a)) => {
+                        e.peer_family = 6;
+                        e.peer_port = a.port();
+                        e.peer_addr = a.ip().octets();
+                    }
+                    None => {}
+                }
+                e
+            }
+        };
+        // SAFETY: non-NULL and writable per the contract.
+        unsafe { out.write(ev) };
+        1
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ptr;
+
+    #[test]
+    fn null_pointers_are_einval() {
+        // SAFETY: NULL handles and out-pointers are part of the contract.
+        unsafe {
+            assert_eq!(
+                unet_engine_start(ptr::null(), ptr::null(), ptr::null_mut()),
+                UNET_EINVAL
+            );
+            assert_eq!(unet_send(ptr::null_mut(), 0, ptr::null(), 0), UNET_EINVAL);
+            assert_eq!(unet_endpoint_id(ptr::null()), UNET_EINVAL as i64);
+            assert_eq!(unet_engine_udp_port(ptr::null()), UNET_EINVAL);
+            unet_engine_stop(ptr::null_mut());
+            unet_session_close(ptr::null_mut());
+            unet_endpoint_close(ptr::null_mut());
+        }
+        // SAFETY: the message is a NUL-terminated string owned by this thread.
+        let m = unsafe { CStr::from_ptr(unet_last_error_message()) };
+        assert!(!m.to_bytes().is_empty());
+    }
+
+    #[test]
+    fn panics_become_eio() {
+        assert_eq!(guard(|| panic!("boom")), UNET_EIO);
+        // SAFETY: as above.
+        let m = unsafe { CStr::from_ptr(unet_last_error_message()) };
+        assert!(m.to_str().unwrap().contains("boom"));
+    }
+}
