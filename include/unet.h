@@ -1,0 +1,316 @@
+/*
+ * unet.h: the C interface of the unet client library.
+ *
+ * unet gives applications protected, user-level endpoints in the manner of
+ * U-Net: an endpoint is a buffer area plus send, receive and free queues in
+ * memory shared with the engine (the trusted software network interface).
+ * Two local endpoints may talk over a direct path; everything else goes
+ * through the engine, locally or over its UDP wire.
+ *
+ * Conventions
+ *  - Objects are opaque handles, released by the matching *_stop or
+ *    *_close function (which accept NULL).
+ *  - Functions return an int: 0 on success (1 for "got one" where said),
+ *    a negative enum unet_status value on failure.
+ *    unet_last_error_message() describes the calling thread's last failure.
+ *  - NULL where a pointer is required gives UNET_EINVAL.
+ *  - An endpoint must be used by one thread at a time; sessions and
+ *    engines may be shared between threads.
+ *
+ * Link with the static library (libunet.a) and -lpthread -ldl -lm, or with
+ * the shared library (libunet.so).
+ */
+#ifndef UNET_H
+#define UNET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------
+ * Status codes
+ * ---------------------------------------------------------------------- */
+
+/* What a call returns: 0 (or 1, where documented) on success, one of these
+ * negative values on failure. */
+enum unet_status {
+    UNET_OK = 0,
+    UNET_EFULL = -1,       /* a queue or ring is full: retry later */
+    UNET_EBADCHAN = -2,    /* not a channel this endpoint holds */
+    UNET_EPEERGONE = -3,   /* the channel's peer is gone (or broke the
+                              direct connection) */
+    UNET_ETOOLARGE = -4,   /* message empty or too large for the path */
+    UNET_EBADBUF = -5,     /* offset or length outside the buffer area */
+    UNET_ETIMEDOUT = -6,   /* nothing arrived in time */
+    UNET_ETOOSMALL = -7,   /* receive buffer too small; the needed size is
+                              returned through the length out-parameter */
+    UNET_EREFUSED = -8,    /* the destination refused the channel */
+    UNET_ENOENDPOINT = -9, /* no endpoint with that id */
+    UNET_EENGINE = -10,    /* another refusal by the engine (see message) */
+    UNET_EIO = -11,        /* operating-system, protocol or internal error */
+    UNET_EINVAL = -12      /* NULL pointer or invalid argument */
+};
+
+/* The calling thread's last failure, in words. Never NULL; empty when
+ * nothing has failed. Valid until the next failing call on this thread. */
+const char *unet_last_error_message(void);
+
+/* A static name for a status code, e.g. "UNET_EFULL". Never NULL. */
+const char *unet_status_name(int status);
+
+/* ------------------------------------------------------------------------
+ * Opaque handles
+ * ---------------------------------------------------------------------- */
+
+typedef struct unet_engine unet_engine;     /* an engine in this process */
+typedef struct unet_session unet_session;   /* a connection to an engine */
+typedef struct unet_endpoint unet_endpoint; /* an endpoint */
+
+/* ------------------------------------------------------------------------
+ * Engine
+ * ---------------------------------------------------------------------- */
+
+/* Start an engine on its own thread in this process. control_socket (or
+ * NULL): a Unix socket path other processes can connect to. udp_bind (or
+ * NULL for no wire): "HOST:PORT" for the UDP wire (port 0: any). */
+int unet_engine_start(const char *control_socket, const char *udp_bind,
+                      unet_engine **out);
+
+/* Stop the engine and release the handle (NULL is ignored). Close the
+ * sessions and endpoints on it first. */
+void unet_engine_stop(unet_engine *engine);
+
+/* The engine's UDP port, 0 when it has no wire, UNET_EINVAL for NULL. */
+int unet_engine_udp_port(const unet_engine *engine);
+
+/* ------------------------------------------------------------------------
+ * Sessions
+ * ---------------------------------------------------------------------- */
+
+/* Connect to an engine's control socket (a daemon, or an engine started
+ * with a control socket). */
+int unet_session_connect(const char *path, unet_session **out);
+
+/* A session on an engine started in this process. */
+int unet_session_embedded(const unet_engine *engine, unet_session **out);
+
+/* Release the session handle (NULL is ignored). Endpoints created on it
+ * keep the connection until they are closed. */
+void unet_session_close(unet_session *session);
+
+/* ------------------------------------------------------------------------
+ * Endpoints
+ * ---------------------------------------------------------------------- */
+
+/* Options of a new endpoint. Numeric fields that are 0 take their default;
+ * accept and managed_buffers are taken as given (non-zero is true).
+ * unet_endpoint_config_init() fills in all the defaults. */
+typedef struct unet_endpoint_config {
+    uint64_t buffer_area_size; /* bytes, a multiple of 4096 (4 MiB) */
+    uint32_t buffer_size;      /* each receive buffer, a multiple of 64
+                                  (8192) */
+    uint32_t send_cap;         /* send queue entries, power of two (1024) */
+    uint32_t recv_cap;         /* receive queue entries (1024) */
+    uint32_t free_cap;         /* free queue entries (1024) */
+    uint32_t event_cap;        /* event queue entries (256) */
+    int accept;                /* accept channels opened by others (1) */
+    int managed_buffers;       /* the library manages the buffer area and
+                                  unet_send works on engine channels (1);
+                                  0: drive the queues yourself with
+                                  unet_push_send, unet_poll_recv_desc and
+                                  unet_post_free */
+} unet_endpoint_config;
+
+/* Fill *cfg with the defaults. */
+int unet_endpoint_config_init(unet_endpoint_config *cfg);
+
+/* Create an endpoint; cfg may be NULL for the defaults. */
+int unet_endpoint_create(const unet_session *session,
+                         const unet_endpoint_config *cfg,
+                         unet_endpoint **out);
+
+/* Close the endpoint (its peers see its channels gone) and release the
+ * handle (NULL is ignored). */
+void unet_endpoint_close(unet_endpoint *ep);
+
+/* The endpoint's id in its engine (>= 0), or UNET_EINVAL for NULL. Peers
+ * name the endpoint by it in unet_open_channel. */
+int64_t unet_endpoint_id(const unet_endpoint *ep);
+
+/* The geometry the endpoint was created with (accept and managed_buffers
+ * are reported as -1: unknown). */
+int unet_endpoint_get_config(unet_endpoint *ep, unet_endpoint_config *out);
+
+/* Accept (non-zero) or refuse (0) channels opened to this endpoint. */
+int unet_endpoint_set_accept(unet_endpoint *ep, int accept);
+
+/* ------------------------------------------------------------------------
+ * Channels
+ * ---------------------------------------------------------------------- */
+
+/* Path choices of unet_open_channel. */
+enum unet_path {
+    UNET_PATH_AUTO = 0,   /* direct when possible, else the engine */
+    UNET_PATH_DIRECT = 1, /* the direct path or an error */
+    UNET_PATH_ENGINE = 2  /* always through the engine */
+};
+
+/* Open a channel to addr: "ID" or "local/ID" (same engine), or
+ * "HOST:PORT/ID" (an endpoint behind another engine's UDP wire). path is an
+ * enum unet_path. Stores the channel tag in *out_channel. */
+int unet_open_channel(unet_endpoint *ep, const char *addr, int path,
+                      uint16_t *out_channel);
+
+/* Close a channel; its peer sees it gone. */
+int unet_close_channel(unet_endpoint *ep, uint16_t channel);
+
+/* ------------------------------------------------------------------------
+ * Messages
+ * ---------------------------------------------------------------------- */
+
+/* Send a copy of len bytes on channel (managed buffers, or any direct
+ * channel). UNET_EFULL: retry later. */
+int unet_send(unet_endpoint *ep, uint16_t channel, const void *data,
+              size_t len);
+
+/* Take the next message if one is waiting. Returns 1 with *out_len and
+ * *out_channel set, 0 when nothing is waiting, UNET_ETOOSMALL with the
+ * needed size in *out_len (the message stays queued), UNET_EPEERGONE with
+ * the channel in *out_channel when a direct peer broke the connection.
+ * out_channel may be NULL. */
+int unet_try_recv(unet_endpoint *ep, void *buf, size_t cap, size_t *out_len,
+                  uint16_t *out_channel);
+
+/* Receive the next message, waiting at most timeout_ns nanoseconds (-1:
+ * forever, 0: no wait). Returns 0 with *out_len and *out_channel set,
+ * UNET_ETIMEDOUT, or another status as for unet_try_recv. */
+int unet_recv(unet_endpoint *ep, void *buf, size_t cap, int64_t timeout_ns,
+              size_t *out_len, uint16_t *out_channel);
+
+/* Wait until a message or event is waiting, at most timeout_ns (-1:
+ * forever). Returns 1 when something is waiting, 0 on timeout. */
+int unet_wait(unet_endpoint *ep, int64_t timeout_ns);
+
+/* ------------------------------------------------------------------------
+ * The descriptor level (U-Net's queues), for managed_buffers = 0
+ * ---------------------------------------------------------------------- */
+
+/* unet_recv_desc.flags: the payload is inline in data. */
+#define UNET_RECV_INLINE 1
+/* Largest inline payload; also the size of unet_recv_desc.data. */
+#define UNET_INLINE_MAX 56
+/* Most buffers one received message spans. */
+#define UNET_MAX_RX_BUFFERS 14
+/* unet_push_send's position for a direct channel (sent at once). */
+#define UNET_POS_SENT UINT64_MAX
+
+/* A receive descriptor, exactly as in the shared receive queue: 64 bytes,
+ * aligned to 64.
+ *
+ *   offset 0  len      message length in bytes
+ *   offset 4  channel  source channel tag (assigned by the engine)
+ *   offset 6  flags    UNET_RECV_INLINE, or 0
+ *   offset 7  nbufs    buffers used (0 when inline, else 1..14)
+ *   offset 8  data     the payload when inline (len <= 56 bytes), else
+ *                      nbufs little-endian uint32 offsets into the buffer
+ *                      area; buffer i holds bytes [i*buffer_size,
+ *                      min(len, (i+1)*buffer_size)) of the message
+ */
+#ifdef __cplusplus
+#define UNET_ALIGN64 alignas(64)
+#define UNET_STATIC_ASSERT static_assert
+#define UNET_ALIGNOF alignof
+#else
+#define UNET_ALIGN64 _Alignas(64)
+#define UNET_STATIC_ASSERT _Static_assert
+#define UNET_ALIGNOF _Alignof
+#endif
+
+typedef struct unet_recv_desc {
+    UNET_ALIGN64 uint32_t len;
+    uint16_t channel;
+    uint8_t flags;
+    uint8_t nbufs;
+    uint8_t data[UNET_INLINE_MAX];
+} unet_recv_desc;
+
+UNET_STATIC_ASSERT(sizeof(unet_recv_desc) == 64,
+                   "unet_recv_desc is 64 bytes");
+UNET_STATIC_ASSERT(UNET_ALIGNOF(unet_recv_desc) == 64,
+                   "unet_recv_desc aligns to 64");
+UNET_STATIC_ASSERT(sizeof(unet_endpoint_config) == 40,
+                   "unet_endpoint_config is 40 bytes");
+
+/* Buffer offset number i (< nbufs) of a non-inline descriptor. */
+static inline uint32_t unet_recv_desc_offset(const unet_recv_desc *d,
+                                             unsigned i) {
+    const uint8_t *b = d->data + 4 * i;
+    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+           (uint32_t)b[3] << 24;
+}
+
+/* U-Net's transmit: send len bytes at offset of the buffer area. On an
+ * engine channel this pushes a send descriptor and stores its position in
+ * *out_pos (for unet_send_status); leave the bytes untouched until it is no
+ * longer pending. On a direct channel the bytes are copied at once and the
+ * position is UNET_POS_SENT. out_pos may be NULL. */
+int unet_push_send(unet_endpoint *ep, uint16_t channel, uint32_t offset,
+                   uint32_t len, uint64_t *out_pos);
+
+/* Completion of the send descriptor at pos: 1 sent, 0 pending, or the
+ * negative status the engine gave it (UNET_EBADCHAN, UNET_EBADBUF,
+ * UNET_ETOOLARGE, UNET_EPEERGONE, UNET_EINVAL for reserved flags). */
+int unet_send_status(unet_endpoint *ep, uint64_t pos);
+
+/* U-Net's receive: copy the next receive descriptor to *out and return 1,
+ * or return 0 when none is waiting. The buffers it names belong to the
+ * application until posted again with unet_post_free. */
+int unet_poll_recv_desc(unet_endpoint *ep, unet_recv_desc *out);
+
+/* Post a free receive buffer at offset of the buffer area (a whole buffer
+ * must fit: UNET_EBADBUF otherwise; UNET_EFULL when the queue is full). */
+int unet_post_free(unet_endpoint *ep, uint32_t offset);
+
+/* Copy len bytes into / out of the buffer area at offset (UNET_EBADBUF when
+ * the range is outside the area). */
+int unet_write_buffer(unet_endpoint *ep, uint32_t offset, const void *data,
+                      size_t len);
+int unet_read_buffer(unet_endpoint *ep, uint32_t offset, void *buf,
+                     size_t len);
+
+/* ------------------------------------------------------------------------
+ * Events
+ * ---------------------------------------------------------------------- */
+
+/* unet_event.kind */
+enum unet_event_kind {
+    UNET_EVENT_CHANNEL_OPENED = 1, /* a peer opened a channel to us */
+    UNET_EVENT_PEER_GONE = 2       /* the peer of a channel is gone */
+};
+
+/* Something that happened to the endpoint's channels: 32 bytes. */
+typedef struct unet_event {
+    uint32_t kind;          /* enum unet_event_kind */
+    uint16_t channel;       /* our tag for the channel */
+    uint8_t direct;         /* 1 when the channel uses the direct path */
+    uint8_t peer_family;    /* peer's engine: 0 local, 4 IPv4, 6 IPv6 */
+    uint32_t peer_endpoint; /* the peer's endpoint id (opened events) */
+    uint16_t peer_port;     /* the peer engine's UDP port (0 when local) */
+    uint16_t reserved;      /* zero */
+    uint8_t peer_addr[16];  /* the peer engine's IP (IPv4: first 4 bytes) */
+} unet_event;
+
+/* The next channel event: copies it to *out and returns 1, or returns 0
+ * when there is none. */
+int unet_poll_event(unet_endpoint *ep, unet_event *out);
+
+UNET_STATIC_ASSERT(sizeof(unet_event) == 32, "unet_event is 32 bytes");
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* UNET_H */
