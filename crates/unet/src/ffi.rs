@@ -61,6 +61,22 @@ pub const UNET_EIO: c_int = -11;
 /// A NULL pointer or an invalid argument.
 pub const UNET_EINVAL: c_int = -12;
 
+/// `unet_recv_desc::flags`: the payload is inline in `data`.
+pub const UNET_RECV_INLINE: u8 = unet_abi::RECV_INLINE;
+/// Largest inline payload, the size of `unet_recv_desc::data`.
+pub const UNET_INLINE_MAX: usize = unet_abi::INLINE_MAX;
+/// Most buffers one received message spans.
+pub const UNET_MAX_RX_BUFFERS: usize = unet_abi::MAX_RX_BUFFERS;
+/// `unet_push_send`'s position for a direct channel (sent at once).
+pub const UNET_POS_SENT: u64 = u64::MAX;
+
+/// `unet_open_channel` path: direct when possible, else the engine.
+pub const UNET_PATH_AUTO: c_int = PathChoice::Auto as c_int;
+/// `unet_open_channel` path: the direct path or an error.
+pub const UNET_PATH_DIRECT: c_int = PathChoice::Direct as c_int;
+/// `unet_open_channel` path: always through the engine.
+pub const UNET_PATH_ENGINE: c_int = PathChoice::Engine as c_int;
+
 /// `unet_event::kind`: a peer opened a channel to this endpoint.
 pub const UNET_EVENT_CHANNEL_OPENED: u32 = 1;
 /// `unet_event::kind`: the peer of a channel is gone.
@@ -532,8 +548,12 @@ pub unsafe extern "C" fn unet_endpoint_close(ep: *mut UnetEndpoint) {
 /// `ep` is NULL or a live handle.
 #[no_mangle]
 pub unsafe extern "C" fn unet_endpoint_id(ep: *const UnetEndpoint) -> i64 {
-    // SAFETY: NULL or a live Box<UnetEndpoint>, only read here.
-    match catch_unwind(|| unsafe { ep.as_ref() }.map(|e| e.0.id())) {
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: NULL or a live Box<UnetEndpoint> per the contract, only
+        // read here.
+        unsafe { ep.as_ref() }.map(|e| e.0.id())
+    }));
+    match r {
         Ok(Some(id)) => id as i64,
         Ok(None) => null("endpoint") as i64,
         Err(_) => fail(UNET_EIO, "internal error") as i64,
@@ -636,9 +656,9 @@ pub unsafe extern "C" fn unet_open_channel(
             Err(e) => return fail(UNET_EINVAL, format!("bad address {a:?}: {e}")),
         };
         let path = match path {
-            0 => PathChoice::Auto,
-            1 => PathChoice::Direct,
-            2 => PathChoice::Engine,
+            UNET_PATH_AUTO => PathChoice::Auto,
+            UNET_PATH_DIRECT => PathChoice::Direct,
+            UNET_PATH_ENGINE => PathChoice::Engine,
             p => return fail(UNET_EINVAL, format!("bad path choice {p}")),
         };
         match ep.open_channel(dst, ChannelOptions { path }) {

@@ -140,3 +140,156 @@ fn header_is_strict_c_and_cpp() {
         );
     }
 }
+
+/// Names of the `#[no_mangle]` functions in `src/ffi.rs`.
+fn rust_functions() -> Vec<String> {
+    let src = std::fs::read_to_string(manifest_dir().join("src/ffi.rs")).unwrap();
+    let mut v: Vec<String> = src
+        .split("#[no_mangle]")
+        .skip(1)
+        .filter_map(|s| {
+            let rest = &s[s.find("fn ")? + 3..];
+            Some(rest[..rest.find('(')?].trim().to_string())
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Names of the functions the header declares (static inline helpers
+/// excluded): comments, preprocessor lines and brace contents dropped,
+/// then every `name(` statement.
+fn header_functions(h: &str) -> Vec<String> {
+    let mut code = String::new();
+    let mut rest = h;
+    while let Some(i) = rest.find("/*") {
+        code.push_str(&rest[..i]);
+        let end = rest[i..].find("*/").expect("closed comment");
+        rest = &rest[i + end + 2..];
+    }
+    code.push_str(rest);
+    let mut flat = String::new();
+    let mut depth = 0usize;
+    for line in code.lines() {
+        let t = line.trim();
+        if t.starts_with('#') || t == "extern \"C\" {" {
+            continue;
+        }
+        for c in line.chars() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth = depth.saturating_sub(1);
+                    flat.push(';');
+                }
+                _ if depth == 0 => flat.push(c),
+                _ => {}
+            }
+        }
+        flat.push(' ');
+    }
+    let mut v: Vec<String> = flat
+        .split(';')
+        .filter(|s| !s.contains("static inline") && !s.contains("ASSERT"))
+        .filter_map(|s| {
+            let before = &s[..s.find('(')?];
+            let name = before
+                .rsplit(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .next()?;
+            name.starts_with("unet_").then(|| name.to_string())
+        })
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+#[test]
+fn header_declares_exactly_the_exported_functions() {
+    let h = std::fs::read_to_string(manifest_dir().join("../../include/unet.h")).unwrap();
+    let rust = rust_functions();
+    assert!(rust.len() >= 25, "only {rust:?} found in src/ffi.rs");
+    assert_eq!(header_functions(&h), rust);
+}
+
+#[test]
+fn header_status_values_match() {
+    let h = std::fs::read_to_string(manifest_dir().join("../../include/unet.h")).unwrap();
+    use unet::ffi::*;
+    let want = [
+        ("UNET_OK", UNET_OK),
+        ("UNET_EFULL", UNET_EFULL),
+        ("UNET_EBADCHAN", UNET_EBADCHAN),
+        ("UNET_EPEERGONE", UNET_EPEERGONE),
+        ("UNET_ETOOLARGE", UNET_ETOOLARGE),
+        ("UNET_EBADBUF", UNET_EBADBUF),
+        ("UNET_ETIMEDOUT", UNET_ETIMEDOUT),
+        ("UNET_ETOOSMALL", UNET_ETOOSMALL),
+        ("UNET_EREFUSED", UNET_EREFUSED),
+        ("UNET_ENOENDPOINT", UNET_ENOENDPOINT),
+        ("UNET_EENGINE", UNET_EENGINE),
+        ("UNET_EIO", UNET_EIO),
+        ("UNET_EINVAL", UNET_EINVAL),
+        (
+            "UNET_EVENT_CHANNEL_OPENED",
+            UNET_EVENT_CHANNEL_OPENED as i32,
+        ),
+        ("UNET_EVENT_PEER_GONE", UNET_EVENT_PEER_GONE as i32),
+        ("UNET_RECV_INLINE", UNET_RECV_INLINE as i32),
+        ("UNET_INLINE_MAX", UNET_INLINE_MAX as i32),
+        ("UNET_MAX_RX_BUFFERS", UNET_MAX_RX_BUFFERS as i32),
+        ("UNET_PATH_AUTO", UNET_PATH_AUTO),
+        ("UNET_PATH_DIRECT", UNET_PATH_DIRECT),
+        ("UNET_PATH_ENGINE", UNET_PATH_ENGINE),
+    ];
+    for (name, value) in want {
+        let line = h
+            .lines()
+            .find(|l| {
+                let t = l.trim_start().trim_start_matches("#define").trim_start();
+                t.starts_with(name) && t[name.len()..].starts_with([' ', '='])
+            })
+            .unwrap_or_else(|| panic!("{name} is not in the header"));
+        let t = line.trim_start().trim_start_matches("#define").trim_start();
+        let v: String = t[name.len()..]
+            .trim_start_matches([' ', '='])
+            .chars()
+            .take_while(|c| *c == '-' || c.is_ascii_digit())
+            .collect();
+        assert_eq!(v.parse::<i32>().ok(), Some(value), "{name} in {line:?}");
+    }
+}
+
+/// The minimal program of `docs/c-abi.md` compiles, links and runs.
+#[test]
+fn documented_example_runs() {
+    require("gcc");
+    let doc = std::fs::read_to_string(manifest_dir().join("../../docs/c-abi.md")).unwrap();
+    let start = doc.find("```c\n").expect("a C example in docs/c-abi.md") + 5;
+    let len = doc[start..].find("```").unwrap();
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let src = dir.join("unet_doc_example.c");
+    std::fs::write(&src, &doc[start..start + len]).unwrap();
+    let exe = dir.join("unet_doc_example");
+    let lib = static_lib();
+    let mut cmd = Command::new("gcc");
+    cmd.args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-I"])
+        .arg(manifest_dir().join("../../include"))
+        .arg(&src)
+        .arg(&lib)
+        .args(["-lpthread", "-ldl", "-lm", "-o"])
+        .arg(&exe);
+    let o = cmd.output().expect("run gcc");
+    assert!(
+        o.status.success(),
+        "gcc failed on the documented example:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let out = run_with_deadline(&mut Command::new(&exe), Duration::from_secs(60));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "hello");
+}
