@@ -15,11 +15,6 @@ use jive::{Class, Limits, Natives, Vm};
 /// none (the `test` domain needs none).
 type Host = ();
 
-/// Fuel (bytecodes executed) per call by default: enough for the tests'
-/// largest programs (a quicksort of 1000 reverse-ordered ints takes about
-/// 15 million), small enough that an infinite loop stops well within a second.
-pub const DEFAULT_FUEL: u64 = 100_000_000;
-
 #[derive(Subcommand)]
 pub enum Command {
     /// Load and verify class files; print `FILE: ok` or
@@ -63,10 +58,11 @@ pub struct RunArgs {
     /// Its int arguments (negative numbers are fine: `-5`).
     #[arg(value_name = "INT", allow_negative_numbers = true)]
     args: Vec<i32>,
-    /// Budget of bytecodes for the static initializer and constructor, and
-    /// again for the call; exhausting it is a fault.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_FUEL)]
-    fuel: u64,
+    /// Fuel for the static initializer and constructor, and again for the
+    /// call (about one unit per bytecode executed); exhausting it is a fault.
+    /// Default: the VM's, which stops an endless loop well within a second.
+    #[arg(long, value_name = "N")]
+    fuel: Option<u64>,
     /// Bytes the applet may allocate (arrays); default: the VM's.
     #[arg(long, value_name = "BYTES")]
     heap: Option<usize>,
@@ -180,7 +176,7 @@ fn run_method(a: RunArgs) -> ExitCode {
     }
     let defaults = Limits::default();
     let limits = Limits {
-        fuel: a.fuel,
+        fuel: a.fuel.unwrap_or(defaults.fuel),
         max_depth: a.depth.unwrap_or(defaults.max_depth),
         heap_quota: a.heap.unwrap_or(defaults.heap_quota),
     };
@@ -207,7 +203,10 @@ fn run_method(a: RunArgs) -> ExitCode {
         }
         Ok(None) => ExitCode::SUCCESS,
         Err(f) => {
-            eprintln!("fault: {}", one_line(f));
+            match vm.last_fault_site() {
+                Some(site) => eprintln!("fault: {} (in {site})", one_line(f)),
+                None => eprintln!("fault: {}", one_line(f)),
+            }
             ExitCode::from(3)
         }
     }

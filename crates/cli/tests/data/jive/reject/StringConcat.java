@@ -1,4 +1,4 @@
-// reject: string
+// reject: invokedynamic
 public class StringConcat {
     static int len(int x) { return ("n=" + x).length(); }
 }

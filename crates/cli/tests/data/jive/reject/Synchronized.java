@@ -1,4 +1,5 @@
-// reject: monitor
+// javac guards the monitor with an exception handler, refused first.
+// reject: exception handler
 public class Synchronized {
     static int[] lock = new int[1];
     static int inc(int x) {

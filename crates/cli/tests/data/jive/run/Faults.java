@@ -1,6 +1,8 @@
 // Runtime faults: each stops the call with exit 3 and `fault: ...`. On the
 // JVM the same calls throw the corresponding exceptions. The endless loops
-// run on JIVE only (the JVM would not stop); JIVE's fuel budget ends them.
+// run on JIVE only (the JVM would not stop); JIVE's fuel budget ends them
+// (here a small one; jive_applets.rs also checks the default budget stops
+// them within a second).
 //
 // expect: div 7 0 => fault zero
 // expect: rem 7 0 => fault zero
@@ -12,8 +14,8 @@
 // expect: negativeSize -3 => fault -3
 // expect: inInit => 0
 // expect: ok 5 => 5
-// expect-jive: spin => fault fuel
-// expect-jive: spinCalls 1 => fault fuel
+// expect-jive: --fuel 2000000 spin => fault fuel
+// expect-jive: --fuel 2000000 spinCalls 1 => fault fuel
 // expect-jive: runaway 1 => fault
 // expect-jive: --heap 4096 allocate 100000 => fault heap
 // expect-jive: --fuel 1000 count 10000 => fault fuel

@@ -1,0 +1,4 @@
+// reject: newarray of long
+public class UsesLongArray {
+    static int make(int n) { return new long[n].length; }
+}
