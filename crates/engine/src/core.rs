@@ -224,7 +224,7 @@ impl Core {
         while !self.shared.stop.load(Ordering::Relaxed) {
             let mut work = self.poll_data();
             self.turn += 1;
-            if work == 0 || self.turn % 64 == 0 {
+            if work == 0 || self.turn.is_multiple_of(64) {
                 work += self.poll_fds(0);
             }
             if work > 0 {

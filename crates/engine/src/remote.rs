@@ -430,16 +430,13 @@ fn handle_datagram(
                 _ => return reasm.stats.count_drop(WireDrop::UnknownChannel),
             }
             let (dst_id, slot) = (ep.id, ep.slot);
-            match reasm.push(from, f.src_engine, &d, now_ns) {
-                Ok(Some(msg)) => {
-                    let s = msg.as_slice();
-                    core.counters.ep(slot, EndpointCounter::WireRxMsgs, 1);
-                    core.deliver(di, dst_id, d.dst_channel, s.as_ptr(), s.len());
-                    if let crate::wire::Message::Owned(v) = msg {
-                        reasm.recycle(v);
-                    }
+            if let Ok(Some(msg)) = reasm.push(from, f.src_engine, &d, now_ns) {
+                let s = msg.as_slice();
+                core.counters.ep(slot, EndpointCounter::WireRxMsgs, 1);
+                core.deliver(di, dst_id, d.dst_channel, s.as_ptr(), s.len());
+                if let crate::wire::Message::Owned(v) = msg {
+                    reasm.recycle(v);
                 }
-                Ok(None) | Err(_) => {}
             }
         }
         Body::OpenRequest(o) => {

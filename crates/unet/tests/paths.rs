@@ -29,7 +29,8 @@ fn exchange(a: &mut Endpoint, b: &mut Endpoint, ch: Channel, sizes: &[usize], ro
             }
             b_chan = Some(got.channel);
             // And back.
-            b.send_blocking(got.channel, &buf[..len].to_vec(), Duration::from_secs(10))
+            let echo = buf[..len].to_vec();
+            b.send_blocking(got.channel, &echo, Duration::from_secs(10))
                 .expect("reply");
             let back = a.recv(&mut buf, T).expect("recv reply");
             assert_eq!(back.channel, ch);
