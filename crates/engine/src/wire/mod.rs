@@ -71,7 +71,10 @@ pub use frame::{
     Body, Close, Data, Frame, FrameError, Kind, OpenAccept, OpenRefuse, OpenRequest, RefuseReason,
     DATA_HEADER_LEN, MAX_DATAGRAM, MAX_MESSAGE,
 };
-pub use udp::{PortConfig, PushError, SendBatch, UdpPort};
+pub use udp::{
+    DataTarget, PortConfig, PushError, SendBatch, UdpPort, ETHERNET_DATAGRAM, LOOPBACK_DATAGRAM,
+    MAX_BATCH, MIN_DATAGRAM,
+};
 
 /// Why a datagram or a message was dropped. Each has a counter in
 /// [`WireStats::drops`], indexed by `reason as usize`.

@@ -1022,4 +1022,146 @@ mod tests {
             assert_eq!(rx.got, vec![(9, pattern(100_000, 1))]);
         }
     }
+
+    /// Drains `port` on another thread until `stop`; returns datagrams and
+    /// bytes received.
+    fn sink(
+        mut port: UdpPort,
+        stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    ) -> std::thread::JoinHandle<(u64, u64)> {
+        use std::sync::atomic::Ordering;
+        std::thread::spawn(move || {
+            let mut reasm = Reassembler::new(ReassemblyConfig::default());
+            let mut msgs = 0u64;
+            // Acquire: pairs with the Release store of the sender when done.
+            while !stop.load(Ordering::Acquire) {
+                let n = port
+                    .recv_batch(|src, d| {
+                        if let Ok(Frame {
+                            src_engine,
+                            body: Body::Data(d),
+                        }) = Frame::parse(d)
+                        {
+                            if let Ok(Some(m)) = reasm.push(src, src_engine, &d, 0) {
+                                msgs += 1;
+                                if let Message::Owned(v) = m {
+                                    reasm.recycle(v);
+                                }
+                            }
+                        }
+                    })
+                    .unwrap();
+                if n == 0 {
+                    std::thread::yield_now();
+                }
+            }
+            (port.stats.datagrams_received, msgs)
+        })
+    }
+
+    /// Datagrams per second through `sendmmsg` against one `send_to` per
+    /// datagram, and message throughput of 1 MiB messages at Ethernet and
+    /// loopback datagram sizes. Run with
+    /// `cargo test --release -p unet-engine wire::udp::tests::bench -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "measurement; run by hand in release"]
+    fn bench_sendmmsg_vs_send_to() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        const N: usize = 400_000;
+        let frame = Frame {
+            src_engine: 1,
+            body: Body::Close(crate::wire::Close {
+                dst_endpoint: 1,
+                dst_channel: 1,
+                token: 1,
+            }),
+        };
+        let mut bytes = [0u8; 64];
+        let len = frame.emit(&mut bytes).unwrap();
+
+        for round in 0..2 {
+            // Plain: one send_to per datagram.
+            let rx = UdpPort::bind(LO.parse().unwrap(), PortConfig::default()).unwrap();
+            let dst = rx.local_addr().unwrap();
+            let stop = Arc::new(AtomicBool::new(false));
+            let h = sink(rx, stop.clone());
+            let plain = UdpSocket::bind(LO).unwrap();
+            let t = Instant::now();
+            for _ in 0..N {
+                plain.send_to(&bytes[..len], dst).unwrap();
+            }
+            let plain_s = t.elapsed().as_secs_f64();
+            std::thread::sleep(Duration::from_millis(50));
+            stop.store(true, Ordering::Release);
+            let (plain_rx, _) = h.join().unwrap();
+
+            // Batched: sendmmsg, 64 per call.
+            let rx = UdpPort::bind(LO.parse().unwrap(), PortConfig::default()).unwrap();
+            let dst = rx.local_addr().unwrap();
+            let stop = Arc::new(AtomicBool::new(false));
+            let h = sink(rx, stop.clone());
+            let mut tx = UdpPort::bind(LO.parse().unwrap(), PortConfig::default()).unwrap();
+            let mut batch = SendBatch::for_port(tx.config());
+            let t = Instant::now();
+            let mut sent = 0;
+            while sent < N {
+                for _ in 0..MAX_BATCH.min(N - sent) {
+                    batch.push_frame(dst, &frame).unwrap();
+                }
+                let want = batch.len();
+                let mut got = 0;
+                while got < want {
+                    got += tx.send_batch(&mut batch).unwrap();
+                }
+                sent += got;
+            }
+            let mmsg_s = t.elapsed().as_secs_f64();
+            std::thread::sleep(Duration::from_millis(50));
+            stop.store(true, Ordering::Release);
+            let (mmsg_rx, _) = h.join().unwrap();
+            assert_eq!(tx.stats.datagrams_sent as usize, N);
+            println!(
+                "round {round}: {len}-byte datagrams: send_to {:.0}/s (received {plain_rx}), \
+                 sendmmsg {:.0}/s (received {mmsg_rx}), {} syscalls; ratio {:.2}",
+                N as f64 / plain_s,
+                N as f64 / mmsg_s,
+                tx.stats.send_syscalls,
+                plain_s / mmsg_s
+            );
+        }
+
+        // 1 MiB messages, fragmented, through the receiving reassembler.
+        for cfg in [PortConfig::ethernet(), PortConfig::loopback()] {
+            let rx = UdpPort::bind(LO.parse().unwrap(), cfg).unwrap();
+            let dst = rx.local_addr().unwrap();
+            let stop = Arc::new(AtomicBool::new(false));
+            let h = sink(rx, stop.clone());
+            let mut tx = UdpPort::bind(LO.parse().unwrap(), cfg).unwrap();
+            let mut batch = SendBatch::for_port(&cfg);
+            let msg = pattern(MAX_MESSAGE, 3);
+            let count = 200;
+            let t = Instant::now();
+            for id in 0..count {
+                batch.push_message(dst, 1, target(0), id, &msg).unwrap();
+                while !batch.is_empty() {
+                    tx.send_batch(&mut batch).unwrap();
+                }
+                // Pace so that a slow receiver is not simply overrun.
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            let secs = t.elapsed().as_secs_f64();
+            std::thread::sleep(Duration::from_millis(100));
+            stop.store(true, Ordering::Release);
+            let (_, msgs) = h.join().unwrap();
+            println!(
+                "1 MiB messages, {}-byte datagrams: sent {:.0} MB/s, {} syscalls, \
+                 {msgs}/{count} reassembled",
+                cfg.max_datagram,
+                (count as usize * MAX_MESSAGE) as f64 / secs / 1e6,
+                tx.stats.send_syscalls
+            );
+            assert!(msgs > 0);
+        }
+    }
 }
