@@ -7,7 +7,7 @@
 use std::net::{Ipv4Addr, SocketAddr};
 
 use libfuzzer_sys::fuzz_target;
-use unet_engine::wire::{Body, Data, Frame, Message, ReassemblyConfig, Reassembler};
+use unet_engine::wire::{Body, Data, Frame, Message, Reassembler, ReassemblyConfig};
 
 const CFG: ReassemblyConfig = ReassemblyConfig {
     timeout_ns: 1_000,
@@ -39,12 +39,20 @@ fuzz_target!(|data: &[u8]| {
         let src = SocketAddr::from((Ipv4Addr::LOCALHOST, 1000 + u16::from(op & 3)));
         let result = if op & 4 == 0 {
             // A raw datagram: 2-byte length, then the bytes.
-            let Some(len) = take(&mut input, 2).map(u16_of) else { break };
-            let Some(dgram) = take(&mut input, usize::from(len)) else { break };
+            let Some(len) = take(&mut input, 2).map(u16_of) else {
+                break;
+            };
+            let Some(dgram) = take(&mut input, usize::from(len)) else {
+                break;
+            };
             match Frame::parse(dgram) {
-                Ok(Frame { src_engine, body: Body::Data(d) }) => {
+                Ok(Frame {
+                    src_engine,
+                    body: Body::Data(d),
+                }) => {
                     let msg_len = d.msg_len as usize;
-                    r.push(src, src_engine, &d, now).map(|m| m.map(|m| (m, msg_len)))
+                    r.push(src, src_engine, &d, now)
+                        .map(|m| m.map(|m| (m, msg_len)))
                 }
                 _ => continue,
             }
@@ -68,7 +76,8 @@ fuzz_target!(|data: &[u8]| {
                 frag_offset,
                 payload: &payload_store[..plen],
             };
-            r.push(src, u64::from(op & 0x30), &d, now).map(|m| m.map(|m| (m, msg_len as usize)))
+            r.push(src, u64::from(op & 0x30), &d, now)
+                .map(|m| m.map(|m| (m, msg_len as usize)))
         };
         if let Ok(Some((m, msg_len))) = result {
             assert_eq!(m.as_slice().len(), msg_len);

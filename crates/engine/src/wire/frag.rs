@@ -456,7 +456,7 @@ mod tests {
             (s - 1, 1),
             (s, 1),
             (s + 1, 2),
-            (MAX_MESSAGE, 735),
+            (MAX_MESSAGE, 737),
         ] {
             let pieces: Vec<_> = fragments(len, s).unwrap().collect();
             assert_eq!(pieces.len(), n, "len {len}");

@@ -17,17 +17,17 @@
 //!  +--------+--------+--------+--------------------------------+
 //!  magic = 0x554E ("UN"), version = 1
 //!
-//! kind 1, Data (44 bytes + payload)
+//! kind 1, Data (48 bytes + payload)
 //! 12             16        18        20                  28             32
 //!  +--------------+---------+---------+-------------------+--------------+
 //!  | dst_endpoint |dst_chan | flags   |       token       |    msg_id    |
 //!  |     u32      |  u16    |  u16    |        u64        |     u32      |
 //!  +--------------+---------+---------+-------------------+--------------+
-//! 32        34        36             40             44
-//!  +---------+---------+--------------+--------------+------------------ -
-//!  |frag_idx |frag_cnt |   msg_len    | frag_offset  | payload ...
-//!  |  u16    |  u16    |     u32      |     u32      | (rest of datagram)
-//!  +---------+---------+--------------+--------------+------------------ -
+//! 32        34        36             40             44        46        48
+//!  +---------+---------+--------------+--------------+---------+---------+---- -
+//!  |frag_idx |frag_cnt |   msg_len    | frag_offset  |frag_len |   pad   | payload
+//!  |  u16    |  u16    |     u32      |     u32      |  u16    |  u16    | frag_len B
+//!  +---------+---------+--------------+--------------+---------+---------+---- -
 //!
 //! kind 2, OpenRequest (38 bytes)
 //! 12             16             20             24        26                  34        36  38
@@ -50,10 +50,13 @@
 //!  |     u32      |  u16    |        u64        |u16|
 //! ```
 //!
-//! Padding is written as zero and ignored on receipt; it keeps every control
-//! frame a multiple of 2 bytes and leaves room for fields of later versions.
-//! Control frames must have exactly their length; a Data frame's payload is
-//! the rest of the datagram.
+//! Padding is written as zero and ignored on receipt; it keeps every frame a
+//! multiple of 2 bytes (the Data payload starts 16-byte aligned in the
+//! datagram) and leaves room for fields of later versions. Every frame must
+//! fill its datagram exactly: control frames have a fixed length, and a Data
+//! frame carries its payload length `frag_len`, so that any datagram cut
+//! short is reported as [`FrameError::Truncated`] and any with extra bytes as
+//! [`FrameError::BadLength`].
 //!
 //! # Fragment placement
 //!
@@ -90,7 +93,7 @@ pub const MAX_DATAGRAM: usize = 65507;
 /// Length of the header common to all kinds.
 pub const COMMON_HEADER_LEN: usize = 12;
 /// Length of a Data frame without its payload.
-pub const DATA_HEADER_LEN: usize = 44;
+pub const DATA_HEADER_LEN: usize = 48;
 /// Length of an OpenRequest frame.
 pub const OPEN_REQUEST_LEN: usize = 38;
 /// Length of an OpenAccept frame.
@@ -119,7 +122,8 @@ mod field {
         pub const FRAG_COUNT: Range<usize> = 34..36;
         pub const MSG_LEN: Range<usize> = 36..40;
         pub const FRAG_OFFSET: Range<usize> = 40..44;
-        pub const PAYLOAD: usize = 44;
+        pub const FRAG_LEN: Range<usize> = 44..46;
+        pub const PAYLOAD: usize = 48;
     }
     pub mod open_request {
         use core::ops::Range;
@@ -164,6 +168,7 @@ const _: () = {
     assert!(field::open_refuse::END == OPEN_REFUSE_LEN);
     assert!(field::close::END == CLOSE_LEN);
     assert!(MAX_MESSAGE <= u32::MAX as usize);
+    assert!(MAX_DATAGRAM - DATA_HEADER_LEN <= u16::MAX as usize);
 };
 
 /// The `kind` byte of the common header.
@@ -235,7 +240,7 @@ pub enum FrameError {
     UnknownKind,
     /// Lengths disagree: `msg_len` over [`MAX_MESSAGE`], `frag_count` 0,
     /// `frag_index` not below `frag_count`, a fragment outside the message or
-    /// off its stride, or a control frame with trailing bytes.
+    /// off its stride, or bytes after the end of the frame.
     BadLength,
     /// An OpenRefuse reason code this version does not define.
     BadReason,
@@ -527,7 +532,14 @@ impl<'a> Frame<'a> {
         if buf.len() < hlen {
             return Err(FrameError::Truncated);
         }
-        if kind != Kind::Data && buf.len() != hlen {
+        let end = match kind {
+            Kind::Data => hlen + usize::from(rd16(buf, field::data::FRAG_LEN)),
+            _ => hlen,
+        };
+        if buf.len() < end {
+            return Err(FrameError::Truncated);
+        }
+        if buf.len() > end {
             return Err(FrameError::BadLength);
         }
         let src_engine = rd64(buf, field::SRC_ENGINE);
@@ -544,7 +556,7 @@ impl<'a> Frame<'a> {
                     frag_count: rd16(buf, f::FRAG_COUNT),
                     msg_len: rd32(buf, f::MSG_LEN),
                     frag_offset: rd32(buf, f::FRAG_OFFSET),
-                    payload: &buf[f::PAYLOAD..],
+                    payload: &buf[f::PAYLOAD..end],
                 };
                 d.check()?;
                 Body::Data(d)
@@ -609,10 +621,14 @@ impl<'a> Frame<'a> {
     ///
     /// Fails with [`FrameError::BufferTooSmall`] when `buf` is shorter than
     /// [`Frame::len`], and with [`FrameError::BadLength`] for a Data frame
-    /// that would not pass [`Frame::parse`]. Padding is written as zero.
+    /// that would not pass [`Frame::parse`] (or whose payload is longer than
+    /// a datagram can carry). Padding is written as zero.
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize, FrameError> {
         if let Body::Data(d) = &self.body {
             d.check()?;
+            if d.payload.len() > MAX_DATAGRAM - DATA_HEADER_LEN {
+                return Err(FrameError::BadLength);
+            }
         }
         let len = self.len();
         let buf = buf.get_mut(..len).ok_or(FrameError::BufferTooSmall)?;
@@ -665,8 +681,8 @@ impl<'a> Frame<'a> {
     }
 }
 
-/// Writes the Data-specific header fields (offsets 12..44). `buf` is at
-/// least [`DATA_HEADER_LEN`] long.
+/// Writes the Data-specific header fields (offsets 12..48). `buf` is at
+/// least [`DATA_HEADER_LEN`] long and the payload fits in a datagram.
 fn emit_data_header(d: &Data<'_>, buf: &mut [u8]) {
     use field::data as f;
     buf[f::DST_ENDPOINT].copy_from_slice(&d.dst_endpoint.to_be_bytes());
@@ -678,6 +694,8 @@ fn emit_data_header(d: &Data<'_>, buf: &mut [u8]) {
     buf[f::FRAG_COUNT].copy_from_slice(&d.frag_count.to_be_bytes());
     buf[f::MSG_LEN].copy_from_slice(&d.msg_len.to_be_bytes());
     buf[f::FRAG_OFFSET].copy_from_slice(&d.frag_offset.to_be_bytes());
+    buf[f::FRAG_LEN].copy_from_slice(&(d.payload.len() as u16).to_be_bytes());
+    buf[f::FRAG_LEN.end..f::PAYLOAD].fill(0);
 }
 
 #[cfg(test)]
@@ -797,7 +815,10 @@ mod tests {
         assert_eq!(&bytes[28..32], &[0, 0, 0, 42]);
         assert_eq!(&bytes[34..36], &[0, 1]);
         assert_eq!(&bytes[36..40], &[0, 0, 0, 2]);
-        assert_eq!(&bytes[44..], b"xy");
+        assert_eq!(&bytes[40..44], &[0, 0, 0, 0]);
+        assert_eq!(&bytes[44..46], &[0, 2]);
+        assert_eq!(&bytes[46..48], &[0, 0]);
+        assert_eq!(&bytes[48..], b"xy");
         let refuse = emit_vec(&samples()[5]);
         assert_eq!(refuse[24], RefuseReason::NoResources as u8);
         assert_eq!(&refuse[25..28], &[0, 0, 0]);
@@ -807,13 +828,7 @@ mod tests {
     fn every_strict_prefix_is_truncated() {
         for f in samples() {
             let bytes = emit_vec(&f);
-            let min = match f.body {
-                // A Data prefix at or past the header is a shorter payload:
-                // a length error, not a truncation.
-                Body::Data(_) => DATA_HEADER_LEN,
-                _ => bytes.len(),
-            };
-            for n in 0..min {
+            for n in 0..bytes.len() {
                 assert_eq!(
                     Frame::parse(&bytes[..n]),
                     Err(FrameError::Truncated),
@@ -821,18 +836,32 @@ mod tests {
                     f.body.kind()
                 );
             }
-            for n in min..bytes.len() {
-                assert_eq!(Frame::parse(&bytes[..n]), Err(FrameError::BadLength));
-            }
         }
     }
 
     #[test]
-    fn trailing_bytes_on_control_frames_are_rejected() {
-        for f in samples().into_iter().skip(3) {
+    fn trailing_bytes_are_rejected() {
+        for f in samples() {
             let mut bytes = emit_vec(&f);
             bytes.push(0);
             assert_eq!(Frame::parse(&bytes), Err(FrameError::BadLength));
+        }
+    }
+
+    #[test]
+    fn padding_is_ignored_on_receipt() {
+        for f in samples() {
+            let mut bytes = emit_vec(&f);
+            let pad = match f.body.kind() {
+                Kind::Data => 46..48,
+                Kind::OpenRequest => 36..38,
+                Kind::OpenAccept => 34..38,
+                Kind::OpenRefuse => 25..28,
+                Kind::Close => 26..28,
+            };
+            assert!(bytes[pad.clone()].iter().all(|&b| b == 0));
+            bytes[pad].fill(0xFF);
+            assert_eq!(Frame::parse(&bytes), Ok(f));
         }
     }
 
@@ -865,6 +894,13 @@ mod tests {
         // nonzero offset of a single fragment.
         let mut b = good.clone();
         b[43] = 1;
+        assert_eq!(Frame::parse(&b), Err(FrameError::BadLength));
+        // frag_len disagreeing with the datagram, either way.
+        let mut b = good.clone();
+        b[45] = 4;
+        assert_eq!(Frame::parse(&b), Err(FrameError::Truncated));
+        let mut b = good.clone();
+        b[45] = 2;
         assert_eq!(Frame::parse(&b), Err(FrameError::BadLength));
         // msg_len above MAX_MESSAGE.
         let mut b = good.clone();

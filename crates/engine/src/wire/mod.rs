@@ -15,7 +15,7 @@
 //!    +--------+--------+--------+--------------------------------+
 //!   ```
 //!
-//!   followed by a kind-specific part: `Data` (44-byte header, then a
+//!   followed by a kind-specific part: `Data` (48-byte header, then a
 //!   fragment of a message of at most [`MAX_MESSAGE`] = 1 MiB, with its
 //!   offset carried explicitly), `OpenRequest`, `OpenAccept`, `OpenRefuse`
 //!   and `Close`. The full layout, with every field offset, is drawn in
