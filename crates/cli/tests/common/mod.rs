@@ -584,15 +584,17 @@ pub fn stream_recv(
 /// ignored).
 pub fn wait_peer_gone(ep: &mut Endpoint, ch: Channel, timeout: Duration) -> bool {
     let deadline = Instant::now() + timeout;
-    while Instant::now() < deadline {
+    loop {
         while let Some(e) = ep.poll_event() {
             if e == (Event::PeerGone { channel: ch }) {
                 return true;
             }
         }
+        if Instant::now() >= deadline {
+            return false;
+        }
         std::thread::sleep(Duration::from_millis(5));
     }
-    false
 }
 
 /// CPU time (utime + stime, clock ticks) of a process.
