@@ -244,6 +244,43 @@ pub enum Op {
     Goto {
         t: u32,
     },
+    /// Fused `iinc x, v` and `if_icmplt x, b` (the back-edge of a counted
+    /// loop): falls through past the following op, which is the unfused
+    /// branch kept for code jumping to it.
+    IncLt {
+        x: Slot,
+        v: i16,
+        b: Slot,
+        t: u32,
+    },
+    /// As [`Op::IncLt`] with `<=`.
+    IncLe {
+        x: Slot,
+        v: i16,
+        b: Slot,
+        t: u32,
+    },
+    /// As [`Op::IncLt`] with `!=`.
+    IncNe {
+        x: Slot,
+        v: i16,
+        b: Slot,
+        t: u32,
+    },
+    /// As [`Op::IncLt`] with `>`.
+    IncGt {
+        x: Slot,
+        v: i16,
+        b: Slot,
+        t: u32,
+    },
+    /// As [`Op::IncLt`] with `>=`.
+    IncGe {
+        x: Slot,
+        v: i16,
+        b: Slot,
+        t: u32,
+    },
     /// Switch on slot `s` with table `tab` of the method.
     Switch {
         s: Slot,
@@ -414,6 +451,11 @@ impl Op {
             | Op::IfGeI { t, .. }
             | Op::IfGtI { t, .. }
             | Op::IfLeI { t, .. }
+            | Op::IncLt { t, .. }
+            | Op::IncLe { t, .. }
+            | Op::IncNe { t, .. }
+            | Op::IncGt { t, .. }
+            | Op::IncGe { t, .. }
             | Op::Goto { t } => Some(t),
             _ => None,
         }
@@ -1017,15 +1059,159 @@ pub fn decode(
             *t = fixt(*t)?;
         }
     }
+    rotate_and_fuse(&mut dc.ops);
     let nargs = m.sig.params.len() as u16 + u16::from(!m.is_static);
-    Ok(MethodCode {
+    let mc = MethodCode {
         ops: dc.ops,
         offsets: dc.offsets,
         switches,
         frame_size,
         nargs,
         name: format!("{}{}", m.name, m.descriptor),
-    })
+    };
+    validate(&mc)?;
+    Ok(mc)
+}
+
+impl Op {
+    /// The frame slots this op reads or writes (unused entries repeat 0).
+    pub fn slots(&self) -> [Slot; 3] {
+        match *self {
+            Op::Mov { d, s } | Op::Neg { d, s } | Op::I2b { d, s } | Op::I2s { d, s } => [d, s, 0],
+            Op::Const { d, .. } | Op::GetF { d, .. } => [d, 0, 0],
+            Op::Add { d, a, b }
+            | Op::Sub { d, a, b }
+            | Op::Mul { d, a, b }
+            | Op::Div { d, a, b }
+            | Op::Rem { d, a, b }
+            | Op::And { d, a, b }
+            | Op::Or { d, a, b }
+            | Op::Xor { d, a, b }
+            | Op::Shl { d, a, b }
+            | Op::Shr { d, a, b }
+            | Op::Ushr { d, a, b } => [d, a, b],
+            Op::AddI { d, a, .. }
+            | Op::MulI { d, a, .. }
+            | Op::DivI { d, a, .. }
+            | Op::RemI { d, a, .. }
+            | Op::AndI { d, a, .. }
+            | Op::OrI { d, a, .. }
+            | Op::XorI { d, a, .. }
+            | Op::ShlI { d, a, .. }
+            | Op::ShrI { d, a, .. }
+            | Op::UshrI { d, a, .. } => [d, a, 0],
+            Op::SubIR { d, b, .. } => [d, b, 0],
+            Op::Inc { x, .. } => [x, 0, 0],
+            Op::IncLt { x, b, .. }
+            | Op::IncLe { x, b, .. }
+            | Op::IncNe { x, b, .. }
+            | Op::IncGt { x, b, .. }
+            | Op::IncGe { x, b, .. } => [x, b, 0],
+            Op::IfEq { a, b, .. }
+            | Op::IfNe { a, b, .. }
+            | Op::IfLt { a, b, .. }
+            | Op::IfGe { a, b, .. }
+            | Op::IfGt { a, b, .. }
+            | Op::IfLe { a, b, .. } => [a, b, 0],
+            Op::IfEqI { a, .. }
+            | Op::IfNeI { a, .. }
+            | Op::IfLtI { a, .. }
+            | Op::IfGeI { a, .. }
+            | Op::IfGtI { a, .. }
+            | Op::IfLeI { a, .. } => [a, 0, 0],
+            Op::Goto { .. } | Op::RetK { .. } | Op::RetVoid => [0, 0, 0],
+            Op::Switch { s, .. }
+            | Op::PutF { s, .. }
+            | Op::PutFB { s, .. }
+            | Op::PutFS { s, .. }
+            | Op::PutFZ { s, .. }
+            | Op::NullCheck { s }
+            | Op::Ret { s }
+            | Op::RetB { s }
+            | Op::RetS { s }
+            | Op::RetZ { s } => [s, 0, 0],
+            Op::IaLoad { d, a, i } | Op::BaLoad { d, a, i } | Op::SaLoad { d, a, i } => [d, a, i],
+            Op::IaStore { a, i, s }
+            | Op::BaStore { a, i, s }
+            | Op::ZaStore { a, i, s }
+            | Op::SaStore { a, i, s } => [a, i, s],
+            Op::ArrLen { d, a } => [d, a, 0],
+            Op::NewArray { d, n, .. } => [d, n, 0],
+            Op::Call { at, .. } | Op::CallNative { at, .. } => [at, 0, 0],
+        }
+    }
+
+    /// True if control never continues with the next op.
+    pub fn is_terminator(&self) -> bool {
+        matches!(
+            self,
+            Op::Goto { .. }
+                | Op::Switch { .. }
+                | Op::Ret { .. }
+                | Op::RetK { .. }
+                | Op::RetB { .. }
+                | Op::RetS { .. }
+                | Op::RetZ { .. }
+                | Op::RetVoid
+        )
+    }
+}
+
+/// Check the invariants the interpreter relies on without re-checking:
+/// every slot operand is below `frame_size` (the frame slice's length),
+/// every branch target (switch tables included) is an op index, and the
+/// last op never falls through, so the op index stays in range.
+///
+/// This is deliberately independent of the verifier's reasoning: it is the
+/// one place that justifies the unchecked frame accesses of the interpreter.
+pub fn validate(mc: &MethodCode) -> Result<(), String> {
+    let n = mc.ops.len() as u32;
+    if mc.frame_size == 0 || mc.offsets.len() != mc.ops.len() {
+        return Err("internal: malformed decoded method".into());
+    }
+    match mc.ops.last() {
+        Some(op) if op.is_terminator() => {}
+        _ => return Err("internal: decoded code may run past its end".into()),
+    }
+    for (i, op) in mc.ops.iter().enumerate() {
+        if op.slots().iter().any(|&s| s >= mc.frame_size) {
+            return Err(format!(
+                "internal: op {i} {op:?} uses a slot outside the frame"
+            ));
+        }
+        let mut op = *op;
+        if let Some(t) = op.target_mut() {
+            if *t >= n {
+                return Err(format!("internal: op {i} branches outside the code"));
+            }
+        }
+        if matches!(
+            op,
+            Op::IncLt { .. }
+                | Op::IncLe { .. }
+                | Op::IncNe { .. }
+                | Op::IncGt { .. }
+                | Op::IncGe { .. }
+        ) && i + 2 >= mc.ops.len()
+        {
+            return Err(format!("internal: fused op {i} may run past the end"));
+        }
+        if let Op::Switch { tab, .. } = op {
+            let sw = mc
+                .switches
+                .get(tab as usize)
+                .ok_or("internal: missing switch table")?;
+            if sw.default >= n || sw.targets.iter().any(|&t| t >= n) {
+                return Err(format!(
+                    "internal: switch at op {i} branches outside the code"
+                ));
+            }
+            if sw.dense && sw.keys.is_empty() || sw.keys.len() != sw.targets.len() {
+                return Err("internal: malformed switch table".into());
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Emit a null check for a field access through `obj`, unless it is
@@ -1040,6 +1226,69 @@ fn null_check(dc: &mut D, obj: Src, known_this: bool) {
             dc.before_write(s);
             dc.emit(Op::Const { d: s, v: 0 });
             dc.emit(Op::NullCheck { s });
+        }
+    }
+}
+
+/// The conditional branch `op` with its condition inverted and target
+/// `cont`, if `op` is a conditional branch to `exit`.
+fn invert(op: Op, exit: u32, cont: u32) -> Option<Op> {
+    let t = cont;
+    Some(match op {
+        Op::IfEq { a, b, t: e } if e == exit => Op::IfNe { a, b, t },
+        Op::IfNe { a, b, t: e } if e == exit => Op::IfEq { a, b, t },
+        Op::IfLt { a, b, t: e } if e == exit => Op::IfGe { a, b, t },
+        Op::IfGe { a, b, t: e } if e == exit => Op::IfLt { a, b, t },
+        Op::IfGt { a, b, t: e } if e == exit => Op::IfLe { a, b, t },
+        Op::IfLe { a, b, t: e } if e == exit => Op::IfGt { a, b, t },
+        Op::IfEqI { a, v, t: e } if e == exit => Op::IfNeI { a, v, t },
+        Op::IfNeI { a, v, t: e } if e == exit => Op::IfEqI { a, v, t },
+        Op::IfLtI { a, v, t: e } if e == exit => Op::IfGeI { a, v, t },
+        Op::IfGeI { a, v, t: e } if e == exit => Op::IfLtI { a, v, t },
+        Op::IfGtI { a, v, t: e } if e == exit => Op::IfLeI { a, v, t },
+        Op::IfLeI { a, v, t: e } if e == exit => Op::IfGtI { a, v, t },
+        _ => return None,
+    })
+}
+
+/// Loop rotation and back-edge fusion, on op indices.
+///
+/// javac compiles `for (..; c; i++) body` as `L: if !c goto X; body;
+/// i++; goto L; X:`. A backward `goto L` whose target is a conditional
+/// branch to the op right after the `goto` is replaced by the inverted
+/// branch to `L + 1` (the loop test moves to the bottom: one dispatch less
+/// per iteration). The branch reads the same slots at both places: at a
+/// branch target every stack entry is in its own slot, and the `goto` is
+/// preceded by the same materialisation. Then `iinc x; if x <cond> b`
+/// becomes one op that skips the (kept) branch when it falls through.
+fn rotate_and_fuse(ops: &mut [Op]) {
+    for i in 0..ops.len() {
+        if let Op::Goto { t } = ops[i] {
+            let t = t as usize;
+            if t < i {
+                if let Some(inv) = invert(ops[t], i as u32 + 1, t as u32 + 1) {
+                    ops[i] = inv;
+                }
+            }
+        }
+    }
+    for i in 1..ops.len() {
+        let Op::Inc { x, v } = ops[i - 1] else {
+            continue;
+        };
+        let Ok(v) = i16::try_from(v) else {
+            continue;
+        };
+        let fused = match ops[i] {
+            Op::IfLt { a, b, t } if a == x && b != x => Op::IncLt { x, v, b, t },
+            Op::IfLe { a, b, t } if a == x && b != x => Op::IncLe { x, v, b, t },
+            Op::IfNe { a, b, t } if a == x && b != x => Op::IncNe { x, v, b, t },
+            Op::IfGt { a, b, t } if a == x && b != x => Op::IncGt { x, v, b, t },
+            Op::IfGe { a, b, t } if a == x && b != x => Op::IncGe { x, v, b, t },
+            _ => continue,
+        };
+        if i + 1 < ops.len() {
+            ops[i - 1] = fused;
         }
     }
 }

@@ -94,6 +94,42 @@ impl State {
     }
 }
 
+/// The current frame's slots, indexed by [`crate::decode::Slot`].
+///
+/// Indexing with a slot skips the bounds check: every frame slice is
+/// created as exactly `frame_size` slots of its method, and
+/// [`crate::decode::validate`] checked at load that every slot operand of
+/// every op of that method is below `frame_size`. Indexing with `usize`
+/// goes through the checked slice (`.0`).
+struct Regs<'a>(&'a mut [i32]);
+
+impl std::ops::Index<u16> for Regs<'_> {
+    type Output = i32;
+    #[inline(always)]
+    fn index(&self, i: u16) -> &i32 {
+        debug_assert!((i as usize) < self.0.len());
+        // SAFETY: `i` is a slot operand of an op of the running method,
+        // which `decode::validate` proved to be < frame_size, and this slice
+        // has exactly frame_size elements (see the constructors in `run`).
+        #[allow(unsafe_code)]
+        unsafe {
+            self.0.get_unchecked(i as usize)
+        }
+    }
+}
+
+impl std::ops::IndexMut<u16> for Regs<'_> {
+    #[inline(always)]
+    fn index_mut(&mut self, i: u16) -> &mut i32 {
+        debug_assert!((i as usize) < self.0.len());
+        // SAFETY: as for `Index` above.
+        #[allow(unsafe_code)]
+        unsafe {
+            self.0.get_unchecked_mut(i as usize)
+        }
+    }
+}
+
 /// Run method `entry` whose arguments are in `st.stack[0..]`. Returns the
 /// result (0 for void) and the fuel left.
 fn run<H>(
@@ -116,7 +152,7 @@ fn run<H>(
         stack.resize(need, 0);
     }
     st.frames.clear();
-    let mut fr: &mut [i32] = &mut stack[base..base + mc.frame_size as usize];
+    let mut fr = Regs(&mut stack[base..base + mc.frame_size as usize]);
 
     macro_rules! jump {
         ($t:expr) => {{
@@ -143,24 +179,24 @@ fn run<H>(
             match st.frames.pop() {
                 None => break Ok(v),
                 Some(r) => {
-                    fr[0] = v;
+                    fr.0[0] = v;
                     m = r.m as usize;
                     mc = &cls.code[m];
                     code = &mc.ops;
                     pc = r.pc as usize;
                     base = r.base as usize;
-                    fr = &mut stack[base..base + mc.frame_size as usize];
+                    fr = Regs(&mut stack[base..base + mc.frame_size as usize]);
                 }
             }
         }};
     }
     macro_rules! aload {
         ($d:expr, $a:expr, $i:expr, $v:ident, $($pat:pat_param)|+ => $conv:expr) => {{
-            let h = fr[$a as usize];
-            let i = fr[$i as usize];
+            let h = fr[$a];
+            let i = fr[$i];
             match st.heap.arrays.get((h as u32 as usize).wrapping_sub(1)) {
                 $(Some($pat))|+ => match $v.get(i as u32 as usize) {
-                    Some(x) => fr[$d as usize] = $conv(*x),
+                    Some(x) => fr[$d] = $conv(*x),
                     None => {
                         break Err(Fault::ArrayIndexOutOfBounds {
                             index: i,
@@ -174,9 +210,9 @@ fn run<H>(
     }
     macro_rules! astore {
         ($a:expr, $i:expr, $s:expr, $v:ident, $($pat:pat_param)|+ => $conv:expr) => {{
-            let h = fr[$a as usize];
-            let i = fr[$i as usize];
-            let x = fr[$s as usize];
+            let h = fr[$a];
+            let i = fr[$i];
+            let x = fr[$s];
             match st.heap.arrays.get_mut((h as u32 as usize).wrapping_sub(1)) {
                 $(Some($pat))|+ => {
                     let len = $v.len() as i32;
@@ -194,78 +230,115 @@ fn run<H>(
         let op = code[pc];
         pc += 1;
         match op {
-            Op::Mov { d, s } => fr[d as usize] = fr[s as usize],
-            Op::Const { d, v } => fr[d as usize] = v,
-            Op::Add { d, a, b } => fr[d as usize] = fr[a as usize].wrapping_add(fr[b as usize]),
-            Op::Sub { d, a, b } => fr[d as usize] = fr[a as usize].wrapping_sub(fr[b as usize]),
-            Op::Mul { d, a, b } => fr[d as usize] = fr[a as usize].wrapping_mul(fr[b as usize]),
+            Op::Mov { d, s } => fr[d] = fr[s],
+            Op::Const { d, v } => fr[d] = v,
+            Op::Add { d, a, b } => fr[d] = fr[a].wrapping_add(fr[b]),
+            Op::Sub { d, a, b } => fr[d] = fr[a].wrapping_sub(fr[b]),
+            Op::Mul { d, a, b } => fr[d] = fr[a].wrapping_mul(fr[b]),
             Op::Div { d, a, b } => {
-                let y = fr[b as usize];
+                let y = fr[b];
                 if y == 0 {
                     break Err(Fault::DivideByZero);
                 }
-                fr[d as usize] = fr[a as usize].wrapping_div(y);
+                fr[d] = fr[a].wrapping_div(y);
             }
             Op::Rem { d, a, b } => {
-                let y = fr[b as usize];
+                let y = fr[b];
                 if y == 0 {
                     break Err(Fault::DivideByZero);
                 }
-                fr[d as usize] = fr[a as usize].wrapping_rem(y);
+                fr[d] = fr[a].wrapping_rem(y);
             }
-            Op::And { d, a, b } => fr[d as usize] = fr[a as usize] & fr[b as usize],
-            Op::Or { d, a, b } => fr[d as usize] = fr[a as usize] | fr[b as usize],
-            Op::Xor { d, a, b } => fr[d as usize] = fr[a as usize] ^ fr[b as usize],
-            Op::Shl { d, a, b } => {
-                fr[d as usize] = fr[a as usize].wrapping_shl(fr[b as usize] as u32)
-            }
-            Op::Shr { d, a, b } => {
-                fr[d as usize] = fr[a as usize].wrapping_shr(fr[b as usize] as u32)
-            }
-            Op::Ushr { d, a, b } => {
-                fr[d as usize] = (fr[a as usize] as u32).wrapping_shr(fr[b as usize] as u32) as i32
-            }
-            Op::AddI { d, a, v } => fr[d as usize] = fr[a as usize].wrapping_add(v),
-            Op::SubIR { d, v, b } => fr[d as usize] = v.wrapping_sub(fr[b as usize]),
-            Op::MulI { d, a, v } => fr[d as usize] = fr[a as usize].wrapping_mul(v),
-            Op::DivI { d, a, v } => fr[d as usize] = fr[a as usize].wrapping_div(v),
-            Op::RemI { d, a, v } => fr[d as usize] = fr[a as usize].wrapping_rem(v),
-            Op::AndI { d, a, v } => fr[d as usize] = fr[a as usize] & v,
-            Op::OrI { d, a, v } => fr[d as usize] = fr[a as usize] | v,
-            Op::XorI { d, a, v } => fr[d as usize] = fr[a as usize] ^ v,
-            Op::ShlI { d, a, v } => fr[d as usize] = fr[a as usize].wrapping_shl(v as u32),
-            Op::ShrI { d, a, v } => fr[d as usize] = fr[a as usize].wrapping_shr(v as u32),
-            Op::UshrI { d, a, v } => {
-                fr[d as usize] = (fr[a as usize] as u32).wrapping_shr(v as u32) as i32
-            }
-            Op::Neg { d, s } => fr[d as usize] = fr[s as usize].wrapping_neg(),
-            Op::I2b { d, s } => fr[d as usize] = fr[s as usize] as i8 as i32,
-            Op::I2s { d, s } => fr[d as usize] = fr[s as usize] as i16 as i32,
-            Op::Inc { x, v } => fr[x as usize] = fr[x as usize].wrapping_add(v),
-            Op::IfEq { a, b, t } => br!(fr[a as usize] == fr[b as usize], t),
-            Op::IfNe { a, b, t } => br!(fr[a as usize] != fr[b as usize], t),
-            Op::IfLt { a, b, t } => br!(fr[a as usize] < fr[b as usize], t),
-            Op::IfGe { a, b, t } => br!(fr[a as usize] >= fr[b as usize], t),
-            Op::IfGt { a, b, t } => br!(fr[a as usize] > fr[b as usize], t),
-            Op::IfLe { a, b, t } => br!(fr[a as usize] <= fr[b as usize], t),
-            Op::IfEqI { a, v, t } => br!(fr[a as usize] == v, t),
-            Op::IfNeI { a, v, t } => br!(fr[a as usize] != v, t),
-            Op::IfLtI { a, v, t } => br!(fr[a as usize] < v, t),
-            Op::IfGeI { a, v, t } => br!(fr[a as usize] >= v, t),
-            Op::IfGtI { a, v, t } => br!(fr[a as usize] > v, t),
-            Op::IfLeI { a, v, t } => br!(fr[a as usize] <= v, t),
+            Op::And { d, a, b } => fr[d] = fr[a] & fr[b],
+            Op::Or { d, a, b } => fr[d] = fr[a] | fr[b],
+            Op::Xor { d, a, b } => fr[d] = fr[a] ^ fr[b],
+            Op::Shl { d, a, b } => fr[d] = fr[a].wrapping_shl(fr[b] as u32),
+            Op::Shr { d, a, b } => fr[d] = fr[a].wrapping_shr(fr[b] as u32),
+            Op::Ushr { d, a, b } => fr[d] = (fr[a] as u32).wrapping_shr(fr[b] as u32) as i32,
+            Op::AddI { d, a, v } => fr[d] = fr[a].wrapping_add(v),
+            Op::SubIR { d, v, b } => fr[d] = v.wrapping_sub(fr[b]),
+            Op::MulI { d, a, v } => fr[d] = fr[a].wrapping_mul(v),
+            Op::DivI { d, a, v } => fr[d] = fr[a].wrapping_div(v),
+            Op::RemI { d, a, v } => fr[d] = fr[a].wrapping_rem(v),
+            Op::AndI { d, a, v } => fr[d] = fr[a] & v,
+            Op::OrI { d, a, v } => fr[d] = fr[a] | v,
+            Op::XorI { d, a, v } => fr[d] = fr[a] ^ v,
+            Op::ShlI { d, a, v } => fr[d] = fr[a].wrapping_shl(v as u32),
+            Op::ShrI { d, a, v } => fr[d] = fr[a].wrapping_shr(v as u32),
+            Op::UshrI { d, a, v } => fr[d] = (fr[a] as u32).wrapping_shr(v as u32) as i32,
+            Op::Neg { d, s } => fr[d] = fr[s].wrapping_neg(),
+            Op::I2b { d, s } => fr[d] = fr[s] as i8 as i32,
+            Op::I2s { d, s } => fr[d] = fr[s] as i16 as i32,
+            Op::Inc { x, v } => fr[x] = fr[x].wrapping_add(v),
+            Op::IfEq { a, b, t } => br!(fr[a] == fr[b], t),
+            Op::IfNe { a, b, t } => br!(fr[a] != fr[b], t),
+            Op::IfLt { a, b, t } => br!(fr[a] < fr[b], t),
+            Op::IfGe { a, b, t } => br!(fr[a] >= fr[b], t),
+            Op::IfGt { a, b, t } => br!(fr[a] > fr[b], t),
+            Op::IfLe { a, b, t } => br!(fr[a] <= fr[b], t),
+            Op::IfEqI { a, v, t } => br!(fr[a] == v, t),
+            Op::IfNeI { a, v, t } => br!(fr[a] != v, t),
+            Op::IfLtI { a, v, t } => br!(fr[a] < v, t),
+            Op::IfGeI { a, v, t } => br!(fr[a] >= v, t),
+            Op::IfGtI { a, v, t } => br!(fr[a] > v, t),
+            Op::IfLeI { a, v, t } => br!(fr[a] <= v, t),
             Op::Goto { t } => jump!(t),
+            Op::IncLt { x, v, b, t } => {
+                let y = fr[x].wrapping_add(v as i32);
+                fr[x] = y;
+                if y < fr[b] {
+                    jump!(t)
+                } else {
+                    pc += 1
+                }
+            }
+            Op::IncLe { x, v, b, t } => {
+                let y = fr[x].wrapping_add(v as i32);
+                fr[x] = y;
+                if y <= fr[b] {
+                    jump!(t)
+                } else {
+                    pc += 1
+                }
+            }
+            Op::IncNe { x, v, b, t } => {
+                let y = fr[x].wrapping_add(v as i32);
+                fr[x] = y;
+                if y != fr[b] {
+                    jump!(t)
+                } else {
+                    pc += 1
+                }
+            }
+            Op::IncGt { x, v, b, t } => {
+                let y = fr[x].wrapping_add(v as i32);
+                fr[x] = y;
+                if y > fr[b] {
+                    jump!(t)
+                } else {
+                    pc += 1
+                }
+            }
+            Op::IncGe { x, v, b, t } => {
+                let y = fr[x].wrapping_add(v as i32);
+                fr[x] = y;
+                if y >= fr[b] {
+                    jump!(t)
+                } else {
+                    pc += 1
+                }
+            }
             Op::Switch { s, tab } => {
-                let t = mc.switches[tab as usize].lookup(fr[s as usize]);
+                let t = mc.switches[tab as usize].lookup(fr[s]);
                 jump!(t)
             }
-            Op::GetF { d, f } => fr[d as usize] = st.fields[f as usize],
-            Op::PutF { f, s } => st.fields[f as usize] = fr[s as usize],
-            Op::PutFB { f, s } => st.fields[f as usize] = fr[s as usize] as i8 as i32,
-            Op::PutFS { f, s } => st.fields[f as usize] = fr[s as usize] as i16 as i32,
-            Op::PutFZ { f, s } => st.fields[f as usize] = fr[s as usize] & 1,
+            Op::GetF { d, f } => fr[d] = st.fields[f as usize],
+            Op::PutF { f, s } => st.fields[f as usize] = fr[s],
+            Op::PutFB { f, s } => st.fields[f as usize] = fr[s] as i8 as i32,
+            Op::PutFS { f, s } => st.fields[f as usize] = fr[s] as i16 as i32,
+            Op::PutFZ { f, s } => st.fields[f as usize] = fr[s] & 1,
             Op::NullCheck { s } => {
-                if fr[s as usize] == 0 {
+                if fr[s] == 0 {
                     break Err(Fault::NullPointer);
                 }
             }
@@ -283,14 +356,14 @@ fn run<H>(
             }
             Op::SaStore { a, i, s } => astore!(a, i, s, v, ArrayData::S(v) => |x: i32| x as i16),
             Op::ArrLen { d, a } => {
-                let h = fr[a as usize];
+                let h = fr[a];
                 match st.heap.get(h) {
-                    Some(arr) => fr[d as usize] = arr.len() as i32,
+                    Some(arr) => fr[d] = arr.len() as i32,
                     None => break Err(arr_fault(h)),
                 }
             }
             Op::NewArray { d, n, e } => {
-                let len = fr[n as usize];
+                let len = fr[n];
                 if len < 0 {
                     break Err(Fault::NegativeArraySize(len));
                 }
@@ -303,7 +376,7 @@ fn run<H>(
                     Err(Fault::HeapQuotaExceeded { .. }) => {
                         let top = base + mc.frame_size as usize;
                         st.collect(&stack[..top]);
-                        fr = &mut stack[base..top];
+                        fr = Regs(&mut stack[base..top]);
                         match st.heap.alloc(e, len) {
                             Ok(h) => h,
                             Err(f) => break Err(f),
@@ -311,7 +384,7 @@ fn run<H>(
                     }
                     Err(f) => break Err(f),
                 };
-                fr[d as usize] = h;
+                fr[d] = h;
             }
             Op::Call { m: cm, at } => {
                 fuel -= 1;
@@ -341,7 +414,7 @@ fn run<H>(
                 code = &callee.ops;
                 pc = 0;
                 base = nb;
-                fr = &mut stack[nb..top];
+                fr = Regs(&mut stack[nb..top]);
             }
             Op::CallNative { n, at, argc } => {
                 fuel -= 1;
@@ -351,7 +424,7 @@ fn run<H>(
                 let nat = &cls.natives[n as usize];
                 let a = at as usize;
                 let r = {
-                    let args = &fr[a..a + argc as usize];
+                    let args = &fr.0[a..a + argc as usize];
                     let mut cx = NativeCtx {
                         heap: &mut st.heap,
                         fuel: &mut fuel,
@@ -369,9 +442,9 @@ fn run<H>(
                                     e.descriptor()
                                 )));
                             }
-                            fr[a] = v;
+                            fr.0[a] = v;
                         }
-                        Some(_) => fr[a] = v,
+                        Some(_) => fr.0[a] = v,
                     },
                     Err(f) => break Err(f),
                 }
@@ -379,11 +452,11 @@ fn run<H>(
                     break Err(Fault::OutOfFuel);
                 }
             }
-            Op::Ret { s } => ret!(fr[s as usize]),
+            Op::Ret { s } => ret!(fr[s]),
             Op::RetK { v } => ret!(v),
-            Op::RetB { s } => ret!(fr[s as usize] as i8 as i32),
-            Op::RetS { s } => ret!(fr[s as usize] as i16 as i32),
-            Op::RetZ { s } => ret!(fr[s as usize] & 1),
+            Op::RetB { s } => ret!(fr[s] as i8 as i32),
+            Op::RetS { s } => ret!(fr[s] as i16 as i32),
+            Op::RetZ { s } => ret!(fr[s] & 1),
             Op::RetVoid => ret!(0),
         }
     };

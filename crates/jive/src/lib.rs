@@ -45,7 +45,7 @@
 //! println!("fib(20) = {r:?}, fuel used {}", vm.last_fuel_used());
 //! # Ok(()) }
 //! ```
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod classfile;

@@ -24,4 +24,14 @@ public class Bench {
     static int deep(int n) { return deep(n + 1); }
     static boolean[] zs = new boolean[2];
     static int bools(int v) { byte[] b = new byte[1]; b[0] = (byte) v; zs[0] = (v & 1) == 1; return b[0] + (zs[0] ? 100 : 0); }
+
+    static int fieldRead(int n) { int x = 0; for (int i = 0; i < n; i++) { x = sf; } return x; }
+    static int fieldWrite(int n) { for (int i = 0; i < n; i++) { sf = i; } return sf; }
+    static int arrayRead(int n) { int[] a = arr; int x = 0; for (int i = 0; i < n; i++) { x = a[0]; } return x; }
+    static int arrayWrite(int n) { int[] a = arr; for (int i = 0; i < n; i++) { a[0] = i; } return a[0]; }
+    static int mathField(int n) { f1 = 3; for (int i = 0; i < n; i++) { f2 = f1+f1+f1+f1+f1+f1+f1+f1+f1+f1; } return f2; }
+    static int mathArray(int n) { int[] x = new int[1], y = new int[1]; x[0] = 3; for (int i = 0; i < n; i++) { y[0] = x[0]+x[0]+x[0]+x[0]+x[0]+x[0]+x[0]+x[0]+x[0]+x[0]; } return y[0]; }
+    static int nativeNop(int n) { for (int i = 0; i < n; i++) { unet.sle.Natives.nop(); } return n; }
+    static int rand(int n) { int[] s = new int[55]; for (int i = 0; i < 55; i++) s[i] = i * 31 + 7; int j = 24, k = 54, r = 0;
+        for (int i = 0; i < n; i++) { s[k] = (s[k] + s[j]) % 1000003; r = s[k] / 3 * 7 % 1009; j = (j == 0) ? 54 : j - 1; k = (k == 0) ? 54 : k - 1; } return r; }
 }
