@@ -650,7 +650,8 @@ pub fn peer_addr() -> unet::EndpointAddr {
 /// peer on `UNET_PATH`, stream, report `DONE`, hold). Returns false for
 /// other roles.
 pub fn stream_role(role: &str) -> bool {
-    let size = |s: u64| size_of_seq(s);
+    let sizes = sizes_named(&std::env::var("UNET_SIZES").unwrap_or_default());
+    let size = |s: u64| sizes(s);
     match role {
         "recv" => {
             watchdog(120);
@@ -681,6 +682,21 @@ pub fn stream_role(role: &str) -> bool {
     }
 }
 
+/// Sizes with many messages above one datagram: 100 000 bytes is 68
+/// fragments of the default 1472-byte datagram.
+pub fn size_fragmented(seq: u64) -> usize {
+    const S: [usize; 8] = [1, 8, 100, 1000, 1472, 3000, 100_000, 57];
+    S[(seq % 8) as usize]
+}
+
+/// A size function by name: "fragmented" or the default mix.
+pub fn sizes_named(name: &str) -> fn(u64) -> usize {
+    match name {
+        "fragmented" => size_fragmented,
+        _ => size_of_seq,
+    }
+}
+
 /// Parent side: run a receiver on `recv_sock` and a sender on `send_sock`
 /// streaming `count` messages, and check the byte count.
 pub fn run_stream(
@@ -691,14 +707,30 @@ pub fn run_stream(
     path: &str,
     count: u64,
 ) -> Streamed {
+    run_stream_sized(ns, recv_sock, send_sock, peer_host, path, count, "mixed")
+}
+
+/// [`run_stream`] with the sizes of [`sizes_named`].
+pub fn run_stream_sized(
+    ns: (Option<&str>, Option<&str>),
+    recv_sock: &Path,
+    send_sock: &Path,
+    peer_host: Option<std::net::SocketAddr>,
+    path: &str,
+    count: u64,
+    sizes: &str,
+) -> Streamed {
+    let size = sizes_named(sizes);
     let mut rc = child_cmd(ns.0, "recv");
     rc.env("UNET_SOCKET", recv_sock)
-        .env("UNET_COUNT", count.to_string());
+        .env("UNET_COUNT", count.to_string())
+        .env("UNET_SIZES", sizes);
     let mut r = Proc::spawn("receiver", rc);
     let id = r.expect("ID", Duration::from_secs(20));
     let mut sc = child_cmd(ns.1, "send");
     sc.env("UNET_SOCKET", send_sock)
         .env("UNET_COUNT", count.to_string())
+        .env("UNET_SIZES", sizes)
         .env("UNET_PEER_ID", &id)
         .env("UNET_PATH", path);
     if let Some(h) = peer_host {
@@ -709,7 +741,7 @@ pub fn run_stream(
     let done = r.expect("DONE", Duration::from_secs(110));
     s.expect("DONE", Duration::from_secs(10));
     let bytes: u64 = done.split_whitespace().next().unwrap().parse().unwrap();
-    let want: u64 = (0..count).map(|s| size_of_seq(s) as u64).sum();
+    let want: u64 = (0..count).map(|s| size(s) as u64).sum();
     assert_eq!(bytes, want, "bytes received");
     Streamed {
         receiver: r,

@@ -1,0 +1,290 @@
+//! Two hosts: two network namespaces joined by a veth pair, a `unet daemon`
+//! with a UDP wire in each, client processes in each. Messages both ways,
+//! many of them fragmented; then a run with the daemons' seeded drop
+//! injection, where losses are counted and every message that arrives is
+//! intact.
+//!
+//! Needs root (CAP_NET_ADMIN) and `ip` from iproute2; fails, never skips,
+//! when either is missing.
+
+mod common;
+
+use std::collections::HashSet;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const PORT: u16 = 7700;
+
+/// Two namespaces joined by a veth pair; deleted on drop.
+struct Hosts {
+    a: String,
+    b: String,
+    addr_a: String,
+    addr_b: String,
+}
+
+fn ip(args: &[&str]) -> Result<(), String> {
+    let out = Command::new("ip").args(args).output().map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            "the `ip` command is missing: install iproute2 \
+             (e.g. `apt-get install -y iproute2`) to run the two-host tests"
+                .to_string()
+        } else {
+            format!("cannot run ip: {e}")
+        }
+    })?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "`ip {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+impl Hosts {
+    fn new(tag: &str, k: u32) -> Hosts {
+        let pid = std::process::id();
+        let n = (pid % 100) * 2 + k;
+        let h = Hosts {
+            a: format!("unet-a-{pid}-{tag}"),
+            b: format!("unet-b-{pid}-{tag}"),
+            addr_a: format!("10.99.{n}.1"),
+            addr_b: format!("10.99.{n}.2"),
+        };
+        let (va, vb) = (format!("ua{tag}{pid}"), format!("ub{tag}{pid}"));
+        // Left over from a crashed run with the same pid.
+        let _ = ip(&["netns", "del", &h.a]);
+        let _ = ip(&["netns", "del", &h.b]);
+        if let Err(e) = ip(&["netns", "add", &h.a]) {
+            panic!(
+                "cannot create a network namespace ({e}); these tests need root \
+                 (CAP_NET_ADMIN and CAP_SYS_ADMIN) to build their two hosts"
+            );
+        }
+        let steps: Vec<Vec<&str>> = vec![
+            vec!["netns", "add", &h.b],
+            vec!["link", "add", &va, "type", "veth", "peer", "name", &vb],
+            vec!["link", "set", &va, "netns", &h.a],
+            vec!["link", "set", &vb, "netns", &h.b],
+        ];
+        for s in &steps {
+            ip(s).unwrap_or_else(|e| panic!("setting up the two hosts: {e}"));
+        }
+        let cidr_a = format!("{}/24", h.addr_a);
+        let cidr_b = format!("{}/24", h.addr_b);
+        for (ns, dev, cidr) in [(&h.a, &va, &cidr_a), (&h.b, &vb, &cidr_b)] {
+            for s in [
+                vec!["-n", ns, "addr", "add", cidr, "dev", dev],
+                vec!["-n", ns, "link", "set", dev, "up"],
+                vec!["-n", ns, "link", "set", "lo", "up"],
+            ] {
+                ip(&s).unwrap_or_else(|e| panic!("setting up the two hosts: {e}"));
+            }
+        }
+        h
+    }
+
+    fn wire(&self, ns: &str, extra: &[&str]) -> Daemon {
+        let addr = if ns == self.a {
+            &self.addr_a
+        } else {
+            &self.addr_b
+        };
+        let udp = format!("{addr}:{PORT}");
+        let mut args = vec!["--udp", &udp];
+        args.extend_from_slice(extra);
+        let d = Daemon::start_in(Some(ns), &args);
+        assert_eq!(d.udp.map(|u| u.to_string()), Some(udp.clone()));
+        d
+    }
+}
+
+impl Drop for Hosts {
+    fn drop(&mut self) {
+        let _ = ip(&["netns", "del", &self.a]);
+        let _ = ip(&["netns", "del", &self.b]);
+    }
+}
+
+/// Sizes of the lossy run: all carry their sequence number; many are
+/// fragmented.
+fn lossy_size(seq: u64) -> usize {
+    const S: [usize; 6] = [8, 100, 1000, 1472, 3000, 20_000];
+    S[(seq % 6) as usize]
+}
+
+#[test]
+fn child() {
+    let Some(role) = role() else { return };
+    if stream_role(&role) {
+        return;
+    }
+    watchdog(120);
+    match role.as_str() {
+        "lossy-send" => {
+            let mut ep = connect_endpoint();
+            let mut ch = None;
+            for _ in 0..5 {
+                match ep.open_channel(peer_addr(), unet::ChannelOptions::default()) {
+                    Ok(c) => {
+                        ch = Some(c);
+                        break;
+                    }
+                    Err(e) => eprintln!("open channel: {e}; again"),
+                }
+            }
+            let ch = ch.unwrap_or_else(|| fail("cannot open a channel over the lossy wire"));
+            let count = env_u64("UNET_COUNT");
+            let mut msg = vec![0u8; 1 << 17];
+            for seq in 0..count {
+                let len = lossy_size(seq);
+                fill(seq, &mut msg[..len]);
+                ep.send_blocking(ch, &msg[..len], T)
+                    .unwrap_or_else(|e| fail(&format!("send {seq}: {e}")));
+                if seq % 8 == 7 {
+                    // Paced: the only losses are the injected ones.
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+            say("DONE");
+            hold();
+        }
+        "lossy-recv" => {
+            let mut ep = connect_endpoint();
+            say(&format!("ID {}", ep.id()));
+            let count = env_u64("UNET_COUNT");
+            let mut buf = vec![0u8; 1 << 17];
+            let mut scratch = Vec::new();
+            let mut seen = HashSet::new();
+            let mut wait = Duration::from_secs(30);
+            loop {
+                match ep.recv(&mut buf, Some(wait)) {
+                    Ok(r) => {
+                        let data = &buf[..r.len];
+                        let Some(seq) = seq_of(data) else {
+                            fail(&format!("a {}-byte message", r.len))
+                        };
+                        if seq >= count || lossy_size(seq) != r.len {
+                            fail(&format!("message {seq} of {} bytes", r.len));
+                        }
+                        if !check(seq, data, &mut scratch) {
+                            fail(&format!("message {seq} corrupted"));
+                        }
+                        if !seen.insert(seq) {
+                            fail(&format!("message {seq} delivered twice"));
+                        }
+                        wait = Duration::from_secs(3);
+                    }
+                    Err(unet::RecvError::Timeout) => break,
+                    Err(e) => fail(&format!("recv: {e}")),
+                }
+            }
+            say(&format!("RECEIVED {}", seen.len()));
+            hold();
+        }
+        r => panic!("unknown role {r}"),
+    }
+}
+
+#[test]
+fn two_hosts_both_ways_with_fragments() {
+    let t = Instant::now();
+    let h = Hosts::new("c", 0);
+    let mut da = h.wire(&h.a, &[]);
+    let mut db = h.wire(&h.b, &[]);
+    const COUNT: u64 = 2000;
+    for (from, to, ds, dr) in [(&h.a, &h.b, &da, &db), (&h.b, &h.a, &db, &da)] {
+        let s0 = ds.stat();
+        let r0 = dr.stat();
+        let mut x = run_stream_sized(
+            (Some(to.as_str()), Some(from.as_str())),
+            &dr.socket,
+            &ds.socket,
+            dr.udp,
+            "auto",
+            COUNT,
+            "fragmented",
+        );
+        let s1 = ds.stat();
+        let r1 = dr.stat();
+        x.sender.finish(Duration::from_secs(10));
+        x.receiver.finish(Duration::from_secs(10));
+        let delta = |a: &serde_json::Value, b: &serde_json::Value, c: &str| {
+            engine_counter(b, c) - engine_counter(a, c)
+        };
+        // 250 messages of 100 000 bytes, 68 datagrams each, at least.
+        assert!(delta(&s0, &s1, "wire_tx_datagrams") > 250 * 68, "{s1}");
+        assert!(delta(&r0, &r1, "wire_reassembled") >= 250, "{r1}");
+        assert_eq!(delta(&r0, &r1, "wire_drop_reassembly_timeout"), 0, "{r1}");
+        eprintln!("{from} -> {to}: {COUNT} messages, {} bytes", x.bytes);
+    }
+    da.stop();
+    db.stop();
+    eprintln!("two hosts: {:?}", t.elapsed());
+}
+
+#[test]
+fn two_hosts_with_injected_loss() {
+    let t = Instant::now();
+    let h = Hosts::new("l", 1);
+    let drop = ["--drop-ppm", "50000", "--drop-seed", "7"];
+    let mut da = h.wire(&h.a, &drop);
+    let mut db = h.wire(&h.b, &drop);
+    const COUNT: u64 = 3000;
+    let mut rc = child_cmd(Some(&h.b), "lossy-recv");
+    rc.env("UNET_SOCKET", &db.socket)
+        .env("UNET_COUNT", COUNT.to_string());
+    let mut r = Proc::spawn("lossy receiver", rc);
+    let id = r.expect("ID", Duration::from_secs(20));
+    let mut sc = child_cmd(Some(&h.a), "lossy-send");
+    sc.env("UNET_SOCKET", &da.socket)
+        .env("UNET_COUNT", COUNT.to_string())
+        .env("UNET_PEER_ID", &id)
+        .env("UNET_PEER_HOST", db.udp.unwrap().to_string());
+    let mut s = Proc::spawn("lossy sender", sc);
+    s.expect("DONE", Duration::from_secs(60));
+    let received: u64 = r
+        .expect("RECEIVED", Duration::from_secs(30))
+        .parse()
+        .unwrap();
+    let sa = da.stat();
+    let sb = db.stat();
+    s.finish(Duration::from_secs(10));
+    r.finish(Duration::from_secs(10));
+    da.stop();
+    db.stop();
+    let injected = engine_counter(&sa, "wire_drop_injected_drop");
+    let timeouts = engine_counter(&sb, "wire_drop_reassembly_timeout");
+    eprintln!(
+        "lossy wire: sent {COUNT}, received {received} intact; \
+         sender's engine dropped {injected} datagrams, \
+         receiver's engine timed out {timeouts} reassemblies ({:?})",
+        t.elapsed()
+    );
+    assert!(injected > 0, "no injected drop counted:\n{sa}");
+    assert!(received < COUNT, "every message arrived despite the drops");
+    assert!(
+        received > COUNT / 2,
+        "far more lost than 5% of datagrams explains"
+    );
+    // The engines agree with the clients: all sent, exactly the intact
+    // ones delivered.
+    let rx_msgs: u64 = sb
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(k, _)| k.starts_with("endpoint "))
+        .map(|(_, v)| v["wire_rx_msgs"].as_u64().unwrap())
+        .sum();
+    assert_eq!(rx_msgs, received, "{sb}");
+    assert_eq!(
+        endpoint_stats(&sa, 1).map(|e| e["wire_tx_msgs"].as_u64().unwrap()),
+        Some(COUNT),
+        "{sa}"
+    );
+}
