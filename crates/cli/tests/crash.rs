@@ -75,7 +75,7 @@ fn survivor() {
                     fail(&format!("message {seq} differs ({} bytes)", r.len));
                 }
                 seq += 1;
-                if seq % 64 == 0 {
+                if seq.is_multiple_of(64) {
                     // The ack may fail once the victim is gone.
                     let _ = ep.send(r.channel, &seq.to_le_bytes());
                 }

@@ -127,7 +127,7 @@ fn child() {
         // SAFETY: inside our own mapping, 8-byte aligned; the bytes are ours
         // to corrupt (that is the point of the test).
         unsafe { std::ptr::write_volatile(base.add(at as usize).cast::<u64>(), v) };
-        if iters % 64 == 0 {
+        if iters.is_multiple_of(64) {
             // A raw descriptor on h2's valid channel, published by moving
             // its (possibly scribbled) send head on.
             let d = SendDesc {

@@ -525,7 +525,7 @@ pub fn stream_send(
                 Err(e) => fail(&format!("send of message {seq} ({len} bytes): {e}")),
             }
         }
-        if seq % 64 == 0 {
+        if seq.is_multiple_of(64) {
             take_ack(ep, &mut acked, false);
         }
     }
@@ -570,7 +570,7 @@ pub fn stream_recv(
             ));
         }
         bytes += r.len as u64;
-        if (seq + 1) % ack_every == 0 || seq + 1 == count {
+        if (seq + 1).is_multiple_of(ack_every) || seq + 1 == count {
             let ack = (seq + 1).to_le_bytes();
             if let Err(e) = ep.send_blocking(r.channel, &ack, T) {
                 fail(&format!("ack after {seq}: {e}"));
