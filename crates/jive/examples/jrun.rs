@@ -29,6 +29,13 @@ fn main() {
         }
     }
     let t = Instant::now();
+    let reps: u32 = std::env::var("JRUN_REPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    for _ in 1..reps {
+        let _ = vm.invoke(&mut host, m, &args);
+    }
     let r = vm.invoke(&mut host, m, &args);
     let dt = t.elapsed();
     match &r {

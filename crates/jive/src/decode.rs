@@ -509,6 +509,14 @@ pub struct MethodCode {
     pub nargs: u16,
     /// Method name and descriptor, for fault reports.
     pub name: String,
+    /// Static method.
+    pub is_static: bool,
+    /// All parameters are `int` (the host's arguments need no checks).
+    pub int_params: bool,
+    /// Returns a value.
+    pub returns: bool,
+    /// `<init>` or `<clinit>` (not invocable by the host).
+    pub internal: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -1068,6 +1076,10 @@ pub fn decode(
         frame_size,
         nargs,
         name: format!("{}{}", m.name, m.descriptor),
+        is_static: m.is_static,
+        int_params: m.sig.params.iter().all(|p| *p == JType::Int),
+        returns: m.sig.ret.is_some(),
+        internal: m.name == "<init>" || m.name == "<clinit>",
     };
     validate(&mc)?;
     Ok(mc)

@@ -82,15 +82,18 @@ fn arr_fault(h: i32) -> Fault {
     }
 }
 
+/// Collect garbage: roots are the array fields and `extra` slot values.
+fn collect(heap: &mut Heap, fields: &[i32], array_fields: &[usize], extra: &[i32]) {
+    let roots = array_fields
+        .iter()
+        .map(|&i| fields[i])
+        .chain(extra.iter().copied());
+    heap.collect(roots);
+}
+
 impl State {
     fn collect(&mut self, extra: &[i32]) {
-        let fields = &self.fields;
-        let roots = self
-            .array_fields
-            .iter()
-            .map(|&i| fields[i])
-            .chain(extra.iter().copied());
-        self.heap.collect(roots);
+        collect(&mut self.heap, &self.fields, &self.array_fields, extra);
     }
 }
 
@@ -138,7 +141,7 @@ fn run<H>(
     limits: &Limits,
     host: &mut H,
     entry: usize,
-) -> (Result<i32, Fault>, i64) {
+) -> Result<i32, Fault> {
     let mut fuel: i64 = limits.fuel.min(i64::MAX as u64) as i64;
     let max_depth = limits.max_depth.max(1) as usize;
     let mut m = entry;
@@ -146,12 +149,20 @@ fn run<H>(
     let mut code: &[Op] = &mc.ops;
     let mut pc: usize = 0;
     let mut base: usize = 0;
-    let mut stack = std::mem::take(&mut st.stack);
+    let State {
+        stack,
+        frames,
+        heap,
+        fields,
+        array_fields,
+        last_fuel,
+        site,
+    } = st;
     let need = mc.frame_size as usize;
     if stack.len() < need {
         stack.resize(need, 0);
     }
-    st.frames.clear();
+    frames.clear();
     let mut fr = Regs(&mut stack[base..base + mc.frame_size as usize]);
 
     macro_rules! jump {
@@ -176,7 +187,7 @@ fn run<H>(
     macro_rules! ret {
         ($v:expr) => {{
             let v: i32 = $v;
-            match st.frames.pop() {
+            match frames.pop() {
                 None => break Ok(v),
                 Some(r) => {
                     fr.0[0] = v;
@@ -194,7 +205,7 @@ fn run<H>(
         ($d:expr, $a:expr, $i:expr, $v:ident, $($pat:pat_param)|+ => $conv:expr) => {{
             let h = fr[$a];
             let i = fr[$i];
-            match st.heap.arrays.get((h as u32 as usize).wrapping_sub(1)) {
+            match heap.arrays.get((h as u32 as usize).wrapping_sub(1)) {
                 $(Some($pat))|+ => match $v.get(i as u32 as usize) {
                     Some(x) => fr[$d] = $conv(*x),
                     None => {
@@ -213,7 +224,7 @@ fn run<H>(
             let h = fr[$a];
             let i = fr[$i];
             let x = fr[$s];
-            match st.heap.arrays.get_mut((h as u32 as usize).wrapping_sub(1)) {
+            match heap.arrays.get_mut((h as u32 as usize).wrapping_sub(1)) {
                 $(Some($pat))|+ => {
                     let len = $v.len() as i32;
                     match $v.get_mut(i as u32 as usize) {
@@ -332,11 +343,11 @@ fn run<H>(
                 let t = mc.switches[tab as usize].lookup(fr[s]);
                 jump!(t)
             }
-            Op::GetF { d, f } => fr[d] = st.fields[f as usize],
-            Op::PutF { f, s } => st.fields[f as usize] = fr[s],
-            Op::PutFB { f, s } => st.fields[f as usize] = fr[s] as i8 as i32,
-            Op::PutFS { f, s } => st.fields[f as usize] = fr[s] as i16 as i32,
-            Op::PutFZ { f, s } => st.fields[f as usize] = fr[s] & 1,
+            Op::GetF { d, f } => fr[d] = fields[f as usize],
+            Op::PutF { f, s } => fields[f as usize] = fr[s],
+            Op::PutFB { f, s } => fields[f as usize] = fr[s] as i8 as i32,
+            Op::PutFS { f, s } => fields[f as usize] = fr[s] as i16 as i32,
+            Op::PutFZ { f, s } => fields[f as usize] = fr[s] & 1,
             Op::NullCheck { s } => {
                 if fr[s] == 0 {
                     break Err(Fault::NullPointer);
@@ -357,7 +368,7 @@ fn run<H>(
             Op::SaStore { a, i, s } => astore!(a, i, s, v, ArrayData::S(v) => |x: i32| x as i16),
             Op::ArrLen { d, a } => {
                 let h = fr[a];
-                match st.heap.get(h) {
+                match heap.get(h) {
                     Some(arr) => fr[d] = arr.len() as i32,
                     None => break Err(arr_fault(h)),
                 }
@@ -371,13 +382,13 @@ fn run<H>(
                 if fuel < 0 {
                     break Err(Fault::OutOfFuel);
                 }
-                let h = match st.heap.alloc(e, len) {
+                let h = match heap.alloc(e, len) {
                     Ok(h) => h,
                     Err(Fault::HeapQuotaExceeded { .. }) => {
                         let top = base + mc.frame_size as usize;
-                        st.collect(&stack[..top]);
+                        collect(heap, fields, array_fields, &stack[..top]);
                         fr = Regs(&mut stack[base..top]);
-                        match st.heap.alloc(e, len) {
+                        match heap.alloc(e, len) {
                             Ok(h) => h,
                             Err(f) => break Err(f),
                         }
@@ -391,7 +402,7 @@ fn run<H>(
                 if fuel < 0 {
                     break Err(Fault::OutOfFuel);
                 }
-                if st.frames.len() + 1 >= max_depth {
+                if frames.len() + 1 >= max_depth {
                     break Err(Fault::StackOverflow);
                 }
                 let callee = &cls.code[cm as usize];
@@ -404,7 +415,7 @@ fn run<H>(
                     let len = (stack.len() * 2).clamp(top, MAX_STACK_SLOTS);
                     stack.resize(len, 0);
                 }
-                st.frames.push(RetAddr {
+                frames.push(RetAddr {
                     m: m as u32,
                     pc: pc as u32,
                     base: base as u32,
@@ -426,7 +437,7 @@ fn run<H>(
                 let r = {
                     let args = &fr.0[a..a + argc as usize];
                     let mut cx = NativeCtx {
-                        heap: &mut st.heap,
+                        heap,
                         fuel: &mut fuel,
                     };
                     (nat.f)(host, &mut cx, args)
@@ -435,7 +446,7 @@ fn run<H>(
                     Ok(v) => match nat.sig.ret {
                         None => {}
                         Some(JType::Array(e)) => {
-                            if v != 0 && st.heap.get(v).and_then(|x| x.elem()) != Some(e) {
+                            if v != 0 && heap.get(v).and_then(|x| x.elem()) != Some(e) {
                                 break Err(Fault::Internal(format!(
                                     "native {} returned {v}, not a {} handle",
                                     nat.name,
@@ -462,11 +473,11 @@ fn run<H>(
     };
     if res.is_err() {
         let off = mc.offsets.get(pc.wrapping_sub(1)).copied().unwrap_or(0);
-        st.site = Some((m as u32, off));
+        *site = Some((m as u32, off));
     }
-    st.stack = stack;
-    st.frames.clear();
-    (res, fuel)
+    frames.clear();
+    *last_fuel = limits.fuel.saturating_sub(fuel.max(0) as u64);
+    res
 }
 
 impl<H> Vm<H> {
@@ -501,15 +512,20 @@ impl<H> Vm<H> {
     }
 
     fn call(&mut self, host: &mut H, m: usize, slots: &[i32]) -> Result<i32, Fault> {
+        if self.st.stack.len() < slots.len() {
+            self.st.stack.resize(slots.len(), 0);
+        }
+        self.st.stack[..slots.len()].copy_from_slice(slots);
+        self.run_placed(host, m)
+    }
+
+    /// Run method `m` whose argument slots are already in place.
+    #[inline]
+    fn run_placed(&mut self, host: &mut H, m: usize) -> Result<i32, Fault> {
         let Vm { class, limits, st } = self;
         let cls = &*class.inner;
-        if st.stack.len() < slots.len() {
-            st.stack.resize(slots.len(), 0);
-        }
-        st.stack[..slots.len()].copy_from_slice(slots);
         st.site = None;
-        let (res, left) = run(cls, st, limits, host, m);
-        st.last_fuel = limits.fuel.saturating_sub(left.max(0) as u64);
+        let res = run(cls, st, limits, host, m);
         if st.heap.allocs_since_gc > 0 {
             let keep = match (&res, cls.methods[m].sig.ret) {
                 (Ok(v), Some(JType::Array(_))) => *v,
@@ -547,10 +563,12 @@ impl<H> Vm<H> {
         args: &[i32],
     ) -> Result<Option<i32>, Fault> {
         let cls = &*self.class.inner;
-        let Some(md) = cls.methods.get(m.0 as usize) else {
+        let mi = m.0 as usize;
+        let Some(mc) = cls.code.get(mi) else {
             return Err(Fault::BadArguments(format!("no method {}", m.0)));
         };
-        if md.name == "<init>" || md.name == "<clinit>" {
+        let md = &cls.methods[mi];
+        if mc.internal {
             return Err(Fault::BadArguments(format!(
                 "{} cannot be invoked by the host",
                 md.name
@@ -565,37 +583,40 @@ impl<H> Vm<H> {
                 args.len()
             )));
         }
-        for (i, (p, &a)) in md.sig.params.iter().zip(args).enumerate() {
-            let ok = match p {
-                JType::Int => true,
-                JType::Byte => a == a as i8 as i32,
-                JType::Short => a == a as i16 as i32,
-                JType::Bool => a == 0 || a == 1,
-                JType::Array(e) => a == 0 || self.st.heap.get(a).and_then(|x| x.elem()) == Some(*e),
-            };
-            if !ok {
-                return Err(Fault::BadArguments(format!(
-                    "argument {i} ({a}) is not a valid {p:?} for {}{}",
-                    md.name, md.descriptor
-                )));
+        if !mc.int_params {
+            for (i, (p, &a)) in md.sig.params.iter().zip(args).enumerate() {
+                let ok = match p {
+                    JType::Int => true,
+                    JType::Byte => a == a as i8 as i32,
+                    JType::Short => a == a as i16 as i32,
+                    JType::Bool => a == 0 || a == 1,
+                    JType::Array(e) => {
+                        a == 0 || self.st.heap.get(a).and_then(|x| x.elem()) == Some(*e)
+                    }
+                };
+                if !ok {
+                    return Err(Fault::BadArguments(format!(
+                        "argument {i} ({a}) is not a valid {p:?} for {}{}",
+                        md.name, md.descriptor
+                    )));
+                }
             }
         }
-        let ret = md.sig.ret.is_some();
-        let mut slots = [0i32; 8];
-        let r = if !md.is_static {
-            if args.len() < 8 {
-                slots[0] = THIS;
-                slots[1..=args.len()].copy_from_slice(args);
-                self.call(host, m.0 as usize, &slots[..=args.len()])
-            } else {
-                let mut v = vec![THIS];
-                v.extend_from_slice(args);
-                self.call(host, m.0 as usize, &v)
-            }
-        } else {
-            self.call(host, m.0 as usize, args)
-        }?;
-        Ok(ret.then_some(r))
+        let returns = mc.returns;
+        let skip = usize::from(!mc.is_static);
+        let need = (args.len() + skip).max(mc.frame_size as usize);
+        let stack = &mut self.st.stack;
+        if stack.len() < need {
+            stack.resize(need, 0);
+        }
+        if skip == 1 {
+            stack[0] = THIS;
+        }
+        for (d, a) in stack[skip..].iter_mut().zip(args) {
+            *d = *a;
+        }
+        let r = self.run_placed(host, mi)?;
+        Ok(returns.then_some(r))
     }
 
     /// Fuel used by the last invocation (or by construction).
