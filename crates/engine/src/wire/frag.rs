@@ -177,6 +177,29 @@ struct Partial {
     last_ns: u64,
 }
 
+impl Partial {
+    /// Stores one checked fragment. `Ok(true)` when the message is complete.
+    fn add(&mut self, d: &Data<'_>, now_ns: u64) -> Result<bool, WireDrop> {
+        if self.count != d.frag_count
+            || self.stride != d.stride()
+            || self.buf.len() != d.msg_len as usize
+        {
+            return Err(WireDrop::Inconsistent);
+        }
+        let i = usize::from(d.frag_index);
+        let (word, bit) = (i / 64, 1u64 << (i % 64));
+        if self.seen[word] & bit != 0 {
+            return Err(WireDrop::DuplicateFragment);
+        }
+        self.seen[word] |= bit;
+        self.received += 1;
+        self.last_ns = now_ns;
+        let off = d.frag_offset as usize;
+        self.buf[off..off + d.payload.len()].copy_from_slice(d.payload);
+        Ok(self.received == self.count)
+    }
+}
+
 /// Number of recently completed messages remembered, so that a late
 /// duplicate fragment of a finished message is counted as a duplicate
 /// instead of opening an entry that can only time out.
@@ -263,9 +286,14 @@ impl Reassembler {
             dst_channel: d.dst_channel,
             msg_id: d.msg_id,
         };
-        let stride = d.stride();
-        let msg_len = d.msg_len as usize;
-        if !self.partial.contains_key(&key) {
+        // One hash lookup for every fragment but the first and the last.
+        if let Some(p) = self.partial.get_mut(&key) {
+            match p.add(d, now_ns) {
+                Err(why) => return Err(self.drop(why)),
+                Ok(false) => return Ok(None),
+                Ok(true) => {}
+            }
+        } else {
             if self.recent.contains(&Some(key)) {
                 return Err(self.drop(WireDrop::DuplicateFragment));
             }
@@ -273,45 +301,26 @@ impl Reassembler {
             if self.partial.len() >= self.cfg.max_in_flight {
                 return Err(self.drop(WireDrop::InFlightLimit));
             }
-            let buf = match self.take_buffer(msg_len) {
-                Some(b) => b,
-                None => return Err(self.drop(WireDrop::MemoryBudget)),
+            let Some(buf) = self.take_buffer(d.msg_len as usize) else {
+                return Err(self.drop(WireDrop::MemoryBudget));
             };
-            let words = usize::from(d.frag_count).div_ceil(64);
+            let mut p = Partial {
+                buf,
+                seen: vec![0; usize::from(d.frag_count).div_ceil(64)],
+                received: 0,
+                count: d.frag_count,
+                stride: d.stride(),
+                last_ns: now_ns,
+            };
+            // Cannot fail or complete: the entry was made from this fragment,
+            // and it has at least 2 fragments.
+            let _ = p.add(d, now_ns);
             if self.partial.is_empty() {
                 self.earliest_ns = now_ns;
             } else {
                 self.earliest_ns = self.earliest_ns.min(now_ns);
             }
-            self.partial.insert(
-                key,
-                Partial {
-                    buf,
-                    seen: vec![0; words],
-                    received: 0,
-                    count: d.frag_count,
-                    stride,
-                    last_ns: now_ns,
-                },
-            );
-        }
-        let Some(p) = self.partial.get_mut(&key) else {
-            return Err(self.drop(WireDrop::Inconsistent));
-        };
-        if p.count != d.frag_count || p.stride != stride || p.buf.len() != msg_len {
-            return Err(self.drop(WireDrop::Inconsistent));
-        }
-        let i = usize::from(d.frag_index);
-        let (word, bit) = (i / 64, 1u64 << (i % 64));
-        if p.seen[word] & bit != 0 {
-            return Err(self.drop(WireDrop::DuplicateFragment));
-        }
-        p.seen[word] |= bit;
-        p.received += 1;
-        p.last_ns = now_ns;
-        let off = d.frag_offset as usize;
-        p.buf[off..off + d.payload.len()].copy_from_slice(d.payload);
-        if p.received < p.count {
+            self.partial.insert(key, p);
             return Ok(None);
         }
         let Some(done) = self.partial.remove(&key) else {
@@ -367,20 +376,28 @@ impl Reassembler {
     /// Hands back the buffer of a [`Message::Owned`] once its bytes were
     /// copied out, so the next large message reuses it. Keeps a few buffers
     /// within the memory budget; frees the rest.
-    pub fn recycle(&mut self, mut buf: Vec<u8>) {
+    pub fn recycle(&mut self, buf: Vec<u8>) {
         if self.pool.len() < POOL && self.held + buf.capacity() <= self.cfg.memory_budget {
-            buf.clear();
             self.held += buf.capacity();
             self.pool.push(buf);
         }
     }
 
-    /// A zeroed buffer of `len` bytes counted in `held`, from the pool or
-    /// new, or `None` over budget.
+    /// A buffer of `len` bytes counted in `held`, from the pool or new, or
+    /// `None` over budget.
+    ///
+    /// A pooled buffer is not cleared: it may hold bytes of an earlier
+    /// message. That is never visible, because a message is handed back only
+    /// once every fragment arrived, and its fragments (distinct indices, one
+    /// stride, checked lengths) cover every byte of it exactly once.
     fn take_buffer(&mut self, len: usize) -> Option<Vec<u8>> {
         if let Some(i) = self.pool.iter().position(|b| b.capacity() >= len) {
             let mut b = self.pool.swap_remove(i);
-            b.resize(len, 0);
+            if b.len() >= len {
+                b.truncate(len);
+            } else {
+                b.resize(len, 0);
+            }
             return Some(b);
         }
         // Free pooled buffers that are too small before growing.

@@ -32,6 +32,65 @@
 //! loses its message, and every datagram or message that is dropped is
 //! counted by reason in [`WireStats`].
 //!
+//! # Using it
+//!
+//! Send path: message → Data frames → batch → `sendmmsg`. Receive path:
+//! `recvmmsg` → [`Frame::parse`] → checks against the engine's tables →
+//! [`Reassembler::push`] → message.
+//!
+//! ```
+//! use std::time::Instant;
+//! use unet_engine::wire::*;
+//!
+//! let cfg = PortConfig::loopback(); // PortConfig::ethernet() on real links
+//! let mut a = UdpPort::bind("127.0.0.1:0".parse().unwrap(), cfg).unwrap();
+//! let mut b = UdpPort::bind("127.0.0.1:0".parse().unwrap(), cfg).unwrap();
+//! let (engine_a, token) = (0x1234, 0xfeed); // incarnation id; token from OpenAccept
+//!
+//! // Send: all fragments of the message, or none (PushError::Full: send, retry).
+//! let mut batch = SendBatch::for_port(a.config());
+//! let to = DataTarget { dst_endpoint: 1, dst_channel: 0, token, flags: 0 };
+//! let msg = vec![7u8; 200_000];
+//! batch.push_message(b.local_addr().unwrap(), engine_a, to, 42, &msg).unwrap();
+//! a.send_batch(&mut batch).unwrap(); // what EAGAIN left stays in `batch`
+//!
+//! // Receive: parse, check, reassemble; count every drop.
+//! let mut reasm = Reassembler::new(ReassemblyConfig::default());
+//! let mut drops = WireStats::default();
+//! let mut got = None;
+//! let t0 = Instant::now();
+//! while got.is_none() && t0.elapsed().as_secs() < 5 {
+//!     let now = t0.elapsed().as_nanos() as u64;
+//!     b.recv_batch(|src, dgram| {
+//!         let frame = match Frame::parse(dgram) {
+//!             Ok(f) => f,
+//!             Err(e) => return drops.count_drop(e.into()),
+//!         };
+//!         if let Body::Data(d) = frame.body {
+//!             // The engine looks up d.dst_endpoint / d.dst_channel here and
+//!             // drops (UnknownEndpoint, UnknownChannel, ForgedToken) on mismatch.
+//!             if d.token != token {
+//!                 return drops.count_drop(WireDrop::ForgedToken);
+//!             }
+//!             if let Ok(Some(m)) = reasm.push(src, frame.src_engine, &d, now) {
+//!                 got = Some(m.as_slice().to_vec()); // copy into the receiver's buffers
+//!                 if let Message::Owned(v) = m {
+//!                     reasm.recycle(v);
+//!                 }
+//!             }
+//!         }
+//!     })
+//!     .unwrap();
+//!     reasm.expire(now); // on every loop turn, or at reasm.next_deadline()
+//! }
+//! assert_eq!(got.as_deref(), Some(&msg[..]));
+//! let mut total = a.stats;
+//! total.add(&b.stats);
+//! total.add(&reasm.stats);
+//! total.add(&drops);
+//! assert_eq!(total.total_drops(), 0);
+//! ```
+//!
 //! # Drop reasons
 //!
 //! [`WireDrop`] lists them; [`WireDrop::name`] gives the snake_case name

@@ -934,6 +934,31 @@ mod tests {
     }
 
     #[test]
+    fn refused_datagram_is_counted_and_the_rest_still_sent() {
+        let mut a = UdpPort::bind(LO.parse().unwrap(), PortConfig::default()).unwrap();
+        let mut b = UdpPort::bind(LO.parse().unwrap(), PortConfig::default()).unwrap();
+        let dst = b.local_addr().unwrap();
+        // An IPv6 destination on an IPv4 socket: the kernel refuses that one
+        // datagram, in the middle of a batch (a partial sendmmsg).
+        let bad: SocketAddr = "[::1]:9".parse().unwrap();
+        let mut batch = SendBatch::for_port(a.config());
+        batch.push_message(dst, 1, target(0), 1, b"one").unwrap();
+        batch.push_message(bad, 1, target(0), 2, b"lost").unwrap();
+        batch.push_message(dst, 1, target(0), 3, b"three").unwrap();
+        assert_eq!(a.send_batch(&mut batch).unwrap(), 2);
+        assert!(batch.is_empty());
+        assert_eq!(a.stats.drop_count(WireDrop::SendFailed), 1);
+        assert!(a.last_send_error.is_some());
+        assert!(a.stats.send_syscalls >= 2);
+        let mut rx = Rx::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while rx.got.len() < 2 && Instant::now() < deadline {
+            rx.drain(&mut b, 0);
+        }
+        assert_eq!(rx.got, vec![(1, b"one".to_vec()), (3, b"three".to_vec())]);
+    }
+
+    #[test]
     fn send_batch_queue_is_bounded_and_compacts() {
         let dst: SocketAddr = "127.0.0.1:9".parse().unwrap();
         // Room for 3 datagrams of 1000 bytes.
