@@ -59,7 +59,11 @@ pub fn find_at_least(min: u32) -> Result<Jdk, String> {
         match version_of(&dir) {
             Some(v) => {
                 looked.push(format!("{} (version {v})", dir.display()));
-                if v >= min && best.as_ref().map_or(true, |b| v > b.version) {
+                let newer = match &best {
+                    Some(b) => v > b.version,
+                    None => true,
+                };
+                if v >= min && newer {
                     best = Some(Jdk {
                         home: dir,
                         version: v,
