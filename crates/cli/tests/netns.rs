@@ -139,6 +139,7 @@ fn child() {
                 }
             }
             let ch = ch.unwrap_or_else(|| fail("cannot open a channel over the lossy wire"));
+            say(&format!("ID {}", ep.id()));
             let count = env_u64("UNET_COUNT");
             let mut msg = vec![0u8; 1 << 17];
             for seq in 0..count {
@@ -247,6 +248,7 @@ fn two_hosts_with_injected_loss() {
         .env("UNET_PEER_ID", &id)
         .env("UNET_PEER_HOST", db.udp.unwrap().to_string());
     let mut s = Proc::spawn("lossy sender", sc);
+    let sender_id: u32 = s.expect("ID", Duration::from_secs(20)).parse().unwrap();
     s.expect("DONE", Duration::from_secs(60));
     let received: u64 = r
         .expect("RECEIVED", Duration::from_secs(30))
@@ -283,7 +285,7 @@ fn two_hosts_with_injected_loss() {
         .sum();
     assert_eq!(rx_msgs, received, "{sb}");
     assert_eq!(
-        endpoint_stats(&sa, 1).map(|e| e["wire_tx_msgs"].as_u64().unwrap()),
+        endpoint_stats(&sa, sender_id).map(|e| e["wire_tx_msgs"].as_u64().unwrap()),
         Some(COUNT),
         "{sa}"
     );
