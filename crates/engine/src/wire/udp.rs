@@ -436,12 +436,19 @@ impl RawAddr {
             libc::AF_INET6 if len >= size_of::<libc::sockaddr_in6>() => {
                 // SAFETY: as above; the kernel wrote an AF_INET6 address.
                 let a = unsafe { self.v6 };
-                Some(SocketAddr::V6(SocketAddrV6::new(
-                    Ipv6Addr::from(a.sin6_addr.s6_addr),
-                    u16::from_be(a.sin6_port),
-                    a.sin6_flowinfo,
-                    a.sin6_scope_id,
-                )))
+                let ip = Ipv6Addr::from(a.sin6_addr.s6_addr);
+                let port = u16::from_be(a.sin6_port);
+                // An IPv4 peer of a dual-stack socket has one identity: its
+                // IPv4 address, as when it is reached through an IPv4 socket.
+                Some(match ip.to_ipv4_mapped() {
+                    Some(v4) => SocketAddr::V4(SocketAddrV4::new(v4, port)),
+                    None => SocketAddr::V6(SocketAddrV6::new(
+                        ip,
+                        port,
+                        a.sin6_flowinfo,
+                        a.sin6_scope_id,
+                    )),
+                })
             }
             _ => None,
         }
@@ -623,7 +630,8 @@ impl UdpPort {
     /// Receives up to [`PortConfig::batch`] datagrams with one `recvmmsg`
     /// (non-blocking) and calls `f(source, datagram)` for each. Datagrams
     /// larger than [`PortConfig::max_datagram`] are dropped as
-    /// [`WireDrop::TruncatedDatagram`]. Returns the number received (0 when
+    /// [`WireDrop::TruncatedDatagram`]. On a dual-stack IPv6 socket, an IPv4
+    /// source comes back as a plain IPv4 address (not `::ffff:a.b.c.d`). Returns the number received (0 when
     /// none was waiting); when it equals the batch size, more may be waiting.
     pub fn recv_batch(&mut self, mut f: impl FnMut(SocketAddr, &[u8])) -> io::Result<usize> {
         let size = self.cfg.max_datagram;
@@ -956,6 +964,37 @@ mod tests {
             rx.drain(&mut b, 0);
         }
         assert_eq!(rx.got, vec![(1, b"one".to_vec()), (3, b"three".to_vec())]);
+    }
+
+    #[test]
+    fn dual_stack_port_reports_ipv4_sources_as_ipv4() {
+        // Skipped where the host has no IPv6.
+        let Ok(mut b) = UdpPort::bind("[::]:0".parse().unwrap(), PortConfig::default()) else {
+            return;
+        };
+        let mut a = UdpPort::bind(LO.parse().unwrap(), PortConfig::default()).unwrap();
+        let port = b.local_addr().unwrap().port();
+        let dst = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+        let mut batch = SendBatch::for_port(a.config());
+        batch.push_message(dst, 1, target(0), 1, b"v4").unwrap();
+        assert_eq!(a.send_batch(&mut batch).unwrap(), 1);
+        let mut from = None;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while from.is_none() && Instant::now() < deadline {
+            b.recv_batch(|src, _| from = Some(src)).unwrap();
+        }
+        assert_eq!(from, Some(a.local_addr().unwrap()));
+        // And the reply goes out of the IPv6 socket to that IPv4 address.
+        let mut back = SendBatch::for_port(b.config());
+        back.push_message(from.unwrap(), 2, target(0), 2, b"back")
+            .unwrap();
+        assert_eq!(b.send_batch(&mut back).unwrap(), 1);
+        let mut rx = Rx::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while rx.got.is_empty() && Instant::now() < deadline {
+            rx.drain(&mut a, 0);
+        }
+        assert_eq!(rx.got, vec![(2, b"back".to_vec())]);
     }
 
     #[test]
