@@ -244,6 +244,51 @@ pub enum Op {
     Goto {
         t: u32,
     },
+    /// `d = a + b + c` (two fused `iadd`s).
+    Add3 {
+        d: Slot,
+        a: Slot,
+        b: Slot,
+        c: Slot,
+    },
+    /// `d = a + b + c + e` (three fused `iadd`s).
+    Add4 {
+        d: Slot,
+        a: Slot,
+        b: Slot,
+        c: Slot,
+        e: Slot,
+    },
+    /// `d = a + field f` (fused `getstatic`/`getfield` and `iadd`).
+    AddF {
+        d: Slot,
+        a: Slot,
+        f: u16,
+    },
+    /// `iaload` with a constant index.
+    IaLoadK {
+        d: Slot,
+        a: Slot,
+        k: i32,
+    },
+    /// `baload` with a constant index.
+    BaLoadK {
+        d: Slot,
+        a: Slot,
+        k: i32,
+    },
+    /// `iastore` with a constant index.
+    IaStoreK {
+        a: Slot,
+        k: i32,
+        s: Slot,
+    },
+    /// `bastore` on a `byte[]` with a constant index.
+    BaStoreK {
+        a: Slot,
+        k: i32,
+        s: Slot,
+    },
     /// Fused `iinc x, v` and `if_icmplt x, b` (the back-edge of a counted
     /// loop): falls through past the following op, which is the unfused
     /// branch kept for code jumping to it.
@@ -432,7 +477,12 @@ impl Op {
             | Op::BaLoad { d, .. }
             | Op::SaLoad { d, .. }
             | Op::ArrLen { d, .. }
-            | Op::NewArray { d, .. } => Some(d),
+            | Op::NewArray { d, .. }
+            | Op::Add3 { d, .. }
+            | Op::Add4 { d, .. }
+            | Op::AddF { d, .. }
+            | Op::IaLoadK { d, .. }
+            | Op::BaLoadK { d, .. } => Some(d),
             _ => None,
         }
     }
@@ -588,6 +638,62 @@ impl D {
         self.emit(f(d));
         self.vs.push(Src::S(d));
     }
+    /// The last op, if it belongs to the current basic block.
+    fn last_in_block(&self) -> Option<Op> {
+        if self.ops.len() > self.block_start {
+            self.ops.last().copied()
+        } else {
+            None
+        }
+    }
+
+    /// Replace the last op.
+    fn replace_last(&mut self, op: Op) {
+        if let Some(l) = self.ops.last_mut() {
+            *l = op;
+        }
+    }
+
+    /// `iadd` of slots `x` and `y` into the next slot, fused with the op
+    /// that produced one of them when that op is the last of the block and
+    /// its result is used nowhere else. Returns false if nothing fused.
+    fn fuse_add(&mut self, x: Slot, y: Slot) -> bool {
+        let n = self.vs.len();
+        let (a_own, b_own) = (self.own(n), self.own(n + 1));
+        if self.vs.contains(&Src::S(a_own)) || self.vs.contains(&Src::S(b_own)) {
+            return false;
+        }
+        let Some(last) = self.last_in_block() else {
+            return false;
+        };
+        let fused = match last {
+            Op::GetF { d, f } if d == b_own && y == b_own && x != b_own => {
+                self.ops.pop();
+                self.offsets.pop();
+                Op::AddF { d: a_own, a: x, f }
+            }
+            Op::GetF { d, f } if d == a_own && x == a_own && y != a_own => {
+                self.ops.pop();
+                self.offsets.pop();
+                Op::AddF { d: a_own, a: y, f }
+            }
+            Op::Add { d, a, b } if d == a_own && x == a_own && y != a_own => {
+                self.replace_last(Op::Add3 { d, a, b, c: y });
+                self.vs.push(Src::S(a_own));
+                return true;
+            }
+            Op::Add3 { d, a, b, c } if d == a_own && x == a_own && y != a_own => {
+                self.replace_last(Op::Add4 { d, a, b, c, e: y });
+                self.vs.push(Src::S(a_own));
+                return true;
+            }
+            _ => return false,
+        };
+        self.emit(fused);
+        self.vs.push(Src::S(a_own));
+        true
+    }
+
     /// Store the popped top entry into local `x`.
     fn store(&mut self, x: Slot) {
         self.before_write(x);
@@ -765,7 +871,11 @@ pub fn decode(
                     (Src::K(x), Src::K(y)) if fold(*op, x, y).is_some() => {
                         dc.vs.push(Src::K(fold(*op, x, y).unwrap_or(0)));
                     }
-                    (Src::S(x), Src::S(y)) => dc.push_op(|d| bin_rr(*op, d, x, y)),
+                    (Src::S(x), Src::S(y)) => {
+                        if !(*op == BinOp::Add && dc.fuse_add(x, y)) {
+                            dc.push_op(|d| bin_rr(*op, d, x, y))
+                        }
+                    }
                     (Src::S(x), Src::K(y)) if bin_ri(*op, d, x, y).is_some() => {
                         dc.push_op(|d| bin_ri(*op, d, x, y).unwrap_or(Op::RetVoid))
                     }
@@ -952,6 +1062,17 @@ pub fn decode(
                     _ => Op::PutF { f, s },
                 });
             }
+            Ins::ArrLoad(op) if matches!(dc.vs.last(), Some(Src::K(_))) && *op != ArrOp::Short => {
+                let k = match dc.pop() {
+                    Src::K(k) => k,
+                    Src::S(_) => 0,
+                };
+                let a = dc.pop_slot();
+                dc.push_op(|d| match op {
+                    ArrOp::Int => Op::IaLoadK { d, a, k },
+                    _ => Op::BaLoadK { d, a, k },
+                });
+            }
             Ins::ArrLoad(op) => {
                 let i = dc.pop_slot();
                 let a = dc.pop_slot();
@@ -959,6 +1080,23 @@ pub fn decode(
                     ArrOp::Int => Op::IaLoad { d, a, i },
                     ArrOp::ByteBool => Op::BaLoad { d, a, i },
                     ArrOp::Short => Op::SaLoad { d, a, i },
+                });
+            }
+            Ins::ArrStore(op)
+                if dc.vs.len() >= 2
+                    && matches!(dc.vs[dc.vs.len() - 2], Src::K(_))
+                    && (*op == ArrOp::Int
+                        || (*op == ArrOp::ByteBool && insn.arr != Some(Elem::Bool))) =>
+            {
+                let s = dc.pop_slot();
+                let k = match dc.pop() {
+                    Src::K(k) => k,
+                    Src::S(_) => 0,
+                };
+                let a = dc.pop_slot();
+                dc.emit(match op {
+                    ArrOp::Int => Op::IaStoreK { a, k, s },
+                    _ => Op::BaStoreK { a, k, s },
                 });
             }
             Ins::ArrStore(op) => {
@@ -1087,8 +1225,22 @@ pub fn decode(
 
 impl Op {
     /// The frame slots this op reads or writes (unused entries repeat 0).
-    pub fn slots(&self) -> [Slot; 3] {
+    pub fn slots(&self) -> [Slot; 5] {
+        let [x, y, z] = self.slots3();
         match *self {
+            Op::Add3 { d, a, b, c } => [d, a, b, c, 0],
+            Op::Add4 { d, a, b, c, e } => [d, a, b, c, e],
+            _ => [x, y, z, 0, 0],
+        }
+    }
+
+    fn slots3(&self) -> [Slot; 3] {
+        match *self {
+            Op::Add3 { .. } | Op::Add4 { .. } => [0, 0, 0],
+            Op::AddF { d, a, .. } | Op::IaLoadK { d, a, .. } | Op::BaLoadK { d, a, .. } => {
+                [d, a, 0]
+            }
+            Op::IaStoreK { a, s, .. } | Op::BaStoreK { a, s, .. } => [a, s, 0],
             Op::Mov { d, s } | Op::Neg { d, s } | Op::I2b { d, s } | Op::I2s { d, s } => [d, s, 0],
             Op::Const { d, .. } | Op::GetF { d, .. } => [d, 0, 0],
             Op::Add { d, a, b }

@@ -204,7 +204,7 @@ fn run<H>(
     macro_rules! aload {
         ($d:expr, $a:expr, $i:expr, $v:ident, $($pat:pat_param)|+ => $conv:expr) => {{
             let h = fr[$a];
-            let i = fr[$i];
+            let i: i32 = $i;
             match heap.arrays.get((h as u32 as usize).wrapping_sub(1)) {
                 $(Some($pat))|+ => match $v.get(i as u32 as usize) {
                     Some(x) => fr[$d] = $conv(*x),
@@ -222,7 +222,7 @@ fn run<H>(
     macro_rules! astore {
         ($a:expr, $i:expr, $s:expr, $v:ident, $($pat:pat_param)|+ => $conv:expr) => {{
             let h = fr[$a];
-            let i = fr[$i];
+            let i: i32 = $i;
             let x = fr[$s];
             match heap.arrays.get_mut((h as u32 as usize).wrapping_sub(1)) {
                 $(Some($pat))|+ => {
@@ -353,19 +353,37 @@ fn run<H>(
                     break Err(Fault::NullPointer);
                 }
             }
-            Op::IaLoad { d, a, i } => aload!(d, a, i, v, ArrayData::I(v) => |x: i32| x),
+            Op::IaLoad { d, a, i } => aload!(d, a, fr[i], v, ArrayData::I(v) => |x: i32| x),
             Op::BaLoad { d, a, i } => {
-                aload!(d, a, i, v, ArrayData::B(v) | ArrayData::Z(v) => |x: i8| x as i32)
+                aload!(d, a, fr[i], v, ArrayData::B(v) | ArrayData::Z(v) => |x: i8| x as i32)
             }
-            Op::SaLoad { d, a, i } => aload!(d, a, i, v, ArrayData::S(v) => |x: i16| x as i32),
-            Op::IaStore { a, i, s } => astore!(a, i, s, v, ArrayData::I(v) => |x: i32| x),
+            Op::SaLoad { d, a, i } => aload!(d, a, fr[i], v, ArrayData::S(v) => |x: i16| x as i32),
+            Op::IaStore { a, i, s } => astore!(a, fr[i], s, v, ArrayData::I(v) => |x: i32| x),
             Op::BaStore { a, i, s } => {
-                astore!(a, i, s, v, ArrayData::B(v) | ArrayData::Z(v) => |x: i32| x as i8)
+                astore!(a, fr[i], s, v, ArrayData::B(v) => |x: i32| x as i8)
             }
             Op::ZaStore { a, i, s } => {
-                astore!(a, i, s, v, ArrayData::Z(v) | ArrayData::B(v) => |x: i32| (x & 1) as i8)
+                astore!(a, fr[i], s, v, ArrayData::Z(v) => |x: i32| (x & 1) as i8)
             }
-            Op::SaStore { a, i, s } => astore!(a, i, s, v, ArrayData::S(v) => |x: i32| x as i16),
+            Op::SaStore { a, i, s } => {
+                astore!(a, fr[i], s, v, ArrayData::S(v) => |x: i32| x as i16)
+            }
+            Op::IaLoadK { d, a, k } => aload!(d, a, k, v, ArrayData::I(v) => |x: i32| x),
+            Op::BaLoadK { d, a, k } => {
+                aload!(d, a, k, v, ArrayData::B(v) | ArrayData::Z(v) => |x: i8| x as i32)
+            }
+            Op::IaStoreK { a, k, s } => astore!(a, k, s, v, ArrayData::I(v) => |x: i32| x),
+            Op::BaStoreK { a, k, s } => {
+                astore!(a, k, s, v, ArrayData::B(v) => |x: i32| x as i8)
+            }
+            Op::Add3 { d, a, b, c } => fr[d] = fr[a].wrapping_add(fr[b]).wrapping_add(fr[c]),
+            Op::Add4 { d, a, b, c, e } => {
+                fr[d] = fr[a]
+                    .wrapping_add(fr[b])
+                    .wrapping_add(fr[c])
+                    .wrapping_add(fr[e])
+            }
+            Op::AddF { d, a, f } => fr[d] = fr[a].wrapping_add(fields[f as usize]),
             Op::ArrLen { d, a } => {
                 let h = fr[a];
                 match heap.get(h) {
