@@ -724,6 +724,8 @@ mod tests {
         reasm: Reassembler,
         stats: WireStats,
         got: Vec<(u32, Vec<u8>)>,
+        /// Every msg_id of which a Data frame arrived.
+        seen: std::collections::HashSet<u32>,
     }
 
     impl Rx {
@@ -732,13 +734,19 @@ mod tests {
                 reasm: Reassembler::new(ReassemblyConfig::default()),
                 stats: WireStats::default(),
                 got: Vec::new(),
+                seen: Default::default(),
             }
         }
 
         fn drain(&mut self, port: &mut UdpPort, now: u64) -> usize {
             let mut total = 0;
             loop {
-                let Rx { reasm, stats, got } = self;
+                let Rx {
+                    reasm,
+                    stats,
+                    got,
+                    seen,
+                } = self;
                 let n = port
                     .recv_batch(|src, dgram| match Frame::parse(dgram) {
                         Err(e) => stats.count_drop(e.into()),
@@ -750,6 +758,7 @@ mod tests {
                                 stats.count_drop(WireDrop::ForgedToken);
                                 return;
                             }
+                            seen.insert(d.msg_id);
                             if let Ok(Some(m)) = reasm.push(src, src_engine, &d, now) {
                                 got.push((d.msg_id, m.as_slice().to_vec()));
                                 if let Message::Owned(v) = m {
@@ -815,11 +824,12 @@ mod tests {
         );
     }
 
-    #[test]
-    fn injected_drops_lose_whole_messages_never_corrupt() {
+    /// Sends `total` messages of 1 to 5 fragments from a port dropping
+    /// `ppm` of its datagrams; returns (receiver, sender stats, fragments).
+    fn lossy_run(ppm: u32, seed: u64, total: u32) -> (Rx, WireStats, u64) {
         let cfg = PortConfig {
-            drop_rate_ppm: 100_000,
-            drop_seed: 42,
+            drop_rate_ppm: ppm,
+            drop_seed: seed,
             ..PortConfig::default()
         };
         let mut a = UdpPort::bind(LO.parse().unwrap(), cfg).unwrap();
@@ -827,56 +837,72 @@ mod tests {
         let dst = b.local_addr().unwrap();
         let mut batch = SendBatch::for_port(a.config());
         let mut rx = Rx::new();
-        let total = 400u32;
         let mut frags = 0u64;
-        let len = |id: u32| 1000 + (id as usize % 5) * 1400; // 1 to 5 fragments
         for id in 0..total {
-            frags += u64::from(
-                batch
-                    .push_message(dst, 5, target(1), id, &pattern(len(id), 99 + u64::from(id)))
-                    .unwrap(),
-            );
-            if id % 8 == 7 {
+            let msg = pattern(lossy_len(id), 99 + u64::from(id));
+            frags += u64::from(batch.push_message(dst, 5, target(1), id, &msg).unwrap());
+            if id % 8 == 7 || id + 1 == total {
                 a.send_batch(&mut batch).unwrap();
                 rx.drain(&mut b, 0);
             }
         }
-        a.send_batch(&mut batch).unwrap();
-        rx.drain(&mut b, 0);
-        let injected = a.stats.drop_count(WireDrop::InjectedDrop);
-        assert_eq!(a.stats.datagrams_sent + injected, frags);
-        assert!(
-            (frags / 20..frags / 5).contains(&injected),
-            "{injected} of {frags}"
-        );
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while b.stats.datagrams_received < a.stats.datagrams_sent && Instant::now() < deadline {
+            rx.drain(&mut b, 0);
+        }
         assert_eq!(b.stats.datagrams_received, a.stats.datagrams_sent);
-        // Every delivered message is intact; the others are lost, not damaged.
-        for (id, m) in &rx.got {
-            assert_eq!(m, &pattern(len(*id), 99 + u64::from(*id)), "msg {id}");
-        }
-        let delivered = rx.got.len() as u64;
-        assert!(delivered < u64::from(total));
-        // Partially received messages are counted once their time is up.
-        let evicted = rx.reasm.expire(ReassemblyConfig::default().timeout_ns) as u64;
-        let timeouts = rx.reasm.stats.drop_count(WireDrop::ReassemblyTimeout);
-        assert_eq!(evicted, timeouts);
-        assert!(timeouts > 0);
-        assert!(delivered + timeouts <= u64::from(total));
-        assert_eq!(rx.reasm.in_flight(), 0);
-        // Same seed, same drops.
-        let mut a2 = UdpPort::bind(LO.parse().unwrap(), cfg).unwrap();
-        let mut batch2 = SendBatch::for_port(a2.config());
-        let sink = "127.0.0.1:9".parse().unwrap();
-        for id in 0..total {
-            batch2
-                .push_message(sink, 5, target(1), id, &pattern(len(id), 0))
-                .unwrap();
-            if id % 8 == 7 {
-                a2.send_batch(&mut batch2).unwrap();
+        (rx, a.stats, frags)
+    }
+
+    /// 1 to 5 fragments at the default datagram size.
+    fn lossy_len(id: u32) -> usize {
+        1000 + (id as usize % 5) * 1400
+    }
+
+    #[test]
+    fn injected_drops_lose_whole_messages_never_corrupt() {
+        let total = 400u32;
+        // (drop rate, expected share of messages delivered: mean of (1-p)^k
+        // over k = 1..=5 fragments).
+        for (ppm, seed) in [(0, 1), (10_000, 2), (100_000, 3), (300_000, 4)] {
+            let (mut rx, tx, frags) = lossy_run(ppm, seed, total);
+            let injected = tx.drop_count(WireDrop::InjectedDrop);
+            assert_eq!(tx.datagrams_sent + injected, frags);
+            let p = f64::from(ppm) / 1e6;
+            let rate = injected as f64 / frags as f64;
+            assert!((rate - p).abs() < 0.05, "ppm {ppm}: dropped {rate}");
+            // Every delivered message is intact; the others are lost whole.
+            for (id, m) in &rx.got {
+                assert_eq!(m, &pattern(lossy_len(*id), 99 + u64::from(*id)), "msg {id}");
             }
+            let delivered = rx.got.len() as u64;
+            let expect = (1..=5).map(|k| (1.0 - p).powi(k)).sum::<f64>() / 5.0;
+            let share = delivered as f64 / f64::from(total);
+            assert!(
+                (share - expect).abs() < 0.1,
+                "ppm {ppm}: {share} vs {expect}"
+            );
+            if ppm == 0 {
+                assert_eq!(delivered, u64::from(total));
+            }
+            // Every message that arrived in part is counted once as lost
+            // when its time is up; messages of which nothing arrived leave
+            // no trace at the receiver.
+            let partial = rx.seen.len() as u64 - delivered;
+            assert_eq!(rx.reasm.in_flight() as u64, partial);
+            rx.reasm.expire(ReassemblyConfig::default().timeout_ns);
+            assert_eq!(
+                rx.reasm.stats.drop_count(WireDrop::ReassemblyTimeout),
+                partial
+            );
+            assert_eq!(rx.reasm.in_flight(), 0);
+            assert!(ppm < 100_000 || partial > 0);
         }
-        a2.send_batch(&mut batch2).unwrap();
-        assert_eq!(a2.stats.drop_count(WireDrop::InjectedDrop), injected);
+        // Same seed, same drops.
+        let (_, t1, _) = lossy_run(100_000, 3, 100);
+        let (_, t2, _) = lossy_run(100_000, 3, 100);
+        assert_eq!(t1.drops, t2.drops);
+        assert_eq!(t1.datagrams_sent, t2.datagrams_sent);
     }
 
     #[test]
