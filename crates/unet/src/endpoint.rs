@@ -476,7 +476,7 @@ impl Endpoint {
             return Err(SendError::TooLarge);
         }
         self.reclaim();
-        if self.send_head - self.send.tail() >= self.layout.geometry.send_cap as u64 {
+        if self.send_head.wrapping_sub(self.send.tail()) >= self.layout.geometry.send_cap as u64 {
             return Err(SendError::Full);
         }
         let mut at = self.tx_head % self.tx_region;
@@ -550,7 +550,7 @@ impl Endpoint {
                 self.send_direct(i, &tmp).map(|_| u64::MAX)
             }
             _ => {
-                if self.send_head - self.send.tail() >= self.layout.geometry.send_cap as u64 {
+                if self.send_head.wrapping_sub(self.send.tail()) >= self.layout.geometry.send_cap as u64 {
                     return Err(SendError::Full);
                 }
                 Ok(self.push_desc(SendDesc {
@@ -581,7 +581,7 @@ impl Endpoint {
     /// for tests of the engine's defences.
     #[doc(hidden)]
     pub fn push_raw_desc(&mut self, d: SendDesc) -> bool {
-        if self.send_head - self.send.tail() >= self.layout.geometry.send_cap as u64 {
+        if self.send_head.wrapping_sub(self.send.tail()) >= self.layout.geometry.send_cap as u64 {
             return false;
         }
         self.push_desc(d);
@@ -755,7 +755,7 @@ impl Endpoint {
                 "free buffer offset {offset} outside the buffer area"
             )));
         }
-        if self.free_head - self.free.tail() >= self.layout.geometry.free_cap as u64 {
+        if self.free_head.wrapping_sub(self.free.tail()) >= self.layout.geometry.free_cap as u64 {
             return Err(Error::Config("free queue full".into()));
         }
         self.post_free_raw(offset);
