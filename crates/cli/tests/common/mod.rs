@@ -472,6 +472,14 @@ pub const T: Duration = Duration::from_secs(20);
 /// 8 KiB), so the window keeps the buffers in flight well below that.
 pub const WINDOW: u64 = 128;
 
+/// Bytes a sender may have unacknowledged, for the same reason: with
+/// [`WINDOW`] messages each rounding up to a whole buffer, this keeps the
+/// receiver's buffers in flight below 256.
+pub const BYTE_WINDOW: u64 = 768 << 10;
+
+/// The receiver acknowledges at least every this many bytes.
+pub const ACK_BYTES: u64 = 128 << 10;
+
 /// Send `count` messages on `ch`, at most `window` unacknowledged; the
 /// receiver acknowledges with 8-byte counts. Returns when the receiver has
 /// acknowledged all of them.
@@ -508,11 +516,22 @@ pub fn stream_send(
             *acked = n;
         }
     };
+    // Bytes sent, and bytes of the first `counted` (acknowledged) messages.
+    let (mut sent_bytes, mut acked_bytes, mut counted) = (0u64, 0u64, 0u64);
     for seq in 0..count {
-        while seq - acked >= window {
+        let len = size(seq);
+        loop {
+            while counted < acked {
+                acked_bytes += size(counted) as u64;
+                counted += 1;
+            }
+            let bytes_out = sent_bytes - acked_bytes;
+            if seq - acked < window && (bytes_out == 0 || bytes_out + len as u64 <= BYTE_WINDOW) {
+                break;
+            }
             take_ack(ep, &mut acked, true);
         }
-        let len = size(seq);
+        sent_bytes += len as u64;
         fill(seq, &mut msg[..len]);
         let start = Instant::now();
         loop {
@@ -546,6 +565,7 @@ pub fn stream_recv(
     let mut scratch = Vec::new();
     let mut chan = None;
     let mut bytes = 0u64;
+    let mut unacked_bytes = 0u64;
     for seq in 0..count {
         let r = match ep.recv(&mut buf, Some(T)) {
             Ok(r) => r,
@@ -570,7 +590,9 @@ pub fn stream_recv(
             ));
         }
         bytes += r.len as u64;
-        if (seq + 1).is_multiple_of(ack_every) || seq + 1 == count {
+        unacked_bytes += r.len as u64;
+        if (seq + 1).is_multiple_of(ack_every) || seq + 1 == count || unacked_bytes >= ACK_BYTES {
+            unacked_bytes = 0;
             let ack = (seq + 1).to_le_bytes();
             if let Err(e) = ep.send_blocking(r.channel, &ack, T) {
                 fail(&format!("ack after {seq}: {e}"));
@@ -738,7 +760,25 @@ pub fn run_stream_sized(
     }
     let mut s = Proc::spawn("sender", sc);
     let sid = s.expect("ID", Duration::from_secs(20));
-    let done = r.expect("DONE", Duration::from_secs(110));
+    let done = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        r.expect("DONE", Duration::from_secs(110))
+    })) {
+        Ok(d) => d,
+        Err(e) => {
+            // Show the engines' view of the failure.
+            let why = e
+                .downcast_ref::<String>()
+                .cloned()
+                .unwrap_or_else(|| "receiver failed".into());
+            let show =
+                |p: &Path| std::panic::catch_unwind(|| stat(p).to_string()).unwrap_or_default();
+            panic!(
+                "{why}\nreceiver's engine: {}\nsender's engine: {}",
+                show(recv_sock),
+                show(send_sock)
+            );
+        }
+    };
     s.expect("DONE", Duration::from_secs(10));
     let bytes: u64 = done.split_whitespace().next().unwrap().parse().unwrap();
     let want: u64 = (0..count).map(|s| size(s) as u64).sum();
