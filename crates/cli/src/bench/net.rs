@@ -22,6 +22,7 @@ use std::process::{Child, ChildStdout, Command, ExitCode, Stdio};
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
+use unet_engine::wire::udp::LOOPBACK_DATAGRAM;
 
 use super::floor::{self, Geometry, Shm, StreamRun};
 use super::report::{self, PingRow, Progress, StreamRow};
@@ -83,6 +84,9 @@ pub struct Common {
     /// Bytes of each floor ring (rounded to whole slots, at least two).
     #[arg(long, default_value = "1M", value_parser = stats::parse_size)]
     pub ring_bytes: usize,
+    /// UDP path: largest datagram unet's engines send (both agree).
+    #[arg(long, default_value_t = LOOPBACK_DATAGRAM)]
+    pub max_datagram: usize,
 }
 
 /// Round-trip time against message size.
@@ -166,9 +170,15 @@ pub struct ChildArgs {
     pub geom: Option<String>,
     #[arg(long)]
     pub pin_cpu: Option<usize>,
-    /// Path-specific arguments for unet runs.
+    /// unet runs: the path.
+    #[arg(long, value_enum)]
+    pub path: Option<PathArg>,
+    /// unet runs on `direct`/`engine`: the engine's control socket.
     #[arg(long)]
-    pub unet: Option<String>,
+    pub socket: Option<std::path::PathBuf>,
+    /// unet runs on `udp`: the engines' datagram size.
+    #[arg(long, default_value_t = LOOPBACK_DATAGRAM)]
+    pub max_datagram: usize,
 }
 
 type Res<T> = Result<T, String>;
@@ -244,6 +254,7 @@ fn pingpong(a: PingArgs) -> Res<()> {
                         limit,
                         warmup_time: Duration::ZERO,
                         pin: c.pin,
+                        max_datagram: c.max_datagram,
                     };
                     un.extend(unet_paths::pingpong(&cfg)?);
                 }
@@ -303,6 +314,7 @@ fn stream(a: StreamArgs) -> Res<()> {
                         limit: dur,
                         warmup_time: warm,
                         pin: c.pin,
+                        max_datagram: c.max_datagram,
                     };
                     un.push(unet_paths::stream(&cfg)?.msgs_per_s());
                 }
@@ -391,10 +403,10 @@ fn baseline_stream(
 }
 
 /// A running child process, and what it printed after `ready`.
-#[allow(dead_code)] // `out` is read by the unet runs
 pub struct ChildProc {
     child: Child,
-    out: BufReader<ChildStdout>,
+    /// Kept open so the child never writes to a closed pipe.
+    _out: BufReader<ChildStdout>,
     pub info: String,
 }
 
@@ -433,7 +445,7 @@ pub fn spawn_child(
     let _ = out.read_line(&mut line);
     let mut p = ChildProc {
         child,
-        out,
+        _out: out,
         info: String::new(),
     };
     match line.trim_end().strip_prefix("ready") {
@@ -450,26 +462,29 @@ pub fn spawn_child(
 }
 
 impl ChildProc {
-    /// Reads the next line the child prints (after `ready`).
-    #[allow(dead_code)]
-    pub fn read_line(&mut self) -> Res<String> {
-        let mut line = String::new();
-        self.out
-            .read_line(&mut line)
-            .map_err(|e| format!("reading from the child: {e}"))?;
-        Ok(line.trim_end().to_string())
-    }
-
     /// Waits for the child to exit; on error `r` it is killed first.
     pub fn wait<T>(mut self, r: Res<T>) -> Res<T> {
         if r.is_err() {
+            // Give a child that failed on its own a moment to say so.
+            for _ in 0..30 {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
             let _ = self.child.kill();
         }
         let st = self
             .child
             .wait()
             .map_err(|e| format!("waiting for the child: {e}"))?;
-        let v = r?;
+        let v = r.map_err(|e| {
+            if st.success() {
+                e
+            } else {
+                format!("{e} (the child process: {st})")
+            }
+        })?;
         if !st.success() {
             return Err(format!("the child process failed ({st})"));
         }

@@ -1,14 +1,37 @@
-//! unet's side of the network benchmarks: one function per path for the
-//! driving process, and the child's half.
+//! unet's side of the network benchmarks: the driving process's runs, one
+//! per path, and the child's half.
+//!
+//! `direct` and `engine`: this process starts an embedded engine with a
+//! control socket in a fresh temporary directory and creates its endpoint;
+//! the child connects to that socket, creates its own endpoint and prints
+//! its id; this process opens a channel to it (direct path or through the
+//! engine), and the child learns the channel from the first message.
+//! `udp`: each process runs its own embedded engine with a UDP wire on
+//! 127.0.0.1 (datagrams of `--max-datagram` bytes); the child prints its
+//! endpoint id and its engine's UDP address, and this process opens a
+//! channel to that remote endpoint.
+//!
+//! Both sides receive with `Endpoint::recv` (spin briefly, then sleep) and
+//! retry `send` while it reports `Full`. Messages are the same as the
+//! baselines': a ping-pong ends with a message of another length; a stream
+//! uses one-byte SYNC/STOP messages answered with `[kind, u64 bytes]`, and
+//! marks the last message of each burst for acknowledgment.
 
-use std::time::Duration;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use unet::{
+    Channel, ChannelOptions, Endpoint, EndpointAddr, EndpointConfig, Engine, EngineConfig, Event,
+    PathChoice, RecvError, SendError, Session,
+};
 
 use super::floor::StreamRun;
-use super::net::{ChildArgs, PathArg};
+use super::net::{spawn_child, ChildArgs, ChildKind, PathArg};
 use super::stats::Samples;
 
 /// One unet run.
-#[allow(dead_code)] // read once the unet paths exist
 pub struct Run {
     pub path: PathArg,
     pub size: usize,
@@ -22,39 +45,350 @@ pub struct Run {
     /// Stream: warm-up length.
     pub warmup_time: Duration,
     pub pin: bool,
+    /// UDP path: the engines' datagram size.
+    pub max_datagram: usize,
 }
 
-fn unavailable(path: PathArg) -> String {
-    format!("path {path} not available yet: the unet client library does not offer it")
+const DATA: u8 = 0xa5;
+const BURST_END: u8 = 0x5a;
+const SYNC: u8 = 1;
+const STOP: u8 = 2;
+/// How long a wait on a path that does not lose messages may last.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+type Res<T> = Result<T, String>;
+
+fn err(what: &str) -> impl Fn(unet::Error) -> String + '_ {
+    move |e| format!("unet {what}: {e}")
 }
 
-/// Ping-pong over unet: each round trip timed on its own.
-pub fn pingpong(r: &Run) -> Result<Samples, String> {
-    match r.path {
-        PathArg::Direct => direct_pingpong(r),
-        PathArg::Engine => engine_pingpong(r),
-        PathArg::Udp => udp_pingpong(r),
+/// A fresh directory for one run's control socket, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> Res<TempDir> {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "unet-bench-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        Ok(TempDir(p))
     }
 }
 
-/// One-way stream over unet.
-pub fn stream(r: &Run) -> Result<StreamRun, String> {
-    Err(unavailable(r.path))
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
-fn direct_pingpong(r: &Run) -> Result<Samples, String> {
-    Err(unavailable(r.path))
+/// This process's side of a run. Field order is drop order: endpoint,
+/// session, engine, directory.
+struct Side {
+    ep: Endpoint,
+    _session: Session,
+    _engine: Engine,
+    _dir: Option<TempDir>,
 }
 
-fn engine_pingpong(r: &Run) -> Result<Samples, String> {
-    Err(unavailable(r.path))
+fn engine_config(path: PathArg, max_datagram: usize, socket: Option<&Path>) -> EngineConfig {
+    let mut cfg = EngineConfig {
+        control_socket: socket.map(Path::to_path_buf),
+        ..EngineConfig::default()
+    };
+    if path == PathArg::Udp {
+        cfg.udp_bind = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
+        cfg.max_datagram = max_datagram;
+    }
+    cfg
 }
 
-fn udp_pingpong(r: &Run) -> Result<Samples, String> {
-    Err(unavailable(r.path))
+fn start_side(path: PathArg, max_datagram: usize) -> Res<(Side, Vec<String>)> {
+    let (dir, extra) = if path == PathArg::Udp {
+        (
+            None,
+            vec!["--max-datagram".to_string(), max_datagram.to_string()],
+        )
+    } else {
+        let d = TempDir::new()?;
+        let sock = d.0.join("control");
+        let extra = vec!["--socket".to_string(), sock.display().to_string()];
+        (Some(d), extra)
+    };
+    let sock = dir.as_ref().map(|d| d.0.join("control"));
+    let engine = Engine::start(engine_config(path, max_datagram, sock.as_deref()))
+        .map_err(|e| format!("starting the unet engine: {e}"))?;
+    let session = Session::embedded(&engine).map_err(err("session"))?;
+    let ep = session
+        .create_endpoint(EndpointConfig::default())
+        .map_err(err("endpoint"))?;
+    let mut extra = extra;
+    extra.extend(["--path".to_string(), path.name().to_string()]);
+    Ok((
+        Side {
+            ep,
+            _session: session,
+            _engine: engine,
+            _dir: dir,
+        },
+        extra,
+    ))
 }
 
-/// The child's half of a unet run.
-pub fn child(_a: &ChildArgs, _ready: fn(&str)) -> Result<(), String> {
-    Err("unet child runs are not available yet".into())
+/// Opens the channel to the child from what it printed after `ready`:
+/// `ID` (local) or `ID UDP_ADDR` (udp).
+fn open_to_child(side: &mut Side, path: PathArg, info: &str) -> Res<Channel> {
+    let mut it = info.split_whitespace();
+    let id: u32 = it
+        .next()
+        .and_then(|s| s.parse().ok())
+        .ok_or("the child sent no endpoint id")?;
+    let host = match path {
+        PathArg::Udp => Some(
+            it.next()
+                .and_then(|s| s.parse().ok())
+                .ok_or("the child sent no UDP address")?,
+        ),
+        _ => None,
+    };
+    let choice = match path {
+        PathArg::Direct => PathChoice::Direct,
+        _ => PathChoice::Engine,
+    };
+    side.ep
+        .open_channel(EndpointAddr { host, id }, ChannelOptions { path: choice })
+        .map_err(err("open_channel"))
+}
+
+/// `send`, retrying while the queue or ring is full.
+#[inline]
+fn send(ep: &mut Endpoint, ch: Channel, data: &[u8]) -> Res<()> {
+    let mut spins = 0u32;
+    let mut start: Option<Instant> = None;
+    loop {
+        match ep.send(ch, data) {
+            Ok(()) => return Ok(()),
+            Err(SendError::Full) => {
+                std::hint::spin_loop();
+                spins = spins.wrapping_add(1);
+                if spins & 0x3fff == 0 {
+                    std::thread::yield_now();
+                    if start.get_or_insert_with(Instant::now).elapsed() > PATIENCE {
+                        return Err("unet send: the queue stayed full".into());
+                    }
+                }
+            }
+            Err(e) => return Err(format!("unet send: {e}")),
+        }
+    }
+}
+
+/// `recv` with a timeout; `Ok(None)` when it timed out.
+#[inline]
+fn recv(ep: &mut Endpoint, buf: &mut [u8], t: Duration) -> Res<Option<unet::Recv>> {
+    match ep.recv(buf, Some(t)) {
+        Ok(r) => Ok(Some(r)),
+        Err(RecvError::Timeout) => Ok(None),
+        Err(e) => Err(format!("unet recv: {e}")),
+    }
+}
+
+fn recv_needed(ep: &mut Endpoint, buf: &mut [u8]) -> Res<unet::Recv> {
+    recv(ep, buf, PATIENCE)?.ok_or_else(|| "unet recv: nothing arrived".to_string())
+}
+
+fn stop_len(size: usize) -> usize {
+    if size == 1 {
+        2
+    } else {
+        1
+    }
+}
+
+/// Ping-pong over unet: each round trip timed on its own.
+pub fn pingpong(r: &Run) -> Res<Samples> {
+    let (mut side, extra) = start_side(r.path, r.max_datagram)?;
+    let ch = spawn_child(ChildKind::UnetPingpong, r.size, 0, &extra, None, r.pin)?;
+    let res = (|| {
+        let c = open_to_child(&mut side, r.path, &ch.info)?;
+        let ep = &mut side.ep;
+        let out = vec![DATA; r.size];
+        let mut inb = vec![0u8; r.size.max(16)];
+        for _ in 0..r.warmup {
+            send(ep, c, &out)?;
+            recv_needed(ep, &mut inb)?;
+        }
+        let mut ns = Vec::with_capacity(r.iters);
+        let start = Instant::now();
+        let mut prev = start;
+        for i in 0..r.iters {
+            send(ep, c, &out)?;
+            recv_needed(ep, &mut inb)?;
+            std::hint::black_box(&mut inb);
+            let now = Instant::now();
+            ns.push((now - prev).as_nanos() as u64);
+            prev = now;
+            if i & 63 == 63 && now - start > r.limit {
+                break;
+            }
+        }
+        send(ep, c, &vec![STOP; stop_len(r.size)])?;
+        Ok(Samples { ns })
+    })();
+    ch.wait(res)
+}
+
+/// One-way stream over unet (this process sends).
+pub fn stream(r: &Run) -> Res<StreamRun> {
+    let (mut side, extra) = start_side(r.path, r.max_datagram)?;
+    let ch = spawn_child(ChildKind::UnetStream, r.size, r.burst, &extra, None, r.pin)?;
+    let res = (|| {
+        let c = open_to_child(&mut side, r.path, &ch.info)?;
+        let ep = &mut side.ep;
+        let out = vec![DATA; r.size];
+        let mut last = out.clone();
+        last[0] = BURST_END;
+        // Only the direct path never drops a message: elsewhere a receiver
+        // that falls behind loses some, perhaps a burst's end; wait 10 ms.
+        let ack_wait = if r.path != PathArg::Direct {
+            Duration::from_millis(10)
+        } else {
+            PATIENCE
+        };
+        let chunk = if r.burst > 0 { r.burst } else { 256 };
+        let mut ackb = [0u8; 16];
+        let mut phase = |ep: &mut Endpoint, d: Duration| -> Res<()> {
+            let start = Instant::now();
+            loop {
+                for i in 0..chunk {
+                    let m = if r.burst > 0 && i + 1 == chunk {
+                        &last
+                    } else {
+                        &out
+                    };
+                    send(ep, c, m)?;
+                }
+                if r.burst > 0 {
+                    recv(ep, &mut ackb, ack_wait)?;
+                }
+                if start.elapsed() >= d {
+                    return Ok(());
+                }
+            }
+        };
+        phase(ep, r.warmup_time)?;
+        control(ep, c, SYNC, r.path)?;
+        let start = Instant::now();
+        phase(ep, r.limit)?;
+        let bytes = control(ep, c, STOP, r.path)?;
+        let elapsed = start.elapsed();
+        // The child lingers until it sees the channel closed, so that its
+        // answer is not lost with its endpoint.
+        ep.close_channel(c).map_err(err("close_channel"))?;
+        Ok(StreamRun {
+            msgs: bytes as f64 / r.size as f64,
+            elapsed,
+        })
+    })();
+    ch.wait(res)
+}
+
+/// Sends a one-byte control message and waits for its answer (resending
+/// every 50 ms on the paths that may drop); returns the receiver's byte count.
+fn control(ep: &mut Endpoint, c: Channel, kind: u8, path: PathArg) -> Res<u64> {
+    let (tries, wait) = if path != PathArg::Direct {
+        (100, Duration::from_millis(50))
+    } else {
+        (1, PATIENCE)
+    };
+    let mut b = [0u8; 16];
+    for _ in 0..tries {
+        send(ep, c, &[kind])?;
+        let deadline = Instant::now() + wait;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match recv(ep, &mut b, left)? {
+                Some(r) if r.len == 9 && b[0] == kind => {
+                    return Ok(u64::from_le_bytes(b[1..9].try_into().unwrap()));
+                }
+                Some(_) => {}
+                None => break,
+            }
+        }
+    }
+    Err("the unet receiver does not answer".into())
+}
+
+/// Waits (at most 2 s) until the peer closes the channel, so that messages
+/// still on their way through the engine are not lost with the endpoint.
+fn linger(ep: &mut Endpoint) {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(2) {
+        ep.wait(Some(Duration::from_millis(10)));
+        while let Some(ev) = ep.poll_event() {
+            if matches!(ev, Event::PeerGone { .. }) {
+                return;
+            }
+        }
+        let mut b = [0u8; 16];
+        while let Ok(Some(_)) = ep.try_recv(&mut b) {}
+    }
+}
+
+/// The child's half of a unet run: set up, print `ready ID [UDP_ADDR]`,
+/// then echo (ping-pong) or receive and count (stream).
+pub fn child(a: &ChildArgs, ready: fn(&str)) -> Res<()> {
+    let path = a.path.ok_or("--path is required")?;
+    let (_engine, session) = match path {
+        PathArg::Udp => {
+            let e = Engine::start(engine_config(path, a.max_datagram, None))
+                .map_err(|e| format!("starting the unet engine: {e}"))?;
+            let s = Session::embedded(&e).map_err(err("session"))?;
+            (Some(e), s)
+        }
+        _ => {
+            let sock = a.socket.as_ref().ok_or("--socket is required")?;
+            (None, Session::connect(sock).map_err(err("connect"))?)
+        }
+    };
+    let mut ep = session
+        .create_endpoint(EndpointConfig::default())
+        .map_err(err("endpoint"))?;
+    match session.udp_addr() {
+        Some(u) if path == PathArg::Udp => ready(&format!("{} {u}", ep.id())),
+        _ => ready(&ep.id().to_string()),
+    }
+    let mut buf = vec![0u8; a.size.max(16)];
+    if a.kind == ChildKind::UnetPingpong {
+        loop {
+            let r = recv_needed(&mut ep, &mut buf)?;
+            if r.len != a.size {
+                return Ok(());
+            }
+            send(&mut ep, r.channel, &buf[..r.len])?;
+        }
+    }
+    let mut bytes = 0u64;
+    loop {
+        let r = recv_needed(&mut ep, &mut buf)?;
+        std::hint::black_box(&mut buf);
+        if r.len == 1 && (buf[0] == SYNC || buf[0] == STOP) {
+            let mut ans = [0u8; 9];
+            ans[0] = buf[0];
+            ans[1..].copy_from_slice(&bytes.to_le_bytes());
+            send(&mut ep, r.channel, &ans)?;
+            if buf[0] == STOP {
+                linger(&mut ep);
+                return Ok(());
+            }
+            bytes = 0;
+            continue;
+        }
+        bytes += r.len as u64;
+        if buf[0] == BURST_END {
+            send(&mut ep, r.channel, &[BURST_END])?;
+        }
+    }
 }
