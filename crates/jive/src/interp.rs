@@ -54,6 +54,7 @@ struct State {
     array_fields: Vec<usize>,
     last_fuel: u64,
     site: Option<(u32, u32)>,
+    fault: Option<Fault>,
 }
 
 /// A running applet: one instance of a [`Class`] with its fields, heap and
@@ -133,6 +134,7 @@ impl std::ops::IndexMut<u16> for Regs<'_> {
     }
 }
 
+#[inline(never)]
 /// Run method `entry` whose arguments are in `st.stack[0..]`. Returns the
 /// result (0 for void) and the fuel left.
 fn run<H>(
@@ -141,7 +143,7 @@ fn run<H>(
     limits: &Limits,
     host: &mut H,
     entry: usize,
-) -> Result<i32, Fault> {
+) -> Option<i32> {
     let mut fuel: i64 = limits.fuel.min(i64::MAX as u64) as i64;
     let max_depth = limits.max_depth.max(1) as usize;
     let mut m = entry;
@@ -157,6 +159,7 @@ fn run<H>(
         array_fields,
         last_fuel,
         site,
+        fault,
     } = st;
     let need = mc.frame_size as usize;
     if stack.len() < need {
@@ -495,7 +498,13 @@ fn run<H>(
     }
     frames.clear();
     *last_fuel = limits.fuel.saturating_sub(fuel.max(0) as u64);
-    res
+    match res {
+        Ok(v) => Some(v),
+        Err(f) => {
+            *fault = Some(f);
+            None
+        }
+    }
 }
 
 impl<H> Vm<H> {
@@ -517,6 +526,7 @@ impl<H> Vm<H> {
                 .collect(),
             last_fuel: 0,
             site: None,
+            fault: None,
         };
         let mut vm = Vm { class, limits, st };
         let (clinit, init) = (vm.class.inner.clinit, vm.class.inner.init);
@@ -543,7 +553,11 @@ impl<H> Vm<H> {
         let Vm { class, limits, st } = self;
         let cls = &*class.inner;
         st.site = None;
-        let res = run(cls, st, limits, host, m);
+        let res = run(cls, st, limits, host, m).ok_or_else(|| {
+            st.fault
+                .take()
+                .unwrap_or(Fault::Internal("lost fault".into()))
+        });
         if st.heap.allocs_since_gc > 0 {
             let keep = match (&res, cls.methods[m].sig.ret) {
                 (Ok(v), Some(JType::Array(_))) => *v,
