@@ -581,6 +581,22 @@ impl<H> Class<H> {
             .map(|i| MethodId(i as u16))
     }
 
+    /// Every method the host may invoke (all but `<init>` and `<clinit>`),
+    /// in declaration order.
+    pub fn methods(&self) -> impl Iterator<Item = MethodId> + '_ {
+        self.inner
+            .methods
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.name != "<init>" && m.name != "<clinit>")
+            .map(|(i, _)| MethodId(i as u16))
+    }
+
+    /// The name of method `m`.
+    pub fn method_name(&self, m: MethodId) -> &str {
+        &self.inner.methods[m.0 as usize].name
+    }
+
     /// The descriptor of method `m`, e.g. `(I)I`.
     pub fn method_descriptor(&self, m: MethodId) -> &str {
         &self.inner.methods[m.0 as usize].descriptor
