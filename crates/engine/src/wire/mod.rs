@@ -26,7 +26,8 @@
 //!   for one-fragment messages).
 //! - [`udp`]: the [`UdpPort`], a non-blocking socket sending a [`SendBatch`]
 //!   with `sendmmsg` and receiving with `recvmmsg`, 64 datagrams per system
-//!   call, with seeded fault injection for tests.
+//!   call, using UDP segmentation and receive coalescing offloads when the
+//!   kernel has them, with seeded fault injection for tests.
 //!
 //! U-Net is unreliable by design: nothing here retransmits. A lost fragment
 //! loses its message, and every datagram or message that is dropped is
@@ -269,6 +270,10 @@ pub struct WireStats {
     pub recv_syscalls: u64,
     /// `recvmmsg` calls that found nothing (`EAGAIN`).
     pub recv_empty: u64,
+    /// Runs of datagrams sent as one with segmentation offload.
+    pub gso_runs: u64,
+    /// Received buffers that held a coalesced run of datagrams.
+    pub gro_runs: u64,
     /// Messages queued for sending by [`SendBatch::push_message`].
     pub messages_queued: u64,
     /// Messages completed by the [`Reassembler`] (one-fragment ones included).
@@ -304,6 +309,8 @@ impl WireStats {
         self.send_syscalls += other.send_syscalls;
         self.recv_syscalls += other.recv_syscalls;
         self.recv_empty += other.recv_empty;
+        self.gso_runs += other.gso_runs;
+        self.gro_runs += other.gro_runs;
         self.messages_queued += other.messages_queued;
         self.messages_reassembled += other.messages_reassembled;
         for (a, b) in self.drops.iter_mut().zip(other.drops.iter()) {
