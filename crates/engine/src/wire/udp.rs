@@ -887,6 +887,8 @@ impl UdpPort {
             // With UDP_GRO, the kernel may hand over a run of datagrams of
             // one size (the last may be shorter) in one buffer.
             let seg = if self.gro {
+                // `msg_controllen` is a size_t with glibc, a socklen_t with musl.
+                #[allow(clippy::unnecessary_cast)]
                 let used = (h.msg_controllen as usize).min(CMSG_SPACE_BYTES);
                 gro_segment_size(&ctl[i].0[..used]).filter(|&g| g > 0)
             } else {
