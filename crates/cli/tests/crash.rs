@@ -232,7 +232,6 @@ fn killed_client_on_the_direct_path() {
 /// at the closed flags when the ring seems full, so sends on the dead
 /// channel return Ok (until a whole ring's worth has been written).
 #[test]
-#[ignore = "client library bug: sends on a direct channel whose peer died with messages queued return Ok, not PeerGone"]
 fn killed_client_on_the_direct_path_send_fails() {
     crash("direct", true);
 }

@@ -167,6 +167,11 @@ impl DirectConn {
     /// was asleep and had to be woken.
     #[inline]
     pub fn send(&mut self, data: &[u8]) -> Result<bool, DirectSendError> {
+        // One load of a line that only changes at close: a send to a peer
+        // that is gone fails at once instead of filling a ring nobody reads.
+        if self.peer_closed() {
+            return Err(DirectSendError::Closed);
+        }
         let len = data.len();
         if len as u64 > self.size / 2 - RECORD_HEADER as u64 {
             return Err(DirectSendError::TooLarge);
@@ -179,9 +184,6 @@ impl DirectConn {
             0
         };
         if self.tx_pos + pad + span > self.tx_limit {
-            if self.peer_closed() {
-                return Err(DirectSendError::Closed);
-            }
             // Acquire pairs with the consumer's Release of its position: its
             // reads of those records are done before we overwrite them.
             self.tx_limit = self.tx_consumer().position.load(Ordering::Acquire) + self.size;
