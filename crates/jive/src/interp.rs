@@ -6,12 +6,14 @@
 //! second reusable vector. Nothing is allocated per invocation or per call
 //! once the vectors have grown.
 //!
-//! Limits: fuel is a signed counter in a register of the loop, charged one
-//! unit per call and, at each taken backward branch, the number of ops
-//! between the target and the branch (so each loop iteration costs about
-//! its length); allocation charges one unit per 16 elements. Straight-line
-//! code between back-edges and calls is at most one method's length, so
-//! fuel bounds running time. The call depth is bounded by
+//! Limits: fuel is a signed counter kept in a local of the loop. A call
+//! (and the host's invocation) charges the callee's length in ops; each
+//! taken backward branch charges the number of ops between its target and
+//! itself (so a loop iteration costs its length); allocation charges one
+//! unit per 16 elements; a native call charges one unit plus what the
+//! native charges. Without a back-edge the op index only grows, so the ops
+//! run between two charges are bounded by the method's length, which the
+//! charges cover: fuel bounds running time, deterministically. The call depth is bounded by
 //! [`Limits::max_depth`] and the frame stack by [`MAX_STACK_SLOTS`].
 
 use crate::decode::Op;
@@ -145,6 +147,7 @@ fn run<H>(
     entry: usize,
 ) -> Option<i32> {
     let mut fuel: i64 = limits.fuel.min(i64::MAX as u64) as i64;
+    fuel -= cls.code[entry].ops.len() as i64;
     let max_depth = limits.max_depth.max(1) as usize;
     let mut m = entry;
     let mut mc = &cls.code[m];
@@ -240,256 +243,262 @@ fn run<H>(
         }};
     }
 
-    let res: Result<i32, Fault> = loop {
-        let op = code[pc];
-        pc += 1;
-        match op {
-            Op::Mov { d, s } => fr[d] = fr[s],
-            Op::Const { d, v } => fr[d] = v,
-            Op::Add { d, a, b } => fr[d] = fr[a].wrapping_add(fr[b]),
-            Op::Sub { d, a, b } => fr[d] = fr[a].wrapping_sub(fr[b]),
-            Op::Mul { d, a, b } => fr[d] = fr[a].wrapping_mul(fr[b]),
-            Op::Div { d, a, b } => {
-                let y = fr[b];
-                if y == 0 {
-                    break Err(Fault::DivideByZero);
-                }
-                fr[d] = fr[a].wrapping_div(y);
-            }
-            Op::Rem { d, a, b } => {
-                let y = fr[b];
-                if y == 0 {
-                    break Err(Fault::DivideByZero);
-                }
-                fr[d] = fr[a].wrapping_rem(y);
-            }
-            Op::And { d, a, b } => fr[d] = fr[a] & fr[b],
-            Op::Or { d, a, b } => fr[d] = fr[a] | fr[b],
-            Op::Xor { d, a, b } => fr[d] = fr[a] ^ fr[b],
-            Op::Shl { d, a, b } => fr[d] = fr[a].wrapping_shl(fr[b] as u32),
-            Op::Shr { d, a, b } => fr[d] = fr[a].wrapping_shr(fr[b] as u32),
-            Op::Ushr { d, a, b } => fr[d] = (fr[a] as u32).wrapping_shr(fr[b] as u32) as i32,
-            Op::AddI { d, a, v } => fr[d] = fr[a].wrapping_add(v),
-            Op::SubIR { d, v, b } => fr[d] = v.wrapping_sub(fr[b]),
-            Op::MulI { d, a, v } => fr[d] = fr[a].wrapping_mul(v),
-            Op::DivI { d, a, v } => fr[d] = fr[a].wrapping_div(v),
-            Op::RemI { d, a, v } => fr[d] = fr[a].wrapping_rem(v),
-            Op::AndI { d, a, v } => fr[d] = fr[a] & v,
-            Op::OrI { d, a, v } => fr[d] = fr[a] | v,
-            Op::XorI { d, a, v } => fr[d] = fr[a] ^ v,
-            Op::ShlI { d, a, v } => fr[d] = fr[a].wrapping_shl(v as u32),
-            Op::ShrI { d, a, v } => fr[d] = fr[a].wrapping_shr(v as u32),
-            Op::UshrI { d, a, v } => fr[d] = (fr[a] as u32).wrapping_shr(v as u32) as i32,
-            Op::Neg { d, s } => fr[d] = fr[s].wrapping_neg(),
-            Op::I2b { d, s } => fr[d] = fr[s] as i8 as i32,
-            Op::I2s { d, s } => fr[d] = fr[s] as i16 as i32,
-            Op::Inc { x, v } => fr[x] = fr[x].wrapping_add(v),
-            Op::IfEq { a, b, t } => br!(fr[a] == fr[b], t),
-            Op::IfNe { a, b, t } => br!(fr[a] != fr[b], t),
-            Op::IfLt { a, b, t } => br!(fr[a] < fr[b], t),
-            Op::IfGe { a, b, t } => br!(fr[a] >= fr[b], t),
-            Op::IfGt { a, b, t } => br!(fr[a] > fr[b], t),
-            Op::IfLe { a, b, t } => br!(fr[a] <= fr[b], t),
-            Op::IfEqI { a, v, t } => br!(fr[a] == v, t),
-            Op::IfNeI { a, v, t } => br!(fr[a] != v, t),
-            Op::IfLtI { a, v, t } => br!(fr[a] < v, t),
-            Op::IfGeI { a, v, t } => br!(fr[a] >= v, t),
-            Op::IfGtI { a, v, t } => br!(fr[a] > v, t),
-            Op::IfLeI { a, v, t } => br!(fr[a] <= v, t),
-            Op::Goto { t } => jump!(t),
-            Op::IncLt { x, v, b, t } => {
-                let y = fr[x].wrapping_add(v as i32);
-                fr[x] = y;
-                if y < fr[b] {
-                    jump!(t)
-                } else {
-                    pc += 1
-                }
-            }
-            Op::IncLe { x, v, b, t } => {
-                let y = fr[x].wrapping_add(v as i32);
-                fr[x] = y;
-                if y <= fr[b] {
-                    jump!(t)
-                } else {
-                    pc += 1
-                }
-            }
-            Op::IncNe { x, v, b, t } => {
-                let y = fr[x].wrapping_add(v as i32);
-                fr[x] = y;
-                if y != fr[b] {
-                    jump!(t)
-                } else {
-                    pc += 1
-                }
-            }
-            Op::IncGt { x, v, b, t } => {
-                let y = fr[x].wrapping_add(v as i32);
-                fr[x] = y;
-                if y > fr[b] {
-                    jump!(t)
-                } else {
-                    pc += 1
-                }
-            }
-            Op::IncGe { x, v, b, t } => {
-                let y = fr[x].wrapping_add(v as i32);
-                fr[x] = y;
-                if y >= fr[b] {
-                    jump!(t)
-                } else {
-                    pc += 1
-                }
-            }
-            Op::Switch { s, tab } => {
-                let t = mc.switches[tab as usize].lookup(fr[s]);
-                jump!(t)
-            }
-            Op::GetF { d, f } => fr[d] = fields[f as usize],
-            Op::PutF { f, s } => fields[f as usize] = fr[s],
-            Op::PutFB { f, s } => fields[f as usize] = fr[s] as i8 as i32,
-            Op::PutFS { f, s } => fields[f as usize] = fr[s] as i16 as i32,
-            Op::PutFZ { f, s } => fields[f as usize] = fr[s] & 1,
-            Op::NullCheck { s } => {
-                if fr[s] == 0 {
-                    break Err(Fault::NullPointer);
-                }
-            }
-            Op::IaLoad { d, a, i } => aload!(d, a, fr[i], v, ArrayData::I(v) => |x: i32| x),
-            Op::BaLoad { d, a, i } => {
-                aload!(d, a, fr[i], v, ArrayData::B(v) | ArrayData::Z(v) => |x: i8| x as i32)
-            }
-            Op::SaLoad { d, a, i } => aload!(d, a, fr[i], v, ArrayData::S(v) => |x: i16| x as i32),
-            Op::IaStore { a, i, s } => astore!(a, fr[i], s, v, ArrayData::I(v) => |x: i32| x),
-            Op::BaStore { a, i, s } => {
-                astore!(a, fr[i], s, v, ArrayData::B(v) => |x: i32| x as i8)
-            }
-            Op::ZaStore { a, i, s } => {
-                astore!(a, fr[i], s, v, ArrayData::Z(v) => |x: i32| (x & 1) as i8)
-            }
-            Op::SaStore { a, i, s } => {
-                astore!(a, fr[i], s, v, ArrayData::S(v) => |x: i32| x as i16)
-            }
-            Op::IaLoadK { d, a, k } => aload!(d, a, k, v, ArrayData::I(v) => |x: i32| x),
-            Op::BaLoadK { d, a, k } => {
-                aload!(d, a, k, v, ArrayData::B(v) | ArrayData::Z(v) => |x: i8| x as i32)
-            }
-            Op::IaStoreK { a, k, s } => astore!(a, k, s, v, ArrayData::I(v) => |x: i32| x),
-            Op::BaStoreK { a, k, s } => {
-                astore!(a, k, s, v, ArrayData::B(v) => |x: i32| x as i8)
-            }
-            Op::Add3 { d, a, b, c } => fr[d] = fr[a].wrapping_add(fr[b]).wrapping_add(fr[c]),
-            Op::Add4 { d, a, b, c, e } => {
-                fr[d] = fr[a]
-                    .wrapping_add(fr[b])
-                    .wrapping_add(fr[c])
-                    .wrapping_add(fr[e])
-            }
-            Op::AddF { d, a, f } => fr[d] = fr[a].wrapping_add(fields[f as usize]),
-            Op::ArrLen { d, a } => {
-                let h = fr[a];
-                match heap.get(h) {
-                    Some(arr) => fr[d] = arr.len() as i32,
-                    None => break Err(arr_fault(h)),
-                }
-            }
-            Op::NewArray { d, n, e } => {
-                let len = fr[n];
-                if len < 0 {
-                    break Err(Fault::NegativeArraySize(len));
-                }
-                fuel -= 1 + (len as i64) / 16;
-                if fuel < 0 {
-                    break Err(Fault::OutOfFuel);
-                }
-                let h = match heap.alloc(e, len) {
-                    Ok(h) => h,
-                    Err(Fault::HeapQuotaExceeded { .. }) => {
-                        let top = base + mc.frame_size as usize;
-                        collect(heap, fields, array_fields, &stack[..top]);
-                        fr = Regs(&mut stack[base..top]);
-                        match heap.alloc(e, len) {
-                            Ok(h) => h,
-                            Err(f) => break Err(f),
-                        }
+    let res: Result<i32, Fault> = if fuel < 0 {
+        Err(Fault::OutOfFuel)
+    } else {
+        loop {
+            let op = code[pc];
+            pc += 1;
+            match op {
+                Op::Mov { d, s } => fr[d] = fr[s],
+                Op::Const { d, v } => fr[d] = v,
+                Op::Add { d, a, b } => fr[d] = fr[a].wrapping_add(fr[b]),
+                Op::Sub { d, a, b } => fr[d] = fr[a].wrapping_sub(fr[b]),
+                Op::Mul { d, a, b } => fr[d] = fr[a].wrapping_mul(fr[b]),
+                Op::Div { d, a, b } => {
+                    let y = fr[b];
+                    if y == 0 {
+                        break Err(Fault::DivideByZero);
                     }
-                    Err(f) => break Err(f),
-                };
-                fr[d] = h;
-            }
-            Op::Call { m: cm, at } => {
-                fuel -= 1;
-                if fuel < 0 {
-                    break Err(Fault::OutOfFuel);
+                    fr[d] = fr[a].wrapping_div(y);
                 }
-                if frames.len() + 1 >= max_depth {
-                    break Err(Fault::StackOverflow);
+                Op::Rem { d, a, b } => {
+                    let y = fr[b];
+                    if y == 0 {
+                        break Err(Fault::DivideByZero);
+                    }
+                    fr[d] = fr[a].wrapping_rem(y);
                 }
-                let callee = &cls.code[cm as usize];
-                let nb = base + at as usize;
-                let top = nb + callee.frame_size as usize;
-                if top > stack.len() {
-                    if top > MAX_STACK_SLOTS {
+                Op::And { d, a, b } => fr[d] = fr[a] & fr[b],
+                Op::Or { d, a, b } => fr[d] = fr[a] | fr[b],
+                Op::Xor { d, a, b } => fr[d] = fr[a] ^ fr[b],
+                Op::Shl { d, a, b } => fr[d] = fr[a].wrapping_shl(fr[b] as u32),
+                Op::Shr { d, a, b } => fr[d] = fr[a].wrapping_shr(fr[b] as u32),
+                Op::Ushr { d, a, b } => fr[d] = (fr[a] as u32).wrapping_shr(fr[b] as u32) as i32,
+                Op::AddI { d, a, v } => fr[d] = fr[a].wrapping_add(v),
+                Op::SubIR { d, v, b } => fr[d] = v.wrapping_sub(fr[b]),
+                Op::MulI { d, a, v } => fr[d] = fr[a].wrapping_mul(v),
+                Op::DivI { d, a, v } => fr[d] = fr[a].wrapping_div(v),
+                Op::RemI { d, a, v } => fr[d] = fr[a].wrapping_rem(v),
+                Op::AndI { d, a, v } => fr[d] = fr[a] & v,
+                Op::OrI { d, a, v } => fr[d] = fr[a] | v,
+                Op::XorI { d, a, v } => fr[d] = fr[a] ^ v,
+                Op::ShlI { d, a, v } => fr[d] = fr[a].wrapping_shl(v as u32),
+                Op::ShrI { d, a, v } => fr[d] = fr[a].wrapping_shr(v as u32),
+                Op::UshrI { d, a, v } => fr[d] = (fr[a] as u32).wrapping_shr(v as u32) as i32,
+                Op::Neg { d, s } => fr[d] = fr[s].wrapping_neg(),
+                Op::I2b { d, s } => fr[d] = fr[s] as i8 as i32,
+                Op::I2s { d, s } => fr[d] = fr[s] as i16 as i32,
+                Op::Inc { x, v } => fr[x] = fr[x].wrapping_add(v),
+                Op::IfEq { a, b, t } => br!(fr[a] == fr[b], t),
+                Op::IfNe { a, b, t } => br!(fr[a] != fr[b], t),
+                Op::IfLt { a, b, t } => br!(fr[a] < fr[b], t),
+                Op::IfGe { a, b, t } => br!(fr[a] >= fr[b], t),
+                Op::IfGt { a, b, t } => br!(fr[a] > fr[b], t),
+                Op::IfLe { a, b, t } => br!(fr[a] <= fr[b], t),
+                Op::IfEqI { a, v, t } => br!(fr[a] == v, t),
+                Op::IfNeI { a, v, t } => br!(fr[a] != v, t),
+                Op::IfLtI { a, v, t } => br!(fr[a] < v, t),
+                Op::IfGeI { a, v, t } => br!(fr[a] >= v, t),
+                Op::IfGtI { a, v, t } => br!(fr[a] > v, t),
+                Op::IfLeI { a, v, t } => br!(fr[a] <= v, t),
+                Op::Goto { t } => jump!(t),
+                Op::IncLt { x, v, b, t } => {
+                    let y = fr[x].wrapping_add(v as i32);
+                    fr[x] = y;
+                    if y < fr[b] {
+                        jump!(t)
+                    } else {
+                        pc += 1
+                    }
+                }
+                Op::IncLe { x, v, b, t } => {
+                    let y = fr[x].wrapping_add(v as i32);
+                    fr[x] = y;
+                    if y <= fr[b] {
+                        jump!(t)
+                    } else {
+                        pc += 1
+                    }
+                }
+                Op::IncNe { x, v, b, t } => {
+                    let y = fr[x].wrapping_add(v as i32);
+                    fr[x] = y;
+                    if y != fr[b] {
+                        jump!(t)
+                    } else {
+                        pc += 1
+                    }
+                }
+                Op::IncGt { x, v, b, t } => {
+                    let y = fr[x].wrapping_add(v as i32);
+                    fr[x] = y;
+                    if y > fr[b] {
+                        jump!(t)
+                    } else {
+                        pc += 1
+                    }
+                }
+                Op::IncGe { x, v, b, t } => {
+                    let y = fr[x].wrapping_add(v as i32);
+                    fr[x] = y;
+                    if y >= fr[b] {
+                        jump!(t)
+                    } else {
+                        pc += 1
+                    }
+                }
+                Op::Switch { s, tab } => {
+                    let t = mc.switches[tab as usize].lookup(fr[s]);
+                    jump!(t)
+                }
+                Op::GetF { d, f } => fr[d] = fields[f as usize],
+                Op::PutF { f, s } => fields[f as usize] = fr[s],
+                Op::PutFB { f, s } => fields[f as usize] = fr[s] as i8 as i32,
+                Op::PutFS { f, s } => fields[f as usize] = fr[s] as i16 as i32,
+                Op::PutFZ { f, s } => fields[f as usize] = fr[s] & 1,
+                Op::NullCheck { s } => {
+                    if fr[s] == 0 {
+                        break Err(Fault::NullPointer);
+                    }
+                }
+                Op::IaLoad { d, a, i } => aload!(d, a, fr[i], v, ArrayData::I(v) => |x: i32| x),
+                Op::BaLoad { d, a, i } => {
+                    aload!(d, a, fr[i], v, ArrayData::B(v) | ArrayData::Z(v) => |x: i8| x as i32)
+                }
+                Op::SaLoad { d, a, i } => {
+                    aload!(d, a, fr[i], v, ArrayData::S(v) => |x: i16| x as i32)
+                }
+                Op::IaStore { a, i, s } => astore!(a, fr[i], s, v, ArrayData::I(v) => |x: i32| x),
+                Op::BaStore { a, i, s } => {
+                    astore!(a, fr[i], s, v, ArrayData::B(v) => |x: i32| x as i8)
+                }
+                Op::ZaStore { a, i, s } => {
+                    astore!(a, fr[i], s, v, ArrayData::Z(v) => |x: i32| (x & 1) as i8)
+                }
+                Op::SaStore { a, i, s } => {
+                    astore!(a, fr[i], s, v, ArrayData::S(v) => |x: i32| x as i16)
+                }
+                Op::IaLoadK { d, a, k } => aload!(d, a, k, v, ArrayData::I(v) => |x: i32| x),
+                Op::BaLoadK { d, a, k } => {
+                    aload!(d, a, k, v, ArrayData::B(v) | ArrayData::Z(v) => |x: i8| x as i32)
+                }
+                Op::IaStoreK { a, k, s } => astore!(a, k, s, v, ArrayData::I(v) => |x: i32| x),
+                Op::BaStoreK { a, k, s } => {
+                    astore!(a, k, s, v, ArrayData::B(v) => |x: i32| x as i8)
+                }
+                Op::Add3 { d, a, b, c } => fr[d] = fr[a].wrapping_add(fr[b]).wrapping_add(fr[c]),
+                Op::Add4 { d, a, b, c, e } => {
+                    fr[d] = fr[a]
+                        .wrapping_add(fr[b])
+                        .wrapping_add(fr[c])
+                        .wrapping_add(fr[e])
+                }
+                Op::AddF { d, a, f } => fr[d] = fr[a].wrapping_add(fields[f as usize]),
+                Op::ArrLen { d, a } => {
+                    let h = fr[a];
+                    match heap.get(h) {
+                        Some(arr) => fr[d] = arr.len() as i32,
+                        None => break Err(arr_fault(h)),
+                    }
+                }
+                Op::NewArray { d, n, e } => {
+                    let len = fr[n];
+                    if len < 0 {
+                        break Err(Fault::NegativeArraySize(len));
+                    }
+                    fuel -= 1 + (len as i64) / 16;
+                    if fuel < 0 {
+                        break Err(Fault::OutOfFuel);
+                    }
+                    let h = match heap.alloc(e, len) {
+                        Ok(h) => h,
+                        Err(Fault::HeapQuotaExceeded { .. }) => {
+                            let top = base + mc.frame_size as usize;
+                            collect(heap, fields, array_fields, &stack[..top]);
+                            fr = Regs(&mut stack[base..top]);
+                            match heap.alloc(e, len) {
+                                Ok(h) => h,
+                                Err(f) => break Err(f),
+                            }
+                        }
+                        Err(f) => break Err(f),
+                    };
+                    fr[d] = h;
+                }
+                Op::Call { m: cm, at } => {
+                    let callee = &cls.code[cm as usize];
+                    fuel -= callee.ops.len() as i64;
+                    if fuel < 0 {
+                        break Err(Fault::OutOfFuel);
+                    }
+                    if frames.len() + 1 >= max_depth {
                         break Err(Fault::StackOverflow);
                     }
-                    let len = (stack.len() * 2).clamp(top, MAX_STACK_SLOTS);
-                    stack.resize(len, 0);
-                }
-                frames.push(RetAddr {
-                    m: m as u32,
-                    pc: pc as u32,
-                    base: base as u32,
-                });
-                m = cm as usize;
-                mc = callee;
-                code = &callee.ops;
-                pc = 0;
-                base = nb;
-                fr = Regs(&mut stack[nb..top]);
-            }
-            Op::CallNative { n, at, argc } => {
-                fuel -= 1;
-                if fuel < 0 {
-                    break Err(Fault::OutOfFuel);
-                }
-                let nat = &cls.natives[n as usize];
-                let a = at as usize;
-                let r = {
-                    let args = &fr.0[a..a + argc as usize];
-                    let mut cx = NativeCtx {
-                        heap,
-                        fuel: &mut fuel,
-                    };
-                    (nat.f)(host, &mut cx, args)
-                };
-                match r {
-                    Ok(v) => match nat.sig.ret {
-                        None => {}
-                        Some(JType::Array(e)) => {
-                            if v != 0 && heap.get(v).and_then(|x| x.elem()) != Some(e) {
-                                break Err(Fault::Internal(format!(
-                                    "native {} returned {v}, not a {} handle",
-                                    nat.name,
-                                    e.descriptor()
-                                )));
-                            }
-                            fr.0[a] = v;
+                    let nb = base + at as usize;
+                    let top = nb + callee.frame_size as usize;
+                    if top > stack.len() {
+                        if top > MAX_STACK_SLOTS {
+                            break Err(Fault::StackOverflow);
                         }
-                        Some(_) => fr.0[a] = v,
-                    },
-                    Err(f) => break Err(f),
+                        let len = (stack.len() * 2).clamp(top, MAX_STACK_SLOTS);
+                        stack.resize(len, 0);
+                    }
+                    frames.push(RetAddr {
+                        m: m as u32,
+                        pc: pc as u32,
+                        base: base as u32,
+                    });
+                    m = cm as usize;
+                    mc = callee;
+                    code = &callee.ops;
+                    pc = 0;
+                    base = nb;
+                    fr = Regs(&mut stack[nb..top]);
                 }
-                if fuel < 0 {
-                    break Err(Fault::OutOfFuel);
+                Op::CallNative { n, at, argc } => {
+                    fuel -= 1;
+                    if fuel < 0 {
+                        break Err(Fault::OutOfFuel);
+                    }
+                    let nat = &cls.natives[n as usize];
+                    let a = at as usize;
+                    let r = {
+                        let args = &fr.0[a..a + argc as usize];
+                        let mut cx = NativeCtx {
+                            heap,
+                            fuel: &mut fuel,
+                        };
+                        (nat.f)(host, &mut cx, args)
+                    };
+                    match r {
+                        Ok(v) => match nat.sig.ret {
+                            None => {}
+                            Some(JType::Array(e)) => {
+                                if v != 0 && heap.get(v).and_then(|x| x.elem()) != Some(e) {
+                                    break Err(Fault::Internal(format!(
+                                        "native {} returned {v}, not a {} handle",
+                                        nat.name,
+                                        e.descriptor()
+                                    )));
+                                }
+                                fr.0[a] = v;
+                            }
+                            Some(_) => fr.0[a] = v,
+                        },
+                        Err(f) => break Err(f),
+                    }
+                    if fuel < 0 {
+                        break Err(Fault::OutOfFuel);
+                    }
                 }
+                Op::Ret { s } => ret!(fr[s]),
+                Op::RetK { v } => ret!(v),
+                Op::RetB { s } => ret!(fr[s] as i8 as i32),
+                Op::RetS { s } => ret!(fr[s] as i16 as i32),
+                Op::RetZ { s } => ret!(fr[s] & 1),
+                Op::RetVoid => ret!(0),
             }
-            Op::Ret { s } => ret!(fr[s]),
-            Op::RetK { v } => ret!(v),
-            Op::RetB { s } => ret!(fr[s] as i8 as i32),
-            Op::RetS { s } => ret!(fr[s] as i16 as i32),
-            Op::RetZ { s } => ret!(fr[s] & 1),
-            Op::RetVoid => ret!(0),
         }
     };
     if res.is_err() {

@@ -71,10 +71,12 @@ pub const MAX_CODE_BYTES: usize = 65535;
 /// Resource limits of one VM, enforced on every invocation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
-    /// Fuel per host invocation. One unit is charged per call, per decoded
-    /// instruction of a loop body at each taken back-edge (the number of ops
-    /// between the branch target and the branch), and per 16 array elements
-    /// allocated. Default: 100 000 000 (well under a second of work).
+    /// Fuel per host invocation, in units of decoded ops: a call charges
+    /// the callee's length, a taken back-edge the length of the loop body
+    /// (ops between its target and itself), an allocation one unit per 16
+    /// elements, a native call one unit plus what the native charges.
+    /// Default: 100 000 000 (an infinite loop stops after well under a
+    /// second).
     pub fuel: u64,
     /// Maximum number of nested applet frames (host entry frame included).
     /// Default: 4096 (the recursive qsort of 1000 reverse-ordered ints needs

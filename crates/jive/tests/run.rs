@@ -772,3 +772,33 @@ fn custom_native_domain_and_host_state() {
     assert_eq!(host.sent, vec![vec![0, 3]]);
     assert_eq!(vm.heap_used(), 0);
 }
+
+#[test]
+fn fuel_covers_straight_line_code() {
+    // 50 × (x = x + 1): 50 ops without a back-edge.
+    let mut code = Vec::new();
+    for _ in 0..50 {
+        code.extend_from_slice(&[ILOAD_0, ICONST_1, IADD, ISTORE_0]);
+    }
+    code.extend_from_slice(&[ILOAD_0, IRETURN]);
+    let mut a = Asm::new("T");
+    a.default_init();
+    a.method(PS, "f", "(I)I", 2, 1, &code);
+    let bytes = a.build();
+    let c = Class::load(&bytes, &test_natives::<()>(), &[]).unwrap();
+    let tight = Limits {
+        fuel: 10,
+        ..Limits::default()
+    };
+    let mut vm = Vm::new(c.clone(), tight, &mut ()).unwrap();
+    assert_eq!(
+        vm.invoke(&mut (), c.method("f").unwrap(), &[0]),
+        Err(Fault::OutOfFuel)
+    );
+    let mut vm = Vm::new(c.clone(), Limits::default(), &mut ()).unwrap();
+    assert_eq!(
+        vm.invoke(&mut (), c.method("f").unwrap(), &[0]),
+        Ok(Some(50))
+    );
+    assert!(vm.last_fuel_used() >= 50, "{}", vm.last_fuel_used());
+}
