@@ -419,7 +419,7 @@ fn gro_segment_size(ctl: &[u8]) -> Option<usize> {
         let len = word(0, size_of::<usize>())? as usize;
         let level = word(size_of::<usize>(), 4)? as u32 as i32;
         let ty = word(size_of::<usize>() + 4, 4)? as u32 as i32;
-        if len < HDR {
+        if len < HDR || len > ctl.len() - off {
             return None;
         }
         let data = HDR.div_ceil(ALIGN) * ALIGN;
@@ -1300,6 +1300,41 @@ mod tests {
             seen.push(got);
         }
         assert!(seen.windows(2).all(|w| w[0] == w[1]));
+    }
+
+    #[test]
+    fn gro_control_message_parsing() {
+        const W: usize = size_of::<usize>();
+        fn cmsg(level: i32, ty: i32, data: &[u8]) -> Vec<u8> {
+            let hdr = size_of::<libc::cmsghdr>();
+            let mut v = Vec::new();
+            v.extend_from_slice(&(hdr + data.len()).to_ne_bytes());
+            v.extend_from_slice(&level.to_ne_bytes());
+            v.extend_from_slice(&ty.to_ne_bytes());
+            v.resize(hdr, 0);
+            v.extend_from_slice(data);
+            v.resize(v.len().div_ceil(W) * W, 0);
+            v
+        }
+        let gro = cmsg(libc::SOL_UDP, libc::UDP_GRO, &1472i32.to_ne_bytes());
+        assert_eq!(gro_segment_size(&gro), Some(1472));
+        // After another control message.
+        let mut two = cmsg(libc::SOL_IP, 8, &[1, 2, 3, 4]);
+        two.extend_from_slice(&gro);
+        assert_eq!(gro_segment_size(&two), Some(1472));
+        // Missing, cut short, or malformed: no segment size, no panic.
+        assert_eq!(gro_segment_size(&[]), None);
+        assert_eq!(gro_segment_size(&cmsg(libc::SOL_IP, 8, &[0; 4])), None);
+        // Cut before the end of its data (padding may be left out).
+        for n in 0..size_of::<libc::cmsghdr>() + 4 {
+            assert_eq!(gro_segment_size(&gro[..n]), None, "cut at {n}");
+        }
+        let mut zero_len = gro.clone();
+        zero_len[..W].fill(0);
+        assert_eq!(gro_segment_size(&zero_len), None);
+        let mut huge_len = gro.clone();
+        huge_len[..W].copy_from_slice(&usize::MAX.to_ne_bytes());
+        assert_eq!(gro_segment_size(&huge_len), None);
     }
 
     #[test]
