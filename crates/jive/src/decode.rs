@@ -20,6 +20,15 @@
 //! value: before a branch and at a branch target, before the local they read
 //! is overwritten, for call arguments, and around stack shuffles.
 //!
+//! A few fused ops cut dispatches on the patterns javac emits most (each
+//! justified by the timings of `tests/perf.rs`): loop rotation (a backward
+//! `goto` to the loop test becomes the inverted test) and `iinc` fused
+//! with the loop's back-edge ([`Op::IncLt`] and friends); chains of `iadd`
+//! ([`Op::Add3`], [`Op::Add4`]); a field read feeding an `iadd`
+//! ([`Op::AddF`]); array accesses with a constant index
+//! ([`Op::IaLoadK`] ...). A fusion only merges an op with the one emitted
+//! just before it in the same basic block, whose result nothing else reads.
+//!
 //! Calls overlap frames: the caller's argument slots become the callee's
 //! first locals, and the callee's return value lands in the first of them,
 //! which is exactly where the caller expects its result. Branch targets are

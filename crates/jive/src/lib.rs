@@ -32,6 +32,10 @@
 //!    a call-depth limit, a heap quota, and a small mark-sweep collector
 //!    ([`heap`]). Faults ([`Fault`]) stop the invocation; the VM stays usable.
 //!
+//! Safety: the crate denies `unsafe` except for one documented spot, the
+//! interpreter's frame-slot indexing, whose bounds are established by
+//! [`decode::validate`] on every decoded method at load.
+//!
 //! ```no_run
 //! use jive::{test_natives, Class, Limits, Vm};
 //! # fn demo(bytes: &[u8]) -> Result<(), Box<dyn std::error::Error>> {
