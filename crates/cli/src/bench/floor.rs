@@ -17,9 +17,9 @@
 //! Release; the consumer spins on the header of the slot at its position
 //! until the tag is the one it expects (a stale header is always one lap
 //! old, so no zeroing is needed), copies the payload out into its own buffer
-//! and publishes its new position in its own cache line with Release. The
-//! producer caches the consumer's position and reads the shared one only
-//! when its cached value says the ring is full.
+//! and every eighth of the ring publishes its new position in its own cache
+//! line with Release. The producer caches the consumer's position and reads
+//! the shared one only when its cached value says the ring is full.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -231,6 +231,10 @@ pub struct Consumer<'a> {
     idx: usize,
     tag: u32,
     seq: u64,
+    /// Publish the position every this many records (an eighth of the
+    /// ring), so the shared line moves between cores rarely.
+    publish_every: u32,
+    unpublished: u32,
     cons: &'a AtomicU64,
 }
 
@@ -267,6 +271,8 @@ pub fn consumer(shm: &Shm, g: Geometry, r: usize) -> Consumer<'_> {
         idx: 0,
         tag: 1,
         seq: 0,
+        publish_every: (g.nslots[r] / 8).max(1) as u32,
+        unpublished: 0,
         cons: cons_pos(shm, r),
     }
 }
@@ -337,7 +343,11 @@ impl Consumer<'_> {
             self.idx = 0;
             self.tag = self.tag.wrapping_add(1);
         }
-        self.cons.store(self.seq, Ordering::Release);
+        self.unpublished += 1;
+        if self.unpublished == self.publish_every {
+            self.unpublished = 0;
+            self.cons.store(self.seq, Ordering::Release);
+        }
         Ok((len, word & !LEN_MASK))
     }
 }

@@ -222,7 +222,24 @@ fn setup(c: &Common) -> Res<()> {
     if c.pin {
         pin_to(0)?;
     }
+    warn_if_busy();
     Ok(())
+}
+
+/// Busy polling needs both cores: say so when other work is running.
+fn warn_if_busy() {
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok());
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if let Some(l) = load {
+        if l > 0.5 * cpus as f64 {
+            eprintln!(
+                "unet bench: note: load average {l:.2} on {cpus} CPUs; \
+                 other work is running and the figures will be noisy"
+            );
+        }
+    }
 }
 
 fn pingpong(a: PingArgs) -> Res<()> {
