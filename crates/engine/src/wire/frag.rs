@@ -260,6 +260,13 @@ impl Reassembler {
     /// Returns `Ok(Some(message))` when this fragment completes a message,
     /// `Ok(None)` when it was stored, and `Err(reason)` when it was dropped
     /// (already counted in [`Reassembler::stats`]).
+    ///
+    /// The last 64 completed multi-fragment messages are remembered, so a
+    /// late duplicate of one of their fragments is counted as a duplicate
+    /// rather than opening an entry that can only time out. Senders must
+    /// therefore not reuse a `msg_id` on a channel right away (a per-channel
+    /// sequence number, as the frame format asks, never does). One-fragment
+    /// messages keep no state: their duplicates are delivered again.
     pub fn push<'a>(
         &mut self,
         src: SocketAddr,
