@@ -247,9 +247,9 @@ fn run<H>(
         Err(Fault::OutOfFuel)
     } else {
         loop {
-            let op = code[pc];
+            let op = &code[pc];
             pc += 1;
-            match op {
+            match *op {
                 Op::Mov { d, s } => fr[d] = fr[s],
                 Op::Const { d, v } => fr[d] = v,
                 Op::Add { d, a, b } => fr[d] = fr[a].wrapping_add(fr[b]),
