@@ -54,6 +54,7 @@ struct State {
     heap: Heap,
     fields: Vec<i32>,
     array_fields: Vec<usize>,
+    pinned: Vec<i32>,
     last_fuel: u64,
     site: Option<(u32, u32)>,
     fault: Option<Fault>,
@@ -86,17 +87,24 @@ fn arr_fault(h: i32) -> Fault {
 }
 
 /// Collect garbage: roots are the array fields and `extra` slot values.
-fn collect(heap: &mut Heap, fields: &[i32], array_fields: &[usize], extra: &[i32]) {
+fn collect(heap: &mut Heap, fields: &[i32], array_fields: &[usize], pinned: &[i32], extra: &[i32]) {
     let roots = array_fields
         .iter()
         .map(|&i| fields[i])
+        .chain(pinned.iter().copied())
         .chain(extra.iter().copied());
     heap.collect(roots);
 }
 
 impl State {
     fn collect(&mut self, extra: &[i32]) {
-        collect(&mut self.heap, &self.fields, &self.array_fields, extra);
+        collect(
+            &mut self.heap,
+            &self.fields,
+            &self.array_fields,
+            &self.pinned,
+            extra,
+        );
     }
 }
 
@@ -160,6 +168,7 @@ fn run<H>(
         heap,
         fields,
         array_fields,
+        pinned,
         last_fuel,
         site,
         fault,
@@ -415,7 +424,7 @@ fn run<H>(
                         Ok(h) => h,
                         Err(Fault::HeapQuotaExceeded { .. }) => {
                             let top = base + mc.frame_size as usize;
-                            collect(heap, fields, array_fields, &stack[..top]);
+                            collect(heap, fields, array_fields, pinned, &stack[..top]);
                             fr = Regs(&mut stack[base..top]);
                             match heap.alloc(e, len) {
                                 Ok(h) => h,
@@ -533,6 +542,7 @@ impl<H> Vm<H> {
                 .filter(|(_, f)| f.ty.is_array())
                 .map(|(i, _)| i)
                 .collect(),
+            pinned: Vec::new(),
             last_fuel: 0,
             site: None,
             fault: None,
@@ -765,8 +775,9 @@ impl<H> Vm<H> {
 
     /// Allocate a zeroed `byte[]` on the applet's heap (charged to its
     /// quota; no collection happens here). Store it in a field with
-    /// [`Vm::set_array_field`] or pass its handle to `invoke`; an array
-    /// reachable from no field is freed at the end of the next invocation.
+    /// [`Vm::set_array_field`], or pin it ([`Vm::pin_array`]) to pass its
+    /// handle to `invoke` repeatedly: an array reachable from no field and
+    /// not pinned is freed at the end of the next invocation.
     pub fn new_byte_array(&mut self, len: usize) -> Result<ArrayRef, Fault> {
         self.new_array(Elem::Byte, len)
     }
@@ -823,6 +834,29 @@ impl<H> Vm<H> {
             if fd.ty.is_array() {
                 self.st.fields[f.0 as usize] = 0;
             }
+        }
+    }
+
+    /// Keep array `a` alive while the host holds it (e.g. a buffer passed
+    /// as an argument to every invocation), even if no field refers to it.
+    /// Returns false if `a` is stale.
+    pub fn pin_array(&mut self, a: ArrayRef) -> bool {
+        match self.st.heap.check_ref(a) {
+            Some(h) => {
+                self.st.pinned.push(h);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Undo one [`Vm::pin_array`] of `a`; the array is freed at the next
+    /// collection if nothing else refers to it.
+    pub fn unpin_array(&mut self, a: ArrayRef) {
+        if let Some(i) = self.st.pinned.iter().position(|&h| h == a.handle) {
+            self.st.pinned.swap_remove(i);
+            // Make the next invocation collect.
+            self.st.heap.allocs_since_gc += 1;
         }
     }
 

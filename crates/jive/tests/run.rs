@@ -576,10 +576,18 @@ fn host_field_access() {
     let ints = vm.new_array(jive::subset::Elem::Int, 2).unwrap();
     assert!(vm.try_set_array_field(rx, ints).is_err());
     assert_eq!(vm.array_of_field(rx), Some(arr));
+    // A pinned array survives invocations without being in a field.
+    let pinned = vm.new_byte_array(3).unwrap();
+    assert!(vm.pin_array(pinned));
+    call(&mut vm, &c, "sum", &[pinned.handle()]).unwrap();
+    call(&mut vm, &c, "sum", &[pinned.handle()]).unwrap();
+    assert_eq!(vm.bytes(pinned).unwrap(), &[0, 0, 0]);
+    vm.unpin_array(pinned);
     // An array not stored anywhere is freed by the next invocation; its
     // reference goes stale.
     call(&mut vm, &c, "get", &[0]).unwrap();
     assert!(vm.ints(ints).is_none());
+    assert!(vm.bytes(pinned).is_none());
     assert_eq!(vm.bytes(arr).unwrap(), &[1, 2, -3, 4]);
 }
 
