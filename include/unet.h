@@ -51,7 +51,8 @@ enum unet_status {
     UNET_ENOENDPOINT = -9, /* no endpoint with that id */
     UNET_EENGINE = -10,    /* another refusal by the engine (see message) */
     UNET_EIO = -11,        /* operating-system, protocol or internal error */
-    UNET_EINVAL = -12      /* NULL pointer or invalid argument */
+    UNET_EINVAL = -12,     /* NULL pointer or invalid argument */
+    UNET_EREJECTED = -13   /* the applet was refused (see the message) */
 };
 
 /* The calling thread's last failure, in words. Never NULL; empty when
@@ -282,13 +283,34 @@ int unet_read_buffer(unet_endpoint *ep, uint32_t offset, void *buf,
                      size_t len);
 
 /* ------------------------------------------------------------------------
+ * U-Net/SLE applets
+ * ---------------------------------------------------------------------- */
+
+/* Attach an applet (len bytes of a Java class file) to the endpoint; it runs
+ * doTx on every send and doRx on every arrival. fuel and heap set the work
+ * budget per invocation and the heap quota (0: defaults). UNET_EREJECTED
+ * when the class is refused: unet_last_error_message() says why (method and
+ * bytecode offset). Fault classes in applet events: 0 work budget, 1 memory
+ * (bounds, null, negative size), 2 division by zero, 3 call depth, 4 heap
+ * quota, 5 a native refused its arguments, 6 other. */
+int unet_attach_applet(unet_endpoint *ep, const void *class_file, size_t len,
+                       uint64_t fuel, uint32_t heap);
+
+/* Detach the endpoint's applet. */
+int unet_detach_applet(unet_endpoint *ep);
+
+/* ------------------------------------------------------------------------
  * Events
  * ---------------------------------------------------------------------- */
 
 /* unet_event.kind */
 enum unet_event_kind {
     UNET_EVENT_CHANNEL_OPENED = 1, /* a peer opened a channel to us */
-    UNET_EVENT_PEER_GONE = 2       /* the peer of a channel is gone */
+    UNET_EVENT_PEER_GONE = 2,      /* the peer of a channel is gone */
+    UNET_EVENT_APPLET_FAULT = 5,   /* an applet invocation faulted
+                                      (peer_endpoint: fault class) */
+    UNET_EVENT_APPLET_DETACHED = 6 /* the applet was detached after
+                                      repeated faults */
 };
 
 /* Something that happened to the endpoint's channels: 32 bytes. */

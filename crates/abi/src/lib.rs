@@ -358,6 +358,8 @@ pub enum SendStatus {
     PeerGone = -4,
     /// Reserved flags were set.
     BadFlags = -5,
+    /// The endpoint's applet faulted while handling it.
+    AppletFault = -6,
 }
 
 impl SendStatus {
@@ -371,6 +373,7 @@ impl SendStatus {
             -3 => Self::BadLength,
             -4 => Self::PeerGone,
             -5 => Self::BadFlags,
+            -6 => Self::AppletFault,
             _ => return None,
         })
     }
@@ -473,6 +476,12 @@ pub enum EventKind {
     PeerGone = 2,
     /// Messages were dropped for this endpoint (`arg`: count since last).
     Dropped = 4,
+    /// An invocation of the endpoint's applet faulted (`arg`: the fault
+    /// class, see the engine's `sle::FaultKind`); the invocation stopped.
+    AppletFault = 5,
+    /// The applet was detached after repeated faults (`arg`: fault class of
+    /// the last one).
+    AppletDetached = 6,
 }
 
 impl EventKind {
@@ -482,6 +491,8 @@ impl EventKind {
             1 => Self::ChannelOpened,
             2 => Self::PeerGone,
             4 => Self::Dropped,
+            5 => Self::AppletFault,
+            6 => Self::AppletDetached,
             _ => return None,
         })
     }
@@ -918,6 +929,38 @@ counter_enum! {
         WireRxMsgs = 20 => "wire_rx_msgs",
         /// Send descriptors deferred: engine send budget exhausted this round.
         TxDeferred = 21 => "tx_deferred",
+        /// Applet doTx invocations.
+        AppletTxCalls = 22 => "applet_tx_calls",
+        /// Applet doRx invocations.
+        AppletRxCalls = 23 => "applet_rx_calls",
+        /// Applet doTimer invocations.
+        AppletTimerCalls = 24 => "applet_timer_calls",
+        /// Time spent in the applet, ns.
+        AppletTimeNs = 25 => "applet_time_ns",
+        /// Longest applet invocation, ns.
+        AppletMaxNs = 26 => "applet_max_ns",
+        /// Work (fuel) used by the applet.
+        AppletFuel = 27 => "applet_fuel",
+        /// Applet faults: work budget exhausted.
+        AppletFaultFuel = 28 => "applet_fault_fuel",
+        /// Applet faults: array bounds, null or negative size.
+        AppletFaultMemory = 29 => "applet_fault_memory",
+        /// Applet faults: division by zero.
+        AppletFaultArith = 30 => "applet_fault_arith",
+        /// Applet faults: call depth.
+        AppletFaultDepth = 31 => "applet_fault_depth",
+        /// Applet faults: heap quota.
+        AppletFaultHeap = 32 => "applet_fault_heap",
+        /// Applet faults: a native refused its arguments.
+        AppletFaultNative = 33 => "applet_fault_native",
+        /// Applet faults: other.
+        AppletFaultOther = 34 => "applet_fault_other",
+        /// Applets detached after repeated faults.
+        AppletDetached = 35 => "applet_detached",
+        /// Applets attached.
+        AppletAttached = 36 => "applet_attached",
+        /// Arrivals dropped: the applet's queue was full.
+        AppletRxDropped = 37 => "applet_rx_dropped",
     }
 }
 

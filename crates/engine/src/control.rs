@@ -13,7 +13,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use unet_abi::Geometry;
 
 /// Largest control packet.
-pub const MAX_PACKET: usize = 256;
+pub const MAX_PACKET: usize = 1024;
+/// Longest text carried in a reply (an applet's rejection reason).
+pub const MAX_TEXT: usize = 900;
 /// Control protocol version, checked by `Hello`.
 pub const PROTOCOL_VERSION: u32 = 1;
 
@@ -103,6 +105,10 @@ pub enum ErrorCode {
     NoWire = 10,
     /// Protocol version mismatch.
     Version = 11,
+    /// An applet cannot be attached while the endpoint has direct channels.
+    DirectChannelsOpen = 12,
+    /// The endpoint has no applet.
+    NoApplet = 13,
 }
 
 impl ErrorCode {
@@ -120,6 +126,8 @@ impl ErrorCode {
             9 => NoSuchChannel,
             10 => NoWire,
             11 => Version,
+            12 => DirectChannelsOpen,
+            13 => NoApplet,
             _ => return None,
         })
     }
@@ -139,6 +147,10 @@ impl std::fmt::Display for ErrorCode {
             ErrorCode::NoSuchChannel => "no such channel",
             ErrorCode::NoWire => "the engine has no UDP wire",
             ErrorCode::Version => "control protocol version mismatch",
+            ErrorCode::DirectChannelsOpen => {
+                "close the endpoint's direct channels before attaching an applet"
+            }
+            ErrorCode::NoApplet => "the endpoint has no applet",
         })
     }
 }
@@ -188,6 +200,23 @@ pub enum Request {
     },
     /// Ask for the counters segment (read-only) and the endpoint list.
     Stat,
+    /// Attach a U-Net/SLE applet to `endpoint`; fd: a memory file holding
+    /// the class file (`len` bytes). Replaces an applet already attached.
+    AttachApplet {
+        /// The endpoint.
+        endpoint: u32,
+        /// Length of the class file.
+        len: u32,
+        /// Work budget per invocation (0: the default).
+        fuel: u64,
+        /// Heap quota in bytes (0: the default).
+        heap: u32,
+    },
+    /// Detach the applet of `endpoint`.
+    DetachApplet {
+        /// The endpoint.
+        endpoint: u32,
+    },
 }
 
 /// A reply or notice from the engine.
@@ -223,6 +252,9 @@ pub enum Reply {
         /// Endpoint slots in the counters segment.
         max_endpoints: u32,
     },
+    /// The applet was refused; the text says why (JIVE's reason, naming the
+    /// method and bytecode offset).
+    Rejected(String),
     /// Notice: a peer opened a direct channel to `endpoint`; fd: the
     /// connection segment.
     DirectConn {
@@ -435,6 +467,24 @@ impl Request {
                 w
             }
             Request::Stat => W::new(7, req_id),
+            Request::AttachApplet {
+                endpoint,
+                len,
+                fuel,
+                heap,
+            } => {
+                let mut w = W::new(8, req_id);
+                w.u32(*endpoint);
+                w.u32(*len);
+                w.u64(*fuel);
+                w.u32(*heap);
+                w
+            }
+            Request::DetachApplet { endpoint } => {
+                let mut w = W::new(9, req_id);
+                w.u32(*endpoint);
+                w
+            }
         };
         w.done().to_vec()
     }
@@ -481,6 +531,13 @@ impl Request {
                 accept: r.bool()?,
             },
             7 => Request::Stat,
+            8 => Request::AttachApplet {
+                endpoint: r.u32()?,
+                len: r.u32()?,
+                fuel: r.u64()?,
+                heap: r.u32()?,
+            },
+            9 => Request::DetachApplet { endpoint: r.u32()? },
             k => return Err(ControlError::UnknownKind(k)),
         };
         Ok((id, req))
@@ -522,6 +579,16 @@ impl Reply {
             Reply::Stat { max_endpoints } => {
                 let mut w = W::new(106, req_id);
                 w.u32(*max_endpoints);
+                w
+            }
+            Reply::Rejected(text) => {
+                let mut w = W::new(108, req_id);
+                let mut n = text.len().min(MAX_TEXT);
+                while !text.is_char_boundary(n) {
+                    n -= 1;
+                }
+                w.u16(n as u16);
+                w.put(&text.as_bytes()[..n]);
                 w
             }
             Reply::DirectConn {
@@ -568,6 +635,13 @@ impl Reply {
                 conn_id: r.u32()?,
                 side: r.u8()?,
             },
+            108 => {
+                let n = r.u16()? as usize;
+                if n > MAX_TEXT {
+                    return Err(ControlError::BadField("text length"));
+                }
+                Reply::Rejected(String::from_utf8_lossy(r.take(n)?).into_owned())
+            }
             k => return Err(ControlError::UnknownKind(k)),
         };
         Ok((id, rep))
@@ -612,6 +686,13 @@ mod tests {
                 accept: false,
             },
             Request::Stat,
+            Request::AttachApplet {
+                endpoint: 1,
+                len: 700,
+                fuel: 5,
+                heap: 9,
+            },
+            Request::DetachApplet { endpoint: 1 },
         ];
         for r in reqs {
             let b = r.encode(77);

@@ -12,7 +12,8 @@
 //! the engine's own copy of the endpoint's geometry and channel table. A bad
 //! descriptor gets an error status and a counter on that endpoint only.
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -27,6 +28,7 @@ use unet_abi::*;
 use crate::control::{self, EndpointAddr, ErrorCode, PathChoice, Reply, Request};
 use crate::counters::Counters;
 use crate::remote::Wire;
+use crate::sle::{Applet, FaultKind, SleEndpoint, MAX_CONSECUTIVE_FAULTS};
 use crate::sys::{self, Epoll, EventFd, Segment};
 use crate::EngineConfig;
 
@@ -98,6 +100,9 @@ pub(crate) struct Ep {
     pub accept: bool,
     pub spare: Vec<u32>,
     pub slot: usize,
+    /// The U-Net/SLE applet, if one is attached (boxed: taken out of the
+    /// endpoint while it runs).
+    pub applet: Option<Box<Applet>>,
 }
 
 impl Ep {
@@ -169,7 +174,16 @@ pub struct Core {
     events: Vec<u64>,
     pkt: Vec<u8>,
     turn: u64,
+    /// Arrivals for endpoints with applets, run by the loop (so an applet's
+    /// txPush never runs another applet inside it).
+    pending_rx: VecDeque<(usize, u32, u16, Vec<u8>)>,
+    /// Applet timers: (due, endpoint index, endpoint id, argument).
+    timers: BinaryHeap<Reverse<(Instant, usize, u32, i32)>>,
+    rx_pool: Vec<Vec<u8>>,
 }
+
+/// Most arrivals queued for applets before new ones are dropped.
+const MAX_PENDING_RX: usize = 4096;
 
 impl Core {
     pub(crate) fn new(cfg: EngineConfig, shared: Arc<Shared>) -> io::Result<Core> {
@@ -210,6 +224,9 @@ impl Core {
             events: Vec::with_capacity(64),
             pkt: vec![0; control::MAX_PACKET],
             turn: 0,
+            pending_rx: VecDeque::new(),
+            timers: BinaryHeap::new(),
+            rx_pool: Vec::new(),
         })
     }
 
@@ -280,7 +297,13 @@ impl Core {
     }
 
     fn next_timer_ms(&self) -> i32 {
-        match self.wire.as_ref().and_then(|w| w.next_deadline()) {
+        let wire = self.wire.as_ref().and_then(|w| w.next_deadline());
+        let applet = self.timers.peek().map(|Reverse(t)| t.0);
+        let next = match (wire, applet) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        match next {
             Some(d) => {
                 let now = Instant::now();
                 if d <= now {
@@ -303,6 +326,12 @@ impl Core {
         }
         if self.wire.is_some() {
             work += crate::remote::poll_wire(self);
+        }
+        if !self.pending_rx.is_empty() {
+            work += self.run_pending_rx();
+        }
+        if !self.timers.is_empty() {
+            work += self.run_timers();
         }
         work
     }
@@ -414,7 +443,7 @@ impl Core {
                     break;
                 }
                 Ok(n) => match Request::decode(&pkt[..n]) {
-                    Ok((req_id, req)) => self.handle_request(ci, req_id, req),
+                    Ok((req_id, req)) => self.handle_request(ci, req_id, req, fds),
                     Err(_) => {
                         self.counters.engine(EngineCounter::ControlBad, 1);
                         self.reply(ci, 0, Reply::Error(ErrorCode::BadRequest), &[]);
@@ -441,7 +470,7 @@ impl Core {
         }
     }
 
-    fn handle_request(&mut self, ci: usize, req_id: u32, req: Request) {
+    fn handle_request(&mut self, ci: usize, req_id: u32, req: Request, mut fds: Vec<OwnedFd>) {
         match req {
             Request::Hello { version } => {
                 let r = if version == control::PROTOCOL_VERSION {
@@ -521,6 +550,28 @@ impl Core {
                     self.reply(ci, req_id, Reply::Error(ErrorCode::NotOwner), &[]);
                 }
             }
+            Request::AttachApplet {
+                endpoint,
+                len,
+                fuel,
+                heap,
+            } => {
+                let r = match self.owned(ci, endpoint) {
+                    Ok(idx) => self.attach_applet(idx, fds.pop(), len, fuel, heap),
+                    Err(code) => Reply::Error(code),
+                };
+                self.reply(ci, req_id, r, &[]);
+            }
+            Request::DetachApplet { endpoint } => {
+                let r = match self.owned(ci, endpoint) {
+                    Ok(idx) => match self.eps[idx].as_mut().and_then(|e| e.applet.take()) {
+                        Some(_) => Reply::Ok,
+                        None => Reply::Error(ErrorCode::NoApplet),
+                    },
+                    Err(code) => Reply::Error(code),
+                };
+                self.reply(ci, req_id, r, &[]);
+            }
         }
     }
 
@@ -574,6 +625,7 @@ impl Core {
                 accept,
                 spare: Vec::new(),
                 slot,
+                applet: None,
             })
         })();
         let ep = match made {
@@ -642,9 +694,12 @@ impl Core {
             }
             return self.reply(ci, req_id, Reply::Error(ErrorCode::Refused), &[]);
         }
+        let has_applet = |i: usize| self.eps[i].as_ref().is_some_and(|e| e.applet.is_some());
         let direct = match path {
             PathChoice::Engine => false,
-            PathChoice::Auto | PathChoice::Direct => di != src,
+            PathChoice::Auto | PathChoice::Direct => {
+                di != src && !has_applet(src) && !has_applet(di)
+            }
         };
         if path == PathChoice::Direct && !direct {
             return self.reply(ci, req_id, Reply::Error(ErrorCode::DirectUnavailable), &[]);
@@ -949,6 +1004,13 @@ impl Core {
         let Some(&chan) = ep.channels.get(d.channel as usize) else {
             return bad(self, EndpointCounter::TxBadChannel, SendStatus::BadChannel);
         };
+        if ep.applet.is_some() {
+            // U-Net/SLE: the applet decides what goes out (doTx).
+            return match self.run_applet(idx, |a, e| a.tx(e, d.len, d.channel, d.offset)) {
+                true => SendStatus::Sent,
+                false => SendStatus::AppletFault,
+            };
+        }
         // SAFETY: offset + len is inside the buffer area (checked above).
         let src = unsafe { ep.area().add(d.offset as usize) };
         match chan {
@@ -1005,6 +1067,19 @@ impl Core {
             return false;
         }
         let slot = dst.slot;
+        if dst.applet.is_some() {
+            // The applet's doRx runs from the loop, not inside this call.
+            if self.pending_rx.len() >= MAX_PENDING_RX {
+                self.counters.ep(slot, EndpointCounter::AppletRxDropped, 1);
+                return false;
+            }
+            let mut buf = self.rx_pool.pop().unwrap_or_default();
+            buf.clear();
+            // SAFETY: src has len readable bytes (caller's contract).
+            buf.extend_from_slice(unsafe { std::slice::from_raw_parts(src, len) });
+            self.pending_rx.push_back((di, dst_id, chan, buf));
+            return true;
+        }
         // Ring space first, so no buffer is consumed for a message we drop.
         let cap = dst.layout.geometry.recv_cap as u64;
         if dst.recv_head.wrapping_sub(dst.recv.tail()) >= cap {
@@ -1231,5 +1306,362 @@ impl Core {
     /// Time budget check used by the idle loop (exposed for tests).
     pub fn idle_spin(&self) -> Duration {
         self.cfg.idle_spin
+    }
+}
+
+// -------------------------------------------------------------------------
+// U-Net/SLE applets in the engine
+// -------------------------------------------------------------------------
+
+/// One endpoint of the engine, as its applet's natives see it.
+struct EngineEp<'a> {
+    core: &'a mut Core,
+    idx: usize,
+    epoch_us: i32,
+}
+
+impl EngineEp<'_> {
+    fn ep(&self) -> &Ep {
+        self.core.eps[self.idx]
+            .as_ref()
+            .expect("the running applet's endpoint is live")
+    }
+    fn ep_mut(&mut self) -> &mut Ep {
+        self.core.eps[self.idx]
+            .as_mut()
+            .expect("the running applet's endpoint is live")
+    }
+}
+
+impl SleEndpoint for EngineEp<'_> {
+    fn area_size(&self) -> u64 {
+        self.ep().area_size()
+    }
+    fn read_area(&self, off: u64, out: &mut [u8]) {
+        let ep = self.ep();
+        debug_assert!(off + out.len() as u64 <= ep.area_size());
+        // SAFETY: the natives checked off + len <= area size.
+        unsafe {
+            std::ptr::copy(
+                ep.area().as_ptr().add(off as usize),
+                out.as_mut_ptr(),
+                out.len(),
+            )
+        };
+    }
+    fn write_area(&mut self, off: u64, data: &[u8]) {
+        let ep = self.ep();
+        debug_assert!(off + data.len() as u64 <= ep.area_size());
+        // SAFETY: the natives checked off + len <= area size.
+        unsafe {
+            std::ptr::copy(
+                data.as_ptr(),
+                ep.area().as_ptr().add(off as usize),
+                data.len(),
+            )
+        };
+    }
+    fn buffer_size(&self) -> u32 {
+        self.ep().layout.geometry.buffer_size
+    }
+    fn pop_free(&mut self) -> Option<u32> {
+        let counters = &self.core.counters;
+        let ep = self.core.eps[self.idx].as_mut().expect("live");
+        pop_free(ep, counters)
+    }
+    fn push_free(&mut self, off: u32) -> bool {
+        // The free ring has one producer, the client: buffers the applet
+        // gives back go to the engine's stash, which is popped first.
+        let ep = self.ep_mut();
+        if ep.spare.len() >= ep.layout.geometry.free_cap as usize {
+            return false;
+        }
+        ep.spare.push(off);
+        true
+    }
+    fn tx_push(&mut self, chan: u16, data: &[u8]) -> Result<(), String> {
+        self.core.transmit(self.idx, chan, data)
+    }
+    fn push_recv(&mut self, desc: RecvDesc) -> bool {
+        let counters = &self.core.counters;
+        let ep = self.core.eps[self.idx].as_mut().expect("live");
+        let cap = ep.layout.geometry.recv_cap as u64;
+        if ep.recv_head.wrapping_sub(ep.recv.tail()) >= cap {
+            counters.ep(ep.slot, EndpointCounter::RxDropRingFull, 1);
+            return false;
+        }
+        ep.recv.write(ep.recv_head, desc);
+        ep.recv_head += 1;
+        ep.recv.set_head(ep.recv_head);
+        counters.ep(ep.slot, EndpointCounter::RxMsgs, 1);
+        counters.ep(ep.slot, EndpointCounter::RxBytes, desc.len as u64);
+        wake_client(ep, counters);
+        true
+    }
+    fn now_us(&self) -> i32 {
+        self.epoch_us
+    }
+    fn set_timer(&mut self, delay_us: u32, arg: i32) -> Result<(), String> {
+        if self.core.timers.len() >= 65536 {
+            return Err("too many timers".into());
+        }
+        let id = self.ep().id;
+        let due = Instant::now() + Duration::from_micros(delay_us as u64);
+        self.core.timers.push(Reverse((due, self.idx, id, arg)));
+        Ok(())
+    }
+}
+
+impl Core {
+    /// Send `data` from endpoint `idx` on its channel `chan` (an applet's
+    /// txPush).
+    fn transmit(&mut self, idx: usize, chan: u16, data: &[u8]) -> Result<(), String> {
+        let ep = self.eps[idx].as_ref().ok_or("endpoint gone")?;
+        let slot = ep.slot;
+        let c = *ep
+            .channels
+            .get(chan as usize)
+            .ok_or_else(|| format!("channel {chan} is not held by this endpoint"))?;
+        match c {
+            Chan::Local {
+                peer_idx,
+                peer_id,
+                peer_chan,
+            }
+            | Chan::Direct {
+                peer_idx,
+                peer_id,
+                peer_chan,
+                ..
+            } => {
+                self.counters.ep(slot, EndpointCounter::TxMsgs, 1);
+                self.counters
+                    .ep(slot, EndpointCounter::TxBytes, data.len() as u64);
+                self.deliver(peer_idx, peer_id, peer_chan, data.as_ptr(), data.len());
+                Ok(())
+            }
+            Chan::Remote { .. } => {
+                self.counters.ep(slot, EndpointCounter::TxMsgs, 1);
+                self.counters
+                    .ep(slot, EndpointCounter::TxBytes, data.len() as u64);
+                crate::remote::send_remote(self, idx, chan, data.as_ptr(), data.len());
+                Ok(())
+            }
+            Chan::Gone => Err(format!("the peer of channel {chan} is gone")),
+            Chan::Free | Chan::Opening => {
+                Err(format!("channel {chan} is not held by this endpoint"))
+            }
+        }
+    }
+
+    /// Run one invocation of endpoint `idx`'s applet. Returns false on a
+    /// fault (counted, reported to the owner; the applet is detached after
+    /// [`MAX_CONSECUTIVE_FAULTS`] in a row).
+    fn run_applet(
+        &mut self,
+        idx: usize,
+        f: impl FnOnce(&mut Applet, &mut dyn SleEndpoint) -> Result<(), jive::Fault>,
+    ) -> bool {
+        let Some(mut applet) = self.eps[idx].as_mut().and_then(|e| e.applet.take()) else {
+            return false;
+        };
+        let before = applet.stats;
+        let now = applet.now_us();
+        let r = {
+            let mut e = EngineEp {
+                core: self,
+                idx,
+                epoch_us: now,
+            };
+            f(&mut applet, &mut e)
+        };
+        let Some(ep) = self.eps[idx].as_mut() else {
+            return r.is_ok();
+        };
+        let slot = ep.slot;
+        let s = applet.stats;
+        let c = &self.counters;
+        c.ep(
+            slot,
+            EndpointCounter::AppletTxCalls,
+            s.tx_calls - before.tx_calls,
+        );
+        c.ep(
+            slot,
+            EndpointCounter::AppletRxCalls,
+            s.rx_calls - before.rx_calls,
+        );
+        c.ep(
+            slot,
+            EndpointCounter::AppletTimerCalls,
+            s.timer_calls - before.timer_calls,
+        );
+        c.ep(
+            slot,
+            EndpointCounter::AppletTimeNs,
+            s.total_ns - before.total_ns,
+        );
+        c.ep(slot, EndpointCounter::AppletFuel, s.fuel - before.fuel);
+        let max = c.ep_value(slot, EndpointCounter::AppletMaxNs);
+        if s.max_ns > max {
+            c.ep(slot, EndpointCounter::AppletMaxNs, s.max_ns - max);
+        }
+        match r {
+            Ok(()) => {
+                ep.applet = Some(applet);
+                true
+            }
+            Err(fault) => {
+                let kind = FaultKind::of(&fault);
+                let counter = match kind {
+                    FaultKind::Fuel => EndpointCounter::AppletFaultFuel,
+                    FaultKind::Memory => EndpointCounter::AppletFaultMemory,
+                    FaultKind::Arith => EndpointCounter::AppletFaultArith,
+                    FaultKind::Depth => EndpointCounter::AppletFaultDepth,
+                    FaultKind::Heap => EndpointCounter::AppletFaultHeap,
+                    FaultKind::Native => EndpointCounter::AppletFaultNative,
+                    FaultKind::Other => EndpointCounter::AppletFaultOther,
+                };
+                c.ep(slot, counter, 1);
+                let detach = applet.consecutive_faults >= MAX_CONSECUTIVE_FAULTS;
+                let kind_ev = if detach {
+                    EventKind::AppletDetached
+                } else {
+                    EventKind::AppletFault
+                };
+                if detach {
+                    c.ep(slot, EndpointCounter::AppletDetached, 1);
+                } else {
+                    ep.applet = Some(applet);
+                }
+                self.push_event(
+                    idx,
+                    EventDesc {
+                        kind: kind_ev as u16,
+                        arg: kind as u32,
+                        ..Default::default()
+                    },
+                );
+                false
+            }
+        }
+    }
+
+    fn run_pending_rx(&mut self) -> usize {
+        let mut n = 0;
+        // Bounded per turn; arrivals queued by these runs wait for the next.
+        let todo = self.pending_rx.len().min(256);
+        for _ in 0..todo {
+            let Some((idx, id, chan, buf)) = self.pending_rx.pop_front() else {
+                break;
+            };
+            let live = self
+                .eps
+                .get(idx)
+                .and_then(|e| e.as_ref())
+                .is_some_and(|e| e.id == id);
+            if live {
+                if self.eps[idx].as_ref().is_some_and(|e| e.applet.is_some()) {
+                    self.run_applet(idx, |a, e| a.rx(e, &buf, chan));
+                } else {
+                    // Detached meanwhile: plain U-Net delivery.
+                    self.deliver(idx, id, chan, buf.as_ptr(), buf.len());
+                }
+            }
+            if self.rx_pool.len() < 64 {
+                self.rx_pool.push(buf);
+            }
+            n += 1;
+        }
+        if let Some(w) = self.wire.as_mut() {
+            w.flush(&self.counters);
+        }
+        n
+    }
+
+    fn run_timers(&mut self) -> usize {
+        let now = Instant::now();
+        let mut n = 0;
+        while let Some(Reverse((due, idx, id, arg))) = self.timers.peek().copied() {
+            if due > now || n >= 256 {
+                break;
+            }
+            self.timers.pop();
+            let live = self
+                .eps
+                .get(idx)
+                .and_then(|e| e.as_ref())
+                .is_some_and(|e| e.id == id && e.applet.is_some());
+            if live {
+                self.run_applet(idx, |a, e| a.timer(e, arg));
+            }
+            n += 1;
+        }
+        if n > 0 {
+            if let Some(w) = self.wire.as_mut() {
+                w.flush(&self.counters);
+            }
+        }
+        n
+    }
+
+    fn attach_applet(
+        &mut self,
+        idx: usize,
+        fd: Option<OwnedFd>,
+        len: u32,
+        fuel: u64,
+        heap: u32,
+    ) -> Reply {
+        let Some(fd) = fd else {
+            return Reply::Error(ErrorCode::BadRequest);
+        };
+        if len == 0 || len as usize > jive::MAX_CLASS_BYTES {
+            return Reply::Rejected(format!(
+                "class file of {len} bytes (at most {})",
+                jive::MAX_CLASS_BYTES
+            ));
+        }
+        let has_direct = self.eps[idx]
+            .as_ref()
+            .is_some_and(|e| e.channels.iter().any(|c| matches!(c, Chan::Direct { .. })));
+        if has_direct {
+            return Reply::Error(ErrorCode::DirectChannelsOpen);
+        }
+        let bytes = match Segment::open(fd, len as usize, false) {
+            // SAFETY: the mapping holds at least len bytes (checked by open);
+            // copied once, so later writes by the client change nothing.
+            Ok(seg) => {
+                unsafe { std::slice::from_raw_parts(seg.ptr().as_ptr(), len as usize) }.to_vec()
+            }
+            Err(e) => return Reply::Rejected(format!("cannot read the class file: {e}")),
+        };
+        let mut limits = jive::Limits::default();
+        if fuel != 0 {
+            limits.fuel = fuel;
+        }
+        if heap != 0 {
+            limits.heap_quota = heap as usize;
+        }
+        let now = 0;
+        let loaded = {
+            let mut e = EngineEp {
+                core: self,
+                idx,
+                epoch_us: now,
+            };
+            Applet::load(&bytes, limits, &mut e)
+        };
+        match loaded {
+            Ok(a) => {
+                if let Some(ep) = self.eps[idx].as_mut() {
+                    ep.applet = Some(Box::new(a));
+                    self.counters
+                        .ep(ep.slot, EndpointCounter::AppletAttached, 1);
+                }
+                Reply::Ok
+            }
+            Err(e) => Reply::Rejected(e.to_string()),
+        }
     }
 }

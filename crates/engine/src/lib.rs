@@ -26,6 +26,7 @@ pub mod control;
 pub mod core;
 pub mod counters;
 mod remote;
+pub mod sle;
 pub mod sys;
 pub mod wire;
 

@@ -85,6 +85,28 @@ pub enum Event {
         /// The channel.
         channel: Channel,
     },
+    /// An invocation of this endpoint's applet faulted and was stopped.
+    AppletFault {
+        /// Fault class: 0 work budget, 1 memory (bounds, null, negative
+        /// size), 2 division by zero, 3 call depth, 4 heap quota, 5 a native
+        /// refused its arguments, 6 other.
+        kind: u32,
+    },
+    /// The applet faulted too often in a row and was detached; the
+    /// endpoint works on as plain U-Net.
+    AppletDetached {
+        /// Fault class of the last fault.
+        kind: u32,
+    },
+}
+
+/// How an applet is attached.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AppletOptions {
+    /// Work budget per invocation (0: JIVE's default).
+    pub fuel: u64,
+    /// Heap quota in bytes (0: JIVE's default).
+    pub heap: u32,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -284,6 +306,54 @@ impl Endpoint {
         }
     }
 
+    /// Attach a U-Net/SLE applet (a Java class file) to this endpoint: the
+    /// engine loads it with JIVE, runs its constructor, and from then on runs
+    /// `doTx` for every send and `doRx` for every arrival. Replaces an
+    /// applet already attached. A class JIVE refuses comes back as
+    /// `Error::Rejected(reason)` and leaves the endpoint as it was. Channels
+    /// of an endpoint with an applet take the engine path.
+    pub fn attach_applet(&mut self, class: &[u8], opts: AppletOptions) -> Result<(), Error> {
+        let seg = Segment::create("unet-applet", class.len().max(1))?;
+        // SAFETY: the fresh segment has class.len() bytes.
+        unsafe { std::ptr::copy_nonoverlapping(class.as_ptr(), seg.ptr().as_ptr(), class.len()) };
+        use std::os::fd::AsRawFd;
+        let req = Request::AttachApplet {
+            endpoint: self.id,
+            len: class.len() as u32,
+            fuel: opts.fuel,
+            heap: opts.heap,
+        };
+        match self
+            .session
+            .inner
+            .request_with_fds(&req, &[seg.fd().as_raw_fd()])?
+            .0
+        {
+            Reply::Ok => Ok(()),
+            Reply::Rejected(why) => Err(Error::Rejected(why)),
+            Reply::Error(c) => Err(Error::Engine(c)),
+            r => Err(Error::Protocol(format!(
+                "unexpected answer to attach: {r:?}"
+            ))),
+        }
+    }
+
+    /// Detach this endpoint's applet.
+    pub fn detach_applet(&mut self) -> Result<(), Error> {
+        match self
+            .session
+            .inner
+            .request(&Request::DetachApplet { endpoint: self.id })?
+            .0
+        {
+            Reply::Ok => Ok(()),
+            Reply::Error(c) => Err(Error::Engine(c)),
+            r => Err(Error::Protocol(format!(
+                "unexpected answer to detach: {r:?}"
+            ))),
+        }
+    }
+
     /// Accept or refuse channels opened to this endpoint from now on.
     pub fn set_accept(&mut self, accept: bool) -> Result<(), Error> {
         match self
@@ -388,6 +458,14 @@ impl Endpoint {
                     },
                     direct,
                 });
+            }
+            Some(EventKind::AppletFault) => {
+                self.user_events
+                    .push_back(Event::AppletFault { kind: e.arg });
+            }
+            Some(EventKind::AppletDetached) => {
+                self.user_events
+                    .push_back(Event::AppletDetached { kind: e.arg });
             }
             Some(EventKind::PeerGone) => {
                 // A direct ring stays readable until drained: what the peer
@@ -550,7 +628,9 @@ impl Endpoint {
                 self.send_direct(i, &tmp).map(|_| u64::MAX)
             }
             _ => {
-                if self.send_head.wrapping_sub(self.send.tail()) >= self.layout.geometry.send_cap as u64 {
+                if self.send_head.wrapping_sub(self.send.tail())
+                    >= self.layout.geometry.send_cap as u64
+                {
                     return Err(SendError::Full);
                 }
                 Ok(self.push_desc(SendDesc {

@@ -60,6 +60,8 @@ pub const UNET_EENGINE: c_int = -10;
 pub const UNET_EIO: c_int = -11;
 /// A NULL pointer or an invalid argument.
 pub const UNET_EINVAL: c_int = -12;
+/// The applet was refused (the reason is in `unet_last_error_message`).
+pub const UNET_EREJECTED: c_int = -13;
 
 /// `unet_recv_desc::flags`: the payload is inline in `data`.
 pub const UNET_RECV_INLINE: u8 = unet_abi::RECV_INLINE;
@@ -81,6 +83,12 @@ pub const UNET_PATH_ENGINE: c_int = PathChoice::Engine as c_int;
 pub const UNET_EVENT_CHANNEL_OPENED: u32 = 1;
 /// `unet_event::kind`: the peer of a channel is gone.
 pub const UNET_EVENT_PEER_GONE: u32 = 2;
+/// `unet_event::kind`: an applet invocation faulted (`peer_endpoint` holds
+/// the fault class).
+pub const UNET_EVENT_APPLET_FAULT: u32 = 5;
+/// `unet_event::kind`: the applet was detached after repeated faults
+/// (`peer_endpoint` holds the fault class).
+pub const UNET_EVENT_APPLET_DETACHED: u32 = 6;
 
 // -------------------------------------------------------------------------
 // Types shared with C
@@ -173,6 +181,7 @@ fn error_status(e: &Error) -> c_int {
         Error::Engine(ErrorCode::NoSuchChannel) => UNET_EBADCHAN,
         Error::Engine(_) => UNET_EENGINE,
         Error::Config(_) => UNET_EINVAL,
+        Error::Rejected(_) => UNET_EREJECTED,
         Error::Io(_) | Error::Protocol(_) | Error::EngineGone => UNET_EIO,
     }
 }
@@ -271,6 +280,7 @@ pub extern "C" fn unet_status_name(status: c_int) -> *const c_char {
         UNET_EENGINE => c"UNET_EENGINE",
         UNET_EIO => c"UNET_EIO",
         UNET_EINVAL => c"UNET_EINVAL",
+        UNET_EREJECTED => c"UNET_EREJECTED",
         _ => c"unknown status",
     };
     s.as_ptr()
@@ -691,6 +701,58 @@ pub unsafe extern "C" fn unet_close_channel(ep: *mut UnetEndpoint, channel: u16)
     })
 }
 
+/// Attach a U-Net/SLE applet (`len` bytes of a Java class file) to the
+/// endpoint; `fuel` and `heap` set the work budget per invocation and the
+/// heap quota (0: defaults). [`UNET_EREJECTED`] when JIVE refuses the class
+/// (the reason is in `unet_last_error_message`).
+///
+/// # Safety
+/// `ep` is NULL or a live handle; `class` NULL or `len` readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn unet_attach_applet(
+    ep: *mut UnetEndpoint,
+    class: *const c_void,
+    len: usize,
+    fuel: u64,
+    heap: u32,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let ep = match unsafe { endpoint(ep) } {
+            Ok(e) => e,
+            Err(c) => return c,
+        };
+        if class.is_null() {
+            return null("class");
+        }
+        // SAFETY: the caller guarantees len readable bytes at class.
+        let bytes = unsafe { std::slice::from_raw_parts(class as *const u8, len) };
+        match ep.attach_applet(bytes, crate::AppletOptions { fuel, heap }) {
+            Ok(()) => UNET_OK,
+            Err(e) => fail_error(e),
+        }
+    })
+}
+
+/// Detach the endpoint's applet.
+///
+/// # Safety
+/// `ep` is NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn unet_detach_applet(ep: *mut UnetEndpoint) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let ep = match unsafe { endpoint(ep) } {
+            Ok(e) => e,
+            Err(c) => return c,
+        };
+        match ep.detach_applet() {
+            Ok(()) => UNET_OK,
+            Err(e) => fail_error(e),
+        }
+    })
+}
+
 // -------------------------------------------------------------------------
 // Messages
 // -------------------------------------------------------------------------
@@ -945,6 +1007,7 @@ pub unsafe extern "C" fn unet_send_status(ep: *mut UnetEndpoint, pos: u64) -> c_
             SendStatus::BadLength => fail(UNET_ETOOLARGE, "send descriptor: bad length"),
             SendStatus::PeerGone => fail(UNET_EPEERGONE, "send descriptor: peer gone"),
             SendStatus::BadFlags => fail(UNET_EINVAL, "send descriptor: reserved flags"),
+            SendStatus::AppletFault => fail(UNET_EENGINE, "send descriptor: the applet faulted"),
         }
     })
 }
@@ -1105,6 +1168,16 @@ pub unsafe extern "C" fn unet_poll_event(ep: *mut UnetEndpoint, out: *mut UnetEv
         }
         let ev = match ep.poll_event() {
             None => return 0,
+            Some(Event::AppletFault { kind }) => UnetEvent {
+                kind: UNET_EVENT_APPLET_FAULT,
+                peer_endpoint: kind,
+                ..Default::default()
+            },
+            Some(Event::AppletDetached { kind }) => UnetEvent {
+                kind: UNET_EVENT_APPLET_DETACHED,
+                peer_endpoint: kind,
+                ..Default::default()
+            },
             Some(Event::PeerGone { channel }) => UnetEvent {
                 kind: UNET_EVENT_PEER_GONE,
                 channel: channel.0,

@@ -30,7 +30,7 @@ mod endpoint;
 pub mod ffi;
 mod session;
 
-pub use endpoint::{Channel, ChannelOptions, Endpoint, EndpointConfig, Event, Recv};
+pub use endpoint::{AppletOptions, Channel, ChannelOptions, Endpoint, EndpointConfig, Event, Recv};
 pub use session::Session;
 pub use unet_abi::{ClientCounter, Geometry, RecvDesc, SendStatus};
 pub use unet_engine::control::{EndpointAddr, ErrorCode, PathChoice};
@@ -49,6 +49,8 @@ pub enum Error {
     EngineGone,
     /// Invalid configuration or argument.
     Config(String),
+    /// The applet was refused; the text says why.
+    Rejected(String),
 }
 
 impl std::fmt::Display for Error {
@@ -59,6 +61,7 @@ impl std::fmt::Display for Error {
             Error::Protocol(s) => write!(f, "control protocol error: {s}"),
             Error::EngineGone => f.write_str("the engine closed the control connection"),
             Error::Config(s) => f.write_str(s),
+            Error::Rejected(s) => write!(f, "applet {s}"),
         }
     }
 }

@@ -113,10 +113,19 @@ impl Inner {
     /// Send a request and wait for its reply; notices that arrive meanwhile
     /// are kept for [`Inner::take_notice`].
     pub fn request(&self, req: &Request) -> Result<(Reply, Vec<OwnedFd>), Error> {
+        self.request_with_fds(req, &[])
+    }
+
+    /// Like [`Inner::request`], passing descriptors with the request.
+    pub fn request_with_fds(
+        &self,
+        req: &Request,
+        fds: &[std::os::fd::RawFd],
+    ) -> Result<(Reply, Vec<OwnedFd>), Error> {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         st.next_req = st.next_req.wrapping_add(1).max(1);
         let id = st.next_req;
-        sys::send_packet(self.sock.as_raw_fd(), &req.encode(id), &[])?;
+        sys::send_packet(self.sock.as_raw_fd(), &req.encode(id), fds)?;
         let mut buf = [0u8; control::MAX_PACKET];
         loop {
             let mut fds = Vec::new();

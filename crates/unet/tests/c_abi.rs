@@ -230,6 +230,12 @@ fn header_status_values_match() {
         ("UNET_EENGINE", UNET_EENGINE),
         ("UNET_EIO", UNET_EIO),
         ("UNET_EINVAL", UNET_EINVAL),
+        ("UNET_EREJECTED", UNET_EREJECTED),
+        ("UNET_EVENT_APPLET_FAULT", UNET_EVENT_APPLET_FAULT as i32),
+        (
+            "UNET_EVENT_APPLET_DETACHED",
+            UNET_EVENT_APPLET_DETACHED as i32,
+        ),
         (
             "UNET_EVENT_CHANNEL_OPENED",
             UNET_EVENT_CHANNEL_OPENED as i32,

@@ -1,0 +1,520 @@
+//! U-Net/SLE: Java applets attached to endpoints, run by JIVE on every send
+//! (`doTx`) and every arrival (`doRx`), with the native methods of the
+//! U-Net/SLE paper's section 2.1.
+//!
+//! The natives act on one endpoint through the [`SleEndpoint`] trait, so the
+//! same applet runs in the engine (the default placement) or in the owning
+//! process's client library (the `inline` placement). Every native is
+//! confined to the applet's own endpoint — its buffer area, its queues and
+//! the channels it holds — and treats out-of-range offsets and lengths as a
+//! fault of that invocation, never a write elsewhere.
+//!
+//! # Natives (domain `unet-sle`, class `unet/sle/Natives`)
+//!
+//! | native | meaning |
+//! |---|---|
+//! | `doHtoLDMA(byte[] a, int aoff, int useroff, int len)` | copy `len` bytes of the buffer area at `useroff` into `a[aoff..]` |
+//! | `doLtoHDMA(byte[] a, int aoff, int useroff, int len)` | copy `a[aoff..aoff+len]` into the buffer area at `useroff` |
+//! | `txPush(byte[] a, int aoff, int chan, int len)` | transmit `a[aoff..aoff+len]` on channel `chan` |
+//! | `dmaRxd(int[] offsets, int chan, int len)` | push a receive descriptor naming up to 14 buffers (the array must have 14 entries) |
+//! | `dmaRxdPayload(byte[] p, int chan, int len)` | push a receive descriptor with `len` ≤ 56 bytes inline |
+//! | `getFreeBuffer()` | pop a free buffer's offset, or -1 |
+//! | `getFreeBufferLength()` | the endpoint's buffer size |
+//! | `newAlignedArray(int n)` | a new byte array of `n` bytes |
+//!
+//! Added for the paper's protocols (flow control, retransmission):
+//!
+//! | native | meaning |
+//! |---|---|
+//! | `now()` | a clock in microseconds (wraps at 2³¹) |
+//! | `setTimer(int delayUs, int arg)` | call the applet's `doTimer(int arg)` after `delayUs` microseconds |
+//! | `putFreeBuffer(int off)` | give a buffer taken with `getFreeBuffer` back to the free queue |
+//! | `sendUser(int chan, int len, int useroff)` | transmit `len` bytes of the buffer area at `useroff` on `chan` without copying through the applet |
+
+use std::ptr::NonNull;
+use std::time::Instant;
+
+use jive::subset::Elem;
+use jive::{
+    Class, Fault, FieldId, Limits, MethodId, NativeCtx, Natives, Rejection, Vm, NATIVES_CLASS,
+};
+use unet_abi::{RecvDesc, INLINE_MAX, MAX_MESSAGE, MAX_RX_BUFFERS, RECV_INLINE};
+
+/// The native domain applets are loaded with.
+pub const DOMAIN: &str = "unet-sle";
+
+/// Faults in a row after which an applet is detached.
+pub const MAX_CONSECUTIVE_FAULTS: u32 = 16;
+
+/// One endpoint, as an applet's natives see it.
+pub trait SleEndpoint {
+    /// Size of the buffer area.
+    fn area_size(&self) -> u64;
+    /// Copy out of the buffer area; `off + out.len()` is within bounds.
+    fn read_area(&self, off: u64, out: &mut [u8]);
+    /// Copy into the buffer area; `off + data.len()` is within bounds.
+    fn write_area(&mut self, off: u64, data: &[u8]);
+    /// The endpoint's receive buffer size.
+    fn buffer_size(&self) -> u32;
+    /// Pop a free buffer (already checked to lie in the buffer area).
+    fn pop_free(&mut self) -> Option<u32>;
+    /// Give a buffer back to the free queue.
+    fn push_free(&mut self, off: u32) -> bool;
+    /// Transmit a message on a channel this endpoint holds.
+    fn tx_push(&mut self, chan: u16, data: &[u8]) -> Result<(), String>;
+    /// Push a receive descriptor to the user; false when the queue is full
+    /// (the message is dropped and counted).
+    fn push_recv(&mut self, desc: RecvDesc) -> bool;
+    /// Microseconds since some start.
+    fn now_us(&self) -> i32;
+    /// Call `doTimer(arg)` after `delay_us`.
+    fn set_timer(&mut self, delay_us: u32, arg: i32) -> Result<(), String>;
+}
+
+/// The host state natives receive: the endpoint of the running invocation.
+pub struct SleHost {
+    ep: Option<NonNull<dyn SleEndpoint>>,
+}
+
+impl SleHost {
+    fn ep(&mut self) -> Result<&mut dyn SleEndpoint, Fault> {
+        match self.ep {
+            // SAFETY: `ep` is set by `Applet::with_endpoint` from a live
+            // `&mut dyn SleEndpoint` for exactly the duration of one
+            // invocation and cleared before that borrow ends; the VM is
+            // single-threaded, so no other reference exists meanwhile.
+            Some(mut p) => Ok(unsafe { p.as_mut() }),
+            None => Err(Fault::Native("no endpoint bound to this invocation".into())),
+        }
+    }
+}
+
+fn range(what: &str, off: i32, len: i32, limit: u64) -> Result<(u64, usize), Fault> {
+    if off < 0 || len < 0 || off as u64 + len as u64 > limit {
+        return Err(Fault::Native(format!(
+            "{what} range {off}+{len} outside 0..{limit}"
+        )));
+    }
+    Ok((off as u64, len as usize))
+}
+
+fn charge(ctx: &mut NativeCtx<'_>, bytes: usize) -> Result<(), Fault> {
+    ctx.charge(1 + bytes as u64 / 64)
+}
+
+fn n_h_to_l(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> Result<i32, Fault> {
+    let ep = h.ep()?;
+    let alen = ctx.array_len(a[0])? as u64;
+    let (aoff, len) = range("array", a[1], a[3], alen)?;
+    let (uoff, _) = range("buffer area", a[2], a[3], ep.area_size())?;
+    charge(ctx, len)?;
+    let dst = ctx.bytes_mut(a[0])?;
+    let dst = &mut dst[aoff as usize..aoff as usize + len];
+    // i8 and u8 have the same layout; read into a u8 view of the array.
+    let view: &mut [u8] = bytemuck_i8(dst);
+    ep.read_area(uoff, view);
+    Ok(0)
+}
+
+fn n_l_to_h(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> Result<i32, Fault> {
+    let ep = h.ep()?;
+    let alen = ctx.array_len(a[0])? as u64;
+    let (aoff, len) = range("array", a[1], a[3], alen)?;
+    let (uoff, _) = range("buffer area", a[2], a[3], ep.area_size())?;
+    charge(ctx, len)?;
+    let src = &ctx.bytes(a[0])?[aoff as usize..aoff as usize + len];
+    ep.write_area(uoff, bytemuck_i8_ref(src));
+    Ok(0)
+}
+
+fn n_tx_push(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> Result<i32, Fault> {
+    let ep = h.ep()?;
+    let alen = ctx.array_len(a[0])? as u64;
+    let (aoff, len) = range("array", a[1], a[3], alen)?;
+    if len == 0 || len > MAX_MESSAGE {
+        return Err(Fault::Native(format!(
+            "txPush length {len} not in 1..={MAX_MESSAGE}"
+        )));
+    }
+    let chan = u16::try_from(a[2]).map_err(|_| Fault::Native(format!("bad channel {}", a[2])))?;
+    charge(ctx, len)?;
+    let src = &ctx.bytes(a[0])?[aoff as usize..aoff as usize + len];
+    ep.tx_push(chan, bytemuck_i8_ref(src))
+        .map_err(Fault::Native)?;
+    Ok(0)
+}
+
+fn n_send_user(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> Result<i32, Fault> {
+    let ep = h.ep()?;
+    let chan = u16::try_from(a[0]).map_err(|_| Fault::Native(format!("bad channel {}", a[0])))?;
+    let (uoff, len) = range("buffer area", a[2], a[1], ep.area_size())?;
+    if len == 0 || len > MAX_MESSAGE {
+        return Err(Fault::Native(format!(
+            "sendUser length {len} not in 1..={MAX_MESSAGE}"
+        )));
+    }
+    charge(ctx, len)?;
+    let mut tmp = vec![0u8; len];
+    ep.read_area(uoff, &mut tmp);
+    ep.tx_push(chan, &tmp).map_err(Fault::Native)?;
+    Ok(0)
+}
+
+fn n_dma_rxd(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> Result<i32, Fault> {
+    let ep = h.ep()?;
+    let offs = ctx.ints(a[0])?;
+    if offs.len() != MAX_RX_BUFFERS {
+        return Err(Fault::Native(format!(
+            "dmaRxd needs an int[{MAX_RX_BUFFERS}], got int[{}]",
+            offs.len()
+        )));
+    }
+    let chan = u16::try_from(a[1]).map_err(|_| Fault::Native(format!("bad channel {}", a[1])))?;
+    let len = a[2];
+    let bs = ep.buffer_size() as i64;
+    if len <= 0 || len as i64 > bs * MAX_RX_BUFFERS as i64 {
+        return Err(Fault::Native(format!(
+            "dmaRxd length {len} not in 1..={}",
+            bs * MAX_RX_BUFFERS as i64
+        )));
+    }
+    let nbufs = (len as u64).div_ceil(bs as u64) as usize;
+    let mut d = RecvDesc {
+        len: len as u32,
+        channel: chan,
+        nbufs: nbufs as u8,
+        ..Default::default()
+    };
+    for (i, &o) in offs.iter().take(nbufs).enumerate() {
+        range("receive buffer", o, bs as i32, ep.area_size())?;
+        d.set_offset(i, o as u32);
+    }
+    charge(ctx, 0)?;
+    ep.push_recv(d);
+    Ok(0)
+}
+
+fn n_dma_rxd_payload(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> Result<i32, Fault> {
+    let ep = h.ep()?;
+    let p = ctx.bytes(a[0])?;
+    let chan = u16::try_from(a[1]).map_err(|_| Fault::Native(format!("bad channel {}", a[1])))?;
+    let len = a[2];
+    if len < 0 || len as usize > INLINE_MAX || len as usize > p.len() {
+        return Err(Fault::Native(format!(
+            "dmaRxdPayload length {len} not in 0..={INLINE_MAX} (array of {})",
+            p.len()
+        )));
+    }
+    let mut d = RecvDesc {
+        len: len as u32,
+        channel: chan,
+        flags: RECV_INLINE,
+        ..Default::default()
+    };
+    d.data[..len as usize].copy_from_slice(bytemuck_i8_ref(&p[..len as usize]));
+    charge(ctx, 0)?;
+    ep.push_recv(d);
+    Ok(0)
+}
+
+fn n_get_free(h: &mut SleHost, _: &mut NativeCtx<'_>, _: &[i32]) -> Result<i32, Fault> {
+    Ok(h.ep()?.pop_free().map_or(-1, |o| o as i32))
+}
+
+fn n_put_free(h: &mut SleHost, _: &mut NativeCtx<'_>, a: &[i32]) -> Result<i32, Fault> {
+    let ep = h.ep()?;
+    let bs = ep.buffer_size() as i32;
+    range("free buffer", a[0], bs, ep.area_size())?;
+    if !ep.push_free(a[0] as u32) {
+        return Err(Fault::Native("free queue full".into()));
+    }
+    Ok(0)
+}
+
+fn n_free_len(h: &mut SleHost, _: &mut NativeCtx<'_>, _: &[i32]) -> Result<i32, Fault> {
+    Ok(h.ep()?.buffer_size() as i32)
+}
+
+fn n_new_aligned(_: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> Result<i32, Fault> {
+    ctx.new_array(Elem::Byte, a[0])
+}
+
+fn n_now(h: &mut SleHost, _: &mut NativeCtx<'_>, _: &[i32]) -> Result<i32, Fault> {
+    Ok(h.ep()?.now_us())
+}
+
+fn n_set_timer(h: &mut SleHost, _: &mut NativeCtx<'_>, a: &[i32]) -> Result<i32, Fault> {
+    if a[0] < 0 {
+        return Err(Fault::Native(format!("negative timer delay {}", a[0])));
+    }
+    h.ep()?
+        .set_timer(a[0] as u32, a[1])
+        .map_err(Fault::Native)?;
+    Ok(0)
+}
+
+fn bytemuck_i8(s: &mut [i8]) -> &mut [u8] {
+    // SAFETY: i8 and u8 have the same size, alignment and validity.
+    unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr() as *mut u8, s.len()) }
+}
+
+fn bytemuck_i8_ref(s: &[i8]) -> &[u8] {
+    // SAFETY: i8 and u8 have the same size, alignment and validity.
+    unsafe { std::slice::from_raw_parts(s.as_ptr() as *const u8, s.len()) }
+}
+
+/// The U-Net/SLE natives, in domain [`DOMAIN`].
+pub fn natives() -> Natives<SleHost> {
+    let mut n = Natives::new();
+    let c = NATIVES_CLASS;
+    n.register(DOMAIN, c, "doHtoLDMA", "([BIII)V", n_h_to_l)
+        .register(DOMAIN, c, "doLtoHDMA", "([BIII)V", n_l_to_h)
+        .register(DOMAIN, c, "txPush", "([BIII)V", n_tx_push)
+        .register(DOMAIN, c, "dmaRxd", "([III)V", n_dma_rxd)
+        .register(DOMAIN, c, "dmaRxdPayload", "([BII)V", n_dma_rxd_payload)
+        .register(DOMAIN, c, "getFreeBuffer", "()I", n_get_free)
+        .register(DOMAIN, c, "getFreeBufferLength", "()I", n_free_len)
+        .register(DOMAIN, c, "newAlignedArray", "(I)[B", n_new_aligned)
+        .register(DOMAIN, c, "now", "()I", n_now)
+        .register(DOMAIN, c, "setTimer", "(II)V", n_set_timer)
+        .register(DOMAIN, c, "putFreeBuffer", "(I)V", n_put_free)
+        .register(DOMAIN, c, "sendUser", "(III)V", n_send_user);
+    n
+}
+
+/// Why an applet was refused at attach.
+#[derive(Debug)]
+pub enum AttachError {
+    /// JIVE refused the class.
+    Rejected(Rejection),
+    /// The class lacks what U-Net/SLE needs.
+    Shape(String),
+    /// The constructor or static initializer faulted.
+    Init(Fault),
+}
+
+impl std::fmt::Display for AttachError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AttachError::Rejected(r) => write!(f, "rejected: {r}"),
+            AttachError::Shape(s) => write!(f, "rejected: {s}"),
+            AttachError::Init(x) => write!(f, "constructor faulted: {x}"),
+        }
+    }
+}
+
+/// Classes of faults counted per applet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultKind {
+    /// Work budget exhausted (the watchdog).
+    Fuel = 0,
+    /// Array bounds, null, negative size.
+    Memory = 1,
+    /// Division by zero.
+    Arith = 2,
+    /// Call depth.
+    Depth = 3,
+    /// Heap quota.
+    Heap = 4,
+    /// A native refused its arguments.
+    Native = 5,
+    /// Anything else.
+    Other = 6,
+}
+
+impl FaultKind {
+    /// Classify a fault.
+    pub fn of(f: &Fault) -> FaultKind {
+        match f {
+            Fault::OutOfFuel => FaultKind::Fuel,
+            Fault::ArrayIndexOutOfBounds { .. }
+            | Fault::NullPointer
+            | Fault::NegativeArraySize(_) => FaultKind::Memory,
+            Fault::DivideByZero => FaultKind::Arith,
+            Fault::StackOverflow => FaultKind::Depth,
+            Fault::HeapQuotaExceeded { .. } => FaultKind::Heap,
+            Fault::Native(_) => FaultKind::Native,
+            _ => FaultKind::Other,
+        }
+    }
+}
+
+/// Statistics of one applet (like bpftool's run_cnt / run_time_ns).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AppletStats {
+    /// doTx invocations.
+    pub tx_calls: u64,
+    /// doRx invocations.
+    pub rx_calls: u64,
+    /// doTimer invocations.
+    pub timer_calls: u64,
+    /// Total time in the applet, ns.
+    pub total_ns: u64,
+    /// Longest invocation, ns.
+    pub max_ns: u64,
+    /// Fuel used.
+    pub fuel: u64,
+    /// Faults by [`FaultKind`].
+    pub faults: [u64; 7],
+}
+
+/// An applet attached to an endpoint.
+pub struct Applet {
+    vm: Vm<SleHost>,
+    host: SleHost,
+    do_tx: MethodId,
+    do_rx: MethodId,
+    do_timer: Option<MethodId>,
+    rxbuf: FieldId,
+    /// Statistics.
+    pub stats: AppletStats,
+    /// Faults in a row.
+    pub consecutive_faults: u32,
+    epoch: Instant,
+}
+
+// SAFETY: SleHost's pointer is only set during an invocation on the thread
+// running it; between invocations an Applet holds no borrowed pointer.
+unsafe impl Send for Applet {}
+
+fn check_sig(c: &Class<SleHost>, name: &str, want: &[&str]) -> Result<MethodId, AttachError> {
+    let m = c
+        .method(name)
+        .ok_or_else(|| AttachError::Shape(format!("the applet has no {name} method")))?;
+    let d = c.method_descriptor(m);
+    if !want.contains(&d) {
+        return Err(AttachError::Shape(format!(
+            "{name} has descriptor {d}, expected one of {want:?}"
+        )));
+    }
+    Ok(m)
+}
+
+impl Applet {
+    /// Load, verify and initialise an applet: `<clinit>` and the
+    /// constructor run now, with `ep` bound (so the constructor may call
+    /// `getFreeBufferLength` and friends).
+    pub fn load(
+        bytes: &[u8],
+        limits: Limits,
+        ep: &mut dyn SleEndpoint,
+    ) -> Result<Applet, AttachError> {
+        let class = Class::load(bytes, &natives(), &[DOMAIN]).map_err(AttachError::Rejected)?;
+        let do_tx = check_sig(&class, "doTx", &["(III)I", "(III)V"])?;
+        let do_rx = check_sig(&class, "doRx", &["(II)I", "(II)V"])?;
+        let do_timer = match class.method("doTimer") {
+            Some(_) => Some(check_sig(&class, "doTimer", &["(I)V", "(I)I"])?),
+            None => None,
+        };
+        let mut host = SleHost { ep: None };
+        host.ep = Some(erase(ep));
+        let vm = Vm::new(class, limits, &mut host);
+        host.ep = None;
+        let mut vm = vm.map_err(AttachError::Init)?;
+        let rxbuf = vm.static_field("RxBuf").ok_or_else(|| {
+            AttachError::Shape("the applet has no static byte[] RxBuf field".into())
+        })?;
+        let cap = ep.buffer_size() as usize * MAX_RX_BUFFERS;
+        let arr = vm
+            .new_byte_array(cap.min(MAX_MESSAGE))
+            .map_err(AttachError::Init)?;
+        vm.try_set_array_field(rxbuf, arr)
+            .map_err(|_| AttachError::Shape("RxBuf is not a byte[] field".into()))?;
+        Ok(Applet {
+            vm,
+            host,
+            do_tx,
+            do_rx,
+            do_timer,
+            rxbuf,
+            stats: AppletStats::default(),
+            consecutive_faults: 0,
+            epoch: Instant::now(),
+        })
+    }
+
+    fn run(&mut self, ep: &mut dyn SleEndpoint, m: MethodId, args: &[i32]) -> Result<(), Fault> {
+        let t = Instant::now();
+        self.host.ep = Some(erase(ep));
+        let r = self.vm.invoke(&mut self.host, m, args);
+        self.host.ep = None;
+        let ns = t.elapsed().as_nanos() as u64;
+        self.stats.total_ns += ns;
+        self.stats.max_ns = self.stats.max_ns.max(ns);
+        self.stats.fuel += self.vm.last_fuel_used();
+        match r {
+            Ok(_) => {
+                self.consecutive_faults = 0;
+                Ok(())
+            }
+            Err(f) => {
+                self.stats.faults[FaultKind::of(&f) as usize] += 1;
+                self.consecutive_faults += 1;
+                Err(f)
+            }
+        }
+    }
+
+    /// Run `doTx(length, channel, offset)` for one send descriptor.
+    pub fn tx(
+        &mut self,
+        ep: &mut dyn SleEndpoint,
+        len: u32,
+        chan: u16,
+        off: u32,
+    ) -> Result<(), Fault> {
+        self.stats.tx_calls += 1;
+        self.run(ep, self.do_tx, &[len as i32, chan as i32, off as i32])
+    }
+
+    /// Run `doRx(length, channel)` with the packet in `RxBuf`.
+    pub fn rx(&mut self, ep: &mut dyn SleEndpoint, data: &[u8], chan: u16) -> Result<(), Fault> {
+        self.stats.rx_calls += 1;
+        let arr = match self.vm.array_of_field(self.rxbuf) {
+            Some(a) if self.vm.bytes(a).is_some_and(|b| b.len() >= data.len()) => a,
+            _ => {
+                let a = self.vm.new_byte_array(data.len().max(64))?;
+                self.vm.try_set_array_field(self.rxbuf, a)?;
+                a
+            }
+        };
+        if let Some(b) = self.vm.bytes_mut(arr) {
+            b[..data.len()].copy_from_slice(bytemuck_u8_as_i8(data));
+        }
+        self.run(ep, self.do_rx, &[data.len() as i32, chan as i32])
+    }
+
+    /// Run `doTimer(arg)`; applets without one ignore timers.
+    pub fn timer(&mut self, ep: &mut dyn SleEndpoint, arg: i32) -> Result<(), Fault> {
+        let Some(m) = self.do_timer else {
+            return Ok(());
+        };
+        self.stats.timer_calls += 1;
+        self.run(ep, m, &[arg])
+    }
+
+    /// Microseconds since the applet was attached (the `now()` clock).
+    pub fn now_us(&self) -> i32 {
+        (self.epoch.elapsed().as_micros() as u64 & 0x7fff_ffff) as i32
+    }
+
+    /// Heap bytes in use.
+    pub fn heap_used(&self) -> usize {
+        self.vm.heap_used()
+    }
+}
+
+fn bytemuck_u8_as_i8(s: &[u8]) -> &[i8] {
+    // SAFETY: u8 and i8 have the same size, alignment and validity.
+    unsafe { std::slice::from_raw_parts(s.as_ptr() as *const i8, s.len()) }
+}
+
+fn erase(ep: &mut dyn SleEndpoint) -> NonNull<dyn SleEndpoint> {
+    let p: NonNull<dyn SleEndpoint + '_> = NonNull::from(ep);
+    // SAFETY: only the lifetime bound of the trait object is erased; the
+    // pointer is stored for the duration of one call that the borrow
+    // outlives (see SleHost::ep) and cleared right after.
+    unsafe {
+        std::mem::transmute::<NonNull<dyn SleEndpoint + '_>, NonNull<dyn SleEndpoint + 'static>>(p)
+    }
+}
