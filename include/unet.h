@@ -288,13 +288,14 @@ int unet_read_buffer(unet_endpoint *ep, uint32_t offset, void *buf,
 
 /* Attach an applet (len bytes of a Java class file) to the endpoint; it runs
  * doTx on every send and doRx on every arrival. fuel and heap set the work
- * budget per invocation and the heap quota (0: defaults). UNET_EREJECTED
+ * budget per invocation and the heap quota (0: defaults); placement 0 runs
+ * it in the engine, 1 in this process on the direct path. UNET_EREJECTED
  * when the class is refused: unet_last_error_message() says why (method and
  * bytecode offset). Fault classes in applet events: 0 work budget, 1 memory
  * (bounds, null, negative size), 2 division by zero, 3 call depth, 4 heap
  * quota, 5 a native refused its arguments, 6 other. */
 int unet_attach_applet(unet_endpoint *ep, const void *class_file, size_t len,
-                       uint64_t fuel, uint32_t heap);
+                       uint64_t fuel, uint32_t heap, int placement);
 
 /* Detach the endpoint's applet. */
 int unet_detach_applet(unet_endpoint *ep);

@@ -232,11 +232,17 @@ pub enum ClientCounter {
     Sleeps = 5,
     /// Times the client woke a sleeping direct peer.
     PeerWakeups = 6,
+    /// Invocations of an inline applet.
+    AppletCalls = 7,
+    /// Time spent in an inline applet, ns.
+    AppletTimeNs = 8,
+    /// Faults of an inline applet.
+    AppletFaults = 9,
 }
 
 impl ClientCounter {
     /// Every client counter, in slot order.
-    pub const ALL: [ClientCounter; 7] = [
+    pub const ALL: [ClientCounter; 10] = [
         Self::DirectTxMsgs,
         Self::DirectTxBytes,
         Self::DirectRxMsgs,
@@ -244,6 +250,9 @@ impl ClientCounter {
         Self::DirectRxBad,
         Self::Sleeps,
         Self::PeerWakeups,
+        Self::AppletCalls,
+        Self::AppletTimeNs,
+        Self::AppletFaults,
     ];
     /// Name shown by `unet stat`.
     pub const fn name(self) -> &'static str {
@@ -255,6 +264,9 @@ impl ClientCounter {
             Self::DirectRxBad => "direct_rx_bad",
             Self::Sleeps => "sleeps",
             Self::PeerWakeups => "peer_wakeups",
+            Self::AppletCalls => "applet_calls",
+            Self::AppletTimeNs => "applet_time_ns",
+            Self::AppletFaults => "applet_faults",
         }
     }
 }

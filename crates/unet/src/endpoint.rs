@@ -18,6 +18,7 @@ use unet_engine::sys::{self, EventFd, Segment};
 use crate::direct::{DirectConn, DirectRecv, DirectSendError};
 use crate::session::Session;
 use crate::{Error, RecvError, SendError};
+use unet_engine::sle::{Applet, FaultKind, SleEndpoint, MAX_CONSECUTIVE_FAULTS};
 
 /// A channel tag: names a destination for sends, and the source of what
 /// arrives.
@@ -100,6 +101,20 @@ pub enum Event {
     },
 }
 
+/// Where an applet runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Placement {
+    /// In the engine, as in the U-Net/SLE paper's network interface; the
+    /// endpoint's traffic takes the engine path.
+    #[default]
+    Engine,
+    /// In this process's client library, on the direct path: safe because
+    /// an applet can touch only its own endpoint, exactly what this process
+    /// may touch anyway, and it saves the hop through the engine. Timers
+    /// fire while the application sends, receives or waits.
+    Inline,
+}
+
 /// How an applet is attached.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct AppletOptions {
@@ -107,6 +122,8 @@ pub struct AppletOptions {
     pub fuel: u64,
     /// Heap quota in bytes (0: JIVE's default).
     pub heap: u32,
+    /// Where it runs.
+    pub placement: Placement,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -142,6 +159,14 @@ pub struct Endpoint {
     tx_tail: u64,
     inflight: VecDeque<(u64, u64)>,
     spin: Duration,
+    /// Bytes at the start of the buffer area kept for an inline applet's
+    /// doTx (the data of `send` is placed there); the tx allocator starts
+    /// after it.
+    tx_base: u64,
+    inline: Option<Box<Applet>>,
+    inline_rxq: VecDeque<RecvDesc>,
+    inline_timers: Vec<(Instant, i32)>,
+    rx_scratch: Vec<u8>,
 }
 
 impl Endpoint {
@@ -213,12 +238,18 @@ impl Endpoint {
             tx_tail: 0,
             inflight: VecDeque::new(),
             spin: cfg.spin,
+            tx_base: 0,
+            inline: None,
+            inline_rxq: VecDeque::new(),
+            inline_timers: Vec::new(),
+            rx_scratch: Vec::new(),
         };
         if ep.managed {
             let bs = g.buffer_size as u64;
             let area = g.buffer_area_size;
             let nbufs = ((area / 2) / bs).max(1).min(g.free_cap as u64);
             ep.tx_region = area - nbufs * bs;
+            ep.tx_base = (ep.tx_region / 4).min(1 << 16) & !63;
             for i in 0..nbufs {
                 ep.post_free_raw((ep.tx_region + i * bs) as u32);
             }
@@ -313,6 +344,13 @@ impl Endpoint {
     /// `Error::Rejected(reason)` and leaves the endpoint as it was. Channels
     /// of an endpoint with an applet take the engine path.
     pub fn attach_applet(&mut self, class: &[u8], opts: AppletOptions) -> Result<(), Error> {
+        if opts.placement == Placement::Inline {
+            return self.attach_inline(class, opts);
+        }
+        if self.inline.take().is_some() {
+            self.inline_rxq.clear();
+            self.inline_timers.clear();
+        }
         let seg = Segment::create("unet-applet", class.len().max(1))?;
         // SAFETY: the fresh segment has class.len() bytes.
         unsafe { std::ptr::copy_nonoverlapping(class.as_ptr(), seg.ptr().as_ptr(), class.len()) };
@@ -340,6 +378,11 @@ impl Endpoint {
 
     /// Detach this endpoint's applet.
     pub fn detach_applet(&mut self) -> Result<(), Error> {
+        if self.inline.take().is_some() {
+            self.inline_rxq.clear();
+            self.inline_timers.clear();
+            return Ok(());
+        }
         match self
             .session
             .inner
@@ -504,6 +547,14 @@ impl Endpoint {
     /// again" after the peer or the engine has caught up.
     #[inline]
     pub fn send(&mut self, ch: Channel, data: &[u8]) -> Result<(), SendError> {
+        if self.inline.is_some() {
+            return self.send_inline(ch, data);
+        }
+        self.send_plain(ch, data)
+    }
+
+    #[inline]
+    fn send_plain(&mut self, ch: Channel, data: &[u8]) -> Result<(), SendError> {
         match self.chans.get(ch.0 as usize).copied() {
             Some(ChanState::Direct(i)) => self.send_direct(i, data),
             Some(ChanState::Engine) => self.send_engine(ch, data),
@@ -511,7 +562,7 @@ impl Endpoint {
             _ => {
                 self.drain_events();
                 match self.chans.get(ch.0 as usize).copied() {
-                    Some(ChanState::Direct(_) | ChanState::Engine) => self.send(ch, data),
+                    Some(ChanState::Direct(_) | ChanState::Engine) => self.send_plain(ch, data),
                     Some(ChanState::Gone) => Err(SendError::PeerGone),
                     _ => Err(SendError::BadChannel),
                 }
@@ -550,23 +601,25 @@ impl Endpoint {
             return Err(SendError::TooLarge);
         }
         let need = len.div_ceil(64) * 64;
-        if need > self.tx_region {
+        let span = self.tx_region - self.tx_base;
+        if need > span {
             return Err(SendError::TooLarge);
         }
         self.reclaim();
         if self.send_head.wrapping_sub(self.send.tail()) >= self.layout.geometry.send_cap as u64 {
             return Err(SendError::Full);
         }
-        let mut at = self.tx_head % self.tx_region;
+        let mut at = self.tx_head % span;
         let mut skip = 0;
-        if at + need > self.tx_region {
-            skip = self.tx_region - at;
+        if at + need > span {
+            skip = span - at;
             at = 0;
         }
-        if self.tx_head + skip + need - self.tx_tail > self.tx_region {
+        if self.tx_head + skip + need - self.tx_tail > span {
             return Err(SendError::Full);
         }
         self.tx_head += skip + need;
+        let at = self.tx_base + at;
         // SAFETY: at + len <= tx_region <= buffer area size: inside our
         // mapping. The engine only reads this region after we publish.
         unsafe {
@@ -683,6 +736,14 @@ impl Endpoint {
     /// Direct connections and the engine's receive queue are polled in turn.
     #[inline]
     pub fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<Recv>, RecvError> {
+        if self.inline.is_some() {
+            return self.try_recv_inline(buf);
+        }
+        self.try_recv_plain(buf)
+    }
+
+    #[inline]
+    fn try_recv_plain(&mut self, buf: &mut [u8]) -> Result<Option<Recv>, RecvError> {
         let n = self.conns.len();
         for k in 0..n {
             let i = (self.rr + k) % n;
@@ -883,7 +944,9 @@ impl Endpoint {
     /// True when a message or event is waiting.
     #[inline]
     pub fn ready(&self) -> bool {
-        self.conns.iter().any(|c| !c.broken && c.ready())
+        !self.inline_rxq.is_empty()
+            || self.inline_timers.iter().any(|t| t.0 <= Instant::now())
+            || self.conns.iter().any(|c| !c.broken && c.ready())
             || self.recv.head() != self.recv_tail
             || self.events.head() != self.event_tail
     }
@@ -902,6 +965,11 @@ impl Endpoint {
             }
         }
         loop {
+            let next_timer = self
+                .inline_timers
+                .iter()
+                .map(|t| t.0.saturating_duration_since(Instant::now()))
+                .min();
             for c in self.conns.iter_mut() {
                 c.set_sleeping(true);
             }
@@ -920,7 +988,10 @@ impl Endpoint {
             fence(Ordering::SeqCst);
             let ready = self.ready();
             if !ready {
-                let left = timeout.map(|t| t.saturating_sub(start.elapsed()));
+                let mut left = timeout.map(|t| t.saturating_sub(start.elapsed()));
+                if let Some(t) = next_timer {
+                    left = Some(left.map_or(t, |l| l.min(t)));
+                }
                 if left != Some(Duration::ZERO) {
                     bump(&h.client_counters[ClientCounter::Sleeps as usize], 1);
                     sys::futex_wait_any(&words, left.map(|l| l.min(Duration::from_secs(1))));
@@ -998,4 +1069,241 @@ impl Drop for Endpoint {
 fn bump(a: &std::sync::atomic::AtomicU64, n: u64) {
     // One writer (this library, for its own endpoint): load + store.
     a.store(a.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+}
+
+// -------------------------------------------------------------------------
+// Inline placement: the applet runs here, on the direct path
+// -------------------------------------------------------------------------
+
+/// This endpoint as an inline applet's natives see it.
+struct ClientEp<'a> {
+    ep: &'a mut Endpoint,
+    now_us: i32,
+}
+
+/// How long an inline applet's txPush waits for room in a full ring.
+const INLINE_TX_WAIT: Duration = Duration::from_millis(5);
+
+impl SleEndpoint for ClientEp<'_> {
+    fn area_size(&self) -> u64 {
+        self.ep.layout.geometry.buffer_area_size
+    }
+    fn read_area(&self, off: u64, out: &mut [u8]) {
+        self.ep.read_buffer(off as u32, out);
+    }
+    fn write_area(&mut self, off: u64, data: &[u8]) {
+        self.ep.write_buffer(off as u32, data);
+    }
+    fn buffer_size(&self) -> u32 {
+        self.ep.layout.geometry.buffer_size
+    }
+    fn pop_free(&mut self) -> Option<u32> {
+        let off = self.ep.pop_free_client()?;
+        let g = self.ep.layout.geometry;
+        // Our own free ring: still checked, a bad entry is simply skipped.
+        (off as u64 + g.buffer_size as u64 <= g.buffer_area_size).then_some(off)
+    }
+    fn push_free(&mut self, off: u32) -> bool {
+        self.ep.post_free(off).is_ok()
+    }
+    fn tx_push(&mut self, chan: u16, data: &[u8]) -> Result<(), String> {
+        let start = Instant::now();
+        loop {
+            match self.ep.send_plain(Channel(chan), data) {
+                Ok(()) => return Ok(()),
+                Err(SendError::Full) if start.elapsed() < INLINE_TX_WAIT => std::hint::spin_loop(),
+                Err(e) => return Err(format!("txPush on channel {chan}: {e}")),
+            }
+        }
+    }
+    fn push_recv(&mut self, desc: RecvDesc) -> bool {
+        if self.ep.inline_rxq.len() >= self.ep.layout.geometry.recv_cap as usize {
+            return false;
+        }
+        self.ep.inline_rxq.push_back(desc);
+        true
+    }
+    fn now_us(&self) -> i32 {
+        self.now_us
+    }
+    fn set_timer(&mut self, delay_us: u32, arg: i32) -> Result<(), String> {
+        if self.ep.inline_timers.len() >= 4096 {
+            return Err("too many timers".into());
+        }
+        self.ep
+            .inline_timers
+            .push((Instant::now() + Duration::from_micros(delay_us as u64), arg));
+        Ok(())
+    }
+}
+
+impl Endpoint {
+    fn attach_inline(&mut self, class: &[u8], opts: AppletOptions) -> Result<(), Error> {
+        if !self.managed {
+            return Err(Error::Config(
+                "an inline applet needs managed buffers".into(),
+            ));
+        }
+        let mut limits = jive::Limits::default();
+        if opts.fuel != 0 {
+            limits.fuel = opts.fuel;
+        }
+        if opts.heap != 0 {
+            limits.heap_quota = opts.heap as usize;
+        }
+        let old = self.inline.take();
+        let loaded = {
+            let mut ce = ClientEp {
+                ep: self,
+                now_us: 0,
+            };
+            Applet::load(class, limits, &mut ce)
+        };
+        match loaded {
+            Ok(a) => {
+                self.inline = Some(Box::new(a));
+                self.inline_rxq.clear();
+                self.inline_timers.clear();
+                if self.rx_scratch.len() < MAX_MESSAGE {
+                    self.rx_scratch = vec![0; MAX_MESSAGE];
+                }
+                Ok(())
+            }
+            Err(e) => {
+                self.inline = old;
+                Err(Error::Rejected(e.to_string()))
+            }
+        }
+    }
+
+    /// Run one invocation of the inline applet; on a fault report it and
+    /// detach after repeated faults, as the engine does.
+    fn run_inline(
+        &mut self,
+        f: impl FnOnce(&mut Applet, &mut dyn SleEndpoint) -> Result<(), jive::Fault>,
+    ) -> bool {
+        let Some(mut a) = self.inline.take() else {
+            return false;
+        };
+        let before = a.stats;
+        let now = a.now_us();
+        let r = {
+            let mut ce = ClientEp {
+                ep: self,
+                now_us: now,
+            };
+            f(&mut a, &mut ce)
+        };
+        let h = self.header();
+        let calls = |s: &unet_engine::sle::AppletStats| s.tx_calls + s.rx_calls + s.timer_calls;
+        bump(
+            &h.client_counters[ClientCounter::AppletCalls as usize],
+            calls(&a.stats) - calls(&before),
+        );
+        bump(
+            &h.client_counters[ClientCounter::AppletTimeNs as usize],
+            a.stats.total_ns - before.total_ns,
+        );
+        match r {
+            Ok(()) => {
+                self.inline = Some(a);
+                true
+            }
+            Err(fault) => {
+                bump(&h.client_counters[ClientCounter::AppletFaults as usize], 1);
+                let kind = FaultKind::of(&fault) as u32;
+                if a.consecutive_faults >= MAX_CONSECUTIVE_FAULTS {
+                    self.user_events.push_back(Event::AppletDetached { kind });
+                } else {
+                    self.inline = Some(a);
+                    self.user_events.push_back(Event::AppletFault { kind });
+                }
+                false
+            }
+        }
+    }
+
+    fn run_inline_timers(&mut self) {
+        if self.inline_timers.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        let mut due = Vec::new();
+        self.inline_timers.retain(|&(t, arg)| {
+            if t <= now {
+                due.push(arg);
+                false
+            } else {
+                true
+            }
+        });
+        for arg in due {
+            self.run_inline(|a, e| a.timer(e, arg));
+        }
+    }
+
+    fn send_inline(&mut self, ch: Channel, data: &[u8]) -> Result<(), SendError> {
+        if data.is_empty() || data.len() as u64 > self.tx_base {
+            return Err(SendError::TooLarge);
+        }
+        self.run_inline_timers();
+        // doTx sees the data at offset 0 of the buffer area, the scratch
+        // block the tx allocator leaves alone; it runs to completion before
+        // the block is reused.
+        self.write_buffer(0, data);
+        let len = data.len() as u32;
+        if self.run_inline(|a, e| a.tx(e, len, ch.0, 0)) {
+            Ok(())
+        } else {
+            Err(SendError::AppletFault)
+        }
+    }
+
+    fn try_recv_inline(&mut self, buf: &mut [u8]) -> Result<Option<Recv>, RecvError> {
+        self.run_inline_timers();
+        for _ in 0..64 {
+            if let Some(d) = self.inline_rxq.pop_front() {
+                let len = d.len as usize;
+                if len > buf.len() {
+                    self.inline_rxq.push_front(d);
+                    return Err(RecvError::BufferTooSmall(len));
+                }
+                if d.flags & RECV_INLINE != 0 {
+                    let n = len.min(INLINE_MAX);
+                    buf[..n].copy_from_slice(&d.data[..n]);
+                } else {
+                    let bs = self.layout.geometry.buffer_size as usize;
+                    for i in 0..(d.nbufs as usize).min(MAX_RX_BUFFERS) {
+                        let off = d.offset(i);
+                        let n = bs.min(len.saturating_sub(i * bs));
+                        self.read_buffer(off, &mut buf[i * bs..i * bs + n]);
+                        self.post_free_raw(off);
+                    }
+                }
+                return Ok(Some(Recv {
+                    len,
+                    channel: Channel(d.channel),
+                }));
+            }
+            if self.inline.is_none() {
+                return self.try_recv_plain(buf);
+            }
+            let mut scratch = std::mem::take(&mut self.rx_scratch);
+            let got = self.try_recv_plain(&mut scratch);
+            let r = match got {
+                Ok(Some(r)) => {
+                    let data = &scratch[..r.len];
+                    self.run_inline(|a, e| a.rx(e, data, r.channel.0));
+                    Ok(true)
+                }
+                Ok(None) => Ok(false),
+                Err(e) => Err(e),
+            };
+            self.rx_scratch = scratch;
+            if !r? {
+                return Ok(None);
+            }
+        }
+        Ok(None)
+    }
 }

@@ -197,6 +197,7 @@ fn fail_send(e: SendError) -> c_int {
         SendError::PeerGone => UNET_EPEERGONE,
         SendError::TooLarge => UNET_ETOOLARGE,
         SendError::BadBuffer => UNET_EBADBUF,
+        SendError::AppletFault => UNET_EENGINE,
         SendError::Unmanaged => UNET_EINVAL,
     };
     fail(code, e.to_string())
@@ -715,6 +716,7 @@ pub unsafe extern "C" fn unet_attach_applet(
     len: usize,
     fuel: u64,
     heap: u32,
+    placement: c_int,
 ) -> c_int {
     guard(|| {
         // SAFETY: per this function's contract.
@@ -727,7 +729,18 @@ pub unsafe extern "C" fn unet_attach_applet(
         }
         // SAFETY: the caller guarantees len readable bytes at class.
         let bytes = unsafe { std::slice::from_raw_parts(class as *const u8, len) };
-        match ep.attach_applet(bytes, crate::AppletOptions { fuel, heap }) {
+        match ep.attach_applet(
+            bytes,
+            crate::AppletOptions {
+                fuel,
+                heap,
+                placement: if placement == 1 {
+                    crate::Placement::Inline
+                } else {
+                    crate::Placement::Engine
+                },
+            },
+        ) {
             Ok(()) => UNET_OK,
             Err(e) => fail_error(e),
         }

@@ -30,7 +30,9 @@ mod endpoint;
 pub mod ffi;
 mod session;
 
-pub use endpoint::{AppletOptions, Channel, ChannelOptions, Endpoint, EndpointConfig, Event, Recv};
+pub use endpoint::{
+    AppletOptions, Channel, ChannelOptions, Endpoint, EndpointConfig, Event, Placement, Recv,
+};
 pub use session::Session;
 pub use unet_abi::{ClientCounter, Geometry, RecvDesc, SendStatus};
 pub use unet_engine::control::{EndpointAddr, ErrorCode, PathChoice};
@@ -89,6 +91,8 @@ pub enum SendError {
     BadBuffer,
     /// `send` needs managed buffers; use `push_send` otherwise.
     Unmanaged,
+    /// The endpoint's inline applet faulted while handling the send.
+    AppletFault,
 }
 
 impl std::fmt::Display for SendError {
@@ -100,6 +104,7 @@ impl std::fmt::Display for SendError {
             SendError::TooLarge => "message empty or too large for this path",
             SendError::BadBuffer => "buffer outside the buffer area",
             SendError::Unmanaged => "send() needs managed buffers; use push_send()",
+            SendError::AppletFault => "the endpoint's applet faulted",
         })
     }
 }
