@@ -109,7 +109,8 @@
 //! | `truncated_datagram` | [`UdpPort`] | datagram larger than the receive buffer |
 //! | `injected_drop` | [`UdpPort`] | dropped on purpose by fault injection |
 //! | `send_failed` | [`UdpPort`] | the kernel refused a datagram (not `EAGAIN`) |
-//! | `send_queue_full`, `message_too_large` | [`SendBatch`] | not queued at all |
+//! | `send_queue_full` | engine | the send batch stayed full: message given up |
+//! | `message_too_large` | [`SendBatch`] | message can never be queued (over 1 MiB, or over the queue) |
 //!
 //! # Trust
 //!
@@ -176,7 +177,7 @@ pub enum WireDrop {
     InjectedDrop,
     /// The kernel refused to send the datagram (an error other than `EAGAIN`).
     SendFailed,
-    /// The send batch had no room for the message.
+    /// The send batch had no room for the message, and the engine gave it up.
     SendQueueFull,
     /// The message is longer than [`MAX_MESSAGE`] or cannot be fragmented
     /// with the port's datagram size.

@@ -148,7 +148,9 @@ pub struct DataTarget {
 /// Why [`SendBatch`] did not queue a message or frame. Nothing was queued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PushError {
-    /// Not enough room now: send the batch, then try again.
+    /// Not enough room now: send the batch, then try again. Not counted by
+    /// the batch; a caller that gives the message up counts
+    /// [`WireDrop::SendQueueFull`].
     Full,
     /// Can never be queued: longer than [`MAX_MESSAGE`](super::MAX_MESSAGE)
     /// or than the queue, or an invalid frame.
@@ -175,7 +177,7 @@ pub struct SendBatch {
     judged: usize,
     max_datagram: usize,
     max_entries: usize,
-    /// Counters: `messages_queued`, `send_queue_full`, `message_too_large`.
+    /// Counters: `messages_queued` and the `message_too_large` drops.
     pub stats: WireStats,
 }
 
@@ -266,11 +268,13 @@ impl SendBatch {
         }
     }
 
+    /// Counts a push that can never succeed. `Full` is not counted here:
+    /// the caller may send the batch and retry, and counts
+    /// [`WireDrop::SendQueueFull`] itself if it gives the message up.
     fn fail(&mut self, e: PushError) -> PushError {
-        self.stats.count_drop(match e {
-            PushError::Full => WireDrop::SendQueueFull,
-            PushError::TooLarge => WireDrop::MessageTooLarge,
-        });
+        if e == PushError::TooLarge {
+            self.stats.count_drop(WireDrop::MessageTooLarge);
+        }
         e
     }
 
@@ -1360,7 +1364,7 @@ mod tests {
             Err(PushError::TooLarge)
         );
         assert_eq!(batch.len(), 2);
-        assert_eq!(batch.stats.drop_count(WireDrop::SendQueueFull), 1);
+        assert_eq!(batch.stats.drop_count(WireDrop::SendQueueFull), 0);
         assert_eq!(batch.stats.drop_count(WireDrop::MessageTooLarge), 2);
         // Sending the first datagram only (as after a partial sendmmsg) lets
         // the queue move the rest to the front and take a new message.
