@@ -556,14 +556,14 @@ impl Core {
                 fuel,
                 heap,
             } => {
-                let r = match self.owned(ci, endpoint) {
+                let r = match self.owned_or_same_user(ci, endpoint) {
                     Ok(idx) => self.attach_applet(idx, fds.pop(), len, fuel, heap),
                     Err(code) => Reply::Error(code),
                 };
                 self.reply(ci, req_id, r, &[]);
             }
             Request::DetachApplet { endpoint } => {
-                let r = match self.owned(ci, endpoint) {
+                let r = match self.owned_or_same_user(ci, endpoint) {
                     Ok(idx) => match self.eps[idx].as_mut().and_then(|e| e.applet.take()) {
                         Some(_) => Reply::Ok,
                         None => Reply::Error(ErrorCode::NoApplet),
@@ -572,6 +572,23 @@ impl Core {
                 };
                 self.reply(ci, req_id, r, &[]);
             }
+        }
+    }
+
+    /// The endpoint, if client `ci` owns it or runs as the owner's user (or
+    /// root): `unet applet attach` works on another process's endpoint.
+    fn owned_or_same_user(&self, ci: usize, endpoint: u32) -> Result<usize, ErrorCode> {
+        let idx = *self.by_id.get(&endpoint).ok_or(ErrorCode::NoSuchEndpoint)?;
+        let owner = self.eps[idx]
+            .as_ref()
+            .map(|e| e.client)
+            .ok_or(ErrorCode::NoSuchEndpoint)?;
+        let uid = |c: usize| self.clients.get(c).and_then(|c| c.as_ref()).map(|c| c.uid);
+        match (uid(ci), uid(owner)) {
+            _ if owner == ci => Ok(idx),
+            (Some(0), _) => Ok(idx),
+            (Some(a), Some(b)) if a == b && a != u32::MAX => Ok(idx),
+            _ => Err(ErrorCode::NotOwner),
         }
     }
 

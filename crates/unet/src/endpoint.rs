@@ -351,29 +351,8 @@ impl Endpoint {
             self.inline_rxq.clear();
             self.inline_timers.clear();
         }
-        let seg = Segment::create("unet-applet", class.len().max(1))?;
-        // SAFETY: the fresh segment has class.len() bytes.
-        unsafe { std::ptr::copy_nonoverlapping(class.as_ptr(), seg.ptr().as_ptr(), class.len()) };
-        use std::os::fd::AsRawFd;
-        let req = Request::AttachApplet {
-            endpoint: self.id,
-            len: class.len() as u32,
-            fuel: opts.fuel,
-            heap: opts.heap,
-        };
-        match self
-            .session
-            .inner
-            .request_with_fds(&req, &[seg.fd().as_raw_fd()])?
-            .0
-        {
-            Reply::Ok => Ok(()),
-            Reply::Rejected(why) => Err(Error::Rejected(why)),
-            Reply::Error(c) => Err(Error::Engine(c)),
-            r => Err(Error::Protocol(format!(
-                "unexpected answer to attach: {r:?}"
-            ))),
-        }
+        self.session
+            .attach_applet(self.id, class, opts.fuel, opts.heap)
     }
 
     /// Detach this endpoint's applet.
@@ -383,18 +362,7 @@ impl Endpoint {
             self.inline_timers.clear();
             return Ok(());
         }
-        match self
-            .session
-            .inner
-            .request(&Request::DetachApplet { endpoint: self.id })?
-            .0
-        {
-            Reply::Ok => Ok(()),
-            Reply::Error(c) => Err(Error::Engine(c)),
-            r => Err(Error::Protocol(format!(
-                "unexpected answer to detach: {r:?}"
-            ))),
-        }
+        self.session.detach_applet(self.id)
     }
 
     /// Accept or refuse channels opened to this endpoint from now on.

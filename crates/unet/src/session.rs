@@ -91,6 +91,50 @@ impl Session {
         Endpoint::create(self.clone(), cfg)
     }
 
+    /// Attach an applet, run in the engine, to endpoint `endpoint`: one of
+    /// this session's, or another process's of the same user (what
+    /// `unet applet attach` does). See [`crate::Endpoint::attach_applet`].
+    pub fn attach_applet(
+        &self,
+        endpoint: u32,
+        class: &[u8],
+        fuel: u64,
+        heap: u32,
+    ) -> Result<(), Error> {
+        let seg = sys::Segment::create("unet-applet", class.len().max(1))?;
+        // SAFETY: the fresh segment has at least class.len() bytes.
+        unsafe { std::ptr::copy_nonoverlapping(class.as_ptr(), seg.ptr().as_ptr(), class.len()) };
+        let req = Request::AttachApplet {
+            endpoint,
+            len: class.len() as u32,
+            fuel,
+            heap,
+        };
+        match self
+            .inner
+            .request_with_fds(&req, &[seg.fd().as_raw_fd()])?
+            .0
+        {
+            Reply::Ok => Ok(()),
+            Reply::Rejected(why) => Err(Error::Rejected(why)),
+            Reply::Error(c) => Err(Error::Engine(c)),
+            r => Err(Error::Protocol(format!(
+                "unexpected answer to attach: {r:?}"
+            ))),
+        }
+    }
+
+    /// Detach the engine-run applet of endpoint `endpoint`.
+    pub fn detach_applet(&self, endpoint: u32) -> Result<(), Error> {
+        match self.inner.request(&Request::DetachApplet { endpoint })?.0 {
+            Reply::Ok => Ok(()),
+            Reply::Error(c) => Err(Error::Engine(c)),
+            r => Err(Error::Protocol(format!(
+                "unexpected answer to detach: {r:?}"
+            ))),
+        }
+    }
+
     /// Map the engine's counters segment read-only (for `unet stat`).
     pub fn counters(&self) -> Result<(unet_engine::sys::Segment, u32), Error> {
         let (r, mut fds) = self.inner.request(&Request::Stat)?;
