@@ -275,6 +275,10 @@ pub struct WireStats {
     pub gso_runs: u64,
     /// Received buffers that held a coalesced run of datagrams.
     pub gro_runs: u64,
+    /// Datagrams sent twice by fault injection.
+    pub injected_duplicates: u64,
+    /// Datagrams swapped with the next one by fault injection.
+    pub injected_reorders: u64,
     /// Messages queued for sending by [`SendBatch::push_message`].
     pub messages_queued: u64,
     /// Messages completed by the [`Reassembler`] (one-fragment ones included).
@@ -312,6 +316,8 @@ impl WireStats {
         self.recv_empty += other.recv_empty;
         self.gso_runs += other.gso_runs;
         self.gro_runs += other.gro_runs;
+        self.injected_duplicates += other.injected_duplicates;
+        self.injected_reorders += other.injected_reorders;
         self.messages_queued += other.messages_queued;
         self.messages_reassembled += other.messages_reassembled;
         for (a, b) in self.drops.iter_mut().zip(other.drops.iter()) {

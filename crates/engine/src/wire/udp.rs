@@ -20,8 +20,12 @@
 //!
 //! Fault injection: with [`PortConfig::drop_rate_ppm`] set, a generator
 //! seeded by [`PortConfig::drop_seed`] drops that share of outgoing datagrams
-//! before they reach the kernel, counted as [`WireDrop::InjectedDrop`]. The
-//! sequence of drops depends only on the seed and the order of datagrams.
+//! before they reach the kernel, counted as [`WireDrop::InjectedDrop`].
+//! [`PortConfig::dup_rate_ppm`] sends a share twice and
+//! [`PortConfig::reorder_rate_ppm`] swaps a share with the datagram queued
+//! after it (counted in [`WireStats::injected_duplicates`] and
+//! [`WireStats::injected_reorders`]). The faults depend only on the seed and
+//! the order of datagrams.
 
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6, UdpSocket};
@@ -60,8 +64,14 @@ pub struct PortConfig {
     /// Share of outgoing datagrams dropped on purpose, in parts per million
     /// (default 0).
     pub drop_rate_ppm: u32,
-    /// Seed of the drop generator.
+    /// Seed of the fault generator (drops, duplicates, reordering).
     pub drop_seed: u64,
+    /// Share of outgoing datagrams sent twice, in parts per million
+    /// (default 0).
+    pub dup_rate_ppm: u32,
+    /// Share of outgoing datagrams swapped with the next one queued, in
+    /// parts per million (default 0).
+    pub reorder_rate_ppm: u32,
     /// Send runs of equal-size datagrams with UDP segmentation offload
     /// (`UDP_SEGMENT`, Linux 4.18+): one trip through the stack per run
     /// instead of per datagram. Default true; turned off by the port when
@@ -83,6 +93,8 @@ impl Default for PortConfig {
             send_queue_bytes: 4 << 20,
             drop_rate_ppm: 0,
             drop_seed: 0,
+            dup_rate_ppm: 0,
+            reorder_rate_ppm: 0,
             gso: true,
             gro: true,
         }
@@ -124,8 +136,11 @@ impl PortConfig {
         if self.send_queue_bytes < self.max_datagram {
             return bad("send_queue_bytes smaller than a datagram");
         }
-        if self.drop_rate_ppm > 1_000_000 {
-            return bad("drop_rate_ppm above 1000000");
+        if self.drop_rate_ppm > 1_000_000
+            || self.dup_rate_ppm > 1_000_000
+            || self.reorder_rate_ppm > 1_000_000
+        {
+            return bad("a fault rate is above 1000000 ppm");
         }
         Ok(())
     }
@@ -251,7 +266,12 @@ impl SendBatch {
             return Ok(());
         }
         if self.head > 0 {
-            let from = self.entries[self.head].start;
+            // Injected reordering may leave entries out of arena order.
+            let from = self.entries[self.head..]
+                .iter()
+                .map(|e| e.start)
+                .min()
+                .unwrap_or(self.tail);
             self.arena.copy_within(from..self.tail, 0);
             self.tail -= from;
             self.entries.drain(..self.head);
@@ -674,15 +694,7 @@ impl UdpPort {
             return Ok(0);
         }
         self.stats.send_batches += 1;
-        if self.cfg.drop_rate_ppm > 0 {
-            for e in &mut batch.entries[batch.judged..] {
-                if self.rng.chance_ppm(self.cfg.drop_rate_ppm) {
-                    e.dropped = true;
-                    self.stats.count_drop(WireDrop::InjectedDrop);
-                }
-            }
-        }
-        batch.judged = batch.entries.len();
+        self.inject_faults(batch);
 
         let mut addrs = [RawAddr::empty(); MAX_BATCH];
         let mut iovs = [empty_iovec(); MAX_BATCH];
@@ -809,6 +821,41 @@ impl UdpPort {
             batch.head = last[done - 1] + 1;
         }
         Ok(sent)
+    }
+
+    /// Draws the injected faults of the datagrams queued since the last call.
+    /// Each datagram is judged once: dropped, or swapped with the next (which
+    /// is then not judged), or possibly duplicated.
+    fn inject_faults(&mut self, batch: &mut SendBatch) {
+        let c = self.cfg;
+        if c.drop_rate_ppm == 0 && c.dup_rate_ppm == 0 && c.reorder_rate_ppm == 0 {
+            batch.judged = batch.entries.len();
+            return;
+        }
+        let mut i = batch.judged;
+        while i < batch.entries.len() {
+            if self.rng.chance_ppm(c.drop_rate_ppm) {
+                batch.entries[i].dropped = true;
+                self.stats.count_drop(WireDrop::InjectedDrop);
+                i += 1;
+                continue;
+            }
+            if i + 1 < batch.entries.len() && self.rng.chance_ppm(c.reorder_rate_ppm) {
+                batch.entries.swap(i, i + 1);
+                self.stats.injected_reorders += 1;
+                i += 2;
+                continue;
+            }
+            if self.rng.chance_ppm(c.dup_rate_ppm) {
+                // The copy points at the same bytes; it is judged no further.
+                let copy = batch.entries[i];
+                batch.entries.insert(i + 1, copy);
+                self.stats.injected_duplicates += 1;
+                i += 1;
+            }
+            i += 1;
+        }
+        batch.judged = batch.entries.len();
     }
 
     /// Whether received runs may arrive coalesced (`UDP_GRO` accepted).
@@ -1137,6 +1184,68 @@ mod tests {
     }
 
     #[test]
+    fn injected_duplicates_and_reordering_never_lose_or_corrupt() {
+        let cfg = PortConfig {
+            dup_rate_ppm: 100_000,
+            reorder_rate_ppm: 100_000,
+            drop_seed: 11,
+            ..PortConfig::default()
+        };
+        let mut a = UdpPort::bind(LO.parse().unwrap(), cfg).unwrap();
+        let mut b = UdpPort::bind(LO.parse().unwrap(), PortConfig::default()).unwrap();
+        let dst = b.local_addr().unwrap();
+        // A small queue, often full.
+        let mut batch = SendBatch::new(cfg.max_datagram, 64 << 10);
+        let mut rx = Rx::new();
+        let total = 300u32;
+        let mut frags = 0u64;
+        for id in 0..total {
+            let msg = pattern(lossy_len(id), u64::from(id));
+            loop {
+                match batch.push_message(dst, 5, target(1), id, &msg) {
+                    Ok(n) => {
+                        frags += u64::from(n);
+                        break;
+                    }
+                    Err(PushError::Full) => {
+                        a.send_batch(&mut batch).unwrap();
+                        rx.drain(&mut b, 0);
+                    }
+                    Err(e) => panic!("{e:?}"),
+                }
+            }
+            if id % 5 == 4 {
+                a.send_batch(&mut batch).unwrap();
+                rx.drain(&mut b, 0);
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !batch.is_empty() || b.stats.datagrams_received < a.stats.datagrams_sent {
+            a.send_batch(&mut batch).unwrap();
+            rx.drain(&mut b, 0);
+            assert!(Instant::now() < deadline, "{:?} {:?}", a.stats, b.stats);
+        }
+        let dups = a.stats.injected_duplicates;
+        assert!(dups > 0 && a.stats.injected_reorders > 0, "{:?}", a.stats);
+        assert_eq!(a.stats.datagrams_sent, frags + dups);
+        // Every message arrives intact; one-fragment messages may arrive
+        // twice, duplicate fragments of longer ones are counted.
+        let mut ids: Vec<u32> = rx.got.iter().map(|(id, _)| *id).collect();
+        for (id, m) in &rx.got {
+            assert_eq!(m, &pattern(lossy_len(*id), u64::from(*id)), "msg {id}");
+        }
+        ids.sort_unstable();
+        let extra = ids.len() as u64 - {
+            ids.dedup();
+            ids.len() as u64
+        };
+        assert_eq!(ids, (0..total).collect::<Vec<_>>());
+        let dup_frags = rx.reasm.stats.drop_count(WireDrop::DuplicateFragment);
+        assert_eq!(extra + dup_frags, dups);
+        assert_eq!(rx.reasm.in_flight(), 0);
+    }
+
+    #[test]
     fn oversized_datagram_is_counted_as_truncated() {
         let small = PortConfig {
             max_datagram: 200,
@@ -1384,6 +1493,29 @@ mod tests {
         assert_eq!(ids, vec![1, 5, 5]);
         assert_eq!(batch.clear(), 3);
         assert!(batch.is_empty());
+
+        // Compaction with entries out of arena order (injected reordering):
+        // every queued datagram keeps its bytes.
+        let mut batch = SendBatch::new(1000, 3000);
+        for id in 0..3u8 {
+            batch
+                .push_with(dst, |b| {
+                    b[..900].fill(id);
+                    Ok(900)
+                })
+                .unwrap();
+        }
+        batch.entries.swap(1, 2);
+        batch.head = 1;
+        // 2700 bytes used, 1000 needed: only fits after compaction.
+        batch
+            .push_with(dst, |b| {
+                b[..900].fill(3);
+                Ok(900)
+            })
+            .unwrap();
+        let got: Vec<Vec<u8>> = batch.datagrams().map(|(_, d)| d.to_vec()).collect();
+        assert_eq!(got, vec![vec![2; 900], vec![1; 900], vec![3; 900]]);
     }
 
     #[test]
