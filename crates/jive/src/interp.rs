@@ -403,6 +403,8 @@ fn run<H>(
                         .wrapping_add(fr[c])
                         .wrapping_add(fr[e])
                 }
+                Op::DivM { d, a, k } => fr[d] = mc.divs[k as usize].div(fr[a]),
+                Op::RemM { d, a, k } => fr[d] = mc.divs[k as usize].rem(fr[a]),
                 Op::AddF { d, a, f } => fr[d] = fr[a].wrapping_add(fields[f as usize]),
                 Op::ArrLen { d, a } => {
                     let h = fr[a];

@@ -208,3 +208,53 @@ fn fused_adds_and_fields() {
     );
     assert_eq!(call("kbyte", &[0x180]), Ok(Some(-128)));
 }
+
+#[test]
+fn division_by_constants() {
+    let mut a = Asm::new("T");
+    a.default_init();
+    let divisors: [i32; 8] = [7, -7, 3, 1000003, 2, -1, 1, 65536];
+    for (i, d) in divisors.iter().enumerate() {
+        let k = a.int(*d);
+        a.method(
+            PS,
+            &format!("d{i}"),
+            "(I)I",
+            2,
+            1,
+            &[ILOAD_0, LDC, lo(k), IDIV, IRETURN],
+        );
+        a.method(
+            PS,
+            &format!("r{i}"),
+            "(I)I",
+            2,
+            1,
+            &[ILOAD_0, LDC, lo(k), IREM, IRETURN],
+        );
+    }
+    let c = Class::load(&a.build(), &test_natives::<()>(), &[]).unwrap();
+    let mut vm = Vm::new(c.clone(), Limits::default(), &mut ()).unwrap();
+    for (i, d) in divisors.iter().enumerate() {
+        for n in [
+            0,
+            1,
+            -1,
+            6,
+            7,
+            8,
+            -6,
+            -7,
+            -8,
+            1_000_003,
+            i32::MAX,
+            i32::MIN,
+            123_456_789,
+        ] {
+            let q = vm.invoke(&mut (), c.method(&format!("d{i}")).unwrap(), &[n]);
+            let r = vm.invoke(&mut (), c.method(&format!("r{i}")).unwrap(), &[n]);
+            assert_eq!(q, Ok(Some(n.wrapping_div(*d))), "{n} / {d}");
+            assert_eq!(r, Ok(Some(n.wrapping_rem(*d))), "{n} % {d}");
+        }
+    }
+}
