@@ -281,6 +281,11 @@ pub struct Verified {
 /// Limit on (basic blocks × frame slots) kept by the verifier.
 const MAX_STATE_SLOTS: usize = 1 << 22;
 
+/// Limit on verification work per method (instruction steps plus slots
+/// copied or merged), so that a hostile method cannot make loading slow.
+/// Real methods need a tiny fraction of it.
+const MAX_WORK: u64 = 50_000_000;
+
 fn opcode_name(op: u8) -> &'static str {
     const NAMES: [&str; 202] = [
         "nop",
@@ -1368,8 +1373,12 @@ pub fn verify(model: &Model<'_>, m: &MethodDef, code: &CodeInfo) -> Result<Verif
     let mut work = vec![0usize];
     let mut on_work = vec![false; insns.len()];
     on_work[0] = true;
+    let mut effort: u64 = 0;
+    let frame_slots = (max_locals + max_stack) as u64 + 1;
     while let Some(start) = work.pop() {
         on_work[start] = false;
+        // One clone here, one merge at the end of the block.
+        effort += 2 * frame_slots;
         let mut f = states[start].clone().unwrap_or_else(|| Frame {
             locals: Vec::new(),
             stack: Vec::new(),
@@ -1377,6 +1386,10 @@ pub fn verify(model: &Model<'_>, m: &MethodDef, code: &CodeInfo) -> Result<Verif
         });
         let mut i = start;
         loop {
+            effort += 1;
+            if effort > MAX_WORK {
+                return Err((None, "method too complex to verify (work limit)".into()));
+            }
             let at = insns[i].offset;
             insns[i].reachable = true;
             insns[i].height = f.stack.len() as u16;
@@ -1400,6 +1413,7 @@ pub fn verify(model: &Model<'_>, m: &MethodDef, code: &CodeInfo) -> Result<Verif
                 Flow::Stop => {}
             }
             for t in targets {
+                effort += frame_slots;
                 let t = t as usize;
                 if merge(&mut states[t], &f).map_err(|e| (Some(insns[t].offset), e))? && !on_work[t]
                 {

@@ -258,3 +258,28 @@ fn division_by_constants() {
         }
     }
 }
+
+#[test]
+fn large_branchy_method_loads_quickly() {
+    // 8000 conditional branches over 200 locals, all reachable: verification
+    // work stays bounded.
+    let mut code = Vec::new();
+    for _ in 0..8000 {
+        code.extend_from_slice(&[ILOAD_0, IFEQ, 0, 3]);
+    }
+    code.extend_from_slice(&[ICONST_0, IRETURN]);
+    let mut a = Asm::new("T");
+    a.default_init();
+    a.method(PS, "f", "(I)I", 1, 200, &code);
+    let t = std::time::Instant::now();
+    let r = Class::load(&a.build(), &test_natives::<()>(), &[]);
+    let dt = t.elapsed();
+    assert!(r.is_ok(), "{r:?}");
+    assert!(dt.as_secs() < 5, "{dt:?}");
+    let c = r.unwrap();
+    let mut vm = Vm::new(c.clone(), Limits::default(), &mut ()).unwrap();
+    assert_eq!(
+        vm.invoke(&mut (), c.method("f").unwrap(), &[1]),
+        Ok(Some(0))
+    );
+}
