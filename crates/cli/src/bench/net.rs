@@ -87,6 +87,10 @@ pub struct Common {
     /// UDP path: largest datagram unet's engines send (both agree).
     #[arg(long, default_value_t = LOOPBACK_DATAGRAM)]
     pub max_datagram: usize,
+    /// How long unet's blocking receive spins before it sleeps, in
+    /// microseconds (default: the library's).
+    #[arg(long)]
+    pub spin_us: Option<u64>,
 }
 
 /// Round-trip time against message size.
@@ -179,6 +183,9 @@ pub struct ChildArgs {
     /// unet runs on `udp`: the engines' datagram size.
     #[arg(long, default_value_t = LOOPBACK_DATAGRAM)]
     pub max_datagram: usize,
+    /// unet runs: the endpoint's receive spin time.
+    #[arg(long)]
+    pub spin_us: Option<u64>,
 }
 
 type Res<T> = Result<T, String>;
@@ -219,10 +226,10 @@ fn setup(c: &Common) -> Res<()> {
     if c.reps == 0 {
         return Err("--reps must be at least 1".into());
     }
+    warn_if_busy();
     if c.pin {
         pin_to(0)?;
     }
-    warn_if_busy();
     Ok(())
 }
 
@@ -272,6 +279,7 @@ fn pingpong(a: PingArgs) -> Res<()> {
                         warmup_time: Duration::ZERO,
                         pin: c.pin,
                         max_datagram: c.max_datagram,
+                        spin_us: c.spin_us,
                     };
                     un.extend(unet_paths::pingpong(&cfg)?);
                 }
@@ -332,6 +340,7 @@ fn stream(a: StreamArgs) -> Res<()> {
                         warmup_time: warm,
                         pin: c.pin,
                         max_datagram: c.max_datagram,
+                        spin_us: c.spin_us,
                     };
                     un.push(unet_paths::stream(&cfg)?.msgs_per_s());
                 }

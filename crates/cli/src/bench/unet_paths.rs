@@ -47,6 +47,16 @@ pub struct Run {
     pub pin: bool,
     /// UDP path: the engines' datagram size.
     pub max_datagram: usize,
+    /// Receive spin time of both endpoints (None: the library's default).
+    pub spin_us: Option<u64>,
+}
+
+fn endpoint_config(spin_us: Option<u64>) -> EndpointConfig {
+    let mut c = EndpointConfig::default();
+    if let Some(us) = spin_us {
+        c.spin = Duration::from_micros(us);
+    }
+    c
 }
 
 const DATA: u8 = 0xa5;
@@ -105,7 +115,8 @@ fn engine_config(path: PathArg, max_datagram: usize, socket: Option<&Path>) -> E
     cfg
 }
 
-fn start_side(path: PathArg, max_datagram: usize) -> Res<(Side, Vec<String>)> {
+fn start_side(r: &Run) -> Res<(Side, Vec<String>)> {
+    let (path, max_datagram) = (r.path, r.max_datagram);
     let (dir, extra) = if path == PathArg::Udp {
         (
             None,
@@ -122,10 +133,13 @@ fn start_side(path: PathArg, max_datagram: usize) -> Res<(Side, Vec<String>)> {
         .map_err(|e| format!("starting the unet engine: {e}"))?;
     let session = Session::embedded(&engine).map_err(err("session"))?;
     let ep = session
-        .create_endpoint(EndpointConfig::default())
+        .create_endpoint(endpoint_config(r.spin_us))
         .map_err(err("endpoint"))?;
     let mut extra = extra;
     extra.extend(["--path".to_string(), path.name().to_string()]);
+    if let Some(us) = r.spin_us {
+        extra.extend(["--spin-us".to_string(), us.to_string()]);
+    }
     Ok((
         Side {
             ep,
@@ -209,7 +223,7 @@ fn stop_len(size: usize) -> usize {
 
 /// Ping-pong over unet: each round trip timed on its own.
 pub fn pingpong(r: &Run) -> Res<Samples> {
-    let (mut side, extra) = start_side(r.path, r.max_datagram)?;
+    let (mut side, extra) = start_side(r)?;
     let ch = spawn_child(ChildKind::UnetPingpong, r.size, 0, &extra, None, r.pin)?;
     let res = (|| {
         let c = open_to_child(&mut side, r.path, &ch.info)?;
@@ -242,7 +256,7 @@ pub fn pingpong(r: &Run) -> Res<Samples> {
 
 /// One-way stream over unet (this process sends).
 pub fn stream(r: &Run) -> Res<StreamRun> {
-    let (mut side, extra) = start_side(r.path, r.max_datagram)?;
+    let (mut side, extra) = start_side(r)?;
     let ch = spawn_child(ChildKind::UnetStream, r.size, r.burst, &extra, None, r.pin)?;
     let res = (|| {
         let c = open_to_child(&mut side, r.path, &ch.info)?;
@@ -354,7 +368,7 @@ pub fn child(a: &ChildArgs, ready: fn(&str)) -> Res<()> {
         }
     };
     let mut ep = session
-        .create_endpoint(EndpointConfig::default())
+        .create_endpoint(endpoint_config(a.spin_us))
         .map_err(err("endpoint"))?;
     match session.udp_addr() {
         Some(u) if path == PathArg::Udp => ready(&format!("{} {u}", ep.id())),
