@@ -1,0 +1,256 @@
+//! U-Net/SLE applets end to end: the sample applets of `applets/` are
+//! compiled with the JDK at test time, attached to endpoints of embedded
+//! engines (and of two engines over UDP where the wire matters), and must
+//! behave as their descriptions say; applets outside the JIVE subset are
+//! refused, and faulting applets are reported and finally detached.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use unet::*;
+use unet_abi::{EndpointCounter, EndpointSlot, ENDPOINT_SLOTS_OFF};
+
+const T: Option<Duration> = Some(Duration::from_secs(10));
+const SEND_T: Duration = Duration::from_secs(10);
+
+// ---------------------------------------------------------------------------
+// Compiling applets
+// ---------------------------------------------------------------------------
+
+fn repo() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+}
+
+/// A JDK ≥ 22, found by `scripts/find-jdk`.
+fn jdk() -> &'static Path {
+    static JDK: OnceLock<PathBuf> = OnceLock::new();
+    JDK.get_or_init(|| {
+        let out = Command::new("bash")
+            .arg(repo().join("scripts/find-jdk"))
+            .output()
+            .expect("cannot run `bash scripts/find-jdk`");
+        if !out.status.success() {
+            panic!(
+                "the applet tests compile Java applets and need a JDK 22 or later; \
+                 scripts/find-jdk found none (set JAVA_HOME to one):\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    })
+}
+
+/// Compile `src` (one class `class` in the default package) against the
+/// applet SDK for Java 8 with every lint an error; the class file's bytes.
+fn javac(src: &Path, class: &str) -> Vec<u8> {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "unet-applets-{}-{}-{}",
+        std::process::id(),
+        class,
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    // `-options` only silences javac's note that release 8 is obsolete.
+    let out = Command::new(jdk().join("bin/javac"))
+        .args(["--release", "8", "-Xlint:all,-options", "-Werror"])
+        .arg("-sourcepath")
+        .arg(repo().join("java/applet-sdk/src/main/java"))
+        .arg("-d")
+        .arg(&dir)
+        .arg(src)
+        .output()
+        .expect("cannot run javac");
+    if !out.status.success() {
+        panic!(
+            "javac {} failed:\n{}{}",
+            src.display(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let bytes = std::fs::read(dir.join(format!("{class}.class"))).expect("class file");
+    let _ = std::fs::remove_dir_all(&dir);
+    bytes
+}
+
+/// One of the sample applets in `applets/`.
+fn applet(name: &str) -> Vec<u8> {
+    javac(&repo().join("applets").join(format!("{name}.java")), name)
+}
+
+/// A test-only applet given as source text.
+#[allow(dead_code)]
+fn applet_src(class: &str, src: &str) -> Vec<u8> {
+    let dir = std::env::temp_dir().join(format!("unet-applet-src-{}-{class}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join(format!("{class}.java"));
+    std::fs::write(&file, src).unwrap();
+    let bytes = javac(&file, class);
+    let _ = std::fs::remove_dir_all(&dir);
+    bytes
+}
+
+// ---------------------------------------------------------------------------
+// Engines, endpoints, counters
+// ---------------------------------------------------------------------------
+
+fn udp_engine(drop_ppm: u32, seed: u64) -> Engine {
+    Engine::start(EngineConfig {
+        udp_bind: Some("127.0.0.1:0".parse().unwrap()),
+        wire_drop_ppm: drop_ppm,
+        wire_drop_seed: seed,
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+fn with_buffers(buffer_size: u32) -> EndpointConfig {
+    EndpointConfig {
+        geometry: Geometry {
+            buffer_size,
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+/// One counter of endpoint `ep` in the engine's counters segment.
+fn counter(s: &Session, ep: &Endpoint, c: EndpointCounter) -> u64 {
+    let (seg, max) = s.counters().expect("counters segment");
+    let size = std::mem::size_of::<EndpointSlot>();
+    for i in 0..max as usize {
+        let Some(p) = seg.at(ENDPOINT_SLOTS_OFF + i * size, size) else {
+            break;
+        };
+        // SAFETY: in bounds of the mapping (checked by at()), 8-byte
+        // aligned; the slot's fields are atomics.
+        let slot = unsafe { p.cast::<EndpointSlot>().as_ref() };
+        if slot.live.load(Ordering::Acquire) != 0
+            && slot.endpoint_id.load(Ordering::Relaxed) == ep.id()
+        {
+            return slot.counters[c as usize].load(Ordering::Relaxed);
+        }
+    }
+    panic!("endpoint {} has no counters slot", ep.id());
+}
+
+/// The next event within `timeout`.
+fn next_event(ep: &mut Endpoint, timeout: Duration) -> Option<Event> {
+    let start = Instant::now();
+    loop {
+        if let Some(e) = ep.poll_event() {
+            return Some(e);
+        }
+        if start.elapsed() >= timeout {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Nothing arrives at `ep` within `wait`.
+fn assert_quiet(ep: &mut Endpoint, wait: Duration, what: &str) {
+    let mut buf = vec![0u8; 1 << 17];
+    match ep.recv(&mut buf, Some(wait)) {
+        Err(RecvError::Timeout) => {}
+        r => panic!("{what}: expected nothing, got {r:?}"),
+    }
+}
+
+fn pattern(i: usize, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|k| (i.wrapping_mul(131) + k * 7 + (k >> 8)) as u8)
+        .collect()
+}
+
+/// `a` sends every size to `b` on `ch`; `b` echoes each back on the channel
+/// it arrived on. Both copies must be intact. Returns the number of
+/// messages each side sent.
+fn exchange(
+    a: &mut Endpoint,
+    b: &mut Endpoint,
+    ch: Channel,
+    sizes: &[usize],
+    rounds: usize,
+) -> u64 {
+    let mut buf = vec![0u8; 1 << 17];
+    let mut n = 0;
+    for r in 0..rounds {
+        for (k, &len) in sizes.iter().enumerate() {
+            let msg = pattern(r * 100 + k, len);
+            a.send_blocking(ch, &msg, SEND_T).expect("send");
+            let got = b.recv(&mut buf, T).expect("recv");
+            assert_eq!(got.len, len, "round {r}: length of a {len}-byte message");
+            assert!(
+                buf[..len] == msg[..],
+                "round {r}: content of a {len}-byte message"
+            );
+            let echo = buf[..len].to_vec();
+            b.send_blocking(got.channel, &echo, SEND_T).expect("echo");
+            let back = a.recv(&mut buf, T).expect("recv echo");
+            assert_eq!(back.channel, ch);
+            assert_eq!(back.len, len, "round {r}: length of the {len}-byte echo");
+            assert!(
+                buf[..len] == msg[..],
+                "round {r}: content of the {len}-byte echo"
+            );
+            n += 1;
+        }
+    }
+    n
+}
+
+// ---------------------------------------------------------------------------
+// RawUnet: the U-Net/SLE paper's Figure 2
+// ---------------------------------------------------------------------------
+
+/// RawUnet's TxBuf holds 4096 bytes and it delivers into one buffer: with
+/// 4 KiB buffers it carries everything up to one buffer.
+const RAW_SIZES: &[usize] = &[1, 8, 55, 56, 57, 64, 1000, 4095, 4096];
+
+fn raw_unet_both_ways(sa: &Session, sb: &Session) {
+    let class = applet("RawUnet");
+    let mut a = sa.create_endpoint(with_buffers(4096)).unwrap();
+    let mut b = sb.create_endpoint(with_buffers(4096)).unwrap();
+    a.attach_applet(&class, AppletOptions::default()).unwrap();
+    b.attach_applet(&class, AppletOptions::default()).unwrap();
+    let ch = a.open_channel(b.addr(), ChannelOptions::default()).unwrap();
+    let n = exchange(&mut a, &mut b, ch, RAW_SIZES, 3);
+    for (s, ep) in [(sa, &a), (sb, &b)] {
+        assert_eq!(counter(s, ep, EndpointCounter::AppletTxCalls), n);
+        assert_eq!(counter(s, ep, EndpointCounter::AppletRxCalls), n);
+        assert!(counter(s, ep, EndpointCounter::AppletTimeNs) > 0);
+        assert!(counter(s, ep, EndpointCounter::AppletFuel) > 0);
+        assert_eq!(counter(s, ep, EndpointCounter::AppletFaultNative), 0);
+    }
+    // More than TxBuf holds: doHtoLDMA refuses (a native fault), nothing
+    // goes out, and the applet stays attached.
+    a.send_blocking(ch, &pattern(9, 4097), SEND_T).unwrap();
+    assert_eq!(
+        next_event(&mut a, Duration::from_secs(10)),
+        Some(Event::AppletFault { kind: 5 })
+    );
+    assert_eq!(counter(sa, &a, EndpointCounter::AppletFaultNative), 1);
+    assert_quiet(&mut b, Duration::from_millis(100), "after a faulted doTx");
+    exchange(&mut a, &mut b, ch, &[100], 1);
+}
+
+#[test]
+fn raw_unet_on_one_engine() {
+    let engine = Engine::start(EngineConfig::default()).unwrap();
+    let s = Session::embedded(&engine).unwrap();
+    raw_unet_both_ways(&s, &s);
+}
+
+#[test]
+fn raw_unet_over_udp() {
+    let e1 = udp_engine(0, 0);
+    let e2 = udp_engine(0, 0);
+    let s1 = Session::embedded(&e1).unwrap();
+    let s2 = Session::embedded(&e2).unwrap();
+    raw_unet_both_ways(&s1, &s2);
+}
