@@ -83,7 +83,7 @@ fn applet(name: &str) -> Vec<u8> {
 }
 
 /// A test-only applet given as source text.
-#[allow(dead_code)]
+
 fn applet_src(class: &str, src: &str) -> Vec<u8> {
     let dir = std::env::temp_dir().join(format!("unet-applet-src-{}-{class}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -253,4 +253,167 @@ fn raw_unet_over_udp() {
     let s1 = Session::embedded(&e1).unwrap();
     let s2 = Session::embedded(&e2).unwrap();
     raw_unet_both_ways(&s1, &s2);
+}
+
+// ---------------------------------------------------------------------------
+// StdUnet: standard U-Net, messages spanning several buffers
+// ---------------------------------------------------------------------------
+
+#[test]
+fn std_unet_spans_several_buffers() {
+    let class = applet("StdUnet");
+    let engine = Engine::start(EngineConfig::default()).unwrap();
+    let s = Session::embedded(&engine).unwrap();
+    let mut a = s.create_endpoint(with_buffers(8192)).unwrap();
+    let mut b = s.create_endpoint(with_buffers(8192)).unwrap();
+    a.attach_applet(&class, AppletOptions::default()).unwrap();
+    b.attach_applet(&class, AppletOptions::default()).unwrap();
+    let ch = a.open_channel(b.addr(), ChannelOptions::default()).unwrap();
+    let sizes = [
+        1, 56, 57, 8191, 8192, 8193, 16384, 20_000, 65_536, 100_000, 114_688,
+    ];
+    let n = exchange(&mut a, &mut b, ch, &sizes, 2);
+    assert_eq!(counter(&s, &b, EndpointCounter::AppletRxCalls), n);
+    assert_eq!(counter(&s, &a, EndpointCounter::AppletRxCalls), n);
+}
+
+#[test]
+fn std_unet_gives_buffers_back_when_they_run_out() {
+    let class = applet("StdUnet");
+    let engine = Engine::start(EngineConfig::default()).unwrap();
+    let s = Session::embedded(&engine).unwrap();
+    let mut a = s.create_endpoint(with_buffers(8192)).unwrap();
+    // The receiver manages its own buffers and posts only two.
+    let mut b = s
+        .create_endpoint(EndpointConfig {
+            managed_buffers: false,
+            ..with_buffers(8192)
+        })
+        .unwrap();
+    b.attach_applet(&class, AppletOptions::default()).unwrap();
+    b.post_free(0).unwrap();
+    b.post_free(8192).unwrap();
+    let ch = a.open_channel(b.addr(), ChannelOptions::default()).unwrap();
+    let msg = pattern(5, 20_000);
+    // Three buffers needed, two there: dropped, both given back.
+    a.send_blocking(ch, &msg, SEND_T).unwrap();
+    let start = Instant::now();
+    while counter(&s, &b, EndpointCounter::AppletRxCalls) < 1 {
+        assert!(start.elapsed() < Duration::from_secs(10), "no doRx");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(b.poll_recv_desc().is_none(), "a message without buffers");
+    // One more buffer: the two given back and the new one carry it.
+    b.post_free(16384).unwrap();
+    a.send_blocking(ch, &msg, SEND_T).unwrap();
+    let start = Instant::now();
+    let d = loop {
+        if let Some(d) = b.poll_recv_desc() {
+            break d;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "no delivery");
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    assert_eq!(d.len, 20_000);
+    assert_eq!(d.nbufs, 3);
+    let mut offs: Vec<u32> = (0..3).map(|i| d.offset(i)).collect();
+    let mut got = vec![0u8; 20_000];
+    for (i, &o) in offs.iter().enumerate() {
+        let n = 8192.min(20_000 - i * 8192);
+        b.read_buffer(o, &mut got[i * 8192..i * 8192 + n]);
+    }
+    assert!(got == msg, "content");
+    offs.sort();
+    assert_eq!(offs, [0, 8192, 16384]);
+}
+
+// ---------------------------------------------------------------------------
+// Refusal and faults
+// ---------------------------------------------------------------------------
+
+#[test]
+fn class_outside_the_subset_is_refused() {
+    let class = applet_src(
+        "UsesLong",
+        "public class UsesLong {\n\
+         public static byte[] RxBuf;\n\
+         static int doTx(int length, int channel, int off) { long t = length; t = t * 3; return (int) t; }\n\
+         static int doRx(int length, int channel) { return 0; }\n\
+         }\n",
+    );
+    let engine = Engine::start(EngineConfig::default()).unwrap();
+    let s = Session::embedded(&engine).unwrap();
+    let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
+    let mut b = s.create_endpoint(EndpointConfig::default()).unwrap();
+    match a.attach_applet(&class, AppletOptions::default()) {
+        Err(Error::Rejected(why)) => {
+            assert!(why.contains("doTx"), "names the method: {why}");
+            assert!(why.contains("at offset"), "names the offset: {why}");
+        }
+        r => panic!("expected a rejection, got {r:?}"),
+    }
+    assert_eq!(counter(&s, &a, EndpointCounter::AppletAttached), 0);
+    // The endpoint works on without an applet.
+    let ch = a.open_channel(b.addr(), ChannelOptions::default()).unwrap();
+    exchange(&mut a, &mut b, ch, &[1, 100, 20_000], 1);
+    assert_eq!(counter(&s, &a, EndpointCounter::AppletTxCalls), 0);
+}
+
+#[test]
+fn looping_applet_faults_then_is_detached() {
+    let class = applet_src(
+        "Spin",
+        "public class Spin {\n\
+         public static byte[] RxBuf;\n\
+         static int doTx(int length, int channel, int off) { while (true) { } }\n\
+         static int doRx(int length, int channel) { return 0; }\n\
+         }\n",
+    );
+    let engine = Engine::start(EngineConfig::default()).unwrap();
+    let s = Session::embedded(&engine).unwrap();
+    let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
+    let mut b = s.create_endpoint(EndpointConfig::default()).unwrap();
+    let opts = AppletOptions {
+        fuel: 200_000,
+        ..Default::default()
+    };
+    a.attach_applet(&class, opts).unwrap();
+    let ch = a.open_channel(b.addr(), ChannelOptions::default()).unwrap();
+    let limit = 16;
+    for i in 1..=limit {
+        a.send_blocking(ch, &pattern(i, 100), SEND_T).unwrap();
+        let want = if i < limit {
+            Event::AppletFault { kind: 0 }
+        } else {
+            Event::AppletDetached { kind: 0 }
+        };
+        assert_eq!(
+            next_event(&mut a, Duration::from_secs(10)),
+            Some(want),
+            "send {i}"
+        );
+    }
+    assert_eq!(
+        counter(&s, &a, EndpointCounter::AppletFaultFuel),
+        limit as u64
+    );
+    assert_eq!(counter(&s, &a, EndpointCounter::AppletDetached), 1);
+    assert_eq!(
+        counter(&s, &a, EndpointCounter::AppletTxCalls),
+        limit as u64
+    );
+    assert!(counter(&s, &a, EndpointCounter::AppletFuel) >= 200_000 * limit as u64);
+    assert_quiet(
+        &mut b,
+        Duration::from_millis(50),
+        "no faulted send goes out",
+    );
+    // Plain U-Net from now on.
+    exchange(&mut a, &mut b, ch, &[1, 100, 20_000], 2);
+    assert_eq!(
+        counter(&s, &a, EndpointCounter::AppletTxCalls),
+        limit as u64
+    );
+    assert_eq!(a.poll_event(), None);
 }
