@@ -21,6 +21,10 @@
 //! call until that call, which must happen exactly once on every path to a
 //! return.
 //!
+//! Verification itself is bounded: a method whose blocks × frame slots
+//! exceed 4 Mi, or whose dataflow needs more than 50 M steps, is rejected
+//! as too complex (real methods are far below both).
+//!
 //! It does **not** check: anything about unreachable code beyond its
 //! syntax (it is never decoded or run); termination or running time (fuel
 //! does that at run time); array bounds, null references, division by zero
