@@ -790,9 +790,13 @@ impl UdpPort {
                     Some(libc::EINTR) => continue,
                     Some(libc::EAGAIN | libc::ENOBUFS) => break,
                     Some(libc::EBADF | libc::ENOTSOCK | libc::EFAULT) => return Err(err),
-                    Some(libc::EINVAL | libc::EIO | libc::ENOPROTOOPT | libc::EOPNOTSUPP)
-                        if segs[0] > 1 =>
-                    {
+                    Some(
+                        libc::EINVAL
+                        | libc::EIO
+                        | libc::EMSGSIZE
+                        | libc::ENOPROTOOPT
+                        | libc::EOPNOTSUPP,
+                    ) if segs[0] > 1 => {
                         // Segmentation refused (old kernel, no checksum
                         // offload on the route): send datagram by datagram.
                         self.gso = false;
@@ -1448,6 +1452,40 @@ mod tests {
         let mut huge_len = gro.clone();
         huge_len[..W].copy_from_slice(&usize::MAX.to_ne_bytes());
         assert_eq!(gro_segment_size(&huge_len), None);
+    }
+
+    #[test]
+    fn refused_segmentation_falls_back_to_plain_datagrams() {
+        let mut a = UdpPort::bind(LO.parse().unwrap(), PortConfig::default()).unwrap();
+        let mut b = UdpPort::bind(LO.parse().unwrap(), PortConfig::default()).unwrap();
+        // Without UDP checksums the kernel refuses segmentation (EINVAL).
+        let on: libc::c_int = 1;
+        // SAFETY: the port's socket is open; the value points at a live
+        // c_int whose size is passed.
+        let rc = unsafe {
+            libc::setsockopt(
+                a.raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_NO_CHECK,
+                (&on as *const libc::c_int).cast(),
+                size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(rc, 0);
+        let dst = b.local_addr().unwrap();
+        let mut batch = SendBatch::for_port(a.config());
+        let msg = pattern(20_000, 8);
+        let n = batch.push_message(dst, 1, target(0), 1, &msg).unwrap();
+        assert_eq!(a.send_batch(&mut batch).unwrap(), usize::from(n));
+        assert!(!a.gso_active());
+        assert_eq!(a.stats.gso_runs, 0);
+        assert_eq!(a.stats.total_drops(), 0);
+        let mut rx = Rx::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while rx.got.is_empty() && Instant::now() < deadline {
+            rx.drain(&mut b, 0);
+        }
+        assert_eq!(rx.got, vec![(1, msg)]);
     }
 
     #[test]
