@@ -417,3 +417,66 @@ fn looping_applet_faults_then_is_detached() {
     );
     assert_eq!(a.poll_event(), None);
 }
+
+// ---------------------------------------------------------------------------
+// PingPong: round trips between applets, never reaching user level
+// ---------------------------------------------------------------------------
+
+fn be(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes(b[at..at + 4].try_into().unwrap())
+}
+
+fn ping_pong(sa: &Session, sb: &Session) {
+    let class = applet("PingPong");
+    let mut a = sa.create_endpoint(EndpointConfig::default()).unwrap();
+    let mut b = sb.create_endpoint(EndpointConfig::default()).unwrap();
+    a.attach_applet(&class, AppletOptions::default()).unwrap();
+    b.attach_applet(&class, AppletOptions::default()).unwrap();
+    let ch = a.open_channel(b.addr(), ChannelOptions::default()).unwrap();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut total = 0;
+    for (n, payload) in [(1000u32, 60usize), (1, 4), (250, 1000)] {
+        let mut msg = n.to_be_bytes().to_vec();
+        msg.extend(pattern(n as usize, payload));
+        a.send_blocking(ch, &msg, SEND_T).unwrap();
+        let r = a.recv(&mut buf, T).expect("the report of the run");
+        assert_eq!(r.len, 12, "one small report");
+        assert_eq!(r.channel, ch);
+        assert_eq!(be(&buf, 0), n, "round trips done");
+        assert_eq!(be(&buf, 8), 0, "pongs of the wrong length");
+        eprintln!(
+            "PingPong: {n} round trips of {} bytes in {} us by the applet's clock",
+            payload + 5,
+            be(&buf, 4)
+        );
+        total += n as u64;
+        // Neither user saw a ping or a pong.
+        assert_quiet(
+            &mut a,
+            Duration::from_millis(20),
+            "initiator after the report",
+        );
+        assert_quiet(&mut b, Duration::from_millis(1), "responder");
+    }
+    assert_eq!(counter(sa, &a, EndpointCounter::AppletTxCalls), 3);
+    assert_eq!(counter(sa, &a, EndpointCounter::AppletRxCalls), total);
+    assert_eq!(counter(sb, &b, EndpointCounter::AppletRxCalls), total);
+    assert_eq!(counter(sb, &b, EndpointCounter::AppletTxCalls), 0);
+    assert_eq!(counter(sb, &b, EndpointCounter::RxMsgs), 0);
+}
+
+#[test]
+fn ping_pong_on_one_engine() {
+    let engine = Engine::start(EngineConfig::default()).unwrap();
+    let s = Session::embedded(&engine).unwrap();
+    ping_pong(&s, &s);
+}
+
+#[test]
+fn ping_pong_over_udp() {
+    let e1 = udp_engine(0, 0);
+    let e2 = udp_engine(0, 0);
+    let s1 = Session::embedded(&e1).unwrap();
+    let s2 = Session::embedded(&e2).unwrap();
+    ping_pong(&s1, &s2);
+}
