@@ -65,7 +65,7 @@ use std::fmt;
 pub use heap::ArrayRef;
 pub use interp::{FaultSite, Vm};
 pub use natives::{test_natives, NativeCtx, NativeFn, Natives, NATIVES_CLASS};
-pub use subset::{Class, FieldId, MethodId};
+pub use subset::{Class, Elem, FieldId, JType, MethodId};
 
 /// Largest class file accepted, in bytes (1 MiB).
 pub const MAX_CLASS_BYTES: usize = 1 << 20;
