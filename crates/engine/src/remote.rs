@@ -93,6 +93,10 @@ impl Wire {
 
     /// The next time a timer (open retry, reassembly timeout) is due.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        if !self.batch.is_empty() {
+            // Datagrams wait for room in the socket: come back soon.
+            return Some(Instant::now() + Duration::from_micros(200));
+        }
         let open = self.pending.values().map(|p| p.next_try).min();
         let reasm = self
             .reasm
@@ -329,6 +333,7 @@ pub(crate) fn send_remote(core: &mut Core, idx: usize, chan: u16, src: *const u8
             .push_message(peer, w.engine_id, to, msg_id, msg)
             .is_err()
         {
+            w.batch.stats.count_drop(WireDrop::SendQueueFull);
             return;
         }
     }
