@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use unet::*;
-use unet_abi::{EndpointCounter, EndpointSlot, ENDPOINT_SLOTS_OFF};
+use unet_abi::{CountersHeader, EndpointCounter, EndpointSlot, EngineCounter, ENDPOINT_SLOTS_OFF};
 
 const T: Option<Duration> = Some(Duration::from_secs(10));
 const SEND_T: Duration = Duration::from_secs(10);
@@ -136,6 +136,15 @@ fn counter(s: &Session, ep: &Endpoint, c: EndpointCounter) -> u64 {
         }
     }
     panic!("endpoint {} has no counters slot", ep.id());
+}
+
+/// One engine-wide counter.
+fn engine_counter(s: &Session, c: EngineCounter) -> u64 {
+    let (seg, _) = s.counters().expect("counters segment");
+    // SAFETY: the segment starts with the counters header (mapped with its
+    // full size by counters()); the values are atomics.
+    let h = unsafe { seg.ptr().cast::<CountersHeader>().as_ref() };
+    h.engine[c as usize].load(Ordering::Relaxed)
 }
 
 /// The next event within `timeout`.
@@ -479,4 +488,104 @@ fn ping_pong_over_udp() {
     let s1 = Session::embedded(&e1).unwrap();
     let s2 = Session::embedded(&e2).unwrap();
     ping_pong(&s1, &s2);
+}
+
+// ---------------------------------------------------------------------------
+// FlowControl: reliable, in-order delivery over a lossy wire
+// ---------------------------------------------------------------------------
+
+/// Message `i` of a flow-control run: 4..=1024 bytes, its index first.
+fn numbered(i: usize) -> Vec<u8> {
+    let len = 4 + (i * 389) % 1021;
+    let mut m = pattern(i, len);
+    m[..4].copy_from_slice(&(i as u32).to_be_bytes());
+    m
+}
+
+#[test]
+fn flow_control_is_reliable_over_a_lossy_wire() {
+    let class = applet("FlowControl");
+    let e1 = udp_engine(100_000, 7);
+    let e2 = udp_engine(100_000, 7);
+    let s1 = Session::embedded(&e1).unwrap();
+    let s2 = Session::embedded(&e2).unwrap();
+    let mut a = s1.create_endpoint(EndpointConfig::default()).unwrap();
+    let mut b = s2.create_endpoint(EndpointConfig::default()).unwrap();
+    a.attach_applet(&class, AppletOptions::default()).unwrap();
+    b.attach_applet(&class, AppletOptions::default()).unwrap();
+    let ch = a.open_channel(b.addr(), ChannelOptions::default()).unwrap();
+    const N: usize = 2000;
+    // At most the applet's pool (80) outstanding, so none is dropped.
+    const OUTSTANDING: usize = 64;
+    let mut buf = vec![0u8; 1 << 16];
+    let (mut sent, mut got) = (0, 0);
+    let start = Instant::now();
+    while got < N {
+        while sent < N && sent - got < OUTSTANDING {
+            a.send_blocking(ch, &numbered(sent), SEND_T).unwrap();
+            sent += 1;
+        }
+        let r = b
+            .recv(&mut buf, T)
+            .unwrap_or_else(|e| panic!("message {got}: {e:?}"));
+        let want = numbered(got);
+        assert_eq!(r.len, want.len(), "length of message {got}");
+        assert_eq!(be(&buf, 0), got as u32, "message {got} in order");
+        assert!(buf[..r.len] == want[..], "content of message {got}");
+        got += 1;
+    }
+    eprintln!("FlowControl: {N} messages in {:?}", start.elapsed());
+    assert_quiet(&mut b, Duration::from_millis(100), "exactly once");
+    assert!(
+        engine_counter(&s1, EngineCounter::WireDropInjectedDrop) > 0
+            && engine_counter(&s2, EngineCounter::WireDropInjectedDrop) > 0,
+        "the wire lost packets both ways"
+    );
+    assert!(counter(&s1, &a, EndpointCounter::AppletTimerCalls) > 0);
+    assert_eq!(counter(&s1, &a, EndpointCounter::AppletTxCalls), N as u64);
+    assert_eq!(a.poll_event(), None, "no applet fault");
+    assert_eq!(
+        b.poll_event()
+            .map(|e| matches!(e, Event::ChannelOpened { .. })),
+        Some(true)
+    );
+    assert_eq!(b.poll_event(), None, "no applet fault");
+}
+
+#[test]
+fn flow_control_backlog_is_bounded() {
+    let class = applet("FlowControl");
+    let engine = Engine::start(EngineConfig::default()).unwrap();
+    let s = Session::embedded(&engine).unwrap();
+    let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
+    let mut b = s.create_endpoint(EndpointConfig::default()).unwrap();
+    a.attach_applet(&class, AppletOptions::default()).unwrap();
+    let ch = a.open_channel(b.addr(), ChannelOptions::default()).unwrap();
+    // The receiver has no applet yet, so nothing is acknowledged: the
+    // window (16) goes out, the backlog (64) waits, the last 10 are dropped.
+    for i in 0..90 {
+        a.send_blocking(ch, &numbered(i), SEND_T).unwrap();
+    }
+    let mut buf = vec![0u8; 1 << 16];
+    for i in 0..16 {
+        let r = b.recv(&mut buf, T).expect("a raw data packet");
+        assert_eq!(buf[0], 1, "a data packet");
+        assert_eq!(be(&buf, 1), i, "its sequence number");
+        assert!(buf[5..r.len] == numbered(i as usize)[..], "its payload");
+    }
+    b.attach_applet(&class, AppletOptions::default()).unwrap();
+    // Raw copies (retransmissions) delivered before the attach.
+    while b.try_recv(&mut buf).unwrap().is_some() {}
+    // The retransmissions now reach b's applet: all 80 queued messages
+    // arrive, in order, once.
+    for i in 0..80 {
+        let r = b.recv(&mut buf, T).expect("a message");
+        assert!(buf[..r.len] == numbered(i)[..], "message {i}");
+    }
+    assert_quiet(&mut b, Duration::from_millis(100), "the 10 dropped sends");
+    // They were never numbered: the next send follows message 79.
+    a.send_blocking(ch, &numbered(90), SEND_T).unwrap();
+    let r = b.recv(&mut buf, T).expect("the next message");
+    assert!(buf[..r.len] == numbered(90)[..]);
+    assert_quiet(&mut b, Duration::from_millis(50), "nothing more");
 }
