@@ -589,3 +589,133 @@ fn flow_control_backlog_is_bounded() {
     assert!(buf[..r.len] == numbered(90)[..]);
     assert_quiet(&mut b, Duration::from_millis(50), "nothing more");
 }
+
+// ---------------------------------------------------------------------------
+// Multicast: one send, several channels
+// ---------------------------------------------------------------------------
+
+#[test]
+fn multicast_reaches_the_selected_peers() {
+    let class = applet("Multicast");
+    let e1 = udp_engine(0, 0);
+    let e2 = udp_engine(0, 0);
+    let s1 = Session::embedded(&e1).unwrap();
+    let s2 = Session::embedded(&e2).unwrap();
+    let mut m = s1.create_endpoint(EndpointConfig::default()).unwrap();
+    m.attach_applet(&class, AppletOptions::default()).unwrap();
+    // Three peers on the same engine, one on the other.
+    let mut peers: Vec<Endpoint> = (0..3)
+        .map(|_| s1.create_endpoint(EndpointConfig::default()).unwrap())
+        .collect();
+    peers.push(s2.create_endpoint(EndpointConfig::default()).unwrap());
+    let chans: Vec<Channel> = peers
+        .iter()
+        .map(|p| m.open_channel(p.addr(), ChannelOptions::default()).unwrap())
+        .collect();
+    let mut buf = vec![0u8; 1 << 17];
+    let cases: &[(&[usize], usize)] = &[
+        (&[0, 2, 3], 1000),
+        (&[1], 10),
+        (&[0, 1, 2, 3], 20_000),
+        (&[3], 56),
+    ];
+    for (k, &(to, len)) in cases.iter().enumerate() {
+        let mask: u32 = to.iter().map(|&i| 1u32 << chans[i].0).sum();
+        let payload = pattern(k, len);
+        let mut msg = mask.to_be_bytes().to_vec();
+        msg.extend_from_slice(&payload);
+        m.send_blocking(chans[0], &msg, SEND_T).unwrap();
+        for (i, p) in peers.iter_mut().enumerate() {
+            if to.contains(&i) {
+                let r = p.recv(&mut buf, T).expect("a selected peer");
+                assert_eq!(r.len, len, "case {k}, peer {i}");
+                assert!(buf[..len] == payload[..], "case {k}, peer {i}");
+            }
+        }
+        for (i, p) in peers.iter_mut().enumerate() {
+            if !to.contains(&i) {
+                assert_quiet(p, Duration::from_millis(30), &format!("case {k}, peer {i}"));
+            }
+        }
+    }
+    assert_eq!(
+        counter(&s1, &m, EndpointCounter::AppletTxCalls),
+        cases.len() as u64
+    );
+    let copies: usize = cases.iter().map(|c| c.0.len()).sum();
+    assert_eq!(counter(&s1, &m, EndpointCounter::TxMsgs), copies as u64);
+}
+
+// ---------------------------------------------------------------------------
+// PacketBuffers: the packet names its receive buffer
+// ---------------------------------------------------------------------------
+
+#[test]
+fn packet_buffers_land_where_the_packet_says() {
+    let class = applet("PacketBuffers");
+    let engine = Engine::start(EngineConfig::default()).unwrap();
+    let s = Session::embedded(&engine).unwrap();
+    let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
+    // The receiver posts no free buffers at all.
+    let mut b = s
+        .create_endpoint(EndpointConfig {
+            managed_buffers: false,
+            ..Default::default()
+        })
+        .unwrap();
+    a.attach_applet(&class, AppletOptions::default()).unwrap();
+    b.attach_applet(&class, AppletOptions::default()).unwrap();
+    let ch = a.open_channel(b.addr(), ChannelOptions::default()).unwrap();
+    assert!(matches!(
+        next_event(&mut b, Duration::from_secs(10)),
+        Some(Event::ChannelOpened { .. })
+    ));
+    let bs = b.geometry().buffer_size;
+    for (k, &(at, len)) in [
+        (0x1000u32, 100usize),
+        (0x2_0000, 8192),
+        (0x3_0040, 20_000),
+        (0x40, 5),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let payload = pattern(k + 40, len);
+        let mut msg = at.to_be_bytes().to_vec();
+        msg.extend_from_slice(&payload);
+        a.send_blocking(ch, &msg, SEND_T).unwrap();
+        let start = Instant::now();
+        let d = loop {
+            if let Some(d) = b.poll_recv_desc() {
+                break d;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "case {k}: nothing"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        assert_eq!(d.len as usize, len, "case {k}");
+        assert_eq!(d.flags, 0, "case {k}: in buffers, not inline");
+        let n = len.div_ceil(bs as usize);
+        assert_eq!(d.nbufs as usize, n, "case {k}");
+        for i in 0..n {
+            assert_eq!(d.offset(i), at + i as u32 * bs, "case {k}, buffer {i}");
+        }
+        let mut got = vec![0u8; len];
+        b.read_buffer(at, &mut got);
+        assert!(
+            got == payload,
+            "case {k}: the payload is in place at {at:#x}"
+        );
+    }
+    // An offset outside the buffer area faults the arrival; nothing lands.
+    let mut msg = 0x7fff_0000u32.to_be_bytes().to_vec();
+    msg.extend_from_slice(&[1; 100]);
+    a.send_blocking(ch, &msg, SEND_T).unwrap();
+    assert_eq!(
+        next_event(&mut b, Duration::from_secs(10)),
+        Some(Event::AppletFault { kind: 5 })
+    );
+    assert!(b.poll_recv_desc().is_none());
+}
