@@ -1,0 +1,84 @@
+//! `unet bench jive --quick`: the paper's benchmarks run end to end on JIVE,
+//! gcc -O0/-O2 and HotSpot -Xint/JIT (needs gcc and a JDK >= 22), with the
+//! checksums of all five agreeing (the command fails otherwise).
+
+use std::process::Command;
+
+use serde_json::Value;
+
+const NAMES: [&str; 13] = [
+    "null-loop",
+    "null-call",
+    "field-read",
+    "field-write",
+    "array-read",
+    "array-write",
+    "math",
+    "math-field",
+    "math-array",
+    "qsort",
+    "rand",
+    "fibonacci",
+    "null native call",
+];
+
+#[test]
+fn quick_json_run_reports_every_benchmark_on_every_runtime() {
+    let o = Command::new(env!("CARGO_BIN_EXE_unet"))
+        .args(["bench", "jive", "--quick", "--json"])
+        .output()
+        .expect("run unet");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "unet bench jive failed:\n{stderr}");
+    assert!(stderr.contains("[bench jive]"), "no progress on stderr");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let rows: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("`{l}`: {e}")))
+        .collect();
+    assert_eq!(rows.len(), NAMES.len() + 2, "{stdout}");
+    for (row, name) in rows.iter().zip(NAMES) {
+        assert_eq!(row["bench"], "jive");
+        assert_eq!(row["name"], name);
+        let unit = if matches!(name, "qsort" | "rand" | "fibonacci") {
+            "us/run"
+        } else {
+            "ns/op"
+        };
+        assert_eq!(row["unit"], unit, "{row}");
+        for k in ["jive", "gcc_O0", "gcc_O2", "hotspot_xint", "hotspot_jit"] {
+            let v = row[k]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{name}: {k} in {row}"));
+            assert!(v >= 0.0 && v.is_finite(), "{name}: {k} = {v}");
+        }
+        assert!(row["n"].as_i64().unwrap() > 0);
+    }
+    // The macro benchmarks do real work on every runtime; quicksort of 1000
+    // reverse-ordered ints (quadratic) costs far more than 40 Fibonacci
+    // numbers.
+    let by_name = |n: &str| rows.iter().find(|r| r["name"] == n).unwrap();
+    for n in ["qsort", "rand", "fibonacci"] {
+        for k in ["jive", "gcc_O0", "hotspot_xint"] {
+            assert!(by_name(n)[k].as_f64().unwrap() > 0.0, "{n}: {k}");
+        }
+    }
+    for k in ["jive", "gcc_O0", "gcc_O2", "hotspot_xint"] {
+        assert!(
+            by_name("qsort")[k].as_f64().unwrap()
+                > 10.0 * by_name("fibonacci")[k].as_f64().unwrap(),
+            "{k}: qsort vs fibonacci"
+        );
+    }
+    let geo = &rows[NAMES.len()];
+    assert_eq!(geo["name"], "geomean jive/xint");
+    assert!(geo["jive"].as_f64().is_some_and(|g| g > 0.0), "{geo}");
+    let host = &rows[NAMES.len() + 1];
+    assert_eq!(host["name"], "host-to-applet call");
+    assert!(
+        host["jive"]
+            .as_f64()
+            .is_some_and(|ns| ns > 0.0 && ns < 100_000.0),
+        "{host}"
+    );
+}
