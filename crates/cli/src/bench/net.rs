@@ -95,6 +95,14 @@ pub struct Common {
 
 /// Round-trip time against message size.
 #[derive(Args)]
+#[command(after_help = "\
+Each run is this process and a child it starts; runs alternate baseline, \
+unet, baseline, unet… Each round trip is timed on its own (one clock read \
+per round trip); median and p99 are over all timed round trips of a size. \
+Baselines: `floor` (direct, engine) is a busy-polled single-producer/\
+single-consumer shared-memory ring with copies in and out; `raw_udp` (udp) \
+is blocking send_to/recv_from on 127.0.0.1, 65507-byte datagrams at most. \
+ratio = unet median / baseline median.")]
 pub struct PingArgs {
     /// Message sizes (comma list; 8, 64, 1K, 4K, 64K forms).
     #[arg(long, value_delimiter = ',', value_parser = stats::parse_size,
@@ -115,6 +123,14 @@ pub struct PingArgs {
 
 /// One-way bandwidth against message size.
 #[derive(Args)]
+#[command(after_help = "\
+Each run is this process (sender) and a child it starts (receiver); runs \
+alternate baseline, unet, baseline, unet… The sender sends for --time-ms \
+after a warm-up, then asks the receiver for its count: only what was \
+received counts, and the time runs until that answer arrives. msgs/s is \
+the median over runs; GB/s = msgs/s × size / 10^9. Baselines: `floor` \
+(direct, engine) is a busy-polled shared-memory ring; `raw_udp` (udp) is \
+one send_to per datagram on 127.0.0.1. ratio = unet msgs/s / baseline msgs/s.")]
 pub struct StreamArgs {
     /// Message sizes (comma list; 8, 64, 1K, 4K, 64K forms).
     #[arg(long, value_delimiter = ',', value_parser = stats::parse_size,
@@ -125,8 +141,8 @@ pub struct StreamArgs {
     /// until the end.
     #[arg(long, default_value_t = 0)]
     pub burst: usize,
-    /// Same as `--burst 25` when `burst25`.
-    #[arg(long, value_enum)]
+    /// Same as `--burst 25` when `burst25`, `--burst 0` when `stream`.
+    #[arg(long, value_enum, conflicts_with = "burst")]
     pub pattern: Option<Pattern>,
     /// Length of the timed part of each run, in milliseconds.
     #[arg(long, default_value_t = 200)]
