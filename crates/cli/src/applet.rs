@@ -17,13 +17,23 @@ type Host = ();
 
 #[derive(Subcommand)]
 pub enum Command {
-    /// Load and verify class files; print `FILE: ok` or
-    /// `FILE: rejected: REASON` for each. Exit 0 when all are ok, 2 otherwise.
+    /// Load and verify class files: is each inside the JIVE subset?
+    ///
+    /// Prints one line per file, `FILE: ok` or `FILE: rejected: REASON` (the
+    /// reason names the method and bytecode offset when there is one), or
+    /// `FILE: error: ...` when it cannot be read. Exit 0 when all are ok, 2
+    /// otherwise. The `test` native domain is granted unless --domain says
+    /// otherwise.
     Check(CheckArgs),
-    /// Load a class (its static initializer and no-argument constructor run),
-    /// call one of its methods with int arguments and print the int result
-    /// (nothing for a void method). Exit 2 when the class is rejected, 3 on a
-    /// fault (`fault: REASON` on stderr) such as an exhausted fuel budget.
+    /// Run one method of an applet and print its int result.
+    ///
+    /// Loads the class (its static initializer, then its no-argument
+    /// constructor run), calls the named method (static or instance) with the
+    /// int arguments and prints the int result (nothing for a void method).
+    /// Exit codes: 0 done; 1 usage error (unreadable file, unknown method,
+    /// wrong number of arguments); 2 the class is rejected (`rejected: REASON`
+    /// on stderr); 3 a fault (`fault: REASON (in method M at offset N)` on
+    /// stderr), including an exhausted fuel budget, call depth or heap quota.
     Run(RunArgs),
 }
 
