@@ -83,7 +83,6 @@ fn applet(name: &str) -> Vec<u8> {
 }
 
 /// A test-only applet given as source text.
-
 fn applet_src(class: &str, src: &str) -> Vec<u8> {
     let dir = std::env::temp_dir().join(format!("unet-applet-src-{}-{class}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -233,6 +232,11 @@ fn raw_unet_both_ways(sa: &Session, sb: &Session) {
         assert_eq!(counter(s, ep, EndpointCounter::AppletTxCalls), n);
         assert_eq!(counter(s, ep, EndpointCounter::AppletRxCalls), n);
         assert!(counter(s, ep, EndpointCounter::AppletTimeNs) > 0);
+        assert!(counter(s, ep, EndpointCounter::AppletMaxNs) > 0);
+        assert!(
+            counter(s, ep, EndpointCounter::AppletMaxNs)
+                <= counter(s, ep, EndpointCounter::AppletTimeNs)
+        );
         assert!(counter(s, ep, EndpointCounter::AppletFuel) > 0);
         assert_eq!(counter(s, ep, EndpointCounter::AppletFaultNative), 0);
     }
