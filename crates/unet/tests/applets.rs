@@ -4,9 +4,10 @@
 //! behave as their descriptions say; applets outside the JIVE subset are
 //! refused, and faulting applets are reported and finally detached.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -43,54 +44,84 @@ fn jdk() -> &'static Path {
     })
 }
 
-/// Compile `src` (one class `class` in the default package) against the
-/// applet SDK for Java 8 with every lint an error; the class file's bytes.
-fn javac(src: &Path, class: &str) -> Vec<u8> {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "unet-applets-{}-{}-{}",
-        std::process::id(),
-        class,
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    // `-options` only silences javac's note that release 8 is obsolete.
-    let out = Command::new(jdk().join("bin/javac"))
-        .args(["--release", "8", "-Xlint:all,-options", "-Werror"])
-        .arg("-sourcepath")
-        .arg(repo().join("java/applet-sdk/src/main/java"))
-        .arg("-d")
-        .arg(&dir)
-        .arg(src)
-        .output()
-        .expect("cannot run javac");
-    if !out.status.success() {
-        panic!(
-            "javac {} failed:\n{}{}",
-            src.display(),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let bytes = std::fs::read(dir.join(format!("{class}.class"))).expect("class file");
-    let _ = std::fs::remove_dir_all(&dir);
-    bytes
+/// Applets used only by these tests, as (class, source).
+const TEST_APPLETS: &[(&str, &str)] = &[
+    (
+        "UsesLong",
+        "public class UsesLong {\n\
+         public static byte[] RxBuf;\n\
+         static int doTx(int length, int channel, int off) { long t = length; t = t * 3; return (int) t; }\n\
+         static int doRx(int length, int channel) { return 0; }\n\
+         }\n",
+    ),
+    (
+        "Spin",
+        "public class Spin {\n\
+         public static byte[] RxBuf;\n\
+         static int doTx(int length, int channel, int off) { while (true) { } }\n\
+         static int doRx(int length, int channel) { return 0; }\n\
+         }\n",
+    ),
+];
+
+/// Every applet of `applets/` and of [`TEST_APPLETS`], compiled once (one
+/// javac run) against the applet SDK for Java 8 with every lint an error:
+/// class name → class file.
+fn classes() -> &'static HashMap<String, Vec<u8>> {
+    static CLASSES: OnceLock<HashMap<String, Vec<u8>>> = OnceLock::new();
+    CLASSES.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("unet-applets-{}", std::process::id()));
+        let (src, out) = (dir.join("src"), dir.join("out"));
+        std::fs::create_dir_all(&src).unwrap();
+        std::fs::create_dir_all(&out).unwrap();
+        let mut files = Vec::new();
+        for e in std::fs::read_dir(repo().join("applets")).expect("applets/") {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "java") {
+                files.push(p);
+            }
+        }
+        for (class, text) in TEST_APPLETS {
+            let p = src.join(format!("{class}.java"));
+            std::fs::write(&p, text).unwrap();
+            files.push(p);
+        }
+        // `-options` only silences javac's note that release 8 is obsolete.
+        let run = Command::new(jdk().join("bin/javac"))
+            .args(["--release", "8", "-Xlint:all,-options", "-Werror"])
+            .arg("-sourcepath")
+            .arg(repo().join("java/applet-sdk/src/main/java"))
+            .arg("-d")
+            .arg(&out)
+            .args(&files)
+            .output()
+            .expect("cannot run javac");
+        if !run.status.success() {
+            let _ = std::fs::remove_dir_all(&dir);
+            panic!(
+                "javac failed:\n{}{}",
+                String::from_utf8_lossy(&run.stdout),
+                String::from_utf8_lossy(&run.stderr)
+            );
+        }
+        let mut m = HashMap::new();
+        for f in &files {
+            let class = f.file_stem().unwrap().to_string_lossy().into_owned();
+            let bytes = std::fs::read(out.join(format!("{class}.class")))
+                .unwrap_or_else(|e| panic!("{class}.class: {e}"));
+            m.insert(class, bytes);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        m
+    })
 }
 
-/// One of the sample applets in `applets/`.
+/// The class file of an applet (of `applets/` or [`TEST_APPLETS`]).
 fn applet(name: &str) -> Vec<u8> {
-    javac(&repo().join("applets").join(format!("{name}.java")), name)
-}
-
-/// A test-only applet given as source text.
-fn applet_src(class: &str, src: &str) -> Vec<u8> {
-    let dir = std::env::temp_dir().join(format!("unet-applet-src-{}-{class}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join(format!("{class}.java"));
-    std::fs::write(&file, src).unwrap();
-    let bytes = javac(&file, class);
-    let _ = std::fs::remove_dir_all(&dir);
-    bytes
+    classes()
+        .get(name)
+        .unwrap_or_else(|| panic!("no applet {name}"))
+        .clone()
 }
 
 // ---------------------------------------------------------------------------
@@ -347,14 +378,7 @@ fn std_unet_gives_buffers_back_when_they_run_out() {
 
 #[test]
 fn class_outside_the_subset_is_refused() {
-    let class = applet_src(
-        "UsesLong",
-        "public class UsesLong {\n\
-         public static byte[] RxBuf;\n\
-         static int doTx(int length, int channel, int off) { long t = length; t = t * 3; return (int) t; }\n\
-         static int doRx(int length, int channel) { return 0; }\n\
-         }\n",
-    );
+    let class = applet("UsesLong");
     let engine = Engine::start(EngineConfig::default()).unwrap();
     let s = Session::embedded(&engine).unwrap();
     let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
@@ -375,14 +399,7 @@ fn class_outside_the_subset_is_refused() {
 
 #[test]
 fn looping_applet_faults_then_is_detached() {
-    let class = applet_src(
-        "Spin",
-        "public class Spin {\n\
-         public static byte[] RxBuf;\n\
-         static int doTx(int length, int channel, int off) { while (true) { } }\n\
-         static int doRx(int length, int channel) { return 0; }\n\
-         }\n",
-    );
+    let class = applet("Spin");
     let engine = Engine::start(EngineConfig::default()).unwrap();
     let s = Session::embedded(&engine).unwrap();
     let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
