@@ -8,18 +8,22 @@
 //! each ring's consumer position, each in its own cache line, then two rings:
 //! ring 0 carries parent → child, ring 1 child → parent.
 //!
-//! A ring is an array of slots, each a multiple of 64 bytes, sized for the
-//! run's message size; the ring is fresh (zeroed) for every run. A slot holds
-//! an 8-byte header followed by the payload, so the header shares its cache
-//! line with the first 56 payload bytes. The header is `tag << 32 | len`,
+//! A ring is an array of slots sized for the run's message size: 8 + size
+//! bytes rounded up to the alignment (`--floor-align`, 64 by default, so a
+//! record starts a cache line). Every run gets a fresh (zeroed) ring and
+//! uses one message size, so this is the variable-length byte ring with
+//! records padded to the alignment, minus the wrap-around padding. A slot
+//! holds an 8-byte header followed by the payload, so the header shares its
+//! cache line with the first payload bytes. The header is `tag << 32 | len`,
 //! with `tag = lap + 1` (lap = how many times the producer has gone round the
 //! ring): the producer copies the payload in, then stores the header with
 //! Release; the consumer spins on the header of the slot at its position
 //! until the tag is the one it expects (a stale header is always one lap
 //! old, so no zeroing is needed), copies the payload out into its own buffer
-//! and every eighth of the ring publishes its new position in its own cache
-//! line with Release. The producer caches the consumer's position and reads
-//! the shared one only when its cached value says the ring is full.
+//! and publishes its new position in its own cache line with Release every
+//! eighth of the ring and whenever it finds the ring empty. The producer
+//! caches the consumer's position and reads the shared one only when its
+//! cached value says the ring is full.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -126,10 +130,11 @@ pub struct Geometry {
 
 impl Geometry {
     /// Ring 0 sized for `size`-byte messages in about `ring_bytes`, ring 1
-    /// for `back`-byte messages (the echo or the acknowledgments).
-    pub fn new(size: usize, back: usize, ring_bytes: usize) -> Geometry {
-        let s0 = slot_for(size);
-        let s1 = slot_for(back);
+    /// for `back`-byte messages (the echo or the acknowledgments); slots are
+    /// multiples of `align` bytes (a power of two, 8 to 4096).
+    pub fn new(size: usize, back: usize, ring_bytes: usize, align: usize) -> Geometry {
+        let s0 = slot_for(size, align);
+        let s1 = slot_for(back, align);
         let n0 = (ring_bytes / s0).max(2);
         let n1 = if back == size { n0 } else { 64 };
         Geometry {
@@ -166,7 +171,7 @@ impl Geometry {
             .split(':')
             .map(|x| x.parse().map_err(|_| format!("bad geometry {s:?}")))
             .collect::<Result<_, _>>()?;
-        if v.len() != 4 || v.contains(&0) || !v[0].is_multiple_of(64) || !v[2].is_multiple_of(64) {
+        if v.len() != 4 || v.contains(&0) || !v[0].is_multiple_of(8) || !v[2].is_multiple_of(8) {
             return Err(format!("bad geometry {s:?}"));
         }
         Ok(Geometry {
@@ -176,8 +181,8 @@ impl Geometry {
     }
 }
 
-fn slot_for(size: usize) -> usize {
-    (8 + size).next_multiple_of(64)
+fn slot_for(size: usize, align: usize) -> usize {
+    (8 + size).next_multiple_of(align)
 }
 
 /// The peer stopped answering (or died).
@@ -281,7 +286,7 @@ impl Producer<'_> {
     /// Copies `data` into the next slot and publishes it with `flags`.
     #[inline]
     pub fn send(&mut self, data: &[u8], flags: u32) -> Result<(), Stalled> {
-        debug_assert!(data.len() + 8 <= self.slot);
+        assert!(data.len() + 8 <= self.slot, "record larger than its slot");
         if self.seq - self.cached_cons >= self.nslots {
             let (seq, n, cons) = (self.seq, self.nslots, self.cons);
             let mut c = self.cached_cons;
@@ -318,15 +323,22 @@ impl Consumer<'_> {
     #[inline]
     pub fn recv(&mut self, out: &mut [u8]) -> Result<(usize, u32), Stalled> {
         // SAFETY: idx < nslots, so the slot lies inside the ring; the header is
-        // 8-byte aligned (slots are multiples of 64 bytes in a page-aligned
+        // 8-byte aligned (slots are multiples of 8 bytes in a page-aligned
         // ring) and only ever accessed atomically.
         let hdr_ref = unsafe { &*(self.base.add(self.idx * self.slot) as *const AtomicU64) };
         let tag = self.tag;
-        let mut hdr = 0;
-        spin_until(|| {
-            hdr = hdr_ref.load(Ordering::Acquire);
-            (hdr >> 32) as u32 == tag
-        })?;
+        let mut hdr = hdr_ref.load(Ordering::Acquire);
+        if (hdr >> 32) as u32 != tag {
+            // Caught up with the producer: a good moment to publish.
+            if self.unpublished != 0 {
+                self.unpublished = 0;
+                self.cons.store(self.seq, Ordering::Release);
+            }
+            spin_until(|| {
+                hdr = hdr_ref.load(Ordering::Acquire);
+                (hdr >> 32) as u32 == tag
+            })?;
+        }
         let word = hdr as u32;
         let len = (word & LEN_MASK) as usize;
         let n = len.min(out.len()).min(self.slot - 8);
@@ -515,17 +527,20 @@ mod tests {
 
     #[test]
     fn geometry_roundtrip() {
-        let g = Geometry::new(64, 64, 1 << 20);
+        let g = Geometry::new(64, 64, 1 << 20, 64);
         assert_eq!(g.slot, [128, 128]);
         assert_eq!(Geometry::parse(&g.to_arg()).unwrap(), g);
-        let g = Geometry::new(65536, 8, 1 << 20);
+        let g = Geometry::new(65536, 8, 1 << 20, 64);
         assert_eq!(g.slot, [65600, 64]);
         assert!(g.nslots[0] >= 2);
+        let g = Geometry::new(64, 8, 1 << 20, 32);
+        assert_eq!(g.slot, [96, 32]);
+        assert_eq!(Geometry::parse(&g.to_arg()).unwrap(), g);
     }
 
     #[test]
     fn ring_in_one_process() {
-        let g = Geometry::new(100, 100, 4 * 192);
+        let g = Geometry::new(100, 100, 4 * 192, 64);
         let shm = Shm::create(g.total_len()).unwrap();
         let mut tx = producer(&shm, g, 0);
         let mut rx = consumer(&shm, g, 0);

@@ -84,6 +84,9 @@ pub struct Common {
     /// Bytes of each floor ring (rounded to whole slots, at least two).
     #[arg(long, default_value = "1M", value_parser = stats::parse_size)]
     pub ring_bytes: usize,
+    /// Floor ring record alignment in bytes (a power of two, 8 to 4096).
+    #[arg(long, default_value_t = 64, value_parser = parse_align)]
+    pub floor_align: usize,
     /// UDP path: largest datagram unet's engines send (both agree).
     #[arg(long, default_value_t = LOOPBACK_DATAGRAM)]
     pub max_datagram: usize,
@@ -205,6 +208,13 @@ pub struct ChildArgs {
 }
 
 type Res<T> = Result<T, String>;
+
+fn parse_align(s: &str) -> Res<usize> {
+    match s.parse::<usize>() {
+        Ok(a) if a.is_power_of_two() && (8..=4096).contains(&a) => Ok(a),
+        _ => Err(format!("{s:?} is not a power of two from 8 to 4096")),
+    }
+}
 
 /// Round trips timed for a given size: the full count up to 4 KiB, then
 /// fewer in proportion, at least 500.
@@ -399,7 +409,7 @@ fn baseline_pingpong(
             ch.wait(r)
         }
         PathArg::Direct | PathArg::Engine => {
-            let g = Geometry::new(size, size, c.ring_bytes);
+            let g = Geometry::new(size, size, c.ring_bytes, c.floor_align);
             let shm = Shm::create(g.total_len()).map_err(|e| format!("shared memory: {e}"))?;
             let extra = ["--geom".to_string(), g.to_arg()];
             let ch = spawn_child(ChildKind::FloorPingpong, size, 0, &extra, Some(&shm), c.pin)?;
@@ -427,7 +437,7 @@ fn baseline_stream(
             ch.wait(r)
         }
         PathArg::Direct | PathArg::Engine => {
-            let g = Geometry::new(size, 8, c.ring_bytes);
+            let g = Geometry::new(size, 8, c.ring_bytes, c.floor_align);
             let shm = Shm::create(g.total_len()).map_err(|e| format!("shared memory: {e}"))?;
             let extra = ["--geom".to_string(), g.to_arg()];
             let ch = spawn_child(
