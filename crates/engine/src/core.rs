@@ -178,9 +178,12 @@ pub struct Core {
     /// txPush never runs another applet inside it).
     pending_rx: VecDeque<(usize, u32, u16, Vec<u8>)>,
     /// Applet timers: (due, endpoint index, endpoint id, argument).
-    timers: BinaryHeap<Reverse<(Instant, usize, u32, i32)>>,
+    timers: BinaryHeap<Reverse<Timer>>,
     rx_pool: Vec<Vec<u8>>,
 }
+
+/// An applet timer: (due, endpoint index, endpoint id, applet id, argument).
+type Timer = (Instant, usize, u32, u64, i32);
 
 /// Most arrivals queued for applets before new ones are dropped.
 const MAX_PENDING_RX: usize = 4096;
@@ -1335,6 +1338,7 @@ struct EngineEp<'a> {
     core: &'a mut Core,
     idx: usize,
     epoch_us: i32,
+    applet_id: u64,
 }
 
 impl EngineEp<'_> {
@@ -1405,6 +1409,12 @@ impl SleEndpoint for EngineEp<'_> {
         let cap = ep.layout.geometry.recv_cap as u64;
         if ep.recv_head.wrapping_sub(ep.recv.tail()) >= cap {
             counters.ep(ep.slot, EndpointCounter::RxDropRingFull, 1);
+            if desc.flags & RECV_INLINE == 0 {
+                // The buffers the dropped descriptor named are not lost.
+                for i in 0..(desc.nbufs as usize).min(MAX_RX_BUFFERS) {
+                    ep.spare.push(desc.offset(i));
+                }
+            }
             return false;
         }
         ep.recv.write(ep.recv_head, desc);
@@ -1424,7 +1434,9 @@ impl SleEndpoint for EngineEp<'_> {
         }
         let id = self.ep().id;
         let due = Instant::now() + Duration::from_micros(delay_us as u64);
-        self.core.timers.push(Reverse((due, self.idx, id, arg)));
+        self.core
+            .timers
+            .push(Reverse((due, self.idx, id, self.applet_id, arg)));
         Ok(())
     }
 }
@@ -1489,6 +1501,7 @@ impl Core {
                 core: self,
                 idx,
                 epoch_us: now,
+                applet_id: applet.id,
             };
             f(&mut applet, &mut e)
         };
@@ -1599,16 +1612,14 @@ impl Core {
     fn run_timers(&mut self) -> usize {
         let now = Instant::now();
         let mut n = 0;
-        while let Some(Reverse((due, idx, id, arg))) = self.timers.peek().copied() {
+        while let Some(Reverse((due, idx, id, applet_id, arg))) = self.timers.peek().copied() {
             if due > now || n >= 256 {
                 break;
             }
             self.timers.pop();
-            let live = self
-                .eps
-                .get(idx)
-                .and_then(|e| e.as_ref())
-                .is_some_and(|e| e.id == id && e.applet.is_some());
+            let live = self.eps.get(idx).and_then(|e| e.as_ref()).is_some_and(|e| {
+                e.id == id && e.applet.as_ref().is_some_and(|a| a.id == applet_id)
+            });
             if live {
                 self.run_applet(idx, |a, e| a.timer(e, arg));
             }
@@ -1666,6 +1677,7 @@ impl Core {
                 core: self,
                 idx,
                 epoch_us: now,
+                applet_id: 0,
             };
             Applet::load(&bytes, limits, &mut e)
         };

@@ -63,7 +63,8 @@ pub trait SleEndpoint {
     /// Transmit a message on a channel this endpoint holds.
     fn tx_push(&mut self, chan: u16, data: &[u8]) -> Result<(), String>;
     /// Push a receive descriptor to the user; false when the queue is full
-    /// (the message is dropped and counted).
+    /// (the message is dropped and counted, and the buffers it names go
+    /// back to the free queue).
     fn push_recv(&mut self, desc: RecvDesc) -> bool;
     /// Microseconds since some start.
     fn now_us(&self) -> i32;
@@ -358,8 +359,13 @@ pub struct AppletStats {
     pub faults: [u64; 7],
 }
 
+static NEXT_APPLET_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 /// An applet attached to an endpoint.
 pub struct Applet {
+    /// Unique per attach (timers of a replaced applet never reach its
+    /// successor).
+    pub id: u64,
     vm: Vm<SleHost>,
     host: SleHost,
     do_tx: MethodId,
@@ -406,21 +412,26 @@ impl Applet {
             Some(_) => Some(check_sig(&class, "doTimer", &["(I)V", "(I)I"])?),
             None => None,
         };
+        // RxBuf is the host's receive buffer, not the applet's allocation:
+        // the quota grows by its size so the applet keeps its whole quota.
+        let cap = (ep.buffer_size() as usize * MAX_RX_BUFFERS).min(MAX_MESSAGE);
+        let mut vm_limits = limits;
+        vm_limits.heap_quota = limits.heap_quota.saturating_add(cap + 64);
         let mut host = SleHost { ep: None };
         host.ep = Some(erase(ep));
-        let vm = Vm::new(class, limits, &mut host);
+        let vm = Vm::new(class, vm_limits, &mut host);
         host.ep = None;
         let mut vm = vm.map_err(AttachError::Init)?;
         let rxbuf = vm.static_field("RxBuf").ok_or_else(|| {
             AttachError::Shape("the applet has no static byte[] RxBuf field".into())
         })?;
-        let cap = ep.buffer_size() as usize * MAX_RX_BUFFERS;
-        let arr = vm
-            .new_byte_array(cap.min(MAX_MESSAGE))
-            .map_err(AttachError::Init)?;
+        let arr = vm.new_byte_array(cap).map_err(|f| {
+            AttachError::Shape(format!("cannot allocate RxBuf of {cap} bytes: {f}"))
+        })?;
         vm.try_set_array_field(rxbuf, arr)
             .map_err(|_| AttachError::Shape("RxBuf is not a byte[] field".into()))?;
         Ok(Applet {
+            id: NEXT_APPLET_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             vm,
             host,
             do_tx,

@@ -1086,6 +1086,12 @@ impl SleEndpoint for ClientEp<'_> {
     }
     fn push_recv(&mut self, desc: RecvDesc) -> bool {
         if self.ep.inline_rxq.len() >= self.ep.layout.geometry.recv_cap as usize {
+            // Dropped: the buffers it named go back to the free queue.
+            if desc.flags & RECV_INLINE == 0 {
+                for i in 0..(desc.nbufs as usize).min(MAX_RX_BUFFERS) {
+                    self.ep.post_free_raw(desc.offset(i));
+                }
+            }
             return false;
         }
         self.ep.inline_rxq.push_back(desc);
