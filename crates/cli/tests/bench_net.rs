@@ -62,6 +62,7 @@ fn check_ping_baseline(r: &Value, path: &str) {
     assert_eq!(r["baseline"], want);
     let (m, p) = (num(r, "baseline_median_us"), num(r, "baseline_p99_us"));
     assert!(m > 0.0 && p >= m, "{r}");
+    assert!(num(r, "clock_ns") >= 0.0, "{r}");
 }
 
 #[test]

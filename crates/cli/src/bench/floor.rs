@@ -30,7 +30,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::stats::Samples;
+use super::stats::{self, Samples};
 
 /// `len` flag: the peer stops after this record (stream: acknowledge first).
 pub const STOP: u32 = 1 << 31;
@@ -382,22 +382,14 @@ pub fn pingpong(
         tx.send(&out, 0)?;
         rx.recv(&mut inb)?;
     }
-    let mut ns = Vec::with_capacity(iters);
-    let start = Instant::now();
-    let mut prev = start;
-    for i in 0..iters {
+    let samples = stats::time_round_trips(iters, limit, || {
         tx.send(&out, 0)?;
         rx.recv(&mut inb)?;
         std::hint::black_box(&mut inb);
-        let now = Instant::now();
-        ns.push((now - prev).as_nanos() as u64);
-        prev = now;
-        if i & 63 == 63 && now - start > limit {
-            break;
-        }
-    }
+        Ok(())
+    })?;
     tx.send(&[], STOP)?;
-    Ok(Samples { ns })
+    Ok(samples)
 }
 
 /// Child side of a floor ping-pong: echo until STOP.

@@ -7,9 +7,10 @@
 //! re-executing the current binary as `unet bench __child …`. This process
 //! drives and times; the child echoes (ping-pong) or receives (stream).
 //!
-//! Ping-pong: each round trip is timed on its own with `Instant` (a vDSO
-//! clock read, ~20 ns, one per round trip); median and p99 are over all
-//! timed round trips of all repetitions. Stream: the sender sends for a
+//! Ping-pong: each round trip is timed on its own with `Instant` (one vDSO
+//! clock read per round trip, whose cost, measured in each run, is
+//! subtracted: `clock_ns` in the JSON); median and p99 are over all timed
+//! round trips of all repetitions. Stream: the sender sends for a
 //! fixed time after a warm-up, then asks the receiver for its count; the
 //! time runs from the start until that final acknowledgment arrives, so the
 //! figure is what was received. msgs/s is the median over repetitions;
@@ -101,7 +102,8 @@ pub struct Common {
 #[command(after_help = "\
 Each run is this process and a child it starts; runs alternate baseline, \
 unet, baseline, unet… Each round trip is timed on its own (one clock read \
-per round trip); median and p99 are over all timed round trips of a size. \
+per round trip, its cost measured in each run and subtracted: clock_ns); \
+median and p99 are over all timed round trips of a size. \
 Baselines: `floor` (direct, engine) is a busy-polled single-producer/\
 single-consumer shared-memory ring with copies in and out; `raw_udp` (udp) \
 is blocking send_to/recv_from on 127.0.0.1, 65507-byte datagrams at most. \
@@ -321,6 +323,11 @@ fn pingpong(a: PingArgs) -> Res<()> {
                 baseline_median_us: base.median_us(),
                 baseline_p99_us: base.p99_us(),
                 baseline_samples: base.ns.len(),
+                clock_ns: {
+                    let mut all = base.clone();
+                    all.extend(un.clone());
+                    all.clock_ns()
+                },
             };
             if c.json {
                 println!("{}", row.json());

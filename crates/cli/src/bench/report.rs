@@ -19,6 +19,8 @@ pub struct PingRow {
     pub baseline_median_us: f64,
     pub baseline_p99_us: f64,
     pub baseline_samples: usize,
+    /// Cost of one clock read, subtracted from every sample.
+    pub clock_ns: f64,
 }
 
 /// One stream point; throughputs are medians over the repetitions.
@@ -53,6 +55,7 @@ impl PingRow {
             "baseline_median_us": self.baseline_median_us,
             "baseline_p99_us": self.baseline_p99_us,
             "baseline_samples": self.baseline_samples,
+            "clock_ns": self.clock_ns,
             "ratio": self.ratio(),
         })
     }

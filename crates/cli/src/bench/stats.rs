@@ -1,4 +1,6 @@
-//! Size parsing and the statistics the benchmarks report.
+//! Size parsing, round-trip timing and the statistics the benchmarks report.
+
+use std::time::{Duration, Instant};
 
 /// Parses a message size: a plain number of bytes or one with a `K`/`KiB`
 /// or `M`/`MiB` suffix (binary multiples): `8`, `64`, `1K`, `4KiB`, `64K`.
@@ -46,15 +48,23 @@ pub fn fmt_size(n: usize) -> String {
     }
 }
 
-/// Round-trip samples in nanoseconds.
+/// Round-trip samples in nanoseconds, and the clock-read cost measured
+/// (and subtracted) in each run.
 #[derive(Default, Clone)]
 pub struct Samples {
     pub ns: Vec<u64>,
+    pub clock_ns: Vec<u64>,
 }
 
 impl Samples {
     pub fn extend(&mut self, other: Samples) {
         self.ns.extend(other.ns);
+        self.clock_ns.extend(other.clock_ns);
+    }
+
+    /// Median clock-read cost over the runs, in nanoseconds.
+    pub fn clock_ns(&self) -> f64 {
+        percentile(&self.clock_ns, 0.5)
     }
 
     /// Median in microseconds.
@@ -66,6 +76,48 @@ impl Samples {
     pub fn p99_us(&self) -> f64 {
         percentile(&self.ns, 0.99) / 1000.0
     }
+}
+
+/// Times up to `iters` round trips `rt`, each on its own, stopping early
+/// once `limit` has passed. One clock read per round trip: each sample is
+/// the interval between consecutive reads, less the cost of one read
+/// (measured just before as the median interval between back-to-back
+/// reads), so the figure is the round trip alone.
+pub fn time_round_trips<E>(
+    iters: usize,
+    limit: Duration,
+    mut rt: impl FnMut() -> Result<(), E>,
+) -> Result<Samples, E> {
+    let clock = clock_cost_ns();
+    let mut ns = Vec::with_capacity(iters);
+    let start = Instant::now();
+    let mut prev = start;
+    for i in 0..iters {
+        rt()?;
+        let now = Instant::now();
+        ns.push(((now - prev).as_nanos() as u64).saturating_sub(clock));
+        prev = now;
+        if i & 63 == 63 && now - start > limit {
+            break;
+        }
+    }
+    Ok(Samples {
+        ns,
+        clock_ns: vec![clock],
+    })
+}
+
+/// Cost of one `Instant::now()`: the median interval between back-to-back reads.
+pub fn clock_cost_ns() -> u64 {
+    let mut t = [Instant::now(); 2001];
+    for x in t.iter_mut() {
+        *x = Instant::now();
+    }
+    let d: Vec<u64> = t
+        .windows(2)
+        .map(|w| (w[1] - w[0]).as_nanos() as u64)
+        .collect();
+    percentile(&d, 0.5) as u64
 }
 
 /// Nearest-rank percentile (`q` in 0..=1) of unsorted samples.

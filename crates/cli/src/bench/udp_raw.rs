@@ -13,7 +13,7 @@ use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use super::floor::StreamRun;
-use super::stats::Samples;
+use super::stats::{self, Samples};
 
 pub const MAX_DGRAM: usize = 65507;
 /// First byte of a data datagram.
@@ -86,21 +86,12 @@ pub fn pingpong(
         send_msg(s, peer, &out)?;
         recv_msg(s, &mut inb, size)?;
     }
-    let mut ns = Vec::with_capacity(iters);
-    let start = Instant::now();
-    let mut prev = start;
-    for i in 0..iters {
+    let samples = stats::time_round_trips(iters, limit, || {
         send_msg(s, peer, &out)?;
-        recv_msg(s, &mut inb, size)?;
-        let now = Instant::now();
-        ns.push((now - prev).as_nanos() as u64);
-        prev = now;
-        if i & 63 == 63 && now - start > limit {
-            break;
-        }
-    }
+        recv_msg(s, &mut inb, size).map(|_| ())
+    })?;
     s.send_to(&[], peer)?;
-    Ok(Samples { ns })
+    Ok(samples)
 }
 
 /// Child side of a raw UDP ping-pong: echo each message until an empty datagram.

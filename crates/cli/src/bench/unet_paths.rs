@@ -29,7 +29,7 @@ use unet::{
 
 use super::floor::StreamRun;
 use super::net::{spawn_child, ChildArgs, ChildKind, PathArg};
-use super::stats::Samples;
+use super::stats::{self, Samples};
 
 /// One unet run.
 pub struct Run {
@@ -234,22 +234,14 @@ pub fn pingpong(r: &Run) -> Res<Samples> {
             send(ep, c, &out)?;
             recv_needed(ep, &mut inb)?;
         }
-        let mut ns = Vec::with_capacity(r.iters);
-        let start = Instant::now();
-        let mut prev = start;
-        for i in 0..r.iters {
+        let samples = stats::time_round_trips(r.iters, r.limit, || {
             send(ep, c, &out)?;
             recv_needed(ep, &mut inb)?;
             std::hint::black_box(&mut inb);
-            let now = Instant::now();
-            ns.push((now - prev).as_nanos() as u64);
-            prev = now;
-            if i & 63 == 63 && now - start > r.limit {
-                break;
-            }
-        }
+            Ok::<(), String>(())
+        })?;
         send(ep, c, &vec![STOP; stop_len(r.size)])?;
-        Ok(Samples { ns })
+        Ok(samples)
     })();
     ch.wait(res)
 }
