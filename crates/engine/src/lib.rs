@@ -66,7 +66,7 @@ impl Default for EngineConfig {
             wire_drop_seed: 0,
             max_endpoints: 256,
             conn_ring_size: unet_abi::CONN_RING_DEFAULT,
-            idle_spin: Duration::from_micros(0),
+            idle_spin: Duration::from_micros(20),
         }
     }
 }

@@ -134,6 +134,9 @@ enum ChanState {
     Gone,
 }
 
+/// Spin time of a blocking wait on an endpoint without direct channels.
+const ENGINE_WAIT_SPIN: Duration = Duration::from_micros(2);
+
 /// An endpoint.
 pub struct Endpoint {
     session: Session,
@@ -924,7 +927,17 @@ impl Endpoint {
     /// or a direct peer wakes us only when we sleep).
     pub fn wait(&mut self, timeout: Option<Duration>) -> bool {
         let start = Instant::now();
-        while start.elapsed() < self.spin {
+        // Spinning pays on the direct path, where the peer process writes
+        // our ring itself. With only the engine to wait for, a spinning
+        // client competes with the engine for the CPU (on small machines
+        // the engine, the sender and the receiver cannot all run at once),
+        // so spin only briefly and let the engine's wake-up find us asleep.
+        let spin = if self.conns.iter().any(|c| !c.broken) {
+            self.spin
+        } else {
+            self.spin.min(ENGINE_WAIT_SPIN)
+        };
+        while start.elapsed() < spin {
             for _ in 0..64 {
                 if self.ready() {
                     return true;
