@@ -367,11 +367,11 @@ struct Report {
 /// Figures below this (in their unit: 0.01 ns per operation, 0.01 µs per
 /// execution) are beyond the resolution of the method (a loop removed by an
 /// optimiser, or a cost hidden in the loop overhead by a superscalar CPU):
-/// shown as `~0`, and no ratio is formed against them.
+/// shown as `~0`, and no ratio is formed with them.
 const RESOLUTION: f64 = 0.01;
 
 fn ratio(a: f64, b: f64) -> Option<f64> {
-    (b >= RESOLUTION && a.is_finite() && b.is_finite()).then_some(a / b)
+    (a >= RESOLUTION && b >= RESOLUTION && a.is_finite() && b.is_finite()).then_some(a / b)
 }
 
 impl Report {
