@@ -260,9 +260,12 @@ impl DirectConn {
             // Acquire pairs with the producer's Release store of the header.
             let h = Self::hdr_at(self.rx, off).load(Ordering::Acquire);
             if h as u32 != record_tag(self.rx_pos) {
-                if self.rx_pos != self.rx_published {
-                    self.publish();
-                }
+                // Not publishing here: an empty poll happens once per
+                // message in a ping-pong, and writing the consumer line
+                // each time would make the producer's next look at it a
+                // cache miss. Publishing every quarter ring (below) and
+                // before sleeping is enough: messages are at most half a
+                // ring, so the producer always sees room for one.
                 return DirectRecv::Empty;
             }
             let len = (h >> 32) as u32;
