@@ -140,16 +140,25 @@ fn load(path: &Path, natives: &Natives<Host>, granted: &[&str]) -> Result<Class<
     })
 }
 
-/// Number of parameters in a method descriptor such as `(I[BI)V`, when all
-/// of them are ints; `None` when some are arrays (which the command line
-/// cannot pass).
-fn int_params(descriptor: &str) -> Option<usize> {
+/// The parameter types of a method descriptor such as `(IBZ)V` when all
+/// are int-like (`I`, `S`, `B`, `Z`); `None` when some are arrays (which the
+/// command line cannot pass).
+fn int_params(descriptor: &str) -> Option<Vec<char>> {
     let params = descriptor.strip_prefix('(')?.split(')').next()?;
-    let ints = params
+    params
         .chars()
-        .filter(|&c| matches!(c, 'I' | 'S' | 'B' | 'Z'))
-        .count();
-    (ints == params.len()).then_some(ints)
+        .all(|c| matches!(c, 'I' | 'S' | 'B' | 'Z'))
+        .then(|| params.chars().collect())
+}
+
+/// Why `v` cannot be passed as a parameter of descriptor type `t`, if so.
+fn out_of_range(t: char, v: i32) -> Option<&'static str> {
+    match t {
+        'B' if i8::try_from(v).is_err() => Some("a byte (-128..127)"),
+        'S' if i16::try_from(v).is_err() => Some("a short (-32768..32767)"),
+        'Z' if !matches!(v, 0 | 1) => Some("a boolean (0 or 1)"),
+        _ => None,
+    }
 }
 
 fn run_method(a: RunArgs) -> ExitCode {
@@ -164,22 +173,31 @@ fn run_method(a: RunArgs) -> ExitCode {
         return ExitCode::from(1);
     };
     let descriptor = class.method_descriptor(m).to_string();
-    match int_params(&descriptor) {
-        Some(n) if n == a.args.len() => {}
-        Some(n) => {
+    let Some(params) = int_params(&descriptor) else {
+        eprintln!(
+            "error: {}{} takes array arguments, which the command line cannot pass",
+            a.method, descriptor
+        );
+        return ExitCode::from(1);
+    };
+    if params.len() != a.args.len() {
+        let n = params.len();
+        eprintln!(
+            "error: {}{} takes {n} int argument{}, {} given",
+            a.method,
+            descriptor,
+            if n == 1 { "" } else { "s" },
+            a.args.len()
+        );
+        return ExitCode::from(1);
+    }
+    for (i, (&t, &v)) in params.iter().zip(&a.args).enumerate() {
+        if let Some(what) = out_of_range(t, v) {
             eprintln!(
-                "error: {}{} takes {n} int argument{}, {} given",
+                "error: argument {} of {}{} must be {what}, not {v}",
+                i + 1,
                 a.method,
-                descriptor,
-                if n == 1 { "" } else { "s" },
-                a.args.len()
-            );
-            return ExitCode::from(1);
-        }
-        None => {
-            eprintln!(
-                "error: {}{} takes array arguments, which the command line cannot pass",
-                a.method, descriptor
+                descriptor
             );
             return ExitCode::from(1);
         }
@@ -224,13 +242,24 @@ fn run_method(a: RunArgs) -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use super::int_params;
+    use super::{int_params, out_of_range};
 
     #[test]
-    fn int_parameter_counts() {
-        assert_eq!(int_params("()V"), Some(0));
-        assert_eq!(int_params("(II)I"), Some(2));
-        assert_eq!(int_params("(BSZI)V"), Some(4));
+    fn int_parameter_types() {
+        assert_eq!(int_params("()V"), Some(vec![]));
+        assert_eq!(int_params("(II)I"), Some(vec!['I', 'I']));
+        assert_eq!(int_params("(BSZI)V"), Some(vec!['B', 'S', 'Z', 'I']));
         assert_eq!(int_params("([BII)I"), None);
+    }
+
+    #[test]
+    fn argument_ranges() {
+        assert_eq!(out_of_range('B', -128), None);
+        assert!(out_of_range('B', 128).is_some());
+        assert_eq!(out_of_range('S', 32767), None);
+        assert!(out_of_range('S', -32769).is_some());
+        assert_eq!(out_of_range('Z', 1), None);
+        assert!(out_of_range('Z', 2).is_some());
+        assert_eq!(out_of_range('I', i32::MIN), None);
     }
 }

@@ -568,6 +568,18 @@ fn run_reports_usage_errors_and_rejections_by_exit_code() {
     let o = unet(&["applet", "run", f, "add", "1"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("takes 2"));
+    // an int that does not fit a byte, short or boolean parameter
+    let n = c.default_dir.join("Narrow.class");
+    let n = n.to_str().unwrap();
+    for (method, arg) in [
+        ("byteParam", "128"),
+        ("shortParam", "-40000"),
+        ("boolParam", "2"),
+    ] {
+        let o = unet(&["applet", "run", n, method, arg]);
+        assert_eq!(o.status.code(), Some(1), "{method} {arg}");
+        assert!(String::from_utf8_lossy(&o.stderr).contains("must be"));
+    }
     // negative arguments are values, not options
     let o = unet(&["applet", "run", f, "sub", "-5", "-7"]);
     assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "2");
