@@ -580,6 +580,27 @@ fn run_reports_usage_errors_and_rejections_by_exit_code() {
         assert_eq!(o.status.code(), Some(1), "{method} {arg}");
         assert!(String::from_utf8_lossy(&o.stderr).contains("must be"));
     }
+    // --stats: fuel grows with the work done
+    let faults = c.default_dir.join("Faults.class");
+    let fuel = |n: &str| -> u64 {
+        let o = unet(&[
+            "applet",
+            "run",
+            "--stats",
+            faults.to_str().unwrap(),
+            "count",
+            n,
+        ]);
+        assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), n);
+        let e = String::from_utf8_lossy(&o.stderr).into_owned();
+        let used = e
+            .strip_prefix("fuel used: ")
+            .and_then(|r| r.split(',').next())
+            .unwrap_or_else(|| panic!("stats: `{e}`"));
+        used.parse().unwrap()
+    };
+    let (small, large) = (fuel("10"), fuel("10000"));
+    assert!(large > small + 1000, "fuel {small} then {large}");
     // negative arguments are values, not options
     let o = unet(&["applet", "run", f, "sub", "-5", "-7"]);
     assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "2");
