@@ -1,7 +1,8 @@
 //! Finding a JDK (version 22 or later) at run time, the same way as
 //! `scripts/find-jdk`: `$JAVA_HOME` when it qualifies, else the highest
 //! version among the standard install locations (`/usr/lib/jvm/*`,
-//! `/usr/local/lib/jvm/*`, `/usr/local/*jdk*`, `/opt/*jdk*`, `/opt/java/*`).
+//! `/usr/local/lib/jvm/*`, `/usr/local/*jdk*`, `/opt/*jdk*`, `/opt/java/*`;
+//! `$FIND_JDK_SEARCH` replaces them).
 //!
 //! A directory counts as a JDK when it has `bin/java` and `bin/javac`; its
 //! feature version comes from the `release` file (`JAVA_VERSION="25.0.3"`)
@@ -77,9 +78,9 @@ pub fn find_at_least(min: u32) -> Result<Jdk, String> {
         return Ok(b);
     }
     let mut msg = format!(
-        "no JDK with version >= {min} found (looked at $JAVA_HOME{} and /usr/lib/jvm/*, \
-         /usr/local/lib/jvm/*, /usr/local/*jdk*, /opt/*jdk*, /opt/java/*)",
-        if java_home.is_none() { " (unset)" } else { "" }
+        "no JDK with version >= {min} found (looked at $JAVA_HOME{} and {})",
+        if java_home.is_none() { " (unset)" } else { "" },
+        search_patterns()
     );
     for l in &looked {
         let _ = write!(msg, "\n  {l}");
@@ -88,7 +89,17 @@ pub fn find_at_least(min: u32) -> Result<Jdk, String> {
     Err(msg)
 }
 
-/// Directories in the standard locations that may hold a JDK.
+/// The standard locations, as glob patterns of the forms `DIR/*` and
+/// `DIR/*WORD*`; `$FIND_JDK_SEARCH` (space-separated, same forms) replaces
+/// them, as for `scripts/find-jdk`.
+const STANDARD: &str =
+    "/usr/lib/jvm/* /usr/local/lib/jvm/* /usr/local/*jdk* /opt/*jdk* /opt/java/*";
+
+fn search_patterns() -> String {
+    std::env::var("FIND_JDK_SEARCH").unwrap_or_else(|_| STANDARD.to_string())
+}
+
+/// Directories in the search locations that may hold a JDK.
 fn candidates() -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
     let mut push = |p: PathBuf| {
@@ -100,13 +111,17 @@ fn candidates() -> Vec<PathBuf> {
             out.push(p);
         }
     };
-    for (parent, needle) in [
-        ("/usr/lib/jvm", ""),
-        ("/usr/local/lib/jvm", ""),
-        ("/usr/local", "jdk"),
-        ("/opt", "jdk"),
-        ("/opt/java", ""),
-    ] {
+    for pattern in search_patterns().split_whitespace() {
+        let (parent, last) = pattern.rsplit_once('/').unwrap_or((".", pattern));
+        let needle = last.trim_matches('*');
+        if !last.starts_with('*') {
+            // not a pattern: one directory
+            let p = PathBuf::from(pattern);
+            if p.is_dir() {
+                push(p);
+            }
+            continue;
+        }
         let Ok(rd) = std::fs::read_dir(parent) else {
             continue;
         };
