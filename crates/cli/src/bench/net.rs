@@ -70,9 +70,10 @@ pub struct Common {
     /// Paths to measure (comma list).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "direct")]
     pub path: Vec<PathArg>,
-    /// Runs of unet and of the baseline per size, interleaved.
-    #[arg(long, default_value_t = 3)]
-    pub reps: usize,
+    /// Runs of unet and of the baseline per size, interleaved [default:
+    /// 3 for pingpong, 5 for stream].
+    #[arg(long)]
+    pub reps: Option<usize>,
     /// Print one JSON object per line per measured point.
     #[arg(long)]
     pub json: bool,
@@ -250,15 +251,16 @@ fn finish(r: Res<()>) -> ExitCode {
     }
 }
 
-fn setup(c: &Common) -> Res<()> {
-    if c.reps == 0 {
+fn setup(c: &Common, default_reps: usize) -> Res<usize> {
+    let reps = c.reps.unwrap_or(default_reps);
+    if reps == 0 {
         return Err("--reps must be at least 1".into());
     }
     warn_if_busy();
     if c.pin {
         pin_to(0)?;
     }
-    Ok(())
+    Ok(reps)
 }
 
 /// Busy polling needs both cores: say so when other work is running.
@@ -279,7 +281,7 @@ fn warn_if_busy() {
 
 fn pingpong(a: PingArgs) -> Res<()> {
     let c = &a.common;
-    setup(c)?;
+    let reps = setup(c, 3)?;
     let prog = Progress::new();
     if !c.json {
         report::ping_header();
@@ -291,12 +293,12 @@ fn pingpong(a: PingArgs) -> Res<()> {
             let warm = a.warmup.min(iters);
             let mut base = Samples::default();
             let mut un = Samples::default();
-            for rep in 0..c.reps {
+            for rep in 0..reps {
                 let what = format!("pingpong {path} {}", fmt_size(size));
-                prog.show(&format!("{what}: baseline {}/{}", rep + 1, c.reps));
+                prog.show(&format!("{what}: baseline {}/{}", rep + 1, reps));
                 base.extend(baseline_pingpong(path, size, warm, iters, limit, c)?);
                 if !c.baseline_only {
-                    prog.show(&format!("{what}: unet {}/{}", rep + 1, c.reps));
+                    prog.show(&format!("{what}: unet {}/{}", rep + 1, reps));
                     let cfg = unet_paths::Run {
                         path,
                         size,
@@ -341,7 +343,7 @@ fn pingpong(a: PingArgs) -> Res<()> {
 
 fn stream(a: StreamArgs) -> Res<()> {
     let c = &a.common;
-    setup(c)?;
+    let reps = setup(c, 5)?;
     let burst = match a.pattern {
         Some(Pattern::Burst25) => 25,
         Some(Pattern::Stream) => 0,
@@ -357,12 +359,12 @@ fn stream(a: StreamArgs) -> Res<()> {
         for &size in &a.sizes {
             let mut base = Vec::new();
             let mut un = Vec::new();
-            for rep in 0..c.reps {
+            for rep in 0..reps {
                 let what = format!("stream {path} {}", fmt_size(size));
-                prog.show(&format!("{what}: baseline {}/{}", rep + 1, c.reps));
+                prog.show(&format!("{what}: baseline {}/{}", rep + 1, reps));
                 base.push(baseline_stream(path, size, burst, warm, dur, c)?.msgs_per_s());
                 if !c.baseline_only {
-                    prog.show(&format!("{what}: unet {}/{}", rep + 1, c.reps));
+                    prog.show(&format!("{what}: unet {}/{}", rep + 1, reps));
                     let cfg = unet_paths::Run {
                         path,
                         size,
@@ -386,7 +388,8 @@ fn stream(a: StreamArgs) -> Res<()> {
                 msgs_per_s: (!c.baseline_only).then(|| median_f64(&un)),
                 baseline: path.baseline(),
                 baseline_msgs_per_s: median_f64(&base),
-                reps: c.reps,
+                runs: un,
+                baseline_runs: base,
             };
             if c.json {
                 println!("{}", row.json());

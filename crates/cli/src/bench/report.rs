@@ -31,7 +31,9 @@ pub struct StreamRow {
     pub msgs_per_s: Option<f64>,
     pub baseline: &'static str,
     pub baseline_msgs_per_s: f64,
-    pub reps: usize,
+    /// msgs/s of each run, in order (the figures above are their medians).
+    pub runs: Vec<f64>,
+    pub baseline_runs: Vec<f64>,
 }
 
 fn gb(msgs_per_s: f64, size: usize) -> f64 {
@@ -77,7 +79,9 @@ impl StreamRow {
             "baseline": self.baseline,
             "baseline_msgs_per_s": self.baseline_msgs_per_s,
             "baseline_gb_per_s": gb(self.baseline_msgs_per_s, self.size),
-            "reps": self.reps,
+            "reps": self.baseline_runs.len(),
+            "msgs_per_s_runs": self.runs,
+            "baseline_msgs_per_s_runs": self.baseline_runs,
             "ratio": self.ratio(),
         })
     }
