@@ -134,6 +134,9 @@ enum ChanState {
     Gone,
 }
 
+/// How often a spinning wait yields the CPU.
+const SPIN_YIELD_EVERY: Duration = Duration::from_micros(5);
+
 /// Spin time of a blocking wait on an endpoint without direct channels.
 const ENGINE_WAIT_SPIN: Duration = Duration::from_micros(2);
 
@@ -937,12 +940,24 @@ impl Endpoint {
         } else {
             self.spin.min(ENGINE_WAIT_SPIN)
         };
-        while start.elapsed() < spin {
+        let mut last_yield = start;
+        loop {
             for _ in 0..64 {
                 if self.ready() {
                     return true;
                 }
                 std::hint::spin_loop();
+            }
+            let now = Instant::now();
+            if now.duration_since(start) >= spin {
+                break;
+            }
+            // If the peer shares our CPU (the other one is busy), spinning
+            // only delays it: give it the CPU now and then. When the CPU is
+            // ours alone, sched_yield returns at once.
+            if now.duration_since(last_yield) >= SPIN_YIELD_EVERY {
+                std::thread::yield_now();
+                last_yield = now;
             }
         }
         loop {
