@@ -1656,11 +1656,10 @@ impl Core {
         if has_direct {
             return Reply::Error(ErrorCode::DirectChannelsOpen);
         }
-        let bytes = match Segment::open(fd, len as usize, false) {
-            // SAFETY: the mapping holds at least len bytes (checked by open);
-            // copied once, so later writes by the client change nothing.
-            Ok(seg) => {
-                unsafe { std::slice::from_raw_parts(seg.ptr().as_ptr(), len as usize) }.to_vec()
+        let bytes = match Segment::read_untrusted(&fd, len as usize) {
+            Ok(b) if b.len() == len as usize => b,
+            Ok(b) => {
+                return Reply::Rejected(format!("class file has {} bytes, not {len}", b.len()))
             }
             Err(e) => return Reply::Rejected(format!("cannot read the class file: {e}")),
         };

@@ -46,12 +46,58 @@ impl Segment {
     pub fn create(name: &str, len: usize) -> io::Result<Segment> {
         let cname = std::ffi::CString::new(name).map_err(|_| io::ErrorKind::InvalidInput)?;
         // SAFETY: memfd_create reads a NUL-terminated string we own.
-        let fd = cvt(unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC) })?;
+        let fd = cvt(unsafe {
+            libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING)
+        })?;
         // SAFETY: fd is a fresh descriptor that we now own.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         // SAFETY: ftruncate on our own descriptor.
         cvt(unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) })?;
+        // Seal the size: whoever receives this descriptor cannot shrink the
+        // file under our mapping (which would make our accesses fault).
+        // SAFETY: fcntl on our own descriptor.
+        cvt(unsafe {
+            libc::fcntl(
+                fd.as_raw_fd(),
+                libc::F_ADD_SEALS,
+                libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL,
+            )
+        })?;
         Self::map(fd, len, true)
+    }
+
+    /// Read up to `max` bytes from the start of a memory file received from
+    /// an untrusted process, without mapping it (the sender could shrink a
+    /// mapped file and make our reads fault). Refuses anything that is not a
+    /// memory file (reads of which never block).
+    pub fn read_untrusted(fd: &OwnedFd, max: usize) -> io::Result<Vec<u8>> {
+        // SAFETY: fcntl on a descriptor we hold; F_GET_SEALS only succeeds
+        // on memory files.
+        if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) } < 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not a memory file",
+            ));
+        }
+        let mut buf = vec![0u8; max];
+        let mut got = 0;
+        while got < max {
+            // SAFETY: pread into the unfilled part of our buffer.
+            let n = unsafe {
+                libc::pread(
+                    fd.as_raw_fd(),
+                    buf[got..].as_mut_ptr() as *mut libc::c_void,
+                    max - got,
+                    got as libc::off_t,
+                )
+            };
+            if n <= 0 {
+                break;
+            }
+            got += n as usize;
+        }
+        buf.truncate(got);
+        Ok(buf)
     }
 
     /// Map a segment received from another process. The size is taken from
@@ -491,5 +537,33 @@ pub fn random_u64() -> u64 {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
         t ^ (&v as *const u64 as u64).rotate_left(32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shared_segment_cannot_be_resized_by_whoever_holds_it() {
+        let seg = Segment::create("t", 8192).unwrap();
+        for len in [0, 4096, 1 << 20] {
+            // SAFETY: ftruncate on a descriptor we hold.
+            let r = unsafe { libc::ftruncate(seg.fd().as_raw_fd(), len) };
+            assert_eq!(r, -1, "resizing to {len} must fail");
+        }
+        assert_eq!(seg.len(), 8192);
+    }
+
+    #[test]
+    fn untrusted_reads_take_memory_files_only() {
+        let seg = Segment::create("t", 100).unwrap();
+        // SAFETY: the segment has 100 writable bytes.
+        unsafe { seg.ptr().as_ptr().write_bytes(7, 100) };
+        let b = Segment::read_untrusted(seg.fd(), 100).unwrap();
+        assert_eq!(b, vec![7u8; 100]);
+        let f = std::fs::File::open("/proc/self/stat").unwrap();
+        let fd: OwnedFd = f.into();
+        assert!(Segment::read_untrusted(&fd, 10).is_err());
     }
 }
