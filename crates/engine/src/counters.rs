@@ -14,6 +14,9 @@ use crate::sys::Segment;
 pub struct Counters {
     seg: Segment,
     max_endpoints: u32,
+    /// A read-only descriptor of the same memory, the one `unet stat` gets
+    /// (it cannot map it writable).
+    ro: std::os::fd::OwnedFd,
 }
 
 impl Counters {
@@ -30,7 +33,21 @@ impl Counters {
             (*h).engine_id = engine_id;
             (*h).pid = std::process::id();
         }
-        Ok(Counters { seg, max_endpoints })
+        let path = std::ffi::CString::new(format!("/proc/self/fd/{}", seg.fd().as_raw_fd()))
+            .map_err(|_| io::ErrorKind::InvalidInput)?;
+        // SAFETY: open() of a NUL-terminated path we own; the result is a new
+        // descriptor we own.
+        let ro = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+        if ro < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: fresh descriptor from open().
+        let ro = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(ro) };
+        Ok(Counters {
+            seg,
+            max_endpoints,
+            ro,
+        })
     }
 
     fn header(&self) -> &CountersHeader {
@@ -109,8 +126,8 @@ impl Counters {
         }
     }
 
-    /// The segment's descriptor (sent read-only to `unet stat`).
+    /// A read-only descriptor of the segment (sent to `unet stat`).
     pub fn fd(&self) -> RawFd {
-        self.seg.fd().as_raw_fd()
+        self.ro.as_raw_fd()
     }
 }
