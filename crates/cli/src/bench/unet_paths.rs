@@ -12,7 +12,7 @@
 //! channel to that remote endpoint.
 //!
 //! Both sides receive with `Endpoint::recv` (spin briefly, then sleep) and
-//! retry `send` while it reports `Full`. Messages are the same as the
+//! retry `send` while it reports `Full`, yielding the core every 64 tries. Messages are the same as the
 //! baselines': a ping-pong ends with a message of another length; a stream
 //! uses one-byte SYNC/STOP messages answered with `[kind, u64 bytes]`, and
 //! marks the last message of each burst for acknowledgment.
@@ -187,11 +187,15 @@ fn send(ep: &mut Endpoint, ch: Channel, data: &[u8]) -> Res<()> {
             Err(SendError::Full) => {
                 std::hint::spin_loop();
                 spins = spins.wrapping_add(1);
-                if spins & 0x3fff == 0 {
+                // The thread that drains the queue (an engine's, or the
+                // peer) may be waiting for this core.
+                if spins & 63 == 0 {
                     std::thread::yield_now();
-                    if start.get_or_insert_with(Instant::now).elapsed() > PATIENCE {
-                        return Err("unet send: the queue stayed full".into());
-                    }
+                }
+                if spins & 0x3fff == 0
+                    && start.get_or_insert_with(Instant::now).elapsed() > PATIENCE
+                {
+                    return Err("unet send: the queue stayed full".into());
                 }
             }
             Err(e) => return Err(format!("unet send: {e}")),
