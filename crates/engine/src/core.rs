@@ -45,6 +45,14 @@ fn token(kind: u64, idx: usize) -> u64 {
 
 /// Send descriptors taken from one endpoint per turn (fairness).
 const SEND_BUDGET: u64 = 64;
+/// An applet whose invocations run long gets at most 1/APPLET_SHARE of the
+/// engine's time.
+const APPLET_SHARE: u32 = 10;
+/// Invocations shorter than this are never paused after.
+const APPLET_FREE: Duration = Duration::from_micros(20);
+
+/// The same for an endpoint whose applet runs on every descriptor.
+const APPLET_SEND_BUDGET: u64 = 4;
 /// Most channels per endpoint.
 pub const MAX_CHANNELS: usize = 4096;
 
@@ -103,6 +111,10 @@ pub(crate) struct Ep {
     /// The U-Net/SLE applet, if one is attached (boxed: taken out of the
     /// endpoint while it runs).
     pub applet: Option<Box<Applet>>,
+    /// The applet is not run again before this instant: after a long
+    /// invocation it waits [`APPLET_SHARE`] - 1 times as long, so one
+    /// endpoint's applet gets at most 1/[`APPLET_SHARE`] of the engine.
+    pub applet_pause: Option<Instant>,
 }
 
 impl Ep {
@@ -302,10 +314,13 @@ impl Core {
     fn next_timer_ms(&self) -> i32 {
         let wire = self.wire.as_ref().and_then(|w| w.next_deadline());
         let applet = self.timers.peek().map(|Reverse(t)| t.0);
-        let next = match (wire, applet) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let pause = self
+            .eps
+            .iter()
+            .flatten()
+            .filter_map(|e| e.applet_pause)
+            .min();
+        let next = [wire, applet, pause].into_iter().flatten().min();
         match next {
             Some(d) => {
                 let now = Instant::now();
@@ -646,6 +661,7 @@ impl Core {
                 spare: Vec::new(),
                 slot,
                 applet: None,
+                applet_pause: None,
             })
         })();
         let ep = match made {
@@ -959,6 +975,9 @@ impl Core {
     // ---------------------------------------------------------------------
 
     fn poll_send_ring(&mut self, idx: usize) -> usize {
+        if self.paused(idx) {
+            return 0;
+        }
         let (head, tail, cap) = {
             let ep = self.eps[idx].as_ref().expect("live endpoint");
             (
@@ -980,8 +999,16 @@ impl Core {
             }
             return 0;
         }
-        let n = avail.min(SEND_BUDGET);
-        if avail > SEND_BUDGET {
+        // An endpoint with an applet gets fewer descriptors per turn: each
+        // may cost a whole work budget, and the other endpoints must not wait
+        // behind a long run of them.
+        let budget = if self.eps[idx].as_ref().is_some_and(|e| e.applet.is_some()) {
+            APPLET_SEND_BUDGET
+        } else {
+            SEND_BUDGET
+        };
+        let n = avail.min(budget);
+        if avail > budget {
             let slot = self.eps[idx].as_ref().expect("live").slot;
             self.counters.ep(slot, EndpointCounter::TxDeferred, 1);
         }
@@ -1442,6 +1469,22 @@ impl SleEndpoint for EngineEp<'_> {
 }
 
 impl Core {
+    /// True while endpoint `idx`'s applet waits out its pause (see
+    /// [`APPLET_SHARE`]); clears the pause once it is over.
+    fn paused(&mut self, idx: usize) -> bool {
+        let Some(ep) = self.eps.get_mut(idx).and_then(|e| e.as_mut()) else {
+            return false;
+        };
+        match ep.applet_pause {
+            Some(t) if ep.applet.is_some() && Instant::now() < t => true,
+            Some(_) => {
+                ep.applet_pause = None;
+                false
+            }
+            None => false,
+        }
+    }
+
     /// Send `data` from endpoint `idx` on its channel `chan` (an applet's
     /// txPush).
     fn transmit(&mut self, idx: usize, chan: u16, data: &[u8]) -> Result<(), String> {
@@ -1508,6 +1551,10 @@ impl Core {
         let Some(ep) = self.eps[idx].as_mut() else {
             return r.is_ok();
         };
+        let spent = Duration::from_nanos(applet.stats.total_ns - before.total_ns);
+        if spent > APPLET_FREE {
+            ep.applet_pause = Some(Instant::now() + spent * (APPLET_SHARE - 1));
+        }
         let slot = ep.slot;
         let s = applet.stats;
         let c = &self.counters;
@@ -1590,6 +1637,11 @@ impl Core {
                 .get(idx)
                 .and_then(|e| e.as_ref())
                 .is_some_and(|e| e.id == id);
+            if live && self.paused(idx) {
+                // Its turn comes after the pause; order per endpoint is kept.
+                self.pending_rx.push_back((idx, id, chan, buf));
+                continue;
+            }
             if live {
                 if self.eps[idx].as_ref().is_some_and(|e| e.applet.is_some()) {
                     self.run_applet(idx, |a, e| a.rx(e, &buf, chan));
@@ -1621,6 +1673,14 @@ impl Core {
                 e.id == id && e.applet.as_ref().is_some_and(|a| a.id == applet_id)
             });
             if live {
+                if self.paused(idx) {
+                    let until = self.eps[idx]
+                        .as_ref()
+                        .and_then(|e| e.applet_pause)
+                        .unwrap_or(now);
+                    self.timers.push(Reverse((until, idx, id, applet_id, arg)));
+                    continue;
+                }
                 self.run_applet(idx, |a, e| a.timer(e, arg));
             }
             n += 1;
@@ -1663,7 +1723,7 @@ impl Core {
             }
             Err(e) => return Reply::Rejected(format!("cannot read the class file: {e}")),
         };
-        let mut limits = jive::Limits::default();
+        let mut limits = crate::sle::default_limits();
         if fuel != 0 {
             limits.fuel = fuel;
         }
@@ -1671,6 +1731,7 @@ impl Core {
             limits.heap_quota = heap as usize;
         }
         let now = 0;
+        let t0 = Instant::now();
         let loaded = {
             let mut e = EngineEp {
                 core: self,
@@ -1683,6 +1744,12 @@ impl Core {
         match loaded {
             Ok(a) => {
                 if let Some(ep) = self.eps[idx].as_mut() {
+                    // Loading and verifying is applet work too: it counts
+                    // against the endpoint's share like an invocation.
+                    let spent = t0.elapsed();
+                    if spent > APPLET_FREE {
+                        ep.applet_pause = Some(Instant::now() + spent * (APPLET_SHARE - 1));
+                    }
                     ep.applet = Some(Box::new(a));
                     self.counters
                         .ep(ep.slot, EndpointCounter::AppletAttached, 1);

@@ -43,6 +43,21 @@ use unet_abi::{RecvDesc, INLINE_MAX, MAX_MESSAGE, MAX_RX_BUFFERS, RECV_INLINE};
 /// The native domain applets are loaded with.
 pub const DOMAIN: &str = "unet-sle";
 
+/// Work budget per invocation of an applet unless its owner sets one:
+/// 100 000 units of JIVE fuel, a fraction of a millisecond, far more than a
+/// packet handler needs and little enough that a runaway applet cannot hold
+/// up the other endpoints of its engine.
+pub const DEFAULT_FUEL: u64 = 100_000;
+
+/// The limits an applet runs under by default: [`DEFAULT_FUEL`], and JIVE's
+/// default call depth and heap quota.
+pub fn default_limits() -> Limits {
+    Limits {
+        fuel: DEFAULT_FUEL,
+        ..Limits::default()
+    }
+}
+
 /// Faults in a row after which an applet is detached.
 pub const MAX_CONSECUTIVE_FAULTS: u32 = 16;
 

@@ -118,9 +118,10 @@ pub enum Placement {
 /// How an applet is attached.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct AppletOptions {
-    /// Work budget per invocation (0: JIVE's default).
+    /// Work budget per invocation (0: the default, 100 000 units of JIVE
+    /// fuel, a fraction of a millisecond).
     pub fuel: u64,
-    /// Heap quota in bytes (0: JIVE's default).
+    /// Heap quota in bytes (0: JIVE's default, 1 MiB).
     pub heap: u32,
     /// Where it runs.
     pub placement: Placement,
@@ -1146,7 +1147,7 @@ impl Endpoint {
                 "an inline applet needs managed buffers".into(),
             ));
         }
-        let mut limits = jive::Limits::default();
+        let mut limits = unet_engine::sle::default_limits();
         if opts.fuel != 0 {
             limits.fuel = opts.fuel;
         }

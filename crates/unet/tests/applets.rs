@@ -12,6 +12,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use unet::*;
+use unet_abi::ClientCounter;
 use unet_abi::{CountersHeader, EndpointCounter, EndpointSlot, EngineCounter, ENDPOINT_SLOTS_OFF};
 
 const T: Option<Duration> = Some(Duration::from_secs(10));
@@ -806,5 +807,199 @@ fn a_full_receive_queue_does_not_lose_buffers() {
     assert!(
         delivered,
         "the third buffer was lost with the dropped message"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Inline placement: the applet runs in the client library, on the direct path
+// ---------------------------------------------------------------------------
+
+#[test]
+fn raw_unet_inline_on_the_direct_path() {
+    let engine = Engine::start(EngineConfig::default()).unwrap();
+    let s = Session::embedded(&engine).unwrap();
+    let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
+    let mut b = s.create_endpoint(EndpointConfig::default()).unwrap();
+    let inline = AppletOptions {
+        placement: Placement::Inline,
+        ..Default::default()
+    };
+    a.attach_applet(&applet("RawUnet"), inline).unwrap();
+    b.attach_applet(&applet("RawUnet"), inline).unwrap();
+    let ch = a
+        .open_channel(
+            b.addr(),
+            ChannelOptions {
+                path: PathChoice::Direct,
+            },
+        )
+        .expect("inline applets keep the direct path");
+    match next_event(&mut b, Duration::from_secs(5)) {
+        Some(Event::ChannelOpened { direct, .. }) => assert!(direct),
+        e => panic!("expected ChannelOpened, got {e:?}"),
+    }
+    let n = exchange(&mut a, &mut b, ch, RAW_SIZES, 3);
+    assert!(n > 0);
+    // Both sides ran their applet on every message, in this process.
+    let calls = 2 * RAW_SIZES.len() as u64 * 3;
+    assert!(a.client_counter(ClientCounter::AppletCalls) >= calls);
+    assert!(b.client_counter(ClientCounter::AppletCalls) >= calls);
+    assert!(a.client_counter(ClientCounter::DirectTxMsgs) >= calls / 2);
+    // The engine ran no applet.
+    assert_eq!(counter(&s, &a, EndpointCounter::AppletTxCalls), 0);
+    assert_eq!(counter(&s, &b, EndpointCounter::AppletRxCalls), 0);
+}
+
+#[test]
+fn looping_inline_applet_faults_then_is_detached() {
+    let engine = Engine::start(EngineConfig::default()).unwrap();
+    let s = Session::embedded(&engine).unwrap();
+    let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
+    let mut b = s.create_endpoint(EndpointConfig::default()).unwrap();
+    let opts = AppletOptions {
+        placement: Placement::Inline,
+        fuel: 50_000,
+        ..Default::default()
+    };
+    a.attach_applet(&applet("Spin"), opts).unwrap();
+    let ch = a
+        .open_channel(
+            b.addr(),
+            ChannelOptions {
+                path: PathChoice::Direct,
+            },
+        )
+        .unwrap();
+    for i in 1..=16 {
+        assert_eq!(
+            a.send(ch, &pattern(i, 64)),
+            Err(SendError::AppletFault),
+            "send {i}"
+        );
+        let want = if i < 16 {
+            Event::AppletFault { kind: 0 }
+        } else {
+            Event::AppletDetached { kind: 0 }
+        };
+        assert_eq!(a.poll_event(), Some(want), "send {i}");
+    }
+    assert_eq!(a.client_counter(ClientCounter::AppletFaults), 16);
+    assert_quiet(
+        &mut b,
+        Duration::from_millis(20),
+        "no faulted send goes out",
+    );
+    exchange(&mut a, &mut b, ch, &[1, 100, 5000], 2);
+}
+
+// ---------------------------------------------------------------------------
+// A runaway applet does not slow down the other endpoints
+// ---------------------------------------------------------------------------
+
+/// Round trips per second between two fresh endpoints on the engine path
+/// over `dur`.
+fn engine_rate(s: &Session, dur: Duration) -> f64 {
+    let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
+    let mut b = s.create_endpoint(EndpointConfig::default()).unwrap();
+    let ch = a
+        .open_channel(
+            b.addr(),
+            ChannelOptions {
+                path: PathChoice::Engine,
+            },
+        )
+        .unwrap();
+    let back = match next_event(&mut b, Duration::from_secs(5)) {
+        Some(Event::ChannelOpened { channel, .. }) => channel,
+        e => panic!("expected ChannelOpened, got {e:?}"),
+    };
+    let echo = std::thread::spawn(move || {
+        let mut buf = [0u8; 64];
+        while let Ok(r) = b.recv(&mut buf, Some(Duration::from_millis(500))) {
+            if b.send_blocking(back, &buf[..r.len], SEND_T).is_err() {
+                break;
+            }
+        }
+    });
+    let mut buf = [0u8; 64];
+    let start = std::time::Instant::now();
+    let mut n = 0u64;
+    while start.elapsed() < dur {
+        a.send_blocking(ch, &[7u8; 64], SEND_T).unwrap();
+        a.recv(&mut buf, T).expect("echo");
+        n += 1;
+    }
+    let rate = n as f64 / start.elapsed().as_secs_f64();
+    drop(a);
+    echo.join().unwrap();
+    rate
+}
+
+#[test]
+fn a_runaway_applet_leaves_other_endpoints_their_rate() {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    let spin = applet("Spin");
+    let engine = Engine::start(EngineConfig::default()).unwrap();
+    let s = Session::embedded(&engine).unwrap();
+    // A hostile neighbour: while `active`, its applet loops on every send;
+    // whenever it is detached, it attaches it again, and it keeps sending.
+    let active = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    let (active2, stop2, s2) = (active.clone(), stop.clone(), s.clone());
+    let hostile = std::thread::spawn(move || {
+        let mut l = s2.create_endpoint(EndpointConfig::default()).unwrap();
+        let sink = s2.create_endpoint(EndpointConfig::default()).unwrap();
+        l.attach_applet(&spin, AppletOptions::default()).unwrap();
+        let ch = l
+            .open_channel(sink.addr(), ChannelOptions::default())
+            .unwrap();
+        let mut faults = 0u64;
+        while !stop2.load(Ordering::Relaxed) {
+            if active2.load(Ordering::Relaxed) {
+                let _ = l.send(ch, &[1u8; 64]);
+            }
+            while let Some(e) = l.poll_event() {
+                match e {
+                    Event::AppletFault { .. } => faults += 1,
+                    Event::AppletDetached { .. } => {
+                        faults += 1;
+                        l.attach_applet(&spin, AppletOptions::default()).unwrap();
+                    }
+                    _ => {}
+                }
+            }
+            std::thread::sleep(Duration::from_micros(500));
+        }
+        faults
+    });
+    // Alternate windows without and with the runaway, so both see the same
+    // machine; compare medians.
+    let dur = Duration::from_millis(300);
+    let (mut alone, mut beside) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        active.store(false, Ordering::Relaxed);
+        std::thread::sleep(Duration::from_millis(20));
+        alone.push(engine_rate(&s, dur));
+        active.store(true, Ordering::Relaxed);
+        std::thread::sleep(Duration::from_millis(20));
+        beside.push(engine_rate(&s, dur));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let faults = hostile.join().unwrap();
+    assert!(
+        faults > 20,
+        "the runaway applet ran and faulted ({faults} faults)"
+    );
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[v.len() / 2]
+    };
+    let (alone, beside) = (median(&mut alone), median(&mut beside));
+    eprintln!("engine-path round trips/s: alone {alone:.0}, beside a runaway applet {beside:.0}");
+    assert!(
+        beside >= 0.5 * alone,
+        "other endpoints kept {:.0}% of their rate ({beside:.0} vs {alone:.0} round trips/s)",
+        100.0 * beside / alone
     );
 }
