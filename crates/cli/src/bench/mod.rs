@@ -8,6 +8,7 @@ use clap::Subcommand;
 mod floor;
 mod jive;
 mod net;
+mod overhead;
 mod report;
 mod stats;
 mod udp_raw;
@@ -24,6 +25,10 @@ pub enum Command {
     /// with acknowledgments (the U-Net/SLE paper's Figure 6), beside the
     /// floor ring or raw UDP.
     Stream(net::StreamArgs),
+    /// Per-message transmit and receive overhead of U-Net/SLE applets, split
+    /// by step (the U-Net/SLE paper's Figure 7), beside the same steps
+    /// without an applet.
+    Overhead(overhead::Args),
     /// The other process of a network benchmark run (internal).
     #[command(name = "__child", hide = true)]
     Child(net::ChildArgs),
@@ -35,5 +40,6 @@ pub fn run(c: Command) -> ExitCode {
         Command::Pingpong(a) => net::run_pingpong(a),
         Command::Stream(a) => net::run_stream(a),
         Command::Child(a) => net::run_child(a),
+        Command::Overhead(a) => overhead::run(a),
     }
 }
