@@ -35,6 +35,45 @@ pub enum Command {
     /// on stderr); 3 a fault (`fault: REASON (in method M at offset N)` on
     /// stderr), including an exhausted fuel budget, call depth or heap quota.
     Run(RunArgs),
+    /// Attach a U-Net/SLE applet to an endpoint of a running engine.
+    ///
+    /// The engine loads it with the `unet-sle` domain, runs its constructor,
+    /// and from then on runs `doTx` on every send and `doRx` on every
+    /// arrival of that endpoint (one of this user's). Replaces an applet
+    /// already attached. Exit 0 attached; 2 the class is rejected
+    /// (`rejected: REASON` on stderr); 1 any other error.
+    Attach(AttachArgs),
+    /// Detach the applet of an endpoint of a running engine.
+    Detach(DetachArgs),
+}
+
+#[derive(Args)]
+pub struct AttachArgs {
+    /// Control socket of the engine.
+    #[arg(long, default_value = crate::daemon::DEFAULT_SOCKET)]
+    socket: PathBuf,
+    /// The endpoint's id (see `unet stat`).
+    #[arg(long, value_name = "ID")]
+    endpoint: u32,
+    /// The applet's class file.
+    #[arg(value_name = "FILE.class")]
+    file: PathBuf,
+    /// Work budget per invocation (default: 100 000 units).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    fuel: u64,
+    /// Heap quota in bytes (default: 1 MiB).
+    #[arg(long, value_name = "BYTES", default_value_t = 0)]
+    heap: u32,
+}
+
+#[derive(Args)]
+pub struct DetachArgs {
+    /// Control socket of the engine.
+    #[arg(long, default_value = crate::daemon::DEFAULT_SOCKET)]
+    socket: PathBuf,
+    /// The endpoint's id.
+    #[arg(long, value_name = "ID")]
+    endpoint: u32,
 }
 
 /// Which native-method domains the applet may call.
@@ -42,7 +81,8 @@ pub enum Command {
 pub struct DomainArgs {
     /// Grant the applet the natives of domain NAME (static methods of
     /// `unet.sle.Natives`); repeatable. The command line knows the `test`
-    /// domain: nop()V, id(I)I, sum([BII)I and fill([BII)V.
+    /// domain (nop()V, id(I)I, sum([BII)I, fill([BII)V) and, for `check`,
+    /// `unet-sle` (the U-Net/SLE natives, which need an endpoint to run).
     #[arg(long = "domain", value_name = "NAME", default_value = "test")]
     domains: Vec<String>,
 }
@@ -90,6 +130,44 @@ pub fn run(c: Command) -> ExitCode {
     match c {
         Command::Check(a) => check(a),
         Command::Run(a) => run_method(a),
+        Command::Attach(a) => attach(a),
+        Command::Detach(a) => detach(a),
+    }
+}
+
+fn attach(a: AttachArgs) -> ExitCode {
+    let bytes = match std::fs::read(&a.file) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("error: cannot read {}: {}", a.file.display(), one_line(e));
+            return ExitCode::from(1);
+        }
+    };
+    let r = unet::Session::connect(&a.socket)
+        .and_then(|s| s.attach_applet(a.endpoint, &bytes, a.fuel, a.heap));
+    match r {
+        Ok(()) => {
+            println!("{}: attached to endpoint {}", a.file.display(), a.endpoint);
+            ExitCode::SUCCESS
+        }
+        Err(unet::Error::Rejected(why)) => {
+            eprintln!("{}", one_line(why));
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("error: {}", one_line(e));
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn detach(a: DetachArgs) -> ExitCode {
+    match unet::Session::connect(&a.socket).and_then(|s| s.detach_applet(a.endpoint)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {}", one_line(e));
+            ExitCode::from(1)
+        }
     }
 }
 
@@ -103,7 +181,10 @@ fn one_line(s: impl std::fmt::Display) -> String {
 }
 
 fn check(a: CheckArgs) -> ExitCode {
-    let natives = natives();
+    // The check only loads: a registry of the U-Net/SLE natives plus the
+    // test domain serves every domain the command line knows.
+    let mut natives = unet_engine::sle::natives();
+    natives.extend(&jive::test_natives());
     let granted: Vec<&str> = a.domains.domains.iter().map(String::as_str).collect();
     let mut all_ok = true;
     for f in &a.files {
