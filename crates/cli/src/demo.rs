@@ -157,7 +157,7 @@ fn measure(
                 }
                 check(&buf[..r.len], seq)?;
                 n += 1;
-                if n % ACK_EVERY == 0 {
+                if n.is_multiple_of(ACK_EVERY) {
                     b.send_blocking(back, &n.to_le_bytes(), Duration::from_secs(10))
                         .map_err(|e| e.to_string())?;
                 }
