@@ -13,7 +13,10 @@
 //! executions (macro), returning a checksum. `n` is chosen per benchmark so
 //! that one JIVE call takes about `--target-ms`; every runtime then runs the
 //! same `n`, once for the checksum (all five must agree, or the run fails)
-//! and `--reps` times timed, and the median time of a call is kept.
+//! and `--reps` times timed, and the median time of a call is kept. This is
+//! done in `--rounds` rounds, each running every runtime once, and the figure
+//! is the median over the rounds, so that a change in the machine's load
+//! during the run does not fall on one runtime only.
 //!
 //! Figures are, as in the paper, time per operation (micro, ns) or per
 //! execution (macro, µs) with the loop overhead subtracted: for each runtime,
@@ -31,7 +34,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
-use ::jive::{test_natives, Class, Limits, Vm};
+use ::jive::{test_natives, Class, Limits, MethodId, Vm};
 
 use crate::jdk::Jdk;
 
@@ -52,7 +55,12 @@ pub struct Args {
     /// Untimed calls on the HotSpot JIT before timing (lets it compile).
     #[arg(long, default_value_t = 10)]
     warmup: usize,
-    /// A fast, rough run (3 reps, 2 ms calls, 2 warm-up calls), for tests.
+    /// Rounds: each runs every runtime once; figures are medians over the
+    /// rounds (evens out changes in the machine's load during the run).
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// A fast, rough run (1 round, 3 reps, 2 ms calls, 2 warm-up calls), for
+    /// tests.
     #[arg(long)]
     quick: bool,
     /// One JSON object per line per benchmark instead of the table.
@@ -141,6 +149,7 @@ fn write(path: &Path, text: &str) -> Result<(), String> {
 
 fn bench(mut a: Args) -> Result<(), String> {
     if a.quick {
+        a.rounds = 1;
         a.reps = 3;
         a.target_ms = 2;
         a.warmup = 2;
@@ -183,7 +192,7 @@ fn bench(mut a: Args) -> Result<(), String> {
         )?;
     }
 
-    // JIVE: choose n per benchmark, time it, and the host call overhead.
+    // JIVE: choose n per benchmark so that one call takes about the target.
     let bytes = std::fs::read(classes.join("Bench.class")).map_err(|e| e.to_string())?;
     let natives = test_natives::<()>();
     let class = Class::load(&bytes, &natives, &["test"])
@@ -195,120 +204,127 @@ fn bench(mut a: Args) -> Result<(), String> {
     let mut host = ();
     let mut vm = Vm::new(class.clone(), limits, &mut host)
         .map_err(|f| format!("JIVE Bench initialisation: {f}"))?;
+    let mut methods = Vec::new();
+    for (_, method, _) in BENCHES {
+        methods.push(
+            class
+                .method(method)
+                .ok_or_else(|| format!("Bench has no method {method}"))?,
+        );
+    }
+    let ret = class.method("ret").ok_or("Bench has no method ret")?;
     let target = Duration::from_millis(a.target_ms);
-    let mut jive: Vec<Raw> = Vec::new();
-    for (i, (name, method, _)) in BENCHES.iter().enumerate() {
-        progress(&format!("JIVE {}/{}: {name}", i + 1, BENCHES.len()));
-        let m = class
-            .method(method)
-            .ok_or_else(|| format!("Bench has no method {method}"))?;
-        let mut call = |n: i32| -> Result<(i32, Duration), String> {
-            let t0 = Instant::now();
-            let r = vm
-                .invoke(&mut host, m, &[n])
-                .map_err(|f| format!("JIVE {name}({n}): fault: {f}"))?;
-            let t = t0.elapsed();
-            Ok((r.unwrap_or(0), t))
-        };
+    let mut ns: Vec<i32> = Vec::new();
+    progress("JIVE: sizing each benchmark");
+    for (&m, (name, _, _)) in methods.iter().zip(BENCHES) {
         let mut n: i32 = 1;
         loop {
-            let (_, t) = call(n)?;
+            let (_, t) = jive_call(&mut vm, &mut host, m, n, name)?;
             if t >= target || n >= 1 << 29 {
                 break;
             }
             let grow = (target.as_secs_f64() / t.as_secs_f64().max(1e-7) * 1.2).clamp(2.0, 64.0);
             n = ((n as f64 * grow) as i64).min(1 << 29) as i32;
         }
-        let (checksum, _) = call(n)?;
-        let mut times = Vec::with_capacity(a.reps);
-        for _ in 0..a.reps {
-            let (c, t) = call(n)?;
-            if c != checksum {
-                return Err(format!("JIVE {name}: checksum {checksum} then {c}"));
-            }
-            times.push(t.as_nanos() as f64);
-        }
-        jive.push(Raw {
-            n,
-            checksum,
-            median_ns: median(&mut times),
-        });
+        ns.push(n);
     }
-    progress("JIVE: host-to-applet call overhead");
-    let host_call_ns = {
-        let m = class.method("ret").ok_or("Bench has no method ret")?;
-        let batch = if a.quick { 10_000 } else { 200_000 };
-        let mut per_call = Vec::new();
-        for _ in 0..a.reps.max(5) {
-            let t0 = Instant::now();
-            let mut s = 0i32;
-            for i in 0..batch {
-                let r = vm
-                    .invoke(&mut host, m, &[i])
-                    .map_err(|f| format!("JIVE ret: {f}"))?;
-                s = s.wrapping_add(r.unwrap_or(0));
-            }
-            let t = t0.elapsed();
-            let want = (0..batch).fold(0i32, |acc, i| acc.wrapping_add(i));
-            if std::hint::black_box(s) != want {
-                return Err(format!("JIVE ret: sum {s}, want {want}"));
-            }
-            per_call.push(t.as_nanos() as f64 / batch as f64);
-        }
-        median(&mut per_call)
-    };
-
-    // The baselines run the same n.
     let mut plan: Vec<String> = Vec::new();
-    for ((_, method, _), r) in BENCHES.iter().zip(&jive) {
+    for ((_, method, _), n) in BENCHES.iter().zip(&ns) {
         plan.push(method.to_string());
-        plan.push(r.n.to_string());
+        plan.push(n.to_string());
     }
     let reps = a.reps.to_string();
-    let mut columns: Vec<Vec<Raw>> = vec![jive];
-    for opt in ["-O0", "-O2"] {
-        progress(&format!("gcc {opt}: all benchmarks"));
-        let out = output(
-            Command::new(dir.join(format!("bench{opt}")))
-                .arg(&reps)
-                .args(&plan),
-            &format!("bench.c {opt}"),
-        )?;
-        columns.push(parse_lines(&out, &format!("gcc {opt}"))?);
-    }
-    for (label, flags, warmup) in [
-        ("java -Xint", &["-Xint"][..], 0usize),
-        ("java (JIT)", &[][..], a.warmup),
-    ] {
-        progress(&format!("{label}: all benchmarks"));
-        let out = output(
-            Command::new(jdk.bin("java"))
-                .args(flags)
-                .arg("-Xss64m")
-                .arg("-cp")
-                .arg(&classes)
-                .arg("BenchMain")
-                .arg(&reps)
-                .arg(warmup.to_string())
-                .args(&plan),
-            label,
-        )?;
-        columns.push(parse_lines(&out, label)?);
+
+    // Rounds: every runtime once per round, so that a change in the load of
+    // the machine during the run falls on all of them alike; each figure is
+    // the median over the rounds of the per-round medians.
+    let rounds = a.rounds.max(1);
+    let mut all: Vec<Vec<Vec<Raw>>> = vec![Vec::new(); RUNTIMES.len()];
+    let mut host_calls = Vec::new();
+    for round in 1..=rounds {
+        let r = format!("round {round}/{rounds}: ");
+        let mut jive: Vec<Raw> = Vec::new();
+        for (i, (&m, (name, _, _))) in methods.iter().zip(BENCHES).enumerate() {
+            progress(&format!("{r}JIVE {}/{}: {name}", i + 1, BENCHES.len()));
+            let n = ns[i];
+            let (checksum, _) = jive_call(&mut vm, &mut host, m, n, name)?;
+            let mut times = Vec::with_capacity(a.reps);
+            for _ in 0..a.reps {
+                let (c, t) = jive_call(&mut vm, &mut host, m, n, name)?;
+                if c != checksum {
+                    return Err(format!("JIVE {name}: checksum {checksum} then {c}"));
+                }
+                times.push(t.as_nanos() as f64);
+            }
+            jive.push(Raw {
+                n,
+                checksum,
+                median_ns: median(&mut times),
+            });
+        }
+        all[0].push(jive);
+        progress(&format!("{r}JIVE: host-to-applet call overhead"));
+        host_calls.push(host_call_ns(&mut vm, &mut host, ret, a.quick, a.reps)?);
+        for (c, opt) in [(1, "-O0"), (2, "-O2")] {
+            progress(&format!("{r}gcc {opt}: all benchmarks"));
+            let out = output(
+                Command::new(dir.join(format!("bench{opt}")))
+                    .arg(&reps)
+                    .args(&plan),
+                &format!("bench.c {opt}"),
+            )?;
+            all[c].push(parse_lines(&out, &format!("gcc {opt}"))?);
+        }
+        for (c, label, flags, warmup) in [
+            (3, "java -Xint", &["-Xint"][..], 0usize),
+            (4, "java (JIT)", &[][..], a.warmup),
+        ] {
+            progress(&format!("{r}{label}: all benchmarks"));
+            let out = output(
+                Command::new(jdk.bin("java"))
+                    .args(flags)
+                    .arg("-Xss64m")
+                    .arg("-cp")
+                    .arg(&classes)
+                    .arg("BenchMain")
+                    .arg(&reps)
+                    .arg(warmup.to_string())
+                    .args(&plan),
+                label,
+            )?;
+            all[c].push(parse_lines(&out, label)?);
+        }
     }
 
-    // Checksums must agree across all five.
+    // Checksums must agree across all five runtimes and all rounds.
     for (i, (name, _, _)) in BENCHES.iter().enumerate() {
-        let want = columns[0][i];
-        for (c, col) in columns.iter().enumerate().skip(1) {
-            let got = col[i];
-            if got.n != want.n || got.checksum != want.checksum {
-                return Err(format!(
-                    "{name}: {} gave checksum {} for n={}, JIVE {} for n={}",
-                    HEADERS[c], got.checksum, got.n, want.checksum, want.n
-                ));
+        let want = all[0][0][i];
+        for (c, col) in all.iter().enumerate() {
+            for got in col.iter().map(|round| round[i]) {
+                if got.n != want.n || got.checksum != want.checksum {
+                    return Err(format!(
+                        "{name}: {} gave checksum {} for n={}, JIVE {} for n={}",
+                        HEADERS[c], got.checksum, got.n, want.checksum, want.n
+                    ));
+                }
             }
         }
     }
+    let columns: Vec<Vec<Raw>> = all
+        .iter()
+        .map(|col| {
+            (0..BENCHES.len())
+                .map(|i| {
+                    let mut t: Vec<f64> = col.iter().map(|round| round[i].median_ns).collect();
+                    Raw {
+                        median_ns: median(&mut t),
+                        ..col[0][i]
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    let host_call_ns = median(&mut host_calls);
 
     let report = Report::new(&columns, host_call_ns);
     if a.json {
@@ -318,6 +334,51 @@ fn bench(mut a: Args) -> Result<(), String> {
     }
     drop(tmp);
     Ok(())
+}
+
+/// One timed JIVE call of `Bench.name(n)`: (checksum, time).
+fn jive_call(
+    vm: &mut Vm<()>,
+    host: &mut (),
+    m: MethodId,
+    n: i32,
+    name: &str,
+) -> Result<(i32, Duration), String> {
+    let t0 = Instant::now();
+    let r = vm
+        .invoke(host, m, &[n])
+        .map_err(|f| format!("JIVE {name}({n}): fault: {f}"))?;
+    Ok((r.unwrap_or(0), t0.elapsed()))
+}
+
+/// Median ns per `Vm::invoke` of `ret`, which returns its argument at once,
+/// over batches of calls.
+fn host_call_ns(
+    vm: &mut Vm<()>,
+    host: &mut (),
+    ret: MethodId,
+    quick: bool,
+    reps: usize,
+) -> Result<f64, String> {
+    let batch: i32 = if quick { 10_000 } else { 200_000 };
+    let want = (0..batch).fold(0i32, |acc, i| acc.wrapping_add(i));
+    let mut per_call = Vec::new();
+    for _ in 0..reps.max(5) {
+        let t0 = Instant::now();
+        let mut s = 0i32;
+        for i in 0..batch {
+            let r = vm
+                .invoke(host, ret, &[i])
+                .map_err(|f| format!("JIVE ret: {f}"))?;
+            s = s.wrapping_add(r.unwrap_or(0));
+        }
+        let t = t0.elapsed();
+        if std::hint::black_box(s) != want {
+            return Err(format!("JIVE ret: sum {s}, want {want}"));
+        }
+        per_call.push(t.as_nanos() as f64 / batch as f64);
+    }
+    Ok(median(&mut per_call))
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -475,8 +536,10 @@ impl Report {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "JIVE benchmarks (U-Net/SLE Figures 3 and 4): median of {} calls, loop overhead subtracted",
-            a.reps
+            "JIVE benchmarks (U-Net/SLE Figures 3 and 4): medians of {} calls, over {} round{}; loop overhead subtracted",
+            a.reps,
+            a.rounds,
+            if a.rounds == 1 { "" } else { "s" }
         );
         let _ = writeln!(
             s,
