@@ -39,6 +39,7 @@
 
 use std::collections::VecDeque;
 use std::hint::black_box;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::ptr::NonNull;
@@ -1043,9 +1044,11 @@ fn bench(mut a: Args) -> Result<(), String> {
 
     let load = load_average();
     if a.json {
+        let mut out = std::io::stdout().lock();
         for r in &rows {
             let target = (r.step == "total" && r.applet != "none").then_some(TARGET_NS);
-            println!(
+            let _ = writeln!(
+                out,
                 "{}",
                 json!({
                     "bench": "overhead",
