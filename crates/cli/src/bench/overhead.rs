@@ -950,6 +950,7 @@ fn bench(mut a: Args) -> Result<(), String> {
     let mut vars = variants(&pkt);
     let mut results: Vec<Vec<f64>> = vec![Vec::new(); vars.len()];
     let progress = Progress::new();
+    let mut clocks = Vec::new();
     for rep in 0..a.reps {
         progress.show(&format!(
             "[bench overhead] repetition {}/{}",
@@ -957,6 +958,7 @@ fn bench(mut a: Args) -> Result<(), String> {
             a.reps
         ));
         let clock = clock_cost_ns() as f64;
+        clocks.push(clock);
         for (i, var) in vars.iter_mut().enumerate() {
             if let Some(name) = var.applet {
                 let slot = loaded
@@ -1043,6 +1045,7 @@ fn bench(mut a: Args) -> Result<(), String> {
     }
 
     let load = load_average();
+    let clock_ns = median_f64(&clocks);
     if a.json {
         let mut out = std::io::stdout().lock();
         for r in &rows {
@@ -1062,11 +1065,12 @@ fn bench(mut a: Args) -> Result<(), String> {
                     "batches": a.batches,
                     "batch": BATCH,
                     "load_average": load,
+                    "clock_ns": clock_ns,
                 })
             );
         }
     } else {
-        print_table(&rows, &a, &load);
+        print_table(&rows, &a, &load, clock_ns);
     }
     Ok(())
 }
@@ -1088,9 +1092,30 @@ const STEP_ORDER: [&str; 13] = [
     "total",
 ];
 
-fn print_table(rows: &[Row], a: &Args, load: &str) {
+/// The paper's Figure 7 (LanAI, µs), 40-byte / 1000-byte, for the steps
+/// that have a counterpart there.
+fn paper(dir: &str, step: &str) -> &'static str {
+    match (dir, step) {
+        ("tx", "find_applet") => "0.7 / 0.7",
+        ("tx", "call_return") => "3.9 / 3.9",
+        ("tx", "null_native") | ("rx", "null_native") => "(5.5 / 5.5)",
+        ("tx", "dma_setup") => "11.8 / 11.8",
+        ("tx", "tx_push") => "8.1 / 8.1",
+        ("tx", "total") => "24.5 / 24.5",
+        ("rx", "find_applet") => "0.6 / 0.6",
+        ("rx", "call_return") => "3.2 / 3.2",
+        ("rx", "get_free_buffer") => "- / 5.85",
+        ("rx", "dma_setup") => "- / 11.8",
+        ("rx", "descriptor_push") => "12.9 / 21.0",
+        ("rx", "total") => "16.7 / 42.5",
+        _ => "",
+    }
+}
+
+fn print_table(rows: &[Row], a: &Args, load: &str, clock_ns: f64) {
     println!(
-        "U-Net/SLE per-message overhead, ns (median of {} repetitions x {} batches of {}; load average {load})",
+        "U-Net/SLE per-message overhead, ns: median of {} repetitions x {} batches of {} \
+         (load average {load}; one clock read {clock_ns:.0} ns)",
         a.reps, a.batches, BATCH
     );
     for (dir, title) in [("tx", "Transmit"), ("rx", "Receive")] {
@@ -1101,10 +1126,14 @@ fn print_table(rows: &[Row], a: &Args, load: &str) {
             } else {
                 format!("{applet} applet")
             };
-            println!(
-                "{title} overhead, {who:<18} {:>10} {:>10}",
-                "40-byte", "1000-byte"
+            let paper_head = if applet == "none" { "" } else { "paper, us" };
+            let head = format!(
+                "{:<36} {:>9} {:>9}   {paper_head}",
+                format!("{title} overhead, {who}"),
+                "40-byte",
+                "1000-byte"
             );
+            println!("{}", head.trim_end());
             let steps = STEP_ORDER.iter().copied().filter(|step| {
                 rows.iter()
                     .any(|r| r.dir == dir && r.applet == applet && r.step == *step)
@@ -1122,12 +1151,10 @@ fn print_table(rows: &[Row], a: &Args, load: &str) {
                     "null_native" => "(null_native)",
                     s => s,
                 };
-                let mut line = format!(
-                    "  {label:<w$} {:>10} {:>10}",
-                    cell(SIZES[0]),
-                    cell(SIZES[1]),
-                    w = title.len() + 29
-                );
+                let mut line = format!("  {label:<34} {:>9} {:>9}", cell(SIZES[0]), cell(SIZES[1]));
+                if applet != "none" {
+                    line.push_str(&format!("   {}", paper(dir, step)));
+                }
                 if step == "total" && applet != "none" {
                     let ok = SIZES.iter().all(|&s| {
                         rows.iter().any(|r| {
@@ -1143,7 +1170,7 @@ fn print_table(rows: &[Row], a: &Args, load: &str) {
                         if ok { "met" } else { "NOT met" }
                     ));
                 }
-                println!("{line}");
+                println!("{}", line.trim_end());
             }
         }
     }
