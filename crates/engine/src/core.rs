@@ -50,6 +50,8 @@ const SEND_BUDGET: u64 = 64;
 const APPLET_SHARE: u32 = 10;
 /// Invocations shorter than this are never paused after.
 const APPLET_FREE: Duration = Duration::from_micros(20);
+/// Nor are invocations that used less fuel than this.
+const APPLET_FREE_FUEL: u64 = 2_000;
 
 /// The same for an endpoint whose applet runs on every descriptor.
 const APPLET_SEND_BUDGET: u64 = 4;
@@ -1364,7 +1366,7 @@ impl Core {
 struct EngineEp<'a> {
     core: &'a mut Core,
     idx: usize,
-    epoch_us: i32,
+    epoch: Instant,
     applet_id: u64,
 }
 
@@ -1453,7 +1455,7 @@ impl SleEndpoint for EngineEp<'_> {
         true
     }
     fn now_us(&self) -> i32 {
-        self.epoch_us
+        crate::sle::now_us_since(self.epoch)
     }
     fn set_timer(&mut self, delay_us: u32, arg: i32) -> Result<(), String> {
         if self.core.timers.len() >= 65536 {
@@ -1538,12 +1540,12 @@ impl Core {
             return false;
         };
         let before = applet.stats;
-        let now = applet.now_us();
+        let epoch = applet.epoch();
         let r = {
             let mut e = EngineEp {
                 core: self,
                 idx,
-                epoch_us: now,
+                epoch,
                 applet_id: applet.id,
             };
             f(&mut applet, &mut e)
@@ -1552,7 +1554,9 @@ impl Core {
             return r.is_ok();
         };
         let spent = Duration::from_nanos(applet.stats.total_ns - before.total_ns);
-        if spent > APPLET_FREE {
+        // Long *and* busy: an invocation that was only preempted (little
+        // fuel used) is not the applet's fault.
+        if spent > APPLET_FREE && applet.stats.fuel - before.fuel > APPLET_FREE_FUEL {
             ep.applet_pause = Some(Instant::now() + spent * (APPLET_SHARE - 1));
         }
         let slot = ep.slot;
@@ -1730,13 +1734,12 @@ impl Core {
         if heap != 0 {
             limits.heap_quota = heap as usize;
         }
-        let now = 0;
         let t0 = Instant::now();
         let loaded = {
             let mut e = EngineEp {
                 core: self,
                 idx,
-                epoch_us: now,
+                epoch: t0,
                 applet_id: 0,
             };
             Applet::load(&bytes, limits, &mut e)

@@ -432,6 +432,7 @@ impl Applet {
         let cap = (ep.buffer_size() as usize * MAX_RX_BUFFERS).min(MAX_MESSAGE);
         let mut vm_limits = limits;
         vm_limits.heap_quota = limits.heap_quota.saturating_add(cap + 64);
+        ticks_to_ns(0); // calibrate now, not during the first packet
         let mut host = SleHost { ep: None };
         host.ep = Some(erase(ep));
         let vm = Vm::new(class, vm_limits, &mut host);
@@ -460,11 +461,11 @@ impl Applet {
     }
 
     fn run(&mut self, ep: &mut dyn SleEndpoint, m: MethodId, args: &[i32]) -> Result<(), Fault> {
-        let t = Instant::now();
+        let t = ticks();
         self.host.ep = Some(erase(ep));
         let r = self.vm.invoke(&mut self.host, m, args);
         self.host.ep = None;
-        let ns = t.elapsed().as_nanos() as u64;
+        let ns = ticks_to_ns(ticks().wrapping_sub(t));
         self.stats.total_ns += ns;
         self.stats.max_ns = self.stats.max_ns.max(ns);
         self.stats.fuel += self.vm.last_fuel_used();
@@ -519,6 +520,11 @@ impl Applet {
         self.run(ep, m, &[arg])
     }
 
+    /// When the applet was attached (the origin of its `now()` clock).
+    pub fn epoch(&self) -> Instant {
+        self.epoch
+    }
+
     /// Microseconds since the applet was attached (the `now()` clock).
     pub fn now_us(&self) -> i32 {
         (self.epoch.elapsed().as_micros() as u64 & 0x7fff_ffff) as i32
@@ -527,6 +533,55 @@ impl Applet {
     /// Heap bytes in use.
     pub fn heap_used(&self) -> usize {
         self.vm.heap_used()
+    }
+}
+
+/// The `now()` clock of an applet attached at `epoch`: microseconds,
+/// wrapping at 2^31.
+pub fn now_us_since(epoch: Instant) -> i32 {
+    (epoch.elapsed().as_micros() as u64 & 0x7fff_ffff) as i32
+}
+
+/// A cheap timestamp for per-invocation statistics: the time-stamp counter
+/// on x86-64 (a few nanoseconds to read, where a clock read costs ~30),
+/// nanoseconds since a fixed start elsewhere.
+#[inline]
+fn ticks() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: rdtsc has no preconditions; it only reads a counter.
+        unsafe { core::arch::x86_64::_rdtsc() }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        START.get_or_init(Instant::now).elapsed().as_nanos() as u64
+    }
+}
+
+/// Convert a difference of [`ticks`] to nanoseconds (calibrated once
+/// against the monotonic clock over 2 ms).
+fn ticks_to_ns(d: u64) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static NS_PER_TICK: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+        let f = *NS_PER_TICK.get_or_init(|| {
+            let (t0, c0) = (Instant::now(), ticks());
+            while t0.elapsed() < std::time::Duration::from_millis(2) {
+                std::hint::spin_loop();
+            }
+            let (ns, c) = (t0.elapsed().as_nanos() as f64, ticks().wrapping_sub(c0));
+            if c == 0 {
+                1.0
+            } else {
+                ns / c as f64
+            }
+        });
+        (d as f64 * f) as u64
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        d
     }
 }
 

@@ -1075,7 +1075,7 @@ fn bump(a: &std::sync::atomic::AtomicU64, n: u64) {
 /// This endpoint as an inline applet's natives see it.
 struct ClientEp<'a> {
     ep: &'a mut Endpoint,
-    now_us: i32,
+    epoch: Instant,
 }
 
 /// How long an inline applet's txPush waits for room in a full ring.
@@ -1127,7 +1127,7 @@ impl SleEndpoint for ClientEp<'_> {
         true
     }
     fn now_us(&self) -> i32 {
-        self.now_us
+        unet_engine::sle::now_us_since(self.epoch)
     }
     fn set_timer(&mut self, delay_us: u32, arg: i32) -> Result<(), String> {
         if self.ep.inline_timers.len() >= 4096 {
@@ -1158,7 +1158,7 @@ impl Endpoint {
         let loaded = {
             let mut ce = ClientEp {
                 ep: self,
-                now_us: 0,
+                epoch: Instant::now(),
             };
             Applet::load(class, limits, &mut ce)
         };
@@ -1189,12 +1189,9 @@ impl Endpoint {
             return false;
         };
         let before = a.stats;
-        let now = a.now_us();
+        let epoch = a.epoch();
         let r = {
-            let mut ce = ClientEp {
-                ep: self,
-                now_us: now,
-            };
+            let mut ce = ClientEp { ep: self, epoch };
             f(&mut a, &mut ce)
         };
         let h = self.header();

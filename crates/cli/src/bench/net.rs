@@ -96,6 +96,53 @@ pub struct Common {
     /// microseconds (default: the library's).
     #[arg(long)]
     pub spin_us: Option<u64>,
+    /// Attach this U-Net/SLE applet (a class file) to both endpoints (the
+    /// paper's Figures 5 and 6). An applet named `PingPong` runs round trips
+    /// between the applets only: one user message starts 100 of them and
+    /// each sample is their time / 100.
+    #[arg(long, value_name = "FILE.class")]
+    pub applet: Option<std::path::PathBuf>,
+    /// Where the applet runs: in the engine (engine and udp paths) or
+    /// inline in each process (any path).
+    #[arg(long, value_enum, default_value = "engine")]
+    pub placement: PlacementArg,
+}
+
+/// Where `--applet` runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PlacementArg {
+    /// In the engine.
+    Engine,
+    /// In each process's client library, on the direct path.
+    Inline,
+}
+
+impl PlacementArg {
+    pub fn name(self) -> &'static str {
+        match self {
+            PlacementArg::Engine => "engine",
+            PlacementArg::Inline => "inline",
+        }
+    }
+}
+
+/// The applet of a run: class bytes, file, placement.
+fn applet_of(c: &Common) -> Result<Option<unet_paths::AppletRun>, String> {
+    let Some(p) = &c.applet else { return Ok(None) };
+    if c.placement == PlacementArg::Engine && c.path.contains(&PathArg::Direct) {
+        return Err("an applet placed in the engine takes the engine path: use --path engine or udp, or --placement inline".into());
+    }
+    let class = std::fs::read(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+    let name = p
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Ok(Some(unet_paths::AppletRun {
+        pingpong: name == "PingPong",
+        file: p.clone(),
+        class,
+        placement: c.placement,
+    }))
 }
 
 /// Round-trip time against message size.
@@ -208,6 +255,12 @@ pub struct ChildArgs {
     /// unet runs: the endpoint's receive spin time.
     #[arg(long)]
     pub spin_us: Option<u64>,
+    /// unet runs: attach this applet to the endpoint.
+    #[arg(long)]
+    pub applet: Option<std::path::PathBuf>,
+    /// unet runs: where the applet runs.
+    #[arg(long, value_enum, default_value = "engine")]
+    pub placement: PlacementArg,
 }
 
 type Res<T> = Result<T, String>;
@@ -310,6 +363,7 @@ fn pingpong(a: PingArgs) -> Res<()> {
                         pin: c.pin,
                         max_datagram: c.max_datagram,
                         spin_us: c.spin_us,
+                        applet: applet_of(c)?,
                     };
                     un.extend(unet_paths::pingpong(&cfg)?);
                 }
@@ -317,6 +371,14 @@ fn pingpong(a: PingArgs) -> Res<()> {
             prog.clear();
             let row = PingRow {
                 path: path.name(),
+                applet: c.applet.as_ref().map(|p| {
+                    (
+                        p.file_stem()
+                            .map(|s| s.to_string_lossy().into_owned())
+                            .unwrap_or_default(),
+                        c.placement.name(),
+                    )
+                }),
                 size,
                 median_us: (!c.baseline_only).then(|| un.median_us()),
                 p99_us: (!c.baseline_only).then(|| un.p99_us()),
@@ -376,6 +438,7 @@ fn stream(a: StreamArgs) -> Res<()> {
                         pin: c.pin,
                         max_datagram: c.max_datagram,
                         spin_us: c.spin_us,
+                        applet: applet_of(c)?,
                     };
                     un.push(unet_paths::stream(&cfg)?.msgs_per_s());
                 }
@@ -383,6 +446,14 @@ fn stream(a: StreamArgs) -> Res<()> {
             prog.clear();
             let row = StreamRow {
                 path: path.name(),
+                applet: c.applet.as_ref().map(|p| {
+                    (
+                        p.file_stem()
+                            .map(|s| s.to_string_lossy().into_owned())
+                            .unwrap_or_default(),
+                        c.placement.name(),
+                    )
+                }),
                 size,
                 burst,
                 msgs_per_s: (!c.baseline_only).then(|| median_f64(&un)),

@@ -11,6 +11,8 @@ use super::stats::fmt_size;
 /// One ping-pong point. `median_us`/`p99_us` are `None` with `--baseline-only`.
 pub struct PingRow {
     pub path: &'static str,
+    /// The U-Net/SLE applet on both endpoints and where it runs, if any.
+    pub applet: Option<(String, &'static str)>,
     pub size: usize,
     pub median_us: Option<f64>,
     pub p99_us: Option<f64>,
@@ -26,6 +28,8 @@ pub struct PingRow {
 /// One stream point; throughputs are medians over the repetitions.
 pub struct StreamRow {
     pub path: &'static str,
+    /// The U-Net/SLE applet on both endpoints and where it runs, if any.
+    pub applet: Option<(String, &'static str)>,
     pub size: usize,
     pub burst: usize,
     pub msgs_per_s: Option<f64>,
@@ -49,6 +53,8 @@ impl PingRow {
         json!({
             "bench": "pingpong",
             "path": self.path,
+            "applet": self.applet.as_ref().map(|a| a.0.clone()),
+            "placement": self.applet.as_ref().map(|a| a.1),
             "size": self.size,
             "median_us": self.median_us,
             "p99_us": self.p99_us,
@@ -72,6 +78,8 @@ impl StreamRow {
         json!({
             "bench": "stream",
             "path": self.path,
+            "applet": self.applet.as_ref().map(|a| a.0.clone()),
+            "placement": self.applet.as_ref().map(|a| a.1),
             "size": self.size,
             "burst": self.burst,
             "msgs_per_s": self.msgs_per_s,

@@ -32,6 +32,33 @@ use super::net::{spawn_child, ChildArgs, ChildKind, PathArg};
 use super::stats::{self, Samples};
 
 /// One unet run.
+/// A U-Net/SLE applet attached to both endpoints of a run.
+pub struct AppletRun {
+    pub file: std::path::PathBuf,
+    pub class: Vec<u8>,
+    pub placement: super::net::PlacementArg,
+    /// The applet-to-applet ping-pong protocol (applets/PingPong.java).
+    pub pingpong: bool,
+}
+
+/// Round trips one PingPong run makes between the applets.
+const APPLET_ROUNDS: u32 = 100;
+
+fn attach(ep: &mut Endpoint, class: &[u8], placement: super::net::PlacementArg) -> Res<()> {
+    let placement = match placement {
+        super::net::PlacementArg::Engine => unet::Placement::Engine,
+        super::net::PlacementArg::Inline => unet::Placement::Inline,
+    };
+    ep.attach_applet(
+        class,
+        unet::AppletOptions {
+            placement,
+            ..Default::default()
+        },
+    )
+    .map_err(err("attach_applet"))
+}
+
 pub struct Run {
     pub path: PathArg,
     pub size: usize,
@@ -49,6 +76,8 @@ pub struct Run {
     pub max_datagram: usize,
     /// Receive spin time of both endpoints (None: the library's default).
     pub spin_us: Option<u64>,
+    /// A U-Net/SLE applet on both endpoints.
+    pub applet: Option<AppletRun>,
 }
 
 fn endpoint_config(spin_us: Option<u64>) -> EndpointConfig {
@@ -132,10 +161,19 @@ fn start_side(r: &Run) -> Res<(Side, Vec<String>)> {
     let engine = Engine::start(engine_config(path, max_datagram, sock.as_deref()))
         .map_err(|e| format!("starting the unet engine: {e}"))?;
     let session = Session::embedded(&engine).map_err(err("session"))?;
-    let ep = session
+    let mut ep = session
         .create_endpoint(endpoint_config(r.spin_us))
         .map_err(err("endpoint"))?;
     let mut extra = extra;
+    if let Some(a) = &r.applet {
+        attach(&mut ep, &a.class, a.placement)?;
+        extra.extend([
+            "--applet".to_string(),
+            a.file.display().to_string(),
+            "--placement".to_string(),
+            a.placement.name().to_string(),
+        ]);
+    }
     extra.extend(["--path".to_string(), path.name().to_string()]);
     if let Some(us) = r.spin_us {
         extra.extend(["--spin-us".to_string(), us.to_string()]);
@@ -232,6 +270,33 @@ pub fn pingpong(r: &Run) -> Res<Samples> {
     let res = (|| {
         let c = open_to_child(&mut side, r.path, &ch.info)?;
         let ep = &mut side.ep;
+        if r.applet.as_ref().is_some_and(|a| a.pingpong) {
+            // One user message starts APPLET_ROUNDS round trips between the
+            // applets; the initiator's applet reports when they are done.
+            let mut start = vec![DATA; r.size.max(4)];
+            start[..4].copy_from_slice(&APPLET_ROUNDS.to_be_bytes());
+            let mut inb = vec![0u8; 64];
+            let mut run = || -> Res<()> {
+                send(ep, c, &start)?;
+                let rep = recv_needed(ep, &mut inb)?;
+                if rep.len != 12 {
+                    return Err(format!(
+                        "PingPong applet: a {}-byte report, not 12",
+                        rep.len
+                    ));
+                }
+                Ok(())
+            };
+            for _ in 0..(r.warmup / APPLET_ROUNDS as usize).max(2) {
+                run()?;
+            }
+            let mut samples =
+                stats::time_round_trips((r.iters / APPLET_ROUNDS as usize).max(20), r.limit, run)?;
+            for ns in samples.ns.iter_mut() {
+                *ns /= APPLET_ROUNDS as u64;
+            }
+            return Ok(samples);
+        }
         let out = vec![DATA; r.size];
         let mut inb = vec![0u8; r.size.max(16)];
         for _ in 0..r.warmup {
@@ -366,11 +431,23 @@ pub fn child(a: &ChildArgs, ready: fn(&str)) -> Res<()> {
     let mut ep = session
         .create_endpoint(endpoint_config(a.spin_us))
         .map_err(err("endpoint"))?;
+    let mut applet_pingpong = false;
+    if let Some(f) = &a.applet {
+        let class = std::fs::read(f).map_err(|e| format!("cannot read {}: {e}", f.display()))?;
+        attach(&mut ep, &class, a.placement)?;
+        applet_pingpong = f.file_stem().is_some_and(|s| s == "PingPong");
+    }
     match session.udp_addr() {
         Some(u) if path == PathArg::Udp => ready(&format!("{} {u}", ep.id())),
         _ => ready(&ep.id().to_string()),
     }
     let mut buf = vec![0u8; a.size.max(16)];
+    if applet_pingpong && a.kind == ChildKind::UnetPingpong {
+        // The applet answers every ping itself; nothing reaches us until
+        // the parent goes away.
+        linger(&mut ep);
+        return Ok(());
+    }
     if a.kind == ChildKind::UnetPingpong {
         loop {
             let r = recv_needed(&mut ep, &mut buf)?;
