@@ -540,6 +540,51 @@ pub fn random_u64() -> u64 {
     }
 }
 
+const MEMBARRIER_CMD_QUERY: libc::c_int = 0;
+const MEMBARRIER_CMD_GLOBAL_EXPEDITED: libc::c_int = 1 << 1;
+const MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED: libc::c_int = 1 << 2;
+
+fn membarrier(cmd: libc::c_int) -> libc::c_long {
+    // SAFETY: membarrier takes two integers and touches no memory of ours.
+    unsafe { libc::syscall(libc::SYS_membarrier, cmd, 0u32, 0i32) }
+}
+
+/// Whether this process uses asymmetric fences: the hot side of a
+/// store-then-check handshake (a producer publishing a record, then looking
+/// whether its consumer sleeps) needs only a compiler fence, because the
+/// cold side (a consumer about to sleep) makes every registered thread
+/// execute a full barrier with `membarrier(GLOBAL_EXPEDITED)`. Decided, and
+/// the process registered, on first use; false when the kernel lacks it.
+pub fn asymmetric_fences() -> bool {
+    static ASYM: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ASYM.get_or_init(|| {
+        let need = (MEMBARRIER_CMD_GLOBAL_EXPEDITED | MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED)
+            as libc::c_long;
+        let q = membarrier(MEMBARRIER_CMD_QUERY);
+        q >= 0 && q & need == need && membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0
+    })
+}
+
+/// The hot side's fence (see [`asymmetric_fences`]): a compiler fence when
+/// the cold side will issue the heavy barrier, a full fence otherwise.
+#[inline]
+pub fn light_fence(asymmetric: bool) {
+    if asymmetric {
+        std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
+    } else {
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// The cold side's fence: a full barrier here and on every thread of every
+/// process that registered for asymmetric fences (so their light fences
+/// behave as full ones with respect to us), plus a local full fence.
+pub fn heavy_fence() {
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    let _ = membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED);
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

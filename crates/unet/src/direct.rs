@@ -9,7 +9,7 @@
 //! trusted: every header is checked (tag, length, padding) before use, and a
 //! bad one marks the connection broken rather than reading out of bounds.
 
-use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use unet_abi::*;
 use unet_engine::sys::{self, Segment};
@@ -50,6 +50,9 @@ pub(crate) struct DirectConn {
     rx_published: u64,
     pub broken: bool,
     side_b: bool,
+    /// This process publishes with a compiler fence only (see
+    /// `sys::asymmetric_fences`).
+    asym: bool,
 }
 
 // SAFETY: the raw pointers point into `seg`, which DirectConn owns; the
@@ -102,6 +105,7 @@ impl DirectConn {
             rx_published: 0,
             broken: false,
             side_b,
+            asym: sys::asymmetric_fences(),
         })
     }
 
@@ -211,9 +215,11 @@ impl DirectConn {
         // Release: the payload written above is visible before the header.
         Self::hdr_at(self.tx, off).store(h, Ordering::Release);
         self.tx_pos += span;
-        // Pairs with the fence in the consumer's wait: either it sees our
-        // record when it re-checks, or we see its sleeping flag.
-        fence(Ordering::SeqCst);
+        // Pairs with the heavy fence in the consumer's wait: either it sees
+        // our record when it re-checks, or we see its sleeping flag. With
+        // asymmetric fences the consumer's membarrier makes this compiler
+        // fence act as a full one, so the hot path pays nothing.
+        sys::light_fence(self.asym);
         let c = self.tx_consumer();
         if c.sleeping.load(Ordering::Relaxed) != 0 {
             c.futex.fetch_add(1, Ordering::Release);
