@@ -33,7 +33,7 @@ pub struct Args {
     pub max_endpoints: u32,
     /// Microseconds the engine keeps polling after its last work before it
     /// sleeps.
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 0)]
     pub idle_spin_us: u64,
 }
 

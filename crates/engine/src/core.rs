@@ -370,8 +370,9 @@ impl Core {
                 TOK_LISTENER => self.accept_clients(),
                 TOK_CLIENT => self.read_client(idx),
                 TOK_DOORBELL => {
+                    // Edge-triggered: nothing to read back (the counter
+                    // only grows; 2^64 doorbells are far away).
                     if let Some(Some(ep)) = self.eps.get(idx) {
-                        ep.doorbell.drain();
                         self.counters.ep(ep.slot, EndpointCounter::Doorbells, 1);
                     }
                 }
@@ -682,7 +683,7 @@ impl Core {
         };
         if self
             .epoll
-            .add(ep.doorbell.fd().as_raw_fd(), token(TOK_DOORBELL, idx))
+            .add_edge(ep.doorbell.fd().as_raw_fd(), token(TOK_DOORBELL, idx))
             .is_err()
         {
             self.free_slots.push(slot);
@@ -1014,6 +1015,7 @@ impl Core {
             let slot = self.eps[idx].as_ref().expect("live").slot;
             self.counters.ep(slot, EndpointCounter::TxDeferred, 1);
         }
+        let mut done = 0;
         for pos in tail..tail + n {
             let desc = self.eps[idx].as_ref().expect("live").send.read(pos);
             let status = self.process_send(idx, desc);
@@ -1024,7 +1026,13 @@ impl Core {
                 std::ptr::addr_of_mut!((*ep.send.slot_ptr(pos)).status)
                     .write_volatile(status as i32);
             }
+            done += 1;
+            if ep.applet_pause.is_some() {
+                // Its applet just used up its share: the rest waits.
+                break;
+            }
         }
+        let n = done;
         let ep = self.eps[idx].as_mut().expect("live");
         ep.send_tail = tail + n;
         ep.send.set_tail(tail + n);

@@ -44,10 +44,10 @@ use unet_abi::{RecvDesc, INLINE_MAX, MAX_MESSAGE, MAX_RX_BUFFERS, RECV_INLINE};
 pub const DOMAIN: &str = "unet-sle";
 
 /// Work budget per invocation of an applet unless its owner sets one:
-/// 100 000 units of JIVE fuel, a fraction of a millisecond, far more than a
+/// 20 000 units of JIVE fuel, some tens of microseconds, far more than a
 /// packet handler needs and little enough that a runaway applet cannot hold
 /// up the other endpoints of its engine.
-pub const DEFAULT_FUEL: u64 = 100_000;
+pub const DEFAULT_FUEL: u64 = 20_000;
 
 /// The limits an applet runs under by default: [`DEFAULT_FUEL`], and JIVE's
 /// default call depth and heap quota.
