@@ -58,7 +58,7 @@ pub struct AttachArgs {
     /// The applet's class file.
     #[arg(value_name = "FILE.class")]
     file: PathBuf,
-    /// Work budget per invocation (default: 100 000 units).
+    /// Work budget per invocation (default: 20 000 units).
     #[arg(long, value_name = "N", default_value_t = 0)]
     fuel: u64,
     /// Heap quota in bytes (default: 1 MiB).

@@ -118,7 +118,7 @@ pub enum Placement {
 /// How an applet is attached.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct AppletOptions {
-    /// Work budget per invocation (0: the default, 100 000 units of JIVE
+    /// Work budget per invocation (0: the default, 20 000 units of JIVE
     /// fuel, a fraction of a millisecond).
     pub fuel: u64,
     /// Heap quota in bytes (0: JIVE's default, 1 MiB).
