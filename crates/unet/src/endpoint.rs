@@ -119,7 +119,7 @@ pub enum Placement {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct AppletOptions {
     /// Work budget per invocation (0: the default, 20 000 units of JIVE
-    /// fuel, a fraction of a millisecond).
+    /// fuel, some tens of microseconds).
     pub fuel: u64,
     /// Heap quota in bytes (0: JIVE's default, 1 MiB).
     pub heap: u32,
