@@ -138,6 +138,22 @@ enum ChanState {
 /// How often a spinning wait yields the CPU.
 const SPIN_YIELD_EVERY: Duration = Duration::from_micros(5);
 
+/// Direct-path messages between two updates of the shared counters (the
+/// shared ones are written every this many messages and whenever the
+/// endpoint waits, so a busy stream does not pay a shared-memory update per
+/// message).
+const COUNTER_FLUSH: u64 = 64;
+
+#[derive(Default)]
+struct LocalCounts {
+    tx_msgs: u64,
+    tx_bytes: u64,
+    rx_msgs: u64,
+    rx_bytes: u64,
+    tx_flushed: (u64, u64),
+    rx_flushed: (u64, u64),
+}
+
 /// An endpoint.
 pub struct Endpoint {
     session: Session,
@@ -167,6 +183,8 @@ pub struct Endpoint {
     /// doTx (the data of `send` is placed there); the tx allocator starts
     /// after it.
     tx_base: u64,
+    /// Direct-path counts not yet added to the shared counters.
+    local: LocalCounts,
     inline: Option<Box<Applet>>,
     inline_rxq: VecDeque<RecvDesc>,
     inline_timers: Vec<(Instant, i32)>,
@@ -243,6 +261,7 @@ impl Endpoint {
             inflight: VecDeque::new(),
             spin: cfg.spin,
             tx_base: 0,
+            local: LocalCounts::default(),
             inline: None,
             inline_rxq: VecDeque::new(),
             inline_timers: Vec::new(),
@@ -547,12 +566,12 @@ impl Endpoint {
         let c = &mut self.conns[i];
         match c.send(data) {
             Ok(woke) => {
+                self.local.tx_msgs += 1;
+                self.local.tx_bytes += data.len() as u64;
+                if self.local.tx_msgs & (COUNTER_FLUSH - 1) == 0 {
+                    self.flush_counters();
+                }
                 let h = self.header();
-                bump(&h.client_counters[ClientCounter::DirectTxMsgs as usize], 1);
-                bump(
-                    &h.client_counters[ClientCounter::DirectTxBytes as usize],
-                    data.len() as u64,
-                );
                 if woke {
                     bump(&h.client_counters[ClientCounter::PeerWakeups as usize], 1);
                 }
@@ -731,12 +750,11 @@ impl Endpoint {
                 DirectRecv::Message(len) => {
                     let channel = Channel(c.channel);
                     self.rr = i + 1;
-                    let h = self.header();
-                    bump(&h.client_counters[ClientCounter::DirectRxMsgs as usize], 1);
-                    bump(
-                        &h.client_counters[ClientCounter::DirectRxBytes as usize],
-                        len as u64,
-                    );
+                    self.local.rx_msgs += 1;
+                    self.local.rx_bytes += len as u64;
+                    if self.local.rx_msgs & (COUNTER_FLUSH - 1) == 0 {
+                        self.flush_counters();
+                    }
                     return Ok(Some(Recv { len, channel }));
                 }
                 DirectRecv::TooSmall(need) => return Err(RecvError::BufferTooSmall(need)),
@@ -938,6 +956,7 @@ impl Endpoint {
             }
             std::hint::spin_loop();
         }
+        self.flush_counters();
         let start = Instant::now();
         // Spin, then sleep. The engine sleeps as soon as it has nothing to
         // do, so a spinning client does not keep it from a CPU; a client
@@ -1060,14 +1079,37 @@ impl Endpoint {
         }
     }
 
-    /// Direct-path counters kept by this library in the segment.
-    pub fn client_counter(&self, c: ClientCounter) -> u64 {
+    /// Add the direct-path counts gathered since the last flush to the
+    /// shared counters.
+    fn flush_counters(&mut self) {
+        let l = &mut self.local;
+        let d = [
+            (ClientCounter::DirectTxMsgs, l.tx_msgs - l.tx_flushed.0),
+            (ClientCounter::DirectTxBytes, l.tx_bytes - l.tx_flushed.1),
+            (ClientCounter::DirectRxMsgs, l.rx_msgs - l.rx_flushed.0),
+            (ClientCounter::DirectRxBytes, l.rx_bytes - l.rx_flushed.1),
+        ];
+        l.tx_flushed = (l.tx_msgs, l.tx_bytes);
+        l.rx_flushed = (l.rx_msgs, l.rx_bytes);
+        let h = self.header();
+        for (c, n) in d {
+            if n > 0 {
+                bump(&h.client_counters[c as usize], n);
+            }
+        }
+    }
+
+    /// Direct-path counters kept by this library in the segment (up to
+    /// date: pending counts are flushed first).
+    pub fn client_counter(&mut self, c: ClientCounter) -> u64 {
+        self.flush_counters();
         self.header().client_counters[c as usize].load(Ordering::Relaxed)
     }
 }
 
 impl Drop for Endpoint {
     fn drop(&mut self) {
+        self.flush_counters();
         for c in &self.conns {
             c.close();
         }
