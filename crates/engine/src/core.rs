@@ -132,7 +132,9 @@ impl Ep {
     fn area_size(&self) -> u64 {
         self.layout.geometry.buffer_area_size
     }
-    fn alloc_chan(&mut self) -> Option<u16> {
+    /// A free channel tag (reusing a closed one first), or None when the
+    /// endpoint holds MAX_CHANNELS.
+    pub(crate) fn alloc_chan(&mut self) -> Option<u16> {
         if let Some(i) = self.channels.iter().position(|c| matches!(c, Chan::Free)) {
             return Some(i as u16);
         }
@@ -1303,20 +1305,7 @@ fn init_conn(seg: &Segment, id: u32, ring: u32, a: u32, b: u32) {
 }
 
 fn listen(path: &std::path::Path) -> io::Result<OwnedFd> {
-    use std::os::unix::ffi::OsStrExt;
-    let bytes = path.as_os_str().as_bytes();
-    // SAFETY: sockaddr_un is plain data.
-    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-    if bytes.len() >= addr.sun_path.len() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "control socket path too long",
-        ));
-    }
-    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
-    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
-        *d = *s as libc::c_char;
-    }
+    let addr = crate::sys::unix_addr(path)?;
     // A stale socket file from a dead daemon: remove it if nobody answers.
     if path.exists() {
         if std::os::unix::net::UnixStream::connect(path).is_ok()

@@ -188,7 +188,7 @@ pub(crate) fn open_remote(core: &mut Core, ci: usize, req_id: u32, src: usize, d
         return;
     };
     let src_id = ep.id;
-    let Some(chan) = alloc(ep) else {
+    let Some(chan) = ep.alloc_chan() else {
         return core.reply(ci, req_id, Reply::Error(ErrorCode::NoResources), &[]);
     };
     ep.channels[chan as usize] = Chan::Opening;
@@ -212,17 +212,6 @@ pub(crate) fn open_remote(core: &mut Core, ci: usize, req_id: u32, src: usize, d
         },
     );
     retry_opens(core);
-}
-
-fn alloc(ep: &mut crate::core::Ep) -> Option<u16> {
-    if let Some(i) = ep.channels.iter().position(|c| matches!(c, Chan::Free)) {
-        return Some(i as u16);
-    }
-    if ep.channels.len() < crate::core::MAX_CHANNELS {
-        ep.channels.push(Chan::Free);
-        return Some((ep.channels.len() - 1) as u16);
-    }
-    None
 }
 
 /// (Re)send due open requests; fail those out of tries.
@@ -488,7 +477,7 @@ fn handle_datagram(
                     .ep(ep.slot, EndpointCounter::ChannelsRefused, 1);
                 return refuse(batch, RefuseReason::Refused);
             }
-            let Some(chan) = alloc(ep) else {
+            let Some(chan) = ep.alloc_chan() else {
                 core.counters.engine(EngineCounter::WireOpenRefused, 1);
                 return refuse(batch, RefuseReason::NoResources);
             };

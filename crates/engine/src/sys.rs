@@ -493,6 +493,26 @@ pub fn recv_packet(
     Ok(n)
 }
 
+/// The Unix socket address of `path` (an error when the path is too long
+/// for `sun_path`).
+pub fn unix_addr(path: &std::path::Path) -> io::Result<libc::sockaddr_un> {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = path.as_os_str().as_bytes();
+    // SAFETY: sockaddr_un is plain data; all zeroes is a valid value.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    if bytes.len() >= addr.sun_path.len() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "control socket path too long",
+        ));
+    }
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    Ok(addr)
+}
+
 /// A connected pair of SOCK_SEQPACKET sockets (the embedded engine's control
 /// channel).
 pub fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
