@@ -47,21 +47,33 @@ pub(crate) enum DirectRecv {
 /// `n` bytes, the two ranges disjoint.
 #[inline(always)]
 pub(crate) unsafe fn copy_bytes(src: *const u8, dst: *mut u8, n: usize) {
+    #[inline(always)]
+    unsafe fn mv16(src: *const u8, dst: *mut u8, at: usize) {
+        // SAFETY: the caller keeps [at, at + 16) inside both ranges.
+        unsafe {
+            let v = (src.add(at) as *const u128).read_unaligned();
+            (dst.add(at) as *mut u128).write_unaligned(v);
+        }
+    }
     // SAFETY (all branches): every access lies within [0, n) of its range;
     // overlapping head and tail moves rewrite bytes of the same message.
     unsafe {
-        if n >= 16 {
-            if n > 128 {
-                return std::ptr::copy_nonoverlapping(src, dst, n);
+        if n > 128 {
+            std::ptr::copy_nonoverlapping(src, dst, n);
+        } else if n > 64 {
+            // The first 64 bytes and the last 64 (they overlap).
+            for k in 0..4 {
+                mv16(src, dst, 16 * k);
+                mv16(src, dst, n - 64 + 16 * k);
             }
-            let mut i = 0;
-            while i + 16 < n {
-                let v = (src.add(i) as *const u128).read_unaligned();
-                (dst.add(i) as *mut u128).write_unaligned(v);
-                i += 16;
-            }
-            let v = (src.add(n - 16) as *const u128).read_unaligned();
-            (dst.add(n - 16) as *mut u128).write_unaligned(v);
+        } else if n > 32 {
+            mv16(src, dst, 0);
+            mv16(src, dst, 16);
+            mv16(src, dst, n - 32);
+            mv16(src, dst, n - 16);
+        } else if n >= 16 {
+            mv16(src, dst, 0);
+            mv16(src, dst, n - 16);
         } else if n >= 8 {
             let a = (src as *const u64).read_unaligned();
             let b = (src.add(n - 8) as *const u64).read_unaligned();
@@ -81,10 +93,23 @@ pub(crate) unsafe fn copy_bytes(src: *const u8, dst: *mut u8, n: usize) {
 }
 
 pub(crate) struct DirectConn {
-    seg: Segment,
+    /// Keeps the mapping alive: every pointer below points into it.
+    _seg: Segment,
     pub conn_id: u32,
     pub channel: u16,
     size: u64,
+    /// `size - 1`: positions to offsets.
+    mask: u64,
+    /// Largest payload of one record (half the ring, less a header).
+    max_len: u64,
+    /// The consumer line of the direction we send on (the peer writes it).
+    tx_cons: *const ConnConsumer,
+    /// Our consumer line (the direction we receive on).
+    rx_cons: *const ConnConsumer,
+    /// The peer's closed flag.
+    peer_closed: *const AtomicU32,
+    /// Our closed flag.
+    own_closed: *const AtomicU32,
     tx: *mut u8,
     rx: *const u8,
     tx_pos: u64,
@@ -92,7 +117,6 @@ pub(crate) struct DirectConn {
     rx_pos: u64,
     rx_published: u64,
     pub broken: bool,
-    side_b: bool,
     /// This process publishes with a compiler fence only (see
     /// `sys::asymmetric_fences`).
     asym: bool,
@@ -135,11 +159,33 @@ impl DirectConn {
         } else {
             (a_to_b, b_to_a as *const u8)
         };
+        let hp = seg.ptr().cast::<ConnHeader>().as_ptr();
+        // SAFETY: raw field addresses inside the mapped header (no reference
+        // to shared memory is made here).
+        let (ab, ba, ac, bc) = unsafe {
+            (
+                &raw const (*hp).a_to_b,
+                &raw const (*hp).b_to_a,
+                &raw const (*hp).a_closed,
+                &raw const (*hp).b_closed,
+            )
+        };
+        let (tx_cons, rx_cons, peer_closed, own_closed) = if side_b {
+            (ba, ab, ac, bc)
+        } else {
+            (ab, ba, bc, ac)
+        };
         Ok(DirectConn {
-            seg,
+            _seg: seg,
             conn_id,
             channel,
             size: ring,
+            mask: ring - 1,
+            max_len: ring / 2 - RECORD_HEADER as u64,
+            tx_cons,
+            rx_cons,
+            peer_closed,
+            own_closed,
             tx,
             rx,
             tx_pos: 0,
@@ -147,56 +193,36 @@ impl DirectConn {
             rx_pos: 0,
             rx_published: 0,
             broken: false,
-            side_b,
             asym: sys::asymmetric_fences(),
         })
     }
 
-    fn header(&self) -> &ConnHeader {
-        // SAFETY: validated in open(); the segment lives as long as self.
-        unsafe { self.seg.ptr().cast::<ConnHeader>().as_ref() }
-    }
-
     /// The consumer line of the direction we send on (written by the peer).
+    #[inline(always)]
     fn tx_consumer(&self) -> &ConnConsumer {
-        let h = self.header();
-        if self.side_b {
-            &h.b_to_a
-        } else {
-            &h.a_to_b
-        }
+        // SAFETY: points into the header page of `seg`, validated in open()
+        // and mapped as long as self; every field is atomic.
+        unsafe { &*self.tx_cons }
     }
 
     /// Our consumer line (direction we receive on).
+    #[inline(always)]
     pub fn rx_consumer(&self) -> &ConnConsumer {
-        let h = self.header();
-        if self.side_b {
-            &h.a_to_b
-        } else {
-            &h.b_to_a
-        }
+        // SAFETY: as in tx_consumer.
+        unsafe { &*self.rx_cons }
     }
 
     /// True when the peer (or the engine on its behalf) closed.
+    #[inline(always)]
     pub fn peer_closed(&self) -> bool {
-        let h = self.header();
-        let c = if self.side_b {
-            &h.a_closed
-        } else {
-            &h.b_closed
-        };
-        c.load(Ordering::Acquire) != 0
+        // SAFETY: as in tx_consumer.
+        unsafe { &*self.peer_closed }.load(Ordering::Acquire) != 0
     }
 
     /// Mark our side closed and wake the peer.
     pub fn close(&self) {
-        let h = self.header();
-        let c = if self.side_b {
-            &h.b_closed
-        } else {
-            &h.a_closed
-        };
-        c.store(1, Ordering::Release);
+        // SAFETY: as in tx_consumer.
+        unsafe { &*self.own_closed }.store(1, Ordering::Release);
         let peer = self.tx_consumer();
         peer.futex.fetch_add(1, Ordering::Release);
         sys::futex_wake(&peer.futex, i32::MAX);
@@ -220,30 +246,16 @@ impl DirectConn {
             return Err(DirectSendError::Closed);
         }
         let len = data.len();
-        if len as u64 > self.size / 2 - RECORD_HEADER as u64 {
+        if len as u64 > self.max_len {
             return Err(DirectSendError::TooLarge);
         }
         let span = record_span(len) as u64;
-        let off = self.tx_pos & (self.size - 1);
-        let pad = if off + span > self.size {
-            self.size - off
-        } else {
-            0
-        };
-        if self.tx_pos + pad + span > self.tx_limit {
-            // Acquire pairs with the consumer's Release of its position: its
-            // reads of those records are done before we overwrite them.
-            self.tx_limit = self.tx_consumer().position.load(Ordering::Acquire) + self.size;
-            if self.tx_pos + pad + span > self.tx_limit {
-                return Err(DirectSendError::Full);
-            }
+        let mut off = self.tx_pos & self.mask;
+        // One test for the common case: the record fits before the end of
+        // the ring and within the room last seen.
+        if off + span > self.size || self.tx_pos + span > self.tx_limit {
+            off = self.make_room(span)?;
         }
-        if pad > 0 {
-            let h = (record_tag(self.tx_pos) as u64) | (((RECORD_PAD | pad as u32) as u64) << 32);
-            Self::hdr_at(self.tx, off).store(h, Ordering::Release);
-            self.tx_pos += pad;
-        }
-        let off = self.tx_pos & (self.size - 1);
         // SAFETY: off + RECORD_HEADER + len <= off + span <= size: inside
         // the ring; the consumer is not reading this region (it is past its
         // published position and its header is not yet published).
@@ -272,10 +284,38 @@ impl DirectConn {
         Ok(false)
     }
 
+    /// The slow part of `send`: refresh the room from the consumer's
+    /// position and pad to the start of the ring when the record does not
+    /// fit before its end. Returns the record's offset.
+    #[cold]
+    #[inline(never)]
+    fn make_room(&mut self, span: u64) -> Result<u64, DirectSendError> {
+        let off = self.tx_pos & self.mask;
+        let pad = if off + span > self.size {
+            self.size - off
+        } else {
+            0
+        };
+        if self.tx_pos + pad + span > self.tx_limit {
+            // Acquire pairs with the consumer's Release of its position: its
+            // reads of those records are done before we overwrite them.
+            self.tx_limit = self.tx_consumer().position.load(Ordering::Acquire) + self.size;
+            if self.tx_pos + pad + span > self.tx_limit {
+                return Err(DirectSendError::Full);
+            }
+        }
+        if pad > 0 {
+            let h = (record_tag(self.tx_pos) as u64) | (((RECORD_PAD | pad as u32) as u64) << 32);
+            Self::hdr_at(self.tx, off).store(h, Ordering::Release);
+            self.tx_pos += pad;
+        }
+        Ok(self.tx_pos & self.mask)
+    }
+
     /// True when a record (or padding) is waiting.
     #[inline]
     pub fn ready(&self) -> bool {
-        let off = self.rx_pos & (self.size - 1);
+        let off = self.rx_pos & self.mask;
         let h = Self::hdr_at(self.rx, off).load(Ordering::Acquire);
         h as u32 == record_tag(self.rx_pos)
     }
@@ -305,7 +345,7 @@ impl DirectConn {
             return DirectRecv::Broken;
         }
         loop {
-            let off = self.rx_pos & (self.size - 1);
+            let off = self.rx_pos & self.mask;
             // Acquire pairs with the producer's Release store of the header.
             let h = Self::hdr_at(self.rx, off).load(Ordering::Acquire);
             if h as u32 != record_tag(self.rx_pos) {
@@ -328,7 +368,9 @@ impl DirectConn {
                 continue;
             }
             let len = len as usize;
-            if len as u64 > self.size / 2 || off + record_span(len) as u64 > self.size {
+            // Inside the ring is all that safety needs (a record longer than
+            // the producer may write is still read from inside the ring).
+            if off + record_span(len) as u64 > self.size {
                 self.broken = true;
                 return DirectRecv::Broken;
             }
@@ -338,7 +380,7 @@ impl DirectConn {
                 return DirectRecv::TooSmall(need);
             }
             self.rx_pos += record_span(len) as u64;
-            if self.rx_pos - self.rx_published >= self.size / 4 {
+            if self.rx_pos >= self.rx_published + self.size / 4 {
                 self.publish();
             }
             return DirectRecv::Message(len);
