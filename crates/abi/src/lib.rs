@@ -238,11 +238,21 @@ pub enum ClientCounter {
     AppletTimeNs = 8,
     /// Faults of an inline applet.
     AppletFaults = 9,
+    /// Inline applet `doTx` invocations.
+    AppletTxCalls = 10,
+    /// Inline applet `doRx` invocations.
+    AppletRxCalls = 11,
+    /// Inline applet `doTimer` invocations.
+    AppletTimerCalls = 12,
+    /// Longest inline applet invocation, ns.
+    AppletMaxNs = 13,
+    /// Work (fuel) used by the inline applet.
+    AppletFuel = 14,
 }
 
 impl ClientCounter {
     /// Every client counter, in slot order.
-    pub const ALL: [ClientCounter; 10] = [
+    pub const ALL: [ClientCounter; 15] = [
         Self::DirectTxMsgs,
         Self::DirectTxBytes,
         Self::DirectRxMsgs,
@@ -253,6 +263,11 @@ impl ClientCounter {
         Self::AppletCalls,
         Self::AppletTimeNs,
         Self::AppletFaults,
+        Self::AppletTxCalls,
+        Self::AppletRxCalls,
+        Self::AppletTimerCalls,
+        Self::AppletMaxNs,
+        Self::AppletFuel,
     ];
     /// Name shown by `unet stat`.
     pub const fn name(self) -> &'static str {
@@ -267,6 +282,11 @@ impl ClientCounter {
             Self::AppletCalls => "applet_calls",
             Self::AppletTimeNs => "applet_time_ns",
             Self::AppletFaults => "applet_faults",
+            Self::AppletTxCalls => "applet_tx_calls",
+            Self::AppletRxCalls => "applet_rx_calls",
+            Self::AppletTimerCalls => "applet_timer_calls",
+            Self::AppletMaxNs => "applet_max_ns",
+            Self::AppletFuel => "applet_fuel",
         }
     }
 }
@@ -739,7 +759,10 @@ const _: () = {
 ///  0x000 magic u64, version u32, max_endpoints u32
 ///  0x010 engine_id u64, pid u32, reserved u32
 ///  0x040 engine counters: ENGINE_COUNTERS × u64
-///  0x400 endpoint slots: max_endpoints × EndpointSlot (512 B each)
+///  0x400 endpoint slots: max_endpoints × EndpointSlot (512 B each):
+///        0x000 live u32, endpoint_id u32, pid u32, channels u32
+///        0x010 counters: ENDPOINT_COUNTERS × u64 (EndpointCounter)
+///        0x180 client: CLIENT_COUNTERS × u64 (ClientCounter, copied on Stat)
 /// ```
 #[repr(C)]
 pub struct CountersHeader {
@@ -778,15 +801,21 @@ pub struct EndpointSlot {
     pub channels: AtomicU32,
     /// Counters indexed by [`EndpointCounter`].
     pub counters: [AtomicU64; ENDPOINT_COUNTERS],
+    /// The endpoint's client counters (indexed by [`ClientCounter`]), as
+    /// the client library last reported them in its endpoint header: the
+    /// engine copies them here when a `Stat` request comes. They are the
+    /// client's word, not the engine's.
+    pub client: [AtomicU64; CLIENT_COUNTERS],
 }
 
 /// Number of endpoint counter slots.
-pub const ENDPOINT_COUNTERS: usize = 62;
+pub const ENDPOINT_COUNTERS: usize = 46;
 
 const _: () = {
     assert!(offset_of!(CountersHeader, engine) == 0x40);
     assert!(0x40 + 8 * ENGINE_COUNTERS <= ENDPOINT_SLOTS_OFF);
     assert!(size_of::<EndpointSlot>() == 512);
+    assert!(offset_of!(EndpointSlot, client) == 0x180);
 };
 
 /// Bytes of a counters segment with `max_endpoints` slots.

@@ -25,7 +25,7 @@ pub struct Args {
 }
 
 /// A snapshot of every counter, as (scope, name, value).
-fn snapshot(seg: &unet_engine::sys::Segment, max: u32) -> Vec<(String, &'static str, u64)> {
+fn snapshot(seg: &unet_engine::sys::Segment, max: u32) -> Vec<(String, String, u64)> {
     let mut out = Vec::new();
     // SAFETY: the segment holds counters_segment_size(max) bytes (checked
     // when it was mapped); the header and slots are atomics read with
@@ -34,7 +34,7 @@ fn snapshot(seg: &unet_engine::sys::Segment, max: u32) -> Vec<(String, &'static 
     for &c in EngineCounter::ALL {
         out.push((
             "engine".to_string(),
-            c.name(),
+            c.name().to_string(),
             h.engine[c as usize].load(Ordering::Relaxed),
         ));
     }
@@ -55,14 +55,23 @@ fn snapshot(seg: &unet_engine::sys::Segment, max: u32) -> Vec<(String, &'static 
         );
         out.push((
             scope.clone(),
-            "channels",
+            "channels".to_string(),
             s.channels.load(Ordering::Relaxed) as u64,
         ));
         for &c in EndpointCounter::ALL {
             out.push((
                 scope.clone(),
-                c.name(),
+                c.name().to_string(),
                 s.counters[c as usize].load(Ordering::Relaxed),
+            ));
+        }
+        // Counted by the client library (the direct path, inline applets)
+        // and reported through its endpoint header.
+        for c in ClientCounter::ALL {
+            out.push((
+                scope.clone(),
+                format!("client.{}", c.name()),
+                s.client[c as usize].load(Ordering::Relaxed),
             ));
         }
     }
@@ -80,22 +89,33 @@ pub fn run(a: Args) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let (seg, max) = match session.counters() {
-        Ok(x) => x,
-        Err(e) => {
-            eprintln!("unet stat: {e}");
-            return ExitCode::from(1);
-        }
-    };
     loop {
+        // Asked anew each time: the request also has the engine copy the
+        // client-side counters into the segment.
+        let (seg, max) = match session.counters() {
+            Ok(x) => x,
+            Err(e) => {
+                eprintln!("unet stat: {e}");
+                return ExitCode::from(1);
+            }
+        };
         let snap = snapshot(&seg, max);
         if a.json {
             let mut m = serde_json::Map::new();
             for (scope, name, v) in &snap {
-                let e = m
+                let mut e = m
                     .entry(scope.clone())
                     .or_insert_with(|| serde_json::json!({}));
-                e[*name] = serde_json::json!(v);
+                let mut name = name.as_str();
+                if let Some(n) = name.strip_prefix("client.") {
+                    e = e
+                        .as_object_mut()
+                        .expect("an object")
+                        .entry("client")
+                        .or_insert_with(|| serde_json::json!({}));
+                    name = n;
+                }
+                e[name] = serde_json::json!(v);
             }
             println!("{}", serde_json::Value::Object(m));
         } else {

@@ -560,6 +560,10 @@ impl Core {
                     c.uid == 0 || c.uid == me
                 });
                 if allowed {
+                    for ep in self.eps.iter().flatten() {
+                        self.counters
+                            .mirror_client(ep.slot, &ep.header().client_counters);
+                    }
                     let fd = self.counters.fd();
                     self.reply(
                         ci,

@@ -4,7 +4,7 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use unet_abi::*;
 
@@ -99,10 +99,20 @@ impl Counters {
             .map_or(0, |s| s.counters[c as usize].load(Ordering::Relaxed))
     }
 
+    /// Copy an endpoint's client counters (read from its header: the
+    /// client's word, any value) into its slot, for `unet stat`.
+    pub fn mirror_client(&self, slot: usize, client: &[AtomicU64; CLIENT_COUNTERS]) {
+        if let Some(s) = self.slot(slot) {
+            for (dst, src) in s.client.iter().zip(client) {
+                dst.store(src.load(Ordering::Relaxed), Ordering::Relaxed);
+            }
+        }
+    }
+
     /// Claim a slot for a new endpoint: counters reset, then marked live.
     pub fn open_slot(&self, slot: usize, endpoint_id: u32, pid: u32) {
         if let Some(s) = self.slot(slot) {
-            for c in &s.counters {
+            for c in s.counters.iter().chain(&s.client) {
                 c.store(0, Ordering::Relaxed);
             }
             s.endpoint_id.store(endpoint_id, Ordering::Relaxed);
