@@ -1,5 +1,5 @@
-//! `unet bench stream --applet` with the U-Net/SLE paper's Figure 6
-//! applets (StdUnet, ReceiverAck, Burst, Generate), compiled from
+//! `unet bench stream --applet` and `--figure6` with the U-Net/SLE paper's
+//! Figure 6 applets (StdUnet, ReceiverAck, Burst, Generate), compiled from
 //! `applets/` at test time (a JDK >= 22 is needed), with tiny durations:
 //! one JSON row per applet and size with every key, and the usage errors.
 //! Behaviour only, no timing thresholds.
@@ -73,22 +73,20 @@ fn close(a: f64, b: f64) -> bool {
 }
 
 /// All four applets in one command on `path` with `placement`: one row per
-/// applet and size, in order, each complete and consistent.
+/// applet and size, in order, each complete and consistent. The engine
+/// path runs `--figure6` (the command compiles the applets itself, and an
+/// applet in the engine takes the engine path by default); the others name
+/// the class files.
 fn figure6(path: &str, placement: &str) {
     let list = FIGURE6.map(class).join(",");
-    let out = stream(&[
-        "--path",
-        path,
-        "--placement",
-        placement,
-        "--pattern",
-        "burst25",
-        "--sizes",
-        "64,4K",
-        "--applet",
-        &list,
-        "--json",
-    ]);
+    let mut args = vec!["--sizes", "64,4K", "--json"];
+    if path == "engine" && placement == "engine" {
+        args.push("--figure6");
+    } else {
+        args.extend(["--path", path, "--placement", placement]);
+        args.extend(["--pattern", "burst25", "--applet", &list]);
+    }
+    let out = stream(&args);
     assert!(
         out.status.success(),
         "{path} {placement}: {}",
@@ -176,12 +174,25 @@ fn figure6_table_and_usage_errors() {
         let e = String::from_utf8_lossy(&out.stderr);
         assert!(e.contains(applet) && e.contains(says), "{applet}: {e}");
     }
+    let out = stream(&["--figure6", "--applets-dir", "/nonexistent-applets"]);
+    assert!(!out.status.success());
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        e.contains("StdUnet.java") && e.contains("--applets-dir"),
+        "{e}"
+    );
     let help = Command::new(env!("CARGO_BIN_EXE_unet"))
         .args(["bench", "stream", "--help"])
         .output()
         .unwrap();
     let h = String::from_utf8(help.stdout).unwrap();
-    for w in ["ReceiverAck", "Burst", "Generate", "comma list"] {
+    for w in [
+        "ReceiverAck",
+        "Burst",
+        "Generate",
+        "comma list",
+        "--figure6",
+    ] {
         assert!(h.contains(w), "--help names {w}:\n{h}");
     }
 }

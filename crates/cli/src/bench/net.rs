@@ -15,6 +15,12 @@
 //! time runs from the start until that final acknowledgment arrives, so the
 //! figure is what was received. msgs/s is the median over repetitions;
 //! GB/s = msgs/s × size / 10⁹.
+//!
+//! `--applet` attaches U-Net/SLE applets, each in turn; the sample applets
+//! that change what the users do (PingPong, and the Figure 6 applets
+//! ReceiverAck, Burst, Generate) are recognised by class name and get their
+//! own user protocol (see `unet_paths`). `stream --figure6` compiles the
+//! four Figure 6 applets and runs them in bursts of 25.
 
 use std::fmt;
 use std::io::{BufRead, BufReader};
@@ -25,6 +31,7 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use unet_engine::wire::udp::LOOPBACK_DATAGRAM;
 
+use super::applet_build;
 use super::floor::{self, Geometry, Shm, StreamRun};
 use super::report::{self, PingRow, Progress, StreamRow};
 use super::stats::{self, fmt_size, median_f64, Samples};
@@ -67,8 +74,9 @@ impl fmt::Display for PathArg {
 /// Options both benchmarks share.
 #[derive(Args, Clone)]
 pub struct Common {
-    /// Paths to measure (comma list).
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "direct")]
+    /// Paths to measure (comma list) [default: direct, or engine with an
+    /// applet placed in the engine].
+    #[arg(long, value_enum, value_delimiter = ',')]
     pub path: Vec<PathArg>,
     /// Runs of unet and of the baseline per size, interleaved [default:
     /// 3 for pingpong, 5 for stream].
@@ -128,6 +136,18 @@ impl PlacementArg {
             PlacementArg::Engine => "engine",
             PlacementArg::Inline => "inline",
         }
+    }
+}
+
+/// The paths to measure: `--path`, or by default the direct path, the
+/// engine path when an applet runs in the engine.
+fn paths_of(c: &Common, applets: bool) -> Vec<PathArg> {
+    if !c.path.is_empty() {
+        c.path.clone()
+    } else if applets && c.placement == PlacementArg::Engine {
+        vec![PathArg::Engine]
+    } else {
+        vec![PathArg::Direct]
     }
 }
 
@@ -206,12 +226,28 @@ after a warm-up, then asks the receiver for its count: only what was \
 received counts, and the time runs until that answer arrives. msgs/s is \
 the median over runs; GB/s = msgs/s × size / 10^9. Baselines: `floor` \
 (direct, engine) is a busy-polled shared-memory ring; `raw_udp` (udp) is \
-one send_to per datagram on 127.0.0.1. ratio = unet msgs/s / baseline msgs/s.")]
+one send_to per datagram on 127.0.0.1. ratio = unet msgs/s / baseline msgs/s. \
+With an applet the count is what the receiving user got; see --applet for the \
+applets that change the users' protocol, and --figure6.")]
 pub struct StreamArgs {
-    /// Message sizes (comma list; 8, 64, 1K, 4K, 64K forms).
-    #[arg(long, value_delimiter = ',', value_parser = stats::parse_size,
-          default_value = "8,64,256,1K,4K,16K,64K")]
+    /// Message sizes (comma list; 8, 64, 1K, 4K, 64K forms) [default:
+    /// 8,64,256,1K,4K,16K,64K; with --figure6 64,256,1K,4K,16K,64K].
+    #[arg(long, value_delimiter = ',', value_parser = stats::parse_size)]
     pub sizes: Vec<usize>,
+    /// The U-Net/SLE paper's Figure 6: compile StdUnet, ReceiverAck, Burst
+    /// and Generate from the applets' sources with the JDK (22 or later)
+    /// and measure each in turn, in bursts of 25 (as `--applet` with the
+    /// four class files and `--pattern burst25`).
+    #[arg(long, conflicts_with_all = ["applet", "pattern", "burst"])]
+    pub figure6: bool,
+    /// With --figure6: the directory holding the applets' sources (default:
+    /// the source checkout's `applets/`).
+    #[arg(long, value_name = "DIR", requires = "figure6")]
+    pub applets_dir: Option<std::path::PathBuf>,
+    /// With --figure6: the applet SDK's source directory (default: the
+    /// source checkout's `java/applet-sdk/src/main/java`).
+    #[arg(long, value_name = "DIR", requires = "figure6")]
+    pub sdk_dir: Option<std::path::PathBuf>,
     /// Wait for an acknowledgment after every N messages (25 is the
     /// U-Net/SLE paper's Figure 6 pattern); 0 streams without acknowledgments
     /// until the end.
@@ -287,6 +323,11 @@ pub struct ChildArgs {
 }
 
 type Res<T> = Result<T, String>;
+
+/// `unet bench stream`'s default sizes.
+const STREAM_SIZES: [usize; 7] = [8, 64, 256, 1 << 10, 4 << 10, 16 << 10, 64 << 10];
+/// With `--figure6` (Generate sends 16 bytes or more).
+const FIGURE6_SIZES: [usize; 6] = [64, 256, 1 << 10, 4 << 10, 16 << 10, 64 << 10];
 
 fn parse_align(s: &str) -> Res<usize> {
     match s.parse::<usize>() {
@@ -365,7 +406,7 @@ fn pingpong(a: PingArgs) -> Res<()> {
     if !c.json {
         report::ping_header(with_applet);
     }
-    for &path in &c.path {
+    for path in paths_of(c, with_applet) {
         for applet in &applets {
             for &size in &a.sizes {
                 let iters = iters_for(a.iters, size);
@@ -427,12 +468,31 @@ fn pingpong(a: PingArgs) -> Res<()> {
     Ok(())
 }
 
-fn stream(a: StreamArgs) -> Res<()> {
+fn stream(mut a: StreamArgs) -> Res<()> {
+    // Kept until the runs are over: the children read the class files.
+    let _figure6 = if a.figure6 {
+        if a.sizes.is_empty() {
+            a.sizes = FIGURE6_SIZES.to_vec();
+        }
+        let (dir, files) = applet_build::compile(
+            a.applets_dir.as_deref(),
+            a.sdk_dir.as_deref(),
+            &unet_paths::FIGURE6,
+        )?;
+        a.common.applet = files;
+        Some(dir)
+    } else {
+        None
+    };
+    if a.sizes.is_empty() {
+        a.sizes = STREAM_SIZES.to_vec();
+    }
     let c = &a.common;
     let reps = setup(c, 5)?;
     let burst = match a.pattern {
         Some(Pattern::Burst25) => 25,
         Some(Pattern::Stream) => 0,
+        None if a.figure6 => 25,
         None => a.burst,
     };
     let applets = applets_of(c)?;
@@ -452,7 +512,7 @@ fn stream(a: StreamArgs) -> Res<()> {
     }
     let dur = Duration::from_millis(a.time_ms);
     let warm = Duration::from_millis(a.warmup_ms);
-    for &path in &c.path {
+    for path in paths_of(c, with_applet) {
         for applet in &applets {
             for &size in &a.sizes {
                 let mut base = Vec::new();

@@ -60,6 +60,9 @@ pub enum AppletKind {
     Generate,
 }
 
+/// The applets of the U-Net/SLE paper's Figure 6, in its order.
+pub const FIGURE6: [&str; 4] = ["StdUnet", "ReceiverAck", "Burst", "Generate"];
+
 /// The burst of applets/Burst.java and the window of ReceiverAck.java.
 pub const APPLET_BURST: usize = 25;
 /// Burst.java's burst mark (a message's first byte).
