@@ -404,12 +404,16 @@ pub fn stream(r: &Run) -> Res<StreamRun> {
         if kind == AppletKind::Plain {
             last[0] = BURST_END;
         }
-        // Only the direct path never drops a message: elsewhere a receiver
-        // that falls behind loses some, perhaps a burst's end; wait 10 ms.
-        let ack_wait = if r.path != PathArg::Direct || r.applet.is_some() {
-            Duration::from_millis(10)
-        } else {
-            PATIENCE
+        // A burst's end may be lost: over UDP when a receiver falls behind
+        // (wait 10 ms), on the engine path or with an applet only in rare
+        // cases (an applet out of buffers; wait 100 ms). A sender that gave
+        // up takes the late acknowledgment for its next burst and keeps one
+        // burst ahead from then on, so the wait is no shorter than it needs.
+        let ack_wait = match r.path {
+            PathArg::Udp => Duration::from_millis(10),
+            PathArg::Engine => Duration::from_millis(100),
+            PathArg::Direct if r.applet.is_some() => Duration::from_millis(100),
+            PathArg::Direct => PATIENCE,
         };
         // User sends per acknowledgment (0: none).
         let per_ack = match kind {
