@@ -762,6 +762,277 @@ fn packet_buffers_land_where_the_packet_says() {
 }
 
 // ---------------------------------------------------------------------------
+// The U-Net/SLE paper's Figure 6 applets: ReceiverAck, Burst, Generate
+// ---------------------------------------------------------------------------
+
+/// a sends N numbered messages to b, never more than `OUTSTANDING` ahead of
+/// what b's user has read (so a's backlog never overflows); b's user gets
+/// every one, intact and in order; a's user never sees an acknowledgment.
+fn receiver_ack_stream(sa: &Session, sb: &Session, placement: Placement, path: PathChoice) {
+    let class = applet("ReceiverAck");
+    let mut a = sa.create_endpoint(EndpointConfig::default()).unwrap();
+    let mut b = sb.create_endpoint(EndpointConfig::default()).unwrap();
+    let opts = AppletOptions {
+        placement,
+        ..Default::default()
+    };
+    a.attach_applet(&class, opts).unwrap();
+    b.attach_applet(&class, opts).unwrap();
+    let ch = a.open_channel(b.addr(), ChannelOptions { path }).unwrap();
+    const N: usize = 1010;
+    const OUTSTANDING: usize = 60;
+    let mut buf = vec![0u8; 1 << 16];
+    let mut none = vec![0u8; 1 << 16];
+    let (mut sent, mut got) = (0, 0);
+    while got < N {
+        while sent < N && sent - got < OUTSTANDING {
+            a.send_blocking(ch, &numbered(sent), SEND_T).unwrap();
+            sent += 1;
+        }
+        let r = b
+            .recv(&mut buf, T)
+            .unwrap_or_else(|e| panic!("message {got}: {e:?}"));
+        let want = numbered(got);
+        assert_eq!(r.len, want.len(), "length of message {got}");
+        assert!(buf[..r.len] == want[..], "content of message {got}");
+        got += 1;
+        // An inline applet runs doRx when its user receives: the sender
+        // polls so that its applet sees the acknowledgments.
+        assert!(
+            a.try_recv(&mut none).unwrap().is_none(),
+            "an acknowledgment reached the sending user"
+        );
+    }
+    assert_quiet(&mut b, Duration::from_millis(50), "exactly once");
+    assert_quiet(&mut a, Duration::from_millis(20), "no acknowledgment");
+    if placement == Placement::Engine {
+        // One acknowledgment per 25 data packets, each taken by a's applet.
+        let acks = (N / 25) as u64;
+        assert_eq!(counter(sa, &a, EndpointCounter::AppletTxCalls), N as u64);
+        assert_eq!(counter(sa, &a, EndpointCounter::TxMsgs), N as u64);
+        assert_eq!(counter(sa, &a, EndpointCounter::AppletRxCalls), acks);
+        assert_eq!(counter(sa, &a, EndpointCounter::RxMsgs), 0);
+        assert_eq!(counter(sb, &b, EndpointCounter::AppletTxCalls), 0);
+        assert_eq!(counter(sb, &b, EndpointCounter::TxMsgs), acks);
+        assert_eq!(counter(sb, &b, EndpointCounter::RxMsgs), N as u64);
+    } else {
+        assert!(a.client_counter(ClientCounter::AppletCalls) >= (N + N / 25) as u64);
+    }
+    assert_eq!(a.poll_event(), None, "no applet fault");
+}
+
+#[test]
+fn receiver_ack_on_one_engine() {
+    let engine = Engine::start(EngineConfig::default()).unwrap();
+    let s = Session::embedded(&engine).unwrap();
+    receiver_ack_stream(&s, &s, Placement::Engine, PathChoice::Engine);
+}
+
+#[test]
+fn receiver_ack_over_udp() {
+    let e1 = udp_engine(0, 0);
+    let e2 = udp_engine(0, 0);
+    let s1 = Session::embedded(&e1).unwrap();
+    let s2 = Session::embedded(&e2).unwrap();
+    receiver_ack_stream(&s1, &s2, Placement::Engine, PathChoice::Engine);
+}
+
+#[test]
+fn receiver_ack_inline_on_the_direct_path() {
+    let engine = Engine::start(EngineConfig::default()).unwrap();
+    let s = Session::embedded(&engine).unwrap();
+    receiver_ack_stream(&s, &s, Placement::Inline, PathChoice::Direct);
+}
+
+/// Without acknowledgments (the receiver has no applet) the sender's applet
+/// sends 25 packets, keeps the next 64 messages and drops the rest; every
+/// 10 ms without an acknowledgment it assumes one and sends 25 more.
+#[test]
+fn receiver_ack_credit_and_backlog() {
+    let class = applet("ReceiverAck");
+    let engine = Engine::start(EngineConfig::default()).unwrap();
+    let s = Session::embedded(&engine).unwrap();
+    let mut buf = vec![0u8; 1 << 16];
+    // The 100 sends must reach the applet before its first recovery
+    // (10 ms after the 26th): a machine busy enough to miss that gets
+    // another try.
+    for attempt in 0..5 {
+        let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
+        let mut b = s.create_endpoint(EndpointConfig::default()).unwrap();
+        a.attach_applet(&class, AppletOptions::default()).unwrap();
+        let ch = a.open_channel(b.addr(), ChannelOptions::default()).unwrap();
+        let t0 = Instant::now();
+        for i in 0..100 {
+            a.send_blocking(ch, &numbered(i), SEND_T).unwrap();
+        }
+        while counter(&s, &a, EndpointCounter::AppletTxCalls) < 100 {
+            assert!(t0.elapsed() < Duration::from_secs(10), "doTx");
+            std::hint::spin_loop();
+        }
+        if t0.elapsed() >= Duration::from_millis(9) {
+            eprintln!("attempt {attempt}: the sends took too long, again");
+            continue;
+        }
+        // Raw packets (b has no applet): the message, then 'D'.
+        let mut arrivals = Vec::new();
+        for i in 0..89 {
+            let r = b.recv(&mut buf, T).expect("a data packet");
+            let want = numbered(i);
+            assert_eq!(r.len, want.len() + 1, "packet {i}");
+            assert!(buf[..want.len()] == want[..], "packet {i}");
+            assert_eq!(buf[want.len()], b'D', "packet {i}: type");
+            arrivals.push(t0.elapsed());
+        }
+        assert_quiet(&mut b, Duration::from_millis(60), "the 11 dropped sends");
+        // Batches of 25, each after a recovery of at least 10 ms.
+        for (batch, first) in [(1, 25), (2, 50), (3, 75)] {
+            assert!(
+                arrivals[first] >= Duration::from_millis(10 * batch),
+                "packet {first} left at {:?}, before recovery {batch}",
+                arrivals[first]
+            );
+        }
+        assert_eq!(counter(&s, &a, EndpointCounter::TxMsgs), 89);
+        return;
+    }
+    panic!("100 sends never reached the applet within 9 ms");
+}
+
+#[test]
+fn burst_sends_25_copies_per_request() {
+    let class = applet("Burst");
+    let engine = Engine::start(EngineConfig::default()).unwrap();
+    let s = Session::embedded(&engine).unwrap();
+    let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
+    let mut b = s.create_endpoint(EndpointConfig::default()).unwrap();
+    a.attach_applet(&class, AppletOptions::default()).unwrap();
+    b.attach_applet(&class, AppletOptions::default()).unwrap();
+    let ch = a.open_channel(b.addr(), ChannelOptions::default()).unwrap();
+    let mut buf = vec![0u8; 1 << 17];
+    let sizes = [1usize, 56, 57, 4096, 20_000, 65_536];
+    for (k, &len) in sizes.iter().enumerate() {
+        let mut msg = pattern(k, len);
+        msg[0] = b'B';
+        a.send_blocking(ch, &msg, SEND_T).unwrap();
+        for copy in 0..25 {
+            let r = b.recv(&mut buf, T).expect("a copy");
+            assert_eq!(r.len, len, "{len} bytes, copy {copy}");
+            assert!(buf[..len] == msg[..], "{len} bytes, copy {copy}");
+        }
+        assert_quiet(&mut b, Duration::from_millis(20), "25 copies only");
+    }
+    let n = sizes.len() as u64;
+    assert_eq!(counter(&s, &a, EndpointCounter::AppletTxCalls), n);
+    assert_eq!(counter(&s, &a, EndpointCounter::TxMsgs), 25 * n);
+    assert_eq!(counter(&s, &b, EndpointCounter::RxMsgs), 25 * n);
+    // Large bursts are spread over invocations (48 KiB each).
+    assert!(counter(&s, &a, EndpointCounter::AppletTimerCalls) > 0);
+    // Unmarked messages go out once, of any length.
+    for len in [1usize, 3000, 70_000] {
+        let msg = pattern(len, len);
+        assert_ne!(msg[0], b'B');
+        a.send_blocking(ch, &msg, SEND_T).unwrap();
+        let r = b.recv(&mut buf, T).expect("the message");
+        assert_eq!(r.len, len);
+        assert!(buf[..len] == msg[..]);
+        assert_quiet(&mut b, Duration::from_millis(20), "once");
+    }
+    // A marked message longer than the applet's copy is dropped.
+    let mut big = pattern(7, 70_000);
+    big[0] = b'B';
+    a.send_blocking(ch, &big, SEND_T).unwrap();
+    assert_quiet(&mut b, Duration::from_millis(50), "a marked 70 000 bytes");
+    assert_eq!(a.poll_event(), None, "no applet fault");
+}
+
+#[test]
+fn burst_over_udp() {
+    let class = applet("Burst");
+    let e1 = udp_engine(0, 0);
+    let e2 = udp_engine(0, 0);
+    let s1 = Session::embedded(&e1).unwrap();
+    let s2 = Session::embedded(&e2).unwrap();
+    let mut a = s1.create_endpoint(EndpointConfig::default()).unwrap();
+    let mut b = s2.create_endpoint(EndpointConfig::default()).unwrap();
+    a.attach_applet(&class, AppletOptions::default()).unwrap();
+    b.attach_applet(&class, AppletOptions::default()).unwrap();
+    let ch = a.open_channel(b.addr(), ChannelOptions::default()).unwrap();
+    let mut buf = vec![0u8; 1 << 16];
+    for round in 0..4 {
+        let mut msg = pattern(round, 1000);
+        msg[0] = b'B';
+        a.send_blocking(ch, &msg, SEND_T).unwrap();
+        let mut back = None;
+        for copy in 0..25 {
+            let r = b.recv(&mut buf, T).expect("a copy");
+            assert_eq!(r.len, 1000, "round {round}, copy {copy}");
+            assert!(buf[..1000] == msg[..], "round {round}, copy {copy}");
+            back = Some(r.channel);
+        }
+        // The receiving user acknowledges each burst; unmarked, it goes
+        // out once.
+        b.send_blocking(back.unwrap(), b"Z", SEND_T).unwrap();
+        let r = a.recv(&mut buf, T).expect("the acknowledgment");
+        assert_eq!((r.len, buf[0]), (1, b'Z'));
+        assert_quiet(&mut a, Duration::from_millis(20), "one acknowledgment");
+    }
+    assert_quiet(&mut b, Duration::from_millis(20), "25 copies per burst");
+    assert_eq!(counter(&s1, &a, EndpointCounter::TxMsgs), 100);
+}
+
+fn generate(sa: &Session, sb: &Session) {
+    let class = applet("Generate");
+    let mut a = sa.create_endpoint(EndpointConfig::default()).unwrap();
+    let mut b = sb.create_endpoint(EndpointConfig::default()).unwrap();
+    a.attach_applet(&class, AppletOptions::default()).unwrap();
+    b.attach_applet(&class, AppletOptions::default()).unwrap();
+    let ch = a.open_channel(b.addr(), ChannelOptions::default()).unwrap();
+    let mut buf = vec![0u8; 1 << 17];
+    let sizes = [16usize, 56, 57, 1000, 9000, 65_536, 16];
+    for (seq, &len) in sizes.iter().enumerate() {
+        // The user's bytes do not matter: the applet sends its own.
+        a.send_blocking(ch, &pattern(seq, len), SEND_T).unwrap();
+        let r = b.recv(&mut buf, T).expect("a generated message");
+        assert_eq!(r.len, len, "message {seq}");
+        assert_eq!(be(&buf, 0), seq as u32, "message {seq}: its number");
+        assert!(
+            buf[4..len].iter().all(|&x| x == 0),
+            "message {seq}: zeros after the number"
+        );
+    }
+    // Short sends go out as written; longer than 64 KiB are dropped.
+    let short = pattern(99, 15);
+    a.send_blocking(ch, &short, SEND_T).unwrap();
+    let r = b.recv(&mut buf, T).expect("the short message");
+    assert!(buf[..r.len] == short[..]);
+    a.send_blocking(ch, &pattern(98, 65_537), SEND_T).unwrap();
+    assert_quiet(&mut b, Duration::from_millis(50), "a 65 537-byte send");
+    // The numbering goes on where it was.
+    a.send_blocking(ch, &pattern(97, 100), SEND_T).unwrap();
+    let r = b.recv(&mut buf, T).expect("the next generated message");
+    assert_eq!((r.len, be(&buf, 0)), (100, sizes.len() as u32));
+    assert_eq!(counter(sa, &a, EndpointCounter::AppletTxCalls), 10);
+    assert_eq!(counter(sa, &a, EndpointCounter::TxMsgs), 9);
+    assert_eq!(a.poll_event(), None, "no applet fault");
+}
+
+#[test]
+fn generate_sends_its_own_data() {
+    let engine = Engine::start(EngineConfig::default()).unwrap();
+    let s = Session::embedded(&engine).unwrap();
+    generate(&s, &s);
+}
+
+#[test]
+fn generate_over_udp() {
+    let e1 = udp_engine(0, 0);
+    let e2 = udp_engine(0, 0);
+    let s1 = Session::embedded(&e1).unwrap();
+    let s2 = Session::embedded(&e2).unwrap();
+    generate(&s1, &s2);
+}
+
+// ---------------------------------------------------------------------------
 // Large receive buffers
 // ---------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 
+mod applet_build;
 mod floor;
 mod jive;
 mod net;

@@ -15,6 +15,12 @@
 //! time runs from the start until that final acknowledgment arrives, so the
 //! figure is what was received. msgs/s is the median over repetitions;
 //! GB/s = msgs/s × size / 10⁹.
+//!
+//! `--applet` attaches U-Net/SLE applets, each in turn; the sample applets
+//! that change what the users do (PingPong, and the Figure 6 applets
+//! ReceiverAck, Burst, Generate) are recognised by class name and get their
+//! own user protocol (see `unet_paths`). `stream --figure6` compiles the
+//! four Figure 6 applets and runs them in bursts of 25.
 
 use std::fmt;
 use std::io::{BufRead, BufReader};
@@ -25,6 +31,7 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use unet_engine::wire::udp::LOOPBACK_DATAGRAM;
 
+use super::applet_build;
 use super::floor::{self, Geometry, Shm, StreamRun};
 use super::report::{self, PingRow, Progress, StreamRow};
 use super::stats::{self, fmt_size, median_f64, Samples};
@@ -67,8 +74,9 @@ impl fmt::Display for PathArg {
 /// Options both benchmarks share.
 #[derive(Args, Clone)]
 pub struct Common {
-    /// Paths to measure (comma list).
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "direct")]
+    /// Paths to measure (comma list) [default: direct, or engine with an
+    /// applet placed in the engine].
+    #[arg(long, value_enum, value_delimiter = ',')]
     pub path: Vec<PathArg>,
     /// Runs of unet and of the baseline per size, interleaved [default:
     /// 3 for pingpong, 5 for stream].
@@ -97,11 +105,16 @@ pub struct Common {
     #[arg(long)]
     pub spin_us: Option<u64>,
     /// Attach this U-Net/SLE applet (a class file) to both endpoints (the
-    /// paper's Figures 5 and 6). An applet named `PingPong` runs round trips
-    /// between the applets only: one user message starts 100 of them and
-    /// each sample is their time / 100.
-    #[arg(long, value_name = "FILE.class")]
-    pub applet: Option<std::path::PathBuf>,
+    /// paper's Figures 5 and 6); a comma list measures each in turn. Sample
+    /// applets that change what the users do are recognised by name:
+    /// `PingPong` (pingpong) runs round trips between the applets only, one
+    /// user message starting 100 of them, each sample their time / 100;
+    /// with stream, `ReceiverAck` leaves the acknowledgments to the applets
+    /// (the sender just streams), `Burst` sends each user message 25 times
+    /// (one user send per burst), `Generate` sends data of its own (sizes
+    /// 16 B to 64 KiB). ReceiverAck and Burst need --pattern burst25.
+    #[arg(long, value_name = "FILE.class", value_delimiter = ',')]
+    pub applet: Vec<std::path::PathBuf>,
     /// Where the applet runs: in the engine (engine and udp paths) or
     /// inline in each process (any path).
     #[arg(long, value_enum, default_value = "engine")]
@@ -126,23 +139,53 @@ impl PlacementArg {
     }
 }
 
-/// The applet of a run: class bytes, file, placement.
-fn applet_of(c: &Common) -> Result<Option<unet_paths::AppletRun>, String> {
-    let Some(p) = &c.applet else { return Ok(None) };
+/// The paths to measure: `--path`, or by default the direct path, the
+/// engine path when an applet runs in the engine.
+fn paths_of(c: &Common, applets: bool) -> Vec<PathArg> {
+    if !c.path.is_empty() {
+        c.path.clone()
+    } else if applets && c.placement == PlacementArg::Engine {
+        vec![PathArg::Engine]
+    } else {
+        vec![PathArg::Direct]
+    }
+}
+
+/// The applets of a run (class bytes, file, placement, kind), each in
+/// turn; `[None]` without `--applet`.
+fn applets_of(c: &Common) -> Res<Vec<Option<unet_paths::AppletRun>>> {
+    if c.applet.is_empty() {
+        return Ok(vec![None]);
+    }
     if c.placement == PlacementArg::Engine && c.path.contains(&PathArg::Direct) {
         return Err("an applet placed in the engine takes the engine path: use --path engine or udp, or --placement inline".into());
     }
-    let class = std::fs::read(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
-    let name = p
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    Ok(Some(unet_paths::AppletRun {
-        pingpong: name == "PingPong",
-        file: p.clone(),
-        class,
-        placement: c.placement,
-    }))
+    c.applet
+        .iter()
+        .map(|p| {
+            let class =
+                std::fs::read(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+            Ok(Some(unet_paths::AppletRun {
+                kind: unet_paths::AppletKind::of_file(p),
+                file: p.clone(),
+                class,
+                placement: c.placement,
+            }))
+        })
+        .collect()
+}
+
+/// The `applet` of a report row: class name and placement.
+fn applet_label(a: &Option<unet_paths::AppletRun>) -> Option<(String, &'static str)> {
+    a.as_ref().map(|a| {
+        (
+            a.file
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            a.placement.name(),
+        )
+    })
 }
 
 /// Round-trip time against message size.
@@ -183,12 +226,28 @@ after a warm-up, then asks the receiver for its count: only what was \
 received counts, and the time runs until that answer arrives. msgs/s is \
 the median over runs; GB/s = msgs/s × size / 10^9. Baselines: `floor` \
 (direct, engine) is a busy-polled shared-memory ring; `raw_udp` (udp) is \
-one send_to per datagram on 127.0.0.1. ratio = unet msgs/s / baseline msgs/s.")]
+one send_to per datagram on 127.0.0.1. ratio = unet msgs/s / baseline msgs/s. \
+With an applet the count is what the receiving user got; see --applet for the \
+applets that change the users' protocol, and --figure6.")]
 pub struct StreamArgs {
-    /// Message sizes (comma list; 8, 64, 1K, 4K, 64K forms).
-    #[arg(long, value_delimiter = ',', value_parser = stats::parse_size,
-          default_value = "8,64,256,1K,4K,16K,64K")]
+    /// Message sizes (comma list; 8, 64, 1K, 4K, 64K forms) [default:
+    /// 8,64,256,1K,4K,16K,64K; with --figure6 64,256,1K,4K,16K,64K].
+    #[arg(long, value_delimiter = ',', value_parser = stats::parse_size)]
     pub sizes: Vec<usize>,
+    /// The U-Net/SLE paper's Figure 6: compile StdUnet, ReceiverAck, Burst
+    /// and Generate from the applets' sources with the JDK (22 or later)
+    /// and measure each in turn, in bursts of 25 (as `--applet` with the
+    /// four class files and `--pattern burst25`).
+    #[arg(long, conflicts_with_all = ["applet", "pattern", "burst"])]
+    pub figure6: bool,
+    /// With --figure6: the directory holding the applets' sources (default:
+    /// the source checkout's `applets/`).
+    #[arg(long, value_name = "DIR", requires = "figure6")]
+    pub applets_dir: Option<std::path::PathBuf>,
+    /// With --figure6: the applet SDK's source directory (default: the
+    /// source checkout's `java/applet-sdk/src/main/java`).
+    #[arg(long, value_name = "DIR", requires = "figure6")]
+    pub sdk_dir: Option<std::path::PathBuf>,
     /// Wait for an acknowledgment after every N messages (25 is the
     /// U-Net/SLE paper's Figure 6 pattern); 0 streams without acknowledgments
     /// until the end.
@@ -265,6 +324,11 @@ pub struct ChildArgs {
 
 type Res<T> = Result<T, String>;
 
+/// `unet bench stream`'s default sizes.
+const STREAM_SIZES: [usize; 7] = [8, 64, 256, 1 << 10, 4 << 10, 16 << 10, 64 << 10];
+/// With `--figure6` (Generate sends 16 bytes or more).
+const FIGURE6_SIZES: [usize; 6] = [64, 256, 1 << 10, 4 << 10, 16 << 10, 64 << 10];
+
 fn parse_align(s: &str) -> Res<usize> {
     match s.parse::<usize>() {
         Ok(a) if a.is_power_of_two() && (8..=4096).contains(&a) => Ok(a),
@@ -336,136 +400,166 @@ fn pingpong(a: PingArgs) -> Res<()> {
     let c = &a.common;
     let reps = setup(c, 3)?;
     let prog = Progress::new();
-    if !c.json {
-        report::ping_header();
-    }
     let limit = Duration::from_millis(a.time_ms);
-    for &path in &c.path {
-        for &size in &a.sizes {
-            let iters = iters_for(a.iters, size);
-            let warm = a.warmup.min(iters);
-            let mut base = Samples::default();
-            let mut un = Samples::default();
-            for rep in 0..reps {
-                let what = format!("pingpong {path} {}", fmt_size(size));
-                prog.show(&format!("{what}: baseline {}/{}", rep + 1, reps));
-                base.extend(baseline_pingpong(path, size, warm, iters, limit, c)?);
-                if !c.baseline_only {
-                    prog.show(&format!("{what}: unet {}/{}", rep + 1, reps));
-                    let cfg = unet_paths::Run {
-                        path,
-                        size,
-                        burst: 0,
-                        warmup: warm,
-                        iters,
-                        limit,
-                        warmup_time: Duration::ZERO,
-                        pin: c.pin,
-                        max_datagram: c.max_datagram,
-                        spin_us: c.spin_us,
-                        applet: applet_of(c)?,
+    let applets = applets_of(c)?;
+    let with_applet = applets[0].is_some();
+    if !c.json {
+        report::ping_header(with_applet);
+    }
+    for path in paths_of(c, with_applet) {
+        for applet in &applets {
+            for &size in &a.sizes {
+                let iters = iters_for(a.iters, size);
+                let warm = a.warmup.min(iters);
+                let mut base = Samples::default();
+                let mut un = Samples::default();
+                let label = applet_label(applet);
+                for rep in 0..reps {
+                    let what = match &label {
+                        Some((n, _)) => format!("pingpong {path} {n} {}", fmt_size(size)),
+                        None => format!("pingpong {path} {}", fmt_size(size)),
                     };
-                    un.extend(unet_paths::pingpong(&cfg)?);
+                    prog.show(&format!("{what}: baseline {}/{}", rep + 1, reps));
+                    base.extend(baseline_pingpong(path, size, warm, iters, limit, c)?);
+                    if !c.baseline_only {
+                        prog.show(&format!("{what}: unet {}/{}", rep + 1, reps));
+                        let cfg = unet_paths::Run {
+                            path,
+                            size,
+                            burst: 0,
+                            warmup: warm,
+                            iters,
+                            limit,
+                            warmup_time: Duration::ZERO,
+                            pin: c.pin,
+                            max_datagram: c.max_datagram,
+                            spin_us: c.spin_us,
+                            applet: applet.clone(),
+                        };
+                        un.extend(unet_paths::pingpong(&cfg)?);
+                    }
                 }
-            }
-            prog.clear();
-            let row = PingRow {
-                path: path.name(),
-                applet: c.applet.as_ref().map(|p| {
-                    (
-                        p.file_stem()
-                            .map(|s| s.to_string_lossy().into_owned())
-                            .unwrap_or_default(),
-                        c.placement.name(),
-                    )
-                }),
-                size,
-                median_us: (!c.baseline_only).then(|| un.median_us()),
-                p99_us: (!c.baseline_only).then(|| un.p99_us()),
-                samples: un.ns.len(),
-                baseline: path.baseline(),
-                baseline_median_us: base.median_us(),
-                baseline_p99_us: base.p99_us(),
-                baseline_samples: base.ns.len(),
-                clock_ns: {
-                    let mut all = base.clone();
-                    all.extend(un.clone());
-                    all.clock_ns()
-                },
-            };
-            if c.json {
-                println!("{}", row.json());
-            } else {
-                report::ping_line(&row);
+                prog.clear();
+                let row = PingRow {
+                    path: path.name(),
+                    applet: label,
+                    size,
+                    median_us: (!c.baseline_only).then(|| un.median_us()),
+                    p99_us: (!c.baseline_only).then(|| un.p99_us()),
+                    samples: un.ns.len(),
+                    baseline: path.baseline(),
+                    baseline_median_us: base.median_us(),
+                    baseline_p99_us: base.p99_us(),
+                    baseline_samples: base.ns.len(),
+                    clock_ns: {
+                        let mut all = base.clone();
+                        all.extend(un.clone());
+                        all.clock_ns()
+                    },
+                };
+                if c.json {
+                    println!("{}", row.json());
+                } else {
+                    report::ping_line(&row, with_applet);
+                }
             }
         }
     }
     Ok(())
 }
 
-fn stream(a: StreamArgs) -> Res<()> {
+fn stream(mut a: StreamArgs) -> Res<()> {
+    // Kept until the runs are over: the children read the class files.
+    let _figure6 = if a.figure6 {
+        if a.sizes.is_empty() {
+            a.sizes = FIGURE6_SIZES.to_vec();
+        }
+        let (dir, files) = applet_build::compile(
+            a.applets_dir.as_deref(),
+            a.sdk_dir.as_deref(),
+            &unet_paths::FIGURE6,
+        )?;
+        a.common.applet = files;
+        Some(dir)
+    } else {
+        None
+    };
+    if a.sizes.is_empty() {
+        a.sizes = STREAM_SIZES.to_vec();
+    }
     let c = &a.common;
     let reps = setup(c, 5)?;
     let burst = match a.pattern {
         Some(Pattern::Burst25) => 25,
         Some(Pattern::Stream) => 0,
+        None if a.figure6 => 25,
         None => a.burst,
     };
+    let applets = applets_of(c)?;
+    if !c.baseline_only {
+        for ap in applets.iter().flatten() {
+            for &size in &a.sizes {
+                ap.kind
+                    .check_stream(size, burst)
+                    .map_err(|e| format!("{}: {e}", ap.file.display()))?;
+            }
+        }
+    }
+    let with_applet = applets[0].is_some();
     let prog = Progress::new();
     if !c.json {
-        report::stream_header();
+        report::stream_header(with_applet);
     }
     let dur = Duration::from_millis(a.time_ms);
     let warm = Duration::from_millis(a.warmup_ms);
-    for &path in &c.path {
-        for &size in &a.sizes {
-            let mut base = Vec::new();
-            let mut un = Vec::new();
-            for rep in 0..reps {
-                let what = format!("stream {path} {}", fmt_size(size));
-                prog.show(&format!("{what}: baseline {}/{}", rep + 1, reps));
-                base.push(baseline_stream(path, size, burst, warm, dur, c)?.msgs_per_s());
-                if !c.baseline_only {
-                    prog.show(&format!("{what}: unet {}/{}", rep + 1, reps));
-                    let cfg = unet_paths::Run {
-                        path,
-                        size,
-                        burst,
-                        warmup: 0,
-                        iters: 0,
-                        limit: dur,
-                        warmup_time: warm,
-                        pin: c.pin,
-                        max_datagram: c.max_datagram,
-                        spin_us: c.spin_us,
-                        applet: applet_of(c)?,
+    for path in paths_of(c, with_applet) {
+        for applet in &applets {
+            for &size in &a.sizes {
+                let mut base = Vec::new();
+                let mut un = Vec::new();
+                let label = applet_label(applet);
+                for rep in 0..reps {
+                    let what = match &label {
+                        Some((n, _)) => format!("stream {path} {n} {}", fmt_size(size)),
+                        None => format!("stream {path} {}", fmt_size(size)),
                     };
-                    un.push(unet_paths::stream(&cfg)?.msgs_per_s());
+                    prog.show(&format!("{what}: baseline {}/{}", rep + 1, reps));
+                    base.push(baseline_stream(path, size, burst, warm, dur, c)?.msgs_per_s());
+                    if !c.baseline_only {
+                        prog.show(&format!("{what}: unet {}/{}", rep + 1, reps));
+                        let cfg = unet_paths::Run {
+                            path,
+                            size,
+                            burst,
+                            warmup: 0,
+                            iters: 0,
+                            limit: dur,
+                            warmup_time: warm,
+                            pin: c.pin,
+                            max_datagram: c.max_datagram,
+                            spin_us: c.spin_us,
+                            applet: applet.clone(),
+                        };
+                        un.push(unet_paths::stream(&cfg)?.msgs_per_s());
+                    }
                 }
-            }
-            prog.clear();
-            let row = StreamRow {
-                path: path.name(),
-                applet: c.applet.as_ref().map(|p| {
-                    (
-                        p.file_stem()
-                            .map(|s| s.to_string_lossy().into_owned())
-                            .unwrap_or_default(),
-                        c.placement.name(),
-                    )
-                }),
-                size,
-                burst,
-                msgs_per_s: (!c.baseline_only).then(|| median_f64(&un)),
-                baseline: path.baseline(),
-                baseline_msgs_per_s: median_f64(&base),
-                runs: un,
-                baseline_runs: base,
-            };
-            if c.json {
-                println!("{}", row.json());
-            } else {
-                report::stream_line(&row);
+                prog.clear();
+                let row = StreamRow {
+                    path: path.name(),
+                    applet: label,
+                    size,
+                    burst,
+                    msgs_per_s: (!c.baseline_only).then(|| median_f64(&un)),
+                    baseline: path.baseline(),
+                    baseline_msgs_per_s: median_f64(&base),
+                    runs: un,
+                    baseline_runs: base,
+                };
+                if c.json {
+                    println!("{}", row.json());
+                } else {
+                    report::stream_line(&row, with_applet);
+                }
             }
         }
     }

@@ -102,16 +102,32 @@ fn opt(v: Option<f64>, prec: usize) -> String {
     }
 }
 
-pub fn ping_header() {
+/// The first column of a table with applets: the applet's class name
+/// (`-` for none).
+fn applet_col(on: bool, a: &Option<(String, &'static str)>) -> String {
+    if !on {
+        return String::new();
+    }
+    let name = a.as_ref().map_or("-", |a| a.0.as_str());
+    format!("{name:<12} ")
+}
+
+pub fn ping_header(with_applet: bool) {
+    let first = if with_applet {
+        format!("{:<12} ", "applet")
+    } else {
+        String::new()
+    };
     println!(
-        "{:<7} {:>6}  {:>10} {:>10}  {:<8} {:>10} {:>10}  {:>6}",
+        "{first}{:<7} {:>6}  {:>10} {:>10}  {:<8} {:>10} {:>10}  {:>6}",
         "path", "size", "median_us", "p99_us", "baseline", "median_us", "p99_us", "ratio"
     );
 }
 
-pub fn ping_line(r: &PingRow) {
+pub fn ping_line(r: &PingRow, with_applet: bool) {
     println!(
-        "{:<7} {:>6}  {:>10} {:>10}  {:<8} {:>10.3} {:>10.3}  {:>6}",
+        "{}{:<7} {:>6}  {:>10} {:>10}  {:<8} {:>10.3} {:>10.3}  {:>6}",
+        applet_col(with_applet, &r.applet),
         r.path,
         fmt_size(r.size),
         opt(r.median_us, 3),
@@ -123,16 +139,22 @@ pub fn ping_line(r: &PingRow) {
     );
 }
 
-pub fn stream_header() {
+pub fn stream_header(with_applet: bool) {
+    let first = if with_applet {
+        format!("{:<12} ", "applet")
+    } else {
+        String::new()
+    };
     println!(
-        "{:<7} {:>6}  {:>12} {:>8}  {:<8} {:>12} {:>8}  {:>6}",
+        "{first}{:<7} {:>6}  {:>12} {:>8}  {:<8} {:>12} {:>8}  {:>6}",
         "path", "size", "Mmsg/s", "GB/s", "baseline", "Mmsg/s", "GB/s", "ratio"
     );
 }
 
-pub fn stream_line(r: &StreamRow) {
+pub fn stream_line(r: &StreamRow, with_applet: bool) {
     println!(
-        "{:<7} {:>6}  {:>12} {:>8}  {:<8} {:>12.3} {:>8.3}  {:>6}",
+        "{}{:<7} {:>6}  {:>12} {:>8}  {:<8} {:>12.3} {:>8.3}  {:>6}",
+        applet_col(with_applet, &r.applet),
         r.path,
         fmt_size(r.size),
         opt(r.msgs_per_s.map(|m| m / 1e6), 3),

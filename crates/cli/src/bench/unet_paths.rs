@@ -31,14 +31,77 @@ use super::floor::StreamRun;
 use super::net::{spawn_child, ChildArgs, ChildKind, PathArg};
 use super::stats::{self, Samples};
 
-/// One unet run.
 /// A U-Net/SLE applet attached to both endpoints of a run.
+#[derive(Clone)]
 pub struct AppletRun {
     pub file: std::path::PathBuf,
     pub class: Vec<u8>,
     pub placement: super::net::PlacementArg,
-    /// The applet-to-applet ping-pong protocol (applets/PingPong.java).
-    pub pingpong: bool,
+    /// The user protocol it needs.
+    pub kind: AppletKind,
+}
+
+/// Sample applets that change what the users do, recognised by class name
+/// (the file name without `.class`); any other applet runs the standard
+/// protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AppletKind {
+    /// The standard protocol: the user sends, the applet passes it on.
+    Plain,
+    /// applets/PingPong.java: one user message starts round trips between
+    /// the applets.
+    PingPong,
+    /// applets/ReceiverAck.java: the applets acknowledge every 25 messages
+    /// between themselves; the sending user just streams.
+    ReceiverAck,
+    /// applets/Burst.java: a message marked 'B' goes out 25 times.
+    Burst,
+    /// applets/Generate.java: the applet sends data of its own.
+    Generate,
+}
+
+/// The applets of the U-Net/SLE paper's Figure 6, in its order.
+pub const FIGURE6: [&str; 4] = ["StdUnet", "ReceiverAck", "Burst", "Generate"];
+
+/// The burst of applets/Burst.java and the window of ReceiverAck.java.
+pub const APPLET_BURST: usize = 25;
+/// Burst.java's burst mark (a message's first byte).
+const BURST_MARK: u8 = b'B';
+
+impl AppletKind {
+    /// The kind of the applet in class file `f`.
+    pub fn of_file(f: &Path) -> AppletKind {
+        match f.file_stem().and_then(|s| s.to_str()) {
+            Some("PingPong") => AppletKind::PingPong,
+            Some("ReceiverAck") => AppletKind::ReceiverAck,
+            Some("Burst") => AppletKind::Burst,
+            Some("Generate") => AppletKind::Generate,
+            _ => AppletKind::Plain,
+        }
+    }
+
+    /// Whether `unet bench stream` can run it with `size` and `burst`.
+    pub fn check_stream(self, size: usize, burst: usize) -> Res<()> {
+        let name = format!("{self:?}");
+        match self {
+            AppletKind::PingPong => {
+                Err("the PingPong applet answers pings only: use `unet bench pingpong`".into())
+            }
+            AppletKind::ReceiverAck | AppletKind::Burst if burst != APPLET_BURST => Err(format!(
+                "the {name} applet works in bursts of {APPLET_BURST}: use --pattern burst25"
+            )),
+            AppletKind::ReceiverAck if size >= 256 << 10 => Err(format!(
+                "the ReceiverAck applet keeps messages below 256 KiB (size {size})"
+            )),
+            AppletKind::Burst if size > 64 << 10 => Err(format!(
+                "the Burst applet bursts messages of up to 64 KiB (size {size})"
+            )),
+            AppletKind::Generate if !(16..=64 << 10).contains(&size) => Err(format!(
+                "the Generate applet generates messages of 16 bytes to 64 KiB (size {size})"
+            )),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// Round trips one PingPong run makes between the applets.
@@ -59,6 +122,7 @@ fn attach(ep: &mut Endpoint, class: &[u8], placement: super::net::PlacementArg) 
     .map_err(err("attach_applet"))
 }
 
+/// One unet run.
 pub struct Run {
     pub path: PathArg,
     pub size: usize,
@@ -285,7 +349,7 @@ pub fn pingpong(r: &Run) -> Res<Samples> {
     let res = (|| {
         let c = open_to_child(&mut side, r.path, &ch.info)?;
         let ep = &mut side.ep;
-        if r.applet.as_ref().is_some_and(|a| a.pingpong) {
+        if r.applet.as_ref().map(|a| a.kind) == Some(AppletKind::PingPong) {
             // One user message starts APPLET_ROUNDS round trips between the
             // applets; the initiator's applet reports when they are done.
             let mut start = vec![DATA; r.size.max(4)];
@@ -331,37 +395,73 @@ pub fn pingpong(r: &Run) -> Res<Samples> {
 }
 
 /// One-way stream over unet (this process sends).
+///
+/// With the Figure 6 applets the users' protocol changes: ReceiverAck's
+/// sender streams without waiting (the applets acknowledge each other) and
+/// polls its receive queue after every send, so that an inline applet sees
+/// the acknowledgments; Burst's sender sends one marked message per burst
+/// (its applet sends it 25 times); Generate's sender sends as usual but its
+/// data is the applet's. The receiver acknowledges every `burst` messages by
+/// count for Burst and Generate (the data carries no mark), never for
+/// ReceiverAck.
 pub fn stream(r: &Run) -> Res<StreamRun> {
     let (mut side, extra) = start_side(r)?;
     let ch = spawn_child(ChildKind::UnetStream, r.size, r.burst, &extra, None, r.pin)?;
+    let kind = r.applet.as_ref().map_or(AppletKind::Plain, |a| a.kind);
     let res = (|| {
         let c = open_to_child(&mut side, r.path, &ch.info)?;
         let ep = &mut side.ep;
-        let out = vec![DATA; r.size];
+        let mut out = vec![DATA; r.size];
+        if kind == AppletKind::Burst {
+            out[0] = BURST_MARK;
+        }
         let mut last = out.clone();
-        last[0] = BURST_END;
-        // Only the direct path never drops a message: elsewhere a receiver
-        // that falls behind loses some, perhaps a burst's end; wait 10 ms.
-        let ack_wait = if r.path != PathArg::Direct {
-            Duration::from_millis(10)
-        } else {
-            PATIENCE
+        if kind == AppletKind::Plain {
+            last[0] = BURST_END;
+        }
+        // A burst's end may be lost: over UDP when a receiver falls behind
+        // (wait 10 ms), on the engine path or with an applet only in rare
+        // cases (an applet out of buffers; wait 100 ms). A sender that gave
+        // up takes the late acknowledgment for its next burst and keeps one
+        // burst ahead from then on, so the wait is no shorter than it needs.
+        let ack_wait = match r.path {
+            PathArg::Udp => Duration::from_millis(10),
+            PathArg::Engine => Duration::from_millis(100),
+            PathArg::Direct if r.applet.is_some() => Duration::from_millis(100),
+            PathArg::Direct => PATIENCE,
         };
-        let chunk = if r.burst > 0 { r.burst } else { 256 };
+        // User sends per acknowledgment (0: none).
+        let per_ack = match kind {
+            AppletKind::ReceiverAck => 0,
+            AppletKind::Burst if r.burst > 0 => 1,
+            _ => r.burst,
+        };
+        let poll = kind == AppletKind::ReceiverAck;
+        let chunk = if per_ack > 0 { per_ack } else { 256 };
         let mut ackb = [0u8; 16];
         let mut phase = |ep: &mut Endpoint, d: Duration| -> Res<()> {
             let start = Instant::now();
             loop {
                 for i in 0..chunk {
-                    let m = if r.burst > 0 && i + 1 == chunk {
+                    let m = if per_ack > 0 && i + 1 == chunk {
                         &last
                     } else {
                         &out
                     };
                     send(ep, c, m)?;
+                    if poll {
+                        // Nothing is meant for the user here (perhaps a
+                        // late answer to a repeated SYNC): dropped.
+                        let _ = ep.try_recv(&mut ackb);
+                    }
                 }
-                if r.burst > 0 {
+                if per_ack > 0 {
                     recv(ep, &mut ackb, ack_wait)?;
+                } else if poll {
+                    // Nothing holds this sender back (its applet drops what
+                    // its backlog cannot take): give the core up now and
+                    // then, for when the receiver shares it.
+                    std::thread::yield_now();
                 }
                 if start.elapsed() >= d {
                     return Ok(());
@@ -369,10 +469,10 @@ pub fn stream(r: &Run) -> Res<StreamRun> {
             }
         };
         phase(ep, r.warmup_time)?;
-        control(ep, c, SYNC, r.path)?;
+        control(ep, c, SYNC, r.path, kind)?;
         let start = Instant::now();
         phase(ep, r.limit)?;
-        let bytes = control(ep, c, STOP, r.path)?;
+        let bytes = control(ep, c, STOP, r.path, kind)?;
         let elapsed = start.elapsed();
         // The child lingers until it sees the channel closed, so that its
         // answer is not lost with its endpoint.
@@ -386,9 +486,14 @@ pub fn stream(r: &Run) -> Res<StreamRun> {
 }
 
 /// Sends a one-byte control message and waits for its answer (resending
-/// every 50 ms on the paths that may drop); returns the receiver's byte count.
-fn control(ep: &mut Endpoint, c: Channel, kind: u8, path: PathArg) -> Res<u64> {
-    let (tries, wait) = if path != PathArg::Direct {
+/// every 50 ms on the paths that may drop, every 2 ms with ReceiverAck,
+/// whose applet drops what does not fit its backlog); returns the
+/// receiver's byte count. A repeated SYNC reaches the receiver before any
+/// of the data that follows it, so its only effect is a late answer.
+fn control(ep: &mut Endpoint, c: Channel, kind: u8, path: PathArg, applet: AppletKind) -> Res<u64> {
+    let (tries, wait) = if applet == AppletKind::ReceiverAck {
+        (10_000, Duration::from_millis(2))
+    } else if path != PathArg::Direct {
         (100, Duration::from_millis(50))
     } else {
         (1, PATIENCE)
@@ -446,18 +551,18 @@ pub fn child(a: &ChildArgs, ready: fn(&str)) -> Res<()> {
     let mut ep = session
         .create_endpoint(endpoint_config(a.spin_us))
         .map_err(err("endpoint"))?;
-    let mut applet_pingpong = false;
+    let mut applet = AppletKind::Plain;
     if let Some(f) = &a.applet {
         let class = std::fs::read(f).map_err(|e| format!("cannot read {}: {e}", f.display()))?;
         attach(&mut ep, &class, a.placement)?;
-        applet_pingpong = f.file_stem().is_some_and(|s| s == "PingPong");
+        applet = AppletKind::of_file(f);
     }
     match session.udp_addr() {
         Some(u) if path == PathArg::Udp => ready(&format!("{} {u}", ep.id())),
         _ => ready(&ep.id().to_string()),
     }
     let mut buf = vec![0u8; a.size.max(16)];
-    if applet_pingpong && a.kind == ChildKind::UnetPingpong {
+    if applet == AppletKind::PingPong && a.kind == ChildKind::UnetPingpong {
         // The applet answers every ping itself; nothing reaches us until
         // the parent goes away.
         linger(&mut ep);
@@ -472,6 +577,15 @@ pub fn child(a: &ChildArgs, ready: fn(&str)) -> Res<()> {
             send(&mut ep, r.channel, &buf[..r.len])?;
         }
     }
+    // Acknowledge every `ack_every` data messages by count (Burst,
+    // Generate: the data carries no mark), on BURST_END (the standard
+    // protocol), or never (ReceiverAck: the applets do it).
+    let ack_every = match applet {
+        AppletKind::Burst | AppletKind::Generate => a.burst,
+        _ => 0,
+    };
+    let marked = matches!(applet, AppletKind::Plain | AppletKind::PingPong);
+    let mut count = 0;
     let mut bytes = 0u64;
     loop {
         let r = recv_needed(&mut ep, &mut buf)?;
@@ -489,7 +603,13 @@ pub fn child(a: &ChildArgs, ready: fn(&str)) -> Res<()> {
             continue;
         }
         bytes += r.len as u64;
-        if buf[0] == BURST_END {
+        if ack_every > 0 {
+            count += 1;
+            if count == ack_every {
+                count = 0;
+                send(&mut ep, r.channel, &[BURST_END])?;
+            }
+        } else if marked && buf[0] == BURST_END {
             send(&mut ep, r.channel, &[BURST_END])?;
         }
     }
