@@ -18,7 +18,7 @@ use unet_engine::sys::{self, EventFd, Segment};
 use crate::direct::{DirectConn, DirectRecv, DirectSendError};
 use crate::session::Session;
 use crate::{Error, RecvError, SendError};
-use unet_engine::sle::{Applet, FaultKind, SleEndpoint, MAX_CONSECUTIVE_FAULTS};
+use unet_engine::sle::{Applet, AppletStats, FaultKind, SleEndpoint, MAX_CONSECUTIVE_FAULTS};
 
 /// A channel tag: names a destination for sends, and the source of what
 /// arrives.
@@ -188,6 +188,9 @@ pub struct Endpoint {
     inline: Option<Box<Applet>>,
     inline_rxq: VecDeque<RecvDesc>,
     inline_timers: Vec<(Instant, i32)>,
+    /// The inline applet (by id) and its statistics as last added to the
+    /// client counters.
+    inline_published: (u64, AppletStats),
     rx_scratch: Vec<u8>,
 }
 
@@ -265,6 +268,7 @@ impl Endpoint {
             inline: None,
             inline_rxq: VecDeque::new(),
             inline_timers: Vec::new(),
+            inline_published: (0, AppletStats::default()),
             rx_scratch: Vec::new(),
         };
         if ep.managed {
@@ -370,6 +374,7 @@ impl Endpoint {
         if opts.placement == Placement::Inline {
             return self.attach_inline(class, opts);
         }
+        self.flush_counters();
         if self.inline.take().is_some() {
             self.inline_rxq.clear();
             self.inline_timers.clear();
@@ -380,6 +385,7 @@ impl Endpoint {
 
     /// Detach this endpoint's applet.
     pub fn detach_applet(&mut self) -> Result<(), Error> {
+        self.flush_counters();
         if self.inline.take().is_some() {
             self.inline_rxq.clear();
             self.inline_timers.clear();
@@ -1079,8 +1085,8 @@ impl Endpoint {
         }
     }
 
-    /// Add the direct-path counts gathered since the last flush to the
-    /// shared counters.
+    /// Add the direct-path counts gathered since the last flush, and the
+    /// inline applet's statistics, to the shared client counters.
     fn flush_counters(&mut self) {
         let l = &mut self.local;
         let d = [
@@ -1096,6 +1102,43 @@ impl Endpoint {
             if n > 0 {
                 bump(&h.client_counters[c as usize], n);
             }
+        }
+        if let Some((id, stats)) = self.inline.as_ref().map(|a| (a.id, a.stats)) {
+            self.publish_inline_stats(id, stats);
+        }
+    }
+
+    /// Add what the inline applet `id` did since the last call to the
+    /// shared client counters (kept per applet: statistics start again at
+    /// zero when another one is attached).
+    fn publish_inline_stats(&mut self, id: u64, now: AppletStats) {
+        let (pid, was) = self.inline_published;
+        let was = if pid == id {
+            was
+        } else {
+            AppletStats::default()
+        };
+        self.inline_published = (id, now);
+        let calls = |s: &AppletStats| s.tx_calls + s.rx_calls + s.timer_calls;
+        let h = self.header();
+        for (c, n) in [
+            (ClientCounter::AppletCalls, calls(&now) - calls(&was)),
+            (ClientCounter::AppletTxCalls, now.tx_calls - was.tx_calls),
+            (ClientCounter::AppletRxCalls, now.rx_calls - was.rx_calls),
+            (
+                ClientCounter::AppletTimerCalls,
+                now.timer_calls - was.timer_calls,
+            ),
+            (ClientCounter::AppletTimeNs, now.total_ns - was.total_ns),
+            (ClientCounter::AppletFuel, now.fuel - was.fuel),
+        ] {
+            if n > 0 {
+                bump(&h.client_counters[c as usize], n);
+            }
+        }
+        let max = &h.client_counters[ClientCounter::AppletMaxNs as usize];
+        if now.max_ns > max.load(Ordering::Relaxed) {
+            max.store(now.max_ns, Ordering::Relaxed);
         }
     }
 
@@ -1212,6 +1255,7 @@ impl Endpoint {
         if opts.heap != 0 {
             limits.heap_quota = opts.heap as usize;
         }
+        self.flush_counters();
         let old = self.inline.take();
         let loaded = {
             let mut ce = ClientEp {
@@ -1246,31 +1290,24 @@ impl Endpoint {
         let Some(mut a) = self.inline.take() else {
             return false;
         };
-        let before = a.stats;
         let epoch = a.epoch();
         let r = {
             let mut ce = ClientEp { ep: self, epoch };
             f(&mut a, &mut ce)
         };
-        let h = self.header();
-        let calls = |s: &unet_engine::sle::AppletStats| s.tx_calls + s.rx_calls + s.timer_calls;
-        bump(
-            &h.client_counters[ClientCounter::AppletCalls as usize],
-            calls(&a.stats) - calls(&before),
-        );
-        bump(
-            &h.client_counters[ClientCounter::AppletTimeNs as usize],
-            a.stats.total_ns - before.total_ns,
-        );
         match r {
             Ok(()) => {
                 self.inline = Some(a);
                 true
             }
             Err(fault) => {
-                bump(&h.client_counters[ClientCounter::AppletFaults as usize], 1);
+                bump(
+                    &self.header().client_counters[ClientCounter::AppletFaults as usize],
+                    1,
+                );
                 let kind = FaultKind::of(&fault) as u32;
                 if a.consecutive_faults >= MAX_CONSECUTIVE_FAULTS {
+                    self.publish_inline_stats(a.id, a.stats);
                     self.user_events.push_back(Event::AppletDetached { kind });
                 } else {
                     self.inline = Some(a);

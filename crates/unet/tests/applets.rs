@@ -1134,6 +1134,14 @@ fn raw_unet_inline_on_the_direct_path() {
     let calls = 2 * RAW_SIZES.len() as u64 * 3;
     assert!(a.client_counter(ClientCounter::AppletCalls) >= calls);
     assert!(b.client_counter(ClientCounter::AppletCalls) >= calls);
+    // Per kind, as `unet stat` shows them: a's doTx ran on each of its
+    // sends and its doRx on each echo.
+    let sends = RAW_SIZES.len() as u64 * 3;
+    assert_eq!(a.client_counter(ClientCounter::AppletTxCalls), sends);
+    assert_eq!(a.client_counter(ClientCounter::AppletRxCalls), sends);
+    assert_eq!(a.client_counter(ClientCounter::AppletTimerCalls), 0);
+    assert_eq!(a.client_counter(ClientCounter::AppletCalls), 2 * sends);
+    assert!(a.client_counter(ClientCounter::AppletFuel) > 0);
     assert!(a.client_counter(ClientCounter::DirectTxMsgs) >= calls / 2);
     // The engine ran no applet.
     assert_eq!(counter(&s, &a, EndpointCounter::AppletTxCalls), 0);
