@@ -213,9 +213,27 @@ pub struct PingArgs {
     /// Upper bound on the timed part of each run, in milliseconds.
     #[arg(long, default_value_t = 500)]
     pub time_ms: u64,
+    /// The U-Net/SLE paper's Figure 5: compile RawUnet, StdUnet and
+    /// PingPong from the applets' sources with the JDK (22 or later) and
+    /// measure no applet, then each applet in turn, with the placement of
+    /// --placement (engine: on the engine path, or udp with --path udp;
+    /// inline: on the direct path).
+    #[arg(long, conflicts_with = "applet")]
+    pub figure5: bool,
+    /// With --figure5: the directory holding the applets' sources (default:
+    /// the source checkout's `applets/`).
+    #[arg(long, value_name = "DIR", requires = "figure5")]
+    pub applets_dir: Option<std::path::PathBuf>,
+    /// With --figure5: the applet SDK's source directory (default: the
+    /// source checkout's `java/applet-sdk/src/main/java`).
+    #[arg(long, value_name = "DIR", requires = "figure5")]
+    pub sdk_dir: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub common: Common,
 }
+
+/// The applets of the U-Net/SLE paper's Figure 5 (`pingpong --figure5`).
+const FIGURE5: [&str; 3] = ["RawUnet", "StdUnet", "PingPong"];
 
 /// One-way bandwidth against message size.
 #[derive(Args)]
@@ -396,13 +414,26 @@ fn warn_if_busy() {
     }
 }
 
-fn pingpong(a: PingArgs) -> Res<()> {
+fn pingpong(mut a: PingArgs) -> Res<()> {
+    // Kept until the runs are over: the children read the class files.
+    let _figure5 = if a.figure5 {
+        let (dir, files) =
+            applet_build::compile(a.applets_dir.as_deref(), a.sdk_dir.as_deref(), &FIGURE5)?;
+        a.common.applet = files;
+        Some(dir)
+    } else {
+        None
+    };
     let c = &a.common;
     let reps = setup(c, 3)?;
     let prog = Progress::new();
     let limit = Duration::from_millis(a.time_ms);
-    let applets = applets_of(c)?;
-    let with_applet = applets[0].is_some();
+    let mut applets = applets_of(c)?;
+    if a.figure5 {
+        // The figure's "standard U-Net without SLE", on the same path.
+        applets.insert(0, None);
+    }
+    let with_applet = applets.iter().any(Option::is_some);
     if !c.json {
         report::ping_header(with_applet);
     }
