@@ -154,16 +154,28 @@ fn n_tx_push(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> Result<i32,
     let alen = ctx.array_len(a[0])? as u64;
     let (aoff, len) = range("array", a[1], a[3], alen)?;
     if len == 0 || len > MAX_MESSAGE {
-        return Err(Fault::Native(format!(
-            "txPush length {len} not in 1..={MAX_MESSAGE}"
-        )));
+        return Err(bad_push_len(len));
     }
-    let chan = u16::try_from(a[2]).map_err(|_| Fault::Native(format!("bad channel {}", a[2])))?;
+    let Ok(chan) = u16::try_from(a[2]) else {
+        return Err(bad_channel(a[2]));
+    };
     charge(ctx, len)?;
     let src = &ctx.bytes(a[0])?[aoff as usize..aoff as usize + len];
     ep.tx_push(chan, bytemuck_i8_ref(src))
         .map_err(Fault::Native)?;
     Ok(0)
+}
+
+#[cold]
+#[inline(never)]
+fn bad_push_len(len: usize) -> Fault {
+    Fault::Native(format!("txPush length {len} not in 1..={MAX_MESSAGE}"))
+}
+
+#[cold]
+#[inline(never)]
+fn bad_channel(c: i32) -> Fault {
+    Fault::Native(format!("bad channel {c}"))
 }
 
 fn n_send_user(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> Result<i32, Fault> {
@@ -191,7 +203,9 @@ fn n_dma_rxd(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> Result<i32,
             offs.len()
         )));
     }
-    let chan = u16::try_from(a[1]).map_err(|_| Fault::Native(format!("bad channel {}", a[1])))?;
+    let Ok(chan) = u16::try_from(a[1]) else {
+        return Err(bad_channel(a[1]));
+    };
     let len = a[2];
     let bs = ep.buffer_size() as i64;
     if len <= 0 || len as i64 > bs * MAX_RX_BUFFERS as i64 {
@@ -207,8 +221,9 @@ fn n_dma_rxd(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> Result<i32,
         nbufs: nbufs as u8,
         ..Default::default()
     };
-    for (i, &o) in offs.iter().take(nbufs).enumerate() {
-        range("receive buffer", o, bs as i32, ep.area_size())?;
+    let area = ep.area_size();
+    for (i, &o) in offs[..nbufs].iter().enumerate() {
+        range("receive buffer", o, bs as i32, area)?;
         d.set_offset(i, o as u32);
     }
     charge(ctx, 0)?;

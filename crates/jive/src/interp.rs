@@ -490,13 +490,17 @@ fn run<H>(
                         big = specs.iter().map(arg).collect();
                         &big
                     };
+                    // The native charges a copy of the counter, so that
+                    // `fuel` itself can stay in a register.
+                    let mut left = fuel;
                     let r = {
                         let mut cx = NativeCtx {
                             heap,
-                            fuel: &mut fuel,
+                            fuel: &mut left,
                         };
                         (nat.f)(host, &mut cx, args)
                     };
+                    fuel = left;
                     match r {
                         Ok(v) => match nat.sig.ret {
                             None => {}
