@@ -190,8 +190,9 @@ pub struct Core {
     events: Vec<u64>,
     pkt: Vec<u8>,
     turn: u64,
-    /// Arrivals for endpoints with applets, run by the loop (so an applet's
-    /// txPush never runs another applet inside it).
+    /// Arrivals for endpoints with applets that could not run at once
+    /// (see [`Core::deliver`]), run by the loop: an applet's txPush never
+    /// runs another applet inside it.
     pending_rx: VecDeque<(usize, u32, u16, Vec<u8>)>,
     /// Applet timers: (due, endpoint index, endpoint id, argument).
     timers: BinaryHeap<Reverse<Timer>>,
@@ -1091,7 +1092,8 @@ impl Core {
                 self.counters.ep(slot, EndpointCounter::TxMsgs, 1);
                 self.counters
                     .ep(slot, EndpointCounter::TxBytes, d.len as u64);
-                self.deliver(peer_idx, peer_id, peer_chan, src.as_ptr(), d.len as usize);
+                let len = d.len as usize;
+                self.deliver(peer_idx, peer_id, peer_chan, src.as_ptr(), len, true);
                 SendStatus::Sent
             }
             Chan::Remote { .. } => {
@@ -1113,6 +1115,11 @@ impl Core {
     /// from its free ring; then push the receive descriptor and wake it if it
     /// sleeps. Drops are counted on the receiver.
     ///
+    /// An endpoint with an applet gets the message through its `doRx`:
+    /// run at once when `may_run` (the caller is the loop's send path, not
+    /// an applet and not the wire's receive path), nothing is queued before
+    /// it and the applet is not paused; queued for the loop otherwise.
+    ///
     /// `src` points into a live mapping held by the engine (a sender's
     /// buffer area or a wire buffer) with at least `len` readable bytes.
     pub(crate) fn deliver(
@@ -1122,6 +1129,7 @@ impl Core {
         chan: u16,
         src: *const u8,
         len: usize,
+        may_run: bool,
     ) -> bool {
         let Some(dst) = self.eps.get_mut(di).and_then(|e| e.as_mut()) else {
             return false;
@@ -1131,6 +1139,13 @@ impl Core {
         }
         let slot = dst.slot;
         if dst.applet.is_some() {
+            if may_run
+                && self.pending_rx.is_empty()
+                && !self.paused(di)
+                && self.rx_now(di, chan, src, len)
+            {
+                return true;
+            }
             // The applet's doRx runs from the loop, not inside this call.
             if self.pending_rx.len() >= MAX_PENDING_RX {
                 self.counters.ep(slot, EndpointCounter::AppletRxDropped, 1);
@@ -1488,6 +1503,27 @@ impl Core {
         }
     }
 
+    /// Run endpoint `idx`'s `doRx` on `len` bytes at `src`, copied once,
+    /// straight into its `RxBuf`. False (nothing done) if `RxBuf` cannot
+    /// be made large enough: the caller queues the message, and the
+    /// queued run reports the fault.
+    ///
+    /// `src` has `len` readable bytes (as for [`Core::deliver`]).
+    fn rx_now(&mut self, idx: usize, chan: u16, src: *const u8, len: usize) -> bool {
+        let Some(applet) = self.eps[idx].as_mut().and_then(|e| e.applet.as_mut()) else {
+            return false;
+        };
+        let Ok(buf) = applet.rx_buffer(len) else {
+            return false;
+        };
+        // SAFETY: src has len readable bytes (caller's contract) in a
+        // mapping the engine holds; buf is the applet's own array of at
+        // least len bytes, so the two do not overlap.
+        unsafe { std::ptr::copy_nonoverlapping(src, buf.as_mut_ptr(), len) };
+        self.run_applet(idx, |a, e| a.rx_in_place(e, len, chan));
+        true
+    }
+
     /// Send `data` from endpoint `idx` on its channel `chan` (an applet's
     /// txPush).
     fn transmit(&mut self, idx: usize, chan: u16, data: &[u8]) -> Result<(), String> {
@@ -1512,7 +1548,15 @@ impl Core {
                 self.counters.ep(slot, EndpointCounter::TxMsgs, 1);
                 self.counters
                     .ep(slot, EndpointCounter::TxBytes, data.len() as u64);
-                self.deliver(peer_idx, peer_id, peer_chan, data.as_ptr(), data.len());
+                // Inside an applet's txPush: the receiver's doRx is queued.
+                self.deliver(
+                    peer_idx,
+                    peer_id,
+                    peer_chan,
+                    data.as_ptr(),
+                    data.len(),
+                    false,
+                );
                 Ok(())
             }
             Chan::Remote { .. } => {
@@ -1652,7 +1696,7 @@ impl Core {
                     self.run_applet(idx, |a, e| a.rx(e, &buf, chan));
                 } else {
                     // Detached meanwhile: plain U-Net delivery.
-                    self.deliver(idx, id, chan, buf.as_ptr(), buf.len());
+                    self.deliver(idx, id, chan, buf.as_ptr(), buf.len(), false);
                 }
             }
             if self.rx_pool.len() < 64 {

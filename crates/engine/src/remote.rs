@@ -427,7 +427,9 @@ fn handle_datagram(
             if let Ok(Some(msg)) = reasm.push(from, f.src_engine, &d, now_ns) {
                 let s = msg.as_slice();
                 core.counters.ep(slot, EndpointCounter::WireRxMsgs, 1);
-                core.deliver(di, dst_id, d.dst_channel, s.as_ptr(), s.len());
+                // The wire is taken out of the core meanwhile: an applet's
+                // doRx (whose txPush may need it) is queued for the loop.
+                core.deliver(di, dst_id, d.dst_channel, s.as_ptr(), s.len(), false);
                 if let crate::wire::Message::Owned(v) = msg {
                     reasm.recycle(v);
                 }

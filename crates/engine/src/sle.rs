@@ -105,15 +105,21 @@ impl SleHost {
     }
 }
 
+#[inline]
 fn range(what: &str, off: i32, len: i32, limit: u64) -> Result<(u64, usize), Fault> {
     if off < 0 || len < 0 || off as u64 + len as u64 > limit {
-        return Err(Fault::Native(format!(
-            "{what} range {off}+{len} outside 0..{limit}"
-        )));
+        return Err(bad_range(what, off, len, limit));
     }
     Ok((off as u64, len as usize))
 }
 
+#[cold]
+#[inline(never)]
+fn bad_range(what: &str, off: i32, len: i32, limit: u64) -> Fault {
+    Fault::Native(format!("{what} range {off}+{len} outside 0..{limit}"))
+}
+
+#[inline]
 fn charge(ctx: &mut NativeCtx<'_>, bytes: usize) -> Result<(), Fault> {
     ctx.charge(1 + bytes as u64 / 64)
 }
@@ -148,16 +154,28 @@ fn n_tx_push(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> Result<i32,
     let alen = ctx.array_len(a[0])? as u64;
     let (aoff, len) = range("array", a[1], a[3], alen)?;
     if len == 0 || len > MAX_MESSAGE {
-        return Err(Fault::Native(format!(
-            "txPush length {len} not in 1..={MAX_MESSAGE}"
-        )));
+        return Err(bad_push_len(len));
     }
-    let chan = u16::try_from(a[2]).map_err(|_| Fault::Native(format!("bad channel {}", a[2])))?;
+    let Ok(chan) = u16::try_from(a[2]) else {
+        return Err(bad_channel(a[2]));
+    };
     charge(ctx, len)?;
     let src = &ctx.bytes(a[0])?[aoff as usize..aoff as usize + len];
     ep.tx_push(chan, bytemuck_i8_ref(src))
         .map_err(Fault::Native)?;
     Ok(0)
+}
+
+#[cold]
+#[inline(never)]
+fn bad_push_len(len: usize) -> Fault {
+    Fault::Native(format!("txPush length {len} not in 1..={MAX_MESSAGE}"))
+}
+
+#[cold]
+#[inline(never)]
+fn bad_channel(c: i32) -> Fault {
+    Fault::Native(format!("bad channel {c}"))
 }
 
 fn n_send_user(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> Result<i32, Fault> {
@@ -185,7 +203,9 @@ fn n_dma_rxd(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> Result<i32,
             offs.len()
         )));
     }
-    let chan = u16::try_from(a[1]).map_err(|_| Fault::Native(format!("bad channel {}", a[1])))?;
+    let Ok(chan) = u16::try_from(a[1]) else {
+        return Err(bad_channel(a[1]));
+    };
     let len = a[2];
     let bs = ep.buffer_size() as i64;
     if len <= 0 || len as i64 > bs * MAX_RX_BUFFERS as i64 {
@@ -201,8 +221,9 @@ fn n_dma_rxd(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> Result<i32,
         nbufs: nbufs as u8,
         ..Default::default()
     };
-    for (i, &o) in offs.iter().take(nbufs).enumerate() {
-        range("receive buffer", o, bs as i32, ep.area_size())?;
+    let area = ep.area_size();
+    for (i, &o) in offs[..nbufs].iter().enumerate() {
+        range("receive buffer", o, bs as i32, area)?;
         d.set_offset(i, o as u32);
     }
     charge(ctx, 0)?;
@@ -392,6 +413,9 @@ pub struct Applet {
     /// Faults in a row.
     pub consecutive_faults: u32,
     epoch: Instant,
+    /// Invocations are timed when `invocations & time_mask == 0`.
+    time_mask: u32,
+    invocations: u32,
 }
 
 // SAFETY: SleHost's pointer is only set during an invocation on the thread
@@ -457,17 +481,33 @@ impl Applet {
             stats: AppletStats::default(),
             consecutive_faults: 0,
             epoch: Instant::now(),
+            time_mask: 0,
+            invocations: 0,
         })
     }
 
+    /// Time one invocation in `period` (a power of two; 1, the default,
+    /// times every one). Reading the clock twice costs about as much as a
+    /// small applet's whole invocation, so a placement without a use for
+    /// the time of each invocation may sample: [`AppletStats::total_ns`]
+    /// then adds `period` times each timed invocation (an estimate), and
+    /// [`AppletStats::max_ns`] is the longest timed one.
+    pub fn set_time_sampling(&mut self, period: u32) {
+        self.time_mask = period.max(1).next_power_of_two() - 1;
+    }
+
     fn run(&mut self, ep: &mut dyn SleEndpoint, m: MethodId, args: &[i32]) -> Result<(), Fault> {
-        let t = ticks();
+        let timed = self.invocations & self.time_mask == 0;
+        self.invocations = self.invocations.wrapping_add(1);
+        let t = if timed { ticks() } else { 0 };
         self.host.ep = Some(erase(ep));
         let r = self.vm.invoke(&mut self.host, m, args);
         self.host.ep = None;
-        let ns = ticks_to_ns(ticks().wrapping_sub(t));
-        self.stats.total_ns += ns;
-        self.stats.max_ns = self.stats.max_ns.max(ns);
+        if timed {
+            let ns = ticks_to_ns(ticks().wrapping_sub(t));
+            self.stats.total_ns += ns * (self.time_mask as u64 + 1);
+            self.stats.max_ns = self.stats.max_ns.max(ns);
+        }
         self.stats.fuel += self.vm.last_fuel_used();
         match r {
             Ok(_) => {
@@ -496,19 +536,63 @@ impl Applet {
 
     /// Run `doRx(length, channel)` with the packet in `RxBuf`.
     pub fn rx(&mut self, ep: &mut dyn SleEndpoint, data: &[u8], chan: u16) -> Result<(), Fault> {
-        self.stats.rx_calls += 1;
+        match self.rx_buffer(data.len()) {
+            Ok(b) => b[..data.len()].copy_from_slice(data),
+            Err(f) => {
+                self.stats.rx_calls += 1;
+                return Err(self.fault(f));
+            }
+        }
+        self.rx_in_place(ep, data.len(), chan)
+    }
+
+    /// `RxBuf` as bytes, at least `min` long, for the host to write an
+    /// arriving packet into (then [`Applet::rx_in_place`]): the arriving
+    /// bytes are copied once, straight into the array `doRx` reads. If the
+    /// applet replaced `RxBuf` with a shorter array (or null), a new one of
+    /// `min` bytes (at least 64) takes its place.
+    pub fn rx_buffer(&mut self, min: usize) -> Result<&mut [u8], Fault> {
         let arr = match self.vm.array_of_field(self.rxbuf) {
-            Some(a) if self.vm.bytes(a).is_some_and(|b| b.len() >= data.len()) => a,
+            Some(a) if self.vm.bytes(a).is_some_and(|b| b.len() >= min) => a,
             _ => {
-                let a = self.vm.new_byte_array(data.len().max(64))?;
+                let a = self.vm.new_byte_array(min.max(64))?;
                 self.vm.try_set_array_field(self.rxbuf, a)?;
                 a
             }
         };
-        if let Some(b) = self.vm.bytes_mut(arr) {
-            b[..data.len()].copy_from_slice(bytemuck_u8_as_i8(data));
+        match self.vm.bytes_mut(arr) {
+            Some(b) => Ok(bytemuck_i8(b)),
+            None => Err(Fault::Internal("RxBuf is not a byte array".into())),
         }
-        self.run(ep, self.do_rx, &[data.len() as i32, chan as i32])
+    }
+
+    /// Run `doRx(len, chan)` on the packet the host wrote into the first
+    /// `len` bytes of [`Applet::rx_buffer`]. Faults (without running the
+    /// applet) if `RxBuf` is now shorter than `len`.
+    pub fn rx_in_place(
+        &mut self,
+        ep: &mut dyn SleEndpoint,
+        len: usize,
+        chan: u16,
+    ) -> Result<(), Fault> {
+        self.stats.rx_calls += 1;
+        let fits = self
+            .vm
+            .array_of_field(self.rxbuf)
+            .and_then(|a| self.vm.bytes(a))
+            .is_some_and(|b| b.len() >= len);
+        if !fits || len > i32::MAX as usize {
+            let f = Fault::Internal(format!("RxBuf does not hold the {len}-byte packet"));
+            return Err(self.fault(f));
+        }
+        self.run(ep, self.do_rx, &[len as i32, chan as i32])
+    }
+
+    /// Count a fault that happened outside an invocation.
+    fn fault(&mut self, f: Fault) -> Fault {
+        self.stats.faults[FaultKind::of(&f) as usize] += 1;
+        self.consecutive_faults += 1;
+        f
     }
 
     /// Run `doTimer(arg)`; applets without one ignore timers.
@@ -583,11 +667,6 @@ fn ticks_to_ns(d: u64) -> u64 {
     {
         d
     }
-}
-
-fn bytemuck_u8_as_i8(s: &[u8]) -> &[i8] {
-    // SAFETY: u8 and i8 have the same size, alignment and validity.
-    unsafe { std::slice::from_raw_parts(s.as_ptr() as *const i8, s.len()) }
 }
 
 fn erase(ep: &mut dyn SleEndpoint) -> NonNull<dyn SleEndpoint> {

@@ -434,10 +434,13 @@ pub enum Op {
         m: u16,
         at: Slot,
     },
-    /// Call bound native `n` with `argc` arguments at slots `at..`.
+    /// Call bound native `n` with the `argc` arguments `args[k..k+argc]`
+    /// of this method (each a slot, a constant or a field, read at the
+    /// call), its result (if any) into slot `d`.
     CallNative {
         n: u16,
-        at: Slot,
+        d: Slot,
+        k: u16,
         argc: u16,
     },
     /// Return slot `s` (int or array).
@@ -506,7 +509,8 @@ impl Op {
             | Op::IaLoadK { d, .. }
             | Op::BaLoadK { d, .. }
             | Op::DivM { d, .. }
-            | Op::RemM { d, .. } => Some(d),
+            | Op::RemM { d, .. }
+            | Op::CallNative { d, .. } => Some(d),
             _ => None,
         }
     }
@@ -568,11 +572,24 @@ impl SwitchTable {
     }
 }
 
+/// Where an argument of a native call comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arg {
+    /// A frame slot.
+    S(Slot),
+    /// A constant.
+    K(i32),
+    /// A field of the applet.
+    F(u16),
+}
+
 /// A decoded method.
 #[derive(Clone, Debug)]
 pub struct MethodCode {
     /// The ops.
     pub ops: Vec<Op>,
+    /// Arguments of the native calls ([`Op::CallNative`]).
+    pub args: Vec<Arg>,
     /// Bytecode offset of the instruction each op came from.
     pub offsets: Vec<u32>,
     /// Switch tables.
@@ -610,6 +627,7 @@ struct D {
     off: u32,
     block_start: usize,
     divs: Vec<DivMagic>,
+    args: Vec<Arg>,
 }
 
 impl D {
@@ -852,6 +870,7 @@ pub fn decode(
         off: 0,
         block_start: 0,
         divs: Vec::new(),
+        args: Vec::new(),
     };
     let mut label = vec![u32::MAX; v.insns.len()];
     let mut switches = Vec::new();
@@ -1196,35 +1215,62 @@ pub fn decode(
                         }
                     }
                 }
-                if recv {
-                    let r = dc.vs[base];
-                    let skip = known_this && r == Src::S(0);
-                    dc.mat(base);
-                    if !skip {
-                        dc.emit(Op::NullCheck { s: at });
+                if let Callee::Native(i) = callee {
+                    // The native reads its arguments where they are: no
+                    // moves into consecutive slots. A field read emitted
+                    // just before, into an argument's slot that nothing
+                    // else reads, is done by the call itself.
+                    let mut args: Vec<Arg> = dc.vs[base..depth]
+                        .iter()
+                        .map(|x| match *x {
+                            Src::S(s) => Arg::S(s),
+                            Src::K(v) => Arg::K(v),
+                        })
+                        .collect();
+                    while let Some(Op::GetF { d: s, f }) = dc.last_in_block() {
+                        let uses = args.iter().filter(|a| **a == Arg::S(s)).count();
+                        if s < at || uses != 1 || dc.vs[..base].contains(&Src::S(s)) {
+                            break;
+                        }
+                        dc.ops.pop();
+                        dc.offsets.pop();
+                        if let Some(a) = args.iter_mut().find(|a| **a == Arg::S(s)) {
+                            *a = Arg::F(f);
+                        }
                     }
-                }
-                for d in base..depth {
-                    dc.mat(d);
-                }
-                dc.vs.truncate(base);
-                match callee {
-                    Callee::Own(i) => dc.emit(Op::Call { m: *i, at }),
-                    Callee::Native(i) => {
-                        let n = match used_natives.iter().position(|u| u == i) {
-                            Some(p) => p,
-                            None => {
-                                used_natives.push(*i);
-                                used_natives.len() - 1
-                            }
-                        };
-                        dc.emit(Op::CallNative {
-                            n: n as u16,
-                            at,
-                            argc: argc as u16,
-                        });
+                    let n = match used_natives.iter().position(|u| u == i) {
+                        Some(p) => p,
+                        None => {
+                            used_natives.push(*i);
+                            used_natives.len() - 1
+                        }
+                    };
+                    let k = u16::try_from(dc.args.len())
+                        .map_err(|_| "too many native call arguments in one method".to_string())?;
+                    dc.args.extend(args);
+                    dc.vs.truncate(base);
+                    dc.emit(Op::CallNative {
+                        n: n as u16,
+                        d: at,
+                        k,
+                        argc: argc as u16,
+                    });
+                } else {
+                    if recv {
+                        let r = dc.vs[base];
+                        let skip = known_this && r == Src::S(0);
+                        dc.mat(base);
+                        if !skip {
+                            dc.emit(Op::NullCheck { s: at });
+                        }
                     }
-                    Callee::ObjectInit => {}
+                    for d in base..depth {
+                        dc.mat(d);
+                    }
+                    dc.vs.truncate(base);
+                    if let Callee::Own(i) = callee {
+                        dc.emit(Op::Call { m: *i, at });
+                    }
                 }
                 if ret {
                     dc.vs.push(Src::S(at));
@@ -1258,6 +1304,7 @@ pub fn decode(
         offsets: dc.offsets,
         switches,
         divs: dc.divs,
+        args: dc.args,
         frame_size,
         nargs,
         name: format!("{}{}", m.name, m.descriptor),
@@ -1349,7 +1396,8 @@ impl Op {
             | Op::SaStore { a, i, s } => [a, i, s],
             Op::ArrLen { d, a } => [d, a, 0],
             Op::NewArray { d, n, .. } => [d, n, 0],
-            Op::Call { at, .. } | Op::CallNative { at, .. } => [at, 0, 0],
+            Op::Call { at, .. } => [at, 0, 0],
+            Op::CallNative { d, .. } => [d, 0, 0],
         }
     }
 
@@ -1407,6 +1455,18 @@ pub fn validate(mc: &MethodCode) -> Result<(), String> {
         ) && i + 2 >= mc.ops.len()
         {
             return Err(format!("internal: fused op {i} may run past the end"));
+        }
+        if let Op::CallNative { k, argc, .. } = op {
+            let args = mc
+                .args
+                .get(k as usize..k as usize + argc as usize)
+                .ok_or("internal: native call arguments outside the table")?;
+            if args
+                .iter()
+                .any(|a| matches!(a, Arg::S(s) if *s >= mc.frame_size))
+            {
+                return Err(format!("internal: op {i} passes a slot outside the frame"));
+            }
         }
         if let Op::Switch { tab, .. } = op {
             let sw = mc

@@ -16,7 +16,7 @@
 //! charges cover: fuel bounds running time, deterministically. The call depth is bounded by
 //! [`Limits::max_depth`] and the frame stack by [`MAX_STACK_SLOTS`].
 
-use crate::decode::Op;
+use crate::decode::{Arg, Op};
 use crate::heap::{ArrayData, ArrayRef, Heap, THIS};
 use crate::natives::NativeCtx;
 use crate::subset::{Class, ClassInner, Elem, FieldId, JType, MethodId};
@@ -467,21 +467,40 @@ fn run<H>(
                     base = nb;
                     fr = Regs(&mut stack[nb..top]);
                 }
-                Op::CallNative { n, at, argc } => {
+                Op::CallNative { n, d, k, argc } => {
                     fuel -= 1;
                     if fuel < 0 {
                         break Err(Fault::OutOfFuel);
                     }
                     let nat = &cls.natives[n as usize];
-                    let a = at as usize;
+                    let specs = &mc.args[k as usize..k as usize + argc as usize];
+                    let arg = |a: &Arg| match *a {
+                        Arg::S(s) => fr[s],
+                        Arg::K(v) => v,
+                        Arg::F(f) => fields[f as usize],
+                    };
+                    let mut small = [0i32; 8];
+                    let big: Vec<i32>;
+                    let args: &[i32] = if specs.len() <= small.len() {
+                        for (x, a) in small.iter_mut().zip(specs) {
+                            *x = arg(a);
+                        }
+                        &small[..specs.len()]
+                    } else {
+                        big = specs.iter().map(arg).collect();
+                        &big
+                    };
+                    // The native charges a copy of the counter, so that
+                    // `fuel` itself can stay in a register.
+                    let mut left = fuel;
                     let r = {
-                        let args = &fr.0[a..a + argc as usize];
                         let mut cx = NativeCtx {
                             heap,
-                            fuel: &mut fuel,
+                            fuel: &mut left,
                         };
                         (nat.f)(host, &mut cx, args)
                     };
+                    fuel = left;
                     match r {
                         Ok(v) => match nat.sig.ret {
                             None => {}
@@ -493,9 +512,9 @@ fn run<H>(
                                         e.descriptor()
                                     )));
                                 }
-                                fr.0[a] = v;
+                                fr[d] = v;
                             }
-                            Some(_) => fr.0[a] = v,
+                            Some(_) => fr[d] = v,
                         },
                         Err(f) => break Err(f),
                     }
@@ -665,8 +684,10 @@ impl<H> Vm<H> {
         if skip == 1 {
             stack[0] = THIS;
         }
-        for (d, a) in stack[skip..].iter_mut().zip(args) {
-            *d = *a;
+        // A plain loop: host calls pass a handful of arguments, fewer than
+        // a memcpy call's set-up costs.
+        for (i, &a) in args.iter().enumerate() {
+            stack[skip + i] = a;
         }
         let r = self.run_placed(host, mi)?;
         Ok(returns.then_some(r))

@@ -119,6 +119,8 @@ pub struct NativeCtx<'a> {
     pub(crate) fuel: &'a mut i64,
 }
 
+#[cold]
+#[inline(never)]
 fn bad_kind(h: i32, want: &str) -> Fault {
     Fault::Native(format!("handle {h} is not a {want} array"))
 }
@@ -131,6 +133,7 @@ impl NativeCtx<'_> {
     }
 
     /// Charge `units` of fuel; fails with [`Fault::OutOfFuel`] when spent.
+    #[inline]
     pub fn charge(&mut self, units: u64) -> Result<(), Fault> {
         *self.fuel = self.fuel.saturating_sub(units.min(i64::MAX as u64) as i64);
         if *self.fuel < 0 {
@@ -140,14 +143,17 @@ impl NativeCtx<'_> {
         }
     }
 
+    #[inline]
     fn array(&self, h: i32) -> Result<&ArrayData, Fault> {
-        if h == 0 {
-            return Err(Fault::NullPointer);
+        match self.heap.get(h) {
+            Some(a) => Ok(a),
+            None if h == 0 => Err(Fault::NullPointer),
+            None => Err(bad_kind(h, "live")),
         }
-        self.heap.get(h).ok_or_else(|| bad_kind(h, "live"))
     }
 
     /// Length of the array `h`.
+    #[inline]
     pub fn array_len(&self, h: i32) -> Result<usize, Fault> {
         Ok(self.array(h)?.len())
     }
@@ -158,6 +164,7 @@ impl NativeCtx<'_> {
     }
 
     /// Contents of a `byte[]` or `boolean[]`.
+    #[inline]
     pub fn bytes(&self, h: i32) -> Result<&[i8], Fault> {
         match self.array(h)? {
             ArrayData::B(v) | ArrayData::Z(v) => Ok(v),
@@ -167,6 +174,7 @@ impl NativeCtx<'_> {
 
     /// Mutable contents of a `byte[]` (writes to a `boolean[]` through this
     /// must keep values 0 or 1).
+    #[inline]
     pub fn bytes_mut(&mut self, h: i32) -> Result<&mut [i8], Fault> {
         if h == 0 {
             return Err(Fault::NullPointer);
@@ -197,6 +205,7 @@ impl NativeCtx<'_> {
     }
 
     /// Contents of an `int[]`.
+    #[inline]
     pub fn ints(&self, h: i32) -> Result<&[i32], Fault> {
         match self.array(h)? {
             ArrayData::I(v) => Ok(v),
@@ -205,6 +214,7 @@ impl NativeCtx<'_> {
     }
 
     /// Mutable contents of an `int[]`.
+    #[inline]
     pub fn ints_mut(&mut self, h: i32) -> Result<&mut [i32], Fault> {
         if h == 0 {
             return Err(Fault::NullPointer);

@@ -810,3 +810,140 @@ fn fuel_covers_straight_line_code() {
     );
     assert!(vm.last_fuel_used() >= 50, "{}", vm.last_fuel_used());
 }
+
+#[test]
+fn native_arguments_are_read_where_the_bytecode_reads_them() {
+    // A native call reads its arguments straight from locals, constants and
+    // fields: a field read before a call that changes the field must still
+    // pass the old value, and a native with many arguments gets them all.
+    fn sum10(_: &mut (), _: &mut jive::NativeCtx<'_>, a: &[i32]) -> Result<i32, Fault> {
+        Ok(a.iter().enumerate().map(|(i, &x)| x * (i as i32 + 1)).sum())
+    }
+    let mut natives = test_natives::<()>();
+    natives.register("many", "unet/sle/Natives", "sum10", "(IIIIIIIIII)I", sum10);
+    let mut a = Asm::new("T");
+    a.default_init();
+    a.field(PS, "A", "[B");
+    let fa = a.fref("T", "A", "[B");
+    let sum = a.mref("unet/sle/Natives", "sum", "([BII)I");
+    let fill = a.mref("unet/sle/Natives", "fill", "([BII)V");
+    let swap = a.mref("T", "swap", "()I");
+    let s10 = a.mref("unet/sle/Natives", "sum10", "(IIIIIIIIII)I");
+    // init(): A = new byte[4]; fill(A, 1, 4)
+    a.method(
+        PS,
+        "init",
+        "()V",
+        3,
+        0,
+        &[
+            ICONST_4,
+            NEWARRAY,
+            T_BYTE,
+            PUTSTATIC,
+            hi(fa),
+            lo(fa),
+            GETSTATIC,
+            hi(fa),
+            lo(fa),
+            ICONST_1,
+            ICONST_4,
+            INVOKESTATIC,
+            hi(fill),
+            lo(fill),
+            RETURN,
+        ],
+    );
+    // swap(): A = new byte[8]; return 4
+    a.method(
+        PS,
+        "swap",
+        "()I",
+        1,
+        0,
+        &[
+            BIPUSH,
+            8,
+            NEWARRAY,
+            T_BYTE,
+            PUTSTATIC,
+            hi(fa),
+            lo(fa),
+            ICONST_4,
+            IRETURN,
+        ],
+    );
+    // old(): sum(A, 0, swap()) -- the array read before swap() ran.
+    a.method(
+        PS,
+        "old",
+        "()I",
+        3,
+        0,
+        &[
+            GETSTATIC,
+            hi(fa),
+            lo(fa),
+            ICONST_0,
+            INVOKESTATIC,
+            hi(swap),
+            lo(swap),
+            INVOKESTATIC,
+            hi(sum),
+            lo(sum),
+            IRETURN,
+        ],
+    );
+    // cur(n): sum(A, 0, n)
+    a.method(
+        PS,
+        "cur",
+        "(I)I",
+        3,
+        1,
+        &[
+            GETSTATIC,
+            hi(fa),
+            lo(fa),
+            ICONST_0,
+            ILOAD_0,
+            INVOKESTATIC,
+            hi(sum),
+            lo(sum),
+            IRETURN,
+        ],
+    );
+    // ten(x): sum10(x, 1, x, 2, x, 3, x, 4, x, 5)
+    let mut code = Vec::new();
+    for k in [ICONST_1, ICONST_2, ICONST_3, ICONST_4, ICONST_5] {
+        code.extend_from_slice(&[ILOAD_0, k]);
+    }
+    code.extend_from_slice(&[INVOKESTATIC, hi(s10), lo(s10), IRETURN]);
+    a.method(PS, "ten", "(I)I", 10, 1, &code);
+    let c = Class::load(&a.build(), &natives, &["test", "many"]).unwrap();
+    let reads_field = |m: &str| {
+        c.decoded(c.method(m).unwrap())
+            .ops
+            .iter()
+            .any(|o| matches!(o, jive::decode::Op::GetF { .. }))
+    };
+    // cur's field read is done by the call; old's must stay before swap().
+    assert!(!reads_field("cur"));
+    assert!(reads_field("old"));
+    let mut vm = Vm::new(c.clone(), Limits::default(), &mut ()).unwrap();
+    call(&mut vm, &c, "init", &[]).unwrap();
+    assert_eq!(call(&mut vm, &c, "cur", &[4]), Ok(Some(4)));
+    assert_eq!(call(&mut vm, &c, "old", &[]), Ok(Some(4)));
+    // swap() replaced A with zeros.
+    assert_eq!(call(&mut vm, &c, "cur", &[4]), Ok(Some(0)));
+    assert!(matches!(
+        call(&mut vm, &c, "cur", &[9]),
+        Err(Fault::ArrayIndexOutOfBounds { .. })
+    ));
+    let want: i32 = [7, 1, 7, 2, 7, 3, 7, 4, 7, 5]
+        .iter()
+        .enumerate()
+        .map(|(i, x)| x * (i as i32 + 1))
+        .sum();
+    assert_eq!(call(&mut vm, &c, "ten", &[7]), Ok(Some(want)));
+}

@@ -3,9 +3,10 @@
 //! and 1000-byte messages, beside the same path without an applet.
 //!
 //! Everything runs in this process on a copy of the engine's per-message
-//! code (`process_send`, `deliver`, `run_pending_rx`, `run_applet` and the
-//! `SleEndpoint` of `crates/engine/src/core.rs`, which are private to the
-//! engine), over the same kinds of memory the engine uses:
+//! code (`process_send`, `deliver`, `rx_now`, `run_pending_rx`,
+//! `run_applet` and the `SleEndpoint` of `crates/engine/src/core.rs`, which
+//! are private to the engine), over the same kinds of memory the engine
+//! uses:
 //!
 //! - one [`Segment`] holding the endpoint's buffer area (256 KiB: a send
 //!   buffer at 0, 64 receive buffers of 2 KiB from 8 KiB on), its free ring
@@ -15,7 +16,9 @@
 //!   applet's `txPush`) is copied into it, as the engine copies a packet
 //!   into its receiver or wire buffer;
 //! - the engine's queue of arrivals waiting for an applet (`VecDeque` of
-//!   pooled `Vec<u8>`s), with the same copy into it.
+//!   pooled `Vec<u8>`s), with the same copy into it. An arrival from the
+//!   engine's send path finds it empty, so its `doRx` runs at once on the
+//!   message copied straight into `RxBuf`, as in the engine.
 //!
 //! Each variant is timed in batches of [`BATCH`] messages, the rings reset
 //! between batches outside the timing; a repetition is the median over
@@ -38,9 +41,9 @@
 //! out slightly negative on a noisy machine.
 //!
 //! Besides the paper's steps: `validate` (transmit; the descriptor checks
-//! the engine makes before looking for an applet) and `queue_copy`
-//! (receive; the engine runs `doRx` from its loop, so an arrival for an
-//! applet is first copied into a pooled buffer of its pending queue).
+//! the engine makes before looking for an applet) and `rxbuf_copy`
+//! (receive; the arriving message copied into the applet's `RxBuf`, which
+//! the micro applets' `doRx` variants find already filled).
 //! `find_applet` is one measurement (the engine's wrapper around an
 //! invocation, with no applet code run), shown for both directions. Steps
 //! of one direction add up to `end_to_end`; `null_native` is per call and,
@@ -345,6 +348,10 @@ impl Host {
             return false;
         }
         if dst.applet.is_some() {
+            let paused = dst.applet_pause.is_some_and(|t| Instant::now() < t);
+            if self.pending_rx.is_empty() && !paused && self.rx_now(di, chan, src) {
+                return true;
+            }
             if self.pending_rx.len() >= 4096 {
                 return false;
             }
@@ -368,6 +375,20 @@ impl Host {
             }
         };
         Self::push_recv_desc(dst, &self.counters, desc)
+    }
+
+    /// The engine's `rx_now`: the arrival copied once, straight into the
+    /// applet's `RxBuf`, and `doRx` run on it.
+    fn rx_now(&mut self, di: usize, chan: u16, src: &[u8]) -> bool {
+        let Some(applet) = self.eps[di].as_mut().and_then(|e| e.applet.as_mut()) else {
+            return false;
+        };
+        let Ok(buf) = applet.rx_buffer(src.len()) else {
+            return false;
+        };
+        buf[..src.len()].copy_from_slice(src);
+        self.run_applet(di, |a, e| a.rx_in_place(e, src.len(), chan));
+        true
     }
 
     /// `deliver`'s buffer part: inline, or popped free buffers and the copy.
@@ -481,12 +502,12 @@ impl Host {
             return false;
         };
         let before = applet.stats;
-        let now = applet.now_us();
+        let epoch = applet.epoch();
         let r = {
             let mut e = View {
                 host: self,
                 idx,
-                epoch_us: now,
+                epoch,
             };
             f(&mut applet, &mut e)
         };
@@ -546,7 +567,7 @@ fn pop_free(ep: &mut Ep) -> Option<u32> {
 struct View<'a> {
     host: &'a mut Host,
     idx: usize,
-    epoch_us: i32,
+    epoch: Instant,
 }
 
 impl View<'_> {
@@ -591,7 +612,7 @@ impl SleEndpoint for View<'_> {
         Host::push_recv_desc(ep, &h.counters, desc)
     }
     fn now_us(&self) -> i32 {
-        self.epoch_us
+        sle::now_us_since(self.epoch)
     }
     fn set_timer(&mut self, _delay_us: u32, _arg: i32) -> Result<(), String> {
         Err("timers are not part of this benchmark".into())
@@ -886,11 +907,12 @@ fn variants(pkt: &[u8]) -> Vec<Variant<'_>> {
             }),
         );
         add!(
-            format!("rx.{s}.queue"),
+            format!("rx.{s}.rxbuf"),
             Some("OvEmpty"),
             Box::new(move |h| {
-                h.deliver(0, 7, CHAN, black_box(data));
-                black_box(h.run_pending_rx(false));
+                if let Some(Ok(b)) = h.ep().applet.as_mut().map(|a| a.rx_buffer(data.len())) {
+                    b[..data.len()].copy_from_slice(black_box(data));
+                }
             }),
         );
         for class in [
@@ -905,7 +927,7 @@ fn variants(pkt: &[u8]) -> Vec<Variant<'_>> {
                 format!("rx.{s}.{class}"),
                 Some(class),
                 Box::new(move |h| {
-                    black_box(h.run_applet(0, |a, e| a.rx(e, data, CHAN)));
+                    black_box(h.run_applet(0, |a, e| a.rx_in_place(e, data.len(), CHAN)));
                 }),
             );
         }
@@ -997,7 +1019,7 @@ fn bench(mut a: Args) -> Result<(), String> {
         let mut view = View {
             host: &mut h,
             idx: 0,
-            epoch_us: 0,
+            epoch: Instant::now(),
         };
         let applet = Applet::load(bytes, sle::default_limits(), &mut view)
             .map_err(|e| format!("{name}: {e}"))?;
@@ -1094,7 +1116,7 @@ fn bench(mut a: Args) -> Result<(), String> {
 
         let x = |k: &str| med(&format!("rx.{s}.{k}"));
         let (empty, raw, none) = (x("OvEmpty"), x("RawUnet"), x("none"));
-        r("rx", "RawUnet", "queue_copy", x("queue"));
+        r("rx", "RawUnet", "rxbuf_copy", x("rxbuf"));
         r("rx", "RawUnet", "find_applet", wrap);
         r("rx", "RawUnet", "call_return", empty - wrap);
         let nn = (x("OvNative") - empty) / NATIVE_CALLS as f64;
@@ -1149,7 +1171,7 @@ fn bench(mut a: Args) -> Result<(), String> {
 /// Order of the steps in the table.
 const STEP_ORDER: [&str; 13] = [
     "validate",
-    "queue_copy",
+    "rxbuf_copy",
     "find_applet",
     "call_return",
     "null_native",

@@ -12,6 +12,7 @@ pub mod op {
     pub const ICONST_1: u8 = 4;
     pub const ICONST_2: u8 = 5;
     pub const ICONST_3: u8 = 6;
+    pub const ICONST_4: u8 = 7;
     pub const ICONST_5: u8 = 8;
     pub const LCONST_0: u8 = 9;
     pub const BIPUSH: u8 = 16;
