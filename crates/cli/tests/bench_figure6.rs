@@ -1,8 +1,9 @@
 //! `unet bench stream --applet` and `--figure6` with the U-Net/SLE paper's
 //! Figure 6 applets (StdUnet, ReceiverAck, Burst, Generate), compiled from
 //! `applets/` at test time (a JDK >= 22 is needed), with tiny durations:
-//! one JSON row per applet and size with every key, and the usage errors.
-//! Behaviour only, no timing thresholds.
+//! one JSON row per applet and size with every key, and the usage errors;
+//! and `unet bench pingpong --figure5`. Behaviour only, no timing
+//! thresholds.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -194,5 +195,51 @@ fn figure6_table_and_usage_errors() {
         "--figure6",
     ] {
         assert!(h.contains(w), "--help names {w}:\n{h}");
+    }
+}
+
+/// `unet bench pingpong --figure5`: a no-applet row, then RawUnet, StdUnet
+/// and PingPong (compiled by the command), each a complete row.
+#[test]
+fn figure5_pingpong_rows() {
+    for placement in ["engine", "inline"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_unet"))
+            .args(["bench", "pingpong", "--figure5", "--placement", placement])
+            .args(["--sizes", "64", "--reps", "1", "--iters", "200"])
+            .args(["--warmup", "20", "--time-ms", "50", "--json"])
+            .output()
+            .expect("run unet");
+        assert!(
+            out.status.success(),
+            "{placement}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let rows: Vec<Value> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+            .collect();
+        let path = if placement == "engine" {
+            "engine"
+        } else {
+            "direct"
+        };
+        let names = [
+            Value::Null,
+            "RawUnet".into(),
+            "StdUnet".into(),
+            "PingPong".into(),
+        ];
+        assert_eq!(rows.len(), names.len(), "{rows:?}");
+        for (r, name) in rows.iter().zip(&names) {
+            assert_eq!(r["bench"], "pingpong", "{r}");
+            assert_eq!(&r["applet"], name, "{r}");
+            assert_eq!(r["path"], path, "{r}");
+            assert_eq!(num(r, "size"), 64.0, "{r}");
+            assert!(num(r, "median_us") > 0.0, "{r}");
+            assert!(num(r, "p99_us") >= num(r, "median_us"), "{r}");
+            let want = num(r, "median_us") / num(r, "baseline_median_us");
+            assert!(close(num(r, "ratio"), want), "{r}");
+        }
     }
 }
