@@ -234,7 +234,8 @@ pub enum ClientCounter {
     PeerWakeups = 6,
     /// Invocations of an inline applet.
     AppletCalls = 7,
-    /// Time spent in an inline applet, ns.
+    /// Time spent in an inline applet, ns (one invocation in 16 is timed
+    /// and counted 16 times: an estimate).
     AppletTimeNs = 8,
     /// Faults of an inline applet.
     AppletFaults = 9,
@@ -976,9 +977,11 @@ counter_enum! {
         AppletRxCalls = 23 => "applet_rx_calls",
         /// Applet doTimer invocations.
         AppletTimerCalls = 24 => "applet_timer_calls",
-        /// Time spent in the applet, ns.
+        /// Time spent in the applet, ns: invocations that used more than
+        /// 2 000 units of work are timed exactly, one short one in 16 is
+        /// timed and counted 16 times (an estimate).
         AppletTimeNs = 25 => "applet_time_ns",
-        /// Longest applet invocation, ns.
+        /// Longest timed applet invocation, ns.
         AppletMaxNs = 26 => "applet_max_ns",
         /// Work (fuel) used by the applet.
         AppletFuel = 27 => "applet_fuel",

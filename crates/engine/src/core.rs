@@ -45,13 +45,6 @@ fn token(kind: u64, idx: usize) -> u64 {
 
 /// Send descriptors taken from one endpoint per turn (fairness).
 const SEND_BUDGET: u64 = 64;
-/// An applet whose invocations run long gets at most 1/APPLET_SHARE of the
-/// engine's time.
-const APPLET_SHARE: u32 = 10;
-/// Invocations shorter than this are never paused after.
-const APPLET_FREE: Duration = Duration::from_micros(20);
-/// Nor are invocations that used less fuel than this.
-const APPLET_FREE_FUEL: u64 = 2_000;
 
 /// The same for an endpoint whose applet runs on every descriptor.
 const APPLET_SEND_BUDGET: u64 = 4;
@@ -114,8 +107,8 @@ pub(crate) struct Ep {
     /// endpoint while it runs).
     pub applet: Option<Box<Applet>>,
     /// The applet is not run again before this instant: after a long
-    /// invocation it waits [`APPLET_SHARE`] - 1 times as long, so one
-    /// endpoint's applet gets at most 1/[`APPLET_SHARE`] of the engine.
+    /// invocation it waits nine times as long, so one endpoint's applet
+    /// gets at most a tenth of the engine (see [`crate::sle::pause_after`]).
     pub applet_pause: Option<Instant>,
 }
 
@@ -1488,7 +1481,7 @@ impl SleEndpoint for EngineEp<'_> {
 
 impl Core {
     /// True while endpoint `idx`'s applet waits out its pause (see
-    /// [`APPLET_SHARE`]); clears the pause once it is over.
+    /// [`crate::sle::pause_after`]); clears the pause once it is over.
     fn paused(&mut self, idx: usize) -> bool {
         let Some(ep) = self.eps.get_mut(idx).and_then(|e| e.as_mut()) else {
             return false;
@@ -1599,10 +1592,8 @@ impl Core {
             return r.is_ok();
         };
         let spent = Duration::from_nanos(applet.stats.total_ns - before.total_ns);
-        // Long *and* busy: an invocation that was only preempted (little
-        // fuel used) is not the applet's fault.
-        if spent > APPLET_FREE && applet.stats.fuel - before.fuel > APPLET_FREE_FUEL {
-            ep.applet_pause = Some(Instant::now() + spent * (APPLET_SHARE - 1));
+        if let Some(p) = crate::sle::pause_after(spent, applet.stats.fuel - before.fuel) {
+            ep.applet_pause = Some(Instant::now() + p);
         }
         let slot = ep.slot;
         let s = applet.stats;
@@ -1790,13 +1781,16 @@ impl Core {
             Applet::load(&bytes, limits, &mut e)
         };
         match loaded {
-            Ok(a) => {
+            Ok(mut a) => {
+                a.set_time_sampling(
+                    crate::sle::ENGINE_TIME_SAMPLE,
+                    crate::sle::ENGINE_EXACT_FUEL,
+                );
                 if let Some(ep) = self.eps[idx].as_mut() {
                     // Loading and verifying is applet work too: it counts
                     // against the endpoint's share like an invocation.
-                    let spent = t0.elapsed();
-                    if spent > APPLET_FREE {
-                        ep.applet_pause = Some(Instant::now() + spent * (APPLET_SHARE - 1));
+                    if let Some(p) = crate::sle::pause_after_load(t0.elapsed()) {
+                        ep.applet_pause = Some(Instant::now() + p);
                     }
                     ep.applet = Some(Box::new(a));
                     self.counters

@@ -32,7 +32,7 @@
 //! | `sendUser(int chan, int len, int useroff)` | transmit `len` bytes of the buffer area at `useroff` on `chan` without copying through the applet |
 
 use std::ptr::NonNull;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use jive::subset::Elem;
 use jive::{
@@ -48,6 +48,35 @@ pub const DOMAIN: &str = "unet-sle";
 /// packet handler needs and little enough that a runaway applet cannot hold
 /// up the other endpoints of its engine.
 pub const DEFAULT_FUEL: u64 = 20_000;
+
+/// An applet placed in the engine whose invocations run long gets at most
+/// 1/APPLET_SHARE of the engine's time.
+const APPLET_SHARE: u32 = 10;
+/// Invocations shorter than this are never paused after...
+const APPLET_FREE: Duration = Duration::from_micros(20);
+
+/// How long the engine holds back an applet after one of its invocations
+/// that took `spent` and used `fuel` units of work: nine times as long
+/// when it was long *and* busy (one that was only preempted, little work
+/// done, is not the applet's fault), so that an applet gets at most a
+/// tenth of the engine; `None` otherwise.
+pub fn pause_after(spent: Duration, fuel: u64) -> Option<Duration> {
+    (spent > APPLET_FREE && fuel > ENGINE_EXACT_FUEL).then(|| spent * (APPLET_SHARE - 1))
+}
+
+/// How long the engine holds back an applet after attaching it (loading
+/// and verifying is applet work too), `spent` being the time that took.
+pub fn pause_after_load(spent: Duration) -> Option<Duration> {
+    (spent > APPLET_FREE).then(|| spent * (APPLET_SHARE - 1))
+}
+
+/// Applets placed in the engine have one short invocation in this many
+/// timed (see [`Applet::set_time_sampling`])...
+pub const ENGINE_TIME_SAMPLE: u32 = 16;
+/// ...and every invocation that used more work than this timed exactly:
+/// the engine holds back an applet whose invocations are long and busy
+/// ([`pause_after`]); nor is an invocation that used less paused after.
+pub const ENGINE_EXACT_FUEL: u64 = 2_000;
 
 /// The limits an applet runs under by default: [`DEFAULT_FUEL`], and JIVE's
 /// default call depth and heap quota.
@@ -413,8 +442,10 @@ pub struct Applet {
     /// Faults in a row.
     pub consecutive_faults: u32,
     epoch: Instant,
-    /// Invocations are timed when `invocations & time_mask == 0`.
+    /// Invocations are timed when `invocations & time_mask == 0`...
     time_mask: u32,
+    /// ...or when they used more than this much work.
+    exact_fuel: u64,
     invocations: u32,
 }
 
@@ -482,33 +513,44 @@ impl Applet {
             consecutive_faults: 0,
             epoch: Instant::now(),
             time_mask: 0,
+            exact_fuel: 0,
             invocations: 0,
         })
     }
 
     /// Time one invocation in `period` (a power of two; 1, the default,
-    /// times every one). Reading the clock twice costs about as much as a
-    /// small applet's whole invocation, so a placement without a use for
-    /// the time of each invocation may sample: [`AppletStats::total_ns`]
-    /// then adds `period` times each timed invocation (an estimate), and
-    /// [`AppletStats::max_ns`] is the longest timed one.
-    pub fn set_time_sampling(&mut self, period: u32) {
+    /// times every one), and every invocation that used more than
+    /// `exact_fuel` units of work (`u64::MAX`: none but the sampled ones).
+    /// Reading the clock twice costs about as much as a small applet's
+    /// whole invocation, so a placement that needs the time of long
+    /// invocations only samples the short ones: [`AppletStats::total_ns`]
+    /// then adds the long ones exactly and `period` times each sampled
+    /// short one (an estimate), and [`AppletStats::max_ns`] is the longest
+    /// timed one. Timing long ones exactly costs one clock read on every
+    /// invocation (its start), the other only when it is needed.
+    pub fn set_time_sampling(&mut self, period: u32, exact_fuel: u64) {
         self.time_mask = period.max(1).next_power_of_two() - 1;
+        self.exact_fuel = exact_fuel;
     }
 
     fn run(&mut self, ep: &mut dyn SleEndpoint, m: MethodId, args: &[i32]) -> Result<(), Fault> {
-        let timed = self.invocations & self.time_mask == 0;
+        let sampled = self.invocations & self.time_mask == 0;
         self.invocations = self.invocations.wrapping_add(1);
-        let t = if timed { ticks() } else { 0 };
+        let clocked = sampled || self.exact_fuel != u64::MAX;
+        let t = if clocked { ticks() } else { 0 };
         self.host.ep = Some(erase(ep));
         let r = self.vm.invoke(&mut self.host, m, args);
         self.host.ep = None;
-        if timed {
+        let fuel = self.vm.last_fuel_used();
+        let long = fuel > self.exact_fuel;
+        if clocked && (sampled || long) {
             let ns = ticks_to_ns(ticks().wrapping_sub(t));
-            self.stats.total_ns += ns * (self.time_mask as u64 + 1);
+            // Long invocations are all timed; short ones one in `period`.
+            let weight = if long { 1 } else { self.time_mask as u64 + 1 };
+            self.stats.total_ns += ns * weight;
             self.stats.max_ns = self.stats.max_ns.max(ns);
         }
-        self.stats.fuel += self.vm.last_fuel_used();
+        self.stats.fuel += fuel;
         match r {
             Ok(_) => {
                 self.consecutive_faults = 0;

@@ -1276,7 +1276,7 @@ impl Endpoint {
         };
         match loaded {
             Ok(mut a) => {
-                a.set_time_sampling(INLINE_TIME_SAMPLE);
+                a.set_time_sampling(INLINE_TIME_SAMPLE, u64::MAX);
                 self.inline = Some(Box::new(a));
                 self.inline_rxq.clear();
                 self.inline_timers.clear();

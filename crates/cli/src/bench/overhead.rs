@@ -140,9 +140,6 @@ const C_APPLET_MAX: usize = 10;
 const C_FAULT: usize = 11;
 const NCOUNTERS: usize = 16;
 
-const APPLET_FREE: Duration = Duration::from_micros(20);
-const APPLET_SHARE: u32 = 10;
-
 pub fn run(a: Args) -> ExitCode {
     match bench(a) {
         Ok(()) => ExitCode::SUCCESS,
@@ -515,8 +512,8 @@ impl Host {
             return r.is_ok();
         };
         let spent = Duration::from_nanos(applet.stats.total_ns - before.total_ns);
-        if spent > APPLET_FREE {
-            ep.applet_pause = Some(Instant::now() + spent * (APPLET_SHARE - 1));
+        if let Some(p) = sle::pause_after(spent, applet.stats.fuel - before.fuel) {
+            ep.applet_pause = Some(Instant::now() + p);
         }
         let slot = ep.slot;
         let s = applet.stats;
@@ -1021,8 +1018,10 @@ fn bench(mut a: Args) -> Result<(), String> {
             idx: 0,
             epoch: Instant::now(),
         };
-        let applet = Applet::load(bytes, sle::default_limits(), &mut view)
+        let mut applet = Applet::load(bytes, sle::default_limits(), &mut view)
             .map_err(|e| format!("{name}: {e}"))?;
+        // Timed as the engine times the applets placed in it.
+        applet.set_time_sampling(sle::ENGINE_TIME_SAMPLE, sle::ENGINE_EXACT_FUEL);
         loaded.push((name.clone(), Some(Box::new(applet))));
     }
 
