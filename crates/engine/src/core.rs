@@ -1196,12 +1196,7 @@ impl Core {
             }
             desc.nbufs = nbufs as u8;
         }
-        dst.recv.write(dst.recv_head, desc);
-        dst.recv_head += 1;
-        dst.recv.set_head(dst.recv_head);
-        self.counters.ep(slot, EndpointCounter::RxMsgs, 1);
-        self.counters.ep(slot, EndpointCounter::RxBytes, len as u64);
-        wake_client(dst, &self.counters);
+        publish_recv(dst, &self.counters, desc);
         true
     }
 
@@ -1256,6 +1251,17 @@ fn pop_free(ep: &mut Ep, counters: &Counters) -> Option<u32> {
 
 /// Wake the endpoint's client if it sleeps. The fence pairs with the one the
 /// client issues between setting `client_sleeping` and re-checking its rings.
+/// Push a receive descriptor (the caller checked there is room), count the
+/// message and wake the client if it sleeps.
+fn publish_recv(ep: &mut Ep, counters: &Counters, desc: RecvDesc) {
+    ep.recv.write(ep.recv_head, desc);
+    ep.recv_head += 1;
+    ep.recv.set_head(ep.recv_head);
+    counters.ep(ep.slot, EndpointCounter::RxMsgs, 1);
+    counters.ep(ep.slot, EndpointCounter::RxBytes, desc.len as u64);
+    wake_client(ep, counters);
+}
+
 fn wake_client(ep: &Ep, counters: &Counters) {
     fence(Ordering::SeqCst);
     let h = ep.header();
@@ -1455,12 +1461,7 @@ impl SleEndpoint for EngineEp<'_> {
             }
             return false;
         }
-        ep.recv.write(ep.recv_head, desc);
-        ep.recv_head += 1;
-        ep.recv.set_head(ep.recv_head);
-        counters.ep(ep.slot, EndpointCounter::RxMsgs, 1);
-        counters.ep(ep.slot, EndpointCounter::RxBytes, desc.len as u64);
-        wake_client(ep, counters);
+        publish_recv(ep, counters, desc);
         true
     }
     fn now_us(&self) -> i32 {
