@@ -226,11 +226,10 @@ fn killed_client_on_the_direct_path() {
     crash("direct", false);
 }
 
-/// The same with the send check. Fails: when the PeerGone event is handled
-/// while the direct ring still holds unread messages, `Endpoint` keeps the
-/// channel in the direct state for ever, and `DirectConn::send` only looks
-/// at the closed flags when the ring seems full, so sends on the dead
-/// channel return Ok (until a whole ring's worth has been written).
+/// The same with the send check: once the peer is gone, a send on the
+/// direct channel fails with `PeerGone` (the sender looks at the peer's
+/// closed flag on every send), even when the PeerGone event was handled
+/// while the ring still held unread messages.
 #[test]
 fn killed_client_on_the_direct_path_send_fails() {
     crash("direct", true);
