@@ -1061,11 +1061,22 @@ impl Endpoint {
 
     /// Receive the next message into `buf`, waiting at most `timeout`
     /// (None: forever). `Err(RecvError::Timeout)` when nothing came.
+    #[inline]
     pub fn recv(&mut self, buf: &mut [u8], timeout: Option<Duration>) -> Result<Recv, RecvError> {
-        // The common case, a message already waiting, reads no clock.
+        // The common case, a message already waiting, reads no clock (and
+        // is inlined into the caller; the waiting is not).
         if let Some(r) = self.try_recv(buf)? {
             return Ok(r);
         }
+        self.recv_waiting(buf, timeout)
+    }
+
+    #[inline(never)]
+    fn recv_waiting(
+        &mut self,
+        buf: &mut [u8],
+        timeout: Option<Duration>,
+    ) -> Result<Recv, RecvError> {
         let start = Instant::now();
         loop {
             if let Some(r) = self.try_recv(buf)? {
