@@ -31,7 +31,10 @@ fn classes() -> &'static Path {
             String::from_utf8_lossy(&out.stderr)
         );
         let jdk = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
-        let dir = std::env::temp_dir().join(format!("unet-figure6-{}", std::process::id()));
+        // Under the build directory: kept for the whole test run (the
+        // classes are shared by the tests), gone with `cargo clean`.
+        let dir =
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("figure6-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let st = Command::new(jdk.join("bin/javac"))
             .args(["--release", "8", "-Xlint:all,-options", "-Werror", "-d"])
