@@ -35,6 +35,11 @@ pub struct Args {
     /// sleeps.
     #[arg(long, default_value_t = 0)]
     pub idle_spin_us: u64,
+    /// Most shared memory one client process may hold (its endpoints and
+    /// the direct connections it opens), e.g. 512M or 4G; requests beyond
+    /// are refused.
+    #[arg(long, default_value = "4G", value_parser = crate::bench::stats::parse_size)]
+    pub client_memory: usize,
 }
 
 pub fn run(a: Args) -> ExitCode {
@@ -57,6 +62,7 @@ pub fn run(a: Args) -> ExitCode {
         wire_drop_seed: a.drop_seed,
         max_endpoints: a.max_endpoints,
         idle_spin: Duration::from_micros(a.idle_spin_us),
+        client_memory: a.client_memory as u64,
         ..Default::default()
     };
     let engine = match Engine::start(cfg) {

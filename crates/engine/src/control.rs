@@ -109,6 +109,8 @@ pub enum ErrorCode {
     DirectChannelsOpen = 12,
     /// The endpoint has no applet.
     NoApplet = 13,
+    /// The client would hold more shared memory than the engine allows.
+    QuotaExceeded = 14,
 }
 
 impl ErrorCode {
@@ -128,6 +130,7 @@ impl ErrorCode {
             11 => Version,
             12 => DirectChannelsOpen,
             13 => NoApplet,
+            14 => QuotaExceeded,
             _ => return None,
         })
     }
@@ -151,6 +154,11 @@ impl std::fmt::Display for ErrorCode {
                 "close the endpoint's direct channels before attaching an applet"
             }
             ErrorCode::NoApplet => "the endpoint has no applet",
+            ErrorCode::QuotaExceeded => {
+                "the engine's shared-memory quota for this client is used up \
+                 (close endpoints or direct channels, or start the engine with \
+                 a larger quota)"
+            }
         })
     }
 }
@@ -730,6 +738,19 @@ mod tests {
             let b = r.encode(9);
             assert_eq!(Reply::decode(&b), Ok((9, r.clone())));
         }
+    }
+
+    #[test]
+    fn every_error_code_round_trips() {
+        for v in 1..=14u16 {
+            let c = ErrorCode::from_u16(v).unwrap_or_else(|| panic!("code {v}"));
+            assert_eq!(c as u16, v);
+            let r = Reply::Error(c);
+            assert_eq!(Reply::decode(&r.encode(3)), Ok((3, r)));
+            assert!(!c.to_string().is_empty());
+        }
+        assert_eq!(ErrorCode::from_u16(0), None);
+        assert_eq!(ErrorCode::from_u16(15), None);
     }
 
     #[test]

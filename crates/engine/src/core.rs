@@ -148,6 +148,9 @@ struct Client {
 
 pub(crate) struct Conn {
     pub seg: Segment,
+    /// The client that opened it (its memory counts against that client's
+    /// quota).
+    pub owner: usize,
 }
 
 impl Conn {
@@ -629,6 +632,9 @@ impl Core {
         accept: bool,
     ) -> Result<usize, ErrorCode> {
         let layout = Layout::new(g).map_err(|_| ErrorCode::BadGeometry)?;
+        if !self.within_quota(ci, layout.segment_size) {
+            return Err(ErrorCode::QuotaExceeded);
+        }
         let slot = self.free_slots.pop().ok_or(ErrorCode::NoResources)?;
         let id = self.next_ep_id;
         let made = (|| -> io::Result<Ep> {
@@ -701,6 +707,28 @@ impl Core {
         Ok(idx)
     }
 
+    /// Shared memory held by client `ci`: its endpoints' segments and the
+    /// direct connections it opened.
+    fn client_memory(&self, ci: usize) -> u64 {
+        let eps = self
+            .eps
+            .iter()
+            .flatten()
+            .filter(|e| e.client == ci)
+            .map(|e| e.seg.len() as u64);
+        let conns = self
+            .conns
+            .values()
+            .filter(|c| c.owner == ci)
+            .map(|c| c.seg.len() as u64);
+        eps.chain(conns).sum()
+    }
+
+    /// True if client `ci` may take `more` bytes of shared memory.
+    fn within_quota(&self, ci: usize, more: u64) -> bool {
+        self.client_memory(ci).saturating_add(more) <= self.cfg.client_memory
+    }
+
     fn open_channel(
         &mut self,
         ci: usize,
@@ -743,6 +771,18 @@ impl Core {
         if path == PathChoice::Direct && !direct {
             return self.reply(ci, req_id, Reply::Error(ErrorCode::DirectUnavailable), &[]);
         }
+        // A direct connection is a segment of its own, charged to the
+        // opener: beyond the quota, Auto falls back to the engine path.
+        let direct = if direct
+            && !self.within_quota(ci, conn_segment_size(self.cfg.conn_ring_size) as u64)
+        {
+            if path == PathChoice::Direct {
+                return self.reply(ci, req_id, Reply::Error(ErrorCode::QuotaExceeded), &[]);
+            }
+            false
+        } else {
+            direct
+        };
         // Allocate both tags first so a failure leaves nothing behind.
         let Some(cs) = self.eps[src].as_mut().and_then(|e| e.alloc_chan()) else {
             return self.reply(ci, req_id, Reply::Error(ErrorCode::NoResources), &[]);
@@ -762,7 +802,7 @@ impl Core {
                     init_conn(&seg, id, ring, src_id, dst.id);
                     self.next_conn_id += 1;
                     conn_id = id;
-                    self.conns.insert(id, Conn { seg });
+                    self.conns.insert(id, Conn { seg, owner: ci });
                     self.counters.engine(EngineCounter::DirectConns, 1);
                 }
                 Err(_) => {

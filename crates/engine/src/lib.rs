@@ -56,7 +56,16 @@ pub struct EngineConfig {
     /// CPU its clients need (they spin while they wait), and its wake-up
     /// through a doorbell costs a few microseconds.
     pub idle_spin: Duration,
+    /// Most bytes of shared memory one client may hold: its endpoints'
+    /// segments and the direct connections it opened. The engine allocates
+    /// (and populates) these segments for the client, so without a bound one
+    /// process could make the engine take all the host's memory. A request
+    /// beyond it is refused with `ErrorCode::QuotaExceeded`.
+    pub client_memory: u64,
 }
+
+/// Default [`EngineConfig::client_memory`]: 4 GiB.
+pub const DEFAULT_CLIENT_MEMORY: u64 = 4 << 30;
 
 impl Default for EngineConfig {
     fn default() -> Self {
@@ -69,6 +78,7 @@ impl Default for EngineConfig {
             max_endpoints: 256,
             conn_ring_size: unet_abi::CONN_RING_DEFAULT,
             idle_spin: Duration::ZERO,
+            client_memory: DEFAULT_CLIENT_MEMORY,
         }
     }
 }

@@ -162,3 +162,80 @@ fn peer_gone_is_reported_on_both_paths() {
         assert!(failed, "{path:?}: sending to a gone peer must fail");
     }
 }
+
+/// The engine bounds the shared memory one client holds: endpoints beyond
+/// the quota are refused (and the refusal leaves nothing behind), closing
+/// one makes room again, and a direct connection that would not fit falls
+/// back to the engine path (or is refused when the direct path was asked
+/// for).
+#[test]
+fn a_client_cannot_take_more_shared_memory_than_its_quota() {
+    let seg = unet_abi::Layout::new(unet_abi::Geometry::default())
+        .unwrap()
+        .segment_size;
+    let conn = unet_abi::conn_segment_size(unet_abi::CONN_RING_DEFAULT) as u64;
+    let engine = Engine::start(EngineConfig {
+        // Two endpoints and one direct connection, not a third endpoint.
+        client_memory: 2 * seg + conn + conn / 2,
+        ..Default::default()
+    })
+    .unwrap();
+    let s = Session::embedded(&engine).unwrap();
+    let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
+    let mut b = s.create_endpoint(EndpointConfig::default()).unwrap();
+    match s.create_endpoint(EndpointConfig::default()) {
+        Err(Error::Engine(ErrorCode::QuotaExceeded)) => {}
+        other => panic!("a third endpoint must exceed the quota: {:?}", other.err()),
+    }
+    let c1 = a
+        .open_channel(
+            b.addr(),
+            ChannelOptions {
+                path: PathChoice::Direct,
+            },
+        )
+        .expect("one direct connection fits");
+    match next_opened(&mut b) {
+        Some(true) => {}
+        e => panic!("expected a direct ChannelOpened, got {e:?}"),
+    }
+    // A second direct connection does not fit: asked for, it is refused;
+    // on Auto the channel takes the engine path.
+    match a.open_channel(
+        b.addr(),
+        ChannelOptions {
+            path: PathChoice::Direct,
+        },
+    ) {
+        Err(Error::Engine(ErrorCode::QuotaExceeded)) => {}
+        r => panic!("a second direct connection must exceed the quota: {r:?}"),
+    }
+    let c2 = a.open_channel(b.addr(), ChannelOptions::default()).unwrap();
+    match next_opened(&mut b) {
+        Some(false) => {}
+        e => panic!("expected an engine-path ChannelOpened, got {e:?}"),
+    }
+    let mut buf = vec![0u8; 1 << 16];
+    for (ch, msg) in [(c1, &b"direct"[..]), (c2, &b"through the engine"[..])] {
+        a.send_blocking(ch, msg, Duration::from_secs(10)).unwrap();
+        let r = b.recv(&mut buf, T).unwrap();
+        assert_eq!(&buf[..r.len], msg);
+    }
+    // Closing an endpoint gives its memory back.
+    drop(a);
+    let again = s.create_endpoint(EndpointConfig::default());
+    assert!(again.is_ok(), "room again after a close: {:?}", again.err());
+}
+
+/// The next ChannelOpened event's `direct` flag (other events skipped).
+fn next_opened(ep: &mut Endpoint) -> Option<bool> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while std::time::Instant::now() < deadline {
+        match ep.poll_event() {
+            Some(Event::ChannelOpened { direct, .. }) => return Some(direct),
+            Some(_) => {}
+            None => std::thread::sleep(Duration::from_millis(1)),
+        }
+    }
+    None
+}

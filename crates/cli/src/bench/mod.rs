@@ -11,7 +11,7 @@ mod jive;
 mod net;
 mod overhead;
 mod report;
-mod stats;
+pub mod stats;
 mod udp_raw;
 mod unet_paths;
 

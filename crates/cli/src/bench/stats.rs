@@ -19,6 +19,12 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
         .or_else(|| lower.strip_suffix('m'))
     {
         (n, 1024 * 1024)
+    } else if let Some(n) = lower
+        .strip_suffix("gib")
+        .or_else(|| lower.strip_suffix("gb"))
+        .or_else(|| lower.strip_suffix('g'))
+    {
+        (n, 1024 * 1024 * 1024)
     } else if let Some(n) = lower.strip_suffix('b') {
         (n, 1)
     } else {
@@ -157,6 +163,7 @@ mod tests {
         assert_eq!(parse_size("4k").unwrap(), 4096);
         assert_eq!(parse_size("64KiB").unwrap(), 65536);
         assert_eq!(parse_size("1M").unwrap(), 1 << 20);
+        assert_eq!(parse_size("4G").unwrap(), 4 << 30);
         assert!(parse_size("0").is_err());
         assert!(parse_size("x").is_err());
         assert_eq!(fmt_size(65536), "64K");
