@@ -1,30 +1,21 @@
 //! `unet applet attach|detach` against a running daemon, and `unet applet
 //! check --domain unet-sle` on the sample applets.
 
+mod tools;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use unet::*;
 
+use tools::applet_source;
+
 const UNET: &str = env!("CARGO_BIN_EXE_unet");
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// Compile applets/NAME.java (and a refused class) into a fresh directory.
+/// Compile applets/RawUnet.java and a refused class into `dir`.
 fn compile(dir: &Path) {
-    let out = Command::new("bash")
-        .arg(repo().join("scripts/find-jdk"))
-        .output()
-        .expect("bash");
-    assert!(
-        out.status.success(),
-        "these tests need a JDK 22 or later: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let jdk = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+    std::fs::create_dir_all(dir).unwrap();
     std::fs::write(
         dir.join("Bad.java"),
         "public class Bad { public static byte[] RxBuf;\n\
@@ -32,16 +23,7 @@ fn compile(dir: &Path) {
          static int doRx(int l, int c) { return 0; } }\n",
     )
     .unwrap();
-    let st = Command::new(jdk.join("bin/javac"))
-        .args(["--release", "8", "-Xlint:all,-options", "-Werror", "-d"])
-        .arg(dir)
-        .arg("-sourcepath")
-        .arg(repo().join("java/applet-sdk/src/main/java"))
-        .arg(repo().join("applets/RawUnet.java"))
-        .arg(dir.join("Bad.java"))
-        .status()
-        .expect("javac");
-    assert!(st.success(), "javac failed");
+    tools::javac(dir, &[applet_source("RawUnet"), dir.join("Bad.java")]);
 }
 
 struct Daemon(Child, PathBuf);

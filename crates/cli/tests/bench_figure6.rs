@@ -5,46 +5,26 @@
 //! and `unet bench pingpong --figure5`. Behaviour only, no timing
 //! thresholds.
 
+mod tools;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
 use serde_json::Value;
+use tools::{applet_source, close, json_rows, num};
 
 const FIGURE6: [&str; 4] = ["StdUnet", "ReceiverAck", "Burst", "Generate"];
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// The Figure 6 applets, compiled once into a fresh directory.
+/// The Figure 6 applets, compiled once, under the build directory: kept for
+/// the whole test run (the classes are shared by the tests), gone with
+/// `cargo clean`.
 fn classes() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let out = Command::new("bash")
-            .arg(repo().join("scripts/find-jdk"))
-            .output()
-            .expect("bash");
-        assert!(
-            out.status.success(),
-            "this test needs a JDK 22 or later: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let jdk = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
-        // Under the build directory: kept for the whole test run (the
-        // classes are shared by the tests), gone with `cargo clean`.
         let dir =
             Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("figure6-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let st = Command::new(jdk.join("bin/javac"))
-            .args(["--release", "8", "-Xlint:all,-options", "-Werror", "-d"])
-            .arg(&dir)
-            .arg("-sourcepath")
-            .arg(repo().join("java/applet-sdk/src/main/java"))
-            .args(FIGURE6.map(|c| repo().join(format!("applets/{c}.java"))))
-            .status()
-            .expect("javac");
-        assert!(st.success(), "javac failed");
+        tools::javac(&dir, &FIGURE6.map(applet_source));
         dir
     })
 }
@@ -63,17 +43,6 @@ fn stream(extra: &[&str]) -> std::process::Output {
         .args(extra)
         .output()
         .expect("run unet")
-}
-
-fn num(v: &Value, k: &str) -> f64 {
-    v.get(k)
-        .unwrap_or_else(|| panic!("key {k} missing in {v}"))
-        .as_f64()
-        .unwrap_or_else(|| panic!("key {k} not a number in {v}"))
-}
-
-fn close(a: f64, b: f64) -> bool {
-    (a - b).abs() <= 1e-6 * a.abs().max(b.abs())
 }
 
 /// All four applets in one command on `path` with `placement`: one row per
@@ -96,11 +65,7 @@ fn figure6(path: &str, placement: &str) {
         "{path} {placement}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let rows: Vec<Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
-        .collect();
+    let rows: Vec<Value> = json_rows(&out.stdout);
     assert_eq!(rows.len(), 8, "{rows:?}");
     let baseline = if path == "udp" { "raw_udp" } else { "floor" };
     for (i, r) in rows.iter().enumerate() {
@@ -217,11 +182,7 @@ fn figure5_pingpong_rows() {
             "{placement}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let rows: Vec<Value> = String::from_utf8(out.stdout)
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
-            .collect();
+        let rows: Vec<Value> = json_rows(&out.stdout);
         let path = if placement == "engine" {
             "engine"
         } else {

@@ -2,9 +2,12 @@
 //! JSON keys present, values positive, ratios consistent. Behaviour only,
 //! no timing thresholds.
 
+mod tools;
+
 use std::process::Command;
 
 use serde_json::Value;
+use tools::{close, json_rows, num};
 
 const PATHS: [&str; 3] = ["direct", "engine", "udp"];
 
@@ -23,24 +26,9 @@ fn bench(args: &[&str]) -> Option<Vec<Value>> {
         }
         panic!("unet bench {args:?} failed: {stderr}");
     }
-    let rows: Vec<Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
-        .collect();
+    let rows = json_rows(&out.stdout);
     assert!(!rows.is_empty());
     Some(rows)
-}
-
-fn num(v: &Value, k: &str) -> f64 {
-    v.get(k)
-        .unwrap_or_else(|| panic!("key {k} missing in {v}"))
-        .as_f64()
-        .unwrap_or_else(|| panic!("key {k} not a number in {v}"))
-}
-
-fn close(a: f64, b: f64) -> bool {
-    (a - b).abs() <= 1e-6 * a.abs().max(b.abs())
 }
 
 fn ping(path: &str, baseline_only: bool) -> Option<Vec<Value>> {

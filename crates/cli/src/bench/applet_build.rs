@@ -1,19 +1,44 @@
 //! Compiling sample applets from their Java sources for a benchmark run
-//! (`unet bench stream --figure6`): javac of a JDK 22 or later, for Java 8
-//! with every lint an error, against the applet SDK's sources, into a fresh
-//! temporary directory that lives as long as the returned guard.
+//! (`unet bench pingpong --figure5`, `stream --figure6`, `overhead`): javac
+//! of a JDK 22 or later, for Java 8 with every lint an error, against the
+//! applet SDK's sources, into a fresh temporary directory that lives as long
+//! as the returned guard.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::jdk::Jdk;
 
-/// A temporary directory, removed on drop.
-pub struct BuildDir(PathBuf);
+/// A temporary directory, removed on drop unless kept.
+pub struct BuildDir {
+    pub path: PathBuf,
+    keep: bool,
+}
+
+impl BuildDir {
+    /// A fresh, empty directory `unet-bench-WHAT-PID-N` in the system's
+    /// temporary directory; with `keep` it outlives the guard (its path is
+    /// printed then).
+    pub fn new(what: &str, keep: bool) -> Result<BuildDir, String> {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "unet-bench-{what}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(BuildDir { path, keep })
+    }
+}
 
 impl Drop for BuildDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        if self.keep {
+            eprintln!("[unet bench] kept {}", self.path.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
     }
 }
 
@@ -23,14 +48,14 @@ fn checkout_dir(rel: &str) -> PathBuf {
         .join(rel)
 }
 
-/// Compiles `NAME.java` of `applets` (default: the checkout's `applets/`)
-/// for each of `names` against the SDK sources in `sdk` (default: the
-/// checkout's); returns the build directory and the class files, in order.
-pub fn compile(
+/// The sources `NAME.java` of `applets` (default: the checkout's
+/// `applets/`) for each of `names`, and the SDK source directory `sdk`
+/// (default: the checkout's), each checked to exist.
+pub fn sources(
     applets: Option<&Path>,
     sdk: Option<&Path>,
     names: &[&str],
-) -> Result<(BuildDir, Vec<PathBuf>), String> {
+) -> Result<(Vec<PathBuf>, PathBuf), String> {
     let applets = applets.map_or_else(|| checkout_dir("applets"), Path::to_path_buf);
     let sdk = sdk.map_or_else(
         || checkout_dir("java/applet-sdk/src/main/java"),
@@ -52,22 +77,19 @@ pub fn compile(
             sdk.display()
         ));
     }
+    Ok((sources, sdk))
+}
+
+/// Compiles `files` against the SDK sources in `sdk` into `out`.
+pub fn javac(sdk: &Path, out: &Path, files: &[PathBuf]) -> Result<(), String> {
     let jdk = Jdk::find()?;
-    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let dir = BuildDir(std::env::temp_dir().join(format!(
-        "unet-bench-applets-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    )));
-    let _ = std::fs::remove_dir_all(&dir.0);
-    std::fs::create_dir_all(&dir.0).map_err(|e| format!("{}: {e}", dir.0.display()))?;
     let o = Command::new(jdk.bin("javac"))
         .args(["--release", "8", "-Xlint:all,-options", "-Werror"])
         .arg("-sourcepath")
-        .arg(&sdk)
+        .arg(sdk)
         .arg("-d")
-        .arg(&dir.0)
-        .args(&sources)
+        .arg(out)
+        .args(files)
         .output()
         .map_err(|e| format!("cannot run {}: {e}", jdk.bin("javac").display()))?;
     if !o.status.success() {
@@ -78,9 +100,22 @@ pub fn compile(
             String::from_utf8_lossy(&o.stderr)
         ));
     }
+    Ok(())
+}
+
+/// Compiles the sample applets `names` (see [`sources`]); returns the build
+/// directory and the class files, in order.
+pub fn compile(
+    applets: Option<&Path>,
+    sdk: Option<&Path>,
+    names: &[&str],
+) -> Result<(BuildDir, Vec<PathBuf>), String> {
+    let (sources, sdk) = sources(applets, sdk, names)?;
+    let dir = BuildDir::new("applets", false)?;
+    javac(&sdk, &dir.path, &sources)?;
     let classes = names
         .iter()
-        .map(|n| dir.0.join(format!("{n}.class")))
+        .map(|n| dir.path.join(format!("{n}.class")))
         .collect();
     Ok((dir, classes))
 }

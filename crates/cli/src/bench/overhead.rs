@@ -59,8 +59,8 @@
 use std::collections::VecDeque;
 use std::hint::black_box;
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::path::PathBuf;
+use std::process::ExitCode;
 use std::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -72,9 +72,9 @@ use unet_abi::{RecvDesc, SendDesc, INLINE_MAX, MAX_MESSAGE, MAX_RX_BUFFERS, RECV
 use unet_engine::sle::{self, Applet, SleEndpoint};
 use unet_engine::sys::Segment;
 
+use super::applet_build;
 use super::report::Progress;
 use super::stats::{clock_cost_ns, median_f64};
-use crate::jdk::Jdk;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -675,81 +675,21 @@ fn micro_source(class: &str, tx: &str, rx: &str) -> String {
     )
 }
 
-struct TempDir(PathBuf, bool);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        if self.1 {
-            eprintln!("[bench overhead] kept {}", self.0.display());
-        } else {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-}
-
-fn checkout_dir(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .join(rel)
-}
-
 /// Compiles the micro applets and RawUnet; their class files by name.
 fn compile(a: &Args) -> Result<Vec<(String, Vec<u8>)>, String> {
-    let applets = a
-        .applets_dir
-        .clone()
-        .unwrap_or_else(|| checkout_dir("applets"));
-    let sdk = a
-        .sdk_dir
-        .clone()
-        .unwrap_or_else(|| checkout_dir("java/applet-sdk/src/main/java"));
-    let raw = applets.join("RawUnet.java");
-    if !raw.is_file() {
-        return Err(format!(
-            "{} not found (use --applets-dir to name the directory holding RawUnet.java)",
-            raw.display()
-        ));
-    }
-    if !sdk.join("unet/sle/Natives.java").is_file() {
-        return Err(format!(
-            "{} is not the applet SDK source directory (no unet/sle/Natives.java; use --sdk-dir)",
-            sdk.display()
-        ));
-    }
-    let jdk = Jdk::find()?;
-    let tmp = TempDir(
-        std::env::temp_dir().join(format!("unet-bench-overhead-{}", std::process::id())),
-        a.keep,
-    );
-    let dir = &tmp.0;
-    let _ = std::fs::remove_dir_all(dir);
-    let src = dir.join("src");
-    let classes = dir.join("classes");
+    let (mut files, sdk) =
+        applet_build::sources(a.applets_dir.as_deref(), a.sdk_dir.as_deref(), &["RawUnet"])?;
+    let tmp = applet_build::BuildDir::new("overhead", a.keep)?;
+    let src = tmp.path.join("src");
+    let classes = tmp.path.join("classes");
     std::fs::create_dir_all(&src).map_err(|e| format!("{}: {e}", src.display()))?;
-    let mut files = vec![raw];
     for (class, tx, rx) in MICRO {
         let p = src.join(format!("{class}.java"));
         std::fs::write(&p, micro_source(class, tx, rx))
             .map_err(|e| format!("{}: {e}", p.display()))?;
         files.push(p);
     }
-    let o = Command::new(jdk.bin("javac"))
-        .args(["--release", "8", "-Xlint:all,-options", "-Werror"])
-        .arg("-sourcepath")
-        .arg(&sdk)
-        .arg("-d")
-        .arg(&classes)
-        .args(&files)
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", jdk.bin("javac").display()))?;
-    if !o.status.success() {
-        return Err(format!(
-            "javac failed ({}):\n{}{}",
-            o.status,
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        ));
-    }
+    applet_build::javac(&sdk, &classes, &files)?;
     let mut out = Vec::new();
     for name in MICRO.iter().map(|m| m.0).chain(["RawUnet"]) {
         let p = classes.join(format!("{name}.class"));
