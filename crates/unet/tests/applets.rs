@@ -139,6 +139,23 @@ fn udp_engine(drop_ppm: u32, seed: u64) -> Engine {
     .unwrap()
 }
 
+/// An embedded engine and a session on it.
+fn one_engine() -> (Engine, Session) {
+    let e = Engine::start(EngineConfig::default()).unwrap();
+    let s = Session::embedded(&e).unwrap();
+    (e, s)
+}
+
+/// Two engines joined by UDP (`udp_engine`) and a session on each.
+fn udp_sessions(drop_ppm: u32, seed: u64) -> (Engine, Engine, Session, Session) {
+    let (e1, e2) = (udp_engine(drop_ppm, seed), udp_engine(drop_ppm, seed));
+    let (s1, s2) = (
+        Session::embedded(&e1).unwrap(),
+        Session::embedded(&e2).unwrap(),
+    );
+    (e1, e2, s1, s2)
+}
+
 fn with_buffers(buffer_size: u32) -> EndpointConfig {
     EndpointConfig {
         geometry: Geometry {
@@ -305,17 +322,13 @@ fn raw_unet_both_ways(sa: &Session, sb: &Session) {
 
 #[test]
 fn raw_unet_on_one_engine() {
-    let engine = Engine::start(EngineConfig::default()).unwrap();
-    let s = Session::embedded(&engine).unwrap();
+    let (_engine, s) = one_engine();
     raw_unet_both_ways(&s, &s);
 }
 
 #[test]
 fn raw_unet_over_udp() {
-    let e1 = udp_engine(0, 0);
-    let e2 = udp_engine(0, 0);
-    let s1 = Session::embedded(&e1).unwrap();
-    let s2 = Session::embedded(&e2).unwrap();
+    let (_e1, _e2, s1, s2) = udp_sessions(0, 0);
     raw_unet_both_ways(&s1, &s2);
 }
 
@@ -326,8 +339,7 @@ fn raw_unet_over_udp() {
 #[test]
 fn std_unet_spans_several_buffers() {
     let class = applet("StdUnet");
-    let engine = Engine::start(EngineConfig::default()).unwrap();
-    let s = Session::embedded(&engine).unwrap();
+    let (_engine, s) = one_engine();
     let mut a = s.create_endpoint(with_buffers(8192)).unwrap();
     let mut b = s.create_endpoint(with_buffers(8192)).unwrap();
     a.attach_applet(&class, AppletOptions::default()).unwrap();
@@ -344,8 +356,7 @@ fn std_unet_spans_several_buffers() {
 #[test]
 fn std_unet_gives_buffers_back_when_they_run_out() {
     let class = applet("StdUnet");
-    let engine = Engine::start(EngineConfig::default()).unwrap();
-    let s = Session::embedded(&engine).unwrap();
+    let (_engine, s) = one_engine();
     let mut a = s.create_endpoint(with_buffers(8192)).unwrap();
     // The receiver manages its own buffers and posts only two.
     let mut b = s
@@ -399,8 +410,7 @@ fn std_unet_gives_buffers_back_when_they_run_out() {
 #[test]
 fn class_outside_the_subset_is_refused() {
     let class = applet("UsesLong");
-    let engine = Engine::start(EngineConfig::default()).unwrap();
-    let s = Session::embedded(&engine).unwrap();
+    let (_engine, s) = one_engine();
     let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
     let mut b = s.create_endpoint(EndpointConfig::default()).unwrap();
     match a.attach_applet(&class, AppletOptions::default()) {
@@ -420,8 +430,7 @@ fn class_outside_the_subset_is_refused() {
 #[test]
 fn looping_applet_faults_then_is_detached() {
     let class = applet("Spin");
-    let engine = Engine::start(EngineConfig::default()).unwrap();
-    let s = Session::embedded(&engine).unwrap();
+    let (_engine, s) = one_engine();
     let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
     let mut b = s.create_endpoint(EndpointConfig::default()).unwrap();
     let opts = AppletOptions {
@@ -517,17 +526,13 @@ fn ping_pong(sa: &Session, sb: &Session) {
 
 #[test]
 fn ping_pong_on_one_engine() {
-    let engine = Engine::start(EngineConfig::default()).unwrap();
-    let s = Session::embedded(&engine).unwrap();
+    let (_engine, s) = one_engine();
     ping_pong(&s, &s);
 }
 
 #[test]
 fn ping_pong_over_udp() {
-    let e1 = udp_engine(0, 0);
-    let e2 = udp_engine(0, 0);
-    let s1 = Session::embedded(&e1).unwrap();
-    let s2 = Session::embedded(&e2).unwrap();
+    let (_e1, _e2, s1, s2) = udp_sessions(0, 0);
     ping_pong(&s1, &s2);
 }
 
@@ -546,10 +551,7 @@ fn numbered(i: usize) -> Vec<u8> {
 #[test]
 fn flow_control_is_reliable_over_a_lossy_wire() {
     let class = applet("FlowControl");
-    let e1 = udp_engine(100_000, 7);
-    let e2 = udp_engine(100_000, 7);
-    let s1 = Session::embedded(&e1).unwrap();
-    let s2 = Session::embedded(&e2).unwrap();
+    let (_e1, _e2, s1, s2) = udp_sessions(100_000, 7);
     let mut a = s1.create_endpoint(EndpointConfig::default()).unwrap();
     let mut b = s2.create_endpoint(EndpointConfig::default()).unwrap();
     a.attach_applet(&class, AppletOptions::default()).unwrap();
@@ -596,8 +598,7 @@ fn flow_control_is_reliable_over_a_lossy_wire() {
 #[test]
 fn flow_control_backlog_is_bounded() {
     let class = applet("FlowControl");
-    let engine = Engine::start(EngineConfig::default()).unwrap();
-    let s = Session::embedded(&engine).unwrap();
+    let (_engine, s) = one_engine();
     let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
     let mut b = s.create_endpoint(EndpointConfig::default()).unwrap();
     a.attach_applet(&class, AppletOptions::default()).unwrap();
@@ -638,10 +639,7 @@ fn flow_control_backlog_is_bounded() {
 #[test]
 fn multicast_reaches_the_selected_peers() {
     let class = applet("Multicast");
-    let e1 = udp_engine(0, 0);
-    let e2 = udp_engine(0, 0);
-    let s1 = Session::embedded(&e1).unwrap();
-    let s2 = Session::embedded(&e2).unwrap();
+    let (_e1, _e2, s1, s2) = udp_sessions(0, 0);
     let mut m = s1.create_endpoint(EndpointConfig::default()).unwrap();
     m.attach_applet(&class, AppletOptions::default()).unwrap();
     // Three peers on the same engine, one on the other.
@@ -694,8 +692,7 @@ fn multicast_reaches_the_selected_peers() {
 #[test]
 fn packet_buffers_land_where_the_packet_says() {
     let class = applet("PacketBuffers");
-    let engine = Engine::start(EngineConfig::default()).unwrap();
-    let s = Session::embedded(&engine).unwrap();
+    let (_engine, s) = one_engine();
     let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
     // The receiver posts no free buffers at all.
     let mut b = s
@@ -823,24 +820,19 @@ fn receiver_ack_stream(sa: &Session, sb: &Session, placement: Placement, path: P
 
 #[test]
 fn receiver_ack_on_one_engine() {
-    let engine = Engine::start(EngineConfig::default()).unwrap();
-    let s = Session::embedded(&engine).unwrap();
+    let (_engine, s) = one_engine();
     receiver_ack_stream(&s, &s, Placement::Engine, PathChoice::Engine);
 }
 
 #[test]
 fn receiver_ack_over_udp() {
-    let e1 = udp_engine(0, 0);
-    let e2 = udp_engine(0, 0);
-    let s1 = Session::embedded(&e1).unwrap();
-    let s2 = Session::embedded(&e2).unwrap();
+    let (_e1, _e2, s1, s2) = udp_sessions(0, 0);
     receiver_ack_stream(&s1, &s2, Placement::Engine, PathChoice::Engine);
 }
 
 #[test]
 fn receiver_ack_inline_on_the_direct_path() {
-    let engine = Engine::start(EngineConfig::default()).unwrap();
-    let s = Session::embedded(&engine).unwrap();
+    let (_engine, s) = one_engine();
     receiver_ack_stream(&s, &s, Placement::Inline, PathChoice::Direct);
 }
 
@@ -850,8 +842,7 @@ fn receiver_ack_inline_on_the_direct_path() {
 #[test]
 fn receiver_ack_credit_and_backlog() {
     let class = applet("ReceiverAck");
-    let engine = Engine::start(EngineConfig::default()).unwrap();
-    let s = Session::embedded(&engine).unwrap();
+    let (_engine, s) = one_engine();
     let mut buf = vec![0u8; 1 << 16];
     // The 100 sends must reach the applet before its first recovery
     // (10 ms after the 26th): a machine busy enough to miss that gets
@@ -901,8 +892,7 @@ fn receiver_ack_credit_and_backlog() {
 #[test]
 fn burst_sends_25_copies_per_request() {
     let class = applet("Burst");
-    let engine = Engine::start(EngineConfig::default()).unwrap();
-    let s = Session::embedded(&engine).unwrap();
+    let (_engine, s) = one_engine();
     let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
     let mut b = s.create_endpoint(EndpointConfig::default()).unwrap();
     a.attach_applet(&class, AppletOptions::default()).unwrap();
@@ -948,10 +938,7 @@ fn burst_sends_25_copies_per_request() {
 #[test]
 fn burst_over_udp() {
     let class = applet("Burst");
-    let e1 = udp_engine(0, 0);
-    let e2 = udp_engine(0, 0);
-    let s1 = Session::embedded(&e1).unwrap();
-    let s2 = Session::embedded(&e2).unwrap();
+    let (_e1, _e2, s1, s2) = udp_sessions(0, 0);
     let mut a = s1.create_endpoint(EndpointConfig::default()).unwrap();
     let mut b = s2.create_endpoint(EndpointConfig::default()).unwrap();
     a.attach_applet(&class, AppletOptions::default()).unwrap();
@@ -1018,17 +1005,13 @@ fn generate(sa: &Session, sb: &Session) {
 
 #[test]
 fn generate_sends_its_own_data() {
-    let engine = Engine::start(EngineConfig::default()).unwrap();
-    let s = Session::embedded(&engine).unwrap();
+    let (_engine, s) = one_engine();
     generate(&s, &s);
 }
 
 #[test]
 fn generate_over_udp() {
-    let e1 = udp_engine(0, 0);
-    let e2 = udp_engine(0, 0);
-    let s1 = Session::embedded(&e1).unwrap();
-    let s2 = Session::embedded(&e2).unwrap();
+    let (_e1, _e2, s1, s2) = udp_sessions(0, 0);
     generate(&s1, &s2);
 }
 
@@ -1038,8 +1021,7 @@ fn generate_over_udp() {
 
 #[test]
 fn applets_attach_to_endpoints_with_large_buffers() {
-    let engine = Engine::start(EngineConfig::default()).unwrap();
-    let s = Session::embedded(&engine).unwrap();
+    let (_engine, s) = one_engine();
     let mut a = s.create_endpoint(with_buffers(128 << 10)).unwrap();
     let mut b = s.create_endpoint(with_buffers(128 << 10)).unwrap();
     a.attach_applet(&applet("StdUnet"), AppletOptions::default())
@@ -1052,8 +1034,7 @@ fn applets_attach_to_endpoints_with_large_buffers() {
 
 #[test]
 fn a_full_receive_queue_does_not_lose_buffers() {
-    let engine = Engine::start(EngineConfig::default()).unwrap();
-    let s = Session::embedded(&engine).unwrap();
+    let (_engine, s) = one_engine();
     let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
     let mut b = s
         .create_endpoint(EndpointConfig {
@@ -1106,8 +1087,7 @@ fn a_full_receive_queue_does_not_lose_buffers() {
 
 #[test]
 fn raw_unet_inline_on_the_direct_path() {
-    let engine = Engine::start(EngineConfig::default()).unwrap();
-    let s = Session::embedded(&engine).unwrap();
+    let (_engine, s) = one_engine();
     let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
     let mut b = s.create_endpoint(EndpointConfig::default()).unwrap();
     let inline = AppletOptions {
@@ -1150,8 +1130,7 @@ fn raw_unet_inline_on_the_direct_path() {
 
 #[test]
 fn looping_inline_applet_faults_then_is_detached() {
-    let engine = Engine::start(EngineConfig::default()).unwrap();
-    let s = Session::embedded(&engine).unwrap();
+    let (_engine, s) = one_engine();
     let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
     let mut b = s.create_endpoint(EndpointConfig::default()).unwrap();
     let opts = AppletOptions {
@@ -1245,8 +1224,7 @@ fn a_runaway_applet_leaves_other_endpoints_their_rate() {
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
     let spin = applet("Spin");
-    let engine = Engine::start(EngineConfig::default()).unwrap();
-    let s = Session::embedded(&engine).unwrap();
+    let (_engine, s) = one_engine();
     // A hostile neighbour: while `active`, its applet loops on every send;
     // whenever it is detached, it attaches it again, and it keeps sending.
     let active = Arc::new(AtomicBool::new(false));
