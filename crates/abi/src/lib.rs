@@ -218,7 +218,8 @@ pub const CLIENT_COUNTERS: usize = 16;
 #[repr(usize)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ClientCounter {
-    /// Messages sent on direct channels.
+    /// Messages sent on direct channels (`DirectTxBytes` follows: the
+    /// client library updates each pair together).
     DirectTxMsgs = 0,
     /// Bytes sent on direct channels.
     DirectTxBytes = 1,

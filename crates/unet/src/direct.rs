@@ -117,6 +117,10 @@ pub(crate) struct DirectConn {
     rx_pos: u64,
     rx_published: u64,
     pub broken: bool,
+    /// This endpoint's client counters (`ClientCounter` order), in its own
+    /// segment's header: written by this process only, read by the engine
+    /// when it answers a Stat request, so `unet stat` sees every message.
+    counters: *const AtomicU64,
     /// This process publishes with a compiler fence only (see
     /// `sys::asymmetric_fences`).
     asym: bool,
@@ -133,6 +137,7 @@ impl DirectConn {
         conn_id: u32,
         channel: u16,
         side_b: bool,
+        counters: &[AtomicU64; CLIENT_COUNTERS],
     ) -> Result<DirectConn, String> {
         if seg.len() < CONN_HEADER_SIZE {
             return Err("connection segment too small".into());
@@ -193,6 +198,7 @@ impl DirectConn {
             rx_pos: 0,
             rx_published: 0,
             broken: false,
+            counters: counters.as_ptr(),
             asym: sys::asymmetric_fences(),
         })
     }
@@ -226,6 +232,27 @@ impl DirectConn {
         let peer = self.tx_consumer();
         peer.futex.fetch_add(1, Ordering::Release);
         sys::futex_wake(&peer.futex, i32::MAX);
+    }
+
+    /// Add a message of `len` bytes to the counters `msgs` and `msgs + 1`.
+    #[inline(always)]
+    fn count(&self, msgs: ClientCounter, len: usize) {
+        // SAFETY: `counters` points at the CLIENT_COUNTERS atomics of the
+        // endpoint header, which outlives every connection of the endpoint
+        // (the endpoint owns both and only calls send/recv while alive);
+        // msgs + 1 < CLIENT_COUNTERS for the two direct-path pairs.
+        let (m, b) = unsafe {
+            (
+                &*self.counters.add(msgs as usize),
+                &*self.counters.add(msgs as usize + 1),
+            )
+        };
+        // One writer: a load and a store, no atomic read-modify-write.
+        m.store(m.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+        b.store(
+            b.load(Ordering::Relaxed).wrapping_add(len as u64),
+            Ordering::Relaxed,
+        );
     }
 
     #[inline]
@@ -270,6 +297,7 @@ impl DirectConn {
         // Release: the payload written above is visible before the header.
         Self::hdr_at(self.tx, off).store(h, Ordering::Release);
         self.tx_pos += span;
+        self.count(ClientCounter::DirectTxMsgs, len);
         // Pairs with the heavy fence in the consumer's wait: either it sees
         // our record when it re-checks, or we see its sleeping flag. With
         // asymmetric fences the consumer's membarrier makes this compiler
@@ -380,6 +408,7 @@ impl DirectConn {
                 return DirectRecv::TooSmall(need);
             }
             self.rx_pos += record_span(len) as u64;
+            self.count(ClientCounter::DirectRxMsgs, len);
             if self.rx_pos >= self.rx_published + self.size / 4 {
                 self.publish();
             }

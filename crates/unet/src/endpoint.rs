@@ -138,22 +138,6 @@ enum ChanState {
 /// How often a spinning wait yields the CPU.
 const SPIN_YIELD_EVERY: Duration = Duration::from_micros(5);
 
-/// Direct-path messages between two updates of the shared counters (the
-/// shared ones are written every this many messages and whenever the
-/// endpoint waits, so a busy stream does not pay a shared-memory update per
-/// message).
-const COUNTER_FLUSH: u64 = 64;
-
-#[derive(Default)]
-struct LocalCounts {
-    tx_msgs: u64,
-    tx_bytes: u64,
-    rx_msgs: u64,
-    rx_bytes: u64,
-    tx_flushed: (u64, u64),
-    rx_flushed: (u64, u64),
-}
-
 /// An endpoint.
 pub struct Endpoint {
     session: Session,
@@ -183,8 +167,6 @@ pub struct Endpoint {
     /// doTx (the data of `send` is placed there); the tx allocator starts
     /// after it.
     tx_base: u64,
-    /// Direct-path counts not yet added to the shared counters.
-    local: LocalCounts,
     inline: Option<Box<Applet>>,
     inline_rxq: VecDeque<RecvDesc>,
     inline_timers: Vec<(Instant, i32)>,
@@ -264,7 +246,6 @@ impl Endpoint {
             inflight: VecDeque::new(),
             spin: cfg.spin,
             tx_base: 0,
-            local: LocalCounts::default(),
             inline: None,
             inline_rxq: VecDeque::new(),
             inline_timers: Vec::new(),
@@ -427,7 +408,14 @@ impl Endpoint {
         side_b: bool,
     ) -> Result<(), Error> {
         let seg = Segment::open(fd, CONN_HEADER_SIZE, true)?;
-        let c = DirectConn::open(seg, conn_id, channel, side_b).map_err(Error::Protocol)?;
+        let c = DirectConn::open(
+            seg,
+            conn_id,
+            channel,
+            side_b,
+            &self.header().client_counters,
+        )
+        .map_err(Error::Protocol)?;
         // Reuse the slot of a closed connection.
         let idx = match self.conns.iter().position(|c| c.broken && c.conn_id == 0) {
             Some(i) => {
@@ -544,10 +532,47 @@ impl Endpoint {
     /// again" after the peer or the engine has caught up.
     #[inline]
     pub fn send(&mut self, ch: Channel, data: &[u8]) -> Result<(), SendError> {
+        // The direct path's common case, inlined into the caller: a direct
+        // channel, no inline applet, room in the ring, the peer awake.
+        if self.inline.is_none() {
+            if let Some(&ChanState::Direct(i)) = self.chans.get(ch.0 as usize) {
+                if let Some(c) = self.conns.get_mut(i) {
+                    return match c.send(data) {
+                        Ok(false) => Ok(()),
+                        r => self.direct_sent(r),
+                    };
+                }
+            }
+        }
+        self.send_other(ch, data)
+    }
+
+    /// Everything `send` does not do inline.
+    #[inline(never)]
+    fn send_other(&mut self, ch: Channel, data: &[u8]) -> Result<(), SendError> {
         if self.inline.is_some() {
             return self.send_inline(ch, data);
         }
         self.send_plain(ch, data)
+    }
+
+    /// The outcome of a direct send other than "sent, nobody woken".
+    #[cold]
+    fn direct_sent(&self, r: Result<bool, DirectSendError>) -> Result<(), SendError> {
+        match r {
+            Ok(woke) => {
+                if woke {
+                    bump(
+                        &self.header().client_counters[ClientCounter::PeerWakeups as usize],
+                        1,
+                    );
+                }
+                Ok(())
+            }
+            Err(DirectSendError::Full) => Err(SendError::Full),
+            Err(DirectSendError::TooLarge) => Err(SendError::TooLarge),
+            Err(DirectSendError::Closed) => Err(SendError::PeerGone),
+        }
     }
 
     #[inline]
@@ -569,24 +594,8 @@ impl Endpoint {
 
     #[inline]
     fn send_direct(&mut self, i: usize, data: &[u8]) -> Result<(), SendError> {
-        let c = &mut self.conns[i];
-        match c.send(data) {
-            Ok(woke) => {
-                self.local.tx_msgs += 1;
-                self.local.tx_bytes += data.len() as u64;
-                if self.local.tx_msgs & (COUNTER_FLUSH - 1) == 0 {
-                    self.flush_counters();
-                }
-                let h = self.header();
-                if woke {
-                    bump(&h.client_counters[ClientCounter::PeerWakeups as usize], 1);
-                }
-                Ok(())
-            }
-            Err(DirectSendError::Full) => Err(SendError::Full),
-            Err(DirectSendError::TooLarge) => Err(SendError::TooLarge),
-            Err(DirectSendError::Closed) => Err(SendError::PeerGone),
-        }
+        let r = self.conns[i].send(data);
+        self.direct_sent(r)
     }
 
     fn send_engine(&mut self, ch: Channel, data: &[u8]) -> Result<(), SendError> {
@@ -733,6 +742,24 @@ impl Endpoint {
     /// Direct connections and the engine's receive queue are polled in turn.
     #[inline]
     pub fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<Recv>, RecvError> {
+        // The direct path's common case, inlined into the caller: a message
+        // waiting on the connection whose turn it is, no inline applet.
+        if self.inline.is_none() {
+            let i = self.rr;
+            if let Some(c) = self.conns.get_mut(i) {
+                if let DirectRecv::Message(len) = c.recv(buf) {
+                    let channel = Channel(c.channel);
+                    self.rr = if i + 1 == self.conns.len() { 0 } else { i + 1 };
+                    return Ok(Some(Recv { len, channel }));
+                }
+            }
+        }
+        self.try_recv_other(buf)
+    }
+
+    /// Everything `try_recv` does not do inline.
+    #[inline(never)]
+    fn try_recv_other(&mut self, buf: &mut [u8]) -> Result<Option<Recv>, RecvError> {
         if self.inline.is_some() {
             return self.try_recv_inline(buf);
         }
@@ -767,12 +794,7 @@ impl Endpoint {
                 DirectRecv::Empty => {}
                 DirectRecv::Message(len) => {
                     let channel = Channel(c.channel);
-                    self.rr = i + 1;
-                    self.local.rx_msgs += 1;
-                    self.local.rx_bytes += len as u64;
-                    if self.local.rx_msgs & (COUNTER_FLUSH - 1) == 0 {
-                        self.flush_counters();
-                    }
+                    self.rr = if i + 1 == n { 0 } else { i + 1 };
                     return Ok(Some(Recv { len, channel }));
                 }
                 DirectRecv::TooSmall(need) => return Err(RecvError::BufferTooSmall(need)),
@@ -1114,24 +1136,9 @@ impl Endpoint {
         }
     }
 
-    /// Add the direct-path counts gathered since the last flush, and the
-    /// inline applet's statistics, to the shared client counters.
+    /// Add the inline applet's statistics to the shared client counters
+    /// (direct-path messages are counted there as they go).
     fn flush_counters(&mut self) {
-        let l = &mut self.local;
-        let d = [
-            (ClientCounter::DirectTxMsgs, l.tx_msgs - l.tx_flushed.0),
-            (ClientCounter::DirectTxBytes, l.tx_bytes - l.tx_flushed.1),
-            (ClientCounter::DirectRxMsgs, l.rx_msgs - l.rx_flushed.0),
-            (ClientCounter::DirectRxBytes, l.rx_bytes - l.rx_flushed.1),
-        ];
-        l.tx_flushed = (l.tx_msgs, l.tx_bytes);
-        l.rx_flushed = (l.rx_msgs, l.rx_bytes);
-        let h = self.header();
-        for (c, n) in d {
-            if n > 0 {
-                bump(&h.client_counters[c as usize], n);
-            }
-        }
         if let Some((id, stats)) = self.inline.as_ref().map(|a| (a.id, a.stats)) {
             self.publish_inline_stats(id, stats);
         }

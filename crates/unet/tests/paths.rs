@@ -239,3 +239,39 @@ fn next_opened(ep: &mut Endpoint) -> Option<bool> {
     }
     None
 }
+
+#[test]
+fn direct_receive_takes_connections_in_turn() {
+    // Two senders with full rings: the receiver alternates between them
+    // instead of draining one first.
+    let engine = Engine::start(EngineConfig::default()).unwrap();
+    let s = Session::embedded(&engine).unwrap();
+    let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
+    let mut b = s.create_endpoint(EndpointConfig::default()).unwrap();
+    let mut c = s.create_endpoint(EndpointConfig::default()).unwrap();
+    let direct = ChannelOptions {
+        path: PathChoice::Direct,
+    };
+    let ca = a.open_channel(c.addr(), direct).unwrap();
+    let cb = b.open_channel(c.addr(), direct).unwrap();
+    for i in 0..50u8 {
+        a.send(ca, &[b'a', i]).unwrap();
+        b.send(cb, &[b'b', i]).unwrap();
+    }
+    let mut buf = [0u8; 8];
+    let mut got = Vec::new();
+    while got.len() < 100 {
+        let r = c.recv(&mut buf, T).expect("recv");
+        assert_eq!(r.len, 2);
+        got.push((buf[0], buf[1]));
+    }
+    for (k, pair) in got.chunks(2).enumerate() {
+        let mut p = pair.to_vec();
+        p.sort();
+        assert_eq!(p, [(b'a', k as u8), (b'b', k as u8)], "turn {k}: {got:?}");
+    }
+    assert_eq!(c.client_counter(ClientCounter::DirectRxMsgs), 100);
+    assert_eq!(c.client_counter(ClientCounter::DirectRxBytes), 200);
+    assert_eq!(a.client_counter(ClientCounter::DirectTxMsgs), 50);
+    assert_eq!(b.client_counter(ClientCounter::DirectTxBytes), 100);
+}
