@@ -92,6 +92,14 @@ pub(crate) unsafe fn copy_bytes(src: *const u8, dst: *mut u8, n: usize) {
     }
 }
 
+// `DirectConn::count` updates a message counter and the byte counter
+// that follows it.
+const _: () = assert!(
+    ClientCounter::DirectTxBytes as usize == ClientCounter::DirectTxMsgs as usize + 1
+        && ClientCounter::DirectRxBytes as usize == ClientCounter::DirectRxMsgs as usize + 1
+        && (ClientCounter::DirectRxBytes as usize) < CLIENT_COUNTERS
+);
+
 pub(crate) struct DirectConn {
     /// Keeps the mapping alive: every pointer below points into it.
     _seg: Segment,

@@ -748,13 +748,22 @@ impl Endpoint {
             let i = self.rr;
             if let Some(c) = self.conns.get_mut(i) {
                 if let DirectRecv::Message(len) = c.recv(buf) {
-                    let channel = Channel(c.channel);
-                    self.rr = if i + 1 == self.conns.len() { 0 } else { i + 1 };
-                    return Ok(Some(Recv { len, channel }));
+                    return Ok(Some(self.took_direct(i, len)));
                 }
             }
         }
         self.try_recv_other(buf)
+    }
+
+    /// A message of `len` bytes was taken from connection `i`: the next
+    /// receive starts at the connection after it.
+    #[inline(always)]
+    fn took_direct(&mut self, i: usize, len: usize) -> Recv {
+        self.rr = if i + 1 == self.conns.len() { 0 } else { i + 1 };
+        Recv {
+            len,
+            channel: Channel(self.conns[i].channel),
+        }
     }
 
     /// Everything `try_recv` does not do inline.
@@ -792,11 +801,7 @@ impl Endpoint {
             }
             match c.recv(buf) {
                 DirectRecv::Empty => {}
-                DirectRecv::Message(len) => {
-                    let channel = Channel(c.channel);
-                    self.rr = if i + 1 == n { 0 } else { i + 1 };
-                    return Ok(Some(Recv { len, channel }));
-                }
+                DirectRecv::Message(len) => return Ok(Some(self.took_direct(i, len))),
                 DirectRecv::TooSmall(need) => return Err(RecvError::BufferTooSmall(need)),
                 DirectRecv::Broken => {
                     let ch = c.channel;
