@@ -36,7 +36,8 @@ use std::time::{Duration, Instant};
 
 use jive::subset::Elem;
 use jive::{
-    Class, Fault, FieldId, Limits, MethodId, NativeCtx, Natives, Rejection, Vm, NATIVES_CLASS,
+    Class, Fault, FieldId, Limits, MethodId, NativeCtx, NativeResult, Natives, Rejection, Vm,
+    NATIVES_CLASS,
 };
 use unet_abi::{RecvDesc, INLINE_MAX, MAX_MESSAGE, MAX_RX_BUFFERS, RECV_INLINE};
 
@@ -92,13 +93,14 @@ pub const MAX_CONSECUTIVE_FAULTS: u32 = 16;
 
 /// One endpoint, as an applet's natives see it.
 pub trait SleEndpoint {
-    /// Size of the buffer area.
+    /// Size of the buffer area (constant for the endpoint's lifetime: an
+    /// applet reads it once, when it is loaded).
     fn area_size(&self) -> u64;
     /// Copy out of the buffer area; `off + out.len()` is within bounds.
     fn read_area(&self, off: u64, out: &mut [u8]);
     /// Copy into the buffer area; `off + data.len()` is within bounds.
     fn write_area(&mut self, off: u64, data: &[u8]);
-    /// The endpoint's receive buffer size.
+    /// The endpoint's receive buffer size (constant, as `area_size`).
     fn buffer_size(&self) -> u32;
     /// Pop a free buffer (already checked to lie in the buffer area).
     fn pop_free(&mut self) -> Option<u32>;
@@ -119,6 +121,19 @@ pub trait SleEndpoint {
 /// The host state natives receive: the endpoint of the running invocation.
 pub struct SleHost {
     ep: Option<NonNull<dyn SleEndpoint>>,
+    /// [`ticks`] when the running invocation passed the VM's checkpoint
+    /// (it is a long one), 0 before.
+    long_since: u64,
+    /// The endpoint's buffer area size and receive buffer size, read once
+    /// at load: the natives check ranges against them without a call.
+    area: u64,
+    bufsize: u32,
+}
+
+/// The VM's checkpoint hook: the invocation has used more than the exact
+/// timing threshold; note when.
+fn passed_checkpoint(h: &mut SleHost) {
+    h.long_since = ticks().max(1);
 }
 
 impl SleHost {
@@ -153,11 +168,12 @@ fn charge(ctx: &mut NativeCtx<'_>, bytes: usize) -> Result<(), Fault> {
     ctx.charge(1 + bytes as u64 / 64)
 }
 
-fn n_h_to_l(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> Result<i32, Fault> {
+fn n_h_to_l(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
+    let area = h.area;
     let ep = h.ep()?;
     let alen = ctx.array_len(a[0])? as u64;
     let (aoff, len) = range("array", a[1], a[3], alen)?;
-    let (uoff, _) = range("buffer area", a[2], a[3], ep.area_size())?;
+    let (uoff, _) = range("buffer area", a[2], a[3], area)?;
     charge(ctx, len)?;
     let dst = ctx.bytes_mut(a[0])?;
     let dst = &mut dst[aoff as usize..aoff as usize + len];
@@ -167,26 +183,27 @@ fn n_h_to_l(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> Result<i32, 
     Ok(0)
 }
 
-fn n_l_to_h(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> Result<i32, Fault> {
+fn n_l_to_h(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
+    let area = h.area;
     let ep = h.ep()?;
     let alen = ctx.array_len(a[0])? as u64;
     let (aoff, len) = range("array", a[1], a[3], alen)?;
-    let (uoff, _) = range("buffer area", a[2], a[3], ep.area_size())?;
+    let (uoff, _) = range("buffer area", a[2], a[3], area)?;
     charge(ctx, len)?;
     let src = &ctx.bytes(a[0])?[aoff as usize..aoff as usize + len];
     ep.write_area(uoff, bytemuck_i8_ref(src));
     Ok(0)
 }
 
-fn n_tx_push(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> Result<i32, Fault> {
+fn n_tx_push(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
     let ep = h.ep()?;
     let alen = ctx.array_len(a[0])? as u64;
     let (aoff, len) = range("array", a[1], a[3], alen)?;
     if len == 0 || len > MAX_MESSAGE {
-        return Err(bad_push_len(len));
+        return Err(Box::new(bad_push_len(len)));
     }
     let Ok(chan) = u16::try_from(a[2]) else {
-        return Err(bad_channel(a[2]));
+        return Err(Box::new(bad_channel(a[2])));
     };
     charge(ctx, len)?;
     let src = &ctx.bytes(a[0])?[aoff as usize..aoff as usize + len];
@@ -207,14 +224,15 @@ fn bad_channel(c: i32) -> Fault {
     Fault::Native(format!("bad channel {c}"))
 }
 
-fn n_send_user(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> Result<i32, Fault> {
+fn n_send_user(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
+    let area = h.area;
     let ep = h.ep()?;
     let chan = u16::try_from(a[0]).map_err(|_| Fault::Native(format!("bad channel {}", a[0])))?;
-    let (uoff, len) = range("buffer area", a[2], a[1], ep.area_size())?;
+    let (uoff, len) = range("buffer area", a[2], a[1], area)?;
     if len == 0 || len > MAX_MESSAGE {
-        return Err(Fault::Native(format!(
+        return Err(Box::new(Fault::Native(format!(
             "sendUser length {len} not in 1..={MAX_MESSAGE}"
-        )));
+        ))));
     }
     charge(ctx, len)?;
     let mut tmp = vec![0u8; len];
@@ -223,25 +241,26 @@ fn n_send_user(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> Result<i3
     Ok(0)
 }
 
-fn n_dma_rxd(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> Result<i32, Fault> {
+fn n_dma_rxd(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
+    let (area, bufsize) = (h.area, h.bufsize);
     let ep = h.ep()?;
     let offs = ctx.ints(a[0])?;
     if offs.len() != MAX_RX_BUFFERS {
-        return Err(Fault::Native(format!(
+        return Err(Box::new(Fault::Native(format!(
             "dmaRxd needs an int[{MAX_RX_BUFFERS}], got int[{}]",
             offs.len()
-        )));
+        ))));
     }
     let Ok(chan) = u16::try_from(a[1]) else {
-        return Err(bad_channel(a[1]));
+        return Err(Box::new(bad_channel(a[1])));
     };
     let len = a[2];
-    let bs = ep.buffer_size() as i64;
+    let bs = bufsize as i64;
     if len <= 0 || len as i64 > bs * MAX_RX_BUFFERS as i64 {
-        return Err(Fault::Native(format!(
+        return Err(Box::new(Fault::Native(format!(
             "dmaRxd length {len} not in 1..={}",
             bs * MAX_RX_BUFFERS as i64
-        )));
+        ))));
     }
     let nbufs = (len as u64).div_ceil(bs as u64) as usize;
     let mut d = RecvDesc {
@@ -250,7 +269,6 @@ fn n_dma_rxd(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> Result<i32,
         nbufs: nbufs as u8,
         ..Default::default()
     };
-    let area = ep.area_size();
     for (i, &o) in offs[..nbufs].iter().enumerate() {
         range("receive buffer", o, bs as i32, area)?;
         d.set_offset(i, o as u32);
@@ -260,16 +278,16 @@ fn n_dma_rxd(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> Result<i32,
     Ok(0)
 }
 
-fn n_dma_rxd_payload(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> Result<i32, Fault> {
+fn n_dma_rxd_payload(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
     let ep = h.ep()?;
     let p = ctx.bytes(a[0])?;
     let chan = u16::try_from(a[1]).map_err(|_| Fault::Native(format!("bad channel {}", a[1])))?;
     let len = a[2];
     if len < 0 || len as usize > INLINE_MAX || len as usize > p.len() {
-        return Err(Fault::Native(format!(
+        return Err(Box::new(Fault::Native(format!(
             "dmaRxdPayload length {len} not in 0..={INLINE_MAX} (array of {})",
             p.len()
-        )));
+        ))));
     }
     let mut d = RecvDesc {
         len: len as u32,
@@ -283,35 +301,40 @@ fn n_dma_rxd_payload(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> Res
     Ok(0)
 }
 
-fn n_get_free(h: &mut SleHost, _: &mut NativeCtx<'_>, _: &[i32]) -> Result<i32, Fault> {
+fn n_get_free(h: &mut SleHost, _: &mut NativeCtx<'_>, _: &[i32]) -> NativeResult {
     Ok(h.ep()?.pop_free().map_or(-1, |o| o as i32))
 }
 
-fn n_put_free(h: &mut SleHost, _: &mut NativeCtx<'_>, a: &[i32]) -> Result<i32, Fault> {
+fn n_put_free(h: &mut SleHost, _: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
+    let (area, bufsize) = (h.area, h.bufsize);
     let ep = h.ep()?;
-    let bs = ep.buffer_size() as i32;
-    range("free buffer", a[0], bs, ep.area_size())?;
+    let bs = bufsize as i32;
+    range("free buffer", a[0], bs, area)?;
     if !ep.push_free(a[0] as u32) {
-        return Err(Fault::Native("free queue full".into()));
+        return Err(Box::new(Fault::Native("free queue full".into())));
     }
     Ok(0)
 }
 
-fn n_free_len(h: &mut SleHost, _: &mut NativeCtx<'_>, _: &[i32]) -> Result<i32, Fault> {
-    Ok(h.ep()?.buffer_size() as i32)
+fn n_free_len(h: &mut SleHost, _: &mut NativeCtx<'_>, _: &[i32]) -> NativeResult {
+    h.ep()?;
+    Ok(h.bufsize as i32)
 }
 
-fn n_new_aligned(_: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> Result<i32, Fault> {
-    ctx.new_array(Elem::Byte, a[0])
+fn n_new_aligned(_: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
+    Ok(ctx.new_array(Elem::Byte, a[0])?)
 }
 
-fn n_now(h: &mut SleHost, _: &mut NativeCtx<'_>, _: &[i32]) -> Result<i32, Fault> {
+fn n_now(h: &mut SleHost, _: &mut NativeCtx<'_>, _: &[i32]) -> NativeResult {
     Ok(h.ep()?.now_us())
 }
 
-fn n_set_timer(h: &mut SleHost, _: &mut NativeCtx<'_>, a: &[i32]) -> Result<i32, Fault> {
+fn n_set_timer(h: &mut SleHost, _: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
     if a[0] < 0 {
-        return Err(Fault::Native(format!("negative timer delay {}", a[0])));
+        return Err(Box::new(Fault::Native(format!(
+            "negative timer delay {}",
+            a[0]
+        ))));
     }
     h.ep()?
         .set_timer(a[0] as u32, a[1])
@@ -442,10 +465,9 @@ pub struct Applet {
     /// Faults in a row.
     pub consecutive_faults: u32,
     epoch: Instant,
-    /// Invocations are timed when `invocations & time_mask == 0`...
+    /// Invocations are timed when `invocations & time_mask == 0`, or when
+    /// they pass the VM's checkpoint (see [`Applet::set_time_sampling`]).
     time_mask: u32,
-    /// ...or when they used more than this much work.
-    exact_fuel: u64,
     invocations: u32,
 }
 
@@ -488,7 +510,12 @@ impl Applet {
         let mut vm_limits = limits;
         vm_limits.heap_quota = limits.heap_quota.saturating_add(cap + 64);
         ticks_to_ns(0); // calibrate now, not during the first packet
-        let mut host = SleHost { ep: None };
+        let mut host = SleHost {
+            ep: None,
+            long_since: 0,
+            area: ep.area_size(),
+            bufsize: ep.buffer_size(),
+        };
         host.ep = Some(erase(ep));
         let vm = Vm::new(class, vm_limits, &mut host);
         host.ep = None;
@@ -513,7 +540,6 @@ impl Applet {
             consecutive_faults: 0,
             epoch: Instant::now(),
             time_mask: 0,
-            exact_fuel: 0,
             invocations: 0,
         })
     }
@@ -526,25 +552,32 @@ impl Applet {
     /// invocations only samples the short ones: [`AppletStats::total_ns`]
     /// then adds the long ones exactly and `period` times each sampled
     /// short one (an estimate), and [`AppletStats::max_ns`] is the longest
-    /// timed one. Timing long ones exactly costs one clock read on every
-    /// invocation (its start), the other only when it is needed.
+    /// timed one. A long invocation that is not sampled is timed from the
+    /// moment it passes `exact_fuel` (the VM's checkpoint reads the clock
+    /// then), so short ones read no clock at all; its time leaves out its
+    /// first `exact_fuel` units of work.
     pub fn set_time_sampling(&mut self, period: u32, exact_fuel: u64) {
         self.time_mask = period.max(1).next_power_of_two() - 1;
-        self.exact_fuel = exact_fuel;
+        if exact_fuel == u64::MAX {
+            self.vm.clear_checkpoint();
+        } else {
+            self.vm.set_checkpoint(exact_fuel, passed_checkpoint);
+        }
     }
 
     fn run(&mut self, ep: &mut dyn SleEndpoint, m: MethodId, args: &[i32]) -> Result<(), Fault> {
         let sampled = self.invocations & self.time_mask == 0;
         self.invocations = self.invocations.wrapping_add(1);
-        let clocked = sampled || self.exact_fuel != u64::MAX;
-        let t = if clocked { ticks() } else { 0 };
+        let t = if sampled { ticks() } else { 0 };
         self.host.ep = Some(erase(ep));
+        self.host.long_since = 0;
         let r = self.vm.invoke(&mut self.host, m, args);
         self.host.ep = None;
         let fuel = self.vm.last_fuel_used();
-        let long = fuel > self.exact_fuel;
-        if clocked && (sampled || long) {
-            let ns = ticks_to_ns(ticks().wrapping_sub(t));
+        let long = self.host.long_since != 0;
+        if sampled || long {
+            let from = if sampled { t } else { self.host.long_since };
+            let ns = ticks_to_ns(ticks().wrapping_sub(from));
             // Long invocations are all timed; short ones one in `period`.
             let weight = if long { 1 } else { self.time_mask as u64 + 1 };
             self.stats.total_ns += ns * weight;
@@ -594,15 +627,15 @@ impl Applet {
     /// applet replaced `RxBuf` with a shorter array (or null), a new one of
     /// `min` bytes (at least 64) takes its place.
     pub fn rx_buffer(&mut self, min: usize) -> Result<&mut [u8], Fault> {
-        let arr = match self.vm.array_of_field(self.rxbuf) {
-            Some(a) if self.vm.bytes(a).is_some_and(|b| b.len() >= min) => a,
-            _ => {
-                let a = self.vm.new_byte_array(min.max(64))?;
-                self.vm.try_set_array_field(self.rxbuf, a)?;
-                a
-            }
-        };
-        match self.vm.bytes_mut(arr) {
+        if self
+            .vm
+            .field_bytes(self.rxbuf)
+            .is_none_or(|b| b.len() < min)
+        {
+            let a = self.vm.new_byte_array(min.max(64))?;
+            self.vm.try_set_array_field(self.rxbuf, a)?;
+        }
+        match self.vm.field_bytes_mut(self.rxbuf) {
             Some(b) => Ok(bytemuck_i8(b)),
             None => Err(Fault::Internal("RxBuf is not a byte array".into())),
         }
@@ -620,8 +653,7 @@ impl Applet {
         self.stats.rx_calls += 1;
         let fits = self
             .vm
-            .array_of_field(self.rxbuf)
-            .and_then(|a| self.vm.bytes(a))
+            .field_bytes(self.rxbuf)
             .is_some_and(|b| b.len() >= len);
         if !fits || len > i32::MAX as usize {
             let f = Fault::Internal(format!("RxBuf does not hold the {len}-byte packet"));

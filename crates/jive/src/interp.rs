@@ -15,6 +15,11 @@
 //! run between two charges are bounded by the method's length, which the
 //! charges cover: fuel bounds running time, deterministically. The call depth is bounded by
 //! [`Limits::max_depth`] and the frame stack by [`MAX_STACK_SLOTS`].
+//!
+//! A host may set a checkpoint ([`Vm::set_checkpoint`]): the budget then
+//! runs in two parts, and running out of the first calls the host's hook
+//! once and moves the rest in. The hot loop still compares one register
+//! with zero, so an invocation that stays short pays nothing for it.
 
 use crate::decode::{Arg, Op};
 use crate::heap::{ArrayData, ArrayRef, Heap, THIS};
@@ -60,11 +65,26 @@ struct State {
     fault: Option<Fault>,
 }
 
+/// A hook the interpreter calls once in an invocation, when it has used a
+/// given amount of fuel (see [`Vm::set_checkpoint`]).
+struct Checkpoint<H> {
+    fuel: u64,
+    hook: fn(&mut H),
+}
+
+impl<H> Clone for Checkpoint<H> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<H> Copy for Checkpoint<H> {}
+
 /// A running applet: one instance of a [`Class`] with its fields, heap and
 /// limits. Generic over the host state `H` handed to natives.
 pub struct Vm<H> {
     class: Class<H>,
     limits: Limits,
+    checkpoint: Option<Checkpoint<H>>,
     st: State,
 }
 
@@ -153,9 +173,28 @@ fn run<H>(
     limits: &Limits,
     host: &mut H,
     entry: usize,
+    checkpoint: Option<Checkpoint<H>>,
 ) -> Option<i32> {
-    let mut fuel: i64 = limits.fuel.min(i64::MAX as u64) as i64;
+    let total: i64 = limits.fuel.min(i64::MAX as u64) as i64;
+    // The budget runs in two parts when there is a checkpoint: `fuel` up to
+    // it, then `reserve`. Running out of the first part calls the hook and
+    // moves the reserve in, so the loop's checks stay one compare of one
+    // register (and an invocation that stops short of the checkpoint pays
+    // nothing for it).
+    let (mut fuel, mut reserve): (i64, i64) = match checkpoint {
+        Some(c) if (c.fuel as i64) < total && c.fuel < i64::MAX as u64 => {
+            (c.fuel as i64, total - c.fuel as i64)
+        }
+        _ => (total, 0),
+    };
     fuel -= cls.code[entry].ops.len() as i64;
+    if fuel < 0 && reserve > 0 {
+        fuel += reserve;
+        reserve = 0;
+        if let Some(c) = checkpoint {
+            (c.hook)(host);
+        }
+    }
     let max_depth = limits.max_depth.max(1) as usize;
     let mut m = entry;
     let mut mc = &cls.code[m];
@@ -180,13 +219,29 @@ fn run<H>(
     frames.clear();
     let mut fr = Regs(&mut stack[base..base + mc.frame_size as usize]);
 
+    // `fuel` went below zero: pass the checkpoint if there is one, and
+    // stop if the whole budget is spent.
+    macro_rules! spent {
+        () => {{
+            if reserve > 0 {
+                fuel += reserve;
+                reserve = 0;
+                if let Some(c) = checkpoint {
+                    (c.hook)(host);
+                }
+            }
+            if fuel < 0 {
+                break Err(Fault::OutOfFuel);
+            }
+        }};
+    }
     macro_rules! jump {
         ($t:expr) => {{
             let t = $t as usize;
             if t < pc {
                 fuel -= (pc - t) as i64;
                 if fuel < 0 {
-                    break Err(Fault::OutOfFuel);
+                    spent!();
                 }
             }
             pc = t;
@@ -420,7 +475,7 @@ fn run<H>(
                     }
                     fuel -= 1 + (len as i64) / 16;
                     if fuel < 0 {
-                        break Err(Fault::OutOfFuel);
+                        spent!();
                     }
                     let h = match heap.alloc(e, len) {
                         Ok(h) => h,
@@ -441,7 +496,7 @@ fn run<H>(
                     let callee = &cls.code[cm as usize];
                     fuel -= callee.ops.len() as i64;
                     if fuel < 0 {
-                        break Err(Fault::OutOfFuel);
+                        spent!();
                     }
                     if frames.len() + 1 >= max_depth {
                         break Err(Fault::StackOverflow);
@@ -470,7 +525,7 @@ fn run<H>(
                 Op::CallNative { n, d, k, argc } => {
                     fuel -= 1;
                     if fuel < 0 {
-                        break Err(Fault::OutOfFuel);
+                        spent!();
                     }
                     let nat = &cls.natives[n as usize];
                     let specs = &mc.args[k as usize..k as usize + argc as usize];
@@ -491,8 +546,9 @@ fn run<H>(
                         &big
                     };
                     // The native charges a copy of the counter, so that
-                    // `fuel` itself can stay in a register.
-                    let mut left = fuel;
+                    // `fuel` itself can stay in a register; it sees the
+                    // whole budget left, reserve included.
+                    let mut left = fuel + reserve;
                     let r = {
                         let mut cx = NativeCtx {
                             heap,
@@ -500,7 +556,7 @@ fn run<H>(
                         };
                         (nat.f)(host, &mut cx, args)
                     };
-                    fuel = left;
+                    fuel = left - reserve;
                     match r {
                         Ok(v) => match nat.sig.ret {
                             None => {}
@@ -516,10 +572,10 @@ fn run<H>(
                             }
                             Some(_) => fr[d] = v,
                         },
-                        Err(f) => break Err(f),
+                        Err(f) => break Err(*f),
                     }
                     if fuel < 0 {
-                        break Err(Fault::OutOfFuel);
+                        spent!();
                     }
                 }
                 Op::Ret { s } => ret!(fr[s]),
@@ -536,7 +592,7 @@ fn run<H>(
         *site = Some((m as u32, off));
     }
     frames.clear();
-    *last_fuel = limits.fuel.saturating_sub(fuel.max(0) as u64);
+    *last_fuel = limits.fuel.saturating_sub((fuel + reserve).max(0) as u64);
     match res {
         Ok(v) => Some(v),
         Err(f) => {
@@ -568,7 +624,12 @@ impl<H> Vm<H> {
             site: None,
             fault: None,
         };
-        let mut vm = Vm { class, limits, st };
+        let mut vm = Vm {
+            class,
+            limits,
+            checkpoint: None,
+            st,
+        };
         let (clinit, init) = (vm.class.inner.clinit, vm.class.inner.init);
         if let Some(c) = clinit {
             vm.call(host, c as usize, &[])?;
@@ -588,12 +649,17 @@ impl<H> Vm<H> {
     }
 
     /// Run method `m` whose argument slots are already in place.
-    #[inline]
+    #[inline(always)]
     fn run_placed(&mut self, host: &mut H, m: usize) -> Result<i32, Fault> {
-        let Vm { class, limits, st } = self;
+        let Vm {
+            class,
+            limits,
+            checkpoint,
+            st,
+        } = self;
         let cls = &*class.inner;
         st.site = None;
-        let res = run(cls, st, limits, host, m).ok_or_else(|| {
+        let res = run(cls, st, limits, host, m, *checkpoint).ok_or_else(|| {
             st.fault
                 .take()
                 .unwrap_or(Fault::Internal("lost fault".into()))
@@ -623,11 +689,26 @@ impl<H> Vm<H> {
         self.limits = limits;
     }
 
+    /// Call `hook` in every invocation that uses more than `fuel` units of
+    /// its budget, once, at the moment it does. A host that wants to time
+    /// only long invocations reads its clock there instead of at the start
+    /// of every invocation; the check costs nothing, as the budget is simply
+    /// split in two at that point.
+    pub fn set_checkpoint(&mut self, fuel: u64, hook: fn(&mut H)) {
+        self.checkpoint = Some(Checkpoint { fuel, hook });
+    }
+
+    /// Remove the checkpoint.
+    pub fn clear_checkpoint(&mut self) {
+        self.checkpoint = None;
+    }
+
     /// Invoke method `m` with `args` (one per descriptor parameter, `this`
     /// is implicit for instance methods): ints, or array handles
     /// ([`ArrayRef::handle`], 0 for null) for array parameters. Returns the
     /// result (`None` for void; array results are handles). On a fault the
     /// VM stays usable; [`Vm::last_fault_site`] tells where it happened.
+    #[inline]
     pub fn invoke(
         &mut self,
         host: &mut H,
@@ -757,6 +838,35 @@ impl<H> Vm<H> {
             return None;
         }
         self.st.heap.array_ref(self.st.fields[f.0 as usize])
+    }
+
+    /// Contents of the `byte[]` in field `f` (`None`: null, or `f` is not
+    /// a `byte[]` field). One lookup, for hosts that use a field's array on
+    /// every invocation.
+    #[inline]
+    pub fn field_bytes(&self, f: FieldId) -> Option<&[i8]> {
+        let fd = self.class.inner.fields.get(f.0 as usize)?;
+        if fd.ty != JType::Array(Elem::Byte) {
+            return None;
+        }
+        match self.st.heap.get(self.st.fields[f.0 as usize])? {
+            ArrayData::B(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// Mutable contents of the `byte[]` in field `f` (see
+    /// [`Vm::field_bytes`]).
+    #[inline]
+    pub fn field_bytes_mut(&mut self, f: FieldId) -> Option<&mut [i8]> {
+        let fd = self.class.inner.fields.get(f.0 as usize)?;
+        if fd.ty != JType::Array(Elem::Byte) {
+            return None;
+        }
+        match self.st.heap.get_mut(self.st.fields[f.0 as usize])? {
+            ArrayData::B(v) => Some(v),
+            _ => None,
+        }
     }
 
     /// Contents of a `byte[]` or `boolean[]`.

@@ -64,7 +64,7 @@ use std::fmt;
 
 pub use heap::ArrayRef;
 pub use interp::{FaultSite, Vm};
-pub use natives::{test_natives, NativeCtx, NativeFn, Natives, NATIVES_CLASS};
+pub use natives::{test_natives, NativeCtx, NativeFn, NativeResult, Natives, NATIVES_CLASS};
 pub use subset::{Class, Elem, FieldId, JType, MethodId};
 
 /// Largest class file accepted, in bytes (1 MiB).

@@ -22,7 +22,12 @@ pub const NATIVES_CLASS: &str = "unet/sle/Natives";
 /// A native method: host state, context, arguments (ints and array
 /// handles, in descriptor order). Void natives return `Ok(0)`, which is
 /// ignored.
-pub type NativeFn<H> = fn(&mut H, &mut NativeCtx<'_>, &[i32]) -> Result<i32, Fault>;
+pub type NativeFn<H> = fn(&mut H, &mut NativeCtx<'_>, &[i32]) -> NativeResult;
+
+/// What a native returns. The fault is boxed so that the result fits in two
+/// registers: a native call is on every packet's path and a fault is rare
+/// (`?` on a `Result<_, Fault>` boxes it).
+pub type NativeResult = Result<i32, Box<Fault>>;
 
 pub(crate) struct NativeEntry<H> {
     pub domain: String,
@@ -250,15 +255,15 @@ fn check_range(n: usize, off: i32, len: i32) -> Result<(usize, usize), Fault> {
     Ok((off as usize, off as usize + len as usize))
 }
 
-fn nat_nop<H>(_: &mut H, _: &mut NativeCtx<'_>, _: &[i32]) -> Result<i32, Fault> {
+fn nat_nop<H>(_: &mut H, _: &mut NativeCtx<'_>, _: &[i32]) -> NativeResult {
     Ok(0)
 }
 
-fn nat_id<H>(_: &mut H, _: &mut NativeCtx<'_>, a: &[i32]) -> Result<i32, Fault> {
+fn nat_id<H>(_: &mut H, _: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
     Ok(a[0])
 }
 
-fn nat_sum<H>(_: &mut H, cx: &mut NativeCtx<'_>, a: &[i32]) -> Result<i32, Fault> {
+fn nat_sum<H>(_: &mut H, cx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
     let b = cx.bytes(a[0])?;
     let (s, e) = check_range(b.len(), a[1], a[2])?;
     let r = b[s..e]
@@ -268,7 +273,7 @@ fn nat_sum<H>(_: &mut H, cx: &mut NativeCtx<'_>, a: &[i32]) -> Result<i32, Fault
     Ok(r)
 }
 
-fn nat_fill<H>(_: &mut H, cx: &mut NativeCtx<'_>, a: &[i32]) -> Result<i32, Fault> {
+fn nat_fill<H>(_: &mut H, cx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
     let (v, len) = (a[1] as i8, a[2]);
     let n = cx.bytes(a[0])?.len();
     let (s, e) = check_range(n, 0, len)?;

@@ -730,14 +730,14 @@ fn custom_native_domain_and_host_state() {
     struct Host {
         sent: Vec<Vec<i8>>,
     }
-    fn send(h: &mut Host, cx: &mut jive::NativeCtx<'_>, a: &[i32]) -> Result<i32, Fault> {
+    fn send(h: &mut Host, cx: &mut jive::NativeCtx<'_>, a: &[i32]) -> jive::NativeResult {
         let b = cx.bytes(a[0])?;
         let n = (a[1].max(0) as usize).min(b.len());
         h.sent.push(b[..n].to_vec());
         Ok(n as i32)
     }
-    fn mk(_: &mut Host, cx: &mut jive::NativeCtx<'_>, a: &[i32]) -> Result<i32, Fault> {
-        cx.new_array(jive::subset::Elem::Byte, a[0])
+    fn mk(_: &mut Host, cx: &mut jive::NativeCtx<'_>, a: &[i32]) -> jive::NativeResult {
+        Ok(cx.new_array(jive::subset::Elem::Byte, a[0])?)
     }
     let mut natives = test_natives::<Host>();
     natives.register("net", "unet/sle/Natives", "send", "([BI)I", send);
@@ -816,7 +816,7 @@ fn native_arguments_are_read_where_the_bytecode_reads_them() {
     // A native call reads its arguments straight from locals, constants and
     // fields: a field read before a call that changes the field must still
     // pass the old value, and a native with many arguments gets them all.
-    fn sum10(_: &mut (), _: &mut jive::NativeCtx<'_>, a: &[i32]) -> Result<i32, Fault> {
+    fn sum10(_: &mut (), _: &mut jive::NativeCtx<'_>, a: &[i32]) -> jive::NativeResult {
         Ok(a.iter().enumerate().map(|(i, &x)| x * (i as i32 + 1)).sum())
     }
     let mut natives = test_natives::<()>();
@@ -946,4 +946,50 @@ fn native_arguments_are_read_where_the_bytecode_reads_them() {
         .map(|(i, x)| x * (i as i32 + 1))
         .sum();
     assert_eq!(call(&mut vm, &c, "ten", &[7]), Ok(Some(want)));
+}
+
+#[test]
+fn checkpoint_is_passed_once_and_changes_nothing_else() {
+    // The hook runs once in an invocation that uses more fuel than the
+    // checkpoint, never in one that uses less; results, fuel used and the
+    // point where the budget runs out are those of a VM without one.
+    fn hook(n: &mut u32) {
+        *n += 1;
+    }
+    let c = Class::load(BENCH8, &test_natives::<u32>(), &["test"]).expect("load");
+    let limits = Limits {
+        fuel: 1_000_000,
+        ..Limits::default()
+    };
+    let mut n = 0u32;
+    let mut plain = Vm::new(c.clone(), limits, &mut n).unwrap();
+    let mut vm = Vm::new(c.clone(), limits, &mut n).unwrap();
+    for (m, arg, want) in [("fib", 15, 610), ("nat", 5, 26), ("sortTest", 300, 301)] {
+        let m = c.method(m).unwrap();
+        assert_eq!(plain.invoke(&mut n, m, &[arg]), Ok(Some(want)));
+        let used = plain.last_fuel_used();
+        assert!(used > 10, "{used}");
+        for (at, calls) in [
+            (1, 1),
+            (used / 2, 1),
+            (used - 1, 1),
+            (used, 0),
+            (used + 5, 0),
+        ] {
+            vm.set_checkpoint(at, hook);
+            let mut n = 0u32;
+            assert_eq!(vm.invoke(&mut n, m, &[arg]), Ok(Some(want)));
+            assert_eq!(vm.last_fuel_used(), used, "checkpoint at {at}");
+            assert_eq!(n, calls, "hook calls with the checkpoint at {at} of {used}");
+        }
+    }
+    let forever = c.method("forever").unwrap();
+    vm.set_checkpoint(1_000, hook);
+    let mut n = 0u32;
+    assert_eq!(vm.invoke(&mut n, forever, &[]), Err(Fault::OutOfFuel));
+    assert_eq!(vm.last_fuel_used(), 1_000_000);
+    assert_eq!(n, 1);
+    vm.clear_checkpoint();
+    assert_eq!(vm.invoke(&mut n, forever, &[]), Err(Fault::OutOfFuel));
+    assert_eq!(n, 1);
 }
