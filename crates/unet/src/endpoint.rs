@@ -168,7 +168,15 @@ pub struct Endpoint {
     /// after it.
     tx_base: u64,
     inline: Option<Box<Applet>>,
+    /// Receives go through the inline path: an inline applet is attached,
+    /// or messages its `doRx` delivered are still queued (they outlive a
+    /// detach).
+    inline_rx: bool,
     inline_rxq: VecDeque<RecvDesc>,
+    /// Receive buffers the user has read, kept here for the inline
+    /// applet's next `getFreeBuffer` instead of going back through the
+    /// shared free ring (at most [`INLINE_SPARE`]; returned at detach).
+    inline_spare: Vec<u32>,
     inline_timers: Vec<(Instant, i32)>,
     /// The inline applet (by id) and its statistics as last added to the
     /// client counters.
@@ -247,7 +255,9 @@ impl Endpoint {
             spin: cfg.spin,
             tx_base: 0,
             inline: None,
+            inline_rx: false,
             inline_rxq: VecDeque::new(),
+            inline_spare: Vec::new(),
             inline_timers: Vec::new(),
             inline_published: (0, AppletStats::default()),
             rx_scratch: Vec::new(),
@@ -357,8 +367,7 @@ impl Endpoint {
         }
         self.flush_counters();
         if self.inline.take().is_some() {
-            self.inline_rxq.clear();
-            self.inline_timers.clear();
+            self.end_inline();
         }
         self.session
             .attach_applet(self.id, class, opts.fuel, opts.heap)
@@ -368,8 +377,7 @@ impl Endpoint {
     pub fn detach_applet(&mut self) -> Result<(), Error> {
         self.flush_counters();
         if self.inline.take().is_some() {
-            self.inline_rxq.clear();
-            self.inline_timers.clear();
+            self.end_inline();
             return Ok(());
         }
         self.session.detach_applet(self.id)
@@ -744,7 +752,7 @@ impl Endpoint {
     pub fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<Recv>, RecvError> {
         // The direct path's common case, inlined into the caller: a message
         // waiting on the connection whose turn it is, no inline applet.
-        if self.inline.is_none() {
+        if !self.inline_rx {
             let i = self.rr;
             if let Some(c) = self.conns.get_mut(i) {
                 if let DirectRecv::Message(len) = c.recv(buf) {
@@ -769,7 +777,7 @@ impl Endpoint {
     /// Everything `try_recv` does not do inline.
     #[inline(never)]
     fn try_recv_other(&mut self, buf: &mut [u8]) -> Result<Option<Recv>, RecvError> {
-        if self.inline.is_some() {
+        if self.inline_rx {
             return self.try_recv_inline(buf);
         }
         self.try_recv_plain(buf)
@@ -1220,6 +1228,9 @@ struct ClientEp<'a> {
     epoch: Instant,
 }
 
+/// Receive buffers kept for an inline applet (see `Endpoint::inline_spare`).
+const INLINE_SPARE: usize = 32;
+
 /// How long an inline applet's txPush waits for room in a full ring.
 const INLINE_TX_WAIT: Duration = Duration::from_millis(5);
 
@@ -1242,6 +1253,9 @@ impl SleEndpoint for ClientEp<'_> {
         self.ep.layout.geometry.buffer_size
     }
     fn pop_free(&mut self) -> Option<u32> {
+        if let Some(off) = self.ep.inline_spare.pop() {
+            return Some(off);
+        }
         let off = self.ep.pop_free_client()?;
         let g = self.ep.layout.geometry;
         // Our own free ring: still checked, a bad entry is simply skipped.
@@ -1319,7 +1333,7 @@ impl Endpoint {
             Ok(mut a) => {
                 a.set_time_sampling(INLINE_TIME_SAMPLE, u64::MAX);
                 self.inline = Some(Box::new(a));
-                self.inline_rxq.clear();
+                self.inline_rx = true;
                 self.inline_timers.clear();
                 if self.rx_scratch.len() < MAX_MESSAGE {
                     self.rx_scratch = vec![0; MAX_MESSAGE];
@@ -1330,6 +1344,27 @@ impl Endpoint {
                 self.inline = old;
                 Err(Error::Rejected(e.to_string()))
             }
+        }
+    }
+
+    /// The inline applet is gone (detached or replaced): its timers go with
+    /// it, the buffers kept for it go back to the free ring; messages it
+    /// delivered stay queued for the user.
+    fn end_inline(&mut self) {
+        self.inline_timers.clear();
+        while let Some(off) = self.inline_spare.pop() {
+            self.post_free_raw(off);
+        }
+        self.inline_rx = !self.inline_rxq.is_empty();
+    }
+
+    /// A receive buffer the user has read: kept for the inline applet's
+    /// next `getFreeBuffer` while there is room, else back to the ring.
+    fn release_inline_buffer(&mut self, off: u32) {
+        if self.inline.is_some() && self.inline_spare.len() < INLINE_SPARE {
+            self.inline_spare.push(off);
+        } else {
+            self.post_free_raw(off);
         }
     }
 
@@ -1360,6 +1395,7 @@ impl Endpoint {
                 let kind = FaultKind::of(&fault) as u32;
                 if a.consecutive_faults >= MAX_CONSECUTIVE_FAULTS {
                     self.publish_inline_stats(a.id, a.stats);
+                    self.end_inline();
                     self.user_events.push_back(Event::AppletDetached { kind });
                 } else {
                     self.inline = Some(a);
@@ -1424,7 +1460,7 @@ impl Endpoint {
                         let off = d.offset(i);
                         let n = bs.min(len.saturating_sub(i * bs));
                         self.read_buffer(off, &mut buf[i * bs..i * bs + n]);
-                        self.post_free_raw(off);
+                        self.release_inline_buffer(off);
                     }
                 }
                 return Ok(Some(Recv {
@@ -1433,6 +1469,8 @@ impl Endpoint {
                 }));
             }
             if self.inline.is_none() {
+                // Detached, and what its applet delivered is all read.
+                self.inline_rx = false;
                 return self.try_recv_plain(buf);
             }
             if !self.recv_into_applet()? {

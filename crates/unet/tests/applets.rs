@@ -1129,6 +1129,63 @@ fn raw_unet_inline_on_the_direct_path() {
 }
 
 #[test]
+fn inline_buffers_go_back_at_detach() {
+    // b has 8 receive buffers of 4 KiB. A 30 000-byte message fills all of
+    // them through the inline StdUnet; once read they are kept for the
+    // applet, and detaching must give them back to the free ring: the next
+    // message, on the engine path, needs all 8 from there.
+    let (_engine, s) = one_engine();
+    let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
+    let small = EndpointConfig {
+        geometry: Geometry {
+            buffer_size: 4096,
+            buffer_area_size: 64 << 10,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let mut b = s.create_endpoint(small).unwrap();
+    let inline = AppletOptions {
+        placement: Placement::Inline,
+        ..Default::default()
+    };
+    b.attach_applet(&applet("StdUnet"), inline).unwrap();
+    let direct = a
+        .open_channel(
+            b.addr(),
+            ChannelOptions {
+                path: PathChoice::Direct,
+            },
+        )
+        .unwrap();
+    let engine = a
+        .open_channel(
+            b.addr(),
+            ChannelOptions {
+                path: PathChoice::Engine,
+            },
+        )
+        .unwrap();
+    let mut buf = vec![0u8; 1 << 16];
+    for i in 0..3 {
+        let msg = pattern(i, 30_000);
+        a.send_blocking(direct, &msg, SEND_T).unwrap();
+        let r = b.recv(&mut buf, Some(Duration::from_secs(10))).unwrap();
+        assert_eq!(r.len, 30_000);
+        assert!(buf[..r.len] == msg[..], "message {i} through the applet");
+    }
+    b.detach_applet().unwrap();
+    let msg = pattern(9, 30_000);
+    a.send_blocking(engine, &msg, SEND_T).unwrap();
+    let r = b
+        .recv(&mut buf, Some(Duration::from_secs(10)))
+        .expect("all 8 buffers are back in the free ring");
+    assert_eq!(r.len, 30_000);
+    assert!(buf[..r.len] == msg[..]);
+    assert_eq!(counter(&s, &b, EndpointCounter::RxDropNoBuffer), 0);
+}
+
+#[test]
 fn looping_inline_applet_faults_then_is_detached() {
     let (_engine, s) = one_engine();
     let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
