@@ -109,6 +109,21 @@ pub const INLINE_MAX: usize = 56;
 pub const MAX_RX_BUFFERS: usize = 14;
 /// Largest message unet carries on any path.
 pub const MAX_MESSAGE: usize = 1 << 20;
+
+/// Receive buffers of `buffer_size` bytes (0 counts as 1) a message of `len` bytes spans
+/// (at least 1), up to `MAX_RX_BUFFERS + 1` ("more than one descriptor
+/// can name"). Counted rather than divided: on the receive path of every
+/// message a division costs more than this loop, which almost always stops
+/// at once.
+#[inline]
+pub fn buffers_spanned(len: usize, buffer_size: usize) -> usize {
+    let (mut n, mut covered) = (1, buffer_size.max(1));
+    while covered < len && n <= MAX_RX_BUFFERS {
+        covered += buffer_size.max(1);
+        n += 1;
+    }
+    n
+}
 /// Channel tag value meaning "no channel".
 pub const NO_CHANNEL: u16 = u16::MAX;
 

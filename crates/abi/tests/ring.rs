@@ -111,3 +111,14 @@ fn record_geometry_of_the_direct_ring() {
         "a lap later the tag differs"
     );
 }
+
+#[test]
+fn buffers_spanned_is_the_rounded_up_quotient() {
+    for bs in [1usize, 7, 64, 2048, 8192] {
+        for len in 0..=bs * (MAX_RX_BUFFERS + 3) {
+            let want = len.div_ceil(bs).clamp(1, MAX_RX_BUFFERS + 1);
+            assert_eq!(buffers_spanned(len, bs), want, "len {len}, buffers of {bs}");
+        }
+    }
+    assert_eq!(buffers_spanned(MAX_MESSAGE, 1), MAX_RX_BUFFERS + 1);
+}

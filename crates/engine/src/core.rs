@@ -1209,7 +1209,7 @@ impl Core {
             unsafe { std::ptr::copy(src, desc.data.as_mut_ptr(), len) };
         } else {
             let bs = dst.layout.geometry.buffer_size as usize;
-            let nbufs = len.div_ceil(bs);
+            let nbufs = unet_abi::buffers_spanned(len, bs);
             if nbufs > MAX_RX_BUFFERS {
                 self.counters.ep(slot, EndpointCounter::RxDropTooLarge, 1);
                 return false;

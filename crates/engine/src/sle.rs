@@ -262,7 +262,7 @@ fn n_dma_rxd(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResul
             bs * MAX_RX_BUFFERS as i64
         ))));
     }
-    let nbufs = (len as u64).div_ceil(bs as u64) as usize;
+    let nbufs = unet_abi::buffers_spanned(len as usize, bs as usize);
     let mut d = RecvDesc {
         len: len as u32,
         channel: chan,

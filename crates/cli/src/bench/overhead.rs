@@ -402,7 +402,7 @@ impl Host {
             return Some(desc);
         }
         let bs = dst.buffer_size as usize;
-        let nbufs = len.div_ceil(bs);
+        let nbufs = unet_abi::buffers_spanned(len, bs);
         if nbufs > MAX_RX_BUFFERS {
             return None;
         }
