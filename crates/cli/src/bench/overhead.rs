@@ -37,8 +37,12 @@
 //! (`applets/RawUnet.java`) end to end through the engine path
 //! (`end_to_end`). `total` is `end_to_end` less the no-applet `total`: the
 //! overhead the applet adds per message, the figure the paper's Figure 7
-//! reports as "Total". Differences are not clamped: a small step can come
-//! out slightly negative on a noisy machine.
+//! reports as "Total". A difference is the median over repetitions of the
+//! difference within each repetition (the two variants timed moments
+//! apart), not the difference of two medians: the machine's speed drifts
+//! between repetitions, and a pair timed together drifts together.
+//! Differences are not clamped: a small step can come out slightly
+//! negative on a noisy machine.
 //!
 //! Besides the paper's steps: `validate` (transmit; the descriptor checks
 //! the engine makes before looking for an applet) and `rxbuf_copy`
@@ -1017,18 +1021,24 @@ fn bench(mut a: Args) -> Result<(), String> {
             ));
         }
     }
-    let med = |key: &str| -> f64 {
-        let i = vars
-            .iter()
+    let idx = |key: &str| -> usize {
+        vars.iter()
             .position(|v| v.key == key)
-            .unwrap_or_else(|| panic!("no variant {key}"));
-        median_f64(&results[i])
+            .unwrap_or_else(|| panic!("no variant {key}"))
+    };
+    let med = |key: &str| -> f64 { median_f64(&results[idx(key)]) };
+    // Variant `a` less variant `b`, paired by repetition.
+    let diff = |a: &str, b: &str| -> f64 {
+        let (a, b) = (&results[idx(a)], &results[idx(b)]);
+        let d: Vec<f64> = a.iter().zip(b).map(|(x, y)| x - y).collect();
+        median_f64(&d)
     };
 
     let mut rows = Vec::new();
     let wrap = med("wrap");
     for s in SIZES {
         let t = |k: &str| med(&format!("tx.{s}.{k}"));
+        let td = |a: &str, b: &str| diff(&format!("tx.{s}.{a}"), &format!("tx.{s}.{b}"));
         let mut r = |dir, applet, step, ns| {
             rows.push(Row {
                 dir,
@@ -1038,36 +1048,52 @@ fn bench(mut a: Args) -> Result<(), String> {
                 ns,
             })
         };
-        let (empty, raw, none) = (t("OvEmpty"), t("RawUnet"), t("none"));
+        let (raw, none) = (t("RawUnet"), t("none"));
         r("tx", "RawUnet", "validate", t("validate"));
         r("tx", "RawUnet", "find_applet", wrap);
-        r("tx", "RawUnet", "call_return", empty - wrap);
-        let nn = (t("OvNative") - empty) / NATIVE_CALLS as f64;
+        r(
+            "tx",
+            "RawUnet",
+            "call_return",
+            diff(&format!("tx.{s}.OvEmpty"), "wrap"),
+        );
+        let nn = td("OvNative", "OvEmpty") / NATIVE_CALLS as f64;
         r("tx", "RawUnet", "null_native", nn);
-        r("tx", "RawUnet", "dma_setup", t("OvDma0") - empty);
-        r("tx", "RawUnet", "data_movement", t("OvDma") - t("OvDma0"));
-        r("tx", "RawUnet", "tx_push", t("OvPush") - empty);
+        r("tx", "RawUnet", "dma_setup", td("OvDma0", "OvEmpty"));
+        r("tx", "RawUnet", "data_movement", td("OvDma", "OvDma0"));
+        r("tx", "RawUnet", "tx_push", td("OvPush", "OvEmpty"));
         r("tx", "RawUnet", "end_to_end", raw);
-        r("tx", "RawUnet", "total", raw - none);
+        r("tx", "RawUnet", "total", td("RawUnet", "none"));
         r("tx", "none", "validate", t("validate"));
         r("tx", "none", "copy", t("copy"));
         r("tx", "none", "total", none);
 
         let x = |k: &str| med(&format!("rx.{s}.{k}"));
-        let (empty, raw, none) = (x("OvEmpty"), x("RawUnet"), x("none"));
+        let xd = |a: &str, b: &str| diff(&format!("rx.{s}.{a}"), &format!("rx.{s}.{b}"));
+        let (raw, none) = (x("RawUnet"), x("none"));
         r("rx", "RawUnet", "rxbuf_copy", x("rxbuf"));
         r("rx", "RawUnet", "find_applet", wrap);
-        r("rx", "RawUnet", "call_return", empty - wrap);
-        let nn = (x("OvNative") - empty) / NATIVE_CALLS as f64;
+        r(
+            "rx",
+            "RawUnet",
+            "call_return",
+            diff(&format!("rx.{s}.OvEmpty"), "wrap"),
+        );
+        let nn = xd("OvNative", "OvEmpty") / NATIVE_CALLS as f64;
         r("rx", "RawUnet", "null_native", nn);
         if s > INLINE_MAX {
-            r("rx", "RawUnet", "get_free_buffer", x("OvGetFree") - empty);
-            r("rx", "RawUnet", "dma_setup", x("OvDma0") - empty);
-            r("rx", "RawUnet", "data_movement", x("OvDma") - x("OvDma0"));
+            r(
+                "rx",
+                "RawUnet",
+                "get_free_buffer",
+                xd("OvGetFree", "OvEmpty"),
+            );
+            r("rx", "RawUnet", "dma_setup", xd("OvDma0", "OvEmpty"));
+            r("rx", "RawUnet", "data_movement", xd("OvDma", "OvDma0"));
         }
-        r("rx", "RawUnet", "descriptor_push", x("OvPush") - empty);
+        r("rx", "RawUnet", "descriptor_push", xd("OvPush", "OvEmpty"));
         r("rx", "RawUnet", "end_to_end", raw);
-        r("rx", "RawUnet", "total", raw - none);
+        r("rx", "RawUnet", "total", xd("RawUnet", "none"));
         if s > INLINE_MAX {
             r("rx", "none", "get_free_buffer", x("get_free"));
         }
@@ -1209,6 +1235,9 @@ fn print_table(rows: &[Row], a: &Args, load: &str, clock_ns: f64) {
     println!();
     println!(
         "end_to_end: RawUnet through the engine path; total (added) = end_to_end - no-applet total."
+    );
+    println!(
+        "Each step and total is the median over repetitions of a difference taken within one repetition."
     );
     println!("(null_native) is per call and, as in the paper, not part of the sum.");
 }
