@@ -160,6 +160,9 @@ pub struct Endpoint {
     managed: bool,
     tx_region: u64,
     tx_head: u64,
+    /// `tx_head` modulo the tx region's span, kept as it goes (a division
+    /// per send costs more than the rest of the bookkeeping).
+    tx_at: u64,
     tx_tail: u64,
     inflight: VecDeque<(u64, u64)>,
     spin: Duration,
@@ -250,6 +253,7 @@ impl Endpoint {
             managed: cfg.managed_buffers,
             tx_region: 0,
             tx_head: 0,
+            tx_at: 0,
             tx_tail: 0,
             inflight: VecDeque::new(),
             spin: cfg.spin,
@@ -602,8 +606,10 @@ impl Endpoint {
 
     #[inline]
     fn send_direct(&mut self, i: usize, data: &[u8]) -> Result<(), SendError> {
-        let r = self.conns[i].send(data);
-        self.direct_sent(r)
+        match self.conns[i].send(data) {
+            Ok(false) => Ok(()),
+            r => self.direct_sent(r),
+        }
     }
 
     fn send_engine(&mut self, ch: Channel, data: &[u8]) -> Result<(), SendError> {
@@ -623,7 +629,8 @@ impl Endpoint {
         if self.send_head.wrapping_sub(self.send.tail()) >= self.layout.geometry.send_cap as u64 {
             return Err(SendError::Full);
         }
-        let mut at = self.tx_head % span;
+        debug_assert_eq!(self.tx_at, self.tx_head % span);
+        let mut at = self.tx_at;
         let mut skip = 0;
         if at + need > span {
             skip = span - at;
@@ -633,6 +640,7 @@ impl Endpoint {
             return Err(SendError::Full);
         }
         self.tx_head += skip + need;
+        self.tx_at = if at + need == span { 0 } else { at + need };
         let at = self.tx_base + at;
         // SAFETY: at + len <= tx_region <= buffer area size: inside our
         // mapping. The engine only reads this region after we publish.
