@@ -840,16 +840,19 @@ impl<H> Vm<H> {
         self.st.heap.array_ref(self.st.fields[f.0 as usize])
     }
 
+    /// The handle held by field `f` if it is a `byte[]` field.
+    #[inline]
+    fn byte_field(&self, f: FieldId) -> Option<i32> {
+        let fd = self.class.inner.fields.get(f.0 as usize)?;
+        (fd.ty == JType::Array(Elem::Byte)).then(|| self.st.fields[f.0 as usize])
+    }
+
     /// Contents of the `byte[]` in field `f` (`None`: null, or `f` is not
     /// a `byte[]` field). One lookup, for hosts that use a field's array on
     /// every invocation.
     #[inline]
     pub fn field_bytes(&self, f: FieldId) -> Option<&[i8]> {
-        let fd = self.class.inner.fields.get(f.0 as usize)?;
-        if fd.ty != JType::Array(Elem::Byte) {
-            return None;
-        }
-        match self.st.heap.get(self.st.fields[f.0 as usize])? {
+        match self.st.heap.get(self.byte_field(f)?)? {
             ArrayData::B(v) => Some(v),
             _ => None,
         }
@@ -859,11 +862,8 @@ impl<H> Vm<H> {
     /// [`Vm::field_bytes`]).
     #[inline]
     pub fn field_bytes_mut(&mut self, f: FieldId) -> Option<&mut [i8]> {
-        let fd = self.class.inner.fields.get(f.0 as usize)?;
-        if fd.ty != JType::Array(Elem::Byte) {
-            return None;
-        }
-        match self.st.heap.get_mut(self.st.fields[f.0 as usize])? {
+        let h = self.byte_field(f)?;
+        match self.st.heap.get_mut(h)? {
             ArrayData::B(v) => Some(v),
             _ => None,
         }
