@@ -32,6 +32,7 @@
 //! | `sendUser(int chan, int len, int useroff)` | transmit `len` bytes of the buffer area at `useroff` on `chan` without copying through the applet |
 
 use std::ptr::NonNull;
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use jive::subset::Elem;
@@ -469,6 +470,24 @@ pub struct Applet {
     /// they pass the VM's checkpoint (see [`Applet::set_time_sampling`]).
     time_mask: u32,
     invocations: u32,
+    /// The compiler's result, while it runs on its own thread.
+    compiling: Option<Receiver<Result<jive::Compiled<SleHost>, String>>>,
+}
+
+/// Compile `class` on a thread of its own; `None` if no thread could be
+/// started (the applet then stays interpreted).
+fn compile_in_background(
+    class: &Class<SleHost>,
+) -> Option<Receiver<Result<jive::Compiled<SleHost>, String>>> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let class = class.clone();
+    std::thread::Builder::new()
+        .name("jive-compile".into())
+        .spawn(move || {
+            let _ = tx.send(class.compile());
+        })
+        .ok()?;
+    Some(rx)
 }
 
 // SAFETY: SleHost's pointer is only set during an invocation on the thread
@@ -520,6 +539,7 @@ impl Applet {
         let vm = Vm::new(class, vm_limits, &mut host);
         host.ep = None;
         let mut vm = vm.map_err(AttachError::Init)?;
+        let compiling = compile_in_background(vm.class());
         let rxbuf = vm.static_field("RxBuf").ok_or_else(|| {
             AttachError::Shape("the applet has no static byte[] RxBuf field".into())
         })?;
@@ -541,7 +561,48 @@ impl Applet {
             epoch: Instant::now(),
             time_mask: 0,
             invocations: 0,
+            compiling,
         })
+    }
+
+    /// Wait for the applet's machine code (see [`Applet::is_compiled`])
+    /// and install it now. For hosts where a few milliseconds at attach
+    /// time cost nothing and the first invocations should already run
+    /// compiled (the client library's inline placement, benchmarks).
+    pub fn wait_compiled(&mut self) {
+        if let Some(rx) = self.compiling.take() {
+            if let Ok(Ok(code)) = rx.recv() {
+                let _ = self.vm.install(code);
+            }
+        }
+    }
+
+    /// Whether `doTx` and `doRx` run as machine code. An applet is compiled
+    /// on a thread of its own when it is loaded (JIVE's compiler takes some
+    /// milliseconds, which must not stall the engine's loop) and runs
+    /// interpreted until the code is installed, at a sampled invocation
+    /// after it is ready. Methods JIVE leaves interpreted (those that
+    /// allocate or recurse) stay so.
+    pub fn is_compiled(&self) -> bool {
+        self.vm.is_compiled(self.do_tx) && self.vm.is_compiled(self.do_rx)
+    }
+
+    /// Install the compiled code if the compiler has finished.
+    #[cold]
+    fn poll_compiled(&mut self) {
+        let Some(rx) = &self.compiling else {
+            return;
+        };
+        match rx.try_recv() {
+            Err(std::sync::mpsc::TryRecvError::Empty) => {}
+            Ok(Ok(code)) => {
+                let _ = self.vm.install(code);
+                self.compiling = None;
+            }
+            // The compiler refused the class (or its thread is gone): the
+            // applet stays interpreted, which is the same behaviour.
+            Ok(Err(_)) | Err(_) => self.compiling = None,
+        }
     }
 
     /// Time one invocation in `period` (a power of two; 1, the default,
@@ -568,6 +629,9 @@ impl Applet {
     fn run(&mut self, ep: &mut dyn SleEndpoint, m: MethodId, args: &[i32]) -> Result<(), Fault> {
         let sampled = self.invocations & self.time_mask == 0;
         self.invocations = self.invocations.wrapping_add(1);
+        if sampled && self.compiling.is_some() {
+            self.poll_compiled();
+        }
         let t = if sampled { ticks() } else { 0 };
         self.host.ep = Some(erase(ep));
         self.host.long_since = 0;

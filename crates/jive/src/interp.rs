@@ -86,6 +86,9 @@ pub struct Vm<H> {
     limits: Limits,
     checkpoint: Option<Checkpoint<H>>,
     st: State,
+    /// Machine code for the methods [`Vm::compile`] compiled.
+    #[cfg(feature = "jit")]
+    jit: Option<crate::jit::Compiled<H>>,
 }
 
 impl<H> std::fmt::Debug for Vm<H> {
@@ -602,6 +605,86 @@ fn run<H>(
     }
 }
 
+/// [`run`] for a method compiled to machine code: the same entry charge
+/// and checkpoint split, the same bookkeeping of fuel and faults after.
+#[cfg(feature = "jit")]
+#[allow(clippy::too_many_arguments)]
+fn run_compiled<H>(
+    cls: &ClassInner<H>,
+    st: &mut State,
+    limits: &Limits,
+    host: &mut H,
+    m: usize,
+    checkpoint: Option<Checkpoint<H>>,
+    jit: &crate::jit::Compiled<H>,
+    entry: *const u8,
+) -> Option<i32> {
+    let total: i64 = limits.fuel.min(i64::MAX as u64) as i64;
+    let (mut fuel, mut reserve): (i64, i64) = match checkpoint {
+        Some(c) if (c.fuel as i64) < total && c.fuel < i64::MAX as u64 => {
+            (c.fuel as i64, total - c.fuel as i64)
+        }
+        _ => (total, 0),
+    };
+    fuel -= cls.code[m].ops.len() as i64;
+    if fuel < 0 && reserve > 0 {
+        fuel += reserve;
+        reserve = 0;
+        if let Some(c) = checkpoint {
+            (c.hook)(host);
+        }
+    }
+    let res = if fuel < 0 {
+        st.site = Some((m as u32, 0));
+        Err(Fault::OutOfFuel)
+    } else {
+        let State {
+            stack,
+            heap,
+            fields,
+            site,
+            ..
+        } = st;
+        let mut env = crate::jit::Env {
+            cls,
+            heap,
+            host,
+            reserve,
+            hook: checkpoint.map(|c| c.hook),
+            fault: None,
+            site: (0, 0),
+        };
+        let max_depth = limits.max_depth.max(1) as i64;
+        let (r, left) = jit.run(entry, fuel, fields, max_depth, &mut env, stack);
+        fuel = left;
+        reserve = env.reserve;
+        if r == crate::jit::FAULT {
+            let (fm, op) = env.site;
+            let off = cls
+                .code
+                .get(fm as usize)
+                .and_then(|mc| mc.offsets.get(op as usize))
+                .copied()
+                .unwrap_or(0);
+            *site = Some((fm, off));
+            Err(env
+                .fault
+                .take()
+                .unwrap_or(Fault::Internal("compiled code lost a fault".into())))
+        } else {
+            Ok(r as i32)
+        }
+    };
+    st.last_fuel = limits.fuel.saturating_sub((fuel + reserve).max(0) as u64);
+    match res {
+        Ok(v) => Some(v),
+        Err(f) => {
+            st.fault = Some(f);
+            None
+        }
+    }
+}
+
 impl<H> Vm<H> {
     /// Create the applet: zero the fields (static `int` constants take their
     /// `ConstantValue`), run `<clinit>`, then the constructor `<init>()V`.
@@ -629,6 +712,8 @@ impl<H> Vm<H> {
             limits,
             checkpoint: None,
             st,
+            #[cfg(feature = "jit")]
+            jit: None,
         };
         let (clinit, init) = (vm.class.inner.clinit, vm.class.inner.init);
         if let Some(c) = clinit {
@@ -656,10 +741,19 @@ impl<H> Vm<H> {
             limits,
             checkpoint,
             st,
+            #[cfg(feature = "jit")]
+            jit,
         } = self;
         let cls = &*class.inner;
         st.site = None;
-        let res = run(cls, st, limits, host, m, *checkpoint).ok_or_else(|| {
+        #[cfg(feature = "jit")]
+        let out = match jit.as_ref().and_then(|j| Some((j, j.entry(m)?))) {
+            Some((j, entry)) => run_compiled(cls, st, limits, host, m, *checkpoint, j, entry),
+            None => run(cls, st, limits, host, m, *checkpoint),
+        };
+        #[cfg(not(feature = "jit"))]
+        let out = run(cls, st, limits, host, m, *checkpoint);
+        let res = out.ok_or_else(|| {
             st.fault
                 .take()
                 .unwrap_or(Fault::Internal("lost fault".into()))
@@ -672,6 +766,55 @@ impl<H> Vm<H> {
             st.collect(&[keep]);
         }
         res
+    }
+
+    /// Compile the class's methods to machine code (feature `jit`):
+    /// later invocations of a compiled method run its code instead of the
+    /// interpreter, with the same results, fuel, faults and fault sites.
+    /// Methods that allocate arrays or recurse, and their callers, stay
+    /// interpreted (see the `jit` module). Returns how many methods were
+    /// compiled; an error (the machine is not supported, or the compiler
+    /// rejected a method) leaves the VM interpreting everything.
+    #[cfg(feature = "jit")]
+    pub fn compile(&mut self) -> Result<usize, String> {
+        self.jit = None;
+        let c = self.class.compile()?;
+        self.install(c)
+    }
+
+    /// Install code compiled from this VM's class
+    /// ([`Class::compile`], possibly on another thread): later invocations
+    /// of its compiled methods run it. Returns how many methods it
+    /// compiled; code of another class is refused and changes nothing.
+    #[cfg(feature = "jit")]
+    pub fn install(&mut self, code: crate::jit::Compiled<H>) -> Result<usize, String> {
+        if !std::sync::Arc::ptr_eq(&code.class, &self.class.inner) {
+            return Err("the code was compiled from another class".into());
+        }
+        let n = code.count();
+        self.jit = Some(code);
+        Ok(n)
+    }
+
+    /// Go back to interpreting every method (drops compiled code).
+    #[cfg(feature = "jit")]
+    pub fn uncompile(&mut self) {
+        self.jit = None;
+    }
+
+    /// Whether invocations of method `m` run compiled code.
+    pub fn is_compiled(&self, m: MethodId) -> bool {
+        #[cfg(feature = "jit")]
+        {
+            self.jit
+                .as_ref()
+                .is_some_and(|j| j.entry(m.0 as usize).is_some())
+        }
+        #[cfg(not(feature = "jit"))]
+        {
+            let _ = m;
+            false
+        }
     }
 
     /// The class this VM runs.

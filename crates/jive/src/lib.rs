@@ -31,10 +31,20 @@
 //!    decoded ops, with deterministic fuel charged at back-edges and calls,
 //!    a call-depth limit, a heap quota, and a small mark-sweep collector
 //!    ([`heap`]). Faults ([`Fault`]) stop the invocation; the VM stays usable.
+//! 6. **Compile** (optional, feature `jit`, on by default;
+//!    [`Vm::compile`]): the decoded ops of each method become machine code
+//!    through Cranelift, with every check of the interpreter kept (fuel,
+//!    depth, null, bounds, division), so a compiled invocation has the same
+//!    result, fuel use, fault and fault site as an interpreted one
+//!    (`tests/jit.rs` compares them over grids of arguments and budgets).
+//!    Methods that allocate arrays or recurse, and their callers, stay
+//!    interpreted.
 //!
-//! Safety: the crate denies `unsafe` except for one documented spot, the
+//! Safety: the crate denies `unsafe` except for documented spots: the
 //! interpreter's frame-slot indexing, whose bounds are established by
-//! [`decode::validate`] on every decoded method at load.
+//! [`decode::validate`] on every decoded method at load, and, with the
+//! compiler, the calls into generated code and the helpers it calls back
+//! (`jit` module).
 //!
 //! ```no_run
 //! use jive::{test_natives, Class, Limits, Vm};
@@ -56,6 +66,8 @@ pub mod classfile;
 pub mod decode;
 pub mod heap;
 mod interp;
+#[cfg(feature = "jit")]
+mod jit;
 pub mod natives;
 pub mod subset;
 pub mod verify;
@@ -64,6 +76,8 @@ use std::fmt;
 
 pub use heap::ArrayRef;
 pub use interp::{FaultSite, Vm};
+#[cfg(feature = "jit")]
+pub use jit::Compiled;
 pub use natives::{test_natives, NativeCtx, NativeFn, NativeResult, Natives, NATIVES_CLASS};
 pub use subset::{Class, Elem, FieldId, JType, MethodId};
 

@@ -367,6 +367,18 @@ impl<H> Clone for Class<H> {
     }
 }
 
+impl<H> Class<H> {
+    /// Compile the class's methods to machine code for
+    /// [`Vm::install`](crate::Vm::install) (feature `jit`; see
+    /// [`Vm::compile`](crate::Vm::compile) for what is compiled). Takes
+    /// some milliseconds: a host that must not stall calls it on another
+    /// thread.
+    #[cfg(feature = "jit")]
+    pub fn compile(&self) -> Result<crate::jit::Compiled<H>, String> {
+        crate::jit::compile(&self.inner)
+    }
+}
+
 impl<H> std::fmt::Debug for Class<H> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Class")

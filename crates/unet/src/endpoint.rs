@@ -1339,6 +1339,10 @@ impl Endpoint {
         };
         match loaded {
             Ok(mut a) => {
+                // The inline applet runs on the caller's thread: waiting
+                // here for the compiler (some milliseconds, once) makes the
+                // first messages run compiled too.
+                a.wait_compiled();
                 a.set_time_sampling(INLINE_TIME_SAMPLE, u64::MAX);
                 self.inline = Some(Box::new(a));
                 self.inline_rx = true;

@@ -66,6 +66,10 @@ pub struct Args {
     /// One JSON object per line per benchmark instead of the table.
     #[arg(long)]
     json: bool,
+    /// Run JIVE's compiler first (`Vm::compile`): methods that neither
+    /// allocate nor recurse run as machine code, the others interpreted.
+    #[arg(long)]
+    compile: bool,
     /// Keep the temporary build directory and print its path.
     #[arg(long)]
     keep: bool,
@@ -204,6 +208,12 @@ fn bench(mut a: Args) -> Result<(), String> {
     let mut host = ();
     let mut vm = Vm::new(class.clone(), limits, &mut host)
         .map_err(|f| format!("JIVE Bench initialisation: {f}"))?;
+    if a.compile {
+        let n = vm
+            .compile()
+            .map_err(|e| format!("JIVE could not compile Bench: {e}"))?;
+        progress(&format!("JIVE: {n} methods compiled"));
+    }
     let mut methods = Vec::new();
     for (_, method, _) in BENCHES {
         methods.push(
@@ -536,10 +546,15 @@ impl Report {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "JIVE benchmarks (U-Net/SLE Figures 3 and 4): medians of {} calls, over {} round{}; loop overhead subtracted",
+            "JIVE benchmarks (U-Net/SLE Figures 3 and 4): medians of {} calls, over {} round{}; loop overhead subtracted; JIVE {}",
             a.reps,
             a.rounds,
-            if a.rounds == 1 { "" } else { "s" }
+            if a.rounds == 1 { "" } else { "s" },
+            if a.compile {
+                "compiled (--compile: methods that allocate or recurse interpreted)"
+            } else {
+                "interpreted"
+            }
         );
         let _ = writeln!(
             s,

@@ -105,6 +105,10 @@ pub struct Args {
     /// Keep the temporary build directory and print its path.
     #[arg(long)]
     pub keep: bool,
+    /// Run the applets interpreted (by default they run as JIVE compiles
+    /// them, as in the engine once its compiler thread is done).
+    #[arg(long)]
+    pub interpret: bool,
 }
 
 /// Message sizes of the paper's Figure 7.
@@ -964,6 +968,9 @@ fn bench(mut a: Args) -> Result<(), String> {
         };
         let mut applet = Applet::load(bytes, sle::default_limits(), &mut view)
             .map_err(|e| format!("{name}: {e}"))?;
+        if !a.interpret {
+            applet.wait_compiled();
+        }
         // Timed as the engine times the applets placed in it.
         applet.set_time_sampling(sle::ENGINE_TIME_SAMPLE, sle::ENGINE_EXACT_FUEL);
         loaded.push((name.clone(), Some(Box::new(applet))));
@@ -1124,6 +1131,7 @@ fn bench(mut a: Args) -> Result<(), String> {
                     "batch": BATCH,
                     "load_average": load,
                     "clock_ns": clock_ns,
+                    "jive": if a.interpret { "interpreted" } else { "compiled" },
                 })
             );
         }
@@ -1173,8 +1181,15 @@ fn paper(dir: &str, step: &str) -> &'static str {
 fn print_table(rows: &[Row], a: &Args, load: &str, clock_ns: f64) {
     println!(
         "U-Net/SLE per-message overhead, ns: median of {} repetitions x {} batches of {} \
-         (load average {load}; one clock read {clock_ns:.0} ns)",
-        a.reps, a.batches, BATCH
+         (load average {load}; one clock read {clock_ns:.0} ns); applets {}",
+        a.reps,
+        a.batches,
+        BATCH,
+        if a.interpret {
+            "interpreted (--interpret)"
+        } else {
+            "compiled by JIVE"
+        }
     );
     for (dir, title) in [("tx", "Transmit"), ("rx", "Receive")] {
         for applet in ["RawUnet", "none"] {

@@ -1,0 +1,1267 @@
+//! Stage 6 (feature `jit`): compiling the register form to machine code.
+//!
+//! [`Vm::compile`](crate::Vm::compile) hands each method's pre-decoded ops
+//! to Cranelift. Every frame slot becomes a Cranelift variable (so slots
+//! live in registers), every op index a block, and every check the
+//! interpreter makes is made by the compiled code too, with the same
+//! outcome: a compiled invocation returns the same result, uses the same
+//! fuel, stops at the same op with the same [`Fault`], and calls the same
+//! natives with the same arguments as an interpreted one. `tests/jit.rs`
+//! runs every test program both ways and compares all of that.
+//!
+//! What the compiled code does itself: arithmetic, branches, fields, fuel
+//! (one subtraction and one compare per charge, as in the interpreter), the
+//! call-depth check, calls between compiled methods (direct calls,
+//! arguments in registers) and calls of natives (the bound function is
+//! called from a small helper, without the interpreter's argument
+//! marshalling loop). What it leaves to helpers in Rust: array accesses
+//! (the heap's table of arrays is Rust data), running out of fuel (the
+//! checkpoint hook) and recording faults.
+//!
+//! Not compiled, so interpreted (per method, decided at compile time):
+//! methods that allocate arrays (`newarray`: the collector scans the
+//! interpreter's frames for roots, and a compiled frame keeps its slots in
+//! registers), methods on a cycle of calls (recursion: a compiled frame
+//! lives on the host thread's stack, whose size the VM does not control,
+//! while the interpreter's frames live on the heap), and methods that call
+//! either. An invocation whose entry method is not compiled runs in the
+//! interpreter entirely.
+//!
+//! Protocol between compiled code and helpers: every compiled method and
+//! every helper that can fail returns an `i64`, the `i32` result
+//! sign-extended on success and [`FAULT`] (outside the `i32` range) after
+//! recording the fault and where it happened in the invocation's [`Env`].
+//! A compiled caller that sees [`FAULT`] returns it at once.
+
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{
+    types, AbiParam, Block, BlockArg, Function, InstBuilder, JumpTableData, MemFlagsData,
+    Signature, StackSlotData, StackSlotKind, UserFuncName, Value,
+};
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
+
+use crate::decode::{Arg, MethodCode, Op};
+use crate::heap::{ArrayData, Heap};
+use crate::natives::NativeCtx;
+use crate::subset::{ClassInner, JType};
+use crate::Fault;
+
+/// What a compiled method or a failing helper returns after recording a
+/// fault (any value outside the `i32` range would do).
+pub(crate) const FAULT: i64 = i64::MIN;
+
+/// The state compiled code reads and writes directly. `#[repr(C)]`: the
+/// generated code addresses its fields by the offsets below.
+#[repr(C)]
+pub(crate) struct Ctx {
+    /// Fuel left in the current part of the budget (the interpreter's
+    /// `fuel` register).
+    fuel: i64,
+    /// The applet's fields (`State::fields`, never resized).
+    fields: *mut i32,
+    /// Frames suspended below the running one (the interpreter's
+    /// `frames.len()`).
+    depth: i64,
+    /// `Limits::max_depth`, at least 1.
+    max_depth: i64,
+    /// The invocation's [`Env`], for helpers.
+    env: *mut u8,
+}
+
+const CTX_FUEL: i32 = 0;
+const CTX_FIELDS: i32 = 8;
+const CTX_DEPTH: i32 = 16;
+const CTX_MAX_DEPTH: i32 = 24;
+
+/// The interpreter-side state of one compiled invocation, reached by
+/// helpers through [`Ctx::env`].
+pub(crate) struct Env<'a, H> {
+    pub cls: &'a ClassInner<H>,
+    pub heap: &'a mut Heap,
+    pub host: &'a mut H,
+    /// The second part of the budget (see `Vm::set_checkpoint`).
+    pub reserve: i64,
+    pub hook: Option<fn(&mut H)>,
+    pub fault: Option<Fault>,
+    /// Method and op index of the fault.
+    pub site: (u32, u32),
+}
+
+/// Machine code for the methods of one class that could be compiled
+/// ([`Class::compile`](crate::Class::compile)), to install in any VM
+/// running that class ([`Vm::install`](crate::Vm::install)). It can be
+/// made on another thread than the VM's: a host that must not stall
+/// compiles in the background and installs when done.
+pub struct Compiled<H> {
+    /// The class compiled (kept alive, so that its identity is unique).
+    pub(crate) class: std::sync::Arc<ClassInner<H>>,
+    module: Option<JITModule>,
+    /// Per method: the host-entry trampoline,
+    /// `extern "C" fn(*mut Ctx, *const i32) -> i64` (arguments read from
+    /// the slot array), if the method was compiled.
+    entries: Vec<Option<*const u8>>,
+}
+
+// SAFETY: the pointers in `entries` point into `module`'s finalized code,
+// which is immutable and owned by this value; executing it has no thread
+// affinity. Moving the whole value to another thread moves the owner along.
+#[allow(unsafe_code)]
+unsafe impl<H> Send for Compiled<H> {}
+
+impl<H> std::fmt::Debug for Compiled<H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Compiled")
+            .field("methods", &self.count())
+            .finish()
+    }
+}
+
+impl<H> Drop for Compiled<H> {
+    fn drop(&mut self) {
+        if let Some(m) = self.module.take() {
+            self.entries.clear();
+            // SAFETY: the only pointers into the module's memory were the
+            // entries just cleared; no compiled code is running (it runs
+            // only inside `Compiled::run`, which borrows `self`).
+            #[allow(unsafe_code)]
+            unsafe {
+                m.free_memory()
+            };
+        }
+    }
+}
+
+type Entry = extern "C" fn(*mut Ctx, *const i32) -> i64;
+
+impl<H> Compiled<H> {
+    /// The compiled entry of method `m`, if any.
+    #[inline]
+    pub(crate) fn entry(&self, m: usize) -> Option<*const u8> {
+        self.entries.get(m).copied().flatten()
+    }
+
+    /// Number of compiled methods.
+    pub fn count(&self) -> usize {
+        self.entries.iter().filter(|e| e.is_some()).count()
+    }
+
+    /// Run the compiled method at `entry` with its arguments at `args`.
+    /// Returns the result or [`FAULT`], and leaves the fuel left in `ctx`.
+    #[inline]
+    pub(crate) fn run(
+        &self,
+        entry: *const u8,
+        fuel: i64,
+        fields: &mut [i32],
+        max_depth: i64,
+        env: &mut Env<'_, H>,
+        args: &[i32],
+    ) -> (i64, i64) {
+        let mut ctx = Ctx {
+            fuel,
+            fields: fields.as_mut_ptr(),
+            depth: 0,
+            max_depth,
+            env: env as *mut Env<'_, H> as *mut u8,
+        };
+        // SAFETY: `entry` is a trampoline of this module (see `entries`),
+        // generated with exactly the `Entry` signature for the target's
+        // default calling convention. It reads the method's `nargs`
+        // arguments from `args` (the caller passes the slot array, which
+        // holds at least the entry method's frame, so at least `nargs`
+        // slots), reads and writes `ctx`, the `fields` array within the
+        // class's field count (field indices were checked at decode), and
+        // calls only this module's functions and the helpers below with
+        // `ctx`, whose `env` is `env` with the type `H` the helpers were
+        // instantiated with.
+        #[allow(unsafe_code)]
+        let f: Entry = unsafe { std::mem::transmute::<*const u8, Entry>(entry) };
+        let r = f(&mut ctx, args.as_ptr());
+        (r, ctx.fuel)
+    }
+}
+
+// -------------------------------------------------------------------------
+// Helpers called by compiled code
+// -------------------------------------------------------------------------
+
+/// The context and environment behind a helper's `ctx` argument.
+///
+/// # Safety
+/// `ctx` is the pointer `Compiled::run` passed to compiled code, whose
+/// `env` is an `Env<H>` of this `H`, both alive for the call.
+#[allow(unsafe_code)]
+unsafe fn parts<'a, H>(ctx: *mut Ctx) -> (&'a mut Ctx, &'a mut Env<'a, H>) {
+    // SAFETY: by the function's contract. Compiled code holds no Rust
+    // references into either while a helper runs.
+    unsafe {
+        let c = &mut *ctx;
+        let e = &mut *(c.env as *mut Env<'a, H>);
+        (c, e)
+    }
+}
+
+fn record<H>(env: &mut Env<'_, H>, f: Fault, site: i64) -> i64 {
+    env.fault = Some(f);
+    env.site = ((site as u64 >> 32) as u32, site as u32);
+    FAULT
+}
+
+/// Fuel went below zero at `site`: pass the checkpoint if there is one
+/// (moving the reserve in, calling the hook), fault if still below zero.
+extern "C" fn h_spent<H>(ctx: *mut Ctx, site: i64) -> i64 {
+    // SAFETY: called by compiled code with its context (see `parts`).
+    #[allow(unsafe_code)]
+    let (c, env) = unsafe { parts::<H>(ctx) };
+    if spent(&mut c.fuel, env) {
+        0
+    } else {
+        record(env, Fault::OutOfFuel, site)
+    }
+}
+
+/// The interpreter's `spent!`: true if the invocation may go on.
+fn spent<H>(fuel: &mut i64, env: &mut Env<'_, H>) -> bool {
+    if env.reserve > 0 {
+        *fuel += env.reserve;
+        env.reserve = 0;
+        if let Some(h) = env.hook {
+            h(env.host);
+        }
+    }
+    *fuel >= 0
+}
+
+const K_DIV0: i64 = 0;
+const K_NULL: i64 = 1;
+const K_DEPTH: i64 = 2;
+
+/// A fault the compiled code detected itself.
+extern "C" fn h_fault<H>(ctx: *mut Ctx, kind: i64, site: i64) -> i64 {
+    // SAFETY: called by compiled code with its context (see `parts`).
+    #[allow(unsafe_code)]
+    let (_, env) = unsafe { parts::<H>(ctx) };
+    let f = match kind {
+        K_DIV0 => Fault::DivideByZero,
+        K_NULL => Fault::NullPointer,
+        K_DEPTH => Fault::StackOverflow,
+        _ => Fault::Internal(format!("compiled code reported fault kind {kind}")),
+    };
+    record(env, f, site)
+}
+
+fn arr_fault(h: i32) -> Fault {
+    if h == 0 {
+        Fault::NullPointer
+    } else {
+        Fault::Internal(format!("handle {h} is not an array of the expected kind"))
+    }
+}
+
+const A_INT: i64 = 0;
+const A_BYTE: i64 = 1;
+const A_SHORT: i64 = 2;
+const A_BOOL: i64 = 3;
+
+/// `iaload` / `baload` / `saload` (`kind`: `A_INT`, `A_BYTE` for `byte[]`
+/// or `boolean[]`, `A_SHORT`).
+extern "C" fn h_aload<H>(ctx: *mut Ctx, kind: i64, h: i32, i: i32, site: i64) -> i64 {
+    // SAFETY: called by compiled code with its context (see `parts`).
+    #[allow(unsafe_code)]
+    let (_, env) = unsafe { parts::<H>(ctx) };
+    let a = env.heap.arrays.get((h as u32 as usize).wrapping_sub(1));
+    let (x, len) = match (kind, a) {
+        (A_INT, Some(ArrayData::I(v))) => (v.get(i as u32 as usize).copied(), v.len()),
+        (A_BYTE, Some(ArrayData::B(v) | ArrayData::Z(v))) => {
+            (v.get(i as u32 as usize).map(|&x| x as i32), v.len())
+        }
+        (A_SHORT, Some(ArrayData::S(v))) => (v.get(i as u32 as usize).map(|&x| x as i32), v.len()),
+        _ => return record(env, arr_fault(h), site),
+    };
+    match x {
+        Some(x) => x as i64,
+        None => record(
+            env,
+            Fault::ArrayIndexOutOfBounds {
+                index: i,
+                length: len as i32,
+            },
+            site,
+        ),
+    }
+}
+
+/// `iastore` / `bastore` on `byte[]` / `bastore` on `boolean[]` /
+/// `sastore`.
+extern "C" fn h_astore<H>(ctx: *mut Ctx, kind: i64, h: i32, i: i32, x: i32, site: i64) -> i64 {
+    // SAFETY: called by compiled code with its context (see `parts`).
+    #[allow(unsafe_code)]
+    let (_, env) = unsafe { parts::<H>(ctx) };
+    let a = env.heap.arrays.get_mut((h as u32 as usize).wrapping_sub(1));
+    let idx = i as u32 as usize;
+    let len = match (kind, a) {
+        (A_INT, Some(ArrayData::I(v))) => match v.get_mut(idx) {
+            Some(e) => {
+                *e = x;
+                return 0;
+            }
+            None => v.len(),
+        },
+        (A_BYTE, Some(ArrayData::B(v))) => match v.get_mut(idx) {
+            Some(e) => {
+                *e = x as i8;
+                return 0;
+            }
+            None => v.len(),
+        },
+        (A_BOOL, Some(ArrayData::Z(v))) => match v.get_mut(idx) {
+            Some(e) => {
+                *e = (x & 1) as i8;
+                return 0;
+            }
+            None => v.len(),
+        },
+        (A_SHORT, Some(ArrayData::S(v))) => match v.get_mut(idx) {
+            Some(e) => {
+                *e = x as i16;
+                return 0;
+            }
+            None => v.len(),
+        },
+        _ => return record(env, arr_fault(h), site),
+    };
+    record(
+        env,
+        Fault::ArrayIndexOutOfBounds {
+            index: i,
+            length: len as i32,
+        },
+        site,
+    )
+}
+
+/// `arraylength`.
+extern "C" fn h_arrlen<H>(ctx: *mut Ctx, h: i32, site: i64) -> i64 {
+    // SAFETY: called by compiled code with its context (see `parts`).
+    #[allow(unsafe_code)]
+    let (_, env) = unsafe { parts::<H>(ctx) };
+    match env.heap.get(h) {
+        Some(a) => a.len() as i64,
+        None => record(env, arr_fault(h), site),
+    }
+}
+
+/// A native call: the interpreter's `CallNative`, fuel included.
+extern "C" fn h_native<H>(ctx: *mut Ctx, n: i64, args: *const i32, argc: i64, site: i64) -> i64 {
+    // SAFETY: called by compiled code with its context (see `parts`).
+    #[allow(unsafe_code)]
+    let (c, env) = unsafe { parts::<H>(ctx) };
+    // SAFETY: compiled code passes a stack slot holding `argc` arguments.
+    #[allow(unsafe_code)]
+    let args = unsafe { std::slice::from_raw_parts(args, argc as usize) };
+    c.fuel -= 1;
+    if c.fuel < 0 && !spent(&mut c.fuel, env) {
+        return record(env, Fault::OutOfFuel, site);
+    }
+    let Some(nat) = env.cls.natives.get(n as usize) else {
+        return record(env, Fault::Internal(format!("no native {n}")), site);
+    };
+    let mut left = c.fuel + env.reserve;
+    let r = {
+        let mut cx = NativeCtx {
+            heap: env.heap,
+            fuel: &mut left,
+        };
+        (nat.f)(env.host, &mut cx, args)
+    };
+    c.fuel = left - env.reserve;
+    let v = match r {
+        Ok(v) => {
+            if let Some(JType::Array(e)) = nat.sig.ret {
+                if v != 0 && env.heap.get(v).and_then(|x| x.elem()) != Some(e) {
+                    let f = Fault::Internal(format!(
+                        "native {} returned {v}, not a {} handle",
+                        nat.name,
+                        e.descriptor()
+                    ));
+                    return record(env, f, site);
+                }
+            }
+            v
+        }
+        Err(f) => return record(env, *f, site),
+    };
+    if c.fuel < 0 && !spent(&mut c.fuel, env) {
+        return record(env, Fault::OutOfFuel, site);
+    }
+    v as i64
+}
+
+// -------------------------------------------------------------------------
+// Compilation
+// -------------------------------------------------------------------------
+
+/// Which methods can be compiled (see the module documentation).
+fn compilable<H>(cls: &ClassInner<H>) -> Vec<bool> {
+    let n = cls.code.len();
+    let calls = |m: usize| {
+        cls.code[m].ops.iter().filter_map(|op| match *op {
+            Op::Call { m, .. } if (m as usize) < n => Some(m as usize),
+            _ => None,
+        })
+    };
+    let mut ok: Vec<bool> = cls
+        .code
+        .iter()
+        .map(|mc| {
+            !mc.ops.iter().any(|op| matches!(op, Op::NewArray { .. }))
+                && mc.ops.iter().all(|op| match *op {
+                    Op::Call { m, .. } => (m as usize) < n,
+                    _ => true,
+                })
+        })
+        .collect();
+    // Methods on a cycle of calls: those from which a call path returns.
+    for (m, ok_m) in ok.iter_mut().enumerate() {
+        let mut seen = vec![false; n];
+        let mut todo: Vec<usize> = calls(m).collect();
+        while let Some(x) = todo.pop() {
+            if x == m {
+                *ok_m = false;
+                break;
+            }
+            if !std::mem::replace(&mut seen[x], true) {
+                todo.extend(calls(x));
+            }
+        }
+    }
+    // Callers of methods that cannot be compiled cannot be either.
+    loop {
+        let mut changed = false;
+        for m in 0..n {
+            if ok[m] && calls(m).any(|c| !ok[c]) {
+                ok[m] = false;
+                changed = true;
+            }
+        }
+        if !changed {
+            return ok;
+        }
+    }
+}
+
+/// Compile what can be compiled of `cls` for the host type `H`.
+pub(crate) fn compile<H>(class: &std::sync::Arc<ClassInner<H>>) -> Result<Compiled<H>, String> {
+    let cls = &**class;
+    let ok = compilable(cls);
+    let mut flags = settings::builder();
+    let set = |f: &mut settings::Builder, k: &str, v: &str| {
+        f.set(k, v)
+            .map_err(|e| format!("cranelift setting {k}: {e}"))
+    };
+    set(&mut flags, "opt_level", "speed")?;
+    set(&mut flags, "use_colocated_libcalls", "false")?;
+    set(&mut flags, "is_pic", "false")?;
+    let isa = cranelift_native::builder()
+        .map_err(|e| format!("this machine is not supported by the compiler: {e}"))?
+        .finish(settings::Flags::new(flags))
+        .map_err(|e| format!("compiler set-up: {e}"))?;
+    let mut module = JITModule::new(JITBuilder::with_isa(isa, default_libcall_names()));
+    let ptr = module.target_config().pointer_type();
+
+    // Declare every compiled method and its entry trampoline first, so
+    // that calls can refer to any of them.
+    let mut bodies: Vec<Option<FuncId>> = Vec::with_capacity(cls.code.len());
+    let mut tramps: Vec<Option<FuncId>> = Vec::with_capacity(cls.code.len());
+    for (m, mc) in cls.code.iter().enumerate() {
+        if !ok[m] {
+            bodies.push(None);
+            tramps.push(None);
+            continue;
+        }
+        let sig = body_sig(&module, mc.nargs);
+        let b = module
+            .declare_function(&format!("m{m}"), Linkage::Local, &sig)
+            .map_err(|e| e.to_string())?;
+        let tsig = tramp_sig(&module);
+        let t = module
+            .declare_function(&format!("t{m}"), Linkage::Local, &tsig)
+            .map_err(|e| e.to_string())?;
+        bodies.push(Some(b));
+        tramps.push(Some(t));
+    }
+
+    let mut ctx = module.make_context();
+    let mut fbc = FunctionBuilderContext::new();
+    for (m, mc) in cls.code.iter().enumerate() {
+        let (Some(b), Some(t)) = (bodies[m], tramps[m]) else {
+            continue;
+        };
+        ctx.func = Function::with_name_signature(
+            UserFuncName::user(0, b.as_u32()),
+            body_sig(&module, mc.nargs),
+        );
+        {
+            let mut g = Gen {
+                b: FunctionBuilder::new(&mut ctx.func, &mut fbc),
+                cls,
+                m,
+                mc,
+                ptr,
+                vars: Vec::new(),
+                blocks: Vec::new(),
+                ctx: None,
+                fields: None,
+                fault_ret: None,
+            };
+            g.method(&mut module, &bodies)?;
+            g.b.finalize(module.target_config());
+        }
+        module
+            .define_function(b, &mut ctx)
+            .map_err(|e| format!("compiling {}: {e:?}", mc.name))?;
+        module.clear_context(&mut ctx);
+
+        // The trampoline: load the arguments from the slot array and call.
+        ctx.func =
+            Function::with_name_signature(UserFuncName::user(0, t.as_u32()), tramp_sig(&module));
+        {
+            let mut fb = FunctionBuilder::new(&mut ctx.func, &mut fbc);
+            let blk = fb.create_block();
+            fb.append_block_params_for_function_params(blk);
+            fb.switch_to_block(blk);
+            let (c, argp) = (fb.block_params(blk)[0], fb.block_params(blk)[1]);
+            let mut args = vec![c];
+            for i in 0..mc.nargs as i32 {
+                args.push(
+                    fb.ins()
+                        .load(types::I32, MemFlagsData::trusted(), argp, 4 * i),
+                );
+            }
+            let callee = module.declare_func_in_func(b, fb.func);
+            let call = fb.ins().call(callee, &args);
+            let r = fb.inst_results(call)[0];
+            fb.ins().return_(&[r]);
+            fb.seal_all_blocks();
+            fb.finalize(module.target_config());
+        }
+        module
+            .define_function(t, &mut ctx)
+            .map_err(|e| format!("compiling the entry of {}: {e:?}", mc.name))?;
+        module.clear_context(&mut ctx);
+    }
+    module
+        .finalize_definitions()
+        .map_err(|e| format!("linking compiled code: {e}"))?;
+    let entries = tramps
+        .iter()
+        .map(|t| t.map(|t| module.get_finalized_function(t)))
+        .collect();
+    Ok(Compiled {
+        class: std::sync::Arc::clone(class),
+        module: Some(module),
+        entries,
+    })
+}
+
+fn body_sig(module: &JITModule, nargs: u16) -> Signature {
+    let mut s = module.make_signature();
+    s.params
+        .push(AbiParam::new(module.target_config().pointer_type()));
+    for _ in 0..nargs {
+        s.params.push(AbiParam::new(types::I32));
+    }
+    s.returns.push(AbiParam::new(types::I64));
+    s
+}
+
+fn tramp_sig(module: &JITModule) -> Signature {
+    let p = module.target_config().pointer_type();
+    let mut s = module.make_signature();
+    s.params.push(AbiParam::new(p));
+    s.params.push(AbiParam::new(p));
+    s.returns.push(AbiParam::new(types::I64));
+    s
+}
+
+/// Code generation for one method.
+struct Gen<'a, 'f, H> {
+    b: FunctionBuilder<'f>,
+    cls: &'a ClassInner<H>,
+    m: usize,
+    mc: &'a MethodCode,
+    ptr: types::Type,
+    vars: Vec<Variable>,
+    blocks: Vec<Block>,
+    ctx: Option<Value>,
+    fields: Option<Value>,
+    fault_ret: Option<Block>,
+}
+
+impl<H> Gen<'_, '_, H> {
+    fn site(&self, i: usize) -> i64 {
+        ((self.m as i64) << 32) | i as i64
+    }
+    fn ctx(&self) -> Value {
+        self.ctx.expect("set at entry")
+    }
+    fn var(&mut self, s: u16) -> Value {
+        self.b.use_var(self.vars[s as usize])
+    }
+    fn set(&mut self, s: u16, v: Value) {
+        self.b.def_var(self.vars[s as usize], v);
+    }
+    fn k(&mut self, v: i64) -> Value {
+        self.b.ins().iconst(types::I64, v)
+    }
+    fn k32(&mut self, v: i32) -> Value {
+        self.b.ins().iconst(types::I32, v as i64)
+    }
+
+    /// Call helper `f` (an `extern "C"` function) with `args`, returning
+    /// its `i64` result.
+    fn helper(&mut self, f: *const u8, params: &[types::Type], args: &[Value]) -> Value {
+        let mut sig = Signature::new(self.b.func.signature.call_conv);
+        for &p in params {
+            sig.params.push(AbiParam::new(p));
+        }
+        sig.returns.push(AbiParam::new(types::I64));
+        let sr = self.b.import_signature(sig);
+        let fp = self.b.ins().iconst(self.ptr, f as i64);
+        let call = self.b.ins().call_indirect(sr, fp, args);
+        self.b.inst_results(call)[0]
+    }
+
+    /// Branch to the fault return if `r` is [`FAULT`].
+    fn check(&mut self, r: Value) {
+        let bad = self.b.ins().icmp_imm_s(IntCC::Equal, r, FAULT);
+        let ok = self.b.create_block();
+        let fr = self.fault_ret.expect("set at entry");
+        self.b.ins().brif(bad, fr, &[], ok, &[]);
+        self.b.switch_to_block(ok);
+    }
+
+    /// Record a fault of `kind` at op `i` and return [`FAULT`].
+    fn fault_if(&mut self, cond: Value, kind: i64, i: usize) {
+        let bad = self.b.create_block();
+        let ok = self.b.create_block();
+        self.b.ins().brif(cond, bad, &[], ok, &[]);
+        self.b.switch_to_block(bad);
+        let (c, k, s) = (self.ctx(), self.k(kind), self.k(self.site(i)));
+        let f = h_fault::<H> as extern "C" fn(*mut Ctx, i64, i64) -> i64 as *const u8;
+        let r = self.helper(f, &[self.ptr, types::I64, types::I64], &[c, k, s]);
+        self.b.ins().return_(&[r]);
+        self.b.switch_to_block(ok);
+    }
+
+    /// Charge `units` of fuel at op `i`.
+    fn charge(&mut self, units: i64, i: usize) {
+        let c = self.ctx();
+        let f = self
+            .b
+            .ins()
+            .load(types::I64, MemFlagsData::trusted(), c, CTX_FUEL);
+        let f = self.b.ins().iadd_imm_s(f, -units);
+        self.b.ins().store(MemFlagsData::trusted(), f, c, CTX_FUEL);
+        let neg = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, f, 0);
+        let slow = self.b.create_block();
+        let ok = self.b.create_block();
+        self.b.ins().brif(neg, slow, &[], ok, &[]);
+        self.b.set_cold_block(slow);
+        self.b.switch_to_block(slow);
+        let s = self.k(self.site(i));
+        let h = h_spent::<H> as extern "C" fn(*mut Ctx, i64) -> i64 as *const u8;
+        let r = self.helper(h, &[self.ptr, types::I64], &[c, s]);
+        self.check(r);
+        self.b.ins().jump(ok, &[]);
+        self.b.switch_to_block(ok);
+    }
+
+    /// Jump from op `i` to op `t`, charging a backward jump as the
+    /// interpreter does (the ops from `t` to `i`).
+    fn goto(&mut self, i: usize, t: u32) -> Result<(), String> {
+        let tb = self.target(t)?;
+        if (t as usize) <= i {
+            self.charge((i + 1 - t as usize) as i64, i);
+        }
+        self.b.ins().jump(tb, &[]);
+        Ok(())
+    }
+
+    fn target(&self, t: u32) -> Result<Block, String> {
+        self.blocks
+            .get(t as usize)
+            .copied()
+            .ok_or_else(|| format!("branch target {t} past the end of {}", self.mc.name))
+    }
+
+    /// `if cond goto t else goto next`, from op `i`.
+    fn branch(&mut self, cond: Value, i: usize, t: u32, next: usize) -> Result<(), String> {
+        let taken = self.b.create_block();
+        let nb = self.target(next as u32)?;
+        self.b.ins().brif(cond, taken, &[], nb, &[]);
+        self.b.switch_to_block(taken);
+        self.goto(i, t)
+    }
+
+    fn method<M: Module>(
+        &mut self,
+        module: &mut M,
+        bodies: &[Option<FuncId>],
+    ) -> Result<(), String> {
+        let mc = self.mc;
+        let entry = self.b.create_block();
+        self.b.append_block_params_for_function_params(entry);
+        self.b.switch_to_block(entry);
+        let params = self.b.block_params(entry).to_vec();
+        self.ctx = Some(params[0]);
+        for s in 0..mc.frame_size as usize {
+            let v = self.b.declare_var(types::I32);
+            self.vars.push(v);
+            let init = match params.get(1 + s) {
+                Some(&p) if s < mc.nargs as usize => p,
+                _ => self.k32(0),
+            };
+            self.b.def_var(v, init);
+        }
+        let c = self.ctx();
+        self.fields = Some(
+            self.b
+                .ins()
+                .load(self.ptr, MemFlagsData::trusted(), c, CTX_FIELDS),
+        );
+        let fault_ret = self.b.create_block();
+        self.fault_ret = Some(fault_ret);
+        self.blocks = (0..mc.ops.len()).map(|_| self.b.create_block()).collect();
+        let first = self.target(0)?;
+        self.b.ins().jump(first, &[]);
+
+        for i in 0..mc.ops.len() {
+            let blk = self.blocks[i];
+            self.b.switch_to_block(blk);
+            if self.op(i, module, bodies)? {
+                let next = self.target(i as u32 + 1)?;
+                self.b.ins().jump(next, &[]);
+            }
+        }
+
+        self.b.switch_to_block(fault_ret);
+        let f = self.k(FAULT);
+        self.b.ins().return_(&[f]);
+        self.b.seal_all_blocks();
+        Ok(())
+    }
+
+    fn field_addr(&mut self, f: u16) -> Result<(Value, i32), String> {
+        if f as usize >= self.cls.field_init.len() {
+            return Err(format!("field {f} out of range in {}", self.mc.name));
+        }
+        Ok((self.fields.expect("set at entry"), 4 * f as i32))
+    }
+
+    fn ret(&mut self, v: Value) {
+        let w = self.b.ins().sextend(types::I64, v);
+        self.b.ins().return_(&[w]);
+    }
+
+    /// Emit op `i`; true if it falls through to op `i + 1`.
+    fn op<M: Module>(
+        &mut self,
+        i: usize,
+        module: &mut M,
+        bodies: &[Option<FuncId>],
+    ) -> Result<bool, String> {
+        let mc = self.mc;
+        macro_rules! bin {
+            ($d:expr, $a:expr, $b:expr, $f:ident) => {{
+                let (x, y) = (self.var($a), self.var($b));
+                let r = self.b.ins().$f(x, y);
+                self.set($d, r);
+            }};
+        }
+        macro_rules! bini {
+            ($d:expr, $a:expr, $v:expr, $f:ident) => {{
+                let x = self.var($a);
+                let y = self.k32($v);
+                let r = self.b.ins().$f(x, y);
+                self.set($d, r);
+            }};
+        }
+        macro_rules! cmp {
+            ($cc:expr, $a:expr, $b:expr, $t:expr) => {{
+                let (x, y) = (self.var($a), self.var($b));
+                let c = self.b.ins().icmp($cc, x, y);
+                self.branch(c, i, $t, i + 1)?;
+                return Ok(false);
+            }};
+        }
+        macro_rules! cmpi {
+            ($cc:expr, $a:expr, $v:expr, $t:expr) => {{
+                let x = self.var($a);
+                let c = self.b.ins().icmp_imm_s($cc, x, $v as i64);
+                self.branch(c, i, $t, i + 1)?;
+                return Ok(false);
+            }};
+        }
+        macro_rules! incbr {
+            ($cc:expr, $x:expr, $v:expr, $b:expr, $t:expr) => {{
+                let x = self.var($x);
+                let y = self.b.ins().iadd_imm_s(x, $v as i64);
+                self.set($x, y);
+                let lim = self.var($b);
+                let c = self.b.ins().icmp($cc, y, lim);
+                self.branch(c, i, $t, i + 2)?;
+                return Ok(false);
+            }};
+        }
+        match mc.ops[i] {
+            Op::Mov { d, s } => {
+                let v = self.var(s);
+                self.set(d, v);
+            }
+            Op::Const { d, v } => {
+                let v = self.k32(v);
+                self.set(d, v);
+            }
+            Op::Add { d, a, b } => bin!(d, a, b, iadd),
+            Op::Sub { d, a, b } => bin!(d, a, b, isub),
+            Op::Mul { d, a, b } => bin!(d, a, b, imul),
+            Op::Div { d, a, b } | Op::Rem { d, a, b } => {
+                let rem = matches!(mc.ops[i], Op::Rem { .. });
+                let (x, y) = (self.var(a), self.var(b));
+                let z = self.b.ins().icmp_imm_s(IntCC::Equal, y, 0);
+                self.fault_if(z, K_DIV0, i);
+                let r = self.div(x, y, rem);
+                self.set(d, r);
+            }
+            Op::And { d, a, b } => bin!(d, a, b, band),
+            Op::Or { d, a, b } => bin!(d, a, b, bor),
+            Op::Xor { d, a, b } => bin!(d, a, b, bxor),
+            Op::Shl { d, a, b } => bin!(d, a, b, ishl),
+            Op::Shr { d, a, b } => bin!(d, a, b, sshr),
+            Op::Ushr { d, a, b } => bin!(d, a, b, ushr),
+            Op::AddI { d, a, v } => bini!(d, a, v, iadd),
+            Op::SubIR { d, v, b } => {
+                let (x, y) = (self.k32(v), self.var(b));
+                let r = self.b.ins().isub(x, y);
+                self.set(d, r);
+            }
+            Op::MulI { d, a, v } => bini!(d, a, v, imul),
+            Op::DivI { d, a, v } => self.div_const(d, a, v, false)?,
+            Op::RemI { d, a, v } => self.div_const(d, a, v, true)?,
+            Op::DivM { d, a, k } | Op::RemM { d, a, k } => {
+                let rem = matches!(mc.ops[i], Op::RemM { .. });
+                let v = mc
+                    .divs
+                    .get(k as usize)
+                    .ok_or_else(|| format!("division constant {k} missing"))?
+                    .divisor;
+                self.div_const(d, a, v, rem)?
+            }
+            Op::AndI { d, a, v } => bini!(d, a, v, band),
+            Op::OrI { d, a, v } => bini!(d, a, v, bor),
+            Op::XorI { d, a, v } => bini!(d, a, v, bxor),
+            Op::ShlI { d, a, v } => bini!(d, a, v, ishl),
+            Op::ShrI { d, a, v } => bini!(d, a, v, sshr),
+            Op::UshrI { d, a, v } => bini!(d, a, v, ushr),
+            Op::Neg { d, s } => {
+                let x = self.var(s);
+                let r = self.b.ins().ineg(x);
+                self.set(d, r);
+            }
+            Op::I2b { d, s } => {
+                let x = self.var(s);
+                let n = self.b.ins().ireduce(types::I8, x);
+                let r = self.b.ins().sextend(types::I32, n);
+                self.set(d, r);
+            }
+            Op::I2s { d, s } => {
+                let x = self.var(s);
+                let n = self.b.ins().ireduce(types::I16, x);
+                let r = self.b.ins().sextend(types::I32, n);
+                self.set(d, r);
+            }
+            Op::Inc { x, v } => bini!(x, x, v, iadd),
+            Op::IfEq { a, b, t } => cmp!(IntCC::Equal, a, b, t),
+            Op::IfNe { a, b, t } => cmp!(IntCC::NotEqual, a, b, t),
+            Op::IfLt { a, b, t } => cmp!(IntCC::SignedLessThan, a, b, t),
+            Op::IfGe { a, b, t } => cmp!(IntCC::SignedGreaterThanOrEqual, a, b, t),
+            Op::IfGt { a, b, t } => cmp!(IntCC::SignedGreaterThan, a, b, t),
+            Op::IfLe { a, b, t } => cmp!(IntCC::SignedLessThanOrEqual, a, b, t),
+            Op::IfEqI { a, v, t } => cmpi!(IntCC::Equal, a, v, t),
+            Op::IfNeI { a, v, t } => cmpi!(IntCC::NotEqual, a, v, t),
+            Op::IfLtI { a, v, t } => cmpi!(IntCC::SignedLessThan, a, v, t),
+            Op::IfGeI { a, v, t } => cmpi!(IntCC::SignedGreaterThanOrEqual, a, v, t),
+            Op::IfGtI { a, v, t } => cmpi!(IntCC::SignedGreaterThan, a, v, t),
+            Op::IfLeI { a, v, t } => cmpi!(IntCC::SignedLessThanOrEqual, a, v, t),
+            Op::Goto { t } => {
+                self.goto(i, t)?;
+                return Ok(false);
+            }
+            Op::IncLt { x, v, b, t } => incbr!(IntCC::SignedLessThan, x, v, b, t),
+            Op::IncLe { x, v, b, t } => incbr!(IntCC::SignedLessThanOrEqual, x, v, b, t),
+            Op::IncNe { x, v, b, t } => incbr!(IntCC::NotEqual, x, v, b, t),
+            Op::IncGt { x, v, b, t } => incbr!(IntCC::SignedGreaterThan, x, v, b, t),
+            Op::IncGe { x, v, b, t } => incbr!(IntCC::SignedGreaterThanOrEqual, x, v, b, t),
+            Op::Switch { s, tab } => {
+                self.switch(i, s, tab)?;
+                return Ok(false);
+            }
+            Op::GetF { d, f } => {
+                let (p, off) = self.field_addr(f)?;
+                let v = self
+                    .b
+                    .ins()
+                    .load(types::I32, MemFlagsData::trusted(), p, off);
+                self.set(d, v);
+            }
+            Op::PutF { f, s } | Op::PutFB { f, s } | Op::PutFS { f, s } | Op::PutFZ { f, s } => {
+                let x = self.var(s);
+                let v = match mc.ops[i] {
+                    Op::PutFB { .. } => {
+                        let n = self.b.ins().ireduce(types::I8, x);
+                        self.b.ins().sextend(types::I32, n)
+                    }
+                    Op::PutFS { .. } => {
+                        let n = self.b.ins().ireduce(types::I16, x);
+                        self.b.ins().sextend(types::I32, n)
+                    }
+                    Op::PutFZ { .. } => self.b.ins().band_imm_s(x, 1),
+                    _ => x,
+                };
+                let (p, off) = self.field_addr(f)?;
+                self.b.ins().store(MemFlagsData::trusted(), v, p, off);
+            }
+            Op::AddF { d, a, f } => {
+                let (p, off) = self.field_addr(f)?;
+                let y = self
+                    .b
+                    .ins()
+                    .load(types::I32, MemFlagsData::trusted(), p, off);
+                let x = self.var(a);
+                let r = self.b.ins().iadd(x, y);
+                self.set(d, r);
+            }
+            Op::Add3 { d, a, b, c } => {
+                let (x, y, z) = (self.var(a), self.var(b), self.var(c));
+                let r = self.b.ins().iadd(x, y);
+                let r = self.b.ins().iadd(r, z);
+                self.set(d, r);
+            }
+            Op::Add4 { d, a, b, c, e } => {
+                let (x, y, z, w) = (self.var(a), self.var(b), self.var(c), self.var(e));
+                let r = self.b.ins().iadd(x, y);
+                let r = self.b.ins().iadd(r, z);
+                let r = self.b.ins().iadd(r, w);
+                self.set(d, r);
+            }
+            Op::NullCheck { s } => {
+                let x = self.var(s);
+                let z = self.b.ins().icmp_imm_s(IntCC::Equal, x, 0);
+                self.fault_if(z, K_NULL, i);
+            }
+            Op::IaLoad { d, a, i: ix } => {
+                let idx = self.var(ix);
+                self.aload(i, d, a, idx, A_INT)
+            }
+            Op::BaLoad { d, a, i: ix } => {
+                let idx = self.var(ix);
+                self.aload(i, d, a, idx, A_BYTE)
+            }
+            Op::SaLoad { d, a, i: ix } => {
+                let idx = self.var(ix);
+                self.aload(i, d, a, idx, A_SHORT)
+            }
+            Op::IaLoadK { d, a, k } => {
+                let idx = self.k32(k);
+                self.aload(i, d, a, idx, A_INT)
+            }
+            Op::BaLoadK { d, a, k } => {
+                let idx = self.k32(k);
+                self.aload(i, d, a, idx, A_BYTE)
+            }
+            Op::IaStore { a, i: ix, s } => {
+                let idx = self.var(ix);
+                self.astore(i, a, idx, s, A_INT)
+            }
+            Op::BaStore { a, i: ix, s } => {
+                let idx = self.var(ix);
+                self.astore(i, a, idx, s, A_BYTE)
+            }
+            Op::ZaStore { a, i: ix, s } => {
+                let idx = self.var(ix);
+                self.astore(i, a, idx, s, A_BOOL)
+            }
+            Op::SaStore { a, i: ix, s } => {
+                let idx = self.var(ix);
+                self.astore(i, a, idx, s, A_SHORT)
+            }
+            Op::IaStoreK { a, k, s } => {
+                let idx = self.k32(k);
+                self.astore(i, a, idx, s, A_INT)
+            }
+            Op::BaStoreK { a, k, s } => {
+                let idx = self.k32(k);
+                self.astore(i, a, idx, s, A_BYTE)
+            }
+            Op::ArrLen { d, a } => {
+                let (c, h, s) = (self.ctx(), self.var(a), self.k(self.site(i)));
+                let f = h_arrlen::<H> as extern "C" fn(*mut Ctx, i32, i64) -> i64 as *const u8;
+                let r = self.helper(f, &[self.ptr, types::I32, types::I64], &[c, h, s]);
+                self.check(r);
+                let v = self.b.ins().ireduce(types::I32, r);
+                self.set(d, v);
+            }
+            Op::NewArray { .. } => {
+                return Err(format!("{}: newarray is not compiled", mc.name));
+            }
+            Op::Call { m: cm, at } => {
+                let callee = &self.cls.code[cm as usize];
+                let fid = bodies[cm as usize]
+                    .ok_or_else(|| format!("{} calls a method that is not compiled", mc.name))?;
+                self.charge(callee.ops.len() as i64, i);
+                let c = self.ctx();
+                let d = self
+                    .b
+                    .ins()
+                    .load(types::I64, MemFlagsData::trusted(), c, CTX_DEPTH);
+                let max = self
+                    .b
+                    .ins()
+                    .load(types::I64, MemFlagsData::trusted(), c, CTX_MAX_DEPTH);
+                let d1 = self.b.ins().iadd_imm_s(d, 1);
+                let over = self.b.ins().icmp(IntCC::SignedGreaterThanOrEqual, d1, max);
+                self.fault_if(over, K_DEPTH, i);
+                self.b
+                    .ins()
+                    .store(MemFlagsData::trusted(), d1, c, CTX_DEPTH);
+                let mut args = vec![c];
+                for s in 0..callee.nargs {
+                    args.push(self.var(at + s));
+                }
+                let fref = module.declare_func_in_func(fid, self.b.func);
+                let call = self.b.ins().call(fref, &args);
+                let r = self.b.inst_results(call)[0];
+                self.check(r);
+                self.b.ins().store(MemFlagsData::trusted(), d, c, CTX_DEPTH);
+                let v = self.b.ins().ireduce(types::I32, r);
+                self.set(at, v);
+            }
+            Op::CallNative { n, d, k, argc } => {
+                let specs = mc
+                    .args
+                    .get(k as usize..k as usize + argc as usize)
+                    .ok_or_else(|| format!("native arguments {k}.. missing"))?;
+                let nat = self
+                    .cls
+                    .natives
+                    .get(n as usize)
+                    .ok_or_else(|| format!("native {n} missing"))?;
+                let slot = self.b.create_sized_stack_slot(StackSlotData::new(
+                    StackSlotKind::ExplicitSlot,
+                    4 * (argc as u32).max(1),
+                    2,
+                ));
+                for (j, a) in specs.iter().enumerate() {
+                    let v = match *a {
+                        Arg::S(s) => self.var(s),
+                        Arg::K(v) => self.k32(v),
+                        Arg::F(f) => {
+                            let (p, off) = self.field_addr(f)?;
+                            self.b
+                                .ins()
+                                .load(types::I32, MemFlagsData::trusted(), p, off)
+                        }
+                    };
+                    self.b.ins().stack_store(self.ptr, v, slot, 4 * j as i32);
+                }
+                let argp = self.b.ins().stack_addr(self.ptr, slot, 0);
+                let (c, nn, na, s) = (
+                    self.ctx(),
+                    self.k(n as i64),
+                    self.k(argc as i64),
+                    self.k(self.site(i)),
+                );
+                type Nat = extern "C" fn(*mut Ctx, i64, *const i32, i64, i64) -> i64;
+                let f = h_native::<H> as Nat as *const u8;
+                let r = self.helper(
+                    f,
+                    &[self.ptr, types::I64, self.ptr, types::I64, types::I64],
+                    &[c, nn, argp, na, s],
+                );
+                self.check(r);
+                if nat.sig.ret.is_some() {
+                    let v = self.b.ins().ireduce(types::I32, r);
+                    self.set(d, v);
+                }
+            }
+            Op::Ret { s } => {
+                let v = self.var(s);
+                self.ret(v);
+                return Ok(false);
+            }
+            Op::RetK { v } => {
+                let r = self.k(v as i64);
+                self.b.ins().return_(&[r]);
+                return Ok(false);
+            }
+            Op::RetB { s } | Op::RetS { s } => {
+                let ty = if matches!(mc.ops[i], Op::RetB { .. }) {
+                    types::I8
+                } else {
+                    types::I16
+                };
+                let x = self.var(s);
+                let n = self.b.ins().ireduce(ty, x);
+                let r = self.b.ins().sextend(types::I64, n);
+                self.b.ins().return_(&[r]);
+                return Ok(false);
+            }
+            Op::RetZ { s } => {
+                let x = self.var(s);
+                let v = self.b.ins().band_imm_s(x, 1);
+                self.ret(v);
+                return Ok(false);
+            }
+            Op::RetVoid => {
+                let r = self.k(0);
+                self.b.ins().return_(&[r]);
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// `x / y` or `x % y` for `y != 0`, wrapping as Java does
+    /// (`MIN / -1 == MIN`, `MIN % -1 == 0`) without the machine's trap.
+    fn div(&mut self, x: Value, y: Value, rem: bool) -> Value {
+        let m1 = self.b.ins().icmp_imm_s(IntCC::Equal, y, -1);
+        let one = self.k32(1);
+        let ys = self.b.ins().select(m1, one, y);
+        if rem {
+            let r = self.b.ins().srem(x, ys);
+            let z = self.k32(0);
+            self.b.ins().select(m1, z, r)
+        } else {
+            let q = self.b.ins().sdiv(x, ys);
+            let n = self.b.ins().ineg(x);
+            self.b.ins().select(m1, n, q)
+        }
+    }
+
+    fn div_const(&mut self, d: u16, a: u16, v: i32, rem: bool) -> Result<(), String> {
+        let x = self.var(a);
+        let r = match v {
+            0 => return Err(format!("{}: division by the constant 0", self.mc.name)),
+            -1 if rem => self.k32(0),
+            -1 => self.b.ins().ineg(x),
+            _ => {
+                let y = self.k32(v);
+                if rem {
+                    self.b.ins().srem(x, y)
+                } else {
+                    self.b.ins().sdiv(x, y)
+                }
+            }
+        };
+        self.set(d, r);
+        Ok(())
+    }
+
+    fn aload(&mut self, i: usize, d: u16, a: u16, idx: Value, kind: i64) {
+        let (c, h, k, s) = (self.ctx(), self.var(a), self.k(kind), self.k(self.site(i)));
+        type Ld = extern "C" fn(*mut Ctx, i64, i32, i32, i64) -> i64;
+        let f = h_aload::<H> as Ld as *const u8;
+        let r = self.helper(
+            f,
+            &[self.ptr, types::I64, types::I32, types::I32, types::I64],
+            &[c, k, h, idx, s],
+        );
+        self.check(r);
+        let v = self.b.ins().ireduce(types::I32, r);
+        self.set(d, v);
+    }
+
+    fn astore(&mut self, i: usize, a: u16, idx: Value, src: u16, kind: i64) {
+        let (c, h, x, k, s) = (
+            self.ctx(),
+            self.var(a),
+            self.var(src),
+            self.k(kind),
+            self.k(self.site(i)),
+        );
+        type St = extern "C" fn(*mut Ctx, i64, i32, i32, i32, i64) -> i64;
+        let f = h_astore::<H> as St as *const u8;
+        let r = self.helper(
+            f,
+            &[
+                self.ptr,
+                types::I64,
+                types::I32,
+                types::I32,
+                types::I32,
+                types::I64,
+            ],
+            &[c, k, h, idx, x, s],
+        );
+        self.check(r);
+    }
+
+    /// `tableswitch` / `lookupswitch` at op `i`.
+    fn switch(&mut self, i: usize, s: u16, tab: u16) -> Result<(), String> {
+        let st = self
+            .mc
+            .switches
+            .get(tab as usize)
+            .ok_or_else(|| format!("switch table {tab} missing"))?;
+        let key = self.var(s);
+        // One block per edge, so that each charges its own backward jump.
+        let edge = |g: &mut Self, t: u32| -> Result<Block, String> {
+            let blk = g.b.create_block();
+            let here = g.b.current_block();
+            g.b.switch_to_block(blk);
+            g.goto(i, t)?;
+            if let Some(h) = here {
+                g.b.switch_to_block(h);
+            }
+            Ok(blk)
+        };
+        let def = edge(self, st.default)?;
+        if st.dense && !st.keys.is_empty() {
+            let mut calls = Vec::with_capacity(st.targets.len());
+            for &t in &st.targets {
+                let blk = edge(self, t)?;
+                calls.push(self.b.func.dfg.block_call(blk, &[] as &[BlockArg]));
+            }
+            let dc = self.b.func.dfg.block_call(def, &[] as &[BlockArg]);
+            let jt = self.b.create_jump_table(JumpTableData::new(dc, &calls));
+            let idx = self.b.ins().iadd_imm_s(key, -(st.keys[0] as i64));
+            // br_table compares the index as unsigned against the table's
+            // length: keys below the first wrap to large indices and take
+            // the default, as `SwitchTable::lookup` does.
+            let k0 = st.keys[0] as i64;
+            let lo = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, key, k0);
+            let inr = self.b.create_block();
+            self.b.ins().brif(lo, def, &[], inr, &[]);
+            self.b.switch_to_block(inr);
+            self.b.ins().br_table(idx, jt);
+        } else {
+            for (j, &k) in st.keys.iter().enumerate() {
+                let t = *st
+                    .targets
+                    .get(j)
+                    .ok_or_else(|| format!("switch table {tab} is short"))?;
+                let blk = edge(self, t)?;
+                let eq = self.b.ins().icmp_imm_s(IntCC::Equal, key, k as i64);
+                let next = self.b.create_block();
+                self.b.ins().brif(eq, blk, &[], next, &[]);
+                self.b.switch_to_block(next);
+            }
+            self.b.ins().jump(def, &[]);
+        }
+        Ok(())
+    }
+}

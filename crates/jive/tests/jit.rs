@@ -1,0 +1,417 @@
+//! The compiler against the interpreter: the same class in two VMs, one
+//! compiled (`Vm::compile`), the same invocations on both, and after each
+//! the same result or fault, fuel used, fault site and checkpoint calls,
+//! over grids of arguments, fuel budgets, call-depth limits and
+//! checkpoints.
+#![cfg(feature = "jit")]
+
+mod common;
+
+use common::op::*;
+use common::*;
+use jive::{test_natives, Class, Limits, Vm};
+
+const BENCH8: &[u8] = include_bytes!("data/bench8.class");
+const BENCH25: &[u8] = include_bytes!("data/bench25.class");
+
+/// The host of both VMs counts checkpoint calls.
+fn hook(calls: &mut u32) {
+    *calls += 1;
+}
+
+struct Twin {
+    c: Class<u32>,
+    interp: Vm<u32>,
+    jit: Vm<u32>,
+    compared: usize,
+}
+
+impl Twin {
+    fn new(bytes: &[u8]) -> Twin {
+        let c = Class::load(bytes, &test_natives::<u32>(), &["test"]).expect("load");
+        let interp = Vm::new(c.clone(), Limits::default(), &mut 0).expect("construct");
+        let mut jit = Vm::new(c.clone(), Limits::default(), &mut 0).expect("construct");
+        let n = jit.compile().expect("compile");
+        assert!(n > 0, "nothing was compiled");
+        Twin {
+            c,
+            interp,
+            jit,
+            compared: 0,
+        }
+    }
+
+    fn compiled(&self, m: &str) -> bool {
+        self.jit.is_compiled(self.c.method(m).expect("method"))
+    }
+
+    fn set(&mut self, limits: Limits, checkpoint: Option<u64>) {
+        for vm in [&mut self.interp, &mut self.jit] {
+            vm.set_limits(limits);
+            match checkpoint {
+                Some(f) => vm.set_checkpoint(f, hook),
+                None => vm.clear_checkpoint(),
+            }
+        }
+    }
+
+    /// Invoke `m` on both VMs and check that everything observable agrees.
+    fn check(&mut self, m: &str, args: &[i32]) {
+        let id = self.c.method(m).expect("method");
+        let (mut h1, mut h2) = (0, 0);
+        let a = self.interp.invoke(&mut h1, id, args);
+        let b = self.jit.invoke(&mut h2, id, args);
+        let what = format!("{m}{args:?} limits {:?}", self.interp.limits());
+        assert_eq!(a, b, "result of {what}");
+        assert_eq!(
+            self.interp.last_fuel_used(),
+            self.jit.last_fuel_used(),
+            "fuel used by {what} ({a:?})"
+        );
+        assert_eq!(
+            self.interp.last_fault_site(),
+            self.jit.last_fault_site(),
+            "fault site of {what} ({a:?})"
+        );
+        assert_eq!(h1, h2, "checkpoint calls of {what}");
+        assert_eq!(self.interp.heap_used(), self.jit.heap_used(), "{what}");
+        self.compared += 1;
+    }
+}
+
+const ARGS: [i32; 10] = [0, 1, 2, 3, 7, -1, -5, 1000, i32::MIN, i32::MAX];
+
+/// Every int-only static method of the javac-compiled benchmark classes,
+/// under budgets that run out at every early op, a few call-depth limits,
+/// and checkpoints.
+#[test]
+fn javac_methods_agree_under_every_budget() {
+    for bytes in [BENCH8, BENCH25] {
+        let mut t = Twin::new(bytes);
+        for m in [
+            "nullLoop",
+            "empty",
+            "nullCall",
+            "math",
+            "edge",
+            "sw",
+            "lsw",
+            "forever",
+            "fieldRead",
+            "fieldWrite",
+            "arrayRead",
+            "arrayWrite",
+            "mathField",
+            "nativeNop",
+        ] {
+            assert!(t.compiled(m), "{m} should be compiled");
+        }
+        // Allocation and recursion stay interpreted.
+        for m in [
+            "fib",
+            "deep",
+            "sortTest",
+            "alloc",
+            "nat",
+            "mathArray",
+            "rand",
+        ] {
+            assert!(!t.compiled(m), "{m} should not be compiled");
+        }
+        let methods: Vec<(String, usize)> =
+            t.c.methods()
+                .filter(|&m| t.c.method_is_static(m))
+                .filter_map(|m| {
+                    let d = t.c.method_descriptor(m);
+                    let params = d.strip_prefix('(')?.split(')').next()?;
+                    (params.chars().all(|c| c == 'I') && !d.ends_with(")[I"))
+                        .then(|| (t.c.method_name(m).to_string(), params.len()))
+                })
+                .filter(|(n, _)| !n.starts_with('<'))
+                .collect();
+        assert!(methods.len() >= 15, "{methods:?}");
+        let fuels: Vec<u64> = (0..64).chain([97, 500, 5000, 100_000]).collect();
+        for &fuel in &fuels {
+            for max_depth in [1, 2, 4096] {
+                for cp in [None, Some(3), Some(40)] {
+                    t.set(
+                        Limits {
+                            fuel,
+                            max_depth,
+                            ..Limits::default()
+                        },
+                        cp,
+                    );
+                    for (m, n) in &methods {
+                        match n {
+                            0 => t.check(m, &[]),
+                            1 => ARGS.iter().for_each(|&a| t.check(m, &[a])),
+                            _ => {
+                                for &a in &ARGS {
+                                    for &b in &ARGS[..6] {
+                                        let mut args = vec![a, b];
+                                        args.resize(*n, 3);
+                                        t.check(m, &args);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(t.compared > 100_000, "{}", t.compared);
+    }
+}
+
+/// A class exercising what the benchmark classes do not: every array kind
+/// loaded and stored, in and out of bounds and through null, constant
+/// indices, `arraylength`, narrowing field stores, natives with checked
+/// arguments.
+fn arrays_class() -> Vec<u8> {
+    let mut a = Asm::new("A");
+    a.default_init();
+    let fields = [
+        ("ia", "[I", T_INT),
+        ("ba", "[B", T_BYTE),
+        ("sa", "[S", 9),
+        ("za", "[Z", T_BOOLEAN),
+    ];
+    let mut clinit = Vec::new();
+    let mut refs = Vec::new();
+    for (n, d, t) in fields {
+        a.field(PS, n, d);
+        let f = a.fref("A", n, d);
+        refs.push(f);
+        clinit.extend_from_slice(&[BIPUSH, 6, NEWARRAY, t, PUTSTATIC, hi(f), lo(f)]);
+    }
+    clinit.push(RETURN);
+    a.method(ACC_STATIC, "<clinit>", "()V", 1, 0, &clinit);
+    for (n, d) in [("fb", "B"), ("fs", "S"), ("fz", "Z")] {
+        a.field(PS, n, d);
+        let f = a.fref("A", n, d);
+        a.method(
+            PS,
+            &format!("p{n}"),
+            "(I)I",
+            1,
+            1,
+            &[
+                ILOAD_0,
+                PUTSTATIC,
+                hi(f),
+                lo(f),
+                GETSTATIC,
+                hi(f),
+                lo(f),
+                IRETURN,
+            ],
+        );
+    }
+    let loads = [IALOAD, BALOAD, SALOAD, BALOAD];
+    let stores = [IASTORE, BASTORE, SASTORE, BASTORE];
+    for (k, &f) in refs.iter().enumerate() {
+        let n = fields[k].0;
+        a.method(
+            PS,
+            &format!("g{n}"),
+            "(I)I",
+            2,
+            1,
+            &[GETSTATIC, hi(f), lo(f), ILOAD_0, loads[k], IRETURN],
+        );
+        a.method(
+            PS,
+            &format!("s{n}"),
+            "(II)I",
+            3,
+            2,
+            &[
+                GETSTATIC,
+                hi(f),
+                lo(f),
+                ILOAD_0,
+                ILOAD_1,
+                stores[k],
+                GETSTATIC,
+                hi(f),
+                lo(f),
+                ILOAD_0,
+                loads[k],
+                IRETURN,
+            ],
+        );
+    }
+    let (ia, ba) = (refs[0], refs[1]);
+    // Constant indices (fused IaLoadK / BaLoadK / IaStoreK / BaStoreK).
+    a.method(
+        PS,
+        "k",
+        "(I)I",
+        4,
+        1,
+        &[
+            GETSTATIC,
+            hi(ia),
+            lo(ia),
+            ICONST_3,
+            ILOAD_0,
+            IASTORE,
+            GETSTATIC,
+            hi(ba),
+            lo(ba),
+            ICONST_2,
+            ILOAD_0,
+            BASTORE,
+            GETSTATIC,
+            hi(ia),
+            lo(ia),
+            ICONST_3,
+            IALOAD,
+            GETSTATIC,
+            hi(ba),
+            lo(ba),
+            ICONST_2,
+            BALOAD,
+            IADD,
+            IRETURN,
+        ],
+    );
+    a.method(
+        PS,
+        "len",
+        "()I",
+        1,
+        0,
+        &[GETSTATIC, hi(ia), lo(ia), ARRAYLENGTH, IRETURN],
+    );
+    a.method(
+        PS,
+        "nul",
+        "(I)I",
+        2,
+        1,
+        &[ACONST_NULL, ILOAD_0, IALOAD, IRETURN],
+    );
+    a.method(
+        PS,
+        "nulen",
+        "()I",
+        1,
+        0,
+        &[ACONST_NULL, ARRAYLENGTH, IRETURN],
+    );
+    let fill = a.mref("unet/sle/Natives", "fill", "([BII)V");
+    let sum = a.mref("unet/sle/Natives", "sum", "([BII)I");
+    let id = a.mref("unet/sle/Natives", "id", "(I)I");
+    a.method(
+        PS,
+        "nat",
+        "(II)I",
+        4,
+        2,
+        &[
+            GETSTATIC,
+            hi(ba),
+            lo(ba),
+            ILOAD_0,
+            ILOAD_1,
+            INVOKESTATIC,
+            hi(fill),
+            lo(fill),
+            GETSTATIC,
+            hi(ba),
+            lo(ba),
+            ILOAD_0,
+            ICONST_2,
+            INVOKESTATIC,
+            hi(sum),
+            lo(sum),
+            ILOAD_1,
+            INVOKESTATIC,
+            hi(id),
+            lo(id),
+            IADD,
+            IRETURN,
+        ],
+    );
+    // A call between compiled methods, its result used.
+    let g = a.mref("A", "gia", "(I)I");
+    a.method(
+        PS,
+        "call",
+        "(I)I",
+        2,
+        1,
+        &[ILOAD_0, INVOKESTATIC, hi(g), lo(g), ILOAD_0, IADD, IRETURN],
+    );
+    a.build()
+}
+
+#[test]
+fn arrays_fields_natives_and_calls_agree() {
+    let mut t = Twin::new(&arrays_class());
+    let unary = [
+        "pfb", "pfs", "pfz", "gia", "gba", "gsa", "gza", "k", "nul", "call",
+    ];
+    let binary = ["sia", "sba", "sza", "ssa", "nat"];
+    for m in unary.iter().chain(&binary).chain(&["len", "nulen"]) {
+        assert!(t.compiled(m), "{m} should be compiled");
+    }
+    let args = [0, 1, 2, 5, 6, 7, -1, 255, 0x18000, i32::MIN, i32::MAX];
+    for fuel in (0..24).chain([1000]) {
+        for max_depth in [1, 4096] {
+            t.set(
+                Limits {
+                    fuel,
+                    max_depth,
+                    ..Limits::default()
+                },
+                Some(5),
+            );
+            t.check("len", &[]);
+            t.check("nulen", &[]);
+            for &x in &args {
+                for m in unary {
+                    t.check(m, &[x]);
+                }
+                for &y in &args {
+                    for m in binary {
+                        t.check(m, &[x, y]);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn uncompile_goes_back_to_the_interpreter() {
+    let mut t = Twin::new(BENCH25);
+    assert!(t.compiled("math"));
+    t.jit.uncompile();
+    assert!(!t.compiled("math"));
+    t.check("math", &[100]);
+}
+
+#[test]
+fn code_compiled_on_another_thread_installs_in_vms_of_its_class_only() {
+    let c = Class::load(BENCH25, &test_natives::<u32>(), &["test"]).expect("load");
+    let other = Class::load(BENCH25, &test_natives::<u32>(), &["test"]).expect("load");
+    let mut vm = Vm::new(c.clone(), Limits::default(), &mut 0).expect("construct");
+    let math = c.method("math").expect("math");
+    let code = {
+        let c = c.clone();
+        std::thread::spawn(move || c.compile())
+            .join()
+            .expect("compile thread")
+            .expect("compile")
+    };
+    // The same bytes loaded again are another class: refused, no change.
+    let foreign = other.compile().expect("compile");
+    assert!(vm.install(foreign).is_err());
+    assert!(!vm.is_compiled(math));
+    assert!(vm.install(code).expect("install") >= 14);
+    assert!(vm.is_compiled(math));
+    assert_eq!(vm.invoke(&mut 0, math, &[10]), Ok(Some(30)));
+}
