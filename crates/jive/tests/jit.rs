@@ -415,3 +415,78 @@ fn code_compiled_on_another_thread_installs_in_vms_of_its_class_only() {
     assert!(vm.is_compiled(math));
     assert_eq!(vm.invoke(&mut 0, math, &[10]), Ok(Some(30)));
 }
+
+/// Randomly mutated benchmark classes that still load (changed constants,
+/// branch offsets, opcodes the verifier accepts): every int-argument
+/// method, interpreted and compiled, under two budgets.
+#[test]
+fn mutated_classes_agree() {
+    let mut rng: u64 = 0x5eed_1e55;
+    let mut next = move || {
+        rng = rng
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        rng >> 33
+    };
+    let mut compared = 0;
+    let mut compiled_mutants = 0;
+    for base in [BENCH8, BENCH25] {
+        for _ in 0..150 {
+            let mut b = base.to_vec();
+            for _ in 0..1 + next() % 3 {
+                let i = (next() as usize) % b.len();
+                b[i] = match next() % 4 {
+                    0 => next() as u8,
+                    1 => b[i].wrapping_add(1),
+                    2 => b[i].wrapping_sub(1),
+                    _ => 0xff,
+                };
+            }
+            let Ok(c) = Class::load(&b, &test_natives::<u32>(), &["test"]) else {
+                continue;
+            };
+            let small = Limits {
+                fuel: 20_000,
+                max_depth: 64,
+                heap_quota: 64 << 10,
+            };
+            let (Ok(interp), Ok(mut jit)) = (
+                Vm::new(c.clone(), small, &mut 0),
+                Vm::new(c.clone(), small, &mut 0),
+            ) else {
+                continue;
+            };
+            if jit.compile().expect("a loaded class compiles") == 0 {
+                continue;
+            }
+            compiled_mutants += 1;
+            let mut t = Twin {
+                c: c.clone(),
+                interp,
+                jit,
+                compared: 0,
+            };
+            let methods: Vec<_> = c.methods().collect();
+            for fuel in [37, 20_000] {
+                t.set(Limits { fuel, ..small }, Some(11));
+                for &m in &methods {
+                    let d = c.method_descriptor(m);
+                    if c.method_name(m).starts_with('<') || d.contains('[') {
+                        continue;
+                    }
+                    let n =
+                        d.matches(['I', 'B', 'S', 'Z']).count() - usize::from(!d.ends_with('V'));
+                    for arg in [0, 1, 7, -1, 1000] {
+                        t.check(c.method_name(m), &vec![arg; n]);
+                    }
+                }
+            }
+            compared += t.compared;
+        }
+    }
+    assert!(
+        compiled_mutants > 20,
+        "only {compiled_mutants} mutants compiled"
+    );
+    assert!(compared > 2000, "only {compared} comparisons");
+}
