@@ -79,10 +79,57 @@ impl ArrayData {
     }
 }
 
+/// Where compiled code finds one array (see [`Heap::raw`]): the address and
+/// length of its elements and its kind (`RAW_*`). `#[repr(C)]`: generated
+/// code reads the fields at fixed offsets (0, 8, 12).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RawArr {
+    pub addr: usize,
+    pub len: u32,
+    pub kind: u32,
+}
+
+pub(crate) const RAW_FREE: u32 = 0;
+pub(crate) const RAW_B: u32 = 1;
+pub(crate) const RAW_Z: u32 = 2;
+pub(crate) const RAW_S: u32 = 3;
+pub(crate) const RAW_I: u32 = 4;
+
+impl RawArr {
+    const FREE: RawArr = RawArr {
+        addr: 0,
+        len: 0,
+        kind: RAW_FREE,
+    };
+
+    fn of(a: &mut ArrayData) -> RawArr {
+        let (addr, len, kind) = match a {
+            ArrayData::Free => return RawArr::FREE,
+            ArrayData::B(v) => (v.as_mut_ptr() as usize, v.len(), RAW_B),
+            ArrayData::Z(v) => (v.as_mut_ptr() as usize, v.len(), RAW_Z),
+            ArrayData::S(v) => (v.as_mut_ptr() as usize, v.len(), RAW_S),
+            ArrayData::I(v) => (v.as_mut_ptr() as usize, v.len(), RAW_I),
+        };
+        RawArr {
+            addr,
+            len: len as u32,
+            kind,
+        }
+    }
+}
+
 /// The array heap of one VM.
 #[derive(Debug)]
 pub struct Heap {
+    /// The arrays. An array's element vector is never resized or replaced
+    /// while it is live (only allocation and collection change entries),
+    /// so that [`Heap::raw`] stays true.
     pub(crate) arrays: Vec<ArrayData>,
+    /// Per entry of `arrays`, where its elements are: compiled code reads
+    /// and writes arrays through this table without a call (after checking
+    /// kind and bounds against it). Kept in step by `alloc` and `collect`.
+    pub(crate) raw: Vec<RawArr>,
     gens: Vec<u32>,
     free: Vec<u32>,
     used: usize,
@@ -97,6 +144,7 @@ impl Heap {
     pub fn new(quota: usize) -> Heap {
         Heap {
             arrays: Vec::new(),
+            raw: Vec::new(),
             gens: Vec::new(),
             free: Vec::new(),
             used: 0,
@@ -114,6 +162,12 @@ impl Heap {
     /// The quota in bytes.
     pub fn quota(&self) -> usize {
         self.quota
+    }
+
+    /// Change the quota: allocations from now on are checked against it
+    /// (arrays already allocated stay).
+    pub fn set_quota(&mut self, quota: usize) {
+        self.quota = quota;
     }
 
     /// Number of arrays currently allocated.
@@ -143,6 +197,7 @@ impl Heap {
         let idx = match self.free.pop() {
             Some(i) => {
                 self.arrays[i as usize] = data;
+                self.raw[i as usize] = RawArr::of(&mut self.arrays[i as usize]);
                 i as usize
             }
             None => {
@@ -153,6 +208,8 @@ impl Heap {
                     });
                 }
                 self.arrays.push(data);
+                let last = self.arrays.len() - 1;
+                self.raw.push(RawArr::of(&mut self.arrays[last]));
                 self.gens.push(0);
                 self.arrays.len() - 1
             }
@@ -171,9 +228,11 @@ impl Heap {
         }
     }
 
-    /// Mutable access to the array named by handle `h`, if it is live.
+    /// Mutable access to the array named by handle `h`, if it is live. Its
+    /// elements may change; the vector must not be resized or replaced
+    /// (see `Heap::raw`).
     #[inline(always)]
-    pub fn get_mut(&mut self, h: i32) -> Option<&mut ArrayData> {
+    pub(crate) fn get_mut(&mut self, h: i32) -> Option<&mut ArrayData> {
         match self.arrays.get_mut((h as u32 as usize).wrapping_sub(1)) {
             Some(ArrayData::Free) | None => None,
             Some(a) => Some(a),
@@ -207,6 +266,7 @@ impl Heap {
             if !self.marks[i] && !matches!(self.arrays[i], ArrayData::Free) {
                 self.used -= self.arrays[i].bytes();
                 self.arrays[i] = ArrayData::Free;
+                self.raw[i] = RawArr::FREE;
                 self.gens[i] = self.gens[i].wrapping_add(1);
                 self.free.push(i as u32);
             }

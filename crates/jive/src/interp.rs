@@ -830,6 +830,7 @@ impl<H> Vm<H> {
     /// Change the limits (a smaller quota applies to future allocations).
     pub fn set_limits(&mut self, limits: Limits) {
         self.limits = limits;
+        self.st.heap.set_quota(limits.heap_quota);
     }
 
     /// Call `hook` in every invocation that uses more than `fuel` units of

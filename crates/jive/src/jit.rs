@@ -12,11 +12,13 @@
 //! What the compiled code does itself: arithmetic, branches, fields, fuel
 //! (one subtraction and one compare per charge, as in the interpreter), the
 //! call-depth check, calls between compiled methods (direct calls,
-//! arguments in registers) and calls of natives (the bound function is
+//! arguments in registers), array accesses that pass their checks (through
+//! the heap's table of element addresses, `Heap::raw`: handle, kind and
+//! bounds checked inline) and calls of natives (the bound function is
 //! called from a small helper, without the interpreter's argument
 //! marshalling loop). What it leaves to helpers in Rust: array accesses
-//! (the heap's table of arrays is Rust data), running out of fuel (the
-//! checkpoint hook) and recording faults.
+//! that fail a check (the helper makes the interpreter's exact fault),
+//! running out of fuel (the checkpoint hook) and recording faults.
 //!
 //! Not compiled, so interpreted (per method, decided at compile time):
 //! methods that allocate arrays (`newarray`: the collector scans the
@@ -44,7 +46,7 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
 
 use crate::decode::{Arg, MethodCode, Op};
-use crate::heap::{ArrayData, Heap};
+use crate::heap::{ArrayData, Heap, RawArr, RAW_B, RAW_FREE, RAW_I, RAW_S, RAW_Z};
 use crate::natives::NativeCtx;
 use crate::subset::{ClassInner, JType};
 use crate::Fault;
@@ -69,12 +71,32 @@ pub(crate) struct Ctx {
     max_depth: i64,
     /// The invocation's [`Env`], for helpers.
     env: *mut u8,
+    /// The heap's table of arrays ([`Heap::raw`]) and its length; set
+    /// again after every native call (a native may allocate, which may
+    /// move the table).
+    arrays: *const RawArr,
+    narrays: u64,
 }
 
 const CTX_FUEL: i32 = 0;
 const CTX_FIELDS: i32 = 8;
 const CTX_DEPTH: i32 = 16;
 const CTX_MAX_DEPTH: i32 = 24;
+const CTX_ARRAYS: i32 = 40;
+const CTX_NARRAYS: i32 = 48;
+// The offsets above are those of the `#[repr(C)]` layouts.
+const _: () = assert!(
+    std::mem::offset_of!(Ctx, fuel) == CTX_FUEL as usize
+        && std::mem::offset_of!(Ctx, fields) == CTX_FIELDS as usize
+        && std::mem::offset_of!(Ctx, depth) == CTX_DEPTH as usize
+        && std::mem::offset_of!(Ctx, max_depth) == CTX_MAX_DEPTH as usize
+        && std::mem::offset_of!(Ctx, arrays) == CTX_ARRAYS as usize
+        && std::mem::offset_of!(Ctx, narrays) == CTX_NARRAYS as usize
+        && std::mem::offset_of!(RawArr, addr) == 0
+        && std::mem::offset_of!(RawArr, len) == 8
+        && std::mem::offset_of!(RawArr, kind) == 12
+        && std::mem::size_of::<RawArr>() == 16
+);
 
 /// The interpreter-side state of one compiled invocation, reached by
 /// helpers through [`Ctx::env`].
@@ -165,6 +187,8 @@ impl<H> Compiled<H> {
             fields: fields.as_mut_ptr(),
             depth: 0,
             max_depth,
+            arrays: env.heap.raw.as_ptr(),
+            narrays: env.heap.raw.len() as u64,
             env: env as *mut Env<'_, H> as *mut u8,
         };
         // SAFETY: `entry` is a trampoline of this module (see `entries`),
@@ -378,6 +402,9 @@ extern "C" fn h_native<H>(ctx: *mut Ctx, n: i64, args: *const i32, argc: i64, si
         (nat.f)(env.host, &mut cx, args)
     };
     c.fuel = left - env.reserve;
+    // The native may have allocated: the table may have moved or grown.
+    c.arrays = env.heap.raw.as_ptr();
+    c.narrays = env.heap.raw.len() as u64;
     let v = match r {
         Ok(v) => {
             if let Some(JType::Array(e)) = nat.sig.ret {
@@ -1008,12 +1035,26 @@ impl<H> Gen<'_, '_, H> {
                 self.astore(i, a, idx, s, A_BYTE)
             }
             Op::ArrLen { d, a } => {
+                let slow = self.b.create_block();
+                let done = self.b.create_block();
+                let (_, len) = self.array_fast(
+                    a,
+                    None,
+                    |g, k| g.b.ins().icmp_imm_u(IntCC::NotEqual, k, RAW_FREE as i64),
+                    slow,
+                );
+                self.set(d, len);
+                self.b.ins().jump(done, &[]);
+                self.b.set_cold_block(slow);
+                self.b.switch_to_block(slow);
                 let (c, h, s) = (self.ctx(), self.var(a), self.k(self.site(i)));
                 let f = h_arrlen::<H> as extern "C" fn(*mut Ctx, i32, i64) -> i64 as *const u8;
                 let r = self.helper(f, &[self.ptr, types::I32, types::I64], &[c, h, s]);
                 self.check(r);
                 let v = self.b.ins().ireduce(types::I32, r);
                 self.set(d, v);
+                self.b.ins().jump(done, &[]);
+                self.b.switch_to_block(done);
             }
             Op::NewArray { .. } => {
                 return Err(format!("{}: newarray is not compiled", mc.name));
@@ -1171,7 +1212,101 @@ impl<H> Gen<'_, '_, H> {
         Ok(())
     }
 
+    /// The fast path of an array op on the array in slot `a`: checks that
+    /// its handle names a live entry of the heap's table ([`Heap::raw`]),
+    /// that the entry's kind satisfies `kind_ok`, and (with `idx`) that the
+    /// index is below its length; branches to `slow` if not. Returns the
+    /// entry's element address and length, in the block where all checks
+    /// passed.
+    fn array_fast(
+        &mut self,
+        a: u16,
+        idx: Option<Value>,
+        kind_ok: impl FnOnce(&mut Self, Value) -> Value,
+        slow: Block,
+    ) -> (Value, Value) {
+        let c = self.ctx();
+        let h = self.var(a);
+        // Handle h names entry h - 1; null (0) and `this` (-1) give
+        // indices no table reaches.
+        let hx = self.b.ins().uextend(types::I64, h);
+        let slot = self.b.ins().iadd_imm_s(hx, -1);
+        let n = self
+            .b
+            .ins()
+            .load(types::I64, MemFlagsData::trusted(), c, CTX_NARRAYS);
+        let live = self.b.ins().icmp(IntCC::UnsignedLessThan, slot, n);
+        let b1 = self.b.create_block();
+        self.b.ins().brif(live, b1, &[], slow, &[]);
+        self.b.switch_to_block(b1);
+        let base = self
+            .b
+            .ins()
+            .load(self.ptr, MemFlagsData::trusted(), c, CTX_ARRAYS);
+        let off = self.b.ins().ishl_imm_u(slot, 4);
+        let e = self.b.ins().iadd(base, off);
+        let kind = self
+            .b
+            .ins()
+            .load(types::I32, MemFlagsData::trusted(), e, 12);
+        let len = self.b.ins().load(types::I32, MemFlagsData::trusted(), e, 8);
+        let mut ok = kind_ok(self, kind);
+        if let Some(ix) = idx {
+            let inb = self.b.ins().icmp(IntCC::UnsignedLessThan, ix, len);
+            ok = self.b.ins().band(ok, inb);
+        }
+        let b2 = self.b.create_block();
+        self.b.ins().brif(ok, b2, &[], slow, &[]);
+        self.b.switch_to_block(b2);
+        let addr = self.b.ins().load(self.ptr, MemFlagsData::trusted(), e, 0);
+        (addr, len)
+    }
+
+    /// Whether `kind` is one the array op of `kind` (`A_*`) accepts.
+    fn kind_ok(&mut self, kind: Value, op: i64, load: bool) -> Value {
+        match op {
+            // baload reads byte[] and boolean[] (kinds 1 and 2).
+            A_BYTE if load => {
+                let k = self.b.ins().iadd_imm_s(kind, -(RAW_B as i64));
+                self.b.ins().icmp_imm_u(IntCC::UnsignedLessThan, k, 2)
+            }
+            A_BYTE => self.b.ins().icmp_imm_u(IntCC::Equal, kind, RAW_B as i64),
+            A_BOOL => self.b.ins().icmp_imm_u(IntCC::Equal, kind, RAW_Z as i64),
+            A_SHORT => self.b.ins().icmp_imm_u(IntCC::Equal, kind, RAW_S as i64),
+            _ => self.b.ins().icmp_imm_u(IntCC::Equal, kind, RAW_I as i64),
+        }
+    }
+
+    /// Address of element `idx` from the element address `addr`.
+    fn elem_addr(&mut self, addr: Value, idx: Value, op: i64) -> Value {
+        let ix = self.b.ins().uextend(types::I64, idx);
+        let shift = match op {
+            A_INT => 2,
+            A_SHORT => 1,
+            _ => 0,
+        };
+        let off = self.b.ins().ishl_imm_u(ix, shift);
+        self.b.ins().iadd(addr, off)
+    }
+
     fn aload(&mut self, i: usize, d: u16, a: u16, idx: Value, kind: i64) {
+        let slow = self.b.create_block();
+        let done = self.b.create_block();
+        let (addr, _) = self.array_fast(a, Some(idx), |g, k| g.kind_ok(k, kind, true), slow);
+        let p = self.elem_addr(addr, idx, kind);
+        let fl = MemFlagsData::trusted();
+        let v = match kind {
+            A_INT => self.b.ins().load(types::I32, fl, p, 0),
+            A_SHORT => self.b.ins().sload16(types::I32, fl, p, 0),
+            _ => self.b.ins().sload8(types::I32, fl, p, 0),
+        };
+        self.set(d, v);
+        self.b.ins().jump(done, &[]);
+
+        // The slow path makes the interpreter's exact fault (or, for a
+        // kind the fast path does not take, the load itself).
+        self.b.set_cold_block(slow);
+        self.b.switch_to_block(slow);
         let (c, h, k, s) = (self.ctx(), self.var(a), self.k(kind), self.k(self.site(i)));
         type Ld = extern "C" fn(*mut Ctx, i64, i32, i32, i64) -> i64;
         let f = h_aload::<H> as Ld as *const u8;
@@ -1183,9 +1318,36 @@ impl<H> Gen<'_, '_, H> {
         self.check(r);
         let v = self.b.ins().ireduce(types::I32, r);
         self.set(d, v);
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(done);
     }
 
     fn astore(&mut self, i: usize, a: u16, idx: Value, src: u16, kind: i64) {
+        let slow = self.b.create_block();
+        let done = self.b.create_block();
+        let (addr, _) = self.array_fast(a, Some(idx), |g, k| g.kind_ok(k, kind, false), slow);
+        let p = self.elem_addr(addr, idx, kind);
+        let x = self.var(src);
+        let fl = MemFlagsData::trusted();
+        match kind {
+            A_INT => {
+                self.b.ins().store(fl, x, p, 0);
+            }
+            A_SHORT => {
+                self.b.ins().istore16(fl, x, p, 0);
+            }
+            A_BOOL => {
+                let z = self.b.ins().band_imm_s(x, 1);
+                self.b.ins().istore8(fl, z, p, 0);
+            }
+            _ => {
+                self.b.ins().istore8(fl, x, p, 0);
+            }
+        }
+        self.b.ins().jump(done, &[]);
+
+        self.b.set_cold_block(slow);
+        self.b.switch_to_block(slow);
         let (c, h, x, k, s) = (
             self.ctx(),
             self.var(a),
@@ -1208,6 +1370,8 @@ impl<H> Gen<'_, '_, H> {
             &[c, k, h, idx, x, s],
         );
         self.check(r);
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(done);
     }
 
     /// `tableswitch` / `lookupswitch` at op `i`.

@@ -28,7 +28,10 @@ struct Twin {
 
 impl Twin {
     fn new(bytes: &[u8]) -> Twin {
-        let c = Class::load(bytes, &test_natives::<u32>(), &["test"]).expect("load");
+        Twin::of(Class::load(bytes, &test_natives::<u32>(), &["test"]).expect("load"))
+    }
+
+    fn of(c: Class<u32>) -> Twin {
         let interp = Vm::new(c.clone(), Limits::default(), &mut 0).expect("construct");
         let mut jit = Vm::new(c.clone(), Limits::default(), &mut 0).expect("construct");
         let n = jit.compile().expect("compile");
@@ -489,4 +492,85 @@ fn mutated_classes_agree() {
         "only {compiled_mutants} mutants compiled"
     );
     assert!(compared > 2000, "only {compared} comparisons");
+}
+
+/// A native that allocates, called from compiled code in a loop: the
+/// heap's table of arrays grows (and moves) during the invocation, and
+/// the compiled code keeps finding the arrays (stores, loads, lengths).
+#[test]
+fn arrays_allocated_by_natives_during_a_compiled_invocation() {
+    fn mk(_: &mut u32, cx: &mut jive::NativeCtx<'_>, a: &[i32]) -> jive::NativeResult {
+        Ok(cx.new_array(jive::subset::Elem::Byte, a[0])?)
+    }
+    let mut natives = test_natives::<u32>();
+    natives.register("test", "unet/sle/Natives", "mk", "(I)[B", mk);
+    let mut a = Asm::new("M");
+    a.default_init();
+    let m = a.mref("unet/sle/Natives", "mk", "(I)[B");
+    const ASTORE_3: u8 = 78;
+    const ALOAD_3: u8 = 45;
+    // int f(int n) { int s = 0; for (int i = 0; i < n; i++) {
+    //   byte[] b = mk(5); b[2] = (byte) i; s += b[2] + b.length; } return s; }
+    let code = [
+        ICONST_0,
+        ISTORE_1,
+        ICONST_0,
+        ISTORE_2, // 0..4
+        ILOAD_1,
+        ILOAD_0,
+        IF_ICMPGE,
+        0,
+        28, // 4: loop test, to 34
+        BIPUSH,
+        5,
+        INVOKESTATIC,
+        hi(m),
+        lo(m),
+        ASTORE_3, // 9
+        ALOAD_3,
+        ICONST_2,
+        ILOAD_1,
+        BASTORE, // 15
+        ILOAD_2,
+        ALOAD_3,
+        ICONST_2,
+        BALOAD,
+        IADD,
+        ALOAD_3,
+        ARRAYLENGTH,
+        IADD,
+        ISTORE_2, // 19
+        IINC,
+        1,
+        1, // 28
+        GOTO,
+        0xff,
+        0xe5, // 31: back to 4
+        ILOAD_2,
+        IRETURN, // 34
+    ];
+    a.method(PS, "f", "(I)I", 3, 4, &code);
+    let c = Class::load(&a.build(), &natives, &["test"]).expect("load");
+    let mut t = Twin::of(c);
+    assert!(t.compiled("f"));
+    for n in [0, 1, 2, 50, 300, 300, 1000] {
+        t.check("f", &[n]);
+    }
+    let f = t.c.method("f").expect("f");
+    let want: i32 = (0..300).map(|i: i32| i as i8 as i32 + 5).sum();
+    assert_eq!(t.jit.invoke(&mut 0, f, &[300]), Ok(Some(want)));
+    // A quota that runs out during the loop: the native's fault, the same.
+    t.set(
+        Limits {
+            heap_quota: 2000,
+            ..Limits::default()
+        },
+        None,
+    );
+    t.check("f", &[1000]);
+    let r = t.jit.invoke(&mut 0, f, &[1000]);
+    assert!(
+        matches!(r, Err(jive::Fault::HeapQuotaExceeded { .. })),
+        "{r:?}"
+    );
 }
