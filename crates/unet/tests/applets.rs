@@ -1365,3 +1365,72 @@ fn a_runaway_applet_leaves_other_endpoints_their_rate() {
         100.0 * beside / alone
     );
 }
+
+/// The engine's applets start interpreted and switch to JIVE's machine
+/// code once the compiler's thread is done (the engine's loop never waits
+/// for it), with the same behaviour before and after.
+#[test]
+fn engine_applets_switch_to_compiled_code_when_ready() {
+    use unet_engine::sle::{default_limits, Applet, SleEndpoint};
+    struct Ep {
+        area: Vec<u8>,
+        sent: Vec<Vec<u8>>,
+    }
+    impl SleEndpoint for Ep {
+        fn area_size(&self) -> u64 {
+            self.area.len() as u64
+        }
+        fn read_area(&self, off: u64, out: &mut [u8]) {
+            out.copy_from_slice(&self.area[off as usize..off as usize + out.len()]);
+        }
+        fn write_area(&mut self, off: u64, data: &[u8]) {
+            self.area[off as usize..off as usize + data.len()].copy_from_slice(data);
+        }
+        fn buffer_size(&self) -> u32 {
+            2048
+        }
+        fn pop_free(&mut self) -> Option<u32> {
+            None
+        }
+        fn push_free(&mut self, _: u32) -> bool {
+            true
+        }
+        fn tx_push(&mut self, _: u16, data: &[u8]) -> Result<(), String> {
+            self.sent.push(data.to_vec());
+            Ok(())
+        }
+        fn push_recv(&mut self, _: unet_abi::RecvDesc) -> bool {
+            true
+        }
+        fn now_us(&self) -> i32 {
+            0
+        }
+        fn set_timer(&mut self, _: u32, _: i32) -> Result<(), String> {
+            Ok(())
+        }
+    }
+    let mut ep = Ep {
+        area: vec![0; 1 << 16],
+        sent: Vec::new(),
+    };
+    let mut a = Applet::load(&applet("RawUnet"), default_limits(), &mut ep).expect("load");
+    a.set_time_sampling(16, u64::MAX);
+    assert!(!a.is_compiled(), "installed before any invocation");
+    let t0 = Instant::now();
+    let mut i = 0u32;
+    while !a.is_compiled() {
+        assert!(t0.elapsed() < Duration::from_secs(20), "never compiled");
+        let msg = pattern(i as usize, 64);
+        ep.write_area(4096, &msg);
+        a.tx(&mut ep, 64, 3, 4096).expect("doTx");
+        assert_eq!(ep.sent.last(), Some(&msg), "message {i}");
+        i += 1;
+    }
+    for j in i..i + 100 {
+        let msg = pattern(j as usize, 100);
+        ep.write_area(8192, &msg);
+        a.tx(&mut ep, 100, 3, 8192).expect("doTx, compiled");
+        assert_eq!(ep.sent.last(), Some(&msg), "message {j}");
+    }
+    assert_eq!(a.stats.faults.iter().sum::<u64>(), 0);
+}
