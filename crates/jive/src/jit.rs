@@ -1382,22 +1382,20 @@ impl<H> Gen<'_, '_, H> {
             .get(tab as usize)
             .ok_or_else(|| format!("switch table {tab} missing"))?;
         let key = self.var(s);
-        // One block per edge, so that each charges its own backward jump.
-        let edge = |g: &mut Self, t: u32| -> Result<Block, String> {
+        // One block per edge, so that each charges its own backward jump;
+        // the edges are filled after the dispatch (a block must be
+        // finished before the builder moves to another).
+        let mut edges: Vec<(Block, u32)> = Vec::new();
+        let mut edge = |g: &mut Self, t: u32| -> Block {
             let blk = g.b.create_block();
-            let here = g.b.current_block();
-            g.b.switch_to_block(blk);
-            g.goto(i, t)?;
-            if let Some(h) = here {
-                g.b.switch_to_block(h);
-            }
-            Ok(blk)
+            edges.push((blk, t));
+            blk
         };
-        let def = edge(self, st.default)?;
+        let def = edge(self, st.default);
         if st.dense && !st.keys.is_empty() {
             let mut calls = Vec::with_capacity(st.targets.len());
             for &t in &st.targets {
-                let blk = edge(self, t)?;
+                let blk = edge(self, t);
                 calls.push(self.b.func.dfg.block_call(blk, &[] as &[BlockArg]));
             }
             let dc = self.b.func.dfg.block_call(def, &[] as &[BlockArg]);
@@ -1418,13 +1416,17 @@ impl<H> Gen<'_, '_, H> {
                     .targets
                     .get(j)
                     .ok_or_else(|| format!("switch table {tab} is short"))?;
-                let blk = edge(self, t)?;
+                let blk = edge(self, t);
                 let eq = self.b.ins().icmp_imm_s(IntCC::Equal, key, k as i64);
                 let next = self.b.create_block();
                 self.b.ins().brif(eq, blk, &[], next, &[]);
                 self.b.switch_to_block(next);
             }
             self.b.ins().jump(def, &[]);
+        }
+        for (blk, t) in edges {
+            self.b.switch_to_block(blk);
+            self.goto(i, t)?;
         }
         Ok(())
     }
