@@ -8,15 +8,8 @@
 use jive::{test_natives, Class, Limits, Vm};
 use libfuzzer_sys::fuzz_target;
 
-/// Number of parameters of a descriptor such as `(IIB)V` when all are
-/// int-like, else `None`.
-fn int_params(descriptor: &str) -> Option<usize> {
-    let params = descriptor.strip_prefix('(')?.split(')').next()?;
-    params
-        .chars()
-        .all(|c| matches!(c, 'I' | 'S' | 'B' | 'Z'))
-        .then_some(params.len())
-}
+mod int_params;
+use int_params::int_params;
 
 fuzz_target!(|data: &[u8]| {
     let natives = test_natives::<()>();

@@ -101,7 +101,7 @@ impl<H> std::fmt::Debug for Vm<H> {
     }
 }
 
-fn arr_fault(h: i32) -> Fault {
+pub(crate) fn arr_fault(h: i32) -> Fault {
     if h == 0 {
         Fault::NullPointer
     } else {
@@ -167,23 +167,23 @@ impl std::ops::IndexMut<u16> for Regs<'_> {
     }
 }
 
-#[inline(never)]
-/// Run method `entry` whose arguments are in `st.stack[0..]`. Returns the
-/// result (0 for void) and the fuel left.
-fn run<H>(
+/// The budget of an invocation of `entry`, as `(fuel, reserve)`, after
+/// the host's call has charged the entry method's length.
+///
+/// The budget runs in two parts when there is a checkpoint: `fuel` up to
+/// it, then `reserve`. Running out of the first part calls the hook and
+/// moves the reserve in, so the loop's checks stay one compare of one
+/// register (and an invocation that stops short of the checkpoint pays
+/// nothing for it).
+#[inline(always)]
+fn entry_budget<H>(
     cls: &ClassInner<H>,
-    st: &mut State,
     limits: &Limits,
     host: &mut H,
     entry: usize,
     checkpoint: Option<Checkpoint<H>>,
-) -> Option<i32> {
+) -> (i64, i64) {
     let total: i64 = limits.fuel.min(i64::MAX as u64) as i64;
-    // The budget runs in two parts when there is a checkpoint: `fuel` up to
-    // it, then `reserve`. Running out of the first part calls the hook and
-    // moves the reserve in, so the loop's checks stay one compare of one
-    // register (and an invocation that stops short of the checkpoint pays
-    // nothing for it).
     let (mut fuel, mut reserve): (i64, i64) = match checkpoint {
         Some(c) if (c.fuel as i64) < total && c.fuel < i64::MAX as u64 => {
             (c.fuel as i64, total - c.fuel as i64)
@@ -198,6 +198,41 @@ fn run<H>(
             (c.hook)(host);
         }
     }
+    (fuel, reserve)
+}
+
+/// A native's result of array type that is not a live array of the
+/// declared kind (the verifier trusts natives to return one).
+#[inline]
+pub(crate) fn bad_native_array<H>(
+    heap: &Heap,
+    nat: &crate::subset::BoundNative<H>,
+    v: i32,
+) -> Option<Fault> {
+    match nat.sig.ret {
+        Some(JType::Array(e)) if v != 0 && heap.get(v).and_then(|x| x.elem()) != Some(e) => {
+            Some(Fault::Internal(format!(
+                "native {} returned {v}, not a {} handle",
+                nat.name,
+                e.descriptor()
+            )))
+        }
+        _ => None,
+    }
+}
+
+#[inline(never)]
+/// Run method `entry` whose arguments are in `st.stack[0..]`. Returns the
+/// result (0 for void) and the fuel left.
+fn run<H>(
+    cls: &ClassInner<H>,
+    st: &mut State,
+    limits: &Limits,
+    host: &mut H,
+    entry: usize,
+    checkpoint: Option<Checkpoint<H>>,
+) -> Option<i32> {
+    let (mut fuel, mut reserve) = entry_budget(cls, limits, host, entry, checkpoint);
     let max_depth = limits.max_depth.max(1) as usize;
     let mut m = entry;
     let mut mc = &cls.code[m];
@@ -561,20 +596,14 @@ fn run<H>(
                     };
                     fuel = left - reserve;
                     match r {
-                        Ok(v) => match nat.sig.ret {
-                            None => {}
-                            Some(JType::Array(e)) => {
-                                if v != 0 && heap.get(v).and_then(|x| x.elem()) != Some(e) {
-                                    break Err(Fault::Internal(format!(
-                                        "native {} returned {v}, not a {} handle",
-                                        nat.name,
-                                        e.descriptor()
-                                    )));
-                                }
+                        Ok(v) => {
+                            if let Some(f) = bad_native_array(heap, nat, v) {
+                                break Err(f);
+                            }
+                            if nat.sig.ret.is_some() {
                                 fr[d] = v;
                             }
-                            Some(_) => fr[d] = v,
-                        },
+                        }
                         Err(f) => break Err(*f),
                     }
                     if fuel < 0 {
@@ -619,21 +648,7 @@ fn run_compiled<H>(
     jit: &crate::jit::Compiled<H>,
     entry: *const u8,
 ) -> Option<i32> {
-    let total: i64 = limits.fuel.min(i64::MAX as u64) as i64;
-    let (mut fuel, mut reserve): (i64, i64) = match checkpoint {
-        Some(c) if (c.fuel as i64) < total && c.fuel < i64::MAX as u64 => {
-            (c.fuel as i64, total - c.fuel as i64)
-        }
-        _ => (total, 0),
-    };
-    fuel -= cls.code[m].ops.len() as i64;
-    if fuel < 0 && reserve > 0 {
-        fuel += reserve;
-        reserve = 0;
-        if let Some(c) = checkpoint {
-            (c.hook)(host);
-        }
-    }
+    let (mut fuel, mut reserve) = entry_budget(cls, limits, host, m, checkpoint);
     let res = if fuel < 0 {
         st.site = Some((m as u32, 0));
         Err(Fault::OutOfFuel)

@@ -47,8 +47,9 @@ use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
 
 use crate::decode::{Arg, MethodCode, Op};
 use crate::heap::{ArrayData, Heap, RawArr, RAW_B, RAW_FREE, RAW_I, RAW_S, RAW_Z};
+use crate::interp::{arr_fault, bad_native_array};
 use crate::natives::NativeCtx;
-use crate::subset::{ClassInner, JType};
+use crate::subset::ClassInner;
 use crate::Fault;
 
 /// What a compiled method or a failing helper returns after recording a
@@ -277,14 +278,6 @@ extern "C" fn h_fault<H>(ctx: *mut Ctx, kind: i64, site: i64) -> i64 {
     record(env, f, site)
 }
 
-fn arr_fault(h: i32) -> Fault {
-    if h == 0 {
-        Fault::NullPointer
-    } else {
-        Fault::Internal(format!("handle {h} is not an array of the expected kind"))
-    }
-}
-
 const A_INT: i64 = 0;
 const A_BYTE: i64 = 1;
 const A_SHORT: i64 = 2;
@@ -324,47 +317,32 @@ extern "C" fn h_astore<H>(ctx: *mut Ctx, kind: i64, h: i32, i: i32, x: i32, site
     // SAFETY: called by compiled code with its context (see `parts`).
     #[allow(unsafe_code)]
     let (_, env) = unsafe { parts::<H>(ctx) };
-    let a = env.heap.arrays.get_mut((h as u32 as usize).wrapping_sub(1));
-    let idx = i as u32 as usize;
-    let len = match (kind, a) {
-        (A_INT, Some(ArrayData::I(v))) => match v.get_mut(idx) {
-            Some(e) => {
-                *e = x;
-                return 0;
-            }
-            None => v.len(),
-        },
-        (A_BYTE, Some(ArrayData::B(v))) => match v.get_mut(idx) {
-            Some(e) => {
-                *e = x as i8;
-                return 0;
-            }
-            None => v.len(),
-        },
-        (A_BOOL, Some(ArrayData::Z(v))) => match v.get_mut(idx) {
-            Some(e) => {
-                *e = (x & 1) as i8;
-                return 0;
-            }
-            None => v.len(),
-        },
-        (A_SHORT, Some(ArrayData::S(v))) => match v.get_mut(idx) {
-            Some(e) => {
-                *e = x as i16;
-                return 0;
-            }
-            None => v.len(),
-        },
+    /// Store `x` at `i`, or the length if `i` is out of bounds.
+    fn put<T>(v: &mut [T], i: i32, x: T) -> Result<(), usize> {
+        let len = v.len();
+        v.get_mut(i as u32 as usize).map(|e| *e = x).ok_or(len)
+    }
+    let stored = match (
+        kind,
+        env.heap.arrays.get_mut((h as u32 as usize).wrapping_sub(1)),
+    ) {
+        (A_INT, Some(ArrayData::I(v))) => put(v, i, x),
+        (A_BYTE, Some(ArrayData::B(v))) => put(v, i, x as i8),
+        (A_BOOL, Some(ArrayData::Z(v))) => put(v, i, (x & 1) as i8),
+        (A_SHORT, Some(ArrayData::S(v))) => put(v, i, x as i16),
         _ => return record(env, arr_fault(h), site),
     };
-    record(
-        env,
-        Fault::ArrayIndexOutOfBounds {
-            index: i,
-            length: len as i32,
-        },
-        site,
-    )
+    match stored {
+        Ok(()) => 0,
+        Err(len) => record(
+            env,
+            Fault::ArrayIndexOutOfBounds {
+                index: i,
+                length: len as i32,
+            },
+            site,
+        ),
+    }
 }
 
 /// `arraylength`.
@@ -406,19 +384,10 @@ extern "C" fn h_native<H>(ctx: *mut Ctx, n: i64, args: *const i32, argc: i64, si
     c.arrays = env.heap.raw.as_ptr();
     c.narrays = env.heap.raw.len() as u64;
     let v = match r {
-        Ok(v) => {
-            if let Some(JType::Array(e)) = nat.sig.ret {
-                if v != 0 && env.heap.get(v).and_then(|x| x.elem()) != Some(e) {
-                    let f = Fault::Internal(format!(
-                        "native {} returned {v}, not a {} handle",
-                        nat.name,
-                        e.descriptor()
-                    ));
-                    return record(env, f, site);
-                }
-            }
-            v
-        }
+        Ok(v) => match bad_native_array(env.heap, nat, v) {
+            Some(f) => return record(env, f, site),
+            None => v,
+        },
         Err(f) => return record(env, *f, site),
     };
     if c.fuel < 0 && !spent(&mut c.fuel, env) {
