@@ -84,6 +84,7 @@
 use core::mem::{align_of, offset_of, size_of};
 use core::sync::atomic::{AtomicU32, AtomicU64};
 
+pub mod copy;
 pub mod golden;
 pub mod ring;
 

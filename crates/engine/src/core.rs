@@ -1442,29 +1442,8 @@ impl SleEndpoint for EngineEp<'_> {
     fn area_size(&self) -> u64 {
         self.ep().area_size()
     }
-    fn read_area(&self, off: u64, out: &mut [u8]) {
-        let ep = self.ep();
-        debug_assert!(off + out.len() as u64 <= ep.area_size());
-        // SAFETY: the natives checked off + len <= area size.
-        unsafe {
-            std::ptr::copy(
-                ep.area().as_ptr().add(off as usize),
-                out.as_mut_ptr(),
-                out.len(),
-            )
-        };
-    }
-    fn write_area(&mut self, off: u64, data: &[u8]) {
-        let ep = self.ep();
-        debug_assert!(off + data.len() as u64 <= ep.area_size());
-        // SAFETY: the natives checked off + len <= area size.
-        unsafe {
-            std::ptr::copy(
-                data.as_ptr(),
-                ep.area().as_ptr().add(off as usize),
-                data.len(),
-            )
-        };
+    fn area(&mut self) -> NonNull<u8> {
+        self.ep().area()
     }
     fn buffer_size(&self) -> u32 {
         self.ep().layout.geometry.buffer_size

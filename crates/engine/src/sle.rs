@@ -37,9 +37,10 @@ use std::time::{Duration, Instant};
 
 use jive::subset::Elem;
 use jive::{
-    Class, Fault, FieldId, Limits, MethodId, NativeCtx, NativeResult, Natives, Rejection, Vm,
-    NATIVES_CLASS,
+    Class, Fault, FieldId, Limits, MethodId, NativeCtx, NativeResult, Natives, Prepared, Rejection,
+    Vm, NATIVES_CLASS,
 };
+use unet_abi::copy::copy_bytes;
 use unet_abi::{RecvDesc, INLINE_MAX, MAX_MESSAGE, MAX_RX_BUFFERS, RECV_INLINE};
 
 /// The native domain applets are loaded with.
@@ -97,10 +98,12 @@ pub trait SleEndpoint {
     /// Size of the buffer area (constant for the endpoint's lifetime: an
     /// applet reads it once, when it is loaded).
     fn area_size(&self) -> u64;
-    /// Copy out of the buffer area; `off + out.len()` is within bounds.
-    fn read_area(&self, off: u64, out: &mut [u8]);
-    /// Copy into the buffer area; `off + data.len()` is within bounds.
-    fn write_area(&mut self, off: u64, data: &[u8]);
+    /// The buffer area's first byte: `area_size()` bytes, readable and
+    /// writable for as long as this endpoint is bound to an invocation.
+    /// The natives check every range against `area_size()` and copy bytes
+    /// in and out through this pointer; they never interpret the area in
+    /// place (the application may write it at any time).
+    fn area(&mut self) -> NonNull<u8>;
     /// The endpoint's receive buffer size (constant, as `area_size`).
     fn buffer_size(&self) -> u32;
     /// Pop a free buffer (already checked to lie in the buffer area).
@@ -122,6 +125,9 @@ pub trait SleEndpoint {
 /// The host state natives receive: the endpoint of the running invocation.
 pub struct SleHost {
     ep: Option<NonNull<dyn SleEndpoint>>,
+    /// [`SleEndpoint::area`] of the bound endpoint (dangling while none is
+    /// bound; natives check `ep` first).
+    area_base: NonNull<u8>,
     /// [`ticks`] when the running invocation passed the VM's checkpoint
     /// (it is a long one), 0 before.
     long_since: u64,
@@ -138,6 +144,29 @@ fn passed_checkpoint(h: &mut SleHost) {
 }
 
 impl SleHost {
+    /// Bind `ep` for one invocation (see [`SleHost::ep`]).
+    #[inline]
+    fn bind(&mut self, ep: &mut dyn SleEndpoint) {
+        self.area_base = ep.area();
+        self.ep = Some(erase(ep));
+    }
+
+    #[inline]
+    fn unbind(&mut self) {
+        self.ep = None;
+        self.area_base = NonNull::dangling();
+    }
+
+    /// `len` bytes of the buffer area at `off`, for a native that checked
+    /// `off + len <= area` (and that an endpoint is bound).
+    #[inline]
+    fn area_ptr(&self, off: u64) -> *mut u8 {
+        debug_assert!(self.ep.is_some() && off <= self.area);
+        // SAFETY: off <= area size (the caller's range check), inside the
+        // bound endpoint's buffer area (SleEndpoint::area's contract).
+        unsafe { self.area_base.as_ptr().add(off as usize) }
+    }
+
     fn ep(&mut self) -> Result<&mut dyn SleEndpoint, Fault> {
         match self.ep {
             // SAFETY: `ep` is set by `Applet::with_endpoint` from a live
@@ -170,29 +199,27 @@ fn charge(ctx: &mut NativeCtx<'_>, bytes: usize) -> Result<(), Fault> {
 }
 
 fn n_h_to_l(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
-    let area = h.area;
-    let ep = h.ep()?;
+    h.ep()?;
     let alen = ctx.array_len(a[0])? as u64;
     let (aoff, len) = range("array", a[1], a[3], alen)?;
-    let (uoff, _) = range("buffer area", a[2], a[3], area)?;
+    let (uoff, _) = range("buffer area", a[2], a[3], h.area)?;
     charge(ctx, len)?;
-    let dst = ctx.bytes_mut(a[0])?;
-    let dst = &mut dst[aoff as usize..aoff as usize + len];
-    // i8 and u8 have the same layout; read into a u8 view of the array.
-    let view: &mut [u8] = bytemuck_i8(dst);
-    ep.read_area(uoff, view);
+    let dst = &mut ctx.bytes_mut(a[0])?[aoff as usize..aoff as usize + len];
+    // SAFETY: `uoff + len` is inside the buffer area (checked above); `dst`
+    // is the applet's array, which is not in the buffer area.
+    unsafe { copy_bytes(h.area_ptr(uoff), dst.as_mut_ptr() as *mut u8, len) };
     Ok(0)
 }
 
 fn n_l_to_h(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
-    let area = h.area;
-    let ep = h.ep()?;
+    h.ep()?;
     let alen = ctx.array_len(a[0])? as u64;
     let (aoff, len) = range("array", a[1], a[3], alen)?;
-    let (uoff, _) = range("buffer area", a[2], a[3], area)?;
+    let (uoff, _) = range("buffer area", a[2], a[3], h.area)?;
     charge(ctx, len)?;
     let src = &ctx.bytes(a[0])?[aoff as usize..aoff as usize + len];
-    ep.write_area(uoff, bytemuck_i8_ref(src));
+    // SAFETY: as in n_h_to_l, in the other direction.
+    unsafe { copy_bytes(src.as_ptr() as *const u8, h.area_ptr(uoff), len) };
     Ok(0)
 }
 
@@ -227,7 +254,7 @@ fn bad_channel(c: i32) -> Fault {
 
 fn n_send_user(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
     let area = h.area;
-    let ep = h.ep()?;
+    h.ep()?;
     let chan = u16::try_from(a[0]).map_err(|_| Fault::Native(format!("bad channel {}", a[0])))?;
     let (uoff, len) = range("buffer area", a[2], a[1], area)?;
     if len == 0 || len > MAX_MESSAGE {
@@ -237,8 +264,9 @@ fn n_send_user(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> NativeRes
     }
     charge(ctx, len)?;
     let mut tmp = vec![0u8; len];
-    ep.read_area(uoff, &mut tmp);
-    ep.tx_push(chan, &tmp).map_err(Fault::Native)?;
+    // SAFETY: `uoff + len` is inside the buffer area (checked above).
+    unsafe { copy_bytes(h.area_ptr(uoff), tmp.as_mut_ptr(), len) };
+    h.ep()?.tx_push(chan, &tmp).map_err(Fault::Native)?;
     Ok(0)
 }
 
@@ -457,9 +485,11 @@ pub struct Applet {
     pub id: u64,
     vm: Vm<SleHost>,
     host: SleHost,
-    do_tx: MethodId,
-    do_rx: MethodId,
-    do_timer: Option<MethodId>,
+    do_tx: Prepared<3>,
+    do_rx: Prepared<2>,
+    do_timer: Option<Prepared<1>>,
+    /// `doTx` and `doRx` (for [`Applet::is_compiled`]).
+    methods: [MethodId; 2],
     rxbuf: FieldId,
     /// Statistics.
     pub stats: AppletStats,
@@ -531,14 +561,21 @@ impl Applet {
         ticks_to_ns(0); // calibrate now, not during the first packet
         let mut host = SleHost {
             ep: None,
+            area_base: NonNull::dangling(),
             long_since: 0,
             area: ep.area_size(),
             bufsize: ep.buffer_size(),
         };
-        host.ep = Some(erase(ep));
+        host.bind(ep);
         let vm = Vm::new(class, vm_limits, &mut host);
-        host.ep = None;
+        host.unbind();
         let mut vm = vm.map_err(AttachError::Init)?;
+        let shape = |f: Fault| AttachError::Shape(f.to_string());
+        let prepared = (
+            vm.prepare(do_tx).map_err(shape)?,
+            vm.prepare(do_rx).map_err(shape)?,
+            do_timer.map(|m| vm.prepare(m)).transpose().map_err(shape)?,
+        );
         let compiling = compile_in_background(vm.class());
         let rxbuf = vm.static_field("RxBuf").ok_or_else(|| {
             AttachError::Shape("the applet has no static byte[] RxBuf field".into())
@@ -552,9 +589,10 @@ impl Applet {
             id: NEXT_APPLET_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             vm,
             host,
-            do_tx,
-            do_rx,
-            do_timer,
+            do_tx: prepared.0,
+            do_rx: prepared.1,
+            do_timer: prepared.2,
+            methods: [do_tx, do_rx],
             rxbuf,
             stats: AppletStats::default(),
             consecutive_faults: 0,
@@ -584,7 +622,7 @@ impl Applet {
     /// after it is ready. Methods JIVE leaves interpreted (those that
     /// allocate or recurse) stay so.
     pub fn is_compiled(&self) -> bool {
-        self.vm.is_compiled(self.do_tx) && self.vm.is_compiled(self.do_rx)
+        self.methods.iter().all(|&m| self.vm.is_compiled(m))
     }
 
     /// Install the compiled code if the compiler has finished.
@@ -626,17 +664,23 @@ impl Applet {
         }
     }
 
-    fn run(&mut self, ep: &mut dyn SleEndpoint, m: MethodId, args: &[i32]) -> Result<(), Fault> {
+    #[inline]
+    fn run<const N: usize>(
+        &mut self,
+        ep: &mut dyn SleEndpoint,
+        m: Prepared<N>,
+        args: [i32; N],
+    ) -> Result<(), Fault> {
         let sampled = self.invocations & self.time_mask == 0;
         self.invocations = self.invocations.wrapping_add(1);
         if sampled && self.compiling.is_some() {
             self.poll_compiled();
         }
         let t = if sampled { ticks() } else { 0 };
-        self.host.ep = Some(erase(ep));
+        self.host.bind(ep);
         self.host.long_since = 0;
-        let r = self.vm.invoke(&mut self.host, m, args);
-        self.host.ep = None;
+        let r = self.vm.invoke_prepared(&mut self.host, m, args);
+        self.host.unbind();
         let fuel = self.vm.last_fuel_used();
         let long = self.host.long_since != 0;
         if sampled || long {
@@ -670,7 +714,7 @@ impl Applet {
         off: u32,
     ) -> Result<(), Fault> {
         self.stats.tx_calls += 1;
-        self.run(ep, self.do_tx, &[len as i32, chan as i32, off as i32])
+        self.run(ep, self.do_tx, [len as i32, chan as i32, off as i32])
     }
 
     /// Run `doRx(length, channel)` with the packet in `RxBuf`.
@@ -723,7 +767,7 @@ impl Applet {
             let f = Fault::Internal(format!("RxBuf does not hold the {len}-byte packet"));
             return Err(self.fault(f));
         }
-        self.run(ep, self.do_rx, &[len as i32, chan as i32])
+        self.run(ep, self.do_rx, [len as i32, chan as i32])
     }
 
     /// Count a fault that happened outside an invocation.
@@ -739,7 +783,7 @@ impl Applet {
             return Ok(());
         };
         self.stats.timer_calls += 1;
-        self.run(ep, m, &[arg])
+        self.run(ep, m, [arg])
     }
 
     /// When the applet was attached (the origin of its `now()` clock).

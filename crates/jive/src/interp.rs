@@ -647,57 +647,97 @@ fn run_compiled<H>(
     checkpoint: Option<Checkpoint<H>>,
     jit: &crate::jit::Compiled<H>,
     entry: *const u8,
+    args: Option<&[i32]>,
 ) -> Option<i32> {
-    let (mut fuel, mut reserve) = entry_budget(cls, limits, host, m, checkpoint);
-    let res = if fuel < 0 {
+    let (fuel, reserve) = entry_budget(cls, limits, host, m, checkpoint);
+    if fuel < 0 {
+        st.last_fuel = limits.fuel.saturating_sub((fuel + reserve).max(0) as u64);
         st.site = Some((m as u32, 0));
-        Err(Fault::OutOfFuel)
-    } else {
-        let State {
-            stack,
-            heap,
-            fields,
-            site,
-            ..
-        } = st;
-        let mut env = crate::jit::Env {
-            cls,
-            heap,
-            host,
-            reserve,
-            hook: checkpoint.map(|c| c.hook),
-            fault: None,
-            site: (0, 0),
-        };
-        let max_depth = limits.max_depth.max(1) as i64;
-        let (r, left) = jit.run(entry, fuel, fields, max_depth, &mut env, stack);
-        fuel = left;
-        reserve = env.reserve;
-        if r == crate::jit::FAULT {
-            let (fm, op) = env.site;
-            let off = cls
-                .code
-                .get(fm as usize)
-                .and_then(|mc| mc.offsets.get(op as usize))
-                .copied()
-                .unwrap_or(0);
-            *site = Some((fm, off));
-            Err(env
-                .fault
-                .take()
-                .unwrap_or(Fault::Internal("compiled code lost a fault".into())))
-        } else {
-            Ok(r as i32)
-        }
-    };
-    st.last_fuel = limits.fuel.saturating_sub((fuel + reserve).max(0) as u64);
-    match res {
-        Ok(v) => Some(v),
-        Err(f) => {
-            st.fault = Some(f);
-            None
-        }
+        st.fault = Some(Fault::OutOfFuel);
+        return None;
     }
+    let State {
+        stack,
+        heap,
+        fields,
+        ..
+    } = st;
+    let mut env = crate::jit::Env {
+        cls,
+        heap,
+        host,
+        reserve,
+        hook: checkpoint.map(|c| c.hook),
+        fault: None,
+        site: (0, 0),
+    };
+    let max_depth = limits.max_depth.max(1) as i64;
+    // The arguments are in the slot array, or (a prepared call) in the
+    // caller's array of exactly the method's argument count.
+    let args = args.unwrap_or(stack);
+    let (r, left) = jit.run(entry, fuel, fields, max_depth, &mut env, args);
+    let reserve = env.reserve;
+    let fault = (r == crate::jit::FAULT).then(|| (env.fault.take(), env.site));
+    st.last_fuel = limits.fuel.saturating_sub((left + reserve).max(0) as u64);
+    match fault {
+        None => Some(r as i32),
+        Some((f, site)) => compiled_fault(cls, st, f, site),
+    }
+}
+
+/// Record a fault of compiled code (its site as the interpreter gives it).
+#[cfg(feature = "jit")]
+#[cold]
+#[inline(never)]
+fn compiled_fault<H>(
+    cls: &ClassInner<H>,
+    st: &mut State,
+    f: Option<Fault>,
+    (fm, op): (u32, u32),
+) -> Option<i32> {
+    let off = cls
+        .code
+        .get(fm as usize)
+        .and_then(|mc| mc.offsets.get(op as usize))
+        .copied()
+        .unwrap_or(0);
+    st.site = Some((fm, off));
+    st.fault = Some(f.unwrap_or(Fault::Internal("compiled code lost a fault".into())));
+    None
+}
+
+/// After an invocation: the fault taken out of the state, and garbage
+/// collected if the invocation allocated (keeping a returned array).
+#[inline(always)]
+fn finish<H>(
+    cls: &ClassInner<H>,
+    st: &mut State,
+    m: usize,
+    out: Option<i32>,
+) -> Result<i32, Fault> {
+    let res = out.ok_or_else(|| {
+        st.fault
+            .take()
+            .unwrap_or(Fault::Internal("lost fault".into()))
+    });
+    if st.heap.allocs_since_gc > 0 {
+        let keep = match (&res, cls.methods[m].sig.ret) {
+            (Ok(v), Some(JType::Array(_))) => *v,
+            _ => 0,
+        };
+        st.collect(&[keep]);
+    }
+    res
+}
+
+/// A method checked by [`Vm::prepare`] for calls with `N` `int` arguments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Prepared<const N: usize> {
+    /// Identity of the class it was checked in.
+    class: usize,
+    m: u16,
+    is_static: bool,
+    returns: bool,
 }
 
 impl<H> Vm<H> {
@@ -763,24 +803,91 @@ impl<H> Vm<H> {
         st.site = None;
         #[cfg(feature = "jit")]
         let out = match jit.as_ref().and_then(|j| Some((j, j.entry(m)?))) {
-            Some((j, entry)) => run_compiled(cls, st, limits, host, m, *checkpoint, j, entry),
+            Some((j, entry)) => run_compiled(cls, st, limits, host, m, *checkpoint, j, entry, None),
             None => run(cls, st, limits, host, m, *checkpoint),
         };
         #[cfg(not(feature = "jit"))]
         let out = run(cls, st, limits, host, m, *checkpoint);
-        let res = out.ok_or_else(|| {
-            st.fault
-                .take()
-                .unwrap_or(Fault::Internal("lost fault".into()))
-        });
-        if st.heap.allocs_since_gc > 0 {
-            let keep = match (&res, cls.methods[m].sig.ret) {
-                (Ok(v), Some(JType::Array(_))) => *v,
-                _ => 0,
-            };
-            st.collect(&[keep]);
+        finish(cls, st, m, out)
+    }
+
+    /// Check method `m` once for many calls with `N` `int` arguments
+    /// through [`Vm::invoke_prepared`], which then skips the checks
+    /// [`Vm::invoke`] makes on every call (the method exists, the host may
+    /// call it, the argument count and kinds). For hosts that call the same
+    /// methods on every packet.
+    pub fn prepare<const N: usize>(&self, m: MethodId) -> Result<Prepared<N>, Fault> {
+        let cls = &*self.class.inner;
+        let mi = m.0 as usize;
+        let (Some(mc), Some(md)) = (cls.code.get(mi), cls.methods.get(mi)) else {
+            return Err(Fault::BadArguments(format!("no method {}", m.0)));
+        };
+        if mc.internal {
+            return Err(Fault::BadArguments(format!(
+                "{} cannot be invoked by the host",
+                md.name
+            )));
         }
-        res
+        if md.sig.params.len() != N || !mc.int_params {
+            return Err(Fault::BadArguments(format!(
+                "{}{} does not take {N} int argument(s)",
+                md.name, md.descriptor
+            )));
+        }
+        Ok(Prepared {
+            class: std::sync::Arc::as_ptr(&self.class.inner) as *const () as usize,
+            m: m.0,
+            is_static: mc.is_static,
+            returns: mc.returns,
+        })
+    }
+
+    /// [`Vm::invoke`] of a method checked by [`Vm::prepare`]: the same
+    /// result, fuel use, fault and fault site, without the per-call checks;
+    /// a compiled static method is entered with `args` in place.
+    /// `Prepared` values of another class are refused.
+    #[inline]
+    pub fn invoke_prepared<const N: usize>(
+        &mut self,
+        host: &mut H,
+        p: Prepared<N>,
+        args: [i32; N],
+    ) -> Result<Option<i32>, Fault> {
+        if p.class != std::sync::Arc::as_ptr(&self.class.inner) as *const () as usize {
+            return Err(Fault::BadArguments(
+                "method prepared for another class".into(),
+            ));
+        }
+        let m = p.m as usize;
+        #[cfg(feature = "jit")]
+        if p.is_static {
+            let Vm {
+                class,
+                limits,
+                checkpoint,
+                st,
+                jit,
+            } = self;
+            if let Some((j, entry)) = jit.as_ref().and_then(|j| Some((j, j.entry(m)?))) {
+                let cls = &*class.inner;
+                st.site = None;
+                let out =
+                    run_compiled(cls, st, limits, host, m, *checkpoint, j, entry, Some(&args));
+                return finish(cls, st, m, out).map(|r| p.returns.then_some(r));
+            }
+        }
+        let skip = usize::from(!p.is_static);
+        let need = (N + skip).max(self.class.inner.code[m].frame_size as usize);
+        let stack = &mut self.st.stack;
+        if stack.len() < need {
+            stack.resize(need, 0);
+        }
+        if skip == 1 {
+            stack[0] = THIS;
+        }
+        stack[skip..skip + N].copy_from_slice(&args);
+        let r = self.run_placed(host, m)?;
+        Ok(p.returns.then_some(r))
     }
 
     /// Compile the class's methods to machine code (feature `jit`):

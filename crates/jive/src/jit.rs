@@ -49,7 +49,7 @@ use crate::decode::{Arg, MethodCode, Op};
 use crate::heap::{ArrayData, Heap, RawArr, RAW_B, RAW_FREE, RAW_I, RAW_S, RAW_Z};
 use crate::interp::{arr_fault, bad_native_array};
 use crate::natives::NativeCtx;
-use crate::subset::ClassInner;
+use crate::subset::{ClassInner, JType};
 use crate::Fault;
 
 /// What a compiled method or a failing helper returns after recording a
@@ -394,6 +394,69 @@ extern "C" fn h_native<H>(ctx: *mut Ctx, n: i64, args: *const i32, argc: i64, si
         return record(env, Fault::OutOfFuel, site);
     }
     v as i64
+}
+
+/// [`h_native`] for a native that returns no array (whose result needs no
+/// check): `f` is the native's function, passed by the compiled code, so
+/// the call skips the lookup and the result check.
+extern "C" fn h_native_int<H>(
+    ctx: *mut Ctx,
+    f: *const (),
+    args: *const i32,
+    argc: i64,
+    site: i64,
+) -> i64 {
+    // SAFETY: compiled code passes a `NativeFn<H>` of the class it was
+    // compiled from (a function pointer, as `*const ()`), with the same `H`
+    // this helper was instantiated with.
+    #[allow(unsafe_code)]
+    let f = unsafe { std::mem::transmute::<*const (), crate::natives::NativeFn<H>>(f) };
+    // SAFETY: called by compiled code with its context (see `parts`).
+    #[allow(unsafe_code)]
+    let (c, env) = unsafe { parts::<H>(ctx) };
+    // SAFETY: compiled code passes a stack slot holding `argc` arguments.
+    #[allow(unsafe_code)]
+    let args = unsafe { std::slice::from_raw_parts(args, argc as usize) };
+    c.fuel -= 1;
+    if c.fuel < 0 && !spent(&mut c.fuel, env) {
+        return out_of_fuel(env, site);
+    }
+    let mut left = c.fuel + env.reserve;
+    let r = f(
+        env.host,
+        &mut NativeCtx {
+            heap: env.heap,
+            fuel: &mut left,
+        },
+        args,
+    );
+    c.fuel = left - env.reserve;
+    // The native may have allocated: the table may have moved or grown.
+    c.arrays = env.heap.raw.as_ptr();
+    c.narrays = env.heap.raw.len() as u64;
+    match r {
+        Ok(v) if c.fuel >= 0 => v as i64,
+        Ok(v) => {
+            if spent(&mut c.fuel, env) {
+                v as i64
+            } else {
+                out_of_fuel(env, site)
+            }
+        }
+        Err(f) => native_fault(env, *f, site),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn out_of_fuel<H>(env: &mut Env<'_, H>, site: i64) -> i64 {
+    record(env, Fault::OutOfFuel, site)
+}
+
+#[cold]
+#[inline(never)]
+fn native_fault<H>(env: &mut Env<'_, H>, f: Fault, site: i64) -> i64 {
+    record(env, f, site)
 }
 
 // -------------------------------------------------------------------------
@@ -1095,13 +1158,26 @@ impl<H> Gen<'_, '_, H> {
                     self.k(argc as i64),
                     self.k(self.site(i)),
                 );
-                type Nat = extern "C" fn(*mut Ctx, i64, *const i32, i64, i64) -> i64;
-                let f = h_native::<H> as Nat as *const u8;
-                let r = self.helper(
-                    f,
-                    &[self.ptr, types::I64, self.ptr, types::I64, types::I64],
-                    &[c, nn, argp, na, s],
-                );
+                let r = if matches!(nat.sig.ret, Some(JType::Array(_))) {
+                    type Nat = extern "C" fn(*mut Ctx, i64, *const i32, i64, i64) -> i64;
+                    let f = h_native::<H> as Nat as *const u8;
+                    self.helper(
+                        f,
+                        &[self.ptr, types::I64, self.ptr, types::I64, types::I64],
+                        &[c, nn, argp, na, s],
+                    )
+                } else {
+                    // The native's own function goes in as a constant: no
+                    // lookup, and no result check (it returns no handle).
+                    type Nat = extern "C" fn(*mut Ctx, *const (), *const i32, i64, i64) -> i64;
+                    let f = h_native_int::<H> as Nat as *const u8;
+                    let fp = self.k(nat.f as usize as i64);
+                    self.helper(
+                        f,
+                        &[self.ptr, self.ptr, self.ptr, types::I64, types::I64],
+                        &[c, fp, argp, na, s],
+                    )
+                };
                 self.check(r);
                 if nat.sig.ret.is_some() {
                     let v = self.b.ins().ireduce(types::I32, r);

@@ -75,7 +75,7 @@ pub mod verify;
 use std::fmt;
 
 pub use heap::ArrayRef;
-pub use interp::{FaultSite, Vm};
+pub use interp::{FaultSite, Prepared, Vm};
 #[cfg(feature = "jit")]
 pub use jit::Compiled;
 pub use natives::{test_natives, NativeCtx, NativeFn, NativeResult, Natives, NATIVES_CLASS};

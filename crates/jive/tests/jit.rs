@@ -19,6 +19,43 @@ fn hook(calls: &mut u32) {
     *calls += 1;
 }
 
+/// `vm.invoke`, or through `prepare` + `invoke_prepared` when `prepared`
+/// and the method takes up to three `int`s.
+fn call(
+    vm: &mut Vm<u32>,
+    h: &mut u32,
+    id: jive::MethodId,
+    args: &[i32],
+    prepared: bool,
+) -> Result<Option<i32>, jive::Fault> {
+    if prepared {
+        match *args {
+            [] => {
+                if let Ok(p) = vm.prepare::<0>(id) {
+                    return vm.invoke_prepared(h, p, []);
+                }
+            }
+            [a] => {
+                if let Ok(p) = vm.prepare::<1>(id) {
+                    return vm.invoke_prepared(h, p, [a]);
+                }
+            }
+            [a, b] => {
+                if let Ok(p) = vm.prepare::<2>(id) {
+                    return vm.invoke_prepared(h, p, [a, b]);
+                }
+            }
+            [a, b, c] => {
+                if let Ok(p) = vm.prepare::<3>(id) {
+                    return vm.invoke_prepared(h, p, [a, b, c]);
+                }
+            }
+            _ => {}
+        }
+    }
+    vm.invoke(h, id, args)
+}
+
 struct Twin {
     c: Class<u32>,
     interp: Vm<u32>,
@@ -62,8 +99,12 @@ impl Twin {
     fn check(&mut self, m: &str, args: &[i32]) {
         let id = self.c.method(m).expect("method");
         let (mut h1, mut h2) = (0, 0);
-        let a = self.interp.invoke(&mut h1, id, args);
-        let b = self.jit.invoke(&mut h2, id, args);
+        // Every other comparison enters through `invoke_prepared` (the
+        // compiled fast path with the arguments in place), on one side or
+        // the other.
+        let k = self.compared % 4;
+        let a = call(&mut self.interp, &mut h1, id, args, k == 3);
+        let b = call(&mut self.jit, &mut h2, id, args, k == 1);
         let what = format!("{m}{args:?} limits {:?}", self.interp.limits());
         assert_eq!(a, b, "result of {what}");
         assert_eq!(
@@ -417,6 +458,37 @@ fn code_compiled_on_another_thread_installs_in_vms_of_its_class_only() {
     assert!(vm.install(code).expect("install") >= 14);
     assert!(vm.is_compiled(math));
     assert_eq!(vm.invoke(&mut 0, math, &[10]), Ok(Some(30)));
+}
+
+/// `prepare` checks a method once; `invoke_prepared` then behaves as
+/// `invoke`, and refuses a method prepared in another class.
+#[test]
+fn prepared_methods_are_checked_once_and_bound_to_their_class() {
+    let c = Class::load(BENCH25, &test_natives::<u32>(), &["test"]).expect("load");
+    let other = Class::load(BENCH25, &test_natives::<u32>(), &["test"]).expect("load");
+    let math = c.method("math").expect("math");
+    let mut vm = Vm::new(c.clone(), Limits::default(), &mut 0).expect("construct");
+    let mut vm2 = Vm::new(other, Limits::default(), &mut 0).expect("construct");
+    assert!(vm.prepare::<2>(math).is_err(), "math takes one int");
+    assert!(vm.prepare::<0>(math).is_err());
+    let p = vm.prepare::<1>(math).expect("prepare");
+    for compiled in [false, true] {
+        if compiled {
+            vm.compile().expect("compile");
+            assert!(vm.is_compiled(math));
+        }
+        for x in [0, 1, 10, -7, 1 << 20] {
+            let want = vm.invoke(&mut 0, math, &[x]);
+            let fuel = vm.last_fuel_used();
+            assert_eq!(vm.invoke_prepared(&mut 0, p, [x]), want, "math({x})");
+            assert_eq!(vm.last_fuel_used(), fuel, "fuel of math({x})");
+        }
+    }
+    // The same bytes loaded again are another class.
+    assert!(matches!(
+        vm2.invoke_prepared(&mut 0, p, [1]),
+        Err(jive::Fault::BadArguments(_))
+    ));
 }
 
 /// Randomly mutated benchmark classes that still load (changed constants,

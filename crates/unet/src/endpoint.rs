@@ -1251,11 +1251,15 @@ impl SleEndpoint for ClientEp<'_> {
     fn area_size(&self) -> u64 {
         self.ep.layout.geometry.buffer_area_size
     }
-    fn read_area(&self, off: u64, out: &mut [u8]) {
-        self.ep.read_buffer(off as u32, out);
-    }
-    fn write_area(&mut self, off: u64, data: &[u8]) {
-        self.ep.write_buffer(off as u32, data);
+    fn area(&mut self) -> NonNull<u8> {
+        // SAFETY: the buffer area lies inside the endpoint's mapping, which
+        // lives as long as the endpoint (and so as its inline applet).
+        unsafe {
+            self.ep
+                .seg
+                .ptr()
+                .add(self.ep.layout.buffer_area_off as usize)
+        }
     }
     fn buffer_size(&self) -> u32 {
         self.ep.layout.geometry.buffer_size
@@ -1418,10 +1422,15 @@ impl Endpoint {
         }
     }
 
+    #[inline]
     fn run_inline_timers(&mut self) {
-        if self.inline_timers.is_empty() {
-            return;
+        if !self.inline_timers.is_empty() {
+            self.run_due_inline_timers();
         }
+    }
+
+    #[inline(never)]
+    fn run_due_inline_timers(&mut self) {
         let now = Instant::now();
         let mut due = Vec::new();
         self.inline_timers.retain(|&(t, arg)| {

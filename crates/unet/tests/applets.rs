@@ -1380,11 +1380,8 @@ fn engine_applets_switch_to_compiled_code_when_ready() {
         fn area_size(&self) -> u64 {
             self.area.len() as u64
         }
-        fn read_area(&self, off: u64, out: &mut [u8]) {
-            out.copy_from_slice(&self.area[off as usize..off as usize + out.len()]);
-        }
-        fn write_area(&mut self, off: u64, data: &[u8]) {
-            self.area[off as usize..off as usize + data.len()].copy_from_slice(data);
+        fn area(&mut self) -> std::ptr::NonNull<u8> {
+            std::ptr::NonNull::from(self.area.as_mut_slice()).cast()
         }
         fn buffer_size(&self) -> u32 {
             2048
@@ -1421,14 +1418,14 @@ fn engine_applets_switch_to_compiled_code_when_ready() {
     while !a.is_compiled() {
         assert!(t0.elapsed() < Duration::from_secs(20), "never compiled");
         let msg = pattern(i as usize, 64);
-        ep.write_area(4096, &msg);
+        ep.area[4096..4096 + msg.len()].copy_from_slice(&msg);
         a.tx(&mut ep, 64, 3, 4096).expect("doTx");
         assert_eq!(ep.sent.last(), Some(&msg), "message {i}");
         i += 1;
     }
     for j in i..i + 100 {
         let msg = pattern(j as usize, 100);
-        ep.write_area(8192, &msg);
+        ep.area[8192..8192 + msg.len()].copy_from_slice(&msg);
         a.tx(&mut ep, 100, 3, 8192).expect("doTx, compiled");
         assert_eq!(ep.sent.last(), Some(&msg), "message {j}");
     }

@@ -588,11 +588,8 @@ impl SleEndpoint for View<'_> {
     fn area_size(&self) -> u64 {
         self.ep().area_size
     }
-    fn read_area(&self, off: u64, out: &mut [u8]) {
-        Host::read_area(self.ep(), off, out)
-    }
-    fn write_area(&mut self, off: u64, data: &[u8]) {
-        Host::write_area(self.ep(), off, data)
+    fn area(&mut self) -> NonNull<u8> {
+        self.ep().area
     }
     fn buffer_size(&self) -> u32 {
         self.ep().buffer_size
