@@ -736,6 +736,8 @@ pub struct Prepared<const N: usize> {
     /// Identity of the class it was checked in.
     class: usize,
     m: u16,
+    /// What entering the method charges (its length, see `entry_budget`).
+    entry_ops: u32,
     is_static: bool,
     returns: bool,
 }
@@ -837,6 +839,7 @@ impl<H> Vm<H> {
         Ok(Prepared {
             class: std::sync::Arc::as_ptr(&self.class.inner) as *const () as usize,
             m: m.0,
+            entry_ops: mc.ops.len() as u32,
             is_static: mc.is_static,
             returns: mc.returns,
         })
@@ -871,6 +874,35 @@ impl<H> Vm<H> {
             if let Some((j, entry)) = jit.as_ref().and_then(|j| Some((j, j.entry(m)?))) {
                 let cls = &*class.inner;
                 st.site = None;
+                // The common case, without a checkpoint and within budget,
+                // kept short: the same charge, code and bookkeeping as
+                // `run_compiled`, nothing else.
+                let total = limits.fuel.min(i64::MAX as u64) as i64;
+                let fuel = total - p.entry_ops as i64;
+                if checkpoint.is_none() && fuel >= 0 {
+                    let State { heap, fields, .. } = st;
+                    let mut env = crate::jit::Env {
+                        cls,
+                        heap,
+                        host,
+                        reserve: 0,
+                        hook: None,
+                        fault: None,
+                        site: (0, 0),
+                    };
+                    let max_depth = limits.max_depth.max(1) as i64;
+                    let (r, left) = j.run(entry, fuel, fields, max_depth, &mut env, &args);
+                    st.last_fuel = limits.fuel.saturating_sub(left.max(0) as u64);
+                    let out = if r == crate::jit::FAULT {
+                        let (f, site) = (env.fault.take(), env.site);
+                        compiled_fault(cls, st, f, site)
+                    } else if st.heap.allocs_since_gc > 0 {
+                        Some(r as i32)
+                    } else {
+                        return Ok(p.returns.then_some(r as i32));
+                    };
+                    return finish(cls, st, m, out).map(|r| p.returns.then_some(r));
+                }
                 let out =
                     run_compiled(cls, st, limits, host, m, *checkpoint, j, entry, Some(&args));
                 return finish(cls, st, m, out).map(|r| p.returns.then_some(r));
