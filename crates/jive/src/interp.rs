@@ -874,24 +874,31 @@ impl<H> Vm<H> {
             if let Some((j, entry)) = jit.as_ref().and_then(|j| Some((j, j.entry(m)?))) {
                 let cls = &*class.inner;
                 st.site = None;
-                // The common case, without a checkpoint and within budget,
-                // kept short: the same charge, code and bookkeeping as
-                // `run_compiled`, nothing else.
+                // The common case, entering within the first part of the
+                // budget, kept short: the same charge, code and bookkeeping
+                // as `run_compiled` (see `entry_budget`), nothing else.
                 let total = limits.fuel.min(i64::MAX as u64) as i64;
-                let fuel = total - p.entry_ops as i64;
-                if checkpoint.is_none() && fuel >= 0 {
+                let (first, reserve, hook) = match *checkpoint {
+                    Some(c) if (c.fuel as i64) < total && c.fuel < i64::MAX as u64 => {
+                        (c.fuel as i64, total - c.fuel as i64, Some(c.hook))
+                    }
+                    _ => (total, 0, None),
+                };
+                let fuel = first - p.entry_ops as i64;
+                if fuel >= 0 {
                     let State { heap, fields, .. } = st;
                     let mut env = crate::jit::Env {
                         cls,
                         heap,
                         host,
-                        reserve: 0,
-                        hook: None,
+                        reserve,
+                        hook,
                         fault: None,
                         site: (0, 0),
                     };
                     let max_depth = limits.max_depth.max(1) as i64;
                     let (r, left) = j.run(entry, fuel, fields, max_depth, &mut env, &args);
+                    let left = left + env.reserve;
                     st.last_fuel = limits.fuel.saturating_sub(left.max(0) as u64);
                     let out = if r == crate::jit::FAULT {
                         let (f, site) = (env.fault.take(), env.site);
