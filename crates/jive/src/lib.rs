@@ -31,6 +31,9 @@
 //!    decoded ops, with deterministic fuel charged at back-edges and calls,
 //!    a call-depth limit, a heap quota, and a small mark-sweep collector
 //!    ([`heap`]). Faults ([`Fault`]) stop the invocation; the VM stays usable.
+//!    A host that calls the same method on every packet checks it once
+//!    ([`Vm::prepare`]) and calls it without the per-call checks
+//!    ([`Vm::invoke_prepared`]).
 //! 6. **Compile** (optional, feature `jit`, on by default;
 //!    [`Vm::compile`]): the decoded ops of each method become machine code
 //!    through Cranelift, with every check of the interpreter kept (fuel,
