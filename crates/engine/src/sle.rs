@@ -37,8 +37,8 @@ use std::time::{Duration, Instant};
 
 use jive::subset::Elem;
 use jive::{
-    Class, Fault, FieldId, Limits, MethodId, NativeCtx, NativeResult, Natives, Prepared, Rejection,
-    Vm, NATIVES_CLASS,
+    Class, Fault, FieldId, Intrinsic, Limits, MethodId, NativeCtx, NativeResult, Natives, Prepared,
+    Rejection, Vm, NATIVES_CLASS,
 };
 use unet_abi::copy::copy_bytes;
 use unet_abi::{RecvDesc, INLINE_MAX, MAX_MESSAGE, MAX_RX_BUFFERS, RECV_INLINE};
@@ -385,8 +385,12 @@ fn bytemuck_i8_ref(s: &[i8]) -> &[u8] {
 pub fn natives() -> Natives<SleHost> {
     let mut n = Natives::new();
     let c = NATIVES_CLASS;
-    n.register(DOMAIN, c, "doHtoLDMA", "([BIII)V", n_h_to_l)
-        .register(DOMAIN, c, "doLtoHDMA", "([BIII)V", n_l_to_h)
+    // The two copies are JIVE intrinsics over the buffer area, which each
+    // invocation lends the VM as its window (`Applet::run`): compiled
+    // applets copy in place when every check passes, and call these
+    // natives (which do the same then, and fault otherwise) when not.
+    n.register_intrinsic(DOMAIN, c, "doHtoLDMA", n_h_to_l, Intrinsic::WindowToArray)
+        .register_intrinsic(DOMAIN, c, "doLtoHDMA", n_l_to_h, Intrinsic::ArrayToWindow)
         .register(DOMAIN, c, "txPush", "([BIII)V", n_tx_push)
         .register(DOMAIN, c, "dmaRxd", "([III)V", n_dma_rxd)
         .register(DOMAIN, c, "dmaRxdPayload", "([BII)V", n_dma_rxd_payload)
@@ -615,6 +619,13 @@ impl Applet {
         }
     }
 
+    /// Keep the applet interpreted: the compiler's result is dropped when
+    /// it comes. The behaviour is the same either way; benchmarks compare
+    /// the two.
+    pub fn keep_interpreted(&mut self) {
+        self.compiling = None;
+    }
+
     /// Whether `doTx` and `doRx` run as machine code. An applet is compiled
     /// on a thread of its own when it is loaded (JIVE's compiler takes some
     /// milliseconds, which must not stall the engine's loop) and runs
@@ -678,8 +689,17 @@ impl Applet {
         }
         let t = if sampled { ticks() } else { 0 };
         self.host.bind(ep);
+        // SAFETY: the bound endpoint's buffer area is valid for this
+        // invocation (`SleEndpoint::area`) and is the endpoint's memory,
+        // not the VM's heap; the window is taken back before the borrow of
+        // `ep` ends.
+        unsafe {
+            self.vm
+                .set_window(self.host.area_base.as_ptr(), self.host.area as usize)
+        };
         self.host.long_since = 0;
         let r = self.vm.invoke_prepared(&mut self.host, m, args);
+        self.vm.clear_window();
         self.host.unbind();
         let fuel = self.vm.last_fuel_used();
         let long = self.host.long_since != 0;

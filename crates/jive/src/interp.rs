@@ -63,6 +63,9 @@ struct State {
     last_fuel: u64,
     site: Option<(u32, u32)>,
     fault: Option<Fault>,
+    /// The host's window: address and length (0, 0 when none is set; see
+    /// [`Vm::set_window`]).
+    window: (usize, u64),
 }
 
 /// A hook the interpreter calls once in an invocation, when it has used a
@@ -249,6 +252,7 @@ fn run<H>(
         last_fuel,
         site,
         fault,
+        ..
     } = st;
     let need = mc.frame_size as usize;
     if stack.len() < need {
@@ -660,6 +664,7 @@ fn run_compiled<H>(
         stack,
         heap,
         fields,
+        window,
         ..
     } = st;
     let mut env = crate::jit::Env {
@@ -670,6 +675,7 @@ fn run_compiled<H>(
         hook: checkpoint.map(|c| c.hook),
         fault: None,
         site: (0, 0),
+        window: *window,
     };
     let max_depth = limits.max_depth.max(1) as i64;
     // The arguments are in the slot array, or (a prepared call) in the
@@ -763,6 +769,7 @@ impl<H> Vm<H> {
             last_fuel: 0,
             site: None,
             fault: None,
+            window: (0, 0),
         };
         let mut vm = Vm {
             class,
@@ -886,7 +893,12 @@ impl<H> Vm<H> {
                 };
                 let fuel = first - p.entry_ops as i64;
                 if fuel >= 0 {
-                    let State { heap, fields, .. } = st;
+                    let State {
+                        heap,
+                        fields,
+                        window,
+                        ..
+                    } = st;
                     let mut env = crate::jit::Env {
                         cls,
                         heap,
@@ -895,6 +907,7 @@ impl<H> Vm<H> {
                         hook,
                         fault: None,
                         site: (0, 0),
+                        window: *window,
                     };
                     let max_depth = limits.max_depth.max(1) as i64;
                     let (r, left) = j.run(entry, fuel, fields, max_depth, &mut env, &args);
@@ -1077,6 +1090,34 @@ impl<H> Vm<H> {
         }
         let r = self.run_placed(host, mi)?;
         Ok(returns.then_some(r))
+    }
+
+    /// Lend the VM `len` bytes at `base` (the *window*) for the invocations
+    /// that follow, until [`Vm::clear_window`]: natives registered as an
+    /// [`Intrinsic`](crate::Intrinsic) copy between it and the applet's
+    /// arrays, in compiled code, without a call. A null `base` or a zero
+    /// `len` is no window.
+    ///
+    /// # Safety
+    /// Until the window is cleared or replaced, `base..base + len` must be
+    /// valid for reads and writes during every invocation and must not
+    /// overlap memory the VM owns (its heap). Compiled code copies bytes in
+    /// and out and never interprets them, so other parties (another
+    /// process sharing the memory) may write it meanwhile.
+    #[allow(unsafe_code)]
+    #[inline]
+    pub unsafe fn set_window(&mut self, base: *mut u8, len: usize) {
+        self.st.window = if base.is_null() {
+            (0, 0)
+        } else {
+            (base as usize, len as u64)
+        };
+    }
+
+    /// Take the window back (see [`Vm::set_window`]).
+    #[inline]
+    pub fn clear_window(&mut self) {
+        self.st.window = (0, 0);
     }
 
     /// Fuel used by the last invocation (or by construction).

@@ -48,7 +48,7 @@ use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
 use crate::decode::{Arg, MethodCode, Op};
 use crate::heap::{ArrayData, Heap, RawArr, RAW_B, RAW_FREE, RAW_I, RAW_S, RAW_Z};
 use crate::interp::{arr_fault, bad_native_array};
-use crate::natives::NativeCtx;
+use crate::natives::{Intrinsic, NativeCtx};
 use crate::subset::{ClassInner, JType};
 use crate::Fault;
 
@@ -77,6 +77,10 @@ pub(crate) struct Ctx {
     /// move the table).
     arrays: *const RawArr,
     narrays: u64,
+    /// The host's window ([`crate::Vm::set_window`]): address (0 for none)
+    /// and length.
+    window: u64,
+    window_len: u64,
 }
 
 const CTX_FUEL: i32 = 0;
@@ -85,6 +89,8 @@ const CTX_DEPTH: i32 = 16;
 const CTX_MAX_DEPTH: i32 = 24;
 const CTX_ARRAYS: i32 = 40;
 const CTX_NARRAYS: i32 = 48;
+const CTX_WINDOW: i32 = 56;
+const CTX_WINDOW_LEN: i32 = 64;
 // The offsets above are those of the `#[repr(C)]` layouts.
 const _: () = assert!(
     std::mem::offset_of!(Ctx, fuel) == CTX_FUEL as usize
@@ -93,6 +99,8 @@ const _: () = assert!(
         && std::mem::offset_of!(Ctx, max_depth) == CTX_MAX_DEPTH as usize
         && std::mem::offset_of!(Ctx, arrays) == CTX_ARRAYS as usize
         && std::mem::offset_of!(Ctx, narrays) == CTX_NARRAYS as usize
+        && std::mem::offset_of!(Ctx, window) == CTX_WINDOW as usize
+        && std::mem::offset_of!(Ctx, window_len) == CTX_WINDOW_LEN as usize
         && std::mem::offset_of!(RawArr, addr) == 0
         && std::mem::offset_of!(RawArr, len) == 8
         && std::mem::offset_of!(RawArr, kind) == 12
@@ -111,6 +119,8 @@ pub(crate) struct Env<'a, H> {
     pub fault: Option<Fault>,
     /// Method and op index of the fault.
     pub site: (u32, u32),
+    /// The host's window (address, length), see `Ctx::window`.
+    pub window: (usize, u64),
 }
 
 /// Machine code for the methods of one class that could be compiled
@@ -190,6 +200,8 @@ impl<H> Compiled<H> {
             max_depth,
             arrays: env.heap.raw.as_ptr(),
             narrays: env.heap.raw.len() as u64,
+            window: env.window.0 as u64,
+            window_len: env.window.1,
             env: env as *mut Env<'_, H> as *mut u8,
         };
         // SAFETY: `entry` is a trampoline of this module (see `entries`),
@@ -445,6 +457,18 @@ extern "C" fn h_native_int<H>(
         }
         Err(f) => native_fault(env, *f, site),
     }
+}
+
+/// An intrinsic's copy (see `Gen::window_copy`).
+extern "C" fn h_copy(dst: *mut u8, src: *const u8, n: u64) -> i64 {
+    // SAFETY: compiled code checked that `src` and `dst` each span `n`
+    // bytes inside a live byte array of the heap or inside the host's
+    // window (valid and disjoint from the heap: `Vm::set_window`).
+    #[allow(unsafe_code)]
+    unsafe {
+        std::ptr::copy_nonoverlapping(src, dst, n as usize)
+    };
+    0
 }
 
 #[cold]
@@ -1133,13 +1157,9 @@ impl<H> Gen<'_, '_, H> {
                     .natives
                     .get(n as usize)
                     .ok_or_else(|| format!("native {n} missing"))?;
-                let slot = self.b.create_sized_stack_slot(StackSlotData::new(
-                    StackSlotKind::ExplicitSlot,
-                    4 * (argc as u32).max(1),
-                    2,
-                ));
-                for (j, a) in specs.iter().enumerate() {
-                    let v = match *a {
+                let mut vals = Vec::with_capacity(specs.len());
+                for a in specs {
+                    vals.push(match *a {
                         Arg::S(s) => self.var(s),
                         Arg::K(v) => self.k32(v),
                         Arg::F(f) => {
@@ -1148,7 +1168,22 @@ impl<H> Gen<'_, '_, H> {
                                 .ins()
                                 .load(types::I32, MemFlagsData::trusted(), p, off)
                         }
-                    };
+                    });
+                }
+                // An intrinsic's common case inline; the call below is
+                // its slow path.
+                let done = match (nat.intrinsic, vals.as_slice()) {
+                    (Some(kind), &[h, aoff, woff, len]) => {
+                        Some(self.window_copy(kind, h, aoff, woff, len))
+                    }
+                    _ => None,
+                };
+                let slot = self.b.create_sized_stack_slot(StackSlotData::new(
+                    StackSlotKind::ExplicitSlot,
+                    4 * (argc as u32).max(1),
+                    2,
+                ));
+                for (j, &v) in vals.iter().enumerate() {
                     self.b.ins().stack_store(self.ptr, v, slot, 4 * j as i32);
                 }
                 let argp = self.b.ins().stack_addr(self.ptr, slot, 0);
@@ -1182,6 +1217,10 @@ impl<H> Gen<'_, '_, H> {
                 if nat.sig.ret.is_some() {
                     let v = self.b.ins().ireduce(types::I32, r);
                     self.set(d, v);
+                }
+                if let Some(done) = done {
+                    self.b.ins().jump(done, &[]);
+                    self.b.switch_to_block(done);
                 }
             }
             Op::Ret { s } => {
@@ -1270,8 +1309,19 @@ impl<H> Gen<'_, '_, H> {
         kind_ok: impl FnOnce(&mut Self, Value) -> Value,
         slow: Block,
     ) -> (Value, Value) {
-        let c = self.ctx();
         let h = self.var(a);
+        self.array_fast_h(h, idx, kind_ok, slow)
+    }
+
+    /// [`Gen::array_fast`] on the handle `h`.
+    fn array_fast_h(
+        &mut self,
+        h: Value,
+        idx: Option<Value>,
+        kind_ok: impl FnOnce(&mut Self, Value) -> Value,
+        slow: Block,
+    ) -> (Value, Value) {
+        let c = self.ctx();
         // Handle h names entry h - 1; null (0) and `this` (-1) give
         // indices no table reaches.
         let hx = self.b.ins().uextend(types::I64, h);
@@ -1305,6 +1355,86 @@ impl<H> Gen<'_, '_, H> {
         self.b.switch_to_block(b2);
         let addr = self.b.ins().load(self.ptr, MemFlagsData::trusted(), e, 0);
         (addr, len)
+    }
+
+    /// The common case of an [`Intrinsic`] copy (see its documentation)
+    /// inline. Leaves the builder in the block that must call the native
+    /// (some check failed), whose code the caller emits and then jumps to
+    /// the returned block, where both paths continue.
+    fn window_copy(
+        &mut self,
+        kind: Intrinsic,
+        h: Value,
+        aoff: Value,
+        woff: Value,
+        len: Value,
+    ) -> Block {
+        let slow = self.b.create_block();
+        let done = self.b.create_block();
+        let c = self.ctx();
+        let (addr, alen) = self.array_fast_h(
+            h,
+            None,
+            |g, k| g.b.ins().icmp_imm_u(IntCC::Equal, k, RAW_B as i64),
+            slow,
+        );
+        let fl = MemFlagsData::trusted();
+        let (a, w, n) = (
+            self.b.ins().sextend(types::I64, aoff),
+            self.b.ins().sextend(types::I64, woff),
+            self.b.ins().sextend(types::I64, len),
+        );
+        // No negative operand: the sign bit of a | w | n is clear.
+        let any = self.b.ins().bor(a, w);
+        let any = self.b.ins().bor(any, n);
+        let mut ok = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, any, 0);
+        let alen = self.b.ins().uextend(types::I64, alen);
+        let aend = self.b.ins().iadd(a, n);
+        let in_a = self
+            .b
+            .ins()
+            .icmp(IntCC::UnsignedLessThanOrEqual, aend, alen);
+        ok = self.b.ins().band(ok, in_a);
+        let wbase = self.b.ins().load(types::I64, fl, c, CTX_WINDOW);
+        let wlen = self.b.ins().load(types::I64, fl, c, CTX_WINDOW_LEN);
+        let wend = self.b.ins().iadd(w, n);
+        let in_w = self
+            .b
+            .ins()
+            .icmp(IntCC::UnsignedLessThanOrEqual, wend, wlen);
+        ok = self.b.ins().band(ok, in_w);
+        let bound = self.b.ins().icmp_imm_u(IntCC::NotEqual, wbase, 0);
+        ok = self.b.ins().band(ok, bound);
+        // The call's unit and the copy's 1 + len / 64, from the first part
+        // of the budget only (so no checkpoint is passed here).
+        let fuel = self.b.ins().load(types::I64, fl, c, CTX_FUEL);
+        let units = self.b.ins().ushr_imm_u(n, 6);
+        let left = self.b.ins().isub(fuel, units);
+        let left = self.b.ins().iadd_imm_s(left, -2);
+        let enough = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, left, 0);
+        ok = self.b.ins().band(ok, enough);
+        let fast = self.b.create_block();
+        self.b.ins().brif(ok, fast, &[], slow, &[]);
+        self.b.switch_to_block(fast);
+        self.b.ins().store(fl, left, c, CTX_FUEL);
+        let pa = self.b.ins().iadd(addr, a);
+        let pw = self.b.ins().iadd(wbase, w);
+        let (dst, src) = match kind {
+            Intrinsic::WindowToArray => (pa, pw),
+            Intrinsic::ArrayToWindow => (pw, pa),
+        };
+        let f = h_copy as extern "C" fn(*mut u8, *const u8, u64) -> i64 as *const u8;
+        self.helper(f, &[self.ptr, self.ptr, types::I64], &[dst, src, n]);
+        self.b.ins().jump(done, &[]);
+        self.b.set_cold_block(slow);
+        self.b.switch_to_block(slow);
+        done
     }
 
     /// Whether `kind` is one the array op of `kind` (`A_*`) accepts.

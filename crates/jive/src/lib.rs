@@ -81,7 +81,9 @@ pub use heap::ArrayRef;
 pub use interp::{FaultSite, Prepared, Vm};
 #[cfg(feature = "jit")]
 pub use jit::Compiled;
-pub use natives::{test_natives, NativeCtx, NativeFn, NativeResult, Natives, NATIVES_CLASS};
+pub use natives::{
+    test_natives, Intrinsic, NativeCtx, NativeFn, NativeResult, Natives, NATIVES_CLASS,
+};
 pub use subset::{Class, Elem, FieldId, JType, MethodId};
 
 /// Largest class file accepted, in bytes (1 MiB).

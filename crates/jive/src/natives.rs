@@ -35,6 +35,26 @@ pub(crate) struct NativeEntry<H> {
     pub name: String,
     pub descriptor: String,
     pub f: NativeFn<H>,
+    pub intrinsic: Option<Intrinsic>,
+}
+
+/// A native whose common case compiled code performs itself, calling the
+/// native only when that case does not apply ([`Natives::register_intrinsic`]).
+///
+/// Both kinds take `(byte[] a, int aoff, int woff, int len)` (descriptor
+/// `([BIII)V`) and copy `len` bytes between `a[aoff..]` and the host's
+/// *window* at `woff` (memory the host lends to every invocation,
+/// [`Vm::set_window`](crate::Vm::set_window)). Compiled code copies itself
+/// when a window is set, `a` is a live `byte[]`, `aoff`, `woff` and `len`
+/// are not negative, `aoff + len <= a.length`, `woff + len` is within the
+/// window and the fuel left covers the call (1 unit) and the copy
+/// (`1 + len / 64` units); otherwise it calls the native.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Intrinsic {
+    /// Copy from the window at `woff` into `a[aoff..aoff + len]`.
+    WindowToArray,
+    /// Copy `a[aoff..aoff + len]` into the window at `woff`.
+    ArrayToWindow,
 }
 
 /// A registry of natives, grouped into named domains.
@@ -60,6 +80,7 @@ impl<H> Clone for Natives<H> {
                     name: e.name.clone(),
                     descriptor: e.descriptor.clone(),
                     f: e.f,
+                    intrinsic: e.intrinsic,
                 })
                 .collect(),
         }
@@ -86,6 +107,35 @@ impl<H> Natives<H> {
         descriptor: &str,
         f: NativeFn<H>,
     ) -> &mut Self {
+        self.add(domain, class, name, descriptor, f, None)
+    }
+
+    /// Register `class.name([BIII)V` in `domain` as an [`Intrinsic`]:
+    /// compiled code performs the intrinsic's common case itself, and calls
+    /// `f` otherwise; the interpreter always calls `f`. The host promises
+    /// that `f`, in the case the intrinsic performs, does exactly that: the
+    /// same copy, a charge of `1 + len / 64` units, no fault (`tests/jit.rs`
+    /// and the hosts' tests compare the two).
+    pub fn register_intrinsic(
+        &mut self,
+        domain: &str,
+        class: &str,
+        name: &str,
+        f: NativeFn<H>,
+        intrinsic: Intrinsic,
+    ) -> &mut Self {
+        self.add(domain, class, name, "([BIII)V", f, Some(intrinsic))
+    }
+
+    fn add(
+        &mut self,
+        domain: &str,
+        class: &str,
+        name: &str,
+        descriptor: &str,
+        f: NativeFn<H>,
+        intrinsic: Option<Intrinsic>,
+    ) -> &mut Self {
         self.entries
             .retain(|e| !(e.class == class && e.name == name && e.descriptor == descriptor));
         self.entries.push(NativeEntry {
@@ -94,6 +144,7 @@ impl<H> Natives<H> {
             name: name.to_string(),
             descriptor: descriptor.to_string(),
             f,
+            intrinsic,
         });
         self
     }
@@ -111,7 +162,14 @@ impl<H> Natives<H> {
     /// Add every native of `other` (later ones replace equal keys).
     pub fn extend(&mut self, other: &Natives<H>) -> &mut Self {
         for e in &other.entries {
-            self.register(&e.domain, &e.class, &e.name, &e.descriptor, e.f);
+            self.add(
+                &e.domain,
+                &e.class,
+                &e.name,
+                &e.descriptor,
+                e.f,
+                e.intrinsic,
+            );
         }
         self
     }

@@ -338,6 +338,7 @@ pub struct FieldId(pub(crate) u16);
 /// A native bound into a class: the function and its signature.
 pub(crate) struct BoundNative<H> {
     pub f: NativeFn<H>,
+    pub intrinsic: Option<crate::natives::Intrinsic>,
     pub sig: Sig,
     pub name: String,
 }
@@ -545,6 +546,7 @@ impl<H> Class<H> {
             })?;
             bound.push(BoundNative {
                 f: e.f,
+                intrinsic: e.intrinsic,
                 sig,
                 name: format!("{}.{}{}", e.class, e.name, e.descriptor),
             });

@@ -646,3 +646,201 @@ fn arrays_allocated_by_natives_during_a_compiled_invocation() {
         "{r:?}"
     );
 }
+
+/// The host of the window-copy test: the memory lent as the window, and
+/// how often the natives behind the intrinsics ran.
+struct WinHost {
+    window: Vec<u8>,
+    bound: bool,
+    calls: u32,
+}
+
+/// The natives behind the intrinsics: what compiled code does inline in
+/// their common case, and the faults otherwise.
+fn w_copy(
+    h: &mut WinHost,
+    cx: &mut jive::NativeCtx<'_>,
+    a: &[i32],
+    to_array: bool,
+) -> jive::NativeResult {
+    h.calls += 1;
+    if !h.bound {
+        return Err(Box::new(jive::Fault::Native("no window".into())));
+    }
+    let alen = cx.array_len(a[0])? as i64;
+    let (aoff, woff, len) = (a[1] as i64, a[2] as i64, a[3] as i64);
+    if aoff < 0 || woff < 0 || len < 0 || aoff + len > alen || woff + len > h.window.len() as i64 {
+        return Err(Box::new(jive::Fault::Native(format!("range {a:?}"))));
+    }
+    cx.charge(1 + len as u64 / 64)?;
+    let (aoff, woff, len) = (aoff as usize, woff as usize, len as usize);
+    let arr = cx.bytes_mut(a[0])?;
+    for i in 0..len {
+        if to_array {
+            arr[aoff + i] = h.window[woff + i] as i8;
+        } else {
+            h.window[woff + i] = arr[aoff + i] as u8;
+        }
+    }
+    Ok(0)
+}
+
+fn w_get(h: &mut WinHost, cx: &mut jive::NativeCtx<'_>, a: &[i32]) -> jive::NativeResult {
+    w_copy(h, cx, a, true)
+}
+
+fn w_put(h: &mut WinHost, cx: &mut jive::NativeCtx<'_>, a: &[i32]) -> jive::NativeResult {
+    w_copy(h, cx, a, false)
+}
+
+/// Intrinsic copies between a byte array and the host's window: compiled
+/// and interpreted VMs agree on result, fault, fuel, fault site, the array
+/// and the window over a grid of offsets, lengths, budgets and with and
+/// without a window; and in the common case compiled code does not call
+/// the native.
+#[test]
+fn intrinsic_window_copies_agree_with_their_natives() {
+    let mut a = Asm::new("W");
+    a.default_init();
+    a.field(PS, "ba", "[B");
+    let ba = a.fref("W", "ba", "[B");
+    a.method(
+        ACC_STATIC,
+        "<clinit>",
+        "()V",
+        1,
+        0,
+        &[
+            BIPUSH,
+            100,
+            NEWARRAY,
+            T_BYTE,
+            PUTSTATIC,
+            hi(ba),
+            lo(ba),
+            RETURN,
+        ],
+    );
+    let get = a.mref("unet/sle/Natives", "wget", "([BIII)V");
+    let put = a.mref("unet/sle/Natives", "wput", "([BIII)V");
+    for (name, m) in [("get", get), ("put", put)] {
+        a.method(
+            PS,
+            name,
+            "(III)I",
+            4,
+            3,
+            &[
+                GETSTATIC,
+                hi(ba),
+                lo(ba),
+                ILOAD_0,
+                ILOAD_1,
+                ILOAD_2,
+                INVOKESTATIC,
+                hi(m),
+                lo(m),
+                ICONST_0,
+                IRETURN,
+            ],
+        );
+    }
+    a.method(
+        PS,
+        "nul",
+        "(III)I",
+        4,
+        3,
+        &[
+            ACONST_NULL,
+            ILOAD_0,
+            ILOAD_1,
+            ILOAD_2,
+            INVOKESTATIC,
+            hi(get),
+            lo(get),
+            ICONST_0,
+            IRETURN,
+        ],
+    );
+    let mut nat = jive::Natives::<WinHost>::new();
+    nat.register_intrinsic(
+        "w",
+        jive::NATIVES_CLASS,
+        "wget",
+        w_get,
+        jive::Intrinsic::WindowToArray,
+    )
+    .register_intrinsic(
+        "w",
+        jive::NATIVES_CLASS,
+        "wput",
+        w_put,
+        jive::Intrinsic::ArrayToWindow,
+    );
+    let c = Class::load(&a.build(), &nat, &["w"]).expect("load");
+    let host = || WinHost {
+        window: (0..256u32).map(|i| (i * 7 + 1) as u8).collect(),
+        bound: false,
+        calls: 0,
+    };
+    let (mut h1, mut h2) = (host(), host());
+    let mut interp = Vm::new(c.clone(), Limits::default(), &mut h1).expect("construct");
+    let mut jit = Vm::new(c.clone(), Limits::default(), &mut h2).expect("construct");
+    assert!(jit.compile().expect("compile") >= 3);
+    let field = interp.static_field("ba").expect("ba");
+    let mut compared = 0;
+    let mut inline = 0;
+    for bound in [true, false] {
+        for fuel in [0, 1, 2, 3, 4, 5, 100_000] {
+            for m in ["get", "put", "nul"] {
+                let id = c.method(m).expect("method");
+                for aoff in [-1, 0, 1, 36, 99, 100] {
+                    for woff in [-1, 0, 7, 192, 255, 256] {
+                        for len in [-1, 0, 1, 5, 64, 65, 100, 200] {
+                            let lim = Limits {
+                                fuel,
+                                ..Limits::default()
+                            };
+                            let calls = h2.calls;
+                            let mut r = Vec::new();
+                            for (vm, h) in [(&mut interp, &mut h1), (&mut jit, &mut h2)] {
+                                vm.set_limits(lim);
+                                h.bound = bound;
+                                if bound {
+                                    // SAFETY: the host's window outlives the
+                                    // invocation and is not the VM's heap.
+                                    #[allow(unsafe_code)]
+                                    unsafe {
+                                        vm.set_window(h.window.as_mut_ptr(), h.window.len())
+                                    };
+                                } else {
+                                    vm.clear_window();
+                                }
+                                let out = vm.invoke(h, id, &[aoff, woff, len]);
+                                r.push((
+                                    out,
+                                    vm.last_fuel_used(),
+                                    vm.last_fault_site(),
+                                    vm.field_bytes(field).map(|b| b.to_vec()),
+                                ));
+                                vm.clear_window();
+                            }
+                            let what =
+                                format!("{m}({aoff}, {woff}, {len}) fuel {fuel} bound {bound}");
+                            assert_eq!(r[0], r[1], "{what}");
+                            assert_eq!(h1.window, h2.window, "window after {what}");
+                            if r[1].0.is_ok() && h2.calls == calls {
+                                inline += 1;
+                            }
+                            compared += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(compared > 3000, "{compared}");
+    // Every successful copy with fuel to spare ran inline.
+    assert!(inline > 100, "only {inline} copies ran inline");
+}

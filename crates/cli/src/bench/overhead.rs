@@ -965,7 +965,9 @@ fn bench(mut a: Args) -> Result<(), String> {
         };
         let mut applet = Applet::load(bytes, sle::default_limits(), &mut view)
             .map_err(|e| format!("{name}: {e}"))?;
-        if !a.interpret {
+        if a.interpret {
+            applet.keep_interpreted();
+        } else {
             applet.wait_compiled();
         }
         // Timed as the engine times the applets placed in it.
