@@ -16,7 +16,11 @@
 //! the heap's table of element addresses, `Heap::raw`: handle, kind and
 //! bounds checked inline) and calls of natives (the bound function is
 //! called from a small helper, without the interpreter's argument
-//! marshalling loop). What it leaves to helpers in Rust: array accesses
+//! marshalling loop). Natives registered as an [`Intrinsic`] (copies
+//! between a `byte[]` and the host's window, `Vm::set_window`) are
+//! performed inline when every check passes and the first part of the
+//! budget covers them, and called otherwise, so the native makes every
+//! fault. What it leaves to helpers in Rust: array accesses
 //! that fail a check (the helper makes the interpreter's exact fault),
 //! running out of fuel (the checkpoint hook) and recording faults.
 //!
