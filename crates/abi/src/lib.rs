@@ -1022,6 +1022,11 @@ counter_enum! {
         AppletAttached = 36 => "applet_attached",
         /// Arrivals dropped: the applet's queue was full.
         AppletRxDropped = 37 => "applet_rx_dropped",
+        /// A level, not a count: 1 while the attached applet runs as
+        /// machine code (JIVE compiles it on a thread of its own after
+        /// attach; the engine installs the code at a later invocation), 0
+        /// while it runs interpreted or no applet is attached.
+        AppletCompiled = 38 => "applet_compiled",
     }
 }
 

@@ -589,7 +589,10 @@ impl Core {
             Request::DetachApplet { endpoint } => {
                 let r = match self.owned_or_same_user(ci, endpoint) {
                     Ok(idx) => match self.eps[idx].as_mut().and_then(|e| e.applet.take()) {
-                        Some(_) => Reply::Ok,
+                        Some(_) => {
+                            self.set_applet_compiled(idx, false);
+                            Reply::Ok
+                        }
                         None => Reply::Error(ErrorCode::NoApplet),
                     },
                     Err(code) => Reply::Error(code),
@@ -1240,6 +1243,19 @@ impl Core {
         true
     }
 
+    /// Set endpoint `idx`'s `AppletCompiled` level.
+    fn set_applet_compiled(&self, idx: usize, on: bool) {
+        if let Some(ep) = self.eps[idx].as_ref() {
+            let c = &self.counters;
+            let was = c.ep_value(ep.slot, EndpointCounter::AppletCompiled);
+            c.ep(
+                ep.slot,
+                EndpointCounter::AppletCompiled,
+                (on as u64).wrapping_sub(was),
+            );
+        }
+    }
+
     pub(crate) fn push_event(&mut self, idx: usize, ev: EventDesc) {
         let Some(ep) = self.eps.get_mut(idx).and_then(|e| e.as_mut()) else {
             return;
@@ -1643,6 +1659,15 @@ impl Core {
         if s.max_ns > max {
             c.ep(slot, EndpointCounter::AppletMaxNs, s.max_ns - max);
         }
+        let compiled = applet.is_compiled() as u64;
+        let was = c.ep_value(slot, EndpointCounter::AppletCompiled);
+        if compiled != was {
+            c.ep(
+                slot,
+                EndpointCounter::AppletCompiled,
+                compiled.wrapping_sub(was),
+            );
+        }
         match r {
             Ok(()) => {
                 ep.applet = Some(applet);
@@ -1668,6 +1693,12 @@ impl Core {
                 };
                 if detach {
                     c.ep(slot, EndpointCounter::AppletDetached, 1);
+                    let was = c.ep_value(slot, EndpointCounter::AppletCompiled);
+                    c.ep(
+                        slot,
+                        EndpointCounter::AppletCompiled,
+                        0u64.wrapping_sub(was),
+                    );
                 } else {
                     ep.applet = Some(applet);
                 }
@@ -1816,6 +1847,8 @@ impl Core {
                     self.counters
                         .ep(ep.slot, EndpointCounter::AppletAttached, 1);
                 }
+                // The new applet starts interpreted.
+                self.set_applet_compiled(idx, false);
                 Reply::Ok
             }
             Err(e) => Reply::Rejected(e.to_string()),

@@ -494,6 +494,8 @@ pub struct Applet {
     do_timer: Option<Prepared<1>>,
     /// `doTx` and `doRx` (for [`Applet::is_compiled`]).
     methods: [MethodId; 2],
+    /// Whether both run as machine code (set when code is installed).
+    compiled: bool,
     rxbuf: FieldId,
     /// Statistics.
     pub stats: AppletStats,
@@ -597,6 +599,7 @@ impl Applet {
             do_rx: prepared.1,
             do_timer: prepared.2,
             methods: [do_tx, do_rx],
+            compiled: false,
             rxbuf,
             stats: AppletStats::default(),
             consecutive_faults: 0,
@@ -615,6 +618,7 @@ impl Applet {
         if let Some(rx) = self.compiling.take() {
             if let Ok(Ok(code)) = rx.recv() {
                 let _ = self.vm.install(code);
+                self.note_compiled();
             }
         }
     }
@@ -632,8 +636,13 @@ impl Applet {
     /// interpreted until the code is installed, at a sampled invocation
     /// after it is ready. Methods JIVE leaves interpreted (those that
     /// allocate or recurse) stay so.
+    #[inline]
     pub fn is_compiled(&self) -> bool {
-        self.methods.iter().all(|&m| self.vm.is_compiled(m))
+        self.compiled
+    }
+
+    fn note_compiled(&mut self) {
+        self.compiled = self.methods.iter().all(|&m| self.vm.is_compiled(m));
     }
 
     /// Install the compiled code if the compiler has finished.
@@ -646,6 +655,7 @@ impl Applet {
             Err(std::sync::mpsc::TryRecvError::Empty) => {}
             Ok(Ok(code)) => {
                 let _ = self.vm.install(code);
+                self.note_compiled();
                 self.compiling = None;
             }
             // The compiler refused the class (or its thread is gone): the
