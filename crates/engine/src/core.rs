@@ -1632,41 +1632,33 @@ impl Core {
             ep.applet_pause = Some(Instant::now() + p);
         }
         let slot = ep.slot;
-        let s = applet.stats;
         let c = &self.counters;
-        c.ep(
-            slot,
-            EndpointCounter::AppletTxCalls,
-            s.tx_calls - before.tx_calls,
-        );
-        c.ep(
-            slot,
-            EndpointCounter::AppletRxCalls,
-            s.rx_calls - before.rx_calls,
-        );
-        c.ep(
-            slot,
-            EndpointCounter::AppletTimerCalls,
-            s.timer_calls - before.timer_calls,
-        );
-        c.ep(
-            slot,
-            EndpointCounter::AppletTimeNs,
-            s.total_ns - before.total_ns,
-        );
-        c.ep(slot, EndpointCounter::AppletFuel, s.fuel - before.fuel);
-        let max = c.ep_value(slot, EndpointCounter::AppletMaxNs);
-        if s.max_ns > max {
-            c.ep(slot, EndpointCounter::AppletMaxNs, s.max_ns - max);
-        }
-        let compiled = applet.is_compiled() as u64;
-        let was = c.ep_value(slot, EndpointCounter::AppletCompiled);
-        if compiled != was {
-            c.ep(
-                slot,
-                EndpointCounter::AppletCompiled,
-                compiled.wrapping_sub(was),
+        if let Some(sl) = c.slot(slot) {
+            // One slot lookup, then plain adds: this runs after every
+            // invocation. (One writer per counter: load + store.)
+            let s = applet.stats;
+            let add = |k: EndpointCounter, n: u64| {
+                let a = &sl.counters[k as usize];
+                a.store(a.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+            };
+            let get = |k: EndpointCounter| sl.counters[k as usize].load(Ordering::Relaxed);
+            add(EndpointCounter::AppletTxCalls, s.tx_calls - before.tx_calls);
+            add(EndpointCounter::AppletRxCalls, s.rx_calls - before.rx_calls);
+            add(
+                EndpointCounter::AppletTimerCalls,
+                s.timer_calls - before.timer_calls,
             );
+            add(EndpointCounter::AppletTimeNs, s.total_ns - before.total_ns);
+            add(EndpointCounter::AppletFuel, s.fuel - before.fuel);
+            let max = get(EndpointCounter::AppletMaxNs);
+            if s.max_ns > max {
+                add(EndpointCounter::AppletMaxNs, s.max_ns - max);
+            }
+            let compiled = applet.is_compiled() as u64;
+            let was = get(EndpointCounter::AppletCompiled);
+            if compiled != was {
+                add(EndpointCounter::AppletCompiled, compiled.wrapping_sub(was));
+            }
         }
         match r {
             Ok(()) => {

@@ -55,7 +55,9 @@ impl Counters {
         unsafe { self.seg.ptr().cast::<CountersHeader>().as_ref() }
     }
 
-    fn slot(&self, i: usize) -> Option<&EndpointSlot> {
+    /// The counters of the endpoint in slot `i` (None when out of range).
+    #[inline]
+    pub(crate) fn slot(&self, i: usize) -> Option<&EndpointSlot> {
         if i >= self.max_endpoints as usize {
             return None;
         }
