@@ -169,7 +169,7 @@ impl SleHost {
 
     fn ep(&mut self) -> Result<&mut dyn SleEndpoint, Fault> {
         match self.ep {
-            // SAFETY: `ep` is set by `Applet::with_endpoint` from a live
+            // SAFETY: `ep` is set by `SleHost::bind` from a live
             // `&mut dyn SleEndpoint` for exactly the duration of one
             // invocation and cleared before that borrow ends; the VM is
             // single-threaded, so no other reference exists meanwhile.
