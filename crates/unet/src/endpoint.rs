@@ -1390,9 +1390,20 @@ impl Endpoint {
         &mut self,
         f: impl FnOnce(&mut Applet, &mut dyn SleEndpoint) -> Result<(), jive::Fault>,
     ) -> bool {
-        let Some(mut a) = self.inline.take() else {
+        let Some(a) = self.inline.take() else {
             return false;
         };
+        self.run_taken_inline(a, f)
+    }
+
+    /// [`Endpoint::run_inline`] with the applet already taken out of
+    /// `self.inline` (it goes back unless it is detached).
+    #[inline]
+    fn run_taken_inline(
+        &mut self,
+        mut a: Box<Applet>,
+        f: impl FnOnce(&mut Applet, &mut dyn SleEndpoint) -> Result<(), jive::Fault>,
+    ) -> bool {
         let epoch = a.epoch();
         let r = {
             let mut ce = ClientEp { ep: self, epoch };
@@ -1403,23 +1414,29 @@ impl Endpoint {
                 self.inline = Some(a);
                 true
             }
-            Err(fault) => {
-                bump(
-                    &self.header().client_counters[ClientCounter::AppletFaults as usize],
-                    1,
-                );
-                let kind = FaultKind::of(&fault) as u32;
-                if a.consecutive_faults >= MAX_CONSECUTIVE_FAULTS {
-                    self.publish_inline_stats(a.id, a.stats);
-                    self.end_inline();
-                    self.user_events.push_back(Event::AppletDetached { kind });
-                } else {
-                    self.inline = Some(a);
-                    self.user_events.push_back(Event::AppletFault { kind });
-                }
-                false
-            }
+            Err(fault) => self.inline_fault(a, fault),
         }
+    }
+
+    /// An inline invocation faulted: report it, detach after repeated
+    /// faults as the engine does.
+    #[cold]
+    #[inline(never)]
+    fn inline_fault(&mut self, a: Box<Applet>, fault: jive::Fault) -> bool {
+        bump(
+            &self.header().client_counters[ClientCounter::AppletFaults as usize],
+            1,
+        );
+        let kind = FaultKind::of(&fault) as u32;
+        if a.consecutive_faults >= MAX_CONSECUTIVE_FAULTS {
+            self.publish_inline_stats(a.id, a.stats);
+            self.end_inline();
+            self.user_events.push_back(Event::AppletDetached { kind });
+        } else {
+            self.inline = Some(a);
+            self.user_events.push_back(Event::AppletFault { kind });
+        }
+        false
     }
 
     #[inline]
@@ -1522,15 +1539,23 @@ impl Endpoint {
                 }
             }
         }
-        self.inline = Some(a);
         match got {
             Some(Ok(Some(r))) => {
-                self.run_inline(|a, e| a.rx_in_place(e, r.len, r.channel.0));
+                // doRx on the message now in RxBuf, with the applet still
+                // in hand.
+                self.run_taken_inline(a, |a, e| a.rx_in_place(e, r.len, r.channel.0));
                 Ok(true)
             }
-            Some(Ok(None)) => Ok(false),
-            Some(Err(e)) => Err(e),
+            Some(Ok(None)) => {
+                self.inline = Some(a);
+                Ok(false)
+            }
+            Some(Err(e)) => {
+                self.inline = Some(a);
+                Err(e)
+            }
             None => {
+                self.inline = Some(a);
                 // RxBuf cannot hold it (the applet's heap is full): take
                 // the message through the scratch block; doRx faults.
                 let mut scratch = std::mem::take(&mut self.rx_scratch);
