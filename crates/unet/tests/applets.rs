@@ -63,6 +63,23 @@ const TEST_APPLETS: &[(&str, &str)] = &[
          static int doRx(int length, int channel) { return 0; }\n\
          }\n",
     ),
+    (
+        // Both copy natives with arguments from the host (the channel
+        // as the array offset): for the compiled-against-interpreted test.
+        "Copier",
+        "import static unet.sle.Natives.*;\n\
+         public class Copier {\n\
+         public static byte[] RxBuf;\n\
+         static byte[] a;\n\
+         Copier() { a = new byte[100]; }\n\
+         static int doTx(int length, int channel, int off) {\n\
+         doHtoLDMA(a, channel, off, length);\n\
+         doLtoHDMA(a, channel, off + 64, length);\n\
+         return a[channel % 100] + length;\n\
+         }\n\
+         static int doRx(int length, int channel) { return 0; }\n\
+         }\n",
+    ),
 ];
 
 /// Every applet of `applets/` and of [`TEST_APPLETS`], compiled once (one
@@ -1400,44 +1417,48 @@ fn a_runaway_applet_leaves_other_endpoints_their_rate() {
 /// The engine's applets start interpreted and switch to JIVE's machine
 /// code once the compiler's thread is done (the engine's loop never waits
 /// for it), with the same behaviour before and after.
+/// An endpoint for applets run directly (`unet_engine::sle::Applet`),
+/// without an engine: a buffer area, and what the applet transmitted.
+struct MockEp {
+    area: Vec<u8>,
+    sent: Vec<Vec<u8>>,
+}
+
+impl unet_engine::sle::SleEndpoint for MockEp {
+    fn area_size(&self) -> u64 {
+        self.area.len() as u64
+    }
+    fn area(&mut self) -> std::ptr::NonNull<u8> {
+        std::ptr::NonNull::from(self.area.as_mut_slice()).cast()
+    }
+    fn buffer_size(&self) -> u32 {
+        2048
+    }
+    fn pop_free(&mut self) -> Option<u32> {
+        None
+    }
+    fn push_free(&mut self, _: u32) -> bool {
+        true
+    }
+    fn tx_push(&mut self, _: u16, data: &[u8]) -> Result<(), String> {
+        self.sent.push(data.to_vec());
+        Ok(())
+    }
+    fn push_recv(&mut self, _: unet_abi::RecvDesc) -> bool {
+        true
+    }
+    fn now_us(&self) -> i32 {
+        0
+    }
+    fn set_timer(&mut self, _: u32, _: i32) -> Result<(), String> {
+        Ok(())
+    }
+}
+
 #[test]
 fn engine_applets_switch_to_compiled_code_when_ready() {
-    use unet_engine::sle::{default_limits, Applet, SleEndpoint};
-    struct Ep {
-        area: Vec<u8>,
-        sent: Vec<Vec<u8>>,
-    }
-    impl SleEndpoint for Ep {
-        fn area_size(&self) -> u64 {
-            self.area.len() as u64
-        }
-        fn area(&mut self) -> std::ptr::NonNull<u8> {
-            std::ptr::NonNull::from(self.area.as_mut_slice()).cast()
-        }
-        fn buffer_size(&self) -> u32 {
-            2048
-        }
-        fn pop_free(&mut self) -> Option<u32> {
-            None
-        }
-        fn push_free(&mut self, _: u32) -> bool {
-            true
-        }
-        fn tx_push(&mut self, _: u16, data: &[u8]) -> Result<(), String> {
-            self.sent.push(data.to_vec());
-            Ok(())
-        }
-        fn push_recv(&mut self, _: unet_abi::RecvDesc) -> bool {
-            true
-        }
-        fn now_us(&self) -> i32 {
-            0
-        }
-        fn set_timer(&mut self, _: u32, _: i32) -> Result<(), String> {
-            Ok(())
-        }
-    }
-    let mut ep = Ep {
+    use unet_engine::sle::{default_limits, Applet};
+    let mut ep = MockEp {
         area: vec![0; 1 << 16],
         sent: Vec::new(),
     };
@@ -1461,4 +1482,50 @@ fn engine_applets_switch_to_compiled_code_when_ready() {
         assert_eq!(ep.sent.last(), Some(&msg), "message {j}");
     }
     assert_eq!(a.stats.faults.iter().sum::<u64>(), 0);
+}
+
+/// The copy natives run inline in compiled applets (JIVE intrinsics over
+/// the buffer area) and as calls in interpreted ones: the same results,
+/// faults, work and buffer area over offsets and lengths in and out of
+/// range.
+#[test]
+fn compiled_copy_natives_agree_with_interpreted_ones() {
+    use unet_engine::sle::{default_limits, Applet};
+    let class = applet("Copier");
+    let fresh = || MockEp {
+        area: (0..1u32 << 16).map(|i| (i * 13 + 5) as u8).collect(),
+        sent: Vec::new(),
+    };
+    let (mut e1, mut e2) = (fresh(), fresh());
+    let mut interp = Applet::load(&class, default_limits(), &mut e1).expect("load");
+    interp.keep_interpreted();
+    let mut jit = Applet::load(&class, default_limits(), &mut e2).expect("load");
+    jit.wait_compiled();
+    assert!(jit.is_compiled() && !interp.is_compiled());
+    let area = 1u32 << 16;
+    let mut compared = 0;
+    let mut ok = 0;
+    for len in [0, 1, 8, 36, 64, 99, 100, 101, u32::MAX] {
+        for chan in [0u16, 1, 36, 99, 100, 65535] {
+            for off in [0, 5, area - 164, area - 100, area - 64, area, u32::MAX] {
+                let (f1, f2) = (interp.stats.fuel, jit.stats.fuel);
+                let r1 = interp.tx(&mut e1, len, chan, off);
+                let r2 = jit.tx(&mut e2, len, chan, off);
+                let what = format!("doTx({len}, {chan}, {off})");
+                assert_eq!(r1, r2, "{what}");
+                assert_eq!(
+                    interp.stats.fuel - f1,
+                    jit.stats.fuel - f2,
+                    "work of {what}"
+                );
+                assert!(e1.area == e2.area, "buffer area after {what}");
+                ok += usize::from(r1.is_ok());
+                compared += 1;
+            }
+        }
+    }
+    assert!(
+        ok > 20 && compared - ok > 100,
+        "{ok} of {compared} succeeded"
+    );
 }
