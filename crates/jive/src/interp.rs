@@ -660,6 +660,43 @@ fn run_compiled<H>(
         st.fault = Some(Fault::OutOfFuel);
         return None;
     }
+    let hook = checkpoint.map(|c| c.hook);
+    let r = enter_compiled(
+        cls,
+        st,
+        limits,
+        host,
+        jit,
+        entry,
+        (fuel, reserve, hook),
+        args,
+    );
+    (r != crate::jit::FAULT).then_some(r as i32)
+}
+
+/// An invocation's budget after the entry charge: fuel, reserve, and the
+/// checkpoint hook (see `entry_budget`).
+#[cfg(feature = "jit")]
+type Budget<H> = (i64, i64, Option<fn(&mut H)>);
+
+/// Run the compiled `entry` with the budget `(fuel, reserve, hook)` left
+/// after the entry charge, and record the fuel used and any fault as the
+/// interpreter does. The arguments are in the slot array (`args` None) or,
+/// for a prepared call, in `args`, exactly the method's argument count.
+/// Returns the result, or [`crate::jit::FAULT`] with the fault recorded.
+#[cfg(feature = "jit")]
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn enter_compiled<H>(
+    cls: &ClassInner<H>,
+    st: &mut State,
+    limits: &Limits,
+    host: &mut H,
+    jit: &crate::jit::Compiled<H>,
+    entry: *const u8,
+    (fuel, reserve, hook): Budget<H>,
+    args: Option<&[i32]>,
+) -> i64 {
     let State {
         stack,
         heap,
@@ -672,35 +709,30 @@ fn run_compiled<H>(
         heap,
         host,
         reserve,
-        hook: checkpoint.map(|c| c.hook),
+        hook,
         fault: None,
         site: (0, 0),
         window: *window,
     };
     let max_depth = limits.max_depth.max(1) as i64;
-    // The arguments are in the slot array, or (a prepared call) in the
-    // caller's array of exactly the method's argument count.
     let args = args.unwrap_or(stack);
     let (r, left) = jit.run(entry, fuel, fields, max_depth, &mut env, args);
-    let reserve = env.reserve;
-    let fault = (r == crate::jit::FAULT).then(|| (env.fault.take(), env.site));
-    st.last_fuel = limits.fuel.saturating_sub((left + reserve).max(0) as u64);
-    match fault {
-        None => Some(r as i32),
-        Some((f, site)) => compiled_fault(cls, st, f, site),
+    let left = (left + env.reserve).max(0) as u64;
+    if r == crate::jit::FAULT {
+        let (f, site) = (env.fault.take(), env.site);
+        st.last_fuel = limits.fuel.saturating_sub(left);
+        compiled_fault(cls, st, f, site);
+        return crate::jit::FAULT;
     }
+    st.last_fuel = limits.fuel.saturating_sub(left);
+    r
 }
 
 /// Record a fault of compiled code (its site as the interpreter gives it).
 #[cfg(feature = "jit")]
 #[cold]
 #[inline(never)]
-fn compiled_fault<H>(
-    cls: &ClassInner<H>,
-    st: &mut State,
-    f: Option<Fault>,
-    (fm, op): (u32, u32),
-) -> Option<i32> {
+fn compiled_fault<H>(cls: &ClassInner<H>, st: &mut State, f: Option<Fault>, (fm, op): (u32, u32)) {
     let off = cls
         .code
         .get(fm as usize)
@@ -709,7 +741,6 @@ fn compiled_fault<H>(
         .unwrap_or(0);
     st.site = Some((fm, off));
     st.fault = Some(f.unwrap_or(Fault::Internal("compiled code lost a fault".into())));
-    None
 }
 
 /// After an invocation: the fault taken out of the state, and garbage
@@ -893,34 +924,12 @@ impl<H> Vm<H> {
                 };
                 let fuel = first - p.entry_ops as i64;
                 if fuel >= 0 {
-                    let State {
-                        heap,
-                        fields,
-                        window,
-                        ..
-                    } = st;
-                    let mut env = crate::jit::Env {
-                        cls,
-                        heap,
-                        host,
-                        reserve,
-                        hook,
-                        fault: None,
-                        site: (0, 0),
-                        window: *window,
-                    };
-                    let max_depth = limits.max_depth.max(1) as i64;
-                    let (r, left) = j.run(entry, fuel, fields, max_depth, &mut env, &args);
-                    let left = left + env.reserve;
-                    st.last_fuel = limits.fuel.saturating_sub(left.max(0) as u64);
-                    let out = if r == crate::jit::FAULT {
-                        let (f, site) = (env.fault.take(), env.site);
-                        compiled_fault(cls, st, f, site)
-                    } else if st.heap.allocs_since_gc > 0 {
-                        Some(r as i32)
-                    } else {
+                    let budget = (fuel, reserve, hook);
+                    let r = enter_compiled(cls, st, limits, host, j, entry, budget, Some(&args));
+                    if r != crate::jit::FAULT && st.heap.allocs_since_gc == 0 {
                         return Ok(p.returns.then_some(r as i32));
-                    };
+                    }
+                    let out = (r != crate::jit::FAULT).then_some(r as i32);
                     return finish(cls, st, m, out).map(|r| p.returns.then_some(r));
                 }
                 let out =
