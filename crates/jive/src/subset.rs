@@ -338,6 +338,8 @@ pub struct FieldId(pub(crate) u16);
 /// A native bound into a class: the function and its signature.
 pub(crate) struct BoundNative<H> {
     pub f: NativeFn<H>,
+    /// Read by the compiler only.
+    #[cfg_attr(not(feature = "jit"), allow(dead_code))]
     pub intrinsic: Option<crate::natives::Intrinsic>,
     pub sig: Sig,
     pub name: String,
