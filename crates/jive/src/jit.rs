@@ -372,44 +372,20 @@ extern "C" fn h_arrlen<H>(ctx: *mut Ctx, h: i32, site: i64) -> i64 {
     }
 }
 
-/// A native call: the interpreter's `CallNative`, fuel included.
+/// A native call: the interpreter's `CallNative`, fuel included, for a
+/// native that may return an array (its result is checked as the
+/// interpreter checks it).
 extern "C" fn h_native<H>(ctx: *mut Ctx, n: i64, args: *const i32, argc: i64, site: i64) -> i64 {
     // SAFETY: called by compiled code with its context (see `parts`).
     #[allow(unsafe_code)]
     let (c, env) = unsafe { parts::<H>(ctx) };
-    // SAFETY: compiled code passes a stack slot holding `argc` arguments.
-    #[allow(unsafe_code)]
-    let args = unsafe { std::slice::from_raw_parts(args, argc as usize) };
-    c.fuel -= 1;
-    if c.fuel < 0 && !spent(&mut c.fuel, env) {
-        return record(env, Fault::OutOfFuel, site);
-    }
-    let Some(nat) = env.cls.natives.get(n as usize) else {
+    let cls = env.cls;
+    let Some(nat) = cls.natives.get(n as usize) else {
         return record(env, Fault::Internal(format!("no native {n}")), site);
     };
-    let mut left = c.fuel + env.reserve;
-    let r = {
-        let mut cx = NativeCtx {
-            heap: env.heap,
-            fuel: &mut left,
-        };
-        (nat.f)(env.host, &mut cx, args)
-    };
-    c.fuel = left - env.reserve;
-    // The native may have allocated: the table may have moved or grown.
-    c.arrays = env.heap.raw.as_ptr();
-    c.narrays = env.heap.raw.len() as u64;
-    let v = match r {
-        Ok(v) => match bad_native_array(env.heap, nat, v) {
-            Some(f) => return record(env, f, site),
-            None => v,
-        },
-        Err(f) => return record(env, *f, site),
-    };
-    if c.fuel < 0 && !spent(&mut c.fuel, env) {
-        return record(env, Fault::OutOfFuel, site);
-    }
-    v as i64
+    call_native(c, env, nat.f, args, argc, site, |heap, v| {
+        bad_native_array(heap, nat, v)
+    })
 }
 
 /// [`h_native`] for a native that returns no array (whose result needs no
@@ -430,6 +406,22 @@ extern "C" fn h_native_int<H>(
     // SAFETY: called by compiled code with its context (see `parts`).
     #[allow(unsafe_code)]
     let (c, env) = unsafe { parts::<H>(ctx) };
+    call_native(c, env, f, args, argc, site, |_, _| None)
+}
+
+/// The interpreter's `CallNative` for both helpers: charge the call, run
+/// `f` with the whole budget left (reserve included), reload the array
+/// table, `check` the result, then settle the fuel.
+#[inline(always)]
+fn call_native<H>(
+    c: &mut Ctx,
+    env: &mut Env<'_, H>,
+    f: crate::natives::NativeFn<H>,
+    args: *const i32,
+    argc: i64,
+    site: i64,
+    check: impl FnOnce(&Heap, i32) -> Option<Fault>,
+) -> i64 {
     // SAFETY: compiled code passes a stack slot holding `argc` arguments.
     #[allow(unsafe_code)]
     let args = unsafe { std::slice::from_raw_parts(args, argc as usize) };
@@ -450,17 +442,17 @@ extern "C" fn h_native_int<H>(
     // The native may have allocated: the table may have moved or grown.
     c.arrays = env.heap.raw.as_ptr();
     c.narrays = env.heap.raw.len() as u64;
-    match r {
-        Ok(v) if c.fuel >= 0 => v as i64,
-        Ok(v) => {
-            if spent(&mut c.fuel, env) {
-                v as i64
-            } else {
-                out_of_fuel(env, site)
-            }
-        }
-        Err(f) => native_fault(env, *f, site),
+    let v = match r {
+        Ok(v) => v,
+        Err(f) => return native_fault(env, *f, site),
+    };
+    if let Some(f) = check(env.heap, v) {
+        return native_fault(env, f, site);
     }
+    if c.fuel < 0 && !spent(&mut c.fuel, env) {
+        return out_of_fuel(env, site);
+    }
+    v as i64
 }
 
 /// An intrinsic's copy (see `Gen::window_copy`).
