@@ -1246,13 +1246,8 @@ impl Core {
     /// Set endpoint `idx`'s `AppletCompiled` level.
     fn set_applet_compiled(&self, idx: usize, on: bool) {
         if let Some(ep) = self.eps[idx].as_ref() {
-            let c = &self.counters;
-            let was = c.ep_value(ep.slot, EndpointCounter::AppletCompiled);
-            c.ep(
-                ep.slot,
-                EndpointCounter::AppletCompiled,
-                (on as u64).wrapping_sub(was),
-            );
+            self.counters
+                .set_ep(ep.slot, EndpointCounter::AppletCompiled, on as u64);
         }
     }
 
@@ -1654,11 +1649,8 @@ impl Core {
             if s.max_ns > max {
                 add(EndpointCounter::AppletMaxNs, s.max_ns - max);
             }
-            let compiled = applet.is_compiled() as u64;
-            let was = get(EndpointCounter::AppletCompiled);
-            if compiled != was {
-                add(EndpointCounter::AppletCompiled, compiled.wrapping_sub(was));
-            }
+            let compiled = &sl.counters[EndpointCounter::AppletCompiled as usize];
+            compiled.store(applet.is_compiled() as u64, Ordering::Relaxed);
         }
         match r {
             Ok(()) => {
@@ -1685,12 +1677,7 @@ impl Core {
                 };
                 if detach {
                     c.ep(slot, EndpointCounter::AppletDetached, 1);
-                    let was = c.ep_value(slot, EndpointCounter::AppletCompiled);
-                    c.ep(
-                        slot,
-                        EndpointCounter::AppletCompiled,
-                        0u64.wrapping_sub(was),
-                    );
+                    c.set_ep(slot, EndpointCounter::AppletCompiled, 0);
                 } else {
                     ep.applet = Some(applet);
                 }

@@ -95,6 +95,15 @@ impl Counters {
         }
     }
 
+    /// Set a level (a counter that is not a count, such as
+    /// `AppletCompiled`) of the endpoint in `slot`.
+    #[inline]
+    pub fn set_ep(&self, slot: usize, c: EndpointCounter, v: u64) {
+        if let Some(s) = self.slot(slot) {
+            s.counters[c as usize].store(v, Ordering::Relaxed);
+        }
+    }
+
     /// Read a counter of the endpoint in `slot`.
     pub fn ep_value(&self, slot: usize, c: EndpointCounter) -> u64 {
         self.slot(slot)
