@@ -1477,6 +1477,9 @@ impl SleEndpoint for EngineEp<'_> {
     fn tx_push(&mut self, chan: u16, data: &[u8]) -> Result<(), String> {
         self.core.transmit(self.idx, chan, data)
     }
+    fn try_tx_push(&mut self, chan: u16, data: &[u8]) -> bool {
+        self.core.transmit_held(self.idx, chan, data)
+    }
     fn push_recv(&mut self, desc: RecvDesc) -> bool {
         let counters = &self.core.counters;
         let ep = self.core.eps[self.idx].as_mut().expect("live");
@@ -1551,12 +1554,28 @@ impl Core {
     /// Send `data` from endpoint `idx` on its channel `chan` (an applet's
     /// txPush).
     fn transmit(&mut self, idx: usize, chan: u16, data: &[u8]) -> Result<(), String> {
-        let ep = self.eps[idx].as_ref().ok_or("endpoint gone")?;
+        if self.transmit_held(idx, chan, data) {
+            return Ok(());
+        }
+        let held = self.eps[idx]
+            .as_ref()
+            .and_then(|ep| ep.channels.get(chan as usize).copied());
+        Err(match held {
+            Some(Chan::Gone) => format!("the peer of channel {chan} is gone"),
+            _ => format!("channel {chan} is not held by this endpoint"),
+        })
+    }
+
+    /// [`Core::transmit`] if endpoint `idx` holds `chan`; false, having
+    /// done nothing, if not.
+    fn transmit_held(&mut self, idx: usize, chan: u16, data: &[u8]) -> bool {
+        let Some(ep) = self.eps[idx].as_ref() else {
+            return false;
+        };
         let slot = ep.slot;
-        let c = *ep
-            .channels
-            .get(chan as usize)
-            .ok_or_else(|| format!("channel {chan} is not held by this endpoint"))?;
+        let Some(&c) = ep.channels.get(chan as usize) else {
+            return false;
+        };
         match c {
             Chan::Local {
                 peer_idx,
@@ -1581,19 +1600,16 @@ impl Core {
                     data.len(),
                     false,
                 );
-                Ok(())
+                true
             }
             Chan::Remote { .. } => {
                 self.counters.ep(slot, EndpointCounter::TxMsgs, 1);
                 self.counters
                     .ep(slot, EndpointCounter::TxBytes, data.len() as u64);
                 crate::remote::send_remote(self, idx, chan, data.as_ptr(), data.len());
-                Ok(())
+                true
             }
-            Chan::Gone => Err(format!("the peer of channel {chan} is gone")),
-            Chan::Free | Chan::Opening => {
-                Err(format!("channel {chan} is not held by this endpoint"))
-            }
+            Chan::Gone | Chan::Free | Chan::Opening => false,
         }
     }
 

@@ -112,6 +112,14 @@ pub trait SleEndpoint {
     fn push_free(&mut self, off: u32) -> bool;
     /// Transmit a message on a channel this endpoint holds.
     fn tx_push(&mut self, chan: u16, data: &[u8]) -> Result<(), String>;
+    /// [`SleEndpoint::tx_push`]'s common case: transmit if that succeeds
+    /// at once, else return false having done nothing (`tx_push` then
+    /// runs, waits if it must and says why it fails). The compiled
+    /// `txPush` calls this without the native's marshalling. The default
+    /// always declines.
+    fn try_tx_push(&mut self, _chan: u16, _data: &[u8]) -> bool {
+        false
+    }
     /// Push a receive descriptor to the user; false when the queue is full
     /// (the message is dropped and counted, and the buffers it names go
     /// back to the free queue).
@@ -238,6 +246,18 @@ fn n_tx_push(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResul
     ep.tx_push(chan, bytemuck_i8_ref(src))
         .map_err(Fault::Native)?;
     Ok(0)
+}
+
+/// `txPush`'s sink (see [`jive::Natives::register_sink`]): the common
+/// case, a held channel that takes the message at once.
+fn s_tx_push(h: &mut SleHost, data: &[u8], chan: i32) -> bool {
+    let Ok(chan) = u16::try_from(chan) else {
+        return false;
+    };
+    if data.is_empty() || data.len() > MAX_MESSAGE || h.ep.is_none() {
+        return false;
+    }
+    h.ep().is_ok_and(|ep| ep.try_tx_push(chan, data))
 }
 
 #[cold]
@@ -391,7 +411,7 @@ pub fn natives() -> Natives<SleHost> {
     // natives (which do the same then, and fault otherwise) when not.
     n.register_intrinsic(DOMAIN, c, "doHtoLDMA", n_h_to_l, Intrinsic::WindowToArray)
         .register_intrinsic(DOMAIN, c, "doLtoHDMA", n_l_to_h, Intrinsic::ArrayToWindow)
-        .register(DOMAIN, c, "txPush", "([BIII)V", n_tx_push)
+        .register_sink(DOMAIN, c, "txPush", n_tx_push, s_tx_push)
         .register(DOMAIN, c, "dmaRxd", "([III)V", n_dma_rxd)
         .register(DOMAIN, c, "dmaRxdPayload", "([BII)V", n_dma_rxd_payload)
         .register(DOMAIN, c, "getFreeBuffer", "()I", n_get_free)

@@ -20,7 +20,10 @@
 //! between a `byte[]` and the host's window, `Vm::set_window`) are
 //! performed inline when every check passes and the first part of the
 //! budget covers them, and called otherwise, so the native makes every
-//! fault. What it leaves to helpers in Rust: array accesses
+//! fault; natives registered with a sink
+//! ([`Natives::register_sink`](crate::Natives::register_sink)) pass the
+//! same checks and then call the sink with the bytes, and the native only
+//! if it declines. What it leaves to helpers in Rust: array accesses
 //! that fail a check (the helper makes the interpreter's exact fault),
 //! running out of fuel (the checkpoint hook) and recording faults.
 //!
@@ -52,7 +55,7 @@ use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
 use crate::decode::{Arg, MethodCode, Op};
 use crate::heap::{ArrayData, Heap, RawArr, RAW_B, RAW_FREE, RAW_I, RAW_S, RAW_Z};
 use crate::interp::{arr_fault, bad_native_array};
-use crate::natives::{Intrinsic, NativeCtx};
+use crate::natives::{Fast, Intrinsic, NativeCtx};
 use crate::subset::{ClassInner, JType};
 use crate::Fault;
 
@@ -467,6 +470,25 @@ extern "C" fn h_copy(dst: *mut u8, src: *const u8, n: u64) -> i64 {
     0
 }
 
+/// A sink's call (see `Gen::sink_call`): 1 if it accepted, 0 if it
+/// declined.
+extern "C" fn h_sink<H>(ctx: *mut Ctx, f: *const (), p: *const u8, n: u64, x: i32) -> i64 {
+    // SAFETY: compiled code passes a `SinkFn<H>` of the class it was
+    // compiled from, with the same `H` this helper was instantiated with.
+    #[allow(unsafe_code)]
+    let f = unsafe { std::mem::transmute::<*const (), crate::natives::SinkFn<H>>(f) };
+    // SAFETY: called by compiled code with its context (see `parts`).
+    #[allow(unsafe_code)]
+    let (_, env) = unsafe { parts::<H>(ctx) };
+    // SAFETY: compiled code checked that `p` spans `n` bytes inside a live
+    // byte array of the heap, which the host state does not reach, and
+    // nothing can free or move it during the call (a sink has no access
+    // to the heap).
+    #[allow(unsafe_code)]
+    let bytes = unsafe { std::slice::from_raw_parts(p, n as usize) };
+    f(env.host, bytes, x) as i64
+}
+
 #[cold]
 #[inline(never)]
 fn out_of_fuel<H>(env: &mut Env<'_, H>, site: i64) -> i64 {
@@ -667,6 +689,18 @@ fn tramp_sig(module: &JITModule) -> Signature {
 }
 
 /// Code generation for one method.
+/// What [`Gen::byte_range`] found (Cranelift values).
+struct ByteRange {
+    /// Every check but the liveness of the array held.
+    ok: Value,
+    /// The address of `a[aoff]`.
+    at: Value,
+    /// The length, as an `i64`.
+    n: Value,
+    /// The fuel left after the call's charge.
+    left: Value,
+}
+
 struct Gen<'a, 'f, H> {
     b: FunctionBuilder<'f>,
     cls: &'a ClassInner<H>,
@@ -1168,9 +1202,12 @@ impl<H> Gen<'_, '_, H> {
                 }
                 // An intrinsic's common case inline; the call below is
                 // its slow path.
-                let done = match (nat.intrinsic, vals.as_slice()) {
-                    (Some(kind), &[h, aoff, woff, len]) => {
+                let done = match (nat.fast, vals.as_slice()) {
+                    (Some(Fast::Window(kind)), &[h, aoff, woff, len]) => {
                         Some(self.window_copy(kind, h, aoff, woff, len))
+                    }
+                    (Some(Fast::Sink(sink)), &[h, aoff, x, len]) => {
+                        Some(self.sink_call(sink, h, aoff, x, len))
                     }
                     _ => None,
                 };
@@ -1353,6 +1390,63 @@ impl<H> Gen<'_, '_, H> {
         (addr, len)
     }
 
+    /// The checks every fast native case makes ([`Fast`]): `h` is a live
+    /// `byte[]`, `aoff`, `len` and `more` are not negative, `aoff + len`
+    /// is inside the array, and the first part of the budget covers the
+    /// call's unit and `1 + len / 64`. Jumps to `slow` if `h` is no live
+    /// byte array; returns whether the rest holds, the address of
+    /// `a[aoff]`, `len` and the fuel left after the charge (not yet stored).
+    fn byte_range(
+        &mut self,
+        h: Value,
+        aoff: Value,
+        len: Value,
+        more: Option<Value>,
+        slow: Block,
+    ) -> ByteRange {
+        let (addr, alen) = self.array_fast_h(
+            h,
+            None,
+            |g, k| g.b.ins().icmp_imm_u(IntCC::Equal, k, RAW_B as i64),
+            slow,
+        );
+        let a = self.b.ins().sextend(types::I64, aoff);
+        let n = self.b.ins().sextend(types::I64, len);
+        // No negative operand: the sign bit of a | n (| more) is clear.
+        let mut any = self.b.ins().bor(a, n);
+        if let Some(m) = more {
+            any = self.b.ins().bor(any, m);
+        }
+        let mut ok = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, any, 0);
+        let alen = self.b.ins().uextend(types::I64, alen);
+        let aend = self.b.ins().iadd(a, n);
+        let in_a = self
+            .b
+            .ins()
+            .icmp(IntCC::UnsignedLessThanOrEqual, aend, alen);
+        ok = self.b.ins().band(ok, in_a);
+        // The call's unit and the work's 1 + len / 64, from the first part
+        // of the budget only (so no checkpoint is passed here).
+        let c = self.ctx();
+        let fuel = self
+            .b
+            .ins()
+            .load(types::I64, MemFlagsData::trusted(), c, CTX_FUEL);
+        let units = self.b.ins().ushr_imm_u(n, 6);
+        let left = self.b.ins().isub(fuel, units);
+        let left = self.b.ins().iadd_imm_s(left, -2);
+        let enough = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, left, 0);
+        ok = self.b.ins().band(ok, enough);
+        let at = self.b.ins().iadd(addr, a);
+        ByteRange { ok, at, n, left }
+    }
+
     /// The common case of an [`Intrinsic`] copy (see its documentation)
     /// inline. Leaves the builder in the block that must call the native
     /// (some check failed), whose code the caller emits and then jumps to
@@ -1368,65 +1462,68 @@ impl<H> Gen<'_, '_, H> {
         let slow = self.b.create_block();
         let done = self.b.create_block();
         let c = self.ctx();
-        let (addr, alen) = self.array_fast_h(
-            h,
-            None,
-            |g, k| g.b.ins().icmp_imm_u(IntCC::Equal, k, RAW_B as i64),
-            slow,
-        );
+        let w = self.b.ins().sextend(types::I64, woff);
+        let r = self.byte_range(h, aoff, len, Some(w), slow);
         let fl = MemFlagsData::trusted();
-        let (a, w, n) = (
-            self.b.ins().sextend(types::I64, aoff),
-            self.b.ins().sextend(types::I64, woff),
-            self.b.ins().sextend(types::I64, len),
-        );
-        // No negative operand: the sign bit of a | w | n is clear.
-        let any = self.b.ins().bor(a, w);
-        let any = self.b.ins().bor(any, n);
-        let mut ok = self
-            .b
-            .ins()
-            .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, any, 0);
-        let alen = self.b.ins().uextend(types::I64, alen);
-        let aend = self.b.ins().iadd(a, n);
-        let in_a = self
-            .b
-            .ins()
-            .icmp(IntCC::UnsignedLessThanOrEqual, aend, alen);
-        ok = self.b.ins().band(ok, in_a);
         let wbase = self.b.ins().load(types::I64, fl, c, CTX_WINDOW);
         let wlen = self.b.ins().load(types::I64, fl, c, CTX_WINDOW_LEN);
-        let wend = self.b.ins().iadd(w, n);
+        let wend = self.b.ins().iadd(w, r.n);
         let in_w = self
             .b
             .ins()
             .icmp(IntCC::UnsignedLessThanOrEqual, wend, wlen);
-        ok = self.b.ins().band(ok, in_w);
+        let mut ok = self.b.ins().band(r.ok, in_w);
         let bound = self.b.ins().icmp_imm_u(IntCC::NotEqual, wbase, 0);
         ok = self.b.ins().band(ok, bound);
-        // The call's unit and the copy's 1 + len / 64, from the first part
-        // of the budget only (so no checkpoint is passed here).
-        let fuel = self.b.ins().load(types::I64, fl, c, CTX_FUEL);
-        let units = self.b.ins().ushr_imm_u(n, 6);
-        let left = self.b.ins().isub(fuel, units);
-        let left = self.b.ins().iadd_imm_s(left, -2);
-        let enough = self
-            .b
-            .ins()
-            .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, left, 0);
-        ok = self.b.ins().band(ok, enough);
         let fast = self.b.create_block();
         self.b.ins().brif(ok, fast, &[], slow, &[]);
         self.b.switch_to_block(fast);
-        self.b.ins().store(fl, left, c, CTX_FUEL);
-        let pa = self.b.ins().iadd(addr, a);
+        self.b.ins().store(fl, r.left, c, CTX_FUEL);
         let pw = self.b.ins().iadd(wbase, w);
         let (dst, src) = match kind {
-            Intrinsic::WindowToArray => (pa, pw),
-            Intrinsic::ArrayToWindow => (pw, pa),
+            Intrinsic::WindowToArray => (r.at, pw),
+            Intrinsic::ArrayToWindow => (pw, r.at),
         };
         let f = h_copy as extern "C" fn(*mut u8, *const u8, u64) -> i64 as *const u8;
-        self.helper(f, &[self.ptr, self.ptr, types::I64], &[dst, src, n]);
+        self.helper(f, &[self.ptr, self.ptr, types::I64], &[dst, src, r.n]);
+        self.b.ins().jump(done, &[]);
+        self.b.set_cold_block(slow);
+        self.b.switch_to_block(slow);
+        done
+    }
+
+    /// The common case of a native with a sink
+    /// ([`Natives::register_sink`](crate::Natives::register_sink)): the
+    /// checks of [`Gen::byte_range`], then the sink; the fuel is charged
+    /// if it accepts. Leaves the builder where [`Gen::window_copy`] does.
+    fn sink_call(
+        &mut self,
+        sink: crate::natives::SinkFn<H>,
+        h: Value,
+        aoff: Value,
+        x: Value,
+        len: Value,
+    ) -> Block {
+        let slow = self.b.create_block();
+        let done = self.b.create_block();
+        let r = self.byte_range(h, aoff, len, None, slow);
+        let call = self.b.create_block();
+        self.b.ins().brif(r.ok, call, &[], slow, &[]);
+        self.b.switch_to_block(call);
+        type Sink = extern "C" fn(*mut Ctx, *const (), *const u8, u64, i32) -> i64;
+        let f = h_sink::<H> as Sink as *const u8;
+        let (c, sp) = (self.ctx(), self.k(sink as usize as i64));
+        let took = self.helper(
+            f,
+            &[self.ptr, self.ptr, self.ptr, types::I64, types::I32],
+            &[c, sp, r.at, r.n, x],
+        );
+        let accepted = self.b.create_block();
+        self.b.ins().brif(took, accepted, &[], slow, &[]);
+        self.b.switch_to_block(accepted);
+        self.b
+            .ins()
+            .store(MemFlagsData::trusted(), r.left, c, CTX_FUEL);
         self.b.ins().jump(done, &[]);
         self.b.set_cold_block(slow);
         self.b.switch_to_block(slow);

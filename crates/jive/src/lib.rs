@@ -82,7 +82,7 @@ pub use interp::{FaultSite, Prepared, Vm};
 #[cfg(feature = "jit")]
 pub use jit::Compiled;
 pub use natives::{
-    test_natives, Intrinsic, NativeCtx, NativeFn, NativeResult, Natives, NATIVES_CLASS,
+    test_natives, Intrinsic, NativeCtx, NativeFn, NativeResult, Natives, SinkFn, NATIVES_CLASS,
 };
 pub use subset::{Class, Elem, FieldId, JType, MethodId};
 

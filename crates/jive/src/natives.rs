@@ -35,8 +35,32 @@ pub(crate) struct NativeEntry<H> {
     pub name: String,
     pub descriptor: String,
     pub f: NativeFn<H>,
-    pub intrinsic: Option<Intrinsic>,
+    pub fast: Option<Fast<H>>,
 }
+
+/// A native's common case that compiled code performs without calling it:
+/// an [`Intrinsic`] copy, or a call of a [`SinkFn`].
+#[cfg_attr(not(feature = "jit"), allow(dead_code))]
+pub(crate) enum Fast<H> {
+    Window(Intrinsic),
+    Sink(SinkFn<H>),
+}
+
+impl<H> Clone for Fast<H> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<H> Copy for Fast<H> {}
+
+/// The common case of a native registered with [`Natives::register_sink`]:
+/// the host state, the bytes `a[aoff..aoff + len]` of the applet's array and
+/// the native's third argument. Returns true when it did what the native
+/// would have done with these arguments (without a fault), false when it
+/// did nothing at all (compiled code then calls the native, which handles
+/// the case or makes the fault).
+pub type SinkFn<H> = fn(&mut H, &[u8], i32) -> bool;
 
 /// A native whose common case compiled code performs itself, calling the
 /// native only when that case does not apply ([`Natives::register_intrinsic`]).
@@ -80,7 +104,7 @@ impl<H> Clone for Natives<H> {
                     name: e.name.clone(),
                     descriptor: e.descriptor.clone(),
                     f: e.f,
-                    intrinsic: e.intrinsic,
+                    fast: e.fast,
                 })
                 .collect(),
         }
@@ -110,6 +134,29 @@ impl<H> Natives<H> {
         self.add(domain, class, name, descriptor, f, None)
     }
 
+    /// Register `class.name([BIII)V` in `domain`, arguments `(byte[] a,
+    /// int aoff, int x, int len)`, with `sink` for its common case:
+    /// compiled code checks that `a` is a live `byte[]`, `aoff` and `len`
+    /// are not negative, `aoff + len <= a.length` and the fuel left covers
+    /// the call (1 unit) and `1 + len / 64` units, and then calls
+    /// `sink(host, &a[aoff..aoff + len], x)`; if the sink declines (or a
+    /// check fails) it calls `f`. The interpreter always calls `f`. The
+    /// host promises that when `sink` returns true it did exactly what `f`
+    /// does with these arguments, charging `1 + len / 64` units, and that
+    /// when it returns false it did nothing. A transmit native, whose
+    /// common case is "hand these bytes over", is the use: the call skips
+    /// the native's marshalling (`tests/jit.rs` compares the two).
+    pub fn register_sink(
+        &mut self,
+        domain: &str,
+        class: &str,
+        name: &str,
+        f: NativeFn<H>,
+        sink: SinkFn<H>,
+    ) -> &mut Self {
+        self.add(domain, class, name, "([BIII)V", f, Some(Fast::Sink(sink)))
+    }
+
     /// Register `class.name([BIII)V` in `domain` as an [`Intrinsic`]:
     /// compiled code performs the intrinsic's common case itself, and calls
     /// `f` otherwise; the interpreter always calls `f`. The host promises
@@ -124,7 +171,14 @@ impl<H> Natives<H> {
         f: NativeFn<H>,
         intrinsic: Intrinsic,
     ) -> &mut Self {
-        self.add(domain, class, name, "([BIII)V", f, Some(intrinsic))
+        self.add(
+            domain,
+            class,
+            name,
+            "([BIII)V",
+            f,
+            Some(Fast::Window(intrinsic)),
+        )
     }
 
     fn add(
@@ -134,7 +188,7 @@ impl<H> Natives<H> {
         name: &str,
         descriptor: &str,
         f: NativeFn<H>,
-        intrinsic: Option<Intrinsic>,
+        fast: Option<Fast<H>>,
     ) -> &mut Self {
         self.entries
             .retain(|e| !(e.class == class && e.name == name && e.descriptor == descriptor));
@@ -144,7 +198,7 @@ impl<H> Natives<H> {
             name: name.to_string(),
             descriptor: descriptor.to_string(),
             f,
-            intrinsic,
+            fast,
         });
         self
     }
@@ -162,14 +216,7 @@ impl<H> Natives<H> {
     /// Add every native of `other` (later ones replace equal keys).
     pub fn extend(&mut self, other: &Natives<H>) -> &mut Self {
         for e in &other.entries {
-            self.add(
-                &e.domain,
-                &e.class,
-                &e.name,
-                &e.descriptor,
-                e.f,
-                e.intrinsic,
-            );
+            self.add(&e.domain, &e.class, &e.name, &e.descriptor, e.f, e.fast);
         }
         self
     }

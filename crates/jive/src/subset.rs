@@ -340,7 +340,7 @@ pub(crate) struct BoundNative<H> {
     pub f: NativeFn<H>,
     /// Read by the compiler only.
     #[cfg_attr(not(feature = "jit"), allow(dead_code))]
-    pub intrinsic: Option<crate::natives::Intrinsic>,
+    pub fast: Option<crate::natives::Fast<H>>,
     pub sig: Sig,
     pub name: String,
 }
@@ -548,7 +548,7 @@ impl<H> Class<H> {
             })?;
             bound.push(BoundNative {
                 f: e.f,
-                intrinsic: e.intrinsic,
+                fast: e.fast,
                 sig,
                 name: format!("{}.{}{}", e.class, e.name, e.descriptor),
             });

@@ -844,3 +844,114 @@ fn intrinsic_window_copies_agree_with_their_natives() {
     // Every successful copy with fuel to spare ran inline.
     assert!(inline > 100, "only {inline} copies ran inline");
 }
+
+/// The host of the sink test: what was handed over, by whom.
+#[derive(Default)]
+struct SinkHost {
+    out: Vec<(i32, Vec<u8>)>,
+    native_calls: u32,
+    sink_calls: u32,
+}
+
+/// The native behind the sink: faults on a negative `x` or a bad range,
+/// else charges `1 + len / 64` and records the bytes.
+fn s_emit(h: &mut SinkHost, cx: &mut jive::NativeCtx<'_>, a: &[i32]) -> jive::NativeResult {
+    h.native_calls += 1;
+    let alen = cx.array_len(a[0])? as i64;
+    let (aoff, x, len) = (a[1] as i64, a[2], a[3] as i64);
+    if x < 0 || aoff < 0 || len < 0 || aoff + len > alen {
+        return Err(Box::new(jive::Fault::Native(format!("emit {a:?}"))));
+    }
+    cx.charge(1 + len as u64 / 64)?;
+    let b = &cx.bytes(a[0])?[aoff as usize..(aoff + len) as usize];
+    h.out.push((x, b.iter().map(|&v| v as u8).collect()));
+    Ok(0)
+}
+
+/// The sink: the native's common case for even `x`; declines odd ones
+/// (and negative ones, which the native faults on).
+fn s_sink(h: &mut SinkHost, bytes: &[u8], x: i32) -> bool {
+    if x < 0 || x % 2 == 1 {
+        return false;
+    }
+    h.sink_calls += 1;
+    h.out.push((x, bytes.to_vec()));
+    true
+}
+
+/// A native with a sink: compiled and interpreted VMs agree on result,
+/// fault, fuel, fault site and what was handed over, over a grid of
+/// offsets, lengths, budgets and sink decisions; the sink, not the native,
+/// runs in the common case; a declining sink leaves the work to the native.
+#[test]
+fn sinks_agree_with_their_natives() {
+    let mut a = Asm::new("S");
+    a.default_init();
+    a.field(PS, "ba", "[B");
+    let ba = a.fref("S", "ba", "[B");
+    #[rustfmt::skip]
+    a.method(ACC_STATIC, "<clinit>", "()V", 3, 1, &[
+        // ba = new byte[100]; ba[i] = i for every i.
+        BIPUSH, 100, NEWARRAY, T_BYTE, PUTSTATIC, hi(ba), lo(ba),
+        ICONST_0, ISTORE_0,
+        ILOAD_0, BIPUSH, 100, IF_ICMPGE, 0, 16,
+        GETSTATIC, hi(ba), lo(ba), ILOAD_0, ILOAD_0, I2B, BASTORE,
+        IINC, 0, 1, GOTO, 0xff, 0xf0,
+        RETURN,
+    ]);
+    let emit = a.mref("unet/sle/Natives", "emit", "([BIII)V");
+    #[rustfmt::skip]
+    a.method(PS, "put", "(III)I", 4, 3, &[
+        GETSTATIC, hi(ba), lo(ba), ILOAD_0, ILOAD_1, ILOAD_2,
+        INVOKESTATIC, hi(emit), lo(emit), ICONST_0, IRETURN,
+    ]);
+    #[rustfmt::skip]
+    a.method(PS, "nul", "(III)I", 4, 3, &[
+        ACONST_NULL, ILOAD_0, ILOAD_1, ILOAD_2,
+        INVOKESTATIC, hi(emit), lo(emit), ICONST_0, IRETURN,
+    ]);
+    let mut nat = jive::Natives::<SinkHost>::new();
+    nat.register_sink("s", jive::NATIVES_CLASS, "emit", s_emit, s_sink);
+    let c = Class::load(&a.build(), &nat, &["s"]).expect("load");
+    let (mut h1, mut h2) = (SinkHost::default(), SinkHost::default());
+    let mut interp = Vm::new(c.clone(), Limits::default(), &mut h1).expect("construct");
+    let mut jit = Vm::new(c.clone(), Limits::default(), &mut h2).expect("construct");
+    assert!(jit.compile().expect("compile") >= 2);
+    let mut compared = 0;
+    for fuel in [0, 1, 2, 3, 4, 5, 100_000] {
+        for m in ["put", "nul"] {
+            let id = c.method(m).expect("method");
+            for aoff in [-1, 0, 1, 36, 99, 100] {
+                for x in [-1, 0, 1, 2] {
+                    for len in [-1, 0, 1, 5, 64, 65, 100, 200] {
+                        let lim = Limits {
+                            fuel,
+                            ..Limits::default()
+                        };
+                        let mut r = Vec::new();
+                        for (vm, h) in [(&mut interp, &mut h1), (&mut jit, &mut h2)] {
+                            vm.set_limits(lim);
+                            let out = vm.invoke(h, id, &[aoff, x, len]);
+                            r.push((out, vm.last_fuel_used(), vm.last_fault_site()));
+                        }
+                        let what = format!("{m}({aoff}, {x}, {len}) fuel {fuel}");
+                        assert_eq!(r[0], r[1], "{what}");
+                        assert_eq!(h1.out, h2.out, "handed over after {what}");
+                        compared += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(compared > 2000, "{compared}");
+    assert!(!h1.out.is_empty() && h1.sink_calls == 0);
+    // Both paths of the compiled code ran: the sink for even x, the
+    // native for odd x (and for everything that fails a check).
+    assert!(h2.sink_calls > 50, "the sink ran {} times", h2.sink_calls);
+    assert_eq!(
+        h2.out.iter().filter(|(x, _)| x % 2 == 0).count() as u32,
+        h2.sink_calls,
+        "every even x went through the sink"
+    );
+    assert!(h2.native_calls > 50);
+}

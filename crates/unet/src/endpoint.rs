@@ -1291,6 +1291,21 @@ impl SleEndpoint for ClientEp<'_> {
             }
         }
     }
+    fn try_tx_push(&mut self, chan: u16, data: &[u8]) -> bool {
+        // The direct path's common case only: a direct channel whose ring
+        // takes the message now (a failed ring send changes nothing).
+        let ep = &mut *self.ep;
+        if let Some(&ChanState::Direct(i)) = ep.chans.get(chan as usize) {
+            if let Some(c) = ep.conns.get_mut(i) {
+                return match c.send(data) {
+                    Ok(false) => true,
+                    r @ Ok(true) => ep.direct_sent(r).is_ok(),
+                    Err(_) => false,
+                };
+            }
+        }
+        false
+    }
     fn push_recv(&mut self, desc: RecvDesc) -> bool {
         if self.ep.inline_rxq.len() >= self.ep.layout.geometry.recv_cap as usize {
             // Dropped: the buffers it named go back to the free queue.

@@ -65,7 +65,9 @@ const TEST_APPLETS: &[(&str, &str)] = &[
     ),
     (
         // Both copy natives with arguments from the host (the channel
-        // as the array offset): for the compiled-against-interpreted test.
+        // as the array offset), and txPush (the channel as the array
+        // offset and the channel): for the compiled-against-interpreted
+        // tests.
         "Copier",
         "import static unet.sle.Natives.*;\n\
          public class Copier {\n\
@@ -77,7 +79,10 @@ const TEST_APPLETS: &[(&str, &str)] = &[
          doLtoHDMA(a, channel, off + 64, length);\n\
          return a[channel % 100] + length;\n\
          }\n\
-         static int doRx(int length, int channel) { return 0; }\n\
+         static int doRx(int length, int channel) {\n\
+         txPush(a, channel >> 8, channel & 255, length);\n\
+         return a[0];\n\
+         }\n\
          }\n",
     ),
 ];
@@ -1414,14 +1419,24 @@ fn a_runaway_applet_leaves_other_endpoints_their_rate() {
     );
 }
 
-/// The engine's applets start interpreted and switch to JIVE's machine
-/// code once the compiler's thread is done (the engine's loop never waits
-/// for it), with the same behaviour before and after.
 /// An endpoint for applets run directly (`unet_engine::sle::Applet`),
-/// without an engine: a buffer area, and what the applet transmitted.
+/// without an engine: a buffer area, and what the applet transmitted
+/// (channel 255 is not held; odd channels take the native's path).
 struct MockEp {
     area: Vec<u8>,
-    sent: Vec<Vec<u8>>,
+    sent: Vec<(u16, Vec<u8>)>,
+    /// Messages taken by `try_tx_push` (compiled `txPush`'s common case).
+    sunk: u32,
+}
+
+impl MockEp {
+    fn new(area: Vec<u8>) -> MockEp {
+        MockEp {
+            area,
+            sent: Vec::new(),
+            sunk: 0,
+        }
+    }
 }
 
 impl unet_engine::sle::SleEndpoint for MockEp {
@@ -1440,9 +1455,20 @@ impl unet_engine::sle::SleEndpoint for MockEp {
     fn push_free(&mut self, _: u32) -> bool {
         true
     }
-    fn tx_push(&mut self, _: u16, data: &[u8]) -> Result<(), String> {
-        self.sent.push(data.to_vec());
+    fn tx_push(&mut self, chan: u16, data: &[u8]) -> Result<(), String> {
+        if chan == 255 {
+            return Err("channel 255 is not held".into());
+        }
+        self.sent.push((chan, data.to_vec()));
         Ok(())
+    }
+    fn try_tx_push(&mut self, chan: u16, data: &[u8]) -> bool {
+        if chan % 2 == 1 {
+            return false;
+        }
+        self.sunk += 1;
+        self.sent.push((chan, data.to_vec()));
+        true
     }
     fn push_recv(&mut self, _: unet_abi::RecvDesc) -> bool {
         true
@@ -1455,13 +1481,13 @@ impl unet_engine::sle::SleEndpoint for MockEp {
     }
 }
 
+/// The engine's applets start interpreted and switch to JIVE's machine
+/// code once the compiler's thread is done (the engine's loop never waits
+/// for it), with the same behaviour before and after.
 #[test]
 fn engine_applets_switch_to_compiled_code_when_ready() {
     use unet_engine::sle::{default_limits, Applet};
-    let mut ep = MockEp {
-        area: vec![0; 1 << 16],
-        sent: Vec::new(),
-    };
+    let mut ep = MockEp::new(vec![0; 1 << 16]);
     let mut a = Applet::load(&applet("RawUnet"), default_limits(), &mut ep).expect("load");
     a.set_time_sampling(16, u64::MAX);
     assert!(!a.is_compiled(), "installed before any invocation");
@@ -1472,14 +1498,14 @@ fn engine_applets_switch_to_compiled_code_when_ready() {
         let msg = pattern(i as usize, 64);
         ep.area[4096..4096 + msg.len()].copy_from_slice(&msg);
         a.tx(&mut ep, 64, 3, 4096).expect("doTx");
-        assert_eq!(ep.sent.last(), Some(&msg), "message {i}");
+        assert_eq!(ep.sent.last(), Some(&(3, msg)), "message {i}");
         i += 1;
     }
     for j in i..i + 100 {
         let msg = pattern(j as usize, 100);
         ep.area[8192..8192 + msg.len()].copy_from_slice(&msg);
-        a.tx(&mut ep, 100, 3, 8192).expect("doTx, compiled");
-        assert_eq!(ep.sent.last(), Some(&msg), "message {j}");
+        a.tx(&mut ep, 100, 4, 8192).expect("doTx, compiled");
+        assert_eq!(ep.sent.last(), Some(&(4, msg)), "message {j}");
     }
     assert_eq!(a.stats.faults.iter().sum::<u64>(), 0);
 }
@@ -1492,10 +1518,7 @@ fn engine_applets_switch_to_compiled_code_when_ready() {
 fn compiled_copy_natives_agree_with_interpreted_ones() {
     use unet_engine::sle::{default_limits, Applet};
     let class = applet("Copier");
-    let fresh = || MockEp {
-        area: (0..1u32 << 16).map(|i| (i * 13 + 5) as u8).collect(),
-        sent: Vec::new(),
-    };
+    let fresh = || MockEp::new((0..1u32 << 16).map(|i| (i * 13 + 5) as u8).collect());
     let (mut e1, mut e2) = (fresh(), fresh());
     let mut interp = Applet::load(&class, default_limits(), &mut e1).expect("load");
     interp.keep_interpreted();
@@ -1528,4 +1551,48 @@ fn compiled_copy_natives_agree_with_interpreted_ones() {
         ok > 20 && compared - ok > 100,
         "{ok} of {compared} succeeded"
     );
+}
+
+/// `txPush` hands its bytes to the endpoint's `try_tx_push` in compiled
+/// applets (a JIVE sink) and goes through the native in interpreted ones
+/// and whenever the endpoint declines: the same results, faults, work and
+/// transmitted messages over offsets, lengths and channels in and out of
+/// range, with the sink taking the common case.
+#[test]
+fn compiled_tx_push_agrees_with_interpreted_one() {
+    use unet_engine::sle::{default_limits, Applet};
+    let class = applet("Copier");
+    let fresh = || MockEp::new(vec![0; 1 << 16]);
+    let (mut e1, mut e2) = (fresh(), fresh());
+    let mut interp = Applet::load(&class, default_limits(), &mut e1).expect("load");
+    interp.keep_interpreted();
+    let mut jit = Applet::load(&class, default_limits(), &mut e2).expect("load");
+    jit.wait_compiled();
+    assert!(jit.is_compiled() && !interp.is_compiled());
+    let mut compared = 0;
+    for len in [0usize, 1, 36, 64, 99, 100, 101] {
+        let data = pattern(len, len);
+        for aoff in [0u16, 1, 36, 99, 100, 255] {
+            for chan in [0u16, 1, 2, 254, 255] {
+                let (f1, f2) = (interp.stats.fuel, jit.stats.fuel);
+                let r1 = interp.rx(&mut e1, &data, aoff << 8 | chan);
+                let r2 = jit.rx(&mut e2, &data, aoff << 8 | chan);
+                let what = format!("txPush(a, {aoff}, {chan}, {len})");
+                assert_eq!(r1, r2, "{what}");
+                assert_eq!(
+                    interp.stats.fuel - f1,
+                    jit.stats.fuel - f2,
+                    "work of {what}"
+                );
+                assert_eq!(e1.sent, e2.sent, "transmitted after {what}");
+                compared += 1;
+            }
+        }
+    }
+    let sent = e1.sent.len() as u32;
+    assert!(compared == 210 && sent > 30, "{sent} of {compared} sent");
+    assert_eq!(e1.sunk, 0, "interpreted txPush calls the native");
+    // Every message on an even channel went through the sink.
+    let even = e2.sent.iter().filter(|(c, _)| c % 2 == 0).count() as u32;
+    assert!(e2.sunk > 10 && e2.sunk == even, "{} of {even}", e2.sunk);
 }
