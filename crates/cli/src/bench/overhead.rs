@@ -333,15 +333,25 @@ impl Host {
 
     /// An applet's txPush (the engine's `transmit`).
     fn transmit(&mut self, idx: usize, chan: u16, data: &[u8]) -> Result<(), String> {
-        let ep = self.eps[idx].as_ref().ok_or("endpoint gone")?;
+        if self.transmit_held(idx, chan, data) {
+            return Ok(());
+        }
+        Err(format!("channel {chan} is not held by this endpoint"))
+    }
+
+    /// The engine's `transmit_held` (compiled `txPush`'s common case).
+    fn transmit_held(&mut self, idx: usize, chan: u16, data: &[u8]) -> bool {
+        let Some(ep) = self.eps[idx].as_ref() else {
+            return false;
+        };
         let slot = ep.slot;
         if ep.channels.get(chan as usize) != Some(&true) {
-            return Err(format!("channel {chan} is not held by this endpoint"));
+            return false;
         }
         self.count(slot, C_TX_MSGS, 1);
         self.count(slot, C_TX_BYTES, data.len() as u64);
         self.sink[..data.len()].copy_from_slice(data);
-        Ok(())
+        true
     }
 
     /// The engine's `deliver`.
@@ -607,6 +617,9 @@ impl SleEndpoint for View<'_> {
     }
     fn tx_push(&mut self, chan: u16, data: &[u8]) -> Result<(), String> {
         self.host.transmit(self.idx, chan, data)
+    }
+    fn try_tx_push(&mut self, chan: u16, data: &[u8]) -> bool {
+        self.host.transmit_held(self.idx, chan, data)
     }
     fn push_recv(&mut self, desc: RecvDesc) -> bool {
         let h = &mut *self.host;
