@@ -547,16 +547,25 @@ impl Endpoint {
         // The direct path's common case, inlined into the caller: a direct
         // channel, no inline applet, room in the ring, the peer awake.
         if self.inline.is_none() {
-            if let Some(&ChanState::Direct(i)) = self.chans.get(ch.0 as usize) {
-                if let Some(c) = self.conns.get_mut(i) {
-                    return match c.send(data) {
-                        Ok(false) => Ok(()),
-                        r => self.direct_sent(r),
-                    };
-                }
+            if let Some(r) = self.try_send_direct(ch, data) {
+                return r;
             }
         }
         self.send_other(ch, data)
+    }
+
+    /// A send on `ch` if it is a direct channel (None if not). A send that
+    /// fails changes nothing.
+    #[inline(always)]
+    fn try_send_direct(&mut self, ch: Channel, data: &[u8]) -> Option<Result<(), SendError>> {
+        let &ChanState::Direct(i) = self.chans.get(ch.0 as usize)? else {
+            return None;
+        };
+        let c = self.conns.get_mut(i)?;
+        Some(match c.send(data) {
+            Ok(false) => Ok(()),
+            r => self.direct_sent(r),
+        })
     }
 
     /// Everything `send` does not do inline.
@@ -1293,18 +1302,8 @@ impl SleEndpoint for ClientEp<'_> {
     }
     fn try_tx_push(&mut self, chan: u16, data: &[u8]) -> bool {
         // The direct path's common case only: a direct channel whose ring
-        // takes the message now (a failed ring send changes nothing).
-        let ep = &mut *self.ep;
-        if let Some(&ChanState::Direct(i)) = ep.chans.get(chan as usize) {
-            if let Some(c) = ep.conns.get_mut(i) {
-                return match c.send(data) {
-                    Ok(false) => true,
-                    r @ Ok(true) => ep.direct_sent(r).is_ok(),
-                    Err(_) => false,
-                };
-            }
-        }
-        false
+        // takes the message now.
+        matches!(self.ep.try_send_direct(Channel(chan), data), Some(Ok(())))
     }
     fn push_recv(&mut self, desc: RecvDesc) -> bool {
         if self.ep.inline_rxq.len() >= self.ep.layout.geometry.recv_cap as usize {
