@@ -688,7 +688,6 @@ fn tramp_sig(module: &JITModule) -> Signature {
     s
 }
 
-/// Code generation for one method.
 /// What [`Gen::byte_range`] found (Cranelift values).
 struct ByteRange {
     /// Every check but the liveness of the array held.
@@ -701,6 +700,7 @@ struct ByteRange {
     left: Value,
 }
 
+/// Code generation for one method.
 struct Gen<'a, 'f, H> {
     b: FunctionBuilder<'f>,
     cls: &'a ClassInner<H>,
@@ -1200,8 +1200,8 @@ impl<H> Gen<'_, '_, H> {
                         }
                     });
                 }
-                // An intrinsic's common case inline; the call below is
-                // its slow path.
+                // An intrinsic's or a sink's common case inline; the call
+                // below is its slow path.
                 let done = match (nat.fast, vals.as_slice()) {
                     (Some(Fast::Window(kind)), &[h, aoff, woff, len]) => {
                         Some(self.window_copy(kind, h, aoff, woff, len))
