@@ -11,75 +11,20 @@
 //! agree too. Seeds calling them: `fuzz/seeds/` (see CONTRIBUTING.md).
 #![no_main]
 
-use jive::{test_natives, Class, Intrinsic, Limits, NativeCtx, NativeResult, Natives, Vm};
+use jive::{test_natives, Class, Limits, Natives, Vm};
 use libfuzzer_sys::fuzz_target;
 
 mod int_params;
 use int_params::int_params;
 
-/// A VM's host: its window and what `emit` handed over.
-struct Host {
-    window: Vec<u8>,
-    emitted: Vec<(i32, Vec<u8>)>,
-}
+/// The natives with fast cases and their host, shared with JIVE's tests.
+#[path = "../../crates/jive/tests/common/fast.rs"]
+mod fast;
+use fast::FastHost;
 
-fn w_copy(h: &mut Host, cx: &mut NativeCtx<'_>, a: &[i32], to_array: bool) -> NativeResult {
-    let alen = cx.array_len(a[0])? as i64;
-    let (aoff, woff, len) = (a[1] as i64, a[2] as i64, a[3] as i64);
-    if aoff < 0 || woff < 0 || len < 0 || aoff + len > alen || woff + len > h.window.len() as i64 {
-        return Err(Box::new(jive::Fault::Native(format!("range {a:?}"))));
-    }
-    cx.charge(1 + len as u64 / 64)?;
-    let (aoff, woff, len) = (aoff as usize, woff as usize, len as usize);
-    let arr = &mut cx.bytes_mut(a[0])?[aoff..aoff + len];
-    let win = &mut h.window[woff..woff + len];
-    for (x, w) in arr.iter_mut().zip(win.iter_mut()) {
-        if to_array {
-            *x = *w as i8;
-        } else {
-            *w = *x as u8;
-        }
-    }
-    Ok(0)
-}
-
-fn w_get(h: &mut Host, cx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
-    w_copy(h, cx, a, true)
-}
-
-fn w_put(h: &mut Host, cx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
-    w_copy(h, cx, a, false)
-}
-
-/// `emit(a, aoff, x, len)`: faults on a negative `x` or a bad range, else
-/// hands `a[aoff..aoff + len]` over with `x`.
-fn n_emit(h: &mut Host, cx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
-    let alen = cx.array_len(a[0])? as i64;
-    let (aoff, x, len) = (a[1] as i64, a[2], a[3] as i64);
-    if x < 0 || aoff < 0 || len < 0 || aoff + len > alen {
-        return Err(Box::new(jive::Fault::Native(format!("emit {a:?}"))));
-    }
-    cx.charge(1 + len as u64 / 64)?;
-    let b = &cx.bytes(a[0])?[aoff as usize..(aoff + len) as usize];
-    h.emitted.push((x, b.iter().map(|&v| v as u8).collect()));
-    Ok(0)
-}
-
-/// `emit`'s sink: its common case for even `x`, declining odd ones.
-fn s_emit(h: &mut Host, bytes: &[u8], x: i32) -> bool {
-    if x < 0 || x % 2 == 1 {
-        return false;
-    }
-    h.emitted.push((x, bytes.to_vec()));
-    true
-}
-
-fn natives() -> Natives<Host> {
-    let mut n = test_natives::<Host>();
-    let c = jive::NATIVES_CLASS;
-    n.register_intrinsic("test", c, "wget", w_get, Intrinsic::WindowToArray)
-        .register_intrinsic("test", c, "wput", w_put, Intrinsic::ArrayToWindow)
-        .register_sink("test", c, "emit", n_emit, s_emit);
+fn natives() -> Natives<FastHost> {
+    let mut n = test_natives::<FastHost>();
+    fast::register(&mut n, "test");
     n
 }
 
@@ -92,11 +37,7 @@ fuzz_target!(|data: &[u8]| {
         max_depth: 64,
         heap_quota: 64 * 1024,
     };
-    let host = || Host {
-        window: (0..256u32).map(|i| (i * 7 + 1) as u8).collect(),
-        emitted: Vec::new(),
-    };
-    let (mut h1, mut h2) = (host(), host());
+    let (mut h1, mut h2) = (FastHost::new(), FastHost::new());
     let (Ok(mut interp), Ok(mut jit)) = (
         Vm::new(class.clone(), limits, &mut h1),
         Vm::new(class.clone(), limits, &mut h2),
@@ -120,10 +61,11 @@ fuzz_target!(|data: &[u8]| {
         };
         for seed in [0i32, 1, -1, i32::MIN, i32::MAX, 200] {
             let args: Vec<i32> = (0..n).map(|i| seed.wrapping_add(i as i32)).collect();
-            // Every other seed runs without a window (the natives fault).
+            // One seed runs without a window (the copy natives fault).
             let lend = seed != 1;
             let mut out = Vec::new();
             for (vm, h) in [(&mut interp, &mut h1), (&mut jit, &mut h2)] {
+                h.bound = lend;
                 if lend {
                     // SAFETY: the host's window outlives the invocation and
                     // is not the VM's heap.

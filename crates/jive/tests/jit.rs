@@ -7,6 +7,7 @@
 
 mod common;
 
+use common::fast::{self, FastHost};
 use common::op::*;
 use common::*;
 use jive::{test_natives, Class, Limits, Vm};
@@ -647,52 +648,6 @@ fn arrays_allocated_by_natives_during_a_compiled_invocation() {
     );
 }
 
-/// The host of the window-copy test: the memory lent as the window, and
-/// how often the natives behind the intrinsics ran.
-struct WinHost {
-    window: Vec<u8>,
-    bound: bool,
-    calls: u32,
-}
-
-/// The natives behind the intrinsics: what compiled code does inline in
-/// their common case, and the faults otherwise.
-fn w_copy(
-    h: &mut WinHost,
-    cx: &mut jive::NativeCtx<'_>,
-    a: &[i32],
-    to_array: bool,
-) -> jive::NativeResult {
-    h.calls += 1;
-    if !h.bound {
-        return Err(Box::new(jive::Fault::Native("no window".into())));
-    }
-    let alen = cx.array_len(a[0])? as i64;
-    let (aoff, woff, len) = (a[1] as i64, a[2] as i64, a[3] as i64);
-    if aoff < 0 || woff < 0 || len < 0 || aoff + len > alen || woff + len > h.window.len() as i64 {
-        return Err(Box::new(jive::Fault::Native(format!("range {a:?}"))));
-    }
-    cx.charge(1 + len as u64 / 64)?;
-    let (aoff, woff, len) = (aoff as usize, woff as usize, len as usize);
-    let arr = cx.bytes_mut(a[0])?;
-    for i in 0..len {
-        if to_array {
-            arr[aoff + i] = h.window[woff + i] as i8;
-        } else {
-            h.window[woff + i] = arr[aoff + i] as u8;
-        }
-    }
-    Ok(0)
-}
-
-fn w_get(h: &mut WinHost, cx: &mut jive::NativeCtx<'_>, a: &[i32]) -> jive::NativeResult {
-    w_copy(h, cx, a, true)
-}
-
-fn w_put(h: &mut WinHost, cx: &mut jive::NativeCtx<'_>, a: &[i32]) -> jive::NativeResult {
-    w_copy(h, cx, a, false)
-}
-
 /// Intrinsic copies between a byte array and the host's window: compiled
 /// and interpreted VMs agree on result, fault, fuel, fault site, the array
 /// and the window over a grid of offsets, lengths, budgets and with and
@@ -763,27 +718,10 @@ fn intrinsic_window_copies_agree_with_their_natives() {
             IRETURN,
         ],
     );
-    let mut nat = jive::Natives::<WinHost>::new();
-    nat.register_intrinsic(
-        "w",
-        jive::NATIVES_CLASS,
-        "wget",
-        w_get,
-        jive::Intrinsic::WindowToArray,
-    )
-    .register_intrinsic(
-        "w",
-        jive::NATIVES_CLASS,
-        "wput",
-        w_put,
-        jive::Intrinsic::ArrayToWindow,
-    );
-    let c = Class::load(&a.build(), &nat, &["w"]).expect("load");
-    let host = || WinHost {
-        window: (0..256u32).map(|i| (i * 7 + 1) as u8).collect(),
-        bound: false,
-        calls: 0,
-    };
+    let mut nat = jive::Natives::<FastHost>::new();
+    fast::register(&mut nat, "fast");
+    let c = Class::load(&a.build(), &nat, &["fast"]).expect("load");
+    let host = FastHost::new;
     let (mut h1, mut h2) = (host(), host());
     let mut interp = Vm::new(c.clone(), Limits::default(), &mut h1).expect("construct");
     let mut jit = Vm::new(c.clone(), Limits::default(), &mut h2).expect("construct");
@@ -802,7 +740,7 @@ fn intrinsic_window_copies_agree_with_their_natives() {
                                 fuel,
                                 ..Limits::default()
                             };
-                            let calls = h2.calls;
+                            let calls = h2.native_calls;
                             let mut r = Vec::new();
                             for (vm, h) in [(&mut interp, &mut h1), (&mut jit, &mut h2)] {
                                 vm.set_limits(lim);
@@ -830,7 +768,7 @@ fn intrinsic_window_copies_agree_with_their_natives() {
                                 format!("{m}({aoff}, {woff}, {len}) fuel {fuel} bound {bound}");
                             assert_eq!(r[0], r[1], "{what}");
                             assert_eq!(h1.window, h2.window, "window after {what}");
-                            if r[1].0.is_ok() && h2.calls == calls {
+                            if r[1].0.is_ok() && h2.native_calls == calls {
                                 inline += 1;
                             }
                             compared += 1;
@@ -843,40 +781,6 @@ fn intrinsic_window_copies_agree_with_their_natives() {
     assert!(compared > 3000, "{compared}");
     // Every successful copy with fuel to spare ran inline.
     assert!(inline > 100, "only {inline} copies ran inline");
-}
-
-/// The host of the sink test: what was handed over, by whom.
-#[derive(Default)]
-struct SinkHost {
-    out: Vec<(i32, Vec<u8>)>,
-    native_calls: u32,
-    sink_calls: u32,
-}
-
-/// The native behind the sink: faults on a negative `x` or a bad range,
-/// else charges `1 + len / 64` and records the bytes.
-fn s_emit(h: &mut SinkHost, cx: &mut jive::NativeCtx<'_>, a: &[i32]) -> jive::NativeResult {
-    h.native_calls += 1;
-    let alen = cx.array_len(a[0])? as i64;
-    let (aoff, x, len) = (a[1] as i64, a[2], a[3] as i64);
-    if x < 0 || aoff < 0 || len < 0 || aoff + len > alen {
-        return Err(Box::new(jive::Fault::Native(format!("emit {a:?}"))));
-    }
-    cx.charge(1 + len as u64 / 64)?;
-    let b = &cx.bytes(a[0])?[aoff as usize..(aoff + len) as usize];
-    h.out.push((x, b.iter().map(|&v| v as u8).collect()));
-    Ok(0)
-}
-
-/// The sink: the native's common case for even `x`; declines odd ones
-/// (and negative ones, which the native faults on).
-fn s_sink(h: &mut SinkHost, bytes: &[u8], x: i32) -> bool {
-    if x < 0 || x % 2 == 1 {
-        return false;
-    }
-    h.sink_calls += 1;
-    h.out.push((x, bytes.to_vec()));
-    true
 }
 
 /// A native with a sink: compiled and interpreted VMs agree on result,
@@ -910,10 +814,10 @@ fn sinks_agree_with_their_natives() {
         ACONST_NULL, ILOAD_0, ILOAD_1, ILOAD_2,
         INVOKESTATIC, hi(emit), lo(emit), ICONST_0, IRETURN,
     ]);
-    let mut nat = jive::Natives::<SinkHost>::new();
-    nat.register_sink("s", jive::NATIVES_CLASS, "emit", s_emit, s_sink);
-    let c = Class::load(&a.build(), &nat, &["s"]).expect("load");
-    let (mut h1, mut h2) = (SinkHost::default(), SinkHost::default());
+    let mut nat = jive::Natives::<FastHost>::new();
+    fast::register(&mut nat, "fast");
+    let c = Class::load(&a.build(), &nat, &["fast"]).expect("load");
+    let (mut h1, mut h2) = (FastHost::new(), FastHost::new());
     let mut interp = Vm::new(c.clone(), Limits::default(), &mut h1).expect("construct");
     let mut jit = Vm::new(c.clone(), Limits::default(), &mut h2).expect("construct");
     assert!(jit.compile().expect("compile") >= 2);
@@ -936,7 +840,7 @@ fn sinks_agree_with_their_natives() {
                         }
                         let what = format!("{m}({aoff}, {x}, {len}) fuel {fuel}");
                         assert_eq!(r[0], r[1], "{what}");
-                        assert_eq!(h1.out, h2.out, "handed over after {what}");
+                        assert_eq!(h1.emitted, h2.emitted, "handed over after {what}");
                         compared += 1;
                     }
                 }
@@ -944,12 +848,12 @@ fn sinks_agree_with_their_natives() {
         }
     }
     assert!(compared > 2000, "{compared}");
-    assert!(!h1.out.is_empty() && h1.sink_calls == 0);
+    assert!(!h1.emitted.is_empty() && h1.sink_calls == 0);
     // Both paths of the compiled code ran: the sink for even x, the
     // native for odd x (and for everything that fails a check).
     assert!(h2.sink_calls > 50, "the sink ran {} times", h2.sink_calls);
     assert_eq!(
-        h2.out.iter().filter(|(x, _)| x % 2 == 0).count() as u32,
+        h2.emitted.iter().filter(|(x, _)| x % 2 == 0).count() as u32,
         h2.sink_calls,
         "every even x went through the sink"
     );

@@ -3,6 +3,8 @@
 
 use std::collections::HashMap;
 
+pub mod fast;
+
 /// Opcodes used by the tests.
 pub mod op {
     pub const NOP: u8 = 0;
