@@ -135,11 +135,25 @@ pub fn run(c: Command) -> ExitCode {
     }
 }
 
+/// A class file's bytes, or why there are none: unreadable, or a Java
+/// source given where its compiled class belongs.
+fn read_class(path: &Path) -> Result<Vec<u8>, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read: {}", one_line(e)))?;
+    let is_java = path.extension().is_some_and(|e| e == "java");
+    if is_java && !bytes.starts_with(&[0xca, 0xfe, 0xba, 0xbe]) {
+        return Err("this is Java source: compile it to a class file first \
+                    (javac --release 8 against the SDK in java/applet-sdk; \
+                    see applets/README.md)"
+            .into());
+    }
+    Ok(bytes)
+}
+
 fn attach(a: AttachArgs) -> ExitCode {
-    let bytes = match std::fs::read(&a.file) {
+    let bytes = match read_class(&a.file) {
         Ok(b) => b,
         Err(e) => {
-            eprintln!("error: cannot read {}: {}", a.file.display(), one_line(e));
+            eprintln!("error: {}: {e}", a.file.display());
             return ExitCode::from(1);
         }
     };
@@ -189,10 +203,10 @@ fn check(a: CheckArgs) -> ExitCode {
     let mut all_ok = true;
     for f in &a.files {
         let shown = f.display();
-        match std::fs::read(f) {
+        match read_class(f) {
             Err(e) => {
                 all_ok = false;
-                println!("{shown}: error: cannot read: {}", one_line(e));
+                println!("{shown}: error: {e}");
             }
             Ok(bytes) => match Class::load(&bytes, &natives, &granted) {
                 Ok(_) => println!("{shown}: ok"),
@@ -211,8 +225,8 @@ fn check(a: CheckArgs) -> ExitCode {
 }
 
 fn load(path: &Path, natives: &Natives<Host>, granted: &[&str]) -> Result<Class<Host>, ExitCode> {
-    let bytes = std::fs::read(path).map_err(|e| {
-        eprintln!("error: cannot read {}: {}", path.display(), one_line(e));
+    let bytes = read_class(path).map_err(|e| {
+        eprintln!("error: {}: {e}", path.display());
         ExitCode::from(1)
     })?;
     Class::load(&bytes, natives, granted).map_err(|r| {

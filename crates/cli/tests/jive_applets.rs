@@ -555,6 +555,19 @@ fn malformed_class_files_are_rejected() {
     let (code, lines) = check(&[], std::slice::from_ref(&missing));
     assert_eq!(code, Some(2));
     assert!(lines[&missing.display().to_string()].starts_with("error: "));
+    // Java source where its class belongs: an error that says to compile it.
+    let source = dir.join("Source.java");
+    fs::write(&source, "public class Source {}\n").unwrap();
+    let (code, lines) = check(&[], std::slice::from_ref(&source));
+    assert_eq!(code, Some(2));
+    let line = &lines[&source.display().to_string()];
+    assert!(
+        line.starts_with("error: ") && line.contains("compile it"),
+        "{line}"
+    );
+    let o = unet(&["applet", "run", source.to_str().unwrap(), "m"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("compile it"));
 }
 
 #[test]
