@@ -58,12 +58,12 @@ pub struct AttachArgs {
     /// The applet's class file.
     #[arg(value_name = "FILE.class")]
     file: PathBuf,
-    /// Work budget per invocation (default: 20 000 units).
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    fuel: u64,
-    /// Heap quota in bytes (default: 1 MiB).
-    #[arg(long, value_name = "BYTES", default_value_t = 0)]
-    heap: u32,
+    /// Work budget per invocation (default: the engine's, 20 000 units).
+    #[arg(long, value_name = "N")]
+    fuel: Option<u64>,
+    /// Heap quota in bytes (default: the engine's, 1 MiB).
+    #[arg(long, value_name = "BYTES")]
+    heap: Option<u32>,
 }
 
 #[derive(Args)]
@@ -158,7 +158,10 @@ fn attach(a: AttachArgs) -> ExitCode {
         }
     };
     let r = unet::Session::connect(&a.socket)
-        .and_then(|s| s.attach_applet(a.endpoint, &bytes, a.fuel, a.heap));
+        // 0: the engine's default.
+        .and_then(|s| {
+            s.attach_applet(a.endpoint, &bytes, a.fuel.unwrap_or(0), a.heap.unwrap_or(0))
+        });
     match r {
         Ok(()) => {
             println!("{}: attached to endpoint {}", a.file.display(), a.endpoint);
@@ -190,6 +193,25 @@ fn natives() -> Natives<Host> {
     jive::test_natives::<Host>()
 }
 
+/// What to do about a rejection the command line can explain: a native
+/// domain not granted (`--domain`), or U-Net/SLE natives where the command
+/// line has none to run (`applet run` has no endpoint). Empty otherwise.
+fn hint(reason: &str) -> String {
+    const NOT_GRANTED: &str = "\", which is not granted";
+    if let Some(end) = reason.find(NOT_GRANTED) {
+        if let Some(start) = reason[..end].rfind("domain \"") {
+            let domain = &reason[start + "domain \"".len()..end];
+            return format!(" (grant it with --domain {domain})");
+        }
+    }
+    if reason.contains("unet/sle/Natives") && reason.contains("no such native") {
+        return " (the U-Net/SLE natives need an endpoint: attach the applet with \
+                `unet applet attach`, or check it with `unet applet check --domain unet-sle`)"
+            .into();
+    }
+    String::new()
+}
+
 fn one_line(s: impl std::fmt::Display) -> String {
     s.to_string().replace(['\n', '\r'], " ")
 }
@@ -212,7 +234,7 @@ fn check(a: CheckArgs) -> ExitCode {
                 Ok(_) => println!("{shown}: ok"),
                 Err(r) => {
                     all_ok = false;
-                    println!("{shown}: rejected: {}", one_line(r));
+                    println!("{shown}: rejected: {}{}", one_line(&r), hint(&r.reason));
                 }
             },
         }
@@ -230,7 +252,7 @@ fn load(path: &Path, natives: &Natives<Host>, granted: &[&str]) -> Result<Class<
         ExitCode::from(1)
     })?;
     Class::load(&bytes, natives, granted).map_err(|r| {
-        eprintln!("rejected: {}", one_line(r));
+        eprintln!("rejected: {}{}", one_line(&r), hint(&r.reason));
         ExitCode::from(2)
     })
 }

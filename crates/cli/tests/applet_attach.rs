@@ -79,6 +79,25 @@ fn attach_and_detach_from_the_command_line() {
         String::from_utf8_lossy(&out.stdout)
     );
     assert!(String::from_utf8_lossy(&out.stdout).ends_with(": ok\n"));
+    // Without the domain, or run outside an endpoint: refused, saying what
+    // to do instead.
+    let out = Command::new(UNET)
+        .args(["applet", "check"])
+        .arg(dir.join("RawUnet.class"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let line = String::from_utf8_lossy(&out.stdout);
+    assert!(line.contains("(grant it with --domain unet-sle)"), "{line}");
+    let out = Command::new(UNET)
+        .args(["applet", "run"])
+        .arg(dir.join("RawUnet.class"))
+        .args(["doTx", "1", "2", "3"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("need an endpoint"), "{err}");
 
     // A refused class: exit 2, the reason, the endpoint unchanged.
     let out = Command::new(UNET)

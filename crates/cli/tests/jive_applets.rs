@@ -474,6 +474,7 @@ fn natives_need_their_domain_granted() {
     assert_eq!(code, Some(2));
     let l = &lines[&f.display().to_string()];
     assert!(l.starts_with("rejected: "), "{l}");
+    assert!(l.ends_with("(grant it with --domain test)"), "{l}");
     let (code, _) = check(&["--domain", "other", "--domain", "test"], &[f]);
     assert_eq!(code, Some(0));
 }
