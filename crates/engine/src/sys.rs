@@ -25,6 +25,17 @@ fn cvt_isize(r: isize) -> io::Result<usize> {
     }
 }
 
+/// Run a system call again while a signal interrupts it (EINTR): a process
+/// that takes signals (timers, profilers) must not see our calls fail.
+fn retry<T>(mut call: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+    loop {
+        match call() {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            r => return r,
+        }
+    }
+}
+
 /// A shared-memory segment: an anonymous memory file (nothing appears in
 /// `/dev/shm` or anywhere else; the memory goes away with the last mapping
 /// and descriptor) mapped read-write, shared.
@@ -437,9 +448,10 @@ pub fn send_packet(sock: RawFd, data: &[u8], fds: &[RawFd]) -> io::Result<()> {
             );
         }
     }
+    // A packet interrupted before it was sent is sent again (a datagram
+    // socket sends all of it or nothing).
     // SAFETY: msg points to live buffers for the duration of the call.
-    let r = unsafe { libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) };
-    cvt_isize(r).map(|_| ())
+    retry(|| cvt_isize(unsafe { libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) })).map(|_| ())
 }
 
 /// Receive one packet and any descriptors passed with it. Returns the
@@ -464,7 +476,7 @@ pub fn recv_packet(
     msg.msg_controllen = std::mem::size_of_val(&cbuf);
     let flags = libc::MSG_CMSG_CLOEXEC | if nonblocking { libc::MSG_DONTWAIT } else { 0 };
     // SAFETY: msg points to live buffers.
-    let n = cvt_isize(unsafe { libc::recvmsg(sock, &mut msg, flags) })?;
+    let n = retry(|| cvt_isize(unsafe { libc::recvmsg(sock, &mut msg, flags) }))?;
     // SAFETY: walking the control messages the kernel wrote into cbuf, with
     // the libc CMSG macros that bound each step by msg_controllen.
     unsafe {
