@@ -93,19 +93,21 @@ impl Segment {
         let mut buf = vec![0u8; max];
         let mut got = 0;
         while got < max {
-            // SAFETY: pread into the unfilled part of our buffer.
-            let n = unsafe {
-                libc::pread(
-                    fd.as_raw_fd(),
-                    buf[got..].as_mut_ptr() as *mut libc::c_void,
-                    max - got,
-                    got as libc::off_t,
-                )
-            };
-            if n <= 0 {
-                break;
+            let n = retry(|| {
+                // SAFETY: pread into the unfilled part of our buffer.
+                cvt_isize(unsafe {
+                    libc::pread(
+                        fd.as_raw_fd(),
+                        buf[got..].as_mut_ptr() as *mut libc::c_void,
+                        max - got,
+                        got as libc::off_t,
+                    )
+                })
+            });
+            match n {
+                Ok(n) if n > 0 => got += n,
+                _ => break,
             }
-            got += n as usize;
         }
         buf.truncate(got);
         Ok(buf)
