@@ -167,23 +167,17 @@ pub fn sys_connect_seqpacket(path: &std::path::Path) -> io::Result<OwnedFd> {
     }
     // SAFETY: fresh descriptor.
     let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-    loop {
+    // A Unix-domain connect a signal interrupted (waiting for room in the
+    // listener's backlog) left the socket unconnected: `retry` tries again.
+    crate::sys::retry(|| {
         // SAFETY: valid sockaddr_un and its size.
-        let r = unsafe {
+        crate::sys::cvt(unsafe {
             libc::connect(
                 fd.as_raw_fd(),
                 &addr as *const _ as *const libc::sockaddr,
                 std::mem::size_of::<libc::sockaddr_un>() as u32,
             )
-        };
-        if r == 0 {
-            return Ok(fd);
-        }
-        let e = io::Error::last_os_error();
-        // A Unix-domain connect a signal interrupted (waiting for room in
-        // the listener's backlog) left the socket unconnected: try again.
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
+        })
+    })?;
+    Ok(fd)
 }

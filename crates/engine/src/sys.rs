@@ -9,7 +9,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::AtomicU32;
 use std::time::Duration;
 
-fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+pub(crate) fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
         Err(io::Error::last_os_error())
     } else {
@@ -27,7 +27,7 @@ fn cvt_isize(r: isize) -> io::Result<usize> {
 
 /// Run a system call again while a signal interrupts it (EINTR): a process
 /// that takes signals (timers, profilers) must not see our calls fail.
-fn retry<T>(mut call: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+pub(crate) fn retry<T>(mut call: impl FnMut() -> io::Result<T>) -> io::Result<T> {
     loop {
         match call() {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

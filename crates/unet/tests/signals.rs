@@ -1,7 +1,7 @@
 //! A process whose threads take signals (timers, profilers, a fuzzer's
 //! watchdog) must not see the library's system calls fail with EINTR: the
-//! control requests (create an endpoint, open a channel) and blocking
-//! receives retry instead.
+//! control requests (connect, create an endpoint, open a channel) and
+//! blocking receives retry instead.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -26,8 +26,15 @@ fn control_requests_and_receives_survive_signals() {
         sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
         assert_eq!(libc::sigaction(libc::SIGUSR1, &sa, std::ptr::null_mut()), 0);
     }
-    let engine = Engine::start(EngineConfig::default()).unwrap();
-    let session = Session::embedded(&engine).unwrap();
+    let dir = std::env::temp_dir().join(format!("unet-signals-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("ctl.sock");
+    let engine = Engine::start(EngineConfig {
+        control_socket: Some(sock.clone()),
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    let embedded = Session::embedded(&engine).unwrap();
     // SAFETY: pthread_self has no preconditions.
     let me = unsafe { libc::pthread_self() };
     let stop = Arc::new(AtomicBool::new(false));
@@ -43,6 +50,15 @@ fn control_requests_and_receives_survive_signals() {
     let start = Instant::now();
     let mut rounds = 0;
     while start.elapsed() < Duration::from_secs(2) || rounds < 50 {
+        // Every other round through a session connected over the control
+        // socket (a new connection each time).
+        let connected;
+        let session = if rounds % 2 == 0 {
+            &embedded
+        } else {
+            connected = Session::connect(&sock).unwrap();
+            &connected
+        };
         let mut a = session.create_endpoint(EndpointConfig::default()).unwrap();
         let mut b = session.create_endpoint(EndpointConfig::default()).unwrap();
         for path in [PathChoice::Direct, PathChoice::Engine] {
@@ -58,6 +74,8 @@ fn control_requests_and_receives_survive_signals() {
     }
     stop.store(true, Ordering::Relaxed);
     pesterer.join().unwrap();
+    drop(engine);
+    let _ = std::fs::remove_dir_all(&dir);
     assert!(
         HANDLED.load(Ordering::Relaxed) > 100,
         "the signals did not arrive: {}",
