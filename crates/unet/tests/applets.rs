@@ -1510,21 +1510,35 @@ fn engine_applets_switch_to_compiled_code_when_ready() {
     assert_eq!(a.stats.faults.iter().sum::<u64>(), 0);
 }
 
-/// The copy natives run inline in compiled applets (JIVE intrinsics over
-/// the buffer area) and as calls in interpreted ones: the same results,
-/// faults, work and buffer area over offsets and lengths in and out of
-/// range.
-#[test]
-fn compiled_copy_natives_agree_with_interpreted_ones() {
+/// The sample or test applet `name` loaded twice, each on an endpoint from
+/// `fresh`: kept interpreted, and compiled (waiting for its code).
+fn interpreted_and_compiled(
+    name: &str,
+    fresh: impl Fn() -> MockEp,
+) -> (
+    (unet_engine::sle::Applet, MockEp),
+    (unet_engine::sle::Applet, MockEp),
+) {
     use unet_engine::sle::{default_limits, Applet};
-    let class = applet("Copier");
-    let fresh = || MockEp::new((0..1u32 << 16).map(|i| (i * 13 + 5) as u8).collect());
+    let class = applet(name);
     let (mut e1, mut e2) = (fresh(), fresh());
     let mut interp = Applet::load(&class, default_limits(), &mut e1).expect("load");
     interp.keep_interpreted();
     let mut jit = Applet::load(&class, default_limits(), &mut e2).expect("load");
     jit.wait_compiled();
     assert!(jit.is_compiled() && !interp.is_compiled());
+    ((interp, e1), (jit, e2))
+}
+
+/// The copy natives run inline in compiled applets (JIVE intrinsics over
+/// the buffer area) and as calls in interpreted ones: the same results,
+/// faults, work and buffer area over offsets and lengths in and out of
+/// range.
+#[test]
+fn compiled_copy_natives_agree_with_interpreted_ones() {
+    let ((mut interp, mut e1), (mut jit, mut e2)) = interpreted_and_compiled("Copier", || {
+        MockEp::new((0..1u32 << 16).map(|i| (i * 13 + 5) as u8).collect())
+    });
     let area = 1u32 << 16;
     let mut compared = 0;
     let mut ok = 0;
@@ -1560,15 +1574,8 @@ fn compiled_copy_natives_agree_with_interpreted_ones() {
 /// range, with the sink taking the common case.
 #[test]
 fn compiled_tx_push_agrees_with_interpreted_one() {
-    use unet_engine::sle::{default_limits, Applet};
-    let class = applet("Copier");
-    let fresh = || MockEp::new(vec![0; 1 << 16]);
-    let (mut e1, mut e2) = (fresh(), fresh());
-    let mut interp = Applet::load(&class, default_limits(), &mut e1).expect("load");
-    interp.keep_interpreted();
-    let mut jit = Applet::load(&class, default_limits(), &mut e2).expect("load");
-    jit.wait_compiled();
-    assert!(jit.is_compiled() && !interp.is_compiled());
+    let ((mut interp, mut e1), (mut jit, mut e2)) =
+        interpreted_and_compiled("Copier", || MockEp::new(vec![0; 1 << 16]));
     let mut compared = 0;
     for len in [0usize, 1, 36, 64, 99, 100, 101] {
         let data = pattern(len, len);
