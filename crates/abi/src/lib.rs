@@ -23,7 +23,8 @@
 //!         │ EndpointHeader (4096 B)                      │
 //!         │   0x000 identity and geometry (read-only)    │
 //!         │   0x100 doorbell line   (engine_armed)       │
-//!         │   0x140 client-wait line (rx_futex, sleeping)│
+//!         │   0x140 client-wait line (rx_futex, sleeping,  │
+//!         │         client_cpu)                          │
 //!         │   0x180 client counters (direct path)        │
 //!  0x1000 ├──────────────────────────────────────────────┤
 //!         │ send ring:  RingHeader + send_cap × SendDesc │  client → engine
@@ -219,7 +220,14 @@ pub struct EndpointHeader {
     pub rx_futex: AtomicU32,
     /// 1 while the client sleeps (or is about to) on `rx_futex`.
     pub client_sleeping: AtomicU32,
-    _pad2: [u8; 56],
+    /// 1 + the CPU the client ran on when it last pushed a send descriptor
+    /// (0: not known). A scheduling hint: after delivering to a client that
+    /// does not sleep and last ran on the engine's own CPU, the engine
+    /// sleeps at once rather than polling a little longer, since that
+    /// client cannot run (and answer) until the engine leaves the CPU. Any
+    /// value is harmless.
+    pub client_cpu: AtomicU32,
+    _pad2: [u8; 52],
     /// Counters kept by the client library for its direct path (offset
     /// 0x180), indexed by [`ClientCounter`]. Self-reported: the engine never
     /// trusts them.
@@ -324,6 +332,7 @@ const _: () = {
     assert!(offset_of!(EndpointHeader, engine_armed) == 0x100);
     assert!(offset_of!(EndpointHeader, rx_futex) == 0x140);
     assert!(offset_of!(EndpointHeader, client_sleeping) == 0x144);
+    assert!(offset_of!(EndpointHeader, client_cpu) == 0x148);
     assert!(offset_of!(EndpointHeader, client_counters) == 0x180);
 };
 
@@ -938,6 +947,10 @@ counter_enum! {
         WireOpenRefused = 37 => "wire_open_refused",
         /// Channel opens that got no answer.
         WireOpenTimeouts = 38 => "wire_open_timeouts",
+        /// Sleeps taken at once, without the usual last polls, because the
+        /// client just served spins on the engine's CPU (`client_cpu`): it
+        /// cannot run, and answer, until the engine leaves that CPU.
+        Handoffs = 39 => "handoffs",
     }
 }
 

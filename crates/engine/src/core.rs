@@ -7,6 +7,13 @@
 //! once more, and sleeps in `epoll_wait` until a doorbell, a control socket,
 //! a datagram or a timer wakes it. An idle engine uses no CPU.
 //!
+//! The turn after a delivery, nothing new found, usually polls once more
+//! (a client on another CPU often answers within a microsecond, which saves
+//! it ringing the doorbell, a wake-up of several). Not when the client just
+//! served waits on the engine's own CPU (`client_cpu`): it cannot run, let
+//! alone answer, until the engine leaves that CPU, so the engine sleeps at
+//! once (a *handoff*, counted).
+//!
 //! Trust: everything read from an endpoint segment, a control socket or the
 //! wire is hostile. Each descriptor is copied out once, then checked against
 //! the engine's own copy of the endpoint's geometry and channel table. A bad
@@ -193,6 +200,8 @@ pub struct Core {
     /// Applet timers: (due, endpoint index, endpoint id, argument).
     timers: BinaryHeap<Reverse<Timer>>,
     rx_pool: Vec<Vec<u8>>,
+    /// A client served this turn waits on our CPU (see the module docs).
+    handoff: bool,
 }
 
 /// An applet timer: (due, endpoint index, endpoint id, applet id, argument).
@@ -243,6 +252,7 @@ impl Core {
             pending_rx: VecDeque::new(),
             timers: BinaryHeap::new(),
             rx_pool: Vec::new(),
+            handoff: false,
         })
     }
 
@@ -257,6 +267,12 @@ impl Core {
         while !self.shared.stop.load(Ordering::Relaxed) {
             let mut work = self.poll_data();
             self.turn += 1;
+            if work == 0 && std::mem::take(&mut self.handoff) {
+                self.counters.engine(EngineCounter::Handoffs, 1);
+                self.sleep();
+                idle_since = None;
+                continue;
+            }
             if work == 0 || self.turn.is_multiple_of(64) {
                 work += self.poll_fds(0);
             }
@@ -1239,7 +1255,7 @@ impl Core {
             }
             desc.nbufs = nbufs as u8;
         }
-        publish_recv(dst, &self.counters, desc);
+        self.handoff |= publish_recv(dst, &self.counters, desc);
         true
     }
 
@@ -1300,27 +1316,34 @@ fn pop_free(ep: &mut Ep, counters: &Counters) -> Option<u32> {
     None
 }
 
-/// Wake the endpoint's client if it sleeps. The fence pairs with the one the
-/// client issues between setting `client_sleeping` and re-checking its rings.
 /// Push a receive descriptor (the caller checked there is room), count the
-/// message and wake the client if it sleeps.
-fn publish_recv(ep: &mut Ep, counters: &Counters, desc: RecvDesc) {
+/// message and wake the client if it sleeps. True if the client waits on
+/// this CPU without sleeping (see [`wake_client`]).
+fn publish_recv(ep: &mut Ep, counters: &Counters, desc: RecvDesc) -> bool {
     ep.recv.write(ep.recv_head, desc);
     ep.recv_head += 1;
     ep.recv.set_head(ep.recv_head);
     counters.ep(ep.slot, EndpointCounter::RxMsgs, 1);
     counters.ep(ep.slot, EndpointCounter::RxBytes, desc.len as u64);
-    wake_client(ep, counters);
+    wake_client(ep, counters)
 }
 
-fn wake_client(ep: &Ep, counters: &Counters) {
+/// Wake the endpoint's client if it sleeps. The fence pairs with the one the
+/// client issues between setting `client_sleeping` and re-checking its rings.
+/// If it does not sleep: true if it last ran on this CPU (its `client_cpu`
+/// hint, which it may set to anything: it only decides when the engine
+/// sleeps).
+fn wake_client(ep: &Ep, counters: &Counters) -> bool {
     fence(Ordering::SeqCst);
     let h = ep.header();
     if h.client_sleeping.load(Ordering::Relaxed) != 0 {
         h.rx_futex.fetch_add(1, Ordering::Release);
         sys::futex_wake(&h.rx_futex, i32::MAX);
         counters.ep(ep.slot, EndpointCounter::ClientWakeups, 1);
+        return false;
     }
+    let cpu = h.client_cpu.load(Ordering::Relaxed);
+    cpu != 0 && cpu == sys::current_cpu().wrapping_add(1)
 }
 
 fn init_endpoint(seg: &Segment, l: &Layout, id: u32, engine_id: u64) {
@@ -1494,7 +1517,7 @@ impl SleEndpoint for EngineEp<'_> {
             }
             return false;
         }
-        publish_recv(ep, counters, desc);
+        self.core.handoff |= publish_recv(ep, counters, desc);
         true
     }
     fn now_us(&self) -> i32 {

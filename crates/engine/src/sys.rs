@@ -218,6 +218,19 @@ pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
     }
 }
 
+/// The CPU the calling thread runs on now (it may move at any moment: a
+/// hint), or `u32::MAX` if the kernel cannot say.
+#[inline]
+pub fn current_cpu() -> u32 {
+    // SAFETY: sched_getcpu has no preconditions (a vDSO call on Linux).
+    let c = unsafe { libc::sched_getcpu() };
+    if c < 0 {
+        u32::MAX
+    } else {
+        c as u32
+    }
+}
+
 /// Wake up to `n` sleepers on a futex word.
 pub fn futex_wake(word: &AtomicU32, n: i32) {
     // SAFETY: FUTEX_WAKE on a valid aligned u32; never blocks.

@@ -688,6 +688,10 @@ impl Endpoint {
         self.send.write(pos, d);
         self.send_head += 1;
         self.send.set_head(self.send_head);
+        // Where we run, for the engine's scheduling (`client_cpu`).
+        self.header()
+            .client_cpu
+            .store(sys::current_cpu().wrapping_add(1), Ordering::Relaxed);
         // Pairs with the engine's fence between arming and re-polling.
         fence(Ordering::SeqCst);
         let armed = &self.header().engine_armed;
