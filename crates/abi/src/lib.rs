@@ -225,7 +225,8 @@ pub struct EndpointHeader {
     /// does not sleep and last ran on the engine's own CPU, the engine
     /// sleeps at once rather than polling a little longer, since that
     /// client cannot run (and answer) until the engine leaves the CPU. Any
-    /// value is harmless.
+    /// value is safe: a wrong one only makes the engine sleep a little
+    /// sooner or later.
     pub client_cpu: AtomicU32,
     _pad2: [u8; 52],
     /// Counters kept by the client library for its direct path (offset

@@ -200,7 +200,7 @@ pub struct Core {
     /// Applet timers: (due, endpoint index, endpoint id, argument).
     timers: BinaryHeap<Reverse<Timer>>,
     rx_pool: Vec<Vec<u8>>,
-    /// A client served this turn waits on our CPU (see the module docs).
+    /// A client served in this turn waits on our CPU (see the module docs).
     handoff: bool,
 }
 
@@ -265,9 +265,11 @@ impl Core {
     pub(crate) fn run(&mut self) {
         let mut idle_since: Option<Instant> = None;
         while !self.shared.stop.load(Ordering::Relaxed) {
+            // Set by the deliveries of the last turn only.
+            let handoff = std::mem::take(&mut self.handoff);
             let mut work = self.poll_data();
             self.turn += 1;
-            if work == 0 && std::mem::take(&mut self.handoff) {
+            if work == 0 && handoff {
                 self.counters.engine(EngineCounter::Handoffs, 1);
                 self.sleep();
                 idle_since = None;
