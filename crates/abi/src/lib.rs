@@ -23,8 +23,8 @@
 //!         │ EndpointHeader (4096 B)                      │
 //!         │   0x000 identity and geometry (read-only)    │
 //!         │   0x100 doorbell line   (engine_armed)       │
-//!         │   0x140 client-wait line (rx_futex, sleeping,  │
-//!         │         client_cpu)                          │
+//!         │   0x140 client-wait line (rx_futex,          │
+//!         │         client_sleeping, client_cpu)         │
 //!         │   0x180 client counters (direct path)        │
 //!  0x1000 ├──────────────────────────────────────────────┤
 //!         │ send ring:  RingHeader + send_cap × SendDesc │  client → engine
