@@ -11,9 +11,11 @@ use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+mod common;
+use common::engine_counter;
 use unet::*;
 use unet_abi::ClientCounter;
-use unet_abi::{CountersHeader, EndpointCounter, EndpointSlot, EngineCounter, ENDPOINT_SLOTS_OFF};
+use unet_abi::{EndpointCounter, EndpointSlot, EngineCounter, ENDPOINT_SLOTS_OFF};
 
 const T: Option<Duration> = Some(Duration::from_secs(10));
 const SEND_T: Duration = Duration::from_secs(10);
@@ -228,14 +230,6 @@ fn counter(s: &Session, ep: &Endpoint, c: EndpointCounter) -> u64 {
 }
 
 /// One engine-wide counter.
-fn engine_counter(s: &Session, c: EngineCounter) -> u64 {
-    let (seg, _) = s.counters().expect("counters segment");
-    // SAFETY: the segment starts with the counters header (mapped with its
-    // full size by counters()); the values are atomics.
-    let h = unsafe { seg.ptr().cast::<CountersHeader>().as_ref() };
-    h.engine[c as usize].load(Ordering::Relaxed)
-}
-
 /// The next event within `timeout`.
 fn next_event(ep: &mut Endpoint, timeout: Duration) -> Option<Event> {
     let start = Instant::now();

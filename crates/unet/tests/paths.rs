@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+mod common;
+use common::engine_counter;
 use unet::*;
 
 fn pattern(i: usize, len: usize) -> Vec<u8> {
@@ -293,14 +295,6 @@ fn pin_to_one_cpu() -> usize {
         assert_eq!(libc::sched_setaffinity(0, size, &set), 0, "setaffinity");
         cpu
     }
-}
-
-fn engine_counter(s: &Session, c: unet_abi::EngineCounter) -> u64 {
-    let (seg, _) = s.counters().expect("counters segment");
-    // SAFETY: the segment starts with the counters header (mapped with its
-    // full size by counters()); the values are atomics.
-    let h = unsafe { seg.ptr().cast::<unet_abi::CountersHeader>().as_ref() };
-    h.engine[c as usize].load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// A client waiting on the engine's own CPU cannot answer before the engine
