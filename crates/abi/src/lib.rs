@@ -952,6 +952,12 @@ counter_enum! {
         /// client just served spins on the engine's CPU (`client_cpu`): it
         /// cannot run, and answer, until the engine leaves that CPU.
         Handoffs = 39 => "handoffs",
+        /// Turns cut short, and the CPU given away once (`sched_yield`),
+        /// because a delivery found the receive queue or the free buffers
+        /// of a client that does not sleep exhausted: it needs a CPU to
+        /// catch up, perhaps this one, and what the engine would take next
+        /// (send descriptors, datagrams) would only be dropped.
+        ReceiverYields = 40 => "receiver_yields",
     }
 }
 

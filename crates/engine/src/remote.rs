@@ -369,7 +369,9 @@ pub(crate) fn poll_wire(core: &mut Core) -> usize {
             finish_open(core, &mut w, from, &f);
         }
         work += handled;
-        if !matches!(r, Ok(n) if n > 0) {
+        // A receiver without room (see the core module's docs): the rest
+        // waits in the socket's buffer.
+        if core.behind || !matches!(r, Ok(n) if n > 0) {
             break;
         }
     }

@@ -1150,7 +1150,11 @@ impl Endpoint {
         }
     }
 
-    /// Send, retrying while the queue is full (waiting up to `timeout`).
+    /// Send, retrying while the queue is full (waiting up to `timeout`;
+    /// still `Err(SendError::Full)` after it). The retries spin and give
+    /// the CPU up every few microseconds: the engine or the peer that makes
+    /// room may share it.
+    #[inline]
     pub fn send_blocking(
         &mut self,
         ch: Channel,
@@ -1158,14 +1162,35 @@ impl Endpoint {
         timeout: Duration,
     ) -> Result<(), SendError> {
         match self.send(ch, data) {
-            Err(SendError::Full) => {}
-            r => return r,
+            Err(SendError::Full) => self.send_when_room(ch, data, timeout),
+            r => r,
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn send_when_room(
+        &mut self,
+        ch: Channel,
+        data: &[u8],
+        timeout: Duration,
+    ) -> Result<(), SendError> {
         let start = Instant::now();
+        let mut last_yield = start;
         loop {
-            match self.send(ch, data) {
-                Err(SendError::Full) if start.elapsed() < timeout => std::hint::spin_loop(),
-                r => return r,
+            for _ in 0..64 {
+                match self.send(ch, data) {
+                    Err(SendError::Full) => std::hint::spin_loop(),
+                    r => return r,
+                }
+            }
+            let now = Instant::now();
+            if now.duration_since(start) >= timeout {
+                return Err(SendError::Full);
+            }
+            if now.duration_since(last_yield) >= SPIN_YIELD_EVERY {
+                std::thread::yield_now();
+                last_yield = now;
             }
         }
     }

@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::engine_counter;
+use common::{endpoint_counter as counter, engine_counter};
 use unet::*;
 use unet_abi::ClientCounter;
 use unet_abi::{EndpointCounter, EndpointSlot, EngineCounter, ENDPOINT_SLOTS_OFF};
@@ -190,7 +190,6 @@ fn with_buffers(buffer_size: u32) -> EndpointConfig {
     }
 }
 
-/// One counter of endpoint `ep` in the engine's counters segment.
 /// A counter summed over every live endpoint of the engine.
 fn counter_all(s: &Session, c: EndpointCounter) -> u64 {
     let (seg, max) = s.counters().expect("counters segment");
@@ -210,26 +209,6 @@ fn counter_all(s: &Session, c: EndpointCounter) -> u64 {
     sum
 }
 
-fn counter(s: &Session, ep: &Endpoint, c: EndpointCounter) -> u64 {
-    let (seg, max) = s.counters().expect("counters segment");
-    let size = std::mem::size_of::<EndpointSlot>();
-    for i in 0..max as usize {
-        let Some(p) = seg.at(ENDPOINT_SLOTS_OFF + i * size, size) else {
-            break;
-        };
-        // SAFETY: in bounds of the mapping (checked by at()), 8-byte
-        // aligned; the slot's fields are atomics.
-        let slot = unsafe { p.cast::<EndpointSlot>().as_ref() };
-        if slot.live.load(Ordering::Acquire) != 0
-            && slot.endpoint_id.load(Ordering::Relaxed) == ep.id()
-        {
-            return slot.counters[c as usize].load(Ordering::Relaxed);
-        }
-    }
-    panic!("endpoint {} has no counters slot", ep.id());
-}
-
-/// One engine-wide counter.
 /// The next event within `timeout`.
 fn next_event(ep: &mut Endpoint, timeout: Duration) -> Option<Event> {
     let start = Instant::now();

@@ -278,45 +278,16 @@ fn open_to_child(side: &mut Side, path: PathArg, info: &str) -> Res<Channel> {
         .map_err(err("open_channel"))
 }
 
-/// `send`, retrying while the queue or ring is full: it spins, and once a
-/// wait has lasted 5 µs yields the core every 5 µs (as the floor baseline
-/// does), for the thread that drains the queue (an engine's, or the peer)
-/// may be waiting for this core.
+/// `send`, retrying while the queue or ring is full
+/// ([`Endpoint::send_blocking`]: it spins and yields the core every 5 µs,
+/// as the floor baseline does, for the thread that drains the queue, an
+/// engine's or the peer, may be waiting for this core).
 #[inline]
 fn send(ep: &mut Endpoint, ch: Channel, data: &[u8]) -> Res<()> {
-    match ep.send(ch, data) {
+    match ep.send_blocking(ch, data, PATIENCE) {
         Ok(()) => Ok(()),
-        Err(SendError::Full) => send_when_room(ep, ch, data),
+        Err(SendError::Full) => Err("unet send: the queue stayed full".into()),
         Err(e) => Err(format!("unet send: {e}")),
-    }
-}
-
-#[cold]
-#[inline(never)]
-fn send_when_room(ep: &mut Endpoint, ch: Channel, data: &[u8]) -> Res<()> {
-    const YIELD_EVERY: Duration = Duration::from_micros(5);
-    let start = Instant::now();
-    let mut next_yield = YIELD_EVERY;
-    let mut spins = 0u32;
-    loop {
-        match ep.send(ch, data) {
-            Ok(()) => return Ok(()),
-            Err(SendError::Full) => {
-                std::hint::spin_loop();
-                spins = spins.wrapping_add(1);
-                if spins & 63 == 0 {
-                    let waited = start.elapsed();
-                    if waited >= next_yield {
-                        std::thread::yield_now();
-                        next_yield = waited + YIELD_EVERY;
-                        if waited > PATIENCE {
-                            return Err("unet send: the queue stayed full".into());
-                        }
-                    }
-                }
-            }
-            Err(e) => return Err(format!("unet send: {e}")),
-        }
     }
 }
 
