@@ -958,6 +958,10 @@ counter_enum! {
         /// catch up, perhaps this one, and what the engine would take next
         /// (send descriptors, datagrams) would only be dropped.
         ReceiverYields = 40 => "receiver_yields",
+        /// Wire drop: packets the kernel dropped because the UDP socket's
+        /// receive buffer was full (`SO_RXQ_OVFL`; a segmented run kept
+        /// whole counts once). Learnt from the next packet that arrives.
+        WireDropSocketOverflow = 41 => "wire_drop_socket_overflow",
     }
 }
 

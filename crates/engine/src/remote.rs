@@ -174,6 +174,10 @@ impl Wire {
                 counters.engine_idx(WIRE_DROP_BASE + w as usize, d);
             }
         }
+        let d = now.socket_overflows - was.socket_overflows;
+        if d > 0 {
+            counters.engine(EngineCounter::WireDropSocketOverflow, d);
+        }
         self.reported = now;
     }
 }

@@ -285,6 +285,12 @@ pub struct WireStats {
     pub messages_reassembled: u64,
     /// Drops by reason, indexed by `WireDrop as usize`.
     pub drops: [u64; WireDrop::COUNT],
+    /// Packets the kernel dropped because the socket's receive buffer was
+    /// full (`SO_RXQ_OVFL`): each datagram sent alone counts one, a run
+    /// sent with segmentation offload and kept whole by `UDP_GRO` counts
+    /// one for the run. The kernel tells the count with the next packet it
+    /// queues, so drops show when traffic resumes.
+    pub socket_overflows: u64,
 }
 
 impl WireStats {
@@ -323,6 +329,7 @@ impl WireStats {
         for (a, b) in self.drops.iter_mut().zip(other.drops.iter()) {
             *a += b;
         }
+        self.socket_overflows += other.socket_overflows;
     }
 
     /// `(name, value)` of every drop counter, in [`WireDrop::ALL`] order.

@@ -416,10 +416,14 @@ pub struct UdpPort {
     gro: bool,
     /// Bytes per receive buffer.
     rx_slot: usize,
+    /// The kernel reports its drops at this socket (`SO_RXQ_OVFL`).
+    drops_reported: bool,
+    /// The kernel's drop count last seen (see [`RxControl::socket_drops`]).
+    socket_drops: u32,
 }
 
-/// Room for the control messages of one received datagram (only `UDP_GRO`
-/// is enabled).
+/// Room for the control messages of one received datagram (`UDP_GRO` and
+/// `SO_RXQ_OVFL`, 24 bytes each).
 const CMSG_SPACE_BYTES: usize = 64;
 
 /// A control message buffer, aligned for `cmsghdr`.
@@ -427,11 +431,23 @@ const CMSG_SPACE_BYTES: usize = 64;
 #[repr(C, align(8))]
 struct CmsgSpace([u8; CMSG_SPACE_BYTES]);
 
-/// The segment size in a `UDP_GRO` control message, read from the control
-/// bytes the kernel wrote (walked as `CMSG_NXTHDR` does, without pointers).
-fn gro_segment_size(ctl: &[u8]) -> Option<usize> {
+/// What the control messages of one received datagram say.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct RxControl {
+    /// `UDP_GRO`: the segment size of a coalesced run.
+    gro_segment: Option<usize>,
+    /// `SO_RXQ_OVFL`: how many packets the kernel had dropped at this
+    /// socket (its receive buffer full) when this one was queued; a running
+    /// count that wraps.
+    socket_drops: Option<u32>,
+}
+
+/// Reads the control bytes the kernel wrote (walked as `CMSG_NXTHDR` does,
+/// without pointers); anything malformed ends the walk.
+fn parse_control(ctl: &[u8]) -> RxControl {
     const HDR: usize = size_of::<libc::cmsghdr>();
     const ALIGN: usize = size_of::<usize>();
+    let mut out = RxControl::default();
     let mut off = 0;
     while off + HDR <= ctl.len() {
         let word = |at: usize, n: usize| -> Option<u64> {
@@ -440,19 +456,29 @@ fn gro_segment_size(ctl: &[u8]) -> Option<usize> {
             a[..n].copy_from_slice(b);
             Some(u64::from_ne_bytes(a) & (u64::MAX >> (64 - 8 * n)))
         };
-        let len = word(0, size_of::<usize>())? as usize;
-        let level = word(size_of::<usize>(), 4)? as u32 as i32;
-        let ty = word(size_of::<usize>() + 4, 4)? as u32 as i32;
+        let Some(len) = word(0, size_of::<usize>()) else {
+            break;
+        };
+        let len = len as usize;
+        let (Some(level), Some(ty)) = (word(ALIGN, 4), word(ALIGN + 4, 4)) else {
+            break;
+        };
+        let (level, ty) = (level as u32 as i32, ty as u32 as i32);
         if len < HDR || len > ctl.len() - off {
-            return None;
+            break;
         }
         let data = HDR.div_ceil(ALIGN) * ALIGN;
-        if level == libc::SOL_UDP && ty == libc::UDP_GRO && len >= data + 4 {
-            return word(data, 4).map(|v| v as u32 as usize);
+        if len >= data + 4 {
+            let v = word(data, 4).map(|v| v as u32);
+            if level == libc::SOL_UDP && ty == libc::UDP_GRO {
+                out.gro_segment = v.map(|v| v as usize);
+            } else if level == libc::SOL_SOCKET && ty == libc::SO_RXQ_OVFL {
+                out.socket_drops = v;
+            }
         }
         off += len.div_ceil(ALIGN) * ALIGN;
     }
-    None
+    out
 }
 
 /// Most datagrams sent as one segmented run (the kernel's
@@ -613,16 +639,16 @@ fn set_buffer(fd: RawFd, force: libc::c_int, plain: libc::c_int, bytes: usize) {
 /// Receive buffer size with `UDP_GRO`: a coalesced run is at most 64 KiB.
 const GRO_SLOT: usize = 65535;
 
-/// Turns `UDP_GRO` on; false when the kernel does not know it.
-fn enable_gro(fd: RawFd) -> bool {
+/// Turns a boolean socket option on; false when the kernel refuses it.
+fn enable(fd: RawFd, level: libc::c_int, option: libc::c_int) -> bool {
     let on: libc::c_int = 1;
     // SAFETY: `fd` is an open socket owned by the caller; the option value
     // points at a live c_int whose size is passed as the length.
     let rc = unsafe {
         libc::setsockopt(
             fd,
-            libc::SOL_UDP,
-            libc::UDP_GRO,
+            level,
+            option,
             (&on as *const libc::c_int).cast(),
             size_of::<libc::c_int>() as libc::socklen_t,
         )
@@ -641,7 +667,8 @@ impl UdpPort {
         let fd = sock.as_raw_fd();
         set_buffer(fd, libc::SO_RCVBUFFORCE, libc::SO_RCVBUF, cfg.socket_buffer);
         set_buffer(fd, libc::SO_SNDBUFFORCE, libc::SO_SNDBUF, cfg.socket_buffer);
-        let gro = cfg.gro && enable_gro(fd);
+        let gro = cfg.gro && enable(fd, libc::SOL_UDP, libc::UDP_GRO);
+        let drops_reported = enable(fd, libc::SOL_SOCKET, libc::SO_RXQ_OVFL);
         let rx_slot = if gro { GRO_SLOT } else { cfg.max_datagram };
         Ok(UdpPort {
             sock,
@@ -653,6 +680,8 @@ impl UdpPort {
             stats: WireStats::default(),
             last_send_error: None,
             gso: cfg.gso,
+            drops_reported,
+            socket_drops: 0,
         })
     }
 
@@ -897,7 +926,7 @@ impl UdpPort {
             m.msg_namelen = size_of::<RawAddr>() as libc::socklen_t;
             m.msg_iov = &mut iovs[i];
             m.msg_iovlen = 1;
-            if self.gro {
+            if self.gro || self.drops_reported {
                 m.msg_control = (&mut ctl[i] as *mut CmsgSpace).cast();
                 m.msg_controllen = CMSG_SPACE_BYTES as _;
             }
@@ -939,17 +968,29 @@ impl UdpPort {
         for (i, m) in msgs.iter().enumerate().take(rc.min(n)) {
             let len = (m.msg_len as usize).min(slot);
             let h = &m.msg_hdr;
-            // With UDP_GRO, the kernel may hand over a run of datagrams of
-            // one size (the last may be shorter) in one buffer.
-            let seg = if self.gro {
+            let control = if self.gro || self.drops_reported {
                 // `msg_controllen` is a size_t with glibc, a socklen_t with musl.
                 #[allow(clippy::unnecessary_cast)]
                 let used = (h.msg_controllen as usize).min(CMSG_SPACE_BYTES);
-                gro_segment_size(&ctl[i].0[..used]).filter(|&g| g > 0)
+                parse_control(&ctl[i].0[..used])
             } else {
-                None
+                RxControl::default()
+            };
+            if let Some(n) = control.socket_drops {
+                // A running count: what grew since the last datagram that
+                // carried it was lost at the socket.
+                let new = n.wrapping_sub(self.socket_drops);
+                if new != 0 && new < 1 << 31 {
+                    self.stats.socket_overflows += new as u64;
+                    self.socket_drops = n;
+                }
             }
-            .unwrap_or(len.max(1));
+            // With UDP_GRO, the kernel may hand over a run of datagrams of
+            // one size (the last may be shorter) in one buffer.
+            let seg = control
+                .gro_segment
+                .filter(|&g| g > 0 && self.gro)
+                .unwrap_or(len.max(1));
             let count = len.div_ceil(seg).max(1);
             if count > 1 {
                 self.stats.gro_runs += 1;
@@ -1433,25 +1474,71 @@ mod tests {
             v.resize(v.len().div_ceil(W) * W, 0);
             v
         }
+        let seg = |c: &[u8]| parse_control(c).gro_segment;
         let gro = cmsg(libc::SOL_UDP, libc::UDP_GRO, &1472i32.to_ne_bytes());
-        assert_eq!(gro_segment_size(&gro), Some(1472));
+        assert_eq!(seg(&gro), Some(1472));
         // After another control message.
         let mut two = cmsg(libc::SOL_IP, 8, &[1, 2, 3, 4]);
         two.extend_from_slice(&gro);
-        assert_eq!(gro_segment_size(&two), Some(1472));
-        // Missing, cut short, or malformed: no segment size, no panic.
-        assert_eq!(gro_segment_size(&[]), None);
-        assert_eq!(gro_segment_size(&cmsg(libc::SOL_IP, 8, &[0; 4])), None);
+        assert_eq!(seg(&two), Some(1472));
+        // With the socket's drop count, in either order.
+        let drops = cmsg(libc::SOL_SOCKET, libc::SO_RXQ_OVFL, &7u32.to_ne_bytes());
+        for both in [
+            [&gro[..], &drops[..]].concat(),
+            [&drops[..], &gro[..]].concat(),
+        ] {
+            assert_eq!(
+                parse_control(&both),
+                RxControl {
+                    gro_segment: Some(1472),
+                    socket_drops: Some(7)
+                }
+            );
+        }
+        // Missing, cut short, or malformed: nothing, no panic.
+        assert_eq!(parse_control(&[]), RxControl::default());
+        assert_eq!(seg(&cmsg(libc::SOL_IP, 8, &[0; 4])), None);
         // Cut before the end of its data (padding may be left out).
         for n in 0..size_of::<libc::cmsghdr>() + 4 {
-            assert_eq!(gro_segment_size(&gro[..n]), None, "cut at {n}");
+            assert_eq!(seg(&gro[..n]), None, "cut at {n}");
         }
         let mut zero_len = gro.clone();
         zero_len[..W].fill(0);
-        assert_eq!(gro_segment_size(&zero_len), None);
+        assert_eq!(seg(&zero_len), None);
         let mut huge_len = gro.clone();
         huge_len[..W].copy_from_slice(&usize::MAX.to_ne_bytes());
-        assert_eq!(gro_segment_size(&huge_len), None);
+        assert_eq!(seg(&huge_len), None);
+    }
+
+    #[test]
+    fn datagrams_lost_at_a_full_socket_are_counted() {
+        // A receive buffer of a few KiB (the kernel doubles what it is
+        // asked for, and takes at least 2 KiB), which 300 datagrams of
+        // 1 000 bytes overflow.
+        let small = PortConfig {
+            socket_buffer: 4096,
+            ..PortConfig::default()
+        };
+        let mut b = UdpPort::bind(LO.parse().unwrap(), small).unwrap();
+        assert!(b.drops_reported, "SO_RXQ_OVFL refused");
+        let dst = b.local_addr().unwrap();
+        let a = UdpSocket::bind(LO).unwrap();
+        const SENT: u64 = 300;
+        for _ in 0..SENT {
+            a.send_to(&[1u8; 1000], dst).unwrap();
+        }
+        let mut got = 0u64;
+        while b.recv_batch(|_, _| got += 1).unwrap() > 0 {}
+        assert!(got < SENT, "the buffer held all {got}");
+        // The kernel tells the count with the next datagram it queues.
+        a.send_to(&[2u8; 1000], dst).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut last = Vec::new();
+        while last.is_empty() && Instant::now() < deadline {
+            b.recv_batch(|_, d| last.push(d[0])).unwrap();
+        }
+        assert_eq!(last, [2]);
+        assert_eq!(b.stats.socket_overflows, SENT - got);
     }
 
     #[test]
