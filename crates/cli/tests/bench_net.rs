@@ -11,27 +11,21 @@ use tools::{close, json_rows, num};
 
 const PATHS: [&str; 3] = ["direct", "engine", "udp"];
 
-/// Runs `unet bench ARGS`; `None` when the unet path is not there yet.
-fn bench(args: &[&str]) -> Option<Vec<Value>> {
+/// Runs `unet bench ARGS`, which must succeed and print JSON rows.
+fn bench(args: &[&str]) -> Vec<Value> {
     let out = Command::new(env!("CARGO_BIN_EXE_unet"))
         .arg("bench")
         .args(args)
         .output()
         .expect("run unet");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    if !out.status.success() {
-        if stderr.contains("not available yet") {
-            eprintln!("skipped ({args:?}): {stderr}");
-            return None;
-        }
-        panic!("unet bench {args:?} failed: {stderr}");
-    }
+    assert!(out.status.success(), "unet bench {args:?} failed: {stderr}");
     let rows = json_rows(&out.stdout);
     assert!(!rows.is_empty());
-    Some(rows)
+    rows
 }
 
-fn ping(path: &str, baseline_only: bool) -> Option<Vec<Value>> {
+fn ping(path: &str, baseline_only: bool) -> Vec<Value> {
     let mut a = vec![
         "pingpong", "--path", path, "--sizes", "64", "--iters", "200", "--warmup", "20", "--reps",
         "1", "--json",
@@ -56,7 +50,7 @@ fn check_ping_baseline(r: &Value, path: &str) {
 #[test]
 fn pingpong_baselines() {
     for path in PATHS {
-        let rows = ping(path, true).expect("baselines always run");
+        let rows = ping(path, true);
         assert_eq!(rows.len(), 1);
         let r = &rows[0];
         check_ping_baseline(r, path);
@@ -67,9 +61,7 @@ fn pingpong_baselines() {
 #[test]
 fn pingpong_unet() {
     for path in PATHS {
-        let Some(rows) = ping(path, false) else {
-            continue;
-        };
+        let rows = ping(path, false);
         let r = &rows[0];
         check_ping_baseline(r, path);
         let (m, p) = (num(r, "median_us"), num(r, "p99_us"));
@@ -81,7 +73,7 @@ fn pingpong_unet() {
     }
 }
 
-fn stream(path: &str, pattern: &str, baseline_only: bool) -> Option<Vec<Value>> {
+fn stream(path: &str, pattern: &str, baseline_only: bool) -> Vec<Value> {
     let mut a = vec![
         "stream",
         "--path",
@@ -130,6 +122,25 @@ fn check_stream(r: &Value, path: &str, unet: bool) {
         assert!(close(num(r, "ratio"), want), "{r}");
     } else {
         assert!(r["msgs_per_s"].is_null() && r["ratio"].is_null(), "{r}");
+        assert!(r["delivered"].is_null(), "{r}");
+    }
+    // The share of the messages sent that arrived: all of them through
+    // the floor ring and unet's direct path, which lose nothing; some over
+    // the others, which may drop (and raw UDP).
+    let lossless = |name: &str| name == "floor" || (name.is_empty() && path == "direct");
+    for (key, name) in [
+        ("baseline_delivered", r["baseline"].as_str().unwrap()),
+        ("delivered", ""),
+    ] {
+        if key == "delivered" && !unet {
+            continue;
+        }
+        let d = num(r, key);
+        if lossless(name) {
+            assert_eq!(d, 1.0, "{key}: {r}");
+        } else {
+            assert!(d > 0.0 && d <= 1.0, "{key}: {r}");
+        }
     }
 }
 
@@ -137,7 +148,7 @@ fn check_stream(r: &Value, path: &str, unet: bool) {
 fn stream_baselines() {
     for path in PATHS {
         for pattern in ["stream", "burst25"] {
-            let rows = stream(path, pattern, true).expect("baselines always run");
+            let rows = stream(path, pattern, true);
             assert_eq!(rows.len(), 2);
             assert_eq!(num(&rows[0], "size"), 64.0);
             assert_eq!(num(&rows[1], "size"), 4096.0);
@@ -153,9 +164,7 @@ fn stream_baselines() {
 #[test]
 fn stream_unet() {
     for path in PATHS {
-        let Some(rows) = stream(path, "stream", false) else {
-            continue;
-        };
+        let rows = stream(path, "stream", false);
         for r in &rows {
             check_stream(r, path, true);
         }

@@ -410,16 +410,23 @@ pub fn pingpong_child(shm: &Shm, g: Geometry, size: usize) -> Result<(), Stalled
     }
 }
 
-/// Result of one stream run: messages the receiver acknowledged, and the
-/// time from the start until the final acknowledgment arrived.
+/// Result of one stream run: messages the receiver acknowledged, the time
+/// from the start until the final acknowledgment arrived, and the messages
+/// sent meanwhile (when each send is one message the receiver counts).
 pub struct StreamRun {
     pub msgs: f64,
     pub elapsed: Duration,
+    pub sent: Option<u64>,
 }
 
 impl StreamRun {
     pub fn msgs_per_s(&self) -> f64 {
         self.msgs / self.elapsed.as_secs_f64()
+    }
+
+    /// The share of the messages sent that the receiver got.
+    pub fn delivered(&self) -> Option<f64> {
+        self.sent.filter(|&n| n > 0).map(|n| self.msgs / n as f64)
     }
 }
 
@@ -437,18 +444,21 @@ pub fn stream(
     let mut rx = consumer(shm, g, 1);
     let out = vec![0xa5u8; size];
     let chunk = if burst > 0 { burst } else { 256 };
+    // Returns the messages sent.
     let phase = |tx: &mut Producer<'_>, rx: &mut Consumer<'_>, d: Duration| {
         let mut ack = [0u8; 8];
         let start = Instant::now();
+        let mut sent = 0u64;
         loop {
             for _ in 0..chunk {
                 tx.send(&out, 0)?;
             }
+            sent += chunk as u64;
             if burst > 0 {
                 rx.recv(&mut ack)?;
             }
             if start.elapsed() >= d {
-                return Ok::<(), Stalled>(());
+                return Ok::<u64, Stalled>(sent);
             }
         }
     };
@@ -456,12 +466,13 @@ pub fn stream(
     tx.send(&[], SYNC)?;
     wait_flag(&mut rx, SYNC)?;
     let start = Instant::now();
-    phase(&mut tx, &mut rx, dur)?;
+    let sent = phase(&mut tx, &mut rx, dur)?;
     tx.send(&[], STOP)?;
     let msgs = wait_flag(&mut rx, STOP)?;
     Ok(StreamRun {
         msgs: msgs as f64,
         elapsed: start.elapsed(),
+        sent: Some(sent),
     })
 }
 

@@ -34,7 +34,7 @@ use unet_engine::wire::udp::LOOPBACK_DATAGRAM;
 use super::applet_build;
 use super::floor::{self, Geometry, Shm, StreamRun};
 use super::report::{self, PingRow, Progress, StreamRow};
-use super::stats::{self, fmt_size, median_f64, Samples};
+use super::stats::{self, fmt_size, median_f64, median_of_all, Samples};
 use super::udp_raw;
 use super::unet_paths;
 
@@ -548,6 +548,7 @@ fn stream(mut a: StreamArgs) -> Res<()> {
             for &size in &a.sizes {
                 let mut base = Vec::new();
                 let mut un = Vec::new();
+                let (mut base_deliv, mut un_deliv) = (Vec::new(), Vec::new());
                 let label = applet_label(applet);
                 for rep in 0..reps {
                     let what = match &label {
@@ -555,7 +556,9 @@ fn stream(mut a: StreamArgs) -> Res<()> {
                         None => format!("stream {path} {}", fmt_size(size)),
                     };
                     prog.show(&format!("{what}: baseline {}/{}", rep + 1, reps));
-                    base.push(baseline_stream(path, size, burst, warm, dur, c)?.msgs_per_s());
+                    let b = baseline_stream(path, size, burst, warm, dur, c)?;
+                    base.push(b.msgs_per_s());
+                    base_deliv.push(b.delivered());
                     if !c.baseline_only {
                         prog.show(&format!("{what}: unet {}/{}", rep + 1, reps));
                         let cfg = unet_paths::Run {
@@ -571,7 +574,9 @@ fn stream(mut a: StreamArgs) -> Res<()> {
                             spin_us: c.spin_us,
                             applet: applet.clone(),
                         };
-                        un.push(unet_paths::stream(&cfg)?.msgs_per_s());
+                        let u = unet_paths::stream(&cfg)?;
+                        un.push(u.msgs_per_s());
+                        un_deliv.push(u.delivered());
                     }
                 }
                 prog.clear();
@@ -585,6 +590,8 @@ fn stream(mut a: StreamArgs) -> Res<()> {
                     baseline_msgs_per_s: median_f64(&base),
                     runs: un,
                     baseline_runs: base,
+                    delivered: median_of_all(&un_deliv),
+                    baseline_delivered: median_of_all(&base_deliv),
                 };
                 if c.json {
                     println!("{}", row.json());

@@ -38,6 +38,10 @@ pub struct StreamRow {
     /// msgs/s of each run, in order (the figures above are their medians).
     pub runs: Vec<f64>,
     pub baseline_runs: Vec<f64>,
+    /// Median share of the messages sent that the receiver got (None when
+    /// not measured, or when the sends are not the messages counted).
+    pub delivered: Option<f64>,
+    pub baseline_delivered: Option<f64>,
 }
 
 fn gb(msgs_per_s: f64, size: usize) -> f64 {
@@ -90,6 +94,8 @@ impl StreamRow {
             "reps": self.baseline_runs.len(),
             "msgs_per_s_runs": self.runs,
             "baseline_msgs_per_s_runs": self.baseline_runs,
+            "delivered": self.delivered,
+            "baseline_delivered": self.baseline_delivered,
             "ratio": self.ratio(),
         })
     }
@@ -146,22 +152,29 @@ pub fn stream_header(with_applet: bool) {
         String::new()
     };
     println!(
-        "{first}{:<7} {:>6}  {:>12} {:>8}  {:<8} {:>12} {:>8}  {:>6}",
-        "path", "size", "Mmsg/s", "GB/s", "baseline", "Mmsg/s", "GB/s", "ratio"
+        "{first}{:<7} {:>6}  {:>12} {:>8} {:>6}  {:<8} {:>12} {:>8} {:>6}  {:>6}",
+        "path", "size", "Mmsg/s", "GB/s", "deliv", "baseline", "Mmsg/s", "GB/s", "deliv", "ratio"
     );
+}
+
+/// A share as a percentage (`-` when unknown).
+fn pct(v: Option<f64>) -> String {
+    v.map_or("-".into(), |x| format!("{:.0}%", x * 100.0))
 }
 
 pub fn stream_line(r: &StreamRow, with_applet: bool) {
     println!(
-        "{}{:<7} {:>6}  {:>12} {:>8}  {:<8} {:>12.3} {:>8.3}  {:>6}",
+        "{}{:<7} {:>6}  {:>12} {:>8} {:>6}  {:<8} {:>12.3} {:>8.3} {:>6}  {:>6}",
         applet_col(with_applet, &r.applet),
         r.path,
         fmt_size(r.size),
         opt(r.msgs_per_s.map(|m| m / 1e6), 3),
         opt(r.msgs_per_s.map(|m| gb(m, r.size)), 3),
+        pct(r.delivered),
         r.baseline,
         r.baseline_msgs_per_s / 1e6,
         gb(r.baseline_msgs_per_s, r.size),
+        pct(r.baseline_delivered),
         opt(r.ratio(), 2)
     );
 }

@@ -138,6 +138,13 @@ pub fn percentile(v: &[u64], q: f64) -> f64 {
 }
 
 /// Median of floating-point values (mean of the middle two for an even count).
+/// The median of values that are all known (None if any is not, or none
+/// was measured).
+pub fn median_of_all(v: &[Option<f64>]) -> Option<f64> {
+    let known: Vec<f64> = v.iter().copied().collect::<Option<_>>()?;
+    (!known.is_empty()).then(|| median_f64(&known))
+}
+
 pub fn median_f64(v: &[f64]) -> f64 {
     if v.is_empty() {
         return f64::NAN;

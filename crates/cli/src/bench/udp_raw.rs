@@ -129,8 +129,10 @@ pub fn stream(
     let chunk = if burst > 0 { burst } else { 64 };
     let mut ackb = [0u8; 16];
     s.set_read_timeout(Some(Duration::from_millis(10)))?;
-    let phase = |d: Duration, ackb: &mut [u8]| -> io::Result<()> {
+    // Returns the messages sent.
+    let phase = |d: Duration, ackb: &mut [u8]| -> io::Result<u64> {
         let start = Instant::now();
+        let mut sent = 0u64;
         loop {
             for i in 0..chunk {
                 let m = if burst > 0 && i + 1 == chunk {
@@ -140,6 +142,7 @@ pub fn stream(
                 };
                 send_msg(s, peer, m)?;
             }
+            sent += chunk as u64;
             if burst > 0 {
                 match s.recv_from(ackb) {
                     Ok(_) => {}
@@ -148,18 +151,19 @@ pub fn stream(
                 }
             }
             if start.elapsed() >= d {
-                return Ok(());
+                return Ok(sent);
             }
         }
     };
     phase(warmup, &mut ackb)?;
     control(s, peer, SYNC)?;
     let start = Instant::now();
-    phase(dur, &mut ackb)?;
+    let sent = phase(dur, &mut ackb)?;
     let bytes = control(s, peer, STOP)?;
     Ok(StreamRun {
         msgs: bytes as f64 / size as f64,
         elapsed: start.elapsed(),
+        sent: Some(sent),
     })
 }
 

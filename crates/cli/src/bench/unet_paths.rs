@@ -410,8 +410,10 @@ pub fn stream(r: &Run) -> Res<StreamRun> {
         let poll = kind == AppletKind::ReceiverAck;
         let chunk = if per_ack > 0 { per_ack } else { 256 };
         let mut ackb = [0u8; 16];
-        let mut phase = |ep: &mut Endpoint, d: Duration| -> Res<()> {
+        // Returns the user messages sent.
+        let mut phase = |ep: &mut Endpoint, d: Duration| -> Res<u64> {
             let start = Instant::now();
+            let mut sent = 0u64;
             loop {
                 for i in 0..chunk {
                     let m = if per_ack > 0 && i + 1 == chunk {
@@ -426,6 +428,7 @@ pub fn stream(r: &Run) -> Res<StreamRun> {
                         let _ = ep.try_recv(&mut ackb);
                     }
                 }
+                sent += chunk as u64;
                 if per_ack > 0 {
                     recv(ep, &mut ackb, ack_wait)?;
                 } else if poll {
@@ -435,14 +438,14 @@ pub fn stream(r: &Run) -> Res<StreamRun> {
                     std::thread::yield_now();
                 }
                 if start.elapsed() >= d {
-                    return Ok(());
+                    return Ok(sent);
                 }
             }
         };
         phase(ep, r.warmup_time)?;
         control(ep, c, SYNC, r.path, kind)?;
         let start = Instant::now();
-        phase(ep, r.limit)?;
+        let sent = phase(ep, r.limit)?;
         let bytes = control(ep, c, STOP, r.path, kind)?;
         let elapsed = start.elapsed();
         // The child lingers until it sees the channel closed, so that its
@@ -451,6 +454,9 @@ pub fn stream(r: &Run) -> Res<StreamRun> {
         Ok(StreamRun {
             msgs: bytes as f64 / r.size as f64,
             elapsed,
+            // Burst, Generate and ReceiverAck's applets send other than
+            // what the user sends.
+            sent: (kind == AppletKind::Plain).then_some(sent),
         })
     })();
     ch.wait(res)
