@@ -19,14 +19,14 @@
 //! receiver's client is awake, it is behind and needs a CPU to catch up,
 //! and on a machine with few cores that is often the engine's: the engine
 //! then cuts the turn short (the rest of that sender's descriptors wait in
-//! its queue, the rest of the datagrams in the socket's buffer) and yields
-//! its CPU once (counted as `receiver_yields`). Without this, a fast
-//! sender kept the engine dropping for a whole time slice while the
-//! receiver waited for the CPU: over UDP, 64-byte streams delivered about
-//! half as many messages. A client that claims to be awake and never reads
-//! costs the engine no more than a yield per turn, which returns at once
-//! when nothing else wants the CPU; every turn still does its work up to
-//! the first such drop.
+//! its queue, the rest of the datagrams received in the wire's port or the
+//! socket's buffer) and yields its CPU once (counted as `receiver_yields`).
+//! Without this, a fast sender kept the engine dropping for a whole time
+//! slice while the receiver waited for the CPU: over UDP, 64-byte streams
+//! delivered about half as many messages. A client that claims to be awake
+//! and never reads costs the engine no more than a yield per turn, which
+//! returns at once when nothing else wants the CPU; every turn still does
+//! its work up to the first such drop.
 //!
 //! Trust: everything read from an endpoint segment, a control socket or the
 //! wire is hostile. Each descriptor is copied out once, then checked against

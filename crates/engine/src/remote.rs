@@ -353,7 +353,10 @@ pub(crate) fn poll_wire(core: &mut Core) -> usize {
             accepted,
             ..
         } = &mut w;
-        let r = port.recv_batch(|from, bytes| {
+        // A receiver without room (see the core module's docs): the rest
+        // of the batch waits in the port, the rest of the datagrams in the
+        // socket's buffer.
+        let r = port.recv_batch_until(|from, bytes| {
             handled += 1;
             handle_datagram(
                 core,
@@ -367,14 +370,13 @@ pub(crate) fn poll_wire(core: &mut Core) -> usize {
                 bytes,
                 now_ns,
             );
+            !core.behind
         });
         // Completions that need the client side (accept/refuse replies).
         for (from, f) in frames {
             finish_open(core, &mut w, from, &f);
         }
         work += handled;
-        // A receiver without room (see the core module's docs): the rest
-        // waits in the socket's buffer.
         if core.behind || !matches!(r, Ok(n) if n > 0) {
             break;
         }

@@ -420,6 +420,23 @@ pub struct UdpPort {
     drops_reported: bool,
     /// The kernel's drop count last seen (see [`RxControl::socket_drops`]).
     socket_drops: u32,
+    /// What the last `recvmmsg` filled, one entry per receive buffer.
+    rx_entries: Vec<RxEntry>,
+    /// The next datagram to hand over: entry index, byte offset in it.
+    rx_next: (usize, usize),
+}
+
+/// One receive buffer filled by `recvmmsg`: a datagram, or a run of them
+/// (`UDP_GRO`) of `seg` bytes each (the last may be shorter).
+#[derive(Clone, Copy, Debug)]
+struct RxEntry {
+    /// None when the datagram is dropped already (cut short by the kernel,
+    /// or an unknown kind of source address).
+    src: Option<SocketAddr>,
+    len: usize,
+    seg: usize,
+    /// Datagrams in the entry.
+    count: usize,
 }
 
 /// Room for the control messages of one received datagram (`UDP_GRO` and
@@ -682,6 +699,8 @@ impl UdpPort {
             gso: cfg.gso,
             drops_reported,
             socket_drops: 0,
+            rx_entries: Vec::with_capacity(MAX_BATCH),
+            rx_next: (0, 0),
         })
     }
 
@@ -906,10 +925,40 @@ impl UdpPort {
     /// (non-blocking) and calls `f(source, datagram)` for each. Datagrams
     /// larger than [`PortConfig::max_datagram`] are dropped as
     /// [`WireDrop::TruncatedDatagram`]. On a dual-stack IPv6 socket, an IPv4
-    /// source comes back as a plain IPv4 address (not `::ffff:a.b.c.d`). Returns the number received (0 when
-    /// none was waiting); when it equals the batch size, more may be waiting.
+    /// source comes back as a plain IPv4 address (not `::ffff:a.b.c.d`).
+    /// Returns the number of datagrams taken (0 when none was waiting); when
+    /// it equals the batch size, more may be waiting.
     pub fn recv_batch(&mut self, mut f: impl FnMut(SocketAddr, &[u8])) -> io::Result<usize> {
-        let size = self.cfg.max_datagram;
+        self.recv_batch_until(|src, d| {
+            f(src, d);
+            true
+        })
+    }
+
+    /// As [`UdpPort::recv_batch`], but `f` may stop the hand-over by
+    /// returning false: the datagrams after that one stay with the port and
+    /// come first in the next call, before any new `recvmmsg`. Returns the
+    /// number of datagrams taken in this call (handed over or dropped).
+    pub fn recv_batch_until(
+        &mut self,
+        f: impl FnMut(SocketAddr, &[u8]) -> bool,
+    ) -> io::Result<usize> {
+        if self.rx_next.0 >= self.rx_entries.len() && self.receive()? == 0 {
+            return Ok(0);
+        }
+        Ok(self.hand_over(f))
+    }
+
+    /// Whether datagrams received are still waiting to be handed over.
+    pub fn has_pending(&self) -> bool {
+        self.rx_next.0 < self.rx_entries.len()
+    }
+
+    /// One `recvmmsg` into the receive buffers; fills `rx_entries` and
+    /// counts. Returns the number of buffers filled.
+    fn receive(&mut self) -> io::Result<usize> {
+        self.rx_entries.clear();
+        self.rx_next = (0, 0);
         let slot = self.rx_slot;
         let n = self.cfg.batch;
         let mut addrs = [RawAddr::empty(); MAX_BATCH];
@@ -964,7 +1013,6 @@ impl UdpPort {
                 _ => return Err(err),
             }
         };
-        let mut datagrams = 0;
         for (i, m) in msgs.iter().enumerate().take(rc.min(n)) {
             let len = (m.msg_len as usize).min(slot);
             let h = &m.msg_hdr;
@@ -995,30 +1043,63 @@ impl UdpPort {
             if count > 1 {
                 self.stats.gro_runs += 1;
             }
-            datagrams += count;
             self.stats.datagrams_received += count as u64;
             self.stats.bytes_received += len as u64;
-            if h.msg_flags & libc::MSG_TRUNC != 0 {
+            let src = if h.msg_flags & libc::MSG_TRUNC != 0 {
                 self.stats.drops[WireDrop::TruncatedDatagram as usize] += count as u64;
-                continue;
-            }
-            let Some(src) = addrs[i].get(h.msg_namelen) else {
+                None
+            } else {
+                addrs[i].get(h.msg_namelen)
+            };
+            self.rx_entries.push(RxEntry {
+                src,
+                len,
+                seg,
+                count,
+            });
+        }
+        Ok(self.rx_entries.len())
+    }
+
+    /// Hands the received datagrams over from `rx_next` on, until `f`
+    /// returns false or none is left. Returns the number taken.
+    fn hand_over(&mut self, mut f: impl FnMut(SocketAddr, &[u8]) -> bool) -> usize {
+        let size = self.cfg.max_datagram;
+        let slot = self.rx_slot;
+        let mut taken = 0;
+        while let Some(&e) = self.rx_entries.get(self.rx_next.0) {
+            let i = self.rx_next.0;
+            let Some(src) = e.src else {
+                taken += e.count;
+                self.rx_next = (i + 1, 0);
                 continue;
             };
-            let buf = &self.rx[i * slot..i * slot + len];
-            if len == 0 {
-                f(src, buf);
+            let buf = &self.rx[i * slot..i * slot + e.len];
+            if e.len == 0 {
+                taken += 1;
+                self.rx_next = (i + 1, 0);
+                if !f(src, buf) {
+                    return taken;
+                }
+                continue;
             }
             // Each datagram is judged alone, as if it came by itself.
-            for d in buf.chunks(seg) {
+            let mut at = self.rx_next.1;
+            while at < e.len {
+                let end = (at + e.seg).min(e.len);
+                let d = &buf[at..end];
+                at = end;
+                taken += 1;
                 if d.len() > size {
                     self.stats.count_drop(WireDrop::TruncatedDatagram);
-                } else {
-                    f(src, d);
+                } else if !f(src, d) {
+                    self.rx_next = if at < e.len { (i, at) } else { (i + 1, 0) };
+                    return taken;
                 }
             }
+            self.rx_next = (i + 1, 0);
         }
-        Ok(datagrams)
+        taken
     }
 }
 
@@ -1508,6 +1589,56 @@ mod tests {
         let mut huge_len = gro.clone();
         huge_len[..W].copy_from_slice(&usize::MAX.to_ne_bytes());
         assert_eq!(seg(&huge_len), None);
+    }
+
+    #[test]
+    fn a_stopped_hand_over_resumes_where_it_stopped() {
+        let mut b = UdpPort::bind(LO.parse().unwrap(), PortConfig::default()).unwrap();
+        let dst = b.local_addr().unwrap();
+        // A run sent with segmentation offload (kept whole by UDP_GRO where
+        // the kernel coalesces it) and datagrams sent one by one.
+        let mut a = UdpPort::bind(LO.parse().unwrap(), PortConfig::default()).unwrap();
+        let mut batch = SendBatch::for_port(a.config());
+        for k in 0..8u8 {
+            batch
+                .push_with(dst, |buf| {
+                    buf[..100].fill(k);
+                    Ok(100)
+                })
+                .unwrap();
+        }
+        assert_eq!(a.send_batch(&mut batch).unwrap(), 8);
+        let plain = UdpSocket::bind(LO).unwrap();
+        for k in 8..12u8 {
+            plain.send_to(&[k; 100], dst).unwrap();
+        }
+        let mut got = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        // Stop after every third datagram; each call resumes without a new
+        // recvmmsg while some are left.
+        while got.len() < 12 && Instant::now() < deadline {
+            let pending = b.has_pending();
+            let calls = b.stats.recv_syscalls;
+            let mut n = 0;
+            let taken = b
+                .recv_batch_until(|_, d| {
+                    got.push(d[0]);
+                    n += 1;
+                    n < 3
+                })
+                .unwrap();
+            assert_eq!(taken, n);
+            if pending {
+                assert_eq!(
+                    b.stats.recv_syscalls, calls,
+                    "a resumed call reads the socket"
+                );
+            }
+        }
+        assert_eq!(got, (0..12u8).collect::<Vec<_>>());
+        assert!(!b.has_pending());
+        // The run came coalesced, so a hand-over stopped inside it.
+        assert_eq!(b.stats.gro_runs, 1, "the run was not coalesced");
     }
 
     #[test]
