@@ -960,7 +960,8 @@ counter_enum! {
         ReceiverYields = 40 => "receiver_yields",
         /// Wire drop: packets the kernel dropped because the UDP socket's
         /// receive buffer was full (`SO_RXQ_OVFL`; a segmented run kept
-        /// whole counts once). Learnt from the next packet that arrives.
+        /// whole counts once). Learnt from the next packet that arrives,
+        /// or read from the socket before the engine sleeps.
         WireDropSocketOverflow = 41 => "wire_drop_socket_overflow",
     }
 }

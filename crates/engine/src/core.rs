@@ -332,6 +332,9 @@ impl Core {
             self.disarm();
             return;
         }
+        if let Some(w) = self.wire.as_mut() {
+            w.before_sleep(&self.counters);
+        }
         self.counters.engine(EngineCounter::Sleeps, 1);
         let timeout = self.next_timer_ms();
         let work = self.poll_fds(timeout);

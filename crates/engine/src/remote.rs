@@ -53,6 +53,8 @@ pub(crate) struct Wire {
     accepted: HashMap<(SocketAddr, u64, u32), (u16, u64)>,
     epoch: Instant,
     reported: WireStats,
+    /// Datagrams received when the socket's drop count was last read.
+    drops_read_at: u64,
 }
 
 impl Wire {
@@ -74,6 +76,7 @@ impl Wire {
             accepted: HashMap::new(),
             epoch: Instant::now(),
             reported: WireStats::default(),
+            drops_read_at: 0,
         })
     }
 
@@ -124,6 +127,18 @@ impl Wire {
             }),
         };
         let _ = self.batch.push_frame(peer, &f);
+    }
+
+    /// Before the engine sleeps: if datagrams came since the last time, read
+    /// the kernel's drop count at the socket, for drops no later datagram
+    /// told of (the end of a burst), and publish the counters.
+    pub(crate) fn before_sleep(&mut self, counters: &crate::counters::Counters) {
+        let rx = self.port.stats.datagrams_received;
+        if rx != self.drops_read_at {
+            self.drops_read_at = rx;
+            self.port.sync_socket_drops();
+            self.publish(counters);
+        }
     }
 
     /// Send what is queued (one sendmmsg per 64 datagrams) and publish the

@@ -289,7 +289,7 @@ pub struct WireStats {
     /// full (`SO_RXQ_OVFL`): each datagram sent alone counts one, a run
     /// sent with segmentation offload and kept whole by `UDP_GRO` counts
     /// one for the run. The kernel tells the count with the next packet it
-    /// queues, so drops show when traffic resumes.
+    /// queues, or when asked ([`UdpPort::sync_socket_drops`]).
     pub socket_overflows: u64,
 }
 

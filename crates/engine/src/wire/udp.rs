@@ -653,6 +653,11 @@ fn set_buffer(fd: RawFd, force: libc::c_int, plain: libc::c_int, bytes: usize) {
     }
 }
 
+/// `SO_MEMINFO` (asm-generic/socket.h, the number on the engine's targets)
+/// and the length of the array it fills (`SK_MEMINFO_VARS`).
+const SO_MEMINFO: libc::c_int = 55;
+const SK_MEMINFO_VARS: usize = 9;
+
 /// Receive buffer size with `UDP_GRO`: a coalesced run is at most 64 KiB.
 const GRO_SLOT: usize = 65535;
 
@@ -949,6 +954,43 @@ impl UdpPort {
         Ok(self.hand_over(f))
     }
 
+    /// Reads the kernel's drop count at this socket now (`SO_MEMINFO`) and
+    /// counts what it grew by. The control messages of arriving datagrams
+    /// carry the same count, but only a datagram queued after the drops
+    /// tells of them: this is for the end of a burst (the engine calls it
+    /// before it sleeps, when datagrams came since the last call).
+    pub fn sync_socket_drops(&mut self) {
+        let mut info = [0u32; SK_MEMINFO_VARS];
+        let mut len = size_of_val(&info) as libc::socklen_t;
+        // SAFETY: `info` is a live, writable buffer of `len` bytes, and the
+        // kernel writes at most `len` bytes there and the length to `len`.
+        let rc = unsafe {
+            libc::getsockopt(
+                self.sock.as_raw_fd(),
+                libc::SOL_SOCKET,
+                SO_MEMINFO,
+                info.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        let at = libc::SK_MEMINFO_DROPS as usize;
+        if rc == 0 && len as usize >= (at + 1) * size_of::<u32>() {
+            self.note_socket_drops(info[at]);
+        }
+    }
+
+    /// The kernel's running count of drops at this socket was `n` (it
+    /// wraps): what it grew by since last seen was lost there. A count
+    /// older than the one last seen (a datagram queued before an
+    /// `SO_MEMINFO` reading) is ignored.
+    fn note_socket_drops(&mut self, n: u32) {
+        let new = n.wrapping_sub(self.socket_drops);
+        if new != 0 && new < 1 << 31 {
+            self.stats.socket_overflows += new as u64;
+            self.socket_drops = n;
+        }
+    }
+
     /// Whether datagrams received are still waiting to be handed over.
     pub fn has_pending(&self) -> bool {
         self.rx_next.0 < self.rx_entries.len()
@@ -1025,13 +1067,7 @@ impl UdpPort {
                 RxControl::default()
             };
             if let Some(n) = control.socket_drops {
-                // A running count: what grew since the last datagram that
-                // carried it was lost at the socket.
-                let new = n.wrapping_sub(self.socket_drops);
-                if new != 0 && new < 1 << 31 {
-                    self.stats.socket_overflows += new as u64;
-                    self.socket_drops = n;
-                }
+                self.note_socket_drops(n);
             }
             // With UDP_GRO, the kernel may hand over a run of datagrams of
             // one size (the last may be shorter) in one buffer.
@@ -1661,7 +1697,10 @@ mod tests {
         let mut got = 0u64;
         while b.recv_batch(|_, _| got += 1).unwrap() > 0 {}
         assert!(got < SENT, "the buffer held all {got}");
-        // The kernel tells the count with the next datagram it queues.
+        // Asked for at once; then told again, with the same count, by the
+        // next datagram the kernel queues: counted once.
+        b.sync_socket_drops();
+        assert_eq!(b.stats.socket_overflows, SENT - got);
         a.send_to(&[2u8; 1000], dst).unwrap();
         let deadline = Instant::now() + Duration::from_secs(5);
         let mut last = Vec::new();
