@@ -199,3 +199,36 @@ fn table_and_help() {
         .unwrap();
     assert!(!bad.status.success());
 }
+
+/// `--counters` prints the engines' counters after each unet run: over UDP
+/// one engine per side, on the engine path the one engine of both.
+#[test]
+fn counters_after_each_run() {
+    for (path, want) in [
+        (
+            "udp",
+            &[
+                "counters of the sending side's engine",
+                "counters of the receiving side's engine",
+                "wire_tx_datagrams",
+                "wire_rx_datagrams",
+            ][..],
+        ),
+        (
+            "engine",
+            &["counters of the engine (both endpoints)", "rx_msgs"][..],
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_unet"))
+            .args(["bench", "stream", "--path", path, "--sizes", "64"])
+            .args(["--time-ms", "20", "--warmup-ms", "5", "--reps", "1"])
+            .arg("--counters")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        for w in want {
+            assert!(err.contains(w), "{path}: no {w:?} in {err}");
+        }
+    }
+}

@@ -104,6 +104,12 @@ pub struct Common {
     /// microseconds (default: the library's).
     #[arg(long)]
     pub spin_us: Option<u64>,
+    /// After each unet run, print the non-zero counters of its engines on
+    /// stderr (as `unet stat` names them; the whole run, warm-up included):
+    /// drops by reason, wake-ups, yields. The sending side's engine holds both endpoints on the direct
+    /// and engine paths; over UDP each side's engine prints its own.
+    #[arg(long)]
+    pub counters: bool,
     /// Attach this U-Net/SLE applet (a class file) to both endpoints (the
     /// paper's Figures 5 and 6); a comma list measures each in turn. Sample
     /// applets that change what the users do are recognised by name:
@@ -332,6 +338,9 @@ pub struct ChildArgs {
     /// unet runs: the endpoint's receive spin time.
     #[arg(long)]
     pub spin_us: Option<u64>,
+    /// unet runs on `udp`: print this side's engine counters at the end.
+    #[arg(long)]
+    pub counters: bool,
     /// unet runs: attach this applet to the endpoint.
     #[arg(long)]
     pub applet: Option<std::path::PathBuf>,
@@ -465,6 +474,7 @@ fn pingpong(mut a: PingArgs) -> Res<()> {
                             pin: c.pin,
                             max_datagram: c.max_datagram,
                             spin_us: c.spin_us,
+                            counters: c.counters,
                             applet: applet.clone(),
                         };
                         un.extend(unet_paths::pingpong(&cfg)?);
@@ -572,6 +582,7 @@ fn stream(mut a: StreamArgs) -> Res<()> {
                             pin: c.pin,
                             max_datagram: c.max_datagram,
                             spin_us: c.spin_us,
+                            counters: c.counters,
                             applet: applet.clone(),
                         };
                         let u = unet_paths::stream(&cfg)?;

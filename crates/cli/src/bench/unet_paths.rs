@@ -142,6 +142,34 @@ pub struct Run {
     pub spin_us: Option<u64>,
     /// A U-Net/SLE applet on both endpoints.
     pub applet: Option<AppletRun>,
+    /// Print the engines' counters after the run (`--counters`).
+    pub counters: bool,
+}
+
+/// After a run: the counters of this side's engine.
+fn side_counters(path: PathArg, side: &Side) {
+    let whose = if path == PathArg::Udp {
+        "the sending side's engine"
+    } else {
+        "the engine (both endpoints)"
+    };
+    print_counters(whose, &side._session);
+}
+
+/// Prints the non-zero counters of `session`'s engine on stderr.
+fn print_counters(whose: &str, session: &Session) {
+    let mut out = format!("unet bench: counters of {whose}:\n");
+    match session.counters() {
+        Ok((seg, max)) => {
+            for (scope, name, v) in crate::stat::snapshot(&seg, max) {
+                if v != 0 {
+                    out += &format!("  {scope:<24} {name:<32} {v}\n");
+                }
+            }
+        }
+        Err(e) => out += &format!("  (cannot read them: {e})\n"),
+    }
+    eprint!("{out}");
 }
 
 fn endpoint_config(spin_us: Option<u64>) -> EndpointConfig {
@@ -241,6 +269,9 @@ fn start_side(r: &Run) -> Res<(Side, Vec<String>)> {
     extra.extend(["--path".to_string(), path.name().to_string()]);
     if let Some(us) = r.spin_us {
         extra.extend(["--spin-us".to_string(), us.to_string()]);
+    }
+    if r.counters && path == PathArg::Udp {
+        extra.push("--counters".to_string());
     }
     Ok((
         Side {
@@ -362,7 +393,11 @@ pub fn pingpong(r: &Run) -> Res<Samples> {
         send(ep, c, &vec![STOP; stop_len(r.size)])?;
         Ok(samples)
     })();
-    ch.wait(res)
+    let out = ch.wait(res);
+    if r.counters && out.is_ok() {
+        side_counters(r.path, &side);
+    }
+    out
 }
 
 /// One-way stream over unet (this process sends).
@@ -459,7 +494,11 @@ pub fn stream(r: &Run) -> Res<StreamRun> {
             sent: (kind == AppletKind::Plain).then_some(sent),
         })
     })();
-    ch.wait(res)
+    let out = ch.wait(res);
+    if r.counters && out.is_ok() {
+        side_counters(r.path, &side);
+    }
+    out
 }
 
 /// Sends a one-byte control message and waits for its answer (resending
@@ -539,16 +578,24 @@ pub fn child(a: &ChildArgs, ready: fn(&str)) -> Res<()> {
         _ => ready(&ep.id().to_string()),
     }
     let mut buf = vec![0u8; a.size.max(16)];
+    // Over UDP this side has an engine of its own.
+    let report = || {
+        if a.counters {
+            print_counters("the receiving side's engine", &session);
+        }
+    };
     if applet == AppletKind::PingPong && a.kind == ChildKind::UnetPingpong {
         // The applet answers every ping itself; nothing reaches us until
         // the parent goes away.
         linger(&mut ep);
+        report();
         return Ok(());
     }
     if a.kind == ChildKind::UnetPingpong {
         loop {
             let r = recv_needed(&mut ep, &mut buf)?;
             if r.len != a.size {
+                report();
                 return Ok(());
             }
             send(&mut ep, r.channel, &buf[..r.len])?;
@@ -574,6 +621,7 @@ pub fn child(a: &ChildArgs, ready: fn(&str)) -> Res<()> {
             send(&mut ep, r.channel, &ans)?;
             if buf[0] == STOP {
                 linger(&mut ep);
+                report();
                 return Ok(());
             }
             bytes = 0;
