@@ -1772,36 +1772,41 @@ impl Core {
     }
 
     fn run_pending_rx(&mut self) -> usize {
-        let mut n = 0;
+        // The queue is taken for the pass: nothing run from here delivers
+        // with `may_run` (only the send path does), so `deliver` cannot
+        // mistake the empty field for "nothing queued".
+        let mut queue = std::mem::take(&mut self.pending_rx);
         // Bounded per turn; arrivals queued by these runs wait for the next.
-        let todo = self.pending_rx.len().min(256);
-        for _ in 0..todo {
-            let Some((idx, id, chan, buf)) = self.pending_rx.pop_front() else {
-                break;
-            };
-            let live = self
-                .eps
-                .get(idx)
-                .and_then(|e| e.as_ref())
-                .is_some_and(|e| e.id == id);
-            if live && self.paused(idx) {
-                // Its turn comes after the pause; order per endpoint is kept.
-                self.pending_rx.push_back((idx, id, chan, buf));
-                continue;
-            }
-            if live {
-                if self.eps[idx].as_ref().is_some_and(|e| e.applet.is_some()) {
-                    self.run_applet(idx, |a, e| a.rx(e, &buf, chan));
-                } else {
-                    // Detached meanwhile: plain U-Net delivery.
-                    self.deliver(idx, id, chan, buf.as_ptr(), buf.len(), false);
+        let n = pass_in_order(
+            &mut queue,
+            256,
+            |e| e.0,
+            |(idx, id, chan, buf)| {
+                let live = self
+                    .eps
+                    .get(idx)
+                    .and_then(|e| e.as_ref())
+                    .is_some_and(|e| e.id == id);
+                if live && self.paused(idx) {
+                    return Some((idx, id, chan, buf));
                 }
-            }
-            if self.rx_pool.len() < 64 {
-                self.rx_pool.push(buf);
-            }
-            n += 1;
-        }
+                if live {
+                    if self.eps[idx].as_ref().is_some_and(|e| e.applet.is_some()) {
+                        self.run_applet(idx, |a, e| a.rx(e, &buf, chan));
+                    } else {
+                        // Detached meanwhile: plain U-Net delivery.
+                        self.deliver(idx, id, chan, buf.as_ptr(), buf.len(), false);
+                    }
+                }
+                if self.rx_pool.len() < 64 {
+                    self.rx_pool.push(buf);
+                }
+                None
+            },
+        );
+        // What the runs queued goes behind what still waits.
+        queue.append(&mut self.pending_rx);
+        self.pending_rx = queue;
         if let Some(w) = self.wire.as_mut() {
             w.flush(&self.counters);
         }
@@ -1909,5 +1914,119 @@ impl Core {
             }
             Err(e) => Reply::Rejected(e.to_string()),
         }
+    }
+}
+
+/// One pass over a queue of work for several owners (`key`), in order:
+/// `step` runs an entry (`None`) or hands it back because its owner is held
+/// back (`Some`). At most `budget` entries run. Once an owner is held back
+/// in a pass, the rest of its entries are not offered to `step` in that
+/// pass, so a pause that ends during the pass cannot let a later entry
+/// overtake an earlier one; entries handed back keep their order, ahead of
+/// those the pass did not reach. Returns the entries run.
+fn pass_in_order<T>(
+    queue: &mut VecDeque<T>,
+    budget: usize,
+    key: impl Fn(&T) -> usize,
+    mut step: impl FnMut(T) -> Option<T>,
+) -> usize {
+    let mut held: Vec<usize> = Vec::new();
+    let mut kept = VecDeque::new();
+    let mut ran = 0;
+    for _ in 0..queue.len() {
+        if ran == budget {
+            break;
+        }
+        let Some(e) = queue.pop_front() else {
+            break;
+        };
+        let k = key(&e);
+        if held.contains(&k) {
+            kept.push_back(e);
+            continue;
+        }
+        match step(e) {
+            None => ran += 1,
+            Some(e) => {
+                held.push(k);
+                kept.push_back(e);
+            }
+        }
+    }
+    while let Some(e) = kept.pop_back() {
+        queue.push_front(e);
+    }
+    ran
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Owner 1 is held back when the pass reaches its first entry and its
+    /// pause ends right after: its later entries still wait, in order.
+    #[test]
+    fn a_pause_ending_during_a_pass_keeps_the_order() {
+        let mut q: VecDeque<(usize, u32)> = [(1, 0), (2, 0), (1, 1), (1, 2), (2, 1), (1, 3)]
+            .into_iter()
+            .collect();
+        let mut asked = 0;
+        let mut ran = Vec::new();
+        let n = pass_in_order(
+            &mut q,
+            256,
+            |e| e.0,
+            |e| {
+                if e.0 == 1 {
+                    asked += 1;
+                    if asked == 1 {
+                        return Some(e);
+                    }
+                }
+                ran.push(e);
+                None
+            },
+        );
+        assert_eq!(n, 2);
+        assert_eq!(asked, 1, "a held owner is asked once per pass");
+        assert_eq!(ran, [(2, 0), (2, 1)]);
+        assert_eq!(q, [(1, 0), (1, 1), (1, 2), (1, 3)]);
+        // The next pass, the pause over: all of owner 1's, in order.
+        let mut ran = Vec::new();
+        pass_in_order(
+            &mut q,
+            256,
+            |e| e.0,
+            |e| {
+                ran.push(e);
+                None
+            },
+        );
+        assert_eq!(ran, [(1, 0), (1, 1), (1, 2), (1, 3)]);
+        assert!(q.is_empty());
+    }
+
+    /// A pass that stops at its budget leaves the entries it handed back
+    /// ahead of those it did not reach.
+    #[test]
+    fn a_pass_cut_by_its_budget_keeps_the_order() {
+        let mut q: VecDeque<(usize, u32)> = (0..10u32).map(|i| (i as usize % 2, i)).collect();
+        let mut ran = Vec::new();
+        let n = pass_in_order(
+            &mut q,
+            3,
+            |e| e.0,
+            |e| {
+                if e.0 == 0 {
+                    return Some(e);
+                }
+                ran.push(e.1);
+                None
+            },
+        );
+        assert_eq!(n, 3);
+        assert_eq!(ran, [1, 3, 5]);
+        let rest: Vec<u32> = q.iter().map(|e| e.1).collect();
+        assert_eq!(rest, [0, 2, 4, 6, 7, 8, 9]);
     }
 }
