@@ -211,8 +211,10 @@ pub struct Core {
     /// (see [`Core::deliver`]), run by the loop: an applet's txPush never
     /// runs another applet inside it.
     pending_rx: VecDeque<(usize, u32, u16, Vec<u8>)>,
-    /// Applet timers: (due, endpoint index, endpoint id, argument).
+    /// Applet timers, earliest first; equal due times in the order set.
     timers: BinaryHeap<Reverse<Timer>>,
+    /// The sequence number of the next timer set (or set again).
+    timer_seq: u64,
     rx_pool: Vec<Vec<u8>>,
     /// A client served in this turn waits on our CPU (see the module docs).
     handoff: bool,
@@ -221,8 +223,9 @@ pub struct Core {
     pub(crate) behind: bool,
 }
 
-/// An applet timer: (due, endpoint index, endpoint id, applet id, argument).
-type Timer = (Instant, usize, u32, u64, i32);
+/// An applet timer: (due, sequence, endpoint index, endpoint id, applet id,
+/// argument).
+type Timer = (Instant, u64, usize, u32, u64, i32);
 
 /// Most arrivals queued for applets before new ones are dropped.
 const MAX_PENDING_RX: usize = 4096;
@@ -268,6 +271,7 @@ impl Core {
             turn: 0,
             pending_rx: VecDeque::new(),
             timers: BinaryHeap::new(),
+            timer_seq: 0,
             rx_pool: Vec::new(),
             handoff: false,
             behind: false,
@@ -1567,9 +1571,11 @@ impl SleEndpoint for EngineEp<'_> {
         }
         let id = self.ep().id;
         let due = Instant::now() + Duration::from_micros(delay_us as u64);
+        let seq = self.core.timer_seq;
+        self.core.timer_seq += 1;
         self.core
             .timers
-            .push(Reverse((due, self.idx, id, self.applet_id, arg)));
+            .push(Reverse((due, seq, self.idx, id, self.applet_id, arg)));
         Ok(())
     }
 }
@@ -1816,7 +1822,7 @@ impl Core {
     fn run_timers(&mut self) -> usize {
         let now = Instant::now();
         let mut n = 0;
-        while let Some(Reverse((due, idx, id, applet_id, arg))) = self.timers.peek().copied() {
+        while let Some(Reverse((due, _, idx, id, applet_id, arg))) = self.timers.peek().copied() {
             if due > now || n >= 256 {
                 break;
             }
@@ -1830,7 +1836,12 @@ impl Core {
                         .as_ref()
                         .and_then(|e| e.applet_pause)
                         .unwrap_or(now);
-                    self.timers.push(Reverse((until, idx, id, applet_id, arg)));
+                    // Set again in the order they fall due: all wait until
+                    // the same instant, and go on in that order.
+                    let seq = self.timer_seq;
+                    self.timer_seq += 1;
+                    self.timers
+                        .push(Reverse((until, seq, idx, id, applet_id, arg)));
                     continue;
                 }
                 self.run_applet(idx, |a, e| a.timer(e, arg));
