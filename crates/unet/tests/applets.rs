@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{endpoint_counter as counter, engine_counter};
+use common::{endpoint_counter as counter, engine_counter, nonzero_counters};
 use unet::*;
 use unet_abi::ClientCounter;
 use unet_abi::{EndpointCounter, EndpointSlot, EngineCounter, ENDPOINT_SLOTS_OFF};
@@ -812,12 +812,24 @@ fn receiver_ack_stream(sa: &Session, sb: &Session, placement: Placement, path: P
             a.send_blocking(ch, &numbered(sent), SEND_T).unwrap();
             sent += 1;
         }
+        // On a failure, where the messages went.
+        let why = || {
+            format!(
+                "\nsender's engine:\n{}receiver's engine:\n{}",
+                nonzero_counters(sa),
+                nonzero_counters(sb)
+            )
+        };
         let r = b
             .recv(&mut buf, T)
-            .unwrap_or_else(|e| panic!("message {got}: {e:?}"));
+            .unwrap_or_else(|e| panic!("message {got}: {e:?}{}", why()));
         let want = numbered(got);
-        assert_eq!(r.len, want.len(), "length of message {got}");
-        assert!(buf[..r.len] == want[..], "content of message {got}");
+        assert_eq!(r.len, want.len(), "length of message {got}{}", why());
+        assert!(
+            buf[..r.len] == want[..],
+            "content of message {got}{}",
+            why()
+        );
         got += 1;
         // An inline applet runs doRx when its user receives: the sender
         // polls so that its applet sees the acknowledgments.

@@ -33,3 +33,37 @@ pub fn endpoint_counter(s: &Session, ep: &Endpoint, c: EndpointCounter) -> u64 {
     }
     panic!("endpoint {} has no counters slot", ep.id());
 }
+
+/// The session's engine counters and each endpoint's, those that are not
+/// zero, one per line: what a failing test prints to say where messages
+/// went.
+#[allow(dead_code)] // not every test binary uses it
+pub fn nonzero_counters(s: &Session) -> String {
+    let mut out = String::new();
+    for &c in EngineCounter::ALL {
+        let v = engine_counter(s, c);
+        if v != 0 {
+            out += &format!("  engine {} = {v}\n", c.name());
+        }
+    }
+    let (seg, max) = s.counters().expect("counters segment");
+    let size = std::mem::size_of::<EndpointSlot>();
+    for i in 0..max as usize {
+        let Some(p) = seg.at(ENDPOINT_SLOTS_OFF + i * size, size) else {
+            break;
+        };
+        // SAFETY: as in endpoint_counter.
+        let slot = unsafe { p.cast::<EndpointSlot>().as_ref() };
+        if slot.live.load(Ordering::Acquire) == 0 {
+            continue;
+        }
+        let id = slot.endpoint_id.load(Ordering::Relaxed);
+        for &c in EndpointCounter::ALL {
+            let v = slot.counters[c as usize].load(Ordering::Relaxed);
+            if v != 0 {
+                out += &format!("  endpoint {id} {} = {v}\n", c.name());
+            }
+        }
+    }
+    out
+}
