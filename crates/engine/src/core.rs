@@ -1822,6 +1822,10 @@ impl Core {
     fn run_timers(&mut self) -> usize {
         let now = Instant::now();
         let mut n = 0;
+        // Endpoints found paused in this pass, and until when: their later
+        // timers wait too, even if the pause ends during the pass (or they
+        // would run before the earlier ones set again).
+        let mut held: Vec<(usize, Instant)> = Vec::new();
         while let Some(Reverse((due, _, idx, id, applet_id, arg))) = self.timers.peek().copied() {
             if due > now || n >= 256 {
                 break;
@@ -1831,11 +1835,19 @@ impl Core {
                 e.id == id && e.applet.as_ref().is_some_and(|a| a.id == applet_id)
             });
             if live {
-                if self.paused(idx) {
-                    let until = self.eps[idx]
-                        .as_ref()
-                        .and_then(|e| e.applet_pause)
-                        .unwrap_or(now);
+                let until = match held.iter().find(|h| h.0 == idx) {
+                    Some(&(_, t)) => Some(t),
+                    None if self.paused(idx) => {
+                        let t = self.eps[idx]
+                            .as_ref()
+                            .and_then(|e| e.applet_pause)
+                            .unwrap_or(now);
+                        held.push((idx, t));
+                        Some(t)
+                    }
+                    None => None,
+                };
+                if let Some(until) = until {
                     // Set again in the order they fall due: all wait until
                     // the same instant, and go on in that order.
                     let seq = self.timer_seq;
