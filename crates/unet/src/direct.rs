@@ -219,12 +219,7 @@ impl DirectConn {
 
     /// Copy `data` into the ring as one record. Returns whether the peer
     /// was asleep and had to be woken.
-    ///
-    /// Always inlined: a streaming producer is held up by its stores (each
-    /// new ring line waits for ownership), and a call's register saves and
-    /// restores are stores too; inlined, a 64-byte stream ran 70-85 M
-    /// messages/s instead of 52-58 (pinned, `bench stream --pin`).
-    #[inline(always)]
+    #[inline]
     pub fn send(&mut self, data: &[u8]) -> Result<bool, DirectSendError> {
         // One load of a line that only changes at close: a send to a peer
         // that is gone fails at once instead of filling a ring nobody reads.
