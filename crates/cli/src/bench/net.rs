@@ -423,6 +423,20 @@ fn warn_if_busy() {
     }
 }
 
+/// Say so when the baseline's runs of one point lie too far apart for its
+/// ratio to mean much (this machine changes speed now and then).
+fn note_if_unsteady(point: &str, baseline: &str, runs: &[f64], unit: &str) {
+    if let Some((lo, hi)) = stats::unsteady(runs) {
+        eprintln!(
+            "unet bench: note: {point}: the {baseline}'s {} runs ranged {lo:.3} to {hi:.3} {unit} \
+             ({:.1}x); the machine changed speed during the measurement and the ratio is \
+             unreliable: run it again",
+            runs.len(),
+            hi / lo
+        );
+    }
+}
+
 fn pingpong(mut a: PingArgs) -> Res<()> {
     // Kept until the runs are over: the children read the class files.
     let _figure5 = if a.figure5 {
@@ -452,15 +466,18 @@ fn pingpong(mut a: PingArgs) -> Res<()> {
                 let iters = iters_for(a.iters, size);
                 let warm = a.warmup.min(iters);
                 let mut base = Samples::default();
+                let mut base_medians = Vec::new();
                 let mut un = Samples::default();
                 let label = applet_label(applet);
+                let what = match &label {
+                    Some((n, _)) => format!("pingpong {path} {n} {}", fmt_size(size)),
+                    None => format!("pingpong {path} {}", fmt_size(size)),
+                };
                 for rep in 0..reps {
-                    let what = match &label {
-                        Some((n, _)) => format!("pingpong {path} {n} {}", fmt_size(size)),
-                        None => format!("pingpong {path} {}", fmt_size(size)),
-                    };
                     prog.show(&format!("{what}: baseline {}/{}", rep + 1, reps));
-                    base.extend(baseline_pingpong(path, size, warm, iters, limit, c)?);
+                    let b = baseline_pingpong(path, size, warm, iters, limit, c)?;
+                    base_medians.push(b.median_us());
+                    base.extend(b);
                     if !c.baseline_only {
                         prog.show(&format!("{what}: unet {}/{}", rep + 1, reps));
                         let cfg = unet_paths::Run {
@@ -481,6 +498,7 @@ fn pingpong(mut a: PingArgs) -> Res<()> {
                     }
                 }
                 prog.clear();
+                note_if_unsteady(&what, path.baseline(), &base_medians, "us (medians)");
                 let row = PingRow {
                     path: path.name(),
                     applet: label,
@@ -560,11 +578,11 @@ fn stream(mut a: StreamArgs) -> Res<()> {
                 let mut un = Vec::new();
                 let (mut base_deliv, mut un_deliv) = (Vec::new(), Vec::new());
                 let label = applet_label(applet);
+                let what = match &label {
+                    Some((n, _)) => format!("stream {path} {n} {}", fmt_size(size)),
+                    None => format!("stream {path} {}", fmt_size(size)),
+                };
                 for rep in 0..reps {
-                    let what = match &label {
-                        Some((n, _)) => format!("stream {path} {n} {}", fmt_size(size)),
-                        None => format!("stream {path} {}", fmt_size(size)),
-                    };
                     prog.show(&format!("{what}: baseline {}/{}", rep + 1, reps));
                     let b = baseline_stream(path, size, burst, warm, dur, c)?;
                     base.push(b.msgs_per_s());
@@ -591,6 +609,8 @@ fn stream(mut a: StreamArgs) -> Res<()> {
                     }
                 }
                 prog.clear();
+                let mmsgs: Vec<f64> = base.iter().map(|v| v / 1e6).collect();
+                note_if_unsteady(&what, path.baseline(), &mmsgs, "Mmsg/s");
                 let row = StreamRow {
                     path: path.name(),
                     applet: label,

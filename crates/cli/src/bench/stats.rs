@@ -159,6 +159,26 @@ pub fn median_f64(v: &[f64]) -> f64 {
     }
 }
 
+/// Runs of one measurement whose fastest is more than this many times
+/// the slowest say the machine changed speed while it ran.
+pub const UNSTEADY: f64 = 2.0;
+
+/// The slowest and fastest of `runs` (figures where more is faster, or
+/// times where less is) when they are more than [`UNSTEADY`] apart.
+pub fn unsteady(runs: &[f64]) -> Option<(f64, f64)> {
+    let min = runs
+        .iter()
+        .copied()
+        .filter(|v| v.is_finite())
+        .reduce(f64::min)?;
+    let max = runs
+        .iter()
+        .copied()
+        .filter(|v| v.is_finite())
+        .reduce(f64::max)?;
+    (min > 0.0 && max > UNSTEADY * min).then_some((min, max))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -184,5 +204,14 @@ mod tests {
         assert_eq!(percentile(&v, 0.99), 99.0);
         assert_eq!(median_f64(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median_f64(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+
+    #[test]
+    fn runs_more_than_twice_apart_are_unsteady() {
+        assert_eq!(unsteady(&[81.0, 74.7, 14.9, 85.8]), Some((14.9, 85.8)));
+        assert_eq!(unsteady(&[40.0, 79.0, 60.0]), None);
+        assert_eq!(unsteady(&[5.0]), None);
+        assert_eq!(unsteady(&[]), None);
+        assert_eq!(unsteady(&[f64::NAN, 1.0, 3.0]), Some((1.0, 3.0)));
     }
 }
