@@ -2029,6 +2029,65 @@ mod tests {
         assert!(q.is_empty());
     }
 
+    /// Random owners, arrivals between passes, budgets and pauses that
+    /// start and end at any entry: every entry runs exactly once, and each
+    /// owner's in the order they came.
+    #[test]
+    fn random_pauses_never_reorder_or_lose_an_owners_entries() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut rnd = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let mut q: VecDeque<(usize, u32)> = VecDeque::new();
+        let mut next = [0u32; 4];
+        let mut ran: Vec<(usize, u32)> = Vec::new();
+        for pass in 0..2_000 {
+            for _ in 0..rnd(6) {
+                let o = rnd(4) as usize;
+                q.push_back((o, next[o]));
+                next[o] += 1;
+            }
+            // The last passes hold nothing back, so the queue drains.
+            let quiet = pass >= 1_990;
+            let budget = 1 + rnd(8) as usize;
+            let mut coin = rnd(1 << 20);
+            pass_in_order(
+                &mut q,
+                budget,
+                |e| e.0,
+                |e| {
+                    coin = coin.rotate_left(7) ^ 0x5bd1_e995;
+                    if !quiet && coin % 3 == 0 {
+                        return Some(e);
+                    }
+                    ran.push(e);
+                    None
+                },
+            );
+        }
+        while !q.is_empty() {
+            pass_in_order(
+                &mut q,
+                256,
+                |e| e.0,
+                |e| {
+                    ran.push(e);
+                    None
+                },
+            );
+        }
+        let total: u32 = next.iter().sum();
+        assert_eq!(ran.len(), total as usize, "every entry runs once");
+        let mut seen = [0u32; 4];
+        for (o, k) in ran {
+            assert_eq!(k, seen[o], "owner {o} out of order");
+            seen[o] += 1;
+        }
+    }
+
     /// A pass that stops at its budget leaves the entries it handed back
     /// ahead of those it did not reach.
     #[test]
