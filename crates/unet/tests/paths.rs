@@ -278,6 +278,55 @@ fn direct_receive_takes_connections_in_turn() {
     assert_eq!(b.client_counter(ClientCounter::DirectTxBytes), 100);
 }
 
+/// A small direct ring filled until it refuses a send, then drained, again
+/// and again, with sizes that make records wrap round its end: each fill
+/// takes at least half the ring before it refuses, and every message
+/// arrives once, in order, intact.
+#[test]
+fn a_full_direct_ring_refuses_then_takes_again() {
+    const RING: usize = 4096;
+    let engine = Engine::start(EngineConfig {
+        conn_ring_size: RING as u32,
+        ..Default::default()
+    })
+    .unwrap();
+    let s = Session::embedded(&engine).unwrap();
+    let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
+    let mut b = s.create_endpoint(EndpointConfig::default()).unwrap();
+    let direct = ChannelOptions {
+        path: PathChoice::Direct,
+    };
+    let ch = a.open_channel(b.addr(), direct).unwrap();
+    assert_eq!(next_opened(&mut b), Some(true));
+    let (mut sent, mut got) = (0usize, 0usize);
+    let mut buf = vec![0u8; 512];
+    for round in 0..300 {
+        let mut bytes = 0;
+        loop {
+            let len = 1 + (sent * 37 + round) % 300;
+            match a.send(ch, &pattern(sent, len)) {
+                Ok(()) => {
+                    sent += 1;
+                    bytes += unet_abi::record_span(len);
+                }
+                Err(SendError::Full) => break,
+                Err(e) => panic!("round {round}, message {sent}: {e:?}"),
+            }
+        }
+        assert!(
+            bytes >= RING / 2,
+            "round {round}: refused after {bytes} bytes of a {RING}-byte ring"
+        );
+        while let Some(r) = b.try_recv(&mut buf).unwrap() {
+            let want = pattern(got, 1 + (got * 37 + round) % 300);
+            assert!(buf[..r.len] == want[..], "round {round}, message {got}");
+            got += 1;
+        }
+        assert_eq!(got, sent, "round {round}: all that was sent arrived");
+    }
+    assert!(sent > 300 * 10, "{sent} messages in 300 fills");
+}
+
 /// Pin the calling thread (and the threads it starts from now on) to one CPU
 /// it may run on.
 fn pin_to_one_cpu() -> usize {
