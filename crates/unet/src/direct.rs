@@ -67,9 +67,16 @@ pub(crate) struct DirectConn {
     tx: *mut u8,
     rx: *const u8,
     tx_pos: u64,
+    /// The room last seen: the consumer's position then, plus the ring.
     tx_limit: u64,
+    /// Records end at or before this position without a look at the
+    /// consumer or padding: the lesser of `tx_limit` and the end of the
+    /// current lap (one test on the send path).
+    tx_fit: u64,
     rx_pos: u64,
     rx_published: u64,
+    /// `rx_published` plus a quarter ring: when to publish again.
+    publish_at: u64,
     pub broken: bool,
     /// This endpoint's client counters (`ClientCounter` order), in its own
     /// segment's header: written by this process only, read by the engine
@@ -149,8 +156,10 @@ impl DirectConn {
             rx,
             tx_pos: 0,
             tx_limit: ring,
+            tx_fit: ring,
             rx_pos: 0,
             rx_published: 0,
+            publish_at: ring / 4,
             broken: false,
             counters: counters.as_ptr(),
             asym: sys::asymmetric_fences(),
@@ -231,14 +240,15 @@ impl DirectConn {
             return Err(DirectSendError::TooLarge);
         }
         let span = record_span(len) as u64;
-        let mut off = self.tx_pos & self.mask;
         // One test for the common case: the record fits before the end of
         // the ring and within the room last seen.
-        if off + span > self.size || self.tx_pos + span > self.tx_limit {
-            off = self.make_room(span)?;
+        if self.tx_pos + span > self.tx_fit {
+            self.make_room(span)?;
         }
-        // SAFETY: off + RECORD_HEADER + len <= off + span <= size: inside
-        // the ring; the consumer is not reading this region (it is past its
+        let off = self.tx_pos & self.mask;
+        // SAFETY: off + RECORD_HEADER + len <= off + span <= size, inside
+        // the ring, as tx_pos + span <= tx_fit <= the end of tx_pos's lap
+        // (make_room keeps tx_fit there, whatever the peer writes); the consumer is not reading this region (it is past its
         // published position and its header is not yet published).
         unsafe {
             copy_bytes(
@@ -268,10 +278,10 @@ impl DirectConn {
 
     /// The slow part of `send`: refresh the room from the consumer's
     /// position and pad to the start of the ring when the record does not
-    /// fit before its end. Returns the record's offset.
+    /// fit before its end; then `tx_fit` admits a record of `span` bytes.
     #[cold]
     #[inline(never)]
-    fn make_room(&mut self, span: u64) -> Result<u64, DirectSendError> {
+    fn make_room(&mut self, span: u64) -> Result<(), DirectSendError> {
         let off = self.tx_pos & self.mask;
         let pad = if off + span > self.size {
             self.size - off
@@ -281,7 +291,13 @@ impl DirectConn {
         if self.tx_pos + pad + span > self.tx_limit {
             // Acquire pairs with the consumer's Release of its position: its
             // reads of those records are done before we overwrite them.
-            self.tx_limit = self.tx_consumer().position.load(Ordering::Acquire) + self.size;
+            // Saturating: the peer may write any position (a position
+            // ahead of ours only lets us overwrite what it has not read).
+            self.tx_limit = self
+                .tx_consumer()
+                .position
+                .load(Ordering::Acquire)
+                .saturating_add(self.size);
             if self.tx_pos + pad + span > self.tx_limit {
                 return Err(DirectSendError::Full);
             }
@@ -291,7 +307,10 @@ impl DirectConn {
             Self::hdr_at(self.tx, off).store(h, Ordering::Release);
             self.tx_pos += pad;
         }
-        Ok(self.tx_pos & self.mask)
+        // The end of the lap tx_pos is in (at its start after padding).
+        let lap_end = (self.tx_pos & !self.mask) + self.size;
+        self.tx_fit = self.tx_limit.min(lap_end);
+        Ok(())
     }
 
     /// True when a record (or padding) is waiting.
@@ -303,7 +322,7 @@ impl DirectConn {
     }
 
     /// Take the next message, copying it into `buf`.
-    #[inline]
+    #[inline(always)]
     pub fn recv(&mut self, buf: &mut [u8]) -> DirectRecv {
         self.recv_with(|src, len| {
             if len > buf.len() {
@@ -318,7 +337,7 @@ impl DirectConn {
 
     /// Take the next message, handing `(pointer, len)` to `f`, which copies
     /// it out; if `f` refuses (Err(needed)), the message stays queued.
-    #[inline]
+    #[inline(always)]
     pub fn recv_with(
         &mut self,
         mut f: impl FnMut(*const u8, usize) -> Result<(), usize>,
@@ -363,7 +382,7 @@ impl DirectConn {
             }
             self.rx_pos += record_span(len) as u64;
             self.count(ClientCounter::DirectRxMsgs, len);
-            if self.rx_pos >= self.rx_published + self.size / 4 {
+            if self.rx_pos >= self.publish_at {
                 self.publish();
             }
             return DirectRecv::Message(len);
@@ -377,6 +396,7 @@ impl DirectConn {
             .position
             .store(self.rx_pos, Ordering::Release);
         self.rx_published = self.rx_pos;
+        self.publish_at = self.rx_pos + self.size / 4;
     }
 
     /// The futex word and its current value, for a blocking wait.

@@ -769,7 +769,7 @@ impl Endpoint {
 
     /// Take the next message if one is waiting, copying it into `buf`.
     /// Direct connections and the engine's receive queue are polled in turn.
-    #[inline]
+    #[inline(always)]
     pub fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<Recv>, RecvError> {
         // The direct path's common case, inlined into the caller: a message
         // waiting on the connection whose turn it is, no inline applet.
