@@ -211,6 +211,9 @@ pub struct Core {
     /// (see [`Core::deliver`]), run by the loop: an applet's txPush never
     /// runs another applet inside it.
     pending_rx: VecDeque<(usize, u32, u16, Vec<u8>)>,
+    /// Arrivals taken out of `pending_rx` by the pass running them (see
+    /// [`Core::run_pending_rx`]): they count against [`MAX_PENDING_RX`].
+    pending_rx_taken: usize,
     /// Applet timers, earliest first; equal due times in the order set.
     timers: BinaryHeap<Reverse<Timer>>,
     /// The sequence number of the next timer set (or set again).
@@ -270,6 +273,7 @@ impl Core {
             pkt: vec![0; control::MAX_PACKET],
             turn: 0,
             pending_rx: VecDeque::new(),
+            pending_rx_taken: 0,
             timers: BinaryHeap::new(),
             timer_seq: 0,
             rx_pool: Vec::new(),
@@ -1232,7 +1236,7 @@ impl Core {
                 return true;
             }
             // The applet's doRx runs from the loop, not inside this call.
-            if self.pending_rx.len() >= MAX_PENDING_RX {
+            if self.pending_rx.len() + self.pending_rx_taken >= MAX_PENDING_RX {
                 self.counters.ep(slot, EndpointCounter::AppletRxDropped, 1);
                 return false;
             }
@@ -1782,6 +1786,7 @@ impl Core {
         // with `may_run` (only the send path does), so `deliver` cannot
         // mistake the empty field for "nothing queued".
         let mut queue = std::mem::take(&mut self.pending_rx);
+        self.pending_rx_taken = queue.len();
         // Bounded per turn; arrivals queued by these runs wait for the next.
         let n = pass_in_order(
             &mut queue,
@@ -1813,6 +1818,7 @@ impl Core {
         // What the runs queued goes behind what still waits.
         queue.append(&mut self.pending_rx);
         self.pending_rx = queue;
+        self.pending_rx_taken = 0;
         if let Some(w) = self.wire.as_mut() {
             w.flush(&self.counters);
         }
