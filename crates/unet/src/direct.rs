@@ -248,8 +248,9 @@ impl DirectConn {
         let off = self.tx_pos & self.mask;
         // SAFETY: off + RECORD_HEADER + len <= off + span <= size, inside
         // the ring, as tx_pos + span <= tx_fit <= the end of tx_pos's lap
-        // (make_room keeps tx_fit there, whatever the peer writes); the consumer is not reading this region (it is past its
-        // published position and its header is not yet published).
+        // (make_room keeps tx_fit there, whatever the peer writes); the
+        // consumer is not reading this region (it is past its published
+        // position and its header is not yet published).
         unsafe {
             copy_bytes(
                 data.as_ptr(),
