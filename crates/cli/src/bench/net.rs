@@ -428,8 +428,8 @@ fn warn_if_busy() {
 fn note_if_unsteady(point: &str, baseline: &str, runs: &[f64], unit: &str) {
     if let Some((lo, hi)) = stats::unsteady(runs) {
         eprintln!(
-            "unet bench: note: {point}: the {baseline}'s {} runs ranged {lo:.3} to {hi:.3} {unit} \
-             ({:.1}x); the machine changed speed during the measurement and the ratio is \
+            "unet bench: note: {point}: the {baseline}'s {} runs ranged {lo:.3} to {hi:.3} {unit}, \
+             {:.1}x apart; the machine changed speed during the measurement and the ratio is \
              unreliable: run it again",
             runs.len(),
             hi / lo
@@ -498,7 +498,7 @@ fn pingpong(mut a: PingArgs) -> Res<()> {
                     }
                 }
                 prog.clear();
-                note_if_unsteady(&what, path.baseline(), &base_medians, "us (medians)");
+                note_if_unsteady(&what, path.baseline(), &base_medians, "us (median of each)");
                 let row = PingRow {
                     path: path.name(),
                     applet: label,
