@@ -12,10 +12,10 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{endpoint_counter as counter, engine_counter, nonzero_counters};
+use common::{endpoint_counter as counter, engine_counter, find_live_slot, nonzero_counters};
 use unet::*;
 use unet_abi::ClientCounter;
-use unet_abi::{EndpointCounter, EndpointSlot, EngineCounter, ENDPOINT_SLOTS_OFF};
+use unet_abi::{EndpointCounter, EngineCounter};
 
 const T: Option<Duration> = Some(Duration::from_secs(10));
 const SEND_T: Duration = Duration::from_secs(10);
@@ -192,20 +192,11 @@ fn with_buffers(buffer_size: u32) -> EndpointConfig {
 
 /// A counter summed over every live endpoint of the engine.
 fn counter_all(s: &Session, c: EndpointCounter) -> u64 {
-    let (seg, max) = s.counters().expect("counters segment");
-    let size = std::mem::size_of::<EndpointSlot>();
     let mut sum = 0;
-    for i in 0..max as usize {
-        let Some(p) = seg.at(ENDPOINT_SLOTS_OFF + i * size, size) else {
-            break;
-        };
-        // SAFETY: in bounds of the mapping (checked by at()), 8-byte
-        // aligned; the slot's fields are atomics.
-        let slot = unsafe { p.cast::<EndpointSlot>().as_ref() };
-        if slot.live.load(Ordering::Acquire) != 0 {
-            sum += slot.counters[c as usize].load(Ordering::Relaxed);
-        }
-    }
+    find_live_slot(s, |slot| {
+        sum += slot.counters[c as usize].load(Ordering::Relaxed);
+        false
+    });
     sum
 }
 

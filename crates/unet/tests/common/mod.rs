@@ -14,8 +14,9 @@ pub fn engine_counter(s: &Session, c: EngineCounter) -> u64 {
     h.engine[c as usize].load(Ordering::Relaxed)
 }
 
-/// One counter of endpoint `ep`, read from the session's counters segment.
-pub fn endpoint_counter(s: &Session, ep: &Endpoint, c: EndpointCounter) -> u64 {
+/// Call `f` with each live endpoint slot of the session's counters segment
+/// until it returns true.
+pub fn find_live_slot(s: &Session, mut f: impl FnMut(&EndpointSlot) -> bool) {
     let (seg, max) = s.counters().expect("counters segment");
     let size = std::mem::size_of::<EndpointSlot>();
     for i in 0..max as usize {
@@ -25,13 +26,23 @@ pub fn endpoint_counter(s: &Session, ep: &Endpoint, c: EndpointCounter) -> u64 {
         // SAFETY: in bounds of the mapping (checked by at()), 8-byte
         // aligned; the slot's fields are atomics.
         let slot = unsafe { p.cast::<EndpointSlot>().as_ref() };
-        if slot.live.load(Ordering::Acquire) != 0
-            && slot.endpoint_id.load(Ordering::Relaxed) == ep.id()
-        {
-            return slot.counters[c as usize].load(Ordering::Relaxed);
+        if slot.live.load(Ordering::Acquire) != 0 && f(slot) {
+            return;
         }
     }
-    panic!("endpoint {} has no counters slot", ep.id());
+}
+
+/// One counter of endpoint `ep`, read from the session's counters segment.
+pub fn endpoint_counter(s: &Session, ep: &Endpoint, c: EndpointCounter) -> u64 {
+    let mut v = None;
+    find_live_slot(s, |slot| {
+        if slot.endpoint_id.load(Ordering::Relaxed) != ep.id() {
+            return false;
+        }
+        v = Some(slot.counters[c as usize].load(Ordering::Relaxed));
+        true
+    });
+    v.unwrap_or_else(|| panic!("endpoint {} has no counters slot", ep.id()))
 }
 
 /// The session's engine counters and each endpoint's, those that are not
@@ -46,17 +57,7 @@ pub fn nonzero_counters(s: &Session) -> String {
             out += &format!("  engine {} = {v}\n", c.name());
         }
     }
-    let (seg, max) = s.counters().expect("counters segment");
-    let size = std::mem::size_of::<EndpointSlot>();
-    for i in 0..max as usize {
-        let Some(p) = seg.at(ENDPOINT_SLOTS_OFF + i * size, size) else {
-            break;
-        };
-        // SAFETY: as in endpoint_counter.
-        let slot = unsafe { p.cast::<EndpointSlot>().as_ref() };
-        if slot.live.load(Ordering::Acquire) == 0 {
-            continue;
-        }
+    find_live_slot(s, |slot| {
         let id = slot.endpoint_id.load(Ordering::Relaxed);
         for &c in EndpointCounter::ALL {
             let v = slot.counters[c as usize].load(Ordering::Relaxed);
@@ -64,6 +65,7 @@ pub fn nonzero_counters(s: &Session) -> String {
                 out += &format!("  endpoint {id} {} = {v}\n", c.name());
             }
         }
-    }
+        false
+    });
     out
 }
