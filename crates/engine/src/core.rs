@@ -1992,6 +1992,21 @@ fn pass_in_order<T>(
 mod tests {
     use super::*;
 
+    /// One pass that holds nothing back: what it ran, in order.
+    fn run_all(q: &mut VecDeque<(usize, u32)>) -> Vec<(usize, u32)> {
+        let mut ran = Vec::new();
+        pass_in_order(
+            q,
+            256,
+            |e| e.0,
+            |e| {
+                ran.push(e);
+                None
+            },
+        );
+        ran
+    }
+
     /// Owner 1 is held back when the pass reaches its first entry and its
     /// pause ends right after: its later entries still wait, in order.
     #[test]
@@ -2021,17 +2036,7 @@ mod tests {
         assert_eq!(ran, [(2, 0), (2, 1)]);
         assert_eq!(q, [(1, 0), (1, 1), (1, 2), (1, 3)]);
         // The next pass, the pause over: all of owner 1's, in order.
-        let mut ran = Vec::new();
-        pass_in_order(
-            &mut q,
-            256,
-            |e| e.0,
-            |e| {
-                ran.push(e);
-                None
-            },
-        );
-        assert_eq!(ran, [(1, 0), (1, 1), (1, 2), (1, 3)]);
+        assert_eq!(run_all(&mut q), [(1, 0), (1, 1), (1, 2), (1, 3)]);
         assert!(q.is_empty());
     }
 
@@ -2075,15 +2080,7 @@ mod tests {
             );
         }
         while !q.is_empty() {
-            pass_in_order(
-                &mut q,
-                256,
-                |e| e.0,
-                |e| {
-                    ran.push(e);
-                    None
-                },
-            );
+            ran.extend(run_all(&mut q));
         }
         let total: u32 = next.iter().sum();
         assert_eq!(ran.len(), total as usize, "every entry runs once");
