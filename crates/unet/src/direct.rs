@@ -200,6 +200,13 @@ impl DirectConn {
     /// Add a message of `len` bytes to the counters `msgs` and `msgs + 1`.
     #[inline(always)]
     fn count(&self, msgs: ClientCounter, len: usize) {
+        self.count_many(msgs, 1, len as u64);
+    }
+
+    /// Add `n` messages of `bytes` bytes in all to the counters `msgs` and
+    /// `msgs + 1`.
+    #[inline(always)]
+    fn count_many(&self, msgs: ClientCounter, n: u64, bytes: u64) {
         // SAFETY: `counters` points at the CLIENT_COUNTERS atomics of the
         // endpoint header, which outlives every connection of the endpoint
         // (the endpoint owns both and only calls send/recv while alive);
@@ -211,9 +218,9 @@ impl DirectConn {
             )
         };
         // One writer: a load and a store, no atomic read-modify-write.
-        m.store(m.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+        m.store(m.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
         b.store(
-            b.load(Ordering::Relaxed).wrapping_add(len as u64),
+            b.load(Ordering::Relaxed).wrapping_add(bytes),
             Ordering::Relaxed,
         );
     }
@@ -235,6 +242,44 @@ impl DirectConn {
         if self.peer_closed() {
             return Err(DirectSendError::Closed);
         }
+        self.put(data)?;
+        Ok(self.published(1, data.len() as u64))
+    }
+
+    /// Copy the messages of `msgs` into the ring in order, one record
+    /// each, until one does not go (its error is returned beside the count
+    /// sent before it). The peer's closed flag, the counters and the
+    /// sleeping flag are looked at once for the whole batch. Returns the
+    /// count sent and whether the peer had to be woken.
+    #[inline(always)]
+    pub fn send_many<M: AsRef<[u8]>>(
+        &mut self,
+        msgs: &[M],
+    ) -> (usize, Result<bool, DirectSendError>) {
+        if self.peer_closed() {
+            return (0, Err(DirectSendError::Closed));
+        }
+        let mut bytes = 0u64;
+        for (n, m) in msgs.iter().enumerate() {
+            let data = m.as_ref();
+            if let Err(e) = self.put(data) {
+                if n > 0 {
+                    self.published(n as u64, bytes);
+                }
+                return (n, Err(e));
+            }
+            bytes += data.len() as u64;
+        }
+        let n = msgs.len();
+        if n == 0 {
+            return (0, Ok(false));
+        }
+        (n, Ok(self.published(n as u64, bytes)))
+    }
+
+    /// One record: `data` copied in and its header published.
+    #[inline(always)]
+    fn put(&mut self, data: &[u8]) -> Result<(), DirectSendError> {
         let len = data.len();
         if len as u64 > self.max_len {
             return Err(DirectSendError::TooLarge);
@@ -262,7 +307,14 @@ impl DirectConn {
         // Release: the payload written above is visible before the header.
         Self::hdr_at(self.tx, off).store(h, Ordering::Release);
         self.tx_pos += span;
-        self.count(ClientCounter::DirectTxMsgs, len);
+        Ok(())
+    }
+
+    /// After `n` records of `bytes` bytes were published: count them and
+    /// wake the peer if it sleeps. Returns whether it had to be woken.
+    #[inline(always)]
+    fn published(&self, n: u64, bytes: u64) -> bool {
+        self.count_many(ClientCounter::DirectTxMsgs, n, bytes);
         // Pairs with the heavy fence in the consumer's wait: either it sees
         // our record when it re-checks, or we see its sleeping flag. With
         // asymmetric fences the consumer's membarrier makes this compiler
@@ -272,9 +324,9 @@ impl DirectConn {
         if c.sleeping.load(Ordering::Relaxed) != 0 {
             c.futex.fetch_add(1, Ordering::Release);
             sys::futex_wake(&c.futex, 1);
-            return Ok(true);
+            return true;
         }
-        Ok(false)
+        false
     }
 
     /// The slow part of `send`: refresh the room from the consumer's
@@ -388,6 +440,68 @@ impl DirectConn {
             }
             return DirectRecv::Message(len);
         }
+    }
+
+    /// Take up to `limit` waiting messages in one pass, copying each into
+    /// `buf` and handing it to `f`, which returns false to stop after it.
+    /// Returns how many were taken. The pass does only the common case and
+    /// stops, consuming nothing more, at anything else (an empty ring, a
+    /// message larger than `buf`, a bad header): `recv` then reports it.
+    /// The counters are updated once per pass.
+    #[inline(always)]
+    pub fn recv_many(
+        &mut self,
+        buf: &mut [u8],
+        limit: usize,
+        mut f: impl FnMut(&[u8]) -> bool,
+    ) -> usize {
+        if self.broken {
+            return 0;
+        }
+        let (mut n, mut bytes) = (0usize, 0u64);
+        while n < limit {
+            let off = self.rx_pos & self.mask;
+            // Acquire pairs with the producer's Release store of the header.
+            let h = Self::hdr_at(self.rx, off).load(Ordering::Acquire);
+            if h as u32 != record_tag(self.rx_pos) {
+                break;
+            }
+            let len = (h >> 32) as u32;
+            if len & RECORD_PAD != 0 {
+                if (len & !RECORD_PAD) as u64 != self.size - off {
+                    break;
+                }
+                self.rx_pos += self.size - off;
+                continue;
+            }
+            let len = len as usize;
+            let span = record_span(len) as u64;
+            if len > buf.len() || off + span > self.size {
+                break;
+            }
+            // SAFETY: off + header + len lies inside the ring (checked);
+            // buf has at least len bytes (checked).
+            unsafe {
+                copy_bytes(
+                    self.rx.add(off as usize + RECORD_HEADER),
+                    buf.as_mut_ptr(),
+                    len,
+                )
+            };
+            self.rx_pos += span;
+            if self.rx_pos >= self.publish_at {
+                self.publish();
+            }
+            n += 1;
+            bytes += len as u64;
+            if !f(&buf[..len]) {
+                break;
+            }
+        }
+        if n > 0 {
+            self.count_many(ClientCounter::DirectRxMsgs, n as u64, bytes);
+        }
+        n
     }
 
     fn publish(&mut self) {

@@ -327,6 +327,167 @@ fn a_full_direct_ring_refuses_then_takes_again() {
     assert!(sent > 300 * 10, "{sent} messages in 300 fills");
 }
 
+/// Two endpoints on an embedded engine with a channel on `path`; the
+/// engine's direct rings hold `ring` bytes.
+fn pair(ring: u32, path: PathChoice) -> (Engine, Session, Endpoint, Endpoint, Channel) {
+    let engine = Engine::start(EngineConfig {
+        conn_ring_size: ring,
+        ..Default::default()
+    })
+    .unwrap();
+    let s = Session::embedded(&engine).unwrap();
+    let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
+    let mut b = s.create_endpoint(EndpointConfig::default()).unwrap();
+    let ch = a.open_channel(b.addr(), ChannelOptions { path }).unwrap();
+    assert_eq!(next_opened(&mut b), Some(path == PathChoice::Direct));
+    (engine, s, a, b, ch)
+}
+
+#[test]
+fn batches_arrive_whole_and_in_order_on_both_local_paths() {
+    const N: usize = 3000;
+    let len_of = |i: usize| 1 + (i * 53) % 700;
+    for path in [PathChoice::Direct, PathChoice::Engine] {
+        let (_e, s, mut a, mut b, ch) = pair(64 << 10, path);
+        let msgs: Vec<Vec<u8>> = (0..N).map(|i| pattern(i, len_of(i))).collect();
+        let (mut sent, mut got, mut calls) = (0usize, 0usize, 0usize);
+        let mut buf = vec![0u8; 1024];
+        let mut from = None;
+        while got < N {
+            // At most 100 outstanding, well within the receiver's free
+            // buffers: the engine drops (and counts) what they cannot take.
+            if sent < N && sent - got < 100 {
+                // Batches of 1 to 97 messages; a full queue or ring takes
+                // part of one or none.
+                let end = N.min(sent + 1 + (calls * 13) % 97);
+                match a.send_many(ch, &msgs[sent..end]) {
+                    Ok(n) => {
+                        assert!(n >= 1 && n <= end - sent, "{path:?}: {n} of {}", end - sent);
+                        sent += n;
+                    }
+                    Err(SendError::Full) => {}
+                    Err(e) => panic!("{path:?}, message {sent}: {e:?}"),
+                }
+            }
+            // Limits of 1 to 61, and a handler that stops at every 50th.
+            let limit = 1 + (calls * 7) % 61;
+            let mut handed = 0;
+            let n = b
+                .recv_many(&mut buf, limit, |r, m| {
+                    let i = got + handed;
+                    assert_eq!(r.len, m.len());
+                    assert!(
+                        m == &msgs[i][..],
+                        "{path:?}: message {i} of {} bytes, {} came; counters:\n{}",
+                        msgs[i].len(),
+                        m.len(),
+                        common::nonzero_counters(&s)
+                    );
+                    assert_eq!(*from.get_or_insert(r.channel), r.channel);
+                    handed += 1;
+                    (i + 1) % 50 != 0
+                })
+                .unwrap();
+            assert_eq!(n, handed, "{path:?}: the count is what the handler saw");
+            assert!(n <= limit);
+            if n > 0 {
+                let last = got + n - 1;
+                assert!(
+                    n == limit
+                        || (last + 1) % 50 == 0
+                        || last + 1 == sent
+                        || path == PathChoice::Engine,
+                    "{path:?}: a pass stopped early at {last} ({n} of {limit}, {sent} sent)"
+                );
+            }
+            got += n;
+            assert!(got <= sent);
+            calls += 1;
+            assert!(calls < 1_000_000, "{path:?}: stuck at {got} of {N}");
+        }
+        assert_eq!(b.recv_many(&mut buf, 10, |_, _| true).unwrap(), 0);
+        if path == PathChoice::Direct {
+            let bytes: u64 = (0..N).map(|i| len_of(i) as u64).sum();
+            assert_eq!(a.client_counter(ClientCounter::DirectTxMsgs), N as u64);
+            assert_eq!(a.client_counter(ClientCounter::DirectTxBytes), bytes);
+            assert_eq!(b.client_counter(ClientCounter::DirectRxMsgs), N as u64);
+            assert_eq!(b.client_counter(ClientCounter::DirectRxBytes), bytes);
+        }
+    }
+}
+
+#[test]
+fn send_many_fills_a_direct_ring_and_stops_where_it_is_full() {
+    const RING: usize = 4096;
+    let (_e, _s, mut a, mut b, ch) = pair(RING as u32, PathChoice::Direct);
+    let msgs: Vec<Vec<u8>> = (0..100).map(|i| pattern(i, 100)).collect();
+    let n = a.send_many(ch, &msgs).unwrap();
+    let span = unet_abi::record_span(100);
+    assert!(
+        n * span <= RING && (n + 1) * span > RING / 2,
+        "{n} records of {span} bytes"
+    );
+    assert_eq!(a.send_many(ch, &msgs[n..]), Err(SendError::Full));
+    assert_eq!(a.send_many::<&[u8]>(ch, &[]), Ok(0));
+    let mut buf = [0u8; 128];
+    let mut seen = 0;
+    let got = b
+        .recv_many(&mut buf, 1000, |_, m| {
+            assert!(m == &msgs[seen][..], "message {seen}");
+            seen += 1;
+            true
+        })
+        .unwrap();
+    assert_eq!(got, n, "everything sent, nothing more");
+    assert_eq!(a.send_many(ch, &msgs[n..]).map(|k| k > 0), Ok(true));
+}
+
+#[test]
+fn recv_many_leaves_a_message_too_large_for_the_buffer_queued() {
+    for path in [PathChoice::Direct, PathChoice::Engine] {
+        let (_e, _s, mut a, mut b, ch) = pair(1 << 20, path);
+        let msgs = [
+            pattern(0, 10),
+            pattern(1, 20),
+            pattern(2, 200),
+            pattern(3, 30),
+        ];
+        assert_eq!(a.send_many(ch, &msgs), Ok(4));
+        let mut small = [0u8; 64];
+        let mut lens = Vec::new();
+        // The engine path may not have delivered everything yet.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while lens.len() < 2 {
+            assert!(std::time::Instant::now() < deadline, "{path:?}: {lens:?}");
+            b.recv_many(&mut small, 10, |r, _| {
+                lens.push(r.len);
+                true
+            })
+            .unwrap();
+        }
+        assert_eq!(lens, [10, 20], "{path:?}");
+        let mut e = b.recv_many(&mut small, 10, |_, _| true);
+        while e == Ok(0) {
+            assert!(std::time::Instant::now() < deadline, "{path:?}");
+            e = b.recv_many(&mut small, 10, |_, _| true);
+        }
+        assert_eq!(e, Err(RecvError::BufferTooSmall(200)), "{path:?}");
+        assert_eq!(
+            b.recv_many(&mut small, 0, |_, _| true),
+            Ok(0),
+            "{path:?}: a limit of 0"
+        );
+        let mut big = [0u8; 256];
+        let r = b.recv(&mut big, T).unwrap();
+        assert!(
+            big[..r.len] == msgs[2][..],
+            "{path:?}: the large one stayed queued"
+        );
+        let r = b.recv(&mut big, T).unwrap();
+        assert!(big[..r.len] == msgs[3][..], "{path:?}");
+    }
+}
+
 /// Pin the calling thread (and the threads it starts from now on) to one CPU
 /// it may run on.
 fn pin_to_one_cpu() -> usize {
