@@ -280,6 +280,12 @@ pub struct StreamArgs {
     /// Same as `--burst 25` when `burst25`, `--burst 0` when `stream`.
     #[arg(long, value_enum, conflicts_with = "burst")]
     pub pattern: Option<Pattern>,
+    /// Messages unet's sender hands over per `send_many` call and its
+    /// receiver takes per `recv_many` call, as a streaming application
+    /// would; 1 sends and receives one at a time (`send` and `recv`). The
+    /// floor moves one message at a time either way.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub batch: u32,
     /// Length of the timed part of each run, in milliseconds.
     #[arg(long, default_value_t = 200)]
     pub time_ms: u64,
@@ -318,6 +324,9 @@ pub struct ChildArgs {
     pub size: usize,
     #[arg(long, default_value_t = 0)]
     pub burst: usize,
+    /// unet stream receiver: messages per `recv_many` (1: `recv`).
+    #[arg(long, default_value_t = 1)]
+    pub batch: usize,
     /// Inherited shared-memory descriptor (floor).
     #[arg(long)]
     pub fd: Option<i32>,
@@ -484,6 +493,7 @@ fn pingpong(mut a: PingArgs) -> Res<()> {
                             path,
                             size,
                             burst: 0,
+                            batch: 1,
                             warmup: warm,
                             iters,
                             limit,
@@ -593,6 +603,7 @@ fn stream(mut a: StreamArgs) -> Res<()> {
                             path,
                             size,
                             burst,
+                            batch: a.batch as usize,
                             warmup: 0,
                             iters: 0,
                             limit: dur,
@@ -616,6 +627,7 @@ fn stream(mut a: StreamArgs) -> Res<()> {
                     applet: label,
                     size,
                     burst,
+                    batch: a.batch as usize,
                     msgs_per_s: (!c.baseline_only).then(|| median_f64(&un)),
                     baseline: path.baseline(),
                     baseline_msgs_per_s: median_f64(&base),

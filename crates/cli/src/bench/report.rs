@@ -32,6 +32,8 @@ pub struct StreamRow {
     pub applet: Option<(String, &'static str)>,
     pub size: usize,
     pub burst: usize,
+    /// Messages per `send_many` / `recv_many` call on unet's side.
+    pub batch: usize,
     pub msgs_per_s: Option<f64>,
     pub baseline: &'static str,
     pub baseline_msgs_per_s: f64,
@@ -86,6 +88,7 @@ impl StreamRow {
             "placement": self.applet.as_ref().map(|a| a.1),
             "size": self.size,
             "burst": self.burst,
+            "batch": self.batch,
             "msgs_per_s": self.msgs_per_s,
             "gb_per_s": self.msgs_per_s.map(|m| gb(m, self.size)),
             "baseline": self.baseline,

@@ -128,6 +128,8 @@ pub struct Run {
     pub size: usize,
     /// Stream: acknowledgment every `burst` messages (0: only at the end).
     pub burst: usize,
+    /// Stream: messages per `send_many` / `recv_many` (1: `send`, `recv`).
+    pub batch: usize,
     /// Ping-pong: untimed round trips, then up to `iters` timed ones.
     pub warmup: usize,
     pub iters: usize,
@@ -267,6 +269,7 @@ fn start_side(r: &Run) -> Res<(Side, Vec<String>)> {
         ]);
     }
     extra.extend(["--path".to_string(), path.name().to_string()]);
+    extra.extend(["--batch".to_string(), r.batch.to_string()]);
     if let Some(us) = r.spin_us {
         extra.extend(["--spin-us".to_string(), us.to_string()]);
     }
@@ -320,6 +323,24 @@ fn send(ep: &mut Endpoint, ch: Channel, data: &[u8]) -> Res<()> {
         Err(SendError::Full) => Err("unet send: the queue stayed full".into()),
         Err(e) => Err(format!("unet send: {e}")),
     }
+}
+
+/// Sends every message of `msgs` in order: as many at a time as
+/// [`Endpoint::send_many`] takes, and one with [`send`] (which waits for
+/// room) whenever the queue or ring is full.
+fn send_all(ep: &mut Endpoint, ch: Channel, msgs: &[&[u8]]) -> Res<()> {
+    let mut k = 0;
+    while k < msgs.len() {
+        match ep.send_many(ch, &msgs[k..]) {
+            Ok(n) => k += n,
+            Err(SendError::Full) => {
+                send(ep, ch, msgs[k])?;
+                k += 1;
+            }
+            Err(e) => return Err(format!("unet send: {e}")),
+        }
+    }
+    Ok(())
 }
 
 /// `recv` with a timeout; `Ok(None)` when it timed out.
@@ -445,22 +466,36 @@ pub fn stream(r: &Run) -> Res<StreamRun> {
         let poll = kind == AppletKind::ReceiverAck;
         let chunk = if per_ack > 0 { per_ack } else { 256 };
         let mut ackb = [0u8; 16];
+        let batch: Vec<&[u8]> = (0..chunk)
+            .map(|i| {
+                if per_ack > 0 && i + 1 == chunk {
+                    &last[..]
+                } else {
+                    &out[..]
+                }
+            })
+            .collect();
         // Returns the user messages sent.
         let mut phase = |ep: &mut Endpoint, d: Duration| -> Res<u64> {
             let start = Instant::now();
             let mut sent = 0u64;
             loop {
-                for i in 0..chunk {
-                    let m = if per_ack > 0 && i + 1 == chunk {
-                        &last
-                    } else {
-                        &out
-                    };
-                    send(ep, c, m)?;
-                    if poll {
+                if poll {
+                    for m in &batch {
+                        send(ep, c, m)?;
                         // Nothing is meant for the user here (perhaps a
                         // late answer to a repeated SYNC): dropped.
                         let _ = ep.try_recv(&mut ackb);
+                    }
+                } else if r.batch == 1 {
+                    for m in &batch {
+                        send(ep, c, m)?;
+                    }
+                } else {
+                    // A streaming sender hands its messages over in
+                    // batches, as an application with many to send would.
+                    for part in batch.chunks(r.batch) {
+                        send_all(ep, c, part)?;
                     }
                 }
                 sent += chunk as u64;
@@ -608,34 +643,87 @@ pub fn child(a: &ChildArgs, ready: fn(&str)) -> Res<()> {
         AppletKind::Burst | AppletKind::Generate => a.burst,
         _ => 0,
     };
-    let marked = matches!(applet, AppletKind::Plain | AppletKind::PingPong);
-    let mut count = 0;
-    let mut bytes = 0u64;
+    let mut tally = Tally {
+        ack_every,
+        marked: matches!(applet, AppletKind::Plain | AppletKind::PingPong),
+        count: 0,
+        bytes: 0,
+    };
     loop {
-        let r = recv_needed(&mut ep, &mut buf)?;
-        std::hint::black_box(&mut buf);
-        if r.len == 1 && (buf[0] == SYNC || buf[0] == STOP) {
-            let mut ans = [0u8; 9];
-            ans[0] = buf[0];
-            ans[1..].copy_from_slice(&bytes.to_le_bytes());
-            send(&mut ep, r.channel, &ans)?;
-            if buf[0] == STOP {
-                linger(&mut ep);
-                report();
-                return Ok(());
+        // What is waiting is taken in batches (`recv_many`, unless
+        // `--batch 1`), as a streaming receiver would; a batch ends early
+        // where an answer is due.
+        let mut due = None;
+        if a.batch <= 1 {
+            let r = recv_needed(&mut ep, &mut buf)?;
+            std::hint::black_box(&mut buf);
+            due = tally.take(r, &buf[..r.len]);
+        } else {
+            let got = ep
+                .recv_many(&mut buf, a.batch, |r, m| {
+                    std::hint::black_box(m);
+                    due = tally.take(r, m);
+                    due.is_none()
+                })
+                .map_err(|e| format!("unet recv: {e}"))?;
+            if got == 0 && !ep.wait(Some(PATIENCE)) {
+                return Err("unet recv: nothing arrived".into());
             }
-            bytes = 0;
-            continue;
         }
-        bytes += r.len as u64;
-        if ack_every > 0 {
-            count += 1;
-            if count == ack_every {
-                count = 0;
-                send(&mut ep, r.channel, &[BURST_END])?;
+        match due {
+            None => {}
+            Some(Due::Ack(ch)) => send(&mut ep, ch, &[BURST_END])?,
+            Some(Due::Control(ch, kind)) => {
+                let mut ans = [0u8; 9];
+                ans[0] = kind;
+                ans[1..].copy_from_slice(&tally.bytes.to_le_bytes());
+                send(&mut ep, ch, &ans)?;
+                if kind == STOP {
+                    linger(&mut ep);
+                    report();
+                    return Ok(());
+                }
+                tally.bytes = 0;
             }
-        } else if marked && buf[0] == BURST_END {
-            send(&mut ep, r.channel, &[BURST_END])?;
         }
+    }
+}
+
+/// What a stream receiver owes its sender after a message.
+enum Due {
+    /// An acknowledgment.
+    Ack(Channel),
+    /// The answer to SYNC or STOP: the bytes received since the last one.
+    Control(Channel, u8),
+}
+
+/// A stream receiver's count.
+struct Tally {
+    /// Acknowledge every this many data messages (0: by mark or never).
+    ack_every: usize,
+    /// Acknowledge messages that start with BURST_END.
+    marked: bool,
+    count: usize,
+    bytes: u64,
+}
+
+impl Tally {
+    /// Count message `m` (`r` says where it came from).
+    #[inline(always)]
+    fn take(&mut self, r: unet::Recv, m: &[u8]) -> Option<Due> {
+        if r.len == 1 && (m[0] == SYNC || m[0] == STOP) {
+            return Some(Due::Control(r.channel, m[0]));
+        }
+        self.bytes += r.len as u64;
+        if self.ack_every > 0 {
+            self.count += 1;
+            if self.count == self.ack_every {
+                self.count = 0;
+                return Some(Due::Ack(r.channel));
+            }
+        } else if self.marked && m.first() == Some(&BURST_END) {
+            return Some(Due::Ack(r.channel));
+        }
+        None
     }
 }
