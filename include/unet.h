@@ -177,6 +177,31 @@ int unet_close_channel(unet_endpoint *ep, uint16_t channel);
 int unet_send(unet_endpoint *ep, uint16_t channel, const void *data,
               size_t len);
 
+/* One message of a batch: len bytes at data (NULL when len is 0). */
+typedef struct unet_msg {
+    const void *data;
+    size_t len;
+} unet_msg;
+
+/* Send a copy of each of the n messages at msgs on channel, in order,
+ * until one does not go; *out_sent = how many went. Returns 0 when at
+ * least one went (or n is 0), else the first one's status (UNET_EFULL:
+ * retry later). On a direct channel cheaper per message than unet_send. */
+int unet_send_many(unet_endpoint *ep, uint16_t channel, const unet_msg *msgs,
+                   size_t n, size_t *out_sent);
+
+/* Called by unet_recv_many for each message (its bytes are in the buffer
+ * given to unet_recv_many): nonzero to go on, 0 to stop after this one. */
+typedef int (*unet_recv_fn)(void *ctx, const void *data, size_t len,
+                            uint16_t channel);
+
+/* Take up to limit messages already waiting, without waiting: each is
+ * copied into buf and handed to f with ctx; *out_count = how many f got.
+ * Returns 0, or a status as for unet_try_recv (a message too large for
+ * buf ends the batch before it; the next call returns UNET_ETOOSMALL). */
+int unet_recv_many(unet_endpoint *ep, void *buf, size_t cap, size_t limit,
+                   unet_recv_fn f, void *ctx, size_t *out_count);
+
 /* Take the next message if one is waiting. Returns 1 with *out_len and
  * *out_channel set, 0 when nothing is waiting, UNET_ETOOSMALL with the
  * needed size in *out_len (the message stays queued), UNET_EPEERGONE with

@@ -803,6 +803,146 @@ pub unsafe extern "C" fn unet_send(
     })
 }
 
+/// One message of a batch for [`unet_send_many`]: `len` bytes at `data`
+/// (`data` may be NULL when `len` is 0).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct UnetMsg {
+    pub data: *const c_void,
+    pub len: usize,
+}
+
+/// A [`UnetMsg`] whose bytes were checked readable: made only by
+/// [`unet_send_many`] for the duration of its call.
+#[repr(transparent)]
+struct CheckedMsg(UnetMsg);
+
+impl AsRef<[u8]> for CheckedMsg {
+    fn as_ref(&self) -> &[u8] {
+        if self.0.len == 0 {
+            return &[];
+        }
+        // SAFETY: a CheckedMsg exists only inside unet_send_many, whose
+        // contract makes `data` `len` readable bytes for the whole call, and
+        // which checked it non-NULL.
+        unsafe { std::slice::from_raw_parts(self.0.data.cast::<u8>(), self.0.len) }
+    }
+}
+
+/// Send a copy of each of the `n` messages at `msgs` on `channel`, in
+/// order, until one does not go; `*out_sent` is set to how many went.
+/// Returns 0 when at least one went (or `n` is 0), else the status of the
+/// first ([`UNET_EFULL`]: retry later). On a direct channel a batch costs
+/// less per message than [`unet_send`] in a loop.
+///
+/// # Safety
+/// `ep` is NULL or a live handle; `msgs` is NULL or `n` readable
+/// [`UnetMsg`]s, each `data` NULL or `len` readable bytes; `out_sent` NULL
+/// or writable.
+#[no_mangle]
+pub unsafe extern "C" fn unet_send_many(
+    ep: *mut UnetEndpoint,
+    channel: u16,
+    msgs: *const UnetMsg,
+    n: usize,
+    out_sent: *mut usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let ep = match unsafe { endpoint(ep) } {
+            Ok(e) => e,
+            Err(c) => return c,
+        };
+        if out_sent.is_null() {
+            return null("out_sent");
+        }
+        // SAFETY: out_sent is non-NULL and writable per the contract.
+        unsafe { *out_sent = 0 };
+        let msgs: &[CheckedMsg] = if n == 0 {
+            &[]
+        } else if msgs.is_null() {
+            return null("msgs");
+        } else {
+            // SAFETY: non-NULL with n readable UnetMsgs per the contract;
+            // CheckedMsg is a transparent wrapper of UnetMsg.
+            unsafe { std::slice::from_raw_parts(msgs.cast::<CheckedMsg>(), n) }
+        };
+        if let Some(i) = msgs.iter().position(|m| m.0.len > 0 && m.0.data.is_null()) {
+            return fail(UNET_EINVAL, format!("msgs[{i}].data is NULL"));
+        }
+        match ep.send_many(Channel(channel), msgs) {
+            Ok(k) => {
+                // SAFETY: as above.
+                unsafe { *out_sent = k };
+                UNET_OK
+            }
+            Err(e) => fail_send(e),
+        }
+    })
+}
+
+/// What [`unet_recv_many`] calls for each message: its bytes (in the
+/// caller's buffer), length and channel; nonzero to go on, 0 to stop after
+/// this one.
+pub type UnetRecvFn =
+    unsafe extern "C" fn(ctx: *mut c_void, data: *const c_void, len: usize, channel: u16) -> c_int;
+
+/// Take up to `limit` messages that are already waiting, without waiting:
+/// each is copied into `buf` (`cap` bytes) and handed to `f` with `ctx`.
+/// `*out_count` is set to how many `f` was given. Returns 0, or a negative
+/// status as for [`unet_try_recv`] (a message too large for `buf` ends a
+/// batch before it; the next call returns [`UNET_ETOOSMALL`] for it).
+///
+/// # Safety
+/// `ep` is NULL or a live handle; `buf` NULL or `cap` writable bytes; `f`
+/// NULL or a function safe to call with `ctx` and bytes that stay valid
+/// until it returns; `out_count` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn unet_recv_many(
+    ep: *mut UnetEndpoint,
+    buf: *mut c_void,
+    cap: usize,
+    limit: usize,
+    f: Option<UnetRecvFn>,
+    ctx: *mut c_void,
+    out_count: *mut usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let ep = match unsafe { endpoint(ep) } {
+            Ok(e) => e,
+            Err(c) => return c,
+        };
+        let Some(f) = f else {
+            return null("f");
+        };
+        if out_count.is_null() {
+            return null("out_count");
+        }
+        // SAFETY: per this function's contract.
+        let b = match unsafe { out_buf(buf, cap) } {
+            Ok(b) => b,
+            Err(c) => return c,
+        };
+        let mut handed = 0;
+        let r = ep.recv_many(b, limit, |r, m| {
+            handed += 1;
+            // SAFETY: f is callable with ctx per the contract; m is valid
+            // for the call.
+            unsafe { f(ctx, m.as_ptr().cast(), m.len(), r.channel.0) != 0 }
+        });
+        // SAFETY: out_count is non-NULL and writable per the contract.
+        unsafe { *out_count = handed };
+        match r {
+            Ok(_) => UNET_OK,
+            Err(e) => {
+                let mut len = 0usize;
+                recv_result(Err(e), &mut len, std::ptr::null_mut())
+            }
+        }
+    })
+}
+
 /// The receive buffer `buf`/`cap` as a slice.
 ///
 /// # Safety

@@ -39,6 +39,26 @@ static void pattern(uint8_t *p, size_t len, unsigned seed) {
         p[k] = (uint8_t)(seed * 31u + k * 7u);
 }
 
+/* unet_recv_many's callback: checks each message against the pattern of
+ * its index and its channel, and stops after the fifth. */
+struct batch_check {
+    unsigned next;
+    uint16_t channel;
+    int bad;
+};
+
+static int check_batch(void *ctx, const void *data, size_t len,
+                       uint16_t channel) {
+    struct batch_check *c = ctx;
+    uint8_t want[200];
+    size_t n = 10 + c->next * 20;
+    pattern(want, n, 100 + c->next);
+    if (len != n || channel != c->channel || memcmp(data, want, n) != 0)
+        c->bad = 1;
+    c->next++;
+    return c->next != 5;
+}
+
 /* Wait for the next event on ep. */
 static unet_event next_event(unet_endpoint *ep) {
     unet_event ev;
@@ -133,6 +153,49 @@ int main(void) {
         CHECK(got == sizeof msg && ch == b_direct);
         CHECK(memcmp(buf, msg, sizeof msg) == 0);
         CHECK_RC(unet_try_recv(b, buf, sizeof buf, &got, &ch), 0);
+    }
+
+    /* Batches: eight messages in one call, taken five and three. */
+    {
+        static uint8_t data[8][200], buf[256];
+        unet_msg msgs[8];
+        size_t sent = 0, count = 0;
+        struct batch_check c = {0, b_direct, 0};
+        for (unsigned i = 0; i < 8; i++) {
+            msgs[i].len = 10 + i * 20;
+            msgs[i].data = data[i];
+            pattern(data[i], msgs[i].len, 100 + i);
+        }
+        CHECK_RC(unet_send_many(a, direct_ch, msgs, 8, &sent), UNET_OK);
+        CHECK(sent == 8);
+        CHECK_RC(unet_recv_many(b, buf, sizeof buf, 100, check_batch, &c,
+                                &count),
+                 UNET_OK);
+        CHECK(count == 5 && c.next == 5 && !c.bad);
+        CHECK_RC(unet_recv_many(b, buf, sizeof buf, 100, check_batch, &c,
+                                &count),
+                 UNET_OK);
+        CHECK(count == 3 && c.next == 8 && !c.bad);
+        CHECK_RC(unet_recv_many(b, buf, sizeof buf, 100, check_batch, &c,
+                                &count),
+                 UNET_OK);
+        CHECK(count == 0);
+        /* Too large for the buffer: the batch ends before it. */
+        CHECK_RC(unet_send_many(a, direct_ch, msgs + 7, 1, &sent), UNET_OK);
+        CHECK_RC(unet_recv_many(b, buf, 100, 100, check_batch, &c, &count),
+                 UNET_ETOOSMALL);
+        CHECK(count == 0);
+        c.next = 7;
+        CHECK_RC(unet_recv_many(b, buf, sizeof buf, 100, check_batch, &c,
+                                &count),
+                 UNET_OK);
+        CHECK(count == 1 && c.next == 8 && !c.bad);
+        msgs[0].data = NULL;
+        CHECK_RC(unet_send_many(a, direct_ch, msgs, 8, &sent), UNET_EINVAL);
+        CHECK(sent == 0);
+        CHECK_RC(unet_send_many(a, 999, msgs + 1, 1, &sent), UNET_EBADCHAN);
+        CHECK_RC(unet_recv_many(b, buf, sizeof buf, 1, NULL, NULL, &count),
+                 UNET_EINVAL);
     }
 
     /* Error codes. */
