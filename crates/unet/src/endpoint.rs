@@ -826,6 +826,25 @@ impl Endpoint {
     /// before it and stays queued: the next call returns
     /// `RecvError::BufferTooSmall` for it. Any other error ends the call
     /// with the error; the messages `f` was given before it stand.
+    ///
+    /// ```
+    /// use unet::{ChannelOptions, EndpointConfig, Engine, EngineConfig, PathChoice, Session};
+    /// let engine = Engine::start(EngineConfig::default())?;
+    /// let session = Session::embedded(&engine)?;
+    /// let mut a = session.create_endpoint(EndpointConfig::default())?;
+    /// let mut b = session.create_endpoint(EndpointConfig::default())?;
+    /// let direct = ChannelOptions { path: PathChoice::Direct };
+    /// let ch = a.open_channel(b.addr(), direct)?;
+    /// let batch: Vec<Vec<u8>> = (0..100u8).map(|i| vec![i; 64]).collect();
+    /// assert_eq!(a.send_many(ch, &batch), Ok(100));
+    /// let (mut buf, mut sum) = ([0u8; 64], 0u64);
+    /// let n = b.recv_many(&mut buf, 256, |_, m| {
+    ///     sum += m[0] as u64;
+    ///     true
+    /// })?;
+    /// assert_eq!((n, sum), (100, 4950));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[inline(always)]
     pub fn recv_many(
         &mut self,
@@ -906,6 +925,17 @@ impl Endpoint {
         if !self.conns.is_empty() {
             if let Some(r) = self.try_recv_direct(buf)? {
                 return Ok(Some(r));
+            }
+        }
+        // A direct connection that opened since the last look may already
+        // hold messages: attach it (by taking the events) and look again.
+        if self.events.head() != self.event_tail {
+            let before = self.conns.len();
+            self.drain_events();
+            if self.conns.len() > before {
+                if let Some(r) = self.try_recv_direct(buf)? {
+                    return Ok(Some(r));
+                }
             }
         }
         self.try_recv_engine(buf)

@@ -344,6 +344,37 @@ fn pair(ring: u32, path: PathChoice) -> (Engine, Session, Endpoint, Endpoint, Ch
 }
 
 #[test]
+fn the_first_look_finds_a_message_on_a_direct_channel_just_opened() {
+    let engine = Engine::start(EngineConfig::default()).unwrap();
+    let s = Session::embedded(&engine).unwrap();
+    let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
+    let mut b = s.create_endpoint(EndpointConfig::default()).unwrap();
+    let mut c = s.create_endpoint(EndpointConfig::default()).unwrap();
+    let direct = ChannelOptions {
+        path: PathChoice::Direct,
+    };
+    let ab = a.open_channel(b.addr(), direct).unwrap();
+    let ac = a.open_channel(c.addr(), direct).unwrap();
+    a.send(ab, b"one").unwrap();
+    a.send_many(ac, &[b"two"]).unwrap();
+    let mut buf = [0u8; 8];
+    // Neither b nor c has looked at its events: the connection is attached
+    // by the receive itself.
+    let r = b.try_recv(&mut buf).unwrap().expect("b's message at once");
+    assert_eq!(&buf[..r.len], b"one");
+    let mut got = Vec::new();
+    let n = c
+        .recv_many(&mut buf, 8, |_, m| {
+            got.push(m.to_vec());
+            true
+        })
+        .unwrap();
+    assert_eq!((n, got), (1, vec![b"two".to_vec()]), "c's message at once");
+    // The opening is still reported.
+    assert_eq!(next_opened(&mut b), Some(true));
+}
+
+#[test]
 fn batches_arrive_whole_and_in_order_on_both_local_paths() {
     const N: usize = 3000;
     let len_of = |i: usize| 1 + (i * 53) % 700;
