@@ -6,7 +6,7 @@ use std::io::{IsTerminal, Write};
 
 use serde_json::{json, Value};
 
-use super::stats::fmt_size;
+use super::stats::{fmt_size, median_f64};
 
 /// One ping-pong point. `median_us`/`p99_us` are `None` with `--baseline-only`.
 pub struct PingRow {
@@ -80,6 +80,20 @@ impl StreamRow {
         self.msgs_per_s.map(|m| m / self.baseline_msgs_per_s)
     }
 
+    /// The median of the ratios of each unet run to the baseline run
+    /// beside it (the runs are interleaved): steadier than `ratio` when the
+    /// machine changes speed between runs, for each pair shares a state
+    /// more often than the two medians do.
+    pub fn paired_ratio(&self) -> Option<f64> {
+        let r: Vec<f64> = self
+            .runs
+            .iter()
+            .zip(&self.baseline_runs)
+            .map(|(u, b)| u / b)
+            .collect();
+        (!r.is_empty()).then(|| median_f64(&r))
+    }
+
     pub fn json(&self) -> Value {
         json!({
             "bench": "stream",
@@ -100,6 +114,7 @@ impl StreamRow {
             "delivered": self.delivered,
             "baseline_delivered": self.baseline_delivered,
             "ratio": self.ratio(),
+            "ratio_paired": self.paired_ratio(),
         })
     }
 }
@@ -210,5 +225,45 @@ impl Progress {
 impl Drop for Progress {
     fn drop(&mut self) {
         self.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_paired_ratio_is_the_median_of_the_runs_side_by_side() {
+        let row = |runs: Vec<f64>, base: Vec<f64>| StreamRow {
+            path: "direct",
+            applet: None,
+            size: 64,
+            burst: 0,
+            batch: 1,
+            msgs_per_s: (!runs.is_empty()).then(|| median_f64(&runs)),
+            baseline: "floor",
+            baseline_msgs_per_s: median_f64(&base),
+            runs,
+            baseline_runs: base,
+            delivered: None,
+            baseline_delivered: None,
+        };
+        // The machine's fast state in runs 0 and 2, slow in 1, 3 and 4:
+        // every pair is 1.0, while the medians (20 and 80) give 0.25.
+        let r = row(
+            vec![80.0, 20.0, 80.0, 20.0, 20.0],
+            vec![80.0, 20.0, 80.0, 20.0, 20.0],
+        );
+        assert_eq!(r.paired_ratio(), Some(1.0));
+        let r = row(
+            vec![80.0, 20.0, 80.0, 20.0, 20.0],
+            vec![20.0, 80.0, 80.0, 80.0, 80.0],
+        );
+        assert_eq!(r.ratio(), Some(0.25));
+        assert_eq!(r.paired_ratio(), Some(0.25));
+        let j = row(vec![30.0, 60.0], vec![20.0, 40.0]).json();
+        assert_eq!(j["ratio_paired"], 1.5);
+        assert_eq!(j["batch"], 1);
+        assert!(row(vec![], vec![20.0]).paired_ratio().is_none());
     }
 }
