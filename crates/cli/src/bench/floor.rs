@@ -31,6 +31,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::stats::{self, Samples};
+use unet_abi::copy::copy_bytes;
 
 /// `len` flag: the peer stops after this record (stream: acknowledge first).
 pub const STOP: u32 = 1 << 31;
@@ -307,7 +308,7 @@ impl Producer<'_> {
         // Release, which orders these writes before it.
         unsafe {
             let p = self.base.add(self.idx * self.slot);
-            std::ptr::copy_nonoverlapping(data.as_ptr(), p.add(8), data.len());
+            copy_bytes(data.as_ptr(), p.add(8), data.len());
             let hdr = (((self.lap + 1) as u32 as u64) << 32) | (data.len() as u32 | flags) as u64;
             (*(p as *const AtomicU64)).store(hdr, Ordering::Release);
         }
@@ -351,7 +352,7 @@ impl Consumer<'_> {
         // touch the slot again until we publish a position past it below.
         unsafe {
             let p = (hdr_ref as *const AtomicU64 as *const u8).add(8);
-            std::ptr::copy_nonoverlapping(p, out.as_mut_ptr(), n);
+            copy_bytes(p, out.as_mut_ptr(), n);
         }
         self.seq += 1;
         self.idx += 1;
