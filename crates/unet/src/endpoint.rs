@@ -1258,6 +1258,23 @@ impl Endpoint {
         buf: &mut [u8],
         timeout: Option<Duration>,
     ) -> Result<Recv, RecvError> {
+        // First a short spin that reads no clock: when the two cores share
+        // a cache, a ping-pong's answer comes within a few tens of
+        // nanoseconds, about what a clock read costs.
+        // Between full looks (every eighth turn), only the direct
+        // connection whose turn it is is looked at: a load of its next
+        // record's header.
+        if timeout != Some(Duration::ZERO) {
+            for k in 0..64 {
+                std::hint::spin_loop();
+                let cheap = self.conns.get(self.rr).is_some_and(|c| c.ready());
+                if cheap || k % 8 == 7 {
+                    if let Some(r) = self.try_recv(buf)? {
+                        return Ok(r);
+                    }
+                }
+            }
+        }
         let start = Instant::now();
         loop {
             if let Some(r) = self.try_recv(buf)? {
