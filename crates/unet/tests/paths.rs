@@ -285,19 +285,7 @@ fn direct_receive_takes_connections_in_turn() {
 #[test]
 fn a_full_direct_ring_refuses_then_takes_again() {
     const RING: usize = 4096;
-    let engine = Engine::start(EngineConfig {
-        conn_ring_size: RING as u32,
-        ..Default::default()
-    })
-    .unwrap();
-    let s = Session::embedded(&engine).unwrap();
-    let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
-    let mut b = s.create_endpoint(EndpointConfig::default()).unwrap();
-    let direct = ChannelOptions {
-        path: PathChoice::Direct,
-    };
-    let ch = a.open_channel(b.addr(), direct).unwrap();
-    assert_eq!(next_opened(&mut b), Some(true));
+    let (_e, _s, mut a, mut b, ch) = pair(RING as u32, PathChoice::Direct);
     let (mut sent, mut got) = (0usize, 0usize);
     let mut buf = vec![0u8; 512];
     for round in 0..300 {
