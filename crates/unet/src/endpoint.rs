@@ -866,7 +866,7 @@ impl Endpoint {
                     )
                 });
                 if n > 0 {
-                    self.rr = if i + 1 == self.conns.len() { 0 } else { i + 1 };
+                    self.turn_after(i);
                     return Ok(n);
                 }
             }
@@ -898,11 +898,17 @@ impl Endpoint {
         Ok(n)
     }
 
+    /// The next receive starts at the connection after `i`.
+    #[inline(always)]
+    fn turn_after(&mut self, i: usize) {
+        self.rr = if i + 1 == self.conns.len() { 0 } else { i + 1 };
+    }
+
     /// A message of `len` bytes was taken from connection `i`: the next
     /// receive starts at the connection after it.
     #[inline(always)]
     fn took_direct(&mut self, i: usize, len: usize) -> Recv {
-        self.rr = if i + 1 == self.conns.len() { 0 } else { i + 1 };
+        self.turn_after(i);
         Recv {
             len,
             channel: Channel(self.conns[i].channel),
