@@ -219,7 +219,7 @@ fn one_line(s: impl std::fmt::Display) -> String {
 fn check(a: CheckArgs) -> ExitCode {
     // The check only loads: a registry of the U-Net/SLE natives plus the
     // test domain serves every domain the command line knows.
-    let mut natives = unet_engine::sle::natives();
+    let mut natives = unet_sle::natives();
     natives.extend(&jive::test_natives());
     let granted: Vec<&str> = a.domains.domains.iter().map(String::as_str).collect();
     let mut all_ok = true;

@@ -25,7 +25,7 @@ pub struct Args {
 }
 
 /// A snapshot of every counter, as (scope, name, value).
-pub(crate) fn snapshot(seg: &unet_engine::sys::Segment, max: u32) -> Vec<(String, String, u64)> {
+pub(crate) fn snapshot(seg: &unet_sys::Segment, max: u32) -> Vec<(String, String, u64)> {
     let mut out = Vec::new();
     // SAFETY: the segment holds counters_segment_size(max) bytes (checked
     // when it was mapped); the header and slots are atomics read with

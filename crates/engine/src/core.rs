@@ -46,12 +46,12 @@ use std::time::{Duration, Instant};
 use unet_abi::ring::Ring;
 use unet_abi::*;
 
-use crate::control::{self, EndpointAddr, ErrorCode, PathChoice, Reply, Request};
 use crate::counters::Counters;
 use crate::remote::Wire;
-use crate::sle::{Applet, FaultKind, SleEndpoint, MAX_CONSECUTIVE_FAULTS};
-use crate::sys::{self, Epoll, EventFd, Segment};
 use crate::EngineConfig;
+use unet_control::{self as control, EndpointAddr, ErrorCode, PathChoice, Reply, Request};
+use unet_sle::{Applet, FaultKind, SleEndpoint, MAX_CONSECUTIVE_FAULTS};
+use unet_sys::{self as sys, Epoll, EventFd, Segment};
 
 const TOK_KIND_SHIFT: u32 = 56;
 const TOK_LISTENER: u64 = 1;
@@ -129,7 +129,7 @@ pub(crate) struct Ep {
     pub applet: Option<Box<Applet>>,
     /// The applet is not run again before this instant: after a long
     /// invocation it waits nine times as long, so one endpoint's applet
-    /// gets at most a tenth of the engine (see [`crate::sle::pause_after`]).
+    /// gets at most a tenth of the engine (see [`unet_sle::pause_after`]).
     pub applet_pause: Option<Instant>,
 }
 
@@ -239,7 +239,7 @@ impl Core {
         let epoll = Epoll::new()?;
         let counters = Counters::create(cfg.max_endpoints, engine_id)?;
         let listener = match &cfg.control_socket {
-            Some(p) => Some(listen(p)?),
+            Some(p) => Some(sys::listen_seqpacket(p)?),
             None => None,
         };
         if let Some(l) = &listener {
@@ -1442,50 +1442,6 @@ fn init_conn(seg: &Segment, id: u32, ring: u32, a: u32, b: u32) {
     }
 }
 
-fn listen(path: &std::path::Path) -> io::Result<OwnedFd> {
-    let addr = crate::sys::unix_addr(path)?;
-    // A stale socket file from a dead daemon: remove it if nobody answers.
-    if path.exists() {
-        if std::os::unix::net::UnixStream::connect(path).is_ok()
-            || crate::sys_connect_seqpacket(path).is_ok()
-        {
-            return Err(io::Error::new(
-                io::ErrorKind::AddrInUse,
-                format!("an engine already listens on {}", path.display()),
-            ));
-        }
-        let _ = std::fs::remove_file(path);
-    }
-    // SAFETY: socket() creates a descriptor we own.
-    let fd = unsafe {
-        libc::socket(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
-            0,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fresh descriptor.
-    let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-    // SAFETY: bind/listen with a valid sockaddr_un of the given size.
-    unsafe {
-        if libc::bind(
-            fd.as_raw_fd(),
-            &addr as *const _ as *const libc::sockaddr,
-            std::mem::size_of::<libc::sockaddr_un>() as u32,
-        ) < 0
-        {
-            return Err(io::Error::last_os_error());
-        }
-        if libc::listen(fd.as_raw_fd(), 128) < 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(fd)
-}
-
 impl Core {
     /// Time budget check used by the idle loop (exposed for tests).
     pub fn idle_spin(&self) -> Duration {
@@ -1567,7 +1523,7 @@ impl SleEndpoint for EngineEp<'_> {
         true
     }
     fn now_us(&self) -> i32 {
-        crate::sle::now_us_since(self.epoch)
+        unet_sle::now_us_since(self.epoch)
     }
     fn set_timer(&mut self, delay_us: u32, arg: i32) -> Result<(), String> {
         if self.core.timers.len() >= 65536 {
@@ -1586,7 +1542,7 @@ impl SleEndpoint for EngineEp<'_> {
 
 impl Core {
     /// True while endpoint `idx`'s applet waits out its pause (see
-    /// [`crate::sle::pause_after`]); clears the pause once it is over.
+    /// [`unet_sle::pause_after`]); clears the pause once it is over.
     fn paused(&mut self, idx: usize) -> bool {
         let Some(ep) = self.eps.get_mut(idx).and_then(|e| e.as_mut()) else {
             return false;
@@ -1710,7 +1666,7 @@ impl Core {
             return r.is_ok();
         };
         let spent = Duration::from_nanos(applet.stats.total_ns - before.total_ns);
-        if let Some(p) = crate::sle::pause_after(spent, applet.stats.fuel - before.fuel) {
+        if let Some(p) = unet_sle::pause_after(spent, applet.stats.fuel - before.fuel) {
             ep.applet_pause = Some(Instant::now() + p);
         }
         let slot = ep.slot;
@@ -1904,7 +1860,7 @@ impl Core {
             }
             Err(e) => return Reply::Rejected(format!("cannot read the class file: {e}")),
         };
-        let mut limits = crate::sle::default_limits();
+        let mut limits = unet_sle::default_limits();
         if fuel != 0 {
             limits.fuel = fuel;
         }
@@ -1923,14 +1879,11 @@ impl Core {
         };
         match loaded {
             Ok(mut a) => {
-                a.set_time_sampling(
-                    crate::sle::ENGINE_TIME_SAMPLE,
-                    crate::sle::ENGINE_EXACT_FUEL,
-                );
+                a.set_time_sampling(unet_sle::ENGINE_TIME_SAMPLE, unet_sle::ENGINE_EXACT_FUEL);
                 if let Some(ep) = self.eps[idx].as_mut() {
                     // Loading and verifying is applet work too: it counts
                     // against the endpoint's share like an invocation.
-                    if let Some(p) = crate::sle::pause_after_load(t0.elapsed()) {
+                    if let Some(p) = unet_sle::pause_after_load(t0.elapsed()) {
                         ep.applet_pause = Some(Instant::now() + p);
                     }
                     ep.applet = Some(Box::new(a));

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use unet_abi::*;
 
-use crate::sys::Segment;
+use unet_sys::Segment;
 
 /// The engine's counters.
 pub struct Counters {

@@ -15,22 +15,20 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-pub mod control;
 pub mod core;
 pub mod counters;
 mod remote;
-pub mod sle;
-pub mod sys;
 pub mod wire;
 
-pub use control::{EndpointAddr, ErrorCode, PathChoice};
+pub use unet_control::{EndpointAddr, ErrorCode, PathChoice};
+use unet_sys as sys;
 
 /// How an engine is set up.
 #[derive(Clone, Debug)]
@@ -155,29 +153,4 @@ impl Drop for Engine {
     fn drop(&mut self) {
         self.halt();
     }
-}
-
-/// Connect a SOCK_SEQPACKET socket to a daemon's control socket.
-pub fn sys_connect_seqpacket(path: &std::path::Path) -> io::Result<OwnedFd> {
-    let addr = crate::sys::unix_addr(path)?;
-    // SAFETY: creates a descriptor we own.
-    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fresh descriptor.
-    let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-    // A Unix-domain connect a signal interrupted (waiting for room in the
-    // listener's backlog) left the socket unconnected: `retry` tries again.
-    crate::sys::retry(|| {
-        // SAFETY: valid sockaddr_un and its size.
-        crate::sys::cvt(unsafe {
-            libc::connect(
-                fd.as_raw_fd(),
-                &addr as *const _ as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_un>() as u32,
-            )
-        })
-    })?;
-    Ok(fd)
 }

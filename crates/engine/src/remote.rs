@@ -14,14 +14,14 @@ use std::time::{Duration, Instant};
 
 use unet_abi::{EndpointCounter, EngineCounter, EventDesc, EventKind, WIRE_DROP_BASE};
 
-use crate::control::{EndpointAddr, ErrorCode, Reply};
 use crate::core::{Chan, Core};
-use crate::sys;
 use crate::wire::{
     udp::DataTarget, Body, Frame, OpenAccept, OpenRefuse, OpenRequest, PortConfig, Reassembler,
     ReassemblyConfig, RefuseReason, SendBatch, UdpPort, WireDrop, WireStats,
 };
 use crate::EngineConfig;
+use unet_control::{EndpointAddr, ErrorCode, Reply};
+use unet_sys as sys;
 
 /// Retransmit interval of an unanswered channel open.
 const OPEN_RETRY: Duration = Duration::from_millis(200);

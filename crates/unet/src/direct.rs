@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use unet_abi::copy::copy_bytes;
 use unet_abi::*;
-use unet_engine::sys::{self, Segment};
+use unet_sys::{self as sys, Segment};
 
 /// Why a direct send did not happen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -12,13 +12,13 @@ use std::time::{Duration, Instant};
 
 use unet_abi::ring::Ring;
 use unet_abi::*;
-use unet_engine::control::{EndpointAddr, PathChoice, Reply, Request};
-use unet_engine::sys::{self, EventFd, Segment};
+use unet_control::{EndpointAddr, PathChoice, Reply, Request};
+use unet_sys::{self as sys, EventFd, Segment};
 
 use crate::direct::{DirectConn, DirectRecv, DirectSendError};
 use crate::session::Session;
 use crate::{Error, RecvError, SendError};
-use unet_engine::sle::{Applet, AppletStats, FaultKind, SleEndpoint, MAX_CONSECUTIVE_FAULTS};
+use unet_sle::{Applet, AppletStats, FaultKind, SleEndpoint, MAX_CONSECUTIVE_FAULTS};
 
 /// A channel tag: names a destination for sends, and the source of what
 /// arrives.
@@ -1496,7 +1496,7 @@ impl SleEndpoint for ClientEp<'_> {
         true
     }
     fn now_us(&self) -> i32 {
-        unet_engine::sle::now_us_since(self.epoch)
+        unet_sle::now_us_since(self.epoch)
     }
     fn set_timer(&mut self, delay_us: u32, arg: i32) -> Result<(), String> {
         if self.ep.inline_timers.len() >= 4096 {
@@ -1516,7 +1516,7 @@ impl Endpoint {
                 "an inline applet needs managed buffers".into(),
             ));
         }
-        let mut limits = unet_engine::sle::default_limits();
+        let mut limits = unet_sle::default_limits();
         if opts.fuel != 0 {
             limits.fuel = opts.fuel;
         }

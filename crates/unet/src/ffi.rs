@@ -23,7 +23,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use unet_abi::{Geometry, RecvDesc, SendStatus};
-use unet_engine::control::{EndpointAddr, ErrorCode, PathChoice};
+use unet_control::{EndpointAddr, ErrorCode, PathChoice};
 use unet_engine::{Engine, EngineConfig};
 
 use crate::endpoint::{Channel, ChannelOptions, Endpoint, EndpointConfig, Event};

@@ -35,7 +35,7 @@ pub use endpoint::{
 };
 pub use session::Session;
 pub use unet_abi::{ClientCounter, Geometry, RecvDesc, SendStatus};
-pub use unet_engine::control::{EndpointAddr, ErrorCode, PathChoice};
+pub use unet_control::{EndpointAddr, ErrorCode, PathChoice};
 pub use unet_engine::{Engine, EngineConfig};
 
 /// Errors of set-up calls.

@@ -7,9 +7,9 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use unet_engine::control::{self, Reply, Request};
-use unet_engine::sys;
+use unet_control::{self as control, Reply, Request};
 use unet_engine::Engine;
+use unet_sys as sys;
 
 use crate::endpoint::{Endpoint, EndpointConfig};
 use crate::Error;
@@ -37,7 +37,7 @@ impl Session {
     /// Connect to a daemon's control socket.
     pub fn connect(path: impl AsRef<Path>) -> Result<Session, Error> {
         let path = path.as_ref();
-        let fd = unet_engine::sys_connect_seqpacket(path).map_err(|e| {
+        let fd = sys::connect_seqpacket(path).map_err(|e| {
             Error::Io(io::Error::new(
                 e.kind(),
                 format!("cannot reach the engine at {}: {e}", path.display()),
@@ -136,7 +136,7 @@ impl Session {
     }
 
     /// Map the engine's counters segment read-only (for `unet stat`).
-    pub fn counters(&self) -> Result<(unet_engine::sys::Segment, u32), Error> {
+    pub fn counters(&self) -> Result<(unet_sys::Segment, u32), Error> {
         let (r, mut fds) = self.inner.request(&Request::Stat)?;
         match r {
             Reply::Stat { max_endpoints } if !fds.is_empty() => {

@@ -1395,7 +1395,7 @@ fn a_runaway_applet_leaves_other_endpoints_their_rate() {
     );
 }
 
-/// An endpoint for applets run directly (`unet_engine::sle::Applet`),
+/// An endpoint for applets run directly (`unet_sle::Applet`),
 /// without an engine: a buffer area, and what the applet transmitted
 /// (channel 255 is not held; odd channels take the native's path).
 struct MockEp {
@@ -1415,7 +1415,7 @@ impl MockEp {
     }
 }
 
-impl unet_engine::sle::SleEndpoint for MockEp {
+impl unet_sle::SleEndpoint for MockEp {
     fn area_size(&self) -> u64 {
         self.area.len() as u64
     }
@@ -1462,7 +1462,7 @@ impl unet_engine::sle::SleEndpoint for MockEp {
 /// for it), with the same behaviour before and after.
 #[test]
 fn engine_applets_switch_to_compiled_code_when_ready() {
-    use unet_engine::sle::{default_limits, Applet};
+    use unet_sle::{default_limits, Applet};
     let mut ep = MockEp::new(vec![0; 1 << 16]);
     let mut a = Applet::load(&applet("RawUnet"), default_limits(), &mut ep).expect("load");
     a.set_time_sampling(16, u64::MAX);
@@ -1491,11 +1491,8 @@ fn engine_applets_switch_to_compiled_code_when_ready() {
 fn interpreted_and_compiled(
     name: &str,
     fresh: impl Fn() -> MockEp,
-) -> (
-    (unet_engine::sle::Applet, MockEp),
-    (unet_engine::sle::Applet, MockEp),
-) {
-    use unet_engine::sle::{default_limits, Applet};
+) -> ((unet_sle::Applet, MockEp), (unet_sle::Applet, MockEp)) {
+    use unet_sle::{default_limits, Applet};
     let class = applet(name);
     let (mut e1, mut e2) = (fresh(), fresh());
     let mut interp = Applet::load(&class, default_limits(), &mut e1).expect("load");

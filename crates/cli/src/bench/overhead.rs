@@ -73,8 +73,8 @@ use serde_json::json;
 use unet_abi::ring::Ring;
 use unet_abi::RING_HEADER_SIZE;
 use unet_abi::{RecvDesc, SendDesc, INLINE_MAX, MAX_MESSAGE, MAX_RX_BUFFERS, RECV_INLINE};
-use unet_engine::sle::{self, Applet, SleEndpoint};
-use unet_engine::sys::Segment;
+use unet_sle::{self as sle, Applet, SleEndpoint};
+use unet_sys::Segment;
 
 use super::applet_build;
 use super::report::Progress;

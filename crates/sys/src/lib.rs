@@ -9,7 +9,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::AtomicU32;
 use std::time::Duration;
 
-pub(crate) fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+pub fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
         Err(io::Error::last_os_error())
     } else {
@@ -27,7 +27,7 @@ fn cvt_isize(r: isize) -> io::Result<usize> {
 
 /// Run a system call again while a signal interrupts it (EINTR): a process
 /// that takes signals (timers, profilers) must not see our calls fail.
-pub(crate) fn retry<T>(mut call: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+pub fn retry<T>(mut call: impl FnMut() -> io::Result<T>) -> io::Result<T> {
     loop {
         match call() {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -644,6 +644,77 @@ pub fn heavy_fence() {
     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
     let _ = membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED);
     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Connect a SOCK_SEQPACKET socket to a daemon's control socket.
+pub fn connect_seqpacket(path: &std::path::Path) -> io::Result<OwnedFd> {
+    let addr = unix_addr(path)?;
+    // SAFETY: creates a descriptor we own.
+    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fresh descriptor.
+    let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    // A Unix-domain connect a signal interrupted (waiting for room in the
+    // listener's backlog) left the socket unconnected: `retry` tries again.
+    retry(|| {
+        // SAFETY: valid sockaddr_un and its size.
+        cvt(unsafe {
+            libc::connect(
+                fd.as_raw_fd(),
+                &addr as *const _ as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_un>() as u32,
+            )
+        })
+    })?;
+    Ok(fd)
+}
+
+/// Listen on a Unix SOCK_SEQPACKET socket at `path` (non-blocking), removing
+/// a stale socket file that nobody answers on; refused if an engine listens
+/// there already.
+pub fn listen_seqpacket(path: &std::path::Path) -> io::Result<OwnedFd> {
+    let addr = unix_addr(path)?;
+    // A stale socket file from a dead daemon: remove it if nobody answers.
+    if path.exists() {
+        if std::os::unix::net::UnixStream::connect(path).is_ok() || connect_seqpacket(path).is_ok()
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                format!("an engine already listens on {}", path.display()),
+            ));
+        }
+        let _ = std::fs::remove_file(path);
+    }
+    // SAFETY: socket() creates a descriptor we own.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+            0,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fresh descriptor.
+    let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    // SAFETY: bind/listen with a valid sockaddr_un of the given size.
+    unsafe {
+        if libc::bind(
+            fd.as_raw_fd(),
+            &addr as *const _ as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_un>() as u32,
+        ) < 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+        if libc::listen(fd.as_raw_fd(), 128) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(fd)
 }
 
 #[cfg(test)]
