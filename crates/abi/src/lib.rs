@@ -537,11 +537,86 @@ pub enum EventKind {
     /// Messages were dropped for this endpoint (`arg`: count since last).
     Dropped = 4,
     /// An invocation of the endpoint's applet faulted (`arg`: the fault
-    /// class, see the engine's `sle::FaultKind`); the invocation stopped.
+    /// class, a [`FaultKind`]); the invocation stopped.
     AppletFault = 5,
     /// The applet was detached after repeated faults (`arg`: fault class of
-    /// the last one).
+    /// the last one, a [`FaultKind`]).
     AppletDetached = 6,
+}
+
+/// Why an invocation of an applet was stopped: the `arg` of the
+/// [`EventKind::AppletFault`] and [`EventKind::AppletDetached`] events,
+/// and the applet fault counters.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FaultKind {
+    /// The work budget of the invocation ran out (the watchdog).
+    Fuel = 0,
+    /// An array index out of bounds, a null reference, a negative size.
+    Memory = 1,
+    /// Division by zero.
+    Arith = 2,
+    /// Call depth (or frame space) exceeded.
+    Depth = 3,
+    /// The heap quota was exceeded.
+    Heap = 4,
+    /// A native refused its arguments.
+    Native = 5,
+    /// Anything else.
+    Other = 6,
+}
+
+impl FaultKind {
+    /// Every kind, in the order of their numbers.
+    pub const ALL: [FaultKind; 7] = [
+        FaultKind::Fuel,
+        FaultKind::Memory,
+        FaultKind::Arith,
+        FaultKind::Depth,
+        FaultKind::Heap,
+        FaultKind::Native,
+        FaultKind::Other,
+    ];
+
+    /// Decode an event's `arg`; an unknown number reads as `Other`.
+    pub fn from_u32(v: u32) -> FaultKind {
+        FaultKind::ALL
+            .get(v as usize)
+            .copied()
+            .unwrap_or(FaultKind::Other)
+    }
+
+    /// A short name (`fuel`, `memory`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::Fuel => "fuel",
+            FaultKind::Memory => "memory",
+            FaultKind::Arith => "arith",
+            FaultKind::Depth => "depth",
+            FaultKind::Heap => "heap",
+            FaultKind::Native => "native",
+            FaultKind::Other => "other",
+        }
+    }
+
+    /// The engine's per-endpoint counter of faults of this kind.
+    pub fn counter(self) -> EndpointCounter {
+        match self {
+            FaultKind::Fuel => EndpointCounter::AppletFaultFuel,
+            FaultKind::Memory => EndpointCounter::AppletFaultMemory,
+            FaultKind::Arith => EndpointCounter::AppletFaultArith,
+            FaultKind::Depth => EndpointCounter::AppletFaultDepth,
+            FaultKind::Heap => EndpointCounter::AppletFaultHeap,
+            FaultKind::Native => EndpointCounter::AppletFaultNative,
+            FaultKind::Other => EndpointCounter::AppletFaultOther,
+        }
+    }
+}
+
+impl core::fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 impl EventKind {

@@ -1,89 +1,72 @@
 //! The unet engine: the trusted software network interface.
 //!
 //! It owns every endpoint of one adapter and runs one single-threaded,
-//! message-driven loop ([`core`]): it takes send descriptors from endpoint
-//! rings, checks them, delivers locally (copying into the receiver's free
-//! buffers) or over the UDP [`wire`], sets up direct connections between
-//! local endpoints and then stays out of their data path, and reclaims what a
+//! message-driven loop ([`Dispatcher`]): it takes send descriptors from
+//! endpoint rings, checks them, delivers locally (copying into the
+//! receiver's free buffers) or over the UDP [`wire`], runs the U-Net/SLE
+//! applets attached to endpoints, sets up direct connections between local
+//! endpoints and then stays out of their data path, and reclaims what a
 //! client held when its control connection closes.
 //!
 //! It runs *embedded* ([`Engine::start`]: a thread inside the application,
-//! reached through in-process socket pairs, no set-up) or as a *daemon*
-//! (the same thing with [`EngineConfig::control_socket`] set, which processes
-//! reach over a Unix socket). The layout of everything shared lives in the
-//! `unet-abi` crate; the set-up protocol in [`control`].
+//! reached through in-process socket pairs, no set-up), as a *daemon* (the
+//! same thing with [`EngineConfig::control_socket`] set, which processes
+//! reach over a Unix socket), or stepped by its caller ([`Dispatcher`],
+//! invoker mode: tests, fuzzing, benchmarks). The layout of everything
+//! shared lives in the `unet-abi` crate; the set-up protocol in
+//! `unet-control`.
+//!
+//! # Parts
+//!
+//! Each part owns its state; dependencies point one way, from the
+//! dispatcher down:
+//!
+//! | module | part |
+//! |---|---|
+//! | `dispatcher` | the loop; owns the parts; [`Dispatcher::step`] |
+//! | `setup` | what each control request does; reclaiming a client |
+//! | `server` | the control server: clients, their sockets and credentials |
+//! | `datapath` | send descriptors checked and sent by route; delivery through applets |
+//! | `routes` | what a channel leads to: local, direct, remote (one place per kind) |
+//! | `endpoints` | the endpoint table and U-Net delivery |
+//! | `direct` | direct connections' segments |
+//! | `remote` | remote channels: handshake and the wire |
+//! | `applets` | the applet host: runners, queued arrivals, verification off the loop |
+//! | [`wire`] | the transport: frames, fragmentation, the UDP port |
+//! | `poller` | the epoll set and its tokens |
 
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
-use std::path::PathBuf;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
 
-pub mod core;
+mod applets;
+mod config;
 pub mod counters;
+mod datapath;
+mod direct;
+mod dispatcher;
+mod endpoints;
+mod poller;
 mod remote;
+mod routes;
+mod server;
+mod setup;
 pub mod wire;
 
+pub use config::{
+    EngineConfig, DEFAULT_APPLET_FUEL_MAX, DEFAULT_APPLET_HEAP_MAX, DEFAULT_CLIENT_MEMORY,
+};
+pub use dispatcher::{Dispatcher, LocalClient};
+pub use endpoints::MAX_CHANNELS;
 pub use unet_control::{EndpointAddr, ErrorCode, PathChoice};
 use unet_sys as sys;
 
-/// How an engine is set up.
-#[derive(Clone, Debug)]
-pub struct EngineConfig {
-    /// Listen for client processes on this Unix socket path (daemon mode, or
-    /// an embedded engine shared with child processes).
-    pub control_socket: Option<PathBuf>,
-    /// Bind the UDP wire here (e.g. `0.0.0.0:7700`, or port 0 for any).
-    pub udp_bind: Option<SocketAddr>,
-    /// Largest UDP datagram the wire sends (1472 for an Ethernet MTU;
-    /// larger on loopback).
-    pub max_datagram: usize,
-    /// Fault injection: drop this many outgoing datagrams per million.
-    pub wire_drop_ppm: u32,
-    /// Seed of the fault injector.
-    pub wire_drop_seed: u64,
-    /// Endpoint slots (and counter slots).
-    pub max_endpoints: u32,
-    /// Bytes of each ring of a direct connection (power of two).
-    pub conn_ring_size: u32,
-    /// How long the engine keeps polling after its last work before it
-    /// sleeps. Zero by default: on small machines a polling engine takes the
-    /// CPU its clients need (they spin while they wait), and its wake-up
-    /// through a doorbell costs a few microseconds.
-    pub idle_spin: Duration,
-    /// Most bytes of shared memory one client may hold: its endpoints'
-    /// segments and the direct connections it opened. The engine allocates
-    /// (and populates) these segments for the client, so without a bound one
-    /// process could make the engine take all the host's memory. A request
-    /// beyond it is refused with `ErrorCode::QuotaExceeded`.
-    pub client_memory: u64,
-}
-
-/// Default [`EngineConfig::client_memory`]: 4 GiB.
-pub const DEFAULT_CLIENT_MEMORY: u64 = 4 << 30;
-
-impl Default for EngineConfig {
-    fn default() -> Self {
-        EngineConfig {
-            control_socket: None,
-            udp_bind: None,
-            max_datagram: 1472,
-            wire_drop_ppm: 0,
-            wire_drop_seed: 0,
-            max_endpoints: 256,
-            conn_ring_size: unet_abi::CONN_RING_DEFAULT,
-            idle_spin: Duration::ZERO,
-            client_memory: DEFAULT_CLIENT_MEMORY,
-        }
-    }
-}
-
 /// A running engine on its own thread.
 pub struct Engine {
-    shared: Arc<core::Shared>,
+    shared: Arc<dispatcher::Shared>,
     thread: Option<JoinHandle<()>>,
     udp: Option<SocketAddr>,
     engine_id: u64,
@@ -92,17 +75,13 @@ pub struct Engine {
 impl Engine {
     /// Start an engine thread.
     pub fn start(cfg: EngineConfig) -> io::Result<Engine> {
-        let shared = Arc::new(core::Shared {
-            stop: Default::default(),
-            admin: sys::EventFd::new()?,
-            new_clients: Mutex::new(Vec::new()),
-        });
-        let mut c = core::Core::new(cfg, shared.clone())?;
-        let udp = c.udp_addr();
-        let engine_id = c.engine_id;
+        let mut d = Dispatcher::new(cfg)?;
+        let shared = d.shared().clone();
+        let udp = d.udp_addr();
+        let engine_id = d.engine_id();
         let thread = std::thread::Builder::new()
             .name("unet-engine".into())
-            .spawn(move || c.run())?;
+            .spawn(move || d.run())?;
         Ok(Engine {
             shared,
             thread: Some(thread),

@@ -1,4 +1,10 @@
-//! Remote channels: the engine's side of the UDP wire.
+//! The remote side: remote channels over the engine's UDP wire.
+//!
+//! It owns the wire (the port, the batch of datagrams to send, the
+//! reassembler) and the handshake state; it is given the endpoint table to
+//! look channels up in and an `arrive` function to hand whole messages to,
+//! never the whole engine. Replies owed to clients (an open accepted,
+//! refused or timed out) come back as [`Completion`]s.
 //!
 //! A channel to an endpoint of another engine is opened with a handshake
 //! (`OpenRequest` → `OpenAccept`/`OpenRefuse`, retransmitted until answered
@@ -10,18 +16,21 @@
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use unet_abi::{EndpointCounter, EngineCounter, EventDesc, EventKind, WIRE_DROP_BASE};
+use unet_control::{ErrorCode, Reply};
+use unet_sys as sys;
 
-use crate::core::{Chan, Core};
+use crate::config::EngineConfig;
+use crate::counters::Counters;
+use crate::endpoints::{ClientId, EndpointTable};
+use crate::routes::{RemotePeer, Route};
 use crate::wire::{
     udp::DataTarget, Body, Frame, OpenAccept, OpenRefuse, OpenRequest, PortConfig, Reassembler,
     ReassemblyConfig, RefuseReason, SendBatch, UdpPort, WireDrop, WireStats,
 };
-use crate::EngineConfig;
-use unet_control::{EndpointAddr, ErrorCode, Reply};
-use unet_sys as sys;
 
 /// Retransmit interval of an unanswered channel open.
 const OPEN_RETRY: Duration = Duration::from_millis(200);
@@ -29,7 +38,7 @@ const OPEN_RETRY: Duration = Duration::from_millis(200);
 const OPEN_TRIES: u32 = 10;
 
 struct Pending {
-    client: usize,
+    client: ClientId,
     req_id: u32,
     src_idx: usize,
     src_id: u32,
@@ -41,8 +50,20 @@ struct Pending {
     tries: u32,
 }
 
+/// Where whole messages from the wire go: (the endpoint table, table
+/// index, endpoint id, channel, the message).
+pub(crate) type Arrive<'a> = dyn FnMut(&mut EndpointTable, usize, u32, u16, &[u8]) + 'a;
+
+/// A reply owed to a client for an open it asked for.
+pub(crate) struct Completion {
+    pub client: ClientId,
+    pub req_id: u32,
+    pub reply: Reply,
+}
+
 /// The wire state of one engine.
-pub(crate) struct Wire {
+pub(crate) struct RemoteSide {
+    counters: Arc<Counters>,
     port: UdpPort,
     batch: SendBatch,
     reasm: Reassembler,
@@ -57,8 +78,13 @@ pub(crate) struct Wire {
     drops_read_at: u64,
 }
 
-impl Wire {
-    pub(crate) fn bind(addr: SocketAddr, cfg: &EngineConfig, engine_id: u64) -> io::Result<Wire> {
+impl RemoteSide {
+    pub(crate) fn bind(
+        addr: SocketAddr,
+        cfg: &EngineConfig,
+        engine_id: u64,
+        counters: Arc<Counters>,
+    ) -> io::Result<RemoteSide> {
         let pc = PortConfig {
             max_datagram: cfg.max_datagram,
             drop_rate_ppm: cfg.wire_drop_ppm,
@@ -66,7 +92,8 @@ impl Wire {
             ..PortConfig::default()
         };
         let port = UdpPort::bind(addr, pc)?;
-        Ok(Wire {
+        Ok(RemoteSide {
+            counters,
             batch: SendBatch::for_port(port.config()),
             port,
             reasm: Reassembler::new(ReassemblyConfig::default()),
@@ -111,46 +138,42 @@ impl Wire {
         }
     }
 
-    pub(crate) fn send_close(
-        &mut self,
-        peer: SocketAddr,
-        peer_ep: u32,
-        peer_chan: u16,
-        token: u64,
-    ) {
+    /// Tell the peer of a remote channel that it is closed.
+    pub(crate) fn send_close(&mut self, r: &RemotePeer) {
         let f = Frame {
             src_engine: self.engine_id,
             body: Body::Close(crate::wire::Close {
-                dst_endpoint: peer_ep,
-                dst_channel: peer_chan,
-                token,
+                dst_endpoint: r.ep,
+                dst_channel: r.chan,
+                token: r.peer_token,
             }),
         };
-        let _ = self.batch.push_frame(peer, &f);
+        let _ = self.batch.push_frame(r.addr, &f);
     }
 
     /// Before the engine sleeps: if datagrams came since the last time, read
     /// the kernel's drop count at the socket, for drops no later datagram
     /// told of (the end of a burst), and publish the counters.
-    pub(crate) fn before_sleep(&mut self, counters: &crate::counters::Counters) {
+    pub(crate) fn before_sleep(&mut self) {
         let rx = self.port.stats.datagrams_received;
         if rx != self.drops_read_at {
             self.drops_read_at = rx;
             self.port.sync_socket_drops();
-            self.publish(counters);
+            self.publish();
         }
     }
 
     /// Send what is queued (one sendmmsg per 64 datagrams) and publish the
     /// wire counters.
-    pub(crate) fn flush(&mut self, counters: &crate::counters::Counters) {
+    pub(crate) fn flush(&mut self) {
         if !self.batch.is_empty() {
             let _ = self.port.send_batch(&mut self.batch);
         }
-        self.publish(counters);
+        self.publish();
     }
 
-    fn publish(&mut self, counters: &crate::counters::Counters) {
+    fn publish(&mut self) {
+        let counters = &*self.counters;
         let mut now = self.port.stats;
         now.add(&self.reasm.stats);
         now.add(&self.batch.stats);
@@ -195,375 +218,419 @@ impl Wire {
         }
         self.reported = now;
     }
-}
 
-/// Start opening a channel from endpoint `src` to a remote endpoint.
-pub(crate) fn open_remote(core: &mut Core, ci: usize, req_id: u32, src: usize, dst: EndpointAddr) {
-    let Some(host) = dst.host else { return };
-    if core.wire.is_none() {
-        return core.reply(ci, req_id, Reply::Error(ErrorCode::NoWire), &[]);
-    }
-    let Some(ep) = core.eps[src].as_mut() else {
-        return;
-    };
-    let src_id = ep.id;
-    let Some(chan) = ep.alloc_chan() else {
-        return core.reply(ci, req_id, Reply::Error(ErrorCode::NoResources), &[]);
-    };
-    ep.channels[chan as usize] = Chan::Opening;
-    let w = core.wire.as_mut().expect("wire");
-    let request = w.next_request;
-    w.next_request = w.next_request.wrapping_add(1).max(1);
-    let my_token = sys::random_u64();
-    w.pending.insert(
-        request,
-        Pending {
-            client: ci,
-            req_id,
-            src_idx: src,
-            src_id,
-            chan,
-            my_token,
-            dst: host,
-            dst_ep: dst.id,
-            next_try: Instant::now(),
-            tries: 0,
-        },
-    );
-    retry_opens(core);
-}
-
-/// (Re)send due open requests; fail those out of tries.
-fn retry_opens(core: &mut Core) {
-    let now = Instant::now();
-    let Some(w) = core.wire.as_mut() else { return };
-    let mut failed = Vec::new();
-    for (&request, p) in w.pending.iter_mut() {
-        if p.next_try > now {
-            continue;
-        }
-        if p.tries >= OPEN_TRIES {
-            failed.push(request);
-            continue;
-        }
-        p.tries += 1;
-        p.next_try = now + OPEN_RETRY;
-        let f = Frame {
-            src_engine: w.engine_id,
-            body: Body::OpenRequest(OpenRequest {
-                src_endpoint: p.src_id,
-                dst_endpoint: p.dst_ep,
-                request_id: request,
-                src_channel: p.chan,
-                src_token: p.my_token,
-                flags: 0,
-            }),
-        };
-        let _ = w.batch.push_frame(p.dst, &f);
-    }
-    let mut done = Vec::new();
-    for request in failed {
-        if let Some(p) = w.pending.remove(&request) {
-            done.push(p);
-        }
-    }
-    for p in done {
-        core.counters.engine(EngineCounter::WireOpenTimeouts, 1);
-        free_opening(core, p.src_idx, p.src_id, p.chan);
-        core.reply(
-            p.client,
-            p.req_id,
-            Reply::Error(ErrorCode::Unreachable),
-            &[],
+    /// Start opening a channel from endpoint `src_idx` to endpoint
+    /// `dst_ep` of the engine at `dst`: the tag is held (opening) until
+    /// the peer answers or the tries run out; the answer comes back as a
+    /// [`Completion`] for (`client`, `req_id`).
+    pub(crate) fn open(
+        &mut self,
+        eps: &mut EndpointTable,
+        client: ClientId,
+        req_id: u32,
+        src_idx: usize,
+        dst: SocketAddr,
+        dst_ep: u32,
+    ) -> Result<Vec<Completion>, ErrorCode> {
+        let ep = eps.get_mut(src_idx).ok_or(ErrorCode::NoSuchEndpoint)?;
+        let src_id = ep.id;
+        let chan = ep.alloc_route().ok_or(ErrorCode::NoResources)?;
+        ep.routes[chan as usize] = Route::Opening;
+        let request = self.next_request;
+        self.next_request = self.next_request.wrapping_add(1).max(1);
+        let my_token = sys::random_u64();
+        self.pending.insert(
+            request,
+            Pending {
+                client,
+                req_id,
+                src_idx,
+                src_id,
+                chan,
+                my_token,
+                dst,
+                dst_ep,
+                next_try: Instant::now(),
+                tries: 0,
+            },
         );
+        Ok(self.retry_opens(eps))
     }
-}
 
-fn free_opening(core: &mut Core, idx: usize, id: u32, chan: u16) {
-    if let Some(ep) = core.eps.get_mut(idx).and_then(|e| e.as_mut()) {
-        if ep.id == id {
-            if let Some(c) = ep.channels.get_mut(chan as usize) {
-                if matches!(c, Chan::Opening) {
-                    *c = Chan::Free;
-                }
+    /// (Re)send due open requests; fail those out of tries.
+    fn retry_opens(&mut self, eps: &mut EndpointTable) -> Vec<Completion> {
+        let now = Instant::now();
+        let mut failed = Vec::new();
+        for (&request, p) in self.pending.iter_mut() {
+            if p.next_try > now {
+                continue;
+            }
+            if p.tries >= OPEN_TRIES {
+                failed.push(request);
+                continue;
+            }
+            p.tries += 1;
+            p.next_try = now + OPEN_RETRY;
+            let f = Frame {
+                src_engine: self.engine_id,
+                body: Body::OpenRequest(OpenRequest {
+                    src_endpoint: p.src_id,
+                    dst_endpoint: p.dst_ep,
+                    request_id: request,
+                    src_channel: p.chan,
+                    src_token: p.my_token,
+                    flags: 0,
+                }),
+            };
+            let _ = self.batch.push_frame(p.dst, &f);
+        }
+        let mut done = Vec::new();
+        for request in failed {
+            if let Some(p) = self.pending.remove(&request) {
+                self.counters.engine(EngineCounter::WireOpenTimeouts, 1);
+                free_opening(eps, p.src_idx, p.src_id, p.chan);
+                done.push(Completion {
+                    client: p.client,
+                    req_id: p.req_id,
+                    reply: Reply::Error(ErrorCode::Unreachable),
+                });
             }
         }
+        done
     }
-}
 
-/// Forget the pending opens of a client that went away.
-pub(crate) fn forget_client(core: &mut Core, ci: usize) {
-    if let Some(w) = core.wire.as_mut() {
-        w.pending.retain(|_, p| p.client != ci);
+    /// Forget the pending opens of a client that went away.
+    pub(crate) fn forget_client(&mut self, client: ClientId) {
+        self.pending.retain(|_, p| p.client != client);
     }
-}
 
-/// Queue a message on a remote channel.
-pub(crate) fn send_remote(core: &mut Core, idx: usize, chan: u16, src: *const u8, len: usize) {
-    let Some(ep) = core.eps[idx].as_mut() else {
-        return;
-    };
-    let slot = ep.slot;
-    let Some(Chan::Remote {
-        peer,
-        peer_ep,
-        peer_chan,
-        peer_token,
-        next_msg,
-        ..
-    }) = ep.channels.get_mut(chan as usize)
-    else {
-        return;
-    };
-    let msg_id = *next_msg;
-    *next_msg = next_msg.wrapping_add(1);
-    let (peer, to) = (
-        *peer,
-        DataTarget {
-            dst_endpoint: *peer_ep,
-            dst_channel: *peer_chan,
-            token: *peer_token,
+    /// Queue message `msg` of endpoint counter slot `slot` on the remote
+    /// channel `r` (whose message id moves on).
+    pub(crate) fn send(&mut self, slot: usize, r: &mut RemotePeer, msg: &[u8]) {
+        let msg_id = r.next_msg;
+        r.next_msg = r.next_msg.wrapping_add(1);
+        let to = DataTarget {
+            dst_endpoint: r.ep,
+            dst_channel: r.chan,
+            token: r.peer_token,
             flags: 0,
-        },
-    );
-    let w = core.wire.as_mut().expect("remote channel without a wire");
-    // SAFETY: src/len were checked by process_send to lie inside the
-    // sender's buffer area, a live mapping. The client may scribble on it
-    // concurrently; then only its own message carries garbage.
-    let msg = unsafe { std::slice::from_raw_parts(src, len) };
-    if w.batch
-        .push_message(peer, w.engine_id, to, msg_id, msg)
-        .is_err()
-    {
-        // Queue full: send what we have and try once more.
-        let _ = w.port.send_batch(&mut w.batch);
-        if w.batch
-            .push_message(peer, w.engine_id, to, msg_id, msg)
+        };
+        if self
+            .batch
+            .push_message(r.addr, self.engine_id, to, msg_id, msg)
             .is_err()
         {
-            w.batch.stats.count_drop(WireDrop::SendQueueFull);
-            return;
+            // Queue full: send what we have and try once more.
+            let _ = self.port.send_batch(&mut self.batch);
+            if self
+                .batch
+                .push_message(r.addr, self.engine_id, to, msg_id, msg)
+                .is_err()
+            {
+                self.batch.stats.count_drop(WireDrop::SendQueueFull);
+                return;
+            }
         }
+        self.counters.ep(slot, EndpointCounter::WireTxMsgs, 1);
     }
-    core.counters.ep(slot, EndpointCounter::WireTxMsgs, 1);
-}
 
-/// Receive and handle datagrams; run timers; send what is queued.
-pub(crate) fn poll_wire(core: &mut Core) -> usize {
-    let Some(mut w) = core.wire.take() else {
-        return 0;
-    };
-    let mut work = 0;
-    // Up to a few batches per turn, so the wire cannot starve endpoints.
-    for _ in 0..4 {
-        let mut frames: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
-        let mut handled = 0;
-        let now_ns = w.now_ns();
-        let Wire {
-            port,
-            reasm,
-            batch,
-            engine_id,
-            pending,
-            accepted,
-            ..
-        } = &mut w;
-        // A receiver without room (see the core module's docs): the rest
-        // of the batch waits in the port, the rest of the datagrams in the
-        // socket's buffer.
-        let r = port.recv_batch_until(|from, bytes| {
-            handled += 1;
-            handle_datagram(
-                core,
+    /// Receive and handle datagrams, run the wire's timers, send what is
+    /// queued. Whole messages go to `arrive` (table, index, endpoint id,
+    /// channel, bytes). Returns the work done and the replies owed.
+    pub(crate) fn poll(
+        &mut self,
+        eps: &mut EndpointTable,
+        arrive: &mut Arrive<'_>,
+    ) -> (usize, Vec<Completion>) {
+        let mut work = 0;
+        let mut done = Vec::new();
+        // Up to a few batches per turn, so the wire cannot starve endpoints.
+        for _ in 0..4 {
+            let mut answers: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
+            let mut handled = 0;
+            let now_ns = self.now_ns();
+            let RemoteSide {
+                counters,
+                port,
                 reasm,
                 batch,
-                *engine_id,
+                engine_id,
                 pending,
                 accepted,
-                &mut frames,
-                from,
-                bytes,
+                ..
+            } = self;
+            let mut rx = Rx {
+                counters,
+                reasm,
+                batch,
+                engine_id: *engine_id,
+                pending,
+                accepted,
+                answers: &mut answers,
                 now_ns,
-            );
-            !core.behind
-        });
-        // Completions that need the client side (accept/refuse replies).
-        for (from, f) in frames {
-            finish_open(core, &mut w, from, &f);
+            };
+            // A receiver without room (see the dispatcher's docs): the rest
+            // of the batch waits in the port, the rest of the datagrams in
+            // the socket's buffer.
+            let r = port.recv_batch_until(|from, bytes| {
+                handled += 1;
+                rx.datagram(eps, arrive, from, bytes);
+                !eps.behind
+            });
+            // Completions that need the client side (accept/refuse replies).
+            for (from, f) in answers {
+                done.extend(self.finish_open(eps, from, &f));
+            }
+            work += handled;
+            if eps.behind || !matches!(r, Ok(n) if n > 0) {
+                break;
+            }
         }
-        work += handled;
-        if core.behind || !matches!(r, Ok(n) if n > 0) {
-            break;
+        let now_ns = self.now_ns();
+        if self.reasm.expire(now_ns) > 0 {
+            work += 1;
+        }
+        if !self.pending.is_empty() {
+            done.extend(self.retry_opens(eps));
+        }
+        self.flush();
+        (work, done)
+    }
+
+    /// Complete an open with the answer that arrived.
+    fn finish_open(
+        &mut self,
+        eps: &mut EndpointTable,
+        from: SocketAddr,
+        bytes: &[u8],
+    ) -> Option<Completion> {
+        let Ok(f) = Frame::parse(bytes) else {
+            return None;
+        };
+        match f.body {
+            Body::OpenAccept(a) => {
+                let p = self.pending.remove(&a.request_id)?;
+                let ep = eps.live_mut(p.src_idx, p.src_id)?;
+                ep.routes[p.chan as usize] = Route::Remote(RemotePeer {
+                    addr: from,
+                    ep: a.src_endpoint,
+                    chan: a.accept_channel,
+                    peer_token: a.accept_token,
+                    my_token: p.my_token,
+                    next_msg: 0,
+                });
+                eps.count_opened(p.src_idx);
+                Some(Completion {
+                    client: p.client,
+                    req_id: p.req_id,
+                    reply: Reply::ChannelOpened {
+                        channel: p.chan,
+                        conn_id: 0,
+                        side: 0,
+                    },
+                })
+            }
+            Body::OpenRefuse(r) => {
+                let p = self.pending.remove(&r.request_id)?;
+                free_opening(eps, p.src_idx, p.src_id, p.chan);
+                let code = match r.reason {
+                    RefuseReason::NoSuchEndpoint => ErrorCode::NoSuchEndpoint,
+                    RefuseReason::Refused => ErrorCode::Refused,
+                    RefuseReason::NoResources => ErrorCode::NoResources,
+                };
+                Some(Completion {
+                    client: p.client,
+                    req_id: p.req_id,
+                    reply: Reply::Error(code),
+                })
+            }
+            _ => None,
         }
     }
-    let now_ns = w.now_ns();
-    if w.reasm.expire(now_ns) > 0 {
-        work += 1;
-    }
-    core.wire = Some(w);
-    if core.wire.as_ref().is_some_and(|w| !w.pending.is_empty()) {
-        retry_opens(core);
-    }
-    if let Some(w) = core.wire.as_mut() {
-        w.flush(&core.counters);
-    }
-    work
 }
 
-#[allow(clippy::too_many_arguments)]
-fn handle_datagram(
-    core: &mut Core,
-    reasm: &mut Reassembler,
-    batch: &mut SendBatch,
-    engine_id: u64,
-    pending: &mut HashMap<u32, Pending>,
-    accepted: &mut HashMap<(SocketAddr, u64, u32), (u16, u64)>,
-    later: &mut Vec<(SocketAddr, Vec<u8>)>,
-    from: SocketAddr,
-    bytes: &[u8],
-    now_ns: u64,
-) {
-    let f = match Frame::parse(bytes) {
-        Ok(f) => f,
-        Err(e) => {
-            reasm.stats.count_drop(WireDrop::from(e));
-            return;
+fn free_opening(eps: &mut EndpointTable, idx: usize, id: u32, chan: u16) {
+    if let Some(ep) = eps.live_mut(idx, id) {
+        if let Some(c) = ep.routes.get_mut(chan as usize) {
+            if matches!(c, Route::Opening) {
+                *c = Route::Free;
+            }
         }
-    };
-    match f.body {
-        Body::Data(d) => {
-            let Some(&di) = core.by_id.get(&d.dst_endpoint) else {
-                return reasm.stats.count_drop(WireDrop::UnknownEndpoint);
-            };
-            let Some(ep) = core.eps[di].as_ref() else {
+    }
+}
+
+/// What handling one received datagram needs of the remote side (its
+/// parts borrowed apart from the port that is receiving).
+struct Rx<'a> {
+    counters: &'a Counters,
+    reasm: &'a mut Reassembler,
+    batch: &'a mut SendBatch,
+    engine_id: u64,
+    pending: &'a mut HashMap<u32, Pending>,
+    accepted: &'a mut HashMap<(SocketAddr, u64, u32), (u16, u64)>,
+    /// Answers to our opens, completed after the batch.
+    answers: &'a mut Vec<(SocketAddr, Vec<u8>)>,
+    now_ns: u64,
+}
+
+impl Rx<'_> {
+    fn datagram(
+        &mut self,
+        eps: &mut EndpointTable,
+        arrive: &mut Arrive<'_>,
+        from: SocketAddr,
+        bytes: &[u8],
+    ) {
+        let f = match Frame::parse(bytes) {
+            Ok(f) => f,
+            Err(e) => {
+                self.reasm.stats.count_drop(WireDrop::from(e));
                 return;
-            };
-            match ep.channels.get(d.dst_channel as usize) {
-                Some(Chan::Remote { peer, my_token, .. }) => {
-                    if *my_token != d.token || *peer != from {
-                        return reasm.stats.count_drop(WireDrop::ForgedToken);
+            }
+        };
+        match f.body {
+            Body::Data(d) => {
+                let Some(di) = eps.index_of(d.dst_endpoint) else {
+                    return self.reasm.stats.count_drop(WireDrop::UnknownEndpoint);
+                };
+                let Some(ep) = eps.get(di) else {
+                    return;
+                };
+                match ep.route(d.dst_channel) {
+                    Some(Route::Remote(r)) => {
+                        if r.my_token != d.token || r.addr != from {
+                            return self.reasm.stats.count_drop(WireDrop::ForgedToken);
+                        }
+                    }
+                    _ => return self.reasm.stats.count_drop(WireDrop::UnknownChannel),
+                }
+                let (dst_id, slot) = (ep.id, ep.slot);
+                if let Ok(Some(msg)) = self.reasm.push(from, f.src_engine, &d, self.now_ns) {
+                    let s = msg.as_slice();
+                    self.counters.ep(slot, EndpointCounter::WireRxMsgs, 1);
+                    arrive(eps, di, dst_id, d.dst_channel, s);
+                    if let crate::wire::Message::Owned(v) = msg {
+                        self.reasm.recycle(v);
                     }
                 }
-                _ => return reasm.stats.count_drop(WireDrop::UnknownChannel),
             }
-            let (dst_id, slot) = (ep.id, ep.slot);
-            if let Ok(Some(msg)) = reasm.push(from, f.src_engine, &d, now_ns) {
-                let s = msg.as_slice();
-                core.counters.ep(slot, EndpointCounter::WireRxMsgs, 1);
-                // The wire is taken out of the core meanwhile: an applet's
-                // doRx (whose txPush may need it) is queued for the loop.
-                core.deliver(di, dst_id, d.dst_channel, s.as_ptr(), s.len(), false);
-                if let crate::wire::Message::Owned(v) = msg {
-                    reasm.recycle(v);
-                }
-            }
-        }
-        Body::OpenRequest(o) => {
-            core.counters.engine(EngineCounter::WireOpenRequests, 1);
-            let key = (from, f.src_engine, o.request_id);
-            let refuse = |batch: &mut SendBatch, reason| {
-                let r = Frame {
-                    src_engine: engine_id,
-                    body: Body::OpenRefuse(OpenRefuse {
-                        request_id: o.request_id,
-                        src_endpoint: o.dst_endpoint,
-                        dst_endpoint: o.src_endpoint,
-                        reason,
-                    }),
-                };
-                let _ = batch.push_frame(from, &r);
-            };
-            let accept = |batch: &mut SendBatch, chan: u16, token: u64| {
-                let a = Frame {
-                    src_engine: engine_id,
-                    body: Body::OpenAccept(OpenAccept {
-                        request_id: o.request_id,
-                        src_endpoint: o.dst_endpoint,
-                        dst_endpoint: o.src_endpoint,
-                        accept_channel: chan,
-                        accept_token: token,
-                    }),
-                };
-                let _ = batch.push_frame(from, &a);
-            };
-            if let Some(&(chan, token)) = accepted.get(&key) {
-                return accept(batch, chan, token);
-            }
-            let Some(&di) = core.by_id.get(&o.dst_endpoint) else {
-                core.counters.engine(EngineCounter::WireOpenRefused, 1);
-                return refuse(batch, RefuseReason::NoSuchEndpoint);
-            };
-            let Some(ep) = core.eps[di].as_mut() else {
-                return;
-            };
-            if !ep.accept {
-                core.counters.engine(EngineCounter::WireOpenRefused, 1);
-                core.counters
-                    .ep(ep.slot, EndpointCounter::ChannelsRefused, 1);
-                return refuse(batch, RefuseReason::Refused);
-            }
-            let Some(chan) = ep.alloc_chan() else {
-                core.counters.engine(EngineCounter::WireOpenRefused, 1);
-                return refuse(batch, RefuseReason::NoResources);
-            };
-            let my_token = sys::random_u64();
-            ep.channels[chan as usize] = Chan::Remote {
-                peer: from,
-                peer_ep: o.src_endpoint,
-                peer_chan: o.src_channel,
-                peer_token: o.src_token,
-                my_token,
-                next_msg: 0,
-            };
-            let slot = ep.slot;
-            let n = ep.channels.len() as u32;
-            core.counters.ep(slot, EndpointCounter::ChannelsOpened, 1);
-            core.counters.set_channels(slot, n);
-            if accepted.len() > 65536 {
-                accepted.clear();
-            }
-            accepted.insert(key, (chan, my_token));
-            core.push_event(di, opened_event(chan, o.src_endpoint, from));
-            accept(batch, chan, my_token);
-        }
-        Body::OpenAccept(a) => {
-            if pending
-                .get(&a.request_id)
-                .is_some_and(|p| p.dst == from && p.dst_ep == a.src_endpoint)
-            {
-                later.push((from, bytes.to_vec()));
-            } else {
-                reasm.stats.count_drop(WireDrop::ForgedToken);
-            }
-        }
-        Body::OpenRefuse(r) => {
-            if pending
-                .get(&r.request_id)
-                .is_some_and(|p| p.dst == from && p.dst_ep == r.src_endpoint)
-            {
-                later.push((from, bytes.to_vec()));
-            } else {
-                reasm.stats.count_drop(WireDrop::ForgedToken);
-            }
-        }
-        Body::Close(c) => {
-            let Some(&di) = core.by_id.get(&c.dst_endpoint) else {
-                return reasm.stats.count_drop(WireDrop::UnknownEndpoint);
-            };
-            let Some(ep) = core.eps[di].as_ref() else {
-                return;
-            };
-            match ep.channels.get(c.dst_channel as usize) {
-                Some(Chan::Remote { peer, my_token, .. })
-                    if *my_token == c.token && *peer == from =>
+            Body::OpenRequest(o) => self.open_request(eps, f.src_engine, from, o),
+            Body::OpenAccept(a) => {
+                if self
+                    .pending
+                    .get(&a.request_id)
+                    .is_some_and(|p| p.dst == from && p.dst_ep == a.src_endpoint)
                 {
-                    let id = ep.id;
-                    core.peer_gone(di, id, c.dst_channel);
+                    self.answers.push((from, bytes.to_vec()));
+                } else {
+                    self.reasm.stats.count_drop(WireDrop::ForgedToken);
                 }
-                Some(Chan::Remote { .. }) => reasm.stats.count_drop(WireDrop::ForgedToken),
-                _ => reasm.stats.count_drop(WireDrop::UnknownChannel),
+            }
+            Body::OpenRefuse(r) => {
+                if self
+                    .pending
+                    .get(&r.request_id)
+                    .is_some_and(|p| p.dst == from && p.dst_ep == r.src_endpoint)
+                {
+                    self.answers.push((from, bytes.to_vec()));
+                } else {
+                    self.reasm.stats.count_drop(WireDrop::ForgedToken);
+                }
+            }
+            Body::Close(c) => {
+                let Some(di) = eps.index_of(c.dst_endpoint) else {
+                    return self.reasm.stats.count_drop(WireDrop::UnknownEndpoint);
+                };
+                let Some(ep) = eps.get(di) else {
+                    return;
+                };
+                match ep.route(c.dst_channel) {
+                    Some(Route::Remote(r)) if r.my_token == c.token && r.addr == from => {
+                        let id = ep.id;
+                        eps.peer_gone(crate::routes::Peer {
+                            idx: di,
+                            id,
+                            chan: c.dst_channel,
+                        });
+                    }
+                    Some(Route::Remote(_)) => self.reasm.stats.count_drop(WireDrop::ForgedToken),
+                    _ => self.reasm.stats.count_drop(WireDrop::UnknownChannel),
+                }
             }
         }
+    }
+
+    fn open_request(
+        &mut self,
+        eps: &mut EndpointTable,
+        src_engine: u64,
+        from: SocketAddr,
+        o: OpenRequest,
+    ) {
+        self.counters.engine(EngineCounter::WireOpenRequests, 1);
+        let key = (from, src_engine, o.request_id);
+        let engine_id = self.engine_id;
+        let refuse = |batch: &mut SendBatch, reason| {
+            let r = Frame {
+                src_engine: engine_id,
+                body: Body::OpenRefuse(OpenRefuse {
+                    request_id: o.request_id,
+                    src_endpoint: o.dst_endpoint,
+                    dst_endpoint: o.src_endpoint,
+                    reason,
+                }),
+            };
+            let _ = batch.push_frame(from, &r);
+        };
+        let accept = |batch: &mut SendBatch, chan: u16, token: u64| {
+            let a = Frame {
+                src_engine: engine_id,
+                body: Body::OpenAccept(OpenAccept {
+                    request_id: o.request_id,
+                    src_endpoint: o.dst_endpoint,
+                    dst_endpoint: o.src_endpoint,
+                    accept_channel: chan,
+                    accept_token: token,
+                }),
+            };
+            let _ = batch.push_frame(from, &a);
+        };
+        if let Some(&(chan, token)) = self.accepted.get(&key) {
+            return accept(self.batch, chan, token);
+        }
+        let Some(di) = eps.index_of(o.dst_endpoint) else {
+            self.counters.engine(EngineCounter::WireOpenRefused, 1);
+            return refuse(self.batch, RefuseReason::NoSuchEndpoint);
+        };
+        let Some(ep) = eps.get_mut(di) else {
+            return;
+        };
+        if !ep.accept {
+            self.counters.engine(EngineCounter::WireOpenRefused, 1);
+            self.counters
+                .ep(ep.slot, EndpointCounter::ChannelsRefused, 1);
+            return refuse(self.batch, RefuseReason::Refused);
+        }
+        let Some(chan) = ep.alloc_route() else {
+            self.counters.engine(EngineCounter::WireOpenRefused, 1);
+            return refuse(self.batch, RefuseReason::NoResources);
+        };
+        let my_token = sys::random_u64();
+        ep.routes[chan as usize] = Route::Remote(RemotePeer {
+            addr: from,
+            ep: o.src_endpoint,
+            chan: o.src_channel,
+            peer_token: o.src_token,
+            my_token,
+            next_msg: 0,
+        });
+        eps.count_opened(di);
+        if self.accepted.len() > 65536 {
+            self.accepted.clear();
+        }
+        self.accepted.insert(key, (chan, my_token));
+        eps.push_event(di, opened_event(chan, o.src_endpoint, from));
+        accept(self.batch, chan, my_token);
     }
 }
 
@@ -586,57 +653,4 @@ fn opened_event(chan: u16, peer_ep: u32, from: SocketAddr) -> EventDesc {
         }
     }
     ev
-}
-
-/// Complete an open with the answer that arrived.
-fn finish_open(core: &mut Core, w: &mut Wire, from: SocketAddr, bytes: &[u8]) {
-    let Ok(f) = Frame::parse(bytes) else { return };
-    match f.body {
-        Body::OpenAccept(a) => {
-            let Some(p) = w.pending.remove(&a.request_id) else {
-                return;
-            };
-            let Some(ep) = core.eps.get_mut(p.src_idx).and_then(|e| e.as_mut()) else {
-                return;
-            };
-            if ep.id != p.src_id {
-                return;
-            }
-            ep.channels[p.chan as usize] = Chan::Remote {
-                peer: from,
-                peer_ep: a.src_endpoint,
-                peer_chan: a.accept_channel,
-                peer_token: a.accept_token,
-                my_token: p.my_token,
-                next_msg: 0,
-            };
-            let slot = ep.slot;
-            let n = ep.channels.len() as u32;
-            core.counters.ep(slot, EndpointCounter::ChannelsOpened, 1);
-            core.counters.set_channels(slot, n);
-            core.reply(
-                p.client,
-                p.req_id,
-                Reply::ChannelOpened {
-                    channel: p.chan,
-                    conn_id: 0,
-                    side: 0,
-                },
-                &[],
-            );
-        }
-        Body::OpenRefuse(r) => {
-            let Some(p) = w.pending.remove(&r.request_id) else {
-                return;
-            };
-            free_opening(core, p.src_idx, p.src_id, p.chan);
-            let code = match r.reason {
-                RefuseReason::NoSuchEndpoint => ErrorCode::NoSuchEndpoint,
-                RefuseReason::Refused => ErrorCode::Refused,
-                RefuseReason::NoResources => ErrorCode::NoResources,
-            };
-            core.reply(p.client, p.req_id, Reply::Error(code), &[]);
-        }
-        _ => {}
-    }
 }

@@ -16,9 +16,17 @@ use unet_control::{EndpointAddr, PathChoice, Reply, Request};
 use unet_sys::{self as sys, EventFd, Segment};
 
 use crate::direct::{DirectConn, DirectRecv, DirectSendError};
+
+#[cfg(feature = "inline")]
+mod inline;
+#[cfg(feature = "inline")]
+use inline::InlineRunner;
+#[cfg(not(feature = "inline"))]
+mod no_inline;
 use crate::session::Session;
 use crate::{Error, RecvError, SendError};
-use unet_sle::{Applet, AppletStats, FaultKind, SleEndpoint, MAX_CONSECUTIVE_FAULTS};
+#[cfg(not(feature = "inline"))]
+use no_inline::InlineRunner;
 
 /// A channel tag: names a destination for sends, and the source of what
 /// arrives.
@@ -88,16 +96,14 @@ pub enum Event {
     },
     /// An invocation of this endpoint's applet faulted and was stopped.
     AppletFault {
-        /// Fault class: 0 work budget, 1 memory (bounds, null, negative
-        /// size), 2 division by zero, 3 call depth, 4 heap quota, 5 a native
-        /// refused its arguments, 6 other.
-        kind: u32,
+        /// Why it was stopped.
+        kind: FaultKind,
     },
     /// The applet faulted too often in a row and was detached; the
     /// endpoint works on as plain U-Net.
     AppletDetached {
-        /// Fault class of the last fault.
-        kind: u32,
+        /// Why its last invocation was stopped.
+        kind: FaultKind,
     },
 }
 
@@ -170,7 +176,7 @@ pub struct Endpoint {
     /// doTx (the data of `send` is placed there); the tx allocator starts
     /// after it.
     tx_base: u64,
-    inline: Option<Box<Applet>>,
+    inline: Option<Box<InlineRunner>>,
     /// Receives go through the inline path: an inline applet is attached,
     /// or messages its `doRx` delivered are still queued (they outlive a
     /// detach).
@@ -179,12 +185,17 @@ pub struct Endpoint {
     /// Receive buffers the user has read, kept here for the inline
     /// applet's next `getFreeBuffer` instead of going back through the
     /// shared free ring (at most [`INLINE_SPARE`]; returned at detach).
+    #[cfg_attr(not(feature = "inline"), allow(dead_code))]
     inline_spare: Vec<u32>,
-    inline_timers: Vec<(Instant, i32)>,
-    /// The inline applet (by id) and its statistics as last added to the
-    /// client counters.
-    inline_published: (u64, AppletStats),
+    #[cfg_attr(not(feature = "inline"), allow(dead_code))]
     rx_scratch: Vec<u8>,
+}
+
+impl Session {
+    /// Create an endpoint.
+    pub fn create_endpoint(&self, cfg: EndpointConfig) -> Result<Endpoint, Error> {
+        Endpoint::create(self.clone(), cfg)
+    }
 }
 
 impl Endpoint {
@@ -262,8 +273,6 @@ impl Endpoint {
             inline_rx: false,
             inline_rxq: VecDeque::new(),
             inline_spare: Vec::new(),
-            inline_timers: Vec::new(),
-            inline_published: (0, AppletStats::default()),
             rx_scratch: Vec::new(),
         };
         if ep.managed {
@@ -500,12 +509,14 @@ impl Endpoint {
                 });
             }
             Some(EventKind::AppletFault) => {
-                self.user_events
-                    .push_back(Event::AppletFault { kind: e.arg });
+                self.user_events.push_back(Event::AppletFault {
+                    kind: FaultKind::from_u32(e.arg),
+                });
             }
             Some(EventKind::AppletDetached) => {
-                self.user_events
-                    .push_back(Event::AppletDetached { kind: e.arg });
+                self.user_events.push_back(Event::AppletDetached {
+                    kind: FaultKind::from_u32(e.arg),
+                });
             }
             Some(EventKind::PeerGone) => {
                 // A direct ring stays readable until drained: what the peer
@@ -1149,7 +1160,7 @@ impl Endpoint {
     #[inline]
     pub fn ready(&self) -> bool {
         !self.inline_rxq.is_empty()
-            || self.inline_timers.iter().any(|t| t.0 <= Instant::now())
+            || self.inline_timer_at().is_some_and(|t| t <= Instant::now())
             || self.conns.iter().any(|c| !c.broken && c.ready())
             || self.recv.head() != self.recv_tail
             || self.events.head() != self.event_tail
@@ -1196,10 +1207,8 @@ impl Endpoint {
         }
         loop {
             let next_timer = self
-                .inline_timers
-                .iter()
-                .map(|t| t.0.saturating_duration_since(Instant::now()))
-                .min();
+                .inline_timer_at()
+                .map(|t| t.saturating_duration_since(Instant::now()));
             for c in self.conns.iter_mut() {
                 c.set_sleeping(true);
             }
@@ -1343,48 +1352,6 @@ impl Endpoint {
         }
     }
 
-    /// Add the inline applet's statistics to the shared client counters
-    /// (direct-path messages are counted there as they go).
-    fn flush_counters(&mut self) {
-        if let Some((id, stats)) = self.inline.as_ref().map(|a| (a.id, a.stats)) {
-            self.publish_inline_stats(id, stats);
-        }
-    }
-
-    /// Add what the inline applet `id` did since the last call to the
-    /// shared client counters (kept per applet: statistics start again at
-    /// zero when another one is attached).
-    fn publish_inline_stats(&mut self, id: u64, now: AppletStats) {
-        let (pid, was) = self.inline_published;
-        let was = if pid == id {
-            was
-        } else {
-            AppletStats::default()
-        };
-        self.inline_published = (id, now);
-        let calls = |s: &AppletStats| s.tx_calls + s.rx_calls + s.timer_calls;
-        let h = self.header();
-        for (c, n) in [
-            (ClientCounter::AppletCalls, calls(&now) - calls(&was)),
-            (ClientCounter::AppletTxCalls, now.tx_calls - was.tx_calls),
-            (ClientCounter::AppletRxCalls, now.rx_calls - was.rx_calls),
-            (
-                ClientCounter::AppletTimerCalls,
-                now.timer_calls - was.timer_calls,
-            ),
-            (ClientCounter::AppletTimeNs, now.total_ns - was.total_ns),
-            (ClientCounter::AppletFuel, now.fuel - was.fuel),
-        ] {
-            if n > 0 {
-                bump(&h.client_counters[c as usize], n);
-            }
-        }
-        let max = &h.client_counters[ClientCounter::AppletMaxNs as usize];
-        if now.max_ns > max.load(Ordering::Relaxed) {
-            max.store(now.max_ns, Ordering::Relaxed);
-        }
-    }
-
     /// Direct-path counters kept by this library in the segment (up to
     /// date: pending counts are flushed first).
     pub fn client_counter(&mut self, c: ClientCounter) -> u64 {
@@ -1410,354 +1377,4 @@ impl Drop for Endpoint {
 fn bump(a: &std::sync::atomic::AtomicU64, n: u64) {
     // One writer (this library, for its own endpoint): load + store.
     a.store(a.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
-}
-
-// -------------------------------------------------------------------------
-// Inline placement: the applet runs here, on the direct path
-// -------------------------------------------------------------------------
-
-/// This endpoint as an inline applet's natives see it.
-struct ClientEp<'a> {
-    ep: &'a mut Endpoint,
-    epoch: Instant,
-}
-
-/// Receive buffers kept for an inline applet (see `Endpoint::inline_spare`).
-const INLINE_SPARE: usize = 32;
-
-/// How long an inline applet's txPush waits for room in a full ring.
-const INLINE_TX_WAIT: Duration = Duration::from_millis(5);
-
-/// An inline applet's invocations are timed one in this many (two clock
-/// reads cost about as much as a small applet's invocation): the
-/// `AppletTimeNs` client counter is an estimate scaled from the sample.
-const INLINE_TIME_SAMPLE: u32 = 16;
-
-impl SleEndpoint for ClientEp<'_> {
-    fn area_size(&self) -> u64 {
-        self.ep.layout.geometry.buffer_area_size
-    }
-    fn area(&mut self) -> NonNull<u8> {
-        // SAFETY: the buffer area lies inside the endpoint's mapping, which
-        // lives as long as the endpoint (and so as its inline applet).
-        unsafe {
-            self.ep
-                .seg
-                .ptr()
-                .add(self.ep.layout.buffer_area_off as usize)
-        }
-    }
-    fn buffer_size(&self) -> u32 {
-        self.ep.layout.geometry.buffer_size
-    }
-    fn pop_free(&mut self) -> Option<u32> {
-        if let Some(off) = self.ep.inline_spare.pop() {
-            return Some(off);
-        }
-        let off = self.ep.pop_free_client()?;
-        let g = self.ep.layout.geometry;
-        // Our own free ring: still checked, a bad entry is simply skipped.
-        (off as u64 + g.buffer_size as u64 <= g.buffer_area_size).then_some(off)
-    }
-    fn push_free(&mut self, off: u32) -> bool {
-        self.ep.post_free(off).is_ok()
-    }
-    fn tx_push(&mut self, chan: u16, data: &[u8]) -> Result<(), String> {
-        match self.ep.send_plain(Channel(chan), data) {
-            Ok(()) => return Ok(()),
-            Err(SendError::Full) => {}
-            Err(e) => return Err(format!("txPush on channel {chan}: {e}")),
-        }
-        let start = Instant::now();
-        loop {
-            match self.ep.send_plain(Channel(chan), data) {
-                Ok(()) => return Ok(()),
-                Err(SendError::Full) if start.elapsed() < INLINE_TX_WAIT => std::hint::spin_loop(),
-                Err(e) => return Err(format!("txPush on channel {chan}: {e}")),
-            }
-        }
-    }
-    fn try_tx_push(&mut self, chan: u16, data: &[u8]) -> bool {
-        // The direct path's common case only: a direct channel whose ring
-        // takes the message now.
-        matches!(self.ep.try_send_direct(Channel(chan), data), Some(Ok(())))
-    }
-    fn push_recv(&mut self, desc: RecvDesc) -> bool {
-        if self.ep.inline_rxq.len() >= self.ep.layout.geometry.recv_cap as usize {
-            // Dropped: the buffers it named go back to the free queue.
-            if desc.flags & RECV_INLINE == 0 {
-                for i in 0..(desc.nbufs as usize).min(MAX_RX_BUFFERS) {
-                    self.ep.post_free_raw(desc.offset(i));
-                }
-            }
-            return false;
-        }
-        self.ep.inline_rxq.push_back(desc);
-        true
-    }
-    fn now_us(&self) -> i32 {
-        unet_sle::now_us_since(self.epoch)
-    }
-    fn set_timer(&mut self, delay_us: u32, arg: i32) -> Result<(), String> {
-        if self.ep.inline_timers.len() >= 4096 {
-            return Err("too many timers".into());
-        }
-        self.ep
-            .inline_timers
-            .push((Instant::now() + Duration::from_micros(delay_us as u64), arg));
-        Ok(())
-    }
-}
-
-impl Endpoint {
-    fn attach_inline(&mut self, class: &[u8], opts: AppletOptions) -> Result<(), Error> {
-        if !self.managed {
-            return Err(Error::Config(
-                "an inline applet needs managed buffers".into(),
-            ));
-        }
-        let mut limits = unet_sle::default_limits();
-        if opts.fuel != 0 {
-            limits.fuel = opts.fuel;
-        }
-        if opts.heap != 0 {
-            limits.heap_quota = opts.heap as usize;
-        }
-        self.flush_counters();
-        let old = self.inline.take();
-        let loaded = {
-            let mut ce = ClientEp {
-                ep: self,
-                epoch: Instant::now(),
-            };
-            Applet::load(class, limits, &mut ce)
-        };
-        match loaded {
-            Ok(mut a) => {
-                // The inline applet runs on the caller's thread: waiting
-                // here for the compiler (some milliseconds, once) makes the
-                // first messages run compiled too.
-                a.wait_compiled();
-                a.set_time_sampling(INLINE_TIME_SAMPLE, u64::MAX);
-                self.inline = Some(Box::new(a));
-                self.inline_rx = true;
-                self.inline_timers.clear();
-                if self.rx_scratch.len() < MAX_MESSAGE {
-                    self.rx_scratch = vec![0; MAX_MESSAGE];
-                }
-                Ok(())
-            }
-            Err(e) => {
-                self.inline = old;
-                Err(Error::Rejected(e.to_string()))
-            }
-        }
-    }
-
-    /// The inline applet is gone (detached or replaced): its timers go with
-    /// it, the buffers kept for it go back to the free ring; messages it
-    /// delivered stay queued for the user.
-    fn end_inline(&mut self) {
-        self.inline_timers.clear();
-        while let Some(off) = self.inline_spare.pop() {
-            self.post_free_raw(off);
-        }
-        self.inline_rx = !self.inline_rxq.is_empty();
-    }
-
-    /// A receive buffer the user has read: kept for the inline applet's
-    /// next `getFreeBuffer` while there is room, else back to the ring.
-    fn release_inline_buffer(&mut self, off: u32) {
-        if self.inline.is_some() && self.inline_spare.len() < INLINE_SPARE {
-            self.inline_spare.push(off);
-        } else {
-            self.post_free_raw(off);
-        }
-    }
-
-    /// Run one invocation of the inline applet; on a fault report it and
-    /// detach after repeated faults, as the engine does.
-    fn run_inline(
-        &mut self,
-        f: impl FnOnce(&mut Applet, &mut dyn SleEndpoint) -> Result<(), jive::Fault>,
-    ) -> bool {
-        let Some(a) = self.inline.take() else {
-            return false;
-        };
-        self.run_taken_inline(a, f)
-    }
-
-    /// [`Endpoint::run_inline`] with the applet already taken out of
-    /// `self.inline` (it goes back unless it is detached).
-    #[inline]
-    fn run_taken_inline(
-        &mut self,
-        mut a: Box<Applet>,
-        f: impl FnOnce(&mut Applet, &mut dyn SleEndpoint) -> Result<(), jive::Fault>,
-    ) -> bool {
-        let epoch = a.epoch();
-        let r = {
-            let mut ce = ClientEp { ep: self, epoch };
-            f(&mut a, &mut ce)
-        };
-        match r {
-            Ok(()) => {
-                self.inline = Some(a);
-                true
-            }
-            Err(fault) => self.inline_fault(a, fault),
-        }
-    }
-
-    /// An inline invocation faulted: report it, detach after repeated
-    /// faults as the engine does.
-    #[cold]
-    #[inline(never)]
-    fn inline_fault(&mut self, a: Box<Applet>, fault: jive::Fault) -> bool {
-        bump(
-            &self.header().client_counters[ClientCounter::AppletFaults as usize],
-            1,
-        );
-        let kind = FaultKind::of(&fault) as u32;
-        if a.consecutive_faults >= MAX_CONSECUTIVE_FAULTS {
-            self.publish_inline_stats(a.id, a.stats);
-            self.end_inline();
-            self.user_events.push_back(Event::AppletDetached { kind });
-        } else {
-            self.inline = Some(a);
-            self.user_events.push_back(Event::AppletFault { kind });
-        }
-        false
-    }
-
-    #[inline]
-    fn run_inline_timers(&mut self) {
-        if !self.inline_timers.is_empty() {
-            self.run_due_inline_timers();
-        }
-    }
-
-    #[inline(never)]
-    fn run_due_inline_timers(&mut self) {
-        let now = Instant::now();
-        let mut due = Vec::new();
-        self.inline_timers.retain(|&(t, arg)| {
-            if t <= now {
-                due.push(arg);
-                false
-            } else {
-                true
-            }
-        });
-        for arg in due {
-            self.run_inline(|a, e| a.timer(e, arg));
-        }
-    }
-
-    fn send_inline(&mut self, ch: Channel, data: &[u8]) -> Result<(), SendError> {
-        if data.is_empty() || data.len() as u64 > self.tx_base {
-            return Err(SendError::TooLarge);
-        }
-        self.run_inline_timers();
-        // doTx sees the data at offset 0 of the buffer area, the scratch
-        // block the tx allocator leaves alone; it runs to completion before
-        // the block is reused.
-        self.write_buffer(0, data);
-        let len = data.len() as u32;
-        if self.run_inline(|a, e| a.tx(e, len, ch.0, 0)) {
-            Ok(())
-        } else {
-            Err(SendError::AppletFault)
-        }
-    }
-
-    fn try_recv_inline(&mut self, buf: &mut [u8]) -> Result<Option<Recv>, RecvError> {
-        self.run_inline_timers();
-        for _ in 0..64 {
-            if let Some(d) = self.inline_rxq.pop_front() {
-                let len = d.len as usize;
-                if len > buf.len() {
-                    self.inline_rxq.push_front(d);
-                    return Err(RecvError::BufferTooSmall(len));
-                }
-                if d.flags & RECV_INLINE != 0 {
-                    let n = len.min(INLINE_MAX);
-                    buf[..n].copy_from_slice(&d.data[..n]);
-                } else {
-                    let bs = self.layout.geometry.buffer_size as usize;
-                    for i in 0..(d.nbufs as usize).min(MAX_RX_BUFFERS) {
-                        let off = d.offset(i);
-                        let n = bs.min(len.saturating_sub(i * bs));
-                        self.read_buffer(off, &mut buf[i * bs..i * bs + n]);
-                        self.release_inline_buffer(off);
-                    }
-                }
-                return Ok(Some(Recv {
-                    len,
-                    channel: Channel(d.channel),
-                }));
-            }
-            if self.inline.is_none() {
-                // Detached, and what its applet delivered is all read.
-                self.inline_rx = false;
-                return self.try_recv_plain(buf);
-            }
-            if !self.recv_into_applet()? {
-                return Ok(None);
-            }
-        }
-        Ok(None)
-    }
-
-    /// Take the next arriving message, if any, and run the inline applet's
-    /// `doRx` on it. The message is copied once, straight into the
-    /// applet's `RxBuf`. True if a message was taken.
-    fn recv_into_applet(&mut self) -> Result<bool, RecvError> {
-        let Some(mut a) = self.inline.take() else {
-            return Ok(false);
-        };
-        let mut need = 0;
-        let mut got = None;
-        for _ in 0..3 {
-            let Ok(rxbuf) = a.rx_buffer(need) else {
-                break;
-            };
-            match self.try_recv_plain(rxbuf) {
-                Err(RecvError::BufferTooSmall(n)) if n > need => need = n,
-                r => {
-                    got = Some(r);
-                    break;
-                }
-            }
-        }
-        match got {
-            Some(Ok(Some(r))) => {
-                // doRx on the message now in RxBuf, with the applet still
-                // in hand.
-                self.run_taken_inline(a, |a, e| a.rx_in_place(e, r.len, r.channel.0));
-                Ok(true)
-            }
-            Some(Ok(None)) => {
-                self.inline = Some(a);
-                Ok(false)
-            }
-            Some(Err(e)) => {
-                self.inline = Some(a);
-                Err(e)
-            }
-            None => {
-                self.inline = Some(a);
-                // RxBuf cannot hold it (the applet's heap is full): take
-                // the message through the scratch block; doRx faults.
-                let mut scratch = std::mem::take(&mut self.rx_scratch);
-                let got = self.try_recv_plain(&mut scratch);
-                if let Ok(Some(r)) = got {
-                    let data = &scratch[..r.len];
-                    self.run_inline(|a, e| a.rx(e, data, r.channel.0));
-                }
-                self.rx_scratch = scratch;
-                got.map(|r| r.is_some())
-            }
-        }
-    }
 }

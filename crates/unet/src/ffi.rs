@@ -19,11 +19,11 @@ use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void, CStr, CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::PathBuf;
 use std::time::Duration;
 
 use unet_abi::{Geometry, RecvDesc, SendStatus};
 use unet_control::{EndpointAddr, ErrorCode, PathChoice};
+#[cfg(feature = "embedded")]
 use unet_engine::{Engine, EngineConfig};
 
 use crate::endpoint::{Channel, ChannelOptions, Endpoint, EndpointConfig, Event};
@@ -95,7 +95,12 @@ pub const UNET_EVENT_APPLET_DETACHED: u32 = 6;
 // -------------------------------------------------------------------------
 
 /// Opaque engine handle (`unet_engine` in C).
+#[cfg(feature = "embedded")]
 pub struct UnetEngine(Engine);
+/// Opaque engine handle (`unet_engine` in C): never made by a library
+/// built without the embedded engine (feature `embedded`).
+#[cfg(not(feature = "embedded"))]
+pub struct UnetEngine(std::convert::Infallible);
 /// Opaque session handle (`unet_session` in C).
 pub struct UnetSession(Session);
 /// Opaque endpoint handle (`unet_endpoint` in C).
@@ -310,31 +315,62 @@ pub unsafe extern "C" fn unet_engine_start(
         if out.is_null() {
             return null("out");
         }
-        let mut cfg = EngineConfig::default();
         // SAFETY: NULL or NUL-terminated, per this function's contract.
-        if let Some(b) = unsafe { c_bytes(control_socket) } {
-            cfg.control_socket = Some(PathBuf::from(OsStr::from_bytes(b)));
-        }
-        // SAFETY: as above.
-        if let Some(b) = unsafe { c_bytes(udp_bind) } {
-            let s = match text(b, "udp_bind") {
-                Ok(s) => s,
-                Err(c) => return c,
-            };
-            match s.parse() {
-                Ok(a) => cfg.udp_bind = Some(a),
-                Err(e) => return fail(UNET_EINVAL, format!("bad UDP address {s:?}: {e}")),
-            }
-        }
-        match Engine::start(cfg) {
-            Ok(e) => {
-                // SAFETY: out is non-NULL and writable per the contract.
-                unsafe { *out = Box::into_raw(Box::new(UnetEngine(e))) };
-                UNET_OK
-            }
-            Err(e) => fail(UNET_EIO, format!("cannot start the engine: {e}")),
-        }
+        unsafe { start_engine(control_socket, udp_bind, out) }
     })
+}
+
+/// [`unet_engine_start`] past its NULL check.
+///
+/// # Safety
+/// As [`unet_engine_start`], with `out` not NULL.
+#[cfg(feature = "embedded")]
+unsafe fn start_engine(
+    control_socket: *const c_char,
+    udp_bind: *const c_char,
+    out: *mut *mut UnetEngine,
+) -> c_int {
+    let mut cfg = EngineConfig::default();
+    // SAFETY: NULL or NUL-terminated, per this function's contract.
+    if let Some(b) = unsafe { c_bytes(control_socket) } {
+        cfg.control_socket = Some(std::path::PathBuf::from(OsStr::from_bytes(b)));
+    }
+    // SAFETY: as above.
+    if let Some(b) = unsafe { c_bytes(udp_bind) } {
+        let s = match text(b, "udp_bind") {
+            Ok(s) => s,
+            Err(c) => return c,
+        };
+        match s.parse() {
+            Ok(a) => cfg.udp_bind = Some(a),
+            Err(e) => return fail(UNET_EINVAL, format!("bad UDP address {s:?}: {e}")),
+        }
+    }
+    match Engine::start(cfg) {
+        Ok(e) => {
+            // SAFETY: out is non-NULL and writable per the contract.
+            unsafe { *out = Box::into_raw(Box::new(UnetEngine(e))) };
+            UNET_OK
+        }
+        Err(e) => fail(UNET_EIO, format!("cannot start the engine: {e}")),
+    }
+}
+
+/// [`unet_engine_start`] in a library built without the embedded engine.
+///
+/// # Safety
+/// Nothing is read or written.
+#[cfg(not(feature = "embedded"))]
+unsafe fn start_engine(
+    _control_socket: *const c_char,
+    _udp_bind: *const c_char,
+    _out: *mut *mut UnetEngine,
+) -> c_int {
+    fail(
+        UNET_EINVAL,
+        "this build of the unet library has no embedded engine (feature `embedded`); \
+         start `unet daemon` and connect with unet_session_connect",
+    )
 }
 
 /// Stop an engine and release its handle. NULL is ignored. Close the
@@ -349,10 +385,20 @@ pub unsafe extern "C" fn unet_engine_stop(engine: *mut UnetEngine) {
         if !engine.is_null() {
             // SAFETY: a Box from unet_engine_start, released only here.
             let e = unsafe { Box::from_raw(engine) };
-            e.0.stop();
+            stop_engine(*e);
         }
         UNET_OK
     });
+}
+
+#[cfg(feature = "embedded")]
+fn stop_engine(e: UnetEngine) {
+    e.0.stop();
+}
+
+#[cfg(not(feature = "embedded"))]
+fn stop_engine(e: UnetEngine) {
+    match e.0 {}
 }
 
 /// The engine's UDP port: 1..65535, 0 when it has no wire, or
@@ -365,7 +411,7 @@ pub unsafe extern "C" fn unet_engine_udp_port(engine: *const UnetEngine) -> c_in
     guard(|| {
         // SAFETY: NULL or a live Box<UnetEngine>, only read here.
         match unsafe { engine.as_ref() } {
-            Some(e) => e.0.udp_addr().map_or(0, |a| a.port() as c_int),
+            Some(e) => engine_udp_port(e),
             None => null("engine"),
         }
     })
@@ -426,8 +472,28 @@ pub unsafe extern "C" fn unet_session_embedded(
         let Some(e) = (unsafe { engine.as_ref() }) else {
             return null("engine");
         };
-        store_session(Session::embedded(&e.0), out)
+        store_session(embedded_session(e), out)
     })
+}
+
+#[cfg(feature = "embedded")]
+fn engine_udp_port(e: &UnetEngine) -> c_int {
+    e.0.udp_addr().map_or(0, |a| a.port() as c_int)
+}
+
+#[cfg(not(feature = "embedded"))]
+fn engine_udp_port(e: &UnetEngine) -> c_int {
+    match e.0 {}
+}
+
+#[cfg(feature = "embedded")]
+fn embedded_session(e: &UnetEngine) -> Result<Session, Error> {
+    Session::embedded(&e.0)
+}
+
+#[cfg(not(feature = "embedded"))]
+fn embedded_session(e: &UnetEngine) -> Result<Session, Error> {
+    match e.0 {}
 }
 
 /// Release a session handle. NULL is ignored. Endpoints created on it keep
@@ -1323,12 +1389,12 @@ pub unsafe extern "C" fn unet_poll_event(ep: *mut UnetEndpoint, out: *mut UnetEv
             None => return 0,
             Some(Event::AppletFault { kind }) => UnetEvent {
                 kind: UNET_EVENT_APPLET_FAULT,
-                peer_endpoint: kind,
+                peer_endpoint: kind as u32,
                 ..Default::default()
             },
             Some(Event::AppletDetached { kind }) => UnetEvent {
                 kind: UNET_EVENT_APPLET_DETACHED,
-                peer_endpoint: kind,
+                peer_endpoint: kind as u32,
                 ..Default::default()
             },
             Some(Event::PeerGone { channel }) => UnetEvent {

@@ -34,8 +34,10 @@ pub use endpoint::{
     AppletOptions, Channel, ChannelOptions, Endpoint, EndpointConfig, Event, Placement, Recv,
 };
 pub use session::Session;
+pub use unet_abi::FaultKind;
 pub use unet_abi::{ClientCounter, Geometry, RecvDesc, SendStatus};
 pub use unet_control::{EndpointAddr, ErrorCode, PathChoice};
+#[cfg(feature = "embedded")]
 pub use unet_engine::{Engine, EngineConfig};
 
 /// Errors of set-up calls.

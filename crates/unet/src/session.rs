@@ -8,10 +8,10 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use unet_control::{self as control, Reply, Request};
+#[cfg(feature = "embedded")]
 use unet_engine::Engine;
 use unet_sys as sys;
 
-use crate::endpoint::{Endpoint, EndpointConfig};
 use crate::Error;
 
 pub(crate) struct Inner {
@@ -46,7 +46,8 @@ impl Session {
         Self::from_fd(fd)
     }
 
-    /// A session on an embedded engine.
+    /// A session on an embedded engine (feature `embedded`).
+    #[cfg(feature = "embedded")]
     pub fn embedded(engine: &Engine) -> Result<Session, Error> {
         Self::from_fd(engine.connect()?)
     }
@@ -84,11 +85,6 @@ impl Session {
     /// [`EndpointAddr`](crate::EndpointAddr)).
     pub fn udp_addr(&self) -> Option<SocketAddr> {
         self.inner.udp
-    }
-
-    /// Create an endpoint.
-    pub fn create_endpoint(&self, cfg: EndpointConfig) -> Result<Endpoint, Error> {
-        Endpoint::create(self.clone(), cfg)
     }
 
     /// Attach an applet, run in the engine, to endpoint `endpoint`: one of

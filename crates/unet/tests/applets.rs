@@ -299,7 +299,9 @@ fn raw_unet_both_ways(sa: &Session, sb: &Session) {
     a.send_blocking(ch, &pattern(9, 4097), SEND_T).unwrap();
     assert_eq!(
         next_event(&mut a, Duration::from_secs(10)),
-        Some(Event::AppletFault { kind: 5 })
+        Some(Event::AppletFault {
+            kind: FaultKind::Native
+        })
     );
     assert_eq!(counter(sa, &a, EndpointCounter::AppletFaultNative), 1);
     assert_quiet(&mut b, Duration::from_millis(100), "after a faulted doTx");
@@ -460,9 +462,13 @@ fn looping_applet_faults_then_is_detached() {
     for i in 1..=limit {
         a.send_blocking(ch, &pattern(i, 100), SEND_T).unwrap();
         let want = if i < limit {
-            Event::AppletFault { kind: 0 }
+            Event::AppletFault {
+                kind: FaultKind::Fuel,
+            }
         } else {
-            Event::AppletDetached { kind: 0 }
+            Event::AppletDetached {
+                kind: FaultKind::Fuel,
+            }
         };
         assert_eq!(
             next_event(&mut a, Duration::from_secs(10)),
@@ -770,7 +776,9 @@ fn packet_buffers_land_where_the_packet_says() {
     a.send_blocking(ch, &msg, SEND_T).unwrap();
     assert_eq!(
         next_event(&mut b, Duration::from_secs(10)),
-        Some(Event::AppletFault { kind: 5 })
+        Some(Event::AppletFault {
+            kind: FaultKind::Native
+        })
     );
     assert!(b.poll_recv_desc().is_none());
 }
@@ -1240,9 +1248,13 @@ fn looping_inline_applet_faults_then_is_detached() {
             "send {i}"
         );
         let want = if i < 16 {
-            Event::AppletFault { kind: 0 }
+            Event::AppletFault {
+                kind: FaultKind::Fuel,
+            }
         } else {
-            Event::AppletDetached { kind: 0 }
+            Event::AppletDetached {
+                kind: FaultKind::Fuel,
+            }
         };
         assert_eq!(a.poll_event(), Some(want), "send {i}");
     }
@@ -1415,7 +1427,7 @@ impl MockEp {
     }
 }
 
-impl unet_sle::SleEndpoint for MockEp {
+impl unet_sle::Port for MockEp {
     fn area_size(&self) -> u64 {
         self.area.len() as u64
     }
@@ -1449,6 +1461,9 @@ impl unet_sle::SleEndpoint for MockEp {
     fn push_recv(&mut self, _: unet_abi::RecvDesc) -> bool {
         true
     }
+}
+
+impl unet_sle::SleEndpoint for MockEp {
     fn now_us(&self) -> i32 {
         0
     }

@@ -594,7 +594,7 @@ impl View<'_> {
     }
 }
 
-impl SleEndpoint for View<'_> {
+impl unet_sle::Port for View<'_> {
     fn area_size(&self) -> u64 {
         self.ep().area_size
     }
@@ -626,6 +626,9 @@ impl SleEndpoint for View<'_> {
         let ep = h.eps[self.idx].as_mut().expect("live");
         Host::push_recv_desc(ep, &h.counters, desc)
     }
+}
+
+impl SleEndpoint for View<'_> {
     fn now_us(&self) -> i32 {
         sle::now_us_since(self.epoch)
     }

@@ -1,0 +1,100 @@
+//! How an engine is set up.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How an engine is set up.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Listen for client processes on this Unix socket path (daemon mode, or
+    /// an embedded engine shared with child processes).
+    pub control_socket: Option<PathBuf>,
+    /// Bind the UDP wire here (e.g. `0.0.0.0:7700`, or port 0 for any).
+    pub udp_bind: Option<SocketAddr>,
+    /// Largest UDP datagram the wire sends (1472 for an Ethernet MTU;
+    /// larger on loopback).
+    pub max_datagram: usize,
+    /// Fault injection: drop this many outgoing datagrams per million.
+    pub wire_drop_ppm: u32,
+    /// Seed of the fault injector.
+    pub wire_drop_seed: u64,
+    /// Endpoint slots (and counter slots).
+    pub max_endpoints: u32,
+    /// Bytes of each ring of a direct connection (power of two).
+    pub conn_ring_size: u32,
+    /// How long the engine keeps polling after its last work before it
+    /// sleeps. Zero by default: on small machines a polling engine takes the
+    /// CPU its clients need (they spin while they wait), and its wake-up
+    /// through a doorbell costs a few microseconds.
+    pub idle_spin: Duration,
+    /// Most bytes of shared memory one client may hold: its endpoints'
+    /// segments and the direct connections it opened. The engine allocates
+    /// (and populates) these segments for the client, so without a bound one
+    /// process could make the engine take all the host's memory. A request
+    /// beyond it is refused with `ErrorCode::QuotaExceeded`.
+    pub client_memory: u64,
+    /// The largest work budget per invocation (JIVE fuel) a client may
+    /// ask for when it attaches an applet: a larger request is refused.
+    pub applet_fuel_max: u64,
+    /// The largest heap quota a client may ask for an applet.
+    pub applet_heap_max: u32,
+}
+
+/// Default [`EngineConfig::client_memory`]: 4 GiB.
+pub const DEFAULT_CLIENT_MEMORY: u64 = 4 << 30;
+
+/// Default [`EngineConfig::applet_fuel_max`]: 50 times the default budget
+/// (a millisecond or so of applet work per invocation).
+pub const DEFAULT_APPLET_FUEL_MAX: u64 = 50 * unet_sle::DEFAULT_FUEL;
+
+/// Default [`EngineConfig::applet_heap_max`]: 16 MiB.
+pub const DEFAULT_APPLET_HEAP_MAX: u32 = 16 << 20;
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            control_socket: None,
+            udp_bind: None,
+            max_datagram: 1472,
+            wire_drop_ppm: 0,
+            wire_drop_seed: 0,
+            max_endpoints: 256,
+            conn_ring_size: unet_abi::CONN_RING_DEFAULT,
+            idle_spin: Duration::ZERO,
+            client_memory: DEFAULT_CLIENT_MEMORY,
+            applet_fuel_max: DEFAULT_APPLET_FUEL_MAX,
+            applet_heap_max: DEFAULT_APPLET_HEAP_MAX,
+        }
+    }
+}
+
+impl EngineConfig {
+    /// The limits of an applet whose owner asked for `fuel` and `heap`
+    /// (0: the default), or why they are refused (above the engine's
+    /// maxima).
+    pub fn applet_limits(&self, fuel: u64, heap: u32) -> Result<jive::Limits, String> {
+        let mut limits = unet_sle::default_limits();
+        if fuel > self.applet_fuel_max {
+            return Err(format!(
+                "a work budget of {fuel} units per invocation is above this engine's \
+                 maximum of {} (its applet_fuel_max)",
+                self.applet_fuel_max
+            ));
+        }
+        if heap > self.applet_heap_max {
+            return Err(format!(
+                "a heap quota of {heap} bytes is above this engine's maximum of {} \
+                 (its applet_heap_max)",
+                self.applet_heap_max
+            ));
+        }
+        if fuel != 0 {
+            limits.fuel = fuel;
+        }
+        if heap != 0 {
+            limits.heap_quota = heap as usize;
+        }
+        Ok(limits)
+    }
+}

@@ -1,0 +1,685 @@
+//! The data path: send descriptors taken from endpoint rings, checked, and
+//! sent the way their channel's route says; arrivals delivered to their
+//! endpoint, through its applet when it has one.
+//!
+//! [`DataPath`] borrows the parts it needs from the dispatcher for one
+//! pass (the endpoint table, the remote side, the applet host), so the
+//! same code serves the loop's turn, a benchmark stepping the engine and a
+//! test. An applet runs with [`EnginePort`] as its endpoint: its `txPush`
+//! goes out through the same route `send` as a user's message, with one
+//! difference: what it sends to another applet is queued for the loop
+//! (an applet never runs inside another).
+//!
+//! Trust: a send descriptor is read once from the shared ring into a local
+//! copy, then checked (flags, length, buffer range, channel) against the
+//! engine's own tables before anything is copied. A bad one gets an error
+//! status and a counter on its endpoint only.
+
+use std::ptr::NonNull;
+use std::time::Instant;
+
+use unet_abi::*;
+use unet_sle::{Outcome, Port, Runner, RunnerConfig};
+
+use crate::applets::{AppletHost, Loaded};
+use crate::counters::Counters;
+use crate::endpoints::EndpointTable;
+use crate::remote::RemoteSide;
+use crate::routes::Route;
+
+/// Send descriptors taken from one endpoint per turn (fairness).
+const SEND_BUDGET: u64 = 64;
+/// The same for an endpoint whose applet runs on every descriptor.
+const APPLET_SEND_BUDGET: u64 = 4;
+/// Queued arrivals run per pass.
+const PENDING_PER_PASS: usize = 256;
+/// Applet timers run per pass.
+const TIMERS_PER_PASS: usize = 256;
+
+/// The parts of the engine one pass of the data path uses.
+pub(crate) struct DataPath<'a> {
+    pub eps: &'a mut EndpointTable,
+    pub remote: Option<&'a mut RemoteSide>,
+    pub applets: &'a mut AppletHost,
+}
+
+impl DataPath<'_> {
+    fn counters(&self) -> &Counters {
+        self.eps.counters()
+    }
+
+    /// Take up to a budget of send descriptors from endpoint `idx`'s send
+    /// ring and send each. Returns the descriptors taken.
+    pub(crate) fn poll_send_ring(&mut self, idx: usize) -> usize {
+        if self.applets.paused(idx) {
+            return 0;
+        }
+        let Some(ep) = self.eps.get(idx) else {
+            return 0;
+        };
+        let (head, tail, cap) = (
+            ep.send.head(),
+            ep.send_tail,
+            ep.layout.geometry.send_cap as u64,
+        );
+        let avail = head.wrapping_sub(tail);
+        if avail == 0 {
+            return 0;
+        }
+        if avail > cap {
+            // The client wrote an impossible head: count it once per value.
+            let slot = ep.slot;
+            let ep = self.eps.get_mut(idx).expect("live");
+            if ep.bad_head != head {
+                ep.bad_head = head;
+                self.counters().ep(slot, EndpointCounter::RingCorrupt, 1);
+            }
+            return 0;
+        }
+        // An endpoint with an applet gets fewer descriptors per turn: each
+        // may cost a whole work budget, and the other endpoints must not
+        // wait behind a long run of them.
+        let budget = if self.applets.attached(idx) {
+            APPLET_SEND_BUDGET
+        } else {
+            SEND_BUDGET
+        };
+        let n = avail.min(budget);
+        if avail > budget {
+            self.counters().ep(ep.slot, EndpointCounter::TxDeferred, 1);
+        }
+        let mut done = 0;
+        for pos in tail..tail + n {
+            let desc = self.eps.get(idx).expect("live").send.read(pos);
+            let status = self.process_send(idx, desc);
+            let ep = self.eps.get(idx).expect("live");
+            // SAFETY: slot_ptr(pos) is an in-bounds, aligned SendDesc in the
+            // endpoint's mapping; writing one i32 field through a raw pointer.
+            unsafe {
+                std::ptr::addr_of_mut!((*ep.send.slot_ptr(pos)).status)
+                    .write_volatile(status as i32);
+            }
+            done += 1;
+            if self.applets.paused(idx) || self.eps.behind {
+                // Its applet just used up its share, or a receiver is
+                // behind (see the dispatcher's docs): the rest waits.
+                break;
+            }
+        }
+        let ep = self.eps.get_mut(idx).expect("live");
+        ep.send_tail = tail + done;
+        ep.send.set_tail(tail + done);
+        if let Some(w) = self.remote.as_deref_mut() {
+            w.flush();
+        }
+        done as usize
+    }
+
+    /// Check one send descriptor of endpoint `idx` and send it.
+    fn process_send(&mut self, idx: usize, d: SendDesc) -> SendStatus {
+        let ep = self.eps.get(idx).expect("live");
+        let slot = ep.slot;
+        let bad = |c: &Counters, k: EndpointCounter, st: SendStatus| {
+            c.ep(slot, k, 1);
+            st
+        };
+        if d.flags != 0 {
+            return bad(
+                self.counters(),
+                EndpointCounter::TxBadFlags,
+                SendStatus::BadFlags,
+            );
+        }
+        if d.len == 0 || d.len as usize > MAX_MESSAGE {
+            return bad(
+                self.counters(),
+                EndpointCounter::TxBadLength,
+                SendStatus::BadLength,
+            );
+        }
+        if d.offset as u64 + d.len as u64 > ep.area_size() {
+            return bad(
+                self.counters(),
+                EndpointCounter::TxBadBuffer,
+                SendStatus::BadBuffer,
+            );
+        }
+        if ep.route(d.channel).is_none() {
+            return bad(
+                self.counters(),
+                EndpointCounter::TxBadChannel,
+                SendStatus::BadChannel,
+            );
+        }
+        if self.applets.attached(idx) {
+            // U-Net/SLE: the applet decides what goes out (doTx).
+            let id = ep.id;
+            return match self.run_applet(idx, id, |r, p| r.tx(p, d.len, d.channel, d.offset)) {
+                true => SendStatus::Sent,
+                false => SendStatus::AppletFault,
+            };
+        }
+        // SAFETY: offset + len is inside the buffer area (checked above),
+        // a live mapping the engine holds. The client may scribble on it
+        // concurrently; then only its own message carries garbage.
+        let msg = unsafe {
+            std::slice::from_raw_parts(ep.area().as_ptr().add(d.offset as usize), d.len as usize)
+        };
+        match self.send(idx, d.channel, msg, true) {
+            Ok(()) => SendStatus::Sent,
+            Err(SendStatus::PeerGone) => bad(
+                self.counters(),
+                EndpointCounter::TxPeerGone,
+                SendStatus::PeerGone,
+            ),
+            Err(st) => bad(self.counters(), EndpointCounter::TxBadChannel, st),
+        }
+    }
+
+    /// Send `msg` from endpoint `idx` on its channel `chan`, the way the
+    /// channel's route says: the one place that matches on the kind of a
+    /// channel. `may_run`: the receiver's applet may run inside this call
+    /// (the caller is the loop's send path, not an applet).
+    ///
+    /// `msg` may point into a buffer area the client writes concurrently;
+    /// the engine only copies it.
+    pub(crate) fn send(
+        &mut self,
+        idx: usize,
+        chan: u16,
+        msg: &[u8],
+        may_run: bool,
+    ) -> Result<(), SendStatus> {
+        let (counters, route) = self.eps.route_mut(idx, chan);
+        let (slot, route) = route.ok_or(SendStatus::BadChannel)?;
+        match route {
+            Route::Local(p) | Route::Direct { peer: p, .. } => {
+                let p = *p;
+                counters.ep(slot, EndpointCounter::TxMsgs, 1);
+                counters.ep(slot, EndpointCounter::TxBytes, msg.len() as u64);
+                self.deliver(p.idx, p.id, p.chan, msg, may_run);
+                Ok(())
+            }
+            Route::Remote(r) => {
+                let Some(w) = self.remote.as_deref_mut() else {
+                    return Err(SendStatus::BadChannel);
+                };
+                counters.ep(slot, EndpointCounter::TxMsgs, 1);
+                counters.ep(slot, EndpointCounter::TxBytes, msg.len() as u64);
+                w.send(slot, r, msg);
+                Ok(())
+            }
+            Route::Gone => Err(SendStatus::PeerGone),
+            Route::Free | Route::Opening => Err(SendStatus::BadChannel),
+        }
+    }
+
+    /// Deliver `msg` to endpoint `di` (if it is still `dst_id`) as arriving
+    /// on its channel `chan`. An endpoint with an applet gets it through
+    /// its `doRx`: run at once when `may_run`, nothing is queued before it
+    /// and the applet is not paused; queued for the loop otherwise. Other
+    /// endpoints get U-Net delivery ([`EndpointTable::deliver`]).
+    pub(crate) fn deliver(&mut self, di: usize, dst_id: u32, chan: u16, msg: &[u8], may_run: bool) {
+        if may_run
+            && self.applets.attached(di)
+            && self.eps.is_live(di, dst_id)
+            && self.applets.pending.is_empty()
+            && !self.applets.paused(di)
+            && self.rx_now(di, dst_id, chan, msg)
+        {
+            return;
+        }
+        arrive(self.eps, self.applets, di, dst_id, chan, msg);
+    }
+
+    /// Run endpoint `idx`'s `doRx` on `msg`, copied once, straight into
+    /// its `RxBuf`. False (nothing done) if `RxBuf` cannot be made large
+    /// enough: the caller queues the message, and the queued run reports
+    /// the fault.
+    fn rx_now(&mut self, idx: usize, id: u32, chan: u16, msg: &[u8]) -> bool {
+        let Some(r) = self.applets.runner_mut(idx) else {
+            return false;
+        };
+        let Ok(buf) = r.rx_buffer(msg.len()) else {
+            return false;
+        };
+        buf[..msg.len()].copy_from_slice(msg);
+        let len = msg.len();
+        self.run_applet(idx, id, |r, p| r.rx_in_place(p, len, chan));
+        true
+    }
+
+    /// Run one invocation of endpoint (`idx`, `id`)'s applet: `f` gets its
+    /// runner and the endpoint as its port. Returns false on a fault
+    /// (counted, reported to the owner; the applet is detached after
+    /// repeated ones).
+    #[inline]
+    pub(crate) fn run_applet(
+        &mut self,
+        idx: usize,
+        id: u32,
+        f: impl FnOnce(&mut Runner, &mut EnginePort<'_, '_>) -> Outcome,
+    ) -> bool {
+        let Some(mut r) = self.applets.take(idx) else {
+            return false;
+        };
+        let o = f(&mut r, &mut EnginePort { dp: self, idx });
+        self.after_run(idx, id, r, o)
+    }
+
+    /// Publish what an invocation did, put the runner back (or drop it,
+    /// detached) and report a fault to the owner.
+    fn after_run(&mut self, idx: usize, id: u32, mut r: Box<Runner>, o: Outcome) -> bool {
+        let Some(ep) = self.eps.get(idx).filter(|e| e.id == id) else {
+            return o.is_done();
+        };
+        let slot = ep.slot;
+        let s = r.take_stats();
+        if let Some(sl) = self.counters().slot(slot) {
+            // One slot lookup, then plain adds: this runs after every
+            // invocation. (One writer per counter: load + store.)
+            use std::sync::atomic::Ordering;
+            let add = |k: EndpointCounter, n: u64| {
+                let a = &sl.counters[k as usize];
+                a.store(a.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+            };
+            add(EndpointCounter::AppletTxCalls, s.tx_calls);
+            add(EndpointCounter::AppletRxCalls, s.rx_calls);
+            add(EndpointCounter::AppletTimerCalls, s.timer_calls);
+            add(EndpointCounter::AppletTimeNs, s.total_ns);
+            add(EndpointCounter::AppletFuel, s.fuel);
+            let max = &sl.counters[EndpointCounter::AppletMaxNs as usize];
+            if s.max_ns > max.load(Ordering::Relaxed) {
+                max.store(s.max_ns, Ordering::Relaxed);
+            }
+            sl.counters[EndpointCounter::AppletCompiled as usize]
+                .store(r.is_compiled() as u64, Ordering::Relaxed);
+        }
+        let (kind, ev) = match o {
+            Outcome::Done => {
+                self.applets.put(idx, id, r);
+                return true;
+            }
+            Outcome::Fault(kind) => {
+                self.applets.put(idx, id, r);
+                (kind, EventKind::AppletFault)
+            }
+            Outcome::Detached(kind) => {
+                self.applets.remove(idx);
+                let c = self.counters();
+                c.ep(slot, EndpointCounter::AppletDetached, 1);
+                c.set_ep(slot, EndpointCounter::AppletCompiled, 0);
+                (kind, EventKind::AppletDetached)
+            }
+        };
+        self.counters().ep(slot, kind.counter(), 1);
+        self.eps.push_event(
+            idx,
+            EventDesc {
+                kind: ev as u16,
+                arg: kind as u32,
+                ..Default::default()
+            },
+        );
+        false
+    }
+
+    /// Run the arrivals queued for applets, in order, a bounded number per
+    /// pass. Returns how many ran.
+    pub(crate) fn run_pending(&mut self) -> usize {
+        // The queue is taken for the pass: nothing run from here delivers
+        // with `may_run` (only the send path does), so `deliver` cannot
+        // mistake the empty field for "nothing queued".
+        let mut queue = std::mem::take(&mut self.applets.pending);
+        self.applets.pending_taken = queue.len();
+        let n = pass_in_order(
+            &mut queue,
+            PENDING_PER_PASS,
+            |e| e.0,
+            |(idx, id, chan, buf)| {
+                let live = self.eps.is_live(idx, id);
+                if live && self.applets.paused(idx) {
+                    return Some((idx, id, chan, buf));
+                }
+                if live {
+                    if self.applets.attached(idx) {
+                        self.run_applet(idx, id, |r, p| r.rx(p, &buf, chan));
+                    } else {
+                        // Detached meanwhile: plain U-Net delivery.
+                        self.eps.deliver(idx, id, chan, buf.as_ptr(), buf.len());
+                    }
+                }
+                self.applets.recycle(buf);
+                None
+            },
+        );
+        // What the runs queued goes behind what still waits.
+        queue.append(&mut self.applets.pending);
+        self.applets.pending = queue;
+        self.applets.pending_taken = 0;
+        if let Some(w) = self.remote.as_deref_mut() {
+            w.flush();
+        }
+        n
+    }
+
+    /// Run the applet timers that are due, a bounded number per pass, each
+    /// applet's in the order they fell due. An applet found paused runs
+    /// none in this pass (its timers wait, in order, for the pause to
+    /// end). Returns how many ran.
+    pub(crate) fn run_timers(&mut self) -> usize {
+        let now = Instant::now();
+        let mut n = 0;
+        let mut k = 0;
+        while k < self.applets.attached_indices().len() && n < TIMERS_PER_PASS {
+            let idx = self.applets.attached_indices()[k];
+            k += 1;
+            let Some(id) = self.eps.get(idx).map(|e| e.id) else {
+                continue;
+            };
+            while n < TIMERS_PER_PASS {
+                let Some(mut r) = self.applets.take(idx) else {
+                    break;
+                };
+                let ran = r.run_next_timer(&mut EnginePort { dp: self, idx }, now);
+                match ran {
+                    Some(o) => {
+                        n += 1;
+                        if !self.after_run(idx, id, r, o) && !self.applets.attached(idx) {
+                            // Detached: its list entry is gone.
+                            k -= 1;
+                            break;
+                        }
+                    }
+                    None => {
+                        self.applets.put(idx, id, r);
+                        break;
+                    }
+                }
+            }
+        }
+        if n > 0 {
+            if let Some(w) = self.remote.as_deref_mut() {
+                w.flush();
+            }
+        }
+        n
+    }
+
+    /// Instantiate a verified applet for its endpoint: its constructor runs
+    /// now, on the engine's thread, under its limits, with the endpoint
+    /// bound. The applet replaces any attached.
+    pub(crate) fn instantiate(&mut self, l: Loaded) -> Result<(), String> {
+        let v = l.result.map_err(|e| e.to_string())?;
+        let r = Runner::instantiate(
+            v,
+            l.limits,
+            &mut EnginePort {
+                dp: self,
+                idx: l.idx,
+            },
+            RunnerConfig::engine(),
+        )
+        .map_err(|e| e.to_string())?;
+        let slot = self.eps.get(l.idx).map(|e| e.slot);
+        self.applets.install(l.idx, l.endpoint, r);
+        if let Some(slot) = slot {
+            let c = self.counters();
+            c.ep(slot, EndpointCounter::AppletAttached, 1);
+            // The new applet starts interpreted.
+            c.set_ep(slot, EndpointCounter::AppletCompiled, 0);
+        }
+        Ok(())
+    }
+}
+
+/// Deliver `msg` to endpoint (`di`, `id`) without running an applet here
+/// (an arrival from the wire, or what an applet sends): U-Net delivery, or
+/// for an endpoint with an applet, queued for the loop to run its `doRx`
+/// (counted as dropped when the queue is full).
+pub(crate) fn arrive(
+    eps: &mut EndpointTable,
+    applets: &mut AppletHost,
+    di: usize,
+    id: u32,
+    chan: u16,
+    msg: &[u8],
+) {
+    if !applets.attached(di) {
+        eps.deliver(di, id, chan, msg.as_ptr(), msg.len());
+        return;
+    }
+    let Some(ep) = eps.get(di).filter(|e| e.id == id) else {
+        return;
+    };
+    if !applets.queue(di, id, chan, msg) {
+        eps.counters()
+            .ep(ep.slot, EndpointCounter::AppletRxDropped, 1);
+    }
+}
+
+/// One endpoint of the engine, as its applet's natives see it.
+pub(crate) struct EnginePort<'d, 'a> {
+    dp: &'d mut DataPath<'a>,
+    idx: usize,
+}
+
+impl EnginePort<'_, '_> {
+    fn ep(&self) -> &crate::endpoints::Ep {
+        self.dp
+            .eps
+            .get(self.idx)
+            .expect("the running applet's endpoint is live")
+    }
+}
+
+impl Port for EnginePort<'_, '_> {
+    fn area_size(&self) -> u64 {
+        self.ep().area_size()
+    }
+    fn area(&mut self) -> NonNull<u8> {
+        self.ep().area()
+    }
+    fn buffer_size(&self) -> u32 {
+        self.ep().layout.geometry.buffer_size
+    }
+    fn pop_free(&mut self) -> Option<u32> {
+        self.dp.eps.pop_free(self.idx)
+    }
+    fn push_free(&mut self, off: u32) -> bool {
+        // The free ring has one producer, the client: buffers the applet
+        // gives back go to the engine's stash, which is popped first.
+        let Some(ep) = self.dp.eps.get_mut(self.idx) else {
+            return false;
+        };
+        if ep.spare.len() >= ep.layout.geometry.free_cap as usize {
+            return false;
+        }
+        ep.spare.push(off);
+        true
+    }
+    fn tx_push(&mut self, chan: u16, data: &[u8]) -> Result<(), String> {
+        // Inside an applet: the receiver's doRx is queued, never run here.
+        match self.dp.send(self.idx, chan, data, false) {
+            Ok(()) => Ok(()),
+            Err(SendStatus::PeerGone) => Err(format!("the peer of channel {chan} is gone")),
+            Err(_) => Err(format!("channel {chan} is not held by this endpoint")),
+        }
+    }
+    fn try_tx_push(&mut self, chan: u16, data: &[u8]) -> bool {
+        self.dp.send(self.idx, chan, data, false).is_ok()
+    }
+    fn push_recv(&mut self, desc: RecvDesc) -> bool {
+        self.dp.eps.push_recv(self.idx, desc)
+    }
+}
+
+/// One pass over a queue of work for several owners (`key`), in order:
+/// `step` runs an entry (`None`) or hands it back because its owner is held
+/// back (`Some`). At most `budget` entries run. Once an owner is held back
+/// in a pass, the rest of its entries are not offered to `step` in that
+/// pass, so a pause that ends during the pass cannot let a later entry
+/// overtake an earlier one; entries handed back keep their order, ahead of
+/// those the pass did not reach. Returns the entries run.
+pub(crate) fn pass_in_order<T>(
+    queue: &mut std::collections::VecDeque<T>,
+    budget: usize,
+    key: impl Fn(&T) -> usize,
+    mut step: impl FnMut(T) -> Option<T>,
+) -> usize {
+    let mut held: Vec<usize> = Vec::new();
+    let mut kept = std::collections::VecDeque::new();
+    let mut ran = 0;
+    for _ in 0..queue.len() {
+        if ran == budget {
+            break;
+        }
+        let Some(e) = queue.pop_front() else {
+            break;
+        };
+        let k = key(&e);
+        if held.contains(&k) {
+            kept.push_back(e);
+            continue;
+        }
+        match step(e) {
+            None => ran += 1,
+            Some(e) => {
+                held.push(k);
+                kept.push_back(e);
+            }
+        }
+    }
+    while let Some(e) = kept.pop_back() {
+        queue.push_front(e);
+    }
+    ran
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One pass that holds nothing back: what it ran, in order.
+    fn run_all(q: &mut VecDeque<(usize, u32)>) -> Vec<(usize, u32)> {
+        let mut ran = Vec::new();
+        pass_in_order(
+            q,
+            256,
+            |e| e.0,
+            |e| {
+                ran.push(e);
+                None
+            },
+        );
+        ran
+    }
+
+    /// Owner 1 is held back when the pass reaches its first entry and its
+    /// pause ends right after: its later entries still wait, in order.
+    #[test]
+    fn a_pause_ending_during_a_pass_keeps_the_order() {
+        let mut q: VecDeque<(usize, u32)> = [(1, 0), (2, 0), (1, 1), (1, 2), (2, 1), (1, 3)]
+            .into_iter()
+            .collect();
+        let mut asked = 0;
+        let mut ran = Vec::new();
+        let n = pass_in_order(
+            &mut q,
+            256,
+            |e| e.0,
+            |e| {
+                if e.0 == 1 {
+                    asked += 1;
+                    if asked == 1 {
+                        return Some(e);
+                    }
+                }
+                ran.push(e);
+                None
+            },
+        );
+        assert_eq!(n, 2);
+        assert_eq!(asked, 1, "a held owner is asked once per pass");
+        assert_eq!(ran, [(2, 0), (2, 1)]);
+        assert_eq!(q, [(1, 0), (1, 1), (1, 2), (1, 3)]);
+        // The next pass, the pause over: all of owner 1's, in order.
+        assert_eq!(run_all(&mut q), [(1, 0), (1, 1), (1, 2), (1, 3)]);
+        assert!(q.is_empty());
+    }
+
+    /// Random owners, arrivals between passes, budgets and pauses that
+    /// start and end at any entry: every entry runs exactly once, and each
+    /// owner's in the order they came.
+    #[test]
+    fn random_pauses_never_reorder_or_lose_an_owners_entries() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut rnd = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let mut q: VecDeque<(usize, u32)> = VecDeque::new();
+        let mut next = [0u32; 4];
+        let mut ran: Vec<(usize, u32)> = Vec::new();
+        for pass in 0..2_000 {
+            for _ in 0..rnd(6) {
+                let o = rnd(4) as usize;
+                q.push_back((o, next[o]));
+                next[o] += 1;
+            }
+            // The last passes hold nothing back, so the queue drains.
+            let quiet = pass >= 1_990;
+            let budget = 1 + rnd(8) as usize;
+            let mut coin = rnd(1 << 20);
+            pass_in_order(
+                &mut q,
+                budget,
+                |e| e.0,
+                |e| {
+                    coin = coin.rotate_left(7) ^ 0x5bd1_e995;
+                    if !quiet && coin % 3 == 0 {
+                        return Some(e);
+                    }
+                    ran.push(e);
+                    None
+                },
+            );
+        }
+        while !q.is_empty() {
+            ran.extend(run_all(&mut q));
+        }
+        let total: u32 = next.iter().sum();
+        assert_eq!(ran.len(), total as usize, "every entry runs once");
+        let mut seen = [0u32; 4];
+        for (o, k) in ran {
+            assert_eq!(k, seen[o], "owner {o} out of order");
+            seen[o] += 1;
+        }
+    }
+
+    /// A pass that stops at its budget leaves the entries it handed back
+    /// ahead of those it did not reach.
+    #[test]
+    fn a_pass_cut_by_its_budget_keeps_the_order() {
+        let mut q: VecDeque<(usize, u32)> = (0..10u32).map(|i| (i as usize % 2, i)).collect();
+        let mut ran = Vec::new();
+        let n = pass_in_order(
+            &mut q,
+            3,
+            |e| e.0,
+            |e| {
+                if e.0 == 0 {
+                    return Some(e);
+                }
+                ran.push(e.1);
+                None
+            },
+        );
+        assert_eq!(n, 3);
+        assert_eq!(ran, [1, 3, 5]);
+        let rest: Vec<u32> = q.iter().map(|e| e.1).collect();
+        assert_eq!(rest, [0, 2, 4, 6, 7, 8, 9]);
+    }
+}

@@ -1,0 +1,91 @@
+//! Direct connections: the rings two local endpoints share without the
+//! engine in their data path. The engine creates the segment at set-up,
+//! hands it to both processes, charges it to the process that opened it,
+//! and at teardown marks both sides closed and wakes whoever sleeps on it.
+
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::sync::atomic::Ordering;
+
+use unet_abi::*;
+use unet_sys::{self as sys, Segment};
+
+use crate::endpoints::ClientId;
+
+struct Conn {
+    seg: Segment,
+    /// The client that opened it (its memory counts against that client's
+    /// quota).
+    owner: ClientId,
+}
+
+impl Conn {
+    fn header(&self) -> &ConnHeader {
+        // SAFETY: the segment starts with a ConnHeader we initialised.
+        unsafe { self.seg.ptr().cast::<ConnHeader>().as_ref() }
+    }
+}
+
+/// The engine's direct connections.
+#[derive(Default)]
+pub(crate) struct DirectConns {
+    conns: HashMap<u32, Conn>,
+    next_id: u32,
+}
+
+impl DirectConns {
+    /// Create a connection between endpoints `a` (the opener, owned by
+    /// `owner`) and `b`, with rings of `ring` bytes each way. Returns its
+    /// id.
+    pub(crate) fn create(&mut self, owner: ClientId, ring: u32, a: u32, b: u32) -> io::Result<u32> {
+        let id = self.next_id.max(1);
+        let seg = Segment::create(&format!("unet-conn-{id}"), conn_segment_size(ring))?;
+        init_conn(&seg, id, ring, a, b);
+        self.next_id = id + 1;
+        self.conns.insert(id, Conn { seg, owner });
+        Ok(id)
+    }
+
+    /// The segment of connection `id`, to hand to a process.
+    pub(crate) fn fd(&self, id: u32) -> Option<&OwnedFd> {
+        self.conns.get(&id).map(|c| c.seg.fd())
+    }
+
+    /// Close connection `id`: both sides see it closed and whoever sleeps
+    /// on it wakes. The engine's mapping goes; each process unmaps its own.
+    pub(crate) fn close(&mut self, id: u32) {
+        if let Some(conn) = self.conns.remove(&id) {
+            let h = conn.header();
+            h.a_closed.store(1, Ordering::Release);
+            h.b_closed.store(1, Ordering::Release);
+            for cons in [&h.a_to_b, &h.b_to_a] {
+                cons.futex.fetch_add(1, Ordering::Release);
+                sys::futex_wake(&cons.futex, i32::MAX);
+            }
+        }
+    }
+
+    /// Bytes of shared memory in the connections `owner` opened.
+    pub(crate) fn memory_of(&self, owner: ClientId) -> u64 {
+        self.conns
+            .values()
+            .filter(|c| c.owner == owner)
+            .map(|c| c.seg.len() as u64)
+            .sum()
+    }
+}
+
+fn init_conn(seg: &Segment, id: u32, ring: u32, a: u32, b: u32) {
+    // SAFETY: fresh zeroed segment of conn_segment_size(ring) bytes, not yet
+    // shared; plain field writes.
+    unsafe {
+        let h = seg.ptr().as_ptr() as *mut ConnHeader;
+        (*h).magic = CONN_MAGIC;
+        (*h).version = VERSION;
+        (*h).ring_size = ring;
+        (*h).conn_id = id;
+        (*h).a_endpoint = a;
+        (*h).b_endpoint = b;
+    }
+}

@@ -1,0 +1,456 @@
+//! The dispatcher: the engine's one single-threaded, message-driven loop
+//! (SPINE section 3.2), and the owner of every part of the engine.
+//!
+//! Each turn polls the sources — send rings of all endpoints, the wire,
+//! the arrivals and timers of applets, and now and then the file
+//! descriptors (control sockets, doorbells, the admin eventfd) — and runs
+//! what it finds. When a turn finds nothing for `idle_spin`, the engine
+//! arms every endpoint's doorbell, looks once more, and sleeps in
+//! `epoll_wait` until a doorbell, a control socket, a datagram or a timer
+//! wakes it. An idle engine uses no CPU.
+//!
+//! The turn after a delivery, nothing new found, usually polls once more
+//! (a client on another CPU often answers within a microsecond, which saves
+//! it ringing the doorbell, a wake-up of several). Not when the client just
+//! served waits on the engine's own CPU (`client_cpu`): it cannot run, let
+//! alone answer, until the engine leaves that CPU, so the engine sleeps at
+//! once (a *handoff*, counted).
+//!
+//! A delivery that finds the receiver without room (its receive queue or
+//! its free buffers exhausted) drops the message, as U-Net does. If that
+//! receiver's client is awake, it is behind and needs a CPU to catch up,
+//! and on a machine with few cores that is often the engine's: the engine
+//! then cuts the turn short (the rest of that sender's descriptors wait in
+//! its queue, the rest of the datagrams received in the wire's port or the
+//! socket's buffer) and yields its CPU once (counted as `receiver_yields`).
+//! Without this, a fast sender kept the engine dropping for a whole time
+//! slice while the receiver waited for the CPU: over UDP, 64-byte streams
+//! delivered about half as many messages. A client that claims to be awake
+//! and never reads costs the engine no more than a yield per turn, which
+//! returns at once when nothing else wants the CPU; every turn still does
+//! its work up to the first such drop.
+//!
+//! # Threading
+//!
+//! The same loop runs on the engine's own thread ([`crate::Engine`]) or
+//! is stepped by its caller ([`Dispatcher::step`], Aeron's invoker mode):
+//! a test, a fuzz target or a benchmark builds a [`Dispatcher`], talks to
+//! it through a [`LocalClient`], and calls `step` to run the engine's real
+//! per-message code on its own thread, deterministically.
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{fence, AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use unet_abi::EngineCounter;
+use unet_control::{self as control, Reply, Request};
+use unet_sys::{self as sys, EventFd};
+
+use crate::applets::AppletHost;
+use crate::config::EngineConfig;
+use crate::counters::Counters;
+use crate::datapath::{arrive, DataPath};
+use crate::direct::DirectConns;
+use crate::endpoints::EndpointTable;
+use crate::poller::{Poller, Token};
+use crate::remote::RemoteSide;
+use crate::server::{ControlServer, Incoming};
+use crate::setup::Setup;
+
+/// A turn polls the file descriptors at least once in this many.
+const FD_POLL_EVERY: u64 = 64;
+
+/// State shared between a dispatcher and the handles that reach it from
+/// other threads.
+pub(crate) struct Shared {
+    /// Set to make the loop end.
+    pub stop: AtomicBool,
+    /// Rung for news: a stop, new in-process clients, a verification done.
+    pub admin: Arc<EventFd>,
+    /// Control sockets of in-process clients, waiting to be served.
+    pub new_clients: Mutex<Vec<OwnedFd>>,
+}
+
+/// The engine: its parts and its loop (see the module documentation).
+pub struct Dispatcher {
+    cfg: EngineConfig,
+    engine_id: u64,
+    poller: Poller,
+    server: ControlServer,
+    eps: EndpointTable,
+    conns: DirectConns,
+    remote: Option<RemoteSide>,
+    applets: AppletHost,
+    counters: Arc<Counters>,
+    shared: Arc<Shared>,
+    tokens: Vec<Token>,
+    incoming: Vec<Incoming>,
+    turn: u64,
+}
+
+impl Dispatcher {
+    /// Build an engine: its counters, its control socket (if configured),
+    /// its wire (if configured). Nothing runs until [`Dispatcher::step`]
+    /// or [`Dispatcher::run`].
+    pub fn new(cfg: EngineConfig) -> io::Result<Dispatcher> {
+        let shared = Arc::new(Shared {
+            stop: AtomicBool::new(false),
+            admin: Arc::new(EventFd::new()?),
+            new_clients: Mutex::new(Vec::new()),
+        });
+        Self::with_shared(cfg, shared)
+    }
+
+    pub(crate) fn with_shared(cfg: EngineConfig, shared: Arc<Shared>) -> io::Result<Dispatcher> {
+        let engine_id = sys::random_u64() | 1;
+        let poller = Poller::new()?;
+        let counters = Arc::new(Counters::create(cfg.max_endpoints, engine_id)?);
+        let server = ControlServer::new(cfg.control_socket.clone(), &poller, counters.clone())?;
+        poller.add(shared.admin.fd().as_raw_fd(), Token::Admin)?;
+        let remote = match cfg.udp_bind {
+            Some(a) => {
+                let w = RemoteSide::bind(a, &cfg, engine_id, counters.clone())?;
+                poller.add(w.raw_fd(), Token::Wire)?;
+                Some(w)
+            }
+            None => None,
+        };
+        Ok(Dispatcher {
+            eps: EndpointTable::new(cfg.max_endpoints, engine_id, counters.clone()),
+            applets: AppletHost::new(shared.admin.clone()),
+            cfg,
+            engine_id,
+            poller,
+            server,
+            conns: DirectConns::default(),
+            remote,
+            counters,
+            shared,
+            tokens: Vec::with_capacity(64),
+            incoming: Vec::new(),
+            turn: 0,
+        })
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// The engine's incarnation id.
+    pub fn engine_id(&self) -> u64 {
+        self.engine_id
+    }
+
+    /// The engine's UDP address, if it has a wire.
+    pub fn udp_addr(&self) -> Option<SocketAddr> {
+        self.remote.as_ref().map(|w| w.local_addr())
+    }
+
+    /// The engine's counters (what `unet stat` reads).
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// A new control connection, served like any client's (invoker mode:
+    /// call from the thread that steps the engine; the other end is
+    /// yours).
+    pub fn connect(&mut self) -> io::Result<OwnedFd> {
+        let (mine, theirs) = sys::seqpacket_pair()?;
+        self.server.add_client(theirs, &self.poller);
+        Ok(mine)
+    }
+
+    /// A client on this thread that asks the engine for set-up and steps
+    /// it until the answer comes (see [`Dispatcher::call`]).
+    pub fn local_client(&mut self) -> io::Result<LocalClient> {
+        Ok(LocalClient {
+            sock: self.connect()?,
+            next_req: 0,
+            notices: Vec::new(),
+        })
+    }
+
+    /// Send `req` (with descriptors `fds`) from `client` and step the
+    /// engine until its reply comes: set-up through the real control path,
+    /// on the caller's thread. Notices that arrive meanwhile are kept in
+    /// [`LocalClient::notices`]. Fails with `TimedOut` if no reply comes
+    /// within five seconds of steps.
+    pub fn call(
+        &mut self,
+        client: &mut LocalClient,
+        req: &Request,
+        fds: &[RawFd],
+    ) -> io::Result<(Reply, Vec<OwnedFd>)> {
+        client.next_req = client.next_req.wrapping_add(1).max(1);
+        let id = client.next_req;
+        sys::send_packet(client.sock.as_raw_fd(), &req.encode(id), fds)?;
+        let start = Instant::now();
+        let mut buf = vec![0u8; control::MAX_PACKET];
+        loop {
+            self.step();
+            loop {
+                let mut got = Vec::new();
+                match sys::recv_packet(client.sock.as_raw_fd(), &mut buf, &mut got, true) {
+                    Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                    Ok(n) => {
+                        let (rid, rep) = Reply::decode(&buf[..n])
+                            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+                        if rid == id {
+                            return Ok((rep, got));
+                        }
+                        client.notices.push((rep, got));
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) => return Err(e),
+                }
+            }
+            if start.elapsed() > Duration::from_secs(5) {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the engine did not answer the request",
+                ));
+            }
+        }
+    }
+
+    /// One turn of the loop, on the caller's thread, without sleeping:
+    /// the data sources every turn, the file descriptors when the turn
+    /// found nothing and once in a while otherwise. Returns the work done
+    /// (0: nothing to do). The engine's own thread runs the same turns
+    /// ([`Dispatcher::run`]).
+    pub fn step(&mut self) -> usize {
+        // Nobody sleeps in invoker mode: a handoff is of no use.
+        self.eps.handoff = false;
+        let mut work = self.poll_data();
+        self.turn += 1;
+        if work == 0 || self.turn.is_multiple_of(FD_POLL_EVERY) {
+            work += self.poll_fds(0);
+        }
+        work
+    }
+
+    /// Run turns until [`crate::Engine::stop`] (or a stop through the
+    /// shared state), sleeping when there is nothing to do; then reclaim
+    /// everything.
+    pub(crate) fn run(&mut self) {
+        let mut idle_since: Option<Instant> = None;
+        while !self.shared.stop.load(Ordering::Relaxed) {
+            // Set by the deliveries of the last turn only.
+            let handoff = std::mem::take(&mut self.eps.handoff);
+            let mut work = self.poll_data();
+            self.turn += 1;
+            if work == 0 && handoff {
+                self.counters.engine(EngineCounter::Handoffs, 1);
+                self.sleep();
+                idle_since = None;
+                continue;
+            }
+            if work == 0 || self.turn.is_multiple_of(FD_POLL_EVERY) {
+                work += self.poll_fds(0);
+            }
+            if work > 0 {
+                self.counters.engine(EngineCounter::BusyPolls, 1);
+                idle_since = None;
+                continue;
+            }
+            let now = Instant::now();
+            match idle_since {
+                None => idle_since = Some(now),
+                Some(t) if now.duration_since(t) >= self.cfg.idle_spin => {
+                    self.sleep();
+                    idle_since = None;
+                }
+                Some(_) => std::hint::spin_loop(),
+            }
+        }
+        self.shutdown();
+    }
+
+    /// Reclaim everything every client held and remove the control
+    /// socket's file.
+    pub fn shutdown(&mut self) {
+        self.setup().shutdown();
+    }
+
+    fn setup(&mut self) -> Setup<'_> {
+        Setup {
+            cfg: &self.cfg,
+            engine_id: self.engine_id,
+            poller: &self.poller,
+            server: &mut self.server,
+            eps: &mut self.eps,
+            conns: &mut self.conns,
+            remote: self.remote.as_mut(),
+            applets: &mut self.applets,
+        }
+    }
+
+    fn sleep(&mut self) {
+        self.eps.arm();
+        // Pairs with the fence a client issues between publishing a send
+        // descriptor and reading `engine_armed`: either we see its
+        // descriptor below, or it sees our armed flag and rings.
+        fence(Ordering::SeqCst);
+        if self.poll_data() > 0 {
+            self.eps.disarm();
+            return;
+        }
+        if let Some(w) = self.remote.as_mut() {
+            w.before_sleep();
+        }
+        self.counters.engine(EngineCounter::Sleeps, 1);
+        let timeout = self.next_timer_ms();
+        let work = self.poll_fds(timeout);
+        self.counters.engine(EngineCounter::Wakeups, 1);
+        self.eps.disarm();
+        if work == 0 && self.poll_data() == 0 {
+            self.counters.engine(EngineCounter::SpuriousWakeups, 1);
+        }
+    }
+
+    /// How long the engine may sleep: until the wire's next timer, an
+    /// applet's next timer or the end of its pause (at most a second).
+    fn next_timer_ms(&self) -> i32 {
+        let wire = self.remote.as_ref().and_then(|w| w.next_deadline());
+        let applets = self
+            .applets
+            .attached_indices()
+            .iter()
+            .filter_map(|&i| self.applets.runner(i).and_then(|r| r.next_deadline()))
+            .min();
+        match [wire, applets].into_iter().flatten().min() {
+            Some(d) => {
+                let now = Instant::now();
+                if d <= now {
+                    0
+                } else {
+                    (d - now).as_millis().min(1000) as i32 + 1
+                }
+            }
+            None => -1,
+        }
+    }
+
+    /// Poll every data source once. Returns the work done.
+    fn poll_data(&mut self) -> usize {
+        let mut work = 0;
+        {
+            let mut dp = DataPath {
+                eps: &mut self.eps,
+                remote: self.remote.as_mut(),
+                applets: &mut self.applets,
+            };
+            for idx in 0..dp.eps.len() {
+                if dp.eps.get(idx).is_some() {
+                    work += dp.poll_send_ring(idx);
+                }
+            }
+        }
+        if self.remote.is_some() {
+            work += self.poll_wire();
+        }
+        if self.applets.any() {
+            let mut dp = DataPath {
+                eps: &mut self.eps,
+                remote: self.remote.as_mut(),
+                applets: &mut self.applets,
+            };
+            if !dp.applets.pending.is_empty() {
+                work += dp.run_pending();
+            }
+            if dp.applets.has_timers() {
+                work += dp.run_timers();
+            }
+        }
+        if std::mem::take(&mut self.eps.behind) {
+            // A receiver is behind (see the module docs).
+            self.counters.engine(EngineCounter::ReceiverYields, 1);
+            std::thread::yield_now();
+        }
+        work
+    }
+
+    /// Receive from the wire; whole messages arrive at their endpoints.
+    fn poll_wire(&mut self) -> usize {
+        let Some(w) = self.remote.as_mut() else {
+            return 0;
+        };
+        let applets = &mut self.applets;
+        let (work, done) = w.poll(&mut self.eps, &mut |eps, di, id, chan, msg| {
+            arrive(eps, applets, di, id, chan, msg)
+        });
+        if !done.is_empty() {
+            self.setup().complete(done);
+        }
+        work
+    }
+
+    /// Wait up to `timeout_ms` for file-descriptor events and handle them.
+    fn poll_fds(&mut self, timeout_ms: i32) -> usize {
+        let mut tokens = std::mem::take(&mut self.tokens);
+        self.poller.wait(&mut tokens, timeout_ms);
+        let n = tokens.len();
+        for &t in &tokens {
+            match t {
+                Token::Listener => self.server.accept(&self.poller),
+                Token::Client(ci) => self.serve_client(ci),
+                // Edge-triggered: nothing to read back (the counter only
+                // grows; 2^64 doorbells are far away).
+                Token::Doorbell(idx) => self.eps.doorbell_rung(idx),
+                Token::Admin => self.admin(),
+                Token::Wire => {} // read by poll_data
+            }
+        }
+        self.tokens = tokens;
+        n
+    }
+
+    /// Handle what client `ci` sent.
+    fn serve_client(&mut self, ci: usize) {
+        let mut incoming = std::mem::take(&mut self.incoming);
+        let closed = self.server.read(ci, &mut incoming);
+        let mut s = self.setup();
+        for inc in incoming.drain(..) {
+            s.handle(inc);
+        }
+        if closed {
+            s.drop_client(ci);
+        }
+        self.incoming = incoming;
+    }
+
+    /// News from other threads: in-process clients to serve, finished
+    /// verifications.
+    fn admin(&mut self) {
+        self.shared.admin.drain();
+        let fresh: Vec<OwnedFd> = std::mem::take(
+            &mut *self
+                .shared
+                .new_clients
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        );
+        for fd in fresh {
+            self.server.add_client(fd, &self.poller);
+        }
+        if self.applets.loading() {
+            let done = self.applets.poll_loads();
+            if !done.is_empty() {
+                self.setup().finish_loads(done);
+            }
+        }
+    }
+}
+
+/// A client of a [`Dispatcher`] on the thread that steps it (invoker
+/// mode): its control socket and the notices the engine sent it.
+pub struct LocalClient {
+    sock: OwnedFd,
+    next_req: u32,
+    /// Notices (replies with request id 0, such as a direct connection's
+    /// segment for the accepting side) received while waiting for replies.
+    pub notices: Vec<(Reply, Vec<OwnedFd>)>,
+}

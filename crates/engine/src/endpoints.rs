@@ -1,0 +1,568 @@
+//! The endpoint table and U-Net delivery.
+//!
+//! The table owns every endpoint of the engine: its segment (buffer area,
+//! send, receive, free and event rings), its doorbell, its routes (the
+//! channels it holds) and its counter slot. Delivery is U-Net's: pop free
+//! buffers of the receiver (or carry a small message inline), copy, publish
+//! a receive descriptor, and wake the receiver only if it sleeps. A message
+//! that finds no room is dropped and counted, never waited for. UDM's
+//! buffered case will sit here, beside the drop.
+//!
+//! Trust: the table reads rings and free-buffer offsets from shared memory,
+//! which the client may scribble on at any time. Every index and offset is
+//! checked against the engine's own copy of the endpoint's geometry before
+//! use; a bad one is a counter on that endpoint only.
+
+use std::collections::HashMap;
+use std::io;
+use std::ptr::NonNull;
+use std::sync::atomic::{fence, Ordering};
+use std::sync::Arc;
+
+use unet_abi::ring::Ring;
+use unet_abi::*;
+use unet_sys::{self as sys, EventFd, Segment};
+
+use crate::counters::Counters;
+use crate::routes::{Peer, Route};
+
+/// Most channels per endpoint.
+pub const MAX_CHANNELS: usize = 4096;
+
+/// The owner of an endpoint: a control client of the engine, by index.
+pub(crate) type ClientId = usize;
+
+/// One endpoint, as the engine holds it.
+pub(crate) struct Ep {
+    pub id: u32,
+    pub owner: ClientId,
+    pub seg: Segment,
+    pub layout: Layout,
+    pub send: Ring<SendDesc>,
+    pub recv: Ring<RecvDesc>,
+    pub free: Ring<u32>,
+    pub events: Ring<EventDesc>,
+    /// The engine's copies of the positions it produces or consumes (the
+    /// shared ones are only written, never trusted back).
+    pub send_tail: u64,
+    pub recv_head: u64,
+    pub event_head: u64,
+    /// The last impossible send head counted (counted once per value).
+    pub bad_head: u64,
+    pub doorbell: EventFd,
+    pub routes: Vec<Route>,
+    pub accept: bool,
+    /// Free buffers the engine holds for this endpoint (popped first):
+    /// buffers popped for a message that was then dropped, and buffers an
+    /// applet gave back (the free ring has one producer, the client).
+    pub spare: Vec<u32>,
+    /// The endpoint's counter slot.
+    pub slot: usize,
+}
+
+impl Ep {
+    pub(crate) fn header(&self) -> &EndpointHeader {
+        // SAFETY: the segment starts with an EndpointHeader (we created it),
+        // page aligned; its shared fields are atomics.
+        unsafe { self.seg.ptr().cast::<EndpointHeader>().as_ref() }
+    }
+
+    /// The buffer area's first byte.
+    pub(crate) fn area(&self) -> NonNull<u8> {
+        // SAFETY: buffer_area_off + size == segment size, from Layout.
+        unsafe { self.seg.ptr().add(self.layout.buffer_area_off as usize) }
+    }
+
+    pub(crate) fn area_size(&self) -> u64 {
+        self.layout.geometry.buffer_area_size
+    }
+
+    /// A free channel tag (reusing a closed one first), or None when the
+    /// endpoint holds [`MAX_CHANNELS`].
+    pub(crate) fn alloc_route(&mut self) -> Option<u16> {
+        if let Some(i) = self.routes.iter().position(|c| !c.in_use()) {
+            return Some(i as u16);
+        }
+        if self.routes.len() < MAX_CHANNELS {
+            self.routes.push(Route::Free);
+            return Some((self.routes.len() - 1) as u16);
+        }
+        None
+    }
+
+    /// The route of channel `chan`, if the tag exists.
+    #[inline]
+    pub(crate) fn route(&self, chan: u16) -> Option<Route> {
+        self.routes.get(chan as usize).copied()
+    }
+
+    /// Whether the endpoint holds a direct connection.
+    pub(crate) fn has_direct(&self) -> bool {
+        self.routes.iter().any(Route::is_direct)
+    }
+}
+
+/// Every endpoint of the engine.
+pub(crate) struct EndpointTable {
+    eps: Vec<Option<Ep>>,
+    by_id: HashMap<u32, usize>,
+    next_id: u32,
+    free_slots: Vec<usize>,
+    engine_id: u64,
+    counters: Arc<Counters>,
+    /// Set by a delivery of this turn that found an awake receiver
+    /// without room (see the dispatcher's docs): the turn ends early and
+    /// the engine yields its CPU.
+    pub behind: bool,
+    /// Set by a delivery of this turn whose receiver waits on the
+    /// engine's own CPU without sleeping: the engine sleeps at once after
+    /// the turn rather than polling again.
+    pub handoff: bool,
+}
+
+impl EndpointTable {
+    pub(crate) fn new(max_endpoints: u32, engine_id: u64, counters: Arc<Counters>) -> Self {
+        EndpointTable {
+            eps: Vec::new(),
+            by_id: HashMap::new(),
+            next_id: 1,
+            free_slots: (0..max_endpoints as usize).rev().collect(),
+            engine_id,
+            counters,
+            behind: false,
+            handoff: false,
+        }
+    }
+
+    /// The engine's counters.
+    #[inline]
+    pub(crate) fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Slots of the table (live or not): indices are `0..len()`.
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.eps.len()
+    }
+
+    #[inline]
+    pub(crate) fn get(&self, idx: usize) -> Option<&Ep> {
+        self.eps.get(idx).and_then(|e| e.as_ref())
+    }
+
+    #[inline]
+    pub(crate) fn get_mut(&mut self, idx: usize) -> Option<&mut Ep> {
+        self.eps.get_mut(idx).and_then(|e| e.as_mut())
+    }
+
+    /// The endpoint at `idx` if it is still the one with id `id`.
+    #[inline]
+    pub(crate) fn live_mut(&mut self, idx: usize, id: u32) -> Option<&mut Ep> {
+        self.get_mut(idx).filter(|e| e.id == id)
+    }
+
+    /// Whether `idx` holds the endpoint with id `id`.
+    #[inline]
+    pub(crate) fn is_live(&self, idx: usize, id: u32) -> bool {
+        self.get(idx).is_some_and(|e| e.id == id)
+    }
+
+    /// The counters, and the counter slot of endpoint `idx` with the
+    /// route of its channel `chan` (if both exist), borrowed together.
+    #[inline]
+    pub(crate) fn route_mut(
+        &mut self,
+        idx: usize,
+        chan: u16,
+    ) -> (&Counters, Option<(usize, &mut Route)>) {
+        let r = self
+            .eps
+            .get_mut(idx)
+            .and_then(|e| e.as_mut())
+            .and_then(|e| {
+                let slot = e.slot;
+                e.routes.get_mut(chan as usize).map(|r| (slot, r))
+            });
+        (&self.counters, r)
+    }
+
+    /// The table index of endpoint `id`.
+    #[inline]
+    pub(crate) fn index_of(&self, id: u32) -> Option<usize> {
+        self.by_id.get(&id).copied()
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (usize, &Ep)> {
+        self.eps
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| e.as_ref().map(|e| (i, e)))
+    }
+
+    /// Create an endpoint of geometry `layout` for client `owner` (process
+    /// `pid`). `register` is given the new endpoint's table index and its
+    /// doorbell before it is entered (the dispatcher polls the doorbell);
+    /// if it fails nothing is left behind.
+    pub(crate) fn create(
+        &mut self,
+        owner: ClientId,
+        pid: u32,
+        layout: Layout,
+        accept: bool,
+        register: impl FnOnce(usize, &EventFd) -> io::Result<()>,
+    ) -> Result<usize, unet_control::ErrorCode> {
+        use unet_control::ErrorCode;
+        let slot = self.free_slots.pop().ok_or(ErrorCode::NoResources)?;
+        let id = self.next_id;
+        let made = (|| -> io::Result<Ep> {
+            let seg = Segment::create(&format!("unet-ep-{id}"), layout.segment_size as usize)?;
+            init_endpoint(&seg, &layout, id, self.engine_id);
+            let g = layout.geometry;
+            let at = |off: u64| seg.ptr().as_ptr().wrapping_add(off as usize);
+            // SAFETY: offsets come from Layout, inside the segment we just
+            // created, each ring header 64-byte aligned.
+            let (send, recv, free, events) = unsafe {
+                (
+                    Ring::from_raw(NonNull::new_unchecked(at(layout.send_off)), g.send_cap),
+                    Ring::from_raw(NonNull::new_unchecked(at(layout.recv_off)), g.recv_cap),
+                    Ring::from_raw(NonNull::new_unchecked(at(layout.free_off)), g.free_cap),
+                    Ring::from_raw(NonNull::new_unchecked(at(layout.event_off)), g.event_cap),
+                )
+            };
+            Ok(Ep {
+                id,
+                owner,
+                seg,
+                layout,
+                send,
+                recv,
+                free,
+                events,
+                send_tail: 0,
+                recv_head: 0,
+                event_head: 0,
+                bad_head: u64::MAX,
+                doorbell: EventFd::new()?,
+                routes: Vec::new(),
+                accept,
+                spare: Vec::new(),
+                slot,
+            })
+        })();
+        let ep = match made {
+            Ok(ep) => ep,
+            Err(_) => {
+                self.free_slots.push(slot);
+                return Err(ErrorCode::NoResources);
+            }
+        };
+        let idx = match self.eps.iter().position(|e| e.is_none()) {
+            Some(i) => i,
+            None => {
+                self.eps.push(None);
+                self.eps.len() - 1
+            }
+        };
+        if register(idx, &ep.doorbell).is_err() {
+            self.free_slots.push(slot);
+            return Err(ErrorCode::NoResources);
+        }
+        self.counters.open_slot(slot, id, pid);
+        self.next_id += 1;
+        self.by_id.insert(id, idx);
+        self.eps[idx] = Some(ep);
+        self.counters.engine(EngineCounter::EndpointsCreated, 1);
+        Ok(idx)
+    }
+
+    /// Take endpoint `idx` out of the table. The caller tears down its
+    /// routes; dropping it unmaps the segment and closes its memory file
+    /// (the memory is freed once the client's mapping is gone too).
+    pub(crate) fn remove(&mut self, idx: usize) -> Option<Ep> {
+        let ep = self.eps.get_mut(idx)?.take()?;
+        self.by_id.remove(&ep.id);
+        self.counters.close_slot(ep.slot);
+        self.free_slots.push(ep.slot);
+        self.counters.engine(EngineCounter::EndpointsReclaimed, 1);
+        Some(ep)
+    }
+
+    /// Ask every client to ring the doorbell when it pushes a send
+    /// descriptor (the engine is about to sleep).
+    pub(crate) fn arm(&self) {
+        for (_, ep) in self.iter() {
+            ep.header().engine_armed.store(1, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn disarm(&self) {
+        for (_, ep) in self.iter() {
+            ep.header().engine_armed.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// Count a doorbell rung by endpoint `idx`'s client.
+    pub(crate) fn doorbell_rung(&self, idx: usize) {
+        if let Some(ep) = self.get(idx) {
+            self.counters.ep(ep.slot, EndpointCounter::Doorbells, 1);
+        }
+    }
+
+    /// Mark channel `chan` of endpoint (`idx`, `id`) gone, because its
+    /// peer went away, and tell the endpoint's client.
+    pub(crate) fn peer_gone(&mut self, p: Peer) {
+        let Some(ep) = self.live_mut(p.idx, p.id) else {
+            return;
+        };
+        if let Some(r) = ep.routes.get_mut(p.chan as usize) {
+            if r.in_use() {
+                *r = Route::Gone;
+                self.push_event(
+                    p.idx,
+                    EventDesc {
+                        kind: EventKind::PeerGone as u16,
+                        channel: p.chan,
+                        ..Default::default()
+                    },
+                );
+            }
+        }
+    }
+
+    /// Count a channel opened on endpoint `idx`.
+    pub(crate) fn count_opened(&self, idx: usize) {
+        if let Some(ep) = self.get(idx) {
+            self.counters
+                .ep(ep.slot, EndpointCounter::ChannelsOpened, 1);
+            self.counters.set_channels(ep.slot, ep.routes.len() as u32);
+        }
+    }
+
+    /// Push an event to endpoint `idx`'s client (dropped and counted if
+    /// its event ring is full).
+    pub(crate) fn push_event(&mut self, idx: usize, ev: EventDesc) {
+        let counters = &self.counters;
+        let Some(ep) = self.eps.get_mut(idx).and_then(|e| e.as_mut()) else {
+            return;
+        };
+        let cap = ep.layout.geometry.event_cap as u64;
+        if ep.event_head.wrapping_sub(ep.events.tail()) >= cap {
+            counters.ep(ep.slot, EndpointCounter::EventDropRingFull, 1);
+            return;
+        }
+        ep.events.write(ep.event_head, ev);
+        ep.event_head += 1;
+        ep.events.set_head(ep.event_head);
+        wake_client(ep, counters);
+    }
+
+    /// U-Net delivery: `len` bytes at `src` to endpoint `di` (if it is
+    /// still `dst_id`) as arriving on its channel `chan`, inline when
+    /// small, otherwise into free buffers popped from its free ring; then
+    /// push the receive descriptor and wake it if it sleeps. Drops are
+    /// counted on the receiver. False if the message was dropped.
+    ///
+    /// `src` points into a live mapping held by the engine (a sender's
+    /// buffer area or a wire buffer) with at least `len` readable bytes.
+    pub(crate) fn deliver(
+        &mut self,
+        di: usize,
+        dst_id: u32,
+        chan: u16,
+        src: *const u8,
+        len: usize,
+    ) -> bool {
+        let counters = &self.counters;
+        let Some(dst) = self.eps.get_mut(di).and_then(|e| e.as_mut()) else {
+            return false;
+        };
+        if dst.id != dst_id {
+            return false;
+        }
+        let slot = dst.slot;
+        // Ring space first, so no buffer is consumed for a message we drop.
+        let cap = dst.layout.geometry.recv_cap as u64;
+        if dst.recv_head.wrapping_sub(dst.recv.tail()) >= cap {
+            self.behind |= client_awake(dst);
+            counters.ep(slot, EndpointCounter::RxDropRingFull, 1);
+            return false;
+        }
+        let mut desc = RecvDesc {
+            len: len as u32,
+            channel: chan,
+            ..Default::default()
+        };
+        if len <= INLINE_MAX {
+            desc.flags = RECV_INLINE;
+            // SAFETY: src has len readable bytes (caller's contract); data
+            // has INLINE_MAX >= len bytes.
+            unsafe { std::ptr::copy(src, desc.data.as_mut_ptr(), len) };
+        } else {
+            let bs = dst.layout.geometry.buffer_size as usize;
+            let nbufs = unet_abi::buffers_spanned(len, bs);
+            if nbufs > MAX_RX_BUFFERS {
+                counters.ep(slot, EndpointCounter::RxDropTooLarge, 1);
+                return false;
+            }
+            let mut got = [0u32; MAX_RX_BUFFERS];
+            for i in 0..nbufs {
+                match pop_free(dst, counters) {
+                    Some(o) => got[i] = o,
+                    None => {
+                        dst.spare.extend_from_slice(&got[..i]);
+                        self.behind |= client_awake(dst);
+                        counters.ep(slot, EndpointCounter::RxDropNoBuffer, 1);
+                        return false;
+                    }
+                }
+            }
+            let area = dst.area();
+            for (i, &off) in got[..nbufs].iter().enumerate() {
+                let n = bs.min(len - i * bs);
+                // SAFETY: pop_free checked off + buffer_size <= area size;
+                // src has len bytes. ptr::copy tolerates overlap (a client
+                // may post a free buffer overlapping its own send buffer).
+                unsafe { std::ptr::copy(src.add(i * bs), area.as_ptr().add(off as usize), n) };
+                desc.set_offset(i, off);
+            }
+            desc.nbufs = nbufs as u8;
+        }
+        self.handoff |= publish_recv(dst, counters, desc);
+        true
+    }
+
+    /// Pop a free buffer of endpoint `idx` (an applet's `getFreeBuffer`).
+    pub(crate) fn pop_free(&mut self, idx: usize) -> Option<u32> {
+        let counters = &self.counters;
+        let ep = self.eps.get_mut(idx).and_then(|e| e.as_mut())?;
+        pop_free(ep, counters)
+    }
+
+    /// Push a receive descriptor an applet built (its `dmaRxd`): false,
+    /// counted, if the receive ring is full; the buffers it named are kept
+    /// for the endpoint, not lost.
+    pub(crate) fn push_recv(&mut self, idx: usize, desc: RecvDesc) -> bool {
+        let counters = &self.counters;
+        let Some(ep) = self.eps.get_mut(idx).and_then(|e| e.as_mut()) else {
+            return false;
+        };
+        let cap = ep.layout.geometry.recv_cap as u64;
+        if ep.recv_head.wrapping_sub(ep.recv.tail()) >= cap {
+            counters.ep(ep.slot, EndpointCounter::RxDropRingFull, 1);
+            if desc.flags & RECV_INLINE == 0 {
+                for i in 0..(desc.nbufs as usize).min(MAX_RX_BUFFERS) {
+                    ep.spare.push(desc.offset(i));
+                }
+            }
+            return false;
+        }
+        self.handoff |= publish_recv(ep, counters, desc);
+        true
+    }
+}
+
+/// Pop one free buffer of `ep`: the engine's spare stash first, then the
+/// shared free ring (which the client's direct path also pops, so the claim
+/// is a compare-and-swap, retried a bounded number of times).
+fn pop_free(ep: &mut Ep, counters: &Counters) -> Option<u32> {
+    if let Some(o) = ep.spare.pop() {
+        return Some(o);
+    }
+    let cap = ep.layout.geometry.free_cap as u64;
+    let limit = ep.area_size() - ep.layout.geometry.buffer_size as u64;
+    for _ in 0..8 {
+        let t = ep.free.tail();
+        let h = ep.free.head();
+        let n = h.wrapping_sub(t);
+        if n == 0 {
+            return None;
+        }
+        if n > cap {
+            counters.ep(ep.slot, EndpointCounter::RingCorrupt, 1);
+            return None;
+        }
+        let off = ep.free.read(t);
+        if ep.free.cas_tail(t) {
+            if off as u64 > limit {
+                counters.ep(ep.slot, EndpointCounter::FreeBadOffset, 1);
+                continue;
+            }
+            return Some(off);
+        }
+    }
+    None
+}
+
+/// Push a receive descriptor (the caller checked there is room), count the
+/// message and wake the client if it sleeps. True if the client waits on
+/// this CPU without sleeping (see [`wake_client`]).
+fn publish_recv(ep: &mut Ep, counters: &Counters, desc: RecvDesc) -> bool {
+    ep.recv.write(ep.recv_head, desc);
+    ep.recv_head += 1;
+    ep.recv.set_head(ep.recv_head);
+    counters.ep(ep.slot, EndpointCounter::RxMsgs, 1);
+    counters.ep(ep.slot, EndpointCounter::RxBytes, desc.len as u64);
+    wake_client(ep, counters)
+}
+
+/// Whether the endpoint's client is awake (not sleeping in a wait). A
+/// hint from shared memory: a wrong value only decides whether the engine
+/// yields its CPU once.
+fn client_awake(ep: &Ep) -> bool {
+    ep.header().client_sleeping.load(Ordering::Relaxed) == 0
+}
+
+/// Wake the endpoint's client if it sleeps. The fence pairs with the one the
+/// client issues between setting `client_sleeping` and re-checking its rings.
+/// If it does not sleep: true if it last ran on this CPU (its `client_cpu`
+/// hint, which it may set to anything: it only decides when the engine
+/// sleeps).
+fn wake_client(ep: &Ep, counters: &Counters) -> bool {
+    fence(Ordering::SeqCst);
+    let h = ep.header();
+    if h.client_sleeping.load(Ordering::Relaxed) != 0 {
+        h.rx_futex.fetch_add(1, Ordering::Release);
+        sys::futex_wake(&h.rx_futex, i32::MAX);
+        counters.ep(ep.slot, EndpointCounter::ClientWakeups, 1);
+        return false;
+    }
+    let cpu = h.client_cpu.load(Ordering::Relaxed);
+    cpu != 0 && cpu == sys::current_cpu().wrapping_add(1)
+}
+
+fn init_endpoint(seg: &Segment, l: &Layout, id: u32, engine_id: u64) {
+    let g = &l.geometry;
+    let base = seg.ptr().as_ptr();
+    // SAFETY: the segment is fresh (zeroed), private to us until its fd is
+    // sent, and at least l.segment_size bytes; we write plain fields of the
+    // header and the ring headers at offsets from Layout.
+    unsafe {
+        let h = base as *mut EndpointHeader;
+        (*h).magic = ENDPOINT_MAGIC;
+        (*h).version = VERSION;
+        (*h).header_size = ENDPOINT_HEADER_SIZE as u32;
+        (*h).segment_size = l.segment_size;
+        (*h).endpoint_id = id;
+        (*h).buffer_size = g.buffer_size;
+        (*h).send_cap = g.send_cap;
+        (*h).recv_cap = g.recv_cap;
+        (*h).free_cap = g.free_cap;
+        (*h).event_cap = g.event_cap;
+        (*h).send_off = l.send_off;
+        (*h).recv_off = l.recv_off;
+        (*h).free_off = l.free_off;
+        (*h).event_off = l.event_off;
+        (*h).buffer_area_off = l.buffer_area_off;
+        (*h).buffer_area_size = g.buffer_area_size;
+        (*h).engine_id = engine_id;
+        let ring = |off: u64, cap: u32, es: usize| {
+            let r: Ring<u32> = Ring::from_raw(NonNull::new_unchecked(base.add(off as usize)), cap);
+            r.init(es as u32);
+        };
+        ring(l.send_off, g.send_cap, std::mem::size_of::<SendDesc>());
+        ring(l.recv_off, g.recv_cap, std::mem::size_of::<RecvDesc>());
+        ring(l.free_off, g.free_cap, 4);
+        ring(l.event_off, g.event_cap, std::mem::size_of::<EventDesc>());
+    }
+}

@@ -1,0 +1,579 @@
+//! Set-up: what each control request does (create an endpoint, open and
+//! close channels, attach applets, ...), and the reclaiming of what a
+//! client held when it goes. Set-up work is the control path's: the data
+//! path never waits for it, and it is given the parts it changes for one
+//! request at a time.
+//!
+//! Ownership: a client may use only the endpoints it created (an applet
+//! may also be attached by another process of the same user, or root:
+//! `unet applet attach`). Channels are granted here and nowhere else.
+
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::time::Instant;
+
+use unet_abi::*;
+use unet_control::{self as control, EndpointAddr, ErrorCode, PathChoice, Reply, Request};
+use unet_sys::Segment;
+
+use crate::applets::{AppletHost, Loaded};
+use crate::config::EngineConfig;
+use crate::counters::Counters;
+use crate::datapath::DataPath;
+use crate::direct::DirectConns;
+use crate::endpoints::{ClientId, EndpointTable};
+use crate::poller::{Poller, Token};
+use crate::remote::{Completion, RemoteSide};
+use crate::routes::{Peer, Route, Teardown};
+use crate::server::{ControlServer, Incoming};
+
+/// The parts a set-up request changes, borrowed from the dispatcher.
+pub(crate) struct Setup<'a> {
+    pub cfg: &'a EngineConfig,
+    pub engine_id: u64,
+    pub poller: &'a Poller,
+    pub server: &'a mut ControlServer,
+    pub eps: &'a mut EndpointTable,
+    pub conns: &'a mut DirectConns,
+    pub remote: Option<&'a mut RemoteSide>,
+    pub applets: &'a mut AppletHost,
+}
+
+impl Setup<'_> {
+    fn counters(&self) -> &Counters {
+        self.eps.counters()
+    }
+
+    /// The engine's UDP address, if it has a wire.
+    fn udp_addr(&self) -> Option<std::net::SocketAddr> {
+        self.remote.as_deref().map(|w| w.local_addr())
+    }
+
+    fn reply(&self, ci: ClientId, req_id: u32, r: Reply) {
+        self.server.reply(ci, req_id, r, &[]);
+    }
+
+    /// Send the replies owed for remote opens.
+    pub(crate) fn complete(&self, done: Vec<Completion>) {
+        for c in done {
+            self.server.reply(c.client, c.req_id, c.reply, &[]);
+        }
+    }
+
+    /// Do what a request asks and answer it.
+    pub(crate) fn handle(&mut self, inc: Incoming) {
+        let Incoming {
+            client: ci,
+            req_id,
+            req,
+            mut fds,
+        } = inc;
+        match req {
+            Request::Hello { version } => {
+                let r = if version == control::PROTOCOL_VERSION {
+                    Reply::Hello {
+                        engine_id: self.engine_id,
+                        udp: self.udp_addr(),
+                    }
+                } else {
+                    Reply::Error(ErrorCode::Version)
+                };
+                self.reply(ci, req_id, r);
+            }
+            Request::CreateEndpoint { geometry, accept } => {
+                match self.create_endpoint(ci, geometry, accept) {
+                    Ok(idx) => {
+                        let ep = self.eps.get(idx).expect("just created");
+                        let fds = [ep.seg.fd().as_raw_fd(), ep.doorbell.fd().as_raw_fd()];
+                        let r = Reply::EndpointCreated { endpoint: ep.id };
+                        self.server.reply(ci, req_id, r, &fds);
+                    }
+                    Err(code) => self.reply(ci, req_id, Reply::Error(code)),
+                }
+            }
+            Request::OpenChannel {
+                endpoint,
+                dst,
+                path,
+            } => match self.owned(ci, endpoint) {
+                Ok(src) => self.open_channel(ci, req_id, src, dst, path),
+                Err(code) => self.reply(ci, req_id, Reply::Error(code)),
+            },
+            Request::CloseChannel { endpoint, channel } => {
+                let r = match self.owned(ci, endpoint) {
+                    Ok(src) => self.close_channel(src, channel),
+                    Err(code) => Reply::Error(code),
+                };
+                self.reply(ci, req_id, r);
+            }
+            Request::CloseEndpoint { endpoint } => {
+                let r = match self.owned(ci, endpoint) {
+                    Ok(idx) => {
+                        self.close_endpoint(idx);
+                        Reply::Ok
+                    }
+                    Err(code) => Reply::Error(code),
+                };
+                self.reply(ci, req_id, r);
+            }
+            Request::SetAccept { endpoint, accept } => {
+                let r = match self.owned(ci, endpoint) {
+                    Ok(idx) => {
+                        if let Some(ep) = self.eps.get_mut(idx) {
+                            ep.accept = accept;
+                        }
+                        Reply::Ok
+                    }
+                    Err(code) => Reply::Error(code),
+                };
+                self.reply(ci, req_id, r);
+            }
+            Request::Stat => self.stat(ci, req_id),
+            Request::AttachApplet {
+                endpoint,
+                len,
+                fuel,
+                heap,
+            } => {
+                let r = match self.owned_or_same_user(ci, endpoint) {
+                    Ok(idx) => self.attach_applet(ci, req_id, idx, fds.pop(), len, fuel, heap),
+                    Err(code) => Some(Reply::Error(code)),
+                };
+                if let Some(r) = r {
+                    self.reply(ci, req_id, r);
+                }
+            }
+            Request::DetachApplet { endpoint } => {
+                let r = match self.owned_or_same_user(ci, endpoint) {
+                    Ok(idx) => {
+                        if self.applets.remove(idx) {
+                            if let Some(ep) = self.eps.get(idx) {
+                                self.counters()
+                                    .set_ep(ep.slot, EndpointCounter::AppletCompiled, 0);
+                            }
+                            Reply::Ok
+                        } else {
+                            Reply::Error(ErrorCode::NoApplet)
+                        }
+                    }
+                    Err(code) => Reply::Error(code),
+                };
+                self.reply(ci, req_id, r);
+            }
+        }
+    }
+
+    /// The endpoint, if client `ci` owns it.
+    fn owned(&self, ci: ClientId, endpoint: u32) -> Result<usize, ErrorCode> {
+        let idx = self
+            .eps
+            .index_of(endpoint)
+            .ok_or(ErrorCode::NoSuchEndpoint)?;
+        match self.eps.get(idx) {
+            Some(ep) if ep.owner == ci => Ok(idx),
+            Some(_) => Err(ErrorCode::NotOwner),
+            None => Err(ErrorCode::NoSuchEndpoint),
+        }
+    }
+
+    /// The endpoint, if client `ci` owns it or runs as the owner's user (or
+    /// root): `unet applet attach` works on another process's endpoint.
+    fn owned_or_same_user(&self, ci: ClientId, endpoint: u32) -> Result<usize, ErrorCode> {
+        let idx = self
+            .eps
+            .index_of(endpoint)
+            .ok_or(ErrorCode::NoSuchEndpoint)?;
+        let owner = self
+            .eps
+            .get(idx)
+            .map(|e| e.owner)
+            .ok_or(ErrorCode::NoSuchEndpoint)?;
+        let uid = |c: ClientId| self.server.client(c).map(|c| c.uid);
+        match (uid(ci), uid(owner)) {
+            _ if owner == ci => Ok(idx),
+            (Some(0), _) => Ok(idx),
+            (Some(a), Some(b)) if a == b && a != u32::MAX => Ok(idx),
+            _ => Err(ErrorCode::NotOwner),
+        }
+    }
+
+    fn stat(&self, ci: ClientId, req_id: u32) {
+        let allowed = self.server.client(ci).is_some_and(|c| {
+            // SAFETY: geteuid has no preconditions.
+            let me = unsafe { libc::geteuid() };
+            c.uid == 0 || c.uid == me
+        });
+        if !allowed {
+            return self.reply(ci, req_id, Reply::Error(ErrorCode::NotOwner));
+        }
+        let c = self.counters();
+        for (_, ep) in self.eps.iter() {
+            c.mirror_client(ep.slot, &ep.header().client_counters);
+        }
+        let r = Reply::Stat {
+            max_endpoints: self.cfg.max_endpoints,
+        };
+        self.server.reply(ci, req_id, r, &[c.fd()]);
+    }
+
+    /// Shared memory held by client `ci`: its endpoints' segments and the
+    /// direct connections it opened.
+    fn client_memory(&self, ci: ClientId) -> u64 {
+        let eps: u64 = self
+            .eps
+            .iter()
+            .filter(|(_, e)| e.owner == ci)
+            .map(|(_, e)| e.seg.len() as u64)
+            .sum();
+        eps + self.conns.memory_of(ci)
+    }
+
+    /// True if client `ci` may take `more` bytes of shared memory.
+    fn within_quota(&self, ci: ClientId, more: u64) -> bool {
+        self.client_memory(ci).saturating_add(more) <= self.cfg.client_memory
+    }
+
+    fn create_endpoint(
+        &mut self,
+        ci: ClientId,
+        g: Geometry,
+        accept: bool,
+    ) -> Result<usize, ErrorCode> {
+        let layout = Layout::new(g).map_err(|_| ErrorCode::BadGeometry)?;
+        if !self.within_quota(ci, layout.segment_size) {
+            return Err(ErrorCode::QuotaExceeded);
+        }
+        let pid = self.server.client(ci).map_or(0, |c| c.pid);
+        let poller = self.poller;
+        let idx = self.eps.create(ci, pid, layout, accept, |idx, bell| {
+            poller.add_edge(bell.fd().as_raw_fd(), Token::Doorbell(idx))
+        })?;
+        if let Some(c) = self.server.client_mut(ci) {
+            c.endpoints.push(idx);
+        }
+        Ok(idx)
+    }
+
+    fn open_channel(
+        &mut self,
+        ci: ClientId,
+        req_id: u32,
+        src: usize,
+        dst: EndpointAddr,
+        path: PathChoice,
+    ) {
+        let local = match dst.host {
+            None => true,
+            Some(h) => self.udp_addr().is_some_and(|me| {
+                me == h
+                    || (h.ip().is_loopback() && me.port() == h.port() && me.ip().is_unspecified())
+            }),
+        };
+        if !local {
+            if path == PathChoice::Direct {
+                return self.reply(ci, req_id, Reply::Error(ErrorCode::DirectUnavailable));
+            }
+            let Some(host) = dst.host else {
+                return;
+            };
+            let Some(w) = self.remote.as_deref_mut() else {
+                return self.reply(ci, req_id, Reply::Error(ErrorCode::NoWire));
+            };
+            match w.open(self.eps, ci, req_id, src, host, dst.id) {
+                Ok(done) => self.complete(done),
+                Err(code) => self.reply(ci, req_id, Reply::Error(code)),
+            }
+            return;
+        }
+        match self.open_local(ci, src, dst.id, path) {
+            Ok(r) => {
+                let fds: Vec<RawFd> = match r {
+                    Reply::ChannelOpened { conn_id, .. } if conn_id != 0 => self
+                        .conns
+                        .fd(conn_id)
+                        .map(|f| f.as_raw_fd())
+                        .into_iter()
+                        .collect(),
+                    _ => vec![],
+                };
+                self.server.reply(ci, req_id, r, &fds);
+            }
+            Err(code) => self.reply(ci, req_id, Reply::Error(code)),
+        }
+    }
+
+    /// Open a channel between two endpoints of this engine: a direct
+    /// connection when both may have one, the engine path otherwise. The
+    /// destination learns first; the reply for the opener comes back.
+    fn open_local(
+        &mut self,
+        ci: ClientId,
+        src: usize,
+        dst_id: u32,
+        path: PathChoice,
+    ) -> Result<Reply, ErrorCode> {
+        let di = self.eps.index_of(dst_id).ok_or(ErrorCode::NoSuchEndpoint)?;
+        let d = self.eps.get(di).ok_or(ErrorCode::NoSuchEndpoint)?;
+        if !d.accept {
+            self.counters()
+                .ep(d.slot, EndpointCounter::ChannelsRefused, 1);
+            return Err(ErrorCode::Refused);
+        }
+        let direct = match path {
+            PathChoice::Engine => false,
+            PathChoice::Auto | PathChoice::Direct => {
+                di != src && !self.applets.attached(src) && !self.applets.attached(di)
+            }
+        };
+        if path == PathChoice::Direct && !direct {
+            return Err(ErrorCode::DirectUnavailable);
+        }
+        // A direct connection is a segment of its own, charged to the
+        // opener: beyond the quota, Auto falls back to the engine path.
+        let direct = if direct
+            && !self.within_quota(ci, conn_segment_size(self.cfg.conn_ring_size) as u64)
+        {
+            if path == PathChoice::Direct {
+                return Err(ErrorCode::QuotaExceeded);
+            }
+            false
+        } else {
+            direct
+        };
+        // Allocate both tags first so a failure leaves nothing behind.
+        let s = self.eps.get_mut(src).ok_or(ErrorCode::NoSuchEndpoint)?;
+        let cs = s.alloc_route().ok_or(ErrorCode::NoResources)?;
+        s.routes[cs as usize] = Route::Opening;
+        let src_id = s.id;
+        let Some(cd) = self.eps.get_mut(di).and_then(|e| e.alloc_route()) else {
+            self.eps.get_mut(src).expect("src").routes[cs as usize] = Route::Free;
+            return Err(ErrorCode::NoResources);
+        };
+        let mut conn_id = 0;
+        if direct {
+            match self
+                .conns
+                .create(ci, self.cfg.conn_ring_size, src_id, dst_id)
+            {
+                Ok(id) => {
+                    conn_id = id;
+                    self.counters().engine(EngineCounter::DirectConns, 1);
+                }
+                Err(_) => {
+                    self.eps.get_mut(src).expect("src").routes[cs as usize] = Route::Free;
+                    return Err(ErrorCode::NoResources);
+                }
+            }
+        }
+        let to_dst = Peer {
+            idx: di,
+            id: dst_id,
+            chan: cd,
+        };
+        let to_src = Peer {
+            idx: src,
+            id: src_id,
+            chan: cs,
+        };
+        let (s_route, d_route) = if direct {
+            (
+                Route::Direct {
+                    conn_id,
+                    peer: to_dst,
+                },
+                Route::Direct {
+                    conn_id,
+                    peer: to_src,
+                },
+            )
+        } else {
+            (Route::Local(to_dst), Route::Local(to_src))
+        };
+        self.eps.get_mut(src).expect("src").routes[cs as usize] = s_route;
+        self.eps.get_mut(di).expect("dst").routes[cd as usize] = d_route;
+        self.eps.count_opened(src);
+        self.eps.count_opened(di);
+        // The destination learns first (its fd travels before the event that
+        // tells it to collect the fd), then the opener gets its reply.
+        let d_client = self.eps.get(di).expect("dst").owner;
+        if direct {
+            let fd = self.conns.fd(conn_id).map(|f| f.as_raw_fd());
+            self.server.reply(
+                d_client,
+                0,
+                Reply::DirectConn {
+                    endpoint: dst_id,
+                    channel: cd,
+                    conn_id,
+                    side: 1,
+                },
+                &fd.into_iter().collect::<Vec<_>>(),
+            );
+        }
+        self.eps.push_event(
+            di,
+            EventDesc {
+                kind: EventKind::ChannelOpened as u16,
+                channel: cd,
+                peer_endpoint: src_id,
+                arg: conn_id,
+                ..Default::default()
+            },
+        );
+        Ok(Reply::ChannelOpened {
+            channel: cs,
+            conn_id,
+            side: 0,
+        })
+    }
+
+    fn close_channel(&mut self, idx: usize, channel: u16) -> Reply {
+        let Some(ep) = self.eps.get_mut(idx) else {
+            return Reply::Error(ErrorCode::NoSuchEndpoint);
+        };
+        let Some(r) = ep.routes.get_mut(channel as usize) else {
+            return Reply::Error(ErrorCode::NoSuchChannel);
+        };
+        if !r.in_use() {
+            return Reply::Error(ErrorCode::NoSuchChannel);
+        }
+        let t = std::mem::replace(r, Route::Free).teardown();
+        self.tear_down(t);
+        Reply::Ok
+    }
+
+    /// Tell the other side of a route that it is gone.
+    fn tear_down(&mut self, t: Teardown) {
+        match t {
+            Teardown::None => {}
+            Teardown::Peer(p) => self.eps.peer_gone(p),
+            Teardown::Direct { conn_id, peer } => {
+                self.conns.close(conn_id);
+                self.eps.peer_gone(peer);
+            }
+            Teardown::Remote(r) => {
+                if let Some(w) = self.remote.as_deref_mut() {
+                    w.send_close(&r);
+                }
+            }
+        }
+    }
+
+    /// Close endpoint `idx` and everything it holds; its peers are told.
+    pub(crate) fn close_endpoint(&mut self, idx: usize) {
+        self.applets.remove(idx);
+        let Some(ep) = self.eps.remove(idx) else {
+            return;
+        };
+        self.poller.remove(ep.doorbell.fd().as_raw_fd());
+        for r in &ep.routes {
+            self.tear_down(r.teardown());
+        }
+        if let Some(c) = self.server.client_mut(ep.owner) {
+            c.endpoints.retain(|&i| i != idx);
+        }
+    }
+
+    /// A client's control connection closed: the process is gone or done.
+    /// Reclaim everything it held and tell its peers.
+    pub(crate) fn drop_client(&mut self, ci: ClientId) {
+        let Some(c) = self.server.remove(ci, self.poller) else {
+            return;
+        };
+        for idx in c.endpoints {
+            self.close_endpoint(idx);
+        }
+        if let Some(w) = self.remote.as_deref_mut() {
+            w.forget_client(ci);
+        }
+        self.applets.forget_client(ci);
+    }
+
+    /// Reclaim every client (the engine stops).
+    pub(crate) fn shutdown(&mut self) {
+        for ci in 0..self.server.len() {
+            self.drop_client(ci);
+        }
+        self.server.unlink();
+    }
+
+    /// Start attaching an applet to endpoint `idx`: the class is read from
+    /// the memory file `fd` the client sent and verified on a thread of
+    /// its own ([`AppletHost::start_load`]); the reply comes when that is
+    /// done ([`Setup::finish_loads`]). `Some(reply)` when the request is
+    /// answered now (refused).
+    #[allow(clippy::too_many_arguments)]
+    fn attach_applet(
+        &mut self,
+        ci: ClientId,
+        req_id: u32,
+        idx: usize,
+        fd: Option<OwnedFd>,
+        len: u32,
+        fuel: u64,
+        heap: u32,
+    ) -> Option<Reply> {
+        let Some(fd) = fd else {
+            return Some(Reply::Error(ErrorCode::BadRequest));
+        };
+        if len == 0 || len as usize > jive::MAX_CLASS_BYTES {
+            return Some(Reply::Rejected(format!(
+                "class file of {len} bytes (at most {})",
+                jive::MAX_CLASS_BYTES
+            )));
+        }
+        let ep = self.eps.get(idx)?;
+        if ep.has_direct() {
+            return Some(Reply::Error(ErrorCode::DirectChannelsOpen));
+        }
+        let endpoint = ep.id;
+        let limits = match self.cfg.applet_limits(fuel, heap) {
+            Ok(l) => l,
+            Err(why) => return Some(Reply::Rejected(why)),
+        };
+        let bytes = match Segment::read_untrusted(&fd, len as usize) {
+            Ok(b) if b.len() == len as usize => b,
+            Ok(b) => {
+                return Some(Reply::Rejected(format!(
+                    "class file has {} bytes, not {len}",
+                    b.len()
+                )))
+            }
+            Err(e) => return Some(Reply::Rejected(format!("cannot read the class file: {e}"))),
+        };
+        match self
+            .applets
+            .start_load(ci, req_id, idx, endpoint, bytes, limits)
+        {
+            Ok(()) => None,
+            Err(()) => Some(Reply::Error(ErrorCode::NoResources)),
+        }
+    }
+
+    /// Finish the attaches whose class is verified: the applet's
+    /// constructor runs now, on the engine's thread, and the client gets
+    /// its answer.
+    pub(crate) fn finish_loads(&mut self, loaded: Vec<Loaded>) {
+        for l in loaded {
+            let (ci, req_id) = (l.client, l.req_id);
+            let r = match self.eps.get(l.idx).filter(|e| e.id == l.endpoint) {
+                None => Reply::Error(ErrorCode::NoSuchEndpoint),
+                Some(ep) if ep.has_direct() => Reply::Error(ErrorCode::DirectChannelsOpen),
+                Some(_) => {
+                    let t0 = Instant::now();
+                    let mut dp = DataPath {
+                        eps: self.eps,
+                        remote: self.remote.as_deref_mut(),
+                        applets: self.applets,
+                    };
+                    let r = dp.instantiate(l);
+                    let _ = t0;
+                    match r {
+                        Ok(()) => Reply::Ok,
+                        Err(why) => Reply::Rejected(why),
+                    }
+                }
+            };
+            self.reply(ci, req_id, r);
+        }
+    }
+}

@@ -1,0 +1,50 @@
+//! What an applet's natives act on: one endpoint.
+
+use std::ptr::NonNull;
+
+use unet_abi::RecvDesc;
+
+/// The endpoint an applet is attached to, as its host gives it: the
+/// buffer area, the queues and the channels of that endpoint only. A host
+/// (the engine, or the client library for the inline placement) implements
+/// this; the [`crate::Runner`] adds the applet's clock and timers.
+pub trait Port {
+    /// Size of the buffer area (constant for the endpoint's lifetime: an
+    /// applet reads it once, when it is loaded).
+    fn area_size(&self) -> u64;
+    /// The buffer area's first byte: `area_size()` bytes, readable and
+    /// writable for as long as this endpoint is bound to an invocation.
+    /// The natives check every range against `area_size()` and copy bytes
+    /// in and out through this pointer; they never interpret the area in
+    /// place (the application may write it at any time).
+    fn area(&mut self) -> NonNull<u8>;
+    /// The endpoint's receive buffer size (constant, as `area_size`).
+    fn buffer_size(&self) -> u32;
+    /// Pop a free buffer (already checked to lie in the buffer area).
+    fn pop_free(&mut self) -> Option<u32>;
+    /// Give a buffer back to the free queue.
+    fn push_free(&mut self, off: u32) -> bool;
+    /// Transmit a message on a channel this endpoint holds.
+    fn tx_push(&mut self, chan: u16, data: &[u8]) -> Result<(), String>;
+    /// [`Port::tx_push`]'s common case: transmit if that succeeds
+    /// at once, else return false having done nothing (`tx_push` then
+    /// runs, waits if it must and says why it fails). The compiled
+    /// `txPush` calls this without the native's marshalling. The default
+    /// always declines.
+    fn try_tx_push(&mut self, _chan: u16, _data: &[u8]) -> bool {
+        false
+    }
+    /// Push a receive descriptor to the user; false when the queue is full
+    /// (the message is dropped and counted, and the buffers it names go
+    /// back to the free queue).
+    fn push_recv(&mut self, desc: RecvDesc) -> bool;
+}
+
+/// One endpoint, as an applet's natives see it: its [`Port`], and the
+/// applet's clock and timers.
+pub trait SleEndpoint: Port {
+    /// Microseconds since some start.
+    fn now_us(&self) -> i32;
+    /// Call `doTimer(arg)` after `delay_us`.
+    fn set_timer(&mut self, delay_us: u32, arg: i32) -> Result<(), String>;
+}

@@ -1,0 +1,407 @@
+//! The applet runner: one attached applet and the policy around its
+//! invocations, the same in every placement (the engine, the client
+//! library's inline placement, SPINE's handlers later): the work budget,
+//! faults counted and reported, detach after [`MAX_CONSECUTIVE_FAULTS`] in
+//! a row, the pause that keeps an applet to a tenth of a shared engine,
+//! the applet's timers and clock, and its statistics.
+//!
+//! A host gives the runner a [`Port`] (the endpoint's buffer area, queues
+//! and channels) for each call, and turns each [`Outcome`] into its own
+//! way of telling the owner (the engine: counters and an event on the
+//! endpoint; the client library: its counters and [`Outcome`] as an
+//! event).
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::ptr::NonNull;
+use std::time::{Duration, Instant};
+
+use jive::{Fault, Limits};
+use unet_abi::RecvDesc;
+
+use unet_abi::FaultKind;
+
+use crate::applet::{fault_kind, Applet, AppletStats, AttachError, Verified};
+use crate::clock::now_us_since;
+use crate::port::{Port, SleEndpoint};
+use crate::{pause_after, pause_after_load, MAX_CONSECUTIVE_FAULTS};
+
+/// How a placement runs its applets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunnerConfig {
+    /// Hold an applet back after long, busy invocations so that it gets
+    /// at most a tenth of the thread that runs it ([`pause_after`]): for
+    /// a shared engine. An inline applet runs on its owner's own thread
+    /// and is never paused.
+    pub pause: bool,
+    /// Time one short invocation in this many (see
+    /// [`Applet::set_time_sampling`]).
+    pub time_sample: u32,
+    /// Time every invocation that used more work than this exactly
+    /// (`u64::MAX`: none but the sampled ones).
+    pub exact_fuel: u64,
+    /// Wait for the applet's machine code at attach, so that its first
+    /// invocations already run compiled (where a few milliseconds at
+    /// attach cost nothing: the caller's own thread).
+    pub wait_compiled: bool,
+    /// Most timers one applet may have set at once.
+    pub max_timers: usize,
+}
+
+impl RunnerConfig {
+    /// The engine's placement: paused when it takes more than its share,
+    /// a sample of the short invocations timed and every long one.
+    pub fn engine() -> RunnerConfig {
+        RunnerConfig {
+            pause: true,
+            time_sample: crate::ENGINE_TIME_SAMPLE,
+            exact_fuel: crate::ENGINE_EXACT_FUEL,
+            wait_compiled: false,
+            max_timers: MAX_TIMERS,
+        }
+    }
+
+    /// The client library's inline placement: never paused, one
+    /// invocation in 16 timed, compiled before the first message.
+    pub fn inline() -> RunnerConfig {
+        RunnerConfig {
+            pause: false,
+            time_sample: 16,
+            exact_fuel: u64::MAX,
+            wait_compiled: true,
+            max_timers: MAX_TIMERS,
+        }
+    }
+}
+
+/// Default bound on the timers one applet may have set at once.
+pub const MAX_TIMERS: usize = 4096;
+
+/// What an invocation came to, for the host to report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// It ran to completion (or there was nothing to run).
+    Done,
+    /// It faulted and was stopped; the applet stays attached.
+    Fault(FaultKind),
+    /// It faulted [`MAX_CONSECUTIVE_FAULTS`] times in a row: the runner
+    /// holds no applet any more, and the host should drop it (the
+    /// endpoint goes on as plain U-Net).
+    Detached(FaultKind),
+}
+
+impl Outcome {
+    /// True if the invocation completed.
+    pub fn is_done(self) -> bool {
+        self == Outcome::Done
+    }
+}
+
+/// A timer: when it is due, the order it was set in, its argument.
+type Timer = Reverse<(Instant, u64, i32)>;
+
+/// One attached applet and its policy (see the module documentation).
+pub struct Runner {
+    applet: Box<Applet>,
+    cfg: RunnerConfig,
+    /// Not run again before this instant (after a long invocation).
+    pause_until: Option<Instant>,
+    timers: BinaryHeap<Timer>,
+    timer_seq: u64,
+    /// The statistics as last handed out by [`Runner::take_stats`].
+    published: AppletStats,
+    detached: bool,
+}
+
+/// The port a host lends for one call, with the runner's clock and timers:
+/// what the natives see.
+struct Bound<'a, P: Port + ?Sized> {
+    port: &'a mut P,
+    epoch: Instant,
+    timers: &'a mut BinaryHeap<Timer>,
+    timer_seq: &'a mut u64,
+    max_timers: usize,
+}
+
+impl<P: Port + ?Sized> Port for Bound<'_, P> {
+    #[inline]
+    fn area_size(&self) -> u64 {
+        self.port.area_size()
+    }
+    #[inline]
+    fn area(&mut self) -> NonNull<u8> {
+        self.port.area()
+    }
+    #[inline]
+    fn buffer_size(&self) -> u32 {
+        self.port.buffer_size()
+    }
+    #[inline]
+    fn pop_free(&mut self) -> Option<u32> {
+        self.port.pop_free()
+    }
+    #[inline]
+    fn push_free(&mut self, off: u32) -> bool {
+        self.port.push_free(off)
+    }
+    #[inline]
+    fn tx_push(&mut self, chan: u16, data: &[u8]) -> Result<(), String> {
+        self.port.tx_push(chan, data)
+    }
+    #[inline]
+    fn try_tx_push(&mut self, chan: u16, data: &[u8]) -> bool {
+        self.port.try_tx_push(chan, data)
+    }
+    #[inline]
+    fn push_recv(&mut self, desc: RecvDesc) -> bool {
+        self.port.push_recv(desc)
+    }
+}
+
+impl<P: Port + ?Sized> SleEndpoint for Bound<'_, P> {
+    fn now_us(&self) -> i32 {
+        now_us_since(self.epoch)
+    }
+    fn set_timer(&mut self, delay_us: u32, arg: i32) -> Result<(), String> {
+        if self.timers.len() >= self.max_timers {
+            return Err(format!("too many timers (at most {})", self.max_timers));
+        }
+        let due = Instant::now() + Duration::from_micros(delay_us as u64);
+        self.timers.push(Reverse((due, *self.timer_seq, arg)));
+        *self.timer_seq += 1;
+        Ok(())
+    }
+}
+
+impl Runner {
+    /// Load, verify and initialise an applet for the endpoint behind
+    /// `port` (its constructor runs now, with `port` bound). Loading is
+    /// applet work too: with [`RunnerConfig::pause`], a long load holds
+    /// the applet back as a long invocation would.
+    pub fn load<P: Port + ?Sized>(
+        bytes: &[u8],
+        limits: Limits,
+        port: &mut P,
+        cfg: RunnerConfig,
+    ) -> Result<Runner, AttachError> {
+        Runner::instantiate(Applet::verify(bytes)?, limits, port, cfg)
+    }
+
+    /// [`Runner::load`] of a class already verified ([`Applet::verify`],
+    /// which a host can run on another thread).
+    pub fn instantiate<P: Port + ?Sized>(
+        v: Verified,
+        limits: Limits,
+        port: &mut P,
+        cfg: RunnerConfig,
+    ) -> Result<Runner, AttachError> {
+        let t0 = Instant::now();
+        let mut timers = BinaryHeap::new();
+        let mut timer_seq = 0;
+        let mut applet = {
+            let mut b = Bound {
+                port,
+                epoch: t0,
+                timers: &mut timers,
+                timer_seq: &mut timer_seq,
+                max_timers: cfg.max_timers,
+            };
+            Applet::instantiate(v, limits, &mut b)?
+        };
+        if cfg.wait_compiled {
+            applet.wait_compiled();
+        }
+        applet.set_time_sampling(cfg.time_sample, cfg.exact_fuel);
+        let pause_until = if cfg.pause {
+            pause_after_load(t0.elapsed()).map(|p| Instant::now() + p)
+        } else {
+            None
+        };
+        Ok(Runner {
+            applet: Box::new(applet),
+            cfg,
+            pause_until,
+            timers,
+            timer_seq,
+            published: AppletStats::default(),
+            detached: false,
+        })
+    }
+
+    /// The applet's id: unique per attach.
+    #[inline]
+    pub fn id(&self) -> u64 {
+        self.applet.id
+    }
+
+    /// The applet itself.
+    pub fn applet(&self) -> &Applet {
+        &self.applet
+    }
+
+    /// The applet itself, mutable (benchmarks choose interpreted or
+    /// compiled code with it).
+    pub fn applet_mut(&mut self) -> &mut Applet {
+        &mut self.applet
+    }
+
+    /// Whether `doTx` and `doRx` run as machine code.
+    #[inline]
+    pub fn is_compiled(&self) -> bool {
+        self.applet.is_compiled()
+    }
+
+    /// True while the applet waits out a pause; clears the pause once it
+    /// is over. Reads the clock only while a pause is set.
+    #[inline]
+    pub fn paused(&mut self) -> bool {
+        match self.pause_until {
+            None => false,
+            Some(t) if Instant::now() < t => true,
+            Some(_) => {
+                self.pause_until = None;
+                false
+            }
+        }
+    }
+
+    /// The end of the pause, if one is set.
+    pub fn pause_until(&self) -> Option<Instant> {
+        self.pause_until
+    }
+
+    /// When the earliest timer falls due, if one is set.
+    #[inline]
+    pub fn next_timer(&self) -> Option<Instant> {
+        self.timers.peek().map(|Reverse(t)| t.0)
+    }
+
+    /// The earliest instant this runner has work: a timer due, or the end
+    /// of a pause (for a host deciding how long it may sleep).
+    pub fn next_deadline(&self) -> Option<Instant> {
+        // While paused, nothing runs before the pause ends (and what
+        // waits for it, timers or the host's queued work, runs then).
+        self.pause_until.or(self.next_timer())
+    }
+
+    /// Timers set and not yet run.
+    pub fn timers_pending(&self) -> usize {
+        self.timers.len()
+    }
+
+    /// Run `doTx(len, chan, off)` for one send descriptor.
+    #[inline]
+    pub fn tx<P: Port + ?Sized>(&mut self, port: &mut P, len: u32, chan: u16, off: u32) -> Outcome {
+        self.invoke(port, |a, e| a.tx(e, len, chan, off))
+    }
+
+    /// Run `doRx(len, chan)` on `data`, copied into the applet's `RxBuf`.
+    pub fn rx<P: Port + ?Sized>(&mut self, port: &mut P, data: &[u8], chan: u16) -> Outcome {
+        self.invoke(port, |a, e| a.rx(e, data, chan))
+    }
+
+    /// The applet's `RxBuf`, at least `min` bytes, for the host to copy
+    /// an arriving message straight into (then [`Runner::rx_in_place`]).
+    #[inline]
+    pub fn rx_buffer(&mut self, min: usize) -> Result<&mut [u8], Fault> {
+        self.applet.rx_buffer(min)
+    }
+
+    /// Run `doRx(len, chan)` on the message the host wrote into
+    /// [`Runner::rx_buffer`].
+    #[inline]
+    pub fn rx_in_place<P: Port + ?Sized>(
+        &mut self,
+        port: &mut P,
+        len: usize,
+        chan: u16,
+    ) -> Outcome {
+        self.invoke(port, |a, e| a.rx_in_place(e, len, chan))
+    }
+
+    /// Run the earliest timer if it is due at `now` (timers run in the
+    /// order they fell due, equal times in the order set). `None` when
+    /// none is due, or when the applet is paused (its timers then wait, in
+    /// order, for the pause to end) or detached.
+    pub fn run_next_timer<P: Port + ?Sized>(
+        &mut self,
+        port: &mut P,
+        now: Instant,
+    ) -> Option<Outcome> {
+        match self.timers.peek() {
+            Some(Reverse((due, _, _))) if *due <= now && !self.detached => {}
+            _ => return None,
+        }
+        if self.cfg.pause && self.paused() {
+            return None;
+        }
+        let Reverse((_, _, arg)) = self.timers.pop()?;
+        Some(self.invoke(port, |a, e| a.timer(e, arg)))
+    }
+
+    /// One invocation under the policy.
+    #[inline]
+    fn invoke<P: Port + ?Sized>(
+        &mut self,
+        port: &mut P,
+        f: impl FnOnce(&mut Applet, &mut dyn SleEndpoint) -> Result<(), Fault>,
+    ) -> Outcome {
+        if self.detached {
+            return Outcome::Done;
+        }
+        let (ns0, fuel0) = (self.applet.stats.total_ns, self.applet.stats.fuel);
+        let r = {
+            let mut b = Bound {
+                port,
+                epoch: self.applet.epoch(),
+                timers: &mut self.timers,
+                timer_seq: &mut self.timer_seq,
+                max_timers: self.cfg.max_timers,
+            };
+            f(&mut self.applet, &mut b)
+        };
+        if self.cfg.pause {
+            let spent = Duration::from_nanos(self.applet.stats.total_ns - ns0);
+            if let Some(p) = pause_after(spent, self.applet.stats.fuel - fuel0) {
+                self.pause_until = Some(Instant::now() + p);
+            }
+        }
+        match r {
+            Ok(()) => Outcome::Done,
+            Err(f) => self.faulted(&f),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn faulted(&mut self, f: &Fault) -> Outcome {
+        let kind = fault_kind(f);
+        if self.applet.consecutive_faults >= MAX_CONSECUTIVE_FAULTS {
+            self.detached = true;
+            self.timers.clear();
+            Outcome::Detached(kind)
+        } else {
+            Outcome::Fault(kind)
+        }
+    }
+
+    /// True once the applet was detached after repeated faults.
+    pub fn is_detached(&self) -> bool {
+        self.detached
+    }
+
+    /// The applet's statistics since it was attached.
+    pub fn stats(&self) -> AppletStats {
+        self.applet.stats
+    }
+
+    /// What the statistics grew by since the last call (the host adds it
+    /// to its counters).
+    #[inline]
+    pub fn take_stats(&mut self) -> AppletStats {
+        let now = self.applet.stats;
+        let d = now.since(&self.published);
+        self.published = now;
+        d
+    }
+}

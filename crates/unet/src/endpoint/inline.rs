@@ -1,0 +1,378 @@
+//! The inline placement: the endpoint's applet runs here, in the owning
+//! process, on the direct path (feature `inline`). The applet is run by
+//! the same [`Runner`] as in the engine, with the inline policy: never
+//! paused (it runs on its owner's thread), compiled before the first
+//! message, one short invocation in 16 timed.
+
+use std::ptr::NonNull;
+use std::time::{Duration, Instant};
+
+use unet_abi::*;
+use unet_sle::{Outcome, Port, Runner, RunnerConfig};
+
+use super::{bump, Endpoint, Event, Recv};
+use crate::{AppletOptions, Channel, Error, RecvError, SendError};
+
+/// The runner of an inline applet.
+pub(crate) type InlineRunner = Runner;
+
+/// This endpoint as an inline applet's natives see it.
+struct ClientEp<'a> {
+    ep: &'a mut Endpoint,
+}
+
+/// Receive buffers kept for an inline applet (see `Endpoint::inline_spare`).
+const INLINE_SPARE: usize = 32;
+
+/// How long an inline applet's txPush waits for room in a full ring.
+const INLINE_TX_WAIT: Duration = Duration::from_millis(5);
+
+/// Timers run per call into the library (the rest wait for the next).
+const TIMERS_PER_CALL: usize = 256;
+
+impl Port for ClientEp<'_> {
+    fn area_size(&self) -> u64 {
+        self.ep.layout.geometry.buffer_area_size
+    }
+    fn area(&mut self) -> NonNull<u8> {
+        // SAFETY: the buffer area lies inside the endpoint's mapping, which
+        // lives as long as the endpoint (and so as its inline applet).
+        unsafe {
+            self.ep
+                .seg
+                .ptr()
+                .add(self.ep.layout.buffer_area_off as usize)
+        }
+    }
+    fn buffer_size(&self) -> u32 {
+        self.ep.layout.geometry.buffer_size
+    }
+    fn pop_free(&mut self) -> Option<u32> {
+        if let Some(off) = self.ep.inline_spare.pop() {
+            return Some(off);
+        }
+        let off = self.ep.pop_free_client()?;
+        let g = self.ep.layout.geometry;
+        // Our own free ring: still checked, a bad entry is simply skipped.
+        (off as u64 + g.buffer_size as u64 <= g.buffer_area_size).then_some(off)
+    }
+    fn push_free(&mut self, off: u32) -> bool {
+        self.ep.post_free(off).is_ok()
+    }
+    fn tx_push(&mut self, chan: u16, data: &[u8]) -> Result<(), String> {
+        match self.ep.send_plain(Channel(chan), data) {
+            Ok(()) => return Ok(()),
+            Err(SendError::Full) => {}
+            Err(e) => return Err(format!("txPush on channel {chan}: {e}")),
+        }
+        let start = Instant::now();
+        loop {
+            match self.ep.send_plain(Channel(chan), data) {
+                Ok(()) => return Ok(()),
+                Err(SendError::Full) if start.elapsed() < INLINE_TX_WAIT => std::hint::spin_loop(),
+                Err(e) => return Err(format!("txPush on channel {chan}: {e}")),
+            }
+        }
+    }
+    fn try_tx_push(&mut self, chan: u16, data: &[u8]) -> bool {
+        // The direct path's common case only: a direct channel whose ring
+        // takes the message now.
+        matches!(self.ep.try_send_direct(Channel(chan), data), Some(Ok(())))
+    }
+    fn push_recv(&mut self, desc: RecvDesc) -> bool {
+        if self.ep.inline_rxq.len() >= self.ep.layout.geometry.recv_cap as usize {
+            // Dropped: the buffers it named go back to the free queue.
+            if desc.flags & RECV_INLINE == 0 {
+                for i in 0..(desc.nbufs as usize).min(MAX_RX_BUFFERS) {
+                    self.ep.post_free_raw(desc.offset(i));
+                }
+            }
+            return false;
+        }
+        self.ep.inline_rxq.push_back(desc);
+        true
+    }
+}
+
+impl Endpoint {
+    pub(super) fn attach_inline(&mut self, class: &[u8], opts: AppletOptions) -> Result<(), Error> {
+        if !self.managed {
+            return Err(Error::Config(
+                "an inline applet needs managed buffers".into(),
+            ));
+        }
+        let mut limits = unet_sle::default_limits();
+        if opts.fuel != 0 {
+            limits.fuel = opts.fuel;
+        }
+        if opts.heap != 0 {
+            limits.heap_quota = opts.heap as usize;
+        }
+        self.flush_counters();
+        let old = self.inline.take();
+        // The inline applet runs on the caller's thread: the runner waits
+        // here for the compiler (some milliseconds, once), so the first
+        // messages run compiled too.
+        let loaded = Runner::load(
+            class,
+            limits,
+            &mut ClientEp { ep: self },
+            RunnerConfig::inline(),
+        );
+        match loaded {
+            Ok(r) => {
+                // A replaced applet's timers go with its runner.
+                drop(old);
+                self.inline = Some(Box::new(r));
+                self.inline_rx = true;
+                if self.rx_scratch.len() < MAX_MESSAGE {
+                    self.rx_scratch = vec![0; MAX_MESSAGE];
+                }
+                Ok(())
+            }
+            Err(e) => {
+                self.inline = old;
+                Err(Error::Rejected(e.to_string()))
+            }
+        }
+    }
+
+    /// The inline applet is gone (detached or replaced): its timers went
+    /// with its runner, the buffers kept for it go back to the free ring;
+    /// messages it delivered stay queued for the user.
+    pub(super) fn end_inline(&mut self) {
+        while let Some(off) = self.inline_spare.pop() {
+            self.post_free_raw(off);
+        }
+        self.inline_rx = !self.inline_rxq.is_empty();
+    }
+
+    /// When the inline applet's next timer falls due.
+    #[inline]
+    pub(super) fn inline_timer_at(&self) -> Option<Instant> {
+        self.inline.as_ref().and_then(|r| r.next_timer())
+    }
+
+    /// Add what the inline applet did since the last call to the shared
+    /// client counters (direct-path messages are counted there as they go).
+    pub(super) fn flush_counters(&mut self) {
+        if let Some(r) = self.inline.as_mut() {
+            let d = r.take_stats();
+            self.publish_inline_stats(&d);
+        }
+    }
+
+    fn publish_inline_stats(&self, d: &unet_sle::AppletStats) {
+        let h = self.header();
+        for (c, n) in [
+            (
+                ClientCounter::AppletCalls,
+                d.tx_calls + d.rx_calls + d.timer_calls,
+            ),
+            (ClientCounter::AppletTxCalls, d.tx_calls),
+            (ClientCounter::AppletRxCalls, d.rx_calls),
+            (ClientCounter::AppletTimerCalls, d.timer_calls),
+            (ClientCounter::AppletTimeNs, d.total_ns),
+            (ClientCounter::AppletFuel, d.fuel),
+        ] {
+            if n > 0 {
+                bump(&h.client_counters[c as usize], n);
+            }
+        }
+        let max = &h.client_counters[ClientCounter::AppletMaxNs as usize];
+        if d.max_ns > max.load(std::sync::atomic::Ordering::Relaxed) {
+            max.store(d.max_ns, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// A receive buffer the user has read: kept for the inline applet's
+    /// next `getFreeBuffer` while there is room, else back to the ring.
+    pub(super) fn release_inline_buffer(&mut self, off: u32) {
+        if self.inline.is_some() && self.inline_spare.len() < INLINE_SPARE {
+            self.inline_spare.push(off);
+        } else {
+            self.post_free_raw(off);
+        }
+    }
+
+    /// Run one invocation of the inline applet: `f` gets the runner and
+    /// this endpoint as its port. True if it completed; a fault is
+    /// reported as an event, and repeated faults detach the applet, as in
+    /// the engine.
+    #[inline]
+    fn run_inline(&mut self, f: impl FnOnce(&mut Runner, &mut ClientEp<'_>) -> Outcome) -> bool {
+        let Some(mut r) = self.inline.take() else {
+            return false;
+        };
+        let o = f(&mut r, &mut ClientEp { ep: self });
+        self.after_inline(r, o)
+    }
+
+    /// Put the runner back, or drop it if its applet was detached, and
+    /// report the outcome.
+    #[inline]
+    fn after_inline(&mut self, mut r: Box<Runner>, o: Outcome) -> bool {
+        match o {
+            Outcome::Done => {
+                self.inline = Some(r);
+                true
+            }
+            Outcome::Fault(kind) => {
+                self.inline = Some(r);
+                self.inline_fault(Event::AppletFault { kind });
+                false
+            }
+            Outcome::Detached(kind) => {
+                let d = r.take_stats();
+                self.publish_inline_stats(&d);
+                self.end_inline();
+                self.inline_fault(Event::AppletDetached { kind });
+                false
+            }
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn inline_fault(&mut self, ev: Event) {
+        bump(
+            &self.header().client_counters[ClientCounter::AppletFaults as usize],
+            1,
+        );
+        self.user_events.push_back(ev);
+    }
+
+    #[inline]
+    fn run_inline_timers(&mut self) {
+        if self.inline_timer_at().is_some() {
+            self.run_due_inline_timers();
+        }
+    }
+
+    #[inline(never)]
+    fn run_due_inline_timers(&mut self) {
+        let now = Instant::now();
+        for _ in 0..TIMERS_PER_CALL {
+            let Some(mut r) = self.inline.take() else {
+                return;
+            };
+            match r.run_next_timer(&mut ClientEp { ep: self }, now) {
+                Some(o) => {
+                    self.after_inline(r, o);
+                }
+                None => {
+                    self.inline = Some(r);
+                    return;
+                }
+            }
+        }
+    }
+
+    pub(super) fn send_inline(&mut self, ch: Channel, data: &[u8]) -> Result<(), SendError> {
+        if data.is_empty() || data.len() as u64 > self.tx_base {
+            return Err(SendError::TooLarge);
+        }
+        self.run_inline_timers();
+        // doTx sees the data at offset 0 of the buffer area, the scratch
+        // block the tx allocator leaves alone; it runs to completion before
+        // the block is reused.
+        self.write_buffer(0, data);
+        let len = data.len() as u32;
+        if self.run_inline(|r, e| r.tx(e, len, ch.0, 0)) {
+            Ok(())
+        } else {
+            Err(SendError::AppletFault)
+        }
+    }
+
+    pub(super) fn try_recv_inline(&mut self, buf: &mut [u8]) -> Result<Option<Recv>, RecvError> {
+        self.run_inline_timers();
+        for _ in 0..64 {
+            if let Some(d) = self.inline_rxq.pop_front() {
+                let len = d.len as usize;
+                if len > buf.len() {
+                    self.inline_rxq.push_front(d);
+                    return Err(RecvError::BufferTooSmall(len));
+                }
+                if d.flags & RECV_INLINE != 0 {
+                    let n = len.min(INLINE_MAX);
+                    buf[..n].copy_from_slice(&d.data[..n]);
+                } else {
+                    let bs = self.layout.geometry.buffer_size as usize;
+                    for i in 0..(d.nbufs as usize).min(MAX_RX_BUFFERS) {
+                        let off = d.offset(i);
+                        let n = bs.min(len.saturating_sub(i * bs));
+                        self.read_buffer(off, &mut buf[i * bs..i * bs + n]);
+                        self.release_inline_buffer(off);
+                    }
+                }
+                return Ok(Some(Recv {
+                    len,
+                    channel: Channel(d.channel),
+                }));
+            }
+            if self.inline.is_none() {
+                // Detached, and what its applet delivered is all read.
+                self.inline_rx = false;
+                return self.try_recv_plain(buf);
+            }
+            if !self.recv_into_applet()? {
+                return Ok(None);
+            }
+        }
+        Ok(None)
+    }
+
+    /// Take the next arriving message, if any, and run the inline applet's
+    /// `doRx` on it. The message is copied once, straight into the
+    /// applet's `RxBuf`. True if a message was taken.
+    fn recv_into_applet(&mut self) -> Result<bool, RecvError> {
+        let Some(mut r) = self.inline.take() else {
+            return Ok(false);
+        };
+        let mut need = 0;
+        let mut got = None;
+        for _ in 0..3 {
+            let Ok(rxbuf) = r.rx_buffer(need) else {
+                break;
+            };
+            match self.try_recv_plain(rxbuf) {
+                Err(RecvError::BufferTooSmall(n)) if n > need => need = n,
+                res => {
+                    got = Some(res);
+                    break;
+                }
+            }
+        }
+        match got {
+            Some(Ok(Some(m))) => {
+                // doRx on the message now in RxBuf, with the runner still
+                // in hand.
+                let o = r.rx_in_place(&mut ClientEp { ep: self }, m.len, m.channel.0);
+                self.after_inline(r, o);
+                Ok(true)
+            }
+            Some(Ok(None)) => {
+                self.inline = Some(r);
+                Ok(false)
+            }
+            Some(Err(e)) => {
+                self.inline = Some(r);
+                Err(e)
+            }
+            None => {
+                self.inline = Some(r);
+                // RxBuf cannot hold it (the applet's heap is full): take
+                // the message through the scratch block; doRx faults.
+                let mut scratch = std::mem::take(&mut self.rx_scratch);
+                let got = self.try_recv_plain(&mut scratch);
+                if let Ok(Some(m)) = got {
+                    let data = &scratch[..m.len];
+                    self.run_inline(|r, e| r.rx(e, data, m.channel.0));
+                }
+                self.rx_scratch = scratch;
+                got.map(|m| m.is_some())
+            }
+        }
+    }
+}

@@ -1,0 +1,50 @@
+//! A build without the inline placement (feature `inline` off): no applet
+//! ever runs in this process, and the library links neither JIVE nor its
+//! compiler. An inline attach is refused with a clear error; nothing else
+//! changes.
+
+use std::time::Instant;
+
+use super::{Endpoint, Recv};
+use crate::{AppletOptions, Channel, Error, RecvError, SendError};
+
+/// Never constructed: without the feature no inline applet exists.
+pub(crate) enum InlineRunner {}
+
+impl Endpoint {
+    pub(super) fn attach_inline(
+        &mut self,
+        _class: &[u8],
+        _opts: AppletOptions,
+    ) -> Result<(), Error> {
+        Err(Error::Config(
+            "this build of the unet library has no inline placement \
+             (it was built without the `inline` feature); attach the applet \
+             with Placement::Engine"
+                .into(),
+        ))
+    }
+
+    pub(super) fn end_inline(&mut self) {
+        self.inline_rx = !self.inline_rxq.is_empty();
+    }
+
+    #[inline]
+    pub(super) fn inline_timer_at(&self) -> Option<Instant> {
+        match self.inline.as_deref() {
+            Some(r) => match *r {},
+            None => None,
+        }
+    }
+
+    pub(super) fn flush_counters(&mut self) {}
+
+    pub(super) fn send_inline(&mut self, _ch: Channel, _data: &[u8]) -> Result<(), SendError> {
+        Err(SendError::AppletFault)
+    }
+
+    pub(super) fn try_recv_inline(&mut self, buf: &mut [u8]) -> Result<Option<Recv>, RecvError> {
+        self.inline_rx = false;
+        self.try_recv_plain(buf)
+    }
+}
