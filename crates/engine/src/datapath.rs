@@ -559,6 +559,7 @@ pub(crate) fn pass_in_order<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::VecDeque;
 
     /// One pass that holds nothing back: what it ran, in order.
     fn run_all(q: &mut VecDeque<(usize, u32)>) -> Vec<(usize, u32)> {
