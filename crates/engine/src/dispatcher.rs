@@ -35,18 +35,18 @@
 //! The same loop runs on the engine's own thread ([`crate::Engine`]) or
 //! is stepped by its caller ([`Dispatcher::step`], Aeron's invoker mode):
 //! a test, a fuzz target or a benchmark builds a [`Dispatcher`], talks to
-//! it through a [`LocalClient`], and calls `step` to run the engine's real
-//! per-message code on its own thread, deterministically.
+//! it through a `LocalClient` (the `invoker` module), and calls `step` to
+//! run the engine's real per-message code on its own thread,
+//! deterministically.
 
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use unet_abi::EngineCounter;
-use unet_control::{self as control, Reply, Request};
 use unet_sys::{self as sys, EventFd};
 
 use crate::applets::AppletHost;
@@ -154,66 +154,13 @@ impl Dispatcher {
         &self.counters
     }
 
-    /// A new control connection, served like any client's (invoker mode:
-    /// call from the thread that steps the engine; the other end is
+    /// A new control connection, served like any client's (in invoker
+    /// mode, from the thread that steps the engine; the other end is
     /// yours).
     pub fn connect(&mut self) -> io::Result<OwnedFd> {
         let (mine, theirs) = sys::seqpacket_pair()?;
         self.server.add_client(theirs, &self.poller);
         Ok(mine)
-    }
-
-    /// A client on this thread that asks the engine for set-up and steps
-    /// it until the answer comes (see [`Dispatcher::call`]).
-    pub fn local_client(&mut self) -> io::Result<LocalClient> {
-        Ok(LocalClient {
-            sock: self.connect()?,
-            next_req: 0,
-            notices: Vec::new(),
-        })
-    }
-
-    /// Send `req` (with descriptors `fds`) from `client` and step the
-    /// engine until its reply comes: set-up through the real control path,
-    /// on the caller's thread. Notices that arrive meanwhile are kept in
-    /// [`LocalClient::notices`]. Fails with `TimedOut` if no reply comes
-    /// within five seconds of steps.
-    pub fn call(
-        &mut self,
-        client: &mut LocalClient,
-        req: &Request,
-        fds: &[RawFd],
-    ) -> io::Result<(Reply, Vec<OwnedFd>)> {
-        client.next_req = client.next_req.wrapping_add(1).max(1);
-        let id = client.next_req;
-        sys::send_packet(client.sock.as_raw_fd(), &req.encode(id), fds)?;
-        let start = Instant::now();
-        let mut buf = vec![0u8; control::MAX_PACKET];
-        loop {
-            self.step();
-            loop {
-                let mut got = Vec::new();
-                match sys::recv_packet(client.sock.as_raw_fd(), &mut buf, &mut got, true) {
-                    Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-                    Ok(n) => {
-                        let (rid, rep) = Reply::decode(&buf[..n])
-                            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-                        if rid == id {
-                            return Ok((rep, got));
-                        }
-                        client.notices.push((rep, got));
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(e) => return Err(e),
-                }
-            }
-            if start.elapsed() > Duration::from_secs(5) {
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "the engine did not answer the request",
-                ));
-            }
-        }
     }
 
     /// One turn of the loop, on the caller's thread, without sleeping:
@@ -443,14 +390,4 @@ impl Dispatcher {
             }
         }
     }
-}
-
-/// A client of a [`Dispatcher`] on the thread that steps it (invoker
-/// mode): its control socket and the notices the engine sent it.
-pub struct LocalClient {
-    sock: OwnedFd,
-    next_req: u32,
-    /// Notices (replies with request id 0, such as a direct connection's
-    /// segment for the accepting side) received while waiting for replies.
-    pub notices: Vec<(Reply, Vec<OwnedFd>)>,
 }

@@ -24,6 +24,7 @@
 //! | module | part |
 //! |---|---|
 //! | `dispatcher` | the loop; owns the parts; [`Dispatcher::step`] |
+//! | [`invoker`] | driving an engine on the caller's thread: a local client, raw endpoints |
 //! | `setup` | what each control request does; reclaiming a client |
 //! | `server` | the control server: clients, their sockets and credentials |
 //! | `datapath` | send descriptors checked and sent by route; delivery through applets |
@@ -49,6 +50,7 @@ mod datapath;
 mod direct;
 mod dispatcher;
 mod endpoints;
+pub mod invoker;
 mod poller;
 mod remote;
 mod routes;
@@ -59,7 +61,7 @@ pub mod wire;
 pub use config::{
     EngineConfig, DEFAULT_APPLET_FUEL_MAX, DEFAULT_APPLET_HEAP_MAX, DEFAULT_CLIENT_MEMORY,
 };
-pub use dispatcher::{Dispatcher, LocalClient};
+pub use dispatcher::Dispatcher;
 pub use endpoints::MAX_CHANNELS;
 pub use unet_control::{EndpointAddr, ErrorCode, PathChoice};
 use unet_sys as sys;
