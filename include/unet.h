@@ -52,7 +52,10 @@ enum unet_status {
     UNET_EENGINE = -10,    /* another refusal by the engine (see message) */
     UNET_EIO = -11,        /* operating-system, protocol or internal error */
     UNET_EINVAL = -12,     /* NULL pointer or invalid argument */
-    UNET_EREJECTED = -13   /* the applet was refused (see the message) */
+    UNET_EREJECTED = -13,  /* the applet was refused (see the message) */
+    UNET_ENOTSUP = -14     /* this build of the library leaves it out: the
+                              embedded engine or the inline placement
+                              (Cargo features `embedded`, `inline`) */
 };
 
 /* The calling thread's last failure, in words. Never NULL; empty when

@@ -62,6 +62,9 @@ pub const UNET_EIO: c_int = -11;
 pub const UNET_EINVAL: c_int = -12;
 /// The applet was refused (the reason is in `unet_last_error_message`).
 pub const UNET_EREJECTED: c_int = -13;
+/// This build of the library leaves the facility out (the embedded engine
+/// or the inline placement, Cargo features `embedded` and `inline`).
+pub const UNET_ENOTSUP: c_int = -14;
 
 /// `unet_recv_desc::flags`: the payload is inline in `data`.
 pub const UNET_RECV_INLINE: u8 = unet_abi::RECV_INLINE;
@@ -187,6 +190,7 @@ fn error_status(e: &Error) -> c_int {
         Error::Engine(_) => UNET_EENGINE,
         Error::Config(_) => UNET_EINVAL,
         Error::Rejected(_) => UNET_EREJECTED,
+        Error::Unsupported(_) => UNET_ENOTSUP,
         Error::Io(_) | Error::Protocol(_) | Error::EngineGone => UNET_EIO,
     }
 }
@@ -287,6 +291,7 @@ pub extern "C" fn unet_status_name(status: c_int) -> *const c_char {
         UNET_EIO => c"UNET_EIO",
         UNET_EINVAL => c"UNET_EINVAL",
         UNET_EREJECTED => c"UNET_EREJECTED",
+        UNET_ENOTSUP => c"UNET_ENOTSUP",
         _ => c"unknown status",
     };
     s.as_ptr()
@@ -367,7 +372,7 @@ unsafe fn start_engine(
     _out: *mut *mut UnetEngine,
 ) -> c_int {
     fail(
-        UNET_EINVAL,
+        UNET_ENOTSUP,
         "this build of the unet library has no embedded engine (feature `embedded`); \
          start `unet daemon` and connect with unet_session_connect",
     )

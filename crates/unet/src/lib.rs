@@ -55,6 +55,9 @@ pub enum Error {
     Config(String),
     /// The applet was refused; the text says why.
     Rejected(String),
+    /// This build of the library leaves the facility out (Cargo features
+    /// `embedded` and `inline`); the text says which.
+    Unsupported(String),
 }
 
 impl std::fmt::Display for Error {
@@ -66,6 +69,7 @@ impl std::fmt::Display for Error {
             Error::EngineGone => f.write_str("the engine closed the control connection"),
             Error::Config(s) => f.write_str(s),
             Error::Rejected(s) => write!(f, "applet {s}"),
+            Error::Unsupported(s) => f.write_str(s),
         }
     }
 }

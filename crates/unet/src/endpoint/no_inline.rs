@@ -17,7 +17,7 @@ impl Endpoint {
         _class: &[u8],
         _opts: AppletOptions,
     ) -> Result<(), Error> {
-        Err(Error::Config(
+        Err(Error::Unsupported(
             "this build of the unet library has no inline placement \
              (it was built without the `inline` feature); attach the applet \
              with Placement::Engine"
