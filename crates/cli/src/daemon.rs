@@ -40,6 +40,13 @@ pub struct Args {
     /// are refused.
     #[arg(long, default_value = "4G", value_parser = crate::bench::stats::parse_size)]
     pub client_memory: usize,
+    /// The largest work budget per applet invocation (JIVE fuel units) a
+    /// client may ask for; larger requests are refused.
+    #[arg(long, default_value_t = unet_engine::DEFAULT_APPLET_FUEL_MAX)]
+    pub applet_fuel_max: u64,
+    /// The largest applet heap quota a client may ask for, e.g. 16M.
+    #[arg(long, default_value = "16M", value_parser = crate::bench::stats::parse_size)]
+    pub applet_heap_max: usize,
 }
 
 pub fn run(a: Args) -> ExitCode {
@@ -63,6 +70,8 @@ pub fn run(a: Args) -> ExitCode {
         max_endpoints: a.max_endpoints,
         idle_spin: Duration::from_micros(a.idle_spin_us),
         client_memory: a.client_memory as u64,
+        applet_fuel_max: a.applet_fuel_max,
+        applet_heap_max: a.applet_heap_max.min(u32::MAX as usize) as u32,
         ..Default::default()
     };
     let engine = match Engine::start(cfg) {
