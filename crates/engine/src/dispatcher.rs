@@ -216,8 +216,9 @@ impl Dispatcher {
         self.shutdown();
     }
 
-    /// Reclaim everything every client held and remove the control
-    /// socket's file.
+    /// Reclaim everything every client held (their peers are told) and
+    /// remove the control socket's file. Dropping the dispatcher does the
+    /// same; doing it twice is harmless.
     pub fn shutdown(&mut self) {
         self.setup().shutdown();
     }
@@ -389,5 +390,11 @@ impl Dispatcher {
                 self.setup().finish_loads(done);
             }
         }
+    }
+}
+
+impl Drop for Dispatcher {
+    fn drop(&mut self) {
+        self.shutdown();
     }
 }
