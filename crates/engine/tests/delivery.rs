@@ -292,3 +292,21 @@ fn an_impossible_send_head_is_counted_once_per_value() {
     assert_eq!(corrupt(&rig), counted);
     assert_eq!(counted, 4);
 }
+
+/// The first impossible send head a client writes is counted, whatever
+/// its value: all ones too (a client that rewinds its head below zero
+/// writes just that).
+#[test]
+fn an_impossible_send_head_of_all_ones_is_counted() {
+    let (mut rig, a, ..) = pair(geometry(64), 0);
+    send_ring(&a).head.store(u64::MAX, Ordering::Release);
+    for _ in 0..10 {
+        rig.engine.step();
+    }
+    assert_eq!(a.sends_taken(), 0);
+    assert_eq!(
+        rig.stats.ep(a.id(), EndpointCounter::RingCorrupt),
+        1,
+        "a send head of u64::MAX (tail 0) is impossible and counted once"
+    );
+}
