@@ -70,8 +70,8 @@ impl DataPath<'_> {
             // The client wrote an impossible head: count it once per value.
             let slot = ep.slot;
             let ep = self.eps.get_mut(idx).expect("live");
-            if ep.bad_head != head {
-                ep.bad_head = head;
+            if ep.bad_head != Some(head) {
+                ep.bad_head = Some(head);
                 self.counters().ep(slot, EndpointCounter::RingCorrupt, 1);
             }
             return 0;

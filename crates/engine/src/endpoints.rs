@@ -48,7 +48,7 @@ pub(crate) struct Ep {
     pub recv_head: u64,
     pub event_head: u64,
     /// The last impossible send head counted (counted once per value).
-    pub bad_head: u64,
+    pub bad_head: Option<u64>,
     pub doorbell: EventFd,
     pub routes: Vec<Route>,
     pub accept: bool,
@@ -242,7 +242,7 @@ impl EndpointTable {
                 send_tail: 0,
                 recv_head: 0,
                 event_head: 0,
-                bad_head: u64::MAX,
+                bad_head: None,
                 doorbell: EventFd::new()?,
                 routes: Vec::new(),
                 accept,

@@ -375,7 +375,7 @@ impl RawEndpoint {
     /// Push a send descriptor as given; its queue position, or `None` if
     /// the send ring is full.
     pub fn push_send(&mut self, d: SendDesc) -> Option<u64> {
-        if self.send_head - self.send.tail() >= self.layout.geometry.send_cap as u64 {
+        if self.send_head.wrapping_sub(self.send.tail()) >= self.layout.geometry.send_cap as u64 {
             return None;
         }
         let pos = self.send_head;
@@ -409,7 +409,7 @@ impl RawEndpoint {
 
     /// Post a free receive buffer (its offset); false if the ring is full.
     pub fn post_free(&mut self, off: u32) -> bool {
-        if self.free_head - self.free.tail() >= self.layout.geometry.free_cap as u64 {
+        if self.free_head.wrapping_sub(self.free.tail()) >= self.layout.geometry.free_cap as u64 {
             return false;
         }
         self.free.write(self.free_head, off);

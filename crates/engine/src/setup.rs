@@ -9,7 +9,6 @@
 //! `unet applet attach`). Channels are granted here and nowhere else.
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::time::Instant;
 
 use unet_abi::*;
 use unet_control::{self as control, EndpointAddr, ErrorCode, PathChoice, Reply, Request};
@@ -559,15 +558,12 @@ impl Setup<'_> {
                 None => Reply::Error(ErrorCode::NoSuchEndpoint),
                 Some(ep) if ep.has_direct() => Reply::Error(ErrorCode::DirectChannelsOpen),
                 Some(_) => {
-                    let t0 = Instant::now();
                     let mut dp = DataPath {
                         eps: self.eps,
                         remote: self.remote.as_deref_mut(),
                         applets: self.applets,
                     };
-                    let r = dp.instantiate(l);
-                    let _ = t0;
-                    match r {
+                    match dp.instantiate(l) {
                         Ok(()) => Reply::Ok,
                         Err(why) => Reply::Rejected(why),
                     }
