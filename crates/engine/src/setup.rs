@@ -565,7 +565,7 @@ impl Setup<'_> {
                         remote: self.remote.as_deref_mut(),
                         applets: self.applets,
                     };
-                    let r = dp.instantiate(l);
+                    let r = dp.instantiate(l, self.cfg.applet_compile);
                     let _ = t0;
                     match r {
                         Ok(()) => Reply::Ok,
