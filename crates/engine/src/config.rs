@@ -39,6 +39,11 @@ pub struct EngineConfig {
     pub applet_fuel_max: u64,
     /// The largest heap quota a client may ask for an applet.
     pub applet_heap_max: u32,
+    /// Compile applets to machine code (JIVE's compiler runs on a thread
+    /// of its own after attach; the code is installed at a later
+    /// invocation). False keeps every applet interpreted, which behaves
+    /// the same: for benchmarks that compare the two. Default: true.
+    pub applet_compile: bool,
 }
 
 /// Default [`EngineConfig::client_memory`]: 4 GiB.
@@ -65,6 +70,7 @@ impl Default for EngineConfig {
             client_memory: DEFAULT_CLIENT_MEMORY,
             applet_fuel_max: DEFAULT_APPLET_FUEL_MAX,
             applet_heap_max: DEFAULT_APPLET_HEAP_MAX,
+            applet_compile: true,
         }
     }
 }

@@ -408,10 +408,11 @@ impl DataPath<'_> {
 
     /// Instantiate a verified applet for its endpoint: its constructor runs
     /// now, on the engine's thread, under its limits, with the endpoint
-    /// bound. The applet replaces any attached.
-    pub(crate) fn instantiate(&mut self, l: Loaded) -> Result<(), String> {
+    /// bound. The applet replaces any attached. `compile`: false keeps it
+    /// interpreted ([`crate::EngineConfig::applet_compile`]).
+    pub(crate) fn instantiate(&mut self, l: Loaded, compile: bool) -> Result<(), String> {
         let v = l.result.map_err(|e| e.to_string())?;
-        let r = Runner::instantiate(
+        let mut r = Runner::instantiate(
             v,
             l.limits,
             &mut EnginePort {
@@ -421,6 +422,9 @@ impl DataPath<'_> {
             RunnerConfig::engine(),
         )
         .map_err(|e| e.to_string())?;
+        if !compile {
+            r.applet_mut().keep_interpreted();
+        }
         let slot = self.eps.get(l.idx).map(|e| e.slot);
         self.applets.install(l.idx, l.endpoint, r);
         if let Some(slot) = slot {

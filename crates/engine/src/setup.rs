@@ -563,7 +563,7 @@ impl Setup<'_> {
                         remote: self.remote.as_deref_mut(),
                         applets: self.applets,
                     };
-                    match dp.instantiate(l) {
+                    match dp.instantiate(l, self.cfg.applet_compile) {
                         Ok(()) => Reply::Ok,
                         Err(why) => Reply::Rejected(why),
                     }

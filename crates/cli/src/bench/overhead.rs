@@ -2,79 +2,114 @@
 //! transmit and receive overhead of an applet, split by step, for 40-byte
 //! and 1000-byte messages, beside the same path without an applet.
 //!
-//! Everything runs in this process on a copy of the engine's per-message
-//! code (`process_send`, `deliver`, `rx_now`, `run_pending_rx`,
-//! `run_applet` and the `SleEndpoint` of `crates/engine/src/core.rs`, which
-//! are private to the engine), over the same kinds of memory the engine
-//! uses:
+//! Everything runs the engine's own code, in this process, through its
+//! invoker mode: each configuration below is a [`Dispatcher`] of its own,
+//! set up through the real control path (a [`LocalClient`] creates two
+//! endpoints A and B with the same small geometry, opens an engine-path
+//! channel from A to B and attaches the applet), and stepped on this
+//! thread. The benchmark plays both clients by hand ([`RawEndpoint`]): it
+//! pushes send descriptors on A, and between batches drains B's receive
+//! ring and posts B's free buffers again. Nothing of the engine's
+//! per-message code is copied here.
 //!
-//! - one [`Segment`] holding the endpoint's buffer area (256 KiB: a send
-//!   buffer at 0, 64 receive buffers of 2 KiB from 8 KiB on), its free ring
-//!   (`Ring<u32>`, 64 entries) and its receive ring (`Ring<RecvDesc>`, 64
-//!   entries);
-//! - a transmit sink: every transmitted packet (the no-applet send and the
-//!   applet's `txPush`) is copied into it, as the engine copies a packet
-//!   into its receiver or wire buffer;
-//! - the engine's queue of arrivals waiting for an applet (`VecDeque` of
-//!   pooled `Vec<u8>`s), with the same copy into it. An arrival from the
-//!   engine's send path finds it empty, so its `doRx` runs at once on the
-//!   message copied straight into `RxBuf`, as in the engine.
+//! - **Transmit**: the applet on A, none on B. The engine takes A's
+//!   descriptors, checks them and runs A's `doTx` on each; what the
+//!   applet's `txPush` sends is delivered into B's receive ring (U-Net
+//!   delivery: inline, or in a free buffer of B's).
+//! - **Receive**: no applet on A, the applet on B. The engine checks A's
+//!   descriptors and delivers each to B through B's `doRx`, which it runs
+//!   at once from the send path (nothing is queued before it): the
+//!   message is copied once into the applet's `RxBuf` and `doRx` runs on
+//!   it.
+//! - **No applet** on either: the engine's plain path (descriptor checks,
+//!   route, U-Net delivery into B).
 //!
-//! Each variant is timed in batches of [`BATCH`] messages, the rings reset
-//! between batches outside the timing; a repetition is the median over
-//! `--batches` batches (per message, less one clock read per batch), and
-//! every figure is the median over `--reps` repetitions, the variants
-//! interleaved within each repetition.
+//! A timed batch pushes [`BATCH`] send descriptors on A (outside the
+//! timing), then calls [`Dispatcher::step`] until A's send ring is drained:
+//! one real turn of the engine's loop after another, so each figure
+//! includes what a turn costs besides the messages (polling the send
+//! rings, the applet host's checks for queued arrivals and timers, now and
+//! then a poll of the file descriptors), spread over the descriptors it
+//! takes: four per turn from an endpoint with an applet, up to 64 without
+//! (the engine's fairness budgets). A repetition is the median over
+//! `--batches` batches (per message, less one clock read per batch), after
+//! a few untimed ones; every figure is the median over `--reps`
+//! repetitions, the variants interleaved within each repetition.
 //!
-//! Steps are differences between variants: an applet whose `doTx`/`doRx`
-//! returns at once (`call_return` less the engine's wrapper alone,
-//! `find_applet`), one calling `getFreeBufferLength()` 16 times
-//! (`null_native`, per call), one calling `doHtoLDMA`/`doLtoHDMA` with
-//! length 0 (`dma_setup`) and with the message length (`data_movement`,
-//! the rest), one calling `txPush` or `dmaRxdPayload`/`dmaRxd` (`tx_push`,
-//! `descriptor_push`, including the sink copy or ring write they do), one
-//! calling `getFreeBuffer` (`get_free_buffer`), and `RawUnet`
-//! (`applets/RawUnet.java`) end to end through the engine path
-//! (`end_to_end`). `total` is `end_to_end` less the no-applet `total`: the
-//! overhead the applet adds per message, the figure the paper's Figure 7
-//! reports as "Total". A difference is the median over repetitions of the
-//! difference within each repetition (the two variants timed moments
-//! apart), not the difference of two medians: the machine's speed drifts
-//! between repetitions, and a pair timed together drifts together.
-//! Differences are not clamped: a small step can come out slightly
-//! negative on a noisy machine.
+//! Steps are differences between variants, each a real engine set up
+//! differently:
 //!
-//! Besides the paper's steps: `validate` (transmit; the descriptor checks
-//! the engine makes before looking for an applet) and `rxbuf_copy`
-//! (receive; the arriving message copied into the applet's `RxBuf`, which
-//! the micro applets' `doRx` variants find already filled).
-//! `find_applet` is one measurement (the engine's wrapper around an
-//! invocation, with no applet code run), shown for both directions. Steps
-//! of one direction add up to `end_to_end`; `null_native` is per call and,
-//! as in the paper, outside the sum. `tx_push` and `descriptor_push`
-//! include the sink copy and the ring write the no-applet path does too,
-//! which `total` subtracts.
+//! - `validate`: a send on a channel whose peer has closed its end (the
+//!   engine marks the route gone). The engine takes the descriptor and
+//!   makes every check it makes on any send (flags, length, buffer range,
+//!   channel tag), looks the route up and refuses it (`PeerGone`: status
+//!   written, counter counted); nothing is delivered. It is the one real
+//!   path that does all the checks and no delivery (a bad tag stops
+//!   before the route lookup). In the receive tables it is the sending
+//!   side's share: every message here is sent by A before B gets it.
+//! - `applet_call`: an applet whose `doTx`/`doRx` returns at once
+//!   (`OvEmpty`) less `validate`. The engine finds the applet and calls it
+//!   in one piece of code (take the runner, run, publish its statistics,
+//!   put it back), so the paper's "check for classfile/setup applet call"
+//!   (`find_applet`) and "call doTx and return" (`call_return`) are one
+//!   row here. On receive it also holds the copy of the message into
+//!   `RxBuf` (`rxbuf_copy`, done by the engine just before the call) and
+//!   the sending side's route and counters; on both it holds the extra
+//!   loop turns an applet's smaller budget costs.
+//! - `null_native`: an applet calling `getFreeBufferLength()` 16 times
+//!   (`OvNative`) less `OvEmpty`, per call (as in the paper, outside the
+//!   sum).
+//! - `dma_setup`, `data_movement`: `doHtoLDMA`/`doLtoHDMA` with length 0
+//!   (`OvDma0`) less `OvEmpty`, and with the message length (`OvDma`) less
+//!   `OvDma0`.
+//! - `tx_push`: `txPush` (`OvPush`) less `OvEmpty`: the route, the
+//!   counters and the delivery into B. `descriptor_push`: `dmaRxdPayload`
+//!   or `dmaRxd` (`OvPush` on B) less `OvEmpty`. `get_free_buffer`:
+//!   `getFreeBuffer` (`OvGetFree` on B) less `OvEmpty`.
+//! - `end_to_end`: `RawUnet` (`applets/RawUnet.java`), per message, the
+//!   whole engine path. `total` is `end_to_end` less the no-applet
+//!   `total`: the overhead the applet adds per message, the figure the
+//!   paper's Figure 7 reports as "Total".
+//! - Without an applet: `validate` as above, `deliver` (the plain path
+//!   less `validate`: the route, the counters and U-Net delivery — pop a
+//!   free buffer or go inline, copy, publish the receive descriptor; one
+//!   piece of engine code, not split further) and `total`. On the engine
+//!   path the sender's transmit is the receiver's delivery, so the
+//!   transmit and receive tables show the same measurement.
 //!
-//! Before timing, both paths are checked to do the work: a sent message
-//! must reach the sink intact and an arrival must come out of the receive
-//! ring (inline or in the buffer named) equal to what was sent. An applet
-//! fault during the run fails the command.
+//! A difference is the median over repetitions of the difference within
+//! each repetition (the two variants timed moments apart), not the
+//! difference of two medians: the machine's speed drifts between
+//! repetitions, and a pair timed together drifts together. Differences
+//! are not clamped: a small step can come out slightly negative on a
+//! noisy machine. Steps of one direction add up to `end_to_end`.
+//!
+//! Applets placed in the engine are compiled by JIVE on a thread of their
+//! own and run interpreted until the code is installed; by default the
+//! benchmark runs untimed batches until the engine reports each applet
+//! compiled (its `applet_compiled` counter). `--interpret` sets up the
+//! engines with `applet_compile` off, which keeps them interpreted.
+//!
+//! Before timing, both paths are checked to do the work, against the real
+//! engine: a message sent from A must arrive intact in B's receive ring
+//! (inline or in the buffer named) with no applet, with `RawUnet` on A and
+//! with `RawUnet` on B, and a send on the gone channel must be refused and
+//! deliver nothing. Every timed batch checks the status the engine wrote
+//! into each descriptor and the number of messages B received; an applet
+//! fault (an event on the endpoint, or its fault counters) fails the
+//! command.
 
-use std::collections::VecDeque;
-use std::hint::black_box;
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::ptr::NonNull;
-use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use unet_abi::ring::Ring;
-use unet_abi::RING_HEADER_SIZE;
-use unet_abi::{RecvDesc, SendDesc, INLINE_MAX, MAX_MESSAGE, MAX_RX_BUFFERS, RECV_INLINE};
-use unet_sle::{self as sle, Applet, SleEndpoint};
-use unet_sys::Segment;
+use unet_abi::{
+    EndpointCounter, EventKind, FaultKind, Geometry, SendDesc, SendStatus, INLINE_MAX, RECV_INLINE,
+};
+use unet_engine::invoker::{LocalClient, RawEndpoint};
+use unet_engine::{Dispatcher, EngineConfig, PathChoice};
 
 use super::applet_build;
 use super::report::Progress;
@@ -105,48 +140,38 @@ pub struct Args {
     /// Keep the temporary build directory and print its path.
     #[arg(long)]
     pub keep: bool,
-    /// Run the applets interpreted (by default they run as JIVE compiles
-    /// them, as in the engine once its compiler thread is done).
+    /// Keep the applets interpreted (by default the benchmark waits until
+    /// the engine runs them as JIVE compiled them).
     #[arg(long)]
     pub interpret: bool,
 }
 
 /// Message sizes of the paper's Figure 7.
 const SIZES: [usize; 2] = [40, 1000];
-/// Messages per timed batch (at most the free and receive ring capacity).
+/// Messages per timed batch (at most the rings' capacity).
 const BATCH: usize = 32;
 /// Calls of `getFreeBufferLength()` in the null-native applet.
 const NATIVE_CALLS: usize = 16;
 /// The paper's target for the overhead RawUnet adds per message, both ways.
 const TARGET_NS: f64 = 150.0;
 
-const AREA_SIZE: usize = 256 << 10;
+/// Receive buffers of 2 KiB, 64 of them posted from 8 KiB on (the send
+/// buffer is at 0); rings of 64.
 const BUF_SIZE: u32 = 2048;
-const NBUFS: u32 = 64;
-const FIRST_BUF: u32 = 8192;
 const RING_CAP: u32 = 64;
-const FREE_RING_AT: usize = AREA_SIZE;
-const RECV_RING_AT: usize = AREA_SIZE + 4096;
-const SEG_SIZE: usize = AREA_SIZE + 4096 + RING_HEADER_SIZE + RING_CAP as usize * 64;
+const FIRST_BUF: u32 = 8192;
+const GEOMETRY: Geometry = Geometry {
+    buffer_size: BUF_SIZE,
+    buffer_area_size: 256 << 10,
+    send_cap: RING_CAP,
+    recv_cap: RING_CAP,
+    free_cap: RING_CAP,
+    event_cap: RING_CAP,
+};
 /// The send buffer `doTx` reads from.
 const SEND_OFF: u32 = 0;
-/// The channel every message goes out on or arrives from.
-const CHAN: u16 = 1;
-
-// Counter slots, as the engine's per-endpoint counters.
-const C_TX_MSGS: usize = 0;
-const C_TX_BYTES: usize = 1;
-const C_RX_MSGS: usize = 2;
-const C_RX_BYTES: usize = 3;
-const C_RX_DROP: usize = 4;
-const C_APPLET_TX: usize = 5;
-const C_APPLET_RX: usize = 6;
-const C_APPLET_TIMER: usize = 7;
-const C_APPLET_NS: usize = 8;
-const C_APPLET_FUEL: usize = 9;
-const C_APPLET_MAX: usize = 10;
-const C_FAULT: usize = 11;
-const NCOUNTERS: usize = 16;
+/// How long set-up (attach, compile) may take before the command gives up.
+const SETUP_LIMIT: Duration = Duration::from_secs(30);
 
 pub fn run(a: Args) -> ExitCode {
     match bench(a) {
@@ -159,481 +184,364 @@ pub fn run(a: Args) -> ExitCode {
 }
 
 // -------------------------------------------------------------------------
-// The endpoint and the engine's per-message code
+// The engines
 // -------------------------------------------------------------------------
 
-/// One endpoint, as the engine keeps it.
-struct Ep {
-    id: u32,
-    slot: usize,
-    area: NonNull<u8>,
-    area_size: u64,
-    buffer_size: u32,
-    free: Ring<u32>,
-    recv: Ring<RecvDesc>,
-    recv_head: u64,
-    spare: Vec<u32>,
-    /// Channels held (true) by index.
-    channels: Vec<bool>,
-    applet: Option<Box<Applet>>,
-    applet_pause: Option<Instant>,
-    client_sleeping: AtomicU32,
+/// Where a rig's applet sits.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Side {
+    /// On A: its `doTx` runs on every send.
+    Sender,
+    /// On B: its `doRx` runs on every arrival.
+    Receiver,
 }
 
-/// The engine's state the per-message paths touch.
-struct Host {
-    eps: Vec<Option<Ep>>,
-    counters: Vec<AtomicU64>,
-    /// Where transmitted packets are copied.
-    sink: Vec<u8>,
-    pending_rx: VecDeque<(usize, u32, u16, Vec<u8>)>,
-    rx_pool: Vec<Vec<u8>>,
-    /// Owns the memory `eps[0]`'s area and rings point into; dropped last.
-    _seg: Segment,
+/// Counter slots of A and B: a fresh engine gives its endpoints slots in
+/// the order they are created (checked by [`verify`]).
+const SLOT_A: usize = 0;
+const SLOT_B: usize = 1;
+
+/// One engine set up for one configuration: endpoints A and B, A's
+/// engine-path channel to B, an applet on one of them or none.
+struct Rig {
+    name: String,
+    engine: Dispatcher,
+    /// The control connection the endpoints and applet belong to (the
+    /// engine reclaims them when it closes).
+    _client: LocalClient,
+    a: RawEndpoint,
+    b: RawEndpoint,
+    /// A's tag for its channel to B, and B's for the same channel.
+    to_b: u16,
+    b_tag: u16,
+    /// A's tag for a channel whose peer has closed its end, and that
+    /// peer (the plain rig only).
+    gone: Option<(u16, RawEndpoint)>,
+    applet: Option<(&'static str, Side)>,
+    /// The next receive buffer B posts (cycling over [`RING_CAP`]).
+    next_buf: u32,
 }
 
-impl Host {
-    fn new() -> Result<Host, String> {
-        let seg = Segment::create("unet-bench-overhead", SEG_SIZE)
-            .map_err(|e| format!("cannot create the buffer segment: {e}"))?;
-        let at = |off: usize, len: usize| {
-            seg.at(off, len)
-                .ok_or_else(|| format!("segment layout: {off}+{len} outside {SEG_SIZE}"))
-        };
-        let area = at(0, AREA_SIZE)?;
-        let free_hdr = at(FREE_RING_AT, RING_HEADER_SIZE + RING_CAP as usize * 4)?;
-        let recv_hdr = at(RECV_RING_AT, RING_HEADER_SIZE + RING_CAP as usize * 64)?;
-        // SAFETY: both headers lie inside `seg` (checked by `at`), are
-        // 64-byte aligned (page-aligned base, offsets multiples of 4096) and
-        // followed by RING_CAP (a power of two) entries; `seg` lives in the
-        // same Host as the rings and is dropped after them (fields drop in
-        // declaration order, `_seg` last).
-        let (free, recv) = unsafe {
-            (
-                Ring::<u32>::from_raw(free_hdr, RING_CAP),
-                Ring::<RecvDesc>::from_raw(recv_hdr, RING_CAP),
-            )
-        };
-        free.init(4);
-        recv.init(std::mem::size_of::<RecvDesc>() as u32);
-        let ep = Ep {
-            id: 7,
-            slot: 0,
-            area,
-            area_size: AREA_SIZE as u64,
-            buffer_size: BUF_SIZE,
-            free,
-            recv,
-            recv_head: 0,
-            spare: Vec::with_capacity(RING_CAP as usize),
-            channels: vec![false, true],
-            applet: None,
-            applet_pause: None,
-            client_sleeping: AtomicU32::new(0),
-        };
-        let mut h = Host {
-            eps: vec![Some(ep)],
-            counters: (0..NCOUNTERS).map(|_| AtomicU64::new(0)).collect(),
-            sink: vec![0; 4096],
-            pending_rx: VecDeque::with_capacity(64),
-            rx_pool: Vec::with_capacity(64),
-            _seg: seg,
-        };
-        h.reset();
-        Ok(h)
-    }
+fn setup_err(rig: &str, what: &str) -> impl Fn(unet_engine::invoker::InvokerError) -> String {
+    let (rig, what) = (rig.to_string(), what.to_string());
+    move |e| format!("{rig}: {what}: {e}")
+}
 
-    fn ep(&mut self) -> &mut Ep {
-        self.eps[0].as_mut().expect("the endpoint is live")
-    }
-
-    /// The client's side, between batches: consume every receive
-    /// descriptor and post all receive buffers to the free ring again.
-    fn reset(&mut self) {
-        while let Some((_, _, _, b)) = self.pending_rx.pop_front() {
-            self.rx_pool.push(b);
-        }
-        let ep = self.ep();
-        ep.recv.set_tail(ep.recv_head);
-        ep.spare.clear();
-        ep.applet_pause = None;
-        let t = ep.free.tail();
-        for i in 0..NBUFS {
-            ep.free.write(t + i as u64, FIRST_BUF + i * BUF_SIZE);
-        }
-        ep.free.set_head(t + NBUFS as u64);
-    }
-
-    fn count(&self, slot: usize, c: usize, n: u64) {
-        let a = &self.counters[slot * NCOUNTERS + c];
-        a.store(a.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
-    }
-
-    fn read_area(ep: &Ep, off: u64, out: &mut [u8]) {
-        assert!(off + out.len() as u64 <= ep.area_size);
-        // SAFETY: off + len is inside the area (asserted), which is inside
-        // the live segment; `out` is a distinct Rust slice.
-        unsafe {
-            std::ptr::copy(
-                ep.area.as_ptr().add(off as usize),
-                out.as_mut_ptr(),
-                out.len(),
-            )
-        };
-    }
-
-    fn write_area(ep: &Ep, off: u64, data: &[u8]) {
-        assert!(off + data.len() as u64 <= ep.area_size);
-        // SAFETY: as in read_area, in the other direction.
-        unsafe {
-            std::ptr::copy(
-                data.as_ptr(),
-                ep.area.as_ptr().add(off as usize),
-                data.len(),
-            )
-        };
-    }
-
-    /// The engine's `process_send` descriptor checks; the channel on success.
-    fn validate(&self, idx: usize, d: SendDesc) -> Option<u16> {
-        let ep = self.eps[idx].as_ref()?;
-        if d.flags != 0 || d.len == 0 || d.len as usize > MAX_MESSAGE {
-            return None;
-        }
-        if d.offset as u64 + d.len as u64 > ep.area_size {
-            return None;
-        }
-        match ep.channels.get(d.channel as usize) {
-            Some(true) => Some(d.channel),
-            _ => None,
+/// The tag a `ChannelOpened` event gives `ep` (set-up events only).
+fn opened_tag(ep: &mut RawEndpoint, rig: &str) -> Result<u16, String> {
+    while let Some(e) = ep.pop_event() {
+        if e.kind == EventKind::ChannelOpened as u16 {
+            return Ok(e.channel);
         }
     }
+    Err(format!("{rig}: the engine told the peer of no channel"))
+}
 
-    /// The no-applet send's copy: counters, then the packet into the sink.
-    fn send_copy(&mut self, idx: usize, d: SendDesc) {
-        let ep = self.eps[idx].as_ref().expect("live");
-        let slot = ep.slot;
-        let (off, len) = (d.offset as u64, d.len as usize);
-        Self::read_area(ep, off, &mut self.sink[..len]);
-        self.count(slot, C_TX_MSGS, 1);
-        self.count(slot, C_TX_BYTES, len as u64);
-    }
-
-    /// The engine's `process_send`.
-    fn process_send(&mut self, idx: usize, d: SendDesc) -> bool {
-        if self.validate(idx, d).is_none() {
-            return false;
-        }
-        if self.eps[idx].as_ref().is_some_and(|e| e.applet.is_some()) {
-            return self.run_applet(idx, |a, e| a.tx(e, d.len, d.channel, d.offset));
-        }
-        self.send_copy(idx, d);
-        true
-    }
-
-    /// An applet's txPush (the engine's `transmit`).
-    fn transmit(&mut self, idx: usize, chan: u16, data: &[u8]) -> Result<(), String> {
-        if self.transmit_held(idx, chan, data) {
-            return Ok(());
-        }
-        Err(format!("channel {chan} is not held by this endpoint"))
-    }
-
-    /// The engine's `transmit_held` (compiled `txPush`'s common case).
-    fn transmit_held(&mut self, idx: usize, chan: u16, data: &[u8]) -> bool {
-        let Some(ep) = self.eps[idx].as_ref() else {
-            return false;
-        };
-        let slot = ep.slot;
-        if ep.channels.get(chan as usize) != Some(&true) {
-            return false;
-        }
-        self.count(slot, C_TX_MSGS, 1);
-        self.count(slot, C_TX_BYTES, data.len() as u64);
-        self.sink[..data.len()].copy_from_slice(data);
-        true
-    }
-
-    /// The engine's `deliver`.
-    fn deliver(&mut self, di: usize, dst_id: u32, chan: u16, src: &[u8]) -> bool {
-        let Some(dst) = self.eps.get_mut(di).and_then(|e| e.as_mut()) else {
-            return false;
-        };
-        if dst.id != dst_id {
-            return false;
-        }
-        if dst.applet.is_some() {
-            let paused = dst.applet_pause.is_some_and(|t| Instant::now() < t);
-            if self.pending_rx.is_empty() && !paused && self.rx_now(di, chan, src) {
-                return true;
-            }
-            if self.pending_rx.len() >= 4096 {
-                return false;
-            }
-            let mut buf = self.rx_pool.pop().unwrap_or_default();
-            buf.clear();
-            buf.extend_from_slice(src);
-            self.pending_rx.push_back((di, dst_id, chan, buf));
-            return true;
-        }
-        if dst.recv_head.wrapping_sub(dst.recv.tail()) >= RING_CAP as u64 {
-            let slot = dst.slot;
-            self.count(slot, C_RX_DROP, 1);
-            return false;
-        }
-        let desc = match Self::rx_copy(dst, chan, src) {
-            Some(d) => d,
-            None => {
-                let slot = dst.slot;
-                self.count(slot, C_RX_DROP, 1);
-                return false;
-            }
-        };
-        Self::push_recv_desc(dst, &self.counters, desc)
-    }
-
-    /// The engine's `rx_now`: the arrival copied once, straight into the
-    /// applet's `RxBuf`, and `doRx` run on it.
-    fn rx_now(&mut self, di: usize, chan: u16, src: &[u8]) -> bool {
-        let Some(applet) = self.eps[di].as_mut().and_then(|e| e.applet.as_mut()) else {
-            return false;
-        };
-        let Ok(buf) = applet.rx_buffer(src.len()) else {
-            return false;
-        };
-        buf[..src.len()].copy_from_slice(src);
-        self.run_applet(di, |a, e| a.rx_in_place(e, src.len(), chan));
-        true
-    }
-
-    /// `deliver`'s buffer part: inline, or popped free buffers and the copy.
-    fn rx_copy(dst: &mut Ep, chan: u16, src: &[u8]) -> Option<RecvDesc> {
-        let len = src.len();
-        let mut desc = RecvDesc {
-            len: len as u32,
-            channel: chan,
+impl Rig {
+    /// Set up an engine: A and B, A's channel to B, `applet` attached
+    /// (through the engine's control path), and with `with_gone` a third
+    /// endpoint C whose end of a channel from A is closed. The send buffer
+    /// holds `pkt`; B's free ring is full.
+    fn new(
+        name: String,
+        applet: Option<(&'static str, Side, &[u8])>,
+        compile: bool,
+        with_gone: bool,
+        pkt: &[u8],
+    ) -> Result<Rig, String> {
+        let cfg = EngineConfig {
+            max_endpoints: 4,
+            applet_compile: compile,
             ..Default::default()
         };
-        if len <= INLINE_MAX {
-            desc.flags = RECV_INLINE;
-            desc.data[..len].copy_from_slice(src);
-            return Some(desc);
-        }
-        let bs = dst.buffer_size as usize;
-        let nbufs = unet_abi::buffers_spanned(len, bs);
-        if nbufs > MAX_RX_BUFFERS {
-            return None;
-        }
-        let mut got = [0u32; MAX_RX_BUFFERS];
-        for i in 0..nbufs {
-            match pop_free(dst) {
-                Some(o) => got[i] = o,
-                None => {
-                    dst.spare.extend_from_slice(&got[..i]);
-                    return None;
-                }
-            }
-        }
-        for (i, &off) in got[..nbufs].iter().enumerate() {
-            let n = bs.min(len - i * bs);
-            Self::write_area(dst, off as u64, &src[i * bs..i * bs + n]);
-            desc.set_offset(i, off);
-        }
-        desc.nbufs = nbufs as u8;
-        Some(desc)
-    }
-
-    /// Push a receive descriptor (the engine's `push_recv` of an applet,
-    /// and the end of `deliver`): ring space, write, publish, count, wake.
-    fn push_recv_desc(ep: &mut Ep, counters: &[AtomicU64], desc: RecvDesc) -> bool {
-        let count = |c: usize, n: u64| {
-            let a = &counters[ep.slot * NCOUNTERS + c];
-            a.store(a.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+        let mut engine =
+            Dispatcher::new(cfg).map_err(|e| format!("{name}: cannot build an engine: {e}"))?;
+        let mut client = LocalClient::new(&mut engine)
+            .map_err(|e| format!("{name}: cannot connect to the engine: {e}"))?;
+        let mut a = client
+            .create_endpoint(&mut engine, GEOMETRY)
+            .map_err(setup_err(&name, "create A"))?;
+        let mut b = client
+            .create_endpoint(&mut engine, GEOMETRY)
+            .map_err(setup_err(&name, "create B"))?;
+        let to_b = client
+            .open_channel(&mut engine, a.id(), b.id(), PathChoice::Engine)
+            .map_err(setup_err(&name, "open A to B"))?;
+        let b_tag = opened_tag(&mut b, &name)?;
+        let gone = if with_gone {
+            let mut c = client
+                .create_endpoint(&mut engine, GEOMETRY)
+                .map_err(setup_err(&name, "create C"))?;
+            let tag = client
+                .open_channel(&mut engine, a.id(), c.id(), PathChoice::Engine)
+                .map_err(setup_err(&name, "open A to C"))?;
+            let c_tag = opened_tag(&mut c, &name)?;
+            client
+                .close_channel(&mut engine, c.id(), c_tag)
+                .map_err(setup_err(&name, "close C's end"))?;
+            Some((tag, c))
+        } else {
+            None
         };
-        if ep.recv_head.wrapping_sub(ep.recv.tail()) >= RING_CAP as u64 {
-            count(C_RX_DROP, 1);
-            if desc.flags & RECV_INLINE == 0 {
-                for i in 0..(desc.nbufs as usize).min(MAX_RX_BUFFERS) {
-                    ep.spare.push(desc.offset(i));
-                }
-            }
-            return false;
+        if let Some((class, side, bytes)) = applet {
+            let id = match side {
+                Side::Sender => a.id(),
+                Side::Receiver => b.id(),
+            };
+            let t = Instant::now();
+            client
+                .attach_applet(&mut engine, id, bytes, 0, 0)
+                .map_err(setup_err(&name, &format!("attach {class}")))?;
+            // The engine holds a freshly attached applet back for nine
+            // times what loading it took (at most the attach's time):
+            // wait that out, or the first arrivals would be queued.
+            std::thread::sleep(t.elapsed() * 10);
         }
-        ep.recv.write(ep.recv_head, desc);
-        ep.recv_head += 1;
-        ep.recv.set_head(ep.recv_head);
-        count(C_RX_MSGS, 1);
-        count(C_RX_BYTES, desc.len as u64);
-        fence(Ordering::SeqCst);
-        if ep.client_sleeping.load(Ordering::Relaxed) != 0 {
-            // No client sleeps here; the engine would wake it.
-            count(C_FAULT, 1);
-        }
-        true
+        // A's notice that C's end closed.
+        while a.pop_event().is_some() {}
+        a.write_area(SEND_OFF as u64, pkt);
+        let mut rig = Rig {
+            name,
+            engine,
+            _client: client,
+            a,
+            b,
+            to_b,
+            b_tag,
+            gone,
+            applet: applet.map(|(c, s, _)| (c, s)),
+            next_buf: 0,
+        };
+        rig.refill();
+        Ok(rig)
     }
 
-    /// The engine's `run_pending_rx` for the arrivals queued by `deliver`;
-    /// with `run` false, only its bookkeeping (the applet is not called).
-    fn run_pending_rx(&mut self, run: bool) -> usize {
+    /// B's client between batches: take every receive descriptor, then
+    /// post free buffers until the ring is full (cycling over as many
+    /// buffers as the ring holds, so it never names one twice). Returns
+    /// the descriptors taken.
+    fn refill(&mut self) -> usize {
         let mut n = 0;
-        let todo = self.pending_rx.len().min(256);
-        for _ in 0..todo {
-            let Some((idx, id, chan, buf)) = self.pending_rx.pop_front() else {
-                break;
-            };
-            let live = self
-                .eps
-                .get(idx)
-                .and_then(|e| e.as_ref())
-                .is_some_and(|e| e.id == id);
-            let paused = live
-                && self.eps[idx]
-                    .as_ref()
-                    .and_then(|e| e.applet_pause)
-                    .is_some_and(|t| Instant::now() < t);
-            if paused {
-                self.pending_rx.push_back((idx, id, chan, buf));
-                continue;
-            }
-            if live && run && self.eps[idx].as_ref().is_some_and(|e| e.applet.is_some()) {
-                self.run_applet(idx, |a, e| a.rx(e, &buf, chan));
-            }
-            if self.rx_pool.len() < 64 {
-                self.rx_pool.push(buf);
-            }
+        while self.b.pop_recv().is_some() {
             n += 1;
+        }
+        while self
+            .b
+            .post_free(FIRST_BUF + (self.next_buf % RING_CAP) * BUF_SIZE)
+        {
+            self.next_buf = self.next_buf.wrapping_add(1);
         }
         n
     }
 
-    /// The engine's `run_applet`: take the applet out of the endpoint, run
-    /// `f` with the endpoint's view, account, put it back.
-    fn run_applet(
-        &mut self,
-        idx: usize,
-        f: impl FnOnce(&mut Applet, &mut dyn SleEndpoint) -> Result<(), jive::Fault>,
-    ) -> bool {
-        let Some(mut applet) = self.eps[idx].as_mut().and_then(|e| e.applet.take()) else {
-            return false;
-        };
-        let before = applet.stats;
-        let epoch = applet.epoch();
-        let r = {
-            let mut e = View {
-                host: self,
-                idx,
-                epoch,
-            };
-            f(&mut applet, &mut e)
-        };
-        let Some(ep) = self.eps[idx].as_mut() else {
-            return r.is_ok();
-        };
-        let spent = Duration::from_nanos(applet.stats.total_ns - before.total_ns);
-        if let Some(p) = sle::pause_after(spent, applet.stats.fuel - before.fuel) {
-            ep.applet_pause = Some(Instant::now() + p);
+    /// Push `n` copies of `d` on A's send ring; the position after them.
+    fn push(&mut self, d: SendDesc, n: usize) -> Result<u64, String> {
+        let mut end = self.a.sends_taken();
+        for _ in 0..n {
+            end = self
+                .a
+                .push_send(d)
+                .ok_or_else(|| format!("{}: A's send ring is full", self.name))?
+                + 1;
         }
-        let slot = ep.slot;
-        let s = applet.stats;
-        let ok = r.is_ok();
-        ep.applet = Some(applet);
-        self.count(slot, C_APPLET_TX, s.tx_calls - before.tx_calls);
-        self.count(slot, C_APPLET_RX, s.rx_calls - before.rx_calls);
-        self.count(slot, C_APPLET_TIMER, s.timer_calls - before.timer_calls);
-        self.count(slot, C_APPLET_NS, s.total_ns - before.total_ns);
-        self.count(slot, C_APPLET_FUEL, s.fuel - before.fuel);
-        let max = self.counters[slot * NCOUNTERS + C_APPLET_MAX].load(Ordering::Relaxed);
-        if s.max_ns > max {
-            self.count(slot, C_APPLET_MAX, s.max_ns - max);
-        }
-        if !ok {
-            self.count(slot, C_FAULT, 1);
-        }
-        ok
+        Ok(end)
     }
-}
 
-/// The engine's `pop_free`: the stash first, then the free ring (claimed by
-/// compare-and-swap, offsets checked).
-fn pop_free(ep: &mut Ep) -> Option<u32> {
-    if let Some(o) = ep.spare.pop() {
-        return Some(o);
-    }
-    let limit = ep.area_size - ep.buffer_size as u64;
-    for _ in 0..8 {
-        let t = ep.free.tail();
-        let h = ep.free.head();
-        let n = h.wrapping_sub(t);
-        if n == 0 || n > RING_CAP as u64 {
-            return None;
-        }
-        let off = ep.free.read(t);
-        if ep.free.cas_tail(t) {
-            if off as u64 > limit {
-                continue;
+    /// Step the engine until it has taken A's descriptors up to `end`
+    /// (untimed: gives up after [`SETUP_LIMIT`]).
+    fn step_until(&mut self, end: u64) -> Result<(), String> {
+        let t = Instant::now();
+        while self.a.sends_taken() < end {
+            self.engine.step();
+            if t.elapsed() > SETUP_LIMIT {
+                return Err(format!(
+                    "{}: the engine stopped taking descriptors",
+                    self.name
+                ));
             }
-            return Some(off);
+        }
+        Ok(())
+    }
+
+    /// One timed batch of `v`: [`BATCH`] descriptors pushed, then turns of
+    /// the engine until it has taken them all. Returns the time of the
+    /// turns, ns. Then, untimed: the statuses the engine wrote and the
+    /// messages B received are checked, and B's rings made ready again.
+    fn batch(&mut self, v: &Variant) -> Result<f64, String> {
+        let end = self.push(v.desc, BATCH)?;
+        let t = Instant::now();
+        while self.a.sends_taken() < end {
+            self.engine.step();
+        }
+        let ns = t.elapsed().as_nanos() as f64;
+        for pos in end - BATCH as u64..end {
+            let st = self.a.send_status(pos);
+            if st != v.status as i32 {
+                return Err(format!(
+                    "{}: the engine answered a send with {:?} ({:?} expected)",
+                    v.key,
+                    SendStatus::from_i32(st),
+                    v.status
+                ));
+            }
+        }
+        let got = self.refill();
+        if got != v.expect {
+            return Err(format!(
+                "{}: B received {got} of a batch of {BATCH} messages ({} expected)",
+                v.key, v.expect
+            ));
+        }
+        Ok(ns)
+    }
+
+    /// The counter slot of the endpoint with the applet.
+    fn applet_slot(&self) -> Option<usize> {
+        self.applet.map(|(_, side)| match side {
+            Side::Sender => SLOT_A,
+            Side::Receiver => SLOT_B,
+        })
+    }
+
+    /// Whether the engine runs the applet as machine code.
+    fn compiled(&self) -> bool {
+        self.applet_slot().is_some_and(|s| {
+            self.engine
+                .counters()
+                .ep_value(s, EndpointCounter::AppletCompiled)
+                == 1
+        })
+    }
+
+    /// Untimed batches of `v` until the engine runs the applet compiled.
+    fn wait_compiled(&mut self, v: &Variant) -> Result<(), String> {
+        let t = Instant::now();
+        while !self.compiled() {
+            if t.elapsed() > SETUP_LIMIT {
+                return Err(format!(
+                    "{}: the engine did not run the applet compiled within {} s \
+                     (--interpret measures it interpreted)",
+                    self.name,
+                    SETUP_LIMIT.as_secs()
+                ));
+            }
+            self.batch(v)?;
+        }
+        Ok(())
+    }
+
+    /// Fail if the applet faulted, was detached or lost arrivals: the
+    /// events on its endpoint and the engine's counters.
+    fn check_applet(&mut self) -> Result<(), String> {
+        let (Some((class, side)), Some(slot)) = (self.applet, self.applet_slot()) else {
+            return Ok(());
+        };
+        let ep = match side {
+            Side::Sender => &mut self.a,
+            Side::Receiver => &mut self.b,
+        };
+        while let Some(e) = ep.pop_event() {
+            if e.kind == EventKind::AppletFault as u16 || e.kind == EventKind::AppletDetached as u16
+            {
+                let kind = FaultKind::ALL.iter().find(|k| **k as u32 == e.arg);
+                return Err(format!(
+                    "{}: applet {class} faulted ({kind:?}) during the run; figures would be wrong",
+                    self.name
+                ));
+            }
+        }
+        let c = self.engine.counters();
+        let faults: u64 = FaultKind::ALL
+            .iter()
+            .map(|k| c.ep_value(slot, k.counter()))
+            .sum();
+        let detached = c.ep_value(slot, EndpointCounter::AppletDetached);
+        let dropped = c.ep_value(slot, EndpointCounter::AppletRxDropped);
+        if faults + detached + dropped > 0 {
+            return Err(format!(
+                "{}: applet {class}: {faults} faults, {detached} detached, {dropped} arrivals \
+                 dropped during the run; figures would be wrong",
+                self.name
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Checks, before timing, that the rig does the work being timed: a
+/// message of each size sent from A arrives intact in B's receive ring
+/// (inline, or in the buffer it names), a send on the gone channel is
+/// refused and delivers nothing, and A's and B's counter slots are the
+/// expected ones.
+fn verify(rig: &mut Rig, pkt: &[u8]) -> Result<(), String> {
+    let who = rig.name.clone();
+    for s in SIZES {
+        let end = rig.push(send_desc(s, rig.to_b), 1)?;
+        rig.step_until(end)?;
+        let st = rig.a.send_status(end - 1);
+        if st != SendStatus::Sent as i32 {
+            return Err(format!(
+                "{who}: a {s}-byte send was answered {:?}",
+                SendStatus::from_i32(st)
+            ));
+        }
+        let r = rig
+            .b
+            .pop_recv()
+            .ok_or_else(|| format!("{who}: a {s}-byte message did not arrive"))?;
+        let mut got = vec![0u8; s];
+        if r.flags & RECV_INLINE != 0 {
+            if s <= INLINE_MAX {
+                got.copy_from_slice(&r.data[..s]);
+            }
+        } else if r.nbufs == 1 {
+            rig.b.read_area(r.offset(0) as u64, &mut got);
+        }
+        if r.len as usize != s || r.channel != rig.b_tag || got != pkt[..s] {
+            return Err(format!("{who}: a {s}-byte message arrived wrong: {r:?}"));
+        }
+        if rig.refill() != 0 {
+            return Err(format!("{who}: one {s}-byte send arrived more than once"));
         }
     }
-    None
-}
-
-/// The endpoint as an applet's natives see it (the engine's `EngineEp`).
-struct View<'a> {
-    host: &'a mut Host,
-    idx: usize,
-    epoch: Instant,
-}
-
-impl View<'_> {
-    fn ep(&self) -> &Ep {
-        self.host.eps[self.idx].as_ref().expect("live")
-    }
-    fn ep_mut(&mut self) -> &mut Ep {
-        self.host.eps[self.idx].as_mut().expect("live")
-    }
-}
-
-impl unet_sle::Port for View<'_> {
-    fn area_size(&self) -> u64 {
-        self.ep().area_size
-    }
-    fn area(&mut self) -> NonNull<u8> {
-        self.ep().area
-    }
-    fn buffer_size(&self) -> u32 {
-        self.ep().buffer_size
-    }
-    fn pop_free(&mut self) -> Option<u32> {
-        pop_free(self.ep_mut())
-    }
-    fn push_free(&mut self, off: u32) -> bool {
-        let ep = self.ep_mut();
-        if ep.spare.len() >= RING_CAP as usize {
-            return false;
+    if let Some(tag) = rig.gone.as_ref().map(|g| g.0) {
+        for s in SIZES {
+            let end = rig.push(send_desc(s, tag), 1)?;
+            rig.step_until(end)?;
+            let st = rig.a.send_status(end - 1);
+            let delivered = rig.refill()
+                + rig
+                    .gone
+                    .as_mut()
+                    .map_or(0, |(_, c)| std::iter::from_fn(|| c.pop_recv()).count());
+            if st != SendStatus::PeerGone as i32 || delivered != 0 {
+                return Err(format!(
+                    "{who}: a send on the closed channel was answered {:?} and delivered \
+                     {delivered} times",
+                    SendStatus::from_i32(st)
+                ));
+            }
         }
-        ep.spare.push(off);
-        true
     }
-    fn tx_push(&mut self, chan: u16, data: &[u8]) -> Result<(), String> {
-        self.host.transmit(self.idx, chan, data)
+    let c = rig.engine.counters();
+    let n = SIZES.len() as u64;
+    if c.ep_value(SLOT_A, EndpointCounter::TxMsgs) != n
+        || c.ep_value(SLOT_B, EndpointCounter::TxMsgs) != 0
+        || c.ep_value(SLOT_B, EndpointCounter::RxMsgs) != n
+    {
+        return Err(format!(
+            "{who}: A's and B's counters are not in the slots expected"
+        ));
     }
-    fn try_tx_push(&mut self, chan: u16, data: &[u8]) -> bool {
-        self.host.transmit_held(self.idx, chan, data)
-    }
-    fn push_recv(&mut self, desc: RecvDesc) -> bool {
-        let h = &mut *self.host;
-        let ep = h.eps[self.idx].as_mut().expect("live");
-        Host::push_recv_desc(ep, &h.counters, desc)
-    }
+    Ok(())
 }
 
-impl SleEndpoint for View<'_> {
-    fn now_us(&self) -> i32 {
-        sle::now_us_since(self.epoch)
-    }
-    fn set_timer(&mut self, _delay_us: u32, _arg: i32) -> Result<(), String> {
-        Err("timers are not part of this benchmark".into())
+fn send_desc(len: usize, channel: u16) -> SendDesc {
+    SendDesc {
+        offset: SEND_OFF,
+        len: len as u32,
+        channel,
+        ..Default::default()
     }
 }
 
@@ -724,226 +632,140 @@ fn compile(a: &Args) -> Result<Vec<(String, Vec<u8>)>, String> {
 // Measurement
 // -------------------------------------------------------------------------
 
-/// Median time per message of `op` over `batches` batches of [`BATCH`]
-/// (after a few untimed ones), the state reset between batches.
-fn time_op(h: &mut Host, batches: usize, clock_ns: f64, op: &mut dyn FnMut(&mut Host)) -> f64 {
-    let warm = 3 + batches / 10;
-    let mut v = Vec::with_capacity(batches);
-    for i in 0..warm + batches {
-        h.reset();
-        let t = Instant::now();
-        for _ in 0..BATCH {
-            op(h);
-        }
-        let ns = t.elapsed().as_nanos() as f64;
-        if i >= warm {
-            v.push((ns - clock_ns) / BATCH as f64);
-        }
-    }
-    median_f64(&v)
-}
+/// Applets timed on A (transmit) and on B (receive).
+const TX_APPLETS: [&str; 6] = [
+    "OvEmpty", "OvNative", "OvDma0", "OvDma", "OvPush", "RawUnet",
+];
+const RX_APPLETS: [&str; 7] = [
+    "OvEmpty",
+    "OvNative",
+    "OvDma0",
+    "OvDma",
+    "OvPush",
+    "OvGetFree",
+    "RawUnet",
+];
 
-/// One timed variant: an applet to attach (or none) and the operation.
-struct Variant<'a> {
+/// One timed variant: a rig, the descriptor A sends, and what the engine
+/// must make of it.
+struct Variant {
     key: String,
-    applet: Option<&'static str>,
-    op: Box<dyn FnMut(&mut Host) + 'a>,
+    rig: usize,
+    desc: SendDesc,
+    /// Messages B receives per batch.
+    expect: usize,
+    /// The status the engine writes into each descriptor.
+    status: SendStatus,
 }
 
-fn send_desc(len: usize) -> SendDesc {
-    SendDesc {
-        offset: SEND_OFF,
-        len: len as u32,
-        channel: CHAN,
-        ..Default::default()
+/// Median time per message of `v` over `batches` batches of [`BATCH`]
+/// (after a few untimed ones), less one clock read per batch.
+fn time_variant(rig: &mut Rig, v: &Variant, batches: usize, clock_ns: f64) -> Result<f64, String> {
+    let warm = 3 + batches / 10;
+    let mut per = Vec::with_capacity(batches);
+    for i in 0..warm + batches {
+        let ns = rig.batch(v)?;
+        if i >= warm {
+            per.push((ns - clock_ns) / BATCH as f64);
+        }
     }
+    Ok(median_f64(&per))
 }
 
-fn variants(pkt: &[u8]) -> Vec<Variant<'_>> {
-    let mut v: Vec<Variant<'_>> = Vec::new();
-    fn push<'a>(
-        v: &mut Vec<Variant<'a>>,
-        key: String,
-        applet: Option<&'static str>,
-        op: Box<dyn FnMut(&mut Host) + 'a>,
-    ) {
-        v.push(Variant { key, applet, op })
+/// The rigs: the plain one (no applet; a live and a gone channel), one
+/// per applet on A, one per applet on B.
+fn rigs(
+    classes: &[(String, Vec<u8>)],
+    compile: bool,
+    pkt: &[u8],
+    progress: &Progress,
+) -> Result<Vec<Rig>, String> {
+    let class = |name: &str| {
+        classes
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, b)| b.as_slice())
+            .ok_or_else(|| format!("applet {name} not compiled"))
+    };
+    let mut rigs = vec![Rig::new("plain".into(), None, compile, true, pkt)?];
+    for (dir, side, list) in [
+        ("tx", Side::Sender, &TX_APPLETS[..]),
+        ("rx", Side::Receiver, &RX_APPLETS[..]),
+    ] {
+        for &c in list {
+            progress.show(&format!("[bench overhead] attaching {c} ({dir})"));
+            rigs.push(Rig::new(
+                format!("{dir}.{c}"),
+                Some((c, side, class(c)?)),
+                compile,
+                false,
+                pkt,
+            )?);
+        }
     }
-    macro_rules! add {
-        ($k:expr, $a:expr, $op:expr $(,)?) => {
-            push(&mut v, $k, $a, $op)
-        };
-    }
-    add!(
-        "wrap".into(),
-        Some("OvEmpty"),
-        Box::new(|h| {
-            black_box(h.run_applet(0, |_, _| Ok(())));
-        }),
+    Ok(rigs)
+}
+
+/// The variants, by size: the plain path and the gone channel, then each
+/// applet on A and on B (on B, the free-buffer and DMA ones at 1000 bytes
+/// only: RawUnet uses neither for a message that goes inline).
+fn variants(rigs: &[Rig]) -> Result<Vec<Variant>, String> {
+    let rig = |name: &str| {
+        rigs.iter()
+            .position(|r| r.name == name)
+            .ok_or_else(|| format!("no rig {name}"))
+    };
+    let plain = rig("plain")?;
+    let (to_b, gone) = (
+        rigs[plain].to_b,
+        rigs[plain]
+            .gone
+            .as_ref()
+            .map(|g| g.0)
+            .ok_or("no gone channel")?,
     );
+    let delivers = |c: &str| matches!(c, "OvPush" | "RawUnet");
+    let mut v = Vec::new();
     for s in SIZES {
-        let d = send_desc(s);
-        let data = &pkt[..s];
-        add!(
-            format!("tx.{s}.validate"),
-            None,
-            Box::new(move |h| {
-                black_box(h.validate(0, black_box(d)));
-            }),
-        );
-        add!(
-            format!("tx.{s}.copy"),
-            None,
-            Box::new(move |h| h.send_copy(0, black_box(d))),
-        );
-        add!(
-            format!("tx.{s}.none"),
-            None,
-            Box::new(move |h| {
-                black_box(h.process_send(0, black_box(d)));
-            }),
-        );
-        for class in ["OvEmpty", "OvNative", "OvDma0", "OvDma", "OvPush"] {
-            add!(
-                format!("tx.{s}.{class}"),
-                Some(class),
-                Box::new(move |h| {
-                    black_box(h.run_applet(0, |a, e| a.tx(e, d.len, d.channel, d.offset)));
-                }),
-            );
+        v.push(Variant {
+            key: format!("none.{s}"),
+            rig: plain,
+            desc: send_desc(s, to_b),
+            expect: BATCH,
+            status: SendStatus::Sent,
+        });
+        v.push(Variant {
+            key: format!("gone.{s}"),
+            rig: plain,
+            desc: send_desc(s, gone),
+            expect: 0,
+            status: SendStatus::PeerGone,
+        });
+        for c in TX_APPLETS {
+            let r = rig(&format!("tx.{c}"))?;
+            v.push(Variant {
+                key: format!("tx.{c}.{s}"),
+                rig: r,
+                desc: send_desc(s, rigs[r].to_b),
+                expect: if delivers(c) { BATCH } else { 0 },
+                status: SendStatus::Sent,
+            });
         }
-        add!(
-            format!("tx.{s}.RawUnet"),
-            Some("RawUnet"),
-            Box::new(move |h| {
-                black_box(h.process_send(0, black_box(d)));
-            }),
-        );
-
-        if s > INLINE_MAX {
-            add!(
-                format!("rx.{s}.get_free"),
-                None,
-                Box::new(|h| {
-                    black_box(pop_free(h.ep()));
-                }),
-            );
-        }
-        add!(
-            format!("rx.{s}.copy"),
-            None,
-            Box::new(move |h| {
-                let ep = h.ep();
-                if data.len() <= INLINE_MAX {
-                    let mut desc = RecvDesc::default();
-                    desc.data[..data.len()].copy_from_slice(black_box(data));
-                    black_box(&desc);
-                } else {
-                    Host::write_area(ep, black_box(FIRST_BUF as u64), data);
-                }
-            }),
-        );
-        add!(
-            format!("rx.{s}.push"),
-            None,
-            Box::new(move |h| {
-                let desc = RecvDesc {
-                    len: data.len() as u32,
-                    channel: CHAN,
-                    ..Default::default()
-                };
-                let hh = &mut *h;
-                let ep = hh.eps[0].as_mut().expect("live");
-                black_box(Host::push_recv_desc(ep, &hh.counters, black_box(desc)));
-            }),
-        );
-        add!(
-            format!("rx.{s}.none"),
-            None,
-            Box::new(move |h| {
-                black_box(h.deliver(0, 7, CHAN, black_box(data)));
-            }),
-        );
-        add!(
-            format!("rx.{s}.rxbuf"),
-            Some("OvEmpty"),
-            Box::new(move |h| {
-                if let Some(Ok(b)) = h.ep().applet.as_mut().map(|a| a.rx_buffer(data.len())) {
-                    b[..data.len()].copy_from_slice(black_box(data));
-                }
-            }),
-        );
-        for class in [
-            "OvEmpty",
-            "OvNative",
-            "OvDma0",
-            "OvDma",
-            "OvPush",
-            "OvGetFree",
-        ] {
-            add!(
-                format!("rx.{s}.{class}"),
-                Some(class),
-                Box::new(move |h| {
-                    black_box(h.run_applet(0, |a, e| a.rx_in_place(e, data.len(), CHAN)));
-                }),
-            );
-        }
-        add!(
-            format!("rx.{s}.RawUnet"),
-            Some("RawUnet"),
-            Box::new(move |h| {
-                h.deliver(0, 7, CHAN, black_box(data));
-                black_box(h.run_pending_rx(true));
-            }),
-        );
-    }
-    v
-}
-
-/// Checks, before timing, that both paths do the work being timed: with
-/// and without RawUnet, a sent message lands in the sink and an arriving one
-/// in a receive descriptor (inline, or in the buffer it names).
-fn verify(h: &mut Host, raw: Box<Applet>, pkt: &[u8]) -> Result<Box<Applet>, String> {
-    let mut raw = Some(raw);
-    for with_applet in [false, true] {
-        let who = if with_applet { "RawUnet" } else { "no applet" };
-        h.ep().applet = if with_applet { raw.take() } else { None };
-        for s in SIZES {
-            h.reset();
-            h.sink.fill(0);
-            if !h.process_send(0, send_desc(s)) || h.sink[..s] != pkt[..s] {
-                return Err(format!(
-                    "{who}: a {s}-byte send did not reach the sink intact"
-                ));
+        for c in RX_APPLETS {
+            if s <= INLINE_MAX && matches!(c, "OvGetFree" | "OvDma0" | "OvDma") {
+                continue;
             }
-            if !h.deliver(0, 7, CHAN, &pkt[..s]) {
-                return Err(format!("{who}: a {s}-byte arrival was dropped"));
-            }
-            h.run_pending_rx(true);
-            let ep = h.ep();
-            if ep.recv_head != ep.recv.tail() + 1 {
-                return Err(format!("{who}: a {s}-byte arrival pushed no descriptor"));
-            }
-            let d = ep.recv.read(ep.recv_head - 1);
-            let mut got = vec![0u8; s];
-            if d.flags & RECV_INLINE != 0 {
-                got.copy_from_slice(&d.data[..s.min(INLINE_MAX)]);
-            } else if d.nbufs == 1 {
-                Host::read_area(ep, d.offset(0) as u64, &mut got);
-            }
-            if d.len as usize != s || d.channel != CHAN || got != pkt[..s] {
-                return Err(format!(
-                    "{who}: a {s}-byte arrival was received wrong: {d:?}"
-                ));
-            }
-        }
-        if with_applet {
-            raw = h.ep().applet.take();
+            let r = rig(&format!("rx.{c}"))?;
+            v.push(Variant {
+                key: format!("rx.{c}.{s}"),
+                rig: r,
+                desc: send_desc(s, rigs[r].to_b),
+                expect: if delivers(c) { BATCH } else { 0 },
+                status: SendStatus::Sent,
+            });
         }
     }
-    h.reset();
-    raw.ok_or_else(|| "RawUnet was detached while being checked".to_string())
+    Ok(v)
 }
 
 /// One reported step.
@@ -971,43 +793,32 @@ fn bench(mut a: Args) -> Result<(), String> {
     a.batches = a.batches.max(1);
     let classes = compile(&a)?;
 
-    let mut h = Host::new()?;
-    let mut loaded: Vec<(String, Option<Box<Applet>>)> = Vec::new();
-    for (name, bytes) in &classes {
-        let mut view = View {
-            host: &mut h,
-            idx: 0,
-            epoch: Instant::now(),
-        };
-        let mut applet = Applet::load(bytes, sle::default_limits(), &mut view)
-            .map_err(|e| format!("{name}: {e}"))?;
-        if a.interpret {
-            applet.keep_interpreted();
-        } else {
-            applet.wait_compiled();
-        }
-        // Timed as the engine times the applets placed in it.
-        applet.set_time_sampling(sle::ENGINE_TIME_SAMPLE, sle::ENGINE_EXACT_FUEL);
-        loaded.push((name.clone(), Some(Box::new(applet))));
-    }
-
-    // Contents of the send buffer and of the arriving packets.
-    let pkt: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 3) as u8).collect();
-    Host::write_area(h.ep(), SEND_OFF as u64, &pkt[..1000]);
-
-    let raw = loaded
-        .iter_mut()
-        .find(|(n, _)| n == "RawUnet")
-        .and_then(|(_, a)| a.take())
-        .ok_or("RawUnet not loaded")?;
-    let raw = verify(&mut h, raw, &pkt)?;
-    if let Some(slot) = loaded.iter_mut().find(|(n, _)| n == "RawUnet") {
-        slot.1 = Some(raw);
-    }
-
-    let mut vars = variants(&pkt);
-    let mut results: Vec<Vec<f64>> = vec![Vec::new(); vars.len()];
+    // Contents of the send buffer.
+    let pkt: Vec<u8> = (0..1000u32).map(|i| (i * 7 + 3) as u8).collect();
     let progress = Progress::new();
+    let mut rigs = rigs(&classes, !a.interpret, &pkt, &progress)?;
+    let vars = variants(&rigs)?;
+    for name in ["plain", "tx.RawUnet", "rx.RawUnet"] {
+        let r = rigs
+            .iter_mut()
+            .find(|r| r.name == name)
+            .ok_or_else(|| format!("no rig {name}"))?;
+        verify(r, &pkt)?;
+    }
+    if !a.interpret {
+        for (i, r) in rigs.iter_mut().enumerate() {
+            if r.applet.is_some() {
+                progress.show(&format!("[bench overhead] waiting for JIVE ({})", r.name));
+                let v = vars
+                    .iter()
+                    .find(|v| v.rig == i)
+                    .ok_or_else(|| format!("no variant on {}", r.name))?;
+                r.wait_compiled(v)?;
+            }
+        }
+    }
+
+    let mut results: Vec<Vec<f64>> = vec![Vec::new(); vars.len()];
     let mut clocks = Vec::new();
     for rep in 0..a.reps {
         progress.show(&format!(
@@ -1017,32 +828,28 @@ fn bench(mut a: Args) -> Result<(), String> {
         ));
         let clock = clock_cost_ns() as f64;
         clocks.push(clock);
-        for (i, var) in vars.iter_mut().enumerate() {
-            if let Some(name) = var.applet {
-                let slot = loaded
-                    .iter_mut()
-                    .find(|(n, _)| n == name)
-                    .ok_or_else(|| format!("applet {name} not loaded"))?;
-                h.ep().applet = slot.1.take();
-            }
-            results[i].push(time_op(&mut h, a.batches, clock, &mut var.op));
-            if let Some(name) = var.applet {
-                let back = h.ep().applet.take();
-                if let Some(slot) = loaded.iter_mut().find(|(n, _)| n == name) {
-                    slot.1 = back;
-                }
-            }
+        for (i, v) in vars.iter().enumerate() {
+            results[i].push(time_variant(&mut rigs[v.rig], v, a.batches, clock)?);
+        }
+        for r in &mut rigs {
+            r.check_applet()?;
         }
     }
     progress.clear();
-    for (name, applet) in &loaded {
-        let faults: u64 = applet.as_ref().map_or(0, |x| x.stats.faults.iter().sum());
-        if faults > 0 {
+    for r in &rigs {
+        if r.applet.is_some() && r.compiled() == a.interpret {
             return Err(format!(
-                "applet {name} faulted {faults} times during the run; figures would be wrong"
+                "{}: the applet ran {} at the end of the run",
+                r.name,
+                if a.interpret {
+                    "compiled"
+                } else {
+                    "interpreted"
+                }
             ));
         }
     }
+
     let idx = |key: &str| -> usize {
         vars.iter()
             .position(|v| v.key == key)
@@ -1057,10 +864,9 @@ fn bench(mut a: Args) -> Result<(), String> {
     };
 
     let mut rows = Vec::new();
-    let wrap = med("wrap");
     for s in SIZES {
-        let t = |k: &str| med(&format!("tx.{s}.{k}"));
-        let td = |a: &str, b: &str| diff(&format!("tx.{s}.{a}"), &format!("tx.{s}.{b}"));
+        let t = |k: &str| med(&format!("{k}.{s}"));
+        let d = |a: &str, b: &str| diff(&format!("{a}.{s}"), &format!("{b}.{s}"));
         let mut r = |dir, applet, step, ns| {
             rows.push(Row {
                 dir,
@@ -1070,58 +876,43 @@ fn bench(mut a: Args) -> Result<(), String> {
                 ns,
             })
         };
-        let (raw, none) = (t("RawUnet"), t("none"));
-        r("tx", "RawUnet", "validate", t("validate"));
-        r("tx", "RawUnet", "find_applet", wrap);
-        r(
-            "tx",
-            "RawUnet",
-            "call_return",
-            diff(&format!("tx.{s}.OvEmpty"), "wrap"),
-        );
-        let nn = td("OvNative", "OvEmpty") / NATIVE_CALLS as f64;
-        r("tx", "RawUnet", "null_native", nn);
-        r("tx", "RawUnet", "dma_setup", td("OvDma0", "OvEmpty"));
-        r("tx", "RawUnet", "data_movement", td("OvDma", "OvDma0"));
-        r("tx", "RawUnet", "tx_push", td("OvPush", "OvEmpty"));
-        r("tx", "RawUnet", "end_to_end", raw);
-        r("tx", "RawUnet", "total", td("RawUnet", "none"));
-        r("tx", "none", "validate", t("validate"));
-        r("tx", "none", "copy", t("copy"));
-        r("tx", "none", "total", none);
-
-        let x = |k: &str| med(&format!("rx.{s}.{k}"));
-        let xd = |a: &str, b: &str| diff(&format!("rx.{s}.{a}"), &format!("rx.{s}.{b}"));
-        let (raw, none) = (x("RawUnet"), x("none"));
-        r("rx", "RawUnet", "rxbuf_copy", x("rxbuf"));
-        r("rx", "RawUnet", "find_applet", wrap);
-        r(
-            "rx",
-            "RawUnet",
-            "call_return",
-            diff(&format!("rx.{s}.OvEmpty"), "wrap"),
-        );
-        let nn = xd("OvNative", "OvEmpty") / NATIVE_CALLS as f64;
-        r("rx", "RawUnet", "null_native", nn);
-        if s > INLINE_MAX {
-            r(
-                "rx",
-                "RawUnet",
-                "get_free_buffer",
-                xd("OvGetFree", "OvEmpty"),
-            );
-            r("rx", "RawUnet", "dma_setup", xd("OvDma0", "OvEmpty"));
-            r("rx", "RawUnet", "data_movement", xd("OvDma", "OvDma0"));
+        let validate = t("gone");
+        for dir in ["tx", "rx"] {
+            let k = |c: &str| format!("{dir}.{c}");
+            r(dir, "RawUnet", "validate", validate);
+            r(dir, "RawUnet", "applet_call", d(&k("OvEmpty"), "gone"));
+            let nn = d(&k("OvNative"), &k("OvEmpty")) / NATIVE_CALLS as f64;
+            r(dir, "RawUnet", "null_native", nn);
+            if dir == "tx" {
+                r(dir, "RawUnet", "dma_setup", d(&k("OvDma0"), &k("OvEmpty")));
+                r(
+                    dir,
+                    "RawUnet",
+                    "data_movement",
+                    d(&k("OvDma"), &k("OvDma0")),
+                );
+                r(dir, "RawUnet", "tx_push", d(&k("OvPush"), &k("OvEmpty")));
+            } else {
+                if s > INLINE_MAX {
+                    let gf = d(&k("OvGetFree"), &k("OvEmpty"));
+                    r(dir, "RawUnet", "get_free_buffer", gf);
+                    r(dir, "RawUnet", "dma_setup", d(&k("OvDma0"), &k("OvEmpty")));
+                    r(
+                        dir,
+                        "RawUnet",
+                        "data_movement",
+                        d(&k("OvDma"), &k("OvDma0")),
+                    );
+                }
+                let dp = d(&k("OvPush"), &k("OvEmpty"));
+                r(dir, "RawUnet", "descriptor_push", dp);
+            }
+            r(dir, "RawUnet", "end_to_end", t(&k("RawUnet")));
+            r(dir, "RawUnet", "total", d(&k("RawUnet"), "none"));
+            r(dir, "none", "validate", validate);
+            r(dir, "none", "deliver", d("none", "gone"));
+            r(dir, "none", "total", t("none"));
         }
-        r("rx", "RawUnet", "descriptor_push", xd("OvPush", "OvEmpty"));
-        r("rx", "RawUnet", "end_to_end", raw);
-        r("rx", "RawUnet", "total", xd("RawUnet", "none"));
-        if s > INLINE_MAX {
-            r("rx", "none", "get_free_buffer", x("get_free"));
-        }
-        r("rx", "none", "copy", x("copy"));
-        r("rx", "none", "descriptor_push", x("push"));
-        r("rx", "none", "total", none);
     }
 
     let load = load_average();
@@ -1157,16 +948,14 @@ fn bench(mut a: Args) -> Result<(), String> {
 }
 
 /// Order of the steps in the table.
-const STEP_ORDER: [&str; 13] = [
+const STEP_ORDER: [&str; 11] = [
     "validate",
-    "rxbuf_copy",
-    "find_applet",
-    "call_return",
+    "applet_call",
     "null_native",
     "get_free_buffer",
     "dma_setup",
     "data_movement",
-    "copy",
+    "deliver",
     "tx_push",
     "descriptor_push",
     "end_to_end",
@@ -1174,17 +963,16 @@ const STEP_ORDER: [&str; 13] = [
 ];
 
 /// The paper's Figure 7 (LanAI, µs), 40-byte / 1000-byte, for the steps
-/// that have a counterpart there.
+/// that have a counterpart there (`applet_call`: the sum of the two rows
+/// it merges).
 fn paper(dir: &str, step: &str) -> &'static str {
     match (dir, step) {
-        ("tx", "find_applet") => "0.7 / 0.7",
-        ("tx", "call_return") => "3.9 / 3.9",
+        ("tx", "applet_call") => "0.7+3.9 / 0.7+3.9",
         ("tx", "null_native") | ("rx", "null_native") => "(5.5 / 5.5)",
         ("tx", "dma_setup") => "11.8 / 11.8",
         ("tx", "tx_push") => "8.1 / 8.1",
         ("tx", "total") => "24.5 / 24.5",
-        ("rx", "find_applet") => "0.6 / 0.6",
-        ("rx", "call_return") => "3.2 / 3.2",
+        ("rx", "applet_call") => "0.6+3.2 / 0.6+3.2",
         ("rx", "get_free_buffer") => "- / 5.85",
         ("rx", "dma_setup") => "- / 11.8",
         ("rx", "descriptor_push") => "12.9 / 21.0",
@@ -1193,10 +981,27 @@ fn paper(dir: &str, step: &str) -> &'static str {
     }
 }
 
+/// The label of a step in the table (merged steps say what they hold).
+fn label(dir: &str, applet: &str, step: &str) -> &'static str {
+    match (dir, applet, step) {
+        ("tx", "RawUnet", "applet_call") => "find_applet + call_return",
+        ("rx", "RawUnet", "applet_call") => "rxbuf_copy + find_applet + call_return",
+        ("rx", _, "validate") => "validate (sending side)",
+        (_, _, "deliver") => "deliver (route, U-Net delivery)",
+        (_, "RawUnet", "total") => "total (added)",
+        (_, _, "null_native") => "(null_native)",
+        _ => match STEP_ORDER.iter().find(|s| **s == step) {
+            Some(s) => s,
+            None => "?",
+        },
+    }
+}
+
 fn print_table(rows: &[Row], a: &Args, load: &str, clock_ns: f64) {
     println!(
-        "U-Net/SLE per-message overhead, ns: median of {} repetitions x {} batches of {} \
-         (load average {load}; one clock read {clock_ns:.0} ns); applets {}",
+        "U-Net/SLE per-message overhead, ns, of the engine stepped in this process: median of \
+         {} repetitions x {} batches of {} (load average {load}; one clock read {clock_ns:.0} ns); \
+         applets {}",
         a.reps,
         a.batches,
         BATCH,
@@ -1206,6 +1011,12 @@ fn print_table(rows: &[Row], a: &Args, load: &str, clock_ns: f64) {
             "compiled by JIVE"
         }
     );
+    let width = rows
+        .iter()
+        .map(|r| label(r.dir, r.applet, r.step).len())
+        .max()
+        .unwrap_or(0)
+        .max(36);
     for (dir, title) in [("tx", "Transmit"), ("rx", "Receive")] {
         for applet in ["RawUnet", "none"] {
             println!();
@@ -1216,10 +1027,11 @@ fn print_table(rows: &[Row], a: &Args, load: &str, clock_ns: f64) {
             };
             let paper_head = if applet == "none" { "" } else { "paper, us" };
             let head = format!(
-                "{:<36} {:>9} {:>9}   {paper_head}",
+                "{:<w$}   {:>9} {:>9}   {paper_head}",
                 format!("{title} overhead, {who}"),
                 "40-byte",
-                "1000-byte"
+                "1000-byte",
+                w = width
             );
             println!("{}", head.trim_end());
             let steps = STEP_ORDER.iter().copied().filter(|step| {
@@ -1234,12 +1046,13 @@ fn print_table(rows: &[Row], a: &Args, load: &str, clock_ns: f64) {
                         })
                         .map_or("-".to_string(), |r| format!("{:.1}", r.ns))
                 };
-                let label = match step {
-                    "total" if applet != "none" => "total (added)",
-                    "null_native" => "(null_native)",
-                    s => s,
-                };
-                let mut line = format!("  {label:<34} {:>9} {:>9}", cell(SIZES[0]), cell(SIZES[1]));
+                let mut line = format!(
+                    "  {:<w$} {:>9} {:>9}",
+                    label(dir, applet, step),
+                    cell(SIZES[0]),
+                    cell(SIZES[1]),
+                    w = width
+                );
                 if applet != "none" {
                     line.push_str(&format!("   {}", paper(dir, step)));
                 }
@@ -1264,10 +1077,24 @@ fn print_table(rows: &[Row], a: &Args, load: &str, clock_ns: f64) {
     }
     println!();
     println!(
-        "end_to_end: RawUnet through the engine path; total (added) = end_to_end - no-applet total."
+        "end_to_end: RawUnet through the engine, per message; total (added) = end_to_end - \
+         no-applet total."
     );
     println!(
-        "Each step and total is the median over repetitions of a difference taken within one repetition."
+        "validate: a send on a channel whose peer closed its end: every check the engine makes, \
+         no delivery."
+    );
+    println!(
+        "The engine finds and calls an applet in one piece of code: the paper's find_applet and \
+         call_return (on receive, with the copy into RxBuf) are one row."
+    );
+    println!(
+        "Every figure holds its share of the engine loop's turns (4 descriptors a turn from an \
+         endpoint with an applet, up to 64 without)."
+    );
+    println!(
+        "Each step and total is the median over repetitions of a difference taken within one \
+         repetition."
     );
     println!("(null_native) is per call and, as in the paper, not part of the sum.");
 }
