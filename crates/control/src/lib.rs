@@ -7,6 +7,8 @@
 //! `req_id`; notices the engine sends on its own carry `req_id` 0. Decoding
 //! is total: any packet that does not parse is a [`ControlError`], counted by
 //! the engine, never a panic.
+#![forbid(unsafe_code)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
