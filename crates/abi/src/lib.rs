@@ -72,7 +72,10 @@
 //! at its position and accepts it when `tag == record_tag(position)`, so stale
 //! records from an earlier lap never look ready and nothing is zeroed. A
 //! record that would cross the end of the ring is preceded by a padding record
-//! (`len` has [`RECORD_PAD`] set).
+//! (`len` has [`RECORD_PAD`] set) that fills the ring to its end. A record
+//! always fits at the start of a lap (it is at most half the ring), so
+//! padding never starts one: a consumer treats padding at offset 0 as a
+//! broken peer.
 //!
 //! # Counters segment
 //!
