@@ -1060,7 +1060,9 @@ counter_enum! {
 }
 
 /// Index of the first wire-drop counter; wire drop reason `r` (in the
-/// engine's `WireDrop` order) is counted at `WIRE_DROP_BASE + r`.
+/// engine's `WireDrop` order) is counted at `WIRE_DROP_BASE + r`. The engine
+/// names each reason's counter (`WireDrop::counter`) and checks, when it
+/// compiles, that it sits at this slot.
 pub const WIRE_DROP_BASE: usize = 17;
 
 const _: () = {
