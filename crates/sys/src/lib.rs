@@ -13,7 +13,7 @@
 
 use std::io;
 use std::mem::MaybeUninit;
-use std::os::fd::{BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::AtomicU32;
 use std::time::Duration;
@@ -492,6 +492,21 @@ pub fn set_nonblocking(fd: RawFd) -> io::Result<()> {
     Ok(())
 }
 
+/// Ask for `bytes` of receive buffer and of send buffer on a socket: past the
+/// system limits (`SO_RCVBUFFORCE`, `SO_SNDBUFFORCE`) when the process may,
+/// capped by them otherwise. Best effort: the kernel may give less, and an
+/// error leaves the buffer as it was.
+pub fn set_socket_buffers(sock: impl AsFd, bytes: usize) {
+    use rustix::net::sockopt;
+    let (fd, v) = (sock.as_fd(), bytes.min(i32::MAX as usize));
+    if sockopt::set_socket_recv_buffer_size_force(fd, v).is_err() {
+        let _ = sockopt::set_socket_recv_buffer_size(fd, v);
+    }
+    if sockopt::set_socket_send_buffer_size_force(fd, v).is_err() {
+        let _ = sockopt::set_socket_send_buffer_size(fd, v);
+    }
+}
+
 /// Process id and user id of the peer of a Unix socket.
 pub fn peer_cred(fd: RawFd) -> Option<(u32, u32)> {
     // Through libc: the kernel reports process id 0 for a peer in a process
@@ -584,6 +599,21 @@ pub fn connect_seqpacket(path: &std::path::Path) -> io::Result<OwnedFd> {
     Ok(fd)
 }
 
+/// Accept one connection on a listening socket, non-blocking and
+/// close-on-exec (`accept4`); `WouldBlock` when none waits (on a
+/// non-blocking listener).
+pub fn accept(listener: impl AsFd) -> io::Result<OwnedFd> {
+    Ok(rustix::net::accept_with(
+        listener,
+        SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
+    )?)
+}
+
+/// The effective user id of this process.
+pub fn effective_uid() -> u32 {
+    rustix::process::geteuid().as_raw()
+}
+
 /// Listen on a Unix SOCK_SEQPACKET socket at `path` (non-blocking), removing
 /// a stale socket file that nobody answers on; refused if an engine listens
 /// there already.
@@ -614,7 +644,7 @@ pub fn listen_seqpacket(path: &std::path::Path) -> io::Result<OwnedFd> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::fd::{AsFd, AsRawFd};
+    use std::os::fd::AsRawFd;
     use std::os::unix::fs::MetadataExt;
     use std::sync::atomic::Ordering;
     use std::time::Instant;
@@ -838,11 +868,31 @@ mod tests {
         assert!(fl.contains(OFlags::NONBLOCK));
         let e = listen_seqpacket(&path).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::AddrInUse);
-        let c = connect_seqpacket(&path).unwrap();
+        // The connection that found the listener, already closed.
+        let probe = accept(&l).unwrap();
+        let mut buf = [0u8; 8];
+        let mut fds = Vec::new();
         assert_eq!(
-            peer_cred(c.as_raw_fd()),
-            Some((std::process::id(), std::fs::metadata(&dir).unwrap().uid()))
+            recv_packet(probe.as_raw_fd(), &mut buf, &mut fds, false).unwrap(),
+            0
         );
+        let c = connect_seqpacket(&path).unwrap();
+        let uid = std::fs::metadata(&dir).unwrap().uid();
+        assert_eq!(effective_uid(), uid);
+        assert_eq!(peer_cred(c.as_raw_fd()), Some((std::process::id(), uid)));
+        let s = accept(&l).unwrap();
+        let fl = rustix::fs::fcntl_getfl(&s).unwrap();
+        assert!(fl.contains(OFlags::NONBLOCK));
+        let fl = rustix::io::fcntl_getfd(&s).unwrap();
+        assert!(fl.contains(rustix::io::FdFlags::CLOEXEC));
+        assert_eq!(peer_cred(s.as_raw_fd()), Some((std::process::id(), uid)));
+        send_packet(c.as_raw_fd(), b"hi", &[]).unwrap();
+        assert_eq!(
+            recv_packet(s.as_raw_fd(), &mut buf, &mut fds, false).unwrap(),
+            2
+        );
+        let e = accept(&l).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
         assert_eq!(peer_cred(-1), None);
         drop((l, c));
         // A stale socket file nobody answers on is replaced.
@@ -856,6 +906,19 @@ mod tests {
             io::ErrorKind::InvalidInput
         );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn socket_buffers_grow() {
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let before = rustix::net::sockopt::socket_recv_buffer_size(&s).unwrap();
+        set_socket_buffers(&s, 4 * before);
+        // The kernel doubles what it is given (for its bookkeeping) and caps
+        // it at the system limit unless forced: it grows either way.
+        assert!(rustix::net::sockopt::socket_recv_buffer_size(&s).unwrap() > before);
+        let send = rustix::net::sockopt::socket_send_buffer_size(&s).unwrap();
+        set_socket_buffers(&s, usize::MAX);
+        assert!(rustix::net::sockopt::socket_send_buffer_size(&s).unwrap() >= send);
     }
 
     #[test]
