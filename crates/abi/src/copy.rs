@@ -22,7 +22,8 @@ pub unsafe fn copy_bytes(src: *const u8, dst: *mut u8, n: usize) {
             (dst.add(at) as *mut u128).write_unaligned(v);
         }
     }
-    // SAFETY (all branches): every access lies within [0, n) of its range;
+    // SAFETY: (all branches) every access lies within [0, n) of its range,
+    // which the caller keeps readable at `src` and writable at `dst`;
     // overlapping head and tail moves rewrite bytes of the same message.
     unsafe {
         if n > 128 {

@@ -72,7 +72,10 @@
 //! at its position and accepts it when `tag == record_tag(position)`, so stale
 //! records from an earlier lap never look ready and nothing is zeroed. A
 //! record that would cross the end of the ring is preceded by a padding record
-//! (`len` has [`RECORD_PAD`] set).
+//! (`len` has [`RECORD_PAD`] set) that fills the ring to its end. A record
+//! always fits at the start of a lap (it is at most half the ring), so
+//! padding never starts one: a consumer treats padding at offset 0 as a
+//! broken peer.
 //!
 //! # Counters segment
 //!
@@ -81,6 +84,7 @@
 
 #![no_std]
 #![deny(missing_docs)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 use core::mem::{align_of, offset_of, size_of};
 use core::sync::atomic::{AtomicU32, AtomicU64};
@@ -1131,7 +1135,9 @@ counter_enum! {
 }
 
 /// Index of the first wire-drop counter; wire drop reason `r` (in the
-/// engine's `WireDrop` order) is counted at `WIRE_DROP_BASE + r`.
+/// engine's `WireDrop` order) is counted at `WIRE_DROP_BASE + r`. The engine
+/// names each reason's counter (`WireDrop::counter`) and checks, when it
+/// compiles, that it sits at this slot.
 pub const WIRE_DROP_BASE: usize = 17;
 
 const _: () = {

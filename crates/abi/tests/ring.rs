@@ -1,5 +1,6 @@
 //! The ring primitives over real memory: positions, wrap-around, the
 //! two-consumer claim of the free ring, and the layout of an endpoint.
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 use std::ptr::NonNull;
 

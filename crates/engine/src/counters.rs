@@ -33,16 +33,8 @@ impl Counters {
             (*h).engine_id = engine_id;
             (*h).pid = std::process::id();
         }
-        let path = std::ffi::CString::new(format!("/proc/self/fd/{}", seg.fd().as_raw_fd()))
-            .map_err(|_| io::ErrorKind::InvalidInput)?;
-        // SAFETY: open() of a NUL-terminated path we own; the result is a new
-        // descriptor we own.
-        let ro = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
-        if ro < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: fresh descriptor from open().
-        let ro = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(ro) };
+        // Opened read-only (and close-on-exec, as std opens every file).
+        let ro = std::fs::File::open(format!("/proc/self/fd/{}", seg.fd().as_raw_fd()))?.into();
         Ok(Counters {
             seg,
             max_endpoints,

@@ -1,27 +1,39 @@
 //! The few operating-system facilities unet needs: shared-memory segments
 //! (`memfd` + `mmap`), futexes, eventfds, epoll, and file-descriptor passing
-//! over Unix sockets. Every `unsafe` block here wraps one system call or one
-//! access to a mapping this module created and checked.
+//! over Unix sockets.
+//!
+//! The system calls go through `rustix` (and the mappings through
+//! `memmap2`), whose wrappers are safe. What remains `unsafe` here is what no
+//! safe wrapper gives with the same behaviour, each block with its reason:
+//! lending a descriptor a caller names by number, the segment's pointer
+//! arithmetic, and two calls made through `libc` (`SO_PEERCRED`, whose
+//! process id may be 0, and `sched_getcpu`, which C libraries answer
+//! without a system call).
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::AtomicU32;
 use std::time::Duration;
+
+use rustix::event::{epoll, eventfd, EventfdFlags};
+use rustix::fs::{MemfdFlags, OFlags, SealFlags};
+use rustix::io::Errno;
+use rustix::net::{
+    AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags,
+    SendAncillaryBuffer, SendAncillaryMessage, SendFlags, SocketAddrUnix, SocketFlags, SocketType,
+};
+use rustix::thread::futex;
+use rustix::thread::{MembarrierCommand, MembarrierQuery};
+use rustix::time::{ClockId, Timespec};
 
 pub fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
         Err(io::Error::last_os_error())
     } else {
         Ok(r)
-    }
-}
-
-fn cvt_isize(r: isize) -> io::Result<usize> {
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r as usize)
     }
 }
 
@@ -36,44 +48,63 @@ pub fn retry<T>(mut call: impl FnMut() -> io::Result<T>) -> io::Result<T> {
     }
 }
 
+/// The descriptor numbered `fd`, lent for the length of one call of this
+/// module. The public functions that take a `RawFd` take a descriptor that
+/// their caller holds open across the call (a socket or eventfd it owns);
+/// the borrow is used inside the call only and never kept. A negative
+/// number is `EBADF`, as the kernel would say.
+fn lend<'a>(fd: RawFd) -> io::Result<BorrowedFd<'a>> {
+    if fd < 0 {
+        return Err(Errno::BADF.into());
+    }
+    // SAFETY: `fd` is not -1 (checked), and the caller keeps it open for
+    // the call the borrow is used in (see above). Should a caller pass a
+    // number it does not hold, the system call fails with EBADF or acts on
+    // whichever file has that number, exactly as the raw call would: the
+    // kernel touches no memory of ours through a descriptor number.
+    Ok(unsafe { BorrowedFd::borrow_raw(fd) })
+}
+
+/// A `Timespec` of `d` (seconds capped at what the kernel takes).
+fn timespec(d: Duration) -> Timespec {
+    Timespec {
+        tv_sec: d.as_secs().min(i64::MAX as u64) as _,
+        tv_nsec: d.subsec_nanos() as _,
+    }
+}
+
 /// A shared-memory segment: an anonymous memory file (nothing appears in
 /// `/dev/shm` or anywhere else; the memory goes away with the last mapping
 /// and descriptor) mapped read-write, shared.
 pub struct Segment {
-    fd: OwnedFd,
+    /// The mapping (`ptr` points into it); unmapped when the segment is
+    /// dropped.
+    _map: memmap2::MmapRaw,
+    /// The start of `map`, kept so that `ptr()` costs a load, not a test.
     ptr: NonNull<u8>,
     len: usize,
+    fd: OwnedFd,
 }
 
-// SAFETY: the mapping is plain shared memory; all accesses through it go via
-// atomics, volatile reads/writes or byte copies by the code that owns it.
+// SAFETY: `ptr` points into `map`, which the segment owns and which stays
+// mapped until the segment is dropped; the segment itself hands out only
+// pointers, and all accesses through them are atomics, volatile
+// reads/writes or byte copies by the code that owns it (the memory is
+// shared with other processes anyway).
 unsafe impl Send for Segment {}
-// SAFETY: as above.
+// SAFETY: as above: `&Segment` gives nothing but the pointer, the length
+// and the descriptor.
 unsafe impl Sync for Segment {}
 
 impl Segment {
     /// Create a zero-filled segment of `len` bytes named `name` (the name is
     /// only a label visible in `/proc/PID/fd`).
     pub fn create(name: &str, len: usize) -> io::Result<Segment> {
-        let cname = std::ffi::CString::new(name).map_err(|_| io::ErrorKind::InvalidInput)?;
-        // SAFETY: memfd_create reads a NUL-terminated string we own.
-        let fd = cvt(unsafe {
-            libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING)
-        })?;
-        // SAFETY: fd is a fresh descriptor that we now own.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        // SAFETY: ftruncate on our own descriptor.
-        cvt(unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) })?;
+        let fd = rustix::fs::memfd_create(name, MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)?;
+        rustix::fs::ftruncate(&fd, len as u64)?;
         // Seal the size: whoever receives this descriptor cannot shrink the
         // file under our mapping (which would make our accesses fault).
-        // SAFETY: fcntl on our own descriptor.
-        cvt(unsafe {
-            libc::fcntl(
-                fd.as_raw_fd(),
-                libc::F_ADD_SEALS,
-                libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL,
-            )
-        })?;
+        rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)?;
         Self::map(fd, len, true)
     }
 
@@ -82,9 +113,8 @@ impl Segment {
     /// mapped file and make our reads fault). Refuses anything that is not a
     /// memory file (reads of which never block).
     pub fn read_untrusted(fd: &OwnedFd, max: usize) -> io::Result<Vec<u8>> {
-        // SAFETY: fcntl on a descriptor we hold; F_GET_SEALS only succeeds
-        // on memory files.
-        if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) } < 0 {
+        // F_GET_SEALS only succeeds on memory files.
+        if rustix::fs::fcntl_get_seals(fd).is_err() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "not a memory file",
@@ -93,17 +123,7 @@ impl Segment {
         let mut buf = vec![0u8; max];
         let mut got = 0;
         while got < max {
-            let n = retry(|| {
-                // SAFETY: pread into the unfilled part of our buffer.
-                cvt_isize(unsafe {
-                    libc::pread(
-                        fd.as_raw_fd(),
-                        buf[got..].as_mut_ptr() as *mut libc::c_void,
-                        max - got,
-                        got as libc::off_t,
-                    )
-                })
-            });
+            let n = retry(|| Ok(rustix::io::pread(fd, &mut buf[got..], got as u64)?));
             match n {
                 Ok(n) if n > 0 => got += n,
                 _ => break,
@@ -116,11 +136,7 @@ impl Segment {
     /// Map a segment received from another process. The size is taken from
     /// the file and must be at least `min_len`.
     pub fn open(fd: OwnedFd, min_len: usize, writable: bool) -> io::Result<Segment> {
-        // SAFETY: fstat fills a stat struct we own.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: valid descriptor and out-pointer.
-        cvt(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })?;
-        let len = st.st_size as usize;
+        let len = rustix::fs::fstat(&fd)?.st_size as usize;
         if len < min_len || len == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
@@ -131,29 +147,24 @@ impl Segment {
     }
 
     fn map(fd: OwnedFd, len: usize, writable: bool) -> io::Result<Segment> {
-        let prot = if writable {
-            libc::PROT_READ | libc::PROT_WRITE
+        let mut opts = memmap2::MmapOptions::new();
+        // Populate now: a first touch on the data path would cost a page
+        // fault of microseconds in the middle of a message.
+        opts.len(len).populate();
+        // Shared mappings, at an address the kernel picks.
+        let map = if writable {
+            opts.map_raw(&fd)?
         } else {
-            libc::PROT_READ
+            opts.map_raw_read_only(&fd)?
         };
-        // SAFETY: mapping a descriptor we own; the kernel picks the address.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                prot,
-                // Populate now: a first touch on the data path would cost a
-                // page fault of microseconds in the middle of a message.
-                libc::MAP_SHARED | libc::MAP_POPULATE,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let ptr = NonNull::new(p as *mut u8).ok_or_else(io::Error::last_os_error)?;
-        Ok(Segment { fd, ptr, len })
+        let ptr = NonNull::new(map.as_mut_ptr())
+            .ok_or_else(|| io::Error::other("segment mapped at address 0"))?;
+        Ok(Segment {
+            _map: map,
+            ptr,
+            len,
+            fd,
+        })
     }
 
     /// Base address (page aligned).
@@ -175,7 +186,8 @@ impl Segment {
     /// A pointer `off` bytes in, if `off + size` fits.
     pub fn at(&self, off: usize, size: usize) -> Option<NonNull<u8>> {
         if off.checked_add(size)? <= self.len {
-            // SAFETY: in bounds of the mapping.
+            // SAFETY: off <= len (checked), so the result lies inside the
+            // mapping or one past its end, and is not null.
             Some(unsafe { self.ptr.add(off) })
         } else {
             None
@@ -183,46 +195,24 @@ impl Segment {
     }
 }
 
-impl Drop for Segment {
-    fn drop(&mut self) {
-        // SAFETY: unmapping exactly what map() mapped; nothing refers to it
-        // after the owner drops the Segment.
-        unsafe {
-            libc::munmap(self.ptr.as_ptr() as *mut libc::c_void, self.len);
-        }
-    }
-}
-
 /// Sleep on a futex word in shared memory while it holds `expected`, at most
 /// `timeout` (None: until woken).
 pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
-    let ts = timeout.map(|d| libc::timespec {
-        tv_sec: d.as_secs() as libc::time_t,
-        tv_nsec: d.subsec_nanos() as libc::c_long,
-    });
-    let tsp = ts
-        .as_ref()
-        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: FUTEX_WAIT (shared) on a valid aligned u32; the kernel only
-    // reads it. Errors (EAGAIN, EINTR, ETIMEDOUT) all mean "re-check".
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT,
-            expected,
-            tsp,
-            std::ptr::null::<u32>(),
-            0,
-        );
-    }
+    let ts = timeout.map(timespec);
+    // FUTEX_WAIT, shared (no FUTEX_PRIVATE_FLAG: the word may be in memory
+    // another process maps). Errors (EAGAIN, EINTR, ETIMEDOUT) all mean
+    // "re-check".
+    let _ = futex::wait(word, futex::Flags::empty(), expected, ts.as_ref());
 }
 
 /// The CPU the calling thread runs on now (it may move at any moment: a
 /// hint), or `u32::MAX` if the kernel cannot say.
 #[inline]
 pub fn current_cpu() -> u32 {
-    // SAFETY: sched_getcpu has no preconditions (a vDSO call on Linux).
+    // Through the C library, which answers from the thread's restartable
+    // sequence area or the vDSO without a system call: this runs once per
+    // message sent (`rustix::thread::sched_getcpu` makes the system call).
+    // SAFETY: sched_getcpu takes no arguments and touches no memory of ours.
     let c = unsafe { libc::sched_getcpu() };
     if c < 0 {
         u32::MAX
@@ -233,30 +223,10 @@ pub fn current_cpu() -> u32 {
 
 /// Wake up to `n` sleepers on a futex word.
 pub fn futex_wake(word: &AtomicU32, n: i32) {
-    // SAFETY: FUTEX_WAKE on a valid aligned u32; never blocks.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAKE,
-            n,
-            std::ptr::null::<libc::timespec>(),
-            std::ptr::null::<u32>(),
-            0,
-        );
-    }
+    // FUTEX_WAKE, shared; never blocks. The count goes to the kernel as the
+    // int it is.
+    let _ = futex::wake(word, futex::Flags::empty(), n as u32);
 }
-
-#[repr(C)]
-struct FutexWaitv {
-    val: u64,
-    uaddr: u64,
-    flags: u32,
-    reserved: u32,
-}
-
-const FUTEX2_SIZE_U32: u32 = 0x02;
-const SYS_FUTEX_WAITV: libc::c_long = 449;
 
 /// Sleep until any of the words changes from its expected value (Linux
 /// `futex_waitv`), at most `timeout`. Falls back to waiting on the first word
@@ -268,44 +238,33 @@ pub fn futex_wait_any(words: &[(&AtomicU32, u32)], timeout: Option<Duration>) {
     if words.len() == 1 {
         return futex_wait(words[0].0, words[0].1, timeout);
     }
-    let v: Vec<FutexWaitv> = words
+    let v: Vec<futex::Wait> = words
         .iter()
         .take(128)
-        .map(|(w, e)| FutexWaitv {
-            val: *e as u64,
-            uaddr: w.as_ptr() as u64,
-            flags: FUTEX2_SIZE_U32,
-            reserved: 0,
+        .map(|(w, e)| {
+            let mut f = futex::Wait::new();
+            f.val = *e as u64;
+            f.uaddr = futex::WaitPtr::new(w.as_ptr().cast());
+            f.flags = futex::WaitFlags::SIZE_U32;
+            f
         })
         .collect();
     // futex_waitv takes an absolute CLOCK_MONOTONIC deadline.
     let deadline = timeout.map(|d| {
-        // SAFETY: clock_gettime fills a timespec we own.
-        let mut now: libc::timespec = unsafe { std::mem::zeroed() };
-        // SAFETY: valid out-pointer.
-        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+        let now = rustix::time::clock_gettime(ClockId::Monotonic);
         let total = now.tv_nsec as u128 + d.as_nanos();
-        libc::timespec {
-            tv_sec: now.tv_sec + (total / 1_000_000_000) as libc::time_t,
-            tv_nsec: (total % 1_000_000_000) as libc::c_long,
+        Timespec {
+            tv_sec: now.tv_sec + (total / 1_000_000_000) as i64,
+            tv_nsec: (total % 1_000_000_000) as _,
         }
     });
-    let tsp = deadline
-        .as_ref()
-        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: the vector and deadline outlive the call; each uaddr is a valid
-    // aligned u32 in memory that stays mapped (borrowed for the call).
-    let r = unsafe {
-        libc::syscall(
-            SYS_FUTEX_WAITV,
-            v.as_ptr(),
-            v.len() as u32,
-            0u32,
-            tsp,
-            libc::CLOCK_MONOTONIC,
-        )
-    };
-    if r < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS) {
+    let r = futex::waitv(
+        &v,
+        futex::WaitvFlags::empty(),
+        deadline.as_ref(),
+        ClockId::Monotonic,
+    );
+    if r == Err(Errno::NOSYS) {
         futex_wait(
             words[0].0,
             words[0].1,
@@ -324,10 +283,10 @@ pub struct EventFd(OwnedFd);
 impl EventFd {
     /// A non-blocking eventfd.
     pub fn new() -> io::Result<EventFd> {
-        // SAFETY: eventfd creates a new descriptor we own.
-        let fd = cvt(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) })?;
-        // SAFETY: fresh descriptor.
-        Ok(EventFd(unsafe { OwnedFd::from_raw_fd(fd) }))
+        Ok(EventFd(eventfd(
+            0,
+            EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC,
+        )?))
     }
     /// Wrap a received descriptor.
     pub fn from_fd(fd: OwnedFd) -> EventFd {
@@ -335,31 +294,14 @@ impl EventFd {
     }
     /// Ring: add one. Never blocks (non-blocking; a full counter is fine).
     pub fn notify(&self) {
-        let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a local.
-        unsafe {
-            libc::write(
-                self.0.as_raw_fd(),
-                &one as *const u64 as *const libc::c_void,
-                8,
-            );
-        }
+        let _ = rustix::io::write(&self.0, &1u64.to_ne_bytes());
     }
     /// Reset to zero; returns the count read.
     pub fn drain(&self) -> u64 {
-        let mut v: u64 = 0;
-        // SAFETY: reads 8 bytes into a local; non-blocking.
-        let r = unsafe {
-            libc::read(
-                self.0.as_raw_fd(),
-                &mut v as *mut u64 as *mut libc::c_void,
-                8,
-            )
-        };
-        if r == 8 {
-            v
-        } else {
-            0
+        let mut v = [0u8; 8];
+        match rustix::io::read(&self.0, &mut v) {
+            Ok(8) => u64::from_ne_bytes(v),
+            _ => 0,
         }
     }
     /// The descriptor.
@@ -374,56 +316,50 @@ pub struct Epoll(OwnedFd);
 impl Epoll {
     /// Create.
     pub fn new() -> io::Result<Epoll> {
-        // SAFETY: creates a new descriptor we own.
-        let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
-        // SAFETY: fresh descriptor.
-        Ok(Epoll(unsafe { OwnedFd::from_raw_fd(fd) }))
+        Ok(Epoll(epoll::create(epoll::CreateFlags::CLOEXEC)?))
     }
     /// Watch `fd` for input, reporting `token`.
     pub fn add(&self, fd: RawFd, token: u64) -> io::Result<()> {
-        let mut ev = libc::epoll_event {
-            events: libc::EPOLLIN as u32,
-            u64: token,
-        };
-        // SAFETY: valid epoll fd and event struct.
-        cvt(unsafe { libc::epoll_ctl(self.0.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) })?;
+        epoll::add(
+            &self.0,
+            lend(fd)?,
+            epoll::EventData::new_u64(token),
+            epoll::EventFlags::IN,
+        )?;
         Ok(())
     }
     /// Watch `fd` for input, edge-triggered: each new write to an eventfd
     /// is reported, and nothing needs to be read back.
     pub fn add_edge(&self, fd: RawFd, token: u64) -> io::Result<()> {
-        let mut ev = libc::epoll_event {
-            events: (libc::EPOLLIN | libc::EPOLLET) as u32,
-            u64: token,
-        };
-        // SAFETY: valid epoll fd and event struct.
-        cvt(unsafe { libc::epoll_ctl(self.0.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) })?;
+        epoll::add(
+            &self.0,
+            lend(fd)?,
+            epoll::EventData::new_u64(token),
+            epoll::EventFlags::IN | epoll::EventFlags::ET,
+        )?;
         Ok(())
     }
 
     /// Stop watching `fd`.
     pub fn remove(&self, fd: RawFd) {
-        let mut ev = libc::epoll_event { events: 0, u64: 0 };
-        // SAFETY: valid epoll fd; errors (not registered) are harmless.
-        unsafe {
-            libc::epoll_ctl(self.0.as_raw_fd(), libc::EPOLL_CTL_DEL, fd, &mut ev);
+        // Errors (not registered) are harmless.
+        if let Ok(fd) = lend(fd) {
+            let _ = epoll::delete(&self.0, fd);
         }
     }
-    /// Wait up to `timeout_ms` (-1: forever); fills `out` with tokens.
+    /// Wait up to `timeout_ms` (negative: forever); fills `out` with tokens.
     pub fn wait(&self, out: &mut Vec<u64>, timeout_ms: i32) -> io::Result<()> {
-        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 64];
-        // SAFETY: the buffer holds 64 events.
-        let n = unsafe { libc::epoll_wait(self.0.as_raw_fd(), evs.as_mut_ptr(), 64, timeout_ms) };
+        let mut evs = [MaybeUninit::<epoll::Event>::uninit(); 64];
+        let timeout = (timeout_ms >= 0).then(|| timespec(Duration::from_millis(timeout_ms as u64)));
         out.clear();
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                return Ok(());
+        match epoll::wait(&self.0, &mut evs, timeout.as_ref()) {
+            Ok((got, _)) => {
+                out.extend(got.iter().map(|e| e.data.u64()));
+                Ok(())
             }
-            return Err(e);
+            Err(Errno::INTR) => Ok(()),
+            Err(e) => Err(e.into()),
         }
-        out.extend(evs[..n as usize].iter().map(|e| e.u64));
-        Ok(())
     }
 }
 
@@ -432,92 +368,81 @@ pub const MAX_FDS: usize = 4;
 
 /// Send one packet with optional descriptors on a SOCK_SEQPACKET socket.
 /// Non-blocking when the socket is; returns the error otherwise.
+/// Descriptors beyond [`MAX_FDS`] are not sent.
 pub fn send_packet(sock: RawFd, data: &[u8], fds: &[RawFd]) -> io::Result<()> {
-    let mut iov = libc::iovec {
-        iov_base: data.as_ptr() as *mut libc::c_void,
-        iov_len: data.len(),
-    };
-    let mut cbuf = [0u64; 8]; // 64 bytes, aligned, room for CMSG_SPACE(4 fds)
-                              // SAFETY: msghdr is plain data; zeroed is a valid empty header.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    let fds = &fds[..fds.len().min(MAX_FDS)];
-    if !fds.is_empty() {
-        let bytes = std::mem::size_of_val(fds) as u32;
-        msg.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
-        // SAFETY: CMSG_SPACE is a pure computation.
-        msg.msg_controllen = unsafe { libc::CMSG_SPACE(bytes) } as usize;
-        // SAFETY: msg_control points at cbuf, which is large enough for one
-        // cmsghdr with up to MAX_FDS descriptors (checked by CMSG_SPACE above
-        // being <= 64 for 4 ints).
-        unsafe {
-            let c = libc::CMSG_FIRSTHDR(&msg);
-            (*c).cmsg_level = libc::SOL_SOCKET;
-            (*c).cmsg_type = libc::SCM_RIGHTS;
-            (*c).cmsg_len = libc::CMSG_LEN(bytes) as usize;
-            std::ptr::copy_nonoverlapping(
-                fds.as_ptr(),
-                libc::CMSG_DATA(c) as *mut RawFd,
-                fds.len(),
-            );
-        }
+    let sock = lend(sock)?;
+    let lent = fds
+        .iter()
+        .take(MAX_FDS)
+        .map(|&fd| lend(fd))
+        .collect::<io::Result<Vec<BorrowedFd<'_>>>>()?;
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !lent.is_empty() {
+        // Room for MAX_FDS descriptors was made above.
+        let pushed = control.push(SendAncillaryMessage::ScmRights(&lent));
+        debug_assert!(pushed);
     }
+    let iov = [io::IoSlice::new(data)];
     // A packet interrupted before it was sent is sent again (a datagram
     // socket sends all of it or nothing).
-    // SAFETY: msg points to live buffers for the duration of the call.
-    retry(|| cvt_isize(unsafe { libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) })).map(|_| ())
+    retry(|| {
+        Ok(rustix::net::sendmsg(
+            sock,
+            &iov,
+            &mut control,
+            SendFlags::NOSIGNAL,
+        )?)
+    })
+    .map(|_| ())
 }
+
+/// Room for the control messages of one received packet: 128 bytes, aligned
+/// for `cmsghdr`, as many descriptors as fit in it are taken from the kernel
+/// (and those beyond [`MAX_FDS`] closed) before a packet counts as truncated.
+#[repr(C, align(8))]
+struct RecvControl([MaybeUninit<u8>; 128]);
 
 /// Receive one packet and any descriptors passed with it. Returns the
 /// number of bytes (0 means the peer closed). Descriptors beyond
-/// [`MAX_FDS`] are closed.
+/// [`MAX_FDS`] are closed. A packet longer than `buf`, or with more
+/// descriptors than the control buffer holds, is `InvalidData` (the
+/// descriptors that came with it are still in `fds`).
 pub fn recv_packet(
     sock: RawFd,
     buf: &mut [u8],
     fds: &mut Vec<OwnedFd>,
     nonblocking: bool,
 ) -> io::Result<usize> {
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr() as *mut libc::c_void,
-        iov_len: buf.len(),
-    };
-    let mut cbuf = [0u64; 16];
-    // SAFETY: zeroed msghdr is valid.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
-    msg.msg_controllen = std::mem::size_of_val(&cbuf);
-    let flags = libc::MSG_CMSG_CLOEXEC | if nonblocking { libc::MSG_DONTWAIT } else { 0 };
-    // SAFETY: msg points to live buffers.
-    let n = retry(|| cvt_isize(unsafe { libc::recvmsg(sock, &mut msg, flags) }))?;
-    // SAFETY: walking the control messages the kernel wrote into cbuf, with
-    // the libc CMSG macros that bound each step by msg_controllen.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(&msg);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
-                let data = libc::CMSG_DATA(c) as *const RawFd;
-                let count = ((*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize)
-                    / std::mem::size_of::<RawFd>();
-                for i in 0..count {
-                    let fd = OwnedFd::from_raw_fd(data.add(i).read_unaligned());
-                    if fds.len() < MAX_FDS {
-                        fds.push(fd);
-                    }
+    let sock = lend(sock)?;
+    let mut space = RecvControl([MaybeUninit::uninit(); 128]);
+    let mut control = RecvAncillaryBuffer::new(&mut space.0);
+    let mut flags = RecvFlags::CMSG_CLOEXEC;
+    if nonblocking {
+        flags |= RecvFlags::DONTWAIT;
+    }
+    let mut iov = [io::IoSliceMut::new(buf)];
+    let msg = retry(|| Ok(rustix::net::recvmsg(sock, &mut iov, &mut control, flags)?))?;
+    for m in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(received) = m {
+            for fd in received {
+                if fds.len() < MAX_FDS {
+                    fds.push(fd);
                 }
+                // Otherwise dropped here: closed.
             }
-            c = libc::CMSG_NXTHDR(&msg, c);
         }
     }
-    if msg.msg_flags & (libc::MSG_TRUNC | libc::MSG_CTRUNC) != 0 {
+    if msg
+        .flags
+        .intersects(ReturnFlags::TRUNC | ReturnFlags::CTRUNC)
+    {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
             "control packet truncated",
         ));
     }
-    Ok(n)
+    Ok(msg.bytes)
 }
 
 /// The Unix socket address of `path` (an error when the path is too long
@@ -525,59 +450,82 @@ pub fn recv_packet(
 pub fn unix_addr(path: &std::path::Path) -> io::Result<libc::sockaddr_un> {
     use std::os::unix::ffi::OsStrExt;
     let bytes = path.as_os_str().as_bytes();
-    // SAFETY: sockaddr_un is plain data; all zeroes is a valid value.
-    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    let mut addr = libc::sockaddr_un {
+        sun_family: libc::AF_UNIX as libc::sa_family_t,
+        sun_path: [0; 108],
+    };
     if bytes.len() >= addr.sun_path.len() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "control socket path too long",
         ));
     }
-    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
     for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
         *d = *s as libc::c_char;
     }
     Ok(addr)
 }
 
+/// The address of `path` for rustix, after the same length check as
+/// [`unix_addr`] (and its error).
+fn socket_addr(path: &std::path::Path) -> io::Result<SocketAddrUnix> {
+    unix_addr(path)?;
+    Ok(SocketAddrUnix::new(path)?)
+}
+
 /// A connected pair of SOCK_SEQPACKET sockets (the embedded engine's control
 /// channel).
 pub fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as RawFd; 2];
-    // SAFETY: socketpair fills two descriptors we then own.
-    cvt(unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-            0,
-            fds.as_mut_ptr(),
-        )
-    })?;
-    // SAFETY: fresh descriptors.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    Ok(rustix::net::socketpair(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    )?)
 }
 
 /// Make a descriptor non-blocking.
 pub fn set_nonblocking(fd: RawFd) -> io::Result<()> {
-    // SAFETY: fcntl on a descriptor the caller owns.
-    let fl = cvt(unsafe { libc::fcntl(fd, libc::F_GETFL) })?;
-    // SAFETY: as above.
-    cvt(unsafe { libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK) })?;
+    let fd = lend(fd)?;
+    let fl = rustix::fs::fcntl_getfl(fd)?;
+    rustix::fs::fcntl_setfl(fd, fl | OFlags::NONBLOCK)?;
     Ok(())
+}
+
+/// Ask for `bytes` of receive buffer and of send buffer on a socket: past the
+/// system limits (`SO_RCVBUFFORCE`, `SO_SNDBUFFORCE`) when the process may,
+/// capped by them otherwise. Best effort: the kernel may give less, and an
+/// error leaves the buffer as it was.
+pub fn set_socket_buffers(sock: impl AsFd, bytes: usize) {
+    use rustix::net::sockopt;
+    let (fd, v) = (sock.as_fd(), bytes.min(i32::MAX as usize));
+    if sockopt::set_socket_recv_buffer_size_force(fd, v).is_err() {
+        let _ = sockopt::set_socket_recv_buffer_size(fd, v);
+    }
+    if sockopt::set_socket_send_buffer_size_force(fd, v).is_err() {
+        let _ = sockopt::set_socket_send_buffer_size(fd, v);
+    }
 }
 
 /// Process id and user id of the peer of a Unix socket.
 pub fn peer_cred(fd: RawFd) -> Option<(u32, u32)> {
-    // SAFETY: ucred is plain data.
-    let mut c: libc::ucred = unsafe { std::mem::zeroed() };
+    // Through libc: the kernel reports process id 0 for a peer in a process
+    // namespace we cannot see, which `rustix::net::UCred` (a non-zero `Pid`)
+    // cannot hold.
+    let mut c = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
     let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most len bytes into c.
+    // SAFETY: getsockopt writes at most `len` bytes into `c`, a live ucred
+    // of that size, and reads nothing of ours; `fd` is only a number to it.
     let r = unsafe {
         libc::getsockopt(
             fd,
             libc::SOL_SOCKET,
             libc::SO_PEERCRED,
-            &mut c as *mut libc::ucred as *mut libc::c_void,
+            (&mut c as *mut libc::ucred).cast(),
             &mut len,
         )
     };
@@ -586,28 +534,18 @@ pub fn peer_cred(fd: RawFd) -> Option<(u32, u32)> {
 
 /// A random 64-bit value from the kernel (for engine ids and channel tokens).
 pub fn random_u64() -> u64 {
-    let mut v: u64 = 0;
-    // SAFETY: getrandom writes 8 bytes into a local.
-    let r = unsafe { libc::getrandom(&mut v as *mut u64 as *mut libc::c_void, 8, 0) };
-    if r == 8 {
-        v
-    } else {
-        // Fall back to time and address entropy; tokens still differ per
-        // channel because callers mix in a counter.
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
-        t ^ (&v as *const u64 as u64).rotate_left(32)
+    let mut v = [0u8; 8];
+    match rustix::rand::getrandom(&mut v, rustix::rand::GetRandomFlags::empty()) {
+        Ok(8) => u64::from_ne_bytes(v),
+        _ => {
+            // Fall back to time and address entropy; tokens still differ per
+            // channel because callers mix in a counter.
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            t ^ (v.as_ptr() as u64).rotate_left(32)
+        }
     }
-}
-
-const MEMBARRIER_CMD_QUERY: libc::c_int = 0;
-const MEMBARRIER_CMD_GLOBAL_EXPEDITED: libc::c_int = 1 << 1;
-const MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED: libc::c_int = 1 << 2;
-
-fn membarrier(cmd: libc::c_int) -> libc::c_long {
-    // SAFETY: membarrier takes two integers and touches no memory of ours.
-    unsafe { libc::syscall(libc::SYS_membarrier, cmd, 0u32, 0i32) }
 }
 
 /// Whether this process uses asymmetric fences: the hot side of a
@@ -619,10 +557,10 @@ fn membarrier(cmd: libc::c_int) -> libc::c_long {
 pub fn asymmetric_fences() -> bool {
     static ASYM: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ASYM.get_or_init(|| {
-        let need = (MEMBARRIER_CMD_GLOBAL_EXPEDITED | MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED)
-            as libc::c_long;
-        let q = membarrier(MEMBARRIER_CMD_QUERY);
-        q >= 0 && q & need == need && membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0
+        let q: MembarrierQuery = rustix::thread::membarrier_query();
+        q.contains_command(MembarrierCommand::GlobalExpedited)
+            && q.contains_command(MembarrierCommand::RegisterGlobalExpedited)
+            && rustix::thread::membarrier(MembarrierCommand::RegisterGlobalExpedited).is_ok()
     })
 }
 
@@ -642,40 +580,45 @@ pub fn light_fence(asymmetric: bool) {
 /// behave as full ones with respect to us), plus a local full fence.
 pub fn heavy_fence() {
     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-    let _ = membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED);
+    let _ = rustix::thread::membarrier(MembarrierCommand::GlobalExpedited);
     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
 }
 
 /// Connect a SOCK_SEQPACKET socket to a daemon's control socket.
 pub fn connect_seqpacket(path: &std::path::Path) -> io::Result<OwnedFd> {
-    let addr = unix_addr(path)?;
-    // SAFETY: creates a descriptor we own.
-    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fresh descriptor.
-    let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    let addr = socket_addr(path)?;
+    let fd = rustix::net::socket_with(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    )?;
     // A Unix-domain connect a signal interrupted (waiting for room in the
     // listener's backlog) left the socket unconnected: `retry` tries again.
-    retry(|| {
-        // SAFETY: valid sockaddr_un and its size.
-        cvt(unsafe {
-            libc::connect(
-                fd.as_raw_fd(),
-                &addr as *const _ as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_un>() as u32,
-            )
-        })
-    })?;
+    retry(|| Ok(rustix::net::connect(&fd, &addr)?))?;
     Ok(fd)
+}
+
+/// Accept one connection on a listening socket, non-blocking and
+/// close-on-exec (`accept4`); `WouldBlock` when none waits (on a
+/// non-blocking listener).
+pub fn accept(listener: impl AsFd) -> io::Result<OwnedFd> {
+    Ok(rustix::net::accept_with(
+        listener,
+        SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
+    )?)
+}
+
+/// The effective user id of this process.
+pub fn effective_uid() -> u32 {
+    rustix::process::geteuid().as_raw()
 }
 
 /// Listen on a Unix SOCK_SEQPACKET socket at `path` (non-blocking), removing
 /// a stale socket file that nobody answers on; refused if an engine listens
 /// there already.
 pub fn listen_seqpacket(path: &std::path::Path) -> io::Result<OwnedFd> {
-    let addr = unix_addr(path)?;
+    let addr = socket_addr(path)?;
     // A stale socket file from a dead daemon: remove it if nobody answers.
     if path.exists() {
         if std::os::unix::net::UnixStream::connect(path).is_ok() || connect_seqpacket(path).is_ok()
@@ -687,49 +630,36 @@ pub fn listen_seqpacket(path: &std::path::Path) -> io::Result<OwnedFd> {
         }
         let _ = std::fs::remove_file(path);
     }
-    // SAFETY: socket() creates a descriptor we own.
-    let fd = unsafe {
-        libc::socket(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
-            0,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fresh descriptor.
-    let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-    // SAFETY: bind/listen with a valid sockaddr_un of the given size.
-    unsafe {
-        if libc::bind(
-            fd.as_raw_fd(),
-            &addr as *const _ as *const libc::sockaddr,
-            std::mem::size_of::<libc::sockaddr_un>() as u32,
-        ) < 0
-        {
-            return Err(io::Error::last_os_error());
-        }
-        if libc::listen(fd.as_raw_fd(), 128) < 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
+    let fd = rustix::net::socket_with(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
+        None,
+    )?;
+    rustix::net::bind(&fd, &addr)?;
+    rustix::net::listen(&fd, 128)?;
     Ok(fd)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::MetadataExt;
+    use std::sync::atomic::Ordering;
+    use std::time::Instant;
 
     #[test]
     fn a_shared_segment_cannot_be_resized_by_whoever_holds_it() {
         let seg = Segment::create("t", 8192).unwrap();
         for len in [0, 4096, 1 << 20] {
-            // SAFETY: ftruncate on a descriptor we hold.
-            let r = unsafe { libc::ftruncate(seg.fd().as_raw_fd(), len) };
-            assert_eq!(r, -1, "resizing to {len} must fail");
+            assert!(
+                rustix::fs::ftruncate(seg.fd(), len).is_err(),
+                "resizing to {len} must fail"
+            );
         }
         assert_eq!(seg.len(), 8192);
+        assert_eq!(rustix::fs::fstat(seg.fd()).unwrap().st_size, 8192);
     }
 
     #[test]
@@ -739,8 +669,279 @@ mod tests {
         unsafe { seg.ptr().as_ptr().write_bytes(7, 100) };
         let b = Segment::read_untrusted(seg.fd(), 100).unwrap();
         assert_eq!(b, vec![7u8; 100]);
+        assert_eq!(Segment::read_untrusted(seg.fd(), 500).unwrap().len(), 100);
         let f = std::fs::File::open("/proc/self/stat").unwrap();
         let fd: OwnedFd = f.into();
-        assert!(Segment::read_untrusted(&fd, 10).is_err());
+        let e = Segment::read_untrusted(&fd, 10).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+    }
+
+    #[test]
+    fn a_segment_opened_from_its_descriptor_shares_the_memory() {
+        let seg = Segment::create("t", 8192).unwrap();
+        assert_eq!(seg.ptr().as_ptr() as usize % 4096, 0);
+        let other = Segment::open(seg.fd().try_clone().unwrap(), 4096, true).unwrap();
+        assert_eq!(other.len(), 8192);
+        // SAFETY: both map the same 8192 bytes; offset 100 is inside.
+        unsafe {
+            seg.ptr().as_ptr().add(100).write(42);
+            assert_eq!(other.ptr().as_ptr().add(100).read(), 42);
+        }
+        let ro = Segment::open(seg.fd().try_clone().unwrap(), 1, false).unwrap();
+        // SAFETY: as above, read only.
+        assert_eq!(unsafe { ro.ptr().as_ptr().add(100).read() }, 42);
+        let e = Segment::open(seg.fd().try_clone().unwrap(), 8193, true)
+            .err()
+            .unwrap();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        assert!(seg.at(8192, 0).is_some());
+        assert!(seg.at(8000, 193).is_none());
+        assert!(seg.at(usize::MAX, 2).is_none());
+        assert!(Segment::create("bad\0name", 10).is_err());
+    }
+
+    #[test]
+    fn packets_carry_descriptors_and_at_most_max_fds_are_kept() {
+        let (a, b) = seqpacket_pair().unwrap();
+        let bells: Vec<EventFd> = (0..6).map(|_| EventFd::new().unwrap()).collect();
+        let raw: Vec<RawFd> = bells.iter().map(|e| e.fd().as_raw_fd()).collect();
+        send_packet(a.as_raw_fd(), b"hello", &raw[..2]).unwrap();
+        let mut buf = [0u8; 64];
+        let mut fds = Vec::new();
+        let n = recv_packet(b.as_raw_fd(), &mut buf, &mut fds, false).unwrap();
+        assert_eq!(&buf[..n], b"hello");
+        assert_eq!(fds.len(), 2);
+        // The received descriptor is the same eventfd, and close-on-exec.
+        EventFd::from_fd(fds.pop().unwrap()).notify();
+        assert_eq!(bells[1].drain(), 1);
+        let fl = rustix::io::fcntl_getfd(&fds[0]).unwrap();
+        assert!(fl.contains(rustix::io::FdFlags::CLOEXEC));
+
+        // send_packet sends MAX_FDS at most.
+        fds.clear();
+        send_packet(a.as_raw_fd(), b"six", &raw).unwrap();
+        assert_eq!(
+            recv_packet(b.as_raw_fd(), &mut buf, &mut fds, false).unwrap(),
+            3
+        );
+        assert_eq!(fds.len(), MAX_FDS);
+
+        // A peer that sends more: the ones beyond MAX_FDS are closed.
+        fds.clear();
+        let lent: Vec<BorrowedFd<'_>> = bells.iter().map(|e| e.fd().as_fd()).collect();
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(6))];
+        let mut control = SendAncillaryBuffer::new(&mut space);
+        assert!(control.push(SendAncillaryMessage::ScmRights(&lent)));
+        rustix::net::sendmsg(
+            &a,
+            &[io::IoSlice::new(b"x")],
+            &mut control,
+            SendFlags::empty(),
+        )
+        .unwrap();
+        let open_before = std::fs::read_dir("/proc/self/fd").unwrap().count();
+        assert_eq!(
+            recv_packet(b.as_raw_fd(), &mut buf, &mut fds, false).unwrap(),
+            1
+        );
+        assert_eq!(fds.len(), MAX_FDS);
+        let open_after = std::fs::read_dir("/proc/self/fd").unwrap().count();
+        assert_eq!(open_after, open_before + MAX_FDS);
+    }
+
+    #[test]
+    fn a_truncated_packet_is_invalid_data_and_an_empty_socket_would_block() {
+        let (a, b) = seqpacket_pair().unwrap();
+        let mut fds = Vec::new();
+        let mut small = [0u8; 4];
+        let e = recv_packet(b.as_raw_fd(), &mut small, &mut fds, true).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+        send_packet(a.as_raw_fd(), &[1u8; 100], &[]).unwrap();
+        let e = recv_packet(b.as_raw_fd(), &mut small, &mut fds, true).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        // A socket made non-blocking would block even when the call blocks.
+        set_nonblocking(b.as_raw_fd()).unwrap();
+        let e = recv_packet(b.as_raw_fd(), &mut small, &mut fds, false).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+        // The peer gone: 0 bytes.
+        drop(a);
+        assert_eq!(
+            recv_packet(b.as_raw_fd(), &mut small, &mut fds, false).unwrap(),
+            0
+        );
+        // Sending to a closed peer is an error, not a signal.
+        let (a, b) = seqpacket_pair().unwrap();
+        drop(b);
+        let e = send_packet(a.as_raw_fd(), b"x", &[]).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::BrokenPipe);
+        assert_eq!(
+            send_packet(-1, b"x", &[]).unwrap_err().raw_os_error(),
+            Some(libc::EBADF)
+        );
+        assert_eq!(
+            send_packet(a.as_raw_fd(), b"x", &[-1])
+                .unwrap_err()
+                .raw_os_error(),
+            Some(libc::EBADF)
+        );
+    }
+
+    #[test]
+    fn eventfds_count_and_epoll_reports_them() {
+        let ep = Epoll::new().unwrap();
+        let a = EventFd::new().unwrap();
+        let b = EventFd::new().unwrap();
+        ep.add(a.fd().as_raw_fd(), 7).unwrap();
+        ep.add_edge(b.fd().as_raw_fd(), 9).unwrap();
+        let mut out = vec![1, 2, 3];
+        ep.wait(&mut out, 0).unwrap();
+        assert!(out.is_empty());
+        a.notify();
+        a.notify();
+        b.notify();
+        ep.wait(&mut out, -1).unwrap();
+        out.sort();
+        assert_eq!(out, vec![7, 9]);
+        // Level-triggered: reported until drained; edge-triggered: once.
+        ep.wait(&mut out, 0).unwrap();
+        assert_eq!(out, vec![7]);
+        assert_eq!(a.drain(), 2);
+        assert_eq!(a.drain(), 0);
+        ep.wait(&mut out, 0).unwrap();
+        assert!(out.is_empty());
+        ep.remove(b.fd().as_raw_fd());
+        b.notify();
+        let t = Instant::now();
+        ep.wait(&mut out, 20).unwrap();
+        assert!(out.is_empty());
+        assert!(t.elapsed() >= Duration::from_millis(15));
+        ep.remove(-1);
+        assert!(ep.add(-1, 0).is_err());
+    }
+
+    #[test]
+    fn futexes_wait_and_wake() {
+        let w = std::sync::Arc::new(AtomicU32::new(0));
+        // A value that differs: no sleep.
+        let t = Instant::now();
+        futex_wait(&w, 1, Some(Duration::from_secs(5)));
+        assert!(t.elapsed() < Duration::from_secs(1));
+        // A timeout.
+        let t = Instant::now();
+        futex_wait(&w, 0, Some(Duration::from_millis(20)));
+        assert!(t.elapsed() >= Duration::from_millis(15));
+        // Woken by another thread.
+        let w2 = w.clone();
+        let h = std::thread::spawn(move || {
+            while w2.load(Ordering::Acquire) == 0 {
+                futex_wait(&w2, 0, Some(Duration::from_secs(5)));
+            }
+        });
+        std::thread::sleep(Duration::from_millis(10));
+        w.store(1, Ordering::Release);
+        futex_wake(&w, i32::MAX);
+        h.join().unwrap();
+        // Any of several words.
+        let words = [AtomicU32::new(0), AtomicU32::new(0)];
+        let t = Instant::now();
+        futex_wait_any(
+            &[(&words[0], 0), (&words[1], 0)],
+            Some(Duration::from_millis(20)),
+        );
+        assert!(t.elapsed() >= Duration::from_millis(15));
+        let t = Instant::now();
+        futex_wait_any(
+            &[(&words[0], 0), (&words[1], 3)],
+            Some(Duration::from_secs(5)),
+        );
+        assert!(t.elapsed() < Duration::from_secs(1));
+        futex_wait_any(&[], None);
+    }
+
+    #[test]
+    fn control_sockets_listen_connect_and_know_their_peer() {
+        let dir = std::env::temp_dir().join(format!("unet-sys-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ctl");
+        let l = listen_seqpacket(&path).unwrap();
+        let fl = rustix::fs::fcntl_getfl(&l).unwrap();
+        assert!(fl.contains(OFlags::NONBLOCK));
+        let e = listen_seqpacket(&path).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AddrInUse);
+        // The connection that found the listener, already closed.
+        let probe = accept(&l).unwrap();
+        let mut buf = [0u8; 8];
+        let mut fds = Vec::new();
+        assert_eq!(
+            recv_packet(probe.as_raw_fd(), &mut buf, &mut fds, false).unwrap(),
+            0
+        );
+        let c = connect_seqpacket(&path).unwrap();
+        let uid = std::fs::metadata(&dir).unwrap().uid();
+        assert_eq!(effective_uid(), uid);
+        assert_eq!(peer_cred(c.as_raw_fd()), Some((std::process::id(), uid)));
+        let s = accept(&l).unwrap();
+        let fl = rustix::fs::fcntl_getfl(&s).unwrap();
+        assert!(fl.contains(OFlags::NONBLOCK));
+        let fl = rustix::io::fcntl_getfd(&s).unwrap();
+        assert!(fl.contains(rustix::io::FdFlags::CLOEXEC));
+        assert_eq!(peer_cred(s.as_raw_fd()), Some((std::process::id(), uid)));
+        send_packet(c.as_raw_fd(), b"hi", &[]).unwrap();
+        assert_eq!(
+            recv_packet(s.as_raw_fd(), &mut buf, &mut fds, false).unwrap(),
+            2
+        );
+        let e = accept(&l).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+        assert_eq!(peer_cred(-1), None);
+        drop((l, c));
+        // A stale socket file nobody answers on is replaced.
+        let l = listen_seqpacket(&path).unwrap();
+        drop(l);
+        let long = dir.join("x".repeat(200));
+        let e = connect_seqpacket(&long).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        assert_eq!(
+            listen_seqpacket(&long).unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn socket_buffers_grow() {
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let before = rustix::net::sockopt::socket_recv_buffer_size(&s).unwrap();
+        set_socket_buffers(&s, 4 * before);
+        // The kernel doubles what it is given (for its bookkeeping) and caps
+        // it at the system limit unless forced: it grows either way.
+        assert!(rustix::net::sockopt::socket_recv_buffer_size(&s).unwrap() > before);
+        let send = rustix::net::sockopt::socket_send_buffer_size(&s).unwrap();
+        set_socket_buffers(&s, usize::MAX);
+        assert!(rustix::net::sockopt::socket_send_buffer_size(&s).unwrap() >= send);
+    }
+
+    #[test]
+    fn small_helpers() {
+        assert_ne!(random_u64(), random_u64());
+        let cpu = current_cpu();
+        assert!(cpu < 4096, "cpu {cpu}");
+        asymmetric_fences();
+        light_fence(true);
+        light_fence(false);
+        heavy_fence();
+        let mut n = 0;
+        let r: io::Result<()> = retry(|| {
+            n += 1;
+            if n < 3 {
+                Err(io::ErrorKind::Interrupted.into())
+            } else {
+                Ok(())
+            }
+        });
+        assert!(r.is_ok());
+        assert_eq!(n, 3);
+        assert!(cvt(-1).is_err());
+        assert_eq!(cvt(3).unwrap(), 3);
     }
 }

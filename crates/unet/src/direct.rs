@@ -7,7 +7,8 @@
 //! header at its position, copies the payload out, and publishes its position
 //! now and then so the producer knows the space is free. The peer is not
 //! trusted: every header is checked (tag, length, padding) before use, and a
-//! bad one marks the connection broken rather than reading out of bounds.
+//! bad one marks the connection broken rather than reading out of bounds or
+//! skipping padding for as long as the peer writes it.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -413,8 +414,15 @@ impl DirectConn {
             }
             let len = (h >> 32) as u32;
             if len & RECORD_PAD != 0 {
+                // Padding fills the end of a lap after the last record that
+                // fit in it, and a record fits at the start of a lap (it is
+                // at most half the ring), so padding never starts a lap.
+                // Padding there (off == 0) is a broken peer: it is the only
+                // place the loop can find padding again without a record in
+                // between, so the loop turns at most twice, whatever the
+                // peer keeps writing.
                 let pad = (len & !RECORD_PAD) as u64;
-                if pad != self.size - off {
+                if off == 0 || pad != self.size - off {
                     self.broken = true;
                     return DirectRecv::Broken;
                 }
@@ -468,7 +476,9 @@ impl DirectConn {
             }
             let len = (h >> 32) as u32;
             if len & RECORD_PAD != 0 {
-                if (len & !RECORD_PAD) as u64 != self.size - off {
+                // As in recv_with: padding that starts a lap, or does not
+                // end at the end of the ring, is left for recv to report.
+                if off == 0 || (len & !RECORD_PAD) as u64 != self.size - off {
                     break;
                 }
                 self.rx_pos += self.size - off;
@@ -528,5 +538,170 @@ impl DirectConn {
         self.rx_consumer()
             .sleeping
             .store(on as u32, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    const RING: u32 = 4096;
+
+    /// A connection segment as the engine makes it.
+    fn conn_segment() -> Segment {
+        let seg = Segment::create("test-conn", conn_segment_size(RING)).unwrap();
+        // SAFETY: a fresh zeroed segment of conn_segment_size(RING) bytes,
+        // not shared yet; plain field writes.
+        unsafe {
+            let h = seg.ptr().as_ptr() as *mut ConnHeader;
+            (*h).magic = CONN_MAGIC;
+            (*h).version = VERSION;
+            (*h).ring_size = RING;
+        }
+        seg
+    }
+
+    /// Counters that outlive every connection of a test.
+    fn counters() -> &'static [AtomicU64; CLIENT_COUNTERS] {
+        Box::leak(Box::new(std::array::from_fn(|_| AtomicU64::new(0))))
+    }
+
+    /// Side B of a connection over `seg` (the receiver under test), and a
+    /// second mapping of the same memory through which the test writes the
+    /// A→B ring as a hostile side A would.
+    fn receiver(seg: &Segment) -> (DirectConn, Segment) {
+        let b = Segment::open(seg.fd().try_clone().unwrap(), 0, true).unwrap();
+        let raw = Segment::open(seg.fd().try_clone().unwrap(), 0, true).unwrap();
+        let rx = DirectConn::open(b, 1, 0, true, counters()).unwrap();
+        (rx, raw)
+    }
+
+    /// Write the record header `h` at byte `off` of the A→B ring of `raw`.
+    fn write_header(raw: &Segment, off: u64, h: u64) {
+        let p = raw.at(CONN_HEADER_SIZE + off as usize, 8).unwrap();
+        // SAFETY: 8 bytes inside the mapped ring (checked by `at`), 8-byte
+        // aligned (the ring is page aligned and off a multiple of 8); the
+        // receiver reads the word atomically too.
+        unsafe { p.cast::<AtomicU64>().as_ref() }.store(h, Ordering::Release);
+    }
+
+    fn pad_header(pos: u64, pad: u64) -> u64 {
+        (record_tag(pos) as u64) | (((RECORD_PAD | pad as u32) as u64) << 32)
+    }
+
+    #[test]
+    fn padding_at_the_end_of_a_lap_is_skipped_and_padding_twice_is_broken() {
+        let seg = conn_segment();
+        let (mut rx, raw) = receiver(&seg);
+        let mut tx = DirectConn::open(
+            Segment::open(seg.fd().try_clone().unwrap(), 0, true).unwrap(),
+            1,
+            0,
+            false,
+            counters(),
+        )
+        .unwrap();
+        // Three records of 1536 bytes: the third does not fit after 3072
+        // and follows 1024 bytes of padding, at the start of lap 1.
+        let mut buf = vec![0u8; 2048];
+        for i in 0..3u8 {
+            tx.send(&[i; 1500]).unwrap();
+            match rx.recv(&mut buf) {
+                DirectRecv::Message(1500) => assert_eq!(buf[..1500], [i; 1500]),
+                _ => panic!("message {i} not received"),
+            }
+        }
+        assert_eq!(rx.rx_pos, 4096 + 1536);
+        assert!(matches!(rx.recv(&mut buf), DirectRecv::Empty));
+        // A hostile side A: padding to the end of lap 1, then padding
+        // again at the start of lap 2, where no padding can be.
+        write_header(&raw, 1536, pad_header(4096 + 1536, 4096 - 1536));
+        write_header(&raw, 0, pad_header(2 * 4096, 4096));
+        assert_eq!(rx.recv_many(&mut buf, 8, |_| true), 0);
+        assert!(!rx.broken, "recv_many leaves the report to recv");
+        assert!(matches!(rx.recv(&mut buf), DirectRecv::Broken));
+        assert!(rx.broken);
+        assert!(matches!(rx.recv(&mut buf), DirectRecv::Broken));
+        assert_eq!(rx.recv_many(&mut buf, 8, |_| true), 0);
+    }
+
+    #[test]
+    fn padding_that_starts_a_lap_is_broken() {
+        let seg = conn_segment();
+        let (mut rx, raw) = receiver(&seg);
+        write_header(&raw, 0, pad_header(0, 4096));
+        let mut buf = vec![0u8; 64];
+        assert!(matches!(rx.recv(&mut buf), DirectRecv::Broken));
+    }
+
+    /// A peer that rewrites the record header at the start of the ring as
+    /// fast as it can, as padding of a whole lap tagged for one lap after
+    /// another, can carry a receiver that skips padding around the ring
+    /// for as long as it likes, no message ever arriving. The receiver must
+    /// find the connection broken within a bounded time instead.
+    #[test]
+    fn a_peer_rewriting_padding_cannot_keep_the_receiver_spinning() {
+        const LAPS: u64 = 1024;
+        let seg = conn_segment();
+        let (mut rx, raw) = receiver(&seg);
+        let stop = Arc::new(AtomicBool::new(false));
+        let writer = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let t0 = Instant::now();
+                // Bounded on its own too: a receiver it holds is let go and
+                // the test fails, not hangs.
+                while !stop.load(Ordering::Relaxed) && t0.elapsed() < Duration::from_secs(10) {
+                    // Lap after lap, each rewritten many times so that a
+                    // polling receiver sees every one; then from lap 0
+                    // again, so that a receiver that missed its lap (it
+                    // was not running) is offered it once more.
+                    for lap in 0..LAPS {
+                        let h = pad_header(lap * RING as u64, RING as u64);
+                        for _ in 0..256 {
+                            write_header(&raw, 0, h);
+                        }
+                    }
+                }
+            })
+        };
+        let mut buf = vec![0u8; 64];
+        let t0 = Instant::now();
+        let mut longest = Duration::ZERO;
+        let mut outcome = None;
+        while t0.elapsed() < Duration::from_secs(5) {
+            let t = Instant::now();
+            let r = rx.recv(&mut buf);
+            longest = longest.max(t.elapsed());
+            match r {
+                DirectRecv::Empty => {}
+                DirectRecv::Broken => {
+                    outcome = Some(t0.elapsed());
+                    break;
+                }
+                DirectRecv::Message(n) | DirectRecv::TooSmall(n) => {
+                    panic!("a message of {n} bytes from a peer that wrote none")
+                }
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        writer.join().unwrap();
+        let laps = rx.rx_pos / RING as u64;
+        let took = outcome.unwrap_or_else(|| {
+            panic!(
+                "the receiver never found the connection broken: the peer \
+                 carried it {laps} laps through padding (longest call {longest:?})"
+            )
+        });
+        assert!(rx.broken);
+        assert_eq!(laps, 0, "skipped {laps} laps of padding");
+        assert!(took < Duration::from_secs(5));
+        assert!(
+            longest < Duration::from_secs(1),
+            "one call took {longest:?}"
+        );
     }
 }

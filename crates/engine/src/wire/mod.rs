@@ -124,6 +124,8 @@ pub mod frag;
 pub mod frame;
 pub mod udp;
 
+use unet_abi::{EngineCounter, WIRE_DROP_BASE};
+
 pub use frag::{
     fragment_count, fragments, FragmentError, Fragments, Message, Piece, Reassembler,
     ReassemblyConfig,
@@ -137,105 +139,126 @@ pub use udp::{
     MAX_BATCH, MIN_DATAGRAM,
 };
 
-/// Why a datagram or a message was dropped. Each has a counter in
-/// [`WireStats::drops`], indexed by `reason as usize`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum WireDrop {
+/// Defines [`WireDrop`] from one list: each reason with its engine counter
+/// and its name. The enum, [`WireDrop::COUNT`], [`WireDrop::ALL`],
+/// [`WireDrop::name`] and [`WireDrop::counter`] all come from the same
+/// lines, so a reason cannot be added to one and missed by another.
+macro_rules! wire_drops {
+    ($($(#[$m:meta])* $v:ident => $counter:ident, $name:literal;)*) => {
+        /// Why a datagram or a message was dropped. Each has a counter in
+        /// [`WireStats::drops`], indexed by `reason as usize`, and one in
+        /// the engine's counters segment, [`WireDrop::counter`].
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[repr(u8)]
+        pub enum WireDrop {
+            $($(#[$m])* $v,)*
+        }
+
+        impl WireDrop {
+            /// Number of reasons.
+            pub const COUNT: usize = [$(WireDrop::$v),*].len();
+
+            /// Every reason, in counter-index order.
+            pub const ALL: [WireDrop; WireDrop::COUNT] = [$(WireDrop::$v),*];
+
+            /// The snake_case name, for counters and `unet stat`.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(WireDrop::$v => $name,)*
+                }
+            }
+
+            /// The engine counter (in the counters segment) that counts
+            /// this reason.
+            pub const fn counter(self) -> EngineCounter {
+                match self {
+                    $(WireDrop::$v => EngineCounter::$counter,)*
+                }
+            }
+        }
+    };
+}
+
+wire_drops! {
     /// Datagram shorter than its frame header ([`FrameError::Truncated`]).
-    TruncatedFrame,
+    TruncatedFrame => WireDropTruncatedFrame, "truncated_frame";
     /// Not a unet frame ([`FrameError::BadMagic`]).
-    BadMagic,
+    BadMagic => WireDropBadMagic, "bad_magic";
     /// Frame version not spoken here ([`FrameError::BadVersion`]).
-    BadVersion,
+    BadVersion => WireDropBadVersion, "bad_version";
     /// Frame kind not defined by this version ([`FrameError::UnknownKind`]).
-    UnknownKind,
+    UnknownKind => WireDropUnknownKind, "unknown_kind";
     /// Inconsistent lengths in a frame ([`FrameError::BadLength`]).
-    BadLength,
+    BadLength => WireDropBadLength, "bad_length";
     /// Unknown OpenRefuse reason ([`FrameError::BadReason`]).
-    BadReason,
+    BadReason => WireDropBadReason, "bad_reason";
     /// Token does not match the channel: forged or stale frame.
-    ForgedToken,
+    ForgedToken => WireDropForgedToken, "forged_token";
     /// No endpoint with the destination id.
-    UnknownEndpoint,
+    UnknownEndpoint => WireDropUnknownEndpoint, "unknown_endpoint";
     /// No open channel with the destination index.
-    UnknownChannel,
+    UnknownChannel => WireDropUnknownChannel, "unknown_channel";
     /// An incomplete message timed out: one count per lost message.
-    ReassemblyTimeout,
+    ReassemblyTimeout => WireDropReassemblyTimeout, "reassembly_timeout";
     /// A fragment received twice.
-    DuplicateFragment,
+    DuplicateFragment => WireDropDuplicateFragment, "duplicate_fragment";
     /// A fragment whose length, count or stride disagrees with its message.
-    Inconsistent,
+    Inconsistent => WireDropInconsistent, "inconsistent";
     /// Reassembly memory budget exhausted: the fragment could not start a
     /// message.
-    MemoryBudget,
+    MemoryBudget => WireDropMemoryBudget, "memory_budget";
     /// Too many incomplete messages: the fragment could not start a message.
-    InFlightLimit,
+    InFlightLimit => WireDropInFlightLimit, "in_flight_limit";
     /// Received datagram larger than the port's datagram buffer.
-    TruncatedDatagram,
+    TruncatedDatagram => WireDropTruncatedDatagram, "truncated_datagram";
     /// Dropped by fault injection.
-    InjectedDrop,
+    InjectedDrop => WireDropInjectedDrop, "injected_drop";
     /// The kernel refused to send the datagram (an error other than `EAGAIN`).
-    SendFailed,
+    SendFailed => WireDropSendFailed, "send_failed";
     /// The send batch had no room for the message, and the engine gave it up.
-    SendQueueFull,
+    SendQueueFull => WireDropSendQueueFull, "send_queue_full";
     /// The message is longer than [`MAX_MESSAGE`] or cannot be fragmented
     /// with the port's datagram size.
-    MessageTooLarge,
+    MessageTooLarge => WireDropMessageTooLarge, "message_too_large";
 }
 
-impl WireDrop {
-    /// Number of reasons.
-    pub const COUNT: usize = 19;
-
-    /// Every reason, in counter-index order.
-    pub const ALL: [WireDrop; WireDrop::COUNT] = [
-        WireDrop::TruncatedFrame,
-        WireDrop::BadMagic,
-        WireDrop::BadVersion,
-        WireDrop::UnknownKind,
-        WireDrop::BadLength,
-        WireDrop::BadReason,
-        WireDrop::ForgedToken,
-        WireDrop::UnknownEndpoint,
-        WireDrop::UnknownChannel,
-        WireDrop::ReassemblyTimeout,
-        WireDrop::DuplicateFragment,
-        WireDrop::Inconsistent,
-        WireDrop::MemoryBudget,
-        WireDrop::InFlightLimit,
-        WireDrop::TruncatedDatagram,
-        WireDrop::InjectedDrop,
-        WireDrop::SendFailed,
-        WireDrop::SendQueueFull,
-        WireDrop::MessageTooLarge,
-    ];
-
-    /// The snake_case name, for counters and `unet stat`.
-    pub const fn name(self) -> &'static str {
-        match self {
-            WireDrop::TruncatedFrame => "truncated_frame",
-            WireDrop::BadMagic => "bad_magic",
-            WireDrop::BadVersion => "bad_version",
-            WireDrop::UnknownKind => "unknown_kind",
-            WireDrop::BadLength => "bad_length",
-            WireDrop::BadReason => "bad_reason",
-            WireDrop::ForgedToken => "forged_token",
-            WireDrop::UnknownEndpoint => "unknown_endpoint",
-            WireDrop::UnknownChannel => "unknown_channel",
-            WireDrop::ReassemblyTimeout => "reassembly_timeout",
-            WireDrop::DuplicateFragment => "duplicate_fragment",
-            WireDrop::Inconsistent => "inconsistent",
-            WireDrop::MemoryBudget => "memory_budget",
-            WireDrop::InFlightLimit => "in_flight_limit",
-            WireDrop::TruncatedDatagram => "truncated_datagram",
-            WireDrop::InjectedDrop => "injected_drop",
-            WireDrop::SendFailed => "send_failed",
-            WireDrop::SendQueueFull => "send_queue_full",
-            WireDrop::MessageTooLarge => "message_too_large",
-        }
+/// True when `counter` is `"wire_drop_"` followed by `reason`.
+const fn named_after(counter: &str, reason: &str) -> bool {
+    const PREFIX: &[u8] = b"wire_drop_";
+    let (c, r) = (counter.as_bytes(), reason.as_bytes());
+    if c.len() != PREFIX.len() + r.len() {
+        return false;
     }
+    let mut i = 0;
+    while i < c.len() {
+        let want = if i < PREFIX.len() {
+            PREFIX[i]
+        } else {
+            r[i - PREFIX.len()]
+        };
+        if c[i] != want {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
+
+// Checked when the crate compiles, for every reason: `ALL` is in
+// discriminant order; its counter is named after it; and the counter sits
+// at the slot `WIRE_DROP_BASE + reason` of the ABI, the arithmetic callers
+// that index the counters by reason rely on. A reason added with a counter
+// anywhere else fails here, not in `unet stat`.
+const _: () = {
+    let mut i = 0;
+    while i < WireDrop::COUNT {
+        let w = WireDrop::ALL[i];
+        assert!(w as usize == i);
+        assert!(named_after(w.counter().name(), w.name()));
+        assert!(w.counter() as usize == WIRE_DROP_BASE + i);
+        i += 1;
+    }
+};
 
 impl From<FrameError> for WireDrop {
     fn from(e: FrameError) -> WireDrop {
@@ -411,6 +434,21 @@ mod tests {
             assert!(n.chars().all(|c| c.is_ascii_lowercase() || c == '_'), "{n}");
             assert!(names.insert(n), "duplicate {n}");
         }
+    }
+
+    #[test]
+    fn every_reason_has_its_own_engine_counter() {
+        let mut slots = std::collections::HashSet::new();
+        for w in WireDrop::ALL {
+            let c = w.counter();
+            assert!(EngineCounter::ALL.contains(&c), "{w:?}");
+            assert!(slots.insert(c as usize), "{w:?} shares {c:?}");
+            assert_eq!(c.name(), format!("wire_drop_{}", w.name()));
+            assert_eq!(c as usize, WIRE_DROP_BASE + w as usize);
+        }
+        assert_eq!(slots.len(), WireDrop::COUNT);
+        assert!(!named_after("wire_drop_bad", "bad_magic"));
+        assert!(!named_after("wire_drop_bad_magix", "bad_magic"));
     }
 
     #[test]

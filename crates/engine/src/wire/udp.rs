@@ -633,26 +633,6 @@ fn empty_mmsghdr() -> libc::mmsghdr {
     unsafe { std::mem::zeroed() }
 }
 
-fn set_buffer(fd: RawFd, force: libc::c_int, plain: libc::c_int, bytes: usize) {
-    let v = bytes.min(i32::MAX as usize) as libc::c_int;
-    for opt in [force, plain] {
-        // SAFETY: `fd` is an open socket owned by the caller; the option value
-        // points at a live c_int whose size is passed as the length.
-        let rc = unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                opt,
-                (&v as *const libc::c_int).cast(),
-                size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if rc == 0 {
-            return;
-        }
-    }
-}
-
 /// `SO_MEMINFO` (asm-generic/socket.h, the number on the engine's targets)
 /// and the length of the array it fills (`SK_MEMINFO_VARS`).
 const SO_MEMINFO: libc::c_int = 55;
@@ -686,9 +666,8 @@ impl UdpPort {
         cfg.validate()?;
         let sock = UdpSocket::bind(addr)?;
         sock.set_nonblocking(true)?;
+        unet_sys::set_socket_buffers(&sock, cfg.socket_buffer);
         let fd = sock.as_raw_fd();
-        set_buffer(fd, libc::SO_RCVBUFFORCE, libc::SO_RCVBUF, cfg.socket_buffer);
-        set_buffer(fd, libc::SO_SNDBUFFORCE, libc::SO_SNDBUF, cfg.socket_buffer);
         let gro = cfg.gro && enable(fd, libc::SOL_UDP, libc::UDP_GRO);
         let drops_reported = enable(fd, libc::SOL_SOCKET, libc::SO_RXQ_OVFL);
         let rx_slot = if gro { GRO_SLOT } else { cfg.max_datagram };
