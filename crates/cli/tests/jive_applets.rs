@@ -394,9 +394,10 @@ fn run_timed(argv: &[&str], dir: &Path) -> (Option<i32>, String, Duration) {
         .spawn()
         .expect("run unet");
     let mut status = 0i32;
-    // SAFETY: rusage is plain data, zero is a valid value; wait4 reaps our own
-    // child (std's handle is not waited on afterwards).
+    // SAFETY: rusage is plain data, zero is a valid value.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: wait4 reaps our own child into locals (std's handle is not
+    // waited on afterwards).
     let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut ru) };
     assert_eq!(pid, child.id() as libc::pid_t, "wait4");
     let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);

@@ -19,7 +19,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use unet_abi::{EndpointCounter, EngineCounter, EventDesc, EventKind, WIRE_DROP_BASE};
+use unet_abi::{EndpointCounter, EngineCounter, EventDesc, EventKind};
 use unet_control::{ErrorCode, Reply};
 use unet_sys as sys;
 
@@ -209,7 +209,7 @@ impl RemoteSide {
         for w in WireDrop::ALL {
             let d = now.drops[w as usize] - was.drops[w as usize];
             if d > 0 {
-                counters.engine_idx(WIRE_DROP_BASE + w as usize, d);
+                counters.engine(w.counter(), d);
             }
         }
         let d = now.socket_overflows - was.socket_overflows;

@@ -81,24 +81,14 @@ impl ControlServer {
 
     /// Accept every client waiting on the listener.
     pub(crate) fn accept(&mut self, poller: &Poller) {
-        let Some(l) = self.listener.as_ref().map(|l| l.as_raw_fd()) else {
+        let Some(l) = self.listener.as_ref() else {
             return;
         };
-        loop {
-            // SAFETY: accept4 on our listening socket; returns a new fd or -1.
-            let fd = unsafe {
-                libc::accept4(
-                    l,
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                    libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
-                )
-            };
-            if fd < 0 {
-                return;
-            }
-            // SAFETY: fresh descriptor from accept4.
-            let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        let mut fresh = Vec::new();
+        while let Ok(fd) = sys::accept(l) {
+            fresh.push(fd);
+        }
+        for fd in fresh {
             self.add_client(fd, poller);
         }
     }

@@ -197,9 +197,7 @@ impl Setup<'_> {
 
     fn stat(&self, ci: ClientId, req_id: u32) {
         let allowed = self.server.client(ci).is_some_and(|c| {
-            // SAFETY: geteuid has no preconditions.
-            let me = unsafe { libc::geteuid() };
-            c.uid == 0 || c.uid == me
+            c.uid == 0 || c.uid == unet_sys::effective_uid()
         });
         if !allowed {
             return self.reply(ci, req_id, Reply::Error(ErrorCode::NotOwner));
