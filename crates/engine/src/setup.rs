@@ -196,9 +196,10 @@ impl Setup<'_> {
     }
 
     fn stat(&self, ci: ClientId, req_id: u32) {
-        let allowed = self.server.client(ci).is_some_and(|c| {
-            c.uid == 0 || c.uid == unet_sys::effective_uid()
-        });
+        let allowed = self
+            .server
+            .client(ci)
+            .is_some_and(|c| c.uid == 0 || c.uid == unet_sys::effective_uid());
         if !allowed {
             return self.reply(ci, req_id, Reply::Error(ErrorCode::NotOwner));
         }
