@@ -59,6 +59,7 @@ use crate::poller::{Poller, Token};
 use crate::remote::RemoteSide;
 use crate::server::{ControlServer, Incoming};
 use crate::setup::Setup;
+use crate::wire::Transport;
 
 /// A turn polls the file descriptors at least once in this many.
 const FD_POLL_EVERY: u64 = 64;
@@ -101,23 +102,43 @@ impl Dispatcher {
             admin: Arc::new(EventFd::new()?),
             new_clients: Mutex::new(Vec::new()),
         });
-        Self::with_shared(cfg, shared)
+        Self::build(cfg, shared, None)
     }
 
-    pub(crate) fn with_shared(cfg: EngineConfig, shared: Arc<Shared>) -> io::Result<Dispatcher> {
+    /// [`Dispatcher::new`] with its wire on `transport` instead of the UDP
+    /// socket of [`EngineConfig::udp_bind`] (for example a
+    /// [`crate::wire::MemoryPort`]: engines in one process, stepped
+    /// together in a test).
+    pub fn with_transport(
+        cfg: EngineConfig,
+        transport: Box<dyn Transport>,
+    ) -> io::Result<Dispatcher> {
+        let shared = Arc::new(Shared {
+            stop: AtomicBool::new(false),
+            admin: Arc::new(EventFd::new()?),
+            new_clients: Mutex::new(Vec::new()),
+        });
+        Self::build(cfg, shared, Some(transport))
+    }
+
+    fn build(
+        cfg: EngineConfig,
+        shared: Arc<Shared>,
+        transport: Option<Box<dyn Transport>>,
+    ) -> io::Result<Dispatcher> {
         let engine_id = sys::random_u64() | 1;
         let poller = Poller::new()?;
         let counters = Arc::new(Counters::create(cfg.max_endpoints, engine_id)?);
         let server = ControlServer::new(cfg.control_socket.clone(), &poller, counters.clone())?;
         poller.add(shared.admin.fd().as_raw_fd(), Token::Admin)?;
-        let remote = match cfg.udp_bind {
-            Some(a) => {
-                let w = RemoteSide::bind(a, &cfg, engine_id, counters.clone())?;
-                poller.add(w.raw_fd(), Token::Wire)?;
-                Some(w)
-            }
-            None => None,
+        let remote = match (transport, cfg.udp_bind) {
+            (Some(t), _) => Some(RemoteSide::new(t, engine_id, counters.clone())),
+            (None, Some(a)) => Some(RemoteSide::bind(a, &cfg, engine_id, counters.clone())?),
+            (None, None) => None,
         };
+        if let Some(w) = &remote {
+            poller.add(w.raw_fd(), Token::Wire)?;
+        }
         Ok(Dispatcher {
             eps: EndpointTable::new(cfg.max_endpoints, engine_id, counters.clone()),
             applets: AppletHost::new(shared.admin.clone()),

@@ -111,6 +111,19 @@ impl LocalClient {
         req: &Request,
         fds: &[RawFd],
     ) -> io::Result<(Reply, Vec<OwnedFd>)> {
+        self.call_while(engine, req, fds, || {})
+    }
+
+    /// [`LocalClient::call`], running `between` after each step of
+    /// `engine`: where the answer needs another engine to move too (a
+    /// remote open), `between` steps it.
+    pub fn call_while(
+        &mut self,
+        engine: &mut Dispatcher,
+        req: &Request,
+        fds: &[RawFd],
+        mut between: impl FnMut(),
+    ) -> io::Result<(Reply, Vec<OwnedFd>)> {
         self.next_req = self.next_req.wrapping_add(1).max(1);
         let id = self.next_req;
         sys::send_packet(self.sock.as_raw_fd(), &req.encode(id), fds)?;
@@ -118,6 +131,7 @@ impl LocalClient {
         let mut buf = vec![0u8; control::MAX_PACKET];
         loop {
             engine.step();
+            between();
             loop {
                 let mut got = Vec::new();
                 match sys::recv_packet(self.sock.as_raw_fd(), &mut buf, &mut got, true) {

@@ -29,7 +29,7 @@ use crate::endpoints::{ClientId, EndpointTable};
 use crate::routes::{RemotePeer, Route};
 use crate::wire::{
     udp::DataTarget, Body, Frame, OpenAccept, OpenRefuse, OpenRequest, PortConfig, Reassembler,
-    ReassemblyConfig, RefuseReason, SendBatch, UdpPort, WireDrop, WireStats,
+    ReassemblyConfig, RefuseReason, SendBatch, Transport, UdpPort, WireDrop, WireStats,
 };
 
 /// Retransmit interval of an unanswered channel open.
@@ -64,7 +64,7 @@ pub(crate) struct Completion {
 /// The wire state of one engine.
 pub(crate) struct RemoteSide {
     counters: Arc<Counters>,
-    port: UdpPort,
+    port: Box<dyn Transport>,
     batch: SendBatch,
     reasm: Reassembler,
     engine_id: u64,
@@ -92,7 +92,16 @@ impl RemoteSide {
             ..PortConfig::default()
         };
         let port = UdpPort::bind(addr, pc)?;
-        Ok(RemoteSide {
+        Ok(RemoteSide::new(Box::new(port), engine_id, counters))
+    }
+
+    /// The remote side of an engine over any transport.
+    pub(crate) fn new(
+        port: Box<dyn Transport>,
+        engine_id: u64,
+        counters: Arc<Counters>,
+    ) -> RemoteSide {
+        RemoteSide {
             counters,
             batch: SendBatch::for_port(port.config()),
             port,
@@ -104,7 +113,7 @@ impl RemoteSide {
             epoch: Instant::now(),
             reported: WireStats::default(),
             drops_read_at: 0,
-        })
+        }
     }
 
     pub(crate) fn raw_fd(&self) -> i32 {
@@ -155,10 +164,10 @@ impl RemoteSide {
     /// the kernel's drop count at the socket, for drops no later datagram
     /// told of (the end of a burst), and publish the counters.
     pub(crate) fn before_sleep(&mut self) {
-        let rx = self.port.stats.datagrams_received;
+        let rx = self.port.stats().datagrams_received;
         if rx != self.drops_read_at {
             self.drops_read_at = rx;
-            self.port.sync_socket_drops();
+            self.port.sync_drops();
             self.publish();
         }
     }
@@ -174,7 +183,7 @@ impl RemoteSide {
 
     fn publish(&mut self) {
         let counters = &*self.counters;
-        let mut now = self.port.stats;
+        let mut now = self.port.stats();
         now.add(&self.reasm.stats);
         now.add(&self.batch.stats);
         let was = self.reported;
@@ -372,7 +381,7 @@ impl RemoteSide {
             // A receiver without room (see the dispatcher's docs): the rest
             // of the batch waits in the port, the rest of the datagrams in
             // the socket's buffer.
-            let r = port.recv_batch_until(|from, bytes| {
+            let r = port.recv_batch_until(&mut |from, bytes| {
                 handled += 1;
                 rx.datagram(eps, arrive, from, bytes);
                 !eps.behind

@@ -24,6 +24,10 @@
 //! - [`frag`]: cutting messages into fragments of one stride, and the
 //!   [`Reassembler`] (bounded memory, timeout eviction, a no-copy fast path
 //!   for one-fragment messages).
+//! - [`transport`]: the [`Transport`] interface the engine's remote side
+//!   uses, so that other ports go beside UDP (a raw-frame port for SPINE's
+//!   router, a second socket per adapter); [`MemoryPort`] joins engines
+//!   in one process (tests, simulations).
 //! - [`udp`]: the [`UdpPort`], a non-blocking socket sending a [`SendBatch`]
 //!   with `sendmmsg` and receiving with `recvmmsg`, 64 datagrams per system
 //!   call, using UDP segmentation and receive coalescing offloads when the
@@ -122,6 +126,7 @@
 
 pub mod frag;
 pub mod frame;
+pub mod transport;
 pub mod udp;
 
 use unet_abi::{EngineCounter, WIRE_DROP_BASE};
@@ -134,6 +139,7 @@ pub use frame::{
     Body, Close, Data, Frame, FrameError, Kind, OpenAccept, OpenRefuse, OpenRequest, RefuseReason,
     DATA_HEADER_LEN, MAX_DATAGRAM, MAX_MESSAGE,
 };
+pub use transport::{MemoryHub, MemoryPort, Transport};
 pub use udp::{
     DataTarget, PortConfig, PushError, SendBatch, UdpPort, ETHERNET_DATAGRAM, LOOPBACK_DATAGRAM,
     MAX_BATCH, MIN_DATAGRAM,
