@@ -36,6 +36,7 @@ fuzz_target!(|data: &[u8]| {
         fuel: 100_000,
         max_depth: 64,
         heap_quota: 64 * 1024,
+        max_time: None,
     };
     let (mut h1, mut h2) = (FastHost::new(), FastHost::new());
     let (Ok(mut interp), Ok(mut jit)) = (

@@ -18,6 +18,7 @@ fuzz_target!(|data: &[u8]| {
         fuel: 100_000,
         max_depth: 64,
         heap_quota: 64 * 1024,
+        max_time: None,
     };
     let mut host = ();
     let Ok(mut vm) = Vm::new(class.clone(), limits, &mut host) else {

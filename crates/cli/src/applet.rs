@@ -324,6 +324,7 @@ fn run_method(a: RunArgs) -> ExitCode {
         fuel: a.fuel.unwrap_or(defaults.fuel),
         max_depth: a.depth.unwrap_or(defaults.max_depth),
         heap_quota: a.heap.unwrap_or(defaults.heap_quota),
+        max_time: None,
     };
     let mut host: Host = ();
     let mut vm = match Vm::new(class, limits, &mut host) {

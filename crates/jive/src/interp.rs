@@ -70,7 +70,7 @@ struct State {
 
 /// A hook the interpreter calls once in an invocation, when it has used a
 /// given amount of fuel (see [`Vm::set_checkpoint`]).
-struct Checkpoint<H> {
+pub(crate) struct Checkpoint<H> {
     fuel: u64,
     hook: fn(&mut H),
 }
@@ -170,14 +170,101 @@ impl std::ops::IndexMut<u16> for Regs<'_> {
     }
 }
 
-/// The budget of an invocation of `entry`, as `(fuel, reserve)`, after
-/// the host's call has charged the entry method's length.
+/// The budget of one invocation beyond the fuel register: the invocation
+/// runs on `fuel` (a register of the loop or of compiled code) and takes
+/// more from `reserve` each time `fuel` goes below zero ([`refill`]).
 ///
-/// The budget runs in two parts when there is a checkpoint: `fuel` up to
-/// it, then `reserve`. Running out of the first part calls the hook and
-/// moves the reserve in, so the loop's checks stay one compare of one
-/// register (and an invocation that stops short of the checkpoint pays
-/// nothing for it).
+/// Fuel moves into the register in parts, so that the hot path stays one
+/// compare of one register with zero while the cold path can do more:
+/// the parts end at the checkpoint (where the host's hook runs once, see
+/// [`Vm::set_checkpoint`]) and, when [`Limits::max_time`] is set, every
+/// [`crate::TIME_SLICE`] units (where the clock is read). Without either,
+/// the whole budget is one part, as if there were no reserve.
+pub(crate) struct Budget<H> {
+    /// Fuel not yet moved into the register.
+    pub reserve: i64,
+    /// The checkpoint's hook, until it has run.
+    pub hook: Option<fn(&mut H)>,
+    /// The hook runs when the register is spent and `reserve` is at most
+    /// this (the invocation has used more than the checkpoint's fuel).
+    hook_at: i64,
+    /// Fuel units per part (`i64::MAX` without a time limit).
+    slice: i64,
+    max_time: Option<std::time::Duration>,
+    /// When the first part ran out (the first reading of the clock).
+    started: Option<std::time::Instant>,
+}
+
+impl<H> Budget<H> {
+    /// The budget of an invocation under `limits`: the first part (the
+    /// register's fuel, before the entry charge) and the rest.
+    #[inline(always)]
+    pub(crate) fn new(limits: &Limits, checkpoint: Option<Checkpoint<H>>) -> (i64, Budget<H>) {
+        let total: i64 = limits.fuel.min(i64::MAX as u64) as i64;
+        let (mut first, hook, hook_at) = match checkpoint {
+            Some(c) if (c.fuel as i64) < total && c.fuel < i64::MAX as u64 => {
+                (c.fuel as i64, Some(c.hook), total - c.fuel as i64)
+            }
+            _ => (total, None, 0),
+        };
+        let slice = match limits.max_time {
+            Some(_) => crate::TIME_SLICE as i64,
+            None => i64::MAX,
+        };
+        first = first.min(slice);
+        let b = Budget {
+            reserve: total - first,
+            hook,
+            hook_at,
+            slice,
+            max_time: limits.max_time,
+            started: None,
+        };
+        (first, b)
+    }
+}
+
+/// The register `fuel` went below zero: move the next part of the budget
+/// in (running the checkpoint's hook when passing it), as much as covers
+/// the charge that overdrew it, and read the clock if there is a time
+/// limit. Returns the fault that stops the invocation: out of fuel (the
+/// whole budget is spent) or over its time. Interpreter and compiled code
+/// (`jit` helpers) share it.
+#[cold]
+#[inline(never)]
+pub(crate) fn refill<H>(fuel: &mut i64, b: &mut Budget<H>, host: &mut H) -> Option<Fault> {
+    while *fuel < 0 && b.reserve > 0 {
+        if b.hook.is_some() && b.reserve <= b.hook_at {
+            if let Some(h) = b.hook.take() {
+                h(host);
+            }
+        }
+        let cap = if b.hook.is_some() {
+            b.reserve - b.hook_at
+        } else {
+            b.reserve
+        };
+        let take = cap.min(b.slice.max(fuel.saturating_neg()));
+        *fuel += take;
+        b.reserve -= take;
+    }
+    if *fuel < 0 {
+        return Some(Fault::OutOfFuel);
+    }
+    if let Some(max) = b.max_time {
+        let now = std::time::Instant::now();
+        match b.started {
+            None => b.started = Some(now),
+            Some(t) if now.saturating_duration_since(t) >= max => return Some(Fault::Timeout),
+            Some(_) => {}
+        }
+    }
+    None
+}
+
+/// The budget of an invocation of `entry`, as `(fuel, rest)`, after the
+/// host's call has charged the entry method's length (`fuel` below zero:
+/// the budget does not cover it).
 #[inline(always)]
 fn entry_budget<H>(
     cls: &ClassInner<H>,
@@ -185,23 +272,24 @@ fn entry_budget<H>(
     host: &mut H,
     entry: usize,
     checkpoint: Option<Checkpoint<H>>,
-) -> (i64, i64) {
-    let total: i64 = limits.fuel.min(i64::MAX as u64) as i64;
-    let (mut fuel, mut reserve): (i64, i64) = match checkpoint {
-        Some(c) if (c.fuel as i64) < total && c.fuel < i64::MAX as u64 => {
-            (c.fuel as i64, total - c.fuel as i64)
-        }
-        _ => (total, 0),
-    };
+) -> (i64, Budget<H>) {
+    let (mut fuel, mut b) = Budget::new(limits, checkpoint);
     fuel -= cls.code[entry].ops.len() as i64;
-    if fuel < 0 && reserve > 0 {
-        fuel += reserve;
-        reserve = 0;
-        if let Some(c) = checkpoint {
-            (c.hook)(host);
-        }
+    if fuel < 0 {
+        // A fault leaves `fuel` below zero (out of fuel); a time limit
+        // cannot be passed at the first reading of the clock.
+        let _ = refill(&mut fuel, &mut b, host);
     }
-    (fuel, reserve)
+    (fuel, b)
+}
+
+/// Cost in fuel of a collection during an invocation that scans `slots`
+/// frame slots and a heap of `heap` (its table of arrays and its roots):
+/// one unit per [`crate::GC_WORDS_PER_FUEL`] words, at least one.
+#[inline]
+fn gc_cost(heap: &Heap, roots: usize, slots: usize) -> i64 {
+    let words = (slots + roots + heap.arrays.len()) as u64;
+    (1 + words / crate::GC_WORDS_PER_FUEL).min(i64::MAX as u64) as i64
 }
 
 /// A native's result of array type that is not a live array of the
@@ -235,7 +323,7 @@ fn run<H>(
     entry: usize,
     checkpoint: Option<Checkpoint<H>>,
 ) -> Option<i32> {
-    let (mut fuel, mut reserve) = entry_budget(cls, limits, host, entry, checkpoint);
+    let (mut fuel, mut budget) = entry_budget(cls, limits, host, entry, checkpoint);
     let max_depth = limits.max_depth.max(1) as usize;
     let mut m = entry;
     let mut mc = &cls.code[m];
@@ -261,19 +349,12 @@ fn run<H>(
     frames.clear();
     let mut fr = Regs(&mut stack[base..base + mc.frame_size as usize]);
 
-    // `fuel` went below zero: pass the checkpoint if there is one, and
-    // stop if the whole budget is spent.
+    // `fuel` went below zero: take the next part of the budget (see
+    // `refill`), or stop.
     macro_rules! spent {
         () => {{
-            if reserve > 0 {
-                fuel += reserve;
-                reserve = 0;
-                if let Some(c) = checkpoint {
-                    (c.hook)(host);
-                }
-            }
-            if fuel < 0 {
-                break Err(Fault::OutOfFuel);
+            if let Some(f) = refill(&mut fuel, &mut budget, host) {
+                break Err(f);
             }
         }};
     }
@@ -523,6 +604,13 @@ fn run<H>(
                         Ok(h) => h,
                         Err(Fault::HeapQuotaExceeded { .. }) => {
                             let top = base + mc.frame_size as usize;
+                            // The collection scans every live frame slot
+                            // and the array table: charged before it runs,
+                            // so that it does not run without the fuel.
+                            fuel -= gc_cost(heap, array_fields.len() + pinned.len(), top);
+                            if fuel < 0 {
+                                spent!();
+                            }
                             collect(heap, fields, array_fields, pinned, &stack[..top]);
                             fr = Regs(&mut stack[base..top]);
                             match heap.alloc(e, len) {
@@ -590,6 +678,7 @@ fn run<H>(
                     // The native charges a copy of the counter, so that
                     // `fuel` itself can stay in a register; it sees the
                     // whole budget left, reserve included.
+                    let reserve = budget.reserve;
                     let mut left = fuel + reserve;
                     let r = {
                         let mut cx = NativeCtx {
@@ -628,7 +717,9 @@ fn run<H>(
         *site = Some((m as u32, off));
     }
     frames.clear();
-    *last_fuel = limits.fuel.saturating_sub((fuel + reserve).max(0) as u64);
+    *last_fuel = limits
+        .fuel
+        .saturating_sub((fuel + budget.reserve).max(0) as u64);
     match res {
         Ok(v) => Some(v),
         Err(f) => {
@@ -653,33 +744,20 @@ fn run_compiled<H>(
     entry: *const u8,
     args: Option<&[i32]>,
 ) -> Option<i32> {
-    let (fuel, reserve) = entry_budget(cls, limits, host, m, checkpoint);
+    let (fuel, budget) = entry_budget(cls, limits, host, m, checkpoint);
     if fuel < 0 {
-        st.last_fuel = limits.fuel.saturating_sub((fuel + reserve).max(0) as u64);
+        st.last_fuel = limits
+            .fuel
+            .saturating_sub((fuel + budget.reserve).max(0) as u64);
         st.site = Some((m as u32, 0));
         st.fault = Some(Fault::OutOfFuel);
         return None;
     }
-    let hook = checkpoint.map(|c| c.hook);
-    let r = enter_compiled(
-        cls,
-        st,
-        limits,
-        host,
-        jit,
-        entry,
-        (fuel, reserve, hook),
-        args,
-    );
+    let r = enter_compiled(cls, st, limits, host, jit, entry, (fuel, budget), args);
     (r != crate::jit::FAULT).then_some(r as i32)
 }
 
-/// An invocation's budget after the entry charge: fuel, reserve, and the
-/// checkpoint hook (see `entry_budget`).
-#[cfg(feature = "jit")]
-type Budget<H> = (i64, i64, Option<fn(&mut H)>);
-
-/// Run the compiled `entry` with the budget `(fuel, reserve, hook)` left
+/// Run the compiled `entry` with the budget `(fuel, rest)` left
 /// after the entry charge, and record the fuel used and any fault as the
 /// interpreter does. The arguments are in the slot array (`args` None) or,
 /// for a prepared call, in `args`, exactly the method's argument count.
@@ -694,7 +772,7 @@ fn enter_compiled<H>(
     host: &mut H,
     jit: &crate::jit::Compiled<H>,
     entry: *const u8,
-    (fuel, reserve, hook): Budget<H>,
+    (fuel, budget): (i64, Budget<H>),
     args: Option<&[i32]>,
 ) -> i64 {
     let State {
@@ -708,8 +786,7 @@ fn enter_compiled<H>(
         cls,
         heap,
         host,
-        reserve,
-        hook,
+        budget,
         fault: None,
         site: (0, 0),
         window: *window,
@@ -717,7 +794,7 @@ fn enter_compiled<H>(
     let max_depth = limits.max_depth.max(1) as i64;
     let args = args.unwrap_or(stack);
     let (r, left) = jit.run(entry, fuel, fields, max_depth, &mut env, args);
-    let left = (left + env.reserve).max(0) as u64;
+    let left = (left + env.budget.reserve).max(0) as u64;
     if r == crate::jit::FAULT {
         let (f, site) = (env.fault.take(), env.site);
         st.last_fuel = limits.fuel.saturating_sub(left);
@@ -780,8 +857,10 @@ pub struct Prepared<const N: usize> {
 }
 
 impl<H> Vm<H> {
-    /// Create the applet: zero the fields (static `int` constants take their
-    /// `ConstantValue`), run `<clinit>`, then the constructor `<init>()V`.
+    /// Create the applet: zero the fields (static fields with a
+    /// `ConstantValue` take it, narrowed to the field's type as a store
+    /// would be: `byte` 300 reads 44, `boolean` 7 reads 1), run
+    /// `<clinit>`, then the constructor `<init>()V`.
     pub fn new(class: Class<H>, limits: Limits, host: &mut H) -> Result<Vm<H>, Fault> {
         let inner = &class.inner;
         let st = State {
@@ -915,16 +994,10 @@ impl<H> Vm<H> {
                 // The common case, entering within the first part of the
                 // budget, kept short: the same charge, code and bookkeeping
                 // as `run_compiled` (see `entry_budget`), nothing else.
-                let total = limits.fuel.min(i64::MAX as u64) as i64;
-                let (first, reserve, hook) = match *checkpoint {
-                    Some(c) if (c.fuel as i64) < total && c.fuel < i64::MAX as u64 => {
-                        (c.fuel as i64, total - c.fuel as i64, Some(c.hook))
-                    }
-                    _ => (total, 0, None),
-                };
+                let (first, budget) = Budget::new(limits, *checkpoint);
                 let fuel = first - p.entry_ops as i64;
                 if fuel >= 0 {
-                    let budget = (fuel, reserve, hook);
+                    let budget = (fuel, budget);
                     let r = enter_compiled(cls, st, limits, host, j, entry, budget, Some(&args));
                     if r != crate::jit::FAULT && st.heap.allocs_since_gc == 0 {
                         return Ok(p.returns.then_some(r as i32));

@@ -120,9 +120,9 @@ pub(crate) struct Env<'a, H> {
     pub cls: &'a ClassInner<H>,
     pub heap: &'a mut Heap,
     pub host: &'a mut H,
-    /// The second part of the budget (see `Vm::set_checkpoint`).
-    pub reserve: i64,
-    pub hook: Option<fn(&mut H)>,
+    /// The budget beyond `Ctx::fuel`: reserve, checkpoint and time limit
+    /// (see `interp::refill`).
+    pub budget: crate::interp::Budget<H>,
     pub fault: Option<Fault>,
     /// Method and op index of the fault.
     pub site: (u32, u32),
@@ -254,29 +254,21 @@ fn record<H>(env: &mut Env<'_, H>, f: Fault, site: i64) -> i64 {
     FAULT
 }
 
-/// Fuel went below zero at `site`: pass the checkpoint if there is one
-/// (moving the reserve in, calling the hook), fault if still below zero.
+/// Fuel went below zero at `site`: take the next part of the budget
+/// (passing the checkpoint, reading the clock), or fault.
 extern "C" fn h_spent<H>(ctx: *mut Ctx, site: i64) -> i64 {
     // SAFETY: called by compiled code with its context (see `parts`).
     #[allow(unsafe_code)]
     let (c, env) = unsafe { parts::<H>(ctx) };
-    if spent(&mut c.fuel, env) {
-        0
-    } else {
-        record(env, Fault::OutOfFuel, site)
+    match spent(&mut c.fuel, env) {
+        None => 0,
+        Some(f) => record(env, f, site),
     }
 }
 
-/// The interpreter's `spent!`: true if the invocation may go on.
-fn spent<H>(fuel: &mut i64, env: &mut Env<'_, H>) -> bool {
-    if env.reserve > 0 {
-        *fuel += env.reserve;
-        env.reserve = 0;
-        if let Some(h) = env.hook {
-            h(env.host);
-        }
-    }
-    *fuel >= 0
+/// The interpreter's `spent!`: the fault that stops the invocation, if any.
+fn spent<H>(fuel: &mut i64, env: &mut Env<'_, H>) -> Option<Fault> {
+    crate::interp::refill(fuel, &mut env.budget, env.host)
 }
 
 const K_DIV0: i64 = 0;
@@ -429,10 +421,12 @@ fn call_native<H>(
     #[allow(unsafe_code)]
     let args = unsafe { std::slice::from_raw_parts(args, argc as usize) };
     c.fuel -= 1;
-    if c.fuel < 0 && !spent(&mut c.fuel, env) {
-        return out_of_fuel(env, site);
+    if c.fuel < 0 {
+        if let Some(f) = spent(&mut c.fuel, env) {
+            return native_fault(env, f, site);
+        }
     }
-    let mut left = c.fuel + env.reserve;
+    let mut left = c.fuel + env.budget.reserve;
     let r = f(
         env.host,
         &mut NativeCtx {
@@ -441,7 +435,7 @@ fn call_native<H>(
         },
         args,
     );
-    c.fuel = left - env.reserve;
+    c.fuel = left - env.budget.reserve;
     // The native may have allocated: the table may have moved or grown.
     c.arrays = env.heap.raw.as_ptr();
     c.narrays = env.heap.raw.len() as u64;
@@ -452,8 +446,10 @@ fn call_native<H>(
     if let Some(f) = check(env.heap, v) {
         return native_fault(env, f, site);
     }
-    if c.fuel < 0 && !spent(&mut c.fuel, env) {
-        return out_of_fuel(env, site);
+    if c.fuel < 0 {
+        if let Some(f) = spent(&mut c.fuel, env) {
+            return native_fault(env, f, site);
+        }
     }
     v as i64
 }
@@ -487,12 +483,6 @@ extern "C" fn h_sink<H>(ctx: *mut Ctx, f: *const (), p: *const u8, n: u64, x: i3
     #[allow(unsafe_code)]
     let bytes = unsafe { std::slice::from_raw_parts(p, n as usize) };
     f(env.host, bytes, x) as i64
-}
-
-#[cold]
-#[inline(never)]
-fn out_of_fuel<H>(env: &mut Env<'_, H>, site: i64) -> i64 {
-    record(env, Fault::OutOfFuel, site)
 }
 
 #[cold]

@@ -28,9 +28,10 @@
 //!    instruction indices, calls hold the callee's index or the native's
 //!    function pointer. Nothing is looked up by name at run time.
 //! 5. **Execute under limits** ([`Vm`], `interp`): a `match` loop over the
-//!    decoded ops, with deterministic fuel charged at back-edges and calls,
-//!    a call-depth limit, a heap quota, and a small mark-sweep collector
-//!    ([`heap`]). Faults ([`Fault`]) stop the invocation; the VM stays usable.
+//!    decoded ops, with deterministic fuel charged at back-edges, calls,
+//!    allocations and collections, a call-depth limit, a heap quota, a
+//!    small mark-sweep collector ([`heap`]) and, optionally, a wall-clock
+//!    watchdog ([`Limits::max_time`]). Faults ([`Fault`]) stop the invocation; the VM stays usable.
 //!    A host that calls the same method on every packet checks it once
 //!    ([`Vm::prepare`]) and calls it without the per-call checks
 //!    ([`Vm::invoke_prepared`]).
@@ -76,6 +77,7 @@ pub mod subset;
 pub mod verify;
 
 use std::fmt;
+use std::time::Duration;
 
 pub use heap::ArrayRef;
 pub use interp::{FaultSite, Prepared, Vm};
@@ -97,9 +99,10 @@ pub struct Limits {
     /// Fuel per host invocation, in units of decoded ops: a call charges
     /// the callee's length, a taken back-edge the length of the loop body
     /// (ops between its target and itself), an allocation one unit per 16
-    /// elements, a native call one unit plus what the native charges.
-    /// Default: 100 000 000 (an infinite loop stops after well under a
-    /// second).
+    /// elements, a collection during the invocation one unit per
+    /// [`GC_WORDS_PER_FUEL`] frame slots and array entries it scans, a
+    /// native call one unit plus what the native charges. Default:
+    /// 100 000 000 (an infinite loop stops after well under a second).
     pub fuel: u64,
     /// Maximum number of nested applet frames (host entry frame included).
     /// Default: 4096 (the recursive qsort of 1000 reverse-ordered ints needs
@@ -108,6 +111,15 @@ pub struct Limits {
     /// Bytes of live arrays the applet may hold (each array costs its data
     /// plus a 16-byte header). Default: 1 MiB.
     pub heap_quota: usize,
+    /// Wall-clock time one host invocation may take, whatever fuel it has
+    /// left (a watchdog): past it the invocation stops with
+    /// [`Fault::Timeout`]. The clock is read only when the invocation has
+    /// used a slice of [`TIME_SLICE`] fuel units, never on the way in, so
+    /// short invocations pay nothing for it, and time is counted from the
+    /// end of the first slice: an invocation stops within `max_time` plus
+    /// about two slices of work. Unlike fuel this limit is not
+    /// deterministic. Default: `None` (fuel alone bounds an invocation).
+    pub max_time: Option<Duration>,
 }
 
 impl Default for Limits {
@@ -116,9 +128,18 @@ impl Default for Limits {
             fuel: 100_000_000,
             max_depth: 4096,
             heap_quota: 1 << 20,
+            max_time: None,
         }
     }
 }
+
+/// Fuel units between two readings of the clock when
+/// [`Limits::max_time`] is set (about 0.1 ms of interpreted work or less).
+pub const TIME_SLICE: u64 = 1 << 16;
+
+/// Frame slots and array-table entries a collection during an invocation
+/// scans per unit of fuel it charges (see [`Limits::fuel`]).
+pub const GC_WORDS_PER_FUEL: u64 = 32;
 
 /// A class file refused at load: a normal answer, not an error of JIVE.
 ///
@@ -176,6 +197,8 @@ pub enum Fault {
     NegativeArraySize(i32),
     /// The invocation used up its fuel budget.
     OutOfFuel,
+    /// The invocation ran longer than [`Limits::max_time`].
+    Timeout,
     /// Too many nested calls (or frame slots).
     StackOverflow,
     /// An allocation would exceed the heap quota even after collection.
@@ -204,6 +227,7 @@ impl fmt::Display for Fault {
             Fault::DivideByZero => write!(f, "integer division by zero"),
             Fault::NegativeArraySize(n) => write!(f, "negative array size {n}"),
             Fault::OutOfFuel => write!(f, "out of fuel"),
+            Fault::Timeout => write!(f, "time limit exceeded"),
             Fault::StackOverflow => write!(f, "call depth limit exceeded"),
             Fault::HeapQuotaExceeded { requested, quota } => {
                 write!(

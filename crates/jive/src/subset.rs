@@ -431,8 +431,15 @@ impl<H> Class<H> {
             let is_static = f.access & ACC_STATIC != 0;
             let mut init = 0;
             if let (true, Some(cv)) = (is_static, f.constant_value) {
-                match (cf.cp.get(cv as usize), ty.is_array()) {
-                    (Some(Cp::Integer(v)), false) => init = *v,
+                // Narrowed as a store into the field would be (JVMS
+                // §4.7.2 allows any int constant for byte, short and
+                // boolean fields; `putstatic` keeps the low bits, sign
+                // extended, and a boolean its low bit, as `bastore` does).
+                match (cf.cp.get(cv as usize), ty) {
+                    (Some(Cp::Integer(v)), JType::Int) => init = *v,
+                    (Some(Cp::Integer(v)), JType::Byte) => init = *v as i8 as i32,
+                    (Some(Cp::Integer(v)), JType::Short) => init = *v as i16 as i32,
+                    (Some(Cp::Integer(v)), JType::Bool) => init = *v & 1,
                     _ => {
                         return Err(Rejection::class(format!(
                             "field {}: ConstantValue is not an int constant",

@@ -525,6 +525,7 @@ fn mutated_classes_agree() {
                 fuel: 20_000,
                 max_depth: 64,
                 heap_quota: 64 << 10,
+                max_time: None,
             };
             let (Ok(interp), Ok(mut jit)) = (
                 Vm::new(c.clone(), small, &mut 0),

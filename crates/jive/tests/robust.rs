@@ -29,6 +29,7 @@ fn exercise(bytes: &[u8]) -> (usize, usize) {
         fuel: 20_000,
         max_depth: 64,
         heap_quota: 64 << 10,
+        max_time: None,
     };
     let Ok(mut vm) = Vm::new(c.clone(), limits, &mut ()) else {
         return (1, 0);
