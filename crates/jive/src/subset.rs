@@ -522,6 +522,8 @@ impl<H> Class<H> {
         // Natives used by the class, in first-use order.
         let mut used_natives: Vec<usize> = Vec::new();
         let mut code = Vec::with_capacity(model.methods.len());
+        // Verification work left for the class (see `MAX_CLASS_WORK`).
+        let mut work = verify::MAX_CLASS_WORK;
         for (i, m) in cf.methods.iter().enumerate() {
             let def = &model.methods[i];
             let mname = format!("{}{}", def.name, def.descriptor);
@@ -530,11 +532,14 @@ impl<H> Class<H> {
                 offset: None,
                 reason: "no Code attribute".into(),
             })?;
-            let v = verify::verify(&model, def, c).map_err(|(offset, reason)| Rejection {
-                method: Some(mname.clone()),
-                offset,
-                reason,
-            })?;
+            let v =
+                verify::verify_within(&model, def, c, &mut work).map_err(|(offset, reason)| {
+                    Rejection {
+                        method: Some(mname.clone()),
+                        offset,
+                        reason,
+                    }
+                })?;
             let mc = decode::decode(&model, def, c, &v, &mut used_natives).map_err(|reason| {
                 Rejection {
                     method: Some(mname.clone()),

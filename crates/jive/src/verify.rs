@@ -290,6 +290,14 @@ const MAX_STATE_SLOTS: usize = 1 << 22;
 /// Real methods need a tiny fraction of it.
 const MAX_WORK: u64 = 50_000_000;
 
+/// Limit on verification work over all the methods of one class, in the
+/// units of the per-method limit (instruction steps plus frame slots
+/// created, copied or merged; a unit is about a nanosecond): without it, a
+/// class of thousands of methods each just under the per-method limit
+/// took minutes to load. 200 million units are a few hundred milliseconds
+/// on a current machine; real classes need a tiny fraction of them.
+pub const MAX_CLASS_WORK: u64 = 200_000_000;
+
 fn opcode_name(op: u8) -> &'static str {
     const NAMES: [&str; 202] = [
         "nop",
@@ -1264,8 +1272,22 @@ fn merge(into: &mut Option<Frame>, from: &Frame) -> Result<bool, String> {
     Ok(changed)
 }
 
-/// Parse, subset-check and verify one method.
+/// Parse, subset-check and verify one method (with a class budget of its
+/// own: see [`verify_within`]).
 pub fn verify(model: &Model<'_>, m: &MethodDef, code: &CodeInfo) -> Result<Verified, VerifyError> {
+    let mut budget = MAX_CLASS_WORK;
+    verify_within(model, m, code, &mut budget)
+}
+
+/// [`verify`] charging its work to `budget`, what is left of the class's
+/// [`MAX_CLASS_WORK`]: a method whose verification would use more than is
+/// left is refused (as is one that needs more than the per-method limit).
+pub fn verify_within(
+    model: &Model<'_>,
+    m: &MethodDef,
+    code: &CodeInfo,
+    budget: &mut u64,
+) -> Result<Verified, VerifyError> {
     if code.exception_table_len != 0 {
         return Err((None, "exception handlers are not supported".into()));
     }
@@ -1377,8 +1399,23 @@ pub fn verify(model: &Model<'_>, m: &MethodDef, code: &CodeInfo) -> Result<Verif
     let mut work = vec![0usize];
     let mut on_work = vec![false; insns.len()];
     on_work[0] = true;
-    let mut effort: u64 = 0;
     let frame_slots = (max_locals + max_stack) as u64 + 1;
+    // The decoding, the initial frame and the per-instruction tables.
+    let mut effort: u64 = code.code.len() as u64 + frame_slots;
+    let limit = MAX_WORK.min(*budget);
+    let over = |effort: u64| -> VerifyError {
+        if effort > MAX_WORK {
+            (None, "method too complex to verify (work limit)".into())
+        } else {
+            (
+                None,
+                format!(
+                    "the class exceeds its verification budget \
+                     ({MAX_CLASS_WORK} work units over all methods)"
+                ),
+            )
+        }
+    };
     while let Some(start) = work.pop() {
         on_work[start] = false;
         // One clone here, one merge at the end of the block.
@@ -1391,8 +1428,8 @@ pub fn verify(model: &Model<'_>, m: &MethodDef, code: &CodeInfo) -> Result<Verif
         let mut i = start;
         loop {
             effort += 1;
-            if effort > MAX_WORK {
-                return Err((None, "method too complex to verify (work limit)".into()));
+            if effort > limit {
+                return Err(over(effort));
             }
             let at = insns[i].offset;
             insns[i].reachable = true;
@@ -1418,6 +1455,9 @@ pub fn verify(model: &Model<'_>, m: &MethodDef, code: &CodeInfo) -> Result<Verif
             }
             for t in targets {
                 effort += frame_slots;
+                if effort > limit {
+                    return Err(over(effort));
+                }
                 let t = t as usize;
                 if merge(&mut states[t], &f).map_err(|e| (Some(insns[t].offset), e))? && !on_work[t]
                 {
@@ -1442,6 +1482,10 @@ pub fn verify(model: &Model<'_>, m: &MethodDef, code: &CodeInfo) -> Result<Verif
             }
         }
     }
+    if effort > limit {
+        return Err(over(effort));
+    }
+    *budget -= effort;
     Ok(Verified {
         insns,
         local0_written,
