@@ -42,6 +42,8 @@
 //! bounds, `Div`/`Rem` check zero, `NullCheck` before field use through a
 //! reference that is not provably `this`).
 
+use std::collections::{BTreeMap, HashMap};
+
 use crate::subset::{Callee, Elem, JType, MethodDef, Model};
 use crate::verify::{ArrOp, BinOp, Cond, Ins, Verified};
 
@@ -618,10 +620,28 @@ enum Src {
     K(i32),
 }
 
+/// The decoder's state for one method.
+///
+/// The virtual stack `vs` changes only through the methods below, which
+/// keep indexes of its *pending* entries (those not in their own slot), so
+/// that finding the entries to materialise costs time in proportion to the
+/// entries found, not to the stack's depth: the decoder stays linear in
+/// the code's size however deep the stack (a deep stack of pending loads
+/// followed by many stores made it quadratic). The lists are lazy: an
+/// entry listed may since have been materialised or popped, and is
+/// checked when the list is used; each list entry is made by one push and
+/// dropped at most once.
 struct D {
     ops: Vec<Op>,
     offsets: Vec<u32>,
     vs: Vec<Src>,
+    /// Depths whose entry may be pending; every pending entry is listed.
+    pend: Vec<u32>,
+    /// Per slot, depths of entries that may read it while pending; every
+    /// pending entry reading a slot is listed under it.
+    readers: BTreeMap<Slot, Vec<u32>>,
+    /// Per slot, the exact number of pending entries reading it.
+    nread: HashMap<Slot, u32>,
     nl: u16,
     scratch: u16,
     off: u32,
@@ -638,30 +658,105 @@ impl D {
     fn own(&self, d: usize) -> Slot {
         self.nl + d as u16
     }
+    /// Whether entry `d` is pending (not in its own slot).
+    fn pending(&self, d: usize) -> bool {
+        self.vs[d] != Src::S(self.own(d))
+    }
+    /// Push an entry.
+    fn push(&mut self, x: Src) {
+        let d = self.vs.len();
+        if x != Src::S(self.own(d)) {
+            self.pend.push(d as u32);
+            if let Src::S(s) = x {
+                self.readers.entry(s).or_default().push(d as u32);
+                *self.nread.entry(s).or_default() += 1;
+            }
+        }
+        self.vs.push(x);
+    }
+    /// Entry `d` stops reading its source (it is popped or materialised).
+    fn unread(&mut self, d: usize) {
+        if let Src::S(s) = self.vs[d] {
+            if s != self.own(d) {
+                if let Some(n) = self.nread.get_mut(&s) {
+                    *n = n.saturating_sub(1);
+                }
+            }
+        }
+    }
+    /// Whether some entry reads slot `x` (pending, or in its own slot).
+    fn reads(&self, x: Slot) -> bool {
+        self.nread.get(&x).is_some_and(|&n| n > 0)
+            || (x >= self.nl && self.vs.get((x - self.nl) as usize) == Some(&Src::S(x)))
+    }
+    /// Pop entries down to depth `n`.
+    fn truncate(&mut self, n: usize) {
+        while self.vs.len() > n {
+            self.pop();
+        }
+    }
+    /// At a block's start: `height` entries, each in its own slot.
+    fn reset(&mut self, height: usize) {
+        self.vs.clear();
+        let nl = self.nl;
+        self.vs.extend((0..height).map(|d| Src::S(nl + d as u16)));
+        self.pend.clear();
+        self.readers.clear();
+        self.nread.clear();
+    }
     fn mat(&mut self, d: usize) {
         let own = self.own(d);
         match self.vs[d] {
-            Src::S(x) if x == own => {}
+            Src::S(x) if x == own => return,
             Src::S(x) => self.emit(Op::Mov { d: own, s: x }),
             Src::K(v) => self.emit(Op::Const { d: own, v }),
         }
+        self.unread(d);
         self.vs[d] = Src::S(own);
     }
-    fn mat_all(&mut self) {
-        for d in 0..self.vs.len() {
-            self.mat(d);
-        }
-    }
-    /// Materialise pending entries that read slot `x`, before it is written.
-    fn before_write(&mut self, x: Slot) {
-        for d in 0..self.vs.len() {
-            if self.vs[d] == Src::S(x) && self.own(d) != x {
+    /// Materialise, in stack order, the entries at the depths `ds` (a
+    /// lazy list) that are still there, pending, and satisfy `keep`.
+    fn mat_listed(&mut self, mut ds: Vec<u32>, keep: impl Fn(&D, usize) -> bool) {
+        ds.sort_unstable();
+        ds.dedup();
+        for d in ds {
+            let d = d as usize;
+            if d < self.vs.len() && self.pending(d) && keep(self, d) {
                 self.mat(d);
             }
         }
     }
+    fn mat_all(&mut self) {
+        let ds = std::mem::take(&mut self.pend);
+        self.mat_listed(ds, |_, _| true);
+    }
+    /// Materialise pending entries that read slot `x`, before it is written.
+    fn before_write(&mut self, x: Slot) {
+        let ds = self.readers.remove(&x).unwrap_or_default();
+        if self.nread.get(&x).is_some_and(|&n| n > 0) {
+            self.mat_listed(ds, |dc, d| dc.vs[d] == Src::S(x));
+        }
+    }
+    /// Materialise pending entries below depth `base` that read a slot
+    /// from `at` up (before a call's frame overwrites them).
+    fn before_call(&mut self, at: Slot, base: usize) {
+        let keys: Vec<Slot> = self.readers.range(at..).map(|(k, _)| *k).collect();
+        let mut ds = Vec::new();
+        for k in keys {
+            ds.extend(self.readers.remove(&k).unwrap_or_default());
+        }
+        self.mat_listed(ds, |dc, d| {
+            d < base && matches!(dc.vs[d], Src::S(x) if x >= at)
+        });
+    }
     fn pop(&mut self) -> Src {
-        self.vs.pop().unwrap_or(Src::K(0))
+        match self.vs.len().checked_sub(1) {
+            Some(d) => {
+                self.unread(d);
+                self.vs.pop().unwrap_or(Src::K(0))
+            }
+            None => Src::K(0),
+        }
     }
     /// Pop the top entry as a slot (materialising a constant).
     fn pop_slot(&mut self) -> Slot {
@@ -681,7 +776,7 @@ impl D {
         let d = self.own(self.vs.len());
         self.before_write(d);
         self.emit(f(d));
-        self.vs.push(Src::S(d));
+        self.push(Src::S(d));
     }
     /// The last op, if it belongs to the current basic block.
     fn last_in_block(&self) -> Option<Op> {
@@ -705,7 +800,7 @@ impl D {
     fn fuse_add(&mut self, x: Slot, y: Slot) -> bool {
         let n = self.vs.len();
         let (a_own, b_own) = (self.own(n), self.own(n + 1));
-        if self.vs.contains(&Src::S(a_own)) || self.vs.contains(&Src::S(b_own)) {
+        if self.reads(a_own) || self.reads(b_own) {
             return false;
         }
         let Some(last) = self.last_in_block() else {
@@ -724,18 +819,18 @@ impl D {
             }
             Op::Add { d, a, b } if d == a_own && x == a_own && y != a_own => {
                 self.replace_last(Op::Add3 { d, a, b, c: y });
-                self.vs.push(Src::S(a_own));
+                self.push(Src::S(a_own));
                 return true;
             }
             Op::Add3 { d, a, b, c } if d == a_own && x == a_own && y != a_own => {
                 self.replace_last(Op::Add4 { d, a, b, c, e: y });
-                self.vs.push(Src::S(a_own));
+                self.push(Src::S(a_own));
                 return true;
             }
             _ => return false,
         };
         self.emit(fused);
-        self.vs.push(Src::S(a_own));
+        self.push(Src::S(a_own));
         true
     }
 
@@ -747,7 +842,7 @@ impl D {
         let src = self.pop();
         match src {
             Src::S(s) if s == own => {
-                let aliased = self.vs.contains(&Src::S(own));
+                let aliased = self.reads(own);
                 if !aliased && self.ops.len() > self.block_start {
                     if let Some(last) = self.ops.last_mut() {
                         if let Some(dst) = last.dest_mut() {
@@ -865,6 +960,9 @@ pub fn decode(
         ops: Vec::with_capacity(v.insns.len()),
         offsets: Vec::with_capacity(v.insns.len()),
         vs: Vec::new(),
+        pend: Vec::new(),
+        readers: BTreeMap::new(),
+        nread: HashMap::new(),
         nl,
         scratch,
         off: 0,
@@ -887,9 +985,7 @@ pub fn decode(
             }
             label[i] = dc.ops.len() as u32;
             dc.block_start = dc.ops.len();
-            dc.vs = (0..insn.height as usize)
-                .map(|d| Src::S(nl + d as u16))
-                .collect();
+            dc.reset(insn.height as usize);
         }
         if dc.vs.len() != insn.height as usize {
             return Err(format!(
@@ -902,9 +998,9 @@ pub fn decode(
         let mut falls = true;
         match &insn.ins {
             Ins::Nop | Ins::CheckCast(_) => {}
-            Ins::Const(c) => dc.vs.push(Src::K(*c)),
-            Ins::Null => dc.vs.push(Src::K(0)),
-            Ins::ILoad(x) | Ins::ALoad(x) => dc.vs.push(Src::S(*x)),
+            Ins::Const(c) => dc.push(Src::K(*c)),
+            Ins::Null => dc.push(Src::K(0)),
+            Ins::ILoad(x) | Ins::ALoad(x) => dc.push(Src::S(*x)),
             Ins::IStore(x) | Ins::AStore(x) => dc.store(*x),
             Ins::Inc(x, c) => {
                 dc.before_write(*x);
@@ -916,7 +1012,7 @@ pub fn decode(
                 let d = dc.own(dc.vs.len());
                 match (a, b) {
                     (Src::K(x), Src::K(y)) if fold(*op, x, y).is_some() => {
-                        dc.vs.push(Src::K(fold(*op, x, y).unwrap_or(0)));
+                        dc.push(Src::K(fold(*op, x, y).unwrap_or(0)));
                     }
                     (Src::S(x), Src::S(y)) => {
                         if !(*op == BinOp::Add && dc.fuse_add(x, y)) {
@@ -957,8 +1053,8 @@ pub fn decode(
                     }
                     (a, b) => {
                         // Materialise both operands in their own slots.
-                        dc.vs.push(a);
-                        dc.vs.push(b);
+                        dc.push(a);
+                        dc.push(b);
                         let y = dc.pop_slot();
                         let x = dc.pop_slot();
                         dc.push_op(|d| bin_rr(*op, d, x, y));
@@ -966,7 +1062,7 @@ pub fn decode(
                 }
             }
             Ins::Neg | Ins::I2b | Ins::I2s => match dc.pop() {
-                Src::K(c) => dc.vs.push(Src::K(match insn.ins {
+                Src::K(c) => dc.push(Src::K(match insn.ins {
                     Ins::Neg => c.wrapping_neg(),
                     Ins::I2b => c as i8 as i32,
                     _ => c as i16 as i32,
@@ -986,14 +1082,14 @@ pub fn decode(
             }
             Ins::Dup => {
                 let t = *dc.vs.last().unwrap_or(&Src::K(0));
-                dc.vs.push(t);
+                dc.push(t);
             }
             Ins::Dup2 => {
                 let n = dc.vs.len();
                 if n >= 2 {
                     let (a, b) = (dc.vs[n - 2], dc.vs[n - 1]);
-                    dc.vs.push(a);
-                    dc.vs.push(b);
+                    dc.push(a);
+                    dc.push(b);
                 }
             }
             Ins::DupX1 | Ins::DupX2 | Ins::Dup2X1 | Ins::Dup2X2 | Ins::Swap => {
@@ -1015,9 +1111,9 @@ pub fn decode(
                         s,
                     });
                 }
-                dc.vs.truncate(base);
+                dc.truncate(base);
                 for &j in perm {
-                    dc.vs.push(Src::S(dc.scratch + j as u16));
+                    dc.push(Src::S(dc.scratch + j as u16));
                 }
             }
             Ins::If(c, t) => {
@@ -1053,7 +1149,7 @@ pub fn decode(
                         dc.emit(branch_ri(c.swap(), y, x, *t));
                     }
                     (a, Src::K(y)) => {
-                        dc.vs.push(a);
+                        dc.push(a);
                         let x = dc.pop_slot();
                         dc.mat_all();
                         dc.emit(branch_ri(c, x, y, *t));
@@ -1208,13 +1304,7 @@ pub fn decode(
                 let at = dc.own(base);
                 // The callee's frame overwrites slots from `at` up: pending
                 // entries below that read them (scratch) are materialised.
-                for d in 0..base {
-                    if let Src::S(x) = dc.vs[d] {
-                        if x >= at && x != dc.own(d) {
-                            dc.mat(d);
-                        }
-                    }
-                }
+                dc.before_call(at, base);
                 if let Callee::Native(i) = callee {
                     // The native reads its arguments where they are: no
                     // moves into consecutive slots. A field read emitted
@@ -1229,7 +1319,9 @@ pub fn decode(
                         .collect();
                     while let Some(Op::GetF { d: s, f }) = dc.last_in_block() {
                         let uses = args.iter().filter(|a| **a == Arg::S(s)).count();
-                        if s < at || uses != 1 || dc.vs[..base].contains(&Src::S(s)) {
+                        // No entry below `base` reads `s` (>= `at`): those
+                        // that did were materialised above.
+                        if s < at || uses != 1 {
                             break;
                         }
                         dc.ops.pop();
@@ -1248,7 +1340,7 @@ pub fn decode(
                     let k = u16::try_from(dc.args.len())
                         .map_err(|_| "too many native call arguments in one method".to_string())?;
                     dc.args.extend(args);
-                    dc.vs.truncate(base);
+                    dc.truncate(base);
                     dc.emit(Op::CallNative {
                         n: n as u16,
                         d: at,
@@ -1267,13 +1359,13 @@ pub fn decode(
                     for d in base..depth {
                         dc.mat(d);
                     }
-                    dc.vs.truncate(base);
+                    dc.truncate(base);
                     if let Callee::Own(i) = callee {
                         dc.emit(Op::Call { m: *i, at });
                     }
                 }
                 if ret {
-                    dc.vs.push(Src::S(at));
+                    dc.push(Src::S(at));
                 }
             }
         }

@@ -109,7 +109,7 @@ pub const DEEP_METHODS: usize = 16;
 /// pending reads of it.
 pub fn deep_stores(depth: usize) -> Vec<u8> {
     let mut code = vec![ILOAD_0; depth];
-    while code.len() + 3 + 1 <= 65_000 {
+    while code.len() + 3 < 65_000 {
         code.extend_from_slice(&[IINC, 0, 1]);
     }
     code.push(RETURN);
