@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use jive::{Class, Limits, Natives, Vm};
@@ -119,6 +120,16 @@ pub struct RunArgs {
     /// Deepest call nesting allowed; default: the VM's.
     #[arg(long, value_name = "N")]
     depth: Option<u32>,
+    /// Longest the call may run, in milliseconds, whatever fuel it has
+    /// left (a watchdog; exceeding it is a fault). Default: no limit but
+    /// the fuel.
+    #[arg(long, value_name = "MS")]
+    max_time: Option<u64>,
+    /// Compile the class to machine code first and run compiled: methods
+    /// that neither allocate arrays nor recurse (nor call such methods)
+    /// run as machine code, the others interpreted; stderr says which.
+    #[arg(long)]
+    compile: bool,
     /// Print the fuel used and the heap in use to stderr after the call.
     #[arg(long)]
     stats: bool,
@@ -324,16 +335,41 @@ fn run_method(a: RunArgs) -> ExitCode {
         fuel: a.fuel.unwrap_or(defaults.fuel),
         max_depth: a.depth.unwrap_or(defaults.max_depth),
         heap_quota: a.heap.unwrap_or(defaults.heap_quota),
-        max_time: None,
+        max_time: a.max_time.map(Duration::from_millis),
     };
     let mut host: Host = ();
-    let mut vm = match Vm::new(class, limits, &mut host) {
+    let mut vm = match Vm::new(class.clone(), limits, &mut host) {
         Ok(vm) => vm,
         Err(f) => {
             eprintln!("fault: {} (while initializing)", one_line(f));
             return ExitCode::from(3);
         }
     };
+    if a.compile {
+        let code = match class.compile() {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("error: JIVE could not compile {}: {e}", class.name());
+                return ExitCode::from(1);
+            }
+        };
+        if let Err(e) = vm.install(code) {
+            eprintln!("error: {e}");
+            return ExitCode::from(1);
+        }
+        for x in class.methods() {
+            let how = if vm.is_compiled(x) {
+                "compiled"
+            } else {
+                "interpreted"
+            };
+            eprintln!(
+                "{how}: {}{}",
+                class.method_name(x),
+                class.method_descriptor(x)
+            );
+        }
+    }
     let result = vm.invoke(&mut host, m, &a.args);
     if a.stats {
         eprintln!(
