@@ -321,7 +321,8 @@ int unet_read_buffer(unet_endpoint *ep, uint32_t offset, void *buf,
  * when the class is refused: unet_last_error_message() says why (method and
  * bytecode offset). Fault classes in applet events: 0 work budget, 1 memory
  * (bounds, null, negative size), 2 division by zero, 3 call depth, 4 heap
- * quota, 5 a native refused its arguments, 6 other. */
+ * quota, 5 a native refused its arguments, 6 other, 7 the invocation ran
+ * past the engine's time limit. */
 int unet_attach_applet(unet_endpoint *ep, const void *class_file, size_t len,
                        uint64_t fuel, uint32_t heap, int placement);
 

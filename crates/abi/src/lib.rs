@@ -568,11 +568,14 @@ pub enum FaultKind {
     Native = 5,
     /// Anything else.
     Other = 6,
+    /// The invocation ran past its time limit (the engine's
+    /// `applet_time_max`), whatever work budget it had left.
+    Timeout = 7,
 }
 
 impl FaultKind {
     /// Every kind, in the order of their numbers.
-    pub const ALL: [FaultKind; 7] = [
+    pub const ALL: [FaultKind; 8] = [
         FaultKind::Fuel,
         FaultKind::Memory,
         FaultKind::Arith,
@@ -580,6 +583,7 @@ impl FaultKind {
         FaultKind::Heap,
         FaultKind::Native,
         FaultKind::Other,
+        FaultKind::Timeout,
     ];
 
     /// Decode an event's `arg`; an unknown number reads as `Other`.
@@ -600,6 +604,7 @@ impl FaultKind {
             FaultKind::Heap => "heap",
             FaultKind::Native => "native",
             FaultKind::Other => "other",
+            FaultKind::Timeout => "timeout",
         }
     }
 
@@ -613,6 +618,7 @@ impl FaultKind {
             FaultKind::Heap => EndpointCounter::AppletFaultHeap,
             FaultKind::Native => EndpointCounter::AppletFaultNative,
             FaultKind::Other => EndpointCounter::AppletFaultOther,
+            FaultKind::Timeout => EndpointCounter::AppletFaultTimeout,
         }
     }
 }
@@ -1131,6 +1137,8 @@ counter_enum! {
         /// attach; the engine installs the code at a later invocation), 0
         /// while it runs interpreted or no applet is attached.
         AppletCompiled = 38 => "applet_compiled",
+        /// Applet faults: the invocation ran past its time limit.
+        AppletFaultTimeout = 39 => "applet_fault_timeout",
     }
 }
 

@@ -47,6 +47,11 @@ pub struct Args {
     /// The largest applet heap quota a client may ask for, e.g. 16M.
     #[arg(long, default_value = "16M", value_parser = crate::bench::stats::parse_size)]
     pub applet_heap_max: usize,
+    /// Wall-clock time one applet invocation may take, in microseconds,
+    /// whatever its work budget: past it the invocation faults (counted as
+    /// applet_fault_timeout). 0: no time limit, the work budget alone.
+    #[arg(long, value_name = "US", default_value_t = unet_sle::DEFAULT_MAX_TIME.as_micros() as u64)]
+    pub applet_time_max_us: u64,
 }
 
 pub fn run(a: Args) -> ExitCode {
@@ -72,6 +77,7 @@ pub fn run(a: Args) -> ExitCode {
         client_memory: a.client_memory as u64,
         applet_fuel_max: a.applet_fuel_max,
         applet_heap_max: a.applet_heap_max.min(u32::MAX as usize) as u32,
+        applet_time_max: Duration::from_micros(a.applet_time_max_us),
         ..Default::default()
     };
     let engine = match Engine::start(cfg) {

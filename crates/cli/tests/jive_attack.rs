@@ -5,7 +5,7 @@
 //! fuel.
 
 #[path = "../../jive/tests/common/mod.rs"]
-#[allow(dead_code, unused_imports)]
+#[allow(unused_imports)]
 mod jasm;
 
 use std::path::PathBuf;

@@ -39,6 +39,11 @@ pub struct EngineConfig {
     pub applet_fuel_max: u64,
     /// The largest heap quota a client may ask for an applet.
     pub applet_heap_max: u32,
+    /// Wall-clock time one applet invocation may take, whatever its work
+    /// budget (JIVE's `Limits::max_time`): past it the invocation faults
+    /// (`FaultKind::Timeout`). Zero: no time limit, the budget alone.
+    /// Default: [`unet_sle::DEFAULT_MAX_TIME`] (10 ms).
+    pub applet_time_max: Duration,
     /// Compile applets to machine code (JIVE's compiler runs on a thread
     /// of its own after attach; the code is installed at a later
     /// invocation). False keeps every applet interpreted, which behaves
@@ -70,6 +75,7 @@ impl Default for EngineConfig {
             client_memory: DEFAULT_CLIENT_MEMORY,
             applet_fuel_max: DEFAULT_APPLET_FUEL_MAX,
             applet_heap_max: DEFAULT_APPLET_HEAP_MAX,
+            applet_time_max: unet_sle::DEFAULT_MAX_TIME,
             applet_compile: true,
         }
     }
@@ -78,7 +84,7 @@ impl Default for EngineConfig {
 impl EngineConfig {
     /// The limits of an applet whose owner asked for `fuel` and `heap`
     /// (0: the default), or why they are refused (above the engine's
-    /// maxima).
+    /// maxima). The time limit is the engine's `applet_time_max`.
     pub fn applet_limits(&self, fuel: u64, heap: u32) -> Result<jive::Limits, String> {
         let mut limits = unet_sle::default_limits();
         if fuel > self.applet_fuel_max {
@@ -101,6 +107,33 @@ impl EngineConfig {
         if heap != 0 {
             limits.heap_quota = heap as usize;
         }
+        limits.max_time = (!self.applet_time_max.is_zero()).then_some(self.applet_time_max);
         Ok(limits)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn applets_get_the_engines_time_limit() {
+        let cfg = EngineConfig::default();
+        let l = cfg.applet_limits(0, 0).expect("defaults");
+        assert_eq!(l.max_time, Some(unet_sle::DEFAULT_MAX_TIME));
+        let cfg = EngineConfig {
+            applet_time_max: Duration::from_micros(250),
+            ..EngineConfig::default()
+        };
+        let l = cfg.applet_limits(1_000, 0).expect("within maxima");
+        assert_eq!(
+            (l.fuel, l.max_time),
+            (1_000, Some(Duration::from_micros(250)))
+        );
+        let cfg = EngineConfig {
+            applet_time_max: Duration::ZERO,
+            ..EngineConfig::default()
+        };
+        assert_eq!(cfg.applet_limits(0, 0).expect("defaults").max_time, None);
     }
 }

@@ -44,6 +44,7 @@ pub fn fault_kind(f: &Fault) -> FaultKind {
         Fault::StackOverflow => FaultKind::Depth,
         Fault::HeapQuotaExceeded { .. } => FaultKind::Heap,
         Fault::Native(_) => FaultKind::Native,
+        Fault::Timeout => FaultKind::Timeout,
         _ => FaultKind::Other,
     }
 }
@@ -64,7 +65,7 @@ pub struct AppletStats {
     /// Fuel used.
     pub fuel: u64,
     /// Faults by [`FaultKind`].
-    pub faults: [u64; 7],
+    pub faults: [u64; FaultKind::ALL.len()],
 }
 
 impl AppletStats {
@@ -72,7 +73,7 @@ impl AppletStats {
     /// statistics); `max_ns` is the longest invocation so far, not a
     /// difference.
     pub fn since(&self, before: &AppletStats) -> AppletStats {
-        let mut faults = [0; 7];
+        let mut faults = [0; FaultKind::ALL.len()];
         for (i, f) in faults.iter_mut().enumerate() {
             *f = self.faults[i].wrapping_sub(before.faults[i]);
         }
@@ -469,5 +470,22 @@ impl Applet {
     /// Heap bytes in use.
     pub fn heap_used(&self) -> usize {
         self.vm.heap_used()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timeout_is_a_fault_of_its_own_kind() {
+        assert_eq!(fault_kind(&Fault::Timeout), FaultKind::Timeout);
+        assert_eq!(fault_kind(&Fault::OutOfFuel), FaultKind::Fuel);
+        assert_eq!(
+            FaultKind::Timeout.counter(),
+            unet_abi::EndpointCounter::AppletFaultTimeout
+        );
+        assert_eq!(FaultKind::from_u32(7), FaultKind::Timeout);
+        assert_eq!(FaultKind::Timeout.name(), "timeout");
     }
 }

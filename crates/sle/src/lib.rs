@@ -57,6 +57,14 @@ pub const DOMAIN: &str = "unet-sle";
 /// up the other endpoints of its engine.
 pub const DEFAULT_FUEL: u64 = 20_000;
 
+/// Wall-clock time one invocation of an applet may take whatever work
+/// budget it has left (JIVE's [`Limits::max_time`], a watchdog): 10 ms.
+/// The clock is read only once an invocation has done a slice of
+/// [`jive::TIME_SLICE`] units of work, so it costs the short invocations
+/// nothing; it stops one whose budget, set high by its owner, does not
+/// bound its time.
+pub const DEFAULT_MAX_TIME: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// An applet placed in the engine whose invocations run long gets at most
 /// 1/APPLET_SHARE of the engine's time.
 const APPLET_SHARE: u32 = 10;
@@ -86,11 +94,13 @@ pub const ENGINE_TIME_SAMPLE: u32 = 16;
 /// ([`pause_after`]); nor is an invocation that used less paused after.
 pub const ENGINE_EXACT_FUEL: u64 = 2_000;
 
-/// The limits an applet runs under by default: [`DEFAULT_FUEL`], and JIVE's
+/// The limits an applet runs under by default: [`DEFAULT_FUEL`],
+/// [`DEFAULT_MAX_TIME`], and JIVE's
 /// default call depth and heap quota.
 pub fn default_limits() -> Limits {
     Limits {
         fuel: DEFAULT_FUEL,
+        max_time: Some(DEFAULT_MAX_TIME),
         ..Limits::default()
     }
 }

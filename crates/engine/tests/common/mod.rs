@@ -389,6 +389,7 @@ pub fn faulty_len(kind: FaultKind) -> u32 {
         FaultKind::Heap => 5,
         FaultKind::Native => 6,
         FaultKind::Other => panic!("Faulty has no fault of kind other"),
+        FaultKind::Timeout => panic!("Faulty has no fault of kind timeout"),
     }
 }
 
