@@ -10,16 +10,19 @@
 //! (and the host's invocation) charges the callee's length in ops; each
 //! taken backward branch charges the number of ops between its target and
 //! itself (so a loop iteration costs its length); allocation charges one
-//! unit per 16 elements; a native call charges one unit plus what the
-//! native charges. Without a back-edge the op index only grows, so the ops
+//! unit per 16 elements, and a collection it sets off one unit per
+//! [`crate::GC_WORDS_PER_FUEL`] words it scans; a native call charges one
+//! unit plus what the native charges. Without a back-edge the op index only grows, so the ops
 //! run between two charges are bounded by the method's length, which the
 //! charges cover: fuel bounds running time, deterministically. The call depth is bounded by
 //! [`Limits::max_depth`] and the frame stack by [`MAX_STACK_SLOTS`].
 //!
-//! A host may set a checkpoint ([`Vm::set_checkpoint`]): the budget then
-//! runs in two parts, and running out of the first calls the host's hook
-//! once and moves the rest in. The hot loop still compares one register
-//! with zero, so an invocation that stays short pays nothing for it.
+//! A host may set a checkpoint ([`Vm::set_checkpoint`]) and a time limit
+//! ([`Limits::max_time`]): the budget then runs in parts ([`Budget`]), and
+//! running out of one calls the host's hook once at the checkpoint, reads
+//! the clock every [`crate::TIME_SLICE`] units, and moves the next part in.
+//! The hot loop still compares one register with zero, so an invocation
+//! that stays short pays nothing for either.
 
 use crate::decode::{Arg, Op};
 use crate::heap::{ArrayData, ArrayRef, Heap, THIS};
