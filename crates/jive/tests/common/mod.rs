@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 
+pub mod attack_jit;
 pub mod fast;
 
 /// Opcodes used by the tests.
