@@ -78,7 +78,7 @@ pub mod verify;
 use std::fmt;
 
 pub use heap::ArrayRef;
-pub use interp::{FaultSite, Prepared, Vm};
+pub use interp::{FaultSite, Prepared, Vm, DEFAULT_MACHINE_STACK, MAX_STACK_SLOTS};
 #[cfg(feature = "jit")]
 pub use jit::Compiled;
 pub use natives::{

@@ -75,6 +75,22 @@ fn deep_compiled_chain_stops_inside_a_small_stack() {
     assert!(intact, "compiled code wrote below its thread's stack");
     assert!(n >= 3000, "{n} compiled");
     assert!(acceptable(&got, &interp), "{got:?}");
+    // With a budget far below what the chain needs, on an ample stack,
+    // the budget alone stops it.
+    let c = load(&bytes);
+    let mut vm = Vm::new(c.clone(), Limits::default(), &mut ()).expect("construct");
+    vm.compile().expect("compile");
+    vm.set_machine_stack(16 * 1024);
+    let a = vm.new_byte_array(4).expect("array");
+    assert!(vm.pin_array(a));
+    let a = a.handle();
+    let m = c.method("m0").expect("m0");
+    assert_eq!(vm.invoke(&mut (), m, &[a]), Err(Fault::StackOverflow));
+    // The VM stays usable, and a generous budget runs it.
+    vm.set_machine_stack(4 << 20);
+    let (r, intact) = on_stack(8 << 20, move || vm.invoke(&mut (), m, &[a]));
+    assert!(intact);
+    assert_eq!(r.expect("no panic"), Ok(Some(5)));
 }
 
 const CHILD: &str = "JIVE_ATTACK_JIT_CHILD";
@@ -107,7 +123,7 @@ fn compiling_a_huge_frame_is_cheap() {
     );
     let line = stdout
         .lines()
-        .find_map(|l| l.strip_prefix("compile: "))
+        .find_map(|l| Some(&l[l.find("compile: ")? + 9..]))
         .unwrap_or_else(|| panic!("no report from the child:\n{stdout}\n{stderr}"));
     let nums: Vec<u64> = line
         .split_whitespace()

@@ -142,7 +142,7 @@ const PAGE: usize = 4096;
 /// `f`'s result (`Err` with the panic message if it panicked) and whether
 /// the canary is intact.
 pub fn on_stack<R: Send>(stack: usize, f: impl FnOnce() -> R + Send) -> (Result<R, String>, bool) {
-    assert!(stack % PAGE == 0 && stack >= 64 * 1024);
+    assert!(stack & (PAGE - 1) == 0 && stack >= 64 * 1024);
     let total = PAGE + CANARY + stack;
     // SAFETY: a fresh anonymous private mapping; the arguments are valid.
     let base = unsafe {
