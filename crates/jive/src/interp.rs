@@ -11,7 +11,7 @@
 //! taken backward branch charges the number of ops between its target and
 //! itself (so a loop iteration costs its length); allocation charges one
 //! unit per 16 elements; a native call charges one unit plus what the
-//! native charges. Without a back-edge the op index only grows, so the ops
+//! native charges; a `lookupswitch` charges its binary search's depth. Without a back-edge the op index only grows, so the ops
 //! run between two charges are bounded by the method's length, which the
 //! charges cover: fuel bounds running time, deterministically. The call depth is bounded by
 //! [`Limits::max_depth`] and the frame stack by [`MAX_STACK_SLOTS`].
@@ -990,9 +990,13 @@ impl<H> Vm<H> {
 
     /// Compile the class's methods to machine code (feature `jit`):
     /// later invocations of a compiled method run its code instead of the
-    /// interpreter, with the same results, fuel, faults and fault sites.
-    /// Methods that allocate arrays or recurse, and their callers, stay
-    /// interpreted (see the `jit` module). Returns how many methods were
+    /// interpreter, with the same results, fuel, faults and fault sites
+    /// (except a [`Fault::StackOverflow`] of the machine-stack budget,
+    /// [`Vm::set_machine_stack`]). Methods that allocate arrays or recurse,
+    /// methods over the compiler's size bounds (more than 16 Ki ops or
+    /// 4096 frame slots, past 64 Ki ops per class, a machine frame over
+    /// 16 KiB, calls that may pass [`MAX_STACK_SLOTS`]), and their callers,
+    /// stay interpreted (see the `jit` module). Returns how many methods were
     /// compiled; an error (the machine is not supported, or the compiler
     /// rejected a method) leaves the VM interpreting everything.
     #[cfg(feature = "jit")]

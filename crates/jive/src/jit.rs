@@ -36,6 +36,34 @@
 //! either. An invocation whose entry method is not compiled runs in the
 //! interpreter entirely.
 //!
+//! Bounds on compiling (a class is hostile input, and compiling it must
+//! stay cheap in time and memory): also interpreted are a method of more
+//! than 16 Ki decoded ops ([`MAX_METHOD_OPS`]) or more than 4096 frame
+//! slots ([`MAX_METHOD_SLOTS`]: `max_locals` plus `max_stack` and a few
+//! scratch slots), the methods past 64 Ki ops compiled per class
+//! ([`MAX_CLASS_OPS`], in method order), a method whose machine frame
+//! would exceed 16 KiB ([`MAX_FRAME_BYTES`]: compiled, measured,
+//! dropped), a method whose calls may take the frame stack past
+//! [`MAX_STACK_SLOTS`](crate::MAX_STACK_SLOTS) (the interpreter then
+//! faults where it must), and the callers of all of these. Blocks are
+//! sealed as soon as every branch to them is emitted, so the SSA
+//! construction stays linear in the method's size.
+//!
+//! Machine stack: compiled frames live on the calling thread's stack. A
+//! method's native calls share one argument area, and every compiled
+//! method compares its stack pointer, after its prologue and before it
+//! stores anything in its frame, with the invocation's limit: at most
+//! [`Vm::set_machine_stack`](crate::Vm::set_machine_stack) bytes below
+//! the host's call, and never within 64 KiB ([`STACK_RESERVE`]) of the
+//! end of the thread's stack where the system tells it (Linux). Below the
+//! limit the method returns at once, calling nothing, and the invocation
+//! faults with [`Fault::StackOverflow`] (which the interpreter, whose
+//! frames are on the heap, would not: the one outcome where the two may
+//! differ). Frames over a page are also probed page by page (inline
+//! probestack), so a frame cannot step over a guard page. The reserve is
+//! for the helpers and natives compiled code calls and for a signal
+//! frame.
+//!
 //! Protocol between compiled code and helpers: every compiled method and
 //! every helper that can fail returns an `i64`, the `i32` result
 //! sign-extended on success and [`FAULT`] (outside the `i32` range) after

@@ -40,8 +40,10 @@
 //!    depth, null, bounds, division), so a compiled invocation has the same
 //!    result, fuel use, fault and fault site as an interpreted one
 //!    (`tests/jit.rs` compares them over grids of arguments and budgets).
-//!    Methods that allocate arrays or recurse, and their callers, stay
-//!    interpreted.
+//!    Methods that allocate arrays or recurse, methods too large to
+//!    compile cheaply, and their callers, stay interpreted. Compiled frames
+//!    live on the host thread's stack, within a budget checked on entry to
+//!    every compiled method ([`Vm::set_machine_stack`]).
 //!
 //! Safety: the crate denies `unsafe` except for documented spots: the
 //! interpreter's frame-slot indexing, whose bounds are established by
@@ -97,7 +99,8 @@ pub struct Limits {
     /// Fuel per host invocation, in units of decoded ops: a call charges
     /// the callee's length, a taken back-edge the length of the loop body
     /// (ops between its target and itself), an allocation one unit per 16
-    /// elements, a native call one unit plus what the native charges.
+    /// elements, a native call one unit plus what the native charges, a
+    /// `lookupswitch` of `n` keys `floor(log2 n) + 1` units.
     /// Default: 100 000 000 (an infinite loop stops after well under a
     /// second).
     pub fuel: u64,
