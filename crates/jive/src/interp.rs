@@ -993,9 +993,10 @@ impl<H> Vm<H> {
     /// interpreter, with the same results, fuel, faults and fault sites
     /// (except a [`Fault::StackOverflow`] of the machine-stack budget,
     /// [`Vm::set_machine_stack`]). Methods that allocate arrays or recurse,
-    /// methods over the compiler's size bounds (more than 16 Ki ops or
-    /// 4096 frame slots, past 64 Ki ops per class, a machine frame over
-    /// 16 KiB, calls that may pass [`MAX_STACK_SLOTS`]), and their callers,
+    /// methods over the compiler's size bounds (more than 16 Ki ops, 4096
+    /// frame slots, or 256 Ki ops times slots; past 64 Ki ops or 1 Mi ops
+    /// times slots per class; a machine frame over 16 KiB; calls that may
+    /// pass [`MAX_STACK_SLOTS`]), and their callers,
     /// stay interpreted (see the `jit` module). Returns how many methods were
     /// compiled; an error (the machine is not supported, or the compiler
     /// rejected a method) leaves the VM interpreting everything.

@@ -41,7 +41,10 @@
 //! than 16 Ki decoded ops ([`MAX_METHOD_OPS`]) or more than 4096 frame
 //! slots ([`MAX_METHOD_SLOTS`]: `max_locals` plus `max_stack` and a few
 //! scratch slots), the methods past 64 Ki ops compiled per class
-//! ([`MAX_CLASS_OPS`], in method order), a method whose machine frame
+//! ([`MAX_CLASS_OPS`], in method order), a method whose ops times frame
+//! slots exceed 256 Ki ([`MAX_METHOD_COST`]: the register allocator's
+//! work grows with the values live across each call) and the methods past
+//! 1 Mi of that per class ([`MAX_CLASS_COST`]), a method whose machine frame
 //! would exceed 16 KiB ([`MAX_FRAME_BYTES`]: compiled, measured,
 //! dropped), a method whose calls may take the frame stack past
 //! [`MAX_STACK_SLOTS`](crate::MAX_STACK_SLOTS) (the interpreter then
@@ -634,6 +637,18 @@ pub(crate) const MAX_METHOD_SLOTS: usize = 4096;
 /// Most decoded ops compiled per class: methods past this, in order, are
 /// interpreted.
 pub(crate) const MAX_CLASS_OPS: usize = 64 * 1024;
+/// Largest method compiled by its ops times its frame slots: the register
+/// allocator's work grows with the values live across each call (helper
+/// calls on slow paths included), so a method of many slots must be short.
+pub(crate) const MAX_METHOD_COST: usize = 256 * 1024;
+/// Most of that cost compiled per class (methods past it, in order, are
+/// interpreted).
+pub(crate) const MAX_CLASS_COST: usize = 1024 * 1024;
+
+/// The compile cost of `mc` (see [`MAX_METHOD_COST`]).
+fn cost(mc: &MethodCode) -> usize {
+    mc.ops.len().saturating_mul(mc.frame_size as usize)
+}
 /// Largest machine frame of a compiled method, in bytes; a method whose
 /// code needs more is interpreted.
 pub(crate) const MAX_FRAME_BYTES: u32 = 16 * 1024;
@@ -656,6 +671,7 @@ fn compilable<H>(cls: &ClassInner<H>, refused: &[bool]) -> Vec<bool> {
             !refused.get(m).copied().unwrap_or(false)
                 && mc.ops.len() <= MAX_METHOD_OPS
                 && (mc.frame_size as usize) <= MAX_METHOD_SLOTS
+                && cost(mc) <= MAX_METHOD_COST
                 && !mc.ops.iter().any(|op| matches!(op, Op::NewArray { .. }))
                 && mc.ops.iter().all(|op| match *op {
                     Op::Call { m, .. } => (m as usize) < n,
@@ -664,11 +680,12 @@ fn compilable<H>(cls: &ClassInner<H>, refused: &[bool]) -> Vec<bool> {
         })
         .collect();
     // The class's budget, in method order.
-    let mut total = 0;
+    let (mut total, mut total_cost) = (0, 0);
     for (m, ok_m) in ok.iter_mut().enumerate() {
         if *ok_m {
             total += cls.code[m].ops.len();
-            *ok_m = total <= MAX_CLASS_OPS;
+            total_cost += cost(&cls.code[m]);
+            *ok_m = total <= MAX_CLASS_OPS && total_cost <= MAX_CLASS_COST;
         }
     }
     // Methods on a cycle of calls: those from which a call path returns.

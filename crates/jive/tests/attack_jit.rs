@@ -246,3 +246,20 @@ fn frame_slot_limit_holds_compiled() {
     assert_eq!(agree(&slot_chain(60, 65_000)), Ok(Some(59)));
     assert_eq!(agree(&slot_chain(1000, 4000)), Ok(Some(999)));
 }
+
+/// A method whose machine frame would pass the compiler's bound (many
+/// call results live across calls) is interpreted, and so is its caller;
+/// the rest of the class is compiled, and all of it runs right.
+#[test]
+fn large_machine_frames_are_interpreted() {
+    let c = load(&spill_heavy(2500));
+    let mut vm = Vm::new(c.clone(), Limits::default(), &mut ()).expect("construct");
+    vm.compile().expect("compile");
+    let m = |n: &str| c.method(n).expect("method");
+    assert!(!vm.is_compiled(m("big")));
+    assert!(!vm.is_compiled(m("caller")));
+    assert!(vm.is_compiled(m("small")));
+    assert_eq!(vm.invoke(&mut (), m("big"), &[3]), Ok(Some(7500)));
+    assert_eq!(vm.invoke(&mut (), m("caller"), &[-2]), Ok(Some(-5000)));
+    assert_eq!(vm.invoke(&mut (), m("small"), &[41]), Ok(Some(42)));
+}

@@ -53,6 +53,41 @@ pub fn fill_chain(methods: usize, calls: usize) -> Vec<u8> {
 /// call sequence (6 bytes each).
 pub const MAX_FILLS: usize = (65535 - 8) / 6;
 
+/// Methods `big(I)I`: `n` results of `id(x)` (the `test` native), all
+/// live until they are added up at the end (`n * x`), so compiled code
+/// keeps them in its frame across the calls; `caller(I)I`: `big(x)`;
+/// `small(I)I`: `x + 1`.
+pub fn spill_heavy(n: usize) -> Vec<u8> {
+    let mut a = Asm::new("T");
+    a.default_init();
+    let id = a.mref(NATIVES, "id", "(I)I");
+    let big = a.mref("T", "big", "(I)I");
+    let mut code = Vec::new();
+    for _ in 0..n {
+        code.extend_from_slice(&[ILOAD_0, INVOKESTATIC, hi(id), lo(id)]);
+    }
+    code.resize(code.len() + n - 1, IADD);
+    code.push(IRETURN);
+    a.method(PS, "big", "(I)I", n as u16, 1, &code);
+    a.method(
+        PS,
+        "caller",
+        "(I)I",
+        1,
+        1,
+        &[ILOAD_0, INVOKESTATIC, hi(big), lo(big), IRETURN],
+    );
+    a.method(
+        PS,
+        "small",
+        "(I)I",
+        2,
+        1,
+        &[ILOAD_0, ICONST_1, IADD, IRETURN],
+    );
+    a.build()
+}
+
 /// Methods `m0 .. m{methods - 1}`, each `(I)I` and each calling the next
 /// with `x + 1` (the last returns `x`), so `m0(0)` is `methods - 1`. Every
 /// method declares `locals` locals: the call's argument sits past them,
