@@ -12,7 +12,8 @@
 //! itself (so a loop iteration costs its length); allocation charges one
 //! unit per 16 elements, and a collection it sets off one unit per
 //! [`crate::GC_WORDS_PER_FUEL`] words it scans; a native call charges one
-//! unit plus what the native charges. Without a back-edge the op index only grows, so the ops
+//! unit plus what the native charges; a `lookupswitch` charges its binary
+//! search's depth. Without a back-edge the op index only grows, so the ops
 //! run between two charges are bounded by the method's length, which the
 //! charges cover: fuel bounds running time, deterministically. The call depth is bounded by
 //! [`Limits::max_depth`] and the frame stack by [`MAX_STACK_SLOTS`].
@@ -33,6 +34,23 @@ use crate::{Fault, Limits};
 /// Most `i32` slots all frames of one invocation may use (4 Mi slots,
 /// 16 MiB); more is reported as [`Fault::StackOverflow`].
 pub const MAX_STACK_SLOTS: usize = 1 << 22;
+
+/// Machine stack compiled code may use per invocation by default, in
+/// bytes (256 KiB; see [`Vm::set_machine_stack`]).
+pub const DEFAULT_MACHINE_STACK: usize = 256 * 1024;
+
+/// Fuel a switch charges besides the jump: nothing for a `tableswitch`
+/// (one indexed jump), the depth of the binary search for a
+/// `lookupswitch` of `n` keys (`floor(log2 n) + 1`). Compiled code charges
+/// the same.
+#[inline]
+pub(crate) fn switch_cost(st: &crate::decode::SwitchTable) -> i64 {
+    if st.dense {
+        0
+    } else {
+        (usize::BITS - st.keys.len().leading_zeros()) as i64
+    }
+}
 
 /// Where the last fault happened.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -69,6 +87,9 @@ struct State {
     /// The host's window: address and length (0, 0 when none is set; see
     /// [`Vm::set_window`]).
     window: (usize, u64),
+    /// Bytes of machine stack compiled code may use per invocation
+    /// ([`Vm::set_machine_stack`]).
+    machine_stack: usize,
 }
 
 /// A hook the interpreter calls once in an invocation, when it has used a
@@ -539,8 +560,15 @@ fn run<H>(
                     }
                 }
                 Op::Switch { s, tab } => {
-                    let t = mc.switches[tab as usize].lookup(fr[s]);
-                    jump!(t)
+                    let st = &mc.switches[tab as usize];
+                    let cost = switch_cost(st);
+                    if cost > 0 {
+                        fuel -= cost;
+                        if fuel < 0 {
+                            spent!();
+                        }
+                    }
+                    jump!(st.lookup(fr[s]))
                 }
                 Op::GetF { d, f } => fr[d] = fields[f as usize],
                 Op::PutF { f, s } => fields[f as usize] = fr[s],
@@ -783,6 +811,7 @@ fn enter_compiled<H>(
         heap,
         fields,
         window,
+        machine_stack,
         ..
     } = st;
     let mut env = crate::jit::Env {
@@ -796,7 +825,15 @@ fn enter_compiled<H>(
     };
     let max_depth = limits.max_depth.max(1) as i64;
     let args = args.unwrap_or(stack);
-    let (r, left) = jit.run(entry, fuel, fields, max_depth, &mut env, args);
+    let (r, left) = jit.run(
+        entry,
+        fuel,
+        fields,
+        max_depth,
+        *machine_stack,
+        &mut env,
+        args,
+    );
     let left = (left + env.budget.reserve).max(0) as u64;
     if r == crate::jit::FAULT {
         let (f, site) = (env.fault.take(), env.site);
@@ -883,6 +920,7 @@ impl<H> Vm<H> {
             site: None,
             fault: None,
             window: (0, 0),
+            machine_stack: DEFAULT_MACHINE_STACK,
         };
         let mut vm = Vm {
             class,
@@ -1029,9 +1067,14 @@ impl<H> Vm<H> {
 
     /// Compile the class's methods to machine code (feature `jit`):
     /// later invocations of a compiled method run its code instead of the
-    /// interpreter, with the same results, fuel, faults and fault sites.
-    /// Methods that allocate arrays or recurse, and their callers, stay
-    /// interpreted (see the `jit` module). Returns how many methods were
+    /// interpreter, with the same results, fuel, faults and fault sites
+    /// (except a [`Fault::StackOverflow`] of the machine-stack budget,
+    /// [`Vm::set_machine_stack`]). Methods that allocate arrays or recurse,
+    /// methods over the compiler's size bounds (more than 16 Ki ops, 4096
+    /// frame slots, or 256 Ki ops times slots; past 64 Ki ops or 1 Mi ops
+    /// times slots per class; a machine frame over 16 KiB; calls that may
+    /// pass [`MAX_STACK_SLOTS`]), and their callers,
+    /// stay interpreted (see the `jit` module). Returns how many methods were
     /// compiled; an error (the machine is not supported, or the compiler
     /// rejected a method) leaves the VM interpreting everything.
     #[cfg(feature = "jit")]
@@ -1197,6 +1240,26 @@ impl<H> Vm<H> {
         } else {
             (base as usize, len as u64)
         };
+    }
+
+    /// Set the machine stack compiled code may use per invocation, in bytes
+    /// (default [`DEFAULT_MACHINE_STACK`]). Each compiled method checks on
+    /// entry that its frame lies within this many bytes below the
+    /// invocation's entry (and, where the system tells the calling
+    /// thread's stack bounds, 64 KiB above the stack's end); a method that
+    /// would not is not entered and the invocation faults with
+    /// [`Fault::StackOverflow`] (compiled code only: the interpreter keeps
+    /// its frames on the heap, so the two can differ here). The host's
+    /// thread needs this much stack free when it invokes the VM, plus what
+    /// its natives use.
+    pub fn set_machine_stack(&mut self, bytes: usize) {
+        self.st.machine_stack = bytes;
+    }
+
+    /// The machine-stack budget of compiled code (see
+    /// [`Vm::set_machine_stack`]).
+    pub fn machine_stack(&self) -> usize {
+        self.st.machine_stack
     }
 
     /// Take the window back (see [`Vm::set_window`]).

@@ -36,21 +36,53 @@
 //! either. An invocation whose entry method is not compiled runs in the
 //! interpreter entirely.
 //!
+//! Bounds on compiling (a class is hostile input, and compiling it must
+//! stay cheap in time and memory): also interpreted are a method of more
+//! than 16 Ki decoded ops ([`MAX_METHOD_OPS`]) or more than 4096 frame
+//! slots ([`MAX_METHOD_SLOTS`]: `max_locals` plus `max_stack` and a few
+//! scratch slots), the methods past 64 Ki ops compiled per class
+//! ([`MAX_CLASS_OPS`], in method order), a method whose ops times frame
+//! slots exceed 256 Ki ([`MAX_METHOD_COST`]: the register allocator's
+//! work grows with the values live across each call) and the methods past
+//! 1 Mi of that per class ([`MAX_CLASS_COST`]), a method whose machine frame
+//! would exceed 16 KiB ([`MAX_FRAME_BYTES`]: compiled, measured,
+//! dropped), a method whose calls may take the frame stack past
+//! [`MAX_STACK_SLOTS`](crate::MAX_STACK_SLOTS) (the interpreter then
+//! faults where it must), and the callers of all of these. Blocks are
+//! sealed as soon as every branch to them is emitted, so the SSA
+//! construction stays linear in the method's size.
+//!
+//! Machine stack: compiled frames live on the calling thread's stack. A
+//! method's native calls share one argument area, and every compiled
+//! method compares its stack pointer, after its prologue and before it
+//! stores anything in its frame, with the invocation's limit: at most
+//! [`Vm::set_machine_stack`](crate::Vm::set_machine_stack) bytes below
+//! the host's call, and never within 64 KiB ([`STACK_RESERVE`]) of the
+//! end of the thread's stack where the system tells it (Linux). Below the
+//! limit the method returns at once, calling nothing, and the invocation
+//! faults with [`Fault::StackOverflow`] (which the interpreter, whose
+//! frames are on the heap, would not: the one outcome where the two may
+//! differ). Frames over a page are also probed page by page (inline
+//! probestack), so a frame cannot step over a guard page. The reserve is
+//! for the helpers and natives compiled code calls and for a signal
+//! frame.
+//!
 //! Protocol between compiled code and helpers: every compiled method and
 //! every helper that can fail returns an `i64`, the `i32` result
 //! sign-extended on success and [`FAULT`] (outside the `i32` range) after
 //! recording the fault and where it happened in the invocation's [`Env`].
 //! A compiled caller that sees [`FAULT`] returns it at once.
 
+use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
     types, AbiParam, Block, BlockArg, Function, InstBuilder, JumpTableData, MemFlagsData,
-    Signature, StackSlotData, StackSlotKind, UserFuncName, Value,
+    Signature, StackSlot, StackSlotData, StackSlotKind, UserFuncName, Value,
 };
 use cranelift_codegen::settings::{self, Configurable};
-use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Switch, Variable};
 use cranelift_jit::{JITBuilder, JITModule};
-use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
+use cranelift_module::{default_libcall_names, FuncId, Linkage, Module, ModuleReloc};
 
 use crate::decode::{Arg, MethodCode, Op};
 use crate::heap::{ArrayData, Heap, RawArr, RAW_B, RAW_FREE, RAW_I, RAW_S, RAW_Z};
@@ -88,6 +120,14 @@ pub(crate) struct Ctx {
     /// and length.
     window: u64,
     window_len: u64,
+    /// The lowest stack address a compiled frame may reach (see
+    /// `stack_limit`): each compiled method compares its stack pointer,
+    /// after its prologue, with this on entry.
+    stack_limit: u64,
+    /// Set (to the method's site) by a compiled method that found its
+    /// frame below `stack_limit`: it returns [`FAULT`] at once, calling
+    /// nothing, and [`Compiled::run`] records the stack overflow.
+    overflow: i64,
 }
 
 const CTX_FUEL: i32 = 0;
@@ -98,6 +138,8 @@ const CTX_ARRAYS: i32 = 40;
 const CTX_NARRAYS: i32 = 48;
 const CTX_WINDOW: i32 = 56;
 const CTX_WINDOW_LEN: i32 = 64;
+const CTX_STACK_LIMIT: i32 = 72;
+const CTX_OVERFLOW: i32 = 80;
 // The offsets above are those of the `#[repr(C)]` layouts.
 const _: () = assert!(
     std::mem::offset_of!(Ctx, fuel) == CTX_FUEL as usize
@@ -108,6 +150,8 @@ const _: () = assert!(
         && std::mem::offset_of!(Ctx, narrays) == CTX_NARRAYS as usize
         && std::mem::offset_of!(Ctx, window) == CTX_WINDOW as usize
         && std::mem::offset_of!(Ctx, window_len) == CTX_WINDOW_LEN as usize
+        && std::mem::offset_of!(Ctx, stack_limit) == CTX_STACK_LIMIT as usize
+        && std::mem::offset_of!(Ctx, overflow) == CTX_OVERFLOW as usize
         && std::mem::offset_of!(RawArr, addr) == 0
         && std::mem::offset_of!(RawArr, len) == 8
         && std::mem::offset_of!(RawArr, kind) == 12
@@ -188,19 +232,25 @@ impl<H> Compiled<H> {
         self.entries.iter().filter(|e| e.is_some()).count()
     }
 
-    /// Run the compiled method at `entry` with its arguments at `args`.
-    /// Returns the result or [`FAULT`], and leaves the fuel left in `ctx`.
+    /// Run the compiled method at `entry` with its arguments at `args`,
+    /// its frames within `machine_stack` bytes below this call's (see
+    /// `stack_limit`). Returns the result or [`FAULT`], and leaves the
+    /// fuel left in `ctx`.
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn run(
         &self,
         entry: *const u8,
         fuel: i64,
         fields: &mut [i32],
         max_depth: i64,
+        machine_stack: usize,
         env: &mut Env<'_, H>,
         args: &[i32],
     ) -> (i64, i64) {
         let mut ctx = Ctx {
+            stack_limit: stack_limit(machine_stack),
+            overflow: 0,
             fuel,
             fields: fields.as_mut_ptr(),
             depth: 0,
@@ -224,8 +274,82 @@ impl<H> Compiled<H> {
         #[allow(unsafe_code)]
         let f: Entry = unsafe { std::mem::transmute::<*const u8, Entry>(entry) };
         let r = f(&mut ctx, args.as_ptr());
+        if r == FAULT && env.fault.is_none() && ctx.overflow != 0 {
+            record(env, Fault::StackOverflow, ctx.overflow & !OVERFLOW_FLAG);
+        }
         (r, ctx.fuel)
     }
+}
+
+// -------------------------------------------------------------------------
+// The machine-stack budget
+// -------------------------------------------------------------------------
+
+/// Marks `Ctx::overflow` as set (a site may be 0).
+const OVERFLOW_FLAG: i64 = 1 << 62;
+
+/// Stack kept free below the lowest compiled frame, for the helpers and
+/// natives compiled code calls, a signal frame, and the part of a frame
+/// (at most [`MAX_FRAME_BYTES`]) a prologue allocates before the method's
+/// check runs.
+pub(crate) const STACK_RESERVE: usize = 64 * 1024;
+
+/// The lowest address compiled frames of an invocation entered here may
+/// reach: `budget` bytes below the current stack pointer, and never less
+/// than [`STACK_RESERVE`] above the lowest address of this thread's stack
+/// (where the system tells it; Linux). A thread already too deep gets a
+/// limit above its stack pointer: the first compiled method faults.
+#[inline]
+fn stack_limit(budget: usize) -> u64 {
+    let marker = 0u8;
+    let sp = std::hint::black_box(&marker) as *const u8 as usize;
+    let floor = thread_stack_low().map_or(0, |lo| lo.saturating_add(STACK_RESERVE));
+    sp.saturating_sub(budget).max(floor) as u64
+}
+
+/// The lowest address of the calling thread's stack, if known (looked up
+/// once per thread).
+#[inline]
+fn thread_stack_low() -> Option<usize> {
+    thread_local! {
+        // usize::MAX: not looked up yet; 0: unknown.
+        static LOW: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
+    }
+    let lo = LOW.with(|c| {
+        let v = c.get();
+        if v != usize::MAX {
+            return v;
+        }
+        let v = query_stack_low().unwrap_or(0);
+        c.set(v);
+        v
+    });
+    (lo != 0).then_some(lo)
+}
+
+#[cfg(target_os = "linux")]
+#[cold]
+fn query_stack_low() -> Option<usize> {
+    // SAFETY: `pthread_getattr_np` fills the attribute object it is given
+    // for the calling thread (initialised by it, destroyed here after
+    // use); `pthread_attr_getstack` reads it into the two locals.
+    #[allow(unsafe_code)]
+    unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
+            return None;
+        }
+        let mut addr: *mut libc::c_void = std::ptr::null_mut();
+        let mut size: libc::size_t = 0;
+        let ok = libc::pthread_attr_getstack(&attr, &mut addr, &mut size) == 0;
+        libc::pthread_attr_destroy(&mut attr);
+        (ok && !addr.is_null()).then_some(addr as usize)
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn query_stack_low() -> Option<usize> {
+    None
 }
 
 // -------------------------------------------------------------------------
@@ -495,8 +619,33 @@ fn native_fault<H>(env: &mut Env<'_, H>, f: Fault, site: i64) -> i64 {
 // Compilation
 // -------------------------------------------------------------------------
 
-/// Which methods can be compiled (see the module documentation).
-fn compilable<H>(cls: &ClassInner<H>) -> Vec<bool> {
+/// Longest method compiled, in decoded ops; longer ones are interpreted.
+pub(crate) const MAX_METHOD_OPS: usize = 16 * 1024;
+/// Largest frame of a method compiled, in slots (`max_locals` plus
+/// `max_stack` and a few scratch slots); larger ones are interpreted.
+pub(crate) const MAX_METHOD_SLOTS: usize = 4096;
+/// Most decoded ops compiled per class: methods past this, in order, are
+/// interpreted.
+pub(crate) const MAX_CLASS_OPS: usize = 64 * 1024;
+/// Largest method compiled by its ops times its frame slots: the register
+/// allocator's work grows with the values live across each call (helper
+/// calls on slow paths included), so a method of many slots must be short.
+pub(crate) const MAX_METHOD_COST: usize = 256 * 1024;
+/// Most of that cost compiled per class (methods past it, in order, are
+/// interpreted).
+pub(crate) const MAX_CLASS_COST: usize = 1024 * 1024;
+
+/// The compile cost of `mc` (see [`MAX_METHOD_COST`]).
+fn cost(mc: &MethodCode) -> usize {
+    mc.ops.len().saturating_mul(mc.frame_size as usize)
+}
+/// Largest machine frame of a compiled method, in bytes; a method whose
+/// code needs more is interpreted.
+pub(crate) const MAX_FRAME_BYTES: u32 = 16 * 1024;
+
+/// Which methods can be compiled (see the module documentation), given
+/// those already refused (`refused`, for a frame too large).
+fn compilable<H>(cls: &ClassInner<H>, refused: &[bool]) -> Vec<bool> {
     let n = cls.code.len();
     let calls = |m: usize| {
         cls.code[m].ops.iter().filter_map(|op| match *op {
@@ -507,14 +656,28 @@ fn compilable<H>(cls: &ClassInner<H>) -> Vec<bool> {
     let mut ok: Vec<bool> = cls
         .code
         .iter()
-        .map(|mc| {
-            !mc.ops.iter().any(|op| matches!(op, Op::NewArray { .. }))
+        .enumerate()
+        .map(|(m, mc)| {
+            !refused.get(m).copied().unwrap_or(false)
+                && mc.ops.len() <= MAX_METHOD_OPS
+                && (mc.frame_size as usize) <= MAX_METHOD_SLOTS
+                && cost(mc) <= MAX_METHOD_COST
+                && !mc.ops.iter().any(|op| matches!(op, Op::NewArray { .. }))
                 && mc.ops.iter().all(|op| match *op {
                     Op::Call { m, .. } => (m as usize) < n,
                     _ => true,
                 })
         })
         .collect();
+    // The class's budget, in method order.
+    let (mut total, mut total_cost) = (0, 0);
+    for (m, ok_m) in ok.iter_mut().enumerate() {
+        if *ok_m {
+            total += cls.code[m].ops.len();
+            total_cost += cost(&cls.code[m]);
+            *ok_m = total <= MAX_CLASS_OPS && total_cost <= MAX_CLASS_COST;
+        }
+    }
     // Methods on a cycle of calls: those from which a call path returns.
     for (m, ok_m) in ok.iter_mut().enumerate() {
         let mut seen = vec![false; n];
@@ -529,17 +692,77 @@ fn compilable<H>(cls: &ClassInner<H>) -> Vec<bool> {
             }
         }
     }
-    // Callers of methods that cannot be compiled cannot be either.
+    propagate(cls, &mut ok, calls);
+    // The frame-slot limit: entered at slot 0, method m's calls reach at
+    // most `need[m]` slots (the interpreter's frame stack; the compiled
+    // call graph has no cycle). A method that may pass `MAX_STACK_SLOTS`
+    // is interpreted, which faults exactly where it must.
+    let mut need: Vec<Option<usize>> = vec![None; n];
+    for m in 0..n {
+        if ok[m] {
+            slots_needed(cls, m, &ok, &mut need);
+        }
+    }
+    for m in 0..n {
+        if need[m].is_some_and(|k| k > crate::interp::MAX_STACK_SLOTS) {
+            ok[m] = false;
+        }
+    }
+    propagate(cls, &mut ok, calls);
+    ok
+}
+
+/// Callers of methods that cannot be compiled cannot be either.
+fn propagate<H, I: Iterator<Item = usize>>(
+    cls: &ClassInner<H>,
+    ok: &mut [bool],
+    calls: impl Fn(usize) -> I,
+) {
     loop {
         let mut changed = false;
-        for m in 0..n {
+        for m in 0..cls.code.len() {
             if ok[m] && calls(m).any(|c| !ok[c]) {
                 ok[m] = false;
                 changed = true;
             }
         }
         if !changed {
-            return ok;
+            return;
+        }
+    }
+}
+
+/// The most frame slots an invocation of `m` (compilable, so acyclic
+/// below) occupies counting from its frame's first slot, saturating;
+/// memoised in `need`. Iterative: a chain of calls may be long.
+fn slots_needed<H>(cls: &ClassInner<H>, m: usize, ok: &[bool], need: &mut [Option<usize>]) {
+    let mut todo = vec![m];
+    while let Some(&x) = todo.last() {
+        if need[x].is_some() {
+            todo.pop();
+            continue;
+        }
+        let mc = &cls.code[x];
+        let mut pending = false;
+        let mut most = mc.frame_size as usize;
+        for op in &mc.ops {
+            if let Op::Call { m: c, at } = *op {
+                let c = c as usize;
+                if !ok.get(c).copied().unwrap_or(false) {
+                    continue;
+                }
+                match need[c] {
+                    Some(k) => most = most.max((at as usize).saturating_add(k)),
+                    None => {
+                        todo.push(c);
+                        pending = true;
+                    }
+                }
+            }
+        }
+        if !pending {
+            need[x] = Some(most);
+            todo.pop();
         }
     }
 }
@@ -547,7 +770,7 @@ fn compilable<H>(cls: &ClassInner<H>) -> Vec<bool> {
 /// Compile what can be compiled of `cls` for the host type `H`.
 pub(crate) fn compile<H>(class: &std::sync::Arc<ClassInner<H>>) -> Result<Compiled<H>, String> {
     let cls = &**class;
-    let ok = compilable(cls);
+    let ok = compilable(cls, &[]);
     let mut flags = settings::builder();
     let set = |f: &mut settings::Builder, k: &str, v: &str| {
         f.set(k, v)
@@ -556,6 +779,12 @@ pub(crate) fn compile<H>(class: &std::sync::Arc<ClassInner<H>>) -> Result<Compil
     set(&mut flags, "opt_level", "speed")?;
     set(&mut flags, "use_colocated_libcalls", "false")?;
     set(&mut flags, "is_pic", "false")?;
+    // Frames over a page are probed page by page as they are allocated,
+    // so that even a stack whose bounds the VM does not know (see
+    // `stack_limit`) cannot be stepped over; with frames at most
+    // `MAX_FRAME_BYTES`, that is at most four probes, inline.
+    set(&mut flags, "enable_probestack", "true")?;
+    set(&mut flags, "probestack_strategy", "inline")?;
     let isa = cranelift_native::builder()
         .map_err(|e| format!("this machine is not supported by the compiler: {e}"))?
         .finish(settings::Flags::new(flags))
@@ -585,10 +814,14 @@ pub(crate) fn compile<H>(class: &std::sync::Arc<ClassInner<H>>) -> Result<Compil
         tramps.push(Some(t));
     }
 
+    // Compile the bodies; keep their code until every frame is known.
     let mut ctx = module.make_context();
     let mut fbc = FunctionBuilderContext::new();
+    let mut code: Vec<Option<Body>> = (0..cls.code.len()).map(|_| None).collect();
+    let mut refused = ok.iter().map(|&o| !o).collect::<Vec<bool>>();
+    let mut any_refused = false;
     for (m, mc) in cls.code.iter().enumerate() {
-        let (Some(b), Some(t)) = (bodies[m], tramps[m]) else {
+        let Some(b) = bodies[m] else {
             continue;
         };
         ctx.func = Function::with_name_signature(
@@ -607,14 +840,60 @@ pub(crate) fn compile<H>(class: &std::sync::Arc<ClassInner<H>>) -> Result<Compil
                 ctx: None,
                 fields: None,
                 fault_ret: None,
+                args_slot: None,
+                sealed: Vec::new(),
+                local: Vec::new(),
             };
             g.method(&mut module, &bodies)?;
             g.b.finalize(module.target_config());
         }
-        module
-            .define_function(b, &mut ctx)
-            .map_err(|e| format!("compiling {}: {e:?}", mc.name))?;
+        let isa = module.isa();
+        ctx.compile(isa, &mut ControlPlane::default())
+            .map_err(|e| format!("compiling {}: {:?}", mc.name, e.inner))?;
+        let done = ctx.compiled_code().ok_or("no compiled code")?;
+        let frame = done
+            .buffer
+            .frame_layout()
+            .map(|l| l.frame_to_fp_offset)
+            .unwrap_or(u32::MAX);
+        if frame > MAX_FRAME_BYTES {
+            refused[m] = true;
+            any_refused = true;
+        } else {
+            let align = (done.buffer.alignment as u64)
+                .max(isa.function_alignment().minimum as u64)
+                .max(isa.symbol_alignment());
+            let relocs = done
+                .buffer
+                .relocs()
+                .iter()
+                .map(|r| ModuleReloc::from_mach_reloc(r, &ctx.func, b))
+                .collect();
+            code[m] = Some(Body {
+                bytes: done.code_buffer().to_vec(),
+                align,
+                relocs,
+            });
+        }
         module.clear_context(&mut ctx);
+    }
+    // Methods whose frame is too large, and their callers, are
+    // interpreted (their code, never defined, is dropped).
+    let ok = if any_refused {
+        compilable(cls, &refused)
+    } else {
+        ok
+    };
+
+    for (m, mc) in cls.code.iter().enumerate() {
+        let (true, Some(b), Some(t), Some(body)) = (ok[m], bodies[m], tramps[m], code[m].take())
+        else {
+            tramps[m] = None;
+            continue;
+        };
+        module
+            .define_function_bytes(b, body.align, &body.bytes, &body.relocs)
+            .map_err(|e| format!("compiling {}: {e:?}", mc.name))?;
 
         // The trampoline: load the arguments from the slot array and call.
         ctx.func =
@@ -658,6 +937,13 @@ pub(crate) fn compile<H>(class: &std::sync::Arc<ClassInner<H>>) -> Result<Compil
     })
 }
 
+/// A method's machine code, compiled but not yet defined in the module.
+struct Body {
+    bytes: Vec<u8>,
+    align: u64,
+    relocs: Vec<ModuleReloc>,
+}
+
 fn body_sig(module: &JITModule, nargs: u16) -> Signature {
     let mut s = module.make_signature();
     s.params
@@ -676,6 +962,43 @@ fn tramp_sig(module: &JITModule) -> Signature {
     s.params.push(AbiParam::new(p));
     s.returns.push(AbiParam::new(types::I64));
     s
+}
+
+/// The ops control may go to from op `i` of `mc`.
+fn successors(mc: &MethodCode, i: usize) -> Vec<u32> {
+    let mut v = Vec::new();
+    let op = &mc.ops[i];
+    match *op {
+        Op::IfEq { t, .. }
+        | Op::IfNe { t, .. }
+        | Op::IfLt { t, .. }
+        | Op::IfGe { t, .. }
+        | Op::IfGt { t, .. }
+        | Op::IfLe { t, .. }
+        | Op::IfEqI { t, .. }
+        | Op::IfNeI { t, .. }
+        | Op::IfLtI { t, .. }
+        | Op::IfGeI { t, .. }
+        | Op::IfGtI { t, .. }
+        | Op::IfLeI { t, .. }
+        | Op::Goto { t } => v.push(t),
+        Op::IncLt { t, .. }
+        | Op::IncLe { t, .. }
+        | Op::IncNe { t, .. }
+        | Op::IncGt { t, .. }
+        | Op::IncGe { t, .. } => v.extend([t, i as u32 + 2]),
+        Op::Switch { tab, .. } => {
+            if let Some(st) = mc.switches.get(tab as usize) {
+                v.push(st.default);
+                v.extend_from_slice(&st.targets);
+            }
+        }
+        _ => {}
+    }
+    if !op.is_terminator() {
+        v.push(i as u32 + 1);
+    }
+    v
 }
 
 /// What [`Gen::byte_range`] found (Cranelift values).
@@ -702,6 +1025,14 @@ struct Gen<'a, 'f, H> {
     ctx: Option<Value>,
     fields: Option<Value>,
     fault_ret: Option<Block>,
+    /// The one stack slot every native call of the method passes its
+    /// arguments in (sized for the call with the most).
+    args_slot: Option<StackSlot>,
+    /// Per op: whether its block is sealed (no branch to it may follow).
+    sealed: Vec<bool>,
+    /// Blocks made inside the op being emitted: all their predecessors
+    /// are in it, so they are sealed after it.
+    local: Vec<Block>,
 }
 
 impl<H> Gen<'_, '_, H> {
@@ -716,6 +1047,12 @@ impl<H> Gen<'_, '_, H> {
     }
     fn set(&mut self, s: u16, v: Value) {
         self.b.def_var(self.vars[s as usize], v);
+    }
+    /// A new block inside the op being emitted (sealed after it).
+    fn block(&mut self) -> Block {
+        let b = self.b.create_block();
+        self.local.push(b);
+        b
     }
     fn k(&mut self, v: i64) -> Value {
         self.b.ins().iconst(types::I64, v)
@@ -741,7 +1078,7 @@ impl<H> Gen<'_, '_, H> {
     /// Branch to the fault return if `r` is [`FAULT`].
     fn check(&mut self, r: Value) {
         let bad = self.b.ins().icmp_imm_s(IntCC::Equal, r, FAULT);
-        let ok = self.b.create_block();
+        let ok = self.block();
         let fr = self.fault_ret.expect("set at entry");
         self.b.ins().brif(bad, fr, &[], ok, &[]);
         self.b.switch_to_block(ok);
@@ -749,8 +1086,8 @@ impl<H> Gen<'_, '_, H> {
 
     /// Record a fault of `kind` at op `i` and return [`FAULT`].
     fn fault_if(&mut self, cond: Value, kind: i64, i: usize) {
-        let bad = self.b.create_block();
-        let ok = self.b.create_block();
+        let bad = self.block();
+        let ok = self.block();
         self.b.ins().brif(cond, bad, &[], ok, &[]);
         self.b.switch_to_block(bad);
         let (c, k, s) = (self.ctx(), self.k(kind), self.k(self.site(i)));
@@ -770,8 +1107,8 @@ impl<H> Gen<'_, '_, H> {
         let f = self.b.ins().iadd_imm_s(f, -units);
         self.b.ins().store(MemFlagsData::trusted(), f, c, CTX_FUEL);
         let neg = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, f, 0);
-        let slow = self.b.create_block();
-        let ok = self.b.create_block();
+        let slow = self.block();
+        let ok = self.block();
         self.b.ins().brif(neg, slow, &[], ok, &[]);
         self.b.set_cold_block(slow);
         self.b.switch_to_block(slow);
@@ -795,6 +1132,12 @@ impl<H> Gen<'_, '_, H> {
     }
 
     fn target(&self, t: u32) -> Result<Block, String> {
+        if self.sealed.get(t as usize) == Some(&true) {
+            return Err(format!(
+                "internal: branch to op {t} of {} after its block was sealed",
+                self.mc.name
+            ));
+        }
         self.blocks
             .get(t as usize)
             .copied()
@@ -803,7 +1146,7 @@ impl<H> Gen<'_, '_, H> {
 
     /// `if cond goto t else goto next`, from op `i`.
     fn branch(&mut self, cond: Value, i: usize, t: u32, next: usize) -> Result<(), String> {
-        let taken = self.b.create_block();
+        let taken = self.block();
         let nb = self.target(next as u32)?;
         self.b.ins().brif(cond, taken, &[], nb, &[]);
         self.b.switch_to_block(taken);
@@ -819,29 +1162,84 @@ impl<H> Gen<'_, '_, H> {
         let entry = self.b.create_block();
         self.b.append_block_params_for_function_params(entry);
         self.b.switch_to_block(entry);
+        self.b.seal_block(entry);
         let params = self.b.block_params(entry).to_vec();
         self.ctx = Some(params[0]);
+        let c = self.ctx();
+
+        // The machine-stack check, before anything is stored in the frame:
+        // a frame below the invocation's limit returns at once, calling
+        // nothing (see `Ctx::overflow`).
+        let fl = MemFlagsData::trusted();
+        let sp = self.b.ins().get_stack_pointer(self.ptr);
+        let lim = self.b.ins().load(self.ptr, fl, c, CTX_STACK_LIMIT);
+        let low = self.b.ins().icmp(IntCC::UnsignedLessThan, sp, lim);
+        let over = self.b.create_block();
+        let body = self.b.create_block();
+        self.b.ins().brif(low, over, &[], body, &[]);
+        self.b.set_cold_block(over);
+        self.b.switch_to_block(over);
+        self.b.seal_block(over);
+        let site = self.k(self.site(0) | OVERFLOW_FLAG);
+        self.b.ins().store(fl, site, c, CTX_OVERFLOW);
+        let f = self.k(FAULT);
+        self.b.ins().return_(&[f]);
+        self.b.switch_to_block(body);
+        self.b.seal_block(body);
+
+        // Slots other than the arguments are never read before they are
+        // written (the verifier's initialised-locals rule), so they get no
+        // initial definition.
         for s in 0..mc.frame_size as usize {
             let v = self.b.declare_var(types::I32);
             self.vars.push(v);
-            let init = match params.get(1 + s) {
-                Some(&p) if s < mc.nargs as usize => p,
-                _ => self.k32(0),
-            };
-            self.b.def_var(v, init);
+            if s < mc.nargs as usize {
+                if let Some(&p) = params.get(1 + s) {
+                    self.b.def_var(v, p);
+                }
+            }
         }
-        let c = self.ctx();
-        self.fields = Some(
-            self.b
-                .ins()
-                .load(self.ptr, MemFlagsData::trusted(), c, CTX_FIELDS),
-        );
+        let argc = mc
+            .ops
+            .iter()
+            .map(|op| match *op {
+                Op::CallNative { argc, .. } => argc as u32,
+                _ => 0,
+            })
+            .max()
+            .unwrap_or(0);
+        if mc.ops.iter().any(|op| matches!(op, Op::CallNative { .. })) {
+            self.args_slot = Some(self.b.create_sized_stack_slot(StackSlotData::new(
+                StackSlotKind::ExplicitSlot,
+                4 * argc.max(1),
+                2,
+            )));
+        }
+        self.fields = Some(self.b.ins().load(self.ptr, fl, c, CTX_FIELDS));
         let fault_ret = self.b.create_block();
         self.fault_ret = Some(fault_ret);
         self.blocks = (0..mc.ops.len()).map(|_| self.b.create_block()).collect();
+        self.sealed = vec![false; mc.ops.len()];
         let first = self.target(0)?;
         self.b.ins().jump(first, &[]);
 
+        // Each op's block is sealed as soon as every branch to it has been
+        // emitted, so that the SSA construction never carries a slot
+        // through a chain of unfinished blocks (which made its cost grow
+        // with the square of the method's size).
+        let mut last = vec![0usize; mc.ops.len()];
+        for i in 0..mc.ops.len() {
+            for t in successors(mc, i) {
+                if let Some(l) = last.get_mut(t as usize) {
+                    *l = (*l).max(i + 1);
+                }
+            }
+        }
+        let mut seal_after: Vec<Vec<usize>> = vec![Vec::new(); mc.ops.len() + 1];
+        for (t, &l) in last.iter().enumerate() {
+            seal_after[l].push(t);
+        }
+        self.seal(&seal_after[0]);
         for i in 0..mc.ops.len() {
             let blk = self.blocks[i];
             self.b.switch_to_block(blk);
@@ -849,6 +1247,10 @@ impl<H> Gen<'_, '_, H> {
                 let next = self.target(i as u32 + 1)?;
                 self.b.ins().jump(next, &[]);
             }
+            for b in std::mem::take(&mut self.local) {
+                self.b.seal_block(b);
+            }
+            self.seal(&seal_after[i + 1]);
         }
 
         self.b.switch_to_block(fault_ret);
@@ -856,6 +1258,14 @@ impl<H> Gen<'_, '_, H> {
         self.b.ins().return_(&[f]);
         self.b.seal_all_blocks();
         Ok(())
+    }
+
+    /// Seal the blocks of ops `ts`.
+    fn seal(&mut self, ts: &[usize]) {
+        for &t in ts {
+            self.b.seal_block(self.blocks[t]);
+            self.sealed[t] = true;
+        }
     }
 
     fn field_addr(&mut self, f: u16) -> Result<(Value, i32), String> {
@@ -1111,8 +1521,8 @@ impl<H> Gen<'_, '_, H> {
                 self.astore(i, a, idx, s, A_BYTE)
             }
             Op::ArrLen { d, a } => {
-                let slow = self.b.create_block();
-                let done = self.b.create_block();
+                let slow = self.block();
+                let done = self.block();
                 let (_, len) = self.array_fast(
                     a,
                     None,
@@ -1201,11 +1611,7 @@ impl<H> Gen<'_, '_, H> {
                     }
                     _ => None,
                 };
-                let slot = self.b.create_sized_stack_slot(StackSlotData::new(
-                    StackSlotKind::ExplicitSlot,
-                    4 * (argc as u32).max(1),
-                    2,
-                ));
+                let slot = self.args_slot.expect("made at entry");
                 for (j, &v) in vals.iter().enumerate() {
                     self.b.ins().stack_store(self.ptr, v, slot, 4 * j as i32);
                 }
@@ -1354,7 +1760,7 @@ impl<H> Gen<'_, '_, H> {
             .ins()
             .load(types::I64, MemFlagsData::trusted(), c, CTX_NARRAYS);
         let live = self.b.ins().icmp(IntCC::UnsignedLessThan, slot, n);
-        let b1 = self.b.create_block();
+        let b1 = self.block();
         self.b.ins().brif(live, b1, &[], slow, &[]);
         self.b.switch_to_block(b1);
         let base = self
@@ -1373,7 +1779,7 @@ impl<H> Gen<'_, '_, H> {
             let inb = self.b.ins().icmp(IntCC::UnsignedLessThan, ix, len);
             ok = self.b.ins().band(ok, inb);
         }
-        let b2 = self.b.create_block();
+        let b2 = self.block();
         self.b.ins().brif(ok, b2, &[], slow, &[]);
         self.b.switch_to_block(b2);
         let addr = self.b.ins().load(self.ptr, MemFlagsData::trusted(), e, 0);
@@ -1449,8 +1855,8 @@ impl<H> Gen<'_, '_, H> {
         woff: Value,
         len: Value,
     ) -> Block {
-        let slow = self.b.create_block();
-        let done = self.b.create_block();
+        let slow = self.block();
+        let done = self.block();
         let c = self.ctx();
         let w = self.b.ins().sextend(types::I64, woff);
         let r = self.byte_range(h, aoff, len, Some(w), slow);
@@ -1465,7 +1871,7 @@ impl<H> Gen<'_, '_, H> {
         let mut ok = self.b.ins().band(r.ok, in_w);
         let bound = self.b.ins().icmp_imm_u(IntCC::NotEqual, wbase, 0);
         ok = self.b.ins().band(ok, bound);
-        let fast = self.b.create_block();
+        let fast = self.block();
         self.b.ins().brif(ok, fast, &[], slow, &[]);
         self.b.switch_to_block(fast);
         self.b.ins().store(fl, r.left, c, CTX_FUEL);
@@ -1494,10 +1900,10 @@ impl<H> Gen<'_, '_, H> {
         x: Value,
         len: Value,
     ) -> Block {
-        let slow = self.b.create_block();
-        let done = self.b.create_block();
+        let slow = self.block();
+        let done = self.block();
         let r = self.byte_range(h, aoff, len, None, slow);
-        let call = self.b.create_block();
+        let call = self.block();
         self.b.ins().brif(r.ok, call, &[], slow, &[]);
         self.b.switch_to_block(call);
         type Sink = extern "C" fn(*mut Ctx, *const (), *const u8, u64, i32) -> i64;
@@ -1508,7 +1914,7 @@ impl<H> Gen<'_, '_, H> {
             &[self.ptr, self.ptr, self.ptr, types::I64, types::I32],
             &[c, sp, r.at, r.n, x],
         );
-        let accepted = self.b.create_block();
+        let accepted = self.block();
         self.b.ins().brif(took, accepted, &[], slow, &[]);
         self.b.switch_to_block(accepted);
         self.b
@@ -1548,8 +1954,8 @@ impl<H> Gen<'_, '_, H> {
     }
 
     fn aload(&mut self, i: usize, d: u16, a: u16, idx: Value, kind: i64) {
-        let slow = self.b.create_block();
-        let done = self.b.create_block();
+        let slow = self.block();
+        let done = self.block();
         let (addr, _) = self.array_fast(a, Some(idx), |g, k| g.kind_ok(k, kind, true), slow);
         let p = self.elem_addr(addr, idx, kind);
         let fl = MemFlagsData::trusted();
@@ -1581,8 +1987,8 @@ impl<H> Gen<'_, '_, H> {
     }
 
     fn astore(&mut self, i: usize, a: u16, idx: Value, src: u16, kind: i64) {
-        let slow = self.b.create_block();
-        let done = self.b.create_block();
+        let slow = self.block();
+        let done = self.block();
         let (addr, _) = self.array_fast(a, Some(idx), |g, k| g.kind_ok(k, kind, false), slow);
         let p = self.elem_addr(addr, idx, kind);
         let x = self.var(src);
@@ -1640,6 +2046,10 @@ impl<H> Gen<'_, '_, H> {
             .get(tab as usize)
             .ok_or_else(|| format!("switch table {tab} missing"))?;
         let key = self.var(s);
+        let cost = crate::interp::switch_cost(st);
+        if cost > 0 {
+            self.charge(cost, i);
+        }
         // One block per edge, so that each charges its own backward jump;
         // the edges are filled after the dispatch (a block must be
         // finished before the builder moves to another).
@@ -1664,23 +2074,25 @@ impl<H> Gen<'_, '_, H> {
             // the default, as `SwitchTable::lookup` does.
             let k0 = st.keys[0] as i64;
             let lo = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, key, k0);
-            let inr = self.b.create_block();
+            let inr = self.block();
             self.b.ins().brif(lo, def, &[], inr, &[]);
             self.b.switch_to_block(inr);
             self.b.ins().br_table(idx, jt);
         } else {
+            // A binary search over the keys (compared as unsigned, which
+            // orders them consistently), with jump tables for runs of
+            // consecutive keys: a `lookupswitch` costs the compiled code
+            // about what it costs the interpreter.
+            let mut sw = Switch::new();
             for (j, &k) in st.keys.iter().enumerate() {
                 let t = *st
                     .targets
                     .get(j)
                     .ok_or_else(|| format!("switch table {tab} is short"))?;
                 let blk = edge(self, t);
-                let eq = self.b.ins().icmp_imm_s(IntCC::Equal, key, k as i64);
-                let next = self.b.create_block();
-                self.b.ins().brif(eq, blk, &[], next, &[]);
-                self.b.switch_to_block(next);
+                sw.set_entry(k as u32 as u128, blk);
             }
-            self.b.ins().jump(def, &[]);
+            sw.emit(&mut self.b, key, def);
         }
         for (blk, t) in edges {
             self.b.switch_to_block(blk);

@@ -41,8 +41,10 @@
 //!    depth, null, bounds, division), so a compiled invocation has the same
 //!    result, fuel use, fault and fault site as an interpreted one
 //!    (`tests/jit.rs` compares them over grids of arguments and budgets).
-//!    Methods that allocate arrays or recurse, and their callers, stay
-//!    interpreted.
+//!    Methods that allocate arrays or recurse, methods too large to
+//!    compile cheaply, and their callers, stay interpreted. Compiled frames
+//!    live on the host thread's stack, within a budget checked on entry to
+//!    every compiled method ([`Vm::set_machine_stack`]).
 //!
 //! Safety: the crate denies `unsafe` except for documented spots: the
 //! interpreter's frame-slot indexing, whose bounds are established by
@@ -80,7 +82,7 @@ use std::fmt;
 use std::time::Duration;
 
 pub use heap::ArrayRef;
-pub use interp::{FaultSite, Prepared, Vm};
+pub use interp::{FaultSite, Prepared, Vm, DEFAULT_MACHINE_STACK, MAX_STACK_SLOTS};
 #[cfg(feature = "jit")]
 pub use jit::Compiled;
 pub use natives::{
@@ -101,8 +103,9 @@ pub struct Limits {
     /// (ops between its target and itself), an allocation one unit per 16
     /// elements, a collection during the invocation one unit per
     /// [`GC_WORDS_PER_FUEL`] frame slots and array entries it scans, a
-    /// native call one unit plus what the native charges. Default:
-    /// 100 000 000 (an infinite loop stops after well under a second).
+    /// native call one unit plus what the native charges, a `lookupswitch`
+    /// of `n` keys `floor(log2 n) + 1` units. Default: 100 000 000 (an
+    /// infinite loop stops after well under a second).
     pub fuel: u64,
     /// Maximum number of nested applet frames (host entry frame included).
     /// Default: 4096 (the recursive qsort of 1000 reverse-ordered ints needs

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 
+pub mod attack_jit;
 pub mod attack_load;
 pub mod fast;
 
