@@ -55,8 +55,8 @@ pub(crate) fn snapshot(seg: &unet_sys::Segment, max: u32) -> Vec<(String, String
         );
         out.push((
             scope.clone(),
-            "channels".to_string(),
-            s.channels.load(Ordering::Relaxed) as u64,
+            "channels_peak".to_string(),
+            s.channels_peak.load(Ordering::Relaxed) as u64,
         ));
         for &c in EndpointCounter::ALL {
             out.push((

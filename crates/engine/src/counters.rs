@@ -120,15 +120,15 @@ impl Counters {
             }
             s.endpoint_id.store(endpoint_id, Ordering::Relaxed);
             s.pid.store(pid, Ordering::Relaxed);
-            s.channels.store(0, Ordering::Relaxed);
+            s.channels_peak.store(0, Ordering::Relaxed);
             s.live.store(1, Ordering::Release);
         }
     }
 
-    /// Record the number of channel tags an endpoint holds.
-    pub fn set_channels(&self, slot: usize, n: u32) {
+    /// Record the most channel tags an endpoint held at once.
+    pub fn set_channels_peak(&self, slot: usize, n: u32) {
         if let Some(s) = self.slot(slot) {
-            s.channels.store(n, Ordering::Relaxed);
+            s.channels_peak.store(n, Ordering::Relaxed);
         }
     }
 

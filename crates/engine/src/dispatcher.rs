@@ -59,6 +59,7 @@ use crate::poller::{Poller, Token};
 use crate::remote::RemoteSide;
 use crate::server::{ControlServer, Incoming};
 use crate::setup::Setup;
+use crate::setup_thread::SetupThread;
 use crate::wire::Transport;
 
 /// A turn polls the file descriptors at least once in this many.
@@ -85,6 +86,8 @@ pub struct Dispatcher {
     conns: DirectConns,
     remote: Option<RemoteSide>,
     applets: AppletHost,
+    /// Set-up work that takes long (making and unmapping large segments).
+    work: SetupThread,
     counters: Arc<Counters>,
     shared: Arc<Shared>,
     tokens: Vec<Token>,
@@ -140,8 +143,9 @@ impl Dispatcher {
             poller.add(w.raw_fd(), Token::Wire)?;
         }
         Ok(Dispatcher {
-            eps: EndpointTable::new(cfg.max_endpoints, engine_id, counters.clone()),
+            eps: EndpointTable::new(cfg.max_endpoints, counters.clone()),
             applets: AppletHost::new(shared.admin.clone()),
+            work: SetupThread::new(shared.admin.clone()),
             cfg,
             engine_id,
             poller,
@@ -254,6 +258,7 @@ impl Dispatcher {
             conns: &mut self.conns,
             remote: self.remote.as_mut(),
             applets: &mut self.applets,
+            work: &mut self.work,
         }
     }
 
@@ -410,6 +415,9 @@ impl Dispatcher {
             if !done.is_empty() {
                 self.setup().finish_loads(done);
             }
+        }
+        if self.work.busy() {
+            self.setup().finish_creates();
         }
     }
 }

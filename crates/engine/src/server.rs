@@ -167,6 +167,16 @@ impl ControlServer {
         }
     }
 
+    /// Which process client `ci` is, for the limits counted per process:
+    /// its process id, or (when the kernel could not tell it) the
+    /// connection itself. None if there is no such client.
+    pub(crate) fn proc_key(&self, ci: ClientId) -> Option<(u32, usize)> {
+        self.client(ci).map(|c| match c.pid {
+            0 => (0, ci),
+            pid => (pid, usize::MAX),
+        })
+    }
+
     #[inline]
     pub(crate) fn client(&self, ci: ClientId) -> Option<&Client> {
         self.clients.get(ci).and_then(|c| c.as_ref())

@@ -609,6 +609,17 @@ pub fn accept(listener: impl AsFd) -> io::Result<OwnedFd> {
     )?)
 }
 
+/// Give the calling thread the lowest scheduling priority (nice 19): for
+/// background work, such as zeroing the pages of a large segment, that
+/// must not take the CPU from threads on a data path. Linux keeps a nice
+/// value per thread; other threads of the process are not touched.
+pub fn lower_thread_priority() -> io::Result<()> {
+    Ok(rustix::process::setpriority_process(
+        Some(rustix::thread::gettid()),
+        19,
+    )?)
+}
+
 /// The effective user id of this process.
 pub fn effective_uid() -> u32 {
     rustix::process::geteuid().as_raw()
