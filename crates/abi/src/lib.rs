@@ -1054,8 +1054,9 @@ counter_enum! {
         QuotaRefusedEndpoints = 44 => "quota_refused_endpoints",
         /// Connections the engine could not take because it had no file
         /// descriptor left (`EMFILE`, `ENFILE`): each was accepted on a
-        /// descriptor kept in reserve and closed at once, or left waiting
-        /// while the listener rested.
+        /// descriptor kept in reserve and closed at once. (Should even
+        /// the reserve be spent, the engine stops watching its listener
+        /// until a client leaves; the connections wait in its backlog.)
         ControlDropFdLimit = 45 => "control_drop_fd_limit",
         /// `accept` on the control listener failed for another reason
         /// (out of kernel memory, a connection aborted before it was

@@ -132,7 +132,7 @@ impl Dispatcher {
         let engine_id = sys::random_u64() | 1;
         let poller = Poller::new()?;
         let counters = Arc::new(Counters::create(cfg.max_endpoints, engine_id)?);
-        let server = ControlServer::new(cfg.control_socket.clone(), &poller, counters.clone())?;
+        let server = ControlServer::new(&cfg, &poller, counters.clone())?;
         poller.add(shared.admin.fd().as_raw_fd(), Token::Admin)?;
         let remote = match (transport, cfg.udp_bind) {
             (Some(t), _) => Some(RemoteSide::new(t, engine_id, counters.clone())),

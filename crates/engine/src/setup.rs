@@ -565,10 +565,10 @@ impl Setup<'_> {
     /// A client's control connection closed: the process is gone or done.
     /// Reclaim everything it held and tell its peers.
     pub(crate) fn drop_client(&mut self, ci: ClientId) {
-        let Some(c) = self.server.remove(ci, self.poller) else {
+        let Some(endpoints) = self.server.remove(ci, self.poller) else {
             return;
         };
-        for idx in c.endpoints {
+        for idx in endpoints {
             self.close_endpoint(idx);
         }
         if let Some(w) = self.remote.as_deref_mut() {

@@ -242,10 +242,36 @@ impl Daemon {
     }
 
     pub fn start_in(ns: Option<&str>, extra: &[&str]) -> Daemon {
+        Self::start_with(ns, extra, None)
+    }
+
+    /// A daemon whose file descriptors are limited to `nofile`
+    /// (RLIMIT_NOFILE).
+    pub fn start_with_nofile(nofile: u64, extra: &[&str]) -> Daemon {
+        Self::start_with(None, extra, Some(nofile))
+    }
+
+    fn start_with(ns: Option<&str>, extra: &[&str], nofile: Option<u64>) -> Daemon {
         let dir = TempDir::new("daemon");
         let socket = dir.0.join("unet.sock");
         let mut cmd = command_in(ns, unet_bin());
         cmd.arg("daemon").arg("--socket").arg(&socket).args(extra);
+        if let Some(n) = nofile {
+            // SAFETY: setrlimit is async-signal-safe and reads only the
+            // local struct; nothing else runs in pre_exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let r = libc::rlimit {
+                        rlim_cur: n,
+                        rlim_max: n,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &r) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
         let mut proc = Proc::spawn("daemon", cmd);
         let line = proc.raw_line(Duration::from_secs(20)).unwrap_or_else(|| {
             let st = proc.wait_exit(Duration::from_secs(1));
