@@ -1163,9 +1163,10 @@ counter_enum! {
         /// attach; the engine installs the code at a later invocation), 0
         /// while it runs interpreted or no applet is attached.
         AppletCompiled = 38 => "applet_compiled",
-        /// A level, set when `unet stat` asks: the channels the endpoint
-        /// holds now (`channels_peak`, in the slot's header, is the most
-        /// it ever held at once).
+        /// A level, set when `unet stat` asks: the channels of the
+        /// endpoint open now, their peer still there (`channels_peak`, in
+        /// the slot's header, is the most channel tags it held at once,
+        /// those whose peer left and that it has not closed included).
         ChannelsOpen = 39 => "channels_open",
         /// A level, set when `unet stat` asks: bytes of shared memory
         /// charged to the endpoint's process for it: its segment and the

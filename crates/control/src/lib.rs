@@ -550,6 +550,15 @@ impl Request {
         w.done().to_vec()
     }
 
+    /// The request id of a packet that may not decode (or was cut
+    /// short): the engine echoes it in its `BadRequest` reply, so that
+    /// the client can match the reply. None when the packet is too short
+    /// to hold one, or holds 0 (reserved for notices).
+    pub fn peek_id(b: &[u8]) -> Option<u32> {
+        let id = u32::from_le_bytes(b.get(4..8)?.try_into().ok()?);
+        (id != 0).then_some(id)
+    }
+
     /// Decode a packet into `(req_id, request)`.
     pub fn decode(b: &[u8]) -> Result<(u32, Request), ControlError> {
         let (kind, id, mut r) = header(b)?;

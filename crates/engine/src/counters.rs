@@ -132,6 +132,18 @@ impl Counters {
         }
     }
 
+    /// The endpoint id in `slot`, if the slot is live.
+    pub fn slot_endpoint(&self, slot: usize) -> Option<u32> {
+        let s = self.slot(slot)?;
+        (s.live.load(Ordering::Acquire) != 0).then(|| s.endpoint_id.load(Ordering::Relaxed))
+    }
+
+    /// The most channel tags the endpoint in `slot` held at once.
+    pub fn channels_peak(&self, slot: usize) -> u32 {
+        self.slot(slot)
+            .map_or(0, |s| s.channels_peak.load(Ordering::Relaxed))
+    }
+
     /// Release a slot.
     pub fn close_slot(&self, slot: usize) {
         if let Some(s) = self.slot(slot) {

@@ -238,13 +238,30 @@ impl ControlServer {
             let Some(c) = self.client(ci) else {
                 break;
             };
+            let fd = c.sock.as_raw_fd();
             let mut fds = Vec::new();
-            match sys::recv_packet(c.sock.as_raw_fd(), &mut pkt, &mut fds, true) {
-                Ok(0) => {
-                    closed = true;
-                    break;
+            // The buffer holds one byte more than the largest packet: a
+            // packet that fills it is too long.
+            match sys::recv_packet_checked(fd, &mut pkt, &mut fds, true) {
+                Ok(r) if r.len == 0 && !r.truncated => {
+                    if sys::peer_closed(fd) {
+                        closed = true;
+                        break;
+                    }
+                    // A zero-length packet, not the end: refused, counted,
+                    // the connection kept. It has no request id to answer.
+                    self.counters.engine(EngineCounter::ControlBad, 1);
+                    self.counters.engine(EngineCounter::ControlDropEmpty, 1);
                 }
-                Ok(n) => match Request::decode(&pkt[..n]) {
+                Ok(r) if r.truncated || r.len > control::MAX_PACKET => {
+                    // Too long (or too many descriptors): answered, with
+                    // its request id when the header came through.
+                    self.counters.engine(EngineCounter::ControlBad, 1);
+                    self.counters.engine(EngineCounter::ControlDropOversize, 1);
+                    let id = Request::peek_id(&pkt[..r.len.min(pkt.len())]).unwrap_or(0);
+                    self.reply(ci, id, Reply::Error(ErrorCode::BadRequest), &[]);
+                }
+                Ok(r) => match Request::decode(&pkt[..r.len]) {
                     Ok((req_id, req)) => out.push(Incoming {
                         client: ci,
                         req_id,
@@ -253,13 +270,11 @@ impl ControlServer {
                     }),
                     Err(_) => {
                         self.counters.engine(EngineCounter::ControlBad, 1);
-                        self.reply(ci, 0, Reply::Error(ErrorCode::BadRequest), &[]);
+                        let id = Request::peek_id(&pkt[..r.len]).unwrap_or(0);
+                        self.reply(ci, id, Reply::Error(ErrorCode::BadRequest), &[]);
                     }
                 },
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::InvalidData => {
-                    self.counters.engine(EngineCounter::ControlBad, 1);
-                }
                 Err(_) => {
                     closed = true;
                     break;
@@ -274,8 +289,10 @@ impl ControlServer {
     pub(crate) fn reply(&self, ci: ClientId, req_id: u32, r: Reply, fds: &[RawFd]) {
         if let Some(c) = self.client(ci) {
             // Non-blocking: a client that does not read its control socket
-            // loses its own replies, never stalls the engine.
-            let _ = sys::send_packet(c.sock.as_raw_fd(), &r.encode(req_id), fds);
+            // loses its own replies (counted), never stalls the engine.
+            if sys::send_packet(c.sock.as_raw_fd(), &r.encode(req_id), fds).is_err() {
+                self.counters.engine(EngineCounter::ControlRepliesLost, 1);
+            }
         }
     }
 

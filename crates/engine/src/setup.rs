@@ -215,7 +215,11 @@ impl Setup<'_> {
         let c = self.counters();
         for (_, ep) in self.eps.iter() {
             c.mirror_client(ep.slot, &ep.header().client_counters);
-            let open = ep.routes.iter().filter(|r| r.in_use()).count();
+            let open = ep
+                .routes
+                .iter()
+                .filter(|r| r.in_use() && !matches!(r, Route::Gone))
+                .count();
             c.set_ep(ep.slot, EndpointCounter::ChannelsOpen, open as u64);
             let memory = ep.seg.len() as u64 + self.conns.memory_opened_by(ep.id);
             c.set_ep(ep.slot, EndpointCounter::MemoryBytes, memory);

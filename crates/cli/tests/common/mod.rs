@@ -344,26 +344,28 @@ pub fn engine_counter(s: &Value, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("engine counter {name} missing in {s}"))
 }
 
-/// The counters of endpoint `id`, if its slot is live.
-pub fn endpoint_stats(s: &Value, id: u32) -> Option<&Value> {
-    let prefix = format!("endpoint {id} (pid ");
-    s.as_object()?
-        .iter()
-        .find(|(k, _)| k.starts_with(&prefix))
-        .map(|(_, v)| v)
+/// The live endpoints of a stat snapshot.
+pub fn endpoints(s: &Value) -> Vec<&Value> {
+    s["endpoints"]
+        .as_array()
+        .map(|a| a.iter().collect())
+        .unwrap_or_default()
 }
 
-/// Keys of the live endpoint slots owned by `pid`.
-pub fn endpoints_of_pid(s: &Value, pid: u32) -> Vec<String> {
-    let suffix = format!("(pid {pid})");
-    s.as_object()
-        .map(|m| {
-            m.keys()
-                .filter(|k| k.starts_with("endpoint ") && k.ends_with(&suffix))
-                .cloned()
-                .collect()
-        })
-        .unwrap_or_default()
+/// The counters of endpoint `id`, if its slot is live.
+pub fn endpoint_stats(s: &Value, id: u32) -> Option<&Value> {
+    endpoints(s)
+        .into_iter()
+        .find(|e| e["id"].as_u64() == Some(id as u64))
+}
+
+/// The ids of the live endpoints owned by `pid`.
+pub fn endpoints_of_pid(s: &Value, pid: u32) -> Vec<u64> {
+    endpoints(s)
+        .into_iter()
+        .filter(|e| e["pid"].as_u64() == Some(pid as u64))
+        .filter_map(|e| e["id"].as_u64())
+        .collect()
 }
 
 /// A command re-running this test binary as child `role`, optionally in a
