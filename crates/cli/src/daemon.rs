@@ -46,7 +46,8 @@ pub struct Args {
     #[arg(long, value_parser = crate::bench::stats::parse_size)]
     pub user_memory: Option<usize>,
     /// Most endpoints one client process may hold; requests beyond are
-    /// refused (UNET_EQUOTA). Default: a quarter of --max-endpoints.
+    /// refused (UNET_EQUOTA). Default: a quarter of --max-endpoints, at
+    /// least 4.
     #[arg(long)]
     pub client_endpoints: Option<u32>,
     /// Most control connections with no endpoint one process may hold; a

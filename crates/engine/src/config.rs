@@ -47,7 +47,8 @@ pub struct EngineConfig {
     /// Most endpoints one client process may hold (with those being made),
     /// so that one process cannot take every slot: a request beyond it is
     /// refused with `ErrorCode::EndpointQuota`. 0 (the default): a quarter
-    /// of [`EngineConfig::max_endpoints`].
+    /// of [`EngineConfig::max_endpoints`], at least 4
+    /// ([`EngineConfig::endpoints_per_client`]).
     pub client_endpoints: u32,
     /// Most control connections with no endpoint (idle) one process may
     /// hold; a new connection beyond it is closed at once and counted
@@ -109,10 +110,12 @@ impl Default for EngineConfig {
 
 impl EngineConfig {
     /// The endpoints one process may hold: [`EngineConfig::client_endpoints`],
-    /// or a quarter of the slots (at least one) when it is 0.
+    /// or, when it is 0, a quarter of the slots but at least 4 (all of
+    /// them in an engine of 4 slots or fewer: a small engine for one
+    /// process or a test).
     pub fn endpoints_per_client(&self) -> u32 {
         match self.client_endpoints {
-            0 => (self.max_endpoints / 4).max(1),
+            0 => (self.max_endpoints / 4).max(self.max_endpoints.min(4)),
             n => n,
         }
     }
