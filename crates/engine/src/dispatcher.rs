@@ -98,7 +98,7 @@ pub struct Dispatcher {
 impl Dispatcher {
     /// Build an engine: its counters, its control socket (if configured),
     /// its wire (if configured). Nothing runs until [`Dispatcher::step`]
-    /// or [`Dispatcher::run`].
+    /// or `Dispatcher::run` (the engine's thread).
     pub fn new(cfg: EngineConfig) -> io::Result<Dispatcher> {
         let shared = Arc::new(Shared {
             stop: AtomicBool::new(false),
@@ -192,7 +192,7 @@ impl Dispatcher {
     /// the data sources every turn, the file descriptors when the turn
     /// found nothing and once in a while otherwise. Returns the work done
     /// (0: nothing to do). The engine's own thread runs the same turns
-    /// ([`Dispatcher::run`]).
+    /// (`Dispatcher::run`).
     pub fn step(&mut self) -> usize {
         // Nobody sleeps in invoker mode: a handoff is of no use.
         self.eps.handoff = false;
