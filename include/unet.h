@@ -53,9 +53,12 @@ enum unet_status {
     UNET_EIO = -11,        /* operating-system, protocol or internal error */
     UNET_EINVAL = -12,     /* NULL pointer or invalid argument */
     UNET_EREJECTED = -13,  /* the applet was refused (see the message) */
-    UNET_ENOTSUP = -14     /* this build of the library leaves it out: the
+    UNET_ENOTSUP = -14,    /* this build of the library leaves it out: the
                               embedded engine or the inline placement
                               (Cargo features `embedded`, `inline`) */
+    UNET_EQUOTA = -15      /* a limit the engine sets each process or user
+                              is reached: its shared memory or its
+                              endpoints (see message); close something */
 };
 
 /* The calling thread's last failure, in words. Never NULL; empty when

@@ -873,7 +873,7 @@ const _: () = {
 ///  0x010 engine_id u64, pid u32, reserved u32
 ///  0x040 engine counters: ENGINE_COUNTERS × u64
 ///  0x400 endpoint slots: max_endpoints × EndpointSlot (512 B each):
-///        0x000 live u32, endpoint_id u32, pid u32, channels u32
+///        0x000 live u32, endpoint_id u32, pid u32, channels_peak u32
 ///        0x010 counters: ENDPOINT_COUNTERS × u64 (EndpointCounter)
 ///        0x180 client: CLIENT_COUNTERS × u64 (ClientCounter, copied on Stat)
 /// ```
@@ -910,8 +910,9 @@ pub struct EndpointSlot {
     pub endpoint_id: AtomicU32,
     /// Process id of the owner (0 if unknown).
     pub pid: AtomicU32,
-    /// Number of channels held.
-    pub channels: AtomicU32,
+    /// The most channel tags the endpoint held at once (a high-water
+    /// mark; the current count is the `ChannelsOpen` level).
+    pub channels_peak: AtomicU32,
     /// Counters indexed by [`EndpointCounter`].
     pub counters: [AtomicU64; ENDPOINT_COUNTERS],
     /// The endpoint's client counters (indexed by [`ClientCounter`]), as
@@ -1048,6 +1049,37 @@ counter_enum! {
         /// whole counts once). Learnt from the next packet that arrives,
         /// or read from the socket before the engine sleeps.
         WireDropSocketOverflow = 41 => "wire_drop_socket_overflow",
+        /// Requests refused: the asking process would hold more shared
+        /// memory than its quota (`client_memory`).
+        QuotaRefusedMemory = 42 => "quota_refused_memory",
+        /// Requests refused: the asking user's processes would hold more
+        /// shared memory than the user's quota (`user_memory`).
+        QuotaRefusedUserMemory = 43 => "quota_refused_user_memory",
+        /// Endpoints refused: the asking process holds its most endpoints
+        /// (`client_endpoints`).
+        QuotaRefusedEndpoints = 44 => "quota_refused_endpoints",
+        /// Connections the engine could not take because it had no file
+        /// descriptor left (`EMFILE`, `ENFILE`): each was accepted on a
+        /// descriptor kept in reserve and closed at once. (Should even
+        /// the reserve be spent, the engine stops watching its listener
+        /// until a client leaves; the connections wait in its backlog.)
+        ControlDropFdLimit = 45 => "control_drop_fd_limit",
+        /// `accept` on the control listener failed for another reason
+        /// (out of kernel memory, a connection aborted before it was
+        /// taken).
+        ControlAcceptErrors = 46 => "control_accept_errors",
+        /// Connections closed at once: their process (or user) already
+        /// held its most idle connections, those with no endpoint
+        /// (`client_idle_connections`, `user_idle_connections`).
+        ControlDropIdleLimit = 47 => "control_drop_idle_limit",
+        /// Zero-length control packets (refused with `BadRequest`).
+        ControlDropEmpty = 48 => "control_drop_empty",
+        /// Control packets longer than the protocol's largest (refused
+        /// with `BadRequest`).
+        ControlDropOversize = 49 => "control_drop_oversize",
+        /// Replies and notices the engine could not send: the client's
+        /// socket was full (it does not read it) or gone.
+        ControlRepliesLost = 50 => "control_replies_lost",
     }
 }
 
@@ -1139,6 +1171,15 @@ counter_enum! {
         AppletCompiled = 38 => "applet_compiled",
         /// Applet faults: the invocation ran past its time limit.
         AppletFaultTimeout = 39 => "applet_fault_timeout",
+        /// A level, set when `unet stat` asks: the channels of the
+        /// endpoint open now, their peer still there (`channels_peak`, in
+        /// the slot's header, is the most channel tags it held at once,
+        /// those whose peer left and that it has not closed included).
+        ChannelsOpen = 40 => "channels_open",
+        /// A level, set when `unet stat` asks: bytes of shared memory
+        /// charged to the endpoint's process for it: its segment and the
+        /// direct connections opened from it.
+        MemoryBytes = 41 => "memory_bytes",
     }
 }
 

@@ -36,10 +36,28 @@ pub struct Args {
     #[arg(long, default_value_t = 0)]
     pub idle_spin_us: u64,
     /// Most shared memory one client process may hold (its endpoints and
-    /// the direct connections it opens), e.g. 512M or 4G; requests beyond
-    /// are refused.
+    /// the direct connections it opens, over all its connections), e.g.
+    /// 512M or 4G; requests beyond are refused (UNET_EQUOTA).
     #[arg(long, default_value = "4G", value_parser = crate::bench::stats::parse_size)]
     pub client_memory: usize,
+    /// Most shared memory all the processes of one user may hold together,
+    /// e.g. 8G; requests beyond are refused (UNET_EQUOTA). No limit if
+    /// absent.
+    #[arg(long, value_parser = crate::bench::stats::parse_size)]
+    pub user_memory: Option<usize>,
+    /// Most endpoints one client process may hold; requests beyond are
+    /// refused (UNET_EQUOTA). Default: a quarter of --max-endpoints, at
+    /// least 4.
+    #[arg(long)]
+    pub client_endpoints: Option<u32>,
+    /// Most control connections with no endpoint one process may hold; a
+    /// new one beyond is closed at once.
+    #[arg(long, default_value_t = unet_engine::DEFAULT_CLIENT_IDLE_CONNECTIONS)]
+    pub client_idle_connections: u32,
+    /// Most control connections with no endpoint the processes of one user
+    /// may hold together.
+    #[arg(long, default_value_t = unet_engine::DEFAULT_USER_IDLE_CONNECTIONS)]
+    pub user_idle_connections: u32,
     /// The largest work budget per applet invocation (JIVE fuel units) a
     /// client may ask for; larger requests are refused.
     #[arg(long, default_value_t = unet_engine::DEFAULT_APPLET_FUEL_MAX)]
@@ -75,6 +93,10 @@ pub fn run(a: Args) -> ExitCode {
         max_endpoints: a.max_endpoints,
         idle_spin: Duration::from_micros(a.idle_spin_us),
         client_memory: a.client_memory as u64,
+        user_memory: a.user_memory.map_or(u64::MAX, |m| m as u64),
+        client_endpoints: a.client_endpoints.unwrap_or(0),
+        client_idle_connections: a.client_idle_connections,
+        user_idle_connections: a.user_idle_connections,
         applet_fuel_max: a.applet_fuel_max,
         applet_heap_max: a.applet_heap_max.min(u32::MAX as usize) as u32,
         applet_time_max: Duration::from_micros(a.applet_time_max_us),

@@ -38,25 +38,12 @@ pub(crate) fn snapshot(seg: &unet_sys::Segment, max: u32) -> Vec<(String, String
             h.engine[c as usize].load(Ordering::Relaxed),
         ));
     }
-    for i in 0..max as usize {
-        let off = ENDPOINT_SLOTS_OFF + i * std::mem::size_of::<EndpointSlot>();
-        let Some(p) = seg.at(off, std::mem::size_of::<EndpointSlot>()) else {
-            break;
-        };
-        // SAFETY: in bounds (checked by at()), 8-byte aligned.
-        let s = unsafe { p.cast::<EndpointSlot>().as_ref() };
-        if s.live.load(Ordering::Acquire) == 0 {
-            continue;
-        }
-        let scope = format!(
-            "endpoint {} (pid {})",
-            s.endpoint_id.load(Ordering::Relaxed),
-            s.pid.load(Ordering::Relaxed)
-        );
+    for Slot { id, pid, s } in live_slots(seg, max) {
+        let scope = format!("endpoint {id} (pid {pid})");
         out.push((
             scope.clone(),
-            "channels".to_string(),
-            s.channels.load(Ordering::Relaxed) as u64,
+            "channels_peak".to_string(),
+            s.channels_peak.load(Ordering::Relaxed) as u64,
         ));
         for &c in EndpointCounter::ALL {
             out.push((
@@ -78,6 +65,156 @@ pub(crate) fn snapshot(seg: &unet_sys::Segment, max: u32) -> Vec<(String, String
     out
 }
 
+/// One live endpoint slot: who owns it and its counters.
+struct Slot<'a> {
+    id: u32,
+    pid: u32,
+    s: &'a EndpointSlot,
+}
+
+/// The live endpoint slots of a counters segment with `max` slots.
+fn live_slots(seg: &unet_sys::Segment, max: u32) -> Vec<Slot<'_>> {
+    let mut out = Vec::new();
+    for i in 0..max as usize {
+        let off = ENDPOINT_SLOTS_OFF + i * std::mem::size_of::<EndpointSlot>();
+        let Some(p) = seg.at(off, std::mem::size_of::<EndpointSlot>()) else {
+            break;
+        };
+        // SAFETY: in bounds (checked by at()), 8-byte aligned; the slot's
+        // fields are atomics.
+        let s = unsafe { p.cast::<EndpointSlot>().as_ref() };
+        if s.live.load(Ordering::Acquire) == 0 {
+            continue;
+        }
+        out.push(Slot {
+            id: s.endpoint_id.load(Ordering::Relaxed),
+            pid: s.pid.load(Ordering::Relaxed),
+            s,
+        });
+    }
+    out
+}
+
+/// What each client process holds, by process id: (endpoints, bytes).
+fn per_process(slots: &[Slot<'_>]) -> std::collections::BTreeMap<u32, (u64, u64)> {
+    let mut m = std::collections::BTreeMap::new();
+    for sl in slots {
+        let e = m.entry(sl.pid).or_insert((0, 0));
+        e.0 += 1;
+        e.1 += sl.s.counters[EndpointCounter::MemoryBytes as usize].load(Ordering::Relaxed);
+    }
+    m
+}
+
+/// `unet stat --json`: one object with the engine's identity and
+/// counters, the limits in force, what each process holds against them,
+/// and each endpoint with structured fields.
+fn to_json(seg: &unet_sys::Segment, max: u32, limits: &unet::Limits) -> serde_json::Value {
+    use serde_json::{json, Map, Value};
+    // SAFETY: the segment holds counters_segment_size(max) bytes (checked
+    // when it was mapped); the header's counters are atomics.
+    let h = unsafe { seg.ptr().cast::<CountersHeader>().as_ref() };
+    let mut engine = Map::new();
+    for &c in EngineCounter::ALL {
+        engine.insert(
+            c.name().into(),
+            json!(h.engine[c as usize].load(Ordering::Relaxed)),
+        );
+    }
+    let slots = live_slots(seg, max);
+    let mut endpoints = Vec::new();
+    for sl in &slots {
+        let mut e = Map::new();
+        e.insert("id".into(), json!(sl.id));
+        e.insert("pid".into(), json!(sl.pid));
+        e.insert("engine_id".into(), json!(h.engine_id));
+        e.insert("version".into(), json!(h.version));
+        e.insert(
+            "channels_peak".into(),
+            json!(sl.s.channels_peak.load(Ordering::Relaxed)),
+        );
+        for &c in EndpointCounter::ALL {
+            e.insert(
+                c.name().into(),
+                json!(sl.s.counters[c as usize].load(Ordering::Relaxed)),
+            );
+        }
+        let mut client = Map::new();
+        for c in ClientCounter::ALL {
+            client.insert(
+                c.name().into(),
+                json!(sl.s.client[c as usize].load(Ordering::Relaxed)),
+            );
+        }
+        e.insert("client".into(), Value::Object(client));
+        endpoints.push(Value::Object(e));
+    }
+    let processes: Vec<Value> = per_process(&slots)
+        .into_iter()
+        .map(|(pid, (n, bytes))| {
+            json!({
+                "pid": pid,
+                "endpoints": n,
+                "endpoints_limit": limits.client_endpoints,
+                "memory_bytes": bytes,
+                "memory_limit": limits.client_memory,
+            })
+        })
+        .collect();
+    json!({
+        "engine_id": h.engine_id,
+        "engine_pid": h.pid,
+        "version": h.version,
+        "max_endpoints": max,
+        "engine": engine,
+        "limits": {
+            "client_memory": limits.client_memory,
+            "user_memory": (limits.user_memory != u64::MAX).then_some(limits.user_memory),
+            "client_endpoints": limits.client_endpoints,
+            "client_idle_connections": limits.client_idle_connections,
+            "user_idle_connections": limits.user_idle_connections,
+        },
+        "processes": processes,
+        "endpoints": endpoints,
+    })
+}
+
+/// `n` bytes in the largest binary unit that keeps it whole or short.
+fn bytes(n: u64) -> String {
+    match n {
+        u64::MAX => "no limit".into(),
+        n if n >= 1 << 30 => format!("{:.1} GiB", n as f64 / (1u64 << 30) as f64),
+        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
+        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
+        n => format!("{n} B"),
+    }
+}
+
+/// The limits in force and how close each process is to them, as text.
+fn print_limits(seg: &unet_sys::Segment, max: u32, l: &unet::Limits) {
+    println!("limits:");
+    println!(
+        "  per process: {} endpoints of {max}, {} of shared memory, {} idle connections",
+        l.client_endpoints,
+        bytes(l.client_memory),
+        l.client_idle_connections
+    );
+    println!(
+        "  per user: {} of shared memory, {} idle connections",
+        bytes(l.user_memory),
+        l.user_idle_connections
+    );
+    for (pid, (n, b)) in per_process(&live_slots(seg, max)) {
+        println!(
+            "  pid {pid:<10} endpoints {n:>4} / {:<4} memory {:>10} / {} ({:.0}%)",
+            l.client_endpoints,
+            bytes(b),
+            bytes(l.client_memory),
+            100.0 * b as f64 / l.client_memory.max(1) as f64
+        );
+    }
+}
+
 pub fn run(a: Args) -> ExitCode {
     let session = match unet::Session::connect(&a.socket) {
         Ok(s) => s,
@@ -91,39 +228,23 @@ pub fn run(a: Args) -> ExitCode {
     };
     loop {
         // Asked anew each time: the request also has the engine copy the
-        // client-side counters into the segment.
-        let (seg, max) = match session.counters() {
+        // client-side counters and the levels into the segment.
+        let (seg, max, limits) = match session.stat() {
             Ok(x) => x,
             Err(e) => {
                 eprintln!("unet stat: {e}");
                 return ExitCode::from(1);
             }
         };
-        let snap = snapshot(&seg, max);
         if a.json {
-            let mut m = serde_json::Map::new();
-            for (scope, name, v) in &snap {
-                let mut e = m
-                    .entry(scope.clone())
-                    .or_insert_with(|| serde_json::json!({}));
-                let mut name = name.as_str();
-                if let Some(n) = name.strip_prefix("client.") {
-                    e = e
-                        .as_object_mut()
-                        .expect("an object")
-                        .entry("client")
-                        .or_insert_with(|| serde_json::json!({}));
-                    name = n;
-                }
-                e[name] = serde_json::json!(v);
-            }
-            println!("{}", serde_json::Value::Object(m));
+            println!("{}", to_json(&seg, max, &limits));
         } else {
             if a.watch.is_some() {
                 print!("\x1b[2J\x1b[H");
             }
+            print_limits(&seg, max, &limits);
             let mut last = String::new();
-            for (scope, name, v) in &snap {
+            for (scope, name, v) in &snapshot(&seg, max) {
                 if *v == 0 && !a.all {
                     continue;
                 }

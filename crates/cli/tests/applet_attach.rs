@@ -137,15 +137,14 @@ fn attach_and_detach_from_the_command_line() {
         .output()
         .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&stat.stdout).unwrap();
-    let key = v
-        .as_object()
+    let e = v["endpoints"]
+        .as_array()
         .unwrap()
-        .keys()
-        .find(|k| k.starts_with(&format!("endpoint {} ", a.id())))
-        .cloned()
+        .iter()
+        .find(|e| e["id"] == a.id())
         .expect("the endpoint in unet stat");
-    assert_eq!(v[&key]["applet_tx_calls"], 2, "{v}");
-    assert_eq!(v[&key]["applet_attached"], 1);
+    assert_eq!(e["applet_tx_calls"], 2, "{v}");
+    assert_eq!(e["applet_attached"], 1);
 
     let out = Command::new(UNET)
         .args(["applet", "detach", "--socket", sock_s, "--endpoint", &id])

@@ -111,8 +111,15 @@ pub enum ErrorCode {
     DirectChannelsOpen = 12,
     /// The endpoint has no applet.
     NoApplet = 13,
-    /// The client would hold more shared memory than the engine allows.
+    /// The client's process would hold more shared memory than the
+    /// engine allows one process.
     QuotaExceeded = 14,
+    /// The client's process holds as many endpoints as the engine allows
+    /// one process.
+    EndpointQuota = 15,
+    /// The client's user would hold more shared memory than the engine
+    /// allows one user.
+    UserQuota = 16,
 }
 
 impl ErrorCode {
@@ -133,8 +140,22 @@ impl ErrorCode {
             12 => DirectChannelsOpen,
             13 => NoApplet,
             14 => QuotaExceeded,
+            15 => EndpointQuota,
+            16 => UserQuota,
             _ => return None,
         })
+    }
+}
+
+impl ErrorCode {
+    /// Whether the refusal is one of the limits the engine sets each
+    /// process or user (memory, endpoints), rather than a shortage of the
+    /// whole engine.
+    pub fn is_quota(self) -> bool {
+        matches!(
+            self,
+            ErrorCode::QuotaExceeded | ErrorCode::EndpointQuota | ErrorCode::UserQuota
+        )
     }
 }
 
@@ -157,7 +178,17 @@ impl std::fmt::Display for ErrorCode {
             }
             ErrorCode::NoApplet => "the endpoint has no applet",
             ErrorCode::QuotaExceeded => {
-                "the engine's shared-memory quota for this client is used up \
+                "the engine's shared-memory quota for this process is used up \
+                 (close endpoints or direct channels, or start the engine with \
+                 a larger quota)"
+            }
+            ErrorCode::EndpointQuota => {
+                "this process holds as many endpoints as the engine allows one \
+                 process (close one, or start the engine with a larger \
+                 per-process limit)"
+            }
+            ErrorCode::UserQuota => {
+                "the engine's shared-memory quota for this user is used up \
                  (close endpoints or direct channels, or start the engine with \
                  a larger quota)"
             }
@@ -257,10 +288,13 @@ pub enum Reply {
     Ok,
     /// Request refused.
     Error(ErrorCode),
-    /// Counters segment (fd), number of endpoint slots.
+    /// Counters segment (fd), number of endpoint slots, and the limits the
+    /// engine sets each client.
     Stat {
         /// Endpoint slots in the counters segment.
         max_endpoints: u32,
+        /// The limits in force.
+        limits: Limits,
     },
     /// The applet was refused; the text says why (JIVE's reason, naming the
     /// method and bytecode offset).
@@ -277,6 +311,23 @@ pub enum Reply {
         /// Our side (1 = B).
         side: u8,
     },
+}
+
+/// The limits an engine sets its clients, as `unet stat` shows them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Limits {
+    /// Most bytes of shared memory one process may hold.
+    pub client_memory: u64,
+    /// Most bytes of shared memory the processes of one user may hold
+    /// (`u64::MAX`: no limit).
+    pub user_memory: u64,
+    /// Most endpoints one process may hold.
+    pub client_endpoints: u32,
+    /// Most connections with no endpoint one process may hold.
+    pub client_idle_connections: u32,
+    /// Most connections with no endpoint the processes of one user may
+    /// hold.
+    pub user_idle_connections: u32,
 }
 
 /// A control packet that does not parse.
@@ -499,6 +550,15 @@ impl Request {
         w.done().to_vec()
     }
 
+    /// The request id of a packet that may not decode (or was cut
+    /// short): the engine echoes it in its `BadRequest` reply, so that
+    /// the client can match the reply. None when the packet is too short
+    /// to hold one, or holds 0 (reserved for notices).
+    pub fn peek_id(b: &[u8]) -> Option<u32> {
+        let id = u32::from_le_bytes(b.get(4..8)?.try_into().ok()?);
+        (id != 0).then_some(id)
+    }
+
     /// Decode a packet into `(req_id, request)`.
     pub fn decode(b: &[u8]) -> Result<(u32, Request), ControlError> {
         let (kind, id, mut r) = header(b)?;
@@ -586,9 +646,17 @@ impl Reply {
                 w.u16(*code as u16);
                 w
             }
-            Reply::Stat { max_endpoints } => {
+            Reply::Stat {
+                max_endpoints,
+                limits,
+            } => {
                 let mut w = W::new(106, req_id);
                 w.u32(*max_endpoints);
+                w.u64(limits.client_memory);
+                w.u64(limits.user_memory);
+                w.u32(limits.client_endpoints);
+                w.u32(limits.client_idle_connections);
+                w.u32(limits.user_idle_connections);
                 w
             }
             Reply::Rejected(text) => {
@@ -638,6 +706,13 @@ impl Reply {
             ),
             106 => Reply::Stat {
                 max_endpoints: r.u32()?,
+                limits: Limits {
+                    client_memory: r.u64()?,
+                    user_memory: r.u64()?,
+                    client_endpoints: r.u32()?,
+                    client_idle_connections: r.u32()?,
+                    user_idle_connections: r.u32()?,
+                },
             },
             107 => Reply::DirectConn {
                 endpoint: r.u32()?,
@@ -776,7 +851,19 @@ mod tests {
             ),
             ("reply_ok", Reply::Ok),
             ("reply_error", Reply::Error(ErrorCode::QuotaExceeded)),
-            ("reply_stat", Reply::Stat { max_endpoints: 64 }),
+            (
+                "reply_stat",
+                Reply::Stat {
+                    max_endpoints: 64,
+                    limits: Limits {
+                        client_memory: 4 << 30,
+                        user_memory: u64::MAX,
+                        client_endpoints: 16,
+                        client_idle_connections: 32,
+                        user_idle_connections: 128,
+                    },
+                },
+            ),
             (
                 "reply_rejected",
                 Reply::Rejected("method run: bytecode 12: stack underflow é".into()),
@@ -969,7 +1056,16 @@ mod tests {
             },
             Reply::Ok,
             Reply::Error(ErrorCode::Refused),
-            Reply::Stat { max_endpoints: 64 },
+            Reply::Stat {
+                max_endpoints: 64,
+                limits: Limits {
+                    client_memory: 4 << 30,
+                    user_memory: u64::MAX,
+                    client_endpoints: 16,
+                    client_idle_connections: 32,
+                    user_idle_connections: 128,
+                },
+            },
             Reply::DirectConn {
                 endpoint: 1,
                 channel: 2,
@@ -985,7 +1081,7 @@ mod tests {
 
     #[test]
     fn every_error_code_round_trips() {
-        for v in 1..=14u16 {
+        for v in 1..=16u16 {
             let c = ErrorCode::from_u16(v).unwrap_or_else(|| panic!("code {v}"));
             assert_eq!(c as u16, v);
             let r = Reply::Error(c);
@@ -993,7 +1089,7 @@ mod tests {
             assert!(!c.to_string().is_empty());
         }
         assert_eq!(ErrorCode::from_u16(0), None);
-        assert_eq!(ErrorCode::from_u16(15), None);
+        assert_eq!(ErrorCode::from_u16(17), None);
     }
 
     #[test]

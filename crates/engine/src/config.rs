@@ -28,12 +28,35 @@ pub struct EngineConfig {
     /// CPU its clients need (they spin while they wait), and its wake-up
     /// through a doorbell costs a few microseconds.
     pub idle_spin: Duration,
-    /// Most bytes of shared memory one client may hold: its endpoints'
-    /// segments and the direct connections it opened. The engine allocates
-    /// (and populates) these segments for the client, so without a bound one
-    /// process could make the engine take all the host's memory. A request
-    /// beyond it is refused with `ErrorCode::QuotaExceeded`.
+    /// Most bytes of shared memory one client process may hold, over all
+    /// its control connections (processes are told apart by the peer
+    /// credentials of their control sockets): its endpoints' segments and
+    /// the direct connections it opened, and those it is being given. The
+    /// engine allocates these segments for the client and commits every
+    /// page of them when it makes them (they are pre-faulted, and sealed
+    /// against growing), so the bytes charged are the bytes committed;
+    /// without a bound one process could make the engine take all the
+    /// host's memory. A request beyond it is refused with
+    /// `ErrorCode::QuotaExceeded`.
     pub client_memory: u64,
+    /// Most bytes of shared memory all the processes of one user may hold
+    /// together (counted as for [`EngineConfig::client_memory`]). A request
+    /// beyond it is refused with `ErrorCode::UserQuota`. Default: no limit
+    /// (`u64::MAX`).
+    pub user_memory: u64,
+    /// Most endpoints one client process may hold (with those being made),
+    /// so that one process cannot take every slot: a request beyond it is
+    /// refused with `ErrorCode::EndpointQuota`. 0 (the default): a quarter
+    /// of [`EngineConfig::max_endpoints`], at least 4
+    /// ([`EngineConfig::endpoints_per_client`]).
+    pub client_endpoints: u32,
+    /// Most control connections with no endpoint (idle) one process may
+    /// hold; a new connection beyond it is closed at once and counted
+    /// (`control_drop_idle_limit`). Default: 32.
+    pub client_idle_connections: u32,
+    /// Most idle control connections all the processes of one user may
+    /// hold together. Default: 128.
+    pub user_idle_connections: u32,
     /// The largest work budget per invocation (JIVE fuel) a client may
     /// ask for when it attaches an applet: a larger request is refused.
     pub applet_fuel_max: u64,
@@ -54,6 +77,12 @@ pub struct EngineConfig {
 /// Default [`EngineConfig::client_memory`]: 4 GiB.
 pub const DEFAULT_CLIENT_MEMORY: u64 = 4 << 30;
 
+/// Default [`EngineConfig::client_idle_connections`].
+pub const DEFAULT_CLIENT_IDLE_CONNECTIONS: u32 = 32;
+
+/// Default [`EngineConfig::user_idle_connections`].
+pub const DEFAULT_USER_IDLE_CONNECTIONS: u32 = 128;
+
 /// Default [`EngineConfig::applet_fuel_max`]: 50 times the default budget
 /// (a millisecond or so of applet work per invocation).
 pub const DEFAULT_APPLET_FUEL_MAX: u64 = 50 * unet_sle::DEFAULT_FUEL;
@@ -73,6 +102,10 @@ impl Default for EngineConfig {
             conn_ring_size: unet_abi::CONN_RING_DEFAULT,
             idle_spin: Duration::ZERO,
             client_memory: DEFAULT_CLIENT_MEMORY,
+            user_memory: u64::MAX,
+            client_endpoints: 0,
+            client_idle_connections: DEFAULT_CLIENT_IDLE_CONNECTIONS,
+            user_idle_connections: DEFAULT_USER_IDLE_CONNECTIONS,
             applet_fuel_max: DEFAULT_APPLET_FUEL_MAX,
             applet_heap_max: DEFAULT_APPLET_HEAP_MAX,
             applet_time_max: unet_sle::DEFAULT_MAX_TIME,
@@ -82,6 +115,28 @@ impl Default for EngineConfig {
 }
 
 impl EngineConfig {
+    /// The endpoints one process may hold: [`EngineConfig::client_endpoints`],
+    /// or, when it is 0, a quarter of the slots but at least 4 (all of
+    /// them in an engine of 4 slots or fewer: a small engine for one
+    /// process or a test).
+    pub fn endpoints_per_client(&self) -> u32 {
+        match self.client_endpoints {
+            0 => (self.max_endpoints / 4).max(self.max_endpoints.min(4)),
+            n => n,
+        }
+    }
+
+    /// The limits in force, as `unet stat` shows them.
+    pub fn limits(&self) -> unet_control::Limits {
+        unet_control::Limits {
+            client_memory: self.client_memory,
+            user_memory: self.user_memory,
+            client_endpoints: self.endpoints_per_client(),
+            client_idle_connections: self.client_idle_connections,
+            user_idle_connections: self.user_idle_connections,
+        }
+    }
+
     /// The limits of an applet whose owner asked for `fuel` and `heap`
     /// (0: the default), or why they are refused (above the engine's
     /// maxima). The time limit is the engine's `applet_time_max`.

@@ -120,16 +120,28 @@ impl Counters {
             }
             s.endpoint_id.store(endpoint_id, Ordering::Relaxed);
             s.pid.store(pid, Ordering::Relaxed);
-            s.channels.store(0, Ordering::Relaxed);
+            s.channels_peak.store(0, Ordering::Relaxed);
             s.live.store(1, Ordering::Release);
         }
     }
 
-    /// Record the number of channel tags an endpoint holds.
-    pub fn set_channels(&self, slot: usize, n: u32) {
+    /// Record the most channel tags an endpoint held at once.
+    pub fn set_channels_peak(&self, slot: usize, n: u32) {
         if let Some(s) = self.slot(slot) {
-            s.channels.store(n, Ordering::Relaxed);
+            s.channels_peak.store(n, Ordering::Relaxed);
         }
+    }
+
+    /// The endpoint id in `slot`, if the slot is live.
+    pub fn slot_endpoint(&self, slot: usize) -> Option<u32> {
+        let s = self.slot(slot)?;
+        (s.live.load(Ordering::Acquire) != 0).then(|| s.endpoint_id.load(Ordering::Relaxed))
+    }
+
+    /// The most channel tags the endpoint in `slot` held at once.
+    pub fn channels_peak(&self, slot: usize) -> u32 {
+        self.slot(slot)
+            .map_or(0, |s| s.channels_peak.load(Ordering::Relaxed))
     }
 
     /// Release a slot.

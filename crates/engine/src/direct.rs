@@ -15,9 +15,11 @@ use crate::endpoints::ClientId;
 
 struct Conn {
     seg: Segment,
-    /// The client that opened it (its memory counts against that client's
-    /// quota).
+    /// The client that opened it (its memory counts against the quota of
+    /// that client's process).
     owner: ClientId,
+    /// The endpoint it was opened from (its id).
+    opener: u32,
 }
 
 impl Conn {
@@ -43,7 +45,14 @@ impl DirectConns {
         let seg = Segment::create(&format!("unet-conn-{id}"), conn_segment_size(ring))?;
         init_conn(&seg, id, ring, a, b);
         self.next_id = id + 1;
-        self.conns.insert(id, Conn { seg, owner });
+        self.conns.insert(
+            id,
+            Conn {
+                seg,
+                owner,
+                opener: a,
+            },
+        );
         Ok(id)
     }
 
@@ -66,11 +75,17 @@ impl DirectConns {
         }
     }
 
-    /// Bytes of shared memory in the connections `owner` opened.
-    pub(crate) fn memory_of(&self, owner: ClientId) -> u64 {
+    /// Each connection's opener (the client it is charged to) and size.
+    pub(crate) fn charges(&self) -> impl Iterator<Item = (ClientId, u64)> + '_ {
+        self.conns.values().map(|c| (c.owner, c.seg.len() as u64))
+    }
+
+    /// Bytes of shared memory in the connections opened from endpoint
+    /// `id`.
+    pub(crate) fn memory_opened_by(&self, id: u32) -> u64 {
         self.conns
             .values()
-            .filter(|c| c.owner == owner)
+            .filter(|c| c.opener == id)
             .map(|c| c.seg.len() as u64)
             .sum()
     }

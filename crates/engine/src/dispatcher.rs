@@ -59,6 +59,7 @@ use crate::poller::{Poller, Token};
 use crate::remote::RemoteSide;
 use crate::server::{ControlServer, Incoming};
 use crate::setup::Setup;
+use crate::setup_thread::SetupThread;
 use crate::wire::Transport;
 
 /// A turn polls the file descriptors at least once in this many.
@@ -85,6 +86,8 @@ pub struct Dispatcher {
     conns: DirectConns,
     remote: Option<RemoteSide>,
     applets: AppletHost,
+    /// Set-up work that takes long (making and unmapping large segments).
+    work: SetupThread,
     counters: Arc<Counters>,
     shared: Arc<Shared>,
     tokens: Vec<Token>,
@@ -95,7 +98,7 @@ pub struct Dispatcher {
 impl Dispatcher {
     /// Build an engine: its counters, its control socket (if configured),
     /// its wire (if configured). Nothing runs until [`Dispatcher::step`]
-    /// or [`Dispatcher::run`].
+    /// or `Dispatcher::run` (the engine's thread).
     pub fn new(cfg: EngineConfig) -> io::Result<Dispatcher> {
         let shared = Arc::new(Shared {
             stop: AtomicBool::new(false),
@@ -129,7 +132,7 @@ impl Dispatcher {
         let engine_id = sys::random_u64() | 1;
         let poller = Poller::new()?;
         let counters = Arc::new(Counters::create(cfg.max_endpoints, engine_id)?);
-        let server = ControlServer::new(cfg.control_socket.clone(), &poller, counters.clone())?;
+        let server = ControlServer::new(&cfg, &poller, counters.clone())?;
         poller.add(shared.admin.fd().as_raw_fd(), Token::Admin)?;
         let remote = match (transport, cfg.udp_bind) {
             (Some(t), _) => Some(RemoteSide::new(t, engine_id, counters.clone())),
@@ -140,8 +143,9 @@ impl Dispatcher {
             poller.add(w.raw_fd(), Token::Wire)?;
         }
         Ok(Dispatcher {
-            eps: EndpointTable::new(cfg.max_endpoints, engine_id, counters.clone()),
+            eps: EndpointTable::new(cfg.max_endpoints, counters.clone()),
             applets: AppletHost::new(shared.admin.clone()),
+            work: SetupThread::new(shared.admin.clone()),
             cfg,
             engine_id,
             poller,
@@ -188,7 +192,7 @@ impl Dispatcher {
     /// the data sources every turn, the file descriptors when the turn
     /// found nothing and once in a while otherwise. Returns the work done
     /// (0: nothing to do). The engine's own thread runs the same turns
-    /// ([`Dispatcher::run`]).
+    /// (`Dispatcher::run`).
     pub fn step(&mut self) -> usize {
         // Nobody sleeps in invoker mode: a handoff is of no use.
         self.eps.handoff = false;
@@ -254,6 +258,7 @@ impl Dispatcher {
             conns: &mut self.conns,
             remote: self.remote.as_mut(),
             applets: &mut self.applets,
+            work: &mut self.work,
         }
     }
 
@@ -410,6 +415,9 @@ impl Dispatcher {
             if !done.is_empty() {
                 self.setup().finish_loads(done);
             }
+        }
+        if self.work.busy() {
+            self.setup().finish_creates();
         }
     }
 }

@@ -108,7 +108,6 @@ pub(crate) struct EndpointTable {
     by_id: HashMap<u32, usize>,
     next_id: u32,
     free_slots: Vec<usize>,
-    engine_id: u64,
     counters: Arc<Counters>,
     /// Set by a delivery of this turn that found an awake receiver
     /// without room (see the dispatcher's docs): the turn ends early and
@@ -121,13 +120,12 @@ pub(crate) struct EndpointTable {
 }
 
 impl EndpointTable {
-    pub(crate) fn new(max_endpoints: u32, engine_id: u64, counters: Arc<Counters>) -> Self {
+    pub(crate) fn new(max_endpoints: u32, counters: Arc<Counters>) -> Self {
         EndpointTable {
             eps: Vec::new(),
             by_id: HashMap::new(),
             next_id: 1,
             free_slots: (0..max_endpoints as usize).rev().collect(),
-            engine_id,
             counters,
             behind: false,
             handoff: false,
@@ -200,62 +198,73 @@ impl EndpointTable {
             .filter_map(|(i, e)| e.as_ref().map(|e| (i, e)))
     }
 
-    /// Create an endpoint of geometry `layout` for client `owner` (process
-    /// `pid`). `register` is given the new endpoint's table index and its
-    /// doorbell before it is entered (the dispatcher polls the doorbell);
-    /// if it fails nothing is left behind.
-    pub(crate) fn create(
+    /// Reserve a counter slot and an id for an endpoint whose segment is
+    /// being made (on the set-up thread): `(slot, id)`. Given back with
+    /// [`EndpointTable::unreserve`] if the endpoint is not entered.
+    pub(crate) fn reserve(&mut self) -> Result<(usize, u32), unet_control::ErrorCode> {
+        let slot = self
+            .free_slots
+            .pop()
+            .ok_or(unet_control::ErrorCode::NoResources)?;
+        let id = self.next_id;
+        self.next_id = self.next_id.wrapping_add(1).max(1);
+        Ok((slot, id))
+    }
+
+    /// Give back a slot reserved for an endpoint that was not entered.
+    pub(crate) fn unreserve(&mut self, slot: usize) {
+        self.free_slots.push(slot);
+    }
+
+    /// Make the segment of endpoint `id` (geometry `layout`) in engine
+    /// `engine_id`: created, pre-faulted and initialised. It takes time in
+    /// proportion to its size (zeroing every page), so the engine does it
+    /// on its set-up thread, never on its own.
+    pub(crate) fn make_segment(layout: &Layout, id: u32, engine_id: u64) -> io::Result<Segment> {
+        let seg = Segment::create(&format!("unet-ep-{id}"), layout.segment_size as usize)?;
+        init_endpoint(&seg, layout, id, engine_id);
+        Ok(seg)
+    }
+
+    /// Enter endpoint `id`, in reserved counter `slot`, of geometry
+    /// `layout`, its segment `seg` made by [`EndpointTable::make_segment`],
+    /// for client `owner` (process `pid`). `register` is given the new
+    /// endpoint's table index and its doorbell before it is entered (the
+    /// dispatcher polls the doorbell). On failure the slot is given back
+    /// and the segment returned, to be unmapped off the engine's thread.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn insert(
         &mut self,
         owner: ClientId,
         pid: u32,
+        (slot, id): (usize, u32),
         layout: Layout,
         accept: bool,
+        seg: Segment,
         register: impl FnOnce(usize, &EventFd) -> io::Result<()>,
-    ) -> Result<usize, unet_control::ErrorCode> {
-        use unet_control::ErrorCode;
-        let slot = self.free_slots.pop().ok_or(ErrorCode::NoResources)?;
-        let id = self.next_id;
-        let made = (|| -> io::Result<Ep> {
-            let seg = Segment::create(&format!("unet-ep-{id}"), layout.segment_size as usize)?;
-            init_endpoint(&seg, &layout, id, self.engine_id);
-            let g = layout.geometry;
-            let at = |off: u64| seg.ptr().as_ptr().wrapping_add(off as usize);
-            // SAFETY: offsets come from Layout, inside the segment we just
-            // created, each ring header 64-byte aligned.
-            let (send, recv, free, events) = unsafe {
-                (
-                    Ring::from_raw(NonNull::new_unchecked(at(layout.send_off)), g.send_cap),
-                    Ring::from_raw(NonNull::new_unchecked(at(layout.recv_off)), g.recv_cap),
-                    Ring::from_raw(NonNull::new_unchecked(at(layout.free_off)), g.free_cap),
-                    Ring::from_raw(NonNull::new_unchecked(at(layout.event_off)), g.event_cap),
-                )
-            };
-            Ok(Ep {
-                id,
-                owner,
-                seg,
-                layout,
-                send,
-                recv,
-                free,
-                events,
-                send_tail: 0,
-                recv_head: 0,
-                event_head: 0,
-                bad_head: None,
-                doorbell: EventFd::new()?,
-                routes: Vec::new(),
-                accept,
-                spare: Vec::new(),
-                slot,
-            })
-        })();
-        let ep = match made {
-            Ok(ep) => ep,
+    ) -> Result<usize, Segment> {
+        if seg.len() < layout.segment_size as usize {
+            self.free_slots.push(slot);
+            return Err(seg);
+        }
+        let doorbell = match EventFd::new() {
+            Ok(d) => d,
             Err(_) => {
                 self.free_slots.push(slot);
-                return Err(ErrorCode::NoResources);
+                return Err(seg);
             }
+        };
+        let g = layout.geometry;
+        let at = |off: u64| seg.ptr().as_ptr().wrapping_add(off as usize);
+        // SAFETY: offsets come from Layout, inside the segment (its length
+        // checked above), each ring header 64-byte aligned.
+        let (send, recv, free, events) = unsafe {
+            (
+                Ring::from_raw(NonNull::new_unchecked(at(layout.send_off)), g.send_cap),
+                Ring::from_raw(NonNull::new_unchecked(at(layout.recv_off)), g.recv_cap),
+                Ring::from_raw(NonNull::new_unchecked(at(layout.free_off)), g.free_cap),
+                Ring::from_raw(NonNull::new_unchecked(at(layout.event_off)), g.event_cap),
+            )
         };
         let idx = match self.eps.iter().position(|e| e.is_none()) {
             Some(i) => i,
@@ -264,12 +273,30 @@ impl EndpointTable {
                 self.eps.len() - 1
             }
         };
-        if register(idx, &ep.doorbell).is_err() {
+        if register(idx, &doorbell).is_err() {
             self.free_slots.push(slot);
-            return Err(ErrorCode::NoResources);
+            return Err(seg);
         }
+        let ep = Ep {
+            id,
+            owner,
+            seg,
+            layout,
+            send,
+            recv,
+            free,
+            events,
+            send_tail: 0,
+            recv_head: 0,
+            event_head: 0,
+            bad_head: None,
+            doorbell,
+            routes: Vec::new(),
+            accept,
+            spare: Vec::new(),
+            slot,
+        };
         self.counters.open_slot(slot, id, pid);
-        self.next_id += 1;
         self.by_id.insert(id, idx);
         self.eps[idx] = Some(ep);
         self.counters.engine(EngineCounter::EndpointsCreated, 1);
@@ -335,7 +362,8 @@ impl EndpointTable {
         if let Some(ep) = self.get(idx) {
             self.counters
                 .ep(ep.slot, EndpointCounter::ChannelsOpened, 1);
-            self.counters.set_channels(ep.slot, ep.routes.len() as u32);
+            self.counters
+                .set_channels_peak(ep.slot, ep.routes.len() as u32);
         }
     }
 

@@ -56,14 +56,16 @@ mod remote;
 mod routes;
 mod server;
 mod setup;
+mod setup_thread;
 pub mod wire;
 
 pub use config::{
-    EngineConfig, DEFAULT_APPLET_FUEL_MAX, DEFAULT_APPLET_HEAP_MAX, DEFAULT_CLIENT_MEMORY,
+    EngineConfig, DEFAULT_APPLET_FUEL_MAX, DEFAULT_APPLET_HEAP_MAX,
+    DEFAULT_CLIENT_IDLE_CONNECTIONS, DEFAULT_CLIENT_MEMORY, DEFAULT_USER_IDLE_CONNECTIONS,
 };
 pub use dispatcher::Dispatcher;
 pub use endpoints::MAX_CHANNELS;
-pub use unet_control::{EndpointAddr, ErrorCode, PathChoice};
+pub use unet_control::{EndpointAddr, ErrorCode, Limits, PathChoice};
 use unet_sys as sys;
 
 /// A running engine on its own thread.

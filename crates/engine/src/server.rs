@@ -9,6 +9,17 @@
 //! loses its own replies, never stalls the engine. What a request does is
 //! the set-up's business (the `setup` module); a closed socket means the
 //! process is gone, and the set-up reclaims what it held.
+//!
+//! Connections cost the engine a file descriptor each. When it has none
+//! left (`EMFILE`), the listener stays readable and `accept` keeps failing:
+//! the server then frees a descriptor it keeps in reserve, accepts the
+//! waiting connection and closes it at once (the client sees its
+//! connection closed, not a hang), and takes a new reserve; if even that
+//! fails it stops watching the listener until a client leaves. Each is
+//! counted (`control_drop_fd_limit`); clients already connected are served
+//! as before. And one process (or user) may hold only so many connections
+//! with no endpoint (`client_idle_connections`, `user_idle_connections`):
+//! beyond, a new one is closed at once (`control_drop_idle_limit`).
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -25,6 +36,16 @@ use crate::poller::{Poller, Token};
 
 /// Requests read from one client per wake-up.
 const PACKETS_PER_WAKEUP: usize = 32;
+
+/// Connections accepted per wake-up (the listener is level-triggered: the
+/// rest wait for the next one).
+const ACCEPTS_PER_WAKEUP: usize = 64;
+
+/// A descriptor held in reserve, to be freed when the engine has no other
+/// to accept a connection with.
+fn open_reserve() -> Option<OwnedFd> {
+    std::fs::File::open("/dev/null").ok().map(OwnedFd::from)
+}
 
 /// A connected client.
 pub(crate) struct Client {
@@ -53,16 +74,24 @@ pub(crate) struct ControlServer {
     clients: Vec<Option<Client>>,
     pkt: Vec<u8>,
     counters: Arc<Counters>,
+    /// The descriptor kept in reserve (see the module docs).
+    reserve: Option<OwnedFd>,
+    /// The listener is out of the poller until a descriptor frees.
+    resting: bool,
+    /// Most idle connections per process and per user.
+    idle_per_process: u32,
+    idle_per_user: u32,
 }
 
 impl ControlServer {
     /// A server listening at `path` (if any), its listener registered with
     /// `poller`.
     pub(crate) fn new(
-        path: Option<PathBuf>,
+        cfg: &crate::config::EngineConfig,
         poller: &Poller,
         counters: Arc<Counters>,
     ) -> io::Result<ControlServer> {
+        let path = cfg.control_socket.clone();
         let listener = match &path {
             Some(p) => Some(sys::listen_seqpacket(p)?),
             None => None,
@@ -74,22 +103,105 @@ impl ControlServer {
             listener,
             path,
             clients: Vec::new(),
-            pkt: vec![0; control::MAX_PACKET],
+            pkt: vec![0; control::MAX_PACKET + 1],
             counters,
+            reserve: open_reserve(),
+            resting: false,
+            idle_per_process: cfg.client_idle_connections,
+            idle_per_user: cfg.user_idle_connections,
         })
     }
 
-    /// Accept every client waiting on the listener.
+    /// Accept the clients waiting on the listener (a bounded number per
+    /// wake-up), never spinning on a listener it cannot accept from.
     pub(crate) fn accept(&mut self, poller: &Poller) {
         let Some(l) = self.listener.as_ref() else {
             return;
         };
         let mut fresh = Vec::new();
-        while let Ok(fd) = sys::accept(l) {
-            fresh.push(fd);
+        for _ in 0..ACCEPTS_PER_WAKEUP {
+            match sys::accept(l) {
+                Ok(fd) => fresh.push(fd),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                    // No descriptor left (the kernel says so before it
+                    // looks for a connection): take the waiting one, if
+                    // any, on the reserve and close it, so that it does
+                    // not hang and the listener does not stay readable.
+                    match self.reserve.take() {
+                        Some(r) => {
+                            drop(r);
+                            let got = sys::accept(l).map(drop);
+                            self.reserve = open_reserve();
+                            match got {
+                                Ok(()) => {
+                                    self.counters.engine(EngineCounter::ControlDropFdLimit, 1);
+                                }
+                                // Nothing was waiting.
+                                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                                Err(_) => {
+                                    self.counters.engine(EngineCounter::ControlAcceptErrors, 1);
+                                    break;
+                                }
+                            }
+                        }
+                        None => {
+                            // Not even that: stop watching the listener
+                            // until a client leaves (the connections wait
+                            // in its backlog).
+                            poller.remove(l.as_raw_fd());
+                            self.resting = true;
+                            break;
+                        }
+                    }
+                }
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ECONNABORTED | libc::EPROTO)) => {
+                    // That connection is gone; others may wait.
+                    self.counters.engine(EngineCounter::ControlAcceptErrors, 1);
+                }
+                Err(_) => {
+                    // Out of kernel memory, or worse: try again at the
+                    // next wake-up.
+                    self.counters.engine(EngineCounter::ControlAcceptErrors, 1);
+                    break;
+                }
+            }
         }
         for fd in fresh {
+            if self.over_idle_limit(&fd) {
+                self.counters.engine(EngineCounter::ControlDropIdleLimit, 1);
+                continue; // closed
+            }
             self.add_client(fd, poller);
+        }
+    }
+
+    /// Whether a new connection's process or user already holds its most
+    /// idle connections (with no endpoint).
+    fn over_idle_limit(&self, sock: &OwnedFd) -> bool {
+        let Some((pid, uid)) = sys::peer_cred(sock.as_raw_fd()) else {
+            return false;
+        };
+        let (mut by_pid, mut by_uid) = (0u32, 0u32);
+        for c in self.clients.iter().flatten() {
+            if c.endpoints.is_empty() {
+                by_pid += (pid != 0 && c.pid == pid) as u32;
+                by_uid += (c.uid == uid) as u32;
+            }
+        }
+        by_pid >= self.idle_per_process || by_uid >= self.idle_per_user
+    }
+
+    /// A descriptor freed (a client left): take a reserve again if it was
+    /// spent, and watch the listener again if it was resting.
+    fn fd_freed(&mut self, poller: &Poller) {
+        if self.reserve.is_none() {
+            self.reserve = open_reserve();
+        }
+        if self.resting {
+            if let Some(l) = &self.listener {
+                self.resting = poller.add(l.as_raw_fd(), Token::Listener).is_err();
+            }
         }
     }
 
@@ -126,13 +238,30 @@ impl ControlServer {
             let Some(c) = self.client(ci) else {
                 break;
             };
+            let fd = c.sock.as_raw_fd();
             let mut fds = Vec::new();
-            match sys::recv_packet(c.sock.as_raw_fd(), &mut pkt, &mut fds, true) {
-                Ok(0) => {
-                    closed = true;
-                    break;
+            // The buffer holds one byte more than the largest packet: a
+            // packet that fills it is too long.
+            match sys::recv_packet_checked(fd, &mut pkt, &mut fds, true) {
+                Ok(r) if r.len == 0 && !r.truncated => {
+                    if sys::peer_closed(fd) {
+                        closed = true;
+                        break;
+                    }
+                    // A zero-length packet, not the end: refused, counted,
+                    // the connection kept. It has no request id to answer.
+                    self.counters.engine(EngineCounter::ControlBad, 1);
+                    self.counters.engine(EngineCounter::ControlDropEmpty, 1);
                 }
-                Ok(n) => match Request::decode(&pkt[..n]) {
+                Ok(r) if r.truncated || r.len > control::MAX_PACKET => {
+                    // Too long (or too many descriptors): answered, with
+                    // its request id when the header came through.
+                    self.counters.engine(EngineCounter::ControlBad, 1);
+                    self.counters.engine(EngineCounter::ControlDropOversize, 1);
+                    let id = Request::peek_id(&pkt[..r.len.min(pkt.len())]).unwrap_or(0);
+                    self.reply(ci, id, Reply::Error(ErrorCode::BadRequest), &[]);
+                }
+                Ok(r) => match Request::decode(&pkt[..r.len]) {
                     Ok((req_id, req)) => out.push(Incoming {
                         client: ci,
                         req_id,
@@ -141,13 +270,11 @@ impl ControlServer {
                     }),
                     Err(_) => {
                         self.counters.engine(EngineCounter::ControlBad, 1);
-                        self.reply(ci, 0, Reply::Error(ErrorCode::BadRequest), &[]);
+                        let id = Request::peek_id(&pkt[..r.len]).unwrap_or(0);
+                        self.reply(ci, id, Reply::Error(ErrorCode::BadRequest), &[]);
                     }
                 },
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::InvalidData => {
-                    self.counters.engine(EngineCounter::ControlBad, 1);
-                }
                 Err(_) => {
                     closed = true;
                     break;
@@ -162,9 +289,21 @@ impl ControlServer {
     pub(crate) fn reply(&self, ci: ClientId, req_id: u32, r: Reply, fds: &[RawFd]) {
         if let Some(c) = self.client(ci) {
             // Non-blocking: a client that does not read its control socket
-            // loses its own replies, never stalls the engine.
-            let _ = sys::send_packet(c.sock.as_raw_fd(), &r.encode(req_id), fds);
+            // loses its own replies (counted), never stalls the engine.
+            if sys::send_packet(c.sock.as_raw_fd(), &r.encode(req_id), fds).is_err() {
+                self.counters.engine(EngineCounter::ControlRepliesLost, 1);
+            }
         }
+    }
+
+    /// Which process client `ci` is, for the limits counted per process:
+    /// its process id, or (when the kernel could not tell it) the
+    /// connection itself. None if there is no such client.
+    pub(crate) fn proc_key(&self, ci: ClientId) -> Option<(u32, usize)> {
+        self.client(ci).map(|c| match c.pid {
+            0 => (0, ci),
+            pid => (pid, usize::MAX),
+        })
     }
 
     #[inline]
@@ -182,12 +321,18 @@ impl ControlServer {
         self.clients.len()
     }
 
-    /// Stop serving client `ci`; the caller reclaims what it held.
-    pub(crate) fn remove(&mut self, ci: ClientId, poller: &Poller) -> Option<Client> {
+    /// Stop serving client `ci` (its socket is closed); the caller
+    /// reclaims what it held: the table indices of its endpoints.
+    pub(crate) fn remove(&mut self, ci: ClientId, poller: &Poller) -> Option<Vec<usize>> {
         let c = self.clients.get_mut(ci)?.take()?;
         poller.remove(c.sock.as_raw_fd());
         self.counters.engine(EngineCounter::ControlClosed, 1);
-        Some(c)
+        let Client {
+            sock, endpoints, ..
+        } = c;
+        drop(sock);
+        self.fd_freed(poller);
+        Some(endpoints)
     }
 
     /// Remove the listener's socket file (at shutdown).

@@ -24,6 +24,7 @@ use crate::poller::{Poller, Token};
 use crate::remote::{Completion, RemoteSide};
 use crate::routes::{Peer, Route, Teardown};
 use crate::server::{ControlServer, Incoming};
+use crate::setup_thread::SetupThread;
 
 /// The parts a set-up request changes, borrowed from the dispatcher.
 pub(crate) struct Setup<'a> {
@@ -35,6 +36,19 @@ pub(crate) struct Setup<'a> {
     pub conns: &'a mut DirectConns,
     pub remote: Option<&'a mut RemoteSide>,
     pub applets: &'a mut AppletHost,
+    pub work: &'a mut SetupThread,
+}
+
+/// What one client's process (and its user) holds: what the limits are
+/// checked against.
+#[derive(Clone, Copy, Debug, Default)]
+struct Usage {
+    /// Bytes of shared memory held by the process.
+    memory: u64,
+    /// Endpoints held by the process (with those being made).
+    endpoints: u32,
+    /// Bytes of shared memory held by the user's processes.
+    user_memory: u64,
 }
 
 impl Setup<'_> {
@@ -79,14 +93,9 @@ impl Setup<'_> {
                 self.reply(ci, req_id, r);
             }
             Request::CreateEndpoint { geometry, accept } => {
-                match self.create_endpoint(ci, geometry, accept) {
-                    Ok(idx) => {
-                        let ep = self.eps.get(idx).expect("just created");
-                        let fds = [ep.seg.fd().as_raw_fd(), ep.doorbell.fd().as_raw_fd()];
-                        let r = Reply::EndpointCreated { endpoint: ep.id };
-                        self.server.reply(ci, req_id, r, &fds);
-                    }
-                    Err(code) => self.reply(ci, req_id, Reply::Error(code)),
+                // Answered when the segment is ready (finish_creates).
+                if let Err(code) = self.create_endpoint(ci, req_id, geometry, accept) {
+                    self.reply(ci, req_id, Reply::Error(code));
                 }
             }
             Request::OpenChannel {
@@ -206,49 +215,132 @@ impl Setup<'_> {
         let c = self.counters();
         for (_, ep) in self.eps.iter() {
             c.mirror_client(ep.slot, &ep.header().client_counters);
+            let open = ep
+                .routes
+                .iter()
+                .filter(|r| r.in_use() && !matches!(r, Route::Gone))
+                .count();
+            c.set_ep(ep.slot, EndpointCounter::ChannelsOpen, open as u64);
+            let memory = ep.seg.len() as u64 + self.conns.memory_opened_by(ep.id);
+            c.set_ep(ep.slot, EndpointCounter::MemoryBytes, memory);
         }
         let r = Reply::Stat {
             max_endpoints: self.cfg.max_endpoints,
+            limits: self.cfg.limits(),
         };
         self.server.reply(ci, req_id, r, &[c.fd()]);
     }
 
-    /// Shared memory held by client `ci`: its endpoints' segments and the
-    /// direct connections it opened.
-    fn client_memory(&self, ci: ClientId) -> u64 {
-        let eps: u64 = self
-            .eps
-            .iter()
-            .filter(|(_, e)| e.owner == ci)
-            .map(|(_, e)| e.seg.len() as u64)
-            .sum();
-        eps + self.conns.memory_of(ci)
+    /// What the process of client `ci` (over all its connections) and its
+    /// user hold: the segments of their endpoints, of those being made,
+    /// and of the direct connections they opened.
+    fn usage(&self, ci: ClientId) -> Usage {
+        let mut u = Usage::default();
+        let Some(me) = self.server.client(ci) else {
+            return u;
+        };
+        let (key, uid) = (self.server.proc_key(ci), me.uid);
+        let mut add = |owner: ClientId, bytes: u64, endpoint: bool| {
+            if self.server.proc_key(owner) == key {
+                u.memory = u.memory.saturating_add(bytes);
+                u.endpoints += endpoint as u32;
+            }
+            if self.server.client(owner).is_some_and(|c| c.uid == uid) {
+                u.user_memory = u.user_memory.saturating_add(bytes);
+            }
+        };
+        for (_, e) in self.eps.iter() {
+            add(e.owner, e.seg.len() as u64, true);
+        }
+        for p in self.work.pending() {
+            add(p.client, p.layout.segment_size, true);
+        }
+        for (owner, bytes) in self.conns.charges() {
+            add(owner, bytes, false);
+        }
+        u
     }
 
-    /// True if client `ci` may take `more` bytes of shared memory.
-    fn within_quota(&self, ci: ClientId, more: u64) -> bool {
-        self.client_memory(ci).saturating_add(more) <= self.cfg.client_memory
+    /// Whether client `ci`'s process and user may take `more` bytes of
+    /// shared memory: the refusal (counted) if not.
+    fn check_memory(&self, u: &Usage, more: u64) -> Result<(), ErrorCode> {
+        if u.memory.saturating_add(more) > self.cfg.client_memory {
+            self.counters().engine(EngineCounter::QuotaRefusedMemory, 1);
+            return Err(ErrorCode::QuotaExceeded);
+        }
+        if u.user_memory.saturating_add(more) > self.cfg.user_memory {
+            self.counters()
+                .engine(EngineCounter::QuotaRefusedUserMemory, 1);
+            return Err(ErrorCode::UserQuota);
+        }
+        Ok(())
     }
 
+    /// Start creating an endpoint for client `ci`: checked against its
+    /// process's and user's limits, its slot and id reserved, its segment
+    /// made on the set-up thread. The reply comes when the segment is
+    /// ready ([`Setup::finish_creates`]).
     fn create_endpoint(
         &mut self,
         ci: ClientId,
+        req_id: u32,
         g: Geometry,
         accept: bool,
-    ) -> Result<usize, ErrorCode> {
+    ) -> Result<(), ErrorCode> {
         let layout = Layout::new(g).map_err(|_| ErrorCode::BadGeometry)?;
-        if !self.within_quota(ci, layout.segment_size) {
-            return Err(ErrorCode::QuotaExceeded);
+        let u = self.usage(ci);
+        if u.endpoints >= self.cfg.endpoints_per_client() {
+            self.counters()
+                .engine(EngineCounter::QuotaRefusedEndpoints, 1);
+            return Err(ErrorCode::EndpointQuota);
         }
-        let pid = self.server.client(ci).map_or(0, |c| c.pid);
-        let poller = self.poller;
-        let idx = self.eps.create(ci, pid, layout, accept, |idx, bell| {
-            poller.add_edge(bell.fd().as_raw_fd(), Token::Doorbell(idx))
-        })?;
-        if let Some(c) = self.server.client_mut(ci) {
-            c.endpoints.push(idx);
+        self.check_memory(&u, layout.segment_size)?;
+        let reserved = self.eps.reserve()?;
+        self.work
+            .start(self.engine_id, ci, req_id, layout, accept, reserved);
+        Ok(())
+    }
+
+    /// Finish the creations whose segment is ready: the endpoint is
+    /// entered and its client gets the segment and the doorbell.
+    pub(crate) fn finish_creates(&mut self) {
+        for (p, seg) in self.work.poll() {
+            let (ci, req_id) = (p.client, p.req_id);
+            let pid = self.server.client(ci).map_or(0, |c| c.pid);
+            let seg = match seg {
+                Ok(seg) => seg,
+                Err(_) => {
+                    self.eps.unreserve(p.slot);
+                    self.reply(ci, req_id, Reply::Error(ErrorCode::NoResources));
+                    continue;
+                }
+            };
+            let poller = self.poller;
+            let made = self.eps.insert(
+                ci,
+                pid,
+                (p.slot, p.id),
+                p.layout,
+                p.accept,
+                seg,
+                |idx, bell| poller.add_edge(bell.fd().as_raw_fd(), Token::Doorbell(idx)),
+            );
+            match made {
+                Ok(idx) => {
+                    if let Some(c) = self.server.client_mut(ci) {
+                        c.endpoints.push(idx);
+                    }
+                    let ep = self.eps.get(idx).expect("just entered");
+                    let fds = [ep.seg.fd().as_raw_fd(), ep.doorbell.fd().as_raw_fd()];
+                    let r = Reply::EndpointCreated { endpoint: ep.id };
+                    self.server.reply(ci, req_id, r, &fds);
+                }
+                Err(seg) => {
+                    self.work.discard(seg);
+                    self.reply(ci, req_id, Reply::Error(ErrorCode::NoResources));
+                }
+            }
         }
-        Ok(idx)
     }
 
     fn open_channel(
@@ -326,16 +418,17 @@ impl Setup<'_> {
             return Err(ErrorCode::DirectUnavailable);
         }
         // A direct connection is a segment of its own, charged to the
-        // opener: beyond the quota, Auto falls back to the engine path.
-        let direct = if direct
-            && !self.within_quota(ci, conn_segment_size(self.cfg.conn_ring_size) as u64)
-        {
-            if path == PathChoice::Direct {
-                return Err(ErrorCode::QuotaExceeded);
+        // opener's process: beyond its quota (or its user's), Auto falls
+        // back to the engine path.
+        let direct = if direct {
+            let size = conn_segment_size(self.cfg.conn_ring_size) as u64;
+            match self.check_memory(&self.usage(ci), size) {
+                Ok(()) => true,
+                Err(code) if path == PathChoice::Direct => return Err(code),
+                Err(_) => false,
             }
-            false
         } else {
-            direct
+            false
         };
         // Allocate both tags first so a failure leaves nothing behind.
         let s = self.eps.get_mut(src).ok_or(ErrorCode::NoSuchEndpoint)?;
@@ -469,21 +562,26 @@ impl Setup<'_> {
         if let Some(c) = self.server.client_mut(ep.owner) {
             c.endpoints.retain(|&i| i != idx);
         }
+        // Unmapping a large segment takes a while: off the loop.
+        self.work.discard(ep.seg);
     }
 
     /// A client's control connection closed: the process is gone or done.
     /// Reclaim everything it held and tell its peers.
     pub(crate) fn drop_client(&mut self, ci: ClientId) {
-        let Some(c) = self.server.remove(ci, self.poller) else {
+        let Some(endpoints) = self.server.remove(ci, self.poller) else {
             return;
         };
-        for idx in c.endpoints {
+        for idx in endpoints {
             self.close_endpoint(idx);
         }
         if let Some(w) = self.remote.as_deref_mut() {
             w.forget_client(ci);
         }
         self.applets.forget_client(ci);
+        for p in self.work.forget_client(ci) {
+            self.eps.unreserve(p.slot);
+        }
     }
 
     /// Reclaim every client (the engine stops).

@@ -414,6 +414,36 @@ pub fn recv_packet(
     fds: &mut Vec<OwnedFd>,
     nonblocking: bool,
 ) -> io::Result<usize> {
+    let r = recv_packet_checked(sock, buf, fds, nonblocking)?;
+    if r.truncated {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "control packet truncated",
+        ));
+    }
+    Ok(r.len)
+}
+
+/// What [`recv_packet_checked`] received.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Received {
+    /// Bytes placed in the buffer. 0 is a zero-length packet or the end
+    /// of the connection: [`peer_closed`] tells them apart.
+    pub len: usize,
+    /// The packet was longer than the buffer (the rest is lost), or came
+    /// with more descriptors than fit.
+    pub truncated: bool,
+}
+
+/// [`recv_packet`], but a truncated packet is returned (its first
+/// `buf.len()` bytes, marked `truncated`) rather than refused, so that a
+/// server can still read its header and answer it.
+pub fn recv_packet_checked(
+    sock: RawFd,
+    buf: &mut [u8],
+    fds: &mut Vec<OwnedFd>,
+    nonblocking: bool,
+) -> io::Result<Received> {
     let sock = lend(sock)?;
     let mut space = RecvControl([MaybeUninit::uninit(); 128]);
     let mut control = RecvAncillaryBuffer::new(&mut space.0);
@@ -433,16 +463,34 @@ pub fn recv_packet(
             }
         }
     }
-    if msg
-        .flags
-        .intersects(ReturnFlags::TRUNC | ReturnFlags::CTRUNC)
-    {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "control packet truncated",
-        ));
+    Ok(Received {
+        len: msg.bytes,
+        truncated: msg
+            .flags
+            .intersects(ReturnFlags::TRUNC | ReturnFlags::CTRUNC),
+    })
+}
+
+/// Whether the peer of connected socket `fd` has closed its end (or shut
+/// down its writing): after a receive of 0 bytes on a SOCK_SEQPACKET
+/// socket, true means the end of the connection, false a zero-length
+/// packet.
+pub fn peer_closed(fd: RawFd) -> bool {
+    let Ok(fd) = lend(fd) else {
+        return true;
+    };
+    let mut p = [rustix::event::PollFd::new(
+        &fd,
+        rustix::event::PollFlags::RDHUP,
+    )];
+    match rustix::event::poll(&mut p, Some(&timespec(Duration::ZERO))) {
+        Ok(_) => p[0].revents().intersects(
+            rustix::event::PollFlags::RDHUP
+                | rustix::event::PollFlags::HUP
+                | rustix::event::PollFlags::ERR,
+        ),
+        Err(_) => true,
     }
-    Ok(msg.bytes)
 }
 
 /// The Unix socket address of `path` (an error when the path is too long
@@ -606,6 +654,17 @@ pub fn accept(listener: impl AsFd) -> io::Result<OwnedFd> {
     Ok(rustix::net::accept_with(
         listener,
         SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
+    )?)
+}
+
+/// Give the calling thread the lowest scheduling priority (nice 19): for
+/// background work, such as zeroing the pages of a large segment, that
+/// must not take the CPU from threads on a data path. Linux keeps a nice
+/// value per thread; other threads of the process are not touched.
+pub fn lower_thread_priority() -> io::Result<()> {
+    Ok(rustix::process::setpriority_process(
+        Some(rustix::thread::gettid()),
+        19,
     )?)
 }
 

@@ -207,7 +207,7 @@ impl Endpoint {
         })?;
         let id = match rep {
             Reply::EndpointCreated { endpoint } if fds.len() == 2 => endpoint,
-            Reply::Error(c) => return Err(Error::Engine(c)),
+            Reply::Error(c) => return Err(c.into()),
             r => {
                 return Err(Error::Protocol(format!(
                     "unexpected answer to create: {r:?}"
@@ -340,7 +340,7 @@ impl Endpoint {
                 self.drain_events();
                 Ok(Channel(channel))
             }
-            Reply::Error(c) => Err(Error::Engine(c)),
+            Reply::Error(c) => Err(c.into()),
             r => Err(Error::Protocol(format!("unexpected answer to open: {r:?}"))),
         }
     }
@@ -361,7 +361,7 @@ impl Endpoint {
             .0
         {
             Reply::Ok => Ok(()),
-            Reply::Error(c) => Err(Error::Engine(c)),
+            Reply::Error(c) => Err(c.into()),
             r => Err(Error::Protocol(format!(
                 "unexpected answer to close: {r:?}"
             ))),
@@ -408,7 +408,7 @@ impl Endpoint {
             .0
         {
             Reply::Ok => Ok(()),
-            Reply::Error(c) => Err(Error::Engine(c)),
+            Reply::Error(c) => Err(c.into()),
             r => Err(Error::Protocol(format!("unexpected answer: {r:?}"))),
         }
     }

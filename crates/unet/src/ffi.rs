@@ -65,6 +65,10 @@ pub const UNET_EREJECTED: c_int = -13;
 /// This build of the library leaves the facility out (the embedded engine
 /// or the inline placement, Cargo features `embedded` and `inline`).
 pub const UNET_ENOTSUP: c_int = -14;
+/// A limit the engine sets each process or user is reached: its shared
+/// memory or its endpoints (the message says which). Others can still get
+/// what this process cannot; close something first.
+pub const UNET_EQUOTA: c_int = -15;
 
 /// `unet_recv_desc::flags`: the payload is inline in `data`.
 pub const UNET_RECV_INLINE: u8 = unet_abi::RECV_INLINE;
@@ -188,6 +192,7 @@ fn error_status(e: &Error) -> c_int {
         Error::Engine(ErrorCode::NoSuchEndpoint) => UNET_ENOENDPOINT,
         Error::Engine(ErrorCode::NoSuchChannel) => UNET_EBADCHAN,
         Error::Engine(_) => UNET_EENGINE,
+        Error::Quota(_) => UNET_EQUOTA,
         Error::Config(_) => UNET_EINVAL,
         Error::Rejected(_) => UNET_EREJECTED,
         Error::Unsupported(_) => UNET_ENOTSUP,
@@ -292,6 +297,7 @@ pub extern "C" fn unet_status_name(status: c_int) -> *const c_char {
         UNET_EINVAL => c"UNET_EINVAL",
         UNET_EREJECTED => c"UNET_EREJECTED",
         UNET_ENOTSUP => c"UNET_ENOTSUP",
+        UNET_EQUOTA => c"UNET_EQUOTA",
         _ => c"unknown status",
     };
     s.as_ptr()

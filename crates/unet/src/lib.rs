@@ -36,7 +36,7 @@ pub use endpoint::{
 pub use session::Session;
 pub use unet_abi::FaultKind;
 pub use unet_abi::{ClientCounter, Geometry, RecvDesc, SendStatus};
-pub use unet_control::{EndpointAddr, ErrorCode, PathChoice};
+pub use unet_control::{EndpointAddr, ErrorCode, Limits, PathChoice};
 #[cfg(feature = "embedded")]
 pub use unet_engine::{Engine, EngineConfig};
 
@@ -47,6 +47,12 @@ pub enum Error {
     Io(std::io::Error),
     /// The engine refused the request.
     Engine(ErrorCode),
+    /// A limit the engine sets each process or user is reached: its
+    /// shared memory (`ErrorCode::QuotaExceeded`, or
+    /// `ErrorCode::UserQuota` for the user's) or its endpoints
+    /// (`ErrorCode::EndpointQuota`). Others can still get what this
+    /// process cannot; close something first. `UNET_EQUOTA` in C.
+    Quota(ErrorCode),
     /// The engine's answer made no sense.
     Protocol(String),
     /// The engine closed the control connection.
@@ -65,6 +71,7 @@ impl std::fmt::Display for Error {
         match self {
             Error::Io(e) => write!(f, "{e}"),
             Error::Engine(c) => write!(f, "the engine refused: {c}"),
+            Error::Quota(c) => write!(f, "the engine refused: {c}"),
             Error::Protocol(s) => write!(f, "control protocol error: {s}"),
             Error::EngineGone => f.write_str("the engine closed the control connection"),
             Error::Config(s) => f.write_str(s),
@@ -75,6 +82,18 @@ impl std::fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+impl From<ErrorCode> for Error {
+    /// A refusal by the engine: [`Error::Quota`] for the limits of a
+    /// process or user, [`Error::Engine`] otherwise.
+    fn from(c: ErrorCode) -> Self {
+        if c.is_quota() {
+            Error::Quota(c)
+        } else {
+            Error::Engine(c)
+        }
+    }
+}
 
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {

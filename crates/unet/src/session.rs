@@ -7,7 +7,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use unet_control::{self as control, Reply, Request};
+use unet_control::{self as control, Limits, Reply, Request};
 #[cfg(feature = "embedded")]
 use unet_engine::Engine;
 use unet_sys as sys;
@@ -113,7 +113,7 @@ impl Session {
         {
             Reply::Ok => Ok(()),
             Reply::Rejected(why) => Err(Error::Rejected(why)),
-            Reply::Error(c) => Err(Error::Engine(c)),
+            Reply::Error(c) => Err(c.into()),
             r => Err(Error::Protocol(format!(
                 "unexpected answer to attach: {r:?}"
             ))),
@@ -124,7 +124,7 @@ impl Session {
     pub fn detach_applet(&self, endpoint: u32) -> Result<(), Error> {
         match self.inner.request(&Request::DetachApplet { endpoint })?.0 {
             Reply::Ok => Ok(()),
-            Reply::Error(c) => Err(Error::Engine(c)),
+            Reply::Error(c) => Err(c.into()),
             r => Err(Error::Protocol(format!(
                 "unexpected answer to detach: {r:?}"
             ))),
@@ -133,17 +133,27 @@ impl Session {
 
     /// Map the engine's counters segment read-only (for `unet stat`).
     pub fn counters(&self) -> Result<(unet_sys::Segment, u32), Error> {
+        self.stat().map(|(seg, max, _)| (seg, max))
+    }
+
+    /// Map the engine's counters segment read-only, with its number of
+    /// endpoint slots and the limits the engine sets each process and
+    /// user (what `unet stat` shows).
+    pub fn stat(&self) -> Result<(unet_sys::Segment, u32, Limits), Error> {
         let (r, mut fds) = self.inner.request(&Request::Stat)?;
         match r {
-            Reply::Stat { max_endpoints } if !fds.is_empty() => {
+            Reply::Stat {
+                max_endpoints,
+                limits,
+            } if !fds.is_empty() => {
                 let seg = sys::Segment::open(
                     fds.remove(0),
                     unet_abi::counters_segment_size(max_endpoints),
                     false,
                 )?;
-                Ok((seg, max_endpoints))
+                Ok((seg, max_endpoints, limits))
             }
-            Reply::Error(c) => Err(Error::Engine(c)),
+            Reply::Error(c) => Err(c.into()),
             r => Err(Error::Protocol(format!("unexpected answer to stat: {r:?}"))),
         }
     }

@@ -186,7 +186,7 @@ fn a_client_cannot_take_more_shared_memory_than_its_quota() {
     let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
     let mut b = s.create_endpoint(EndpointConfig::default()).unwrap();
     match s.create_endpoint(EndpointConfig::default()) {
-        Err(Error::Engine(ErrorCode::QuotaExceeded)) => {}
+        Err(Error::Quota(ErrorCode::QuotaExceeded)) => {}
         other => panic!("a third endpoint must exceed the quota: {:?}", other.err()),
     }
     let c1 = a
@@ -209,7 +209,7 @@ fn a_client_cannot_take_more_shared_memory_than_its_quota() {
             path: PathChoice::Direct,
         },
     ) {
-        Err(Error::Engine(ErrorCode::QuotaExceeded)) => {}
+        Err(Error::Quota(ErrorCode::QuotaExceeded)) => {}
         r => panic!("a second direct connection must exceed the quota: {r:?}"),
     }
     let c2 = a.open_channel(b.addr(), ChannelOptions::default()).unwrap();

@@ -242,10 +242,36 @@ impl Daemon {
     }
 
     pub fn start_in(ns: Option<&str>, extra: &[&str]) -> Daemon {
+        Self::start_with(ns, extra, None)
+    }
+
+    /// A daemon whose file descriptors are limited to `nofile`
+    /// (RLIMIT_NOFILE).
+    pub fn start_with_nofile(nofile: u64, extra: &[&str]) -> Daemon {
+        Self::start_with(None, extra, Some(nofile))
+    }
+
+    fn start_with(ns: Option<&str>, extra: &[&str], nofile: Option<u64>) -> Daemon {
         let dir = TempDir::new("daemon");
         let socket = dir.0.join("unet.sock");
         let mut cmd = command_in(ns, unet_bin());
         cmd.arg("daemon").arg("--socket").arg(&socket).args(extra);
+        if let Some(n) = nofile {
+            // SAFETY: setrlimit is async-signal-safe and reads only the
+            // local struct; nothing else runs in pre_exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let r = libc::rlimit {
+                        rlim_cur: n,
+                        rlim_max: n,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &r) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
         let mut proc = Proc::spawn("daemon", cmd);
         let line = proc.raw_line(Duration::from_secs(20)).unwrap_or_else(|| {
             let st = proc.wait_exit(Duration::from_secs(1));
@@ -318,26 +344,28 @@ pub fn engine_counter(s: &Value, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("engine counter {name} missing in {s}"))
 }
 
-/// The counters of endpoint `id`, if its slot is live.
-pub fn endpoint_stats(s: &Value, id: u32) -> Option<&Value> {
-    let prefix = format!("endpoint {id} (pid ");
-    s.as_object()?
-        .iter()
-        .find(|(k, _)| k.starts_with(&prefix))
-        .map(|(_, v)| v)
+/// The live endpoints of a stat snapshot.
+pub fn endpoints(s: &Value) -> Vec<&Value> {
+    s["endpoints"]
+        .as_array()
+        .map(|a| a.iter().collect())
+        .unwrap_or_default()
 }
 
-/// Keys of the live endpoint slots owned by `pid`.
-pub fn endpoints_of_pid(s: &Value, pid: u32) -> Vec<String> {
-    let suffix = format!("(pid {pid})");
-    s.as_object()
-        .map(|m| {
-            m.keys()
-                .filter(|k| k.starts_with("endpoint ") && k.ends_with(&suffix))
-                .cloned()
-                .collect()
-        })
-        .unwrap_or_default()
+/// The counters of endpoint `id`, if its slot is live.
+pub fn endpoint_stats(s: &Value, id: u32) -> Option<&Value> {
+    endpoints(s)
+        .into_iter()
+        .find(|e| e["id"].as_u64() == Some(id as u64))
+}
+
+/// The ids of the live endpoints owned by `pid`.
+pub fn endpoints_of_pid(s: &Value, pid: u32) -> Vec<u64> {
+    endpoints(s)
+        .into_iter()
+        .filter(|e| e["pid"].as_u64() == Some(pid as u64))
+        .filter_map(|e| e["id"].as_u64())
+        .collect()
 }
 
 /// A command re-running this test binary as child `role`, optionally in a

@@ -316,6 +316,32 @@ int main(void) {
     ev = next_event(b);
     CHECK(ev.kind == UNET_EVENT_PEER_GONE && ev.channel == b_engine);
 
+    /* A process may hold a quarter of the engine's 256 endpoint slots:
+     * beyond, UNET_EQUOTA (a limit of this process, not a shortage of the
+     * engine). a, b and c are three of its 64. */
+    {
+        unet_endpoint *more[64];
+        unet_endpoint_config small;
+        CHECK_RC(unet_endpoint_config_init(&small), UNET_OK);
+        small.managed_buffers = 0;
+        small.buffer_size = 4096;
+        small.buffer_area_size = 4096;
+        small.send_cap = small.recv_cap = small.free_cap = small.event_cap = 2;
+        int n = 0, rc = UNET_OK;
+        while (n < 64 && (rc = unet_endpoint_create(session, &small,
+                                                    &more[n])) == UNET_OK)
+            n++;
+        CHECK(n == 61);
+        CHECK_RC(rc, UNET_EQUOTA);
+        CHECK(strcmp(unet_status_name(UNET_EQUOTA), "UNET_EQUOTA") == 0);
+        CHECK(strstr(unet_last_error_message(), "endpoints") != NULL);
+        unet_endpoint_close(more[--n]);
+        CHECK_RC(unet_endpoint_create(session, &small, &more[n]), UNET_OK);
+        n++;
+        while (n > 0)
+            unet_endpoint_close(more[--n]);
+    }
+
     unet_endpoint_close(c);
     unet_endpoint_close(b);
     unet_endpoint_close(a);

@@ -33,6 +33,7 @@ pub fn find_live_slot(s: &Session, mut f: impl FnMut(&EndpointSlot) -> bool) {
 }
 
 /// One counter of endpoint `ep`, read from the session's counters segment.
+#[allow(dead_code)] // not every test binary uses it
 pub fn endpoint_counter(s: &Session, ep: &Endpoint, c: EndpointCounter) -> u64 {
     let mut v = None;
     find_live_slot(s, |slot| {
