@@ -38,12 +38,12 @@ pub struct Args {
     /// Most shared memory one client process may hold (its endpoints and
     /// the direct connections it opens, over all its connections), e.g.
     /// 512M or 4G; requests beyond are refused (UNET_EQUOTA).
-    #[arg(long, default_value = "4G", value_parser = crate::bench::stats::parse_size)]
+    #[arg(long, default_value = "4G", value_parser = crate::units::parse_size)]
     pub client_memory: usize,
     /// Most shared memory all the processes of one user may hold together,
     /// e.g. 8G; requests beyond are refused (UNET_EQUOTA). No limit if
     /// absent.
-    #[arg(long, value_parser = crate::bench::stats::parse_size)]
+    #[arg(long, value_parser = crate::units::parse_size)]
     pub user_memory: Option<usize>,
     /// Most endpoints one client process may hold; requests beyond are
     /// refused (UNET_EQUOTA). Default: a quarter of --max-endpoints, at
@@ -63,7 +63,7 @@ pub struct Args {
     #[arg(long, default_value_t = unet_engine::DEFAULT_APPLET_FUEL_MAX)]
     pub applet_fuel_max: u64,
     /// The largest applet heap quota a client may ask for, e.g. 16M.
-    #[arg(long, default_value = "16M", value_parser = crate::bench::stats::parse_size)]
+    #[arg(long, default_value = "16M", value_parser = crate::units::parse_size)]
     pub applet_heap_max: usize,
     /// Wall-clock time one applet invocation may take, in microseconds,
     /// whatever its work budget: past it the invocation faults (counted as

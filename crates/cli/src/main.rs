@@ -11,6 +11,7 @@ mod daemon;
 mod demo;
 mod jdk;
 mod stat;
+mod units;
 
 /// unet: a programmable user-level network interface.
 #[derive(Parser)]
