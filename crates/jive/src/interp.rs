@@ -205,6 +205,8 @@ impl std::ops::IndexMut<u16> for Regs<'_> {
 /// [`crate::TIME_SLICE`] units (where the clock is read). Without either,
 /// the whole budget is one part, as if there were no reserve.
 pub(crate) struct Budget<H> {
+    /// The first part (the register's fuel before the entry charge).
+    first: i64,
     /// Fuel not yet moved into the register.
     pub reserve: i64,
     /// The checkpoint's hook, until it has run.
@@ -212,18 +214,25 @@ pub(crate) struct Budget<H> {
     /// The hook runs when the register is spent and `reserve` is at most
     /// this (the invocation has used more than the checkpoint's fuel).
     hook_at: i64,
-    /// Fuel units per part (`i64::MAX` without a time limit).
-    slice: i64,
-    max_time: Option<std::time::Duration>,
+    /// The time limit, if any (parts of [`crate::TIME_SLICE`] units).
+    clock: Option<Clock>,
+}
+
+/// The time limit of an invocation.
+pub(crate) struct Clock {
+    max: std::time::Duration,
     /// When the first part ran out (the first reading of the clock).
     started: Option<std::time::Instant>,
 }
 
 impl<H> Budget<H> {
-    /// The budget of an invocation under `limits`: the first part (the
-    /// register's fuel, before the entry charge) and the rest.
+    /// The budget of an invocation under `limits`. Built in place, where
+    /// it stays (the register's fuel is read from `first`): copying a
+    /// freshly written budget whole stalls the processor (its stores
+    /// cannot be forwarded to a wider load), which costs an invocation
+    /// several nanoseconds.
     #[inline(always)]
-    pub(crate) fn new(limits: &Limits, checkpoint: Option<Checkpoint<H>>) -> (i64, Budget<H>) {
+    pub(crate) fn new(limits: &Limits, checkpoint: Option<Checkpoint<H>>) -> Budget<H> {
         let total: i64 = limits.fuel.min(i64::MAX as u64) as i64;
         let (mut first, hook, hook_at) = match checkpoint {
             Some(c) if (c.fuel as i64) < total && c.fuel < i64::MAX as u64 => {
@@ -231,32 +240,35 @@ impl<H> Budget<H> {
             }
             _ => (total, None, 0),
         };
-        let slice = match limits.max_time {
-            Some(_) => crate::TIME_SLICE as i64,
-            None => i64::MAX,
-        };
-        first = first.min(slice);
-        let b = Budget {
+        if limits.max_time.is_some() {
+            first = first.min(crate::TIME_SLICE as i64);
+        }
+        Budget {
+            first,
             reserve: total - first,
             hook,
             hook_at,
-            slice,
-            max_time: limits.max_time,
-            started: None,
-        };
-        (first, b)
+            clock: limits.max_time.map(|max| Clock { max, started: None }),
+        }
     }
 }
 
 /// The register `fuel` went below zero: move the next part of the budget
 /// in (running the checkpoint's hook when passing it), as much as covers
 /// the charge that overdrew it, and read the clock if there is a time
-/// limit. Returns the fault that stops the invocation: out of fuel (the
-/// whole budget is spent) or over its time. Interpreter and compiled code
-/// (`jit` helpers) share it.
+/// limit. Returns the new fuel and the fault that stops the invocation,
+/// if any: out of fuel (the whole budget is spent) or over its time.
+/// Interpreter and compiled code (`jit` helpers) share it. `fuel` is
+/// passed by value so that the interpreter's stays in a register.
 #[cold]
 #[inline(never)]
-pub(crate) fn refill<H>(fuel: &mut i64, b: &mut Budget<H>, host: &mut H) -> Option<Fault> {
+pub(crate) fn refill<H>(mut fuel: i64, b: &mut Budget<H>, host: &mut H) -> (i64, Option<Fault>) {
+    let f = refill_at(&mut fuel, b, host);
+    (fuel, f)
+}
+
+#[inline(always)]
+fn refill_at<H>(fuel: &mut i64, b: &mut Budget<H>, host: &mut H) -> Option<Fault> {
     while *fuel < 0 && b.reserve > 0 {
         if b.hook.is_some() && b.reserve <= b.hook_at {
             if let Some(h) = b.hook.take() {
@@ -268,43 +280,40 @@ pub(crate) fn refill<H>(fuel: &mut i64, b: &mut Budget<H>, host: &mut H) -> Opti
         } else {
             b.reserve
         };
-        let take = cap.min(b.slice.max(fuel.saturating_neg()));
+        let slice = match b.clock {
+            Some(_) => crate::TIME_SLICE as i64,
+            None => i64::MAX,
+        };
+        let take = cap.min(slice.max(fuel.saturating_neg()));
         *fuel += take;
         b.reserve -= take;
     }
     if *fuel < 0 {
         return Some(Fault::OutOfFuel);
     }
-    if let Some(max) = b.max_time {
+    if let Some(c) = &mut b.clock {
         let now = std::time::Instant::now();
-        match b.started {
-            None => b.started = Some(now),
-            Some(t) if now.saturating_duration_since(t) >= max => return Some(Fault::Timeout),
+        match c.started {
+            None => c.started = Some(now),
+            Some(t) if now.saturating_duration_since(t) >= c.max => return Some(Fault::Timeout),
             Some(_) => {}
         }
     }
     None
 }
 
-/// The budget of an invocation of `entry`, as `(fuel, rest)`, after the
-/// host's call has charged the entry method's length (`fuel` below zero:
-/// the budget does not cover it).
+/// The fuel of an invocation of `entry` with budget `b` (see
+/// [`Budget::new`]) after the host's call has charged the entry method's
+/// length (below zero: the budget does not cover it).
 #[inline(always)]
-fn entry_budget<H>(
-    cls: &ClassInner<H>,
-    limits: &Limits,
-    host: &mut H,
-    entry: usize,
-    checkpoint: Option<Checkpoint<H>>,
-) -> (i64, Budget<H>) {
-    let (mut fuel, mut b) = Budget::new(limits, checkpoint);
-    fuel -= cls.code[entry].ops.len() as i64;
+fn entry_fuel<H>(cls: &ClassInner<H>, host: &mut H, entry: usize, b: &mut Budget<H>) -> i64 {
+    let mut fuel = b.first - cls.code[entry].ops.len() as i64;
     if fuel < 0 {
         // A fault leaves `fuel` below zero (out of fuel); a time limit
         // cannot be passed at the first reading of the clock.
-        let _ = refill(&mut fuel, &mut b, host);
+        fuel = refill(fuel, b, host).0;
     }
-    (fuel, b)
+    fuel
 }
 
 /// Cost in fuel of a collection during an invocation that scans `slots`
@@ -347,7 +356,8 @@ fn run<H>(
     entry: usize,
     checkpoint: Option<Checkpoint<H>>,
 ) -> Option<i32> {
-    let (mut fuel, mut budget) = entry_budget(cls, limits, host, entry, checkpoint);
+    let mut budget = Budget::new(limits, checkpoint);
+    let mut fuel = entry_fuel(cls, host, entry, &mut budget);
     let max_depth = limits.max_depth.max(1) as usize;
     let mut m = entry;
     let mut mc = &cls.code[m];
@@ -377,7 +387,9 @@ fn run<H>(
     // `refill`), or stop.
     macro_rules! spent {
         () => {{
-            if let Some(f) = refill(&mut fuel, &mut budget, host) {
+            let (left, f) = refill(fuel, &mut budget, host);
+            fuel = left;
+            if let Some(f) = f {
                 break Err(f);
             }
         }};
@@ -775,7 +787,8 @@ fn run_compiled<H>(
     entry: *const u8,
     args: Option<&[i32]>,
 ) -> Option<i32> {
-    let (fuel, budget) = entry_budget(cls, limits, host, m, checkpoint);
+    let mut budget = Budget::new(limits, checkpoint);
+    let fuel = entry_fuel(cls, host, m, &mut budget);
     if fuel < 0 {
         st.last_fuel = limits
             .fuel
@@ -784,7 +797,7 @@ fn run_compiled<H>(
         st.fault = Some(Fault::OutOfFuel);
         return None;
     }
-    let r = enter_compiled(cls, st, limits, host, jit, entry, (fuel, budget), args);
+    let r = enter_compiled(cls, st, limits, host, jit, entry, (fuel, &mut budget), args);
     (r != crate::jit::FAULT).then_some(r as i32)
 }
 
@@ -803,7 +816,7 @@ fn enter_compiled<H>(
     host: &mut H,
     jit: &crate::jit::Compiled<H>,
     entry: *const u8,
-    (fuel, budget): (i64, Budget<H>),
+    (fuel, budget): (i64, &mut Budget<H>),
     args: Option<&[i32]>,
 ) -> i64 {
     let State {
@@ -890,7 +903,7 @@ pub struct Prepared<const N: usize> {
     /// Identity of the class it was checked in.
     class: usize,
     m: u16,
-    /// What entering the method charges (its length, see `entry_budget`).
+    /// What entering the method charges (its length, see `entry_fuel`).
     entry_ops: u32,
     is_static: bool,
     returns: bool,
@@ -1034,11 +1047,11 @@ impl<H> Vm<H> {
                 st.site = None;
                 // The common case, entering within the first part of the
                 // budget, kept short: the same charge, code and bookkeeping
-                // as `run_compiled` (see `entry_budget`), nothing else.
-                let (first, budget) = Budget::new(limits, *checkpoint);
-                let fuel = first - p.entry_ops as i64;
+                // as `run_compiled` (see `entry_fuel`), nothing else.
+                let mut budget = Budget::new(limits, *checkpoint);
+                let fuel = budget.first - p.entry_ops as i64;
                 if fuel >= 0 {
-                    let budget = (fuel, budget);
+                    let budget = (fuel, &mut budget);
                     let r = enter_compiled(cls, st, limits, host, j, entry, budget, Some(&args));
                     if r != crate::jit::FAULT && st.heap.allocs_since_gc == 0 {
                         return Ok(p.returns.then_some(r as i32));

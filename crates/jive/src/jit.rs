@@ -166,7 +166,7 @@ pub(crate) struct Env<'a, H> {
     pub host: &'a mut H,
     /// The budget beyond `Ctx::fuel`: reserve, checkpoint and time limit
     /// (see `interp::refill`).
-    pub budget: crate::interp::Budget<H>,
+    pub budget: &'a mut crate::interp::Budget<H>,
     pub fault: Option<Fault>,
     /// Method and op index of the fault.
     pub site: (u32, u32),
@@ -392,7 +392,9 @@ extern "C" fn h_spent<H>(ctx: *mut Ctx, site: i64) -> i64 {
 
 /// The interpreter's `spent!`: the fault that stops the invocation, if any.
 fn spent<H>(fuel: &mut i64, env: &mut Env<'_, H>) -> Option<Fault> {
-    crate::interp::refill(fuel, &mut env.budget, env.host)
+    let (left, f) = crate::interp::refill(*fuel, env.budget, env.host);
+    *fuel = left;
+    f
 }
 
 const K_DIV0: i64 = 0;
