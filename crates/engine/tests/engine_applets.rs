@@ -332,6 +332,43 @@ fn limits_above_the_engines_maxima_are_refused() {
     assert_eq!(take(&mut b, true).expect("generated").data[..4], [0; 4]);
 }
 
+/// The engine's time limit bounds an invocation whatever fuel it was
+/// given: with the fuel maximum lifted, an endless loop attached with fuel
+/// `u64::MAX` is stopped after `applet_time_max` with a fault of kind
+/// `Timeout` (reported, counted), and the endpoint sends again. Without
+/// the limit the engine would spin in the loop for good.
+#[test]
+fn an_endless_applet_is_stopped_by_the_time_limit() {
+    let limit = Duration::from_millis(20);
+    let mut rig = Rig::with(EngineConfig {
+        applet_fuel_max: u64::MAX,
+        applet_time_max: limit,
+        ..EngineConfig::default()
+    });
+    let (mut a, mut b, ch, from_a) = pair(&mut rig);
+    attach(&mut rig, &a, "Faulty", u64::MAX);
+    let endless = pattern(1, faulty_len(FaultKind::Fuel) as usize);
+    let t = Instant::now();
+    assert_eq!(
+        send_now(&mut rig, &mut a, ch, &endless),
+        SendStatus::AppletFault
+    );
+    let took = t.elapsed();
+    assert!(took >= limit, "stopped after {took:?}, before the limit");
+    assert!(took < Duration::from_secs(2), "stopped only after {took:?}");
+    assert_eq!(
+        fault_events(&mut a),
+        [event(EventKind::AppletFault, FaultKind::Timeout)]
+    );
+    assert_eq!(faults(&rig, a.id()), [(FaultKind::Timeout, 1)]);
+    assert!(take(&mut b, true).is_none(), "nothing goes out");
+    let good = pattern(2, 40);
+    assert_eq!(send_now(&mut rig, &mut a, ch, &good), SendStatus::Sent);
+    let m = take(&mut b, true).expect("the next good send");
+    assert_eq!(m.channel, from_a);
+    assert!(m.data == good);
+}
+
 // ---------------------------------------------------------------------------
 // A raw control connection, to pipeline requests
 // ---------------------------------------------------------------------------
