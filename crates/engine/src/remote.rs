@@ -566,6 +566,7 @@ impl Rx<'_> {
                     _ => self.reasm.stats.count_drop(WireDrop::UnknownChannel),
                 }
             }
+            Body::Keepalive | Body::Confirm(_) => {}
         }
     }
 

@@ -124,13 +124,15 @@
 //! allocate beyond the configured budgets. Checking tokens, endpoints and
 //! channels against the engine's tables is the engine's job.
 
+pub mod auth;
 pub mod frag;
 pub mod frame;
 pub mod transport;
 pub mod udp;
 
-use unet_abi::{EngineCounter, WIRE_DROP_BASE};
+use unet_abi::{wire_drop_slot, EngineCounter};
 
+pub use auth::ClusterKey;
 pub use frag::{
     fragment_count, fragments, FragmentError, Fragments, Message, Piece, Reassembler,
     ReassemblyConfig,
@@ -226,6 +228,19 @@ wire_drops! {
     /// The message is longer than [`MAX_MESSAGE`] or cannot be fragmented
     /// with the port's datagram size.
     MessageTooLarge => WireDropMessageTooLarge, "message_too_large";
+    /// From an address neither allowed (`EngineConfig::allow_peers`) nor
+    /// a peer this engine opened a channel to; or an open request from an
+    /// address not allowed.
+    PeerNotAllowed => WireDropPeerNotAllowed, "peer_not_allowed";
+    /// With a cluster key: a control frame whose MAC does not check.
+    BadMac => WireDropBadMac, "bad_mac";
+    /// With a cluster key: a control frame seen before or stamped outside
+    /// the replay window.
+    Replay => WireDropReplay, "replay";
+    /// An open refused: the peer holds its most channels.
+    PeerChannelsFull => WireDropPeerChannelsFull, "peer_channels_full";
+    /// An open refused: the peer holds its most unconfirmed channels.
+    PeerHalfOpenFull => WireDropPeerHalfOpenFull, "peer_half_open_full";
 }
 
 /// True when `counter` is `"wire_drop_"` followed by `reason`.
@@ -252,7 +267,7 @@ const fn named_after(counter: &str, reason: &str) -> bool {
 
 // Checked when the crate compiles, for every reason: `ALL` is in
 // discriminant order; its counter is named after it; and the counter sits
-// at the slot `WIRE_DROP_BASE + reason` of the ABI, the arithmetic callers
+// at the slot `wire_drop_slot(reason)` of the ABI, the arithmetic callers
 // that index the counters by reason rely on. A reason added with a counter
 // anywhere else fails here, not in `unet stat`.
 const _: () = {
@@ -261,7 +276,7 @@ const _: () = {
         let w = WireDrop::ALL[i];
         assert!(w as usize == i);
         assert!(named_after(w.counter().name(), w.name()));
-        assert!(w.counter() as usize == WIRE_DROP_BASE + i);
+        assert!(w.counter() as usize == wire_drop_slot(i));
         i += 1;
     }
 };
@@ -450,7 +465,7 @@ mod tests {
             assert!(EngineCounter::ALL.contains(&c), "{w:?}");
             assert!(slots.insert(c as usize), "{w:?} shares {c:?}");
             assert_eq!(c.name(), format!("wire_drop_{}", w.name()));
-            assert_eq!(c as usize, WIRE_DROP_BASE + w as usize);
+            assert_eq!(c as usize, wire_drop_slot(w as usize));
         }
         assert_eq!(slots.len(), WireDrop::COUNT);
         assert!(!named_after("wire_drop_bad", "bad_magic"));
