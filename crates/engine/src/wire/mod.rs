@@ -17,8 +17,9 @@
 //!
 //!   followed by a kind-specific part: `Data` (48-byte header, then a
 //!   fragment of a message of at most [`MAX_MESSAGE`] = 1 MiB, with its
-//!   offset carried explicitly), `OpenRequest`, `OpenAccept`, `OpenRefuse`
-//!   and `Close`. The full layout, with every field offset, is drawn in
+//!   offset carried explicitly), `OpenRequest`, `OpenAccept`, `OpenRefuse`,
+//!   `Close`, `Keepalive` and `Confirm`; with a cluster key, every kind but
+//!   `Data` is followed by an authentication trailer ([`auth`]). The full layout, with every field offset, is drawn in
 //!   [`frame`]. Kinds `0x10..=0x3F` are kept for later protocols (VIA, UDM,
 //!   SPINE); an unknown kind is a counted drop, not an error.
 //! - [`frag`]: cutting messages into fragments of one stride, and the
@@ -115,6 +116,9 @@
 //! | `send_failed` | [`UdpPort`] | the kernel refused a datagram (not `EAGAIN`) |
 //! | `send_queue_full` | engine | the send batch stayed full: message given up |
 //! | `message_too_large` | [`SendBatch`] | message can never be queued (over 1 MiB, or over the queue) |
+//! | `peer_not_allowed` | engine | from an address neither allowed nor opened to; or an open from one not allowed |
+//! | `bad_mac`, `replay` | engine, with a cluster key ([`auth`]) | control frame unauthenticated, or not fresh |
+//! | `peer_channels_full`, `peer_half_open_full` | engine | an open beyond the peer's bounds |
 //!
 //! # Trust
 //!
