@@ -24,7 +24,8 @@
 //! included; of those at most `peer_half_open_max` accepted and not yet
 //! confirmed (the requester sends a Confirm on the accept; a first
 //! message confirms too), and an unconfirmed one is closed after the
-//! liveness timeout.
+//! liveness timeout (its requester is sent a Close: should only its
+//! Confirm have been lost, and it sent nothing since, it is told).
 //!
 //! Liveness (Aeron's model): each engine sends a Keepalive to every peer
 //! it holds confirmed channels with, every third of the timeout; a peer
@@ -632,7 +633,10 @@ impl RemoteSide {
             let route = eps.live_mut(u.idx, u.id).and_then(|ep| ep.route(u.chan));
             if let Some(Route::Remote(r)) = route {
                 if !r.confirmed && r.my_token == u.token {
-                    self.adm.channel_gone(r.addr, false);
+                    // Its requester may be there and have lost our accept
+                    // or its Confirm: tell it (a frame as small as the
+                    // request, to an address that sent one).
+                    self.send_close(&r);
                     eps.peer_gone(crate::routes::Peer {
                         idx: u.idx,
                         id: u.id,
