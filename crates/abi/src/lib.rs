@@ -1080,6 +1080,31 @@ counter_enum! {
         /// Replies and notices the engine could not send: the client's
         /// socket was full (it does not read it) or gone.
         ControlRepliesLost = 50 => "control_replies_lost",
+        /// Wire drop: a datagram from an address that is neither on the
+        /// engine's allowlist (`allow_peers`) nor a peer it opened a
+        /// channel to; or an open request from an address not on the
+        /// allowlist.
+        WireDropPeerNotAllowed = 51 => "wire_drop_peer_not_allowed",
+        /// Wire drop: with a cluster key, a control frame without a valid
+        /// MAC (another key, none, or altered).
+        WireDropBadMac = 52 => "wire_drop_bad_mac",
+        /// Wire drop: with a cluster key, a control frame seen before, or
+        /// stamped outside the replay window.
+        WireDropReplay = 53 => "wire_drop_replay",
+        /// Wire drop: an open refused, the peer holding its most channels
+        /// (`peer_channels_max`, half-open and open).
+        WireDropPeerChannelsFull = 54 => "wire_drop_peer_channels_full",
+        /// Wire drop: an open refused, the peer holding its most channels
+        /// accepted but not yet confirmed (`peer_half_open_max`).
+        WireDropPeerHalfOpenFull = 55 => "wire_drop_peer_half_open_full",
+        /// Peer engines found silent past the liveness timeout (their
+        /// channels closed, their owners told).
+        WirePeersSilent = 56 => "wire_peers_silent",
+        /// Remote channels closed by the engine: their peer silent past the
+        /// liveness timeout, or accepted and never confirmed.
+        WireChannelsExpired = 57 => "wire_channels_expired",
+        /// Keepalive frames sent to peers with channels.
+        WireKeepalivesSent = 58 => "wire_keepalives_sent",
     }
 }
 
@@ -1183,11 +1208,27 @@ counter_enum! {
     }
 }
 
-/// Index of the first wire-drop counter; wire drop reason `r` (in the
-/// engine's `WireDrop` order) is counted at `WIRE_DROP_BASE + r`. The engine
-/// names each reason's counter (`WireDrop::counter`) and checks, when it
-/// compiles, that it sits at this slot.
+/// Index of the first wire-drop counter; the first
+/// [`WIRE_DROP_FIRST_RUN`] wire drop reasons `r` (in the engine's
+/// `WireDrop` order) are counted at `WIRE_DROP_BASE + r`, the later ones at
+/// `WIRE_DROP_BASE_2 + (r - WIRE_DROP_FIRST_RUN)`. The engine names each
+/// reason's counter (`WireDrop::counter`) and checks, when it compiles,
+/// that it sits at this slot.
 pub const WIRE_DROP_BASE: usize = 17;
+/// Wire drop reasons counted from [`WIRE_DROP_BASE`] on.
+pub const WIRE_DROP_FIRST_RUN: usize = 19;
+/// Index of the counter of wire drop reason [`WIRE_DROP_FIRST_RUN`] (the
+/// reasons added later, after other counters had taken the slots).
+pub const WIRE_DROP_BASE_2: usize = 51;
+
+/// The counter slot of wire drop reason `r` (see [`WIRE_DROP_BASE`]).
+pub const fn wire_drop_slot(r: usize) -> usize {
+    if r < WIRE_DROP_FIRST_RUN {
+        WIRE_DROP_BASE + r
+    } else {
+        WIRE_DROP_BASE_2 + (r - WIRE_DROP_FIRST_RUN)
+    }
+}
 
 const _: () = {
     assert!(EngineCounter::ALL.len() <= ENGINE_COUNTERS);

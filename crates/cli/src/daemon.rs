@@ -70,6 +70,39 @@ pub struct Args {
     /// applet_fault_timeout). 0: no time limit, the work budget alone.
     #[arg(long, value_name = "US", default_value_t = unet_sle::DEFAULT_MAX_TIME.as_micros() as u64)]
     pub applet_time_max_us: u64,
+    /// An address or network (CIDR, e.g. 10.1.0.0/16 or 192.0.2.7)
+    /// whose engines may open channels to this one over the wire;
+    /// repeatable. Loopback (127.0.0.0/8 and ::1) is always allowed.
+    #[arg(long = "allow-peer", value_name = "CIDR", value_parser = parse_net)]
+    pub allow_peer: Vec<unet_engine::IpNet>,
+    /// A file holding the cluster key (32 raw bytes or 64 hexadecimal
+    /// digits, readable by its owner only): control frames between
+    /// engines are then authenticated. Every engine of the cluster needs
+    /// the same key.
+    #[arg(long, value_name = "PATH")]
+    pub cluster_key_file: Option<PathBuf>,
+    /// Most channels one peer engine may hold with this one (half-open
+    /// and open).
+    #[arg(long, default_value_t = unet_engine::DEFAULT_PEER_CHANNELS_MAX)]
+    pub peer_channels_max: u32,
+    /// Most channels one peer engine may hold accepted but not yet
+    /// confirmed.
+    #[arg(long, default_value_t = unet_engine::DEFAULT_PEER_HALF_OPEN_MAX)]
+    pub peer_half_open_max: u32,
+    /// A peer engine silent this long (milliseconds) is taken as gone:
+    /// its channels are closed and their owners told.
+    #[arg(long, value_name = "MS", default_value_t = unet_engine::DEFAULT_LIVENESS_TIMEOUT.as_millis() as u64)]
+    pub liveness_timeout_ms: u64,
+}
+
+/// An address (a host's network of one) or a network in CIDR notation.
+fn parse_net(s: &str) -> Result<unet_engine::IpNet, String> {
+    if let Ok(n) = s.parse::<unet_engine::IpNet>() {
+        return Ok(n.trunc());
+    }
+    s.parse::<std::net::IpAddr>()
+        .map(unet_engine::IpNet::from)
+        .map_err(|_| format!("{s:?} is not an address or a network (CIDR, like 10.0.0.0/8)"))
 }
 
 pub fn run(a: Args) -> ExitCode {
@@ -83,6 +116,16 @@ pub fn run(a: Args) -> ExitCode {
         libc::sigaddset(&mut set, libc::SIGTERM);
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
         set
+    };
+    let cluster_key = match &a.cluster_key_file {
+        None => None,
+        Some(p) => match unet_engine::wire::ClusterKey::from_file(p) {
+            Ok(k) => Some(k),
+            Err(e) => {
+                eprintln!("unet daemon: the cluster key: {e}");
+                return ExitCode::from(2);
+            }
+        },
     };
     let cfg = EngineConfig {
         control_socket: Some(a.socket.clone()),
@@ -100,6 +143,14 @@ pub fn run(a: Args) -> ExitCode {
         applet_fuel_max: a.applet_fuel_max,
         applet_heap_max: a.applet_heap_max.min(u32::MAX as usize) as u32,
         applet_time_max: Duration::from_micros(a.applet_time_max_us),
+        allow_peers: unet_engine::default_allow_peers()
+            .into_iter()
+            .chain(a.allow_peer.iter().copied())
+            .collect(),
+        cluster_key,
+        peer_channels_max: a.peer_channels_max,
+        peer_half_open_max: a.peer_half_open_max,
+        liveness_timeout: Duration::from_millis(a.liveness_timeout_ms.max(1)),
         ..Default::default()
     };
     let engine = match Engine::start(cfg) {

@@ -1,8 +1,12 @@
 //! How an engine is set up.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
+
+use ipnet::IpNet;
+
+use crate::wire::ClusterKey;
 
 /// How an engine is set up.
 #[derive(Clone, Debug)]
@@ -72,7 +76,56 @@ pub struct EngineConfig {
     /// invocation). False keeps every applet interpreted, which behaves
     /// the same: for benchmarks that compare the two. Default: true.
     pub applet_compile: bool,
+    /// Addresses and networks whose engines may open channels to this
+    /// one over the wire. An open request from elsewhere is dropped and
+    /// counted (`wire_drop_peer_not_allowed`), with no answer; so is any
+    /// other datagram from an address that is neither allowed nor a peer
+    /// a local client opened a channel to (a peer named in an open may
+    /// answer it and use the channel, not open channels of its own).
+    /// Default: loopback, `127.0.0.0/8` and `::1`
+    /// ([`default_allow_peers`]).
+    pub allow_peers: Vec<IpNet>,
+    /// The key shared by the engines of a cluster: with one, every
+    /// control frame on the wire (open, accept, refuse, confirm, close,
+    /// keepalive) carries a MAC and a stamp, and one without a valid MAC
+    /// (`wire_drop_bad_mac`) or seen before (`wire_drop_replay`) is
+    /// dropped. Every engine of the cluster needs the same key (or
+    /// none). See [`crate::wire::auth`]. Default: none.
+    pub cluster_key: Option<ClusterKey>,
+    /// Most channels one peer engine (by address) may hold with this
+    /// engine, half-open and open, in both directions: an open beyond it
+    /// is refused (`wire_drop_peer_channels_full`). Default: 256.
+    pub peer_channels_max: u32,
+    /// Most channels one peer may hold accepted but not yet confirmed
+    /// (its Confirm or a first message not yet here): an open beyond it
+    /// is refused (`wire_drop_peer_half_open_full`). An unconfirmed
+    /// channel is closed after [`EngineConfig::liveness_timeout`].
+    /// Default: 64.
+    pub peer_half_open_max: u32,
+    /// A peer engine silent this long (no frame at all; engines send a
+    /// keepalive to each peer they hold channels with every third of
+    /// it) is taken as gone: the channels with it are closed and their
+    /// owners told (`PeerGone`), counted as `wire_peers_silent` and
+    /// `wire_channels_expired`. Default: 5 s.
+    pub liveness_timeout: Duration,
 }
+
+/// The default [`EngineConfig::allow_peers`]: loopback only.
+pub fn default_allow_peers() -> Vec<IpNet> {
+    vec![
+        IpNet::new(IpAddr::from([127, 0, 0, 0]), 8).expect("a valid prefix"),
+        IpNet::new(IpAddr::from(std::net::Ipv6Addr::LOCALHOST), 128).expect("a valid prefix"),
+    ]
+}
+
+/// Default [`EngineConfig::peer_channels_max`].
+pub const DEFAULT_PEER_CHANNELS_MAX: u32 = 256;
+
+/// Default [`EngineConfig::peer_half_open_max`].
+pub const DEFAULT_PEER_HALF_OPEN_MAX: u32 = 64;
+
+/// Default [`EngineConfig::liveness_timeout`].
+pub const DEFAULT_LIVENESS_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Default [`EngineConfig::client_memory`]: 4 GiB.
 pub const DEFAULT_CLIENT_MEMORY: u64 = 4 << 30;
@@ -110,11 +163,24 @@ impl Default for EngineConfig {
             applet_heap_max: DEFAULT_APPLET_HEAP_MAX,
             applet_time_max: unet_sle::DEFAULT_MAX_TIME,
             applet_compile: true,
+            allow_peers: default_allow_peers(),
+            cluster_key: None,
+            peer_channels_max: DEFAULT_PEER_CHANNELS_MAX,
+            peer_half_open_max: DEFAULT_PEER_HALF_OPEN_MAX,
+            liveness_timeout: DEFAULT_LIVENESS_TIMEOUT,
         }
     }
 }
 
 impl EngineConfig {
+    /// Whether an engine at `ip` may open channels to this one (it is in
+    /// [`EngineConfig::allow_peers`]; an IPv4 address mapped into IPv6
+    /// counts as the IPv4 address).
+    pub fn peer_allowed(&self, ip: IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        self.allow_peers.iter().any(|n| n.contains(&ip))
+    }
+
     /// The endpoints one process may hold: [`EngineConfig::client_endpoints`],
     /// or, when it is 0, a quarter of the slots but at least 4 (all of
     /// them in an engine of 4 slots or fewer: a small engine for one

@@ -135,7 +135,7 @@ impl Dispatcher {
         let server = ControlServer::new(&cfg, &poller, counters.clone())?;
         poller.add(shared.admin.fd().as_raw_fd(), Token::Admin)?;
         let remote = match (transport, cfg.udp_bind) {
-            (Some(t), _) => Some(RemoteSide::new(t, engine_id, counters.clone())),
+            (Some(t), _) => Some(RemoteSide::new(t, &cfg, engine_id, counters.clone())),
             (None, Some(a)) => Some(RemoteSide::bind(a, &cfg, engine_id, counters.clone())?),
             (None, None) => None,
         };

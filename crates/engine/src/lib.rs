@@ -60,11 +60,13 @@ mod setup_thread;
 pub mod wire;
 
 pub use config::{
-    EngineConfig, DEFAULT_APPLET_FUEL_MAX, DEFAULT_APPLET_HEAP_MAX,
-    DEFAULT_CLIENT_IDLE_CONNECTIONS, DEFAULT_CLIENT_MEMORY, DEFAULT_USER_IDLE_CONNECTIONS,
+    default_allow_peers, EngineConfig, DEFAULT_APPLET_FUEL_MAX, DEFAULT_APPLET_HEAP_MAX,
+    DEFAULT_CLIENT_IDLE_CONNECTIONS, DEFAULT_CLIENT_MEMORY, DEFAULT_LIVENESS_TIMEOUT,
+    DEFAULT_PEER_CHANNELS_MAX, DEFAULT_PEER_HALF_OPEN_MAX, DEFAULT_USER_IDLE_CONNECTIONS,
 };
 pub use dispatcher::Dispatcher;
 pub use endpoints::MAX_CHANNELS;
+pub use ipnet::IpNet;
 pub use unet_control::{EndpointAddr, ErrorCode, Limits, PathChoice};
 use unet_sys as sys;
 

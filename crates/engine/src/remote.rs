@@ -12,8 +12,28 @@
 //! a Data or Close frame is accepted only when it names an open remote
 //! channel, carries that channel's token and comes from the peer engine's
 //! address. Everything else is dropped and counted.
+//!
+//! Admission: an open request is taken only from an address of
+//! `EngineConfig::allow_peers`; any other datagram only from such an
+//! address or from a peer a local client opened a channel to (it may
+//! answer and use the channel, not open its own). With a cluster key,
+//! every control frame is authenticated and fresh ([`crate::wire::auth`])
+//! before anything of it is used, so a token is handed out only to a
+//! holder of the key. One peer (by address) holds at most
+//! `peer_channels_max` channels, in both directions, opening ones
+//! included; of those at most `peer_half_open_max` accepted and not yet
+//! confirmed (the requester sends a Confirm on the accept; a first
+//! message confirms too), and an unconfirmed one is closed after the
+//! liveness timeout (its requester is sent a Close: should only its
+//! Confirm have been lost, and it sent nothing since, it is told).
+//!
+//! Liveness (Aeron's model): each engine sends a Keepalive to every peer
+//! it holds confirmed channels with, every third of the timeout; a peer
+//! from which no valid frame at all came for the timeout is taken as
+//! gone: its channels close, their owners get `PeerGone`, and it is not
+//! told (it is silent).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -28,9 +48,11 @@ use crate::counters::Counters;
 use crate::endpoints::{ClientId, EndpointTable};
 use crate::routes::{RemotePeer, Route};
 use crate::wire::{
-    udp::DataTarget, Body, Frame, OpenAccept, OpenRefuse, OpenRequest, PortConfig, Reassembler,
-    ReassemblyConfig, RefuseReason, SendBatch, Transport, UdpPort, WireDrop, WireStats,
+    auth, auth::ReplayGuard, udp::DataTarget, Body, ClusterKey, Frame, FrameError, Kind,
+    OpenAccept, OpenRefuse, OpenRequest, PortConfig, Reassembler, ReassemblyConfig, RefuseReason,
+    SendBatch, Transport, UdpPort, WireDrop, WireStats,
 };
+use ipnet::IpNet;
 
 /// Retransmit interval of an unanswered channel open.
 const OPEN_RETRY: Duration = Duration::from_millis(200);
@@ -54,6 +76,97 @@ struct Pending {
 /// index, endpoint id, channel, the message).
 pub(crate) type Arrive<'a> = dyn FnMut(&mut EndpointTable, usize, u32, u16, &[u8]) + 'a;
 
+/// What this engine knows of one peer engine (by address).
+#[derive(Debug, Clone, Copy)]
+struct PeerState {
+    /// Remote channels with it (routes), confirmed or not.
+    channels: u32,
+    /// Of those, accepted here and not yet confirmed by it.
+    half_open: u32,
+    /// Opens of ours waiting for its answer.
+    opening: u32,
+    /// When a valid frame last came from it (ns since the epoch).
+    last_rx: u64,
+    /// When we last sent it a keepalive (ns since the epoch).
+    last_keepalive: u64,
+}
+
+impl PeerState {
+    fn new(now_ns: u64) -> PeerState {
+        PeerState {
+            channels: 0,
+            half_open: 0,
+            opening: 0,
+            last_rx: now_ns,
+            last_keepalive: now_ns,
+        }
+    }
+}
+
+/// A channel accepted here, waiting for its requester's confirmation.
+struct Unconfirmed {
+    deadline: u64,
+    idx: usize,
+    id: u32,
+    chan: u16,
+    token: u64,
+}
+
+/// Who may talk to this engine, and what each peer holds.
+struct Admission {
+    allow: Vec<IpNet>,
+    key: Option<ClusterKey>,
+    replay: ReplayGuard,
+    peers: HashMap<SocketAddr, PeerState>,
+    unconfirmed: VecDeque<Unconfirmed>,
+    channels_max: u32,
+    half_open_max: u32,
+    liveness_ns: u64,
+    /// When peers are looked at next (keepalives, silence, expiry).
+    next_check: u64,
+}
+
+impl Admission {
+    fn allowed(&self, ip: std::net::IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        self.allow.iter().any(|n| n.contains(&ip))
+    }
+
+    fn check_every(&self) -> u64 {
+        (self.liveness_ns / 6).max(1_000_000)
+    }
+
+    /// A remote channel with `addr` went away (closed here, closed by the
+    /// peer, expired).
+    fn channel_gone(&mut self, addr: SocketAddr, confirmed: bool) {
+        if let Some(p) = self.peers.get_mut(&addr) {
+            p.channels = p.channels.saturating_sub(1);
+            if !confirmed {
+                p.half_open = p.half_open.saturating_sub(1);
+            }
+        }
+    }
+
+    fn open_done(&mut self, addr: SocketAddr) {
+        if let Some(p) = self.peers.get_mut(&addr) {
+            p.opening = p.opening.saturating_sub(1);
+        }
+    }
+}
+
+/// Queue control frame `f` for `to`, with its authentication trailer when
+/// there is a key.
+fn push_control(batch: &mut SendBatch, key: Option<&ClusterKey>, to: SocketAddr, f: &Frame<'_>) {
+    let _ = match key {
+        None => batch.push_frame(to, f),
+        Some(k) => batch.push_with(to, |buf| {
+            let n = f.emit(buf)?;
+            auth::seal_in_place(k, buf, n, auth::wall_ns(), sys::random_u64())
+                .ok_or(FrameError::BufferTooSmall)
+        }),
+    };
+}
+
 /// A reply owed to a client for an open it asked for.
 pub(crate) struct Completion {
     pub client: ClientId,
@@ -76,6 +189,7 @@ pub(crate) struct RemoteSide {
     reported: WireStats,
     /// Datagrams received when the socket's drop count was last read.
     drops_read_at: u64,
+    adm: Admission,
 }
 
 impl RemoteSide {
@@ -92,12 +206,13 @@ impl RemoteSide {
             ..PortConfig::default()
         };
         let port = UdpPort::bind(addr, pc)?;
-        Ok(RemoteSide::new(Box::new(port), engine_id, counters))
+        Ok(RemoteSide::new(Box::new(port), cfg, engine_id, counters))
     }
 
     /// The remote side of an engine over any transport.
     pub(crate) fn new(
         port: Box<dyn Transport>,
+        cfg: &EngineConfig,
         engine_id: u64,
         counters: Arc<Counters>,
     ) -> RemoteSide {
@@ -113,6 +228,20 @@ impl RemoteSide {
             epoch: Instant::now(),
             reported: WireStats::default(),
             drops_read_at: 0,
+            adm: Admission {
+                allow: cfg.allow_peers.clone(),
+                key: cfg.cluster_key.clone(),
+                replay: ReplayGuard::new(),
+                peers: HashMap::new(),
+                unconfirmed: VecDeque::new(),
+                channels_max: cfg.peer_channels_max,
+                half_open_max: cfg.peer_half_open_max,
+                liveness_ns: cfg
+                    .liveness_timeout
+                    .as_nanos()
+                    .clamp(1_000_000, u64::MAX as u128) as u64,
+                next_check: 0,
+            },
         }
     }
 
@@ -141,14 +270,14 @@ impl RemoteSide {
             .reasm
             .next_deadline()
             .map(|ns| self.epoch + Duration::from_nanos(ns));
-        match (open, reasm) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let peers = (!self.adm.peers.is_empty())
+            .then(|| self.epoch + Duration::from_nanos(self.adm.next_check));
+        [open, reasm, peers].into_iter().flatten().min()
     }
 
-    /// Tell the peer of a remote channel that it is closed.
+    /// A remote channel closed here: tell its peer.
     pub(crate) fn send_close(&mut self, r: &RemotePeer) {
+        self.adm.channel_gone(r.addr, r.confirmed);
         let f = Frame {
             src_engine: self.engine_id,
             body: Body::Close(crate::wire::Close {
@@ -157,7 +286,7 @@ impl RemoteSide {
                 token: r.peer_token,
             }),
         };
-        let _ = self.batch.push_frame(r.addr, &f);
+        push_control(&mut self.batch, self.adm.key.as_ref(), r.addr, &f);
     }
 
     /// Before the engine sleeps: if datagrams came since the last time, read
@@ -243,7 +372,25 @@ impl RemoteSide {
     ) -> Result<Vec<Completion>, ErrorCode> {
         let ep = eps.get_mut(src_idx).ok_or(ErrorCode::NoSuchEndpoint)?;
         let src_id = ep.id;
+        let now_ns = self.epoch.elapsed().as_nanos() as u64;
+        let peer = self
+            .adm
+            .peers
+            .entry(dst)
+            .or_insert_with(|| PeerState::new(now_ns));
+        if peer.channels + peer.opening >= self.adm.channels_max {
+            // Counted now (the wire's own counts are published when it
+            // is polled).
+            self.counters
+                .engine(WireDrop::PeerChannelsFull.counter(), 1);
+            return Err(ErrorCode::NoResources);
+        }
         let chan = ep.alloc_route().ok_or(ErrorCode::NoResources)?;
+        peer.opening += 1;
+        if peer.channels == 0 {
+            // A peer not heard of lately: its silence counts from now.
+            peer.last_rx = now_ns;
+        }
         ep.routes[chan as usize] = Route::Opening;
         let request = self.next_request;
         self.next_request = self.next_request.wrapping_add(1).max(1);
@@ -291,11 +438,12 @@ impl RemoteSide {
                     flags: 0,
                 }),
             };
-            let _ = self.batch.push_frame(p.dst, &f);
+            push_control(&mut self.batch, self.adm.key.as_ref(), p.dst, &f);
         }
         let mut done = Vec::new();
         for request in failed {
             if let Some(p) = self.pending.remove(&request) {
+                self.adm.open_done(p.dst);
                 self.counters.engine(EngineCounter::WireOpenTimeouts, 1);
                 free_opening(eps, p.src_idx, p.src_id, p.chan);
                 done.push(Completion {
@@ -310,7 +458,13 @@ impl RemoteSide {
 
     /// Forget the pending opens of a client that went away.
     pub(crate) fn forget_client(&mut self, client: ClientId) {
-        self.pending.retain(|_, p| p.client != client);
+        let adm = &mut self.adm;
+        self.pending.retain(|_, p| {
+            if p.client == client {
+                adm.open_done(p.dst);
+            }
+            p.client != client
+        });
     }
 
     /// Queue message `msg` of endpoint counter slot `slot` on the remote
@@ -366,6 +520,7 @@ impl RemoteSide {
                 engine_id,
                 pending,
                 accepted,
+                adm,
                 ..
             } = self;
             let mut rx = Rx {
@@ -375,8 +530,10 @@ impl RemoteSide {
                 engine_id: *engine_id,
                 pending,
                 accepted,
+                adm,
                 answers: &mut answers,
                 now_ns,
+                wall_ns: 0,
             };
             // A receiver without room (see the dispatcher's docs): the rest
             // of the batch waits in the port, the rest of the datagrams in
@@ -402,8 +559,98 @@ impl RemoteSide {
         if !self.pending.is_empty() {
             done.extend(self.retry_opens(eps));
         }
+        if now_ns >= self.adm.next_check && !self.adm.peers.is_empty() {
+            work += self.check_peers(eps, now_ns);
+        }
         self.flush();
         (work, done)
+    }
+
+    /// Keepalives to the peers we hold confirmed channels with; the
+    /// channels of a peer silent past the timeout, and those accepted and
+    /// never confirmed, closed (their owners told).
+    fn check_peers(&mut self, eps: &mut EndpointTable, now_ns: u64) -> usize {
+        let adm = &mut self.adm;
+        adm.next_check = now_ns + adm.check_every();
+        let mut work = 0;
+        let mut silent = Vec::new();
+        let (liveness, every) = (adm.liveness_ns, adm.liveness_ns / 3);
+        let key = adm.key.clone();
+        adm.peers.retain(|&addr, p| {
+            if p.channels == 0 {
+                // Nothing held: forget it once no open waits either.
+                return p.opening > 0;
+            }
+            if now_ns.saturating_sub(p.last_rx) > liveness {
+                silent.push(addr);
+                return false;
+            }
+            if p.channels > p.half_open && now_ns.saturating_sub(p.last_keepalive) >= every {
+                p.last_keepalive = now_ns;
+                let f = Frame {
+                    src_engine: self.engine_id,
+                    body: Body::Keepalive,
+                };
+                push_control(&mut self.batch, key.as_ref(), addr, &f);
+                self.counters.engine(EngineCounter::WireKeepalivesSent, 1);
+                work += 1;
+            }
+            true
+        });
+        let mut expired = 0;
+        if !silent.is_empty() {
+            self.counters
+                .engine(EngineCounter::WirePeersSilent, silent.len() as u64);
+            let mut gone = Vec::new();
+            for (idx, ep) in eps.iter() {
+                for (chan, r) in ep.routes.iter().enumerate() {
+                    if let Route::Remote(r) = r {
+                        if silent.contains(&r.addr) {
+                            gone.push(crate::routes::Peer {
+                                idx,
+                                id: ep.id,
+                                chan: chan as u16,
+                            });
+                        }
+                    }
+                }
+            }
+            expired += gone.len();
+            for p in gone {
+                eps.peer_gone(p);
+            }
+            self.accepted.retain(|k, _| !silent.contains(&k.0));
+        }
+        while self
+            .adm
+            .unconfirmed
+            .front()
+            .is_some_and(|u| u.deadline <= now_ns)
+        {
+            let Some(u) = self.adm.unconfirmed.pop_front() else {
+                break;
+            };
+            let route = eps.live_mut(u.idx, u.id).and_then(|ep| ep.route(u.chan));
+            if let Some(Route::Remote(r)) = route {
+                if !r.confirmed && r.my_token == u.token {
+                    // Its requester may be there and have lost our accept
+                    // or its Confirm: tell it (a frame as small as the
+                    // request, to an address that sent one).
+                    self.send_close(&r);
+                    eps.peer_gone(crate::routes::Peer {
+                        idx: u.idx,
+                        id: u.id,
+                        chan: u.chan,
+                    });
+                    expired += 1;
+                }
+            }
+        }
+        if expired > 0 {
+            self.counters
+                .engine(EngineCounter::WireChannelsExpired, expired as u64);
+        }
+        work + expired
     }
 
     /// Complete an open with the answer that arrived.
@@ -419,6 +666,7 @@ impl RemoteSide {
         match f.body {
             Body::OpenAccept(a) => {
                 let p = self.pending.remove(&a.request_id)?;
+                self.adm.open_done(from);
                 let ep = eps.live_mut(p.src_idx, p.src_id)?;
                 ep.routes[p.chan as usize] = Route::Remote(RemotePeer {
                     addr: from,
@@ -427,8 +675,25 @@ impl RemoteSide {
                     peer_token: a.accept_token,
                     my_token: p.my_token,
                     next_msg: 0,
+                    confirmed: true,
                 });
                 eps.count_opened(p.src_idx);
+                let now_ns = self.now_ns();
+                let peer = self
+                    .adm
+                    .peers
+                    .entry(from)
+                    .or_insert_with(|| PeerState::new(now_ns));
+                peer.channels += 1;
+                let c = Frame {
+                    src_engine: self.engine_id,
+                    body: Body::Confirm(crate::wire::Close {
+                        dst_endpoint: a.src_endpoint,
+                        dst_channel: a.accept_channel,
+                        token: a.accept_token,
+                    }),
+                };
+                push_control(&mut self.batch, self.adm.key.as_ref(), from, &c);
                 Some(Completion {
                     client: p.client,
                     req_id: p.req_id,
@@ -441,6 +706,7 @@ impl RemoteSide {
             }
             Body::OpenRefuse(r) => {
                 let p = self.pending.remove(&r.request_id)?;
+                self.adm.open_done(from);
                 free_opening(eps, p.src_idx, p.src_id, p.chan);
                 let code = match r.reason {
                     RefuseReason::NoSuchEndpoint => ErrorCode::NoSuchEndpoint,
@@ -477,9 +743,13 @@ struct Rx<'a> {
     engine_id: u64,
     pending: &'a mut HashMap<u32, Pending>,
     accepted: &'a mut HashMap<(SocketAddr, u64, u32), (u16, u64)>,
-    /// Answers to our opens, completed after the batch.
+    adm: &'a mut Admission,
+    /// Answers to our opens (the frames), completed after the batch.
     answers: &'a mut Vec<(SocketAddr, Vec<u8>)>,
     now_ns: u64,
+    /// The wall clock, read once per batch when a stamp needs it (0: not
+    /// yet).
+    wall_ns: u64,
 }
 
 impl Rx<'_> {
@@ -490,6 +760,29 @@ impl Rx<'_> {
         from: SocketAddr,
         bytes: &[u8],
     ) {
+        // Admission: a peer we hold channels with (or opened one to), or
+        // an allowed address.
+        let known = self.adm.peers.contains_key(&from);
+        if !known && !self.adm.allowed(from.ip()) {
+            return self.reasm.stats.count_drop(WireDrop::PeerNotAllowed);
+        }
+        // Authentication: with a key, every frame but Data carries a MAC
+        // and a stamp, checked before anything else is read.
+        let mut bytes = bytes;
+        let mut stamp = None;
+        if let Some(key) = &self.adm.key {
+            if bytes.get(3) != Some(&(Kind::Data as u8)) {
+                match auth::open(key, bytes) {
+                    Ok((frame, st, nonce)) => {
+                        bytes = frame;
+                        stamp = Some((st, nonce));
+                    }
+                    Err(auth::AuthError::BadMac) => {
+                        return self.reasm.stats.count_drop(WireDrop::BadMac)
+                    }
+                }
+            }
+        }
         let f = match Frame::parse(bytes) {
             Ok(f) => f,
             Err(e) => {
@@ -497,6 +790,18 @@ impl Rx<'_> {
                 return;
             }
         };
+        if let Some((st, nonce)) = stamp {
+            if self.wall_ns == 0 {
+                self.wall_ns = auth::wall_ns();
+            }
+            if !self.adm.replay.fresh(f.src_engine, st, nonce, self.wall_ns) {
+                return self.reasm.stats.count_drop(WireDrop::Replay);
+            }
+        }
+        if !matches!(f.body, Body::Data(_)) {
+            // A valid control frame: the peer is alive.
+            self.heard(from);
+        }
         match f.body {
             Body::Data(d) => {
                 let Some(di) = eps.index_of(d.dst_endpoint) else {
@@ -510,9 +815,16 @@ impl Rx<'_> {
                         if r.my_token != d.token || r.addr != from {
                             return self.reasm.stats.count_drop(WireDrop::ForgedToken);
                         }
+                        if !r.confirmed {
+                            self.confirm(eps, di, d.dst_channel);
+                        }
                     }
                     _ => return self.reasm.stats.count_drop(WireDrop::UnknownChannel),
                 }
+                self.heard(from);
+                let Some(ep) = eps.get(di) else {
+                    return;
+                };
                 let (dst_id, slot) = (ep.id, ep.slot);
                 if let Ok(Some(msg)) = self.reasm.push(from, f.src_engine, &d, self.now_ns) {
                     let s = msg.as_slice();
@@ -556,6 +868,7 @@ impl Rx<'_> {
                 match ep.route(c.dst_channel) {
                     Some(Route::Remote(r)) if r.my_token == c.token && r.addr == from => {
                         let id = ep.id;
+                        self.adm.channel_gone(from, r.confirmed);
                         eps.peer_gone(crate::routes::Peer {
                             idx: di,
                             id,
@@ -564,6 +877,47 @@ impl Rx<'_> {
                     }
                     Some(Route::Remote(_)) => self.reasm.stats.count_drop(WireDrop::ForgedToken),
                     _ => self.reasm.stats.count_drop(WireDrop::UnknownChannel),
+                }
+            }
+            Body::Confirm(c) => {
+                let Some(di) = eps.index_of(c.dst_endpoint) else {
+                    return self.reasm.stats.count_drop(WireDrop::UnknownEndpoint);
+                };
+                let Some(ep) = eps.get(di) else {
+                    return;
+                };
+                match ep.route(c.dst_channel) {
+                    Some(Route::Remote(r)) if r.my_token == c.token && r.addr == from => {
+                        if !r.confirmed {
+                            self.confirm(eps, di, c.dst_channel);
+                        }
+                    }
+                    Some(Route::Remote(_)) => self.reasm.stats.count_drop(WireDrop::ForgedToken),
+                    _ => self.reasm.stats.count_drop(WireDrop::UnknownChannel),
+                }
+            }
+            // Its work (the peer heard from) is done above.
+            Body::Keepalive => {}
+        }
+    }
+
+    /// A valid frame came from `from`.
+    fn heard(&mut self, from: SocketAddr) {
+        if let Some(p) = self.adm.peers.get_mut(&from) {
+            p.last_rx = self.now_ns;
+        }
+    }
+
+    /// The requester of channel `chan` of endpoint `di` confirmed it.
+    fn confirm(&mut self, eps: &mut EndpointTable, di: usize, chan: u16) {
+        let Some(ep) = eps.get_mut(di) else {
+            return;
+        };
+        if let Some(Route::Remote(r)) = ep.routes.get_mut(chan as usize) {
+            if !r.confirmed {
+                r.confirmed = true;
+                if let Some(p) = self.adm.peers.get_mut(&r.addr) {
+                    p.half_open = p.half_open.saturating_sub(1);
                 }
             }
         }
@@ -576,9 +930,15 @@ impl Rx<'_> {
         from: SocketAddr,
         o: OpenRequest,
     ) {
+        // A peer named by a local client may answer, not open.
+        if !self.adm.allowed(from.ip()) {
+            return self.reasm.stats.count_drop(WireDrop::PeerNotAllowed);
+        }
         self.counters.engine(EngineCounter::WireOpenRequests, 1);
         let key = (from, src_engine, o.request_id);
         let engine_id = self.engine_id;
+        let mac = self.adm.key.clone();
+        let mac = mac.as_ref();
         let refuse = |batch: &mut SendBatch, reason| {
             let r = Frame {
                 src_engine: engine_id,
@@ -589,7 +949,7 @@ impl Rx<'_> {
                     reason,
                 }),
             };
-            let _ = batch.push_frame(from, &r);
+            push_control(batch, mac, from, &r);
         };
         let accept = |batch: &mut SendBatch, chan: u16, token: u64| {
             let a = Frame {
@@ -602,10 +962,36 @@ impl Rx<'_> {
                     accept_token: token,
                 }),
             };
-            let _ = batch.push_frame(from, &a);
+            push_control(batch, mac, from, &a);
         };
         if let Some(&(chan, token)) = self.accepted.get(&key) {
-            return accept(self.batch, chan, token);
+            // A retransmitted request: the same answer, if the channel is
+            // still there.
+            let live = eps.index_of(o.dst_endpoint).is_some_and(|di| {
+                eps.get(di).and_then(|ep| ep.route(chan)).is_some_and(
+                    |r| matches!(r, Route::Remote(r) if r.my_token == token && r.addr == from),
+                )
+            });
+            if live {
+                return accept(self.batch, chan, token);
+            }
+            self.accepted.remove(&key);
+        }
+        let now_ns = self.now_ns;
+        let peer = *self
+            .adm
+            .peers
+            .entry(from)
+            .or_insert_with(|| PeerState::new(now_ns));
+        if peer.channels + peer.opening >= self.adm.channels_max {
+            self.reasm.stats.count_drop(WireDrop::PeerChannelsFull);
+            self.counters.engine(EngineCounter::WireOpenRefused, 1);
+            return refuse(self.batch, RefuseReason::NoResources);
+        }
+        if peer.half_open >= self.adm.half_open_max {
+            self.reasm.stats.count_drop(WireDrop::PeerHalfOpenFull);
+            self.counters.engine(EngineCounter::WireOpenRefused, 1);
+            return refuse(self.batch, RefuseReason::NoResources);
         }
         let Some(di) = eps.index_of(o.dst_endpoint) else {
             self.counters.engine(EngineCounter::WireOpenRefused, 1);
@@ -632,6 +1018,22 @@ impl Rx<'_> {
             peer_token: o.src_token,
             my_token,
             next_msg: 0,
+            confirmed: false,
+        });
+        let id = ep.id;
+        if let Some(p) = self.adm.peers.get_mut(&from) {
+            p.channels += 1;
+            p.half_open += 1;
+            if p.channels == 1 {
+                p.last_rx = now_ns;
+            }
+        }
+        self.adm.unconfirmed.push_back(Unconfirmed {
+            deadline: now_ns + self.adm.liveness_ns,
+            idx: di,
+            id,
+            chan,
+            token: my_token,
         });
         eps.count_opened(di);
         if self.accepted.len() > 65536 {

@@ -58,6 +58,10 @@ pub(crate) struct RemotePeer {
     pub my_token: u64,
     /// Id of the next message we send on it.
     pub next_msg: u32,
+    /// Whether the peer is known to hold its end: always for a channel
+    /// we opened; for one we accepted, once its Confirm or a first
+    /// message came (until then it is half-open).
+    pub confirmed: bool,
 }
 
 /// What closing a route needs beyond freeing its tag.

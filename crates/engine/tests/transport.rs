@@ -62,16 +62,16 @@ fn bytes_of(ep: &RawEndpoint, d: &RecvDesc) -> Vec<u8> {
 fn remote_channels_work_over_a_memory_transport() {
     let hub = MemoryHub::new();
     let cfg = PortConfig::loopback();
-    let mut ea = Dispatcher::with_transport(
-        EngineConfig::default(),
-        Box::new(hub.bind(addr(1), cfg).unwrap()),
-    )
-    .unwrap();
-    let mut eb = Dispatcher::with_transport(
-        EngineConfig::default(),
-        Box::new(hub.bind(addr(2), cfg).unwrap()),
-    )
-    .unwrap();
+    // The engines allow each other's network (loopback only by default).
+    let ecfg = EngineConfig {
+        allow_peers: vec!["10.0.0.0/24".parse().unwrap()],
+        ..EngineConfig::default()
+    };
+    let mut ea =
+        Dispatcher::with_transport(ecfg.clone(), Box::new(hub.bind(addr(1), cfg).unwrap()))
+            .unwrap();
+    let mut eb =
+        Dispatcher::with_transport(ecfg, Box::new(hub.bind(addr(2), cfg).unwrap())).unwrap();
     assert_eq!(ea.udp_addr(), Some(addr(1)));
     let mut ca = LocalClient::new(&mut ea).unwrap();
     let mut cb = LocalClient::new(&mut eb).unwrap();

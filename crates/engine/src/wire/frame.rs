@@ -44,11 +44,19 @@
 //!  |  request_id  | src_endpoint | dst_endpoint | reason | pad |
 //!  |     u32      |     u32      |     u32      |   u8   | 3 B |
 //!
-//! kind 5, Close (24 bytes)
+//! kind 5, Close (28 bytes)
 //! 12             16        18                  26  28
 //!  | dst_endpoint |dst_chan |       token       |pad|
 //!  |     u32      |  u16    |        u64        |u16|
+//!
+//! kind 6, Keepalive (16 bytes): the common header and 4 bytes of padding
+//!
+//! kind 7, Confirm (28 bytes): the layout of Close
 //! ```
+//!
+//! With a cluster key, every kind but Data is followed in its datagram by
+//! an authentication trailer (see [`super::auth`]); [`Frame::parse`] is
+//! given the frame without it.
 //!
 //! Padding is written as zero and ignored on receipt; it keeps every frame a
 //! multiple of 2 bytes (the Data payload starts 16-byte aligned in the
@@ -74,7 +82,7 @@
 //!
 //! # Kind space
 //!
-//! Kinds 1..=5 are defined here. Ranges are kept for later protocols:
+//! Kinds 1..=7 are defined here. Ranges are kept for later protocols:
 //! `0x10..=0x1F` VIA connections, `0x20..=0x2F` UDM, `0x30..=0x3F` SPINE
 //! active messages. A receiver drops a frame of a kind it does not know and
 //! counts it ([`FrameError::UnknownKind`]); that is not an error of the peer.
@@ -102,6 +110,10 @@ pub const OPEN_ACCEPT_LEN: usize = 38;
 pub const OPEN_REFUSE_LEN: usize = 28;
 /// Length of a Close frame.
 pub const CLOSE_LEN: usize = 28;
+/// Length of a Keepalive frame.
+pub const KEEPALIVE_LEN: usize = 16;
+/// Length of a Confirm frame.
+pub const CONFIRM_LEN: usize = 28;
 
 /// Byte ranges of every field, computed in one place.
 mod field {
@@ -167,6 +179,7 @@ const _: () = {
     assert!(field::open_accept::END == OPEN_ACCEPT_LEN);
     assert!(field::open_refuse::END == OPEN_REFUSE_LEN);
     assert!(field::close::END == CLOSE_LEN);
+    assert!(CONFIRM_LEN == CLOSE_LEN);
     assert!(MAX_MESSAGE <= u32::MAX as usize);
     assert!(MAX_DATAGRAM - DATA_HEADER_LEN <= u16::MAX as usize);
 };
@@ -185,16 +198,25 @@ pub enum Kind {
     OpenRefuse = 4,
     /// Tells the peer its channel is gone.
     Close = 5,
+    /// Tells a peer engine this one is alive (sent to each peer it holds
+    /// channels with, every third of the liveness timeout).
+    Keepalive = 6,
+    /// The requester of an open confirms the accept it got: the accepting
+    /// side counts the channel as half-open until then (or until a Data
+    /// frame arrives on it).
+    Confirm = 7,
 }
 
 impl Kind {
     /// Every kind this version defines.
-    pub const ALL: [Kind; 5] = [
+    pub const ALL: [Kind; 7] = [
         Kind::Data,
         Kind::OpenRequest,
         Kind::OpenAccept,
         Kind::OpenRefuse,
         Kind::Close,
+        Kind::Keepalive,
+        Kind::Confirm,
     ];
 
     /// The kind for a `kind` byte, or `None` when this version does not know it.
@@ -205,6 +227,8 @@ impl Kind {
             3 => Some(Kind::OpenAccept),
             4 => Some(Kind::OpenRefuse),
             5 => Some(Kind::Close),
+            6 => Some(Kind::Keepalive),
+            7 => Some(Kind::Confirm),
             _ => None,
         }
     }
@@ -217,6 +241,8 @@ impl Kind {
             Kind::OpenAccept => OPEN_ACCEPT_LEN,
             Kind::OpenRefuse => OPEN_REFUSE_LEN,
             Kind::Close => CLOSE_LEN,
+            Kind::Keepalive => KEEPALIVE_LEN,
+            Kind::Confirm => CONFIRM_LEN,
         }
     }
 }
@@ -467,6 +493,11 @@ pub enum Body<'a> {
     OpenRefuse(OpenRefuse),
     /// See [`Close`].
     Close(Close),
+    /// The sending engine is alive.
+    Keepalive,
+    /// Confirms an accepted open; the fields name the accepting side's
+    /// channel as a [`Close`] does.
+    Confirm(Close),
 }
 
 impl Body<'_> {
@@ -478,6 +509,8 @@ impl Body<'_> {
             Body::OpenAccept(_) => Kind::OpenAccept,
             Body::OpenRefuse(_) => Kind::OpenRefuse,
             Body::Close(_) => Kind::Close,
+            Body::Keepalive => Kind::Keepalive,
+            Body::Confirm(_) => Kind::Confirm,
         }
     }
 }
@@ -591,14 +624,20 @@ impl<'a> Frame<'a> {
                     reason: RefuseReason::from_u8(buf[f::REASON]).ok_or(FrameError::BadReason)?,
                 })
             }
-            Kind::Close => {
+            Kind::Close | Kind::Confirm => {
                 use field::close as f;
-                Body::Close(Close {
+                let c = Close {
                     dst_endpoint: rd32(buf, f::DST_ENDPOINT),
                     dst_channel: rd16(buf, f::DST_CHANNEL),
                     token: rd64(buf, f::TOKEN),
-                })
+                };
+                if kind == Kind::Close {
+                    Body::Close(c)
+                } else {
+                    Body::Confirm(c)
+                }
             }
+            Kind::Keepalive => Body::Keepalive,
         };
         Ok(Frame { src_engine, body })
     }
@@ -669,7 +708,8 @@ impl<'a> Frame<'a> {
                 buf[f::REASON] = o.reason as u8;
                 buf[f::REASON + 1..f::END].fill(0);
             }
-            Body::Close(c) => {
+            Body::Keepalive => buf[COMMON_HEADER_LEN..KEEPALIVE_LEN].fill(0),
+            Body::Close(c) | Body::Confirm(c) => {
                 use field::close as f;
                 buf[f::DST_ENDPOINT].copy_from_slice(&c.dst_endpoint.to_be_bytes());
                 buf[f::DST_CHANNEL].copy_from_slice(&c.dst_channel.to_be_bytes());
@@ -778,6 +818,18 @@ mod tests {
                     token: 43,
                 }),
             },
+            Frame {
+                src_engine: 5,
+                body: Body::Keepalive,
+            },
+            Frame {
+                src_engine: 6,
+                body: Body::Confirm(Close {
+                    dst_endpoint: 61,
+                    dst_channel: 62,
+                    token: 63,
+                }),
+            },
         ]
     }
 
@@ -857,7 +909,8 @@ mod tests {
                 Kind::OpenRequest => 36..38,
                 Kind::OpenAccept => 34..38,
                 Kind::OpenRefuse => 25..28,
-                Kind::Close => 26..28,
+                Kind::Close | Kind::Confirm => 26..28,
+                Kind::Keepalive => 12..16,
             };
             assert!(bytes[pad.clone()].iter().all(|&b| b == 0));
             bytes[pad].fill(0xFF);
@@ -874,7 +927,7 @@ mod tests {
         let mut b = good.clone();
         b[2] = 2;
         assert_eq!(Frame::parse(&b), Err(FrameError::BadVersion));
-        for k in [0u8, 6, 0x10, 0x20, 0x30, 0xFF] {
+        for k in [0u8, 8, 0x10, 0x20, 0x30, 0xFF] {
             let mut b = good.clone();
             b[3] = k;
             assert_eq!(Frame::parse(&b), Err(FrameError::UnknownKind), "kind {k}");

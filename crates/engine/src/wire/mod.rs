@@ -17,8 +17,9 @@
 //!
 //!   followed by a kind-specific part: `Data` (48-byte header, then a
 //!   fragment of a message of at most [`MAX_MESSAGE`] = 1 MiB, with its
-//!   offset carried explicitly), `OpenRequest`, `OpenAccept`, `OpenRefuse`
-//!   and `Close`. The full layout, with every field offset, is drawn in
+//!   offset carried explicitly), `OpenRequest`, `OpenAccept`, `OpenRefuse`,
+//!   `Close`, `Keepalive` and `Confirm`; with a cluster key, every kind but
+//!   `Data` is followed by an authentication trailer ([`auth`]). The full layout, with every field offset, is drawn in
 //!   [`frame`]. Kinds `0x10..=0x3F` are kept for later protocols (VIA, UDM,
 //!   SPINE); an unknown kind is a counted drop, not an error.
 //! - [`frag`]: cutting messages into fragments of one stride, and the
@@ -115,6 +116,9 @@
 //! | `send_failed` | [`UdpPort`] | the kernel refused a datagram (not `EAGAIN`) |
 //! | `send_queue_full` | engine | the send batch stayed full: message given up |
 //! | `message_too_large` | [`SendBatch`] | message can never be queued (over 1 MiB, or over the queue) |
+//! | `peer_not_allowed` | engine | from an address neither allowed nor opened to; or an open from one not allowed |
+//! | `bad_mac`, `replay` | engine, with a cluster key ([`auth`]) | control frame unauthenticated, or not fresh |
+//! | `peer_channels_full`, `peer_half_open_full` | engine | an open beyond the peer's bounds |
 //!
 //! # Trust
 //!
@@ -124,13 +128,15 @@
 //! allocate beyond the configured budgets. Checking tokens, endpoints and
 //! channels against the engine's tables is the engine's job.
 
+pub mod auth;
 pub mod frag;
 pub mod frame;
 pub mod transport;
 pub mod udp;
 
-use unet_abi::{EngineCounter, WIRE_DROP_BASE};
+use unet_abi::{wire_drop_slot, EngineCounter};
 
+pub use auth::ClusterKey;
 pub use frag::{
     fragment_count, fragments, FragmentError, Fragments, Message, Piece, Reassembler,
     ReassemblyConfig,
@@ -226,6 +232,19 @@ wire_drops! {
     /// The message is longer than [`MAX_MESSAGE`] or cannot be fragmented
     /// with the port's datagram size.
     MessageTooLarge => WireDropMessageTooLarge, "message_too_large";
+    /// From an address neither allowed (`EngineConfig::allow_peers`) nor
+    /// a peer this engine opened a channel to; or an open request from an
+    /// address not allowed.
+    PeerNotAllowed => WireDropPeerNotAllowed, "peer_not_allowed";
+    /// With a cluster key: a control frame whose MAC does not check.
+    BadMac => WireDropBadMac, "bad_mac";
+    /// With a cluster key: a control frame seen before or stamped outside
+    /// the replay window.
+    Replay => WireDropReplay, "replay";
+    /// An open refused: the peer holds its most channels.
+    PeerChannelsFull => WireDropPeerChannelsFull, "peer_channels_full";
+    /// An open refused: the peer holds its most unconfirmed channels.
+    PeerHalfOpenFull => WireDropPeerHalfOpenFull, "peer_half_open_full";
 }
 
 /// True when `counter` is `"wire_drop_"` followed by `reason`.
@@ -252,7 +271,7 @@ const fn named_after(counter: &str, reason: &str) -> bool {
 
 // Checked when the crate compiles, for every reason: `ALL` is in
 // discriminant order; its counter is named after it; and the counter sits
-// at the slot `WIRE_DROP_BASE + reason` of the ABI, the arithmetic callers
+// at the slot `wire_drop_slot(reason)` of the ABI, the arithmetic callers
 // that index the counters by reason rely on. A reason added with a counter
 // anywhere else fails here, not in `unet stat`.
 const _: () = {
@@ -261,7 +280,7 @@ const _: () = {
         let w = WireDrop::ALL[i];
         assert!(w as usize == i);
         assert!(named_after(w.counter().name(), w.name()));
-        assert!(w.counter() as usize == WIRE_DROP_BASE + i);
+        assert!(w.counter() as usize == wire_drop_slot(i));
         i += 1;
     }
 };
@@ -450,7 +469,7 @@ mod tests {
             assert!(EngineCounter::ALL.contains(&c), "{w:?}");
             assert!(slots.insert(c as usize), "{w:?} shares {c:?}");
             assert_eq!(c.name(), format!("wire_drop_{}", w.name()));
-            assert_eq!(c as usize, WIRE_DROP_BASE + w as usize);
+            assert_eq!(c as usize, wire_drop_slot(w as usize));
         }
         assert_eq!(slots.len(), WireDrop::COUNT);
         assert!(!named_after("wire_drop_bad", "bad_magic"));

@@ -24,8 +24,10 @@
 //! [`PortConfig::dup_rate_ppm`] sends a share twice and
 //! [`PortConfig::reorder_rate_ppm`] swaps a share with the datagram queued
 //! after it (counted in [`WireStats::injected_duplicates`] and
-//! [`WireStats::injected_reorders`]). The faults depend only on the seed and
-//! the order of datagrams.
+//! [`WireStats::injected_reorders`]). Only Data frames are judged (control
+//! frames, whose number and order depend on timing, such as keepalives,
+//! pass untouched and draw nothing): the faults depend only on the seed and
+//! the order of the Data datagrams.
 
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6, UdpSocket};
@@ -870,6 +872,11 @@ impl UdpPort {
         }
         let mut i = batch.judged;
         while i < batch.entries.len() {
+            let kind = batch.arena.get(batch.entries[i].start + 3).copied();
+            if kind != Some(super::Kind::Data as u8) {
+                i += 1;
+                continue;
+            }
             if self.rng.chance_ppm(c.drop_rate_ppm) {
                 batch.entries[i].dropped = true;
                 self.stats.count_drop(WireDrop::InjectedDrop);
