@@ -79,6 +79,9 @@ pub(crate) struct DirectConn {
     /// `rx_published` plus a quarter ring: when to publish again.
     publish_at: u64,
     pub broken: bool,
+    /// The engine said the peer is gone (the endpoint releases the
+    /// connection once it is drained).
+    pub gone: bool,
     /// This endpoint's client counters (`ClientCounter` order), in its own
     /// segment's header: written by this process only, read by the engine
     /// when it answers a Stat request, so `unet stat` sees every message.
@@ -162,6 +165,7 @@ impl DirectConn {
             rx_published: 0,
             publish_at: ring / 4,
             broken: false,
+            gone: false,
             counters: counters.as_ptr(),
             asym: sys::asymmetric_fences(),
         })
