@@ -50,7 +50,6 @@ const _: () = assert!(
 pub(crate) struct DirectConn {
     /// Keeps the mapping alive: every pointer below points into it.
     _seg: Segment,
-    pub conn_id: u32,
     pub channel: u16,
     size: u64,
     /// `size - 1`: positions to offsets.
@@ -99,7 +98,6 @@ impl DirectConn {
     /// Map a connection segment; `side_b` tells which direction is ours.
     pub fn open(
         seg: Segment,
-        conn_id: u32,
         channel: u16,
         side_b: bool,
         counters: &[AtomicU64; CLIENT_COUNTERS],
@@ -147,7 +145,6 @@ impl DirectConn {
         };
         Ok(DirectConn {
             _seg: seg,
-            conn_id,
             channel,
             size: ring,
             mask: ring - 1,
@@ -579,7 +576,7 @@ mod tests {
     fn receiver(seg: &Segment) -> (DirectConn, Segment) {
         let b = Segment::open(seg.fd().try_clone().unwrap(), 0, true).unwrap();
         let raw = Segment::open(seg.fd().try_clone().unwrap(), 0, true).unwrap();
-        let rx = DirectConn::open(b, 1, 0, true, counters()).unwrap();
+        let rx = DirectConn::open(b, 0, true, counters()).unwrap();
         (rx, raw)
     }
 
@@ -602,7 +599,6 @@ mod tests {
         let (mut rx, raw) = receiver(&seg);
         let mut tx = DirectConn::open(
             Segment::open(seg.fd().try_clone().unwrap(), 0, true).unwrap(),
-            1,
             0,
             false,
             counters(),

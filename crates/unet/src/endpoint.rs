@@ -341,7 +341,7 @@ impl Endpoint {
                     let fd = fds.pop().ok_or_else(|| {
                         Error::Protocol("direct channel without a segment".into())
                     })?;
-                    self.attach_conn(fd, conn_id, channel, side == 1)?;
+                    self.attach_conn(fd, channel, side == 1)?;
                 } else {
                     self.set_chan(channel, ChanState::Engine);
                 }
@@ -429,22 +429,10 @@ impl Endpoint {
         self.chans[i] = st;
     }
 
-    fn attach_conn(
-        &mut self,
-        fd: OwnedFd,
-        conn_id: u32,
-        channel: u16,
-        side_b: bool,
-    ) -> Result<(), Error> {
+    fn attach_conn(&mut self, fd: OwnedFd, channel: u16, side_b: bool) -> Result<(), Error> {
         let seg = Segment::open(fd, CONN_HEADER_SIZE, true)?;
-        let c = DirectConn::open(
-            seg,
-            conn_id,
-            channel,
-            side_b,
-            &self.header().client_counters,
-        )
-        .map_err(Error::Protocol)?;
+        let c = DirectConn::open(seg, channel, side_b, &self.header().client_counters)
+            .map_err(Error::Protocol)?;
         // A channel tag the engine hands out again replaces what it named.
         if let Some(ChanState::Direct(old)) = self.chans.get(channel as usize).copied() {
             self.release_conn(old);
@@ -512,18 +500,11 @@ impl Endpoint {
             Some(EventKind::ChannelOpened) => {
                 let mut direct = false;
                 if e.arg != 0 {
-                    if let Some((
-                        Reply::DirectConn {
-                            channel,
-                            conn_id,
-                            side,
-                            ..
-                        },
-                        mut fds,
-                    )) = self.session.inner.take_notice(e.arg)
+                    if let Some((Reply::DirectConn { channel, side, .. }, mut fds)) =
+                        self.session.inner.take_notice(e.arg)
                     {
                         if let Some(fd) = fds.pop() {
-                            direct = self.attach_conn(fd, conn_id, channel, side == 1).is_ok();
+                            direct = self.attach_conn(fd, channel, side == 1).is_ok();
                         }
                     }
                 }
@@ -563,10 +544,9 @@ impl Endpoint {
                 // connection is released after.
                 match self.chans.get(e.channel as usize).copied() {
                     Some(ChanState::Direct(i)) if self.conns[i].ready() => {
-                        if !self.conns[i].gone {
-                            self.conns[i].gone = true;
-                            self.conns_gone += 1;
-                        }
+                        let c = &mut self.conns[i];
+                        self.conns_gone += usize::from(!c.gone);
+                        c.gone = true;
                     }
                     Some(ChanState::Direct(i)) => {
                         self.release_conn(i);
