@@ -204,7 +204,14 @@ fn compiled() -> &'static Compiled {
         } else {
             dir.join(format!("release-{}", jdk().version))
         };
-        for r in [8u32, 11, 17, 21, 25] {
+        // The releases every test compiles, and the JDK's own (the default
+        // classes are those) when it lies between them (22 to 24).
+        let mut releases = vec![8u32, 11, 17, 21, 25];
+        if jdk().version <= 25 && !releases.contains(&jdk().version) {
+            releases.push(jdk().version);
+            releases.sort_unstable();
+        }
+        for r in releases {
             if r > jdk().version {
                 continue;
             }
@@ -225,6 +232,12 @@ fn compiled() -> &'static Compiled {
             }
             variants.push((format!("release 8 patched to version {major}"), out));
         }
+        assert!(
+            default_dir.is_dir(),
+            "no classes compiled for javac {}'s default release in {}",
+            jdk().version,
+            default_dir.display()
+        );
         Compiled {
             variants,
             expectations,
