@@ -632,6 +632,11 @@ pub fn heavy_fence() {
     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
 }
 
+/// The calling thread's id (`gettid`), as `/proc/self/task/` names it.
+pub fn thread_id() -> u32 {
+    rustix::thread::gettid().as_raw_nonzero().get() as u32
+}
+
 /// Connect a SOCK_SEQPACKET socket to a daemon's control socket.
 pub fn connect_seqpacket(path: &std::path::Path) -> io::Result<OwnedFd> {
     connect_seqpacket_timeout(path, None)
