@@ -44,7 +44,8 @@ enum unet_status {
                               direct connection) */
     UNET_ETOOLARGE = -4,   /* message empty or too large for the path */
     UNET_EBADBUF = -5,     /* offset or length outside the buffer area */
-    UNET_ETIMEDOUT = -6,   /* nothing arrived in time */
+    UNET_ETIMEDOUT = -6,   /* nothing arrived in time, or the engine did
+                              not answer a control request in time */
     UNET_ETOOSMALL = -7,   /* receive buffer too small; the needed size is
                               returned through the length out-parameter */
     UNET_EREFUSED = -8,    /* the destination refused the channel */
@@ -98,8 +99,16 @@ int unet_engine_udp_port(const unet_engine *engine);
  * ---------------------------------------------------------------------- */
 
 /* Connect to an engine's control socket (a daemon, or an engine started
- * with a control socket). */
+ * with a control socket). Each control request on the session (connecting
+ * included) waits for the engine's answer at most 5 s, or the number of
+ * milliseconds in the environment variable UNET_TIMEOUT_MS (0: forever),
+ * then fails with UNET_ETIMEDOUT. */
 int unet_session_connect(const char *path, unet_session **out);
+
+/* unet_session_connect with that limit given: timeout_ms milliseconds, 0
+ * for forever, negative for the default. */
+int unet_session_connect_timeout(const char *path, int64_t timeout_ms,
+                                 unet_session **out);
 
 /* A session on an engine started in this process. */
 int unet_session_embedded(const unet_engine *engine, unet_session **out);

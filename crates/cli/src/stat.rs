@@ -22,6 +22,23 @@ pub struct Args {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Give up when the daemon does not answer a request in this many
+    /// milliseconds (0: wait forever); the default is 5000, or
+    /// `UNET_TIMEOUT_MS` from the environment.
+    #[arg(long, value_name = "MS")]
+    pub timeout_ms: Option<u64>,
+}
+
+/// What `unet stat` says when a request to the daemon fails.
+fn report(a: &Args, e: &unet::Error) {
+    match e {
+        unet::Error::Timeout(t) => eprintln!(
+            "unet stat: the daemon at {} is not answering (no reply in {} ms)",
+            a.socket.display(),
+            t.as_millis()
+        ),
+        e => eprintln!("unet stat: {e}"),
+    }
 }
 
 /// A snapshot of every counter, as (scope, name, value).
@@ -216,8 +233,16 @@ fn print_limits(seg: &unet_sys::Segment, max: u32, l: &unet::Limits) {
 }
 
 pub fn run(a: Args) -> ExitCode {
-    let session = match unet::Session::connect(&a.socket) {
+    let mut opts = unet::SessionOptions::default();
+    if let Some(ms) = a.timeout_ms {
+        opts.timeout = (ms > 0).then(|| Duration::from_millis(ms));
+    }
+    let session = match unet::Session::connect_with(&a.socket, opts) {
         Ok(s) => s,
+        Err(e @ unet::Error::Timeout(_)) => {
+            report(&a, &e);
+            return ExitCode::from(1);
+        }
         Err(e) => {
             eprintln!(
                 "unet stat: {e} (is `unet daemon --socket {}` running?)",
@@ -232,7 +257,7 @@ pub fn run(a: Args) -> ExitCode {
         let (seg, max, limits) = match session.stat() {
             Ok(x) => x,
             Err(e) => {
-                eprintln!("unet stat: {e}");
+                report(&a, &e);
                 return ExitCode::from(1);
             }
         };

@@ -1,21 +1,24 @@
-//! A client killed with SIGKILL in the middle of a stream: the daemon stays
-//! up, the peer sees the channel fail, the dead client's endpoint, slot and
-//! descriptors are reclaimed, and a new client can talk to the peer at once.
-//! On the direct and on the engine path.
+//! A client killed with SIGKILL in the middle of a stream, with messages
+//! queued for its peer: the daemon stays up, the peer gets every message
+//! sent before the kill, in order and intact, and then sees the channel
+//! fail; the dead client's endpoint, slot and descriptors are reclaimed,
+//! and a new client can talk to the peer at once. On the direct and on the
+//! engine path.
 
 mod common;
 
 use std::time::{Duration, Instant};
 
 use common::*;
-use unet::{RecvError, SendError};
+use unet::SendError;
 
 #[test]
 fn child() {
     let Some(role) = role() else { return };
     watchdog(90);
     match role.as_str() {
-        // Streams (windowed) until killed.
+        // Streams (windowed) the first ACKED messages, then sends the
+        // rest of SENT unacknowledged, says so, and waits to be killed.
         "victim" => {
             let mut ep = connect_endpoint();
             let path = path_named(&env("UNET_PATH"));
@@ -23,8 +26,18 @@ fn child() {
                 .open_channel(peer_addr(), unet::ChannelOptions { path })
                 .unwrap_or_else(|e| fail(&format!("open channel: {e}")));
             say(&format!("ID {}", ep.id()));
-            stream_send(&mut ep, ch, u64::MAX / 2, WINDOW, &size_of_seq);
-            fail("the stream ended");
+            stream_send(&mut ep, ch, ACKED, WINDOW, &size_of_seq);
+            let mut msg = vec![0u8; 1 << 17];
+            for seq in ACKED..SENT {
+                let len = size_of_seq(seq);
+                fill(seq, &mut msg[..len]);
+                ep.send_blocking(ch, &msg[..len], T)
+                    .unwrap_or_else(|e| fail(&format!("message {seq}: {e}")));
+            }
+            say("SENT");
+            loop {
+                std::thread::sleep(Duration::from_secs(1));
+            }
         }
         "survivor" => survivor(),
         // Ping-pong with the survivor after the crash.
@@ -56,6 +69,13 @@ fn child() {
 }
 
 const PINGS: u64 = 1000;
+/// Messages of the victim's stream the survivor reads and acknowledges
+/// (a multiple of 64: the last is acknowledged).
+const ACKED: u64 = 2048;
+/// Messages the victim sends before it is killed: those beyond ACKED are
+/// queued for the survivor when it dies (fewer than the survivor's
+/// receive buffers and the stream's window hold).
+const SENT: u64 = ACKED + 52;
 
 fn survivor() {
     let mut ep = connect_endpoint();
@@ -64,9 +84,10 @@ fn survivor() {
     let mut scratch = Vec::new();
     let mut seq = 0u64;
     let mut chan = None;
-    // Phase 1: the victim's stream, in order and intact, until it is gone.
-    loop {
-        match ep.recv(&mut buf, Some(Duration::from_millis(100))) {
+    // Phase 1: the victim's stream, in order and intact, acknowledged
+    // every 64 messages, up to ACKED.
+    while seq < ACKED {
+        match ep.recv(&mut buf, Some(T)) {
             Ok(r) => {
                 if *chan.get_or_insert(r.channel) != r.channel {
                     fail(&format!("message {seq} on channel {:?}", r.channel));
@@ -76,30 +97,28 @@ fn survivor() {
                 }
                 seq += 1;
                 if seq.is_multiple_of(64) {
-                    // The ack may fail once the victim is gone.
-                    let _ = ep.send(r.channel, &seq.to_le_bytes());
-                }
-                if seq == 2000 {
-                    say("GOT");
-                    // Fall behind: the victim dies with messages queued for
-                    // us, which must still be delivered.
-                    std::thread::sleep(Duration::from_millis(300));
+                    ep.send_blocking(r.channel, &seq.to_le_bytes(), T)
+                        .unwrap_or_else(|e| fail(&format!("ack {seq}: {e}")));
                 }
             }
-            Err(RecvError::Timeout) => {}
             Err(e) => fail(&format!("recv after {seq}: {e}")),
         }
-        if let Some(ch) = chan {
-            if seq >= 2000 && wait_peer_gone(&mut ep, ch, Duration::ZERO) {
-                break;
-            }
-        }
     }
+    say("GOT");
     let ch = chan.expect("a channel");
-    // What was sent before the crash may still be queued: drain it.
-    while let Ok(r) = ep.recv(&mut buf, Some(Duration::from_millis(200))) {
-        if r.channel != ch || !check(seq, &buf[..r.len], &mut scratch) {
-            fail(&format!("message {seq} after the crash differs"));
+    // Fall behind: read nothing until the victim is gone. It dies with
+    // the rest of its messages queued for us, which must still be
+    // delivered, every one of them, after the PeerGone event.
+    if !wait_peer_gone(&mut ep, ch, T) {
+        fail("the victim's channel never went");
+    }
+    while let Ok(r) = ep.recv(&mut buf, Some(Duration::from_millis(500))) {
+        if r.channel != ch || r.len != size_of_seq(seq) || !check(seq, &buf[..r.len], &mut scratch)
+        {
+            fail(&format!(
+                "message {seq} after the crash differs ({} bytes on {:?})",
+                r.len, r.channel
+            ));
         }
         seq += 1;
     }
@@ -167,16 +186,40 @@ fn crash(path: &str, check_send: bool) {
         .unwrap();
     let vpid = victim.pid();
     survivor.expect("GOT", Duration::from_secs(30));
+    victim.expect("SENT", Duration::from_secs(30));
     assert!(
         fd_count(d.pid()) > fds0,
         "the victim's segments are not held by the daemon?"
     );
+    if path == "engine" {
+        // On the engine path a message is the survivor's once the engine
+        // has delivered it (what it had not yet taken from the victim's
+        // send queue dies with the victim): kill once all have arrived.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let st = d.stat();
+            let got = endpoint_stats(&st, sid.parse().unwrap())
+                .and_then(|e| e["rx_msgs"].as_u64())
+                .unwrap_or(0);
+            if got == SENT {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the engine delivered {got} of {SENT} messages\n{st}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
     victim.kill9();
 
     let gone = survivor.expect("GONE", Duration::from_secs(20));
     let mut f = gone.split_whitespace();
     let received: u64 = f.next().unwrap().parse().unwrap();
-    assert!(received >= 2000, "{gone}");
+    assert_eq!(
+        received, SENT,
+        "the survivor got {received} messages of the {SENT} sent before the kill"
+    );
     let send = f.next();
     if check_send {
         assert_eq!(send, Some("PeerGone"), "send after the crash: {gone}");

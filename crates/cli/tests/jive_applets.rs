@@ -11,10 +11,13 @@
 //! RESULT is an int, `void`, or `fault [TEXT]`: exit 3 with a stderr line
 //! `fault: ...` containing TEXT (case-insensitive). `expect:` lines are
 //! checked on JIVE (`unet applet run`) and on HotSpot (the reflection harness
-//! `data/jive/harness/JiveHarness.java`, where a fault is any exception);
-//! `expect-jive:` lines only on JIVE (endless loops, limits). The applets are
-//! compiled by `javac` at test time at `--release` 8, 11, 17, 21 and 25, and
-//! the release-8 classes are also byte-patched to class versions 45 and 49.
+//! `data/jive/harness/JiveHarness.java`, where a fault must be the Java
+//! exception of the fault JIVE reports, e.g. `ArithmeticException` for
+//! JIVE's integer division by zero); `expect-jive:` lines only on JIVE
+//! (endless loops, limits). The applets are compiled by `javac` at test
+//! time at `--release` 8, 11, 17, 21 and 25 (and the JDK's own release),
+//! and the release-8 classes are also byte-patched to class versions 45
+//! and 49.
 //!
 //! `tests/data/jive/reject/*.java` break the subset; each has
 //! `// reject: TEXT` lines that `unet applet check` must print in its
@@ -204,7 +207,14 @@ fn compiled() -> &'static Compiled {
         } else {
             dir.join(format!("release-{}", jdk().version))
         };
-        for r in [8u32, 11, 17, 21, 25] {
+        // The releases every test compiles, and the JDK's own (the default
+        // classes are those) when it lies between them (22 to 24).
+        let mut releases = vec![8u32, 11, 17, 21, 25];
+        if jdk().version <= 25 && !releases.contains(&jdk().version) {
+            releases.push(jdk().version);
+            releases.sort_unstable();
+        }
+        for r in releases {
             if r > jdk().version {
                 continue;
             }
@@ -225,6 +235,12 @@ fn compiled() -> &'static Compiled {
             }
             variants.push((format!("release 8 patched to version {major}"), out));
         }
+        assert!(
+            default_dir.is_dir(),
+            "no classes compiled for javac {}'s default release in {}",
+            jdk().version,
+            default_dir.display()
+        );
         Compiled {
             variants,
             expectations,
@@ -320,6 +336,37 @@ fn applets_give_the_expected_results_on_jive_at_every_class_version() {
     assert!(c.variants.len() >= 6, "variants: {:?}", c.variants);
 }
 
+/// The Java exception (or error) class HotSpot throws for the fault JIVE
+/// reports as `fault: MESSAGE` (JIVE's `Fault` display), or None for a
+/// fault with no Java counterpart (fuel, time).
+fn java_exception_of(jive_stderr: &str) -> Option<&'static str> {
+    let m = jive_stderr.strip_prefix("fault: ")?;
+    let m = m.strip_prefix("native method failed: ").unwrap_or(m);
+    [
+        ("array index ", "java.lang.ArrayIndexOutOfBoundsException"),
+        ("null reference", "java.lang.NullPointerException"),
+        ("integer division by zero", "java.lang.ArithmeticException"),
+        (
+            "negative array size",
+            "java.lang.NegativeArraySizeException",
+        ),
+        ("call depth limit exceeded", "java.lang.StackOverflowError"),
+        ("heap quota exceeded", "java.lang.OutOfMemoryError"),
+    ]
+    .into_iter()
+    .find(|(p, _)| m.starts_with(p))
+    .map(|(_, class)| class)
+}
+
+/// The exception class in the harness's `fault: CLASS[: MESSAGE]` line.
+fn hotspot_exception(line: &str) -> Option<&str> {
+    let rest = line.strip_prefix("fault: ")?;
+    Some(rest.split(':').next().unwrap_or(rest).trim())
+}
+
+/// Every `expect:` line gives HotSpot's result: the same int or void, and
+/// for a fault the Java exception class of the fault JIVE reports for the
+/// same call (each fault kind of the data set compared at least once).
 #[test]
 fn applets_give_the_same_results_on_hotspot() {
     let c = compiled();
@@ -366,17 +413,96 @@ fn applets_give_the_same_results_on_hotspot() {
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), both.len(), "harness output:\n{stdout}");
     let mut failures = Vec::new();
+    let mut kinds = std::collections::BTreeSet::new();
     for (e, got) in both.iter().zip(&lines) {
         let ok = match &e.want {
             Want::Int(v) => *got == v.to_string(),
             Want::Void => *got == "void",
-            Want::Fault(_) => got.starts_with("fault: "),
+            Want::Fault(_) => {
+                // The same call on JIVE, for its fault kind.
+                let mut argv: Vec<String> = vec!["applet".into(), "run".into()];
+                argv.extend(e.options.iter().cloned());
+                let file = c.default_dir.join(format!("{}.class", e.class));
+                argv.push(file.display().to_string());
+                argv.push(e.method.clone());
+                argv.extend(e.args.iter().cloned());
+                let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+                let o = unet(&argv);
+                let jive = String::from_utf8_lossy(&o.stderr).trim().to_string();
+                let want = java_exception_of(&jive);
+                if let Some(w) = want {
+                    kinds.insert(w);
+                }
+                match (want, hotspot_exception(got)) {
+                    (Some(w), Some(h)) if w == h => true,
+                    (w, _) => {
+                        failures.push(format!(
+                            "{}: `{}`: JIVE gave `{jive}` (Java: {w:?}), HotSpot `{got}`",
+                            e.class, e.line
+                        ));
+                        continue;
+                    }
+                }
+            }
         };
         if !ok {
             failures.push(format!("{}: `{}`: HotSpot gave `{got}`", e.class, e.line));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // The data set covers every fault kind the two share in their
+    // expect: lines (so a shrunken data set fails here).
+    for k in [
+        "java.lang.ArrayIndexOutOfBoundsException",
+        "java.lang.NullPointerException",
+        "java.lang.ArithmeticException",
+        "java.lang.NegativeArraySizeException",
+    ] {
+        assert!(kinds.contains(k), "no fault compared as {k}: {kinds:?}");
+    }
+}
+
+#[test]
+fn jive_faults_map_to_their_java_exceptions() {
+    for (jive, java) in [
+        (
+            "fault: array index 4 out of bounds for length 4 (in method bounds(I)I at offset 6)",
+            Some("java.lang.ArrayIndexOutOfBoundsException"),
+        ),
+        (
+            "fault: native method failed: null reference",
+            Some("java.lang.NullPointerException"),
+        ),
+        (
+            "fault: integer division by zero (while initializing)",
+            Some("java.lang.ArithmeticException"),
+        ),
+        (
+            "fault: negative array size -3 (in method n(I)I at offset 1)",
+            Some("java.lang.NegativeArraySizeException"),
+        ),
+        (
+            "fault: call depth limit exceeded (in method d(I)I at offset 12)",
+            Some("java.lang.StackOverflowError"),
+        ),
+        (
+            "fault: heap quota exceeded: 400016 bytes requested, quota 4096",
+            Some("java.lang.OutOfMemoryError"),
+        ),
+        ("fault: out of fuel", None),
+        ("error: cannot read", None),
+    ] {
+        assert_eq!(java_exception_of(jive), java, "{jive}");
+    }
+    assert_eq!(
+        hotspot_exception("fault: java.lang.ArithmeticException: / by zero"),
+        Some("java.lang.ArithmeticException")
+    );
+    assert_eq!(
+        hotspot_exception("fault: java.lang.StackOverflowError"),
+        Some("java.lang.StackOverflowError")
+    );
+    assert_eq!(hotspot_exception("7"), None);
 }
 
 /// Runs `unet ARGS` with stdout and stderr to files; returns the exit code,

@@ -1,14 +1,16 @@
 //! `unet stat`: endpoints as structured records (id, pid, engine id,
 //! version) rather than keys made of display strings, the channel
 //! counters named for what they count, the limits in force and how close
-//! each process is to them.
+//! each process is to them; a daemon that does not answer is reported
+//! as such.
 
 mod common;
 
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 use common::*;
-use unet::{ChannelOptions, EndpointConfig, PathChoice, Session};
+use unet::{ChannelOptions, EndpointConfig, PathChoice, Session, SessionOptions};
 
 #[test]
 fn stat_json_has_structured_endpoints_and_the_limits_in_force() {
@@ -80,4 +82,163 @@ fn stat_json_has_structured_endpoints_and_the_limits_in_force() {
         "{text}"
     );
     assert!(text.contains("channels_peak"), "{text}");
+}
+
+/// Keeps a daemon stopped (SIGSTOP) and lets it go on (SIGCONT) on drop,
+/// whatever the test did.
+struct Stopped<'a>(&'a Daemon);
+
+impl<'a> Stopped<'a> {
+    fn new(d: &'a Daemon) -> Stopped<'a> {
+        d.proc.signal(libc::SIGSTOP);
+        Stopped(d)
+    }
+}
+
+impl Drop for Stopped<'_> {
+    fn drop(&mut self) {
+        self.0.proc.signal(libc::SIGCONT);
+    }
+}
+
+/// Run `cmd` to its end, killing it after `limit`: its exit status (None
+/// if it had to be killed), stderr and how long it ran.
+fn run_bounded(
+    mut cmd: Command,
+    limit: Duration,
+) -> (Option<std::process::ExitStatus>, String, Duration) {
+    use std::io::Read;
+    let t0 = Instant::now();
+    let mut child = cmd
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn unet stat");
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let took = t0.elapsed();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    (status, err, took)
+}
+
+/// `f` on a thread of its own, given up after `limit` (None then).
+fn bounded<T: Send + 'static>(
+    limit: Duration,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(limit).ok()
+}
+
+/// A stopped daemon (SIGSTOP) does not hold its clients up: `unet stat
+/// --timeout-ms 300` exits non-zero within a few seconds saying "the
+/// daemon at S is not answering (no reply in 300 ms)" (with
+/// `UNET_TIMEOUT_MS=200` and no flag, "200 ms"; with neither, the default
+/// 5 s); `Session::connect_with` a timeout of 300 ms returns
+/// `Error::Timeout`, taking at least the 300 ms and well under 5 s; a
+/// request on a session made before the stop times out the same way.
+/// Once the daemon goes on (SIGCONT), that session works again (the late
+/// reply to the request that timed out is skipped) and `unet stat`
+/// answers. Every wait is bounded, so a client that blocks fails the test
+/// instead of hanging it.
+#[test]
+fn a_stopped_daemon_is_reported_as_not_answering() {
+    let d = Daemon::start(&[]);
+    let short = SessionOptions {
+        timeout: Some(Duration::from_millis(300)),
+    };
+    let before = Session::connect_with(&d.socket, short).expect("connect");
+    let stopped = Stopped::new(&d);
+    // Let the stop take effect.
+    std::thread::sleep(Duration::from_millis(100));
+
+    let socket = d.socket.clone();
+    let rust = bounded(Duration::from_secs(20), move || {
+        let t0 = Instant::now();
+        let r = Session::connect_with(&socket, short).map(|_| ());
+        (r, t0.elapsed())
+    });
+    let stat = |ms: Option<&str>, env: Option<&str>| {
+        let mut cmd = Command::new(unet_bin());
+        cmd.arg("stat").arg("--socket").arg(&d.socket);
+        if let Some(ms) = ms {
+            cmd.args(["--timeout-ms", ms]);
+        }
+        match env {
+            Some(v) => cmd.env("UNET_TIMEOUT_MS", v),
+            None => cmd.env_remove("UNET_TIMEOUT_MS"),
+        };
+        run_bounded(cmd, Duration::from_secs(20))
+    };
+    for (flag, env, ms, limit) in [
+        (Some("300"), None, 300, Duration::from_secs(4)),
+        (None, Some("200"), 200, Duration::from_secs(4)),
+        (None, None, 5000, Duration::from_secs(9)),
+    ] {
+        let (status, err, took) = stat(flag, env);
+        let status = status.unwrap_or_else(|| {
+            panic!("unet stat (--timeout-ms {flag:?}, UNET_TIMEOUT_MS {env:?}) still blocked after {took:?}")
+        });
+        assert!(
+            !status.success(),
+            "unet stat succeeded against a stopped daemon"
+        );
+        let want = format!(
+            "the daemon at {} is not answering (no reply in {ms} ms)",
+            d.socket.display()
+        );
+        assert!(err.contains(&want), "stderr {err:?} lacks {want:?}");
+        assert!(
+            took >= Duration::from_millis(ms) && took < limit,
+            "unet stat gave up after {took:?} (timeout {ms} ms)"
+        );
+    }
+
+    let (r, took) = rust.expect("Session::connect_with still blocked after 20 s");
+    match r {
+        Err(unet::Error::Timeout(t)) => assert_eq!(t, Duration::from_millis(300)),
+        r => panic!("connect to a stopped daemon: {r:?}"),
+    }
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_secs(4),
+        "connect gave up after {took:?}"
+    );
+    let before = bounded(Duration::from_secs(20), move || {
+        let r = before
+            .create_endpoint(EndpointConfig::default())
+            .map(|_| ());
+        (r, before)
+    })
+    .expect("a request on a live session still blocked after 20 s");
+    assert!(
+        matches!(before.0, Err(unet::Error::Timeout(_))),
+        "request to a stopped daemon: {:?}",
+        before.0
+    );
+
+    drop(stopped);
+    let session = before.1;
+    let ep = session
+        .create_endpoint(EndpointConfig::default())
+        .expect("the session works once the daemon goes on");
+    let st = d.stat();
+    assert!(endpoint_stats(&st, ep.id()).is_some(), "{st}");
 }

@@ -74,6 +74,8 @@ use unet_sys as sys;
 pub struct Engine {
     shared: Arc<dispatcher::Shared>,
     thread: Option<JoinHandle<()>>,
+    /// The loop thread's id (`gettid`).
+    tid: u32,
     udp: Option<SocketAddr>,
     engine_id: u64,
 }
@@ -85,12 +87,18 @@ impl Engine {
         let shared = d.shared().clone();
         let udp = d.udp_addr();
         let engine_id = d.engine_id();
+        let (tx, rx) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("unet-engine".into())
-            .spawn(move || d.run())?;
+            .spawn(move || {
+                let _ = tx.send(sys::thread_id());
+                d.run()
+            })?;
+        let tid = rx.recv().unwrap_or(0);
         Ok(Engine {
             shared,
             thread: Some(thread),
+            tid,
             udp,
             engine_id,
         })
@@ -117,6 +125,13 @@ impl Engine {
     /// The engine's incarnation id.
     pub fn engine_id(&self) -> u64 {
         self.engine_id
+    }
+
+    /// The id of the thread that runs the engine's loop (as
+    /// `/proc/self/task/` names it): what it costs can be measured from
+    /// outside.
+    pub fn thread_id(&self) -> u32 {
+        self.tid
     }
 
     /// Stop the engine and wait for its thread. Everything it held is

@@ -632,8 +632,25 @@ pub fn heavy_fence() {
     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
 }
 
+/// The calling thread's id (`gettid`), as `/proc/self/task/` names it.
+pub fn thread_id() -> u32 {
+    rustix::thread::gettid().as_raw_nonzero().get() as u32
+}
+
 /// Connect a SOCK_SEQPACKET socket to a daemon's control socket.
 pub fn connect_seqpacket(path: &std::path::Path) -> io::Result<OwnedFd> {
+    connect_seqpacket_timeout(path, None)
+}
+
+/// Connect a SOCK_SEQPACKET socket to a daemon's control socket, waiting
+/// at most `timeout` (None: forever) for room in its listener's backlog
+/// (`TimedOut` after it). Sends on the socket keep the same limit
+/// (`SO_SNDTIMEO`: `WouldBlock` when the daemon takes nothing for that
+/// long).
+pub fn connect_seqpacket_timeout(
+    path: &std::path::Path,
+    timeout: Option<Duration>,
+) -> io::Result<OwnedFd> {
     let addr = socket_addr(path)?;
     let fd = rustix::net::socket_with(
         AddressFamily::UNIX,
@@ -641,10 +658,44 @@ pub fn connect_seqpacket(path: &std::path::Path) -> io::Result<OwnedFd> {
         SocketFlags::CLOEXEC,
         None,
     )?;
+    if timeout.is_some() {
+        rustix::net::sockopt::set_socket_timeout(
+            &fd,
+            rustix::net::sockopt::Timeout::Send,
+            timeout,
+        )?;
+    }
     // A Unix-domain connect a signal interrupted (waiting for room in the
     // listener's backlog) left the socket unconnected: `retry` tries again.
-    retry(|| Ok(rustix::net::connect(&fd, &addr)?))?;
+    retry(|| Ok(rustix::net::connect(&fd, &addr)?)).map_err(|e| {
+        if e.kind() == io::ErrorKind::WouldBlock {
+            io::Error::new(io::ErrorKind::TimedOut, "no room in the listener's backlog")
+        } else {
+            e
+        }
+    })?;
     Ok(fd)
+}
+
+/// Wait until `fd` is readable (or its peer hung up), at most `timeout`
+/// (None: forever). Returns false when the time ran out.
+pub fn wait_readable(fd: RawFd, timeout: Option<Duration>) -> io::Result<bool> {
+    let fd = lend(fd)?;
+    let ts = timeout.map(|t| Timespec {
+        tv_sec: t.as_secs().min(i64::MAX as u64) as i64,
+        tv_nsec: t.subsec_nanos() as _,
+    });
+    let mut fds = [rustix::event::PollFd::new(
+        &fd,
+        rustix::event::PollFlags::IN,
+    )];
+    // An interrupted wait is not retried: the caller looks at its clock
+    // and waits again for what is left.
+    match rustix::event::poll(&mut fds, ts.as_ref()) {
+        Ok(n) => Ok(n > 0),
+        Err(Errno::INTR) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Accept one connection on a listening socket, non-blocking and

@@ -50,7 +50,6 @@ const _: () = assert!(
 pub(crate) struct DirectConn {
     /// Keeps the mapping alive: every pointer below points into it.
     _seg: Segment,
-    pub conn_id: u32,
     pub channel: u16,
     size: u64,
     /// `size - 1`: positions to offsets.
@@ -79,6 +78,9 @@ pub(crate) struct DirectConn {
     /// `rx_published` plus a quarter ring: when to publish again.
     publish_at: u64,
     pub broken: bool,
+    /// The engine said the peer is gone (the endpoint releases the
+    /// connection once it is drained).
+    pub gone: bool,
     /// This endpoint's client counters (`ClientCounter` order), in its own
     /// segment's header: written by this process only, read by the engine
     /// when it answers a Stat request, so `unet stat` sees every message.
@@ -96,7 +98,6 @@ impl DirectConn {
     /// Map a connection segment; `side_b` tells which direction is ours.
     pub fn open(
         seg: Segment,
-        conn_id: u32,
         channel: u16,
         side_b: bool,
         counters: &[AtomicU64; CLIENT_COUNTERS],
@@ -144,7 +145,6 @@ impl DirectConn {
         };
         Ok(DirectConn {
             _seg: seg,
-            conn_id,
             channel,
             size: ring,
             mask: ring - 1,
@@ -162,6 +162,7 @@ impl DirectConn {
             rx_published: 0,
             publish_at: ring / 4,
             broken: false,
+            gone: false,
             counters: counters.as_ptr(),
             asym: sys::asymmetric_fences(),
         })
@@ -575,7 +576,7 @@ mod tests {
     fn receiver(seg: &Segment) -> (DirectConn, Segment) {
         let b = Segment::open(seg.fd().try_clone().unwrap(), 0, true).unwrap();
         let raw = Segment::open(seg.fd().try_clone().unwrap(), 0, true).unwrap();
-        let rx = DirectConn::open(b, 1, 0, true, counters()).unwrap();
+        let rx = DirectConn::open(b, 0, true, counters()).unwrap();
         (rx, raw)
     }
 
@@ -598,7 +599,6 @@ mod tests {
         let (mut rx, raw) = receiver(&seg);
         let mut tx = DirectConn::open(
             Segment::open(seg.fd().try_clone().unwrap(), 0, true).unwrap(),
-            1,
             0,
             false,
             counters(),

@@ -160,7 +160,14 @@ pub struct Endpoint {
     event_tail: u64,
     free_head: u64,
     chans: Vec<ChanState>,
+    /// The direct connections in use, no closed one among them: a
+    /// connection is unmapped (its segment and descriptor released) when
+    /// its channel is closed, when it is found broken, and when its peer
+    /// is gone and everything the peer sent has been read.
     conns: Vec<DirectConn>,
+    /// How many of `conns` have a peer that is gone but still hold
+    /// messages (released once drained).
+    conns_gone: usize,
     rr: usize,
     user_events: VecDeque<Event>,
     managed: bool,
@@ -259,6 +266,7 @@ impl Endpoint {
             free_head: 0,
             chans: Vec::new(),
             conns: Vec::new(),
+            conns_gone: 0,
             rr: 0,
             user_events: VecDeque::new(),
             managed: cfg.managed_buffers,
@@ -333,7 +341,7 @@ impl Endpoint {
                     let fd = fds.pop().ok_or_else(|| {
                         Error::Protocol("direct channel without a segment".into())
                     })?;
-                    self.attach_conn(fd, conn_id, channel, side == 1)?;
+                    self.attach_conn(fd, channel, side == 1)?;
                 } else {
                     self.set_chan(channel, ChanState::Engine);
                 }
@@ -348,7 +356,7 @@ impl Endpoint {
     /// Close a channel (the peer sees it gone).
     pub fn close_channel(&mut self, ch: Channel) -> Result<(), Error> {
         if let Some(ChanState::Direct(i)) = self.chans.get(ch.0 as usize).copied() {
-            self.conns[i].close();
+            self.release_conn(i);
         }
         self.set_chan(ch.0, ChanState::Free);
         match self
@@ -421,35 +429,54 @@ impl Endpoint {
         self.chans[i] = st;
     }
 
-    fn attach_conn(
-        &mut self,
-        fd: OwnedFd,
-        conn_id: u32,
-        channel: u16,
-        side_b: bool,
-    ) -> Result<(), Error> {
+    fn attach_conn(&mut self, fd: OwnedFd, channel: u16, side_b: bool) -> Result<(), Error> {
         let seg = Segment::open(fd, CONN_HEADER_SIZE, true)?;
-        let c = DirectConn::open(
-            seg,
-            conn_id,
-            channel,
-            side_b,
-            &self.header().client_counters,
-        )
-        .map_err(Error::Protocol)?;
-        // Reuse the slot of a closed connection.
-        let idx = match self.conns.iter().position(|c| c.broken && c.conn_id == 0) {
-            Some(i) => {
-                self.conns[i] = c;
-                i
-            }
-            None => {
-                self.conns.push(c);
-                self.conns.len() - 1
-            }
-        };
-        self.set_chan(channel, ChanState::Direct(idx));
+        let c = DirectConn::open(seg, channel, side_b, &self.header().client_counters)
+            .map_err(Error::Protocol)?;
+        // A channel tag the engine hands out again replaces what it named.
+        if let Some(ChanState::Direct(old)) = self.chans.get(channel as usize).copied() {
+            self.release_conn(old);
+        }
+        self.conns.push(c);
+        self.set_chan(channel, ChanState::Direct(self.conns.len() - 1));
         Ok(())
+    }
+
+    /// Close direct connection `i` (our side: the peer sees it closed)
+    /// and unmap it; its channel keeps whatever state the caller gives
+    /// it. The last connection takes its place.
+    fn release_conn(&mut self, i: usize) {
+        let c = self.conns.swap_remove(i);
+        c.close();
+        if c.gone {
+            self.conns_gone -= 1;
+        }
+        drop(c);
+        if let Some(moved) = self.conns.get(i) {
+            let ch = moved.channel as usize;
+            if self.chans.get(ch) == Some(&ChanState::Direct(self.conns.len())) {
+                self.chans[ch] = ChanState::Direct(i);
+            }
+        }
+        if self.rr >= self.conns.len() {
+            self.rr = 0;
+        }
+    }
+
+    /// Release the connections whose peer is gone and that hold nothing
+    /// more: their channels are gone.
+    #[cold]
+    fn release_drained(&mut self) {
+        let mut i = self.conns.len();
+        while i > 0 && self.conns_gone > 0 {
+            i -= 1;
+            let c = &self.conns[i];
+            if c.gone && !c.ready() {
+                let ch = c.channel;
+                self.release_conn(i);
+                self.set_chan(ch, ChanState::Gone);
+            }
+        }
     }
 
     // ---------------------------------------------------------------------
@@ -473,18 +500,11 @@ impl Endpoint {
             Some(EventKind::ChannelOpened) => {
                 let mut direct = false;
                 if e.arg != 0 {
-                    if let Some((
-                        Reply::DirectConn {
-                            channel,
-                            conn_id,
-                            side,
-                            ..
-                        },
-                        mut fds,
-                    )) = self.session.inner.take_notice(e.arg)
+                    if let Some((Reply::DirectConn { channel, side, .. }, mut fds)) =
+                        self.session.inner.take_notice(e.arg)
                     {
                         if let Some(fd) = fds.pop() {
-                            direct = self.attach_conn(fd, conn_id, channel, side == 1).is_ok();
+                            direct = self.attach_conn(fd, channel, side == 1).is_ok();
                         }
                     }
                 }
@@ -520,22 +540,26 @@ impl Endpoint {
             }
             Some(EventKind::PeerGone) => {
                 // A direct ring stays readable until drained: what the peer
-                // sent before it went is still delivered.
-                if (e.channel as usize) < self.chans.len() && !self.conn_has_data(e.channel) {
-                    self.chans[e.channel as usize] = ChanState::Gone;
+                // sent before it went is still delivered, and the
+                // connection is released after.
+                match self.chans.get(e.channel as usize).copied() {
+                    Some(ChanState::Direct(i)) if self.conns[i].ready() => {
+                        let c = &mut self.conns[i];
+                        self.conns_gone += usize::from(!c.gone);
+                        c.gone = true;
+                    }
+                    Some(ChanState::Direct(i)) => {
+                        self.release_conn(i);
+                        self.chans[e.channel as usize] = ChanState::Gone;
+                    }
+                    Some(_) => self.chans[e.channel as usize] = ChanState::Gone,
+                    None => {}
                 }
                 self.user_events.push_back(Event::PeerGone {
                     channel: Channel(e.channel),
                 });
             }
             _ => {}
-        }
-    }
-
-    fn conn_has_data(&self, ch: u16) -> bool {
-        match self.chans.get(ch as usize) {
-            Some(ChanState::Direct(i)) => self.conns[*i].ready(),
-            _ => false,
         }
     }
 
@@ -967,9 +991,6 @@ impl Endpoint {
                 i -= n;
             }
             let c = &mut self.conns[i];
-            if c.broken {
-                continue;
-            }
             match c.recv(buf) {
                 DirectRecv::Empty => {}
                 DirectRecv::Message(len) => return Ok(Some(self.took_direct(i, len))),
@@ -980,10 +1001,16 @@ impl Endpoint {
                         &self.header().client_counters[ClientCounter::DirectRxBad as usize],
                         1,
                     );
+                    // Nothing more can be read from it: close our side
+                    // (the peer's sends fail) and unmap it.
+                    self.release_conn(i);
                     self.set_chan(ch, ChanState::Gone);
                     return Err(RecvError::Broken(Channel(ch)));
                 }
             }
+        }
+        if self.conns_gone > 0 {
+            self.release_drained();
         }
         Ok(None)
     }
@@ -1029,8 +1056,14 @@ impl Endpoint {
     /// manage their buffers (`managed_buffers: false`). Messages on direct
     /// channels are copied into a free buffer so they look the same.
     pub fn poll_recv_desc(&mut self) -> Option<RecvDesc> {
-        for i in 0..self.conns.len() {
-            if self.conns[i].broken || !self.conns[i].ready() {
+        if self.conns_gone > 0 {
+            self.release_drained();
+        }
+        let mut next = 0;
+        while next < self.conns.len() {
+            let i = next;
+            next += 1;
+            if !self.conns[i].ready() {
                 continue;
             }
             let ch = self.conns[i].channel;
@@ -1077,6 +1110,16 @@ impl Endpoint {
                 }
                 desc.nbufs = nbufs as u8;
                 return Some(desc);
+            }
+            if let DirectRecv::Broken = got {
+                bump(
+                    &self.header().client_counters[ClientCounter::DirectRxBad as usize],
+                    1,
+                );
+                // The last connection moves into slot i: look at it next.
+                self.release_conn(i);
+                self.set_chan(ch, ChanState::Gone);
+                next = i;
             }
         }
         self.drain_events();

@@ -197,6 +197,7 @@ fn error_status(e: &Error) -> c_int {
         Error::Rejected(_) => UNET_EREJECTED,
         Error::Unsupported(_) => UNET_ENOTSUP,
         Error::Io(_) | Error::Protocol(_) | Error::EngineGone => UNET_EIO,
+        Error::Timeout(_) => UNET_ETIMEDOUT,
     }
 }
 
@@ -445,7 +446,10 @@ fn store_session(r: Result<Session, Error>, out: *mut *mut UnetSession) -> c_int
 }
 
 /// Connect to an engine (a daemon, or an embedded engine started with a
-/// control socket) at the Unix socket `path`.
+/// control socket) at the Unix socket `path`. Control requests on the
+/// session wait for the engine's answer at most 5 s, or the milliseconds
+/// in the environment variable `UNET_TIMEOUT_MS` (0: forever), then fail
+/// with [`UNET_ETIMEDOUT`]; see [`unet_session_connect_timeout`].
 ///
 /// # Safety
 /// `path` is NULL or NUL-terminated; `out` is NULL or writable.
@@ -463,6 +467,38 @@ pub unsafe extern "C" fn unet_session_connect(
             return null("path");
         };
         store_session(Session::connect(OsStr::from_bytes(p)), out)
+    })
+}
+
+/// [`unet_session_connect`] with the time each control request (the
+/// connection included) waits for the engine's answer: `timeout_ms`
+/// milliseconds, 0 for forever, negative for the default (5 s or
+/// `UNET_TIMEOUT_MS`). A request without an answer in time fails with
+/// [`UNET_ETIMEDOUT`].
+///
+/// # Safety
+/// `path` is NULL or NUL-terminated; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn unet_session_connect_timeout(
+    path: *const c_char,
+    timeout_ms: i64,
+    out: *mut *mut UnetSession,
+) -> c_int {
+    guard(|| {
+        if out.is_null() {
+            return null("out");
+        }
+        // SAFETY: NULL or NUL-terminated, per this function's contract.
+        let Some(p) = (unsafe { c_bytes(path) }) else {
+            return null("path");
+        };
+        let mut opts = crate::SessionOptions::default();
+        if timeout_ms == 0 {
+            opts.timeout = None;
+        } else if timeout_ms > 0 {
+            opts.timeout = Some(std::time::Duration::from_millis(timeout_ms as u64));
+        }
+        store_session(Session::connect_with(OsStr::from_bytes(p), opts), out)
     })
 }
 

@@ -33,7 +33,7 @@ mod session;
 pub use endpoint::{
     AppletOptions, Channel, ChannelOptions, Endpoint, EndpointConfig, Event, Placement, Recv,
 };
-pub use session::Session;
+pub use session::{Session, SessionOptions, DEFAULT_TIMEOUT};
 pub use unet_abi::FaultKind;
 pub use unet_abi::{ClientCounter, Geometry, RecvDesc, SendStatus};
 pub use unet_control::{EndpointAddr, ErrorCode, Limits, PathChoice};
@@ -57,6 +57,10 @@ pub enum Error {
     Protocol(String),
     /// The engine closed the control connection.
     EngineGone,
+    /// The engine did not answer a control request within the session's
+    /// timeout (this long; [`SessionOptions::timeout`]): it is stopped,
+    /// stuck or overloaded. `UNET_ETIMEDOUT` in C.
+    Timeout(std::time::Duration),
     /// Invalid configuration or argument.
     Config(String),
     /// The applet was refused; the text says why.
@@ -74,6 +78,11 @@ impl std::fmt::Display for Error {
             Error::Quota(c) => write!(f, "the engine refused: {c}"),
             Error::Protocol(s) => write!(f, "control protocol error: {s}"),
             Error::EngineGone => f.write_str("the engine closed the control connection"),
+            Error::Timeout(t) => write!(
+                f,
+                "the engine is not answering (no reply in {} ms)",
+                t.as_millis()
+            ),
             Error::Config(s) => f.write_str(s),
             Error::Rejected(s) => write!(f, "applet {s}"),
             Error::Unsupported(s) => f.write_str(s),

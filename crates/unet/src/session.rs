@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use unet_control::{self as control, Limits, Reply, Request};
 #[cfg(feature = "embedded")]
@@ -16,6 +17,8 @@ use crate::Error;
 
 pub(crate) struct Inner {
     sock: OwnedFd,
+    /// The longest wait for the answer to a control request.
+    timeout: Option<Duration>,
     state: Mutex<State>,
     pub engine_id: u64,
     pub udp: Option<SocketAddr>,
@@ -33,17 +36,60 @@ pub struct Session {
     pub(crate) inner: Arc<Inner>,
 }
 
+/// The time a control request waits for the engine's answer unless told
+/// otherwise ([`SessionOptions::timeout`], `UNET_TIMEOUT_MS`).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How a session talks to its engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SessionOptions {
+    /// The longest wait for the engine to take a control request and
+    /// answer it (connecting included); `None` waits forever. A request
+    /// that gets no answer in time fails with [`Error::Timeout`]: a daemon
+    /// that is stopped or stuck does not hold its clients up. The default
+    /// is [`DEFAULT_TIMEOUT`], or the milliseconds in the environment
+    /// variable `UNET_TIMEOUT_MS` when it is set (`0`: forever).
+    pub timeout: Option<Duration>,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        SessionOptions {
+            timeout: timeout_from_env(std::env::var("UNET_TIMEOUT_MS").ok().as_deref()),
+        }
+    }
+}
+
+/// The default timeout given the value of `UNET_TIMEOUT_MS` (a number of
+/// milliseconds, 0 for none; anything else is ignored).
+fn timeout_from_env(v: Option<&str>) -> Option<Duration> {
+    match v.map(|v| v.trim().parse::<u64>()) {
+        Some(Ok(0)) => None,
+        Some(Ok(ms)) => Some(Duration::from_millis(ms)),
+        _ => Some(DEFAULT_TIMEOUT),
+    }
+}
+
 impl Session {
-    /// Connect to a daemon's control socket.
+    /// Connect to a daemon's control socket (with
+    /// [`SessionOptions::default`]).
     pub fn connect(path: impl AsRef<Path>) -> Result<Session, Error> {
+        Self::connect_with(path, SessionOptions::default())
+    }
+
+    /// Connect to a daemon's control socket with these options.
+    pub fn connect_with(path: impl AsRef<Path>, opts: SessionOptions) -> Result<Session, Error> {
         let path = path.as_ref();
-        let fd = sys::connect_seqpacket(path).map_err(|e| {
+        let fd = sys::connect_seqpacket_timeout(path, opts.timeout).map_err(|e| {
+            if e.kind() == io::ErrorKind::TimedOut {
+                return Error::Timeout(opts.timeout.unwrap_or_default());
+            }
             Error::Io(io::Error::new(
                 e.kind(),
                 format!("cannot reach the engine at {}: {e}", path.display()),
             ))
         })?;
-        Self::from_fd(fd)
+        Self::from_fd_with(fd, opts)
     }
 
     /// A session on an embedded engine (feature `embedded`).
@@ -54,8 +100,15 @@ impl Session {
 
     /// A session on an already connected control socket.
     pub fn from_fd(sock: OwnedFd) -> Result<Session, Error> {
+        Self::from_fd_with(sock, SessionOptions::default())
+    }
+
+    /// A session on an already connected control socket, with these
+    /// options.
+    pub fn from_fd_with(sock: OwnedFd, opts: SessionOptions) -> Result<Session, Error> {
         let mut inner = Inner {
             sock,
+            timeout: opts.timeout,
             state: Mutex::new(State::default()),
             engine_id: 0,
             udp: None,
@@ -175,11 +228,33 @@ impl Inner {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         st.next_req = st.next_req.wrapping_add(1).max(1);
         let id = st.next_req;
-        sys::send_packet(self.sock.as_raw_fd(), &req.encode(id), fds)?;
+        let deadline = self.timeout.map(|t| Instant::now() + t);
+        let timed_out = || Error::Timeout(self.timeout.unwrap_or_default());
+        // A send blocks only while the engine takes nothing (its queue of
+        // requests is full): for the timeout at most (SO_SNDTIMEO).
+        sys::send_packet(self.sock.as_raw_fd(), &req.encode(id), fds).map_err(|e| {
+            if e.kind() == io::ErrorKind::WouldBlock {
+                timed_out()
+            } else {
+                Error::Io(e)
+            }
+        })?;
         let mut buf = [0u8; control::MAX_PACKET];
         loop {
+            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            if left == Some(Duration::ZERO) {
+                // A reply that comes later has an old request id: the
+                // next request skips it.
+                return Err(timed_out());
+            }
+            if !sys::wait_readable(self.sock.as_raw_fd(), left)? {
+                continue;
+            }
             let mut fds = Vec::new();
-            let n = sys::recv_packet(self.sock.as_raw_fd(), &mut buf, &mut fds, false)?;
+            let n = match sys::recv_packet(self.sock.as_raw_fd(), &mut buf, &mut fds, true) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                r => r?,
+            };
             if n == 0 {
                 return Err(Error::EngineGone);
             }
@@ -215,5 +290,26 @@ impl Inner {
                 _ => return None,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_timeout_comes_from_unet_timeout_ms_or_is_five_seconds() {
+        assert_eq!(timeout_from_env(None), Some(DEFAULT_TIMEOUT));
+        assert_eq!(
+            timeout_from_env(Some("250")),
+            Some(Duration::from_millis(250))
+        );
+        assert_eq!(
+            timeout_from_env(Some(" 250\n")),
+            Some(Duration::from_millis(250))
+        );
+        assert_eq!(timeout_from_env(Some("0")), None);
+        assert_eq!(timeout_from_env(Some("soon")), Some(DEFAULT_TIMEOUT));
+        assert_eq!(timeout_from_env(Some("-1")), Some(DEFAULT_TIMEOUT));
     }
 }

@@ -876,29 +876,49 @@ fn receiver_ack_inline_on_the_direct_path() {
 /// Without acknowledgments (the receiver has no applet) the sender's applet
 /// sends 25 packets, keeps the next 64 messages and drops the rest; every
 /// 10 ms without an acknowledgment it assumes one and sends 25 more.
+///
+/// The 100 sends must all reach the applet before its first recovery
+/// (its first timer, 10 ms after the 26th send); the engine's counters
+/// tell whether they did (no timer invocation yet when the 100th `doTx`
+/// is counted), whatever the machine's load. An attempt where they did
+/// not is tried again; the checks are made on one where they did.
 #[test]
 fn receiver_ack_credit_and_backlog() {
     let class = applet("ReceiverAck");
     let (_engine, s) = one_engine();
     let mut buf = vec![0u8; 1 << 16];
-    // The 100 sends must reach the applet before its first recovery
-    // (10 ms after the 26th): a machine busy enough to miss that gets
-    // another try.
-    for attempt in 0..5 {
+    let msgs: Vec<Vec<u8>> = (0..100).map(numbered).collect();
+    for attempt in 0..20 {
         let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
         let mut b = s.create_endpoint(EndpointConfig::default()).unwrap();
         a.attach_applet(&class, AppletOptions::default()).unwrap();
         let ch = a.open_channel(b.addr(), ChannelOptions::default()).unwrap();
         let t0 = Instant::now();
-        for i in 0..100 {
-            a.send_blocking(ch, &numbered(i), SEND_T).unwrap();
+        // One call queues them all (unless the send queue fills).
+        let queued = a.send_many(ch, &msgs).unwrap_or(0);
+        for m in &msgs[queued..] {
+            a.send_blocking(ch, m, SEND_T).unwrap();
         }
-        while counter(&s, &a, EndpointCounter::AppletTxCalls) < 100 {
+        // The engine counts each invocation as it ends. The timer count
+        // is read after the doTx count: none then means none ran before
+        // the 100th doTx.
+        let timers = loop {
+            let (tx, timers) = (
+                counter(&s, &a, EndpointCounter::AppletTxCalls),
+                counter(&s, &a, EndpointCounter::AppletTimerCalls),
+            );
+            if tx >= 100 {
+                break timers;
+            }
             assert!(t0.elapsed() < Duration::from_secs(10), "doTx");
             std::hint::spin_loop();
-        }
-        if t0.elapsed() >= Duration::from_millis(9) {
-            eprintln!("attempt {attempt}: the sends took too long, again");
+        };
+        if timers > 0 {
+            eprintln!(
+                "attempt {attempt}: the applet's timer ran before the 100th send \
+                 reached it ({:?} for the sends), again",
+                t0.elapsed()
+            );
             continue;
         }
         // Raw packets (b has no applet): the message, then 'D'.
@@ -923,7 +943,7 @@ fn receiver_ack_credit_and_backlog() {
         assert_eq!(counter(&s, &a, EndpointCounter::TxMsgs), 89);
         return;
     }
-    panic!("100 sends never reached the applet within 9 ms");
+    panic!("in 20 attempts, 100 sends never reached the applet before its first timer");
 }
 
 #[test]
@@ -1317,21 +1337,48 @@ fn engine_rate(s: &Session, dur: Duration) -> f64 {
     rate
 }
 
+/// CPU time (ns) thread `tid` of this process has run, from the kernel's
+/// scheduler statistics (`/proc/self/task/TID/schedstat`, first field).
+fn thread_cpu_ns(tid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat"))
+        .expect("read the engine thread's schedstat");
+    s.split_whitespace()
+        .next()
+        .and_then(|v| v.parse().ok())
+        .expect("schedstat's run time")
+}
+
+/// A runaway applet (it loops on every send) beside other endpoints:
+/// measured from outside, by the kernel's count of the engine thread's
+/// CPU time over windows where the runaway is all the engine has to do,
+/// the engine runs at most 15% of the time (the applet's tenth, plus one
+/// invocation of slack per window and the engine's own work for the
+/// runaway's sends); it faults more than 20 times; and in windows
+/// alternating without and with it, the other endpoints keep at least a
+/// fifth of their engine-path round-trip rate (medians).
 #[test]
 fn a_runaway_applet_leaves_other_endpoints_their_rate() {
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
     let spin = applet("Spin");
-    let (_engine, s) = one_engine();
-    // A hostile neighbour: while `active`, its applet loops on every send;
-    // whenever it is detached, it attaches it again, and it keeps sending.
+    let (engine, s) = one_engine();
+    let tid = engine.thread_id();
+    // A hostile neighbour: while `active`, its applet loops on every send,
+    // with the largest work budget the engine grants (50 times the
+    // default: an invocation runs a millisecond or more, so it is the
+    // engine's holding back that keeps it to its tenth); whenever it is
+    // detached, it attaches it again, and it keeps sending.
+    let opts = AppletOptions {
+        fuel: 1_000_000,
+        ..AppletOptions::default()
+    };
     let active = Arc::new(AtomicBool::new(false));
     let stop = Arc::new(AtomicBool::new(false));
     let (active2, stop2, s2) = (active.clone(), stop.clone(), s.clone());
     let hostile = std::thread::spawn(move || {
         let mut l = s2.create_endpoint(EndpointConfig::default()).unwrap();
         let sink = s2.create_endpoint(EndpointConfig::default()).unwrap();
-        l.attach_applet(&spin, AppletOptions::default()).unwrap();
+        l.attach_applet(&spin, opts).unwrap();
         let ch = l
             .open_channel(sink.addr(), ChannelOptions::default())
             .unwrap();
@@ -1345,7 +1392,7 @@ fn a_runaway_applet_leaves_other_endpoints_their_rate() {
                     Event::AppletFault { .. } => faults += 1,
                     Event::AppletDetached { .. } => {
                         faults += 1;
-                        l.attach_applet(&spin, AppletOptions::default()).unwrap();
+                        l.attach_applet(&spin, opts).unwrap();
                     }
                     _ => {}
                 }
@@ -1355,23 +1402,29 @@ fn a_runaway_applet_leaves_other_endpoints_their_rate() {
         faults
     });
     // Alternate windows without and with the runaway, so both see the same
-    // machine; compare medians. Also measure the engine time the runaway
-    // applet got during the windows it was active.
+    // machine; compare medians. Between them, a window where the runaway
+    // is all the engine has to do: the engine thread's CPU time then is
+    // what the applet costs it (the engine's own timer of the applet is
+    // reported beside it, not trusted).
     let dur = Duration::from_millis(300);
     let (mut alone, mut beside) = (Vec::new(), Vec::new());
-    let (mut applet_ns, mut active_ns) = (0u64, 0u64);
+    let (mut engine_ns, mut window_ns, mut applet_ns) = (0u64, 0u64, 0u64);
     for _ in 0..3 {
         active.store(false, Ordering::Relaxed);
         std::thread::sleep(Duration::from_millis(20));
         alone.push(engine_rate(&s, dur));
         active.store(true, Ordering::Relaxed);
-        let (t0, a0) = (
+        std::thread::sleep(Duration::from_millis(20));
+        let (t0, c0, a0) = (
             Instant::now(),
+            thread_cpu_ns(tid),
             counter_all(&s, EndpointCounter::AppletTimeNs),
         );
-        beside.push(engine_rate(&s, dur));
+        std::thread::sleep(dur);
         applet_ns += counter_all(&s, EndpointCounter::AppletTimeNs) - a0;
-        active_ns += t0.elapsed().as_nanos() as u64;
+        engine_ns += thread_cpu_ns(tid) - c0;
+        window_ns += t0.elapsed().as_nanos() as u64;
+        beside.push(engine_rate(&s, dur));
     }
     stop.store(true, Ordering::Relaxed);
     let faults = hostile.join().unwrap();
@@ -1385,16 +1438,19 @@ fn a_runaway_applet_leaves_other_endpoints_their_rate() {
     };
     let (alone, beside) = (median(&mut alone), median(&mut beside));
     eprintln!("engine-path round trips/s: alone {alone:.0}, beside a runaway applet {beside:.0}");
-    let share = applet_ns as f64 / active_ns as f64;
+    let share = engine_ns as f64 / window_ns as f64;
     eprintln!(
-        "the runaway applet had {:.1}% of the engine's time",
-        100.0 * share
+        "with only the runaway applet to run, the engine thread ran {:.1}% of \
+         the time (the engine timed the applet at {:.1}%)",
+        100.0 * share,
+        100.0 * applet_ns as f64 / window_ns as f64
     );
     // The engine's promise: an applet that runs long gets at most a tenth of
-    // its time (plus one invocation of slack per window).
+    // its time (plus one invocation of slack per window, and the engine's
+    // own work for each send).
     assert!(
         share <= 0.15,
-        "the runaway applet had {:.1}% of the engine",
+        "with only the runaway applet to run, the engine thread ran {:.1}% of the time",
         100.0 * share
     );
     // The other endpoints go on. Their rate drops by more than the applet's

@@ -210,6 +210,11 @@ int main(void) {
                  UNET_EIO);
         CHECK(none == NULL);
         CHECK_RC(unet_session_connect(NULL, &none), UNET_EINVAL);
+        CHECK_RC(unet_session_connect_timeout("/nonexistent/unet.sock", 100,
+                                              &none),
+                 UNET_EIO);
+        CHECK_RC(unet_session_connect_timeout(NULL, -1, &none), UNET_EINVAL);
+        CHECK(none == NULL);
     }
     CHECK_RC(unet_send(a, direct_ch, NULL, 1), UNET_EINVAL);
     CHECK_RC(unet_open_channel(a, "9999", UNET_PATH_AUTO, &direct_ch),
