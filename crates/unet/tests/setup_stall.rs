@@ -83,11 +83,8 @@ fn a_one_gib_endpoint_does_not_stall_another_clients_ping_pong() {
     // The create may take seconds on a loaded machine (the segment is made
     // at the lowest priority): what is measured is the ping-pong, so this
     // session waits as long as the create takes.
-    let other = Session::from_fd_with(
-        engine.connect().unwrap(),
-        SessionOptions { timeout: None },
-    )
-    .unwrap();
+    let other =
+        Session::from_fd_with(engine.connect().unwrap(), SessionOptions { timeout: None }).unwrap();
     let g = Geometry {
         buffer_area_size: 1 << 30,
         ..Geometry::default()
