@@ -68,8 +68,8 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use unet::{
-    ChannelOptions, ClientCounter, Endpoint, EndpointConfig, Error, ErrorCode, Event, Geometry,
-    PathChoice, RecvError, SendError, Session,
+    ChannelOptions, ClientCounter, EndpointConfig, Error, ErrorCode, Event, Geometry, PathChoice,
+    RecvError, SendError, Session,
 };
 use unet_abi::{record_tag, Layout, SendDesc, CONN_HEADER_SIZE, RECORD_PAD, RING_HEADER_SIZE};
 use unet_engine::wire::{Body, Data, Frame, OpenRequest};
@@ -582,9 +582,8 @@ fn churn() {
 fn garbage() {
     let stop = stop_flag();
     let socket = std::path::PathBuf::from(env("UNET_SOCKET"));
-    let connect = || {
-        unet_sys::connect_seqpacket(&socket).unwrap_or_else(|e| fail(&format!("connect: {e}")))
-    };
+    let connect =
+        || unet_sys::connect_seqpacket(&socket).unwrap_or_else(|e| fail(&format!("connect: {e}")));
     let mut conn = connect();
     let mut rng = Rng::seeded();
     let (mut sent, mut replies, mut reconnects) = (0u64, 0u64, 0u64);
@@ -903,7 +902,12 @@ struct Pair {
     send_id: u32,
 }
 
-fn pair(path: &'static str, recv_sock: &std::path::Path, send_sock: &std::path::Path, host: Option<SocketAddr>) -> Pair {
+fn pair(
+    path: &'static str,
+    recv_sock: &std::path::Path,
+    send_sock: &std::path::Path,
+    host: Option<SocketAddr>,
+) -> Pair {
     let mut rc = child_cmd(None, "hrecv");
     rc.env("UNET_SOCKET", recv_sock);
     let mut recv = Proc::spawn(&format!("{path} receiver"), rc);
@@ -1014,11 +1018,15 @@ fn soak_every_abuse_at_once_while_honest_pairs_stream() {
         spawn("hostile", &[]),
         spawn("ring", &[]),
     ];
-    let by_name = |abusers: &mut Vec<Proc>, n: &str| abusers.iter().position(|p| p.name == n).unwrap();
+    let by_name =
+        |abusers: &mut Vec<Proc>, n: &str| abusers.iter().position(|p| p.name == n).unwrap();
     let i_hostile = by_name(&mut abusers, "hostile");
     let hostile_ids = numbers(&abusers[i_hostile].expect("ID", Duration::from_secs(20)));
     let i_ring = by_name(&mut abusers, "ring");
-    let ring_id = abusers[i_ring].expect("ID", Duration::from_secs(20)).parse::<u32>().unwrap();
+    let ring_id = abusers[i_ring]
+        .expect("ID", Duration::from_secs(20))
+        .parse::<u32>()
+        .unwrap();
     let i_churn = by_name(&mut abusers, "churn");
     abusers[i_churn].expect("ID", Duration::from_secs(20));
 
@@ -1076,14 +1084,27 @@ fn soak_every_abuse_at_once_while_honest_pairs_stream() {
             "honest {}: {rounds} rounds, {msgs} messages, {bytes} bytes",
             x.path
         );
-        assert_eq!((s[0], s[1]), (rounds, msgs), "{}: sender and receiver disagree", x.path);
+        assert_eq!(
+            (s[0], s[1]),
+            (rounds, msgs),
+            "{}: sender and receiver disagree",
+            x.path
+        );
         assert!(rounds >= 2, "{}: only {rounds} rounds in {ABUSE:?}", x.path);
         // Every message and header (the last one, 0, included).
         let all = msgs + rounds + 1;
         match x.path {
             "direct" => {
-                assert_eq!(client_counter(&sa, x.recv_id, "direct_rx_msgs"), all, "{sa}");
-                assert_eq!(client_counter(&sa, x.send_id, "direct_tx_msgs"), all, "{sa}");
+                assert_eq!(
+                    client_counter(&sa, x.recv_id, "direct_rx_msgs"),
+                    all,
+                    "{sa}"
+                );
+                assert_eq!(
+                    client_counter(&sa, x.send_id, "direct_tx_msgs"),
+                    all,
+                    "{sa}"
+                );
                 assert_eq!(client_counter(&sa, x.recv_id, "direct_rx_bad"), 0, "{sa}");
             }
             "engine" => {
@@ -1095,7 +1116,11 @@ fn soak_every_abuse_at_once_while_honest_pairs_stream() {
                 assert_eq!(ep_counter(&sa, x.recv_id, "wire_rx_msgs"), all, "{sa}");
             }
         }
-        let (ss, sid) = if x.path == "auto" { (&sb, x.send_id) } else { (&sa, x.send_id) };
+        let (ss, sid) = if x.path == "auto" {
+            (&sb, x.send_id)
+        } else {
+            (&sa, x.send_id)
+        };
         for (st, id) in [(&sa, x.recv_id), (ss, sid)] {
             for c in [
                 "rx_drop_no_buffer",
@@ -1108,7 +1133,12 @@ fn soak_every_abuse_at_once_while_honest_pairs_stream() {
                 "ring_corrupt",
                 "free_bad_offset",
             ] {
-                assert_eq!(ep_counter(st, id, c), 0, "honest {} endpoint {id}: {c}\n{st}", x.path);
+                assert_eq!(
+                    ep_counter(st, id, c),
+                    0,
+                    "honest {} endpoint {id}: {c}\n{st}",
+                    x.path
+                );
             }
         }
     }
@@ -1130,7 +1160,11 @@ fn soak_every_abuse_at_once_while_honest_pairs_stream() {
     );
     let ring_bad = client_counter(&sa, ring_id, "direct_rx_bad");
     positive("ring direct_rx_bad".into(), ring_bad);
-    assert_eq!(ring_bad, report("ring")[0], "a ring round without its break");
+    assert_eq!(
+        ring_bad,
+        report("ring")[0],
+        "a ring round without its break"
+    );
     for c in [
         "control_bad",
         "control_drop_empty",
@@ -1147,7 +1181,10 @@ fn soak_every_abuse_at_once_while_honest_pairs_stream() {
         eng("wire_drop_forged_token") + eng("wire_drop_unknown_channel"),
     );
     if outside.is_some() {
-        positive("wire_drop_peer_not_allowed".into(), eng("wire_drop_peer_not_allowed"));
+        positive(
+            "wire_drop_peer_not_allowed".into(),
+            eng("wire_drop_peer_not_allowed"),
+        );
     } else {
         positive(
             "wire_open_refused+wire_drop_unknown_endpoint".into(),
@@ -1159,12 +1196,19 @@ fn soak_every_abuse_at_once_while_honest_pairs_stream() {
     positive("slots refusals".into(), report("slots")[1]);
     positive("idle connections closed".into(), report("idle")[1]);
     assert_eq!(churned, CHURN_PEERS.to_string(), "churned peers");
-    assert!(eng("direct_conns") >= CHURN_PEERS, "direct_conns {}", eng("direct_conns"));
+    assert!(
+        eng("direct_conns") >= CHURN_PEERS,
+        "direct_conns {}",
+        eng("direct_conns")
+    );
     positive("victims killed after set-up".into(), kills_up);
     figures.push(format!("victims killed={kills}"));
     figures.push(format!("direct_conns={}", eng("direct_conns")));
     figures.push(format!("endpoints_created={}", eng("endpoints_created")));
-    figures.push(format!("endpoints_reclaimed={}", eng("endpoints_reclaimed")));
+    figures.push(format!(
+        "endpoints_reclaimed={}",
+        eng("endpoints_reclaimed")
+    ));
     figures.push(format!("control_accepted={}", eng("control_accepted")));
     eprintln!("abuse: {}", figures.join(" "));
 
@@ -1190,7 +1234,9 @@ fn soak_every_abuse_at_once_while_honest_pairs_stream() {
         std::thread::sleep(Duration::from_millis(100));
         let fds = fd_count(a.pid());
         let (r, s) = rss(a.pid());
-        if (eps == 0 && fds == fds0 && r <= rss0 + RSS_SLACK) || settle.elapsed() > Duration::from_secs(15) {
+        if (eps == 0 && fds == fds0 && r <= rss0 + RSS_SLACK)
+            || settle.elapsed() > Duration::from_secs(15)
+        {
             break (fds, eps, r, s);
         }
     };
