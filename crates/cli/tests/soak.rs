@@ -984,7 +984,7 @@ fn soak_every_abuse_at_once_while_honest_pairs_stream() {
     );
 
     // The honest pairs.
-    let mut pairs = vec![
+    let mut pairs = [
         pair("direct", &a.socket, &a.socket, None),
         pair("engine", &a.socket, &a.socket, None),
         pair("auto", &a.socket, &b.socket, Some(a_lo)),
@@ -1018,16 +1018,15 @@ fn soak_every_abuse_at_once_while_honest_pairs_stream() {
         spawn("hostile", &[]),
         spawn("ring", &[]),
     ];
-    let by_name =
-        |abusers: &mut Vec<Proc>, n: &str| abusers.iter().position(|p| p.name == n).unwrap();
-    let i_hostile = by_name(&mut abusers, "hostile");
+    let by_name = |abusers: &[Proc], n: &str| abusers.iter().position(|p| p.name == n).unwrap();
+    let i_hostile = by_name(&abusers, "hostile");
     let hostile_ids = numbers(&abusers[i_hostile].expect("ID", Duration::from_secs(20)));
-    let i_ring = by_name(&mut abusers, "ring");
+    let i_ring = by_name(&abusers, "ring");
     let ring_id = abusers[i_ring]
         .expect("ID", Duration::from_secs(20))
         .parse::<u32>()
         .unwrap();
-    let i_churn = by_name(&mut abusers, "churn");
+    let i_churn = by_name(&abusers, "churn");
     abusers[i_churn].expect("ID", Duration::from_secs(20));
 
     // Victims, killed at random moments, for the whole run.
