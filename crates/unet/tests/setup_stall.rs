@@ -159,9 +159,10 @@ fn a_one_gib_endpoint_does_not_stall_another_clients_ping_pong() {
         "a round trip took {max_during:?} while a 1 GiB endpoint was created and closed"
     );
     // The pages are zeroed on a thread of the lowest priority: the
-    // ping-pong's p99 hardly moves (tens of microseconds here).
+    // ping-pong's p99 hardly moves (tens of microseconds here), and must
+    // move by less than a millisecond.
     assert!(
-        p99_during < p99_before + Duration::from_millis(2),
+        p99_during < p99_before + Duration::from_millis(1),
         "p99 went from {p99_before:?} to {p99_during:?}"
     );
 }
