@@ -517,6 +517,13 @@ impl Op {
         }
     }
 
+    /// The op index a branch goes to when taken (`None` for ops that are
+    /// not branches, switches included).
+    pub(crate) fn target(self) -> Option<u32> {
+        let mut op = self;
+        op.target_mut().copied()
+    }
+
     fn target_mut(&mut self) -> Option<&mut u32> {
         match self {
             Op::IfEq { t, .. }

@@ -970,25 +970,14 @@ fn tramp_sig(module: &JITModule) -> Signature {
 fn successors(mc: &MethodCode, i: usize) -> Vec<u32> {
     let mut v = Vec::new();
     let op = &mc.ops[i];
+    v.extend(op.target());
     match *op {
-        Op::IfEq { t, .. }
-        | Op::IfNe { t, .. }
-        | Op::IfLt { t, .. }
-        | Op::IfGe { t, .. }
-        | Op::IfGt { t, .. }
-        | Op::IfLe { t, .. }
-        | Op::IfEqI { t, .. }
-        | Op::IfNeI { t, .. }
-        | Op::IfLtI { t, .. }
-        | Op::IfGeI { t, .. }
-        | Op::IfGtI { t, .. }
-        | Op::IfLeI { t, .. }
-        | Op::Goto { t } => v.push(t),
-        Op::IncLt { t, .. }
-        | Op::IncLe { t, .. }
-        | Op::IncNe { t, .. }
-        | Op::IncGt { t, .. }
-        | Op::IncGe { t, .. } => v.extend([t, i as u32 + 2]),
+        // A fused increment-and-branch also goes on two ops down.
+        Op::IncLt { .. }
+        | Op::IncLe { .. }
+        | Op::IncNe { .. }
+        | Op::IncGt { .. }
+        | Op::IncGe { .. } => v.push(i as u32 + 2),
         Op::Switch { tab, .. } => {
             if let Some(st) = mc.switches.get(tab as usize) {
                 v.push(st.default);
