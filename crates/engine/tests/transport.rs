@@ -5,43 +5,13 @@
 //! port is dropped and counted. The remote side sees only the `Transport`
 //! interface.
 
-use std::net::SocketAddr;
-
+mod hub;
+use hub::{addr, geometry, post_buffers, settle};
 use unet_abi::*;
 use unet_control::{EndpointAddr, Request};
 use unet_engine::invoker::{LocalClient, RawEndpoint};
 use unet_engine::wire::{Body, Data, Frame, MemoryHub, PortConfig, SendBatch, Transport};
 use unet_engine::{Dispatcher, EngineConfig, PathChoice};
-
-fn addr(port: u16) -> SocketAddr {
-    SocketAddr::from(([10, 0, 0, 1], port))
-}
-
-fn geometry() -> Geometry {
-    Geometry {
-        buffer_size: 2048,
-        buffer_area_size: 1 << 20,
-        ..Geometry::default()
-    }
-}
-
-/// Step both engines until neither has work left.
-fn settle(a: &mut Dispatcher, b: &mut Dispatcher) {
-    for _ in 0..10_000 {
-        if a.step() + b.step() == 0 && a.step() + b.step() == 0 {
-            return;
-        }
-    }
-    panic!("the engines never settled");
-}
-
-fn post_buffers(ep: &mut RawEndpoint) {
-    let g = ep.layout().geometry;
-    let n = (g.buffer_area_size / g.buffer_size as u64 / 2).min(g.free_cap as u64 - 1);
-    for i in 0..n {
-        assert!(ep.post_free((g.buffer_area_size / 2 + i * g.buffer_size as u64) as u32));
-    }
-}
 
 /// The message of receive descriptor `d` of `ep`.
 fn bytes_of(ep: &RawEndpoint, d: &RecvDesc) -> Vec<u8> {

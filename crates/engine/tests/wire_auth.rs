@@ -8,6 +8,8 @@
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
+mod hub;
+use hub::{addr, geometry, post_buffers, settle};
 use unet_abi::*;
 use unet_control::{EndpointAddr, ErrorCode, Reply, Request};
 use unet_engine::invoker::{LocalClient, RawEndpoint};
@@ -18,20 +20,8 @@ use unet_engine::wire::{
 };
 use unet_engine::{Dispatcher, EngineConfig, IpNet, PathChoice};
 
-fn addr(port: u16) -> SocketAddr {
-    SocketAddr::from(([10, 0, 0, 1], port))
-}
-
 fn net(s: &str) -> IpNet {
     s.parse().unwrap()
-}
-
-fn geometry() -> Geometry {
-    Geometry {
-        buffer_size: 2048,
-        buffer_area_size: 1 << 20,
-        ..Geometry::default()
-    }
 }
 
 /// An engine on the hub at `at`.
@@ -46,24 +36,6 @@ fn allowing(nets: &[&str]) -> EngineConfig {
     EngineConfig {
         allow_peers: nets.iter().map(|n| net(n)).collect(),
         ..EngineConfig::default()
-    }
-}
-
-/// Step both engines until neither has work left.
-fn settle(a: &mut Dispatcher, b: &mut Dispatcher) {
-    for _ in 0..10_000 {
-        if a.step() + b.step() == 0 && a.step() + b.step() == 0 {
-            return;
-        }
-    }
-    panic!("the engines never settled");
-}
-
-fn post_buffers(ep: &mut RawEndpoint) {
-    let g = ep.layout().geometry;
-    let n = (g.buffer_area_size / g.buffer_size as u64 / 2).min(g.free_cap as u64 - 1);
-    for i in 0..n {
-        assert!(ep.post_free((g.buffer_area_size / 2 + i * g.buffer_size as u64) as u32));
     }
 }
 
