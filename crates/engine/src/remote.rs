@@ -859,45 +859,58 @@ impl Rx<'_> {
                 }
             }
             Body::Close(c) => {
-                let Some(di) = eps.index_of(c.dst_endpoint) else {
-                    return self.reasm.stats.count_drop(WireDrop::UnknownEndpoint);
-                };
-                let Some(ep) = eps.get(di) else {
-                    return;
-                };
-                match ep.route(c.dst_channel) {
-                    Some(Route::Remote(r)) if r.my_token == c.token && r.addr == from => {
-                        let id = ep.id;
-                        self.adm.channel_gone(from, r.confirmed);
-                        eps.peer_gone(crate::routes::Peer {
-                            idx: di,
-                            id,
-                            chan: c.dst_channel,
-                        });
-                    }
-                    Some(Route::Remote(_)) => self.reasm.stats.count_drop(WireDrop::ForgedToken),
-                    _ => self.reasm.stats.count_drop(WireDrop::UnknownChannel),
+                if let Some((di, id, r)) =
+                    self.named_remote(eps, from, c.dst_endpoint, c.dst_channel, c.token)
+                {
+                    self.adm.channel_gone(from, r.confirmed);
+                    eps.peer_gone(crate::routes::Peer {
+                        idx: di,
+                        id,
+                        chan: c.dst_channel,
+                    });
                 }
             }
             Body::Confirm(c) => {
-                let Some(di) = eps.index_of(c.dst_endpoint) else {
-                    return self.reasm.stats.count_drop(WireDrop::UnknownEndpoint);
-                };
-                let Some(ep) = eps.get(di) else {
-                    return;
-                };
-                match ep.route(c.dst_channel) {
-                    Some(Route::Remote(r)) if r.my_token == c.token && r.addr == from => {
-                        if !r.confirmed {
-                            self.confirm(eps, di, c.dst_channel);
-                        }
+                if let Some((di, _, r)) =
+                    self.named_remote(eps, from, c.dst_endpoint, c.dst_channel, c.token)
+                {
+                    if !r.confirmed {
+                        self.confirm(eps, di, c.dst_channel);
                     }
-                    Some(Route::Remote(_)) => self.reasm.stats.count_drop(WireDrop::ForgedToken),
-                    _ => self.reasm.stats.count_drop(WireDrop::UnknownChannel),
                 }
             }
             // Its work (the peer heard from) is done above.
             Body::Keepalive => {}
+        }
+    }
+
+    /// The remote channel a Close or Confirm from `from` names, when the
+    /// frame is its peer's (the channel's token, from its peer's address):
+    /// the endpoint's index and id and the route. Anything else is counted
+    /// by reason.
+    fn named_remote(
+        &mut self,
+        eps: &EndpointTable,
+        from: SocketAddr,
+        endpoint: u32,
+        chan: u16,
+        token: u64,
+    ) -> Option<(usize, u32, crate::routes::RemotePeer)> {
+        let Some(di) = eps.index_of(endpoint) else {
+            self.reasm.stats.count_drop(WireDrop::UnknownEndpoint);
+            return None;
+        };
+        let ep = eps.get(di)?;
+        match ep.route(chan) {
+            Some(Route::Remote(r)) if r.my_token == token && r.addr == from => Some((di, ep.id, r)),
+            Some(Route::Remote(_)) => {
+                self.reasm.stats.count_drop(WireDrop::ForgedToken);
+                None
+            }
+            _ => {
+                self.reasm.stats.count_drop(WireDrop::UnknownChannel);
+                None
+            }
         }
     }
 
