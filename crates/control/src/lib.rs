@@ -760,6 +760,17 @@ fn round_trips(b: &[u8]) {
 mod tests {
     use super::*;
 
+    /// The limits the samples' `Stat` replies carry.
+    fn sample_limits() -> Limits {
+        Limits {
+            client_memory: 4 << 30,
+            user_memory: u64::MAX,
+            client_endpoints: 16,
+            client_idle_connections: 32,
+            user_idle_connections: 128,
+        }
+    }
+
     /// One of each request and reply, the seeds of the control fuzz target
     /// (`fuzz/seeds/control/`).
     fn samples() -> Vec<(&'static str, Vec<u8>)> {
@@ -855,13 +866,7 @@ mod tests {
                 "reply_stat",
                 Reply::Stat {
                     max_endpoints: 64,
-                    limits: Limits {
-                        client_memory: 4 << 30,
-                        user_memory: u64::MAX,
-                        client_endpoints: 16,
-                        client_idle_connections: 32,
-                        user_idle_connections: 128,
-                    },
+                    limits: sample_limits(),
                 },
             ),
             (
@@ -1058,13 +1063,7 @@ mod tests {
             Reply::Error(ErrorCode::Refused),
             Reply::Stat {
                 max_endpoints: 64,
-                limits: Limits {
-                    client_memory: 4 << 30,
-                    user_memory: u64::MAX,
-                    client_endpoints: 16,
-                    client_idle_connections: 32,
-                    user_idle_connections: 128,
-                },
+                limits: sample_limits(),
             },
             Reply::DirectConn {
                 endpoint: 1,
