@@ -16,20 +16,6 @@ use unet_abi::{Layout, SendDesc, RING_HEADER_SIZE};
 
 const COUNT: u64 = 100_000;
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 #[test]
 fn child() {
     let Some(role) = role() else { return };
@@ -78,51 +64,13 @@ fn child() {
     while !stop.load(Ordering::Relaxed) {
         iters += 1;
         // Random descriptors through the library's unchecked push (h1).
-        let channel = match rng.below(4) {
-            0 => c_sink.0,
-            1 => c_h2.0,
-            _ => rng.next() as u16,
-        };
-        let offset = match rng.below(3) {
-            0 => rng.below(area) as u32,
-            1 => (area - rng.below(64)) as u32,
-            _ => rng.next() as u32,
-        };
-        let len = match rng.below(4) {
-            0 => 0,
-            1 => rng.below(9000) as u32,
-            2 => (unet_abi::MAX_MESSAGE as u64 + rng.below(1 << 20)) as u32,
-            _ => rng.next() as u32,
-        };
-        let d = SendDesc {
-            offset,
-            len,
-            channel,
-            flags: if rng.below(8) == 0 {
-                rng.next() as u16
-            } else {
-                0
-            },
-            status: rng.next() as i32,
-        };
+        let d = random_send_desc(&mut rng, &[c_sink.0, c_h2.0], area);
         if h1.push_raw_desc(d) {
             pushed += 1;
         }
         // Raw scribbles over h2's segment: ring heads and tails, send
         // descriptors, free-ring entries, the doorbell line.
-        let (off, cap, esz) = rings[rng.below(4) as usize];
-        let at = match rng.below(5) {
-            0 => off,       // head
-            1 => off + 64,  // tail
-            2 => off + 128, // capacity, entry size
-            3 => off + RING_HEADER_SIZE as u64 + rng.below(cap as u64 * esz / 8) * 8,
-            _ => 0x100 + rng.below(8) * 8, // armed, futex words
-        };
-        let v = match rng.below(3) {
-            0 => rng.next(),
-            1 => rng.below(4096),
-            _ => rng.next() & 0xffff_ffff,
-        };
+        let (at, v) = random_scribble(&mut rng, &rings);
         assert!((at as usize) + 8 <= seg_len);
         // SAFETY: inside our own mapping, 8-byte aligned; the bytes are ours
         // to corrupt (that is the point of the test).

@@ -72,7 +72,7 @@ use unet::{
     ChannelOptions, ClientCounter, EndpointConfig, Error, ErrorCode, Event, Geometry, PathChoice,
     RecvError, SendError, Session,
 };
-use unet_abi::{record_tag, Layout, SendDesc, CONN_HEADER_SIZE, RECORD_PAD, RING_HEADER_SIZE};
+use unet_abi::{record_tag, Layout, CONN_HEADER_SIZE, RECORD_PAD};
 use unet_engine::wire::{Body, Data, Frame, OpenRequest};
 
 /// How long the abuse runs.
@@ -97,28 +97,6 @@ const DIRECT: ChannelOptions = ChannelOptions {
 const ENGINE: ChannelOptions = ChannelOptions {
     path: PathChoice::Engine,
 };
-
-/// xorshift64.
-struct Rng(u64);
-
-impl Rng {
-    fn seeded() -> Rng {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64;
-        Rng((t ^ (std::process::id() as u64) << 32) | 1)
-    }
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 // -------------------------------------------------------------------------
 // Child roles
@@ -669,48 +647,11 @@ fn hostile() {
     let (mut iters, mut pushed) = (0u64, 0u64);
     while !stop.load(Ordering::Relaxed) {
         iters += 1;
-        let channel = match rng.below(3) {
-            0 => c_sink.0,
-            _ => rng.next() as u16,
-        };
-        let offset = match rng.below(3) {
-            0 => rng.below(area) as u32,
-            1 => (area - rng.below(64)) as u32,
-            _ => rng.next() as u32,
-        };
-        let len = match rng.below(4) {
-            0 => 0,
-            1 => rng.below(9000) as u32,
-            2 => (unet_abi::MAX_MESSAGE as u64 + rng.below(1 << 20)) as u32,
-            _ => rng.next() as u32,
-        };
-        let d = SendDesc {
-            offset,
-            len,
-            channel,
-            flags: if rng.below(8) == 0 {
-                rng.next() as u16
-            } else {
-                0
-            },
-            status: rng.next() as i32,
-        };
+        let d = random_send_desc(&mut rng, &[c_sink.0], area);
         if h1.push_raw_desc(d) {
             pushed += 1;
         }
-        let (off, cap, esz) = rings[rng.below(4) as usize];
-        let at = match rng.below(5) {
-            0 => off,
-            1 => off + 64,
-            2 => off + 128,
-            3 => off + RING_HEADER_SIZE as u64 + rng.below(cap as u64 * esz / 8) * 8,
-            _ => 0x100 + rng.below(8) * 8,
-        };
-        let v = match rng.below(3) {
-            0 => rng.next(),
-            1 => rng.below(4096),
-            _ => rng.next() & 0xffff_ffff,
-        };
+        let (at, v) = random_scribble(&mut rng, &rings);
         assert!((at as usize) + 8 <= seg_len);
         // SAFETY: inside our own mapping, 8-byte aligned; the bytes are ours
         // to corrupt (that is the point).

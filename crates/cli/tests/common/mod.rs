@@ -828,3 +828,85 @@ pub struct Streamed {
     pub receiver_id: u32,
     pub sender_id: u32,
 }
+
+// -------------------------------------------------------------------------
+// Hostile input
+// -------------------------------------------------------------------------
+
+/// xorshift64.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// Seeded from the clock and the process id (a different run each time).
+    pub fn seeded() -> Rng {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64;
+        Rng((t ^ (std::process::id() as u64) << 32) | 1)
+    }
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// A send descriptor a hostile client pushes: a channel of `known` or a
+/// random one, an offset in, at the end of or past its buffer `area`, a
+/// length zero, plausible, past the largest message or random, flags
+/// random one time in eight.
+pub fn random_send_desc(rng: &mut Rng, known: &[u16], area: u64) -> unet_abi::SendDesc {
+    let pick = rng.below(known.len() as u64 + 2) as usize;
+    let channel = match known.get(pick) {
+        Some(&c) => c,
+        None => rng.next() as u16,
+    };
+    let offset = match rng.below(3) {
+        0 => rng.below(area) as u32,
+        1 => (area - rng.below(64)) as u32,
+        _ => rng.next() as u32,
+    };
+    let len = match rng.below(4) {
+        0 => 0,
+        1 => rng.below(9000) as u32,
+        2 => (unet_abi::MAX_MESSAGE as u64 + rng.below(1 << 20)) as u32,
+        _ => rng.next() as u32,
+    };
+    unet_abi::SendDesc {
+        offset,
+        len,
+        channel,
+        flags: if rng.below(8) == 0 {
+            rng.next() as u16
+        } else {
+            0
+        },
+        status: rng.next() as i32,
+    }
+}
+
+/// Where in an endpoint's segment to scribble, and what: one of `rings`
+/// (offset, capacity, entry size) is chosen, then its head, tail,
+/// capacity word or an entry, or the armed and futex words; the value is
+/// random, small, or a random 32-bit one. The place is 8-byte aligned.
+pub fn random_scribble(rng: &mut Rng, rings: &[(u64, u32, u64)]) -> (u64, u64) {
+    let (off, cap, esz) = rings[rng.below(rings.len() as u64) as usize];
+    let at = match rng.below(5) {
+        0 => off,       // head
+        1 => off + 64,  // tail
+        2 => off + 128, // capacity, entry size
+        3 => off + unet_abi::RING_HEADER_SIZE as u64 + rng.below(cap as u64 * esz / 8) * 8,
+        _ => 0x100 + rng.below(8) * 8, // armed, futex words
+    };
+    let v = match rng.below(3) {
+        0 => rng.next(),
+        1 => rng.below(4096),
+        _ => rng.next() & 0xffff_ffff,
+    };
+    (at, v)
+}
