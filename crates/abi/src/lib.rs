@@ -92,6 +92,9 @@ use core::sync::atomic::{AtomicU32, AtomicU64};
 pub mod copy;
 pub mod golden;
 pub mod ring;
+pub mod via;
+
+pub use via::{Reliability, ViError, VI_MAX_SEGMENTS, VI_MAX_TRANSFER};
 
 /// ABI version; bump on any layout change.
 pub const VERSION: u32 = 1;
@@ -804,7 +807,12 @@ pub struct ConnConsumer {
     pub sleeping: AtomicU32,
     /// Futex word the consumer sleeps on; the producer increments and wakes.
     pub futex: AtomicU32,
-    _pad: [u8; 48],
+    /// Messages the consumer has placed where they were going (a VI's
+    /// posted receive buffers), counted from 0; stored with Release after
+    /// each one when the connection is a VI of reliable reception, whose
+    /// sends complete only then. Unused (0) on endpoint channels.
+    pub placed: AtomicU64,
+    _pad: [u8; 40],
 }
 
 /// First page of a direct connection segment.
@@ -827,7 +835,12 @@ pub struct ConnHeader {
     pub b_endpoint: u32,
     /// Reserved, zero.
     pub _reserved: u32,
-    _pad0: [u8; 64 - 32],
+    /// Why side A broke the connection, a [`ViError`] code (0: it did not;
+    /// VI connections only). Written before `a_closed`.
+    pub a_error: AtomicU32,
+    /// Why side B broke the connection (as `a_error`).
+    pub b_error: AtomicU32,
+    _pad0: [u8; 64 - 40],
     /// Consumer of ring A→B (side B).
     pub a_to_b: ConnConsumer,
     /// Consumer of ring B→A (side A).
@@ -860,6 +873,9 @@ const _: () = {
     assert!(size_of::<ConnConsumer>() == 64);
     assert!(offset_of!(ConnConsumer, sleeping) == 8);
     assert!(offset_of!(ConnConsumer, futex) == 12);
+    assert!(offset_of!(ConnConsumer, placed) == 16);
+    assert!(offset_of!(ConnHeader, a_error) == 32);
+    assert!(offset_of!(ConnHeader, b_error) == 36);
 };
 
 // -------------------------------------------------------------------------
@@ -1105,6 +1121,16 @@ counter_enum! {
         WireChannelsExpired = 57 => "wire_channels_expired",
         /// Keepalive frames sent to peers with channels.
         WireKeepalivesSent = 58 => "wire_keepalives_sent",
+        /// VI connections granted (each counts once, for both its VIs).
+        ViConnected = 59 => "vi_connected",
+        /// VI connection requests refused: rejected by the listener, with
+        /// the wrong attributes, not answered in time, or their listener
+        /// gone.
+        ViRefused = 60 => "vi_refused",
+        /// VIs closed (by their owner, or reclaimed when it died).
+        ViClosed = 61 => "vi_closed",
+        /// Memory regions registered.
+        MemoryRegistered = 62 => "memory_registered",
     }
 }
 

@@ -12,7 +12,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use unet_abi::Geometry;
+use unet_abi::{Geometry, Reliability};
 
 /// Largest control packet.
 pub const MAX_PACKET: usize = 1024;
@@ -120,6 +120,24 @@ pub enum ErrorCode {
     /// The client's user would hold more shared memory than the engine
     /// allows one user.
     UserQuota = 16,
+    /// Another process already waits for VI connections on that
+    /// discriminator.
+    TagInUse = 17,
+    /// Nobody waits for VI connections on that discriminator.
+    NoListener = 18,
+    /// The two ends of a VI connection asked for different attributes
+    /// (reliability level).
+    AttributesMismatch = 19,
+    /// No memory region with that handle (or not this process's).
+    NoSuchRegion = 20,
+    /// No VI with that id (or not this process's).
+    NoSuchVi = 21,
+    /// The connection request is gone: the connecting side gave up, timed
+    /// out or died.
+    NoSuchRequest = 22,
+    /// The memory handed over is not a sealed memory file of the length
+    /// asked for.
+    BadMemory = 23,
 }
 
 impl ErrorCode {
@@ -142,6 +160,13 @@ impl ErrorCode {
             14 => QuotaExceeded,
             15 => EndpointQuota,
             16 => UserQuota,
+            17 => TagInUse,
+            18 => NoListener,
+            19 => AttributesMismatch,
+            20 => NoSuchRegion,
+            21 => NoSuchVi,
+            22 => NoSuchRequest,
+            23 => BadMemory,
             _ => return None,
         })
     }
@@ -191,6 +216,21 @@ impl std::fmt::Display for ErrorCode {
                 "the engine's shared-memory quota for this user is used up \
                  (close endpoints or direct channels, or start the engine with \
                  a larger quota)"
+            }
+            ErrorCode::TagInUse => {
+                "another process already accepts VI connections on that discriminator"
+            }
+            ErrorCode::NoListener => "nobody accepts VI connections on that discriminator",
+            ErrorCode::AttributesMismatch => {
+                "the two ends of the VI connection asked for different reliability levels"
+            }
+            ErrorCode::NoSuchRegion => "no such memory region",
+            ErrorCode::NoSuchVi => "no such VI",
+            ErrorCode::NoSuchRequest => {
+                "the connection request is gone (the connecting side gave up or died)"
+            }
+            ErrorCode::BadMemory => {
+                "the memory handed over is not a sealed memory file of the length asked for"
             }
         })
     }
@@ -258,6 +298,87 @@ pub enum Request {
         /// The endpoint.
         endpoint: u32,
     },
+    /// Register a memory region (VIA); fd: a memory file of at least `len`
+    /// bytes whose size is sealed. The reply is [`Reply::MemoryRegistered`].
+    RegisterMemory {
+        /// Length of the region in bytes.
+        len: u64,
+    },
+    /// Deregister memory region `handle`.
+    DeregisterMemory {
+        /// The region's handle.
+        handle: u32,
+    },
+    /// Accept VI connections on discriminator `tag` (VIA's
+    /// `VipConnectWait`): requests come as [`Reply::ViRequest`] notices.
+    ViListen {
+        /// The discriminator.
+        tag: u64,
+    },
+    /// Stop accepting VI connections on `tag`; requests not yet answered
+    /// are refused.
+    ViUnlisten {
+        /// The discriminator.
+        tag: u64,
+    },
+    /// Connect a VI to whoever waits on `tag` at `host` (None: this
+    /// engine). Answered with [`Reply::ViConnected`] once the other side
+    /// accepts, [`ErrorCode::Refused`] if it rejects, or
+    /// [`ErrorCode::NoSuchRequest`] after `timeout_ms`.
+    ViConnect {
+        /// The remote engine, None for this one.
+        host: Option<SocketAddr>,
+        /// The discriminator.
+        tag: u64,
+        /// The VI's attributes.
+        attrs: ViParams,
+        /// How long the other side has to answer (0: the engine's longest).
+        timeout_ms: u32,
+    },
+    /// Accept connection request `request` with a VI of these attributes.
+    ViAccept {
+        /// The request, from its [`Reply::ViRequest`].
+        request: u32,
+        /// The VI's attributes (must match the connecting side's).
+        attrs: ViParams,
+    },
+    /// Reject connection request `request`.
+    ViReject {
+        /// The request.
+        request: u32,
+    },
+    /// Close VI `vi`: its peer is told.
+    ViClose {
+        /// The VI.
+        vi: u32,
+    },
+}
+
+/// The attributes of a VI that both ends must agree on, as the control
+/// protocol carries them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ViParams {
+    /// The reliability level.
+    pub reliability: Reliability,
+    /// VIA's strict behaviour: a message that finds no receive posted
+    /// breaks the connection (instead of waiting for one, holding the
+    /// sender back).
+    pub strict_rnr: bool,
+}
+
+impl ViParams {
+    fn put(&self, w: &mut W) {
+        w.u8(self.reliability as u8);
+        w.u8(self.strict_rnr as u8);
+    }
+    fn get(r: &mut R<'_>) -> Result<ViParams, ControlError> {
+        let reliability =
+            Reliability::from_u8(r.u8()?).ok_or(ControlError::BadField("reliability"))?;
+        Ok(ViParams {
+            reliability,
+            strict_rnr: r.bool()?,
+        })
+    }
 }
 
 /// A reply or notice from the engine.
@@ -299,6 +420,34 @@ pub enum Reply {
     /// The applet was refused; the text says why (JIVE's reason, naming the
     /// method and bytecode offset).
     Rejected(String),
+    /// A memory region was registered.
+    MemoryRegistered {
+        /// Its handle (what descriptors name it by).
+        handle: u32,
+    },
+    /// A VI is connected; fd: the connection segment when `conn_id != 0`.
+    ViConnected {
+        /// The VI's id in the engine.
+        vi: u32,
+        /// The connection segment's id (0: not a direct connection).
+        conn_id: u32,
+        /// Our side of the segment (0 = A, the connecting side; 1 = B).
+        side: u8,
+    },
+    /// Notice: a connection request arrived on a discriminator this client
+    /// listens on; answer it with `ViAccept` or `ViReject`.
+    ViRequest {
+        /// The discriminator.
+        tag: u64,
+        /// The request's id.
+        request: u32,
+        /// The attributes the connecting side asked for.
+        attrs: ViParams,
+        /// The connecting process (0 if remote or unknown).
+        pid: u32,
+        /// The connecting side's engine, None for this one.
+        host: Option<SocketAddr>,
+    },
     /// Notice: a peer opened a direct channel to `endpoint`; fd: the
     /// connection segment.
     DirectConn {
@@ -546,6 +695,55 @@ impl Request {
                 w.u32(*endpoint);
                 w
             }
+            Request::RegisterMemory { len } => {
+                let mut w = W::new(10, req_id);
+                w.u64(*len);
+                w
+            }
+            Request::DeregisterMemory { handle } => {
+                let mut w = W::new(11, req_id);
+                w.u32(*handle);
+                w
+            }
+            Request::ViListen { tag } => {
+                let mut w = W::new(12, req_id);
+                w.u64(*tag);
+                w
+            }
+            Request::ViUnlisten { tag } => {
+                let mut w = W::new(13, req_id);
+                w.u64(*tag);
+                w
+            }
+            Request::ViConnect {
+                host,
+                tag,
+                attrs,
+                timeout_ms,
+            } => {
+                let mut w = W::new(14, req_id);
+                w.addr(*host);
+                w.u64(*tag);
+                attrs.put(&mut w);
+                w.u32(*timeout_ms);
+                w
+            }
+            Request::ViAccept { request, attrs } => {
+                let mut w = W::new(15, req_id);
+                w.u32(*request);
+                attrs.put(&mut w);
+                w
+            }
+            Request::ViReject { request } => {
+                let mut w = W::new(16, req_id);
+                w.u32(*request);
+                w
+            }
+            Request::ViClose { vi } => {
+                let mut w = W::new(17, req_id);
+                w.u32(*vi);
+                w
+            }
         };
         w.done().to_vec()
     }
@@ -608,6 +806,22 @@ impl Request {
                 heap: r.u32()?,
             },
             9 => Request::DetachApplet { endpoint: r.u32()? },
+            10 => Request::RegisterMemory { len: r.u64()? },
+            11 => Request::DeregisterMemory { handle: r.u32()? },
+            12 => Request::ViListen { tag: r.u64()? },
+            13 => Request::ViUnlisten { tag: r.u64()? },
+            14 => Request::ViConnect {
+                host: r.addr()?,
+                tag: r.u64()?,
+                attrs: ViParams::get(&mut r)?,
+                timeout_ms: r.u32()?,
+            },
+            15 => Request::ViAccept {
+                request: r.u32()?,
+                attrs: ViParams::get(&mut r)?,
+            },
+            16 => Request::ViReject { request: r.u32()? },
+            17 => Request::ViClose { vi: r.u32()? },
             k => return Err(ControlError::UnknownKind(k)),
         };
         Ok((id, req))
@@ -669,6 +883,33 @@ impl Reply {
                 w.put(&text.as_bytes()[..n]);
                 w
             }
+            Reply::MemoryRegistered { handle } => {
+                let mut w = W::new(109, req_id);
+                w.u32(*handle);
+                w
+            }
+            Reply::ViConnected { vi, conn_id, side } => {
+                let mut w = W::new(110, req_id);
+                w.u32(*vi);
+                w.u32(*conn_id);
+                w.u8(*side);
+                w
+            }
+            Reply::ViRequest {
+                tag,
+                request,
+                attrs,
+                pid,
+                host,
+            } => {
+                let mut w = W::new(111, req_id);
+                w.u64(*tag);
+                w.u32(*request);
+                attrs.put(&mut w);
+                w.u32(*pid);
+                w.addr(*host);
+                w
+            }
             Reply::DirectConn {
                 endpoint,
                 channel,
@@ -719,6 +960,19 @@ impl Reply {
                 channel: r.u16()?,
                 conn_id: r.u32()?,
                 side: r.u8()?,
+            },
+            109 => Reply::MemoryRegistered { handle: r.u32()? },
+            110 => Reply::ViConnected {
+                vi: r.u32()?,
+                conn_id: r.u32()?,
+                side: r.u8()?,
+            },
+            111 => Reply::ViRequest {
+                tag: r.u64()?,
+                request: r.u32()?,
+                attrs: ViParams::get(&mut r)?,
+                pid: r.u32()?,
+                host: r.addr()?,
             },
             108 => {
                 let n = r.u16()? as usize;
@@ -839,6 +1093,31 @@ mod tests {
                 },
             ),
             ("detach_applet", Request::DetachApplet { endpoint: 1 }),
+            ("register_memory", Request::RegisterMemory { len: 1 << 20 }),
+            ("deregister_memory", Request::DeregisterMemory { handle: 3 }),
+            ("vi_listen", Request::ViListen { tag: 42 }),
+            ("vi_unlisten", Request::ViUnlisten { tag: 42 }),
+            (
+                "vi_connect",
+                Request::ViConnect {
+                    host: Some("127.0.0.1:7700".parse().unwrap()),
+                    tag: 42,
+                    attrs: ViParams {
+                        reliability: Reliability::ReliableReception,
+                        strict_rnr: true,
+                    },
+                    timeout_ms: 5000,
+                },
+            ),
+            (
+                "vi_accept",
+                Request::ViAccept {
+                    request: 7,
+                    attrs: ViParams::default(),
+                },
+            ),
+            ("vi_reject", Request::ViReject { request: 7 }),
+            ("vi_close", Request::ViClose { vi: 5 }),
         ];
         let reps = [
             (
@@ -872,6 +1151,31 @@ mod tests {
             (
                 "reply_rejected",
                 Reply::Rejected("method run: bytecode 12: stack underflow é".into()),
+            ),
+            (
+                "reply_memory_registered",
+                Reply::MemoryRegistered { handle: 3 },
+            ),
+            (
+                "reply_vi_connected",
+                Reply::ViConnected {
+                    vi: 5,
+                    conn_id: 6,
+                    side: 1,
+                },
+            ),
+            (
+                "reply_vi_request",
+                Reply::ViRequest {
+                    tag: 42,
+                    request: 7,
+                    attrs: ViParams {
+                        reliability: Reliability::Unreliable,
+                        strict_rnr: false,
+                    },
+                    pid: 1234,
+                    host: None,
+                },
             ),
             (
                 "reply_direct_conn",
@@ -1080,7 +1384,7 @@ mod tests {
 
     #[test]
     fn every_error_code_round_trips() {
-        for v in 1..=16u16 {
+        for v in 1..=23u16 {
             let c = ErrorCode::from_u16(v).unwrap_or_else(|| panic!("code {v}"));
             assert_eq!(c as u16, v);
             let r = Reply::Error(c);
@@ -1088,7 +1392,7 @@ mod tests {
             assert!(!c.to_string().is_empty());
         }
         assert_eq!(ErrorCode::from_u16(0), None);
-        assert_eq!(ErrorCode::from_u16(17), None);
+        assert_eq!(ErrorCode::from_u16(24), None);
     }
 
     #[test]

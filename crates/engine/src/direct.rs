@@ -56,6 +56,32 @@ impl DirectConns {
         Ok(id)
     }
 
+    /// Create the connection of two VIs, charged to `owner` (the
+    /// connecting side's client); [`DirectConns::set_ends`] names the VIs
+    /// once they have ids. Returns its id.
+    pub(crate) fn create_vi(&mut self, owner: ClientId, ring: u32) -> io::Result<u32> {
+        let id = self.create(owner, ring, 0, 0)?;
+        if let Some(c) = self.conns.get_mut(&id) {
+            // Not an endpoint's: no endpoint is charged for it in `unet stat`.
+            c.opener = u32::MAX;
+        }
+        Ok(id)
+    }
+
+    /// Record the ids of the two sides of connection `id` in its header.
+    pub(crate) fn set_ends(&mut self, id: u32, a: u32, b: u32) {
+        if let Some(c) = self.conns.get(&id) {
+            // SAFETY: the segment starts with a ConnHeader we initialised;
+            // the two fields are plain u32s written before the segment is
+            // handed to anyone (the replies carrying it come after).
+            unsafe {
+                let h = c.seg.ptr().as_ptr() as *mut ConnHeader;
+                (*h).a_endpoint = a;
+                (*h).b_endpoint = b;
+            }
+        }
+    }
+
     /// The segment of connection `id`, to hand to a process.
     pub(crate) fn fd(&self, id: u32) -> Option<&OwnedFd> {
         self.conns.get(&id).map(|c| c.seg.fd())

@@ -60,6 +60,7 @@ use crate::remote::RemoteSide;
 use crate::server::{ControlServer, Incoming};
 use crate::setup::Setup;
 use crate::setup_thread::SetupThread;
+use crate::vias::Vias;
 use crate::wire::Transport;
 
 /// A turn polls the file descriptors at least once in this many.
@@ -88,6 +89,8 @@ pub struct Dispatcher {
     applets: AppletHost,
     /// Set-up work that takes long (making and unmapping large segments).
     work: SetupThread,
+    /// VIA's regions, VIs, discriminators and waiting requests.
+    vias: Vias,
     counters: Arc<Counters>,
     shared: Arc<Shared>,
     tokens: Vec<Token>,
@@ -146,6 +149,7 @@ impl Dispatcher {
             eps: EndpointTable::new(cfg.max_endpoints, counters.clone()),
             applets: AppletHost::new(shared.admin.clone()),
             work: SetupThread::new(shared.admin.clone()),
+            vias: Vias::default(),
             cfg,
             engine_id,
             poller,
@@ -259,6 +263,7 @@ impl Dispatcher {
             remote: self.remote.as_mut(),
             applets: &mut self.applets,
             work: &mut self.work,
+            vias: &mut self.vias,
         }
     }
 
@@ -289,13 +294,14 @@ impl Dispatcher {
     /// applet's next timer or the end of its pause (at most a second).
     fn next_timer_ms(&self) -> i32 {
         let wire = self.remote.as_ref().and_then(|w| w.next_deadline());
+        let requests = self.vias.next_deadline();
         let applets = self
             .applets
             .attached_indices()
             .iter()
             .filter_map(|&i| self.applets.runner(i).and_then(|r| r.next_deadline()))
             .min();
-        match [wire, applets].into_iter().flatten().min() {
+        match [wire, applets, requests].into_iter().flatten().min() {
             Some(d) => {
                 let now = Instant::now();
                 if d <= now {
@@ -379,6 +385,13 @@ impl Dispatcher {
             }
         }
         self.tokens = tokens;
+        if self
+            .vias
+            .next_deadline()
+            .is_some_and(|d| d <= Instant::now())
+        {
+            self.setup().expire_requests(Instant::now());
+        }
         n
     }
 

@@ -57,6 +57,8 @@ mod routes;
 mod server;
 mod setup;
 mod setup_thread;
+mod setup_via;
+mod vias;
 pub mod wire;
 
 pub use config::{

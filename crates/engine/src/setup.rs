@@ -25,6 +25,7 @@ use crate::remote::{Completion, RemoteSide};
 use crate::routes::{Peer, Route, Teardown};
 use crate::server::{ControlServer, Incoming};
 use crate::setup_thread::SetupThread;
+use crate::vias::Vias;
 
 /// The parts a set-up request changes, borrowed from the dispatcher.
 pub(crate) struct Setup<'a> {
@@ -37,6 +38,7 @@ pub(crate) struct Setup<'a> {
     pub remote: Option<&'a mut RemoteSide>,
     pub applets: &'a mut AppletHost,
     pub work: &'a mut SetupThread,
+    pub vias: &'a mut Vias,
 }
 
 /// What one client's process (and its user) holds: what the limits are
@@ -57,7 +59,7 @@ impl Setup<'_> {
     }
 
     /// The engine's UDP address, if it has a wire.
-    fn udp_addr(&self) -> Option<std::net::SocketAddr> {
+    pub(crate) fn udp_addr(&self) -> Option<std::net::SocketAddr> {
         self.remote.as_deref().map(|w| w.local_addr())
     }
 
@@ -81,6 +83,14 @@ impl Setup<'_> {
             mut fds,
         } = inc;
         match req {
+            Request::RegisterMemory { .. }
+            | Request::DeregisterMemory { .. }
+            | Request::ViListen { .. }
+            | Request::ViUnlisten { .. }
+            | Request::ViConnect { .. }
+            | Request::ViAccept { .. }
+            | Request::ViReject { .. }
+            | Request::ViClose { .. } => self.handle_via(ci, req_id, req, &mut fds),
             Request::Hello { version } => {
                 let r = if version == control::PROTOCOL_VERSION {
                     Reply::Hello {
@@ -258,7 +268,16 @@ impl Setup<'_> {
         for (owner, bytes) in self.conns.charges() {
             add(owner, bytes, false);
         }
+        for (owner, bytes) in self.vias.charges() {
+            add(owner, bytes, false);
+        }
         u
+    }
+
+    /// Whether client `ci`'s process and user may take `more` bytes of
+    /// shared memory: the refusal (counted) if not.
+    pub(crate) fn check_memory_for(&self, ci: ClientId, more: u64) -> Result<(), ErrorCode> {
+        self.check_memory(&self.usage(ci), more)
     }
 
     /// Whether client `ci`'s process and user may take `more` bytes of
@@ -575,6 +594,7 @@ impl Setup<'_> {
         for idx in endpoints {
             self.close_endpoint(idx);
         }
+        self.drop_client_vias(ci);
         if let Some(w) = self.remote.as_deref_mut() {
             w.forget_client(ci);
         }

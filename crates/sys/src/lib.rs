@@ -100,12 +100,19 @@ impl Segment {
     /// Create a zero-filled segment of `len` bytes named `name` (the name is
     /// only a label visible in `/proc/PID/fd`).
     pub fn create(name: &str, len: usize) -> io::Result<Segment> {
+        Self::map(Self::create_file(name, len)?, len, true)
+    }
+
+    /// Create a zero-filled memory file of `len` bytes, its size sealed,
+    /// without mapping it (nothing is committed until it is mapped with
+    /// [`Segment::open`]).
+    pub fn create_file(name: &str, len: usize) -> io::Result<OwnedFd> {
         let fd = rustix::fs::memfd_create(name, MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)?;
         rustix::fs::ftruncate(&fd, len as u64)?;
         // Seal the size: whoever receives this descriptor cannot shrink the
         // file under our mapping (which would make our accesses fault).
         rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)?;
-        Self::map(fd, len, true)
+        Ok(fd)
     }
 
     /// Read up to `max` bytes from the start of a memory file received from
@@ -131,6 +138,17 @@ impl Segment {
         }
         buf.truncate(got);
         Ok(buf)
+    }
+
+    /// The length of a memory file received from an untrusted process, if
+    /// its size is sealed against shrinking (so that a mapping of it can
+    /// never fault); None for anything else.
+    pub fn sealed_len(fd: &OwnedFd) -> Option<u64> {
+        let seals = rustix::fs::fcntl_get_seals(fd).ok()?;
+        if !seals.contains(SealFlags::SHRINK) {
+            return None;
+        }
+        Some(rustix::fs::fstat(fd).ok()?.st_size.max(0) as u64)
     }
 
     /// Map a segment received from another process. The size is taken from

@@ -64,6 +64,10 @@ pub(crate) struct DirectConn {
     peer_closed: *const AtomicU32,
     /// Our closed flag.
     own_closed: *const AtomicU32,
+    /// Why the peer broke the connection (VIs; 0: it did not).
+    peer_error: *const AtomicU32,
+    /// Why we broke it.
+    own_error: *const AtomicU32,
     tx: *mut u8,
     rx: *const u8,
     tx_pos: u64,
@@ -130,18 +134,20 @@ impl DirectConn {
         let hp = seg.ptr().cast::<ConnHeader>().as_ptr();
         // SAFETY: raw field addresses inside the mapped header (no reference
         // to shared memory is made here).
-        let (ab, ba, ac, bc) = unsafe {
+        let (ab, ba, ac, bc, ae, be) = unsafe {
             (
                 &raw const (*hp).a_to_b,
                 &raw const (*hp).b_to_a,
                 &raw const (*hp).a_closed,
                 &raw const (*hp).b_closed,
+                &raw const (*hp).a_error,
+                &raw const (*hp).b_error,
             )
         };
-        let (tx_cons, rx_cons, peer_closed, own_closed) = if side_b {
-            (ba, ab, ac, bc)
+        let (tx_cons, rx_cons, peer_closed, own_closed, peer_error, own_error) = if side_b {
+            (ba, ab, ac, bc, ae, be)
         } else {
-            (ab, ba, bc, ac)
+            (ab, ba, bc, ac, be, ae)
         };
         Ok(DirectConn {
             _seg: seg,
@@ -153,6 +159,8 @@ impl DirectConn {
             rx_cons,
             peer_closed,
             own_closed,
+            peer_error,
+            own_error,
             tx,
             rx,
             tx_pos: 0,
@@ -197,6 +205,87 @@ impl DirectConn {
         let peer = self.tx_consumer();
         peer.futex.fetch_add(1, Ordering::Release);
         sys::futex_wake(&peer.futex, i32::MAX);
+    }
+
+    /// Why the peer broke the connection: a `ViError` code, 0 if it did not
+    /// say (read after [`DirectConn::peer_closed`]).
+    pub fn peer_error(&self) -> u32 {
+        // SAFETY: as in tx_consumer.
+        unsafe { &*self.peer_error }.load(Ordering::Acquire)
+    }
+
+    /// Say why we break the connection (a `ViError` code), then close.
+    pub fn close_with_error(&self, code: u32) {
+        // SAFETY: as in tx_consumer.
+        unsafe { &*self.own_error }.store(code, Ordering::Release);
+        self.close();
+    }
+
+    /// Messages the peer has placed into its posted buffers (VIs of
+    /// reliable reception).
+    #[inline]
+    pub fn peer_placed(&self) -> u64 {
+        // Acquire: pairs with the peer's Release after its placement.
+        self.tx_consumer().placed.load(Ordering::Acquire)
+    }
+
+    /// Publish the count of messages we have placed, and wake the peer if
+    /// it sleeps waiting for it.
+    #[inline]
+    pub fn set_placed(&self, n: u64) {
+        self.rx_consumer().placed.store(n, Ordering::Release);
+    }
+
+    /// Copy the pieces `parts` (pointer, length), `total` bytes in all,
+    /// into the ring as one record (a gathering send). Returns whether the
+    /// peer was asleep and had to be woken.
+    ///
+    /// # Safety
+    /// Each part must be readable for its length for the whole call.
+    #[inline]
+    pub unsafe fn send_gather(
+        &mut self,
+        parts: &[(*const u8, usize)],
+        total: usize,
+    ) -> Result<bool, DirectSendError> {
+        if self.peer_closed() {
+            return Err(DirectSendError::Closed);
+        }
+        let off = self.reserve(total)?;
+        let (mut at, mut left) = (off as usize + RECORD_HEADER, total);
+        for &(p, n) in parts {
+            let n = n.min(left);
+            // SAFETY: reserve() made room for a record of `total` bytes at
+            // `off` inside the ring, and the copies stay within it (`left`
+            // bounds them); the caller guarantees the sources.
+            unsafe { copy_bytes(p, self.tx.add(at), n) };
+            at += n;
+            left -= n;
+        }
+        self.commit(off, total);
+        Ok(self.published(1, total as u64))
+    }
+
+    /// Make room for a record of `len` payload bytes; its ring offset.
+    #[inline(always)]
+    fn reserve(&mut self, len: usize) -> Result<u64, DirectSendError> {
+        if len as u64 > self.max_len {
+            return Err(DirectSendError::TooLarge);
+        }
+        let span = record_span(len) as u64;
+        if self.tx_pos + span > self.tx_fit {
+            self.make_room(span)?;
+        }
+        Ok(self.tx_pos & self.mask)
+    }
+
+    /// Publish the record of `len` bytes written at ring offset `off`.
+    #[inline(always)]
+    fn commit(&mut self, off: u64, len: usize) {
+        let h = (record_tag(self.tx_pos) as u64) | ((len as u64) << 32);
+        // Release: the payload written before is visible before the header.
+        Self::hdr_at(self.tx, off).store(h, Ordering::Release);
+        self.tx_pos += record_span(len) as u64;
     }
 
     /// Add a message of `len` bytes to the counters `msgs` and `msgs + 1`.

@@ -193,7 +193,7 @@ fn error_status(e: &Error) -> c_int {
         Error::Engine(ErrorCode::NoSuchChannel) => UNET_EBADCHAN,
         Error::Engine(_) => UNET_EENGINE,
         Error::Quota(_) => UNET_EQUOTA,
-        Error::Config(_) => UNET_EINVAL,
+        Error::Config(_) | Error::InUse(_) => UNET_EINVAL,
         Error::Rejected(_) => UNET_EREJECTED,
         Error::Unsupported(_) => UNET_ENOTSUP,
         Error::Io(_) | Error::Protocol(_) | Error::EngineGone => UNET_EIO,

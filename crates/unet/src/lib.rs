@@ -29,6 +29,7 @@ mod direct;
 mod endpoint;
 pub mod ffi;
 mod session;
+pub mod via;
 
 pub use endpoint::{
     AppletOptions, Channel, ChannelOptions, Endpoint, EndpointConfig, Event, Placement, Recv,
@@ -39,6 +40,11 @@ pub use unet_abi::{ClientCounter, Geometry, RecvDesc, SendStatus};
 pub use unet_control::{EndpointAddr, ErrorCode, Limits, PathChoice};
 #[cfg(feature = "embedded")]
 pub use unet_engine::{Engine, EngineConfig};
+pub use via::{
+    CompletionQueue, ConnRequest, MemRegion, PostError, Reliability, Vi, ViAttributes,
+    ViCompletion, ViError, ViQueue, ViSeg, ViServer, ViState, ViStats, WaitError, VI_MAX_SEGMENTS,
+    VI_MAX_TRANSFER,
+};
 
 /// Errors of set-up calls.
 #[derive(Debug)]
@@ -68,6 +74,9 @@ pub enum Error {
     /// This build of the library leaves the facility out (Cargo features
     /// `embedded` and `inline`); the text says which.
     Unsupported(String),
+    /// The object is still in use (a memory region a posted descriptor
+    /// uses); the text says which.
+    InUse(String),
 }
 
 impl std::fmt::Display for Error {
@@ -86,6 +95,7 @@ impl std::fmt::Display for Error {
             Error::Config(s) => f.write_str(s),
             Error::Rejected(s) => write!(f, "applet {s}"),
             Error::Unsupported(s) => f.write_str(s),
+            Error::InUse(s) => f.write_str(s),
         }
     }
 }

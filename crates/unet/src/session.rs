@@ -225,11 +225,32 @@ impl Inner {
         req: &Request,
         fds: &[std::os::fd::RawFd],
     ) -> Result<(Reply, Vec<OwnedFd>), Error> {
+        self.request_within(req, fds, self.timeout)
+    }
+
+    /// Like [`Inner::request`], for a request the engine answers only when
+    /// something else happens (a VI connection accepted): it may take
+    /// `wait` (or the session's timeout, if that is longer).
+    pub fn request_waiting(
+        &self,
+        req: &Request,
+        wait: Duration,
+    ) -> Result<(Reply, Vec<OwnedFd>), Error> {
+        let t = self.timeout.map(|t| t.max(wait));
+        self.request_within(req, &[], t)
+    }
+
+    fn request_within(
+        &self,
+        req: &Request,
+        fds: &[std::os::fd::RawFd],
+        timeout: Option<Duration>,
+    ) -> Result<(Reply, Vec<OwnedFd>), Error> {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         st.next_req = st.next_req.wrapping_add(1).max(1);
         let id = st.next_req;
-        let deadline = self.timeout.map(|t| Instant::now() + t);
-        let timed_out = || Error::Timeout(self.timeout.unwrap_or_default());
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let timed_out = || Error::Timeout(timeout.unwrap_or_default());
         // A send blocks only while the engine takes nothing (its queue of
         // requests is full): for the timeout at most (SO_SNDTIMEO).
         sys::send_packet(self.sock.as_raw_fd(), &req.encode(id), fds).map_err(|e| {
@@ -272,12 +293,21 @@ impl Inner {
     /// Take the notice (with its descriptors) about direct connection
     /// `conn_id`, reading the control socket without blocking.
     pub fn take_notice(&self, conn_id: u32) -> Option<(Reply, Vec<OwnedFd>)> {
+        self.take_notice_where(
+            |r| matches!(r, Reply::DirectConn { conn_id: c, .. } if *c == conn_id),
+        )
+    }
+
+    /// Take the first notice that `pick` picks, reading the control socket
+    /// without blocking.
+    pub fn take_notice_where(
+        &self,
+        pick: impl Fn(&Reply) -> bool,
+    ) -> Option<(Reply, Vec<OwnedFd>)> {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let mut buf = [0u8; control::MAX_PACKET];
         loop {
-            if let Some(i) = st.notices.iter().position(
-                |(r, _)| matches!(r, Reply::DirectConn { conn_id: c, .. } if *c == conn_id),
-            ) {
+            if let Some(i) = st.notices.iter().position(|(r, _)| pick(r)) {
                 return st.notices.remove(i);
             }
             let mut fds = Vec::new();
@@ -289,6 +319,35 @@ impl Inner {
                 }
                 _ => return None,
             }
+        }
+    }
+
+    /// Wait at most `timeout` (None: forever) for a notice that `pick`
+    /// picks. `Err(EngineGone)` when the engine closed the connection.
+    pub fn wait_notice(
+        &self,
+        pick: impl Fn(&Reply) -> bool,
+        timeout: Option<Duration>,
+    ) -> Result<Option<(Reply, Vec<OwnedFd>)>, Error> {
+        let start = Instant::now();
+        loop {
+            if let Some(n) = self.take_notice_where(&pick) {
+                return Ok(Some(n));
+            }
+            if sys::peer_closed(self.sock.as_raw_fd()) {
+                return Err(Error::EngineGone);
+            }
+            let left = timeout.map(|t| t.saturating_sub(start.elapsed()));
+            if left == Some(Duration::ZERO) {
+                return Ok(None);
+            }
+            // Short naps: a request on another thread may read our notice
+            // into the queue while we wait for the socket.
+            let nap = Duration::from_millis(10);
+            sys::wait_readable(
+                self.sock.as_raw_fd(),
+                Some(left.map_or(nap, |l| l.min(nap))),
+            )?;
         }
     }
 }

@@ -33,6 +33,7 @@
 //!   with `sendmmsg` and receiving with `recvmmsg`, 64 datagrams per system
 //!   call, using UDP segmentation and receive coalescing offloads when the
 //!   kernel has them, with seeded fault injection for tests.
+//! - [`reliable`]: VIA's reliability levels: acks, credit, retransmission.
 //!
 //! U-Net is unreliable by design: nothing here retransmits. A lost fragment
 //! loses its message, and every datagram or message that is dropped is
@@ -131,6 +132,7 @@
 pub mod auth;
 pub mod frag;
 pub mod frame;
+pub mod reliable;
 pub mod transport;
 pub mod udp;
 

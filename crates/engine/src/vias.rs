@@ -1,0 +1,156 @@
+//! VIA's tables: memory regions, VIs, the discriminators processes listen
+//! on and the connection requests waiting for an answer.
+//!
+//! A VI connection is granted here and nowhere else: a process asks to
+//! connect to a discriminator, the process listening on it is told
+//! ([`Reply::ViRequest`](unet_control::Reply::ViRequest)) and accepts or
+//! rejects; only then does either side get a VI. Two local VIs share a
+//! direct connection segment (made by [`DirectConns`](crate::direct)),
+//! which only those two processes map: the engine is out of their data
+//! path, and a process can send only on the VIs it was handed.
+//!
+//! Nothing here trusts a client: every id a request names is looked up
+//! and checked against the asking client before use, and each process's
+//! regions and connections count against its memory quota.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
+use std::time::{Duration, Instant};
+
+use unet_control::ViParams;
+
+use crate::endpoints::ClientId;
+
+/// Most connection requests waiting on one discriminator (VIA's backlog).
+pub(crate) const BACKLOG: usize = 64;
+/// The longest a connection request waits for an answer.
+pub(crate) const CONNECT_TIMEOUT_MAX: Duration = Duration::from_secs(60);
+
+/// A registered memory region.
+pub(crate) struct Region {
+    pub owner: ClientId,
+    /// The memory file (kept so that the region can be mapped when a
+    /// remote VI needs it; a local VI's data never passes the engine).
+    pub _fd: OwnedFd,
+    pub len: u64,
+}
+
+/// A VI the engine granted.
+pub(crate) struct Vi {
+    pub owner: ClientId,
+    /// The direct connection it shares with its peer (0: none).
+    pub conn_id: u32,
+    /// The peer VI's id (0 once the peer is gone).
+    pub peer: u32,
+    pub _attrs: ViParams,
+}
+
+/// A connection request waiting for the listener's answer.
+pub(crate) struct Pending {
+    pub tag: u64,
+    pub listener: ClientId,
+    /// The connecting client and the request it waits on.
+    pub connector: ClientId,
+    pub req_id: u32,
+    pub attrs: ViParams,
+    pub deadline: Instant,
+}
+
+/// Every VIA object of the engine.
+#[derive(Default)]
+pub(crate) struct Vias {
+    pub regions: HashMap<u32, Region>,
+    pub vis: HashMap<u32, Vi>,
+    pub listeners: HashMap<u64, ClientId>,
+    pub pending: HashMap<u32, Pending>,
+    next_region: u32,
+    next_vi: u32,
+    next_request: u32,
+}
+
+/// The next id of a counter that skips 0 and ids in use.
+fn next_id<V>(counter: &mut u32, used: &HashMap<u32, V>) -> u32 {
+    loop {
+        *counter = counter.wrapping_add(1);
+        if *counter != 0 && !used.contains_key(counter) {
+            return *counter;
+        }
+    }
+}
+
+impl Vias {
+    /// Enter a region; its handle.
+    pub(crate) fn add_region(&mut self, owner: ClientId, fd: OwnedFd, len: u64) -> u32 {
+        let h = next_id(&mut self.next_region, &self.regions);
+        self.regions.insert(
+            h,
+            Region {
+                owner,
+                _fd: fd,
+                len,
+            },
+        );
+        h
+    }
+
+    /// Enter a VI; its id.
+    pub(crate) fn add_vi(&mut self, owner: ClientId, conn_id: u32, attrs: ViParams) -> u32 {
+        let id = next_id(&mut self.next_vi, &self.vis);
+        self.vis.insert(
+            id,
+            Vi {
+                owner,
+                conn_id,
+                peer: 0,
+                _attrs: attrs,
+            },
+        );
+        id
+    }
+
+    /// Enter a connection request; its id.
+    pub(crate) fn add_pending(&mut self, p: Pending) -> u32 {
+        let id = next_id(&mut self.next_request, &self.pending);
+        self.pending.insert(id, p);
+        id
+    }
+
+    /// Requests waiting on discriminator `tag`.
+    pub(crate) fn backlog(&self, tag: u64) -> usize {
+        self.pending.values().filter(|p| p.tag == tag).count()
+    }
+
+    /// Take the requests past their deadline.
+    pub(crate) fn take_expired(&mut self, now: Instant) -> Vec<Pending> {
+        let ids: Vec<u32> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| p.deadline <= now)
+            .map(|(&id, _)| id)
+            .collect();
+        ids.into_iter()
+            .filter_map(|id| self.pending.remove(&id))
+            .collect()
+    }
+
+    /// What client `ci` is charged for here: its regions' bytes.
+    pub(crate) fn charges(&self) -> impl Iterator<Item = (ClientId, u64)> + '_ {
+        self.regions.values().map(|r| (r.owner, r.len))
+    }
+
+    /// The earliest deadline of a waiting request.
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        self.pending.values().map(|p| p.deadline).min()
+    }
+}
+
+/// Whether `host` names this engine (None, or its own wire address).
+pub(crate) fn is_local(host: Option<SocketAddr>, me: Option<SocketAddr>) -> bool {
+    match host {
+        None => true,
+        Some(h) => me.is_some_and(|me| {
+            me == h || (h.ip().is_loopback() && me.port() == h.port() && me.ip().is_unspecified())
+        }),
+    }
+}

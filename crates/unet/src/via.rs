@@ -1,0 +1,1342 @@
+//! VIA: virtual interfaces, memory regions and completion queues (the
+//! Virtual Interface Architecture as the Javia papers use it, section 2.1).
+//!
+//! A [`Vi`] is one end of a connection, with a send queue and a receive
+//! queue of descriptors. Connections follow VIA (and `java.net.Socket`): a
+//! process listens on a *discriminator* ([`Session::vi_listen`]), another
+//! asks to connect to it ([`Session::vi_connect`]), the first accepts or
+//! rejects ([`ViServer::accept`], [`ConnRequest`]); the engine grants the
+//! connection, and only the two VIs it made can use it.
+//!
+//! Data lives in [`MemRegion`]s, shared memory registered with the engine.
+//! A descriptor names its data as segments *(region, offset, length)*
+//! ([`ViSeg`]), gathered into one message on send and scattered on
+//! receive; each is checked against its region before anything is
+//! copied. A descriptor completes with a status ([`ViCompletion`]);
+//! several VIs' queues may report to one [`CompletionQueue`].
+//!
+//! Two local VIs share a direct connection: one ring each way, mapped by
+//! the two processes only, no engine in between. The sender copies its
+//! segments straight into the ring, the receiver straight from the ring
+//! into the buffers of its next posted receive descriptor: one copy on
+//! each side and no staging buffer. The ring never loses a message, so
+//! every reliability level holds; a send of reliable reception completes
+//! when the receiver has placed the message.
+//!
+//! A message that finds no receive posted waits in the ring (up to the
+//! ring's size; then the sender's descriptors wait in its send queue):
+//! nothing is lost and the connection stays up. With
+//! [`ViAttributes::strict_rnr`] the receiving VI breaks instead, as VIA
+//! does. Every error is VIA's *error state*: the VI stays broken, every
+//! outstanding descriptor completes with the reason, and the peer is told.
+
+use std::collections::VecDeque;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
+
+use unet_abi::CLIENT_COUNTERS;
+pub use unet_abi::{Reliability, ViError, VI_MAX_SEGMENTS, VI_MAX_TRANSFER};
+use unet_control::{ErrorCode, Reply, Request, ViParams};
+use unet_sys::{self as sys, Segment};
+
+use crate::direct::{DirectConn, DirectRecv, DirectSendError};
+use crate::session::Inner;
+use crate::{Error, Session};
+
+/// How a VI is made. Both ends must ask for the same reliability level.
+#[derive(Clone, Debug)]
+pub struct ViAttributes {
+    /// The reliability level (default: reliable delivery).
+    pub reliability: Reliability,
+    /// VIA's strict behaviour: a message that arrives with no receive
+    /// posted breaks the VI ([`ViError::ReceiverNotReady`]) instead of
+    /// waiting for one.
+    pub strict_rnr: bool,
+    /// Most send descriptors outstanding (posted and not yet taken back
+    /// with [`Vi::send_done`]).
+    pub send_queue: u32,
+    /// Most receive descriptors outstanding.
+    pub recv_queue: u32,
+    /// How long a blocking wait spins before it sleeps.
+    pub spin: Duration,
+    /// The completion queue the send queue reports to (VIA's
+    /// `VipCreateVi`), if any.
+    pub send_cq: Option<CompletionQueue>,
+    /// The completion queue the receive queue reports to, if any.
+    pub recv_cq: Option<CompletionQueue>,
+}
+
+impl Default for ViAttributes {
+    fn default() -> Self {
+        ViAttributes {
+            reliability: Reliability::ReliableDelivery,
+            strict_rnr: false,
+            send_queue: 1024,
+            recv_queue: 1024,
+            spin: Duration::from_micros(50),
+            send_cq: None,
+            recv_cq: None,
+        }
+    }
+}
+
+impl ViAttributes {
+    fn params(&self) -> ViParams {
+        ViParams {
+            reliability: self.reliability,
+            strict_rnr: self.strict_rnr,
+        }
+    }
+}
+
+// -------------------------------------------------------------------------
+// Memory regions
+// -------------------------------------------------------------------------
+
+pub(crate) struct RegionInner {
+    seg: Segment,
+    handle: u32,
+    len: usize,
+    session: Session,
+}
+
+impl Drop for RegionInner {
+    fn drop(&mut self) {
+        // The engine forgets the region; our mapping goes with `seg`.
+        let _ = self.session.inner.request(&Request::DeregisterMemory {
+            handle: self.handle,
+        });
+    }
+}
+
+/// Memory registered with the engine: what descriptors name their data
+/// in. It is shared memory of its own (a memory file the engine may map),
+/// allocated and zeroed by [`Session::register_memory`].
+///
+/// The library writes into a region when a receive completes; read and
+/// write it with [`MemRegion::read`] and [`MemRegion::write`], or through
+/// [`MemRegion::as_ptr`] when you know which parts no descriptor uses.
+pub struct MemRegion {
+    inner: Arc<RegionInner>,
+}
+
+impl std::fmt::Debug for MemRegion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemRegion")
+            .field("handle", &self.inner.handle)
+            .field("len", &self.inner.len)
+            .finish()
+    }
+}
+
+impl MemRegion {
+    /// The handle the engine gave the region.
+    pub fn handle(&self) -> u32 {
+        self.inner.handle
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.inner.len
+    }
+
+    /// Never empty (a region has at least one byte).
+    pub fn is_empty(&self) -> bool {
+        self.inner.len == 0
+    }
+
+    /// The start of the region. Writing where a posted send descriptor
+    /// reads, or reading where a posted receive descriptor writes, races
+    /// with the library.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.inner.seg.ptr().as_ptr()
+    }
+
+    /// Copy `data` into the region at `offset`. Panics if it does not fit.
+    pub fn write(&self, offset: usize, data: &[u8]) {
+        assert!(
+            offset
+                .checked_add(data.len())
+                .is_some_and(|e| e <= self.len()),
+            "write of {} bytes at {offset} past a region of {} bytes",
+            data.len(),
+            self.len()
+        );
+        // SAFETY: inside the mapping (checked); the mapping lives as long
+        // as `inner`; byte copies of shared memory.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.as_ptr().add(offset), data.len())
+        };
+    }
+
+    /// Copy `buf.len()` bytes from the region at `offset` into `buf`.
+    /// Panics if they are not all inside it.
+    pub fn read(&self, offset: usize, buf: &mut [u8]) {
+        assert!(
+            offset
+                .checked_add(buf.len())
+                .is_some_and(|e| e <= self.len()),
+            "read of {} bytes at {offset} past a region of {} bytes",
+            buf.len(),
+            self.len()
+        );
+        // SAFETY: as in write.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.as_ptr().add(offset), buf.as_mut_ptr(), buf.len())
+        };
+    }
+
+    /// Deregister the region. Refused (the region comes back) while a
+    /// posted descriptor still uses it.
+    pub fn deregister(self) -> Result<(), (MemRegion, Error)> {
+        if Arc::strong_count(&self.inner) > 1 {
+            let e = Error::InUse(format!(
+                "memory region {} is still used by a posted descriptor",
+                self.inner.handle
+            ));
+            return Err((self, e));
+        }
+        Ok(())
+    }
+}
+
+/// One segment of a descriptor: `len` bytes at `offset` in `region`.
+#[derive(Clone, Copy, Debug)]
+pub struct ViSeg<'a> {
+    /// The region.
+    pub region: &'a MemRegion,
+    /// Byte offset in the region.
+    pub offset: usize,
+    /// Length in bytes.
+    pub len: usize,
+}
+
+impl<'a> ViSeg<'a> {
+    /// `len` bytes at `offset` in `region`.
+    pub fn new(region: &'a MemRegion, offset: usize, len: usize) -> Self {
+        ViSeg {
+            region,
+            offset,
+            len,
+        }
+    }
+}
+
+// -------------------------------------------------------------------------
+// Descriptors and completions
+// -------------------------------------------------------------------------
+
+/// The completion of a descriptor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ViCompletion {
+    /// The number the descriptor was posted with.
+    pub id: u64,
+    /// `Ok` with the message length (for a send, the bytes sent), or why
+    /// it failed.
+    pub status: Result<usize, ViError>,
+}
+
+/// Which queue of a VI completed, in a [`CompletionQueue`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ViQueue {
+    /// The send queue.
+    Send,
+    /// The receive queue.
+    Recv,
+}
+
+/// What a VI's state is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ViState {
+    /// Connected: descriptors are carried.
+    Connected,
+    /// VIA's error state, and why.
+    Error(ViError),
+}
+
+/// Why a descriptor was not posted. A descriptor that is posted always
+/// completes (with an error status if it fails).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PostError {
+    /// The queue holds as many descriptors as its attribute allows: take
+    /// completions first.
+    QueueFull,
+}
+
+impl std::fmt::Display for PostError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PostError::QueueFull => "the VI's queue is full: take completions first",
+        })
+    }
+}
+
+impl std::error::Error for PostError {}
+
+/// Why a wait returned no completion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitError {
+    /// Nothing completed in time.
+    Timeout,
+    /// No descriptor is outstanding on that queue (and the VI is broken,
+    /// if it says why).
+    Empty(Option<ViError>),
+}
+
+impl std::fmt::Display for WaitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WaitError::Timeout => f.write_str("timed out"),
+            WaitError::Empty(None) => f.write_str("no descriptor is posted on that queue"),
+            WaitError::Empty(Some(e)) => {
+                write!(
+                    f,
+                    "no descriptor is posted on that queue; the VI is broken: {e}"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for WaitError {}
+
+/// A segment resolved at post time: where its bytes are, and the region
+/// kept alive (and counted as in use) while the descriptor is posted.
+struct Piece {
+    /// Keeps the mapping `ptr` points into alive (and the region counted
+    /// as in use) while the descriptor is posted.
+    _region: Arc<RegionInner>,
+    ptr: *mut u8,
+    len: usize,
+}
+
+/// A posted descriptor.
+struct Desc {
+    id: u64,
+    first: Option<Piece>,
+    more: Vec<Piece>,
+    total: usize,
+    /// Why the descriptor is bad, found when it was posted.
+    bad: bool,
+}
+
+impl Desc {
+    fn build(id: u64, segs: &[ViSeg<'_>], session: &Arc<Inner>) -> Desc {
+        let mut d = Desc {
+            id,
+            first: None,
+            more: Vec::new(),
+            total: 0,
+            bad: segs.len() > VI_MAX_SEGMENTS,
+        };
+        for s in segs.iter().take(VI_MAX_SEGMENTS) {
+            let r = &s.region.inner;
+            let inside = s.offset.checked_add(s.len).is_some_and(|e| e <= r.len);
+            if !inside || !Arc::ptr_eq(&r.session.inner, session) {
+                d.bad = true;
+                continue;
+            }
+            d.total += s.len;
+            let piece = Piece {
+                _region: r.clone(),
+                // SAFETY: offset <= len of the mapping (checked).
+                ptr: unsafe { r.seg.ptr().as_ptr().add(s.offset) },
+                len: s.len,
+            };
+            if d.first.is_none() {
+                d.first = Some(piece);
+            } else {
+                d.more.push(piece);
+            }
+        }
+        d
+    }
+
+    fn pieces(&self) -> impl Iterator<Item = &Piece> {
+        self.first.iter().chain(self.more.iter())
+    }
+}
+
+// -------------------------------------------------------------------------
+// Completion queues
+// -------------------------------------------------------------------------
+
+struct CqInner {
+    entries: Mutex<VecDeque<(u32, ViQueue)>>,
+    /// The cores of the VIs reporting here (to make progress on them
+    /// while waiting).
+    cores: Mutex<Vec<Weak<Mutex<Core>>>>,
+    /// Bumped and woken when an entry is added by another thread.
+    futex: AtomicU32,
+}
+
+/// A completion queue: several VIs' send or receive queues report here,
+/// in the order their descriptors completed (VIA's `VipCQDone` and
+/// `VipCQWait`). An entry says which VI and which of its queues has a
+/// completion; take the completion itself from the VI
+/// ([`Vi::send_done`], [`Vi::recv_done`]). Cheap to clone.
+#[derive(Clone)]
+pub struct CompletionQueue {
+    inner: Arc<CqInner>,
+}
+
+impl std::fmt::Debug for CompletionQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompletionQueue")
+            .field("waiting", &lock(&self.inner.entries).len())
+            .finish()
+    }
+}
+
+impl Default for CompletionQueue {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl CompletionQueue {
+    /// An empty completion queue.
+    pub fn new() -> CompletionQueue {
+        CompletionQueue {
+            inner: Arc::new(CqInner {
+                entries: Mutex::new(VecDeque::new()),
+                cores: Mutex::new(Vec::new()),
+                futex: AtomicU32::new(0),
+            }),
+        }
+    }
+
+    fn push(&self, vi: u32, q: ViQueue) {
+        lock(&self.inner.entries).push_back((vi, q));
+        self.inner.futex.fetch_add(1, Ordering::Release);
+        sys::futex_wake(&self.inner.futex, i32::MAX);
+    }
+
+    fn attach(&self, core: &Arc<Mutex<Core>>) {
+        let mut cores = lock(&self.inner.cores);
+        cores.retain(|w| w.strong_count() > 0);
+        cores.push(Arc::downgrade(core));
+    }
+
+    /// The next entry, if one is waiting: which VI (its [`Vi::id`]) and
+    /// which queue. Moves the attached VIs on first.
+    pub fn done(&self) -> Option<(u32, ViQueue)> {
+        if let Some(e) = lock(&self.inner.entries).pop_front() {
+            return Some(e);
+        }
+        self.progress();
+        lock(&self.inner.entries).pop_front()
+    }
+
+    /// Make progress on every attached VI no other thread is busy with.
+    fn progress(&self) {
+        let cores: Vec<Arc<Mutex<Core>>> = lock(&self.inner.cores)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for c in cores {
+            if let Ok(mut core) = c.try_lock() {
+                core.progress();
+            }
+        }
+    }
+
+    /// Wait at most `timeout` (None: forever) for the next entry.
+    pub fn wait(&self, timeout: Option<Duration>) -> Option<(u32, ViQueue)> {
+        let start = Instant::now();
+        let mut spins = 0u32;
+        loop {
+            if let Some(e) = self.done() {
+                return Some(e);
+            }
+            let elapsed = start.elapsed();
+            if timeout.is_some_and(|t| elapsed >= t) {
+                return None;
+            }
+            spins += 1;
+            if elapsed < Duration::from_micros(50) {
+                std::hint::spin_loop();
+                continue;
+            }
+            if spins.is_multiple_of(64) {
+                std::thread::yield_now();
+            }
+            // Then short sleeps: a VI's arrival wakes no CQ (the ring's
+            // futex is its own), another thread's completion does.
+            let seen = self.inner.futex.load(Ordering::Acquire);
+            let left = timeout.map(|t| t.saturating_sub(start.elapsed()));
+            let nap = Duration::from_micros(200);
+            sys::futex_wait(
+                &self.inner.futex,
+                seen,
+                Some(left.map_or(nap, |l| l.min(nap))),
+            );
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+// -------------------------------------------------------------------------
+// The VI
+// -------------------------------------------------------------------------
+
+/// The state of a VI that moves descriptors: its queues, its end of the
+/// connection, and its counters.
+struct Core {
+    id: u32,
+    attrs: ViAttributes,
+    conn: DirectConn,
+    state: ViState,
+    /// Send descriptors not yet in the ring.
+    send_posted: VecDeque<Desc>,
+    /// Sends in the ring waiting for the receiver to place them (reliable
+    /// reception only), with their message number.
+    send_unplaced: VecDeque<(Desc, u64)>,
+    send_done: VecDeque<ViCompletion>,
+    /// Messages put in the ring so far.
+    sent: u64,
+    recv_posted: VecDeque<Desc>,
+    recv_done: VecDeque<ViCompletion>,
+    /// Messages placed into posted buffers so far.
+    placed: u64,
+    send_cq: Option<CompletionQueue>,
+    recv_cq: Option<CompletionQueue>,
+    stats: ViStats,
+    /// A message is waiting for a receive to be posted (counted once).
+    holding: bool,
+    /// Keeps the counters `conn` points at alive (dropped after it).
+    _counters: Box<[AtomicU64; CLIENT_COUNTERS]>,
+}
+
+// SAFETY: the raw pointers in `Desc` point into regions whose mappings
+// the descriptors keep alive (`Piece::region`); `DirectConn` is Send.
+unsafe impl Send for Core {}
+
+/// What a VI counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ViStats {
+    /// Messages sent.
+    pub tx_msgs: u64,
+    /// Bytes sent.
+    pub tx_bytes: u64,
+    /// Messages received into posted buffers.
+    pub rx_msgs: u64,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Messages that arrived before a receive was posted for them, and
+    /// waited for one (VIA would have broken the connection).
+    pub rx_not_posted: u64,
+    /// Times a send waited for room in the ring.
+    pub tx_full: u64,
+    /// Descriptors completed with an error.
+    pub errors: u64,
+    /// Messages dropped on an unreliable VI (too long for their receive).
+    pub rx_dropped: u64,
+}
+
+impl Core {
+    fn complete_send(&mut self, c: ViCompletion) {
+        if c.status.is_err() {
+            self.stats.errors += 1;
+        }
+        self.send_done.push_back(c);
+        if let Some(cq) = &self.send_cq {
+            cq.push(self.id, ViQueue::Send);
+        }
+    }
+
+    fn complete_recv(&mut self, c: ViCompletion) {
+        if c.status.is_err() {
+            self.stats.errors += 1;
+        }
+        self.recv_done.push_back(c);
+        if let Some(cq) = &self.recv_cq {
+            cq.push(self.id, ViQueue::Recv);
+        }
+    }
+
+    /// Enter the error state for `why`: every outstanding descriptor
+    /// completes with it, and the peer is told.
+    fn break_with(&mut self, why: ViError) {
+        if self.state != ViState::Connected {
+            return;
+        }
+        self.state = ViState::Error(why);
+        self.conn.close_with_error(why as u32);
+        self.flush(why);
+    }
+
+    fn flush(&mut self, why: ViError) {
+        while let Some((d, _)) = self.send_unplaced.pop_front() {
+            self.complete_send(ViCompletion {
+                id: d.id,
+                status: Err(why),
+            });
+        }
+        while let Some(d) = self.send_posted.pop_front() {
+            self.complete_send(ViCompletion {
+                id: d.id,
+                status: Err(why),
+            });
+        }
+        while let Some(d) = self.recv_posted.pop_front() {
+            self.complete_recv(ViCompletion {
+                id: d.id,
+                status: Err(why),
+            });
+        }
+    }
+
+    /// Why the peer went: the reason it gave, or just gone.
+    fn peer_reason(&self) -> ViError {
+        match ViError::from_u32(self.conn.peer_error()) {
+            // Its own close, or a close on its behalf: gone.
+            None | Some(ViError::Closed) => ViError::PeerGone,
+            Some(e) => e,
+        }
+    }
+
+    fn progress(&mut self) {
+        self.progress_send();
+        self.progress_recv();
+    }
+
+    /// Move posted sends into the ring, and complete those the receiver
+    /// has placed (reliable reception).
+    #[inline]
+    fn progress_send(&mut self) {
+        if self.state != ViState::Connected {
+            return;
+        }
+        while let Some(d) = self.send_posted.front() {
+            if d.bad || d.total > VI_MAX_TRANSFER {
+                self.break_with(ViError::BadDescriptor);
+                return;
+            }
+            let mut parts = [(std::ptr::null::<u8>(), 0usize); VI_MAX_SEGMENTS];
+            let mut n = 0;
+            for p in d.pieces() {
+                parts[n] = (p.ptr as *const u8, p.len);
+                n += 1;
+            }
+            let total = d.total;
+            // SAFETY: every piece lies inside its region's mapping (checked
+            // when posted), which the descriptor keeps alive.
+            match unsafe { self.conn.send_gather(&parts[..n], total) } {
+                Ok(_) => {
+                    let d = self.send_posted.pop_front().expect("front");
+                    self.sent += 1;
+                    self.stats.tx_msgs += 1;
+                    self.stats.tx_bytes += total as u64;
+                    if self.attrs.reliability == Reliability::ReliableReception {
+                        self.send_unplaced.push_back((d, self.sent));
+                    } else {
+                        self.complete_send(ViCompletion {
+                            id: d.id,
+                            status: Ok(total),
+                        });
+                    }
+                }
+                Err(DirectSendError::Full) => {
+                    self.stats.tx_full += 1;
+                    break;
+                }
+                Err(DirectSendError::TooLarge) => {
+                    self.break_with(ViError::BadDescriptor);
+                    return;
+                }
+                Err(DirectSendError::Closed) => {
+                    let why = self.peer_reason();
+                    self.break_with(why);
+                    return;
+                }
+            }
+        }
+        if !self.send_unplaced.is_empty() {
+            let placed = self.conn.peer_placed();
+            while let Some(&(_, seq)) = self.send_unplaced.front() {
+                if seq > placed {
+                    break;
+                }
+                let (d, _) = self.send_unplaced.pop_front().expect("front");
+                self.complete_send(ViCompletion {
+                    id: d.id,
+                    status: Ok(d.total),
+                });
+            }
+            if !self.send_unplaced.is_empty() && self.conn.peer_closed() {
+                let why = self.peer_reason();
+                self.break_with(why);
+            }
+        }
+    }
+
+    /// Place waiting messages into posted receive buffers.
+    #[inline]
+    fn progress_recv(&mut self) {
+        if self.state != ViState::Connected {
+            return;
+        }
+        loop {
+            let Some(d) = self.recv_posted.front() else {
+                if self.conn.ready() {
+                    if !self.holding {
+                        self.holding = true;
+                        self.stats.rx_not_posted += 1;
+                    }
+                    if self.attrs.strict_rnr {
+                        self.break_with(ViError::ReceiverNotReady);
+                    }
+                } else if self.conn.peer_closed() {
+                    let why = self.peer_reason();
+                    self.break_with(why);
+                }
+                return;
+            };
+            if d.bad {
+                self.break_with(ViError::BadDescriptor);
+                return;
+            }
+            let mut too_long = false;
+            let r = self.conn.recv_with(|src, len| {
+                if len > d.total {
+                    too_long = true;
+                    return Ok(());
+                }
+                let mut at = 0;
+                for p in d.pieces() {
+                    if at == len {
+                        break;
+                    }
+                    let n = p.len.min(len - at);
+                    // SAFETY: src has len readable bytes in the ring; the
+                    // piece has p.len writable bytes in its region, which
+                    // the descriptor keeps mapped; n fits both.
+                    unsafe { unet_abi::copy::copy_bytes(src.add(at), p.ptr, n) };
+                    at += n;
+                }
+                Ok(())
+            });
+            match r {
+                DirectRecv::Empty => {
+                    if self.conn.peer_closed() && !self.conn.ready() {
+                        let why = self.peer_reason();
+                        self.break_with(why);
+                    }
+                    return;
+                }
+                DirectRecv::Broken => {
+                    self.break_with(ViError::Broken);
+                    return;
+                }
+                DirectRecv::TooSmall(_) => unreachable!("the closure takes every message"),
+                DirectRecv::Message(len) => {
+                    self.holding = false;
+                    let d = self.recv_posted.pop_front().expect("front");
+                    self.placed += 1;
+                    if too_long {
+                        self.complete_recv(ViCompletion {
+                            id: d.id,
+                            status: Err(ViError::TooLong),
+                        });
+                        if self.attrs.reliability == Reliability::Unreliable {
+                            self.stats.rx_dropped += 1;
+                            self.conn.set_placed(self.placed);
+                            continue;
+                        }
+                        self.break_with(ViError::TooLong);
+                        return;
+                    }
+                    self.stats.rx_msgs += 1;
+                    self.stats.rx_bytes += len as u64;
+                    if self.attrs.reliability == Reliability::ReliableReception {
+                        self.conn.set_placed(self.placed);
+                    }
+                    self.complete_recv(ViCompletion {
+                        id: d.id,
+                        status: Ok(len),
+                    });
+                }
+            }
+        }
+    }
+
+    fn post(&mut self, q: ViQueue, d: Desc) -> Result<(), PostError> {
+        let (outstanding, cap) = match q {
+            ViQueue::Send => (
+                self.send_posted.len() + self.send_unplaced.len() + self.send_done.len(),
+                self.attrs.send_queue,
+            ),
+            ViQueue::Recv => (
+                self.recv_posted.len() + self.recv_done.len(),
+                self.attrs.recv_queue,
+            ),
+        };
+        if outstanding >= cap as usize {
+            return Err(PostError::QueueFull);
+        }
+        match (q, self.state) {
+            (ViQueue::Send, ViState::Connected) => {
+                self.send_posted.push_back(d);
+                self.progress_send();
+            }
+            (ViQueue::Recv, ViState::Connected) => {
+                self.recv_posted.push_back(d);
+                self.progress_recv();
+            }
+            // A broken VI completes whatever is posted with its reason.
+            (ViQueue::Send, ViState::Error(e)) => self.complete_send(ViCompletion {
+                id: d.id,
+                status: Err(e),
+            }),
+            (ViQueue::Recv, ViState::Error(e)) => self.complete_recv(ViCompletion {
+                id: d.id,
+                status: Err(e),
+            }),
+        }
+        Ok(())
+    }
+
+    fn outstanding(&self, q: ViQueue) -> usize {
+        match q {
+            ViQueue::Send => {
+                self.send_posted.len() + self.send_unplaced.len() + self.send_done.len()
+            }
+            ViQueue::Recv => self.recv_posted.len() + self.recv_done.len(),
+        }
+    }
+
+    fn take(&mut self, q: ViQueue) -> Option<ViCompletion> {
+        match q {
+            ViQueue::Send => self.send_done.pop_front(),
+            ViQueue::Recv => self.recv_done.pop_front(),
+        }
+    }
+}
+
+/// Where a VI's core lives: in the VI (no lock), or shared with the
+/// completion queues it reports to (which move it on while they wait).
+enum CoreCell {
+    Own(Box<Core>),
+    Shared(Arc<Mutex<Core>>),
+}
+
+enum CoreRef<'a> {
+    Own(&'a mut Core),
+    Shared(MutexGuard<'a, Core>),
+}
+
+impl std::ops::Deref for CoreRef<'_> {
+    type Target = Core;
+    fn deref(&self) -> &Core {
+        match self {
+            CoreRef::Own(c) => c,
+            CoreRef::Shared(g) => g,
+        }
+    }
+}
+
+impl std::ops::DerefMut for CoreRef<'_> {
+    fn deref_mut(&mut self) -> &mut Core {
+        match self {
+            CoreRef::Own(c) => c,
+            CoreRef::Shared(g) => g,
+        }
+    }
+}
+
+/// One end of a VIA connection (see the module documentation).
+pub struct Vi {
+    session: Session,
+    core: CoreCell,
+    id: u32,
+    closed: bool,
+}
+
+impl std::fmt::Debug for Vi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Vi").field("id", &self.id).finish()
+    }
+}
+
+impl Vi {
+    #[inline(always)]
+    fn core(&mut self) -> CoreRef<'_> {
+        match &mut self.core {
+            CoreCell::Own(c) => CoreRef::Own(c),
+            CoreCell::Shared(c) => CoreRef::Shared(lock(c)),
+        }
+    }
+
+    /// The VI's id in its engine (what completion queues report).
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// The attributes it was made with.
+    pub fn attributes(&mut self) -> ViAttributes {
+        self.core().attrs.clone()
+    }
+
+    /// Connected, or broken and why.
+    pub fn state(&mut self) -> ViState {
+        let mut c = self.core();
+        c.progress();
+        c.state
+    }
+
+    /// What it has counted.
+    pub fn stats(&mut self) -> ViStats {
+        self.core().stats
+    }
+
+    /// Post a send descriptor: the bytes of `segs`, gathered in order into
+    /// one message, completing with number `id`. A descriptor that names
+    /// memory outside its region (or too many segments or bytes) is
+    /// posted, and breaks the VI: it completes with
+    /// [`ViError::BadDescriptor`].
+    #[inline]
+    pub fn post_send(&mut self, id: u64, segs: &[ViSeg<'_>]) -> Result<(), PostError> {
+        let d = Desc::build(id, segs, &self.session.inner);
+        self.core().post(ViQueue::Send, d)
+    }
+
+    /// Post a receive descriptor: the next message is scattered into
+    /// `segs` in order, completing with number `id` and its length.
+    #[inline]
+    pub fn post_recv(&mut self, id: u64, segs: &[ViSeg<'_>]) -> Result<(), PostError> {
+        let d = Desc::build(id, segs, &self.session.inner);
+        self.core().post(ViQueue::Recv, d)
+    }
+
+    /// The next completed send descriptor, if any (VIA's `VipSendDone`).
+    #[inline]
+    pub fn send_done(&mut self) -> Option<ViCompletion> {
+        let mut c = self.core();
+        if let Some(d) = c.take(ViQueue::Send) {
+            return Some(d);
+        }
+        c.progress();
+        c.take(ViQueue::Send)
+    }
+
+    /// The next completed receive descriptor, if any (`VipRecvDone`).
+    #[inline]
+    pub fn recv_done(&mut self) -> Option<ViCompletion> {
+        let mut c = self.core();
+        if let Some(d) = c.take(ViQueue::Recv) {
+            return Some(d);
+        }
+        c.progress();
+        c.take(ViQueue::Recv)
+    }
+
+    /// Wait at most `timeout` (None: forever) for the next completed send
+    /// descriptor (`VipSendWait`).
+    pub fn send_wait(&mut self, timeout: Option<Duration>) -> Result<ViCompletion, WaitError> {
+        self.wait(ViQueue::Send, timeout)
+    }
+
+    /// Wait at most `timeout` (None: forever) for the next completed
+    /// receive descriptor (`VipRecvWait`): spins a little, then sleeps
+    /// until a message or the peer's going wakes it.
+    #[inline]
+    pub fn recv_wait(&mut self, timeout: Option<Duration>) -> Result<ViCompletion, WaitError> {
+        if let Some(c) = self.recv_done() {
+            return Ok(c);
+        }
+        self.wait(ViQueue::Recv, timeout)
+    }
+
+    #[inline(never)]
+    fn wait(&mut self, q: ViQueue, timeout: Option<Duration>) -> Result<ViCompletion, WaitError> {
+        let spin = self.core().attrs.spin;
+        let start = Instant::now();
+        let mut round = 0u32;
+        loop {
+            {
+                let mut c = self.core();
+                if let Some(d) = c.take(q) {
+                    return Ok(d);
+                }
+                c.progress();
+                if let Some(d) = c.take(q) {
+                    return Ok(d);
+                }
+                if c.outstanding(q) == 0 {
+                    return Err(WaitError::Empty(match c.state {
+                        ViState::Error(e) => Some(e),
+                        ViState::Connected => None,
+                    }));
+                }
+            }
+            round += 1;
+            if round < 256 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let elapsed = start.elapsed();
+            if timeout.is_some_and(|t| elapsed >= t) {
+                return Err(WaitError::Timeout);
+            }
+            if elapsed < spin {
+                if round.is_multiple_of(64) {
+                    std::thread::yield_now();
+                }
+                std::hint::spin_loop();
+                continue;
+            }
+            let left = timeout.map(|t| t.saturating_sub(elapsed));
+            match q {
+                // Sleep on the ring until the peer publishes (or closes).
+                ViQueue::Recv => self.sleep_on_ring(left),
+                // A send waits for room or for the receiver's placing,
+                // which wake nobody: short naps.
+                ViQueue::Send => std::thread::sleep(left.map_or(Duration::from_micros(50), |l| {
+                    l.min(Duration::from_micros(50))
+                })),
+            }
+        }
+    }
+
+    fn sleep_on_ring(&mut self, left: Option<Duration>) {
+        let mut c = self.core();
+        c.conn.set_sleeping(true);
+        let (word, seen) = {
+            let (w, v) = c.conn.wait_word();
+            (w as *const AtomicU32, v)
+        };
+        // Pairs with the producer's fence after it publishes: either we
+        // see its record now, or it sees our sleeping flag and wakes us.
+        sys::heavy_fence();
+        if !c.conn.ready() && !c.conn.peer_closed() {
+            // SAFETY: the word lies in the connection's header, mapped as
+            // long as the core (and its DirectConn) lives, which the guard
+            // or borrow keeps alive for this call.
+            let word = unsafe { &*word };
+            sys::futex_wait(
+                word,
+                seen,
+                Some(left.map_or(Duration::from_secs(1), |l| l.min(Duration::from_secs(1)))),
+            );
+        }
+        c.conn.set_sleeping(false);
+    }
+
+    /// Close the VI: descriptors still outstanding complete with
+    /// [`ViError::Closed`] (and are dropped with it); the peer finds its
+    /// VI broken ([`ViError::PeerGone`]).
+    pub fn close(mut self) -> Result<(), Error> {
+        self.shut();
+        match self
+            .session
+            .inner
+            .request(&Request::ViClose { vi: self.id })?
+            .0
+        {
+            Reply::Ok => Ok(()),
+            Reply::Error(c) => Err(c.into()),
+            r => Err(Error::Protocol(format!(
+                "unexpected answer to close: {r:?}"
+            ))),
+        }
+    }
+
+    fn shut(&mut self) {
+        if self.closed {
+            return;
+        }
+        self.closed = true;
+        let mut c = self.core();
+        if c.state == ViState::Connected {
+            c.state = ViState::Error(ViError::Closed);
+            c.conn.close_with_error(ViError::Closed as u32);
+            c.flush(ViError::Closed);
+        }
+    }
+}
+
+impl Drop for Vi {
+    fn drop(&mut self) {
+        if !self.closed {
+            self.shut();
+            let _ = self
+                .session
+                .inner
+                .request(&Request::ViClose { vi: self.id });
+        }
+    }
+}
+
+// -------------------------------------------------------------------------
+// Set-up
+// -------------------------------------------------------------------------
+
+/// A discriminator this process accepts VI connections on.
+pub struct ViServer {
+    session: Session,
+    tag: u64,
+}
+
+/// A connection request waiting for an answer: accept or reject it. A
+/// request dropped unanswered is rejected.
+pub struct ConnRequest {
+    session: Session,
+    request: u32,
+    attrs: ViParams,
+    pid: u32,
+    host: Option<std::net::SocketAddr>,
+    answered: bool,
+}
+
+impl ConnRequest {
+    /// The reliability level the connecting side asked for.
+    pub fn reliability(&self) -> Reliability {
+        self.attrs.reliability
+    }
+
+    /// The connecting process (0 when it is remote or unknown).
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The connecting side's engine (None: this one).
+    pub fn host(&self) -> Option<std::net::SocketAddr> {
+        self.host
+    }
+
+    /// Accept with a VI of `attrs` (its reliability must be the
+    /// connecting side's: otherwise both are refused with
+    /// `ErrorCode::AttributesMismatch`).
+    pub fn accept(mut self, attrs: &ViAttributes) -> Result<Vi, Error> {
+        self.answered = true;
+        let req = Request::ViAccept {
+            request: self.request,
+            attrs: attrs.params(),
+        };
+        let (r, fds) = self.session.inner.request(&req)?;
+        vi_from_reply(&self.session, r, fds, attrs, "accept")
+    }
+
+    /// Reject the request: the connecting side gets `ErrorCode::Refused`.
+    pub fn reject(mut self) -> Result<(), Error> {
+        self.answered = true;
+        let req = Request::ViReject {
+            request: self.request,
+        };
+        match self.session.inner.request(&req)?.0 {
+            Reply::Ok => Ok(()),
+            Reply::Error(c) => Err(c.into()),
+            r => Err(Error::Protocol(format!(
+                "unexpected answer to reject: {r:?}"
+            ))),
+        }
+    }
+}
+
+impl Drop for ConnRequest {
+    fn drop(&mut self) {
+        if !self.answered {
+            let _ = self.session.inner.request(&Request::ViReject {
+                request: self.request,
+            });
+        }
+    }
+}
+
+impl ViServer {
+    /// The discriminator.
+    pub fn tag(&self) -> u64 {
+        self.tag
+    }
+
+    /// Wait at most `timeout` (None: forever) for a connection request
+    /// (VIA's `VipConnectWait`).
+    pub fn wait_request(&self, timeout: Option<Duration>) -> Result<ConnRequest, Error> {
+        let tag = self.tag;
+        let n = self.session.inner.wait_notice(
+            |r| matches!(r, Reply::ViRequest { tag: t, .. } if *t == tag),
+            timeout,
+        )?;
+        match n {
+            Some((
+                Reply::ViRequest {
+                    request,
+                    attrs,
+                    pid,
+                    host,
+                    ..
+                },
+                _,
+            )) => Ok(ConnRequest {
+                session: self.session.clone(),
+                request,
+                attrs,
+                pid,
+                host,
+                answered: false,
+            }),
+            _ => Err(Error::Timeout(timeout.unwrap_or_default())),
+        }
+    }
+
+    /// Wait for the next connection request and accept it with a VI of
+    /// `attrs` (`ServerVi.accept()` in Javia).
+    pub fn accept(&self, attrs: &ViAttributes, timeout: Option<Duration>) -> Result<Vi, Error> {
+        self.wait_request(timeout)?.accept(attrs)
+    }
+}
+
+impl Drop for ViServer {
+    fn drop(&mut self) {
+        let _ = self
+            .session
+            .inner
+            .request(&Request::ViUnlisten { tag: self.tag });
+    }
+}
+
+fn vi_from_reply(
+    session: &Session,
+    r: Reply,
+    mut fds: Vec<OwnedFd>,
+    attrs: &ViAttributes,
+    what: &str,
+) -> Result<Vi, Error> {
+    match r {
+        Reply::ViConnected { vi, conn_id, side } if conn_id != 0 && !fds.is_empty() => {
+            let seg = Segment::open(fds.remove(0), unet_abi::CONN_HEADER_SIZE, true)?;
+            let counters: Box<[AtomicU64; CLIENT_COUNTERS]> =
+                Box::new(std::array::from_fn(|_| AtomicU64::new(0)));
+            let conn = DirectConn::open(seg, 0, side == 1, &counters).map_err(Error::Protocol)?;
+            let core = Core {
+                id: vi,
+                attrs: attrs.clone(),
+                conn,
+                state: ViState::Connected,
+                send_posted: VecDeque::new(),
+                send_unplaced: VecDeque::new(),
+                send_done: VecDeque::new(),
+                sent: 0,
+                recv_posted: VecDeque::new(),
+                recv_done: VecDeque::new(),
+                placed: 0,
+                send_cq: attrs.send_cq.clone(),
+                recv_cq: attrs.recv_cq.clone(),
+                stats: ViStats::default(),
+                holding: false,
+                _counters: counters,
+            };
+            let core = if attrs.send_cq.is_some() || attrs.recv_cq.is_some() {
+                let shared = Arc::new(Mutex::new(core));
+                for cq in [&attrs.send_cq, &attrs.recv_cq].into_iter().flatten() {
+                    cq.attach(&shared);
+                }
+                CoreCell::Shared(shared)
+            } else {
+                CoreCell::Own(Box::new(core))
+            };
+            Ok(Vi {
+                session: session.clone(),
+                core,
+                id: vi,
+                closed: false,
+            })
+        }
+        Reply::Error(c) => Err(c.into()),
+        r => Err(Error::Protocol(format!(
+            "unexpected answer to {what}: {r:?}"
+        ))),
+    }
+}
+
+impl Session {
+    /// Register `len` bytes of fresh, zeroed shared memory with the engine
+    /// (VIA's `VipRegisterMem`); it counts against the process's memory
+    /// quota.
+    pub fn register_memory(&self, len: usize) -> Result<MemRegion, Error> {
+        if len == 0 {
+            return Err(Error::Config(
+                "a memory region needs at least one byte".into(),
+            ));
+        }
+        // Mapped (and its pages committed) only once the engine took it.
+        let fd = Segment::create_file("unet-region", len)?;
+        let req = Request::RegisterMemory { len: len as u64 };
+        let (r, _) = self.inner.request_with_fds(&req, &[fd.as_raw_fd()])?;
+        match r {
+            Reply::MemoryRegistered { handle } => Ok(MemRegion {
+                inner: Arc::new(RegionInner {
+                    seg: match Segment::open(fd, len, true) {
+                        Ok(seg) => seg,
+                        Err(e) => {
+                            let _ = self.inner.request(&Request::DeregisterMemory { handle });
+                            return Err(e.into());
+                        }
+                    },
+                    handle,
+                    len,
+                    session: self.clone(),
+                }),
+            }),
+            Reply::Error(c) => Err(c.into()),
+            r => Err(Error::Protocol(format!(
+                "unexpected answer to register: {r:?}"
+            ))),
+        }
+    }
+
+    /// Accept VI connections on discriminator `tag`.
+    pub fn vi_listen(&self, tag: u64) -> Result<ViServer, Error> {
+        match self.inner.request(&Request::ViListen { tag })?.0 {
+            Reply::Ok => Ok(ViServer {
+                session: self.clone(),
+                tag,
+            }),
+            Reply::Error(c) => Err(c.into()),
+            r => Err(Error::Protocol(format!(
+                "unexpected answer to listen: {r:?}"
+            ))),
+        }
+    }
+
+    /// Connect a VI of `attrs` to whoever listens on `tag` at `host`
+    /// (None: this host's engine), waiting at most `timeout` for it to
+    /// accept (None: the engine's longest, 60 s). Fails with
+    /// `ErrorCode::Refused` if it rejects, `NoListener` if nobody listens,
+    /// `NoSuchRequest` if nobody answered in time.
+    pub fn vi_connect(
+        &self,
+        host: Option<std::net::SocketAddr>,
+        tag: u64,
+        attrs: &ViAttributes,
+        timeout: Option<Duration>,
+    ) -> Result<Vi, Error> {
+        let wait = timeout.unwrap_or(Duration::from_secs(60));
+        let req = Request::ViConnect {
+            host,
+            tag,
+            attrs: attrs.params(),
+            timeout_ms: wait.as_millis().clamp(1, u32::MAX as u128) as u32,
+        };
+        // The engine answers within `wait`; the control request may take
+        // that long, and a little more.
+        let (r, fds) = self
+            .inner
+            .request_waiting(&req, wait + Duration::from_secs(2))?;
+        vi_from_reply(self, r, fds, attrs, "connect")
+    }
+}
+
+/// The `ErrorCode` of an error from the engine, if it is one.
+pub fn engine_code(e: &Error) -> Option<ErrorCode> {
+    match e {
+        Error::Engine(c) | Error::Quota(c) => Some(*c),
+        _ => None,
+    }
+}
