@@ -8,14 +8,16 @@
  * through the engine, locally or over its UDP wire.
  *
  * Conventions
- *  - Objects are opaque handles, released by the matching *_stop or
- *    *_close function (which accept NULL).
+ *  - Objects are opaque handles, released by the matching *_stop, *_close
+ *    or *_free function (which accept NULL). unet_region_deregister and
+ *    unet_vi_close are checked releases that report a status.
  *  - Functions return an int: 0 on success (1 for "got one" where said),
  *    a negative enum unet_status value on failure.
  *    unet_last_error_message() describes the calling thread's last failure.
  *  - NULL where a pointer is required gives UNET_EINVAL.
- *  - An endpoint must be used by one thread at a time; sessions and
- *    engines may be shared between threads.
+ *  - An endpoint or a VI must be used by one thread at a time (it may
+ *    move between threads); sessions, engines, memory regions, completion
+ *    queues and VI servers may be shared between threads.
  *
  * Link with the static library (libunet.a) and -lpthread -ldl -lm, or with
  * the shared library (libunet.so).
@@ -49,7 +51,8 @@ enum unet_status {
     UNET_ETOOSMALL = -7,   /* receive buffer too small; the needed size is
                               returned through the length out-parameter */
     UNET_EREFUSED = -8,    /* the destination refused the channel */
-    UNET_ENOENDPOINT = -9, /* no endpoint with that id */
+    UNET_ENOENDPOINT = -9, /* no endpoint with that id, or nobody listens
+                              on that VI discriminator */
     UNET_EENGINE = -10,    /* another refusal by the engine (see message) */
     UNET_EIO = -11,        /* operating-system, protocol or internal error */
     UNET_EINVAL = -12,     /* NULL pointer or invalid argument */
@@ -57,9 +60,14 @@ enum unet_status {
     UNET_ENOTSUP = -14,    /* this build of the library leaves it out: the
                               embedded engine or the inline placement
                               (Cargo features `embedded`, `inline`) */
-    UNET_EQUOTA = -15      /* a limit the engine sets each process or user
+    UNET_EQUOTA = -15,     /* a limit the engine sets each process or user
                               is reached: its shared memory or its
                               endpoints (see message); close something */
+    UNET_EINUSE = -16,     /* in use: a memory region a posted descriptor
+                              uses, or a VI discriminator another session
+                              listens on */
+    UNET_ENOTPOSTED = -17  /* a VI wait found no descriptor outstanding on
+                              that queue: nothing can complete */
 };
 
 /* The calling thread's last failure, in words. Never NULL; empty when
@@ -76,6 +84,13 @@ const char *unet_status_name(int status);
 typedef struct unet_engine unet_engine;     /* an engine in this process */
 typedef struct unet_session unet_session;   /* a connection to an engine */
 typedef struct unet_endpoint unet_endpoint; /* an endpoint */
+typedef struct unet_region unet_region;     /* registered memory (VIA) */
+typedef struct unet_cq unet_cq;             /* a completion queue (VIA) */
+typedef struct unet_vi_server unet_vi_server; /* a VI discriminator
+                                                 listened on */
+typedef struct unet_vi_request unet_vi_request; /* a VI connection request
+                                                   to answer */
+typedef struct unet_vi unet_vi;             /* one end of a VI connection */
 
 /* ------------------------------------------------------------------------
  * Engine
@@ -372,6 +387,304 @@ typedef struct unet_event {
 int unet_poll_event(unet_endpoint *ep, unet_event *out);
 
 UNET_STATIC_ASSERT(sizeof(unet_event) == 32, "unet_event is 32 bytes");
+
+/* ------------------------------------------------------------------------
+ * VIA: virtual interfaces, memory regions and completion queues
+ *
+ * A VI is one end of a connection with a send queue and a receive queue of
+ * descriptors. One process listens on a discriminator (unet_vi_listen),
+ * another connects to it (unet_vi_connect), the first accepts or rejects.
+ * Data lives in memory regions registered with the engine
+ * (unet_register_memory); a descriptor names it as segments (region,
+ * offset, length), gathered into one message on send and scattered on
+ * receive. Every posted descriptor completes, with a status: 0, or minus a
+ * UNET_VI_* error. Any error puts the VI in VIA's error state: it stays
+ * broken, every outstanding descriptor completes with the reason, and the
+ * peer's VI breaks too. Timeouts are in microseconds, -1 for forever.
+ * ---------------------------------------------------------------------- */
+
+/* Reliability levels (unet_vi_attrs.reliability); both ends of a
+ * connection must ask for the same one. */
+enum unet_vi_reliability {
+    UNET_VI_UNRELIABLE = 0,        /* a message may be lost (counted); a
+                                      send completes once it has left */
+    UNET_VI_RELIABLE_DELIVERY = 1, /* every message arrives once, in order,
+                                      or the VI breaks; a send completes
+                                      once it reached the peer (default) */
+    UNET_VI_RELIABLE_RECEPTION = 2 /* as delivery, and a send completes only
+                                      once the message is in a buffer the
+                                      receiver posted */
+};
+
+/* Why a VI is broken (unet_vi_state), and minus the status of a descriptor
+ * that completed with an error (unet_vi_completion.status). */
+enum unet_vi_error {
+    UNET_VI_OK = 0,                 /* connected; the descriptor succeeded */
+    UNET_VI_PEER_GONE = 1,          /* the peer closed its VI or died */
+    UNET_VI_RECEIVER_NOT_READY = 2, /* a message found no receive posted, on
+                                       a VI with strict_rnr */
+    UNET_VI_TOO_LONG = 3,           /* a message did not fit its receive
+                                       descriptor */
+    UNET_VI_BAD_DESCRIPTOR = 4,     /* a descriptor named bytes outside its
+                                       region, a region of another session,
+                                       too many segments or bytes */
+    UNET_VI_TIMEOUT = 5,            /* the peer did not acknowledge in time */
+    UNET_VI_BROKEN = 6,             /* the peer corrupted the connection */
+    UNET_VI_CLOSED = 7              /* the VI was closed with descriptors
+                                       outstanding */
+};
+
+/* The queue a completion queue entry names (unet_cq_done). */
+enum unet_vi_queue {
+    UNET_VI_QUEUE_SEND = 0, /* the VI's send queue */
+    UNET_VI_QUEUE_RECV = 1  /* the VI's receive queue */
+};
+
+/* Most segments one descriptor may gather or scatter. */
+#define UNET_VI_MAX_SEGMENTS 8
+/* Largest message a VI carries, in bytes. */
+#define UNET_VI_MAX_TRANSFER 262144
+
+/* A static name for a VI error code or a completion status (its negation),
+ * e.g. "UNET_VI_PEER_GONE". Never NULL. */
+const char *unet_vi_error_name(int error);
+
+/* Memory regions ------------------------------------------------------- */
+
+/* Register len bytes of fresh, zeroed shared memory with the engine (VIA's
+ * VipRegisterMem). It counts against the process's memory quota
+ * (UNET_EQUOTA); 0 bytes is UNET_EINVAL. */
+int unet_register_memory(const unet_session *session, size_t len,
+                         unet_region **out);
+
+/* The start of the region's memory (NULL for a NULL handle), valid until
+ * the handle is released. Bytes a posted send descriptor names must stay
+ * untouched, and bytes a posted receive descriptor names unread, until the
+ * descriptor completes. */
+void *unet_region_ptr(const unet_region *region);
+
+/* The region's length in bytes; 0 for a NULL handle. */
+size_t unet_region_len(const unet_region *region);
+
+/* The handle the engine gave the region (>= 0), UNET_EINVAL for NULL. */
+int64_t unet_region_handle(const unet_region *region);
+
+/* Deregister the region and release its handle. UNET_EINUSE while a posted
+ * descriptor still uses it: then nothing happens and the handle stays
+ * valid. */
+int unet_region_deregister(unet_region *region);
+
+/* Release the region handle (NULL is ignored). The engine forgets the
+ * region once no posted descriptor uses it any more. */
+void unet_region_free(unet_region *region);
+
+/* Attributes and completion queues ------------------------------------- */
+
+/* How a VI is made. unet_vi_attrs_init() fills in the defaults; NULL where
+ * a const unet_vi_attrs * is taken means the defaults. */
+typedef struct unet_vi_attrs {
+    int reliability;     /* enum unet_vi_reliability
+                            (UNET_VI_RELIABLE_DELIVERY) */
+    int strict_rnr;      /* non-zero: VIA's strict behaviour, a message
+                            that finds no receive posted breaks the VI
+                            (UNET_VI_RECEIVER_NOT_READY) instead of waiting
+                            for one (0) */
+    uint32_t send_queue; /* most send descriptors outstanding, posted and
+                            not yet taken back; 0: the default (1024) */
+    uint32_t recv_queue; /* most receive descriptors outstanding; 0: the
+                            default (1024) */
+    uint32_t spin_us;    /* microseconds a wait spins before it sleeps,
+                            taken as given (50) */
+    uint32_t reserved;   /* zero */
+    unet_cq *send_cq;    /* the completion queue the send queue reports
+                            to, or NULL (NULL) */
+    unet_cq *recv_cq;    /* the completion queue the receive queue reports
+                            to, or NULL (NULL) */
+} unet_vi_attrs;
+
+UNET_STATIC_ASSERT(sizeof(void *) != 8 || sizeof(unet_vi_attrs) == 40,
+                   "unet_vi_attrs is 40 bytes on 64-bit targets");
+
+/* Fill *attrs with the defaults. */
+int unet_vi_attrs_init(unet_vi_attrs *attrs);
+
+/* A new, empty completion queue: the send or receive queues of several VIs
+ * report to it (unet_vi_attrs.send_cq, recv_cq) in the order their
+ * descriptors complete. */
+int unet_cq_create(unet_cq **out);
+
+/* Release the completion queue handle (NULL is ignored). VIs made with it
+ * keep reporting to it, unseen. */
+void unet_cq_free(unet_cq *cq);
+
+/* The next entry of the queue (VIA's VipCQDone): returns 1 with the VI's
+ * id (unet_vi_id) in *out_vi and an enum unet_vi_queue in *out_queue, or 0
+ * when there is none. Take the completion itself from that VI with
+ * unet_vi_send_done or unet_vi_recv_done. out_vi and out_queue may be
+ * NULL. */
+int unet_cq_done(const unet_cq *cq, uint32_t *out_vi, int *out_queue);
+
+/* Wait at most timeout_us (-1: forever) for the next entry (VipCQWait):
+ * 0 with it stored as by unet_cq_done, or UNET_ETIMEDOUT. */
+int unet_cq_wait(const unet_cq *cq, int64_t timeout_us, uint32_t *out_vi,
+                 int *out_queue);
+
+/* Connection set-up ----------------------------------------------------- */
+
+/* Accept VI connections on discriminator tag of this engine. UNET_EINUSE
+ * when another session listens on it. */
+int unet_vi_listen(const unet_session *session, uint64_t tag,
+                   unet_vi_server **out);
+
+/* Stop listening and release the handle (NULL is ignored). VIs accepted
+ * through it live on. */
+void unet_vi_server_free(unet_vi_server *server);
+
+/* Wait at most timeout_us (-1: forever) for the next connection request and
+ * accept it with a VI of attrs (NULL: the defaults). UNET_ETIMEDOUT when
+ * none came; UNET_EENGINE when the reliability levels differ (both sides
+ * are refused) or the connecting side gave up. */
+int unet_vi_server_accept(const unet_vi_server *server,
+                          const unet_vi_attrs *attrs, int64_t timeout_us,
+                          unet_vi **out);
+
+/* Wait at most timeout_us (-1: forever) for the next connection request
+ * (VIA's VipConnectWait), to be answered with unet_vi_request_accept or
+ * unet_vi_request_reject. UNET_ETIMEDOUT when none came. */
+int unet_vi_server_wait_request(const unet_vi_server *server,
+                                int64_t timeout_us, unet_vi_request **out);
+
+/* The connecting process's id (0 when remote or unknown), UNET_EINVAL for
+ * NULL. */
+int64_t unet_vi_request_pid(const unet_vi_request *request);
+
+/* The reliability level the connecting side asked for (enum
+ * unet_vi_reliability), UNET_EINVAL for NULL. */
+int unet_vi_request_reliability(const unet_vi_request *request);
+
+/* Accept the request with a VI of attrs (NULL: the defaults; its
+ * reliability must be the connecting side's, else both are refused with
+ * UNET_EENGINE). The request handle is released in every case: a request
+ * not accepted (a bad argument included) is rejected. */
+int unet_vi_request_accept(unet_vi_request *request,
+                           const unet_vi_attrs *attrs, unet_vi **out);
+
+/* Reject the request (the connecting side gets UNET_EREFUSED) and release
+ * its handle. */
+int unet_vi_request_reject(unet_vi_request *request);
+
+/* Connect a VI of attrs (NULL: the defaults) to whoever listens on
+ * discriminator tag at host ("HOST:PORT" of another engine's UDP wire; NULL
+ * or "local" for this engine), waiting at most timeout_us for it to accept
+ * (-1: the engine's longest, 60 s). UNET_EREFUSED when it rejects,
+ * UNET_ENOENDPOINT when nobody listens on tag, UNET_ETIMEDOUT when nobody
+ * answered in time, UNET_EENGINE when the reliability levels differ. */
+int unet_vi_connect(const unet_session *session, const char *host,
+                    uint64_t tag, const unet_vi_attrs *attrs,
+                    int64_t timeout_us, unet_vi **out);
+
+/* Descriptors ------------------------------------------------------------ */
+
+/* One segment of a descriptor: len bytes at offset in region (a region of
+ * the VI's session). */
+typedef struct unet_vi_seg {
+    unet_region *region;
+    uint64_t offset;
+    uint64_t len;
+} unet_vi_seg;
+
+/* The completion of a descriptor: 16 bytes. */
+typedef struct unet_vi_completion {
+    uint64_t id;    /* the number the descriptor was posted with */
+    int32_t status; /* 0, or minus an enum unet_vi_error
+                       (-UNET_VI_PEER_GONE, ...) */
+    uint32_t len;   /* the message length (for a send, the bytes sent);
+                       0 on error */
+} unet_vi_completion;
+
+/* What a VI has counted: 64 bytes. */
+typedef struct unet_vi_stats {
+    uint64_t tx_msgs;       /* messages sent */
+    uint64_t tx_bytes;      /* bytes sent */
+    uint64_t rx_msgs;       /* messages received into posted buffers */
+    uint64_t rx_bytes;      /* bytes received */
+    uint64_t rx_not_posted; /* messages that arrived before a receive was
+                               posted for them, and waited */
+    uint64_t tx_full;       /* times a send waited for room in the ring */
+    uint64_t errors;        /* descriptors completed with an error */
+    uint64_t rx_dropped;    /* messages dropped on an unreliable VI (too
+                               long for their receive) */
+} unet_vi_stats;
+
+UNET_STATIC_ASSERT(sizeof(void *) != 8 || sizeof(unet_vi_seg) == 24,
+                   "unet_vi_seg is 24 bytes on 64-bit targets");
+UNET_STATIC_ASSERT(sizeof(unet_vi_completion) == 16,
+                   "unet_vi_completion is 16 bytes");
+UNET_STATIC_ASSERT(sizeof(unet_vi_stats) == 64, "unet_vi_stats is 64 bytes");
+
+/* Post a send descriptor: the bytes of the nsegs segments at segs, gathered
+ * in order into one message, completing with number id (0 segments: an
+ * empty message). Leave the bytes untouched until it completes. Returns 0,
+ * or UNET_EFULL when send_queue descriptors are outstanding (take
+ * completions first). A descriptor that names bytes outside its region, a
+ * region of another session, more than UNET_VI_MAX_SEGMENTS segments or
+ * more than UNET_VI_MAX_TRANSFER bytes is posted, breaks the VI and
+ * completes with -UNET_VI_BAD_DESCRIPTOR; a NULL region is UNET_EINVAL
+ * (nothing is posted). The region handles may be released once posted: the
+ * memory stays registered until the descriptor completes. */
+int unet_vi_post_send(unet_vi *vi, uint64_t id, const unet_vi_seg *segs,
+                      size_t nsegs);
+
+/* Post a receive descriptor: the next message is scattered into the nsegs
+ * segments at segs in order, completing with number id and its length
+ * (-UNET_VI_TOO_LONG if it does not fit). As unet_vi_post_send otherwise
+ * (UNET_EFULL past recv_queue descriptors). */
+int unet_vi_post_recv(unet_vi *vi, uint64_t id, const unet_vi_seg *segs,
+                      size_t nsegs);
+
+/* The next completed send descriptor (VIA's VipSendDone): 1 with it in
+ * *out, 0 when none has completed. */
+int unet_vi_send_done(unet_vi *vi, unet_vi_completion *out);
+
+/* The next completed receive descriptor (VipRecvDone): 1 with it in *out,
+ * 0 when none has completed. */
+int unet_vi_recv_done(unet_vi *vi, unet_vi_completion *out);
+
+/* Wait at most timeout_us (-1: forever) for the next completed send
+ * descriptor (VipSendWait): 0 with it in *out, UNET_ETIMEDOUT, or
+ * UNET_ENOTPOSTED when no send descriptor is outstanding (unet_vi_state
+ * says whether the VI is broken). */
+int unet_vi_send_wait(unet_vi *vi, int64_t timeout_us,
+                      unet_vi_completion *out);
+
+/* Wait at most timeout_us (-1: forever) for the next completed receive
+ * descriptor (VipRecvWait), as unet_vi_send_wait: it spins spin_us, then
+ * sleeps until a message or the peer's going wakes it. */
+int unet_vi_recv_wait(unet_vi *vi, int64_t timeout_us,
+                      unet_vi_completion *out);
+
+/* VIs --------------------------------------------------------------------- */
+
+/* The VI's state: UNET_VI_OK (0) while connected, else the enum
+ * unet_vi_error it broke with (positive); UNET_EINVAL for NULL. */
+int unet_vi_state(unet_vi *vi);
+
+/* The VI's id in its engine (>= 0; what completion queues report),
+ * UNET_EINVAL for NULL. */
+int64_t unet_vi_id(const unet_vi *vi);
+
+/* Copy what the VI has counted into *out. */
+int unet_vi_get_stats(unet_vi *vi, unet_vi_stats *out);
+
+/* Close the VI and release its handle, whatever the outcome: descriptors
+ * still outstanding complete with UNET_VI_CLOSED and are dropped with it;
+ * the peer's VI breaks with UNET_VI_PEER_GONE. Returns 0, or a status when
+ * the engine could not be told. */
+int unet_vi_close(unet_vi *vi);
+
+/* Release the VI handle (NULL is ignored), closing it as unet_vi_close
+ * does. */
+void unet_vi_free(unet_vi *vi);
 
 #ifdef __cplusplus
 } /* extern "C" */

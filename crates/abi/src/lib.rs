@@ -94,7 +94,10 @@ pub mod golden;
 pub mod ring;
 pub mod via;
 
-pub use via::{Reliability, ViError, VI_MAX_SEGMENTS, VI_MAX_TRANSFER};
+pub use via::{
+    Reliability, ViCompl, ViCounter, ViDesc, ViError, ViHeader, ViLayout, ViSegDesc, VI_COUNTERS,
+    VI_HEADER_SIZE, VI_MAGIC, VI_MAX_SEGMENTS, VI_MAX_TRANSFER,
+};
 
 /// ABI version; bump on any layout change.
 pub const VERSION: u32 = 1;

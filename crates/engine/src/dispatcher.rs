@@ -269,12 +269,14 @@ impl Dispatcher {
 
     fn sleep(&mut self) {
         self.eps.arm();
+        crate::via_loop::arm(&self.vias, true);
         // Pairs with the fence a client issues between publishing a send
         // descriptor and reading `engine_armed`: either we see its
         // descriptor below, or it sees our armed flag and rings.
         fence(Ordering::SeqCst);
         if self.poll_data() > 0 {
             self.eps.disarm();
+            crate::via_loop::arm(&self.vias, false);
             return;
         }
         if let Some(w) = self.remote.as_mut() {
@@ -285,6 +287,7 @@ impl Dispatcher {
         let work = self.poll_fds(timeout);
         self.counters.engine(EngineCounter::Wakeups, 1);
         self.eps.disarm();
+        crate::via_loop::arm(&self.vias, false);
         if work == 0 && self.poll_data() == 0 {
             self.counters.engine(EngineCounter::SpuriousWakeups, 1);
         }
@@ -295,13 +298,17 @@ impl Dispatcher {
     fn next_timer_ms(&self) -> i32 {
         let wire = self.remote.as_ref().and_then(|w| w.next_deadline());
         let requests = self.vias.next_deadline();
+        let vis = self
+            .remote
+            .as_ref()
+            .and_then(|w| crate::via_loop::next_deadline(&self.vias, w));
         let applets = self
             .applets
             .attached_indices()
             .iter()
             .filter_map(|&i| self.applets.runner(i).and_then(|r| r.next_deadline()))
             .min();
-        match [wire, applets, requests].into_iter().flatten().min() {
+        match [wire, applets, requests, vis].into_iter().flatten().min() {
             Some(d) => {
                 let now = Instant::now();
                 if d <= now {
@@ -331,6 +338,7 @@ impl Dispatcher {
         }
         if self.remote.is_some() {
             work += self.poll_wire();
+            work += self.poll_vis();
         }
         if self.applets.any() {
             let mut dp = DataPath {
@@ -349,6 +357,26 @@ impl Dispatcher {
             // A receiver is behind (see the module docs).
             self.counters.engine(EngineCounter::ReceiverYields, 1);
             std::thread::yield_now();
+        }
+        work
+    }
+
+    /// Move the VIs the engine carries on (their frames, descriptors,
+    /// timers); set-up frames go to the control side.
+    fn poll_vis(&mut self) -> usize {
+        let Some(w) = self.remote.as_mut() else {
+            return 0;
+        };
+        if self.vias.engine.is_empty() && w.vi_in.is_empty() && w.silent.is_empty() {
+            return 0;
+        }
+        let (work, setup) = crate::via_loop::poll(&mut self.vias, w, &self.counters);
+        if !setup.is_empty() {
+            self.setup().vi_wire(setup);
+        }
+        // Datagrams the VIs queued go now.
+        if let Some(w) = self.remote.as_mut() {
+            w.flush();
         }
         work
     }
@@ -382,6 +410,8 @@ impl Dispatcher {
                 Token::Doorbell(idx) => self.eps.doorbell_rung(idx),
                 Token::Admin => self.admin(),
                 Token::Wire => {} // read by poll_data
+                // Its VI is polled every turn; the wake-up was the point.
+                Token::ViDoorbell(_) => {}
             }
         }
         self.tokens = tokens;

@@ -58,6 +58,8 @@ mod server;
 mod setup;
 mod setup_thread;
 mod setup_via;
+mod vi_path;
+mod via_loop;
 mod vias;
 pub mod wire;
 

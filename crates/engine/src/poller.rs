@@ -24,6 +24,8 @@ pub(crate) enum Token {
     /// The admin eventfd: new in-process clients, stop, a finished
     /// verification.
     Admin,
+    /// The doorbell of a VI the engine carries (its id).
+    ViDoorbell(usize),
 }
 
 impl Token {
@@ -34,6 +36,7 @@ impl Token {
             Token::Doorbell(i) => (3, i),
             Token::Wire => (4, 0),
             Token::Admin => (5, 0),
+            Token::ViDoorbell(i) => (6, i),
         };
         (k << KIND_SHIFT) | i as u64
     }
@@ -46,6 +49,7 @@ impl Token {
             3 => Token::Doorbell(i),
             4 => Token::Wire,
             5 => Token::Admin,
+            6 => Token::ViDoorbell(i),
             _ => return None,
         })
     }

@@ -48,9 +48,9 @@ use crate::counters::Counters;
 use crate::endpoints::{ClientId, EndpointTable};
 use crate::routes::{RemotePeer, Route};
 use crate::wire::{
-    auth, auth::ReplayGuard, udp::DataTarget, Body, ClusterKey, Frame, FrameError, Kind,
-    OpenAccept, OpenRefuse, OpenRequest, PortConfig, Reassembler, ReassemblyConfig, RefuseReason,
-    SendBatch, Transport, UdpPort, WireDrop, WireStats,
+    auth, auth::ReplayGuard, udp::DataTarget, Body, ClusterKey, Frame, FrameError, OpenAccept,
+    OpenRefuse, OpenRequest, PortConfig, Reassembler, ReassemblyConfig, RefuseReason, SendBatch,
+    Transport, UdpPort, WireDrop, WireStats,
 };
 use ipnet::IpNet;
 
@@ -167,6 +167,31 @@ fn push_control(batch: &mut SendBatch, key: Option<&ClusterKey>, to: SocketAddr,
     };
 }
 
+/// A VIA frame (or a VI's whole message) that came from the wire, for the
+/// engine's VIA part to check against its tables and act on. Only the
+/// admission (an allowed peer, or one we hold connections with) and, with
+/// a cluster key, the authentication of control frames were checked.
+pub(crate) enum ViIn {
+    /// A whole message for VI `dst_vi`, sequence number `seq`.
+    Data {
+        from: SocketAddr,
+        dst_vi: u32,
+        token: u64,
+        seq: u32,
+        msg: Vec<u8>,
+    },
+    /// An acknowledgement.
+    Ack(SocketAddr, crate::wire::frame::ViAck),
+    /// A VI gone or broken.
+    Close(SocketAddr, crate::wire::frame::ViClose),
+    /// A connection request (with the requesting engine's incarnation).
+    Open(SocketAddr, u64, crate::wire::frame::ViOpen),
+    /// An open accepted.
+    Accept(SocketAddr, crate::wire::frame::ViAccept),
+    /// An open refused.
+    Refuse(SocketAddr, crate::wire::frame::ViRefuse),
+}
+
 /// A reply owed to a client for an open it asked for.
 pub(crate) struct Completion {
     pub client: ClientId,
@@ -190,6 +215,10 @@ pub(crate) struct RemoteSide {
     /// Datagrams received when the socket's drop count was last read.
     drops_read_at: u64,
     adm: Admission,
+    /// VIA frames received, for the engine's VIA part.
+    pub(crate) vi_in: Vec<ViIn>,
+    /// Peers found silent (their VIs break).
+    pub(crate) silent: Vec<SocketAddr>,
 }
 
 impl RemoteSide {
@@ -242,6 +271,96 @@ impl RemoteSide {
                     .clamp(1_000_000, u64::MAX as u128) as u64,
                 next_check: 0,
             },
+            vi_in: Vec::new(),
+            silent: Vec::new(),
+        }
+    }
+
+    /// The wire's clock: ns since the remote side started.
+    pub(crate) fn clock_ns(&self) -> u64 {
+        self.now_ns()
+    }
+
+    /// A VI connection with `addr` begins (or an open to it): it counts
+    /// as a channel of that peer (its bound, keepalives, liveness). False
+    /// when the peer holds its most channels.
+    pub(crate) fn vi_peer_add(&mut self, addr: SocketAddr) -> bool {
+        let now_ns = self.now_ns();
+        let peer = self
+            .adm
+            .peers
+            .entry(addr)
+            .or_insert_with(|| PeerState::new(now_ns));
+        if peer.channels + peer.opening >= self.adm.channels_max {
+            self.counters
+                .engine(WireDrop::PeerChannelsFull.counter(), 1);
+            return false;
+        }
+        if peer.channels == 0 {
+            peer.last_rx = now_ns;
+        }
+        peer.channels += 1;
+        true
+    }
+
+    /// A VI connection with `addr` ended.
+    pub(crate) fn vi_peer_remove(&mut self, addr: SocketAddr) {
+        self.adm.channel_gone(addr, true);
+    }
+
+    /// Queue VI message `seq` for VI `dst_vi` at `to`.
+    pub(crate) fn send_vi_data(
+        &mut self,
+        to: SocketAddr,
+        dst_vi: u32,
+        token: u64,
+        seq: u32,
+        msg: &[u8],
+    ) {
+        let t = DataTarget {
+            dst_endpoint: dst_vi,
+            // Above every endpoint channel (MAX_CHANNELS): the reassembler
+            // keys fragments by channel too, and never mixes a VI's with an
+            // endpoint's of the same id.
+            dst_channel: crate::wire::frame::VI_DATA_CHANNEL,
+            token,
+            flags: crate::wire::frame::DATA_FLAG_VI,
+        };
+        if self
+            .batch
+            .push_message(to, self.engine_id, t, seq, msg)
+            .is_err()
+        {
+            let _ = self.port.send_batch(&mut self.batch);
+            if self
+                .batch
+                .push_message(to, self.engine_id, t, seq, msg)
+                .is_err()
+            {
+                self.batch.stats.count_drop(WireDrop::SendQueueFull);
+            }
+        }
+    }
+
+    /// Queue a VIA control frame (authenticated with a cluster key).
+    pub(crate) fn send_vi_control(&mut self, to: SocketAddr, body: Body<'_>) {
+        let f = Frame {
+            src_engine: self.engine_id,
+            body,
+        };
+        push_control(&mut self.batch, self.adm.key.as_ref(), to, &f);
+    }
+
+    /// Queue an ack (a data-path frame: not authenticated, protected by
+    /// the VI's token and the peer's address).
+    pub(crate) fn send_vi_ack(&mut self, to: SocketAddr, ack: crate::wire::frame::ViAck) {
+        let f = Frame {
+            src_engine: self.engine_id,
+            body: Body::ViAck(ack),
+        };
+        if self.batch.push_frame(to, &f).is_err() {
+            let _ = self.port.send_batch(&mut self.batch);
+            let _ = self.batch.push_frame(to, &f);
         }
     }
 
@@ -521,6 +640,7 @@ impl RemoteSide {
                 pending,
                 accepted,
                 adm,
+                vi_in,
                 ..
             } = self;
             let mut rx = Rx {
@@ -532,6 +652,7 @@ impl RemoteSide {
                 accepted,
                 adm,
                 answers: &mut answers,
+                vi_in,
                 now_ns,
                 wall_ns: 0,
             };
@@ -599,6 +720,7 @@ impl RemoteSide {
         });
         let mut expired = 0;
         if !silent.is_empty() {
+            self.silent.extend_from_slice(&silent);
             self.counters
                 .engine(EngineCounter::WirePeersSilent, silent.len() as u64);
             let mut gone = Vec::new();
@@ -712,6 +834,10 @@ impl RemoteSide {
                     RefuseReason::NoSuchEndpoint => ErrorCode::NoSuchEndpoint,
                     RefuseReason::Refused => ErrorCode::Refused,
                     RefuseReason::NoResources => ErrorCode::NoResources,
+                    // A ViOpen's reasons: never in an OpenRefuse.
+                    RefuseReason::NoListener | RefuseReason::AttributesMismatch => {
+                        ErrorCode::Refused
+                    }
                 };
                 Some(Completion {
                     client: p.client,
@@ -746,6 +872,8 @@ struct Rx<'a> {
     adm: &'a mut Admission,
     /// Answers to our opens (the frames), completed after the batch.
     answers: &'a mut Vec<(SocketAddr, Vec<u8>)>,
+    /// VIA frames, for the engine's VIA part.
+    vi_in: &'a mut Vec<ViIn>,
     now_ns: u64,
     /// The wall clock, read once per batch when a stamp needs it (0: not
     /// yet).
@@ -771,7 +899,7 @@ impl Rx<'_> {
         let mut bytes = bytes;
         let mut stamp = None;
         if let Some(key) = &self.adm.key {
-            if bytes.get(3) != Some(&(Kind::Data as u8)) {
+            if auth::carries_trailer(bytes) {
                 match auth::open(key, bytes) {
                     Ok((frame, st, nonce)) => {
                         bytes = frame;
@@ -803,6 +931,21 @@ impl Rx<'_> {
             self.heard(from);
         }
         match f.body {
+            Body::Data(d) if d.flags & crate::wire::frame::DATA_FLAG_VI != 0 => {
+                // Checked against the VI's token and peer by the VIA part.
+                if let Ok(Some(msg)) = self.reasm.push(from, f.src_engine, &d, self.now_ns) {
+                    self.vi_in.push(ViIn::Data {
+                        from,
+                        dst_vi: d.dst_endpoint,
+                        token: d.token,
+                        seq: d.msg_id,
+                        msg: msg.as_slice().to_vec(),
+                    });
+                    if let crate::wire::Message::Owned(v) = msg {
+                        self.reasm.recycle(v);
+                    }
+                }
+            }
             Body::Data(d) => {
                 let Some(di) = eps.index_of(d.dst_endpoint) else {
                     return self.reasm.stats.count_drop(WireDrop::UnknownEndpoint);
@@ -881,6 +1024,17 @@ impl Rx<'_> {
             }
             // Its work (the peer heard from) is done above.
             Body::Keepalive => {}
+            Body::ViAck(a) => self.vi_in.push(ViIn::Ack(from, a)),
+            Body::ViClose(c) => self.vi_in.push(ViIn::Close(from, c)),
+            Body::ViOpen(o) => {
+                // A peer named by a local client may answer, not open.
+                if !self.adm.allowed(from.ip()) {
+                    return self.reasm.stats.count_drop(WireDrop::PeerNotAllowed);
+                }
+                self.vi_in.push(ViIn::Open(from, f.src_engine, o))
+            }
+            Body::ViAccept(a) => self.vi_in.push(ViIn::Accept(from, a)),
+            Body::ViRefuse(r) => self.vi_in.push(ViIn::Refuse(from, r)),
         }
     }
 

@@ -8,8 +8,19 @@ use unet_abi::*;
 use unet_control::{ErrorCode, Reply, Request, ViParams};
 
 use crate::endpoints::ClientId;
+use crate::poller::Token;
+use crate::remote::ViIn;
 use crate::setup::Setup;
-use crate::vias::{self, Pending, BACKLOG, CONNECT_TIMEOUT_MAX};
+use crate::vi_path::{EngineVi, RemoteVi};
+use crate::vias::{self, Connector, Pending, RemoteOpen, BACKLOG, CONNECT_TIMEOUT_MAX};
+use crate::wire::frame::{
+    Body, RefuseReason, ViAccept as ViAcceptFrame, ViClose, ViOpen, ViRefuse,
+};
+
+/// Retransmit interval of an unanswered ViOpen.
+const OPEN_RETRY: Duration = Duration::from_millis(200);
+/// Holding bound a VI advertises (messages).
+const HOLD: u16 = 64;
 
 /// Largest region one request may register (the quota decides the rest).
 const REGION_MAX: u64 = 1 << 40;
@@ -72,8 +83,7 @@ impl Setup<'_> {
             Request::ViReject { request } => match self.vias.pending.get(&request) {
                 Some(p) if p.listener == ci => {
                     let p = self.vias.pending.remove(&request).expect("present");
-                    self.count(EngineCounter::ViRefused);
-                    self.reply_to(p.connector, p.req_id, Reply::Error(ErrorCode::Refused));
+                    self.refuse(p.connector, ErrorCode::Refused);
                     Reply::Ok
                 }
                 _ => Reply::Error(ErrorCode::NoSuchRequest),
@@ -98,6 +108,40 @@ impl Setup<'_> {
         self.server.reply(ci, req_id, r, &[]);
     }
 
+    /// Refuse a connection request: a local connector gets `code`, a
+    /// remote one a ViRefuse.
+    fn refuse(&mut self, c: Connector, code: ErrorCode) {
+        self.count(EngineCounter::ViRefused);
+        match c {
+            Connector::Local { client, req_id } => {
+                self.reply_to(client, req_id, Reply::Error(code))
+            }
+            Connector::Remote {
+                addr,
+                request_id,
+                src_vi,
+                ..
+            } => {
+                let reason = match code {
+                    ErrorCode::NoListener => RefuseReason::NoListener,
+                    ErrorCode::AttributesMismatch => RefuseReason::AttributesMismatch,
+                    ErrorCode::NoResources => RefuseReason::NoResources,
+                    _ => RefuseReason::Refused,
+                };
+                if let Some(w) = self.remote.as_deref_mut() {
+                    w.send_vi_control(
+                        addr,
+                        Body::ViRefuse(ViRefuse {
+                            request_id,
+                            dst_vi: src_vi,
+                            reason,
+                        }),
+                    );
+                }
+            }
+        }
+    }
+
     /// Register the memory file `fd` as a region of `len` bytes: it must
     /// be a memory file whose size is sealed against shrinking (so that
     /// the engine's mapping can never fault) and at least `len` long, and
@@ -107,13 +151,16 @@ impl Setup<'_> {
             return Reply::Error(ErrorCode::BadMemory);
         };
         let size = unet_sys::Segment::sealed_len(&fd).unwrap_or(0);
-        if len == 0 || len > REGION_MAX || size < len {
+        if len == 0 || len > REGION_MAX || size < len || len > usize::MAX as u64 {
             return Reply::Error(ErrorCode::BadMemory);
         }
         if let Err(code) = self.check_memory_for(ci, len) {
             return Reply::Error(code);
         }
-        let handle = self.vias.add_region(ci, fd, len);
+        let Ok(seg) = unet_sys::Segment::open_sealed(fd, len as usize) else {
+            return Reply::Error(ErrorCode::BadMemory);
+        };
+        let handle = self.vias.add_region(ci, seg, len);
         self.count(EngineCounter::MemoryRegistered);
         Reply::MemoryRegistered { handle }
     }
@@ -129,13 +176,15 @@ impl Setup<'_> {
         timeout_ms: u32,
     ) -> Result<(), ErrorCode> {
         self.expire_requests(Instant::now());
+        let wait = match timeout_ms {
+            0 => CONNECT_TIMEOUT_MAX,
+            ms => Duration::from_millis(ms as u64).min(CONNECT_TIMEOUT_MAX),
+        };
         if !vias::is_local(host, self.udp_addr()) {
-            // VIs between engines come with VIA's reliability on the wire.
-            return Err(if self.udp_addr().is_none() {
-                ErrorCode::NoWire
-            } else {
-                ErrorCode::Unreachable
-            });
+            let Some(to) = host else {
+                return Err(ErrorCode::NoWire);
+            };
+            return self.vi_connect_remote(ci, req_id, to, tag, attrs, wait);
         }
         let &listener = self.vias.listeners.get(&tag).ok_or(ErrorCode::NoListener)?;
         if self.vias.backlog(tag) >= BACKLOG {
@@ -143,15 +192,10 @@ impl Setup<'_> {
         }
         let ring = vi_ring(self.cfg.conn_ring_size);
         self.check_memory_for(ci, conn_segment_size(ring) as u64)?;
-        let wait = match timeout_ms {
-            0 => CONNECT_TIMEOUT_MAX,
-            ms => Duration::from_millis(ms as u64).min(CONNECT_TIMEOUT_MAX),
-        };
         let request = self.vias.add_pending(Pending {
             tag,
             listener,
-            connector: ci,
-            req_id,
+            connector: Connector::Local { client: ci, req_id },
             attrs,
             deadline: Instant::now() + wait,
         });
@@ -184,21 +228,31 @@ impl Setup<'_> {
         }
         let p = self.vias.pending.remove(&request).expect("present");
         if p.attrs.reliability != attrs.reliability {
-            self.count(EngineCounter::ViRefused);
-            let no = Reply::Error(ErrorCode::AttributesMismatch);
-            self.reply_to(p.connector, p.req_id, no.clone());
-            return Some(no);
+            self.refuse(p.connector, ErrorCode::AttributesMismatch);
+            return Some(Reply::Error(ErrorCode::AttributesMismatch));
         }
-        let ring = vi_ring(self.cfg.conn_ring_size);
-        let conn_id = match self.conns.create_vi(p.connector, ring) {
-            Ok(id) => id,
-            Err(_) => {
-                let no = Reply::Error(ErrorCode::NoResources);
-                self.reply_to(p.connector, p.req_id, no.clone());
-                return Some(no);
+        let (client, req_id_c) = match p.connector {
+            Connector::Local { client, req_id } => (client, req_id),
+            Connector::Remote {
+                addr,
+                request_id,
+                src_vi,
+                src_token,
+                ..
+            } => {
+                return self
+                    .vi_accept_remote(ci, req_id, attrs, addr, request_id, src_vi, src_token)
             }
         };
-        let a = self.vias.add_vi(p.connector, conn_id, p.attrs);
+        let ring = vi_ring(self.cfg.conn_ring_size);
+        let conn_id = match self.conns.create_vi(client, ring) {
+            Ok(id) => id,
+            Err(_) => {
+                self.refuse(p.connector, ErrorCode::NoResources);
+                return Some(Reply::Error(ErrorCode::NoResources));
+            }
+        };
+        let a = self.vias.add_vi(client, conn_id, p.attrs);
         let b = self.vias.add_vi(ci, conn_id, attrs);
         self.vias.vis.get_mut(&a).expect("a").peer = b;
         self.vias.vis.get_mut(&b).expect("b").peer = a;
@@ -211,7 +265,7 @@ impl Setup<'_> {
             conn_id,
             side: 0,
         };
-        self.server.reply(p.connector, p.req_id, to_a, &fds);
+        self.server.reply(client, req_id_c, to_a, &fds);
         let to_b = Reply::ViConnected {
             vi: b,
             conn_id,
@@ -221,9 +275,363 @@ impl Setup<'_> {
         None
     }
 
+    /// Make an engine-carried VI for client `ci` (its segment, doorbell
+    /// and VI table entry); its id.
+    fn new_engine_vi(
+        &mut self,
+        ci: ClientId,
+        attrs: ViParams,
+        peer: Option<RemoteVi>,
+    ) -> Result<u32, ErrorCode> {
+        let layout = ViLayout::new(crate::vi_path::VI_QUEUE_CAP).expect("valid");
+        self.check_memory_for(ci, layout.segment_size)?;
+        let id = self.vias.add_vi(ci, 0, attrs);
+        let vi = EngineVi::new(
+            id,
+            ci,
+            self.engine_id,
+            attrs.reliability,
+            attrs.strict_rnr,
+            peer,
+        );
+        let vi = match vi {
+            Ok(v) => v,
+            Err(_) => {
+                self.vias.vis.remove(&id);
+                return Err(ErrorCode::NoResources);
+            }
+        };
+        let _ = self
+            .poller
+            .add_edge(vi.doorbell.fd().as_raw_fd(), Token::ViDoorbell(id as usize));
+        self.vias.engine.insert(id, vi);
+        Ok(id)
+    }
+
+    /// Hand engine-carried VI `id` to its client, answering `req_id`.
+    fn hand_over(&self, ci: ClientId, req_id: u32, id: u32) {
+        if let Some(v) = self.vias.engine.get(&id) {
+            let fds = [v.seg.fd().as_raw_fd(), v.doorbell.fd().as_raw_fd()];
+            let r = Reply::ViConnected {
+                vi: id,
+                conn_id: 0,
+                side: 0,
+            };
+            self.server.reply(ci, req_id, r, &fds);
+        }
+    }
+
+    /// Ask the engine at `to` for a connection to discriminator `tag`.
+    fn vi_connect_remote(
+        &mut self,
+        ci: ClientId,
+        req_id: u32,
+        to: std::net::SocketAddr,
+        tag: u64,
+        attrs: ViParams,
+        wait: Duration,
+    ) -> Result<(), ErrorCode> {
+        if self.remote.is_none() {
+            return Err(ErrorCode::NoWire);
+        }
+        if !self
+            .remote
+            .as_deref_mut()
+            .is_some_and(|w| w.vi_peer_add(to))
+        {
+            return Err(ErrorCode::NoResources);
+        }
+        let vi = match self.new_engine_vi(ci, attrs, None) {
+            Ok(v) => v,
+            Err(e) => {
+                if let Some(w) = self.remote.as_deref_mut() {
+                    w.vi_peer_remove(to);
+                }
+                return Err(e);
+            }
+        };
+        let now = Instant::now();
+        self.vias.add_open(RemoteOpen {
+            client: ci,
+            req_id,
+            vi,
+            to,
+            tag,
+            attrs,
+            my_token: unet_sys::random_u64(),
+            next_try: now,
+            tries: 0,
+            deadline: now + wait,
+        });
+        self.retry_opens(now);
+        Ok(())
+    }
+
+    /// (Re)send due ViOpens; fail those past their time.
+    pub(crate) fn retry_opens(&mut self, now: Instant) {
+        let due: Vec<u32> = self
+            .vias
+            .opens
+            .iter()
+            .filter(|(_, o)| o.next_try <= now)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in due {
+            let Some(o) = self.vias.opens.get_mut(&id) else {
+                continue;
+            };
+            if o.deadline <= now {
+                let o = self.vias.opens.remove(&id).expect("present");
+                self.count(EngineCounter::ViRefused);
+                self.reply_to(o.client, o.req_id, Reply::Error(ErrorCode::Unreachable));
+                self.drop_engine_vi(o.vi, 0);
+                if let Some(w) = self.remote.as_deref_mut() {
+                    w.vi_peer_remove(o.to);
+                }
+                continue;
+            }
+            o.tries += 1;
+            o.next_try = now + OPEN_RETRY;
+            let f = Body::ViOpen(ViOpen {
+                request_id: id,
+                src_vi: o.vi,
+                tag: o.tag,
+                src_token: o.my_token,
+                reliability: o.attrs.reliability,
+                strict_rnr: o.attrs.strict_rnr,
+                hold: HOLD,
+            });
+            let to = o.to;
+            if let Some(w) = self.remote.as_deref_mut() {
+                w.send_vi_control(to, f);
+            }
+        }
+    }
+
+    /// Accept a request from another engine's VI with a VI of `attrs`.
+    #[allow(clippy::too_many_arguments)]
+    fn vi_accept_remote(
+        &mut self,
+        ci: ClientId,
+        req_id: u32,
+        attrs: ViParams,
+        addr: std::net::SocketAddr,
+        request_id: u32,
+        src_vi: u32,
+        src_token: u64,
+    ) -> Option<Reply> {
+        let connector = Connector::Remote {
+            addr,
+            src_engine: 0,
+            request_id,
+            src_vi,
+            src_token,
+        };
+        if !self
+            .remote
+            .as_deref_mut()
+            .is_some_and(|w| w.vi_peer_add(addr))
+        {
+            self.refuse(connector, ErrorCode::NoResources);
+            return Some(Reply::Error(ErrorCode::NoResources));
+        }
+        let my_token = unet_sys::random_u64();
+        let peer = RemoteVi {
+            addr,
+            vi: src_vi,
+            peer_token: src_token,
+            my_token,
+        };
+        let id = match self.new_engine_vi(ci, attrs, Some(peer)) {
+            Ok(id) => id,
+            Err(code) => {
+                if let Some(w) = self.remote.as_deref_mut() {
+                    w.vi_peer_remove(addr);
+                }
+                self.refuse(connector, code);
+                return Some(Reply::Error(code));
+            }
+        };
+        self.vias.answered.insert((addr, request_id), id);
+        self.count(EngineCounter::ViConnected);
+        if let Some(w) = self.remote.as_deref_mut() {
+            w.send_vi_control(
+                addr,
+                Body::ViAccept(ViAcceptFrame {
+                    request_id,
+                    dst_vi: src_vi,
+                    src_vi: id,
+                    accept_token: my_token,
+                    hold: HOLD,
+                }),
+            );
+        }
+        self.hand_over(ci, req_id, id);
+        None
+    }
+
+    /// Forget engine-carried VI `id`: tell its peer (with `reason`) and
+    /// release its segment.
+    pub(crate) fn drop_engine_vi(&mut self, id: u32, reason: u32) {
+        self.vias.vis.remove(&id);
+        let Some(v) = self.vias.engine.remove(&id) else {
+            return;
+        };
+        self.poller.remove(v.doorbell.fd().as_raw_fd());
+        if let (Some(p), Some(w)) = (v.peer, self.remote.as_deref_mut()) {
+            let reason = if v.state != 0 { v.state } else { reason };
+            w.send_vi_control(
+                p.addr,
+                Body::ViClose(ViClose {
+                    dst_vi: p.vi,
+                    token: p.peer_token,
+                    reason,
+                }),
+            );
+            w.vi_peer_remove(p.addr);
+        }
+        self.vias.answered.retain(|_, v| *v != id);
+    }
+
+    /// Act on the VIA set-up frames that came from the wire.
+    pub(crate) fn vi_wire(&mut self, frames: Vec<ViIn>) {
+        for f in frames {
+            match f {
+                ViIn::Open(from, src_engine, o) => self.vi_open_from(from, src_engine, o),
+                ViIn::Accept(from, a) => self.vi_accepted(from, a),
+                ViIn::Refuse(from, r) => {
+                    let ok = self
+                        .vias
+                        .opens
+                        .get(&r.request_id)
+                        .is_some_and(|o| o.to == from && o.vi == r.dst_vi);
+                    if !ok {
+                        self.count_forged();
+                        continue;
+                    }
+                    let o = self.vias.opens.remove(&r.request_id).expect("present");
+                    let code = match r.reason {
+                        RefuseReason::NoListener => ErrorCode::NoListener,
+                        RefuseReason::AttributesMismatch => ErrorCode::AttributesMismatch,
+                        RefuseReason::NoResources => ErrorCode::NoResources,
+                        _ => ErrorCode::Refused,
+                    };
+                    self.count(EngineCounter::ViRefused);
+                    self.reply_to(o.client, o.req_id, Reply::Error(code));
+                    self.vias.vis.remove(&o.vi);
+                    if let Some(v) = self.vias.engine.remove(&o.vi) {
+                        self.poller.remove(v.doorbell.fd().as_raw_fd());
+                    }
+                    if let Some(w) = self.remote.as_deref_mut() {
+                        w.vi_peer_remove(from);
+                    }
+                }
+                // Handled on the data path.
+                ViIn::Data { .. } | ViIn::Ack(..) | ViIn::Close(..) => {}
+            }
+        }
+    }
+
+    fn count_forged(&self) {
+        self.eps
+            .counters()
+            .engine(crate::wire::WireDrop::ForgedToken.counter(), 1);
+    }
+
+    /// A ViOpen from `from`: queue it for the listener (or answer again a
+    /// retransmitted one).
+    fn vi_open_from(&mut self, from: std::net::SocketAddr, src_engine: u64, o: ViOpen) {
+        if let Some(&id) = self.vias.answered.get(&(from, o.request_id)) {
+            // Retransmitted: the same answer.
+            if let (Some(v), Some(w)) = (self.vias.engine.get(&id), self.remote.as_deref_mut()) {
+                if let Some(p) = v.peer {
+                    w.send_vi_control(
+                        from,
+                        Body::ViAccept(ViAcceptFrame {
+                            request_id: o.request_id,
+                            dst_vi: o.src_vi,
+                            src_vi: id,
+                            accept_token: p.my_token,
+                            hold: HOLD,
+                        }),
+                    );
+                }
+            }
+            return;
+        }
+        let waiting = self.vias.pending.values().any(|p| {
+            matches!(p.connector, Connector::Remote { addr, request_id, .. }
+                if addr == from && request_id == o.request_id)
+        });
+        if waiting {
+            return;
+        }
+        let connector = Connector::Remote {
+            addr: from,
+            src_engine,
+            request_id: o.request_id,
+            src_vi: o.src_vi,
+            src_token: o.src_token,
+        };
+        let Some(&listener) = self.vias.listeners.get(&o.tag) else {
+            return self.refuse(connector, ErrorCode::NoListener);
+        };
+        if self.vias.backlog(o.tag) >= BACKLOG {
+            return self.refuse(connector, ErrorCode::NoResources);
+        }
+        let attrs = ViParams {
+            reliability: o.reliability,
+            strict_rnr: o.strict_rnr,
+        };
+        let request = self.vias.add_pending(Pending {
+            tag: o.tag,
+            listener,
+            connector,
+            attrs,
+            deadline: Instant::now() + CONNECT_TIMEOUT_MAX,
+        });
+        let notice = Reply::ViRequest {
+            tag: o.tag,
+            request,
+            attrs,
+            pid: 0,
+            host: Some(from),
+        };
+        self.reply_to(listener, 0, notice);
+    }
+
+    /// Our ViOpen was accepted: the VI is connected; its client gets it.
+    fn vi_accepted(&mut self, from: std::net::SocketAddr, a: ViAcceptFrame) {
+        let ok = self
+            .vias
+            .opens
+            .get(&a.request_id)
+            .is_some_and(|o| o.to == from && o.vi == a.dst_vi);
+        if !ok {
+            // A duplicate of an accept already taken, or forged.
+            return self.count_forged();
+        }
+        let o = self.vias.opens.remove(&a.request_id).expect("present");
+        if let Some(v) = self.vias.engine.get_mut(&o.vi) {
+            v.peer = Some(RemoteVi {
+                addr: from,
+                vi: a.src_vi,
+                peer_token: a.accept_token,
+                my_token: o.my_token,
+            });
+        }
+        self.count(EngineCounter::ViConnected);
+        self.hand_over(o.client, o.req_id, o.vi);
+    }
+
     /// Close VI `vi`: its connection is marked closed on both sides (the
     /// peer wakes and finds it gone) and released.
     pub(crate) fn close_vi(&mut self, vi: u32) {
+        if self.vias.engine.contains_key(&vi) {
+            self.drop_engine_vi(vi, 0);
+            self.count(EngineCounter::ViClosed);
+            return;
+        }
         let Some(v) = self.vias.vis.remove(&vi) else {
             return;
         };
@@ -248,8 +656,7 @@ impl Setup<'_> {
             .collect();
         for id in ids {
             if let Some(p) = self.vias.pending.remove(&id) {
-                self.count(EngineCounter::ViRefused);
-                self.reply_to(p.connector, p.req_id, Reply::Error(code));
+                self.refuse(p.connector, code);
             }
         }
     }
@@ -257,12 +664,10 @@ impl Setup<'_> {
     /// Answer the requests nobody accepted in time.
     pub(crate) fn expire_requests(&mut self, now: Instant) {
         for p in self.vias.take_expired(now) {
-            self.count(EngineCounter::ViRefused);
-            self.reply_to(
-                p.connector,
-                p.req_id,
-                Reply::Error(ErrorCode::NoSuchRequest),
-            );
+            self.refuse(p.connector, ErrorCode::NoSuchRequest);
+        }
+        if !self.vias.opens.is_empty() {
+            self.retry_opens(now);
         }
     }
 
@@ -273,7 +678,24 @@ impl Setup<'_> {
         self.vias.regions.retain(|_, r| r.owner != ci);
         self.vias.listeners.retain(|_, c| *c != ci);
         self.refuse_waiting(|p| p.listener == ci, ErrorCode::Refused);
-        self.vias.pending.retain(|_, p| p.connector != ci);
+        self.vias
+            .pending
+            .retain(|_, p| !matches!(p.connector, Connector::Local { client, .. } if client == ci));
+        let opens: Vec<u32> = self
+            .vias
+            .opens
+            .iter()
+            .filter(|(_, o)| o.client == ci)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in opens {
+            if let Some(o) = self.vias.opens.remove(&id) {
+                self.drop_engine_vi(o.vi, 0);
+                if let Some(w) = self.remote.as_deref_mut() {
+                    w.vi_peer_remove(o.to);
+                }
+            }
+        }
         let mine: Vec<u32> = self
             .vias
             .vis

@@ -15,10 +15,13 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 
 use unet_control::ViParams;
+use unet_sys::Segment;
+
+use crate::vi_path::EngineVi;
+pub(crate) use crate::vi_path::Region;
 
 use crate::endpoints::ClientId;
 
@@ -26,15 +29,6 @@ use crate::endpoints::ClientId;
 pub(crate) const BACKLOG: usize = 64;
 /// The longest a connection request waits for an answer.
 pub(crate) const CONNECT_TIMEOUT_MAX: Duration = Duration::from_secs(60);
-
-/// A registered memory region.
-pub(crate) struct Region {
-    pub owner: ClientId,
-    /// The memory file (kept so that the region can be mapped when a
-    /// remote VI needs it; a local VI's data never passes the engine).
-    pub _fd: OwnedFd,
-    pub len: u64,
-}
 
 /// A VI the engine granted.
 pub(crate) struct Vi {
@@ -46,14 +40,42 @@ pub(crate) struct Vi {
     pub _attrs: ViParams,
 }
 
+/// Who asks for a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Connector {
+    /// A client of this engine, waiting on request `req_id`.
+    Local { client: ClientId, req_id: u32 },
+    /// A VI of another engine.
+    Remote {
+        addr: SocketAddr,
+        src_engine: u64,
+        request_id: u32,
+        src_vi: u32,
+        src_token: u64,
+    },
+}
+
 /// A connection request waiting for the listener's answer.
 pub(crate) struct Pending {
     pub tag: u64,
     pub listener: ClientId,
-    /// The connecting client and the request it waits on.
-    pub connector: ClientId,
-    pub req_id: u32,
+    pub connector: Connector,
     pub attrs: ViParams,
+    pub deadline: Instant,
+}
+
+/// A connection this engine asked another engine for.
+pub(crate) struct RemoteOpen {
+    pub client: ClientId,
+    pub req_id: u32,
+    /// The VI made for it (in `Vias::engine`).
+    pub vi: u32,
+    pub to: SocketAddr,
+    pub tag: u64,
+    pub attrs: ViParams,
+    pub my_token: u64,
+    pub next_try: Instant,
+    pub tries: u32,
     pub deadline: Instant,
 }
 
@@ -64,9 +86,18 @@ pub(crate) struct Vias {
     pub vis: HashMap<u32, Vi>,
     pub listeners: HashMap<u64, ClientId>,
     pub pending: HashMap<u32, Pending>,
+    /// The VIs the engine carries (to other engines), by VI id.
+    pub engine: HashMap<u32, EngineVi>,
+    /// Connections asked of other engines, by request id.
+    pub opens: HashMap<u32, RemoteOpen>,
+    /// Requests from other engines accepted here: (their address, their
+    /// request id) → our VI, so a retransmitted request gets the answer
+    /// again.
+    pub answered: HashMap<(SocketAddr, u32), u32>,
     next_region: u32,
     next_vi: u32,
     next_request: u32,
+    next_open: u32,
 }
 
 /// The next id of a counter that skips 0 and ids in use.
@@ -81,16 +112,9 @@ fn next_id<V>(counter: &mut u32, used: &HashMap<u32, V>) -> u32 {
 
 impl Vias {
     /// Enter a region; its handle.
-    pub(crate) fn add_region(&mut self, owner: ClientId, fd: OwnedFd, len: u64) -> u32 {
+    pub(crate) fn add_region(&mut self, owner: ClientId, seg: Segment, len: u64) -> u32 {
         let h = next_id(&mut self.next_region, &self.regions);
-        self.regions.insert(
-            h,
-            Region {
-                owner,
-                _fd: fd,
-                len,
-            },
-        );
+        self.regions.insert(h, Region { owner, seg, len });
         h
     }
 
@@ -106,6 +130,13 @@ impl Vias {
                 _attrs: attrs,
             },
         );
+        id
+    }
+
+    /// Enter a connection asked of another engine; its request id.
+    pub(crate) fn add_open(&mut self, o: RemoteOpen) -> u32 {
+        let id = next_id(&mut self.next_open, &self.opens);
+        self.opens.insert(id, o);
         id
     }
 
@@ -134,14 +165,19 @@ impl Vias {
             .collect()
     }
 
-    /// What client `ci` is charged for here: its regions' bytes.
+    /// What each client is charged for here: its regions' bytes and the
+    /// segments of its engine-carried VIs.
     pub(crate) fn charges(&self) -> impl Iterator<Item = (ClientId, u64)> + '_ {
-        self.regions.values().map(|r| (r.owner, r.len))
+        let r = self.regions.values().map(|r| (r.owner, r.len));
+        let v = self.engine.values().map(|v| (v.owner, v.seg.len() as u64));
+        r.chain(v)
     }
 
-    /// The earliest deadline of a waiting request.
+    /// The earliest deadline of a waiting request or open.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        self.pending.values().map(|p| p.deadline).min()
+        let p = self.pending.values().map(|p| p.deadline);
+        let o = self.opens.values().map(|o| o.next_try);
+        p.chain(o).min()
     }
 }
 

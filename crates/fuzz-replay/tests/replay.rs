@@ -178,6 +178,16 @@ fn jive_jit_target_over_the_test_classes() {
 }
 
 #[test]
+fn wire_frame_target_over_its_seeds() {
+    // One valid frame of each kind (`UNET_BLESS=1 cargo test -p
+    // unet-engine --lib wire::frame` rewrites them from the samples).
+    let seeds = files(&repo().join("fuzz/seeds/wire_frame"));
+    assert!(seeds.len() >= 12, "the wire_frame seeds are there");
+    let n = replay("wire_frame", wire_frame::fuzz_one, &seeds, 200);
+    assert!(n >= seeds.len() * 200);
+}
+
+#[test]
 fn wire_frame_target_over_random_frames() {
     replay(
         "wire_frame",

@@ -164,11 +164,32 @@ impl Segment {
         Self::map(fd, len, writable)
     }
 
+    /// Map a memory file received from another process without touching
+    /// its pages (a large region costs nothing until used; its owner has
+    /// usually touched the pages already). Refuses a file whose size is
+    /// not sealed against shrinking, or shorter than `len`.
+    pub fn open_sealed(fd: OwnedFd, len: usize) -> io::Result<Segment> {
+        match Self::sealed_len(&fd) {
+            Some(n) if n >= len as u64 && len > 0 => Self::map_with(fd, len, true, false),
+            _ => Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "not a sealed memory file of that length",
+            )),
+        }
+    }
+
     fn map(fd: OwnedFd, len: usize, writable: bool) -> io::Result<Segment> {
+        Self::map_with(fd, len, writable, true)
+    }
+
+    fn map_with(fd: OwnedFd, len: usize, writable: bool, populate: bool) -> io::Result<Segment> {
         let mut opts = memmap2::MmapOptions::new();
-        // Populate now: a first touch on the data path would cost a page
-        // fault of microseconds in the middle of a message.
-        opts.len(len).populate();
+        opts.len(len);
+        if populate {
+            // Populate now: a first touch on the data path would cost a
+            // page fault of microseconds in the middle of a message.
+            opts.populate();
+        }
         // Shared mappings, at an address the kernel picks.
         let map = if writable {
             opts.map_raw(&fd)?

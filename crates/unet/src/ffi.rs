@@ -4,16 +4,19 @@
 //! Conventions:
 //!
 //! * Objects are opaque handles (`unet_engine*`, `unet_session*`,
-//!   `unet_endpoint*`): boxed Rust values, created by `*_start`, `*_connect`,
-//!   `*_embedded` or `*_create` and released by the matching `*_stop` or
-//!   `*_close`, which accept NULL.
+//!   `unet_endpoint*`, and VIA's `unet_region*`, `unet_cq*`, `unet_vi*`,
+//!   ...): boxed Rust values, created by `*_start`, `*_connect`,
+//!   `*_embedded`, `*_create`, `*_listen` or `unet_register_memory` and
+//!   released by the matching `*_stop`, `*_close` or `*_free`, which accept
+//!   NULL.
 //! * Functions return an `int`: 0 (or 1 for "got one" where documented) on
 //!   success, a negative [`UNET_EFULL`]… status on failure. The thread's last
 //!   failure is described by [`unet_last_error_message`].
 //! * Every pointer is checked for NULL ([`UNET_EINVAL`]); no panic crosses
 //!   the boundary (it is reported as [`UNET_EIO`]).
-//! * An endpoint must be used by one thread at a time. A session and an
-//!   engine may be shared between threads.
+//! * An endpoint or a VI must be used by one thread at a time. A session,
+//!   an engine, a memory region, a completion queue and a VI server may be
+//!   shared between threads.
 
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void, CStr, CString, OsStr};
@@ -29,6 +32,9 @@ use unet_engine::{Engine, EngineConfig};
 use crate::endpoint::{Channel, ChannelOptions, Endpoint, EndpointConfig, Event};
 use crate::session::Session;
 use crate::{Error, RecvError, SendError};
+
+mod via;
+pub use via::*;
 
 // -------------------------------------------------------------------------
 // Status codes (enum unet_status)
@@ -52,7 +58,7 @@ pub const UNET_ETIMEDOUT: c_int = -6;
 pub const UNET_ETOOSMALL: c_int = -7;
 /// The destination refused the channel.
 pub const UNET_EREFUSED: c_int = -8;
-/// No endpoint with that id.
+/// No endpoint with that id, or nobody listens on that VI discriminator.
 pub const UNET_ENOENDPOINT: c_int = -9;
 /// Another refusal by the engine (see the error message).
 pub const UNET_EENGINE: c_int = -10;
@@ -69,6 +75,12 @@ pub const UNET_ENOTSUP: c_int = -14;
 /// memory or its endpoints (the message says which). Others can still get
 /// what this process cannot; close something first.
 pub const UNET_EQUOTA: c_int = -15;
+/// The object is in use: a memory region a posted descriptor uses (it
+/// stays registered), or a VI discriminator another session listens on.
+pub const UNET_EINUSE: c_int = -16;
+/// A VI wait found no descriptor outstanding on that queue: nothing can
+/// complete (`unet_vi_state` says whether the VI is broken).
+pub const UNET_ENOTPOSTED: c_int = -17;
 
 /// `unet_recv_desc::flags`: the payload is inline in `data`.
 pub const UNET_RECV_INLINE: u8 = unet_abi::RECV_INLINE;
@@ -189,11 +201,12 @@ fn fail(code: c_int, msg: impl Into<String>) -> c_int {
 fn error_status(e: &Error) -> c_int {
     match e {
         Error::Engine(ErrorCode::Refused) => UNET_EREFUSED,
-        Error::Engine(ErrorCode::NoSuchEndpoint) => UNET_ENOENDPOINT,
+        Error::Engine(ErrorCode::NoSuchEndpoint | ErrorCode::NoListener) => UNET_ENOENDPOINT,
+        Error::Engine(ErrorCode::TagInUse) | Error::InUse(_) => UNET_EINUSE,
         Error::Engine(ErrorCode::NoSuchChannel) => UNET_EBADCHAN,
         Error::Engine(_) => UNET_EENGINE,
         Error::Quota(_) => UNET_EQUOTA,
-        Error::Config(_) | Error::InUse(_) => UNET_EINVAL,
+        Error::Config(_) => UNET_EINVAL,
         Error::Rejected(_) => UNET_EREJECTED,
         Error::Unsupported(_) => UNET_ENOTSUP,
         Error::Io(_) | Error::Protocol(_) | Error::EngineGone => UNET_EIO,
@@ -299,6 +312,8 @@ pub extern "C" fn unet_status_name(status: c_int) -> *const c_char {
         UNET_EREJECTED => c"UNET_EREJECTED",
         UNET_ENOTSUP => c"UNET_ENOTSUP",
         UNET_EQUOTA => c"UNET_EQUOTA",
+        UNET_EINUSE => c"UNET_EINUSE",
+        UNET_ENOTPOSTED => c"UNET_ENOTPOSTED",
         _ => c"unknown status",
     };
     s.as_ptr()

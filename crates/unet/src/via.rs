@@ -36,8 +36,11 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
-use unet_abi::CLIENT_COUNTERS;
+use unet_abi::ring::Ring;
 pub use unet_abi::{Reliability, ViError, VI_MAX_SEGMENTS, VI_MAX_TRANSFER};
+use unet_abi::{
+    ViCompl, ViDesc, ViHeader, ViLayout, ViSegDesc, CLIENT_COUNTERS, VI_HEADER_SIZE, VI_MAGIC,
+};
 use unet_control::{ErrorCode, Reply, Request, ViParams};
 use unet_sys::{self as sys, Segment};
 
@@ -305,6 +308,9 @@ impl std::error::Error for WaitError {}
 /// A segment resolved at post time: where its bytes are, and the region
 /// kept alive (and counted as in use) while the descriptor is posted.
 struct Piece {
+    /// The region's handle and the offset in it (what the engine is told).
+    handle: u32,
+    offset: usize,
     /// Keeps the mapping `ptr` points into alive (and the region counted
     /// as in use) while the descriptor is posted.
     _region: Arc<RegionInner>,
@@ -340,6 +346,8 @@ impl Desc {
             }
             d.total += s.len;
             let piece = Piece {
+                handle: r.handle,
+                offset: s.offset,
                 _region: r.clone(),
                 // SAFETY: offset <= len of the mapping (checked).
                 ptr: unsafe { r.seg.ptr().as_ptr().add(s.offset) },
@@ -490,7 +498,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 struct Core {
     id: u32,
     attrs: ViAttributes,
-    conn: DirectConn,
+    path: ViPath,
     state: ViState,
     /// Send descriptors not yet in the ring.
     send_posted: VecDeque<Desc>,
@@ -539,7 +547,32 @@ pub struct ViStats {
     pub rx_dropped: u64,
 }
 
+/// How a VI's messages travel.
+enum ViPath {
+    /// A ring shared with the peer's process (a local VI).
+    Direct(DirectConn),
+    /// Queues the engine carries to another engine.
+    Engine(Box<EngineSide>),
+}
+
 impl Core {
+    /// The direct connection. Only the direct path's code calls it.
+    #[inline(always)]
+    fn conn(&mut self) -> &mut DirectConn {
+        match &mut self.path {
+            ViPath::Direct(c) => c,
+            ViPath::Engine(_) => unreachable!("the direct path's code on an engine VI"),
+        }
+    }
+
+    /// Break the connection for `why`: the peer's side of the direct ring
+    /// is told (the engine tells a remote peer when the VI closes).
+    fn close_path(&mut self, why: ViError) {
+        if let ViPath::Direct(c) = &self.path {
+            c.close_with_error(why as u32);
+        }
+    }
+
     fn complete_send(&mut self, c: ViCompletion) {
         if c.status.is_err() {
             self.stats.errors += 1;
@@ -567,7 +600,7 @@ impl Core {
             return;
         }
         self.state = ViState::Error(why);
-        self.conn.close_with_error(why as u32);
+        self.close_path(why);
         self.flush(why);
     }
 
@@ -594,7 +627,11 @@ impl Core {
 
     /// Why the peer went: the reason it gave, or just gone.
     fn peer_reason(&self) -> ViError {
-        match ViError::from_u32(self.conn.peer_error()) {
+        let code = match &self.path {
+            ViPath::Direct(c) => c.peer_error(),
+            ViPath::Engine(_) => 0,
+        };
+        match ViError::from_u32(code) {
             // Its own close, or a close on its behalf: gone.
             None | Some(ViError::Closed) => ViError::PeerGone,
             Some(e) => e,
@@ -610,6 +647,9 @@ impl Core {
     /// has placed (reliable reception).
     #[inline]
     fn progress_send(&mut self) {
+        if let ViPath::Engine(_) = self.path {
+            return self.engine_progress();
+        }
         if self.state != ViState::Connected {
             return;
         }
@@ -627,7 +667,7 @@ impl Core {
             let total = d.total;
             // SAFETY: every piece lies inside its region's mapping (checked
             // when posted), which the descriptor keeps alive.
-            match unsafe { self.conn.send_gather(&parts[..n], total) } {
+            match unsafe { self.conn().send_gather(&parts[..n], total) } {
                 Ok(_) => {
                     let d = self.send_posted.pop_front().expect("front");
                     self.sent += 1;
@@ -658,7 +698,7 @@ impl Core {
             }
         }
         if !self.send_unplaced.is_empty() {
-            let placed = self.conn.peer_placed();
+            let placed = self.conn().peer_placed();
             while let Some(&(_, seq)) = self.send_unplaced.front() {
                 if seq > placed {
                     break;
@@ -669,7 +709,7 @@ impl Core {
                     status: Ok(d.total),
                 });
             }
-            if !self.send_unplaced.is_empty() && self.conn.peer_closed() {
+            if !self.send_unplaced.is_empty() && self.conn().peer_closed() {
                 let why = self.peer_reason();
                 self.break_with(why);
             }
@@ -679,12 +719,15 @@ impl Core {
     /// Place waiting messages into posted receive buffers.
     #[inline]
     fn progress_recv(&mut self) {
+        if let ViPath::Engine(_) = self.path {
+            return self.engine_progress();
+        }
         if self.state != ViState::Connected {
             return;
         }
         loop {
             let Some(d) = self.recv_posted.front() else {
-                if self.conn.ready() {
+                if self.conn().ready() {
                     if !self.holding {
                         self.holding = true;
                         self.stats.rx_not_posted += 1;
@@ -692,7 +735,7 @@ impl Core {
                     if self.attrs.strict_rnr {
                         self.break_with(ViError::ReceiverNotReady);
                     }
-                } else if self.conn.peer_closed() {
+                } else if self.conn().peer_closed() {
                     let why = self.peer_reason();
                     self.break_with(why);
                 }
@@ -703,7 +746,10 @@ impl Core {
                 return;
             }
             let mut too_long = false;
-            let r = self.conn.recv_with(|src, len| {
+            let ViPath::Direct(conn) = &mut self.path else {
+                return;
+            };
+            let r = conn.recv_with(|src, len| {
                 if len > d.total {
                     too_long = true;
                     return Ok(());
@@ -724,7 +770,7 @@ impl Core {
             });
             match r {
                 DirectRecv::Empty => {
-                    if self.conn.peer_closed() && !self.conn.ready() {
+                    if self.conn().peer_closed() && !self.conn().ready() {
                         let why = self.peer_reason();
                         self.break_with(why);
                     }
@@ -746,7 +792,8 @@ impl Core {
                         });
                         if self.attrs.reliability == Reliability::Unreliable {
                             self.stats.rx_dropped += 1;
-                            self.conn.set_placed(self.placed);
+                            let placed = self.placed;
+                            self.conn().set_placed(placed);
                             continue;
                         }
                         self.break_with(ViError::TooLong);
@@ -755,7 +802,8 @@ impl Core {
                     self.stats.rx_msgs += 1;
                     self.stats.rx_bytes += len as u64;
                     if self.attrs.reliability == Reliability::ReliableReception {
-                        self.conn.set_placed(self.placed);
+                        let placed = self.placed;
+                        self.conn().set_placed(placed);
                     }
                     self.complete_recv(ViCompletion {
                         id: d.id,
@@ -779,6 +827,9 @@ impl Core {
         };
         if outstanding >= cap as usize {
             return Err(PostError::QueueFull);
+        }
+        if let ViPath::Engine(_) = self.path {
+            return self.engine_post(q, d);
         }
         match (q, self.state) {
             (ViQueue::Send, ViState::Connected) => {
@@ -815,6 +866,189 @@ impl Core {
         match q {
             ViQueue::Send => self.send_done.pop_front(),
             ViQueue::Recv => self.recv_done.pop_front(),
+        }
+    }
+}
+
+/// The client's side of a VI the engine carries: the queues in the VI's
+/// segment (layout in `unet_abi::ViHeader`).
+struct EngineSide {
+    seg: Segment,
+    doorbell: sys::EventFd,
+    sq: Ring<ViDesc>,
+    rq: Ring<ViDesc>,
+    scq: Ring<ViCompl>,
+    rcq: Ring<ViCompl>,
+    cap: u64,
+    sq_head: u64,
+    rq_head: u64,
+    scq_tail: u64,
+    rcq_tail: u64,
+}
+
+// SAFETY: the rings point into `seg`, which EngineSide owns.
+unsafe impl Send for EngineSide {}
+
+impl EngineSide {
+    fn open(seg: Segment, doorbell: sys::EventFd, vi: u32) -> Result<EngineSide, Error> {
+        let bad = |why: &str| Error::Protocol(format!("VI segment: {why}"));
+        if seg.len() < VI_HEADER_SIZE {
+            return Err(bad("too small"));
+        }
+        // SAFETY: at least a header's worth of mapped, page-aligned memory.
+        let h = unsafe { seg.ptr().cast::<ViHeader>().as_ref() };
+        if h.magic != VI_MAGIC || h.version != unet_abi::VERSION || h.vi_id != vi {
+            return Err(bad("bad magic, version or id"));
+        }
+        let layout = ViLayout::new(h.queue_cap).ok_or_else(|| bad("bad capacity"))?;
+        let same = layout.sq_off == h.sq_off
+            && layout.rq_off == h.rq_off
+            && layout.scq_off == h.scq_off
+            && layout.rcq_off == h.rcq_off;
+        if !same || (seg.len() as u64) < layout.segment_size {
+            return Err(bad("bad layout"));
+        }
+        let base = seg.ptr();
+        // SAFETY: the rings lie inside the segment at the offsets the layout
+        // computed (checked against the header and the segment's length),
+        // mapped as long as `seg`, which EngineSide owns.
+        let (sq, rq, scq, rcq) = unsafe {
+            let at = |off: u64| std::ptr::NonNull::new_unchecked(base.as_ptr().add(off as usize));
+            (
+                Ring::from_raw(at(layout.sq_off), layout.cap),
+                Ring::from_raw(at(layout.rq_off), layout.cap),
+                Ring::from_raw(at(layout.scq_off), layout.cap),
+                Ring::from_raw(at(layout.rcq_off), layout.cap),
+            )
+        };
+        Ok(EngineSide {
+            seg,
+            doorbell,
+            sq,
+            rq,
+            scq,
+            rcq,
+            cap: layout.cap as u64,
+            sq_head: 0,
+            rq_head: 0,
+            scq_tail: 0,
+            rcq_tail: 0,
+        })
+    }
+
+    fn header(&self) -> &ViHeader {
+        // SAFETY: checked in open(); shared fields are atomics.
+        unsafe { self.seg.ptr().cast::<ViHeader>().as_ref() }
+    }
+
+    fn completions_waiting(&self) -> bool {
+        self.scq.head() != self.scq_tail
+            || self.rcq.head() != self.rcq_tail
+            || self.header().state.load(Ordering::Acquire) != 0
+    }
+
+    /// Ring the engine's doorbell if it sleeps.
+    fn ring(&self) {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.header().engine_armed.swap(0, Ordering::AcqRel) != 0 {
+            self.doorbell.notify();
+        }
+    }
+}
+
+impl Core {
+    /// Post `d` to the engine's queue `q`.
+    fn engine_post(&mut self, q: ViQueue, d: Desc) -> Result<(), PostError> {
+        let ViPath::Engine(e) = &mut self.path else {
+            return Ok(());
+        };
+        let mut w = ViDesc {
+            id: d.id,
+            ..ViDesc::default()
+        };
+        for (i, p) in d.pieces().enumerate() {
+            w.segs[i] = ViSegDesc {
+                handle: p.handle,
+                len: p.len as u32,
+                offset: p.offset as u64,
+            };
+            w.nsegs += 1;
+        }
+        if d.bad {
+            // The engine is the judge: it refuses this one (and breaks
+            // the VI), as it would a descriptor some other way bad.
+            w.nsegs = VI_MAX_SEGMENTS as u32 + 1;
+        }
+        let (ring, head) = match q {
+            ViQueue::Send => (&e.sq, &mut e.sq_head),
+            ViQueue::Recv => (&e.rq, &mut e.rq_head),
+        };
+        if *head - ring.tail().min(*head) >= e.cap {
+            return Err(PostError::QueueFull);
+        }
+        ring.write(*head, w);
+        *head += 1;
+        ring.set_head(*head);
+        e.ring();
+        match q {
+            ViQueue::Send => self.send_posted.push_back(d),
+            ViQueue::Recv => self.recv_posted.push_back(d),
+        }
+        Ok(())
+    }
+
+    /// Take the engine's completions, in order, for the descriptors posted.
+    fn engine_progress(&mut self) {
+        let ViPath::Engine(e) = &mut self.path else {
+            return;
+        };
+        let mut done: Vec<(ViQueue, ViCompl)> = Vec::new();
+        for (q, ring, tail) in [
+            (ViQueue::Send, &e.scq, &mut e.scq_tail),
+            (ViQueue::Recv, &e.rcq, &mut e.rcq_tail),
+        ] {
+            let head = ring.head();
+            // Never more than we posted: a corrupt head is the engine's
+            // bug, not ours to trust.
+            while *tail < head && head - *tail <= e.cap {
+                done.push((q, ring.read(*tail)));
+                *tail += 1;
+            }
+            ring.set_tail(*tail);
+        }
+        let state = e.header().state.load(Ordering::Acquire);
+        for (q, c) in done {
+            let posted = match q {
+                ViQueue::Send => self.send_posted.pop_front(),
+                ViQueue::Recv => self.recv_posted.pop_front(),
+            };
+            let Some(d) = posted else {
+                continue;
+            };
+            let status = if c.status == 0 {
+                Ok(c.len as usize)
+            } else {
+                Err(ViError::from_u32(c.status.unsigned_abs()).unwrap_or(ViError::Broken))
+            };
+            match q {
+                ViQueue::Send => {
+                    if status.is_ok() {
+                        self.stats.tx_msgs += 1;
+                        self.stats.tx_bytes += c.len as u64;
+                    }
+                    self.complete_send(ViCompletion { id: d.id, status })
+                }
+                ViQueue::Recv => {
+                    if status.is_ok() {
+                        self.stats.rx_msgs += 1;
+                        self.stats.rx_bytes += c.len as u64;
+                    }
+                    self.complete_recv(ViCompletion { id: d.id, status })
+                }
+            }
+        }
+        if let (Some(e), ViState::Connected) = (ViError::from_u32(state), self.state) {
+            self.state = ViState::Error(e);
         }
     }
 }
@@ -893,6 +1127,25 @@ impl Vi {
     /// What it has counted.
     pub fn stats(&mut self) -> ViStats {
         self.core().stats
+    }
+
+    /// What the engine counts of a VI it carries to another engine
+    /// (retransmissions, duplicates and out-of-order arrivals discarded,
+    /// acks, messages held, ...), by name; empty for a local VI.
+    pub fn engine_counters(&mut self) -> Vec<(&'static str, u64)> {
+        let c = self.core();
+        match &c.path {
+            ViPath::Direct(_) => Vec::new(),
+            ViPath::Engine(e) => unet_abi::ViCounter::ALL
+                .iter()
+                .map(|&k| {
+                    (
+                        k.name(),
+                        e.header().counters[k as usize].load(Ordering::Relaxed),
+                    )
+                })
+                .collect(),
+        }
     }
 
     /// Post a send descriptor: the bytes of `segs`, gathered in order into
@@ -992,8 +1245,11 @@ impl Vi {
                 continue;
             }
             let left = timeout.map(|t| t.saturating_sub(elapsed));
+            let engine = matches!(self.core().path, ViPath::Engine(_));
             match q {
-                // Sleep on the ring until the peer publishes (or closes).
+                // Sleep on the ring until the peer publishes (or closes);
+                // on an engine VI, until the engine completes something.
+                _ if engine => self.sleep_on_ring(left),
                 ViQueue::Recv => self.sleep_on_ring(left),
                 // A send waits for room or for the receiver's placing,
                 // which wake nobody: short naps.
@@ -1006,26 +1262,40 @@ impl Vi {
 
     fn sleep_on_ring(&mut self, left: Option<Duration>) {
         let mut c = self.core();
-        c.conn.set_sleeping(true);
-        let (word, seen) = {
-            let (w, v) = c.conn.wait_word();
-            (w as *const AtomicU32, v)
-        };
-        // Pairs with the producer's fence after it publishes: either we
-        // see its record now, or it sees our sleeping flag and wakes us.
-        sys::heavy_fence();
-        if !c.conn.ready() && !c.conn.peer_closed() {
-            // SAFETY: the word lies in the connection's header, mapped as
-            // long as the core (and its DirectConn) lives, which the guard
-            // or borrow keeps alive for this call.
-            let word = unsafe { &*word };
-            sys::futex_wait(
-                word,
-                seen,
-                Some(left.map_or(Duration::from_secs(1), |l| l.min(Duration::from_secs(1)))),
-            );
+        let left = Some(left.map_or(Duration::from_secs(1), |l| l.min(Duration::from_secs(1))));
+        match &mut c.path {
+            ViPath::Direct(conn) => {
+                conn.set_sleeping(true);
+                let (word, seen) = {
+                    let (w, v) = conn.wait_word();
+                    (w as *const AtomicU32, v)
+                };
+                // Pairs with the producer's fence after it publishes:
+                // either we see its record now, or it sees our sleeping
+                // flag and wakes us.
+                sys::heavy_fence();
+                if !conn.ready() && !conn.peer_closed() {
+                    // SAFETY: the word lies in the connection's header,
+                    // mapped as long as the DirectConn lives, which the
+                    // guard or borrow keeps alive for this call.
+                    let word = unsafe { &*word };
+                    sys::futex_wait(word, seen, left);
+                }
+                conn.set_sleeping(false);
+            }
+            ViPath::Engine(e) => {
+                let h = e.header();
+                let seen = h.cq_futex.load(Ordering::Acquire);
+                h.client_sleeping.store(1, Ordering::Relaxed);
+                // Pairs with the engine's fence after it pushes a
+                // completion: either we see it now or it sees our flag.
+                std::sync::atomic::fence(Ordering::SeqCst);
+                if !e.completions_waiting() {
+                    sys::futex_wait(&h.cq_futex, seen, left);
+                }
+                h.client_sleeping.store(0, Ordering::Relaxed);
+            }
         }
-        c.conn.set_sleeping(false);
     }
 
     /// Close the VI: descriptors still outstanding complete with
@@ -1055,7 +1325,7 @@ impl Vi {
         let mut c = self.core();
         if c.state == ViState::Connected {
             c.state = ViState::Error(ViError::Closed);
-            c.conn.close_with_error(ViError::Closed as u32);
+            c.close_path(ViError::Closed);
             c.flush(ViError::Closed);
         }
     }
@@ -1209,15 +1479,24 @@ fn vi_from_reply(
     what: &str,
 ) -> Result<Vi, Error> {
     match r {
-        Reply::ViConnected { vi, conn_id, side } if conn_id != 0 && !fds.is_empty() => {
+        Reply::ViConnected { vi, conn_id, side }
+            if (conn_id != 0 && !fds.is_empty()) || (conn_id == 0 && fds.len() >= 2) =>
+        {
             let seg = Segment::open(fds.remove(0), unet_abi::CONN_HEADER_SIZE, true)?;
             let counters: Box<[AtomicU64; CLIENT_COUNTERS]> =
                 Box::new(std::array::from_fn(|_| AtomicU64::new(0)));
-            let conn = DirectConn::open(seg, 0, side == 1, &counters).map_err(Error::Protocol)?;
+            let path = if conn_id == 0 {
+                let bell = sys::EventFd::from_fd(fds.remove(0));
+                ViPath::Engine(Box::new(EngineSide::open(seg, bell, vi)?))
+            } else {
+                ViPath::Direct(
+                    DirectConn::open(seg, 0, side == 1, &counters).map_err(Error::Protocol)?,
+                )
+            };
             let core = Core {
                 id: vi,
                 attrs: attrs.clone(),
-                conn,
+                path,
                 state: ViState::Connected,
                 send_posted: VecDeque::new(),
                 send_unplaced: VecDeque::new(),

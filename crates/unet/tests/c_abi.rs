@@ -1,6 +1,8 @@
-//! The C ABI from C: `tests/c/unet_smoke.c` is compiled with gcc against
+//! The C ABI from C: `tests/c/unet_smoke.c` (endpoints and channels) and
+//! `tests/c/vi_smoke.c` (VIA) are compiled with gcc against
 //! `include/unet.h` and the static library Cargo built for this test run,
-//! then run; it prints `ok` when every check passed.
+//! then run; each prints `ok` (with a count of checks for VIA) when every
+//! check passed.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -79,12 +81,14 @@ fn compile(compiler: &str, args: &[&str], out: &Path, extra: &[&Path]) {
     );
 }
 
-#[test]
-fn c_smoke_program_passes() {
+/// Compile `tests/c/<name>.c` with gcc (`-Wall -Wextra -Werror`) against
+/// the header and the static library, run it, and return its standard
+/// output once it exited with status 0.
+fn run_c_program(name: &str) -> String {
     require("gcc");
-    let src = manifest_dir().join("tests/c/unet_smoke.c");
+    let src = manifest_dir().join(format!("tests/c/{name}.c"));
     let lib = static_lib();
-    let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join("unet_smoke");
+    let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     let mut cmd = Command::new("gcc");
     cmd.args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-g", "-I"])
         .arg(manifest_dir().join("../../include"))
@@ -100,13 +104,36 @@ fn c_smoke_program_passes() {
         String::from_utf8_lossy(&o.stderr)
     );
     let out = run_with_deadline(&mut Command::new(&exe), Duration::from_secs(120));
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
-        out.status.success() && stdout.trim() == "ok",
-        "the C smoke program failed ({}):\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status.success(),
+        "the C program {name} failed ({}):\nstdout:\n{stdout}\nstderr:\n{}",
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
+    stdout
+}
+
+#[test]
+fn c_smoke_program_passes() {
+    let stdout = run_c_program("unet_smoke");
+    assert_eq!(stdout.trim(), "ok", "unet_smoke's summary");
+}
+
+/// VIA from C: two VIs connected across threads, regions, gathered and
+/// scattered messages of 0, 1, 1000 and 65536 bytes, completion queues, a
+/// region in use, a rejected and a request-accepted connection, and a
+/// closed peer. Its summary is `ok: N checks`.
+#[test]
+fn c_vi_smoke_program_passes() {
+    let stdout = run_c_program("vi_smoke");
+    let n: u32 = stdout
+        .trim()
+        .strip_prefix("ok: ")
+        .and_then(|r| r.strip_suffix(" checks"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("vi_smoke's summary is not `ok: N checks`: {stdout:?}"));
+    assert!(n >= 150, "vi_smoke ran only {n} checks");
 }
 
 #[test]
@@ -141,9 +168,21 @@ fn header_is_strict_c_and_cpp() {
     }
 }
 
-/// Names of the `#[no_mangle]` functions in `src/ffi.rs`.
+/// Names of the `#[no_mangle]` functions in `src/ffi.rs` and its modules
+/// (`src/ffi/*.rs`).
 fn rust_functions() -> Vec<String> {
-    let src = std::fs::read_to_string(manifest_dir().join("src/ffi.rs")).unwrap();
+    let mut src = std::fs::read_to_string(manifest_dir().join("src/ffi.rs")).unwrap();
+    let dir = manifest_dir().join("src/ffi");
+    let mut modules: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    modules.sort();
+    for m in modules
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+    {
+        src.push_str(&std::fs::read_to_string(m).unwrap());
+    }
     let mut v: Vec<String> = src
         .split("#[no_mangle]")
         .skip(1)
@@ -208,7 +247,10 @@ fn header_functions(h: &str) -> Vec<String> {
 fn header_declares_exactly_the_exported_functions() {
     let h = std::fs::read_to_string(manifest_dir().join("../../include/unet.h")).unwrap();
     let rust = rust_functions();
-    assert!(rust.len() >= 25, "only {rust:?} found in src/ffi.rs");
+    assert!(
+        rust.len() >= 60,
+        "only {rust:?} found in src/ffi.rs and src/ffi/"
+    );
     assert_eq!(header_functions(&h), rust);
 }
 
@@ -231,6 +273,10 @@ fn header_status_values_match() {
         ("UNET_EIO", UNET_EIO),
         ("UNET_EINVAL", UNET_EINVAL),
         ("UNET_EREJECTED", UNET_EREJECTED),
+        ("UNET_ENOTSUP", UNET_ENOTSUP),
+        ("UNET_EQUOTA", UNET_EQUOTA),
+        ("UNET_EINUSE", UNET_EINUSE),
+        ("UNET_ENOTPOSTED", UNET_ENOTPOSTED),
         ("UNET_EVENT_APPLET_FAULT", UNET_EVENT_APPLET_FAULT as i32),
         (
             "UNET_EVENT_APPLET_DETACHED",
@@ -247,7 +293,34 @@ fn header_status_values_match() {
         ("UNET_PATH_AUTO", UNET_PATH_AUTO),
         ("UNET_PATH_DIRECT", UNET_PATH_DIRECT),
         ("UNET_PATH_ENGINE", UNET_PATH_ENGINE),
+        ("UNET_VI_UNRELIABLE", UNET_VI_UNRELIABLE),
+        ("UNET_VI_RELIABLE_DELIVERY", UNET_VI_RELIABLE_DELIVERY),
+        ("UNET_VI_RELIABLE_RECEPTION", UNET_VI_RELIABLE_RECEPTION),
+        ("UNET_VI_OK", UNET_VI_OK),
+        ("UNET_VI_PEER_GONE", UNET_VI_PEER_GONE),
+        ("UNET_VI_RECEIVER_NOT_READY", UNET_VI_RECEIVER_NOT_READY),
+        ("UNET_VI_TOO_LONG", UNET_VI_TOO_LONG),
+        ("UNET_VI_BAD_DESCRIPTOR", UNET_VI_BAD_DESCRIPTOR),
+        ("UNET_VI_TIMEOUT", UNET_VI_TIMEOUT),
+        ("UNET_VI_BROKEN", UNET_VI_BROKEN),
+        ("UNET_VI_CLOSED", UNET_VI_CLOSED),
+        ("UNET_VI_QUEUE_SEND", UNET_VI_QUEUE_SEND),
+        ("UNET_VI_QUEUE_RECV", UNET_VI_QUEUE_RECV),
+        ("UNET_VI_MAX_SEGMENTS", UNET_VI_MAX_SEGMENTS as i32),
+        ("UNET_VI_MAX_TRANSFER", UNET_VI_MAX_TRANSFER as i32),
     ];
+    // Every ViError has its UNET_VI_* constant, with its number.
+    let vi_errors: Vec<(String, i32)> = unet::ViError::ALL
+        .iter()
+        .map(|e| {
+            let name = format!("UNET_VI_{}", e.name().replace('-', "_").to_uppercase());
+            (name, *e as i32)
+        })
+        .collect();
+    let want = want
+        .iter()
+        .map(|(n, v)| (*n, *v))
+        .chain(vi_errors.iter().map(|(n, v)| (n.as_str(), *v)));
     for (name, value) in want {
         let line = h
             .lines()

@@ -2,8 +2,11 @@
 //! may open channels to each other.
 //!
 //! With a key ([`ClusterKey`], `EngineConfig::cluster_key`), every frame
-//! but Data (open request, accept, refuse, confirm, close, keepalive) is
-//! followed in its datagram by a trailer of [`TRAILER_LEN`] bytes:
+//! but those of the data path, Data and ViAck ([`Kind::is_data_path`]), is
+//! followed in its datagram by a trailer of [`TRAILER_LEN`] bytes (open
+//! request, accept, refuse, confirm, close, keepalive, and VIA's open,
+//! accept, refuse and close); [`carries_trailer`] tells a received datagram
+//! that must have one:
 //!
 //! ```text
 //!  frame (as drawn in `frame`) | stamp u64 | nonce u64 | mac [u8; 32]
@@ -18,13 +21,14 @@
 //! request gets an answer (and a token) only when it comes from a holder of
 //! the key, once; a retransmission is a new frame with a new nonce.
 //!
-//! Data frames carry no MAC: a message is authenticated by its channel's
-//! token (64 random bits chosen by the receiver and handed out only in an
-//! authenticated accept) and the peer's address. An attacker who cannot see
-//! the traffic cannot guess a token; one who can (on the path) can read
-//! tokens and inject or cut messages on those channels, as with any
-//! unencrypted protocol. The clocks of the engines must agree within the
-//! replay window.
+//! Data and ViAck frames carry no MAC (they are sent at a high rate): a
+//! message or an ack is authenticated by its channel's or VI's token (64
+//! random bits chosen by the receiver and handed out only in an
+//! authenticated open or accept) and the peer's address. An attacker who
+//! cannot see the traffic cannot guess a token; one who can (on the path)
+//! can read tokens and inject or cut messages on those channels and VIs, as
+//! with any unencrypted protocol. The clocks of the engines must agree
+//! within the replay window.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -32,6 +36,8 @@ use std::fs;
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
+
+use super::frame::{Kind, KIND_OFFSET};
 
 /// Bytes of the authentication trailer: stamp, nonce, MAC.
 pub const TRAILER_LEN: usize = 8 + 8 + 32;
@@ -119,6 +125,19 @@ impl ClusterKey {
 pub enum AuthError {
     /// No trailer, or a MAC that does not check.
     BadMac,
+}
+
+/// Whether, with a cluster key, `datagram` must carry the trailer: true
+/// unless its `kind` byte (offset 3) is of the data path
+/// ([`Kind::is_data_path`]: Data, ViAck). A datagram too short to hold a
+/// kind, or of a kind this version does not know, must carry one too (so
+/// that, unauthenticated, it is refused as [`AuthError::BadMac`] before
+/// anything else is read).
+pub fn carries_trailer(datagram: &[u8]) -> bool {
+    !datagram
+        .get(KIND_OFFSET)
+        .and_then(|&k| Kind::from_u8(k))
+        .is_some_and(Kind::is_data_path)
 }
 
 /// Appends the trailer to the frame in `buf[..frame_len]`; `buf` has
@@ -242,6 +261,20 @@ mod tests {
         }
         assert_eq!(open(&k, &d[..TRAILER_LEN - 1]), Err(AuthError::BadMac));
         assert_eq!(open(&k, &d[1..]), Err(AuthError::BadMac));
+    }
+
+    #[test]
+    fn only_data_path_kinds_go_without_a_trailer() {
+        let mut d = [0u8; 12];
+        for v in 0..=u8::MAX {
+            d[KIND_OFFSET] = v;
+            let bare = v == Kind::Data as u8 || v == Kind::ViAck as u8;
+            assert_eq!(carries_trailer(&d), !bare, "kind {v:#x}");
+            assert_eq!(carries_trailer(&d[..4]), !bare, "kind {v:#x}");
+        }
+        // Too short to hold a kind: it must authenticate (and cannot).
+        assert!(carries_trailer(&[]));
+        assert!(carries_trailer(&d[..3]));
     }
 
     #[test]

@@ -261,8 +261,9 @@ impl Reassembler {
     /// `Ok(None)` when it was stored, and `Err(reason)` when it was dropped
     /// (already counted in [`Reassembler::stats`]).
     ///
-    /// The last 64 completed multi-fragment messages are remembered, so a
-    /// late duplicate of one of their fragments is counted as a duplicate
+    /// The last 64 completed multi-fragment messages are remembered (a VI's
+    /// excepted, see [`Data::is_vi`](super::Data::is_vi)), so a late
+    /// duplicate of one of their fragments is counted as a duplicate
     /// rather than opening an entry that can only time out. Senders must
     /// therefore not reuse a `msg_id` on a channel right away (a per-channel
     /// sequence number, as the frame format asks, never does). One-fragment
@@ -301,7 +302,11 @@ impl Reassembler {
                 Ok(true) => {}
             }
         } else {
-            if self.recent.contains(&Some(key)) {
+            // A VI's messages are exempt: its receiver drops duplicates by
+            // sequence number, and its sender retransmits a message whole
+            // (go-back-N) after the receiver may have reassembled and then
+            // discarded it, out of order.
+            if !d.is_vi() && self.recent.contains(&Some(key)) {
                 return Err(self.drop(WireDrop::DuplicateFragment));
             }
             self.expire(now_ns);
@@ -334,8 +339,10 @@ impl Reassembler {
             return Err(self.drop(WireDrop::Inconsistent));
         };
         self.held -= done.buf.capacity();
-        self.recent[self.recent_next] = Some(key);
-        self.recent_next = (self.recent_next + 1) % RECENT;
+        if !d.is_vi() {
+            self.recent[self.recent_next] = Some(key);
+            self.recent_next = (self.recent_next + 1) % RECENT;
+        }
         self.stats.messages_reassembled += 1;
         Ok(Some(Message::Owned(done.buf)))
     }

@@ -52,17 +52,49 @@
 //! kind 6, Keepalive (16 bytes): the common header and 4 bytes of padding
 //!
 //! kind 7, Confirm (28 bytes): the layout of Close
+//!
+//! kind 0x10, ViOpen (40 bytes)
+//! 12             16             20                  28                  36   37   38     40
+//!  |  request_id  |    src_vi    |        tag        |     src_token     |rel |flg | hold |
+//!  |     u32      |     u32      |        u64        |        u64        | u8 | u8 | u16  |
+//!  rel (reliability): 0 unreliable, 1 reliable delivery, 2 reliable reception
+//!  flg (flags): bit 0 strict receiver-not-ready; bits 1..=7 sent as 0, ignored
+//!  hold: 1..=65535
+//!
+//! kind 0x11, ViAccept (36 bytes)
+//! 12             16             20             24                  32     34  36
+//!  |  request_id  |    dst_vi    |    src_vi    |    accept_token   | hold |pad|
+//!  |     u32      |     u32      |     u32      |        u64        | u16  |u16|
+//!  hold: 1..=65535
+//!
+//! kind 0x12, ViRefuse (24 bytes)
+//! 12             16             20      21   24
+//!  |  request_id  |    dst_vi    | reason | pad |
+//!  |     u32      |     u32      |   u8   | 3 B |
+//!
+//! kind 0x13, ViClose (28 bytes)
+//! 12             16                  24             28
+//!  |    dst_vi    |       token       |    reason    |
+//!  |     u32      |        u64        |     u32      |
+//!  reason: 0 closed normally, else a `unet_abi::ViError` code (any value parses)
+//!
+//! kind 0x14, ViAck (40 bytes)
+//! 12             16                  24             28             32             36      38  40
+//!  |    dst_vi    |       token       |   cum_ack    |  cum_placed  |  window_end  | flags |pad|
+//!  |     u32      |        u64        |     u32      |     u32      |     u32      |  u16  |u16|
+//!  flags: bit 0 nack; bits 1..=15 sent as 0, ignored
 //! ```
 //!
-//! With a cluster key, every kind but Data is followed in its datagram by
-//! an authentication trailer (see [`super::auth`]); [`Frame::parse`] is
-//! given the frame without it.
+//! With a cluster key, every kind but those of the data path (Data and
+//! ViAck, [`Kind::is_data_path`]) is followed in its datagram by an
+//! authentication trailer (see [`super::auth`]); [`Frame::parse`] is given
+//! the frame without it.
 //!
 //! Padding is written as zero and ignored on receipt; it keeps every frame a
 //! multiple of 2 bytes (the Data payload starts 16-byte aligned in the
 //! datagram) and leaves room for fields of later versions. Every frame must
-//! fill its datagram exactly: control frames have a fixed length, and a Data
-//! frame carries its payload length `frag_len`, so that any datagram cut
+//! fill its datagram exactly: every kind but Data has a fixed length, and a
+//! Data frame carries its payload length `frag_len`, so that any datagram cut
 //! short is reported as [`FrameError::Truncated`] and any with extra bytes as
 //! [`FrameError::BadLength`].
 //!
@@ -80,14 +112,39 @@
 //! fragments never overlap and coverage is exact when all `n` arrived. A
 //! message of 0 bytes is one fragment with an empty payload.
 //!
+//! # VIA
+//!
+//! A VI (VIA's connection) is opened by discriminator: [`ViOpen`] asks the
+//! receiving engine to connect the requester's VI to whoever listens on
+//! `tag`, and is answered by [`ViAccept`] or [`ViRefuse`] (matched by
+//! `request_id`); [`ViClose`] says a VI is gone or broke; [`ViAck`] carries
+//! the reliability state machine's acks ([`super::reliable::Ack`]). A VI's
+//! messages travel in Data frames with [`DATA_FLAG_VI`] set in `flags`:
+//! `dst_endpoint` then names the receiver's VI, `msg_id` is the VI's
+//! sequence number, and `dst_channel` is sent as [`VI_DATA_CHANNEL`] and not read.
+//!
+//! VI Data, ViAck and ViClose name the receiver's VI (`dst_vi`, or
+//! `dst_endpoint` of Data) and carry the token the receiver chose for it
+//! (the `src_token` of its ViOpen, or the `accept_token` of its ViAccept),
+//! which the receiver checks together with the sender's address; the
+//! answers to a ViOpen are matched by `request_id` and `dst_vi` and by the
+//! address the open went to. Each VI has two tokens, one per direction.
+//! With a cluster key the four VI control kinds are authenticated too, Data
+//! and ViAck are not (see above).
+//!
 //! # Kind space
 //!
-//! Kinds 1..=7 are defined here. Ranges are kept for later protocols:
-//! `0x10..=0x1F` VIA connections, `0x20..=0x2F` UDM, `0x30..=0x3F` SPINE
-//! active messages. A receiver drops a frame of a kind it does not know and
-//! counts it ([`FrameError::UnknownKind`]); that is not an error of the peer.
+//! Kinds 1..=7 and 0x10..=0x14 are defined here. Ranges are kept for later
+//! protocols: `0x10..=0x1F` VIA connections (`0x15..=0x1F` still free),
+//! `0x20..=0x2F` UDM, `0x30..=0x3F` SPINE active messages. A receiver drops
+//! a frame of a kind it does not know and counts it
+//! ([`FrameError::UnknownKind`]); that is not an error of the peer.
 
 use core::fmt;
+
+use unet_abi::{Reliability, ViError};
+
+use super::reliable::Ack;
 
 /// Magic number at offset 0: the bytes `"UN"`.
 pub const MAGIC: u16 = 0x554E;
@@ -100,6 +157,9 @@ pub const MAX_DATAGRAM: usize = 65507;
 
 /// Length of the header common to all kinds.
 pub const COMMON_HEADER_LEN: usize = 12;
+/// Offset of the `kind` byte, for those that must look at it before a
+/// parse (see [`super::auth::carries_trailer`]).
+pub const KIND_OFFSET: usize = 3;
 /// Length of a Data frame without its payload.
 pub const DATA_HEADER_LEN: usize = 48;
 /// Length of an OpenRequest frame.
@@ -114,13 +174,41 @@ pub const CLOSE_LEN: usize = 28;
 pub const KEEPALIVE_LEN: usize = 16;
 /// Length of a Confirm frame.
 pub const CONFIRM_LEN: usize = 28;
+/// Length of a ViOpen frame.
+pub const VI_OPEN_LEN: usize = 40;
+/// Length of a ViAccept frame.
+pub const VI_ACCEPT_LEN: usize = 36;
+/// Length of a ViRefuse frame.
+pub const VI_REFUSE_LEN: usize = 24;
+/// Length of a ViClose frame.
+pub const VI_CLOSE_LEN: usize = 28;
+/// Length of a ViAck frame.
+pub const VI_ACK_LEN: usize = 40;
+
+/// Bit of [`Data::flags`]: the frame carries a message of a VI, not of a
+/// channel. `dst_endpoint` is then the receiver's VI id, `msg_id` the VI's
+/// sequence number, and `dst_channel` is sent as [`VI_DATA_CHANNEL`] and not read (see the
+/// module doc, "VIA").
+pub const DATA_FLAG_VI: u16 = 1 << 0;
+
+/// The `dst_channel` a VI's Data frames carry: above every endpoint channel
+/// (`MAX_CHANNELS`), so that the reassembler, which keys fragments by
+/// endpoint and channel, never mixes a VI's fragments with an endpoint's
+/// of the same id. Receivers do not read it.
+pub const VI_DATA_CHANNEL: u16 = 0x8000;
+
+/// Bit of the ViOpen `flags` byte: VIA's strict receiver-not-ready
+/// ([`ViOpen::strict_rnr`]).
+const VI_OPEN_FLAG_STRICT_RNR: u8 = 1 << 0;
+/// Bit of the ViAck `flags` field: a NACK ([`ViAck::nack`]).
+const VI_ACK_FLAG_NACK: u16 = 1 << 0;
 
 /// Byte ranges of every field, computed in one place.
 mod field {
     use core::ops::Range;
     pub const MAGIC: Range<usize> = 0..2;
     pub const VERSION: usize = 2;
-    pub const KIND: usize = 3;
+    pub const KIND: usize = super::KIND_OFFSET;
     pub const SRC_ENGINE: Range<usize> = 4..12;
 
     pub mod data {
@@ -171,6 +259,50 @@ mod field {
         pub const TOKEN: Range<usize> = 18..26;
         pub const END: usize = 28;
     }
+    pub mod vi_open {
+        use core::ops::Range;
+        pub const REQUEST_ID: Range<usize> = 12..16;
+        pub const SRC_VI: Range<usize> = 16..20;
+        pub const TAG: Range<usize> = 20..28;
+        pub const SRC_TOKEN: Range<usize> = 28..36;
+        pub const RELIABILITY: usize = 36;
+        pub const FLAGS: usize = 37;
+        pub const HOLD: Range<usize> = 38..40;
+        pub const END: usize = 40;
+    }
+    pub mod vi_accept {
+        use core::ops::Range;
+        pub const REQUEST_ID: Range<usize> = 12..16;
+        pub const DST_VI: Range<usize> = 16..20;
+        pub const SRC_VI: Range<usize> = 20..24;
+        pub const ACCEPT_TOKEN: Range<usize> = 24..32;
+        pub const HOLD: Range<usize> = 32..34;
+        pub const END: usize = 36;
+    }
+    pub mod vi_refuse {
+        use core::ops::Range;
+        pub const REQUEST_ID: Range<usize> = 12..16;
+        pub const DST_VI: Range<usize> = 16..20;
+        pub const REASON: usize = 20;
+        pub const END: usize = 24;
+    }
+    pub mod vi_close {
+        use core::ops::Range;
+        pub const DST_VI: Range<usize> = 12..16;
+        pub const TOKEN: Range<usize> = 16..24;
+        pub const REASON: Range<usize> = 24..28;
+        pub const END: usize = 28;
+    }
+    pub mod vi_ack {
+        use core::ops::Range;
+        pub const DST_VI: Range<usize> = 12..16;
+        pub const TOKEN: Range<usize> = 16..24;
+        pub const CUM_ACK: Range<usize> = 24..28;
+        pub const CUM_PLACED: Range<usize> = 28..32;
+        pub const WINDOW_END: Range<usize> = 32..36;
+        pub const FLAGS: Range<usize> = 36..38;
+        pub const END: usize = 40;
+    }
 }
 
 const _: () = {
@@ -180,6 +312,25 @@ const _: () = {
     assert!(field::open_refuse::END == OPEN_REFUSE_LEN);
     assert!(field::close::END == CLOSE_LEN);
     assert!(CONFIRM_LEN == CLOSE_LEN);
+    assert!(field::vi_open::END == VI_OPEN_LEN);
+    assert!(field::vi_open::HOLD.end == VI_OPEN_LEN);
+    assert!(field::vi_accept::END == VI_ACCEPT_LEN);
+    assert!(field::vi_refuse::END == VI_REFUSE_LEN);
+    assert!(field::vi_close::END == VI_CLOSE_LEN);
+    assert!(field::vi_close::REASON.end == VI_CLOSE_LEN);
+    assert!(field::vi_ack::END == VI_ACK_LEN);
+    let fixed = [
+        VI_OPEN_LEN,
+        VI_ACCEPT_LEN,
+        VI_REFUSE_LEN,
+        VI_CLOSE_LEN,
+        VI_ACK_LEN,
+    ];
+    let mut i = 0;
+    while i < fixed.len() {
+        assert!(fixed[i].is_multiple_of(2));
+        i += 1;
+    }
     assert!(MAX_MESSAGE <= u32::MAX as usize);
     assert!(MAX_DATAGRAM - DATA_HEADER_LEN <= u16::MAX as usize);
 };
@@ -205,11 +356,23 @@ pub enum Kind {
     /// side counts the channel as half-open until then (or until a Data
     /// frame arrives on it).
     Confirm = 7,
+    /// Asks a remote engine to connect a VI to whoever listens on a
+    /// discriminator.
+    ViOpen = 0x10,
+    /// Grants a [`Kind::ViOpen`].
+    ViAccept = 0x11,
+    /// Refuses a [`Kind::ViOpen`].
+    ViRefuse = 0x12,
+    /// Tells the peer its VI is gone or broke.
+    ViClose = 0x13,
+    /// Acknowledges a VI's messages and advertises credit (a data-path
+    /// frame, like Data).
+    ViAck = 0x14,
 }
 
 impl Kind {
     /// Every kind this version defines.
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 12] = [
         Kind::Data,
         Kind::OpenRequest,
         Kind::OpenAccept,
@@ -217,6 +380,11 @@ impl Kind {
         Kind::Close,
         Kind::Keepalive,
         Kind::Confirm,
+        Kind::ViOpen,
+        Kind::ViAccept,
+        Kind::ViRefuse,
+        Kind::ViClose,
+        Kind::ViAck,
     ];
 
     /// The kind for a `kind` byte, or `None` when this version does not know it.
@@ -229,11 +397,17 @@ impl Kind {
             5 => Some(Kind::Close),
             6 => Some(Kind::Keepalive),
             7 => Some(Kind::Confirm),
+            0x10 => Some(Kind::ViOpen),
+            0x11 => Some(Kind::ViAccept),
+            0x12 => Some(Kind::ViRefuse),
+            0x13 => Some(Kind::ViClose),
+            0x14 => Some(Kind::ViAck),
             _ => None,
         }
     }
 
-    /// Length of the header of this kind (the whole frame for control kinds).
+    /// Length of the header of this kind (the whole frame for every kind
+    /// but Data).
     pub const fn header_len(self) -> usize {
         match self {
             Kind::Data => DATA_HEADER_LEN,
@@ -243,7 +417,20 @@ impl Kind {
             Kind::Close => CLOSE_LEN,
             Kind::Keepalive => KEEPALIVE_LEN,
             Kind::Confirm => CONFIRM_LEN,
+            Kind::ViOpen => VI_OPEN_LEN,
+            Kind::ViAccept => VI_ACCEPT_LEN,
+            Kind::ViRefuse => VI_REFUSE_LEN,
+            Kind::ViClose => VI_CLOSE_LEN,
+            Kind::ViAck => VI_ACK_LEN,
         }
+    }
+
+    /// Whether this kind is of the data path: sent at a high rate and
+    /// authenticated by the token it carries and the sender's address, not
+    /// by the cluster key. With a key, every other kind carries the
+    /// authentication trailer of [`super::auth`]. True for Data and ViAck.
+    pub const fn is_data_path(self) -> bool {
+        matches!(self, Kind::Data | Kind::ViAck)
     }
 }
 
@@ -266,9 +453,11 @@ pub enum FrameError {
     UnknownKind,
     /// Lengths disagree: `msg_len` over [`MAX_MESSAGE`], `frag_count` 0,
     /// `frag_index` not below `frag_count`, a fragment outside the message or
-    /// off its stride, or bytes after the end of the frame.
+    /// off its stride, a holding bound (`hold` of ViOpen or ViAccept) of 0,
+    /// or bytes after the end of the frame.
     BadLength,
-    /// An OpenRefuse reason code this version does not define.
+    /// A code this version does not define: an OpenRefuse or ViRefuse
+    /// reason ([`RefuseReason`]), or a ViOpen reliability level.
     BadReason,
     /// Emit only: the output buffer is too small for the frame.
     BufferTooSmall,
@@ -295,7 +484,7 @@ impl fmt::Display for FrameError {
             FrameError::BadVersion => "unsupported frame version",
             FrameError::UnknownKind => "unknown frame kind",
             FrameError::BadLength => "inconsistent lengths",
-            FrameError::BadReason => "unknown refuse reason",
+            FrameError::BadReason => "unknown reason or reliability code",
             FrameError::BufferTooSmall => "output buffer too small",
         })
     }
@@ -303,25 +492,47 @@ impl fmt::Display for FrameError {
 
 impl std::error::Error for FrameError {}
 
-/// Why an endpoint refused an [`OpenRequest`].
+/// Why an endpoint refused an [`OpenRequest`], or an engine a [`ViOpen`].
+///
+/// Every code parses in both frames; `NoSuchEndpoint` answers only an
+/// OpenRequest, `NoListener` and `AttributesMismatch` only a ViOpen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum RefuseReason {
     /// No endpoint with that id on the receiving engine.
     NoSuchEndpoint = 1,
-    /// The endpoint (or an extension on it) declined.
+    /// The endpoint (or an extension on it), or the listener of the
+    /// discriminator, declined.
     Refused = 2,
-    /// The endpoint's channel table or the engine is full.
+    /// The endpoint's channel table, the engine's VI table, or the engine
+    /// is full.
     NoResources = 3,
+    /// Nobody listens on the ViOpen's discriminator on the receiving
+    /// engine.
+    NoListener = 4,
+    /// The listener asked for other attributes than the ViOpen (its
+    /// reliability level).
+    AttributesMismatch = 5,
 }
 
 impl RefuseReason {
+    /// Every reason, in the order of their codes.
+    pub const ALL: [RefuseReason; 5] = [
+        RefuseReason::NoSuchEndpoint,
+        RefuseReason::Refused,
+        RefuseReason::NoResources,
+        RefuseReason::NoListener,
+        RefuseReason::AttributesMismatch,
+    ];
+
     /// The reason for a code, or `None` when this version does not define it.
     pub const fn from_u8(v: u8) -> Option<RefuseReason> {
         match v {
             1 => Some(RefuseReason::NoSuchEndpoint),
             2 => Some(RefuseReason::Refused),
             3 => Some(RefuseReason::NoResources),
+            4 => Some(RefuseReason::NoListener),
+            5 => Some(RefuseReason::AttributesMismatch),
             _ => None,
         }
     }
@@ -335,13 +546,18 @@ pub struct Data<'a> {
     pub dst_endpoint: u32,
     /// Channel index in that endpoint's table on the receiving engine.
     pub dst_channel: u16,
-    /// Reserved; sent as 0, carried through unchanged.
+    /// Bit 0, [`DATA_FLAG_VI`]: a VI's message, and then `dst_endpoint` is
+    /// the receiver's VI id, `msg_id` the VI's sequence number, and
+    /// `dst_channel` is sent as [`VI_DATA_CHANNEL`] and not read. The other bits are
+    /// reserved: sent as 0,
+    /// carried through unchanged by [`Frame::parse`] and [`Frame::emit`].
     pub flags: u16,
-    /// Capability of the channel, chosen by the receiver at channel open. The
-    /// engine drops a frame whose token does not match
+    /// Capability of the channel (or VI), chosen by the receiver when it
+    /// opened. The engine drops a frame whose token does not match
     /// ([`WireDrop::ForgedToken`](super::WireDrop::ForgedToken)).
     pub token: u64,
-    /// Per-channel sequence number chosen by the sender.
+    /// Per-channel sequence number chosen by the sender (for a VI, its
+    /// sequence number).
     pub msg_id: u32,
     /// Index of this fragment, below `frag_count`.
     pub frag_index: u16,
@@ -356,6 +572,11 @@ pub struct Data<'a> {
 }
 
 impl Data<'_> {
+    /// Whether this frame carries a VI's message ([`DATA_FLAG_VI`]).
+    pub fn is_vi(&self) -> bool {
+        self.flags & DATA_FLAG_VI != 0
+    }
+
     /// Whether the message fits in this one frame.
     pub fn is_whole(&self) -> bool {
         self.frag_count == 1
@@ -480,6 +701,136 @@ pub struct Close {
     pub token: u64,
 }
 
+/// Asks the receiving engine to connect VI `src_vi` of the sender to the
+/// process listening on discriminator `tag` (VIA's `VipConnectRequest`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ViOpen {
+    /// Chosen by the requester; echoed in the answer ([`ViAccept`] or
+    /// [`ViRefuse`]).
+    pub request_id: u32,
+    /// The requester's VI id, on the sending engine: frames for it carry it
+    /// as `dst_vi` (or, in Data frames, `dst_endpoint`).
+    pub src_vi: u32,
+    /// The discriminator a process listens on, on the receiving engine.
+    pub tag: u64,
+    /// The token the requester expects on every frame sent to its VI
+    /// (Data, ViAck, ViClose).
+    pub src_token: u64,
+    /// The reliability level asked for (wire code: 0 unreliable, 1
+    /// reliable delivery, 2 reliable reception; any other code is
+    /// [`FrameError::BadReason`]). Both ends must choose the same one.
+    pub reliability: Reliability,
+    /// VIA's strict receiver-not-ready (bit 0 of the `flags` byte; the other
+    /// bits are sent as 0 and ignored): a message that finds no receive
+    /// posted breaks the VI instead of waiting in the holding area.
+    pub strict_rnr: bool,
+    /// The requester's receive holding bound: messages of this VI its
+    /// engine holds before the application posts receives (the
+    /// reliability machine's `hold_max`). `1..=65535`; 0 is
+    /// [`FrameError::BadLength`].
+    pub hold: u16,
+}
+
+/// Grants a [`ViOpen`]: the listener accepted, and its VI `src_vi` is
+/// connected to the requester's VI `dst_vi`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ViAccept {
+    /// The `request_id` of the ViOpen answered.
+    pub request_id: u32,
+    /// The requester's VI (the ViOpen's `src_vi`, echoed).
+    pub dst_vi: u32,
+    /// The acceptor's VI id, on the sender of this frame.
+    pub src_vi: u32,
+    /// The token to put in every frame sent to the acceptor's VI.
+    pub accept_token: u64,
+    /// The acceptor's receive holding bound, as [`ViOpen::hold`]:
+    /// `1..=65535`, 0 is [`FrameError::BadLength`].
+    pub hold: u16,
+}
+
+/// Refuses a [`ViOpen`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ViRefuse {
+    /// The `request_id` of the ViOpen answered.
+    pub request_id: u32,
+    /// The requester's VI (the ViOpen's `src_vi`, echoed).
+    pub dst_vi: u32,
+    /// Why: `Refused`, `NoResources`, `NoListener` or `AttributesMismatch`.
+    pub reason: RefuseReason,
+}
+
+/// Tells the peer that its VI `dst_vi` is gone (closed by its peer's
+/// owner) or broke. The receiver checks `token` against that VI before
+/// acting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ViClose {
+    /// The VI id on the receiving engine.
+    pub dst_vi: u32,
+    /// The token of that VI.
+    pub token: u64,
+    /// [`VI_CLOSE_NORMAL`] (0) when the VI was closed normally, else the
+    /// code of the [`ViError`] that broke it (1..=7). Any value parses; the
+    /// receiver maps one it does not know ([`ViClose::error`] gives `None`
+    /// for it).
+    pub reason: u32,
+}
+
+/// [`ViClose::reason`] of a VI closed normally, not broken.
+pub const VI_CLOSE_NORMAL: u32 = 0;
+
+impl ViClose {
+    /// The error that broke the VI: `None` for [`VI_CLOSE_NORMAL`] or a code
+    /// this version does not know.
+    pub fn error(&self) -> Option<ViError> {
+        ViError::from_u32(self.reason)
+    }
+}
+
+/// The receiver's acknowledgement of VI `dst_vi`'s messages, with its
+/// credit: an [`Ack`] of the reliability state machine addressed to a VI. A
+/// data-path frame: not authenticated by the cluster key, but by `token`
+/// and the sender's address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ViAck {
+    /// The VI id on the receiving engine (the sender of the acked messages).
+    pub dst_vi: u32,
+    /// The token of that VI.
+    pub token: u64,
+    /// [`Ack::cum_ack`]: every message before it was accepted.
+    pub cum_ack: u32,
+    /// [`Ack::cum_placed`]: every message before it is in a posted buffer.
+    pub cum_placed: u32,
+    /// [`Ack::window_end`]: the sender may send sequence numbers below it.
+    pub window_end: u32,
+    /// [`Ack::nack`] (bit 0 of the `flags` field; the other bits are sent as
+    /// 0 and ignored): a gap was seen at `cum_ack`.
+    pub nack: bool,
+}
+
+impl ViAck {
+    /// The frame carrying `ack` to VI `dst_vi` with `token`.
+    pub fn from_ack(dst_vi: u32, token: u64, ack: Ack) -> ViAck {
+        ViAck {
+            dst_vi,
+            token,
+            cum_ack: ack.cum_ack,
+            cum_placed: ack.cum_placed,
+            window_end: ack.window_end,
+            nack: ack.nack,
+        }
+    }
+
+    /// The ack this frame carries.
+    pub fn ack(&self) -> Ack {
+        Ack {
+            cum_ack: self.cum_ack,
+            cum_placed: self.cum_placed,
+            window_end: self.window_end,
+            nack: self.nack,
+        }
+    }
+}
+
 /// The kind-specific part of a frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Body<'a> {
@@ -498,6 +849,16 @@ pub enum Body<'a> {
     /// Confirms an accepted open; the fields name the accepting side's
     /// channel as a [`Close`] does.
     Confirm(Close),
+    /// See [`ViOpen`].
+    ViOpen(ViOpen),
+    /// See [`ViAccept`].
+    ViAccept(ViAccept),
+    /// See [`ViRefuse`].
+    ViRefuse(ViRefuse),
+    /// See [`ViClose`].
+    ViClose(ViClose),
+    /// See [`ViAck`].
+    ViAck(ViAck),
 }
 
 impl Body<'_> {
@@ -511,6 +872,11 @@ impl Body<'_> {
             Body::Close(_) => Kind::Close,
             Body::Keepalive => Kind::Keepalive,
             Body::Confirm(_) => Kind::Confirm,
+            Body::ViOpen(_) => Kind::ViOpen,
+            Body::ViAccept(_) => Kind::ViAccept,
+            Body::ViRefuse(_) => Kind::ViRefuse,
+            Body::ViClose(_) => Kind::ViClose,
+            Body::ViAck(_) => Kind::ViAck,
         }
     }
 }
@@ -638,6 +1004,56 @@ impl<'a> Frame<'a> {
                 }
             }
             Kind::Keepalive => Body::Keepalive,
+            Kind::ViOpen => {
+                use field::vi_open as f;
+                Body::ViOpen(ViOpen {
+                    request_id: rd32(buf, f::REQUEST_ID),
+                    src_vi: rd32(buf, f::SRC_VI),
+                    tag: rd64(buf, f::TAG),
+                    src_token: rd64(buf, f::SRC_TOKEN),
+                    reliability: Reliability::from_u8(buf[f::RELIABILITY])
+                        .ok_or(FrameError::BadReason)?,
+                    strict_rnr: buf[f::FLAGS] & VI_OPEN_FLAG_STRICT_RNR != 0,
+                    hold: nonzero_hold(rd16(buf, f::HOLD))?,
+                })
+            }
+            Kind::ViAccept => {
+                use field::vi_accept as f;
+                Body::ViAccept(ViAccept {
+                    request_id: rd32(buf, f::REQUEST_ID),
+                    dst_vi: rd32(buf, f::DST_VI),
+                    src_vi: rd32(buf, f::SRC_VI),
+                    accept_token: rd64(buf, f::ACCEPT_TOKEN),
+                    hold: nonzero_hold(rd16(buf, f::HOLD))?,
+                })
+            }
+            Kind::ViRefuse => {
+                use field::vi_refuse as f;
+                Body::ViRefuse(ViRefuse {
+                    request_id: rd32(buf, f::REQUEST_ID),
+                    dst_vi: rd32(buf, f::DST_VI),
+                    reason: RefuseReason::from_u8(buf[f::REASON]).ok_or(FrameError::BadReason)?,
+                })
+            }
+            Kind::ViClose => {
+                use field::vi_close as f;
+                Body::ViClose(ViClose {
+                    dst_vi: rd32(buf, f::DST_VI),
+                    token: rd64(buf, f::TOKEN),
+                    reason: rd32(buf, f::REASON),
+                })
+            }
+            Kind::ViAck => {
+                use field::vi_ack as f;
+                Body::ViAck(ViAck {
+                    dst_vi: rd32(buf, f::DST_VI),
+                    token: rd64(buf, f::TOKEN),
+                    cum_ack: rd32(buf, f::CUM_ACK),
+                    cum_placed: rd32(buf, f::CUM_PLACED),
+                    window_end: rd32(buf, f::WINDOW_END),
+                    nack: rd16(buf, f::FLAGS) & VI_ACK_FLAG_NACK != 0,
+                })
+            }
         };
         Ok(Frame { src_engine, body })
     }
@@ -661,13 +1077,21 @@ impl<'a> Frame<'a> {
     /// Fails with [`FrameError::BufferTooSmall`] when `buf` is shorter than
     /// [`Frame::len`], and with [`FrameError::BadLength`] for a Data frame
     /// that would not pass [`Frame::parse`] (or whose payload is longer than
-    /// a datagram can carry). Padding is written as zero.
+    /// a datagram can carry) or a ViOpen or ViAccept whose `hold` is 0.
+    /// Padding, and the flag bits this version does not define (but those
+    /// of Data, carried through), are written as zero.
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize, FrameError> {
-        if let Body::Data(d) = &self.body {
-            d.check()?;
-            if d.payload.len() > MAX_DATAGRAM - DATA_HEADER_LEN {
-                return Err(FrameError::BadLength);
+        match &self.body {
+            Body::Data(d) => {
+                d.check()?;
+                if d.payload.len() > MAX_DATAGRAM - DATA_HEADER_LEN {
+                    return Err(FrameError::BadLength);
+                }
             }
+            Body::ViOpen(ViOpen { hold, .. }) | Body::ViAccept(ViAccept { hold, .. }) => {
+                nonzero_hold(*hold)?;
+            }
+            _ => {}
         }
         let len = self.len();
         let buf = buf.get_mut(..len).ok_or(FrameError::BufferTooSmall)?;
@@ -716,8 +1140,64 @@ impl<'a> Frame<'a> {
                 buf[f::TOKEN].copy_from_slice(&c.token.to_be_bytes());
                 buf[f::TOKEN.end..f::END].fill(0);
             }
+            Body::ViOpen(o) => {
+                use field::vi_open as f;
+                buf[f::REQUEST_ID].copy_from_slice(&o.request_id.to_be_bytes());
+                buf[f::SRC_VI].copy_from_slice(&o.src_vi.to_be_bytes());
+                buf[f::TAG].copy_from_slice(&o.tag.to_be_bytes());
+                buf[f::SRC_TOKEN].copy_from_slice(&o.src_token.to_be_bytes());
+                buf[f::RELIABILITY] = o.reliability as u8;
+                buf[f::FLAGS] = if o.strict_rnr {
+                    VI_OPEN_FLAG_STRICT_RNR
+                } else {
+                    0
+                };
+                buf[f::HOLD].copy_from_slice(&o.hold.to_be_bytes());
+            }
+            Body::ViAccept(a) => {
+                use field::vi_accept as f;
+                buf[f::REQUEST_ID].copy_from_slice(&a.request_id.to_be_bytes());
+                buf[f::DST_VI].copy_from_slice(&a.dst_vi.to_be_bytes());
+                buf[f::SRC_VI].copy_from_slice(&a.src_vi.to_be_bytes());
+                buf[f::ACCEPT_TOKEN].copy_from_slice(&a.accept_token.to_be_bytes());
+                buf[f::HOLD].copy_from_slice(&a.hold.to_be_bytes());
+                buf[f::HOLD.end..f::END].fill(0);
+            }
+            Body::ViRefuse(r) => {
+                use field::vi_refuse as f;
+                buf[f::REQUEST_ID].copy_from_slice(&r.request_id.to_be_bytes());
+                buf[f::DST_VI].copy_from_slice(&r.dst_vi.to_be_bytes());
+                buf[f::REASON] = r.reason as u8;
+                buf[f::REASON + 1..f::END].fill(0);
+            }
+            Body::ViClose(c) => {
+                use field::vi_close as f;
+                buf[f::DST_VI].copy_from_slice(&c.dst_vi.to_be_bytes());
+                buf[f::TOKEN].copy_from_slice(&c.token.to_be_bytes());
+                buf[f::REASON].copy_from_slice(&c.reason.to_be_bytes());
+            }
+            Body::ViAck(a) => {
+                use field::vi_ack as f;
+                let flags = if a.nack { VI_ACK_FLAG_NACK } else { 0 };
+                buf[f::DST_VI].copy_from_slice(&a.dst_vi.to_be_bytes());
+                buf[f::TOKEN].copy_from_slice(&a.token.to_be_bytes());
+                buf[f::CUM_ACK].copy_from_slice(&a.cum_ack.to_be_bytes());
+                buf[f::CUM_PLACED].copy_from_slice(&a.cum_placed.to_be_bytes());
+                buf[f::WINDOW_END].copy_from_slice(&a.window_end.to_be_bytes());
+                buf[f::FLAGS].copy_from_slice(&flags.to_be_bytes());
+                buf[f::FLAGS.end..f::END].fill(0);
+            }
         }
         Ok(len)
+    }
+}
+
+/// A holding bound read from (or written to) the wire: 0 is not one.
+fn nonzero_hold(hold: u16) -> Result<u16, FrameError> {
+    if hold == 0 {
+        Err(FrameError::BadLength)
+    } else {
+        Ok(hold)
     }
 }
 
@@ -760,77 +1240,206 @@ mod tests {
         }
     }
 
-    fn samples() -> Vec<Frame<'static>> {
+    fn vi_open() -> ViOpen {
+        ViOpen {
+            request_id: 0x1001,
+            src_vi: 0x1002,
+            tag: 0x1003_0000_0000_0004,
+            src_token: 0x1005_0000_0000_0006,
+            reliability: Reliability::ReliableReception,
+            strict_rnr: true,
+            hold: 0x1007,
+        }
+    }
+
+    fn vi_accept() -> ViAccept {
+        ViAccept {
+            request_id: 0x1101,
+            dst_vi: 0x1102,
+            src_vi: 0x1103,
+            accept_token: 0x1104_0000_0000_0005,
+            hold: 0x1106,
+        }
+    }
+
+    fn vi_ack() -> ViAck {
+        ViAck {
+            dst_vi: 0x1401,
+            token: 0x1402_0000_0000_0003,
+            cum_ack: 0x1404,
+            cum_placed: 0x1405,
+            window_end: 0x1406,
+            nack: true,
+        }
+    }
+
+    /// One frame of each kind (and of each shape of Data), named: the
+    /// seeds of the `wire_frame` fuzz target (`fuzz/seeds/wire_frame/`).
+    fn named_samples() -> Vec<(&'static str, Frame<'static>)> {
         const P: &[u8] = b"hello, wire";
         vec![
-            data(P),
-            data(&[]),
-            Frame {
-                src_engine: 1,
-                body: Body::Data(Data {
-                    dst_endpoint: 1,
-                    dst_channel: 2,
-                    flags: 0x8001,
-                    token: 3,
-                    msg_id: 4,
-                    frag_index: 2,
-                    frag_count: 3,
-                    msg_len: 25,
-                    frag_offset: 20,
-                    payload: b"abcde",
-                }),
-            },
-            Frame {
-                src_engine: u64::MAX,
-                body: Body::OpenRequest(OpenRequest {
-                    src_endpoint: 11,
-                    dst_endpoint: 12,
-                    request_id: 13,
-                    src_channel: 14,
-                    src_token: 15,
-                    flags: 16,
-                }),
-            },
-            Frame {
-                src_engine: 2,
-                body: Body::OpenAccept(OpenAccept {
-                    request_id: 21,
-                    src_endpoint: 22,
-                    dst_endpoint: 23,
-                    accept_channel: 24,
-                    accept_token: 25,
-                }),
-            },
-            Frame {
-                src_engine: 3,
-                body: Body::OpenRefuse(OpenRefuse {
-                    request_id: 31,
-                    src_endpoint: 32,
-                    dst_endpoint: 33,
-                    reason: RefuseReason::NoResources,
-                }),
-            },
-            Frame {
-                src_engine: 4,
-                body: Body::Close(Close {
-                    dst_endpoint: 41,
-                    dst_channel: 42,
-                    token: 43,
-                }),
-            },
-            Frame {
-                src_engine: 5,
-                body: Body::Keepalive,
-            },
-            Frame {
-                src_engine: 6,
-                body: Body::Confirm(Close {
-                    dst_endpoint: 61,
-                    dst_channel: 62,
-                    token: 63,
-                }),
-            },
+            ("data", data(P)),
+            ("data_empty", data(&[])),
+            (
+                "data_fragment",
+                Frame {
+                    src_engine: 1,
+                    body: Body::Data(Data {
+                        dst_endpoint: 1,
+                        dst_channel: 2,
+                        flags: 0x8000,
+                        token: 3,
+                        msg_id: 4,
+                        frag_index: 2,
+                        frag_count: 3,
+                        msg_len: 25,
+                        frag_offset: 20,
+                        payload: b"abcde",
+                    }),
+                },
+            ),
+            (
+                "open_request",
+                Frame {
+                    src_engine: u64::MAX,
+                    body: Body::OpenRequest(OpenRequest {
+                        src_endpoint: 11,
+                        dst_endpoint: 12,
+                        request_id: 13,
+                        src_channel: 14,
+                        src_token: 15,
+                        flags: 16,
+                    }),
+                },
+            ),
+            (
+                "open_accept",
+                Frame {
+                    src_engine: 2,
+                    body: Body::OpenAccept(OpenAccept {
+                        request_id: 21,
+                        src_endpoint: 22,
+                        dst_endpoint: 23,
+                        accept_channel: 24,
+                        accept_token: 25,
+                    }),
+                },
+            ),
+            (
+                "open_refuse",
+                Frame {
+                    src_engine: 3,
+                    body: Body::OpenRefuse(OpenRefuse {
+                        request_id: 31,
+                        src_endpoint: 32,
+                        dst_endpoint: 33,
+                        reason: RefuseReason::NoResources,
+                    }),
+                },
+            ),
+            (
+                "close",
+                Frame {
+                    src_engine: 4,
+                    body: Body::Close(Close {
+                        dst_endpoint: 41,
+                        dst_channel: 42,
+                        token: 43,
+                    }),
+                },
+            ),
+            (
+                "keepalive",
+                Frame {
+                    src_engine: 5,
+                    body: Body::Keepalive,
+                },
+            ),
+            (
+                "confirm",
+                Frame {
+                    src_engine: 6,
+                    body: Body::Confirm(Close {
+                        dst_endpoint: 61,
+                        dst_channel: 62,
+                        token: 63,
+                    }),
+                },
+            ),
+            (
+                "vi_open",
+                Frame {
+                    src_engine: 0x10,
+                    body: Body::ViOpen(vi_open()),
+                },
+            ),
+            (
+                "vi_accept",
+                Frame {
+                    src_engine: 0x11,
+                    body: Body::ViAccept(vi_accept()),
+                },
+            ),
+            (
+                "vi_refuse",
+                Frame {
+                    src_engine: 0x12,
+                    body: Body::ViRefuse(ViRefuse {
+                        request_id: 0x1201,
+                        dst_vi: 0x1202,
+                        reason: RefuseReason::AttributesMismatch,
+                    }),
+                },
+            ),
+            (
+                "vi_close",
+                Frame {
+                    src_engine: 0x13,
+                    body: Body::ViClose(ViClose {
+                        dst_vi: 0x1301,
+                        token: 0x1302_0000_0000_0003,
+                        reason: ViError::Timeout as u32,
+                    }),
+                },
+            ),
+            (
+                "vi_ack",
+                Frame {
+                    src_engine: 0x14,
+                    body: Body::ViAck(vi_ack()),
+                },
+            ),
+            (
+                "data_vi",
+                Frame {
+                    src_engine: 0x15,
+                    body: Body::Data(Data {
+                        dst_endpoint: 0x1501,
+                        dst_channel: 0,
+                        flags: DATA_FLAG_VI,
+                        token: 0x1502_0000_0000_0003,
+                        msg_id: 0xFFFF_FFFF,
+                        frag_index: 1,
+                        frag_count: 2,
+                        msg_len: 7,
+                        frag_offset: 4,
+                        payload: b"via",
+                    }),
+                },
+            ),
         ]
+    }
+
+    fn samples() -> Vec<Frame<'static>> {
+        named_samples().into_iter().map(|(_, f)| f).collect()
+    }
+
+    /// The sample of `kind` (the first, for Data).
+    fn sample(kind: Kind) -> Frame<'static> {
+        samples()
+            .into_iter()
+            .find(|f| f.body.kind() == kind)
+            .expect("a sample of every kind")
     }
 
     fn emit_vec(f: &Frame<'_>) -> Vec<u8> {
@@ -871,7 +1480,7 @@ mod tests {
         assert_eq!(&bytes[44..46], &[0, 2]);
         assert_eq!(&bytes[46..48], &[0, 0]);
         assert_eq!(&bytes[48..], b"xy");
-        let refuse = emit_vec(&samples()[5]);
+        let refuse = emit_vec(&sample(Kind::OpenRefuse));
         assert_eq!(refuse[24], RefuseReason::NoResources as u8);
         assert_eq!(&refuse[25..28], &[0, 0, 0]);
     }
@@ -911,6 +1520,11 @@ mod tests {
                 Kind::OpenRefuse => 25..28,
                 Kind::Close | Kind::Confirm => 26..28,
                 Kind::Keepalive => 12..16,
+                Kind::ViOpen => 40..40,
+                Kind::ViAccept => 34..36,
+                Kind::ViRefuse => 21..24,
+                Kind::ViClose => 28..28,
+                Kind::ViAck => 38..40,
             };
             assert!(bytes[pad.clone()].iter().all(|&b| b == 0));
             bytes[pad].fill(0xFF);
@@ -927,7 +1541,10 @@ mod tests {
         let mut b = good.clone();
         b[2] = 2;
         assert_eq!(Frame::parse(&b), Err(FrameError::BadVersion));
-        for k in [0u8, 8, 0x10, 0x20, 0x30, 0xFF] {
+        for k in [0u8, 8, 0x0F, 0x20, 0x30, 0xFF]
+            .into_iter()
+            .chain(0x15..=0x1F)
+        {
             let mut b = good.clone();
             b[3] = k;
             assert_eq!(Frame::parse(&b), Err(FrameError::UnknownKind), "kind {k}");
@@ -960,11 +1577,262 @@ mod tests {
         b[36..40].copy_from_slice(&(MAX_MESSAGE as u32 + 1).to_be_bytes());
         assert_eq!(Frame::parse(&b), Err(FrameError::BadLength));
         // bad refuse reason.
-        let mut r = emit_vec(&samples()[5]);
-        for code in [0u8, 4, 255] {
+        let mut r = emit_vec(&sample(Kind::OpenRefuse));
+        for code in [0u8, 6, 255] {
             r[24] = code;
             assert_eq!(Frame::parse(&r), Err(FrameError::BadReason));
         }
+    }
+
+    #[test]
+    fn kinds_are_numbered_and_only_data_path_kinds_skip_the_mac() {
+        for k in Kind::ALL {
+            assert_eq!(Kind::from_u8(k as u8), Some(k));
+            assert_eq!(k.is_data_path(), matches!(k, Kind::Data | Kind::ViAck));
+        }
+        for v in 0..=u8::MAX {
+            let known = (1..=7).contains(&v) || (0x10..=0x14).contains(&v);
+            assert_eq!(Kind::from_u8(v).is_some(), known, "kind {v:#x}");
+        }
+        for r in RefuseReason::ALL {
+            assert_eq!(RefuseReason::from_u8(r as u8), Some(r));
+        }
+        assert_eq!(RefuseReason::NoListener as u8, 4);
+        assert_eq!(RefuseReason::AttributesMismatch as u8, 5);
+    }
+
+    #[test]
+    fn vi_layouts_are_big_endian_at_documented_offsets() {
+        let open = emit_vec(&sample(Kind::ViOpen));
+        assert_eq!(open.len(), VI_OPEN_LEN);
+        assert_eq!(open[3], 0x10);
+        assert_eq!(&open[4..12], &0x10u64.to_be_bytes());
+        assert_eq!(&open[12..16], &0x1001u32.to_be_bytes());
+        assert_eq!(&open[16..20], &0x1002u32.to_be_bytes());
+        assert_eq!(&open[20..28], &0x1003_0000_0000_0004u64.to_be_bytes());
+        assert_eq!(&open[28..36], &0x1005_0000_0000_0006u64.to_be_bytes());
+        assert_eq!(open[36], 2);
+        assert_eq!(open[37], 1);
+        assert_eq!(&open[38..40], &0x1007u16.to_be_bytes());
+
+        let accept = emit_vec(&sample(Kind::ViAccept));
+        assert_eq!(accept.len(), VI_ACCEPT_LEN);
+        assert_eq!(accept[3], 0x11);
+        assert_eq!(&accept[12..16], &0x1101u32.to_be_bytes());
+        assert_eq!(&accept[16..20], &0x1102u32.to_be_bytes());
+        assert_eq!(&accept[20..24], &0x1103u32.to_be_bytes());
+        assert_eq!(&accept[24..32], &0x1104_0000_0000_0005u64.to_be_bytes());
+        assert_eq!(&accept[32..34], &0x1106u16.to_be_bytes());
+        assert_eq!(&accept[34..36], &[0, 0]);
+
+        let refuse = emit_vec(&sample(Kind::ViRefuse));
+        assert_eq!(refuse.len(), VI_REFUSE_LEN);
+        assert_eq!(refuse[3], 0x12);
+        assert_eq!(&refuse[12..16], &0x1201u32.to_be_bytes());
+        assert_eq!(&refuse[16..20], &0x1202u32.to_be_bytes());
+        assert_eq!(refuse[20], 5);
+        assert_eq!(&refuse[21..24], &[0, 0, 0]);
+
+        let close = emit_vec(&sample(Kind::ViClose));
+        assert_eq!(close.len(), VI_CLOSE_LEN);
+        assert_eq!(close[3], 0x13);
+        assert_eq!(&close[12..16], &0x1301u32.to_be_bytes());
+        assert_eq!(&close[16..24], &0x1302_0000_0000_0003u64.to_be_bytes());
+        assert_eq!(&close[24..28], &5u32.to_be_bytes());
+
+        let ack = emit_vec(&sample(Kind::ViAck));
+        assert_eq!(ack.len(), VI_ACK_LEN);
+        assert_eq!(ack[3], 0x14);
+        assert_eq!(&ack[12..16], &0x1401u32.to_be_bytes());
+        assert_eq!(&ack[16..24], &0x1402_0000_0000_0003u64.to_be_bytes());
+        assert_eq!(&ack[24..28], &0x1404u32.to_be_bytes());
+        assert_eq!(&ack[28..32], &0x1405u32.to_be_bytes());
+        assert_eq!(&ack[32..36], &0x1406u32.to_be_bytes());
+        assert_eq!(&ack[36..38], &[0, 1]);
+        assert_eq!(&ack[38..40], &[0, 0]);
+    }
+
+    #[test]
+    fn vi_open_reliability_and_flags() {
+        let base = emit_vec(&sample(Kind::ViOpen));
+        for (code, level) in [
+            (0u8, Reliability::Unreliable),
+            (1, Reliability::ReliableDelivery),
+            (2, Reliability::ReliableReception),
+        ] {
+            let mut b = base.clone();
+            b[36] = code;
+            let Ok(Frame {
+                body: Body::ViOpen(o),
+                ..
+            }) = Frame::parse(&b)
+            else {
+                panic!("reliability {code} parses");
+            };
+            assert_eq!(o.reliability, level);
+        }
+        for code in [3u8, 4, 0x80, 0xFF] {
+            let mut b = base.clone();
+            b[36] = code;
+            assert_eq!(Frame::parse(&b), Err(FrameError::BadReason), "{code}");
+        }
+        // Bit 0 is strict receiver-not-ready; the others are ignored.
+        for (flags, strict) in [(0u8, false), (1, true), (0xFE, false), (0xFF, true)] {
+            let mut b = base.clone();
+            b[37] = flags;
+            let want = Frame {
+                src_engine: 0x10,
+                body: Body::ViOpen(ViOpen {
+                    strict_rnr: strict,
+                    ..vi_open()
+                }),
+            };
+            assert_eq!(Frame::parse(&b), Ok(want), "flags {flags:#x}");
+            // Emitted again, the unknown bits are zero.
+            assert_eq!(emit_vec(&want)[37], u8::from(strict));
+        }
+    }
+
+    #[test]
+    fn zero_hold_is_refused_both_ways() {
+        let mut open = emit_vec(&sample(Kind::ViOpen));
+        open[38..40].fill(0);
+        assert_eq!(Frame::parse(&open), Err(FrameError::BadLength));
+        open[39] = 1;
+        assert!(Frame::parse(&open).is_ok());
+        open[38..40].fill(0xFF);
+        assert!(Frame::parse(&open).is_ok());
+        let mut accept = emit_vec(&sample(Kind::ViAccept));
+        accept[32..34].fill(0);
+        assert_eq!(Frame::parse(&accept), Err(FrameError::BadLength));
+        let mut buf = [0u8; 64];
+        let f = Frame {
+            src_engine: 1,
+            body: Body::ViOpen(ViOpen {
+                hold: 0,
+                ..vi_open()
+            }),
+        };
+        assert_eq!(f.emit(&mut buf), Err(FrameError::BadLength));
+        let f = Frame {
+            src_engine: 1,
+            body: Body::ViAccept(ViAccept {
+                hold: 0,
+                ..vi_accept()
+            }),
+        };
+        assert_eq!(f.emit(&mut buf), Err(FrameError::BadLength));
+    }
+
+    #[test]
+    fn vi_refuse_reasons_and_close_codes() {
+        let base = emit_vec(&sample(Kind::ViRefuse));
+        for r in RefuseReason::ALL {
+            let mut b = base.clone();
+            b[20] = r as u8;
+            let Ok(Frame {
+                body: Body::ViRefuse(v),
+                ..
+            }) = Frame::parse(&b)
+            else {
+                panic!("reason {r:?} parses");
+            };
+            assert_eq!(v.reason, r);
+        }
+        for code in [0u8, 6, 255] {
+            let mut b = base.clone();
+            b[20] = code;
+            assert_eq!(Frame::parse(&b), Err(FrameError::BadReason), "{code}");
+        }
+        // Any close reason parses; the known ones map to their error.
+        let base = emit_vec(&sample(Kind::ViClose));
+        for reason in [VI_CLOSE_NORMAL, 1, 7, 8, 0x8000_0000, u32::MAX] {
+            let mut b = base.clone();
+            b[24..28].copy_from_slice(&reason.to_be_bytes());
+            let Ok(Frame {
+                body: Body::ViClose(c),
+                ..
+            }) = Frame::parse(&b)
+            else {
+                panic!("close reason {reason} parses");
+            };
+            assert_eq!(c.reason, reason);
+            assert_eq!(c.error(), ViError::from_u32(reason));
+            assert_eq!(c.error().is_some(), (1..=7).contains(&reason));
+        }
+    }
+
+    #[test]
+    fn vi_ack_carries_an_ack() {
+        let a = vi_ack();
+        let ack = a.ack();
+        assert_eq!(
+            (ack.cum_ack, ack.cum_placed, ack.window_end, ack.nack),
+            (0x1404, 0x1405, 0x1406, true)
+        );
+        assert_eq!(ViAck::from_ack(a.dst_vi, a.token, ack), a);
+        // Bit 0 of flags is the NACK; the others are ignored.
+        let base = emit_vec(&sample(Kind::ViAck));
+        for (flags, nack) in [(0u16, false), (1, true), (0xFFFE, false), (0xFFFF, true)] {
+            let mut b = base.clone();
+            b[36..38].copy_from_slice(&flags.to_be_bytes());
+            let want = Frame {
+                src_engine: 0x14,
+                body: Body::ViAck(ViAck { nack, ..vi_ack() }),
+            };
+            assert_eq!(Frame::parse(&b), Ok(want), "flags {flags:#x}");
+        }
+    }
+
+    #[test]
+    fn vi_data_is_a_data_frame_with_its_flag() {
+        let f = samples()
+            .into_iter()
+            .find(|f| matches!(f.body, Body::Data(d) if d.is_vi()))
+            .expect("a VI data sample");
+        let bytes = emit_vec(&f);
+        assert_eq!(bytes[3], Kind::Data as u8);
+        assert_eq!(&bytes[18..20], &DATA_FLAG_VI.to_be_bytes());
+        assert_eq!(Frame::parse(&bytes), Ok(f));
+        assert!(!matches!(data(b"x").body, Body::Data(d) if d.is_vi()));
+        // The other flag bits are still carried through.
+        let mut b = bytes.clone();
+        b[18] = 0x80;
+        let Ok(Frame {
+            body: Body::Data(d),
+            ..
+        }) = Frame::parse(&b)
+        else {
+            panic!("parses");
+        };
+        assert!(d.is_vi());
+        assert_eq!(d.flags, 0x8000 | DATA_FLAG_VI);
+    }
+
+    fn seeds_dir() -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/wire_frame")
+    }
+
+    /// The committed seeds of the `wire_frame` fuzz target are the samples'
+    /// encodings, one file per sample (`UNET_BLESS=1` rewrites them).
+    #[test]
+    fn fuzz_seeds_are_the_samples() {
+        let dir = seeds_dir();
+        if std::env::var_os("UNET_BLESS").is_some() {
+            std::fs::create_dir_all(&dir).unwrap();
+            for (name, f) in named_samples() {
+                std::fs::write(dir.join(name), emit_vec(&f)).unwrap();
+            }
+        }
+        let mut n = 0;
+        for (name, f) in named_samples() {
+            let seed = std::fs::read(dir.join(name))
+                .unwrap_or_else(|e| panic!("seed {name}: {e} (UNET_BLESS=1 writes it)"));
+            assert_eq!(seed, emit_vec(&f), "seed {name} differs from its sample");
+            assert_eq!(Frame::parse(&seed), Ok(f), "{name}");
+            n += 1;
+        }
+        assert_eq!(n, std::fs::read_dir(&dir).unwrap().count());
     }
 
     fn frag(index: u16, count: u16, msg_len: u32, offset: u32, payload: &[u8]) -> Data<'_> {

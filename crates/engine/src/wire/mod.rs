@@ -18,10 +18,15 @@
 //!   followed by a kind-specific part: `Data` (48-byte header, then a
 //!   fragment of a message of at most [`MAX_MESSAGE`] = 1 MiB, with its
 //!   offset carried explicitly), `OpenRequest`, `OpenAccept`, `OpenRefuse`,
-//!   `Close`, `Keepalive` and `Confirm`; with a cluster key, every kind but
-//!   `Data` is followed by an authentication trailer ([`auth`]). The full layout, with every field offset, is drawn in
-//!   [`frame`]. Kinds `0x10..=0x3F` are kept for later protocols (VIA, UDM,
-//!   SPINE); an unknown kind is a counted drop, not an error.
+//!   `Close`, `Keepalive` and `Confirm`; VIA's `ViOpen`, `ViAccept`,
+//!   `ViRefuse`, `ViClose` and `ViAck` (kinds `0x10..=0x14`; a VI's
+//!   messages are Data frames flagged [`DATA_FLAG_VI`]). With a cluster
+//!   key, every kind but those of the data path (`Data`, `ViAck`:
+//!   [`Kind::is_data_path`]) is followed by an authentication trailer
+//!   ([`auth`]). The full layout, with every field offset, is drawn in
+//!   [`frame`]. Kinds `0x15..=0x1F` are kept for VIA, `0x20..=0x3F` for
+//!   later protocols (UDM, SPINE); an unknown kind is a counted drop, not an
+//!   error.
 //! - [`frag`]: cutting messages into fragments of one stride, and the
 //!   [`Reassembler`] (bounded memory, timeout eviction, a no-copy fast path
 //!   for one-fragment messages).
@@ -145,7 +150,8 @@ pub use frag::{
 };
 pub use frame::{
     Body, Close, Data, Frame, FrameError, Kind, OpenAccept, OpenRefuse, OpenRequest, RefuseReason,
-    DATA_HEADER_LEN, MAX_DATAGRAM, MAX_MESSAGE,
+    ViAccept, ViAck, ViClose, ViOpen, ViRefuse, DATA_FLAG_VI, DATA_HEADER_LEN, MAX_DATAGRAM,
+    MAX_MESSAGE, VI_CLOSE_NORMAL,
 };
 pub use transport::{MemoryHub, MemoryPort, Transport};
 pub use udp::{
@@ -202,9 +208,11 @@ wire_drops! {
     BadVersion => WireDropBadVersion, "bad_version";
     /// Frame kind not defined by this version ([`FrameError::UnknownKind`]).
     UnknownKind => WireDropUnknownKind, "unknown_kind";
-    /// Inconsistent lengths in a frame ([`FrameError::BadLength`]).
+    /// Inconsistent lengths in a frame, or a holding bound of 0
+    /// ([`FrameError::BadLength`]).
     BadLength => WireDropBadLength, "bad_length";
-    /// Unknown OpenRefuse reason ([`FrameError::BadReason`]).
+    /// Unknown OpenRefuse or ViRefuse reason, or ViOpen reliability level
+    /// ([`FrameError::BadReason`]).
     BadReason => WireDropBadReason, "bad_reason";
     /// Token does not match the channel: forged or stale frame.
     ForgedToken => WireDropForgedToken, "forged_token";

@@ -1,0 +1,651 @@
+//! The VIs the engine carries: one end of a VI connection to another
+//! engine, its queues in a segment the engine shares with the owner
+//! ([`unet_abi::ViHeader`]), its data on the wire with VIA's reliability
+//! ([`crate::wire::reliable`]).
+//!
+//! Send: the engine takes a send descriptor (a copy, read once), checks
+//! every segment against its own table of the owner's regions, gathers
+//! the bytes and hands them to the wire with the next sequence number. It
+//! keeps the descriptor (not the bytes) until the send completes: a
+//! retransmission gathers again from the region, which VIA says the
+//! application leaves alone until then. Completion follows the level:
+//! unreliable at once, reliable delivery when the peer engine acknowledges
+//! the message, reliable reception when it says the message is placed.
+//!
+//! Receive: an accepted message is scattered straight into the buffers of
+//! the next posted receive descriptor; with none posted, the engine holds
+//! it (at most the window it advertised, so the sender is held back, not
+//! the connection broken) and places it when one is posted; with the
+//! strict option, the VI breaks instead.
+//!
+//! Trust: descriptors and ring positions come from shared memory the
+//! client may scribble on; each is checked before use, a bad descriptor is
+//! an error completion and the error state on that VI only.
+
+use std::collections::VecDeque;
+use std::io;
+use std::net::SocketAddr;
+use std::ptr::NonNull;
+use std::sync::atomic::Ordering;
+
+use unet_abi::ring::Ring;
+use unet_abi::*;
+use unet_sys::{self as sys, EventFd, Segment};
+
+use crate::endpoints::ClientId;
+use crate::wire::reliable::{self, Ack, DataVerdict, RelConfig, RelReceiver, RelSender};
+
+/// A registered memory region.
+pub(crate) struct Region {
+    pub owner: ClientId,
+    /// The engine's mapping (its pages untouched until a VI the engine
+    /// carries reads or writes them; a local VI's data never passes here).
+    pub seg: Segment,
+    pub len: u64,
+}
+
+/// Capacity of each ring of a VI the engine carries.
+pub(crate) const VI_QUEUE_CAP: u32 = 1024;
+
+/// The other end of an engine-carried VI.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RemoteVi {
+    /// The peer engine's wire address.
+    pub addr: SocketAddr,
+    /// The VI there.
+    pub vi: u32,
+    /// Our frames to it carry this token.
+    pub peer_token: u64,
+    /// Its frames to us must carry this one.
+    pub my_token: u64,
+}
+
+/// A message to put on the wire.
+pub(crate) struct Outgoing<'a> {
+    pub to: RemoteVi,
+    pub seq: u32,
+    pub bytes: &'a [u8],
+}
+
+/// One engine-carried VI.
+pub(crate) struct EngineVi {
+    pub owner: ClientId,
+    pub seg: Segment,
+    pub doorbell: EventFd,
+    sq: Ring<ViDesc>,
+    rq: Ring<ViDesc>,
+    scq: Ring<ViCompl>,
+    rcq: Ring<ViCompl>,
+    cap: u64,
+    /// The engine's own positions (the shared ones are only written).
+    sq_tail: u64,
+    rq_tail: u64,
+    scq_head: u64,
+    rcq_head: u64,
+    pub reliability: Reliability,
+    pub strict_rnr: bool,
+    pub peer: Option<RemoteVi>,
+    pub tx: RelSender,
+    pub rx: RelReceiver,
+    /// Sends on the wire not yet completed: the descriptor, its sequence
+    /// number and its length.
+    inflight: VecDeque<(ViDesc, u32, u32)>,
+    /// Receive descriptors taken from the queue, not yet filled.
+    recv_posted: VecDeque<ViDesc>,
+    /// Messages accepted with no receive posted, in order.
+    held: VecDeque<Vec<u8>>,
+    /// 0 while connected, else the `ViError` code.
+    pub state: u32,
+    /// The error is still to be told to the peer.
+    pub tell_peer: bool,
+    /// Gathering buffer.
+    scratch: Vec<u8>,
+}
+
+impl EngineVi {
+    /// A VI of `owner` connected to `peer` (None until the peer accepts),
+    /// with its segment and doorbell.
+    pub(crate) fn new(
+        id: u32,
+        owner: ClientId,
+        engine_id: u64,
+        reliability: Reliability,
+        strict_rnr: bool,
+        peer: Option<RemoteVi>,
+    ) -> io::Result<EngineVi> {
+        let layout = ViLayout::new(VI_QUEUE_CAP).expect("a valid capacity");
+        let seg = Segment::create(&format!("unet-vi-{id}"), layout.segment_size as usize)?;
+        let base = seg.ptr();
+        // SAFETY: a fresh zeroed segment of layout.segment_size bytes, not
+        // shared yet; plain field writes into its header page.
+        unsafe {
+            let h = base.as_ptr() as *mut ViHeader;
+            (*h).magic = VI_MAGIC;
+            (*h).version = VERSION;
+            (*h).header_size = VI_HEADER_SIZE as u32;
+            (*h).segment_size = layout.segment_size;
+            (*h).vi_id = id;
+            (*h).reliability = reliability as u8;
+            (*h).strict_rnr = strict_rnr as u8;
+            (*h).queue_cap = layout.cap;
+            (*h).sq_off = layout.sq_off;
+            (*h).rq_off = layout.rq_off;
+            (*h).scq_off = layout.scq_off;
+            (*h).rcq_off = layout.rcq_off;
+            (*h).engine_id = engine_id;
+        }
+        // SAFETY: each ring lies inside the segment at the offsets the
+        // layout computed (64-byte aligned, cap entries), mapped as long
+        // as `seg`, which the VI owns beside its rings.
+        let (sq, rq, scq, rcq) = unsafe {
+            let at = |off: u64| NonNull::new_unchecked(base.as_ptr().add(off as usize));
+            (
+                Ring::<ViDesc>::from_raw(at(layout.sq_off), layout.cap),
+                Ring::<ViDesc>::from_raw(at(layout.rq_off), layout.cap),
+                Ring::<ViCompl>::from_raw(at(layout.scq_off), layout.cap),
+                Ring::<ViCompl>::from_raw(at(layout.rcq_off), layout.cap),
+            )
+        };
+        sq.init(size_of::<ViDesc>() as u32);
+        rq.init(size_of::<ViDesc>() as u32);
+        scq.init(size_of::<ViCompl>() as u32);
+        rcq.init(size_of::<ViCompl>() as u32);
+        let level = match reliability {
+            Reliability::Unreliable => reliable::Reliability::Unreliable,
+            Reliability::ReliableDelivery => reliable::Reliability::ReliableDelivery,
+            Reliability::ReliableReception => reliable::Reliability::ReliableReception,
+        };
+        let cfg = RelConfig::default();
+        Ok(EngineVi {
+            owner,
+            seg,
+            doorbell: EventFd::new()?,
+            sq,
+            rq,
+            scq,
+            rcq,
+            cap: layout.cap as u64,
+            sq_tail: 0,
+            rq_tail: 0,
+            scq_head: 0,
+            rcq_head: 0,
+            reliability,
+            strict_rnr,
+            peer,
+            tx: RelSender::new(cfg, level, 0),
+            rx: RelReceiver::new(cfg, level, 0),
+            inflight: VecDeque::new(),
+            recv_posted: VecDeque::new(),
+            held: VecDeque::new(),
+            state: 0,
+            tell_peer: false,
+            scratch: Vec::new(),
+        })
+    }
+
+    pub(crate) fn header(&self) -> &ViHeader {
+        // SAFETY: the segment starts with the ViHeader written in new();
+        // its shared fields are atomics.
+        unsafe { self.seg.ptr().cast::<ViHeader>().as_ref() }
+    }
+
+    /// Add `n` to counter `c` (one writer: the engine).
+    pub(crate) fn count(&self, c: ViCounter, n: u64) {
+        let a = &self.header().counters[c as usize];
+        a.store(a.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+    }
+
+    fn set_level(&self, c: ViCounter, v: u64) {
+        self.header().counters[c as usize].store(v, Ordering::Relaxed);
+    }
+
+    /// Wake the client if it sleeps on its completions.
+    fn wake(&self) {
+        let h = self.header();
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if h.client_sleeping.load(Ordering::Relaxed) != 0 {
+            h.cq_futex.fetch_add(1, Ordering::Release);
+            sys::futex_wake(&h.cq_futex, 1);
+        }
+    }
+
+    /// Completions the client has not taken yet on ring `r` (whose head
+    /// we produce): what a hostile tail cannot make us overrun.
+    fn unread(r: &Ring<ViCompl>, head: u64) -> u64 {
+        head.saturating_sub(r.tail().min(head))
+    }
+
+    fn push_compl(&mut self, send: bool, id: u64, status: Result<u32, ViError>) {
+        let c = ViCompl {
+            id,
+            status: match status {
+                Ok(_) => 0,
+                Err(e) => -(e as i32),
+            },
+            len: status.unwrap_or(0),
+        };
+        if status.is_err() {
+            self.count(ViCounter::Errors, 1);
+        }
+        let (ring, head) = if send {
+            (&self.scq, &mut self.scq_head)
+        } else {
+            (&self.rcq, &mut self.rcq_head)
+        };
+        // Room is reserved when a descriptor is taken; a client that moved
+        // its tail backwards loses completions, never our memory.
+        ring.write(*head, c);
+        *head += 1;
+        ring.set_head(*head);
+    }
+
+    /// Whether the send completion ring has room for one more outstanding
+    /// send (taken, not completed, plus completions unread).
+    fn send_room(&self) -> bool {
+        (self.inflight.len() as u64) + Self::unread(&self.scq, self.scq_head) < self.cap
+    }
+
+    fn recv_room(&self) -> bool {
+        (self.recv_posted.len() as u64) + Self::unread(&self.rcq, self.rcq_head) < self.cap
+    }
+
+    /// Check descriptor `d` against the owner's regions: its pieces
+    /// (pointer, length) and total, or None if any segment is bad.
+    fn pieces(
+        &self,
+        d: &ViDesc,
+        regions: &std::collections::HashMap<u32, Region>,
+        out: &mut [(*mut u8, usize); VI_MAX_SEGMENTS],
+    ) -> Option<(usize, usize)> {
+        let n = d.nsegs as usize;
+        if n > VI_MAX_SEGMENTS || d.flags != 0 {
+            return None;
+        }
+        let mut total = 0usize;
+        for (i, s) in d.segs[..n].iter().enumerate() {
+            let r = regions.get(&s.handle).filter(|r| r.owner == self.owner)?;
+            let end = s.offset.checked_add(s.len as u64)?;
+            if end > r.len {
+                return None;
+            }
+            // SAFETY: offset + len <= the region's length, inside the
+            // engine's mapping of it (sealed: it cannot shrink).
+            out[i] = (
+                unsafe { r.seg.ptr().as_ptr().add(s.offset as usize) },
+                s.len as usize,
+            );
+            total += s.len as usize;
+        }
+        (total <= VI_MAX_TRANSFER).then_some((n, total))
+    }
+
+    /// Enter the error state: every descriptor outstanding (taken or still
+    /// queued) completes with `why`; the peer is to be told.
+    pub(crate) fn break_with(&mut self, why: ViError, tell_peer: bool) {
+        if self.state != 0 {
+            return;
+        }
+        self.state = why as u32;
+        self.tell_peer = tell_peer && self.peer.is_some();
+        self.header().state.store(why as u32, Ordering::Release);
+        self.flush();
+    }
+
+    /// Complete everything outstanding with the error state's reason.
+    fn flush(&mut self) {
+        let Some(why) = ViError::from_u32(self.state) else {
+            return;
+        };
+        while let Some((d, ..)) = self.inflight.pop_front() {
+            self.push_compl(true, d.id, Err(why));
+        }
+        while let Some(d) = self.recv_posted.pop_front() {
+            self.push_compl(false, d.id, Err(why));
+        }
+        self.held.clear();
+        self.set_level(ViCounter::Held, 0);
+        // Descriptors still in the queues, as far as their completions fit.
+        let head = self.sq.head();
+        while self.sq_tail < head && self.send_room() {
+            let d = self.sq.read(self.sq_tail);
+            self.sq_tail += 1;
+            self.push_compl(true, d.id, Err(why));
+        }
+        self.sq.set_tail(self.sq_tail);
+        let head = self.rq.head();
+        while self.rq_tail < head && self.recv_room() {
+            let d = self.rq.read(self.rq_tail);
+            self.rq_tail += 1;
+            self.push_compl(false, d.id, Err(why));
+        }
+        self.rq.set_tail(self.rq_tail);
+        self.wake();
+    }
+
+    /// Take what the client posted and move it on: sends handed to `wire`
+    /// (as the window allows), receives filled from held messages. Returns
+    /// the work done.
+    pub(crate) fn poll(
+        &mut self,
+        regions: &std::collections::HashMap<u32, Region>,
+        now_ns: u64,
+        wire: &mut dyn FnMut(Outgoing<'_>),
+    ) -> usize {
+        if self.state != 0 {
+            // Posted after the error: completed with it at once.
+            if self.sq.head() != self.sq_tail || self.rq.head() != self.rq_tail {
+                self.flush();
+                return 1;
+            }
+            return 0;
+        }
+        let Some(peer) = self.peer else {
+            return 0;
+        };
+        let mut work = 0;
+        // Receives first: they may take held messages and open the window.
+        let head = self.rq.head();
+        if head.wrapping_sub(self.rq_tail) > self.cap {
+            self.count(ViCounter::BadDescriptors, 1);
+            self.break_with(ViError::BadDescriptor, true);
+            return 1;
+        }
+        while self.rq_tail < head && self.recv_room() {
+            let d = self.rq.read(self.rq_tail);
+            self.rq_tail += 1;
+            self.recv_posted.push_back(d);
+            work += 1;
+        }
+        self.rq.set_tail(self.rq_tail);
+        let mut placed = 0;
+        while !self.held.is_empty() && !self.recv_posted.is_empty() {
+            let msg = self.held.pop_front().expect("held");
+            if !self.place(&msg, regions) {
+                return work + 1;
+            }
+            placed += 1;
+        }
+        if placed > 0 {
+            self.set_level(ViCounter::Held, self.held.len() as u64);
+            self.rx.placed(placed, now_ns);
+        }
+        // Sends, as far as the window and the completion ring allow.
+        let head = self.sq.head();
+        if head.wrapping_sub(self.sq_tail) > self.cap {
+            self.count(ViCounter::BadDescriptors, 1);
+            self.break_with(ViError::BadDescriptor, true);
+            return work + 1;
+        }
+        let mut pieces = [(std::ptr::null_mut::<u8>(), 0usize); VI_MAX_SEGMENTS];
+        while self.sq_tail < head && self.send_room() && self.tx.can_send() {
+            let d = self.sq.read(self.sq_tail);
+            let Some((n, total)) = self.pieces(&d, regions, &mut pieces) else {
+                self.sq_tail += 1;
+                self.sq.set_tail(self.sq_tail);
+                self.count(ViCounter::BadDescriptors, 1);
+                self.push_compl(true, d.id, Err(ViError::BadDescriptor));
+                self.break_with(ViError::BadDescriptor, true);
+                return work + 1;
+            };
+            let Some(seq) = self.tx.on_send(now_ns) else {
+                break;
+            };
+            self.sq_tail += 1;
+            self.gather(&pieces[..n], total);
+            wire(Outgoing {
+                to: peer,
+                seq,
+                bytes: &self.scratch,
+            });
+            self.count(ViCounter::TxMsgs, 1);
+            self.count(ViCounter::TxBytes, total as u64);
+            if self.reliability == Reliability::Unreliable {
+                self.push_compl(true, d.id, Ok(total as u32));
+            } else {
+                self.inflight.push_back((d, seq, total as u32));
+            }
+            work += 1;
+        }
+        self.sq.set_tail(self.sq_tail);
+        if work > 0 {
+            self.wake();
+        }
+        work
+    }
+
+    fn gather(&mut self, pieces: &[(*mut u8, usize)], total: usize) {
+        self.scratch.clear();
+        self.scratch.reserve(total);
+        for &(p, n) in pieces {
+            // SAFETY: each piece lies inside a region mapping (checked by
+            // `pieces` against the engine's table); the region's owner may
+            // write it meanwhile, which only gives other bytes.
+            let src = unsafe { std::slice::from_raw_parts(p as *const u8, n) };
+            self.scratch.extend_from_slice(src);
+        }
+    }
+
+    /// Resend messages `range` (sequence numbers of sends in flight),
+    /// gathering each again from its descriptor.
+    pub(crate) fn resend(
+        &mut self,
+        range: reliable::SeqRange,
+        regions: &std::collections::HashMap<u32, Region>,
+        wire: &mut dyn FnMut(Outgoing<'_>),
+    ) {
+        let Some(peer) = self.peer else {
+            return;
+        };
+        let mut pieces = [(std::ptr::null_mut::<u8>(), 0usize); VI_MAX_SEGMENTS];
+        for i in 0..self.inflight.len() {
+            let (d, seq, _) = self.inflight[i];
+            if !range.contains(seq) {
+                continue;
+            }
+            match self.pieces(&d, regions, &mut pieces) {
+                Some((n, total)) => {
+                    self.gather(&pieces[..n], total);
+                    wire(Outgoing {
+                        to: peer,
+                        seq,
+                        bytes: &self.scratch,
+                    });
+                    self.count(ViCounter::Retransmits, 1);
+                }
+                None => {
+                    // Its region was deregistered meanwhile.
+                    self.count(ViCounter::BadDescriptors, 1);
+                    self.break_with(ViError::BadDescriptor, true);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The peer acknowledged: complete the sends the ack finishes.
+    pub(crate) fn complete_sends(&mut self, n: u32) {
+        for _ in 0..n {
+            let Some((d, _, len)) = self.inflight.pop_front() else {
+                break;
+            };
+            self.push_compl(true, d.id, Ok(len));
+        }
+        if n > 0 {
+            self.wake();
+        }
+    }
+
+    /// Scatter `msg` into the next posted receive; false if the VI broke.
+    fn place(&mut self, msg: &[u8], regions: &std::collections::HashMap<u32, Region>) -> bool {
+        let Some(d) = self.recv_posted.pop_front() else {
+            return true;
+        };
+        let mut pieces = [(std::ptr::null_mut::<u8>(), 0usize); VI_MAX_SEGMENTS];
+        let Some((n, total)) = self.pieces(&d, regions, &mut pieces) else {
+            self.count(ViCounter::BadDescriptors, 1);
+            self.push_compl(false, d.id, Err(ViError::BadDescriptor));
+            self.break_with(ViError::BadDescriptor, true);
+            return false;
+        };
+        if msg.len() > total {
+            self.push_compl(false, d.id, Err(ViError::TooLong));
+            if self.reliability != Reliability::Unreliable {
+                self.break_with(ViError::TooLong, true);
+                return false;
+            }
+            return true;
+        }
+        let mut at = 0;
+        for &(p, len) in &pieces[..n] {
+            let k = len.min(msg.len() - at);
+            // SAFETY: the piece has `len` writable bytes in a region
+            // mapping (checked); k <= len and at + k <= msg.len().
+            unsafe { std::ptr::copy_nonoverlapping(msg.as_ptr().add(at), p, k) };
+            at += k;
+        }
+        self.count(ViCounter::RxMsgs, 1);
+        self.count(ViCounter::RxBytes, msg.len() as u64);
+        self.push_compl(false, d.id, Ok(msg.len() as u32));
+        true
+    }
+
+    /// A data message `seq` arrived from the peer. Returns whether an ack
+    /// is due at once.
+    pub(crate) fn arrive(
+        &mut self,
+        seq: u32,
+        msg: &[u8],
+        regions: &std::collections::HashMap<u32, Region>,
+        now_ns: u64,
+    ) {
+        if self.state != 0 {
+            return;
+        }
+        let before = self.rx_stats_snapshot();
+        match self.rx.on_data(seq, now_ns) {
+            DataVerdict::Accept => {}
+            DataVerdict::Duplicate => return self.count(ViCounter::Duplicates, 1),
+            DataVerdict::OutOfOrder { .. } => return self.count(ViCounter::OutOfOrder, 1),
+            DataVerdict::OverWindow => return self.count(ViCounter::OverWindow, 1),
+        }
+        let lost = self.rx_lost().saturating_sub(before);
+        if lost > 0 {
+            self.count(ViCounter::Lost, lost);
+        }
+        // Take a receive posted since the last poll.
+        if self.recv_posted.is_empty() && self.rq.head() != self.rq_tail && self.recv_room() {
+            let d = self.rq.read(self.rq_tail);
+            self.rq_tail += 1;
+            self.rq.set_tail(self.rq_tail);
+            self.recv_posted.push_back(d);
+        }
+        if self.recv_posted.is_empty() || !self.held.is_empty() {
+            if self.strict_rnr {
+                self.break_with(ViError::ReceiverNotReady, true);
+                return;
+            }
+            self.held.push_back(msg.to_vec());
+            self.count(ViCounter::HeldTotal, 1);
+            self.set_level(ViCounter::Held, self.held.len() as u64);
+            return;
+        }
+        if self.place(msg, regions) {
+            self.rx.placed(1, now_ns);
+            self.wake();
+        }
+    }
+
+    fn rx_stats_snapshot(&self) -> u64 {
+        self.rx_lost()
+    }
+
+    fn rx_lost(&self) -> u64 {
+        self.rx.stats.lost
+    }
+
+    /// An ack for this VI's sends.
+    pub(crate) fn acked(
+        &mut self,
+        ack: Ack,
+        now_ns: u64,
+        regions: &std::collections::HashMap<u32, Region>,
+        wire: &mut dyn FnMut(Outgoing<'_>),
+    ) {
+        if self.state != 0 {
+            return;
+        }
+        self.count(ViCounter::AcksRx, 1);
+        let out = self.tx.on_ack(ack, now_ns);
+        self.complete_sends(out.completed);
+        if let Some(r) = out.retransmit {
+            self.resend(r, regions, wire);
+        }
+    }
+
+    /// Run the retransmission timer.
+    pub(crate) fn timers(
+        &mut self,
+        now_ns: u64,
+        regions: &std::collections::HashMap<u32, Region>,
+        wire: &mut dyn FnMut(Outgoing<'_>),
+    ) {
+        if self.state != 0 {
+            return;
+        }
+        match self.tx.poll_timer(now_ns) {
+            reliable::TimerOutcome::Nothing => {}
+            reliable::TimerOutcome::Retransmit(r) => {
+                self.count(ViCounter::Timeouts, 1);
+                self.resend(r, regions, wire);
+            }
+            reliable::TimerOutcome::Probe { seq } => {
+                self.count(ViCounter::Probes, 1);
+                if seq != self.tx.next_seq() {
+                    self.resend(
+                        reliable::SeqRange {
+                            from: seq,
+                            to: seq.wrapping_add(1),
+                        },
+                        regions,
+                        wire,
+                    );
+                }
+            }
+            reliable::TimerOutcome::Broken(_) => {
+                self.break_with(ViError::Timeout, true);
+            }
+        }
+    }
+
+    /// The earliest time a timer of this VI is due (ns on the wire's
+    /// clock).
+    pub(crate) fn next_deadline(&self) -> Option<u64> {
+        if self.state != 0 {
+            return None;
+        }
+        [self.tx.next_deadline(), self.rx.ack_deadline()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// The ack to send now, if one is due.
+    pub(crate) fn ack_now(&mut self, now_ns: u64) -> Option<Ack> {
+        if self.state != 0 || self.reliability == Reliability::Unreliable {
+            return None;
+        }
+        if !self.rx.ack_due(now_ns) {
+            return None;
+        }
+        self.count(ViCounter::AcksTx, 1);
+        Some(self.rx.make_ack())
+    }
+
+    pub(crate) fn arm(&self, on: bool) {
+        self.header()
+            .engine_armed
+            .store(on as u32, Ordering::Relaxed);
+    }
+}
+
+use std::mem::size_of;
