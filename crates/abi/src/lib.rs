@@ -852,7 +852,15 @@ pub struct ConnHeader {
     pub a_closed: AtomicU32,
     /// Set to 1 by side B when it closes, by the engine when B dies.
     pub b_closed: AtomicU32,
-    _pad1: [u8; 4096 - 256 - 8],
+    _pad1: [u8; 0x400 - 200],
+    /// What side A counts of a VI connection (offset 0x400, indexed by
+    /// [`ClientCounter`]: messages and bytes each way, bad records), for
+    /// `unet stat`; unused on an endpoint's connection, whose counts go to
+    /// the endpoint's header. Self-reported: the engine never trusts them.
+    pub a_counters: [AtomicU64; CLIENT_COUNTERS],
+    /// What side B counts (offset 0x480).
+    pub b_counters: [AtomicU64; CLIENT_COUNTERS],
+    _pad2: [u8; 4096 - 0x500],
 }
 
 /// Size of a [`ConnHeader`].
@@ -873,6 +881,8 @@ const _: () = {
     assert!(offset_of!(ConnHeader, b_to_a) == 128);
     assert!(offset_of!(ConnHeader, a_closed) == 192);
     assert!(offset_of!(ConnHeader, b_closed) == 196);
+    assert!(offset_of!(ConnHeader, a_counters) == 0x400);
+    assert!(offset_of!(ConnHeader, b_counters) == 0x480);
     assert!(size_of::<ConnConsumer>() == 64);
     assert!(offset_of!(ConnConsumer, sleeping) == 8);
     assert!(offset_of!(ConnConsumer, futex) == 12);
@@ -951,11 +961,68 @@ const _: () = {
     assert!(offset_of!(EndpointSlot, client) == 0x180);
 };
 
-/// Bytes of a counters segment with `max_endpoints` slots.
+/// Bytes of a counters segment with `max_endpoints` endpoint slots (and
+/// [`VI_SLOTS`] VI slots after them).
 pub const fn counters_segment_size(max_endpoints: u32) -> usize {
+    let b = vi_slots_off(max_endpoints) + VI_SLOTS * size_of::<ViSlot>();
+    (b + PAGE - 1) & !(PAGE - 1)
+}
+
+/// Number of VI slots in the counters segment: the first this many VIs
+/// (by id) are shown by `unet stat`.
+pub const VI_SLOTS: usize = 1024;
+
+/// Offset of the first VI slot in a counters segment with
+/// `max_endpoints` endpoint slots.
+pub const fn vi_slots_off(max_endpoints: u32) -> usize {
     let b = ENDPOINT_SLOTS_OFF + max_endpoints as usize * size_of::<EndpointSlot>();
     (b + PAGE - 1) & !(PAGE - 1)
 }
+
+/// What `unet stat` shows of one VI (256 bytes), filled by the engine
+/// when a `Stat` request comes.
+///
+/// ```text
+///  0x00 live u32, vi_id u32, pid u32, state u32 (0 or a ViError code)
+///  0x10 reliability u8, carried u8 (1: by the engine to another engine,
+///       0: a local VI on a direct ring), strict_rnr u8, family u8
+///       (0 local, 4, 6), port u16, reserved u16, peer_vi u32,
+///       reserved u32
+///  0x20 addr [u8; 16]  the peer engine's address
+///  0x30 counters: VI_COUNTERS × u64 (ViCounter; a local VI fills the
+///       first four, as its two processes count them)
+/// ```
+#[repr(C)]
+pub struct ViSlot {
+    /// 1 while the slot describes a VI.
+    pub live: AtomicU32,
+    /// The VI's id.
+    pub vi_id: AtomicU32,
+    /// Its owner's process id (0 if unknown).
+    pub pid: AtomicU32,
+    /// 0 while connected, else the `ViError` code.
+    pub state: AtomicU32,
+    /// Reliability (u8), carried (u8), strict_rnr (u8), family (u8).
+    pub kind: AtomicU32,
+    /// Peer engine's port (low 16 bits).
+    pub port: AtomicU32,
+    /// The peer VI's id (0: not known).
+    pub peer_vi: AtomicU32,
+    /// Reserved.
+    pub _reserved: AtomicU32,
+    /// The peer engine's address (IPv4 in the first 4 bytes), as 4 words.
+    pub addr: [AtomicU32; 4],
+    /// Counters, indexed by `ViCounter`.
+    pub counters: [AtomicU64; VI_COUNTERS],
+    _pad: [u8; 256 - 0x30 - 8 * VI_COUNTERS],
+}
+
+const _: () = {
+    assert!(size_of::<ViSlot>() == 256);
+    assert!(offset_of!(ViSlot, kind) == 0x10);
+    assert!(offset_of!(ViSlot, addr) == 0x20);
+    assert!(offset_of!(ViSlot, counters) == 0x30);
+};
 
 macro_rules! counter_enum {
     ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident = $n:expr => $s:expr),* $(,)? }) => {
@@ -1134,6 +1201,12 @@ counter_enum! {
         ViClosed = 61 => "vi_closed",
         /// Memory regions registered.
         MemoryRegistered = 62 => "memory_registered",
+        /// Datagrams sent twice by the wire's fault injection
+        /// (`wire_dup_ppm`).
+        WireInjectedDuplicates = 63 => "wire_injected_duplicates",
+        /// Datagrams held back behind later ones by the wire's fault
+        /// injection (`wire_reorder_ppm`).
+        WireInjectedReorders = 64 => "wire_injected_reorders",
     }
 }
 

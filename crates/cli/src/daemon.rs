@@ -25,7 +25,16 @@ pub struct Args {
     /// Fault injection: drop this many outgoing datagrams per million.
     #[arg(long, default_value_t = 0)]
     pub drop_ppm: u32,
-    /// Seed of the fault injector.
+    /// Fault injection: send this many outgoing datagrams per million
+    /// twice.
+    #[arg(long, default_value_t = 0)]
+    pub dup_ppm: u32,
+    /// Fault injection: hold this many outgoing datagrams per million back
+    /// behind the next one to three.
+    #[arg(long, default_value_t = 0)]
+    pub reorder_ppm: u32,
+    /// Seed of the fault injector (drops, duplicates, reordering; data
+    /// datagrams and VI acks only).
     #[arg(long, default_value_t = 1)]
     pub drop_seed: u64,
     /// Endpoint slots.
@@ -132,6 +141,8 @@ pub fn run(a: Args) -> ExitCode {
         udp_bind: a.udp,
         max_datagram: a.max_datagram,
         wire_drop_ppm: a.drop_ppm,
+        wire_dup_ppm: a.dup_ppm,
+        wire_reorder_ppm: a.reorder_ppm,
         wire_drop_seed: a.drop_seed,
         max_endpoints: a.max_endpoints,
         idle_spin: Duration::from_micros(a.idle_spin_us),

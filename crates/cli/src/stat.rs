@@ -112,6 +112,126 @@ fn live_slots(seg: &unet_sys::Segment, max: u32) -> Vec<Slot<'_>> {
     out
 }
 
+/// One VI as the engine last described it.
+struct Vi {
+    id: u32,
+    pid: u32,
+    state: u32,
+    reliability: u8,
+    carried: bool,
+    strict: bool,
+    peer: Option<std::net::SocketAddr>,
+    peer_vi: u32,
+    counters: [u64; VI_COUNTERS],
+}
+
+impl Vi {
+    fn state_name(&self) -> &'static str {
+        ViError::from_u32(self.state).map_or("connected", |e| e.name())
+    }
+    fn reliability_name(&self) -> &'static str {
+        Reliability::from_u8(self.reliability).map_or("?", |r| r.name())
+    }
+}
+
+/// The live VI slots of a counters segment with `max` endpoint slots.
+fn live_vis(seg: &unet_sys::Segment, max: u32) -> Vec<Vi> {
+    let mut out = Vec::new();
+    for i in 0..VI_SLOTS {
+        let off = vi_slots_off(max) + i * std::mem::size_of::<ViSlot>();
+        let Some(p) = seg.at(off, std::mem::size_of::<ViSlot>()) else {
+            break;
+        };
+        // SAFETY: in bounds (checked by at()), 8-byte aligned; the slot's
+        // fields are atomics.
+        let s = unsafe { p.cast::<ViSlot>().as_ref() };
+        if s.live.load(Ordering::Acquire) == 0 {
+            continue;
+        }
+        let kind = s.kind.load(Ordering::Relaxed);
+        let mut addr = [0u8; 16];
+        for (k, w) in s.addr.iter().enumerate() {
+            addr[4 * k..4 * k + 4].copy_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
+        }
+        let port = s.port.load(Ordering::Relaxed) as u16;
+        let peer = match (kind >> 24) & 0xff {
+            4 => Some(std::net::SocketAddr::from((
+                [addr[0], addr[1], addr[2], addr[3]],
+                port,
+            ))),
+            6 => Some(std::net::SocketAddr::from((addr, port))),
+            _ => None,
+        };
+        out.push(Vi {
+            id: s.vi_id.load(Ordering::Relaxed),
+            pid: s.pid.load(Ordering::Relaxed),
+            state: s.state.load(Ordering::Relaxed),
+            reliability: kind as u8,
+            carried: (kind >> 8) & 1 == 1,
+            strict: (kind >> 16) & 1 == 1,
+            peer,
+            peer_vi: s.peer_vi.load(Ordering::Relaxed),
+            counters: std::array::from_fn(|k| s.counters[k].load(Ordering::Relaxed)),
+        });
+    }
+    out
+}
+
+/// VIs as text: one line each, then its nonzero counters.
+fn print_vis(seg: &unet_sys::Segment, max: u32, all: bool) {
+    let vis = live_vis(seg, max);
+    if vis.is_empty() {
+        return;
+    }
+    println!("VIs:");
+    for v in &vis {
+        let path = match v.peer {
+            Some(a) => format!("to {a}/vi {}", v.peer_vi),
+            None if v.carried => "connecting".to_string(),
+            None => format!("local, peer vi {}", v.peer_vi),
+        };
+        println!(
+            "  vi {} (pid {}): {}, {}{}, {path}",
+            v.id,
+            v.pid,
+            v.state_name(),
+            v.reliability_name(),
+            if v.strict { ", strict" } else { "" },
+        );
+        for &c in ViCounter::ALL {
+            let n = v.counters[c as usize];
+            if n != 0 || all {
+                println!("    {:<30} {n:>16}", c.name());
+            }
+        }
+    }
+}
+
+/// VIs as JSON rows.
+fn vis_json(seg: &unet_sys::Segment, max: u32) -> Vec<serde_json::Value> {
+    use serde_json::{json, Map, Value};
+    live_vis(seg, max)
+        .into_iter()
+        .map(|v| {
+            let mut counters = Map::new();
+            for &c in ViCounter::ALL {
+                counters.insert(c.name().into(), json!(v.counters[c as usize]));
+            }
+            json!({
+                "id": v.id,
+                "pid": v.pid,
+                "state": v.state_name(),
+                "reliability": v.reliability_name(),
+                "strict_rnr": v.strict,
+                "path": if v.carried { "engine" } else { "direct" },
+                "peer": v.peer.map(|a| a.to_string()),
+                "peer_vi": v.peer_vi,
+                "counters": Value::Object(counters),
+            })
+        })
+        .collect()
+}
+
 /// What each client process holds, by process id: (endpoints, bytes).
 fn per_process(slots: &[Slot<'_>]) -> std::collections::BTreeMap<u32, (u64, u64)> {
     let mut m = std::collections::BTreeMap::new();
@@ -193,6 +313,7 @@ fn to_json(seg: &unet_sys::Segment, max: u32, limits: &unet::Limits) -> serde_js
         },
         "processes": processes,
         "endpoints": endpoints,
+        "vis": vis_json(seg, max),
     })
 }
 
@@ -279,6 +400,7 @@ pub fn run(a: Args) -> ExitCode {
                 }
                 println!("  {name:<32} {v:>16}");
             }
+            print_vis(&seg, max, a.all);
         }
         match a.watch {
             Some(ms) => std::thread::sleep(Duration::from_millis(ms.max(50))),

@@ -242,3 +242,108 @@ fn a_stopped_daemon_is_reported_as_not_answering() {
     let st = d.stat();
     assert!(endpoint_stats(&st, ep.id()).is_some(), "{st}");
 }
+
+/// `unet stat` shows each VI: its state, reliability, path and peer, and
+/// its counters (messages both ways; for a VI the engine carries to
+/// another engine, retransmissions, duplicates, out-of-order arrivals and
+/// errors), as the two ends see it.
+#[test]
+fn stat_shows_each_vi_with_its_state_and_counters() {
+    use unet::{Reliability, ViAttributes, ViError, ViSeg};
+    const T: Option<Duration> = Some(Duration::from_secs(10));
+    let da = Daemon::start(&["--udp", "127.0.0.1:0"]);
+    let db = Daemon::start(&["--udp", "127.0.0.1:0"]);
+    let sa = Session::connect(&da.socket).unwrap();
+    let sb = Session::connect(&db.socket).unwrap();
+    // A local VI pair on daemon a, and one from a to b.
+    let server = sa.vi_listen(1).unwrap();
+    let c = sa.clone();
+    let t = std::thread::spawn(move || c.vi_connect(None, 1, &ViAttributes::default(), T));
+    let mut local_b = server.accept(&ViAttributes::default(), T).unwrap();
+    let mut local_a = t.join().unwrap().unwrap();
+    let rr = ViAttributes {
+        reliability: Reliability::ReliableReception,
+        ..ViAttributes::default()
+    };
+    let server_b = sb.vi_listen(2).unwrap();
+    let (c, rr2, host) = (sa.clone(), rr.clone(), sb.udp_addr());
+    let t = std::thread::spawn(move || c.vi_connect(host, 2, &rr2, T));
+    let mut far_b = server_b.accept(&rr, T).unwrap();
+    let mut far_a = t.join().unwrap().unwrap();
+    let ra = sa.register_memory(1 << 16).unwrap();
+    let rb = sb.register_memory(1 << 16).unwrap();
+    let rl = sa.register_memory(1 << 16).unwrap();
+    for i in 0..10u64 {
+        local_b.post_recv(i, &[ViSeg::new(&rl, 0, 1000)]).unwrap();
+        local_a.post_send(i, &[ViSeg::new(&ra, 0, 1000)]).unwrap();
+        local_b.recv_wait(T).unwrap();
+        far_b.post_recv(i, &[ViSeg::new(&rb, 0, 1000)]).unwrap();
+        far_a.post_send(i, &[ViSeg::new(&ra, 0, 1000)]).unwrap();
+        far_b.recv_wait(T).unwrap();
+        far_a.send_wait(T).unwrap();
+    }
+    let st = da.stat();
+    let vis = st["vis"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no vis in {st}"));
+    let find = |id: u32| {
+        vis.iter()
+            .find(|v| v["id"] == id)
+            .unwrap_or_else(|| panic!("vi {id} not in {st}"))
+    };
+    let la = find(local_a.id());
+    assert_eq!(la["state"], "connected", "{st}");
+    assert_eq!(la["path"], "direct", "{st}");
+    assert_eq!(la["reliability"], "reliable-delivery", "{st}");
+    assert_eq!(la["pid"], std::process::id(), "{st}");
+    assert_eq!(la["peer_vi"], local_b.id(), "{st}");
+    assert_eq!(la["counters"]["tx_msgs"], 10, "{st}");
+    assert_eq!(la["counters"]["tx_bytes"], 10_000, "{st}");
+    assert_eq!(find(local_b.id())["counters"]["rx_msgs"], 10, "{st}");
+    let fa = find(far_a.id());
+    assert_eq!(fa["path"], "engine", "{st}");
+    assert_eq!(fa["reliability"], "reliable-reception", "{st}");
+    assert_eq!(fa["peer"], db.udp.unwrap().to_string(), "{st}");
+    assert_eq!(fa["peer_vi"], far_b.id(), "{st}");
+    assert_eq!(fa["counters"]["tx_msgs"], 10, "{st}");
+    for k in [
+        "retransmits",
+        "duplicates",
+        "out_of_order",
+        "errors",
+        "acks_rx",
+    ] {
+        assert!(fa["counters"][k].is_u64(), "{k} in {st}");
+    }
+    let stb = db.stat();
+    let fb = stb["vis"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["id"] == far_b.id())
+        .unwrap_or_else(|| panic!("vi {} not in {stb}", far_b.id()))
+        .clone();
+    assert_eq!(fb["counters"]["rx_msgs"], 10, "{stb}");
+    assert_eq!(fb["counters"]["rx_bytes"], 10_000, "{stb}");
+    // A broken VI says why.
+    local_a.close().unwrap();
+    assert_eq!(local_b.state(), unet::ViState::Error(ViError::PeerGone));
+    let st = da.stat();
+    let lb = st["vis"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["id"] == local_b.id())
+        .unwrap_or_else(|| panic!("vi b not in {st}"))
+        .clone();
+    assert_eq!(lb["state"], "peer-gone", "{st}");
+    // The text form lists them too.
+    let out = Command::new(unet_bin())
+        .args(["stat", "--socket"])
+        .arg(&da.socket)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("VIs:"), "{text}");
+    assert!(text.contains(&format!("vi {} (pid", far_a.id())), "{text}");
+}

@@ -20,8 +20,18 @@ pub struct EngineConfig {
     /// larger on loopback).
     pub max_datagram: usize,
     /// Fault injection: drop this many outgoing datagrams per million.
+    /// Like the two below, it judges only data-path datagrams (Data and
+    /// ViAck), in order, with a generator seeded by
+    /// [`EngineConfig::wire_drop_seed`]: the same seed makes the same
+    /// decisions (see [`crate::wire::udp`]).
     pub wire_drop_ppm: u32,
-    /// Seed of the fault injector.
+    /// Fault injection: send this many outgoing datagrams per million
+    /// twice (counted as `wire_injected_duplicates`).
+    pub wire_dup_ppm: u32,
+    /// Fault injection: hold this many outgoing datagrams per million back
+    /// behind the next one to three (counted as `wire_injected_reorders`).
+    pub wire_reorder_ppm: u32,
+    /// Seed of the fault injector (drops, duplicates, reordering).
     pub wire_drop_seed: u64,
     /// Endpoint slots (and counter slots).
     pub max_endpoints: u32,
@@ -150,6 +160,8 @@ impl Default for EngineConfig {
             udp_bind: None,
             max_datagram: 1472,
             wire_drop_ppm: 0,
+            wire_dup_ppm: 0,
+            wire_reorder_ppm: 0,
             wire_drop_seed: 0,
             max_endpoints: 256,
             conn_ring_size: unet_abi::CONN_RING_DEFAULT,

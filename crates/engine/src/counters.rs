@@ -151,6 +151,17 @@ impl Counters {
         }
     }
 
+    /// VI slot `i` (< [`VI_SLOTS`]), for `unet stat`.
+    pub(crate) fn vi_slot(&self, i: usize) -> Option<&ViSlot> {
+        if i >= VI_SLOTS {
+            return None;
+        }
+        let off = vi_slots_off(self.max_endpoints) + i * std::mem::size_of::<ViSlot>();
+        // SAFETY: i < VI_SLOTS, so the slot lies inside the segment
+        // (counters_segment_size); slots are 8-byte aligned; all atomics.
+        Some(unsafe { self.seg.ptr().add(off).cast::<ViSlot>().as_ref() })
+    }
+
     /// A read-only descriptor of the segment (sent to `unet stat`).
     pub fn fd(&self) -> RawFd {
         self.ro.as_raw_fd()

@@ -82,6 +82,27 @@ impl DirectConns {
         }
     }
 
+    /// What a side of VI connection `id` says of itself: the error it
+    /// broke the connection with (0: none) or whether it closed, and its
+    /// counters (self-reported). None if there is no such connection.
+    pub(crate) fn vi_side(
+        &self,
+        id: u32,
+        side_b: bool,
+    ) -> Option<(u32, bool, [u64; CLIENT_COUNTERS])> {
+        let h = self.conns.get(&id)?.header();
+        let (err, closed, c) = if side_b {
+            (&h.b_error, &h.b_closed, &h.b_counters)
+        } else {
+            (&h.a_error, &h.a_closed, &h.a_counters)
+        };
+        Some((
+            err.load(Ordering::Relaxed),
+            closed.load(Ordering::Relaxed) != 0,
+            std::array::from_fn(|i| c[i].load(Ordering::Relaxed)),
+        ))
+    }
+
     /// The segment of connection `id`, to hand to a process.
     pub(crate) fn fd(&self, id: u32) -> Option<&OwnedFd> {
         self.conns.get(&id).map(|c| c.seg.fd())

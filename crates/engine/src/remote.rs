@@ -217,6 +217,10 @@ pub(crate) struct RemoteSide {
     adm: Admission,
     /// VIA frames received, for the engine's VIA part.
     pub(crate) vi_in: Vec<ViIn>,
+    /// The engine-carried VIs that may receive data: VI id → the peer's
+    /// address and the token its frames must carry (checked before a
+    /// fragment is reassembled, as an endpoint channel's are).
+    vi_routes: HashMap<u32, (SocketAddr, u64)>,
     /// Peers found silent (their VIs break).
     pub(crate) silent: Vec<SocketAddr>,
 }
@@ -231,6 +235,8 @@ impl RemoteSide {
         let pc = PortConfig {
             max_datagram: cfg.max_datagram,
             drop_rate_ppm: cfg.wire_drop_ppm,
+            dup_rate_ppm: cfg.wire_dup_ppm,
+            reorder_rate_ppm: cfg.wire_reorder_ppm,
             drop_seed: cfg.wire_drop_seed,
             ..PortConfig::default()
         };
@@ -272,7 +278,21 @@ impl RemoteSide {
                 next_check: 0,
             },
             vi_in: Vec::new(),
+            vi_routes: HashMap::new(),
             silent: Vec::new(),
+        }
+    }
+
+    /// VI `vi` now takes data from `peer` (its address and the token its
+    /// frames carry); None: no more.
+    pub(crate) fn vi_route(&mut self, vi: u32, peer: Option<(SocketAddr, u64)>) {
+        match peer {
+            Some(p) => {
+                self.vi_routes.insert(vi, p);
+            }
+            None => {
+                self.vi_routes.remove(&vi);
+            }
         }
     }
 
@@ -463,6 +483,14 @@ impl RemoteSide {
             EngineCounter::WireReassembled,
             now.messages_reassembled - was.messages_reassembled,
         );
+        counters.engine(
+            EngineCounter::WireInjectedDuplicates,
+            now.injected_duplicates - was.injected_duplicates,
+        );
+        counters.engine(
+            EngineCounter::WireInjectedReorders,
+            now.injected_reorders - was.injected_reorders,
+        );
         for w in WireDrop::ALL {
             let d = now.drops[w as usize] - was.drops[w as usize];
             if d > 0 {
@@ -641,6 +669,7 @@ impl RemoteSide {
                 accepted,
                 adm,
                 vi_in,
+                vi_routes,
                 ..
             } = self;
             let mut rx = Rx {
@@ -653,6 +682,7 @@ impl RemoteSide {
                 adm,
                 answers: &mut answers,
                 vi_in,
+                vi_routes,
                 now_ns,
                 wall_ns: 0,
             };
@@ -874,6 +904,7 @@ struct Rx<'a> {
     answers: &'a mut Vec<(SocketAddr, Vec<u8>)>,
     /// VIA frames, for the engine's VIA part.
     vi_in: &'a mut Vec<ViIn>,
+    vi_routes: &'a HashMap<u32, (SocketAddr, u64)>,
     now_ns: u64,
     /// The wall clock, read once per batch when a stamp needs it (0: not
     /// yet).
@@ -931,8 +962,14 @@ impl Rx<'_> {
             self.heard(from);
         }
         match f.body {
-            Body::Data(d) if d.flags & crate::wire::frame::DATA_FLAG_VI != 0 => {
-                // Checked against the VI's token and peer by the VIA part.
+            Body::Data(d) if d.is_vi() => {
+                // The VI's token and peer, before anything is reassembled.
+                match self.vi_routes.get(&d.dst_endpoint) {
+                    Some(&(peer, token)) if peer == from && token == d.token => {}
+                    Some(_) => return self.reasm.stats.count_drop(WireDrop::ForgedToken),
+                    None => return self.reasm.stats.count_drop(WireDrop::UnknownEndpoint),
+                }
+                self.heard(from);
                 if let Ok(Some(msg)) = self.reasm.push(from, f.src_engine, &d, self.now_ns) {
                     self.vi_in.push(ViIn::Data {
                         from,

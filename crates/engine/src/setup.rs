@@ -234,6 +234,7 @@ impl Setup<'_> {
             let memory = ep.seg.len() as u64 + self.conns.memory_opened_by(ep.id);
             c.set_ep(ep.slot, EndpointCounter::MemoryBytes, memory);
         }
+        self.fill_vi_slots();
         let r = Reply::Stat {
             max_endpoints: self.cfg.max_endpoints,
             limits: self.cfg.limits(),

@@ -2,6 +2,7 @@
 //! connecting, accepting, rejecting and closing VIs (see [`crate::vias`]).
 
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use unet_abi::*;
@@ -255,7 +256,9 @@ impl Setup<'_> {
         let a = self.vias.add_vi(client, conn_id, p.attrs);
         let b = self.vias.add_vi(ci, conn_id, attrs);
         self.vias.vis.get_mut(&a).expect("a").peer = b;
-        self.vias.vis.get_mut(&b).expect("b").peer = a;
+        let vb = self.vias.vis.get_mut(&b).expect("b");
+        vb.peer = a;
+        vb.side_b = true;
         self.conns.set_ends(conn_id, a, b);
         self.count(EngineCounter::ViConnected);
         let fd = self.conns.fd(conn_id).map(|f| f.as_raw_fd());
@@ -453,6 +456,9 @@ impl Setup<'_> {
             }
         };
         self.vias.answered.insert((addr, request_id), id);
+        if let Some(w) = self.remote.as_deref_mut() {
+            w.vi_route(id, Some((addr, my_token)));
+        }
         self.count(EngineCounter::ViConnected);
         if let Some(w) = self.remote.as_deref_mut() {
             w.send_vi_control(
@@ -478,6 +484,9 @@ impl Setup<'_> {
             return;
         };
         self.poller.remove(v.doorbell.fd().as_raw_fd());
+        if let Some(w) = self.remote.as_deref_mut() {
+            w.vi_route(id, None);
+        }
         if let (Some(p), Some(w)) = (v.peer, self.remote.as_deref_mut()) {
             let reason = if v.state != 0 { v.state } else { reason };
             w.send_vi_control(
@@ -620,6 +629,9 @@ impl Setup<'_> {
                 my_token: o.my_token,
             });
         }
+        if let Some(w) = self.remote.as_deref_mut() {
+            w.vi_route(o.vi, Some((from, o.my_token)));
+        }
         self.count(EngineCounter::ViConnected);
         self.hand_over(o.client, o.req_id, o.vi);
     }
@@ -668,6 +680,96 @@ impl Setup<'_> {
         }
         if !self.vias.opens.is_empty() {
             self.retry_opens(now);
+        }
+    }
+
+    /// Fill the VI slots of the counters segment (for `unet stat`): the
+    /// first `VI_SLOTS` VIs by id.
+    pub(crate) fn fill_vi_slots(&self) {
+        let c = self.eps.counters();
+        let mut ids: Vec<u32> = self.vias.vis.keys().copied().collect();
+        ids.sort_unstable();
+        for i in 0..VI_SLOTS {
+            let Some(slot) = c.vi_slot(i) else {
+                break;
+            };
+            let Some(v) = ids
+                .get(i)
+                .and_then(|id| self.vias.vis.get(id).map(|v| (*id, v)))
+            else {
+                slot.live.store(0, Ordering::Relaxed);
+                continue;
+            };
+            let (id, v) = v;
+            let pid = self.server.client(v.owner).map_or(0, |c| c.pid);
+            let mut counters = [0u64; VI_COUNTERS];
+            let (mut state, mut carried, mut peer_vi) = (0u32, 0u32, v.peer);
+            let (mut family, mut port, mut addr) = (0u32, 0u32, [0u8; 16]);
+            if let Some(e) = self.vias.engine.get(&id) {
+                carried = 1;
+                state = e.state;
+                counters = e.counters();
+                if let Some(p) = e.peer {
+                    peer_vi = p.vi;
+                    port = p.addr.port() as u32;
+                    match p.addr.ip() {
+                        std::net::IpAddr::V4(a) => {
+                            family = 4;
+                            addr[..4].copy_from_slice(&a.octets());
+                        }
+                        std::net::IpAddr::V6(a) => {
+                            family = 6;
+                            addr = a.octets();
+                        }
+                    }
+                }
+            } else if v.conn_id != 0 {
+                let side_b = v.side_b;
+                if let Some((err, closed, mine)) = self.conns.vi_side(v.conn_id, side_b) {
+                    let peer = self.conns.vi_side(v.conn_id, !side_b);
+                    state = if err != 0 {
+                        err
+                    } else if closed {
+                        ViError::Closed as u32
+                    } else {
+                        match peer {
+                            Some((e, _, _)) if e != 0 && e != ViError::Closed as u32 => e,
+                            Some((_, true, _)) => ViError::PeerGone as u32,
+                            _ => 0,
+                        }
+                    };
+                    counters[ViCounter::TxMsgs as usize] =
+                        mine[ClientCounter::DirectTxMsgs as usize];
+                    counters[ViCounter::TxBytes as usize] =
+                        mine[ClientCounter::DirectTxBytes as usize];
+                    counters[ViCounter::RxMsgs as usize] =
+                        mine[ClientCounter::DirectRxMsgs as usize];
+                    counters[ViCounter::RxBytes as usize] =
+                        mine[ClientCounter::DirectRxBytes as usize];
+                }
+            } else {
+                state = ViError::PeerGone as u32;
+            }
+            let kind = v.attrs.reliability as u32
+                | carried << 8
+                | (v.attrs.strict_rnr as u32) << 16
+                | family << 24;
+            slot.vi_id.store(id, Ordering::Relaxed);
+            slot.pid.store(pid, Ordering::Relaxed);
+            slot.state.store(state, Ordering::Relaxed);
+            slot.kind.store(kind, Ordering::Relaxed);
+            slot.port.store(port, Ordering::Relaxed);
+            slot.peer_vi.store(peer_vi, Ordering::Relaxed);
+            for (k, w) in slot.addr.iter().enumerate() {
+                w.store(
+                    u32::from_le_bytes(addr[4 * k..4 * k + 4].try_into().expect("4 bytes")),
+                    Ordering::Relaxed,
+                );
+            }
+            for (k, n) in counters.iter().enumerate() {
+                slot.counters[k].store(*n, Ordering::Relaxed);
+            }
+            slot.live.store(1, Ordering::Release);
         }
     }
 

@@ -189,6 +189,11 @@ impl EngineVi {
         unsafe { self.seg.ptr().cast::<ViHeader>().as_ref() }
     }
 
+    /// The VI's counters now.
+    pub(crate) fn counters(&self) -> [u64; VI_COUNTERS] {
+        std::array::from_fn(|i| self.header().counters[i].load(Ordering::Relaxed))
+    }
+
     /// Add `n` to counter `c` (one writer: the engine).
     pub(crate) fn count(&self, c: ViCounter, n: u64) {
         let a = &self.header().counters[c as usize];

@@ -37,7 +37,9 @@ pub(crate) struct Vi {
     pub conn_id: u32,
     /// The peer VI's id (0 once the peer is gone).
     pub peer: u32,
-    pub _attrs: ViParams,
+    /// Which side of the direct connection it is (B: the accepting one).
+    pub side_b: bool,
+    pub attrs: ViParams,
 }
 
 /// Who asks for a connection.
@@ -127,7 +129,8 @@ impl Vias {
                 owner,
                 conn_id,
                 peer: 0,
-                _attrs: attrs,
+                side_b: false,
+                attrs,
             },
         );
         id

@@ -28,6 +28,51 @@ pub(crate) struct Inner {
 struct State {
     next_req: u32,
     notices: VecDeque<(Reply, Vec<OwnedFd>)>,
+    /// Replies read by a thread they were not for, until their requester
+    /// takes them (a few at most: a reply nobody waits for any more, its
+    /// request timed out, is dropped when more come).
+    replies: VecDeque<(u32, Reply, Vec<OwnedFd>)>,
+}
+
+/// Most replies kept for other threads.
+const REPLIES_KEPT: usize = 64;
+
+/// How a session reads its control socket: every packet is filed, a
+/// notice with the notices, a reply with the replies, whoever reads it;
+/// no thread holds the session while it waits, so that one thread can wait
+/// long (a VI connection waiting to be accepted) while others use the
+/// session.
+impl State {
+    /// Read what is waiting on `sock` without blocking, filing each packet.
+    /// `Err(EngineGone)` when the engine closed the connection.
+    fn pump(&mut self, sock: &OwnedFd) -> Result<(), Error> {
+        let mut buf = [0u8; control::MAX_PACKET];
+        loop {
+            let mut fds = Vec::new();
+            let n = match sys::recv_packet(sock.as_raw_fd(), &mut buf, &mut fds, true) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                r => r?,
+            };
+            if n == 0 {
+                return Err(Error::EngineGone);
+            }
+            let (rid, rep) =
+                Reply::decode(&buf[..n]).map_err(|e| Error::Protocol(e.to_string()))?;
+            if rid == 0 {
+                self.notices.push_back((rep, fds));
+            } else {
+                if self.replies.len() >= REPLIES_KEPT {
+                    self.replies.pop_front();
+                }
+                self.replies.push_back((rid, rep, fds));
+            }
+        }
+    }
+
+    fn take_reply(&mut self, id: u32) -> Option<(Reply, Vec<OwnedFd>)> {
+        let i = self.replies.iter().position(|(r, ..)| *r == id)?;
+        self.replies.remove(i).map(|(_, r, f)| (r, f))
+    }
 }
 
 /// A connection to an engine. Cheap to clone; endpoints keep it alive.
@@ -260,33 +305,27 @@ impl Inner {
                 Error::Io(e)
             }
         })?;
-        let mut buf = [0u8; control::MAX_PACKET];
+        drop(st);
         loop {
+            {
+                let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+                let pumped = st.pump(&self.sock);
+                if let Some(r) = st.take_reply(id) {
+                    return Ok(r);
+                }
+                pumped?;
+            }
             let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             if left == Some(Duration::ZERO) {
-                // A reply that comes later has an old request id: the
-                // next request skips it.
+                // A reply that comes later is filed and dropped in time.
                 return Err(timed_out());
             }
-            if !sys::wait_readable(self.sock.as_raw_fd(), left)? {
-                continue;
-            }
-            let mut fds = Vec::new();
-            let n = match sys::recv_packet(self.sock.as_raw_fd(), &mut buf, &mut fds, true) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                r => r?,
-            };
-            if n == 0 {
-                return Err(Error::EngineGone);
-            }
-            let (rid, rep) =
-                Reply::decode(&buf[..n]).map_err(|e| Error::Protocol(e.to_string()))?;
-            if rid == id {
-                return Ok((rep, fds));
-            }
-            if rid == 0 {
-                st.notices.push_back((rep, fds));
-            }
+            // Short naps: another thread may read (and file) our reply.
+            let nap = Duration::from_millis(5);
+            sys::wait_readable(
+                self.sock.as_raw_fd(),
+                Some(left.map_or(nap, |l| l.min(nap))),
+            )?;
         }
     }
 
@@ -305,21 +344,9 @@ impl Inner {
         pick: impl Fn(&Reply) -> bool,
     ) -> Option<(Reply, Vec<OwnedFd>)> {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let mut buf = [0u8; control::MAX_PACKET];
-        loop {
-            if let Some(i) = st.notices.iter().position(|(r, _)| pick(r)) {
-                return st.notices.remove(i);
-            }
-            let mut fds = Vec::new();
-            match sys::recv_packet(self.sock.as_raw_fd(), &mut buf, &mut fds, true) {
-                Ok(n) if n > 0 => {
-                    if let Ok((0, rep)) = Reply::decode(&buf[..n]) {
-                        st.notices.push_back((rep, fds));
-                    }
-                }
-                _ => return None,
-            }
-        }
+        let _ = st.pump(&self.sock);
+        let i = st.notices.iter().position(|(r, _)| pick(r))?;
+        st.notices.remove(i)
     }
 
     /// Wait at most `timeout` (None: forever) for a notice that `pick`

@@ -335,7 +335,7 @@ pub struct WireStats {
     pub gro_runs: u64,
     /// Datagrams sent twice by fault injection.
     pub injected_duplicates: u64,
-    /// Datagrams swapped with the next one by fault injection.
+    /// Datagrams held back behind later ones by fault injection.
     pub injected_reorders: u64,
     /// Messages queued for sending by [`SendBatch::push_message`].
     pub messages_queued: u64,

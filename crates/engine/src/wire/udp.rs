@@ -21,17 +21,28 @@
 //! Fault injection: with [`PortConfig::drop_rate_ppm`] set, a generator
 //! seeded by [`PortConfig::drop_seed`] drops that share of outgoing datagrams
 //! before they reach the kernel, counted as [`WireDrop::InjectedDrop`].
-//! [`PortConfig::dup_rate_ppm`] sends a share twice and
-//! [`PortConfig::reorder_rate_ppm`] swaps a share with the datagram queued
-//! after it (counted in [`WireStats::injected_duplicates`] and
-//! [`WireStats::injected_reorders`]). Only Data frames are judged (control
-//! frames, whose number and order depend on timing, such as keepalives,
-//! pass untouched and draw nothing): the faults depend only on the seed and
-//! the order of the Data datagrams.
+//! [`PortConfig::dup_rate_ppm`] sends a share twice, the copy right after
+//! the original, and [`PortConfig::reorder_rate_ppm`] holds a share back
+//! behind the next one to three datagrams queued (counted in
+//! [`WireStats::injected_duplicates`] and [`WireStats::injected_reorders`]).
+//! A datagram held back with fewer than that queued behind it waits, last
+//! in the queue, for later calls of [`UdpPort::send_batch`] to let what is
+//! queued meanwhile go first (up to the rest of its count), and is sent
+//! when its count is reached or, whatever came, once it has waited
+//! [`REORDER_HOLD_MAX`]: nothing held back is lost (the engine comes back
+//! within a fraction of a millisecond while anything is queued). Only
+//! data-path frames are judged (Data and ViAck,
+//! [`Kind::is_data_path`](super::Kind::is_data_path)); control frames,
+//! whose number and order depend on timing, such as keepalives, pass
+//! untouched and draw nothing, so the decisions depend only on the seed and
+//! the order of the data-path datagrams: each one draws whether it is
+//! dropped, else whether it is held back (and behind how many), else
+//! whether it is duplicated.
 
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
+use std::time::{Duration, Instant};
 
 use super::frag::{fragments, FragmentError};
 use super::frame::{Body, Data, Frame, FrameError, DATA_HEADER_LEN, MAX_DATAGRAM};
@@ -44,6 +55,9 @@ pub const ETHERNET_DATAGRAM: usize = 1472;
 /// Datagram payload of [`PortConfig::loopback`]: loopback's MTU is 64 KiB,
 /// and fewer, larger datagrams are much cheaper there.
 pub const LOOPBACK_DATAGRAM: usize = 65000;
+/// Longest a datagram held back by injected reordering waits for the
+/// datagrams it lets go first ([`PortConfig::reorder_rate_ppm`]).
+pub const REORDER_HOLD_MAX: Duration = Duration::from_millis(1);
 /// Smallest allowed [`PortConfig::max_datagram`]: a stride of 17 bytes still
 /// fits a 1 MiB message in `u16::MAX` fragments.
 pub const MIN_DATAGRAM: usize = DATA_HEADER_LEN + 17;
@@ -71,8 +85,8 @@ pub struct PortConfig {
     /// Share of outgoing datagrams sent twice, in parts per million
     /// (default 0).
     pub dup_rate_ppm: u32,
-    /// Share of outgoing datagrams swapped with the next one queued, in
-    /// parts per million (default 0).
+    /// Share of outgoing datagrams held back behind the next one to three
+    /// queued, in parts per million (default 0).
     pub reorder_rate_ppm: u32,
     /// Send runs of equal-size datagrams with UDP segmentation offload
     /// (`UDP_SEGMENT`, Linux 4.18+): one trip through the stack per run
@@ -180,6 +194,28 @@ struct Entry {
     start: usize,
     len: usize,
     dropped: bool,
+    /// Had its fault-injection draw (entries are judged in queue order,
+    /// but one held back moves behind entries not judged yet).
+    judged: bool,
+    /// Held back by injected reordering: how many more datagrams queued
+    /// after it go first.
+    hold: u8,
+    /// Went behind a later datagram (injected reordering; counted once).
+    reordered: bool,
+}
+
+impl Entry {
+    fn new(dst: SocketAddr, start: usize, len: usize) -> Entry {
+        Entry {
+            dst,
+            start,
+            len,
+            dropped: false,
+            judged: false,
+            hold: 0,
+            reordered: false,
+        }
+    }
 }
 
 /// Datagrams waiting to be sent, in an arena allocated once.
@@ -192,6 +228,9 @@ pub struct SendBatch {
     head: usize,
     /// Entries before this index had their fault-injection draw.
     judged: usize,
+    /// The entry held back by injected reordering, and since when: always
+    /// the last one queued when a send returns.
+    held: Option<(usize, Instant)>,
     max_datagram: usize,
     max_entries: usize,
     /// Counters: `messages_queued` and the `message_too_large` drops.
@@ -211,6 +250,7 @@ impl SendBatch {
             entries: Vec::with_capacity(max_entries.min(8192)),
             head: 0,
             judged: 0,
+            held: None,
             max_datagram,
             max_entries,
             stats: WireStats::default(),
@@ -249,6 +289,7 @@ impl SendBatch {
         self.entries.clear();
         self.head = 0;
         self.judged = 0;
+        self.held = None;
         self.tail = 0;
     }
 
@@ -281,6 +322,8 @@ impl SendBatch {
                 e.start -= from;
             }
             self.judged = self.judged.saturating_sub(self.head);
+            // The held entry is at or after `head`, never sent yet.
+            self.held = self.held.map(|(h, since)| (h - self.head, since));
             self.head = 0;
         }
         if fits(self) {
@@ -316,12 +359,7 @@ impl SendBatch {
         match write(&mut self.arena[start..start + room]) {
             Ok(len) if len <= room => {
                 self.tail += len;
-                self.entries.push(Entry {
-                    dst,
-                    start,
-                    len,
-                    dropped: false,
-                });
+                self.entries.push(Entry::new(dst, start, len));
                 Ok(())
             }
             _ => Err(self.fail(PushError::TooLarge)),
@@ -381,12 +419,7 @@ impl SendBatch {
                 return Err(self.fail(PushError::TooLarge));
             };
             self.tail += n;
-            self.entries.push(Entry {
-                dst,
-                start,
-                len: n,
-                dropped: false,
-            });
+            self.entries.push(Entry::new(dst, start, n));
         }
         self.stats.messages_queued += 1;
         Ok(count as u16)
@@ -728,7 +761,15 @@ impl UdpPort {
             return Ok(0);
         }
         self.stats.send_batches += 1;
-        self.inject_faults(batch);
+        let c = &self.cfg;
+        if c.drop_rate_ppm > 0 || c.dup_rate_ppm > 0 || c.reorder_rate_ppm > 0 {
+            self.inject_faults(batch, Instant::now());
+        } else {
+            batch.judged = batch.entries.len();
+        }
+        // A datagram held back by injected reordering stays, last, for the
+        // next call.
+        let end = batch.entries.len() - usize::from(batch.held.is_some());
 
         let mut addrs = [RawAddr::empty(); MAX_BATCH];
         let mut iovs = [empty_iovec(); MAX_BATCH];
@@ -739,17 +780,19 @@ impl UdpPort {
         let mut segs = [0usize; MAX_BATCH];
         let mut sent = 0;
         loop {
-            while batch.head < batch.entries.len() && batch.entries[batch.head].dropped {
+            while batch.head < end && batch.entries[batch.head].dropped {
                 batch.head += 1;
             }
-            if batch.head == batch.entries.len() {
-                batch.reset();
+            if batch.head == end {
+                if end == batch.entries.len() {
+                    batch.reset();
+                }
                 break;
             }
             let gso = self.gso;
             let mut n = 0;
             let mut i = batch.head;
-            while n < self.cfg.batch && i < batch.entries.len() {
+            while n < self.cfg.batch && i < end {
                 let e = batch.entries[i];
                 if e.dropped {
                     i += 1;
@@ -759,7 +802,7 @@ impl UdpPort {
                 // destination; a shorter one ends it.
                 let (mut k, mut total, mut j) = (1, e.len, i + 1);
                 if gso && e.len > 0 {
-                    while k < GSO_MAX_SEGMENTS && j < batch.entries.len() {
+                    while k < GSO_MAX_SEGMENTS && j < end {
                         let f = &batch.entries[j];
                         if f.dropped
                             || f.dst != e.dst
@@ -861,10 +904,32 @@ impl UdpPort {
         Ok(sent)
     }
 
-    /// Draws the injected faults of the datagrams queued since the last call.
-    /// Each datagram is judged once: dropped, or swapped with the next (which
-    /// is then not judged), or possibly duplicated.
-    fn inject_faults(&mut self, batch: &mut SendBatch) {
+    /// Draws the injected faults of the datagrams queued since the last
+    /// call (see the module documentation), once the datagram held back
+    /// last has let those queued since go first (up to the rest of its
+    /// count). `now` tells whether it waited long enough.
+    fn inject_faults(&mut self, batch: &mut SendBatch, now: Instant) {
+        if let Some((h, since)) = batch.held.take() {
+            let queued_since = batch.entries.len() - 1 - h;
+            let e = &mut batch.entries[h];
+            let k = usize::from(e.hold).min(queued_since);
+            e.hold -= k as u8;
+            if k > 0 && !e.reordered {
+                e.reordered = true;
+                self.stats.injected_reorders += 1;
+            }
+            if e.hold > 0 && now.duration_since(since) < REORDER_HOLD_MAX {
+                // Still waiting, last again.
+                batch.held = Some((h + k, since));
+            } else {
+                e.hold = 0;
+            }
+            if k > 0 {
+                batch.entries[h..=h + k].rotate_left(1);
+                // The entries that moved up are those not judged yet.
+                batch.judged = batch.judged.min(h);
+            }
+        }
         let c = self.cfg;
         if c.drop_rate_ppm == 0 && c.dup_rate_ppm == 0 && c.reorder_rate_ppm == 0 {
             batch.judged = batch.entries.len();
@@ -872,27 +937,58 @@ impl UdpPort {
         }
         let mut i = batch.judged;
         while i < batch.entries.len() {
-            let kind = batch.arena.get(batch.entries[i].start + 3).copied();
-            if kind != Some(super::Kind::Data as u8) {
+            let e = &mut batch.entries[i];
+            if e.judged {
+                i += 1;
+                continue;
+            }
+            e.judged = true;
+            let kind = batch.arena.get(e.start + 3).copied();
+            if !kind
+                .and_then(super::Kind::from_u8)
+                .is_some_and(super::Kind::is_data_path)
+            {
                 i += 1;
                 continue;
             }
             if self.rng.chance_ppm(c.drop_rate_ppm) {
-                batch.entries[i].dropped = true;
+                e.dropped = true;
                 self.stats.count_drop(WireDrop::InjectedDrop);
                 i += 1;
                 continue;
             }
-            if i + 1 < batch.entries.len() && self.rng.chance_ppm(c.reorder_rate_ppm) {
-                batch.entries.swap(i, i + 1);
-                self.stats.injected_reorders += 1;
-                i += 2;
+            if self.rng.chance_ppm(c.reorder_rate_ppm) {
+                // Behind the next one to three datagrams.
+                let want = 1 + (self.rng.next_u64() % 3) as usize;
+                let last = batch.entries.len() - 1;
+                let k = want.min(last - i);
+                if k > 0 {
+                    batch.entries[i..=i + k].rotate_left(1);
+                    batch.entries[i + k].reordered = true;
+                    self.stats.injected_reorders += 1;
+                }
+                if k < want {
+                    // Now last: it waits for more. One held back before
+                    // (last until now) was just passed, and goes.
+                    if let Some((h, _)) = batch.held.take() {
+                        debug_assert_eq!(h, last);
+                        batch.entries[last - 1].hold = 0;
+                    }
+                    batch.entries[last].hold = (want - k) as u8;
+                    batch.held = Some((last, now));
+                }
+                // Entry `i` is now the next one (not judged yet), or this
+                // one again if nothing followed (judged: skipped).
                 continue;
             }
             if self.rng.chance_ppm(c.dup_rate_ppm) {
                 // The copy points at the same bytes; it is judged no further.
-                let copy = batch.entries[i];
+                let copy = *e;
                 batch.entries.insert(i + 1, copy);
+                if let Some((h, _)) = batch.held.as_mut() {
+                    // Held back, hence last: after the copy.
+                    *h += 1;
+                }
                 self.stats.injected_duplicates += 1;
                 i += 1;
             }
@@ -1393,6 +1489,288 @@ mod tests {
         assert_eq!(rx.reasm.in_flight(), 0);
     }
 
+    /// Queues a bare frame header of `kind` carrying `id` (all the fault
+    /// injector reads is the kind).
+    fn push_raw(batch: &mut SendBatch, dst: SocketAddr, kind: crate::wire::Kind, id: u32) {
+        batch
+            .push_with(dst, |b| {
+                b[..16].fill(0);
+                b[..4].copy_from_slice(&[0x55, 0x4E, 1, kind as u8]);
+                b[4..8].copy_from_slice(&id.to_le_bytes());
+                Ok(16)
+            })
+            .unwrap();
+    }
+
+    fn raw_id(d: &[u8]) -> u32 {
+        u32::from_le_bytes(d[4..8].try_into().unwrap())
+    }
+
+    /// The kind of datagram `id` in the sequences below: mostly Data, some
+    /// ViAck (both judged), some control frames (never judged).
+    fn raw_kind(id: u32) -> crate::wire::Kind {
+        use crate::wire::Kind;
+        match id % 10 {
+            3 | 7 => Kind::ViAck,
+            5 => Kind::Keepalive,
+            9 => Kind::ViClose,
+            _ => Kind::Data,
+        }
+    }
+
+    /// What the injector of a port with `cfg` lets out of `n` datagrams
+    /// queued `chunk` at a time, one send per chunk, in order, without a
+    /// socket: the send path's bookkeeping, the kernel taking everything,
+    /// the clock stopped (a datagram held back waits until enough others
+    /// are queued) but for the last send. Then the port's counters.
+    fn injected(cfg: PortConfig, n: u32, chunk: u32) -> (Vec<u32>, WireStats) {
+        let mut port = UdpPort::bind(LO.parse().unwrap(), cfg).unwrap();
+        let dst: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let mut batch = SendBatch::new(64, 1 << 20);
+        let mut out = Vec::new();
+        let t0 = Instant::now();
+        let mut send = |port: &mut UdpPort, batch: &mut SendBatch, now: Instant| {
+            port.inject_faults(batch, now);
+            let end = batch.entries.len() - usize::from(batch.held.is_some());
+            for e in &batch.entries[batch.head..end] {
+                if !e.dropped {
+                    out.push(raw_id(&batch.arena[e.start..e.start + e.len]));
+                }
+            }
+            batch.head = end;
+            if end == batch.entries.len() {
+                batch.reset();
+            }
+        };
+        for id in 0..n {
+            push_raw(&mut batch, dst, raw_kind(id), id);
+            if id % chunk == chunk - 1 {
+                send(&mut port, &mut batch, t0);
+            }
+        }
+        // What is left; one held back last of all waits until its time is
+        // up, then goes.
+        send(&mut port, &mut batch, t0);
+        send(&mut port, &mut batch, t0);
+        assert!(batch.len() <= 1);
+        if batch.len() == 1 {
+            assert!(batch.held.is_some());
+        }
+        send(&mut port, &mut batch, t0 + REORDER_HOLD_MAX);
+        assert!(batch.is_empty(), "a datagram held back past its time");
+        (out, port.stats)
+    }
+
+    /// Ids that appear twice or more, and ids missing.
+    fn dups_and_missing(out: &[u32], n: u32) -> (Vec<u32>, Vec<u32>) {
+        let mut count = vec![0u32; n as usize];
+        for &id in out {
+            count[id as usize] += 1;
+        }
+        let dups = (0..n).filter(|&i| count[i as usize] > 1).collect();
+        let missing = (0..n).filter(|&i| count[i as usize] == 0).collect();
+        (dups, missing)
+    }
+
+    const FAULTS: PortConfig = PortConfig {
+        max_datagram: ETHERNET_DATAGRAM,
+        batch: MAX_BATCH,
+        socket_buffer: 4 << 20,
+        send_queue_bytes: 4 << 20,
+        drop_rate_ppm: 50_000,
+        drop_seed: 7,
+        dup_rate_ppm: 10_000,
+        reorder_rate_ppm: 10_000,
+        gso: true,
+        gro: true,
+    };
+
+    #[test]
+    fn injected_faults_depend_on_the_seed_only() {
+        const N: u32 = 20_000;
+        let (a, sa) = injected(FAULTS, N, 64);
+        let (b, sb) = injected(FAULTS, N, 64);
+        assert_eq!(a, b, "same seed, same sends: same datagrams out");
+        assert_eq!(sa, sb);
+        // Sent one by one or in other batches, the same datagrams are
+        // dropped and the same duplicated (the decisions follow the
+        // data-path datagrams, not the batching).
+        let (da, ma) = dups_and_missing(&a, N);
+        for chunk in [1, 7, 1000] {
+            let (c, sc) = injected(FAULTS, N, chunk);
+            assert_eq!(
+                dups_and_missing(&c, N),
+                (da.clone(), ma.clone()),
+                "chunk {chunk}"
+            );
+            assert_eq!(sc.drops, sa.drops, "chunk {chunk}");
+            assert_eq!(sc.injected_duplicates, sa.injected_duplicates);
+            // One held back last of all has nothing left to go behind.
+            assert!(sa.injected_reorders.abs_diff(sc.injected_reorders) <= 1);
+        }
+        // Another seed, other decisions.
+        let (c, _) = injected(
+            PortConfig {
+                drop_seed: 8,
+                ..FAULTS
+            },
+            N,
+            64,
+        );
+        assert_ne!(dups_and_missing(&c, N).1, ma);
+        // Control frames are never judged: each goes out once.
+        for id in (0..N).filter(|&i| i % 10 == 5 || i % 10 == 9) {
+            assert!(!ma.contains(&id) && !da.contains(&id), "control frame {id}");
+        }
+    }
+
+    #[test]
+    fn injected_fault_rates_are_close_to_asked() {
+        const N: u32 = 200_000;
+        let cfg = PortConfig {
+            drop_rate_ppm: 50_000,
+            dup_rate_ppm: 20_000,
+            reorder_rate_ppm: 30_000,
+            ..FAULTS
+        };
+        let (out, st) = injected(cfg, N, 64);
+        // Data and ViAck: 8 in 10.
+        let judged = f64::from(N) * 0.8;
+        let (pd, pr, pu) = (0.05, 0.03, 0.02);
+        let near = |got: u64, p: f64| {
+            let want = judged * p;
+            (got as f64 - want).abs() < want * 0.1
+        };
+        let drops = st.drop_count(WireDrop::InjectedDrop);
+        assert!(near(drops, pd), "{drops} dropped");
+        assert!(near(st.injected_reorders, (1.0 - pd) * pr), "{st:?}");
+        assert!(
+            near(st.injected_duplicates, (1.0 - pd) * (1.0 - pr) * pu),
+            "{st:?}"
+        );
+        let (dups, missing) = dups_and_missing(&out, N);
+        assert_eq!(missing.len() as u64, drops);
+        assert_eq!(dups.len() as u64, st.injected_duplicates);
+        assert_eq!(
+            out.len() as u64,
+            u64::from(N) - drops + st.injected_duplicates
+        );
+        // A datagram held back goes behind one to three others: at most
+        // three later datagrams leave before it, and every distance occurs.
+        let mut by_distance = [0u64; 4];
+        let mut seen = std::collections::BTreeSet::new();
+        for &id in &out {
+            if !seen.insert(id) {
+                continue;
+            }
+            let overtaken = seen.range(id + 1..).count();
+            assert!(
+                overtaken <= 3,
+                "datagram {id} behind {overtaken} later ones"
+            );
+            by_distance[overtaken] += 1;
+        }
+        assert!(by_distance[1..].iter().all(|&n| n > 0), "{by_distance:?}");
+        // Each counted once. (One that went behind nothing but another
+        // held back before it, an earlier datagram, has no later one
+        // ahead: a few.)
+        let late: u64 = by_distance[1..].iter().sum();
+        assert!(
+            late <= st.injected_reorders && late * 100 >= st.injected_reorders * 95,
+            "{by_distance:?} {st:?}"
+        );
+    }
+
+    #[test]
+    fn datagrams_held_back_always_go_out() {
+        // One datagram per send, a third held back: each waits, last in
+        // the queue, for the next one to three to go first, and at most
+        // REORDER_HOLD_MAX.
+        let cfg = PortConfig {
+            drop_rate_ppm: 0,
+            dup_rate_ppm: 100_000,
+            reorder_rate_ppm: 300_000,
+            drop_seed: 3,
+            ..PortConfig::default()
+        };
+        let mut a = UdpPort::bind(LO.parse().unwrap(), cfg).unwrap();
+        let b = UdpSocket::bind(LO).unwrap();
+        b.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let dst = b.local_addr().unwrap();
+        let mut batch = SendBatch::for_port(a.config());
+        const N: u32 = 2000;
+        let mut got = Vec::new();
+        let mut buf = [0u8; 64];
+        let mut recv = |a: &UdpPort, got: &mut Vec<u32>| {
+            while got.len() < a.stats.datagrams_sent as usize {
+                let (n, _) = b.recv_from(&mut buf).unwrap();
+                got.push(raw_id(&buf[..n]));
+            }
+        };
+        let mut held = 0;
+        for id in 0..N {
+            push_raw(&mut batch, dst, crate::wire::Kind::Data, id);
+            a.send_batch(&mut batch).unwrap();
+            if !batch.is_empty() {
+                assert_eq!(batch.len(), 1, "only the one held back waits");
+                held += 1;
+            }
+            recv(&a, &mut got);
+        }
+        // The last one held back goes when its time is up, nothing new
+        // queued.
+        let t = Instant::now();
+        while !batch.is_empty() {
+            a.send_batch(&mut batch).unwrap();
+            std::thread::sleep(Duration::from_micros(100));
+            assert!(t.elapsed() < Duration::from_secs(1));
+        }
+        recv(&a, &mut got);
+        assert!(held > N / 5, "{held} sends left one held back");
+        let (dups, missing) = dups_and_missing(&got, N);
+        assert_eq!(missing, Vec::<u32>::new(), "{:?}", a.stats);
+        assert_eq!(dups.len() as u64, a.stats.injected_duplicates);
+        assert_eq!(got.len() as u64, u64::from(N) + a.stats.injected_duplicates);
+        let out_of_order = got.windows(2).filter(|w| w[1] < w[0]).count() as u64;
+        assert!(out_of_order > 0 && a.stats.injected_reorders >= out_of_order);
+    }
+
+    #[test]
+    fn a_datagram_held_back_waits_for_others_then_its_time() {
+        let cfg = PortConfig {
+            reorder_rate_ppm: 1_000_000,
+            ..PortConfig::default()
+        };
+        let mut port = UdpPort::bind(LO.parse().unwrap(), cfg).unwrap();
+        let dst: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let mut batch = SendBatch::new(64, 1 << 20);
+        let t0 = Instant::now();
+        // Alone: held, nothing to send, even when asked again in time.
+        push_raw(&mut batch, dst, crate::wire::Kind::ViAck, 0);
+        port.inject_faults(&mut batch, t0);
+        let (h, since) = batch.held.unwrap();
+        assert_eq!((h, since), (0, t0));
+        let want = usize::from(batch.entries[0].hold);
+        assert!((1..=3).contains(&want));
+        port.inject_faults(&mut batch, t0 + REORDER_HOLD_MAX / 2);
+        assert_eq!(batch.held, Some((0, t0)));
+        assert_eq!(port.stats.injected_reorders, 0);
+        // A control frame queued after it goes first (and is not judged).
+        push_raw(&mut batch, dst, crate::wire::Kind::ViClose, 1);
+        port.inject_faults(&mut batch, t0 + REORDER_HOLD_MAX / 2);
+        assert_eq!(raw_id(batch.datagrams().next().unwrap().1), 1);
+        assert_eq!(port.stats.injected_reorders, 1);
+        if want > 1 {
+            assert_eq!(batch.held, Some((1, t0)), "it waits for more");
+        }
+        // Its time is up: it goes, nothing more having come.
+        port.inject_faults(&mut batch, t0 + REORDER_HOLD_MAX);
+        assert_eq!(batch.held, None);
+        let ids: Vec<u32> = batch.datagrams().map(|(_, d)| raw_id(d)).collect();
+        assert_eq!(ids, [1, 0]);
+        assert_eq!(port.stats.injected_reorders, 1);
+    }
+
     #[test]
     fn oversized_datagram_is_counted_as_truncated() {
         let small = PortConfig {
@@ -1820,6 +2198,14 @@ mod tests {
             },
             PortConfig {
                 drop_rate_ppm: 1_000_001,
+                ..PortConfig::default()
+            },
+            PortConfig {
+                dup_rate_ppm: 1_000_001,
+                ..PortConfig::default()
+            },
+            PortConfig {
+                reorder_rate_ppm: 1_000_001,
                 ..PortConfig::default()
             },
         ] {
