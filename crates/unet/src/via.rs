@@ -1262,7 +1262,17 @@ impl Vi {
 
     fn sleep_on_ring(&mut self, left: Option<Duration>) {
         let mut c = self.core();
-        let left = Some(left.map_or(Duration::from_secs(1), |l| l.min(Duration::from_secs(1))));
+        // Sends waiting for room in the direct ring (or for the receiver
+        // to place them) wake nobody when the room comes: sleep in short
+        // naps then, so that they go out while we wait.
+        let cap = if matches!(c.path, ViPath::Direct(_))
+            && !(c.send_posted.is_empty() && c.send_unplaced.is_empty())
+        {
+            Duration::from_micros(50)
+        } else {
+            Duration::from_secs(1)
+        };
+        let left = Some(left.map_or(cap, |l| l.min(cap)));
         match &mut c.path {
             ViPath::Direct(conn) => {
                 conn.set_sleeping(true);

@@ -14,6 +14,7 @@ mod report;
 pub mod stats;
 mod udp_raw;
 mod unet_paths;
+mod via;
 
 #[derive(Subcommand)]
 pub enum Command {
@@ -30,6 +31,9 @@ pub enum Command {
     /// by step (the U-Net/SLE paper's Figure 7), beside the same steps
     /// without an applet.
     Overhead(overhead::Args),
+    /// VIA: round trip and one-way bandwidth between two VIs (memory
+    /// regions, posted descriptors), beside unet's endpoint direct path.
+    Via(via::Args),
     /// The other process of a network benchmark run (internal).
     #[command(name = "__child", hide = true)]
     Child(net::ChildArgs),
@@ -42,5 +46,6 @@ pub fn run(c: Command) -> ExitCode {
         Command::Stream(a) => net::run_stream(a),
         Command::Child(a) => net::run_child(a),
         Command::Overhead(a) => overhead::run(a),
+        Command::Via(a) => via::run(a),
     }
 }

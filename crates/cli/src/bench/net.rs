@@ -37,6 +37,7 @@ use super::report::{self, PingRow, Progress, StreamRow};
 use super::stats::{self, fmt_size, median_f64, median_of_all, Samples};
 use super::udp_raw;
 use super::unet_paths;
+use super::via;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum PathArg {
@@ -313,6 +314,10 @@ pub enum ChildKind {
     UdpStream,
     UnetPingpong,
     UnetStream,
+    /// `unet bench via`: the VI that echoes (`via`).
+    ViaPingpong,
+    /// `unet bench via`: the VI that receives a stream (`via`).
+    ViaStream,
 }
 
 /// The other process of a run (internal).
@@ -324,7 +329,8 @@ pub struct ChildArgs {
     pub size: usize,
     #[arg(long, default_value_t = 0)]
     pub burst: usize,
-    /// unet stream receiver: messages per `recv_many` (1: `recv`).
+    /// unet stream receiver: messages per `recv_many` (1: `recv`); VI
+    /// stream receiver: receive descriptors kept posted.
     #[arg(long, default_value_t = 1)]
     pub batch: usize,
     /// Inherited shared-memory descriptor (floor).
@@ -374,7 +380,7 @@ fn parse_align(s: &str) -> Res<usize> {
 
 /// Round trips timed for a given size: the full count up to 4 KiB, then
 /// fewer in proportion, at least 500.
-fn iters_for(iters: usize, size: usize) -> usize {
+pub(super) fn iters_for(iters: usize, size: usize) -> usize {
     if size <= 4096 {
         iters
     } else {
@@ -394,7 +400,7 @@ pub fn run_child(a: ChildArgs) -> ExitCode {
     finish(child(a))
 }
 
-fn finish(r: Res<()>) -> ExitCode {
+pub(super) fn finish(r: Res<()>) -> ExitCode {
     match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -417,7 +423,7 @@ fn setup(c: &Common, default_reps: usize) -> Res<usize> {
 }
 
 /// Busy polling needs both cores: say so when other work is running.
-fn warn_if_busy() {
+pub(super) fn warn_if_busy() {
     let load = std::fs::read_to_string("/proc/loadavg")
         .ok()
         .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok());
@@ -434,7 +440,7 @@ fn warn_if_busy() {
 
 /// Say so when the baseline's runs of one point lie too far apart for its
 /// ratio to mean much (this machine changes speed now and then).
-fn note_if_unsteady(point: &str, baseline: &str, runs: &[f64], unit: &str) {
+pub(super) fn note_if_unsteady(point: &str, baseline: &str, runs: &[f64], unit: &str) {
     if let Some((lo, hi)) = stats::unsteady(runs) {
         eprintln!(
             "unet bench: note: {point}: the {baseline}'s {} runs ranged {lo:.3} to {hi:.3} {unit}, \
@@ -855,5 +861,6 @@ fn child(a: ChildArgs) -> Res<()> {
             r.map_err(|e| format!("raw UDP child: {e}"))
         }
         ChildKind::UnetPingpong | ChildKind::UnetStream => unet_paths::child(&a, ready),
+        ChildKind::ViaPingpong | ChildKind::ViaStream => via::child(&a, ready),
     }
 }

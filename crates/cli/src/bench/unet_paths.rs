@@ -182,12 +182,12 @@ fn endpoint_config(spin_us: Option<u64>) -> EndpointConfig {
     c
 }
 
-const DATA: u8 = 0xa5;
+pub(super) const DATA: u8 = 0xa5;
 const BURST_END: u8 = 0x5a;
-const SYNC: u8 = 1;
-const STOP: u8 = 2;
+pub(super) const SYNC: u8 = 1;
+pub(super) const STOP: u8 = 2;
 /// How long a wait on a path that does not lose messages may last.
-const PATIENCE: Duration = Duration::from_secs(20);
+pub(super) const PATIENCE: Duration = Duration::from_secs(20);
 
 type Res<T> = Result<T, String>;
 
@@ -196,10 +196,10 @@ fn err(what: &str) -> impl Fn(unet::Error) -> String + '_ {
 }
 
 /// A fresh directory for one run's control socket, removed on drop.
-struct TempDir(PathBuf);
+pub(super) struct TempDir(pub(super) PathBuf);
 
 impl TempDir {
-    fn new() -> Res<TempDir> {
+    pub(super) fn new() -> Res<TempDir> {
         static N: AtomicU32 = AtomicU32::new(0);
         let p = std::env::temp_dir().join(format!(
             "unet-bench-{}-{}",
@@ -357,7 +357,7 @@ fn recv_needed(ep: &mut Endpoint, buf: &mut [u8]) -> Res<unet::Recv> {
     recv(ep, buf, PATIENCE)?.ok_or_else(|| "unet recv: nothing arrived".to_string())
 }
 
-fn stop_len(size: usize) -> usize {
+pub(super) fn stop_len(size: usize) -> usize {
     if size == 1 {
         2
     } else {
