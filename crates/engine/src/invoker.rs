@@ -5,9 +5,12 @@
 //! turn of the engine's loop (the same turns its own thread runs). A
 //! [`LocalClient`] asks it for set-up through the real control protocol
 //! and steps it until the answer comes; a [`RawEndpoint`] is the endpoint
-//! segment the engine handed back, its rings driven by hand. Tests, fuzz
-//! targets and benchmarks use them to run the engine's real per-message
-//! code deterministically, on one thread.
+//! segment the engine handed back, its rings driven by hand. For VIA, a
+//! [`RawRegion`] is a memory region the client registered and a [`RawVi`]
+//! the segment of a VI the engine carries to another engine (made by
+//! [`connect_vis`] between two engines stepped together), its queues
+//! driven by hand. Tests, fuzz targets and benchmarks use them to run the
+//! engine's real per-message code deterministically, on one thread.
 //!
 //! ```
 //! use unet_engine::invoker::LocalClient;
@@ -29,14 +32,17 @@
 
 use std::fmt;
 use std::io;
+use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
 use unet_abi::ring::Ring;
 use unet_abi::*;
-use unet_control::{self as control, EndpointAddr, ErrorCode, PathChoice, Reply, Request};
-use unet_sys::{self as sys, Segment};
+use unet_control::{
+    self as control, EndpointAddr, ErrorCode, PathChoice, Reply, Request, ViParams,
+};
+use unet_sys::{self as sys, EventFd, Segment};
 
 use crate::dispatcher::Dispatcher;
 
@@ -267,6 +273,168 @@ impl LocalClient {
             (r, _) => Err(unexpected("close", r)),
         }
     }
+
+    /// Send `req` (with descriptors `fds`) without waiting for its reply;
+    /// its request id, for [`LocalClient::take_reply`]. For a request
+    /// answered only once another engine or client has moved (a VI
+    /// connection), while the caller steps them.
+    pub fn send_request(&mut self, req: &Request, fds: &[RawFd]) -> io::Result<u32> {
+        self.next_req = self.next_req.wrapping_add(1).max(1);
+        let id = self.next_req;
+        sys::send_packet(self.sock.as_raw_fd(), &req.encode(id), fds)?;
+        Ok(id)
+    }
+
+    /// Read what the engine sent, without stepping it: the reply to
+    /// request `id` if it came; notices and other replies go to
+    /// [`LocalClient::notices`].
+    pub fn take_reply(&mut self, id: u32) -> io::Result<Option<(Reply, Vec<OwnedFd>)>> {
+        let mut buf = vec![0u8; control::MAX_PACKET];
+        loop {
+            let mut got = Vec::new();
+            match sys::recv_packet(self.sock.as_raw_fd(), &mut buf, &mut got, true) {
+                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Ok(n) => {
+                    let (rid, rep) = Reply::decode(&buf[..n])
+                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+                    if rid == id && id != 0 {
+                        return Ok(Some((rep, got)));
+                    }
+                    self.notices.push((rep, got));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Take the first connection request on discriminator `tag` among the
+    /// notices (reading what waits first): its request id, to accept or
+    /// reject.
+    pub fn take_vi_request(&mut self, tag: u64) -> io::Result<Option<u32>> {
+        self.take_reply(0)?;
+        let at = self
+            .notices
+            .iter()
+            .position(|(r, _)| matches!(r, Reply::ViRequest { tag: t, .. } if *t == tag));
+        Ok(at.map(|i| match self.notices.remove(i).0 {
+            Reply::ViRequest { request, .. } => request,
+            _ => unreachable!("a ViRequest was found at this position"),
+        }))
+    }
+
+    /// Register a fresh memory file of `len` bytes (its size sealed) as a
+    /// region: VIA's `VipRegisterMem`.
+    pub fn register_memory(
+        &mut self,
+        engine: &mut Dispatcher,
+        len: usize,
+    ) -> Result<RawRegion, InvokerError> {
+        let fd = Segment::create_file("unet-region", len)?;
+        let req = Request::RegisterMemory { len: len as u64 };
+        match self.call(engine, &req, &[fd.as_raw_fd()])? {
+            (Reply::MemoryRegistered { handle }, _) => Ok(RawRegion {
+                handle,
+                seg: Segment::open(fd, len, true)?,
+            }),
+            (r, _) => Err(unexpected("register", r)),
+        }
+    }
+
+    /// Deregister region `handle` (the caller's mapping of it stays).
+    pub fn deregister_memory(
+        &mut self,
+        engine: &mut Dispatcher,
+        handle: u32,
+    ) -> Result<(), InvokerError> {
+        match self.call(engine, &Request::DeregisterMemory { handle }, &[])? {
+            (Reply::Ok, _) => Ok(()),
+            (r, _) => Err(unexpected("deregister", r)),
+        }
+    }
+
+    /// Accept VI connections on discriminator `tag`.
+    pub fn vi_listen(&mut self, engine: &mut Dispatcher, tag: u64) -> Result<(), InvokerError> {
+        match self.call(engine, &Request::ViListen { tag }, &[])? {
+            (Reply::Ok, _) => Ok(()),
+            (r, _) => Err(unexpected("listen", r)),
+        }
+    }
+
+    /// Close VI `vi` (its peer is told).
+    pub fn close_vi(&mut self, engine: &mut Dispatcher, vi: u32) -> Result<(), InvokerError> {
+        match self.call(engine, &Request::ViClose { vi }, &[])? {
+            (Reply::Ok, _) => Ok(()),
+            (r, _) => Err(unexpected("close VI", r)),
+        }
+    }
+}
+
+/// Connect a VI of client `ca` of engine `a` to one that client `cb` of
+/// engine `b` accepts on discriminator `tag` (listening on it first),
+/// both with `attrs`: the VIs the engines carry, `a`'s side first. `to`
+/// is where `a` sends its request: `b`'s wire address, or a relay in
+/// between. Both engines are stepped on the caller's thread, and
+/// `between` runs after each round (a relay moves datagrams there). Fails
+/// with `TimedOut` if the connection is not made within five seconds.
+pub fn connect_vis(
+    (a, ca): (&mut Dispatcher, &mut LocalClient),
+    (b, cb): (&mut Dispatcher, &mut LocalClient),
+    to: SocketAddr,
+    tag: u64,
+    attrs: ViParams,
+    between: &mut dyn FnMut(),
+) -> Result<(RawVi, RawVi), InvokerError> {
+    cb.vi_listen(b, tag)?;
+    let req = Request::ViConnect {
+        host: Some(to),
+        tag,
+        attrs,
+        timeout_ms: 5000,
+    };
+    let connect = ca.send_request(&req, &[])?;
+    let mut accept = None;
+    let (mut va, mut vb) = (None, None);
+    let start = Instant::now();
+    while va.is_none() || vb.is_none() {
+        a.step();
+        between();
+        b.step();
+        between();
+        if accept.is_none() {
+            if let Some(request) = cb.take_vi_request(tag)? {
+                let r = Request::ViAccept { request, attrs };
+                accept = Some(cb.send_request(&r, &[])?);
+            }
+        }
+        if va.is_none() {
+            va = ca.take_reply(connect)?;
+            if let Some((r @ Reply::Error(_), _)) = va {
+                return Err(unexpected("connect", r));
+            }
+        }
+        if let (Some(id), None) = (accept, &vb) {
+            vb = cb.take_reply(id)?;
+        }
+        if start.elapsed() > Duration::from_secs(5) {
+            return Err(InvokerError::Io(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the VI connection was not made",
+            )));
+        }
+    }
+    let open = |r: Option<(Reply, Vec<OwnedFd>)>, what: &str| match r {
+        Some((Reply::ViConnected { vi, conn_id: 0, .. }, fds)) if fds.len() == 2 => {
+            let mut fds = fds.into_iter();
+            match (fds.next(), fds.next()) {
+                (Some(seg), Some(bell)) => RawVi::open(vi, seg, bell),
+                _ => Err(InvokerError::Protocol(format!("{what}: two descriptors"))),
+            }
+        }
+        Some((r, _)) => Err(unexpected(what, r)),
+        None => Err(InvokerError::Protocol(format!("{what}: no answer"))),
+    };
+    Ok((open(va, "connect")?, open(vb, "accept")?))
 }
 
 /// An endpoint segment driven by hand: what a client library does, without
@@ -449,5 +617,295 @@ impl RawEndpoint {
         // SAFETY: the segment starts with the header the engine wrote,
         // page aligned; its shared fields are atomics.
         unsafe { self.seg.ptr().cast::<EndpointHeader>().as_ref() }
+    }
+}
+
+/// A memory region a [`LocalClient`] registered: its handle, and the
+/// client's own mapping of it.
+pub struct RawRegion {
+    handle: u32,
+    seg: Segment,
+}
+
+impl RawRegion {
+    /// The handle descriptors name it by.
+    pub fn handle(&self) -> u32 {
+        self.handle
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.seg.len()
+    }
+
+    /// Never empty (present for clippy's sake).
+    pub fn is_empty(&self) -> bool {
+        self.seg.is_empty()
+    }
+
+    /// Copy `data` into the region at `off` (clamped to the region).
+    pub fn write(&self, off: usize, data: &[u8]) {
+        let off = off.min(self.seg.len());
+        let n = data.len().min(self.seg.len() - off);
+        // SAFETY: off + n <= the mapping's length.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.seg.ptr().as_ptr().add(off), n)
+        };
+    }
+
+    /// Copy out of the region at `off` (clamped to the region).
+    pub fn read(&self, off: usize, out: &mut [u8]) {
+        let off = off.min(self.seg.len());
+        let n = out.len().min(self.seg.len() - off);
+        // SAFETY: off + n <= the mapping's length.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.seg.ptr().as_ptr().add(off), out.as_mut_ptr(), n)
+        };
+    }
+}
+
+/// The segment of a VI the engine carries (layout in
+/// [`unet_abi::ViHeader`]), its queues driven by hand: what the client
+/// library does, without its care. Descriptors are pushed as given,
+/// whatever they name, and the queue heads can be published at any value,
+/// as a hostile client would; completions are read as they come.
+pub struct RawVi {
+    id: u32,
+    layout: ViLayout,
+    sq: Ring<ViDesc>,
+    rq: Ring<ViDesc>,
+    scq: Ring<ViCompl>,
+    rcq: Ring<ViCompl>,
+    sq_head: u64,
+    rq_head: u64,
+    scq_tail: u64,
+    rcq_tail: u64,
+    doorbell: EventFd,
+    /// Keeps the mapping the rings point into; dropped last.
+    seg: Segment,
+}
+
+impl RawVi {
+    /// Map VI `vi`'s segment `seg` (its doorbell `bell`) as the engine
+    /// handed it over, checking its header against the layout.
+    pub fn open(vi: u32, seg: OwnedFd, bell: OwnedFd) -> Result<RawVi, InvokerError> {
+        let bad = |why: &str| InvokerError::Protocol(format!("VI segment: {why}"));
+        let seg = Segment::open(seg, VI_HEADER_SIZE, true)?;
+        // SAFETY: at least a header's worth of mapped, page-aligned memory
+        // (checked by open); its shared fields are atomics.
+        let h = unsafe { seg.ptr().cast::<ViHeader>().as_ref() };
+        if h.magic != VI_MAGIC || h.version != VERSION || h.vi_id != vi {
+            return Err(bad("bad magic, version or id"));
+        }
+        let layout = ViLayout::new(h.queue_cap).ok_or_else(|| bad("bad capacity"))?;
+        let same = (h.sq_off, h.rq_off, h.scq_off, h.rcq_off)
+            == (layout.sq_off, layout.rq_off, layout.scq_off, layout.rcq_off);
+        if !same || (seg.len() as u64) < layout.segment_size {
+            return Err(bad("bad layout"));
+        }
+        let at = |off: u64| seg.at(off as usize, RING_HEADER_SIZE);
+        let (Some(s), Some(r), Some(sc), Some(rc)) = (
+            at(layout.sq_off),
+            at(layout.rq_off),
+            at(layout.scq_off),
+            at(layout.rcq_off),
+        ) else {
+            return Err(bad("smaller than its layout"));
+        };
+        // SAFETY: each ring lies inside the mapping at the offset the
+        // layout computed (checked against the header and the segment's
+        // length), 64-byte aligned, with `cap` entries; the mapping lives
+        // as long as `seg`, which the rings never outlive.
+        let (sq, rq, scq, rcq) = unsafe {
+            (
+                Ring::from_raw(s, layout.cap),
+                Ring::from_raw(r, layout.cap),
+                Ring::from_raw(sc, layout.cap),
+                Ring::from_raw(rc, layout.cap),
+            )
+        };
+        Ok(RawVi {
+            id: vi,
+            layout,
+            sq,
+            rq,
+            scq,
+            rcq,
+            sq_head: 0,
+            rq_head: 0,
+            scq_tail: 0,
+            rcq_tail: 0,
+            doorbell: EventFd::from_fd(bell),
+            seg,
+        })
+    }
+
+    /// The VI's id in its engine.
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// Its layout.
+    pub fn layout(&self) -> &ViLayout {
+        &self.layout
+    }
+
+    /// The whole segment, for tests that scribble on it.
+    pub fn segment(&self) -> &Segment {
+        &self.seg
+    }
+
+    /// The header (state, doorbell flag, the engine's counters of the VI).
+    pub fn header(&self) -> &ViHeader {
+        // SAFETY: checked in open(); its shared fields are atomics.
+        unsafe { self.seg.ptr().cast::<ViHeader>().as_ref() }
+    }
+
+    /// The state the engine published: 0 while connected, else a
+    /// [`ViError`] code.
+    pub fn state(&self) -> u32 {
+        self.header()
+            .state
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// One of the engine's counters of the VI.
+    pub fn counter(&self, c: ViCounter) -> u64 {
+        self.header().counters[c as usize].load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The counters that are not zero, as (name, value): what a failing
+    /// test prints.
+    pub fn nonzero_counters(&self) -> Vec<(&'static str, u64)> {
+        ViCounter::ALL
+            .iter()
+            .map(|&c| (c.name(), self.counter(c)))
+            .filter(|&(_, v)| v != 0)
+            .collect()
+    }
+
+    /// Ring the doorbell if the engine sleeps, as a client does after
+    /// posting.
+    pub fn ring(&self) {
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        let armed = &self.header().engine_armed;
+        if armed.swap(0, std::sync::atomic::Ordering::AcqRel) != 0 {
+            self.doorbell.notify();
+        }
+    }
+
+    fn push(ring: &Ring<ViDesc>, head: &mut u64, cap: u32, d: ViDesc) -> Option<u64> {
+        if head.wrapping_sub(ring.tail()) >= cap as u64 {
+            return None;
+        }
+        let pos = *head;
+        ring.write(pos, d);
+        *head = pos.wrapping_add(1);
+        ring.set_head(*head);
+        Some(pos)
+    }
+
+    /// Post a send descriptor as given (and ring); its queue position, or
+    /// `None` if the queue is full.
+    pub fn push_send(&mut self, d: ViDesc) -> Option<u64> {
+        let pos = Self::push(&self.sq, &mut self.sq_head, self.layout.cap, d);
+        self.ring();
+        pos
+    }
+
+    /// Post a receive descriptor as given (and ring); its queue position,
+    /// or `None` if the queue is full.
+    pub fn push_recv(&mut self, d: ViDesc) -> Option<u64> {
+        let pos = Self::push(&self.rq, &mut self.rq_head, self.layout.cap, d);
+        self.ring();
+        pos
+    }
+
+    /// Write `d` into the send queue's slot for position `pos` without
+    /// publishing it (a client scribbling on its ring).
+    pub fn write_send_slot(&self, pos: u64, d: ViDesc) {
+        self.sq.write(pos, d);
+    }
+
+    /// Write `d` into the receive queue's slot for position `pos` without
+    /// publishing it.
+    pub fn write_recv_slot(&self, pos: u64, d: ViDesc) {
+        self.rq.write(pos, d);
+    }
+
+    /// Publish send queue head `pos`, whatever it is (later pushes go on
+    /// from it).
+    pub fn set_send_head(&mut self, pos: u64) {
+        self.sq_head = pos;
+        self.sq.set_head(pos);
+        self.ring();
+    }
+
+    /// Publish receive queue head `pos`, whatever it is.
+    pub fn set_recv_head(&mut self, pos: u64) {
+        self.rq_head = pos;
+        self.rq.set_head(pos);
+        self.ring();
+    }
+
+    /// The send queue's head as this side last published it.
+    pub fn send_head(&self) -> u64 {
+        self.sq_head
+    }
+
+    /// The receive queue's head as this side last published it.
+    pub fn recv_head(&self) -> u64 {
+        self.rq_head
+    }
+
+    /// The send descriptors the engine has taken (the queue's tail).
+    pub fn sends_taken(&self) -> u64 {
+        self.sq.tail()
+    }
+
+    /// The receive descriptors the engine has taken.
+    pub fn recvs_taken(&self) -> u64 {
+        self.rq.tail()
+    }
+
+    fn pop(ring: &Ring<ViCompl>, tail: &mut u64) -> Option<ViCompl> {
+        // Nothing when the tail is at the head, or past it (a tail
+        // scribbled ahead reads nothing until the engine's head passes
+        // it).
+        let waiting = ring.head().wrapping_sub(*tail);
+        if waiting == 0 || waiting > ring.capacity() as u64 {
+            return None;
+        }
+        let c = ring.read(*tail);
+        *tail = tail.wrapping_add(1);
+        ring.set_tail(*tail);
+        Some(c)
+    }
+
+    /// The next send completion, if one is waiting.
+    pub fn send_done(&mut self) -> Option<ViCompl> {
+        Self::pop(&self.scq, &mut self.scq_tail)
+    }
+
+    /// The next receive completion, if one is waiting.
+    pub fn recv_done(&mut self) -> Option<ViCompl> {
+        Self::pop(&self.rcq, &mut self.rcq_tail)
+    }
+
+    /// Publish the tails of the completion rings at `send` and `recv`,
+    /// whatever they are (a client scribbling on its positions; later
+    /// reads go on from them, and find nothing while they are ahead of
+    /// what the engine published).
+    pub fn set_completion_tails(&mut self, send: u64, recv: u64) {
+        self.scq_tail = send;
+        self.scq.set_tail(send);
+        self.rcq_tail = recv;
+        self.rcq.set_tail(recv);
+    }
+
+    /// The completions the engine has published on each ring (send,
+    /// receive): the rings' heads.
+    pub fn completions_published(&self) -> (u64, u64) {
+        (self.scq.head(), self.rcq.head())
     }
 }

@@ -309,15 +309,16 @@ impl EngineVi {
         }
         self.held.clear();
         self.set_level(ViCounter::Held, 0);
-        // Descriptors still in the queues, as far as their completions fit.
-        let head = self.sq.head();
+        // Descriptors still in the queues, as far as their completions fit
+        // (at most a queue's worth: the positions are the client's word).
+        let head = self.sq.head().min(self.sq_tail + self.cap);
         while self.sq_tail < head && self.send_room() {
             let d = self.sq.read(self.sq_tail);
             self.sq_tail += 1;
             self.push_compl(true, d.id, Err(why));
         }
         self.sq.set_tail(self.sq_tail);
-        let head = self.rq.head();
+        let head = self.rq.head().min(self.rq_tail + self.cap);
         while self.rq_tail < head && self.recv_room() {
             let d = self.rq.read(self.rq_tail);
             self.rq_tail += 1;
@@ -337,12 +338,14 @@ impl EngineVi {
         wire: &mut dyn FnMut(Outgoing<'_>),
     ) -> usize {
         if self.state != 0 {
-            // Posted after the error: completed with it at once.
+            // Posted after the error: completed with it at once, as far
+            // as the client takes completions (no work otherwise, so that
+            // the engine can sleep).
+            let before = (self.sq_tail, self.rq_tail);
             if self.sq.head() != self.sq_tail || self.rq.head() != self.rq_tail {
                 self.flush();
-                return 1;
             }
-            return 0;
+            return usize::from(before != (self.sq_tail, self.rq_tail));
         }
         let Some(peer) = self.peer else {
             return 0;
@@ -384,13 +387,16 @@ impl EngineVi {
         let mut pieces = [(std::ptr::null_mut::<u8>(), 0usize); VI_MAX_SEGMENTS];
         while self.sq_tail < head && self.send_room() && self.tx.can_send() {
             let d = self.sq.read(self.sq_tail);
-            let Some((n, total)) = self.pieces(&d, regions, &mut pieces) else {
-                self.sq_tail += 1;
+            let Some(_) = self.pieces(&d, regions, &mut pieces) else {
+                // The sends ahead of it complete first (with the error),
+                // then it and those behind it: in posting order.
                 self.sq.set_tail(self.sq_tail);
                 self.count(ViCounter::BadDescriptors, 1);
-                self.push_compl(true, d.id, Err(ViError::BadDescriptor));
                 self.break_with(ViError::BadDescriptor, true);
                 return work + 1;
+            };
+            let Some((n, total)) = self.pieces(&d, regions, &mut pieces) else {
+                return work;
             };
             let Some(seq) = self.tx.on_send(now_ns) else {
                 break;
@@ -580,7 +586,12 @@ impl EngineVi {
             return;
         }
         self.count(ViCounter::AcksRx, 1);
+        let bogus = self.tx.stats.bogus_acks;
         let out = self.tx.on_ack(ack, now_ns);
+        let more = self.tx.stats.bogus_acks.saturating_sub(bogus);
+        if more > 0 {
+            self.count(ViCounter::BogusAcks, more);
+        }
         self.complete_sends(out.completed);
         if let Some(r) = out.retransmit {
             self.resend(r, regions, wire);

@@ -1,0 +1,201 @@
+//! Shared by the tests of VIs carried between two engines stepped on the
+//! test's thread (`vi_hostile.rs`, `vi_wire_forgery.rs`): descriptors, an
+//! honest stream whose every message is checked, stepping both engines.
+
+#![allow(dead_code)] // not every test binary uses every helper
+
+use std::time::{Duration, Instant};
+
+use unet_abi::*;
+use unet_engine::invoker::{RawRegion, RawVi};
+use unet_engine::Dispatcher;
+
+/// Step both engines (and run `between` after each) until `done(a, b)`
+/// holds; at most ten seconds.
+pub fn step_until(
+    a: &mut Dispatcher,
+    b: &mut Dispatcher,
+    between: &mut dyn FnMut(),
+    what: &str,
+    mut done: impl FnMut(&Dispatcher, &Dispatcher) -> bool,
+) {
+    let start = Instant::now();
+    while !done(a, b) {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "waited 10 s of steps for {what}"
+        );
+        a.step();
+        between();
+        b.step();
+        between();
+    }
+}
+
+/// Step both engines for `d` of wall time (timers, acks on their way).
+pub fn step_for(a: &mut Dispatcher, b: &mut Dispatcher, between: &mut dyn FnMut(), d: Duration) {
+    let start = Instant::now();
+    while start.elapsed() < d {
+        a.step();
+        between();
+        b.step();
+        between();
+    }
+}
+
+/// A descriptor `id` of the segments `segs` (handle, offset, length).
+pub fn desc(id: u64, segs: &[(u32, u64, u32)]) -> ViDesc {
+    let mut d = ViDesc {
+        id,
+        nsegs: segs.len() as u32,
+        ..ViDesc::default()
+    };
+    for (s, &(handle, offset, len)) in d.segs.iter_mut().zip(segs) {
+        *s = ViSegDesc {
+            handle,
+            len,
+            offset,
+        };
+    }
+    d
+}
+
+/// The status of a completion with error `e`.
+pub fn err(e: ViError) -> i32 {
+    -(e as i32)
+}
+
+/// Every completion waiting on `vi`'s send ring.
+pub fn sends_done(vi: &mut RawVi) -> Vec<ViCompl> {
+    std::iter::from_fn(|| vi.send_done()).collect()
+}
+
+/// Every completion waiting on `vi`'s receive ring.
+pub fn recvs_done(vi: &mut RawVi) -> Vec<ViCompl> {
+    std::iter::from_fn(|| vi.recv_done()).collect()
+}
+
+/// Message `i` of an honest stream: its number, then bytes made from it.
+pub fn pattern(i: u64, len: usize) -> Vec<u8> {
+    let mut v: Vec<u8> = (0..len)
+        .map(|j| (i.wrapping_mul(13).wrapping_add(j as u64 * 3)) as u8)
+        .collect();
+    let n = len.min(8);
+    v[..n].copy_from_slice(&i.to_le_bytes()[..n]);
+    v
+}
+
+/// Sizes of the honest messages, by number.
+pub fn size(i: u64) -> usize {
+    [8usize, 100, 1400, 5000, 20_000, 0, 64][(i % 7) as usize]
+}
+
+/// Bytes of each slot of the honest stream's regions.
+pub const SLOT: usize = 32 << 10;
+/// Slots: the most messages outstanding.
+pub const SLOTS: u64 = 16;
+
+/// An honest VI pair (`tx` on one engine sending to `rx` on the other)
+/// and its regions; every message is checked as it completes: in order,
+/// exactly once, intact, never an error.
+pub struct Honest {
+    pub tx: RawVi,
+    pub rx: RawVi,
+    pub tx_mem: RawRegion,
+    pub rx_mem: RawRegion,
+    /// Messages posted (sends and their receives).
+    pub posted: u64,
+    /// Sends completed, receives completed.
+    pub sent: u64,
+    pub got: u64,
+}
+
+impl Honest {
+    pub fn new(tx: RawVi, rx: RawVi, tx_mem: RawRegion, rx_mem: RawRegion) -> Honest {
+        assert!(tx_mem.len() >= SLOT * SLOTS as usize && rx_mem.len() >= SLOT * SLOTS as usize);
+        Honest {
+            tx,
+            rx,
+            tx_mem,
+            rx_mem,
+            posted: 0,
+            sent: 0,
+            got: 0,
+        }
+    }
+
+    /// Post up to `n` more messages (receive first, then send), as far as
+    /// the slots allow.
+    pub fn post(&mut self, n: u64) {
+        for _ in 0..n {
+            if self.posted - self.sent.min(self.got) >= SLOTS {
+                return;
+            }
+            let i = self.posted;
+            let at = (i % SLOTS) * SLOT as u64;
+            let len = size(i);
+            self.rx
+                .push_recv(desc(i, &[(self.rx_mem.handle(), at, SLOT as u32)]))
+                .expect("room in the honest receive queue");
+            self.tx_mem.write(at as usize, &pattern(i, len));
+            self.tx
+                .push_send(desc(i, &[(self.tx_mem.handle(), at, len as u32)]))
+                .expect("room in the honest send queue");
+            self.posted += 1;
+        }
+    }
+
+    /// Take the completions that came, checking each; true when every
+    /// message posted has completed on both sides.
+    pub fn take(&mut self) -> bool {
+        while let Some(c) = self.rx.recv_done() {
+            let i = self.got;
+            assert_eq!(
+                (c.id, c.status, c.len as usize),
+                (i, 0, size(i)),
+                "honest receive {i}: receiver {:?} sender {:?}",
+                self.rx.nonzero_counters(),
+                self.tx.nonzero_counters()
+            );
+            let mut v = vec![0u8; size(i)];
+            self.rx_mem
+                .read(((i % SLOTS) * SLOT as u64) as usize, &mut v);
+            assert!(v == pattern(i, size(i)), "honest message {i} intact");
+            self.got += 1;
+        }
+        while let Some(c) = self.tx.send_done() {
+            let i = self.sent;
+            assert_eq!(
+                (c.id, c.status, c.len as usize),
+                (i, 0, size(i)),
+                "honest send {i}: sender {:?} receiver {:?}",
+                self.tx.nonzero_counters(),
+                self.rx.nonzero_counters()
+            );
+            self.sent += 1;
+        }
+        assert!(self.got <= self.posted && self.sent <= self.posted);
+        self.check_clean();
+        self.got == self.posted && self.sent == self.posted
+    }
+
+    /// Neither VI broke or counted an error.
+    pub fn check_clean(&self) {
+        for (what, v) in [("sender", &self.tx), ("receiver", &self.rx)] {
+            assert_eq!(
+                v.state(),
+                0,
+                "the honest {what} broke: {:?}",
+                v.nonzero_counters()
+            );
+            assert_eq!(
+                (
+                    v.counter(ViCounter::Errors),
+                    v.counter(ViCounter::BadDescriptors)
+                ),
+                (0, 0),
+                "the honest {what}"
+            );
+        }
+    }
+}
