@@ -301,6 +301,11 @@ impl EngineVi {
         let Some(why) = ViError::from_u32(self.state) else {
             return;
         };
+        // A completion tail past our head is impossible: the client's
+        // word. A broken VI then completes nothing more from its queues
+        // (otherwise it would complete garbage for ever, and the engine
+        // never sleep); what it took is still completed.
+        let impossible = self.scq.tail() > self.scq_head || self.rcq.tail() > self.rcq_head;
         while let Some((d, ..)) = self.inflight.pop_front() {
             self.push_compl(true, d.id, Err(why));
         }
@@ -311,14 +316,22 @@ impl EngineVi {
         self.set_level(ViCounter::Held, 0);
         // Descriptors still in the queues, as far as their completions fit
         // (at most a queue's worth: the positions are the client's word).
-        let head = self.sq.head().min(self.sq_tail + self.cap);
+        let head = if impossible {
+            self.sq_tail
+        } else {
+            self.sq.head().min(self.sq_tail + self.cap)
+        };
         while self.sq_tail < head && self.send_room() {
             let d = self.sq.read(self.sq_tail);
             self.sq_tail += 1;
             self.push_compl(true, d.id, Err(why));
         }
         self.sq.set_tail(self.sq_tail);
-        let head = self.rq.head().min(self.rq_tail + self.cap);
+        let head = if impossible {
+            self.rq_tail
+        } else {
+            self.rq.head().min(self.rq_tail + self.cap)
+        };
         while self.rq_tail < head && self.recv_room() {
             let d = self.rq.read(self.rq_tail);
             self.rq_tail += 1;

@@ -705,3 +705,41 @@ fn an_impossible_head_with_a_tail_ahead_does_not_stall_the_engine() {
         "the engine's turn never ended with an impossible {stalled:?} queue head"
     );
 }
+
+/// The same, once the VI broke: the engine goes idle. The client's
+/// completion tails claim it read more than the engine ever published, so
+/// the engine finds room for every completion; the queue's head is
+/// 2^62 descriptors ahead, far more than the queue holds. Completing those
+/// a queue's worth per turn, for ever, would keep the engine busy (never
+/// asleep) at the client's word.
+#[test]
+fn an_impossible_head_with_a_tail_ahead_lets_the_engine_go_idle() {
+    let mut busy = Vec::new();
+    for send in [true, false] {
+        let mut rig = Rig::new();
+        rig.honest.post(8);
+        let (mut bad, mut peer) = rig.hostile(Reliability::ReliableDelivery);
+        bad.set_completion_tails(u64::MAX, u64::MAX);
+        if send {
+            bad.set_send_head(1 << 62);
+        } else {
+            bad.set_recv_head(1 << 62);
+        }
+        rig.until("the break", &mut bad, &mut peer, |bad, peer| {
+            bad.state() != 0 && peer.state() != 0
+        });
+        assert_eq!(bad.state(), ViError::BadDescriptor as u32);
+        rig.honest_done();
+        let (a, b) = (&mut rig.a, &mut rig.b);
+        step_for(a, b, &mut || {}, Duration::from_millis(20));
+        if !goes_idle(&mut rig.a, 10_000) {
+            let (s, r) = bad.completions_published();
+            busy.push(format!(
+                "{} queue: {s} send and {r} receive completions published",
+                if send { "send" } else { "receive" }
+            ));
+        }
+        rig.close(bad, peer);
+    }
+    assert!(busy.is_empty(), "the engine never goes idle: {busy:?}");
+}

@@ -6,8 +6,9 @@
 //! of them fails here, naming the input and writing its bytes to a file to
 //! keep as a regression.
 
-// The targets include shared files (`int_params.rs`, JIVE's test helpers)
-// each for itself, as each is a crate of its own under cargo-fuzz.
+// The targets include shared files (`int_params.rs`, JIVE's test helpers,
+// the engine tests' VI helpers) each for itself, as each is a crate of its
+// own under cargo-fuzz.
 #![allow(clippy::duplicate_mod, clippy::duplicated_attributes)]
 
 // Stands in for libFuzzer: `fuzz_target!` defines `fuzz_one`.
@@ -30,6 +31,9 @@ mod jive_load;
 #[allow(unused_attributes)]
 #[path = "../../../fuzz/fuzz_targets/jive_run.rs"]
 mod jive_run;
+#[allow(unused_attributes)]
+#[path = "../../../fuzz/fuzz_targets/vi_descriptors.rs"]
+mod vi_descriptors;
 #[allow(unused_attributes)]
 #[path = "../../../fuzz/fuzz_targets/wire_frame.rs"]
 mod wire_frame;
@@ -204,5 +208,27 @@ fn wire_reassembly_target_over_random_operations() {
         wire_reassembly::fuzz_one,
         &random_inputs(64, 512, 13),
         40,
+    );
+}
+
+#[test]
+fn vi_descriptors_target_over_its_seeds() {
+    // Written inputs (one each of: traffic on each reliability level, bad
+    // sends, bad receives, queue heads scribbled, a region deregistered
+    // meanwhile, completion tails moved, the VI closed and opened again,
+    // a peer that posts no receives for a while, nothing at all).
+    let seeds = files(&repo().join("fuzz/seeds/vi_descriptors"));
+    assert!(seeds.len() >= 10, "the vi_descriptors seeds are there");
+    let n = replay("vi_descriptors", vi_descriptors::fuzz_one, &seeds, 30);
+    assert!(n >= seeds.len() * 30);
+}
+
+#[test]
+fn vi_descriptors_target_over_random_operations() {
+    replay(
+        "vi_descriptors",
+        vi_descriptors::fuzz_one,
+        &random_inputs(64, 40 * vi_descriptors::OP_BYTES, 17),
+        3,
     );
 }
