@@ -13,106 +13,10 @@
 mod common;
 
 use std::collections::HashSet;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::hosts::*;
 use common::*;
-
-const PORT: u16 = 7700;
-
-/// Two namespaces joined by a veth pair; deleted on drop.
-struct Hosts {
-    a: String,
-    b: String,
-    addr_a: String,
-    addr_b: String,
-}
-
-fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip").args(args).output().map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            "the `ip` command is missing: install iproute2 \
-             (e.g. `apt-get install -y iproute2`) to run the two-host tests"
-                .to_string()
-        } else {
-            format!("cannot run ip: {e}")
-        }
-    })?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "`ip {}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-impl Hosts {
-    fn new(tag: &str, k: u32) -> Hosts {
-        let pid = std::process::id();
-        let n = (pid % 100) * 2 + k;
-        let h = Hosts {
-            a: format!("unet-a-{pid}-{tag}"),
-            b: format!("unet-b-{pid}-{tag}"),
-            addr_a: format!("10.99.{n}.1"),
-            addr_b: format!("10.99.{n}.2"),
-        };
-        let (va, vb) = (format!("ua{tag}{pid}"), format!("ub{tag}{pid}"));
-        // Left over from a crashed run with the same pid.
-        let _ = ip(&["netns", "del", &h.a]);
-        let _ = ip(&["netns", "del", &h.b]);
-        if let Err(e) = ip(&["netns", "add", &h.a]) {
-            panic!(
-                "cannot create a network namespace ({e}); these tests need root \
-                 (CAP_NET_ADMIN and CAP_SYS_ADMIN) to build their two hosts"
-            );
-        }
-        let steps: Vec<Vec<&str>> = vec![
-            vec!["netns", "add", &h.b],
-            vec!["link", "add", &va, "type", "veth", "peer", "name", &vb],
-            vec!["link", "set", &va, "netns", &h.a],
-            vec!["link", "set", &vb, "netns", &h.b],
-        ];
-        for s in &steps {
-            ip(s).unwrap_or_else(|e| panic!("setting up the two hosts: {e}"));
-        }
-        let cidr_a = format!("{}/24", h.addr_a);
-        let cidr_b = format!("{}/24", h.addr_b);
-        for (ns, dev, cidr) in [(&h.a, &va, &cidr_a), (&h.b, &vb, &cidr_b)] {
-            for s in [
-                vec!["-n", ns, "addr", "add", cidr, "dev", dev],
-                vec!["-n", ns, "link", "set", dev, "up"],
-                vec!["-n", ns, "link", "set", "lo", "up"],
-            ] {
-                ip(&s).unwrap_or_else(|e| panic!("setting up the two hosts: {e}"));
-            }
-        }
-        h
-    }
-
-    fn wire(&self, ns: &str, extra: &[&str]) -> Daemon {
-        let addr = if ns == self.a {
-            &self.addr_a
-        } else {
-            &self.addr_b
-        };
-        let udp = format!("{addr}:{PORT}");
-        let mut args = vec!["--udp", &udp, "--allow-peer", "10.99.0.0/16"];
-        args.extend_from_slice(extra);
-        let d = Daemon::start_in(Some(ns), &args);
-        assert_eq!(d.udp.map(|u| u.to_string()), Some(udp.clone()));
-        d
-    }
-}
-
-impl Drop for Hosts {
-    fn drop(&mut self) {
-        let _ = ip(&["netns", "del", &self.a]);
-        let _ = ip(&["netns", "del", &self.b]);
-    }
-}
 
 /// Sizes of the lossy run: all carry their sequence number; many are
 /// fragmented.
@@ -201,7 +105,7 @@ fn child() {
 #[test]
 fn two_hosts_both_ways_with_fragments() {
     let t = Instant::now();
-    let h = Hosts::new("c", 0);
+    let h = Hosts::new(99, "c", 0);
     let mut da = h.wire(&h.a, &[]);
     let mut db = h.wire(&h.b, &[]);
     const COUNT: u64 = 2000;
@@ -292,7 +196,7 @@ fn lossy_run(h: &Hosts) -> Lossy {
 #[test]
 fn two_hosts_with_injected_loss() {
     let t = Instant::now();
-    let h = Hosts::new("l", 1);
+    let h = Hosts::new(99, "l", 1);
     const COUNT: u64 = LOSSY_COUNT;
     let Lossy {
         received,

@@ -23,10 +23,9 @@ use std::collections::HashMap;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::hosts::*;
 use common::*;
 use unet::{MemRegion, Reliability, Session, Vi, ViAttributes, ViSeg, ViState, WaitError};
-
-const PORT: u16 = 7700;
 
 /// The impairment both daemons inject into what they send.
 const IMPAIRED: [&str; 8] = [
@@ -51,100 +50,6 @@ const RECV_WINDOW: u64 = 256;
 
 /// Sends a sender keeps posted.
 const SEND_WINDOW: u64 = 256;
-
-/// Two namespaces joined by a veth pair; deleted on drop.
-struct Hosts {
-    a: String,
-    b: String,
-    addr_a: String,
-    addr_b: String,
-}
-
-fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip").args(args).output().map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            "the `ip` command is missing: install iproute2 \
-             (e.g. `apt-get install -y iproute2`) to run the two-host tests"
-                .to_string()
-        } else {
-            format!("cannot run ip: {e}")
-        }
-    })?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "`ip {}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-impl Hosts {
-    fn new(tag: &str, k: u32) -> Hosts {
-        let pid = std::process::id();
-        let n = (pid % 100) * 2 + k;
-        let h = Hosts {
-            a: format!("unet-a-{pid}-{tag}"),
-            b: format!("unet-b-{pid}-{tag}"),
-            addr_a: format!("10.98.{n}.1"),
-            addr_b: format!("10.98.{n}.2"),
-        };
-        let (va, vb) = (format!("ua{tag}{pid}"), format!("ub{tag}{pid}"));
-        // Left over from a crashed run with the same pid.
-        let _ = ip(&["netns", "del", &h.a]);
-        let _ = ip(&["netns", "del", &h.b]);
-        if let Err(e) = ip(&["netns", "add", &h.a]) {
-            panic!(
-                "cannot create a network namespace ({e}); these tests need root \
-                 (CAP_NET_ADMIN and CAP_SYS_ADMIN) to build their two hosts"
-            );
-        }
-        let steps: Vec<Vec<&str>> = vec![
-            vec!["netns", "add", &h.b],
-            vec!["link", "add", &va, "type", "veth", "peer", "name", &vb],
-            vec!["link", "set", &va, "netns", &h.a],
-            vec!["link", "set", &vb, "netns", &h.b],
-        ];
-        for s in &steps {
-            ip(s).unwrap_or_else(|e| panic!("setting up the two hosts: {e}"));
-        }
-        let cidr_a = format!("{}/24", h.addr_a);
-        let cidr_b = format!("{}/24", h.addr_b);
-        for (ns, dev, cidr) in [(&h.a, &va, &cidr_a), (&h.b, &vb, &cidr_b)] {
-            for s in [
-                vec!["-n", ns, "addr", "add", cidr, "dev", dev],
-                vec!["-n", ns, "link", "set", dev, "up"],
-                vec!["-n", ns, "link", "set", "lo", "up"],
-            ] {
-                ip(&s).unwrap_or_else(|e| panic!("setting up the two hosts: {e}"));
-            }
-        }
-        h
-    }
-
-    fn wire(&self, ns: &str, extra: &[&str]) -> Daemon {
-        let addr = if ns == self.a {
-            &self.addr_a
-        } else {
-            &self.addr_b
-        };
-        let udp = format!("{addr}:{PORT}");
-        let mut args = vec!["--udp", &udp, "--allow-peer", "10.98.0.0/16"];
-        args.extend_from_slice(extra);
-        let d = Daemon::start_in(Some(ns), &args);
-        assert_eq!(d.udp.map(|u| u.to_string()), Some(udp.clone()));
-        d
-    }
-}
-
-impl Drop for Hosts {
-    fn drop(&mut self) {
-        let _ = ip(&["netns", "del", &self.a]);
-        let _ = ip(&["netns", "del", &self.b]);
-    }
-}
 
 // -------------------------------------------------------------------------
 // Child side
@@ -471,7 +376,7 @@ fn sender(h: &Hosts, da: &Daemon, db: &Daemon, tag: u64, level: &str, count: u64
 #[test]
 fn reliable_levels_carry_100k_messages_over_an_impaired_wire() {
     let t = Instant::now();
-    let h = Hosts::new("v", 0);
+    let h = Hosts::new(98, "v", 0);
     let mut da = h.wire(&h.a, &IMPAIRED);
     let mut db = h.wire(&h.b, &IMPAIRED);
     for (tag, level) in [(10u64, "delivery"), (11, "reception")] {
@@ -540,7 +445,7 @@ fn reliable_levels_carry_100k_messages_over_an_impaired_wire() {
 #[test]
 fn a_killed_sender_breaks_the_receiving_vi_within_3_s() {
     let t = Instant::now();
-    let h = Hosts::new("k", 1);
+    let h = Hosts::new(98, "k", 1);
     let mut da = h.wire(&h.a, &IMPAIRED);
     let mut db = h.wire(&h.b, &IMPAIRED);
     const TAG: u64 = 20;

@@ -11,6 +11,8 @@
 
 #![allow(dead_code)]
 
+pub mod hosts;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
