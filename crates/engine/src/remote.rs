@@ -346,20 +346,23 @@ impl RemoteSide {
             token,
             flags: crate::wire::frame::DATA_FLAG_VI,
         };
-        if self
-            .batch
-            .push_message(to, self.engine_id, t, seq, msg)
-            .is_err()
-        {
-            let _ = self.port.send_batch(&mut self.batch);
-            if self
-                .batch
-                .push_message(to, self.engine_id, t, seq, msg)
-                .is_err()
-            {
-                self.batch.stats.count_drop(WireDrop::SendQueueFull);
-            }
+        self.queue_message(to, t, seq, msg);
+    }
+
+    /// Queue a message's Data frames for `to`; when the batch is full,
+    /// send it and try once more. False (counted) if it still did not go.
+    fn queue_message(&mut self, to: SocketAddr, t: DataTarget, msg_id: u32, msg: &[u8]) -> bool {
+        let id = self.engine_id;
+        if self.batch.push_message(to, id, t, msg_id, msg).is_ok() {
+            return true;
         }
+        // Queue full: send what we have and try once more.
+        let _ = self.port.send_batch(&mut self.batch);
+        if self.batch.push_message(to, id, t, msg_id, msg).is_ok() {
+            return true;
+        }
+        self.batch.stats.count_drop(WireDrop::SendQueueFull);
+        false
     }
 
     /// Queue a VIA control frame (authenticated with a cluster key).
@@ -625,23 +628,9 @@ impl RemoteSide {
             token: r.peer_token,
             flags: 0,
         };
-        if self
-            .batch
-            .push_message(r.addr, self.engine_id, to, msg_id, msg)
-            .is_err()
-        {
-            // Queue full: send what we have and try once more.
-            let _ = self.port.send_batch(&mut self.batch);
-            if self
-                .batch
-                .push_message(r.addr, self.engine_id, to, msg_id, msg)
-                .is_err()
-            {
-                self.batch.stats.count_drop(WireDrop::SendQueueFull);
-                return;
-            }
+        if self.queue_message(r.addr, to, msg_id, msg) {
+            self.counters.ep(slot, EndpointCounter::WireTxMsgs, 1);
         }
-        self.counters.ep(slot, EndpointCounter::WireTxMsgs, 1);
     }
 
     /// Receive and handle datagrams, run the wire's timers, send what is

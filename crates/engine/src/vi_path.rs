@@ -400,16 +400,13 @@ impl EngineVi {
         let mut pieces = [(std::ptr::null_mut::<u8>(), 0usize); VI_MAX_SEGMENTS];
         while self.sq_tail < head && self.send_room() && self.tx.can_send() {
             let d = self.sq.read(self.sq_tail);
-            let Some(_) = self.pieces(&d, regions, &mut pieces) else {
+            let Some((n, total)) = self.pieces(&d, regions, &mut pieces) else {
                 // The sends ahead of it complete first (with the error),
                 // then it and those behind it: in posting order.
                 self.sq.set_tail(self.sq_tail);
                 self.count(ViCounter::BadDescriptors, 1);
                 self.break_with(ViError::BadDescriptor, true);
                 return work + 1;
-            };
-            let Some((n, total)) = self.pieces(&d, regions, &mut pieces) else {
-                return work;
             };
             let Some(seq) = self.tx.on_send(now_ns) else {
                 break;
@@ -533,8 +530,7 @@ impl EngineVi {
         true
     }
 
-    /// A data message `seq` arrived from the peer. Returns whether an ack
-    /// is due at once.
+    /// A data message `seq` arrived from the peer.
     pub(crate) fn arrive(
         &mut self,
         seq: u32,
@@ -545,14 +541,14 @@ impl EngineVi {
         if self.state != 0 {
             return;
         }
-        let before = self.rx_stats_snapshot();
+        let before = self.rx.stats.lost;
         match self.rx.on_data(seq, now_ns) {
             DataVerdict::Accept => {}
             DataVerdict::Duplicate => return self.count(ViCounter::Duplicates, 1),
             DataVerdict::OutOfOrder { .. } => return self.count(ViCounter::OutOfOrder, 1),
             DataVerdict::OverWindow => return self.count(ViCounter::OverWindow, 1),
         }
-        let lost = self.rx_lost().saturating_sub(before);
+        let lost = self.rx.stats.lost.saturating_sub(before);
         if lost > 0 {
             self.count(ViCounter::Lost, lost);
         }
@@ -577,14 +573,6 @@ impl EngineVi {
             self.rx.placed(1, now_ns);
             self.wake();
         }
-    }
-
-    fn rx_stats_snapshot(&self) -> u64 {
-        self.rx_lost()
-    }
-
-    fn rx_lost(&self) -> u64 {
-        self.rx.stats.lost
     }
 
     /// An ack for this VI's sends.
