@@ -28,6 +28,7 @@
 mod direct;
 mod endpoint;
 pub mod ffi;
+mod fifo;
 mod session;
 pub mod via;
 

@@ -30,7 +30,9 @@
 //! does. Every error is VIA's *error state*: the VI stays broken, every
 //! outstanding descriptor completes with the reason, and the peer is told.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+
+use crate::fifo::Fifo;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -305,65 +307,185 @@ impl std::fmt::Display for WaitError {
 
 impl std::error::Error for WaitError {}
 
-/// A segment resolved at post time: where its bytes are, and the region
-/// kept alive (and counted as in use) while the descriptor is posted.
+/// A segment resolved at post time: where its bytes are. Its region is
+/// kept alive (and counted as in use) by the VI's [`RegionsInUse`] while
+/// the descriptor is posted.
 struct Piece {
     /// The region's handle and the offset in it (what the engine is told).
     handle: u32,
+    /// The region's slot in the VI's [`RegionsInUse`].
+    slot: u16,
     offset: usize,
-    /// Keeps the mapping `ptr` points into alive (and the region counted
-    /// as in use) while the descriptor is posted.
-    _region: Arc<RegionInner>,
     ptr: *mut u8,
     len: usize,
 }
 
-/// A posted descriptor.
+/// The regions a VI's posted descriptors use, each held (its mapping kept
+/// alive, and [`MemRegion::deregister`] refused) while at least one
+/// descriptor uses it: one reference per region, taken when its first
+/// descriptor is posted and dropped when its last completes, instead of
+/// an atomic reference count per descriptor.
+#[derive(Default)]
+struct RegionsInUse {
+    /// The region and how many posted pieces use it; `None`: a free slot.
+    slots: Vec<Option<(Arc<RegionInner>, u32)>>,
+    /// The slot of each region held, by address (for VIs with many).
+    index: HashMap<*const RegionInner, u16>,
+    /// The slot found last (a VI mostly uses one or two regions).
+    last: u16,
+}
+
+impl RegionsInUse {
+    /// Count one more piece using `r`; its slot.
+    #[inline]
+    fn hold(&mut self, r: &Arc<RegionInner>) -> u16 {
+        if let Some(Some((a, n))) = self.slots.get_mut(self.last as usize) {
+            if Arc::ptr_eq(a, r) {
+                *n += 1;
+                return self.last;
+            }
+        }
+        self.hold_slow(r)
+    }
+
+    #[cold]
+    fn hold_slow(&mut self, r: &Arc<RegionInner>) -> u16 {
+        let slot = match self.index.get(&Arc::as_ptr(r)) {
+            Some(&i) => i,
+            None => {
+                let e = Some((r.clone(), 0));
+                let i = match self.slots.iter().position(Option::is_none) {
+                    Some(i) => {
+                        self.slots[i] = e;
+                        i
+                    }
+                    None => {
+                        self.slots.push(e);
+                        self.slots.len() - 1
+                    }
+                };
+                // At most 2 queues x 4096 descriptors x 8 segments < 2^16.
+                let i = i as u16;
+                self.index.insert(Arc::as_ptr(r), i);
+                i
+            }
+        };
+        if let Some(Some((_, n))) = self.slots.get_mut(slot as usize) {
+            *n += 1;
+        }
+        self.last = slot;
+        slot
+    }
+
+    /// The pieces of `d` are done with: their regions are released once no
+    /// other descriptor uses them.
+    #[inline]
+    fn release(&mut self, d: &Desc) {
+        for p in d.pieces() {
+            let Some(e) = self.slots.get_mut(p.slot as usize) else {
+                continue;
+            };
+            if let Some((a, n)) = e {
+                *n -= 1;
+                if *n == 0 {
+                    self.index.remove(&Arc::as_ptr(a));
+                    *e = None;
+                }
+            }
+        }
+    }
+}
+
+/// A send in the ring that the receiver has not placed yet (reliable
+/// reception on the direct path).
+#[derive(Clone, Copy, Default)]
+struct Unplaced {
+    id: u64,
+    total: usize,
+    /// Its message number: placed once the receiver's count reaches it.
+    seq: u64,
+}
+
+/// A completion waiting to be taken (a slot of a VI's queue).
+#[derive(Clone, Copy)]
+struct Done(ViCompletion);
+
+impl Default for Done {
+    fn default() -> Done {
+        Done(ViCompletion {
+            id: 0,
+            status: Ok(0),
+        })
+    }
+}
+
+/// Slots each queue of a VI starts with (it grows when more are needed).
+const QUEUE_START: usize = 64;
+
+/// A posted descriptor (a slot of a VI's queue, reused: its vector of
+/// pieces keeps its capacity).
+#[derive(Default)]
 struct Desc {
     id: u64,
-    first: Option<Piece>,
-    more: Vec<Piece>,
+    pieces: Vec<Piece>,
     total: usize,
     /// Why the descriptor is bad, found when it was posted.
     bad: bool,
 }
 
 impl Desc {
-    fn build(id: u64, segs: &[ViSeg<'_>], session: &Arc<Inner>) -> Desc {
-        let mut d = Desc {
-            id,
-            first: None,
-            more: Vec::new(),
-            total: 0,
-            bad: segs.len() > VI_MAX_SEGMENTS,
-        };
+    /// Make this the descriptor for `segs`; the regions it uses are held in
+    /// `held` (release them with [`RegionsInUse::release`] when it is
+    /// done).
+    #[inline(always)]
+    fn fill(&mut self, id: u64, segs: &[ViSeg<'_>], session: &Arc<Inner>, held: &mut RegionsInUse) {
+        self.id = id;
+        self.pieces.clear();
+        self.total = 0;
+        self.bad = segs.len() > VI_MAX_SEGMENTS;
         for s in segs.iter().take(VI_MAX_SEGMENTS) {
             let r = &s.region.inner;
             let inside = s.offset.checked_add(s.len).is_some_and(|e| e <= r.len);
             if !inside || !Arc::ptr_eq(&r.session.inner, session) {
-                d.bad = true;
+                self.bad = true;
                 continue;
             }
-            d.total += s.len;
-            let piece = Piece {
+            self.total += s.len;
+            self.pieces.push(Piece {
                 handle: r.handle,
+                slot: held.hold(r),
                 offset: s.offset,
-                _region: r.clone(),
                 // SAFETY: offset <= len of the mapping (checked).
                 ptr: unsafe { r.seg.ptr().as_ptr().add(s.offset) },
                 len: s.len,
-            };
-            if d.first.is_none() {
-                d.first = Some(piece);
-            } else {
-                d.more.push(piece);
-            }
+            });
         }
-        d
     }
 
+    #[inline(always)]
     fn pieces(&self) -> impl Iterator<Item = &Piece> {
-        self.first.iter().chain(self.more.iter())
+        self.pieces.iter()
+    }
+
+    /// Copy the `len` bytes at `src` into the pieces in order (`len` is
+    /// at most `total`).
+    ///
+    /// # Safety
+    /// `src` must be readable for `len` bytes.
+    #[inline(always)]
+    unsafe fn scatter(&self, src: *const u8, len: usize) {
+        let mut at = 0;
+        for p in self.pieces() {
+            if at == len {
+                break;
+            }
+            let n = p.len.min(len - at);
+            // SAFETY: src has len readable bytes (the caller's promise);
+            // the piece has p.len writable bytes in its region, which the
+            // VI holds while the descriptor is posted; n fits both.
+            unsafe { unet_abi::copy::copy_bytes(src.add(at), p.ptr, n) };
+            at += n;
+        }
     }
 }
 
@@ -501,15 +623,16 @@ struct Core {
     path: ViPath,
     state: ViState,
     /// Send descriptors not yet in the ring.
-    send_posted: VecDeque<Desc>,
+    send_posted: Fifo<Desc>,
     /// Sends in the ring waiting for the receiver to place them (reliable
-    /// reception only), with their message number.
-    send_unplaced: VecDeque<(Desc, u64)>,
-    send_done: VecDeque<ViCompletion>,
+    /// reception only): descriptor number, length and message number. The
+    /// data is in the ring already; the regions are not needed any more.
+    send_unplaced: Fifo<Unplaced>,
+    send_done: Fifo<Done>,
     /// Messages put in the ring so far.
     sent: u64,
-    recv_posted: VecDeque<Desc>,
-    recv_done: VecDeque<ViCompletion>,
+    recv_posted: Fifo<Desc>,
+    recv_done: Fifo<Done>,
     /// Messages placed into posted buffers so far.
     placed: u64,
     send_cq: Option<CompletionQueue>,
@@ -517,6 +640,8 @@ struct Core {
     stats: ViStats,
     /// A message is waiting for a receive to be posted (counted once).
     holding: bool,
+    /// The regions posted descriptors use.
+    held: RegionsInUse,
     /// Keeps the counters `conn` points at alive (dropped after it).
     _counters: Box<[AtomicU64; CLIENT_COUNTERS]>,
 }
@@ -573,21 +698,23 @@ impl Core {
         }
     }
 
+    #[inline(always)]
     fn complete_send(&mut self, c: ViCompletion) {
         if c.status.is_err() {
             self.stats.errors += 1;
         }
-        self.send_done.push_back(c);
+        *self.send_done.push_slot() = Done(c);
         if let Some(cq) = &self.send_cq {
             cq.push(self.id, ViQueue::Send);
         }
     }
 
+    #[inline(always)]
     fn complete_recv(&mut self, c: ViCompletion) {
         if c.status.is_err() {
             self.stats.errors += 1;
         }
-        self.recv_done.push_back(c);
+        *self.recv_done.push_slot() = Done(c);
         if let Some(cq) = &self.recv_cq {
             cq.push(self.id, ViQueue::Recv);
         }
@@ -605,24 +732,36 @@ impl Core {
     }
 
     fn flush(&mut self, why: ViError) {
-        while let Some((d, _)) = self.send_unplaced.pop_front() {
+        while let Some(&mut u) = self.send_unplaced.pop_front() {
             self.complete_send(ViCompletion {
-                id: d.id,
+                id: u.id,
                 status: Err(why),
             });
         }
-        while let Some(d) = self.send_posted.pop_front() {
+        while let Some(id) = self.retire(ViQueue::Send) {
             self.complete_send(ViCompletion {
-                id: d.id,
+                id,
                 status: Err(why),
             });
         }
-        while let Some(d) = self.recv_posted.pop_front() {
+        while let Some(id) = self.retire(ViQueue::Recv) {
             self.complete_recv(ViCompletion {
-                id: d.id,
+                id,
                 status: Err(why),
             });
         }
+    }
+
+    /// Take the front posted descriptor of `q` off its queue, releasing
+    /// its regions; its number.
+    #[inline(always)]
+    fn retire(&mut self, q: ViQueue) -> Option<u64> {
+        let d = match q {
+            ViQueue::Send => self.send_posted.pop_front()?,
+            ViQueue::Recv => self.recv_posted.pop_front()?,
+        };
+        self.held.release(d);
+        Some(d.id)
     }
 
     /// Why the peer went: the reason it gave, or just gone.
@@ -640,19 +779,39 @@ impl Core {
 
     fn progress(&mut self) {
         self.progress_send();
-        self.progress_recv();
+        if self.recv_stirred() {
+            self.progress_recv();
+        }
+    }
+
+    /// Whether the receive side may have something to do: on the direct
+    /// path, a message in the ring or the peer gone (otherwise placing
+    /// finds nothing); always on an engine VI.
+    #[inline(always)]
+    fn recv_stirred(&self) -> bool {
+        match &self.path {
+            ViPath::Direct(c) => c.ready() || c.peer_closed(),
+            ViPath::Engine(_) => true,
+        }
     }
 
     /// Move posted sends into the ring, and complete those the receiver
     /// has placed (reliable reception).
-    #[inline]
+    #[inline(always)]
     fn progress_send(&mut self) {
         if let ViPath::Engine(_) = self.path {
             return self.engine_progress();
         }
-        if self.state != ViState::Connected {
+        if self.state != ViState::Connected
+            || (self.send_posted.is_empty() && self.send_unplaced.is_empty())
+        {
             return;
         }
+        self.progress_send_direct();
+    }
+
+    #[inline(never)]
+    fn progress_send_direct(&mut self) {
         while let Some(d) = self.send_posted.front() {
             if d.bad || d.total > VI_MAX_TRANSFER {
                 self.break_with(ViError::BadDescriptor);
@@ -669,18 +828,8 @@ impl Core {
             // when posted), which the descriptor keeps alive.
             match unsafe { self.conn().send_gather(&parts[..n], total) } {
                 Ok(_) => {
-                    let d = self.send_posted.pop_front().expect("front");
-                    self.sent += 1;
-                    self.stats.tx_msgs += 1;
-                    self.stats.tx_bytes += total as u64;
-                    if self.attrs.reliability == Reliability::ReliableReception {
-                        self.send_unplaced.push_back((d, self.sent));
-                    } else {
-                        self.complete_send(ViCompletion {
-                            id: d.id,
-                            status: Ok(total),
-                        });
-                    }
+                    let id = self.retire(ViQueue::Send).expect("front");
+                    self.sent_one(id, total);
                 }
                 Err(DirectSendError::Full) => {
                     self.stats.tx_full += 1;
@@ -699,14 +848,14 @@ impl Core {
         }
         if !self.send_unplaced.is_empty() {
             let placed = self.conn().peer_placed();
-            while let Some(&(_, seq)) = self.send_unplaced.front() {
-                if seq > placed {
+            while let Some(&u) = self.send_unplaced.front() {
+                if u.seq > placed {
                     break;
                 }
-                let (d, _) = self.send_unplaced.pop_front().expect("front");
+                self.send_unplaced.pop_front();
                 self.complete_send(ViCompletion {
-                    id: d.id,
-                    status: Ok(d.total),
+                    id: u.id,
+                    status: Ok(u.total),
                 });
             }
             if !self.send_unplaced.is_empty() && self.conn().peer_closed() {
@@ -714,6 +863,114 @@ impl Core {
                 self.break_with(why);
             }
         }
+    }
+
+    /// Send `id` of `total` bytes is in the ring: count it, and complete it
+    /// (or, for reliable reception, wait for the receiver to place it).
+    #[inline(always)]
+    fn sent_one(&mut self, id: u64, total: usize) {
+        self.sent += 1;
+        self.stats.tx_msgs += 1;
+        self.stats.tx_bytes += total as u64;
+        if self.attrs.reliability == Reliability::ReliableReception {
+            let seq = self.sent;
+            *self.send_unplaced.push_slot() = Unplaced { id, total, seq };
+        } else {
+            self.complete_send(ViCompletion {
+                id,
+                status: Ok(total),
+            });
+        }
+    }
+
+    /// The direct path's common case: nothing queued before it and room in
+    /// the ring, so the send goes into the ring from `segs` at once, with
+    /// no descriptor kept. `None` when it cannot (queued sends, no room, a
+    /// bad or foreign segment, a broken VI): the caller posts it the
+    /// ordinary way, which reports whatever stopped it.
+    #[inline(always)]
+    fn try_send_now(&mut self, id: u64, segs: &[ViSeg<'_>], session: &Arc<Inner>) -> Option<()> {
+        let ViPath::Direct(conn) = &mut self.path else {
+            return None;
+        };
+        if self.state != ViState::Connected
+            || !self.send_posted.is_empty()
+            || segs.len() > VI_MAX_SEGMENTS
+            || self.send_unplaced.len() + self.send_done.len() >= self.attrs.send_queue as usize
+        {
+            return None;
+        }
+        let mut parts = [(std::ptr::null::<u8>(), 0usize); VI_MAX_SEGMENTS];
+        let mut total = 0usize;
+        for (part, s) in parts.iter_mut().zip(segs) {
+            let r = &s.region.inner;
+            let inside = s.offset.checked_add(s.len).is_some_and(|e| e <= r.len);
+            if !inside || !Arc::ptr_eq(&r.session.inner, session) {
+                return None;
+            }
+            // SAFETY: offset + len <= len of the mapping (checked), which
+            // the borrowed region keeps alive for this call.
+            *part = (unsafe { r.seg.ptr().as_ptr().add(s.offset) }, s.len);
+            total += s.len;
+        }
+        if total > VI_MAX_TRANSFER {
+            return None;
+        }
+        // SAFETY: every part lies inside its region's mapping (checked),
+        // borrowed for the whole call.
+        match unsafe { conn.send_gather(&parts[..segs.len()], total) } {
+            Ok(_) => {
+                self.sent_one(id, total);
+                Some(())
+            }
+            Err(_) => None,
+        }
+    }
+
+    /// The direct path's common case for a receive: no completion waiting
+    /// before it, no completion queue to tell, nothing else to do, a good
+    /// receive posted and a message in the ring that fits it. The message
+    /// is placed and its completion returned at once. `None` when any of
+    /// that does not hold: the general path then does whatever is due.
+    #[inline(always)]
+    fn recv_now(&mut self) -> Option<ViCompletion> {
+        let ViPath::Direct(conn) = &mut self.path else {
+            return None;
+        };
+        if self.state != ViState::Connected
+            || !self.recv_done.is_empty()
+            || self.recv_cq.is_some()
+            || !self.send_posted.is_empty()
+        {
+            return None;
+        }
+        let d = self.recv_posted.front()?;
+        if d.bad {
+            return None;
+        }
+        let r = conn.recv_with(|src, len| {
+            if len > d.total {
+                return Err(len);
+            }
+            // SAFETY: the ring has len readable bytes at src.
+            unsafe { d.scatter(src, len) };
+            Ok(())
+        });
+        let DirectRecv::Message(len) = r else {
+            return None;
+        };
+        self.holding = false;
+        self.placed += 1;
+        self.stats.rx_msgs += 1;
+        self.stats.rx_bytes += len as u64;
+        if self.attrs.reliability == Reliability::ReliableReception {
+            conn.set_placed(self.placed);
+        }
+        let id = self.retire(ViQueue::Recv).expect("front");
+        Some(ViCompletion {
+            id,
+            status: Ok(len),
+        })
     }
 
     /// Place waiting messages into posted receive buffers.
@@ -754,18 +1011,8 @@ impl Core {
                     too_long = true;
                     return Ok(());
                 }
-                let mut at = 0;
-                for p in d.pieces() {
-                    if at == len {
-                        break;
-                    }
-                    let n = p.len.min(len - at);
-                    // SAFETY: src has len readable bytes in the ring; the
-                    // piece has p.len writable bytes in its region, which
-                    // the descriptor keeps mapped; n fits both.
-                    unsafe { unet_abi::copy::copy_bytes(src.add(at), p.ptr, n) };
-                    at += n;
-                }
+                // SAFETY: the ring has len readable bytes at src.
+                unsafe { d.scatter(src, len) };
                 Ok(())
             });
             match r {
@@ -783,11 +1030,11 @@ impl Core {
                 DirectRecv::TooSmall(_) => unreachable!("the closure takes every message"),
                 DirectRecv::Message(len) => {
                     self.holding = false;
-                    let d = self.recv_posted.pop_front().expect("front");
+                    let id = self.retire(ViQueue::Recv).expect("front");
                     self.placed += 1;
                     if too_long {
                         self.complete_recv(ViCompletion {
-                            id: d.id,
+                            id,
                             status: Err(ViError::TooLong),
                         });
                         if self.attrs.reliability == Reliability::Unreliable {
@@ -806,7 +1053,7 @@ impl Core {
                         self.conn().set_placed(placed);
                     }
                     self.complete_recv(ViCompletion {
-                        id: d.id,
+                        id,
                         status: Ok(len),
                     });
                 }
@@ -814,43 +1061,64 @@ impl Core {
         }
     }
 
-    fn post(&mut self, q: ViQueue, d: Desc) -> Result<(), PostError> {
-        let (outstanding, cap) = match q {
-            ViQueue::Send => (
-                self.send_posted.len() + self.send_unplaced.len() + self.send_done.len(),
-                self.attrs.send_queue,
-            ),
-            ViQueue::Recv => (
-                self.recv_posted.len() + self.recv_done.len(),
-                self.attrs.recv_queue,
-            ),
+    /// Post a descriptor of `segs` to queue `q`.
+    fn post(
+        &mut self,
+        q: ViQueue,
+        id: u64,
+        segs: &[ViSeg<'_>],
+        session: &Arc<Inner>,
+    ) -> Result<(), PostError> {
+        let cap = match q {
+            ViQueue::Send => self.attrs.send_queue,
+            ViQueue::Recv => self.attrs.recv_queue,
         };
-        if outstanding >= cap as usize {
+        if self.outstanding(q) >= cap as usize {
             return Err(PostError::QueueFull);
         }
-        if let ViPath::Engine(_) = self.path {
-            return self.engine_post(q, d);
-        }
+        let engine = matches!(self.path, ViPath::Engine(_));
         match (q, self.state) {
-            (ViQueue::Send, ViState::Connected) => {
-                self.send_posted.push_back(d);
+            // A broken local VI completes whatever is posted with its
+            // reason (the engine does so for the VIs it carries).
+            (ViQueue::Send, ViState::Error(e)) if !engine => {
+                self.complete_send(ViCompletion { id, status: Err(e) })
+            }
+            (ViQueue::Recv, ViState::Error(e)) if !engine => {
+                self.complete_recv(ViCompletion { id, status: Err(e) })
+            }
+            _ if engine => return self.engine_post(q, id, segs, session),
+            (ViQueue::Send, _) => {
+                self.send_posted
+                    .push_slot()
+                    .fill(id, segs, session, &mut self.held);
                 self.progress_send();
             }
-            (ViQueue::Recv, ViState::Connected) => {
-                self.recv_posted.push_back(d);
-                self.progress_recv();
+            (ViQueue::Recv, _) => {
+                self.recv_posted
+                    .push_slot()
+                    .fill(id, segs, session, &mut self.held);
+                if self.recv_stirred() {
+                    self.progress_recv();
+                }
             }
-            // A broken VI completes whatever is posted with its reason.
-            (ViQueue::Send, ViState::Error(e)) => self.complete_send(ViCompletion {
-                id: d.id,
-                status: Err(e),
-            }),
-            (ViQueue::Recv, ViState::Error(e)) => self.complete_recv(ViCompletion {
-                id: d.id,
-                status: Err(e),
-            }),
         }
         Ok(())
+    }
+
+    /// Whether polling queue `q` may find something new: cheap (a word or
+    /// two of shared memory), for spinning between polls. Only the direct
+    /// path's receive queue has such a word; the rest always say yes.
+    #[inline(always)]
+    fn worth_polling(&self, q: ViQueue) -> bool {
+        match (&self.path, q) {
+            (ViPath::Direct(c), ViQueue::Recv) => {
+                c.ready()
+                    || c.peer_closed()
+                    || !self.send_posted.is_empty()
+                    || !self.send_unplaced.is_empty()
+            }
+            _ => true,
+        }
     }
 
     fn outstanding(&self, q: ViQueue) -> usize {
@@ -864,8 +1132,8 @@ impl Core {
 
     fn take(&mut self, q: ViQueue) -> Option<ViCompletion> {
         match q {
-            ViQueue::Send => self.send_done.pop_front(),
-            ViQueue::Recv => self.recv_done.pop_front(),
+            ViQueue::Send => self.send_done.pop_front().map(|d| d.0),
+            ViQueue::Recv => self.recv_done.pop_front().map(|d| d.0),
         }
     }
 }
@@ -958,12 +1226,30 @@ impl EngineSide {
 
 impl Core {
     /// Post `d` to the engine's queue `q`.
-    fn engine_post(&mut self, q: ViQueue, d: Desc) -> Result<(), PostError> {
+    fn engine_post(
+        &mut self,
+        q: ViQueue,
+        id: u64,
+        segs: &[ViSeg<'_>],
+        session: &Arc<Inner>,
+    ) -> Result<(), PostError> {
         let ViPath::Engine(e) = &mut self.path else {
             return Ok(());
         };
+        let (ring, head) = match q {
+            ViQueue::Send => (&e.sq, &mut e.sq_head),
+            ViQueue::Recv => (&e.rq, &mut e.rq_head),
+        };
+        if *head - ring.tail().min(*head) >= e.cap {
+            return Err(PostError::QueueFull);
+        }
+        let d = match q {
+            ViQueue::Send => self.send_posted.push_slot(),
+            ViQueue::Recv => self.recv_posted.push_slot(),
+        };
+        d.fill(id, segs, session, &mut self.held);
         let mut w = ViDesc {
-            id: d.id,
+            id,
             ..ViDesc::default()
         };
         for (i, p) in d.pieces().enumerate() {
@@ -979,21 +1265,10 @@ impl Core {
             // the VI), as it would a descriptor some other way bad.
             w.nsegs = VI_MAX_SEGMENTS as u32 + 1;
         }
-        let (ring, head) = match q {
-            ViQueue::Send => (&e.sq, &mut e.sq_head),
-            ViQueue::Recv => (&e.rq, &mut e.rq_head),
-        };
-        if *head - ring.tail().min(*head) >= e.cap {
-            return Err(PostError::QueueFull);
-        }
         ring.write(*head, w);
         *head += 1;
         ring.set_head(*head);
         e.ring();
-        match q {
-            ViQueue::Send => self.send_posted.push_back(d),
-            ViQueue::Recv => self.recv_posted.push_back(d),
-        }
         Ok(())
     }
 
@@ -1018,11 +1293,7 @@ impl Core {
         }
         let state = e.header().state.load(Ordering::Acquire);
         for (q, c) in done {
-            let posted = match q {
-                ViQueue::Send => self.send_posted.pop_front(),
-                ViQueue::Recv => self.recv_posted.pop_front(),
-            };
-            let Some(d) = posted else {
+            let Some(id) = self.retire(q) else {
                 continue;
             };
             let status = if c.status == 0 {
@@ -1036,14 +1307,14 @@ impl Core {
                         self.stats.tx_msgs += 1;
                         self.stats.tx_bytes += c.len as u64;
                     }
-                    self.complete_send(ViCompletion { id: d.id, status })
+                    self.complete_send(ViCompletion { id, status })
                 }
                 ViQueue::Recv => {
                     if status.is_ok() {
                         self.stats.rx_msgs += 1;
                         self.stats.rx_bytes += c.len as u64;
                     }
-                    self.complete_recv(ViCompletion { id: d.id, status })
+                    self.complete_recv(ViCompletion { id, status })
                 }
             }
         }
@@ -1155,16 +1426,27 @@ impl Vi {
     /// [`ViError::BadDescriptor`].
     #[inline]
     pub fn post_send(&mut self, id: u64, segs: &[ViSeg<'_>]) -> Result<(), PostError> {
-        let d = Desc::build(id, segs, &self.session.inner);
-        self.core().post(ViQueue::Send, d)
+        let session = &self.session.inner;
+        let mut core = match &mut self.core {
+            CoreCell::Own(c) => CoreRef::Own(c),
+            CoreCell::Shared(c) => CoreRef::Shared(lock(c)),
+        };
+        if core.try_send_now(id, segs, session).is_some() {
+            return Ok(());
+        }
+        core.post(ViQueue::Send, id, segs, session)
     }
 
     /// Post a receive descriptor: the next message is scattered into
     /// `segs` in order, completing with number `id` and its length.
     #[inline]
     pub fn post_recv(&mut self, id: u64, segs: &[ViSeg<'_>]) -> Result<(), PostError> {
-        let d = Desc::build(id, segs, &self.session.inner);
-        self.core().post(ViQueue::Recv, d)
+        let session = &self.session.inner;
+        let mut core = match &mut self.core {
+            CoreCell::Own(c) => CoreRef::Own(c),
+            CoreCell::Shared(c) => CoreRef::Shared(lock(c)),
+        };
+        core.post(ViQueue::Recv, id, segs, session)
     }
 
     /// The next completed send descriptor, if any (VIA's `VipSendDone`).
@@ -1183,6 +1465,9 @@ impl Vi {
     pub fn recv_done(&mut self) -> Option<ViCompletion> {
         let mut c = self.core();
         if let Some(d) = c.take(ViQueue::Recv) {
+            return Some(d);
+        }
+        if let Some(d) = c.recv_now() {
             return Some(d);
         }
         c.progress();
@@ -1209,13 +1494,20 @@ impl Vi {
     #[inline(never)]
     fn wait(&mut self, q: ViQueue, timeout: Option<Duration>) -> Result<ViCompletion, WaitError> {
         let spin = self.core().attrs.spin;
-        let start = Instant::now();
+        // The clock is read only once the first polls found nothing: a
+        // completion that comes at once costs no clock read.
+        let mut start = None;
         let mut round = 0u32;
         loop {
             {
                 let mut c = self.core();
                 if let Some(d) = c.take(q) {
                     return Ok(d);
+                }
+                if q == ViQueue::Recv {
+                    if let Some(d) = c.recv_now() {
+                        return Ok(d);
+                    }
                 }
                 c.progress();
                 if let Some(d) = c.take(q) {
@@ -1228,12 +1520,22 @@ impl Vi {
                     }));
                 }
             }
+            // Spin on a cheap check (a word of the ring) until something
+            // may have changed, rather than polling every queue each time.
+            {
+                let c = self.core();
+                for _ in 0..64 {
+                    if c.worth_polling(q) {
+                        break;
+                    }
+                    std::hint::spin_loop();
+                }
+            }
             round += 1;
-            if round < 256 {
-                std::hint::spin_loop();
+            if round < 16 {
                 continue;
             }
-            let elapsed = start.elapsed();
+            let elapsed = start.get_or_insert_with(Instant::now).elapsed();
             if timeout.is_some_and(|t| elapsed >= t) {
                 return Err(WaitError::Timeout);
             }
@@ -1523,17 +1825,18 @@ fn vi_from_reply(
                 attrs: attrs.clone(),
                 path,
                 state: ViState::Connected,
-                send_posted: VecDeque::new(),
-                send_unplaced: VecDeque::new(),
-                send_done: VecDeque::new(),
+                send_posted: Fifo::with_capacity(QUEUE_START),
+                send_unplaced: Fifo::with_capacity(QUEUE_START),
+                send_done: Fifo::with_capacity(QUEUE_START),
                 sent: 0,
-                recv_posted: VecDeque::new(),
-                recv_done: VecDeque::new(),
+                recv_posted: Fifo::with_capacity(QUEUE_START),
+                recv_done: Fifo::with_capacity(QUEUE_START),
                 placed: 0,
                 send_cq: attrs.send_cq.clone(),
                 recv_cq: attrs.recv_cq.clone(),
                 stats: ViStats::default(),
                 holding: false,
+                held: RegionsInUse::default(),
                 _counters: counters,
             };
             let core = if attrs.send_cq.is_some() || attrs.recv_cq.is_some() {

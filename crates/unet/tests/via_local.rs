@@ -316,6 +316,51 @@ fn a_region_in_use_cannot_be_deregistered() {
     assert!(matches!(big, Err(Error::Quota(_))), "{big:?}");
 }
 
+/// A VI holds each region while any posted descriptor uses it (one count
+/// per region, not per descriptor), and lets it go with the last one; the
+/// slots it keeps regions in are reused round after round.
+#[test]
+fn a_region_is_held_while_any_posted_descriptor_uses_it() {
+    let (_e, s1, s2) = engine();
+    let (mut a, mut b) = connect(
+        &s1,
+        &s2,
+        16,
+        ViAttributes::default(),
+        ViAttributes::default(),
+    );
+    let ra = s1.register_memory(4096).unwrap();
+    ra.write(0, &pattern(1, 300));
+    for round in 0..3u64 {
+        let r1 = s2.register_memory(4096).unwrap();
+        let r2 = s2.register_memory(4096).unwrap();
+        // Receive 1 uses both regions, receive 2 only the first.
+        b.post_recv(
+            10 * round + 1,
+            &[ViSeg::new(&r1, 0, 100), ViSeg::new(&r2, 0, 100)],
+        )
+        .unwrap();
+        b.post_recv(10 * round + 2, &[ViSeg::new(&r1, 200, 300)])
+            .unwrap();
+        a.post_send(1, &[ViSeg::new(&ra, 0, 150)]).unwrap();
+        let c = b.recv_wait(T).unwrap();
+        assert_eq!((c.id, c.status), (10 * round + 1, Ok(150)));
+        let mut got = vec![0u8; 150];
+        r1.read(0, &mut got[..100]);
+        r2.read(0, &mut got[100..]);
+        assert_eq!(got, pattern(1, 150));
+        // The second region is free now; the first is still used.
+        r2.deregister().unwrap();
+        let (r1, e) = r1.deregister().unwrap_err();
+        assert!(matches!(e, Error::InUse(_)), "{e}");
+        a.post_send(2, &[ViSeg::new(&ra, 0, 300)]).unwrap();
+        let c = b.recv_wait(T).unwrap();
+        assert_eq!((c.id, c.status), (10 * round + 2, Ok(300)));
+        r1.deregister().unwrap();
+        while a.send_done().is_some() {}
+    }
+}
+
 #[test]
 fn a_bad_descriptor_breaks_its_vi_only() {
     let (_e, s1, s2) = engine();
