@@ -1,7 +1,9 @@
 //! `unet bench via --quick`: the rows are there, one per point, with their
-//! keys, positive figures and ratios consistent with them; the table, the
-//! help, and the refusal of the remote path. Behaviour only, no timing
-//! thresholds (the figures are shown by running the bench).
+//! keys, positive figures and ratios consistent with them, on the local
+//! path and through two engines (beside TCP, against the unreliable level,
+//! and under seeded loss); the table, the help, and bad options refused.
+//! Behaviour only, no timing thresholds (the figures are shown by running
+//! the bench).
 
 mod tools;
 
@@ -31,13 +33,25 @@ fn rows(args: &[&str]) -> Vec<Value> {
     json_rows(&out.stdout)
 }
 
-/// Checks one row's fields; `runs` is how many pairs were asked for.
+/// Checks one local row's fields; `runs` is how many pairs were asked for.
 fn check(r: &Value, bench: &str, size: f64, reliability: &str, runs: usize) {
+    check_on(r, "local", "direct", bench, size, reliability, runs)
+}
+
+fn check_on(
+    r: &Value,
+    path: &str,
+    baseline: &str,
+    bench: &str,
+    size: f64,
+    reliability: &str,
+    runs: usize,
+) {
     assert_eq!(r["bench"], bench, "{r}");
-    assert_eq!(r["path"], "local", "{r}");
+    assert_eq!(r["path"], path, "{r}");
     assert_eq!(num(r, "size"), size, "{r}");
     assert_eq!(r["reliability"], reliability, "{r}");
-    assert_eq!(r["baseline"], "direct", "{r}");
+    assert_eq!(r["baseline"], baseline, "{r}");
     let unit = if bench == "via-pingpong" {
         "us"
     } else {
@@ -131,14 +145,10 @@ fn table_help_and_refusals() {
         assert!(h.contains(opt), "{opt}: {h}");
     }
 
-    let out = unet_bench(&["--quick", "--path", "remote"]);
-    assert!(!out.status.success());
-    let e = String::from_utf8_lossy(&out.stderr);
-    assert!(e.contains("the remote VI path is not built yet"), "{e}");
-    assert!(out.stdout.is_empty());
-
     for bad in [
         &["--path", "elsewhere"][..],
+        &["--loss-pct", "60"],
+        &["--loss-pct", "some"],
         &["--sizes", "512K"],
         &["--runs", "0"],
         &["--reliability", "maybe"],
@@ -146,4 +156,82 @@ fn table_help_and_refusals() {
         let out = unet_bench(bad);
         assert!(!out.status.success(), "{bad:?} accepted");
     }
+}
+
+/// Through two engines over UDP loopback: each level beside TCP, the
+/// reliable ones also against the unreliable one run beside them, and the
+/// reliable streams again under 1 % seeded loss against themselves without.
+#[test]
+fn remote_rows_beside_tcp_against_unreliable_and_under_loss() {
+    let rows = rows(&[
+        "--path",
+        "remote",
+        "--sizes",
+        "64",
+        "--stream-sizes",
+        "4K",
+        "--runs",
+        "2",
+    ]);
+    assert_eq!(rows.len(), 5, "{rows:?}");
+    check_on(
+        &rows[0],
+        "remote",
+        "tcp",
+        "via-pingpong",
+        64.0,
+        "unreliable",
+        2,
+    );
+    check_on(
+        &rows[1],
+        "remote",
+        "tcp",
+        "via-pingpong",
+        64.0,
+        "delivery",
+        2,
+    );
+    check_on(
+        &rows[2],
+        "remote",
+        "tcp",
+        "via-stream",
+        4096.0,
+        "unreliable",
+        2,
+    );
+    check_on(
+        &rows[3],
+        "remote",
+        "tcp",
+        "via-stream",
+        4096.0,
+        "delivery",
+        2,
+    );
+    check_on(
+        &rows[4],
+        "remote",
+        "no loss",
+        "via-stream",
+        4096.0,
+        "delivery",
+        2,
+    );
+    // The unreliable rows are the reference; the reliable ones say how
+    // they compare with it, consistently with the two medians.
+    for r in [&rows[0], &rows[2], &rows[4]] {
+        assert!(r["vs_unreliable"].is_null(), "{r}");
+    }
+    for (rel, unrel) in [(&rows[1], &rows[0]), (&rows[3], &rows[2])] {
+        let v = num(rel, "vs_unreliable");
+        assert!(close(v, num(rel, "value") / num(unrel, "value")), "{rel}");
+        assert!(num(rel, "vs_unreliable_paired") > 0.0, "{rel}");
+        assert_eq!(rel["baseline_value"], unrel["baseline_value"], "{rel}");
+    }
+    // The lossy stream's baseline is the loss-free stream of its level.
+    assert_eq!(num(&rows[4], "loss_pct"), 1.0, "{}", rows[4]);
+    assert!(rows[3]["loss_pct"].is_null());
+    assert_eq!(rows[4]["baseline_value_runs"], rows[3]["value_runs"]);
 }

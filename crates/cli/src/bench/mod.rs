@@ -12,6 +12,7 @@ mod net;
 mod overhead;
 mod report;
 pub mod stats;
+mod tcp;
 mod udp_raw;
 mod unet_paths;
 mod via;

@@ -356,6 +356,10 @@ pub struct ChildArgs {
     /// unet runs on `udp`: print this side's engine counters at the end.
     #[arg(long)]
     pub counters: bool,
+    /// VI runs on `udp`: datagrams this side's engine drops on purpose
+    /// (parts per million, seeded).
+    #[arg(long, default_value_t = 0)]
+    pub drop_ppm: u32,
     /// unet runs: attach this applet to the endpoint.
     #[arg(long)]
     pub applet: Option<std::path::PathBuf>,

@@ -1,7 +1,18 @@
 //! `unet bench via`: VIA between two VIs, beside unet's endpoint path
 //! that carries the same messages, measured in the same invocation.
 //!
-//! `--path local` (the only one built so far): two VIs in two processes
+//! `--path remote`: two VIs in two processes, each with an engine of its
+//! own on UDP loopback, connected by discriminator from one engine to the
+//! other; the engines carry the messages with the VI's reliability level.
+//! For each size, runs alternate a TCP loopback baseline (a `TCP_NODELAY`
+//! ping-pong, a bulk stream; see [`super::tcp`]) and a VI of each level,
+//! the unreliable one always among them: each reliable row also says how
+//! it compares with the unreliable one run beside it. Streams add each
+//! reliable level with `--loss-pct` of the datagrams dropped by each
+//! engine (seeded), against the same level without loss. An unreliable
+//! stream's figure is what was delivered.
+//!
+//! `--path local`: two VIs in two processes
 //! of this host, connected by discriminator through an embedded engine
 //! and then joined by a direct ring (no engine in the data path). The
 //! baseline is unet's endpoint direct path, run by the same code as
@@ -36,7 +47,7 @@ use clap::ValueEnum;
 use serde_json::{json, Value};
 use unet::{
     Engine, EngineConfig, MemRegion, PostError, Reliability, Session, Vi, ViAttributes,
-    ViCompletion, ViSeg, VI_MAX_TRANSFER,
+    ViCompletion, ViError, ViSeg, WaitError, VI_MAX_TRANSFER,
 };
 use unet_engine::wire::udp::LOOPBACK_DATAGRAM;
 
@@ -44,6 +55,7 @@ use super::floor::StreamRun;
 use super::net::{self, spawn_child, ChildArgs, ChildKind, ChildProc, PathArg};
 use super::report::Progress;
 use super::stats::{self, fmt_size, median_f64, Samples};
+use super::tcp;
 use super::unet_paths::{self, stop_len, TempDir, DATA, PATIENCE, STOP, SYNC};
 
 type Res<T> = Result<T, String>;
@@ -62,11 +74,18 @@ of all runs, ratio = VI / direct (lower is better; the issue's target for \
 sender --window sends outstanding; GB/s delivered into the receiver's \
 registered memory, median of the runs, ratio = VI / direct (higher is \
 better; target >= 0.9). ratio_paired (JSON, and the last column) is the \
-median of the ratios of each VI run to the direct run beside it.")]
+median of the ratios of each VI run to the direct run beside it. \
+--path remote: the baseline is TCP loopback (a TCP_NODELAY ping-pong, a bulk \
+stream) and runs alternate TCP, unreliable, then each other level asked for; \
+reliable rows add vs_unreliable (ratio of medians, and paired; target for \
+delivery: round trip <= 1.2, stream >= 0.9), and each reliable stream is run \
+again with --loss-pct dropped by each engine, its row's baseline being the \
+same level without loss (target >= 0.5).")]
 pub struct Args {
     /// Where the two VIs are: `local`, two processes of this host joined
-    /// by a direct ring. (`remote`, through two engines over UDP, is not
-    /// built yet.)
+    /// by a direct ring (baseline: the endpoint direct path); `remote`,
+    /// two processes with an engine each, over UDP loopback (baseline: TCP
+    /// loopback).
     #[arg(long, value_enum, default_value = "local")]
     pub path: ViaPath,
     /// The VIs' reliability level; `all` measures each in turn.
@@ -110,6 +129,12 @@ pub struct Args {
     /// with --quick].
     #[arg(long)]
     pub stream_warmup_ms: Option<u64>,
+    /// Remote streams: the share of datagrams each engine drops on purpose
+    /// (seeded) in the runs of each reliable level under loss, in percent
+    /// (0: no such runs).
+    #[arg(long, default_value_t = 1.0,
+          value_parser = parse_pct)]
+    pub loss_pct: f64,
     /// Pin this process to core 0 and the other to core 1.
     #[arg(long)]
     pub pin: bool,
@@ -121,12 +146,19 @@ pub struct Args {
     pub quick: bool,
 }
 
+fn parse_pct(s: &str) -> Res<f64> {
+    match s.parse::<f64>() {
+        Ok(p) if (0.0..=50.0).contains(&p) => Ok(p),
+        _ => Err(format!("{s:?} is not a percentage from 0 to 50")),
+    }
+}
+
 /// Where the two VIs are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ViaPath {
     /// Two processes of this host, one direct ring each way.
     Local,
-    /// Two engines over UDP (not built yet).
+    /// Two engines over UDP loopback.
     #[value(alias = "udp")]
     Remote,
 }
@@ -144,15 +176,6 @@ impl ViaPath {
         match self {
             ViaPath::Local => PathArg::Direct,
             ViaPath::Remote => PathArg::Udp,
-        }
-    }
-
-    fn check(self) -> Res<()> {
-        match self {
-            ViaPath::Local => Ok(()),
-            ViaPath::Remote => Err("--path remote: the remote VI path is not built yet \
-                 (only --path local is)"
-                .into()),
         }
     }
 }
@@ -205,8 +228,12 @@ const CTRL_POSTED: usize = 4;
 /// Descriptor numbers of the stream sender's sends.
 const DATA_ID: u64 = 0;
 const CTRL_ID: u64 = 1;
-/// Bytes of the receiver's answer to SYNC and STOP: kind, u64 count.
-const ANSWER: usize = 9;
+/// Bytes of the receiver's answer to SYNC and STOP: kind, number, u64
+/// count.
+const ANSWER: usize = 10;
+/// A stream's control message without an answer this long is sent again
+/// (an unreliable VI may lose it).
+const RESEND: Duration = Duration::from_millis(200);
 
 /// What the options make of a run.
 struct Settings {
@@ -325,6 +352,12 @@ struct Row {
     samples: Option<(usize, usize)>,
     /// Stream: the window.
     window: Option<usize>,
+    /// Remote, reliable levels: this level against the unreliable one
+    /// measured beside it (ratio of medians, median of paired ratios).
+    vs_unreliable: Option<(f64, f64)>,
+    /// Remote streams: the share of datagrams each engine dropped on
+    /// purpose, in percent (the baseline is then the same VIs with none).
+    loss_pct: Option<f64>,
 }
 
 impl Row {
@@ -364,12 +397,15 @@ impl Row {
             "samples": self.samples.map(|s| s.0),
             "baseline_samples": self.samples.map(|s| s.1),
             "window": self.window,
+            "vs_unreliable": self.vs_unreliable.map(|v| v.0),
+            "vs_unreliable_paired": self.vs_unreliable.map(|v| v.1),
+            "loss_pct": self.loss_pct,
         })
     }
 
     fn header() {
         println!(
-            "{:<12} {:<6} {:<11} {:>6}  {:>12} {:>8}  {:<8} {:>12} {:>8}  {:>6} {:>6}",
+            "{:<12} {:<6} {:<11} {:>6}  {:>12} {:>8}  {:<8} {:>12} {:>8}  {:>6} {:>6}  note",
             "bench",
             "path",
             "reliability",
@@ -386,8 +422,17 @@ impl Row {
 
     fn line(&self) {
         let p99 = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.3}"));
+        let mut note = Vec::new();
+        if let Some(l) = self.loss_pct {
+            note.push(format!(
+                "{l}% loss each way, baseline: the same VIs with none"
+            ));
+        }
+        if let Some((r, pr)) = self.vs_unreliable {
+            note.push(format!("vs unreliable {r:.2} (paired {pr:.2})"));
+        }
         println!(
-            "{:<12} {:<6} {:<11} {:>6}  {:>12} {:>8}  {:<8} {:>12} {:>8}  {:>6.2} {:>6.2}",
+            "{:<12} {:<6} {:<11} {:>6}  {:>12} {:>8}  {:<8} {:>12} {:>8}  {:>6.2} {:>6.2}  {}",
             self.bench,
             self.path.name(),
             rel_name(self.reliability),
@@ -398,7 +443,8 @@ impl Row {
             format!("{:.3} {}", self.baseline_value, self.unit),
             p99(self.p99.map(|p| p.1)),
             self.ratio(),
-            self.paired_ratio()
+            self.paired_ratio(),
+            note.join("; ")
         );
     }
 }
@@ -408,7 +454,6 @@ pub fn run(a: Args) -> ExitCode {
 }
 
 fn bench(a: Args) -> Res<()> {
-    a.path.check()?;
     let s = Settings::of(&a)?;
     net::warn_if_busy();
     if s.pin {
@@ -425,6 +470,9 @@ fn bench(a: Args) -> Res<()> {
             r.line();
         }
     };
+    if a.path == ViaPath::Remote {
+        return remote(&a, &s, &prog, &emit);
+    }
     for reliability in a.reliability.levels() {
         for &size in &a.sizes {
             let p = Point {
@@ -446,6 +494,135 @@ fn bench(a: Args) -> Res<()> {
         }
     }
     Ok(())
+}
+
+/// `--path remote`: for each size, runs alternate the TCP baseline and a
+/// VI of each level (unreliable always among them, the reference of the
+/// reliable ones); streams add each reliable level under seeded loss.
+fn remote(a: &Args, s: &Settings, prog: &Progress, emit: &dyn Fn(Row)) -> Res<()> {
+    let mut levels = a.reliability.levels();
+    if !levels.contains(&Reliability::Unreliable) {
+        levels.insert(0, Reliability::Unreliable);
+    }
+    let point = |reliability, size| Point {
+        path: ViaPath::Remote,
+        reliability,
+        size,
+        s,
+    };
+    let runs = s.runs;
+    for &size in &a.sizes {
+        let what = format!("via-pingpong remote {}", fmt_size(size));
+        let (iters, warmup) = point(Reliability::Unreliable, size).iters();
+        let mut tcp = (Samples::default(), Vec::new());
+        let mut vis: Vec<(Samples, Vec<f64>)> = levels.iter().map(|_| Default::default()).collect();
+        for rep in 0..runs {
+            prog.show(&format!("{what}: TCP {}/{runs}", rep + 1));
+            let t = tcp::pingpong(size, iters, warmup, s.limit, s.pin)?;
+            tcp.1.push(t.median_us());
+            tcp.0.extend(t);
+            for (i, &r) in levels.iter().enumerate() {
+                prog.show(&format!("{what}: {} {}/{runs}", rel_name(r), rep + 1));
+                let v = vi_pingpong(&point(r, size))?;
+                vis[i].1.push(v.median_us());
+                vis[i].0.extend(v);
+            }
+        }
+        prog.clear();
+        net::note_if_unsteady(&what, "TCP", &tcp.1, "us (median of each)");
+        let unrel = (vis[0].0.median_us(), vis[0].1.clone());
+        for (i, &r) in levels.iter().enumerate() {
+            let (v, v_runs) = (&vis[i].0, &vis[i].1);
+            emit(Row {
+                bench: "via-pingpong",
+                path: ViaPath::Remote,
+                reliability: r,
+                size,
+                value: v.median_us(),
+                unit: "us",
+                baseline: "tcp",
+                baseline_value: tcp.0.median_us(),
+                value_runs: v_runs.clone(),
+                baseline_runs: tcp.1.clone(),
+                p99: Some((v.p99_us(), tcp.0.p99_us())),
+                samples: Some((v.ns.len(), tcp.0.ns.len())),
+                window: None,
+                vs_unreliable: (i > 0).then(|| vs(v.median_us(), unrel.0, v_runs, &unrel.1)),
+                loss_pct: None,
+            });
+        }
+    }
+    let loss_ppm = (a.loss_pct * 10_000.0).round() as u32;
+    for &size in &a.stream_sizes {
+        let what = format!("via-stream remote {}", fmt_size(size));
+        let gb = |r: &StreamRun| r.msgs_per_s() * size as f64 / 1e9;
+        let mut tcp_runs = Vec::new();
+        let mut clean: Vec<Vec<f64>> = levels.iter().map(|_| Vec::new()).collect();
+        let mut lossy: Vec<Vec<f64>> = levels.iter().map(|_| Vec::new()).collect();
+        for rep in 0..runs {
+            prog.show(&format!("{what}: TCP {}/{runs}", rep + 1));
+            tcp_runs.push(gb(&tcp::stream(size, s.stream_warmup, s.stream, s.pin)?));
+            for (i, &r) in levels.iter().enumerate() {
+                prog.show(&format!("{what}: {} {}/{runs}", rel_name(r), rep + 1));
+                clean[i].push(gb(&vi_stream(&point(r, size), 0)?));
+                if r != Reliability::Unreliable && loss_ppm > 0 {
+                    prog.show(&format!(
+                        "{what}: {} with {}% loss {}/{runs}",
+                        rel_name(r),
+                        a.loss_pct,
+                        rep + 1
+                    ));
+                    lossy[i].push(gb(&vi_stream(&point(r, size), loss_ppm)?));
+                }
+            }
+        }
+        prog.clear();
+        net::note_if_unsteady(&what, "TCP", &tcp_runs, "GB/s");
+        let row = |r, value_runs: &[f64], baseline, baseline_runs: &[f64]| Row {
+            bench: "via-stream",
+            path: ViaPath::Remote,
+            reliability: r,
+            size,
+            value: median_f64(value_runs),
+            unit: "GB/s",
+            baseline,
+            baseline_value: median_f64(baseline_runs),
+            value_runs: value_runs.to_vec(),
+            baseline_runs: baseline_runs.to_vec(),
+            p99: None,
+            samples: None,
+            window: Some(s.window),
+            vs_unreliable: None,
+            loss_pct: None,
+        };
+        for (i, &r) in levels.iter().enumerate() {
+            let mut row_clean = row(r, &clean[i], "tcp", &tcp_runs);
+            if i > 0 {
+                row_clean.vs_unreliable = Some(vs(
+                    median_f64(&clean[i]),
+                    median_f64(&clean[0]),
+                    &clean[i],
+                    &clean[0],
+                ));
+            }
+            emit(row_clean);
+        }
+        for (i, &r) in levels.iter().enumerate() {
+            if !lossy[i].is_empty() {
+                let mut row_lossy = row(r, &lossy[i], "no loss", &clean[i]);
+                row_lossy.loss_pct = Some(a.loss_pct);
+                emit(row_lossy);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A figure against a reference measured beside it: the ratio of the
+/// medians and the median of the run-by-run ratios.
+fn vs(value: f64, reference: f64, runs: &[f64], ref_runs: &[f64]) -> (f64, f64) {
+    let paired: Vec<f64> = runs.iter().zip(ref_runs).map(|(v, r)| v / r).collect();
+    (value / reference, median_f64(&paired))
 }
 
 fn pingpong_row(p: &Point, prog: &Progress) -> Res<Row> {
@@ -479,6 +656,8 @@ fn pingpong_row(p: &Point, prog: &Progress) -> Res<Row> {
         p99: Some((vi.p99_us(), base.p99_us())),
         samples: Some((vi.ns.len(), base.ns.len())),
         window: None,
+        vs_unreliable: None,
+        loss_pct: None,
     })
 }
 
@@ -491,7 +670,7 @@ fn stream_row(p: &Point, prog: &Progress) -> Res<Row> {
         prog.show(&format!("{what}: direct {}/{runs}", rep + 1));
         base_runs.push(gb(&unet_paths::stream(&p.endpoint_run(true))?));
         prog.show(&format!("{what}: VI {}/{runs}", rep + 1));
-        vi_runs.push(gb(&vi_stream(p)?));
+        vi_runs.push(gb(&vi_stream(p, 0)?));
     }
     prog.clear();
     net::note_if_unsteady(&what, "direct path", &base_runs, "GB/s");
@@ -509,27 +688,13 @@ fn stream_row(p: &Point, prog: &Progress) -> Res<Row> {
         p99: None,
         samples: None,
         window: Some(p.s.window),
+        vs_unreliable: None,
+        loss_pct: None,
     })
 }
 
-/// One VI ping-pong run on `p.path`.
-fn vi_pingpong(p: &Point) -> Res<Samples> {
-    match p.path {
-        ViaPath::Local => local_pingpong(p),
-        ViaPath::Remote => Err("the remote VI path is not built yet".into()),
-    }
-}
-
-/// One VI stream run on `p.path`.
-fn vi_stream(p: &Point) -> Res<StreamRun> {
-    match p.path {
-        ViaPath::Local => local_stream(p),
-        ViaPath::Remote => Err("the remote VI path is not built yet".into()),
-    }
-}
-
 // -------------------------------------------------------------------------
-// The local path
+// The VI runs
 // -------------------------------------------------------------------------
 
 fn err(what: &str) -> impl Fn(unet::Error) -> String + '_ {
@@ -596,51 +761,83 @@ impl<'r> Slots<'r> {
     }
 }
 
-/// This process's side of a local run. Field order is drop order:
-/// session, engine, directory.
-struct LocalSide {
+/// This process's side of a run. Field order is drop order: session,
+/// engine, directory.
+struct Side {
     session: Session,
     _engine: Engine,
-    dir: TempDir,
+    /// Local runs: the directory of the engine's control socket.
+    dir: Option<TempDir>,
+    /// Remote runs: the loss injected by each engine, in parts per million.
+    drop_ppm: u32,
 }
 
-impl LocalSide {
-    /// An embedded engine with a control socket in a fresh directory.
-    fn start() -> Res<LocalSide> {
-        let dir = TempDir::new()?;
-        let engine = Engine::start(EngineConfig {
-            control_socket: Some(dir.0.join("control")),
-            ..EngineConfig::default()
-        })
-        .map_err(|e| format!("starting the unet engine: {e}"))?;
+/// Seeds of the two engines' loss injectors (a remote run's losses are the
+/// same from one run to the next).
+const PARENT_SEED: u64 = 0x5eed_0001;
+const CHILD_SEED: u64 = 0x5eed_0002;
+
+impl Side {
+    /// Local: an embedded engine with a control socket in a fresh
+    /// directory, which the child connects to. Remote: an embedded engine
+    /// on UDP loopback dropping `drop_ppm` of what it sends; the child
+    /// starts its own.
+    fn start(path: ViaPath, drop_ppm: u32) -> Res<Side> {
+        let (cfg, dir) = match path {
+            ViaPath::Local => {
+                let dir = TempDir::new()?;
+                let cfg = EngineConfig {
+                    control_socket: Some(dir.0.join("control")),
+                    ..EngineConfig::default()
+                };
+                (cfg, Some(dir))
+            }
+            ViaPath::Remote => (remote_engine(drop_ppm, PARENT_SEED), None),
+        };
+        let engine = Engine::start(cfg).map_err(|e| format!("starting the unet engine: {e}"))?;
         let session = Session::embedded(&engine).map_err(err("session"))?;
-        Ok(LocalSide {
+        Ok(Side {
             session,
             _engine: engine,
             dir,
+            drop_ppm,
         })
     }
 
     /// Starts the child that plays the other VI (`posted`: the receives it
-    /// keeps posted); it prints the discriminator it listens on.
+    /// keeps posted); it prints the discriminator it listens on (and, when
+    /// remote, its engine's UDP address).
     fn spawn(&self, kind: ChildKind, size: usize, posted: usize, pin: bool) -> Res<ChildProc> {
-        let extra = [
-            "--socket".to_string(),
-            self.dir.0.join("control").display().to_string(),
-            "--batch".to_string(),
-            posted.to_string(),
-        ];
+        let mut extra = vec!["--batch".to_string(), posted.to_string()];
+        match &self.dir {
+            Some(d) => {
+                extra.push("--socket".into());
+                extra.push(d.0.join("control").display().to_string());
+            }
+            None => {
+                extra.extend(["--path".into(), "udp".into(), "--drop-ppm".into()]);
+                extra.push(self.drop_ppm.to_string());
+            }
+        }
         spawn_child(kind, size, 0, &extra, None, pin)
     }
 
     /// Connects a VI of `attrs` to the child's.
     fn connect(&self, ch: &ChildProc, attrs: &ViAttributes) -> Res<Vi> {
-        let tag: u64 = ch
-            .info
-            .parse()
-            .map_err(|_| "the child sent no discriminator")?;
+        let mut words = ch.info.split_whitespace();
+        let tag: u64 = words
+            .next()
+            .and_then(|t| t.parse().ok())
+            .ok_or("the child sent no discriminator")?;
+        let host = match words.next() {
+            Some(a) => Some(
+                a.parse()
+                    .map_err(|_| format!("the child sent a bad address {a:?}"))?,
+            ),
+            None => None,
+        };
         self.session
-            .vi_connect(None, tag, attrs, Some(PATIENCE))
+            .vi_connect(host, tag, attrs, Some(PATIENCE))
             .map_err(err("vi_connect"))
     }
 
@@ -651,6 +848,17 @@ impl LocalSide {
     }
 }
 
+/// The configuration of an engine of a remote run: UDP loopback, dropping
+/// `drop_ppm` of the datagrams it sends (seeded).
+fn remote_engine(drop_ppm: u32, seed: u64) -> EngineConfig {
+    EngineConfig {
+        udp_bind: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
+        wire_drop_ppm: drop_ppm,
+        wire_drop_seed: seed,
+        ..EngineConfig::default()
+    }
+}
+
 fn attrs(r: Reliability) -> ViAttributes {
     ViAttributes {
         reliability: r,
@@ -658,11 +866,11 @@ fn attrs(r: Reliability) -> ViAttributes {
     }
 }
 
-/// Ping-pong between two local VIs (this process sends first).
+/// Ping-pong between two VIs (this process sends first).
 ///
 /// Region: the message at 0, the STOP message, then the receive slots.
-fn local_pingpong(p: &Point) -> Res<Samples> {
-    let side = LocalSide::start()?;
+fn vi_pingpong(p: &Point) -> Res<Samples> {
+    let side = Side::start(p.path, 0)?;
     let ch = side.spawn(ChildKind::ViaPingpong, p.size, PING_POSTED, p.s.pin)?;
     let (iters, warmup) = p.iters();
     let size = p.size;
@@ -709,19 +917,33 @@ fn local_pingpong(p: &Point) -> Res<Samples> {
         const STOP_ID: u64 = 1;
         vi.post_send(STOP_ID, &[ViSeg::new(&region, stop_at, stop_len(size))])
             .map_err(post_err("post_send"))?;
-        while send_next(&mut vi)?.0 != STOP_ID {}
+        loop {
+            let c = vi
+                .send_wait(Some(PATIENCE))
+                .map_err(|e| format!("VI send: {e}"))?;
+            match c.status {
+                Ok(_) if c.id == STOP_ID => break,
+                Ok(_) => {}
+                // Through the engines, the child may have had STOP and
+                // closed its VI before our sends were acknowledged (its
+                // exit status says whether it ended well).
+                Err(ViError::PeerGone) if p.path == ViaPath::Remote => break,
+                Err(e) => return Err(format!("VI send descriptor {} failed: {e}", c.id)),
+            }
+        }
         Ok(samples)
     })();
     ch.wait(res)
 }
 
-/// A one-way stream between two local VIs (this process sends).
+/// A one-way stream between two VIs (this process sends), with
+/// `drop_ppm` of the datagrams lost (remote only).
 ///
 /// Region: the message at 0, the control message, then the receive slots
 /// for the answers.
-fn local_stream(p: &Point) -> Res<StreamRun> {
+fn vi_stream(p: &Point, drop_ppm: u32) -> Res<StreamRun> {
     let window = p.s.window;
-    let side = LocalSide::start()?;
+    let side = Side::start(p.path, drop_ppm)?;
     let ch = side.spawn(ChildKind::ViaStream, p.size, window, p.s.pin)?;
     let size = p.size;
     let res = (|| {
@@ -749,6 +971,7 @@ fn local_stream(p: &Point) -> Res<StreamRun> {
             data: [ViSeg::new(&region, 0, size)],
             window,
             outstanding: 0,
+            seq: 0,
         };
         tx.phase(p.s.stream_warmup)?;
         tx.control(SYNC, &rx, ctrl_at)?;
@@ -756,7 +979,9 @@ fn local_stream(p: &Point) -> Res<StreamRun> {
         let sent = tx.phase(p.s.stream)?;
         let bytes = tx.control(STOP, &rx, ctrl_at)?;
         let elapsed = start.elapsed();
-        if bytes != sent * size as u64 {
+        // Only an unreliable VI may lose messages (it counts them).
+        let lossy = p.reliability == Reliability::Unreliable;
+        if bytes > sent * size as u64 || (!lossy && bytes != sent * size as u64) {
             return Err(format!(
                 "VI stream: {bytes} bytes placed of {} sent",
                 sent * size as u64
@@ -778,6 +1003,8 @@ struct Sender<'r> {
     window: usize,
     /// Sends posted and not yet taken back.
     outstanding: usize,
+    /// The last control message's number.
+    seq: u8,
 }
 
 impl Sender<'_> {
@@ -821,37 +1048,60 @@ impl Sender<'_> {
         }
     }
 
-    /// Sends control message `kind` (after every data message posted),
-    /// waits until every send completed and the receiver answered; returns
-    /// the bytes it counted.
+    /// Sends control message `[kind, seq]` (after every data message
+    /// posted), waits until every send completed and the receiver
+    /// answered `[kind, seq, u64 bytes]`; returns the bytes it counted.
+    /// An unreliable VI may lose the message or its answer: it is sent
+    /// again after [`RESEND`] without an answer, and answers to earlier
+    /// ones are passed over.
     fn control(&mut self, kind: u8, rx: &Slots, at: usize) -> Res<u64> {
-        while self.outstanding >= self.window {
-            send_next(&mut self.vi)?;
-            self.outstanding -= 1;
+        self.seq = self.seq.wrapping_add(1);
+        let seq = self.seq;
+        let start = Instant::now();
+        loop {
+            while self.outstanding >= self.window {
+                send_next(&mut self.vi)?;
+                self.outstanding -= 1;
+            }
+            // The previous control message's send has completed (below).
+            rx.region.write(at, &[kind, seq]);
+            self.vi
+                .post_send(CTRL_ID, &[ViSeg::new(rx.region, at, 2)])
+                .map_err(post_err("post_send"))?;
+            self.outstanding += 1;
+            // Every send in the ring first: a VI waiting on its receive
+            // queue sleeps on the receive ring, which room in the send
+            // ring does not wake.
+            while self.outstanding > 0 {
+                send_next(&mut self.vi)?;
+                self.outstanding -= 1;
+            }
+            let sent_at = Instant::now();
+            while sent_at.elapsed() < RESEND {
+                let c = match self.vi.recv_wait(Some(RESEND)) {
+                    Ok(c) => c,
+                    Err(WaitError::Timeout) => break,
+                    Err(e) => return Err(format!("VI receive: {e}")),
+                };
+                let (k, n) = done(c, "receive")?;
+                let mut b = [0u8; ANSWER];
+                if n == ANSWER {
+                    rx.region.read(rx.offset(k), &mut b);
+                }
+                rx.post(&mut self.vi, k)?;
+                if n != ANSWER {
+                    return Err(format!("VI stream: a bad answer to control message {kind}"));
+                }
+                if b[..2] == [kind, seq] {
+                    return Ok(u64::from_le_bytes(b[2..].try_into().expect("8 bytes")));
+                }
+                // An answer to an earlier control message sent twice:
+                // passed over.
+            }
+            if start.elapsed() > PATIENCE {
+                return Err(format!("VI stream: no answer to control message {kind}"));
+            }
         }
-        // The previous control message's send has completed (below).
-        rx.region.write(at, &[kind]);
-        self.vi
-            .post_send(CTRL_ID, &[ViSeg::new(rx.region, at, 1)])
-            .map_err(post_err("post_send"))?;
-        self.outstanding += 1;
-        // Every send in the ring first: a VI waiting on its receive queue
-        // sleeps on the receive ring, which room in the send ring does not
-        // wake.
-        while self.outstanding > 0 {
-            send_next(&mut self.vi)?;
-            self.outstanding -= 1;
-        }
-        let (k, n) = recv_next(&mut self.vi)?;
-        let mut b = [0u8; ANSWER];
-        if n == ANSWER {
-            rx.region.read(rx.offset(k), &mut b);
-        }
-        rx.post(&mut self.vi, k)?;
-        if n != ANSWER || b[0] != kind {
-            return Err(format!("VI stream: a bad answer to control message {kind}"));
-        }
-        Ok(u64::from_le_bytes(b[1..].try_into().expect("8 bytes")))
     }
 }
 
@@ -865,11 +1115,22 @@ impl Sender<'_> {
 /// (ping-pong) or receive and count (stream), with `--batch` receives
 /// posted.
 pub fn child(a: &ChildArgs, ready: fn(&str)) -> Res<()> {
-    let sock = a.socket.as_ref().ok_or("--socket is required")?;
-    let session = Session::connect(sock).map_err(err("connect"))?;
+    // Remote: an engine of its own on UDP loopback; local: the parent's.
+    let (_engine, session) = if a.path == Some(PathArg::Udp) {
+        let e = Engine::start(remote_engine(a.drop_ppm, CHILD_SEED))
+            .map_err(|e| format!("starting the unet engine: {e}"))?;
+        let s = Session::embedded(&e).map_err(err("session"))?;
+        (Some(e), s)
+    } else {
+        let sock = a.socket.as_ref().ok_or("--socket is required")?;
+        (None, Session::connect(sock).map_err(err("connect"))?)
+    };
     let tag = u64::from(std::process::id());
     let server = session.vi_listen(tag).map_err(err("vi_listen"))?;
-    ready(&tag.to_string());
+    match session.udp_addr() {
+        Some(u) if a.path == Some(PathArg::Udp) => ready(&format!("{tag} {u}")),
+        _ => ready(&tag.to_string()),
+    }
     let req = server
         .wait_request(Some(PATIENCE))
         .map_err(err("wait_request"))?;
@@ -909,12 +1170,35 @@ pub fn child(a: &ChildArgs, ready: fn(&str)) -> Res<()> {
     }
 }
 
+/// The next completed receive; `None` once the other side has gone (the
+/// end of a run whose last message an unreliable VI lost).
+fn recv_or_gone(vi: &mut Vi, timeout: Duration) -> Res<Option<(u64, usize)>> {
+    match vi.recv_wait(Some(timeout)) {
+        Ok(c) => done(c, "receive").map(Some),
+        Err(WaitError::Empty(Some(ViError::PeerGone))) => Ok(None),
+        Err(e) => Err(format!("VI receive: {e}")),
+    }
+}
+
 /// Echoes every `size`-byte message from the buffer it landed in, until
-/// one of another length; a slot is posted again once its echo completed.
+/// one of another length (or the other side's going); a slot is posted
+/// again once its echo completed.
 fn echo(vi: &mut Vi, rx: &Slots, size: usize) -> Res<()> {
     rx.post_all(vi)?;
+    let mut posted = rx.n;
     loop {
-        let (k, n) = recv_next(vi)?;
+        // A send through the engines completes later (once acknowledged,
+        // for the reliable levels): with every slot waiting for its echo
+        // to complete, wait for one.
+        if posted == 0 {
+            let (j, _) = send_next(vi)?;
+            rx.post(vi, j)?;
+            posted += 1;
+        }
+        let Some((k, n)) = recv_or_gone(vi, PATIENCE)? else {
+            return Ok(());
+        };
+        posted -= 1;
         if n != size {
             return Ok(());
         }
@@ -923,40 +1207,61 @@ fn echo(vi: &mut Vi, rx: &Slots, size: usize) -> Res<()> {
         while let Some(c) = vi.send_done() {
             let (j, _) = done(c, "send")?;
             rx.post(vi, j)?;
+            posted += 1;
         }
     }
 }
 
 /// Counts the bytes placed into the slots, posting each slot again once
-/// counted; answers SYNC and STOP (one-byte messages) with `[kind, u64
-/// bytes since the last answer]` from the region's first bytes.
+/// counted; answers SYNC and STOP (two-byte messages `[kind, number]`)
+/// with `[kind, number, u64 bytes since the last SYNC]` from the region's
+/// first bytes. After STOP, an unreliable VI stays a while to answer the
+/// STOP sent again if its answer was lost.
 fn count(vi: &mut Vi, rx: &Slots) -> Res<()> {
     rx.post_all(vi)?;
+    let lossy = vi.attributes().reliability == Reliability::Unreliable;
     let mut bytes = 0u64;
+    let mut stopped = false;
     loop {
-        let (k, n) = recv_next(vi)?;
-        let mut kind = [0u8];
-        if n == 1 {
-            rx.region.read(rx.offset(k), &mut kind);
+        let wait = if stopped { 2 * RESEND } else { PATIENCE };
+        let (k, n) = match recv_or_gone(vi, wait) {
+            Ok(Some(r)) => r,
+            Ok(None) => return Ok(()),
+            Err(_) if stopped => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let mut ctrl = [0u8; 2];
+        if n == 2 {
+            rx.region.read(rx.offset(k), &mut ctrl);
         }
         rx.post(vi, k)?;
-        if n != 1 || (kind[0] != SYNC && kind[0] != STOP) {
+        if n != 2 || (ctrl[0] != SYNC && ctrl[0] != STOP) {
             bytes += n as u64;
             continue;
         }
         let mut ans = [0u8; ANSWER];
-        ans[0] = kind[0];
-        ans[1..].copy_from_slice(&bytes.to_le_bytes());
+        ans[..2].copy_from_slice(&ctrl);
+        ans[2..].copy_from_slice(&bytes.to_le_bytes());
         // The previous answer's send has completed (below).
         rx.region.write(0, &ans);
         vi.post_send(0, &[ViSeg::new(rx.region, 0, ANSWER)])
             .map_err(post_err("post_send"))?;
-        // Completed: in the ring (or placed), where the sender finds it
-        // even once this VI is closed.
-        send_next(vi)?;
-        if kind[0] == STOP {
-            return Ok(());
+        // Completed: in the ring (or placed, or with the engine), where
+        // the sender finds it even once this VI is closed. Through the
+        // engines, the sender may have had the answer to STOP and closed
+        // before this send was acknowledged.
+        let c = vi
+            .send_wait(Some(PATIENCE))
+            .map_err(|e| format!("VI send: {e}"))?;
+        match c.status {
+            Ok(_) => {}
+            Err(ViError::PeerGone) if ctrl[0] == STOP => return Ok(()),
+            Err(e) => return Err(format!("VI send descriptor {} failed: {e}", c.id)),
         }
-        bytes = 0;
+        match ctrl[0] {
+            STOP if !lossy => return Ok(()),
+            STOP => stopped = true,
+            _ => bytes = 0,
+        }
     }
 }
