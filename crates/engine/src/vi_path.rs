@@ -35,6 +35,10 @@ use unet_sys::{self as sys, EventFd, Segment};
 use crate::endpoints::ClientId;
 use crate::wire::reliable::{self, Ack, DataVerdict, RelConfig, RelReceiver, RelSender};
 
+/// Messages kept per VI that arrived after a gap (the receiver takes only
+/// those inside its window, which is at most this).
+const AHEAD_MAX: usize = 64;
+
 /// A registered memory region.
 pub(crate) struct Region {
     pub owner: ClientId,
@@ -94,6 +98,11 @@ pub(crate) struct EngineVi {
     recv_posted: VecDeque<ViDesc>,
     /// Messages accepted with no receive posted, in order.
     held: VecDeque<Vec<u8>>,
+    /// Messages of a reliable level that arrived after a gap, by sequence
+    /// number: kept (at most the window's worth) until the missing ones
+    /// come, then taken in order, so that a loss costs the resending of
+    /// what was lost only.
+    ahead: Vec<(u32, Vec<u8>)>,
     /// 0 while connected, else the `ViError` code.
     pub state: u32,
     /// The error is still to be told to the peer.
@@ -177,6 +186,7 @@ impl EngineVi {
             inflight: VecDeque::new(),
             recv_posted: VecDeque::new(),
             held: VecDeque::new(),
+            ahead: Vec::new(),
             state: 0,
             tell_peer: false,
             scratch: Vec::new(),
@@ -313,6 +323,7 @@ impl EngineVi {
             self.push_compl(false, d.id, Err(why));
         }
         self.held.clear();
+        self.ahead.clear();
         self.set_level(ViCounter::Held, 0);
         // Descriptors still in the queues, as far as their completions fit
         // (at most a queue's worth: the positions are the client's word).
@@ -545,10 +556,47 @@ impl EngineVi {
         match self.rx.on_data(seq, now_ns) {
             DataVerdict::Accept => {}
             DataVerdict::Duplicate => return self.count(ViCounter::Duplicates, 1),
-            DataVerdict::OutOfOrder { .. } => return self.count(ViCounter::OutOfOrder, 1),
+            DataVerdict::OutOfOrder { .. } => {
+                self.count(ViCounter::OutOfOrder, 1);
+                // Inside the window (the receiver said so): kept once.
+                if self.ahead.len() < AHEAD_MAX && !self.ahead.iter().any(|(s, _)| *s == seq) {
+                    self.ahead.push((seq, msg.to_vec()));
+                }
+                return;
+            }
             DataVerdict::OverWindow => return self.count(ViCounter::OverWindow, 1),
         }
-        let lost = self.rx.stats.lost.saturating_sub(before);
+        self.take_in(msg, before, regions, now_ns);
+        // What came ahead of it follows, in order.
+        while !self.ahead.is_empty() && self.state == 0 {
+            let expected = self.rx.expected();
+            self.ahead.retain(|(s, _)| !reliable::seq_lt(*s, expected));
+            let Some(i) = self.ahead.iter().position(|(s, _)| *s == expected) else {
+                // Another gap before the rest: the receiver asks for it at
+                // once (the first message past a gap does).
+                if let Some(&(s, _)) = self.ahead.first() {
+                    let _ = self.rx.on_data(s, now_ns);
+                }
+                break;
+            };
+            let (s, m) = self.ahead.swap_remove(i);
+            let before = self.rx.stats.lost;
+            if self.rx.on_data(s, now_ns) == DataVerdict::Accept {
+                self.take_in(&m, before, regions, now_ns);
+            }
+        }
+    }
+
+    /// Message `msg`, just accepted, goes into a posted receive or is held
+    /// (`lost_before`: the receiver's loss count before it was judged).
+    fn take_in(
+        &mut self,
+        msg: &[u8],
+        lost_before: u64,
+        regions: &std::collections::HashMap<u32, Region>,
+        now_ns: u64,
+    ) {
+        let lost = self.rx.stats.lost.saturating_sub(lost_before);
         if lost > 0 {
             self.count(ViCounter::Lost, lost);
         }

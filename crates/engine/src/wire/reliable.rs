@@ -24,7 +24,7 @@
 //! a value both ends agree on when the VI opens, and wraps: comparisons use
 //! serial-number arithmetic ([`seq_lt`]).
 //!
-//! # Receiver: go-back-N with credit
+//! # Receiver: in order, with credit
 //!
 //! The receiver takes only the next expected sequence number
 //! ([`DataVerdict::Accept`]); the caller then holds that message until the
@@ -38,12 +38,15 @@
 //! - `window_end = cum_ack + hold_max - held`: the sender may send sequence
 //!   numbers below it.
 //!
-//! Anything else is counted and discarded: older than expected is a
+//! Anything else is counted and not taken: older than expected is a
 //! duplicate (re-acked at once); at or past `window_end` is over the window
 //! (the sender overran, or probed: acked at once); between the two is out
 //! of order, and the first such arrival for a given expected number asks
 //! for a fast retransmit (a NACK, [`Ack::nack`]) — one per gap, not again
-//! until the expected number moves.
+//! until the expected number moves. The caller may keep out-of-order
+//! messages (they are inside the window) and offer them again, in order,
+//! once the expected number reaches them (the engine's VIs do): then a
+//! loss costs the resending of the lost message only.
 //!
 //! Ack policy: at once after a duplicate, an over-window arrival, the first
 //! out-of-order arrival of a gap, `K` accepted messages, `K` placed
@@ -58,18 +61,20 @@
 //! The sender sends only below the last `window_end` it heard (the first
 //! guess is `first_seq + hold_max`: both ends use the same `hold_max`, or
 //! the peer's is learnt when the VI opens) and keeps at most
-//! [`RelConfig::window`] sends not yet completed. Retransmission is
-//! go-back-N: from `cum_ack` to the newest sent, the caller resending in
-//! order ahead of new messages. It happens
+//! [`RelConfig::window`] sends not yet completed. The caller resends what
+//! it is asked to, in order, ahead of new messages:
 //!
 //! - at once on a NACK, or on the third duplicate ack
-//!   ([`AckOutcome::retransmit`]); each such retransmission starts past
-//!   where the previous one started, until `cum_ack` moves. Duplicate
+//!   ([`AckOutcome::retransmit`]), the one message the receiver expects
+//!   (a selective resend: the receiver kept what came after it); each
+//!   such retransmission starts past where the previous one started,
+//!   until `cum_ack` moves. Duplicate
 //!   acks count only once everything of the previous retransmission was
 //!   acked: before that they are the receiver's answers to the duplicates
 //!   it made (NewReno's rule), and acting on them would resend again what
 //!   is being resent;
-//! - on the retransmission timer ([`TimerOutcome::Retransmit`]).
+//! - on the retransmission timer ([`TimerOutcome::Retransmit`]), go-back-N:
+//!   from `cum_ack` to the newest sent.
 //!
 //! The retransmission timeout (RTO) is estimated from ack round trips as
 //! in RFC 6298 (Karn's rule: no sample from a retransmitted message),
@@ -421,7 +426,8 @@ pub struct AckOutcome {
     /// Sends completed by this ack: the caller completes its oldest
     /// `completed` outstanding sends, in order.
     pub completed: u32,
-    /// Messages to resend at once (go-back-N), if any.
+    /// The message to resend at once (the one the receiver expects), if
+    /// any.
     pub retransmit: Option<SeqRange>,
 }
 
@@ -854,12 +860,16 @@ impl RelSender {
             return None;
         }
         self.fast_from = Some(from);
+        // The one message the receiver misses: it keeps what came after
+        // it (inside its window) and takes it all in once this arrives.
         let r = SeqRange {
             from,
-            to: self.next,
+            to: from.wrapping_add(1),
         };
         self.stats.fast_retransmits += 1;
         self.stats.retransmitted += u64::from(r.len());
+        // Acks of what was out then are late by the gap: no RTT sample
+        // from them, and duplicate acks before they come are echoes.
         self.rexmit_hi = self.next;
         self.update_timer(now_ns, true);
         Some(r)
@@ -1498,7 +1508,7 @@ mod tests {
         for _ in 0..3 {
             tx.on_send(20_000_000).unwrap();
         }
-        assert_eq!(tx.on_nack(2, 20_100_000), Some(SeqRange { from: 2, to: 5 }));
+        assert_eq!(tx.on_nack(2, 20_100_000), Some(SeqRange { from: 2, to: 3 }));
         let _ = tx.on_ack(ack(5, 5, 69), 90_000_000);
         assert_eq!(tx.rto_ns(), 6_000_000);
         // Short samples go down to the floor.
@@ -1516,16 +1526,17 @@ mod tests {
         for _ in 0..10 {
             tx.on_send(0).unwrap();
         }
-        let go_back = Some(SeqRange { from: 3, to: 10 });
+        // The one message missing (the receiver keeps what followed it).
+        let resend = Some(SeqRange { from: 3, to: 4 });
         let nack = Ack {
             nack: true,
             ..ack(3, 3, 67)
         };
         let out = tx.on_ack(nack, 10);
-        assert_eq!((out.completed, out.retransmit), (3, go_back));
+        assert_eq!((out.completed, out.retransmit), (3, resend));
         assert_eq!(tx.on_ack(nack, 11).retransmit, None); // duplicated NACK
         assert_eq!(tx.on_nack(3, 12), None);
-        assert_eq!(tx.on_nack(5, 12), Some(SeqRange { from: 5, to: 10 }));
+        assert_eq!(tx.on_nack(5, 12), Some(SeqRange { from: 5, to: 6 }));
         // Cycling NACK values does not make the same messages go again.
         assert_eq!(tx.on_nack(3, 13), None);
         assert_eq!(tx.on_nack(4, 13), None);
@@ -1547,14 +1558,14 @@ mod tests {
         assert_eq!(tx.on_ack(ack(11, 11, 75), 41).retransmit, None);
         assert_eq!(tx.on_ack(ack(11, 11, 75), 42).retransmit, None);
         let out = tx.on_ack(ack(11, 11, 75), 43);
-        assert_eq!(out.retransmit, Some(SeqRange { from: 11, to: 14 }));
+        assert_eq!(out.retransmit, Some(SeqRange { from: 11, to: 12 }));
         assert_eq!(tx.on_ack(ack(11, 11, 75), 44).retransmit, None);
         assert_eq!(tx.stats.dup_acks, 4 + 4);
         // An ack that tells something new is not a duplicate.
         let _ = tx.on_ack(ack(11, 11, 76), 45);
         assert_eq!(tx.stats.dup_acks, 8);
         assert_eq!(tx.stats.fast_retransmits, 3);
-        assert_eq!(tx.stats.retransmitted, 7 + 5 + 3);
+        assert_eq!(tx.stats.retransmitted, 1 + 1 + 1);
     }
 
     #[test]
