@@ -365,7 +365,7 @@ vi_counters! {
     Retransmits = 4 => "retransmits",
     /// Arrivals discarded as duplicates.
     Duplicates = 5 => "duplicates",
-    /// Arrivals discarded as out of order (go-back-N).
+    /// Arrivals after a gap (kept inside the window until the gap fills).
     OutOfOrder = 6 => "out_of_order",
     /// Arrivals discarded: past the window the receiver advertised.
     OverWindow = 7 => "over_window",

@@ -1401,7 +1401,7 @@ impl Vi {
     }
 
     /// What the engine counts of a VI it carries to another engine
-    /// (retransmissions, duplicates and out-of-order arrivals discarded,
+    /// (retransmissions, duplicates and arrivals out of order,
     /// acks, messages held, ...), by name; empty for a local VI.
     pub fn engine_counters(&mut self) -> Vec<(&'static str, u64)> {
         let c = self.core();
