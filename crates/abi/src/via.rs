@@ -389,6 +389,9 @@ vi_counters! {
     BadDescriptors = 16 => "bad_descriptors",
     /// Zero-window probes sent.
     Probes = 17 => "probes",
+    /// Acknowledgements older than one already taken (reordered on the
+    /// wire, or replayed): ignored.
+    StaleAcks = 18 => "stale_acks",
 }
 
 const _: () = assert!(ViCounter::ALL.len() <= VI_COUNTERS);

@@ -635,11 +635,15 @@ impl EngineVi {
             return;
         }
         self.count(ViCounter::AcksRx, 1);
-        let bogus = self.tx.stats.bogus_acks;
+        let (bogus, stale) = (self.tx.stats.bogus_acks, self.tx.stats.stale_acks);
         let out = self.tx.on_ack(ack, now_ns);
         let more = self.tx.stats.bogus_acks.saturating_sub(bogus);
         if more > 0 {
             self.count(ViCounter::BogusAcks, more);
+        }
+        let more = self.tx.stats.stale_acks.saturating_sub(stale);
+        if more > 0 {
+            self.count(ViCounter::StaleAcks, more);
         }
         self.complete_sends(out.completed);
         if let Some(r) = out.retransmit {

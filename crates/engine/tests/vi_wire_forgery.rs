@@ -585,12 +585,17 @@ fn replayed_vi_frames_change_nothing() {
         // Acks, while two sends wait for theirs: taken, none acted on.
         n.outstanding(|n| {
             let acked = |n: &Net| n.honest.tx.counter(ViCounter::AcksRx);
-            let taken = acked(n);
+            let stale = |n: &Net| n.honest.tx.counter(ViCounter::StaleAcks);
+            let (taken, stale_before) = (acked(n), stale(n));
             let k = acks.len() as u64;
             n.send(Sender::Peer, true, &acks);
             n.until_vi("the acks", |n| acked(n) >= taken + k);
             n.quiet_for(10);
             assert_eq!(acked(n) - taken, k);
+            // Older than what the sender took: counted as stale (the
+            // newest copies may equal it, duplicates then).
+            let s = stale(n) - stale_before;
+            assert!(s >= 1 && s <= k, "{s} of {k} replayed acks counted stale");
             n.honest.take();
             n.honest.check_clean();
         });
