@@ -810,12 +810,21 @@ pub struct ConnConsumer {
     pub sleeping: AtomicU32,
     /// Futex word the consumer sleeps on; the producer increments and wakes.
     pub futex: AtomicU32,
+    _pad: [u8; 48],
+}
+
+/// A count written by one direction's consumer after every message, on a
+/// cache line of its own (the producer reads [`ConnConsumer::sleeping`] at
+/// every publish: a word stored per message beside it would take that
+/// line from the producer each time).
+#[repr(C, align(64))]
+pub struct ConnPlaced {
     /// Messages the consumer has placed where they were going (a VI's
     /// posted receive buffers), counted from 0; stored with Release after
     /// each one when the connection is a VI of reliable reception, whose
     /// sends complete only then. Unused (0) on endpoint channels.
     pub placed: AtomicU64,
-    _pad: [u8; 40],
+    _pad: [u8; 56],
 }
 
 /// First page of a direct connection segment.
@@ -852,7 +861,12 @@ pub struct ConnHeader {
     pub a_closed: AtomicU32,
     /// Set to 1 by side B when it closes, by the engine when B dies.
     pub b_closed: AtomicU32,
-    _pad1: [u8; 0x400 - 200],
+    _pad1: [u8; 0x100 - 200],
+    /// What the consumer of ring A→B (side B) has placed (offset 0x100).
+    pub a_to_b_placed: ConnPlaced,
+    /// What the consumer of ring B→A (side A) has placed (offset 0x140).
+    pub b_to_a_placed: ConnPlaced,
+    _pad1b: [u8; 0x400 - 0x180],
     /// What side A counts of a VI connection (offset 0x400, indexed by
     /// [`ClientCounter`]: messages and bytes each way, bad records), for
     /// `unet stat`; unused on an endpoint's connection, whose counts go to
@@ -886,7 +900,9 @@ const _: () = {
     assert!(size_of::<ConnConsumer>() == 64);
     assert!(offset_of!(ConnConsumer, sleeping) == 8);
     assert!(offset_of!(ConnConsumer, futex) == 12);
-    assert!(offset_of!(ConnConsumer, placed) == 16);
+    assert!(offset_of!(ConnHeader, a_to_b_placed) == 0x100);
+    assert!(offset_of!(ConnHeader, b_to_a_placed) == 0x140);
+    assert!(size_of::<ConnPlaced>() == 64);
     assert!(offset_of!(ConnHeader, a_error) == 32);
     assert!(offset_of!(ConnHeader, b_error) == 36);
 };

@@ -60,6 +60,10 @@ pub(crate) struct DirectConn {
     tx_cons: *const ConnConsumer,
     /// Our consumer line (the direction we receive on).
     rx_cons: *const ConnConsumer,
+    /// What the peer has placed of what we sent (its own line).
+    tx_placed: *const AtomicU64,
+    /// What we have placed of what we received (our own line).
+    rx_placed: *const AtomicU64,
     /// The peer's closed flag.
     peer_closed: *const AtomicU32,
     /// Our closed flag.
@@ -134,7 +138,7 @@ impl DirectConn {
         let hp = seg.ptr().cast::<ConnHeader>().as_ptr();
         // SAFETY: raw field addresses inside the mapped header (no reference
         // to shared memory is made here).
-        let (ab, ba, ac, bc, ae, be) = unsafe {
+        let (ab, ba, ac, bc, ae, be, abp, bap) = unsafe {
             (
                 &raw const (*hp).a_to_b,
                 &raw const (*hp).b_to_a,
@@ -142,6 +146,8 @@ impl DirectConn {
                 &raw const (*hp).b_closed,
                 &raw const (*hp).a_error,
                 &raw const (*hp).b_error,
+                &raw const (*hp).a_to_b_placed.placed,
+                &raw const (*hp).b_to_a_placed.placed,
             )
         };
         let (tx_cons, rx_cons, peer_closed, own_closed, peer_error, own_error) = if side_b {
@@ -149,6 +155,7 @@ impl DirectConn {
         } else {
             (ab, ba, bc, ac, be, ae)
         };
+        let (tx_placed, rx_placed) = if side_b { (bap, abp) } else { (abp, bap) };
         Ok(DirectConn {
             _seg: seg,
             channel,
@@ -157,6 +164,8 @@ impl DirectConn {
             max_len: ring / 2 - RECORD_HEADER as u64,
             tx_cons,
             rx_cons,
+            tx_placed,
+            rx_placed,
             peer_closed,
             own_closed,
             peer_error,
@@ -226,14 +235,16 @@ impl DirectConn {
     #[inline]
     pub fn peer_placed(&self) -> u64 {
         // Acquire: pairs with the peer's Release after its placement.
-        self.tx_consumer().placed.load(Ordering::Acquire)
+        // SAFETY: as in tx_consumer (a word of the mapped header).
+        unsafe { &*self.tx_placed }.load(Ordering::Acquire)
     }
 
     /// Publish the count of messages we have placed, and wake the peer if
     /// it sleeps waiting for it.
     #[inline]
     pub fn set_placed(&self, n: u64) {
-        self.rx_consumer().placed.store(n, Ordering::Release);
+        // SAFETY: as in tx_consumer (a word of the mapped header).
+        unsafe { &*self.rx_placed }.store(n, Ordering::Release);
     }
 
     /// Copy the pieces `parts` (pointer, length), `total` bytes in all,
