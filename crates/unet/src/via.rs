@@ -227,6 +227,23 @@ impl<'a> ViSeg<'a> {
             len,
         }
     }
+
+    /// Where the segment's bytes start, if it lies inside its region and
+    /// the region is registered through `session` (the VI's).
+    #[inline(always)]
+    fn resolve(&self, session: &Arc<Inner>) -> Option<*mut u8> {
+        let r = &self.region.inner;
+        let inside = self
+            .offset
+            .checked_add(self.len)
+            .is_some_and(|e| e <= r.len);
+        if !inside || !Arc::ptr_eq(&r.session.inner, session) {
+            return None;
+        }
+        // SAFETY: offset + len <= len of the mapping (checked), which the
+        // region keeps alive as long as it lives.
+        Some(unsafe { r.seg.ptr().as_ptr().add(self.offset) })
+    }
 }
 
 // -------------------------------------------------------------------------
@@ -444,19 +461,17 @@ impl Desc {
         self.total = 0;
         self.bad = segs.len() > VI_MAX_SEGMENTS;
         for s in segs.iter().take(VI_MAX_SEGMENTS) {
-            let r = &s.region.inner;
-            let inside = s.offset.checked_add(s.len).is_some_and(|e| e <= r.len);
-            if !inside || !Arc::ptr_eq(&r.session.inner, session) {
+            let Some(ptr) = s.resolve(session) else {
                 self.bad = true;
                 continue;
-            }
+            };
+            let r = &s.region.inner;
             self.total += s.len;
             self.pieces.push(Piece {
                 handle: r.handle,
                 slot: held.hold(r),
                 offset: s.offset,
-                // SAFETY: offset <= len of the mapping (checked).
-                ptr: unsafe { r.seg.ptr().as_ptr().add(s.offset) },
+                ptr,
                 len: s.len,
             });
         }
@@ -903,14 +918,7 @@ impl Core {
         let mut parts = [(std::ptr::null::<u8>(), 0usize); VI_MAX_SEGMENTS];
         let mut total = 0usize;
         for (part, s) in parts.iter_mut().zip(segs) {
-            let r = &s.region.inner;
-            let inside = s.offset.checked_add(s.len).is_some_and(|e| e <= r.len);
-            if !inside || !Arc::ptr_eq(&r.session.inner, session) {
-                return None;
-            }
-            // SAFETY: offset + len <= len of the mapping (checked), which
-            // the borrowed region keeps alive for this call.
-            *part = (unsafe { r.seg.ptr().as_ptr().add(s.offset) }, s.len);
+            *part = (s.resolve(session)?, s.len);
             total += s.len;
         }
         if total > VI_MAX_TRANSFER {
@@ -1225,7 +1233,7 @@ impl EngineSide {
 }
 
 impl Core {
-    /// Post `d` to the engine's queue `q`.
+    /// Post a descriptor of `segs` to the engine's queue `q`.
     fn engine_post(
         &mut self,
         q: ViQueue,
@@ -1336,6 +1344,17 @@ enum CoreRef<'a> {
     Shared(MutexGuard<'a, Core>),
 }
 
+impl CoreCell {
+    /// The core, locked if shared.
+    #[inline(always)]
+    fn get(&mut self) -> CoreRef<'_> {
+        match self {
+            CoreCell::Own(c) => CoreRef::Own(c),
+            CoreCell::Shared(c) => CoreRef::Shared(lock(c)),
+        }
+    }
+}
+
 impl std::ops::Deref for CoreRef<'_> {
     type Target = Core;
     fn deref(&self) -> &Core {
@@ -1372,10 +1391,7 @@ impl std::fmt::Debug for Vi {
 impl Vi {
     #[inline(always)]
     fn core(&mut self) -> CoreRef<'_> {
-        match &mut self.core {
-            CoreCell::Own(c) => CoreRef::Own(c),
-            CoreCell::Shared(c) => CoreRef::Shared(lock(c)),
-        }
+        self.core.get()
     }
 
     /// The VI's id in its engine (what completion queues report).
@@ -1426,11 +1442,8 @@ impl Vi {
     /// [`ViError::BadDescriptor`].
     #[inline]
     pub fn post_send(&mut self, id: u64, segs: &[ViSeg<'_>]) -> Result<(), PostError> {
-        let session = &self.session.inner;
-        let mut core = match &mut self.core {
-            CoreCell::Own(c) => CoreRef::Own(c),
-            CoreCell::Shared(c) => CoreRef::Shared(lock(c)),
-        };
+        // Borrowed apart: the session is read while the core is held.
+        let (session, mut core) = (&self.session.inner, self.core.get());
         if core.try_send_now(id, segs, session).is_some() {
             return Ok(());
         }
@@ -1441,11 +1454,7 @@ impl Vi {
     /// `segs` in order, completing with number `id` and its length.
     #[inline]
     pub fn post_recv(&mut self, id: u64, segs: &[ViSeg<'_>]) -> Result<(), PostError> {
-        let session = &self.session.inner;
-        let mut core = match &mut self.core {
-            CoreCell::Own(c) => CoreRef::Own(c),
-            CoreCell::Shared(c) => CoreRef::Shared(lock(c)),
-        };
+        let (session, mut core) = (&self.session.inner, self.core.get());
         core.post(ViQueue::Recv, id, segs, session)
     }
 
