@@ -86,6 +86,34 @@ pub struct Segment {
     fd: OwnedFd,
 }
 
+/// Bytes per system call when a segment's pages are faulted in or let go
+/// (see [`Segment::populate`]): 2 MiB, a multiple of every page size.
+const MM_CHUNK: usize = 2 << 20;
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        // Unmapping a large segment in one call holds the process's mapping
+        // lock while every page is taken out of the page tables. Take them
+        // out first, MM_CHUNK bytes per call, each under the lock briefly;
+        // the unmap that follows (dropping `_map`) then has nothing left to
+        // take out. The pages stay in the memory file (a shared mapping
+        // loses nothing), which is freed with its last descriptor.
+        if self.len <= MM_CHUNK {
+            return;
+        }
+        let mut off = 0;
+        while off < self.len {
+            let n = MM_CHUNK.min(self.len - off);
+            // SAFETY: [off, off + n) lies inside our mapping and starts page
+            // aligned (as in `populate`); MADV_DONTNEED on a shared mapping
+            // drops only this mapping's page-table entries, never the data,
+            // and nothing uses the mapping any more (we are dropping it).
+            unsafe { libc::madvise(self.ptr.as_ptr().add(off).cast(), n, libc::MADV_DONTNEED) };
+            off += n;
+        }
+    }
+}
+
 // SAFETY: `ptr` points into `map`, which the segment owns and which stays
 // mapped until the segment is dropped; the segment itself hands out only
 // pointers, and all accesses through them are atomics, volatile
@@ -185,11 +213,6 @@ impl Segment {
     fn map_with(fd: OwnedFd, len: usize, writable: bool, populate: bool) -> io::Result<Segment> {
         let mut opts = memmap2::MmapOptions::new();
         opts.len(len);
-        if populate {
-            // Populate now: a first touch on the data path would cost a
-            // page fault of microseconds in the middle of a message.
-            opts.populate();
-        }
         // Shared mappings, at an address the kernel picks.
         let map = if writable {
             opts.map_raw(&fd)?
@@ -198,12 +221,63 @@ impl Segment {
         };
         let ptr = NonNull::new(map.as_mut_ptr())
             .ok_or_else(|| io::Error::other("segment mapped at address 0"))?;
-        Ok(Segment {
+        let seg = Segment {
             _map: map,
             ptr,
             len,
             fd,
-        })
+        };
+        if populate {
+            // Populate now: a first touch on the data path would cost a
+            // page fault of microseconds in the middle of a message.
+            seg.populate(writable)?;
+        }
+        Ok(seg)
+    }
+
+    /// Fault every page of the mapping in, [`MM_CHUNK`] bytes per system
+    /// call. `MAP_POPULATE` would do it in one call that holds the
+    /// process's mapping lock for the whole segment (about a second for
+    /// 1 GiB): every other `mmap` or `munmap` of the process (another
+    /// endpoint's segment being made, the allocator growing its heap)
+    /// would wait that long.
+    fn populate(&self, writable: bool) -> io::Result<()> {
+        let advice = if writable {
+            libc::MADV_POPULATE_WRITE
+        } else {
+            libc::MADV_POPULATE_READ
+        };
+        let mut off = 0;
+        while off < self.len {
+            let n = MM_CHUNK.min(self.len - off);
+            // SAFETY: [off, off + n) lies inside our mapping (off < len,
+            // n <= len - off), and off is a multiple of MM_CHUNK, itself a
+            // multiple of the page size, so the start is page aligned.
+            // Populating changes no byte of it.
+            let r = unsafe { libc::madvise(self.ptr.as_ptr().add(off).cast(), n, advice) };
+            if r == 0 {
+                off += n;
+                continue;
+            }
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EINTR) | Some(libc::EAGAIN) => continue,
+                // A kernel older than 5.14 has no MADV_POPULATE_*: touch
+                // one byte of each page instead (a fault each, on the
+                // mapping lock briefly).
+                Some(libc::EINVAL) => {
+                    for page in (off..self.len).step_by(4096) {
+                        // SAFETY: page < len, inside our mapping; a volatile
+                        // read of a byte of shared memory, whatever its
+                        // value, is sound.
+                        unsafe { std::ptr::read_volatile(self.ptr.as_ptr().add(page)) };
+                    }
+                    return Ok(());
+                }
+                _ => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     /// Base address (page aligned).

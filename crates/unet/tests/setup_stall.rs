@@ -42,11 +42,14 @@ fn a_one_gib_endpoint_does_not_stall_another_clients_ping_pong() {
             },
         )
         .unwrap();
+    // The ping stops first, at the end of a round trip; the pong only once
+    // the ping is gone (it would leave the last ping unanswered otherwise).
     let stop = Arc::new(AtomicBool::new(false));
+    let stop_pong = Arc::new(AtomicBool::new(false));
     let trips: Arc<Mutex<Trips>> = Arc::default();
 
     let pong = {
-        let stop = stop.clone();
+        let stop = stop_pong.clone();
         std::thread::spawn(move || {
             let mut buf = [0u8; 64];
             while !stop.load(Ordering::Relaxed) {
@@ -106,6 +109,7 @@ fn a_one_gib_endpoint_does_not_stall_another_clients_ping_pong() {
     let t2 = Instant::now();
     stop.store(true, Ordering::Relaxed);
     ping.join().unwrap();
+    stop_pong.store(true, Ordering::Relaxed);
     pong.join().unwrap();
 
     let trips = trips.lock().unwrap().clone();
@@ -165,4 +169,44 @@ fn a_one_gib_endpoint_does_not_stall_another_clients_ping_pong() {
         p99_during < p99_before + Duration::from_millis(1),
         "p99 went from {p99_before:?} to {p99_during:?}"
     );
+}
+
+/// A small endpoint asked for while a 1 GiB one is being made is ready
+/// first: small segments have a set-up thread of their own, so they never
+/// wait behind the zeroing of a large one.
+#[test]
+fn a_small_endpoint_is_not_queued_behind_a_large_one() {
+    let engine = Engine::start(EngineConfig::default()).unwrap();
+    let session = || {
+        Session::from_fd_with(engine.connect().unwrap(), SessionOptions { timeout: None }).unwrap()
+    };
+    let (big_s, small_s) = (session(), session());
+    let t0 = Instant::now();
+    let big = std::thread::spawn(move || {
+        let ep = big_s
+            .create_endpoint(EndpointConfig {
+                geometry: Geometry {
+                    buffer_area_size: 1 << 30,
+                    ..Geometry::default()
+                },
+                managed_buffers: false,
+                ..EndpointConfig::default()
+            })
+            .expect("a 1 GiB endpoint");
+        (t0.elapsed(), ep, big_s)
+    });
+    // The large request reaches the engine first (zeroing 1 GiB takes
+    // hundreds of milliseconds, a small segment well under one).
+    std::thread::sleep(Duration::from_millis(20));
+    let small = small_s
+        .create_endpoint(EndpointConfig::default())
+        .expect("a small endpoint");
+    let small_at = t0.elapsed();
+    let (big_at, big, _big_s) = big.join().unwrap();
+    eprintln!("small endpoint ready at {small_at:?}, 1 GiB endpoint at {big_at:?}");
+    assert!(
+        small_at < big_at,
+        "the small endpoint ({small_at:?}) waited for the 1 GiB one ({big_at:?})"
+    );
+    drop((small, big));
 }
