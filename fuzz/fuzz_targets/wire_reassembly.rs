@@ -75,6 +75,7 @@ fuzz_target!(|data: &[u8]| {
                 msg_len,
                 frag_offset,
                 payload: &payload_store[..plen],
+                ack: None,
             };
             r.push(src, u64::from(op & 0x30), &d, now)
                 .map(|m| m.map(|m| (m, msg_len as usize)))

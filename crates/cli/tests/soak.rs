@@ -383,6 +383,7 @@ fn data_frame(dst_endpoint: u32, dst_channel: u16, token: u64, payload: &[u8]) -
             msg_len: payload.len() as u32,
             frag_offset: 0,
             payload,
+            ack: None,
         }),
     };
     let mut b = vec![0u8; f.len()];

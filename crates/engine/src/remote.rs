@@ -328,25 +328,32 @@ impl RemoteSide {
         self.adm.channel_gone(addr, true);
     }
 
-    /// Queue VI message `seq` for VI `dst_vi` at `to`.
-    pub(crate) fn send_vi_data(
-        &mut self,
-        to: SocketAddr,
-        dst_vi: u32,
-        token: u64,
-        seq: u32,
-        msg: &[u8],
-    ) {
+    /// Queue a VI's message (and the ack it carries along, if it fits);
+    /// true if the ack went with it.
+    pub(crate) fn send_vi(&mut self, o: crate::vi_path::Outgoing<'_>) -> bool {
         let t = DataTarget {
-            dst_endpoint: dst_vi,
+            dst_endpoint: o.to.vi,
             // Above every endpoint channel (MAX_CHANNELS): the reassembler
             // keys fragments by channel too, and never mixes a VI's with an
             // endpoint's of the same id.
             dst_channel: crate::wire::frame::VI_DATA_CHANNEL,
-            token,
+            token: o.to.peer_token,
             flags: crate::wire::frame::DATA_FLAG_VI,
         };
-        self.queue_message(to, t, seq, msg);
+        let (to, id) = (o.to.addr, self.engine_id);
+        let push = |b: &mut SendBatch| b.push_vi_message(to, id, t, o.seq, o.bytes, o.ack);
+        if let Ok(carried) = push(&mut self.batch) {
+            return carried;
+        }
+        // Queue full: send what we have and try once more.
+        let _ = self.port.send_batch(&mut self.batch);
+        match push(&mut self.batch) {
+            Ok(carried) => carried,
+            Err(_) => {
+                self.batch.stats.count_drop(WireDrop::SendQueueFull);
+                false
+            }
+        }
     }
 
     /// Queue a message's Data frames for `to`; when the batch is full,
@@ -959,6 +966,15 @@ impl Rx<'_> {
                     None => return self.reasm.stats.count_drop(WireDrop::UnknownEndpoint),
                 }
                 self.heard(from);
+                if let Some(ack) = d.ack {
+                    // The ack it carries, checked as the message was: taken
+                    // before the message (it may complete sends, and open
+                    // the window for an answer).
+                    self.vi_in.push(ViIn::Ack(
+                        from,
+                        crate::wire::frame::ViAck::from_ack(d.dst_endpoint, d.token, ack),
+                    ));
+                }
                 if let Ok(Some(msg)) = self.reasm.push(from, f.src_engine, &d, self.now_ns) {
                     self.vi_in.push(ViIn::Data {
                         from,

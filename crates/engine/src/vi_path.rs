@@ -64,12 +64,17 @@ pub(crate) struct RemoteVi {
     pub my_token: u64,
 }
 
-/// A message to put on the wire.
+/// A message to put on the wire, and the ack of the other direction to
+/// carry along if it fits (the wire says whether it took it).
 pub(crate) struct Outgoing<'a> {
     pub to: RemoteVi,
     pub seq: u32,
     pub bytes: &'a [u8],
+    pub ack: Option<Ack>,
 }
+
+/// Puts an [`Outgoing`] on the wire; true if it carried the ack along.
+pub(crate) type Wire<'w> = dyn FnMut(Outgoing<'_>) -> bool + 'w;
 
 /// One engine-carried VI.
 pub(crate) struct EngineVi {
@@ -107,6 +112,9 @@ pub(crate) struct EngineVi {
     pub state: u32,
     /// The error is still to be told to the peer.
     pub tell_peer: bool,
+    /// Completions were pushed since the client was last woken (see
+    /// [`EngineVi::wake_now`]).
+    wake_due: bool,
     /// Gathering buffer.
     scratch: Vec<u8>,
 }
@@ -189,6 +197,7 @@ impl EngineVi {
             ahead: Vec::new(),
             state: 0,
             tell_peer: false,
+            wake_due: false,
             scratch: Vec::new(),
         })
     }
@@ -214,8 +223,22 @@ impl EngineVi {
         self.header().counters[c as usize].store(v, Ordering::Relaxed);
     }
 
-    /// Wake the client if it sleeps on its completions.
-    fn wake(&self) {
+    /// The client is to be woken (if it sleeps on its completions) once
+    /// this turn is done with the VI: an ack and the reply it rode on, or
+    /// several messages of one batch, wake it once
+    /// ([`EngineVi::wake_now`]), not once each (a sleeper woken by a send
+    /// completion while it waits for a receive only goes back to sleep).
+    fn wake(&mut self) {
+        self.wake_due = true;
+    }
+
+    /// Wake the client if completions were pushed since the last wake and
+    /// it sleeps on them. The engine calls it for every VI at the end of
+    /// each turn of the VIs.
+    pub(crate) fn wake_now(&mut self) {
+        if !std::mem::take(&mut self.wake_due) {
+            return;
+        }
         let h = self.header();
         std::sync::atomic::fence(Ordering::SeqCst);
         if h.client_sleeping.load(Ordering::Relaxed) != 0 {
@@ -349,7 +372,10 @@ impl EngineVi {
             self.push_compl(false, d.id, Err(why));
         }
         self.rq.set_tail(self.rq_tail);
+        // A break may come from outside the VIs' turn (a client gone, a
+        // region deregistered): wake at once.
         self.wake();
+        self.wake_now();
     }
 
     /// Take what the client posted and move it on: sends handed to `wire`
@@ -359,7 +385,7 @@ impl EngineVi {
         &mut self,
         regions: &std::collections::HashMap<u32, Region>,
         now_ns: u64,
-        wire: &mut dyn FnMut(Outgoing<'_>),
+        wire: &mut Wire<'_>,
     ) -> usize {
         if self.state != 0 {
             // Posted after the error: completed with it at once, as far
@@ -424,11 +450,18 @@ impl EngineVi {
             };
             self.sq_tail += 1;
             self.gather(&pieces[..n], total);
-            wire(Outgoing {
+            // An ack owed to the peer goes with the message (a reply acks
+            // what it answers), not in a datagram of its own later.
+            let ack = self.rx.pending_ack();
+            if wire(Outgoing {
                 to: peer,
                 seq,
                 bytes: &self.scratch,
-            });
+                ack,
+            }) {
+                self.rx.make_ack();
+                self.count(ViCounter::AcksTx, 1);
+            }
             self.count(ViCounter::TxMsgs, 1);
             self.count(ViCounter::TxBytes, total as u64);
             if self.reliability == Reliability::Unreliable {
@@ -463,7 +496,7 @@ impl EngineVi {
         &mut self,
         range: reliable::SeqRange,
         regions: &std::collections::HashMap<u32, Region>,
-        wire: &mut dyn FnMut(Outgoing<'_>),
+        wire: &mut Wire<'_>,
     ) {
         let Some(peer) = self.peer else {
             return;
@@ -481,6 +514,7 @@ impl EngineVi {
                         to: peer,
                         seq,
                         bytes: &self.scratch,
+                        ack: None,
                     });
                     self.count(ViCounter::Retransmits, 1);
                 }
@@ -629,7 +663,7 @@ impl EngineVi {
         ack: Ack,
         now_ns: u64,
         regions: &std::collections::HashMap<u32, Region>,
-        wire: &mut dyn FnMut(Outgoing<'_>),
+        wire: &mut Wire<'_>,
     ) {
         if self.state != 0 {
             return;
@@ -656,7 +690,7 @@ impl EngineVi {
         &mut self,
         now_ns: u64,
         regions: &std::collections::HashMap<u32, Region>,
-        wire: &mut dyn FnMut(Outgoing<'_>),
+        wire: &mut Wire<'_>,
     ) {
         if self.state != 0 {
             return;

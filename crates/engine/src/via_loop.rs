@@ -51,9 +51,7 @@ pub(crate) fn poll(
                     if v.peer
                         .is_some_and(|p| p.my_token == a.token && p.addr == from) =>
                 {
-                    v.acked(a.ack(), now, regions, &mut |o| {
-                        remote.send_vi_data(o.to.addr, o.to.vi, o.to.peer_token, o.seq, o.bytes)
-                    });
+                    v.acked(a.ack(), now, regions, &mut |o| remote.send_vi(o));
                 }
                 Some(_) => drop(WireDrop::ForgedToken),
                 None => drop(WireDrop::UnknownEndpoint),
@@ -83,11 +81,11 @@ pub(crate) fn poll(
         }
     }
     for v in engine.values_mut() {
-        let mut wire = |o: crate::vi_path::Outgoing<'_>| {
-            remote.send_vi_data(o.to.addr, o.to.vi, o.to.peer_token, o.seq, o.bytes)
-        };
+        let mut wire = |o: crate::vi_path::Outgoing<'_>| remote.send_vi(o);
         work += v.poll(regions, now, &mut wire);
         v.timers(now, regions, &mut wire);
+        // Once per VI and turn, whatever completed (see EngineVi::wake).
+        v.wake_now();
         let Some(p) = v.peer else {
             continue;
         };

@@ -118,6 +118,7 @@ fn remote_channels_work_over_a_memory_transport() {
         msg_len: 5,
         frag_offset: 0,
         payload: b"forge",
+        ack: None,
     };
     let f = Frame {
         src_engine: 99,

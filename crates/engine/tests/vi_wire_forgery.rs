@@ -13,89 +13,17 @@
 
 mod vis;
 
-use std::net::{SocketAddr, UdpSocket};
+use std::net::UdpSocket;
 use std::time::Duration;
 
 use unet_abi::*;
 use unet_control::ViParams;
 use unet_engine::invoker::{connect_vis, LocalClient};
 use unet_engine::wire::frame::VI_DATA_CHANNEL;
+use unet_engine::wire::reliable::Ack;
 use unet_engine::wire::{Body, Data, Frame, ViAck, ViClose, DATA_FLAG_VI};
 use unet_engine::{Dispatcher, EngineConfig};
 use vis::*;
-
-/// Datagrams one way through the relay, as (bytes).
-type Log = Vec<Vec<u8>>;
-
-/// Two sockets between engines A and B: `to_a` is B as A knows it, `to_b`
-/// is A as B knows it. Every datagram from one engine goes on to the
-/// other from the socket facing it, and is kept.
-struct Relay {
-    /// Faces A (A's peer address).
-    to_a: UdpSocket,
-    /// Faces B (B's peer address).
-    to_b: UdpSocket,
-    at_a: SocketAddr,
-    at_b: SocketAddr,
-    a_to_b: Log,
-    b_to_a: Log,
-    /// Hold what B sends (its acks) instead of passing it on.
-    hold: bool,
-    held: Log,
-}
-
-fn socket() -> UdpSocket {
-    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
-    s.set_nonblocking(true).unwrap();
-    s
-}
-
-impl Relay {
-    fn new(at_a: SocketAddr, at_b: SocketAddr) -> Relay {
-        Relay {
-            to_a: socket(),
-            to_b: socket(),
-            at_a,
-            at_b,
-            a_to_b: Vec::new(),
-            b_to_a: Vec::new(),
-            hold: false,
-            held: Vec::new(),
-        }
-    }
-
-    /// Move what waits, both ways (B's datagrams only kept while
-    /// holding).
-    fn pump(&mut self) {
-        if !self.hold {
-            for d in self.held.drain(..) {
-                let _ = self.to_a.send_to(&d, self.at_a);
-            }
-        }
-        let mut buf = vec![0u8; 65536];
-        while let Ok((n, src)) = self.to_a.recv_from(&mut buf) {
-            if src == self.at_a {
-                let _ = self.to_b.send_to(&buf[..n], self.at_b);
-                self.a_to_b.push(buf[..n].to_vec());
-            }
-        }
-        while let Ok((n, src)) = self.to_b.recv_from(&mut buf) {
-            if src == self.at_b {
-                if self.hold {
-                    self.held.push(buf[..n].to_vec());
-                } else {
-                    let _ = self.to_a.send_to(&buf[..n], self.at_a);
-                }
-                self.b_to_a.push(buf[..n].to_vec());
-            }
-        }
-    }
-}
-
-/// The frames of `log` that parse.
-fn frames(log: &Log) -> impl Iterator<Item = Frame<'_>> {
-    log.iter().filter_map(|d| Frame::parse(d).ok())
-}
 
 fn emit(body: Body<'_>) -> Vec<u8> {
     let f = Frame {
@@ -109,6 +37,11 @@ fn emit(body: Body<'_>) -> Vec<u8> {
 
 /// A VI's message `seq` as one Data frame.
 fn vi_data(dst_vi: u32, token: u64, seq: u32, payload: &[u8]) -> Vec<u8> {
+    vi_data_acked(dst_vi, token, seq, payload, None)
+}
+
+/// A VI's message `seq` as one Data frame, carrying `ack` along.
+fn vi_data_acked(dst_vi: u32, token: u64, seq: u32, payload: &[u8], ack: Option<Ack>) -> Vec<u8> {
     emit(Body::Data(Data {
         dst_endpoint: dst_vi,
         dst_channel: VI_DATA_CHANNEL,
@@ -120,6 +53,7 @@ fn vi_data(dst_vi: u32, token: u64, seq: u32, payload: &[u8]) -> Vec<u8> {
         msg_len: payload.len() as u32,
         frag_offset: 0,
         payload,
+        ack,
     }))
 }
 
@@ -140,6 +74,16 @@ fn vi_close(dst_vi: u32, token: u64) -> Vec<u8> {
         token,
         reason: ViError::Broken as u32,
     }))
+}
+
+/// An ack of every message before `next`, all placed, window open.
+fn ack_all(next: u32) -> Ack {
+    Ack {
+        cum_ack: next,
+        cum_placed: next,
+        window_end: next + 64,
+        nack: false,
+    }
 }
 
 fn count(e: &Dispatcher, c: EngineCounter) -> u64 {
@@ -407,6 +351,20 @@ fn forgeries(n: &Net, next: u32) -> Vec<(&'static str, Sender, bool, Vec<u8>, En
             Peer,
             true,
             vi_ack(vi_a, !tok_a, next, next, next + 64),
+            Forged,
+        ),
+        (
+            "data carrying an ack, right token, another address",
+            Forger,
+            true,
+            vi_data_acked(vi_a, tok_a, 0, b"forged", Some(ack_all(next))),
+            Forged,
+        ),
+        (
+            "data carrying an ack, wrong token",
+            Peer,
+            true,
+            vi_data_acked(vi_a, tok_a ^ 2, 0, b"forged", Some(ack_all(next))),
             Forged,
         ),
         (

@@ -208,6 +208,7 @@ fn opens_from_addresses_not_allowed_are_refused() {
             msg_len: 3,
             frag_offset: 0,
             payload: b"bad",
+            ack: None,
         }),
     };
     let mut d = vec![0u8; f.len()];

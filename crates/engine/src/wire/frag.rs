@@ -460,6 +460,7 @@ mod tests {
                         msg_len: msg.len() as u32,
                         frag_offset: p.offset,
                         payload: &msg[p.offset as usize..(p.offset + p.len) as usize],
+                        ack: None,
                     }),
                 };
                 let mut b = vec![0u8; f.len()];
@@ -677,6 +678,7 @@ mod tests {
             msg_len: 10,
             frag_offset: 9,
             payload: &[0; 5],
+            ack: None,
         };
         assert_eq!(r.push(src(), 0, &bad, 0), Err(WireDrop::BadLength));
         let one = Data {

@@ -28,6 +28,12 @@
 //!  |frag_idx |frag_cnt |   msg_len    | frag_offset  |frag_len |   pad   | payload
 //!  |  u16    |  u16    |     u32      |     u32      |  u16    |  u16    | frag_len B
 //!  +---------+---------+--------------+--------------+---------+---------+---- -
+//!  flags: bit 0 VI message (DATA_FLAG_VI); bit 1 an ack follows the payload
+//!  (DATA_FLAG_ACK, VI messages of one fragment only); bits 2..=15 reserved,
+//!  sent as 0 and carried through
+//!  With DATA_FLAG_ACK, 16 more bytes after the payload (the fields of ViAck):
+//!  |   cum_ack    |  cum_placed  |  window_end  | flags |pad|
+//!  |     u32      |     u32      |     u32      |  u16  |u16|
 //!
 //! kind 2, OpenRequest (38 bytes)
 //! 12             16             20             24        26                  34        36  38
@@ -122,6 +128,9 @@
 //! messages travel in Data frames with [`DATA_FLAG_VI`] set in `flags`:
 //! `dst_endpoint` then names the receiver's VI, `msg_id` is the VI's
 //! sequence number, and `dst_channel` is sent as [`VI_DATA_CHANNEL`] and not read.
+//! A VI's message of one fragment may carry an ack of the other direction
+//! ([`DATA_FLAG_ACK`], [`Data::ack`]): a reply then acknowledges what it
+//! answers without an ack datagram of its own.
 //!
 //! VI Data, ViAck and ViClose name the receiver's VI (`dst_vi`, or
 //! `dst_endpoint` of Data) and carry the token the receiver chose for it
@@ -190,6 +199,17 @@ pub const VI_ACK_LEN: usize = 40;
 /// sequence number, and `dst_channel` is sent as [`VI_DATA_CHANNEL`] and not read (see the
 /// module doc, "VIA").
 pub const DATA_FLAG_VI: u16 = 1 << 0;
+
+/// Bit of the Data `flags` field on the wire: [`ACK_TRAILER_LEN`] bytes
+/// after the payload carry an ack of the reverse direction
+/// ([`Data::ack`]). Only with [`DATA_FLAG_VI`], on a message of one
+/// fragment. [`Frame::parse`] takes it out of [`Data::flags`] into
+/// [`Data::ack`]; [`Frame::emit`] sets it from `ack` (whatever `flags` holds).
+pub const DATA_FLAG_ACK: u16 = 1 << 1;
+
+/// Bytes of the ack a Data frame may carry after its payload
+/// ([`DATA_FLAG_ACK`]).
+pub const ACK_TRAILER_LEN: usize = 16;
 
 /// The `dst_channel` a VI's Data frames carry: above every endpoint channel
 /// (`MAX_CHANNELS`), so that the reassembler, which keys fragments by
@@ -569,6 +589,10 @@ pub struct Data<'a> {
     pub frag_offset: u32,
     /// This fragment's bytes (borrowed from the datagram after a parse).
     pub payload: &'a [u8],
+    /// An ack of the reverse direction carried along ([`DATA_FLAG_ACK`]):
+    /// only on a VI's message of one fragment, addressed, like the
+    /// message, to VI `dst_endpoint` with `token`.
+    pub ack: Option<Ack>,
 }
 
 impl Data<'_> {
@@ -605,6 +629,9 @@ impl Data<'_> {
         let offset = u64::from(self.frag_offset);
         let len = self.payload.len() as u64;
         if msg_len > MAX_MESSAGE as u64 || count == 0 || index >= count {
+            return Err(FrameError::BadLength);
+        }
+        if self.ack.is_some() && (!self.is_vi() || count != 1) {
             return Err(FrameError::BadLength);
         }
         if count == 1 {
@@ -932,7 +959,11 @@ impl<'a> Frame<'a> {
             return Err(FrameError::Truncated);
         }
         let end = match kind {
-            Kind::Data => hlen + usize::from(rd16(buf, field::data::FRAG_LEN)),
+            Kind::Data => {
+                let acked = rd16(buf, field::data::FLAGS) & DATA_FLAG_ACK != 0;
+                hlen + usize::from(rd16(buf, field::data::FRAG_LEN))
+                    + if acked { ACK_TRAILER_LEN } else { 0 }
+            }
             _ => hlen,
         };
         if buf.len() < end {
@@ -945,17 +976,31 @@ impl<'a> Frame<'a> {
         let body = match kind {
             Kind::Data => {
                 use field::data as f;
+                let flags = rd16(buf, f::FLAGS);
+                let (payload_end, ack) = if flags & DATA_FLAG_ACK != 0 {
+                    let t = end - ACK_TRAILER_LEN;
+                    let ack = Ack {
+                        cum_ack: rd32(buf, t..t + 4),
+                        cum_placed: rd32(buf, t + 4..t + 8),
+                        window_end: rd32(buf, t + 8..t + 12),
+                        nack: rd16(buf, t + 12..t + 14) & VI_ACK_FLAG_NACK != 0,
+                    };
+                    (t, Some(ack))
+                } else {
+                    (end, None)
+                };
                 let d = Data {
                     dst_endpoint: rd32(buf, f::DST_ENDPOINT),
                     dst_channel: rd16(buf, f::DST_CHANNEL),
-                    flags: rd16(buf, f::FLAGS),
+                    flags: flags & !DATA_FLAG_ACK,
                     token: rd64(buf, f::TOKEN),
                     msg_id: rd32(buf, f::MSG_ID),
                     frag_index: rd16(buf, f::FRAG_INDEX),
                     frag_count: rd16(buf, f::FRAG_COUNT),
                     msg_len: rd32(buf, f::MSG_LEN),
                     frag_offset: rd32(buf, f::FRAG_OFFSET),
-                    payload: &buf[f::PAYLOAD..end],
+                    payload: &buf[f::PAYLOAD..payload_end],
+                    ack,
                 };
                 d.check()?;
                 Body::Data(d)
@@ -1061,7 +1106,11 @@ impl<'a> Frame<'a> {
     /// Total length of this frame on the wire.
     pub fn len(&self) -> usize {
         match &self.body {
-            Body::Data(d) => DATA_HEADER_LEN + d.payload.len(),
+            Body::Data(d) => {
+                DATA_HEADER_LEN
+                    + d.payload.len()
+                    + if d.ack.is_some() { ACK_TRAILER_LEN } else { 0 }
+            }
             b => b.kind().header_len(),
         }
     }
@@ -1084,7 +1133,7 @@ impl<'a> Frame<'a> {
         match &self.body {
             Body::Data(d) => {
                 d.check()?;
-                if d.payload.len() > MAX_DATAGRAM - DATA_HEADER_LEN {
+                if self.len() > MAX_DATAGRAM {
                     return Err(FrameError::BadLength);
                 }
             }
@@ -1103,7 +1152,17 @@ impl<'a> Frame<'a> {
         match &self.body {
             Body::Data(d) => {
                 emit_data_header(d, buf);
-                buf[DATA_HEADER_LEN..].copy_from_slice(d.payload);
+                let end = DATA_HEADER_LEN + d.payload.len();
+                buf[DATA_HEADER_LEN..end].copy_from_slice(d.payload);
+                if let Some(a) = d.ack {
+                    let t = &mut buf[end..end + ACK_TRAILER_LEN];
+                    t[0..4].copy_from_slice(&a.cum_ack.to_be_bytes());
+                    t[4..8].copy_from_slice(&a.cum_placed.to_be_bytes());
+                    t[8..12].copy_from_slice(&a.window_end.to_be_bytes());
+                    let flags = if a.nack { VI_ACK_FLAG_NACK } else { 0 };
+                    t[12..14].copy_from_slice(&flags.to_be_bytes());
+                    t[14..16].fill(0);
+                }
             }
             Body::OpenRequest(o) => {
                 use field::open_request as f;
@@ -1207,7 +1266,12 @@ fn emit_data_header(d: &Data<'_>, buf: &mut [u8]) {
     use field::data as f;
     buf[f::DST_ENDPOINT].copy_from_slice(&d.dst_endpoint.to_be_bytes());
     buf[f::DST_CHANNEL].copy_from_slice(&d.dst_channel.to_be_bytes());
-    buf[f::FLAGS].copy_from_slice(&d.flags.to_be_bytes());
+    let flags = if d.ack.is_some() {
+        d.flags | DATA_FLAG_ACK
+    } else {
+        d.flags & !DATA_FLAG_ACK
+    };
+    buf[f::FLAGS].copy_from_slice(&flags.to_be_bytes());
     buf[f::TOKEN].copy_from_slice(&d.token.to_be_bytes());
     buf[f::MSG_ID].copy_from_slice(&d.msg_id.to_be_bytes());
     buf[f::FRAG_INDEX].copy_from_slice(&d.frag_index.to_be_bytes());
@@ -1236,6 +1300,7 @@ mod tests {
                 msg_len: payload.len() as u32,
                 frag_offset: 0,
                 payload,
+                ack: None,
             }),
         }
     }
@@ -1295,6 +1360,7 @@ mod tests {
                         msg_len: 25,
                         frag_offset: 20,
                         payload: b"abcde",
+                        ack: None,
                     }),
                 },
             ),
@@ -1424,6 +1490,31 @@ mod tests {
                         msg_len: 7,
                         frag_offset: 4,
                         payload: b"via",
+                        ack: None,
+                    }),
+                },
+            ),
+            (
+                "data_vi_ack",
+                Frame {
+                    src_engine: 0x16,
+                    body: Body::Data(Data {
+                        dst_endpoint: 0x1601,
+                        dst_channel: VI_DATA_CHANNEL,
+                        flags: DATA_FLAG_VI,
+                        token: 0x1602_0000_0000_0004,
+                        msg_id: 9,
+                        frag_index: 0,
+                        frag_count: 1,
+                        msg_len: 5,
+                        frag_offset: 0,
+                        payload: b"reply",
+                        ack: Some(Ack {
+                            cum_ack: 0x1603,
+                            cum_placed: 0x1602,
+                            window_end: 0x1643,
+                            nack: true,
+                        }),
                     }),
                 },
             ),
@@ -1809,6 +1900,69 @@ mod tests {
         assert_eq!(d.flags, 0x8000 | DATA_FLAG_VI);
     }
 
+    #[test]
+    fn vi_data_carries_an_ack_after_its_payload() {
+        let f = samples()
+            .into_iter()
+            .find(|f| matches!(f.body, Body::Data(d) if d.ack.is_some()))
+            .expect("a sample with an ack");
+        let Body::Data(d) = f.body else {
+            unreachable!()
+        };
+        let bytes = emit_vec(&f);
+        assert_eq!(bytes.len(), DATA_HEADER_LEN + 5 + ACK_TRAILER_LEN);
+        assert_eq!(
+            &bytes[18..20],
+            &(DATA_FLAG_VI | DATA_FLAG_ACK).to_be_bytes()
+        );
+        assert_eq!(&bytes[48..53], b"reply");
+        let t = &bytes[53..];
+        assert_eq!(&t[0..4], &0x1603u32.to_be_bytes());
+        assert_eq!(&t[4..8], &0x1602u32.to_be_bytes());
+        assert_eq!(&t[8..12], &0x1643u32.to_be_bytes());
+        assert_eq!(&t[12..16], &[0, 1, 0, 0]);
+        // Parsed back: the flag is in `ack`, not in `flags`.
+        assert_eq!(Frame::parse(&bytes), Ok(f));
+        // Without the flag the trailer is bytes after the frame.
+        let mut b = bytes.clone();
+        b[19] &= !(DATA_FLAG_ACK as u8);
+        assert_eq!(Frame::parse(&b), Err(FrameError::BadLength));
+        // The flag on a channel's message, or on one fragment of several,
+        // is refused both ways.
+        for bad in [
+            Data { flags: 0, ..d },
+            Data {
+                frag_count: 2,
+                msg_len: 10,
+                ..d
+            },
+        ] {
+            let g = Frame {
+                src_engine: 1,
+                body: Body::Data(bad),
+            };
+            let mut buf = vec![0u8; g.len()];
+            assert_eq!(g.emit(&mut buf), Err(FrameError::BadLength));
+            let mut raw = emit_vec(&Frame {
+                src_engine: 1,
+                body: Body::Data(Data { ack: None, ..bad }),
+            });
+            raw[19] |= DATA_FLAG_ACK as u8;
+            raw.extend_from_slice(&[0; ACK_TRAILER_LEN]);
+            assert_eq!(Frame::parse(&raw), Err(FrameError::BadLength));
+        }
+        // A flag bit in `flags` is no ack: emit writes it from `ack`.
+        let g = Frame {
+            src_engine: 1,
+            body: Body::Data(Data {
+                flags: DATA_FLAG_VI | DATA_FLAG_ACK,
+                ack: None,
+                ..d
+            }),
+        };
+        assert_eq!(emit_vec(&g).len(), DATA_HEADER_LEN + 5);
+    }
+
     fn seeds_dir() -> std::path::PathBuf {
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/wire_frame")
     }
@@ -1847,6 +2001,7 @@ mod tests {
             msg_len,
             frag_offset: offset,
             payload,
+            ack: None,
         }
     }
 

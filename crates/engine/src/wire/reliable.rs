@@ -1033,6 +1033,18 @@ impl RelReceiver {
         self.ack_at
     }
 
+    /// The ack [`RelReceiver::make_ack`] would make, if one is pending
+    /// (due or not): what a message of the other direction may carry.
+    pub fn pending_ack(&self) -> Option<Ack> {
+        self.ack_at?;
+        Some(Ack {
+            cum_ack: self.expected,
+            cum_placed: self.expected.wrapping_sub(self.held),
+            window_end: self.window_end(),
+            nack: self.nack_pending,
+        })
+    }
+
     /// The ack to send now; clears what was pending.
     pub fn make_ack(&mut self) -> Ack {
         let ack = Ack {
@@ -1197,6 +1209,25 @@ mod tests {
         assert_eq!(rx.stats.duplicates, 2);
         assert_eq!(rx.stats.acks_tx, 2);
         assert_eq!(rx.held(), 1);
+    }
+
+    #[test]
+    fn a_pending_ack_is_offered_without_being_taken() {
+        let mut rx = RelReceiver::new(RelConfig::default(), RD, 10);
+        assert_eq!(rx.pending_ack(), None);
+        assert_eq!(rx.on_data(10, 0), DataVerdict::Accept);
+        let offered = rx.pending_ack().expect("an ack pending");
+        assert_eq!(offered, ack(11, 10, 11 + 63));
+        // Offering takes nothing: still pending, still counted once made.
+        assert_eq!(rx.ack_deadline(), Some(200_000));
+        assert_eq!(rx.stats.acks_tx, 0);
+        assert_eq!(rx.make_ack(), offered);
+        assert_eq!(rx.pending_ack(), None);
+        assert_eq!(rx.stats.acks_tx, 1);
+        // Unreliable VIs owe no acks.
+        let mut u = RelReceiver::new(RelConfig::default(), Reliability::Unreliable, 0);
+        assert_eq!(u.on_data(0, 0), DataVerdict::Accept);
+        assert_eq!(u.pending_ack(), None);
     }
 
     #[test]

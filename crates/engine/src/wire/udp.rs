@@ -45,7 +45,8 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
 use super::frag::{fragments, FragmentError};
-use super::frame::{Body, Data, Frame, FrameError, DATA_HEADER_LEN, MAX_DATAGRAM};
+use super::frame::{Body, Data, Frame, FrameError, ACK_TRAILER_LEN, DATA_HEADER_LEN, MAX_DATAGRAM};
+use super::reliable::Ack;
 use super::{WireDrop, WireStats, XorShift};
 
 /// Most datagrams per `sendmmsg`/`recvmmsg` call.
@@ -381,6 +382,42 @@ impl SendBatch {
         msg_id: u32,
         msg: &[u8],
     ) -> Result<u16, PushError> {
+        self.push_with_ack(dst, src_engine, to, msg_id, msg, None)
+    }
+
+    /// Whether a message of `len` bytes and an ack fit in one datagram
+    /// ([`DATA_FLAG_ACK`](super::frame::DATA_FLAG_ACK)).
+    pub fn carries_ack(&self, len: usize) -> bool {
+        len + DATA_HEADER_LEN + ACK_TRAILER_LEN <= self.max_datagram
+    }
+
+    /// As [`SendBatch::push_message`], for a VI's message (`to.flags` has
+    /// [`DATA_FLAG_VI`](super::frame::DATA_FLAG_VI)), carrying `ack` along
+    /// when the message and the ack fit in one datagram
+    /// ([`SendBatch::carries_ack`]). Returns whether the ack went with it.
+    pub fn push_vi_message(
+        &mut self,
+        dst: SocketAddr,
+        src_engine: u64,
+        to: DataTarget,
+        msg_id: u32,
+        msg: &[u8],
+        ack: Option<Ack>,
+    ) -> Result<bool, PushError> {
+        let ack = ack.filter(|_| self.carries_ack(msg.len()));
+        self.push_with_ack(dst, src_engine, to, msg_id, msg, ack)?;
+        Ok(ack.is_some())
+    }
+
+    fn push_with_ack(
+        &mut self,
+        dst: SocketAddr,
+        src_engine: u64,
+        to: DataTarget,
+        msg_id: u32,
+        msg: &[u8],
+        ack: Option<Ack>,
+    ) -> Result<u16, PushError> {
         let stride = self.max_datagram.saturating_sub(DATA_HEADER_LEN);
         let pieces = match fragments(msg.len(), stride) {
             Ok(p) => p,
@@ -389,7 +426,8 @@ impl SendBatch {
             }
         };
         let count = pieces.len();
-        if let Err(e) = self.reserve(msg.len() + count * DATA_HEADER_LEN, count) {
+        let trailer = if ack.is_some() { ACK_TRAILER_LEN } else { 0 };
+        if let Err(e) = self.reserve(msg.len() + count * DATA_HEADER_LEN + trailer, count) {
             return Err(self.fail(e));
         }
         let (first_entry, first_tail) = (self.entries.len(), self.tail);
@@ -408,6 +446,9 @@ impl SendBatch {
                     msg_len: msg.len() as u32,
                     frag_offset: p.offset,
                     payload: &msg[off..off + len],
+                    // On one fragment only: a message with an ack fits one
+                    // datagram (carries_ack), or has none.
+                    ack,
                 }),
             };
             let start = self.tail;
@@ -2175,6 +2216,56 @@ mod tests {
             .unwrap();
         let got: Vec<Vec<u8>> = batch.datagrams().map(|(_, d)| d.to_vec()).collect();
         assert_eq!(got, vec![vec![2; 900], vec![1; 900], vec![3; 900]]);
+    }
+
+    #[test]
+    fn a_vi_message_carries_an_ack_when_both_fit_one_datagram() {
+        let dst: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let mut batch = SendBatch::new(1000, 8000);
+        let to = DataTarget {
+            flags: super::super::frame::DATA_FLAG_VI,
+            ..target(super::super::frame::VI_DATA_CHANNEL)
+        };
+        let ack = Ack {
+            cum_ack: 5,
+            cum_placed: 4,
+            window_end: 69,
+            nack: false,
+        };
+        let room = 1000 - DATA_HEADER_LEN - ACK_TRAILER_LEN;
+        assert!(batch.carries_ack(room) && !batch.carries_ack(room + 1));
+        assert_eq!(
+            batch.push_vi_message(dst, 1, to, 1, &[1; 64], Some(ack)),
+            Ok(true)
+        );
+        assert_eq!(
+            batch.push_vi_message(dst, 1, to, 2, &[2; 64], None),
+            Ok(false)
+        );
+        // Too long to carry it (or cut in fragments): the message goes
+        // alone, and the caller keeps its ack for a frame of its own.
+        assert_eq!(
+            batch.push_vi_message(dst, 1, to, 3, &vec![3; room + 1], Some(ack)),
+            Ok(false)
+        );
+        assert_eq!(
+            batch.push_vi_message(dst, 1, to, 4, &vec![4; 3000], Some(ack)),
+            Ok(false)
+        );
+        let got: Vec<(u32, Option<Ack>, usize)> = batch
+            .datagrams()
+            .map(|(_, d)| {
+                assert!(d.len() <= 1000);
+                match Frame::parse(d).unwrap().body {
+                    Body::Data(f) => (f.msg_id, f.ack, f.payload.len()),
+                    _ => unreachable!(),
+                }
+            })
+            .collect();
+        assert_eq!(got[0], (1, Some(ack), 64));
+        assert_eq!(got[1], (2, None, 64));
+        assert_eq!(got[2], (3, None, room + 1));
+        assert!(got[3..].iter().all(|&(id, a, _)| id == 4 && a.is_none()));
     }
 
     #[test]

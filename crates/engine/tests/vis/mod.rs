@@ -1,13 +1,16 @@
 //! Shared by the tests of VIs carried between two engines stepped on the
-//! test's thread (`vi_hostile.rs`, `vi_wire_forgery.rs`): descriptors, an
-//! honest stream whose every message is checked, stepping both engines.
+//! test's thread (`vi_hostile.rs`, `vi_wire_forgery.rs`, `vi_acks.rs`):
+//! descriptors, an honest stream whose every message is checked, stepping
+//! both engines, a relay that sees every datagram between them.
 
 #![allow(dead_code)] // not every test binary uses every helper
 
+use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
 use unet_abi::*;
 use unet_engine::invoker::{RawRegion, RawVi};
+use unet_engine::wire::Frame;
 use unet_engine::Dispatcher;
 
 /// Step both engines (and run `between` after each) until `done(a, b)`
@@ -198,4 +201,77 @@ impl Honest {
             );
         }
     }
+}
+
+/// Datagrams one way through the relay, as (bytes).
+pub type Log = Vec<Vec<u8>>;
+
+/// Two sockets between engines A and B: `to_a` is B as A knows it, `to_b`
+/// is A as B knows it. Every datagram from one engine goes on to the
+/// other from the socket facing it, and is kept.
+pub struct Relay {
+    /// Faces A (A's peer address).
+    pub to_a: UdpSocket,
+    /// Faces B (B's peer address).
+    pub to_b: UdpSocket,
+    pub at_a: SocketAddr,
+    pub at_b: SocketAddr,
+    pub a_to_b: Log,
+    pub b_to_a: Log,
+    /// Hold what B sends (its acks) instead of passing it on.
+    pub hold: bool,
+    pub held: Log,
+}
+
+pub fn socket() -> UdpSocket {
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.set_nonblocking(true).unwrap();
+    s
+}
+
+impl Relay {
+    pub fn new(at_a: SocketAddr, at_b: SocketAddr) -> Relay {
+        Relay {
+            to_a: socket(),
+            to_b: socket(),
+            at_a,
+            at_b,
+            a_to_b: Vec::new(),
+            b_to_a: Vec::new(),
+            hold: false,
+            held: Vec::new(),
+        }
+    }
+
+    /// Move what waits, both ways (B's datagrams only kept while
+    /// holding).
+    pub fn pump(&mut self) {
+        if !self.hold {
+            for d in self.held.drain(..) {
+                let _ = self.to_a.send_to(&d, self.at_a);
+            }
+        }
+        let mut buf = vec![0u8; 65536];
+        while let Ok((n, src)) = self.to_a.recv_from(&mut buf) {
+            if src == self.at_a {
+                let _ = self.to_b.send_to(&buf[..n], self.at_b);
+                self.a_to_b.push(buf[..n].to_vec());
+            }
+        }
+        while let Ok((n, src)) = self.to_b.recv_from(&mut buf) {
+            if src == self.at_b {
+                if self.hold {
+                    self.held.push(buf[..n].to_vec());
+                } else {
+                    let _ = self.to_a.send_to(&buf[..n], self.at_a);
+                }
+                self.b_to_a.push(buf[..n].to_vec());
+            }
+        }
+    }
+}
+
+/// The frames of `log` that parse.
+pub fn frames(log: &Log) -> impl Iterator<Item = Frame<'_>> {
+    log.iter().filter_map(|d| Frame::parse(d).ok())
 }
