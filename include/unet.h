@@ -558,6 +558,13 @@ int unet_vi_server_wait_request(const unet_vi_server *server,
  * NULL. */
 int64_t unet_vi_request_pid(const unet_vi_request *request);
 
+/* The connecting engine's address as "IP:PORT", written NUL-terminated
+ * into buf (cap bytes): returns its length without the NUL, 0 (and "")
+ * when the connecting side is on this engine; UNET_ETOOSMALL when cap
+ * cannot hold it, UNET_EINVAL for NULL. */
+int unet_vi_request_host(const unet_vi_request *request, char *buf,
+                         size_t cap);
+
 /* The reliability level the connecting side asked for (enum
  * unet_vi_reliability), UNET_EINVAL for NULL. */
 int unet_vi_request_reliability(const unet_vi_request *request);

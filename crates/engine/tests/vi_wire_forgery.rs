@@ -453,6 +453,30 @@ fn forged_vi_frames_are_dropped_and_counted() {
     }
 }
 
+/// The same forgeries against an unreliable VI (no acks, no retransmission
+/// to hide behind): each dropped and counted by reason at the wire, no
+/// message delivered, no VI broken, the honest stream untouched.
+#[test]
+fn forged_frames_to_an_unreliable_vi_are_dropped_and_counted() {
+    let mut n = Net::new(Reliability::Unreliable);
+    n.stream(50);
+    for k in 0..forgeries(&n, 0).len() {
+        let next = n.honest.posted as u32;
+        let (what, from, to_a, d, c) = forgeries(&n, next).swap_remove(k);
+        let rx = n.honest.rx.counter(ViCounter::RxMsgs);
+        n.inject(from, to_a, &[d.clone(), d], c, 2);
+        assert_eq!(
+            n.honest.rx.counter(ViCounter::RxMsgs),
+            rx,
+            "{what}: delivered"
+        );
+        assert_eq!(n.honest.rx.counter(ViCounter::Lost), 0, "{what}");
+    }
+    n.stream(50);
+    assert_eq!(n.honest.got, 100);
+    n.honest.check_clean();
+}
+
 /// Old data, acks and set-up frames replayed, exact copies from the
 /// peer's own address: data is recognised as duplicates (counted, not
 /// delivered again), acks as stale (taken, not acted on), a replayed

@@ -210,7 +210,7 @@ fn error_status(e: &Error) -> c_int {
         Error::Rejected(_) => UNET_EREJECTED,
         Error::Unsupported(_) => UNET_ENOTSUP,
         Error::Io(_) | Error::Protocol(_) | Error::EngineGone => UNET_EIO,
-        Error::Timeout(_) => UNET_ETIMEDOUT,
+        Error::Timeout(_) | Error::NoRequest(_) => UNET_ETIMEDOUT,
     }
 }
 

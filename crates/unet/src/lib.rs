@@ -78,6 +78,9 @@ pub enum Error {
     /// The object is still in use (a memory region a posted descriptor
     /// uses); the text says which.
     InUse(String),
+    /// No connection request came on a VI server's discriminator within
+    /// this long ([`ViServer::wait_request`]). `UNET_ETIMEDOUT` in C.
+    NoRequest(std::time::Duration),
 }
 
 impl std::fmt::Display for Error {
@@ -97,6 +100,9 @@ impl std::fmt::Display for Error {
             Error::Rejected(s) => write!(f, "applet {s}"),
             Error::Unsupported(s) => f.write_str(s),
             Error::InUse(s) => f.write_str(s),
+            Error::NoRequest(t) => {
+                write!(f, "no connection request came within {} ms", t.as_millis())
+            }
         }
     }
 }

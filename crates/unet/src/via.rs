@@ -1772,7 +1772,7 @@ impl ViServer {
                 host,
                 answered: false,
             }),
-            _ => Err(Error::Timeout(timeout.unwrap_or_default())),
+            _ => Err(Error::NoRequest(timeout.unwrap_or_default())),
         }
     }
 

@@ -151,6 +151,17 @@ fn refused_unknown_mismatched_and_taken_discriminators() {
     let late = server.wait_request(T).unwrap();
     let e = late.accept(&d).unwrap_err();
     assert_eq!(code(&e), Some(ErrorCode::NoSuchRequest), "{e}");
+    // A server nobody asks: its wait ends with the time it waited, named
+    // as such (not as an engine that does not answer).
+    let e = server
+        .wait_request(Some(Duration::from_millis(50)))
+        .err()
+        .expect("no request");
+    assert!(
+        matches!(e, Error::NoRequest(t) if t == Duration::from_millis(50)),
+        "{e:?}"
+    );
+    assert_eq!(e.to_string(), "no connection request came within 50 ms");
     // Once the server is dropped, the discriminator is free again.
     drop(server);
     let again = s1.vi_listen(5).unwrap();

@@ -764,6 +764,46 @@ pub unsafe extern "C" fn unet_vi_request_pid(request: *const UnetViRequest) -> i
     })
 }
 
+/// The connecting engine's address as `IP:PORT`, written NUL-terminated
+/// into `buf` (`cap` bytes): its length without the NUL, 0 (and an empty
+/// string) when the connecting side is on this engine.
+/// [`super::UNET_ETOOSMALL`]
+/// when `cap` cannot hold it and the NUL ([`UNET_EINVAL`] for NULL).
+///
+/// # Safety
+/// `request` is NULL or a live handle; `buf` is NULL or writable for
+/// `cap` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn unet_vi_request_host(
+    request: *const UnetViRequest,
+    buf: *mut c_char,
+    cap: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: NULL or a live Box<UnetViRequest>, only read here.
+        let Some(r) = (unsafe { request.as_ref() }) else {
+            return null("request");
+        };
+        if buf.is_null() {
+            return null("buf");
+        }
+        let text = r.0.host().map(|h| h.to_string()).unwrap_or_default();
+        if text.len() >= cap {
+            return fail(
+                super::UNET_ETOOSMALL,
+                format!("the address needs {} bytes with its NUL", text.len() + 1),
+            );
+        }
+        // SAFETY: buf is writable for cap > text.len() bytes (checked
+        // above), and the source is our own string, not overlapping it.
+        unsafe {
+            std::ptr::copy_nonoverlapping(text.as_ptr(), buf.cast::<u8>(), text.len());
+            *buf.add(text.len()) = 0;
+        }
+        text.len() as c_int
+    })
+}
+
 /// The reliability level the connecting side asked for (a
 /// `UNET_VI_RELIABLE_*` / [`UNET_VI_UNRELIABLE`] value), or
 /// [`UNET_EINVAL`] for NULL.

@@ -255,6 +255,16 @@ int main(void) {
                  UNET_OK);
         CHECK(unet_vi_request_pid(req) == (int64_t)getpid());
         CHECK_RC(unet_vi_request_reliability(req), UNET_VI_RELIABLE_DELIVERY);
+        {
+            /* On this engine: no address, an empty string. */
+            char host[64];
+            memset(host, 'x', sizeof host);
+            CHECK_RC(unet_vi_request_host(req, host, sizeof host), 0);
+            CHECK(host[0] == '\0');
+            CHECK_RC(unet_vi_request_host(req, host, 0), UNET_ETOOSMALL);
+            CHECK_RC(unet_vi_request_host(NULL, host, sizeof host), UNET_EINVAL);
+            CHECK_RC(unet_vi_request_host(req, NULL, 8), UNET_EINVAL);
+        }
         CHECK_RC(unet_vi_request_reject(req), UNET_OK);
         CHECK_RC(finish_connect(&job), UNET_EREFUSED);
         CHECK(job.vi == NULL);
