@@ -346,13 +346,18 @@ struct Piece {
 struct RegionsInUse {
     /// The region and how many posted pieces use it; `None`: a free slot.
     slots: Vec<Option<(Arc<RegionInner>, u32)>>,
-    /// The slot of each region held, by address (for VIs with many).
+    /// The slot of each region held, by address, once a VI holds more than
+    /// [`RegionsInUse::SCAN`] regions at a time (empty until then: a few
+    /// slots are looked through faster than a hash is computed).
     index: HashMap<*const RegionInner, u16>,
     /// The slot found last (a VI mostly uses one or two regions).
     last: u16,
 }
 
 impl RegionsInUse {
+    /// Slots looked through one by one before an index is kept.
+    const SCAN: usize = 16;
+
     /// Count one more piece using `r`; its slot.
     #[inline]
     fn hold(&mut self, r: &Arc<RegionInner>) -> u16 {
@@ -367,8 +372,16 @@ impl RegionsInUse {
 
     #[cold]
     fn hold_slow(&mut self, r: &Arc<RegionInner>) -> u16 {
-        let slot = match self.index.get(&Arc::as_ptr(r)) {
-            Some(&i) => i,
+        let found = if self.index.is_empty() {
+            self.slots
+                .iter()
+                .position(|e| e.as_ref().is_some_and(|(a, _)| Arc::ptr_eq(a, r)))
+                .map(|i| i as u16)
+        } else {
+            self.index.get(&Arc::as_ptr(r)).copied()
+        };
+        let slot = match found {
+            Some(i) => i,
             None => {
                 let e = Some((r.clone(), 0));
                 let i = match self.slots.iter().position(Option::is_none) {
@@ -383,7 +396,16 @@ impl RegionsInUse {
                 };
                 // At most 2 queues x 4096 descriptors x 8 segments < 2^16.
                 let i = i as u16;
-                self.index.insert(Arc::as_ptr(r), i);
+                if !self.index.is_empty() {
+                    self.index.insert(Arc::as_ptr(r), i);
+                } else if self.slots.len() > Self::SCAN {
+                    // Many regions at once: index them all from now on.
+                    for (j, e) in self.slots.iter().enumerate() {
+                        if let Some((a, _)) = e {
+                            self.index.insert(Arc::as_ptr(a), j as u16);
+                        }
+                    }
+                }
                 i
             }
         };
@@ -405,7 +427,9 @@ impl RegionsInUse {
             if let Some((a, n)) = e {
                 *n -= 1;
                 if *n == 0 {
-                    self.index.remove(&Arc::as_ptr(a));
+                    if !self.index.is_empty() {
+                        self.index.remove(&Arc::as_ptr(a));
+                    }
                     *e = None;
                 }
             }

@@ -370,6 +370,28 @@ fn a_region_is_held_while_any_posted_descriptor_uses_it() {
         r1.deregister().unwrap();
         while a.send_done().is_some() {}
     }
+    // Many regions at once (more than the VI looks through one by one
+    // before it indexes them): each held until its receive completes,
+    // in whatever order they are taken.
+    let many: Vec<MemRegion> = (0..40).map(|_| s2.register_memory(4096).unwrap()).collect();
+    for (i, r) in many.iter().enumerate() {
+        b.post_recv(100 + i as u64, &[ViSeg::new(r, 0, 64)])
+            .unwrap();
+    }
+    let mut many: Vec<Option<MemRegion>> = many.into_iter().map(Some).collect();
+    for i in 0..40usize {
+        a.post_send(3, &[ViSeg::new(&ra, 0, 64)]).unwrap();
+        let c = b.recv_wait(T).unwrap();
+        assert_eq!((c.id, c.status), (100 + i as u64, Ok(64)));
+        // This one is free; the next still held.
+        many[i].take().unwrap().deregister().unwrap();
+        if let Some(next) = many.get_mut(i + 1) {
+            let (r, e) = next.take().unwrap().deregister().unwrap_err();
+            assert!(matches!(e, Error::InUse(_)), "{e}");
+            *next = Some(r);
+        }
+        while a.send_done().is_some() {}
+    }
 }
 
 #[test]
