@@ -48,9 +48,9 @@ use crate::counters::Counters;
 use crate::endpoints::{ClientId, EndpointTable};
 use crate::routes::{RemotePeer, Route};
 use crate::wire::{
-    auth, auth::ReplayGuard, udp::DataTarget, Body, ClusterKey, Frame, FrameError, OpenAccept,
-    OpenRefuse, OpenRequest, PortConfig, Reassembler, ReassemblyConfig, RefuseReason, SendBatch,
-    Transport, UdpPort, WireDrop, WireStats,
+    auth, auth::ReplayGuard, udp::DataTarget, udp::PushError, Body, ClusterKey, Frame, FrameError,
+    OpenAccept, OpenRefuse, OpenRequest, PortConfig, Reassembler, ReassemblyConfig, RefuseReason,
+    SendBatch, Transport, UdpPort, WireDrop, WireStats,
 };
 use ipnet::IpNet;
 
@@ -341,35 +341,33 @@ impl RemoteSide {
             flags: crate::wire::frame::DATA_FLAG_VI,
         };
         let (to, id) = (o.to.addr, self.engine_id);
-        let push = |b: &mut SendBatch| b.push_vi_message(to, id, t, o.seq, o.bytes, o.ack);
-        if let Ok(carried) = push(&mut self.batch) {
-            return carried;
+        self.queue(|b| b.push_vi_message(to, id, t, o.seq, o.bytes, o.ack))
+            .unwrap_or(false)
+    }
+
+    /// Queue a message's Data frames for `to`. False (counted) if it did
+    /// not go (see [`RemoteSide::queue`]).
+    fn queue_message(&mut self, to: SocketAddr, t: DataTarget, msg_id: u32, msg: &[u8]) -> bool {
+        let id = self.engine_id;
+        self.queue(|b| b.push_message(to, id, t, msg_id, msg))
+            .is_some()
+    }
+
+    /// Queue with `push`; when the batch is full, send it and try once
+    /// more. None (counted) if it still did not go.
+    fn queue<T>(&mut self, push: impl Fn(&mut SendBatch) -> Result<T, PushError>) -> Option<T> {
+        if let Ok(v) = push(&mut self.batch) {
+            return Some(v);
         }
         // Queue full: send what we have and try once more.
         let _ = self.port.send_batch(&mut self.batch);
         match push(&mut self.batch) {
-            Ok(carried) => carried,
+            Ok(v) => Some(v),
             Err(_) => {
                 self.batch.stats.count_drop(WireDrop::SendQueueFull);
-                false
+                None
             }
         }
-    }
-
-    /// Queue a message's Data frames for `to`; when the batch is full,
-    /// send it and try once more. False (counted) if it still did not go.
-    fn queue_message(&mut self, to: SocketAddr, t: DataTarget, msg_id: u32, msg: &[u8]) -> bool {
-        let id = self.engine_id;
-        if self.batch.push_message(to, id, t, msg_id, msg).is_ok() {
-            return true;
-        }
-        // Queue full: send what we have and try once more.
-        let _ = self.port.send_batch(&mut self.batch);
-        if self.batch.push_message(to, id, t, msg_id, msg).is_ok() {
-            return true;
-        }
-        self.batch.stats.count_drop(WireDrop::SendQueueFull);
-        false
     }
 
     /// Queue a VIA control frame (authenticated with a cluster key).

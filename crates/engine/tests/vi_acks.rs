@@ -9,9 +9,8 @@ mod vis;
 
 use unet_abi::*;
 use unet_control::ViParams;
-use unet_engine::invoker::{connect_vis, LocalClient};
+use unet_engine::invoker::connect_vis;
 use unet_engine::wire::Body;
-use unet_engine::{Dispatcher, EngineConfig};
 use vis::*;
 
 const ROUNDS: u64 = 200;
@@ -36,15 +35,7 @@ fn a_reply_carries_the_ack_of_what_it_answers() {
         Reliability::ReliableDelivery,
         Reliability::ReliableReception,
     ] {
-        let cfg = || EngineConfig {
-            udp_bind: Some("127.0.0.1:0".parse().unwrap()),
-            ..EngineConfig::default()
-        };
-        let mut a = Dispatcher::new(cfg()).unwrap();
-        let mut b = Dispatcher::new(cfg()).unwrap();
-        let mut relay = Relay::new(a.udp_addr().unwrap(), b.udp_addr().unwrap());
-        let mut ca = LocalClient::new(&mut a).unwrap();
-        let mut cb = LocalClient::new(&mut b).unwrap();
+        let (mut a, mut b, mut relay, mut ca, mut cb) = two_engines();
         let mem_a = ca.register_memory(&mut a, 2 * SLOT).unwrap();
         let mem_b = cb.register_memory(&mut b, 2 * SLOT).unwrap();
         let to = relay.to_a.local_addr().unwrap();
@@ -72,12 +63,7 @@ fn a_reply_carries_the_ack_of_what_it_answers() {
             ping.push_send(desc(i, &[(mem_a.handle(), send_at, SIZE as u32)]))
                 .unwrap();
             // The ping arrives; the pong answers with what it got.
-            let mut got = None;
-            step_until(&mut a, &mut b, &mut || relay.pump(), "the ping", |_, _| {
-                got = got.or_else(|| pong.recv_done());
-                got.is_some()
-            });
-            let c = got.unwrap();
+            let c = next_recv(&mut a, &mut b, &mut relay, &mut pong, "the ping");
             assert_eq!((c.id, c.status, c.len as usize), (i, 0, SIZE));
             let mut v = vec![0u8; SIZE];
             mem_b.read(recv_at as usize, &mut v);
@@ -85,12 +71,7 @@ fn a_reply_carries_the_ack_of_what_it_answers() {
             pong.push_send(desc(i, &[(mem_b.handle(), send_at, SIZE as u32)]))
                 .unwrap();
             // The reply arrives: the ping's send is complete by then.
-            let mut got = None;
-            step_until(&mut a, &mut b, &mut || relay.pump(), "the reply", |_, _| {
-                got = got.or_else(|| ping.recv_done());
-                got.is_some()
-            });
-            let c = got.unwrap();
+            let c = next_recv(&mut a, &mut b, &mut relay, &mut ping, "the reply");
             assert_eq!((c.id, c.status, c.len as usize), (i, 0, SIZE));
             mem_a.read(recv_at as usize, &mut v);
             assert!(v == pattern(i, SIZE), "reply {i} intact");

@@ -22,7 +22,7 @@ use unet_engine::invoker::{connect_vis, LocalClient};
 use unet_engine::wire::frame::VI_DATA_CHANNEL;
 use unet_engine::wire::reliable::Ack;
 use unet_engine::wire::{Body, Data, Frame, ViAck, ViClose, DATA_FLAG_VI};
-use unet_engine::{Dispatcher, EngineConfig};
+use unet_engine::Dispatcher;
 use vis::*;
 
 fn emit(body: Body<'_>) -> Vec<u8> {
@@ -110,15 +110,7 @@ struct Net {
 
 impl Net {
     fn new(level: Reliability) -> Net {
-        let cfg = || EngineConfig {
-            udp_bind: Some("127.0.0.1:0".parse().unwrap()),
-            ..EngineConfig::default()
-        };
-        let mut a = Dispatcher::new(cfg()).unwrap();
-        let mut b = Dispatcher::new(cfg()).unwrap();
-        let mut relay = Relay::new(a.udp_addr().unwrap(), b.udp_addr().unwrap());
-        let mut ca = LocalClient::new(&mut a).unwrap();
-        let mut cb = LocalClient::new(&mut b).unwrap();
+        let (mut a, mut b, mut relay, mut ca, mut cb) = two_engines();
         let tx_mem = ca.register_memory(&mut a, SLOT * SLOTS as usize).unwrap();
         let rx_mem = cb.register_memory(&mut b, SLOT * SLOTS as usize).unwrap();
         let tag = 7;

@@ -9,9 +9,9 @@ use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
 use unet_abi::*;
-use unet_engine::invoker::{RawRegion, RawVi};
+use unet_engine::invoker::{LocalClient, RawRegion, RawVi};
 use unet_engine::wire::Frame;
-use unet_engine::Dispatcher;
+use unet_engine::{Dispatcher, EngineConfig};
 
 /// Step both engines (and run `between` after each) until `done(a, b)`
 /// holds; at most ten seconds.
@@ -274,4 +274,35 @@ impl Relay {
 /// The frames of `log` that parse.
 pub fn frames(log: &Log) -> impl Iterator<Item = Frame<'_>> {
     log.iter().filter_map(|d| Frame::parse(d).ok())
+}
+
+/// Two engines on UDP loopback, the relay between them, and a client of
+/// each.
+pub fn two_engines() -> (Dispatcher, Dispatcher, Relay, LocalClient, LocalClient) {
+    let cfg = || EngineConfig {
+        udp_bind: Some("127.0.0.1:0".parse().unwrap()),
+        ..EngineConfig::default()
+    };
+    let mut a = Dispatcher::new(cfg()).unwrap();
+    let mut b = Dispatcher::new(cfg()).unwrap();
+    let relay = Relay::new(a.udp_addr().unwrap(), b.udp_addr().unwrap());
+    let ca = LocalClient::new(&mut a).unwrap();
+    let cb = LocalClient::new(&mut b).unwrap();
+    (a, b, relay, ca, cb)
+}
+
+/// Step both engines (the relay moving) until `vi` completes a receive.
+pub fn next_recv(
+    a: &mut Dispatcher,
+    b: &mut Dispatcher,
+    relay: &mut Relay,
+    vi: &mut RawVi,
+    what: &str,
+) -> ViCompl {
+    let mut got = None;
+    step_until(a, b, &mut || relay.pump(), what, |_, _| {
+        got = got.or_else(|| vi.recv_done());
+        got.is_some()
+    });
+    got.unwrap()
 }
