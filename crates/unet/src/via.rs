@@ -418,8 +418,23 @@ impl RegionsInUse {
 
     /// The pieces of `d` are done with: their regions are released once no
     /// other descriptor uses them.
-    #[inline]
+    #[inline(always)]
     fn release(&mut self, d: &Desc) {
+        if d.n == 1 {
+            // The common case: one piece, of the region found last.
+            let s = d.first.slot;
+            if let Some(Some((_, n))) = self.slots.get_mut(s as usize) {
+                if *n > 1 {
+                    *n -= 1;
+                    return;
+                }
+            }
+        }
+        self.release_slow(d);
+    }
+
+    #[inline(never)]
+    fn release_slow(&mut self, d: &Desc) {
         for p in d.pieces() {
             let Some(e) = self.slots.get_mut(p.slot as usize) else {
                 continue;
@@ -447,16 +462,44 @@ struct Unplaced {
     seq: u64,
 }
 
-/// A completion waiting to be taken (a slot of a VI's queue).
-#[derive(Clone, Copy)]
-struct Done(ViCompletion);
+/// A completion waiting to be taken (a slot of a VI's queue), as plain
+/// words written and read one by one: a `ViCompletion` copied whole is
+/// read back with wider loads than the stores that wrote it, and each
+/// such read waits for the stores to drain (a store-forwarding stall).
+#[derive(Clone, Copy, Default)]
+struct Done {
+    id: u64,
+    len: usize,
+    /// The `ViError` code, 0 for success.
+    err: u32,
+}
 
-impl Default for Done {
-    fn default() -> Done {
-        Done(ViCompletion {
-            id: 0,
-            status: Ok(0),
-        })
+impl Done {
+    #[inline(always)]
+    fn set(&mut self, c: ViCompletion) {
+        self.id = c.id;
+        match c.status {
+            Ok(n) => {
+                self.len = n;
+                self.err = 0;
+            }
+            Err(e) => {
+                self.len = 0;
+                self.err = e as u32;
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn get(&self) -> ViCompletion {
+        let status = match ViError::from_u32(self.err) {
+            None => Ok(self.len),
+            Some(e) => Err(e),
+        };
+        ViCompletion {
+            id: self.id,
+            status,
+        }
     }
 }
 
@@ -464,14 +507,30 @@ impl Default for Done {
 const QUEUE_START: usize = 64;
 
 /// A posted descriptor (a slot of a VI's queue, reused: its vector of
-/// pieces keeps its capacity).
+/// further pieces keeps its capacity). Its first piece is kept in place:
+/// most descriptors have one, and reach no other memory.
 #[derive(Default)]
 struct Desc {
     id: u64,
-    pieces: Vec<Piece>,
+    /// Pieces resolved (the first in `first`, the rest in `more`).
+    n: u8,
+    first: Piece,
+    more: Vec<Piece>,
     total: usize,
     /// Why the descriptor is bad, found when it was posted.
     bad: bool,
+}
+
+impl Default for Piece {
+    fn default() -> Piece {
+        Piece {
+            handle: 0,
+            slot: 0,
+            offset: 0,
+            ptr: std::ptr::null_mut(),
+            len: 0,
+        }
+    }
 }
 
 impl Desc {
@@ -480,8 +539,37 @@ impl Desc {
     /// done).
     #[inline(always)]
     fn fill(&mut self, id: u64, segs: &[ViSeg<'_>], session: &Arc<Inner>, held: &mut RegionsInUse) {
+        if let [s] = segs {
+            if let Some(ptr) = s.resolve(session) {
+                let r = &s.region.inner;
+                self.id = id;
+                self.n = 1;
+                self.total = s.len;
+                self.bad = false;
+                self.first = Piece {
+                    handle: r.handle,
+                    slot: held.hold(r),
+                    offset: s.offset,
+                    ptr,
+                    len: s.len,
+                };
+                return;
+            }
+        }
+        self.fill_any(id, segs, session, held);
+    }
+
+    /// [`Desc::fill`] for any number of segments, good or bad.
+    #[inline(never)]
+    fn fill_any(
+        &mut self,
+        id: u64,
+        segs: &[ViSeg<'_>],
+        session: &Arc<Inner>,
+        held: &mut RegionsInUse,
+    ) {
         self.id = id;
-        self.pieces.clear();
+        self.n = 0;
         self.total = 0;
         self.bad = segs.len() > VI_MAX_SEGMENTS;
         for s in segs.iter().take(VI_MAX_SEGMENTS) {
@@ -491,19 +579,31 @@ impl Desc {
             };
             let r = &s.region.inner;
             self.total += s.len;
-            self.pieces.push(Piece {
+            let piece = Piece {
                 handle: r.handle,
                 slot: held.hold(r),
                 offset: s.offset,
                 ptr,
                 len: s.len,
-            });
+            };
+            if self.n == 0 {
+                self.first = piece;
+            } else {
+                if self.n == 1 {
+                    self.more.clear();
+                }
+                self.more.push(piece);
+            }
+            self.n += 1;
         }
     }
 
     #[inline(always)]
     fn pieces(&self) -> impl Iterator<Item = &Piece> {
-        self.pieces.iter()
+        let more = if self.n > 1 { &self.more[..] } else { &[] };
+        std::iter::once(&self.first)
+            .take(self.n.min(1) as usize)
+            .chain(more)
     }
 
     /// Copy the `len` bytes at `src` into the pieces in order (`len` is
@@ -513,6 +613,11 @@ impl Desc {
     /// `src` must be readable for `len` bytes.
     #[inline(always)]
     unsafe fn scatter(&self, src: *const u8, len: usize) {
+        if self.n == 1 {
+            // SAFETY: as below, for the one piece (len <= total = its len).
+            unsafe { unet_abi::copy::copy_bytes(src, self.first.ptr, len) };
+            return;
+        }
         let mut at = 0;
         for p in self.pieces() {
             if at == len {
@@ -729,6 +834,12 @@ impl Core {
         }
     }
 
+    /// Whether the VI is connected (not in the error state).
+    #[inline(always)]
+    fn connected(&self) -> bool {
+        matches!(self.state, ViState::Connected)
+    }
+
     /// Break the connection for `why`: the peer's side of the direct ring
     /// is told (the engine tells a remote peer when the VI closes).
     fn close_path(&mut self, why: ViError) {
@@ -742,7 +853,7 @@ impl Core {
         if c.status.is_err() {
             self.stats.errors += 1;
         }
-        *self.send_done.push_slot() = Done(c);
+        self.send_done.push_slot().set(c);
         if let Some(cq) = &self.send_cq {
             cq.push(self.id, ViQueue::Send);
         }
@@ -753,7 +864,7 @@ impl Core {
         if c.status.is_err() {
             self.stats.errors += 1;
         }
-        *self.recv_done.push_slot() = Done(c);
+        self.recv_done.push_slot().set(c);
         if let Some(cq) = &self.recv_cq {
             cq.push(self.id, ViQueue::Recv);
         }
@@ -762,7 +873,7 @@ impl Core {
     /// Enter the error state for `why`: every outstanding descriptor
     /// completes with it, and the peer is told.
     fn break_with(&mut self, why: ViError) {
-        if self.state != ViState::Connected {
+        if !self.connected() {
             return;
         }
         self.state = ViState::Error(why);
@@ -841,9 +952,7 @@ impl Core {
         if let ViPath::Engine(_) = self.path {
             return self.engine_progress();
         }
-        if self.state != ViState::Connected
-            || (self.send_posted.is_empty() && self.send_unplaced.is_empty())
-        {
+        if !self.connected() || (self.send_posted.is_empty() && self.send_unplaced.is_empty()) {
             return;
         }
         self.progress_send_direct();
@@ -932,7 +1041,7 @@ impl Core {
         let ViPath::Direct(conn) = &mut self.path else {
             return None;
         };
-        if self.state != ViState::Connected
+        if !matches!(self.state, ViState::Connected)
             || !self.send_posted.is_empty()
             || segs.len() > VI_MAX_SEGMENTS
             || self.send_unplaced.len() + self.send_done.len() >= self.attrs.send_queue as usize
@@ -969,7 +1078,7 @@ impl Core {
         let ViPath::Direct(conn) = &mut self.path else {
             return None;
         };
-        if self.state != ViState::Connected
+        if !matches!(self.state, ViState::Connected)
             || !self.recv_done.is_empty()
             || self.recv_cq.is_some()
             || !self.send_posted.is_empty()
@@ -980,14 +1089,17 @@ impl Core {
         if d.bad {
             return None;
         }
-        let r = conn.recv_with(|src, len| {
-            if len > d.total {
-                return Err(len);
-            }
-            // SAFETY: the ring has len readable bytes at src.
-            unsafe { d.scatter(src, len) };
-            Ok(())
-        });
+        let r = conn.recv_with(
+            #[inline(always)]
+            |src, len| {
+                if len > d.total {
+                    return Err(len);
+                }
+                // SAFETY: the ring has len readable bytes at src.
+                unsafe { d.scatter(src, len) };
+                Ok(())
+            },
+        );
         let DirectRecv::Message(len) = r else {
             return None;
         };
@@ -1005,13 +1117,43 @@ impl Core {
         })
     }
 
+    /// The direct path's common case for posting a receive: a connected
+    /// VI with room in its queue. The descriptor is filled in place, and a
+    /// message already waiting in the ring is placed at once; the peer's
+    /// going is noticed by the next poll. `None` when any of that does not
+    /// hold: the general path then does whatever is due.
+    #[inline(always)]
+    fn try_post_recv_now(
+        &mut self,
+        id: u64,
+        segs: &[ViSeg<'_>],
+        session: &Arc<Inner>,
+    ) -> Option<()> {
+        let ViPath::Direct(conn) = &self.path else {
+            return None;
+        };
+        if !self.connected()
+            || self.recv_posted.len() + self.recv_done.len() >= self.attrs.recv_queue as usize
+        {
+            return None;
+        }
+        let waiting = conn.ready();
+        self.recv_posted
+            .push_slot()
+            .fill(id, segs, session, &mut self.held);
+        if waiting {
+            self.progress_recv();
+        }
+        Some(())
+    }
+
     /// Place waiting messages into posted receive buffers.
     #[inline]
     fn progress_recv(&mut self) {
         if let ViPath::Engine(_) = self.path {
             return self.engine_progress();
         }
-        if self.state != ViState::Connected {
+        if !self.connected() {
             return;
         }
         loop {
@@ -1164,8 +1306,8 @@ impl Core {
 
     fn take(&mut self, q: ViQueue) -> Option<ViCompletion> {
         match q {
-            ViQueue::Send => self.send_done.pop_front().map(|d| d.0),
-            ViQueue::Recv => self.recv_done.pop_front().map(|d| d.0),
+            ViQueue::Send => self.send_done.pop_front().map(|d| d.get()),
+            ViQueue::Recv => self.recv_done.pop_front().map(|d| d.get()),
         }
     }
 }
@@ -1398,6 +1540,17 @@ impl std::ops::DerefMut for CoreRef<'_> {
     }
 }
 
+/// [`Vi::with`] for a core shared with completion queues: out of line,
+/// so that the own core's code is not twice as long.
+#[inline(never)]
+fn with_shared<R>(
+    m: &Mutex<Core>,
+    session: &Arc<Inner>,
+    f: impl FnOnce(&mut Core, &Arc<Inner>) -> R,
+) -> R {
+    f(&mut lock(m), session)
+}
+
 /// One end of a VIA connection (see the module documentation).
 pub struct Vi {
     session: Session,
@@ -1416,6 +1569,18 @@ impl Vi {
     #[inline(always)]
     fn core(&mut self) -> CoreRef<'_> {
         self.core.get()
+    }
+
+    /// Run `f` on the core (and the VI's session), locked if shared. The
+    /// hot paths use this rather than [`Vi::core`]: `f` sees a plain
+    /// `&mut Core`, so the code of an own core reaches its fields with no
+    /// guard to look through at each access.
+    #[inline(always)]
+    fn with<R>(&mut self, f: impl FnOnce(&mut Core, &Arc<Inner>) -> R) -> R {
+        match &mut self.core {
+            CoreCell::Own(c) => f(c, &self.session.inner),
+            CoreCell::Shared(m) => with_shared(m, &self.session.inner, f),
+        }
     }
 
     /// The VI's id in its engine (what completion queues report).
@@ -1466,45 +1631,63 @@ impl Vi {
     /// [`ViError::BadDescriptor`].
     #[inline]
     pub fn post_send(&mut self, id: u64, segs: &[ViSeg<'_>]) -> Result<(), PostError> {
-        // Borrowed apart: the session is read while the core is held.
-        let (session, mut core) = (&self.session.inner, self.core.get());
-        if core.try_send_now(id, segs, session).is_some() {
-            return Ok(());
-        }
-        core.post(ViQueue::Send, id, segs, session)
+        self.with(
+            #[inline(always)]
+            |core, session| {
+                if core.try_send_now(id, segs, session).is_some() {
+                    return Ok(());
+                }
+                core.post(ViQueue::Send, id, segs, session)
+            },
+        )
     }
 
     /// Post a receive descriptor: the next message is scattered into
     /// `segs` in order, completing with number `id` and its length.
     #[inline]
     pub fn post_recv(&mut self, id: u64, segs: &[ViSeg<'_>]) -> Result<(), PostError> {
-        let (session, mut core) = (&self.session.inner, self.core.get());
-        core.post(ViQueue::Recv, id, segs, session)
+        self.with(
+            #[inline(always)]
+            |core, session| {
+                if core.try_post_recv_now(id, segs, session).is_some() {
+                    return Ok(());
+                }
+                core.post(ViQueue::Recv, id, segs, session)
+            },
+        )
     }
 
     /// The next completed send descriptor, if any (VIA's `VipSendDone`).
     #[inline]
     pub fn send_done(&mut self) -> Option<ViCompletion> {
-        let mut c = self.core();
-        if let Some(d) = c.take(ViQueue::Send) {
-            return Some(d);
-        }
-        c.progress();
-        c.take(ViQueue::Send)
+        self.with(
+            #[inline(always)]
+            |c, _| {
+                if let Some(d) = c.take(ViQueue::Send) {
+                    return Some(d);
+                }
+                c.progress();
+                c.take(ViQueue::Send)
+            },
+        )
     }
 
     /// The next completed receive descriptor, if any (`VipRecvDone`).
     #[inline]
     pub fn recv_done(&mut self) -> Option<ViCompletion> {
-        let mut c = self.core();
-        if let Some(d) = c.take(ViQueue::Recv) {
-            return Some(d);
-        }
-        if let Some(d) = c.recv_now() {
-            return Some(d);
-        }
-        c.progress();
-        c.take(ViQueue::Recv)
+        self.with(
+            #[inline(always)]
+            |c, _| {
+                if let Some(d) = c.take(ViQueue::Recv) {
+                    return Some(d);
+                }
+                if let Some(d) = c.recv_now() {
+                    return Some(d);
+                }
+                c.progress();
+                c.take(ViQueue::Recv)
+            },
+        )
     }
 
     /// Wait at most `timeout` (None: forever) for the next completed send
@@ -1532,37 +1715,38 @@ impl Vi {
         let mut start = None;
         let mut round = 0u32;
         loop {
-            {
-                let mut c = self.core();
+            let polled = self.with(|c, _| {
                 if let Some(d) = c.take(q) {
-                    return Ok(d);
+                    return Some(Ok(d));
                 }
                 if q == ViQueue::Recv {
                     if let Some(d) = c.recv_now() {
-                        return Ok(d);
+                        return Some(Ok(d));
                     }
                 }
                 c.progress();
                 if let Some(d) = c.take(q) {
-                    return Ok(d);
+                    return Some(Ok(d));
                 }
                 if c.outstanding(q) == 0 {
-                    return Err(WaitError::Empty(match c.state {
+                    return Some(Err(WaitError::Empty(match c.state {
                         ViState::Error(e) => Some(e),
                         ViState::Connected => None,
-                    }));
+                    })));
                 }
-            }
-            // Spin on a cheap check (a word of the ring) until something
-            // may have changed, rather than polling every queue each time.
-            {
-                let c = self.core();
+                // Spin on a cheap check (a word of the ring) until
+                // something may have changed, rather than polling every
+                // queue each time.
                 for _ in 0..64 {
                     if c.worth_polling(q) {
                         break;
                     }
                     std::hint::spin_loop();
                 }
+                None
+            });
+            if let Some(r) = polled {
+                return r;
             }
             round += 1;
             if round < 16 {
