@@ -114,7 +114,9 @@ int unet_engine_udp_port(const unet_engine *engine);
  * ---------------------------------------------------------------------- */
 
 /* Connect to an engine's control socket (a daemon, or an engine started
- * with a control socket). Each control request on the session (connecting
+ * with a control socket) at path; NULL names the socket in the environment
+ * variable UNET_SOCKET, or "/tmp/unet.sock" when it is not set (the
+ * daemon's default). Each control request on the session (connecting
  * included) waits for the engine's answer at most 5 s, or the number of
  * milliseconds in the environment variable UNET_TIMEOUT_MS (0: forever),
  * then fails with UNET_ETIMEDOUT. */

@@ -8,12 +8,12 @@ use std::time::Duration;
 use unet::{Engine, EngineConfig};
 
 /// Default control socket path.
-pub const DEFAULT_SOCKET: &str = "/tmp/unet.sock";
+pub const DEFAULT_SOCKET: &str = unet::DEFAULT_SOCKET;
 
 #[derive(clap::Args)]
 pub struct Args {
     /// Control socket path (clients connect here).
-    #[arg(long, default_value = DEFAULT_SOCKET)]
+    #[arg(long, env = "UNET_SOCKET", default_value = DEFAULT_SOCKET)]
     pub socket: PathBuf,
     /// Bind the UDP wire to this address (e.g. 0.0.0.0:7700). No wire if
     /// absent.

@@ -347,3 +347,52 @@ fn stat_shows_each_vi_with_its_state_and_counters() {
     assert!(text.contains("VIs:"), "{text}");
     assert!(text.contains(&format!("vi {} (pid", far_a.id())), "{text}");
 }
+
+/// One convention names the control socket: `UNET_SOCKET`. A daemon told
+/// only that listens there, and `unet stat` told only that reaches it
+/// (clients resolve it with `unet::socket_path`, which the C ABI's
+/// `unet_session_connect(NULL)` and Javia use).
+#[test]
+fn unet_socket_names_the_control_socket_for_daemon_and_clients() {
+    let dir = TempDir::new("unet-socket-env");
+    let socket = dir.0.join("named-by-env.sock");
+    let mut cmd = Command::new(unet_bin());
+    cmd.arg("daemon").env("UNET_SOCKET", &socket);
+    let mut daemon = Proc::spawn("daemon", cmd);
+    let line = daemon
+        .raw_line(Duration::from_secs(20))
+        .expect("the daemon reports ready");
+    assert!(
+        line.contains(&socket.display().to_string()),
+        "the daemon listens where UNET_SOCKET says: {line}"
+    );
+    let out = Command::new(unet_bin())
+        .args(["stat", "--json"])
+        .env("UNET_SOCKET", &socket)
+        .output()
+        .expect("run unet stat");
+    assert!(
+        out.status.success(),
+        "unet stat with UNET_SOCKET: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert!(v["engine"].is_object(), "a stat of the engine: {v}");
+    // Without it (and with no daemon at the default), a clear refusal
+    // that names where it looked.
+    let out = Command::new(unet_bin())
+        .args(["stat", "--json"])
+        .env("UNET_SOCKET", dir.0.join("nobody-here.sock"))
+        .output()
+        .expect("run unet stat");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("nobody-here.sock"), "names the socket: {err}");
+    assert_eq!(
+        unet::DEFAULT_SOCKET,
+        "/tmp/unet.sock",
+        "the documented default"
+    );
+    daemon.signal(libc::SIGTERM);
+    daemon.wait_exit(Duration::from_secs(10));
+}

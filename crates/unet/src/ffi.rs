@@ -461,7 +461,9 @@ fn store_session(r: Result<Session, Error>, out: *mut *mut UnetSession) -> c_int
 }
 
 /// Connect to an engine (a daemon, or an embedded engine started with a
-/// control socket) at the Unix socket `path`. Control requests on the
+/// control socket) at the Unix socket `path`; NULL names the socket in the
+/// environment variable `UNET_SOCKET`, or `/tmp/unet.sock` when it is not
+/// set. Control requests on the
 /// session wait for the engine's answer at most 5 s, or the milliseconds
 /// in the environment variable `UNET_TIMEOUT_MS` (0: forever), then fail
 /// with [`UNET_ETIMEDOUT`]; see [`unet_session_connect_timeout`].
@@ -478,10 +480,10 @@ pub unsafe extern "C" fn unet_session_connect(
             return null("out");
         }
         // SAFETY: NULL or NUL-terminated, per this function's contract.
-        let Some(p) = (unsafe { c_bytes(path) }) else {
-            return null("path");
-        };
-        store_session(Session::connect(OsStr::from_bytes(p)), out)
+        match unsafe { c_bytes(path) } {
+            Some(p) => store_session(Session::connect(OsStr::from_bytes(p)), out),
+            None => store_session(Session::connect(crate::socket_path()), out),
+        }
     })
 }
 
@@ -504,8 +506,9 @@ pub unsafe extern "C" fn unet_session_connect_timeout(
             return null("out");
         }
         // SAFETY: NULL or NUL-terminated, per this function's contract.
-        let Some(p) = (unsafe { c_bytes(path) }) else {
-            return null("path");
+        let p = match unsafe { c_bytes(path) } {
+            Some(p) => std::path::PathBuf::from(OsStr::from_bytes(p)),
+            None => crate::socket_path(),
         };
         let mut opts = crate::SessionOptions::default();
         if timeout_ms == 0 {
@@ -513,7 +516,7 @@ pub unsafe extern "C" fn unet_session_connect_timeout(
         } else if timeout_ms > 0 {
             opts.timeout = Some(std::time::Duration::from_millis(timeout_ms as u64));
         }
-        store_session(Session::connect_with(OsStr::from_bytes(p), opts), out)
+        store_session(Session::connect_with(p, opts), out)
     })
 }
 

@@ -35,7 +35,9 @@ pub mod via;
 pub use endpoint::{
     AppletOptions, Channel, ChannelOptions, Endpoint, EndpointConfig, Event, Placement, Recv,
 };
-pub use session::{Session, SessionOptions, DEFAULT_TIMEOUT};
+pub use session::{
+    socket_path, Session, SessionOptions, DEFAULT_SOCKET, DEFAULT_TIMEOUT, SOCKET_ENV,
+};
 pub use unet_abi::FaultKind;
 pub use unet_abi::{ClientCounter, Geometry, RecvDesc, SendStatus};
 pub use unet_control::{EndpointAddr, ErrorCode, Limits, PathChoice};

@@ -115,7 +115,30 @@ fn timeout_from_env(v: Option<&str>) -> Option<Duration> {
     }
 }
 
+/// The control socket a daemon listens on when not told otherwise, and
+/// that clients reach when `UNET_SOCKET` is not set.
+pub const DEFAULT_SOCKET: &str = "/tmp/unet.sock";
+
+/// The environment variable that names the control socket, for every
+/// client (Rust, C, Java) and the `unet` command.
+pub const SOCKET_ENV: &str = "UNET_SOCKET";
+
+/// The control socket to use: `$UNET_SOCKET` when set and not empty,
+/// else [`DEFAULT_SOCKET`].
+pub fn socket_path() -> std::path::PathBuf {
+    match std::env::var_os(SOCKET_ENV) {
+        Some(p) if !p.is_empty() => p.into(),
+        _ => DEFAULT_SOCKET.into(),
+    }
+}
+
 impl Session {
+    /// Connect to the daemon named by `UNET_SOCKET` (default
+    /// [`DEFAULT_SOCKET`]), with [`SessionOptions::default`].
+    pub fn connect_default() -> Result<Session, Error> {
+        Self::connect(socket_path())
+    }
+
     /// Connect to a daemon's control socket (with
     /// [`SessionOptions::default`]).
     pub fn connect(path: impl AsRef<Path>) -> Result<Session, Error> {
