@@ -1,0 +1,630 @@
+package unet.javia;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.util.concurrent.locks.ReentrantLock;
+
+import static java.lang.foreign.ValueLayout.ADDRESS;
+import static java.lang.foreign.ValueLayout.JAVA_BYTE;
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+
+/**
+ * One end of a VIA connection, with the paper's Javia-I methods: byte
+ * arrays in and out, copied through buffers the library registers with the
+ * engine when the VI is made.
+ *
+ * <p>A {@code Vi} is made by connecting ({@link #Vi(ViAddress, ViAttributes,
+ * ViCompletionQ, ViCompletionQ, int)}) to a {@link ServerVi} that waits on
+ * the same tag, or by {@link ServerVi#accept()}. Its methods may be called
+ * from several threads (a lock orders them); a wait gives the lock up while
+ * it spins and takes it back in short slices while it sleeps, so a sender
+ * on another thread is held back at most one slice (200 microseconds).
+ *
+ * <p>Failures follow VIA: when the peer goes, a descriptor is bad or a
+ * message does not fit, the VI enters the error state; every call then
+ * fails with a {@link ViException} naming the reason, and every ticket
+ * still posted completes with it ({@link ViBATicket#getError()}).
+ */
+public final class Vi implements AutoCloseable {
+    /** Wait forever. */
+    public static final int INFINITE = -1;
+    /** The largest message a VI carries, in bytes. */
+    public static final int MAX_TRANSFER = 262144;
+
+    /** How long close waits for messages sent to complete. */
+    private static final int CLOSE_FLUSH_US = 5_000_000;
+
+    /** How long a wait holds the lock at a time while it sleeps. */
+    private static final long SLICE_US = 200;
+
+    private final ReentrantLock lock = new ReentrantLock();
+    private final Arena arena = Arena.ofShared();
+    private final MemorySegment vi;
+    private final int id;
+    private final ViAttributes attrs;
+    private final ViCompletionQ sendQ;
+    private final ViCompletionQ recvQ;
+
+    // Javia-I's buffers: `depth` slots of `slot` bytes each way.
+    private final int slot;
+    private final MemorySegment sendRegion;
+    private final MemorySegment recvRegion;
+    private final MemorySegment sendMem;
+    private final MemorySegment recvMem;
+    private final int[] sendFree;
+    private int sendFreeN;
+    private final int[] recvFree;
+    private int recvFreeN;
+    /** The ticket each receive slot is posted for; null: posted for recv(). */
+    private final ViBATicket[] recvTickets;
+    private int ticketsPosted;
+    private int internalPosted;
+
+    // Scratch structures for the downcalls (used under the lock).
+    private final MemorySegment seg;
+    private final MemorySegment comp;
+
+    private boolean closed;
+    /** The VI error it broke with, once broken. */
+    private String broken;
+
+    /**
+     * Connect to whoever waits on {@code tag} at {@code mach} (the paper's
+     * constructor). {@code sendQ} and {@code recvQ} may be null.
+     *
+     * @param mach the machine: {@link ViAddress#LOCAL} or an engine's HOST:PORT
+     * @param attr the attributes (null: the defaults)
+     * @param sendQ the completion queue the send queue reports to, or null
+     * @param recvQ the completion queue the receive queue reports to, or null
+     * @param tag the discriminator the server waits on
+     * @throws ViException when nobody listens, the server refuses, the
+     *     reliability levels differ, or the engine cannot be reached
+     */
+    public Vi(ViAddress mach, ViAttributes attr, ViCompletionQ sendQ, ViCompletionQ recvQ, int tag)
+            throws ViException {
+        this(connect(mach, attr == null ? new ViAttributes() : attr, sendQ, recvQ, tag),
+                attr == null ? new ViAttributes() : attr, sendQ, recvQ);
+    }
+
+    Vi(MemorySegment handle, ViAttributes attr, ViCompletionQ sendQ, ViCompletionQ recvQ) throws ViException {
+        this.vi = handle;
+        this.attrs = attr.copy();
+        this.sendQ = sendQ;
+        this.recvQ = recvQ;
+        try {
+            this.id = (int) (long) Native.VI_ID.invokeExact(vi);
+        } catch (Throwable t) {
+            throw Native.fatal(t);
+        }
+        int depth = attrs.getQueueDepth();
+        slot = attrs.getMaxMessageSize();
+        long bytes = (long) depth * slot;
+        MemorySegment[] sr = new MemorySegment[2];
+        try {
+            sr[0] = register(bytes);
+            sr[1] = register(bytes);
+        } catch (ViException e) {
+            for (MemorySegment r : sr) {
+                if (r != null) {
+                    freeRegion(r);
+                }
+            }
+            closeHandle();
+            arena.close();
+            throw e;
+        }
+        sendRegion = sr[0];
+        recvRegion = sr[1];
+        sendMem = regionMemory(sendRegion, bytes);
+        recvMem = regionMemory(recvRegion, bytes);
+        sendFree = new int[depth];
+        recvFree = new int[depth];
+        for (int i = 0; i < depth; i++) {
+            sendFree[i] = depth - 1 - i;
+            recvFree[i] = depth - 1 - i;
+        }
+        sendFreeN = depth;
+        recvFreeN = depth;
+        recvTickets = new ViBATicket[depth];
+        seg = arena.allocate(Native.VI_SEG);
+        comp = arena.allocate(Native.VI_COMPLETION);
+        if (sendQ != null) {
+            sendQ.attach(this);
+        }
+        if (recvQ != null) {
+            recvQ.attach(this);
+        }
+    }
+
+    /** Fill a native {@code unet_vi_attrs} from {@code a}. */
+    static MemorySegment nativeAttrs(Arena arena, ViAttributes a, ViCompletionQ sendQ, ViCompletionQ recvQ)
+            throws ViException {
+        MemorySegment na = arena.allocate(Native.VI_ATTRS);
+        try {
+            int r = (int) Native.ATTRS_INIT.invokeExact(na);
+            if (r != 0) {
+                throw Native.failure("unet_vi_attrs_init", r);
+            }
+        } catch (ViException e) {
+            throw e;
+        } catch (Throwable t) {
+            throw Native.fatal(t);
+        }
+        na.set(JAVA_INT, 0, a.getReliability().ordinal());
+        na.set(JAVA_INT, 4, a.isStrictRnr() ? 1 : 0);
+        na.set(JAVA_INT, 8, a.getQueueDepth());
+        na.set(JAVA_INT, 12, a.getQueueDepth());
+        na.set(JAVA_INT, 16, a.getSpinMicros());
+        na.set(ADDRESS, 24, sendQ == null ? MemorySegment.NULL : sendQ.cq);
+        na.set(ADDRESS, 32, recvQ == null ? MemorySegment.NULL : recvQ.cq);
+        return na;
+    }
+
+    private static MemorySegment connect(ViAddress mach, ViAttributes attr, ViCompletionQ sendQ,
+            ViCompletionQ recvQ, int tag) throws ViException {
+        if (mach == null) {
+            throw new ViException("the ViAddress is null");
+        }
+        MemorySegment session = Engine.session();
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment na = nativeAttrs(a, attr, sendQ, recvQ);
+            MemorySegment host = mach.isLocal() ? MemorySegment.NULL : a.allocateFrom(mach.toString());
+            MemorySegment out = a.allocate(ADDRESS);
+            int r = (int) Native.CONNECT.invokeExact(session, host, (long) tag, na, -1L, out);
+            if (r != 0) {
+                throw Native.failure("connecting a VI to tag " + tag + " at " + mach, r);
+            }
+            return out.get(ADDRESS, 0);
+        } catch (ViException e) {
+            throw e;
+        } catch (Throwable t) {
+            throw Native.fatal(t);
+        }
+    }
+
+    private static MemorySegment register(long bytes) throws ViException {
+        MemorySegment session = Engine.session();
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment out = a.allocate(ADDRESS);
+            int r = (int) Native.REGISTER_MEMORY.invokeExact(session, bytes, out);
+            if (r != 0) {
+                throw Native.failure("registering " + bytes + " bytes", r);
+            }
+            return out.get(ADDRESS, 0);
+        } catch (ViException e) {
+            throw e;
+        } catch (Throwable t) {
+            throw Native.fatal(t);
+        }
+    }
+
+    /** The memory of region {@code r}, valid until this VI's arena closes. */
+    // Restricted: a segment from a native address. Sound: the region is
+    // `bytes` long (registered so above) and stays mapped until it is freed
+    // in close(), after the arena that bounds every access is closed.
+    @SuppressWarnings("restricted")
+    private MemorySegment regionMemory(MemorySegment r, long bytes) {
+        try {
+            MemorySegment p = (MemorySegment) Native.REGION_PTR.invokeExact(r);
+            return p.reinterpret(bytes, arena, null);
+        } catch (Throwable t) {
+            throw Native.fatal(t);
+        }
+    }
+
+    private static void freeRegion(MemorySegment r) {
+        try {
+            Native.REGION_FREE.invokeExact(r);
+        } catch (Throwable t) {
+            throw Native.fatal(t);
+        }
+    }
+
+    /** @return the VI's id in its engine (what completion queues report) */
+    public int id() {
+        return id;
+    }
+
+    /** @return a copy of the attributes the VI was made with */
+    public ViAttributes attributes() {
+        return attrs.copy();
+    }
+
+    /**
+     * Send {@code len} bytes of {@code b} from {@code off} (the paper's
+     * {@code send}). The bytes are copied before it returns: {@code b} may
+     * be reused at once. It blocks only while all of the VI's buffers carry
+     * messages not yet complete; a failure of an earlier message (the VI
+     * broken) is reported by the next call.
+     *
+     * @param b the array
+     * @param off where the message starts
+     * @param len its length (0 to the maximum message size)
+     * @throws ViException when the VI is closed or broken, or off and len do not fit
+     */
+    public void send(byte[] b, int off, int len) throws ViException {
+        checkRange(b, off, len);
+        if (len > slot) {
+            throw new ViException("a message of " + len + " bytes is longer than this Vi's maxMessageSize of "
+                    + slot + " (ViAttributes.setMaxMessageSize)");
+        }
+        lock.lock();
+        try {
+            check();
+            reapSends();
+            while (sendFreeN == 0) {
+                waitSend(INFINITE);
+            }
+            int s = sendFree[--sendFreeN];
+            long at = (long) s * slot;
+            MemorySegment.copy(b, off, sendMem, JAVA_BYTE, at, len);
+            postSend(s, sendRegion, at, len);
+            reapSends();
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * Wait at most {@code microseconds} ({@link #INFINITE}: forever) for
+     * every message sent so far to complete (for the reliable levels: to
+     * have arrived, or been placed).
+     *
+     * @param microseconds how long to wait
+     * @throws ViTimeout when some are still outstanding
+     * @throws ViException when the VI broke
+     */
+    public void flush(int microseconds) throws ViException {
+        lock.lock();
+        try {
+            check();
+            long deadline = deadline(microseconds);
+            while (sendFreeN < sendFree.length) {
+                waitSendUntil(deadline, microseconds);
+            }
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * Wait at most {@code microseconds} for the next message and return it
+     * in a new array of its length (the paper's allocating {@code recv}).
+     * Not to be mixed with {@link #recvPost} on one VI.
+     *
+     * @param microseconds how long to wait ({@link #INFINITE}: forever)
+     * @return the message
+     * @throws ViTimeout when none came in time
+     * @throws ViException when the VI is closed or broken, or tickets are posted
+     */
+    public byte[] recv(int microseconds) throws ViException {
+        lock.lock();
+        try {
+            check();
+            if (ticketsPosted > 0) {
+                throw new ViException("recv cannot take messages while " + ticketsPosted
+                        + " ViBATickets are posted on this Vi (use recvWait)");
+            }
+            while (recvFreeN > 0) {
+                int s = recvFree[--recvFreeN];
+                recvTickets[s] = null;
+                postRecv(s, slot);
+                internalPosted++;
+            }
+            waitRecv(microseconds);
+            int s = (int) comp.get(JAVA_LONG, 0);
+            int status = comp.get(JAVA_INT, 8);
+            int len = comp.get(JAVA_INT, 12);
+            internalPosted--;
+            recvFree[recvFreeN++] = s;
+            if (status != 0) {
+                throw brokenBy(-status);
+            }
+            byte[] b = new byte[len];
+            MemorySegment.copy(recvMem, JAVA_BYTE, (long) s * slot, b, 0, len);
+            return b;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * Post {@code t}'s array for the next message (the paper's asynchronous
+     * receive): the message is copied into it by {@link #recvWait}, which
+     * returns tickets in the order they were posted.
+     *
+     * @param t the ticket
+     * @throws ViException when the VI is closed or broken, the ticket is
+     *     already posted, or the VI's queue is full
+     */
+    public void recvPost(ViBATicket t) throws ViException {
+        if (t == null) {
+            throw new ViException("the ticket is null");
+        }
+        lock.lock();
+        try {
+            check();
+            if (t.posted) {
+                throw new ViException("the ticket is already posted");
+            }
+            if (internalPosted > 0) {
+                throw new ViException("recvPost cannot be mixed with recv on one Vi while recv's buffers are posted");
+            }
+            if (recvFreeN == 0) {
+                throw new ViException("the receive queue is full: " + recvFree.length + " tickets posted");
+            }
+            int s = recvFree[--recvFreeN];
+            recvTickets[s] = t;
+            t.reset();
+            t.posted = true;
+            ticketsPosted++;
+            postRecv(s, Math.min(slot, t.room()));
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * Wait at most {@code microsecs} ({@link #INFINITE}: forever) for the
+     * next posted ticket to complete, and return it with the message in
+     * its array.
+     *
+     * @param microsecs how long to wait
+     * @return the ticket
+     * @throws ViTimeout when none completed in time
+     * @throws ViException when the VI is closed or broke (the ticket that
+     *     completed with the error is marked with it), or none is posted
+     */
+    public ViBATicket recvWait(int microsecs) throws ViException {
+        lock.lock();
+        try {
+            check();
+            if (ticketsPosted == 0) {
+                throw new ViException("no ViBATicket is posted on this Vi");
+            }
+            waitRecv(microsecs);
+            int s = (int) comp.get(JAVA_LONG, 0);
+            int status = comp.get(JAVA_INT, 8);
+            int len = comp.get(JAVA_INT, 12);
+            ViBATicket t = recvTickets[s];
+            recvTickets[s] = null;
+            recvFree[recvFreeN++] = s;
+            ticketsPosted--;
+            if (status != 0) {
+                ViException e = brokenBy(-status);
+                t.fail(broken);
+                throw e;
+            }
+            MemorySegment.copy(recvMem, JAVA_BYTE, (long) s * slot, t.getByteArray(), t.getOffset(), len);
+            t.complete(len);
+            return t;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * Close the VI: messages sent are given up to 5 s to complete, then the
+     * peer's VI breaks (peer gone), tickets still posted complete with
+     * {@code UNET_VI_CLOSED}, and the VI's buffers go back to the engine.
+     * Closing twice does nothing.
+     */
+    @Override
+    public void close() {
+        lock.lock();
+        try {
+            if (closed) {
+                return;
+            }
+            if (broken == null && sendFreeN < sendFree.length) {
+                // Messages sent go out before the VI closes (send returns
+                // once they are copied): wait for them, a while at most.
+                try {
+                    flush(CLOSE_FLUSH_US);
+                } catch (ViException e) {
+                    // Broken or too slow: closing completes them with an error.
+                }
+            }
+            closed = true;
+            for (int i = 0; i < recvTickets.length; i++) {
+                if (recvTickets[i] != null) {
+                    recvTickets[i].fail("UNET_VI_CLOSED");
+                    recvTickets[i] = null;
+                }
+            }
+            if (sendQ != null) {
+                sendQ.detach(this);
+            }
+            if (recvQ != null) {
+                recvQ.detach(this);
+            }
+            closeHandle();
+            // No access to the buffers after this (the arena bounds them),
+            // then they go back to the engine.
+            arena.close();
+            freeRegion(sendRegion);
+            freeRegion(recvRegion);
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    // -- internals (under the lock) -----------------------------------------
+
+    private void closeHandle() {
+        try {
+            int ignored = (int) Native.VI_CLOSE.invokeExact(vi);
+            assert ignored <= 0;
+        } catch (Throwable t) {
+            throw Native.fatal(t);
+        }
+    }
+
+    private void check() throws ViException {
+        if (closed) {
+            throw new ViException("the Vi is closed");
+        }
+        if (broken != null) {
+            throw new ViException("the Vi is broken: " + broken, broken);
+        }
+    }
+
+    private static void checkRange(byte[] b, int off, int len) throws ViException {
+        if (b == null) {
+            throw new ViException("the byte array is null");
+        }
+        if (off < 0 || len < 0 || off > b.length - len) {
+            throw new ViException("offset " + off + " and length " + len + " do not fit an array of " + b.length);
+        }
+    }
+
+    /** Enter the error state for VI error {@code code}; the exception to throw. */
+    private ViException brokenBy(int code) {
+        if (broken == null) {
+            broken = Native.viErrorName(code);
+        }
+        return new ViException("the Vi is broken: " + broken, broken);
+    }
+
+    private void postSend(int s, MemorySegment region, long at, int len) throws ViException {
+        seg.set(ADDRESS, 0, region);
+        seg.set(JAVA_LONG, 8, at);
+        seg.set(JAVA_LONG, 16, len);
+        int r;
+        try {
+            r = (int) Native.POST_SEND.invokeExact(vi, (long) s, seg, 1L);
+        } catch (Throwable t) {
+            throw Native.fatal(t);
+        }
+        if (r != 0) {
+            sendFree[sendFreeN++] = s;
+            throw Native.failure("posting a send", r);
+        }
+    }
+
+    private void postRecv(int s, int len) throws ViException {
+        seg.set(ADDRESS, 0, recvRegion);
+        seg.set(JAVA_LONG, 8, (long) s * slot);
+        seg.set(JAVA_LONG, 16, len);
+        int r;
+        try {
+            r = (int) Native.POST_RECV.invokeExact(vi, (long) s, seg, 1L);
+        } catch (Throwable t) {
+            throw Native.fatal(t);
+        }
+        if (r != 0) {
+            throw Native.failure("posting a receive", r);
+        }
+    }
+
+    /** Take every completed send back: its buffer is free again. */
+    private void reapSends() throws ViException {
+        ViException failed = null;
+        while (true) {
+            int got;
+            try {
+                got = (int) Native.SEND_DONE.invokeExact(vi, comp);
+            } catch (Throwable t) {
+                throw Native.fatal(t);
+            }
+            if (got != 1) {
+                break;
+            }
+            sendFree[sendFreeN++] = (int) comp.get(JAVA_LONG, 0);
+            int status = comp.get(JAVA_INT, 8);
+            if (status != 0 && failed == null) {
+                failed = brokenBy(-status);
+            }
+        }
+        if (failed != null) {
+            throw failed;
+        }
+    }
+
+    private static long deadline(int microseconds) {
+        return microseconds < 0 ? Long.MAX_VALUE : System.nanoTime() + microseconds * 1000L;
+    }
+
+    private void waitSend(int microseconds) throws ViException {
+        waitSendUntil(deadline(microseconds), microseconds);
+    }
+
+    /** Wait for one send to complete, and take it back. */
+    private void waitSendUntil(long deadline, int microseconds) throws ViException {
+        int r;
+        long left = deadline == Long.MAX_VALUE ? -1 : Math.max(0, (deadline - System.nanoTime()) / 1000);
+        try {
+            r = (int) Native.SEND_WAIT.invokeExact(vi, left, comp);
+        } catch (Throwable t) {
+            throw Native.fatal(t);
+        }
+        if (r == Native.UNET_ETIMEDOUT) {
+            throw new ViTimeout(microseconds);
+        }
+        if (r != 0) {
+            throw Native.failure("waiting for a send", r);
+        }
+        sendFree[sendFreeN++] = (int) comp.get(JAVA_LONG, 0);
+        int status = comp.get(JAVA_INT, 8);
+        if (status != 0) {
+            throw brokenBy(-status);
+        }
+        reapSends();
+    }
+
+    /**
+     * Wait for the next receive completion into {@code comp}: polls with
+     * the lock given up between polls for the spin time, then sleeps in
+     * the library in slices, giving the lock up between them.
+     */
+    private void waitRecv(int microseconds) throws ViException {
+        long deadline = deadline(microseconds);
+        long spinEnd = System.nanoTime() + attrs.getSpinMicros() * 1000L;
+        while (true) {
+            int got;
+            try {
+                got = (int) Native.RECV_DONE.invokeExact(vi, comp);
+            } catch (Throwable t) {
+                throw Native.fatal(t);
+            }
+            if (got == 1) {
+                return;
+            }
+            long now = System.nanoTime();
+            if (now >= deadline) {
+                throw new ViTimeout(microseconds);
+            }
+            if (now < spinEnd) {
+                if (lock.hasQueuedThreads()) {
+                    lock.unlock();
+                    Thread.onSpinWait();
+                    lock.lock();
+                    check();
+                } else {
+                    Thread.onSpinWait();
+                }
+                continue;
+            }
+            long slice = Math.min(SLICE_US, Math.max(1, (deadline - now) / 1000));
+            int r;
+            try {
+                r = (int) Native.RECV_WAIT.invokeExact(vi, slice, comp);
+            } catch (Throwable t) {
+                throw Native.fatal(t);
+            }
+            if (r == 0) {
+                return;
+            }
+            if (r != Native.UNET_ETIMEDOUT) {
+                throw Native.failure("waiting for a receive", r);
+            }
+            if (lock.hasQueuedThreads()) {
+                lock.unlock();
+                Thread.yield();
+                lock.lock();
+                check();
+            }
+        }
+    }
+}

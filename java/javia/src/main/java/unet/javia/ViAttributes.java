@@ -1,0 +1,129 @@
+package unet.javia;
+
+/**
+ * How a {@link Vi} is made: its reliability level (both ends must ask for
+ * the same one), VIA's strict receiver-not-ready behaviour, the depth of
+ * its queues, and the buffers Javia-I copies through. {@code new
+ * ViAttributes()} gives the defaults; the setters return this.
+ */
+public final class ViAttributes {
+    /** The reliability levels of VIA. */
+    public enum Reliability {
+        /** A message may be lost (losses are counted); a send completes once it has left. */
+        UNRELIABLE,
+        /** Every message arrives once and in order, or the VI breaks; a send completes once it arrived. */
+        RELIABLE_DELIVERY,
+        /** As delivery, and a send completes only once the message is in a buffer the receiver posted. */
+        RELIABLE_RECEPTION
+    }
+
+    private Reliability reliability = Reliability.RELIABLE_DELIVERY;
+    private boolean strictRnr;
+    private int queueDepth = 64;
+    private int maxMessageSize = 64 * 1024;
+    private int spinMicros = 50;
+
+    /** The defaults: reliable delivery, 64 descriptors a queue, messages of up to 64 KiB. */
+    public ViAttributes() {}
+
+    /** @return the reliability level */
+    public Reliability getReliability() {
+        return reliability;
+    }
+
+    /**
+     * @param r the reliability level
+     * @return this
+     */
+    public ViAttributes setReliability(Reliability r) {
+        if (r == null) {
+            throw new IllegalArgumentException("reliability is null");
+        }
+        this.reliability = r;
+        return this;
+    }
+
+    /** @return whether a message that finds no receive posted breaks the VI */
+    public boolean isStrictRnr() {
+        return strictRnr;
+    }
+
+    /**
+     * VIA's strict behaviour: a message that finds no receive posted breaks
+     * the VI. By default the engine holds it until a receive is posted.
+     *
+     * @param strict true for VIA's behaviour
+     * @return this
+     */
+    public ViAttributes setStrictRnr(boolean strict) {
+        this.strictRnr = strict;
+        return this;
+    }
+
+    /** @return descriptors each queue holds */
+    public int getQueueDepth() {
+        return queueDepth;
+    }
+
+    /**
+     * Descriptors each queue holds (1 to 4096): also the messages Javia-I
+     * keeps in flight through its own buffers.
+     *
+     * @param n the depth
+     * @return this
+     */
+    public ViAttributes setQueueDepth(int n) {
+        if (n < 1 || n > 4096) {
+            throw new IllegalArgumentException("queue depth " + n + " is not in 1..4096");
+        }
+        this.queueDepth = n;
+        return this;
+    }
+
+    /** @return the longest message Javia-I sends or receives, in bytes */
+    public int getMaxMessageSize() {
+        return maxMessageSize;
+    }
+
+    /**
+     * The longest message Javia-I's copying calls carry (1 byte to 256 KiB,
+     * the most a VI carries): the size of each of its buffers.
+     *
+     * @param n bytes
+     * @return this
+     */
+    public ViAttributes setMaxMessageSize(int n) {
+        if (n < 1 || n > Vi.MAX_TRANSFER) {
+            throw new IllegalArgumentException("max message size " + n + " is not in 1.." + Vi.MAX_TRANSFER);
+        }
+        this.maxMessageSize = n;
+        return this;
+    }
+
+    /** @return microseconds a wait spins before it sleeps */
+    public int getSpinMicros() {
+        return spinMicros;
+    }
+
+    /**
+     * @param us microseconds a wait spins before it sleeps (0 or more)
+     * @return this
+     */
+    public ViAttributes setSpinMicros(int us) {
+        if (us < 0) {
+            throw new IllegalArgumentException("spin " + us + " us is negative");
+        }
+        this.spinMicros = us;
+        return this;
+    }
+
+    ViAttributes copy() {
+        ViAttributes a = new ViAttributes();
+        a.reliability = reliability;
+        a.strictRnr = strictRnr;
+        a.queueDepth = queueDepth;
+        a.maxMessageSize = maxMessageSize;
+        a.spinMicros = spinMicros;
+        return a;
+    }
+}
