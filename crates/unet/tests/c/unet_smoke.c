@@ -5,6 +5,8 @@
  * codes. Prints "ok" on success; on failure prints what failed and exits
  * with status 1.
  */
+/* setenv */
+#define _POSIX_C_SOURCE 200112L
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -209,11 +211,16 @@ int main(void) {
         CHECK_RC(unet_session_connect("/nonexistent/unet.sock", &none),
                  UNET_EIO);
         CHECK(none == NULL);
-        CHECK_RC(unet_session_connect(NULL, &none), UNET_EINVAL);
+        /* NULL: the socket UNET_SOCKET names (else /tmp/unet.sock). */
+        CHECK(setenv("UNET_SOCKET", "/nonexistent/named-by-env.sock", 1) == 0);
+        CHECK_RC(unet_session_connect(NULL, &none), UNET_EIO);
+        CHECK(strstr(unet_last_error_message(), "named-by-env.sock") != NULL);
         CHECK_RC(unet_session_connect_timeout("/nonexistent/unet.sock", 100,
                                               &none),
                  UNET_EIO);
-        CHECK_RC(unet_session_connect_timeout(NULL, -1, &none), UNET_EINVAL);
+        CHECK_RC(unet_session_connect_timeout(NULL, -1, &none), UNET_EIO);
+        CHECK(strstr(unet_last_error_message(), "named-by-env.sock") != NULL);
+        CHECK(unsetenv("UNET_SOCKET") == 0);
         CHECK(none == NULL);
     }
     CHECK_RC(unet_send(a, direct_ch, NULL, 1), UNET_EINVAL);

@@ -2,6 +2,7 @@ package unet.javia;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.util.ArrayDeque;
 import java.util.concurrent.locks.ReentrantLock;
 
 import static java.lang.foreign.ValueLayout.ADDRESS;
@@ -60,6 +61,16 @@ public final class Vi implements AutoCloseable {
     private final ViBATicket[] recvTickets;
     private int ticketsPosted;
     private int internalPosted;
+
+    // Javia-II: buffer tickets posted, by index; a descriptor's id is
+    // BUF | index.
+    private static final long BUF = 1L << 32;
+    private final ViBufferTicket[] bufTickets;
+    private final int[] bufFree;
+    private int bufFreeN;
+    private int bufRecvPosted;
+    /** Buffer sends completed, not yet returned by sendBufWait. */
+    private final ArrayDeque<ViBufferTicket> sendBufDone;
 
     // Scratch structures for the downcalls (used under the lock).
     private final MemorySegment seg;
@@ -127,6 +138,13 @@ public final class Vi implements AutoCloseable {
         sendFreeN = depth;
         recvFreeN = depth;
         recvTickets = new ViBATicket[depth];
+        bufTickets = new ViBufferTicket[2 * depth];
+        bufFree = new int[2 * depth];
+        for (int i = 0; i < bufFree.length; i++) {
+            bufFree[i] = bufFree.length - 1 - i;
+        }
+        bufFreeN = bufFree.length;
+        sendBufDone = new ArrayDeque<>(2 * depth);
         seg = arena.allocate(Native.VI_SEG);
         comp = arena.allocate(Native.VI_COMPLETION);
         if (sendQ != null) {
@@ -302,9 +320,9 @@ public final class Vi implements AutoCloseable {
         lock.lock();
         try {
             check();
-            if (ticketsPosted > 0) {
-                throw new ViException("recv cannot take messages while " + ticketsPosted
-                        + " ViBATickets are posted on this Vi (use recvWait)");
+            if (ticketsPosted > 0 || bufRecvPosted > 0) {
+                throw new ViException("recv cannot take messages while " + (ticketsPosted + bufRecvPosted)
+                        + " ViBATickets or ViBufferTickets are posted on this Vi (use recvWait or recvBufWait)");
             }
             while (recvFreeN > 0) {
                 int s = recvFree[--recvFreeN];
@@ -319,7 +337,9 @@ public final class Vi implements AutoCloseable {
             internalPosted--;
             recvFree[recvFreeN++] = s;
             if (status != 0) {
-                throw brokenBy(-status);
+                ViException e = brokenBy(-status);
+                failPosted();
+                throw e;
             }
             byte[] b = new byte[len];
             MemorySegment.copy(recvMem, JAVA_BYTE, (long) s * slot, b, 0, len);
@@ -348,8 +368,9 @@ public final class Vi implements AutoCloseable {
             if (t.posted) {
                 throw new ViException("the ticket is already posted");
             }
-            if (internalPosted > 0) {
-                throw new ViException("recvPost cannot be mixed with recv on one Vi while recv's buffers are posted");
+            if (internalPosted > 0 || bufRecvPosted > 0) {
+                throw new ViException("recvPost cannot be mixed with recv or recvBufPost on one Vi while their"
+                        + " buffers are posted");
             }
             if (recvFreeN == 0) {
                 throw new ViException("the receive queue is full: " + recvFree.length + " tickets posted");
@@ -394,6 +415,7 @@ public final class Vi implements AutoCloseable {
             if (status != 0) {
                 ViException e = brokenBy(-status);
                 t.fail(broken);
+                failPosted();
                 throw e;
             }
             MemorySegment.copy(recvMem, JAVA_BYTE, (long) s * slot, t.getByteArray(), t.getOffset(), len);
@@ -402,6 +424,206 @@ public final class Vi implements AutoCloseable {
         } finally {
             lock.unlock();
         }
+    }
+
+    /**
+     * Post a send of {@code len} bytes of {@code t}'s buffer from {@code off}
+     * (Javia-II: no copy; leave those bytes alone until the ticket is done).
+     *
+     * @param t a ticket of a buffer registered with this VI
+     * @param off where the message starts in the buffer
+     * @param len its length
+     * @throws ViException when the VI is closed or broken, the ticket is
+     *     posted, not registered with this VI, or off and len do not fit
+     */
+    public void sendBufPost(ViBufferTicket t, int off, int len) throws ViException {
+        checkTicket(t);
+        if (off < 0 || len < 0 || off > t.buffer.size() - len || len > MAX_TRANSFER) {
+            throw new ViException("offset " + off + " and length " + len + " do not fit a ViBuffer of "
+                    + t.buffer.size() + " bytes (or exceed " + MAX_TRANSFER + ")");
+        }
+        lock.lock();
+        try {
+            check();
+            int k = takeBufSlot(t);
+            seg.set(ADDRESS, 0, t.buffer.region());
+            seg.set(JAVA_LONG, 8, off);
+            seg.set(JAVA_LONG, 16, len);
+            int r;
+            try {
+                r = (int) Native.POST_SEND.invokeExact(vi, BUF | k, seg, 1L);
+            } catch (Throwable e) {
+                throw Native.fatal(e);
+            }
+            if (r != 0) {
+                releaseBufSlot(k);
+                throw Native.failure("posting a buffer send", r);
+            }
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * Wait at most {@code microseconds} ({@link #INFINITE}: forever) for the
+     * next buffer send to complete, in the order they were posted.
+     *
+     * @param microseconds how long to wait
+     * @return its ticket, done
+     * @throws ViTimeout when none completed in time
+     * @throws ViException when the VI broke (the ticket is marked with why), or none is posted
+     */
+    public ViBufferTicket sendBufWait(int microseconds) throws ViException {
+        lock.lock();
+        try {
+            long deadline = deadline(microseconds);
+            while (true) {
+                ViBufferTicket done = sendBufDone.pollFirst();
+                if (done != null) {
+                    if (done.getError() != null) {
+                        throw new ViException("the Vi is broken: " + done.getError(), done.getError());
+                    }
+                    return done;
+                }
+                check();
+                if (!anyBufSendPosted()) {
+                    throw new ViException("no ViBufferTicket send is posted on this Vi");
+                }
+                ViException e = takeSend(deadline, microseconds);
+                if (e != null && sendBufDone.isEmpty()) {
+                    throw e;
+                }
+            }
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * Post {@code t}'s buffer from {@code off} to its end for the next
+     * message (Javia-II: the message lands in the buffer, no copy).
+     *
+     * @param t a ticket of a buffer registered with this VI
+     * @param off where the message goes in the buffer
+     * @throws ViException when the VI is closed or broken, the ticket is
+     *     posted or not registered with this VI, or off is outside the buffer
+     */
+    public void recvBufPost(ViBufferTicket t, int off) throws ViException {
+        checkTicket(t);
+        if (off < 0 || off > t.buffer.size()) {
+            throw new ViException("offset " + off + " is outside a ViBuffer of " + t.buffer.size() + " bytes");
+        }
+        lock.lock();
+        try {
+            check();
+            if (ticketsPosted > 0 || internalPosted > 0) {
+                throw new ViException("recvBufPost cannot be mixed with recvPost or recv on one Vi while their"
+                        + " buffers are posted");
+            }
+            int k = takeBufSlot(t);
+            seg.set(ADDRESS, 0, t.buffer.region());
+            seg.set(JAVA_LONG, 8, off);
+            seg.set(JAVA_LONG, 16, Math.min(t.buffer.size() - off, MAX_TRANSFER));
+            int r;
+            try {
+                r = (int) Native.POST_RECV.invokeExact(vi, BUF | k, seg, 1L);
+            } catch (Throwable e) {
+                throw Native.fatal(e);
+            }
+            if (r != 0) {
+                releaseBufSlot(k);
+                throw Native.failure("posting a buffer receive", r);
+            }
+            bufRecvPosted++;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * Wait at most {@code microseconds} ({@link #INFINITE}: forever) for the
+     * next buffer receive to complete, in the order they were posted.
+     *
+     * @param microseconds how long to wait
+     * @return its ticket, done, with the message's length
+     * @throws ViTimeout when none completed in time
+     * @throws ViException when the VI broke (the ticket is marked with why), or none is posted
+     */
+    public ViBufferTicket recvBufWait(int microseconds) throws ViException {
+        lock.lock();
+        try {
+            check();
+            if (bufRecvPosted == 0) {
+                throw new ViException("no ViBufferTicket receive is posted on this Vi");
+            }
+            waitRecv(microseconds);
+            long id = comp.get(JAVA_LONG, 0);
+            int status = comp.get(JAVA_INT, 8);
+            int len = comp.get(JAVA_INT, 12);
+            int k = (int) (id & ~BUF);
+            ViBufferTicket t = bufTickets[k];
+            releaseBufSlot(k);
+            bufRecvPosted--;
+            if (status != 0) {
+                ViException e = brokenBy(-status);
+                t.fail(broken);
+                failPosted();
+                throw e;
+            }
+            t.complete(len);
+            return t;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Whether {@code t} is posted on this VI. */
+    boolean isPosted(ViBufferTicket t) {
+        lock.lock();
+        try {
+            return t.posted;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    private void checkTicket(ViBufferTicket t) throws ViException {
+        if (t == null) {
+            throw new ViException("the ticket is null");
+        }
+        if (t.vi != this) {
+            throw new ViException("the ticket's buffer is registered with another Vi");
+        }
+        if (!t.buffer.isRegistered(t)) {
+            throw new ViException("the ticket's buffer is unregistered, freed or closed");
+        }
+    }
+
+    private int takeBufSlot(ViBufferTicket t) throws ViException {
+        if (t.posted) {
+            throw new ViException("the ticket is already posted");
+        }
+        if (bufFreeN == 0) {
+            throw new ViException("the queues are full: " + bufTickets.length + " buffer tickets posted");
+        }
+        int k = bufFree[--bufFreeN];
+        bufTickets[k] = t;
+        t.reset();
+        t.posted = true;
+        return k;
+    }
+
+    private void releaseBufSlot(int k) {
+        ViBufferTicket t = bufTickets[k];
+        if (t != null) {
+            t.posted = false;
+        }
+        bufTickets[k] = null;
+        bufFree[bufFreeN++] = k;
+    }
+
+    private boolean anyBufSendPosted() {
+        return bufFreeN + bufRecvPosted < bufTickets.length;
     }
 
     /**
@@ -431,6 +653,12 @@ public final class Vi implements AutoCloseable {
                 if (recvTickets[i] != null) {
                     recvTickets[i].fail("UNET_VI_CLOSED");
                     recvTickets[i] = null;
+                }
+            }
+            for (int k = 0; k < bufTickets.length; k++) {
+                if (bufTickets[k] != null) {
+                    bufTickets[k].fail("UNET_VI_CLOSED");
+                    bufTickets[k] = null;
                 }
             }
             if (sendQ != null) {
@@ -466,8 +694,32 @@ public final class Vi implements AutoCloseable {
             throw new ViException("the Vi is closed");
         }
         if (broken != null) {
+            failPosted();
             throw new ViException("the Vi is broken: " + broken, broken);
         }
+    }
+
+    /**
+     * A broken VI completes nothing more: every ticket still posted is
+     * done, with the reason (VIA completes every outstanding descriptor
+     * with the error).
+     */
+    private void failPosted() {
+        for (int i = 0; i < recvTickets.length; i++) {
+            if (recvTickets[i] != null) {
+                recvTickets[i].fail(broken);
+                recvTickets[i] = null;
+                recvFree[recvFreeN++] = i;
+                ticketsPosted--;
+            }
+        }
+        for (int k = 0; k < bufTickets.length; k++) {
+            if (bufTickets[k] != null) {
+                bufTickets[k].fail(broken);
+                releaseBufSlot(k);
+            }
+        }
+        bufRecvPosted = 0;
     }
 
     private static void checkRange(byte[] b, int off, int len) throws ViException {
@@ -531,10 +783,9 @@ public final class Vi implements AutoCloseable {
             if (got != 1) {
                 break;
             }
-            sendFree[sendFreeN++] = (int) comp.get(JAVA_LONG, 0);
-            int status = comp.get(JAVA_INT, 8);
-            if (status != 0 && failed == null) {
-                failed = brokenBy(-status);
+            ViException e = routeSend();
+            if (e != null && failed == null) {
+                failed = e;
             }
         }
         if (failed != null) {
@@ -565,12 +816,67 @@ public final class Vi implements AutoCloseable {
         if (r != 0) {
             throw Native.failure("waiting for a send", r);
         }
-        sendFree[sendFreeN++] = (int) comp.get(JAVA_LONG, 0);
-        int status = comp.get(JAVA_INT, 8);
-        if (status != 0) {
-            throw brokenBy(-status);
+        ViException e = routeSend();
+        if (e != null) {
+            throw e;
         }
         reapSends();
+    }
+
+    /**
+     * Wait for one send to complete and route it; the failure it carried,
+     * if any (not thrown: the caller decides).
+     */
+    private ViException takeSend(long deadline, int microseconds) throws ViException {
+        int got;
+        try {
+            got = (int) Native.SEND_DONE.invokeExact(vi, comp);
+        } catch (Throwable t) {
+            throw Native.fatal(t);
+        }
+        if (got == 1) {
+            return routeSend();
+        }
+        long left = deadline == Long.MAX_VALUE ? -1 : Math.max(0, (deadline - System.nanoTime()) / 1000);
+        int r;
+        try {
+            r = (int) Native.SEND_WAIT.invokeExact(vi, left, comp);
+        } catch (Throwable t) {
+            throw Native.fatal(t);
+        }
+        if (r == Native.UNET_ETIMEDOUT) {
+            throw new ViTimeout(microseconds);
+        }
+        if (r != 0) {
+            throw Native.failure("waiting for a send", r);
+        }
+        return routeSend();
+    }
+
+    /**
+     * The send completion in {@code comp}: a Javia-I buffer is free again,
+     * a buffer ticket is done (and queued for sendBufWait). Its failure, if
+     * it failed.
+     */
+    private ViException routeSend() {
+        long id = comp.get(JAVA_LONG, 0);
+        int status = comp.get(JAVA_INT, 8);
+        int len = comp.get(JAVA_INT, 12);
+        ViException e = status != 0 ? brokenBy(-status) : null;
+        if ((id & BUF) != 0) {
+            int k = (int) (id & ~BUF);
+            ViBufferTicket t = bufTickets[k];
+            releaseBufSlot(k);
+            if (e != null) {
+                t.fail(broken);
+            } else {
+                t.complete(len);
+            }
+            sendBufDone.addLast(t);
+            return e;
+        }
+        sendFree[sendFreeN++] = (int) id;
+        return e;
     }
 
     /**

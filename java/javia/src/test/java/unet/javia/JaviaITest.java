@@ -121,7 +121,7 @@ class JaviaITest {
         e = assertThrows(ViException.class, () -> tx.send(new byte[2048], 0, 2048));
         assertTrue(e.getMessage().contains("maxMessageSize"), e.getMessage());
         e = assertThrows(ViException.class, () -> rx.recv(1000));
-        assertTrue(e.getMessage().contains("ViBATickets are posted"), e.getMessage());
+        assertTrue(e.getMessage().contains("are posted on this Vi"), e.getMessage());
         tx.close();
         tx.close();
         e = assertThrows(ViException.class, () -> tx.send(new byte[1], 0, 1));

@@ -1,0 +1,169 @@
+package unet.javia;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.lang.ref.WeakReference;
+import java.nio.ByteBuffer;
+import java.nio.IntBuffer;
+import java.util.ArrayDeque;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
+
+/** Javia-II: registered buffers, typed views, tickets, freeing. */
+class JaviaIITest {
+    @BeforeAll
+    static void engine() throws Exception {
+        TestEngine.ensure();
+    }
+
+    @ParameterizedTest
+    @EnumSource(ViAttributes.Reliability.class)
+    void hundredThousandMixedMessagesThroughBuffersWithoutCopy(ViAttributes.Reliability level) throws Exception {
+        ViAttributes attrs = new ViAttributes().setReliability(level);
+        Vi[] p = JaviaITest.pair(attrs);
+        final int n = 100_000;
+        final int slots = 16;
+        final int slotSize = 32 * 1024;
+        try (Vi tx = p[0]; Vi rx = p[1]) {
+            CompletableFuture<Void> sender = CompletableFuture.runAsync(() -> {
+                try {
+                    ViBuffer vb = new ViBuffer(slots * slotSize);
+                    ByteBuffer b = vb.toByteArray();
+                    ViBufferTicket[] ts = new ViBufferTicket[slots];
+                    ArrayDeque<Integer> free = new ArrayDeque<>();
+                    for (int k = 0; k < slots; k++) {
+                        ts[k] = vb.register(tx, new ViBufferAttributes());
+                        free.add(k);
+                    }
+                    for (int i = 0; i < n; i++) {
+                        if (free.isEmpty()) {
+                            ViBufferTicket done = tx.sendBufWait(10_000_000);
+                            for (int k = 0; k < slots; k++) {
+                                if (ts[k] == done) {
+                                    free.add(k);
+                                }
+                            }
+                        }
+                        int k = free.poll();
+                        byte[] m = JaviaITest.message(i, JaviaITest.sizeOf(i));
+                        b.put(k * slotSize, m);
+                        tx.sendBufPost(ts[k], k * slotSize, m.length);
+                    }
+                    for (int k = free.size(); k < slots; k++) {
+                        tx.sendBufWait(10_000_000);
+                    }
+                    for (ViBufferTicket t : ts) {
+                        vb.unregister(t);
+                    }
+                    vb.close();
+                } catch (java.io.IOException e) {
+                    throw new RuntimeException(e);
+                }
+            });
+            ViBuffer rb = new ViBuffer(slots * slotSize);
+            ByteBuffer view = rb.toByteArray();
+            ViBufferTicket[] ts = new ViBufferTicket[slots];
+            for (int k = 0; k < slots; k++) {
+                ts[k] = rb.register(rx, new ViBufferAttributes());
+                rx.recvBufPost(ts[k], k * slotSize);
+            }
+            byte[] got = new byte[slotSize];
+            for (int i = 0; i < n; i++) {
+                ViBufferTicket t = rx.recvBufWait(10_000_000);
+                int k = i % slots;
+                assertTrue(t == ts[k], "tickets come back in the order posted");
+                byte[] want = JaviaITest.message(i, JaviaITest.sizeOf(i));
+                assertEquals(want.length, t.getLength(), "length of message " + i);
+                view.get(k * slotSize, got, 0, want.length);
+                assertTrue(java.util.Arrays.equals(want, 0, want.length, got, 0, want.length),
+                        "content of message " + i);
+                rx.recvBufPost(t, k * slotSize);
+            }
+            sender.get(60, TimeUnit.SECONDS);
+        }
+    }
+
+    @Test
+    void theFirstViewFixesTheElementTypeAndViewsShareTheMemory() throws Exception {
+        try (ViBuffer vb = new ViBuffer(64)) {
+            IntBuffer ints = vb.toIntArray();
+            ints.put(3, 0x01020304);
+            assertEquals(16, ints.capacity());
+            assertEquals(0x01020304, vb.toIntArray().get(3), "the same memory");
+            IllegalStateException e = assertThrows(IllegalStateException.class, vb::toByteArray);
+            assertTrue(e.getMessage().contains("IntBuffer"), e.getMessage());
+            assertThrows(IllegalStateException.class, vb::segment);
+        }
+    }
+
+    @Test
+    void aViewUsedAfterCloseFailsInsteadOfTouchingReusedMemory() throws Exception {
+        ViBuffer vb = new ViBuffer(4096);
+        ByteBuffer b = vb.toByteArray();
+        b.put(0, (byte) 7);
+        vb.close();
+        assertThrows(IllegalStateException.class, () -> b.get(0));
+        assertThrows(IllegalStateException.class, () -> b.put(1, (byte) 1));
+        assertThrows(IllegalStateException.class, vb::toByteArray);
+        vb.close();
+    }
+
+    @Test
+    void unregisterWhilePostedAndFreeWhileRegisteredFail() throws Exception {
+        Vi[] p = JaviaITest.pair(new ViAttributes());
+        try (Vi tx = p[0]; Vi rx = p[1]) {
+            ViBuffer vb = new ViBuffer(1024);
+            ViBufferTicket t = vb.register(rx, new ViBufferAttributes());
+            rx.recvBufPost(t, 0);
+            ViException e = assertThrows(ViException.class, () -> vb.unregister(t));
+            assertTrue(e.getMessage().contains("still in use"), e.getMessage());
+            e = assertThrows(ViException.class, () -> vb.free(null));
+            assertTrue(e.getMessage().contains("still registered"), e.getMessage());
+            e = assertThrows(ViException.class, () -> rx.recvBufPost(t, 0));
+            assertTrue(e.getMessage().contains("already posted"), e.getMessage());
+            e = assertThrows(ViException.class, () -> tx.sendBufPost(t, 0, 10));
+            assertTrue(e.getMessage().contains("another Vi"), e.getMessage());
+            tx.send(new byte[] {1, 2, 3}, 0, 3);
+            ViBufferTicket done = rx.recvBufWait(10_000_000);
+            assertTrue(done == t && t.isDone());
+            assertEquals(3, t.getLength());
+            assertEquals(2, vb.toByteArray().get(1));
+            vb.unregister(t);
+            vb.close();
+        }
+    }
+
+    @Test
+    void freeReleasesOnlyOnceNoViewIsReachableThenCallsBack() throws Exception {
+        ViBuffer vb = new ViBuffer(1 << 16);
+        ByteBuffer view = vb.toByteArray();
+        view.put(0, (byte) 42);
+        CountDownLatch released = new CountDownLatch(1);
+        vb.free(size -> released.countDown());
+        // A view still held keeps the memory: it stays usable, and nothing
+        // is released however often the collector runs.
+        for (int i = 0; i < 3; i++) {
+            System.gc();
+            assertTrue(!released.await(50, TimeUnit.MILLISECONDS), "released while a view is reachable");
+        }
+        assertEquals(42, view.get(0));
+        WeakReference<ByteBuffer> gone = new WeakReference<>(view);
+        view = null;
+        long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+        while (released.getCount() > 0 && System.nanoTime() < end) {
+            System.gc();
+            released.await(50, TimeUnit.MILLISECONDS);
+        }
+        assertEquals(0, released.getCount(), "released once no view was reachable");
+        assertTrue(gone.get() == null);
+        assertThrows(ViException.class, () -> vb.free(null));
+        assertThrows(IllegalStateException.class, vb::toByteArray);
+    }
+}
