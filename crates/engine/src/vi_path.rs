@@ -103,6 +103,10 @@ pub(crate) struct EngineVi {
     recv_posted: VecDeque<ViDesc>,
     /// Messages accepted with no receive posted, in order.
     held: VecDeque<Vec<u8>>,
+    /// The peer went (its VI closed) while messages it sent were held: they
+    /// are still placed as receives are posted, and the VI breaks with this
+    /// reason once the last one is (sends fail with it meanwhile).
+    draining: Option<ViError>,
     /// Messages of a reliable level that arrived after a gap, by sequence
     /// number: kept (at most the window's worth) until the missing ones
     /// come, then taken in order, so that a loss costs the resending of
@@ -194,6 +198,7 @@ impl EngineVi {
             inflight: VecDeque::new(),
             recv_posted: VecDeque::new(),
             held: VecDeque::new(),
+            draining: None,
             ahead: Vec::new(),
             state: 0,
             tell_peer: false,
@@ -329,6 +334,40 @@ impl EngineVi {
         self.flush();
     }
 
+    /// The peer closed its VI (`why`: the peer gone). Messages it sent that
+    /// arrived are the client's as much as those already placed: when some
+    /// are held for want of a receive, they are placed first (as receives
+    /// are posted), and the VI breaks once the last is; sends complete with
+    /// `why` at once, as nobody will acknowledge them.
+    pub(crate) fn peer_gone(&mut self, why: ViError) {
+        if self.state != 0 {
+            return;
+        }
+        if self.held.is_empty() {
+            self.break_with(why, false);
+            return;
+        }
+        self.draining = Some(why);
+        self.ahead.clear();
+        self.fail_sends(why);
+        self.wake();
+    }
+
+    /// Complete every send outstanding (on the wire or still in the queue)
+    /// with `why`.
+    fn fail_sends(&mut self, why: ViError) {
+        while let Some((d, ..)) = self.inflight.pop_front() {
+            self.push_compl(true, d.id, Err(why));
+        }
+        let head = self.sq.head().min(self.sq_tail + self.cap);
+        while self.sq_tail < head && self.send_room() {
+            let d = self.sq.read(self.sq_tail);
+            self.sq_tail += 1;
+            self.push_compl(true, d.id, Err(why));
+        }
+        self.sq.set_tail(self.sq_tail);
+    }
+
     /// Complete everything outstanding with the error state's reason.
     fn flush(&mut self) {
         let Some(why) = ViError::from_u32(self.state) else {
@@ -426,6 +465,16 @@ impl EngineVi {
         if placed > 0 {
             self.set_level(ViCounter::Held, self.held.len() as u64);
             self.rx.placed(placed, now_ns);
+        }
+        if let Some(why) = self.draining {
+            if self.held.is_empty() {
+                self.draining = None;
+                self.break_with(why, false);
+                return work + 1;
+            }
+            let before = self.sq_tail;
+            self.fail_sends(why);
+            return work + usize::from(before != self.sq_tail);
         }
         // Sends, as far as the window and the completion ring allow.
         let head = self.sq.head();
@@ -583,7 +632,9 @@ impl EngineVi {
         regions: &std::collections::HashMap<u32, Region>,
         now_ns: u64,
     ) {
-        if self.state != 0 {
+        // A peer that went sends nothing more: a late or replayed frame of
+        // it is not taken.
+        if self.state != 0 || self.draining.is_some() {
             return;
         }
         let before = self.rx.stats.lost;

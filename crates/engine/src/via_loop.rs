@@ -61,11 +61,12 @@ pub(crate) fn poll(
                     if v.peer
                         .is_some_and(|p| p.my_token == c.token && p.addr == from) =>
                 {
-                    let why = match c.error() {
-                        None | Some(ViError::Closed) => ViError::PeerGone,
-                        Some(e) => e,
-                    };
-                    v.break_with(why, false);
+                    match c.error() {
+                        // A close: what it sent before still arrives.
+                        None | Some(ViError::Closed) => v.peer_gone(ViError::PeerGone),
+                        // A break: both sides are in the error state now.
+                        Some(e) => v.break_with(e, false),
+                    }
                 }
                 Some(_) => drop(WireDrop::ForgedToken),
                 None => drop(WireDrop::UnknownEndpoint),

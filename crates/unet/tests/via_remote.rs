@@ -278,3 +278,57 @@ fn closing_one_end_breaks_the_other() {
         "{e}"
     );
 }
+
+/// Messages that reached the receiving engine before any receive was
+/// posted are not lost when the sender then closes its VI: they are placed
+/// as receives come, in order, and only then does the VI break with the
+/// peer gone (the sender's sends completed: they did arrive).
+#[test]
+fn messages_held_when_the_peer_closes_are_still_delivered() {
+    let (_ea, sa) = engine(0);
+    let (_eb, sb) = engine(0);
+    for r in [
+        Reliability::ReliableDelivery,
+        Reliability::ReliableReception,
+    ] {
+        let tag = 60 + r as u64;
+        let (mut a, mut b) = connect(&sa, &sb, tag, r);
+        let ra = sa.register_memory(4096).unwrap();
+        for i in 0..3u64 {
+            ra.write(i as usize * 100, &pattern(i as usize, 100));
+            a.post_send(i, &[ViSeg::new(&ra, i as usize * 100, 100)])
+                .unwrap();
+        }
+        if r == Reliability::ReliableDelivery {
+            // Each send completes once it reached engine B (held there).
+            for i in 0..3u64 {
+                let c = a.send_wait(T).unwrap();
+                assert_eq!((c.id, c.status), (i, Ok(100)), "{r:?}");
+            }
+        } else {
+            // Reception: nothing is placed yet; give the messages time
+            // to arrive at B.
+            thread::sleep(Duration::from_millis(200));
+        }
+        a.close().unwrap();
+        thread::sleep(Duration::from_millis(100));
+        let rb = sb.register_memory(4096).unwrap();
+        for i in 0..3u64 {
+            b.post_recv(i, &[ViSeg::new(&rb, i as usize * 100, 100)])
+                .unwrap();
+        }
+        for i in 0..3u64 {
+            let c = b.recv_wait(T).unwrap();
+            assert_eq!((c.id, c.status), (i, Ok(100)), "{r:?}: message {i}");
+            let mut got = [0u8; 100];
+            rb.read(i as usize * 100, &mut got);
+            assert_eq!(got.to_vec(), pattern(i as usize, 100), "{r:?}");
+        }
+        // Then the break, with the reason; nothing more completes as
+        // success.
+        b.post_recv(9, &[ViSeg::new(&rb, 0, 100)]).unwrap();
+        let c = b.recv_wait(T).unwrap();
+        assert_eq!((c.id, c.status), (9, Err(ViError::PeerGone)), "{r:?}");
+        assert_eq!(b.state(), ViState::Error(ViError::PeerGone));
+    }
+}

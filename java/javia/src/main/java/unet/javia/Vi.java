@@ -18,9 +18,10 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  * <p>A {@code Vi} is made by connecting ({@link #Vi(ViAddress, ViAttributes,
  * ViCompletionQ, ViCompletionQ, int)}) to a {@link ServerVi} that waits on
  * the same tag, or by {@link ServerVi#accept()}. Its methods may be called
- * from several threads (a lock orders them); a wait gives the lock up while
- * it spins and takes it back in short slices while it sleeps, so a sender
- * on another thread is held back at most one slice (200 microseconds).
+ * from several threads (a lock orders them); a wait, for a send's buffer or
+ * a receive, gives the lock up while it spins and takes it back in short
+ * slices while it sleeps, so a thread on the other queue is held back at
+ * most one slice (200 microseconds).
  *
  * <p>Failures follow VIA: when the peer goes, a descriptor is bad or a
  * message does not fit, the VI enters the error state; every call then
@@ -803,18 +804,8 @@ public final class Vi implements AutoCloseable {
 
     /** Wait for one send to complete, and take it back. */
     private void waitSendUntil(long deadline, int microseconds) throws ViException {
-        int r;
-        long left = deadline == Long.MAX_VALUE ? -1 : Math.max(0, (deadline - System.nanoTime()) / 1000);
-        try {
-            r = (int) Native.SEND_WAIT.invokeExact(vi, left, comp);
-        } catch (Throwable t) {
-            throw Native.fatal(t);
-        }
-        if (r == Native.UNET_ETIMEDOUT) {
-            throw new ViTimeout(microseconds);
-        }
-        if (r != 0) {
-            throw Native.failure("waiting for a send", r);
+        if (!waitDone(true, deadline, microseconds)) {
+            return;
         }
         ViException e = routeSend();
         if (e != null) {
@@ -828,29 +819,7 @@ public final class Vi implements AutoCloseable {
      * if any (not thrown: the caller decides).
      */
     private ViException takeSend(long deadline, int microseconds) throws ViException {
-        int got;
-        try {
-            got = (int) Native.SEND_DONE.invokeExact(vi, comp);
-        } catch (Throwable t) {
-            throw Native.fatal(t);
-        }
-        if (got == 1) {
-            return routeSend();
-        }
-        long left = deadline == Long.MAX_VALUE ? -1 : Math.max(0, (deadline - System.nanoTime()) / 1000);
-        int r;
-        try {
-            r = (int) Native.SEND_WAIT.invokeExact(vi, left, comp);
-        } catch (Throwable t) {
-            throw Native.fatal(t);
-        }
-        if (r == Native.UNET_ETIMEDOUT) {
-            throw new ViTimeout(microseconds);
-        }
-        if (r != 0) {
-            throw Native.failure("waiting for a send", r);
-        }
-        return routeSend();
+        return waitDone(true, deadline, microseconds) ? routeSend() : null;
     }
 
     /**
@@ -885,17 +854,32 @@ public final class Vi implements AutoCloseable {
      * the library in slices, giving the lock up between them.
      */
     private void waitRecv(int microseconds) throws ViException {
-        long deadline = deadline(microseconds);
+        if (!waitDone(false, deadline(microseconds), microseconds)) {
+            throw new ViException("no receive is posted on this Vi any more (another thread took it)");
+        }
+    }
+
+    /**
+     * Wait until {@code deadline} for the next completion of the send
+     * ({@code send}) or receive queue, into {@code comp}. Polls for the spin
+     * time, then sleeps in the library in slices; between polls and slices
+     * it gives the lock to any thread that waits for it, so that a blocked
+     * sender never holds up a receiver on another thread, nor the reverse.
+     * False when the queue has nothing outstanding (any more: another
+     * thread may have taken it while the lock was given up).
+     */
+    private boolean waitDone(boolean send, long deadline, int microseconds) throws ViException {
         long spinEnd = System.nanoTime() + attrs.getSpinMicros() * 1000L;
         while (true) {
             int got;
             try {
-                got = (int) Native.RECV_DONE.invokeExact(vi, comp);
+                got = send ? (int) Native.SEND_DONE.invokeExact(vi, comp)
+                        : (int) Native.RECV_DONE.invokeExact(vi, comp);
             } catch (Throwable t) {
                 throw Native.fatal(t);
             }
             if (got == 1) {
-                return;
+                return true;
             }
             long now = System.nanoTime();
             if (now >= deadline) {
@@ -915,15 +899,19 @@ public final class Vi implements AutoCloseable {
             long slice = Math.min(SLICE_US, Math.max(1, (deadline - now) / 1000));
             int r;
             try {
-                r = (int) Native.RECV_WAIT.invokeExact(vi, slice, comp);
+                r = send ? (int) Native.SEND_WAIT.invokeExact(vi, slice, comp)
+                        : (int) Native.RECV_WAIT.invokeExact(vi, slice, comp);
             } catch (Throwable t) {
                 throw Native.fatal(t);
             }
             if (r == 0) {
-                return;
+                return true;
+            }
+            if (r == Native.UNET_ENOTPOSTED) {
+                return false;
             }
             if (r != Native.UNET_ETIMEDOUT) {
-                throw Native.failure("waiting for a receive", r);
+                throw Native.failure(send ? "waiting for a send" : "waiting for a receive", r);
             }
             if (lock.hasQueuedThreads()) {
                 lock.unlock();
