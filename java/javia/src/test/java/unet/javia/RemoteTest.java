@@ -27,30 +27,16 @@ class RemoteTest {
         TestEngine.second();
     }
 
-    private static void tablePair(Class<?> recvMain, Class<?> sendMain, String want) throws Exception {
-        TestEngine.Daemon b = TestEngine.second();
-        Process recv = TestEngine.jvmOn(b.socket(), recvMain);
-        try {
-            assertEquals("LISTENING", TestEngine.line(recv));
-            Process send = TestEngine.jvm(sendMain, b.wire());
-            assertTrue(send.waitFor(60, TimeUnit.SECONDS), "the sender finishes");
-            assertEquals(0, send.exitValue(), "the sender succeeds");
-            assertEquals(want, TestEngine.line(recv));
-            assertTrue(recv.waitFor(60, TimeUnit.SECONDS), "the receiver finishes");
-            assertEquals(0, recv.exitValue(), "the receiver succeeds");
-        } finally {
-            recv.destroyForcibly();
-        }
-    }
-
     @Test
     void table1RunsBetweenTwoEngines() throws Exception {
-        tablePair(Table1Recv.class, Table1Send.class, "RECEIVED 100 bytes, sum 4950");
+        Table1Test.tablePair(TestEngine.second().socket(), Table1Recv.class, Table1Send.class,
+                TestEngine.second().wire(), "RECEIVED 100 bytes, sum 4950");
     }
 
     @Test
     void table2RunsBetweenTwoEngines() throws Exception {
-        tablePair(Table2Recv.class, Table2Send.class, "RECEIVED 100 bytes, sum 9900");
+        Table1Test.tablePair(TestEngine.second().socket(), Table2Recv.class, Table2Send.class,
+                TestEngine.second().wire(), "RECEIVED 100 bytes, sum 9900");
     }
 
     @ParameterizedTest
