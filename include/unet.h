@@ -644,6 +644,18 @@ UNET_STATIC_ASSERT(sizeof(unet_vi_stats) == 64, "unet_vi_stats is 64 bytes");
 int unet_vi_post_send(unet_vi *vi, uint64_t id, const unet_vi_seg *segs,
                       size_t nsegs);
 
+/* Send the len bytes at data from ordinary (unregistered) memory, copied
+ * once during the call, when that can be done now: on a local VI whose
+ * direct ring has room, with no send posted before it and room for its
+ * completion. The send completes with number id as a posted one does.
+ * Returns 0 when sent; UNET_EFULL when it could not be sent now (nothing
+ * was), which is always the case for a VI between engines (their engines
+ * read registered memory only): copy the bytes into a region and post them
+ * with unet_vi_post_send. UNET_EINVAL for a NULL vi, or NULL data with
+ * len > 0. */
+int unet_vi_send_copied(unet_vi *vi, uint64_t id, const void *data,
+                        size_t len);
+
 /* Post a receive descriptor: the next message is scattered into the nsegs
  * segments at segs in order, completing with number id and its length
  * (-UNET_VI_TOO_LONG if it does not fit). As unet_vi_post_send otherwise

@@ -1068,6 +1068,30 @@ impl Core {
         }
     }
 
+    /// [`Core::try_send_now`] from plain memory: `data` goes into the
+    /// direct ring during the call, or nothing happens (`None`).
+    #[inline(always)]
+    fn try_send_copied(&mut self, id: u64, data: &[u8]) -> Option<()> {
+        let ViPath::Direct(conn) = &mut self.path else {
+            return None;
+        };
+        if !matches!(self.state, ViState::Connected)
+            || !self.send_posted.is_empty()
+            || data.len() > VI_MAX_TRANSFER
+            || self.send_unplaced.len() + self.send_done.len() >= self.attrs.send_queue as usize
+        {
+            return None;
+        }
+        // SAFETY: `data` is a live borrow of data.len() bytes for the call.
+        match unsafe { conn.send_gather(&[(data.as_ptr(), data.len())], data.len()) } {
+            Ok(_) => {
+                self.sent_one(id, data.len());
+                Some(())
+            }
+            Err(_) => None,
+        }
+    }
+
     /// The direct path's common case for a receive: no completion waiting
     /// before it, no completion queue to tell, nothing else to do, a good
     /// receive posted and a message in the ring that fits it. The message
@@ -1639,6 +1663,22 @@ impl Vi {
                 }
                 core.post(ViQueue::Send, id, segs, session)
             },
+        )
+    }
+
+    /// Send `data` from ordinary (unregistered) memory, copied once
+    /// during the call, when that can be done now: on a local VI whose
+    /// direct ring has room, with no send posted before it and room for
+    /// its completion. Returns `false` (nothing sent) otherwise, for
+    /// example on a VI between engines, whose engine reads only registered
+    /// memory: the caller then copies `data` into a region and posts it
+    /// with [`Vi::post_send`]. The send completes with number `id` as a
+    /// posted one does.
+    #[inline]
+    pub fn send_copied(&mut self, id: u64, data: &[u8]) -> bool {
+        self.with(
+            #[inline(always)]
+            |core, _| core.try_send_copied(id, data).is_some(),
         )
     }
 

@@ -792,3 +792,67 @@ fn a_peer_killed_mid_stream_breaks_the_vi_and_nothing_completes_as_success() {
     v1.post_send(1, &[ViSeg::new(&r1, 0, 64)]).unwrap();
     assert_eq!(v2.recv_wait(T).unwrap().status, Ok(64));
 }
+
+#[test]
+fn sends_copied_from_plain_memory_go_now_or_not_at_all() {
+    let (_e, s1, s2) = engine();
+    let (mut a, mut b) = connect(
+        &s1,
+        &s2,
+        31,
+        ViAttributes {
+            send_queue: 4096,
+            ..ViAttributes::default()
+        },
+        ViAttributes {
+            recv_queue: 4096,
+            ..ViAttributes::default()
+        },
+    );
+    const LEN: usize = 4096;
+    let ra = s1.register_memory(LEN).unwrap();
+    let rb = s2.register_memory(4096 * LEN).unwrap();
+    // Copied sends fill the ring (no receive posted) until it refuses;
+    // nothing is sent when it refuses.
+    let mut n = 0usize;
+    while a.send_copied(n as u64, &pattern(n, LEN)) {
+        n += 1;
+        assert!(n < 4096, "the ring never filled");
+    }
+    assert!(n > 0);
+    // A posted send waits behind them; while it does, copied sends are
+    // refused (they would overtake it).
+    ra.write(0, &pattern(n, LEN));
+    a.post_send(n as u64, &[ViSeg::new(&ra, 0, LEN)]).unwrap();
+    assert!(!a.send_copied(n as u64 + 1, &pattern(n + 1, LEN)));
+    for i in 0..=n {
+        b.post_recv(i as u64, &[ViSeg::new(&rb, i * LEN, LEN)])
+            .unwrap();
+    }
+    // The sender's library moves its queued send into the ring as it
+    // takes completions (no engine on the local path).
+    let mut sends = Vec::new();
+    for i in 0..=n {
+        while let Some(c) = a.send_done() {
+            sends.push(c);
+        }
+        assert_eq!(b.recv_wait(T).unwrap().status, Ok(LEN), "message {i}");
+    }
+    while sends.len() <= n {
+        sends.push(a.send_wait(T).unwrap());
+    }
+    for (i, c) in sends.iter().enumerate() {
+        assert_eq!((c.id, c.status), (i as u64, Ok(LEN)), "send {i}");
+    }
+    let mut got = vec![0u8; LEN];
+    for i in 0..=n {
+        rb.read(i * LEN, &mut got);
+        assert_eq!(got, pattern(i, LEN), "message {i}");
+    }
+    // An empty queue again: a copied send goes at once.
+    b.post_recv(0, &[ViSeg::new(&rb, 0, LEN)]).unwrap();
+    assert!(a.send_copied(7, b"plain"));
+    assert_eq!(b.recv_wait(T).unwrap().status, Ok(5));
+    rb.read(0, &mut got[..5]);
+    assert_eq!(&got[..5], b"plain");
+}

@@ -282,9 +282,12 @@ fn a_message_with_no_receive_posted_is_held_at_the_receiving_engine() {
 fn closing_one_end_breaks_the_other() {
     let (_ea, sa) = engine(0);
     let (_eb, sb) = engine(0);
-    let (a, mut b) = connect(&sa, &sb, 400, Reliability::ReliableDelivery);
+    let (mut a, mut b) = connect(&sa, &sb, 400, Reliability::ReliableDelivery);
     let rb = sb.register_memory(4096).unwrap();
     b.post_recv(1, &[ViSeg::new(&rb, 0, 64)]).unwrap();
+    // The engines read registered memory only: a send from plain memory
+    // is refused, and nothing is sent.
+    assert!(!a.send_copied(9, b"plain"));
     a.close().unwrap();
     assert_eq!(
         b.recv_wait(T).unwrap(),

@@ -1036,6 +1036,45 @@ pub unsafe extern "C" fn unet_vi_post_send(
     guard(|| unsafe { post(vi, ViQueue::Send, id, segs, nsegs) })
 }
 
+/// Send `len` bytes at `data` from ordinary memory, copied once during the
+/// call, when that can be done now ([`Vi::send_copied`]): [`UNET_OK`] when
+/// sent, [`UNET_EFULL`] when not (always on a VI between engines: post
+/// from a region instead), [`UNET_EINVAL`] for a NULL `vi`, or a NULL
+/// `data` with `len > 0`.
+///
+/// # Safety
+/// `vi` is NULL or a live handle used by this thread only; `data` NULL or
+/// `len` readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn unet_vi_send_copied(
+    vi: *mut UnetVi,
+    id: u64,
+    data: *const c_void,
+    len: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let vi = match unsafe { self::vi(vi) } {
+            Ok(v) => v,
+            Err(c) => return c,
+        };
+        let data: &[u8] = if len == 0 {
+            &[]
+        } else if data.is_null() {
+            return null("data");
+        } else {
+            // SAFETY: non-NULL with len readable bytes per the contract,
+            // borrowed for this call only.
+            unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) }
+        };
+        if vi.send_copied(id, data) {
+            UNET_OK
+        } else {
+            UNET_EFULL
+        }
+    })
+}
+
 /// Post a receive descriptor: the next message is scattered into the
 /// `nsegs` segments at `segs` in order, completing with number `id` and
 /// its length. As [`unet_vi_post_send`] otherwise ([`UNET_EFULL`] past

@@ -245,6 +245,25 @@ int main(void) {
         CHECK_RC(unet_region_deregister(small), UNET_OK);
     }
 
+    /* A send from ordinary memory, copied during the call (a local VI):
+     * it completes as a posted one does, and the bytes arrive. */
+    {
+        char plain[6] = "world";
+        unet_vi_seg seg = {rb, 0, 64};
+        CHECK_RC(unet_vi_post_recv(vb, 3100, &seg, 1), UNET_OK);
+        CHECK_RC(unet_vi_send_copied(va, 3101, plain, 5), UNET_OK);
+        memset(plain, 0, sizeof plain); /* already sent */
+        CHECK_RC(unet_vi_recv_wait(vb, TIMEOUT_US, &c), UNET_OK);
+        CHECK(c.id == 3100 && c.status == 0 && c.len == 5);
+        CHECK(memcmp(pb, "world", 5) == 0);
+        CHECK_RC(unet_cq_wait(rcq, TIMEOUT_US, NULL, NULL), UNET_OK);
+        CHECK_RC(unet_vi_send_wait(va, TIMEOUT_US, &c), UNET_OK);
+        CHECK(c.id == 3101 && c.status == 0 && c.len == 5);
+        CHECK_RC(unet_cq_wait(scq, TIMEOUT_US, NULL, NULL), UNET_OK);
+        CHECK_RC(unet_vi_send_copied(va, 1, NULL, 5), UNET_EINVAL);
+        CHECK_RC(unet_vi_send_copied(NULL, 1, plain, 5), UNET_EINVAL);
+    }
+
     /* A rejected connection, answered through a request. */
     {
         unet_vi_request *req = NULL;
