@@ -52,6 +52,7 @@ final class Native {
             JAVA_INT.withName("status"),
             JAVA_INT.withName("len"));
 
+    static final int UNET_EFULL = -1;
     static final int UNET_ETIMEDOUT = -6;
     static final int UNET_EINUSE = -16;
     static final int UNET_ENOTPOSTED = -17;
@@ -62,6 +63,9 @@ final class Native {
     // Calls that return at once and never call back: no thread-state
     // transition around them (Linker.Option.critical).
     private static final Linker.Option FAST = Linker.Option.critical(false);
+    // As FAST, and the call may be handed memory of the Java heap: the
+    // garbage collector does not move it during the call.
+    private static final Linker.Option HEAP = Linker.Option.critical(true);
 
     static final MethodHandle LAST_ERROR = handle("unet_last_error_message", FunctionDescriptor.of(ADDRESS));
     static final MethodHandle STATUS_NAME = handle("unet_status_name", FunctionDescriptor.of(ADDRESS, JAVA_INT));
@@ -89,6 +93,8 @@ final class Native {
             FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, JAVA_LONG, ADDRESS, JAVA_LONG, ADDRESS));
     static final MethodHandle POST_SEND = handle("unet_vi_post_send",
             FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG, ADDRESS, JAVA_LONG), FAST);
+    static final MethodHandle SEND_COPIED = handle("unet_vi_send_copied",
+            FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG, ADDRESS, JAVA_LONG), HEAP);
     static final MethodHandle POST_RECV = handle("unet_vi_post_recv",
             FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG, ADDRESS, JAVA_LONG), FAST);
     static final MethodHandle SEND_DONE =

@@ -53,6 +53,8 @@ public final class Vi implements AutoCloseable {
 
     // Javia-I's buffers: `depth` slots of `slot` bytes each way.
     private final int slot;
+    /** Javia-I sends of this many bytes or more go in place. */
+    private final int inPlaceFrom;
     private final MemorySegment sendRegion;
     private final MemorySegment recvRegion;
     private final MemorySegment sendMem;
@@ -114,6 +116,7 @@ public final class Vi implements AutoCloseable {
         }
         int depth = attrs.getQueueDepth();
         slot = attrs.getMaxMessageSize();
+        inPlaceFrom = attrs.getInPlaceFrom();
         long bytes = (long) depth * slot;
         MemorySegment[] sr = new MemorySegment[2];
         try {
@@ -266,6 +269,29 @@ public final class Vi implements AutoCloseable {
      * @throws ViException when the VI is closed or broken, or off and len do not fit
      */
     public void send(byte[] b, int off, int len) throws ViException {
+        send(b, off, len, len >= inPlaceFrom);
+    }
+
+    /**
+     * Send {@code len} bytes of {@code b} from {@code off}, handing the
+     * array to the library for the duration of the call (Javia-I's second
+     * mode: the paper pins the array): on a local VI the bytes go from the
+     * array straight into the connection's ring, moved once, with no copy
+     * into Javia's buffers. When that cannot happen now (the ring is full,
+     * or the VI is between engines, whose engines read registered memory
+     * only) the bytes are copied as {@link #send(byte[], int, int)} copies
+     * them. Either way {@code b} may be reused when it returns.
+     *
+     * @param b the array
+     * @param off where the message starts
+     * @param len its length (0 to the maximum message size)
+     * @throws ViException as {@link #send(byte[], int, int)}
+     */
+    public void sendInPlace(byte[] b, int off, int len) throws ViException {
+        send(b, off, len, true);
+    }
+
+    private void send(byte[] b, int off, int len, boolean inPlace) throws ViException {
         checkRange(b, off, len);
         if (len > slot) {
             throw new ViException("a message of " + len + " bytes is longer than this Vi's maxMessageSize of "
@@ -281,9 +307,11 @@ public final class Vi implements AutoCloseable {
                 waitSend(INFINITE);
             }
             int s = sendFree[--sendFreeN];
-            long at = (long) s * slot;
-            MemorySegment.copy(b, off, sendMem, JAVA_BYTE, at, len);
-            postSend(s, sendRegion, at, len);
+            if (!inPlace || !sendCopied(s, b, off, len)) {
+                long at = (long) s * slot;
+                MemorySegment.copy(b, off, sendMem, JAVA_BYTE, at, len);
+                postSend(s, sendRegion, at, len);
+            }
             reapSends();
         } finally {
             lock.unlock();
@@ -759,6 +787,29 @@ public final class Vi implements AutoCloseable {
             sendFree[sendFreeN++] = s;
             throw Native.failure("posting a send", r);
         }
+    }
+
+    /**
+     * Sends {@code len} bytes of {@code b} straight from the array, as
+     * buffer {@code s}'s message (its completion frees {@code s}); false
+     * when the library cannot now (nothing sent, {@code s} still taken).
+     */
+    private boolean sendCopied(int s, byte[] b, int off, int len) throws ViException {
+        int r;
+        try {
+            r = (int) Native.SEND_COPIED.invokeExact(vi, (long) s, MemorySegment.ofArray(b).asSlice(off, len),
+                    (long) len);
+        } catch (Throwable t) {
+            throw Native.fatal(t);
+        }
+        if (r == 0) {
+            return true;
+        }
+        if (r == Native.UNET_EFULL) {
+            return false;
+        }
+        sendFree[sendFreeN++] = s;
+        throw Native.failure("sending in place", r);
     }
 
     private void postRecv(int s, int len) throws ViException {

@@ -22,6 +22,13 @@ public final class ViAttributes {
     private int queueDepth = 64;
     private int maxMessageSize = 64 * 1024;
     private int spinMicros = 50;
+    private int inPlaceFrom = IN_PLACE_FROM;
+
+    /**
+     * The default of {@link #setInPlaceFrom}: messages of this many bytes
+     * or more are sent in place by {@link Vi#send}.
+     */
+    public static final int IN_PLACE_FROM = 0;
 
     /** The defaults: reliable delivery, 64 descriptors a queue, messages of up to 64 KiB. */
     public ViAttributes() {}
@@ -117,6 +124,29 @@ public final class ViAttributes {
         return this;
     }
 
+    /** @return the size from which {@link Vi#send} sends in place */
+    public int getInPlaceFrom() {
+        return inPlaceFrom;
+    }
+
+    /**
+     * Messages of at least {@code bytes} bytes are sent by {@link Vi#send}
+     * as {@link Vi#sendInPlace} does: the array handed to the library for
+     * the call, the bytes moved once (Javia-I's second mode; the paper pins
+     * the array). {@code Integer.MAX_VALUE}: always copy through Javia-I's
+     * own buffers first.
+     *
+     * @param bytes the size (0 or more)
+     * @return this
+     */
+    public ViAttributes setInPlaceFrom(int bytes) {
+        if (bytes < 0) {
+            throw new IllegalArgumentException("in-place size " + bytes + " is negative");
+        }
+        this.inPlaceFrom = bytes;
+        return this;
+    }
+
     ViAttributes copy() {
         ViAttributes a = new ViAttributes();
         a.reliability = reliability;
@@ -124,6 +154,7 @@ public final class ViAttributes {
         a.queueDepth = queueDepth;
         a.maxMessageSize = maxMessageSize;
         a.spinMicros = spinMicros;
+        a.inPlaceFrom = inPlaceFrom;
         return a;
     }
 }

@@ -58,14 +58,21 @@ class JaviaITest {
     @EnumSource(ViAttributes.Reliability.class)
     void hundredThousandMixedMessagesArriveInOrderWithTheirContent(ViAttributes.Reliability level)
             throws Exception {
-        ViAttributes attrs = new ViAttributes().setReliability(level).setMaxMessageSize(32 * 1024);
+        // send copies, sendInPlace hands the array over: alternated, order
+        // and content hold across the two modes.
+        ViAttributes attrs = new ViAttributes().setReliability(level).setMaxMessageSize(32 * 1024)
+                .setInPlaceFrom(Integer.MAX_VALUE);
         Vi[] p = pair(attrs);
         final int n = 100_000;
         try (Vi tx = p[0]; Vi rx = p[1]) {
             CompletableFuture<Void> sender = CompletableFuture.runAsync(() -> {
                 try {
                     for (int i = 0; i < n; i++) {
-                        tx.send(message(i, sizeOf(i)), 0, sizeOf(i));
+                        if (i % 2 == 0) {
+                            tx.send(message(i, sizeOf(i)), 0, sizeOf(i));
+                        } else {
+                            tx.sendInPlace(message(i, sizeOf(i)), 0, sizeOf(i));
+                        }
                     }
                     tx.flush(Vi.INFINITE);
                 } catch (ViException e) {
