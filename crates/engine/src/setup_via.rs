@@ -15,7 +15,7 @@ use crate::setup::Setup;
 use crate::vi_path::{EngineVi, RemoteVi};
 use crate::vias::{self, Connector, Pending, RemoteOpen, BACKLOG, CONNECT_TIMEOUT_MAX};
 use crate::wire::frame::{
-    Body, RefuseReason, ViAccept as ViAcceptFrame, ViClose, ViOpen, ViRefuse,
+    Body, RefuseReason, ViAccept as ViAcceptFrame, ViAck, ViClose, ViOpen, ViRefuse,
 };
 
 /// Retransmit interval of an unanswered ViOpen.
@@ -480,7 +480,7 @@ impl Setup<'_> {
     /// release its segment.
     pub(crate) fn drop_engine_vi(&mut self, id: u32, reason: u32) {
         self.vias.vis.remove(&id);
-        let Some(v) = self.vias.engine.remove(&id) else {
+        let Some(mut v) = self.vias.engine.remove(&id) else {
             return;
         };
         self.poller.remove(v.doorbell.fd().as_raw_fd());
@@ -488,6 +488,9 @@ impl Setup<'_> {
             w.vi_route(id, None);
         }
         if let (Some(p), Some(w)) = (v.peer, self.remote.as_deref_mut()) {
+            if let Some(ack) = v.last_ack() {
+                w.send_vi_ack(p.addr, ViAck::from_ack(p.vi, p.peer_token, ack));
+            }
             let reason = if v.state != 0 { v.state } else { reason };
             w.send_vi_control(
                 p.addr,

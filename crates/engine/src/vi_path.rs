@@ -638,7 +638,15 @@ impl EngineVi {
             return;
         }
         let before = self.rx.stats.lost;
-        match self.rx.on_data(seq, now_ns) {
+        let verdict = self.rx.on_data(seq, now_ns);
+        // An unreliable VI's gaps, whatever became of this message (one
+        // past a full hold still shows the messages before it lost).
+        let lost = self.rx.stats.lost.saturating_sub(before);
+        if lost > 0 {
+            self.count(ViCounter::Lost, lost);
+        }
+        let before = self.rx.stats.lost;
+        match verdict {
             DataVerdict::Accept => {}
             DataVerdict::Duplicate => return self.count(ViCounter::Duplicates, 1),
             DataVerdict::OutOfOrder { .. } => {
@@ -791,6 +799,18 @@ impl EngineVi {
         if !self.rx.ack_due(now_ns) {
             return None;
         }
+        self.count(ViCounter::AcksTx, 1);
+        Some(self.rx.make_ack())
+    }
+
+    /// The ack still owed to the peer when this VI closes normally (due or
+    /// not): sent before the close, so that the peer's sends that arrived
+    /// complete as arrived instead of failing with the peer gone.
+    pub(crate) fn last_ack(&mut self) -> Option<Ack> {
+        if self.state != 0 || self.reliability == Reliability::Unreliable {
+            return None;
+        }
+        self.rx.pending_ack()?;
         self.count(ViCounter::AcksTx, 1);
         Some(self.rx.make_ack())
     }

@@ -170,7 +170,9 @@ fn every_level_carries_a_stream_between_engines() {
     assert_eq!(
         got + dropped,
         2000 + lost_fences,
-        "every message arrived or was counted"
+        "every message arrived or was counted: sender {:?} receiver {:?}",
+        a.engine_counters(),
+        b.engine_counters()
     );
 }
 
@@ -359,5 +361,32 @@ fn messages_held_when_the_peer_closes_are_still_delivered() {
         let c = b.recv_wait(T).unwrap();
         assert_eq!((c.id, c.status), (9, Err(ViError::PeerGone)), "{r:?}");
         assert_eq!(b.state(), ViState::Error(ViError::PeerGone));
+    }
+}
+
+/// A receiver that takes a message and closes at once still acknowledges
+/// it first: the sender's send completes as delivered, not with the peer
+/// gone (the acknowledgement would otherwise wait for its delay and be
+/// overtaken by the close).
+#[test]
+fn a_message_taken_just_before_the_close_completes_as_sent() {
+    let (_ea, sa) = engine(0);
+    let (_eb, sb) = engine(0);
+    for (k, r) in [
+        Reliability::ReliableDelivery,
+        Reliability::ReliableReception,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (mut a, mut b) = connect(&sa, &sb, 500 + k as u64, r);
+        let ra = sa.register_memory(4096).unwrap();
+        let rb = sb.register_memory(4096).unwrap();
+        b.post_recv(1, &[ViSeg::new(&rb, 0, 64)]).unwrap();
+        a.post_send(2, &[ViSeg::new(&ra, 0, 1)]).unwrap();
+        assert_eq!(b.recv_wait(T).unwrap().status, Ok(1));
+        b.close().unwrap();
+        let c = a.send_wait(T).unwrap();
+        assert_eq!((c.id, c.status), (2, Ok(1)), "{r:?}");
     }
 }
