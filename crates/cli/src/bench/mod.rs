@@ -7,9 +7,11 @@ use clap::Subcommand;
 
 mod applet_build;
 mod floor;
+mod javia;
 mod jive;
 mod net;
 mod overhead;
+mod plot;
 mod report;
 pub mod stats;
 mod tcp;
@@ -35,6 +37,13 @@ pub enum Command {
     /// VIA: round trip and one-way bandwidth between two VIs (memory
     /// regions, posted descriptors), beside unet's endpoint direct path.
     Via(via::Args),
+    /// Javia against the raw Rust VIA client and Aeron IPC: the Javia
+    /// paper's Figures 1-4 (round trip and bandwidth against message size),
+    /// on the local path and between two engines.
+    Javia(javia::Args),
+    /// One end of a `unet bench javia` run with the Rust client (internal).
+    #[command(name = "__javia-peer", hide = true)]
+    JaviaPeer(javia::PeerArgs),
     /// The other process of a network benchmark run (internal).
     #[command(name = "__child", hide = true)]
     Child(net::ChildArgs),
@@ -48,5 +57,7 @@ pub fn run(c: Command) -> ExitCode {
         Command::Child(a) => net::run_child(a),
         Command::Overhead(a) => overhead::run(a),
         Command::Via(a) => via::run(a),
+        Command::Javia(a) => javia::run(a),
+        Command::JaviaPeer(a) => javia::run_peer(a),
     }
 }

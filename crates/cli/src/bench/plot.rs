@@ -1,0 +1,141 @@
+//! SVG plots of benchmark figures: lines measured here, and the paper's
+//! own numbers as points beside them, on log-log axes (message sizes span
+//! four orders of magnitude, and the paper's hardware is far slower).
+
+use std::path::Path;
+
+use plotters::prelude::*;
+
+type Res<T> = Result<T, String>;
+
+/// One named series of (x, y) points.
+pub struct Series {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+/// A figure: a title, axis descriptions, measured lines and the paper's
+/// points.
+pub struct Figure<'a> {
+    pub title: &'a str,
+    pub x_desc: &'a str,
+    pub y_desc: &'a str,
+    pub lines: Vec<Series>,
+    pub paper: Vec<Series>,
+}
+
+const COLORS: [RGBColor; 8] = [
+    RGBColor(0, 0, 0),
+    RGBColor(214, 39, 40),
+    RGBColor(31, 119, 180),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+    RGBColor(255, 127, 14),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+];
+
+/// Writes `f` as an SVG file at `path`.
+pub fn write_svg(f: &Figure, path: &Path) -> Res<()> {
+    let all = f
+        .lines
+        .iter()
+        .chain(&f.paper)
+        .flat_map(|s| s.points.iter())
+        .filter(|(x, y)| *x > 0.0 && *y > 0.0 && x.is_finite() && y.is_finite());
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+    for &(x, y) in all {
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        y0 = y0.min(y);
+        y1 = y1.max(y);
+    }
+    if x0 > x1 {
+        return Err(format!("{}: nothing to plot", f.title));
+    }
+    let draw = || -> Result<(), Box<dyn std::error::Error>> {
+        let root = SVGBackend::new(path, (800, 560)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(f.title, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(44)
+            .y_label_area_size(64)
+            .build_cartesian_2d(
+                (x0 / 2.0..x1 * 2.0).log_scale(),
+                (y0 / 2.0..y1 * 2.0).log_scale(),
+            )?;
+        chart
+            .configure_mesh()
+            .x_desc(f.x_desc)
+            .y_desc(f.y_desc)
+            .draw()?;
+        for (i, s) in f.lines.iter().enumerate() {
+            let c = COLORS[i % COLORS.len()];
+            chart
+                .draw_series(LineSeries::new(s.points.iter().copied(), c.stroke_width(2)))?
+                .label(s.name.as_str())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
+                });
+            chart.draw_series(s.points.iter().map(|&p| Circle::new(p, 3, c.filled())))?;
+        }
+        for (i, s) in f.paper.iter().enumerate() {
+            let c = COLORS[(i + 1) % COLORS.len()];
+            chart
+                .draw_series(
+                    s.points
+                        .iter()
+                        .map(|&p| TriangleMarker::new(p, 7, c.stroke_width(2))),
+                )?
+                .label(s.name.as_str())
+                .legend(move |(x, y)| TriangleMarker::new((x + 10, y), 6, c.stroke_width(2)));
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()?;
+        root.present()?;
+        Ok(())
+    };
+    draw().map_err(|e| format!("writing {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_figure_becomes_an_svg_with_its_title_and_series() {
+        let dir = std::env::temp_dir().join(format!("unet-plot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("f.svg");
+        let f = Figure {
+            title: "Figure 9: test",
+            x_desc: "bytes",
+            y_desc: "us",
+            lines: vec![Series {
+                name: "measured".into(),
+                points: vec![(4.0, 1.0), (4096.0, 3.0)],
+            }],
+            paper: vec![Series {
+                name: "paper".into(),
+                points: vec![(4.0, 18.0)],
+            }],
+        };
+        write_svg(&f, &path).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.starts_with("<svg"));
+        assert!(text.contains("Figure 9: test"));
+        assert!(text.contains("measured") && text.contains("paper"));
+        let empty = Figure {
+            lines: vec![],
+            paper: vec![],
+            ..f
+        };
+        assert!(write_svg(&empty, &path).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,236 @@
+package unet.javia.bench;
+
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+
+/**
+ * One end of a Javia benchmark run, as {@code unet bench javia} starts it:
+ * the {@code pong} end is started first and prints {@code ready}, then the
+ * {@code ping} end connects, and both follow the same plan. For each
+ * message size, in order:
+ *
+ * <ul>
+ *   <li>round trip: {@code --warmup} untimed round trips, then {@code
+ *       --iters} timed one by one; {@code ping} prints {@code rt SIZE
+ *       MEDIAN_NS P10_NS P90_NS};
+ *   <li>bandwidth: {@code --reps} bursts of {@code --bytes / SIZE} messages (64 to 100 000)
+ *       from {@code ping} to {@code pong}, each answered by a
+ *       one-byte acknowledgement once all arrived; {@code ping} times each
+ *       burst from its first send to the acknowledgement and prints {@code
+ *       bw SIZE MEDIAN_BYTES_PER_S}.
+ * </ul>
+ *
+ * The last echoed message of each size is compared with what was sent; a
+ * difference, like any failure, ends the program with status 1 and the
+ * reason on standard error.
+ *
+ * <p>Usage: {@code JaviaBench ping|pong KIND [--sizes 4,64,...] [--iters
+ * N] [--warmup N] [--reps N] [--bytes N] [--tag N] [--addr local|HOST:PORT]
+ * [--aeron-dir DIR]}, KIND one of {@code copy} (Javia-I, the array copied
+ * into Javia's buffers), {@code inplace} (Javia-I, the array handed to the
+ * library for the call), {@code buffer} (Javia-II), {@code aeron} (Aeron
+ * IPC, the pong end running the media driver).
+ */
+public final class JaviaBench {
+    private JaviaBench() {}
+
+    /** The plan both ends follow. */
+    static final class Plan {
+        int[] sizes = {4, 64, 1024, 4096, 32768};
+        int iters = 10_000;
+        int warmup = 2_000;
+        int reps = 5;
+        long bytes = 8L << 20;
+        int tag = 7100;
+        String addr = "local";
+        String aeronDir;
+
+        int max() {
+            return Arrays.stream(sizes).max().orElse(1);
+        }
+
+        /** Messages in one bandwidth burst of {@code size}-byte messages. */
+        int burst(int size) {
+            return (int) Math.max(64, Math.min(100_000, bytes / Math.max(1, size)));
+        }
+
+        /** Timed round trips for {@code size}: fewer for the large ones. */
+        int iters(int size) {
+            return size <= 4096 ? iters : Math.max(100, (int) ((long) iters * 4096 / size));
+        }
+    }
+
+    /** One side of the transport being measured. */
+    interface Peer extends AutoCloseable {
+        /** Fill the message of {@code size} bytes to send with a pattern. */
+        void fill(int size) throws IOException;
+
+        /** Send the message ({@code size} bytes). */
+        void send(int size) throws IOException;
+
+        /** Receive one message; its length. */
+        int recv() throws IOException;
+
+        /** Receive one message and send it back as it came. */
+        void echo() throws IOException;
+
+        /** Send {@code n} messages of {@code size} bytes as fast as the transport takes them. */
+        void burst(int size, int n) throws IOException;
+
+        /** Receive {@code n} messages. */
+        void drain(int n) throws IOException;
+
+        /** The next message received is the one {@link #echoed} looks at. */
+        default void keepNext() {}
+
+        /** Whether the last message received equals the last one sent, over {@code size} bytes. */
+        boolean echoed(int size);
+
+        @Override
+        void close() throws IOException;
+    }
+
+    public static void main(String[] args) {
+        try {
+            run(args);
+        } catch (Exception e) {
+            System.err.println("JaviaBench: " + e);
+            e.printStackTrace(System.err);
+            System.exit(1);
+        }
+    }
+
+    static void run(String[] args) throws Exception {
+        if (args.length < 2) {
+            throw new IllegalArgumentException("usage: JaviaBench ping|pong copy|inplace|buffer|aeron [options]");
+        }
+        boolean ping = switch (args[0]) {
+            case "ping" -> true;
+            case "pong" -> false;
+            default -> throw new IllegalArgumentException("role " + args[0] + " is not ping or pong");
+        };
+        String kind = args[1];
+        Plan plan = parse(Arrays.copyOfRange(args, 2, args.length));
+        try (Peer p = open(kind, ping, plan)) {
+            if (ping) {
+                ping(p, plan);
+            } else {
+                pong(p, plan);
+            }
+        }
+        System.out.println("done");
+        System.out.flush();
+    }
+
+    static Plan parse(String[] a) {
+        Plan p = new Plan();
+        for (int i = 0; i + 1 < a.length; i += 2) {
+            String v = a[i + 1];
+            switch (a[i]) {
+                case "--sizes" -> p.sizes = Arrays.stream(v.split(",")).mapToInt(Integer::parseInt).toArray();
+                case "--iters" -> p.iters = Integer.parseInt(v);
+                case "--warmup" -> p.warmup = Integer.parseInt(v);
+                case "--reps" -> p.reps = Integer.parseInt(v);
+                case "--bytes" -> p.bytes = Long.parseLong(v);
+                case "--tag" -> p.tag = Integer.parseInt(v);
+                case "--addr" -> p.addr = v;
+                case "--aeron-dir" -> p.aeronDir = v;
+                default -> throw new IllegalArgumentException("unknown option " + a[i]);
+            }
+        }
+        if (a.length % 2 != 0) {
+            throw new IllegalArgumentException("option " + a[a.length - 1] + " has no value");
+        }
+        return p;
+    }
+
+    static Peer open(String kind, boolean ping, Plan plan) throws Exception {
+        return switch (kind) {
+            case "copy" -> JaviaPeers.javiaI(ping, plan, false);
+            case "inplace" -> JaviaPeers.javiaI(ping, plan, true);
+            case "buffer" -> JaviaPeers.javiaII(ping, plan);
+            case "aeron" -> new AeronPeer(ping, plan);
+            default -> throw new IllegalArgumentException("kind " + kind + " is not copy, inplace, buffer or aeron");
+        };
+    }
+
+    /** Tells the starting program this end is ready for the other. */
+    static void ready() {
+        System.out.println("ready");
+        System.out.flush();
+    }
+
+    static void ping(Peer p, Plan plan) throws IOException {
+        boolean first = true;
+        for (int size : plan.sizes) {
+            p.fill(size);
+            int warm = first ? plan.warmup * 5 : plan.warmup;
+            first = false;
+            for (int i = 0; i < warm; i++) {
+                p.send(size);
+                expect(p.recv(), size);
+            }
+            long[] t = new long[plan.iters(size)];
+            for (int i = 0; i < t.length; i++) {
+                if (i == t.length - 1) {
+                    p.keepNext();
+                }
+                long t0 = System.nanoTime();
+                p.send(size);
+                int got = p.recv();
+                t[i] = System.nanoTime() - t0;
+                expect(got, size);
+            }
+            if (!p.echoed(size)) {
+                throw new IOException("the echo of a " + size + "-byte message differs from what was sent");
+            }
+            Arrays.sort(t);
+            System.out.printf("rt %d %d %d %d%n", size, t[t.length / 2], t[t.length / 10], t[t.length * 9 / 10]);
+            List<Double> rates = new ArrayList<>();
+            int n = plan.burst(size);
+            for (int r = 0; r <= plan.reps; r++) {
+                long t0 = System.nanoTime();
+                p.burst(size, n);
+                expect(p.recv(), 1);
+                long dt = System.nanoTime() - t0;
+                if (r > 0) { // the first burst warms up
+                    rates.add((double) n * size * 1e9 / dt);
+                }
+            }
+            rates.sort(null);
+            System.out.printf("bw %d %.0f%n", size, rates.get(rates.size() / 2));
+            System.out.flush();
+        }
+    }
+
+    static void pong(Peer p, Plan plan) throws IOException {
+        boolean first = true;
+        for (int size : plan.sizes) {
+            int warm = first ? plan.warmup * 5 : plan.warmup;
+            first = false;
+            int n = warm + plan.iters(size);
+            for (int i = 0; i < n; i++) {
+                p.echo();
+            }
+            p.fill(1);
+            int burst = plan.burst(size);
+            for (int r = 0; r <= plan.reps; r++) {
+                p.drain(burst);
+                p.send(1);
+            }
+        }
+    }
+
+    static void expect(int got, int size) throws IOException {
+        if (got != size) {
+            throw new IOException("a " + got + "-byte message came where one of " + size + " bytes was due");
+        }
+    }
+
+    /** The byte at {@code i} of a message of {@code size} bytes. */
+    static byte pattern(int size, int i) {
+        return (byte) (i * 7 + size);
+    }
+}
