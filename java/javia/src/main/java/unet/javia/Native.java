@@ -91,20 +91,25 @@ final class Native {
             FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, JAVA_LONG, ADDRESS));
     static final MethodHandle CONNECT = handle("unet_vi_connect",
             FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, JAVA_LONG, ADDRESS, JAVA_LONG, ADDRESS));
+    // The data path's calls take their pointers as plain addresses (a
+    // pointer is a 64-bit integer in the C calling convention): a segment
+    // argument would make each call acquire and release its arena's
+    // session, two atomic operations. Vi keeps the memory alive until it
+    // is closed, under its lock.
     static final MethodHandle POST_SEND = handle("unet_vi_post_send",
-            FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG, ADDRESS, JAVA_LONG), FAST);
+            FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG), FAST);
     static final MethodHandle SEND_COPIED = handle("unet_vi_send_copied",
-            FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG, ADDRESS, JAVA_LONG), HEAP);
+            FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, ADDRESS, JAVA_LONG), HEAP);
     static final MethodHandle POST_RECV = handle("unet_vi_post_recv",
-            FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG, ADDRESS, JAVA_LONG), FAST);
+            FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG), FAST);
     static final MethodHandle SEND_DONE =
-            handle("unet_vi_send_done", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS), FAST);
+            handle("unet_vi_send_done", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG), FAST);
     static final MethodHandle RECV_DONE =
-            handle("unet_vi_recv_done", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS), FAST);
+            handle("unet_vi_recv_done", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG), FAST);
     static final MethodHandle SEND_WAIT =
-            handle("unet_vi_send_wait", FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG, ADDRESS));
+            handle("unet_vi_send_wait", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_LONG));
     static final MethodHandle RECV_WAIT =
-            handle("unet_vi_recv_wait", FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG, ADDRESS));
+            handle("unet_vi_recv_wait", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_LONG));
     static final MethodHandle VI_STATE = handle("unet_vi_state", FunctionDescriptor.of(JAVA_INT, ADDRESS));
     static final MethodHandle VI_ID = handle("unet_vi_id", FunctionDescriptor.of(JAVA_LONG, ADDRESS));
     static final MethodHandle VI_CLOSE = handle("unet_vi_close", FunctionDescriptor.of(JAVA_INT, ADDRESS));

@@ -3,7 +3,6 @@ package unet.javia;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayDeque;
-import java.util.concurrent.locks.ReentrantLock;
 
 import static java.lang.foreign.ValueLayout.ADDRESS;
 import static java.lang.foreign.ValueLayout.JAVA_BYTE;
@@ -43,7 +42,7 @@ public final class Vi implements AutoCloseable {
     /** How long a wait holds the lock at a time while it sleeps. */
     private static final long SLICE_US = 200;
 
-    private final ReentrantLock lock = new ReentrantLock();
+    private final ViLock lock = new ViLock();
     private final Arena arena = Arena.ofShared();
     private final MemorySegment vi;
     private final int id;
@@ -81,6 +80,14 @@ public final class Vi implements AutoCloseable {
     // Scratch structures for the downcalls (used under the lock).
     private final MemorySegment seg;
     private final MemorySegment comp;
+    /**
+     * The addresses of the VI handle, {@code seg} and {@code comp}, as the
+     * data path's calls take them: valid until {@link #close} (under the
+     * lock, as every call that uses them).
+     */
+    private final long viA;
+    private final long segA;
+    private final long compA;
 
     private boolean closed;
     /** The VI error it broke with, once broken. */
@@ -154,6 +161,9 @@ public final class Vi implements AutoCloseable {
         sendBufDone = new ArrayDeque<>(2 * depth);
         seg = arena.allocate(Native.VI_SEG);
         comp = arena.allocate(Native.VI_COMPLETION);
+        viA = vi.address();
+        segA = seg.address();
+        compA = comp.address();
         if (sendQ != null) {
             sendQ.attach(this);
         }
@@ -485,7 +495,7 @@ public final class Vi implements AutoCloseable {
             seg.set(JAVA_LONG, 16, len);
             int r;
             try {
-                r = (int) Native.POST_SEND.invokeExact(vi, BUF | k, seg, 1L);
+                r = (int) Native.POST_SEND.invokeExact(viA, BUF | k, segA, 1L);
             } catch (Throwable e) {
                 throw Native.fatal(e);
             }
@@ -560,7 +570,7 @@ public final class Vi implements AutoCloseable {
             seg.set(JAVA_LONG, 16, Math.min(t.buffer.size() - off, MAX_TRANSFER));
             int r;
             try {
-                r = (int) Native.POST_RECV.invokeExact(vi, BUF | k, seg, 1L);
+                r = (int) Native.POST_RECV.invokeExact(viA, BUF | k, segA, 1L);
             } catch (Throwable e) {
                 throw Native.fatal(e);
             }
@@ -611,11 +621,18 @@ public final class Vi implements AutoCloseable {
         }
     }
 
-    /** Whether {@code t} is posted on this VI. */
-    boolean isPosted(ViBufferTicket t) {
+    /**
+     * Unregister {@code t} unless it is posted (under this VI's lock, so
+     * that no post slips in between): false when it is posted.
+     */
+    boolean unregisterIfIdle(ViBufferTicket t) {
         lock.lock();
         try {
-            return t.posted;
+            if (t.posted) {
+                return false;
+            }
+            t.registered = false;
+            return true;
         } finally {
             lock.unlock();
         }
@@ -628,12 +645,15 @@ public final class Vi implements AutoCloseable {
         if (t.vi != this) {
             throw new ViException("the ticket's buffer is registered with another Vi");
         }
-        if (!t.buffer.isRegistered(t)) {
-            throw new ViException("the ticket's buffer is unregistered, freed or closed");
-        }
     }
 
     private int takeBufSlot(ViBufferTicket t) throws ViException {
+        // A registered ticket's buffer cannot be freed or closed (they
+        // refuse while any ticket is registered), and a ticket is
+        // unregistered only under this lock while not posted.
+        if (!t.registered) {
+            throw new ViException("the ticket's buffer is unregistered, freed or closed");
+        }
         if (t.posted) {
             throw new ViException("the ticket is already posted");
         }
@@ -779,7 +799,7 @@ public final class Vi implements AutoCloseable {
         seg.set(JAVA_LONG, 16, len);
         int r;
         try {
-            r = (int) Native.POST_SEND.invokeExact(vi, (long) s, seg, 1L);
+            r = (int) Native.POST_SEND.invokeExact(viA, (long) s, segA, 1L);
         } catch (Throwable t) {
             throw Native.fatal(t);
         }
@@ -797,7 +817,7 @@ public final class Vi implements AutoCloseable {
     private boolean sendCopied(int s, byte[] b, int off, int len) throws ViException {
         int r;
         try {
-            r = (int) Native.SEND_COPIED.invokeExact(vi, (long) s, MemorySegment.ofArray(b).asSlice(off, len),
+            r = (int) Native.SEND_COPIED.invokeExact(viA, (long) s, MemorySegment.ofArray(b).asSlice(off, len),
                     (long) len);
         } catch (Throwable t) {
             throw Native.fatal(t);
@@ -818,7 +838,7 @@ public final class Vi implements AutoCloseable {
         seg.set(JAVA_LONG, 16, len);
         int r;
         try {
-            r = (int) Native.POST_RECV.invokeExact(vi, (long) s, seg, 1L);
+            r = (int) Native.POST_RECV.invokeExact(viA, (long) s, segA, 1L);
         } catch (Throwable t) {
             throw Native.fatal(t);
         }
@@ -833,7 +853,7 @@ public final class Vi implements AutoCloseable {
         while (true) {
             int got;
             try {
-                got = (int) Native.SEND_DONE.invokeExact(vi, comp);
+                got = (int) Native.SEND_DONE.invokeExact(viA, compA);
             } catch (Throwable t) {
                 throw Native.fatal(t);
             }
@@ -932,8 +952,8 @@ public final class Vi implements AutoCloseable {
         while (true) {
             int got;
             try {
-                got = send ? (int) Native.SEND_DONE.invokeExact(vi, comp)
-                        : (int) Native.RECV_DONE.invokeExact(vi, comp);
+                got = send ? (int) Native.SEND_DONE.invokeExact(viA, compA)
+                        : (int) Native.RECV_DONE.invokeExact(viA, compA);
             } catch (Throwable t) {
                 throw Native.fatal(t);
             }
@@ -965,8 +985,8 @@ public final class Vi implements AutoCloseable {
             long slice = Math.min(SLICE_US, Math.max(1, (deadline - now) / 1000));
             int r;
             try {
-                r = send ? (int) Native.SEND_WAIT.invokeExact(vi, slice, comp)
-                        : (int) Native.RECV_WAIT.invokeExact(vi, slice, comp);
+                r = send ? (int) Native.SEND_WAIT.invokeExact(viA, slice, compA)
+                        : (int) Native.RECV_WAIT.invokeExact(viA, slice, compA);
             } catch (Throwable t) {
                 throw Native.fatal(t);
             }

@@ -222,15 +222,10 @@ public final class ViBuffer implements AutoCloseable {
         if (ticket == null || ticket.buffer != this || !ticket.registered) {
             throw new ViException("not a registered ticket of this ViBuffer");
         }
-        if (ticket.vi.isPosted(ticket)) {
+        if (!ticket.vi.unregisterIfIdle(ticket)) {
             throw new ViException("the ViBuffer is still in use: its ticket is posted on a Vi (wait for it first)");
         }
-        ticket.registered = false;
         tickets.remove(ticket);
-    }
-
-    synchronized boolean isRegistered(ViBufferTicket t) {
-        return t.registered && !released && mem != null;
     }
 
     /** The engine's handle of the buffer's region. */

@@ -15,7 +15,7 @@ public final class ViBufferTicket {
     private volatile boolean done;
     /** Posted on its VI (under the VI's lock). */
     boolean posted;
-    /** Registered (under the buffer's lock). */
+    /** Registered: cleared under the buffer's lock and the VI's, while not posted. */
     boolean registered = true;
 
     ViBufferTicket(ViBuffer b, Vi vi) {
