@@ -17,8 +17,9 @@ import org.junit.jupiter.api.Test;
  * No second definition of the layout drifts: the structures Javia passes
  * to the library have the sizes the C header asserts (its
  * UNET_STATIC_ASSERT lines, read from include/unet.h) and the field
- * offsets of its declarations. (Javia reads no shared memory itself: the
- * segment layouts of crates/abi/golden are the library's concern.)
+ * offsets of its declarations. (Javia reads no shared memory itself;
+ * GoldenVectorTest reads the golden segment of crates/abi/golden through a
+ * Java description of the shared-memory layout.)
  */
 class LayoutTest {
     private static Map<String, Long> headerSizes() throws Exception {
