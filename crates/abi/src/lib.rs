@@ -92,6 +92,7 @@ use core::sync::atomic::{AtomicU32, AtomicU64};
 pub mod copy;
 pub mod golden;
 pub mod ring;
+pub mod udm;
 pub mod via;
 
 pub use via::{
@@ -978,8 +979,16 @@ const _: () = {
 };
 
 /// Bytes of a counters segment with `max_endpoints` endpoint slots (and
-/// [`VI_SLOTS`] VI slots after them).
+/// [`VI_SLOTS`] VI slots, then [`udm::UDM_SLOTS`] UDM node slots, after
+/// them).
 pub const fn counters_segment_size(max_endpoints: u32) -> usize {
+    let b = udm_slots_off(max_endpoints) + udm::UDM_SLOTS * size_of::<udm::UdmSlot>();
+    (b + PAGE - 1) & !(PAGE - 1)
+}
+
+/// Offset of the first UDM node slot in a counters segment with
+/// `max_endpoints` endpoint slots.
+pub const fn udm_slots_off(max_endpoints: u32) -> usize {
     let b = vi_slots_off(max_endpoints) + VI_SLOTS * size_of::<ViSlot>();
     (b + PAGE - 1) & !(PAGE - 1)
 }
@@ -1223,6 +1232,8 @@ counter_enum! {
         /// Datagrams held back behind later ones by the wire's fault
         /// injection (`wire_reorder_ppm`).
         WireInjectedReorders = 64 => "wire_injected_reorders",
+        /// UDM jobs created.
+        UdmJobs = 65 => "udm_jobs",
     }
 }
 
