@@ -41,6 +41,9 @@ const DIVERT_BUDGET: u64 = 256;
 /// The shortest interval between two checks of a job's nodes for the
 /// atomicity timeout.
 const CHECK_MIN: Duration = Duration::from_micros(100);
+/// The interval between two checks when no node had messages waiting at
+/// the last one (at least): what a job with nodes costs an idle engine.
+const CHECK_IDLE: Duration = Duration::from_millis(20);
 
 /// One node of a job, as the engine keeps it.
 pub(crate) struct UdmNode {
@@ -181,8 +184,8 @@ pub(crate) struct Job {
     /// When the nodes are next checked for the timeout (while the engine
     /// is awake).
     check_at: Instant,
-    /// Whether a node had messages waiting at the last check: only then
-    /// does the check wake a sleeping engine.
+    /// Whether some node has joined (only then do checks wake a sleeping
+    /// engine).
     watching: bool,
 }
 
@@ -215,6 +218,12 @@ impl Job {
             let ring = self.fast_ring(r, s);
             ring.head() != ring.tail()
         })
+    }
+
+    /// A node joined: check the nodes from now on.
+    pub(crate) fn watch(&mut self) {
+        self.watching = true;
+        self.check_at = Instant::now();
     }
 
     /// Whether every node is gone or never came and the creator left.
@@ -430,8 +439,14 @@ impl Job {
                 self.nodes[r as usize].count(cause, 1);
             }
         }
-        self.watching = any_waiting;
-        self.check_at = now + (self.timeout / 2).max(CHECK_MIN);
+        self.watching = self.nodes.iter().any(|n| n.state == UDM_NODE_JOINED);
+        let every = (self.timeout / 2).max(CHECK_MIN);
+        self.check_at = now
+            + if any_waiting {
+                every
+            } else {
+                every.max(CHECK_IDLE)
+            };
     }
 }
 
@@ -518,7 +533,7 @@ impl Jobs {
             };
             r.init(core::mem::size_of::<UdmMsg>() as u32);
             let buf = Segment::create_sparse(
-                &format!("unet-udm-buf-{id}-{rank}"),
+                &format!("unet-udm-buf-{engine_id:016x}-{id}-{rank}"),
                 layout.buffer_size as usize,
             )?;
             nodes.push(UdmNode {

@@ -48,7 +48,7 @@ pub use unet_abi::udm::{
 use unet_abi::udm::{
     UdmJobHeader, UdmLayout, UdmMsg, UdmNodeHeader, UdmNodeLine, UDM_ATOM_USER, UDM_BUFFER_DEFAULT,
     UDM_DIVERT_CAP, UDM_FAST_CAP_DEFAULT, UDM_JOB_MAGIC, UDM_MODE_COUNT, UDM_MODE_DIVERT,
-    UDM_MODE_GONE, UDM_NODE_MAGIC,
+    UDM_MODE_GONE, UDM_MSGS_PER_PAGE as MSGS_PER_PAGE, UDM_NODE_MAGIC,
 };
 use unet_control::{Reply, Request};
 use unet_sys::{self as sys, EventFd, Segment};
@@ -578,8 +578,13 @@ impl Node {
         write_msg(self.divert.slot_ptr(pos), d, handler, words);
         self.divert.set_head(pos + 1);
         self.divert_head = pos + 1;
+        self.ring_engine();
+    }
+
+    /// Wake the engine if it sleeps: it has work from this node.
+    fn ring_engine(&self) {
         // Pairs with the engine's fence after it arms: either it sees our
-        // message, or we see it armed and ring.
+        // work, or we see it armed and ring.
         fence(Ordering::SeqCst);
         let armed = &self.job_header().engine_armed;
         if armed.load(Ordering::Relaxed) != 0 && armed.swap(0, Ordering::AcqRel) != 0 {
@@ -722,6 +727,14 @@ impl Node {
                 self.header()
                     .buf_tail
                     .store(self.buf_tail, Ordering::Release);
+                // A page read to its end, or the buffer drained: the engine
+                // gives the memory back on its next turn; wake it for that
+                // if it sleeps.
+                if self.buf_tail.is_multiple_of(MSGS_PER_PAGE)
+                    || self.header().buf_head.load(Ordering::Acquire) == self.buf_tail
+                {
+                    self.ring_engine();
+                }
                 bump_own(&self.line(self.rank).buffered_taken);
                 let mode = &self.line(self.rank).mode;
                 let mut m = mode.load(Ordering::Acquire);
