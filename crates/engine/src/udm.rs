@@ -130,27 +130,41 @@ impl UdmNode {
     }
 
     fn pages_in_use(&self) -> u64 {
+        let file_pages = self.buf.as_ref().map_or(0, |b| (b.len() / PAGE) as u64);
         self.buf_head
             .div_ceil(UDM_MSGS_PER_PAGE)
             .saturating_sub(self.resident_lo)
+            .min(file_pages)
     }
 
     /// Give back the pages wholly behind the node's tail (every page once
     /// the buffer is empty).
+    ///
+    /// Pages are counted by position (a page is `UDM_MSGS_PER_PAGE`
+    /// messages); page `g` lives in page `g % file_pages` of the file, so
+    /// a page behind the tail may share its memory with a live one ahead
+    /// (the buffer wrapped): only the pages of the last `file_pages`
+    /// before the head that are behind the tail may go.
     fn return_pages(&mut self, cap: u32) {
+        let end = self.buf_head.div_ceil(UDM_MSGS_PER_PAGE);
         let keep_from = if self.buf_tail == self.buf_head {
-            self.buf_head.div_ceil(UDM_MSGS_PER_PAGE)
+            end
         } else {
             self.buf_tail / UDM_MSGS_PER_PAGE
         };
-        if keep_from <= self.resident_lo {
+        let file_pages = (cap as u64 / UDM_MSGS_PER_PAGE).max(1);
+        let from = self.resident_lo.max(end.saturating_sub(file_pages));
+        if keep_from <= from {
+            if keep_from > self.resident_lo {
+                self.resident_lo = keep_from;
+            }
             return;
         }
-        let file_pages = (cap as u64 / UDM_MSGS_PER_PAGE).max(1);
         let Some(buf) = self.buf.as_ref() else {
             return;
         };
-        let n = keep_from - self.resident_lo;
+        self.resident_lo = from;
+        let n = keep_from - from;
         if n >= file_pages {
             let _ = buf.punch_hole(0, buf.len());
         } else {
@@ -184,9 +198,8 @@ pub(crate) struct Job {
     /// When the nodes are next checked for the timeout (while the engine
     /// is awake).
     check_at: Instant,
-    /// Whether some node has joined (only then do checks wake a sleeping
-    /// engine).
-    watching: bool,
+    /// When a sleeping engine wakes to check them (None: no node joined).
+    wake_at: Option<Instant>,
 }
 
 impl Job {
@@ -222,8 +235,8 @@ impl Job {
 
     /// A node joined: check the nodes from now on.
     pub(crate) fn watch(&mut self) {
-        self.watching = true;
         self.check_at = Instant::now();
+        self.wake_at = Some(self.check_at);
     }
 
     /// Whether every node is gone or never came and the creator left.
@@ -439,14 +452,15 @@ impl Job {
                 self.nodes[r as usize].count(cause, 1);
             }
         }
-        self.watching = self.nodes.iter().any(|n| n.state == UDM_NODE_JOINED);
         let every = (self.timeout / 2).max(CHECK_MIN);
-        self.check_at = now
-            + if any_waiting {
-                every
-            } else {
-                every.max(CHECK_IDLE)
-            };
+        self.check_at = now + every;
+        let joined = self.nodes.iter().any(|n| n.state == UDM_NODE_JOINED);
+        let idle = if any_waiting {
+            every
+        } else {
+            every.max(CHECK_IDLE)
+        };
+        self.wake_at = joined.then(|| now + idle);
     }
 }
 
@@ -565,7 +579,7 @@ impl Jobs {
                 timeout,
                 nodes,
                 check_at: Instant::now(),
-                watching: false,
+                wake_at: None,
             },
         );
         Ok(id)
@@ -579,11 +593,7 @@ impl Jobs {
 
     /// The earliest timeout check due.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        self.jobs
-            .values()
-            .filter(|j| j.watching)
-            .map(|j| j.check_at)
-            .min()
+        self.jobs.values().filter_map(|j| j.wake_at).min()
     }
 
     /// Set (before the engine sleeps) or clear every job's doorbell flag.
@@ -599,5 +609,125 @@ impl Jobs {
             .values()
             .filter(|j| j.owner_alive)
             .map(|j| (j.owner, j.charge()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A job of 2 nodes, both joined (as set-up would do).
+    fn job() -> (Jobs, u32) {
+        let mut jobs = Jobs::default();
+        let layout = UdmLayout::new(2, 4, 4096).unwrap();
+        let id = jobs.create(0, layout, Duration::from_millis(1), 1).unwrap();
+        let j = jobs.jobs.get_mut(&id).unwrap();
+        for n in &mut j.nodes {
+            n.state = UDM_NODE_JOINED;
+        }
+        (jobs, id)
+    }
+
+    fn msg(dest: u32, nwords: u16, w0: u64) -> UdmMsg {
+        let mut m = UdmMsg {
+            peer: dest,
+            nwords,
+            ..UdmMsg::default()
+        };
+        m.words[0] = w0;
+        m
+    }
+
+    /// Push `m` into node `s`'s divert ring as a client would.
+    fn push(jobs: &Jobs, id: u32, s: usize, pos: u64, m: UdmMsg) {
+        let j = &jobs.jobs[&id];
+        let r = j.nodes[s].divert(&j.layout).unwrap();
+        r.write(pos, m);
+        r.set_head(pos + 1);
+    }
+
+    fn counter(jobs: &Jobs, id: u32, r: usize, c: UdmCounter) -> u64 {
+        jobs.jobs[&id].nodes[r].counters[c as usize]
+    }
+
+    #[test]
+    fn hostile_divert_entries_and_positions_are_counted_not_obeyed() {
+        let (mut jobs, id) = job();
+        push(&jobs, id, 0, 0, msg(7, 1, 0)); // no node 7
+        push(&jobs, id, 0, 1, msg(1, 15, 0)); // too many words
+        push(&jobs, id, 0, 2, msg(1, 1, 42)); // fine
+        jobs.poll();
+        assert_eq!(counter(&jobs, id, 0, UdmCounter::DropBadDest), 1);
+        assert_eq!(counter(&jobs, id, 0, UdmCounter::DropBadLength), 1);
+        assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferedMsgs), 1);
+        let j = &jobs.jobs[&id];
+        let h = j.nodes[1].header().unwrap();
+        assert_eq!(h.buf_head.load(Ordering::Acquire), 1);
+        let m: UdmMsg = read_msg(j.nodes[1].buf.as_ref().unwrap(), 0);
+        assert_eq!(
+            (m.peer, m.nwords, m.words[0]),
+            (0, 1, 42),
+            "stamped with its source"
+        );
+
+        // An impossible head: ignored, counted once.
+        let r = j.nodes[0].divert(&j.layout).unwrap();
+        r.set_head(1 << 40);
+        jobs.poll();
+        jobs.poll();
+        assert_eq!(counter(&jobs, id, 0, UdmCounter::BadPosition), 1);
+        assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferedMsgs), 1);
+
+        // An impossible buffer tail (past the head): ignored.
+        let j = &jobs.jobs[&id];
+        j.nodes[1]
+            .header()
+            .unwrap()
+            .buf_tail
+            .store(99, Ordering::Release);
+        jobs.jobs.get_mut(&id).unwrap().nodes[1].refresh_tail();
+        assert_eq!(counter(&jobs, id, 1, UdmCounter::BadPosition), 1);
+        assert_eq!(jobs.jobs[&id].nodes[1].buf_tail, 0);
+    }
+
+    #[test]
+    fn a_full_buffer_leaves_messages_in_the_senders_ring() {
+        let (mut jobs, id) = job();
+        // 4096 bytes: 32 messages. Push 40 in two rounds (the ring holds 64).
+        for i in 0..40 {
+            push(&jobs, id, 0, i, msg(1, 1, i));
+        }
+        jobs.poll();
+        assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferedMsgs), 32);
+        assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferFull), 1);
+        assert_eq!(jobs.jobs[&id].nodes[0].divert_tail, 32);
+        // The node takes 10: 10 more go in, in order.
+        let j = &jobs.jobs[&id];
+        j.nodes[1]
+            .header()
+            .unwrap()
+            .buf_tail
+            .store(10, Ordering::Release);
+        jobs.poll();
+        assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferedMsgs), 40);
+        let j = &jobs.jobs[&id];
+        for pos in 10..40u64 {
+            let m: UdmMsg = read_msg(j.nodes[1].buf.as_ref().unwrap(), (pos % 32) as usize);
+            assert_eq!(m.words[0], pos);
+        }
+        // A node gone: what is sent to it is dropped and counted.
+        jobs.jobs.get_mut(&id).unwrap().node_gone(1);
+        push(&jobs, id, 0, 40, msg(1, 1, 0));
+        jobs.poll();
+        assert_eq!(counter(&jobs, id, 0, UdmCounter::DropDestGone), 1);
+        let line = jobs.jobs[&id].line(1);
+        assert_ne!(line.mode.load(Ordering::Acquire) & UDM_MODE_GONE, 0);
+    }
+
+    /// Message `i` of a virtual buffer.
+    fn read_msg(buf: &Segment, i: usize) -> UdmMsg {
+        let p = buf.at(i * 128, 128).unwrap();
+        // SAFETY: inside the buffer (checked by at()), aligned.
+        unsafe { p.cast::<UdmMsg>().as_ptr().read_volatile() }
     }
 }

@@ -152,3 +152,48 @@ fn a_full_fast_ring_switches_to_buffered_mode_and_back() {
     b.extract(&mut w).unwrap();
     assert_eq!(b.stats().fast_msgs, 5);
 }
+
+#[test]
+fn a_node_atomic_past_the_timeout_is_switched_and_still_takes_everything_in_order() {
+    let (_e, s) = engine();
+    let cfg = JobConfig {
+        fast_queue: 8,
+        atomicity_timeout: Duration::from_millis(2),
+        ..JobConfig::default()
+    };
+    let t = s.udm_create_job(&cfg).unwrap();
+    let mut a = s.udm_join(t, 0).unwrap();
+    let mut b = s.udm_join(t, 1).unwrap();
+    b.beginatom(ATOM_DISABLE);
+    assert_eq!(b.atomicity(), ATOM_DISABLE);
+    // Fewer than the fast ring holds: only the engine can switch it.
+    a.inject(1, 0, &[0]).unwrap();
+    a.inject(1, 0, &[1]).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while b.mode() != Mode::Buffered {
+        assert!(std::time::Instant::now() < deadline, "never switched");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(b.stats().engine(UdmCounter::SwitchTimeout), 1);
+    assert_eq!(b.stats().switch_queue_full, 0);
+    for i in 2..50u64 {
+        a.inject(1, 0, &[i]).unwrap();
+    }
+    // Still atomic: it polls the flag and extracts, fast ones first.
+    let mut w = [0u64; MAX_WORDS];
+    for i in 0..50u64 {
+        assert!(b.wait(Some(Duration::from_secs(5))));
+        b.extract(&mut w).unwrap();
+        assert_eq!(w[0], i);
+    }
+    b.endatom(ATOM_DISABLE);
+    assert_eq!(b.atomicity(), 0);
+    let st = b.stats();
+    assert_eq!((st.fast_msgs, st.buffered_taken), (2, 48));
+    assert_eq!(b.mode(), Mode::Fast);
+    // Not atomic: a node that merely has not extracted yet is left alone.
+    a.inject(1, 0, &[50]).unwrap();
+    std::thread::sleep(Duration::from_millis(30));
+    assert_eq!(b.mode(), Mode::Fast);
+    assert_eq!(b.stats().engine(UdmCounter::SwitchTimeout), 1);
+}
