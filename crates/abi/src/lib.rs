@@ -89,6 +89,23 @@
 use core::mem::{align_of, offset_of, size_of};
 use core::sync::atomic::{AtomicU32, AtomicU64};
 
+/// A counter enum with its slot numbers and the names `unet stat` shows
+/// (used by this module and its submodules).
+macro_rules! counter_enum {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident = $n:expr => $s:expr),* $(,)? }) => {
+        $(#[$m])*
+        #[repr(usize)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub enum $name { $($(#[$vm])* $v = $n),* }
+        impl $name {
+            /// Every counter, in slot order.
+            pub const ALL: &'static [$name] = &[$($name::$v),*];
+            /// Name shown by `unet stat`.
+            pub const fn name(self) -> &'static str { match self { $($name::$v => $s),* } }
+        }
+    };
+}
+
 pub mod copy;
 pub mod golden;
 pub mod ring;
@@ -1048,21 +1065,6 @@ const _: () = {
     assert!(offset_of!(ViSlot, addr) == 0x20);
     assert!(offset_of!(ViSlot, counters) == 0x30);
 };
-
-macro_rules! counter_enum {
-    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident = $n:expr => $s:expr),* $(,)? }) => {
-        $(#[$m])*
-        #[repr(usize)]
-        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-        pub enum $name { $($(#[$vm])* $v = $n),* }
-        impl $name {
-            /// Every counter, in slot order.
-            pub const ALL: &'static [$name] = &[$($name::$v),*];
-            /// Name shown by `unet stat`.
-            pub const fn name(self) -> &'static str { match self { $($name::$v => $s),* } }
-        }
-    };
-}
 
 counter_enum! {
     /// Engine-wide counters.

@@ -379,22 +379,7 @@ impl UdmLayout {
     }
 }
 
-macro_rules! udm_counters {
-    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident = $n:expr => $s:expr),* $(,)? }) => {
-        $(#[$m])*
-        #[repr(usize)]
-        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-        pub enum $name { $($(#[$vm])* $v = $n),* }
-        impl $name {
-            /// Every counter, in slot order.
-            pub const ALL: &'static [$name] = &[$($name::$v),*];
-            /// Name shown by `unet stat`.
-            pub const fn name(self) -> &'static str { match self { $($name::$v => $s),* } }
-        }
-    };
-}
-
-udm_counters! {
+counter_enum! {
     /// The engine's counters of a node ([`UdmNodeHeader::counters`]).
     UdmCounter {
         /// Messages the engine appended to the node's virtual buffer (the
@@ -430,7 +415,7 @@ udm_counters! {
     }
 }
 
-udm_counters! {
+counter_enum! {
     /// What the nodes count of a node themselves ([`UdmNodeLine`]): their
     /// word, shown beside the engine's.
     UdmClientCounter {

@@ -69,12 +69,7 @@ fn stat_json_has_structured_endpoints_and_the_limits_in_force() {
     assert_eq!(p["memory_limit"], 64u64 << 20, "{st}");
 
     // The table says the same in words.
-    let out = Command::new(unet_bin())
-        .args(["stat", "--socket"])
-        .arg(&d.socket)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = stat_text(&d);
     assert!(text.contains("limits:"), "{text}");
     assert!(
         text.lines()
@@ -338,12 +333,7 @@ fn stat_shows_each_vi_with_its_state_and_counters() {
         .clone();
     assert_eq!(lb["state"], "peer-gone", "{st}");
     // The text form lists them too.
-    let out = Command::new(unet_bin())
-        .args(["stat", "--socket"])
-        .arg(&da.socket)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = stat_text(&da);
     assert!(text.contains("VIs:"), "{text}");
     assert!(text.contains(&format!("vi {} (pid", far_a.id())), "{text}");
 }
@@ -469,14 +459,19 @@ fn stat_shows_each_udm_node_with_its_mode_and_counters() {
         std::thread::sleep(Duration::from_millis(10));
     }
     // The text form lists them too.
+    let text = stat_text(&d);
+    assert!(
+        text.contains(&format!("job {} node 1/2", t.job)) && text.contains("buffered_msgs"),
+        "{text}"
+    );
+}
+
+/// What `unet stat` prints for the daemon `d`.
+fn stat_text(d: &Daemon) -> String {
     let out = Command::new(unet_bin())
         .args(["stat", "--socket"])
         .arg(&d.socket)
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        text.contains(&format!("job {} node 1/2", t.job)) && text.contains("buffered_msgs"),
-        "{text}"
-    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }

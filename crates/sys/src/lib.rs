@@ -182,6 +182,15 @@ impl Segment {
     /// Map a segment received from another process. The size is taken from
     /// the file and must be at least `min_len`.
     pub fn open(fd: OwnedFd, min_len: usize, writable: bool) -> io::Result<Segment> {
+        Self::open_with(fd, min_len, writable, true)
+    }
+
+    fn open_with(
+        fd: OwnedFd,
+        min_len: usize,
+        writable: bool,
+        populate: bool,
+    ) -> io::Result<Segment> {
         let len = rustix::fs::fstat(&fd)?.st_size as usize;
         if len < min_len || len == 0 {
             return Err(io::Error::new(
@@ -189,7 +198,7 @@ impl Segment {
                 format!("segment of {len} bytes is smaller than {min_len}"),
             ));
         }
-        Self::map(fd, len, writable)
+        Self::map_with(fd, len, writable, populate)
     }
 
     /// Map a memory file received from another process without touching
@@ -219,14 +228,7 @@ impl Segment {
     /// would allocate it). The size is taken from the file and must be at
     /// least `min_len`.
     pub fn open_unpopulated(fd: OwnedFd, min_len: usize, writable: bool) -> io::Result<Segment> {
-        let len = rustix::fs::fstat(&fd)?.st_size as usize;
-        if len < min_len || len == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("segment of {len} bytes is smaller than {min_len}"),
-            ));
-        }
-        Self::map_with(fd, len, writable, false)
+        Self::open_with(fd, min_len, writable, false)
     }
 
     /// Give the pages of `[off, off + len)` back to the system: they read

@@ -6,26 +6,15 @@
 //! intact; and both cases and every switch cause must have happened (the
 //! test cannot pass without exercising them).
 
+mod common;
+
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::Rng;
 use unet::udm::*;
 use unet::*;
-
-/// xorshift64*: a fixed sequence per seed, so a failure replays.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 /// Word `k` of message `seq` from `src` to `dst`.
 fn word(src: u32, dst: u32, seq: u64, k: usize) -> u64 {
@@ -98,6 +87,20 @@ fn send(node: &mut Node, seen: &mut Seen, me: u32, dst: u32, h: u16, words: &[u6
     }
 }
 
+/// Send `dst` its next data message, of a random length.
+fn send_data(node: &mut Node, seen: &mut Seen, rng: &mut Rng, seq: &mut [u64], dst: u32) {
+    let me = node.rank();
+    let len = 1 + rng.below(MAX_WORDS as u64) as usize;
+    let s = seq[dst as usize];
+    let mut words = [0u64; MAX_WORDS];
+    words[0] = s;
+    for (k, w) in words.iter_mut().enumerate().take(len).skip(1) {
+        *w = word(me, dst, s, k);
+    }
+    send(node, seen, me, dst, DATA, &words[..len]);
+    seq[dst as usize] += 1;
+}
+
 fn run_node(
     mut node: Node,
     seed: u64,
@@ -113,7 +116,6 @@ fn run_node(
         announced: vec![None; n as usize],
     };
     let mut seq = vec![0u64; n as usize];
-    let mut words = [0u64; MAX_WORDS];
     go.wait();
     let mut sent = 0;
     while sent < msgs {
@@ -143,28 +145,14 @@ fn run_node(
                     if sent == msgs {
                         break;
                     }
-                    let len = 1 + rng.below(MAX_WORDS as u64) as usize;
-                    let s = seq[dst as usize];
-                    words[0] = s;
-                    for (k, w) in words.iter_mut().enumerate().take(len).skip(1) {
-                        *w = word(me, dst, s, k);
-                    }
-                    send(&mut node, &mut seen, me, dst, DATA, &words[..len]);
-                    seq[dst as usize] += 1;
+                    send_data(&mut node, &mut seen, &mut rng, &mut seq, dst);
                     sent += 1;
                 }
             }
             // Send one to a random node.
             _ => {
                 let dst = rng.below(n as u64) as u32;
-                let len = 1 + rng.below(MAX_WORDS as u64) as usize;
-                let s = seq[dst as usize];
-                words[0] = s;
-                for (k, w) in words.iter_mut().enumerate().take(len).skip(1) {
-                    *w = word(me, dst, s, k);
-                }
-                send(&mut node, &mut seen, me, dst, DATA, &words[..len]);
-                seq[dst as usize] += 1;
+                send_data(&mut node, &mut seen, &mut rng, &mut seq, dst);
                 sent += 1;
             }
         }
@@ -209,6 +197,10 @@ fn run(seed: u64, nodes: u32, msgs: u64, fast_queue: u32, buffer_size: u64) -> V
     };
     let s = Session::embedded(&e).unwrap();
     let t = s.udm_create_job(&cfg).unwrap();
+    assert_eq!(
+        common::engine_counter(&s, unet_abi::EngineCounter::UdmJobs),
+        1
+    );
     let go = Arc::new(Barrier::new(nodes as usize));
     let end = Arc::new(Barrier::new(nodes as usize));
     let threads: Vec<_> = (0..nodes)
