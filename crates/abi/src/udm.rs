@@ -75,6 +75,9 @@ pub const UDM_DIVERT_CAP: u32 = 64;
 pub const UDM_BUFFER_DEFAULT: u64 = 1 << 20;
 /// Largest virtual buffer of one node.
 pub const UDM_BUFFER_MAX: u64 = 1 << 30;
+/// Largest job segment (its `nodes²` fast rings): the engine makes it,
+/// and touches every page of it, when the job is created.
+pub const UDM_JOB_SEGMENT_MAX: u64 = 64 << 20;
 /// Messages per page of a virtual buffer.
 pub const UDM_MSGS_PER_PAGE: u64 = (PAGE / size_of::<UdmMsg>()) as u64;
 
@@ -313,6 +316,9 @@ pub enum UdmGeometryError {
     FastCap(u32),
     /// Buffer size not a power of two in one page..=[`UDM_BUFFER_MAX`].
     Buffer(u64),
+    /// The job segment would be larger than [`UDM_JOB_SEGMENT_MAX`] (this
+    /// many bytes): fewer nodes or smaller fast rings.
+    TooLarge(u64),
 }
 
 impl core::fmt::Display for UdmGeometryError {
@@ -325,6 +331,10 @@ impl core::fmt::Display for UdmGeometryError {
             Self::Buffer(b) => write!(
                 f,
                 "virtual buffer of {b} bytes: a power of two from {PAGE} to {UDM_BUFFER_MAX}"
+            ),
+            Self::TooLarge(b) => write!(
+                f,
+                "the job's fast rings would take {b} bytes, more than {UDM_JOB_SEGMENT_MAX}"
             ),
         }
     }
@@ -352,6 +362,9 @@ impl UdmLayout {
         let rings_off = lines_end.div_ceil(page) * page;
         let ring = ring_bytes(fast_cap, size_of::<UdmMsg>()) as u64;
         let job_end = rings_off + (nodes as u64 * nodes as u64) * ring;
+        if job_end > UDM_JOB_SEGMENT_MAX {
+            return Err(UdmGeometryError::TooLarge(job_end));
+        }
         let divert_off = page;
         let node_end = divert_off + ring_bytes(UDM_DIVERT_CAP, size_of::<UdmMsg>()) as u64;
         Ok(UdmLayout {
@@ -504,5 +517,12 @@ mod tests {
         assert_eq!(l.ring_off(1, 0), l.rings_off + 3 * l.ring_bytes);
         assert!(l.divert_off + 192 + 64 * 128 <= l.node_size);
         assert_eq!(UDM_MSGS_PER_PAGE, 32);
+        // The largest job with the default rings fits; with the largest
+        // rings it does not.
+        assert!(UdmLayout::new(UDM_MAX_NODES, UDM_FAST_CAP_DEFAULT, 1 << 20).is_ok());
+        assert!(matches!(
+            UdmLayout::new(UDM_MAX_NODES, 1024, 1 << 20),
+            Err(UdmGeometryError::TooLarge(_))
+        ));
     }
 }
