@@ -724,6 +724,81 @@ mod tests {
         assert_ne!(line.mode.load(Ordering::Acquire) & UDM_MODE_GONE, 0);
     }
 
+    /// A node scribbling over its divert ring, its positions and the job's
+    /// node lines does not make the engine panic, and does not stop an
+    /// honest node's messages from arriving whole and in order.
+    #[test]
+    fn a_scribbling_node_does_not_disturb_an_honest_pair() {
+        let mut jobs = Jobs::default();
+        let layout = UdmLayout::new(3, 4, 8192).unwrap();
+        let id = jobs.create(0, layout, Duration::from_millis(1), 1).unwrap();
+        for n in &mut jobs.jobs.get_mut(&id).unwrap().nodes {
+            n.state = UDM_NODE_JOINED;
+        }
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let (mut sent, mut got, mut honest_head, mut tail) = (0u64, 0u64, 0u64, 0u64);
+        for _ in 0..20_000 {
+            let j = &jobs.jobs[&id];
+            // Node 0: anything at all.
+            let hostile = j.nodes[0].divert(&j.layout).unwrap();
+            match rnd() % 6 {
+                0 => hostile.set_head(rnd() % 200),
+                1 => hostile.set_head(rnd()),
+                2 => {
+                    let v = rnd();
+                    let mut m = msg((v % 5) as u32, (v >> 8) as u16 % 20, v);
+                    m.handler = (v >> 32) as u16;
+                    hostile.write(rnd(), m);
+                }
+                3 => j.nodes[1]
+                    .header()
+                    .unwrap()
+                    .buf_tail
+                    .store(rnd() % 100, Ordering::Release),
+                4 => j
+                    .line((rnd() % 3) as u32)
+                    .mode
+                    .store(rnd(), Ordering::Release),
+                _ => {}
+            }
+            // Node 1 sends to node 2 while its ring has room.
+            let honest = j.nodes[1].divert(&j.layout).unwrap();
+            if honest_head - honest.tail() < UDM_DIVERT_CAP as u64 {
+                honest.write(honest_head, msg(2, 2, sent));
+                honest_head += 1;
+                honest.set_head(honest_head);
+                sent += 1;
+            }
+            jobs.poll();
+            // Node 2 takes what came, keeping node 1's.
+            let j = &jobs.jobs[&id];
+            let n2 = &j.nodes[2];
+            let head = n2.header().unwrap().buf_head.load(Ordering::Acquire);
+            while tail < head {
+                let m = read_msg(n2.buf.as_ref().unwrap(), (tail % 64) as usize);
+                if m.peer == 1 {
+                    assert_eq!((m.nwords, m.words[0]), (2, got), "in order, whole");
+                    got += 1;
+                }
+                tail += 1;
+            }
+            n2.header().unwrap().buf_tail.store(tail, Ordering::Release);
+        }
+        assert!(
+            got > 10_000 && sent - got <= 64 + 64,
+            "sent {sent}, got {got}"
+        );
+        let c = &jobs.jobs[&id].nodes[0].counters;
+        assert!(c[UdmCounter::BadPosition as usize] > 0, "{c:?}");
+        assert!(c[UdmCounter::DropBadDest as usize] + c[UdmCounter::DropBadLength as usize] > 0);
+    }
+
     /// Message `i` of a virtual buffer.
     fn read_msg(buf: &Segment, i: usize) -> UdmMsg {
         let p = buf.at(i * 128, 128).unwrap();
