@@ -70,7 +70,7 @@ pub const UDM_MAX_NODES: u32 = 64;
 /// Default capacity of each fast ring (messages).
 pub const UDM_FAST_CAP_DEFAULT: u32 = 8;
 /// Capacity of a node's divert ring (messages).
-pub const UDM_DIVERT_CAP: u32 = 64;
+pub const UDM_DIVERT_CAP: u32 = 256;
 /// Default size of a node's virtual buffer (bytes reserved).
 pub const UDM_BUFFER_DEFAULT: u64 = 1 << 20;
 /// Largest virtual buffer of one node.
@@ -515,7 +515,7 @@ mod tests {
         assert!(l.line_off(2) + 256 <= l.rings_off);
         assert!(l.ring_off(2, 2) + l.ring_bytes <= l.job_size);
         assert_eq!(l.ring_off(1, 0), l.rings_off + 3 * l.ring_bytes);
-        assert!(l.divert_off + 192 + 64 * 128 <= l.node_size);
+        assert!(l.divert_off + 192 + UDM_DIVERT_CAP as u64 * 128 <= l.node_size);
         assert_eq!(UDM_MSGS_PER_PAGE, 32);
         // The largest job with the default rings fits; with the largest
         // rings it does not.

@@ -348,14 +348,19 @@ impl Job {
         let mut pos = tail;
         let mut touched = 0u64;
         while pos != head && pos - tail < DIVERT_BUDGET {
-            let mut m = ring.read(pos);
-            let d = m.peer;
+            let slot = ring.slot_ptr(pos);
+            // SAFETY: the slot lies in the ring (its index is masked),
+            // aligned; its first 8 bytes (peer, handler, nwords) are read
+            // once and checked before use.
+            let hdr = unsafe { slot.cast::<u64>().read_volatile() };
+            let d = hdr as u32;
+            let nwords = (hdr >> 48) as usize;
             if d >= l.nodes {
                 self.nodes[s as usize].count(UdmCounter::DropBadDest, 1);
                 pos += 1;
                 continue;
             }
-            if m.nwords as usize > UDM_MAX_WORDS {
+            if nwords > UDM_MAX_WORDS {
                 self.nodes[s as usize].count(UdmCounter::DropBadLength, 1);
                 pos += 1;
                 continue;
@@ -378,18 +383,29 @@ impl Job {
                 }
             }
             dst.held = false;
-            m.peer = s;
-            m.stamp = 0;
             let at = (dst.buf_head % l.buffer_cap as u64) as usize * core::mem::size_of::<UdmMsg>();
             let page = dst.buf_head / UDM_MSGS_PER_PAGE;
             if page < dst.resident_lo {
                 dst.resident_lo = page;
             }
             if let Some(p) = dst.buf.as_ref().and_then(|b| b.at(at, 128)) {
-                // SAFETY: `p` is inside the buffer (checked by at()) and
-                // aligned (a multiple of 128 from a page-aligned base);
-                // only the engine writes the buffer.
-                unsafe { p.cast::<UdmMsg>().as_ptr().write_volatile(m) };
+                let out = p.cast::<UdmMsg>().as_ptr();
+                // SAFETY: `out` is a message slot inside the buffer (checked
+                // by at()), aligned (a multiple of 128 from a page-aligned
+                // base), written only by the engine; `slot` is one in the
+                // divert ring and nwords <= UDM_MAX_WORDS (checked), so both
+                // word ranges lie in their slots. Only the words used are
+                // copied; the header goes last, stamped with the source.
+                unsafe {
+                    core::ptr::copy_nonoverlapping(
+                        core::ptr::addr_of!((*slot).words).cast::<u64>(),
+                        core::ptr::addr_of_mut!((*out).words).cast::<u64>(),
+                        nwords,
+                    );
+                    core::ptr::addr_of_mut!((*out).stamp).write_volatile(0);
+                    out.cast::<u64>()
+                        .write_volatile((hdr & !0xFFFF_FFFF) | s as u64);
+                }
             }
             dst.buf_head += 1;
             dst.count(UdmCounter::BufferedMsgs, 1);
