@@ -807,7 +807,7 @@ mod tests {
             n2.header().unwrap().buf_tail.store(tail, Ordering::Release);
         }
         assert!(
-            got > 10_000 && sent - got <= 64 + 64,
+            got > 10_000 && sent - got <= UDM_DIVERT_CAP as u64 + 64,
             "sent {sent}, got {got}"
         );
         let c = &jobs.jobs[&id].nodes[0].counters;
