@@ -458,7 +458,9 @@ impl Job {
             } else if sys::process_stopped(pid) {
                 UdmCounter::SwitchDescheduled
             } else {
-                // Running, not atomic: it will take its messages.
+                // Running, not atomic: it will take its messages. Look
+                // again (at /proc) only after another timeout.
+                node.stuck_since = Some(now);
                 continue;
             };
             node.stuck_since = None;
