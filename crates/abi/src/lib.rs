@@ -89,9 +89,27 @@
 use core::mem::{align_of, offset_of, size_of};
 use core::sync::atomic::{AtomicU32, AtomicU64};
 
+/// A counter enum with its slot numbers and the names `unet stat` shows
+/// (used by this module and its submodules).
+macro_rules! counter_enum {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident = $n:expr => $s:expr),* $(,)? }) => {
+        $(#[$m])*
+        #[repr(usize)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub enum $name { $($(#[$vm])* $v = $n),* }
+        impl $name {
+            /// Every counter, in slot order.
+            pub const ALL: &'static [$name] = &[$($name::$v),*];
+            /// Name shown by `unet stat`.
+            pub const fn name(self) -> &'static str { match self { $($name::$v => $s),* } }
+        }
+    };
+}
+
 pub mod copy;
 pub mod golden;
 pub mod ring;
+pub mod udm;
 pub mod via;
 
 pub use via::{
@@ -978,8 +996,16 @@ const _: () = {
 };
 
 /// Bytes of a counters segment with `max_endpoints` endpoint slots (and
-/// [`VI_SLOTS`] VI slots after them).
+/// [`VI_SLOTS`] VI slots, then [`udm::UDM_SLOTS`] UDM node slots, after
+/// them).
 pub const fn counters_segment_size(max_endpoints: u32) -> usize {
+    let b = udm_slots_off(max_endpoints) + udm::UDM_SLOTS * size_of::<udm::UdmSlot>();
+    (b + PAGE - 1) & !(PAGE - 1)
+}
+
+/// Offset of the first UDM node slot in a counters segment with
+/// `max_endpoints` endpoint slots.
+pub const fn udm_slots_off(max_endpoints: u32) -> usize {
     let b = vi_slots_off(max_endpoints) + VI_SLOTS * size_of::<ViSlot>();
     (b + PAGE - 1) & !(PAGE - 1)
 }
@@ -1039,21 +1065,6 @@ const _: () = {
     assert!(offset_of!(ViSlot, addr) == 0x20);
     assert!(offset_of!(ViSlot, counters) == 0x30);
 };
-
-macro_rules! counter_enum {
-    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident = $n:expr => $s:expr),* $(,)? }) => {
-        $(#[$m])*
-        #[repr(usize)]
-        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-        pub enum $name { $($(#[$vm])* $v = $n),* }
-        impl $name {
-            /// Every counter, in slot order.
-            pub const ALL: &'static [$name] = &[$($name::$v),*];
-            /// Name shown by `unet stat`.
-            pub const fn name(self) -> &'static str { match self { $($name::$v => $s),* } }
-        }
-    };
-}
 
 counter_enum! {
     /// Engine-wide counters.
@@ -1223,6 +1234,8 @@ counter_enum! {
         /// Datagrams held back behind later ones by the wire's fault
         /// injection (`wire_reorder_ppm`).
         WireInjectedReorders = 64 => "wire_injected_reorders",
+        /// UDM jobs created.
+        UdmJobs = 65 => "udm_jobs",
     }
 }
 

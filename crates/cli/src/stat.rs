@@ -232,6 +232,111 @@ fn vis_json(seg: &unet_sys::Segment, max: u32) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// One UDM node as the engine last described it.
+struct UdmNodeRow {
+    job: u32,
+    rank: u32,
+    pid: u32,
+    mode: u32,
+    nodes: u32,
+    counters: [u64; udm::UDM_COUNTERS],
+    client: [u64; udm::UDM_CLIENT_COUNTERS],
+}
+
+impl UdmNodeRow {
+    fn mode_name(&self) -> &'static str {
+        match self.mode {
+            0 => "fast",
+            1 => "buffered",
+            _ => "gone",
+        }
+    }
+}
+
+/// The live UDM node slots of a counters segment with `max` endpoint
+/// slots.
+fn live_udm(seg: &unet_sys::Segment, max: u32) -> Vec<UdmNodeRow> {
+    let mut out = Vec::new();
+    for i in 0..udm::UDM_SLOTS {
+        let off = udm_slots_off(max) + i * std::mem::size_of::<udm::UdmSlot>();
+        let Some(p) = seg.at(off, std::mem::size_of::<udm::UdmSlot>()) else {
+            break;
+        };
+        // SAFETY: in bounds (checked by at()), 8-byte aligned; the slot's
+        // fields are atomics.
+        let s = unsafe { p.cast::<udm::UdmSlot>().as_ref() };
+        if s.live.load(Ordering::Acquire) == 0 {
+            continue;
+        }
+        out.push(UdmNodeRow {
+            job: s.job.load(Ordering::Relaxed),
+            rank: s.rank.load(Ordering::Relaxed),
+            pid: s.pid.load(Ordering::Relaxed),
+            mode: s.mode.load(Ordering::Relaxed),
+            nodes: s.nodes.load(Ordering::Relaxed),
+            counters: std::array::from_fn(|k| s.counters[k].load(Ordering::Relaxed)),
+            client: std::array::from_fn(|k| s.client[k].load(Ordering::Relaxed)),
+        });
+    }
+    out
+}
+
+/// UDM nodes as text: one line each, then their nonzero counters (the
+/// engine's, then the nodes' own).
+fn print_udm(seg: &unet_sys::Segment, max: u32, all: bool) {
+    let rows = live_udm(seg, max);
+    if rows.is_empty() {
+        return;
+    }
+    println!("UDM nodes:");
+    for r in &rows {
+        println!(
+            "  job {} node {}/{} (pid {}): {}",
+            r.job,
+            r.rank,
+            r.nodes,
+            r.pid,
+            r.mode_name()
+        );
+        let own = udm::UdmClientCounter::ALL
+            .iter()
+            .map(|&c| (c.name(), r.client[c as usize]));
+        let engine = udm::UdmCounter::ALL
+            .iter()
+            .map(|&c| (c.name(), r.counters[c as usize]));
+        for (name, n) in own.chain(engine) {
+            if n != 0 || all {
+                println!("    {name:<30} {n:>16}");
+            }
+        }
+    }
+}
+
+/// UDM nodes as JSON rows.
+fn udm_json(seg: &unet_sys::Segment, max: u32) -> Vec<serde_json::Value> {
+    use serde_json::{json, Map, Value};
+    live_udm(seg, max)
+        .into_iter()
+        .map(|r| {
+            let mut counters = Map::new();
+            for &c in udm::UdmClientCounter::ALL {
+                counters.insert(c.name().into(), json!(r.client[c as usize]));
+            }
+            for &c in udm::UdmCounter::ALL {
+                counters.insert(c.name().into(), json!(r.counters[c as usize]));
+            }
+            json!({
+                "job": r.job,
+                "rank": r.rank,
+                "nodes": r.nodes,
+                "pid": r.pid,
+                "mode": r.mode_name(),
+                "counters": Value::Object(counters),
+            })
+        })
+        .collect()
+}
+
 /// What each client process holds, by process id: (endpoints, bytes).
 fn per_process(slots: &[Slot<'_>]) -> std::collections::BTreeMap<u32, (u64, u64)> {
     let mut m = std::collections::BTreeMap::new();
@@ -314,6 +419,7 @@ fn to_json(seg: &unet_sys::Segment, max: u32, limits: &unet::Limits) -> serde_js
         "processes": processes,
         "endpoints": endpoints,
         "vis": vis_json(seg, max),
+        "udm_nodes": udm_json(seg, max),
     })
 }
 
@@ -401,6 +507,7 @@ pub fn run(a: Args) -> ExitCode {
                 println!("  {name:<32} {v:>16}");
             }
             print_vis(&seg, max, a.all);
+            print_udm(&seg, max, a.all);
         }
         match a.watch {
             Some(ms) => std::thread::sleep(Duration::from_millis(ms.max(50))),

@@ -69,12 +69,7 @@ fn stat_json_has_structured_endpoints_and_the_limits_in_force() {
     assert_eq!(p["memory_limit"], 64u64 << 20, "{st}");
 
     // The table says the same in words.
-    let out = Command::new(unet_bin())
-        .args(["stat", "--socket"])
-        .arg(&d.socket)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = stat_text(&d);
     assert!(text.contains("limits:"), "{text}");
     assert!(
         text.lines()
@@ -338,12 +333,7 @@ fn stat_shows_each_vi_with_its_state_and_counters() {
         .clone();
     assert_eq!(lb["state"], "peer-gone", "{st}");
     // The text form lists them too.
-    let out = Command::new(unet_bin())
-        .args(["stat", "--socket"])
-        .arg(&da.socket)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = stat_text(&da);
     assert!(text.contains("VIs:"), "{text}");
     assert!(text.contains(&format!("vi {} (pid", far_a.id())), "{text}");
 }
@@ -395,4 +385,93 @@ fn unet_socket_names_the_control_socket_for_daemon_and_clients() {
     );
     daemon.signal(libc::SIGTERM);
     daemon.wait_exit(Duration::from_secs(10));
+}
+
+/// `unet stat` shows each UDM node: its job, rank, process and mode, the
+/// messages it took by case, its virtual buffer's pages (now and the
+/// most), the switches to buffered mode by cause and the overflow holds.
+#[test]
+fn stat_shows_each_udm_node_with_its_mode_and_counters() {
+    use unet::udm::{JobConfig, MAX_WORDS};
+    let d = Daemon::start(&[]);
+    let s = Session::connect(&d.socket).unwrap();
+    let cfg = JobConfig {
+        fast_queue: 2,
+        buffer_size: 4096,
+        ..JobConfig::default()
+    };
+    let t = s.udm_create_job(&cfg).unwrap();
+    let mut a = s.udm_join(t, 0).unwrap();
+    let mut b = s.udm_join(t, 1).unwrap();
+    // 2 fast, 32 buffered (the buffer's limit), then held.
+    let mut sent = 0;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while sent < 34 {
+        if a.injectc(1, 0, &[sent]).unwrap() {
+            sent += 1;
+        }
+        assert!(Instant::now() < deadline, "stuck at {sent}");
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(!a.injectc(1, 0, &[sent]).unwrap());
+    let st = d.stat();
+    let nodes = st["udm_nodes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no udm_nodes in {st}"));
+    let nb = nodes
+        .iter()
+        .find(|n| n["job"] == t.job && n["rank"] == 1)
+        .unwrap_or_else(|| panic!("node 1 not in {st}"));
+    assert_eq!(nb["mode"], "buffered", "{st}");
+    assert_eq!(nb["nodes"], 2, "{st}");
+    assert_eq!(nb["pid"], std::process::id(), "{st}");
+    let c = &nb["counters"];
+    assert_eq!(c["buffered_msgs"], 32, "{st}");
+    assert_eq!(c["buffer_pages"], 1, "{st}");
+    assert_eq!(c["buffer_pages_max"], 1, "{st}");
+    assert_eq!(c["switch_queue_full"], 1, "{st}");
+    assert_eq!(c["overflow_holds"], 1, "{st}");
+    assert_eq!(c["switch_atomicity_timeout"], 0, "{st}");
+    let mut w = [0u64; MAX_WORDS];
+    for _ in 0..34 {
+        assert!(b.wait(Some(Duration::from_secs(5))));
+        b.extract(&mut w).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let st = d.stat();
+        let nb = st["udm_nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["job"] == t.job && n["rank"] == 1)
+            .unwrap()
+            .clone();
+        let c = &nb["counters"];
+        if c["buffer_pages"] == 0 {
+            assert_eq!(nb["mode"], "fast", "{st}");
+            assert_eq!(c["fast_msgs"], 2, "{st}");
+            assert_eq!(c["buffered_taken"], 32, "{st}");
+            assert_eq!(c["pages_returned"], 1, "{st}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "pages kept: {st}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // The text form lists them too.
+    let text = stat_text(&d);
+    assert!(
+        text.contains(&format!("job {} node 1/2", t.job)) && text.contains("buffered_msgs"),
+        "{text}"
+    );
+}
+
+/// What `unet stat` prints for the daemon `d`.
+fn stat_text(d: &Daemon) -> String {
+    let out = Command::new(unet_bin())
+        .args(["stat", "--socket"])
+        .arg(&d.socket)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }

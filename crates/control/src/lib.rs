@@ -138,6 +138,11 @@ pub enum ErrorCode {
     /// The memory handed over is not a sealed memory file of the length
     /// asked for.
     BadMemory = 23,
+    /// No UDM job with that id, or the key does not match.
+    NoSuchJob = 24,
+    /// That rank of the UDM job is taken (joined, or gone), or outside
+    /// the job.
+    RankTaken = 25,
 }
 
 impl ErrorCode {
@@ -167,6 +172,8 @@ impl ErrorCode {
             21 => NoSuchVi,
             22 => NoSuchRequest,
             23 => BadMemory,
+            24 => NoSuchJob,
+            25 => RankTaken,
             _ => return None,
         })
     }
@@ -232,6 +239,8 @@ impl std::fmt::Display for ErrorCode {
             ErrorCode::BadMemory => {
                 "the memory handed over is not a sealed memory file of the length asked for"
             }
+            ErrorCode::NoSuchJob => "no such UDM job (or a wrong key)",
+            ErrorCode::RankTaken => "that rank of the UDM job is taken, gone or outside the job",
         })
     }
 }
@@ -352,6 +361,39 @@ pub enum Request {
         /// The VI.
         vi: u32,
     },
+    /// Create a UDM job of `nodes` nodes. The reply is [`Reply::UdmJob`]:
+    /// its id and the key that lets a process join it.
+    UdmCreateJob {
+        /// Nodes in the job.
+        nodes: u32,
+        /// Capacity of each fast ring (messages; a power of two).
+        fast_cap: u32,
+        /// Bytes of each node's virtual buffer (a power of two): the limit
+        /// of overflow control.
+        buffer_size: u64,
+        /// How long a node may stay atomic with messages waiting and none
+        /// extracted before the engine switches it to buffered mode, in
+        /// microseconds.
+        atomicity_timeout_us: u32,
+    },
+    /// Join UDM job `job` as node `rank`. The reply is
+    /// [`Reply::UdmJoined`]; fds: the job segment, the node segment, the
+    /// node's virtual buffer and the job's doorbell eventfd.
+    UdmJoin {
+        /// The job.
+        job: u32,
+        /// Its key (from [`Reply::UdmJob`]).
+        key: u64,
+        /// The rank to take.
+        rank: u32,
+    },
+    /// Leave UDM job `job` (node `rank`, which this client joined as).
+    UdmLeave {
+        /// The job.
+        job: u32,
+        /// The rank.
+        rank: u32,
+    },
 }
 
 /// The attributes of a VI that both ends must agree on, as the control
@@ -447,6 +489,21 @@ pub enum Reply {
         pid: u32,
         /// The connecting side's engine, None for this one.
         host: Option<SocketAddr>,
+    },
+    /// A UDM job was created.
+    UdmJob {
+        /// Its id.
+        job: u32,
+        /// The key a process needs to join it.
+        key: u64,
+    },
+    /// Joined a UDM job; fds: job segment, node segment, virtual buffer,
+    /// doorbell.
+    UdmJoined {
+        /// The job.
+        job: u32,
+        /// The rank taken.
+        rank: u32,
     },
     /// Notice: a peer opened a direct channel to `endpoint`; fd: the
     /// connection segment.
@@ -744,6 +801,32 @@ impl Request {
                 w.u32(*vi);
                 w
             }
+            Request::UdmCreateJob {
+                nodes,
+                fast_cap,
+                buffer_size,
+                atomicity_timeout_us,
+            } => {
+                let mut w = W::new(18, req_id);
+                w.u32(*nodes);
+                w.u32(*fast_cap);
+                w.u64(*buffer_size);
+                w.u32(*atomicity_timeout_us);
+                w
+            }
+            Request::UdmJoin { job, key, rank } => {
+                let mut w = W::new(19, req_id);
+                w.u32(*job);
+                w.u64(*key);
+                w.u32(*rank);
+                w
+            }
+            Request::UdmLeave { job, rank } => {
+                let mut w = W::new(20, req_id);
+                w.u32(*job);
+                w.u32(*rank);
+                w
+            }
         };
         w.done().to_vec()
     }
@@ -822,6 +905,21 @@ impl Request {
             },
             16 => Request::ViReject { request: r.u32()? },
             17 => Request::ViClose { vi: r.u32()? },
+            18 => Request::UdmCreateJob {
+                nodes: r.u32()?,
+                fast_cap: r.u32()?,
+                buffer_size: r.u64()?,
+                atomicity_timeout_us: r.u32()?,
+            },
+            19 => Request::UdmJoin {
+                job: r.u32()?,
+                key: r.u64()?,
+                rank: r.u32()?,
+            },
+            20 => Request::UdmLeave {
+                job: r.u32()?,
+                rank: r.u32()?,
+            },
             k => return Err(ControlError::UnknownKind(k)),
         };
         Ok((id, req))
@@ -910,6 +1008,18 @@ impl Reply {
                 w.addr(*host);
                 w
             }
+            Reply::UdmJob { job, key } => {
+                let mut w = W::new(112, req_id);
+                w.u32(*job);
+                w.u64(*key);
+                w
+            }
+            Reply::UdmJoined { job, rank } => {
+                let mut w = W::new(113, req_id);
+                w.u32(*job);
+                w.u32(*rank);
+                w
+            }
             Reply::DirectConn {
                 endpoint,
                 channel,
@@ -962,6 +1072,14 @@ impl Reply {
                 side: r.u8()?,
             },
             109 => Reply::MemoryRegistered { handle: r.u32()? },
+            112 => Reply::UdmJob {
+                job: r.u32()?,
+                key: r.u64()?,
+            },
+            113 => Reply::UdmJoined {
+                job: r.u32()?,
+                rank: r.u32()?,
+            },
             110 => Reply::ViConnected {
                 vi: r.u32()?,
                 conn_id: r.u32()?,
@@ -1118,6 +1236,24 @@ mod tests {
             ),
             ("vi_reject", Request::ViReject { request: 7 }),
             ("vi_close", Request::ViClose { vi: 5 }),
+            (
+                "udm_create_job",
+                Request::UdmCreateJob {
+                    nodes: 4,
+                    fast_cap: 8,
+                    buffer_size: 1 << 20,
+                    atomicity_timeout_us: 2000,
+                },
+            ),
+            (
+                "udm_join",
+                Request::UdmJoin {
+                    job: 1,
+                    key: 0x1234_5678_9abc_def0,
+                    rank: 3,
+                },
+            ),
+            ("udm_leave", Request::UdmLeave { job: 1, rank: 3 }),
         ];
         let reps = [
             (
@@ -1177,6 +1313,14 @@ mod tests {
                     host: None,
                 },
             ),
+            (
+                "reply_udm_job",
+                Reply::UdmJob {
+                    job: 1,
+                    key: 0x1234_5678_9abc_def0,
+                },
+            ),
+            ("reply_udm_joined", Reply::UdmJoined { job: 1, rank: 3 }),
             (
                 "reply_direct_conn",
                 Reply::DirectConn {
@@ -1384,7 +1528,7 @@ mod tests {
 
     #[test]
     fn every_error_code_round_trips() {
-        for v in 1..=23u16 {
+        for v in 1..=25u16 {
             let c = ErrorCode::from_u16(v).unwrap_or_else(|| panic!("code {v}"));
             assert_eq!(c as u16, v);
             let r = Reply::Error(c);
@@ -1392,7 +1536,7 @@ mod tests {
             assert!(!c.to_string().is_empty());
         }
         assert_eq!(ErrorCode::from_u16(0), None);
-        assert_eq!(ErrorCode::from_u16(24), None);
+        assert_eq!(ErrorCode::from_u16(26), None);
     }
 
     #[test]

@@ -162,6 +162,17 @@ impl Counters {
         Some(unsafe { self.seg.ptr().add(off).cast::<ViSlot>().as_ref() })
     }
 
+    /// UDM node slot `i` (< [`udm::UDM_SLOTS`]), for `unet stat`.
+    pub(crate) fn udm_slot(&self, i: usize) -> Option<&udm::UdmSlot> {
+        if i >= udm::UDM_SLOTS {
+            return None;
+        }
+        let off = udm_slots_off(self.max_endpoints) + i * std::mem::size_of::<udm::UdmSlot>();
+        // SAFETY: i < UDM_SLOTS, so the slot lies inside the segment
+        // (counters_segment_size); slots are 8-byte aligned; all atomics.
+        Some(unsafe { self.seg.ptr().add(off).cast::<udm::UdmSlot>().as_ref() })
+    }
+
     /// A read-only descriptor of the segment (sent to `unet stat`).
     pub fn fd(&self) -> RawFd {
         self.ro.as_raw_fd()

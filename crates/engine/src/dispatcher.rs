@@ -60,6 +60,7 @@ use crate::remote::RemoteSide;
 use crate::server::{ControlServer, Incoming};
 use crate::setup::Setup;
 use crate::setup_thread::SetupThread;
+use crate::udm::Jobs;
 use crate::vias::Vias;
 use crate::wire::Transport;
 
@@ -91,6 +92,8 @@ pub struct Dispatcher {
     work: SetupThread,
     /// VIA's regions, VIs, discriminators and waiting requests.
     vias: Vias,
+    /// UDM's jobs and nodes.
+    udm: Jobs,
     counters: Arc<Counters>,
     shared: Arc<Shared>,
     tokens: Vec<Token>,
@@ -150,6 +153,7 @@ impl Dispatcher {
             applets: AppletHost::new(shared.admin.clone()),
             work: SetupThread::new(shared.admin.clone()),
             vias: Vias::default(),
+            udm: Jobs::default(),
             cfg,
             engine_id,
             poller,
@@ -264,12 +268,14 @@ impl Dispatcher {
             applets: &mut self.applets,
             work: &mut self.work,
             vias: &mut self.vias,
+            udm: &mut self.udm,
         }
     }
 
     fn sleep(&mut self) {
         self.eps.arm();
         crate::via_loop::arm(&self.vias, true);
+        self.udm.arm(true);
         // Pairs with the fence a client issues between publishing a send
         // descriptor and reading `engine_armed`: either we see its
         // descriptor below, or it sees our armed flag and rings.
@@ -277,6 +283,7 @@ impl Dispatcher {
         if self.poll_data() > 0 {
             self.eps.disarm();
             crate::via_loop::arm(&self.vias, false);
+            self.udm.arm(false);
             return;
         }
         if let Some(w) = self.remote.as_mut() {
@@ -288,6 +295,7 @@ impl Dispatcher {
         self.counters.engine(EngineCounter::Wakeups, 1);
         self.eps.disarm();
         crate::via_loop::arm(&self.vias, false);
+        self.udm.arm(false);
         if work == 0 && self.poll_data() == 0 {
             self.counters.engine(EngineCounter::SpuriousWakeups, 1);
         }
@@ -308,7 +316,12 @@ impl Dispatcher {
             .iter()
             .filter_map(|&i| self.applets.runner(i).and_then(|r| r.next_deadline()))
             .min();
-        match [wire, applets, requests, vis].into_iter().flatten().min() {
+        let udm = self.udm.next_deadline();
+        match [wire, applets, requests, vis, udm]
+            .into_iter()
+            .flatten()
+            .min()
+        {
             Some(d) => {
                 let now = Instant::now();
                 if d <= now {
@@ -339,6 +352,9 @@ impl Dispatcher {
         if self.remote.is_some() {
             work += self.poll_wire();
             work += self.poll_vis();
+        }
+        if !self.udm.is_empty() {
+            work += self.udm.poll();
         }
         if self.applets.any() {
             let mut dp = DataPath {
@@ -412,6 +428,8 @@ impl Dispatcher {
                 Token::Wire => {} // read by poll_data
                 // Its VI is polled every turn; the wake-up was the point.
                 Token::ViDoorbell(_) => {}
+                // Its job is polled every turn; the wake-up was the point.
+                Token::UdmDoorbell(_) => {}
             }
         }
         self.tokens = tokens;

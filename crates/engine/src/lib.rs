@@ -33,6 +33,7 @@
 //! | `direct` | direct connections' segments |
 //! | `remote` | remote channels: handshake and the wire |
 //! | `applets` | the applet host: runners, queued arrivals, verification off the loop |
+//! | `udm` | UDM jobs and nodes: the buffered case of two-case delivery, virtual buffers |
 //! | [`wire`] | the transport: frames, fragmentation, the UDP port |
 //! | `poller` | the epoll set and its tokens |
 
@@ -57,7 +58,9 @@ mod routes;
 mod server;
 mod setup;
 mod setup_thread;
+mod setup_udm;
 mod setup_via;
+mod udm;
 mod vi_path;
 mod via_loop;
 mod vias;

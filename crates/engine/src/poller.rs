@@ -26,6 +26,8 @@ pub(crate) enum Token {
     Admin,
     /// The doorbell of a VI the engine carries (its id).
     ViDoorbell(usize),
+    /// The doorbell of a UDM job (its id).
+    UdmDoorbell(usize),
 }
 
 impl Token {
@@ -37,6 +39,7 @@ impl Token {
             Token::Wire => (4, 0),
             Token::Admin => (5, 0),
             Token::ViDoorbell(i) => (6, i),
+            Token::UdmDoorbell(i) => (7, i),
         };
         (k << KIND_SHIFT) | i as u64
     }
@@ -50,6 +53,7 @@ impl Token {
             4 => Token::Wire,
             5 => Token::Admin,
             6 => Token::ViDoorbell(i),
+            7 => Token::UdmDoorbell(i),
             _ => return None,
         })
     }

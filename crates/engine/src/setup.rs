@@ -25,6 +25,7 @@ use crate::remote::{Completion, RemoteSide};
 use crate::routes::{Peer, Route, Teardown};
 use crate::server::{ControlServer, Incoming};
 use crate::setup_thread::SetupThread;
+use crate::udm::Jobs;
 use crate::vias::Vias;
 
 /// The parts a set-up request changes, borrowed from the dispatcher.
@@ -39,6 +40,7 @@ pub(crate) struct Setup<'a> {
     pub applets: &'a mut AppletHost,
     pub work: &'a mut SetupThread,
     pub vias: &'a mut Vias,
+    pub udm: &'a mut Jobs,
 }
 
 /// What one client's process (and its user) holds: what the limits are
@@ -91,6 +93,9 @@ impl Setup<'_> {
             | Request::ViAccept { .. }
             | Request::ViReject { .. }
             | Request::ViClose { .. } => self.handle_via(ci, req_id, req, &mut fds),
+            Request::UdmCreateJob { .. } | Request::UdmJoin { .. } | Request::UdmLeave { .. } => {
+                self.handle_udm(ci, req_id, req, &mut fds)
+            }
             Request::Hello { version } => {
                 let r = if version == control::PROTOCOL_VERSION {
                     Reply::Hello {
@@ -235,6 +240,7 @@ impl Setup<'_> {
             c.set_ep(ep.slot, EndpointCounter::MemoryBytes, memory);
         }
         self.fill_vi_slots();
+        self.fill_udm_slots();
         let r = Reply::Stat {
             max_endpoints: self.cfg.max_endpoints,
             limits: self.cfg.limits(),
@@ -270,6 +276,9 @@ impl Setup<'_> {
             add(owner, bytes, false);
         }
         for (owner, bytes) in self.vias.charges() {
+            add(owner, bytes, false);
+        }
+        for (owner, bytes) in self.udm.charges() {
             add(owner, bytes, false);
         }
         u
@@ -596,6 +605,7 @@ impl Setup<'_> {
             self.close_endpoint(idx);
         }
         self.drop_client_vias(ci);
+        self.drop_client_udm(ci);
         if let Some(w) = self.remote.as_deref_mut() {
             w.forget_client(ci);
         }

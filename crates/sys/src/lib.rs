@@ -182,6 +182,15 @@ impl Segment {
     /// Map a segment received from another process. The size is taken from
     /// the file and must be at least `min_len`.
     pub fn open(fd: OwnedFd, min_len: usize, writable: bool) -> io::Result<Segment> {
+        Self::open_with(fd, min_len, writable, true)
+    }
+
+    fn open_with(
+        fd: OwnedFd,
+        min_len: usize,
+        writable: bool,
+        populate: bool,
+    ) -> io::Result<Segment> {
         let len = rustix::fs::fstat(&fd)?.st_size as usize;
         if len < min_len || len == 0 {
             return Err(io::Error::new(
@@ -189,7 +198,7 @@ impl Segment {
                 format!("segment of {len} bytes is smaller than {min_len}"),
             ));
         }
-        Self::map(fd, len, writable)
+        Self::map_with(fd, len, writable, populate)
     }
 
     /// Map a memory file received from another process without touching
@@ -204,6 +213,45 @@ impl Segment {
                 "not a sealed memory file of that length",
             )),
         }
+    }
+
+    /// Create a segment of `len` bytes whose pages are neither touched
+    /// nor reserved until written (a UDM virtual buffer: address space
+    /// reserved up front, memory taken on demand and given back with
+    /// [`Segment::punch_hole`]). Its size is sealed.
+    pub fn create_sparse(name: &str, len: usize) -> io::Result<Segment> {
+        Self::map_with(Self::create_file(name, len)?, len, true, false)
+    }
+
+    /// Map a segment received from another process without touching its
+    /// pages (for a sparse one: a first read of a page it never wrote
+    /// would allocate it). The size is taken from the file and must be at
+    /// least `min_len`.
+    pub fn open_unpopulated(fd: OwnedFd, min_len: usize, writable: bool) -> io::Result<Segment> {
+        Self::open_with(fd, min_len, writable, false)
+    }
+
+    /// Give the pages of `[off, off + len)` back to the system: they read
+    /// as zeros afterwards, in every mapping of the file, and take no
+    /// memory until written again. Out-of-range parts are ignored.
+    pub fn punch_hole(&self, off: usize, len: usize) -> io::Result<()> {
+        let end = off.saturating_add(len).min(self.len);
+        if off >= end {
+            return Ok(());
+        }
+        retry(|| {
+            Ok(rustix::fs::fallocate(
+                &self.fd,
+                rustix::fs::FallocateFlags::PUNCH_HOLE | rustix::fs::FallocateFlags::KEEP_SIZE,
+                off as u64,
+                (end - off) as u64,
+            )?)
+        })
+    }
+
+    /// Bytes of memory the file holds now (its allocated blocks).
+    pub fn allocated_bytes(&self) -> io::Result<u64> {
+        Ok(rustix::fs::fstat(&self.fd)?.st_blocks.max(0) as u64 * 512)
     }
 
     fn map(fd: OwnedFd, len: usize, writable: bool) -> io::Result<Segment> {
@@ -743,6 +791,20 @@ pub fn heavy_fence() {
     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
     let _ = rustix::thread::membarrier(MembarrierCommand::GlobalExpedited);
     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Whether process `pid` is stopped (by a signal such as SIGSTOP, or
+/// traced): its state in `/proc/PID/stat` is `T` or `t`. False when it
+/// cannot be read (gone, or another pid namespace).
+pub fn process_stopped(pid: u32) -> bool {
+    let Ok(s) = std::fs::read(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // "PID (COMM) STATE ...": COMM may hold anything but ends at the last ')'.
+    let Some(close) = s.iter().rposition(|&b| b == b')') else {
+        return false;
+    };
+    matches!(s.get(close + 2), Some(b'T') | Some(b't'))
 }
 
 /// The calling thread's id (`gettid`), as `/proc/self/task/` names it.

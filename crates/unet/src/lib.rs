@@ -22,6 +22,9 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! UDM's jobs of nodes that `inject` and `extract` small messages with
+//! two-case delivery are in [`udm`] (`docs/udm.md`).
+//!
 //! The shared-memory layout is in the `unet-abi` crate; a C ABI is in
 //! [`ffi`] with its header at `include/unet.h`.
 
@@ -30,6 +33,7 @@ mod endpoint;
 pub mod ffi;
 mod fifo;
 mod session;
+pub mod udm;
 pub mod via;
 
 pub use endpoint::{

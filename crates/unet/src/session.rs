@@ -352,6 +352,12 @@ impl Inner {
         }
     }
 
+    /// The control socket's descriptor (to see whether the engine closed
+    /// it).
+    pub(crate) fn sock_fd(&self) -> std::os::fd::RawFd {
+        self.sock.as_raw_fd()
+    }
+
     /// Take the notice (with its descriptors) about direct connection
     /// `conn_id`, reading the control socket without blocking.
     pub fn take_notice(&self, conn_id: u32) -> Option<(Reply, Vec<OwnedFd>)> {

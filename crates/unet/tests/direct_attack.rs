@@ -7,11 +7,14 @@
 //! honest peer of the same receiver and an honest pair beside them lose
 //! nothing.
 
+mod common;
+
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::Rng;
 use unet::{
     Channel, ChannelOptions, ClientCounter, Endpoint, EndpointConfig, Engine, EngineConfig, Event,
     PathChoice, RecvError, Session,
@@ -32,21 +35,7 @@ const DIRECT: ChannelOptions = ChannelOptions {
     path: PathChoice::Direct,
 };
 
-/// xorshift64*: the scribbles are reproducible from the seed printed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+// The scribbles are reproducible from the seed printed (common::Rng).
 
 /// A message of the honest senders: its sequence number, then bytes made
 /// from it, `len` in all.

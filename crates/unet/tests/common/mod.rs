@@ -5,7 +5,29 @@ use std::sync::atomic::Ordering;
 use unet::{Endpoint, Session};
 use unet_abi::{CountersHeader, EndpointCounter, EndpointSlot, EngineCounter, ENDPOINT_SLOTS_OFF};
 
+/// xorshift64*: a fixed sequence per seed, so that a failure replays from
+/// the seed printed.
+#[allow(dead_code)] // not every test binary uses it
+pub struct Rng(pub u64);
+
+#[allow(dead_code)] // not every test binary uses it
+impl Rng {
+    /// The next number.
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// A number below `n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
 /// An engine-wide counter, read from the session's counters segment.
+#[allow(dead_code)] // not every test binary uses it
 pub fn engine_counter(s: &Session, c: EngineCounter) -> u64 {
     let (seg, _) = s.counters().expect("counters segment");
     // SAFETY: the segment starts with the counters header (mapped with its
@@ -16,6 +38,7 @@ pub fn engine_counter(s: &Session, c: EngineCounter) -> u64 {
 
 /// Call `f` with each live endpoint slot of the session's counters segment
 /// until it returns true.
+#[allow(dead_code)] // not every test binary uses it
 pub fn find_live_slot(s: &Session, mut f: impl FnMut(&EndpointSlot) -> bool) {
     let (seg, max) = s.counters().expect("counters segment");
     let size = std::mem::size_of::<EndpointSlot>();

@@ -1,0 +1,528 @@
+//! The shared memory of UDM (User Direct Messaging, as the UDM paper
+//! defines it): jobs of nodes that `inject` and `extract` small messages,
+//! delivered directly in the common case and through a virtual buffer
+//! kept by the engine otherwise (two-case delivery).
+//!
+//! # Job segment
+//!
+//! Made by the engine when a job is created, mapped by every node of the
+//! job (and by nobody else: that is the protection between jobs) and by
+//! the engine.
+//!
+//! ```text
+//!  0x0000 UdmJobHeader: identity and geometry (read-only), doorbell line
+//!  0x1000 node lines: nodes × UdmNodeLine (256 B each)
+//!         (page aligned) fast rings: nodes × nodes rings of
+//!         RingHeader + fast_cap × UdmMsg; ring (r, s) carries the
+//!         messages of sender s to receiver r
+//! ```
+//!
+//! A fast ring has one producer (the sender) and one consumer (the
+//! receiver): push and pop as in the crate documentation's ring protocol.
+//!
+//! # Node segment
+//!
+//! One per node, mapped by that node's process and the engine only.
+//!
+//! ```text
+//!  0x0000 UdmNodeHeader: identity and geometry (read-only), the virtual
+//!         buffer's positions, the engine's counters of the node
+//!  0x1000 divert ring: RingHeader + divert_cap × UdmMsg   node → engine
+//! ```
+//!
+//! # Virtual buffer
+//!
+//! One memory file per node, `buffer_cap × UdmMsg` bytes reserved and
+//! never touched until used: the engine writes messages at
+//! [`UdmNodeHeader::buf_head`], the node reads them (it maps the file
+//! read-only) and advances [`UdmNodeHeader::buf_tail`]; the engine gives
+//! back the pages behind the tail.
+//!
+//! # The mode word
+//!
+//! [`UdmNodeLine::mode`] holds the node's delivery mode and the count of
+//! messages diverted to it and not yet extracted:
+//!
+//! ```text
+//!  bit 63  UDM_MODE_GONE     the node is gone (set by the engine)
+//!  bit 62  UDM_MODE_DIVERT   buffered ("divert") mode
+//!  bits 0..32                diverted messages not yet disposed of
+//! ```
+//!
+//! A sender writes a fast ring only while it reads divert clear. In divert
+//! mode it adds one to the count with a compare-and-swap that needs the
+//! divert bit still set, and only then hands the message to the engine.
+//! The receiver clears the divert bit with a compare-and-swap from
+//! "divert, count 0": never while a diverted message is on its way, so a
+//! sender's next fast message cannot overtake its diverted ones. Anyone
+//! may set the divert bit (a sender finding its fast ring full, the
+//! engine). `docs/udm.md` gives the whole argument.
+
+use core::mem::{offset_of, size_of};
+use core::sync::atomic::{AtomicU32, AtomicU64};
+
+use crate::{ring_bytes, PAGE};
+
+/// Most data words in a message (besides its handler index).
+pub const UDM_MAX_WORDS: usize = 14;
+/// Most nodes in a job.
+pub const UDM_MAX_NODES: u32 = 64;
+/// Default capacity of each fast ring (messages).
+pub const UDM_FAST_CAP_DEFAULT: u32 = 8;
+/// Capacity of a node's divert ring (messages).
+pub const UDM_DIVERT_CAP: u32 = 256;
+/// Default size of a node's virtual buffer (bytes reserved).
+pub const UDM_BUFFER_DEFAULT: u64 = 1 << 20;
+/// Largest virtual buffer of one node.
+pub const UDM_BUFFER_MAX: u64 = 1 << 30;
+/// Largest job segment (its `nodes²` fast rings): the engine makes it,
+/// and touches every page of it, when the job is created.
+pub const UDM_JOB_SEGMENT_MAX: u64 = 64 << 20;
+/// Messages per page of a virtual buffer.
+pub const UDM_MSGS_PER_PAGE: u64 = (PAGE / size_of::<UdmMsg>()) as u64;
+
+/// Magic of a job segment: `b"UNETUJ01"`.
+pub const UDM_JOB_MAGIC: u64 = u64::from_le_bytes(*b"UNETUJ01");
+/// Magic of a node segment: `b"UNETUN01"`.
+pub const UDM_NODE_MAGIC: u64 = u64::from_le_bytes(*b"UNETUN01");
+
+/// [`UdmNodeLine::mode`]: the node is gone.
+pub const UDM_MODE_GONE: u64 = 1 << 63;
+/// [`UdmNodeLine::mode`]: buffered ("divert") mode.
+pub const UDM_MODE_DIVERT: u64 = 1 << 62;
+/// [`UdmNodeLine::mode`]: the count of diverted, not yet disposed messages.
+pub const UDM_MODE_COUNT: u64 = 0xFFFF_FFFF;
+
+/// `UdmNodeLine::state`: nobody has joined as this rank yet.
+pub const UDM_NODE_FREE: u32 = 0;
+/// `UdmNodeLine::state`: a process has joined as this rank.
+pub const UDM_NODE_JOINED: u32 = 1;
+/// `UdmNodeLine::state`: the node left or died.
+pub const UDM_NODE_GONE: u32 = 2;
+
+/// [`UdmNodeLine::uac`]: interrupts disabled (an atomic section; the
+/// paper's user `interrupt-disable` bit).
+pub const UDM_ATOM_DISABLE: u32 = 1;
+/// [`UdmNodeLine::uac`]: the atomicity timer runs even with no message
+/// waiting (the paper's `timer-force`).
+pub const UDM_ATOM_TIMER_FORCE: u32 = 2;
+/// The bits `beginatom` and `endatom` may change.
+pub const UDM_ATOM_USER: u32 = UDM_ATOM_DISABLE | UDM_ATOM_TIMER_FORCE;
+
+/// One message, in a fast ring, a divert ring or a virtual buffer.
+///
+/// ```text
+///  0 peer: u32       the source rank (fast ring, buffer) or the
+///                    destination rank (divert ring)
+///  4 handler: u16    the handler index
+///  6 nwords: u16     0..=UDM_MAX_WORDS
+///  8 stamp: u64      reserved, zero
+/// 16 words: [u64; 14]
+/// ```
+#[repr(C, align(64))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UdmMsg {
+    /// Source rank, or destination rank in a divert ring.
+    pub peer: u32,
+    /// Handler index.
+    pub handler: u16,
+    /// Words used.
+    pub nwords: u16,
+    /// Reserved, zero.
+    pub stamp: u64,
+    /// The data words.
+    pub words: [u64; UDM_MAX_WORDS],
+}
+
+// SAFETY: a repr(C) struct of integers; any bit pattern is a valid value.
+unsafe impl crate::ShmSafe for UdmMsg {}
+
+/// The first page of a job segment.
+#[repr(C, align(4096))]
+pub struct UdmJobHeader {
+    /// [`UDM_JOB_MAGIC`].
+    pub magic: u64,
+    /// [`crate::VERSION`].
+    pub version: u32,
+    /// Size of this header (a page).
+    pub header_size: u32,
+    /// Total size of the segment.
+    pub segment_size: u64,
+    /// The job's id in its engine.
+    pub job_id: u32,
+    /// Nodes in the job.
+    pub nodes: u32,
+    /// Capacity of each fast ring.
+    pub fast_cap: u32,
+    /// Capacity of each node's virtual buffer (messages).
+    pub buffer_cap: u32,
+    /// Capacity of each node's divert ring.
+    pub divert_cap: u32,
+    /// Reserved, zero.
+    pub _reserved0: u32,
+    /// Offset of the first [`UdmNodeLine`].
+    pub lines_off: u64,
+    /// Offset of the first fast ring.
+    pub rings_off: u64,
+    /// Bytes of one fast ring.
+    pub ring_bytes: u64,
+    /// Engine incarnation id.
+    pub engine_id: u64,
+    _pad0: [u8; 0x100 - 0x50],
+    /// Doorbell line (0x100): the engine sets it to 1 before it sleeps; a
+    /// node that hands it a message swaps it to 0 and, if it was 1, writes
+    /// the job's eventfd.
+    pub engine_armed: AtomicU32,
+    _pad1: [u8; 4096 - 0x104],
+}
+
+/// What the nodes of a job share about one node (256 bytes).
+#[repr(C, align(64))]
+pub struct UdmNodeLine {
+    /// The mode word (see the module documentation).
+    pub mode: AtomicU64,
+    /// 1 while the node sleeps (or is about to) on `rx_futex`.
+    pub rx_sleeping: AtomicU32,
+    /// Futex word the node sleeps on; whoever gives it a message
+    /// increments it and wakes it.
+    pub rx_futex: AtomicU32,
+    /// [`UDM_NODE_FREE`], [`UDM_NODE_JOINED`] or [`UDM_NODE_GONE`]
+    /// (written by the engine).
+    pub state: AtomicU32,
+    /// The node's process id (written by the engine).
+    pub pid: AtomicU32,
+    _pad0: [u8; 40],
+    /// Times a sender found its fast ring to this node full and switched
+    /// the node to buffered mode (counted by the senders: their word).
+    pub switch_queue_full: AtomicU64,
+    /// Times a sender was held back by this node's overflow control
+    /// (counted by the senders).
+    pub overflow_holds: AtomicU64,
+    _pad1: [u8; 48],
+    /// The user atomicity control bits (`UDM_ATOM_*`), written by the node.
+    pub uac: AtomicU32,
+    /// Reserved (the upcall's state).
+    pub _reserved: AtomicU32,
+    /// Messages the node took from its fast rings (its word).
+    pub fast_msgs: AtomicU64,
+    /// Messages the node took from its virtual buffer (its word).
+    pub buffered_taken: AtomicU64,
+    _pad2: [u8; 40],
+    _pad3: [u8; 64],
+}
+
+/// The first page of a node segment.
+#[repr(C, align(4096))]
+pub struct UdmNodeHeader {
+    /// [`UDM_NODE_MAGIC`].
+    pub magic: u64,
+    /// [`crate::VERSION`].
+    pub version: u32,
+    /// Size of this header (a page).
+    pub header_size: u32,
+    /// Total size of the segment.
+    pub segment_size: u64,
+    /// The job's id.
+    pub job_id: u32,
+    /// This node's rank.
+    pub rank: u32,
+    /// Capacity of the divert ring.
+    pub divert_cap: u32,
+    /// Capacity of the virtual buffer (messages).
+    pub buffer_cap: u32,
+    /// Offset of the divert ring's header.
+    pub divert_off: u64,
+    /// Engine incarnation id.
+    pub engine_id: u64,
+    _pad0: [u8; 0x100 - 0x38],
+    /// Virtual buffer: messages the engine has written (its position; the
+    /// engine stores it with Release after writing them).
+    pub buf_head: AtomicU64,
+    _pad1: [u8; 56],
+    /// Virtual buffer: messages the node has disposed of.
+    pub buf_tail: AtomicU64,
+    _pad2: [u8; 56],
+    /// The engine's counters of the node (0x180), indexed by
+    /// [`UdmCounter`].
+    pub counters: [AtomicU64; UDM_COUNTERS],
+    _pad3: [u8; 4096 - 0x180 - 8 * UDM_COUNTERS],
+}
+
+/// Number of engine counter slots of a node.
+pub const UDM_COUNTERS: usize = 16;
+
+const _: () = {
+    assert!(size_of::<UdmMsg>() == 128);
+    assert!(offset_of!(UdmMsg, handler) == 4);
+    assert!(offset_of!(UdmMsg, nwords) == 6);
+    assert!(offset_of!(UdmMsg, stamp) == 8);
+    assert!(offset_of!(UdmMsg, words) == 16);
+    assert!(size_of::<UdmJobHeader>() == PAGE);
+    assert!(offset_of!(UdmJobHeader, job_id) == 0x18);
+    assert!(offset_of!(UdmJobHeader, fast_cap) == 0x20);
+    assert!(offset_of!(UdmJobHeader, divert_cap) == 0x28);
+    assert!(offset_of!(UdmJobHeader, lines_off) == 0x30);
+    assert!(offset_of!(UdmJobHeader, engine_id) == 0x48);
+    assert!(offset_of!(UdmJobHeader, engine_armed) == 0x100);
+    assert!(size_of::<UdmNodeLine>() == 256);
+    assert!(offset_of!(UdmNodeLine, rx_sleeping) == 8);
+    assert!(offset_of!(UdmNodeLine, rx_futex) == 12);
+    assert!(offset_of!(UdmNodeLine, state) == 16);
+    assert!(offset_of!(UdmNodeLine, switch_queue_full) == 0x40);
+    assert!(offset_of!(UdmNodeLine, overflow_holds) == 0x48);
+    assert!(offset_of!(UdmNodeLine, uac) == 0x80);
+    assert!(offset_of!(UdmNodeLine, fast_msgs) == 0x88);
+    assert!(offset_of!(UdmNodeLine, buffered_taken) == 0x90);
+    assert!(size_of::<UdmNodeHeader>() == PAGE);
+    assert!(offset_of!(UdmNodeHeader, rank) == 0x1C);
+    assert!(offset_of!(UdmNodeHeader, divert_off) == 0x28);
+    assert!(offset_of!(UdmNodeHeader, buf_head) == 0x100);
+    assert!(offset_of!(UdmNodeHeader, buf_tail) == 0x140);
+    assert!(offset_of!(UdmNodeHeader, counters) == 0x180);
+};
+
+/// Offsets of everything in a job's segments. The one place they are
+/// computed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UdmLayout {
+    /// Nodes in the job.
+    pub nodes: u32,
+    /// Capacity of each fast ring.
+    pub fast_cap: u32,
+    /// Capacity of each virtual buffer (messages).
+    pub buffer_cap: u32,
+    /// Offset of the node lines in the job segment.
+    pub lines_off: u64,
+    /// Offset of the fast rings in the job segment.
+    pub rings_off: u64,
+    /// Bytes of one fast ring.
+    pub ring_bytes: u64,
+    /// Size of the job segment.
+    pub job_size: u64,
+    /// Offset of the divert ring in a node segment.
+    pub divert_off: u64,
+    /// Size of a node segment.
+    pub node_size: u64,
+    /// Bytes of a virtual buffer.
+    pub buffer_size: u64,
+}
+
+/// Why a job's geometry was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UdmGeometryError {
+    /// Nodes not in 1..=[`UDM_MAX_NODES`].
+    Nodes(u32),
+    /// Fast ring capacity not a power of two in 2..=1024.
+    FastCap(u32),
+    /// Buffer size not a power of two in one page..=[`UDM_BUFFER_MAX`].
+    Buffer(u64),
+    /// The job segment would be larger than [`UDM_JOB_SEGMENT_MAX`] (this
+    /// many bytes): fewer nodes or smaller fast rings.
+    TooLarge(u64),
+}
+
+impl core::fmt::Display for UdmGeometryError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::Nodes(n) => write!(f, "{n} nodes: a job has 1 to {UDM_MAX_NODES}"),
+            Self::FastCap(c) => {
+                write!(f, "fast queue of {c} messages: a power of two in 2..=1024")
+            }
+            Self::Buffer(b) => write!(
+                f,
+                "virtual buffer of {b} bytes: a power of two from {PAGE} to {UDM_BUFFER_MAX}"
+            ),
+            Self::TooLarge(b) => write!(
+                f,
+                "the job's fast rings would take {b} bytes, more than {UDM_JOB_SEGMENT_MAX}"
+            ),
+        }
+    }
+}
+
+impl UdmLayout {
+    /// The layout of a job of `nodes` nodes with fast rings of `fast_cap`
+    /// messages and virtual buffers of `buffer_size` bytes.
+    pub fn new(nodes: u32, fast_cap: u32, buffer_size: u64) -> Result<UdmLayout, UdmGeometryError> {
+        if nodes == 0 || nodes > UDM_MAX_NODES {
+            return Err(UdmGeometryError::Nodes(nodes));
+        }
+        if !fast_cap.is_power_of_two() || !(2..=1024).contains(&fast_cap) {
+            return Err(UdmGeometryError::FastCap(fast_cap));
+        }
+        if !buffer_size.is_power_of_two()
+            || buffer_size < PAGE as u64
+            || buffer_size > UDM_BUFFER_MAX
+        {
+            return Err(UdmGeometryError::Buffer(buffer_size));
+        }
+        let page = PAGE as u64;
+        let lines_off = page;
+        let lines_end = lines_off + nodes as u64 * size_of::<UdmNodeLine>() as u64;
+        let rings_off = lines_end.div_ceil(page) * page;
+        let ring = ring_bytes(fast_cap, size_of::<UdmMsg>()) as u64;
+        let job_end = rings_off + (nodes as u64 * nodes as u64) * ring;
+        if job_end > UDM_JOB_SEGMENT_MAX {
+            return Err(UdmGeometryError::TooLarge(job_end));
+        }
+        let divert_off = page;
+        let node_end = divert_off + ring_bytes(UDM_DIVERT_CAP, size_of::<UdmMsg>()) as u64;
+        Ok(UdmLayout {
+            nodes,
+            fast_cap,
+            buffer_cap: (buffer_size / size_of::<UdmMsg>() as u64) as u32,
+            lines_off,
+            rings_off,
+            ring_bytes: ring,
+            job_size: job_end.div_ceil(page) * page,
+            divert_off,
+            node_size: node_end.div_ceil(page) * page,
+            buffer_size,
+        })
+    }
+
+    /// Offset of node `rank`'s line in the job segment.
+    pub fn line_off(&self, rank: u32) -> u64 {
+        self.lines_off + rank as u64 * size_of::<UdmNodeLine>() as u64
+    }
+
+    /// Offset of the fast ring from sender `src` to receiver `dst`.
+    pub fn ring_off(&self, dst: u32, src: u32) -> u64 {
+        self.rings_off + (dst as u64 * self.nodes as u64 + src as u64) * self.ring_bytes
+    }
+}
+
+counter_enum! {
+    /// The engine's counters of a node ([`UdmNodeHeader::counters`]).
+    UdmCounter {
+        /// Messages the engine appended to the node's virtual buffer (the
+        /// buffered case).
+        BufferedMsgs = 0 => "buffered_msgs",
+        /// Switches to buffered mode by the engine: the node stayed atomic
+        /// with messages waiting past the atomicity timeout.
+        SwitchTimeout = 1 => "switch_atomicity_timeout",
+        /// Switches to buffered mode by the engine: the node was
+        /// descheduled (stopped) with messages waiting.
+        SwitchDescheduled = 2 => "switch_descheduled",
+        /// A level: pages of the virtual buffer in use now.
+        BufferPages = 3 => "buffer_pages",
+        /// The most pages of the virtual buffer in use at once.
+        BufferPagesMax = 4 => "buffer_pages_max",
+        /// Pages of the virtual buffer given back to the system.
+        PagesReturned = 5 => "pages_returned",
+        /// Times a message for the node waited in its sender's divert ring
+        /// because the node's virtual buffer was full.
+        BufferFull = 6 => "buffer_full",
+        /// Messages the node handed the engine dropped: destination rank
+        /// outside the job.
+        DropBadDest = 7 => "drop_bad_dest",
+        /// Messages the node handed the engine dropped: more than
+        /// `UDM_MAX_WORDS` words.
+        DropBadLength = 8 => "drop_bad_length",
+        /// Messages the node handed the engine dropped: their destination
+        /// is gone.
+        DropDestGone = 9 => "drop_dest_gone",
+        /// Positions found impossible in the node's shared memory (divert
+        /// ring head, virtual buffer tail): ignored.
+        BadPosition = 10 => "bad_position",
+    }
+}
+
+counter_enum! {
+    /// What the nodes count of a node themselves ([`UdmNodeLine`]): their
+    /// word, shown beside the engine's.
+    UdmClientCounter {
+        /// Messages the node took from its fast rings (the fast case).
+        FastMsgs = 0 => "fast_msgs",
+        /// Messages the node took from its virtual buffer.
+        BufferedTaken = 1 => "buffered_taken",
+        /// Switches to buffered mode by a sender whose fast ring was full.
+        SwitchQueueFull = 2 => "switch_queue_full",
+        /// Senders held back by overflow control.
+        OverflowHolds = 3 => "overflow_holds",
+    }
+}
+
+const _: () = assert!(UdmCounter::ALL.len() <= UDM_COUNTERS);
+
+/// Number of UDM node slots in the counters segment: the first this many
+/// nodes (by job, then rank) are shown by `unet stat`.
+pub const UDM_SLOTS: usize = 256;
+/// Self-reported counter slots in a [`UdmSlot`].
+pub const UDM_CLIENT_COUNTERS: usize = 8;
+
+/// What `unet stat` shows of one UDM node (256 bytes), filled by the
+/// engine when a `Stat` request comes.
+///
+/// ```text
+///  0x00 live u32, job u32, rank u32, pid u32
+///  0x10 mode u32 (0 fast, 1 buffered, 2 gone), nodes u32, reserved u64
+///  0x20 counters: UDM_COUNTERS × u64 (UdmCounter)
+///  0xA0 client: UDM_CLIENT_COUNTERS × u64 (UdmClientCounter)
+/// ```
+#[repr(C)]
+pub struct UdmSlot {
+    /// 1 while the slot describes a node.
+    pub live: AtomicU32,
+    /// The job's id.
+    pub job: AtomicU32,
+    /// The node's rank.
+    pub rank: AtomicU32,
+    /// Its process id (0 if not joined).
+    pub pid: AtomicU32,
+    /// 0 fast, 1 buffered, 2 gone.
+    pub mode: AtomicU32,
+    /// Nodes in the job.
+    pub nodes: AtomicU32,
+    /// Reserved.
+    pub _reserved: AtomicU64,
+    /// The engine's counters, indexed by [`UdmCounter`].
+    pub counters: [AtomicU64; UDM_COUNTERS],
+    /// The nodes' own counts, indexed by [`UdmClientCounter`].
+    pub client: [AtomicU64; UDM_CLIENT_COUNTERS],
+    _pad: [u8; 256 - 0x20 - 8 * UDM_COUNTERS - 8 * UDM_CLIENT_COUNTERS],
+}
+
+const _: () = {
+    assert!(size_of::<UdmSlot>() == 256);
+    assert!(offset_of!(UdmSlot, counters) == 0x20);
+    assert!(offset_of!(UdmSlot, client) == 0xA0);
+    assert!(UdmClientCounter::ALL.len() <= UDM_CLIENT_COUNTERS);
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layouts_are_checked_and_fit() {
+        assert_eq!(UdmLayout::new(0, 8, 4096), Err(UdmGeometryError::Nodes(0)));
+        assert_eq!(
+            UdmLayout::new(65, 8, 4096),
+            Err(UdmGeometryError::Nodes(65))
+        );
+        assert_eq!(
+            UdmLayout::new(2, 3, 4096),
+            Err(UdmGeometryError::FastCap(3))
+        );
+        assert_eq!(
+            UdmLayout::new(2, 8, 5000),
+            Err(UdmGeometryError::Buffer(5000))
+        );
+        let l = UdmLayout::new(3, 8, 1 << 20).unwrap();
+        assert_eq!(l.buffer_cap, 8192);
+        assert_eq!(l.rings_off % PAGE as u64, 0);
+        assert!(l.line_off(2) + 256 <= l.rings_off);
+        assert!(l.ring_off(2, 2) + l.ring_bytes <= l.job_size);
+        assert_eq!(l.ring_off(1, 0), l.rings_off + 3 * l.ring_bytes);
+        assert!(l.divert_off + 192 + UDM_DIVERT_CAP as u64 * 128 <= l.node_size);
+        assert_eq!(UDM_MSGS_PER_PAGE, 32);
+        // The largest job with the default rings fits; with the largest
+        // rings it does not.
+        assert!(UdmLayout::new(UDM_MAX_NODES, UDM_FAST_CAP_DEFAULT, 1 << 20).is_ok());
+        assert!(matches!(
+            UdmLayout::new(UDM_MAX_NODES, 1024, 1 << 20),
+            Err(UdmGeometryError::TooLarge(_))
+        ));
+    }
+}

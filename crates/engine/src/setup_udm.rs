@@ -1,0 +1,222 @@
+//! Set-up of UDM: creating jobs, joining and leaving them (see
+//! [`crate::udm`]). A rank is granted here and nowhere else: a process
+//! that shows the job's key gets one free rank's segments, and with them
+//! the job segment that reaches the job's other nodes and no one else.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use unet_abi::udm::*;
+use unet_abi::EngineCounter;
+use unet_control::{ErrorCode, Reply, Request};
+
+use crate::endpoints::ClientId;
+use crate::poller::Token;
+use crate::setup::Setup;
+
+/// The longest atomicity timeout a job may ask for.
+const TIMEOUT_MAX: Duration = Duration::from_secs(60);
+
+impl Setup<'_> {
+    /// Do what a UDM request asks and answer it.
+    pub(crate) fn handle_udm(
+        &mut self,
+        ci: ClientId,
+        req_id: u32,
+        req: Request,
+        _fds: &mut Vec<OwnedFd>,
+    ) {
+        let r = match req {
+            Request::UdmCreateJob {
+                nodes,
+                fast_cap,
+                buffer_size,
+                atomicity_timeout_us,
+            } => self.udm_create(ci, nodes, fast_cap, buffer_size, atomicity_timeout_us),
+            Request::UdmJoin { job, key, rank } => match self.udm_join(ci, job, key, rank) {
+                Ok(fds) => {
+                    let raw: Vec<_> = fds.iter().map(|f| f.as_raw_fd()).collect();
+                    self.server
+                        .reply(ci, req_id, Reply::UdmJoined { job, rank }, &raw);
+                    return;
+                }
+                Err(code) => Reply::Error(code),
+            },
+            Request::UdmLeave { job, rank } => {
+                let mine = self.udm.jobs.get(&job).and_then(|j| {
+                    j.nodes
+                        .get(rank as usize)
+                        .filter(|n| n.client == Some(ci))
+                        .map(|_| ())
+                });
+                match mine {
+                    Some(()) => {
+                        self.udm_node_gone(job, rank);
+                        Reply::Ok
+                    }
+                    None => Reply::Error(ErrorCode::NoSuchJob),
+                }
+            }
+            _ => Reply::Error(ErrorCode::BadRequest),
+        };
+        self.server.reply(ci, req_id, r, &[]);
+    }
+
+    fn udm_create(
+        &mut self,
+        ci: ClientId,
+        nodes: u32,
+        fast_cap: u32,
+        buffer_size: u64,
+        timeout_us: u32,
+    ) -> Reply {
+        let Ok(layout) = UdmLayout::new(nodes, fast_cap, buffer_size) else {
+            return Reply::Error(ErrorCode::BadGeometry);
+        };
+        let timeout = Duration::from_micros(timeout_us as u64).min(TIMEOUT_MAX);
+        let charge = layout.job_size + nodes as u64 * (layout.node_size + layout.buffer_size);
+        if let Err(code) = self.check_memory_for(ci, charge) {
+            return Reply::Error(code);
+        }
+        let id = match self.udm.create(ci, layout, timeout, self.engine_id) {
+            Ok(id) => id,
+            Err(_) => return Reply::Error(ErrorCode::NoResources),
+        };
+        let job = self.udm.jobs.get(&id).expect("just made");
+        let _ = self.poller.add_edge(
+            job.doorbell.fd().as_raw_fd(),
+            Token::UdmDoorbell(id as usize),
+        );
+        self.eps.counters().engine(EngineCounter::UdmJobs, 1);
+        Reply::UdmJob {
+            job: id,
+            key: job.key,
+        }
+    }
+
+    /// Grant rank `rank` of job `job` to client `ci`: the descriptors to
+    /// send it (job segment, node segment, virtual buffer, doorbell).
+    fn udm_join(
+        &mut self,
+        ci: ClientId,
+        job: u32,
+        key: u64,
+        rank: u32,
+    ) -> Result<Vec<OwnedFd>, ErrorCode> {
+        let pid = self.server.client(ci).map_or(0, |c| c.pid);
+        let j = self.udm.jobs.get_mut(&job).ok_or(ErrorCode::NoSuchJob)?;
+        if j.key != key {
+            return Err(ErrorCode::NoSuchJob);
+        }
+        match j.nodes.get(rank as usize) {
+            Some(n) if n.state == UDM_NODE_FREE => {}
+            _ => return Err(ErrorCode::RankTaken),
+        }
+        let (nseg, buf) = j.node_fds(rank).ok_or(ErrorCode::RankTaken)?;
+        let dup = |f: &std::os::fd::OwnedFd| f.try_clone().map_err(|_| ErrorCode::NoResources);
+        let fds = vec![
+            dup(j.seg.fd())?,
+            dup(nseg.fd())?,
+            dup(buf.fd())?,
+            dup(j.doorbell.fd())?,
+        ];
+        let n = &mut j.nodes[rank as usize];
+        n.state = UDM_NODE_JOINED;
+        n.client = Some(ci);
+        n.pid = pid;
+        let line = j.line(rank);
+        line.pid.store(pid, Ordering::Relaxed);
+        line.state.store(UDM_NODE_JOINED, Ordering::Release);
+        j.watch();
+        Ok(fds)
+    }
+
+    /// Node `rank` of `job` is gone; the job too once nobody holds it.
+    fn udm_node_gone(&mut self, job: u32, rank: u32) {
+        if let Some(j) = self.udm.jobs.get_mut(&job) {
+            j.node_gone(rank);
+        }
+        self.udm_retire(job);
+    }
+
+    /// Forget job `job` if its creator and every node are gone.
+    fn udm_retire(&mut self, job: u32) {
+        if self.udm.jobs.get(&job).is_some_and(|j| j.finished()) {
+            if let Some(j) = self.udm.jobs.remove(&job) {
+                self.poller.remove(j.doorbell.fd().as_raw_fd());
+            }
+        }
+    }
+
+    /// Everything client `ci` held of UDM: its nodes are gone (their
+    /// senders get an error, their buffers' memory is released), the jobs
+    /// it created end once their nodes are gone.
+    pub(crate) fn drop_client_udm(&mut self, ci: ClientId) {
+        let ids: Vec<u32> = self.udm.jobs.keys().copied().collect();
+        for id in ids {
+            let Some(j) = self.udm.jobs.get_mut(&id) else {
+                continue;
+            };
+            if j.owner == ci {
+                j.owner_alive = false;
+            }
+            let mine: Vec<u32> = (0..j.layout.nodes)
+                .filter(|&r| j.nodes[r as usize].client == Some(ci))
+                .collect();
+            for r in mine {
+                j.node_gone(r);
+            }
+            self.udm_retire(id);
+        }
+    }
+
+    /// Fill the UDM slots of the counters segment (for `unet stat`): the
+    /// first `UDM_SLOTS` nodes by job and rank.
+    pub(crate) fn fill_udm_slots(&self) {
+        let c = self.eps.counters();
+        let mut ids: Vec<u32> = self.udm.jobs.keys().copied().collect();
+        ids.sort_unstable();
+        let mut rows = ids.iter().flat_map(|id| {
+            let j = &self.udm.jobs[id];
+            (0..j.layout.nodes).map(move |r| (*id, j, r))
+        });
+        for i in 0..UDM_SLOTS {
+            let Some(slot) = c.udm_slot(i) else {
+                break;
+            };
+            let Some((id, j, r)) = rows.next() else {
+                slot.live.store(0, Ordering::Relaxed);
+                continue;
+            };
+            let n = &j.nodes[r as usize];
+            let line = j.line(r);
+            let mode = line.mode.load(Ordering::Relaxed);
+            let mode = if n.state == UDM_NODE_GONE || mode & UDM_MODE_GONE != 0 {
+                2
+            } else if mode & UDM_MODE_DIVERT != 0 {
+                1
+            } else {
+                0
+            };
+            slot.job.store(id, Ordering::Relaxed);
+            slot.rank.store(r, Ordering::Relaxed);
+            slot.pid.store(n.pid, Ordering::Relaxed);
+            slot.mode.store(mode, Ordering::Relaxed);
+            slot.nodes.store(j.layout.nodes, Ordering::Relaxed);
+            for (k, v) in n.counters().iter().enumerate() {
+                slot.counters[k].store(*v, Ordering::Relaxed);
+            }
+            let own = [
+                line.fast_msgs.load(Ordering::Relaxed),
+                line.buffered_taken.load(Ordering::Relaxed),
+                line.switch_queue_full.load(Ordering::Relaxed),
+                line.overflow_holds.load(Ordering::Relaxed),
+            ];
+            for (k, v) in own.iter().enumerate() {
+                slot.client[k].store(*v, Ordering::Relaxed);
+            }
+            slot.live.store(1, Ordering::Release);
+        }
+    }
+}

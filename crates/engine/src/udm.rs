@@ -1,0 +1,826 @@
+//! UDM in the engine: jobs and their nodes, and the buffered case of
+//! two-case delivery (the UDM paper, sections 4.2 and 4.3).
+//!
+//! The fast case never reaches the engine: a sender writes its message
+//! straight into its fast ring to the receiver, in the job segment that
+//! only the job's nodes map. The engine's part is
+//!
+//! - the set-up (`setup_udm`): it makes a job's segments and grants each
+//!   rank to one process, so a node can reach the nodes of its own job
+//!   and no other;
+//! - the buffered case: in divert mode senders hand their messages to the
+//!   engine (each node's divert ring), which appends them, stamped with
+//!   their source, to the destination's virtual buffer; it gives the
+//!   buffer's pages back to the system behind the receiver;
+//! - the switches it decides: a node that stays atomic with messages
+//!   waiting and none extracted past the job's atomicity timeout, or that
+//!   is stopped, is switched to buffered mode;
+//! - reclaiming a node that leaves or dies: its mode word says gone (its
+//!   senders get an error) and its virtual buffer is released.
+//!
+//! Nothing read from a job's shared memory is trusted: a divert ring's
+//! head, a buffer's tail, a message's destination and length are checked
+//! before use, and a bad one is counted against the node that wrote it.
+//! The engine never waits for a node: a message whose destination's
+//! buffer is full stays in its sender's divert ring (which holds that
+//! sender back) and is taken on a later turn.
+
+use std::collections::HashMap;
+use std::sync::atomic::{fence, Ordering};
+use std::time::{Duration, Instant};
+
+use unet_abi::ring::Ring;
+use unet_abi::udm::*;
+use unet_abi::{RingHeader, PAGE};
+use unet_sys::{self as sys, EventFd, Segment};
+
+use crate::endpoints::ClientId;
+
+/// Messages taken from one divert ring per turn.
+const DIVERT_BUDGET: u64 = 256;
+/// The shortest interval between two checks of a job's nodes for the
+/// atomicity timeout.
+const CHECK_MIN: Duration = Duration::from_micros(100);
+/// The interval between two checks when no node had messages waiting at
+/// the last one (at least): what a job with nodes costs an idle engine.
+const CHECK_IDLE: Duration = Duration::from_millis(20);
+
+/// One node of a job, as the engine keeps it.
+pub(crate) struct UdmNode {
+    /// The client that joined as this rank.
+    pub client: Option<ClientId>,
+    /// Its process id.
+    pub pid: u32,
+    /// `UDM_NODE_FREE`, `UDM_NODE_JOINED` or `UDM_NODE_GONE`.
+    pub state: u32,
+    /// The node segment (header and divert ring); None once gone.
+    seg: Option<Segment>,
+    /// The virtual buffer; None once gone.
+    buf: Option<Segment>,
+    /// Our position in the node's divert ring.
+    divert_tail: u64,
+    /// Messages written to the virtual buffer.
+    buf_head: u64,
+    /// Messages the node has disposed of (the last valid tail it wrote).
+    buf_tail: u64,
+    /// The first page (position / messages per page) that may hold memory.
+    resident_lo: u64,
+    /// The divert ring head last found impossible (counted once).
+    bad_head: Option<u64>,
+    /// The buffer was found full (counted once per stall).
+    held: bool,
+    /// Messages the node had taken at the last check.
+    last_taken: u64,
+    /// Since when it has had messages waiting and taken none.
+    stuck_since: Option<Instant>,
+    /// The engine's counters of the node (mirrored in its header).
+    counters: [u64; UDM_COUNTERS],
+}
+
+impl UdmNode {
+    fn header(&self) -> Option<&UdmNodeHeader> {
+        let seg = self.seg.as_ref()?;
+        // SAFETY: the segment starts with a UdmNodeHeader we initialised;
+        // the fields others write are atomics.
+        Some(unsafe { seg.ptr().cast::<UdmNodeHeader>().as_ref() })
+    }
+
+    /// The divert ring (a view that must not outlive `seg`).
+    fn divert(&self, l: &UdmLayout) -> Option<Ring<UdmMsg>> {
+        let p = self.seg.as_ref()?.at(l.divert_off as usize, PAGE)?;
+        // SAFETY: the ring lies inside the node segment (UdmLayout), which
+        // outlives the view: views are made and dropped within one call
+        // while the segment stays in the node.
+        Some(unsafe { Ring::from_raw(p, UDM_DIVERT_CAP) })
+    }
+
+    /// The engine's counters of the node.
+    pub(crate) fn counters(&self) -> &[u64; UDM_COUNTERS] {
+        &self.counters
+    }
+
+    fn count(&mut self, c: UdmCounter, n: u64) {
+        self.counters[c as usize] = self.counters[c as usize].wrapping_add(n);
+        self.mirror(c);
+    }
+
+    fn set(&mut self, c: UdmCounter, v: u64) {
+        self.counters[c as usize] = v;
+        self.mirror(c);
+    }
+
+    fn mirror(&self, c: UdmCounter) {
+        if let Some(h) = self.header() {
+            h.counters[c as usize].store(self.counters[c as usize], Ordering::Relaxed);
+        }
+    }
+
+    /// Read the node's buffer tail, keeping it only if possible.
+    fn refresh_tail(&mut self) {
+        let Some(t) = self.header().map(|h| h.buf_tail.load(Ordering::Acquire)) else {
+            return;
+        };
+        if t < self.buf_tail || t > self.buf_head {
+            if t != self.buf_tail {
+                self.count(UdmCounter::BadPosition, 1);
+            }
+            return;
+        }
+        self.buf_tail = t;
+    }
+
+    fn pages_in_use(&self) -> u64 {
+        let file_pages = self.buf.as_ref().map_or(0, |b| (b.len() / PAGE) as u64);
+        self.buf_head
+            .div_ceil(UDM_MSGS_PER_PAGE)
+            .saturating_sub(self.resident_lo)
+            .min(file_pages)
+    }
+
+    /// Give back the pages wholly behind the node's tail (every page once
+    /// the buffer is empty).
+    ///
+    /// Pages are counted by position (a page is `UDM_MSGS_PER_PAGE`
+    /// messages); page `g` lives in page `g % file_pages` of the file, so
+    /// a page behind the tail may share its memory with a live one ahead
+    /// (the buffer wrapped): only the pages of the last `file_pages`
+    /// before the head that are behind the tail may go.
+    fn return_pages(&mut self, cap: u32) {
+        let end = self.buf_head.div_ceil(UDM_MSGS_PER_PAGE);
+        let keep_from = if self.buf_tail == self.buf_head {
+            end
+        } else {
+            self.buf_tail / UDM_MSGS_PER_PAGE
+        };
+        let file_pages = (cap as u64 / UDM_MSGS_PER_PAGE).max(1);
+        let from = self.resident_lo.max(end.saturating_sub(file_pages));
+        if keep_from <= from {
+            if keep_from > self.resident_lo {
+                self.resident_lo = keep_from;
+            }
+            return;
+        }
+        let Some(buf) = self.buf.as_ref() else {
+            return;
+        };
+        self.resident_lo = from;
+        let n = keep_from - from;
+        if n >= file_pages {
+            let _ = buf.punch_hole(0, buf.len());
+        } else {
+            let first = self.resident_lo % file_pages;
+            let run = n.min(file_pages - first);
+            let _ = buf.punch_hole(first as usize * PAGE, run as usize * PAGE);
+            if run < n {
+                let _ = buf.punch_hole(0, (n - run) as usize * PAGE);
+            }
+        }
+        self.resident_lo = keep_from;
+        self.count(UdmCounter::PagesReturned, n.min(file_pages));
+        self.set(UdmCounter::BufferPages, self.pages_in_use());
+    }
+}
+
+/// A UDM job.
+pub(crate) struct Job {
+    /// The key a process needs to join.
+    pub key: u64,
+    /// The client that created it (its memory is charged there).
+    pub owner: ClientId,
+    /// Whether that client is still connected.
+    pub owner_alive: bool,
+    pub layout: UdmLayout,
+    pub seg: Segment,
+    pub doorbell: EventFd,
+    /// The atomicity timeout.
+    pub timeout: Duration,
+    pub nodes: Vec<UdmNode>,
+    /// When the nodes are next checked for the timeout (while the engine
+    /// is awake).
+    check_at: Instant,
+    /// When a sleeping engine wakes to check them (None: no node joined).
+    wake_at: Option<Instant>,
+}
+
+impl Job {
+    /// Node `rank`'s line in the job segment.
+    pub(crate) fn line(&self, rank: u32) -> &UdmNodeLine {
+        let off = self.layout.line_off(rank.min(self.layout.nodes - 1)) as usize;
+        // SAFETY: the line lies inside the job segment (UdmLayout; rank is
+        // clamped to the job's nodes); its fields are atomics.
+        unsafe { self.seg.ptr().add(off).cast::<UdmNodeLine>().as_ref() }
+    }
+
+    fn header(&self) -> &UdmJobHeader {
+        // SAFETY: the segment starts with the header we initialised.
+        unsafe { self.seg.ptr().cast::<UdmJobHeader>().as_ref() }
+    }
+
+    /// The fast ring from `src` to `dst` (a view that must not outlive
+    /// the job).
+    fn fast_ring(&self, dst: u32, src: u32) -> Ring<UdmMsg> {
+        let off = self.layout.ring_off(dst, src) as usize;
+        // SAFETY: the ring lies inside the job segment (UdmLayout; callers
+        // pass ranks below the job's nodes), which outlives the view.
+        unsafe { Ring::from_raw(self.seg.ptr().add(off), self.layout.fast_cap) }
+    }
+
+    /// Whether node `r` has a message waiting in one of its fast rings.
+    fn fast_waiting(&self, r: u32) -> bool {
+        (0..self.layout.nodes).any(|s| {
+            let ring = self.fast_ring(r, s);
+            ring.head() != ring.tail()
+        })
+    }
+
+    /// A node joined: check the nodes from now on.
+    pub(crate) fn watch(&mut self) {
+        self.check_at = Instant::now();
+        self.wake_at = Some(self.check_at);
+    }
+
+    /// Whether every node is gone or never came and the creator left.
+    pub(crate) fn finished(&self) -> bool {
+        !self.owner_alive && self.nodes.iter().all(|n| n.state != UDM_NODE_JOINED)
+    }
+
+    /// Bytes charged to the creator.
+    pub(crate) fn charge(&self) -> u64 {
+        let l = &self.layout;
+        l.job_size + l.nodes as u64 * (l.node_size + l.buffer_size)
+    }
+
+    /// The node segment and virtual buffer of `rank`, to hand to the
+    /// process that joins.
+    pub(crate) fn node_fds(&self, rank: u32) -> Option<(&Segment, &Segment)> {
+        let n = self.nodes.get(rank as usize)?;
+        Some((n.seg.as_ref()?, n.buf.as_ref()?))
+    }
+
+    /// Node `rank` left or died: its senders see it gone, its buffer's
+    /// memory goes back to the system.
+    pub(crate) fn node_gone(&mut self, rank: u32) {
+        let line = self.line(rank);
+        line.state.store(UDM_NODE_GONE, Ordering::Relaxed);
+        line.mode.fetch_or(UDM_MODE_GONE, Ordering::AcqRel);
+        line.rx_futex.fetch_add(1, Ordering::Release);
+        sys::futex_wake(&line.rx_futex, i32::MAX);
+        let Some(n) = self.nodes.get_mut(rank as usize) else {
+            return;
+        };
+        n.state = UDM_NODE_GONE;
+        n.client = None;
+        if let Some(b) = n.buf.take() {
+            // Whoever still maps it (a process that left without exiting)
+            // reads zeros; the memory is free now.
+            let _ = b.punch_hole(0, b.len());
+        }
+        n.resident_lo = n.buf_head.div_ceil(UDM_MSGS_PER_PAGE);
+        n.set(UdmCounter::BufferPages, 0);
+        n.seg = None;
+    }
+
+    /// Take what the nodes handed the engine and append it to the virtual
+    /// buffers; give pages back; check the atomicity timeout when due.
+    fn poll(&mut self, now: Instant) -> usize {
+        let nodes = self.layout.nodes;
+        let mut work = 0;
+        let mut touched: u64 = 0;
+        for s in 0..nodes {
+            if self.nodes[s as usize].state != UDM_NODE_JOINED {
+                continue;
+            }
+            let (n, t) = self.drain(s);
+            work += n;
+            touched |= t;
+        }
+        for d in 0..nodes {
+            let node = &mut self.nodes[d as usize];
+            if touched & (1 << d) != 0 {
+                if let Some(h) = node.header() {
+                    // Release: the messages written before are visible to
+                    // a node that reads this head with Acquire.
+                    h.buf_head.store(node.buf_head, Ordering::Release);
+                }
+                let pages = node.pages_in_use();
+                node.set(UdmCounter::BufferPages, pages);
+                if pages > node.counters[UdmCounter::BufferPagesMax as usize] {
+                    node.set(UdmCounter::BufferPagesMax, pages);
+                }
+                // Pairs with the node's fence before it sleeps: either it
+                // sees the new head, or we see it sleeping.
+                fence(Ordering::SeqCst);
+                let line = self.line(d);
+                if line.rx_sleeping.load(Ordering::Relaxed) != 0 {
+                    line.rx_futex.fetch_add(1, Ordering::Release);
+                    sys::futex_wake(&line.rx_futex, 1);
+                }
+            }
+            let node = &mut self.nodes[d as usize];
+            if node.buf.is_some() && node.pages_in_use() > 0 {
+                node.refresh_tail();
+                node.return_pages(self.layout.buffer_cap);
+            }
+        }
+        if now >= self.check_at {
+            self.check_timeouts(now);
+        }
+        work
+    }
+
+    /// Move node `s`'s divert ring into the virtual buffers. Returns the
+    /// messages taken and the destinations written to (a bit each).
+    fn drain(&mut self, s: u32) -> (usize, u64) {
+        let l = self.layout;
+        let Some(ring) = self.nodes[s as usize].divert(&l) else {
+            return (0, 0);
+        };
+        let head = ring.head();
+        let tail = self.nodes[s as usize].divert_tail;
+        if head.wrapping_sub(tail) > UDM_DIVERT_CAP as u64 {
+            let node = &mut self.nodes[s as usize];
+            if node.bad_head != Some(head) {
+                node.bad_head = Some(head);
+                node.count(UdmCounter::BadPosition, 1);
+            }
+            return (0, 0);
+        }
+        let mut pos = tail;
+        let mut touched = 0u64;
+        while pos != head && pos - tail < DIVERT_BUDGET {
+            let slot = ring.slot_ptr(pos);
+            // SAFETY: the slot lies in the ring (its index is masked),
+            // aligned; its first 8 bytes (peer, handler, nwords) are read
+            // once and checked before use.
+            let hdr = unsafe { slot.cast::<u64>().read_volatile() };
+            let d = hdr as u32;
+            let nwords = (hdr >> 48) as usize;
+            if d >= l.nodes {
+                self.nodes[s as usize].count(UdmCounter::DropBadDest, 1);
+                pos += 1;
+                continue;
+            }
+            if nwords > UDM_MAX_WORDS {
+                self.nodes[s as usize].count(UdmCounter::DropBadLength, 1);
+                pos += 1;
+                continue;
+            }
+            let dst = &mut self.nodes[d as usize];
+            if dst.state == UDM_NODE_GONE || dst.buf.is_none() {
+                self.nodes[s as usize].count(UdmCounter::DropDestGone, 1);
+                pos += 1;
+                continue;
+            }
+            if dst.buf_head - dst.buf_tail >= l.buffer_cap as u64 {
+                dst.refresh_tail();
+                if dst.buf_head - dst.buf_tail >= l.buffer_cap as u64 {
+                    // Full: the message waits in its sender's ring.
+                    if !dst.held {
+                        dst.held = true;
+                        dst.count(UdmCounter::BufferFull, 1);
+                    }
+                    break;
+                }
+            }
+            dst.held = false;
+            let at = (dst.buf_head % l.buffer_cap as u64) as usize * core::mem::size_of::<UdmMsg>();
+            let page = dst.buf_head / UDM_MSGS_PER_PAGE;
+            if page < dst.resident_lo {
+                dst.resident_lo = page;
+            }
+            if let Some(p) = dst.buf.as_ref().and_then(|b| b.at(at, 128)) {
+                let out = p.cast::<UdmMsg>().as_ptr();
+                // SAFETY: `out` is a message slot inside the buffer (checked
+                // by at()), aligned (a multiple of 128 from a page-aligned
+                // base), written only by the engine; `slot` is one in the
+                // divert ring and nwords <= UDM_MAX_WORDS (checked), so both
+                // word ranges lie in their slots. Only the words used are
+                // copied; the header goes last, stamped with the source.
+                unsafe {
+                    core::ptr::copy_nonoverlapping(
+                        core::ptr::addr_of!((*slot).words).cast::<u64>(),
+                        core::ptr::addr_of_mut!((*out).words).cast::<u64>(),
+                        nwords,
+                    );
+                    core::ptr::addr_of_mut!((*out).stamp).write_volatile(0);
+                    out.cast::<u64>()
+                        .write_volatile((hdr & !0xFFFF_FFFF) | s as u64);
+                }
+            }
+            dst.buf_head += 1;
+            dst.count(UdmCounter::BufferedMsgs, 1);
+            touched |= 1 << d;
+            pos += 1;
+        }
+        if pos != tail {
+            ring.set_tail(pos);
+            self.nodes[s as usize].divert_tail = pos;
+        }
+        ((pos - tail) as usize, touched)
+    }
+
+    /// Switch to buffered mode the nodes that stayed atomic (or stopped)
+    /// with messages waiting and none taken past the timeout.
+    fn check_timeouts(&mut self, now: Instant) {
+        let mut any_waiting = false;
+        for r in 0..self.layout.nodes {
+            if self.nodes[r as usize].state != UDM_NODE_JOINED {
+                continue;
+            }
+            let line = self.line(r);
+            let mode = line.mode.load(Ordering::Acquire);
+            let uac = line.uac.load(Ordering::Relaxed);
+            let taken = line
+                .fast_msgs
+                .load(Ordering::Relaxed)
+                .wrapping_add(line.buffered_taken.load(Ordering::Relaxed));
+            let forced = uac & UDM_ATOM_TIMER_FORCE != 0 && uac & UDM_ATOM_DISABLE != 0;
+            let waiting =
+                mode & (UDM_MODE_DIVERT | UDM_MODE_GONE) == 0 && (forced || self.fast_waiting(r));
+            let pid = self.nodes[r as usize].pid;
+            let node = &mut self.nodes[r as usize];
+            if !waiting {
+                node.stuck_since = None;
+                continue;
+            }
+            any_waiting = true;
+            if taken != node.last_taken || node.stuck_since.is_none() {
+                node.last_taken = taken;
+                node.stuck_since = Some(now);
+                continue;
+            }
+            let since = node.stuck_since.unwrap_or(now);
+            if now.duration_since(since) < self.timeout {
+                continue;
+            }
+            let cause = if uac & UDM_ATOM_DISABLE != 0 {
+                UdmCounter::SwitchTimeout
+            } else if sys::process_stopped(pid) {
+                UdmCounter::SwitchDescheduled
+            } else {
+                // Running, not atomic: it will take its messages. Look
+                // again (at /proc) only after another timeout.
+                node.stuck_since = Some(now);
+                continue;
+            };
+            node.stuck_since = None;
+            let line = self.line(r);
+            let before = line.mode.fetch_or(UDM_MODE_DIVERT, Ordering::AcqRel);
+            if before & (UDM_MODE_DIVERT | UDM_MODE_GONE) == 0 {
+                self.nodes[r as usize].count(cause, 1);
+            }
+        }
+        let every = (self.timeout / 2).max(CHECK_MIN);
+        self.check_at = now + every;
+        let joined = self.nodes.iter().any(|n| n.state == UDM_NODE_JOINED);
+        let idle = if any_waiting {
+            every
+        } else {
+            every.max(CHECK_IDLE)
+        };
+        self.wake_at = joined.then(|| now + idle);
+    }
+}
+
+/// Every UDM job of the engine.
+#[derive(Default)]
+pub(crate) struct Jobs {
+    pub jobs: HashMap<u32, Job>,
+    next_id: u32,
+}
+
+impl Jobs {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+    }
+
+    /// Make a job: its segment, every node's segment and (reserved, not
+    /// touched) virtual buffer, its doorbell. Returns its id.
+    pub(crate) fn create(
+        &mut self,
+        owner: ClientId,
+        layout: UdmLayout,
+        timeout: Duration,
+        engine_id: u64,
+    ) -> std::io::Result<u32> {
+        let id = loop {
+            self.next_id = self.next_id.wrapping_add(1);
+            if self.next_id != 0 && !self.jobs.contains_key(&self.next_id) {
+                break self.next_id;
+            }
+        };
+        let seg = Segment::create(&format!("unet-udm-job-{id}"), layout.job_size as usize)?;
+        // SAFETY: a fresh zeroed segment of job_size bytes, not shared yet;
+        // plain field writes.
+        unsafe {
+            let h = seg.ptr().as_ptr() as *mut UdmJobHeader;
+            (*h).magic = UDM_JOB_MAGIC;
+            (*h).version = unet_abi::VERSION;
+            (*h).header_size = PAGE as u32;
+            (*h).segment_size = layout.job_size;
+            (*h).job_id = id;
+            (*h).nodes = layout.nodes;
+            (*h).fast_cap = layout.fast_cap;
+            (*h).buffer_cap = layout.buffer_cap;
+            (*h).divert_cap = UDM_DIVERT_CAP;
+            (*h).lines_off = layout.lines_off;
+            (*h).rings_off = layout.rings_off;
+            (*h).ring_bytes = layout.ring_bytes;
+            (*h).engine_id = engine_id;
+        }
+        for d in 0..layout.nodes {
+            for s in 0..layout.nodes {
+                let off = layout.ring_off(d, s) as usize;
+                // SAFETY: inside the segment (UdmLayout), which outlives
+                // the view.
+                let r: Ring<UdmMsg> =
+                    unsafe { Ring::from_raw(seg.ptr().add(off), layout.fast_cap) };
+                r.init(core::mem::size_of::<UdmMsg>() as u32);
+            }
+        }
+        let mut nodes = Vec::with_capacity(layout.nodes as usize);
+        for rank in 0..layout.nodes {
+            let nseg = Segment::create(
+                &format!("unet-udm-node-{id}-{rank}"),
+                layout.node_size as usize,
+            )?;
+            // SAFETY: as above, a fresh segment of node_size bytes.
+            unsafe {
+                let h = nseg.ptr().as_ptr() as *mut UdmNodeHeader;
+                (*h).magic = UDM_NODE_MAGIC;
+                (*h).version = unet_abi::VERSION;
+                (*h).header_size = PAGE as u32;
+                (*h).segment_size = layout.node_size;
+                (*h).job_id = id;
+                (*h).rank = rank;
+                (*h).divert_cap = UDM_DIVERT_CAP;
+                (*h).buffer_cap = layout.buffer_cap;
+                (*h).divert_off = layout.divert_off;
+                (*h).engine_id = engine_id;
+            }
+            const _: () = assert!(core::mem::size_of::<RingHeader>() <= PAGE);
+            // SAFETY: the divert ring lies inside the node segment.
+            let r: Ring<UdmMsg> = unsafe {
+                Ring::from_raw(nseg.ptr().add(layout.divert_off as usize), UDM_DIVERT_CAP)
+            };
+            r.init(core::mem::size_of::<UdmMsg>() as u32);
+            let buf = Segment::create_sparse(
+                &format!("unet-udm-buf-{engine_id:016x}-{id}-{rank}"),
+                layout.buffer_size as usize,
+            )?;
+            nodes.push(UdmNode {
+                client: None,
+                pid: 0,
+                state: UDM_NODE_FREE,
+                seg: Some(nseg),
+                buf: Some(buf),
+                divert_tail: 0,
+                buf_head: 0,
+                buf_tail: 0,
+                resident_lo: 0,
+                bad_head: None,
+                held: false,
+                last_taken: 0,
+                stuck_since: None,
+                counters: [0; UDM_COUNTERS],
+            });
+        }
+        self.jobs.insert(
+            id,
+            Job {
+                key: sys::random_u64(),
+                owner,
+                owner_alive: true,
+                layout,
+                seg,
+                doorbell: EventFd::new()?,
+                timeout,
+                nodes,
+                check_at: Instant::now(),
+                wake_at: None,
+            },
+        );
+        Ok(id)
+    }
+
+    /// One turn: every job's divert rings, pages and timeouts.
+    pub(crate) fn poll(&mut self) -> usize {
+        let now = Instant::now();
+        self.jobs.values_mut().map(|j| j.poll(now)).sum()
+    }
+
+    /// The earliest timeout check due.
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        self.jobs.values().filter_map(|j| j.wake_at).min()
+    }
+
+    /// Set (before the engine sleeps) or clear every job's doorbell flag.
+    pub(crate) fn arm(&self, on: bool) {
+        for j in self.jobs.values() {
+            j.header().engine_armed.store(on as u32, Ordering::Release);
+        }
+    }
+
+    /// What each client is charged for: the jobs it created.
+    pub(crate) fn charges(&self) -> impl Iterator<Item = (ClientId, u64)> + '_ {
+        self.jobs
+            .values()
+            .filter(|j| j.owner_alive)
+            .map(|j| (j.owner, j.charge()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A job of 2 nodes, both joined (as set-up would do).
+    fn job() -> (Jobs, u32) {
+        let mut jobs = Jobs::default();
+        let layout = UdmLayout::new(2, 4, 4096).unwrap();
+        let id = jobs.create(0, layout, Duration::from_millis(1), 1).unwrap();
+        let j = jobs.jobs.get_mut(&id).unwrap();
+        for n in &mut j.nodes {
+            n.state = UDM_NODE_JOINED;
+        }
+        (jobs, id)
+    }
+
+    fn msg(dest: u32, nwords: u16, w0: u64) -> UdmMsg {
+        let mut m = UdmMsg {
+            peer: dest,
+            nwords,
+            ..UdmMsg::default()
+        };
+        m.words[0] = w0;
+        m
+    }
+
+    /// Push `m` into node `s`'s divert ring as a client would.
+    fn push(jobs: &Jobs, id: u32, s: usize, pos: u64, m: UdmMsg) {
+        let j = &jobs.jobs[&id];
+        let r = j.nodes[s].divert(&j.layout).unwrap();
+        r.write(pos, m);
+        r.set_head(pos + 1);
+    }
+
+    fn counter(jobs: &Jobs, id: u32, r: usize, c: UdmCounter) -> u64 {
+        jobs.jobs[&id].nodes[r].counters[c as usize]
+    }
+
+    #[test]
+    fn hostile_divert_entries_and_positions_are_counted_not_obeyed() {
+        let (mut jobs, id) = job();
+        push(&jobs, id, 0, 0, msg(7, 1, 0)); // no node 7
+        push(&jobs, id, 0, 1, msg(1, 15, 0)); // too many words
+        push(&jobs, id, 0, 2, msg(1, 1, 42)); // fine
+        jobs.poll();
+        assert_eq!(counter(&jobs, id, 0, UdmCounter::DropBadDest), 1);
+        assert_eq!(counter(&jobs, id, 0, UdmCounter::DropBadLength), 1);
+        assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferedMsgs), 1);
+        let j = &jobs.jobs[&id];
+        let h = j.nodes[1].header().unwrap();
+        assert_eq!(h.buf_head.load(Ordering::Acquire), 1);
+        let m: UdmMsg = read_msg(j.nodes[1].buf.as_ref().unwrap(), 0);
+        assert_eq!(
+            (m.peer, m.nwords, m.words[0]),
+            (0, 1, 42),
+            "stamped with its source"
+        );
+
+        // An impossible head: ignored, counted once.
+        let r = j.nodes[0].divert(&j.layout).unwrap();
+        r.set_head(1 << 40);
+        jobs.poll();
+        jobs.poll();
+        assert_eq!(counter(&jobs, id, 0, UdmCounter::BadPosition), 1);
+        assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferedMsgs), 1);
+
+        // An impossible buffer tail (past the head): ignored.
+        let j = &jobs.jobs[&id];
+        j.nodes[1]
+            .header()
+            .unwrap()
+            .buf_tail
+            .store(99, Ordering::Release);
+        jobs.jobs.get_mut(&id).unwrap().nodes[1].refresh_tail();
+        assert_eq!(counter(&jobs, id, 1, UdmCounter::BadPosition), 1);
+        assert_eq!(jobs.jobs[&id].nodes[1].buf_tail, 0);
+    }
+
+    #[test]
+    fn a_full_buffer_leaves_messages_in_the_senders_ring() {
+        let (mut jobs, id) = job();
+        // 4096 bytes: 32 messages. Push 40 in two rounds (the ring holds 64).
+        for i in 0..40 {
+            push(&jobs, id, 0, i, msg(1, 1, i));
+        }
+        jobs.poll();
+        assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferedMsgs), 32);
+        assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferFull), 1);
+        assert_eq!(jobs.jobs[&id].nodes[0].divert_tail, 32);
+        // The node takes 10: 10 more go in, in order.
+        let j = &jobs.jobs[&id];
+        j.nodes[1]
+            .header()
+            .unwrap()
+            .buf_tail
+            .store(10, Ordering::Release);
+        jobs.poll();
+        assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferedMsgs), 40);
+        let j = &jobs.jobs[&id];
+        for pos in 10..40u64 {
+            let m: UdmMsg = read_msg(j.nodes[1].buf.as_ref().unwrap(), (pos % 32) as usize);
+            assert_eq!(m.words[0], pos);
+        }
+        // A node gone: what is sent to it is dropped and counted.
+        jobs.jobs.get_mut(&id).unwrap().node_gone(1);
+        push(&jobs, id, 0, 40, msg(1, 1, 0));
+        jobs.poll();
+        assert_eq!(counter(&jobs, id, 0, UdmCounter::DropDestGone), 1);
+        let line = jobs.jobs[&id].line(1);
+        assert_ne!(line.mode.load(Ordering::Acquire) & UDM_MODE_GONE, 0);
+    }
+
+    /// A node scribbling over its divert ring, its positions and the job's
+    /// node lines does not make the engine panic, and does not stop an
+    /// honest node's messages from arriving whole and in order.
+    #[test]
+    fn a_scribbling_node_does_not_disturb_an_honest_pair() {
+        let mut jobs = Jobs::default();
+        let layout = UdmLayout::new(3, 4, 8192).unwrap();
+        let id = jobs.create(0, layout, Duration::from_millis(1), 1).unwrap();
+        for n in &mut jobs.jobs.get_mut(&id).unwrap().nodes {
+            n.state = UDM_NODE_JOINED;
+        }
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let (mut sent, mut got, mut honest_head, mut tail) = (0u64, 0u64, 0u64, 0u64);
+        for _ in 0..20_000 {
+            let j = &jobs.jobs[&id];
+            // Node 0: anything at all.
+            let hostile = j.nodes[0].divert(&j.layout).unwrap();
+            match rnd() % 6 {
+                0 => hostile.set_head(rnd() % 200),
+                1 => hostile.set_head(rnd()),
+                2 => {
+                    let v = rnd();
+                    let mut m = msg((v % 5) as u32, (v >> 8) as u16 % 20, v);
+                    m.handler = (v >> 32) as u16;
+                    hostile.write(rnd(), m);
+                }
+                3 => j.nodes[1]
+                    .header()
+                    .unwrap()
+                    .buf_tail
+                    .store(rnd() % 100, Ordering::Release),
+                4 => j
+                    .line((rnd() % 3) as u32)
+                    .mode
+                    .store(rnd(), Ordering::Release),
+                _ => {}
+            }
+            // Node 1 sends to node 2 while its ring has room.
+            let honest = j.nodes[1].divert(&j.layout).unwrap();
+            if honest_head - honest.tail() < UDM_DIVERT_CAP as u64 {
+                honest.write(honest_head, msg(2, 2, sent));
+                honest_head += 1;
+                honest.set_head(honest_head);
+                sent += 1;
+            }
+            jobs.poll();
+            // Node 2 takes what came, keeping node 1's.
+            let j = &jobs.jobs[&id];
+            let n2 = &j.nodes[2];
+            let head = n2.header().unwrap().buf_head.load(Ordering::Acquire);
+            while tail < head {
+                let m = read_msg(n2.buf.as_ref().unwrap(), (tail % 64) as usize);
+                if m.peer == 1 {
+                    assert_eq!((m.nwords, m.words[0]), (2, got), "in order, whole");
+                    got += 1;
+                }
+                tail += 1;
+            }
+            n2.header().unwrap().buf_tail.store(tail, Ordering::Release);
+        }
+        assert!(
+            got > 10_000 && sent - got <= UDM_DIVERT_CAP as u64 + 64,
+            "sent {sent}, got {got}"
+        );
+        let c = &jobs.jobs[&id].nodes[0].counters;
+        assert!(c[UdmCounter::BadPosition as usize] > 0, "{c:?}");
+        assert!(c[UdmCounter::DropBadDest as usize] + c[UdmCounter::DropBadLength as usize] > 0);
+    }
+
+    /// Message `i` of a virtual buffer.
+    fn read_msg(buf: &Segment, i: usize) -> UdmMsg {
+        let p = buf.at(i * 128, 128).unwrap();
+        // SAFETY: inside the buffer (checked by at()), aligned.
+        unsafe { p.cast::<UdmMsg>().as_ptr().read_volatile() }
+    }
+}

@@ -1,0 +1,964 @@
+//! UDM (User Direct Messaging, as the UDM paper defines it): small
+//! messages between the nodes of a job, `inject`ed and `extract`ed at user
+//! level, with user-controlled atomicity and two-case delivery.
+//!
+//! A *job* is a set of nodes (processes or threads), each known by its
+//! *rank*. One process creates the job ([`Session::udm_create_job`]) and
+//! gets a [`JobTicket`]; every node joins with it ([`Session::udm_join`]),
+//! taking a rank that no one else holds. The engine grants each rank the
+//! shared memory of its job and nothing else: a node can reach only the
+//! nodes of its own job.
+//!
+//! A message is a handler index and up to [`MAX_WORDS`] (14) words of 64
+//! bits. Larger data belongs to VIA ([`crate::via`]).
+//!
+//! # Two-case delivery
+//!
+//! In the fast case a sender writes its message straight into its fast
+//! ring to the receiver (one small ring per sender and receiver, in memory
+//! only the job maps): no engine, no system call. When that cannot go on
+//! (the ring is full, or the engine decided the receiver cannot keep up:
+//! atomic with messages waiting past the atomicity timeout, or stopped),
+//! the receiver is switched to buffered ("divert") mode: senders hand
+//! their messages to the engine, which appends them to the receiver's
+//! virtual buffer (memory reserved up front, touched only when used and
+//! given back as the receiver drains it). [`Node::extract`],
+//! [`Node::peek`] and [`Node::dispose`] behave the same in both modes,
+//! each sender's messages come out in the order it injected them, the
+//! receiver returns to the fast case when its buffer is empty, and no
+//! message is lost. `docs/udm.md` explains the switch.
+//!
+//! # Overflow control
+//!
+//! A node's virtual buffer holds at most [`JobConfig::buffer_size`] bytes
+//! of messages (128 bytes each). When it is full, senders to that node are
+//! held back: [`Node::inject`] waits, [`Node::injectc`] says the message
+//! did not go. Nothing is dropped.
+
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use unet_abi::ring::Ring;
+pub use unet_abi::udm::{
+    UdmClientCounter, UdmCounter, UDM_ATOM_DISABLE as ATOM_DISABLE,
+    UDM_ATOM_TIMER_FORCE as ATOM_TIMER_FORCE, UDM_COUNTERS, UDM_MAX_NODES as MAX_NODES,
+    UDM_MAX_WORDS as MAX_WORDS,
+};
+use unet_abi::udm::{
+    UdmJobHeader, UdmLayout, UdmMsg, UdmNodeHeader, UdmNodeLine, UDM_ATOM_USER, UDM_BUFFER_DEFAULT,
+    UDM_DIVERT_CAP, UDM_FAST_CAP_DEFAULT, UDM_JOB_MAGIC, UDM_MODE_COUNT, UDM_MODE_DIVERT,
+    UDM_MODE_GONE, UDM_MSGS_PER_PAGE as MSGS_PER_PAGE, UDM_NODE_MAGIC,
+};
+use unet_control::{Reply, Request};
+use unet_sys::{self as sys, EventFd, Segment};
+
+use crate::{Error, Session};
+
+/// How a job is made.
+#[derive(Clone, Debug)]
+pub struct JobConfig {
+    /// Nodes in the job (1..=[`MAX_NODES`]).
+    pub nodes: u32,
+    /// Messages each fast ring holds (one ring per sender and receiver; a
+    /// power of two in 2..=1024; default 8): the paper's network interface
+    /// buffer. A sender that finds its ring full switches the receiver to
+    /// buffered mode.
+    pub fast_queue: u32,
+    /// Bytes of each node's virtual buffer (a power of two, 4 KiB to
+    /// 1 GiB; default 1 MiB, 8192 messages): reserved, taken only as used,
+    /// and the limit of overflow control.
+    pub buffer_size: u64,
+    /// How long a node may stay atomic with messages waiting and extract
+    /// none before the engine switches it to buffered mode (default 2 ms).
+    pub atomicity_timeout: Duration,
+}
+
+impl Default for JobConfig {
+    fn default() -> Self {
+        JobConfig {
+            nodes: 2,
+            fast_queue: UDM_FAST_CAP_DEFAULT,
+            buffer_size: UDM_BUFFER_DEFAULT,
+            atomicity_timeout: Duration::from_millis(2),
+        }
+    }
+}
+
+/// What a process needs to join a job: its id and key. Pass it to the
+/// job's other processes (it prints as `JOB:KEY` and parses back); whoever
+/// holds it may take a free rank.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct JobTicket {
+    /// The job's id in its engine.
+    pub job: u32,
+    /// The job's key.
+    pub key: u64,
+    /// Nodes in the job.
+    pub nodes: u32,
+}
+
+impl std::fmt::Display for JobTicket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{:016x}:{}", self.job, self.key, self.nodes)
+    }
+}
+
+impl std::str::FromStr for JobTicket {
+    type Err = String;
+    /// `JOB:KEY:NODES` (the key in hex), as `Display` prints it.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut it = s.split(':');
+        let (Some(j), Some(k), Some(n), None) = (it.next(), it.next(), it.next(), it.next()) else {
+            return Err(format!("{s:?} is not JOB:KEY:NODES"));
+        };
+        Ok(JobTicket {
+            job: j.parse().map_err(|e| format!("job {j:?}: {e}"))?,
+            key: u64::from_str_radix(k, 16).map_err(|e| format!("key {k:?}: {e}"))?,
+            nodes: n.parse().map_err(|e| format!("nodes {n:?}: {e}"))?,
+        })
+    }
+}
+
+impl Session {
+    /// Create a UDM job; join it with [`Session::udm_join`] (from this
+    /// process or others, with the ticket). The job ends when this session
+    /// closes and every node has left.
+    pub fn udm_create_job(&self, cfg: &JobConfig) -> Result<JobTicket, Error> {
+        let us = cfg.atomicity_timeout.as_micros().min(u32::MAX as u128) as u32;
+        let req = Request::UdmCreateJob {
+            nodes: cfg.nodes,
+            fast_cap: cfg.fast_queue,
+            buffer_size: cfg.buffer_size,
+            atomicity_timeout_us: us,
+        };
+        match self.inner.request(&req)?.0 {
+            Reply::UdmJob { job, key } => Ok(JobTicket {
+                job,
+                key,
+                nodes: cfg.nodes,
+            }),
+            Reply::Error(c) => Err(c.into()),
+            r => Err(Error::Protocol(format!(
+                "unexpected answer to udm create: {r:?}"
+            ))),
+        }
+    }
+
+    /// Join a job as node `rank` (each rank once).
+    pub fn udm_join(&self, ticket: JobTicket, rank: u32) -> Result<Node, Error> {
+        let req = Request::UdmJoin {
+            job: ticket.job,
+            key: ticket.key,
+            rank,
+        };
+        let (r, fds) = self.inner.request(&req)?;
+        match r {
+            Reply::UdmJoined { job, rank: got } if job == ticket.job && got == rank => {
+                Node::open(self.clone(), job, rank, fds)
+            }
+            Reply::Error(c) => Err(c.into()),
+            r => Err(Error::Protocol(format!(
+                "unexpected answer to udm join: {r:?}"
+            ))),
+        }
+    }
+}
+
+/// What [`Node::extract`] read besides the words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    /// The sender's rank.
+    pub src: u32,
+    /// The handler index.
+    pub handler: u16,
+    /// Words in the message.
+    pub len: usize,
+}
+
+/// A copy of a message ([`Node::peek`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Message {
+    /// The sender's rank.
+    pub src: u32,
+    /// The handler index.
+    pub handler: u16,
+    len: usize,
+    words: [u64; MAX_WORDS],
+}
+
+impl Message {
+    /// The data words.
+    pub fn words(&self) -> &[u64] {
+        &self.words[..self.len]
+    }
+}
+
+/// Why an inject failed (as opposed to "not now", which `injectc` answers
+/// with `Ok(false)` and `inject` waits out).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InjectError {
+    /// No such rank in the job.
+    BadDest(u32),
+    /// More than [`MAX_WORDS`] words.
+    TooLong(usize),
+    /// The destination node left or died.
+    Gone(u32),
+    /// The engine is gone (the control connection closed) while the
+    /// message needed it.
+    EngineGone,
+}
+
+impl std::fmt::Display for InjectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::BadDest(d) => write!(f, "no node {d} in the job"),
+            Self::TooLong(n) => write!(f, "{n} words: a message has at most {MAX_WORDS}"),
+            Self::Gone(d) => write!(f, "node {d} left the job or died"),
+            Self::EngineGone => f.write_str("the engine is gone"),
+        }
+    }
+}
+
+impl std::error::Error for InjectError {}
+
+/// Why an extract, peek or dispose failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExtractError {
+    /// No message is available (the paper's `bad-dispose`: extracting with
+    /// the message-available flag clear is an error).
+    Empty,
+    /// The caller's words hold fewer than the message's (this many); the
+    /// message stays.
+    TooShort(usize),
+}
+
+impl std::fmt::Display for ExtractError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Empty => f.write_str("no message is available"),
+            Self::TooShort(n) => write!(f, "the message has {n} words, more than given room for"),
+        }
+    }
+}
+
+impl std::error::Error for ExtractError {}
+
+/// A node's delivery mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Messages come straight from the senders.
+    Fast,
+    /// Messages come through the engine and the virtual buffer.
+    Buffered,
+    /// The node left (or the engine says it is gone).
+    Gone,
+}
+
+/// What a node's counters say ([`Node::stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NodeStats {
+    /// Messages taken from the fast rings.
+    pub fast_msgs: u64,
+    /// Messages taken from the virtual buffer.
+    pub buffered_taken: u64,
+    /// Switches to buffered mode by senders that found their ring full.
+    pub switch_queue_full: u64,
+    /// Times senders were held back by overflow control.
+    pub overflow_holds: u64,
+    /// The engine's counters of the node, indexed by [`UdmCounter`].
+    pub engine: [u64; UDM_COUNTERS],
+}
+
+impl NodeStats {
+    /// One of the engine's counters.
+    pub fn engine(&self, c: UdmCounter) -> u64 {
+        self.engine[c as usize]
+    }
+}
+
+/// Where the current message is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cur {
+    /// In the fast ring from this sender.
+    Fast(u32),
+    /// In the virtual buffer.
+    Buffer,
+}
+
+/// One node of a UDM job: what it injects and extracts with. A node is
+/// used by one thread at a time (it may move between threads).
+pub struct Node {
+    session: Session,
+    job: u32,
+    rank: u32,
+    layout: UdmLayout,
+    jseg: Segment,
+    nseg: Segment,
+    buf: Segment,
+    doorbell: EventFd,
+    /// Fast rings to this node, by sender, and our positions in them.
+    incoming: Vec<Ring<UdmMsg>>,
+    in_tail: Vec<u64>,
+    /// Fast rings from this node, by receiver, our positions and the
+    /// consumers' last known positions.
+    outgoing: Vec<Ring<UdmMsg>>,
+    out_head: Vec<u64>,
+    out_tail: Vec<u64>,
+    /// The divert ring (to the engine).
+    divert: Ring<UdmMsg>,
+    divert_head: u64,
+    divert_tail: u64,
+    /// Our position in the virtual buffer.
+    buf_tail: u64,
+    /// The current message (chosen by the first peek or extract that saw
+    /// it, until disposed of).
+    current: Option<Cur>,
+    /// The sender whose ring is looked at first.
+    cursor: u32,
+    /// The user atomicity control bits (our copy).
+    uac: u32,
+    asym: bool,
+    left: bool,
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Node({} of job {})", self.rank, self.job)
+    }
+}
+
+/// A view of a ring `off` bytes into `seg`, which must outlive it.
+fn ring_in(seg: &Segment, off: u64, cap: u32) -> Result<Ring<UdmMsg>, Error> {
+    let bytes = unet_abi::ring_bytes(cap, std::mem::size_of::<UdmMsg>());
+    let p = seg
+        .at(off as usize, bytes)
+        .ok_or_else(|| Error::Protocol("a UDM ring lies outside its segment".into()))?;
+    // SAFETY: the ring lies inside the segment (checked by at()), 64-byte
+    // aligned (ring offsets are), and the segment is kept by the Node with
+    // every view.
+    Ok(unsafe { Ring::from_raw(p, cap) })
+}
+
+impl Node {
+    fn open(session: Session, job: u32, rank: u32, mut fds: Vec<OwnedFd>) -> Result<Node, Error> {
+        if fds.len() != 4 {
+            return Err(Error::Protocol(format!(
+                "udm join came with {} fds",
+                fds.len()
+            )));
+        }
+        let bell = fds.pop().expect("4");
+        let buf_fd = fds.pop().expect("3");
+        let nfd = fds.pop().expect("2");
+        let jfd = fds.pop().expect("1");
+        let jseg = Segment::open(jfd, std::mem::size_of::<UdmJobHeader>(), true)?;
+        // SAFETY: at least a header's bytes (checked by open), page aligned.
+        let jh = unsafe { jseg.ptr().cast::<UdmJobHeader>().as_ref() };
+        let bad = |what: &str| Error::Protocol(format!("the UDM job segment's {what} is wrong"));
+        if jh.magic != UDM_JOB_MAGIC || jh.job_id != job {
+            return Err(bad("identity"));
+        }
+        let buffer_size = jh.buffer_cap as u64 * std::mem::size_of::<UdmMsg>() as u64;
+        let layout =
+            UdmLayout::new(jh.nodes, jh.fast_cap, buffer_size).map_err(|_| bad("geometry"))?;
+        if (jseg.len() as u64) < layout.job_size || rank >= layout.nodes {
+            return Err(bad("size"));
+        }
+        let nseg = Segment::open(nfd, layout.node_size as usize, true)?;
+        // SAFETY: as above, for the node segment.
+        let nh = unsafe { nseg.ptr().cast::<UdmNodeHeader>().as_ref() };
+        if nh.magic != UDM_NODE_MAGIC || nh.rank != rank || nh.job_id != job {
+            return Err(bad("node segment"));
+        }
+        // Read-only and untouched: its pages are the engine's to fill.
+        let buf = Segment::open_unpopulated(buf_fd, layout.buffer_size as usize, false)?;
+        let n = layout.nodes;
+        let cap = layout.fast_cap;
+        let mut incoming = Vec::with_capacity(n as usize);
+        let mut outgoing = Vec::with_capacity(n as usize);
+        for p in 0..n {
+            incoming.push(ring_in(&jseg, layout.ring_off(rank, p), cap)?);
+            outgoing.push(ring_in(&jseg, layout.ring_off(p, rank), cap)?);
+        }
+        let divert = ring_in(&nseg, layout.divert_off, UDM_DIVERT_CAP)?;
+        // Our positions: what the rings say now (a fresh rank: zero).
+        let in_tail = incoming.iter().map(|r| r.tail()).collect();
+        let out_head: Vec<u64> = outgoing.iter().map(|r| r.head()).collect();
+        let out_tail = outgoing.iter().map(|r| r.tail()).collect();
+        let divert_head = divert.head();
+        let divert_tail = divert.tail();
+        let buf_tail = nh.buf_tail.load(Ordering::Acquire);
+        Ok(Node {
+            session,
+            job,
+            rank,
+            layout,
+            jseg,
+            nseg,
+            buf,
+            doorbell: EventFd::from_fd(bell),
+            incoming,
+            in_tail,
+            outgoing,
+            out_head,
+            out_tail,
+            divert,
+            divert_head,
+            divert_tail,
+            buf_tail,
+            current: None,
+            cursor: 0,
+            uac: 0,
+            asym: sys::asymmetric_fences(),
+            left: false,
+        })
+    }
+
+    /// This node's rank.
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// Nodes in the job.
+    pub fn nodes(&self) -> u32 {
+        self.layout.nodes
+    }
+
+    /// The job's id.
+    pub fn job(&self) -> u32 {
+        self.job
+    }
+
+    fn line(&self, r: u32) -> &UdmNodeLine {
+        let off = self.layout.line_off(r.min(self.layout.nodes - 1)) as usize;
+        // SAFETY: inside the job segment (UdmLayout, checked against its
+        // size at open; the rank is clamped); the line's fields are atomics.
+        unsafe { self.jseg.ptr().add(off).cast::<UdmNodeLine>().as_ref() }
+    }
+
+    fn header(&self) -> &UdmNodeHeader {
+        // SAFETY: the node segment starts with its header (checked at open).
+        unsafe { self.nseg.ptr().cast::<UdmNodeHeader>().as_ref() }
+    }
+
+    fn job_header(&self) -> &UdmJobHeader {
+        // SAFETY: the job segment starts with its header (checked at open).
+        unsafe { self.jseg.ptr().cast::<UdmJobHeader>().as_ref() }
+    }
+
+    // ---------------------------------------------------------------------
+    // Sending
+    // ---------------------------------------------------------------------
+
+    /// Send `words` to node `dest` for its handler `handler`: the whole
+    /// message or nothing. Waits while the message cannot go (the engine
+    /// is behind with this node's diverted messages, or `dest`'s virtual
+    /// buffer is full: overflow control).
+    pub fn inject(&mut self, dest: u32, handler: u16, words: &[u64]) -> Result<(), InjectError> {
+        let mut held = false;
+        let mut spins = 0u32;
+        loop {
+            if self.try_inject(dest, handler, words, &mut held)? {
+                return Ok(());
+            }
+            spins += 1;
+            if spins.is_multiple_of(64) && sys::peer_closed(self.session.inner.sock_fd()) {
+                return Err(InjectError::EngineGone);
+            }
+            backoff(spins);
+        }
+    }
+
+    /// [`Node::inject`] that never waits: `Ok(true)` when the message went,
+    /// `Ok(false)` when it cannot go now (nothing was sent).
+    pub fn injectc(&mut self, dest: u32, handler: u16, words: &[u64]) -> Result<bool, InjectError> {
+        let mut held = false;
+        self.try_inject(dest, handler, words, &mut held)
+    }
+
+    fn try_inject(
+        &mut self,
+        dest: u32,
+        handler: u16,
+        words: &[u64],
+        held: &mut bool,
+    ) -> Result<bool, InjectError> {
+        if dest >= self.layout.nodes {
+            return Err(InjectError::BadDest(dest));
+        }
+        if words.len() > MAX_WORDS {
+            return Err(InjectError::TooLong(words.len()));
+        }
+        loop {
+            let m = self.line(dest).mode.load(Ordering::Acquire);
+            if m & UDM_MODE_GONE != 0 {
+                return Err(InjectError::Gone(dest));
+            }
+            if m & UDM_MODE_DIVERT == 0 {
+                if self.fast_room(dest) {
+                    self.push_fast(dest, handler, words);
+                    return Ok(true);
+                }
+                // The fast ring is full: the receiver goes to buffered mode.
+                if self
+                    .line(dest)
+                    .mode
+                    .compare_exchange(m, m | UDM_MODE_DIVERT, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+                {
+                    bump(&self.line(dest).switch_queue_full);
+                }
+                continue;
+            }
+            // Buffered mode: through the engine.
+            if !self.divert_room() {
+                return Ok(false);
+            }
+            if m & UDM_MODE_COUNT >= self.layout.buffer_cap as u64 {
+                if !*held {
+                    *held = true;
+                    bump(&self.line(dest).overflow_holds);
+                }
+                return Ok(false);
+            }
+            // One more on its way, counted while divert mode holds: the
+            // receiver cannot go back to the fast case before taking it.
+            if self
+                .line(dest)
+                .mode
+                .compare_exchange(m, m + 1, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+            {
+                continue;
+            }
+            self.push_divert(dest, handler, words);
+            return Ok(true);
+        }
+    }
+
+    fn fast_room(&mut self, d: u32) -> bool {
+        let i = d as usize;
+        let cap = self.layout.fast_cap as u64;
+        if self.out_head[i].wrapping_sub(self.out_tail[i]) < cap {
+            return true;
+        }
+        self.out_tail[i] = self.outgoing[i].tail();
+        self.out_head[i].wrapping_sub(self.out_tail[i]) < cap
+    }
+
+    fn push_fast(&mut self, d: u32, handler: u16, words: &[u64]) {
+        let i = d as usize;
+        let pos = self.out_head[i];
+        write_msg(self.outgoing[i].slot_ptr(pos), self.rank, handler, words);
+        // Release: the message is visible before the new head.
+        self.outgoing[i].set_head(pos + 1);
+        self.out_head[i] = pos + 1;
+        // Pairs with the receiver's heavy fence before it sleeps: either
+        // it sees the message, or we see it sleeping.
+        sys::light_fence(self.asym);
+        let line = self.line(d);
+        if line.rx_sleeping.load(Ordering::Relaxed) != 0 {
+            line.rx_futex.fetch_add(1, Ordering::Release);
+            sys::futex_wake(&line.rx_futex, 1);
+        }
+    }
+
+    fn divert_room(&mut self) -> bool {
+        let cap = UDM_DIVERT_CAP as u64;
+        if self.divert_head.wrapping_sub(self.divert_tail) < cap {
+            return true;
+        }
+        self.divert_tail = self.divert.tail();
+        self.divert_head.wrapping_sub(self.divert_tail) < cap
+    }
+
+    fn push_divert(&mut self, d: u32, handler: u16, words: &[u64]) {
+        let pos = self.divert_head;
+        write_msg(self.divert.slot_ptr(pos), d, handler, words);
+        self.divert.set_head(pos + 1);
+        self.divert_head = pos + 1;
+        self.ring_engine();
+    }
+
+    /// Wake the engine if it sleeps: it has work from this node.
+    fn ring_engine(&self) {
+        // Pairs with the engine's fence after it arms: either it sees our
+        // work, or we see it armed and ring.
+        fence(Ordering::SeqCst);
+        let armed = &self.job_header().engine_armed;
+        if armed.load(Ordering::Relaxed) != 0 && armed.swap(0, Ordering::AcqRel) != 0 {
+            self.doorbell.notify();
+        }
+    }
+
+    // ---------------------------------------------------------------------
+    // Receiving
+    // ---------------------------------------------------------------------
+
+    /// The message-available flag: whether [`Node::extract`] would succeed.
+    pub fn message_available(&mut self) -> bool {
+        self.select().is_some()
+    }
+
+    /// Choose the current message if there is none: the fast rings first
+    /// (from the sender after the last one served), then the virtual
+    /// buffer. A sender's fast messages always precede its diverted ones,
+    /// and once a diverted message is seen every earlier fast one is
+    /// visible too (it was published before the sender diverted), so the
+    /// fast rings are looked at again before a buffered message is taken.
+    fn select(&mut self) -> Option<Cur> {
+        if self.current.is_some() {
+            return self.current;
+        }
+        if let Some(s) = self.scan_fast() {
+            self.current = Some(Cur::Fast(s));
+            return self.current;
+        }
+        let head = self.header().buf_head.load(Ordering::Acquire);
+        if head != self.buf_tail {
+            self.current = Some(match self.scan_fast() {
+                Some(s) => Cur::Fast(s),
+                None => Cur::Buffer,
+            });
+            return self.current;
+        }
+        // Nothing: back to the fast case if no diverted message is on its
+        // way here.
+        let mode = &self.line(self.rank).mode;
+        let m = mode.load(Ordering::Acquire);
+        if m & (UDM_MODE_DIVERT | UDM_MODE_GONE | UDM_MODE_COUNT) == UDM_MODE_DIVERT {
+            let _ = mode.compare_exchange(m, 0, Ordering::AcqRel, Ordering::Relaxed);
+        }
+        None
+    }
+
+    fn scan_fast(&mut self) -> Option<u32> {
+        let n = self.layout.nodes;
+        for k in 0..n {
+            let s = (self.cursor + k) % n;
+            let i = s as usize;
+            if self.incoming[i].head() != self.in_tail[i] {
+                self.cursor = (s + 1) % n;
+                return Some(s);
+            }
+        }
+        None
+    }
+
+    /// A pointer to the current message.
+    fn current_ptr(&self, c: Cur) -> *const UdmMsg {
+        match c {
+            Cur::Fast(s) => self.incoming[s as usize].slot_ptr(self.in_tail[s as usize]),
+            Cur::Buffer => {
+                let at = (self.buf_tail % self.layout.buffer_cap as u64) as usize
+                    * std::mem::size_of::<UdmMsg>();
+                // SAFETY: at < buffer_size (a position modulo the capacity),
+                // inside the mapping.
+                unsafe { self.buf.ptr().as_ptr().add(at).cast::<UdmMsg>() }
+            }
+        }
+    }
+
+    /// Read the next message into the caller's variables: its words into
+    /// `words` (straight from the ring or buffer, no copy in between), its
+    /// source, handler and length returned; then dispose of it. With no
+    /// message available: [`ExtractError::Empty`].
+    pub fn extract(&mut self, words: &mut [u64]) -> Result<Header, ExtractError> {
+        let c = self.select().ok_or(ExtractError::Empty)?;
+        let p = self.current_ptr(c);
+        // SAFETY: `p` is a message slot inside our mapping; the header is
+        // read once, volatile (a peer may write anything there).
+        let hdr = unsafe { std::ptr::addr_of!((*p).peer).cast::<u64>().read_volatile() };
+        let (src, handler, len) = split_header(hdr, c);
+        if words.len() < len {
+            return Err(ExtractError::TooShort(len));
+        }
+        // SAFETY: `len` <= MAX_WORDS, so the words lie in the slot; the
+        // destination has room (checked). A peer writing concurrently only
+        // changes the values read.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                std::ptr::addr_of!((*p).words).cast::<u64>(),
+                words.as_mut_ptr(),
+                len,
+            )
+        };
+        self.dispose_current(c);
+        Ok(Header { src, handler, len })
+    }
+
+    /// A copy of the next message, which stays ([`Node::dispose`] or
+    /// [`Node::extract`] take it).
+    pub fn peek(&mut self) -> Result<Message, ExtractError> {
+        let c = self.select().ok_or(ExtractError::Empty)?;
+        let p = self.current_ptr(c);
+        // SAFETY: as in extract; the whole slot is copied, volatile.
+        let m = unsafe { p.read_volatile() };
+        let hdr = m.peer as u64 | (m.handler as u64) << 32 | (m.nwords as u64) << 48;
+        let (src, handler, len) = split_header(hdr, c);
+        Ok(Message {
+            src,
+            handler,
+            len,
+            words: m.words,
+        })
+    }
+
+    /// Free the current message. With none available:
+    /// [`ExtractError::Empty`] (the paper's `bad-dispose`).
+    pub fn dispose(&mut self) -> Result<(), ExtractError> {
+        let c = self.select().ok_or(ExtractError::Empty)?;
+        self.dispose_current(c);
+        Ok(())
+    }
+
+    fn dispose_current(&mut self, c: Cur) {
+        self.current = None;
+        match c {
+            Cur::Fast(s) => {
+                let i = s as usize;
+                self.in_tail[i] += 1;
+                self.incoming[i].set_tail(self.in_tail[i]);
+                bump_own(&self.line(self.rank).fast_msgs);
+            }
+            Cur::Buffer => {
+                self.buf_tail += 1;
+                self.header()
+                    .buf_tail
+                    .store(self.buf_tail, Ordering::Release);
+                // A page read to its end, or the buffer drained: the engine
+                // gives the memory back on its next turn; wake it for that
+                // if it sleeps.
+                if self.buf_tail.is_multiple_of(MSGS_PER_PAGE)
+                    || self.header().buf_head.load(Ordering::Acquire) == self.buf_tail
+                {
+                    self.ring_engine();
+                }
+                bump_own(&self.line(self.rank).buffered_taken);
+                let mode = &self.line(self.rank).mode;
+                let mut m = mode.load(Ordering::Acquire);
+                while m & UDM_MODE_COUNT != 0 {
+                    match mode.compare_exchange_weak(m, m - 1, Ordering::AcqRel, Ordering::Acquire)
+                    {
+                        Ok(_) => {
+                            if m - 1 == UDM_MODE_DIVERT {
+                                // The last diverted message: back to the
+                                // fast case.
+                                let _ = mode.compare_exchange(
+                                    UDM_MODE_DIVERT,
+                                    0,
+                                    Ordering::AcqRel,
+                                    Ordering::Relaxed,
+                                );
+                            }
+                            break;
+                        }
+                        Err(now) => m = now,
+                    }
+                }
+            }
+        }
+    }
+
+    /// Wait at most `timeout` (None: forever) for a message to be
+    /// available: spin briefly, then sleep until a sender or the engine
+    /// wakes us. Returns the message-available flag.
+    pub fn wait(&mut self, timeout: Option<Duration>) -> bool {
+        let start = Instant::now();
+        for _ in 0..256 {
+            if self.message_available() {
+                return true;
+            }
+            std::hint::spin_loop();
+        }
+        loop {
+            let line = self.line(self.rank);
+            let v = line.rx_futex.load(Ordering::Acquire);
+            line.rx_sleeping.store(1, Ordering::Relaxed);
+            // Pairs with the senders' light fences (and the engine's full
+            // one) after they publish.
+            sys::heavy_fence();
+            let ready = self.message_available();
+            let left = timeout.map(|t| t.saturating_sub(start.elapsed()));
+            if !ready && left != Some(Duration::ZERO) {
+                let line = self.line(self.rank);
+                sys::futex_wait(
+                    &line.rx_futex,
+                    v,
+                    Some(left.map_or(Duration::from_millis(100), |l| {
+                        l.min(Duration::from_millis(100))
+                    })),
+                );
+            }
+            self.line(self.rank).rx_sleeping.store(0, Ordering::Relaxed);
+            if ready || self.message_available() {
+                return true;
+            }
+            if self.mode() == Mode::Gone {
+                return false;
+            }
+            if timeout.is_some_and(|t| start.elapsed() >= t) {
+                return false;
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------------
+    // Atomicity
+    // ---------------------------------------------------------------------
+
+    /// Begin an atomic section: set the user atomicity bits in `mask`
+    /// ([`ATOM_DISABLE`]: no message interrupts; [`ATOM_TIMER_FORCE`]: the
+    /// atomicity timer runs even with no message waiting). A store to
+    /// shared memory, no system call.
+    pub fn beginatom(&mut self, mask: u32) {
+        self.uac |= mask & UDM_ATOM_USER;
+        self.line(self.rank).uac.store(self.uac, Ordering::Release);
+    }
+
+    /// End an atomic section: clear the bits in `mask`.
+    pub fn endatom(&mut self, mask: u32) {
+        self.uac &= !(mask & UDM_ATOM_USER);
+        self.line(self.rank).uac.store(self.uac, Ordering::Release);
+    }
+
+    /// The user atomicity bits now.
+    pub fn atomicity(&self) -> u32 {
+        self.uac
+    }
+
+    // ---------------------------------------------------------------------
+    // State
+    // ---------------------------------------------------------------------
+
+    /// This node's delivery mode now.
+    pub fn mode(&self) -> Mode {
+        mode_of(self.line(self.rank).mode.load(Ordering::Acquire))
+    }
+
+    /// Node `rank`'s delivery mode now, as its mode word says.
+    pub fn mode_of(&self, rank: u32) -> Mode {
+        mode_of(self.line(rank).mode.load(Ordering::Acquire))
+    }
+
+    /// This node's counters: its own and the engine's.
+    pub fn stats(&self) -> NodeStats {
+        let line = self.line(self.rank);
+        let h = self.header();
+        NodeStats {
+            fast_msgs: line.fast_msgs.load(Ordering::Relaxed),
+            buffered_taken: line.buffered_taken.load(Ordering::Relaxed),
+            switch_queue_full: line.switch_queue_full.load(Ordering::Relaxed),
+            overflow_holds: line.overflow_holds.load(Ordering::Relaxed),
+            engine: std::array::from_fn(|i| h.counters[i].load(Ordering::Relaxed)),
+        }
+    }
+
+    /// Bytes of memory the node's virtual buffer holds now (its memory
+    /// file's allocated blocks).
+    pub fn buffer_memory(&self) -> std::io::Result<u64> {
+        self.buf.allocated_bytes()
+    }
+
+    /// Leave the job: senders to this node get [`InjectError::Gone`]; its
+    /// messages are discarded. Dropping the node does the same.
+    pub fn leave(mut self) -> Result<(), Error> {
+        self.leave_now()
+    }
+
+    fn leave_now(&mut self) -> Result<(), Error> {
+        if std::mem::replace(&mut self.left, true) {
+            return Ok(());
+        }
+        let req = Request::UdmLeave {
+            job: self.job,
+            rank: self.rank,
+        };
+        match self.session.inner.request(&req)?.0 {
+            Reply::Ok => Ok(()),
+            Reply::Error(c) => Err(c.into()),
+            r => Err(Error::Protocol(format!(
+                "unexpected answer to udm leave: {r:?}"
+            ))),
+        }
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.leave_now();
+    }
+}
+
+fn mode_of(m: u64) -> Mode {
+    if m & UDM_MODE_GONE != 0 {
+        Mode::Gone
+    } else if m & UDM_MODE_DIVERT != 0 {
+        Mode::Buffered
+    } else {
+        Mode::Fast
+    }
+}
+
+/// Source, handler and length from a message's first 8 bytes (peer,
+/// handler, nwords, little-endian); the length capped at [`MAX_WORDS`]
+/// (a peer may write anything into a fast ring). A fast message's source
+/// is the ring's sender, whatever the slot says.
+fn split_header(h: u64, c: Cur) -> (u32, u16, usize) {
+    let src = match c {
+        Cur::Fast(s) => s,
+        Cur::Buffer => h as u32,
+    };
+    let handler = (h >> 32) as u16;
+    let len = ((h >> 48) as usize).min(MAX_WORDS);
+    (src, handler, len)
+}
+
+/// Write a message into the slot at `p`: words first, then the header
+/// word (peer, handler, nwords) in one store.
+fn write_msg(p: *mut UdmMsg, peer: u32, handler: u16, words: &[u64]) {
+    let hdr = peer as u64 | (handler as u64) << 32 | (words.len() as u64) << 48;
+    // SAFETY: `p` is a slot of a ring in our mapping that we own until we
+    // publish it; words.len() <= MAX_WORDS (checked by the callers).
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            words.as_ptr(),
+            std::ptr::addr_of_mut!((*p).words).cast::<u64>(),
+            words.len(),
+        );
+        std::ptr::addr_of_mut!((*p).peer)
+            .cast::<u64>()
+            .write_volatile(hdr);
+    }
+}
+
+/// Add one to a counter others update too.
+fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Add one to a counter only this node writes.
+fn bump_own(c: &AtomicU64) {
+    c.store(c.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+}
+
+/// Wait a little before trying again: spin, then yield the CPU (the node
+/// or engine we wait for may need it), then sleep up to a millisecond.
+fn backoff(n: u32) {
+    if n < 16 {
+        std::hint::spin_loop();
+    } else if n < 256 {
+        std::thread::yield_now();
+    } else {
+        let us = (50u64 << ((n - 256) / 64).min(5)).min(1000);
+        std::thread::sleep(Duration::from_micros(us));
+    }
+}
+
+const _: () = {
+    // The header word written by write_msg is the slot's first 8 bytes.
+    assert!(std::mem::offset_of!(UdmMsg, peer) == 0);
+    assert!(std::mem::offset_of!(UdmMsg, handler) == 4);
+    assert!(std::mem::offset_of!(UdmMsg, nwords) == 6);
+};
