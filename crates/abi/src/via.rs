@@ -8,7 +8,7 @@
 //! memory and scattered by the receiver into the buffers of its next
 //! posted receive descriptor. Two fields of that segment are VIA's: each
 //! direction's consumer counts the messages it has placed
-//! ([`ConnConsumer::placed`](crate::ConnConsumer::placed), what a send of
+//! ([`ConnPlaced::placed`](crate::ConnPlaced::placed), what a send of
 //! reliable reception waits for), and each side says why it broke the
 //! connection ([`ConnHeader::a_error`](crate::ConnHeader::a_error), a
 //! [`ViError`] code) before it marks itself closed.
