@@ -30,6 +30,20 @@ fn connect(sa: &Session, sb: &Session, tag: u64, a: ViAttributes, b: ViAttribute
     (va, vb)
 }
 
+/// As [`connect`], with 4096 descriptors on the sender's send queue and on
+/// the receiver's receive queue.
+fn connect_deep(sa: &Session, sb: &Session, tag: u64) -> (Vi, Vi) {
+    let send = ViAttributes {
+        send_queue: 4096,
+        ..ViAttributes::default()
+    };
+    let recv = ViAttributes {
+        recv_queue: 4096,
+        ..ViAttributes::default()
+    };
+    connect(sa, sb, tag, send, recv)
+}
+
 fn engine() -> (Engine, Session, Session) {
     let e = Engine::start(EngineConfig::default()).unwrap();
     let s1 = Session::embedded(&e).unwrap();
@@ -171,19 +185,7 @@ fn refused_unknown_mismatched_and_taken_discriminators() {
 #[test]
 fn messages_with_no_receive_posted_wait_in_order_and_the_sender_is_held_back() {
     let (_e, s1, s2) = engine();
-    let (mut a, mut b) = connect(
-        &s1,
-        &s2,
-        11,
-        ViAttributes {
-            send_queue: 4096,
-            ..ViAttributes::default()
-        },
-        ViAttributes {
-            recv_queue: 4096,
-            ..ViAttributes::default()
-        },
-    );
+    let (mut a, mut b) = connect_deep(&s1, &s2, 11);
     const N: usize = 2000;
     const LEN: usize = 4096;
     let ra = s1.register_memory(N * LEN).unwrap();
@@ -796,19 +798,7 @@ fn a_peer_killed_mid_stream_breaks_the_vi_and_nothing_completes_as_success() {
 #[test]
 fn sends_copied_from_plain_memory_go_now_or_not_at_all() {
     let (_e, s1, s2) = engine();
-    let (mut a, mut b) = connect(
-        &s1,
-        &s2,
-        31,
-        ViAttributes {
-            send_queue: 4096,
-            ..ViAttributes::default()
-        },
-        ViAttributes {
-            recv_queue: 4096,
-            ..ViAttributes::default()
-        },
-    );
+    let (mut a, mut b) = connect_deep(&s1, &s2, 31);
     const LEN: usize = 4096;
     let ra = s1.register_memory(LEN).unwrap();
     let rb = s2.register_memory(4096 * LEN).unwrap();

@@ -22,6 +22,12 @@ fn engine(drop_ppm: u32) -> (Engine, Session) {
     (e, s)
 }
 
+/// The two reliable levels.
+const RELIABLE: [Reliability; 2] = [
+    Reliability::ReliableDelivery,
+    Reliability::ReliableReception,
+];
+
 fn attrs(r: Reliability) -> ViAttributes {
     ViAttributes {
         reliability: r,
@@ -144,13 +150,7 @@ fn counter(vi: &mut Vi, name: &str) -> u64 {
 fn every_level_carries_a_stream_between_engines() {
     let (_ea, sa) = engine(0);
     let (_eb, sb) = engine(0);
-    for (k, r) in [
-        Reliability::ReliableDelivery,
-        Reliability::ReliableReception,
-    ]
-    .into_iter()
-    .enumerate()
-    {
+    for (k, r) in RELIABLE.into_iter().enumerate() {
         let (mut a, mut b) = connect(&sa, &sb, 100 + k as u64, r);
         assert_eq!(stream(&sa, &sb, &mut a, &mut b, 2000, true), 2000, "{r:?}");
         // And back.
@@ -200,13 +200,7 @@ fn reliable_levels_repair_a_lossy_wire() {
     // 2 % of the datagrams each engine sends are dropped.
     let (_ea, sa) = engine(20_000);
     let (_eb, sb) = engine(20_000);
-    for (k, r) in [
-        Reliability::ReliableDelivery,
-        Reliability::ReliableReception,
-    ]
-    .into_iter()
-    .enumerate()
-    {
+    for (k, r) in RELIABLE.into_iter().enumerate() {
         let (mut a, mut b) = connect(&sa, &sb, 200 + k as u64, r);
         assert_eq!(stream(&sa, &sb, &mut a, &mut b, 3000, true), 3000);
         assert!(counter(&mut a, "retransmits") > 0);
@@ -318,10 +312,7 @@ fn closing_one_end_breaks_the_other() {
 fn messages_held_when_the_peer_closes_are_still_delivered() {
     let (_ea, sa) = engine(0);
     let (_eb, sb) = engine(0);
-    for r in [
-        Reliability::ReliableDelivery,
-        Reliability::ReliableReception,
-    ] {
+    for r in RELIABLE {
         let tag = 60 + r as u64;
         let (mut a, mut b) = connect(&sa, &sb, tag, r);
         let ra = sa.register_memory(4096).unwrap();
@@ -372,13 +363,7 @@ fn messages_held_when_the_peer_closes_are_still_delivered() {
 fn a_message_taken_just_before_the_close_completes_as_sent() {
     let (_ea, sa) = engine(0);
     let (_eb, sb) = engine(0);
-    for (k, r) in [
-        Reliability::ReliableDelivery,
-        Reliability::ReliableReception,
-    ]
-    .into_iter()
-    .enumerate()
-    {
+    for (k, r) in RELIABLE.into_iter().enumerate() {
         let (mut a, mut b) = connect(&sa, &sb, 500 + k as u64, r);
         let ra = sa.register_memory(4096).unwrap();
         let rb = sb.register_memory(4096).unwrap();

@@ -7,13 +7,9 @@ package unet.javia;
  * {@link Vi#recvWait}; its state is published safely to any thread that
  * reads {@link #isDone()}.
  */
-public final class ViBATicket {
+public final class ViBATicket extends Ticket {
     private final byte[] array;
     private final int off;
-    private int length;
-    private String error;
-    private volatile boolean done;
-    boolean posted;
 
     /**
      * A ticket for {@code b} from {@code off}.
@@ -32,16 +28,6 @@ public final class ViBATicket {
         this.off = off;
     }
 
-    /** @return true once the receive completed */
-    public boolean isDone() {
-        return done;
-    }
-
-    /** @return the length of the message received (valid once done) */
-    public int getLength() {
-        return length;
-    }
-
     /** @return the array the message was copied into */
     public byte[] getByteArray() {
         return array;
@@ -54,35 +40,5 @@ public final class ViBATicket {
 
     int room() {
         return array.length - off;
-    }
-
-    /**
-     * Why the receive failed ({@code UNET_VI_PEER_GONE}, ...), or null when
-     * it succeeded or is not done.
-     *
-     * @return the VI error's name, or null
-     */
-    public String getError() {
-        return error;
-    }
-
-    void complete(int len) {
-        length = len;
-        error = null;
-        posted = false;
-        done = true;
-    }
-
-    void fail(String why) {
-        length = 0;
-        error = why;
-        posted = false;
-        done = true;
-    }
-
-    void reset() {
-        done = false;
-        error = null;
-        length = 0;
     }
 }

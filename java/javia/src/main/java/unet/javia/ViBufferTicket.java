@@ -7,14 +7,9 @@ package unet.javia;
  * Its state is published to any thread that reads {@link #isDone()}
  * without a lock.
  */
-public final class ViBufferTicket {
+public final class ViBufferTicket extends Ticket {
     final ViBuffer buffer;
     final Vi vi;
-    private int length;
-    private String error;
-    private volatile boolean done;
-    /** Posted on its VI (under the VI's lock). */
-    boolean posted;
     /** Registered: cleared under the buffer's lock and the VI's, while not posted. */
     boolean registered = true;
 
@@ -23,43 +18,8 @@ public final class ViBufferTicket {
         this.vi = vi;
     }
 
-    /** @return true once the send or receive completed */
-    public boolean isDone() {
-        return done;
-    }
-
-    /** @return the length of the message sent or received (valid once done) */
-    public int getLength() {
-        return length;
-    }
-
-    /** @return the VI error it completed with ({@code UNET_VI_PEER_GONE}, ...), or null */
-    public String getError() {
-        return error;
-    }
-
     /** @return the buffer */
     public ViBuffer getBuffer() {
         return buffer;
-    }
-
-    void reset() {
-        done = false;
-        error = null;
-        length = 0;
-    }
-
-    void complete(int len) {
-        length = len;
-        error = null;
-        posted = false;
-        done = true;
-    }
-
-    void fail(String why) {
-        length = 0;
-        error = why;
-        posted = false;
-        done = true;
     }
 }
