@@ -865,3 +865,116 @@ fn sends_copied_from_plain_memory_go_now_or_not_at_all() {
     rb.read(0, &mut got[..5]);
     assert_eq!(&got[..5], b"plain");
 }
+
+/// Sends copied through the ring and sends the receiver reads from the
+/// sender's region, interleaved: on every level, with the send queue
+/// reporting to a completion queue, every send completes once, in the
+/// order posted, every receive gets its own message whole, and a sender
+/// may reuse a buffer as soon as its send completed.
+#[test]
+fn copied_and_referenced_sends_interleave_in_order_on_every_level() {
+    use unet::via::PULL_MIN;
+    // Below, at and above the threshold; the last ones gathered from two
+    // segments of two regions.
+    let sizes = [64, PULL_MIN - 1, PULL_MIN, 100, 9000, 70_000, 1, 4096];
+    const N: usize = 400;
+    const SLOT: usize = 80 << 10;
+    let levels = [
+        Reliability::Unreliable,
+        Reliability::ReliableDelivery,
+        Reliability::ReliableReception,
+    ];
+    for (t, level) in levels.into_iter().enumerate() {
+        let (_e, s1, s2) = engine();
+        let scq = CompletionQueue::new();
+        let (mut a, mut b) = connect(
+            &s1,
+            &s2,
+            60 + t as u64,
+            ViAttributes {
+                reliability: level,
+                send_queue: 16,
+                send_cq: Some(scq.clone()),
+                ..ViAttributes::default()
+            },
+            ViAttributes {
+                reliability: level,
+                recv_queue: 16,
+                ..ViAttributes::default()
+            },
+        );
+        // The sender's data: one buffer of each size, rewritten for each
+        // message once the previous send from it completed.
+        let r1 = s1.register_memory(sizes.len() * SLOT).unwrap();
+        let r2 = s1.register_memory(SLOT).unwrap();
+        let rb = s2.register_memory(16 * SLOT).unwrap();
+        let receiver = thread::spawn(move || {
+            for k in 0..16 {
+                b.post_recv(k, &[ViSeg::new(&rb, k as usize * SLOT, SLOT)])
+                    .unwrap();
+            }
+            let mut got = vec![0u8; SLOT];
+            for i in 0..N {
+                let c = b.recv_wait(T).expect("a receive");
+                let k = c.id as usize;
+                assert_eq!(k, i % 16, "receives complete in order");
+                let len = sizes[i % sizes.len()];
+                assert_eq!(c.status, Ok(len), "message {i}");
+                rb.read(k * SLOT, &mut got[..len]);
+                assert!(
+                    got[..len] == pattern(i, len)[..],
+                    "{level:?}: message {i} ({len} B)"
+                );
+                b.post_recv(k as u64, &[ViSeg::new(&rb, k * SLOT, SLOT)])
+                    .unwrap();
+            }
+            b
+        });
+        let mut in_use = [false; 8];
+        let mut completed = 0;
+        let take = |a: &mut Vi, in_use: &mut [bool; 8], completed: &mut usize| {
+            let (vi, q) = scq.wait(T).expect("a send entry");
+            assert_eq!((vi, q), (a.id(), ViQueue::Send));
+            let c = a.send_done().expect("its completion");
+            assert_eq!(
+                c.id as usize, *completed,
+                "{level:?}: sends complete in order"
+            );
+            let j = *completed % sizes.len();
+            assert_eq!(c.status, Ok(sizes[j]));
+            in_use[j] = false;
+            *completed += 1;
+        };
+        for i in 0..N {
+            let j = i % sizes.len();
+            let len = sizes[j];
+            // A buffer is rewritten only once its last send completed.
+            while in_use[j] || i - completed >= 16 {
+                take(&mut a, &mut in_use, &mut completed);
+            }
+            let data = pattern(i, len);
+            if len > 9000 {
+                let half = len / 2;
+                r1.write(j * SLOT, &data[..half]);
+                r2.write(0, &data[half..]);
+                let segs = [
+                    ViSeg::new(&r1, j * SLOT, half),
+                    ViSeg::new(&r2, 0, len - half),
+                ];
+                a.post_send(i as u64, &segs).unwrap();
+            } else {
+                r1.write(j * SLOT, &data);
+                a.post_send(i as u64, &[ViSeg::new(&r1, j * SLOT, len)])
+                    .unwrap();
+            }
+            in_use[j] = true;
+        }
+        while completed < N {
+            take(&mut a, &mut in_use, &mut completed);
+        }
+        let mut b = receiver.join().unwrap();
+        assert_eq!(a.state(), ViState::Connected);
+        assert_eq!(b.state(), ViState::Connected);
+        assert_eq!(b.stats().rx_msgs, N as u64);
+    }
+}
