@@ -687,9 +687,10 @@ fn closing_completes_outstanding_descriptors_and_tells_the_peer() {
 
 const KILL_TAG: u64 = 77;
 
-/// The role of the child process (`UNET_VI_CHILD` = the engine's socket):
-/// connect a VI to `KILL_TAG` and send numbered messages as fast as the
-/// receiver takes them, until it is killed.
+/// The role of the child process (`UNET_VI_CHILD` = the engine's socket,
+/// `UNET_VI_CHILD_LEN` = the message size): connect a VI to `KILL_TAG`
+/// and send numbered messages as fast as the receiver takes them, until
+/// it is killed.
 #[test]
 fn child() {
     let Some(sock) = std::env::var_os("UNET_VI_CHILD") else {
@@ -703,13 +704,17 @@ fn child() {
     // many slots as sends can be outstanding, so that the slot written
     // (before the post, which may find the queue full) is never one an
     // outstanding send still reads.
+    let len: usize = std::env::var("UNET_VI_CHILD_LEN")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1024);
     let slots = 2 * ViAttributes::default().send_queue as usize;
-    let r = s.register_memory(slots * 1024).unwrap();
+    let r = s.register_memory(slots * len).unwrap();
     let mut i = 0u64;
     loop {
-        let at = (i as usize % slots) * 1024;
+        let at = (i as usize % slots) * len;
         r.write(at, &i.to_le_bytes());
-        match vi.post_send(i, &[ViSeg::new(&r, at, 1024)]) {
+        match vi.post_send(i, &[ViSeg::new(&r, at, len)]) {
             Ok(()) => i += 1,
             Err(PostError::QueueFull) => {
                 let _ = vi.send_wait(T);
@@ -735,8 +740,15 @@ impl Drop for KillOnDrop {
 
 #[test]
 fn a_peer_killed_mid_stream_breaks_the_vi_and_nothing_completes_as_success() {
+    // Copied through the ring, and read from the killed sender's region.
+    for len in [1024, 4096] {
+        killed_mid_stream(len);
+    }
+}
+
+fn killed_mid_stream(len: usize) {
     let sock: PathBuf =
-        std::env::temp_dir().join(format!("unet-via-kill-{}.sock", std::process::id()));
+        std::env::temp_dir().join(format!("unet-via-kill-{}-{len}.sock", std::process::id()));
     let engine = Engine::start(EngineConfig {
         control_socket: Some(sock.clone()),
         ..Default::default()
@@ -748,14 +760,15 @@ fn a_peer_killed_mid_stream_breaks_the_vi_and_nothing_completes_as_success() {
         Command::new(std::env::current_exe().unwrap())
             .args(["--exact", "child", "--nocapture", "--test-threads=1"])
             .env("UNET_VI_CHILD", &sock)
+            .env("UNET_VI_CHILD_LEN", len.to_string())
             .stdout(Stdio::null())
             .spawn()
             .unwrap(),
     );
     let mut vi = server.accept(&ViAttributes::default(), T).unwrap();
-    let r = s.register_memory(64 * 1024).unwrap();
+    let r = s.register_memory(64 * len).unwrap();
     for i in 0..64u64 {
-        vi.post_recv(i, &[ViSeg::new(&r, i as usize * 1024, 1024)])
+        vi.post_recv(i, &[ViSeg::new(&r, i as usize * len, len)])
             .unwrap();
     }
     let mut next = 0u64;
@@ -764,16 +777,16 @@ fn a_peer_killed_mid_stream_breaks_the_vi_and_nothing_completes_as_success() {
     loop {
         match vi.recv_wait(Some(Duration::from_secs(10))) {
             Ok(c) => match c.status {
-                Ok(len) => {
+                Ok(got) => {
                     assert!(errors == 0, "a success after an error");
-                    assert_eq!(len, 1024);
+                    assert_eq!(got, len);
                     let mut v = [0u8; 8];
-                    r.read((c.id % 64) as usize * 1024, &mut v);
+                    r.read((c.id % 64) as usize * len, &mut v);
                     assert_eq!(u64::from_le_bytes(v), next, "in order, once");
                     next += 1;
                     vi.post_recv(
                         c.id + 64,
-                        &[ViSeg::new(&r, (c.id % 64) as usize * 1024, 1024)],
+                        &[ViSeg::new(&r, (c.id % 64) as usize * len, len)],
                     )
                     .unwrap();
                     if next == 20_000 {
@@ -801,7 +814,7 @@ fn a_peer_killed_mid_stream_breaks_the_vi_and_nothing_completes_as_success() {
         "the error state took {took:?}"
     );
     assert_eq!(vi.state(), ViState::Error(ViError::PeerGone));
-    eprintln!("{next} messages, then the error state {took:?} after the kill");
+    eprintln!("{len} B: {next} messages, then the error state {took:?} after the kill");
     // The same discriminator takes a new connection.
     let s2 = Session::embedded(&engine).unwrap();
     let c2 = s2.clone();
