@@ -1361,7 +1361,12 @@ impl Core {
     /// is placed and its completion returned at once. `None` when any of
     /// that does not hold: the general path then does whatever is due.
     #[inline(always)]
-    fn recv_now(&mut self) -> Option<ViCompletion> {
+    fn recv_now(&mut self, out: &mut Done) -> bool {
+        self.recv_now_opt(out).is_some()
+    }
+
+    #[inline(always)]
+    fn recv_now_opt(&mut self, out: &mut Done) -> Option<()> {
         let ViPath::Direct(conn) = &mut self.path else {
             return None;
         };
@@ -1412,10 +1417,10 @@ impl Core {
             conn.set_placed(self.placed);
         }
         let id = self.retire(ViQueue::Recv).expect("front");
-        Some(ViCompletion {
-            id,
-            status: Ok(len),
-        })
+        out.id = id;
+        out.len = len;
+        out.err = 0;
+        Some(())
     }
 
     /// The direct path's common case for posting a receive: a connected
@@ -1650,10 +1655,22 @@ impl Core {
         }
     }
 
-    fn take(&mut self, q: ViQueue) -> Option<ViCompletion> {
-        match q {
-            ViQueue::Send => self.send_done.pop_front().map(|d| d.get()),
-            ViQueue::Recv => self.recv_done.pop_front().map(|d| d.get()),
+    /// Take the next completion of `q` into `out` (field by field: see
+    /// [`Done`]); false if there is none.
+    #[inline(always)]
+    fn take(&mut self, q: ViQueue, out: &mut Done) -> bool {
+        let d = match q {
+            ViQueue::Send => self.send_done.pop_front(),
+            ViQueue::Recv => self.recv_done.pop_front(),
+        };
+        match d {
+            Some(d) => {
+                out.id = d.id;
+                out.len = d.len;
+                out.err = d.err;
+                true
+            }
+            None => false,
         }
     }
 }
@@ -2022,32 +2039,39 @@ impl Vi {
     /// The next completed send descriptor, if any (VIA's `VipSendDone`).
     #[inline]
     pub fn send_done(&mut self) -> Option<ViCompletion> {
-        self.with(
+        // The completion travels as plain words to where the answer is
+        // built (see `Done`): a completion made just before and copied
+        // whole would wait for its stores to drain.
+        let mut d = Done::default();
+        let got = self.with(
             #[inline(always)]
             |c, _| {
-                if let Some(d) = c.take(ViQueue::Send) {
-                    return Some(d);
+                c.take(ViQueue::Send, &mut d) || {
+                    c.progress();
+                    c.take(ViQueue::Send, &mut d)
                 }
-                c.progress();
-                c.take(ViQueue::Send)
             },
-        )
+        );
+        got.then(|| d.get())
     }
 
     /// The next completed receive descriptor, if any (`VipRecvDone`).
     #[inline]
     pub fn recv_done(&mut self) -> Option<ViCompletion> {
+        let mut d = Done::default();
+        self.poll_recv(&mut d).then(|| d.get())
+    }
+
+    /// [`Vi::recv_done`] into `d`.
+    #[inline(always)]
+    fn poll_recv(&mut self, d: &mut Done) -> bool {
         self.with(
             #[inline(always)]
             |c, _| {
-                if let Some(d) = c.take(ViQueue::Recv) {
-                    return Some(d);
+                c.take(ViQueue::Recv, d) || c.recv_now(d) || {
+                    c.progress();
+                    c.take(ViQueue::Recv, d)
                 }
-                if let Some(d) = c.recv_now() {
-                    return Some(d);
-                }
-                c.progress();
-                c.take(ViQueue::Recv)
             },
         )
     }
@@ -2063,8 +2087,9 @@ impl Vi {
     /// until a message or the peer's going wakes it.
     #[inline]
     pub fn recv_wait(&mut self, timeout: Option<Duration>) -> Result<ViCompletion, WaitError> {
-        if let Some(c) = self.recv_done() {
-            return Ok(c);
+        let mut d = Done::default();
+        if self.poll_recv(&mut d) {
+            return Ok(d.get());
         }
         self.wait(ViQueue::Recv, timeout)
     }
@@ -2076,19 +2101,15 @@ impl Vi {
         // completion that comes at once costs no clock read.
         let mut start = None;
         let mut round = 0u32;
+        let mut d = Done::default();
         loop {
             let polled = self.with(|c, _| {
-                if let Some(d) = c.take(q) {
-                    return Some(Ok(d));
-                }
-                if q == ViQueue::Recv {
-                    if let Some(d) = c.recv_now() {
-                        return Some(Ok(d));
-                    }
+                if c.take(q, &mut d) || (q == ViQueue::Recv && c.recv_now(&mut d)) {
+                    return Some(Ok(()));
                 }
                 c.progress();
-                if let Some(d) = c.take(q) {
-                    return Some(Ok(d));
+                if c.take(q, &mut d) {
+                    return Some(Ok(()));
                 }
                 if c.outstanding(q) == 0 {
                     return Some(Err(WaitError::Empty(match c.state {
@@ -2108,7 +2129,7 @@ impl Vi {
                 None
             });
             if let Some(r) = polled {
-                return r;
+                return r.map(|()| d.get());
             }
             round += 1;
             if round < 16 {
