@@ -218,9 +218,9 @@ pub struct UdmNodeLine {
     pub overflow_holds: AtomicU64,
     _pad1: [u8; 48],
     /// The atomicity control bits (`UDM_ATOM_*`), written by the node: its
-    /// main code's (`beginatom`, `endatom`) and its handler thread's (the
-    /// upcall's state), with atomic read-modify-writes when the node has
-    /// handlers.
+    /// main code's (`beginatom`, `endatom`) and, when it has handlers, its
+    /// handler thread's (the upcall's state, kept in the process and
+    /// copied here for the engine).
     pub uac: AtomicU32,
     /// Reserved.
     pub _reserved: AtomicU32,

@@ -19,10 +19,12 @@
 //!
 //! # The atomicity word
 //!
-//! The node's atomicity control word ([`UdmNodeLine::uac`]) is the one
-//! place that decides who may use the node's consuming and sending state
-//! (its positions in the rings and the virtual buffer, its current
-//! message):
+//! One atomic word of the process decides who may use the node's
+//! consuming and sending state (its positions in the rings and the virtual
+//! buffer, its current message). It is mirrored into the node's atomicity
+//! control word in the job segment ([`UdmNodeLine::uac`]), which the
+//! engine reads; the exclusion itself never trusts that word, which the
+//! job's other nodes can write:
 //!
 //! ```text
 //!  bit 0 DISABLE      the main code's atomic section (beginatom), or a
@@ -49,7 +51,7 @@
 //!
 //! So a handler never runs inside the main code's atomic section, two
 //! handlers never run at once (one thread runs them), and the engine,
-//! which reads the word, sees a running handler as an atomic section: a
+//! which reads the mirror, sees a running handler as an atomic section: a
 //! handler that keeps messages waiting past the atomicity timeout has the
 //! node switched to buffered mode, as a slow atomic section does.
 //!
@@ -66,7 +68,7 @@
 use std::cell::UnsafeCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -246,6 +248,9 @@ struct Shared {
     /// The node's line in the job segment, which the node in `core` maps
     /// for as long as `Shared` lives.
     line: NonNull<UdmNodeLine>,
+    /// The atomicity word (module documentation): in this process's own
+    /// memory, mirrored into the line's `uac` for the engine.
+    state: AtomicU32,
     /// The error that suspended upcalls.
     error: Mutex<Option<UpcallError>>,
     stop: AtomicBool,
@@ -253,9 +258,9 @@ struct Shared {
 }
 
 // SAFETY: `core` is reached only through `Shared::core`, whose callers hold
-// the node by the atomicity word (HANDLER for the handler thread, DISABLE
-// without HANDLER for the main code), so one thread at a time; the word's
-// Acquire and Release order their accesses. `line` points at atomics in a
+// the node by `state` (HANDLER for the handler thread, DISABLE without
+// HANDLER for the main code), so one thread at a time; the word's Acquire
+// and Release order their accesses. `state` is private to the process. `line` points at atomics in a
 // shared mapping that lives as long as `core`'s node. Node is Send.
 unsafe impl Sync for Shared {}
 // SAFETY: as above; every field is Send (the node, boxed Send handlers).
@@ -286,6 +291,20 @@ impl Shared {
         unsafe { &mut *self.core.get() }
     }
 
+    /// Copy `state` into the line's `uac` (what the engine reads): until
+    /// the copy is the word as it is after the store, so that of two
+    /// threads mirroring at once the last store is the latest value.
+    fn mirror(&self) {
+        let uac = &self.line().uac;
+        loop {
+            let v = self.state.load(Ordering::Acquire);
+            uac.store(v, Ordering::Release);
+            if self.state.load(Ordering::Acquire) == v {
+                return;
+            }
+        }
+    }
+
     /// Wake the handler thread (and whoever else sleeps on the node).
     fn kick(&self) {
         let line = self.line();
@@ -300,6 +319,10 @@ impl Shared {
 /// section. Made by [`Node::into_upcalls`]; the same operations as
 /// [`Node`], each safe to call at any time (outside an atomic section a
 /// call makes a short one of its own, so it never overlaps a handler).
+///
+/// A handler works through its [`Upcall`], never through its own
+/// `UpcallNode` (one shared with it would wait for the handler itself to
+/// return: a deadlock, not a data race).
 pub struct UpcallNode {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
@@ -331,12 +354,14 @@ impl Node {
         // The main code's bits stay in the word (an atomic section the
         // node is in goes on); our copy is not used until into_node.
         let line = NonNull::from(self.line(rank));
+        let state = AtomicU32::new(self.uac & UDM_ATOM_USER);
         let shared = Arc::new(Shared {
             core: UnsafeCell::new(Core {
                 node: self,
                 handlers: Vec::new(),
             }),
             line,
+            state,
             error: Mutex::new(None),
             stop: AtomicBool::new(false),
             cfg,
@@ -356,14 +381,10 @@ impl Node {
 }
 
 impl UpcallNode {
-    fn line(&self) -> &UdmNodeLine {
-        self.shared.line()
-    }
-
     /// Run `f` holding the node: in the main code's atomic section if there
     /// is one, else in one made for the call.
     fn with<R>(&mut self, f: impl FnOnce(&mut Core) -> R) -> R {
-        if self.line().uac.load(Ordering::Acquire) & DISABLE != 0 {
+        if self.shared.state.load(Ordering::Acquire) & DISABLE != 0 {
             // SAFETY: DISABLE is set, so (beginatom waited for it, or the
             // handler thread set it on giving the node back with EXTEND)
             // HANDLER is clear and cannot be set until the main code,
@@ -418,7 +439,11 @@ impl UpcallNode {
             .unwrap_or_else(|p| p.into_inner())
             .take();
         if e.is_some() {
-            let prev = self.line().uac.fetch_and(!(FAULT | WANT), Ordering::AcqRel);
+            let prev = self
+                .shared
+                .state
+                .fetch_and(!(FAULT | WANT), Ordering::AcqRel);
+            self.shared.mirror();
             if prev & WANT != 0 {
                 self.shared.kick();
             }
@@ -432,8 +457,9 @@ impl UpcallNode {
     /// running is waited for. One fetch-or when no handler runs.
     pub fn beginatom(&mut self, mask: u32) {
         let m = mask & UDM_ATOM_USER;
-        let uac = &self.line().uac;
+        let uac = &self.shared.state;
         let prev = uac.fetch_or(m, Ordering::AcqRel);
+        self.shared.mirror();
         if m & DISABLE == 0 || prev & HANDLER == 0 {
             return;
         }
@@ -466,7 +492,8 @@ impl UpcallNode {
         } else {
             m
         };
-        let prev = self.line().uac.fetch_and(!clear, Ordering::AcqRel);
+        let prev = self.shared.state.fetch_and(!clear, Ordering::AcqRel);
+        self.shared.mirror();
         if m & DISABLE != 0 && prev & (WANT | EXTEND) != 0 {
             self.shared.kick();
         }
@@ -475,7 +502,7 @@ impl UpcallNode {
     /// The main code's atomicity bits now (`ATOM_DISABLE` also while a
     /// section a handler extended goes on).
     pub fn atomicity(&self) -> u32 {
-        self.line().uac.load(Ordering::Acquire) & UDM_ATOM_USER
+        self.shared.state.load(Ordering::Acquire) & UDM_ATOM_USER
     }
 
     /// [`Node::inject`].
@@ -535,6 +562,11 @@ impl UpcallNode {
         self.with(|c| c.node.mode())
     }
 
+    /// [`Node::mode_of`].
+    pub fn mode_of(&mut self, rank: u32) -> Mode {
+        self.with(|c| c.node.mode_of(rank))
+    }
+
     /// [`Node::stats`].
     pub fn stats(&mut self) -> NodeStats {
         self.with(|c| c.node.stats())
@@ -558,8 +590,7 @@ impl UpcallNode {
                 let mut node = sh.core.into_inner().node;
                 // The main code's bits (a section a handler extended is
                 // the main code's now), in the word and our copy.
-                let line = node.line(node.rank());
-                let v = line.uac.load(Ordering::Acquire);
+                let v = sh.state.load(Ordering::Acquire);
                 node.uac = v & UDM_ATOM_USER | if v & EXTEND != 0 { DISABLE } else { 0 };
                 node.line(node.rank())
                     .uac
@@ -601,7 +632,7 @@ fn handler_thread(sh: &Shared) {
     let mut idle_since: Option<Instant> = None;
     while !sh.stop.load(Ordering::Acquire) {
         let fv = line.rx_futex.load(Ordering::Acquire);
-        if !acquire(line) {
+        if !acquire(sh) {
             // An atomic section (or a fault) holds the node: WANT is set,
             // the endatom that ends it bumps the futex word.
             sys::futex_wait(&line.rx_futex, fv, Some(Duration::from_millis(100)));
@@ -614,21 +645,21 @@ fn handler_thread(sh: &Shared) {
         match out {
             Dispatch::Ran | Dispatch::Yield => {
                 idle_since = None;
-                release(line, 0);
+                release(sh, 0);
             }
             Dispatch::Extend => {
                 idle_since = None;
-                release(line, EXTEND | DISABLE);
+                release(sh, EXTEND | DISABLE);
             }
             Dispatch::Fault(e) => {
                 idle_since = None;
                 *sh.error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
-                release(line, FAULT);
+                release(sh, FAULT);
             }
             Dispatch::Idle => {
                 let since = *idle_since.get_or_insert_with(Instant::now);
                 if since.elapsed() < sh.cfg.spin {
-                    release(line, 0);
+                    release(sh, 0);
                     std::hint::spin_loop();
                     continue;
                 }
@@ -639,7 +670,7 @@ fn handler_thread(sh: &Shared) {
                 sys::heavy_fence();
                 let fv = line.rx_futex.load(Ordering::Acquire);
                 let again = core.node.message_available();
-                release(line, 0);
+                release(sh, 0);
                 if !again && !sh.stop.load(Ordering::Acquire) {
                     sys::futex_wait(&line.rx_futex, fv, Some(Duration::from_millis(100)));
                 }
@@ -652,8 +683,8 @@ fn handler_thread(sh: &Shared) {
 
 /// Take the node (set HANDLER) if no atomic section holds it; else set
 /// WANT and return false.
-fn acquire(line: &UdmNodeLine) -> bool {
-    let uac = &line.uac;
+fn acquire(sh: &Shared) -> bool {
+    let uac = &sh.state;
     let mut v = uac.load(Ordering::Relaxed);
     loop {
         if v & BLOCK != 0 {
@@ -661,14 +692,20 @@ fn acquire(line: &UdmNodeLine) -> bool {
                 return false;
             }
             match uac.compare_exchange_weak(v, v | WANT, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => return false,
+                Ok(_) => {
+                    sh.mirror();
+                    return false;
+                }
                 Err(now) => v = now,
             }
             continue;
         }
         // Acquire: pairs with the Release of whoever held the node last.
         match uac.compare_exchange_weak(v, v | HANDLER, Ordering::Acquire, Ordering::Relaxed) {
-            Ok(_) => return true,
+            Ok(_) => {
+                sh.mirror();
+                return true;
+            }
             Err(now) => v = now,
         }
     }
@@ -676,8 +713,8 @@ fn acquire(line: &UdmNodeLine) -> bool {
 
 /// Give the node back: clear HANDLER, set `bits`; wake the main code if
 /// it waits in beginatom.
-fn release(line: &UdmNodeLine, bits: u32) {
-    let uac = &line.uac;
+fn release(sh: &Shared, bits: u32) {
+    let uac = &sh.state;
     let mut v = uac.load(Ordering::Relaxed);
     loop {
         let new = (v & !HANDLER) | bits;
@@ -687,6 +724,7 @@ fn release(line: &UdmNodeLine, bits: u32) {
             Err(now) => v = now,
         }
     }
+    sh.mirror();
     if v & DISABLE != 0 {
         sys::futex_wake(uac, i32::MAX);
     }
@@ -751,7 +789,7 @@ fn dispatch(core: &mut Core, line: &UdmNodeLine, sh: &Shared) -> Dispatch {
         if extend {
             return Dispatch::Extend;
         }
-        if line.uac.load(Ordering::Relaxed) & DISABLE != 0 {
+        if sh.state.load(Ordering::Relaxed) & DISABLE != 0 {
             return Dispatch::Yield;
         }
     }
