@@ -55,6 +55,16 @@ fn tables_4_and_5_give_costs_beside_the_paper_and_the_fast_path() {
     let rows = run(&["table5", "--quick", "--json"]);
     assert_eq!(row(&rows, "row", "insert")["paper_cycles"], 180.0);
     assert_eq!(row(&rows, "row", "extract_buffered")["paper_cycles"], 52.0);
+    for k in [
+        "insert",
+        "divert_inject",
+        "extract_buffered",
+        "fast",
+        "insert_wall",
+    ] {
+        let ns = row(&rows, "row", k)["ns"].as_f64().unwrap();
+        assert!(ns > 0.0 && ns < 1e6, "{k}: {ns} ns");
+    }
     let r = row(&rows, "row", "ratio");
     let (b, f) = (
         r["buffered_ns"].as_f64().unwrap(),
