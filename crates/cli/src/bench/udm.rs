@@ -89,7 +89,7 @@ pub struct Args {
     pub runs: Option<usize>,
     /// Gang scheduler: one job's time slice, ms (the paper: 500 000
     /// cycles, 25 ms at 20 MHz).
-    #[arg(long, default_value_t = 25)]
+    #[arg(long, default_value_t = 20)]
     pub slice_ms: u64,
     /// Figures 7-10: messages in each fast ring of the applications' job
     /// (the paper's network interface buffer; a sender that finds it full
@@ -103,13 +103,15 @@ pub struct Args {
     /// Figures 7-8: the applications (comma list).
     #[arg(long, value_delimiter = ',', default_value = "barrier,enum,kv")]
     pub apps: Vec<AppArg>,
-    /// barrier: barriers [default: 10000; 200 with --quick].
+    /// barrier: barriers [default: 200000 (the paper: 10 000, but a
+    /// barrier takes about a microsecond here, and the run must span many
+    /// slices); 200 with --quick].
     #[arg(long)]
     pub barriers: Option<u64>,
     /// enum: pegs a side [default: 6; 5 with --quick].
     #[arg(long)]
     pub pegs: Option<u32>,
-    /// kv: requests per node [default: 20000; 300 with --quick].
+    /// kv: requests per node [default: 200000; 300 with --quick].
     #[arg(long)]
     pub kv_requests: Option<u64>,
     /// synth-N: N (comma list).
@@ -1046,9 +1048,9 @@ fn median_point(x: f64, runs: &[GangRun]) -> Point {
 
 fn app_extra(p: &Plan, app: App) -> Vec<String> {
     let (k, v) = match app {
-        App::Barrier => ("--count", p.q(p.a.barriers, 10_000, 200)),
+        App::Barrier => ("--count", p.q(p.a.barriers, 200_000, 200)),
         App::Enum => ("--pegs", p.q(p.a.pegs, 6, 5) as u64),
-        App::Kv => ("--count", p.q(p.a.kv_requests, 20_000, 300)),
+        App::Kv => ("--count", p.q(p.a.kv_requests, 200_000, 300)),
         _ => return vec![],
     };
     vec![k.to_string(), v.to_string()]
