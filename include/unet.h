@@ -66,8 +66,11 @@ enum unet_status {
     UNET_EINUSE = -16,     /* in use: a memory region a posted descriptor
                               uses, or a VI discriminator another session
                               listens on */
-    UNET_ENOTPOSTED = -17  /* a VI wait found no descriptor outstanding on
+    UNET_ENOTPOSTED = -17, /* a VI wait found no descriptor outstanding on
                               that queue: nothing can complete */
+    UNET_EEMPTY = -18      /* no message is available: a UDM extract, peek
+                              or dispose with the message-available flag
+                              clear (UDM's bad-dispose) */
 };
 
 /* The calling thread's last failure, in words. Never NULL; empty when
@@ -91,6 +94,9 @@ typedef struct unet_vi_server unet_vi_server; /* a VI discriminator
 typedef struct unet_vi_request unet_vi_request; /* a VI connection request
                                                    to answer */
 typedef struct unet_vi unet_vi;             /* one end of a VI connection */
+typedef struct unet_udm_node unet_udm_node; /* a node of a UDM job */
+typedef struct unet_udm_upcall unet_udm_upcall; /* what a UDM handler works
+                                                   with, during its call */
 
 /* ------------------------------------------------------------------------
  * Engine
@@ -706,6 +712,201 @@ int unet_vi_close(unet_vi *vi);
 /* Release the VI handle (NULL is ignored), closing it as unet_vi_close
  * does. */
 void unet_vi_free(unet_vi *vi);
+
+/* ------------------------------------------------------------------------
+ * UDM: User Direct Messaging (docs/udm.md)
+ *
+ * The nodes of a job send each other small messages (a handler index and
+ * at most UNET_UDM_MAX_WORDS words of 64 bits) with inject, and take them
+ * with extract, at user level, with user-controlled atomicity; a node
+ * that cannot keep up gets its messages through a virtual buffer, in the
+ * same order and with the same calls. One process creates a job and
+ * hands its ticket (a string) to the processes that join it, each as one
+ * rank. A node is used by one thread at a time; its handlers run on a
+ * thread of their own.
+ * ---------------------------------------------------------------------- */
+
+#define UNET_UDM_MAX_WORDS 14
+#define UNET_UDM_TICKET_MAX 48      /* bytes of a ticket, with its NUL */
+#define UNET_UDM_ATOM_DISABLE 1     /* beginatom: no handler runs */
+#define UNET_UDM_ATOM_TIMER_FORCE 2 /* beginatom: the atomicity timer runs
+                                       even with nothing waiting */
+
+/* unet_udm_upcall_error.kind */
+#define UNET_UDM_NO_HANDLER 1       /* a message for a handler index with no
+                                       handler */
+#define UNET_UDM_DISPOSE_FAILURE 2  /* a handler returned without extracting
+                                       or disposing of a message */
+#define UNET_UDM_HANDLER_PANICKED 3 /* (Rust handlers only) */
+
+/* How a job is made; a zero field takes its default. 24 bytes. */
+typedef struct unet_udm_job_config {
+    uint32_t nodes;                /* 1 to 64 (0: 2) */
+    uint32_t fast_queue;           /* messages in each fast ring, a power
+                                      of two in 2..=1024 (0: 8) */
+    uint64_t buffer_size;          /* bytes of each node's virtual buffer,
+                                      a power of two (0: 1 MiB) */
+    uint32_t atomicity_timeout_us; /* (0: 2000) */
+    uint32_t reserved;             /* zero */
+} unet_udm_job_config;
+
+/* What extract and peek say of a message. 8 bytes. */
+typedef struct unet_udm_header {
+    uint32_t src;     /* the sender's rank */
+    uint16_t handler; /* the handler index */
+    uint16_t len;     /* words */
+} unet_udm_header;
+
+/* A node's counters (docs/udm.md, Counters). 192 bytes. */
+typedef struct unet_udm_stats {
+    uint64_t fast_msgs;         /* taken from the fast rings */
+    uint64_t buffered_taken;    /* taken from the virtual buffer */
+    uint64_t switch_queue_full; /* switches to buffered mode: a full ring */
+    uint64_t overflow_holds;    /* injects held back by overflow control */
+    uint64_t upcalls;           /* handlers run */
+    uint64_t no_handler;        /* messages for no handler */
+    uint64_t dispose_failures;  /* handlers that took no message */
+    uint64_t handler_panics;    /* (Rust handlers only) */
+    uint64_t engine[16];        /* the engine's counters, in the order of
+                                   `unet stat` */
+} unet_udm_stats;
+
+/* The error that suspended a node's upcalls. 12 bytes. */
+typedef struct unet_udm_upcall_error {
+    int kind;         /* UNET_UDM_NO_HANDLER, ... */
+    uint16_t handler; /* the message's handler index */
+    uint16_t reserved;
+    uint32_t src;     /* the message's sender */
+} unet_udm_upcall_error;
+
+UNET_STATIC_ASSERT(sizeof(unet_udm_job_config) == 24,
+                   "unet_udm_job_config is 24 bytes");
+UNET_STATIC_ASSERT(sizeof(unet_udm_header) == 8, "unet_udm_header is 8 bytes");
+UNET_STATIC_ASSERT(sizeof(unet_udm_stats) == 192,
+                   "unet_udm_stats is 192 bytes");
+UNET_STATIC_ASSERT(sizeof(unet_udm_upcall_error) == 12,
+                   "unet_udm_upcall_error is 12 bytes");
+
+/* A handler: called on the node's handler thread, inside an atomic
+ * section, with the message that raised the upcall current. It must take
+ * (unet_udm_upcall_extract or _dispose) at least one message. up is valid
+ * for this call only. */
+typedef void (*unet_udm_handler_fn)(unet_udm_upcall *up, void *user);
+
+/* Jobs and nodes ----------------------------------------------------------- */
+
+/* Create a job (cfg NULL: the defaults) and write its ticket, a
+ * NUL-terminated "JOB:KEY:NODES", into ticket (ticket_len bytes, at least
+ * UNET_UDM_TICKET_MAX). The job ends when the session closes and every
+ * node has left. */
+int unet_udm_job_create(const unet_session *session,
+                        const unet_udm_job_config *cfg, char *ticket,
+                        size_t ticket_len);
+
+/* Join the job of ticket as node rank (each rank once; a taken rank or a
+ * wrong ticket is UNET_EENGINE, see the message). */
+int unet_udm_join(const unet_session *session, const char *ticket,
+                  uint32_t rank, unet_udm_node **out);
+
+/* The node's rank / the nodes of its job (UNET_EINVAL for NULL). */
+int64_t unet_udm_rank(const unet_udm_node *node);
+int64_t unet_udm_nodes(const unet_udm_node *node);
+
+/* Leave the job and release the handle (the handler thread stops first,
+ * after the handler it runs): senders to the node get UNET_EPEERGONE. */
+int unet_udm_leave(unet_udm_node *node);
+
+/* Release the handle (NULL is ignored), leaving as unet_udm_leave does. */
+void unet_udm_node_free(unet_udm_node *node);
+
+/* Messages ------------------------------------------------------------------- */
+
+/* Send nwords words to node dest's handler `handler`: the whole message or
+ * nothing, waiting while it cannot go (overflow control). UNET_EINVAL no
+ * such node, UNET_ETOOLARGE more than UNET_UDM_MAX_WORDS words,
+ * UNET_EPEERGONE the node left or died. */
+int unet_udm_inject(unet_udm_node *node, uint32_t dest, uint16_t handler,
+                    const uint64_t *words, size_t nwords);
+
+/* unet_udm_inject that never waits: UNET_EFULL when the message cannot go
+ * now (nothing was sent). */
+int unet_udm_injectc(unet_udm_node *node, uint32_t dest, uint16_t handler,
+                     const uint64_t *words, size_t nwords);
+
+/* Read the next message's words into words (room for cap) and its header
+ * into *out (NULL: not wanted), and dispose of it. UNET_EEMPTY: no message;
+ * UNET_ETOOSMALL: more words than cap (out->len says how many; the message
+ * stays). */
+int unet_udm_extract(unet_udm_node *node, uint64_t *words, size_t cap,
+                     unet_udm_header *out);
+
+/* Copy the next message as unet_udm_extract does; it stays. */
+int unet_udm_peek(unet_udm_node *node, uint64_t *words, size_t cap,
+                  unet_udm_header *out);
+
+/* Free the next message; UNET_EEMPTY when there is none. */
+int unet_udm_dispose(unet_udm_node *node);
+
+/* The message-available flag: 1 or 0. */
+int unet_udm_message_available(unet_udm_node *node);
+
+/* Wait at most timeout_us (-1: forever) for a message: 1 when one is
+ * available, UNET_ETIMEDOUT otherwise. With handlers it waits in an atomic
+ * section (no handler takes the message). */
+int unet_udm_wait(unet_udm_node *node, int64_t timeout_us);
+
+/* Atomicity and handlers ----------------------------------------------------- */
+
+/* Set the bits of mask (UNET_UDM_ATOM_DISABLE, UNET_UDM_ATOM_TIMER_FORCE):
+ * with UNET_UDM_ATOM_DISABLE no handler runs until unet_udm_endatom (one
+ * running is waited for). No system call. */
+int unet_udm_beginatom(unet_udm_node *node, uint32_t mask);
+
+/* Clear the bits of mask; the messages that waited run their handlers
+ * (the deferred work of a handler's atomicity-extend included). */
+int unet_udm_endatom(unet_udm_node *node, uint32_t mask);
+
+/* The node's counters into *out. */
+int unet_udm_get_stats(unet_udm_node *node, unet_udm_stats *out);
+
+/* Register fn (with user) as the handler of index `index` (NULL removes
+ * it). The first registration starts the node's handler thread: a message
+ * that arrives outside an atomic section then calls its handler there, one
+ * at a time. fn and user are used from that thread. A message with no
+ * handler, or a handler that takes no message, suspends upcalls (the
+ * message stays) until unet_udm_take_error. */
+int unet_udm_set_handler(unet_udm_node *node, uint16_t index,
+                         unet_udm_handler_fn fn, void *user);
+
+/* The error that suspended upcalls: 1 with it in *out (NULL: not wanted),
+ * which resumes upcalls; 0 when none. Extract or dispose of the message
+ * first, or its handler runs again. */
+int unet_udm_take_error(unet_udm_node *node, unet_udm_upcall_error *out);
+
+/* In a handler: the message that raised the upcall. */
+int unet_udm_upcall_header(unet_udm_upcall *up, unet_udm_header *out);
+
+/* In a handler: as unet_udm_extract, _peek, _dispose, _message_available,
+ * _inject (which may wait while the handler holds the node: prefer
+ * _injectc) and _injectc. */
+int unet_udm_upcall_extract(unet_udm_upcall *up, uint64_t *words, size_t cap,
+                            unet_udm_header *out);
+int unet_udm_upcall_peek(unet_udm_upcall *up, uint64_t *words, size_t cap,
+                         unet_udm_header *out);
+int unet_udm_upcall_dispose(unet_udm_upcall *up);
+int unet_udm_upcall_message_available(unet_udm_upcall *up);
+int unet_udm_upcall_inject(unet_udm_upcall *up, uint32_t dest,
+                           uint16_t handler, const uint64_t *words,
+                           size_t nwords);
+int unet_udm_upcall_injectc(unet_udm_upcall *up, uint32_t dest,
+                            uint16_t handler, const uint64_t *words,
+                            size_t nwords);
+
+/* In a handler: atomicity-extend. The atomic section goes on after the
+ * handler returns, until the main code's unet_udm_endatom(node,
+ * UNET_UDM_ATOM_DISABLE), which runs the handlers of the messages that
+ * waited. */
+int unet_udm_upcall_extend_atomicity(unet_udm_upcall *up);
 
 #ifdef __cplusplus
 } /* extern "C" */

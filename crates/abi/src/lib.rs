@@ -163,6 +163,15 @@ pub const RECORD_ALIGN: usize = 32;
 pub const RECORD_HEADER: usize = 8;
 /// Flag in a record's `len`: this record is padding up to the end of the ring.
 pub const RECORD_PAD: u32 = 1 << 31;
+/// Flag in a record's `len` (VI connections only): the payload is not the
+/// message but where it lies in the sender's memory regions, for the
+/// receiver to read from there ([`VI_REF_SEGMENT`] bytes a segment). On
+/// an endpoint's connection a record with it is a broken peer.
+pub const RECORD_REF: u32 = 1 << 30;
+/// Bytes a segment takes in a [`RECORD_REF`] record: the region's handle
+/// (u32), the length (u32) and the offset in the region (u64), little
+/// endian.
+pub const VI_REF_SEGMENT: usize = 16;
 
 /// Tag a record at byte `position` of a direct ring must carry to be ready.
 ///

@@ -112,6 +112,23 @@ pub const UDM_ATOM_DISABLE: u32 = 1;
 pub const UDM_ATOM_TIMER_FORCE: u32 = 2;
 /// The bits `beginatom` and `endatom` may change.
 pub const UDM_ATOM_USER: u32 = UDM_ATOM_DISABLE | UDM_ATOM_TIMER_FORCE;
+/// [`UdmNodeLine::uac`]: a handler runs (an upcall's atomic section; set
+/// by the node's handler thread with a compare-and-swap from "no
+/// atomicity bit", so never inside the main code's atomic section). The
+/// engine counts it as atomic for the atomicity timeout.
+pub const UDM_ATOM_HANDLER: u32 = 4;
+/// [`UdmNodeLine::uac`]: the paper's `atomicity-extend`: a handler
+/// returned with its atomic section extended (set with
+/// [`UDM_ATOM_DISABLE`]); the main code's `endatom` ends it and does the
+/// deferred work (hands the waiting messages to their handlers).
+pub const UDM_ATOM_EXTEND: u32 = 8;
+/// [`UdmNodeLine::uac`]: upcalls are suspended after a handler error (no
+/// handler for a message, a `dispose-failure`, a panic) until the main
+/// code takes the error.
+pub const UDM_ATOM_FAULT: u32 = 16;
+/// [`UdmNodeLine::uac`]: the handler thread waits for the atomic section
+/// to end: the `endatom` that clears [`UDM_ATOM_DISABLE`] wakes it.
+pub const UDM_ATOM_WANT: u32 = 32;
 
 /// One message, in a fast ring, a divert ring or a virtual buffer.
 ///
@@ -185,7 +202,8 @@ pub struct UdmJobHeader {
 pub struct UdmNodeLine {
     /// The mode word (see the module documentation).
     pub mode: AtomicU64,
-    /// 1 while the node sleeps (or is about to) on `rx_futex`.
+    /// Threads of the node that sleep (or are about to) on `rx_futex`:
+    /// its main code, its handler thread.
     pub rx_sleeping: AtomicU32,
     /// Futex word the node sleeps on; whoever gives it a message
     /// increments it and wakes it.
@@ -203,15 +221,28 @@ pub struct UdmNodeLine {
     /// (counted by the senders).
     pub overflow_holds: AtomicU64,
     _pad1: [u8; 48],
-    /// The user atomicity control bits (`UDM_ATOM_*`), written by the node.
+    /// The atomicity control bits (`UDM_ATOM_*`), written by the node: its
+    /// main code's (`beginatom`, `endatom`) and, when it has handlers, its
+    /// handler thread's (the upcall's state, kept in the process and
+    /// copied here for the engine).
     pub uac: AtomicU32,
-    /// Reserved (the upcall's state).
+    /// Reserved.
     pub _reserved: AtomicU32,
     /// Messages the node took from its fast rings (its word).
     pub fast_msgs: AtomicU64,
     /// Messages the node took from its virtual buffer (its word).
     pub buffered_taken: AtomicU64,
-    _pad2: [u8; 40],
+    /// Handlers the node ran as upcalls (its word).
+    pub upcalls: AtomicU64,
+    /// Messages that raised an upcall for a handler index with no handler
+    /// (its word).
+    pub no_handler: AtomicU64,
+    /// Handlers that returned without extracting or disposing of a message
+    /// (the paper's `dispose-failure`; its word).
+    pub dispose_failures: AtomicU64,
+    /// Handlers that panicked (its word).
+    pub handler_panics: AtomicU64,
+    _pad2: [u8; 8],
     _pad3: [u8; 64],
 }
 
@@ -277,6 +308,8 @@ const _: () = {
     assert!(offset_of!(UdmNodeLine, uac) == 0x80);
     assert!(offset_of!(UdmNodeLine, fast_msgs) == 0x88);
     assert!(offset_of!(UdmNodeLine, buffered_taken) == 0x90);
+    assert!(offset_of!(UdmNodeLine, upcalls) == 0x98);
+    assert!(offset_of!(UdmNodeLine, handler_panics) == 0xB0);
     assert!(size_of::<UdmNodeHeader>() == PAGE);
     assert!(offset_of!(UdmNodeHeader, rank) == 0x1C);
     assert!(offset_of!(UdmNodeHeader, divert_off) == 0x28);
@@ -453,6 +486,16 @@ counter_enum! {
         SwitchQueueFull = 2 => "switch_queue_full",
         /// Senders held back by overflow control.
         OverflowHolds = 3 => "overflow_holds",
+        /// Handlers run as upcalls.
+        Upcalls = 4 => "upcalls",
+        /// Messages for a handler index with no handler (upcalls then
+        /// wait until the main code takes the error).
+        NoHandler = 5 => "upcall_no_handler",
+        /// Handlers that returned without extracting or disposing of a
+        /// message (the paper's `dispose-failure`).
+        DisposeFailures = 6 => "upcall_dispose_failures",
+        /// Handlers that panicked.
+        HandlerPanics = 7 => "upcall_panics",
     }
 }
 

@@ -361,6 +361,24 @@ pub enum Request {
         /// The VI.
         vi: u32,
     },
+    /// Let the peer of local VI `vi` read region `handle` (both this
+    /// client's): large sends on a local VI are read by the receiver
+    /// straight from the sender's region (see [`Request::ViPeerRegion`]).
+    ViGrantRegion {
+        /// The VI (a local one, whose peer is granted the region).
+        vi: u32,
+        /// The region.
+        handle: u32,
+    },
+    /// The memory of region `handle` of the peer of local VI `vi`, which
+    /// the peer granted to it: the reply is [`Reply::PeerRegion`] with a
+    /// read-only descriptor of the region's memory file.
+    ViPeerRegion {
+        /// This client's VI.
+        vi: u32,
+        /// The peer's region.
+        handle: u32,
+    },
     /// Create a UDM job of `nodes` nodes. The reply is [`Reply::UdmJob`]:
     /// its id and the key that lets a process join it.
     UdmCreateJob {
@@ -481,6 +499,12 @@ pub enum Reply {
     MemoryRegistered {
         /// Its handle (what descriptors name it by).
         handle: u32,
+    },
+    /// The answer to [`Request::ViPeerRegion`]; fd: the region's memory
+    /// file, open for reading only.
+    PeerRegion {
+        /// The region's length in bytes.
+        len: u64,
     },
     /// A VI is connected; fd: the connection segment when `conn_id != 0`.
     ViConnected {
@@ -816,6 +840,18 @@ impl Request {
                 w.u32(*vi);
                 w
             }
+            Request::ViGrantRegion { vi, handle } => {
+                let mut w = W::new(40, req_id);
+                w.u32(*vi);
+                w.u32(*handle);
+                w
+            }
+            Request::ViPeerRegion { vi, handle } => {
+                let mut w = W::new(41, req_id);
+                w.u32(*vi);
+                w.u32(*handle);
+                w
+            }
             Request::UdmCreateJob {
                 nodes,
                 fast_cap,
@@ -933,6 +969,14 @@ impl Request {
             },
             16 => Request::ViReject { request: r.u32()? },
             17 => Request::ViClose { vi: r.u32()? },
+            40 => Request::ViGrantRegion {
+                vi: r.u32()?,
+                handle: r.u32()?,
+            },
+            41 => Request::ViPeerRegion {
+                vi: r.u32()?,
+                handle: r.u32()?,
+            },
             18 => Request::UdmCreateJob {
                 nodes: r.u32()?,
                 fast_cap: r.u32()?,
@@ -1018,6 +1062,11 @@ impl Reply {
             Reply::MemoryRegistered { handle } => {
                 let mut w = W::new(109, req_id);
                 w.u32(*handle);
+                w
+            }
+            Reply::PeerRegion { len } => {
+                let mut w = W::new(140, req_id);
+                w.u64(*len);
                 w
             }
             Reply::ViConnected { vi, conn_id, side } => {
@@ -1106,6 +1155,7 @@ impl Reply {
                 side: r.u8()?,
             },
             109 => Reply::MemoryRegistered { handle: r.u32()? },
+            140 => Reply::PeerRegion { len: r.u64()? },
             112 => Reply::UdmJob {
                 job: r.u32()?,
                 key: r.u64()?,
@@ -1271,6 +1321,11 @@ mod tests {
             ("vi_reject", Request::ViReject { request: 7 }),
             ("vi_close", Request::ViClose { vi: 5 }),
             (
+                "vi_grant_region",
+                Request::ViGrantRegion { vi: 5, handle: 9 },
+            ),
+            ("vi_peer_region", Request::ViPeerRegion { vi: 5, handle: 9 }),
+            (
                 "udm_create_job",
                 Request::UdmCreateJob {
                     nodes: 4,
@@ -1335,6 +1390,7 @@ mod tests {
                 "reply_memory_registered",
                 Reply::MemoryRegistered { handle: 3 },
             ),
+            ("reply_peer_region", Reply::PeerRegion { len: 1 << 20 }),
             (
                 "reply_vi_connected",
                 Reply::ViConnected {

@@ -92,7 +92,9 @@ impl Setup<'_> {
             | Request::ViConnect { .. }
             | Request::ViAccept { .. }
             | Request::ViReject { .. }
-            | Request::ViClose { .. } => self.handle_via(ci, req_id, req, &mut fds),
+            | Request::ViClose { .. }
+            | Request::ViGrantRegion { .. }
+            | Request::ViPeerRegion { .. } => self.handle_via(ci, req_id, req, &mut fds),
             Request::UdmCreateJob { .. }
             | Request::UdmJoin { .. }
             | Request::UdmLeave { .. }

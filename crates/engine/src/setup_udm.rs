@@ -220,6 +220,10 @@ impl Setup<'_> {
                 line.buffered_taken.load(Ordering::Relaxed),
                 line.switch_queue_full.load(Ordering::Relaxed),
                 line.overflow_holds.load(Ordering::Relaxed),
+                line.upcalls.load(Ordering::Relaxed),
+                line.no_handler.load(Ordering::Relaxed),
+                line.dispose_failures.load(Ordering::Relaxed),
+                line.handler_panics.load(Ordering::Relaxed),
             ];
             for (k, v) in own.iter().enumerate() {
                 slot.client[k].store(*v, Ordering::Relaxed);

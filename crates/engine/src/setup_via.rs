@@ -23,6 +23,9 @@ const OPEN_RETRY: Duration = Duration::from_millis(200);
 /// Holding bound a VI advertises (messages).
 const HOLD: u16 = 64;
 
+/// Most VIs one region may be granted to at once.
+const GRANTS_MAX: usize = 256;
+
 /// Largest region one request may register (the quota decides the rest).
 const REGION_MAX: u64 = 1 << 40;
 
@@ -96,9 +99,61 @@ impl Setup<'_> {
                 }
                 _ => Reply::Error(ErrorCode::NoSuchVi),
             },
+            Request::ViGrantRegion { vi, handle } => self.grant_region(ci, vi, handle),
+            Request::ViPeerRegion { vi, handle } => match self.peer_region(ci, vi, handle) {
+                Ok((len, fd)) => {
+                    self.server
+                        .reply(ci, req_id, Reply::PeerRegion { len }, &[fd.as_raw_fd()]);
+                    return;
+                }
+                Err(code) => Reply::Error(code),
+            },
             _ => Reply::Error(ErrorCode::BadRequest),
         };
         self.reply_to(ci, req_id, r);
+    }
+
+    /// Let the peer of `ci`'s local VI `vi` read `ci`'s region `handle`.
+    fn grant_region(&mut self, ci: ClientId, vi: u32, handle: u32) -> Reply {
+        let peer = match self.vias.vis.get(&vi) {
+            // A local VI whose peer is still there.
+            Some(v) if v.owner == ci && v.conn_id != 0 && v.peer != 0 => v.peer,
+            _ => return Reply::Error(ErrorCode::NoSuchVi),
+        };
+        let vis = &self.vias.vis;
+        match self.vias.regions.get_mut(&handle) {
+            Some(r) if r.owner == ci => {
+                if !r.granted.contains(&peer) {
+                    // Grants to VIs that are gone are let go first.
+                    if r.granted.len() >= GRANTS_MAX {
+                        r.granted.retain(|g| vis.contains_key(g));
+                    }
+                    if r.granted.len() >= GRANTS_MAX {
+                        return Reply::Error(ErrorCode::NoResources);
+                    }
+                    r.granted.push(peer);
+                }
+                Reply::Ok
+            }
+            _ => Reply::Error(ErrorCode::NoSuchRegion),
+        }
+    }
+
+    /// A read-only descriptor of region `handle`, if it was granted to
+    /// `ci`'s VI `vi`, and the region's length.
+    fn peer_region(&self, ci: ClientId, vi: u32, handle: u32) -> Result<(u64, OwnedFd), ErrorCode> {
+        match self.vias.vis.get(&vi) {
+            Some(v) if v.owner == ci => {}
+            _ => return Err(ErrorCode::NoSuchVi),
+        }
+        match self.vias.regions.get(&handle) {
+            Some(r) if r.granted.contains(&vi) => {
+                let fd =
+                    unet_sys::reopen_read_only(r.seg.fd()).map_err(|_| ErrorCode::NoResources)?;
+                Ok((r.len, fd))
+            }
+            _ => Err(ErrorCode::NoSuchRegion),
+        }
     }
 
     fn count(&self, c: EngineCounter) {

@@ -561,7 +561,8 @@ impl Job {
         let line = self.line(d);
         if line.rx_sleeping.load(Ordering::Relaxed) != 0 {
             line.rx_futex.fetch_add(1, Ordering::Release);
-            sys::futex_wake(&line.rx_futex, 1);
+            // Every sleeper: the main code and its handler thread.
+            sys::futex_wake(&line.rx_futex, i32::MAX);
         }
     }
 
@@ -601,7 +602,9 @@ impl Job {
                 .fast_msgs
                 .load(Ordering::Relaxed)
                 .wrapping_add(line.buffered_taken.load(Ordering::Relaxed));
-            let forced = uac & UDM_ATOM_TIMER_FORCE != 0 && uac & UDM_ATOM_DISABLE != 0;
+            // A running handler is an atomic section too (the upcall's).
+            let atomic = uac & (UDM_ATOM_DISABLE | UDM_ATOM_HANDLER) != 0;
+            let forced = uac & UDM_ATOM_TIMER_FORCE != 0 && atomic;
             let waiting =
                 mode & (UDM_MODE_DIVERT | UDM_MODE_GONE) == 0 && (forced || self.fast_waiting(r));
             let pid = self.nodes[r as usize].pid;
@@ -620,7 +623,7 @@ impl Job {
             if now.duration_since(since) < self.timeout {
                 continue;
             }
-            let cause = if uac & UDM_ATOM_DISABLE != 0 {
+            let cause = if atomic {
                 UdmCounter::SwitchTimeout
             } else if sys::process_stopped(pid) {
                 UdmCounter::SwitchDescheduled

@@ -46,6 +46,10 @@ pub(crate) struct Region {
     /// carries reads or writes them; a local VI's data never passes here).
     pub seg: Segment,
     pub len: u64,
+    /// The local VIs (of other processes) this region's owner let read it
+    /// (`Request::ViGrantRegion`): a local VI's receiver reads large
+    /// messages straight from the sender's region.
+    pub granted: Vec<u32>,
 }
 
 /// Capacity of each ring of a VI the engine carries.

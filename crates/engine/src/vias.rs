@@ -118,7 +118,15 @@ impl Vias {
     /// Enter a region; its handle.
     pub(crate) fn add_region(&mut self, owner: ClientId, seg: Segment, len: u64) -> u32 {
         let h = next_id(&mut self.next_region, &self.regions);
-        self.regions.insert(h, Region { owner, seg, len });
+        self.regions.insert(
+            h,
+            Region {
+                owner,
+                seg,
+                len,
+                granted: Vec::new(),
+            },
+        );
         h
     }
 

@@ -114,7 +114,11 @@ fn a_reply_carries_the_ack_of_what_it_answers() {
         );
         for vi in [&ping, &pong] {
             assert_eq!(vi.state(), 0, "{:?}", vi.nonzero_counters());
-            assert_eq!(vi.counter(ViCounter::Retransmits), 0);
+            // With the ack riding on the reply, nothing waits for a
+            // timeout; a test thread stalled past the shortest one (1 ms,
+            // a loaded machine) may cause a resend or two.
+            let resent = vi.counter(ViCounter::Retransmits);
+            assert!(resent <= ROUNDS / 50, "{resent} retransmissions");
         }
         assert_eq!(
             ping.counter(ViCounter::AcksRx),

@@ -356,6 +356,19 @@ impl Segment {
     }
 }
 
+/// A new descriptor of the file `fd` refers to, open for reading only
+/// (through `/proc/self/fd`): whoever gets it can map the file's memory
+/// but never write it, whatever the original descriptor allowed.
+pub fn reopen_read_only(fd: &OwnedFd) -> io::Result<OwnedFd> {
+    use std::os::fd::AsRawFd;
+    let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    Ok(rustix::fs::open(
+        path.as_str(),
+        OFlags::RDONLY | OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )?)
+}
+
 /// Sleep on a futex word in shared memory while it holds `expected`, at most
 /// `timeout` (None: until woken).
 pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {

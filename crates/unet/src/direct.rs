@@ -245,6 +245,14 @@ impl DirectConn {
     pub fn set_placed(&self, n: u64) {
         // SAFETY: as in tx_consumer (a word of the mapped header).
         unsafe { &*self.rx_placed }.store(n, Ordering::Release);
+        // Pairs with the heavy fence in the peer's wait (as in published):
+        // either it sees the count when it re-checks, or we see its flag.
+        sys::light_fence(self.asym);
+        let c = self.tx_consumer();
+        if c.sleeping.load(Ordering::Relaxed) != 0 {
+            c.futex.fetch_add(1, Ordering::Release);
+            sys::futex_wake(&c.futex, 1);
+        }
     }
 
     /// Copy the pieces `parts` (pointer, length), `total` bytes in all,
@@ -497,6 +505,50 @@ impl DirectConn {
         &mut self,
         mut f: impl FnMut(*const u8, usize) -> Result<(), usize>,
     ) -> DirectRecv {
+        self.recv_record(false, |src, len, _| f(src, len))
+    }
+
+    /// [`DirectConn::recv_with`] for a VI's connection, whose records may
+    /// be references ([`RECORD_REF`]): `f` gets `(pointer, len, is_ref)`.
+    #[inline(always)]
+    pub fn recv_vi_with(
+        &mut self,
+        f: impl FnMut(*const u8, usize, bool) -> Result<(), usize>,
+    ) -> DirectRecv {
+        self.recv_record(true, f)
+    }
+
+    /// Copy `payload` into the ring as one reference record (VI
+    /// connections only: see [`RECORD_REF`]).
+    #[inline]
+    pub fn send_ref(&mut self, payload: &[u8]) -> Result<bool, DirectSendError> {
+        if self.peer_closed() {
+            return Err(DirectSendError::Closed);
+        }
+        let off = self.reserve(payload.len())?;
+        // SAFETY: reserve() made room for a record of payload.len() bytes
+        // at `off` inside the ring.
+        unsafe {
+            copy_bytes(
+                payload.as_ptr(),
+                self.tx.add(off as usize + RECORD_HEADER),
+                payload.len(),
+            )
+        };
+        let h =
+            (record_tag(self.tx_pos) as u64) | (((payload.len() as u32 | RECORD_REF) as u64) << 32);
+        // Release: the payload written before is visible before the header.
+        Self::hdr_at(self.tx, off).store(h, Ordering::Release);
+        self.tx_pos += record_span(payload.len()) as u64;
+        Ok(self.published(1, payload.len() as u64))
+    }
+
+    #[inline(always)]
+    fn recv_record(
+        &mut self,
+        refs: bool,
+        mut f: impl FnMut(*const u8, usize, bool) -> Result<(), usize>,
+    ) -> DirectRecv {
         if self.broken {
             return DirectRecv::Broken;
         }
@@ -530,7 +582,10 @@ impl DirectConn {
                 self.rx_pos += pad;
                 continue;
             }
-            let len = len as usize;
+            // A reference record where the connection allows them; else the
+            // flag makes the length too large for the ring (broken below).
+            let is_ref = refs && len & RECORD_REF != 0;
+            let len = if is_ref { len & !RECORD_REF } else { len } as usize;
             // Inside the ring is all that safety needs (a record longer than
             // the producer may write is still read from inside the ring).
             if off + record_span(len) as u64 > self.size {
@@ -539,7 +594,7 @@ impl DirectConn {
             }
             // SAFETY: off + header + len lies inside the ring (checked).
             let src = unsafe { self.rx.add(off as usize + RECORD_HEADER) };
-            if let Err(need) = f(src, len) {
+            if let Err(need) = f(src, len, is_ref) {
                 return DirectRecv::TooSmall(need);
             }
             self.rx_pos += record_span(len) as u64;

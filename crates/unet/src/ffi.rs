@@ -33,7 +33,9 @@ use crate::endpoint::{Channel, ChannelOptions, Endpoint, EndpointConfig, Event};
 use crate::session::Session;
 use crate::{Error, RecvError, SendError};
 
+mod udm;
 mod via;
+pub use udm::*;
 pub use via::*;
 
 // -------------------------------------------------------------------------
@@ -81,6 +83,9 @@ pub const UNET_EINUSE: c_int = -16;
 /// A VI wait found no descriptor outstanding on that queue: nothing can
 /// complete (`unet_vi_state` says whether the VI is broken).
 pub const UNET_ENOTPOSTED: c_int = -17;
+/// No message is available: a UDM extract, peek or dispose with the
+/// message-available flag clear (UDM's `bad-dispose`).
+pub const UNET_EEMPTY: c_int = -18;
 
 /// `unet_recv_desc::flags`: the payload is inline in `data`.
 pub const UNET_RECV_INLINE: u8 = unet_abi::RECV_INLINE;
@@ -314,6 +319,7 @@ pub extern "C" fn unet_status_name(status: c_int) -> *const c_char {
         UNET_EQUOTA => c"UNET_EQUOTA",
         UNET_EINUSE => c"UNET_EINUSE",
         UNET_ENOTPOSTED => c"UNET_ENOTPOSTED",
+        UNET_EEMPTY => c"UNET_EEMPTY",
         _ => c"unknown status",
     };
     s.as_ptr()

@@ -55,6 +55,10 @@ use unet_sys::{self as sys, EventFd, Segment};
 
 use crate::{Error, Session};
 
+mod upcall;
+pub use upcall::{Upcall, UpcallConfig, UpcallError, UpcallNode};
+pub mod bench;
+
 /// How a job is made.
 #[derive(Clone, Debug)]
 pub struct JobConfig {
@@ -297,6 +301,15 @@ pub struct NodeStats {
     pub switch_queue_full: u64,
     /// Times senders were held back by overflow control.
     pub overflow_holds: u64,
+    /// Handlers run as upcalls ([`UpcallNode`]).
+    pub upcalls: u64,
+    /// Messages for a handler index with no handler registered.
+    pub no_handler: u64,
+    /// Handlers that returned without extracting or disposing of a message
+    /// (the paper's `dispose-failure`).
+    pub dispose_failures: u64,
+    /// Handlers that panicked.
+    pub handler_panics: u64,
     /// The engine's counters of the node, indexed by [`UdmCounter`].
     pub engine: [u64; UDM_COUNTERS],
 }
@@ -591,7 +604,8 @@ impl Node {
         let line = self.line(d);
         if line.rx_sleeping.load(Ordering::Relaxed) != 0 {
             line.rx_futex.fetch_add(1, Ordering::Release);
-            sys::futex_wake(&line.rx_futex, 1);
+            // Every sleeper: the node's main code and its handler thread.
+            sys::futex_wake(&line.rx_futex, i32::MAX);
         }
     }
 
@@ -806,7 +820,7 @@ impl Node {
         loop {
             let line = self.line(self.rank);
             let v = line.rx_futex.load(Ordering::Acquire);
-            line.rx_sleeping.store(1, Ordering::Relaxed);
+            line.rx_sleeping.fetch_add(1, Ordering::Relaxed);
             // Pairs with the senders' light fences (and the engine's full
             // one) after they publish.
             sys::heavy_fence();
@@ -822,7 +836,9 @@ impl Node {
                     })),
                 );
             }
-            self.line(self.rank).rx_sleeping.store(0, Ordering::Relaxed);
+            self.line(self.rank)
+                .rx_sleeping
+                .fetch_sub(1, Ordering::Relaxed);
             if ready || self.message_available() {
                 return true;
             }
@@ -882,6 +898,10 @@ impl Node {
             buffered_taken: line.buffered_taken.load(Ordering::Relaxed),
             switch_queue_full: line.switch_queue_full.load(Ordering::Relaxed),
             overflow_holds: line.overflow_holds.load(Ordering::Relaxed),
+            upcalls: line.upcalls.load(Ordering::Relaxed),
+            no_handler: line.no_handler.load(Ordering::Relaxed),
+            dispose_failures: line.dispose_failures.load(Ordering::Relaxed),
+            handler_panics: line.handler_panics.load(Ordering::Relaxed),
             engine: std::array::from_fn(|i| h.counters[i].load(Ordering::Relaxed)),
         }
     }

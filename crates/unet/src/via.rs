@@ -42,6 +42,7 @@ use unet_abi::ring::Ring;
 pub use unet_abi::{Reliability, ViError, VI_MAX_SEGMENTS, VI_MAX_TRANSFER};
 use unet_abi::{
     ViCompl, ViDesc, ViHeader, ViLayout, ViSegDesc, CLIENT_COUNTERS, VI_HEADER_SIZE, VI_MAGIC,
+    VI_REF_SEGMENT,
 };
 use unet_control::{ErrorCode, Reply, Request, ViParams};
 use unet_sys::{self as sys, Segment};
@@ -436,17 +437,22 @@ impl RegionsInUse {
     #[inline(never)]
     fn release_slow(&mut self, d: &Desc) {
         for p in d.pieces() {
-            let Some(e) = self.slots.get_mut(p.slot as usize) else {
-                continue;
-            };
-            if let Some((a, n)) = e {
-                *n -= 1;
-                if *n == 0 {
-                    if !self.index.is_empty() {
-                        self.index.remove(&Arc::as_ptr(a));
-                    }
-                    *e = None;
+            self.release_slot(p.slot);
+        }
+    }
+
+    /// One piece using the region in `slot` is done with.
+    fn release_slot(&mut self, slot: u16) {
+        let Some(e) = self.slots.get_mut(slot as usize) else {
+            return;
+        };
+        if let Some((a, n)) = e {
+            *n -= 1;
+            if *n == 0 {
+                if !self.index.is_empty() {
+                    self.index.remove(&Arc::as_ptr(a));
                 }
+                *e = None;
             }
         }
     }
@@ -460,6 +466,10 @@ struct Unplaced {
     total: usize,
     /// Its message number: placed once the receiver's count reaches it.
     seq: u64,
+    /// The slots (in the VI's [`RegionsInUse`]) of the regions a pulled
+    /// send's data lies in, held until the receiver has read it.
+    slots: [u16; VI_MAX_SEGMENTS],
+    nslots: u8,
 }
 
 /// A completion waiting to be taken (a slot of a VI's queue), as plain
@@ -505,6 +515,85 @@ impl Done {
 
 /// Slots each queue of a VI starts with (it grows when more are needed).
 const QUEUE_START: usize = 64;
+
+/// Sends of at least this many bytes on a local VI are read by the
+/// receiver straight from the sender's region (one copy) instead of being
+/// copied into the ring and out again.
+pub const PULL_MIN: usize = 2048;
+
+fn pull_min() -> usize {
+    static M: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *M.get_or_init(|| {
+        std::env::var("UNET_PULL_MIN")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(PULL_MIN)
+    })
+}
+
+/// The peer's regions a local VI keeps mapped at once.
+const PEER_REGIONS_MAX: usize = 64;
+
+/// Why a reference record could not be read into a receive.
+enum PullError {
+    /// The peer's region is not mapped here yet.
+    Unknown(u32),
+    /// The data is larger than the receive: how large.
+    TooLong,
+    /// The record is malformed or names memory outside its region.
+    Bad,
+}
+
+/// Copy the message a reference record (`len` bytes at `src`) names in
+/// the peer's regions `regions` into the pieces of `d`; its length.
+///
+/// # Safety
+/// `src` must be readable for `len` bytes.
+unsafe fn pull_into(
+    regions: &[(u32, Segment)],
+    d: &Desc,
+    src: *const u8,
+    len: usize,
+) -> Result<usize, PullError> {
+    if len == 0 || !len.is_multiple_of(VI_REF_SEGMENT) || len / VI_REF_SEGMENT > VI_MAX_SEGMENTS {
+        return Err(PullError::Bad);
+    }
+    let mut rec = [0u8; VI_MAX_SEGMENTS * VI_REF_SEGMENT];
+    // SAFETY: src has len readable bytes (the caller's promise), and len
+    // fits rec (checked). Copied once: the peer may change the ring.
+    unsafe { unet_abi::copy::copy_bytes(src, rec.as_mut_ptr(), len) };
+    let mut parts = [(std::ptr::null::<u8>(), 0usize); VI_MAX_SEGMENTS];
+    let mut total = 0usize;
+    for (i, e) in rec[..len].chunks_exact(VI_REF_SEGMENT).enumerate() {
+        let handle = u32::from_le_bytes(e[0..4].try_into().expect("4"));
+        let n = u32::from_le_bytes(e[4..8].try_into().expect("4")) as usize;
+        let off = u64::from_le_bytes(e[8..16].try_into().expect("8"));
+        let Some((_, seg)) = regions.iter().find(|r| r.0 == handle) else {
+            return Err(PullError::Unknown(handle));
+        };
+        let inside = usize::try_from(off)
+            .ok()
+            .and_then(|o| o.checked_add(n).map(|end| (o, end)))
+            .filter(|&(_, end)| end <= seg.len());
+        let Some((off, _)) = inside else {
+            return Err(PullError::Bad);
+        };
+        // SAFETY: off + n lies inside the mapping (checked).
+        parts[i] = (unsafe { seg.ptr().as_ptr().add(off) }, n);
+        total += n;
+    }
+    if total > d.total {
+        return Err(PullError::TooLong);
+    }
+    let mut at = 0;
+    for &(p, n) in &parts[..len / VI_REF_SEGMENT] {
+        // SAFETY: p has n readable bytes in a mapping `regions` keeps
+        // alive; at + n <= total <= d.total.
+        unsafe { d.scatter_at(at, p, n) };
+        at += n;
+    }
+    Ok(total)
+}
 
 /// A posted descriptor (a slot of a VI's queue, reused: its vector of
 /// further pieces keeps its capacity). Its first piece is kept in place:
@@ -604,6 +693,31 @@ impl Desc {
         std::iter::once(&self.first)
             .take(self.n.min(1) as usize)
             .chain(more)
+    }
+
+    /// Copy the `len` bytes at `src` into the pieces from byte `at` of the
+    /// message on (`at + len` is at most `total`).
+    ///
+    /// # Safety
+    /// `src` must be readable for `len` bytes.
+    unsafe fn scatter_at(&self, mut at: usize, src: *const u8, len: usize) {
+        let mut done = 0;
+        for p in self.pieces() {
+            if done == len {
+                break;
+            }
+            if at >= p.len {
+                at -= p.len;
+                continue;
+            }
+            let n = (p.len - at).min(len - done);
+            // SAFETY: src has len readable bytes (the caller's promise); the
+            // piece has p.len writable bytes in its region, which the VI
+            // holds while the descriptor is posted; at + n <= p.len.
+            unsafe { unet_abi::copy::copy_bytes(src.add(done), p.ptr.add(at), n) };
+            done += n;
+            at = 0;
+        }
     }
 
     /// Copy the `len` bytes at `src` into the pieces in order (`len` is
@@ -786,6 +900,17 @@ struct Core {
     holding: bool,
     /// The regions posted descriptors use.
     held: RegionsInUse,
+    /// The session (for the rare control requests of the data path: a
+    /// region granted to the peer, or a peer's region mapped).
+    session: Session,
+    /// Handles of this process's regions asked to be granted to the peer
+    /// (local VIs), and whether the engine did.
+    granted: Vec<(u32, bool)>,
+    /// The peer's regions mapped here (read-only), by handle (local VIs).
+    peer_regions: Vec<(u32, Segment)>,
+    /// The message number of the last send the receiver reads from our
+    /// region: a send queued behind it completes once it has.
+    last_pull_seq: u64,
     /// Keeps the counters `conn` points at alive (dropped after it).
     _counters: Box<[AtomicU64; CLIENT_COUNTERS]>,
 }
@@ -883,6 +1008,9 @@ impl Core {
 
     fn flush(&mut self, why: ViError) {
         while let Some(&mut u) = self.send_unplaced.pop_front() {
+            for &slot in &u.slots[..u.nslots as usize] {
+                self.held.release_slot(slot);
+            }
             self.complete_send(ViCompletion {
                 id: u.id,
                 status: Err(why),
@@ -965,6 +1093,20 @@ impl Core {
                 self.break_with(ViError::BadDescriptor);
                 return;
             }
+            if d.total >= pull_min() {
+                match self.send_pulled() {
+                    Some(true) => continue,
+                    Some(false) => break,
+                    // Not granted: copied into the ring below.
+                    None => {}
+                }
+                if !self.connected() {
+                    return;
+                }
+            }
+            let Some(d) = self.send_posted.front() else {
+                break;
+            };
             let mut parts = [(std::ptr::null::<u8>(), 0usize); VI_MAX_SEGMENTS];
             let mut n = 0;
             for p in d.pieces() {
@@ -1001,6 +1143,9 @@ impl Core {
                     break;
                 }
                 self.send_unplaced.pop_front();
+                for &slot in &u.slots[..u.nslots as usize] {
+                    self.held.release_slot(slot);
+                }
                 self.complete_send(ViCompletion {
                     id: u.id,
                     status: Ok(u.total),
@@ -1013,6 +1158,109 @@ impl Core {
         }
     }
 
+    /// Send the front posted descriptor as a reference record: the
+    /// receiver reads the data from our regions itself (one copy, from
+    /// the region into its posted buffer). `Some(true)`: sent (completes
+    /// once read); `Some(false)`: not now (no room, or the VI broke);
+    /// `None`: a region cannot be granted to the peer, send it by copy.
+    #[inline(never)]
+    fn send_pulled(&mut self) -> Option<bool> {
+        let d = self.send_posted.front()?;
+        let mut payload = [0u8; VI_MAX_SEGMENTS * VI_REF_SEGMENT];
+        let mut n = 0;
+        for p in d.pieces() {
+            match self.granted.iter().find(|g| g.0 == p.handle) {
+                Some(&(_, ok)) => {
+                    if !ok {
+                        return None;
+                    }
+                }
+                None => {
+                    let req = Request::ViGrantRegion {
+                        vi: self.id,
+                        handle: p.handle,
+                    };
+                    let ok = matches!(self.session.inner.request(&req), Ok((Reply::Ok, _)));
+                    self.granted.push((p.handle, ok));
+                    if !ok {
+                        return None;
+                    }
+                }
+            }
+            let e = &mut payload[n * VI_REF_SEGMENT..(n + 1) * VI_REF_SEGMENT];
+            e[0..4].copy_from_slice(&p.handle.to_le_bytes());
+            e[4..8].copy_from_slice(&(p.len as u32).to_le_bytes());
+            e[8..16].copy_from_slice(&(p.offset as u64).to_le_bytes());
+            n += 1;
+        }
+        match self.conn().send_ref(&payload[..n * VI_REF_SEGMENT]) {
+            Ok(_) => {}
+            Err(DirectSendError::Full) => {
+                self.stats.tx_full += 1;
+                return Some(false);
+            }
+            Err(DirectSendError::TooLarge) => {
+                self.break_with(ViError::BadDescriptor);
+                return Some(false);
+            }
+            Err(DirectSendError::Closed) => {
+                let why = self.peer_reason();
+                self.break_with(why);
+                return Some(false);
+            }
+        }
+        // Off the queue with its regions still held, until it is read.
+        let d = self.send_posted.pop_front().expect("front");
+        let mut u = Unplaced {
+            id: d.id,
+            total: d.total,
+            ..Unplaced::default()
+        };
+        for p in d.pieces() {
+            u.slots[u.nslots as usize] = p.slot;
+            u.nslots += 1;
+        }
+        self.sent += 1;
+        self.stats.tx_msgs += 1;
+        self.stats.tx_bytes += u.total as u64;
+        u.seq = self.sent;
+        self.last_pull_seq = u.seq;
+        *self.send_unplaced.push_slot() = u;
+        Some(true)
+    }
+
+    /// Map the peer's region `handle` (granted to this VI), keeping at
+    /// most [`PEER_REGIONS_MAX`] mapped. False if the engine refuses.
+    #[cold]
+    fn map_peer_region(&mut self, handle: u32) -> bool {
+        let req = Request::ViPeerRegion {
+            vi: self.id,
+            handle,
+        };
+        let seg = match self.session.inner.request(&req) {
+            Ok((Reply::PeerRegion { len }, mut fds)) if !fds.is_empty() => {
+                let fd = fds.remove(0);
+                // The size of a region's file is sealed, so the mapping
+                // can never fault past its end.
+                match Segment::sealed_len(&fd) {
+                    Some(n) if n >= len && len > 0 && len <= usize::MAX as u64 => {
+                        match Segment::open_unpopulated(fd, len as usize, false) {
+                            Ok(seg) => seg,
+                            Err(_) => return false,
+                        }
+                    }
+                    _ => return false,
+                }
+            }
+            _ => return false,
+        };
+        if self.peer_regions.len() >= PEER_REGIONS_MAX {
+            self.peer_regions.remove(0);
+        }
+        self.peer_regions.push((handle, seg));
+        true
+    }
+
     /// Send `id` of `total` bytes is in the ring: count it, and complete it
     /// (or, for reliable reception, wait for the receiver to place it).
     #[inline(always)]
@@ -1020,9 +1268,23 @@ impl Core {
         self.sent += 1;
         self.stats.tx_msgs += 1;
         self.stats.tx_bytes += total as u64;
-        if self.attrs.reliability == Reliability::ReliableReception {
-            let seq = self.sent;
-            *self.send_unplaced.push_slot() = Unplaced { id, total, seq };
+        if self.attrs.reliability == Reliability::ReliableReception
+            || !self.send_unplaced.is_empty()
+        {
+            // Reliable reception: complete once placed. Otherwise behind a
+            // send the receiver still has to read: complete after it, in
+            // order.
+            let seq = if self.attrs.reliability == Reliability::ReliableReception {
+                self.sent
+            } else {
+                self.last_pull_seq
+            };
+            *self.send_unplaced.push_slot() = Unplaced {
+                id,
+                total,
+                seq,
+                ..Unplaced::default()
+            };
         } else {
             self.complete_send(ViCompletion {
                 id,
@@ -1054,7 +1316,8 @@ impl Core {
             *part = (s.resolve(session)?, s.len);
             total += s.len;
         }
-        if total > VI_MAX_TRANSFER {
+        if total > VI_MAX_TRANSFER || total >= pull_min() {
+            // Large sends are read by the receiver from the region: posted.
             return None;
         }
         // SAFETY: every part lies inside its region's mapping (checked),
@@ -1098,7 +1361,12 @@ impl Core {
     /// is placed and its completion returned at once. `None` when any of
     /// that does not hold: the general path then does whatever is due.
     #[inline(always)]
-    fn recv_now(&mut self) -> Option<ViCompletion> {
+    fn recv_now(&mut self, out: &mut Done) -> bool {
+        self.recv_now_opt(out).is_some()
+    }
+
+    #[inline(always)]
+    fn recv_now_opt(&mut self, out: &mut Done) -> Option<()> {
         let ViPath::Direct(conn) = &mut self.path else {
             return None;
         };
@@ -1113,9 +1381,22 @@ impl Core {
         if d.bad {
             return None;
         }
-        let r = conn.recv_with(
+        let regions = &self.peer_regions;
+        let mut pulled = None;
+        let r = conn.recv_vi_with(
             #[inline(always)]
-            |src, len| {
+            |src, len, is_ref| {
+                if is_ref {
+                    // SAFETY: the ring has len readable bytes at src.
+                    return match unsafe { pull_into(regions, d, src, len) } {
+                        Ok(n) => {
+                            pulled = Some(n);
+                            Ok(())
+                        }
+                        // The general path deals with the rest.
+                        Err(_) => Err(0),
+                    };
+                }
                 if len > d.total {
                     return Err(len);
                 }
@@ -1127,18 +1408,19 @@ impl Core {
         let DirectRecv::Message(len) = r else {
             return None;
         };
+        let len = pulled.unwrap_or(len);
         self.holding = false;
         self.placed += 1;
         self.stats.rx_msgs += 1;
         self.stats.rx_bytes += len as u64;
-        if self.attrs.reliability == Reliability::ReliableReception {
+        if self.attrs.reliability == Reliability::ReliableReception || pulled.is_some() {
             conn.set_placed(self.placed);
         }
         let id = self.retire(ViQueue::Recv).expect("front");
-        Some(ViCompletion {
-            id,
-            status: Ok(len),
-        })
+        out.id = id;
+        out.len = len;
+        out.err = 0;
+        Some(())
     }
 
     /// The direct path's common case for posting a receive: a connected
@@ -1201,10 +1483,36 @@ impl Core {
                 return;
             }
             let mut too_long = false;
+            let mut pulled = None;
+            let mut need = None;
+            let mut bad = false;
             let ViPath::Direct(conn) = &mut self.path else {
                 return;
             };
-            let r = conn.recv_with(|src, len| {
+            let regions = &self.peer_regions;
+            let r = conn.recv_vi_with(|src, len, is_ref| {
+                if is_ref {
+                    // SAFETY: the ring has len readable bytes at src.
+                    return match unsafe { pull_into(regions, d, src, len) } {
+                        Ok(n) => {
+                            pulled = Some(n);
+                            Ok(())
+                        }
+                        Err(PullError::TooLong) => {
+                            too_long = true;
+                            pulled = Some(0);
+                            Ok(())
+                        }
+                        Err(PullError::Unknown(h)) => {
+                            need = Some(h);
+                            Err(0)
+                        }
+                        Err(PullError::Bad) => {
+                            bad = true;
+                            Err(0)
+                        }
+                    };
+                }
                 if len > d.total {
                     too_long = true;
                     return Ok(());
@@ -1213,6 +1521,23 @@ impl Core {
                 unsafe { d.scatter(src, len) };
                 Ok(())
             });
+            if let Some(h) = need {
+                // The first message from a region of the peer: map it and
+                // read the message again.
+                if self.map_peer_region(h) {
+                    continue;
+                }
+                bad = true;
+            }
+            if bad {
+                let why = if self.conn().peer_closed() {
+                    self.peer_reason()
+                } else {
+                    ViError::Broken
+                };
+                self.break_with(why);
+                return;
+            }
             match r {
                 DirectRecv::Empty => {
                     if self.conn().peer_closed() && !self.conn().ready() {
@@ -1225,8 +1550,9 @@ impl Core {
                     self.break_with(ViError::Broken);
                     return;
                 }
-                DirectRecv::TooSmall(_) => unreachable!("the closure takes every message"),
+                DirectRecv::TooSmall(_) => unreachable!("refused only when mapping or bad"),
                 DirectRecv::Message(len) => {
+                    let len = pulled.unwrap_or(len);
                     self.holding = false;
                     let id = self.retire(ViQueue::Recv).expect("front");
                     self.placed += 1;
@@ -1246,7 +1572,8 @@ impl Core {
                     }
                     self.stats.rx_msgs += 1;
                     self.stats.rx_bytes += len as u64;
-                    if self.attrs.reliability == Reliability::ReliableReception {
+                    if self.attrs.reliability == Reliability::ReliableReception || pulled.is_some()
+                    {
                         let placed = self.placed;
                         self.conn().set_placed(placed);
                     }
@@ -1328,10 +1655,22 @@ impl Core {
         }
     }
 
-    fn take(&mut self, q: ViQueue) -> Option<ViCompletion> {
-        match q {
-            ViQueue::Send => self.send_done.pop_front().map(|d| d.get()),
-            ViQueue::Recv => self.recv_done.pop_front().map(|d| d.get()),
+    /// Take the next completion of `q` into `out` (field by field: see
+    /// [`Done`]); false if there is none.
+    #[inline(always)]
+    fn take(&mut self, q: ViQueue, out: &mut Done) -> bool {
+        let d = match q {
+            ViQueue::Send => self.send_done.pop_front(),
+            ViQueue::Recv => self.recv_done.pop_front(),
+        };
+        match d {
+            Some(d) => {
+                out.id = d.id;
+                out.len = d.len;
+                out.err = d.err;
+                true
+            }
+            None => false,
         }
     }
 }
@@ -1700,32 +2039,39 @@ impl Vi {
     /// The next completed send descriptor, if any (VIA's `VipSendDone`).
     #[inline]
     pub fn send_done(&mut self) -> Option<ViCompletion> {
-        self.with(
+        // The completion travels as plain words to where the answer is
+        // built (see `Done`): a completion made just before and copied
+        // whole would wait for its stores to drain.
+        let mut d = Done::default();
+        let got = self.with(
             #[inline(always)]
             |c, _| {
-                if let Some(d) = c.take(ViQueue::Send) {
-                    return Some(d);
+                c.take(ViQueue::Send, &mut d) || {
+                    c.progress();
+                    c.take(ViQueue::Send, &mut d)
                 }
-                c.progress();
-                c.take(ViQueue::Send)
             },
-        )
+        );
+        got.then(|| d.get())
     }
 
     /// The next completed receive descriptor, if any (`VipRecvDone`).
     #[inline]
     pub fn recv_done(&mut self) -> Option<ViCompletion> {
+        let mut d = Done::default();
+        self.poll_recv(&mut d).then(|| d.get())
+    }
+
+    /// [`Vi::recv_done`] into `d`.
+    #[inline(always)]
+    fn poll_recv(&mut self, d: &mut Done) -> bool {
         self.with(
             #[inline(always)]
             |c, _| {
-                if let Some(d) = c.take(ViQueue::Recv) {
-                    return Some(d);
+                c.take(ViQueue::Recv, d) || c.recv_now(d) || {
+                    c.progress();
+                    c.take(ViQueue::Recv, d)
                 }
-                if let Some(d) = c.recv_now() {
-                    return Some(d);
-                }
-                c.progress();
-                c.take(ViQueue::Recv)
             },
         )
     }
@@ -1741,8 +2087,9 @@ impl Vi {
     /// until a message or the peer's going wakes it.
     #[inline]
     pub fn recv_wait(&mut self, timeout: Option<Duration>) -> Result<ViCompletion, WaitError> {
-        if let Some(c) = self.recv_done() {
-            return Ok(c);
+        let mut d = Done::default();
+        if self.poll_recv(&mut d) {
+            return Ok(d.get());
         }
         self.wait(ViQueue::Recv, timeout)
     }
@@ -1754,19 +2101,15 @@ impl Vi {
         // completion that comes at once costs no clock read.
         let mut start = None;
         let mut round = 0u32;
+        let mut d = Done::default();
         loop {
             let polled = self.with(|c, _| {
-                if let Some(d) = c.take(q) {
-                    return Some(Ok(d));
-                }
-                if q == ViQueue::Recv {
-                    if let Some(d) = c.recv_now() {
-                        return Some(Ok(d));
-                    }
+                if c.take(q, &mut d) || (q == ViQueue::Recv && c.recv_now(&mut d)) {
+                    return Some(Ok(()));
                 }
                 c.progress();
-                if let Some(d) = c.take(q) {
-                    return Some(Ok(d));
+                if c.take(q, &mut d) {
+                    return Some(Ok(()));
                 }
                 if c.outstanding(q) == 0 {
                     return Some(Err(WaitError::Empty(match c.state {
@@ -1786,7 +2129,7 @@ impl Vi {
                 None
             });
             if let Some(r) = polled {
-                return r;
+                return r.map(|()| d.get());
             }
             round += 1;
             if round < 16 {
@@ -1810,27 +2153,25 @@ impl Vi {
                 // on an engine VI, until the engine completes something.
                 _ if engine => self.sleep_on_ring(left),
                 ViQueue::Recv => self.sleep_on_ring(left),
-                // A send waits for room or for the receiver's placing,
-                // which wake nobody: short naps.
-                ViQueue::Send => std::thread::sleep(left.map_or(Duration::from_micros(50), |l| {
-                    l.min(Duration::from_micros(50))
-                })),
+                // A send waits for room in the ring (which wakes nobody:
+                // short naps) or for the receiver to place or read it
+                // (which wakes us).
+                ViQueue::Send => self.sleep_on_ring(left),
             }
         }
     }
 
     fn sleep_on_ring(&mut self, left: Option<Duration>) {
         let mut c = self.core();
-        // Sends waiting for room in the direct ring (or for the receiver
-        // to place them) wake nobody when the room comes: sleep in short
-        // naps then, so that they go out while we wait.
-        let cap = if matches!(c.path, ViPath::Direct(_))
-            && !(c.send_posted.is_empty() && c.send_unplaced.is_empty())
-        {
+        // Sends waiting for room in the direct ring wake nobody when the
+        // room comes: sleep in short naps then, so that they go out while
+        // we wait. A receiver that places (or reads) a send wakes us.
+        let cap = if matches!(c.path, ViPath::Direct(_)) && !c.send_posted.is_empty() {
             Duration::from_micros(50)
         } else {
             Duration::from_secs(1)
         };
+        let placing = c.send_unplaced.front().map(|u| u.seq);
         let left = Some(left.map_or(cap, |l| l.min(cap)));
         match &mut c.path {
             ViPath::Direct(conn) => {
@@ -1843,7 +2184,10 @@ impl Vi {
                 // either we see its record now, or it sees our sleeping
                 // flag and wakes us.
                 sys::heavy_fence();
-                if !conn.ready() && !conn.peer_closed() {
+                if !conn.ready()
+                    && !conn.peer_closed()
+                    && placing.is_none_or(|seq| conn.peer_placed() < seq)
+                {
                     // SAFETY: the word lies in the connection's header,
                     // mapped as long as the DirectConn lives, which the
                     // guard or borrow keeps alive for this call.
@@ -2094,6 +2438,10 @@ fn vi_from_reply(
                 stats: ViStats::default(),
                 holding: false,
                 held: RegionsInUse::default(),
+                session: session.clone(),
+                granted: Vec::new(),
+                peer_regions: Vec::new(),
+                last_pull_seq: 0,
                 _counters: counters,
             };
             let core = if attrs.send_cq.is_some() || attrs.recv_cq.is_some() {
@@ -2202,5 +2550,111 @@ pub fn engine_code(e: &Error) -> Option<ErrorCode> {
     match e {
         Error::Engine(c) | Error::Quota(c) => Some(*c),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reference record naming `segs` (handle, length, offset).
+    fn record(segs: &[(u32, u32, u64)]) -> Vec<u8> {
+        let mut r = Vec::new();
+        for &(h, n, off) in segs {
+            r.extend_from_slice(&h.to_le_bytes());
+            r.extend_from_slice(&n.to_le_bytes());
+            r.extend_from_slice(&off.to_le_bytes());
+        }
+        r
+    }
+
+    /// A receive of two pieces (`a` bytes, then `b`) over `buf`.
+    fn desc(buf: &mut [u8], a: usize, b: usize) -> Desc {
+        let piece = |ptr: *mut u8, len| Piece {
+            handle: 1,
+            slot: 0,
+            offset: 0,
+            ptr,
+            len,
+        };
+        Desc {
+            id: 0,
+            n: 2,
+            first: piece(buf.as_mut_ptr(), a),
+            more: vec![piece(buf[a..].as_mut_ptr(), b)],
+            total: a + b,
+            bad: false,
+        }
+    }
+
+    fn pull(regions: &[(u32, Segment)], d: &Desc, rec: &[u8]) -> Result<usize, PullError> {
+        // SAFETY: rec is a live slice of rec.len() bytes.
+        unsafe { pull_into(regions, d, rec.as_ptr(), rec.len()) }
+    }
+
+    #[test]
+    fn a_reference_record_is_gathered_from_the_peer_regions_into_the_pieces() {
+        let r7 = Segment::create("t", 8192).unwrap();
+        let r9 = Segment::create("t", 4096).unwrap();
+        // SAFETY: fresh mappings of those sizes, written before any read.
+        unsafe {
+            for i in 0..8192 {
+                *r7.ptr().as_ptr().add(i) = i as u8;
+            }
+            for i in 0..4096 {
+                *r9.ptr().as_ptr().add(i) = 0xa0 ^ (i as u8);
+            }
+        }
+        let regions = vec![(7, r7), (9, r9)];
+        let mut buf = vec![0u8; 6000];
+        let d = desc(&mut buf, 2500, 3500);
+        // 3000 bytes from 7 at 5000, then 2000 from 9 at 100: crosses the
+        // boundary between the two pieces.
+        let rec = record(&[(7, 3000, 5000), (9, 2000, 100)]);
+        assert!(matches!(pull(&regions, &d, &rec), Ok(5000)));
+        let want: Vec<u8> = (5000..8000)
+            .map(|i| i as u8)
+            .chain((100..2100).map(|i| 0xa0 ^ (i as u8)))
+            .collect();
+        assert_eq!(&buf[..5000], &want[..]);
+        assert!(
+            buf[5000..].iter().all(|&b| b == 0),
+            "written past the message"
+        );
+    }
+
+    #[test]
+    fn hostile_reference_records_are_refused_without_touching_the_receive() {
+        let regions = vec![(7, Segment::create("t", 8192).unwrap())];
+        let mut buf = vec![0u8; 6000];
+        let d = desc(&mut buf, 3000, 3000);
+        let bad = |rec: &[u8]| matches!(pull(&regions, &d, rec), Err(PullError::Bad));
+        // Past the region, wrapping around, at its very end.
+        assert!(bad(&record(&[(7, 100, 8100)])));
+        assert!(bad(&record(&[(7, 16, u64::MAX - 8)])));
+        assert!(bad(&record(&[(7, u32::MAX, 0)])));
+        // Not whole segments, none, or more than a VI carries.
+        assert!(bad(&record(&[(7, 10, 0)])[..15]));
+        assert!(bad(&[]));
+        assert!(bad(&record(&[(7, 1, 0); VI_MAX_SEGMENTS + 1])));
+        // A region the peer never granted: asked for, not guessed.
+        assert!(matches!(
+            pull(&regions, &d, &record(&[(8, 10, 0)])),
+            Err(PullError::Unknown(8))
+        ));
+        // More than the receive holds.
+        assert!(matches!(
+            pull(&regions, &d, &record(&[(7, 6001, 0)])),
+            Err(PullError::TooLong)
+        ));
+        assert!(
+            buf.iter().all(|&b| b == 0),
+            "a refused record wrote the receive"
+        );
+        // At the very end of the region is fine.
+        assert!(matches!(
+            pull(&regions, &d, &record(&[(7, 92, 8100)])),
+            Ok(92)
+        ));
     }
 }

@@ -1,8 +1,8 @@
-//! The C ABI from C: `tests/c/unet_smoke.c` (endpoints and channels) and
-//! `tests/c/vi_smoke.c` (VIA) are compiled with gcc against
-//! `include/unet.h` and the static library Cargo built for this test run,
-//! then run; each prints `ok` (with a count of checks for VIA) when every
-//! check passed.
+//! The C ABI from C: `tests/c/unet_smoke.c` (endpoints and channels),
+//! `tests/c/vi_smoke.c` (VIA) and `tests/c/udm_smoke.c` (UDM) are
+//! compiled with gcc against `include/unet.h` and the static library
+//! Cargo built for this test run, then run; each prints `ok` (with a
+//! count of checks for VIA and UDM) when every check passed.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -134,6 +134,22 @@ fn c_vi_smoke_program_passes() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("vi_smoke's summary is not `ok: N checks`: {stdout:?}"));
     assert!(n >= 150, "vi_smoke ran only {n} checks");
+}
+
+/// UDM from C: a job from its ticket, the operations and their errors,
+/// a handler answering 2000 messages while the node's main code makes
+/// atomic sections on another thread (none overlapped), a
+/// dispose-failure, a message for no handler, atomicity-extend, counters.
+#[test]
+fn c_udm_smoke_program_passes() {
+    let stdout = run_c_program("udm_smoke");
+    let n: u32 = stdout
+        .trim()
+        .strip_prefix("ok: ")
+        .and_then(|r| r.strip_suffix(" checks"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("udm_smoke's summary is not `ok: N checks`: {stdout:?}"));
+    assert!(n >= 8000, "udm_smoke ran only {n} checks");
 }
 
 #[test]
@@ -277,6 +293,17 @@ fn header_status_values_match() {
         ("UNET_EQUOTA", UNET_EQUOTA),
         ("UNET_EINUSE", UNET_EINUSE),
         ("UNET_ENOTPOSTED", UNET_ENOTPOSTED),
+        ("UNET_EEMPTY", UNET_EEMPTY),
+        ("UNET_UDM_MAX_WORDS", UNET_UDM_MAX_WORDS as i32),
+        ("UNET_UDM_TICKET_MAX", UNET_UDM_TICKET_MAX as i32),
+        ("UNET_UDM_ATOM_DISABLE", UNET_UDM_ATOM_DISABLE as i32),
+        (
+            "UNET_UDM_ATOM_TIMER_FORCE",
+            UNET_UDM_ATOM_TIMER_FORCE as i32,
+        ),
+        ("UNET_UDM_NO_HANDLER", UNET_UDM_NO_HANDLER),
+        ("UNET_UDM_DISPOSE_FAILURE", UNET_UDM_DISPOSE_FAILURE),
+        ("UNET_UDM_HANDLER_PANICKED", UNET_UDM_HANDLER_PANICKED),
         ("UNET_EVENT_APPLET_FAULT", UNET_EVENT_APPLET_FAULT as i32),
         (
             "UNET_EVENT_APPLET_DETACHED",

@@ -184,29 +184,46 @@ fn refused_unknown_mismatched_and_taken_discriminators() {
 
 #[test]
 fn messages_with_no_receive_posted_wait_in_order_and_the_sender_is_held_back() {
+    // 1 KiB: copied into the ring, which fills; 4 KiB: read by the
+    // receiver from the sender's region, so every send waits for it.
+    for len in [1024, 4096] {
+        held_back(len);
+    }
+}
+
+fn held_back(len: usize) {
     let (_e, s1, s2) = engine();
     let (mut a, mut b) = connect_deep(&s1, &s2, 11);
     const N: usize = 2000;
-    const LEN: usize = 4096;
-    let ra = s1.register_memory(N * LEN).unwrap();
-    let rb = s2.register_memory(N * LEN).unwrap();
+    let pulled = len >= unet::via::PULL_MIN;
+    let ra = s1.register_memory(N * len).unwrap();
+    let rb = s2.register_memory(N * len).unwrap();
     for i in 0..N {
-        ra.write(i * LEN, &pattern(i, LEN));
-        a.post_send(i as u64, &[ViSeg::new(&ra, i * LEN, LEN)])
+        ra.write(i * len, &pattern(i, len));
+        a.post_send(i as u64, &[ViSeg::new(&ra, i * len, len)])
             .unwrap();
     }
-    // 8 MB cannot fit the ring: some sends wait in the send queue, none
-    // fails, nothing is dropped, the VI stays up.
+    // Nothing fails, nothing is dropped, the VI stays up. Copied through
+    // the ring, 2 MB cannot fit it: some sends wait in the send queue.
+    // Read from the region, no send completes before it is read.
     let mut done = 0;
-    while a.send_done().is_some() {
+    while let Some(s) = a.send_done() {
+        assert_eq!(s.status, Ok(len));
         done += 1;
     }
-    assert!(done > 0 && done < N, "{done} sends completed of {N}");
+    if pulled {
+        assert_eq!(done, 0, "{len} B: sends completed before they were read");
+    } else {
+        assert!(
+            done > 0 && done < N,
+            "{len} B: {done} sends completed of {N}"
+        );
+    }
     assert_eq!(b.state(), ViState::Connected);
     assert_eq!(a.state(), ViState::Connected);
     // Now the receiver posts: everything arrives, in order.
     for i in 0..N {
-        b.post_recv(i as u64, &[ViSeg::new(&rb, i * LEN, LEN)])
+        b.post_recv(i as u64, &[ViSeg::new(&rb, i * len, len)])
             .unwrap();
     }
     for i in 0..N {
@@ -215,26 +232,28 @@ fn messages_with_no_receive_posted_wait_in_order_and_the_sender_is_held_back() {
             c,
             ViCompletion {
                 id: i as u64,
-                status: Ok(LEN)
+                status: Ok(len)
             }
         );
         // The sender moves on as the receiver drains.
         while let Some(s) = a.send_done() {
-            assert_eq!(s.status, Ok(LEN));
+            assert_eq!(s.status, Ok(len));
             done += 1;
         }
     }
     while done < N {
-        a.send_wait(T).unwrap();
+        assert_eq!(a.send_wait(T).unwrap().status, Ok(len));
         done += 1;
     }
-    let mut got = vec![0u8; LEN];
+    let mut got = vec![0u8; len];
     for i in 0..N {
-        rb.read(i * LEN, &mut got);
-        assert_eq!(got, pattern(i, LEN), "message {i}");
+        rb.read(i * len, &mut got);
+        assert_eq!(got, pattern(i, len), "{len} B: message {i}");
     }
     assert!(b.stats().rx_not_posted >= 1);
-    assert!(a.stats().tx_full >= 1);
+    if !pulled {
+        assert!(a.stats().tx_full >= 1);
+    }
 }
 
 #[test]
@@ -668,9 +687,10 @@ fn closing_completes_outstanding_descriptors_and_tells_the_peer() {
 
 const KILL_TAG: u64 = 77;
 
-/// The role of the child process (`UNET_VI_CHILD` = the engine's socket):
-/// connect a VI to `KILL_TAG` and send numbered messages as fast as the
-/// receiver takes them, until it is killed.
+/// The role of the child process (`UNET_VI_CHILD` = the engine's socket,
+/// `UNET_VI_CHILD_LEN` = the message size): connect a VI to `KILL_TAG`
+/// and send numbered messages as fast as the receiver takes them, until
+/// it is killed.
 #[test]
 fn child() {
     let Some(sock) = std::env::var_os("UNET_VI_CHILD") else {
@@ -684,13 +704,17 @@ fn child() {
     // many slots as sends can be outstanding, so that the slot written
     // (before the post, which may find the queue full) is never one an
     // outstanding send still reads.
+    let len: usize = std::env::var("UNET_VI_CHILD_LEN")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1024);
     let slots = 2 * ViAttributes::default().send_queue as usize;
-    let r = s.register_memory(slots * 1024).unwrap();
+    let r = s.register_memory(slots * len).unwrap();
     let mut i = 0u64;
     loop {
-        let at = (i as usize % slots) * 1024;
+        let at = (i as usize % slots) * len;
         r.write(at, &i.to_le_bytes());
-        match vi.post_send(i, &[ViSeg::new(&r, at, 1024)]) {
+        match vi.post_send(i, &[ViSeg::new(&r, at, len)]) {
             Ok(()) => i += 1,
             Err(PostError::QueueFull) => {
                 let _ = vi.send_wait(T);
@@ -716,8 +740,15 @@ impl Drop for KillOnDrop {
 
 #[test]
 fn a_peer_killed_mid_stream_breaks_the_vi_and_nothing_completes_as_success() {
+    // Copied through the ring, and read from the killed sender's region.
+    for len in [1024, 4096] {
+        killed_mid_stream(len);
+    }
+}
+
+fn killed_mid_stream(len: usize) {
     let sock: PathBuf =
-        std::env::temp_dir().join(format!("unet-via-kill-{}.sock", std::process::id()));
+        std::env::temp_dir().join(format!("unet-via-kill-{}-{len}.sock", std::process::id()));
     let engine = Engine::start(EngineConfig {
         control_socket: Some(sock.clone()),
         ..Default::default()
@@ -729,14 +760,15 @@ fn a_peer_killed_mid_stream_breaks_the_vi_and_nothing_completes_as_success() {
         Command::new(std::env::current_exe().unwrap())
             .args(["--exact", "child", "--nocapture", "--test-threads=1"])
             .env("UNET_VI_CHILD", &sock)
+            .env("UNET_VI_CHILD_LEN", len.to_string())
             .stdout(Stdio::null())
             .spawn()
             .unwrap(),
     );
     let mut vi = server.accept(&ViAttributes::default(), T).unwrap();
-    let r = s.register_memory(64 * 1024).unwrap();
+    let r = s.register_memory(64 * len).unwrap();
     for i in 0..64u64 {
-        vi.post_recv(i, &[ViSeg::new(&r, i as usize * 1024, 1024)])
+        vi.post_recv(i, &[ViSeg::new(&r, i as usize * len, len)])
             .unwrap();
     }
     let mut next = 0u64;
@@ -745,16 +777,16 @@ fn a_peer_killed_mid_stream_breaks_the_vi_and_nothing_completes_as_success() {
     loop {
         match vi.recv_wait(Some(Duration::from_secs(10))) {
             Ok(c) => match c.status {
-                Ok(len) => {
+                Ok(got) => {
                     assert!(errors == 0, "a success after an error");
-                    assert_eq!(len, 1024);
+                    assert_eq!(got, len);
                     let mut v = [0u8; 8];
-                    r.read((c.id % 64) as usize * 1024, &mut v);
+                    r.read((c.id % 64) as usize * len, &mut v);
                     assert_eq!(u64::from_le_bytes(v), next, "in order, once");
                     next += 1;
                     vi.post_recv(
                         c.id + 64,
-                        &[ViSeg::new(&r, (c.id % 64) as usize * 1024, 1024)],
+                        &[ViSeg::new(&r, (c.id % 64) as usize * len, len)],
                     )
                     .unwrap();
                     if next == 20_000 {
@@ -782,7 +814,7 @@ fn a_peer_killed_mid_stream_breaks_the_vi_and_nothing_completes_as_success() {
         "the error state took {took:?}"
     );
     assert_eq!(vi.state(), ViState::Error(ViError::PeerGone));
-    eprintln!("{next} messages, then the error state {took:?} after the kill");
+    eprintln!("{len} B: {next} messages, then the error state {took:?} after the kill");
     // The same discriminator takes a new connection.
     let s2 = Session::embedded(&engine).unwrap();
     let c2 = s2.clone();
@@ -845,4 +877,117 @@ fn sends_copied_from_plain_memory_go_now_or_not_at_all() {
     assert_eq!(b.recv_wait(T).unwrap().status, Ok(5));
     rb.read(0, &mut got[..5]);
     assert_eq!(&got[..5], b"plain");
+}
+
+/// Sends copied through the ring and sends the receiver reads from the
+/// sender's region, interleaved: on every level, with the send queue
+/// reporting to a completion queue, every send completes once, in the
+/// order posted, every receive gets its own message whole, and a sender
+/// may reuse a buffer as soon as its send completed.
+#[test]
+fn copied_and_referenced_sends_interleave_in_order_on_every_level() {
+    use unet::via::PULL_MIN;
+    // Below, at and above the threshold; the last ones gathered from two
+    // segments of two regions.
+    let sizes = [64, PULL_MIN - 1, PULL_MIN, 100, 9000, 70_000, 1, 4096];
+    const N: usize = 400;
+    const SLOT: usize = 80 << 10;
+    let levels = [
+        Reliability::Unreliable,
+        Reliability::ReliableDelivery,
+        Reliability::ReliableReception,
+    ];
+    for (t, level) in levels.into_iter().enumerate() {
+        let (_e, s1, s2) = engine();
+        let scq = CompletionQueue::new();
+        let (mut a, mut b) = connect(
+            &s1,
+            &s2,
+            60 + t as u64,
+            ViAttributes {
+                reliability: level,
+                send_queue: 16,
+                send_cq: Some(scq.clone()),
+                ..ViAttributes::default()
+            },
+            ViAttributes {
+                reliability: level,
+                recv_queue: 16,
+                ..ViAttributes::default()
+            },
+        );
+        // The sender's data: one buffer of each size, rewritten for each
+        // message once the previous send from it completed.
+        let r1 = s1.register_memory(sizes.len() * SLOT).unwrap();
+        let r2 = s1.register_memory(SLOT).unwrap();
+        let rb = s2.register_memory(16 * SLOT).unwrap();
+        let receiver = thread::spawn(move || {
+            for k in 0..16 {
+                b.post_recv(k, &[ViSeg::new(&rb, k as usize * SLOT, SLOT)])
+                    .unwrap();
+            }
+            let mut got = vec![0u8; SLOT];
+            for i in 0..N {
+                let c = b.recv_wait(T).expect("a receive");
+                let k = c.id as usize;
+                assert_eq!(k, i % 16, "receives complete in order");
+                let len = sizes[i % sizes.len()];
+                assert_eq!(c.status, Ok(len), "message {i}");
+                rb.read(k * SLOT, &mut got[..len]);
+                assert!(
+                    got[..len] == pattern(i, len)[..],
+                    "{level:?}: message {i} ({len} B)"
+                );
+                b.post_recv(k as u64, &[ViSeg::new(&rb, k * SLOT, SLOT)])
+                    .unwrap();
+            }
+            b
+        });
+        let mut in_use = [false; 8];
+        let mut completed = 0;
+        let take = |a: &mut Vi, in_use: &mut [bool; 8], completed: &mut usize| {
+            let (vi, q) = scq.wait(T).expect("a send entry");
+            assert_eq!((vi, q), (a.id(), ViQueue::Send));
+            let c = a.send_done().expect("its completion");
+            assert_eq!(
+                c.id as usize, *completed,
+                "{level:?}: sends complete in order"
+            );
+            let j = *completed % sizes.len();
+            assert_eq!(c.status, Ok(sizes[j]));
+            in_use[j] = false;
+            *completed += 1;
+        };
+        for i in 0..N {
+            let j = i % sizes.len();
+            let len = sizes[j];
+            // A buffer is rewritten only once its last send completed.
+            while in_use[j] || i - completed >= 16 {
+                take(&mut a, &mut in_use, &mut completed);
+            }
+            let data = pattern(i, len);
+            if len > 9000 {
+                let half = len / 2;
+                r1.write(j * SLOT, &data[..half]);
+                r2.write(0, &data[half..]);
+                let segs = [
+                    ViSeg::new(&r1, j * SLOT, half),
+                    ViSeg::new(&r2, 0, len - half),
+                ];
+                a.post_send(i as u64, &segs).unwrap();
+            } else {
+                r1.write(j * SLOT, &data);
+                a.post_send(i as u64, &[ViSeg::new(&r1, j * SLOT, len)])
+                    .unwrap();
+            }
+            in_use[j] = true;
+        }
+        while completed < N {
+            take(&mut a, &mut in_use, &mut completed);
+        }
+        let mut b = receiver.join().unwrap();
+        assert_eq!(a.state(), ViState::Connected);
+        assert_eq!(b.state(), ViState::Connected);
+        assert_eq!(b.stats().rx_msgs, N as u64);
+    }
 }

@@ -7,6 +7,7 @@ use clap::Subcommand;
 
 mod applet_build;
 mod floor;
+mod gang;
 mod javia;
 mod jive;
 mod net;
@@ -15,6 +16,8 @@ mod plot;
 mod report;
 pub mod stats;
 mod tcp;
+mod udm;
+mod udm_node;
 mod udp_raw;
 mod unet_paths;
 mod via;
@@ -41,6 +44,13 @@ pub enum Command {
     /// paper's Figures 1-4 (round trip and bandwidth against message size),
     /// on the local path and between two engines.
     Javia(javia::Args),
+    /// UDM: the UDM paper's Tables 4 and 5 (fast and buffered path costs)
+    /// and Figures 7-10 (applications and synth-N under a gang scheduler
+    /// with skew).
+    Udm(udm::Args),
+    /// A node process of a `unet bench udm` run (internal).
+    #[command(name = "__udm-node", hide = true)]
+    UdmNode(udm_node::NodeArgs),
     /// One end of a `unet bench javia` run with the Rust client (internal).
     #[command(name = "__javia-peer", hide = true)]
     JaviaPeer(javia::PeerArgs),
@@ -59,5 +69,7 @@ pub fn run(c: Command) -> ExitCode {
         Command::Via(a) => via::run(a),
         Command::Javia(a) => javia::run(a),
         Command::JaviaPeer(a) => javia::run_peer(a),
+        Command::Udm(a) => udm::run(a),
+        Command::UdmNode(a) => udm_node::run(a),
     }
 }

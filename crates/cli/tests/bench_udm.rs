@@ -1,0 +1,149 @@
+//! `unet bench udm` end to end in its quick form: Tables 4 and 5, and one
+//! point each of Figures 7-10 with real node processes under the gang
+//! scheduler; the JSON rows have the expected shape and sane values, and
+//! the SVG figures are written.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn run(args: &[&str]) -> Vec<Value> {
+    let out = Command::new(env!("CARGO_BIN_EXE_unet"))
+        .args(["bench", "udm"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "unet bench udm {args:?}: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
+        .collect()
+}
+
+fn row<'a>(rows: &'a [Value], k: &str, v: &str) -> &'a Value {
+    rows.iter()
+        .find(|r| r[k] == v)
+        .unwrap_or_else(|| panic!("no row {k}={v} in {rows:?}"))
+}
+
+#[test]
+fn tables_4_and_5_give_costs_beside_the_paper_and_the_fast_path() {
+    let rows = run(&["table4", "--quick", "--json"]);
+    let t4: Vec<Value> = rows.iter().filter(|r| r["table"] == 4).cloned().collect();
+    assert_eq!(t4.len(), 4, "{t4:?}");
+    for k in ["send", "receive_polling", "one_way_udm", "one_way_direct"] {
+        let r = row(&t4, "row", k);
+        let ns = r["ns"].as_f64().unwrap();
+        assert!(ns > 0.0 && ns < 1e6, "{k}: {ns} ns");
+        assert_eq!(r["baseline"], "one_way_direct");
+    }
+    assert_eq!(row(&t4, "row", "send")["paper_cycles"], 7.0);
+    assert_eq!(row(&t4, "row", "send")["paper_ns"], 350.0);
+    assert_eq!(row(&t4, "row", "receive_polling")["paper_cycles"], 9.0);
+    // An inject by itself costs less than a message's trip to another
+    // process.
+    let send = row(&t4, "row", "send")["ns"].as_f64().unwrap();
+    let one_way = row(&t4, "row", "one_way_udm")["ns"].as_f64().unwrap();
+    assert!(send < one_way, "send {send} ns, one way {one_way} ns");
+
+    let rows = run(&["table5", "--quick", "--json"]);
+    assert_eq!(row(&rows, "row", "insert")["paper_cycles"], 180.0);
+    assert_eq!(row(&rows, "row", "extract_buffered")["paper_cycles"], 52.0);
+    for k in [
+        "insert",
+        "divert_inject",
+        "extract_buffered",
+        "fast",
+        "insert_wall",
+    ] {
+        let ns = row(&rows, "row", k)["ns"].as_f64().unwrap();
+        assert!(ns > 0.0 && ns < 1e6, "{k}: {ns} ns");
+    }
+    let r = row(&rows, "row", "ratio");
+    let (b, f) = (
+        r["buffered_ns"].as_f64().unwrap(),
+        r["fast_ns"].as_f64().unwrap(),
+    );
+    assert!(f > 0.0 && b > f, "buffered {b} ns, fast {f} ns");
+    assert_eq!(r["ratio"].as_f64().unwrap(), b / f);
+    assert_eq!(r["met"], r["ratio"].as_f64().unwrap() <= 2.5);
+    let fresh = row(&rows, "row", "insert_fresh_page")["ns"]
+        .as_f64()
+        .unwrap();
+    let typical = row(&rows, "row", "insert")["ns"].as_f64().unwrap();
+    assert!(fresh > typical);
+}
+
+#[test]
+fn the_figures_run_applications_under_the_gang_scheduler() {
+    let dir = std::env::temp_dir().join(format!("unet-udm-figs-{}", std::process::id()));
+    let out = dir.to_str().unwrap();
+    let rows = run(&[
+        "fig7-8",
+        "--quick",
+        "--json",
+        "--nodes",
+        "2",
+        "--skews",
+        "0,30",
+        "--slice-ms",
+        "10",
+        "--barriers",
+        "100",
+        "--kv-requests",
+        "100",
+        "--out",
+        out,
+    ]);
+    let f78: Vec<&Value> = rows.iter().filter(|r| r["figure"] == "7-8").collect();
+    assert_eq!(f78.len(), 6, "three applications, two skews: {rows:?}");
+    for r in &f78 {
+        assert_eq!(r["nodes"], 2);
+        let pct = r["buffered_pct"].as_f64().unwrap();
+        assert!((0.0..=100.0).contains(&pct), "{r}");
+        assert!(r["messages"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["runtime_s"].as_f64().unwrap() > 0.0, "{r}");
+        if r["skew_pct"] == 0.0 {
+            assert_eq!(r["relative_runtime"], 1.0);
+        }
+    }
+    // barrier: 100 barriers of 2 nodes, an arrival and a release each.
+    let b = f78.iter().find(|r| r["app"] == "barrier").unwrap();
+    assert_eq!(b["messages"], 200.0);
+    let rows = run(&[
+        "fig9-10",
+        "--quick",
+        "--json",
+        "--nodes",
+        "2",
+        "--synth-n",
+        "10",
+        "--synth-requests",
+        "200",
+        "--intervals-ns",
+        "2000",
+        "--costs-ns",
+        "1000",
+        "--slice-ms",
+        "10",
+        "--out",
+        out,
+    ]);
+    for fig in [9, 10] {
+        let r = rows.iter().find(|r| r["figure"] == fig).unwrap();
+        assert_eq!(r["app"], "synth-10");
+        // 200 requests and 200 replies a node, and the FINs.
+        assert_eq!(r["messages"], 2.0 * (400.0 + 1.0));
+    }
+    for f in ["figure7.svg", "figure8.svg", "figure9.svg", "figure10.svg"] {
+        let svg = std::fs::read_to_string(dir.join(f)).unwrap();
+        assert!(svg.starts_with("<svg"), "{f}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

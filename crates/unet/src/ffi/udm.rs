@@ -1,0 +1,1097 @@
+//! The C ABI of UDM (`crate::udm`): jobs and nodes, inject and extract,
+//! atomicity, handlers run as upcalls. Same conventions as the rest of
+//! [`crate::ffi`]; the declarations are in the UDM part of
+//! `include/unet.h`.
+//!
+//! A node (`unet_udm_node`, [`UnetUdmNode`]) polls until its first
+//! handler is registered ([`unet_udm_set_handler`]); from then on it has a
+//! handler thread ([`crate::udm::UpcallNode`]) that calls the C handler
+//! with a `unet_udm_upcall *` valid for that call only, through which the
+//! handler extracts, disposes, peeks and injects.
+
+use std::ffi::{c_char, c_int, c_void};
+use std::time::Duration;
+
+use super::{
+    c_bytes, fail, fail_error, guard, null, text, UnetSession, UNET_EEMPTY, UNET_EFULL,
+    UNET_EINVAL, UNET_EIO, UNET_EPEERGONE, UNET_ETIMEDOUT, UNET_ETOOLARGE, UNET_ETOOSMALL, UNET_OK,
+};
+use crate::udm::{
+    ExtractError, Header, InjectError, JobConfig, JobTicket, Message, Node, NodeStats, Upcall,
+    UpcallError, UpcallNode, MAX_WORDS, UDM_COUNTERS,
+};
+
+/// Most words in a UDM message.
+pub const UNET_UDM_MAX_WORDS: usize = MAX_WORDS;
+/// Bytes a job ticket takes as text, with its NUL (`JOB:KEY:NODES`).
+pub const UNET_UDM_TICKET_MAX: usize = 48;
+/// `unet_udm_beginatom` mask: no handler runs (an atomic section).
+pub const UNET_UDM_ATOM_DISABLE: u32 = crate::udm::ATOM_DISABLE;
+/// `unet_udm_beginatom` mask: the atomicity timer runs even with no
+/// message waiting.
+pub const UNET_UDM_ATOM_TIMER_FORCE: u32 = crate::udm::ATOM_TIMER_FORCE;
+/// `unet_udm_upcall_error::kind`: a message for a handler index with no
+/// handler.
+pub const UNET_UDM_NO_HANDLER: c_int = 1;
+/// `unet_udm_upcall_error::kind`: a handler returned without extracting or
+/// disposing of a message (`dispose-failure`).
+pub const UNET_UDM_DISPOSE_FAILURE: c_int = 2;
+/// `unet_udm_upcall_error::kind`: a handler panicked (never from C).
+pub const UNET_UDM_HANDLER_PANICKED: c_int = 3;
+
+/// How a UDM job is made (`unet_udm_job_config` in C); a zero field takes
+/// its default, a NULL config all of them.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct UnetUdmJobConfig {
+    /// Nodes (0: 2).
+    pub nodes: u32,
+    /// Messages in each fast ring (0: 8).
+    pub fast_queue: u32,
+    /// Bytes of each node's virtual buffer (0: 1 MiB).
+    pub buffer_size: u64,
+    /// The atomicity timeout in microseconds (0: 2000).
+    pub atomicity_timeout_us: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+}
+
+/// What extract and peek say of a message (`unet_udm_header` in C).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct UnetUdmHeader {
+    /// The sender's rank.
+    pub src: u32,
+    /// The handler index.
+    pub handler: u16,
+    /// Words in the message.
+    pub len: u16,
+}
+
+/// A node's counters (`unet_udm_stats` in C).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct UnetUdmStats {
+    /// Messages taken from the fast rings.
+    pub fast_msgs: u64,
+    /// Messages taken from the virtual buffer.
+    pub buffered_taken: u64,
+    /// Switches to buffered mode by a full fast ring.
+    pub switch_queue_full: u64,
+    /// Injects held back by overflow control.
+    pub overflow_holds: u64,
+    /// Handlers run as upcalls.
+    pub upcalls: u64,
+    /// Messages for a handler index with no handler.
+    pub no_handler: u64,
+    /// Handlers that returned without taking a message.
+    pub dispose_failures: u64,
+    /// Handlers that panicked.
+    pub handler_panics: u64,
+    /// The engine's counters of the node, in `unet stat`'s order.
+    pub engine: [u64; UDM_COUNTERS],
+}
+
+/// An error that suspended upcalls (`unet_udm_upcall_error` in C).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct UnetUdmUpcallError {
+    /// [`UNET_UDM_NO_HANDLER`], [`UNET_UDM_DISPOSE_FAILURE`] or
+    /// [`UNET_UDM_HANDLER_PANICKED`].
+    pub kind: c_int,
+    /// The message's handler index.
+    pub handler: u16,
+    /// Reserved, zero.
+    pub reserved: u16,
+    /// The message's sender.
+    pub src: u32,
+}
+
+const _: () = assert!(std::mem::size_of::<UnetUdmJobConfig>() == 24);
+const _: () = assert!(std::mem::size_of::<UnetUdmHeader>() == 8);
+const _: () = assert!(std::mem::size_of::<UnetUdmStats>() == 8 * (8 + UDM_COUNTERS));
+const _: () = assert!(std::mem::size_of::<UnetUdmUpcallError>() == 12);
+
+/// A C handler: called on the node's handler thread.
+pub type UnetUdmHandlerFn = unsafe extern "C" fn(up: *mut UnetUdmUpcall, user: *mut c_void);
+
+enum Kind {
+    Poll(Box<Node>),
+    Upcall(UpcallNode),
+    /// Only while turning a polling node into one with upcalls.
+    Moving,
+}
+
+/// Opaque UDM node handle (`unet_udm_node` in C).
+pub struct UnetUdmNode(Kind);
+
+/// Opaque handle a handler works with (`unet_udm_upcall` in C): an
+/// [`Upcall`] for the duration of the handler's call.
+pub struct UnetUdmUpcall {
+    _opaque: [u8; 0],
+}
+
+/// The user data of a C handler, moved to the handler thread.
+struct UserData(*mut c_void);
+// SAFETY: unet_udm_set_handler's contract: the handler and its user data
+// may be used from the node's handler thread.
+unsafe impl Send for UserData {}
+
+/// A timeout in microseconds: -1 forever.
+fn parse_timeout(t: i64) -> Result<Option<Duration>, c_int> {
+    match t {
+        -1 => Ok(None),
+        t if t >= 0 => Ok(Some(Duration::from_micros(t as u64))),
+        t => Err(fail(UNET_EINVAL, format!("bad timeout {t}"))),
+    }
+}
+
+fn fail_inject(e: InjectError) -> c_int {
+    let code = match e {
+        InjectError::BadDest(_) => UNET_EINVAL,
+        InjectError::TooLong(_) => UNET_ETOOLARGE,
+        InjectError::Gone(_) => UNET_EPEERGONE,
+        InjectError::EngineGone => UNET_EIO,
+    };
+    fail(code, e.to_string())
+}
+
+fn fail_extract(e: ExtractError) -> c_int {
+    let code = match e {
+        ExtractError::Empty => UNET_EEMPTY,
+        ExtractError::TooShort(_) => UNET_ETOOSMALL,
+    };
+    fail(code, e.to_string())
+}
+
+/// The node behind a handle.
+///
+/// # Safety
+/// `n` is NULL or a live handle used by this thread only.
+unsafe fn node<'a>(n: *mut UnetUdmNode) -> Result<&'a mut UnetUdmNode, c_int> {
+    // SAFETY: NULL or a live, exclusively used Box<UnetUdmNode>.
+    unsafe { n.as_mut() }.ok_or_else(|| null("node"))
+}
+
+/// The upcall behind a handle.
+///
+/// # Safety
+/// `u` is NULL or the handle passed to the running handler.
+unsafe fn upcall<'a, 'b>(u: *mut UnetUdmUpcall) -> Result<&'a mut Upcall<'b>, c_int> {
+    // SAFETY: the handle is an `&mut Upcall` made by the handler closure
+    // below for the duration of the C handler's call, which this call is
+    // part of.
+    unsafe { u.cast::<Upcall<'b>>().as_mut() }.ok_or_else(|| null("upcall"))
+}
+
+/// The words argument.
+///
+/// # Safety
+/// `words` is NULL or `n` readable words.
+unsafe fn words_in<'a>(words: *const u64, n: usize) -> Result<&'a [u64], c_int> {
+    if n == 0 {
+        Ok(&[])
+    } else if words.is_null() {
+        Err(null("words"))
+    } else if n > MAX_WORDS {
+        Err(fail(
+            UNET_ETOOLARGE,
+            format!("{n} words: a message has at most {MAX_WORDS}"),
+        ))
+    } else {
+        // SAFETY: non-NULL with n readable words per the contract.
+        Ok(unsafe { std::slice::from_raw_parts(words, n) })
+    }
+}
+
+/// The room for words.
+///
+/// # Safety
+/// `words` is NULL or `cap` writable words.
+unsafe fn words_out<'a>(words: *mut u64, cap: usize) -> Result<&'a mut [u64], c_int> {
+    if cap == 0 {
+        Ok(&mut [])
+    } else if words.is_null() {
+        Err(null("words"))
+    } else {
+        // SAFETY: non-NULL with cap writable words per the contract.
+        Ok(unsafe { std::slice::from_raw_parts_mut(words, cap) })
+    }
+}
+
+/// Store a header, if asked for.
+///
+/// # Safety
+/// `out` is NULL or writable.
+unsafe fn put_header(out: *mut UnetUdmHeader, src: u32, handler: u16, len: usize) {
+    // SAFETY: NULL or writable per the contract.
+    if let Some(o) = unsafe { out.as_mut() } {
+        *o = UnetUdmHeader {
+            src,
+            handler,
+            len: len as u16,
+        };
+    }
+}
+
+/// Extract with `f`, reporting as the C calls do.
+///
+/// # Safety
+/// As for [`unet_udm_extract`].
+unsafe fn extract_with(
+    f: impl FnOnce(&mut [u64]) -> Result<Header, ExtractError>,
+    words: *mut u64,
+    cap: usize,
+    out: *mut UnetUdmHeader,
+) -> c_int {
+    // SAFETY: per the caller's contract.
+    let w = match unsafe { words_out(words, cap) } {
+        Ok(w) => w,
+        Err(c) => return c,
+    };
+    match f(w) {
+        Ok(h) => {
+            // SAFETY: per the caller's contract.
+            unsafe { put_header(out, h.src, h.handler, h.len) };
+            UNET_OK
+        }
+        Err(ExtractError::TooShort(n)) => {
+            // SAFETY: per the caller's contract.
+            unsafe { put_header(out, 0, 0, n) };
+            fail_extract(ExtractError::TooShort(n))
+        }
+        Err(e) => fail_extract(e),
+    }
+}
+
+/// Peek with `f`, copying at most `cap` words.
+///
+/// # Safety
+/// As for [`unet_udm_peek`].
+unsafe fn peek_with(
+    f: impl FnOnce() -> Result<Message, ExtractError>,
+    words: *mut u64,
+    cap: usize,
+    out: *mut UnetUdmHeader,
+) -> c_int {
+    // SAFETY: per the caller's contract.
+    let w = match unsafe { words_out(words, cap) } {
+        Ok(w) => w,
+        Err(c) => return c,
+    };
+    match f() {
+        Ok(m) => {
+            let len = m.words().len();
+            // SAFETY: per the caller's contract.
+            unsafe { put_header(out, m.src, m.handler, len) };
+            if w.len() < len {
+                return fail_extract(ExtractError::TooShort(len));
+            }
+            w[..len].copy_from_slice(m.words());
+            UNET_OK
+        }
+        Err(e) => fail_extract(e),
+    }
+}
+
+fn inject_result(r: Result<bool, InjectError>) -> c_int {
+    match r {
+        Ok(true) => UNET_OK,
+        Ok(false) => fail(UNET_EFULL, "the message cannot go now"),
+        Err(e) => fail_inject(e),
+    }
+}
+
+impl UnetUdmNode {
+    fn inject(&mut self, d: u32, h: u16, w: &[u64]) -> Result<(), InjectError> {
+        match &mut self.0 {
+            Kind::Poll(n) => n.inject(d, h, w),
+            Kind::Upcall(n) => n.inject(d, h, w),
+            Kind::Moving => Err(InjectError::EngineGone),
+        }
+    }
+    fn injectc(&mut self, d: u32, h: u16, w: &[u64]) -> Result<bool, InjectError> {
+        match &mut self.0 {
+            Kind::Poll(n) => n.injectc(d, h, w),
+            Kind::Upcall(n) => n.injectc(d, h, w),
+            Kind::Moving => Err(InjectError::EngineGone),
+        }
+    }
+    fn extract(&mut self, w: &mut [u64]) -> Result<Header, ExtractError> {
+        match &mut self.0 {
+            Kind::Poll(n) => n.extract(w),
+            Kind::Upcall(n) => n.extract(w),
+            Kind::Moving => Err(ExtractError::Empty),
+        }
+    }
+    fn peek(&mut self) -> Result<Message, ExtractError> {
+        match &mut self.0 {
+            Kind::Poll(n) => n.peek(),
+            Kind::Upcall(n) => n.peek(),
+            Kind::Moving => Err(ExtractError::Empty),
+        }
+    }
+    fn dispose(&mut self) -> Result<(), ExtractError> {
+        match &mut self.0 {
+            Kind::Poll(n) => n.dispose(),
+            Kind::Upcall(n) => n.dispose(),
+            Kind::Moving => Err(ExtractError::Empty),
+        }
+    }
+    fn message_available(&mut self) -> bool {
+        match &mut self.0 {
+            Kind::Poll(n) => n.message_available(),
+            Kind::Upcall(n) => n.message_available(),
+            Kind::Moving => false,
+        }
+    }
+    fn wait(&mut self, t: Option<Duration>) -> bool {
+        match &mut self.0 {
+            Kind::Poll(n) => n.wait(t),
+            Kind::Upcall(n) => n.wait(t),
+            Kind::Moving => false,
+        }
+    }
+    fn beginatom(&mut self, m: u32) {
+        match &mut self.0 {
+            Kind::Poll(n) => n.beginatom(m),
+            Kind::Upcall(n) => n.beginatom(m),
+            Kind::Moving => {}
+        }
+    }
+    fn endatom(&mut self, m: u32) {
+        match &mut self.0 {
+            Kind::Poll(n) => n.endatom(m),
+            Kind::Upcall(n) => n.endatom(m),
+            Kind::Moving => {}
+        }
+    }
+    fn stats(&mut self) -> NodeStats {
+        match &mut self.0 {
+            Kind::Poll(n) => n.stats(),
+            Kind::Upcall(n) => n.stats(),
+            Kind::Moving => NodeStats::default(),
+        }
+    }
+    fn rank(&self) -> u32 {
+        match &self.0 {
+            Kind::Poll(n) => n.rank(),
+            Kind::Upcall(n) => n.rank(),
+            Kind::Moving => u32::MAX,
+        }
+    }
+    fn nodes(&self) -> u32 {
+        match &self.0 {
+            Kind::Poll(n) => n.nodes(),
+            Kind::Upcall(n) => n.nodes(),
+            Kind::Moving => 0,
+        }
+    }
+}
+
+/// Create a UDM job (`cfg` NULL: the defaults) and write its ticket,
+/// `JOB:KEY:NODES`, as a NUL-terminated string into `ticket` (at least
+/// [`UNET_UDM_TICKET_MAX`] bytes). Hand the ticket to the processes that
+/// join. The job ends when the session closes and every node has left.
+///
+/// # Safety
+/// `session` NULL or live; `cfg` NULL or readable; `ticket` NULL or
+/// `ticket_len` writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn unet_udm_job_create(
+    session: *const UnetSession,
+    cfg: *const UnetUdmJobConfig,
+    ticket: *mut c_char,
+    ticket_len: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: NULL or a live Box<UnetSession>, only read here.
+        let Some(s) = (unsafe { session.as_ref() }) else {
+            return null("session");
+        };
+        if ticket.is_null() {
+            return null("ticket");
+        }
+        // SAFETY: NULL or readable per the contract.
+        let c = unsafe { cfg.as_ref() }.copied().unwrap_or_default();
+        let d = JobConfig::default();
+        let jc = JobConfig {
+            nodes: if c.nodes == 0 { d.nodes } else { c.nodes },
+            fast_queue: if c.fast_queue == 0 {
+                d.fast_queue
+            } else {
+                c.fast_queue
+            },
+            buffer_size: if c.buffer_size == 0 {
+                d.buffer_size
+            } else {
+                c.buffer_size
+            },
+            atomicity_timeout: if c.atomicity_timeout_us == 0 {
+                d.atomicity_timeout
+            } else {
+                Duration::from_micros(c.atomicity_timeout_us as u64)
+            },
+        };
+        let t = match s.0.udm_create_job(&jc) {
+            Ok(t) => t.to_string(),
+            Err(e) => return fail_error(e),
+        };
+        if t.len() >= ticket_len {
+            return fail(
+                UNET_ETOOSMALL,
+                format!("the ticket takes {} bytes", t.len() + 1),
+            );
+        }
+        // SAFETY: ticket_len writable bytes, of which t.len() + 1 are used.
+        unsafe {
+            std::ptr::copy_nonoverlapping(t.as_ptr(), ticket.cast::<u8>(), t.len());
+            *ticket.add(t.len()) = 0;
+        }
+        UNET_OK
+    })
+}
+
+/// Join the job of `ticket` (as `unet_udm_job_create` wrote it) as node
+/// `rank`, each rank once. A taken rank or a wrong ticket:
+/// [`super::UNET_EENGINE`] (see the message).
+///
+/// # Safety
+/// `session` NULL or live; `ticket` NULL or NUL-terminated; `out` NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn unet_udm_join(
+    session: *const UnetSession,
+    ticket: *const c_char,
+    rank: u32,
+    out: *mut *mut UnetUdmNode,
+) -> c_int {
+    guard(|| {
+        if out.is_null() {
+            return null("out");
+        }
+        // SAFETY: NULL or a live Box<UnetSession>, only read here.
+        let Some(s) = (unsafe { session.as_ref() }) else {
+            return null("session");
+        };
+        // SAFETY: NULL or NUL-terminated per the contract.
+        let Some(b) = (unsafe { c_bytes(ticket) }) else {
+            return null("ticket");
+        };
+        let t: JobTicket = match text(b, "ticket").map(str::parse) {
+            Err(c) => return c,
+            Ok(Err(e)) => return fail(UNET_EINVAL, e),
+            Ok(Ok(t)) => t,
+        };
+        match s.0.udm_join(t, rank) {
+            Ok(n) => {
+                // SAFETY: out is non-NULL and writable per the contract.
+                unsafe { *out = Box::into_raw(Box::new(UnetUdmNode(Kind::Poll(Box::new(n))))) };
+                UNET_OK
+            }
+            Err(e) => fail_error(e),
+        }
+    })
+}
+
+/// The node's rank, or [`UNET_EINVAL`] for NULL.
+///
+/// # Safety
+/// `node` NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn unet_udm_rank(node: *const UnetUdmNode) -> i64 {
+    // SAFETY: NULL or a live handle, only read.
+    match unsafe { node.as_ref() } {
+        Some(n) => n.rank() as i64,
+        None => UNET_EINVAL as i64,
+    }
+}
+
+/// Nodes in the node's job, or [`UNET_EINVAL`] for NULL.
+///
+/// # Safety
+/// `node` NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn unet_udm_nodes(node: *const UnetUdmNode) -> i64 {
+    // SAFETY: NULL or a live handle, only read.
+    match unsafe { node.as_ref() } {
+        Some(n) => n.nodes() as i64,
+        None => UNET_EINVAL as i64,
+    }
+}
+
+/// Send `nwords` words (at most [`UNET_UDM_MAX_WORDS`]) to node `dest`'s
+/// handler `handler`, the whole message or nothing, waiting while it
+/// cannot go. [`UNET_EINVAL`] no such node, [`UNET_ETOOLARGE`] too many
+/// words, [`UNET_EPEERGONE`] the node left or died.
+///
+/// # Safety
+/// `node` NULL or a live handle used by this thread only; `words` NULL or
+/// `nwords` readable words.
+#[no_mangle]
+pub unsafe extern "C" fn unet_udm_inject(
+    node: *mut UnetUdmNode,
+    dest: u32,
+    handler: u16,
+    words: *const u64,
+    nwords: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let (n, w) = match unsafe { (self::node(node), words_in(words, nwords)) } {
+            (Ok(n), Ok(w)) => (n, w),
+            (Err(c), _) | (_, Err(c)) => return c,
+        };
+        match n.inject(dest, handler, w) {
+            Ok(()) => UNET_OK,
+            Err(e) => fail_inject(e),
+        }
+    })
+}
+
+/// [`unet_udm_inject`] that never waits: [`UNET_EFULL`] when the message
+/// cannot go now (nothing was sent).
+///
+/// # Safety
+/// As for [`unet_udm_inject`].
+#[no_mangle]
+pub unsafe extern "C" fn unet_udm_injectc(
+    node: *mut UnetUdmNode,
+    dest: u32,
+    handler: u16,
+    words: *const u64,
+    nwords: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let (n, w) = match unsafe { (self::node(node), words_in(words, nwords)) } {
+            (Ok(n), Ok(w)) => (n, w),
+            (Err(c), _) | (_, Err(c)) => return c,
+        };
+        inject_result(n.injectc(dest, handler, w))
+    })
+}
+
+/// Read the next message's words into `words` (room for `cap`) and its
+/// header into `*out` (NULL: not wanted), and dispose of it.
+/// [`UNET_EEMPTY`] no message; [`UNET_ETOOSMALL`] fewer than its words
+/// (`out->len` says how many; the message stays).
+///
+/// # Safety
+/// `node` NULL or a live handle used by this thread only; `words` NULL or
+/// `cap` writable words; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn unet_udm_extract(
+    node: *mut UnetUdmNode,
+    words: *mut u64,
+    cap: usize,
+    out: *mut UnetUdmHeader,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let n = match unsafe { self::node(node) } {
+            Ok(n) => n,
+            Err(c) => return c,
+        };
+        // SAFETY: per this function's contract.
+        unsafe { extract_with(|w| n.extract(w), words, cap, out) }
+    })
+}
+
+/// Copy the next message as [`unet_udm_extract`] does, leaving it there.
+///
+/// # Safety
+/// As for [`unet_udm_extract`].
+#[no_mangle]
+pub unsafe extern "C" fn unet_udm_peek(
+    node: *mut UnetUdmNode,
+    words: *mut u64,
+    cap: usize,
+    out: *mut UnetUdmHeader,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let n = match unsafe { self::node(node) } {
+            Ok(n) => n,
+            Err(c) => return c,
+        };
+        // SAFETY: per this function's contract.
+        unsafe { peek_with(|| n.peek(), words, cap, out) }
+    })
+}
+
+/// Free the next message; [`UNET_EEMPTY`] when there is none.
+///
+/// # Safety
+/// `node` NULL or a live handle used by this thread only.
+#[no_mangle]
+pub unsafe extern "C" fn unet_udm_dispose(node: *mut UnetUdmNode) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        match unsafe { self::node(node) } {
+            Ok(n) => match n.dispose() {
+                Ok(()) => UNET_OK,
+                Err(e) => fail_extract(e),
+            },
+            Err(c) => c,
+        }
+    })
+}
+
+/// The message-available flag: 1 or 0 ([`UNET_EINVAL`] for NULL).
+///
+/// # Safety
+/// `node` NULL or a live handle used by this thread only.
+#[no_mangle]
+pub unsafe extern "C" fn unet_udm_message_available(node: *mut UnetUdmNode) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        match unsafe { self::node(node) } {
+            Ok(n) => n.message_available() as c_int,
+            Err(c) => c,
+        }
+    })
+}
+
+/// Wait at most `timeout_us` microseconds (-1: forever) for a message: 1
+/// when one is available, [`UNET_ETIMEDOUT`] otherwise. With handlers, in
+/// an atomic section (no handler takes it).
+///
+/// # Safety
+/// `node` NULL or a live handle used by this thread only.
+#[no_mangle]
+pub unsafe extern "C" fn unet_udm_wait(node: *mut UnetUdmNode, timeout_us: i64) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let n = match unsafe { self::node(node) } {
+            Ok(n) => n,
+            Err(c) => return c,
+        };
+        let t = match parse_timeout(timeout_us) {
+            Ok(t) => t,
+            Err(c) => return c,
+        };
+        if n.wait(t) {
+            1
+        } else {
+            fail(UNET_ETIMEDOUT, "no message in time")
+        }
+    })
+}
+
+/// Begin an atomic section: set the bits of `mask`
+/// ([`UNET_UDM_ATOM_DISABLE`], [`UNET_UDM_ATOM_TIMER_FORCE`]).
+///
+/// # Safety
+/// `node` NULL or a live handle used by this thread only.
+#[no_mangle]
+pub unsafe extern "C" fn unet_udm_beginatom(node: *mut UnetUdmNode, mask: u32) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        match unsafe { self::node(node) } {
+            Ok(n) => {
+                n.beginatom(mask);
+                UNET_OK
+            }
+            Err(c) => c,
+        }
+    })
+}
+
+/// End an atomic section: clear the bits of `mask` (and do the deferred
+/// work of a handler's `atomicity-extend`).
+///
+/// # Safety
+/// `node` NULL or a live handle used by this thread only.
+#[no_mangle]
+pub unsafe extern "C" fn unet_udm_endatom(node: *mut UnetUdmNode, mask: u32) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        match unsafe { self::node(node) } {
+            Ok(n) => {
+                n.endatom(mask);
+                UNET_OK
+            }
+            Err(c) => c,
+        }
+    })
+}
+
+/// The node's counters into `*out`.
+///
+/// # Safety
+/// `node` NULL or a live handle used by this thread only; `out` NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn unet_udm_get_stats(
+    node: *mut UnetUdmNode,
+    out: *mut UnetUdmStats,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let n = match unsafe { self::node(node) } {
+            Ok(n) => n,
+            Err(c) => return c,
+        };
+        // SAFETY: NULL or writable per the contract.
+        let Some(o) = (unsafe { out.as_mut() }) else {
+            return null("out");
+        };
+        let s = n.stats();
+        *o = UnetUdmStats {
+            fast_msgs: s.fast_msgs,
+            buffered_taken: s.buffered_taken,
+            switch_queue_full: s.switch_queue_full,
+            overflow_holds: s.overflow_holds,
+            upcalls: s.upcalls,
+            no_handler: s.no_handler,
+            dispose_failures: s.dispose_failures,
+            handler_panics: s.handler_panics,
+            engine: s.engine,
+        };
+        UNET_OK
+    })
+}
+
+/// Register `handler` (with `user`) for messages of handler index `index`;
+/// NULL removes it. The first registration gives the node its handler
+/// thread: from then on a message that arrives outside an atomic section
+/// calls its handler on that thread, in an atomic section, with an upcall
+/// handle through which it must extract or dispose of at least one
+/// message. A message with no handler, or a handler that takes none,
+/// suspends upcalls until [`unet_udm_take_error`].
+///
+/// # Safety
+/// `node` NULL or a live handle used by this thread only; `handler` and
+/// `user` may be used from another thread of the process, until the
+/// handler is replaced or the node released.
+#[no_mangle]
+pub unsafe extern "C" fn unet_udm_set_handler(
+    node: *mut UnetUdmNode,
+    index: u16,
+    handler: Option<UnetUdmHandlerFn>,
+    user: *mut c_void,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let n = match unsafe { self::node(node) } {
+            Ok(n) => n,
+            Err(c) => return c,
+        };
+        if let Kind::Poll(_) = n.0 {
+            let Kind::Poll(p) = std::mem::replace(&mut n.0, Kind::Moving) else {
+                unreachable!("matched above")
+            };
+            match (*p).into_upcalls() {
+                Ok(u) => n.0 = Kind::Upcall(u),
+                Err(e) => return fail_error(e),
+            }
+        }
+        let Kind::Upcall(u) = &mut n.0 else {
+            return fail(UNET_EIO, "the node was lost turning on its upcalls");
+        };
+        match handler {
+            None => u.clear_handler(index),
+            Some(f) => {
+                let user = UserData(user);
+                u.set_handler(index, move |up| {
+                    let user = &user;
+                    let p = (up as *mut Upcall<'_>).cast::<UnetUdmUpcall>();
+                    // SAFETY: the C handler's contract (set_handler's); the
+                    // upcall handle is valid for this call.
+                    unsafe { f(p, user.0) }
+                });
+            }
+        }
+        UNET_OK
+    })
+}
+
+/// The error that suspended upcalls into `*out`: 1 when there was one
+/// (taking it resumes upcalls), 0 when none.
+///
+/// # Safety
+/// `node` NULL or a live handle used by this thread only; `out` NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn unet_udm_take_error(
+    node: *mut UnetUdmNode,
+    out: *mut UnetUdmUpcallError,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let n = match unsafe { self::node(node) } {
+            Ok(n) => n,
+            Err(c) => return c,
+        };
+        let Kind::Upcall(u) = &mut n.0 else {
+            return 0;
+        };
+        let Some(e) = u.take_error() else {
+            return 0;
+        };
+        let (kind, handler, src) = match e {
+            UpcallError::NoHandler { handler, src } => (UNET_UDM_NO_HANDLER, handler, src),
+            UpcallError::DisposeFailure { handler, src } => {
+                (UNET_UDM_DISPOSE_FAILURE, handler, src)
+            }
+            UpcallError::Panicked { handler, src } => (UNET_UDM_HANDLER_PANICKED, handler, src),
+        };
+        // SAFETY: NULL or writable per the contract.
+        if let Some(o) = unsafe { out.as_mut() } {
+            *o = UnetUdmUpcallError {
+                kind,
+                handler,
+                reserved: 0,
+                src,
+            };
+        }
+        1
+    })
+}
+
+/// Leave the job and release the handle (its handler thread stops first):
+/// senders to the node get [`UNET_EPEERGONE`].
+///
+/// # Safety
+/// `node` NULL or a handle not yet released; invalid after the call.
+#[no_mangle]
+pub unsafe extern "C" fn unet_udm_leave(node: *mut UnetUdmNode) -> c_int {
+    guard(|| {
+        if node.is_null() {
+            return null("node");
+        }
+        // SAFETY: a Box from unet_udm_join, released only here or in
+        // unet_udm_node_free.
+        let n = unsafe { Box::from_raw(node) };
+        let r = match n.0 {
+            Kind::Poll(p) => p.leave(),
+            Kind::Upcall(u) => u.leave(),
+            Kind::Moving => Ok(()),
+        };
+        match r {
+            Ok(()) => UNET_OK,
+            Err(e) => fail_error(e),
+        }
+    })
+}
+
+/// Release a node handle (NULL is ignored), leaving as
+/// [`unet_udm_leave`] does.
+///
+/// # Safety
+/// `node` NULL or a handle not yet released; invalid after the call.
+#[no_mangle]
+pub unsafe extern "C" fn unet_udm_node_free(node: *mut UnetUdmNode) {
+    guard(|| {
+        if !node.is_null() {
+            // SAFETY: a Box from unet_udm_join, released only here or in
+            // unet_udm_leave.
+            drop(unsafe { Box::from_raw(node) });
+        }
+        UNET_OK
+    });
+}
+
+/// The message that raised the upcall into `*out`.
+///
+/// # Safety
+/// `up` NULL or the running handler's handle; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn unet_udm_upcall_header(
+    up: *mut UnetUdmUpcall,
+    out: *mut UnetUdmHeader,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let u = match unsafe { upcall(up) } {
+            Ok(u) => u,
+            Err(c) => return c,
+        };
+        if out.is_null() {
+            return null("out");
+        }
+        let h = u.header();
+        // SAFETY: non-NULL and writable per the contract.
+        unsafe { put_header(out, h.src, h.handler, h.len) };
+        UNET_OK
+    })
+}
+
+/// [`unet_udm_extract`] from a handler.
+///
+/// # Safety
+/// `up` NULL or the running handler's handle; the rest as for
+/// [`unet_udm_extract`].
+#[no_mangle]
+pub unsafe extern "C" fn unet_udm_upcall_extract(
+    up: *mut UnetUdmUpcall,
+    words: *mut u64,
+    cap: usize,
+    out: *mut UnetUdmHeader,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let u = match unsafe { upcall(up) } {
+            Ok(u) => u,
+            Err(c) => return c,
+        };
+        // SAFETY: per this function's contract.
+        unsafe { extract_with(|w| u.extract(w), words, cap, out) }
+    })
+}
+
+/// [`unet_udm_peek`] from a handler.
+///
+/// # Safety
+/// As for [`unet_udm_upcall_extract`].
+#[no_mangle]
+pub unsafe extern "C" fn unet_udm_upcall_peek(
+    up: *mut UnetUdmUpcall,
+    words: *mut u64,
+    cap: usize,
+    out: *mut UnetUdmHeader,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let u = match unsafe { upcall(up) } {
+            Ok(u) => u,
+            Err(c) => return c,
+        };
+        // SAFETY: per this function's contract.
+        unsafe { peek_with(|| u.peek(), words, cap, out) }
+    })
+}
+
+/// [`unet_udm_dispose`] from a handler.
+///
+/// # Safety
+/// `up` NULL or the running handler's handle.
+#[no_mangle]
+pub unsafe extern "C" fn unet_udm_upcall_dispose(up: *mut UnetUdmUpcall) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        match unsafe { upcall(up) } {
+            Ok(u) => match u.dispose() {
+                Ok(()) => UNET_OK,
+                Err(e) => fail_extract(e),
+            },
+            Err(c) => c,
+        }
+    })
+}
+
+/// The message-available flag from a handler: 1 or 0.
+///
+/// # Safety
+/// `up` NULL or the running handler's handle.
+#[no_mangle]
+pub unsafe extern "C" fn unet_udm_upcall_message_available(up: *mut UnetUdmUpcall) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        match unsafe { upcall(up) } {
+            Ok(u) => u.message_available() as c_int,
+            Err(c) => c,
+        }
+    })
+}
+
+/// [`unet_udm_inject`] from a handler (it may wait, holding the node's
+/// atomic section: prefer [`unet_udm_upcall_injectc`]).
+///
+/// # Safety
+/// `up` NULL or the running handler's handle; `words` NULL or `nwords`
+/// readable words.
+#[no_mangle]
+pub unsafe extern "C" fn unet_udm_upcall_inject(
+    up: *mut UnetUdmUpcall,
+    dest: u32,
+    handler: u16,
+    words: *const u64,
+    nwords: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let (u, w) = match unsafe { (upcall(up), words_in(words, nwords)) } {
+            (Ok(u), Ok(w)) => (u, w),
+            (Err(c), _) | (_, Err(c)) => return c,
+        };
+        match u.inject(dest, handler, w) {
+            Ok(()) => UNET_OK,
+            Err(e) => fail_inject(e),
+        }
+    })
+}
+
+/// [`unet_udm_injectc`] from a handler.
+///
+/// # Safety
+/// As for [`unet_udm_upcall_inject`].
+#[no_mangle]
+pub unsafe extern "C" fn unet_udm_upcall_injectc(
+    up: *mut UnetUdmUpcall,
+    dest: u32,
+    handler: u16,
+    words: *const u64,
+    nwords: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let (u, w) = match unsafe { (upcall(up), words_in(words, nwords)) } {
+            (Ok(u), Ok(w)) => (u, w),
+            (Err(c), _) | (_, Err(c)) => return c,
+        };
+        inject_result(u.injectc(dest, handler, w))
+    })
+}
+
+/// `atomicity-extend`: the handler's atomic section goes on after it
+/// returns, until the main code's `unet_udm_endatom(node,
+/// UNET_UDM_ATOM_DISABLE)`, which runs the handlers of the messages that
+/// waited.
+///
+/// # Safety
+/// `up` NULL or the running handler's handle.
+#[no_mangle]
+pub unsafe extern "C" fn unet_udm_upcall_extend_atomicity(up: *mut UnetUdmUpcall) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        match unsafe { upcall(up) } {
+            Ok(u) => {
+                u.extend_atomicity();
+                UNET_OK
+            }
+            Err(c) => c,
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ptr;
+
+    #[test]
+    fn null_handles_are_einval() {
+        // SAFETY: NULL handles and out-pointers are part of the contract.
+        unsafe {
+            let mut h = UnetUdmHeader::default();
+            assert_eq!(
+                unet_udm_extract(ptr::null_mut(), ptr::null_mut(), 0, &mut h),
+                UNET_EINVAL
+            );
+            assert_eq!(
+                unet_udm_inject(ptr::null_mut(), 0, 0, ptr::null(), 0),
+                UNET_EINVAL
+            );
+            assert_eq!(unet_udm_upcall_dispose(ptr::null_mut()), UNET_EINVAL);
+            assert_eq!(unet_udm_rank(ptr::null()), UNET_EINVAL as i64);
+            assert_eq!(unet_udm_leave(ptr::null_mut()), UNET_EINVAL);
+            assert_eq!(
+                unet_udm_join(ptr::null(), ptr::null(), 0, ptr::null_mut()),
+                UNET_EINVAL
+            );
+            unet_udm_node_free(ptr::null_mut());
+        }
+    }
+}
