@@ -99,6 +99,10 @@ pub const UDM_NODE_FREE: u32 = 0;
 pub const UDM_NODE_JOINED: u32 = 1;
 /// `UdmNodeLine::state`: the node left or died.
 pub const UDM_NODE_GONE: u32 = 2;
+/// `UdmNodeLine::state`: the node lives behind another engine; its mode
+/// word stays in divert mode, so that what is sent to it goes through
+/// this engine and over the wire.
+pub const UDM_NODE_REMOTE: u32 = 3;
 
 /// [`UdmNodeLine::uac`]: interrupts disabled (an atomic section; the
 /// paper's user `interrupt-disable` bit).
@@ -204,8 +208,8 @@ pub struct UdmNodeLine {
     /// Futex word the node sleeps on; whoever gives it a message
     /// increments it and wakes it.
     pub rx_futex: AtomicU32,
-    /// [`UDM_NODE_FREE`], [`UDM_NODE_JOINED`] or [`UDM_NODE_GONE`]
-    /// (written by the engine).
+    /// [`UDM_NODE_FREE`], [`UDM_NODE_JOINED`], [`UDM_NODE_GONE`] or
+    /// [`UDM_NODE_REMOTE`] (written by the engine).
     pub state: AtomicU32,
     /// The node's process id (written by the engine).
     pub pid: AtomicU32,
@@ -458,6 +462,15 @@ counter_enum! {
         /// Positions found impossible in the node's shared memory (divert
         /// ring head, virtual buffer tail): ignored.
         BadPosition = 10 => "bad_position",
+        /// Messages from the node that this engine put on the wire to
+        /// another engine (counted once each, retransmissions aside).
+        WireTx = 11 => "wire_tx",
+        /// Messages to the node that came over the wire from another
+        /// engine.
+        WireRx = 12 => "wire_rx",
+        /// Messages from the node that the wire carried again (the link
+        /// resent the wire message that held them).
+        WireRetransmits = 13 => "wire_retransmits",
     }
 }
 

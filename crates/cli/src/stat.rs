@@ -248,6 +248,7 @@ impl UdmNodeRow {
         match self.mode {
             0 => "fast",
             1 => "buffered",
+            3 => "remote",
             _ => "gone",
         }
     }

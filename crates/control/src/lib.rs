@@ -412,6 +412,21 @@ pub enum Request {
         /// The rank.
         rank: u32,
     },
+    /// Join UDM job `job` of the engine at `home` (its UDP address) as
+    /// node `rank`, through this engine: the job spans both. The reply,
+    /// once the home engine granted the rank, is [`Reply::UdmJoined`]
+    /// with the fds of [`Request::UdmJoin`] (this engine's segments of
+    /// the job).
+    UdmJoinRemote {
+        /// The home engine's UDP address.
+        home: SocketAddr,
+        /// The job, as the home engine numbers it.
+        job: u32,
+        /// Its key.
+        key: u64,
+        /// The rank to take.
+        rank: u32,
+    },
 }
 
 /// The attributes of a VI that both ends must agree on, as the control
@@ -863,6 +878,19 @@ impl Request {
                 w.u32(*rank);
                 w
             }
+            Request::UdmJoinRemote {
+                home,
+                job,
+                key,
+                rank,
+            } => {
+                let mut w = W::new(30, req_id);
+                w.addr(Some(*home));
+                w.u32(*job);
+                w.u64(*key);
+                w.u32(*rank);
+                w
+            }
         };
         w.done().to_vec()
     }
@@ -962,6 +990,12 @@ impl Request {
             },
             20 => Request::UdmLeave {
                 job: r.u32()?,
+                rank: r.u32()?,
+            },
+            30 => Request::UdmJoinRemote {
+                home: r.addr()?.ok_or(ControlError::BadField("home"))?,
+                job: r.u32()?,
+                key: r.u64()?,
                 rank: r.u32()?,
             },
             k => return Err(ControlError::UnknownKind(k)),
@@ -1309,6 +1343,15 @@ mod tests {
                 },
             ),
             ("udm_leave", Request::UdmLeave { job: 1, rank: 3 }),
+            (
+                "udm_join_remote",
+                Request::UdmJoinRemote {
+                    home: "127.0.0.1:9".parse().unwrap(),
+                    job: 1,
+                    key: 0x1234_5678_9abc_def0,
+                    rank: 3,
+                },
+            ),
         ];
         let reps = [
             (

@@ -317,7 +317,11 @@ impl Dispatcher {
             .filter_map(|&i| self.applets.runner(i).and_then(|r| r.next_deadline()))
             .min();
         let udm = self.udm.next_deadline();
-        match [wire, applets, requests, vis, udm]
+        let links = self
+            .remote
+            .as_ref()
+            .and_then(|w| crate::udm_remote::next_deadline(&self.udm, w));
+        match [wire, applets, requests, vis, udm, links]
             .into_iter()
             .flatten()
             .min()
@@ -356,6 +360,15 @@ impl Dispatcher {
         if !self.udm.is_empty() {
             work += self.udm.poll();
         }
+        if let Some(w) = self.remote.as_mut() {
+            work += crate::udm_remote::poll(&mut self.udm, w, &self.counters);
+            if self.udm.remote.setup_due() {
+                self.setup().udm_links();
+            }
+            if let Some(w) = self.remote.as_mut() {
+                w.flush();
+            }
+        }
         if self.applets.any() {
             let mut dp = DataPath {
                 eps: &mut self.eps,
@@ -383,6 +396,7 @@ impl Dispatcher {
         let Some(w) = self.remote.as_mut() else {
             return 0;
         };
+        crate::udm_remote::take_frames(&mut self.udm, w);
         if self.vias.engine.is_empty() && w.vi_in.is_empty() && w.silent.is_empty() {
             return 0;
         }

@@ -61,6 +61,7 @@ mod setup_thread;
 mod setup_udm;
 mod setup_via;
 mod udm;
+mod udm_remote;
 mod vi_path;
 mod via_loop;
 mod vias;

@@ -190,6 +190,10 @@ pub(crate) enum ViIn {
     Accept(SocketAddr, crate::wire::frame::ViAccept),
     /// An open refused.
     Refuse(SocketAddr, crate::wire::frame::ViRefuse),
+    /// A UDM join.
+    UdmJoin(SocketAddr, crate::wire::frame::UdmJoin),
+    /// A UDM join granted.
+    UdmAccept(SocketAddr, crate::wire::frame::UdmAccept),
 }
 
 /// A reply owed to a client for an open it asked for.
@@ -1075,6 +1079,14 @@ impl Rx<'_> {
             }
             Body::ViAccept(a) => self.vi_in.push(ViIn::Accept(from, a)),
             Body::ViRefuse(r) => self.vi_in.push(ViIn::Refuse(from, r)),
+            Body::UdmJoin(j) => {
+                // As a ViOpen: only an allowed peer may ask.
+                if !self.adm.allowed(from.ip()) {
+                    return self.reasm.stats.count_drop(WireDrop::PeerNotAllowed);
+                }
+                self.vi_in.push(ViIn::UdmJoin(from, j))
+            }
+            Body::UdmAccept(a) => self.vi_in.push(ViIn::UdmAccept(from, a)),
         }
     }
 

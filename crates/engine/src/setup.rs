@@ -95,9 +95,10 @@ impl Setup<'_> {
             | Request::ViClose { .. }
             | Request::ViGrantRegion { .. }
             | Request::ViPeerRegion { .. } => self.handle_via(ci, req_id, req, &mut fds),
-            Request::UdmCreateJob { .. } | Request::UdmJoin { .. } | Request::UdmLeave { .. } => {
-                self.handle_udm(ci, req_id, req, &mut fds)
-            }
+            Request::UdmCreateJob { .. }
+            | Request::UdmJoin { .. }
+            | Request::UdmLeave { .. }
+            | Request::UdmJoinRemote { .. } => self.handle_udm(ci, req_id, req, &mut fds),
             Request::Hello { version } => {
                 let r = if version == control::PROTOCOL_VERSION {
                     Reply::Hello {

@@ -43,6 +43,12 @@ impl Setup<'_> {
                 }
                 Err(code) => Reply::Error(code),
             },
+            Request::UdmJoinRemote {
+                home,
+                job,
+                key,
+                rank,
+            } => return self.udm_join_remote(ci, req_id, home, job, key, rank),
             Request::UdmLeave { job, rank } => {
                 let mine = self.udm.jobs.get(&job).and_then(|j| {
                     j.nodes
@@ -97,7 +103,7 @@ impl Setup<'_> {
 
     /// Grant rank `rank` of job `job` to client `ci`: the descriptors to
     /// send it (job segment, node segment, virtual buffer, doorbell).
-    fn udm_join(
+    pub(crate) fn udm_join(
         &mut self,
         ci: ClientId,
         job: u32,
@@ -141,7 +147,7 @@ impl Setup<'_> {
     }
 
     /// Forget job `job` if its creator and every node are gone.
-    fn udm_retire(&mut self, job: u32) {
+    pub(crate) fn udm_retire(&mut self, job: u32) {
         if self.udm.jobs.get(&job).is_some_and(|j| j.finished()) {
             if let Some(j) = self.udm.jobs.remove(&job) {
                 self.poller.remove(j.doorbell.fd().as_raw_fd());
@@ -194,6 +200,8 @@ impl Setup<'_> {
             let mode = line.mode.load(Ordering::Relaxed);
             let mode = if n.state == UDM_NODE_GONE || mode & UDM_MODE_GONE != 0 {
                 2
+            } else if n.state == UDM_NODE_REMOTE {
+                3
             } else if mode & UDM_MODE_DIVERT != 0 {
                 1
             } else {

@@ -593,8 +593,12 @@ impl Setup<'_> {
                         w.vi_peer_remove(from);
                     }
                 }
-                // Handled on the data path.
-                ViIn::Data { .. } | ViIn::Ack(..) | ViIn::Close(..) => {}
+                // Handled on the data path (or by UDM's links).
+                ViIn::Data { .. }
+                | ViIn::Ack(..)
+                | ViIn::Close(..)
+                | ViIn::UdmJoin(..)
+                | ViIn::UdmAccept(..) => {}
             }
         }
     }

@@ -25,7 +25,7 @@
 //! buffer is full stays in its sender's divert ring (which holds that
 //! sender back) and is taken on a later turn.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{fence, Ordering};
 use std::time::{Duration, Instant};
 
@@ -44,6 +44,36 @@ const CHECK_MIN: Duration = Duration::from_micros(100);
 /// The interval between two checks when no node had messages waiting at
 /// the last one (at least): what a job with nodes costs an idle engine.
 const CHECK_IDLE: Duration = Duration::from_millis(20);
+/// Relayed messages a job keeps for nodes behind other engines, waiting
+/// for room on the wire ([`crate::udm_remote`]); past it, they wait on
+/// the link they came by. (Messages of this engine's nodes are bounded
+/// by overflow control instead: a buffer's worth per destination.)
+pub(crate) const OUTBOX_MAX: usize = 256;
+
+/// A message for a node behind another engine, taken from a divert ring
+/// (or relayed), waiting for its link ([`crate::udm_remote`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RemoteMsg {
+    pub src: u32,
+    pub dst: u32,
+    pub handler: u16,
+    pub nwords: u16,
+    pub words: [u64; UDM_MAX_WORDS],
+    /// Counted in `dst`'s mode word here (sent by a node of this engine):
+    /// the count falls when the message goes on the wire.
+    pub counted: bool,
+}
+
+/// What [`Job::append`] did with a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Append {
+    /// In the destination's virtual buffer.
+    Done,
+    /// The destination's buffer is at its limit: try again later.
+    Full,
+    /// The destination is gone (dropped and counted).
+    Gone,
+}
 
 /// One node of a job, as the engine keeps it.
 pub(crate) struct UdmNode {
@@ -99,7 +129,7 @@ impl UdmNode {
         &self.counters
     }
 
-    fn count(&mut self, c: UdmCounter, n: u64) {
+    pub(crate) fn count(&mut self, c: UdmCounter, n: u64) {
         self.counters[c as usize] = self.counters[c as usize].wrapping_add(n);
         self.mirror(c);
     }
@@ -200,6 +230,10 @@ pub(crate) struct Job {
     check_at: Instant,
     /// When a sleeping engine wakes to check them (None: no node joined).
     wake_at: Option<Instant>,
+    /// Messages for nodes behind other engines ([`crate::udm_remote`]),
+    /// and how many of them are counted, by destination.
+    pub outbox: VecDeque<RemoteMsg>,
+    pub outbox_counted: Vec<u32>,
 }
 
 impl Job {
@@ -241,7 +275,11 @@ impl Job {
 
     /// Whether every node is gone or never came and the creator left.
     pub(crate) fn finished(&self) -> bool {
-        !self.owner_alive && self.nodes.iter().all(|n| n.state != UDM_NODE_JOINED)
+        !self.owner_alive
+            && self
+                .nodes
+                .iter()
+                .all(|n| n.state != UDM_NODE_JOINED && n.state != UDM_NODE_REMOTE)
     }
 
     /// Bytes charged to the creator.
@@ -295,27 +333,8 @@ impl Job {
             touched |= t;
         }
         for d in 0..nodes {
-            let node = &mut self.nodes[d as usize];
             if touched & (1 << d) != 0 {
-                if let Some(h) = node.header() {
-                    // Release: the messages written before are visible to
-                    // a node that reads this head with Acquire.
-                    h.buf_head.store(node.buf_head, Ordering::Release);
-                }
-                let pages = node.pages_in_use();
-                node.set(UdmCounter::BufferPages, pages);
-                if pages > node.counters[UdmCounter::BufferPagesMax as usize] {
-                    node.set(UdmCounter::BufferPagesMax, pages);
-                }
-                // Pairs with the node's fence before it sleeps: either it
-                // sees the new head, or we see it sleeping.
-                fence(Ordering::SeqCst);
-                let line = self.line(d);
-                if line.rx_sleeping.load(Ordering::Relaxed) != 0 {
-                    line.rx_futex.fetch_add(1, Ordering::Release);
-                    // Every sleeper: the main code and its handler thread.
-                    sys::futex_wake(&line.rx_futex, i32::MAX);
-                }
+                self.publish(d);
             }
             let node = &mut self.nodes[d as usize];
             if node.buf.is_some() && node.pages_in_use() > 0 {
@@ -363,6 +382,40 @@ impl Job {
             }
             if nwords > UDM_MAX_WORDS {
                 self.nodes[s as usize].count(UdmCounter::DropBadLength, 1);
+                pos += 1;
+                continue;
+            }
+            if self.nodes[d as usize].state == UDM_NODE_REMOTE {
+                // Behind another engine: to the wire, as its link allows,
+                // never more than a buffer's worth at a time (the count
+                // in its mode word holds honest senders before that).
+                if self.outbox_counted[d as usize] >= l.buffer_cap {
+                    let dst = &mut self.nodes[d as usize];
+                    if !dst.held {
+                        dst.held = true;
+                        dst.count(UdmCounter::BufferFull, 1);
+                    }
+                    break;
+                }
+                self.nodes[d as usize].held = false;
+                let mut m = RemoteMsg {
+                    src: s,
+                    dst: d,
+                    handler: (hdr >> 32) as u16,
+                    nwords: nwords as u16,
+                    words: [0; UDM_MAX_WORDS],
+                    counted: true,
+                };
+                // SAFETY: as above; nwords <= UDM_MAX_WORDS (checked), so
+                // the words read lie in the slot.
+                unsafe {
+                    let w = core::ptr::addr_of!((*slot).words).cast::<u64>();
+                    for (i, x) in m.words[..nwords].iter_mut().enumerate() {
+                        *x = w.add(i).read_volatile();
+                    }
+                }
+                self.outbox.push_back(m);
+                self.outbox_counted[d as usize] += 1;
                 pos += 1;
                 continue;
             }
@@ -418,6 +471,120 @@ impl Job {
             self.nodes[s as usize].divert_tail = pos;
         }
         ((pos - tail) as usize, touched)
+    }
+
+    /// One message less counted in node `d`'s mode word (it left this
+    /// engine for the wire).
+    pub(crate) fn uncount(&mut self, d: u32) {
+        if let Some(n) = self.outbox_counted.get_mut(d as usize) {
+            *n = n.saturating_sub(1);
+        }
+        let mode = &self.line(d).mode;
+        let _ = mode.fetch_update(Ordering::AcqRel, Ordering::Acquire, |m| {
+            (m & UDM_MODE_COUNT != 0).then(|| m - 1)
+        });
+    }
+
+    /// Append a message to node `d`'s virtual buffer, as a sender would
+    /// (the engine sends for nodes behind other engines): divert mode set
+    /// and the count raised in one step, then the message written, stamped
+    /// with `src`. The caller publishes with [`Job::publish`].
+    pub(crate) fn append(&mut self, d: u32, src: u32, handler: u16, words: &[u64]) -> Append {
+        let cap = self.layout.buffer_cap as u64;
+        let Some(dst) = self.nodes.get_mut(d as usize) else {
+            return Append::Gone;
+        };
+        if dst.state == UDM_NODE_GONE || dst.buf.is_none() || words.len() > UDM_MAX_WORDS {
+            return Append::Gone;
+        }
+        if dst.buf_head - dst.buf_tail >= cap {
+            dst.refresh_tail();
+            if dst.buf_head - dst.buf_tail >= cap {
+                return Append::Full;
+            }
+        }
+        let mode = &self.line(d).mode;
+        let raised = mode.fetch_update(Ordering::AcqRel, Ordering::Acquire, |m| {
+            (m & UDM_MODE_GONE == 0 && m & UDM_MODE_COUNT < cap).then(|| (m | UDM_MODE_DIVERT) + 1)
+        });
+        match raised {
+            Ok(_) => {}
+            Err(m) if m & UDM_MODE_GONE != 0 => return Append::Gone,
+            Err(_) => return Append::Full,
+        }
+        let dst = &mut self.nodes[d as usize];
+        let at = (dst.buf_head % cap) as usize * core::mem::size_of::<UdmMsg>();
+        let page = dst.buf_head / UDM_MSGS_PER_PAGE;
+        if page < dst.resident_lo {
+            dst.resident_lo = page;
+        }
+        if let Some(p) = dst.buf.as_ref().and_then(|b| b.at(at, 128)) {
+            let out = p.cast::<UdmMsg>().as_ptr();
+            let hdr = src as u64 | (handler as u64) << 32 | (words.len() as u64) << 48;
+            // SAFETY: `out` is a message slot inside the buffer (checked by
+            // at()), aligned, written only by the engine; words.len() <=
+            // UDM_MAX_WORDS (checked). The header goes last.
+            unsafe {
+                core::ptr::copy_nonoverlapping(
+                    words.as_ptr(),
+                    core::ptr::addr_of_mut!((*out).words).cast::<u64>(),
+                    words.len(),
+                );
+                core::ptr::addr_of_mut!((*out).stamp).write_volatile(0);
+                out.cast::<u64>().write_volatile(hdr);
+            }
+        }
+        dst.buf_head += 1;
+        dst.count(UdmCounter::BufferedMsgs, 1);
+        Append::Done
+    }
+
+    /// Make what [`Job::append`] wrote to node `d` visible to it, and wake
+    /// it if it sleeps.
+    pub(crate) fn publish(&mut self, d: u32) {
+        let Some(node) = self.nodes.get_mut(d as usize) else {
+            return;
+        };
+        if let Some(h) = node.header() {
+            // Release: the messages written before are visible to a node
+            // that reads this head with Acquire.
+            h.buf_head.store(node.buf_head, Ordering::Release);
+        }
+        let pages = node.pages_in_use();
+        node.set(UdmCounter::BufferPages, pages);
+        if pages > node.counters[UdmCounter::BufferPagesMax as usize] {
+            node.set(UdmCounter::BufferPagesMax, pages);
+        }
+        // Pairs with the node's fence before it sleeps: either it sees the
+        // new head, or we see it sleeping.
+        fence(Ordering::SeqCst);
+        let line = self.line(d);
+        if line.rx_sleeping.load(Ordering::Relaxed) != 0 {
+            line.rx_futex.fetch_add(1, Ordering::Release);
+            // Every sleeper: the main code and its handler thread.
+            sys::futex_wake(&line.rx_futex, i32::MAX);
+        }
+    }
+
+    /// Node `rank` lives behind another engine from now on: its mode word
+    /// stays in divert mode (what is sent to it comes to this engine).
+    pub(crate) fn set_remote(&mut self, rank: u32) {
+        let line = self.line(rank);
+        line.state.store(UDM_NODE_REMOTE, Ordering::Release);
+        line.mode.fetch_or(UDM_MODE_DIVERT, Ordering::AcqRel);
+        if let Some(n) = self.nodes.get_mut(rank as usize) {
+            n.state = UDM_NODE_REMOTE;
+        }
+    }
+
+    /// Node `rank` (behind another engine until now) is to join here.
+    pub(crate) fn set_free(&mut self, rank: u32) {
+        let line = self.line(rank);
+        line.mode.store(0, Ordering::Release);
+        line.state.store(UDM_NODE_FREE, Ordering::Release);
+        if let Some(n) = self.nodes.get_mut(rank as usize) {
+            n.state = UDM_NODE_FREE;
+        }
     }
 
     /// Switch to buffered mode the nodes that stayed atomic (or stopped)
@@ -490,6 +657,8 @@ impl Job {
 pub(crate) struct Jobs {
     pub jobs: HashMap<u32, Job>,
     next_id: u32,
+    /// The links of jobs that span engines ([`crate::udm_remote`]).
+    pub remote: crate::udm_remote::Links,
 }
 
 impl Jobs {
@@ -601,6 +770,8 @@ impl Jobs {
                 nodes,
                 check_at: Instant::now(),
                 wake_at: None,
+                outbox: VecDeque::new(),
+                outbox_counted: vec![0; layout.nodes as usize],
             },
         );
         Ok(id)

@@ -102,10 +102,12 @@ pub(crate) struct Vias {
     next_open: u32,
 }
 
-/// The next id of a counter that skips 0 and ids in use.
+/// The next id of a counter that skips 0 and ids in use. Ids stay below
+/// [`LINK_BIT`](crate::udm_remote::LINK_BIT): VI ids share the wire with
+/// UDM's links, which have it.
 fn next_id<V>(counter: &mut u32, used: &HashMap<u32, V>) -> u32 {
     loop {
-        *counter = counter.wrapping_add(1);
+        *counter = counter.wrapping_add(1) & !crate::udm_remote::LINK_BIT;
         if *counter != 0 && !used.contains_key(counter) {
             return *counter;
         }

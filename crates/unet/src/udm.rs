@@ -149,6 +149,37 @@ impl Session {
         }
     }
 
+    /// Join a job as node `rank` (each rank once) through this session's
+    /// engine, the job being `home`'s (its UDP address; None: this
+    /// engine's): the job then spans both engines (`docs/udm.md`, "Across
+    /// engines"). [`Node::job`] is the job's id at this engine.
+    pub fn udm_join_at(
+        &self,
+        ticket: JobTicket,
+        home: Option<std::net::SocketAddr>,
+        rank: u32,
+    ) -> Result<Node, Error> {
+        let Some(home) = home else {
+            return self.udm_join(ticket, rank);
+        };
+        let req = Request::UdmJoinRemote {
+            home,
+            job: ticket.job,
+            key: ticket.key,
+            rank,
+        };
+        // The home engine answers within its join retries (about 2 s).
+        match self.inner.request_waiting(&req, Duration::from_secs(5))? {
+            (Reply::UdmJoined { job, rank: got }, fds) if got == rank => {
+                Node::open(self.clone(), job, rank, fds)
+            }
+            (Reply::Error(c), _) => Err(c.into()),
+            (r, _) => Err(Error::Protocol(format!(
+                "unexpected answer to udm join: {r:?}"
+            ))),
+        }
+    }
+
     /// Join a job as node `rank` (each rank once).
     pub fn udm_join(&self, ticket: JobTicket, rank: u32) -> Result<Node, Error> {
         let req = Request::UdmJoin {

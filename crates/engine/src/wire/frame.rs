@@ -89,6 +89,21 @@
 //!  |    dst_vi    |       token       |   cum_ack    |  cum_placed  |  window_end  | flags |pad|
 //!  |     u32      |        u64        |     u32      |     u32      |     u32      |  u16  |u16|
 //!  flags: bit 0 nack; bits 1..=15 sent as 0, ignored
+//!
+//! kind 0x20, UdmJoin (48 bytes)
+//! 12             16             20                  28             32                  40             44     46  48
+//!  |  request_id  |     job      |        key        |   src_link   |     src_token     |     rank     | hold |pad|
+//!  |     u32      |     u32      |        u64        |     u32      |        u64        |     u32      | u16  |u16|
+//!  hold: 1..=65535
+//!
+//! kind 0x21, UdmAccept (64 bytes)
+//! 12             16             20             24                  32             36
+//!  |  request_id  |   dst_link   |   src_link   |    accept_token   |     rank     |
+//!  |     u32      |     u32      |     u32      |        u64        |     u32      |
+//! 36             40             44             48             52     54  56                  64
+//!  |    nodes     |   fast_cap   |  buffer_cap  |  timeout_us  | hold |pad|       gone        |
+//!  |     u32      |     u32      |     u32      |     u32      | u16  |u16|        u64        |
+//!  hold: 1..=65535; buffer_cap in messages; gone: a bit per rank gone
 //! ```
 //!
 //! With a cluster key, every kind but those of the data path (Data and
@@ -141,11 +156,22 @@
 //! With a cluster key the four VI control kinds are authenticated too, Data
 //! and ViAck are not (see above).
 //!
+//! # UDM
+//!
+//! A UDM job spans engines through *links*, one per job and pair of
+//! engines, each a reliable stream as a VI's (see `docs/udm.md`):
+//! [`UdmJoin`] asks the job's home engine for a rank on behalf of a
+//! process of the sending engine, showing the job's key; [`UdmAccept`]
+//! grants it (with the job's geometry), a [`ViRefuse`] whose `dst_vi` is
+//! the link refuses it. Afterwards the link's messages, acks and close
+//! are VI Data, ViAck and ViClose frames naming the link as their VI.
+//!
 //! # Kind space
 //!
-//! Kinds 1..=7 and 0x10..=0x14 are defined here. Ranges are kept for later
-//! protocols: `0x10..=0x1F` VIA connections (`0x15..=0x1F` still free),
-//! `0x20..=0x2F` UDM, `0x30..=0x3F` SPINE active messages. A receiver drops
+//! Kinds 1..=7, 0x10..=0x14 and 0x20..=0x21 are defined here. Ranges are
+//! kept for later protocols: `0x10..=0x1F` VIA connections (`0x15..=0x1F`
+//! still free), `0x20..=0x2F` UDM (`0x22..=0x2F` still free), `0x30..=0x3F`
+//! SPINE active messages. A receiver drops
 //! a frame of a kind it does not know and counts it
 //! ([`FrameError::UnknownKind`]); that is not an error of the peer.
 
@@ -193,6 +219,10 @@ pub const VI_REFUSE_LEN: usize = 24;
 pub const VI_CLOSE_LEN: usize = 28;
 /// Length of a ViAck frame.
 pub const VI_ACK_LEN: usize = 40;
+/// Length of a UdmJoin frame.
+pub const UDM_JOIN_LEN: usize = 48;
+/// Length of a UdmAccept frame.
+pub const UDM_ACCEPT_LEN: usize = 64;
 
 /// Bit of [`Data::flags`]: the frame carries a message of a VI, not of a
 /// channel. `dst_endpoint` is then the receiver's VI id, `msg_id` the VI's
@@ -323,6 +353,32 @@ mod field {
         pub const FLAGS: Range<usize> = 36..38;
         pub const END: usize = 40;
     }
+    pub mod udm_join {
+        use core::ops::Range;
+        pub const REQUEST_ID: Range<usize> = 12..16;
+        pub const JOB: Range<usize> = 16..20;
+        pub const KEY: Range<usize> = 20..28;
+        pub const SRC_LINK: Range<usize> = 28..32;
+        pub const SRC_TOKEN: Range<usize> = 32..40;
+        pub const RANK: Range<usize> = 40..44;
+        pub const HOLD: Range<usize> = 44..46;
+        pub const END: usize = 48;
+    }
+    pub mod udm_accept {
+        use core::ops::Range;
+        pub const REQUEST_ID: Range<usize> = 12..16;
+        pub const DST_LINK: Range<usize> = 16..20;
+        pub const SRC_LINK: Range<usize> = 20..24;
+        pub const ACCEPT_TOKEN: Range<usize> = 24..32;
+        pub const RANK: Range<usize> = 32..36;
+        pub const NODES: Range<usize> = 36..40;
+        pub const FAST_CAP: Range<usize> = 40..44;
+        pub const BUFFER_CAP: Range<usize> = 44..48;
+        pub const TIMEOUT_US: Range<usize> = 48..52;
+        pub const HOLD: Range<usize> = 52..54;
+        pub const GONE: Range<usize> = 56..64;
+        pub const END: usize = 64;
+    }
 }
 
 const _: () = {
@@ -339,12 +395,17 @@ const _: () = {
     assert!(field::vi_close::END == VI_CLOSE_LEN);
     assert!(field::vi_close::REASON.end == VI_CLOSE_LEN);
     assert!(field::vi_ack::END == VI_ACK_LEN);
+    assert!(field::udm_join::END == UDM_JOIN_LEN);
+    assert!(field::udm_accept::END == UDM_ACCEPT_LEN);
+    assert!(field::udm_accept::GONE.end == UDM_ACCEPT_LEN);
     let fixed = [
         VI_OPEN_LEN,
         VI_ACCEPT_LEN,
         VI_REFUSE_LEN,
         VI_CLOSE_LEN,
         VI_ACK_LEN,
+        UDM_JOIN_LEN,
+        UDM_ACCEPT_LEN,
     ];
     let mut i = 0;
     while i < fixed.len() {
@@ -388,11 +449,16 @@ pub enum Kind {
     /// Acknowledges a VI's messages and advertises credit (a data-path
     /// frame, like Data).
     ViAck = 0x14,
+    /// Asks a UDM job's home engine for a rank, for a process behind the
+    /// sending engine.
+    UdmJoin = 0x20,
+    /// Grants a [`Kind::UdmJoin`].
+    UdmAccept = 0x21,
 }
 
 impl Kind {
     /// Every kind this version defines.
-    pub const ALL: [Kind; 12] = [
+    pub const ALL: [Kind; 14] = [
         Kind::Data,
         Kind::OpenRequest,
         Kind::OpenAccept,
@@ -405,6 +471,8 @@ impl Kind {
         Kind::ViRefuse,
         Kind::ViClose,
         Kind::ViAck,
+        Kind::UdmJoin,
+        Kind::UdmAccept,
     ];
 
     /// The kind for a `kind` byte, or `None` when this version does not know it.
@@ -422,6 +490,8 @@ impl Kind {
             0x12 => Some(Kind::ViRefuse),
             0x13 => Some(Kind::ViClose),
             0x14 => Some(Kind::ViAck),
+            0x20 => Some(Kind::UdmJoin),
+            0x21 => Some(Kind::UdmAccept),
             _ => None,
         }
     }
@@ -442,6 +512,8 @@ impl Kind {
             Kind::ViRefuse => VI_REFUSE_LEN,
             Kind::ViClose => VI_CLOSE_LEN,
             Kind::ViAck => VI_ACK_LEN,
+            Kind::UdmJoin => UDM_JOIN_LEN,
+            Kind::UdmAccept => UDM_ACCEPT_LEN,
         }
     }
 
@@ -786,6 +858,55 @@ pub struct ViRefuse {
     pub reason: RefuseReason,
 }
 
+/// Asks a UDM job's home engine for rank `rank` of job `job`, for a
+/// process behind the sending engine; the first one of a job also asks
+/// for the job's link between the two engines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct UdmJoin {
+    /// Chosen by the requester; echoed in the answer.
+    pub request_id: u32,
+    /// The job, as its home engine numbers it.
+    pub job: u32,
+    /// The job's key: without it, the job does not exist.
+    pub key: u64,
+    /// The requester's end of the job's link (a VI id on its engine).
+    pub src_link: u32,
+    /// The token the requester expects on every frame to its link.
+    pub src_token: u64,
+    /// The rank asked for.
+    pub rank: u32,
+    /// The requester's receive holding bound (as [`ViOpen::hold`]).
+    pub hold: u16,
+}
+
+/// Grants a [`UdmJoin`]: rank `rank` is the requester's, and the home's
+/// end of the link is `src_link`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct UdmAccept {
+    /// The `request_id` of the UdmJoin answered.
+    pub request_id: u32,
+    /// The requester's end of the link (the UdmJoin's `src_link`).
+    pub dst_link: u32,
+    /// The home's end of the link.
+    pub src_link: u32,
+    /// The token to put in every frame sent to the home's end.
+    pub accept_token: u64,
+    /// The rank granted.
+    pub rank: u32,
+    /// The job's nodes.
+    pub nodes: u32,
+    /// The job's fast ring capacity (messages).
+    pub fast_cap: u32,
+    /// The job's virtual buffer capacity (messages).
+    pub buffer_cap: u32,
+    /// The job's atomicity timeout (µs).
+    pub timeout_us: u32,
+    /// The home's receive holding bound (as [`ViAccept::hold`]).
+    pub hold: u16,
+    /// A bit per rank (rank 0 is bit 0) that is gone.
+    pub gone: u64,
+}
+
 /// Tells the peer that its VI `dst_vi` is gone (closed by its peer's
 /// owner) or broke. The receiver checks `token` against that VI before
 /// acting.
@@ -886,6 +1007,10 @@ pub enum Body<'a> {
     ViClose(ViClose),
     /// See [`ViAck`].
     ViAck(ViAck),
+    /// See [`UdmJoin`].
+    UdmJoin(UdmJoin),
+    /// See [`UdmAccept`].
+    UdmAccept(UdmAccept),
 }
 
 impl Body<'_> {
@@ -904,6 +1029,8 @@ impl Body<'_> {
             Body::ViRefuse(_) => Kind::ViRefuse,
             Body::ViClose(_) => Kind::ViClose,
             Body::ViAck(_) => Kind::ViAck,
+            Body::UdmJoin(_) => Kind::UdmJoin,
+            Body::UdmAccept(_) => Kind::UdmAccept,
         }
     }
 }
@@ -1088,6 +1215,34 @@ impl<'a> Frame<'a> {
                     reason: rd32(buf, f::REASON),
                 })
             }
+            Kind::UdmJoin => {
+                use field::udm_join as f;
+                Body::UdmJoin(UdmJoin {
+                    request_id: rd32(buf, f::REQUEST_ID),
+                    job: rd32(buf, f::JOB),
+                    key: rd64(buf, f::KEY),
+                    src_link: rd32(buf, f::SRC_LINK),
+                    src_token: rd64(buf, f::SRC_TOKEN),
+                    rank: rd32(buf, f::RANK),
+                    hold: nonzero_hold(rd16(buf, f::HOLD))?,
+                })
+            }
+            Kind::UdmAccept => {
+                use field::udm_accept as f;
+                Body::UdmAccept(UdmAccept {
+                    request_id: rd32(buf, f::REQUEST_ID),
+                    dst_link: rd32(buf, f::DST_LINK),
+                    src_link: rd32(buf, f::SRC_LINK),
+                    accept_token: rd64(buf, f::ACCEPT_TOKEN),
+                    rank: rd32(buf, f::RANK),
+                    nodes: rd32(buf, f::NODES),
+                    fast_cap: rd32(buf, f::FAST_CAP),
+                    buffer_cap: rd32(buf, f::BUFFER_CAP),
+                    timeout_us: rd32(buf, f::TIMEOUT_US),
+                    hold: nonzero_hold(rd16(buf, f::HOLD))?,
+                    gone: rd64(buf, f::GONE),
+                })
+            }
             Kind::ViAck => {
                 use field::vi_ack as f;
                 Body::ViAck(ViAck {
@@ -1245,6 +1400,32 @@ impl<'a> Frame<'a> {
                 buf[f::WINDOW_END].copy_from_slice(&a.window_end.to_be_bytes());
                 buf[f::FLAGS].copy_from_slice(&flags.to_be_bytes());
                 buf[f::FLAGS.end..f::END].fill(0);
+            }
+            Body::UdmJoin(j) => {
+                use field::udm_join as f;
+                buf[f::REQUEST_ID].copy_from_slice(&j.request_id.to_be_bytes());
+                buf[f::JOB].copy_from_slice(&j.job.to_be_bytes());
+                buf[f::KEY].copy_from_slice(&j.key.to_be_bytes());
+                buf[f::SRC_LINK].copy_from_slice(&j.src_link.to_be_bytes());
+                buf[f::SRC_TOKEN].copy_from_slice(&j.src_token.to_be_bytes());
+                buf[f::RANK].copy_from_slice(&j.rank.to_be_bytes());
+                buf[f::HOLD].copy_from_slice(&j.hold.to_be_bytes());
+                buf[f::HOLD.end..f::END].fill(0);
+            }
+            Body::UdmAccept(a) => {
+                use field::udm_accept as f;
+                buf[f::REQUEST_ID].copy_from_slice(&a.request_id.to_be_bytes());
+                buf[f::DST_LINK].copy_from_slice(&a.dst_link.to_be_bytes());
+                buf[f::SRC_LINK].copy_from_slice(&a.src_link.to_be_bytes());
+                buf[f::ACCEPT_TOKEN].copy_from_slice(&a.accept_token.to_be_bytes());
+                buf[f::RANK].copy_from_slice(&a.rank.to_be_bytes());
+                buf[f::NODES].copy_from_slice(&a.nodes.to_be_bytes());
+                buf[f::FAST_CAP].copy_from_slice(&a.fast_cap.to_be_bytes());
+                buf[f::BUFFER_CAP].copy_from_slice(&a.buffer_cap.to_be_bytes());
+                buf[f::TIMEOUT_US].copy_from_slice(&a.timeout_us.to_be_bytes());
+                buf[f::HOLD].copy_from_slice(&a.hold.to_be_bytes());
+                buf[f::HOLD.end..f::GONE.start].fill(0);
+                buf[f::GONE].copy_from_slice(&a.gone.to_be_bytes());
             }
         }
         Ok(len)
@@ -1476,6 +1657,40 @@ mod tests {
                 },
             ),
             (
+                "udm_join",
+                Frame {
+                    src_engine: 0x20,
+                    body: Body::UdmJoin(UdmJoin {
+                        request_id: 0x2001,
+                        job: 0x2002,
+                        key: 0x2003_0000_0000_0004,
+                        src_link: 0x8000_2005,
+                        src_token: 0x2006_0000_0000_0007,
+                        rank: 9,
+                        hold: 64,
+                    }),
+                },
+            ),
+            (
+                "udm_accept",
+                Frame {
+                    src_engine: 0x21,
+                    body: Body::UdmAccept(UdmAccept {
+                        request_id: 0x2101,
+                        dst_link: 0x8000_2102,
+                        src_link: 0x8000_2103,
+                        accept_token: 0x2104_0000_0000_0005,
+                        rank: 6,
+                        nodes: 7,
+                        fast_cap: 8,
+                        buffer_cap: 8192,
+                        timeout_us: 2000,
+                        hold: 64,
+                        gone: 0x80,
+                    }),
+                },
+            ),
+            (
                 "data_vi",
                 Frame {
                     src_engine: 0x15,
@@ -1616,6 +1831,8 @@ mod tests {
                 Kind::ViRefuse => 21..24,
                 Kind::ViClose => 28..28,
                 Kind::ViAck => 38..40,
+                Kind::UdmJoin => 46..48,
+                Kind::UdmAccept => 54..56,
             };
             assert!(bytes[pad.clone()].iter().all(|&b| b == 0));
             bytes[pad].fill(0xFF);
@@ -1632,7 +1849,7 @@ mod tests {
         let mut b = good.clone();
         b[2] = 2;
         assert_eq!(Frame::parse(&b), Err(FrameError::BadVersion));
-        for k in [0u8, 8, 0x0F, 0x20, 0x30, 0xFF]
+        for k in [0u8, 8, 0x0F, 0x22, 0x30, 0xFF]
             .into_iter()
             .chain(0x15..=0x1F)
         {
@@ -1682,7 +1899,8 @@ mod tests {
             assert_eq!(k.is_data_path(), matches!(k, Kind::Data | Kind::ViAck));
         }
         for v in 0..=u8::MAX {
-            let known = (1..=7).contains(&v) || (0x10..=0x14).contains(&v);
+            let known =
+                (1..=7).contains(&v) || (0x10..=0x14).contains(&v) || (0x20..=0x21).contains(&v);
             assert_eq!(Kind::from_u8(v).is_some(), known, "kind {v:#x}");
         }
         for r in RefuseReason::ALL {

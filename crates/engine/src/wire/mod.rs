@@ -24,8 +24,8 @@
 //!   key, every kind but those of the data path (`Data`, `ViAck`:
 //!   [`Kind::is_data_path`]) is followed by an authentication trailer
 //!   ([`auth`]). The full layout, with every field offset, is drawn in
-//!   [`frame`]. Kinds `0x15..=0x1F` are kept for VIA, `0x20..=0x3F` for
-//!   later protocols (UDM, SPINE); an unknown kind is a counted drop, not an
+//!   [`frame`]. Kinds `0x15..=0x1F` are kept for VIA, `0x22..=0x2F` for
+//!   UDM, `0x30..=0x3F` for SPINE; an unknown kind is a counted drop, not an
 //!   error.
 //! - [`frag`]: cutting messages into fragments of one stride, and the
 //!   [`Reassembler`] (bounded memory, timeout eviction, a no-copy fast path
@@ -150,8 +150,8 @@ pub use frag::{
 };
 pub use frame::{
     Body, Close, Data, Frame, FrameError, Kind, OpenAccept, OpenRefuse, OpenRequest, RefuseReason,
-    ViAccept, ViAck, ViClose, ViOpen, ViRefuse, DATA_FLAG_VI, DATA_HEADER_LEN, MAX_DATAGRAM,
-    MAX_MESSAGE, VI_CLOSE_NORMAL,
+    UdmAccept, UdmJoin, ViAccept, ViAck, ViClose, ViOpen, ViRefuse, DATA_FLAG_VI, DATA_HEADER_LEN,
+    MAX_DATAGRAM, MAX_MESSAGE, VI_CLOSE_NORMAL,
 };
 pub use transport::{MemoryHub, MemoryPort, Transport};
 pub use udp::{
