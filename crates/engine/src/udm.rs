@@ -83,8 +83,14 @@ pub(crate) struct UdmNode {
     pub pid: u32,
     /// `UDM_NODE_FREE`, `UDM_NODE_JOINED` or `UDM_NODE_GONE`.
     pub state: u32,
-    /// The node segment (header and divert ring); None once gone.
+    /// The node segment (header and divert ring); None once gone and its
+    /// divert ring drained.
     seg: Option<Segment>,
+    /// Gone with messages still in its divert ring: where its head was
+    /// when it went. The engine delivers those (they were injected, so
+    /// they are never lost) and nothing written after; then the segment
+    /// goes.
+    drain_end: Option<u64>,
     /// The virtual buffer; None once gone.
     buf: Option<Segment>,
     /// Our position in the node's divert ring.
@@ -315,7 +321,19 @@ impl Job {
         }
         n.resident_lo = n.buf_head.div_ceil(UDM_MSGS_PER_PAGE);
         n.set(UdmCounter::BufferPages, 0);
-        n.seg = None;
+        // What it injected before it went is still delivered: its divert
+        // ring is drained up to where its head is now.
+        let l = self.layout;
+        let n = &mut self.nodes[rank as usize];
+        let head = n.divert(&l).map(|r| r.head());
+        match head {
+            Some(h)
+                if h != n.divert_tail && h.wrapping_sub(n.divert_tail) <= UDM_DIVERT_CAP as u64 =>
+            {
+                n.drain_end = Some(h);
+            }
+            _ => n.seg = None,
+        }
     }
 
     /// Take what the nodes handed the engine and append it to the virtual
@@ -325,12 +343,19 @@ impl Job {
         let mut work = 0;
         let mut touched: u64 = 0;
         for s in 0..nodes {
-            if self.nodes[s as usize].state != UDM_NODE_JOINED {
+            let node = &self.nodes[s as usize];
+            if node.state != UDM_NODE_JOINED && node.drain_end.is_none() {
                 continue;
             }
             let (n, t) = self.drain(s);
             work += n;
             touched |= t;
+            let node = &mut self.nodes[s as usize];
+            if node.drain_end == Some(node.divert_tail) {
+                // A gone node's last messages are out: its segment goes.
+                node.drain_end = None;
+                node.seg = None;
+            }
         }
         for d in 0..nodes {
             if touched & (1 << d) != 0 {
@@ -355,7 +380,10 @@ impl Job {
         let Some(ring) = self.nodes[s as usize].divert(&l) else {
             return (0, 0);
         };
-        let head = ring.head();
+        // A gone node: only what it wrote before it went.
+        let head = self.nodes[s as usize]
+            .drain_end
+            .unwrap_or_else(|| ring.head());
         let tail = self.nodes[s as usize].divert_tail;
         if head.wrapping_sub(tail) > UDM_DIVERT_CAP as u64 {
             let node = &mut self.nodes[s as usize];
@@ -745,6 +773,7 @@ impl Jobs {
                 pid: 0,
                 state: UDM_NODE_FREE,
                 seg: Some(nseg),
+                drain_end: None,
                 buf: Some(buf),
                 divert_tail: 0,
                 buf_head: 0,
@@ -914,6 +943,39 @@ mod tests {
         assert_eq!(counter(&jobs, id, 0, UdmCounter::DropDestGone), 1);
         let line = jobs.jobs[&id].line(1);
         assert_ne!(line.mode.load(Ordering::Acquire) & UDM_MODE_GONE, 0);
+    }
+
+    #[test]
+    fn what_a_node_injected_before_it_went_is_still_delivered_and_nothing_after() {
+        let (mut jobs, id) = job();
+        // 40 messages, more than node 1's buffer holds (32): the rest wait
+        // in node 0's divert ring when node 0 leaves.
+        for i in 0..40 {
+            push(&jobs, id, 0, i, msg(1, 1, i));
+        }
+        jobs.jobs.get_mut(&id).unwrap().node_gone(0);
+        // Written after it went (a process that left without exiting):
+        // never delivered.
+        push(&jobs, id, 0, 40, msg(1, 1, 99));
+        jobs.poll();
+        assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferedMsgs), 32);
+        assert!(jobs.jobs[&id].nodes[0].seg.is_some(), "still draining");
+        let j = &jobs.jobs[&id];
+        j.nodes[1]
+            .header()
+            .unwrap()
+            .buf_tail
+            .store(32, Ordering::Release);
+        jobs.poll();
+        assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferedMsgs), 40);
+        let j = &jobs.jobs[&id];
+        for pos in 32..40u64 {
+            let m: UdmMsg = read_msg(j.nodes[1].buf.as_ref().unwrap(), (pos % 32) as usize);
+            assert_eq!((m.peer, m.words[0]), (0, pos));
+        }
+        assert!(j.nodes[0].seg.is_none(), "drained: the segment is released");
+        jobs.poll();
+        assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferedMsgs), 40);
     }
 
     /// A node scribbling over its divert ring, its positions and the job's

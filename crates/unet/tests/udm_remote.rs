@@ -22,6 +22,8 @@ fn engine(drop_ppm: u32, seed: u64) -> (Engine, Session) {
     let e = Engine::start(EngineConfig {
         udp_bind: Some("127.0.0.1:0".parse().unwrap()),
         wire_drop_ppm: drop_ppm,
+        wire_dup_ppm: drop_ppm / 5,
+        wire_reorder_ppm: drop_ppm / 5,
         wire_drop_seed: seed,
         ..Default::default()
     })
