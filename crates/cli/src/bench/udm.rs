@@ -259,9 +259,18 @@ enum T4 {
     /// extract of a null message by polling (fast path).
     ReceivePoll,
     /// Receive with an asynchronous upcall (the paper's interrupt column:
-    /// 87 cycles with hard atomicity). Not measured until handlers run as
-    /// upcalls: `measured` has no figure for it, and it is not printed.
+    /// 87 cycles with hard atomicity): the polling extract plus what the
+    /// upcall adds to a message's one-way time (spinning upcall less
+    /// polling, both between two threads of one process).
     ReceiveUpcall,
+    /// Half a round trip between two threads of one process, the answer
+    /// by polling (the base of the upcall rows).
+    ThreadsPoll,
+    /// The same, answered by an upcall on a spinning handler thread.
+    ThreadsUpcall,
+    /// The same, answered by an upcall that wakes a sleeping handler
+    /// thread (futex).
+    ThreadsUpcallWake,
     /// Half a round trip between two processes, UDM.
     OneWay,
     /// Half a round trip between two processes, endpoint direct path.
@@ -270,10 +279,13 @@ enum T4 {
 
 impl T4 {
     /// Every row, in the table's order.
-    const ALL: [T4; 5] = [
+    const ALL: [T4; 8] = [
         T4::Send,
         T4::ReceivePoll,
         T4::ReceiveUpcall,
+        T4::ThreadsPoll,
+        T4::ThreadsUpcall,
+        T4::ThreadsUpcallWake,
         T4::OneWay,
         T4::DirectOneWay,
     ];
@@ -283,6 +295,9 @@ impl T4 {
             T4::Send => "send (inject)",
             T4::ReceivePoll => "receive (extract, polling)",
             T4::ReceiveUpcall => "receive (upcall)",
+            T4::ThreadsPoll => "one-way, two threads, polling",
+            T4::ThreadsUpcall => "one-way, two threads, upcall",
+            T4::ThreadsUpcallWake => "one-way, two threads, woken upcall",
             T4::OneWay => "one-way, UDM, two processes",
             T4::DirectOneWay => "one-way, endpoint direct path",
         }
@@ -293,6 +308,9 @@ impl T4 {
             T4::Send => "send",
             T4::ReceivePoll => "receive_polling",
             T4::ReceiveUpcall => "receive_upcall",
+            T4::ThreadsPoll => "one_way_threads_polling",
+            T4::ThreadsUpcall => "one_way_threads_upcall",
+            T4::ThreadsUpcallWake => "one_way_threads_upcall_woken",
             T4::OneWay => "one_way_udm",
             T4::DirectOneWay => "one_way_direct",
         }
@@ -521,23 +539,34 @@ fn table4(p: &Plan) -> Res<()> {
     let iters = if p.a.quick { 2000 } else { 20000 };
     let h = Host::start()?;
     let (mut inj, mut ext, mut ow, mut dow) = (vec![], vec![], vec![], vec![]);
+    let (mut tp, mut tu, mut tw, mut rup) = (vec![], vec![], vec![], vec![]);
     for r in 0..p.runs {
         prog.show(&format!("table 4: run {}/{}", r + 1, p.runs));
         let (i, e) = fast_batches(&h, batches)?;
+        let e = median_f64(&e);
         inj.push(median_f64(&i));
-        ext.push(median_f64(&e));
+        ext.push(e);
+        let u = unet::udm::bench::upcall_latency(&h.session, iters / 4)
+            .map_err(err("upcall latency"))?;
+        tp.push(u.poll_ns);
+        tu.push(u.upcall_ns);
+        tw.push(u.upcall_wake_ns);
+        rup.push(e + (u.upcall_ns - u.poll_ns).max(0.0));
         let u = udm_pingpong(iters)?;
         ow.push(stats::percentile(&u, 0.5) / 2.0);
         let d = direct_pingpong(iters)?;
         dow.push(stats::percentile(&d, 0.5) / 2.0);
     }
     prog.clear();
-    // The rows measured (a row without runs is not printed).
+    // The rows measured.
     let measured = |k: T4| -> Option<&Vec<f64>> {
         match k {
             T4::Send => Some(&inj),
             T4::ReceivePoll => Some(&ext),
-            T4::ReceiveUpcall => None,
+            T4::ReceiveUpcall => Some(&rup),
+            T4::ThreadsPoll => Some(&tp),
+            T4::ThreadsUpcall => Some(&tu),
+            T4::ThreadsUpcallWake => Some(&tw),
             T4::OneWay => Some(&ow),
             T4::DirectOneWay => Some(&dow),
         }
@@ -553,7 +582,7 @@ fn table4(p: &Plan) -> Res<()> {
             p.runs
         );
         println!(
-            "{:<32} {:>9}  {:>10} {:>10}  {:>8}",
+            "{:<36} {:>9}  {:>10} {:>10}  {:>8}",
             "", "ns", "paper cyc", "paper ns", "/direct"
         );
     }
@@ -562,7 +591,7 @@ fn table4(p: &Plan) -> Res<()> {
         let vs = ns / direct;
         if !p.a.json {
             println!(
-                "{:<32} {:>9.1}  {:>10} {:>10}  {:>8.3}",
+                "{:<36} {:>9.1}  {:>10} {:>10}  {:>8.3}",
                 k.name(),
                 ns,
                 pc,
