@@ -36,8 +36,17 @@ fn row<'a>(rows: &'a [Value], k: &str, v: &str) -> &'a Value {
 fn tables_4_and_5_give_costs_beside_the_paper_and_the_fast_path() {
     let rows = run(&["table4", "--quick", "--json"]);
     let t4: Vec<Value> = rows.iter().filter(|r| r["table"] == 4).cloned().collect();
-    assert_eq!(t4.len(), 4, "{t4:?}");
-    for k in ["send", "receive_polling", "one_way_udm", "one_way_direct"] {
+    assert_eq!(t4.len(), 8, "{t4:?}");
+    for k in [
+        "send",
+        "receive_polling",
+        "receive_upcall",
+        "one_way_threads_polling",
+        "one_way_threads_upcall",
+        "one_way_threads_upcall_woken",
+        "one_way_udm",
+        "one_way_direct",
+    ] {
         let r = row(&t4, "row", k);
         let ns = r["ns"].as_f64().unwrap();
         assert!(ns > 0.0 && ns < 1e6, "{k}: {ns} ns");
@@ -46,6 +55,11 @@ fn tables_4_and_5_give_costs_beside_the_paper_and_the_fast_path() {
     assert_eq!(row(&t4, "row", "send")["paper_cycles"], 7.0);
     assert_eq!(row(&t4, "row", "send")["paper_ns"], 350.0);
     assert_eq!(row(&t4, "row", "receive_polling")["paper_cycles"], 9.0);
+    assert_eq!(row(&t4, "row", "receive_upcall")["paper_cycles"], 87.0);
+    // The upcall row is the polling extract plus what the upcall adds.
+    let poll = row(&t4, "row", "receive_polling")["ns"].as_f64().unwrap();
+    let upcall = row(&t4, "row", "receive_upcall")["ns"].as_f64().unwrap();
+    assert!(upcall >= poll, "upcall {upcall} ns, polling {poll} ns");
     // An inject by itself costs less than a message's trip to another
     // process.
     let send = row(&t4, "row", "send")["ns"].as_f64().unwrap();
