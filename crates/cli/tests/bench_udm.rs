@@ -49,7 +49,9 @@ fn tables_4_and_5_give_costs_beside_the_paper_and_the_fast_path() {
     ] {
         let r = row(&t4, "row", k);
         let ns = r["ns"].as_f64().unwrap();
-        assert!(ns > 0.0 && ns < 1e6, "{k}: {ns} ns");
+        // A figure, not a time slice lost: two spinning threads on a
+        // loaded 2-core machine may wait for each other a whole slice.
+        assert!(ns > 0.0 && ns < 1e8, "{k}: {ns} ns");
         assert_eq!(r["baseline"], "one_way_direct");
     }
     assert_eq!(row(&t4, "row", "send")["paper_cycles"], 7.0);
