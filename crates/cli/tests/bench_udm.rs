@@ -41,9 +41,9 @@ fn tables_4_and_5_give_costs_beside_the_paper_and_the_fast_path() {
         "send",
         "receive_polling",
         "receive_upcall",
-        "one_way_threads_polling",
-        "one_way_threads_upcall",
-        "one_way_threads_upcall_woken",
+        "round_trip_threads_polling",
+        "round_trip_threads_upcall",
+        "round_trip_threads_upcall_woken",
         "one_way_udm",
         "one_way_direct",
     ] {

@@ -260,16 +260,16 @@ enum T4 {
     ReceivePoll,
     /// Receive with an asynchronous upcall (the paper's interrupt column:
     /// 87 cycles with hard atomicity): the polling extract plus what the
-    /// upcall adds to a message's one-way time (spinning upcall less
-    /// polling, both between two threads of one process).
+    /// upcall adds to a round trip between two threads of one process
+    /// (the spinning upcall's less polling's; no less than nothing).
     ReceiveUpcall,
-    /// Half a round trip between two threads of one process, the answer
-    /// by polling (the base of the upcall rows).
+    /// A round trip between two threads of one process, each taking the
+    /// message by polling (the base of the upcall rows).
     ThreadsPoll,
-    /// The same, answered by an upcall on a spinning handler thread.
+    /// The same, the far thread answering from an upcall on a spinning
+    /// handler thread.
     ThreadsUpcall,
-    /// The same, answered by an upcall that wakes a sleeping handler
-    /// thread (futex).
+    /// The same, the upcall waking a sleeping handler thread (futex).
     ThreadsUpcallWake,
     /// Half a round trip between two processes, UDM.
     OneWay,
@@ -295,9 +295,9 @@ impl T4 {
             T4::Send => "send (inject)",
             T4::ReceivePoll => "receive (extract, polling)",
             T4::ReceiveUpcall => "receive (upcall)",
-            T4::ThreadsPoll => "one-way, two threads, polling",
-            T4::ThreadsUpcall => "one-way, two threads, upcall",
-            T4::ThreadsUpcallWake => "one-way, two threads, woken upcall",
+            T4::ThreadsPoll => "round trip, two threads, polling",
+            T4::ThreadsUpcall => "round trip, two threads, upcall",
+            T4::ThreadsUpcallWake => "round trip, two threads, woken upcall",
             T4::OneWay => "one-way, UDM, two processes",
             T4::DirectOneWay => "one-way, endpoint direct path",
         }
@@ -308,9 +308,9 @@ impl T4 {
             T4::Send => "send",
             T4::ReceivePoll => "receive_polling",
             T4::ReceiveUpcall => "receive_upcall",
-            T4::ThreadsPoll => "one_way_threads_polling",
-            T4::ThreadsUpcall => "one_way_threads_upcall",
-            T4::ThreadsUpcallWake => "one_way_threads_upcall_woken",
+            T4::ThreadsPoll => "round_trip_threads_polling",
+            T4::ThreadsUpcall => "round_trip_threads_upcall",
+            T4::ThreadsUpcallWake => "round_trip_threads_upcall_woken",
             T4::OneWay => "one_way_udm",
             T4::DirectOneWay => "one_way_direct",
         }
@@ -548,10 +548,11 @@ fn table4(p: &Plan) -> Res<()> {
         ext.push(e);
         let u = unet::udm::bench::upcall_latency(&h.session, iters / 4)
             .map_err(err("upcall latency"))?;
-        tp.push(u.poll_ns);
-        tu.push(u.upcall_ns);
-        tw.push(u.upcall_wake_ns);
-        rup.push(e + (u.upcall_ns - u.poll_ns).max(0.0));
+        tp.push(u.poll_round_trip_ns);
+        tu.push(u.upcall_round_trip_ns);
+        tw.push(u.upcall_wake_round_trip_ns);
+        // One of the two ways differs: the upcall's cost over polling.
+        rup.push(e + (u.upcall_round_trip_ns - u.poll_round_trip_ns).max(0.0));
         let u = udm_pingpong(iters)?;
         ow.push(stats::percentile(&u, 0.5) / 2.0);
         let d = direct_pingpong(iters)?;
