@@ -355,6 +355,14 @@ pub struct Node {
     divert_tail: u64,
     /// Our position in the virtual buffer.
     buf_tail: u64,
+    /// A buffer head read before a scan that found every fast ring empty:
+    /// the buffered messages before it follow every fast message of
+    /// their senders, so they are taken without scanning again.
+    buf_clear: u64,
+    /// Buffered messages taken and not yet subtracted from our mode
+    /// word's count (done in batches of [`TAKE_BATCH`], and whenever the
+    /// buffer runs out).
+    uncounted: u64,
     /// The current message (chosen by the first peek or extract that saw
     /// it, until disposed of).
     current: Option<Cur>,
@@ -451,6 +459,8 @@ impl Node {
             divert_head,
             divert_tail,
             buf_tail,
+            buf_clear: buf_tail,
+            uncounted: 0,
             current: None,
             cursor: 0,
             uac: 0,
@@ -656,6 +666,10 @@ impl Node {
         if self.current.is_some() {
             return self.current;
         }
+        if self.buf_tail < self.buf_clear {
+            self.current = Some(Cur::Buffer);
+            return self.current;
+        }
         if let Some(s) = self.scan_fast() {
             self.current = Some(Cur::Fast(s));
             return self.current;
@@ -664,10 +678,17 @@ impl Node {
         if head != self.buf_tail {
             self.current = Some(match self.scan_fast() {
                 Some(s) => Cur::Fast(s),
-                None => Cur::Buffer,
+                None => {
+                    // Bounded: a head past what the buffer holds is the
+                    // engine's to never write; trust no more than that.
+                    let cap = self.layout.buffer_cap as u64;
+                    self.buf_clear = head.min(self.buf_tail + cap);
+                    Cur::Buffer
+                }
             });
             return self.current;
         }
+        self.settle_taken();
         // Nothing: back to the fast case if no diverted message is on its
         // way here.
         let mode = &self.line(self.rank).mode;
@@ -769,39 +790,54 @@ impl Node {
             }
             Cur::Buffer => {
                 self.buf_tail += 1;
-                self.header()
-                    .buf_tail
-                    .store(self.buf_tail, Ordering::Release);
-                // A page read to its end, or the buffer drained: the engine
-                // gives the memory back on its next turn; wake it for that
-                // if it sleeps.
-                if self.buf_tail.is_multiple_of(MSGS_PER_PAGE)
-                    || self.header().buf_head.load(Ordering::Acquire) == self.buf_tail
-                {
-                    self.ring_engine();
-                }
+                self.uncounted += 1;
                 bump_own(&self.line(self.rank).buffered_taken);
-                let mode = &self.line(self.rank).mode;
-                let mut m = mode.load(Ordering::Acquire);
-                while m & UDM_MODE_COUNT != 0 {
-                    match mode.compare_exchange_weak(m, m - 1, Ordering::AcqRel, Ordering::Acquire)
-                    {
-                        Ok(_) => {
-                            if m - 1 == UDM_MODE_DIVERT {
-                                // The last diverted message: back to the
-                                // fast case.
-                                let _ = mode.compare_exchange(
-                                    UDM_MODE_DIVERT,
-                                    0,
-                                    Ordering::AcqRel,
-                                    Ordering::Relaxed,
-                                );
-                            }
-                            break;
-                        }
-                        Err(now) => m = now,
-                    }
+                if self.uncounted >= TAKE_BATCH || self.buf_tail >= self.buf_clear {
+                    self.settle_taken();
                 }
+            }
+        }
+    }
+
+    /// Tell the engine and the senders about the buffered messages taken
+    /// since the last time: our position in the buffer (the engine gives
+    /// pages back behind it and makes room for senders), and the count in
+    /// our mode word, which drops by as many (back to the fast case when
+    /// it reaches zero with nothing more on its way).
+    fn settle_taken(&mut self) {
+        if self.uncounted == 0 {
+            return;
+        }
+        let taken = std::mem::take(&mut self.uncounted);
+        let before = self.header().buf_tail.load(Ordering::Relaxed);
+        self.header()
+            .buf_tail
+            .store(self.buf_tail, Ordering::Release);
+        // A page read to its end, or the buffer drained: the engine gives
+        // the memory back on its next turn; wake it for that if it sleeps.
+        if before / MSGS_PER_PAGE != self.buf_tail / MSGS_PER_PAGE
+            || self.header().buf_head.load(Ordering::Acquire) == self.buf_tail
+        {
+            self.ring_engine();
+        }
+        let mode = &self.line(self.rank).mode;
+        let mut m = mode.load(Ordering::Acquire);
+        while m & UDM_MODE_COUNT != 0 {
+            let next = m - taken.min(m & UDM_MODE_COUNT);
+            match mode.compare_exchange_weak(m, next, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => {
+                    if next == UDM_MODE_DIVERT {
+                        // The last diverted message: back to the fast case.
+                        let _ = mode.compare_exchange(
+                            UDM_MODE_DIVERT,
+                            0,
+                            Ordering::AcqRel,
+                            Ordering::Relaxed,
+                        );
+                    }
+                    break;
+                }
+                Err(now) => m = now,
             }
         }
     }
@@ -990,6 +1026,10 @@ fn bump(c: &AtomicU64) {
 }
 
 /// Add one to a counter only this node writes.
+/// Buffered messages taken before the node tells the engine and the
+/// senders (it also tells them whenever the buffer runs out).
+const TAKE_BATCH: u64 = 16;
+
 fn bump_own(c: &AtomicU64) {
     c.store(c.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
 }
