@@ -870,10 +870,16 @@ fn table5(p: &Plan) -> Res<()> {
     let h = Host::start()?;
     let mut runs = Vec::new();
     let mut page = Vec::new();
+    let mut recv_upcall = Vec::new();
     for r in 0..p.runs * 3 {
         prog.show(&format!("table 5: run {}/{}", r + 1, p.runs * 3));
         runs.push(buffered_run(&h, k)?);
         page.push(fresh_page_ns(256)?);
+        // The paper's fast path: a receive with the upcall (Table 4).
+        let (_, e) = fast_batches(&h, 10)?;
+        let u =
+            unet::udm::bench::upcall_latency(&h.session, 2000).map_err(err("upcall latency"))?;
+        recv_upcall.push(median_f64(&e) + (u.upcall_round_trip_ns - u.poll_round_trip_ns).max(0.0));
     }
     prog.clear();
     let m = |f: fn(&T5Run) -> f64| median_f64(&runs.iter().map(f).collect::<Vec<_>>());
@@ -889,6 +895,12 @@ fn table5(p: &Plan) -> Res<()> {
     let pages_max = runs.iter().map(|r| r.pages_max).max().unwrap_or(0);
     let buffered = di + ins + ex + ret;
     let ratio = buffered / fast;
+    // In the paper's terms: a typical insert (its fresh page's share
+    // left out, as the paper's 180 cycles leave it) and the extract,
+    // against the fast path's receive with the upcall (its 87 cycles).
+    let typical_insert = (ins - page_ns / unet_abi::udm::UDM_MSGS_PER_PAGE as f64).max(0.0);
+    let fast_upcall = median_f64(&recv_upcall);
+    let paper_terms = (typical_insert + ex) / fast_upcall;
     // Rows: (key, name, ns, paper cycles).
     let rows: [(&str, &str, f64, Option<f64>); 8] = [
         (
@@ -946,6 +958,12 @@ fn table5(p: &Plan) -> Res<()> {
              {fast:.1} ns: {ratio:.2}x (target <= 2.5x; the paper 232/87 cycles = 2.67x): {}",
             if ratio <= 2.5 { "met" } else { "missed" }
         );
+        println!(
+            "in the paper's terms: typical insert {typical_insert:.1} + extract {ex:.1} ns \
+             against the fast receive with the upcall {fast_upcall:.1} ns: {paper_terms:.2}x \
+             (the paper 2.67x; target <= 2.5x): {}",
+            if paper_terms <= 2.5 { "met" } else { "missed" }
+        );
         println!("buffer pages at most {pages_max} (16 MiB buffer, {k} messages)");
         println!();
     }
@@ -961,6 +979,13 @@ fn table5(p: &Plan) -> Res<()> {
         json!({"bench": "udm", "table": 5, "row": "ratio", "buffered_ns": buffered,
                "fast_ns": fast, "ratio": ratio, "target": 2.5, "met": ratio <= 2.5,
                "paper_ratio": 232.0 / 87.0, "messages": k, "runs": runs.len()}),
+    );
+    emit_row(
+        p,
+        json!({"bench": "udm", "table": 5, "row": "ratio_paper_terms",
+               "typical_insert_ns": typical_insert, "extract_ns": ex,
+               "fast_receive_upcall_ns": fast_upcall, "ratio": paper_terms, "target": 2.5,
+               "met": paper_terms <= 2.5, "paper_ratio": 232.0 / 87.0}),
     );
     Ok(())
 }
