@@ -24,17 +24,8 @@ use unet::udm::{JobConfig, JobTicket, Node, NodeStats, MAX_WORDS};
 use unet::Session;
 use unet_abi::udm::UdmCounter;
 
-/// The impairment both daemons inject into what they send.
-const IMPAIRED: [&str; 8] = [
-    "--drop-ppm",
-    "50000",
-    "--dup-ppm",
-    "10000",
-    "--reorder-ppm",
-    "10000",
-    "--drop-seed",
-    "11",
-];
+/// The impairment both daemons inject into what they send (seed).
+const SEED: &str = "11";
 
 /// Messages each node sends to each other node.
 const PER_DEST: u64 = 5000;
@@ -286,8 +277,8 @@ fn parse_ranks(words: &str) -> HashMap<u32, HashMap<String, u64>> {
 fn a_job_across_two_hosts_loses_nothing_on_an_impaired_wire() {
     let t = Instant::now();
     let h = Hosts::new(97, "u", 0);
-    let da = h.wire(&h.a, &IMPAIRED);
-    let db = h.wire(&h.b, &IMPAIRED);
+    let da = h.wire(&h.a, &impaired(SEED));
+    let db = h.wire(&h.b, &impaired(SEED));
     let mut c = child_cmd(Some(&h.a), "udm-home");
     c.env("UNET_SOCKET", &da.socket);
     let mut home = Proc::spawn("udm-home", c);

@@ -27,17 +27,8 @@ use common::hosts::*;
 use common::*;
 use unet::{MemRegion, Reliability, Session, Vi, ViAttributes, ViSeg, ViState, WaitError};
 
-/// The impairment both daemons inject into what they send.
-const IMPAIRED: [&str; 8] = [
-    "--drop-ppm",
-    "50000",
-    "--dup-ppm",
-    "10000",
-    "--reorder-ppm",
-    "10000",
-    "--drop-seed",
-    "7",
-];
+/// The impairment both daemons inject into what they send (seed).
+const SEED: &str = "7";
 
 /// Messages per reliability level.
 const COUNT: u64 = 100_000;
@@ -377,8 +368,8 @@ fn sender(h: &Hosts, da: &Daemon, db: &Daemon, tag: u64, level: &str, count: u64
 fn reliable_levels_carry_100k_messages_over_an_impaired_wire() {
     let t = Instant::now();
     let h = Hosts::new(98, "v", 0);
-    let mut da = h.wire(&h.a, &IMPAIRED);
-    let mut db = h.wire(&h.b, &IMPAIRED);
+    let mut da = h.wire(&h.a, &impaired(SEED));
+    let mut db = h.wire(&h.b, &impaired(SEED));
     for (tag, level) in [(10u64, "delivery"), (11, "reception")] {
         let t0 = Instant::now();
         let mut r = receiver(&h, &db, "vi-recv", tag, level, COUNT);
@@ -446,8 +437,8 @@ fn reliable_levels_carry_100k_messages_over_an_impaired_wire() {
 fn a_killed_sender_breaks_the_receiving_vi_within_3_s() {
     let t = Instant::now();
     let h = Hosts::new(98, "k", 1);
-    let mut da = h.wire(&h.a, &IMPAIRED);
-    let mut db = h.wire(&h.b, &IMPAIRED);
+    let mut da = h.wire(&h.a, &impaired(SEED));
+    let mut db = h.wire(&h.b, &impaired(SEED));
     const TAG: u64 = 20;
     const SECOND: u64 = 5000;
     let mut r = receiver(&h, &db, "vi-recv-broken", TAG, "delivery", SECOND);

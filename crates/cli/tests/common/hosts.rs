@@ -10,6 +10,23 @@ use super::Daemon;
 /// The UDP port of each host's daemon.
 pub const PORT: u16 = 7700;
 
+/// The daemon arguments that impair what a daemon sends on its wire: 5 %
+/// loss, 1 % duplication and 1 % reordering of its data-path datagrams,
+/// from `seed`.
+#[allow(dead_code)] // not every test binary impairs its wire
+pub fn impaired(seed: &str) -> [&str; 8] {
+    [
+        "--drop-ppm",
+        "50000",
+        "--dup-ppm",
+        "10000",
+        "--reorder-ppm",
+        "10000",
+        "--drop-seed",
+        seed,
+    ]
+}
+
 /// Two namespaces joined by a veth pair; deleted on drop.
 pub struct Hosts {
     pub a: String,
