@@ -45,6 +45,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 mod applets;
+mod backlog;
 mod config;
 pub mod counters;
 mod datapath;
@@ -61,6 +62,7 @@ mod setup_thread;
 mod setup_udm;
 mod setup_via;
 mod udm;
+mod vbuf;
 mod vi_path;
 mod via_loop;
 mod vias;
