@@ -65,7 +65,7 @@ impl Backlog {
     }
 
     /// The memory file (to unmap it off the engine's thread).
-    pub(crate) fn into_segment(self: Box<Self>) -> Segment {
+    pub(crate) fn into_segment(self) -> Segment {
         self.seg
     }
 

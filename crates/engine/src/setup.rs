@@ -611,7 +611,7 @@ impl Setup<'_> {
         // Unmapping a large segment takes a while: off the loop.
         self.work.discard(ep.seg);
         if let Some(b) = ep.backlog {
-            self.work.discard(b.into_segment());
+            self.work.discard((*b).into_segment());
         }
     }
 
