@@ -172,7 +172,18 @@ impl Backlog {
 
     /// Give back the pages wholly read (every page once empty). Returns
     /// the pages given back.
+    ///
+    /// Not while the buffer is at least half full: the writer comes back
+    /// to the pages behind the reader within half a lap of the ring, and a
+    /// page costs microseconds to fault in again and give back (UDM's
+    /// Table 5), so a buffer that stays full (a stream that outruns its
+    /// reader) keeps its pages, at most its limit, until it drains below
+    /// half. A buffer that holds little gives them back behind the
+    /// reader, as UDM's, and an empty one holds none.
     pub(crate) fn return_pages(&mut self) -> u64 {
+        if self.msgs > 0 && self.head - self.tail >= self.limit() / 2 {
+            return 0;
+        }
         self.pages.give_back(&self.seg, self.head, self.tail)
     }
 }

@@ -31,8 +31,6 @@ use crate::routes::{Peer, Route};
 
 /// Most channels per endpoint.
 pub const MAX_CHANNELS: usize = 4096;
-/// Messages moved from one endpoint's virtual buffer per turn.
-const DRAIN_BUDGET: usize = 256;
 
 /// What became of a message handed to [`EndpointTable::deliver_from`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -491,7 +489,15 @@ impl EndpointTable {
             return Delivery::Dropped;
         }
         let slot = dst.slot;
-        let waiting = dst.backlog.as_ref().is_some_and(|b| !b.is_empty());
+        let mut waiting = dst.backlog.as_ref().is_some_and(|b| !b.is_empty());
+        if waiting {
+            // Those waiting go first; if they all fit now, this one may go
+            // straight to the queue (no copy through the buffer).
+            let mut handoff = false;
+            drain_ep(dst, counters, &mut handoff);
+            self.handoff |= handoff;
+            waiting = dst.backlog.as_ref().is_some_and(|b| !b.is_empty());
+        }
         if !waiting {
             match place(dst, counters, chan, src, len) {
                 Ok(handoff) => {
@@ -519,11 +525,12 @@ impl EndpointTable {
         let Some(b) = dst.backlog.as_mut() else {
             return Delivery::Dropped;
         };
+        let was_empty = b.is_empty();
         if b.push(chan, src, len) {
             counters.ep(slot, EndpointCounter::RxBuffered, 1);
             counters.set_ep(slot, EndpointCounter::BufferPages, b.pages());
             counters.set_ep(slot, EndpointCounter::BufferPagesMax, b.pages_max);
-            if !waiting {
+            if was_empty {
                 self.backlogged.push(di);
             }
             return Delivery::Done;
@@ -547,8 +554,9 @@ impl EndpointTable {
 
     /// Move messages from the virtual buffers into their endpoints'
     /// receive queues, in order, as far as room and free buffers allow (a
-    /// budget per endpoint); give back the pages read. Returns the
-    /// messages moved. Costs nothing while no virtual buffer holds any.
+    /// receive queue's worth each at most); give back the pages read.
+    /// Returns the messages moved. Costs nothing while no virtual buffer
+    /// holds any.
     pub(crate) fn drain_backlogs(&mut self) -> usize {
         if self.backlogged.is_empty() {
             return 0;
@@ -556,48 +564,19 @@ impl EndpointTable {
         let mut list = std::mem::take(&mut self.backlogged);
         let counters = &self.counters;
         let mut moved_all = 0;
+        let mut handoff = false;
+        // An endpoint may be listed twice (its buffer emptied and filled
+        // again by deliveries since the last pass): once is enough.
+        list.sort_unstable();
+        list.dedup();
         list.retain(|&di| {
             let Some(ep) = self.eps.get_mut(di).and_then(|e| e.as_mut()) else {
                 return false;
             };
-            let Some(mut b) = ep.backlog.take() else {
-                return false;
-            };
-            let mut moved = 0;
-            while moved < DRAIN_BUDGET {
-                let Some((chan, p, len)) = b.front() else {
-                    break;
-                };
-                // `p` points into the virtual buffer, which the engine
-                // alone maps; `place` copies it into the endpoint's area.
-                match place(ep, counters, chan, p, len) {
-                    Ok(handoff) => {
-                        self.handoff |= handoff;
-                        b.pop();
-                        moved += 1;
-                    }
-                    Err(NoRoom::TooLarge) => {
-                        // Not buffered in the first place; skip it anyway.
-                        counters.ep(ep.slot, EndpointCounter::RxDropTooLarge, 1);
-                        b.pop();
-                    }
-                    // No room yet: the rest waits, in order.
-                    Err(_) => break,
-                }
-            }
-            if moved > 0 {
-                b.held = false;
-                let n = b.return_pages();
-                if n > 0 {
-                    counters.ep(ep.slot, EndpointCounter::PagesReturned, n);
-                }
-                counters.set_ep(ep.slot, EndpointCounter::BufferPages, b.pages());
-            }
-            moved_all += moved;
-            let keep = !b.is_empty();
-            ep.backlog = Some(b);
-            keep
+            moved_all += drain_ep(ep, counters, &mut handoff);
+            ep.backlog.as_ref().is_some_and(|b| !b.is_empty())
         });
+        self.handoff |= handoff;
         // Endpoints that started buffering during the pass (none: the
         // pass delivers nothing new) come after.
         list.append(&mut self.backlogged);
@@ -633,6 +612,48 @@ impl EndpointTable {
         self.handoff |= publish_recv(ep, counters, desc);
         true
     }
+}
+
+/// Move what waits in `ep`'s virtual buffer into its receive queue, in
+/// order, as far as room and free buffers allow; give back the pages read.
+/// Returns the messages moved; `handoff` as [`publish_recv`] says.
+fn drain_ep(ep: &mut Ep, counters: &Counters, handoff: &mut bool) -> usize {
+    let Some(mut b) = ep.backlog.take() else {
+        return 0;
+    };
+    let mut moved = 0;
+    // Each message moved takes a queue entry: a queue's worth at most.
+    for _ in 0..=ep.layout.geometry.recv_cap {
+        let Some((chan, p, len)) = b.front() else {
+            break;
+        };
+        // `p` points into the virtual buffer, which the engine alone
+        // maps; `place` copies it into the endpoint's area.
+        match place(ep, counters, chan, p, len) {
+            Ok(h) => {
+                *handoff |= h;
+                b.pop();
+                moved += 1;
+            }
+            Err(NoRoom::TooLarge) => {
+                // Not buffered in the first place; skip it anyway.
+                counters.ep(ep.slot, EndpointCounter::RxDropTooLarge, 1);
+                b.pop();
+            }
+            // No room yet: the rest waits, in order.
+            Err(_) => break,
+        }
+    }
+    if moved > 0 {
+        b.held = false;
+        let n = b.return_pages();
+        if n > 0 {
+            counters.ep(ep.slot, EndpointCounter::PagesReturned, n);
+        }
+        counters.set_ep(ep.slot, EndpointCounter::BufferPages, b.pages());
+    }
+    ep.backlog = Some(b);
+    moved
 }
 
 /// Whether a message of `len` bytes needs more receive buffers of `ep`
