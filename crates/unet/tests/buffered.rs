@@ -320,3 +320,32 @@ fn a_udp_burst_reaches_a_buffered_endpoint_whole() {
     }
     assert_eq!(drops(&s2, &b), 0, "{}", nonzero_counters(&s2));
 }
+
+/// The limit is checked: 0 or more than 1 GiB is refused by the library,
+/// a limit beyond the process's memory quota by the engine (the buffer is
+/// charged at its limit), a small one is raised to the engine's floor.
+#[test]
+fn the_limit_is_checked_and_charged() {
+    let engine = Engine::start(EngineConfig {
+        client_memory: 64 << 20,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    let s = Session::embedded(&engine).unwrap();
+    for bad in [0, unet_abi::MAX_BUFFER_LIMIT + 1] {
+        match s.create_endpoint(small(Some(bad))) {
+            Err(unet::Error::Config(_)) => {}
+            r => panic!("limit {bad}: {:?}", r.map(|e| e.id())),
+        }
+    }
+    match s.create_endpoint(small(Some(unet_abi::MAX_BUFFER_LIMIT))) {
+        Err(unet::Error::Quota(unet::ErrorCode::QuotaExceeded)) => {}
+        r => panic!("1 GiB against a 64 MiB quota: {:?}", r.map(|e| e.id())),
+    }
+    // Room for two of its largest messages (14 buffers of 4 KiB, and a
+    // record header each), in whole pages: more than the 64 KiB floor.
+    let b = s.create_endpoint(small(Some(5000))).unwrap();
+    let floor = (2 * (14 * 4096 + 8) as u64).next_multiple_of(4096);
+    assert_eq!(endpoint_counter(&s, &b, C::BufferLimit), floor);
+    assert_eq!(endpoint_counter(&s, &b, C::BufferPages), 0);
+}
