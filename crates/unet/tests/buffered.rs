@@ -349,3 +349,65 @@ fn the_limit_is_checked_and_charged() {
     assert_eq!(endpoint_counter(&s, &b, C::BufferLimit), floor);
     assert_eq!(endpoint_counter(&s, &b, C::BufferPages), 0);
 }
+
+/// Over UDP past the limit: the wire's sender cannot be held back, so what
+/// the full buffer cannot take is dropped, counted under its own reason
+/// (`rx_drop_buffer_limit`) and no other; what arrives is in order.
+#[test]
+fn past_the_limit_the_wire_drops_under_its_own_reason() {
+    const N: usize = 1000;
+    let cfg = EngineConfig {
+        udp_bind: Some("127.0.0.1:0".parse().unwrap()),
+        ..Default::default()
+    };
+    let e1 = Engine::start(cfg.clone()).unwrap();
+    let e2 = Engine::start(cfg).unwrap();
+    let s1 = Session::embedded(&e1).unwrap();
+    let s2 = Session::embedded(&e2).unwrap();
+    let mut a = s1.create_endpoint(EndpointConfig::default()).unwrap();
+    // The smallest limit, 64 KiB: about a hundred 600-byte messages.
+    let mut b = s2
+        .create_endpoint(EndpointConfig {
+            geometry: Geometry {
+                buffer_size: 1024,
+                buffer_area_size: 64 << 10,
+                recv_cap: 16,
+                ..Geometry::default()
+            },
+            buffered: Some(1),
+            ..EndpointConfig::default()
+        })
+        .unwrap();
+    let ch = a.open_channel(b.addr(), ChannelOptions::default()).unwrap();
+    let m = |i: usize| {
+        let mut v = msg(i);
+        v.resize(600, 0x5a);
+        v
+    };
+    for i in 0..N {
+        a.send_blocking(ch, &m(i), SEND_WAIT).expect("a sends");
+    }
+    let wire_rx = |b: &Endpoint| endpoint_counter(&s2, b, C::WireRxMsgs);
+    wait_for(&s2, "the burst arrives or is dropped", || {
+        let st = endpoint_counter(&s2, &b, C::RxMsgs)
+            + endpoint_counter(&s2, &b, C::RxBuffered)
+            + endpoint_counter(&s2, &b, C::RxDropBufferLimit);
+        st >= wire_rx(&b) && wire_rx(&b) > 0
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    let limit_drops = endpoint_counter(&s2, &b, C::RxDropBufferLimit);
+    assert!(limit_drops > 0, "{}", nonzero_counters(&s2));
+    assert_eq!(drops(&s2, &b), limit_drops, "{}", nonzero_counters(&s2));
+    assert_eq!(endpoint_counter(&s2, &b, C::RxHeld), 0);
+    let mut buf = vec![0u8; 1 << 16];
+    let mut last = None;
+    let mut got = 0u64;
+    while let Ok(r) = b.recv(&mut buf, Some(Duration::from_millis(200))) {
+        let i = u64::from_le_bytes(buf[..8].try_into().unwrap()) as usize;
+        assert_eq!(&buf[..r.len], &m(i)[..], "message {i}");
+        assert!(last.is_none_or(|l| i > l), "{i} after {last:?}");
+        last = Some(i);
+        got += 1;
+    }
+    assert_eq!(got + limit_drops, wire_rx(&b));
+}
