@@ -171,6 +171,18 @@ int unet_endpoint_create(const unet_session *session,
                          const unet_endpoint_config *cfg,
                          unet_endpoint **out);
 
+/* Create a buffered endpoint: two-case delivery, as UDM's (docs/udm.md,
+ * "U-Net endpoints with two-case delivery"). A message that finds no room
+ * in the receive queue or no free buffer waits, in order, in a virtual
+ * buffer of buffer_limit bytes in the engine (0: the default, 16 MiB)
+ * instead of being dropped; at the limit local senders are held back and
+ * arrivals from the wire are dropped (counted as rx_drop_buffer_limit).
+ * The receive calls are unchanged. UNET_EINVAL for a limit above 1 GiB. */
+int unet_endpoint_create_buffered(const unet_session *session,
+                                  const unet_endpoint_config *cfg,
+                                  uint64_t buffer_limit,
+                                  unet_endpoint **out);
+
 /* Close the endpoint (its peers see its channels gone) and release the
  * handle (NULL is ignored). */
 void unet_endpoint_close(unet_endpoint *ep);

@@ -137,6 +137,14 @@ pub const ENDPOINT_HEADER_SIZE: usize = PAGE;
 pub const INLINE_MAX: usize = 56;
 /// Most receive buffers one message may span (U-Net/SLE: 14).
 pub const MAX_RX_BUFFERS: usize = 14;
+/// A buffered endpoint's virtual buffer: the default limit (16 MiB).
+pub const DEFAULT_BUFFER_LIMIT: u64 = 16 << 20;
+/// A buffered endpoint's virtual buffer: the smallest limit (smaller asks
+/// are raised to it, and to room for two of the endpoint's largest
+/// messages).
+pub const MIN_BUFFER_LIMIT: u64 = 64 << 10;
+/// A buffered endpoint's virtual buffer: the largest limit (1 GiB).
+pub const MAX_BUFFER_LIMIT: u64 = 1 << 30;
 /// Largest message unet carries on any path.
 pub const MAX_MESSAGE: usize = 1 << 20;
 
@@ -944,10 +952,10 @@ const _: () = {
 ///  0x000 magic u64, version u32, max_endpoints u32
 ///  0x010 engine_id u64, pid u32, reserved u32
 ///  0x040 engine counters: ENGINE_COUNTERS × u64
-///  0x400 endpoint slots: max_endpoints × EndpointSlot (512 B each):
+///  0x400 endpoint slots: max_endpoints × EndpointSlot (1 KiB each):
 ///        0x000 live u32, endpoint_id u32, pid u32, channels_peak u32
 ///        0x010 counters: ENDPOINT_COUNTERS × u64 (EndpointCounter)
-///        0x180 client: CLIENT_COUNTERS × u64 (ClientCounter, copied on Stat)
+///        0x380 client: CLIENT_COUNTERS × u64 (ClientCounter, copied on Stat)
 /// ```
 #[repr(C)]
 pub struct CountersHeader {
@@ -995,13 +1003,13 @@ pub struct EndpointSlot {
 }
 
 /// Number of endpoint counter slots.
-pub const ENDPOINT_COUNTERS: usize = 46;
+pub const ENDPOINT_COUNTERS: usize = 110;
 
 const _: () = {
     assert!(offset_of!(CountersHeader, engine) == 0x40);
     assert!(0x40 + 8 * ENGINE_COUNTERS <= ENDPOINT_SLOTS_OFF);
-    assert!(size_of::<EndpointSlot>() == 512);
-    assert!(offset_of!(EndpointSlot, client) == 0x180);
+    assert!(size_of::<EndpointSlot>() == 1024);
+    assert!(offset_of!(EndpointSlot, client) == 0x380);
 };
 
 /// Bytes of a counters segment with `max_endpoints` endpoint slots (and
@@ -1345,6 +1353,28 @@ counter_enum! {
         /// charged to the endpoint's process for it: its segment and the
         /// direct connections opened from it.
         MemoryBytes = 41 => "memory_bytes",
+        /// Buffered endpoints (two-case delivery): messages that found no
+        /// room in the receive queue or no free buffer (or came while
+        /// earlier ones waited) and were put in the endpoint's virtual
+        /// buffer instead of dropped.
+        RxBuffered = 42 => "rx_buffered",
+        /// Buffered endpoints: times a local sender was held back (its
+        /// send queue not taken further) because the virtual buffer was at
+        /// its limit; counted once per stall.
+        RxHeld = 43 => "rx_held",
+        /// Buffered endpoints: messages dropped because the virtual buffer
+        /// was at its limit and their sender could not be held back (an
+        /// arrival from the wire, or what an applet sends).
+        RxDropBufferLimit = 44 => "rx_drop_buffer_limit",
+        /// A level: pages of the virtual buffer holding memory now.
+        BufferPages = 45 => "buffer_pages",
+        /// A level: the most pages the virtual buffer held at once.
+        BufferPagesMax = 46 => "buffer_pages_max",
+        /// Pages of the virtual buffer given back to the system.
+        PagesReturned = 47 => "pages_returned",
+        /// A level: the virtual buffer's limit in bytes (0: not buffered,
+        /// U-Net's drop).
+        BufferLimit = 48 => "buffer_limit",
     }
 }
 

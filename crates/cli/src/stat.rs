@@ -313,6 +313,48 @@ fn print_udm(seg: &unet_sys::Segment, max: u32, all: bool) {
     }
 }
 
+/// The buffered endpoints (two-case delivery) as a table: their virtual
+/// buffer's limit, pages in use and at most, pages given back, messages
+/// buffered, senders held and messages dropped at the limit.
+fn print_buffered(seg: &unet_sys::Segment, max: u32) {
+    use EndpointCounter as C;
+    let v = |sl: &Slot<'_>, c: C| sl.s.counters[c as usize].load(Ordering::Relaxed);
+    let rows: Vec<_> = live_slots(seg, max)
+        .into_iter()
+        .filter(|sl| v(sl, C::BufferLimit) > 0)
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    println!("buffered endpoints:");
+    println!(
+        "  {:>8} {:>8} {:>10} {:>8} {:>9} {:>10} {:>12} {:>8} {:>10}",
+        "endpoint",
+        "pid",
+        "limit",
+        "pages",
+        "pages_max",
+        "returned",
+        "rx_buffered",
+        "rx_held",
+        "drop_limit"
+    );
+    for sl in &rows {
+        println!(
+            "  {:>8} {:>8} {:>10} {:>8} {:>9} {:>10} {:>12} {:>8} {:>10}",
+            sl.id,
+            sl.pid,
+            bytes(v(sl, C::BufferLimit)),
+            v(sl, C::BufferPages),
+            v(sl, C::BufferPagesMax),
+            v(sl, C::PagesReturned),
+            v(sl, C::RxBuffered),
+            v(sl, C::RxHeld),
+            v(sl, C::RxDropBufferLimit)
+        );
+    }
+}
+
 /// UDM nodes as JSON rows.
 fn udm_json(seg: &unet_sys::Segment, max: u32) -> Vec<serde_json::Value> {
     use serde_json::{json, Map, Value};
@@ -507,6 +549,7 @@ pub fn run(a: Args) -> ExitCode {
                 }
                 println!("  {name:<32} {v:>16}");
             }
+            print_buffered(&seg, max);
             print_vis(&seg, max, a.all);
             print_udm(&seg, max, a.all);
         }

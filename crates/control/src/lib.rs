@@ -254,11 +254,22 @@ pub enum Request {
         version: u32,
     },
     /// Create an endpoint; the reply carries the segment and doorbell fds.
+    /// Encoded as kind 2 when `buffer_limit` is 0 (the format from before
+    /// buffered endpoints), as kind 42 (`create_endpoint_buffered`, the
+    /// same fields and the limit) otherwise; an engine that predates kind
+    /// 42 refuses it (`BadRequest`) rather than create an unbuffered
+    /// endpoint.
     CreateEndpoint {
         /// Requested geometry.
         geometry: Geometry,
         /// Whether others may open channels to it.
         accept: bool,
+        /// Two-case delivery (UDM's, `docs/udm.md`): the limit in bytes of
+        /// the endpoint's virtual buffer, where messages that find no room
+        /// wait instead of being dropped; 0 for U-Net's drop (the
+        /// default). The engine rounds it up to its minimum and to whole
+        /// pages, and refuses more than `unet_abi::MAX_BUFFER_LIMIT`.
+        buffer_limit: u64,
     },
     /// Open a channel from `endpoint` to `dst`.
     OpenChannel {
@@ -732,8 +743,10 @@ impl Request {
             Request::CreateEndpoint {
                 geometry: g,
                 accept,
+                buffer_limit,
             } => {
-                let mut w = W::new(2, req_id);
+                let kind = if *buffer_limit == 0 { 2 } else { 42 };
+                let mut w = W::new(kind, req_id);
                 w.u32(g.buffer_size);
                 w.u64(g.buffer_area_size);
                 w.u32(g.send_cap);
@@ -741,6 +754,9 @@ impl Request {
                 w.u32(g.free_cap);
                 w.u32(g.event_cap);
                 w.u8(*accept as u8);
+                if *buffer_limit != 0 {
+                    w.u64(*buffer_limit);
+                }
                 w
             }
             Request::OpenChannel {
@@ -909,17 +925,31 @@ impl Request {
         let (kind, id, mut r) = header(b)?;
         let req = match kind {
             1 => Request::Hello { version: r.u32()? },
-            2 => Request::CreateEndpoint {
-                geometry: Geometry {
+            2 | 42 => {
+                let geometry = Geometry {
                     buffer_size: r.u32()?,
                     buffer_area_size: r.u64()?,
                     send_cap: r.u32()?,
                     recv_cap: r.u32()?,
                     free_cap: r.u32()?,
                     event_cap: r.u32()?,
-                },
-                accept: r.bool()?,
-            },
+                };
+                let accept = r.bool()?;
+                let buffer_limit = if kind == 42 {
+                    match r.u64()? {
+                        // Kind 2 says "not buffered".
+                        0 => return Err(ControlError::BadField("buffer limit")),
+                        l => l,
+                    }
+                } else {
+                    0
+                };
+                Request::CreateEndpoint {
+                    geometry,
+                    accept,
+                    buffer_limit,
+                }
+            }
             3 => {
                 let endpoint = r.u32()?;
                 let host = r.addr()?;
@@ -1237,6 +1267,15 @@ mod tests {
                 Request::CreateEndpoint {
                     geometry: Geometry::default(),
                     accept: true,
+                    buffer_limit: 0,
+                },
+            ),
+            (
+                "create_endpoint_buffered",
+                Request::CreateEndpoint {
+                    geometry: Geometry::default(),
+                    accept: true,
+                    buffer_limit: 16 << 20,
                 },
             ),
             (
@@ -1549,6 +1588,12 @@ mod tests {
             Request::CreateEndpoint {
                 geometry: Geometry::default(),
                 accept: true,
+                buffer_limit: 0,
+            },
+            Request::CreateEndpoint {
+                geometry: Geometry::default(),
+                accept: false,
+                buffer_limit: 1 << 20,
             },
             Request::OpenChannel {
                 endpoint: 3,

@@ -23,7 +23,7 @@ use unet_sle::{Outcome, Port, Runner, RunnerConfig};
 
 use crate::applets::{AppletHost, Loaded};
 use crate::counters::Counters;
-use crate::endpoints::EndpointTable;
+use crate::endpoints::{Delivery, EndpointTable};
 use crate::remote::RemoteSide;
 use crate::routes::Route;
 
@@ -91,7 +91,12 @@ impl DataPath<'_> {
         let mut done = 0;
         for pos in tail..tail + n {
             let desc = self.eps.get(idx).expect("live").send.read(pos);
-            let status = self.process_send(idx, desc);
+            let Some(status) = self.process_send(idx, desc) else {
+                // Held back by a full virtual buffer: this descriptor and
+                // the ones behind it stay in the ring, offered again on a
+                // later turn (other endpoints go on).
+                break;
+            };
             let ep = self.eps.get(idx).expect("live");
             // SAFETY: slot_ptr(pos) is an in-bounds, aligned SendDesc in the
             // endpoint's mapping; writing one i32 field through a raw pointer.
@@ -115,13 +120,15 @@ impl DataPath<'_> {
         done as usize
     }
 
-    /// Check one send descriptor of endpoint `idx` and send it.
-    fn process_send(&mut self, idx: usize, d: SendDesc) -> SendStatus {
+    /// Check one send descriptor of endpoint `idx` and send it: its
+    /// status, or None if the sender is held back (the receiver's virtual
+    /// buffer is at its limit; nothing was done).
+    fn process_send(&mut self, idx: usize, d: SendDesc) -> Option<SendStatus> {
         let ep = self.eps.get(idx).expect("live");
         let slot = ep.slot;
         let bad = |c: &Counters, k: EndpointCounter, st: SendStatus| {
             c.ep(slot, k, 1);
-            st
+            Some(st)
         };
         if d.flags != 0 {
             return bad(
@@ -154,10 +161,12 @@ impl DataPath<'_> {
         if self.applets.attached(idx) {
             // U-Net/SLE: the applet decides what goes out (doTx).
             let id = ep.id;
-            return match self.run_applet(idx, id, |r, p| r.tx(p, d.len, d.channel, d.offset)) {
-                true => SendStatus::Sent,
-                false => SendStatus::AppletFault,
-            };
+            return Some(
+                match self.run_applet(idx, id, |r, p| r.tx(p, d.len, d.channel, d.offset)) {
+                    true => SendStatus::Sent,
+                    false => SendStatus::AppletFault,
+                },
+            );
         }
         // SAFETY: offset + len is inside the buffer area (checked above),
         // a live mapping the engine holds. The client may scribble on it
@@ -166,7 +175,8 @@ impl DataPath<'_> {
             std::slice::from_raw_parts(ep.area().as_ptr().add(d.offset as usize), d.len as usize)
         };
         match self.send(idx, d.channel, msg, true) {
-            Ok(()) => SendStatus::Sent,
+            Ok(true) => Some(SendStatus::Sent),
+            Ok(false) => None,
             Err(SendStatus::PeerGone) => bad(
                 self.counters(),
                 EndpointCounter::TxPeerGone,
@@ -183,22 +193,29 @@ impl DataPath<'_> {
     ///
     /// `msg` may point into a buffer area the client writes concurrently;
     /// the engine only copies it.
+    ///
+    /// `Ok(false)`: not sent, the sender is held back (only when `may_run`,
+    /// the loop's send path: a local receiver's virtual buffer is at its
+    /// limit).
     pub(crate) fn send(
         &mut self,
         idx: usize,
         chan: u16,
         msg: &[u8],
         may_run: bool,
-    ) -> Result<(), SendStatus> {
+    ) -> Result<bool, SendStatus> {
         let (counters, route) = self.eps.route_mut(idx, chan);
         let (slot, route) = route.ok_or(SendStatus::BadChannel)?;
         match route {
             Route::Local(p) | Route::Direct { peer: p, .. } => {
                 let p = *p;
+                if !self.deliver(p.idx, p.id, p.chan, msg, may_run) {
+                    return Ok(false);
+                }
+                let counters = self.counters();
                 counters.ep(slot, EndpointCounter::TxMsgs, 1);
                 counters.ep(slot, EndpointCounter::TxBytes, msg.len() as u64);
-                self.deliver(p.idx, p.id, p.chan, msg, may_run);
-                Ok(())
+                Ok(true)
             }
             Route::Remote(r) => {
                 let Some(w) = self.remote.as_deref_mut() else {
@@ -207,7 +224,7 @@ impl DataPath<'_> {
                 counters.ep(slot, EndpointCounter::TxMsgs, 1);
                 counters.ep(slot, EndpointCounter::TxBytes, msg.len() as u64);
                 w.send(slot, r, msg);
-                Ok(())
+                Ok(true)
             }
             Route::Gone => Err(SendStatus::PeerGone),
             Route::Free | Route::Opening => Err(SendStatus::BadChannel),
@@ -218,18 +235,33 @@ impl DataPath<'_> {
     /// on its channel `chan`. An endpoint with an applet gets it through
     /// its `doRx`: run at once when `may_run`, nothing is queued before it
     /// and the applet is not paused; queued for the loop otherwise. Other
-    /// endpoints get U-Net delivery ([`EndpointTable::deliver`]).
-    pub(crate) fn deliver(&mut self, di: usize, dst_id: u32, chan: u16, msg: &[u8], may_run: bool) {
+    /// endpoints get U-Net delivery ([`EndpointTable::deliver_from`]),
+    /// where a buffered receiver at its limit holds the sender back when
+    /// `may_run` (the loop's send path): false then, nothing done.
+    pub(crate) fn deliver(
+        &mut self,
+        di: usize,
+        dst_id: u32,
+        chan: u16,
+        msg: &[u8],
+        may_run: bool,
+    ) -> bool {
+        if !self.applets.attached(di) {
+            let d = self
+                .eps
+                .deliver_from(di, dst_id, chan, msg.as_ptr(), msg.len(), may_run);
+            return d != Delivery::Held;
+        }
         if may_run
-            && self.applets.attached(di)
             && self.eps.is_live(di, dst_id)
             && self.applets.pending.is_empty()
             && !self.applets.paused(di)
             && self.rx_now(di, dst_id, chan, msg)
         {
-            return;
+            return true;
         }
         arrive(self.eps, self.applets, di, dst_id, chan, msg);
+        true
     }
 
     /// Run endpoint `idx`'s `doRx` on `msg`, copied once, straight into
@@ -505,7 +537,7 @@ impl Port for EnginePort<'_, '_> {
     fn tx_push(&mut self, chan: u16, data: &[u8]) -> Result<(), String> {
         // Inside an applet: the receiver's doRx is queued, never run here.
         match self.dp.send(self.idx, chan, data, false) {
-            Ok(()) => Ok(()),
+            Ok(_) => Ok(()),
             Err(SendStatus::PeerGone) => Err(format!("the peer of channel {chan} is gone")),
             Err(_) => Err(format!("channel {chan} is not held by this endpoint")),
         }

@@ -66,6 +66,9 @@ use crate::wire::Transport;
 
 /// A turn polls the file descriptors at least once in this many.
 const FD_POLL_EVERY: u64 = 64;
+/// How long the engine sleeps at most while a buffered endpoint has
+/// messages waiting in its virtual buffer.
+const BACKLOG_POLL: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// State shared between a dispatcher and the handles that reach it from
 /// other threads.
@@ -321,7 +324,13 @@ impl Dispatcher {
             .remote
             .as_ref()
             .and_then(|w| crate::udm_remote::next_deadline(&self.udm, w));
-        match [wire, applets, requests, vis, udm, links]
+        // A buffered endpoint with messages waiting: its client does not
+        // ring the doorbell when it makes room, so look again soon.
+        let backlog = self
+            .eps
+            .has_backlog()
+            .then(|| Instant::now() + BACKLOG_POLL);
+        match [wire, applets, requests, vis, udm, links, backlog]
             .into_iter()
             .flatten()
             .min()
@@ -340,7 +349,9 @@ impl Dispatcher {
 
     /// Poll every data source once. Returns the work done.
     fn poll_data(&mut self) -> usize {
-        let mut work = 0;
+        // Buffered endpoints' waiting messages first: room that appeared
+        // goes to them before anything new.
+        let mut work = self.eps.drain_backlogs();
         {
             let mut dp = DataPath {
                 eps: &mut self.eps,

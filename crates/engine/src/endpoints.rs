@@ -5,8 +5,10 @@
 //! channels it holds) and its counter slot. Delivery is U-Net's: pop free
 //! buffers of the receiver (or carry a small message inline), copy, publish
 //! a receive descriptor, and wake the receiver only if it sleeps. A message
-//! that finds no room is dropped and counted, never waited for. UDM's
-//! buffered case will sit here, beside the drop.
+//! that finds no room is dropped and counted, never waited for, unless
+//! the endpoint was created *buffered*: then it goes to the endpoint's
+//! virtual buffer (UDM's two-case delivery, [`crate::backlog`]), and the
+//! engine moves it into the receive queue, in order, as room appears.
 //!
 //! Trust: the table reads rings and free-buffer offsets from shared memory,
 //! which the client may scribble on at any time. Every index and offset is
@@ -23,11 +25,42 @@ use unet_abi::ring::Ring;
 use unet_abi::*;
 use unet_sys::{self as sys, EventFd, Segment};
 
+use crate::backlog::Backlog;
 use crate::counters::Counters;
 use crate::routes::{Peer, Route};
 
 /// Most channels per endpoint.
 pub const MAX_CHANNELS: usize = 4096;
+
+/// What became of a message handed to [`EndpointTable::deliver_from`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Delivery {
+    /// In the receive queue, or in the virtual buffer.
+    Done,
+    /// Dropped (counted on the receiver).
+    Dropped,
+    /// Not taken: the receiver's virtual buffer is at its limit and the
+    /// sender may be held back (it keeps the message and offers it again).
+    Held,
+}
+
+/// Why a message found no room in an endpoint's receive queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NoRoom {
+    RingFull,
+    NoBuffer,
+    TooLarge,
+}
+
+impl NoRoom {
+    fn counter(self) -> EndpointCounter {
+        match self {
+            NoRoom::RingFull => EndpointCounter::RxDropRingFull,
+            NoRoom::NoBuffer => EndpointCounter::RxDropNoBuffer,
+            NoRoom::TooLarge => EndpointCounter::RxDropTooLarge,
+        }
+    }
+}
 
 /// The owner of an endpoint: a control client of the engine, by index.
 pub(crate) type ClientId = usize;
@@ -58,6 +91,8 @@ pub(crate) struct Ep {
     pub spare: Vec<u32>,
     /// The endpoint's counter slot.
     pub slot: usize,
+    /// A buffered endpoint's virtual buffer (None: U-Net's drop).
+    pub backlog: Option<Box<Backlog>>,
 }
 
 impl Ep {
@@ -96,6 +131,11 @@ impl Ep {
         self.routes.get(chan as usize).copied()
     }
 
+    /// The virtual buffer's limit in bytes (0: not buffered).
+    pub(crate) fn buffer_limit(&self) -> u64 {
+        self.backlog.as_ref().map_or(0, |b| b.limit())
+    }
+
     /// Whether the endpoint holds a direct connection.
     pub(crate) fn has_direct(&self) -> bool {
         self.routes.iter().any(Route::is_direct)
@@ -117,6 +157,9 @@ pub(crate) struct EndpointTable {
     /// engine's own CPU without sleeping: the engine sleeps at once after
     /// the turn rather than polling again.
     pub handoff: bool,
+    /// Endpoints (by index) whose virtual buffer holds messages: the
+    /// engine moves them on every turn while any does.
+    backlogged: Vec<usize>,
 }
 
 impl EndpointTable {
@@ -129,6 +172,7 @@ impl EndpointTable {
             counters,
             behind: false,
             handoff: false,
+            backlogged: Vec::new(),
         }
     }
 
@@ -228,10 +272,12 @@ impl EndpointTable {
 
     /// Enter endpoint `id`, in reserved counter `slot`, of geometry
     /// `layout`, its segment `seg` made by [`EndpointTable::make_segment`],
-    /// for client `owner` (process `pid`). `register` is given the new
-    /// endpoint's table index and its doorbell before it is entered (the
-    /// dispatcher polls the doorbell). On failure the slot is given back
-    /// and the segment returned, to be unmapped off the engine's thread.
+    /// for client `owner` (process `pid`), buffered with a virtual buffer
+    /// of `buffer_limit` bytes (0: not buffered; the caller validated it).
+    /// `register` is given the new endpoint's table index and its doorbell
+    /// before it is entered (the dispatcher polls the doorbell). On failure
+    /// the slot is given back and the segment returned, to be unmapped off
+    /// the engine's thread.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn insert(
         &mut self,
@@ -239,7 +285,7 @@ impl EndpointTable {
         pid: u32,
         (slot, id): (usize, u32),
         layout: Layout,
-        accept: bool,
+        (accept, buffer_limit): (bool, u64),
         seg: Segment,
         register: impl FnOnce(usize, &EventFd) -> io::Result<()>,
     ) -> Result<usize, Segment> {
@@ -247,6 +293,19 @@ impl EndpointTable {
             self.free_slots.push(slot);
             return Err(seg);
         }
+        // Address space only: the memory file is sparse, its mapping
+        // touches no page (cheap enough for the engine's thread).
+        let backlog = if buffer_limit > 0 {
+            match Backlog::new(id, buffer_limit as usize) {
+                Ok(b) => Some(Box::new(b)),
+                Err(_) => {
+                    self.free_slots.push(slot);
+                    return Err(seg);
+                }
+            }
+        } else {
+            None
+        };
         let doorbell = match EventFd::new() {
             Ok(d) => d,
             Err(_) => {
@@ -295,8 +354,11 @@ impl EndpointTable {
             accept,
             spare: Vec::new(),
             slot,
+            backlog,
         };
         self.counters.open_slot(slot, id, pid);
+        self.counters
+            .set_ep(slot, EndpointCounter::BufferLimit, buffer_limit);
         self.by_id.insert(id, idx);
         self.eps[idx] = Some(ep);
         self.counters.engine(EngineCounter::EndpointsCreated, 1);
@@ -401,63 +463,125 @@ impl EndpointTable {
         src: *const u8,
         len: usize,
     ) -> bool {
+        self.deliver_from(di, dst_id, chan, src, len, false) == Delivery::Done
+    }
+
+    /// [`EndpointTable::deliver`], for a sender that may be held back
+    /// (`may_hold`: a local sender's send queue). To a buffered endpoint, a
+    /// message that finds no room, or finds messages waiting in the
+    /// virtual buffer (they go first), goes to the virtual buffer; at its
+    /// limit it is [`Delivery::Held`] when `may_hold`, dropped and counted
+    /// (`rx_drop_buffer_limit`) otherwise.
+    pub(crate) fn deliver_from(
+        &mut self,
+        di: usize,
+        dst_id: u32,
+        chan: u16,
+        src: *const u8,
+        len: usize,
+        may_hold: bool,
+    ) -> Delivery {
         let counters = &self.counters;
         let Some(dst) = self.eps.get_mut(di).and_then(|e| e.as_mut()) else {
-            return false;
+            return Delivery::Dropped;
         };
         if dst.id != dst_id {
-            return false;
+            return Delivery::Dropped;
         }
         let slot = dst.slot;
-        // Ring space first, so no buffer is consumed for a message we drop.
-        let cap = dst.layout.geometry.recv_cap as u64;
-        if dst.recv_head.wrapping_sub(dst.recv.tail()) >= cap {
-            self.behind |= client_awake(dst);
-            counters.ep(slot, EndpointCounter::RxDropRingFull, 1);
-            return false;
+        let mut waiting = dst.backlog.as_ref().is_some_and(|b| !b.is_empty());
+        if waiting {
+            // Those waiting go first; if they all fit now, this one may go
+            // straight to the queue (no copy through the buffer).
+            let mut handoff = false;
+            drain_ep(dst, counters, &mut handoff);
+            self.handoff |= handoff;
+            waiting = dst.backlog.as_ref().is_some_and(|b| !b.is_empty());
         }
-        let mut desc = RecvDesc {
-            len: len as u32,
-            channel: chan,
-            ..Default::default()
-        };
-        if len <= INLINE_MAX {
-            desc.flags = RECV_INLINE;
-            // SAFETY: src has len readable bytes (caller's contract); data
-            // has INLINE_MAX >= len bytes.
-            unsafe { std::ptr::copy(src, desc.data.as_mut_ptr(), len) };
-        } else {
-            let bs = dst.layout.geometry.buffer_size as usize;
-            let nbufs = unet_abi::buffers_spanned(len, bs);
-            if nbufs > MAX_RX_BUFFERS {
-                counters.ep(slot, EndpointCounter::RxDropTooLarge, 1);
-                return false;
-            }
-            let mut got = [0u32; MAX_RX_BUFFERS];
-            for i in 0..nbufs {
-                match pop_free(dst, counters) {
-                    Some(o) => got[i] = o,
-                    None => {
-                        dst.spare.extend_from_slice(&got[..i]);
+        if !waiting {
+            match place(dst, counters, chan, src, len) {
+                Ok(handoff) => {
+                    self.handoff |= handoff;
+                    return Delivery::Done;
+                }
+                Err(NoRoom::TooLarge) => {
+                    counters.ep(slot, EndpointCounter::RxDropTooLarge, 1);
+                    return Delivery::Dropped;
+                }
+                Err(why) => {
+                    if dst.backlog.is_none() {
                         self.behind |= client_awake(dst);
-                        counters.ep(slot, EndpointCounter::RxDropNoBuffer, 1);
-                        return false;
+                        counters.ep(slot, why.counter(), 1);
+                        return Delivery::Dropped;
                     }
+                    // Buffered instead: nothing is lost, the turn goes on.
                 }
             }
-            let area = dst.area();
-            for (i, &off) in got[..nbufs].iter().enumerate() {
-                let n = bs.min(len - i * bs);
-                // SAFETY: pop_free checked off + buffer_size <= area size;
-                // src has len bytes. ptr::copy tolerates overlap (a client
-                // may post a free buffer overlapping its own send buffer).
-                unsafe { std::ptr::copy(src.add(i * bs), area.as_ptr().add(off as usize), n) };
-                desc.set_offset(i, off);
-            }
-            desc.nbufs = nbufs as u8;
+        } else if too_large(dst, len) {
+            // It could never leave the buffer.
+            counters.ep(slot, EndpointCounter::RxDropTooLarge, 1);
+            return Delivery::Dropped;
         }
-        self.handoff |= publish_recv(dst, counters, desc);
-        true
+        let Some(b) = dst.backlog.as_mut() else {
+            return Delivery::Dropped;
+        };
+        let was_empty = b.is_empty();
+        if b.push(chan, src, len) {
+            counters.ep(slot, EndpointCounter::RxBuffered, 1);
+            counters.set_ep(slot, EndpointCounter::BufferPages, b.pages());
+            counters.set_ep(slot, EndpointCounter::BufferPagesMax, b.pages_max);
+            if was_empty {
+                self.backlogged.push(di);
+            }
+            return Delivery::Done;
+        }
+        if may_hold {
+            if !b.held {
+                b.held = true;
+                counters.ep(slot, EndpointCounter::RxHeld, 1);
+            }
+            return Delivery::Held;
+        }
+        counters.ep(slot, EndpointCounter::RxDropBufferLimit, 1);
+        Delivery::Dropped
+    }
+
+    /// Whether some endpoint's virtual buffer holds messages.
+    #[inline]
+    pub(crate) fn has_backlog(&self) -> bool {
+        !self.backlogged.is_empty()
+    }
+
+    /// Move messages from the virtual buffers into their endpoints'
+    /// receive queues, in order, as far as room and free buffers allow (a
+    /// receive queue's worth each at most); give back the pages read.
+    /// Returns the messages moved. Costs nothing while no virtual buffer
+    /// holds any.
+    pub(crate) fn drain_backlogs(&mut self) -> usize {
+        if self.backlogged.is_empty() {
+            return 0;
+        }
+        let mut list = std::mem::take(&mut self.backlogged);
+        let counters = &self.counters;
+        let mut moved_all = 0;
+        let mut handoff = false;
+        // An endpoint may be listed twice (its buffer emptied and filled
+        // again by deliveries since the last pass): once is enough.
+        list.sort_unstable();
+        list.dedup();
+        list.retain(|&di| {
+            let Some(ep) = self.eps.get_mut(di).and_then(|e| e.as_mut()) else {
+                return false;
+            };
+            moved_all += drain_ep(ep, counters, &mut handoff);
+            ep.backlog.as_ref().is_some_and(|b| !b.is_empty())
+        });
+        self.handoff |= handoff;
+        // Endpoints that started buffering during the pass (none: the
+        // pass delivers nothing new) come after.
+        list.append(&mut self.backlogged);
+        self.backlogged = list;
+        moved_all
     }
 
     /// Pop a free buffer of endpoint `idx` (an applet's `getFreeBuffer`).
@@ -488,6 +612,113 @@ impl EndpointTable {
         self.handoff |= publish_recv(ep, counters, desc);
         true
     }
+}
+
+/// Move what waits in `ep`'s virtual buffer into its receive queue, in
+/// order, as far as room and free buffers allow; give back the pages read.
+/// Returns the messages moved; `handoff` as [`publish_recv`] says.
+fn drain_ep(ep: &mut Ep, counters: &Counters, handoff: &mut bool) -> usize {
+    let Some(mut b) = ep.backlog.take() else {
+        return 0;
+    };
+    let mut moved = 0;
+    // Each message moved takes a queue entry: a queue's worth at most.
+    for _ in 0..=ep.layout.geometry.recv_cap {
+        let Some((chan, p, len)) = b.front() else {
+            break;
+        };
+        // `p` points into the virtual buffer, which the engine alone
+        // maps; `place` copies it into the endpoint's area.
+        match place(ep, counters, chan, p, len) {
+            Ok(h) => {
+                *handoff |= h;
+                b.pop();
+                moved += 1;
+            }
+            Err(NoRoom::TooLarge) => {
+                // Not buffered in the first place; skip it anyway.
+                counters.ep(ep.slot, EndpointCounter::RxDropTooLarge, 1);
+                b.pop();
+            }
+            // No room yet: the rest waits, in order.
+            Err(_) => break,
+        }
+    }
+    if moved > 0 {
+        b.held = false;
+        let n = b.return_pages();
+        if n > 0 {
+            counters.ep(ep.slot, EndpointCounter::PagesReturned, n);
+        }
+        counters.set_ep(ep.slot, EndpointCounter::BufferPages, b.pages());
+    }
+    ep.backlog = Some(b);
+    moved
+}
+
+/// Whether a message of `len` bytes needs more receive buffers of `ep`
+/// than a descriptor names.
+fn too_large(ep: &Ep, len: usize) -> bool {
+    len > INLINE_MAX
+        && unet_abi::buffers_spanned(len, ep.layout.geometry.buffer_size as usize) > MAX_RX_BUFFERS
+}
+
+/// Put `len` bytes at `src` into `ep`'s receive queue as arriving on its
+/// channel `chan` (inline when small, otherwise into free buffers), and
+/// wake the client if it sleeps: `Ok(handoff)` (see [`publish_recv`]), or
+/// why there was no room (nothing consumed).
+///
+/// `src` has at least `len` readable bytes, in a live mapping.
+fn place(
+    ep: &mut Ep,
+    counters: &Counters,
+    chan: u16,
+    src: *const u8,
+    len: usize,
+) -> Result<bool, NoRoom> {
+    // Ring space first, so no buffer is consumed for a message we drop.
+    let cap = ep.layout.geometry.recv_cap as u64;
+    if ep.recv_head.wrapping_sub(ep.recv.tail()) >= cap {
+        return Err(NoRoom::RingFull);
+    }
+    let mut desc = RecvDesc {
+        len: len as u32,
+        channel: chan,
+        ..Default::default()
+    };
+    if len <= INLINE_MAX {
+        desc.flags = RECV_INLINE;
+        // SAFETY: src has len readable bytes (caller's contract); data
+        // has INLINE_MAX >= len bytes.
+        unsafe { std::ptr::copy(src, desc.data.as_mut_ptr(), len) };
+    } else {
+        let bs = ep.layout.geometry.buffer_size as usize;
+        let nbufs = unet_abi::buffers_spanned(len, bs);
+        if nbufs > MAX_RX_BUFFERS {
+            return Err(NoRoom::TooLarge);
+        }
+        let mut got = [0u32; MAX_RX_BUFFERS];
+        for i in 0..nbufs {
+            match pop_free(ep, counters) {
+                Some(o) => got[i] = o,
+                None => {
+                    ep.spare.extend_from_slice(&got[..i]);
+                    return Err(NoRoom::NoBuffer);
+                }
+            }
+        }
+        let area = ep.area();
+        for (i, &off) in got[..nbufs].iter().enumerate() {
+            let n = bs.min(len - i * bs);
+            // SAFETY: pop_free checked off + buffer_size <= area size;
+            // src has len bytes. ptr::copy tolerates overlap (a client
+            // may post a free buffer overlapping its own send buffer).
+            unsafe { std::ptr::copy(src.add(i * bs), area.as_ptr().add(off as usize), n) };
+            desc.set_offset(i, off);
+        }
+        desc.nbufs = nbufs as u8;
+    }
+    Ok(publish_recv(ep, counters, desc))
 }
 
 /// Pop one free buffer of `ep`: the engine's spare stash first, then the

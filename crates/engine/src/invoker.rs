@@ -169,9 +169,21 @@ impl LocalClient {
         engine: &mut Dispatcher,
         geometry: Geometry,
     ) -> Result<RawEndpoint, InvokerError> {
+        self.create_endpoint_buffered(engine, geometry, 0)
+    }
+
+    /// Create an endpoint that accepts channels, buffered with a virtual
+    /// buffer of `buffer_limit` bytes (0: not buffered, U-Net's drop).
+    pub fn create_endpoint_buffered(
+        &mut self,
+        engine: &mut Dispatcher,
+        geometry: Geometry,
+        buffer_limit: u64,
+    ) -> Result<RawEndpoint, InvokerError> {
         let req = Request::CreateEndpoint {
             geometry,
             accept: true,
+            buffer_limit,
         };
         match self.call(engine, &req, &[])? {
             (Reply::EndpointCreated { endpoint }, fds) if fds.len() == 2 => {

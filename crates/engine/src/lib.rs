@@ -45,6 +45,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 mod applets;
+mod backlog;
 mod config;
 pub mod counters;
 mod datapath;
@@ -62,6 +63,7 @@ mod setup_udm;
 mod setup_via;
 mod udm;
 mod udm_remote;
+mod vbuf;
 mod vi_path;
 mod via_loop;
 mod vias;

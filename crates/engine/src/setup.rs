@@ -110,9 +110,15 @@ impl Setup<'_> {
                 };
                 self.reply(ci, req_id, r);
             }
-            Request::CreateEndpoint { geometry, accept } => {
+            Request::CreateEndpoint {
+                geometry,
+                accept,
+                buffer_limit,
+            } => {
                 // Answered when the segment is ready (finish_creates).
-                if let Err(code) = self.create_endpoint(ci, req_id, geometry, accept) {
+                if let Err(code) =
+                    self.create_endpoint(ci, req_id, geometry, (accept, buffer_limit))
+                {
                     self.reply(ci, req_id, Reply::Error(code));
                 }
             }
@@ -239,7 +245,8 @@ impl Setup<'_> {
                 .filter(|r| r.in_use() && !matches!(r, Route::Gone))
                 .count();
             c.set_ep(ep.slot, EndpointCounter::ChannelsOpen, open as u64);
-            let memory = ep.seg.len() as u64 + self.conns.memory_opened_by(ep.id);
+            let memory =
+                ep.seg.len() as u64 + ep.buffer_limit() + self.conns.memory_opened_by(ep.id);
             c.set_ep(ep.slot, EndpointCounter::MemoryBytes, memory);
         }
         self.fill_vi_slots();
@@ -270,10 +277,10 @@ impl Setup<'_> {
             }
         };
         for (_, e) in self.eps.iter() {
-            add(e.owner, e.seg.len() as u64, true);
+            add(e.owner, e.seg.len() as u64 + e.buffer_limit(), true);
         }
         for p in self.work.pending() {
-            add(p.client, p.layout.segment_size, true);
+            add(p.client, p.layout.segment_size + p.buffer_limit, true);
         }
         for (owner, bytes) in self.conns.charges() {
             add(owner, bytes, false);
@@ -317,19 +324,27 @@ impl Setup<'_> {
         ci: ClientId,
         req_id: u32,
         g: Geometry,
-        accept: bool,
+        (accept, buffer_limit): (bool, u64),
     ) -> Result<(), ErrorCode> {
         let layout = Layout::new(g).map_err(|_| ErrorCode::BadGeometry)?;
+        let buffer_limit = buffer_limit_for(&g, buffer_limit)?;
         let u = self.usage(ci);
         if u.endpoints >= self.cfg.endpoints_per_client() {
             self.counters()
                 .engine(EngineCounter::QuotaRefusedEndpoints, 1);
             return Err(ErrorCode::EndpointQuota);
         }
-        self.check_memory(&u, layout.segment_size)?;
+        // The virtual buffer is charged at its limit, as UDM's are.
+        self.check_memory(&u, layout.segment_size.saturating_add(buffer_limit))?;
         let reserved = self.eps.reserve()?;
-        self.work
-            .start(self.engine_id, ci, req_id, layout, accept, reserved);
+        self.work.start(
+            self.engine_id,
+            ci,
+            req_id,
+            layout,
+            (accept, buffer_limit),
+            reserved,
+        );
         Ok(())
     }
 
@@ -353,7 +368,7 @@ impl Setup<'_> {
                 pid,
                 (p.slot, p.id),
                 p.layout,
-                p.accept,
+                (p.accept, p.buffer_limit),
                 seg,
                 |idx, bell| poller.add_edge(bell.fd().as_raw_fd(), Token::Doorbell(idx)),
             );
@@ -596,6 +611,9 @@ impl Setup<'_> {
         }
         // Unmapping a large segment takes a while: off the loop.
         self.work.discard(ep.seg);
+        if let Some(b) = ep.backlog {
+            self.work.discard((*b).into_segment());
+        }
     }
 
     /// A client's control connection closed: the process is gone or done.
@@ -703,4 +721,28 @@ impl Setup<'_> {
             self.reply(ci, req_id, r);
         }
     }
+}
+
+/// The virtual buffer limit an endpoint of geometry `g` gets for the
+/// `asked` bytes of its request (0: not buffered): rounded up to whole
+/// pages and to at least [`unet_abi::MIN_BUFFER_LIMIT`] and room for two
+/// of the largest messages the endpoint can receive (so one always fits
+/// once the buffer drains); more than [`unet_abi::MAX_BUFFER_LIMIT`] is
+/// refused (`BadGeometry`). The process's memory quota decides the rest.
+pub(crate) fn buffer_limit_for(g: &Geometry, asked: u64) -> Result<u64, ErrorCode> {
+    if asked == 0 {
+        return Ok(0);
+    }
+    if asked > unet_abi::MAX_BUFFER_LIMIT {
+        return Err(ErrorCode::BadGeometry);
+    }
+    let largest = (g.buffer_size as u64 * unet_abi::MAX_RX_BUFFERS as u64)
+        .min(unet_abi::MAX_MESSAGE as u64)
+        .max(unet_abi::INLINE_MAX as u64);
+    let floor = 2 * crate::backlog::record_len(largest as usize);
+    let limit = asked
+        .max(floor)
+        .max(unet_abi::MIN_BUFFER_LIMIT)
+        .next_multiple_of(unet_abi::PAGE as u64);
+    Ok(limit.min(unet_abi::MAX_BUFFER_LIMIT))
 }

@@ -40,6 +40,8 @@ pub(crate) struct PendingCreate {
     pub req_id: u32,
     pub layout: Layout,
     pub accept: bool,
+    /// Its virtual buffer's limit in bytes (0: not buffered).
+    pub buffer_limit: u64,
     /// The counter slot and id reserved for it.
     pub slot: usize,
     pub id: u32,
@@ -195,7 +197,7 @@ impl SetupThread {
         client: ClientId,
         req_id: u32,
         layout: Layout,
-        accept: bool,
+        (accept, buffer_limit): (bool, u64),
         (slot, id): (usize, u32),
     ) {
         let ticket = self.next_ticket;
@@ -218,6 +220,7 @@ impl SetupThread {
             req_id,
             layout,
             accept,
+            buffer_limit,
             slot,
             id,
         });
@@ -343,8 +346,8 @@ mod tests {
         })
         .unwrap();
         assert!(small.segment_size <= SMALL_SEGMENT && large.segment_size > SMALL_SEGMENT);
-        st.start(7, 1, 10, large, true, (0, 100));
-        st.start(7, 2, 20, small, true, (1, 101));
+        st.start(7, 1, 10, large, (true, 0), (0, 100));
+        st.start(7, 2, 20, small, (true, 0), (1, 101));
         let done = drain(&mut st);
         let mut got: Vec<(u32, usize)> = done
             .iter()
@@ -368,7 +371,7 @@ mod tests {
     fn a_forgotten_creation_is_still_collected() {
         let mut st = SetupThread::new(Arc::new(EventFd::new().unwrap()));
         let layout = Layout::new(Geometry::default()).unwrap();
-        st.start(7, 3, 30, layout, true, (0, 100));
+        st.start(7, 3, 30, layout, (true, 0), (0, 100));
         let gone = st.forget_client(3);
         assert_eq!(gone.len(), 1);
         assert!(st.pending().is_empty());

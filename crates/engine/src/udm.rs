@@ -35,6 +35,11 @@ use unet_abi::{RingHeader, PAGE};
 use unet_sys::{self as sys, EventFd, Segment};
 
 use crate::endpoints::ClientId;
+use crate::vbuf::ResidentPages;
+
+/// Bytes of a message in a virtual buffer (positions are kept in
+/// messages, the pages' bookkeeping in bytes).
+const MSG_BYTES: u64 = core::mem::size_of::<UdmMsg>() as u64;
 
 /// Messages taken from one divert ring per turn.
 const DIVERT_BUDGET: u64 = 256;
@@ -99,8 +104,8 @@ pub(crate) struct UdmNode {
     buf_head: u64,
     /// Messages the node has disposed of (the last valid tail it wrote).
     buf_tail: u64,
-    /// The first page (position / messages per page) that may hold memory.
-    resident_lo: u64,
+    /// Which pages of the buffer may hold memory.
+    resident: ResidentPages,
     /// The divert ring head last found impossible (counted once).
     bad_head: Option<u64>,
     /// The buffer was found full (counted once per stall).
@@ -166,54 +171,23 @@ impl UdmNode {
     }
 
     fn pages_in_use(&self) -> u64 {
-        let file_pages = self.buf.as_ref().map_or(0, |b| (b.len() / PAGE) as u64);
-        self.buf_head
-            .div_ceil(UDM_MSGS_PER_PAGE)
-            .saturating_sub(self.resident_lo)
-            .min(file_pages)
+        let file_len = self.buf.as_ref().map_or(0, |b| b.len());
+        self.resident.in_use(file_len, self.buf_head * MSG_BYTES)
     }
 
     /// Give back the pages wholly behind the node's tail (every page once
-    /// the buffer is empty).
-    ///
-    /// Pages are counted by position (a page is `UDM_MSGS_PER_PAGE`
-    /// messages); page `g` lives in page `g % file_pages` of the file, so
-    /// a page behind the tail may share its memory with a live one ahead
-    /// (the buffer wrapped): only the pages of the last `file_pages`
-    /// before the head that are behind the tail may go.
-    fn return_pages(&mut self, cap: u32) {
-        let end = self.buf_head.div_ceil(UDM_MSGS_PER_PAGE);
-        let keep_from = if self.buf_tail == self.buf_head {
-            end
-        } else {
-            self.buf_tail / UDM_MSGS_PER_PAGE
-        };
-        let file_pages = (cap as u64 / UDM_MSGS_PER_PAGE).max(1);
-        let from = self.resident_lo.max(end.saturating_sub(file_pages));
-        if keep_from <= from {
-            if keep_from > self.resident_lo {
-                self.resident_lo = keep_from;
-            }
-            return;
-        }
+    /// the buffer is empty); see [`ResidentPages::give_back`].
+    fn return_pages(&mut self) {
         let Some(buf) = self.buf.as_ref() else {
             return;
         };
-        self.resident_lo = from;
-        let n = keep_from - from;
-        if n >= file_pages {
-            let _ = buf.punch_hole(0, buf.len());
-        } else {
-            let first = self.resident_lo % file_pages;
-            let run = n.min(file_pages - first);
-            let _ = buf.punch_hole(first as usize * PAGE, run as usize * PAGE);
-            if run < n {
-                let _ = buf.punch_hole(0, (n - run) as usize * PAGE);
-            }
+        let n = self
+            .resident
+            .give_back(buf, self.buf_head * MSG_BYTES, self.buf_tail * MSG_BYTES);
+        if n > 0 {
+            self.count(UdmCounter::PagesReturned, n);
+            self.set(UdmCounter::BufferPages, self.pages_in_use());
         }
-        self.resident_lo = keep_from;
-        self.count(UdmCounter::PagesReturned, n.min(file_pages));
-        self.set(UdmCounter::BufferPages, self.pages_in_use());
     }
 }
 
@@ -319,7 +293,7 @@ impl Job {
             // reads zeros; the memory is free now.
             let _ = b.punch_hole(0, b.len());
         }
-        n.resident_lo = n.buf_head.div_ceil(UDM_MSGS_PER_PAGE);
+        n.resident.forget(n.buf_head * MSG_BYTES);
         n.set(UdmCounter::BufferPages, 0);
         // What it injected before it went is still delivered: its divert
         // ring is drained up to where its head is now.
@@ -364,7 +338,7 @@ impl Job {
             let node = &mut self.nodes[d as usize];
             if node.buf.is_some() && node.pages_in_use() > 0 {
                 node.refresh_tail();
-                node.return_pages(self.layout.buffer_cap);
+                node.return_pages();
             }
         }
         if now >= self.check_at {
@@ -466,10 +440,7 @@ impl Job {
             }
             dst.held = false;
             let at = (dst.buf_head % l.buffer_cap as u64) as usize * core::mem::size_of::<UdmMsg>();
-            let page = dst.buf_head / UDM_MSGS_PER_PAGE;
-            if page < dst.resident_lo {
-                dst.resident_lo = page;
-            }
+            dst.resident.writing(dst.buf_head * MSG_BYTES);
             if let Some(p) = dst.buf.as_ref().and_then(|b| b.at(at, 128)) {
                 let out = p.cast::<UdmMsg>().as_ptr();
                 // SAFETY: `out` is a message slot inside the buffer (checked
@@ -542,10 +513,7 @@ impl Job {
         }
         let dst = &mut self.nodes[d as usize];
         let at = (dst.buf_head % cap) as usize * core::mem::size_of::<UdmMsg>();
-        let page = dst.buf_head / UDM_MSGS_PER_PAGE;
-        if page < dst.resident_lo {
-            dst.resident_lo = page;
-        }
+        dst.resident.writing(dst.buf_head * MSG_BYTES);
         if let Some(p) = dst.buf.as_ref().and_then(|b| b.at(at, 128)) {
             let out = p.cast::<UdmMsg>().as_ptr();
             let hdr = src as u64 | (handler as u64) << 32 | (words.len() as u64) << 48;
@@ -778,7 +746,7 @@ impl Jobs {
                 divert_tail: 0,
                 buf_head: 0,
                 buf_tail: 0,
-                resident_lo: 0,
+                resident: ResidentPages::default(),
                 bad_head: None,
                 held: false,
                 last_taken: 0,

@@ -418,6 +418,7 @@ fn an_endpoint_closed_during_verification_gets_no_such_endpoint() {
     let create = Request::CreateEndpoint {
         geometry: small(),
         accept: true,
+        buffer_limit: 0,
     };
     request(&sock, 1, &create, &[]);
     let e = match &replies(&mut rig, &sock, 1)[..] {

@@ -48,7 +48,22 @@ pub struct EndpointConfig {
     pub managed_buffers: bool,
     /// How long a blocking receive spins before it sleeps.
     pub spin: Duration,
+    /// Two-case delivery (UDM's, `docs/udm.md`, "U-Net endpoints with
+    /// two-case delivery"): `Some(limit)` gives the endpoint a virtual
+    /// buffer of `limit` bytes in the engine, where a message that finds
+    /// no room in the receive queue or no free buffer waits, in order,
+    /// instead of being dropped; at the limit local senders are held back
+    /// and arrivals from the wire are dropped (`rx_drop_buffer_limit`).
+    /// Nothing changes for the receiver's API. `None` (the default):
+    /// U-Net's drop. [`BUFFERED_DEFAULT`] is 16 MiB; the engine raises a
+    /// small limit to its minimum and rounds it to whole pages; more than
+    /// `unet_abi::MAX_BUFFER_LIMIT` (1 GiB), or 0, is refused.
+    pub buffered: Option<u64>,
 }
+
+/// The default limit of a buffered endpoint's virtual buffer (16 MiB):
+/// `EndpointConfig { buffered: Some(BUFFERED_DEFAULT), .. }`.
+pub const BUFFERED_DEFAULT: u64 = unet_abi::DEFAULT_BUFFER_LIMIT;
 
 impl Default for EndpointConfig {
     fn default() -> Self {
@@ -57,6 +72,7 @@ impl Default for EndpointConfig {
             accept: true,
             managed_buffers: true,
             spin: Duration::from_micros(50),
+            buffered: None,
         }
     }
 }
@@ -208,9 +224,20 @@ impl Session {
 impl Endpoint {
     pub(crate) fn create(session: Session, cfg: EndpointConfig) -> Result<Endpoint, Error> {
         let layout = Layout::new(cfg.geometry).map_err(|e| Error::Config(e.to_string()))?;
+        let buffer_limit = match cfg.buffered {
+            None => 0,
+            Some(l) if l == 0 || l > unet_abi::MAX_BUFFER_LIMIT => {
+                return Err(Error::Config(format!(
+                    "a buffered endpoint's limit must be 1 byte to {} bytes (1 GiB), not {l}",
+                    unet_abi::MAX_BUFFER_LIMIT
+                )))
+            }
+            Some(l) => l,
+        };
         let (rep, mut fds) = session.inner.request(&Request::CreateEndpoint {
             geometry: cfg.geometry,
             accept: cfg.accept,
+            buffer_limit,
         })?;
         let id = match rep {
             Reply::EndpointCreated { endpoint } if fds.len() == 2 => endpoint,

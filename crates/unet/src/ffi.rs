@@ -630,6 +630,44 @@ pub unsafe extern "C" fn unet_endpoint_create(
     cfg: *const UnetEndpointConfig,
     out: *mut *mut UnetEndpoint,
 ) -> c_int {
+    // SAFETY: the caller's contract is this function's.
+    unsafe { create_endpoint(session, cfg, None, out) }
+}
+
+/// Create a *buffered* endpoint on `session` with `cfg` (NULL: the
+/// defaults): two-case delivery, a message that finds no room waiting in
+/// a virtual buffer of `buffer_limit` bytes (0: the default, 16 MiB) in
+/// the engine instead of being dropped (`docs/udm.md`, "U-Net endpoints
+/// with two-case delivery"). [`UNET_EINVAL`] for a limit above 1 GiB.
+///
+/// # Safety
+/// As [`unet_endpoint_create`].
+#[no_mangle]
+pub unsafe extern "C" fn unet_endpoint_create_buffered(
+    session: *const UnetSession,
+    cfg: *const UnetEndpointConfig,
+    buffer_limit: u64,
+    out: *mut *mut UnetEndpoint,
+) -> c_int {
+    let limit = if buffer_limit == 0 {
+        crate::endpoint::BUFFERED_DEFAULT
+    } else {
+        buffer_limit
+    };
+    // SAFETY: the caller's contract is this function's.
+    unsafe { create_endpoint(session, cfg, Some(limit), out) }
+}
+
+/// The two create calls.
+///
+/// # Safety
+/// As [`unet_endpoint_create`].
+unsafe fn create_endpoint(
+    session: *const UnetSession,
+    cfg: *const UnetEndpointConfig,
+    buffered: Option<u64>,
+    out: *mut *mut UnetEndpoint,
+) -> c_int {
     guard(|| {
         if out.is_null() {
             return null("out");
@@ -660,6 +698,7 @@ pub unsafe extern "C" fn unet_endpoint_create(
             geometry,
             accept: c.accept != 0,
             managed_buffers: c.managed_buffers != 0,
+            buffered,
             ..Default::default()
         };
         match s.0.create_endpoint(rc) {

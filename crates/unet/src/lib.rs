@@ -38,6 +38,7 @@ pub mod via;
 
 pub use endpoint::{
     AppletOptions, Channel, ChannelOptions, Endpoint, EndpointConfig, Event, Placement, Recv,
+    BUFFERED_DEFAULT,
 };
 pub use session::{
     socket_path, Session, SessionOptions, DEFAULT_SOCKET, DEFAULT_TIMEOUT, SOCKET_ENV,

@@ -293,6 +293,13 @@ pub struct StreamArgs {
     /// Warm-up before each run, in milliseconds.
     #[arg(long, default_value_t = 30)]
     pub warmup_ms: u64,
+    /// unet's receiving endpoint is buffered (two-case delivery, UDM's):
+    /// a virtual buffer of this many bytes (16M, 1G forms) keeps what the
+    /// receive queue cannot take instead of dropping it. The path column
+    /// says `+vbuf`; compare its `delivered` with a run without the option
+    /// (over `udp`, U-Net's drop loses what a fast sender outruns).
+    #[arg(long, value_name = "BYTES", value_parser = stats::parse_size)]
+    pub buffered: Option<usize>,
     #[command(flatten)]
     pub common: Common,
 }
@@ -366,6 +373,10 @@ pub struct ChildArgs {
     /// unet runs: where the applet runs.
     #[arg(long, value_enum, default_value = "engine")]
     pub placement: PlacementArg,
+    /// unet runs: the endpoint is buffered with a virtual buffer of this
+    /// many bytes.
+    #[arg(long)]
+    pub buffered: Option<u64>,
 }
 
 type Res<T> = Result<T, String>;
@@ -513,6 +524,7 @@ fn pingpong(mut a: PingArgs) -> Res<()> {
                             spin_us: c.spin_us,
                             counters: c.counters,
                             applet: applet.clone(),
+                            buffered: None,
                         };
                         un.extend(unet_paths::pingpong(&cfg)?);
                     }
@@ -623,6 +635,7 @@ fn stream(mut a: StreamArgs) -> Res<()> {
                             spin_us: c.spin_us,
                             counters: c.counters,
                             applet: applet.clone(),
+                            buffered: a.buffered.map(|b| b as u64),
                         };
                         let u = unet_paths::stream(&cfg)?;
                         un.push(u.msgs_per_s());
@@ -633,7 +646,12 @@ fn stream(mut a: StreamArgs) -> Res<()> {
                 let mmsgs: Vec<f64> = base.iter().map(|v| v / 1e6).collect();
                 note_if_unsteady(&what, path.baseline(), &mmsgs, "Mmsg/s");
                 let row = StreamRow {
-                    path: path.name(),
+                    path: match (a.buffered.is_some(), path) {
+                        (false, p) => p.name(),
+                        (true, PathArg::Udp) => "udp+vbuf",
+                        (true, PathArg::Engine) => "engine+vbuf",
+                        (true, PathArg::Direct) => "direct+vbuf",
+                    },
                     applet: label,
                     size,
                     burst,

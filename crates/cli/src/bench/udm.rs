@@ -529,6 +529,7 @@ fn direct_pingpong(iters: usize) -> Res<Vec<u64>> {
         spin_us: None,
         applet: None,
         counters: false,
+        buffered: None,
     };
     Ok(unet_paths::pingpong(&r)?.ns)
 }

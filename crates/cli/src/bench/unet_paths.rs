@@ -146,6 +146,9 @@ pub struct Run {
     pub applet: Option<AppletRun>,
     /// Print the engines' counters after the run (`--counters`).
     pub counters: bool,
+    /// Stream: the receiving endpoint is buffered, with a virtual buffer of
+    /// this many bytes.
+    pub buffered: Option<u64>,
 }
 
 /// After a run: the counters of this side's engine.
@@ -275,6 +278,9 @@ fn start_side(r: &Run) -> Res<(Side, Vec<String>)> {
     }
     if r.counters && path == PathArg::Udp {
         extra.push("--counters".to_string());
+    }
+    if let Some(b) = r.buffered {
+        extra.extend(["--buffered".to_string(), b.to_string()]);
     }
     Ok((
         Side {
@@ -599,9 +605,9 @@ pub fn child(a: &ChildArgs, ready: fn(&str)) -> Res<()> {
             (None, Session::connect(sock).map_err(err("connect"))?)
         }
     };
-    let mut ep = session
-        .create_endpoint(endpoint_config(a.spin_us))
-        .map_err(err("endpoint"))?;
+    let mut cfg = endpoint_config(a.spin_us);
+    cfg.buffered = a.buffered;
+    let mut ep = session.create_endpoint(cfg).map_err(err("endpoint"))?;
     let mut applet = AppletKind::Plain;
     if let Some(f) = &a.applet {
         let class = std::fs::read(f).map_err(|e| format!("cannot read {}: {e}", f.display()))?;

@@ -320,6 +320,7 @@ impl Point<'_> {
             spin_us: None,
             applet: None,
             counters: false,
+            buffered: None,
         }
     }
 

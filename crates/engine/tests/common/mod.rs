@@ -315,7 +315,7 @@ pub fn events(ep: &mut RawEndpoint) -> Vec<EventDesc> {
 /// A recognisable message: `len` bytes derived from `i`.
 pub fn pattern(i: usize, len: usize) -> Vec<u8> {
     (0..len)
-        .map(|k| (i.wrapping_mul(131) + k * 7 + (k >> 8)) as u8)
+        .map(|k| i.wrapping_mul(131).wrapping_add(k * 7 + (k >> 8)) as u8)
         .collect()
 }
 

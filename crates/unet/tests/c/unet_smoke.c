@@ -236,6 +236,38 @@ int main(void) {
                  UNET_ETIMEDOUT);
     }
 
+    /* A buffered endpoint (two-case delivery): 64 messages to a receive
+     * queue of 4, read only after they were all sent, arrive in order. */
+    {
+        unet_endpoint_config bcfg;
+        unet_endpoint *bu = NULL, *bad = NULL;
+        CHECK_RC(unet_endpoint_config_init(&bcfg), UNET_OK);
+        bcfg.recv_cap = 4;
+        CHECK_RC(unet_endpoint_create_buffered(session, &bcfg,
+                                               (uint64_t)2 << 30, &bad),
+                 UNET_EINVAL);
+        CHECK_RC(unet_endpoint_create_buffered(session, &bcfg, 0, &bu),
+                 UNET_OK);
+        snprintf(addr, sizeof addr, "%" PRId64, unet_endpoint_id(bu));
+        uint16_t to_bu = 0;
+        CHECK_RC(unet_open_channel(a, addr, UNET_PATH_ENGINE, &to_bu), UNET_OK);
+        for (unsigned i = 0; i < 64; i++) {
+            static uint8_t bmsg[300];
+            pattern(bmsg, sizeof bmsg, 300 + i);
+            CHECK_RC(unet_send(a, to_bu, bmsg, sizeof bmsg), UNET_OK);
+        }
+        for (unsigned i = 0; i < 64; i++) {
+            static uint8_t bmsg[300], bbuf[512];
+            size_t bgot = 0;
+            uint16_t bch = 0;
+            pattern(bmsg, sizeof bmsg, 300 + i);
+            CHECK_RC(unet_recv(bu, bbuf, sizeof bbuf, TIMEOUT_NS, &bgot, &bch),
+                     UNET_OK);
+            CHECK(bgot == sizeof bmsg && memcmp(bbuf, bmsg, bgot) == 0);
+        }
+        unet_endpoint_close(bu);
+    }
+
     /* The descriptor level, on an endpoint that manages its own buffers:
      * the lower half of its buffer area is posted as receive buffers, the
      * upper half holds outgoing messages. */
