@@ -62,6 +62,7 @@ mod setup_thread;
 mod setup_udm;
 mod setup_via;
 mod udm;
+mod udm_link;
 mod udm_remote;
 mod vbuf;
 mod vi_path;

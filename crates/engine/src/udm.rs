@@ -50,13 +50,13 @@ const CHECK_MIN: Duration = Duration::from_micros(100);
 /// the last one (at least): what a job with nodes costs an idle engine.
 const CHECK_IDLE: Duration = Duration::from_millis(20);
 /// Relayed messages a job keeps for nodes behind other engines, waiting
-/// for room on the wire ([`crate::udm_remote`]); past it, they wait on
+/// for room on the wire (`udm_remote`); past it, they wait on
 /// the link they came by. (Messages of this engine's nodes are bounded
 /// by overflow control instead: a buffer's worth per destination.)
 pub(crate) const OUTBOX_MAX: usize = 256;
 
 /// A message for a node behind another engine, taken from a divert ring
-/// (or relayed), waiting for its link ([`crate::udm_remote`]).
+/// (or relayed), waiting for its link (`udm_remote`).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct RemoteMsg {
     pub src: u32,
@@ -210,7 +210,7 @@ pub(crate) struct Job {
     check_at: Instant,
     /// When a sleeping engine wakes to check them (None: no node joined).
     wake_at: Option<Instant>,
-    /// Messages for nodes behind other engines ([`crate::udm_remote`]),
+    /// Messages for nodes behind other engines (`udm_remote`),
     /// and how many of them are counted, by destination.
     pub outbox: VecDeque<RemoteMsg>,
     pub outbox_counted: Vec<u32>,
@@ -653,8 +653,8 @@ impl Job {
 pub(crate) struct Jobs {
     pub jobs: HashMap<u32, Job>,
     next_id: u32,
-    /// The links of jobs that span engines ([`crate::udm_remote`]).
-    pub remote: crate::udm_remote::Links,
+    /// The links of jobs that span engines (`udm_remote`).
+    pub remote: crate::udm_link::Links,
 }
 
 impl Jobs {

@@ -34,7 +34,7 @@
 //! which must be a rank that lives behind the link it came on (a peer
 //! speaks only for its own nodes). What fails is counted and dropped.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
@@ -49,6 +49,7 @@ use crate::poller::Token;
 use crate::remote::{RemoteSide, ViIn};
 use crate::setup::Setup;
 use crate::udm::{Append, Job, Jobs, RemoteMsg, OUTBOX_MAX};
+use crate::udm_link::{JoinOpen, Link, Links};
 use crate::vi_path::{Outgoing, RemoteVi};
 use crate::wire::frame::{UdmAccept, UdmJoin, ViAck, ViClose, ViRefuse, VI_CLOSE_NORMAL};
 use crate::wire::reliable::{
@@ -56,9 +57,7 @@ use crate::wire::reliable::{
 };
 use crate::wire::{Body, RefuseReason, WireDrop};
 
-/// The bit that marks a link's id: links share the wire's VI id space
-/// (the VI ids the engine hands out never have it).
-pub(crate) const LINK_BIT: u32 = 1 << 31;
+pub(crate) use crate::vias::LINK_BIT;
 /// A link's receive holding bound and window (wire messages).
 const HOLD: u16 = 64;
 /// Most bytes of records in one wire message (one datagram on Ethernet).
@@ -162,35 +161,6 @@ fn records(b: &[u8]) -> impl Iterator<Item = Rec> + '_ {
         off += r.len();
         Some(r)
     })
-}
-
-/// One job's link to another engine.
-pub(crate) struct Link {
-    /// The job here (None until a joining engine made its replica).
-    pub job: Option<u32>,
-    /// On an engine that joined a job of another: the job's id at its
-    /// home.
-    pub home_job: Option<u32>,
-    /// The other end (`vi` and `peer_token` known once connected).
-    pub peer: RemoteVi,
-    pub connected: bool,
-    tx: RelSender,
-    rx: RelReceiver,
-    /// Wire messages sent and not yet acknowledged.
-    inflight: VecDeque<(u32, Vec<u8>)>,
-    /// The wire message being filled.
-    batch: Vec<u8>,
-    /// Wire messages accepted, in order, not wholly delivered, and the
-    /// offset of the next record in the first.
-    inq: VecDeque<Vec<u8>>,
-    in_off: usize,
-    /// Wire messages that arrived after a gap.
-    ahead: Vec<(u32, Vec<u8>)>,
-    /// Ranks told gone to the peer (a bit each).
-    announced: u64,
-    /// The link is to go (broken, closed by the peer, its job gone), and
-    /// whether the peer is to be told.
-    pub dead: Option<bool>,
 }
 
 impl Link {
@@ -316,37 +286,6 @@ impl Link {
             .flatten()
             .min()
     }
-}
-
-/// A join asked of a home engine for a client of this one.
-pub(crate) struct JoinOpen {
-    client: ClientId,
-    req_id: u32,
-    home: SocketAddr,
-    job: u32,
-    key: u64,
-    rank: u32,
-    link: u32,
-    next_try: Instant,
-    tries: u32,
-}
-
-/// Every link of the engine's jobs.
-#[derive(Default)]
-pub(crate) struct Links {
-    pub links: HashMap<u32, Link>,
-    /// For each job with links, rank → the link it lives behind (0: here).
-    pub routes: HashMap<u32, Vec<u32>>,
-    /// Joins asked of home engines, by request id.
-    opens: HashMap<u32, JoinOpen>,
-    /// Data-path frames for links (messages, acks), and the others (for
-    /// the set-up side), taken from the wire.
-    data: Vec<ViIn>,
-    setup: Vec<ViIn>,
-    /// Peers found silent.
-    silent: Vec<SocketAddr>,
-    next_link: u32,
-    next_open: u32,
 }
 
 impl Links {

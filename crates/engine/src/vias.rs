@@ -102,12 +102,16 @@ pub(crate) struct Vias {
     next_open: u32,
 }
 
+/// The bit that marks a UDM link's id (`udm_remote`): links share
+/// the wire's VI id space, and the VI ids the engine hands out never have
+/// it.
+pub(crate) const LINK_BIT: u32 = 1 << 31;
+
 /// The next id of a counter that skips 0 and ids in use. Ids stay below
-/// [`LINK_BIT`](crate::udm_remote::LINK_BIT): VI ids share the wire with
-/// UDM's links, which have it.
+/// [`LINK_BIT`]: VI ids share the wire with UDM's links, which have it.
 fn next_id<V>(counter: &mut u32, used: &HashMap<u32, V>) -> u32 {
     loop {
-        *counter = counter.wrapping_add(1) & !crate::udm_remote::LINK_BIT;
+        *counter = counter.wrapping_add(1) & !LINK_BIT;
         if *counter != 0 && !used.contains_key(counter) {
             return *counter;
         }

@@ -1,0 +1,72 @@
+//! The state of the links that carry UDM jobs between engines: the
+//! types only, kept by [`crate::udm::Jobs`]; what moves them is
+//! `udm_remote`.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use crate::endpoints::ClientId;
+use crate::remote::ViIn;
+use crate::vi_path::RemoteVi;
+use crate::wire::reliable::{RelReceiver, RelSender};
+
+/// One job's link to another engine.
+pub(crate) struct Link {
+    /// The job here (None until a joining engine made its replica).
+    pub(crate) job: Option<u32>,
+    /// On an engine that joined a job of another: the job's id at its
+    /// home.
+    pub(crate) home_job: Option<u32>,
+    /// The other end (`vi` and `peer_token` known once connected).
+    pub(crate) peer: RemoteVi,
+    pub(crate) connected: bool,
+    pub(crate) tx: RelSender,
+    pub(crate) rx: RelReceiver,
+    /// Wire messages sent and not yet acknowledged.
+    pub(crate) inflight: VecDeque<(u32, Vec<u8>)>,
+    /// The wire message being filled.
+    pub(crate) batch: Vec<u8>,
+    /// Wire messages accepted, in order, not wholly delivered, and the
+    /// offset of the next record in the first.
+    pub(crate) inq: VecDeque<Vec<u8>>,
+    pub(crate) in_off: usize,
+    /// Wire messages that arrived after a gap.
+    pub(crate) ahead: Vec<(u32, Vec<u8>)>,
+    /// Ranks told gone to the peer (a bit each).
+    pub(crate) announced: u64,
+    /// The link is to go (broken, closed by the peer, its job gone), and
+    /// whether the peer is to be told.
+    pub(crate) dead: Option<bool>,
+}
+
+/// A join asked of a home engine for a client of this one.
+pub(crate) struct JoinOpen {
+    pub(crate) client: ClientId,
+    pub(crate) req_id: u32,
+    pub(crate) home: SocketAddr,
+    pub(crate) job: u32,
+    pub(crate) key: u64,
+    pub(crate) rank: u32,
+    pub(crate) link: u32,
+    pub(crate) next_try: Instant,
+    pub(crate) tries: u32,
+}
+
+/// Every link of the engine's jobs.
+#[derive(Default)]
+pub(crate) struct Links {
+    pub(crate) links: HashMap<u32, Link>,
+    /// For each job with links, rank → the link it lives behind (0: here).
+    pub(crate) routes: HashMap<u32, Vec<u32>>,
+    /// Joins asked of home engines, by request id.
+    pub(crate) opens: HashMap<u32, JoinOpen>,
+    /// Data-path frames for links (messages, acks), and the others (for
+    /// the set-up side), taken from the wire.
+    pub(crate) data: Vec<ViIn>,
+    pub(crate) setup: Vec<ViIn>,
+    /// Peers found silent.
+    pub(crate) silent: Vec<SocketAddr>,
+    pub(crate) next_link: u32,
+    pub(crate) next_open: u32,
+}
