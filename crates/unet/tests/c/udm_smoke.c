@@ -109,7 +109,8 @@ static void extend(unet_udm_upcall *up, void *user) {
 static void *node1_main(void *arg) {
     unet_udm_node *b = arg;
     unsigned sections = 0;
-    while (!atomic_load(&stop_main)) {
+    /* At least one section, however late this thread first runs. */
+    do {
         if (unet_udm_beginatom(b, UNET_UDM_ATOM_DISABLE) != UNET_OK)
             atomic_fetch_add(&overlaps, 1000);
         atomic_store(&in_atomic, 1);
@@ -125,7 +126,7 @@ static void *node1_main(void *arg) {
         sections++;
         for (volatile int k = 0; k < 2000; k++)
             ;
-    }
+    } while (!atomic_load(&stop_main));
     return (void *)(uintptr_t)sections;
 }
 
