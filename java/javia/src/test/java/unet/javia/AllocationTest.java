@@ -4,8 +4,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.lang.management.ManagementFactory;
 import java.nio.ByteBuffer;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
@@ -34,35 +32,36 @@ class AllocationTest {
     void javiaIAllocatesNothingPerMessage() throws Exception {
         Vi[] p = JaviaITest.pair(new ViAttributes());
         try (Vi tx = p[0]; Vi rx = p[1]) {
-            CompletableFuture<Long> sender = CompletableFuture.supplyAsync(() -> {
+            Peer<Long> sender = Peer.start("javia-i sender", () -> {
                 byte[] m = new byte[64];
-                try {
-                    for (int i = 0; i < WARM; i++) {
-                        tx.send(m, 0, 64);
-                    }
-                    long before = allocated();
-                    for (int i = 0; i < N; i++) {
-                        tx.send(m, 0, 64);
-                    }
-                    return allocated() - before;
-                } catch (ViException e) {
-                    throw new RuntimeException(e);
+                for (int i = 0; i < WARM; i++) {
+                    tx.send(m, 0, 64);
                 }
+                long before = allocated();
+                for (int i = 0; i < N; i++) {
+                    tx.send(m, 0, 64);
+                }
+                return allocated() - before;
             });
             ViBATicket[] ts = new ViBATicket[32];
             for (int k = 0; k < ts.length; k++) {
                 ts[k] = new ViBATicket(new byte[64], 0);
                 rx.recvPost(ts[k]);
             }
-            for (int i = 0; i < WARM; i++) {
-                rx.recvPost(rx.recvWait(10_000_000));
+            long recvBytes;
+            try {
+                for (int i = 0; i < WARM; i++) {
+                    rx.recvPost(rx.recvWait(10_000_000));
+                }
+                long before = allocated();
+                for (int i = 0; i < N; i++) {
+                    rx.recvPost(rx.recvWait(10_000_000));
+                }
+                recvBytes = allocated() - before;
+            } catch (ViException e) {
+                throw sender.failed(e);
             }
-            long before = allocated();
-            for (int i = 0; i < N; i++) {
-                rx.recvPost(rx.recvWait(10_000_000));
-            }
-            long recvBytes = allocated() - before;
-            long sendBytes = sender.get(120, TimeUnit.SECONDS);
+            long sendBytes = sender.get(120);
             System.out.printf("Javia-I: recvPost/recvWait %.4f bytes/message, send %.4f bytes/message%n",
                     (double) recvBytes / N, (double) sendBytes / N);
             assertTrue(recvBytes <= SLACK, "recvPost/recvWait allocated " + recvBytes + " bytes over " + N);
@@ -75,27 +74,23 @@ class AllocationTest {
         Vi[] p = JaviaITest.pair(new ViAttributes());
         Vi rx = p[1];
         try (Vi tx = p[0]) {
-            CompletableFuture<Long> sender = CompletableFuture.supplyAsync(() -> {
-                try {
-                    ViBuffer vb = new ViBuffer(64);
-                    ByteBuffer b = vb.toByteArray();
-                    ViBufferTicket t = vb.register(tx, new ViBufferAttributes());
-                    long before = 0;
-                    for (int i = 0; i < WARM + N; i++) {
-                        if (i == WARM) {
-                            before = allocated();
-                        }
-                        b.put(0, (byte) i);
-                        tx.sendBufPost(t, 0, 64);
-                        tx.sendBufWait(10_000_000);
+            Peer<Long> sender = Peer.start("javia-ii sender", () -> {
+                ViBuffer vb = new ViBuffer(64);
+                ByteBuffer b = vb.toByteArray();
+                ViBufferTicket t = vb.register(tx, new ViBufferAttributes());
+                long before = 0;
+                for (int i = 0; i < WARM + N; i++) {
+                    if (i == WARM) {
+                        before = allocated();
                     }
-                    long bytes = allocated() - before;
-                    vb.unregister(t);
-                    vb.close();
-                    return bytes;
-                } catch (java.io.IOException e) {
-                    throw new RuntimeException(e);
+                    b.put(0, (byte) i);
+                    tx.sendBufPost(t, 0, 64);
+                    tx.sendBufWait(10_000_000);
                 }
+                long bytes = allocated() - before;
+                vb.unregister(t);
+                vb.close();
+                return bytes;
             });
             ViBuffer rb = new ViBuffer(32 * 64);
             ViBufferTicket[] ts = new ViBufferTicket[32];
@@ -104,15 +99,19 @@ class AllocationTest {
                 rx.recvBufPost(ts[k], k * 64);
             }
             long before = 0;
-            for (int i = 0; i < WARM + N; i++) {
-                if (i == WARM) {
-                    before = allocated();
+            try {
+                for (int i = 0; i < WARM + N; i++) {
+                    if (i == WARM) {
+                        before = allocated();
+                    }
+                    ViBufferTicket t = rx.recvBufWait(10_000_000);
+                    rx.recvBufPost(t, (i % 32) * 64);
                 }
-                ViBufferTicket t = rx.recvBufWait(10_000_000);
-                rx.recvBufPost(t, (i % 32) * 64);
+            } catch (ViException e) {
+                throw sender.failed(e);
             }
             long recvBytes = allocated() - before;
-            long sendBytes = sender.get(120, TimeUnit.SECONDS);
+            long sendBytes = sender.get(120);
             System.out.printf("Javia-II: recvBufPost/recvBufWait %.4f bytes/message,"
                     + " sendBufPost/sendBufWait %.4f bytes/message%n", (double) recvBytes / N, (double) sendBytes / N);
             assertTrue(recvBytes <= SLACK, "recvBufPost/recvBufWait allocated " + recvBytes + " bytes over " + N);

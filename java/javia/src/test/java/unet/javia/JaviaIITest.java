@@ -8,7 +8,6 @@ import java.lang.ref.WeakReference;
 import java.nio.ByteBuffer;
 import java.nio.IntBuffer;
 import java.util.ArrayDeque;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.BeforeAll;
@@ -32,40 +31,36 @@ class JaviaIITest {
         final int slots = 16;
         final int slotSize = 32 * 1024;
         try (Vi tx = p[0]; Vi rx = p[1]) {
-            CompletableFuture<Void> sender = CompletableFuture.runAsync(() -> {
-                try {
-                    ViBuffer vb = new ViBuffer(slots * slotSize);
-                    ByteBuffer b = vb.toByteArray();
-                    ViBufferTicket[] ts = new ViBufferTicket[slots];
-                    ArrayDeque<Integer> free = new ArrayDeque<>();
-                    for (int k = 0; k < slots; k++) {
-                        ts[k] = vb.register(tx, new ViBufferAttributes());
-                        free.add(k);
-                    }
-                    for (int i = 0; i < n; i++) {
-                        if (free.isEmpty()) {
-                            ViBufferTicket done = tx.sendBufWait(10_000_000);
-                            for (int k = 0; k < slots; k++) {
-                                if (ts[k] == done) {
-                                    free.add(k);
-                                }
+            Peer<Void> sender = Peer.run("javia-ii sender", () -> {
+                ViBuffer vb = new ViBuffer(slots * slotSize);
+                ByteBuffer b = vb.toByteArray();
+                ViBufferTicket[] ts = new ViBufferTicket[slots];
+                ArrayDeque<Integer> free = new ArrayDeque<>();
+                for (int k = 0; k < slots; k++) {
+                    ts[k] = vb.register(tx, new ViBufferAttributes());
+                    free.add(k);
+                }
+                for (int i = 0; i < n; i++) {
+                    if (free.isEmpty()) {
+                        ViBufferTicket done = tx.sendBufWait(10_000_000);
+                        for (int k = 0; k < slots; k++) {
+                            if (ts[k] == done) {
+                                free.add(k);
                             }
                         }
-                        int k = free.poll();
-                        byte[] m = JaviaITest.message(i, JaviaITest.sizeOf(i));
-                        b.put(k * slotSize, m);
-                        tx.sendBufPost(ts[k], k * slotSize, m.length);
                     }
-                    for (int k = free.size(); k < slots; k++) {
-                        tx.sendBufWait(10_000_000);
-                    }
-                    for (ViBufferTicket t : ts) {
-                        vb.unregister(t);
-                    }
-                    vb.close();
-                } catch (java.io.IOException e) {
-                    throw new RuntimeException(e);
+                    int k = free.poll();
+                    byte[] m = JaviaITest.message(i, JaviaITest.sizeOf(i));
+                    b.put(k * slotSize, m);
+                    tx.sendBufPost(ts[k], k * slotSize, m.length);
                 }
+                for (int k = free.size(); k < slots; k++) {
+                    tx.sendBufWait(10_000_000);
+                }
+                for (ViBufferTicket t : ts) {
+                    vb.unregister(t);
+                }
+                vb.close();
             });
             ViBuffer rb = new ViBuffer(slots * slotSize);
             ByteBuffer view = rb.toByteArray();
@@ -76,7 +71,12 @@ class JaviaIITest {
             }
             byte[] got = new byte[slotSize];
             for (int i = 0; i < n; i++) {
-                ViBufferTicket t = rx.recvBufWait(10_000_000);
+                ViBufferTicket t;
+                try {
+                    t = rx.recvBufWait(10_000_000);
+                } catch (ViException e) {
+                    throw sender.failed(e);
+                }
                 int k = i % slots;
                 assertTrue(t == ts[k], "tickets come back in the order posted");
                 byte[] want = JaviaITest.message(i, JaviaITest.sizeOf(i));
@@ -86,7 +86,7 @@ class JaviaIITest {
                         "content of message " + i);
                 rx.recvBufPost(t, k * slotSize);
             }
-            sender.get(60, TimeUnit.SECONDS);
+            sender.get(60);
         }
     }
 

@@ -6,9 +6,9 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Random;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -28,15 +28,9 @@ class JaviaITest {
     static Vi[] pair(ViAttributes attrs) throws Exception {
         int tag = TAGS.incrementAndGet();
         try (ServerVi sv = new ServerVi(tag)) {
-            CompletableFuture<Vi> a = CompletableFuture.supplyAsync(() -> {
-                try {
-                    return new Vi(ViAddress.LOCAL, attrs, null, null, tag);
-                } catch (ViException e) {
-                    throw new RuntimeException(e);
-                }
-            });
+            Peer<Vi> a = Peer.start("connect to tag " + tag, () -> new Vi(ViAddress.LOCAL, attrs, null, null, tag));
             Vi b = sv.accept(attrs, 10_000_000);
-            return new Vi[] {a.get(10, TimeUnit.SECONDS), b};
+            return new Vi[] {a.get(10), b};
         }
     }
 
@@ -65,19 +59,15 @@ class JaviaITest {
         Vi[] p = pair(attrs);
         final int n = 100_000;
         try (Vi tx = p[0]; Vi rx = p[1]) {
-            CompletableFuture<Void> sender = CompletableFuture.runAsync(() -> {
-                try {
-                    for (int i = 0; i < n; i++) {
-                        if (i % 2 == 0) {
-                            tx.send(message(i, sizeOf(i)), 0, sizeOf(i));
-                        } else {
-                            tx.sendInPlace(message(i, sizeOf(i)), 0, sizeOf(i));
-                        }
+            Peer<Void> sender = Peer.run("javia-i sender", () -> {
+                for (int i = 0; i < n; i++) {
+                    if (i % 2 == 0) {
+                        tx.send(message(i, sizeOf(i)), 0, sizeOf(i));
+                    } else {
+                        tx.sendInPlace(message(i, sizeOf(i)), 0, sizeOf(i));
                     }
-                    tx.flush(Vi.INFINITE);
-                } catch (ViException e) {
-                    throw new RuntimeException(e);
                 }
+                tx.flush(Vi.INFINITE);
             });
             ViBATicket[] tickets = new ViBATicket[16];
             for (int k = 0; k < tickets.length; k++) {
@@ -85,7 +75,12 @@ class JaviaITest {
                 rx.recvPost(tickets[k]);
             }
             for (int i = 0; i < n; i++) {
-                ViBATicket t = rx.recvWait(10_000_000);
+                ViBATicket t;
+                try {
+                    t = rx.recvWait(10_000_000);
+                } catch (ViException e) {
+                    throw sender.failed(e);
+                }
                 assertTrue(t.isDone());
                 byte[] want = message(i, sizeOf(i));
                 assertEquals(want.length, t.getLength(), "length of message " + i);
@@ -93,7 +88,7 @@ class JaviaITest {
                 assertArrayEquals(want, got, "content of message " + i);
                 rx.recvPost(t);
             }
-            sender.get(60, TimeUnit.SECONDS);
+            sender.get(60);
         }
     }
 
@@ -160,33 +155,38 @@ class JaviaITest {
         final int threads = 4;
         final int each = 5_000;
         try (Vi tx = p[0]; Vi rx = p[1]) {
-            CompletableFuture<?>[] fs = new CompletableFuture<?>[threads];
+            List<Peer<Void>> fs = new ArrayList<>();
             for (int k = 0; k < threads; k++) {
                 final int who = k;
-                fs[k] = CompletableFuture.runAsync(() -> {
+                fs.add(Peer.run("sender " + k, () -> {
                     byte[] m = new byte[8];
-                    try {
-                        for (int i = 0; i < each; i++) {
-                            m[0] = (byte) who;
-                            java.nio.ByteBuffer.wrap(m).putInt(4, i);
-                            tx.send(m, 0, 8);
-                        }
-                    } catch (ViException e) {
-                        throw new RuntimeException(e);
+                    for (int i = 0; i < each; i++) {
+                        m[0] = (byte) who;
+                        java.nio.ByteBuffer.wrap(m).putInt(4, i);
+                        tx.send(m, 0, 8);
                     }
-                });
+                }));
             }
             int[] next = new int[threads];
             for (int i = 0; i < threads * each; i++) {
-                byte[] m = rx.recv(10_000_000);
+                byte[] m;
+                try {
+                    m = rx.recv(10_000_000);
+                } catch (ViException e) {
+                    AssertionError a = new AssertionError("receiving message " + i + ": " + e, e);
+                    for (Peer<Void> f : fs) {
+                        a.addSuppressed(f.failed(e));
+                    }
+                    throw a;
+                }
                 assertNotNull(m);
                 int who = m[0];
                 int seq = java.nio.ByteBuffer.wrap(m).getInt(4);
                 assertEquals(next[who], seq, "each sender's messages in order");
                 next[who]++;
             }
-            for (CompletableFuture<?> f : fs) {
-                f.get(60, TimeUnit.SECONDS);
+            for (Peer<Void> f : fs) {
+                f.get(60);
             }
         }
     }

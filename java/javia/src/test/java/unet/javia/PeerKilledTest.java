@@ -4,7 +4,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -66,14 +65,9 @@ class PeerKilledTest {
                 peer.waitFor(10, TimeUnit.SECONDS);
             }
             // The tag serves a new connection.
-            CompletableFuture<Vi> a = CompletableFuture.supplyAsync(() -> {
-                try {
-                    return new Vi(ViAddress.LOCAL, new ViAttributes(), null, null, tag);
-                } catch (ViException x) {
-                    throw new RuntimeException(x);
-                }
-            });
-            try (Vi b = sv.accept(new ViAttributes(), 10_000_000); Vi c = a.get(10, TimeUnit.SECONDS)) {
+            Peer<Vi> a = Peer.start("connect to tag " + tag,
+                    () -> new Vi(ViAddress.LOCAL, new ViAttributes(), null, null, tag));
+            try (Vi b = sv.accept(new ViAttributes(), 10_000_000); Vi c = a.get(10)) {
                 c.send(new byte[] {9}, 0, 1);
                 assertEquals(9, b.recv(10_000_000)[0]);
             }

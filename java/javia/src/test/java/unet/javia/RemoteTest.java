@@ -4,7 +4,6 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -57,21 +56,15 @@ class RemoteTest {
                     ts[k] = new ViBATicket(new byte[32 * 1024], 0);
                     vi.recvPost(ts[k]);
                 }
-                CompletableFuture<Void> sender = CompletableFuture.runAsync(() -> {
-                    try {
-                        for (int i = 0; i < n; i++) {
-                            byte[] m = JaviaITest.message(i, JaviaITest.sizeOf(i));
-                            vi.send(m, 0, m.length);
-                            // Unreliable: stay within the echo's window so
-                            // that nothing is lost for want of a buffer.
-                            if (level == ViAttributes.Reliability.UNRELIABLE) {
-                                Thread.sleep(0, 200_000);
-                            }
+                Peer<Void> sender = Peer.run("sender to the echo", () -> {
+                    for (int i = 0; i < n; i++) {
+                        byte[] m = JaviaITest.message(i, JaviaITest.sizeOf(i));
+                        vi.send(m, 0, m.length);
+                        // Unreliable: stay within the echo's window so
+                        // that nothing is lost for want of a buffer.
+                        if (level == ViAttributes.Reliability.UNRELIABLE) {
+                            Thread.sleep(0, 200_000);
                         }
-                    } catch (ViException e) {
-                        throw new RuntimeException(e);
-                    } catch (InterruptedException e) {
-                        Thread.currentThread().interrupt();
                     }
                 });
                 if (level == ViAttributes.Reliability.UNRELIABLE) {
@@ -89,7 +82,12 @@ class RemoteTest {
                     assertTrue(got >= n * 9 / 10, "most messages came back: " + got + " of " + n);
                 } else {
                     for (int i = 0; i < n; i++) {
-                        ViBATicket t = vi.recvWait(30_000_000);
+                        ViBATicket t;
+                        try {
+                            t = vi.recvWait(30_000_000);
+                        } catch (ViException e) {
+                            throw sender.failed(e);
+                        }
                         byte[] want = JaviaITest.message(i, JaviaITest.sizeOf(i));
                         assertEquals(want.length, t.getLength(), "length of message " + i);
                         assertArrayEquals(want, java.util.Arrays.copyOf(t.getByteArray(), t.getLength()),
@@ -97,7 +95,7 @@ class RemoteTest {
                         vi.recvPost(t);
                     }
                 }
-                sender.get(120, TimeUnit.SECONDS);
+                sender.get(120);
             }
             assertTrue(echo.waitFor(30, TimeUnit.SECONDS), "the echo ends when the VI closes");
         } finally {
