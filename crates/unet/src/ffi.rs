@@ -223,6 +223,32 @@ fn fail_error(e: Error) -> c_int {
     fail(error_status(&e), e.to_string())
 }
 
+/// [`UNET_OK`], or the status of the error (with its message kept for
+/// [`unet_last_error`]).
+fn status(r: Result<(), Error>) -> c_int {
+    match r {
+        Ok(()) => UNET_OK,
+        Err(e) => fail_error(e),
+    }
+}
+
+/// Release a handle that `Box::into_raw` made (NULL is ignored), catching
+/// a panic of its drop as every entry point does.
+///
+/// # Safety
+/// `handle` is NULL or a `Box<T>` handle not yet released; invalid after
+/// the call.
+unsafe fn release<T>(handle: *mut T) {
+    guard(|| {
+        if !handle.is_null() {
+            // SAFETY: a Box made by into_raw, released only once (the
+            // caller's contract).
+            drop(unsafe { Box::from_raw(handle) });
+        }
+        UNET_OK
+    });
+}
+
 fn fail_send(e: SendError) -> c_int {
     let code = match e {
         SendError::Full => UNET_EFULL,
@@ -574,13 +600,8 @@ fn embedded_session(e: &UnetEngine) -> Result<Session, Error> {
 /// `session` is NULL or a handle not yet closed; invalid after the call.
 #[no_mangle]
 pub unsafe extern "C" fn unet_session_close(session: *mut UnetSession) {
-    guard(|| {
-        if !session.is_null() {
-            // SAFETY: a Box from store_session, released only here.
-            drop(unsafe { Box::from_raw(session) });
-        }
-        UNET_OK
-    });
+    // SAFETY: per this function's contract.
+    unsafe { release(session) }
 }
 
 // -------------------------------------------------------------------------
@@ -719,13 +740,8 @@ unsafe fn create_endpoint(
 /// `ep` is NULL or a handle not yet closed; invalid after the call.
 #[no_mangle]
 pub unsafe extern "C" fn unet_endpoint_close(ep: *mut UnetEndpoint) {
-    guard(|| {
-        if !ep.is_null() {
-            // SAFETY: a Box from unet_endpoint_create, released only here.
-            drop(unsafe { Box::from_raw(ep) });
-        }
-        UNET_OK
-    });
+    // SAFETY: per this function's contract.
+    unsafe { release(ep) }
 }
 
 /// The endpoint's id in its engine (what peers pass to
@@ -795,10 +811,7 @@ pub unsafe extern "C" fn unet_endpoint_set_accept(ep: *mut UnetEndpoint, accept:
             Ok(e) => e,
             Err(c) => return c,
         };
-        match ep.set_accept(accept != 0) {
-            Ok(()) => UNET_OK,
-            Err(e) => fail_error(e),
-        }
+        status(ep.set_accept(accept != 0))
     })
 }
 
@@ -871,10 +884,7 @@ pub unsafe extern "C" fn unet_close_channel(ep: *mut UnetEndpoint, channel: u16)
             Ok(e) => e,
             Err(c) => return c,
         };
-        match ep.close_channel(Channel(channel)) {
-            Ok(()) => UNET_OK,
-            Err(e) => fail_error(e),
-        }
+        status(ep.close_channel(Channel(channel)))
     })
 }
 
@@ -935,10 +945,7 @@ pub unsafe extern "C" fn unet_detach_applet(ep: *mut UnetEndpoint) -> c_int {
             Ok(e) => e,
             Err(c) => return c,
         };
-        match ep.detach_applet() {
-            Ok(()) => UNET_OK,
-            Err(e) => fail_error(e),
-        }
+        status(ep.detach_applet())
     })
 }
 

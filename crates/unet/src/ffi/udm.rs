@@ -13,8 +13,9 @@ use std::ffi::{c_char, c_int, c_void};
 use std::time::Duration;
 
 use super::{
-    c_bytes, fail, fail_error, guard, null, text, UnetSession, UNET_EEMPTY, UNET_EFULL,
-    UNET_EINVAL, UNET_EIO, UNET_EPEERGONE, UNET_ETIMEDOUT, UNET_ETOOLARGE, UNET_ETOOSMALL, UNET_OK,
+    c_bytes, fail, fail_error, guard, null, release, status, text, UnetSession, UNET_EEMPTY,
+    UNET_EFULL, UNET_EINVAL, UNET_EIO, UNET_EPEERGONE, UNET_ETIMEDOUT, UNET_ETOOLARGE,
+    UNET_ETOOSMALL, UNET_OK,
 };
 use crate::udm::{
     ExtractError, Header, InjectError, JobConfig, JobTicket, Message, Node, NodeStats, Upcall,
@@ -869,10 +870,7 @@ pub unsafe extern "C" fn unet_udm_leave(node: *mut UnetUdmNode) -> c_int {
             Kind::Upcall(u) => u.leave(),
             Kind::Moving => Ok(()),
         };
-        match r {
-            Ok(()) => UNET_OK,
-            Err(e) => fail_error(e),
-        }
+        status(r)
     })
 }
 
@@ -883,14 +881,8 @@ pub unsafe extern "C" fn unet_udm_leave(node: *mut UnetUdmNode) -> c_int {
 /// `node` NULL or a handle not yet released; invalid after the call.
 #[no_mangle]
 pub unsafe extern "C" fn unet_udm_node_free(node: *mut UnetUdmNode) {
-    guard(|| {
-        if !node.is_null() {
-            // SAFETY: a Box from unet_udm_join, released only here or in
-            // unet_udm_leave.
-            drop(unsafe { Box::from_raw(node) });
-        }
-        UNET_OK
-    });
+    // SAFETY: per this function's contract.
+    unsafe { release(node) }
 }
 
 /// The message that raised the upcall into `*out`.

@@ -19,8 +19,8 @@ use std::time::Duration;
 use unet_control::ErrorCode;
 
 use super::{
-    c_bytes, fail, fail_error, guard, null, text, UnetSession, UNET_EFULL, UNET_EINUSE,
-    UNET_EINVAL, UNET_EIO, UNET_ENOTPOSTED, UNET_ETIMEDOUT, UNET_OK,
+    c_bytes, fail, fail_error, guard, null, release, status, text, UnetSession, UNET_EFULL,
+    UNET_EINUSE, UNET_EINVAL, UNET_EIO, UNET_ENOTPOSTED, UNET_ETIMEDOUT, UNET_OK,
 };
 use crate::via::{
     engine_code, CompletionQueue, ConnRequest, MemRegion, PostError, Reliability, Vi, ViAttributes,
@@ -489,14 +489,8 @@ pub unsafe extern "C" fn unet_region_deregister(region: *mut UnetRegion) -> c_in
 /// `region` is NULL or a handle not yet released; invalid after the call.
 #[no_mangle]
 pub unsafe extern "C" fn unet_region_free(region: *mut UnetRegion) {
-    guard(|| {
-        if !region.is_null() {
-            // SAFETY: a Box from unet_register_memory, released only here
-            // or in unet_region_deregister.
-            drop(unsafe { Box::from_raw(region) });
-        }
-        UNET_OK
-    });
+    // SAFETY: per this function's contract.
+    unsafe { release(region) }
 }
 
 // -------------------------------------------------------------------------
@@ -542,13 +536,8 @@ pub unsafe extern "C" fn unet_cq_create(out: *mut *mut UnetCq) -> c_int {
 /// `cq` is NULL or a handle not yet released; invalid after the call.
 #[no_mangle]
 pub unsafe extern "C" fn unet_cq_free(cq: *mut UnetCq) {
-    guard(|| {
-        if !cq.is_null() {
-            // SAFETY: a Box from unet_cq_create, released only here.
-            drop(unsafe { Box::from_raw(cq) });
-        }
-        UNET_OK
-    });
+    // SAFETY: per this function's contract.
+    unsafe { release(cq) }
 }
 
 fn store_entry(e: (u32, ViQueue), out_vi: *mut u32, out_queue: *mut c_int) {
@@ -666,13 +655,8 @@ pub unsafe extern "C" fn unet_vi_listen(
 /// `server` is NULL or a handle not yet released; invalid after the call.
 #[no_mangle]
 pub unsafe extern "C" fn unet_vi_server_free(server: *mut UnetViServer) {
-    guard(|| {
-        if !server.is_null() {
-            // SAFETY: a Box from unet_vi_listen, released only here.
-            drop(unsafe { Box::from_raw(server) });
-        }
-        UNET_OK
-    });
+    // SAFETY: per this function's contract.
+    unsafe { release(server) }
 }
 
 /// Wait at most `timeout_us` microseconds (-1: forever) for the next
@@ -870,10 +854,7 @@ pub unsafe extern "C" fn unet_vi_request_reject(request: *mut UnetViRequest) -> 
         // SAFETY: a Box from unet_vi_server_wait_request, released only
         // here or in unet_vi_request_accept.
         let req = unsafe { Box::from_raw(request) };
-        match req.0.reject() {
-            Ok(()) => UNET_OK,
-            Err(e) => fail_error(e),
-        }
+        status(req.0.reject())
     })
 }
 
@@ -1287,10 +1268,7 @@ pub unsafe extern "C" fn unet_vi_close(vi: *mut UnetVi) -> c_int {
         // SAFETY: a Box from unet_vi_connect or an accept, released only
         // here or in unet_vi_free.
         let v = unsafe { Box::from_raw(vi) };
-        match v.0.close() {
-            Ok(()) => UNET_OK,
-            Err(e) => fail_error(e),
-        }
+        status(v.0.close())
     })
 }
 
@@ -1301,14 +1279,8 @@ pub unsafe extern "C" fn unet_vi_close(vi: *mut UnetVi) -> c_int {
 /// `vi` is NULL or a handle not yet released; invalid after the call.
 #[no_mangle]
 pub unsafe extern "C" fn unet_vi_free(vi: *mut UnetVi) {
-    guard(|| {
-        if !vi.is_null() {
-            // SAFETY: a Box from unet_vi_connect or an accept, released
-            // only here or in unet_vi_close.
-            drop(unsafe { Box::from_raw(vi) });
-        }
-        UNET_OK
-    });
+    // SAFETY: per this function's contract.
+    unsafe { release(vi) }
 }
 
 #[cfg(test)]
