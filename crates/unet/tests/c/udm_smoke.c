@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "unet.h"
+#include "check.h"
 
 #define TIMEOUT_US 10000000LL /* 10 s */
 #define ECHO 3
@@ -28,29 +29,6 @@
 #define LAZY 5
 #define EXTEND 6
 #define ROUNDS 2000
-
-static unsigned checks;
-
-static void fail(const char *what, int rc, int line) {
-    fprintf(stderr, "line %d: %s: %d (%s): %s\n", line, what, rc,
-            unet_status_name(rc), unet_last_error_message());
-    exit(1);
-}
-
-#define CHECK_RC(call, want)                                                   \
-    do {                                                                       \
-        int rc_ = (int)(call);                                                 \
-        if (rc_ != (want))                                                     \
-            fail(#call, rc_, __LINE__);                                        \
-        checks++;                                                              \
-    } while (0)
-
-#define CHECK(cond)                                                            \
-    do {                                                                       \
-        if (!(cond))                                                           \
-            fail(#cond, 0, __LINE__);                                          \
-        checks++;                                                              \
-    } while (0)
 
 static void sleep_ms(long ms) {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};

@@ -19,35 +19,12 @@
 #include <unistd.h>
 
 #include "unet.h"
+#include "check.h"
 
 #define TIMEOUT_US 10000000LL /* 10 s */
 #define TAG 7
 #define TAG_REQ 8
 #define REGION_SIZE (1u << 20)
-
-static unsigned checks;
-
-static void fail(const char *what, int rc, int line) {
-    fprintf(stderr, "line %d: %s: %d (%s): %s\n", line, what, rc,
-            unet_status_name(rc), unet_last_error_message());
-    exit(1);
-}
-
-/* Check that a call returned want. */
-#define CHECK_RC(call, want)                                                   \
-    do {                                                                       \
-        int rc_ = (int)(call);                                                 \
-        if (rc_ != (want))                                                     \
-            fail(#call, rc_, __LINE__);                                        \
-        checks++;                                                              \
-    } while (0)
-
-#define CHECK(cond)                                                            \
-    do {                                                                       \
-        if (!(cond))                                                           \
-            fail(#cond, 0, __LINE__);                                          \
-        checks++;                                                              \
-    } while (0)
 
 static void pattern(uint8_t *p, size_t len, unsigned seed) {
     for (size_t k = 0; k < len; k++)
