@@ -34,7 +34,7 @@ use std::collections::{HashMap, VecDeque};
 
 use crate::fifo::Fifo;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
@@ -106,14 +106,59 @@ pub(crate) struct RegionInner {
     handle: u32,
     len: usize,
     session: Session,
+    /// One flag per VI that keeps the region in its [`RegionsInUse`]: set
+    /// while a descriptor posted on that VI uses the region.
+    users: Mutex<Vec<Weak<AtomicBool>>>,
+    /// The user's handle is gone (deregistered or dropped): a VI that
+    /// keeps the region without using it lets it go.
+    gone: AtomicBool,
+    /// The engine was told to forget the region.
+    told: AtomicBool,
+}
+
+impl RegionInner {
+    /// Whether a posted descriptor of some VI uses the region.
+    fn in_use(&self) -> bool {
+        let mut users = self.users.lock().unwrap_or_else(|e| e.into_inner());
+        users.retain(|w| w.strong_count() > 0);
+        users
+            .iter()
+            .any(|w| w.upgrade().is_some_and(|f| f.load(Ordering::Acquire)))
+    }
+
+    /// A VI starts keeping the region: its flag, set (it uses it now).
+    #[cold]
+    fn new_user(&self) -> Arc<AtomicBool> {
+        let f = Arc::new(AtomicBool::new(true));
+        let mut users = self.users.lock().unwrap_or_else(|e| e.into_inner());
+        users.retain(|w| w.strong_count() > 0);
+        users.push(Arc::downgrade(&f));
+        f
+    }
+
+    /// The user's handle goes: the engine forgets the region now unless a
+    /// posted descriptor uses it (then when the last such completes).
+    fn user_gone(&self) {
+        self.gone.store(true, Ordering::Release);
+        if !self.in_use() {
+            self.tell_engine();
+        }
+    }
+
+    fn tell_engine(&self) {
+        if !self.told.swap(true, Ordering::AcqRel) {
+            let _ = self.session.inner.request(&Request::DeregisterMemory {
+                handle: self.handle,
+            });
+        }
+    }
 }
 
 impl Drop for RegionInner {
     fn drop(&mut self) {
-        // The engine forgets the region; our mapping goes with `seg`.
-        let _ = self.session.inner.request(&Request::DeregisterMemory {
-            handle: self.handle,
-        });
+        // The engine forgets the region (if not told already); our
+        // mapping goes with `seg`.
+        self.tell_engine();
     }
 }
 
@@ -126,6 +171,12 @@ impl Drop for RegionInner {
 /// [`MemRegion::as_ptr`] when you know which parts no descriptor uses.
 pub struct MemRegion {
     inner: Arc<RegionInner>,
+}
+
+impl Drop for MemRegion {
+    fn drop(&mut self) {
+        self.inner.user_gone();
+    }
 }
 
 impl std::fmt::Debug for MemRegion {
@@ -197,7 +248,9 @@ impl MemRegion {
     /// Deregister the region. Refused (the region comes back) while a
     /// posted descriptor still uses it.
     pub fn deregister(self) -> Result<(), (MemRegion, Error)> {
-        if Arc::strong_count(&self.inner) > 1 {
+        // Other references are VIs that keep the region: in use, or kept
+        // between uses (see RegionsInUse), which does not count.
+        if Arc::strong_count(&self.inner) > 1 && self.inner.in_use() {
             let e = Error::InUse(format!(
                 "memory region {} is still used by a posted descriptor",
                 self.inner.handle
@@ -341,18 +394,40 @@ struct Piece {
 /// The regions a VI's posted descriptors use, each held (its mapping kept
 /// alive, and [`MemRegion::deregister`] refused) while at least one
 /// descriptor uses it: one reference per region, taken when its first
-/// descriptor is posted and dropped when its last completes, instead of
-/// an atomic reference count per descriptor.
+/// descriptor is posted, instead of an atomic reference count per
+/// descriptor.
+///
+/// The region a VI used last stays *kept* when its last descriptor
+/// completes (its reference and slot stay, marked unused): a VI that posts
+/// one descriptor at a time (a ping-pong, Javia's receives) would
+/// otherwise take and drop the reference, two atomic operations and a
+/// scan, at every message. A kept region does not count as in use: its
+/// flag (shared with the region, see [`RegionInner::in_use`]) says so,
+/// with a plain store at each change. Only the last used region is kept,
+/// and not once the user's handle is gone: a region deregistered or
+/// dropped meanwhile is let go at the VI's next change of region, or when
+/// it closes (the engine forgets it at once all the same).
 #[derive(Default)]
 struct RegionsInUse {
-    /// The region and how many posted pieces use it; `None`: a free slot.
-    slots: Vec<Option<(Arc<RegionInner>, u32)>>,
+    /// The regions and how many posted pieces use each; `None`: a free
+    /// slot.
+    slots: Vec<Option<Held>>,
     /// The slot of each region held, by address, once a VI holds more than
     /// [`RegionsInUse::SCAN`] regions at a time (empty until then: a few
     /// slots are looked through faster than a hash is computed).
     index: HashMap<*const RegionInner, u16>,
-    /// The slot found last (a VI mostly uses one or two regions).
+    /// The slot used last (a VI mostly uses one or two regions): kept
+    /// when unused.
     last: u16,
+}
+
+/// A region a VI holds.
+struct Held {
+    region: Arc<RegionInner>,
+    /// Posted pieces that use it (0: kept, unused).
+    n: u32,
+    /// Whether `n > 0`, for [`MemRegion::deregister`] to read.
+    used: Arc<AtomicBool>,
 }
 
 impl RegionsInUse {
@@ -362,9 +437,15 @@ impl RegionsInUse {
     /// Count one more piece using `r`; its slot.
     #[inline]
     fn hold(&mut self, r: &Arc<RegionInner>) -> u16 {
-        if let Some(Some((a, n))) = self.slots.get_mut(self.last as usize) {
-            if Arc::ptr_eq(a, r) {
-                *n += 1;
+        if let Some(Some(h)) = self.slots.get_mut(self.last as usize) {
+            if Arc::ptr_eq(&h.region, r) {
+                if h.n == 0 {
+                    // Relaxed: the posting thread's own later deregister
+                    // sees it in program order; another thread's is a
+                    // race the caller made.
+                    h.used.store(true, Ordering::Relaxed);
+                }
+                h.n += 1;
                 return self.last;
             }
         }
@@ -376,7 +457,7 @@ impl RegionsInUse {
         let found = if self.index.is_empty() {
             self.slots
                 .iter()
-                .position(|e| e.as_ref().is_some_and(|(a, _)| Arc::ptr_eq(a, r)))
+                .position(|e| e.as_ref().is_some_and(|h| Arc::ptr_eq(&h.region, r)))
                 .map(|i| i as u16)
         } else {
             self.index.get(&Arc::as_ptr(r)).copied()
@@ -384,7 +465,11 @@ impl RegionsInUse {
         let slot = match found {
             Some(i) => i,
             None => {
-                let e = Some((r.clone(), 0));
+                let e = Some(Held {
+                    region: r.clone(),
+                    n: 0,
+                    used: r.new_user(),
+                });
                 let i = match self.slots.iter().position(Option::is_none) {
                     Some(i) => {
                         self.slots[i] = e;
@@ -402,18 +487,25 @@ impl RegionsInUse {
                 } else if self.slots.len() > Self::SCAN {
                     // Many regions at once: index them all from now on.
                     for (j, e) in self.slots.iter().enumerate() {
-                        if let Some((a, _)) = e {
-                            self.index.insert(Arc::as_ptr(a), j as u16);
+                        if let Some(h) = e {
+                            self.index.insert(Arc::as_ptr(&h.region), j as u16);
                         }
                     }
                 }
                 i
             }
         };
-        if let Some(Some((_, n))) = self.slots.get_mut(slot as usize) {
-            *n += 1;
+        if let Some(Some(h)) = self.slots.get_mut(slot as usize) {
+            if h.n == 0 {
+                h.used.store(true, Ordering::Relaxed);
+            }
+            h.n += 1;
         }
-        self.last = slot;
+        // The region kept before, if unused, goes: only the last is kept.
+        let before = std::mem::replace(&mut self.last, slot);
+        if before != slot {
+            self.let_go_if_unused(before);
+        }
         slot
     }
 
@@ -422,12 +514,22 @@ impl RegionsInUse {
     #[inline(always)]
     fn release(&mut self, d: &Desc) {
         if d.n == 1 {
-            // The common case: one piece, of the region found last.
+            // The common case: one piece, of the region used last.
             let s = d.first.slot;
-            if let Some(Some((_, n))) = self.slots.get_mut(s as usize) {
-                if *n > 1 {
-                    *n -= 1;
-                    return;
+            if s == self.last {
+                if let Some(Some(h)) = self.slots.get_mut(s as usize) {
+                    if h.n > 1 {
+                        h.n -= 1;
+                        return;
+                    }
+                    if h.n == 1 && !h.region.gone.load(Ordering::Relaxed) {
+                        // Kept, unused. Release: what the descriptor did
+                        // with the region happens before a deregister
+                        // that sees the flag clear.
+                        h.n = 0;
+                        h.used.store(false, Ordering::Release);
+                        return;
+                    }
                 }
             }
         }
@@ -443,16 +545,32 @@ impl RegionsInUse {
 
     /// One piece using the region in `slot` is done with.
     fn release_slot(&mut self, slot: u16) {
+        let Some(Some(h)) = self.slots.get_mut(slot as usize) else {
+            return;
+        };
+        if h.n == 0 {
+            return;
+        }
+        h.n -= 1;
+        if h.n == 0 {
+            h.used.store(false, Ordering::Release);
+            if slot != self.last || h.region.gone.load(Ordering::Relaxed) {
+                self.let_go_if_unused(slot);
+            }
+        }
+    }
+
+    /// Drop the region in `slot` if no posted piece uses it.
+    #[cold]
+    fn let_go_if_unused(&mut self, slot: u16) {
         let Some(e) = self.slots.get_mut(slot as usize) else {
             return;
         };
-        if let Some((a, n)) = e {
-            *n -= 1;
-            if *n == 0 {
+        if e.as_ref().is_some_and(|h| h.n == 0) {
+            if let Some(h) = e.take() {
                 if !self.index.is_empty() {
-                    self.index.remove(&Arc::as_ptr(a));
+                    self.index.remove(&Arc::as_ptr(&h.region));
                 }
-                *e = None;
             }
         }
     }
@@ -2494,6 +2612,9 @@ impl Session {
                     handle,
                     len,
                     session: self.clone(),
+                    users: Mutex::default(),
+                    gone: AtomicBool::new(false),
+                    told: AtomicBool::new(false),
                 }),
             }),
             Reply::Error(c) => Err(c.into()),

@@ -415,6 +415,54 @@ fn a_region_is_held_while_any_posted_descriptor_uses_it() {
     }
 }
 
+/// A VI that posts one descriptor at a time keeps its region between
+/// uses (no reference taken and dropped per message), which neither stops
+/// a deregistration nor keeps the region in the engine: with a quota that
+/// fits one region at a time, a deregistered or dropped region's memory
+/// is free for the next at once, while the VI lives on.
+#[test]
+fn a_region_kept_between_uses_is_still_deregistered_or_dropped_at_once() {
+    const MIB: usize = 1 << 20;
+    let e = Engine::start(EngineConfig {
+        client_memory: 96 * MIB as u64,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    let s1 = Session::embedded(&e).unwrap();
+    let s2 = Session::embedded(&e).unwrap();
+    let (mut a, mut b) = connect(
+        &s1,
+        &s2,
+        17,
+        ViAttributes::default(),
+        ViAttributes::default(),
+    );
+    let ra = s1.register_memory(4096).unwrap();
+    for round in 0..4u64 {
+        let rb = s2.register_memory(60 * MIB).unwrap();
+        // A second one does not fit beside it.
+        let more = s2.register_memory(60 * MIB);
+        assert!(matches!(more, Err(Error::Quota(_))), "{more:?}");
+        for i in 0..3u64 {
+            b.post_recv(i, &[ViSeg::new(&rb, 0, 64)]).unwrap();
+            a.post_send(i, &[ViSeg::new(&ra, 0, 64)]).unwrap();
+            assert_eq!(b.recv_wait(T).unwrap().status, Ok(64));
+            while a.send_done().is_some() {}
+        }
+        // Kept by the VI, used by nothing: goes either way.
+        if round % 2 == 0 {
+            rb.deregister().unwrap();
+        } else {
+            drop(rb);
+        }
+    }
+    // The VI still works with a new region.
+    let rb = s2.register_memory(60 * MIB).unwrap();
+    b.post_recv(9, &[ViSeg::new(&rb, 0, 64)]).unwrap();
+    a.post_send(9, &[ViSeg::new(&ra, 0, 64)]).unwrap();
+    assert_eq!(b.recv_wait(T).unwrap().status, Ok(64));
+}
+
 #[test]
 fn a_bad_descriptor_breaks_its_vi_only() {
     let (_e, s1, s2) = engine();
