@@ -12,15 +12,37 @@
 //! endpoint's segment is unmapped here as well. The loop carries on
 //! meanwhile.
 //!
-//! There are two such threads, *lanes*: segments up to [`SMALL_SEGMENT`]
-//! are made and unmapped on one, larger ones on the other. A client
-//! making (or dropping) 128 MiB endpoints one after another thus never
-//! puts another client's small endpoint behind a queue of seconds of
-//! zeroing: each lane is first-come first-served, and the small lane's
-//! jobs are each a fraction of a millisecond of work.
+//! A UDM job's memory is made here the same way: its job segment
+//! (`nodes²` fast rings, up to 64 MiB, its header written and every ring
+//! initialised), each rank's node segment (header and divert ring) and
+//! virtual buffer (sparse), all by [`JobMemory::make`]. The engine reserves
+//! the job's id when the request arrives, and enters the job (its key,
+//! its doorbell, its counter) and answers the client when the memory is
+//! ready. A retired job's segments are unmapped here too. What stays on
+//! the loop is the bookkeeping: ids, keys, doorbells, replies. (A job's
+//! *replica*, made when a node of another engine's job joins through this
+//! one, is still made on the loop, by the same code.)
+//!
+//! A client that goes away while its memory is being made is forgotten
+//! ([`SetupThread::forget_client`]: its reserved slots and ids are given
+//! back); what was being made for it is still collected when ready, and
+//! unmapped here.
+//!
+//! There are two such threads, *lanes*: work on up to [`SMALL_SEGMENT`]
+//! bytes (an endpoint's segment; a job's job and node segments together,
+//! the sparse buffers not counted) is done on one, larger work on the
+//! other. A client making (or dropping) 128 MiB endpoints or the largest
+//! jobs one after another thus never puts another client's small endpoint
+//! or job behind a queue of seconds of zeroing: each lane is first-come
+//! first-served, and the small lane's jobs are each a few milliseconds of
+//! work at most.
 //!
 //! A lane's thread is started at its first job; if it cannot be started,
 //! the work is done on the engine's thread as before (slow, never wrong).
+//!
+//! This module knows what it makes only through the functions that make
+//! it ([`EndpointTable::make_segment`], [`JobMemory::make`]), which live
+//! with their owners and import nothing of set-up.
 
 use std::io;
 use std::sync::mpsc::{self, Receiver, Sender};
