@@ -87,8 +87,7 @@ pub(crate) struct PendingJob {
 impl PendingJob {
     /// Bytes charged to its creator (as for a made job).
     pub(crate) fn charge(&self) -> u64 {
-        let l = &self.layout;
-        l.job_size + l.nodes as u64 * (l.node_size + l.buffer_size)
+        JobMemory::charge(&self.layout)
     }
 }
 

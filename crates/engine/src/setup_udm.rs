@@ -100,8 +100,7 @@ impl Setup<'_> {
             return Some(Reply::Error(ErrorCode::BadGeometry));
         };
         let timeout = Duration::from_micros(timeout_us as u64).min(TIMEOUT_MAX);
-        let charge = layout.job_size + nodes as u64 * (layout.node_size + layout.buffer_size);
-        if let Err(code) = self.check_memory_for(ci, charge) {
+        if let Err(code) = self.check_memory_for(ci, JobMemory::charge(&layout)) {
             return Some(Reply::Error(code));
         }
         let id = self.udm.reserve();

@@ -276,8 +276,7 @@ impl Job {
 
     /// Bytes charged to the creator.
     pub(crate) fn charge(&self) -> u64 {
-        let l = &self.layout;
-        l.job_size + l.nodes as u64 * (l.node_size + l.buffer_size)
+        JobMemory::charge(&self.layout)
     }
 
     /// The node segment and virtual buffer of `rank`, to hand to the
@@ -764,6 +763,13 @@ impl JobMemory {
     /// virtual buffers).
     pub(crate) fn touched(&self) -> u64 {
         self.seg.len() as u64 + self.nodes.iter().map(|(n, _)| n.len() as u64).sum::<u64>()
+    }
+
+    /// Bytes a job of geometry `layout` is charged to its creator: its
+    /// segment, every node's and every node's virtual buffer at its full
+    /// size.
+    pub(crate) fn charge(layout: &UdmLayout) -> u64 {
+        layout.job_size + layout.nodes as u64 * (layout.node_size + layout.buffer_size)
     }
 
     /// Every segment, to be unmapped.
