@@ -111,8 +111,9 @@ fn making_the_largest_udm_jobs_does_not_stall_another_clients_ping_pong() {
 
     // Warm up and measure the baseline; then, from other connections,
     // create the largest jobs one after another for a while, each dropped
-    // (its creator's session closed) as soon as it is made.
-    std::thread::sleep(Duration::from_millis(500));
+    // (its creator's session closed) as soon as it is made; then measure
+    // the baseline again (the load of a shared machine comes and goes).
+    std::thread::sleep(Duration::from_millis(1000));
     let t0 = Instant::now();
     let mut made = 0;
     let mut slowest = Duration::ZERO;
@@ -134,6 +135,8 @@ fn making_the_largest_udm_jobs_does_not_stall_another_clients_ping_pong() {
     // The last jobs' segments are unmapped after their creators went.
     std::thread::sleep(Duration::from_millis(300));
     let t2 = Instant::now();
+    std::thread::sleep(Duration::from_millis(500));
+    let t3 = Instant::now();
     stop.store(true, Ordering::Relaxed);
     ping.join().unwrap();
     stop_pong.store(true, Ordering::Relaxed);
@@ -152,6 +155,11 @@ fn making_the_largest_udm_jobs_does_not_stall_another_clients_ping_pong() {
         .filter(|(t, d)| *t + *d >= t0 && *t <= t2)
         .map(|&(_, d)| d)
         .collect();
+    let after: Vec<Duration> = trips
+        .iter()
+        .filter(|(t, d)| *t > t2 && *t + *d <= t3)
+        .map(|&(_, d)| d)
+        .collect();
     // The time the ping-pong stood still: the part of each round trip
     // beyond two milliseconds, as a share of the time measured. A loop busy
     // making a job adds one round trip as long as the making: counted by
@@ -166,11 +174,11 @@ fn making_the_largest_udm_jobs_does_not_stall_another_clients_ping_pong() {
     let share = |stalled: Duration, window: Duration| {
         stalled.as_secs_f64() / window.as_secs_f64().max(1e-3)
     };
-    let (stalled_before, stalled_during) = (stalled(&before), stalled(&during));
-    let (share_before, share_during) = (
-        share(stalled_before, t0 - first),
-        share(stalled_during, t2 - t0),
-    );
+    let (stalled_before, stalled_during, stalled_after) =
+        (stalled(&before), stalled(&during), stalled(&after));
+    let share_during = share(stalled_during, t2 - t0);
+    // The baseline: the worse of before and after.
+    let baseline = share(stalled_before, t0 - first).max(share(stalled_after, t3 - t2));
     let max_before = before.iter().max().copied().unwrap_or_default();
     let max_during = during.iter().max().copied().unwrap_or_default();
     let (p99_before, p99_during) = (pct(before.clone(), 0.99), pct(during.clone(), 0.99));
@@ -178,7 +186,8 @@ fn making_the_largest_udm_jobs_does_not_stall_another_clients_ping_pong() {
         "{made} jobs of {} nodes, fast rings of {}, in {:?} (slowest create {slowest:?}); \
          round trips before: {} (p50 {:?}, p99 {p99_before:?}, max {max_before:?}); \
          during: {} (p50 {:?}, p99 {p99_during:?}, max {max_during:?}); \
-         stood still before: {stalled_before:?} of {:?}, during: {stalled_during:?} of {:?}",
+         stood still before: {stalled_before:?} of {:?}, during: {stalled_during:?} of {:?}, \
+         after: {stalled_after:?} of {:?}",
         cfg.nodes,
         cfg.fast_queue,
         t1 - t0,
@@ -188,29 +197,32 @@ fn making_the_largest_udm_jobs_does_not_stall_another_clients_ping_pong() {
         pct(during.clone(), 0.5),
         t0 - first,
         t2 - t0,
+        t3 - t2,
     );
     assert!(
-        before.len() > 100 && during.len() > 100,
+        before.len() > 100 && during.len() > 100 && after.len() > 100,
         "too few round trips"
     );
     // Made on the loop, each job stalled the ping-pong for as long as it
     // took to make (and its drop for the unmapping): most of the time
-    // (four fifths of it here). Off the loop, a stall is a scheduling
-    // accident, as before the jobs (a few hundredths of the time here,
-    // the threads being more than the cores). The bound is generous for a
-    // shared two-core machine, far below the old stall.
+    // (four fifths of it here, whatever the load). Off the loop, a stall
+    // is a scheduling accident, as before and after the jobs: on a quiet
+    // machine a few hundredths of the time (the threads being more than
+    // the cores), on a loaded one up to a third, before and after alike.
+    // The bound leaves room for the load to change between the windows,
+    // far below the old stall.
+    //
+    // (The p99 of the round trips, as `setup_stall.rs` bounds it, cannot
+    // tell: a loop making a job stalls one round trip per job, and the
+    // quick ones between two jobs are many more than a hundred times as
+    // many; the p99 stayed at a few hundred microseconds with the jobs
+    // made on the loop.)
     assert!(
-        share_during < share_before + 0.25,
+        share_during < baseline + 0.3,
         "the ping-pong stood still for {stalled_during:?} of {:?} while {made} jobs were \
-         made ({stalled_before:?} of {:?} before)",
+         made ({:.0}% of the time; {:.0}% before or after)",
         t2 - t0,
-        t0 - first,
-    );
-    // The pages are zeroed on a thread of the lowest priority: the
-    // ping-pong's p99 hardly moves, and must move by less than a
-    // millisecond.
-    assert!(
-        p99_during < p99_before + Duration::from_millis(1),
-        "p99 went from {p99_before:?} to {p99_during:?}"
+        share_during * 100.0,
+        baseline * 100.0,
     );
 }
