@@ -667,9 +667,8 @@ impl Job {
 pub(crate) struct JobMemory {
     /// The job segment: header, node lines, fast rings.
     pub seg: Segment,
-    /// By rank: the node segment (header, divert ring) and the virtual
-    /// buffer (sparse). Fewer than the job's nodes once some were
-    /// released.
+    /// By rank, one for each of the job's nodes: the node segment
+    /// (header, divert ring) and the virtual buffer (sparse).
     pub nodes: Vec<(Segment, Segment)>,
 }
 
