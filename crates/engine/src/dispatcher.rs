@@ -513,3 +513,81 @@ impl Drop for Dispatcher {
         self.shutdown();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::invoker::LocalClient;
+    use std::time::Duration;
+    use unet_abi::udm::UDM_MAX_NODES;
+    use unet_control::{Reply, Request};
+
+    /// The largest job segment of [`UDM_MAX_NODES`] nodes: many MiB to
+    /// zero, on the large lane.
+    fn big_job() -> Request {
+        Request::UdmCreateJob {
+            nodes: UDM_MAX_NODES,
+            fast_cap: 64,
+            buffer_size: 4096,
+            atomicity_timeout_us: 2000,
+        }
+    }
+
+    /// Step `engine` until `done` holds (at most 20 s).
+    fn step_until(engine: &mut Dispatcher, mut done: impl FnMut(&Dispatcher) -> bool) {
+        let t0 = Instant::now();
+        while !done(engine) {
+            assert!(t0.elapsed() < Duration::from_secs(20), "never happened");
+            engine.step();
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+
+    /// A job is made off the loop: the request is taken and its id
+    /// reserved at once, the job entered (and the client answered) once
+    /// its memory is ready.
+    #[test]
+    fn a_job_is_answered_when_its_memory_is_ready() {
+        let mut engine = Dispatcher::new(EngineConfig::default()).unwrap();
+        let mut c = LocalClient::new(&mut engine).unwrap();
+        let req = c.send_request(&big_job(), &[]).unwrap();
+        step_until(&mut engine, |e| !e.work.pending_jobs().is_empty());
+        let id = engine.work.pending_jobs()[0].id;
+        assert_eq!(engine.udm.reserved(), 1);
+        let mut reply = None;
+        step_until(&mut engine, |_| {
+            reply = c.take_reply(req).unwrap();
+            reply.is_some()
+        });
+        let Some((Reply::UdmJob { job, key }, _)) = reply else {
+            panic!("not a job: {reply:?}");
+        };
+        assert_eq!(job, id);
+        assert_eq!(engine.udm.jobs[&id].key, key);
+        assert_eq!(engine.udm.reserved(), 0);
+        assert!(engine.work.pending_jobs().is_empty());
+        // The creator goes: the job (no node joined) is retired, its
+        // segments unmapped on the set-up thread.
+        drop(c);
+        step_until(&mut engine, |e| e.udm.is_empty() && !e.work.busy());
+    }
+
+    /// A client that disconnects while its job is being made leaves
+    /// nothing behind: no job, no reserved id, no memory charged.
+    #[test]
+    fn a_job_whose_client_went_away_while_it_was_made_is_not_kept() {
+        let mut engine = Dispatcher::new(EngineConfig::default()).unwrap();
+        let mut c = LocalClient::new(&mut engine).unwrap();
+        c.send_request(&big_job(), &[]).unwrap();
+        c.send_request(&big_job(), &[]).unwrap();
+        step_until(&mut engine, |e| e.work.pending_jobs().len() == 2);
+        assert!(engine.udm.is_empty(), "made on the loop");
+        drop(c);
+        step_until(&mut engine, |e| e.server.client(0).is_none());
+        assert!(engine.work.pending_jobs().is_empty());
+        assert_eq!(engine.udm.reserved(), 0);
+        step_until(&mut engine, |e| !e.work.busy());
+        assert!(engine.udm.is_empty());
+        assert_eq!(engine.counters.engine_value(EngineCounter::UdmJobs), 0);
+    }
+}

@@ -24,7 +24,7 @@ use crate::poller::{Poller, Token};
 use crate::remote::{Completion, RemoteSide};
 use crate::routes::{Peer, Route, Teardown};
 use crate::server::{ControlServer, Incoming};
-use crate::setup_thread::SetupThread;
+use crate::setup_thread::{Done, SetupThread};
 use crate::udm::Jobs;
 use crate::vias::Vias;
 
@@ -282,6 +282,9 @@ impl Setup<'_> {
         for p in self.work.pending() {
             add(p.client, p.layout.segment_size + p.buffer_limit, true);
         }
+        for p in self.work.pending_jobs() {
+            add(p.client, p.charge(), false);
+        }
         for (owner, bytes) in self.conns.charges() {
             add(owner, bytes, false);
         }
@@ -348,10 +351,19 @@ impl Setup<'_> {
         Ok(())
     }
 
-    /// Finish the creations whose segment is ready: the endpoint is
-    /// entered and its client gets the segment and the doorbell.
+    /// Finish the creations whose memory is ready: an endpoint is entered
+    /// and its client gets the segment and the doorbell; a UDM job is
+    /// entered and its client gets its id and key
+    /// ([`Setup::finish_udm_job`]).
     pub(crate) fn finish_creates(&mut self) {
-        for (p, seg) in self.work.poll() {
+        for done in self.work.poll() {
+            let (p, seg) = match done {
+                Done::Endpoint(p, seg) => (p, seg),
+                Done::UdmJob(p, mem) => {
+                    self.finish_udm_job(p, mem);
+                    continue;
+                }
+            };
             let (ci, req_id) = (p.client, p.req_id);
             let pid = self.server.client(ci).map_or(0, |c| c.pid);
             let seg = match seg {
@@ -631,8 +643,12 @@ impl Setup<'_> {
             w.forget_client(ci);
         }
         self.applets.forget_client(ci);
-        for p in self.work.forget_client(ci) {
+        let (endpoints, jobs) = self.work.forget_client(ci);
+        for p in endpoints {
             self.eps.unreserve(p.slot);
+        }
+        for p in jobs {
+            self.udm.unreserve(p.id);
         }
     }
 

@@ -12,25 +12,50 @@
 //! endpoint's segment is unmapped here as well. The loop carries on
 //! meanwhile.
 //!
-//! There are two such threads, *lanes*: segments up to [`SMALL_SEGMENT`]
-//! are made and unmapped on one, larger ones on the other. A client
-//! making (or dropping) 128 MiB endpoints one after another thus never
-//! puts another client's small endpoint behind a queue of seconds of
-//! zeroing: each lane is first-come first-served, and the small lane's
-//! jobs are each a fraction of a millisecond of work.
+//! A UDM job's memory is made here the same way: its job segment
+//! (`nodes²` fast rings, up to 64 MiB, its header written and every ring
+//! initialised), each rank's node segment (header and divert ring) and
+//! virtual buffer (sparse), all by [`JobMemory::make`]. The engine reserves
+//! the job's id when the request arrives, and enters the job (its key,
+//! its doorbell, its counter) and answers the client when the memory is
+//! ready. A retired job's segments are unmapped here too. What stays on
+//! the loop is the bookkeeping: ids, keys, doorbells, replies. (A job's
+//! *replica*, made when a node of another engine's job joins through this
+//! one, is still made on the loop, by the same code.)
+//!
+//! A client that goes away while its memory is being made is forgotten
+//! ([`SetupThread::forget_client`]: its reserved slots and ids are given
+//! back); what was being made for it is still collected when ready, and
+//! unmapped here.
+//!
+//! There are two such threads, *lanes*: work on up to [`SMALL_SEGMENT`]
+//! bytes (an endpoint's segment; a job's job and node segments together,
+//! the sparse buffers not counted) is done on one, larger work on the
+//! other. A client making (or dropping) 128 MiB endpoints or the largest
+//! jobs one after another thus never puts another client's small endpoint
+//! or job behind a queue of seconds of zeroing: each lane is first-come
+//! first-served, and the small lane's jobs are each a few milliseconds of
+//! work at most.
 //!
 //! A lane's thread is started at its first job; if it cannot be started,
 //! the work is done on the engine's thread as before (slow, never wrong).
+//!
+//! This module knows what it makes only through the functions that make
+//! it ([`EndpointTable::make_segment`], [`JobMemory::make`]), which live
+//! with their owners and import nothing of set-up.
 
 use std::io;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
+use unet_abi::udm::UdmLayout;
 use unet_abi::Layout;
 use unet_sys::{EventFd, Segment};
 
 use crate::endpoints::{ClientId, EndpointTable};
+use crate::udm::JobMemory;
 
 /// An endpoint whose segment is being made.
 pub(crate) struct PendingCreate {
@@ -47,19 +72,89 @@ pub(crate) struct PendingCreate {
     pub id: u32,
 }
 
-enum Job {
+/// A UDM job whose memory is being made.
+pub(crate) struct PendingJob {
+    ticket: u64,
+    /// The client that asked, and its request.
+    pub client: ClientId,
+    pub req_id: u32,
+    /// The id reserved for it, its geometry and atomicity timeout.
+    pub id: u32,
+    pub layout: UdmLayout,
+    pub timeout: Duration,
+}
+
+impl PendingJob {
+    /// Bytes charged to its creator (as for a made job).
+    pub(crate) fn charge(&self) -> u64 {
+        JobMemory::charge(&self.layout)
+    }
+}
+
+/// A creation whose memory is ready (or failed), from
+/// [`SetupThread::poll`].
+pub(crate) enum Done {
+    Endpoint(PendingCreate, io::Result<Segment>),
+    UdmJob(PendingJob, io::Result<JobMemory>),
+}
+
+/// What a set-up thread makes.
+enum Work {
     Endpoint {
-        ticket: u64,
         id: u32,
         engine_id: u64,
         layout: Layout,
     },
-    Discard(Segment),
+    UdmJob {
+        id: u32,
+        engine_id: u64,
+        layout: UdmLayout,
+    },
+}
+
+/// What it made.
+enum Product {
+    Segment(Segment),
+    UdmJob(JobMemory),
+}
+
+impl Product {
+    /// Its segments and the bytes of them that are populated.
+    fn into_segments(self) -> (u64, Vec<Segment>) {
+        match self {
+            Product::Segment(seg) => (seg.len() as u64, vec![seg]),
+            Product::UdmJob(mem) => (mem.touched(), mem.into_segments()),
+        }
+    }
+}
+
+impl Work {
+    /// Do it (on a set-up thread, or on the engine's if there is none):
+    /// the memory-writing code lives with its owners.
+    fn run(self) -> io::Result<Product> {
+        match self {
+            Work::Endpoint {
+                id,
+                engine_id,
+                layout,
+            } => EndpointTable::make_segment(&layout, id, engine_id).map(Product::Segment),
+            Work::UdmJob {
+                id,
+                engine_id,
+                layout,
+            } => JobMemory::make(&layout, id, engine_id).map(Product::UdmJob),
+        }
+    }
+}
+
+enum Job {
+    Make { ticket: u64, work: Work },
+    Discard(Vec<Segment>),
 }
 
 struct Made {
     ticket: u64,
-    seg: io::Result<Segment>,
+    product: io::Result<Product>,
 }
 
 /// Segments of at most this many bytes are made and unmapped on the small
@@ -94,19 +189,14 @@ impl Lane {
                     let _ = unet_sys::lower_thread_priority();
                     for job in jrx {
                         match job {
-                            Job::Endpoint {
-                                ticket,
-                                id,
-                                engine_id,
-                                layout,
-                            } => {
-                                let seg = EndpointTable::make_segment(&layout, id, engine_id);
-                                if mtx.send(Made { ticket, seg }).is_err() {
+                            Job::Make { ticket, work } => {
+                                let product = work.run();
+                                if mtx.send(Made { ticket, product }).is_err() {
                                     return;
                                 }
                                 waker.notify();
                             }
-                            Job::Discard(seg) => drop(seg),
+                            Job::Discard(segs) => drop(segs),
                         }
                     }
                 })
@@ -152,9 +242,10 @@ pub(crate) struct SetupThread {
     /// Made on the engine's thread (no set-up thread could be started).
     made_here: Vec<Made>,
     pending: Vec<PendingCreate>,
-    /// Every segment asked for and not yet collected, as (ticket, on the
+    pending_jobs: Vec<PendingJob>,
+    /// Everything asked for and not yet collected, as (ticket, on the
     /// large lane): the pending creations and those whose client went
-    /// away meanwhile (their segments must still be collected, to be
+    /// away meanwhile (their memory must still be collected, to be
     /// unmapped).
     outstanding: Vec<(u64, bool)>,
     next_ticket: u64,
@@ -172,13 +263,14 @@ impl SetupThread {
             made,
             made_here: Vec::new(),
             pending: Vec::new(),
+            pending_jobs: Vec::new(),
             outstanding: Vec::new(),
             next_ticket: 1,
         }
     }
 
-    /// Hand `job`, on a segment of `size` bytes, to its lane; gives it
-    /// back if that lane has no thread.
+    /// Hand `job`, on `size` bytes of memory, to its lane; gives it back
+    /// if that lane has no thread.
     fn send(&mut self, size: u64, job: Job) -> Result<(), Job> {
         let (lane, name) = if size <= SMALL_SEGMENT {
             (&mut self.small, "unet-setup")
@@ -186,6 +278,20 @@ impl SetupThread {
             (&mut self.large, "unet-setup-big")
         };
         lane.send(name, &self.made_tx, &self.waker, job)
+    }
+
+    /// Start `work`, on `size` bytes: on its lane's thread, or here if
+    /// there is none. Returns its ticket.
+    fn make(&mut self, size: u64, work: Work) -> u64 {
+        let ticket = self.next_ticket;
+        self.next_ticket += 1;
+        if let Err(Job::Make { work, .. }) = self.send(size, Job::Make { ticket, work }) {
+            let product = work.run();
+            self.made_here.push(Made { ticket, product });
+            self.waker.notify();
+        }
+        self.outstanding.push((ticket, size > SMALL_SEGMENT));
+        ticket
     }
 
     /// Start making the segment of endpoint `p.id`; the endpoint comes
@@ -200,20 +306,12 @@ impl SetupThread {
         (accept, buffer_limit): (bool, u64),
         (slot, id): (usize, u32),
     ) {
-        let ticket = self.next_ticket;
-        self.next_ticket += 1;
-        let large = layout.segment_size > SMALL_SEGMENT;
-        let job = Job::Endpoint {
-            ticket,
+        let work = Work::Endpoint {
             id,
             engine_id,
             layout,
         };
-        if self.send(layout.segment_size, job).is_err() {
-            let seg = EndpointTable::make_segment(&layout, id, engine_id);
-            self.made_here.push(Made { ticket, seg });
-            self.waker.notify();
-        }
+        let ticket = self.make(layout.segment_size, work);
         self.pending.push(PendingCreate {
             ticket,
             client,
@@ -224,24 +322,56 @@ impl SetupThread {
             slot,
             id,
         });
-        self.outstanding.push((ticket, large));
     }
 
-    /// Whether segments are being made (for a client, or for one that
-    /// went away: either way [`SetupThread::poll`] must collect them).
+    /// Start making the memory of UDM job `id` (reserved) for client
+    /// `client`'s request `req_id` ([`JobMemory::make`]); the job comes
+    /// back from [`SetupThread::poll`] when it is ready. Its lane is
+    /// chosen by the bytes it touches ([`JobMemory::touched_by`]).
+    pub(crate) fn start_udm_job(
+        &mut self,
+        engine_id: u64,
+        (client, req_id): (ClientId, u32),
+        id: u32,
+        layout: UdmLayout,
+        timeout: Duration,
+    ) {
+        let work = Work::UdmJob {
+            id,
+            engine_id,
+            layout,
+        };
+        let ticket = self.make(JobMemory::touched_by(&layout), work);
+        self.pending_jobs.push(PendingJob {
+            ticket,
+            client,
+            req_id,
+            id,
+            layout,
+            timeout,
+        });
+    }
+
+    /// Whether memory is being made (for a client, or for one that went
+    /// away: either way [`SetupThread::poll`] must collect it).
     #[inline]
     pub(crate) fn busy(&self) -> bool {
         !self.outstanding.is_empty()
     }
 
-    /// The creations in flight.
+    /// The endpoint creations in flight.
     pub(crate) fn pending(&self) -> &[PendingCreate] {
         &self.pending
     }
 
-    /// The creations whose segment is ready (or failed), in the order they
+    /// The UDM jobs in flight.
+    pub(crate) fn pending_jobs(&self) -> &[PendingJob] {
+        &self.pending_jobs
+    }
+
+    /// The creations whose memory is ready (or failed), in the order they
     /// finished.
-    pub(crate) fn poll(&mut self) -> Vec<(PendingCreate, io::Result<Segment>)> {
+    pub(crate) fn poll(&mut self) -> Vec<Done> {
         let mut made = std::mem::take(&mut self.made_here);
         while let Ok(m) = self.made.try_recv() {
             made.push(m);
@@ -265,7 +395,7 @@ impl SetupThread {
                     if !made.iter().any(|m| m.ticket == ticket) {
                         made.push(Made {
                             ticket,
-                            seg: Err(io::Error::other("the set-up thread stopped")),
+                            product: Err(io::Error::other("the set-up thread stopped")),
                         });
                     }
                 }
@@ -275,44 +405,82 @@ impl SetupThread {
             .retain(|o| !made.iter().any(|m| m.ticket == o.0));
         let mut done = Vec::new();
         for m in made {
-            match self.pending.iter().position(|p| p.ticket == m.ticket) {
-                Some(i) => done.push((self.pending.remove(i), m.seg)),
-                // Its client went away meanwhile.
-                None => {
-                    if let Ok(seg) = m.seg {
-                        self.discard(seg);
+            if let Some(i) = self.pending.iter().position(|p| p.ticket == m.ticket) {
+                let p = self.pending.remove(i);
+                let seg = match m.product {
+                    Ok(Product::Segment(seg)) => Ok(seg),
+                    Ok(other) => {
+                        let (size, segs) = other.into_segments();
+                        self.discard_all(size, segs);
+                        Err(io::Error::other("not an endpoint's segment"))
                     }
-                }
+                    Err(e) => Err(e),
+                };
+                done.push(Done::Endpoint(p, seg));
+            } else if let Some(i) = self.pending_jobs.iter().position(|p| p.ticket == m.ticket) {
+                let p = self.pending_jobs.remove(i);
+                let mem = match m.product {
+                    Ok(Product::UdmJob(mem)) => Ok(mem),
+                    Ok(other) => {
+                        let (size, segs) = other.into_segments();
+                        self.discard_all(size, segs);
+                        Err(io::Error::other("not a job's memory"))
+                    }
+                    Err(e) => Err(e),
+                };
+                done.push(Done::UdmJob(p, mem));
+            } else if let Ok(product) = m.product {
+                // Its client went away meanwhile.
+                let (size, segs) = product.into_segments();
+                self.discard_all(size, segs);
             }
         }
         done
     }
 
-    /// Forget the creations of a client that went away (their segments
-    /// are unmapped when they are ready); returns them, so that their
-    /// reserved slots can be given back.
-    pub(crate) fn forget_client(&mut self, client: ClientId) -> Vec<PendingCreate> {
+    /// Forget the creations of a client that went away (their memory is
+    /// unmapped when it is ready); returns them, so that their reserved
+    /// slots and ids can be given back.
+    pub(crate) fn forget_client(
+        &mut self,
+        client: ClientId,
+    ) -> (Vec<PendingCreate>, Vec<PendingJob>) {
         let (gone, kept) = std::mem::take(&mut self.pending)
             .into_iter()
             .partition(|p| p.client == client);
         self.pending = kept;
-        gone
+        let (gone_jobs, kept) = std::mem::take(&mut self.pending_jobs)
+            .into_iter()
+            .partition(|p| p.client == client);
+        self.pending_jobs = kept;
+        (gone, gone_jobs)
     }
 
     /// Unmap `seg` off the engine's thread (on it if there is no set-up
     /// thread).
     pub(crate) fn discard(&mut self, seg: Segment) {
         let size = seg.len() as u64;
-        // A refused job is dropped here: the segment is unmapped on the
+        self.discard_all(size, vec![seg]);
+    }
+
+    /// Unmap `segs`, of which `size` bytes are populated, off the engine's
+    /// thread (on it if there is no set-up thread), on the lane `size`
+    /// chooses.
+    pub(crate) fn discard_all(&mut self, size: u64, segs: Vec<Segment>) {
+        if segs.is_empty() {
+            return;
+        }
+        // A refused job is dropped here: the segments are unmapped on the
         // engine's thread.
-        let _ = self.send(size, Job::Discard(seg));
+        let _ = self.send(size, Job::Discard(segs));
     }
 }
 
 impl Drop for SetupThread {
     fn drop(&mut self) {
         // The threads finish their jobs (the segments of closed endpoints
-        // are unmapped before the engine is gone), then end.
+        // and retired jobs are unmapped before the engine is gone), then
+        // end.
         self.small.finish();
         self.large.finish();
     }
@@ -321,11 +489,12 @@ impl Drop for SetupThread {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::{Duration, Instant};
+    use std::time::Instant;
+    use unet_abi::udm::{UdmJobHeader, UdmNodeHeader, UDM_JOB_MAGIC, UDM_NODE_MAGIC};
     use unet_abi::Geometry;
 
     /// Collect until nothing is outstanding (at most 20 s).
-    fn drain(st: &mut SetupThread) -> Vec<(PendingCreate, io::Result<Segment>)> {
+    fn drain(st: &mut SetupThread) -> Vec<Done> {
         let t0 = Instant::now();
         let mut done = Vec::new();
         while st.busy() {
@@ -334,6 +503,15 @@ mod tests {
             std::thread::sleep(Duration::from_millis(1));
         }
         done
+    }
+
+    fn endpoints(done: Vec<Done>) -> Vec<(PendingCreate, io::Result<Segment>)> {
+        done.into_iter()
+            .map(|d| match d {
+                Done::Endpoint(p, seg) => (p, seg),
+                Done::UdmJob(..) => panic!("a job where an endpoint was made"),
+            })
+            .collect()
     }
 
     #[test]
@@ -348,7 +526,7 @@ mod tests {
         assert!(small.segment_size <= SMALL_SEGMENT && large.segment_size > SMALL_SEGMENT);
         st.start(7, 1, 10, large, (true, 0), (0, 100));
         st.start(7, 2, 20, small, (true, 0), (1, 101));
-        let done = drain(&mut st);
+        let done = endpoints(drain(&mut st));
         let mut got: Vec<(u32, usize)> = done
             .iter()
             .map(|(p, seg)| (p.req_id, seg.as_ref().expect("a segment").len()))
@@ -372,10 +550,75 @@ mod tests {
         let mut st = SetupThread::new(Arc::new(EventFd::new().unwrap()));
         let layout = Layout::new(Geometry::default()).unwrap();
         st.start(7, 3, 30, layout, (true, 0), (0, 100));
-        let gone = st.forget_client(3);
-        assert_eq!(gone.len(), 1);
+        let (gone, jobs) = st.forget_client(3);
+        assert_eq!((gone.len(), jobs.len()), (1, 0));
         assert!(st.pending().is_empty());
         assert!(st.busy(), "the segment being made must still be collected");
         assert!(drain(&mut st).is_empty(), "nothing handed to a client");
+    }
+
+    /// A UDM job's memory is made on a lane (the large one for a job of
+    /// more than [`SMALL_SEGMENT`] bytes) and comes back written: the job
+    /// header, every node's header.
+    #[test]
+    fn a_udm_jobs_memory_is_made_and_handed_back() {
+        let mut st = SetupThread::new(Arc::new(EventFd::new().unwrap()));
+        let big = UdmLayout::new(64, 64, 4096).unwrap();
+        let small = UdmLayout::new(2, 8, 4096).unwrap();
+        assert!(JobMemory::touched_by(&big) > SMALL_SEGMENT);
+        assert!(JobMemory::touched_by(&small) <= SMALL_SEGMENT);
+        let timeout = Duration::from_millis(2);
+        st.start_udm_job(9, (1, 11), 5, big, timeout);
+        st.start_udm_job(9, (2, 22), 6, small, timeout);
+        assert_eq!(st.pending_jobs().len(), 2);
+        assert!(st.large.thread.is_some() && st.small.thread.is_some());
+        let mut got = Vec::new();
+        for d in drain(&mut st) {
+            let Done::UdmJob(p, mem) = d else {
+                panic!("an endpoint where a job was made");
+            };
+            let mem = mem.expect("the job's memory");
+            assert_eq!(mem.seg.len() as u64, p.layout.job_size);
+            assert_eq!(mem.nodes.len(), p.layout.nodes as usize);
+            assert_eq!(mem.touched(), JobMemory::touched_by(&p.layout));
+            // SAFETY: the segments start with the headers JobMemory::make
+            // wrote; read once, nothing else maps them.
+            let (magic, id, nodes) = unsafe {
+                let h = mem.seg.ptr().cast::<UdmJobHeader>().as_ref();
+                (h.magic, h.job_id, h.nodes)
+            };
+            assert_eq!((magic, id, nodes), (UDM_JOB_MAGIC, p.id, p.layout.nodes));
+            for (rank, (n, b)) in mem.nodes.iter().enumerate() {
+                // SAFETY: as above.
+                let (magic, r) = unsafe {
+                    let h = n.ptr().cast::<UdmNodeHeader>().as_ref();
+                    (h.magic, h.rank)
+                };
+                assert_eq!((magic, r as usize), (UDM_NODE_MAGIC, rank));
+                assert_eq!(b.len() as u64, p.layout.buffer_size);
+            }
+            got.push((p.req_id, p.id));
+        }
+        got.sort();
+        assert_eq!(got, [(11, 5), (22, 6)]);
+        assert!(st.pending_jobs().is_empty());
+    }
+
+    /// A job whose client went away is given back by forget_client (so
+    /// its id can be freed) and its memory, once made, is not handed to
+    /// anyone.
+    #[test]
+    fn a_forgotten_job_is_still_collected() {
+        let mut st = SetupThread::new(Arc::new(EventFd::new().unwrap()));
+        let layout = UdmLayout::new(8, 8, 4096).unwrap();
+        st.start_udm_job(9, (4, 40), 3, layout, Duration::from_millis(2));
+        st.start_udm_job(9, (5, 50), 4, layout, Duration::from_millis(2));
+        let (eps, jobs) = st.forget_client(4);
+        assert!(eps.is_empty());
+        assert_eq!(jobs.iter().map(|p| p.id).collect::<Vec<_>>(), [3]);
+        assert_eq!(st.pending_jobs().len(), 1);
+        let done = drain(&mut st);
+        assert_eq!(done.len(), 1, "only the other client's job");
+        assert!(matches!(&done[0], Done::UdmJob(p, Ok(_)) if p.client == 5));
     }
 }

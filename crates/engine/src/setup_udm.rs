@@ -14,6 +14,8 @@ use unet_control::{ErrorCode, Reply, Request};
 use crate::endpoints::ClientId;
 use crate::poller::Token;
 use crate::setup::Setup;
+use crate::setup_thread::PendingJob;
+use crate::udm::JobMemory;
 
 /// The longest atomicity timeout a job may ask for.
 const TIMEOUT_MAX: Duration = Duration::from_secs(60);
@@ -33,7 +35,19 @@ impl Setup<'_> {
                 fast_cap,
                 buffer_size,
                 atomicity_timeout_us,
-            } => self.udm_create(ci, nodes, fast_cap, buffer_size, atomicity_timeout_us),
+            } => {
+                // Answered when the job's memory is ready (finish_udm_job).
+                match self.udm_create(
+                    (ci, req_id),
+                    nodes,
+                    fast_cap,
+                    buffer_size,
+                    atomicity_timeout_us,
+                ) {
+                    Some(r) => r,
+                    None => return,
+                }
+            }
             Request::UdmJoin { job, key, rank } => match self.udm_join(ci, job, key, rank) {
                 Ok(fds) => {
                     let raw: Vec<_> = fds.iter().map(|f| f.as_raw_fd()).collect();
@@ -69,36 +83,62 @@ impl Setup<'_> {
         self.server.reply(ci, req_id, r, &[]);
     }
 
+    /// Start creating a UDM job for client `ci`: checked against its
+    /// process's and user's memory limits, its id reserved, its memory
+    /// made on the set-up thread. The reply comes when the memory is
+    /// ready ([`Setup::finish_udm_job`]); `Some(reply)` when the request
+    /// is answered now (refused).
     fn udm_create(
         &mut self,
-        ci: ClientId,
+        (ci, req_id): (ClientId, u32),
         nodes: u32,
         fast_cap: u32,
         buffer_size: u64,
         timeout_us: u32,
-    ) -> Reply {
+    ) -> Option<Reply> {
         let Ok(layout) = UdmLayout::new(nodes, fast_cap, buffer_size) else {
-            return Reply::Error(ErrorCode::BadGeometry);
+            return Some(Reply::Error(ErrorCode::BadGeometry));
         };
         let timeout = Duration::from_micros(timeout_us as u64).min(TIMEOUT_MAX);
-        let charge = layout.job_size + nodes as u64 * (layout.node_size + layout.buffer_size);
-        if let Err(code) = self.check_memory_for(ci, charge) {
-            return Reply::Error(code);
+        if let Err(code) = self.check_memory_for(ci, JobMemory::charge(&layout)) {
+            return Some(Reply::Error(code));
         }
-        let id = match self.udm.create(ci, layout, timeout, self.engine_id) {
-            Ok(id) => id,
-            Err(_) => return Reply::Error(ErrorCode::NoResources),
+        let id = self.udm.reserve();
+        self.work
+            .start_udm_job(self.engine_id, (ci, req_id), id, layout, timeout);
+        None
+    }
+
+    /// Finish a job whose memory is ready (or could not be made): it is
+    /// entered, its doorbell watched, and its client gets its id and key.
+    pub(crate) fn finish_udm_job(&mut self, p: PendingJob, mem: std::io::Result<JobMemory>) {
+        let (ci, req_id, id) = (p.client, p.req_id, p.id);
+        let mem = match mem {
+            Ok(mem) => mem,
+            Err(_) => {
+                self.udm.unreserve(id);
+                return self
+                    .server
+                    .reply(ci, req_id, Reply::Error(ErrorCode::NoResources), &[]);
+            }
         };
-        let job = self.udm.jobs.get(&id).expect("just made");
+        if let Err(mem) = self.udm.insert(id, ci, p.layout, p.timeout, mem) {
+            self.work.discard_all(mem.touched(), mem.into_segments());
+            return self
+                .server
+                .reply(ci, req_id, Reply::Error(ErrorCode::NoResources), &[]);
+        }
+        let job = self.udm.jobs.get(&id).expect("just entered");
         let _ = self.poller.add_edge(
             job.doorbell.fd().as_raw_fd(),
             Token::UdmDoorbell(id as usize),
         );
         self.eps.counters().engine(EngineCounter::UdmJobs, 1);
-        Reply::UdmJob {
+        let r = Reply::UdmJob {
             job: id,
             key: job.key,
-        }
+        };
+        self.server.reply(ci, req_id, r, &[]);
     }
 
     /// Grant rank `rank` of job `job` to client `ci`: the descriptors to
@@ -151,6 +191,9 @@ impl Setup<'_> {
         if self.udm.jobs.get(&job).is_some_and(|j| j.finished()) {
             if let Some(j) = self.udm.jobs.remove(&job) {
                 self.poller.remove(j.doorbell.fd().as_raw_fd());
+                // Unmapping a large job segment takes a while: off the loop.
+                let size = JobMemory::touched_by(&j.layout);
+                self.work.discard_all(size, j.into_segments());
             }
         }
     }

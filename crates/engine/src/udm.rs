@@ -25,7 +25,7 @@
 //! buffer is full stays in its sender's divert ring (which holds that
 //! sender back) and is taken on a later turn.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{fence, Ordering};
 use std::time::{Duration, Instant};
 
@@ -262,10 +262,21 @@ impl Job {
                 .all(|n| n.state != UDM_NODE_JOINED && n.state != UDM_NODE_REMOTE)
     }
 
+    /// Every segment the job still holds, to be unmapped (off the
+    /// engine's loop: a job segment may be tens of MiB) once the job is
+    /// retired.
+    pub(crate) fn into_segments(self) -> Vec<Segment> {
+        let mut v = vec![self.seg];
+        for n in self.nodes {
+            v.extend(n.seg);
+            v.extend(n.buf);
+        }
+        v
+    }
+
     /// Bytes charged to the creator.
     pub(crate) fn charge(&self) -> u64 {
-        let l = &self.layout;
-        l.job_size + l.nodes as u64 * (l.node_size + l.buffer_size)
+        JobMemory::charge(&self.layout)
     }
 
     /// The node segment and virtual buffer of `rank`, to hand to the
@@ -648,38 +659,34 @@ impl Job {
     }
 }
 
-/// Every UDM job of the engine.
-#[derive(Default)]
-pub(crate) struct Jobs {
-    pub jobs: HashMap<u32, Job>,
-    next_id: u32,
-    /// The links of jobs that span engines (`udm_remote`).
-    pub remote: crate::udm_link::Links,
+/// A job's memory: its segment and every rank's node segment and virtual
+/// buffer, made and initialised by [`JobMemory::make`]. It is made off
+/// the engine's loop (on the set-up thread) and entered with
+/// [`Jobs::insert`]; a retired job's memory goes back to that thread to be
+/// unmapped ([`Job::into_segments`]).
+pub(crate) struct JobMemory {
+    /// The job segment: header, node lines, fast rings.
+    pub seg: Segment,
+    /// By rank, one for each of the job's nodes: the node segment
+    /// (header, divert ring) and the virtual buffer (sparse).
+    pub nodes: Vec<(Segment, Segment)>,
 }
 
-impl Jobs {
-    pub(crate) fn is_empty(&self) -> bool {
-        self.jobs.is_empty()
-    }
-
-    /// Make a job: its segment, every node's segment and (reserved, not
-    /// touched) virtual buffer, its doorbell. Returns its id.
-    pub(crate) fn create(
-        &mut self,
-        owner: ClientId,
-        layout: UdmLayout,
-        timeout: Duration,
-        engine_id: u64,
-    ) -> std::io::Result<u32> {
-        let id = loop {
-            self.next_id = self.next_id.wrapping_add(1);
-            if self.next_id != 0 && !self.jobs.contains_key(&self.next_id) {
-                break self.next_id;
-            }
-        };
+impl JobMemory {
+    /// Make the memory of job `id` (geometry `layout`) of engine
+    /// `engine_id`: the job segment created, pre-faulted, its header
+    /// written and every fast ring initialised; each rank's node segment
+    /// likewise with its divert ring; each rank's virtual buffer reserved
+    /// (sparse, not touched). It takes time in proportion to
+    /// [`JobMemory::touched_by`], so the engine does it on its set-up thread,
+    /// never on its loop.
+    pub(crate) fn make(layout: &UdmLayout, id: u32, engine_id: u64) -> std::io::Result<JobMemory> {
         let seg = Segment::create(&format!("unet-udm-job-{id}"), layout.job_size as usize)?;
-        // SAFETY: a fresh zeroed segment of job_size bytes, not shared yet;
-        // plain field writes.
+        if (seg.len() as u64) < layout.job_size {
+            return Err(std::io::Error::other("job segment too small"));
+        }
+        // SAFETY: a fresh zeroed segment of job_size bytes (checked above),
+        // not shared yet; plain field writes.
         unsafe {
             let h = seg.ptr().as_ptr() as *mut UdmJobHeader;
             (*h).magic = UDM_JOB_MAGIC;
@@ -712,6 +719,9 @@ impl Jobs {
                 &format!("unet-udm-node-{id}-{rank}"),
                 layout.node_size as usize,
             )?;
+            if (nseg.len() as u64) < layout.node_size {
+                return Err(std::io::Error::other("node segment too small"));
+            }
             // SAFETY: as above, a fresh segment of node_size bytes.
             unsafe {
                 let h = nseg.ptr().as_ptr() as *mut UdmNodeHeader;
@@ -736,7 +746,114 @@ impl Jobs {
                 &format!("unet-udm-buf-{engine_id:016x}-{id}-{rank}"),
                 layout.buffer_size as usize,
             )?;
-            nodes.push(UdmNode {
+            nodes.push((nseg, buf));
+        }
+        Ok(JobMemory { seg, nodes })
+    }
+
+    /// Bytes that making (or unmapping) a job of geometry `layout`
+    /// touches: its job segment and node segments (the virtual buffers
+    /// are sparse). What chooses the set-up thread's lane.
+    pub(crate) fn touched_by(layout: &UdmLayout) -> u64 {
+        layout.job_size + layout.nodes as u64 * layout.node_size
+    }
+
+    /// Bytes of its segments that are populated (all but the sparse
+    /// virtual buffers).
+    pub(crate) fn touched(&self) -> u64 {
+        self.seg.len() as u64 + self.nodes.iter().map(|(n, _)| n.len() as u64).sum::<u64>()
+    }
+
+    /// Bytes a job of geometry `layout` is charged to its creator: its
+    /// segment, every node's and every node's virtual buffer at its full
+    /// size.
+    pub(crate) fn charge(layout: &UdmLayout) -> u64 {
+        layout.job_size + layout.nodes as u64 * (layout.node_size + layout.buffer_size)
+    }
+
+    /// Every segment, to be unmapped.
+    pub(crate) fn into_segments(self) -> Vec<Segment> {
+        let mut v = Vec::with_capacity(1 + 2 * self.nodes.len());
+        v.push(self.seg);
+        for (n, b) in self.nodes {
+            v.push(n);
+            v.push(b);
+        }
+        v
+    }
+}
+
+/// Every UDM job of the engine.
+#[derive(Default)]
+pub(crate) struct Jobs {
+    pub jobs: HashMap<u32, Job>,
+    next_id: u32,
+    /// Ids of jobs whose memory is being made (on the set-up thread).
+    reserved: HashSet<u32>,
+    /// The links of jobs that span engines (`udm_remote`).
+    pub remote: crate::udm_link::Links,
+}
+
+impl Jobs {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+    }
+
+    /// Reserve an id for a job whose memory is being made (on the set-up
+    /// thread): no other job takes it meanwhile. Entered with
+    /// [`Jobs::insert`], or given back with [`Jobs::unreserve`].
+    pub(crate) fn reserve(&mut self) -> u32 {
+        let id = loop {
+            self.next_id = self.next_id.wrapping_add(1);
+            let id = self.next_id;
+            if id != 0 && !self.jobs.contains_key(&id) && !self.reserved.contains(&id) {
+                break id;
+            }
+        };
+        self.reserved.insert(id);
+        id
+    }
+
+    /// Ids reserved and not yet entered nor given back.
+    #[cfg(test)]
+    pub(crate) fn reserved(&self) -> usize {
+        self.reserved.len()
+    }
+
+    /// Give back an id reserved for a job that was not entered.
+    pub(crate) fn unreserve(&mut self, id: u32) {
+        self.reserved.remove(&id);
+    }
+
+    /// Enter job `id` (reserved), of geometry `layout`, its memory `mem`
+    /// made by [`JobMemory::make`], created by client `owner`: its key and
+    /// doorbell are made here. On failure the id is given back and the
+    /// memory returned, to be unmapped off the engine's thread.
+    pub(crate) fn insert(
+        &mut self,
+        id: u32,
+        owner: ClientId,
+        layout: UdmLayout,
+        timeout: Duration,
+        mem: JobMemory,
+    ) -> Result<(), JobMemory> {
+        self.reserved.remove(&id);
+        let fits = mem.seg.len() as u64 >= layout.job_size
+            && mem.nodes.len() == layout.nodes as usize
+            && mem.nodes.iter().all(|(n, b)| {
+                n.len() as u64 >= layout.node_size && b.len() as u64 >= layout.buffer_size
+            });
+        if !fits || self.jobs.contains_key(&id) {
+            return Err(mem);
+        }
+        let doorbell = match EventFd::new() {
+            Ok(d) => d,
+            Err(_) => return Err(mem),
+        };
+        let JobMemory { seg, nodes } = mem;
+        let nodes = nodes
+            .into_iter()
+            .map(|(nseg, buf)| UdmNode {
                 client: None,
                 pid: 0,
                 state: UDM_NODE_FREE,
@@ -752,8 +869,8 @@ impl Jobs {
                 last_taken: 0,
                 stuck_since: None,
                 counters: [0; UDM_COUNTERS],
-            });
-        }
+            })
+            .collect();
         self.jobs.insert(
             id,
             Job {
@@ -762,7 +879,7 @@ impl Jobs {
                 owner_alive: true,
                 layout,
                 seg,
-                doorbell: EventFd::new()?,
+                doorbell,
                 timeout,
                 nodes,
                 check_at: Instant::now(),
@@ -771,7 +888,32 @@ impl Jobs {
                 outbox_counted: vec![0; layout.nodes as usize],
             },
         );
-        Ok(id)
+        Ok(())
+    }
+
+    /// Make a job on the calling thread: its id, its memory
+    /// ([`JobMemory::make`]), its doorbell. Returns its id. (The engine
+    /// makes a client's job's memory on its set-up thread instead, and
+    /// here only when that thread cannot be started.)
+    pub(crate) fn create(
+        &mut self,
+        owner: ClientId,
+        layout: UdmLayout,
+        timeout: Duration,
+        engine_id: u64,
+    ) -> std::io::Result<u32> {
+        let id = self.reserve();
+        let mem = match JobMemory::make(&layout, id, engine_id) {
+            Ok(m) => m,
+            Err(e) => {
+                self.unreserve(id);
+                return Err(e);
+            }
+        };
+        match self.insert(id, owner, layout, timeout, mem) {
+            Ok(()) => Ok(id),
+            Err(_) => Err(std::io::Error::other("the job could not be entered")),
+        }
     }
 
     /// One turn: every job's divert rings, pages and timeouts.
@@ -1019,6 +1161,33 @@ mod tests {
         let c = &jobs.jobs[&id].nodes[0].counters;
         assert!(c[UdmCounter::BadPosition as usize] > 0, "{c:?}");
         assert!(c[UdmCounter::DropBadDest as usize] + c[UdmCounter::DropBadLength as usize] > 0);
+    }
+
+    /// An id reserved while a job's memory is made is not given to
+    /// another job; memory that does not fit its layout is refused (and
+    /// handed back to be unmapped).
+    #[test]
+    fn a_reserved_id_is_kept_and_memory_must_fit() {
+        let mut jobs = Jobs::default();
+        let layout = UdmLayout::new(2, 4, 4096).unwrap();
+        let t = Duration::from_millis(1);
+        let r = jobs.reserve();
+        // The next pick would be r again.
+        jobs.next_id = r - 1;
+        let other = jobs.create(0, layout, t, 1).unwrap();
+        assert_ne!(other, r);
+        let wrong = UdmLayout::new(3, 4, 4096).unwrap();
+        let mem = JobMemory::make(&wrong, r, 1).unwrap();
+        assert!(jobs.insert(r, 0, layout, t, mem).is_err());
+        assert!(!jobs.jobs.contains_key(&r));
+        let r = jobs.reserve();
+        let mem = JobMemory::make(&layout, r, 1).unwrap();
+        assert!(jobs.insert(r, 7, layout, t, mem).is_ok());
+        assert_eq!(jobs.jobs[&r].owner, 7);
+        assert_eq!(jobs.jobs[&r].header().job_id, r);
+        // A retired job's segments: the job's, and each node's two.
+        let j = jobs.jobs.remove(&r).unwrap();
+        assert_eq!(j.into_segments().len(), 1 + 2 * 2);
     }
 
     /// Message `i` of a virtual buffer.

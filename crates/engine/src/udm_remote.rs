@@ -48,7 +48,7 @@ use crate::endpoints::ClientId;
 use crate::poller::Token;
 use crate::remote::{RemoteSide, ViIn};
 use crate::setup::Setup;
-use crate::udm::{Append, Job, Jobs, RemoteMsg, OUTBOX_MAX};
+use crate::udm::{Append, Job, JobMemory, Jobs, RemoteMsg, OUTBOX_MAX};
 use crate::udm_link::{JoinOpen, Link, Links};
 use crate::vi_path::{Outgoing, RemoteVi};
 use crate::wire::frame::{UdmAccept, UdmJoin, ViAck, ViClose, ViRefuse, VI_CLOSE_NORMAL};
@@ -1017,9 +1017,7 @@ impl Setup<'_> {
         let buffer = a.buffer_cap as u64 * std::mem::size_of::<UdmMsg>() as u64;
         let layout =
             UdmLayout::new(a.nodes, a.fast_cap, buffer).map_err(|_| ErrorCode::BadGeometry)?;
-        let charge =
-            layout.job_size + layout.nodes as u64 * (layout.node_size + layout.buffer_size);
-        self.check_memory_for(ci, charge)?;
+        self.check_memory_for(ci, JobMemory::charge(&layout))?;
         let timeout = Duration::from_micros(a.timeout_us as u64).min(Duration::from_secs(60));
         let id = self
             .udm
