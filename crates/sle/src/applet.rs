@@ -356,13 +356,19 @@ impl Applet {
         let long = self.host.long_since != 0;
         if sampled || long {
             let from = if sampled { t } else { self.host.long_since };
-            let ns = ticks_to_ns(ticks().wrapping_sub(from));
+            // Saturating: the counter may read lower on another core than
+            // where `from` was read (a migrated thread, a virtual machine),
+            // and a huge difference would wrap the sums.
+            let ns = ticks_to_ns(ticks().saturating_sub(from));
             // Long invocations are all timed; short ones one in `period`.
             let weight = if long { 1 } else { self.time_mask as u64 + 1 };
-            self.stats.total_ns += ns * weight;
+            self.stats.total_ns = self
+                .stats
+                .total_ns
+                .saturating_add(ns.saturating_mul(weight));
             self.stats.max_ns = self.stats.max_ns.max(ns);
         }
-        self.stats.fuel += fuel;
+        self.stats.fuel = self.stats.fuel.saturating_add(fuel);
         match r {
             Ok(_) => {
                 self.consecutive_faults = 0;
