@@ -44,7 +44,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::subset::{Callee, Elem, JType, MethodDef, Model};
+use crate::model::{Callee, Elem, JType, MethodDef, Model};
 use crate::verify::{ArrOp, BinOp, Cond, Ins, Verified};
 
 /// A frame slot index.
@@ -1301,7 +1301,7 @@ pub fn decode(
                         )
                     }
                     Callee::Native(i) => {
-                        let sig = crate::subset::parse_method_descriptor(&model.natives[*i].3)?;
+                        let sig = crate::model::parse_method_descriptor(&model.natives[*i].3)?;
                         (sig.params.len(), sig.ret.is_some(), false)
                     }
                     Callee::ObjectInit => (1, false, false),

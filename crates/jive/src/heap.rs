@@ -13,7 +13,7 @@
 //! array alive): this can only retain extra arrays, never free a live one.
 //! The VM collects at the end of every host invocation that allocated.
 
-use crate::subset::Elem;
+use crate::model::Elem;
 use crate::Fault;
 
 /// The value of the applet instance reference (`this`) in slots.
@@ -272,5 +272,15 @@ impl Heap {
             }
         }
         self.allocs_since_gc = 0;
+    }
+}
+
+/// The fault of an array access through `h` when `h` is no live array of
+/// the kind wanted: null, or (never after verification) another handle.
+pub(crate) fn arr_fault(h: i32) -> Fault {
+    if h == 0 {
+        Fault::NullPointer
+    } else {
+        Fault::Internal(format!("handle {h} is not an array of the expected kind"))
     }
 }

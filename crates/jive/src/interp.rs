@@ -25,32 +25,17 @@
 //! The hot loop still compares one register with zero, so an invocation
 //! that stays short pays nothing for either.
 
+use crate::budget::{refill, switch_cost, Budget, Checkpoint};
 use crate::decode::{Arg, Op};
-use crate::heap::{ArrayData, ArrayRef, Heap, THIS};
-use crate::natives::NativeCtx;
-use crate::subset::{Class, ClassInner, Elem, FieldId, JType, MethodId};
-use crate::{Fault, Limits};
-
-/// Most `i32` slots all frames of one invocation may use (4 Mi slots,
-/// 16 MiB); more is reported as [`Fault::StackOverflow`].
-pub const MAX_STACK_SLOTS: usize = 1 << 22;
+use crate::heap::{arr_fault, ArrayData, ArrayRef, Heap, THIS};
+use crate::model::{Elem, JType};
+use crate::natives::{bad_native_array, NativeCtx};
+use crate::subset::{Class, ClassInner, FieldId, MethodId};
+use crate::{Fault, Limits, MAX_STACK_SLOTS};
 
 /// Machine stack compiled code may use per invocation by default, in
 /// bytes (256 KiB; see [`Vm::set_machine_stack`]).
 pub const DEFAULT_MACHINE_STACK: usize = 256 * 1024;
-
-/// Fuel a switch charges besides the jump: nothing for a `tableswitch`
-/// (one indexed jump), the depth of the binary search for a
-/// `lookupswitch` of `n` keys (`floor(log2 n) + 1`). Compiled code charges
-/// the same.
-#[inline]
-pub(crate) fn switch_cost(st: &crate::decode::SwitchTable) -> i64 {
-    if st.dense {
-        0
-    } else {
-        (usize::BITS - st.keys.len().leading_zeros()) as i64
-    }
-}
 
 /// Where the last fault happened.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -92,20 +77,6 @@ struct State {
     machine_stack: usize,
 }
 
-/// A hook the interpreter calls once in an invocation, when it has used a
-/// given amount of fuel (see [`Vm::set_checkpoint`]).
-pub(crate) struct Checkpoint<H> {
-    fuel: u64,
-    hook: fn(&mut H),
-}
-
-impl<H> Clone for Checkpoint<H> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<H> Copy for Checkpoint<H> {}
-
 /// A running applet: one instance of a [`Class`] with its fields, heap and
 /// limits. Generic over the host state `H` handed to natives.
 pub struct Vm<H> {
@@ -125,14 +96,6 @@ impl<H> std::fmt::Debug for Vm<H> {
             .field("limits", &self.limits)
             .field("heap_used", &self.st.heap.used())
             .finish()
-    }
-}
-
-pub(crate) fn arr_fault(h: i32) -> Fault {
-    if h == 0 {
-        Fault::NullPointer
-    } else {
-        Fault::Internal(format!("handle {h} is not an array of the expected kind"))
     }
 }
 
@@ -194,114 +157,6 @@ impl std::ops::IndexMut<u16> for Regs<'_> {
     }
 }
 
-/// The budget of one invocation beyond the fuel register: the invocation
-/// runs on `fuel` (a register of the loop or of compiled code) and takes
-/// more from `reserve` each time `fuel` goes below zero ([`refill`]).
-///
-/// Fuel moves into the register in parts, so that the hot path stays one
-/// compare of one register with zero while the cold path can do more:
-/// the parts end at the checkpoint (where the host's hook runs once, see
-/// [`Vm::set_checkpoint`]) and, when [`Limits::max_time`] is set, every
-/// [`crate::TIME_SLICE`] units (where the clock is read). Without either,
-/// the whole budget is one part, as if there were no reserve.
-pub(crate) struct Budget<H> {
-    /// The first part (the register's fuel before the entry charge).
-    first: i64,
-    /// Fuel not yet moved into the register.
-    pub reserve: i64,
-    /// The checkpoint's hook, until it has run.
-    pub hook: Option<fn(&mut H)>,
-    /// The hook runs when the register is spent and `reserve` is at most
-    /// this (the invocation has used more than the checkpoint's fuel).
-    hook_at: i64,
-    /// The time limit, if any (parts of [`crate::TIME_SLICE`] units).
-    clock: Option<Clock>,
-}
-
-/// The time limit of an invocation.
-pub(crate) struct Clock {
-    max: std::time::Duration,
-    /// When the first part ran out (the first reading of the clock).
-    started: Option<std::time::Instant>,
-}
-
-impl<H> Budget<H> {
-    /// The budget of an invocation under `limits`. Built in place, where
-    /// it stays (the register's fuel is read from `first`): copying a
-    /// freshly written budget whole stalls the processor (its stores
-    /// cannot be forwarded to a wider load), which costs an invocation
-    /// several nanoseconds.
-    #[inline(always)]
-    pub(crate) fn new(limits: &Limits, checkpoint: Option<Checkpoint<H>>) -> Budget<H> {
-        let total: i64 = limits.fuel.min(i64::MAX as u64) as i64;
-        let (mut first, hook, hook_at) = match checkpoint {
-            Some(c) if (c.fuel as i64) < total && c.fuel < i64::MAX as u64 => {
-                (c.fuel as i64, Some(c.hook), total - c.fuel as i64)
-            }
-            _ => (total, None, 0),
-        };
-        if limits.max_time.is_some() {
-            first = first.min(crate::TIME_SLICE as i64);
-        }
-        Budget {
-            first,
-            reserve: total - first,
-            hook,
-            hook_at,
-            clock: limits.max_time.map(|max| Clock { max, started: None }),
-        }
-    }
-}
-
-/// The register `fuel` went below zero: move the next part of the budget
-/// in (running the checkpoint's hook when passing it), as much as covers
-/// the charge that overdrew it, and read the clock if there is a time
-/// limit. Returns the new fuel and the fault that stops the invocation,
-/// if any: out of fuel (the whole budget is spent) or over its time.
-/// Interpreter and compiled code (`jit` helpers) share it. `fuel` is
-/// passed by value so that the interpreter's stays in a register.
-#[cold]
-#[inline(never)]
-pub(crate) fn refill<H>(mut fuel: i64, b: &mut Budget<H>, host: &mut H) -> (i64, Option<Fault>) {
-    let f = refill_at(&mut fuel, b, host);
-    (fuel, f)
-}
-
-#[inline(always)]
-fn refill_at<H>(fuel: &mut i64, b: &mut Budget<H>, host: &mut H) -> Option<Fault> {
-    while *fuel < 0 && b.reserve > 0 {
-        if b.hook.is_some() && b.reserve <= b.hook_at {
-            if let Some(h) = b.hook.take() {
-                h(host);
-            }
-        }
-        let cap = if b.hook.is_some() {
-            b.reserve - b.hook_at
-        } else {
-            b.reserve
-        };
-        let slice = match b.clock {
-            Some(_) => crate::TIME_SLICE as i64,
-            None => i64::MAX,
-        };
-        let take = cap.min(slice.max(fuel.saturating_neg()));
-        *fuel += take;
-        b.reserve -= take;
-    }
-    if *fuel < 0 {
-        return Some(Fault::OutOfFuel);
-    }
-    if let Some(c) = &mut b.clock {
-        let now = std::time::Instant::now();
-        match c.started {
-            None => c.started = Some(now),
-            Some(t) if now.saturating_duration_since(t) >= c.max => return Some(Fault::Timeout),
-            Some(_) => {}
-        }
-    }
-    None
-}
-
 /// The fuel of an invocation of `entry` with budget `b` (see
 /// [`Budget::new`]) after the host's call has charged the entry method's
 /// length (below zero: the budget does not cover it).
@@ -323,26 +178,6 @@ fn entry_fuel<H>(cls: &ClassInner<H>, host: &mut H, entry: usize, b: &mut Budget
 fn gc_cost(heap: &Heap, roots: usize, slots: usize) -> i64 {
     let words = (slots + roots + heap.arrays.len()) as u64;
     (1 + words / crate::GC_WORDS_PER_FUEL).min(i64::MAX as u64) as i64
-}
-
-/// A native's result of array type that is not a live array of the
-/// declared kind (the verifier trusts natives to return one).
-#[inline]
-pub(crate) fn bad_native_array<H>(
-    heap: &Heap,
-    nat: &crate::subset::BoundNative<H>,
-    v: i32,
-) -> Option<Fault> {
-    match nat.sig.ret {
-        Some(JType::Array(e)) if v != 0 && heap.get(v).and_then(|x| x.elem()) != Some(e) => {
-            Some(Fault::Internal(format!(
-                "native {} returned {v}, not a {} handle",
-                nat.name,
-                e.descriptor()
-            )))
-        }
-        _ => None,
-    }
 }
 
 #[inline(never)]

@@ -47,10 +47,10 @@
 //! 1 Mi of that per class ([`MAX_CLASS_COST`]), a method whose machine frame
 //! would exceed 16 KiB ([`MAX_FRAME_BYTES`]: compiled, measured,
 //! dropped), a method whose calls may take the frame stack past
-//! [`MAX_STACK_SLOTS`](crate::MAX_STACK_SLOTS) (the interpreter then
-//! faults where it must), and the callers of all of these. Blocks are
-//! sealed as soon as every branch to them is emitted, so the SSA
-//! construction stays linear in the method's size.
+//! [`MAX_STACK_SLOTS`] (the interpreter then faults where it must), and
+//! the callers of all of these. Blocks are sealed as soon as every branch
+//! to them is emitted, so the SSA construction stays linear in the
+//! method's size.
 //!
 //! Machine stack: compiled frames live on the calling thread's stack. A
 //! method's native calls share one argument area, and every compiled
@@ -84,12 +84,13 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Switch, Variab
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, FuncId, Linkage, Module, ModuleReloc};
 
+use crate::budget::{refill, switch_cost, Budget};
 use crate::decode::{Arg, MethodCode, Op};
-use crate::heap::{ArrayData, Heap, RawArr, RAW_B, RAW_FREE, RAW_I, RAW_S, RAW_Z};
-use crate::interp::{arr_fault, bad_native_array};
-use crate::natives::{Fast, Intrinsic, NativeCtx};
-use crate::subset::{ClassInner, JType};
-use crate::Fault;
+use crate::heap::{arr_fault, ArrayData, Heap, RawArr, RAW_B, RAW_FREE, RAW_I, RAW_S, RAW_Z};
+use crate::model::JType;
+use crate::natives::{bad_native_array, Fast, Intrinsic, NativeCtx, NativeFn, SinkFn};
+use crate::subset::{Class, ClassInner};
+use crate::{Fault, MAX_STACK_SLOTS};
 
 /// What a compiled method or a failing helper returns after recording a
 /// fault (any value outside the `i32` range would do).
@@ -165,8 +166,8 @@ pub(crate) struct Env<'a, H> {
     pub heap: &'a mut Heap,
     pub host: &'a mut H,
     /// The budget beyond `Ctx::fuel`: reserve, checkpoint and time limit
-    /// (see `interp::refill`).
-    pub budget: &'a mut crate::interp::Budget<H>,
+    /// (see `budget::refill`).
+    pub budget: &'a mut Budget<H>,
     pub fault: Option<Fault>,
     /// Method and op index of the fault.
     pub site: (u32, u32),
@@ -392,7 +393,7 @@ extern "C" fn h_spent<H>(ctx: *mut Ctx, site: i64) -> i64 {
 
 /// The interpreter's `spent!`: the fault that stops the invocation, if any.
 fn spent<H>(fuel: &mut i64, env: &mut Env<'_, H>) -> Option<Fault> {
-    let (left, f) = crate::interp::refill(*fuel, env.budget, env.host);
+    let (left, f) = refill(*fuel, env.budget, env.host);
     *fuel = left;
     f
 }
@@ -523,7 +524,7 @@ extern "C" fn h_native_int<H>(
     // compiled from (a function pointer, as `*const ()`), with the same `H`
     // this helper was instantiated with.
     #[allow(unsafe_code)]
-    let f = unsafe { std::mem::transmute::<*const (), crate::natives::NativeFn<H>>(f) };
+    let f = unsafe { std::mem::transmute::<*const (), NativeFn<H>>(f) };
     // SAFETY: called by compiled code with its context (see `parts`).
     #[allow(unsafe_code)]
     let (c, env) = unsafe { parts::<H>(ctx) };
@@ -537,7 +538,7 @@ extern "C" fn h_native_int<H>(
 fn call_native<H>(
     c: &mut Ctx,
     env: &mut Env<'_, H>,
-    f: crate::natives::NativeFn<H>,
+    f: NativeFn<H>,
     args: *const i32,
     argc: i64,
     site: i64,
@@ -598,7 +599,7 @@ extern "C" fn h_sink<H>(ctx: *mut Ctx, f: *const (), p: *const u8, n: u64, x: i3
     // SAFETY: compiled code passes a `SinkFn<H>` of the class it was
     // compiled from, with the same `H` this helper was instantiated with.
     #[allow(unsafe_code)]
-    let f = unsafe { std::mem::transmute::<*const (), crate::natives::SinkFn<H>>(f) };
+    let f = unsafe { std::mem::transmute::<*const (), SinkFn<H>>(f) };
     // SAFETY: called by compiled code with its context (see `parts`).
     #[allow(unsafe_code)]
     let (_, env) = unsafe { parts::<H>(ctx) };
@@ -706,7 +707,7 @@ fn compilable<H>(cls: &ClassInner<H>, refused: &[bool]) -> Vec<bool> {
         }
     }
     for m in 0..n {
-        if need[m].is_some_and(|k| k > crate::interp::MAX_STACK_SLOTS) {
+        if need[m].is_some_and(|k| k > MAX_STACK_SLOTS) {
             ok[m] = false;
         }
     }
@@ -766,6 +767,17 @@ fn slots_needed<H>(cls: &ClassInner<H>, m: usize, ok: &[bool], need: &mut [Optio
             need[x] = Some(most);
             todo.pop();
         }
+    }
+}
+
+impl<H> Class<H> {
+    /// Compile the class's methods to machine code for
+    /// [`Vm::install`](crate::Vm::install) (feature `jit`; see
+    /// [`Vm::compile`](crate::Vm::compile) for what is compiled). Takes
+    /// some milliseconds: a host that must not stall calls it on another
+    /// thread.
+    pub fn compile(&self) -> Result<Compiled<H>, String> {
+        compile(&self.inner)
     }
 }
 
@@ -1883,14 +1895,7 @@ impl<H> Gen<'_, '_, H> {
     /// ([`Natives::register_sink`](crate::Natives::register_sink)): the
     /// checks of [`Gen::byte_range`], then the sink; the fuel is charged
     /// if it accepts. Leaves the builder where [`Gen::window_copy`] does.
-    fn sink_call(
-        &mut self,
-        sink: crate::natives::SinkFn<H>,
-        h: Value,
-        aoff: Value,
-        x: Value,
-        len: Value,
-    ) -> Block {
+    fn sink_call(&mut self, sink: SinkFn<H>, h: Value, aoff: Value, x: Value, len: Value) -> Block {
         let slow = self.block();
         let done = self.block();
         let r = self.byte_range(h, aoff, len, None, slow);
@@ -2037,7 +2042,7 @@ impl<H> Gen<'_, '_, H> {
             .get(tab as usize)
             .ok_or_else(|| format!("switch table {tab} missing"))?;
         let key = self.var(s);
-        let cost = crate::interp::switch_cost(st);
+        let cost = switch_cost(st);
         if cost > 0 {
             self.charge(cost, i);
         }

@@ -52,6 +52,12 @@
 //! compiler, the calls into generated code and the helpers it calls back
 //! (`jit` module).
 //!
+//! Modules import only modules of the layers below their own, from the
+//! ground up: `classfile`; `model` (the class model the later stages
+//! share); `heap` and `verify`; `natives` and `decode`; `subset` (which
+//! runs the load stages) and `budget` (an invocation's fuel, which the
+//! interpreter and compiled code share); `jit`; `interp` (the [`Vm`]).
+//!
 //! ```no_run
 //! use jive::{test_natives, Class, Limits, Vm};
 //! # fn demo(bytes: &[u8]) -> Result<(), Box<dyn std::error::Error>> {
@@ -68,12 +74,14 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+mod budget;
 pub mod classfile;
 pub mod decode;
 pub mod heap;
 mod interp;
 #[cfg(feature = "jit")]
 mod jit;
+mod model;
 pub mod natives;
 pub mod subset;
 pub mod verify;
@@ -82,7 +90,7 @@ use std::fmt;
 use std::time::Duration;
 
 pub use heap::ArrayRef;
-pub use interp::{FaultSite, Prepared, Vm, DEFAULT_MACHINE_STACK, MAX_STACK_SLOTS};
+pub use interp::{FaultSite, Prepared, Vm, DEFAULT_MACHINE_STACK};
 #[cfg(feature = "jit")]
 pub use jit::Compiled;
 pub use natives::{
@@ -143,6 +151,10 @@ pub const TIME_SLICE: u64 = 1 << 16;
 /// Frame slots and array-table entries a collection during an invocation
 /// scans per unit of fuel it charges (see [`Limits::fuel`]).
 pub const GC_WORDS_PER_FUEL: u64 = 32;
+
+/// Most `i32` slots all frames of one invocation may use (4 Mi slots,
+/// 16 MiB); more is reported as [`Fault::StackOverflow`].
+pub const MAX_STACK_SLOTS: usize = 1 << 22;
 
 /// A class file refused at load: a normal answer, not an error of JIVE.
 ///

@@ -13,7 +13,7 @@
 //! the `test` domain, whose plain-Java twins live in the applet SDK.
 
 use crate::heap::{ArrayData, Heap};
-use crate::subset::Elem;
+use crate::model::{Elem, JType, Sig};
 use crate::Fault;
 
 /// Internal name of the class holding the project's natives.
@@ -53,6 +53,32 @@ impl<H> Clone for Fast<H> {
 }
 
 impl<H> Copy for Fast<H> {}
+
+/// A native bound into a class: the function and its signature.
+pub(crate) struct BoundNative<H> {
+    pub f: NativeFn<H>,
+    /// Read by the compiler only.
+    #[cfg_attr(not(feature = "jit"), allow(dead_code))]
+    pub fast: Option<Fast<H>>,
+    pub sig: Sig,
+    pub name: String,
+}
+
+/// A native's result of array type that is not a live array of the
+/// declared kind (the verifier trusts natives to return one).
+#[inline]
+pub(crate) fn bad_native_array<H>(heap: &Heap, nat: &BoundNative<H>, v: i32) -> Option<Fault> {
+    match nat.sig.ret {
+        Some(JType::Array(e)) if v != 0 && heap.get(v).and_then(|x| x.elem()) != Some(e) => {
+            Some(Fault::Internal(format!(
+                "native {} returned {v}, not a {} handle",
+                nat.name,
+                e.descriptor()
+            )))
+        }
+        _ => None,
+    }
+}
 
 /// The common case of a native registered with [`Natives::register_sink`]:
 /// the host state, the bytes `a[aoff..aoff + len]` of the applet's array and

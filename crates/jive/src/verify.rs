@@ -35,7 +35,7 @@
 //! once.
 
 use crate::classfile::CodeInfo;
-use crate::subset::{Callee, Elem, JType, MethodDef, Model};
+use crate::model::{Callee, Elem, JType, MethodDef, Model};
 
 /// A verification failure: bytecode offset (if any) and reason.
 pub type VerifyError = (Option<u32>, String);
@@ -1172,7 +1172,7 @@ impl Ctx<'_> {
                     }
                     Callee::Native(i) => {
                         let e = &self.model.natives[*i];
-                        let s = crate::subset::parse_method_descriptor(&e.3)
+                        let s = crate::model::parse_method_descriptor(&e.3)
                             .map_err(|r| format!("native {}.{}{}: {r}", e.1, e.2, e.3))?;
                         (s, true)
                     }
@@ -1211,10 +1211,10 @@ impl Ctx<'_> {
     }
 }
 
-fn unreachable_init() -> (crate::subset::Sig, bool) {
+fn unreachable_init() -> (crate::model::Sig, bool) {
     // Handled by the match arm above; kept total without panicking.
     (
-        crate::subset::Sig {
+        crate::model::Sig {
             params: Vec::new(),
             ret: None,
         },
