@@ -40,12 +40,12 @@ use serde_json::{json, Value};
 use unet::udm::{JobConfig, Mode, Node, UdmCounter, MAX_WORDS};
 use unet::{Engine, EngineConfig, Session};
 
+use super::child::{PathArg, TempDir};
 use super::gang::{Gang, GangConfig};
-use super::net::PathArg;
 use super::report::Progress;
 use super::stats::{self, median_f64};
 use super::udm_node::{self, App};
-use super::unet_paths::{self, TempDir};
+use super::unet_paths;
 
 type Res<T> = Result<T, String>;
 
