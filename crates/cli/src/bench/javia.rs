@@ -36,7 +36,7 @@ use serde_json::{json, Value};
 use unet::{Engine, EngineConfig, MemRegion, Session, Vi, ViAttributes, ViSeg};
 
 use super::child::TempDir;
-use super::plot::{self, Figure, Series};
+use super::plot::{self, Figure, Scale, Series};
 use super::report::{self, Progress};
 use super::stats::{self, fmt_size, median_f64};
 use crate::jdk::Jdk;
@@ -866,6 +866,7 @@ impl Table {
                 },
                 lines,
                 paper,
+                scale: Scale::LogLog,
             };
             plot::write_svg(&f, &dir.join(format!("figure{fig}-{}.svg", self.w.name())))?;
         }
