@@ -160,11 +160,19 @@ where
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_figure_becomes_an_svg_with_its_title_and_series() {
-        let dir = std::env::temp_dir().join(format!("unet-plot-{}", std::process::id()));
+    /// `f` written by `write_svg` into a directory of its own (`tag`), and
+    /// read back.
+    fn svg_of(f: &Figure, tag: &str) -> Res<String> {
+        let dir = std::env::temp_dir().join(format!("unet-plot-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("f.svg");
+        let r = write_svg(f, &path).map(|()| std::fs::read_to_string(&path).unwrap());
+        std::fs::remove_dir_all(&dir).unwrap();
+        r
+    }
+
+    #[test]
+    fn a_figure_becomes_an_svg_with_its_title_and_series() {
         let f = Figure {
             title: "Figure 9: test",
             x_desc: "bytes",
@@ -179,8 +187,7 @@ mod tests {
             }],
             scale: Scale::LogLog,
         };
-        write_svg(&f, &path).unwrap();
-        let text = std::fs::read_to_string(&path).unwrap();
+        let text = svg_of(&f, "log").unwrap();
         assert!(text.starts_with("<svg"));
         assert!(text.contains("Figure 9: test"));
         assert!(text.contains("measured") && text.contains("paper"));
@@ -189,15 +196,11 @@ mod tests {
             paper: vec![],
             ..f
         };
-        assert!(write_svg(&empty, &path).is_err());
-        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(svg_of(&empty, "log-empty").is_err());
     }
 
     #[test]
     fn a_linear_figure_takes_points_at_zero() {
-        let dir = std::env::temp_dir().join(format!("unet-plot-linear-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("f.svg");
         let f = Figure {
             title: "Figure 7: test",
             x_desc: "skew (% of a time slice)",
@@ -209,8 +212,7 @@ mod tests {
             paper: vec![],
             scale: Scale::Linear,
         };
-        write_svg(&f, &path).unwrap();
-        let text = std::fs::read_to_string(&path).unwrap();
+        let text = svg_of(&f, "linear").unwrap();
         assert!(text.starts_with("<svg"));
         assert!(text.contains("Figure 7: test") && text.contains("synth-1"));
         let nothing = Figure {
@@ -220,7 +222,6 @@ mod tests {
             }],
             ..f
         };
-        assert!(write_svg(&nothing, &path).is_err());
-        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(svg_of(&nothing, "linear-nan").is_err());
     }
 }
