@@ -35,11 +35,10 @@ use clap::ValueEnum;
 use serde_json::{json, Value};
 use unet::{Engine, EngineConfig, MemRegion, Session, Vi, ViAttributes, ViSeg};
 
-use super::net;
-use super::plot::{self, Figure, Series};
-use super::report::Progress;
+use super::child::TempDir;
+use super::plot::{self, Figure, Scale, Series};
+use super::report::{self, Progress};
 use super::stats::{self, fmt_size, median_f64};
-use super::unet_paths::TempDir;
 use crate::jdk::Jdk;
 
 type Res<T> = Result<T, String>;
@@ -204,7 +203,7 @@ struct Point {
 }
 
 pub fn run(a: Args) -> ExitCode {
-    net::finish(bench(a))
+    report::finish(bench(a))
 }
 
 fn bench(a: Args) -> Res<()> {
@@ -229,7 +228,7 @@ fn bench(a: Args) -> Res<()> {
     } else {
         None
     };
-    net::warn_if_busy();
+    report::warn_if_busy();
     let prog = Progress::new();
     let paths: &[Where] = match a.path {
         PathSel::Local => &[Where::Local],
@@ -867,6 +866,7 @@ impl Table {
                 },
                 lines,
                 paper,
+                scale: Scale::LogLog,
             };
             plot::write_svg(&f, &dir.join(format!("figure{fig}-{}.svg", self.w.name())))?;
         }
@@ -909,7 +909,7 @@ pub struct PeerArgs {
 }
 
 pub fn run_peer(a: PeerArgs) -> ExitCode {
-    net::finish(peer(a))
+    report::finish(peer(a))
 }
 
 /// Receives kept posted, sends kept outstanding at most.

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::Subcommand;
 
 mod applet_build;
+mod child;
 mod floor;
 mod gang;
 mod javia;
@@ -56,7 +57,7 @@ pub enum Command {
     JaviaPeer(javia::PeerArgs),
     /// The other process of a network benchmark run (internal).
     #[command(name = "__child", hide = true)]
-    Child(net::ChildArgs),
+    Child(child::ChildArgs),
 }
 
 pub fn run(c: Command) -> ExitCode {

@@ -22,55 +22,21 @@
 //! own user protocol (see `unet_paths`). `stream --figure6` compiles the
 //! four Figure 6 applets and runs them in bursts of 25.
 
-use std::fmt;
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::{Child, ChildStdout, Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use unet_engine::wire::udp::LOOPBACK_DATAGRAM;
 
 use super::applet_build;
+use super::child::{pin_to, spawn_child, ChildArgs, ChildKind, PathArg, PlacementArg};
 use super::floor::{self, Geometry, Shm, StreamRun};
-use super::report::{self, PingRow, Progress, StreamRow};
-use super::stats::{self, fmt_size, median_f64, median_of_all, Samples};
+use super::report::{self, finish, note_if_unsteady, warn_if_busy, PingRow, Progress, StreamRow};
+use super::stats::{self, fmt_size, iters_for, median_f64, median_of_all, Samples};
 use super::udp_raw;
 use super::unet_paths;
 use super::via;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum PathArg {
-    /// Shared-memory ring between the two endpoints' processes.
-    Direct,
-    /// Through the engine's queues (no wire).
-    Engine,
-    /// Through two engines over UDP loopback.
-    Udp,
-}
-
-impl PathArg {
-    pub fn name(self) -> &'static str {
-        match self {
-            PathArg::Direct => "direct",
-            PathArg::Engine => "engine",
-            PathArg::Udp => "udp",
-        }
-    }
-
-    fn baseline(self) -> &'static str {
-        match self {
-            PathArg::Udp => "raw_udp",
-            _ => "floor",
-        }
-    }
-}
-
-impl fmt::Display for PathArg {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
 
 /// Options both benchmarks share.
 #[derive(Args, Clone)]
@@ -126,24 +92,6 @@ pub struct Common {
     /// inline in each process (any path).
     #[arg(long, value_enum, default_value = "engine")]
     pub placement: PlacementArg,
-}
-
-/// Where `--applet` runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum PlacementArg {
-    /// In the engine.
-    Engine,
-    /// In each process's client library, on the direct path.
-    Inline,
-}
-
-impl PlacementArg {
-    pub fn name(self) -> &'static str {
-        match self {
-            PlacementArg::Engine => "engine",
-            PlacementArg::Inline => "inline",
-        }
-    }
 }
 
 /// The paths to measure: `--path`, or by default the direct path, the
@@ -312,73 +260,6 @@ pub enum Pattern {
     Burst25,
 }
 
-/// What the hidden child process does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum ChildKind {
-    FloorPingpong,
-    FloorStream,
-    UdpPingpong,
-    UdpStream,
-    UnetPingpong,
-    UnetStream,
-    /// `unet bench via`: the VI that echoes (`via`).
-    ViaPingpong,
-    /// `unet bench via`: the VI that receives a stream (`via`).
-    ViaStream,
-}
-
-/// The other process of a run (internal).
-#[derive(Args)]
-pub struct ChildArgs {
-    #[arg(value_enum)]
-    pub kind: ChildKind,
-    #[arg(long, default_value_t = 64)]
-    pub size: usize,
-    #[arg(long, default_value_t = 0)]
-    pub burst: usize,
-    /// unet stream receiver: messages per `recv_many` (1: `recv`); VI
-    /// stream receiver: receive descriptors kept posted.
-    #[arg(long, default_value_t = 1)]
-    pub batch: usize,
-    /// Inherited shared-memory descriptor (floor).
-    #[arg(long)]
-    pub fd: Option<i32>,
-    /// Floor ring geometry `slot0:n0:slot1:n1`.
-    #[arg(long)]
-    pub geom: Option<String>,
-    #[arg(long)]
-    pub pin_cpu: Option<usize>,
-    /// unet runs: the path.
-    #[arg(long, value_enum)]
-    pub path: Option<PathArg>,
-    /// unet runs on `direct`/`engine`: the engine's control socket.
-    #[arg(long)]
-    pub socket: Option<std::path::PathBuf>,
-    /// unet runs on `udp`: the engines' datagram size.
-    #[arg(long, default_value_t = LOOPBACK_DATAGRAM)]
-    pub max_datagram: usize,
-    /// unet runs: the endpoint's receive spin time.
-    #[arg(long)]
-    pub spin_us: Option<u64>,
-    /// unet runs on `udp`: print this side's engine counters at the end.
-    #[arg(long)]
-    pub counters: bool,
-    /// VI runs on `udp`: datagrams this side's engine drops on purpose
-    /// (parts per million, seeded).
-    #[arg(long, default_value_t = 0)]
-    pub drop_ppm: u32,
-    /// unet runs: attach this applet to the endpoint.
-    #[arg(long)]
-    pub applet: Option<std::path::PathBuf>,
-    /// unet runs: where the applet runs.
-    #[arg(long, value_enum, default_value = "engine")]
-    pub placement: PlacementArg,
-    /// unet runs: the endpoint is buffered with a virtual buffer of this
-    /// many bytes.
-    #[arg(long)]
-    pub buffered: Option<u64>,
-}
-
 type Res<T> = Result<T, String>;
 
 /// `unet bench stream`'s default sizes.
@@ -390,16 +271,6 @@ fn parse_align(s: &str) -> Res<usize> {
     match s.parse::<usize>() {
         Ok(a) if a.is_power_of_two() && (8..=4096).contains(&a) => Ok(a),
         _ => Err(format!("{s:?} is not a power of two from 8 to 4096")),
-    }
-}
-
-/// Round trips timed for a given size: the full count up to 4 KiB, then
-/// fewer in proportion, at least 500.
-pub(super) fn iters_for(iters: usize, size: usize) -> usize {
-    if size <= 4096 {
-        iters
-    } else {
-        (iters * 4096 / size).max(500).min(iters)
     }
 }
 
@@ -415,16 +286,6 @@ pub fn run_child(a: ChildArgs) -> ExitCode {
     finish(child(a))
 }
 
-pub(super) fn finish(r: Res<()>) -> ExitCode {
-    match r {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("unet bench: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
 fn setup(c: &Common, default_reps: usize) -> Res<usize> {
     let reps = c.reps.unwrap_or(default_reps);
     if reps == 0 {
@@ -435,36 +296,6 @@ fn setup(c: &Common, default_reps: usize) -> Res<usize> {
         pin_to(0)?;
     }
     Ok(reps)
-}
-
-/// Busy polling needs both cores: say so when other work is running.
-pub(super) fn warn_if_busy() {
-    let load = std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok());
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if let Some(l) = load {
-        if l > 0.5 * cpus as f64 {
-            eprintln!(
-                "unet bench: note: load average {l:.2} on {cpus} CPUs; \
-                 other work is running and the figures will be noisy"
-            );
-        }
-    }
-}
-
-/// Say so when the baseline's runs of one point lie too far apart for its
-/// ratio to mean much (this machine changes speed now and then).
-pub(super) fn note_if_unsteady(point: &str, baseline: &str, runs: &[f64], unit: &str) {
-    if let Some((lo, hi)) = stats::unsteady(runs) {
-        eprintln!(
-            "unet bench: note: {point}: the {baseline}'s {} runs ranged {lo:.3} to {hi:.3} {unit}, \
-             {:.1}x apart; the machine changed speed during the measurement and the ratio is \
-             unreliable: run it again",
-            runs.len(),
-            hi / lo
-        );
-    }
 }
 
 fn pingpong(mut a: PingArgs) -> Res<()> {
@@ -736,115 +567,6 @@ fn baseline_stream(
             ch.wait(r)
         }
     }
-}
-
-/// A running child process, and what it printed after `ready`.
-pub struct ChildProc {
-    child: Child,
-    /// Kept open so the child never writes to a closed pipe.
-    _out: BufReader<ChildStdout>,
-    pub info: String,
-}
-
-/// Starts `unet bench __child KIND …` and waits for its `ready` line.
-pub fn spawn_child(
-    kind: ChildKind,
-    size: usize,
-    burst: usize,
-    extra: &[String],
-    shm: Option<&Shm>,
-    pin: bool,
-) -> Res<ChildProc> {
-    let exe = std::env::current_exe().map_err(|e| format!("current executable: {e}"))?;
-    let mut cmd = Command::new(exe);
-    cmd.args(["bench", "__child"])
-        .arg(kind.to_possible_value().unwrap().get_name())
-        .args(["--size", &size.to_string(), "--burst", &burst.to_string()])
-        .args(extra)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
-    if pin {
-        cmd.args(["--pin-cpu", "1"]);
-    }
-    if let Some(shm) = shm {
-        cmd.args(["--fd", &shm.fd().to_string()]);
-        floor::set_inheritable(shm.fd(), true).map_err(|e| format!("fcntl: {e}"))?;
-    }
-    let child = cmd.spawn();
-    if let Some(shm) = shm {
-        floor::set_inheritable(shm.fd(), false).map_err(|e| format!("fcntl: {e}"))?;
-    }
-    let mut child = child.map_err(|e| format!("starting the child process: {e}"))?;
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    let _ = out.read_line(&mut line);
-    let mut p = ChildProc {
-        child,
-        _out: out,
-        info: String::new(),
-    };
-    match line.trim_end().strip_prefix("ready") {
-        Some(info) => {
-            p.info = info.trim().to_string();
-            Ok(p)
-        }
-        None => {
-            let _ = p.child.kill();
-            let _ = p.child.wait();
-            Err(format!("the child process did not start ({kind:?})"))
-        }
-    }
-}
-
-impl ChildProc {
-    /// Waits for the child to exit; on error `r` it is killed first.
-    pub fn wait<T>(mut self, r: Res<T>) -> Res<T> {
-        if r.is_err() {
-            // Give a child that failed on its own a moment to say so.
-            for _ in 0..30 {
-                if let Ok(Some(_)) = self.child.try_wait() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            let _ = self.child.kill();
-        }
-        let st = self
-            .child
-            .wait()
-            .map_err(|e| format!("waiting for the child: {e}"))?;
-        let v = r.map_err(|e| {
-            if st.success() {
-                e
-            } else {
-                format!("{e} (the child process: {st})")
-            }
-        })?;
-        if !st.success() {
-            return Err(format!("the child process failed ({st})"));
-        }
-        Ok(v)
-    }
-}
-
-/// Pins the calling process to one core.
-pub fn pin_to(cpu: usize) -> Res<()> {
-    // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET only write inside it,
-    // and sched_setaffinity reads exactly size_of::<cpu_set_t>() bytes.
-    let r = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_ZERO(&mut set);
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
-    };
-    if r != 0 {
-        return Err(format!(
-            "pinning to core {cpu}: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    Ok(())
 }
 
 fn ready(info: &str) {

@@ -1,12 +1,16 @@
 //! Output: one JSON object per line per measured point (`--json`), or a
 //! readable table with each unet figure beside its baseline and the ratio;
-//! and a single updating progress line on stderr when it is a terminal.
+//! and a single updating progress line on stderr when it is a terminal;
+//! a command's notes and its error on stderr.
 
 use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
 
 use serde_json::{json, Value};
 
-use super::stats::{fmt_size, median_f64};
+use super::stats::{self, fmt_size, median_f64};
+
+type Res<T> = Result<T, String>;
 
 /// One ping-pong point. `median_us`/`p99_us` are `None` with `--baseline-only`.
 pub struct PingRow {
@@ -225,6 +229,46 @@ impl Progress {
 impl Drop for Progress {
     fn drop(&mut self) {
         self.clear();
+    }
+}
+
+pub(super) fn finish(r: Res<()>) -> ExitCode {
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("unet bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Busy polling needs both cores: say so when other work is running.
+pub(super) fn warn_if_busy() {
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok());
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if let Some(l) = load {
+        if l > 0.5 * cpus as f64 {
+            eprintln!(
+                "unet bench: note: load average {l:.2} on {cpus} CPUs; \
+                 other work is running and the figures will be noisy"
+            );
+        }
+    }
+}
+
+/// Say so when the baseline's runs of one point lie too far apart for its
+/// ratio to mean much (this machine changes speed now and then).
+pub(super) fn note_if_unsteady(point: &str, baseline: &str, runs: &[f64], unit: &str) {
+    if let Some((lo, hi)) = stats::unsteady(runs) {
+        eprintln!(
+            "unet bench: note: {point}: the {baseline}'s {} runs ranged {lo:.3} to {hi:.3} {unit}, \
+             {:.1}x apart; the machine changed speed during the measurement and the ratio is \
+             unreliable: run it again",
+            runs.len(),
+            hi / lo
+        );
     }
 }
 

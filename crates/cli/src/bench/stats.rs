@@ -63,6 +63,16 @@ pub fn time_round_trips<E>(
     })
 }
 
+/// Round trips timed for a given size: the full count up to 4 KiB, then
+/// fewer in proportion, at least 500.
+pub(super) fn iters_for(iters: usize, size: usize) -> usize {
+    if size <= 4096 {
+        iters
+    } else {
+        (iters * 4096 / size).max(500).min(iters)
+    }
+}
+
 /// Cost of one `Instant::now()`: the median interval between back-to-back reads.
 pub fn clock_cost_ns() -> u64 {
     let mut t = [Instant::now(); 2001];

@@ -10,10 +10,9 @@ use std::net::{TcpListener, TcpStream};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use super::child::{self, DATA};
 use super::floor::StreamRun;
-use super::net;
 use super::stats::{self, Samples};
-use super::unet_paths::DATA;
 
 type Res<T> = Result<T, String>;
 
@@ -33,7 +32,7 @@ fn pair<T: Send + 'static>(
     let addr = l.local_addr().map_err(io_err("local address"))?;
     let t = thread::spawn(move || -> Res<T> {
         if pin {
-            net::pin_to(1)?;
+            child::pin_to(1)?;
         }
         let (s, _) = l.accept().map_err(io_err("accept"))?;
         s.set_nodelay(nodelay).map_err(io_err("TCP_NODELAY"))?;

@@ -29,23 +29,23 @@
 //! through the control socket of an engine embedded in this process.
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, ExitCode, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use clap::ValueEnum;
-use plotters::prelude::*;
 use serde_json::{json, Value};
 use unet::udm::{JobConfig, Mode, Node, UdmCounter, MAX_WORDS};
 use unet::{Engine, EngineConfig, Session};
 
+use super::child::{PathArg, TempDir};
 use super::gang::{Gang, GangConfig};
-use super::net::PathArg;
+use super::plot::{self, Figure, Scale, Series};
 use super::report::Progress;
 use super::stats::{self, median_f64};
 use super::udm_node::{self, App};
-use super::unet_paths::{self, TempDir};
+use super::unet_paths;
 
 type Res<T> = Result<T, String>;
 
@@ -1225,37 +1225,45 @@ fn fig78(p: &Plan) -> Res<()> {
         println!("most virtual buffer pages any node used: {pages} (the paper: under seven)");
         println!();
     }
-    let lines = |f: fn(&Point, f64) -> f64| -> Vec<(String, Vec<(f64, f64)>)> {
+    let lines = |f: fn(&Point, f64) -> f64| -> Vec<Series> {
         series
             .iter()
             .map(|(app, pts)| {
                 let base = pts.first().map_or(f64::NAN, |q| q.runtime);
-                (
-                    app.name().to_string(),
-                    pts.iter().map(|q| (q.x, f(q, base))).collect(),
-                )
+                Series {
+                    name: app.name().to_string(),
+                    points: pts.iter().map(|q| (q.x, f(q, base))).collect(),
+                }
             })
             .collect()
     };
     std::fs::create_dir_all(&p.a.out).map_err(|e| format!("{}: {e}", p.a.out.display()))?;
-    linear_svg(
-        &format!(
-            "Figure 7: messages buffered against skew ({} nodes)",
-            p.nodes
-        ),
-        "skew (% of a time slice)",
-        "messages buffered (%)",
-        &lines(|q, _| q.buffered_pct),
+    plot::write_svg(
+        &Figure {
+            title: &format!(
+                "Figure 7: messages buffered against skew ({} nodes)",
+                p.nodes
+            ),
+            x_desc: "skew (% of a time slice)",
+            y_desc: "messages buffered (%)",
+            lines: lines(|q, _| q.buffered_pct),
+            paper: vec![],
+            scale: Scale::Linear,
+        },
         &p.a.out.join("figure7.svg"),
     )?;
-    linear_svg(
-        &format!(
-            "Figure 8: runtime relative to zero skew ({} nodes)",
-            p.nodes
-        ),
-        "skew (% of a time slice)",
-        "relative runtime",
-        &lines(|q, base| q.runtime / base),
+    plot::write_svg(
+        &Figure {
+            title: &format!(
+                "Figure 8: runtime relative to zero skew ({} nodes)",
+                p.nodes
+            ),
+            x_desc: "skew (% of a time slice)",
+            y_desc: "relative runtime",
+            lines: lines(|q, base| q.runtime / base),
+            paper: vec![],
+            scale: Scale::Linear,
+        },
         &p.a.out.join("figure8.svg"),
     )?;
     Ok(())
@@ -1376,77 +1384,27 @@ fn fig910(p: &Plan) -> Res<()> {
         if !p.a.json {
             println!();
         }
-        let lines: Vec<(String, Vec<(f64, f64)>)> = out
+        let lines: Vec<Series> = out
             .iter()
-            .map(|(n, pts)| {
-                (
-                    format!("synth-{n}"),
-                    pts.iter().map(|q| (q.x, q.buffered_pct)).collect(),
-                )
+            .map(|(n, pts)| Series {
+                name: format!("synth-{n}"),
+                points: pts.iter().map(|q| (q.x, q.buffered_pct)).collect(),
             })
             .collect();
-        linear_svg(
-            &format!(
-                "Figure {fig}: synth-N, messages buffered ({} nodes)",
-                p.nodes
-            ),
-            xname,
-            "messages buffered (%)",
-            &lines,
+        plot::write_svg(
+            &Figure {
+                title: &format!(
+                    "Figure {fig}: synth-N, messages buffered ({} nodes)",
+                    p.nodes
+                ),
+                x_desc: xname,
+                y_desc: "messages buffered (%)",
+                lines,
+                paper: vec![],
+                scale: Scale::Linear,
+            },
             &p.a.out.join(format!("figure{fig}.svg")),
         )?;
     }
     Ok(())
-}
-
-/// An SVG line plot on linear axes (skews and percentages start at 0).
-fn linear_svg(
-    title: &str,
-    x: &str,
-    y: &str,
-    lines: &[(String, Vec<(f64, f64)>)],
-    path: &Path,
-) -> Res<()> {
-    let (mut x1, mut y1, mut any) = (0.0f64, 0.0f64, false);
-    for &(a, b) in lines.iter().flat_map(|l| l.1.iter()) {
-        if a.is_finite() && b.is_finite() {
-            x1 = x1.max(a);
-            y1 = y1.max(b);
-            any = true;
-        }
-    }
-    if !any {
-        return Err(format!("{title}: nothing to plot"));
-    }
-    let colors = [BLACK, RED, BLUE, GREEN, MAGENTA];
-    let draw = || -> Result<(), Box<dyn std::error::Error>> {
-        let root = SVGBackend::new(path, (800, 560)).into_drawing_area();
-        root.fill(&WHITE)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 20))
-            .margin(12)
-            .x_label_area_size(44)
-            .y_label_area_size(64)
-            .build_cartesian_2d(0.0..(x1 * 1.05).max(1.0), 0.0..(y1 * 1.1).max(1.0))?;
-        chart.configure_mesh().x_desc(x).y_desc(y).draw()?;
-        for (i, (name, pts)) in lines.iter().enumerate() {
-            let c = colors[i % colors.len()];
-            chart
-                .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))?
-                .label(name.as_str())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
-                });
-            chart.draw_series(pts.iter().map(|&q| Circle::new(q, 3, c.filled())))?;
-        }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()?;
-        root.present()?;
-        Ok(())
-    };
-    draw().map_err(|e| format!("writing {}: {e}", path.display()))
 }

@@ -18,8 +18,7 @@
 //! marks the last message of each burst for acknowledgment.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use unet::{
@@ -27,8 +26,11 @@ use unet::{
     PathChoice, RecvError, SendError, Session,
 };
 
+use super::child::{
+    spawn_child, stop_len, ChildArgs, ChildKind, PathArg, PlacementArg, TempDir, DATA, PATIENCE,
+    STOP, SYNC,
+};
 use super::floor::StreamRun;
-use super::net::{spawn_child, ChildArgs, ChildKind, PathArg};
 use super::stats::{self, Samples};
 
 /// A U-Net/SLE applet attached to both endpoints of a run.
@@ -36,7 +38,7 @@ use super::stats::{self, Samples};
 pub struct AppletRun {
     pub file: std::path::PathBuf,
     pub class: Vec<u8>,
-    pub placement: super::net::PlacementArg,
+    pub placement: PlacementArg,
     /// The user protocol it needs.
     pub kind: AppletKind,
 }
@@ -107,10 +109,10 @@ impl AppletKind {
 /// Round trips one PingPong run makes between the applets.
 const APPLET_ROUNDS: u32 = 100;
 
-fn attach(ep: &mut Endpoint, class: &[u8], placement: super::net::PlacementArg) -> Res<()> {
+fn attach(ep: &mut Endpoint, class: &[u8], placement: PlacementArg) -> Res<()> {
     let placement = match placement {
-        super::net::PlacementArg::Engine => unet::Placement::Engine,
-        super::net::PlacementArg::Inline => unet::Placement::Inline,
+        PlacementArg::Engine => unet::Placement::Engine,
+        PlacementArg::Inline => unet::Placement::Inline,
     };
     ep.attach_applet(
         class,
@@ -185,39 +187,12 @@ fn endpoint_config(spin_us: Option<u64>) -> EndpointConfig {
     c
 }
 
-pub(super) const DATA: u8 = 0xa5;
 const BURST_END: u8 = 0x5a;
-pub(super) const SYNC: u8 = 1;
-pub(super) const STOP: u8 = 2;
-/// How long a wait on a path that does not lose messages may last.
-pub(super) const PATIENCE: Duration = Duration::from_secs(20);
 
 type Res<T> = Result<T, String>;
 
 fn err(what: &str) -> impl Fn(unet::Error) -> String + '_ {
     move |e| format!("unet {what}: {e}")
-}
-
-/// A fresh directory for one run's control socket, removed on drop.
-pub(super) struct TempDir(pub(super) PathBuf);
-
-impl TempDir {
-    pub(super) fn new() -> Res<TempDir> {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let p = std::env::temp_dir().join(format!(
-            "unet-bench-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-        Ok(TempDir(p))
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// This process's side of a run. Field order is drop order: endpoint,
@@ -361,14 +336,6 @@ fn recv(ep: &mut Endpoint, buf: &mut [u8], t: Duration) -> Res<Option<unet::Recv
 
 fn recv_needed(ep: &mut Endpoint, buf: &mut [u8]) -> Res<unet::Recv> {
     recv(ep, buf, PATIENCE)?.ok_or_else(|| "unet recv: nothing arrived".to_string())
-}
-
-pub(super) fn stop_len(size: usize) -> usize {
-    if size == 1 {
-        2
-    } else {
-        1
-    }
 }
 
 /// Ping-pong over unet: each round trip timed on its own.

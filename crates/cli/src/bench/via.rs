@@ -51,12 +51,15 @@ use unet::{
 };
 use unet_engine::wire::udp::LOOPBACK_DATAGRAM;
 
+use super::child::{
+    self, spawn_child, stop_len, ChildArgs, ChildKind, ChildProc, PathArg, TempDir, DATA, PATIENCE,
+    STOP, SYNC,
+};
 use super::floor::StreamRun;
-use super::net::{self, spawn_child, ChildArgs, ChildKind, ChildProc, PathArg};
-use super::report::Progress;
+use super::report::{self, Progress};
 use super::stats::{self, fmt_size, median_f64, Samples};
 use super::tcp;
-use super::unet_paths::{self, stop_len, TempDir, DATA, PATIENCE, STOP, SYNC};
+use super::unet_paths;
 
 type Res<T> = Result<T, String>;
 
@@ -293,7 +296,7 @@ struct Point<'a> {
 impl Point<'_> {
     /// Ping-pong: timed round trips, and untimed ones before.
     fn iters(&self) -> (usize, usize) {
-        let iters = net::iters_for(self.s.iters, self.size);
+        let iters = stats::iters_for(self.s.iters, self.size);
         (iters, self.s.warmup.min(iters))
     }
 
@@ -451,14 +454,14 @@ impl Row {
 }
 
 pub fn run(a: Args) -> ExitCode {
-    net::finish(bench(a))
+    report::finish(bench(a))
 }
 
 fn bench(a: Args) -> Res<()> {
     let s = Settings::of(&a)?;
-    net::warn_if_busy();
+    report::warn_if_busy();
     if s.pin {
-        net::pin_to(0)?;
+        child::pin_to(0)?;
     }
     let prog = Progress::new();
     if !a.json {
@@ -530,7 +533,7 @@ fn remote(a: &Args, s: &Settings, prog: &Progress, emit: &dyn Fn(Row)) -> Res<()
             }
         }
         prog.clear();
-        net::note_if_unsteady(&what, "TCP", &tcp.1, "us (median of each)");
+        report::note_if_unsteady(&what, "TCP", &tcp.1, "us (median of each)");
         let unrel = (vis[0].0.median_us(), vis[0].1.clone());
         for (i, &r) in levels.iter().enumerate() {
             let (v, v_runs) = (&vis[i].0, &vis[i].1);
@@ -578,7 +581,7 @@ fn remote(a: &Args, s: &Settings, prog: &Progress, emit: &dyn Fn(Row)) -> Res<()
             }
         }
         prog.clear();
-        net::note_if_unsteady(&what, "TCP", &tcp_runs, "GB/s");
+        report::note_if_unsteady(&what, "TCP", &tcp_runs, "GB/s");
         let row = |r, value_runs: &[f64], baseline, baseline_runs: &[f64]| Row {
             bench: "via-stream",
             path: ViaPath::Remote,
@@ -642,7 +645,7 @@ fn pingpong_row(p: &Point, prog: &Progress) -> Res<Row> {
         vi.extend(v);
     }
     prog.clear();
-    net::note_if_unsteady(&what, "direct path", &base_runs, "us (median of each)");
+    report::note_if_unsteady(&what, "direct path", &base_runs, "us (median of each)");
     Ok(Row {
         bench: "via-pingpong",
         path: p.path,
@@ -674,7 +677,7 @@ fn stream_row(p: &Point, prog: &Progress) -> Res<Row> {
         vi_runs.push(gb(&vi_stream(p, 0)?));
     }
     prog.clear();
-    net::note_if_unsteady(&what, "direct path", &base_runs, "GB/s");
+    report::note_if_unsteady(&what, "direct path", &base_runs, "GB/s");
     Ok(Row {
         bench: "via-stream",
         path: p.path,
