@@ -10,26 +10,13 @@
 //! made on the engine's set-up thread (and a retired job's is unmapped
 //! there), and the request is answered when it is ready.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use unet::udm::*;
 use unet::*;
 
-const T: Option<Duration> = Some(Duration::from_secs(10));
-
-/// Round trips as (start, duration).
-type Trips = Vec<(Instant, Duration)>;
-
-fn pct(mut v: Vec<Duration>, p: f64) -> Duration {
-    if v.is_empty() {
-        return Duration::ZERO;
-    }
-    v.sort();
-    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
-    v[i]
-}
+mod common;
+use common::{pct, PingPong};
 
 /// The largest job `engine` makes: every node, and the largest fast
 /// rings whose job segment it accepts (asked from the largest down).
@@ -60,54 +47,7 @@ fn largest_job(engine: &Engine) -> JobConfig {
 fn making_the_largest_udm_jobs_does_not_stall_another_clients_ping_pong() {
     let engine = Engine::start(EngineConfig::default()).unwrap();
     let cfg = largest_job(&engine);
-    let s = Session::embedded(&engine).unwrap();
-    let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
-    let mut b = s.create_endpoint(EndpointConfig::default()).unwrap();
-    let ch = a
-        .open_channel(
-            b.addr(),
-            ChannelOptions {
-                path: PathChoice::Engine,
-            },
-        )
-        .unwrap();
-    // The ping stops first, at the end of a round trip; the pong only once
-    // the ping is gone (it would leave the last ping unanswered otherwise).
-    let stop = Arc::new(AtomicBool::new(false));
-    let stop_pong = Arc::new(AtomicBool::new(false));
-    let trips: Arc<Mutex<Trips>> = Arc::default();
-
-    let pong = {
-        let stop = stop_pong.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 64];
-            while !stop.load(Ordering::Relaxed) {
-                match b.recv(&mut buf, Some(Duration::from_millis(100))) {
-                    Ok(r) => b
-                        .send_blocking(r.channel, &buf[..r.len], Duration::from_secs(10))
-                        .expect("pong"),
-                    Err(RecvError::Timeout) => {}
-                    Err(e) => panic!("pong: {e}"),
-                }
-            }
-        })
-    };
-    let ping = {
-        let stop = stop.clone();
-        let trips = trips.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 64];
-            let mut mine = Vec::with_capacity(1 << 20);
-            while !stop.load(Ordering::Relaxed) {
-                let t = Instant::now();
-                a.send_blocking(ch, b"ping", Duration::from_secs(10))
-                    .expect("ping");
-                a.recv(&mut buf, T).expect("pong back");
-                mine.push((t, t.elapsed()));
-            }
-            *trips.lock().unwrap() = mine;
-        })
-    };
+    let pp = PingPong::start(&engine);
 
     // Warm up and measure the baseline; then, from other connections,
     // create the largest jobs one after another for a while, each dropped
@@ -137,12 +77,7 @@ fn making_the_largest_udm_jobs_does_not_stall_another_clients_ping_pong() {
     let t2 = Instant::now();
     std::thread::sleep(Duration::from_millis(500));
     let t3 = Instant::now();
-    stop.store(true, Ordering::Relaxed);
-    ping.join().unwrap();
-    stop_pong.store(true, Ordering::Relaxed);
-    pong.join().unwrap();
-
-    let trips = trips.lock().unwrap().clone();
+    let trips = pp.stop();
     let before: Vec<Duration> = trips
         .iter()
         .filter(|(t, d)| *t + *d < t0)

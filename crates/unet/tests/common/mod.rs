@@ -93,3 +93,109 @@ pub fn nonzero_counters(s: &Session) -> String {
     });
     out
 }
+
+/// Round trips as (start, duration).
+#[allow(dead_code)] // not every test binary uses it
+pub type Trips = Vec<(std::time::Instant, std::time::Duration)>;
+
+/// The `p` quantile (0 to 1) of `v`; zero for none.
+#[allow(dead_code)] // not every test binary uses it
+pub fn pct(mut v: Vec<std::time::Duration>, p: f64) -> std::time::Duration {
+    if v.is_empty() {
+        return std::time::Duration::ZERO;
+    }
+    v.sort();
+    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
+    v[i]
+}
+
+/// A 64-byte ping-pong through the engine between two endpoints of a
+/// session of its own, each end on a thread of its own, every round trip
+/// timed, until [`PingPong::stop`]: what the set-up stall tests watch
+/// while another client makes something large.
+#[allow(dead_code)] // not every test binary uses it
+pub struct PingPong {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    stop_pong: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    trips: std::sync::Arc<std::sync::Mutex<Trips>>,
+    ping: std::thread::JoinHandle<()>,
+    pong: std::thread::JoinHandle<()>,
+}
+
+#[allow(dead_code)] // not every test binary uses it
+impl PingPong {
+    /// Start it on `engine`.
+    pub fn start(engine: &unet::Engine) -> PingPong {
+        use std::sync::atomic::AtomicBool;
+        use std::sync::{Arc, Mutex};
+        use std::time::{Duration, Instant};
+        use unet::{ChannelOptions, EndpointConfig, PathChoice, RecvError};
+
+        let s = Session::embedded(engine).unwrap();
+        let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
+        let mut b = s.create_endpoint(EndpointConfig::default()).unwrap();
+        let ch = a
+            .open_channel(
+                b.addr(),
+                ChannelOptions {
+                    path: PathChoice::Engine,
+                },
+            )
+            .unwrap();
+        // The ping stops first, at the end of a round trip; the pong only
+        // once the ping is gone (it would leave the last ping unanswered
+        // otherwise).
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop_pong = Arc::new(AtomicBool::new(false));
+        let trips: Arc<Mutex<Trips>> = Arc::default();
+        let pong = {
+            let stop = stop_pong.clone();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 64];
+                while !stop.load(Ordering::Relaxed) {
+                    match b.recv(&mut buf, Some(Duration::from_millis(100))) {
+                        Ok(r) => b
+                            .send_blocking(r.channel, &buf[..r.len], Duration::from_secs(10))
+                            .expect("pong"),
+                        Err(RecvError::Timeout) => {}
+                        Err(e) => panic!("pong: {e}"),
+                    }
+                }
+            })
+        };
+        let ping = {
+            let stop = stop.clone();
+            let trips = trips.clone();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 64];
+                let mut mine = Vec::with_capacity(1 << 20);
+                while !stop.load(Ordering::Relaxed) {
+                    let t = Instant::now();
+                    a.send_blocking(ch, b"ping", Duration::from_secs(10))
+                        .expect("ping");
+                    a.recv(&mut buf, Some(Duration::from_secs(10)))
+                        .expect("pong back");
+                    mine.push((t, t.elapsed()));
+                }
+                *trips.lock().unwrap() = mine;
+            })
+        };
+        PingPong {
+            stop,
+            stop_pong,
+            trips,
+            ping,
+            pong,
+        }
+    }
+
+    /// Stop both ends; every round trip, in order.
+    pub fn stop(self) -> Trips {
+        self.stop.store(true, Ordering::Relaxed);
+        self.ping.join().unwrap();
+        self.stop_pong.store(true, Ordering::Relaxed);
+        self.pong.join().unwrap();
+        let trips = self.trips.lock().unwrap().clone();
+        trips
+    }
+}
