@@ -107,15 +107,17 @@ pub struct Args {
     /// Figures 7-8: the applications (comma list).
     #[arg(long, value_delimiter = ',', default_value = "barrier,enum,kv")]
     pub apps: Vec<AppArg>,
-    /// barrier: barriers [default: 200000 (the paper: 10 000, but a
+    /// barrier: barriers [default: 1000000 (the paper: 10 000, but a
     /// barrier takes about a microsecond here, and the run must span many
-    /// slices); 200 with --quick].
+    /// slices: some 30 of 20 ms, or the slices' phase swamps the skew's
+    /// effect); 200 with --quick].
     #[arg(long)]
     pub barriers: Option<u64>,
     /// enum: pegs a side [default: 6; 5 with --quick].
     #[arg(long)]
     pub pegs: Option<u32>,
-    /// kv: requests per node [default: 200000; 300 with --quick].
+    /// kv: requests per node [default: 1000000, some 35 slices of 20 ms;
+    /// 300 with --quick].
     #[arg(long)]
     pub kv_requests: Option<u64>,
     /// synth-N: N (comma list).
@@ -1141,9 +1143,9 @@ fn median_point(x: f64, runs: &[GangRun]) -> Point {
 
 fn app_extra(p: &Plan, app: App) -> Vec<String> {
     let (k, v) = match app {
-        App::Barrier => ("--count", p.q(p.a.barriers, 200_000, 200)),
+        App::Barrier => ("--count", p.q(p.a.barriers, 1_000_000, 200)),
         App::Enum => ("--pegs", p.q(p.a.pegs, 6, 5) as u64),
-        App::Kv => ("--count", p.q(p.a.kv_requests, 200_000, 300)),
+        App::Kv => ("--count", p.q(p.a.kv_requests, 1_000_000, 300)),
         _ => return vec![],
     };
     vec![k.to_string(), v.to_string()]
