@@ -295,6 +295,27 @@ unsafe fn peek_with(
     }
 }
 
+/// `f` of the resolved handle and words, or the status that resolving
+/// either failed with.
+fn with_words<H>(
+    h: Result<H, c_int>,
+    w: Result<&[u64], c_int>,
+    f: impl FnOnce(H, &[u64]) -> c_int,
+) -> c_int {
+    match (h, w) {
+        (Ok(h), Ok(w)) => f(h, w),
+        (Err(c), _) | (_, Err(c)) => c,
+    }
+}
+
+/// A blocking inject's status.
+fn inject_status(r: Result<(), InjectError>) -> c_int {
+    match r {
+        Ok(()) => UNET_OK,
+        Err(e) => fail_inject(e),
+    }
+}
+
 fn inject_result(r: Result<bool, InjectError>) -> c_int {
     match r {
         Ok(true) => UNET_OK,
@@ -539,14 +560,8 @@ pub unsafe extern "C" fn unet_udm_inject(
 ) -> c_int {
     guard(|| {
         // SAFETY: per this function's contract.
-        let (n, w) = match unsafe { (self::node(node), words_in(words, nwords)) } {
-            (Ok(n), Ok(w)) => (n, w),
-            (Err(c), _) | (_, Err(c)) => return c,
-        };
-        match n.inject(dest, handler, w) {
-            Ok(()) => UNET_OK,
-            Err(e) => fail_inject(e),
-        }
+        let (h, w) = unsafe { (self::node(node), words_in(words, nwords)) };
+        with_words(h, w, |n, w| inject_status(n.inject(dest, handler, w)))
     })
 }
 
@@ -565,11 +580,8 @@ pub unsafe extern "C" fn unet_udm_injectc(
 ) -> c_int {
     guard(|| {
         // SAFETY: per this function's contract.
-        let (n, w) = match unsafe { (self::node(node), words_in(words, nwords)) } {
-            (Ok(n), Ok(w)) => (n, w),
-            (Err(c), _) | (_, Err(c)) => return c,
-        };
-        inject_result(n.injectc(dest, handler, w))
+        let (h, w) = unsafe { (self::node(node), words_in(words, nwords)) };
+        with_words(h, w, |n, w| inject_result(n.injectc(dest, handler, w)))
     })
 }
 
@@ -1004,14 +1016,8 @@ pub unsafe extern "C" fn unet_udm_upcall_inject(
 ) -> c_int {
     guard(|| {
         // SAFETY: per this function's contract.
-        let (u, w) = match unsafe { (upcall(up), words_in(words, nwords)) } {
-            (Ok(u), Ok(w)) => (u, w),
-            (Err(c), _) | (_, Err(c)) => return c,
-        };
-        match u.inject(dest, handler, w) {
-            Ok(()) => UNET_OK,
-            Err(e) => fail_inject(e),
-        }
+        let (h, w) = unsafe { (upcall(up), words_in(words, nwords)) };
+        with_words(h, w, |u, w| inject_status(u.inject(dest, handler, w)))
     })
 }
 
@@ -1029,11 +1035,8 @@ pub unsafe extern "C" fn unet_udm_upcall_injectc(
 ) -> c_int {
     guard(|| {
         // SAFETY: per this function's contract.
-        let (u, w) = match unsafe { (upcall(up), words_in(words, nwords)) } {
-            (Ok(u), Ok(w)) => (u, w),
-            (Err(c), _) | (_, Err(c)) => return c,
-        };
-        inject_result(u.injectc(dest, handler, w))
+        let (h, w) = unsafe { (upcall(up), words_in(words, nwords)) };
+        with_words(h, w, |u, w| inject_result(u.injectc(dest, handler, w)))
     })
 }
 
