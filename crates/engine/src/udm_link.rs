@@ -1,5 +1,5 @@
 //! The state of the links that carry UDM jobs between engines: the
-//! types only, kept by [`crate::udm::Jobs`]; what moves them is
+//! types only, kept by `udm::Jobs`; what moves them is
 //! `udm_remote`.
 
 use std::collections::{HashMap, VecDeque};

@@ -6,7 +6,7 @@
 //! bounded by their length prefix which is checked first, and the whole file
 //! is capped at [`MAX_CLASS_BYTES`]. It checks the format only (magic,
 //! version, constant-pool tags and indices used structurally, attribute
-//! lengths); meaning is checked by [`crate::subset`] and [`crate::verify`].
+//! lengths); meaning is checked by `subset` and `verify`.
 
 use crate::{Rejection, MAX_CLASS_BYTES, MAX_CODE_BYTES};
 

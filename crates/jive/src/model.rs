@@ -4,9 +4,9 @@
 //! that references are resolved against ([`Callee`]).
 //!
 //! It imports only the parsed class file (stage 1), and the later stages
-//! import it: [`crate::subset`] builds the model (and re-exports these
-//! items, their public path), [`crate::verify`] and [`crate::decode`] read
-//! it, and the run time ([`crate::heap`], [`crate::natives`]) uses its
+//! import it: `subset` builds the model (and re-exports these
+//! items, their public path), `verify` and `decode` read
+//! it, and the run time (`heap`, `natives`) uses its
 //! types.
 
 use crate::classfile::{ClassFile, Cp};

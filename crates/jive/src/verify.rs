@@ -4,7 +4,7 @@
 //! padding of `tableswitch`/`lookupswitch`, handled; branch targets checked
 //! to be instruction starts inside the code), and each instruction is
 //! checked against the JIVE subset, with its constant-pool operands resolved
-//! against the class ([`crate::subset::Model`]). Then a dataflow pass infers
+//! against the class (`Model`, see `subset`). Then a dataflow pass infers
 //! the type of every local and stack slot at every instruction, as the JVM
 //! specification's type-inference verifier does (JVMS §4.10.2), over the
 //! subset's types: `int` (for `int`, `short`, `byte`, `boolean`), `null`,
