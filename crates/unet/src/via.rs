@@ -119,7 +119,7 @@ pub(crate) struct RegionInner {
 impl RegionInner {
     /// Whether a posted descriptor of some VI uses the region.
     fn in_use(&self) -> bool {
-        let mut users = self.users.lock().unwrap_or_else(|e| e.into_inner());
+        let mut users = lock(&self.users);
         users.retain(|w| w.strong_count() > 0);
         users
             .iter()
@@ -130,7 +130,7 @@ impl RegionInner {
     #[cold]
     fn new_user(&self) -> Arc<AtomicBool> {
         let f = Arc::new(AtomicBool::new(true));
-        let mut users = self.users.lock().unwrap_or_else(|e| e.into_inner());
+        let mut users = lock(&self.users);
         users.retain(|w| w.strong_count() > 0);
         users.push(Arc::downgrade(&f));
         f
