@@ -61,6 +61,7 @@ mod setup;
 mod setup_thread;
 mod setup_udm;
 mod setup_via;
+mod turns;
 mod udm;
 mod udm_link;
 mod udm_remote;

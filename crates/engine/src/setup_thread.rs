@@ -33,9 +33,15 @@
 //! the sparse buffers not counted) is done on one, larger work on the
 //! other. A client making (or dropping) 128 MiB endpoints or the largest
 //! jobs one after another thus never puts another client's small endpoint
-//! or job behind a queue of seconds of zeroing: each lane is first-come
-//! first-served, and the small lane's jobs are each a few milliseconds of
-//! work at most.
+//! or job behind a queue of seconds of zeroing: the small lane's jobs are
+//! each a few milliseconds of work at most. Within a lane the clients with
+//! work waiting take turns, one job each ([`Turns`]; the engine's own
+//! unmapping takes its turn as one more client), so a client that queues
+//! many large segments delays another's by one of them, not by all.
+//!
+//! The lanes' threads run at a lowered priority (nice 5): the threads of
+//! a data path come first, yet set-up still finishes while clients spin
+//! on every core (at nice 19 it did not, and creates timed out).
 //!
 //! A lane's thread is started at its first job; if it cannot be started,
 //! the work is done on the engine's thread as before (slow, never wrong).
@@ -46,7 +52,7 @@
 
 use std::io;
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -55,6 +61,7 @@ use unet_abi::Layout;
 use unet_sys::{EventFd, Segment};
 
 use crate::endpoints::{ClientId, EndpointTable};
+use crate::turns::Turns;
 use crate::udm::JobMemory;
 
 /// An endpoint whose segment is being made.
@@ -161,24 +168,70 @@ struct Made {
 /// lane (see the module docs): the default endpoint's is a few MiB.
 pub(crate) const SMALL_SEGMENT: u64 = 8 << 20;
 
-/// One set-up thread and the channel of its jobs.
+/// The work queued on a lane, served a client at a time
+/// ([`Turns`]; the engine's own unmapping takes its turn as one client).
+#[derive(Default)]
+struct Queue {
+    jobs: Turns<Option<ClientId>, Job>,
+    /// No more jobs will come: the thread ends once the queue is empty.
+    closed: bool,
+    /// The thread has ended: jobs are no longer taken.
+    ended: bool,
+}
+
+/// A lane's queue, shared with its thread.
+#[derive(Default)]
+struct Shared {
+    queue: Mutex<Queue>,
+    ready: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        // Nothing panics while holding the lock (pushes and pops), and the
+        // queue is whole whatever happened: a poisoned lock is used as is.
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The next job, waiting for one; None once the queue is closed and
+    /// empty.
+    fn next(&self) -> Option<Job> {
+        let mut q = self.lock();
+        loop {
+            if let Some(job) = q.jobs.pop() {
+                return Some(job);
+            }
+            if q.closed {
+                return None;
+            }
+            q = self.ready.wait(q).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+/// Marks the queue ended when its thread ends, however it ends.
+struct EndGuard(Arc<Shared>);
+
+impl Drop for EndGuard {
+    fn drop(&mut self) {
+        self.0.lock().ended = true;
+    }
+}
+
+/// One set-up thread and its queue.
 #[derive(Default)]
 struct Lane {
-    jobs: Option<Sender<Job>>,
+    shared: Option<Arc<Shared>>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Lane {
-    /// The channel to the lane's thread, started at the first call (None
-    /// if it cannot be started).
-    fn jobs(
-        &mut self,
-        name: &str,
-        made: &Sender<Made>,
-        waker: &Arc<EventFd>,
-    ) -> Option<&Sender<Job>> {
-        if self.jobs.is_none() {
-            let (jtx, jrx) = mpsc::channel::<Job>();
+    /// The lane's queue, its thread started at the first call (None if it
+    /// cannot be started).
+    fn shared(&mut self, name: &str, made: &Sender<Made>, waker: &Arc<EventFd>) -> Option<&Shared> {
+        if self.shared.is_none() {
+            let shared = Arc::new(Shared::default());
+            let guard = EndGuard(shared.clone());
             let mtx = made.clone();
             let waker = waker.clone();
             let t = std::thread::Builder::new()
@@ -187,7 +240,7 @@ impl Lane {
                     // Zeroing pages is background work: the threads on a
                     // data path (the engine's, its clients') come first.
                     let _ = unet_sys::lower_thread_priority();
-                    for job in jrx {
+                    while let Some(job) = guard.0.next() {
                         match job {
                             Job::Make { ticket, work } => {
                                 let product = work.run();
@@ -201,29 +254,40 @@ impl Lane {
                     }
                 })
                 .ok()?;
-            self.jobs = Some(jtx);
+            self.shared = Some(shared);
             self.thread = Some(t);
         }
-        self.jobs.as_ref()
+        self.shared.as_deref()
     }
 
-    /// Hand `job` to the lane's thread; gives it back if there is none.
+    /// Queue `job` for `client` (None: the engine's own work) on the
+    /// lane's thread; gives it back if there is none.
     fn send(
         &mut self,
         name: &str,
         made: &Sender<Made>,
         waker: &Arc<EventFd>,
-        job: Job,
+        (client, job): (Option<ClientId>, Job),
     ) -> Result<(), Job> {
-        match self.jobs(name, made, waker) {
-            Some(tx) => tx.send(job).map_err(|mpsc::SendError(job)| job),
-            None => Err(job),
+        let Some(shared) = self.shared(name, made, waker) else {
+            return Err(job);
+        };
+        let mut q = shared.lock();
+        if q.ended || q.closed {
+            return Err(job);
         }
+        q.jobs.push(client, job);
+        drop(q);
+        shared.ready.notify_one();
+        Ok(())
     }
 
     /// Let the thread finish its jobs, then wait for it.
     fn finish(&mut self) {
-        self.jobs = None;
+        if let Some(shared) = self.shared.take() {
+            shared.lock().closed = true;
+            shared.ready.notify_one();
+        }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -269,23 +333,26 @@ impl SetupThread {
         }
     }
 
-    /// Hand `job`, on `size` bytes of memory, to its lane; gives it back
-    /// if that lane has no thread.
-    fn send(&mut self, size: u64, job: Job) -> Result<(), Job> {
+    /// Hand `job`, on `size` bytes of memory, for `client` (None: the
+    /// engine's own), to its lane; gives it back if that lane has no
+    /// thread.
+    fn send(&mut self, size: u64, client: Option<ClientId>, job: Job) -> Result<(), Job> {
         let (lane, name) = if size <= SMALL_SEGMENT {
             (&mut self.small, "unet-setup")
         } else {
             (&mut self.large, "unet-setup-big")
         };
-        lane.send(name, &self.made_tx, &self.waker, job)
+        lane.send(name, &self.made_tx, &self.waker, (client, job))
     }
 
-    /// Start `work`, on `size` bytes: on its lane's thread, or here if
-    /// there is none. Returns its ticket.
-    fn make(&mut self, size: u64, work: Work) -> u64 {
+    /// Start `work`, on `size` bytes, for `client`: on its lane's thread
+    /// (in turn with other clients' work), or here if there is none.
+    /// Returns its ticket.
+    fn make(&mut self, size: u64, client: ClientId, work: Work) -> u64 {
         let ticket = self.next_ticket;
         self.next_ticket += 1;
-        if let Err(Job::Make { work, .. }) = self.send(size, Job::Make { ticket, work }) {
+        let job = Job::Make { ticket, work };
+        if let Err(Job::Make { work, .. }) = self.send(size, Some(client), job) {
             let product = work.run();
             self.made_here.push(Made { ticket, product });
             self.waker.notify();
@@ -311,7 +378,7 @@ impl SetupThread {
             engine_id,
             layout,
         };
-        let ticket = self.make(layout.segment_size, work);
+        let ticket = self.make(layout.segment_size, client, work);
         self.pending.push(PendingCreate {
             ticket,
             client,
@@ -341,7 +408,7 @@ impl SetupThread {
             engine_id,
             layout,
         };
-        let ticket = self.make(JobMemory::touched_by(&layout), work);
+        let ticket = self.make(JobMemory::touched_by(&layout), client, work);
         self.pending_jobs.push(PendingJob {
             ticket,
             client,
@@ -376,7 +443,7 @@ impl SetupThread {
         while let Ok(m) = self.made.try_recv() {
             made.push(m);
         }
-        // A lane's thread ends only once its jobs channel is dropped; should
+        // A lane's thread ends only once its queue is closed; should
         // it end otherwise (it cannot panic, but should it), what it had
         // not made fails and the lane starts a new thread at its next job.
         for large in [false, true] {
@@ -386,7 +453,7 @@ impl SetupThread {
                 &mut self.small
             };
             if lane.thread.as_ref().is_some_and(|t| t.is_finished()) {
-                lane.jobs = None;
+                lane.shared = None;
                 lane.thread = None;
                 while let Ok(m) = self.made.try_recv() {
                     made.push(m);
@@ -472,7 +539,7 @@ impl SetupThread {
         }
         // A refused job is dropped here: the segments are unmapped on the
         // engine's thread.
-        let _ = self.send(size, Job::Discard(segs));
+        let _ = self.send(size, None, Job::Discard(segs));
     }
 }
 
@@ -540,6 +607,35 @@ mod tests {
             ]
         );
         assert!(st.pending().is_empty());
+    }
+
+    /// Clients take turns on a lane: one that queued five large segments
+    /// delays another's one by at most two of them (the one being made
+    /// when it came, and the next in line).
+    #[test]
+    fn a_client_with_many_large_segments_queued_does_not_hold_up_another() {
+        let mut st = SetupThread::new(Arc::new(EventFd::new().unwrap()));
+        let large = Layout::new(Geometry {
+            buffer_area_size: 4 * SMALL_SEGMENT,
+            ..Geometry::default()
+        })
+        .unwrap();
+        for i in 0..5 {
+            st.start(7, 1, 10 + i, large, (true, 0), (i as usize, 100 + i));
+        }
+        st.start(7, 2, 20, large, (true, 0), (5, 200));
+        let order: Vec<u32> = endpoints(drain(&mut st))
+            .into_iter()
+            .map(|(p, seg)| {
+                seg.expect("a segment");
+                p.req_id
+            })
+            .collect();
+        assert_eq!(order.len(), 6);
+        let at = order.iter().position(|&r| r == 20).unwrap();
+        assert!(at <= 2, "the other client's segment came {at}th: {order:?}");
+        let firsts: Vec<u32> = order.iter().copied().filter(|&r| r != 20).collect();
+        assert_eq!(firsts, [10, 11, 12, 13, 14], "one client's in its order");
     }
 
     /// A creation whose client went away stays outstanding until its

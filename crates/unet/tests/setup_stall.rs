@@ -24,7 +24,7 @@ fn a_one_gib_endpoint_does_not_stall_another_clients_ping_pong() {
     // another connection, hold it a moment, and close it.
     std::thread::sleep(Duration::from_millis(500));
     // The create may take seconds on a loaded machine (the segment is made
-    // at the lowest priority): what is measured is the ping-pong, so this
+    // at a lowered priority): what is measured is the ping-pong, so this
     // session waits as long as the create takes.
     let other =
         Session::from_fd_with(engine.connect().unwrap(), SessionOptions { timeout: None }).unwrap();
@@ -97,7 +97,7 @@ fn a_one_gib_endpoint_does_not_stall_another_clients_ping_pong() {
         max_during < Duration::from_millis(50),
         "a round trip took {max_during:?} while a 1 GiB endpoint was created and closed"
     );
-    // The pages are zeroed on a thread of the lowest priority: the
+    // The pages are zeroed on a thread of lowered priority: the
     // ping-pong's p99 hardly moves (tens of microseconds here), and must
     // move by less than a millisecond.
     assert!(

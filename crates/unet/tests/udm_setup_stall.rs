@@ -59,7 +59,7 @@ fn making_the_largest_udm_jobs_does_not_stall_another_clients_ping_pong() {
     let mut slowest = Duration::ZERO;
     while made < 3 || (t0.elapsed() < Duration::from_millis(1500) && made < 100) {
         // A create may take long on a loaded machine (the memory is made at
-        // the lowest priority): what is measured is the ping-pong, so this
+        // a lowered priority): what is measured is the ping-pong, so this
         // session waits as long as the create takes.
         let other =
             Session::from_fd_with(engine.connect().unwrap(), SessionOptions { timeout: None })
