@@ -2209,6 +2209,27 @@ impl Vi {
         if self.poll_recv(&mut d) {
             return Ok(d.get());
         }
+        self.recv_spin(timeout)
+    }
+
+    /// [`Vi::recv_wait`] once the first poll found nothing: first polls,
+    /// each the whole receive path (the one a message found at once
+    /// takes) and a pause apart, for up to 64 of them (about the round
+    /// trip of a small message between two cores); then the general wait
+    /// (spinning on a word of the ring, then sleeping). Measured on the
+    /// local 64 B ping-pong, whole polls a pause apart answer sooner than
+    /// a cheap check of the ring followed by a separate poll.
+    #[inline(never)]
+    fn recv_spin(&mut self, timeout: Option<Duration>) -> Result<ViCompletion, WaitError> {
+        let mut d = Done::default();
+        if timeout != Some(Duration::ZERO) && self.core().connected() {
+            for _ in 0..64 {
+                std::hint::spin_loop();
+                if self.poll_recv(&mut d) {
+                    return Ok(d.get());
+                }
+            }
+        }
         self.wait(ViQueue::Recv, timeout)
     }
 
