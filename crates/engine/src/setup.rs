@@ -649,6 +649,9 @@ impl Setup<'_> {
         }
         for p in jobs {
             self.udm.unreserve(p.id);
+            if let Some(link) = p.replica_of {
+                self.udm_replica_abandoned(link);
+            }
         }
     }
 

@@ -19,9 +19,10 @@
 //! the job's id when the request arrives, and enters the job (its key,
 //! its doorbell, its counter) and answers the client when the memory is
 //! ready. A retired job's segments are unmapped here too. What stays on
-//! the loop is the bookkeeping: ids, keys, doorbells, replies. (A job's
+//! the loop is the bookkeeping: ids, keys, doorbells, replies. A job's
 //! *replica*, made when a node of another engine's job joins through this
-//! one, is still made on the loop, by the same code.)
+//! one, is made here the same way, and comes back marked with the link it
+//! is for.
 //!
 //! A client that goes away while its memory is being made is forgotten
 //! ([`SetupThread::forget_client`]: its reserved slots and ids are given
@@ -89,6 +90,9 @@ pub(crate) struct PendingJob {
     pub id: u32,
     pub layout: UdmLayout,
     pub timeout: Duration,
+    /// The link it is the replica for, when it is the replica of another
+    /// engine's job that `client` joins through that link.
+    pub replica_of: Option<u32>,
 }
 
 impl PendingJob {
@@ -403,6 +407,36 @@ impl SetupThread {
         layout: UdmLayout,
         timeout: Duration,
     ) {
+        self.start_job(engine_id, (client, req_id), id, (layout, timeout), None);
+    }
+
+    /// As [`SetupThread::start_udm_job`], for the replica of another
+    /// engine's job, joined through link `link`: it comes back marked so.
+    pub(crate) fn start_udm_replica(
+        &mut self,
+        engine_id: u64,
+        (client, req_id): (ClientId, u32),
+        id: u32,
+        (layout, timeout): (UdmLayout, Duration),
+        link: u32,
+    ) {
+        self.start_job(
+            engine_id,
+            (client, req_id),
+            id,
+            (layout, timeout),
+            Some(link),
+        );
+    }
+
+    fn start_job(
+        &mut self,
+        engine_id: u64,
+        (client, req_id): (ClientId, u32),
+        id: u32,
+        (layout, timeout): (UdmLayout, Duration),
+        replica_of: Option<u32>,
+    ) {
         let work = Work::UdmJob {
             id,
             engine_id,
@@ -416,6 +450,7 @@ impl SetupThread {
             id,
             layout,
             timeout,
+            replica_of,
         });
     }
 

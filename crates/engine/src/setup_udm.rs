@@ -112,6 +112,9 @@ impl Setup<'_> {
     /// Finish a job whose memory is ready (or could not be made): it is
     /// entered, its doorbell watched, and its client gets its id and key.
     pub(crate) fn finish_udm_job(&mut self, p: PendingJob, mem: std::io::Result<JobMemory>) {
+        if let Some(link) = p.replica_of {
+            return self.finish_udm_replica(p, link, mem);
+        }
         let (ci, req_id, id) = (p.client, p.req_id, p.id);
         let mem = match mem {
             Ok(mem) => mem,

@@ -892,9 +892,10 @@ impl Jobs {
     }
 
     /// Make a job on the calling thread: its id, its memory
-    /// ([`JobMemory::make`]), its doorbell. Returns its id. (The engine
-    /// makes a client's job's memory on its set-up thread instead, and
-    /// here only when that thread cannot be started.)
+    /// ([`JobMemory::make`]), its doorbell. Returns its id. For tests: the
+    /// engine makes every job's memory, replicas included, on its set-up
+    /// thread.
+    #[cfg(test)]
     pub(crate) fn create(
         &mut self,
         owner: ClientId,

@@ -9,12 +9,17 @@ use std::time::Instant;
 use crate::endpoints::ClientId;
 use crate::remote::ViIn;
 use crate::vi_path::RemoteVi;
+use crate::wire::frame::UdmAccept;
 use crate::wire::reliable::{RelReceiver, RelSender};
 
 /// One job's link to another engine.
 pub(crate) struct Link {
     /// The job here (None until a joining engine made its replica).
     pub(crate) job: Option<u32>,
+    /// While the replica is being made (on the set-up thread): the joins
+    /// the home granted meanwhile, first the one that started it, handed
+    /// to their clients once it is ready.
+    pub(crate) making: Option<Vec<(JoinOpen, UdmAccept)>>,
     /// On an engine that joined a job of another: the job's id at its
     /// home.
     pub(crate) home_job: Option<u32>,

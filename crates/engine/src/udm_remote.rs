@@ -6,7 +6,10 @@
 //! the home engine for it ([`UdmJoin`], with the job's key) and, the first
 //! time, makes the job's *replica*: a job segment of the same geometry in
 //! which every rank not joined here is marked remote
-//! ([`UDM_NODE_REMOTE`]). Between the two engines the job has one link, a
+//! ([`UDM_NODE_REMOTE`]). Its memory is made on the set-up thread, as any
+//! job's; grants that come meanwhile wait on the link
+//! ([`crate::udm_link::Link::making`]) and are handed out once it is
+//! entered. Between the two engines the job has one link, a
 //! reliable stream carried exactly as a VI's messages are (VI Data,
 //! ViAck and ViClose frames naming the link as their VI, the sequence
 //! numbers, acknowledgements, window and retransmission of
@@ -48,6 +51,7 @@ use crate::endpoints::ClientId;
 use crate::poller::Token;
 use crate::remote::{RemoteSide, ViIn};
 use crate::setup::Setup;
+use crate::setup_thread::PendingJob;
 use crate::udm::{Append, Job, JobMemory, Jobs, RemoteMsg, OUTBOX_MAX};
 use crate::udm_link::{JoinOpen, Link, Links};
 use crate::vi_path::{Outgoing, RemoteVi};
@@ -172,6 +176,7 @@ impl Link {
         let level = Reliability::ReliableDelivery;
         Link {
             job,
+            making: None,
             home_job: None,
             peer,
             connected,
@@ -804,9 +809,13 @@ impl Setup<'_> {
     /// Forget link `id`: tell its peer if asked, mark the ranks behind it
     /// gone, and the job retires if nothing holds it any more.
     fn retire_link(&mut self, id: u32, tell: bool) {
-        let Some(l) = self.udm.remote.links.remove(&id) else {
+        let Some(mut l) = self.udm.remote.links.remove(&id) else {
             return;
         };
+        // Joins waiting for a replica still being made: it will not come.
+        for (o, _) in l.making.take().into_iter().flatten() {
+            self.udm_reply(o.client, o.req_id, Err(ErrorCode::Unreachable));
+        }
         if let Some(w) = self.remote.as_deref_mut() {
             w.vi_route(id, None);
             w.vi_peer_remove(l.peer.addr);
@@ -986,16 +995,31 @@ impl Setup<'_> {
             self.udm.remote.opens.insert(a.request_id, o);
             return self.count_forged_udm();
         }
-        let local = match l.job {
-            Some(id) => id,
-            None => match self.udm_replica(o.client, o.link, &a) {
-                Ok(id) => id,
-                Err(code) => {
-                    self.udm_reply(o.client, o.req_id, Err(code));
-                    return self.retire_link(o.link, true);
+        let local = match (l.job, l.making.as_mut()) {
+            (Some(id), _) => id,
+            (None, Some(waiting)) => return waiting.push((o, a)),
+            (None, None) => {
+                let link = o.link;
+                match self.start_replica(&o, &a) {
+                    Ok(()) => {
+                        if let Some(l) = self.udm.remote.links.get_mut(&link) {
+                            l.making = Some(vec![(o, a)]);
+                        }
+                    }
+                    Err(code) => {
+                        self.udm_reply(o.client, o.req_id, Err(code));
+                        self.retire_link(link, true);
+                    }
                 }
-            },
+                return;
+            }
         };
+        self.finish_accept(o, a, local);
+    }
+
+    /// Hand rank `a.rank` of job `local` (the replica here) to the client
+    /// of the join `o`, which the home granted.
+    fn finish_accept(&mut self, o: JoinOpen, a: UdmAccept, local: u32) {
         let Some(job) = self.udm.jobs.get_mut(&local) else {
             return self.udm_reply(o.client, o.req_id, Err(ErrorCode::NoSuchJob));
         };
@@ -1011,25 +1035,79 @@ impl Setup<'_> {
         self.udm_reply_fds(o.client, o.req_id, local, a.rank, r);
     }
 
-    /// Make the replica of a home's job: every rank remote (behind `link`)
-    /// or gone. Its id here.
-    fn udm_replica(&mut self, ci: ClientId, link: u32, a: &UdmAccept) -> Result<u32, ErrorCode> {
+    /// Start making the replica of a home's job, for the join `o` the
+    /// home granted with `a`, on the set-up thread (it can be as large as
+    /// any job: made on the loop, it would hold up every client's
+    /// traffic); [`Setup::finish_udm_replica`] enters it when ready. It
+    /// is charged to the joining client, as a job it made.
+    fn start_replica(&mut self, o: &JoinOpen, a: &UdmAccept) -> Result<(), ErrorCode> {
         let buffer = a.buffer_cap as u64 * std::mem::size_of::<UdmMsg>() as u64;
         let layout =
             UdmLayout::new(a.nodes, a.fast_cap, buffer).map_err(|_| ErrorCode::BadGeometry)?;
-        self.check_memory_for(ci, JobMemory::charge(&layout))?;
+        self.check_memory_for(o.client, JobMemory::charge(&layout))?;
         let timeout = Duration::from_micros(a.timeout_us as u64).min(Duration::from_secs(60));
-        let id = self
+        let id = self.udm.reserve();
+        self.work.start_udm_replica(
+            self.engine_id,
+            (o.client, o.req_id),
+            id,
+            (layout, timeout),
+            o.link,
+        );
+        Ok(())
+    }
+
+    /// A replica's memory is ready (or could not be made): enter it, every
+    /// rank remote (behind its link) or gone, and hand the joins granted
+    /// meanwhile to their clients. If the link went away meanwhile, the
+    /// memory is unmapped and its id given back.
+    pub(crate) fn finish_udm_replica(
+        &mut self,
+        p: PendingJob,
+        link: u32,
+        mem: std::io::Result<JobMemory>,
+    ) {
+        let waiting = self
             .udm
-            .create(ci, layout, timeout, self.engine_id)
-            .map_err(|_| ErrorCode::NoResources)?;
-        let job = self.udm.jobs.get_mut(&id).expect("just made");
+            .remote
+            .links
+            .get_mut(&link)
+            .and_then(|l| l.making.take());
+        let Some(waiting) = waiting.filter(|w| !w.is_empty()) else {
+            self.udm.unreserve(p.id);
+            if let Ok(mem) = mem {
+                self.work.discard_all(mem.touched(), mem.into_segments());
+            }
+            return;
+        };
+        let entered = match mem {
+            Ok(mem) => match self.udm.insert(p.id, p.client, p.layout, p.timeout, mem) {
+                Ok(()) => true,
+                Err(mem) => {
+                    self.work.discard_all(mem.touched(), mem.into_segments());
+                    false
+                }
+            },
+            Err(_) => {
+                self.udm.unreserve(p.id);
+                false
+            }
+        };
+        if !entered {
+            for (o, _) in waiting {
+                self.udm_reply(o.client, o.req_id, Err(ErrorCode::NoResources));
+            }
+            return self.retire_link(link, true);
+        }
+        let id = p.id;
+        let gone = waiting[0].1.gone;
+        let job = self.udm.jobs.get_mut(&id).expect("just entered");
         let _ = self.poller.add_edge(
             job.doorbell.fd().as_raw_fd(),
             Token::UdmDoorbell(id as usize),
         );
-        for r in 0..layout.nodes {
-            if a.gone & (1 << r) != 0 {
+        for r in 0..p.layout.nodes {
+            if gone & (1 << r) != 0 {
                 job.node_gone(r);
             } else {
                 job.set_remote(r);
@@ -1039,12 +1117,21 @@ impl Setup<'_> {
         self.udm
             .remote
             .routes
-            .insert(id, vec![link; layout.nodes as usize]);
+            .insert(id, vec![link; p.layout.nodes as usize]);
         if let Some(l) = self.udm.remote.links.get_mut(&link) {
             l.job = Some(id);
-            l.announced = a.gone;
+            l.announced = gone;
         }
-        Ok(id)
+        for (o, a) in waiting {
+            self.finish_accept(o, a, id);
+        }
+    }
+
+    /// The client whose join started the replica for `link` went away
+    /// while it was being made (its memory is unmapped when ready): the
+    /// joins waiting for it fail, and the link goes.
+    pub(crate) fn udm_replica_abandoned(&mut self, link: u32) {
+        self.retire_link(link, true);
     }
 
     /// A home refused a join of ours.

@@ -182,6 +182,49 @@ fn seeded_loss_and_a_tiny_buffer_lose_nothing() {
     }
 }
 
+/// Eight ranks joined at once through the other engine: the first grant
+/// starts making the job's replica there (16 nodes, rings of 256: some
+/// 40 MiB, made on that engine's set-up thread), the grants that come
+/// meanwhile wait for it, and every node gets its rank and then every
+/// message.
+#[test]
+fn joins_granted_while_the_replica_is_made_all_get_their_ranks() {
+    let (ea, sa) = engine(0, 21);
+    let (_eb, sb) = engine(0, 22);
+    let ticket = sa
+        .udm_create_job(&JobConfig {
+            nodes: 16,
+            fast_queue: 256,
+            ..JobConfig::default()
+        })
+        .unwrap();
+    let home = ea.udp_addr();
+    let joins: Vec<_> = (8..16)
+        .map(|r| {
+            let sb = sb.clone();
+            thread::spawn(move || sb.udm_join_at(ticket, home, r))
+        })
+        .collect();
+    let mut nodes: Vec<Node> = (0..8).map(|r| sa.udm_join(ticket, r).unwrap()).collect();
+    for (r, j) in (8..).zip(joins) {
+        let node = j
+            .join()
+            .unwrap()
+            .unwrap_or_else(|e| panic!("rank {r}: {e}"));
+        assert_eq!(node.rank(), r);
+        nodes.push(node);
+    }
+    let threads: Vec<_> = nodes
+        .into_iter()
+        .enumerate()
+        .map(|(r, node)| thread::spawn(move || run_node(node, 50, 0x5EED + r as u64)))
+        .collect();
+    for t in threads {
+        let s = t.join().unwrap().stats();
+        assert_eq!(s.engine(UdmCounter::WireRx), 8 * 50, "{s:?}");
+    }
+}
+
 /// Frames to a job's link that do not carry its token, or do not come
 /// from its peer, and a join with a wrong key, are dropped and counted;
 /// the job goes on.
