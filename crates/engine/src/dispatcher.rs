@@ -370,6 +370,10 @@ impl Dispatcher {
         }
         if !self.udm.is_empty() {
             work += self.udm.poll();
+            if !self.udm.released.is_empty() {
+                let segs = std::mem::take(&mut self.udm.released);
+                self.work.release_all(segs);
+            }
         }
         if let Some(w) = self.remote.as_mut() {
             work += crate::udm_remote::poll(&mut self.udm, w, &self.counters);

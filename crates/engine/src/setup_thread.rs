@@ -159,8 +159,14 @@ impl Work {
 }
 
 enum Job {
-    Make { ticket: u64, work: Work },
+    Make {
+        ticket: u64,
+        work: Work,
+    },
     Discard(Vec<Segment>),
+    /// Give the memory of the segments back (punch it out of the file,
+    /// for every mapping still holding it), then unmap them.
+    Release(Vec<Segment>),
 }
 
 struct Made {
@@ -254,6 +260,11 @@ impl Lane {
                                 waker.notify();
                             }
                             Job::Discard(segs) => drop(segs),
+                            Job::Release(segs) => {
+                                for s in segs {
+                                    let _ = s.punch_hole(0, s.len());
+                                }
+                            }
                         }
                     }
                 })
@@ -575,6 +586,20 @@ impl SetupThread {
         // A refused job is dropped here: the segments are unmapped on the
         // engine's thread.
         let _ = self.send(size, None, Job::Discard(segs));
+    }
+
+    /// Give the memory of `segs` back to the system and unmap them, off
+    /// the engine's thread (on it if there is no set-up thread): for a
+    /// departed UDM node's virtual buffer, which its process may still
+    /// map, and whose populated pages (up to the buffer's limit, a GiB at
+    /// most) take a while to give back.
+    pub(crate) fn release_all(&mut self, segs: Vec<Segment>) {
+        let size = segs.iter().map(|s| s.len() as u64).sum();
+        if let Err(Job::Release(segs)) = self.send(size, None, Job::Release(segs)) {
+            for s in segs {
+                let _ = s.punch_hole(0, s.len());
+            }
+        }
     }
 }
 

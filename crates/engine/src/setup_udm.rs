@@ -192,8 +192,12 @@ impl Setup<'_> {
     /// Forget job `job` if its creator and every node are gone.
     pub(crate) fn udm_retire(&mut self, job: u32) {
         if self.udm.jobs.get(&job).is_some_and(|j| j.finished()) {
-            if let Some(j) = self.udm.jobs.remove(&job) {
+            if let Some(mut j) = self.udm.jobs.remove(&job) {
                 self.poller.remove(j.doorbell.fd().as_raw_fd());
+                let released = std::mem::take(&mut j.released);
+                if !released.is_empty() {
+                    self.work.release_all(released);
+                }
                 // Unmapping a large job segment takes a while: off the loop.
                 let size = JobMemory::touched_by(&j.layout);
                 self.work.discard_all(size, j.into_segments());

@@ -202,6 +202,9 @@ pub(crate) struct Job {
     pub layout: UdmLayout,
     pub seg: Segment,
     pub doorbell: EventFd,
+    /// Virtual buffers of nodes gone, to be given back off the loop
+    /// (taken by [`Jobs::poll`]).
+    pub released: Vec<Segment>,
     /// The atomicity timeout.
     pub timeout: Duration,
     pub nodes: Vec<UdmNode>,
@@ -267,6 +270,7 @@ impl Job {
     /// retired.
     pub(crate) fn into_segments(self) -> Vec<Segment> {
         let mut v = vec![self.seg];
+        v.extend(self.released);
         for n in self.nodes {
             v.extend(n.seg);
             v.extend(n.buf);
@@ -299,13 +303,13 @@ impl Job {
         };
         n.state = UDM_NODE_GONE;
         n.client = None;
-        if let Some(b) = n.buf.take() {
-            // Whoever still maps it (a process that left without exiting)
-            // reads zeros; the memory is free now.
-            let _ = b.punch_hole(0, b.len());
-        }
+        // Its memory is given back off the loop ([`Jobs::released`]):
+        // whoever still maps it (a process that left without exiting)
+        // reads zeros then.
+        let buf = n.buf.take();
         n.resident.forget(n.buf_head * MSG_BYTES);
         n.set(UdmCounter::BufferPages, 0);
+        self.released.extend(buf);
         // What it injected before it went is still delivered: its divert
         // ring is drained up to where its head is now.
         let l = self.layout;
@@ -792,6 +796,10 @@ pub(crate) struct Jobs {
     reserved: HashSet<u32>,
     /// The links of jobs that span engines (`udm_remote`).
     pub remote: crate::udm_link::Links,
+    /// Virtual buffers of departed nodes, gathered from the jobs at each
+    /// [`Jobs::poll`]: the engine gives their memory back on its set-up
+    /// thread.
+    pub released: Vec<Segment>,
 }
 
 impl Jobs {
@@ -886,6 +894,7 @@ impl Jobs {
                 wake_at: None,
                 outbox: VecDeque::new(),
                 outbox_counted: vec![0; layout.nodes as usize],
+                released: Vec::new(),
             },
         );
         Ok(())
@@ -920,7 +929,14 @@ impl Jobs {
     /// One turn: every job's divert rings, pages and timeouts.
     pub(crate) fn poll(&mut self) -> usize {
         let now = Instant::now();
-        self.jobs.values_mut().map(|j| j.poll(now)).sum()
+        let mut work = 0;
+        for j in self.jobs.values_mut() {
+            work += j.poll(now);
+            if !j.released.is_empty() {
+                self.released.append(&mut j.released);
+            }
+        }
+        work
     }
 
     /// The earliest timeout check due.
@@ -1047,10 +1063,19 @@ mod tests {
             let m: UdmMsg = read_msg(j.nodes[1].buf.as_ref().unwrap(), (pos % 32) as usize);
             assert_eq!(m.words[0], pos);
         }
-        // A node gone: what is sent to it is dropped and counted.
+        // A node gone: what is sent to it is dropped and counted; its
+        // buffer, 40 messages in it, is handed over to be given back off
+        // the loop, not emptied here.
         jobs.jobs.get_mut(&id).unwrap().node_gone(1);
+        let j = &jobs.jobs[&id];
+        assert!(j.nodes[1].buf.is_none());
+        assert_eq!(j.released.len(), 1);
+        let m: UdmMsg = read_msg(&j.released[0], 39 % 32);
+        assert_eq!(m.words[0], 39, "its pages still there");
         push(&jobs, id, 0, 40, msg(1, 1, 0));
         jobs.poll();
+        assert!(jobs.jobs[&id].released.is_empty());
+        assert_eq!(jobs.released.len(), 1, "gathered for the set-up thread");
         assert_eq!(counter(&jobs, id, 0, UdmCounter::DropDestGone), 1);
         let line = jobs.jobs[&id].line(1);
         assert_ne!(line.mode.load(Ordering::Acquire) & UDM_MODE_GONE, 0);
