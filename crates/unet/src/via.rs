@@ -397,16 +397,19 @@ struct Piece {
 /// descriptor is posted, instead of an atomic reference count per
 /// descriptor.
 ///
-/// The region a VI used last stays *kept* when its last descriptor
-/// completes (its reference and slot stay, marked unused): a VI that posts
-/// one descriptor at a time (a ping-pong, Javia's receives) would
-/// otherwise take and drop the reference, two atomic operations and a
-/// scan, at every message. A kept region does not count as in use: its
-/// flag (shared with the region, see [`RegionInner::in_use`]) says so,
-/// with a plain store at each change. Only the last used region is kept,
-/// and not once the user's handle is gone: a region deregistered or
-/// dropped meanwhile is let go at the VI's next change of region, or when
-/// it closes (the engine forgets it at once all the same).
+/// A region stays *kept* when its last descriptor completes (its
+/// reference and slot stay, marked unused), up to [`RegionsInUse::KEEP`]
+/// of them: a VI that posts a descriptor at a time (a ping-pong, Javia's
+/// receives) or cycles through a few buffers of their own regions
+/// (Javia-II's) would otherwise take and drop the reference, two atomic
+/// operations, a lock and a scan, at every message. A kept region does
+/// not count as in use: its flag (shared with the region, see
+/// [`RegionInner::in_use`]) says so, with a plain store at each change.
+/// Past the bound the kept regions not used last go, and a region whose
+/// user's handle is gone (deregistered or dropped) is let go as soon as
+/// no descriptor uses it, or at the VI's next new region if it was kept
+/// then (the engine forgets it at once all the same); all go when the VI
+/// closes.
 #[derive(Default)]
 struct RegionsInUse {
     /// The regions and how many posted pieces use each; `None`: a free
@@ -416,9 +419,10 @@ struct RegionsInUse {
     /// [`RegionsInUse::SCAN`] regions at a time (empty until then: a few
     /// slots are looked through faster than a hash is computed).
     index: HashMap<*const RegionInner, u16>,
-    /// The slot used last (a VI mostly uses one or two regions): kept
-    /// when unused.
+    /// The slot used last (a VI mostly uses one or two regions).
     last: u16,
+    /// Regions kept unused (`n == 0`).
+    kept: usize,
 }
 
 /// A region a VI holds.
@@ -433,6 +437,8 @@ struct Held {
 impl RegionsInUse {
     /// Slots looked through one by one before an index is kept.
     const SCAN: usize = 16;
+    /// Regions kept unused at most.
+    const KEEP: usize = 64;
 
     /// Count one more piece using `r`; its slot.
     #[inline]
@@ -444,6 +450,7 @@ impl RegionsInUse {
                     // sees it in program order; another thread's is a
                     // race the caller made.
                     h.used.store(true, Ordering::Relaxed);
+                    self.kept -= 1;
                 }
                 h.n += 1;
                 return self.last;
@@ -465,11 +472,15 @@ impl RegionsInUse {
         let slot = match found {
             Some(i) => i,
             None => {
+                // A new region: the kept ones whose user's handle went go
+                // first (their slots are free again).
+                self.trim(Self::KEEP, true);
                 let e = Some(Held {
                     region: r.clone(),
                     n: 0,
                     used: r.new_user(),
                 });
+                self.kept += 1;
                 let i = match self.slots.iter().position(Option::is_none) {
                     Some(i) => {
                         self.slots[i] = e;
@@ -480,7 +491,8 @@ impl RegionsInUse {
                         self.slots.len() - 1
                     }
                 };
-                // At most 2 queues x 4096 descriptors x 8 segments < 2^16.
+                // At most 2 queues x 4096 descriptors x 8 segments
+                // + KEEP < 2^16.
                 let i = i as u16;
                 if !self.index.is_empty() {
                     self.index.insert(Arc::as_ptr(r), i);
@@ -498,19 +510,16 @@ impl RegionsInUse {
         if let Some(Some(h)) = self.slots.get_mut(slot as usize) {
             if h.n == 0 {
                 h.used.store(true, Ordering::Relaxed);
+                self.kept -= 1;
             }
             h.n += 1;
         }
-        // The region kept before, if unused, goes: only the last is kept.
-        let before = std::mem::replace(&mut self.last, slot);
-        if before != slot {
-            self.let_go_if_unused(before);
-        }
+        self.last = slot;
         slot
     }
 
-    /// The pieces of `d` are done with: their regions are released once no
-    /// other descriptor uses them.
+    /// The pieces of `d` are done with: their regions are kept, unused,
+    /// once no other descriptor uses them.
     #[inline(always)]
     fn release(&mut self, d: &Desc) {
         if d.n == 1 {
@@ -528,6 +537,10 @@ impl RegionsInUse {
                         // that sees the flag clear.
                         h.n = 0;
                         h.used.store(false, Ordering::Release);
+                        self.kept += 1;
+                        if self.kept > Self::KEEP {
+                            self.trim(Self::KEEP, false);
+                        }
                         return;
                     }
                 }
@@ -554,9 +567,36 @@ impl RegionsInUse {
         h.n -= 1;
         if h.n == 0 {
             h.used.store(false, Ordering::Release);
-            if slot != self.last || h.region.gone.load(Ordering::Relaxed) {
+            self.kept += 1;
+            if h.region.gone.load(Ordering::Relaxed) {
                 self.let_go_if_unused(slot);
+            } else if self.kept > Self::KEEP {
+                self.trim(Self::KEEP, false);
             }
+        }
+    }
+
+    /// Let kept regions go until at most `keep` remain, those whose
+    /// user's handle is gone first (all of them if `gone_too`), never the
+    /// one used last unless its handle is gone.
+    #[cold]
+    fn trim(&mut self, keep: usize, gone_too: bool) {
+        if gone_too || self.kept > keep {
+            for i in 0..self.slots.len() {
+                let gone = self.slots[i]
+                    .as_ref()
+                    .is_some_and(|h| h.n == 0 && h.region.gone.load(Ordering::Relaxed));
+                if gone {
+                    self.let_go_if_unused(i as u16);
+                }
+            }
+        }
+        let mut i = 0;
+        while self.kept > keep && i < self.slots.len() {
+            if i != self.last as usize {
+                self.let_go_if_unused(i as u16);
+            }
+            i += 1;
         }
     }
 
@@ -568,6 +608,7 @@ impl RegionsInUse {
         };
         if e.as_ref().is_some_and(|h| h.n == 0) {
             if let Some(h) = e.take() {
+                self.kept -= 1;
                 if !self.index.is_empty() {
                     self.index.remove(&Arc::as_ptr(&h.region));
                 }

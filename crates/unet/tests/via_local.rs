@@ -463,6 +463,51 @@ fn a_region_kept_between_uses_is_still_deregistered_or_dropped_at_once() {
     assert_eq!(b.recv_wait(T).unwrap().status, Ok(64));
 }
 
+/// A VI that cycles through several regions (Javia-II's buffers, each a
+/// region of its own) keeps them all between uses; any of them, not only
+/// the last used, is still deregistered or dropped at once.
+#[test]
+fn regions_kept_while_a_vi_cycles_through_them_still_go_at_once() {
+    const MIB: usize = 1 << 20;
+    let e = Engine::start(EngineConfig {
+        client_memory: 96 * MIB as u64,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    let s1 = Session::embedded(&e).unwrap();
+    let s2 = Session::embedded(&e).unwrap();
+    let (mut a, mut b) = connect(
+        &s1,
+        &s2,
+        18,
+        ViAttributes::default(),
+        ViAttributes::default(),
+    );
+    let ra = s1.register_memory(4096).unwrap();
+    for round in 0..3u64 {
+        let mut rbs: Vec<MemRegion> = (0..8)
+            .map(|_| s2.register_memory(10 * MIB).unwrap())
+            .collect();
+        for i in 0..32u64 {
+            let r = &rbs[i as usize % 8];
+            b.post_recv(i, &[ViSeg::new(r, 0, 64)]).unwrap();
+            a.post_send(i, &[ViSeg::new(&ra, 8 * (i as usize % 8), 64)]).unwrap();
+            let c = b.recv_wait(T).unwrap();
+            assert_eq!((c.id, c.status), (i, Ok(64)));
+            while a.send_done().is_some() {}
+        }
+        // All eight kept, none in use: each goes, whichever way, and the
+        // engine forgets it (the next round's eight fit the quota).
+        for (k, r) in rbs.drain(..).enumerate() {
+            if (k as u64 + round) % 2 == 0 {
+                r.deregister().unwrap_or_else(|(_, e)| panic!("region {k}: {e}"));
+            } else {
+                drop(r);
+            }
+        }
+    }
+}
+
 #[test]
 fn a_bad_descriptor_breaks_its_vi_only() {
     let (_e, s1, s2) = engine();
