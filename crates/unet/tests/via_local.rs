@@ -499,7 +499,7 @@ fn regions_kept_while_a_vi_cycles_through_them_still_go_at_once() {
         // All eight kept, none in use: each goes, whichever way, and the
         // engine forgets it (the next round's eight fit the quota).
         for (k, r) in rbs.drain(..).enumerate() {
-            if (k as u64 + round) % 2 == 0 {
+            if (k as u64 + round).is_multiple_of(2) {
                 r.deregister().unwrap_or_else(|(_, e)| panic!("region {k}: {e}"));
             } else {
                 drop(r);
