@@ -491,7 +491,8 @@ fn regions_kept_while_a_vi_cycles_through_them_still_go_at_once() {
         for i in 0..32u64 {
             let r = &rbs[i as usize % 8];
             b.post_recv(i, &[ViSeg::new(r, 0, 64)]).unwrap();
-            a.post_send(i, &[ViSeg::new(&ra, 8 * (i as usize % 8), 64)]).unwrap();
+            a.post_send(i, &[ViSeg::new(&ra, 8 * (i as usize % 8), 64)])
+                .unwrap();
             let c = b.recv_wait(T).unwrap();
             assert_eq!((c.id, c.status), (i, Ok(64)));
             while a.send_done().is_some() {}
@@ -500,7 +501,8 @@ fn regions_kept_while_a_vi_cycles_through_them_still_go_at_once() {
         // engine forgets it (the next round's eight fit the quota).
         for (k, r) in rbs.drain(..).enumerate() {
             if (k as u64 + round).is_multiple_of(2) {
-                r.deregister().unwrap_or_else(|(_, e)| panic!("region {k}: {e}"));
+                r.deregister()
+                    .unwrap_or_else(|(_, e)| panic!("region {k}: {e}"));
             } else {
                 drop(r);
             }
