@@ -65,7 +65,10 @@ pub struct ViAttributes {
     pub send_queue: u32,
     /// Most receive descriptors outstanding.
     pub recv_queue: u32,
-    /// How long a blocking wait spins before it sleeps.
+    /// How long a blocking wait spins before it sleeps, at least: a VI
+    /// whose waits have lately lasted longer spins up to twice their
+    /// recent mean, at most [`ViAttributes::SPIN_ADAPT_MAX`] (0: never
+    /// spin).
     pub spin: Duration,
     /// The completion queue the send queue reports to (VIA's
     /// `VipCreateVi`), if any.
@@ -89,6 +92,9 @@ impl Default for ViAttributes {
 }
 
 impl ViAttributes {
+    /// The longest a wait spins when it adapts to the waits before it.
+    pub const SPIN_ADAPT_MAX: Duration = Duration::from_micros(250);
+
     fn params(&self) -> ViParams {
         ViParams {
             reliability: self.reliability,
@@ -1055,6 +1061,12 @@ struct Core {
     send_cq: Option<CompletionQueue>,
     recv_cq: Option<CompletionQueue>,
     stats: ViStats,
+    /// The recent mean of the waits that had to read the clock, in
+    /// nanoseconds (a moving average, an eighth per wait): a wait spins
+    /// up to twice this before it sleeps, so that a VI whose answers take
+    /// a little longer than `attrs.spin` (a round trip between engines)
+    /// does not sleep just before each one and pay a wake-up.
+    wait_mean_ns: u64,
     /// A message is waiting for a receive to be posted (counted once).
     holding: bool,
     /// The regions posted descriptors use.
@@ -1116,6 +1128,26 @@ impl Core {
             ViPath::Direct(c) => c,
             ViPath::Engine(_) => unreachable!("the direct path's code on an engine VI"),
         }
+    }
+
+    /// How long a wait spins now: `attrs.spin`, or up to twice the
+    /// recent waits' mean if longer (at most
+    /// [`ViAttributes::SPIN_ADAPT_MAX`]); never if `attrs.spin` is zero.
+    fn spin_now(&self) -> Duration {
+        let base = self.attrs.spin;
+        if base.is_zero() {
+            return base;
+        }
+        let adapt = Duration::from_nanos(self.wait_mean_ns.saturating_mul(2));
+        base.max(adapt.min(ViAttributes::SPIN_ADAPT_MAX))
+    }
+
+    /// A wait that read the clock ended with a completion after `d`
+    /// (counted as at most [`ViAttributes::SPIN_ADAPT_MAX`]: a long idle
+    /// wait says nothing about how long to spin, beyond the most).
+    fn waited(&mut self, d: Duration) {
+        let d = d.min(ViAttributes::SPIN_ADAPT_MAX).as_nanos() as u64;
+        self.wait_mean_ns = self.wait_mean_ns - self.wait_mean_ns / 8 + d / 8;
     }
 
     /// Whether the VI is connected (not in the error state).
@@ -2276,10 +2308,10 @@ impl Vi {
 
     #[inline(never)]
     fn wait(&mut self, q: ViQueue, timeout: Option<Duration>) -> Result<ViCompletion, WaitError> {
-        let spin = self.core().attrs.spin;
+        let spin = self.core().spin_now();
         // The clock is read only once the first polls found nothing: a
         // completion that comes at once costs no clock read.
-        let mut start = None;
+        let mut start: Option<Instant> = None;
         let mut round = 0u32;
         let mut d = Done::default();
         loop {
@@ -2309,6 +2341,9 @@ impl Vi {
                 None
             });
             if let Some(r) = polled {
+                if let (Some(t0), Ok(())) = (start, &r) {
+                    self.core().waited(t0.elapsed());
+                }
                 return r.map(|()| d.get());
             }
             round += 1;
@@ -2616,6 +2651,7 @@ fn vi_from_reply(
                 send_cq: attrs.send_cq.clone(),
                 recv_cq: attrs.recv_cq.clone(),
                 stats: ViStats::default(),
+                wait_mean_ns: 0,
                 holding: false,
                 held: RegionsInUse::default(),
                 session: session.clone(),
