@@ -1300,17 +1300,7 @@ fn engine_rate(s: &Session, dur: Duration) -> f64 {
         spin: Duration::from_micros(500),
         ..EndpointConfig::default()
     };
-    let mut a = s.create_endpoint(cfg).unwrap();
-
-    let mut b = s.create_endpoint(cfg).unwrap();
-    let ch = a
-        .open_channel(
-            b.addr(),
-            ChannelOptions {
-                path: PathChoice::Engine,
-            },
-        )
-        .unwrap();
+    let (mut a, mut b, ch) = common::engine_channel(s, cfg);
     let back = match next_event(&mut b, Duration::from_secs(5)) {
         Some(Event::ChannelOpened { channel, .. }) => channel,
         e => panic!("expected ChannelOpened, got {e:?}"),

@@ -75,16 +75,7 @@ fn direct_path_carries_every_size() {
 fn engine_path_carries_every_size() {
     let engine = Engine::start(EngineConfig::default()).unwrap();
     let s = Session::embedded(&engine).unwrap();
-    let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
-    let mut b = s.create_endpoint(EndpointConfig::default()).unwrap();
-    let ch = a
-        .open_channel(
-            b.addr(),
-            ChannelOptions {
-                path: PathChoice::Engine,
-            },
-        )
-        .unwrap();
+    let (mut a, mut b, ch) = common::engine_channel(&s, EndpointConfig::default());
     exchange(&mut a, &mut b, ch, SIZES, 3);
     assert_eq!(a.client_counter(ClientCounter::DirectTxMsgs), 0);
 }

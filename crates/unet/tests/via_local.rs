@@ -415,14 +415,11 @@ fn a_region_is_held_while_any_posted_descriptor_uses_it() {
     }
 }
 
-/// A VI that posts one descriptor at a time keeps its region between
-/// uses (no reference taken and dropped per message), which neither stops
-/// a deregistration nor keeps the region in the engine: with a quota that
-/// fits one region at a time, a deregistered or dropped region's memory
-/// is free for the next at once, while the VI lives on.
-#[test]
-fn a_region_kept_between_uses_is_still_deregistered_or_dropped_at_once() {
-    const MIB: usize = 1 << 20;
+const MIB: usize = 1 << 20;
+
+/// Two sessions of an engine whose clients may hold 96 MiB each, and a VI
+/// pair between them on `tag`.
+fn quota_pair(tag: u64) -> (Engine, Session, Session, Vi, Vi) {
     let e = Engine::start(EngineConfig {
         client_memory: 96 * MIB as u64,
         ..EngineConfig::default()
@@ -430,13 +427,19 @@ fn a_region_kept_between_uses_is_still_deregistered_or_dropped_at_once() {
     .unwrap();
     let s1 = Session::embedded(&e).unwrap();
     let s2 = Session::embedded(&e).unwrap();
-    let (mut a, mut b) = connect(
-        &s1,
-        &s2,
-        17,
-        ViAttributes::default(),
-        ViAttributes::default(),
-    );
+    let d = ViAttributes::default;
+    let (a, b) = connect(&s1, &s2, tag, d(), d());
+    (e, s1, s2, a, b)
+}
+
+/// A VI that posts one descriptor at a time keeps its region between
+/// uses (no reference taken and dropped per message), which neither stops
+/// a deregistration nor keeps the region in the engine: with a quota that
+/// fits one region at a time, a deregistered or dropped region's memory
+/// is free for the next at once, while the VI lives on.
+#[test]
+fn a_region_kept_between_uses_is_still_deregistered_or_dropped_at_once() {
+    let (_e, s1, s2, mut a, mut b) = quota_pair(17);
     let ra = s1.register_memory(4096).unwrap();
     for round in 0..4u64 {
         let rb = s2.register_memory(60 * MIB).unwrap();
@@ -468,21 +471,7 @@ fn a_region_kept_between_uses_is_still_deregistered_or_dropped_at_once() {
 /// the last used, is still deregistered or dropped at once.
 #[test]
 fn regions_kept_while_a_vi_cycles_through_them_still_go_at_once() {
-    const MIB: usize = 1 << 20;
-    let e = Engine::start(EngineConfig {
-        client_memory: 96 * MIB as u64,
-        ..EngineConfig::default()
-    })
-    .unwrap();
-    let s1 = Session::embedded(&e).unwrap();
-    let s2 = Session::embedded(&e).unwrap();
-    let (mut a, mut b) = connect(
-        &s1,
-        &s2,
-        18,
-        ViAttributes::default(),
-        ViAttributes::default(),
-    );
+    let (_e, s1, s2, mut a, mut b) = quota_pair(18);
     let ra = s1.register_memory(4096).unwrap();
     for round in 0..3u64 {
         let mut rbs: Vec<MemRegion> = (0..8)

@@ -99,6 +99,22 @@ pub fn nonzero_counters(s: &Session) -> String {
 pub type Trips = Vec<(std::time::Instant, std::time::Duration)>;
 
 /// The `p` quantile (0 to 1) of `v`; zero for none.
+/// Two endpoints of `s` made with `cfg`, and a channel from the first to
+/// the second through the engine (not the direct path).
+#[allow(dead_code)] // not every test binary uses it
+pub fn engine_channel(
+    s: &Session,
+    cfg: unet::EndpointConfig,
+) -> (Endpoint, Endpoint, unet::Channel) {
+    let mut a = s.create_endpoint(cfg).unwrap();
+    let b = s.create_endpoint(cfg).unwrap();
+    let path = unet::PathChoice::Engine;
+    let ch = a
+        .open_channel(b.addr(), unet::ChannelOptions { path })
+        .unwrap();
+    (a, b, ch)
+}
+
 #[allow(dead_code)] // not every test binary uses it
 pub fn pct(mut v: Vec<std::time::Duration>, p: f64) -> std::time::Duration {
     if v.is_empty() {
@@ -129,19 +145,10 @@ impl PingPong {
         use std::sync::atomic::AtomicBool;
         use std::sync::{Arc, Mutex};
         use std::time::{Duration, Instant};
-        use unet::{ChannelOptions, EndpointConfig, PathChoice, RecvError};
+        use unet::{EndpointConfig, RecvError};
 
         let s = Session::embedded(engine).unwrap();
-        let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
-        let mut b = s.create_endpoint(EndpointConfig::default()).unwrap();
-        let ch = a
-            .open_channel(
-                b.addr(),
-                ChannelOptions {
-                    path: PathChoice::Engine,
-                },
-            )
-            .unwrap();
+        let (mut a, mut b, ch) = engine_channel(&s, EndpointConfig::default());
         // The ping stops first, at the end of a round trip; the pong only
         // once the ping is gone (it would leave the last ping unanswered
         // otherwise).
