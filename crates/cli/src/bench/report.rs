@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use serde_json::{json, Value};
 
-use super::stats::{self, fmt_size, median_f64};
+use super::stats::{self, fmt_size};
 
 type Res<T> = Result<T, String>;
 
@@ -85,17 +85,9 @@ impl StreamRow {
     }
 
     /// The median of the ratios of each unet run to the baseline run
-    /// beside it (the runs are interleaved): steadier than `ratio` when the
-    /// machine changes speed between runs, for each pair shares a state
-    /// more often than the two medians do.
+    /// beside it ([`stats::paired_ratio`]).
     pub fn paired_ratio(&self) -> Option<f64> {
-        let r: Vec<f64> = self
-            .runs
-            .iter()
-            .zip(&self.baseline_runs)
-            .map(|(u, b)| u / b)
-            .collect();
-        (!r.is_empty()).then(|| median_f64(&r))
+        stats::paired_ratio(&self.runs, &self.baseline_runs)
     }
 
     pub fn json(&self) -> Value {
@@ -275,6 +267,7 @@ pub(super) fn note_if_unsteady(point: &str, baseline: &str, runs: &[f64], unit: 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::stats::median_f64;
 
     #[test]
     fn the_paired_ratio_is_the_median_of_the_runs_side_by_side() {

@@ -105,6 +105,16 @@ pub fn median_of_all(v: &[Option<f64>]) -> Option<f64> {
     (!known.is_empty()).then(|| median_f64(&known))
 }
 
+/// The median of the ratios of each run to the baseline run beside it
+/// (runs interleaved, the i-th of each taken together): steadier than the
+/// ratio of the two medians when the machine changes speed or placement
+/// between runs, for each pair shares a state more often than the two
+/// medians do. `None` when there is no pair.
+pub fn paired_ratio(runs: &[f64], baseline_runs: &[f64]) -> Option<f64> {
+    let r: Vec<f64> = runs.iter().zip(baseline_runs).map(|(v, b)| v / b).collect();
+    (!r.is_empty()).then(|| median_f64(&r))
+}
+
 pub fn median_f64(v: &[f64]) -> f64 {
     if v.is_empty() {
         return f64::NAN;

@@ -370,15 +370,9 @@ impl Row {
     }
 
     /// The median of the ratios of each VI run to the baseline run beside
-    /// it (see `report::StreamRow::paired_ratio`).
+    /// it ([`stats::paired_ratio`]).
     fn paired_ratio(&self) -> f64 {
-        let r: Vec<f64> = self
-            .value_runs
-            .iter()
-            .zip(&self.baseline_runs)
-            .map(|(v, b)| v / b)
-            .collect();
-        median_f64(&r)
+        stats::paired_ratio(&self.value_runs, &self.baseline_runs).unwrap_or(f64::NAN)
     }
 
     fn json(&self) -> Value {
@@ -625,8 +619,8 @@ fn remote(a: &Args, s: &Settings, prog: &Progress, emit: &dyn Fn(Row)) -> Res<()
 /// A figure against a reference measured beside it: the ratio of the
 /// medians and the median of the run-by-run ratios.
 fn vs(value: f64, reference: f64, runs: &[f64], ref_runs: &[f64]) -> (f64, f64) {
-    let paired: Vec<f64> = runs.iter().zip(ref_runs).map(|(v, r)| v / r).collect();
-    (value / reference, median_f64(&paired))
+    let paired = stats::paired_ratio(runs, ref_runs).unwrap_or(f64::NAN);
+    (value / reference, paired)
 }
 
 fn pingpong_row(p: &Point, prog: &Progress) -> Res<Row> {
