@@ -107,6 +107,12 @@ pub struct Args {
     /// Use the Java classes as built; do not run Maven first.
     #[arg(long)]
     pub no_build: bool,
+    /// Javia's VIs shared between threads, a lock taken on every call
+    /// (Javia's default), instead of confined to the one thread that
+    /// drives each end (`ViAttributes.setConfined`, no lock; the Rust
+    /// client, owned by one thread, takes none either).
+    #[arg(long)]
+    pub shared_vis: bool,
 }
 
 /// What one run measures.
@@ -287,6 +293,8 @@ struct Java {
     jdk: Jdk,
     classpath: String,
     library: PathBuf,
+    /// Javia's VIs confined to their threads (not `--shared-vis`).
+    confined: bool,
 }
 
 impl Java {
@@ -343,6 +351,7 @@ impl Java {
             jdk,
             classpath,
             library,
+            confined: !a.shared_vis,
         })
     }
 
@@ -365,6 +374,8 @@ impl Java {
             "unet.javia.bench.JaviaBench",
             role,
             kind.name(),
+            "--confined",
+            if self.confined { "true" } else { "false" },
         ]);
         c
     }

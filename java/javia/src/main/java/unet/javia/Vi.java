@@ -20,7 +20,9 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  * from several threads (a lock orders them); a wait, for a send's buffer or
  * a receive, gives the lock up while it spins and takes it back in short
  * slices while it sleeps, so a thread on the other queue is held back at
- * most one slice (200 microseconds).
+ * most one slice (200 microseconds). A VI made with {@link
+ * ViAttributes#setConfined} belongs to the thread that made it instead: no
+ * lock, and a call from another thread throws {@link WrongThreadException}.
  *
  * <p>Failures follow VIA: when the peer goes, a descriptor is bad or a
  * message does not fit, the VI enters the error state; every call then
@@ -42,7 +44,7 @@ public final class Vi implements AutoCloseable {
     /** How long a wait holds the lock at a time while it sleeps. */
     private static final long SLICE_US = 200;
 
-    private final ViLock lock = new ViLock();
+    private final ViLock lock;
     private final Arena arena = Arena.ofShared();
     private final MemorySegment vi;
     private final int id;
@@ -112,6 +114,7 @@ public final class Vi implements AutoCloseable {
     }
 
     Vi(MemorySegment handle, ViAttributes attr, ViCompletionQ sendQ, ViCompletionQ recvQ) throws ViException {
+        this.lock = new ViLock(attr.isConfined() ? Thread.currentThread() : null);
         this.vi = handle;
         this.attrs = attr.copy();
         this.sendQ = sendQ;

@@ -23,6 +23,7 @@ public final class ViAttributes {
     private int maxMessageSize = 64 * 1024;
     private int spinMicros = 50;
     private int inPlaceFrom = IN_PLACE_FROM;
+    private boolean confined;
 
     /**
      * The default of {@link #setInPlaceFrom}: messages of this many bytes
@@ -147,6 +148,29 @@ public final class ViAttributes {
         return this;
     }
 
+    /** @return whether the VI is confined to the thread that makes it */
+    public boolean isConfined() {
+        return confined;
+    }
+
+    /**
+     * Confine the VI to the thread that makes it (the constructor's, or
+     * {@link ServerVi#accept}'s), as {@code Arena.ofConfined()} confines
+     * memory: its calls then take no lock, and a call from any other
+     * thread (close and unregistering its buffers' tickets included)
+     * throws {@link WrongThreadException}, changing nothing. For a VI that
+     * one thread drives, as a latency-bound loop does (Aeron's exclusive
+     * publications are the same trade). The default, false: any thread
+     * may call, a lock orders the calls.
+     *
+     * @param confined whether to confine it
+     * @return this
+     */
+    public ViAttributes setConfined(boolean confined) {
+        this.confined = confined;
+        return this;
+    }
+
     ViAttributes copy() {
         ViAttributes a = new ViAttributes();
         a.reliability = reliability;
@@ -155,6 +179,7 @@ public final class ViAttributes {
         a.maxMessageSize = maxMessageSize;
         a.spinMicros = spinMicros;
         a.inPlaceFrom = inPlaceFrom;
+        a.confined = confined;
         return a;
     }
 }

@@ -11,6 +11,10 @@ import java.util.concurrent.locks.LockSupport;
  * release, on every call of the data path). A thread that finds it taken
  * spins briefly, then yields, then parks in short naps, counted in
  * {@link #hasQueuedThreads} so that a long wait can step aside for it.
+ *
+ * <p>A lock of a confined VI ({@link ViAttributes#setConfined}) is no
+ * lock: it only checks that the caller is the VI's thread, and throws
+ * {@link WrongThreadException} otherwise.
  */
 final class ViLock {
     private static final VarHandle STATE;
@@ -42,8 +46,22 @@ final class ViLock {
         }
     }
 
+    /** The one thread that may call, for a confined VI; else null. */
+    private final Thread confinedTo;
+
+    /** @param confinedTo the VI's thread if it is confined, else null */
+    ViLock(Thread confinedTo) {
+        this.confinedTo = confinedTo;
+    }
+
     void lock() {
         Thread me = Thread.currentThread();
+        if (confinedTo != null) {
+            if (me != confinedTo) {
+                throw wrongThread();
+            }
+            return;
+        }
         if (owner == me) {
             holds++;
             return;
@@ -75,7 +93,16 @@ final class ViLock {
         }
     }
 
+    private WrongThreadException wrongThread() {
+        return new WrongThreadException("this Vi is confined to thread \"" + confinedTo.getName()
+                + "\" (ViAttributes.setConfined); called from \"" + Thread.currentThread().getName() + "\"");
+    }
+
     void unlock() {
+        if (confinedTo != null) {
+            // Only the VI's thread got past lock().
+            return;
+        }
         if (owner != Thread.currentThread()) {
             throw new IllegalMonitorStateException("the Vi's lock is not held by this thread");
         }

@@ -17,7 +17,7 @@ import org.junit.jupiter.api.Test;
 
 /** Javia-I between two VIs of one JVM on the local path. */
 class JaviaITest {
-    private static final AtomicInteger TAGS = new AtomicInteger(1000);
+    static final AtomicInteger TAGS = new AtomicInteger(1000);
 
     @BeforeAll
     static void engine() throws Exception {

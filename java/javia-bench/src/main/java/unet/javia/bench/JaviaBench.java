@@ -28,7 +28,7 @@ import java.util.List;
  *
  * <p>Usage: {@code JaviaBench ping|pong KIND [--sizes 4,64,...] [--iters
  * N] [--warmup N] [--reps N] [--bytes N] [--tag N] [--addr local|HOST:PORT]
- * [--aeron-dir DIR]}, KIND one of {@code copy} (Javia-I, the array copied
+ * [--aeron-dir DIR] [--confined true|false]}, KIND one of {@code copy} (Javia-I, the array copied
  * into Javia's buffers), {@code inplace} (Javia-I, the array handed to the
  * library for the call), {@code buffer} (Javia-II), {@code aeron} (Aeron
  * IPC, the pong end running the media driver).
@@ -46,6 +46,8 @@ public final class JaviaBench {
         int tag = 7100;
         String addr = "local";
         String aeronDir;
+        /** Javia's VIs confined to the thread that drives them (no lock on their calls). */
+        boolean confined = true;
 
         int max() {
             return Arrays.stream(sizes).max().orElse(1);
@@ -137,6 +139,11 @@ public final class JaviaBench {
                 case "--tag" -> p.tag = Integer.parseInt(v);
                 case "--addr" -> p.addr = v;
                 case "--aeron-dir" -> p.aeronDir = v;
+                case "--confined" -> p.confined = switch (v) {
+                    case "true" -> true;
+                    case "false" -> false;
+                    default -> throw new IllegalArgumentException("--confined " + v + " is not true or false");
+                };
                 default -> throw new IllegalArgumentException("unknown option " + a[i]);
             }
         }

@@ -22,7 +22,8 @@ final class JaviaPeers {
     static ViAttributes attrs(JaviaBench.Plan plan, boolean inPlace) {
         return new ViAttributes()
                 .setMaxMessageSize(Math.max(1, plan.max()))
-                .setInPlaceFrom(inPlace ? 0 : Integer.MAX_VALUE);
+                .setInPlaceFrom(inPlace ? 0 : Integer.MAX_VALUE)
+                .setConfined(plan.confined);
     }
 
     /** The connected VI: {@code ping} connects to {@code plan.addr}, pong accepts. */
