@@ -13,15 +13,7 @@ import java.lang.invoke.VarHandle;
  * store costs a full fence each time.
  */
 abstract class Ticket {
-    private static final VarHandle DONE;
-
-    static {
-        try {
-            DONE = MethodHandles.lookup().findVarHandle(Ticket.class, "done", boolean.class);
-        } catch (ReflectiveOperationException e) {
-            throw new ExceptionInInitializerError(e);
-        }
-    }
+    private static final VarHandle DONE = VarHandles.field(MethodHandles.lookup(), "done", boolean.class);
 
     private int length;
     private String error;

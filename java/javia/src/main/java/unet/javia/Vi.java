@@ -561,13 +561,7 @@ public final class Vi implements AutoCloseable {
      * caller's general path to find).
      */
     private ViBufferTicket pollBufSend() {
-        int got;
-        try {
-            got = (int) Native.SEND_DONE.invokeExact(viA, compA);
-        } catch (Throwable e) {
-            throw Native.fatal(e);
-        }
-        if (got != 1) {
+        if (sendDone() != 1) {
             return null;
         }
         long id = comp.get(JAVA_LONG, 0);
@@ -886,19 +880,28 @@ public final class Vi implements AutoCloseable {
         }
     }
 
+    /** One poll of the send queue into {@code comp}: 1 when something completed. */
+    private int sendDone() {
+        try {
+            return (int) Native.SEND_DONE.invokeExact(viA, compA);
+        } catch (Throwable t) {
+            throw Native.fatal(t);
+        }
+    }
+
+    /** One poll of the receive queue into {@code comp}: 1 when something completed. */
+    private int recvDone() {
+        try {
+            return (int) Native.RECV_DONE.invokeExact(viA, compA);
+        } catch (Throwable t) {
+            throw Native.fatal(t);
+        }
+    }
+
     /** Take every completed send back: its buffer is free again. */
     private void reapSends() throws ViException {
         ViException failed = null;
-        while (true) {
-            int got;
-            try {
-                got = (int) Native.SEND_DONE.invokeExact(viA, compA);
-            } catch (Throwable t) {
-                throw Native.fatal(t);
-            }
-            if (got != 1) {
-                break;
-            }
+        while (sendDone() == 1) {
             ViException e = routeSend();
             if (e != null && failed == null) {
                 failed = e;
@@ -989,14 +992,7 @@ public final class Vi implements AutoCloseable {
         long spinEnd = 0;
         int polls = 0;
         while (true) {
-            int got;
-            try {
-                got = send ? (int) Native.SEND_DONE.invokeExact(viA, compA)
-                        : (int) Native.RECV_DONE.invokeExact(viA, compA);
-            } catch (Throwable t) {
-                throw Native.fatal(t);
-            }
-            if (got == 1) {
+            if ((send ? sendDone() : recvDone()) == 1) {
                 return true;
             }
             if (polls++ % CLOCK_EVERY != 0) {

@@ -17,15 +17,8 @@ import java.util.concurrent.locks.LockSupport;
  * {@link WrongThreadException} otherwise.
  */
 final class ViLock {
-    private static final VarHandle STATE;
-
-    static {
-        try {
-            STATE = MethodHandles.lookup().findVarHandle(ViLock.class, "state", int.class);
-        } catch (ReflectiveOperationException e) {
-            throw new ExceptionInInitializerError(e);
-        }
-    }
+    private static final VarHandle STATE = VarHandles.field(MethodHandles.lookup(), "state", int.class);
+    private static final VarHandle WAITERS = VarHandles.field(MethodHandles.lookup(), "waiters", int.class);
 
     /** 1 while held; changed by compare-and-set and release stores only. */
     @SuppressWarnings("unused")
@@ -36,15 +29,6 @@ final class ViLock {
     private int holds;
     /** Threads waiting to take it. */
     private volatile int waiters;
-    private static final VarHandle WAITERS;
-
-    static {
-        try {
-            WAITERS = MethodHandles.lookup().findVarHandle(ViLock.class, "waiters", int.class);
-        } catch (ReflectiveOperationException e) {
-            throw new ExceptionInInitializerError(e);
-        }
-    }
 
     /** The one thread that may call, for a confined VI; else null. */
     private final Thread confinedTo;
