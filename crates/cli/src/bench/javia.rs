@@ -12,7 +12,8 @@
 //! says `ready`) and then the `ping` end; both follow the same plan (see
 //! `java/javia-bench`'s `JaviaBench`, which the Rust end, `unet bench
 //! __javia-peer`, mirrors): per size, `--warmup` untimed and `--iters`
-//! timed round trips (ping prints the median), then `--reps` bursts of
+//! timed round trips (ping prints the median), then `--warm-bursts` untimed
+//! and `--reps` timed bursts of
 //! `--bytes` (64 to 100 000 messages) answered by a one-byte
 //! acknowledgement (ping prints the median bytes per second). The last
 //! echoed message of each size is checked against what was sent. Runs
@@ -84,6 +85,11 @@ pub struct Args {
     /// Timed bandwidth bursts per size [default: 5; 2 with --quick].
     #[arg(long)]
     pub reps: Option<usize>,
+    /// Untimed bursts before each size's timed ones: a JVM's burst loop
+    /// runs in its first compilations for a few dozen bursts [default:
+    /// 20; 1 with --quick].
+    #[arg(long)]
+    pub warm_bursts: Option<usize>,
     /// Bytes in one bandwidth burst (at least 64 messages; the paper sends
     /// 15 Mbytes) [default: 15000000; 1000000 with --quick].
     #[arg(long)]
@@ -180,6 +186,7 @@ struct Plan {
     iters: usize,
     warmup: usize,
     reps: usize,
+    warm_bursts: usize,
     bytes: u64,
 }
 
@@ -195,6 +202,8 @@ impl Plan {
             self.warmup.to_string(),
             "--reps".into(),
             self.reps.to_string(),
+            "--warm-bursts".into(),
+            self.warm_bursts.to_string(),
             "--bytes".into(),
             self.bytes.to_string(),
         ]
@@ -225,6 +234,7 @@ fn bench(a: Args) -> Res<()> {
         iters: a.iters.unwrap_or(if q { 300 } else { 20_000 }),
         warmup: a.warmup.unwrap_or(if q { 200 } else { 10_000 }),
         reps: a.reps.unwrap_or(if q { 2 } else { 5 }).max(1),
+        warm_bursts: a.warm_bursts.unwrap_or(if q { 1 } else { 20 }),
         bytes: a.bytes.unwrap_or(if q { 1_000_000 } else { 15_000_000 }),
     };
     let runs = a.runs.unwrap_or(if q { 1 } else { 3 }).max(1);
@@ -932,6 +942,8 @@ pub struct PeerArgs {
     #[arg(long)]
     reps: usize,
     #[arg(long)]
+    warm_bursts: usize,
+    #[arg(long)]
     bytes: u64,
     #[arg(long)]
     tag: u64,
@@ -1148,14 +1160,14 @@ fn peer(a: PeerArgs) -> Res<()> {
                 t[t.len() * 9 / 10]
             );
             let mut rates = Vec::new();
-            for r in 0..=a.reps {
+            for r in 0..a.warm_bursts + a.reps {
                 let t0 = Instant::now();
                 for _ in 0..burst {
                     end.send(size)?;
                 }
                 expect(end.recv()?, 1)?;
                 let dt = t0.elapsed().as_secs_f64();
-                if r > 0 {
+                if r >= a.warm_bursts {
                     rates.push((burst * size) as f64 / dt);
                 }
             }
@@ -1165,7 +1177,7 @@ fn peer(a: PeerArgs) -> Res<()> {
                 end.echo()?;
             }
             end.fill(1)?;
-            for _ in 0..=a.reps {
+            for _ in 0..a.warm_bursts + a.reps {
                 for _ in 0..burst {
                     end.recv()?;
                 }

@@ -15,8 +15,9 @@ import java.util.List;
  *   <li>round trip: {@code --warmup} untimed round trips, then {@code
  *       --iters} timed one by one; {@code ping} prints {@code rt SIZE
  *       MEDIAN_NS P10_NS P90_NS};
- *   <li>bandwidth: {@code --reps} bursts of {@code --bytes / SIZE} messages (64 to 100 000)
- *       from {@code ping} to {@code pong}, each answered by a
+ *   <li>bandwidth: {@code --warm-bursts} untimed bursts, then {@code --reps} timed ones, of
+ *       {@code --bytes / SIZE} messages (64 to 100 000) from {@code ping} to {@code pong}, each
+ *       answered by a
  *       one-byte acknowledgement once all arrived; {@code ping} times each
  *       burst from its first send to the acknowledgement and prints {@code
  *       bw SIZE MEDIAN_BYTES_PER_S}.
@@ -27,7 +28,7 @@ import java.util.List;
  * reason on standard error.
  *
  * <p>Usage: {@code JaviaBench ping|pong KIND [--sizes 4,64,...] [--iters
- * N] [--warmup N] [--reps N] [--bytes N] [--tag N] [--addr local|HOST:PORT]
+ * N] [--warmup N] [--reps N] [--warm-bursts N] [--bytes N] [--tag N] [--addr local|HOST:PORT]
  * [--aeron-dir DIR] [--confined true|false]}, KIND one of {@code copy} (Javia-I, the array copied
  * into Javia's buffers), {@code inplace} (Javia-I, the array handed to the
  * library for the call), {@code buffer} (Javia-II), {@code aeron} (Aeron
@@ -42,6 +43,8 @@ public final class JaviaBench {
         int iters = 10_000;
         int warmup = 2_000;
         int reps = 5;
+        /** Untimed bursts before the timed ones (the JIT compiles the burst loop meanwhile). */
+        int warmBursts = 20;
         long bytes = 8L << 20;
         int tag = 7100;
         String addr = "local";
@@ -135,6 +138,7 @@ public final class JaviaBench {
                 case "--iters" -> p.iters = Integer.parseInt(v);
                 case "--warmup" -> p.warmup = Integer.parseInt(v);
                 case "--reps" -> p.reps = Integer.parseInt(v);
+                case "--warm-bursts" -> p.warmBursts = Integer.parseInt(v);
                 case "--bytes" -> p.bytes = Long.parseLong(v);
                 case "--tag" -> p.tag = Integer.parseInt(v);
                 case "--addr" -> p.addr = v;
@@ -197,12 +201,12 @@ public final class JaviaBench {
             System.out.printf("rt %d %d %d %d%n", size, t[t.length / 2], t[t.length / 10], t[t.length * 9 / 10]);
             List<Double> rates = new ArrayList<>();
             int n = plan.burst(size);
-            for (int r = 0; r <= plan.reps; r++) {
+            for (int r = 0; r < plan.warmBursts + plan.reps; r++) {
                 long t0 = System.nanoTime();
                 p.burst(size, n);
                 expect(p.recv(), 1);
                 long dt = System.nanoTime() - t0;
-                if (r > 0) { // the first burst warms up
+                if (r >= plan.warmBursts) {
                     rates.add((double) n * size * 1e9 / dt);
                 }
             }
@@ -223,7 +227,7 @@ public final class JaviaBench {
             }
             p.fill(1);
             int burst = plan.burst(size);
-            for (int r = 0; r <= plan.reps; r++) {
+            for (int r = 0; r < plan.warmBursts + plan.reps; r++) {
                 p.drain(burst);
                 p.send(1);
             }

@@ -209,6 +209,10 @@ final class JaviaPeers {
         @Override
         public void echo() throws ViException {
             ViBufferTicket t = vi.recvBufWait(Vi.INFINITE);
+            if (pending == POSTED) {
+                // The acknowledgements of the last size's bursts may fill the ring.
+                completeOne();
+            }
             vi.sendBufPost(t, 0, t.getLength());
             posted(true);
             if (pending >= POSTED / 2) {
