@@ -499,6 +499,54 @@ fn regions_kept_while_a_vi_cycles_through_them_still_go_at_once() {
     }
 }
 
+/// Two VIs of one process cycling through more regions than a VI looks
+/// through one by one (each VI finds a region by the hint the region
+/// keeps, which the other VI's use of it keeps overwriting): every message
+/// lands in the region and place its receive named, and a region a posted
+/// receive uses is still refused to deregister.
+#[test]
+fn many_regions_shared_by_two_vis_are_found_by_each() {
+    let (_e, s1, s2) = engine();
+    let attrs = ViAttributes::default;
+    let (mut a, mut b) = connect(&s1, &s2, 19, attrs(), attrs());
+    let (mut c, mut d) = connect(&s1, &s2, 20, attrs(), attrs());
+    let ra = s1.register_memory(4096).unwrap();
+    let rbs: Vec<MemRegion> = (0..20).map(|_| s2.register_memory(4096).unwrap()).collect();
+    for i in 0..200u64 {
+        let k = (i as usize * 7) % rbs.len();
+        let at = 64 * (i as usize % 8);
+        let (tx, rx) = if i % 2 == 0 {
+            (&mut a, &mut b)
+        } else {
+            (&mut c, &mut d)
+        };
+        rx.post_recv(i, &[ViSeg::new(&rbs[k], at, 64)]).unwrap();
+        ra.write(0, &[i as u8; 64]);
+        tx.post_send(i, &[ViSeg::new(&ra, 0, 64)]).unwrap();
+        let got = rx.recv_wait(T).unwrap();
+        assert_eq!((got.id, got.status), (i, Ok(64)));
+        assert_eq!(tx.send_wait(T).unwrap().status, Ok(64));
+        let mut msg = [0u8; 64];
+        rbs[k].read(at, &mut msg);
+        assert_eq!(msg, [i as u8; 64], "message {i} in region {k} at {at}");
+    }
+    // One posted receive holds its region; the others go.
+    let mut rbs = rbs;
+    let held = rbs.remove(3);
+    d.post_recv(500, &[ViSeg::new(&held, 0, 64)]).unwrap();
+    let held = match held.deregister() {
+        Err((r, _)) => r,
+        Ok(()) => panic!("a region a posted receive uses was deregistered"),
+    };
+    for (k, r) in rbs.into_iter().enumerate() {
+        r.deregister()
+            .unwrap_or_else(|(_, e)| panic!("region {k}: {e}"));
+    }
+    c.post_send(500, &[ViSeg::new(&ra, 0, 64)]).unwrap();
+    assert_eq!(d.recv_wait(T).unwrap().status, Ok(64));
+    held.deregister().unwrap_or_else(|(_, e)| panic!("{e}"));
+}
+
 #[test]
 fn a_bad_descriptor_breaks_its_vi_only() {
     let (_e, s1, s2) = engine();
