@@ -11,11 +11,12 @@
 //! Each run starts two processes, the `pong` end first (it listens, and
 //! says `ready`) and then the `ping` end; both follow the same plan (see
 //! `java/javia-bench`'s `JaviaBench`, which the Rust end, `unet bench
-//! __javia-peer`, mirrors): per size, `--warmup` untimed and `--iters`
-//! timed round trips (ping prints the median), then `--warm-bursts` untimed
-//! and `--reps` timed bursts of
-//! `--bytes` (64 to 100 000 messages) answered by a one-byte
-//! acknowledgement (ping prints the median bytes per second). The last
+//! __javia-peer`, mirrors): per size, `--warmup` untimed round trips (and
+//! more until `--warm-ms` passed) and `--iters` timed ones (ping prints the
+//! median; an empty message then ends the round trips), then
+//! `--warm-bursts` untimed and `--reps` timed bursts of `--bytes` (64 to
+//! 100 000 messages) answered by a one-byte acknowledgement (ping prints
+//! the median bytes per second). The last
 //! echoed message of each size is checked against what was sent. Runs
 //! alternate the kinds (rust, copy, inplace, buffer, aeron, rust, …) so
 //! that each sees the same noise; the figures are medians over runs.
@@ -85,6 +86,14 @@ pub struct Args {
     /// Timed bandwidth bursts per size [default: 5; 2 with --quick].
     #[arg(long)]
     pub reps: Option<usize>,
+    /// Least time the untimed round trips of each size take, in
+    /// milliseconds (five times as long before the first size): a JVM
+    /// compiles its round-trip path for a few tens of milliseconds, in
+    /// steps, and until then a round trip takes up to ten times as long;
+    /// the ping end goes on past `--warmup` round trips until this much
+    /// time passed [default: 100; 0 with --quick].
+    #[arg(long)]
+    pub warm_ms: Option<u64>,
     /// Untimed bursts before each size's timed ones: a JVM's burst loop
     /// runs in its first compilations for a few dozen bursts [default:
     /// 20; 1 with --quick].
@@ -187,6 +196,7 @@ struct Plan {
     warmup: usize,
     reps: usize,
     warm_bursts: usize,
+    warm_ms: u64,
     bytes: u64,
 }
 
@@ -204,6 +214,8 @@ impl Plan {
             self.reps.to_string(),
             "--warm-bursts".into(),
             self.warm_bursts.to_string(),
+            "--warm-ms".into(),
+            self.warm_ms.to_string(),
             "--bytes".into(),
             self.bytes.to_string(),
         ]
@@ -235,6 +247,7 @@ fn bench(a: Args) -> Res<()> {
         warmup: a.warmup.unwrap_or(if q { 200 } else { 10_000 }),
         reps: a.reps.unwrap_or(if q { 2 } else { 5 }).max(1),
         warm_bursts: a.warm_bursts.unwrap_or(if q { 1 } else { 20 }),
+        warm_ms: a.warm_ms.unwrap_or(if q { 0 } else { 100 }),
         bytes: a.bytes.unwrap_or(if q { 1_000_000 } else { 15_000_000 }),
     };
     let runs = a.runs.unwrap_or(if q { 1 } else { 3 }).max(1);
@@ -944,6 +957,8 @@ pub struct PeerArgs {
     #[arg(long)]
     warm_bursts: usize,
     #[arg(long)]
+    warm_ms: u64,
+    #[arg(long)]
     bytes: u64,
     #[arg(long)]
     tag: u64,
@@ -1068,15 +1083,21 @@ impl RustEnd {
     }
 
     /// Sends the next message back from where it landed; its slot is
-    /// posted again once that send completed.
-    fn echo(&mut self) -> Res<()> {
+    /// posted again once that send completed. An empty message ends the
+    /// round trips: not echoed, its length (0) returned.
+    fn echo(&mut self) -> Res<usize> {
         let (slot, len) = self.take()?;
+        if len == 0 {
+            self.repost(slot)?;
+            return Ok(0);
+        }
         self.vi
             .post_send(self.sent, &[ViSeg::new(&self.rx, slot * self.max, len)])
             .map_err(|e| format!("post_send: {e}"))?;
         self.sent += 1;
         self.pending.push_back(Some(slot));
-        self.reap(POSTED / 2)
+        self.reap(POSTED / 2)?;
+        Ok(len)
     }
 
     fn echoed(&self, size: usize) -> bool {
@@ -1130,14 +1151,18 @@ fn peer(a: PeerArgs) -> Res<()> {
     let mut first = true;
     for &size in &a.sizes {
         let warm = if first { a.warmup * 5 } else { a.warmup };
+        let warm_for = Duration::from_millis(if first { a.warm_ms * 5 } else { a.warm_ms });
         first = false;
         let iters = iters_of(a.iters, size);
         let burst = burst_of(a.bytes, size);
         if ping {
             end.fill(size)?;
-            for _ in 0..warm {
+            let t0 = Instant::now();
+            let mut n = 0;
+            while n < warm || t0.elapsed() < warm_for {
                 end.send(size)?;
                 expect(end.recv()?, size)?;
+                n += 1;
             }
             let mut t = Vec::with_capacity(iters);
             for _ in 0..iters {
@@ -1147,6 +1172,8 @@ fn peer(a: PeerArgs) -> Res<()> {
                 t.push(t0.elapsed().as_nanos() as u64);
                 expect(got, size)?;
             }
+            // The end of the round trips: an empty message, not echoed.
+            end.send(0)?;
             if !end.echoed(size) {
                 return Err(format!(
                     "the echo of a {size}-byte message differs from what was sent"
@@ -1173,9 +1200,7 @@ fn peer(a: PeerArgs) -> Res<()> {
             }
             println!("bw {size} {:.0}", median_f64(&rates));
         } else {
-            for _ in 0..warm + iters {
-                end.echo()?;
-            }
+            while end.echo()? != 0 {}
             end.fill(1)?;
             for _ in 0..a.warm_bursts + a.reps {
                 for _ in 0..burst {

@@ -60,7 +60,7 @@ final class AeronPeer implements JaviaBench.Peer {
         onMessage = new FragmentAssembler((buffer, offset, length, header) -> {
             lastLen = length;
             got++;
-            if (echoing) {
+            if (echoing && length > 0) { // an empty message ends the round trips
                 echoFrom(buffer, offset, length);
             } else if (keep) {
                 buffer.getBytes(offset, last, 0, Math.min(length, last.length));
@@ -133,10 +133,11 @@ final class AeronPeer implements JaviaBench.Peer {
     }
 
     @Override
-    public void echo() {
+    public int echo() {
         echoing = true;
         await(1);
         echoing = false;
+        return lastLen;
     }
 
     @Override

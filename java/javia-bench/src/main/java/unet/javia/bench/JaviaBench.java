@@ -12,9 +12,10 @@ import java.util.List;
  * message size, in order:
  *
  * <ul>
- *   <li>round trip: {@code --warmup} untimed round trips, then {@code
- *       --iters} timed one by one; {@code ping} prints {@code rt SIZE
- *       MEDIAN_NS P10_NS P90_NS};
+ *   <li>round trip: {@code --warmup} untimed round trips (and more until {@code --warm-ms}
+ *       passed: the JIT compiles meanwhile), then {@code --iters} timed one by one, then an
+ *       empty message that ends them; {@code ping} prints {@code rt SIZE MEDIAN_NS P10_NS
+ *       P90_NS};
  *   <li>bandwidth: {@code --warm-bursts} untimed bursts, then {@code --reps} timed ones, of
  *       {@code --bytes / SIZE} messages (64 to 100 000) from {@code ping} to {@code pong}, each
  *       answered by a
@@ -28,7 +29,7 @@ import java.util.List;
  * reason on standard error.
  *
  * <p>Usage: {@code JaviaBench ping|pong KIND [--sizes 4,64,...] [--iters
- * N] [--warmup N] [--reps N] [--warm-bursts N] [--bytes N] [--tag N] [--addr local|HOST:PORT]
+ * N] [--warmup N] [--warm-ms N] [--reps N] [--warm-bursts N] [--bytes N] [--tag N] [--addr local|HOST:PORT]
  * [--aeron-dir DIR] [--confined true|false]}, KIND one of {@code copy} (Javia-I, the array copied
  * into Javia's buffers), {@code inplace} (Javia-I, the array handed to the
  * library for the call), {@code buffer} (Javia-II), {@code aeron} (Aeron
@@ -45,6 +46,8 @@ public final class JaviaBench {
         int reps = 5;
         /** Untimed bursts before the timed ones (the JIT compiles the burst loop meanwhile). */
         int warmBursts = 20;
+        /** Least time the untimed round trips take (five times as long before the first size). */
+        long warmMs = 100;
         long bytes = 8L << 20;
         int tag = 7100;
         String addr = "local";
@@ -78,8 +81,13 @@ public final class JaviaBench {
         /** Receive one message; its length. */
         int recv() throws IOException;
 
-        /** Receive one message and send it back as it came. */
-        void echo() throws IOException;
+        /**
+         * Receive one message and send it back as it came; an empty message
+         * ends the round trips and is not sent back.
+         *
+         * @return the message's length (0: the round trips are over)
+         */
+        int echo() throws IOException;
 
         /** Send {@code n} messages of {@code size} bytes as fast as the transport takes them. */
         void burst(int size, int n) throws IOException;
@@ -139,6 +147,7 @@ public final class JaviaBench {
                 case "--warmup" -> p.warmup = Integer.parseInt(v);
                 case "--reps" -> p.reps = Integer.parseInt(v);
                 case "--warm-bursts" -> p.warmBursts = Integer.parseInt(v);
+                case "--warm-ms" -> p.warmMs = Long.parseLong(v);
                 case "--bytes" -> p.bytes = Long.parseLong(v);
                 case "--tag" -> p.tag = Integer.parseInt(v);
                 case "--addr" -> p.addr = v;
@@ -178,8 +187,9 @@ public final class JaviaBench {
         for (int size : plan.sizes) {
             p.fill(size);
             int warm = first ? plan.warmup * 5 : plan.warmup;
+            long warmEnd = System.nanoTime() + (first ? 5 : 1) * plan.warmMs * 1_000_000;
             first = false;
-            for (int i = 0; i < warm; i++) {
+            for (int i = 0; i < warm || System.nanoTime() - warmEnd < 0; i++) {
                 p.send(size);
                 expect(p.recv(), size);
             }
@@ -194,6 +204,7 @@ public final class JaviaBench {
                 t[i] = System.nanoTime() - t0;
                 expect(got, size);
             }
+            p.send(0); // the end of the round trips: an empty message, not echoed
             if (!p.echoed(size)) {
                 throw new IOException("the echo of a " + size + "-byte message differs from what was sent");
             }
@@ -217,13 +228,9 @@ public final class JaviaBench {
     }
 
     static void pong(Peer p, Plan plan) throws IOException {
-        boolean first = true;
         for (int size : plan.sizes) {
-            int warm = first ? plan.warmup * 5 : plan.warmup;
-            first = false;
-            int n = warm + plan.iters(size);
-            for (int i = 0; i < n; i++) {
-                p.echo();
+            while (p.echo() != 0) {
+                // until the empty message that ends the round trips
             }
             p.fill(1);
             int burst = plan.burst(size);

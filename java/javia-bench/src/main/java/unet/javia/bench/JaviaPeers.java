@@ -93,10 +93,14 @@ final class JaviaPeers {
         }
 
         @Override
-        public void echo() throws ViException {
+        public int echo() throws ViException {
             ViBATicket t = vi.recvWait(Vi.INFINITE);
-            sendFrom(t.getByteArray(), t.getOffset(), t.getLength());
+            int len = t.getLength();
+            if (len > 0) {
+                sendFrom(t.getByteArray(), t.getOffset(), len);
+            }
             vi.recvPost(t);
+            return len;
         }
 
         @Override
@@ -207,17 +211,23 @@ final class JaviaPeers {
         }
 
         @Override
-        public void echo() throws ViException {
+        public int echo() throws ViException {
             ViBufferTicket t = vi.recvBufWait(Vi.INFINITE);
+            int len = t.getLength();
+            if (len == 0) {
+                vi.recvBufPost(t, 0);
+                return 0;
+            }
             if (pending == POSTED) {
                 // The acknowledgements of the last size's bursts may fill the ring.
                 completeOne();
             }
-            vi.sendBufPost(t, 0, t.getLength());
+            vi.sendBufPost(t, 0, len);
             posted(true);
             if (pending >= POSTED / 2) {
                 completeOne();
             }
+            return len;
         }
 
         @Override
