@@ -226,6 +226,25 @@ impl ChildProc {
     }
 }
 
+/// Makes `c` start its process on core `cpu` only (all its threads).
+pub fn pin_child(c: &mut Command, cpu: usize) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the child between fork and exec, where
+    // only async-signal-safe calls are allowed: it fills a cpu_set_t on
+    // the stack and makes one system call (no allocation, no lock).
+    unsafe {
+        c.pre_exec(move || {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_ZERO(&mut set);
+            libc::CPU_SET(cpu, &mut set);
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 /// Pins the calling process to one core.
 pub fn pin_to(cpu: usize) -> Res<()> {
     // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET only write inside it,

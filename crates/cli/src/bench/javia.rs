@@ -128,6 +128,11 @@ pub struct Args {
     /// client, owned by one thread, takes none either).
     #[arg(long)]
     pub shared_vis: bool,
+    /// Runs the ping end on core 0 and the pong end on core 1, every
+    /// thread of each (a JVM's compiler and collector threads share its
+    /// end's core), as `unet bench via --pin` does.
+    #[arg(long)]
+    pub pin: bool,
 }
 
 /// What one run measures.
@@ -198,6 +203,8 @@ struct Plan {
     warm_bursts: usize,
     warm_ms: u64,
     bytes: u64,
+    /// Ping on core 0, pong on core 1 (not passed to the ends).
+    pin: bool,
 }
 
 impl Plan {
@@ -240,6 +247,9 @@ fn bench(a: Args) -> Res<()> {
     if a.kinds.is_empty() {
         return Err("--kinds: name at least one".into());
     }
+    if a.pin && std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        return Err("--pin: needs two cores (ping on core 0, pong on core 1)".into());
+    }
     let q = a.quick;
     let plan = Plan {
         sizes: a.sizes.clone(),
@@ -248,6 +258,7 @@ fn bench(a: Args) -> Res<()> {
         reps: a.reps.unwrap_or(if q { 2 } else { 5 }).max(1),
         warm_bursts: a.warm_bursts.unwrap_or(if q { 1 } else { 20 }),
         warm_ms: a.warm_ms.unwrap_or(if q { 0 } else { 100 }),
+        pin: a.pin,
         bytes: a.bytes.unwrap_or(if q { 1_000_000 } else { 15_000_000 }),
     };
     let runs = a.runs.unwrap_or(if q { 1 } else { 3 }).max(1);
@@ -583,6 +594,9 @@ fn run_pair(
 
     let mut pc = end_command(kind, "pong", java)?;
     pc.args(&common).env("UNET_SOCKET", &e.b_socket);
+    if plan.pin {
+        super::child::pin_child(&mut pc, 1);
+    }
     let (mut pong, mut pong_out) = End::start(pc)?;
     let mut line = String::new();
     let _ = pong_out.read_line(&mut line);
@@ -594,6 +608,9 @@ fn run_pair(
     qc.args(&common).env("UNET_SOCKET", &e.a_socket);
     if let Some(addr) = e.b_addr {
         qc.args(["--addr", &addr.to_string()]);
+    }
+    if plan.pin {
+        super::child::pin_child(&mut qc, 0);
     }
     let (mut ping, mut ping_out) = End::start(qc)?;
     let mut text = String::new();
@@ -1007,6 +1024,8 @@ struct RustEnd {
     next_recv_id: u64,
     /// The receive slot of the last message.
     last: usize,
+    /// The slot of the last message received, to post again.
+    to_repost: Option<usize>,
 }
 
 impl RustEnd {
@@ -1043,15 +1062,26 @@ impl RustEnd {
         Ok(())
     }
 
+    /// Sends first; then, while the message travels, posts the last
+    /// message's slot again and takes completed sends back (at most
+    /// `POSTED - 1` stay outstanding, so the next send's slot is free).
     fn send(&mut self, size: usize) -> Res<()> {
-        self.reap(POSTED)?;
         let at = (self.sent as usize % POSTED) * self.max;
         self.vi
             .post_send(self.sent, &[ViSeg::new(&self.tx, at, size)])
             .map_err(|e| format!("post_send: {e}"))?;
         self.sent += 1;
         self.pending.push_back(None);
-        Ok(())
+        self.repost_last()?;
+        self.reap(POSTED)
+    }
+
+    /// Posts the slot of the last message received again.
+    fn repost_last(&mut self) -> Res<()> {
+        match self.to_repost.take() {
+            Some(slot) => self.repost(slot),
+            None => Ok(()),
+        }
     }
 
     /// The next message: its receive slot and length (not posted again).
@@ -1075,10 +1105,13 @@ impl RustEnd {
             .map_err(|e| format!("post_recv: {e}"))
     }
 
+    /// The next message's length; its slot is posted again after the
+    /// next send (or receive).
     fn recv(&mut self) -> Res<usize> {
+        self.repost_last()?;
         let (slot, len) = self.take()?;
         self.last = slot;
-        self.repost(slot)?;
+        self.to_repost = Some(slot);
         Ok(len)
     }
 
@@ -1144,6 +1177,7 @@ fn peer(a: PeerArgs) -> Res<()> {
         pending: Default::default(),
         next_recv_id: 0,
         last: 0,
+        to_repost: None,
     };
     for k in 0..POSTED {
         end.repost(k)?;

@@ -53,6 +53,8 @@ final class JaviaPeers {
         private final boolean inPlace;
         private final byte[] msg;
         private byte[] last;
+        /** The ticket of the last message received, posted again after the next send. */
+        private ViBATicket toRepost;
 
         JaviaI(Vi vi, int max, boolean inPlace) throws ViException {
             this.vi = vi;
@@ -81,15 +83,24 @@ final class JaviaPeers {
         @Override
         public void send(int size) throws ViException {
             sendFrom(msg, 0, size);
+            repostLast();
+        }
+
+        /** Posts the last message's ticket again (after a send: off the round trip's path). */
+        private void repostLast() throws ViException {
+            if (toRepost != null) {
+                vi.recvPost(toRepost);
+                toRepost = null;
+            }
         }
 
         @Override
         public int recv() throws ViException {
+            repostLast();
             ViBATicket t = vi.recvWait(Vi.INFINITE);
-            int len = t.getLength();
             last = t.getByteArray();
-            vi.recvPost(t);
-            return len;
+            toRepost = t;
+            return t.getLength();
         }
 
         @Override
@@ -134,7 +145,9 @@ final class JaviaPeers {
      * Java. Sends complete lazily, as the Rust end's do: the oldest is
      * waited for only when {@code POSTED} are outstanding (or, echoing,
      * half of them), and an echoed buffer is posted for receiving again
-     * once its send completed.
+     * once its send completed. A message goes out first; the sends
+     * completed and the last message's buffer posted again are seen to
+     * after it, while it travels.
      */
     static final class JaviaII implements JaviaBench.Peer {
         private final Vi vi;
@@ -148,6 +161,8 @@ final class JaviaPeers {
         private int pending;
         private int next;
         private ViBufferTicket last;
+        /** The buffer of the last message received, posted again after the next send. */
+        private ViBufferTicket toRepost;
 
         JaviaII(Vi vi, ViAttributes attrs, int max) throws IOException {
             this.vi = vi;
@@ -194,20 +209,31 @@ final class JaviaPeers {
 
         @Override
         public void send(int size) throws ViException {
+            // At most POSTED - 1 outstanding here (see below), so the ticket
+            // sent POSTED sends ago is done and taken back.
+            vi.sendBufPost(outT[next++ % POSTED], 0, size);
+            posted(false);
+            repostLast();
             if (pending == POSTED) {
                 completeOne();
             }
-            vi.sendBufPost(outT[next++ % POSTED], 0, size);
-            posted(false);
+        }
+
+        /** Posts the last message's buffer again (after a send: off the round trip's path). */
+        private void repostLast() throws ViException {
+            if (toRepost != null) {
+                vi.recvBufPost(toRepost, 0);
+                toRepost = null;
+            }
         }
 
         @Override
         public int recv() throws ViException {
+            repostLast();
             ViBufferTicket t = vi.recvBufWait(Vi.INFINITE);
             last = t;
-            int len = t.getLength();
-            vi.recvBufPost(t, 0);
-            return len;
+            toRepost = t;
+            return t.getLength();
         }
 
         @Override
