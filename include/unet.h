@@ -712,6 +712,11 @@ int unet_vi_state(unet_vi *vi);
  * UNET_EINVAL for NULL. */
 int64_t unet_vi_id(const unet_vi *vi);
 
+/* 1 when the VI's messages go straight between the two processes (a local
+ * VI on the direct path), 0 when they go through the engines; UNET_EINVAL
+ * for NULL. */
+int unet_vi_is_direct(unet_vi *vi);
+
 /* Copy what the VI has counted into *out. */
 int unet_vi_get_stats(unet_vi *vi, unet_vi_stats *out);
 

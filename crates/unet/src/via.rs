@@ -2158,6 +2158,12 @@ impl Vi {
         self.id
     }
 
+    /// Whether its messages go straight between the two processes (a
+    /// local VI on the direct path), not through the engines.
+    pub fn is_direct(&mut self) -> bool {
+        matches!(self.core().path, ViPath::Direct(_))
+    }
+
     /// The attributes it was made with.
     pub fn attributes(&mut self) -> ViAttributes {
         self.core().attrs.clone()

@@ -68,6 +68,7 @@ fn connect_accept_and_every_size_gathered_and_scattered() {
         Reliability::ReliableReception,
     ] {
         let (mut a, mut b) = connect(&s1, &s2, 7, attrs(r), attrs(r));
+        assert!(a.is_direct() && b.is_direct(), "a local pair, straight");
         let ra = s1.register_memory(1 << 20).unwrap();
         let rb = s2.register_memory(1 << 20).unwrap();
         for (i, len) in [0usize, 1, 56, 57, 1000, 4096, 65536, VI_MAX_TRANSFER]

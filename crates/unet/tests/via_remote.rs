@@ -152,6 +152,7 @@ fn every_level_carries_a_stream_between_engines() {
     let (_eb, sb) = engine(0);
     for (k, r) in RELIABLE.into_iter().enumerate() {
         let (mut a, mut b) = connect(&sa, &sb, 100 + k as u64, r);
+        assert!(!a.is_direct() && !b.is_direct(), "through the engines");
         assert_eq!(stream(&sa, &sb, &mut a, &mut b, 2000, true), 2000, "{r:?}");
         // And back.
         assert_eq!(stream(&sb, &sa, &mut b, &mut a, 500, true), 500, "{r:?}");

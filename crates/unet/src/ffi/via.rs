@@ -1219,6 +1219,23 @@ pub unsafe extern "C" fn unet_vi_id(vi: *const UnetVi) -> i64 {
     })
 }
 
+/// 1 when the VI's messages go straight between the two processes (a
+/// local VI on the direct path), 0 when they go through the engines, or
+/// [`UNET_EINVAL`] for NULL.
+///
+/// # Safety
+/// `vi` is NULL or a live handle used by this thread only.
+#[no_mangle]
+pub unsafe extern "C" fn unet_vi_is_direct(vi: *mut UnetVi) -> c_int {
+    guard_value(UNET_EIO, || {
+        // SAFETY: NULL or a live Box<UnetVi> per the contract.
+        match unsafe { vi.as_mut() } {
+            Some(v) => c_int::from(v.0.is_direct()),
+            None => null("vi"),
+        }
+    })
+}
+
 /// Copy what the VI has counted into `*out`.
 ///
 /// # Safety

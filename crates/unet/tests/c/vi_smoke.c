@@ -119,6 +119,9 @@ int main(void) {
     CHECK(va != NULL && vb != NULL);
     CHECK_RC(unet_vi_state(va), UNET_VI_OK);
     CHECK_RC(unet_vi_state(vb), UNET_VI_OK);
+    CHECK_RC(unet_vi_is_direct(va), 1);
+    CHECK_RC(unet_vi_is_direct(vb), 1);
+    CHECK_RC(unet_vi_is_direct(NULL), UNET_EINVAL);
     int64_t va_id = unet_vi_id(va), vb_id = unet_vi_id(vb);
     CHECK(va_id >= 0 && vb_id >= 0 && va_id != vb_id);
 

@@ -112,6 +112,7 @@ final class Native {
             handle("unet_vi_recv_wait", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_LONG));
     static final MethodHandle VI_STATE = handle("unet_vi_state", FunctionDescriptor.of(JAVA_INT, ADDRESS));
     static final MethodHandle VI_ID = handle("unet_vi_id", FunctionDescriptor.of(JAVA_LONG, ADDRESS));
+    static final MethodHandle VI_IS_DIRECT = handle("unet_vi_is_direct", FunctionDescriptor.of(JAVA_INT, ADDRESS));
     static final MethodHandle VI_CLOSE = handle("unet_vi_close", FunctionDescriptor.of(JAVA_INT, ADDRESS));
 
     // Restricted: loading native code. Sound: the library is unet's own, its
