@@ -145,9 +145,9 @@ final class JaviaPeers {
      * Java. Sends complete lazily, as the Rust end's do: the oldest is
      * waited for only when {@code POSTED} are outstanding (or, echoing,
      * half of them), and an echoed buffer is posted for receiving again
-     * once its send completed. A message goes out first; the sends
-     * completed and the last message's buffer posted again are seen to
-     * after it, while it travels.
+     * once its send completed. A message goes out first; completed sends
+     * are taken back, and the last message's buffer is posted again, after
+     * it, while it travels.
      */
     static final class JaviaII implements JaviaBench.Peer {
         private final Vi vi;
@@ -245,7 +245,8 @@ final class JaviaPeers {
                 return 0;
             }
             if (pending == POSTED) {
-                // The acknowledgements of the last size's bursts may fill the ring.
+                // Not with send() keeping at most POSTED - 1 outstanding, but
+                // an echo must never overwrite an entry of the ring.
                 completeOne();
             }
             vi.sendBufPost(t, 0, len);
