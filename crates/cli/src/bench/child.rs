@@ -226,27 +226,10 @@ impl ChildProc {
     }
 }
 
-/// Makes `c` start its process on core `cpu` only (all its threads).
-pub fn pin_child(c: &mut Command, cpu: usize) {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: the closure runs in the child between fork and exec, where
-    // only async-signal-safe calls are allowed: it fills a cpu_set_t on
-    // the stack and makes one system call (no allocation, no lock).
-    unsafe {
-        c.pre_exec(move || {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_ZERO(&mut set);
-            libc::CPU_SET(cpu, &mut set);
-            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-}
-
-/// Pins the calling process to one core.
-pub fn pin_to(cpu: usize) -> Res<()> {
+/// Puts the calling thread (or, before its other threads start, process)
+/// on core `cpu` only. Allocates nothing and takes no lock, so a child may
+/// call it between fork and exec.
+fn set_affinity(cpu: usize) -> std::io::Result<()> {
     // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET only write inside it,
     // and sched_setaffinity reads exactly size_of::<cpu_set_t>() bytes.
     let r = unsafe {
@@ -256,12 +239,25 @@ pub fn pin_to(cpu: usize) -> Res<()> {
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
     };
     if r != 0 {
-        return Err(format!(
-            "pinning to core {cpu}: {}",
-            std::io::Error::last_os_error()
-        ));
+        return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// Makes `c` start its process on core `cpu` only (all its threads).
+pub fn pin_child(c: &mut Command, cpu: usize) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the child between fork and exec, where
+    // only async-signal-safe calls are allowed: set_affinity allocates
+    // nothing, takes no lock and makes one system call.
+    unsafe {
+        c.pre_exec(move || set_affinity(cpu));
+    }
+}
+
+/// Pins the calling process to one core.
+pub fn pin_to(cpu: usize) -> Res<()> {
+    set_affinity(cpu).map_err(|e| format!("pinning to core {cpu}: {e}"))
 }
 
 /// A fresh directory for one run's control socket, removed on drop.

@@ -244,11 +244,8 @@ final class JaviaPeers {
                 vi.recvBufPost(t, 0);
                 return 0;
             }
-            if (pending == POSTED) {
-                // Not with send() keeping at most POSTED - 1 outstanding, but
-                // an echo must never overwrite an entry of the ring.
-                completeOne();
-            }
+            // At most POSTED - 1 outstanding here: send() and echo() both
+            // leave no more, so the ring has an entry free for this one.
             vi.sendBufPost(t, 0, len);
             posted(true);
             if (pending >= POSTED / 2) {
