@@ -21,6 +21,11 @@
 //! alternate the kinds (rust, copy, inplace, buffer, aeron, rust, …) so
 //! that each sees the same noise; the figures are medians over runs.
 //!
+//! Before the local runs, a JVM of its own measures what one downcall costs
+//! here, made as Javia's data path makes them (`DowncallFloor`): printed
+//! under the local targets beside the room each target leaves above the
+//! Rust client, as the floor under Javia's calls.
+//!
 //! This process runs the engines: one embedded engine with a control
 //! socket for the local path; two, each on UDP loopback with a control
 //! socket of its own, for the remote path (ping's end talks to engine A,
@@ -270,6 +275,14 @@ fn bench(a: Args) -> Res<()> {
     };
     report::warn_if_busy();
     let prog = Progress::new();
+    // The floor under Javia's local figures: what one downcall costs.
+    let floor = match &java {
+        Some(j) if a.path != PathSel::Remote => {
+            prog.show("measuring one downcall");
+            Some(Floor::measure(j, plan.pin)?)
+        }
+        _ => None,
+    };
     let paths: &[Where] = match a.path {
         PathSel::Local => &[Where::Local],
         PathSel::Remote => &[Where::Remote],
@@ -298,7 +311,8 @@ fn bench(a: Args) -> Res<()> {
             }
         }
         prog.clear();
-        let t = Table::new(w, &kinds, &plan.sizes, &results);
+        let mut t = Table::new(w, &kinds, &plan.sizes, &results);
+        t.floor = floor.filter(|_| w == Where::Local);
         if a.json {
             t.json();
         } else {
@@ -387,6 +401,15 @@ impl Java {
             library,
             confined: !a.shared_vis,
         })
+    }
+
+    /// The JVM that measures one downcall ([`Floor`]).
+    fn floor_command(&self) -> Command {
+        let mut c = Command::new(self.jdk.bin("java"));
+        c.arg("--enable-native-access=ALL-UNNAMED")
+            .arg(format!("-Dunet.library={}", self.library.display()))
+            .args(["-cp", &self.classpath, "unet.javia.bench.DowncallFloor"]);
+        c
     }
 
     fn command(&self, role: &str, kind: Kind) -> Command {
@@ -622,6 +645,51 @@ fn run_pair(
     parse(&text, &plan.sizes)
 }
 
+/// What one downcall costs in a JVM on this machine, made as Javia's data
+/// path makes them, whatever the callee does (`DowncallFloor`'s `downcall
+/// NS` line): the floor under each of Javia's calls.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Floor {
+    ns: f64,
+}
+
+impl Floor {
+    fn parse(text: &str) -> Option<Floor> {
+        text.lines().find_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            match w[..] {
+                ["downcall", ns] => Some(Floor {
+                    ns: ns.parse().ok()?,
+                }),
+                _ => None,
+            }
+        })
+    }
+
+    /// Measures it in a JVM of its own (on core 0 with `pin`), before the
+    /// runs.
+    fn measure(java: &Java, pin: bool) -> Res<Floor> {
+        let mut c = java.floor_command();
+        if pin {
+            super::child::pin_child(&mut c, 0);
+        }
+        let out = c
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("starting a JVM: {e}"))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        match Floor::parse(&text) {
+            Some(f) if out.status.success() => Ok(f),
+            _ => Err(format!(
+                "measuring a downcall ({}): {}{}",
+                out.status,
+                text,
+                String::from_utf8_lossy(&out.stderr)
+            )),
+        }
+    }
+}
+
 /// The ping end's `rt` and `bw` lines, in the order of `sizes`.
 fn parse(text: &str, sizes: &[usize]) -> Res<Vec<Point>> {
     let mut pts = vec![Point::default(); sizes.len()];
@@ -669,6 +737,8 @@ struct Table {
     bw: Vec<Vec<f64>>,
     rt_runs: Vec<Vec<Vec<f64>>>,
     bw_runs: Vec<Vec<Vec<f64>>>,
+    /// What one downcall costs (measured for the local path).
+    floor: Option<Floor>,
 }
 
 /// The paper's numbers (two 300 MHz Pentium-II hosts, GigaNet cards):
@@ -695,6 +765,7 @@ impl Table {
             bw: vec![],
             rt_runs: vec![],
             bw_runs: vec![],
+            floor: None,
         };
         for k in 0..kinds.len() {
             let rr: Vec<Vec<f64>> = (0..sizes.len())
@@ -793,6 +864,13 @@ impl Table {
                 println!("{row}");
             }
         }
+        if let Some(f) = self.floor {
+            println!(
+                "{}",
+                json!({"bench": "javia", "path": self.w.name(), "series": "downcall",
+                       "label": "one downcall to a trivial function", "ns": f.ns})
+            );
+        }
         if self.w == Where::Local {
             for &(fig, series, size, v) in PAPER {
                 let (rt, bw) = if fig % 2 == 1 {
@@ -849,6 +927,24 @@ impl Table {
                 ))
             );
         }
+        // What the downcalls alone cost against what the targets leave
+        // above the Rust client.
+        let rust = |size: usize, rt: bool| -> Option<f64> {
+            let (r, si) = (self.index(Kind::Rust)?, self.size_index(size)?);
+            Some(if rt { self.rt[r][si] } else { self.bw[r][si] })
+        };
+        if let (Some(f), Some(_), Some(r)) =
+            (self.floor, at(Kind::Buffer, 64, true), rust(64, true))
+        {
+            println!(
+                "    under it: one downcall costs {:.1} ns in a JVM here; a round trip makes at \
+                 least 4 on its path (each end takes the message and posts the echo): {:.0} ns \
+                 of the {:.0} ns that 1.1x rust leaves",
+                f.ns,
+                4.0 * f.ns,
+                0.1 * r * 1000.0
+            );
+        }
         if let Some((v, x, p)) = at(Kind::Copy, 64, true) {
             println!(
                 "  Javia-I (copy) 64 B round trip {v:.3} us = {x:.2}x rust{p} (target <= 1.3)"
@@ -859,6 +955,17 @@ impl Table {
                 "  Javia-II 4 KiB bandwidth {:.0} MB/s = {x:.2}x rust{p} (target >= 0.95)",
                 v / 1e6
             );
+            if let (Some(f), Some(r)) = (self.floor, rust(4096, false).filter(|&r| r > 0.0)) {
+                let per_msg = 4096.0 / r * 1e9;
+                println!(
+                    "    under it: the receiving end makes 2 downcalls a message (take it, post \
+                     its buffer again): {:.0} ns of the {:.0} ns that 0.95x rust leaves (of \
+                     its {:.0} ns a message)",
+                    2.0 * f.ns,
+                    per_msg * (1.0 / 0.95 - 1.0),
+                    per_msg
+                );
+            }
         }
         match self.crossover() {
             Some(s) => println!(
@@ -1264,6 +1371,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_downcall_floor_is_read() {
+        let text = "rt 4 900 800 1000\nbw 4 1000000\ndowncall 4.35\ndone\n";
+        assert_eq!(Floor::parse(text), Some(Floor { ns: 4.35 }));
+        assert_eq!(Floor::parse("rt 4 900 800 1000\ndowncall x\n"), None);
+        assert_eq!(Floor::parse("downcall 4 5\n"), None);
+    }
+
+    #[test]
     fn the_ping_ends_lines_are_read_per_size() {
         let text = "rt 4 900 800 1000\nbw 4 1000000\nrt 64 950 1 2\nbw 64 2e9\ndone\n";
         let p = parse(text, &[4, 64]).unwrap();
@@ -1283,6 +1398,7 @@ mod tests {
             bw: vec![vec![1.0, 5.0, 5.0, 5.0], vec![2.0, 4.0, 6.0, 7.0]],
             rt_runs: vec![],
             bw_runs: vec![],
+            floor: None,
         };
         assert_eq!(t.crossover(), Some(8192));
     }
