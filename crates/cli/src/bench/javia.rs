@@ -57,7 +57,9 @@ type Res<T> = Result<T, String>;
 Ratios are to the raw Rust client measured in the same invocation (round \
 trip: lower is better; bandwidth: higher is better). Targets: Javia-II 64 B \
 round trip <= 1.1x rust and below Aeron IPC; Javia-I (copy) 64 B round trip \
-<= 1.3x rust; Javia-II 4 KiB bandwidth >= 0.95x rust. The SVG figures go to \
+<= 1.3x rust; Javia-II 4 KiB bandwidth >= 0.95x rust. Under the local \
+targets: what one downcall costs in a JVM here (measured first, in a JVM of \
+its own), against the room each target leaves. The SVG figures go to \
 --out (figure1-local.svg ... figure4-remote.svg), with the paper's numbers \
 (300 MHz Pentium-II, GigaNet cards) as points beside ours.")]
 pub struct Args {
