@@ -2077,8 +2077,16 @@ impl Core {
 
 /// Where a VI's core lives: in the VI (no lock), or shared with the
 /// completion queues it reports to (which move it on while they wait).
+///
+/// An own core lies in the VI itself, not behind a box: every call then
+/// reaches it with one pointer less, which a caller through the C ABI
+/// (whose handle is a pointer already) pays in a cache miss whenever a
+/// message's copy has pushed the VI out of the first-level cache (one
+/// thread draining 4 KiB messages through bare downcalls: 186-192 ns a
+/// message with the box, 182-187 without). A VI is moved only when made.
+#[allow(clippy::large_enum_variant)]
 enum CoreCell {
-    Own(Box<Core>),
+    Own(Core),
     Shared(Arc<Mutex<Core>>),
 }
 
@@ -2696,7 +2704,7 @@ fn vi_from_reply(
                 }
                 CoreCell::Shared(shared)
             } else {
-                CoreCell::Own(Box::new(core))
+                CoreCell::Own(core)
             };
             Ok(Vi {
                 session: session.clone(),
