@@ -277,9 +277,14 @@ fn bench(a: Args) -> Res<()> {
     };
     report::warn_if_busy();
     let prog = Progress::new();
-    // The floor under Javia's local figures: what one downcall costs.
+    // The floor under Javia's local figures: what one downcall costs (not
+    // measured for Aeron alone, which makes none).
+    let javia = a
+        .kinds
+        .iter()
+        .any(|k| matches!(k, Kind::Copy | Kind::Inplace | Kind::Buffer));
     let floor = match &java {
-        Some(j) if a.path != PathSel::Remote => {
+        Some(j) if javia && a.path != PathSel::Remote => {
             prog.show("measuring one downcall");
             Some(Floor::measure(j, plan.pin)?)
         }
@@ -931,10 +936,7 @@ impl Table {
         }
         // What the downcalls alone cost against what the targets leave
         // above the Rust client.
-        let rust = |size: usize, rt: bool| -> Option<f64> {
-            let (r, si) = (self.index(Kind::Rust)?, self.size_index(size)?);
-            Some(if rt { self.rt[r][si] } else { self.bw[r][si] })
-        };
+        let rust = |size: usize, rt: bool| at(Kind::Rust, size, rt).map(|(v, _, _)| v);
         if let (Some(f), Some(_), Some(r)) =
             (self.floor, at(Kind::Buffer, 64, true), rust(64, true))
         {
