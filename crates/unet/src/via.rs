@@ -2306,20 +2306,39 @@ impl Vi {
 
     /// Wait at most `timeout` (None: forever) for the next completed send
     /// descriptor (`VipSendWait`).
+    #[inline(always)]
     pub fn send_wait(&mut self, timeout: Option<Duration>) -> Result<ViCompletion, WaitError> {
-        self.wait(ViQueue::Send, timeout)
+        let mut d = Done::default();
+        self.wait(ViQueue::Send, timeout, &mut d)?;
+        Ok(d.get())
     }
 
     /// Wait at most `timeout` (None: forever) for the next completed
     /// receive descriptor (`VipRecvWait`): spins a little, then sleeps
     /// until a message or the peer's going wakes it.
-    #[inline]
+    #[inline(always)]
     pub fn recv_wait(&mut self, timeout: Option<Duration>) -> Result<ViCompletion, WaitError> {
+        // The completion travels as plain words in `d` and is made here,
+        // in the caller, whether or not the work below is inlined: a
+        // completion returned whole from a function that is not would be
+        // copied through memory and read back with loads wider than the
+        // stores that wrote it, each waiting for those stores to drain (a
+        // store-forwarding stall on the path from the message to its
+        // answer: 20-30 ns a round trip in a local ping-pong whose caller
+        // passes the result on with `?`, which made the compiler keep the
+        // whole wait out of line).
         let mut d = Done::default();
-        if self.poll_recv(&mut d) {
-            return Ok(d.get());
+        self.recv_wait_into(timeout, &mut d)?;
+        Ok(d.get())
+    }
+
+    /// [`Vi::recv_wait`] into `d`.
+    #[inline]
+    fn recv_wait_into(&mut self, timeout: Option<Duration>, d: &mut Done) -> Result<(), WaitError> {
+        if self.poll_recv(d) {
+            return Ok(());
         }
-        self.recv_spin(timeout)
+        self.recv_spin(timeout, d)
     }
 
     /// [`Vi::recv_wait`] once the first poll found nothing: first polls,
@@ -2330,34 +2349,38 @@ impl Vi {
     /// local 64 B ping-pong, whole polls a pause apart answer sooner than
     /// a cheap check of the ring followed by a separate poll.
     #[inline(never)]
-    fn recv_spin(&mut self, timeout: Option<Duration>) -> Result<ViCompletion, WaitError> {
-        let mut d = Done::default();
+    fn recv_spin(&mut self, timeout: Option<Duration>, d: &mut Done) -> Result<(), WaitError> {
         if timeout != Some(Duration::ZERO) && self.core().connected() {
             for _ in 0..64 {
                 std::hint::spin_loop();
-                if self.poll_recv(&mut d) {
-                    return Ok(d.get());
+                if self.poll_recv(d) {
+                    return Ok(());
                 }
             }
         }
-        self.wait(ViQueue::Recv, timeout)
+        self.wait(ViQueue::Recv, timeout, d)
     }
 
+    /// Wait for the next completion of `q`, into `d`.
     #[inline(never)]
-    fn wait(&mut self, q: ViQueue, timeout: Option<Duration>) -> Result<ViCompletion, WaitError> {
+    fn wait(
+        &mut self,
+        q: ViQueue,
+        timeout: Option<Duration>,
+        d: &mut Done,
+    ) -> Result<(), WaitError> {
         let spin = self.core().spin_now();
         // The clock is read only once the first polls found nothing: a
         // completion that comes at once costs no clock read.
         let mut start: Option<Instant> = None;
         let mut round = 0u32;
-        let mut d = Done::default();
         loop {
             let polled = self.with(|c, _| {
-                if c.take(q, &mut d) || (q == ViQueue::Recv && c.recv_now(&mut d)) {
+                if c.take(q, d) || (q == ViQueue::Recv && c.recv_now(d)) {
                     return Some(Ok(()));
                 }
                 c.progress();
-                if c.take(q, &mut d) {
+                if c.take(q, d) {
                     return Some(Ok(()));
                 }
                 if c.outstanding(q) == 0 {
@@ -2381,7 +2404,7 @@ impl Vi {
                 if let (Some(t0), Ok(())) = (start, &r) {
                     self.core().waited(t0.elapsed());
                 }
-                return r.map(|()| d.get());
+                return r;
             }
             round += 1;
             if round < 16 {
