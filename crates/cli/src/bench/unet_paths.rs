@@ -372,18 +372,7 @@ pub fn pingpong(r: &Run) -> Res<Samples> {
             }
             return Ok(samples);
         }
-        let out = vec![DATA; r.size];
-        let mut inb = vec![0u8; r.size.max(16)];
-        for _ in 0..r.warmup {
-            send(ep, c, &out)?;
-            recv_needed(ep, &mut inb)?;
-        }
-        let samples = stats::time_round_trips(r.iters, r.limit, || {
-            send(ep, c, &out)?;
-            recv_needed(ep, &mut inb)?;
-            std::hint::black_box(&mut inb);
-            Ok::<(), String>(())
-        })?;
+        let samples = time_pingpong(ep, c, r.size, r.warmup, r.iters, r.limit)?;
         send(ep, c, &vec![STOP; stop_len(r.size)])?;
         Ok(samples)
     })();
@@ -392,6 +381,45 @@ pub fn pingpong(r: &Run) -> Res<Samples> {
         side_counters(r.path, &side);
     }
     out
+}
+
+/// The ping-pong of [`pingpong`] on channel `c` of `ep`, whose peer
+/// echoes (with [`echo`]): `warmup` untimed round trips of `size`-byte
+/// messages, then up to `iters` timed one by one (fewer if `limit` passes
+/// first). `unet bench via` times its endpoint baseline with it.
+pub(super) fn time_pingpong(
+    ep: &mut Endpoint,
+    c: Channel,
+    size: usize,
+    warmup: usize,
+    iters: usize,
+    limit: Duration,
+) -> Res<Samples> {
+    let out = vec![DATA; size];
+    let mut inb = vec![0u8; size.max(16)];
+    for _ in 0..warmup {
+        send(ep, c, &out)?;
+        recv_needed(ep, &mut inb)?;
+    }
+    stats::time_round_trips(iters, limit, || {
+        send(ep, c, &out)?;
+        recv_needed(ep, &mut inb)?;
+        std::hint::black_box(&mut inb);
+        Ok::<(), String>(())
+    })
+}
+
+/// The echoing end of [`time_pingpong`]: sends every `size`-byte message
+/// back where it came from, until one of another length arrives; returns
+/// that message's first byte (0 if it is empty).
+pub(super) fn echo(ep: &mut Endpoint, buf: &mut [u8], size: usize) -> Res<u8> {
+    loop {
+        let r = recv_needed(ep, buf)?;
+        if r.len != size {
+            return Ok(if r.len > 0 { buf[0] } else { 0 });
+        }
+        send(ep, r.channel, &buf[..r.len])?;
+    }
 }
 
 /// One-way stream over unet (this process sends).
@@ -600,14 +628,9 @@ pub fn child(a: &ChildArgs, ready: fn(&str)) -> Res<()> {
         return Ok(());
     }
     if a.kind == ChildKind::UnetPingpong {
-        loop {
-            let r = recv_needed(&mut ep, &mut buf)?;
-            if r.len != a.size {
-                report();
-                return Ok(());
-            }
-            send(&mut ep, r.channel, &buf[..r.len])?;
-        }
+        echo(&mut ep, &mut buf, a.size)?;
+        report();
+        return Ok(());
     }
     // Acknowledge every `ack_every` data messages by count (Burst,
     // Generate: the data carries no mark), on BURST_END (the standard

@@ -21,7 +21,11 @@
 //! fresh temporary directory, and a child (`unet bench __child via-…`)
 //! connects to it; `--pin` puts this process on core 0 and the child on
 //! core 1. Runs alternate baseline, VI, baseline, VI… so that both see
-//! the same noise.
+//! the same noise. A ping-pong's runs are turns of one pair of processes:
+//! the child echoes on an endpoint of its own until STOP, then on its VI
+//! until STOP, and so on (END on the endpoint ends it), so that the
+//! baseline and the VI see the same placement on the host's cores; a
+//! stream's runs are a pair of processes each.
 //!
 //! Ping-pong: each side keeps receive descriptors posted in a registered
 //! region and posts a new one for each that completes (this side while
@@ -46,8 +50,9 @@ use std::time::{Duration, Instant};
 use clap::ValueEnum;
 use serde_json::{json, Value};
 use unet::{
-    Engine, EngineConfig, MemRegion, PostError, Reliability, Session, Vi, ViAttributes,
-    ViCompletion, ViError, ViSeg, WaitError, VI_MAX_TRANSFER,
+    Channel, ChannelOptions, Endpoint, EndpointAddr, EndpointConfig, Engine, EngineConfig,
+    MemRegion, PathChoice, PostError, Reliability, Session, Vi, ViAttributes, ViCompletion,
+    ViError, ViSeg, WaitError, VI_MAX_TRANSFER,
 };
 use unet_engine::wire::udp::LOOPBACK_DATAGRAM;
 
@@ -66,10 +71,11 @@ type Res<T> = Result<T, String>;
 /// Round trip and one-way bandwidth between two VIs.
 #[derive(clap::Args)]
 #[command(after_help = "\
-Each run is this process and a child it starts; runs alternate the \
-baseline and the VIs: direct, VI, direct, VI… (--runs pairs). Baseline: \
-unet's endpoint direct path (the code of `unet bench pingpong|stream --path \
-direct`, same process and core placement). via-pingpong: each side keeps \
+Runs alternate the baseline and the VIs: direct, VI, direct, VI… (--runs \
+pairs); a stream's run is this process and a child it starts, a local \
+ping-pong's runs are turns of one such pair (the same placement on the \
+cores for both). Baseline: unet's endpoint direct path (the code of `unet \
+bench pingpong|stream --path direct`). via-pingpong: each side keeps \
 receive descriptors posted in a registered region, reposting each that \
 completes; every round trip timed on its own, median over all round trips \
 of all runs, ratio = VI / direct (lower is better; the issue's target for \
@@ -625,16 +631,14 @@ fn vs(value: f64, reference: f64, runs: &[f64], ref_runs: &[f64]) -> (f64, f64) 
 
 fn pingpong_row(p: &Point, prog: &Progress) -> Res<Row> {
     let what = p.what("via-pingpong");
-    let runs = p.s.runs;
+    let blocks = local_pingpong(p, &|rep, kind| {
+        prog.show(&format!("{what}: {kind} {}/{}", rep + 1, p.s.runs));
+    })?;
     let (mut base, mut vi) = (Samples::default(), Samples::default());
     let (mut base_runs, mut vi_runs) = (Vec::new(), Vec::new());
-    for rep in 0..runs {
-        prog.show(&format!("{what}: direct {}/{runs}", rep + 1));
-        let b = unet_paths::pingpong(&p.endpoint_run(false))?;
+    for (b, v) in blocks {
         base_runs.push(b.median_us());
         base.extend(b);
-        prog.show(&format!("{what}: VI {}/{runs}", rep + 1));
-        let v = vi_pingpong(p)?;
         vi_runs.push(v.median_us());
         vi.extend(v);
     }
@@ -820,23 +824,29 @@ impl Side {
         spawn_child(kind, size, 0, &extra, None, pin)
     }
 
-    /// Connects a VI of `attrs` to the child's.
-    fn connect(&self, ch: &ChildProc, attrs: &ViAttributes) -> Res<Vi> {
+    /// Connects a VI of `attrs` to the child's. The child's ready line is
+    /// its discriminator, then its engine's UDP address (remote), or the
+    /// id of an endpoint of its own (a local ping-pong): returned too.
+    fn connect(&self, ch: &ChildProc, attrs: &ViAttributes) -> Res<(Vi, Option<u32>)> {
         let mut words = ch.info.split_whitespace();
         let tag: u64 = words
             .next()
             .and_then(|t| t.parse().ok())
             .ok_or("the child sent no discriminator")?;
-        let host = match words.next() {
-            Some(a) => Some(
-                a.parse()
-                    .map_err(|_| format!("the child sent a bad address {a:?}"))?,
-            ),
-            None => None,
-        };
-        self.session
+        let (mut host, mut ep) = (None, None);
+        if let Some(w) = words.next() {
+            let bad = || format!("the child sent a bad address {w:?}");
+            if self.dir.is_some() {
+                ep = Some(w.parse().map_err(|_| bad())?);
+            } else {
+                host = Some(w.parse().map_err(|_| bad())?);
+            }
+        }
+        let vi = self
+            .session
             .vi_connect(host, tag, attrs, Some(PATIENCE))
-            .map_err(err("vi_connect"))
+            .map_err(err("vi_connect"))?;
+        Ok((vi, ep))
     }
 
     fn register(&self, len: usize) -> Res<MemRegion> {
@@ -864,74 +874,179 @@ fn attrs(r: Reliability) -> ViAttributes {
     }
 }
 
-/// Ping-pong between two VIs (this process sends first).
-///
-/// Region: the message at 0, the STOP message, then the receive slots.
+/// Ping-pong between two VIs (this process sends first), in a process
+/// pair of its own (`--path remote`).
 fn vi_pingpong(p: &Point) -> Res<Samples> {
+    let side = Side::start(p.path, 0)?;
+    let ch = side.spawn(ChildKind::ViaPingpong, p.size, PING_POSTED, p.s.pin)?;
+    let (iters, warmup) = p.iters();
+    let res = (|| {
+        let mut vi = side.connect(&ch, &attrs(p.reliability))?.0;
+        let mut pinger = Pinger::new(&side, &mut vi, p.size)?;
+        let samples = pinger.block(&mut vi, warmup, iters, p.s.limit)?;
+        pinger.stop(&mut vi, p.path)?;
+        Ok(samples)
+    })();
+    ch.wait(res)
+}
+
+/// `--path local`: the endpoint direct path and the VIs measured in
+/// turns by one pair of processes, `--runs` blocks of each (direct, VI,
+/// direct, VI…): both see the same placement of the two processes on the
+/// host's cores, which can change a round trip 3-4x between pairs of
+/// processes. `show(block, kind)` tells which block runs. Returns each
+/// turn's round trips, direct and VI.
+fn local_pingpong(p: &Point, show: &dyn Fn(usize, &str)) -> Res<Vec<(Samples, Samples)>> {
     let side = Side::start(p.path, 0)?;
     let ch = side.spawn(ChildKind::ViaPingpong, p.size, PING_POSTED, p.s.pin)?;
     let (iters, warmup) = p.iters();
     let size = p.size;
     let res = (|| {
-        let mut vi = side.connect(&ch, &attrs(p.reliability))?;
+        let (mut vi, ep_id) = side.connect(&ch, &attrs(p.reliability))?;
+        let ep_id = ep_id.ok_or("the child sent no endpoint")?;
+        let mut ep = side
+            .session
+            .create_endpoint(EndpointConfig::default())
+            .map_err(err("endpoint"))?;
+        let c = ep
+            .open_channel(
+                EndpointAddr {
+                    host: None,
+                    id: ep_id,
+                },
+                ChannelOptions {
+                    path: PathChoice::Direct,
+                },
+            )
+            .map_err(err("open_channel"))?;
+        let mut pinger = Pinger::new(&side, &mut vi, size)?;
+        let mut turns = Vec::new();
+        for rep in 0..p.s.runs {
+            show(rep, "direct");
+            let b = unet_paths::time_pingpong(&mut ep, c, size, warmup, iters, p.s.limit)?;
+            // The child turns to its VI.
+            send_ep(&mut ep, c, &vec![STOP; stop_len(size)])?;
+            show(rep, "VI");
+            let v = pinger.block(&mut vi, warmup, iters, p.s.limit)?;
+            pinger.stop(&mut vi, p.path)?;
+            turns.push((b, v));
+        }
+        send_ep(&mut ep, c, &vec![END; stop_len(size)])?;
+        Ok(turns)
+    })();
+    ch.wait(res)
+}
+
+/// A message on the endpoint's direct channel (the ends of the
+/// endpoint's turns).
+fn send_ep(ep: &mut Endpoint, c: Channel, m: &[u8]) -> Res<()> {
+    ep.send_blocking(c, m, PATIENCE)
+        .map_err(|e| format!("unet send: {e}"))
+}
+
+/// The first byte of the message that ends the child's last turn (on the
+/// endpoint; STOP ends the others).
+const END: u8 = 3;
+
+/// The sending end of a VI ping-pong. Region: the message at 0, the STOP
+/// message, then the receive slots.
+struct Pinger {
+    region: MemRegion,
+    size: usize,
+    stop_at: usize,
+    base: usize,
+    stride: usize,
+    /// The receive slot that completed last: posted again while the next
+    /// message travels.
+    pending: Option<u64>,
+}
+
+impl Pinger {
+    fn new(side: &Side, vi: &mut Vi, size: usize) -> Res<Pinger> {
         let stop_at = line_up(size);
         let base = stop_at + 64;
         let stride = line_up(size.max(16));
         let region = side.register(base + PING_POSTED * stride)?;
-        let rx = Slots {
-            region: &region,
-            base,
-            stride,
-            n: PING_POSTED,
-        };
         region.write(0, &vec![DATA; size]);
         region.write(stop_at, &vec![STOP; stop_len(size)]);
-        rx.post_all(&mut vi)?;
-        let out = [ViSeg::new(&region, 0, size)];
-        let mut pending = None;
+        let p = Pinger {
+            region,
+            size,
+            stop_at,
+            base,
+            stride,
+            pending: None,
+        };
+        p.slots().post_all(vi)?;
+        Ok(p)
+    }
+
+    fn slots(&self) -> Slots<'_> {
+        Slots {
+            region: &self.region,
+            base: self.base,
+            stride: self.stride,
+            n: PING_POSTED,
+        }
+    }
+
+    /// `warmup` untimed round trips, then up to `iters` timed one by one
+    /// (fewer if `limit` passes first).
+    fn block(&mut self, vi: &mut Vi, warmup: usize, iters: usize, limit: Duration) -> Res<Samples> {
+        let size = self.size;
+        let rx = Slots {
+            region: &self.region,
+            base: self.base,
+            stride: self.stride,
+            n: PING_POSTED,
+        };
+        let out = [ViSeg::new(&self.region, 0, size)];
+        let pending = &mut self.pending;
         let mut rt = || -> Res<()> {
             vi.post_send(0, &out).map_err(post_err("post_send"))?;
             // While the message travels: the receive that completed last
             // time goes back, and completed sends are taken back.
             if let Some(k) = pending.take() {
-                rx.post(&mut vi, k)?;
+                rx.post(vi, k)?;
             }
             while let Some(c) = vi.send_done() {
                 done(c, "send")?;
             }
-            let (k, n) = recv_next(&mut vi)?;
+            let (k, n) = recv_next(vi)?;
             if n != size {
                 return Err(format!("VI ping-pong: a {n}-byte answer, not {size}"));
             }
-            pending = Some(k);
+            *pending = Some(k);
             Ok(())
         };
         for _ in 0..warmup {
             rt()?;
         }
-        let samples = stats::time_round_trips(iters, p.s.limit, &mut rt)?;
-        // STOP, and its completion: then it is in the ring (or placed),
-        // where the child finds it even once this VI is closed.
+        stats::time_round_trips(iters, limit, &mut rt)
+    }
+
+    /// STOP, and its completion: then it is in the ring (or placed),
+    /// where the child finds it even once this VI is closed.
+    fn stop(&mut self, vi: &mut Vi, path: ViaPath) -> Res<()> {
         const STOP_ID: u64 = 1;
-        vi.post_send(STOP_ID, &[ViSeg::new(&region, stop_at, stop_len(size))])
+        let stop = [ViSeg::new(&self.region, self.stop_at, stop_len(self.size))];
+        vi.post_send(STOP_ID, &stop)
             .map_err(post_err("post_send"))?;
         loop {
             let c = vi
                 .send_wait(Some(PATIENCE))
                 .map_err(|e| format!("VI send: {e}"))?;
             match c.status {
-                Ok(_) if c.id == STOP_ID => break,
+                Ok(_) if c.id == STOP_ID => return Ok(()),
                 Ok(_) => {}
                 // Through the engines, the child may have had STOP and
                 // closed its VI before our sends were acknowledged (its
                 // exit status says whether it ended well).
-                Err(ViError::PeerGone) if p.path == ViaPath::Remote => break,
+                Err(ViError::PeerGone) if path == ViaPath::Remote => return Ok(()),
                 Err(e) => return Err(format!("VI send descriptor {} failed: {e}", c.id)),
             }
         }
-        Ok(samples)
-    })();
-    ch.wait(res)
+    }
 }
 
 /// A one-way stream between two VIs (this process sends), with
@@ -945,7 +1060,7 @@ fn vi_stream(p: &Point, drop_ppm: u32) -> Res<StreamRun> {
     let ch = side.spawn(ChildKind::ViaStream, p.size, window, p.s.pin)?;
     let size = p.size;
     let res = (|| {
-        let mut vi = side.connect(
+        let (mut vi, _) = side.connect(
             &ch,
             &ViAttributes {
                 send_queue: window as u32,
@@ -1125,8 +1240,21 @@ pub fn child(a: &ChildArgs, ready: fn(&str)) -> Res<()> {
     };
     let tag = u64::from(std::process::id());
     let server = session.vi_listen(tag).map_err(err("vi_listen"))?;
-    match session.udp_addr() {
-        Some(u) if a.path == Some(PathArg::Udp) => ready(&format!("{tag} {u}")),
+    let remote = a.path == Some(PathArg::Udp);
+    // A local ping-pong also echoes on an endpoint, in turns with the VI
+    // (the baseline, measured by the same pair of processes).
+    let mut ep = if !remote && a.kind == ChildKind::ViaPingpong {
+        Some(
+            session
+                .create_endpoint(EndpointConfig::default())
+                .map_err(err("endpoint"))?,
+        )
+    } else {
+        None
+    };
+    match (session.udp_addr(), &ep) {
+        (Some(u), _) if remote => ready(&format!("{tag} {u}")),
+        (_, Some(ep)) => ready(&format!("{tag} {}", ep.id())),
         _ => ready(&tag.to_string()),
     }
     let req = server
@@ -1150,7 +1278,22 @@ pub fn child(a: &ChildArgs, ready: fn(&str)) -> Res<()> {
                 stride,
                 n: posted,
             };
-            echo(&mut vi, &rx, a.size)
+            rx.post_all(&mut vi)?;
+            let mut posted = rx.n;
+            let Some(ep) = &mut ep else {
+                return echo(&mut vi, &rx, a.size, &mut posted).map(|_| ());
+            };
+            // Turns: the endpoint's until STOP, then the VI's until STOP,
+            // until END on the endpoint.
+            let mut buf = vec![0u8; a.size.max(16)];
+            loop {
+                if unet_paths::echo(ep, &mut buf, a.size)? == END {
+                    return Ok(());
+                }
+                if echo(&mut vi, &rx, a.size, &mut posted)? {
+                    return Err("the VI's peer went before its last turn".into());
+                }
+            }
         }
         ChildKind::ViaStream => {
             let region = session
@@ -1179,33 +1322,34 @@ fn recv_or_gone(vi: &mut Vi, timeout: Duration) -> Res<Option<(u64, usize)>> {
 }
 
 /// Echoes every `size`-byte message from the buffer it landed in, until
-/// one of another length (or the other side's going); a slot is posted
-/// again once its echo completed.
-fn echo(vi: &mut Vi, rx: &Slots, size: usize) -> Res<()> {
-    rx.post_all(vi)?;
-    let mut posted = rx.n;
+/// one of another length (false) or the other side's going (true); a slot
+/// is posted again once its echo completed (the slot of the message that
+/// ended the turn at once). `posted`: the slots posted, kept from one turn
+/// to the next.
+fn echo(vi: &mut Vi, rx: &Slots, size: usize, posted: &mut usize) -> Res<bool> {
     loop {
         // A send through the engines completes later (once acknowledged,
         // for the reliable levels): with every slot waiting for its echo
         // to complete, wait for one.
-        if posted == 0 {
+        if *posted == 0 {
             let (j, _) = send_next(vi)?;
             rx.post(vi, j)?;
-            posted += 1;
+            *posted += 1;
         }
         let Some((k, n)) = recv_or_gone(vi, PATIENCE)? else {
-            return Ok(());
+            return Ok(true);
         };
-        posted -= 1;
         if n != size {
-            return Ok(());
+            rx.post(vi, k)?;
+            return Ok(false);
         }
+        *posted -= 1;
         vi.post_send(k, &[ViSeg::new(rx.region, rx.offset(k), n)])
             .map_err(post_err("post_send"))?;
         while let Some(c) = vi.send_done() {
             let (j, _) = done(c, "send")?;
             rx.post(vi, j)?;
-            posted += 1;
+            *posted += 1;
         }
     }
 }
