@@ -1419,21 +1419,23 @@ impl Core {
         }
         // Off the queue with its regions still held, until it is read.
         let d = self.send_posted.pop_front().expect("front");
-        let mut u = Unplaced {
-            id: d.id,
-            total: d.total,
-            ..Unplaced::default()
-        };
+        self.sent += 1;
+        self.stats.tx_msgs += 1;
+        self.stats.tx_bytes += d.total as u64;
+        self.last_pull_seq = self.sent;
+        // Written field by field into its slot: made on the stack and
+        // copied in whole, it was read back with loads wider than the
+        // stores that made it (a store-forwarding stall at every large
+        // send).
+        let u = self.send_unplaced.push_slot();
+        u.id = d.id;
+        u.total = d.total;
+        u.seq = self.sent;
+        u.nslots = 0;
         for p in d.pieces() {
             u.slots[u.nslots as usize] = p.slot;
             u.nslots += 1;
         }
-        self.sent += 1;
-        self.stats.tx_msgs += 1;
-        self.stats.tx_bytes += u.total as u64;
-        u.seq = self.sent;
-        self.last_pull_seq = u.seq;
-        *self.send_unplaced.push_slot() = u;
         Some(true)
     }
 
