@@ -994,14 +994,9 @@ impl Pinger {
     /// (fewer if `limit` passes first).
     fn block(&mut self, vi: &mut Vi, warmup: usize, iters: usize, limit: Duration) -> Res<Samples> {
         let size = self.size;
-        let rx = Slots {
-            region: &self.region,
-            base: self.base,
-            stride: self.stride,
-            n: PING_POSTED,
-        };
+        let mut pending = self.pending.take();
+        let rx = self.slots();
         let out = [ViSeg::new(&self.region, 0, size)];
-        let pending = &mut self.pending;
         let mut rt = || -> Res<()> {
             vi.post_send(0, &out).map_err(post_err("post_send"))?;
             // While the message travels: the receive that completed last
@@ -1016,13 +1011,15 @@ impl Pinger {
             if n != size {
                 return Err(format!("VI ping-pong: a {n}-byte answer, not {size}"));
             }
-            *pending = Some(k);
+            pending = Some(k);
             Ok(())
         };
         for _ in 0..warmup {
             rt()?;
         }
-        stats::time_round_trips(iters, limit, &mut rt)
+        let samples = stats::time_round_trips(iters, limit, &mut rt)?;
+        self.pending = pending;
+        Ok(samples)
     }
 
     /// STOP, and its completion: then it is in the ring (or placed),
