@@ -306,24 +306,18 @@ impl Point<'_> {
         (iters, self.s.warmup.min(iters))
     }
 
-    /// The endpoint run that is the baseline (`unet bench pingpong` with
-    /// `stream = false`, `unet bench stream` otherwise, on the baseline
-    /// path, with their defaults).
-    fn endpoint_run(&self, stream: bool) -> unet_paths::Run {
-        let (iters, warmup) = self.iters();
+    /// The endpoint stream that is a local stream's baseline (`unet bench
+    /// stream --path direct` with its defaults).
+    fn endpoint_stream(&self) -> unet_paths::Run {
         unet_paths::Run {
             path: self.path.baseline(),
             size: self.size,
             burst: 0,
-            batch: if stream { ENDPOINT_BATCH } else { 1 },
-            warmup: if stream { 0 } else { warmup },
-            iters: if stream { 0 } else { iters },
-            limit: if stream { self.s.stream } else { self.s.limit },
-            warmup_time: if stream {
-                self.s.stream_warmup
-            } else {
-                Duration::ZERO
-            },
+            batch: ENDPOINT_BATCH,
+            warmup: 0,
+            iters: 0,
+            limit: self.s.stream,
+            warmup_time: self.s.stream_warmup,
             pin: self.s.pin,
             max_datagram: LOOPBACK_DATAGRAM,
             spin_us: None,
@@ -670,7 +664,7 @@ fn stream_row(p: &Point, prog: &Progress) -> Res<Row> {
     let (mut base_runs, mut vi_runs) = (Vec::new(), Vec::new());
     for rep in 0..runs {
         prog.show(&format!("{what}: direct {}/{runs}", rep + 1));
-        base_runs.push(gb(&unet_paths::stream(&p.endpoint_run(true))?));
+        base_runs.push(gb(&unet_paths::stream(&p.endpoint_stream())?));
         prog.show(&format!("{what}: VI {}/{runs}", rep + 1));
         vi_runs.push(gb(&vi_stream(p, 0)?));
     }
