@@ -410,32 +410,34 @@ impl Java {
         })
     }
 
-    /// The JVM that measures one downcall ([`Floor`]).
-    fn floor_command(&self) -> Command {
+    /// A JVM running `main` from the bench's class path on the library,
+    /// with `opts` besides.
+    fn jvm(&self, opts: &[&str], main: &str) -> Command {
         let mut c = Command::new(self.jdk.bin("java"));
         c.arg("--enable-native-access=ALL-UNNAMED")
+            .args(opts)
             .arg(format!("-Dunet.library={}", self.library.display()))
-            .args(["-cp", &self.classpath, "unet.javia.bench.DowncallFloor"]);
+            .args(["-cp", &self.classpath, main]);
         c
     }
 
+    /// The JVM that measures one downcall ([`Floor`]).
+    fn floor_command(&self) -> Command {
+        self.jvm(&[], "unet.javia.bench.DowncallFloor")
+    }
+
     fn command(&self, role: &str, kind: Kind) -> Command {
-        let mut c = Command::new(self.jdk.bin("java"));
-        c.args([
-            "--enable-native-access=ALL-UNNAMED",
-            // Aeron (Agrona) reaches into these.
+        // Aeron (Agrona) reaches into these.
+        let opens = [
             "--add-opens",
             "java.base/sun.nio.ch=ALL-UNNAMED",
             "--add-opens",
             "java.base/java.nio=ALL-UNNAMED",
             "--add-exports",
             "java.base/jdk.internal.misc=ALL-UNNAMED",
-        ])
-        .arg(format!("-Dunet.library={}", self.library.display()))
-        .args([
-            "-cp",
-            &self.classpath,
-            "unet.javia.bench.JaviaBench",
+        ];
+        let mut c = self.jvm(&opens, "unet.javia.bench.JaviaBench");
+        c.args([
             role,
             kind.name(),
             "--confined",
@@ -923,6 +925,7 @@ impl Table {
                 .map_or(String::new(), |p| format!(" (paired by run {p:.2}x)"));
             Some((v[ki][si], self.vs_rust(v, ki, si)?, paired))
         };
+        let rust = |size: usize, rt: bool| at(Kind::Rust, size, rt).map(|(v, _, _)| v);
         println!("\n{} path, against the issue's targets:", self.w.name());
         if let Some((v, x, p)) = at(Kind::Buffer, 64, true) {
             let aeron = at(Kind::Aeron, 64, true).map(|(a, _, _)| a);
@@ -933,21 +936,18 @@ impl Table {
                     if v < a { "yes" } else { "no" }
                 ))
             );
-        }
-        // What the downcalls alone cost against what the targets leave
-        // above the Rust client.
-        let rust = |size: usize, rt: bool| at(Kind::Rust, size, rt).map(|(v, _, _)| v);
-        if let (Some(f), Some(_), Some(r)) =
-            (self.floor, at(Kind::Buffer, 64, true), rust(64, true))
-        {
-            println!(
-                "    under it: one downcall costs {:.1} ns in a JVM here; a round trip makes at \
-                 least 4 on its path (each end takes the message and posts the echo): {:.0} ns \
-                 of the {:.0} ns that 1.1x rust leaves",
-                f.ns,
-                4.0 * f.ns,
-                0.1 * r * 1000.0
-            );
+            // What the downcalls alone cost against what the target leaves
+            // above the Rust client.
+            if let (Some(f), Some(r)) = (self.floor, rust(64, true)) {
+                println!(
+                    "    under it: one downcall costs {:.1} ns in a JVM here; a round trip makes \
+                     at least 4 on its path (each end takes the message and posts the echo): \
+                     {:.0} ns of the {:.0} ns that 1.1x rust leaves",
+                    f.ns,
+                    4.0 * f.ns,
+                    0.1 * r * 1000.0
+                );
+            }
         }
         if let Some((v, x, p)) = at(Kind::Copy, 64, true) {
             println!(
