@@ -654,6 +654,22 @@ struct Unplaced {
     nslots: u8,
 }
 
+impl Unplaced {
+    /// A new last entry of `q`, holding no regions yet. Written field by
+    /// field into its slot: made on the stack and copied in whole, it was
+    /// read back with loads wider than the stores that made it (a
+    /// store-forwarding stall at every large send).
+    #[inline(always)]
+    fn push(q: &mut Fifo<Unplaced>, id: u64, total: usize, seq: u64) -> &mut Unplaced {
+        let u = q.push_slot();
+        u.id = id;
+        u.total = total;
+        u.seq = seq;
+        u.nslots = 0;
+        u
+    }
+}
+
 /// A completion waiting to be taken (a slot of a VI's queue), as plain
 /// words written and read one by one: a `ViCompletion` copied whole is
 /// read back with wider loads than the stores that wrote it, and each
@@ -1423,15 +1439,7 @@ impl Core {
         self.stats.tx_msgs += 1;
         self.stats.tx_bytes += d.total as u64;
         self.last_pull_seq = self.sent;
-        // Written field by field into its slot: made on the stack and
-        // copied in whole, it was read back with loads wider than the
-        // stores that made it (a store-forwarding stall at every large
-        // send).
-        let u = self.send_unplaced.push_slot();
-        u.id = d.id;
-        u.total = d.total;
-        u.seq = self.sent;
-        u.nslots = 0;
+        let u = Unplaced::push(&mut self.send_unplaced, d.id, d.total, self.sent);
         for p in d.pieces() {
             u.slots[u.nslots as usize] = p.slot;
             u.nslots += 1;
@@ -1489,12 +1497,7 @@ impl Core {
             } else {
                 self.last_pull_seq
             };
-            *self.send_unplaced.push_slot() = Unplaced {
-                id,
-                total,
-                seq,
-                ..Unplaced::default()
-            };
+            Unplaced::push(&mut self.send_unplaced, id, total, seq);
         } else {
             self.complete_send(ViCompletion {
                 id,
