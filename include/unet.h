@@ -730,6 +730,71 @@ int unet_vi_close(unet_vi *vi);
  * does. */
 void unet_vi_free(unet_vi *vi);
 
+/* A local VI's data path lent out (unet_vi_direct_lend): for language
+ * bindings whose calls into the library cost more than the ring's own
+ * work, so that they read and write the two rings themselves. The rings
+ * follow the direct path's layout: records of an 8-byte little-endian
+ * header (low 32 bits: tag (position >> 3) + 1; high 32 bits: payload
+ * length, bit 31 padding to the end of the ring, bit 30 a reference to
+ * the sender's region), each starting 32-byte aligned. What the peer
+ * writes is untrusted. 152 bytes on 64-bit targets. */
+typedef struct unet_vi_direct {
+    uint8_t *tx;             /* the ring this side sends on */
+    const uint8_t *rx;       /* the ring this side receives from */
+    uint64_t ring_size;      /* bytes in each ring (a power of two) */
+    uint64_t max_len;        /* largest payload of one record */
+    uint64_t pull_min;       /* messages this large go as references: the
+                                library's to send */
+    const uint64_t *tx_consumed; /* the peer's consumer position of tx
+                                    (read with acquire) */
+    const uint32_t *tx_sleeping; /* the peer's sleeping flag: read after a
+                                    full fence that follows publishing;
+                                    set: call unet_vi_direct_wake */
+    uint64_t *rx_consumed;   /* this side's consumer position of rx
+                                (written with release) */
+    const uint32_t *peer_closed; /* non-zero once the peer closed */
+    uint64_t *tx_counters;   /* messages, bytes sent (unet stat reads them) */
+    uint64_t *rx_counters;   /* messages, bytes received */
+    uint64_t tx_pos;         /* next position to write in tx (moved on) */
+    uint64_t rx_pos;         /* next position to read in rx (moved on) */
+    uint64_t rx_published;   /* the position last written to rx_consumed */
+    uint64_t sent;           /* messages the borrower sent (from 0) */
+    uint64_t sent_bytes;
+    uint64_t received;       /* messages it placed into its receives */
+    uint64_t received_bytes;
+    uint64_t tx_full;        /* times a send found the ring full */
+} unet_vi_direct;
+
+UNET_STATIC_ASSERT(sizeof(void *) != 8 || sizeof(unet_vi_direct) == 152,
+                   "unet_vi_direct is 152 bytes on 64-bit targets");
+
+/* Lend the VI's data path to the caller: 0 with *out filled; UNET_EINUSE
+ * while descriptors are posted or completions untaken (take them, then try
+ * again); UNET_ENOTSUP for a VI that can never lend it (between engines,
+ * with a completion queue, of reliable reception, strict about receives
+ * not posted, or broken). Until unet_vi_direct_return every call on the
+ * VI but unet_vi_direct_sleep, unet_vi_direct_wake, unet_vi_id,
+ * unet_vi_is_direct, unet_vi_close and unet_vi_free fails with
+ * UNET_EINUSE. The pointers stay valid until the VI is closed. */
+int unet_vi_direct_lend(unet_vi *vi, unet_vi_direct *out);
+
+/* Hand a lent data path back: the positions and counts in *d become the
+ * VI's. Positions the ring's rules cannot produce break the VI
+ * (UNET_VI_BROKEN). 0, or UNET_EINVAL when the VI is not lent. */
+int unet_vi_direct_return(unet_vi *vi, const unet_vi_direct *d);
+
+/* Sleep, for the borrower of a lent data path, until a record is at
+ * d->rx_pos in the receiving ring, the peer closes, or timeout_us
+ * microseconds pass (at most a second; a wake-up may be spurious: look at
+ * the ring again). d->rx_pos is published to the peer first (and becomes
+ * d->rx_published). 0, or UNET_EINVAL when the VI is not lent or d->rx_pos
+ * is not a position the borrower can have reached. */
+int unet_vi_direct_sleep(unet_vi *vi, unet_vi_direct *d, int64_t timeout_us);
+
+/* Wake the peer of a lent data path, found asleep after publishing a
+ * record. 0, or UNET_EINVAL when the VI is not lent. */
+int unet_vi_direct_wake(unet_vi *vi);
+
 /* ------------------------------------------------------------------------
  * UDM: User Direct Messaging (docs/udm.md)
  *

@@ -47,6 +47,29 @@ const _: () = assert!(
         && (ClientCounter::DirectRxBytes as usize) < CLIENT_COUNTERS
 );
 
+/// A connection's rings and positions as lent out ([`DirectConn::loan`]).
+/// The pointers stay valid for as long as the connection.
+pub(crate) struct ConnLoan {
+    pub tx: *mut u8,
+    pub rx: *const u8,
+    pub size: u64,
+    pub max_len: u64,
+    pub tx_pos: u64,
+    pub rx_pos: u64,
+    pub rx_published: u64,
+    /// The peer's consumer position of the direction we send on.
+    pub tx_consumed: *const AtomicU64,
+    /// Its sleeping flag.
+    pub tx_sleeping: *const AtomicU32,
+    /// Our consumer position (of the direction we receive on).
+    pub rx_consumed: *const AtomicU64,
+    pub peer_closed: *const AtomicU32,
+    /// The message and byte counters of sending (two words).
+    pub tx_counters: *const AtomicU64,
+    /// Those of receiving.
+    pub rx_counters: *const AtomicU64,
+}
+
 pub(crate) struct DirectConn {
     /// Keeps the mapping alive: every pointer below points into it.
     _seg: Segment,
@@ -228,6 +251,104 @@ impl DirectConn {
         // SAFETY: as in tx_consumer.
         unsafe { &*self.own_error }.store(code, Ordering::Release);
         self.close();
+    }
+
+    /// Where a borrower of this connection (a VI's data path lent out:
+    /// [`crate::via::Vi::lend_direct`]) finds the rings, the lines it
+    /// reads and writes, and the positions it starts from.
+    pub fn loan(&self) -> ConnLoan {
+        // SAFETY: raw field addresses in the header lines open() validated
+        // and the mapping keeps alive; no reference to shared memory is made.
+        let (tx_consumed, tx_sleeping, rx_consumed) = unsafe {
+            (
+                &raw const (*self.tx_cons).position,
+                &raw const (*self.tx_cons).sleeping,
+                &raw const (*self.rx_cons).position,
+            )
+        };
+        // SAFETY: the counters array has CLIENT_COUNTERS entries (see
+        // count_many); both pairs lie inside it.
+        let (tx_counters, rx_counters) = unsafe {
+            (
+                self.counters.add(ClientCounter::DirectTxMsgs as usize),
+                self.counters.add(ClientCounter::DirectRxMsgs as usize),
+            )
+        };
+        ConnLoan {
+            tx: self.tx,
+            rx: self.rx,
+            size: self.size,
+            max_len: self.max_len,
+            tx_pos: self.tx_pos,
+            rx_pos: self.rx_pos,
+            rx_published: self.rx_published,
+            tx_consumed,
+            tx_sleeping,
+            rx_consumed,
+            peer_closed: self.peer_closed,
+            tx_counters,
+            rx_counters,
+        }
+    }
+
+    /// Take the connection back from a borrower at the positions it
+    /// reached. Positions that cannot have come from following the ring's
+    /// rules (behind where it started, not on a record boundary, a
+    /// published position past the position) break the connection: false.
+    /// The room last seen is looked up again at the next send.
+    pub fn take_back(&mut self, tx_pos: u64, rx_pos: u64, rx_published: u64) -> bool {
+        let aligned = |p: u64| p.is_multiple_of(RECORD_ALIGN as u64);
+        if tx_pos < self.tx_pos
+            || rx_pos < self.rx_pos
+            || rx_published < self.rx_published
+            || rx_published > rx_pos
+            || !aligned(tx_pos)
+            || !aligned(rx_pos)
+            || !aligned(rx_published)
+        {
+            self.broken = true;
+            return false;
+        }
+        self.tx_pos = tx_pos;
+        self.tx_limit = tx_pos;
+        self.tx_fit = tx_pos;
+        self.rx_pos = rx_pos;
+        self.rx_published = rx_published;
+        self.publish_at = rx_published + self.size / 4;
+        true
+    }
+
+    /// For a borrower that has read up to `rx_pos` (at or past where it
+    /// was lent, on a record boundary: false otherwise, nothing done):
+    /// publish that position, then sleep until a record is there, the
+    /// peer closes, or `timeout` passes (or a spurious wake-up).
+    pub fn sleep_lent(&self, rx_pos: u64, timeout: std::time::Duration) -> bool {
+        if rx_pos < self.rx_pos || !rx_pos.is_multiple_of(RECORD_ALIGN as u64) {
+            return false;
+        }
+        let c = self.rx_consumer();
+        // Release: our reads of the records before rx_pos are done.
+        c.position.store(rx_pos, Ordering::Release);
+        c.sleeping.store(1, Ordering::Relaxed);
+        let seen = c.futex.load(Ordering::Acquire);
+        // Pairs with the producer's fence after it publishes (see
+        // `published`): either we see its record now, or it sees our flag.
+        sys::heavy_fence();
+        let ready = Self::hdr_at(self.rx, rx_pos & self.mask).load(Ordering::Acquire) as u32
+            == record_tag(rx_pos);
+        if !ready && !self.peer_closed() {
+            sys::futex_wait(&c.futex, seen, Some(timeout));
+        }
+        c.sleeping.store(0, Ordering::Relaxed);
+        true
+    }
+
+    /// Wake the peer sleeping on the direction we send on (a borrower saw
+    /// its sleeping flag after publishing).
+    pub fn wake_peer(&self) {
+        let c = self.tx_consumer();
+        c.futex.fetch_add(1, Ordering::Release);
+        sys::futex_wake(&c.futex, 1);
     }
 
     /// Messages the peer has placed into its posted buffers (VIs of
@@ -746,6 +867,114 @@ mod tests {
 
     fn pad_header(pos: u64, pad: u64) -> u64 {
         (record_tag(pos) as u64) | (((RECORD_PAD | pad as u32) as u64) << 32)
+    }
+
+    /// Byte `j` of golden message `i`.
+    fn golden_byte(i: usize, j: usize) -> u8 {
+        (i * 37 + j * 11 + 5) as u8
+    }
+
+    /// The golden direct ring: side A's ring as its sends left it. Five
+    /// records (a 5-byte one, 100 bytes, a reference, 2000 and 1500
+    /// bytes), the first four consumed, then a 400-byte record that does
+    /// not fit before the end (padding, then the record at the start of
+    /// the next lap, over the first ones) and a reference. A reader that
+    /// starts at [`GOLDEN_RING_START`] finds the 1500-byte message, the
+    /// padding, the 400-byte message, the reference, then nothing.
+    fn golden_ring() -> Vec<u8> {
+        let seg = conn_segment();
+        let a = Segment::open(seg.fd().try_clone().unwrap(), 0, true).unwrap();
+        let mut tx = DirectConn::open(a, 0, false, counters()).unwrap();
+        let msg = |i: usize, n: usize| (0..n).map(|j| golden_byte(i, j)).collect::<Vec<u8>>();
+        let reference = |h: u32, n: u32, off: u64| {
+            let mut r = h.to_le_bytes().to_vec();
+            r.extend_from_slice(&n.to_le_bytes());
+            r.extend_from_slice(&off.to_le_bytes());
+            r
+        };
+        tx.send(b"hello").unwrap();
+        tx.send(&msg(1, 100)).unwrap();
+        tx.send_ref(&reference(7, 3000, 64)).unwrap();
+        tx.send(&msg(3, 2000)).unwrap();
+        tx.send(&msg(4, 1500)).unwrap();
+        assert_eq!(tx.tx_pos, 3744);
+        // The consumer has read the first four records.
+        // SAFETY: the header of a mapped connection segment; an atomic.
+        unsafe { &(*seg.ptr().cast::<ConnHeader>().as_ptr()).a_to_b.position }
+            .store(GOLDEN_RING_START, Ordering::Release);
+        tx.send(&msg(5, 400)).unwrap();
+        tx.send_ref(&reference(9, 2048, 4096)).unwrap();
+        assert_eq!(tx.tx_pos, 4096 + 416 + 32);
+        let ring = seg.at(CONN_HEADER_SIZE, RING as usize).unwrap();
+        // SAFETY: RING bytes inside the mapping (checked by `at`).
+        unsafe { std::slice::from_raw_parts(ring.as_ptr(), RING as usize) }.to_vec()
+    }
+
+    /// Where a reader of the golden ring starts.
+    const GOLDEN_RING_START: u64 = 2208;
+
+    const GOLDEN_RING_PATH: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../abi/golden/direct_ring_v1.hex"
+    );
+
+    /// The golden direct ring equals the committed vector
+    /// (`crates/abi/golden/direct_ring_v1.hex`, which Javia's tests read
+    /// with their own reading of the record format); `UNET_BLESS=1`
+    /// rewrites it after a deliberate change. Read from its start, it
+    /// gives back what was sent.
+    #[test]
+    fn the_golden_ring_matches_the_committed_vector_and_reads_back() {
+        let bytes = golden_ring();
+        let hex: String = bytes
+            .chunks(32)
+            .map(|l| l.iter().map(|x| format!("{x:02x}")).collect::<String>() + "\n")
+            .collect();
+        if std::env::var_os("UNET_BLESS").is_some() {
+            std::fs::write(GOLDEN_RING_PATH, &hex).unwrap();
+        }
+        let committed = std::fs::read_to_string(GOLDEN_RING_PATH).expect("golden ring file");
+        assert!(
+            committed == hex,
+            "the golden ring differs from {GOLDEN_RING_PATH}"
+        );
+        // Read back through a receiver placed where the golden reader starts.
+        let seg = conn_segment();
+        let (mut rx, raw) = receiver(&seg);
+        let ring = raw.at(CONN_HEADER_SIZE, RING as usize).unwrap();
+        // SAFETY: RING writable bytes inside the mapping (checked by `at`);
+        // the receiver reads them only after this copy.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), ring.as_ptr(), bytes.len()) };
+        rx.rx_pos = GOLDEN_RING_START;
+        let mut got = Vec::new();
+        loop {
+            let mut rec = None;
+            match rx.recv_vi_with(|src, len, is_ref| {
+                // SAFETY: the ring has len readable bytes at src.
+                rec = Some((
+                    unsafe { std::slice::from_raw_parts(src, len) }.to_vec(),
+                    is_ref,
+                ));
+                Ok(())
+            }) {
+                DirectRecv::Message(_) => got.push(rec.unwrap()),
+                DirectRecv::Empty => break,
+                _ => panic!("the golden ring reads broken"),
+            }
+        }
+        let lens: Vec<(usize, bool)> = got.iter().map(|(m, r)| (m.len(), *r)).collect();
+        assert_eq!(lens, [(1500, false), (400, false), (16, true)]);
+        assert!(got[0]
+            .0
+            .iter()
+            .enumerate()
+            .all(|(j, &b)| b == golden_byte(4, j)));
+        assert!(got[1]
+            .0
+            .iter()
+            .enumerate()
+            .all(|(j, &b)| b == golden_byte(5, j)));
+        assert_eq!(&got[2].0[..8], &[9, 0, 0, 0, 0, 8, 0, 0]);
     }
 
     #[test]

@@ -47,7 +47,7 @@ use unet_abi::{
 use unet_control::{ErrorCode, Reply, Request, ViParams};
 use unet_sys::{self as sys, Segment};
 
-use crate::direct::{DirectConn, DirectRecv, DirectSendError};
+use crate::direct::{ConnLoan, DirectConn, DirectRecv, DirectSendError};
 use crate::session::Inner;
 use crate::{Error, Session};
 
@@ -729,6 +729,13 @@ fn pull_min() -> usize {
     })
 }
 
+/// The threshold of reading large messages from the sender's region in
+/// bytes ([`PULL_MIN`], or `UNET_PULL_MIN`), for a borrower of a VI's
+/// data path.
+pub(crate) fn pull_min_bytes() -> u64 {
+    pull_min() as u64
+}
+
 /// The peer's regions a local VI keeps mapped at once.
 const PEER_REGIONS_MAX: usize = 64;
 
@@ -1145,6 +1152,33 @@ pub struct ViStats {
     pub rx_dropped: u64,
 }
 
+/// Why a VI's data path is not lent ([`Vi::lend_direct`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LendRefusal {
+    /// Not now: descriptors or completions are outstanding. Once they
+    /// are all taken it can be.
+    Busy,
+    /// Never: a VI between engines, one with a completion queue, one of
+    /// reliable reception or strict about receives not posted, or a
+    /// broken one.
+    Never,
+}
+
+/// What the borrower of a VI's data path hands back
+/// ([`Vi::take_back_direct`]): the ring positions it reached and what it
+/// sent and placed meanwhile.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct DirectReturn {
+    pub tx_pos: u64,
+    pub rx_pos: u64,
+    pub rx_published: u64,
+    pub sent: u64,
+    pub sent_bytes: u64,
+    pub received: u64,
+    pub received_bytes: u64,
+    pub tx_full: u64,
+}
+
 /// How a VI's messages travel.
 enum ViPath {
     /// A ring shared with the peer's process (a local VI).
@@ -1187,6 +1221,53 @@ impl Core {
     #[inline(always)]
     fn connected(&self) -> bool {
         matches!(self.state, ViState::Connected)
+    }
+
+    /// Lend the direct path out (see [`Vi::lend_direct`]).
+    fn lend(&mut self) -> Result<ConnLoan, LendRefusal> {
+        let ViPath::Direct(conn) = &self.path else {
+            return Err(LendRefusal::Never);
+        };
+        if self.send_cq.is_some()
+            || self.recv_cq.is_some()
+            || self.attrs.reliability == Reliability::ReliableReception
+            || self.attrs.strict_rnr
+            || !self.connected()
+            || conn.broken
+        {
+            return Err(LendRefusal::Never);
+        }
+        if !self.send_posted.is_empty()
+            || !self.send_unplaced.is_empty()
+            || !self.send_done.is_empty()
+            || !self.recv_posted.is_empty()
+            || !self.recv_done.is_empty()
+        {
+            return Err(LendRefusal::Busy);
+        }
+        Ok(conn.loan())
+    }
+
+    /// Take the direct path back (see [`Vi::take_back_direct`]).
+    fn take_back(&mut self, r: &DirectReturn) {
+        let ViPath::Direct(conn) = &mut self.path else {
+            return;
+        };
+        let ok = conn.take_back(r.tx_pos, r.rx_pos, r.rx_published);
+        self.sent += r.sent;
+        self.placed += r.received;
+        self.stats.tx_msgs += r.sent;
+        self.stats.tx_bytes += r.sent_bytes;
+        self.stats.rx_msgs += r.received;
+        self.stats.rx_bytes += r.received_bytes;
+        self.stats.tx_full += r.tx_full;
+        if r.received > 0 {
+            // What waited for a receive was placed by the borrower.
+            self.holding = false;
+        }
+        if !ok {
+            self.break_with(ViError::Broken);
+        }
     }
 
     /// Break the connection for `why`: the peer's side of the direct ring
@@ -2218,6 +2299,46 @@ impl Vi {
                 })
                 .collect(),
         }
+    }
+
+    /// Lend a local VI's data path to code that reads and writes its rings
+    /// itself (the C ABI's `unet_vi_direct_lend`, for bindings such as
+    /// Javia whose calls into this library cost more than the ring's
+    /// work): the rings, the lines the borrower reads and writes and the
+    /// positions it starts from. Only with nothing outstanding (no
+    /// descriptor posted, no completion untaken), on a connected VI on the
+    /// direct path without completion queues, neither of reliable
+    /// reception nor strict about receives not posted. Until [`Vi::take_back_direct`] the borrower alone moves
+    /// the positions: nothing else may be called on the VI.
+    pub(crate) fn lend_direct(&mut self) -> Result<ConnLoan, LendRefusal> {
+        self.with(|c, _| c.lend())
+    }
+
+    /// Take a lent data path back at the positions the borrower reached,
+    /// counting what it sent and placed. Positions the ring's rules
+    /// cannot produce break the VI ([`ViError::Broken`]).
+    pub(crate) fn take_back_direct(&mut self, r: &DirectReturn) {
+        self.with(|c, _| c.take_back(r));
+    }
+
+    /// Sleep on a lent direct path's receiving ring for its borrower (see
+    /// `DirectConn::sleep_lent`): false for a position it cannot have
+    /// reached.
+    pub(crate) fn sleep_lent(&mut self, rx_pos: u64, timeout: Duration) -> bool {
+        self.with(|c, _| match &c.path {
+            ViPath::Direct(conn) => conn.sleep_lent(rx_pos, timeout),
+            ViPath::Engine(_) => false,
+        })
+    }
+
+    /// Wake the peer of a lent direct path, which the borrower saw asleep
+    /// after it published a message.
+    pub(crate) fn wake_direct_peer(&mut self) {
+        self.with(|c, _| {
+            if let ViPath::Direct(conn) = &c.path {
+                conn.wake_peer();
+            }
+        });
     }
 
     /// Post a send descriptor: the bytes of `segs`, gathered in order into

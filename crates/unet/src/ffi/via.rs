@@ -20,12 +20,12 @@ use unet_control::ErrorCode;
 
 use super::{
     c_bytes, fail, fail_error, guard, null, release, status, text, UnetSession, UNET_EFULL,
-    UNET_EINUSE, UNET_EINVAL, UNET_EIO, UNET_ENOTPOSTED, UNET_ETIMEDOUT, UNET_OK,
+    UNET_EINUSE, UNET_EINVAL, UNET_EIO, UNET_ENOTPOSTED, UNET_ENOTSUP, UNET_ETIMEDOUT, UNET_OK,
 };
 use crate::via::{
-    engine_code, CompletionQueue, ConnRequest, MemRegion, PostError, Reliability, Vi, ViAttributes,
-    ViCompletion, ViError, ViQueue, ViSeg, ViServer, ViState, WaitError, VI_MAX_SEGMENTS,
-    VI_MAX_TRANSFER,
+    engine_code, pull_min_bytes, CompletionQueue, ConnRequest, DirectReturn, LendRefusal,
+    MemRegion, PostError, Reliability, Vi, ViAttributes, ViCompletion, ViError, ViQueue, ViSeg,
+    ViServer, ViState, WaitError, VI_MAX_SEGMENTS, VI_MAX_TRANSFER,
 };
 use crate::Error;
 
@@ -86,7 +86,12 @@ pub struct UnetViServer(ViServer);
 /// (`unet_vi_request` in C).
 pub struct UnetViRequest(ConnRequest);
 /// Opaque VI handle (`unet_vi` in C).
-pub struct UnetVi(Vi);
+pub struct UnetVi {
+    vi: Vi,
+    /// Its data path is lent out ([`unet_vi_direct_lend`]): every call
+    /// but a few refuses until it is handed back.
+    lent: bool,
+}
 
 /// How a VI is made (`unet_vi_attrs` in C). [`unet_vi_attrs_init`] fills
 /// in the defaults; a NULL `unet_vi_attrs *` means the defaults.
@@ -170,6 +175,8 @@ const _: () =
 const _: () = assert!(std::mem::size_of::<UnetViAttrs>() == 40);
 #[cfg(target_pointer_width = "64")]
 const _: () = assert!(std::mem::size_of::<UnetViSeg>() == 24);
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<UnetViDirect>() == 152);
 
 // What the documented thread rules rest on: a VI and a request may move
 // to another thread; regions, completion queues and servers may be shared.
@@ -228,7 +235,11 @@ unsafe fn region<'a>(r: *const UnetRegion) -> Result<&'a MemRegion, c_int> {
 unsafe fn vi<'a>(vi: *mut UnetVi) -> Result<&'a mut Vi, c_int> {
     // SAFETY: NULL or a live, exclusively used Box<UnetVi> per the contract.
     match unsafe { vi.as_mut() } {
-        Some(v) => Ok(&mut v.0),
+        Some(UnetVi { vi, lent: false }) => Ok(vi),
+        Some(_) => Err(fail(
+            UNET_EINUSE,
+            "the VI's data path is lent (unet_vi_direct_lend): hand it back first",
+        )),
         None => Err(null("vi")),
     }
 }
@@ -324,7 +335,7 @@ fn store_vi(r: Result<Vi, Error>, out: *mut *mut UnetVi) -> c_int {
     match r {
         // SAFETY: callers checked that out is non-NULL; writable per their
         // contract.
-        Ok(v) => unsafe { store(out, UnetVi(v)) },
+        Ok(vi) => unsafe { store(out, UnetVi { vi, lent: false }) },
         Err(e) => fail_error(e),
     }
 }
@@ -1230,7 +1241,7 @@ pub unsafe extern "C" fn unet_vi_id(vi: *const UnetVi) -> i64 {
     guard_value(UNET_EIO as i64, || {
         // SAFETY: NULL or a live Box<UnetVi>, only read here.
         match unsafe { vi.as_ref() } {
-            Some(v) => v.0.id() as i64,
+            Some(v) => v.vi.id() as i64,
             None => null("vi") as i64,
         }
     })
@@ -1247,7 +1258,7 @@ pub unsafe extern "C" fn unet_vi_is_direct(vi: *mut UnetVi) -> c_int {
     guard_value(UNET_EIO, || {
         // SAFETY: NULL or a live Box<UnetVi> per the contract.
         match unsafe { vi.as_mut() } {
-            Some(v) => c_int::from(v.0.is_direct()),
+            Some(v) => c_int::from(v.vi.is_direct()),
             None => null("vi"),
         }
     })
@@ -1302,7 +1313,7 @@ pub unsafe extern "C" fn unet_vi_close(vi: *mut UnetVi) -> c_int {
         // SAFETY: a Box from unet_vi_connect or an accept, released only
         // here or in unet_vi_free.
         let v = unsafe { Box::from_raw(vi) };
-        status(v.0.close())
+        status(v.vi.close())
     })
 }
 
@@ -1317,9 +1328,503 @@ pub unsafe extern "C" fn unet_vi_free(vi: *mut UnetVi) {
     unsafe { release(vi) }
 }
 
+/// A local VI's data path as lent out by [`unet_vi_direct_lend`]
+/// (`unet_vi_direct` in C): its two rings and the lines of the connection
+/// the borrower reads and writes, then what it starts from and hands
+/// back. The rings follow the direct path's layout (`unet_abi`: records
+/// of an 8-byte header, tag `(position >> 3) + 1` in its low half, length
+/// and the `RECORD_PAD`/`RECORD_REF` flags in its high half, 32-byte
+/// aligned); what the peer writes is untrusted.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct UnetViDirect {
+    /// The ring this side sends on.
+    pub tx: *mut u8,
+    /// The ring this side receives from.
+    pub rx: *const u8,
+    /// Bytes in each ring (a power of two).
+    pub ring_size: u64,
+    /// The largest payload of one record.
+    pub max_len: u64,
+    /// Messages of this many bytes or more go as references to the
+    /// sender's region: the library's, not the borrower's.
+    pub pull_min: u64,
+    /// The peer's consumer position of `tx` (read with acquire).
+    pub tx_consumed: *const u64,
+    /// The peer's sleeping flag (read after a full fence that follows the
+    /// publishing store; set: call [`unet_vi_direct_wake`]).
+    pub tx_sleeping: *const u32,
+    /// This side's consumer position of `rx` (written with release).
+    pub rx_consumed: *mut u64,
+    /// Non-zero once the peer closed.
+    pub peer_closed: *const u32,
+    /// Messages and bytes sent on the direct path (two words, this
+    /// process's only writer while lent: `unet stat` reads them).
+    pub tx_counters: *mut u64,
+    /// Messages and bytes received.
+    pub rx_counters: *mut u64,
+    /// The next position to write in `tx`; the borrower moves it on.
+    pub tx_pos: u64,
+    /// The next position to read in `rx`; the borrower moves it on.
+    pub rx_pos: u64,
+    /// The position last published in `rx_consumed`.
+    pub rx_published: u64,
+    /// Messages the borrower sent (0 when lent; it counts up).
+    pub sent: u64,
+    /// Their bytes.
+    pub sent_bytes: u64,
+    /// Messages the borrower placed into its receives.
+    pub received: u64,
+    /// Their bytes.
+    pub received_bytes: u64,
+    /// Times a send found the ring full.
+    pub tx_full: u64,
+}
+
+/// Lend the VI's data path to the caller, which then reads and writes the
+/// rings itself (language bindings whose calls into the library cost more
+/// than the ring's own work): 0 with `*out` filled; [`UNET_EINUSE`] while
+/// descriptors are posted or completions untaken (take them, then try
+/// again); [`UNET_ENOTSUP`] for a VI that can never lend it (between
+/// engines, with a completion queue, of reliable reception, strict about
+/// receives not posted, or broken).
+/// Until [`unet_vi_direct_return`] every other call on the VI but
+/// [`unet_vi_direct_wake`], [`unet_vi_direct_sleep`], [`unet_vi_id`], [`unet_vi_is_direct`],
+/// [`unet_vi_close`] and [`unet_vi_free`] fails with [`UNET_EINUSE`].
+/// The pointers stay valid until the VI is closed.
+///
+/// # Safety
+/// `vi` is NULL or a live handle used by this thread only; `out` NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn unet_vi_direct_lend(vi: *mut UnetVi, out: *mut UnetViDirect) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract (refuses a lent VI).
+        let v = match unsafe { self::vi(vi) } {
+            Ok(v) => v,
+            Err(c) => return c,
+        };
+        if out.is_null() {
+            return null("out");
+        }
+        let l = match v.lend_direct() {
+            Ok(l) => l,
+            Err(LendRefusal::Busy) => {
+                return fail(
+                    UNET_EINUSE,
+                    "descriptors are posted or completions untaken on this VI",
+                )
+            }
+            Err(LendRefusal::Never) => {
+                return fail(
+                    UNET_ENOTSUP,
+                    "this VI's data path cannot be lent (between engines, with a completion \
+                     queue, of reliable reception, strict about receives not posted, or broken)",
+                )
+            }
+        };
+        let d = UnetViDirect {
+            tx: l.tx,
+            rx: l.rx,
+            ring_size: l.size,
+            max_len: l.max_len,
+            pull_min: pull_min_bytes(),
+            tx_consumed: l.tx_consumed.cast(),
+            tx_sleeping: l.tx_sleeping.cast(),
+            rx_consumed: l.rx_consumed.cast_mut().cast(),
+            peer_closed: l.peer_closed.cast(),
+            tx_counters: l.tx_counters.cast_mut().cast(),
+            rx_counters: l.rx_counters.cast_mut().cast(),
+            tx_pos: l.tx_pos,
+            rx_pos: l.rx_pos,
+            rx_published: l.rx_published,
+            sent: 0,
+            sent_bytes: 0,
+            received: 0,
+            received_bytes: 0,
+            tx_full: 0,
+        };
+        // SAFETY: non-NULL and writable per the contract.
+        unsafe { out.write(d) };
+        // SAFETY: vi is a live handle (self::vi accepted it).
+        unsafe { (*vi).lent = true };
+        UNET_OK
+    })
+}
+
+/// Hand a lent data path back: the positions and counts in `*d` (the
+/// borrower's, from [`unet_vi_direct_lend`]) become the VI's. Positions
+/// the ring's rules cannot produce break the VI ([`UNET_VI_BROKEN`]).
+/// 0, or [`UNET_EINVAL`] when the VI is not lent (or for NULL).
+///
+/// # Safety
+/// `vi` is NULL or a live handle used by this thread only; `d` NULL or
+/// readable.
+#[no_mangle]
+pub unsafe extern "C" fn unet_vi_direct_return(vi: *mut UnetVi, d: *const UnetViDirect) -> c_int {
+    guard(|| {
+        // SAFETY: NULL or a live, exclusively used handle per the contract.
+        let Some(h) = (unsafe { vi.as_mut() }) else {
+            return null("vi");
+        };
+        // SAFETY: NULL or readable per the contract.
+        let Some(d) = (unsafe { d.as_ref() }).copied() else {
+            return null("d");
+        };
+        if !h.lent {
+            return fail(UNET_EINVAL, "the VI's data path is not lent");
+        }
+        h.lent = false;
+        h.vi.take_back_direct(&DirectReturn {
+            tx_pos: d.tx_pos,
+            rx_pos: d.rx_pos,
+            rx_published: d.rx_published,
+            sent: d.sent,
+            sent_bytes: d.sent_bytes,
+            received: d.received,
+            received_bytes: d.received_bytes,
+            tx_full: d.tx_full,
+        });
+        UNET_OK
+    })
+}
+
+/// Sleep, for the borrower of a lent data path, until a record is at
+/// `d->rx_pos` in the receiving ring, the peer closes, or `timeout_us`
+/// microseconds pass (at most a second; a wake-up may also be spurious:
+/// look at the ring again). `d->rx_pos` is published to the peer first
+/// (and becomes `d->rx_published`). 0, or [`UNET_EINVAL`] when the VI is
+/// not lent or `d->rx_pos` is not a position the borrower can have
+/// reached.
+///
+/// # Safety
+/// `vi` is NULL or a live handle used by this thread only; `d` NULL or
+/// readable and writable.
+#[no_mangle]
+pub unsafe extern "C" fn unet_vi_direct_sleep(
+    vi: *mut UnetVi,
+    d: *mut UnetViDirect,
+    timeout_us: i64,
+) -> c_int {
+    guard(|| {
+        // SAFETY: NULL or a live, exclusively used handle per the contract.
+        let Some(h) = (unsafe { vi.as_mut() }) else {
+            return null("vi");
+        };
+        // SAFETY: NULL or readable and writable per the contract.
+        let Some(d) = (unsafe { d.as_mut() }) else {
+            return null("d");
+        };
+        if !h.lent {
+            return fail(UNET_EINVAL, "the VI's data path is not lent");
+        }
+        let t = Duration::from_micros(timeout_us.clamp(0, 1_000_000) as u64);
+        if !h.vi.sleep_lent(d.rx_pos, t) {
+            return fail(
+                UNET_EINVAL,
+                "rx_pos is not a position the borrower can have reached",
+            );
+        }
+        d.rx_published = d.rx_pos;
+        UNET_OK
+    })
+}
+
+/// Wake the peer of a lent data path, which the borrower found asleep
+/// (its sleeping flag set) after publishing a record. 0, or
+/// [`UNET_EINVAL`] when the VI is not lent.
+///
+/// # Safety
+/// `vi` is NULL or a live handle used by this thread only.
+#[no_mangle]
+pub unsafe extern "C" fn unet_vi_direct_wake(vi: *mut UnetVi) -> c_int {
+    guard(|| {
+        // SAFETY: NULL or a live, exclusively used handle per the contract.
+        match unsafe { vi.as_mut() } {
+            Some(h) if h.lent => {
+                h.vi.wake_direct_peer();
+                UNET_OK
+            }
+            Some(_) => fail(UNET_EINVAL, "the VI's data path is not lent"),
+            None => null("vi"),
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+    use unet_abi::{record_span, record_tag, RECORD_HEADER, RECORD_PAD};
+
+    /// A borrower of a lent data path, as a binding would write one: the
+    /// ring's rules, nothing of the library's.
+    struct Borrower {
+        d: UnetViDirect,
+        /// The peer slept when the last send was published.
+        asleep: bool,
+    }
+
+    impl Borrower {
+        fn hdr(ring: *const u8, off: u64) -> &'static AtomicU64 {
+            // SAFETY: off is 8-aligned and inside the ring (callers mask it).
+            unsafe { &*(ring.add(off as usize) as *const AtomicU64) }
+        }
+
+        /// Send `data` (one record; padding at the end of a lap); false
+        /// when the ring has no room.
+        fn send(&mut self, data: &[u8]) -> bool {
+            let d = &mut self.d;
+            let span = record_span(data.len()) as u64;
+            let off = d.tx_pos & (d.ring_size - 1);
+            let pad = if off + span > d.ring_size {
+                d.ring_size - off
+            } else {
+                0
+            };
+            // SAFETY: the lent pointer to the peer's consumer line.
+            let consumed = unsafe { &*(d.tx_consumed as *const AtomicU64) }.load(Ordering::Acquire);
+            if d.tx_pos + pad + span > consumed + d.ring_size {
+                d.tx_full += 1;
+                return false;
+            }
+            if pad > 0 {
+                let h = record_tag(d.tx_pos) as u64 | (((RECORD_PAD | pad as u32) as u64) << 32);
+                Self::hdr(d.tx, off).store(h, Ordering::Release);
+                d.tx_pos += pad;
+            }
+            let off = d.tx_pos & (d.ring_size - 1);
+            // SAFETY: the record fits in the ring from off (checked above).
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    data.as_ptr(),
+                    d.tx.add(off as usize + RECORD_HEADER),
+                    data.len(),
+                )
+            };
+            let h = record_tag(d.tx_pos) as u64 | ((data.len() as u64) << 32);
+            Self::hdr(d.tx, off).store(h, Ordering::Release);
+            d.tx_pos += span;
+            d.sent += 1;
+            d.sent_bytes += data.len() as u64;
+            fence(Ordering::SeqCst);
+            // SAFETY: the lent pointer to the peer's sleeping flag.
+            self.asleep =
+                unsafe { &*(d.tx_sleeping as *const AtomicU32) }.load(Ordering::Relaxed) != 0;
+            true
+        }
+
+        /// The next message, copied into `buf`; None when the ring is empty.
+        fn recv(&mut self, buf: &mut [u8]) -> Option<usize> {
+            let d = &mut self.d;
+            loop {
+                let off = d.rx_pos & (d.ring_size - 1);
+                let h = Self::hdr(d.rx, off).load(Ordering::Acquire);
+                if h as u32 != record_tag(d.rx_pos) {
+                    return None;
+                }
+                let len = (h >> 32) as u32;
+                if len & RECORD_PAD != 0 {
+                    d.rx_pos += (len & !RECORD_PAD) as u64;
+                    continue;
+                }
+                let len = len as usize;
+                // SAFETY: a test's own peer wrote a record inside the ring.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        d.rx.add(off as usize + RECORD_HEADER),
+                        buf.as_mut_ptr(),
+                        len,
+                    )
+                };
+                d.rx_pos += record_span(len) as u64;
+                d.received += 1;
+                d.received_bytes += len as u64;
+                // SAFETY: the lent pointer to our consumer line.
+                unsafe { &*(d.rx_consumed as *const AtomicU64) }.store(d.rx_pos, Ordering::Release);
+                d.rx_published = d.rx_pos;
+                return Some(len);
+            }
+        }
+    }
+
+    /// An engine and a connected pair: `(engine, a, b, a's session, b's)`.
+    fn pair(r: Reliability) -> (crate::Engine, Vi, Vi, crate::Session, crate::Session) {
+        let e = crate::Engine::start(crate::EngineConfig::default()).unwrap();
+        let s1 = crate::Session::embedded(&e).unwrap();
+        let s2 = crate::Session::embedded(&e).unwrap();
+        let attrs = ViAttributes {
+            reliability: r,
+            ..ViAttributes::default()
+        };
+        let server = s2.vi_listen(9).unwrap();
+        let (s, a) = (s1.clone(), attrs.clone());
+        let t = std::thread::spawn(move || s.vi_connect(None, 9, &a, None));
+        let b = server.accept(&attrs, None).unwrap();
+        let a = t.join().unwrap().unwrap();
+        (e, a, b, s1, s2)
+    }
+
+    #[test]
+    fn a_lent_data_path_carries_messages_both_ways_and_the_vi_goes_on_where_it_stopped() {
+        let (_e, a, mut b, sa, sb) = pair(Reliability::ReliableDelivery);
+        let h = Box::into_raw(Box::new(UnetVi { vi: a, lent: false }));
+        let rb = sb.register_memory(1 << 16).unwrap();
+        let mut c = UnetViCompletion::default();
+        let mut d = std::mem::MaybeUninit::<UnetViDirect>::uninit();
+        // SAFETY: h is a live handle used by this thread only; d writable.
+        unsafe {
+            assert_eq!(unet_vi_direct_lend(h, d.as_mut_ptr()), UNET_OK);
+            let mut w = Borrower {
+                d: d.assume_init(),
+                asleep: false,
+            };
+            assert_eq!(w.d.pull_min, crate::via::pull_min_bytes());
+            // Lent: the VI refuses everything else, and a second lending.
+            assert_eq!(unet_vi_send_done(h, &mut c), UNET_EINUSE);
+            assert_eq!(unet_vi_direct_lend(h, d.as_mut_ptr()), UNET_EINUSE);
+            // Messages across several laps of the ring (padding included),
+            // the peer taking them as they come.
+            let mut buf = vec![0u8; 4096];
+            let mut i = 0usize;
+            while w.d.tx_pos < 3 * w.d.ring_size {
+                i += 1;
+                let msg: Vec<u8> = (0..(i * 37) % 1500).map(|j| (i + j) as u8).collect();
+                b.post_recv(i as u64, &[ViSeg::new(&rb, 0, 4096)]).unwrap();
+                while !w.send(&msg) {
+                    std::hint::spin_loop();
+                }
+                let got = b.recv_wait(Some(Duration::from_secs(5))).unwrap();
+                assert_eq!(got.status, Ok(msg.len()));
+                let mut back = vec![0u8; msg.len()];
+                rb.read(0, &mut back);
+                assert_eq!(back, msg, "message {i}");
+                // And back the other way, into the borrower's hands.
+                b.post_send(i as u64, &[ViSeg::new(&rb, 0, msg.len())])
+                    .unwrap();
+                let n = loop {
+                    if let Some(n) = w.recv(&mut buf) {
+                        break n;
+                    }
+                    std::hint::spin_loop();
+                };
+                assert_eq!(&buf[..n], &msg[..]);
+                assert_eq!(
+                    b.send_wait(Some(Duration::from_secs(5))).unwrap().status,
+                    Ok(n)
+                );
+            }
+            // Sleeping: an empty ring until the time is up; a message
+            // sent meanwhile wakes the borrower.
+            let t0 = std::time::Instant::now();
+            assert_eq!(unet_vi_direct_sleep(h, &mut w.d, 20_000), UNET_OK);
+            assert!(t0.elapsed() >= Duration::from_millis(10), "slept");
+            assert_eq!(w.d.rx_published, w.d.rx_pos);
+            let waker = std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(20));
+                b.post_send(0, &[ViSeg::new(&rb, 0, 3)]).unwrap();
+                (b, rb)
+            });
+            let t0 = std::time::Instant::now();
+            while w.recv(&mut buf).is_none() {
+                assert_eq!(unet_vi_direct_sleep(h, &mut w.d, 1_000_000), UNET_OK);
+            }
+            assert!(
+                t0.elapsed() < Duration::from_millis(900),
+                "woken by the message"
+            );
+            let (mut b, rb) = waker.join().unwrap();
+            assert_eq!(
+                b.send_wait(Some(Duration::from_secs(5))).unwrap().status,
+                Ok(3)
+            );
+            let mut bad = UnetViDirect {
+                rx_pos: w.d.rx_pos + 8,
+                ..w.d
+            };
+            assert_eq!(unet_vi_direct_sleep(h, &mut bad, 0), UNET_EINVAL);
+            assert_eq!(unet_vi_direct_return(h, &w.d), UNET_OK);
+            assert_eq!(
+                unet_vi_direct_return(h, &w.d),
+                UNET_EINVAL,
+                "not lent any more"
+            );
+            // The library goes on from the borrower's positions.
+            let ra = sa.register_memory(4096).unwrap();
+            ra.write(0, b"after");
+            let seg = UnetViSeg {
+                region: Box::into_raw(Box::new(UnetRegion(Some(ra)))),
+                offset: 0,
+                len: 5,
+            };
+            b.post_recv(7, &[ViSeg::new(&rb, 0, 4096)]).unwrap();
+            assert_eq!(unet_vi_post_send(h, 1, &seg, 1), UNET_OK);
+            assert_eq!(
+                b.recv_wait(Some(Duration::from_secs(5))).unwrap().status,
+                Ok(5)
+            );
+            assert_eq!(unet_vi_send_wait(h, 5_000_000, &mut c), UNET_OK);
+            rb.write(0, b"reply!");
+            b.post_send(8, &[ViSeg::new(&rb, 0, 6)]).unwrap();
+            let seg2 = UnetViSeg { len: 4096, ..seg };
+            assert_eq!(unet_vi_post_recv(h, 2, &seg2, 1), UNET_OK);
+            assert_eq!(unet_vi_recv_wait(h, 5_000_000, &mut c), UNET_OK);
+            assert_eq!((c.status, c.len), (0, 6));
+            let mut st = std::mem::MaybeUninit::<UnetViStats>::uninit();
+            assert_eq!(unet_vi_get_stats(h, st.as_mut_ptr()), UNET_OK);
+            let st = st.assume_init();
+            let n = i as u64 + 1;
+            assert_eq!(
+                (st.tx_msgs, st.rx_msgs),
+                (n, n + 1),
+                "the borrower's counted too"
+            );
+            unet_region_free(seg.region);
+            unet_vi_free(h);
+        }
+    }
+
+    #[test]
+    fn lending_waits_for_an_idle_vi_and_refuses_what_cannot_be_lent() {
+        let (_e, mut a, _b, sa, _sb) = pair(Reliability::ReliableDelivery);
+        let ra = sa.register_memory(4096).unwrap();
+        a.post_recv(1, &[ViSeg::new(&ra, 0, 4096)]).unwrap();
+        let h = Box::into_raw(Box::new(UnetVi { vi: a, lent: false }));
+        let mut d = std::mem::MaybeUninit::<UnetViDirect>::uninit();
+        // SAFETY: h is a live handle used by this thread only.
+        unsafe {
+            assert_eq!(
+                unet_vi_direct_lend(h, d.as_mut_ptr()),
+                UNET_EINUSE,
+                "a receive is posted"
+            );
+            assert_eq!(unet_vi_direct_wake(h), UNET_EINVAL, "not lent");
+            unet_vi_free(h);
+        }
+        let (_e2, a, _b2, _sa, _sb) = pair(Reliability::ReliableReception);
+        let h = Box::into_raw(Box::new(UnetVi { vi: a, lent: false }));
+        // SAFETY: as above.
+        unsafe {
+            assert_eq!(unet_vi_direct_lend(h, d.as_mut_ptr()), UNET_ENOTSUP);
+            unet_vi_free(h);
+        }
+    }
+
+    #[test]
+    fn positions_handed_back_against_the_rules_break_the_vi() {
+        let (_e, a, _b, _sa, _sb) = pair(Reliability::Unreliable);
+        let h = Box::into_raw(Box::new(UnetVi { vi: a, lent: false }));
+        let mut d = std::mem::MaybeUninit::<UnetViDirect>::uninit();
+        // SAFETY: h is a live handle used by this thread only.
+        unsafe {
+            assert_eq!(unet_vi_direct_lend(h, d.as_mut_ptr()), UNET_OK);
+            let mut d = d.assume_init();
+            d.tx_pos += 8; // not on a record boundary
+            assert_eq!(unet_vi_direct_return(h, &d), UNET_OK);
+            assert_eq!(unet_vi_state(h), UNET_VI_BROKEN);
+            unet_vi_free(h);
+        }
+    }
 
     #[test]
     fn null_handles_are_einval() {

@@ -54,6 +54,7 @@ final class Native {
 
     static final int UNET_EFULL = -1;
     static final int UNET_ETIMEDOUT = -6;
+    static final int UNET_ENOTSUP = -14;
     static final int UNET_EINUSE = -16;
     static final int UNET_ENOTPOSTED = -17;
 
@@ -110,6 +111,15 @@ final class Native {
             handle("unet_vi_send_wait", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_LONG));
     static final MethodHandle RECV_WAIT =
             handle("unet_vi_recv_wait", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_LONG));
+    // A local VI's path lent to Javia (DirectPath).
+    static final MethodHandle DIRECT_LEND =
+            handle("unet_vi_direct_lend", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG), FAST);
+    static final MethodHandle DIRECT_RETURN =
+            handle("unet_vi_direct_return", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG), FAST);
+    static final MethodHandle DIRECT_SLEEP =
+            handle("unet_vi_direct_sleep", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_LONG));
+    static final MethodHandle DIRECT_WAKE =
+            handle("unet_vi_direct_wake", FunctionDescriptor.of(JAVA_INT, JAVA_LONG), FAST);
     static final MethodHandle VI_STATE = handle("unet_vi_state", FunctionDescriptor.of(JAVA_INT, ADDRESS));
     static final MethodHandle VI_ID = handle("unet_vi_id", FunctionDescriptor.of(JAVA_LONG, ADDRESS));
     static final MethodHandle VI_IS_DIRECT = handle("unet_vi_is_direct", FunctionDescriptor.of(JAVA_INT, ADDRESS));

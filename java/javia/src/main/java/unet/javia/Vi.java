@@ -104,6 +104,25 @@ public final class Vi implements AutoCloseable {
     private String broken;
 
     /**
+     * The VI's direct path, lent to Javia whenever nothing of the VI's is
+     * outstanding in the library ({@link DirectPath}): Javia-II's calls
+     * then read and write the connection's rings themselves, with no call
+     * into the library for a small message. Null for a VI that cannot lend
+     * it (between engines, with a completion queue, of reliable reception,
+     * strict about receives not posted) or with lending turned off (the
+     * system property {@code unet.javia.lend=false}).
+     */
+    private final DirectPath path;
+    /**
+     * Buffer receives posted while the path is lent, oldest first, with
+     * their offsets: posted in the library when the path goes back.
+     */
+    private final ViBufferTicket[] held;
+    private final int[] heldOff;
+    private int heldHead;
+    private int heldN;
+
+    /**
      * Connect to whoever waits on {@code tag} at {@code mach} (the paper's
      * constructor). {@code sendQ} and {@code recvQ} may be null.
      *
@@ -176,6 +195,12 @@ public final class Vi implements AutoCloseable {
         viA = vi.address();
         segA = seg.address();
         compA = comp.address();
+        boolean lendable = direct && sendQ == null && recvQ == null
+                && attrs.getReliability() != ViAttributes.Reliability.RELIABLE_RECEPTION && !attrs.isStrictRnr()
+                && !"false".equals(System.getProperty("unet.javia.lend"));
+        path = lendable ? new DirectPath(viA, arena) : null;
+        held = new ViBufferTicket[2 * depth];
+        heldOff = new int[2 * depth];
         if (sendQ != null) {
             sendQ.attach(this);
         }
@@ -322,6 +347,7 @@ public final class Vi implements AutoCloseable {
         lock.lock();
         try {
             check();
+            unlend();
             if (sendFreeN == 0) {
                 reapSends();
             }
@@ -380,6 +406,7 @@ public final class Vi implements AutoCloseable {
                 throw new ViException("recv cannot take messages while " + (ticketsPosted + bufRecvPosted)
                         + " ViBATickets or ViBufferTickets are posted on this Vi (use recvWait or recvBufWait)");
             }
+            unlend();
             while (recvFreeN > 0) {
                 int s = recvFree[--recvFreeN];
                 recvTickets[s] = null;
@@ -431,6 +458,7 @@ public final class Vi implements AutoCloseable {
             if (recvFreeN == 0) {
                 throw new ViException("the receive queue is full: " + recvFree.length + " tickets posted");
             }
+            unlend();
             int s = recvFree[--recvFreeN];
             recvTickets[s] = t;
             t.reset();
@@ -501,6 +529,20 @@ public final class Vi implements AutoCloseable {
         lock.lock();
         try {
             check();
+            if (path != null && len < path.pullMin && lent()) {
+                checkPostable(t);
+                if (path.trySend(t.memory, off, len)) {
+                    // In the ring: done at once, as the library's direct
+                    // path completes a small send. No send of the library's
+                    // is outstanding while the path is lent, so the order
+                    // of completions holds.
+                    t.reset();
+                    t.complete(len);
+                    sendBufDone.addLast(t);
+                    return;
+                }
+            }
+            unlend();
             int k = takeBufSlot(t);
             seg.set(ADDRESS, 0, t.buffer.region());
             seg.set(JAVA_LONG, 8, off);
@@ -532,6 +574,16 @@ public final class Vi implements AutoCloseable {
     public ViBufferTicket sendBufWait(int microseconds) throws ViException {
         lock.lock();
         try {
+            if (path != null && path.isLent) {
+                // Nothing of the VI's is outstanding in the library: what
+                // is done is here, or nothing is posted.
+                ViBufferTicket t = sendBufDone.pollFirst();
+                if (t != null) {
+                    return t;
+                }
+                check();
+                throw new ViException("no ViBufferTicket send is posted on this Vi");
+            }
             if (sendBufDone.isEmpty() && broken == null && !closed) {
                 // The common case, the oldest send already complete: taken
                 // and handed back at once, not through sendBufDone.
@@ -606,6 +658,21 @@ public final class Vi implements AutoCloseable {
                 throw new ViException("recvBufPost cannot be mixed with recvPost or recv on one Vi while their"
                         + " buffers are posted");
             }
+            if (lent()) {
+                checkPostable(t);
+                if (bufRecvPosted < attrs.getQueueDepth()) {
+                    // Held here until a message comes (or the path goes back).
+                    int i = (heldHead + heldN) % held.length;
+                    held[i] = t;
+                    heldOff[i] = off;
+                    heldN++;
+                    t.reset();
+                    t.posted = true;
+                    bufRecvPosted++;
+                    return;
+                }
+            }
+            unlend();
             int k = takeBufSlot(t);
             seg.set(ADDRESS, 0, t.buffer.region());
             seg.set(JAVA_LONG, 8, off);
@@ -642,6 +709,16 @@ public final class Vi implements AutoCloseable {
             if (bufRecvPosted == 0) {
                 throw new ViException("no ViBufferTicket receive is posted on this Vi");
             }
+            if (heldN > 0) {
+                ViBufferTicket t = takeHeld(microseconds);
+                if (t != null) {
+                    return t;
+                }
+            }
+            unlend();
+            if (bufRecvPosted == 0) {
+                throw new ViException("no receive is posted on this Vi any more (another thread took it)");
+            }
             waitRecv(microseconds);
             long id = comp.get(JAVA_LONG, 0);
             int status = comp.get(JAVA_INT, 8);
@@ -677,6 +754,158 @@ public final class Vi implements AutoCloseable {
             return true;
         } finally {
             lock.unlock();
+        }
+    }
+
+    /**
+     * Whether the direct path is lent here now, borrowing it if nothing of
+     * the VI's is outstanding in the library.
+     */
+    private boolean lent() {
+        if (path == null) {
+            return false;
+        }
+        if (path.isLent) {
+            return true;
+        }
+        return broken == null && !closed && libraryIdle() && path.lend();
+    }
+
+    /** Whether the direct path is lent to Javia now (for the tests). */
+    boolean pathLent() {
+        lock.lock();
+        try {
+            return path != null && path.isLent;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Nothing of the VI's is outstanding in the library: no descriptor posted, no completion untaken. */
+    private boolean libraryIdle() {
+        return bufFreeN == bufFree.length && ticketsPosted == 0 && internalPosted == 0
+                && sendFreeN == sendFree.length;
+    }
+
+    /**
+     * Hand the lent path back before a call into the library's data path;
+     * the receives held here are posted there, in order.
+     */
+    private void unlend() throws ViException {
+        if (path == null || !path.isLent) {
+            return;
+        }
+        path.giveBack();
+        while (heldN > 0) {
+            ViBufferTicket t = held[heldHead];
+            int off = heldOff[heldHead];
+            held[heldHead] = null;
+            heldHead = (heldHead + 1) % held.length;
+            heldN--;
+            // Already posted and counted: only the library learns of it now.
+            int k = bufFree[--bufFreeN];
+            bufTickets[k] = t;
+            seg.set(ADDRESS, 0, t.buffer.region());
+            seg.set(JAVA_LONG, 8, off);
+            seg.set(JAVA_LONG, 16, Math.min(t.buffer.size() - off, MAX_TRANSFER));
+            int r;
+            try {
+                r = (int) Native.POST_RECV.invokeExact(viA, BUF | k, segA, 1L);
+            } catch (Throwable e) {
+                throw Native.fatal(e);
+            }
+            if (r != 0) {
+                // Cannot happen (the library's queue has room for every
+                // buffer ticket Javia posts); fail it rather than lose it.
+                releaseBufSlot(k);
+                bufRecvPosted--;
+                t.fail("UNET_VI_CLOSED");
+                throw Native.failure("posting a buffer receive", r);
+            }
+        }
+    }
+
+    /** As {@link #unlend}, on the way to closing: a failure there changes nothing of the close. */
+    private void unlendForClose() {
+        try {
+            unlend();
+        } catch (ViException e) {
+            // The close completes whatever is still posted.
+        }
+    }
+
+    /**
+     * The next message into the oldest receive held here, from the lent
+     * path: spins as a wait does, then sleeps on the ring; null when the
+     * next record is for the library (the path goes back; the caller
+     * waits there).
+     */
+    private ViBufferTicket takeHeld(int microseconds) throws ViException {
+        long spinEnd = 0;
+        long deadline = 0;
+        int polls = 0;
+        while (true) {
+            ViBufferTicket t = held[heldHead];
+            int off = heldOff[heldHead];
+            int n = path.poll(t.memory, off, Math.min(t.buffer.size() - off, MAX_TRANSFER));
+            if (n >= 0) {
+                held[heldHead] = null;
+                heldHead = (heldHead + 1) % held.length;
+                heldN--;
+                bufRecvPosted--;
+                t.complete(n);
+                return t;
+            }
+            if (n == DirectPath.OTHER || path.peerClosed()) {
+                unlend();
+                return null;
+            }
+            if (polls++ % CLOCK_EVERY != 0) {
+                Thread.onSpinWait();
+                continue;
+            }
+            long now = System.nanoTime();
+            if (spinEnd == 0) {
+                spinEnd = now + attrs.getSpinMicros() * 1000L;
+                deadline = microseconds < 0 ? Long.MAX_VALUE : now + microseconds * 1000L;
+            }
+            if (now - deadline >= 0) {
+                throw new ViTimeout(microseconds);
+            }
+            if (now < spinEnd) {
+                if (lock.hasQueuedThreads()) {
+                    lock.unlock();
+                    Thread.onSpinWait();
+                    lock.lock();
+                    check();
+                    if (heldN == 0 || path == null || !path.isLent) {
+                        return null;
+                    }
+                } else {
+                    Thread.onSpinWait();
+                }
+                continue;
+            }
+            path.sleep(Math.min(SLICE_US, Math.max(1, (deadline - now) / 1000)));
+            if (lock.hasQueuedThreads()) {
+                lock.unlock();
+                Thread.yield();
+                lock.lock();
+                check();
+                if (heldN == 0 || !path.isLent) {
+                    return null;
+                }
+            }
+        }
+    }
+
+    /** What {@link #takeBufSlot} checks of a ticket, for a post that takes no slot. */
+    private static void checkPostable(ViBufferTicket t) throws ViException {
+        if (!t.registered) {
+            throw new ViException("the ticket's buffer is unregistered, freed or closed");
+        }
+        if (t.posted) {
+            throw new ViException("the ticket is already posted");
         }
     }
 
@@ -735,6 +964,7 @@ public final class Vi implements AutoCloseable {
             if (closed) {
                 return;
             }
+            unlendForClose();
             if (broken == null && sendFreeN < sendFree.length) {
                 // Messages sent go out before the VI closes (send returns
                 // once they are copied): wait for them, a while at most.
@@ -814,6 +1044,11 @@ public final class Vi implements AutoCloseable {
                 bufTickets[k].fail(broken);
                 releaseBufSlot(k);
             }
+        }
+        for (; heldN > 0; heldN--) {
+            held[heldHead].fail(broken);
+            held[heldHead] = null;
+            heldHead = (heldHead + 1) % held.length;
         }
         bufRecvPosted = 0;
     }

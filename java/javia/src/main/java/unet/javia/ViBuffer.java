@@ -193,7 +193,7 @@ public final class ViBuffer implements AutoCloseable {
         if (released || mem == null) {
             throw new ViException("the ViBuffer is freed or closed");
         }
-        ViBufferTicket t = new ViBufferTicket(this, vi);
+        ViBufferTicket t = new ViBufferTicket(this, vi, mem);
         tickets.add(t);
         return t;
     }

@@ -1,5 +1,7 @@
 package unet.javia;
 
+import java.lang.foreign.MemorySegment;
+
 /**
  * A {@link ViBuffer} registered with a {@link Vi} (the paper's Javia-II
  * descriptor): posted with {@link Vi#sendBufPost} or {@link Vi#recvBufPost}
@@ -10,12 +12,15 @@ package unet.javia;
 public final class ViBufferTicket extends Ticket {
     final ViBuffer buffer;
     final Vi vi;
+    /** The buffer's memory (it cannot be freed or closed while the ticket is registered). */
+    final MemorySegment memory;
     /** Registered: cleared under the buffer's lock and the VI's, while not posted. */
     boolean registered = true;
 
-    ViBufferTicket(ViBuffer b, Vi vi) {
+    ViBufferTicket(ViBuffer b, Vi vi, MemorySegment memory) {
         this.buffer = b;
         this.vi = vi;
+        this.memory = memory;
     }
 
     /** @return the buffer */

@@ -90,6 +90,74 @@ class JaviaIITest {
         }
     }
 
+    /**
+     * A ping-pong of sizes on both sides of the library's reference
+     * threshold (2048 bytes), with the path lent to Javia for the small
+     * ones and handed back to the library for each large one, and back
+     * again: content and order hold, and the small ones go by the lent path.
+     */
+    @ParameterizedTest
+    @EnumSource(value = ViAttributes.Reliability.class, names = {"UNRELIABLE", "RELIABLE_DELIVERY"})
+    void theLentPathCarriesSmallMessagesAndHandsTheLargeOnesToTheLibrary(ViAttributes.Reliability level)
+            throws Exception {
+        ViAttributes attrs = new ViAttributes().setReliability(level);
+        Vi[] p = JaviaITest.pair(attrs);
+        int[] sizes = {0, 1, 64, 2047, 2048, 5000, 100, 32768, 7, 1999};
+        final int n = 3000;
+        try (Vi a = p[0]; Vi b = p[1]) {
+            Peer<Void> echo = Peer.run("echo", () -> {
+                ViBuffer eb = new ViBuffer(32768);
+                ViBufferTicket t = eb.register(b, new ViBufferAttributes());
+                for (int i = 0; i < n; i++) {
+                    b.recvBufPost(t, 0);
+                    ViBufferTicket got = b.recvBufWait(10_000_000);
+                    b.sendBufPost(got, 0, got.getLength());
+                    b.sendBufWait(10_000_000);
+                }
+                eb.unregister(t);
+                eb.close();
+            });
+            ViBuffer out = new ViBuffer(32768);
+            ViBuffer in = new ViBuffer(32768);
+            ViBufferTicket to = out.register(a, new ViBufferAttributes());
+            ViBufferTicket ti = in.register(a, new ViBufferAttributes());
+            int lentSmall = 0;
+            for (int i = 0; i < n; i++) {
+                int len = sizes[i % sizes.length];
+                byte[] m = JaviaITest.message(i, len);
+                out.segment().asByteBuffer().put(0, m);
+                a.recvBufPost(ti, 0);
+                a.sendBufPost(to, 0, len);
+                if (len < 2048 && a.pathLent()) {
+                    lentSmall++;
+                }
+                assertTrue(a.sendBufWait(10_000_000) == to);
+                ViBufferTicket got;
+                try {
+                    got = a.recvBufWait(10_000_000);
+                } catch (ViException e) {
+                    throw echo.failed(e);
+                }
+                assertTrue(got == ti);
+                assertEquals(len, got.getLength(), "length of echo " + i);
+                byte[] back = new byte[len];
+                in.segment().asByteBuffer().get(0, back);
+                assertTrue(java.util.Arrays.equals(m, back), "content of echo " + i);
+            }
+            echo.get(60);
+            int small = 0;
+            for (int i = 0; i < n; i++) {
+                small += sizes[i % sizes.length] < 2048 ? 1 : 0;
+            }
+            assertEquals(small, lentSmall, "every small message went by the lent path");
+            to.getBuffer();
+            out.unregister(to);
+            in.unregister(ti);
+            out.close();
+            in.close();
+        }
+    }
+
     @Test
     void theFirstViewFixesTheElementTypeAndViewsShareTheMemory() throws Exception {
         try (ViBuffer vb = new ViBuffer(64)) {
