@@ -737,7 +737,8 @@ void unet_vi_free(unet_vi *vi);
  * header (low 32 bits: tag (position >> 3) + 1; high 32 bits: payload
  * length, bit 31 padding to the end of the ring, bit 30 a reference to
  * the sender's region), each starting 32-byte aligned. What the peer
- * writes is untrusted. 152 bytes on 64-bit targets. */
+ * writes is untrusted. 216 bytes on 64-bit targets. */
+typedef struct unet_vi_unplaced unet_vi_unplaced;
 typedef struct unet_vi_direct {
     uint8_t *tx;             /* the ring this side sends on */
     const uint8_t *rx;       /* the ring this side receives from */
@@ -763,28 +764,62 @@ typedef struct unet_vi_direct {
     uint64_t received;       /* messages it placed into its receives */
     uint64_t received_bytes;
     uint64_t tx_full;        /* times a send found the ring full */
+    const uint64_t *tx_placed; /* the peer's count of this side's messages
+                                  it placed (read with acquire): a message
+                                  sent by reference completes once it
+                                  reaches the message's number */
+    uint64_t *rx_placed;     /* this side's count of messages placed:
+                                written with release once a reference's
+                                data is copied (then wake a sleeping peer) */
+    uint64_t sent_base;      /* messages sent before the lending: the
+                                borrower's first is number sent_base + 1 */
+    uint64_t placed_base;    /* messages placed before the lending */
+    uint64_t wait_placed;    /* unet_vi_direct_sleep: wake once *tx_placed
+                                reaches this too (0: not waited for) */
+    const unet_vi_unplaced *unplaced; /* unet_vi_direct_return: sends the
+                                peer has not placed yet, oldest first,
+                                which the library then completes */
+    uint64_t nunplaced;
+    uint64_t asymmetric;     /* 1: this process takes part in asymmetric
+                                fences (a sleeping peer makes every such
+                                thread execute a full barrier first), so a
+                                compiler barrier between publishing and
+                                reading tx_sleeping is enough; 0: a full
+                                fence is needed there */
 } unet_vi_direct;
 
-UNET_STATIC_ASSERT(sizeof(void *) != 8 || sizeof(unet_vi_direct) == 152,
-                   "unet_vi_direct is 152 bytes on 64-bit targets");
+/* A send the peer has not placed yet (unet_vi_direct.unplaced). */
+struct unet_vi_unplaced {
+    uint64_t id;   /* the descriptor's number */
+    uint64_t len;  /* its length */
+    uint64_t seq;  /* completes once the peer placed as many messages */
+};
+
+UNET_STATIC_ASSERT(sizeof(void *) != 8 || sizeof(unet_vi_direct) == 216,
+                   "unet_vi_direct is 216 bytes on 64-bit targets");
+UNET_STATIC_ASSERT(sizeof(unet_vi_unplaced) == 24, "unet_vi_unplaced is 24 bytes");
 
 /* Lend the VI's data path to the caller: 0 with *out filled; UNET_EINUSE
  * while descriptors are posted or completions untaken (take them, then try
  * again); UNET_ENOTSUP for a VI that can never lend it (between engines,
  * with a completion queue, of reliable reception, strict about receives
  * not posted, or broken). Until unet_vi_direct_return every call on the
- * VI but unet_vi_direct_sleep, unet_vi_direct_wake, unet_vi_id,
- * unet_vi_is_direct, unet_vi_close and unet_vi_free fails with
- * UNET_EINUSE. The pointers stay valid until the VI is closed. */
+ * VI but unet_vi_direct_sleep, unet_vi_direct_wake, unet_vi_direct_grant,
+ * unet_vi_direct_peer_region, unet_vi_id, unet_vi_is_direct,
+ * unet_vi_close and unet_vi_free fails with UNET_EINUSE. The pointers
+ * stay valid until the VI is closed. */
 int unet_vi_direct_lend(unet_vi *vi, unet_vi_direct *out);
 
 /* Hand a lent data path back: the positions and counts in *d become the
- * VI's. Positions the ring's rules cannot produce break the VI
- * (UNET_VI_BROKEN). 0, or UNET_EINVAL when the VI is not lent. */
+ * VI's, and the library completes the sends in d->unplaced once the peer
+ * placed them (their memory stays untouched and registered until then).
+ * Positions the ring's rules cannot produce break the VI (UNET_VI_BROKEN).
+ * 0, or UNET_EINVAL when the VI is not lent. */
 int unet_vi_direct_return(unet_vi *vi, const unet_vi_direct *d);
 
 /* Sleep, for the borrower of a lent data path, until a record is at
- * d->rx_pos in the receiving ring, the peer closes, or timeout_us
+ * d->rx_pos in the receiving ring, the peer placed d->wait_placed of this
+ * side's messages (when not 0), the peer closes, or timeout_us
  * microseconds pass (at most a second; a wake-up may be spurious: look at
  * the ring again). d->rx_pos is published to the peer first (and becomes
  * d->rx_published). 0, or UNET_EINVAL when the VI is not lent or d->rx_pos
@@ -794,6 +829,24 @@ int unet_vi_direct_sleep(unet_vi *vi, unet_vi_direct *d, int64_t timeout_us);
 /* Wake the peer of a lent data path, found asleep after publishing a
  * record. 0, or UNET_EINVAL when the VI is not lent. */
 int unet_vi_direct_wake(unet_vi *vi);
+
+/* Grant region to the peer of a lent data path, for the borrower's sends
+ * by reference (once per region and VI; later calls answer at once). 0;
+ * UNET_EREFUSED when the engine refused (send by copy then) or the region
+ * belongs to another session; UNET_EINVAL when the VI is not lent. */
+int unet_vi_direct_grant(unet_vi *vi, const unet_region *region);
+
+/* The peer's region handle (from a reference record), mapped for reading,
+ * for the borrower of a lent data path: 0 with its address in *ptr, its
+ * length in *len, and in *evicted the handle of a region the library
+ * unmapped to make room for it (it keeps a bounded number: forget that
+ * one's memory), or -1. A region stays mapped until it is unmapped so or
+ * the path is returned. UNET_EREFUSED when the engine refuses it (the
+ * record is then the library's to report); UNET_EINVAL when the VI is not
+ * lent. */
+int unet_vi_direct_peer_region(unet_vi *vi, uint32_t handle,
+                               const uint8_t **ptr, uint64_t *len,
+                               int64_t *evicted);
 
 /* ------------------------------------------------------------------------
  * UDM: User Direct Messaging (docs/udm.md)

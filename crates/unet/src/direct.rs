@@ -68,6 +68,10 @@ pub(crate) struct ConnLoan {
     pub tx_counters: *const AtomicU64,
     /// Those of receiving.
     pub rx_counters: *const AtomicU64,
+    /// What the peer has placed of what we sent.
+    pub tx_placed: *const AtomicU64,
+    /// What we have placed of what we received.
+    pub rx_placed: *const AtomicU64,
 }
 
 pub(crate) struct DirectConn {
@@ -288,6 +292,8 @@ impl DirectConn {
             peer_closed: self.peer_closed,
             tx_counters,
             rx_counters,
+            tx_placed: self.tx_placed,
+            rx_placed: self.rx_placed,
         }
     }
 
@@ -321,8 +327,9 @@ impl DirectConn {
     /// For a borrower that has read up to `rx_pos` (at or past where it
     /// was lent, on a record boundary: false otherwise, nothing done):
     /// publish that position, then sleep until a record is there, the
-    /// peer closes, or `timeout` passes (or a spurious wake-up).
-    pub fn sleep_lent(&self, rx_pos: u64, timeout: std::time::Duration) -> bool {
+    /// peer closes, the peer has placed `placed` of our messages (0: not
+    /// waited for), or `timeout` passes (or a spurious wake-up).
+    pub fn sleep_lent(&self, rx_pos: u64, placed: u64, timeout: std::time::Duration) -> bool {
         if rx_pos < self.rx_pos || !rx_pos.is_multiple_of(RECORD_ALIGN as u64) {
             return false;
         }
@@ -336,7 +343,7 @@ impl DirectConn {
         sys::heavy_fence();
         let ready = Self::hdr_at(self.rx, rx_pos & self.mask).load(Ordering::Acquire) as u32
             == record_tag(rx_pos);
-        if !ready && !self.peer_closed() {
+        if !ready && !self.peer_closed() && (placed == 0 || self.peer_placed() < placed) {
             sys::futex_wait(&c.futex, seen, Some(timeout));
         }
         c.sleeping.store(0, Ordering::Relaxed);

@@ -729,6 +729,18 @@ fn pull_min() -> usize {
     })
 }
 
+/// Grant this process's region `handle` to the peer of VI `vi` (once:
+/// `granted` remembers the engine's answer). False if the engine refused.
+fn grant(granted: &mut Vec<(u32, bool)>, session: &Session, vi: u32, handle: u32) -> bool {
+    if let Some(&(_, ok)) = granted.iter().find(|g| g.0 == handle) {
+        return ok;
+    }
+    let req = Request::ViGrantRegion { vi, handle };
+    let ok = matches!(session.inner.request(&req), Ok((Reply::Ok, _)));
+    granted.push((handle, ok));
+    ok
+}
+
 /// The threshold of reading large messages from the sender's region in
 /// bytes ([`PULL_MIN`], or `UNET_PULL_MIN`), for a borrower of a VI's
 /// data path.
@@ -1167,7 +1179,7 @@ pub(crate) enum LendRefusal {
 /// What the borrower of a VI's data path hands back
 /// ([`Vi::take_back_direct`]): the ring positions it reached and what it
 /// sent and placed meanwhile.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct DirectReturn {
     pub tx_pos: u64,
     pub rx_pos: u64,
@@ -1177,6 +1189,19 @@ pub(crate) struct DirectReturn {
     pub received: u64,
     pub received_bytes: u64,
     pub tx_full: u64,
+    /// Sends in the ring the peer has not placed yet, oldest first: `(id,
+    /// length, message number)`, completed by the library once the peer's
+    /// placed count reaches the number. Their memory stays untouched and
+    /// registered until then (the borrower's promise).
+    pub unplaced: Vec<(u64, usize, u64)>,
+}
+
+/// A lent data path: the connection's part, and the VI's message counts
+/// at the lending (sends and placements are numbered from them).
+pub(crate) struct DirectLoan {
+    pub conn: ConnLoan,
+    pub sent: u64,
+    pub placed: u64,
 }
 
 /// How a VI's messages travel.
@@ -1224,7 +1249,7 @@ impl Core {
     }
 
     /// Lend the direct path out (see [`Vi::lend_direct`]).
-    fn lend(&mut self) -> Result<ConnLoan, LendRefusal> {
+    fn lend(&mut self) -> Result<DirectLoan, LendRefusal> {
         let ViPath::Direct(conn) = &self.path else {
             return Err(LendRefusal::Never);
         };
@@ -1245,7 +1270,11 @@ impl Core {
         {
             return Err(LendRefusal::Busy);
         }
-        Ok(conn.loan())
+        Ok(DirectLoan {
+            conn: conn.loan(),
+            sent: self.sent,
+            placed: self.placed,
+        })
     }
 
     /// Take the direct path back (see [`Vi::take_back_direct`]).
@@ -1264,6 +1293,13 @@ impl Core {
         if r.received > 0 {
             // What waited for a receive was placed by the borrower.
             self.holding = false;
+        }
+        for &(id, total, seq) in &r.unplaced {
+            // A number the borrower cannot have given (none of its sends
+            // is past `sent`) completes at once: the send is in the ring.
+            let seq = seq.min(self.sent);
+            self.last_pull_seq = self.last_pull_seq.max(seq);
+            Unplaced::push(&mut self.send_unplaced, id, total, seq);
         }
         if !ok {
             self.break_with(ViError::Broken);
@@ -1474,23 +1510,8 @@ impl Core {
         let mut payload = [0u8; VI_MAX_SEGMENTS * VI_REF_SEGMENT];
         let mut n = 0;
         for p in d.pieces() {
-            match self.granted.iter().find(|g| g.0 == p.handle) {
-                Some(&(_, ok)) => {
-                    if !ok {
-                        return None;
-                    }
-                }
-                None => {
-                    let req = Request::ViGrantRegion {
-                        vi: self.id,
-                        handle: p.handle,
-                    };
-                    let ok = matches!(self.session.inner.request(&req), Ok((Reply::Ok, _)));
-                    self.granted.push((p.handle, ok));
-                    if !ok {
-                        return None;
-                    }
-                }
+            if !grant(&mut self.granted, &self.session, self.id, p.handle) {
+                return None;
             }
             let e = &mut payload[n * VI_REF_SEGMENT..(n + 1) * VI_REF_SEGMENT];
             e[0..4].copy_from_slice(&p.handle.to_le_bytes());
@@ -1526,6 +1547,26 @@ impl Core {
             u.nslots += 1;
         }
         Some(true)
+    }
+
+    /// The peer's region `handle` mapped here (mapping it first if need
+    /// be): its memory, and the region let go to make room for it if one
+    /// was; None if the engine refuses.
+    fn peer_region(&mut self, handle: u32) -> Option<(*const u8, usize, Option<u32>)> {
+        let found = |c: &Core| {
+            c.peer_regions
+                .iter()
+                .find(|r| r.0 == handle)
+                .map(|(_, seg)| (seg.ptr().as_ptr() as *const u8, seg.len()))
+        };
+        if let Some((p, n)) = found(self) {
+            return Some((p, n, None));
+        }
+        let gone = (self.peer_regions.len() >= PEER_REGIONS_MAX).then(|| self.peer_regions[0].0);
+        if !self.map_peer_region(handle) {
+            return None;
+        }
+        found(self).map(|(p, n)| (p, n, gone))
     }
 
     /// Map the peer's region `handle` (granted to this VI), keeping at
@@ -2310,7 +2351,7 @@ impl Vi {
     /// direct path without completion queues, neither of reliable
     /// reception nor strict about receives not posted. Until [`Vi::take_back_direct`] the borrower alone moves
     /// the positions: nothing else may be called on the VI.
-    pub(crate) fn lend_direct(&mut self) -> Result<ConnLoan, LendRefusal> {
+    pub(crate) fn lend_direct(&mut self) -> Result<DirectLoan, LendRefusal> {
         self.with(|c, _| c.lend())
     }
 
@@ -2324,11 +2365,32 @@ impl Vi {
     /// Sleep on a lent direct path's receiving ring for its borrower (see
     /// `DirectConn::sleep_lent`): false for a position it cannot have
     /// reached.
-    pub(crate) fn sleep_lent(&mut self, rx_pos: u64, timeout: Duration) -> bool {
+    pub(crate) fn sleep_lent(&mut self, rx_pos: u64, placed: u64, timeout: Duration) -> bool {
         self.with(|c, _| match &c.path {
-            ViPath::Direct(conn) => conn.sleep_lent(rx_pos, timeout),
+            ViPath::Direct(conn) => conn.sleep_lent(rx_pos, placed, timeout),
             ViPath::Engine(_) => false,
         })
+    }
+
+    /// Grant `region` to the peer for a borrower's large sends (once per
+    /// region and VI). False if the engine refused (send the message by
+    /// copy then), or the region belongs to another session.
+    pub(crate) fn grant_lent(&mut self, region: &MemRegion) -> bool {
+        if !Arc::ptr_eq(&region.inner.session.inner, &self.session.inner) {
+            return false;
+        }
+        self.with(|c, _| grant(&mut c.granted, &c.session, c.id, region.handle()))
+    }
+
+    /// The peer's region `handle`, mapped, for a borrower reading a
+    /// reference record, and the region unmapped to make room for it if
+    /// one was (the borrower forgets that one): valid until it is let go
+    /// so or the path is returned. None if the engine refuses it.
+    pub(crate) fn peer_region_lent(
+        &mut self,
+        handle: u32,
+    ) -> Option<(*const u8, usize, Option<u32>)> {
+        self.with(|c, _| c.peer_region(handle))
     }
 
     /// Wake the peer of a lent direct path, which the borrower saw asleep

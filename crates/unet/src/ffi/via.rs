@@ -20,7 +20,8 @@ use unet_control::ErrorCode;
 
 use super::{
     c_bytes, fail, fail_error, guard, null, release, status, text, UnetSession, UNET_EFULL,
-    UNET_EINUSE, UNET_EINVAL, UNET_EIO, UNET_ENOTPOSTED, UNET_ENOTSUP, UNET_ETIMEDOUT, UNET_OK,
+    UNET_EINUSE, UNET_EINVAL, UNET_EIO, UNET_ENOTPOSTED, UNET_ENOTSUP, UNET_EREFUSED,
+    UNET_ETIMEDOUT, UNET_OK,
 };
 use crate::via::{
     engine_code, pull_min_bytes, CompletionQueue, ConnRequest, DirectReturn, LendRefusal,
@@ -176,7 +177,8 @@ const _: () = assert!(std::mem::size_of::<UnetViAttrs>() == 40);
 #[cfg(target_pointer_width = "64")]
 const _: () = assert!(std::mem::size_of::<UnetViSeg>() == 24);
 #[cfg(target_pointer_width = "64")]
-const _: () = assert!(std::mem::size_of::<UnetViDirect>() == 152);
+const _: () = assert!(std::mem::size_of::<UnetViDirect>() == 216);
+const _: () = assert!(std::mem::size_of::<UnetViUnplaced>() == 24);
 
 // What the documented thread rules rest on: a VI and a request may move
 // to another thread; regions, completion queues and servers may be shared.
@@ -1379,6 +1381,46 @@ pub struct UnetViDirect {
     pub received_bytes: u64,
     /// Times a send found the ring full.
     pub tx_full: u64,
+    /// The peer's count of this side's messages it has placed (read with
+    /// acquire): a message sent as a reference completes once it reaches
+    /// the message's number.
+    pub tx_placed: *const u64,
+    /// This side's count of messages placed (written with release once a
+    /// reference's data is copied; then the peer is woken if it sleeps).
+    pub rx_placed: *mut u64,
+    /// Messages the VI sent before the lending: the borrower's sends are
+    /// numbered on from it (its first is `sent_base + 1`).
+    pub sent_base: u64,
+    /// Messages placed before the lending (this side's count is
+    /// `placed_base + received`).
+    pub placed_base: u64,
+    /// For [`unet_vi_direct_sleep`]: wake once `*tx_placed` reaches this
+    /// too (0: not waited for).
+    pub wait_placed: u64,
+    /// For [`unet_vi_direct_return`]: sends in the ring the peer has not
+    /// placed yet, oldest first (NULL when none), which the library then
+    /// completes.
+    pub unplaced: *const UnetViUnplaced,
+    /// How many.
+    pub nunplaced: u64,
+    /// 1 when this process takes part in asymmetric fences (the peer's
+    /// sleeping side makes every such thread execute a full barrier before
+    /// it sleeps): then a compiler barrier between publishing and reading
+    /// `tx_sleeping` is enough; 0: a full fence is needed there.
+    pub asymmetric: u64,
+}
+
+/// A send the peer has not placed yet, handed back with a lent data path
+/// (`unet_vi_unplaced` in C).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct UnetViUnplaced {
+    /// The descriptor's number (its completion's id).
+    pub id: u64,
+    /// Its length.
+    pub len: u64,
+    /// The message's number: it completes once the peer has placed as many.
+    pub seq: u64,
 }
 
 /// Lend the VI's data path to the caller, which then reads and writes the
@@ -1389,7 +1431,8 @@ pub struct UnetViDirect {
 /// engines, with a completion queue, of reliable reception, strict about
 /// receives not posted, or broken).
 /// Until [`unet_vi_direct_return`] every other call on the VI but
-/// [`unet_vi_direct_wake`], [`unet_vi_direct_sleep`], [`unet_vi_id`], [`unet_vi_is_direct`],
+/// [`unet_vi_direct_sleep`], [`unet_vi_direct_wake`], [`unet_vi_direct_grant`],
+/// [`unet_vi_direct_peer_region`], [`unet_vi_id`], [`unet_vi_is_direct`],
 /// [`unet_vi_close`] and [`unet_vi_free`] fails with [`UNET_EINUSE`].
 /// The pointers stay valid until the VI is closed.
 ///
@@ -1423,26 +1466,35 @@ pub unsafe extern "C" fn unet_vi_direct_lend(vi: *mut UnetVi, out: *mut UnetViDi
                 )
             }
         };
+        let (c, sent_base, placed_base) = (l.conn, l.sent, l.placed);
         let d = UnetViDirect {
-            tx: l.tx,
-            rx: l.rx,
-            ring_size: l.size,
-            max_len: l.max_len,
+            tx: c.tx,
+            rx: c.rx,
+            ring_size: c.size,
+            max_len: c.max_len,
             pull_min: pull_min_bytes(),
-            tx_consumed: l.tx_consumed.cast(),
-            tx_sleeping: l.tx_sleeping.cast(),
-            rx_consumed: l.rx_consumed.cast_mut().cast(),
-            peer_closed: l.peer_closed.cast(),
-            tx_counters: l.tx_counters.cast_mut().cast(),
-            rx_counters: l.rx_counters.cast_mut().cast(),
-            tx_pos: l.tx_pos,
-            rx_pos: l.rx_pos,
-            rx_published: l.rx_published,
+            tx_consumed: c.tx_consumed.cast(),
+            tx_sleeping: c.tx_sleeping.cast(),
+            rx_consumed: c.rx_consumed.cast_mut().cast(),
+            peer_closed: c.peer_closed.cast(),
+            tx_counters: c.tx_counters.cast_mut().cast(),
+            rx_counters: c.rx_counters.cast_mut().cast(),
+            tx_pos: c.tx_pos,
+            rx_pos: c.rx_pos,
+            rx_published: c.rx_published,
             sent: 0,
             sent_bytes: 0,
             received: 0,
             received_bytes: 0,
             tx_full: 0,
+            tx_placed: c.tx_placed.cast(),
+            rx_placed: c.rx_placed.cast_mut().cast(),
+            sent_base,
+            placed_base,
+            wait_placed: 0,
+            unplaced: ptr::null(),
+            nunplaced: 0,
+            asymmetric: u64::from(unet_sys::asymmetric_fences()),
         };
         // SAFETY: non-NULL and writable per the contract.
         unsafe { out.write(d) };
@@ -1474,6 +1526,18 @@ pub unsafe extern "C" fn unet_vi_direct_return(vi: *mut UnetVi, d: *const UnetVi
         if !h.lent {
             return fail(UNET_EINVAL, "the VI's data path is not lent");
         }
+        let unplaced: &[UnetViUnplaced] = if d.nunplaced == 0 {
+            &[]
+        } else if d.unplaced.is_null() {
+            return null("d->unplaced");
+        } else if d.nunplaced > u64::from(u32::MAX) {
+            return fail(UNET_EINVAL, "d->nunplaced is impossibly large");
+        } else {
+            // SAFETY: non-NULL with nunplaced readable entries per the
+            // contract (a count past what a VI could have outstanding is
+            // refused above).
+            unsafe { std::slice::from_raw_parts(d.unplaced, d.nunplaced as usize) }
+        };
         h.lent = false;
         h.vi.take_back_direct(&DirectReturn {
             tx_pos: d.tx_pos,
@@ -1484,6 +1548,10 @@ pub unsafe extern "C" fn unet_vi_direct_return(vi: *mut UnetVi, d: *const UnetVi
             received: d.received,
             received_bytes: d.received_bytes,
             tx_full: d.tx_full,
+            unplaced: unplaced
+                .iter()
+                .map(|u| (u.id, usize::try_from(u.len).unwrap_or(usize::MAX), u.seq))
+                .collect(),
         });
         UNET_OK
     })
@@ -1519,7 +1587,7 @@ pub unsafe extern "C" fn unet_vi_direct_sleep(
             return fail(UNET_EINVAL, "the VI's data path is not lent");
         }
         let t = Duration::from_micros(timeout_us.clamp(0, 1_000_000) as u64);
-        if !h.vi.sleep_lent(d.rx_pos, t) {
+        if !h.vi.sleep_lent(d.rx_pos, d.wait_placed, t) {
             return fail(
                 UNET_EINVAL,
                 "rx_pos is not a position the borrower can have reached",
@@ -1527,6 +1595,87 @@ pub unsafe extern "C" fn unet_vi_direct_sleep(
         }
         d.rx_published = d.rx_pos;
         UNET_OK
+    })
+}
+
+/// Grant `region` to the peer of a lent data path, for the borrower's
+/// sends by reference (once per region and VI; later calls answer at
+/// once). 0; [`UNET_EREFUSED`] when the engine refused (send by copy
+/// then) or the region belongs to another session; [`UNET_EINVAL`] when
+/// the VI is not lent.
+///
+/// # Safety
+/// `vi` is NULL or a live handle used by this thread only; `region` NULL
+/// or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn unet_vi_direct_grant(vi: *mut UnetVi, region: *const UnetRegion) -> c_int {
+    guard(|| {
+        // SAFETY: NULL or a live, exclusively used handle per the contract.
+        let Some(h) = (unsafe { vi.as_mut() }) else {
+            return null("vi");
+        };
+        // SAFETY: NULL or a live handle per the contract.
+        let r = match unsafe { self::region(region) } {
+            Ok(r) => r,
+            Err(c) => return c,
+        };
+        if !h.lent {
+            return fail(UNET_EINVAL, "the VI's data path is not lent");
+        }
+        if h.vi.grant_lent(r) {
+            UNET_OK
+        } else {
+            fail(
+                UNET_EREFUSED,
+                "the region cannot be granted to the VI's peer",
+            )
+        }
+    })
+}
+
+/// The peer's region `handle` (from a reference record), mapped for
+/// reading, for the borrower of a lent data path: 0 with its address in
+/// `*ptr`, its length in `*len`, and in `*evicted` the handle of a region
+/// the library unmapped to make room for it (it keeps a bounded number;
+/// forget that one's memory), or -1. A region's memory stays mapped until
+/// it is unmapped so or the path is returned. [`UNET_EREFUSED`] when the
+/// engine refuses it (the record is then the library's to report);
+/// [`UNET_EINVAL`] when the VI is not lent.
+///
+/// # Safety
+/// `vi` is NULL or a live handle used by this thread only; `ptr`, `len`
+/// and `evicted` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn unet_vi_direct_peer_region(
+    vi: *mut UnetVi,
+    handle: u32,
+    ptr: *mut *const u8,
+    len: *mut u64,
+    evicted: *mut i64,
+) -> c_int {
+    guard(|| {
+        // SAFETY: NULL or a live, exclusively used handle per the contract.
+        let Some(h) = (unsafe { vi.as_mut() }) else {
+            return null("vi");
+        };
+        if ptr.is_null() || len.is_null() || evicted.is_null() {
+            return null("ptr, len or evicted");
+        }
+        if !h.lent {
+            return fail(UNET_EINVAL, "the VI's data path is not lent");
+        }
+        match h.vi.peer_region_lent(handle) {
+            Some((p, n, gone)) => {
+                // SAFETY: all three non-NULL and writable per the contract.
+                unsafe {
+                    ptr.write(p);
+                    len.write(n as u64);
+                    evicted.write(gone.map_or(-1, i64::from));
+                }
+                UNET_OK
+            }
+            None => fail(UNET_EREFUSED, "the peer's region cannot be mapped"),
+        }
     })
 }
 

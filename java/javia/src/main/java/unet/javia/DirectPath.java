@@ -8,7 +8,9 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemoryLayout;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.StructLayout;
+import java.lang.foreign.ValueLayout;
 import java.lang.invoke.VarHandle;
+import java.nio.ByteOrder;
 
 /**
  * A local VI's data path lent to Javia by the library
@@ -32,7 +34,7 @@ import java.lang.invoke.VarHandle;
  * on the VI but the few this class makes.
  */
 final class DirectPath {
-    /** {@code unet_vi_direct}: 152 bytes. */
+    /** {@code unet_vi_direct}: 216 bytes. */
     static final StructLayout LAYOUT = MemoryLayout.structLayout(
             ADDRESS.withName("tx"),
             ADDRESS.withName("rx"),
@@ -52,7 +54,19 @@ final class DirectPath {
             JAVA_LONG.withName("sent_bytes"),
             JAVA_LONG.withName("received"),
             JAVA_LONG.withName("received_bytes"),
-            JAVA_LONG.withName("tx_full"));
+            JAVA_LONG.withName("tx_full"),
+            ADDRESS.withName("tx_placed"),
+            ADDRESS.withName("rx_placed"),
+            JAVA_LONG.withName("sent_base"),
+            JAVA_LONG.withName("placed_base"),
+            JAVA_LONG.withName("wait_placed"),
+            ADDRESS.withName("unplaced"),
+            JAVA_LONG.withName("nunplaced"),
+            JAVA_LONG.withName("asymmetric"));
+
+    /** {@code unet_vi_unplaced}: a send the peer has not placed yet, handed back. */
+    static final StructLayout UNPLACED = MemoryLayout.structLayout(
+            JAVA_LONG.withName("id"), JAVA_LONG.withName("len"), JAVA_LONG.withName("seq"));
 
     private static final long TX = off("tx");
     private static final long RX = off("rx");
@@ -73,6 +87,21 @@ final class DirectPath {
     private static final long RECEIVED = off("received");
     private static final long RECEIVED_BYTES = off("received_bytes");
     private static final long TX_FULL = off("tx_full");
+    private static final long TX_PLACED = off("tx_placed");
+    private static final long RX_PLACED = off("rx_placed");
+    private static final long SENT_BASE = off("sent_base");
+    private static final long PLACED_BASE = off("placed_base");
+    private static final long WAIT_PLACED = off("wait_placed");
+    private static final long UNPLACED_AT = off("unplaced");
+    private static final long NUNPLACED = off("nunplaced");
+    private static final long ASYMMETRIC = off("asymmetric");
+
+    /** A reference record's entry: region handle (u32), length (u32), offset (u64), little-endian. */
+    static final int REF_SEGMENT = 16;
+    /** The most entries a reference record has (VI_MAX_SEGMENTS). */
+    static final int MAX_SEGMENTS = 8;
+    private static final ValueLayout.OfInt U32 = JAVA_INT.withOrder(ByteOrder.LITTLE_ENDIAN);
+    private static final ValueLayout.OfLong U64 = JAVA_LONG.withOrder(ByteOrder.LITTLE_ENDIAN);
 
     // The direct ring's record format (unet_abi::RECORD_*).
     static final int RECORD_HEADER = 8;
@@ -92,6 +121,11 @@ final class DirectPath {
     private final long viA;
     private final MemorySegment lent;
     private final long lentA;
+    /** Sends the peer has not placed yet, for the path's return (filled by the VI). */
+    final MemorySegment unplaced;
+    /** Out-parameters of the peer region call: its address, length, and the region evicted (or -1). */
+    private final MemorySegment out;
+    private final long outA;
     /** The library said this VI can never lend its path. */
     private boolean never;
     /** Lent now. */
@@ -103,6 +137,12 @@ final class DirectPath {
     private long size;
     private long mask;
     private long maxLen;
+    /**
+     * This process takes part in asymmetric fences: a peer about to sleep
+     * makes this thread execute a full barrier, so publishing needs only
+     * the compiler's ordering before the sleeping flag is read.
+     */
+    private boolean asymmetric;
     /** Messages this large go as references: the library's to send (known once lent). */
     long pullMin = Long.MAX_VALUE;
     private MemorySegment txConsumed;
@@ -111,6 +151,25 @@ final class DirectPath {
     private MemorySegment peerClosed;
     private MemorySegment txCounters;
     private MemorySegment rxCounters;
+    private MemorySegment txPlaced;
+    private MemorySegment rxPlaced;
+
+    /**
+     * The peer's regions this side read references from, mapped by the
+     * library: valid until the next call that maps one or the path's
+     * return (the library keeps a bounded number), so forgotten at both.
+     */
+    private final int[] peerHandles = new int[64];
+    private final MemorySegment[] peerSegs = new MemorySegment[64];
+    private int peerN;
+    // A reference record's entries, copied out of the ring once (the peer
+    // may rewrite the ring while they are used).
+    private final MemorySegment[] refSeg = new MemorySegment[MAX_SEGMENTS];
+    private final int[] refHandle = new int[MAX_SEGMENTS];
+    /** Regions the library unmapped to make room, so far (each one forgotten here). */
+    private int evicted;
+    private final long[] refOff = new long[MAX_SEGMENTS];
+    private final long[] refLen = new long[MAX_SEGMENTS];
 
     // Where this side is, while lent.
     private long txPos;
@@ -124,15 +183,21 @@ final class DirectPath {
     private long received;
     private long receivedBytes;
     private long txFull;
+    /** The VI's message counts at the lending: this side's sends and placements are numbered on from them. */
+    private long sentBase;
+    private long placedBase;
 
     /**
      * @param viA the VI handle's address
      * @param arena where the lending structure lives (the VI's, closed with it)
      */
-    DirectPath(long viA, Arena arena) {
+    DirectPath(long viA, Arena arena, int maxUnplaced) {
         this.viA = viA;
         this.lent = arena.allocate(LAYOUT);
         this.lentA = lent.address();
+        this.unplaced = arena.allocate(UNPLACED, Math.max(1, maxUnplaced));
+        this.out = arena.allocate(24, 8);
+        this.outA = out.address();
     }
 
     /**
@@ -141,7 +206,7 @@ final class DirectPath {
      */
     static DirectPath reader(MemorySegment ring, long rxPos) {
         Arena arena = Arena.ofAuto();
-        DirectPath p = new DirectPath(0, arena);
+        DirectPath p = new DirectPath(0, arena, 1);
         p.rx = ring;
         p.size = ring.byteSize();
         p.mask = p.size - 1;
@@ -205,6 +270,9 @@ final class DirectPath {
         received = 0;
         receivedBytes = 0;
         txFull = 0;
+        sentBase = lent.get(JAVA_LONG, SENT_BASE);
+        placedBase = lent.get(JAVA_LONG, PLACED_BASE);
+        peerN = 0;
         isLent = true;
         return true;
     }
@@ -218,6 +286,7 @@ final class DirectPath {
         mask = size - 1;
         maxLen = lent.get(JAVA_LONG, MAX_LEN);
         pullMin = lent.get(JAVA_LONG, PULL_MIN);
+        asymmetric = lent.get(JAVA_LONG, ASYMMETRIC) == 1;
         tx = lent.get(ADDRESS, TX).reinterpret(size);
         rx = lent.get(ADDRESS, RX).reinterpret(size);
         txConsumed = lent.get(ADDRESS, TX_CONSUMED).reinterpret(8);
@@ -226,11 +295,21 @@ final class DirectPath {
         peerClosed = lent.get(ADDRESS, PEER_CLOSED).reinterpret(4);
         txCounters = lent.get(ADDRESS, TX_COUNTERS).reinterpret(16);
         rxCounters = lent.get(ADDRESS, RX_COUNTERS).reinterpret(16);
+        txPlaced = lent.get(ADDRESS, TX_PLACED).reinterpret(8);
+        rxPlaced = lent.get(ADDRESS, RX_PLACED).reinterpret(8);
     }
 
-    /** Hand the path back to the library, with where this side got to and what it counted. */
-    void giveBack() {
+    /**
+     * Hand the path back to the library, with where this side got to and
+     * what it counted, and the first {@code nUnplaced} entries of {@link
+     * #unplaced}: sends the peer has not placed yet, for the library to
+     * complete.
+     */
+    void giveBack(int nUnplaced) {
         store();
+        lent.set(ADDRESS, UNPLACED_AT, nUnplaced == 0 ? MemorySegment.NULL : unplaced);
+        lent.set(JAVA_LONG, NUNPLACED, nUnplaced);
+        peerN = 0;
         isLent = false;
         int r;
         try {
@@ -254,16 +333,54 @@ final class DirectPath {
         lent.set(JAVA_LONG, TX_FULL, txFull);
     }
 
+    /** Whether a message of {@code len} bytes fits one record of the ring. */
+    boolean fitsRecord(int len) {
+        return len <= maxLen;
+    }
+
     /**
-     * Send {@code len} bytes of {@code src} from {@code off} as one record,
-     * if that can be done now: false (nothing sent) for a message the
-     * library sends by reference, a ring without room, or a peer gone.
+     * Send {@code len} bytes of {@code src} from {@code off} as one record
+     * (at most {@link #fitsRecord}), if that can be done now: false
+     * (nothing sent) when the ring has no room or the peer is gone.
      */
     boolean trySend(MemorySegment src, long off, int len) {
-        if (len >= pullMin || len > maxLen || (int) WORD32.getAcquire(peerClosed, 0L) != 0) {
+        long at = reserve(span(len));
+        if (at < 0) {
             return false;
         }
-        long sp = span(len);
+        MemorySegment.copy(src, off, tx, at + RECORD_HEADER, len);
+        publish(at, len, len, len);
+        return true;
+    }
+
+    /**
+     * Send {@code len} bytes of the region numbered {@code handle} from
+     * {@code off} as a reference record (the peer reads them from the
+     * region, granted to it): the message's number, complete once the
+     * peer has placed as many ({@link #peerPlaced}); 0 when it cannot go
+     * now (no room, or the peer gone).
+     */
+    long trySendRef(int handle, long off, int len) {
+        long at = reserve(span(REF_SEGMENT));
+        if (at < 0) {
+            return 0;
+        }
+        tx.set(U32, at + RECORD_HEADER, handle);
+        tx.set(U32, at + RECORD_HEADER + 4, len);
+        tx.set(U64, at + RECORD_HEADER + 8, off);
+        publish(at, REF_SEGMENT | RECORD_REF, REF_SEGMENT, len);
+        return sentBase + sent;
+    }
+
+    /**
+     * Room for a record of {@code sp} bytes at the producer's position
+     * (padding the rest of the lap first if it does not fit there): its
+     * offset in the ring, or -1 when there is no room or the peer is gone.
+     */
+    private long reserve(long sp) {
+        if ((int) WORD32.getAcquire(peerClosed, 0L) != 0) {
+            return -1;
+        }
         long at = txPos & mask;
         long pad = at + sp > size ? size - at : 0;
         if (txPos + pad + sp > txLimit) {
@@ -274,7 +391,7 @@ final class DirectPath {
             txLimit = consumed < 0 || consumed > Long.MAX_VALUE - size ? Long.MAX_VALUE : consumed + size;
             if (txPos + pad + sp > txLimit) {
                 txFull++;
-                return false;
+                return -1;
             }
         }
         if (pad > 0) {
@@ -282,22 +399,49 @@ final class DirectPath {
             txPos += pad;
             at = 0;
         }
-        MemorySegment.copy(src, off, tx, at + RECORD_HEADER, len);
+        return at;
+    }
+
+    /**
+     * Publish the record written at {@code at}: its header's length word
+     * {@code word} ({@code bytes} in the ring), a message of {@code len}
+     * bytes for the VI's count. Wakes the peer if it sleeps.
+     */
+    private void publish(long at, int word, int bytes, int len) {
         // Release: the payload is visible before the header.
-        WORD.setRelease(tx, at, tag(txPos) | ((long) len << 32));
-        txPos += sp;
+        WORD.setRelease(tx, at, tag(txPos) | ((long) word << 32));
+        txPos += span(bytes);
         sent++;
         sentBytes += len;
         // One writer: plain stores (the engine reads them for unet stat).
         txCounters.set(JAVA_LONG, 0, txCounters.get(JAVA_LONG, 0) + 1);
-        txCounters.set(JAVA_LONG, 8, txCounters.get(JAVA_LONG, 8) + len);
-        // Either the consumer sees the record when it looks again before
-        // sleeping, or we see its sleeping flag here.
-        VarHandle.fullFence();
-        if ((int) WORD32.get(txSleeping, 0L) != 0) {
+        txCounters.set(JAVA_LONG, 8, txCounters.get(JAVA_LONG, 8) + bytes);
+        wakeIfAsleep();
+    }
+
+    /**
+     * After publishing: either the peer sees it when it looks again before
+     * sleeping, or we see its flag here. That needs the store before the
+     * load: a full fence, or, with asymmetric fences, only that the
+     * compiler keeps them in order (the fence is the peer's to execute
+     * here, before it sleeps), which a release fence between them does in
+     * HotSpot; a full fence would wait for every store of the message
+     * copied just before to drain, on the message's path.
+     */
+    private void wakeIfAsleep() {
+        if (asymmetric) {
+            VarHandle.releaseFence();
+        } else {
+            VarHandle.fullFence();
+        }
+        if ((int) WORD32.getOpaque(txSleeping, 0L) != 0) {
             wake();
         }
-        return true;
+    }
+
+    /** How many of this side's messages the peer has placed. */
+    long peerPlaced() {
+        return (long) WORD.getAcquire(txPlaced, 0L);
     }
 
     /**
@@ -326,7 +470,7 @@ final class DirectPath {
                 continue;
             }
             if ((word & RECORD_REF) != 0) {
-                return OTHER;
+                return pull(at, word & ~RECORD_REF, dst, off, room);
             }
             long len = word;
             long sp = span(len);
@@ -350,17 +494,148 @@ final class DirectPath {
         }
     }
 
+    /**
+     * The message a reference record of {@code bytes} bytes at {@code at}
+     * names in the peer's regions, copied into {@code dst} from {@code
+     * off}: its length, or {@link #OTHER} when the record is malformed,
+     * names memory outside its region or a region the library cannot map,
+     * or does not fit {@code room} (the library's to report; nothing is
+     * written or consumed).
+     */
+    private int pull(long at, long bytes, MemorySegment dst, long off, long room) {
+        if (bytes == 0 || bytes % REF_SEGMENT != 0 || bytes / REF_SEGMENT > MAX_SEGMENTS
+                || at + span(bytes) > size) {
+            return OTHER;
+        }
+        int n = (int) (bytes / REF_SEGMENT);
+        // The entries are read out of the ring once: the peer may rewrite it.
+        for (int i = 0; i < n; i++) {
+            long e = at + RECORD_HEADER + (long) i * REF_SEGMENT;
+            refHandle[i] = rx.get(U32, e);
+            refLen[i] = Integer.toUnsignedLong(rx.get(U32, e + 4));
+            refOff[i] = rx.get(U64, e + 8);
+        }
+        // Mapping one region may unmap another the library kept: after any
+        // such eviction the entries are looked up again (each maps its
+        // region at most once more: the evicted one is the oldest).
+        long total;
+        int evictions;
+        do {
+            evictions = evicted;
+            total = 0;
+            for (int i = 0; i < n; i++) {
+                MemorySegment r = peerRegion(refHandle[i]);
+                long len = refLen[i];
+                long from = refOff[i];
+                if (r == null || from < 0 || len > r.byteSize() || from > r.byteSize() - len) {
+                    java.util.Arrays.fill(refSeg, null);
+                    return OTHER;
+                }
+                refSeg[i] = r;
+                total += len;
+            }
+        } while (evictions != evicted);
+        if (total > room) {
+            java.util.Arrays.fill(refSeg, null);
+            return OTHER;
+        }
+        long to = off;
+        for (int i = 0; i < n; i++) {
+            MemorySegment.copy(refSeg[i], refOff[i], dst, to, refLen[i]);
+            to += refLen[i];
+            refSeg[i] = null;
+        }
+        rxPos += span(bytes);
+        received++;
+        receivedBytes += total;
+        rxCounters.set(JAVA_LONG, 0, rxCounters.get(JAVA_LONG, 0) + 1);
+        rxCounters.set(JAVA_LONG, 8, rxCounters.get(JAVA_LONG, 8) + bytes);
+        if (rxPos >= publishAt) {
+            WORD.setRelease(rxConsumed, 0L, rxPos);
+            rxPublished = rxPos;
+            publishAt = rxPos + size / 4;
+        }
+        // Release: the copies are done before the sender, acquiring this,
+        // reuses its buffer. Then wake it if it sleeps waiting for it.
+        WORD.setRelease(rxPlaced, 0L, placedBase + received);
+        wakeIfAsleep();
+        return (int) total;
+    }
+
+    /** The peer's region numbered {@code handle}, mapped by the library; null if it refuses it. */
+    // Restricted: a segment of a native address. Sound: the library maps
+    // the region for reading, `len` bytes, until its next call that maps
+    // one or the path's return; both forget these segments.
+    @SuppressWarnings("restricted")
+    private MemorySegment peerRegion(int handle) {
+        for (int i = 0; i < peerN; i++) {
+            if (peerHandles[i] == handle) {
+                return peerSegs[i];
+            }
+        }
+        int r;
+        try {
+            r = (int) Native.DIRECT_PEER_REGION.invokeExact(viA, handle, outA, outA + 8, outA + 16);
+        } catch (Throwable t) {
+            throw Native.fatal(t);
+        }
+        if (r != 0) {
+            return null;
+        }
+        long gone = out.get(JAVA_LONG, 16);
+        if (gone >= 0) {
+            evicted++;
+            for (int i = 0; i < peerN; i++) {
+                if (peerHandles[i] == (int) gone) {
+                    peerN--;
+                    peerHandles[i] = peerHandles[peerN];
+                    peerSegs[i] = peerSegs[peerN];
+                    peerSegs[peerN] = null;
+                    break;
+                }
+            }
+        }
+        MemorySegment seg = out.get(ADDRESS, 0).reinterpret(out.get(JAVA_LONG, 8));
+        if (peerN == peerSegs.length) {
+            // Cannot happen (the library keeps at most as many, and says
+            // which it lets go); forget them all rather than overrun.
+            java.util.Arrays.fill(peerSegs, null);
+            peerN = 0;
+        }
+        peerHandles[peerN] = handle;
+        peerSegs[peerN] = seg;
+        peerN++;
+        return seg;
+    }
+
+    /**
+     * Grant the buffer's region to the peer for sends by reference (the
+     * library asks the engine once per region and VI): false if refused.
+     */
+    boolean grant(MemorySegment region) {
+        int r;
+        try {
+            r = (int) Native.DIRECT_GRANT.invokeExact(viA, region.address());
+        } catch (Throwable t) {
+            throw Native.fatal(t);
+        }
+        return r == 0;
+    }
+
     /** Whether the peer has closed. */
     boolean peerClosed() {
         return (int) WORD32.getAcquire(peerClosed, 0L) != 0;
     }
 
     /**
-     * Sleep in the library until something is in the ring, the peer
-     * closes or {@code micros} pass (or for no reason: poll again).
+     * Sleep in the library until something is in the ring, the peer has
+     * placed {@code waitPlaced} of this side's messages (0: not waited
+     * for), the peer closes or {@code micros} pass (or for no reason:
+     * poll again).
      */
-    void sleep(long micros) {
+    void sleep(long micros, long waitPlaced) {
         lent.set(JAVA_LONG, RX_POS, rxPos);
+        lent.set(JAVA_LONG, WAIT_PLACED, waitPlaced);
         int r;
         try {
             r = (int) Native.DIRECT_SLEEP.invokeExact(viA, lentA, micros);

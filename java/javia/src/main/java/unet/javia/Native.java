@@ -55,6 +55,7 @@ final class Native {
     static final int UNET_EFULL = -1;
     static final int UNET_ETIMEDOUT = -6;
     static final int UNET_ENOTSUP = -14;
+    static final int UNET_EREFUSED = -8;
     static final int UNET_EINUSE = -16;
     static final int UNET_ENOTPOSTED = -17;
 
@@ -118,6 +119,12 @@ final class Native {
             handle("unet_vi_direct_return", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG), FAST);
     static final MethodHandle DIRECT_SLEEP =
             handle("unet_vi_direct_sleep", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_LONG));
+    // These two may ask the engine (once per region): not critical.
+    static final MethodHandle DIRECT_GRANT =
+            handle("unet_vi_direct_grant", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG));
+    static final MethodHandle DIRECT_PEER_REGION = handle("unet_vi_direct_peer_region",
+            FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_LONG));
+    static final MethodHandle REGION_HANDLE = handle("unet_region_handle", FunctionDescriptor.of(JAVA_LONG, ADDRESS));
     static final MethodHandle DIRECT_WAKE =
             handle("unet_vi_direct_wake", FunctionDescriptor.of(JAVA_INT, JAVA_LONG), FAST);
     static final MethodHandle VI_STATE = handle("unet_vi_state", FunctionDescriptor.of(JAVA_INT, ADDRESS));

@@ -44,6 +44,12 @@ public final class Vi implements AutoCloseable {
     /** How long a wait holds the lock at a time while it sleeps. */
     private static final long SLICE_US = 200;
 
+    /**
+     * How long a wait on the lent path naps while sends wait for room in
+     * the ring (nobody wakes it when room comes), as the library's does.
+     */
+    private static final long ROOM_NAP_US = 50;
+
     private final ViLock lock;
     private final Arena arena = Arena.ofShared();
     private final MemorySegment vi;
@@ -121,6 +127,28 @@ public final class Vi implements AutoCloseable {
     private final int[] heldOff;
     private int heldHead;
     private int heldN;
+    /**
+     * Buffer sends on the lent path that wait for the peer to read them
+     * (sent by reference), or sent behind such a one, oldest first: each
+     * completes once the peer has placed as many messages as its number.
+     */
+    private final ViBufferTicket[] unplaced;
+    private final int[] unplacedLen;
+    private final long[] unplacedSeq;
+    private int unplacedHead;
+    private int unplacedN;
+    /** The number of the last send by reference on the lent path. */
+    private long lastRefSeq;
+    /**
+     * Buffer sends posted on the lent path that are not in the ring yet
+     * (it had no room), oldest first, with their offsets and lengths: they
+     * go in as the peer makes room, before any later send.
+     */
+    private final ViBufferTicket[] waiting;
+    private final int[] waitingOff;
+    private final int[] waitingLen;
+    private int waitingHead;
+    private int waitingN;
 
     /**
      * Connect to whoever waits on {@code tag} at {@code mach} (the paper's
@@ -198,9 +226,15 @@ public final class Vi implements AutoCloseable {
         boolean lendable = direct && sendQ == null && recvQ == null
                 && attrs.getReliability() != ViAttributes.Reliability.RELIABLE_RECEPTION && !attrs.isStrictRnr()
                 && !"false".equals(System.getProperty("unet.javia.lend"));
-        path = lendable ? new DirectPath(viA, arena) : null;
+        path = lendable ? new DirectPath(viA, arena, 2 * depth) : null;
         held = new ViBufferTicket[2 * depth];
         heldOff = new int[2 * depth];
+        unplaced = new ViBufferTicket[2 * depth];
+        unplacedLen = new int[2 * depth];
+        unplacedSeq = new long[2 * depth];
+        waiting = new ViBufferTicket[2 * depth];
+        waitingOff = new int[2 * depth];
+        waitingLen = new int[2 * depth];
         if (sendQ != null) {
             sendQ.attach(this);
         }
@@ -529,16 +563,24 @@ public final class Vi implements AutoCloseable {
         lock.lock();
         try {
             check();
-            if (path != null && len < path.pullMin && lent()) {
+            // Sends waiting for the peer are bounded as the library's queue
+            // bounds them: past that, the library's answer.
+            if (path != null && unplacedN + waitingN < attrs.getQueueDepth() && lent()) {
                 checkPostable(t);
-                if (path.trySend(t.memory, off, len)) {
-                    // In the ring: done at once, as the library's direct
-                    // path completes a small send. No send of the library's
-                    // is outstanding while the path is lent, so the order
-                    // of completions holds.
-                    t.reset();
-                    t.complete(len);
-                    sendBufDone.addLast(t);
+                flushWaiting();
+                t.reset();
+                int put = waitingN > 0 ? NO_ROOM : putLent(t, off, len);
+                if (put == NO_ROOM) {
+                    // Posted: it goes into the ring once the peer makes room.
+                    int i = (waitingHead + waitingN) % waiting.length;
+                    waiting[i] = t;
+                    waitingOff[i] = off;
+                    waitingLen[i] = len;
+                    waitingN++;
+                    t.posted = true;
+                    return;
+                }
+                if (put == PUT) {
                     return;
                 }
             }
@@ -576,13 +618,11 @@ public final class Vi implements AutoCloseable {
         try {
             if (path != null && path.isLent) {
                 // Nothing of the VI's is outstanding in the library: what
-                // is done is here, or nothing is posted.
-                ViBufferTicket t = sendBufDone.pollFirst();
+                // is done is here, or waits for the peer to read it.
+                ViBufferTicket t = waitSentLent(microseconds);
                 if (t != null) {
                     return t;
                 }
-                check();
-                throw new ViException("no ViBufferTicket send is posted on this Vi");
             }
             if (sendBufDone.isEmpty() && broken == null && !closed) {
                 // The common case, the oldest send already complete: taken
@@ -795,7 +835,47 @@ public final class Vi implements AutoCloseable {
         if (path == null || !path.isLent) {
             return;
         }
-        path.giveBack();
+        // Sends the peer has not read yet go back with the path, under
+        // slots of their own, for the library to complete.
+        int n = unplacedN;
+        for (int i = 0; i < n; i++) {
+            ViBufferTicket t = unplaced[unplacedHead];
+            int k = bufFree[--bufFreeN];
+            bufTickets[k] = t;
+            MemorySegment e = path.unplaced.asSlice(i * DirectPath.UNPLACED.byteSize(), DirectPath.UNPLACED);
+            e.set(JAVA_LONG, 0, BUF | k);
+            e.set(JAVA_LONG, 8, unplacedLen[unplacedHead]);
+            e.set(JAVA_LONG, 16, unplacedSeq[unplacedHead]);
+            unplaced[unplacedHead] = null;
+            unplacedHead = (unplacedHead + 1) % unplaced.length;
+        }
+        unplacedN = 0;
+        path.giveBack(n);
+        // Sends that waited for room: posted in the library, in order.
+        while (waitingN > 0) {
+            ViBufferTicket t = waiting[waitingHead];
+            int off = waitingOff[waitingHead];
+            int len = waitingLen[waitingHead];
+            waiting[waitingHead] = null;
+            waitingHead = (waitingHead + 1) % waiting.length;
+            waitingN--;
+            int k = bufFree[--bufFreeN];
+            bufTickets[k] = t;
+            seg.set(ADDRESS, 0, t.buffer.region());
+            seg.set(JAVA_LONG, 8, off);
+            seg.set(JAVA_LONG, 16, len);
+            int r;
+            try {
+                r = (int) Native.POST_SEND.invokeExact(viA, BUF | k, segA, 1L);
+            } catch (Throwable e) {
+                throw Native.fatal(e);
+            }
+            if (r != 0) {
+                releaseBufSlot(k);
+                t.fail("UNET_VI_CLOSED");
+                throw Native.failure("posting a buffer send", r);
+            }
+        }
         while (heldN > 0) {
             ViBufferTicket t = held[heldHead];
             int off = heldOff[heldHead];
@@ -845,6 +925,9 @@ public final class Vi implements AutoCloseable {
         long deadline = 0;
         int polls = 0;
         while (true) {
+            if (waitingN > 0) {
+                flushWaiting();
+            }
             ViBufferTicket t = held[heldHead];
             int off = heldOff[heldHead];
             int n = path.poll(t.memory, off, Math.min(t.buffer.size() - off, MAX_TRANSFER));
@@ -886,13 +969,177 @@ public final class Vi implements AutoCloseable {
                 }
                 continue;
             }
-            path.sleep(Math.min(SLICE_US, Math.max(1, (deadline - now) / 1000)));
+            path.sleep(Math.min(waitingN > 0 ? ROOM_NAP_US : SLICE_US, Math.max(1, (deadline - now) / 1000)), 0);
             if (lock.hasQueuedThreads()) {
                 lock.unlock();
                 Thread.yield();
                 lock.lock();
                 check();
                 if (heldN == 0 || !path.isLent) {
+                    return null;
+                }
+            }
+        }
+    }
+
+    /** {@link #putLent}: in the ring. */
+    private static final int PUT = 0;
+    /** {@link #putLent}: no room in the ring now. */
+    private static final int NO_ROOM = 1;
+    /** {@link #putLent}: not a send the lent path makes (the library's). */
+    private static final int NOT_HERE = 2;
+
+    /**
+     * Put a buffer send into the lent ring: a small one copied, a large
+     * one as a reference to the buffer (by copy if the buffer cannot be
+     * granted to the peer and the message fits a record).
+     */
+    private int putLent(ViBufferTicket t, int off, int len) {
+        if (path.peerClosed()) {
+            return NOT_HERE;
+        }
+        if (len < path.pullMin || !granted(t)) {
+            if (!path.fitsRecord(len)) {
+                return NOT_HERE;
+            }
+            if (!path.trySend(t.memory, off, len)) {
+                return NO_ROOM;
+            }
+            // In the ring: done at once, as the library's direct path
+            // completes a small send, unless a large one before it is not
+            // read yet.
+            sentLent(t, len, 0);
+            return PUT;
+        }
+        long seq = path.trySendRef(t.buffer.regionHandle(), off, len);
+        if (seq == 0) {
+            return NO_ROOM;
+        }
+        // The peer reads it from the buffer: done once it has.
+        sentLent(t, len, seq);
+        return PUT;
+    }
+
+    /** Put the sends waiting for room into the lent ring, as far as it has room. */
+    private void flushWaiting() {
+        while (waitingN > 0) {
+            ViBufferTicket t = waiting[waitingHead];
+            int r = putLent(t, waitingOff[waitingHead], waitingLen[waitingHead]);
+            if (r != PUT) {
+                // NOT_HERE: the peer went; the library finds it once the
+                // path goes back.
+                return;
+            }
+            waiting[waitingHead] = null;
+            waitingHead = (waitingHead + 1) % waiting.length;
+            waitingN--;
+        }
+    }
+
+    /** Whether {@code t}'s buffer is granted to the peer, asking the library the first time. */
+    private boolean granted(ViBufferTicket t) {
+        if (t.grant == 0) {
+            t.grant = path.grant(t.buffer.region()) ? (byte) 1 : (byte) 2;
+        }
+        return t.grant == 1;
+    }
+
+    /**
+     * A buffer send went into the lent ring: done at once, or, sent by
+     * reference ({@code seq}, its number) or behind one the peer has not
+     * read, once the peer has placed as many messages.
+     */
+    private void sentLent(ViBufferTicket t, int len, long seq) {
+        if (seq == 0 && unplacedN == 0) {
+            t.complete(len);
+            sendBufDone.addLast(t);
+            return;
+        }
+        t.posted = true;
+        if (seq != 0) {
+            lastRefSeq = seq;
+        }
+        int i = (unplacedHead + unplacedN) % unplaced.length;
+        unplaced[i] = t;
+        unplacedLen[i] = len;
+        unplacedSeq[i] = seq != 0 ? seq : lastRefSeq;
+        unplacedN++;
+        reapPlaced();
+    }
+
+    /** Complete the lent path's sends the peer has read, in order. */
+    private void reapPlaced() {
+        if (unplacedN == 0) {
+            return;
+        }
+        long placed = path.peerPlaced();
+        while (unplacedN > 0 && unplacedSeq[unplacedHead] <= placed) {
+            ViBufferTicket t = unplaced[unplacedHead];
+            int len = unplacedLen[unplacedHead];
+            unplaced[unplacedHead] = null;
+            unplacedHead = (unplacedHead + 1) % unplaced.length;
+            unplacedN--;
+            t.complete(len);
+            sendBufDone.addLast(t);
+        }
+    }
+
+    /**
+     * The next buffer send done on the lent path, waiting for the peer to
+     * read it if need be (spinning, then sleeping on the ring); null when
+     * the path went back to the library meanwhile (the caller waits there).
+     */
+    private ViBufferTicket waitSentLent(int microseconds) throws ViException {
+        long spinEnd = 0;
+        long deadline = 0;
+        int polls = 0;
+        while (true) {
+            flushWaiting();
+            reapPlaced();
+            ViBufferTicket t = sendBufDone.pollFirst();
+            if (t != null) {
+                return t;
+            }
+            check();
+            if (unplacedN == 0 && waitingN == 0) {
+                throw new ViException("no ViBufferTicket send is posted on this Vi");
+            }
+            if (path.peerClosed()) {
+                unlend();
+                return null;
+            }
+            if (polls++ % CLOCK_EVERY != 0) {
+                Thread.onSpinWait();
+                continue;
+            }
+            long now = System.nanoTime();
+            if (spinEnd == 0) {
+                spinEnd = now + attrs.getSpinMicros() * 1000L;
+                deadline = microseconds < 0 ? Long.MAX_VALUE : now + microseconds * 1000L;
+            }
+            if (now - deadline >= 0) {
+                throw new ViTimeout(microseconds);
+            }
+            if (now < spinEnd) {
+                if (lock.hasQueuedThreads()) {
+                    lock.unlock();
+                    Thread.onSpinWait();
+                    lock.lock();
+                    if (!path.isLent) {
+                        return null;
+                    }
+                } else {
+                    Thread.onSpinWait();
+                }
+                continue;
+            }
+            path.sleep(Math.min(waitingN > 0 ? ROOM_NAP_US : SLICE_US, Math.max(1, (deadline - now) / 1000)),
+                    unplacedN > 0 ? unplacedSeq[unplacedHead] : 0);
+            if (lock.hasQueuedThreads()) {
+                lock.unlock();
+                Thread.yield();
+                lock.lock();
+                if (!path.isLent) {
                     return null;
                 }
             }
@@ -1049,6 +1296,16 @@ public final class Vi implements AutoCloseable {
             held[heldHead].fail(broken);
             held[heldHead] = null;
             heldHead = (heldHead + 1) % held.length;
+        }
+        for (; unplacedN > 0; unplacedN--) {
+            unplaced[unplacedHead].fail(broken);
+            unplaced[unplacedHead] = null;
+            unplacedHead = (unplacedHead + 1) % unplaced.length;
+        }
+        for (; waitingN > 0; waitingN--) {
+            waiting[waitingHead].fail(broken);
+            waiting[waitingHead] = null;
+            waitingHead = (waitingHead + 1) % waiting.length;
         }
         bufRecvPosted = 0;
     }

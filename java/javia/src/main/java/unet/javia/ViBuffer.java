@@ -41,6 +41,8 @@ public final class ViBuffer implements AutoCloseable {
 
     private final int size;
     private final MemorySegment region;
+    /** The engine's handle of the region (what a reference record names). */
+    private final int handle;
     private Arena arena;
     private MemorySegment mem;
     /** The element type of the views, once fixed. */
@@ -69,6 +71,7 @@ public final class ViBuffer implements AutoCloseable {
                 throw Native.failure("registering a ViBuffer of " + sizeInBytes + " bytes", r);
             }
             region = out.get(ADDRESS, 0);
+            handle = (int) (long) Native.REGION_HANDLE.invokeExact(region);
         } catch (ViException e) {
             throw e;
         } catch (Throwable t) {
@@ -228,9 +231,14 @@ public final class ViBuffer implements AutoCloseable {
         tickets.remove(ticket);
     }
 
-    /** The engine's handle of the buffer's region. */
+    /** The library's handle of the buffer's region. */
     MemorySegment region() {
         return region;
+    }
+
+    /** The engine's number of the buffer's region. */
+    int regionHandle() {
+        return handle;
     }
 
     /**

@@ -16,6 +16,12 @@ public final class ViBufferTicket extends Ticket {
     final MemorySegment memory;
     /** Registered: cleared under the buffer's lock and the VI's, while not posted. */
     boolean registered = true;
+    /**
+     * Whether the buffer is granted to the VI's peer for sends by reference
+     * on the lent path: 0 not asked yet, 1 granted, 2 refused (under the
+     * VI's lock).
+     */
+    byte grant;
 
     ViBufferTicket(ViBuffer b, Vi vi, MemorySegment memory) {
         this.buffer = b;

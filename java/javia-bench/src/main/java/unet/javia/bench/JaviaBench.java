@@ -193,6 +193,7 @@ public final class JaviaBench {
                 p.send(size);
                 expect(p.recv(), size);
             }
+            settle(p, size, plan.warmMs > 0);
             long[] t = new long[plan.iters(size)];
             for (int i = 0; i < t.length; i++) {
                 if (i == t.length - 1) {
@@ -224,6 +225,48 @@ public final class JaviaBench {
             rates.sort(null);
             System.out.printf("bw %d %.0f%n", size, rates.get(rates.size() / 2));
             System.out.flush();
+        }
+    }
+
+    /** How long the JIT must have compiled nothing before {@link #settle} ends, in milliseconds. */
+    static final long SETTLE_QUIET_MS = 300;
+    /** The longest {@link #settle} goes on, in nanoseconds. */
+    static final long SETTLE_MAX_NS = 10_000_000_000L;
+
+    /**
+     * Untimed round trips until this JVM's JIT has compiled nothing for
+     * {@link #SETTLE_QUIET_MS}: a path whose branches change (a size that
+     * takes another way through the library, the first send by reference
+     * after small messages) is recompiled in steps for up to a second or
+     * two, slower still with {@code --pin}, where the compiler threads
+     * share a core with the spinning thread; a fixed warm-up timed those
+     * steps. The other end's JVM compiles the same path meanwhile.
+     * Skipped with {@code --quick}.
+     */
+    static void settle(Peer p, int size, boolean on) throws IOException {
+        if (!on) {
+            return;
+        }
+        java.lang.management.CompilationMXBean jit = java.lang.management.ManagementFactory.getCompilationMXBean();
+        if (jit == null || !jit.isCompilationTimeMonitoringSupported()) {
+            return;
+        }
+        long end = System.nanoTime() + SETTLE_MAX_NS;
+        long seen = jit.getTotalCompilationTime();
+        long quietSince = System.nanoTime();
+        while (System.nanoTime() - end < 0) {
+            for (int i = 0; i < 1000; i++) {
+                p.send(size);
+                expect(p.recv(), size);
+            }
+            long now = System.nanoTime();
+            long c = jit.getTotalCompilationTime();
+            if (c != seen) {
+                seen = c;
+                quietSince = now;
+            } else if (now - quietSince >= SETTLE_QUIET_MS * 1_000_000) {
+                return;
+            }
         }
     }
 
