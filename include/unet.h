@@ -737,7 +737,7 @@ void unet_vi_free(unet_vi *vi);
  * header (low 32 bits: tag (position >> 3) + 1; high 32 bits: payload
  * length, bit 31 padding to the end of the ring, bit 30 a reference to
  * the sender's region), each starting 32-byte aligned. What the peer
- * writes is untrusted. 216 bytes on 64-bit targets. */
+ * writes is untrusted. 240 bytes on 64-bit targets. */
 typedef struct unet_vi_unplaced unet_vi_unplaced;
 typedef struct unet_vi_direct {
     uint8_t *tx;             /* the ring this side sends on */
@@ -786,6 +786,12 @@ typedef struct unet_vi_direct {
                                 compiler barrier between publishing and
                                 reading tx_sleeping is enough; 0: a full
                                 fence is needed there */
+    uint64_t *recv_ids;      /* unet_vi_direct_lend, set by the caller:
+                                where the numbers of the receives posted
+                                go (they become the borrower's, in order) */
+    uint64_t recv_cap;       /* room there (NULL and 0: lend only with none
+                                posted) */
+    uint64_t nrecv;          /* how many receives were posted */
 } unet_vi_direct;
 
 /* A send the peer has not placed yet (unet_vi_direct.unplaced). */
@@ -795,13 +801,15 @@ struct unet_vi_unplaced {
     uint64_t seq;  /* completes once the peer placed as many messages */
 };
 
-UNET_STATIC_ASSERT(sizeof(void *) != 8 || sizeof(unet_vi_direct) == 216,
-                   "unet_vi_direct is 216 bytes on 64-bit targets");
+UNET_STATIC_ASSERT(sizeof(void *) != 8 || sizeof(unet_vi_direct) == 240,
+                   "unet_vi_direct is 240 bytes on 64-bit targets");
 UNET_STATIC_ASSERT(sizeof(unet_vi_unplaced) == 24, "unet_vi_unplaced is 24 bytes");
 
-/* Lend the VI's data path to the caller: 0 with *out filled; UNET_EINUSE
- * while descriptors are posted or completions untaken (take them, then try
- * again); UNET_ENOTSUP for a VI that can never lend it (between engines,
+/* Lend the VI's data path to the caller: 0 with *out filled. Receives
+ * posted become the borrower's: their numbers, in order, in out->recv_ids
+ * (room for out->recv_cap, set by the caller), how many in out->nrecv.
+ * UNET_EINUSE while sends are posted or completions untaken (take them,
+ * then try again), or more receives are posted than recv_cap; UNET_ENOTSUP for a VI that can never lend it (between engines,
  * with a completion queue, of reliable reception, strict about receives
  * not posted, or broken). Until unet_vi_direct_return every call on the
  * VI but unet_vi_direct_sleep, unet_vi_direct_wake, unet_vi_direct_grant,

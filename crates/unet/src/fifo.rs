@@ -55,6 +55,11 @@ impl<T: Default> Fifo<T> {
         self.slots.get(self.head)
     }
 
+    /// The entries, front to back.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
+        (0..self.len).map(move |i| &self.slots[(self.head + i) & self.mask()])
+    }
+
     /// A new entry at the back: the slot to fill in (it holds whatever its
     /// last use left there).
     #[inline(always)]
@@ -118,6 +123,7 @@ mod tests {
             }
             assert_eq!(q.len() as u64, next_in - next_out);
             assert_eq!(q.front().copied(), (next_in > next_out).then_some(next_out));
+            assert!(q.iter().copied().eq(next_out..next_in));
         }
         while let Some(v) = q.pop_front() {
             assert_eq!(*v, next_out);

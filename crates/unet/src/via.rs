@@ -1249,7 +1249,7 @@ impl Core {
     }
 
     /// Lend the direct path out (see [`Vi::lend_direct`]).
-    fn lend(&mut self) -> Result<DirectLoan, LendRefusal> {
+    fn lend(&mut self, recv_ids: &mut [u64]) -> Result<(DirectLoan, usize), LendRefusal> {
         let ViPath::Direct(conn) = &self.path else {
             return Err(LendRefusal::Never);
         };
@@ -1265,16 +1265,24 @@ impl Core {
         if !self.send_posted.is_empty()
             || !self.send_unplaced.is_empty()
             || !self.send_done.is_empty()
-            || !self.recv_posted.is_empty()
             || !self.recv_done.is_empty()
+            || self.recv_posted.len() > recv_ids.len()
+            || self.recv_posted.iter().any(|d| d.bad)
         {
             return Err(LendRefusal::Busy);
         }
-        Ok(DirectLoan {
+        let loan = DirectLoan {
             conn: conn.loan(),
             sent: self.sent,
             placed: self.placed,
-        })
+        };
+        // The receives posted go to the borrower, in order.
+        let mut n = 0;
+        while let Some(id) = self.retire(ViQueue::Recv) {
+            recv_ids[n] = id;
+            n += 1;
+        }
+        Ok((loan, n))
     }
 
     /// Take the direct path back (see [`Vi::take_back_direct`]).
@@ -2346,13 +2354,18 @@ impl Vi {
     /// itself (the C ABI's `unet_vi_direct_lend`, for bindings such as
     /// Javia whose calls into this library cost more than the ring's
     /// work): the rings, the lines the borrower reads and writes and the
-    /// positions it starts from. Only with nothing outstanding (no
-    /// descriptor posted, no completion untaken), on a connected VI on the
+    /// positions it starts from. Receives posted (at most
+    /// `recv_ids.len()`) go to the borrower: their numbers, in order, in
+    /// `recv_ids`, and how many. Only with nothing else outstanding (no
+    /// send posted, no completion untaken), on a connected VI on the
     /// direct path without completion queues, neither of reliable
     /// reception nor strict about receives not posted. Until [`Vi::take_back_direct`] the borrower alone moves
     /// the positions: nothing else may be called on the VI.
-    pub(crate) fn lend_direct(&mut self) -> Result<DirectLoan, LendRefusal> {
-        self.with(|c, _| c.lend())
+    pub(crate) fn lend_direct(
+        &mut self,
+        recv_ids: &mut [u64],
+    ) -> Result<(DirectLoan, usize), LendRefusal> {
+        self.with(|c, _| c.lend(recv_ids))
     }
 
     /// Take a lent data path back at the positions the borrower reached,

@@ -177,7 +177,7 @@ const _: () = assert!(std::mem::size_of::<UnetViAttrs>() == 40);
 #[cfg(target_pointer_width = "64")]
 const _: () = assert!(std::mem::size_of::<UnetViSeg>() == 24);
 #[cfg(target_pointer_width = "64")]
-const _: () = assert!(std::mem::size_of::<UnetViDirect>() == 216);
+const _: () = assert!(std::mem::size_of::<UnetViDirect>() == 240);
 const _: () = assert!(std::mem::size_of::<UnetViUnplaced>() == 24);
 
 // What the documented thread rules rest on: a VI and a request may move
@@ -1408,6 +1408,14 @@ pub struct UnetViDirect {
     /// it sleeps): then a compiler barrier between publishing and reading
     /// `tx_sleeping` is enough; 0: a full fence is needed there.
     pub asymmetric: u64,
+    /// For [`unet_vi_direct_lend`], set by the caller: where the numbers
+    /// of the receives posted go (they become the borrower's, in order),
+    /// and room for how many (NULL and 0: lend only with none posted).
+    pub recv_ids: *mut u64,
+    /// That room.
+    pub recv_cap: u64,
+    /// How many receives were posted, their numbers in `recv_ids`.
+    pub nrecv: u64,
 }
 
 /// A send the peer has not placed yet, handed back with a lent data path
@@ -1425,20 +1433,24 @@ pub struct UnetViUnplaced {
 
 /// Lend the VI's data path to the caller, which then reads and writes the
 /// rings itself (language bindings whose calls into the library cost more
-/// than the ring's own work): 0 with `*out` filled; [`UNET_EINUSE`] while
-/// descriptors are posted or completions untaken (take them, then try
-/// again); [`UNET_ENOTSUP`] for a VI that can never lend it (between
-/// engines, with a completion queue, of reliable reception, strict about
-/// receives not posted, or broken).
-/// Until [`unet_vi_direct_return`] every other call on the VI but
-/// [`unet_vi_direct_sleep`], [`unet_vi_direct_wake`], [`unet_vi_direct_grant`],
-/// [`unet_vi_direct_peer_region`], [`unet_vi_id`], [`unet_vi_is_direct`],
-/// [`unet_vi_close`] and [`unet_vi_free`] fails with [`UNET_EINUSE`].
-/// The pointers stay valid until the VI is closed.
+/// than the ring's own work): 0 with `*out` filled. Receives posted become
+/// the borrower's: their numbers, in order, in `out->recv_ids` (room for
+/// `out->recv_cap`, set by the caller), how many in `out->nrecv`.
+/// [`UNET_EINUSE`] while sends are posted or completions untaken (take
+/// them, then try again), or more receives are posted than `recv_cap`;
+/// [`UNET_ENOTSUP`] for a VI that can never lend it (between engines,
+/// with a completion queue, of reliable reception, strict about receives
+/// not posted, or broken). Until [`unet_vi_direct_return`] every other
+/// call on the VI but [`unet_vi_direct_sleep`], [`unet_vi_direct_wake`],
+/// [`unet_vi_direct_grant`], [`unet_vi_direct_peer_region`],
+/// [`unet_vi_id`], [`unet_vi_is_direct`], [`unet_vi_close`] and
+/// [`unet_vi_free`] fails with [`UNET_EINUSE`]. The pointers stay valid
+/// until the VI is closed.
 ///
 /// # Safety
 /// `vi` is NULL or a live handle used by this thread only; `out` NULL or
-/// writable.
+/// readable and writable, its `recv_ids` NULL or `recv_cap` writable
+/// numbers.
 #[no_mangle]
 pub unsafe extern "C" fn unet_vi_direct_lend(vi: *mut UnetVi, out: *mut UnetViDirect) -> c_int {
     guard(|| {
@@ -1450,12 +1462,22 @@ pub unsafe extern "C" fn unet_vi_direct_lend(vi: *mut UnetVi, out: *mut UnetViDi
         if out.is_null() {
             return null("out");
         }
-        let l = match v.lend_direct() {
+        // SAFETY: non-NULL and readable (writable) per the contract.
+        let (ids, cap) = unsafe { ((*out).recv_ids, (*out).recv_cap) };
+        let ids: &mut [u64] = if ids.is_null() || cap == 0 {
+            &mut []
+        } else {
+            // SAFETY: recv_cap writable numbers at recv_ids per the
+            // contract; a receive queue holds far fewer than u32::MAX.
+            unsafe { std::slice::from_raw_parts_mut(ids, cap.min(u64::from(u32::MAX)) as usize) }
+        };
+        let (l, nrecv) = match v.lend_direct(ids) {
             Ok(l) => l,
             Err(LendRefusal::Busy) => {
                 return fail(
                     UNET_EINUSE,
-                    "descriptors are posted or completions untaken on this VI",
+                    "sends are posted, completions untaken or more receives posted than \
+                     recv_cap on this VI",
                 )
             }
             Err(LendRefusal::Never) => {
@@ -1495,6 +1517,9 @@ pub unsafe extern "C" fn unet_vi_direct_lend(vi: *mut UnetVi, out: *mut UnetViDi
             unplaced: ptr::null(),
             nunplaced: 0,
             asymmetric: u64::from(unet_sys::asymmetric_fences()),
+            recv_ids: ids.as_mut_ptr(),
+            recv_cap: ids.len() as u64,
+            nrecv: nrecv as u64,
         };
         // SAFETY: non-NULL and writable per the contract.
         unsafe { out.write(d) };
@@ -1820,7 +1845,7 @@ mod tests {
         let h = Box::into_raw(Box::new(UnetVi { vi: a, lent: false }));
         let rb = sb.register_memory(1 << 16).unwrap();
         let mut c = UnetViCompletion::default();
-        let mut d = std::mem::MaybeUninit::<UnetViDirect>::uninit();
+        let mut d = std::mem::MaybeUninit::<UnetViDirect>::zeroed();
         // SAFETY: h is a live handle used by this thread only; d writable.
         unsafe {
             assert_eq!(unet_vi_direct_lend(h, d.as_mut_ptr()), UNET_OK);
@@ -1939,14 +1964,24 @@ mod tests {
         let ra = sa.register_memory(4096).unwrap();
         a.post_recv(1, &[ViSeg::new(&ra, 0, 4096)]).unwrap();
         let h = Box::into_raw(Box::new(UnetVi { vi: a, lent: false }));
-        let mut d = std::mem::MaybeUninit::<UnetViDirect>::uninit();
+        let mut d = std::mem::MaybeUninit::<UnetViDirect>::zeroed();
         // SAFETY: h is a live handle used by this thread only.
         unsafe {
             assert_eq!(
                 unet_vi_direct_lend(h, d.as_mut_ptr()),
                 UNET_EINUSE,
-                "a receive is posted"
+                "a receive is posted, and no room for its number"
             );
+            // With room, the receive posted becomes the borrower's.
+            let mut ids = [0u64; 4];
+            (*d.as_mut_ptr()).recv_ids = ids.as_mut_ptr();
+            (*d.as_mut_ptr()).recv_cap = 4;
+            assert_eq!(unet_vi_direct_lend(h, d.as_mut_ptr()), UNET_OK);
+            assert_eq!((*d.as_ptr()).nrecv, 1);
+            assert_eq!(ids[0], 1);
+            assert_eq!(unet_vi_direct_return(h, d.as_ptr()), UNET_OK);
+            let mut c = UnetViCompletion::default();
+            assert_eq!(unet_vi_recv_done(h, &mut c), 0, "nothing posted in the library any more");
             assert_eq!(unet_vi_direct_wake(h), UNET_EINVAL, "not lent");
             unet_vi_free(h);
         }
@@ -1963,7 +1998,7 @@ mod tests {
     fn positions_handed_back_against_the_rules_break_the_vi() {
         let (_e, a, _b, _sa, _sb) = pair(Reliability::Unreliable);
         let h = Box::into_raw(Box::new(UnetVi { vi: a, lent: false }));
-        let mut d = std::mem::MaybeUninit::<UnetViDirect>::uninit();
+        let mut d = std::mem::MaybeUninit::<UnetViDirect>::zeroed();
         // SAFETY: h is a live handle used by this thread only.
         unsafe {
             assert_eq!(unet_vi_direct_lend(h, d.as_mut_ptr()), UNET_OK);

@@ -34,7 +34,7 @@ import java.nio.ByteOrder;
  * on the VI but the few this class makes.
  */
 final class DirectPath {
-    /** {@code unet_vi_direct}: 216 bytes. */
+    /** {@code unet_vi_direct}: 240 bytes. */
     static final StructLayout LAYOUT = MemoryLayout.structLayout(
             ADDRESS.withName("tx"),
             ADDRESS.withName("rx"),
@@ -62,7 +62,10 @@ final class DirectPath {
             JAVA_LONG.withName("wait_placed"),
             ADDRESS.withName("unplaced"),
             JAVA_LONG.withName("nunplaced"),
-            JAVA_LONG.withName("asymmetric"));
+            JAVA_LONG.withName("asymmetric"),
+            ADDRESS.withName("recv_ids"),
+            JAVA_LONG.withName("recv_cap"),
+            JAVA_LONG.withName("nrecv"));
 
     /** {@code unet_vi_unplaced}: a send the peer has not placed yet, handed back. */
     static final StructLayout UNPLACED = MemoryLayout.structLayout(
@@ -95,6 +98,9 @@ final class DirectPath {
     private static final long UNPLACED_AT = off("unplaced");
     private static final long NUNPLACED = off("nunplaced");
     private static final long ASYMMETRIC = off("asymmetric");
+    private static final long RECV_IDS = off("recv_ids");
+    private static final long RECV_CAP = off("recv_cap");
+    private static final long NRECV = off("nrecv");
 
     /** A reference record's entry: region handle (u32), length (u32), offset (u64), little-endian. */
     static final int REF_SEGMENT = 16;
@@ -123,6 +129,9 @@ final class DirectPath {
     private final long lentA;
     /** Sends the peer has not placed yet, for the path's return (filled by the VI). */
     final MemorySegment unplaced;
+    /** The numbers of the receives the library had posted, handed over with the path. */
+    private final MemorySegment recvIds;
+    private int nRecv;
     /** Out-parameters of the peer region call: its address, length, and the region evicted (or -1). */
     private final MemorySegment out;
     private final long outA;
@@ -196,6 +205,7 @@ final class DirectPath {
         this.lent = arena.allocate(LAYOUT);
         this.lentA = lent.address();
         this.unplaced = arena.allocate(UNPLACED, Math.max(1, maxUnplaced));
+        this.recvIds = arena.allocate(JAVA_LONG, Math.max(1, maxUnplaced));
         this.out = arena.allocate(24, 8);
         this.outA = out.address();
     }
@@ -237,13 +247,16 @@ final class DirectPath {
     }
 
     /**
-     * Borrow the path, if the library lends it now (nothing of the VI's is
-     * outstanding in it). A VI that can never lend it is not asked again.
+     * Borrow the path, if the library lends it now (no send of the VI's
+     * outstanding in it; the receives it had posted come with it: {@link
+     * #lentRecvs}). A VI that can never lend it is not asked again.
      */
     boolean lend() {
         if (never) {
             return false;
         }
+        lent.set(ADDRESS, RECV_IDS, recvIds);
+        lent.set(JAVA_LONG, RECV_CAP, recvIds.byteSize() / 8);
         int r;
         try {
             r = (int) Native.DIRECT_LEND.invokeExact(viA, lentA);
@@ -270,6 +283,7 @@ final class DirectPath {
         received = 0;
         receivedBytes = 0;
         txFull = 0;
+        nRecv = (int) Math.min(lent.get(JAVA_LONG, NRECV), recvIds.byteSize() / 8);
         sentBase = lent.get(JAVA_LONG, SENT_BASE);
         placedBase = lent.get(JAVA_LONG, PLACED_BASE);
         peerN = 0;
@@ -297,6 +311,16 @@ final class DirectPath {
         rxCounters = lent.get(ADDRESS, RX_COUNTERS).reinterpret(16);
         txPlaced = lent.get(ADDRESS, TX_PLACED).reinterpret(8);
         rxPlaced = lent.get(ADDRESS, RX_PLACED).reinterpret(8);
+    }
+
+    /** How many receives the library had posted when it lent the path (now the borrower's). */
+    int lentRecvs() {
+        return nRecv;
+    }
+
+    /** The number of the {@code i}th of them, in the order posted. */
+    long lentRecvId(int i) {
+        return recvIds.getAtIndex(JAVA_LONG, i);
     }
 
     /**

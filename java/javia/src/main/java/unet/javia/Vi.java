@@ -79,9 +79,13 @@ public final class Vi implements AutoCloseable {
     // BUF | index.
     private static final long BUF = 1L << 32;
     private final ViBufferTicket[] bufTickets;
+    /** The offset a buffer receive was posted at, by index. */
+    private final int[] bufOff;
     private final int[] bufFree;
     private int bufFreeN;
     private int bufRecvPosted;
+    /** Buffer sends posted in the library and not taken back yet. */
+    private int bufSendsInLibrary;
     /** Buffer sends completed, not yet returned by sendBufWait. */
     private final ArrayDeque<ViBufferTicket> sendBufDone;
 
@@ -212,6 +216,7 @@ public final class Vi implements AutoCloseable {
         recvFreeN = depth;
         recvTickets = new ViBATicket[depth];
         bufTickets = new ViBufferTicket[2 * depth];
+        bufOff = new int[2 * depth];
         bufFree = new int[2 * depth];
         for (int i = 0; i < bufFree.length; i++) {
             bufFree[i] = bufFree.length - 1 - i;
@@ -599,6 +604,7 @@ public final class Vi implements AutoCloseable {
                 releaseBufSlot(k);
                 throw Native.failure("posting a buffer send", r);
             }
+            bufSendsInLibrary++;
         } finally {
             lock.unlock();
         }
@@ -673,6 +679,7 @@ public final class Vi implements AutoCloseable {
         int k = (int) (id & ~BUF);
         ViBufferTicket t = bufTickets[k];
         releaseBufSlot(k);
+        bufSendsInLibrary--;
         t.complete(comp.get(JAVA_INT, 12));
         return t;
     }
@@ -714,6 +721,7 @@ public final class Vi implements AutoCloseable {
             }
             unlend();
             int k = takeBufSlot(t);
+            bufOff[k] = off;
             seg.set(ADDRESS, 0, t.buffer.region());
             seg.set(JAVA_LONG, 8, off);
             seg.set(JAVA_LONG, 16, Math.min(t.buffer.size() - off, MAX_TRANSFER));
@@ -808,7 +816,24 @@ public final class Vi implements AutoCloseable {
         if (path.isLent) {
             return true;
         }
-        return broken == null && !closed && libraryIdle() && path.lend();
+        if (broken != null || closed || !libraryIdle() || !path.lend()) {
+            return false;
+        }
+        // The receives the library had posted are held here now, in order.
+        for (int i = 0; i < path.lentRecvs(); i++) {
+            long id = path.lentRecvId(i);
+            if ((id & BUF) == 0) {
+                throw new AssertionError("Javia: the library handed over a receive it was not given: " + id);
+            }
+            int k = (int) (id & ~BUF);
+            int h = (heldHead + heldN) % held.length;
+            held[h] = bufTickets[k];
+            heldOff[h] = bufOff[k];
+            heldN++;
+            bufTickets[k] = null;
+            bufFree[bufFreeN++] = k;
+        }
+        return true;
     }
 
     /** Whether the direct path is lent to Javia now (for the tests). */
@@ -821,9 +846,13 @@ public final class Vi implements AutoCloseable {
         }
     }
 
-    /** Nothing of the VI's is outstanding in the library: no descriptor posted, no completion untaken. */
+    /**
+     * The library can lend the path: no send of the VI's outstanding in it
+     * (its completion untaken), no receive but buffer receives (which come
+     * over with the path).
+     */
     private boolean libraryIdle() {
-        return bufFreeN == bufFree.length && ticketsPosted == 0 && internalPosted == 0
+        return bufSendsInLibrary == 0 && ticketsPosted == 0 && internalPosted == 0
                 && sendFreeN == sendFree.length;
     }
 
@@ -850,6 +879,7 @@ public final class Vi implements AutoCloseable {
             unplacedHead = (unplacedHead + 1) % unplaced.length;
         }
         unplacedN = 0;
+        bufSendsInLibrary += n;
         path.giveBack(n);
         // Sends that waited for room: posted in the library, in order.
         while (waitingN > 0) {
@@ -875,6 +905,7 @@ public final class Vi implements AutoCloseable {
                 t.fail("UNET_VI_CLOSED");
                 throw Native.failure("posting a buffer send", r);
             }
+            bufSendsInLibrary++;
         }
         while (heldN > 0) {
             ViBufferTicket t = held[heldHead];
@@ -885,6 +916,7 @@ public final class Vi implements AutoCloseable {
             // Already posted and counted: only the library learns of it now.
             int k = bufFree[--bufFreeN];
             bufTickets[k] = t;
+            bufOff[k] = off;
             seg.set(ADDRESS, 0, t.buffer.region());
             seg.set(JAVA_LONG, 8, off);
             seg.set(JAVA_LONG, 16, Math.min(t.buffer.size() - off, MAX_TRANSFER));
@@ -1292,6 +1324,7 @@ public final class Vi implements AutoCloseable {
                 releaseBufSlot(k);
             }
         }
+        bufSendsInLibrary = 0;
         for (; heldN > 0; heldN--) {
             held[heldHead].fail(broken);
             held[heldHead] = null;
@@ -1455,6 +1488,7 @@ public final class Vi implements AutoCloseable {
             int k = (int) (id & ~BUF);
             ViBufferTicket t = bufTickets[k];
             releaseBufSlot(k);
+            bufSendsInLibrary--;
             if (e != null) {
                 t.fail(broken);
             } else {

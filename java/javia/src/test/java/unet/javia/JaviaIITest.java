@@ -193,6 +193,58 @@ class JaviaIITest {
         }
     }
 
+    /**
+     * Receives posted in the library while the path was back there come
+     * over with it when Javia borrows it again, and messages land in them
+     * in the order they were posted.
+     */
+    @Test
+    void receivesPostedInTheLibraryComeBackWithThePath() throws Exception {
+        Vi[] p = JaviaITest.pair(new ViAttributes());
+        try (Vi a = p[0]; Vi b = p[1]) {
+            ViBuffer in = new ViBuffer(4 * 256);
+            ViBufferTicket[] ts = new ViBufferTicket[4];
+            for (int k = 0; k < 4; k++) {
+                ts[k] = in.register(a, new ViBufferAttributes());
+                a.recvBufPost(ts[k], k * 256);
+            }
+            assertTrue(a.pathLent(), "held on the lent path");
+            a.send(new byte[3], 0, 3);
+            assertTrue(!a.pathLent(), "a Javia-I send takes the path back, the receives with it");
+            a.flush(5_000_000);
+            ViBuffer rb = new ViBuffer(256);
+            ViBufferTicket rt = rb.register(b, new ViBufferAttributes());
+            b.recvBufPost(rt, 0);
+            assertEquals(3, b.recvBufWait(5_000_000).getLength());
+            ViBuffer out = new ViBuffer(100);
+            ViBufferTicket to = out.register(a, new ViBufferAttributes());
+            a.sendBufPost(to, 0, 100);
+            assertTrue(a.pathLent(), "borrowed again, with the library's receives");
+            assertTrue(a.sendBufWait(5_000_000) == to);
+            b.recvBufPost(rt, 0);
+            assertEquals(100, b.recvBufWait(5_000_000).getLength());
+            for (int k = 0; k < 4; k++) {
+                rb.segment().set(java.lang.foreign.ValueLayout.JAVA_BYTE, 0, (byte) (10 + k));
+                b.sendBufPost(rt, 0, 1 + k);
+                assertTrue(b.sendBufWait(5_000_000) == rt);
+            }
+            for (int k = 0; k < 4; k++) {
+                ViBufferTicket t = a.recvBufWait(5_000_000);
+                assertTrue(t == ts[k], "receives complete in the order posted");
+                assertEquals(1 + k, t.getLength());
+                assertEquals((byte) (10 + k), in.segment().get(java.lang.foreign.ValueLayout.JAVA_BYTE, k * 256L));
+            }
+            for (ViBufferTicket t : ts) {
+                in.unregister(t);
+            }
+            out.unregister(to);
+            rb.unregister(rt);
+            in.close();
+            out.close();
+            rb.close();
+        }
+    }
+
     @Test
     void theFirstViewFixesTheElementTypeAndViewsShareTheMemory() throws Exception {
         try (ViBuffer vb = new ViBuffer(64)) {
