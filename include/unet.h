@@ -807,7 +807,8 @@ UNET_STATIC_ASSERT(sizeof(unet_vi_unplaced) == 24, "unet_vi_unplaced is 24 bytes
 
 /* Lend the VI's data path to the caller: 0 with *out filled. Receives
  * posted become the borrower's: their numbers, in order, in out->recv_ids
- * (room for out->recv_cap, set by the caller), how many in out->nrecv.
+ * (room for out->recv_cap, set by the caller), how many in out->nrecv
+ * (their memory is the borrower's to keep registered from then on).
  * UNET_EINUSE while sends are posted or completions untaken (take them,
  * then try again), or more receives are posted than recv_cap; UNET_ENOTSUP for a VI that can never lend it (between engines,
  * with a completion queue, of reliable reception, strict about receives

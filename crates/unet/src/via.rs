@@ -2356,11 +2356,13 @@ impl Vi {
     /// work): the rings, the lines the borrower reads and writes and the
     /// positions it starts from. Receives posted (at most
     /// `recv_ids.len()`) go to the borrower: their numbers, in order, in
-    /// `recv_ids`, and how many. Only with nothing else outstanding (no
+    /// `recv_ids`, and how many (their memory is the borrower's to keep
+    /// registered from then on). Only with nothing else outstanding (no
     /// send posted, no completion untaken), on a connected VI on the
     /// direct path without completion queues, neither of reliable
-    /// reception nor strict about receives not posted. Until [`Vi::take_back_direct`] the borrower alone moves
-    /// the positions: nothing else may be called on the VI.
+    /// reception nor strict about receives not posted. Until
+    /// [`Vi::take_back_direct`] the borrower alone moves the positions:
+    /// nothing else may be called on the VI.
     pub(crate) fn lend_direct(
         &mut self,
         recv_ids: &mut [u64],

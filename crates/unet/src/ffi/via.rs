@@ -1435,7 +1435,8 @@ pub struct UnetViUnplaced {
 /// rings itself (language bindings whose calls into the library cost more
 /// than the ring's own work): 0 with `*out` filled. Receives posted become
 /// the borrower's: their numbers, in order, in `out->recv_ids` (room for
-/// `out->recv_cap`, set by the caller), how many in `out->nrecv`.
+/// `out->recv_cap`, set by the caller), how many in `out->nrecv` (their
+/// memory is the borrower's to keep registered from then on).
 /// [`UNET_EINUSE`] while sends are posted or completions untaken (take
 /// them, then try again), or more receives are posted than `recv_cap`;
 /// [`UNET_ENOTSUP`] for a VI that can never lend it (between engines,

@@ -231,7 +231,7 @@ public final class JaviaBench {
     /** How long the JIT must have compiled nothing before {@link #settle} ends, in milliseconds. */
     static final long SETTLE_QUIET_MS = 300;
     /** The longest {@link #settle} goes on, in nanoseconds. */
-    static final long SETTLE_MAX_NS = 10_000_000_000L;
+    static final long SETTLE_MAX_NS = 3_000_000_000L;
 
     /**
      * Untimed round trips until this JVM's JIT has compiled nothing for
@@ -240,8 +240,8 @@ public final class JaviaBench {
      * after small messages) is recompiled in steps for up to a second or
      * two, slower still with {@code --pin}, where the compiler threads
      * share a core with the spinning thread; a fixed warm-up timed those
-     * steps. The other end's JVM compiles the same path meanwhile.
-     * Skipped with {@code --quick}.
+     * steps. The other end's JVM compiles the same path meanwhile. At most
+     * three seconds a size; skipped with {@code --quick}.
      */
     static void settle(Peer p, int size, boolean on) throws IOException {
         if (!on) {
