@@ -1982,7 +1982,11 @@ mod tests {
             assert_eq!(ids[0], 1);
             assert_eq!(unet_vi_direct_return(h, d.as_ptr()), UNET_OK);
             let mut c = UnetViCompletion::default();
-            assert_eq!(unet_vi_recv_done(h, &mut c), 0, "nothing posted in the library any more");
+            assert_eq!(
+                unet_vi_recv_done(h, &mut c),
+                0,
+                "nothing posted in the library any more"
+            );
             assert_eq!(unet_vi_direct_wake(h), UNET_EINVAL, "not lent");
             unet_vi_free(h);
         }
