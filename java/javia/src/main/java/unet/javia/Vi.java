@@ -114,10 +114,11 @@ public final class Vi implements AutoCloseable {
     private String broken;
 
     /**
-     * The VI's direct path, lent to Javia whenever nothing of the VI's is
-     * outstanding in the library ({@link DirectPath}): Javia-II's calls
-     * then read and write the connection's rings themselves, with no call
-     * into the library for a small message. Null for a VI that cannot lend
+     * The VI's direct path, lent to Javia whenever no send of the VI's is
+     * outstanding in the library and no receive but buffer receives
+     * ({@link DirectPath}; those come over with it): Javia-II's calls then
+     * read and write the connection's rings themselves, with no call into
+     * the library for a message. Null for a VI that cannot lend
      * it (between engines, with a completion queue, of reliable reception,
      * strict about receives not posted) or with lending turned off (the
      * system property {@code unet.javia.lend=false}).
@@ -806,8 +807,8 @@ public final class Vi implements AutoCloseable {
     }
 
     /**
-     * Whether the direct path is lent here now, borrowing it if nothing of
-     * the VI's is outstanding in the library.
+     * Whether the direct path is lent here now, borrowing it if the
+     * library can lend it ({@link #libraryIdle}).
      */
     private boolean lent() {
         if (path == null) {
