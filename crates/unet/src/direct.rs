@@ -257,8 +257,8 @@ impl DirectConn {
         self.close();
     }
 
-    /// Where a borrower of this connection (a VI's data path lent out:
-    /// [`crate::via::Vi::lend_direct`]) finds the rings, the lines it
+    /// Where a borrower of this connection (a VI's data path lent out by
+    /// the VI's `lend_direct`) finds the rings, the lines it
     /// reads and writes, and the positions it starts from.
     pub fn loan(&self) -> ConnLoan {
         // SAFETY: raw field addresses in the header lines open() validated

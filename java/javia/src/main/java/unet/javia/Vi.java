@@ -980,35 +980,15 @@ public final class Vi implements AutoCloseable {
                 Thread.onSpinWait();
                 continue;
             }
-            long now = System.nanoTime();
-            if (spinEnd == 0) {
+            if (deadline == 0) {
+                long now = System.nanoTime();
                 spinEnd = now + attrs.getSpinMicros() * 1000L;
                 deadline = microseconds < 0 ? Long.MAX_VALUE : now + microseconds * 1000L;
             }
-            if (now - deadline >= 0) {
-                throw new ViTimeout(microseconds);
-            }
-            if (now < spinEnd) {
-                if (lock.hasQueuedThreads()) {
-                    lock.unlock();
-                    Thread.onSpinWait();
-                    lock.lock();
-                    check();
-                    if (heldN == 0 || path == null || !path.isLent) {
-                        return null;
-                    }
-                } else {
-                    Thread.onSpinWait();
-                }
-                continue;
-            }
-            path.sleep(Math.min(waitingN > 0 ? ROOM_NAP_US : SLICE_US, Math.max(1, (deadline - now) / 1000)), 0);
-            if (lock.hasQueuedThreads()) {
-                lock.unlock();
-                Thread.yield();
-                lock.lock();
+            int r = pauseLent(spinEnd, deadline, microseconds, 0);
+            if (r != GO_ON) {
                 check();
-                if (heldN == 0 || !path.isLent) {
+                if (r == PATH_BACK || heldN == 0) {
                     return null;
                 }
             }
@@ -1145,38 +1125,59 @@ public final class Vi implements AutoCloseable {
                 Thread.onSpinWait();
                 continue;
             }
-            long now = System.nanoTime();
-            if (spinEnd == 0) {
+            if (deadline == 0) {
+                long now = System.nanoTime();
                 spinEnd = now + attrs.getSpinMicros() * 1000L;
                 deadline = microseconds < 0 ? Long.MAX_VALUE : now + microseconds * 1000L;
             }
-            if (now - deadline >= 0) {
-                throw new ViTimeout(microseconds);
-            }
-            if (now < spinEnd) {
-                if (lock.hasQueuedThreads()) {
-                    lock.unlock();
-                    Thread.onSpinWait();
-                    lock.lock();
-                    if (!path.isLent) {
-                        return null;
-                    }
-                } else {
-                    Thread.onSpinWait();
-                }
-                continue;
-            }
-            path.sleep(Math.min(waitingN > 0 ? ROOM_NAP_US : SLICE_US, Math.max(1, (deadline - now) / 1000)),
-                    unplacedN > 0 ? unplacedSeq[unplacedHead] : 0);
-            if (lock.hasQueuedThreads()) {
-                lock.unlock();
-                Thread.yield();
-                lock.lock();
-                if (!path.isLent) {
-                    return null;
-                }
+            if (pauseLent(spinEnd, deadline, microseconds, unplacedN > 0 ? unplacedSeq[unplacedHead] : 0)
+                    == PATH_BACK) {
+                return null;
             }
         }
+    }
+
+    /** {@link #pauseLent}: go on polling. */
+    private static final int GO_ON = 0;
+    /** {@link #pauseLent}: the lock was given up meanwhile (what it guards may have changed). */
+    private static final int LOCK_GIVEN = 1;
+    /** {@link #pauseLent}: the path went back to the library while the lock was given up. */
+    private static final int PATH_BACK = 2;
+
+    /**
+     * One pause of a wait on the lent path, between polls that found
+     * nothing: until {@code spinEnd} a spin (giving the lock to a thread
+     * that waits for it), then a nap in the library on the ring (shorter
+     * while sends wait for room, as nobody wakes it when room comes; also
+     * woken once the peer placed {@code waitPlaced} of this side's
+     * messages, if not 0), giving the lock up after it too.
+     *
+     * @throws ViTimeout once {@code deadline} passed
+     */
+    private int pauseLent(long spinEnd, long deadline, int microseconds, long waitPlaced) throws ViTimeout {
+        long now = System.nanoTime();
+        if (now - deadline >= 0) {
+            throw new ViTimeout(microseconds);
+        }
+        if (now < spinEnd) {
+            if (!lock.hasQueuedThreads()) {
+                Thread.onSpinWait();
+                return GO_ON;
+            }
+            lock.unlock();
+            Thread.onSpinWait();
+            lock.lock();
+        } else {
+            path.sleep(Math.min(waitingN > 0 ? ROOM_NAP_US : SLICE_US, Math.max(1, (deadline - now) / 1000)),
+                    waitPlaced);
+            if (!lock.hasQueuedThreads()) {
+                return GO_ON;
+            }
+            lock.unlock();
+            Thread.yield();
+            lock.lock();
+        }
+        return path.isLent ? LOCK_GIVEN : PATH_BACK;
     }
 
     /** What {@link #takeBufSlot} checks of a ticket, for a post that takes no slot. */
