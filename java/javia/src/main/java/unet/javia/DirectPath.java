@@ -502,18 +502,7 @@ final class DirectPath {
                 return OTHER;
             }
             MemorySegment.copy(rx, at + RECORD_HEADER, dst, off, len);
-            rxPos += sp;
-            received++;
-            receivedBytes += len;
-            rxCounters.set(JAVA_LONG, 0, rxCounters.get(JAVA_LONG, 0) + 1);
-            rxCounters.set(JAVA_LONG, 8, rxCounters.get(JAVA_LONG, 8) + len);
-            if (rxPos >= publishAt) {
-                // Release: the records read are done with before the
-                // producer, acquiring this, writes over them.
-                WORD.setRelease(rxConsumed, 0L, rxPos);
-                rxPublished = rxPos;
-                publishAt = rxPos + size / 4;
-            }
+            consumed(len, len);
             return (int) len;
         }
     }
@@ -569,21 +558,32 @@ final class DirectPath {
             to += refLen[i];
             refSeg[i] = null;
         }
-        rxPos += span(bytes);
-        received++;
-        receivedBytes += total;
-        rxCounters.set(JAVA_LONG, 0, rxCounters.get(JAVA_LONG, 0) + 1);
-        rxCounters.set(JAVA_LONG, 8, rxCounters.get(JAVA_LONG, 8) + bytes);
-        if (rxPos >= publishAt) {
-            WORD.setRelease(rxConsumed, 0L, rxPos);
-            rxPublished = rxPos;
-            publishAt = rxPos + size / 4;
-        }
+        consumed(bytes, total);
         // Release: the copies are done before the sender, acquiring this,
         // reuses its buffer. Then wake it if it sleeps waiting for it.
         WORD.setRelease(rxPlaced, 0L, placedBase + received);
         wakeIfAsleep();
         return (int) total;
+    }
+
+    /**
+     * The record of {@code bytes} payload bytes at the consumer's position
+     * is read, a message of {@code len} bytes placed: move on, count it,
+     * and publish the position every quarter ring.
+     */
+    private void consumed(long bytes, long len) {
+        rxPos += span(bytes);
+        received++;
+        receivedBytes += len;
+        rxCounters.set(JAVA_LONG, 0, rxCounters.get(JAVA_LONG, 0) + 1);
+        rxCounters.set(JAVA_LONG, 8, rxCounters.get(JAVA_LONG, 8) + bytes);
+        if (rxPos >= publishAt) {
+            // Release: the records read are done with before the producer,
+            // acquiring this, writes over them.
+            WORD.setRelease(rxConsumed, 0L, rxPos);
+            rxPublished = rxPos;
+            publishAt = rxPos + size / 4;
+        }
     }
 
     /** The peer's region numbered {@code handle}, mapped by the library; null if it refuses it. */
