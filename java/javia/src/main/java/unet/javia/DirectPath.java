@@ -124,6 +124,26 @@ final class DirectPath {
     private static final VarHandle WORD = JAVA_LONG.varHandle();
     private static final VarHandle WORD32 = JAVA_INT.varHandle();
 
+    /**
+     * All of memory, through which the ring and the lent lines are read
+     * and written at their addresses: a constant the compiler folds the
+     * segment's checks of (a segment per ring and line, held in fields,
+     * has them checked again on every access: a fifth of a small
+     * message's send and receive). What keeps every access inside the ring is
+     * the path's own arithmetic, as in the library: positions masked by
+     * the ring's size, a record's extent checked against the ring's end
+     * before it is read ({@link #poll}, {@link #pull}), and room reserved
+     * inside it before it is written ({@link #reserve}).
+     */
+    private static final MemorySegment ALL = everything();
+
+    // Restricted: a segment over every address. Sound as used: only at
+    // the addresses the library lent, inside the extents it gave (above).
+    @SuppressWarnings("restricted")
+    private static MemorySegment everything() {
+        return MemorySegment.NULL.reinterpret(Long.MAX_VALUE);
+    }
+
     private final long viA;
     private final MemorySegment lent;
     private final long lentA;
@@ -141,8 +161,9 @@ final class DirectPath {
     boolean isLent;
 
     // What the lending gave (the same for the VI's life).
-    private MemorySegment tx;
-    private MemorySegment rx;
+    /** The rings' addresses (0: not lent yet). */
+    private long tx;
+    private long rx;
     private long size;
     private long mask;
     private long maxLen;
@@ -154,14 +175,15 @@ final class DirectPath {
     private boolean asymmetric;
     /** Messages this large go as references: the library's to send (known once lent). */
     long pullMin = Long.MAX_VALUE;
-    private MemorySegment txConsumed;
-    private MemorySegment txSleeping;
-    private MemorySegment rxConsumed;
-    private MemorySegment peerClosed;
-    private MemorySegment txCounters;
-    private MemorySegment rxCounters;
-    private MemorySegment txPlaced;
-    private MemorySegment rxPlaced;
+    // The lent lines' addresses.
+    private long txConsumed;
+    private long txSleeping;
+    private long rxConsumed;
+    private long peerClosed;
+    private long txCounters;
+    private long rxCounters;
+    private long txPlaced;
+    private long rxPlaced;
 
     /**
      * The peer's regions this side read references from, mapped by the
@@ -217,13 +239,13 @@ final class DirectPath {
     static DirectPath reader(MemorySegment ring, long rxPos) {
         Arena arena = Arena.ofAuto();
         DirectPath p = new DirectPath(0, arena, 1);
-        p.rx = ring;
+        p.rx = ring.address();
         p.size = ring.byteSize();
         p.mask = p.size - 1;
         p.rxPos = rxPos;
         p.publishAt = Long.MAX_VALUE;
-        p.rxConsumed = arena.allocate(8, 8);
-        p.rxCounters = arena.allocate(16, 8);
+        p.rxConsumed = arena.allocate(8, 8).address();
+        p.rxCounters = arena.allocate(16, 8).address();
         return p;
     }
 
@@ -270,7 +292,7 @@ final class DirectPath {
         if (r != 0) {
             return false;
         }
-        if (tx == null || tx.address() != lent.get(ADDRESS, TX).address()) {
+        if (tx != lent.get(ADDRESS, TX).address()) {
             map();
         }
         txPos = lent.get(JAVA_LONG, TX_POS);
@@ -291,26 +313,24 @@ final class DirectPath {
         return true;
     }
 
-    // Restricted: segments of native addresses. Sound: the library lent
-    // these pointers, valid until the VI is closed (its handle is closed
-    // only after the last use, under the VI's lock), with these lengths.
-    @SuppressWarnings("restricted")
+    // The library lent these pointers, valid until the VI is closed (its
+    // handle is closed only after the last use, under the VI's lock).
     private void map() {
         size = lent.get(JAVA_LONG, RING_SIZE);
         mask = size - 1;
         maxLen = lent.get(JAVA_LONG, MAX_LEN);
         pullMin = lent.get(JAVA_LONG, PULL_MIN);
         asymmetric = lent.get(JAVA_LONG, ASYMMETRIC) == 1;
-        tx = lent.get(ADDRESS, TX).reinterpret(size);
-        rx = lent.get(ADDRESS, RX).reinterpret(size);
-        txConsumed = lent.get(ADDRESS, TX_CONSUMED).reinterpret(8);
-        txSleeping = lent.get(ADDRESS, TX_SLEEPING).reinterpret(4);
-        rxConsumed = lent.get(ADDRESS, RX_CONSUMED).reinterpret(8);
-        peerClosed = lent.get(ADDRESS, PEER_CLOSED).reinterpret(4);
-        txCounters = lent.get(ADDRESS, TX_COUNTERS).reinterpret(16);
-        rxCounters = lent.get(ADDRESS, RX_COUNTERS).reinterpret(16);
-        txPlaced = lent.get(ADDRESS, TX_PLACED).reinterpret(8);
-        rxPlaced = lent.get(ADDRESS, RX_PLACED).reinterpret(8);
+        tx = lent.get(ADDRESS, TX).address();
+        rx = lent.get(ADDRESS, RX).address();
+        txConsumed = lent.get(ADDRESS, TX_CONSUMED).address();
+        txSleeping = lent.get(ADDRESS, TX_SLEEPING).address();
+        rxConsumed = lent.get(ADDRESS, RX_CONSUMED).address();
+        peerClosed = lent.get(ADDRESS, PEER_CLOSED).address();
+        txCounters = lent.get(ADDRESS, TX_COUNTERS).address();
+        rxCounters = lent.get(ADDRESS, RX_COUNTERS).address();
+        txPlaced = lent.get(ADDRESS, TX_PLACED).address();
+        rxPlaced = lent.get(ADDRESS, RX_PLACED).address();
     }
 
     /** How many receives the library had posted when it lent the path (now the borrower's). */
@@ -365,14 +385,15 @@ final class DirectPath {
     /**
      * Send {@code len} bytes of {@code src} from {@code off} as one record
      * (at most {@link #fitsRecord}), if that can be done now: false
-     * (nothing sent) when the ring has no room or the peer is gone.
+     * (nothing sent) when the ring has no room. Only while the peer is
+     * there ({@link #peerClosed}: the caller looks first).
      */
     boolean trySend(MemorySegment src, long off, int len) {
         long at = reserve(span(len));
         if (at < 0) {
             return false;
         }
-        MemorySegment.copy(src, off, tx, at + RECORD_HEADER, len);
+        MemorySegment.copy(src, off, ALL, tx + at + RECORD_HEADER, len);
         publish(at, len, len, len);
         return true;
     }
@@ -381,17 +402,17 @@ final class DirectPath {
      * Send {@code len} bytes of the region numbered {@code handle} from
      * {@code off} as a reference record (the peer reads them from the
      * region, granted to it): the message's number, complete once the
-     * peer has placed as many ({@link #peerPlaced}); 0 when it cannot go
-     * now (no room, or the peer gone).
+     * peer has placed as many ({@link #peerPlaced}); 0 when the ring has
+     * no room now. Only while the peer is there, as {@link #trySend}.
      */
     long trySendRef(int handle, long off, int len) {
         long at = reserve(span(REF_SEGMENT));
         if (at < 0) {
             return 0;
         }
-        tx.set(U32, at + RECORD_HEADER, handle);
-        tx.set(U32, at + RECORD_HEADER + 4, len);
-        tx.set(U64, at + RECORD_HEADER + 8, off);
+        ALL.set(U32, tx + at + RECORD_HEADER, handle);
+        ALL.set(U32, tx + at + RECORD_HEADER + 4, len);
+        ALL.set(U64, tx + at + RECORD_HEADER + 8, off);
         publish(at, REF_SEGMENT | RECORD_REF, REF_SEGMENT, len);
         return sentBase + sent;
     }
@@ -399,17 +420,15 @@ final class DirectPath {
     /**
      * Room for a record of {@code sp} bytes at the producer's position
      * (padding the rest of the lap first if it does not fit there): its
-     * offset in the ring, or -1 when there is no room or the peer is gone.
+     * offset in the ring, or -1 when there is no room. (The caller has
+     * seen the peer still there: {@link #peerClosed}.)
      */
     private long reserve(long sp) {
-        if ((int) WORD32.getAcquire(peerClosed, 0L) != 0) {
-            return -1;
-        }
         long at = txPos & mask;
         long pad = at + sp > size ? size - at : 0;
         if (txPos + pad + sp > txLimit) {
             // Acquire: the consumer's reads of those records are done.
-            long consumed = (long) WORD.getAcquire(txConsumed, 0L);
+            long consumed = (long) WORD.getAcquire(ALL, txConsumed);
             // The peer may write any position; one ahead of ours only lets
             // us overwrite what it has not read.
             txLimit = consumed < 0 || consumed > Long.MAX_VALUE - size ? Long.MAX_VALUE : consumed + size;
@@ -419,7 +438,7 @@ final class DirectPath {
             }
         }
         if (pad > 0) {
-            WORD.setRelease(tx, at, tag(txPos) | ((long) (RECORD_PAD | (int) pad) << 32));
+            WORD.setRelease(ALL, tx + at, tag(txPos) | ((long) (RECORD_PAD | (int) pad) << 32));
             txPos += pad;
             at = 0;
         }
@@ -433,13 +452,13 @@ final class DirectPath {
      */
     private void publish(long at, int word, int bytes, int len) {
         // Release: the payload is visible before the header.
-        WORD.setRelease(tx, at, tag(txPos) | ((long) word << 32));
+        WORD.setRelease(ALL, tx + at, tag(txPos) | ((long) word << 32));
         txPos += span(bytes);
         sent++;
         sentBytes += len;
         // One writer: plain stores (the engine reads them for unet stat).
-        txCounters.set(JAVA_LONG, 0, txCounters.get(JAVA_LONG, 0) + 1);
-        txCounters.set(JAVA_LONG, 8, txCounters.get(JAVA_LONG, 8) + bytes);
+        ALL.set(JAVA_LONG, txCounters, ALL.get(JAVA_LONG, txCounters) + 1);
+        ALL.set(JAVA_LONG, txCounters + 8, ALL.get(JAVA_LONG, txCounters + 8) + bytes);
         wakeIfAsleep();
     }
 
@@ -458,14 +477,14 @@ final class DirectPath {
         } else {
             VarHandle.fullFence();
         }
-        if ((int) WORD32.getOpaque(txSleeping, 0L) != 0) {
+        if ((int) WORD32.getOpaque(ALL, txSleeping) != 0) {
             wake();
         }
     }
 
     /** How many of this side's messages the peer has placed. */
     long peerPlaced() {
-        return (long) WORD.getAcquire(txPlaced, 0L);
+        return (long) WORD.getAcquire(ALL, txPlaced);
     }
 
     /**
@@ -477,7 +496,7 @@ final class DirectPath {
         while (true) {
             long at = rxPos & mask;
             // Acquire: pairs with the producer's release of the header.
-            long h = (long) WORD.getAcquire(rx, at);
+            long h = (long) WORD.getAcquire(ALL, rx + at);
             if ((h & 0xffff_ffffL) != tag(rxPos)) {
                 return EMPTY;
             }
@@ -501,7 +520,7 @@ final class DirectPath {
             if (at + sp > size || len > room) {
                 return OTHER;
             }
-            MemorySegment.copy(rx, at + RECORD_HEADER, dst, off, len);
+            MemorySegment.copy(ALL, rx + at + RECORD_HEADER, dst, off, len);
             consumed(len, len);
             return (int) len;
         }
@@ -524,9 +543,9 @@ final class DirectPath {
         // The entries are read out of the ring once: the peer may rewrite it.
         for (int i = 0; i < n; i++) {
             long e = at + RECORD_HEADER + (long) i * REF_SEGMENT;
-            refHandle[i] = rx.get(U32, e);
-            refLen[i] = Integer.toUnsignedLong(rx.get(U32, e + 4));
-            refOff[i] = rx.get(U64, e + 8);
+            refHandle[i] = ALL.get(U32, rx + e);
+            refLen[i] = Integer.toUnsignedLong(ALL.get(U32, rx + e + 4));
+            refOff[i] = ALL.get(U64, rx + e + 8);
         }
         // Mapping one region may unmap another the library kept: after any
         // such eviction the entries are looked up again (each maps its
@@ -561,7 +580,7 @@ final class DirectPath {
         consumed(bytes, total);
         // Release: the copies are done before the sender, acquiring this,
         // reuses its buffer. Then wake it if it sleeps waiting for it.
-        WORD.setRelease(rxPlaced, 0L, placedBase + received);
+        WORD.setRelease(ALL, rxPlaced, placedBase + received);
         wakeIfAsleep();
         return (int) total;
     }
@@ -575,12 +594,12 @@ final class DirectPath {
         rxPos += span(bytes);
         received++;
         receivedBytes += len;
-        rxCounters.set(JAVA_LONG, 0, rxCounters.get(JAVA_LONG, 0) + 1);
-        rxCounters.set(JAVA_LONG, 8, rxCounters.get(JAVA_LONG, 8) + bytes);
+        ALL.set(JAVA_LONG, rxCounters, ALL.get(JAVA_LONG, rxCounters) + 1);
+        ALL.set(JAVA_LONG, rxCounters + 8, ALL.get(JAVA_LONG, rxCounters + 8) + bytes);
         if (rxPos >= publishAt) {
             // Release: the records read are done with before the producer,
             // acquiring this, writes over them.
-            WORD.setRelease(rxConsumed, 0L, rxPos);
+            WORD.setRelease(ALL, rxConsumed, rxPos);
             rxPublished = rxPos;
             publishAt = rxPos + size / 4;
         }
@@ -648,7 +667,7 @@ final class DirectPath {
 
     /** Whether the peer has closed. */
     boolean peerClosed() {
-        return (int) WORD32.getAcquire(peerClosed, 0L) != 0;
+        return (int) WORD32.getAcquire(ALL, peerClosed) != 0;
     }
 
     /**

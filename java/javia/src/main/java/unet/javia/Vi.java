@@ -124,6 +124,8 @@ public final class Vi implements AutoCloseable {
      * system property {@code unet.javia.lend=false}).
      */
     private final DirectPath path;
+    /** The index mask of the rings below ({@link #held}, {@link #unplaced}, {@link #waiting}). */
+    private final int ringMask;
     /**
      * Buffer receives posted while the path is lent, oldest first, with
      * their offsets: posted in the library when the path goes back.
@@ -233,14 +235,18 @@ public final class Vi implements AutoCloseable {
                 && attrs.getReliability() != ViAttributes.Reliability.RELIABLE_RECEPTION && !attrs.isStrictRnr()
                 && !"false".equals(System.getProperty("unet.javia.lend"));
         path = lendable ? new DirectPath(viA, arena, 2 * depth) : null;
-        held = new ViBufferTicket[2 * depth];
-        heldOff = new int[2 * depth];
-        unplaced = new ViBufferTicket[2 * depth];
-        unplacedLen = new int[2 * depth];
-        unplacedSeq = new long[2 * depth];
-        waiting = new ViBufferTicket[2 * depth];
-        waitingOff = new int[2 * depth];
-        waitingLen = new int[2 * depth];
+        // Rings of a power of two at least twice the depth: an index wraps
+        // with a mask (a division on every message otherwise).
+        int ring = Integer.highestOneBit(2 * depth - 1) << 1;
+        ringMask = ring - 1;
+        held = new ViBufferTicket[ring];
+        heldOff = new int[ring];
+        unplaced = new ViBufferTicket[ring];
+        unplacedLen = new int[ring];
+        unplacedSeq = new long[ring];
+        waiting = new ViBufferTicket[ring];
+        waitingOff = new int[ring];
+        waitingLen = new int[ring];
         if (sendQ != null) {
             sendQ.attach(this);
         }
@@ -578,7 +584,7 @@ public final class Vi implements AutoCloseable {
                 int put = waitingN > 0 ? NO_ROOM : putLent(t, off, len);
                 if (put == NO_ROOM) {
                     // Posted: it goes into the ring once the peer makes room.
-                    int i = (waitingHead + waitingN) % waiting.length;
+                    int i = (waitingHead + waitingN) & ringMask;
                     waiting[i] = t;
                     waitingOff[i] = off;
                     waitingLen[i] = len;
@@ -710,7 +716,7 @@ public final class Vi implements AutoCloseable {
                 checkPostable(t);
                 if (bufRecvPosted < attrs.getQueueDepth()) {
                     // Held here until a message comes (or the path goes back).
-                    int i = (heldHead + heldN) % held.length;
+                    int i = (heldHead + heldN) & ringMask;
                     held[i] = t;
                     heldOff[i] = off;
                     heldN++;
@@ -827,7 +833,7 @@ public final class Vi implements AutoCloseable {
                 throw new AssertionError("Javia: the library handed over a receive it was not given: " + id);
             }
             int k = (int) (id & ~BUF);
-            int h = (heldHead + heldN) % held.length;
+            int h = (heldHead + heldN) & ringMask;
             held[h] = bufTickets[k];
             heldOff[h] = bufOff[k];
             heldN++;
@@ -877,7 +883,7 @@ public final class Vi implements AutoCloseable {
             e.set(JAVA_LONG, 8, unplacedLen[unplacedHead]);
             e.set(JAVA_LONG, 16, unplacedSeq[unplacedHead]);
             unplaced[unplacedHead] = null;
-            unplacedHead = (unplacedHead + 1) % unplaced.length;
+            unplacedHead = (unplacedHead + 1) & ringMask;
         }
         unplacedN = 0;
         bufSendsInLibrary += n;
@@ -888,7 +894,7 @@ public final class Vi implements AutoCloseable {
             int off = waitingOff[waitingHead];
             int len = waitingLen[waitingHead];
             waiting[waitingHead] = null;
-            waitingHead = (waitingHead + 1) % waiting.length;
+            waitingHead = (waitingHead + 1) & ringMask;
             waitingN--;
             int k = bufFree[--bufFreeN];
             bufTickets[k] = t;
@@ -912,7 +918,7 @@ public final class Vi implements AutoCloseable {
             ViBufferTicket t = held[heldHead];
             int off = heldOff[heldHead];
             held[heldHead] = null;
-            heldHead = (heldHead + 1) % held.length;
+            heldHead = (heldHead + 1) & ringMask;
             heldN--;
             // Already posted and counted: only the library learns of it now.
             int k = bufFree[--bufFreeN];
@@ -966,7 +972,7 @@ public final class Vi implements AutoCloseable {
             int n = path.poll(t.memory, off, Math.min(t.buffer.size() - off, MAX_TRANSFER));
             if (n >= 0) {
                 held[heldHead] = null;
-                heldHead = (heldHead + 1) % held.length;
+                heldHead = (heldHead + 1) & ringMask;
                 heldN--;
                 bufRecvPosted--;
                 t.complete(n);
@@ -976,7 +982,9 @@ public final class Vi implements AutoCloseable {
                 unlend();
                 return null;
             }
-            if (polls++ % CLOCK_EVERY != 0) {
+            // The clock only after CLOCK_EVERY empty polls (at once for a
+            // wait of 0): a message that comes during a read of it waits.
+            if (microseconds != 0 && ++polls % CLOCK_EVERY != 0) {
                 Thread.onSpinWait();
                 continue;
             }
@@ -1044,7 +1052,7 @@ public final class Vi implements AutoCloseable {
                 return;
             }
             waiting[waitingHead] = null;
-            waitingHead = (waitingHead + 1) % waiting.length;
+            waitingHead = (waitingHead + 1) & ringMask;
             waitingN--;
         }
     }
@@ -1072,7 +1080,7 @@ public final class Vi implements AutoCloseable {
         if (seq != 0) {
             lastRefSeq = seq;
         }
-        int i = (unplacedHead + unplacedN) % unplaced.length;
+        int i = (unplacedHead + unplacedN) & ringMask;
         unplaced[i] = t;
         unplacedLen[i] = len;
         unplacedSeq[i] = seq != 0 ? seq : lastRefSeq;
@@ -1090,7 +1098,7 @@ public final class Vi implements AutoCloseable {
             ViBufferTicket t = unplaced[unplacedHead];
             int len = unplacedLen[unplacedHead];
             unplaced[unplacedHead] = null;
-            unplacedHead = (unplacedHead + 1) % unplaced.length;
+            unplacedHead = (unplacedHead + 1) & ringMask;
             unplacedN--;
             t.complete(len);
             sendBufDone.addLast(t);
@@ -1121,7 +1129,9 @@ public final class Vi implements AutoCloseable {
                 unlend();
                 return null;
             }
-            if (polls++ % CLOCK_EVERY != 0) {
+            // The clock only after CLOCK_EVERY empty polls (at once for a
+            // wait of 0): a message that comes during a read of it waits.
+            if (microseconds != 0 && ++polls % CLOCK_EVERY != 0) {
                 Thread.onSpinWait();
                 continue;
             }
@@ -1330,17 +1340,17 @@ public final class Vi implements AutoCloseable {
         for (; heldN > 0; heldN--) {
             held[heldHead].fail(broken);
             held[heldHead] = null;
-            heldHead = (heldHead + 1) % held.length;
+            heldHead = (heldHead + 1) & ringMask;
         }
         for (; unplacedN > 0; unplacedN--) {
             unplaced[unplacedHead].fail(broken);
             unplaced[unplacedHead] = null;
-            unplacedHead = (unplacedHead + 1) % unplaced.length;
+            unplacedHead = (unplacedHead + 1) & ringMask;
         }
         for (; waitingN > 0; waitingN--) {
             waiting[waitingHead].fail(broken);
             waiting[waitingHead] = null;
-            waitingHead = (waitingHead + 1) % waiting.length;
+            waitingHead = (waitingHead + 1) & ringMask;
         }
         bufRecvPosted = 0;
     }
