@@ -116,6 +116,15 @@ pub struct Args {
     /// 15 Mbytes) [default: 15000000; 1000000 with --quick].
     #[arg(long)]
     pub bytes: Option<u64>,
+    /// Receivers leave the messages they receive unread. By default the
+    /// ping end and the bandwidth receiver read every byte of each
+    /// message (a sum of its words), as a program that receives data
+    /// does: Aeron hands a message over where it lies in its log, and
+    /// without a read its ping never touches a message's bytes, where a
+    /// VI places every message into a posted buffer (and the echoing end
+    /// reads it either way).
+    #[arg(long)]
+    pub unread: bool,
     /// Few, short runs: checks that everything works, measures little.
     #[arg(long)]
     pub quick: bool,
@@ -216,6 +225,8 @@ struct Plan {
     warm_bursts: usize,
     warm_ms: u64,
     bytes: u64,
+    /// Receivers read every byte of each message (not `--unread`).
+    read: bool,
     /// Ping on core 0, pong on core 1 (not passed to the ends).
     pin: bool,
 }
@@ -238,6 +249,8 @@ impl Plan {
             self.warm_ms.to_string(),
             "--bytes".into(),
             self.bytes.to_string(),
+            "--read".into(),
+            self.read.to_string(),
         ]
     }
 }
@@ -272,6 +285,7 @@ fn bench(a: Args) -> Res<()> {
         warm_bursts: a.warm_bursts.unwrap_or(if q { 1 } else { 20 }),
         warm_ms: a.warm_ms.unwrap_or(if q { 0 } else { 100 }),
         pin: a.pin,
+        read: !a.unread,
         bytes: a.bytes.unwrap_or(if q { 1_000_000 } else { 15_000_000 }),
     };
     let runs = a.runs.unwrap_or(if q { 1 } else { 3 }).max(1);
@@ -1090,6 +1104,10 @@ pub struct PeerArgs {
     addr: Option<SocketAddr>,
     #[arg(long)]
     aeron_dir: Option<String>,
+    /// Read every byte of each message received (the ping end and the
+    /// bandwidth receiver).
+    #[arg(long, action = clap::ArgAction::Set)]
+    read: bool,
 }
 
 pub fn run_peer(a: PeerArgs) -> ExitCode {
@@ -1131,6 +1149,10 @@ struct RustEnd {
     next_recv_id: u64,
     /// The receive slot of the last message.
     last: usize,
+    /// Read every message received ([`RustEnd::recv`]).
+    read: bool,
+    /// What the reads summed (kept so that they are not left out).
+    sum: u64,
     /// The slot of the last message received, to post again.
     to_repost: Option<usize>,
 }
@@ -1212,11 +1234,17 @@ impl RustEnd {
             .map_err(|e| format!("post_recv: {e}"))
     }
 
-    /// The next message's length; its slot is posted again after the
-    /// next send (or receive).
+    /// The next message's length, every byte of it read if the plan
+    /// says so; its slot is posted again after the next send (or
+    /// receive).
     fn recv(&mut self) -> Res<usize> {
         self.repost_last()?;
         let (slot, len) = self.take()?;
+        if self.read {
+            self.sum = self
+                .sum
+                .wrapping_add(sum_words(&self.rx, slot * self.max, len));
+        }
         self.last = slot;
         self.to_repost = Some(slot);
         Ok(len)
@@ -1245,6 +1273,31 @@ impl RustEnd {
         self.rx.read(self.last * self.max, &mut got);
         got.iter().enumerate().all(|(i, &b)| b == pattern(size, i))
     }
+}
+
+/// The sum of the little-endian words of `len` bytes of `region` from
+/// `off` (a last partial word as its bytes): a read of every byte, as
+/// Javia's ends and the Aeron peer make it (`JaviaBench.sum`).
+fn sum_words(region: &MemRegion, off: usize, len: usize) -> u64 {
+    assert!(off + len <= region.len(), "a message outside its slot");
+    let p = region.as_ptr();
+    let mut sum = 0u64;
+    let mut i = 0;
+    while i + 8 <= len {
+        // SAFETY: inside the region (asserted above), which lives as long
+        // as `region`; the slot's receive completed and it is not posted
+        // again yet, so nothing writes it meanwhile; unaligned reads.
+        sum = sum.wrapping_add(u64::from_le(unsafe {
+            p.add(off + i).cast::<u64>().read_unaligned()
+        }));
+        i += 8;
+    }
+    while i < len {
+        // SAFETY: as above.
+        sum = sum.wrapping_add(u64::from(unsafe { p.add(off + i).read() }));
+        i += 1;
+    }
+    sum
 }
 
 fn peer(a: PeerArgs) -> Res<()> {
@@ -1284,6 +1337,8 @@ fn peer(a: PeerArgs) -> Res<()> {
         pending: Default::default(),
         next_recv_id: 0,
         last: 0,
+        read: a.read,
+        sum: 0,
         to_repost: None,
     };
     for k in 0..POSTED {
@@ -1352,6 +1407,7 @@ fn peer(a: PeerArgs) -> Res<()> {
         }
     }
     end.reap(1)?;
+    std::hint::black_box(end.sum);
     println!("done");
     Ok(())
 }

@@ -8,7 +8,10 @@ import io.aeron.driver.MediaDriver;
 import io.aeron.driver.ThreadingMode;
 import io.aeron.logbuffer.FragmentHandler;
 import java.io.IOException;
+import java.lang.foreign.MemorySegment;
 import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import org.agrona.DirectBuffer;
 import org.agrona.concurrent.BackoffIdleStrategy;
 import org.agrona.concurrent.UnsafeBuffer;
 
@@ -36,8 +39,12 @@ final class AeronPeer implements JaviaBench.Peer {
     private boolean echoing;
     private boolean keep;
     private final FragmentHandler onMessage;
+    /** Read every message received ({@link JaviaBench.Plan#read}), summing it here. */
+    private final boolean read;
+    private long sum;
 
     AeronPeer(boolean ping, JaviaBench.Plan plan) throws IOException {
+        read = plan.read;
         if (plan.aeronDir == null) {
             throw new IllegalArgumentException("aeron needs --aeron-dir");
         }
@@ -62,7 +69,12 @@ final class AeronPeer implements JaviaBench.Peer {
             got++;
             if (echoing && length > 0) { // an empty message ends the round trips
                 echoFrom(buffer, offset, length);
-            } else if (keep) {
+                return;
+            }
+            if (read) {
+                sum += sum(buffer, offset, length);
+            }
+            if (keep) {
                 buffer.getBytes(offset, last, 0, Math.min(length, last.length));
                 keep = false;
             }
@@ -86,7 +98,7 @@ final class AeronPeer implements JaviaBench.Peer {
         }
     }
 
-    private void echoFrom(org.agrona.DirectBuffer b, int offset, int len) {
+    private void echoFrom(DirectBuffer b, int offset, int len) {
         while (true) {
             long r = pub.offer(b, offset, len);
             if (r > 0) {
@@ -167,8 +179,22 @@ final class AeronPeer implements JaviaBench.Peer {
         return lastLen == size;
     }
 
+    /** {@link JaviaBench#sum(MemorySegment, long, int)} of a message where Aeron hands it over. */
+    private static long sum(DirectBuffer b, int off, int len) {
+        long sum = 0;
+        int i = 0;
+        for (; i + 8 <= len; i += 8) {
+            sum += b.getLong(off + i, ByteOrder.LITTLE_ENDIAN);
+        }
+        for (; i < len; i++) {
+            sum += b.getByte(off + i) & 0xff;
+        }
+        return sum;
+    }
+
     @Override
     public void close() {
+        JaviaBench.sums += sum;
         aeron.close();
         if (driver != null) {
             driver.close();

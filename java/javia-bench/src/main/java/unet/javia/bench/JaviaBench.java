@@ -1,6 +1,11 @@
 package unet.javia.bench;
 
 import java.io.IOException;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+import java.nio.ByteOrder;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -30,7 +35,7 @@ import java.util.List;
  *
  * <p>Usage: {@code JaviaBench ping|pong KIND [--sizes 4,64,...] [--iters
  * N] [--warmup N] [--warm-ms N] [--reps N] [--warm-bursts N] [--bytes N] [--tag N] [--addr local|HOST:PORT]
- * [--aeron-dir DIR] [--confined true|false]}, KIND one of {@code copy} (Javia-I, the array copied
+ * [--aeron-dir DIR] [--confined true|false] [--read true|false]}, KIND one of {@code copy} (Javia-I, the array copied
  * into Javia's buffers), {@code inplace} (Javia-I, the array handed to the
  * library for the call), {@code buffer} (Javia-II), {@code aeron} (Aeron
  * IPC, the pong end running the media driver).
@@ -54,6 +59,12 @@ public final class JaviaBench {
         String aeronDir;
         /** Javia's VIs confined to the thread that drives them (no lock on their calls). */
         boolean confined = true;
+        /**
+         * The ping end and the bandwidth receiver read every byte of each
+         * message they receive ({@link #sum}), as a program that receives
+         * data does; the echoing end reads it to send it back either way.
+         */
+        boolean read = true;
 
         int max() {
             return Arrays.stream(sizes).max().orElse(1);
@@ -152,11 +163,8 @@ public final class JaviaBench {
                 case "--tag" -> p.tag = Integer.parseInt(v);
                 case "--addr" -> p.addr = v;
                 case "--aeron-dir" -> p.aeronDir = v;
-                case "--confined" -> p.confined = switch (v) {
-                    case "true" -> true;
-                    case "false" -> false;
-                    default -> throw new IllegalArgumentException("--confined " + v + " is not true or false");
-                };
+                case "--confined" -> p.confined = bool("--confined", v);
+                case "--read" -> p.read = bool("--read", v);
                 default -> throw new IllegalArgumentException("unknown option " + a[i]);
             }
         }
@@ -165,6 +173,51 @@ public final class JaviaBench {
         }
         return p;
     }
+
+    private static boolean bool(String option, String v) {
+        return switch (v) {
+            case "true" -> true;
+            case "false" -> false;
+            default -> throw new IllegalArgumentException(option + " " + v + " is not true or false");
+        };
+    }
+
+    private static final VarHandle LONG_LE = MethodHandles.byteArrayViewVarHandle(long[].class, ByteOrder.LITTLE_ENDIAN);
+    private static final ValueLayout.OfLong WORD_LE = ValueLayout.JAVA_LONG_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+
+    /**
+     * The sum of the little-endian words of {@code len} bytes of {@code s}
+     * from {@code off} (a last partial word as its bytes): a read of every
+     * byte of a message, the same at every end (the Rust end's
+     * {@code sum_words}).
+     */
+    static long sum(MemorySegment s, long off, int len) {
+        long sum = 0;
+        int i = 0;
+        for (; i + 8 <= len; i += 8) {
+            sum += s.get(WORD_LE, off + i);
+        }
+        for (; i < len; i++) {
+            sum += s.get(ValueLayout.JAVA_BYTE, off + i) & 0xff;
+        }
+        return sum;
+    }
+
+    /** {@link #sum(MemorySegment, long, int)} of an array's bytes. */
+    static long sum(byte[] a, int off, int len) {
+        long sum = 0;
+        int i = 0;
+        for (; i + 8 <= len; i += 8) {
+            sum += (long) LONG_LE.get(a, off + i);
+        }
+        for (; i < len; i++) {
+            sum += a[off + i] & 0xff;
+        }
+        return sum;
+    }
+
+    /** What the ends' reads summed, published once at the end (so that no read is left out). */
+    static volatile long sums;
 
     static Peer open(String kind, boolean ping, Plan plan) throws Exception {
         return switch (kind) {

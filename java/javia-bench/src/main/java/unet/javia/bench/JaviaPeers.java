@@ -39,12 +39,12 @@ final class JaviaPeers {
 
     static JaviaBench.Peer javiaI(boolean ping, JaviaBench.Plan plan, boolean inPlace) throws IOException {
         ViAttributes attrs = attrs(plan, inPlace);
-        return new JaviaI(connect(ping, plan, attrs), plan.max(), inPlace);
+        return new JaviaI(connect(ping, plan, attrs), plan.max(), inPlace, plan.read);
     }
 
     static JaviaBench.Peer javiaII(boolean ping, JaviaBench.Plan plan) throws IOException {
         ViAttributes attrs = attrs(plan, false);
-        return new JaviaII(connect(ping, plan, attrs), attrs, plan.max());
+        return new JaviaII(connect(ping, plan, attrs), attrs, plan.max(), plan.read);
     }
 
     /** Javia-I: byte arrays, copied by {@code send} or handed over by {@code sendInPlace}. */
@@ -55,10 +55,14 @@ final class JaviaPeers {
         private byte[] last;
         /** The ticket of the last message received, posted again after the next send. */
         private ViBATicket toRepost;
+        /** Read every message received ({@link JaviaBench.Plan#read}), summing it here. */
+        private final boolean read;
+        private long sum;
 
-        JaviaI(Vi vi, int max, boolean inPlace) throws ViException {
+        JaviaI(Vi vi, int max, boolean inPlace, boolean read) throws ViException {
             this.vi = vi;
             this.inPlace = inPlace;
+            this.read = read;
             this.msg = new byte[max];
             for (int i = 0; i < POSTED; i++) {
                 vi.recvPost(new ViBATicket(new byte[max], 0));
@@ -100,6 +104,9 @@ final class JaviaPeers {
             ViBATicket t = vi.recvWait(Vi.INFINITE);
             last = t.getByteArray();
             toRepost = t;
+            if (read) {
+                sum += JaviaBench.sum(last, t.getOffset(), t.getLength());
+            }
             return t.getLength();
         }
 
@@ -124,7 +131,11 @@ final class JaviaPeers {
         @Override
         public void drain(int n) throws ViException {
             for (int i = 0; i < n; i++) {
-                vi.recvPost(vi.recvWait(Vi.INFINITE));
+                ViBATicket t = vi.recvWait(Vi.INFINITE);
+                if (read) {
+                    sum += JaviaBench.sum(t.getByteArray(), t.getOffset(), t.getLength());
+                }
+                vi.recvPost(t);
             }
         }
 
@@ -136,6 +147,7 @@ final class JaviaPeers {
 
         @Override
         public void close() {
+            JaviaBench.sums += sum;
             vi.close();
         }
     }
@@ -163,16 +175,37 @@ final class JaviaPeers {
         private ViBufferTicket last;
         /** The buffer of the last message received, posted again after the next send. */
         private ViBufferTicket toRepost;
+        /** Read every message received ({@link JaviaBench.Plan#read}), summing it here. */
+        private final boolean read;
+        private long sum;
+        /** The receive buffers' memory, as a program keeps it (asking a buffer for it takes its monitor). */
+        private final MemorySegment[] inSeg = new MemorySegment[POSTED];
+        /** Where the next receive's ticket is looked for first in {@link #inT} (they come back in turn). */
+        private int nextIn;
 
-        JaviaII(Vi vi, ViAttributes attrs, int max) throws IOException {
+        JaviaII(Vi vi, ViAttributes attrs, int max, boolean read) throws IOException {
             this.vi = vi;
+            this.read = read;
             for (int i = 0; i < POSTED; i++) {
                 in[i] = new ViBuffer(max);
+                inSeg[i] = in[i].segment();
                 inT[i] = in[i].register(vi, attrs);
                 vi.recvBufPost(inT[i], 0);
                 out[i] = new ViBuffer(max);
                 outT[i] = out[i].register(vi, attrs);
             }
+        }
+
+        /** The memory of receive ticket {@code t}. */
+        private MemorySegment memoryOf(ViBufferTicket t) {
+            for (int k = 0; k < POSTED; k++) {
+                int i = (nextIn + k) % POSTED;
+                if (inT[i] == t) {
+                    nextIn = (i + 1) % POSTED;
+                    return inSeg[i];
+                }
+            }
+            throw new IllegalStateException("a receive came into a buffer this end did not post");
         }
 
         /** Waits for the oldest outstanding send; an echoed buffer is posted again. */
@@ -233,6 +266,9 @@ final class JaviaPeers {
             ViBufferTicket t = vi.recvBufWait(Vi.INFINITE);
             last = t;
             toRepost = t;
+            if (read) {
+                sum += JaviaBench.sum(memoryOf(t), 0, t.getLength());
+            }
             return t.getLength();
         }
 
@@ -264,7 +300,11 @@ final class JaviaPeers {
         @Override
         public void drain(int n) throws ViException {
             for (int i = 0; i < n; i++) {
-                vi.recvBufPost(vi.recvBufWait(Vi.INFINITE), 0);
+                ViBufferTicket t = vi.recvBufWait(Vi.INFINITE);
+                if (read) {
+                    sum += JaviaBench.sum(memoryOf(t), 0, t.getLength());
+                }
+                vi.recvBufPost(t, 0);
             }
         }
 
@@ -280,6 +320,7 @@ final class JaviaPeers {
             while (pending > 0) {
                 completeOne();
             }
+            JaviaBench.sums += sum;
             vi.close();
         }
     }
