@@ -129,11 +129,12 @@ final class DirectPath {
      * and written at their addresses: a constant the compiler folds the
      * segment's checks of (a segment per ring and line, held in fields,
      * has them checked again on every access: a fifth of a small
-     * message's send and receive). What keeps every access inside the ring is
-     * the path's own arithmetic, as in the library: positions masked by
-     * the ring's size, a record's extent checked against the ring's end
-     * before it is read ({@link #poll}, {@link #pull}), and room reserved
-     * inside it before it is written ({@link #reserve}).
+     * message's send and receive). What keeps every access inside the
+     * ring is the path's own arithmetic, as in the library: positions
+     * masked by the ring's size, a record's extent checked against the
+     * ring's end before it is read ({@link #poll}, {@link #pull}), and
+     * room reserved inside it before it is written ({@link #reserve}: a
+     * record is at most half the ring, {@link #fitsRecord}).
      */
     private static final MemorySegment ALL = everything();
 
@@ -389,6 +390,10 @@ final class DirectPath {
      * there ({@link #peerClosed}: the caller looks first).
      */
     boolean trySend(MemorySegment src, long off, int len) {
+        if (len > maxLen) {
+            // The ring's bounds rest on this (see ALL).
+            throw new IllegalArgumentException("a record of " + len + " bytes in a ring that takes " + maxLen);
+        }
         long at = reserve(span(len));
         if (at < 0) {
             return false;

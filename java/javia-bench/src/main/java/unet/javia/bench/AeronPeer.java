@@ -10,7 +10,6 @@ import io.aeron.logbuffer.FragmentHandler;
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
 import java.nio.ByteBuffer;
-import java.nio.ByteOrder;
 import org.agrona.DirectBuffer;
 import org.agrona.concurrent.BackoffIdleStrategy;
 import org.agrona.concurrent.UnsafeBuffer;
@@ -182,14 +181,10 @@ final class AeronPeer implements JaviaBench.Peer {
     /** {@link JaviaBench#sum(MemorySegment, long, int)} of a message where Aeron hands it over. */
     private static long sum(DirectBuffer b, int off, int len) {
         long sum = 0;
-        int i = 0;
-        for (; i + 8 <= len; i += 8) {
-            sum += b.getLong(off + i, ByteOrder.LITTLE_ENDIAN);
+        for (int i = 0; i < len; i += JaviaBench.LINE) {
+            sum += b.getByte(off + i);
         }
-        for (; i < len; i++) {
-            sum += b.getByte(off + i) & 0xff;
-        }
-        return sum;
+        return len > 0 ? sum + b.getByte(off + len - 1) : sum;
     }
 
     @Override

@@ -3,9 +3,6 @@ package unet.javia.bench;
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
-import java.lang.invoke.MethodHandles;
-import java.lang.invoke.VarHandle;
-import java.nio.ByteOrder;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -60,9 +57,10 @@ public final class JaviaBench {
         /** Javia's VIs confined to the thread that drives them (no lock on their calls). */
         boolean confined = true;
         /**
-         * The ping end and the bandwidth receiver read every byte of each
-         * message they receive ({@link #sum}), as a program that receives
-         * data does; the echoing end reads it to send it back either way.
+         * The ping end and the bandwidth receiver read each cache line of
+         * every message they receive ({@link JaviaBench#sum}), as a program
+         * that receives data does; the echoing end reads it to send it
+         * back either way.
          */
         boolean read = true;
 
@@ -182,38 +180,32 @@ public final class JaviaBench {
         };
     }
 
-    private static final VarHandle LONG_LE = MethodHandles.byteArrayViewVarHandle(long[].class, ByteOrder.LITTLE_ENDIAN);
-    private static final ValueLayout.OfLong WORD_LE = ValueLayout.JAVA_LONG_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+    /** Bytes between two of a message's bytes that {@link #sum} reads: a cache line. */
+    static final int LINE = 64;
 
     /**
-     * The sum of the little-endian words of {@code len} bytes of {@code s}
-     * from {@code off} (a last partial word as its bytes): a read of every
-     * byte of a message, the same at every end (the Rust end's
-     * {@code sum_words}).
+     * The sum of every {@link #LINE}th byte of {@code len} bytes of {@code
+     * s} from {@code off}, and of the last: a read of each cache line of a
+     * message, as a program that uses it makes, with as little work per
+     * line as can be (the same at every end: the Rust end's {@code
+     * sum_lines}), so that what it costs is the lines' coming, not the
+     * summing.
      */
     static long sum(MemorySegment s, long off, int len) {
         long sum = 0;
-        int i = 0;
-        for (; i + 8 <= len; i += 8) {
-            sum += s.get(WORD_LE, off + i);
+        for (int i = 0; i < len; i += LINE) {
+            sum += s.get(ValueLayout.JAVA_BYTE, off + i);
         }
-        for (; i < len; i++) {
-            sum += s.get(ValueLayout.JAVA_BYTE, off + i) & 0xff;
-        }
-        return sum;
+        return len > 0 ? sum + s.get(ValueLayout.JAVA_BYTE, off + len - 1) : sum;
     }
 
     /** {@link #sum(MemorySegment, long, int)} of an array's bytes. */
     static long sum(byte[] a, int off, int len) {
         long sum = 0;
-        int i = 0;
-        for (; i + 8 <= len; i += 8) {
-            sum += (long) LONG_LE.get(a, off + i);
+        for (int i = 0; i < len; i += LINE) {
+            sum += a[off + i];
         }
-        for (; i < len; i++) {
-            sum += a[off + i] & 0xff;
-        }
-        return sum;
+        return len > 0 ? sum + a[off + len - 1] : sum;
     }
 
     /** What the ends' reads summed, published once at the end (so that no read is left out). */
