@@ -832,6 +832,13 @@ impl Table {
         stats::paired_ratio(&runs[k][s], &runs[r][s])
     }
 
+    /// Kind `k`'s round trips against Aeron IPC's of the same round
+    /// (the median of the runs' ratios), as [`Self::vs_rust_paired`].
+    fn rt_vs_aeron_paired(&self, k: usize, s: usize) -> Option<f64> {
+        let a = self.index(Kind::Aeron)?;
+        stats::paired_ratio(&self.rt_runs[k][s], &self.rt_runs[a][s])
+    }
+
     fn print(&self) {
         println!(
             "\n{} path: round trip (us, median; x = / rust)",
@@ -884,6 +891,7 @@ impl Table {
                     "rt_us_runs": self.rt_runs[k][s],
                     "rt_vs_rust": self.vs_rust(&self.rt, k, s),
                     "rt_vs_rust_paired": self.vs_rust_paired(&self.rt_runs, k, s),
+                    "rt_vs_aeron_paired": self.rt_vs_aeron_paired(k, s),
                     "mb_per_s": self.bw[k][s] / 1e6,
                     "mb_per_s_runs": self.bw_runs[k][s].iter().map(|b| b / 1e6).collect::<Vec<_>>(),
                     "bw_vs_rust": self.vs_rust(&self.bw, k, s),
@@ -949,10 +957,16 @@ impl Table {
         println!("\n{} path, against the issue's targets:", self.w.name());
         if let Some((v, x, p)) = at(Kind::Buffer, 64, true) {
             let aeron = at(Kind::Aeron, 64, true).map(|(a, _, _)| a);
+            // Paired by run as the ratios to the Rust client are.
+            let vs_aeron = self
+                .index(Kind::Buffer)
+                .zip(self.size_index(64))
+                .and_then(|(k, s)| self.rt_vs_aeron_paired(k, s))
+                .map_or(String::new(), |r| format!(", {r:.2}x it paired by run"));
             println!(
                 "  Javia-II 64 B round trip {v:.3} us = {x:.2}x rust{p} (target <= 1.1){}",
                 aeron.map_or(String::new(), |a| format!(
-                    "; Aeron IPC {a:.3} us (target: below it: {})",
+                    "; Aeron IPC {a:.3} us{vs_aeron} (target: below it: {})",
                     if v < a { "yes" } else { "no" }
                 ))
             );
