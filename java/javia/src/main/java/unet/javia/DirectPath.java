@@ -26,7 +26,8 @@ import java.nio.ByteOrder;
  * with the padding and reference flags in its high half, each record
  * 32-byte aligned. The peer writes the receiving ring and is not trusted:
  * a header is checked before anything is copied, every access stays inside
- * the ring's segment, and whatever is not a small message that fits its
+ * the ring (its extent checked first: see {@code ALL}) or the peer
+ * region's segment, and whatever is not a small message that fits its
  * receive ({@link #poll} says {@link #OTHER}) is left where it is for the
  * library, which reports it as the Rust client does.
  *
