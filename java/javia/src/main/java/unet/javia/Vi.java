@@ -598,15 +598,7 @@ public final class Vi implements AutoCloseable {
             }
             unlend();
             int k = takeBufSlot(t);
-            seg.set(ADDRESS, 0, t.buffer.region());
-            seg.set(JAVA_LONG, 8, off);
-            seg.set(JAVA_LONG, 16, len);
-            int r;
-            try {
-                r = (int) Native.POST_SEND.invokeExact(viA, BUF | k, segA, 1L);
-            } catch (Throwable e) {
-                throw Native.fatal(e);
-            }
+            int r = postBufSend(k, t, off, len);
             if (r != 0) {
                 releaseBufSlot(k);
                 throw Native.failure("posting a buffer send", r);
@@ -729,15 +721,7 @@ public final class Vi implements AutoCloseable {
             unlend();
             int k = takeBufSlot(t);
             bufOff[k] = off;
-            seg.set(ADDRESS, 0, t.buffer.region());
-            seg.set(JAVA_LONG, 8, off);
-            seg.set(JAVA_LONG, 16, Math.min(t.buffer.size() - off, MAX_TRANSFER));
-            int r;
-            try {
-                r = (int) Native.POST_RECV.invokeExact(viA, BUF | k, segA, 1L);
-            } catch (Throwable e) {
-                throw Native.fatal(e);
-            }
+            int r = postBufRecv(k, t, off);
             if (r != 0) {
                 releaseBufSlot(k);
                 throw Native.failure("posting a buffer receive", r);
@@ -898,15 +882,7 @@ public final class Vi implements AutoCloseable {
             waitingN--;
             int k = bufFree[--bufFreeN];
             bufTickets[k] = t;
-            seg.set(ADDRESS, 0, t.buffer.region());
-            seg.set(JAVA_LONG, 8, off);
-            seg.set(JAVA_LONG, 16, len);
-            int r;
-            try {
-                r = (int) Native.POST_SEND.invokeExact(viA, BUF | k, segA, 1L);
-            } catch (Throwable e) {
-                throw Native.fatal(e);
-            }
+            int r = postBufSend(k, t, off, len);
             if (r != 0) {
                 releaseBufSlot(k);
                 t.fail("UNET_VI_CLOSED");
@@ -924,15 +900,7 @@ public final class Vi implements AutoCloseable {
             int k = bufFree[--bufFreeN];
             bufTickets[k] = t;
             bufOff[k] = off;
-            seg.set(ADDRESS, 0, t.buffer.region());
-            seg.set(JAVA_LONG, 8, off);
-            seg.set(JAVA_LONG, 16, Math.min(t.buffer.size() - off, MAX_TRANSFER));
-            int r;
-            try {
-                r = (int) Native.POST_RECV.invokeExact(viA, BUF | k, segA, 1L);
-            } catch (Throwable e) {
-                throw Native.fatal(e);
-            }
+            int r = postBufRecv(k, t, off);
             if (r != 0) {
                 // Cannot happen (the library's queue has room for every
                 // buffer ticket Javia posts); fail it rather than lose it.
@@ -1188,6 +1156,37 @@ public final class Vi implements AutoCloseable {
             lock.lock();
         }
         return path.isLent ? LOCK_GIVEN : PATH_BACK;
+    }
+
+    /**
+     * Post a send of {@code len} bytes of {@code t}'s buffer from {@code
+     * off} in the library, as buffer slot {@code k}: the library's status.
+     */
+    private int postBufSend(int k, ViBufferTicket t, int off, int len) {
+        seg.set(ADDRESS, 0, t.buffer.region());
+        seg.set(JAVA_LONG, 8, off);
+        seg.set(JAVA_LONG, 16, len);
+        try {
+            return (int) Native.POST_SEND.invokeExact(viA, BUF | k, segA, 1L);
+        } catch (Throwable e) {
+            throw Native.fatal(e);
+        }
+    }
+
+    /**
+     * Post {@code t}'s buffer from {@code off} (to its end, at most a
+     * transfer) in the library for a message, as buffer slot {@code k}:
+     * the library's status.
+     */
+    private int postBufRecv(int k, ViBufferTicket t, int off) {
+        seg.set(ADDRESS, 0, t.buffer.region());
+        seg.set(JAVA_LONG, 8, off);
+        seg.set(JAVA_LONG, 16, Math.min(t.buffer.size() - off, MAX_TRANSFER));
+        try {
+            return (int) Native.POST_RECV.invokeExact(viA, BUF | k, segA, 1L);
+        } catch (Throwable e) {
+            throw Native.fatal(e);
+        }
     }
 
     /** What {@link #takeBufSlot} checks of a ticket, for a post that takes no slot. */
