@@ -135,7 +135,12 @@ final class DirectPath {
      * masked by the ring's size, a record's extent checked against the
      * ring's end before it is read ({@link #poll}, {@link #pull}), and
      * room reserved inside it before it is written ({@link #reserve}: a
-     * record is at most half the ring, {@link #fitsRecord}).
+     * record is at most half the ring, {@link #fitsRecord}). A message's
+     * copies between the ring or a peer's region and a ticket's buffer go
+     * through it too, the buffer's bounds checked first ({@link #address}),
+     * the peer region's against the length the library mapped: a copy
+     * between two segments checks each one's bounds, session and
+     * alignment again, a tenth of a 4 KiB message's receive.
      */
     private static final MemorySegment ALL = everything();
 
@@ -144,6 +149,21 @@ final class DirectPath {
     @SuppressWarnings("restricted")
     private static MemorySegment everything() {
         return MemorySegment.NULL.reinterpret(Long.MAX_VALUE);
+    }
+
+    /**
+     * The address of {@code len} bytes of {@code s} from {@code off}, for
+     * a copy through {@link #ALL}, which checks neither {@code s}'s bounds
+     * (checked here) nor that its memory is still there: the caller's to
+     * keep (a ticket's buffer cannot be freed or closed while the ticket
+     * is registered, and the VI posts only registered tickets).
+     */
+    private static long address(MemorySegment s, long off, long len) {
+        if (off < 0 || len < 0 || len > s.byteSize() - off) {
+            throw new IndexOutOfBoundsException(
+                    len + " bytes from " + off + " are outside a segment of " + s.byteSize());
+        }
+        return s.address() + off;
     }
 
     private final long viA;
@@ -197,7 +217,7 @@ final class DirectPath {
     private int peerN;
     // A reference record's entries, copied out of the ring once (the peer
     // may rewrite the ring while they are used).
-    private final MemorySegment[] refSeg = new MemorySegment[MAX_SEGMENTS];
+    private final long[] refFrom = new long[MAX_SEGMENTS];
     private final int[] refHandle = new int[MAX_SEGMENTS];
     /** Regions the library unmapped to make room, so far (each one forgotten here). */
     private int evicted;
@@ -399,7 +419,7 @@ final class DirectPath {
         if (at < 0) {
             return false;
         }
-        MemorySegment.copy(src, off, ALL, tx + at + RECORD_HEADER, len);
+        MemorySegment.copy(ALL, address(src, off, len), ALL, tx + at + RECORD_HEADER, len);
         publish(at, len, len, len);
         return true;
     }
@@ -519,17 +539,43 @@ final class DirectPath {
                 continue;
             }
             if ((word & RECORD_REF) != 0) {
-                return pull(at, word & ~RECORD_REF, dst, off, room);
+                long bytes = word & ~RECORD_REF;
+                return bytes == REF_SEGMENT ? pullOne(at, dst, off, room) : pull(at, bytes, dst, off, room);
             }
             long len = word;
             long sp = span(len);
             if (at + sp > size || len > room) {
                 return OTHER;
             }
-            MemorySegment.copy(ALL, rx + at + RECORD_HEADER, dst, off, len);
+            MemorySegment.copy(ALL, rx + at + RECORD_HEADER, ALL, address(dst, off, len), len);
             consumed(len, len);
             return (int) len;
         }
+    }
+
+    /**
+     * {@link #pull} of a reference record of one entry (what a Javia
+     * sender makes: one buffer, one segment), without the entries' arrays:
+     * its length, or {@link #OTHER} as {@link #pull} says.
+     */
+    private int pullOne(long at, MemorySegment dst, long off, long room) {
+        if (at + span(REF_SEGMENT) > size) {
+            return OTHER;
+        }
+        long e = rx + at + RECORD_HEADER;
+        int handle = ALL.get(U32, e);
+        long len = Integer.toUnsignedLong(ALL.get(U32, e + 4));
+        long from = ALL.get(U64, e + 8);
+        // Mapped until the library maps another region: none is, before the copy.
+        MemorySegment r = peerRegion(handle);
+        if (r == null || from < 0 || len > r.byteSize() || from > r.byteSize() - len || len > room) {
+            return OTHER;
+        }
+        MemorySegment.copy(ALL, r.address() + from, ALL, address(dst, off, len), len);
+        consumed(REF_SEGMENT, len);
+        WORD.setRelease(ALL, rxPlaced, placedBase + received);
+        wakeIfAsleep();
+        return (int) len;
     }
 
     /**
@@ -566,22 +612,19 @@ final class DirectPath {
                 long len = refLen[i];
                 long from = refOff[i];
                 if (r == null || from < 0 || len > r.byteSize() || from > r.byteSize() - len) {
-                    java.util.Arrays.fill(refSeg, null);
                     return OTHER;
                 }
-                refSeg[i] = r;
+                refFrom[i] = r.address() + from;
                 total += len;
             }
         } while (evictions != evicted);
         if (total > room) {
-            java.util.Arrays.fill(refSeg, null);
             return OTHER;
         }
-        long to = off;
+        long to = address(dst, off, total);
         for (int i = 0; i < n; i++) {
-            MemorySegment.copy(refSeg[i], refOff[i], dst, to, refLen[i]);
+            MemorySegment.copy(ALL, refFrom[i], ALL, to, refLen[i]);
             to += refLen[i];
-            refSeg[i] = null;
         }
         consumed(bytes, total);
         // Release: the copies are done before the sender, acquiring this,
