@@ -14,9 +14,11 @@
 //! __javia-peer`, mirrors): per size, `--warmup` untimed round trips (and
 //! more until `--warm-ms` passed) and `--iters` timed ones (ping prints the
 //! median; an empty message then ends the round trips), then
-//! `--warm-bursts` untimed and `--reps` timed bursts of `--bytes` (64 to
-//! 100 000 messages) answered by a one-byte acknowledgement (ping prints
-//! the median bytes per second). The last
+//! `--warm-bursts` untimed (the Java ends go on until neither JVM compiled
+//! anything for 300 ms: the pong end says so in its acknowledgement's
+//! length) and `--reps` timed bursts of `--bytes` (64 to 100 000 messages)
+//! answered by an acknowledgement (ping prints the median bytes per
+//! second). The last
 //! echoed message of each size is checked against what was sent. Runs
 //! alternate the kinds (rust, copy, inplace, buffer, aeron, rust, …) so
 //! that each sees the same noise; the figures are medians over runs.
@@ -108,8 +110,9 @@ pub struct Args {
     #[arg(long)]
     pub warm_ms: Option<u64>,
     /// Untimed bursts before each size's timed ones: a JVM's burst loop
-    /// runs in its first compilations for a few dozen bursts [default:
-    /// 20; 1 with --quick].
+    /// runs in its first compilations for a few dozen bursts; the Java
+    /// ends then go on until neither JVM compiled anything for 300 ms
+    /// [default: 20; 1 with --quick].
     #[arg(long)]
     pub warm_bursts: Option<usize>,
     /// Bytes in one bandwidth burst (at least 64 messages; the paper sends

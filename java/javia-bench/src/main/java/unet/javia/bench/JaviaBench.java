@@ -3,9 +3,9 @@ package unet.javia.bench;
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
-import java.util.ArrayList;
+import java.lang.management.CompilationMXBean;
+import java.lang.management.ManagementFactory;
 import java.util.Arrays;
-import java.util.List;
 
 /**
  * One end of a Javia benchmark run, as {@code unet bench javia} starts it:
@@ -18,12 +18,12 @@ import java.util.List;
  *       passed: the JIT compiles meanwhile), then {@code --iters} timed one by one, then an
  *       empty message that ends them; {@code ping} prints {@code rt SIZE MEDIAN_NS P10_NS
  *       P90_NS};
- *   <li>bandwidth: {@code --warm-bursts} untimed bursts, then {@code --reps} timed ones, of
- *       {@code --bytes / SIZE} messages (64 to 100 000) from {@code ping} to {@code pong}, each
- *       answered by a
- *       one-byte acknowledgement once all arrived; {@code ping} times each
- *       burst from its first send to the acknowledgement and prints {@code
- *       bw SIZE MEDIAN_BYTES_PER_S}.
+ *   <li>bandwidth: {@code --warm-bursts} untimed bursts (and more until neither JVM's JIT
+ *       compiled anything for a while), then {@code --reps} timed ones, of {@code --bytes / SIZE}
+ *       messages (64 to 100 000) from {@code ping} to {@code pong}, each answered by an
+ *       acknowledgement once all arrived (of one byte, or two if the pong end's JIT compiled
+ *       meanwhile), then an empty message that ends them; {@code ping} times each burst from its
+ *       first send to the acknowledgement and prints {@code bw SIZE MEDIAN_BYTES_PER_S}.
  * </ul>
  *
  * The last echoed message of each size is compared with what was sent; a
@@ -256,21 +256,75 @@ public final class JaviaBench {
             }
             Arrays.sort(t);
             System.out.printf("rt %d %d %d %d%n", size, t[t.length / 2], t[t.length / 10], t[t.length * 9 / 10]);
-            List<Double> rates = new ArrayList<>();
-            int n = plan.burst(size);
-            for (int r = 0; r < plan.warmBursts + plan.reps; r++) {
-                long t0 = System.nanoTime();
-                p.burst(size, n);
-                expect(p.recv(), 1);
-                long dt = System.nanoTime() - t0;
-                if (r >= plan.warmBursts) {
-                    rates.add((double) n * size * 1e9 / dt);
+            bandwidth(p, plan, size);
+        }
+    }
+
+    /** The acknowledgement of a burst: all arrived, and the receiving JVM compiled nothing meanwhile. */
+    static final int ACK = 1;
+    /** The acknowledgement of a burst during which the receiving JVM's JIT compiled something. */
+    static final int ACK_COMPILED = 2;
+
+    /**
+     * The bandwidth of {@code size}-byte messages, from the ping end:
+     * untimed bursts, {@code --warm-bursts} of them and then more until
+     * neither JVM's JIT has compiled anything for {@link #SETTLE_QUIET_MS}
+     * (the pong end says so in each acknowledgement's length; at most
+     * {@link #SETTLE_MAX_NS}, and not with {@code --quick}); then {@code
+     * --reps} timed ones; an empty message ends them. The burst and drain
+     * loops take their own ways through the library (sends by reference,
+     * receives that wait for room), compiled in steps while the bursts
+     * run: with {@code --pin} each compilation takes the spinning
+     * thread's core for a scheduler slice (4 ms here), and a fixed
+     * warm-up left one burst in five that slow.
+     */
+    static void bandwidth(Peer p, Plan plan, int size) throws IOException {
+        int n = plan.burst(size);
+        CompilationMXBean jit = plan.warmMs > 0 ? jit() : null;
+        long end = System.nanoTime() + SETTLE_MAX_NS;
+        long seen = jit == null ? 0 : jit.getTotalCompilationTime();
+        long quietSince = System.nanoTime();
+        for (int w = 0; ; w++) {
+            long now = System.nanoTime();
+            boolean settled = jit == null || now - quietSince >= SETTLE_QUIET_MS * 1_000_000 || now - end >= 0;
+            if (w >= plan.warmBursts && settled) {
+                break;
+            }
+            p.burst(size, n);
+            boolean compiled = ack(p.recv());
+            if (jit != null) {
+                long c = jit.getTotalCompilationTime();
+                if (c != seen || compiled) {
+                    seen = c;
+                    quietSince = System.nanoTime();
                 }
             }
-            rates.sort(null);
-            System.out.printf("bw %d %.0f%n", size, rates.get(rates.size() / 2));
-            System.out.flush();
         }
+        double[] rates = new double[plan.reps];
+        for (int r = 0; r < plan.reps; r++) {
+            long t0 = System.nanoTime();
+            p.burst(size, n);
+            ack(p.recv());
+            rates[r] = (double) n * size * 1e9 / (System.nanoTime() - t0);
+        }
+        p.send(0);
+        Arrays.sort(rates);
+        System.out.printf("bw %d %.0f%n", size, rates[rates.length / 2]);
+        System.out.flush();
+    }
+
+    /** Whether acknowledgement length {@code len} says the pong end's JIT compiled during the burst. */
+    static boolean ack(int len) throws IOException {
+        if (len != ACK && len != ACK_COMPILED) {
+            throw new IOException("a " + len + "-byte message came where a burst's acknowledgement was due");
+        }
+        return len == ACK_COMPILED;
+    }
+
+    /** This JVM's JIT, if it can say how long it has compiled; else null. */
+    static CompilationMXBean jit() {
+        CompilationMXBean jit = ManagementFactory.getCompilationMXBean();
+        return jit != null && jit.isCompilationTimeMonitoringSupported() ? jit : null;
     }
 
     /** How long the JIT must have compiled nothing before {@link #settle} ends, in milliseconds. */
@@ -292,8 +346,8 @@ public final class JaviaBench {
         if (!on) {
             return;
         }
-        java.lang.management.CompilationMXBean jit = java.lang.management.ManagementFactory.getCompilationMXBean();
-        if (jit == null || !jit.isCompilationTimeMonitoringSupported()) {
+        CompilationMXBean jit = jit();
+        if (jit == null) {
             return;
         }
         long end = System.nanoTime() + SETTLE_MAX_NS;
@@ -320,11 +374,18 @@ public final class JaviaBench {
             while (p.echo() != 0) {
                 // until the empty message that ends the round trips
             }
-            p.fill(1);
+            // Bursts until an empty message; each acknowledged with whether
+            // this JVM compiled meanwhile (see bandwidth).
+            p.fill(ACK_COMPILED);
             int burst = plan.burst(size);
-            for (int r = 0; r < plan.warmBursts + plan.reps; r++) {
-                p.drain(burst);
-                p.send(1);
+            CompilationMXBean jit = jit();
+            long seen = jit == null ? 0 : jit.getTotalCompilationTime();
+            for (int first = p.recv(); first != 0; first = p.recv()) {
+                expect(first, size);
+                p.drain(burst - 1);
+                long c = jit == null ? 0 : jit.getTotalCompilationTime();
+                p.send(c != seen ? ACK_COMPILED : ACK);
+                seen = c;
             }
         }
     }
