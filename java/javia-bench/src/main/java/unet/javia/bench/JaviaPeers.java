@@ -112,6 +112,7 @@ final class JaviaPeers {
 
         @Override
         public int echo() throws ViException {
+            repostLast();
             ViBATicket t = vi.recvWait(Vi.INFINITE);
             int len = t.getLength();
             if (len > 0) {
@@ -274,6 +275,7 @@ final class JaviaPeers {
 
         @Override
         public int echo() throws ViException {
+            repostLast();
             ViBufferTicket t = vi.recvBufWait(Vi.INFINITE);
             int len = t.getLength();
             if (len == 0) {
@@ -284,7 +286,10 @@ final class JaviaPeers {
             // leave no more, so the ring has an entry free for this one.
             vi.sendBufPost(t, 0, len);
             posted(true);
-            if (pending >= POSTED / 2) {
+            // Down to half: the bursts' acknowledgements may still be
+            // outstanding before the first echoes, and each echo's buffer
+            // is posted again only once its send is taken back.
+            while (pending >= POSTED / 2) {
                 completeOne();
             }
             return len;
