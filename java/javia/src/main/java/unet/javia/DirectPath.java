@@ -215,6 +215,8 @@ final class DirectPath {
     private final int[] peerHandles = new int[64];
     private final MemorySegment[] peerSegs = new MemorySegment[64];
     private int peerN;
+    /** Where {@link #peerRegion} looks first. */
+    private int peerNext;
     // A reference record's entries, copied out of the ring once (the peer
     // may rewrite the ring while they are used).
     private final long[] refFrom = new long[MAX_SEGMENTS];
@@ -660,10 +662,19 @@ final class DirectPath {
     // one or the path's return; both forget these segments.
     @SuppressWarnings("restricted")
     private MemorySegment peerRegion(int handle) {
-        for (int i = 0; i < peerN; i++) {
-            if (peerHandles[i] == handle) {
-                return peerSegs[i];
+        // From the one after the last found: buffers sent in turn are
+        // found at once.
+        int n = peerN;
+        int j = peerNext;
+        for (int k = 0; k < n; k++) {
+            if (j >= n) {
+                j = 0;
             }
+            if (peerHandles[j] == handle) {
+                peerNext = j + 1;
+                return peerSegs[j];
+            }
+            j++;
         }
         int r;
         try {
