@@ -138,9 +138,10 @@ final class DirectPath {
      * record is at most half the ring, {@link #fitsRecord}). A message's
      * copies between the ring or a peer's region and a ticket's buffer go
      * through it too, the buffer's bounds checked first ({@link #address}),
-     * the peer region's against the length the library mapped: a copy
+     * the peer region's against the length the library mapped (a copy
      * between two segments checks each one's bounds, session and
-     * alignment again, a tenth of a 4 KiB message's receive.
+     * alignment again: a 64 B send and receive in one thread took 3 ns
+     * more, of 45).
      */
     private static final MemorySegment ALL = everything();
 
