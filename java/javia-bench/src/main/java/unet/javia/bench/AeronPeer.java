@@ -180,11 +180,24 @@ final class AeronPeer implements JaviaBench.Peer {
 
     /** {@link JaviaBench#sum(MemorySegment, long, int)} of a message where Aeron hands it over. */
     private static long sum(DirectBuffer b, int off, int len) {
+        return len < JaviaBench.LONG_READ ? lines(b, off, len) : linesOfLong(b, off, len);
+    }
+
+    private static long lines(DirectBuffer b, int off, int len) {
         long sum = 0;
         for (int i = 0; i < len; i += JaviaBench.LINE) {
             sum += b.getByte(off + i);
         }
         return len > 0 ? sum + b.getByte(off + len - 1) : sum;
+    }
+
+    /** {@link #lines}, for {@link JaviaBench#LONG_READ} bytes or more (see there). */
+    private static long linesOfLong(DirectBuffer b, int off, int len) {
+        long sum = 0;
+        for (int i = 0; i < len; i += JaviaBench.LINE) {
+            sum += b.getByte(off + i);
+        }
+        return sum + b.getByte(off + len - 1);
     }
 
     @Override

@@ -192,6 +192,19 @@ public final class JaviaBench {
      * summing.
      */
     static long sum(MemorySegment s, long off, int len) {
+        return len < LONG_READ ? lines(s, off, len) : linesOfLong(s, off, len);
+    }
+
+    /**
+     * Messages of at least this many bytes are read by a loop of their own
+     * ({@code linesOf...}): a JVM compiles a loop for the trip counts it
+     * has seen, and the one loop compiled at the small sizes first (one or
+     * two lines a message) read a 4 KiB message in 36 ns against 22 when
+     * compiled at 256 B or more, a tenth of a 4 KiB message's receive.
+     */
+    static final int LONG_READ = 256;
+
+    private static long lines(MemorySegment s, long off, int len) {
         long sum = 0;
         for (int i = 0; i < len; i += LINE) {
             sum += s.get(ValueLayout.JAVA_BYTE, off + i);
@@ -199,13 +212,35 @@ public final class JaviaBench {
         return len > 0 ? sum + s.get(ValueLayout.JAVA_BYTE, off + len - 1) : sum;
     }
 
+    /** {@link #lines(MemorySegment, long, int)}, for {@link #LONG_READ} bytes or more. */
+    private static long linesOfLong(MemorySegment s, long off, int len) {
+        long sum = 0;
+        for (int i = 0; i < len; i += LINE) {
+            sum += s.get(ValueLayout.JAVA_BYTE, off + i);
+        }
+        return sum + s.get(ValueLayout.JAVA_BYTE, off + len - 1);
+    }
+
     /** {@link #sum(MemorySegment, long, int)} of an array's bytes. */
     static long sum(byte[] a, int off, int len) {
+        return len < LONG_READ ? lines(a, off, len) : linesOfLong(a, off, len);
+    }
+
+    private static long lines(byte[] a, int off, int len) {
         long sum = 0;
         for (int i = 0; i < len; i += LINE) {
             sum += a[off + i];
         }
         return len > 0 ? sum + a[off + len - 1] : sum;
+    }
+
+    /** {@link #lines(byte[], int, int)}, for {@link #LONG_READ} bytes or more. */
+    private static long linesOfLong(byte[] a, int off, int len) {
+        long sum = 0;
+        for (int i = 0; i < len; i += LINE) {
+            sum += a[off + i];
+        }
+        return sum + a[off + len - 1];
     }
 
     /** What the ends' reads summed, published once at the end (so that no read is left out). */
