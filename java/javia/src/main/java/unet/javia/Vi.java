@@ -41,6 +41,25 @@ public final class Vi implements AutoCloseable {
     /** Polls between two reads of the clock while a wait spins. */
     private static final int CLOCK_EVERY = 16;
 
+    /**
+     * Pauses between a receive's looks at the lent ring. A look shares
+     * the line the producer writes next, which its write must take back
+     * (likely). Measured on 64 B round trips, both ends switching between
+     * one pause and two every other round trip: 0.955-0.966x when the two
+     * cores are far apart, 0.95-1.05x when near.
+     */
+    private static final int RECV_PAUSES = 2;
+
+    /**
+     * Pauses between a send's looks at the peer's placed count, a line it
+     * writes after every message it places by reference. Measured on 4 KiB
+     * bursts, both ends switching between one pause and four after every
+     * burst: 1.16x the bandwidth with the cores far apart (where the
+     * receiver is the limit and the sender waits for it), 1.00x near; two
+     * pauses, 1.09-1.12x.
+     */
+    private static final int SEND_PAUSES = 4;
+
     /** How long a wait holds the lock at a time while it sleeps. */
     private static final long SLICE_US = 200;
 
@@ -953,14 +972,7 @@ public final class Vi implements AutoCloseable {
             // The clock only after CLOCK_EVERY empty polls (at once for a
             // wait of 0): a message that comes during a read of it waits.
             if (microseconds != 0 && ++polls % CLOCK_EVERY != 0) {
-                // Two pauses between looks (likely: a look shares the
-                // ring's line, which the producer's next write must take
-                // back). Measured on 64 B round trips, both ends switching
-                // between one pause and two every other round trip:
-                // 0.955-0.966x when the two cores are far apart, 0.95-1.05x
-                // when near.
-                Thread.onSpinWait();
-                Thread.onSpinWait();
+                pause(RECV_PAUSES);
                 continue;
             }
             if (deadline == 0) {
@@ -1107,16 +1119,7 @@ public final class Vi implements AutoCloseable {
             // The clock only after CLOCK_EVERY empty polls (at once for a
             // wait of 0): a message that comes during a read of it waits.
             if (microseconds != 0 && ++polls % CLOCK_EVERY != 0) {
-                // Four pauses between looks at the peer's count: it writes
-                // that line after every message it places, and each look
-                // shares it, which the peer's next write must take back.
-                // Measured on 4 KiB bursts (both ends switching between one
-                // pause and four after every burst): 1.16x the bandwidth
-                // with the cores far apart (the receiver is the limit),
-                // 1.00x near; two pauses, 1.09-1.12x.
-                for (int k = 0; k < 4; k++) {
-                    Thread.onSpinWait();
-                }
+                pause(SEND_PAUSES);
                 continue;
             }
             if (deadline == 0) {
@@ -1137,6 +1140,13 @@ public final class Vi implements AutoCloseable {
     private static final int LOCK_GIVEN = 1;
     /** {@link #pauseLent}: the path went back to the library while the lock was given up. */
     private static final int PATH_BACK = 2;
+
+    /** {@code n} spin-wait hints in a row. */
+    private static void pause(int n) {
+        for (int k = 0; k < n; k++) {
+            Thread.onSpinWait();
+        }
+    }
 
     /**
      * One pause of a wait on the lent path, between polls that found
