@@ -571,14 +571,29 @@ final class DirectPath {
         long from = ALL.get(U64, e + 8);
         // Mapped until the library maps another region: none is, before the copy.
         MemorySegment r = peerRegion(handle);
-        if (r == null || from < 0 || len > r.byteSize() || from > r.byteSize() - len || len > room) {
+        if (!inside(r, from, len) || len > room) {
             return OTHER;
         }
         MemorySegment.copy(ALL, r.address() + from, ALL, address(dst, off, len), len);
-        consumed(REF_SEGMENT, len);
+        pulled(REF_SEGMENT, len);
+        return (int) len;
+    }
+
+    /** Whether {@code len} bytes from {@code from} lie inside peer region {@code r} (null: none). */
+    private static boolean inside(MemorySegment r, long from, long len) {
+        return r != null && from >= 0 && len <= r.byteSize() && from <= r.byteSize() - len;
+    }
+
+    /**
+     * A reference record of {@code bytes} bytes is read, its {@code len}
+     * bytes copied out of the peer's regions: consumed, and the placed
+     * count released (the copies are done before the sender, acquiring
+     * it, reuses its buffer), waking the sender if it sleeps waiting.
+     */
+    private void pulled(long bytes, long len) {
+        consumed(bytes, len);
         WORD.setRelease(ALL, rxPlaced, placedBase + received);
         wakeIfAsleep();
-        return (int) len;
     }
 
     /**
@@ -614,7 +629,7 @@ final class DirectPath {
                 MemorySegment r = peerRegion(refHandle[i]);
                 long len = refLen[i];
                 long from = refOff[i];
-                if (r == null || from < 0 || len > r.byteSize() || from > r.byteSize() - len) {
+                if (!inside(r, from, len)) {
                     return OTHER;
                 }
                 refFrom[i] = r.address() + from;
@@ -629,11 +644,7 @@ final class DirectPath {
             MemorySegment.copy(ALL, refFrom[i], ALL, to, refLen[i]);
             to += refLen[i];
         }
-        consumed(bytes, total);
-        // Release: the copies are done before the sender, acquiring this,
-        // reuses its buffer. Then wake it if it sleeps waiting for it.
-        WORD.setRelease(ALL, rxPlaced, placedBase + received);
-        wakeIfAsleep();
+        pulled(bytes, total);
         return (int) total;
     }
 
