@@ -102,6 +102,56 @@ class DirectRingTest {
     }
 
     @Test
+    void aSendThatAnswersTakesTheNextRecordsLinesWithoutMakingARecord() {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment ring = arena.allocate(4096, 4096);
+            MemorySegment src = arena.allocate(64);
+            MemorySegment dst = arena.allocate(4096);
+            DirectPath p = DirectPath.onRing(ring, 0, 0, 0);
+            // Sends with nothing received between them take nothing ahead.
+            assertTrue(p.trySend(src, 0, 64));
+            assertTrue(p.trySend(src, 0, 64));
+            assertEquals(0, ring.get(ValueLayout.JAVA_LONG, 256));
+            assertEquals(64, p.poll(dst, 0, 4096));
+            assertEquals(64, p.poll(dst, 0, 4096));
+            // An answer (records at 0 and 96 read, this one at 192): the
+            // line after the next header's (288) is taken for the next
+            // 64-byte record, [288, 384); the next header's line is not.
+            assertTrue(p.trySend(src, 0, 64));
+            assertEquals(DirectPath.tag(320) ^ 0x8000_0000L, ring.get(ValueLayout.JAVA_LONG, 320));
+            assertEquals(0, ring.get(ValueLayout.JAVA_LONG, 384));
+            assertEquals(64, p.poll(dst, 0, 4096));
+            assertEquals(DirectPath.EMPTY, p.poll(dst, 0, 4096));
+            // Read from the taken line itself, it is no record either.
+            assertEquals(DirectPath.EMPTY, DirectPath.reader(ring, 320).poll(dst, 0, 4096));
+            assertEquals(288, p.rxPos());
+        }
+    }
+
+    @Test
+    void linesTheReaderHasNotReadAreNotTakenAhead() {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment ring = arena.allocate(4096, 4096);
+            // The second lap; the reader has read the first lap up to 224,
+            // so the writer may write up to 8192 + 224.
+            long at = 8192;
+            DirectPath p = DirectPath.onRing(ring, at, at, at - 4096 + 224);
+            MemorySegment src = arena.allocate(64);
+            MemorySegment dst = arena.allocate(4096);
+            assertTrue(p.trySend(src, 0, 64));
+            assertEquals(64, p.poll(dst, 0, 4096));
+            ring.set(ValueLayout.JAVA_LONG, 256, 7);
+            // Ends at 8384; the next record's line 8448 (ring offset 256)
+            // is past what the reader has freed.
+            assertTrue(p.trySend(src, 0, 64));
+            assertEquals(7, ring.get(ValueLayout.JAVA_LONG, 256));
+            assertEquals(64, p.poll(dst, 0, 4096));
+            // And a third does not fit.
+            assertEquals(false, p.trySend(src, 0, 64));
+        }
+    }
+
+    @Test
     void tagsAndSpansFollowTheLayout() {
         assertEquals(1, DirectPath.tag(0));
         assertEquals(513, DirectPath.tag(4096));
