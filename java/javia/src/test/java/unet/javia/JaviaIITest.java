@@ -4,6 +4,9 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 import java.lang.ref.WeakReference;
 import java.nio.ByteBuffer;
 import java.nio.IntBuffer;
@@ -242,6 +245,69 @@ class JaviaIITest {
             in.close();
             out.close();
             rb.close();
+        }
+    }
+
+    /**
+     * A reference of several segments, each in a region of its own (as the
+     * library's senders make them; a Javia sender's is one buffer, one
+     * segment), read by a Javia receiver on the lent path: each segment
+     * from its region, in order, at their offsets; the path stays lent
+     * (nothing was left for the library).
+     */
+    @Test
+    void aReferenceOfSeveralSegmentsIsReadFromEachRegionOnTheLentPath() throws Throwable {
+        Vi[] p = JaviaITest.pair(new ViAttributes());
+        try (Vi a = p[0]; Vi b = p[1]; Arena arena = Arena.ofConfined()) {
+            ViBuffer x = new ViBuffer(8192);
+            ViBuffer y = new ViBuffer(8192);
+            ViBufferTicket tx = x.register(a, new ViBufferAttributes());
+            ViBufferTicket ty = y.register(a, new ViBufferAttributes());
+            ViBuffer in = new ViBuffer(8192);
+            ViBufferTicket ti = in.register(b, new ViBufferAttributes());
+            b.recvBufPost(ti, 0);
+            assertTrue(b.pathLent(), "the receive is held on the lent path");
+            // The sender's library path (its VI has posted nothing through
+            // Javia, so nothing is lent): one send of three segments, 6000
+            // bytes, by reference (over the threshold of 2048).
+            byte[] m = JaviaITest.message(3, 6000);
+            x.segment().asByteBuffer().put(100, m, 0, 2500);
+            y.segment().asByteBuffer().put(50, m, 2500, 3000);
+            x.segment().asByteBuffer().put(7000, m, 5500, 500);
+            MemorySegment d = arena.allocate(72, 8);
+            long[][] segs = {{100, 2500}, {50, 3000}, {7000, 500}};
+            ViBuffer[] from = {x, y, x};
+            for (int i = 0; i < 3; i++) {
+                d.set(ValueLayout.ADDRESS, 24L * i, from[i].region());
+                d.set(ValueLayout.JAVA_LONG, 24L * i + 8, segs[i][0]);
+                d.set(ValueLayout.JAVA_LONG, 24L * i + 16, segs[i][1]);
+            }
+            java.lang.reflect.Field handle = Vi.class.getDeclaredField("viA");
+            handle.setAccessible(true);
+            int r = (int) Native.POST_SEND.invokeExact(handle.getLong(a), 77L, d.address(), 3L);
+            assertEquals(0, r, "the library's post of three segments");
+            ViBufferTicket got = b.recvBufWait(5_000_000);
+            assertTrue(got == ti);
+            assertEquals(6000, got.getLength());
+            byte[] back = new byte[6000];
+            in.segment().asByteBuffer().get(0, back);
+            assertTrue(java.util.Arrays.equals(m, back), "the three segments, in order");
+            assertTrue(b.pathLent(), "read by Javia, not left for the library");
+            // The next message comes by the same ring, after the reference.
+            d.set(ValueLayout.ADDRESS, 0, y.region());
+            d.set(ValueLayout.JAVA_LONG, 8, 60);
+            d.set(ValueLayout.JAVA_LONG, 16, 64);
+            b.recvBufPost(ti, 0);
+            r = (int) Native.POST_SEND.invokeExact(handle.getLong(a), 78L, d.address(), 1L);
+            assertEquals(0, r, "the library's post of 64 bytes");
+            assertEquals(64, b.recvBufWait(5_000_000).getLength());
+            assertEquals(m[2510], in.segment().get(ValueLayout.JAVA_BYTE, 0));
+            x.unregister(tx);
+            y.unregister(ty);
+            in.unregister(ti);
+            x.close();
+            y.close();
+            in.close();
         }
     }
 
