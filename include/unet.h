@@ -952,6 +952,15 @@ int unet_udm_job_create(const unet_session *session,
 int unet_udm_join(const unet_session *session, const char *ticket,
                   uint32_t rank, unet_udm_node **out);
 
+/* Join the job of ticket as node rank through this session's engine, the
+ * job being the engine's at home ("HOST:PORT", its UDP address; NULL or ""
+ * is this engine's, as unet_udm_join): the job then spans both engines
+ * (docs/udm.md, "Across engines"). A taken rank or a wrong ticket is
+ * UNET_EENGINE, a home that does not answer UNET_ETIMEDOUT or UNET_EENGINE
+ * (see the message), a home that does not parse UNET_EINVAL. */
+int unet_udm_join_at(const unet_session *session, const char *ticket,
+                     const char *home, uint32_t rank, unet_udm_node **out);
+
 /* The node's rank / the nodes of its job (UNET_EINVAL for NULL). */
 int64_t unet_udm_rank(const unet_udm_node *node);
 int64_t unet_udm_nodes(const unet_udm_node *node);

@@ -488,6 +488,30 @@ pub unsafe extern "C" fn unet_udm_join(
     rank: u32,
     out: *mut *mut UnetUdmNode,
 ) -> c_int {
+    // SAFETY: the caller's contract is this function's, and a NULL home
+    // is allowed.
+    unsafe { unet_udm_join_at(session, ticket, std::ptr::null(), rank, out) }
+}
+
+/// Join the job of `ticket` as node `rank` through this session's engine,
+/// the job being the engine's at `home` (`"HOST:PORT"`, its UDP address;
+/// NULL or empty: this engine's, as [`unet_udm_join`]): the job then
+/// spans both engines (`Session::udm_join_at`). A taken rank, a wrong
+/// ticket or a home that does not answer: [`super::UNET_EENGINE`] or
+/// [`super::UNET_ETIMEDOUT`] (see the message); a home that does not
+/// parse: [`UNET_EINVAL`].
+///
+/// # Safety
+/// `session` NULL or live; `ticket` NULL or NUL-terminated; `home` NULL or
+/// NUL-terminated; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn unet_udm_join_at(
+    session: *const UnetSession,
+    ticket: *const c_char,
+    home: *const c_char,
+    rank: u32,
+    out: *mut *mut UnetUdmNode,
+) -> c_int {
     guard(|| {
         if out.is_null() {
             return null("out");
@@ -505,7 +529,24 @@ pub unsafe extern "C" fn unet_udm_join(
             Ok(Err(e)) => return fail(UNET_EINVAL, e),
             Ok(Ok(t)) => t,
         };
-        match s.0.udm_join(t, rank) {
+        // SAFETY: NULL or NUL-terminated per the contract.
+        let home = match unsafe { c_bytes(home) } {
+            None => None,
+            Some(b) => match text(b, "home") {
+                Err(c) => return c,
+                Ok("") => None,
+                Ok(h) => match h.parse::<std::net::SocketAddr>() {
+                    Ok(a) => Some(a),
+                    Err(e) => {
+                        return fail(
+                            UNET_EINVAL,
+                            format!("bad home {h:?} (HOST:PORT expected): {e}"),
+                        )
+                    }
+                },
+            },
+        };
+        match s.0.udm_join_at(t, home, rank) {
             Ok(n) => {
                 // SAFETY: out is non-NULL and writable per the contract.
                 unsafe { *out = Box::into_raw(Box::new(UnetUdmNode(Kind::Poll(Box::new(n))))) };

@@ -6,7 +6,8 @@
  * while node 1's main code, on a thread of its own, makes atomic sections
  * that no handler may overlap; then a dispose-failure and a message for no
  * handler (reported, the message kept), atomicity-extend (the deferred
- * work done at endatom), the counters, and leaving. Prints "ok: N checks"
+ * work done at endatom), the counters, and leaving; then a job across two
+ * engines, its rank 1 joined through the second (unet_udm_join_at). Prints "ok: N checks"
  * when every check held; on failure prints what failed and exits with
  * status 1.
  */
@@ -112,6 +113,76 @@ static void *node1_main(void *arg) {
 static void take(unet_udm_node *a, uint64_t *w, unet_udm_header *h) {
     CHECK_RC(unet_udm_wait(a, TIMEOUT_US), 1);
     CHECK_RC(unet_udm_extract(a, w, UNET_UDM_MAX_WORDS, h), UNET_OK);
+}
+
+/* A job across two engines: created on a home engine, rank 0 joined
+ * there, rank 1 joined through a second engine (unet_udm_join_at), with
+ * its errors; messages both ways, in order, over the engines' link. */
+static void across_engines(void) {
+    unet_engine *home, *other;
+    unet_session *sh, *so;
+    unet_udm_node *a, *b, *c;
+    char ticket[UNET_UDM_TICKET_MAX], forged[UNET_UDM_TICKET_MAX];
+    char addr[64], bad_port[64];
+    uint64_t w[UNET_UDM_MAX_WORDS];
+    unet_udm_header h;
+    unet_udm_job_config cfg;
+
+    CHECK_RC(unet_engine_start(NULL, "127.0.0.1:0", &home), UNET_OK);
+    CHECK_RC(unet_engine_start(NULL, "127.0.0.1:0", &other), UNET_OK);
+    CHECK(unet_engine_udp_port(home) > 0);
+    CHECK_RC(unet_session_embedded(home, &sh), UNET_OK);
+    CHECK_RC(unet_session_embedded(other, &so), UNET_OK);
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", unet_engine_udp_port(home));
+    snprintf(bad_port, sizeof bad_port, "127.0.0.1:%d",
+             unet_engine_udp_port(home) + 70000);
+
+    memset(&cfg, 0, sizeof cfg);
+    cfg.nodes = 2;
+    cfg.atomicity_timeout_us = 5000000;
+    CHECK_RC(unet_udm_job_create(sh, &cfg, ticket, sizeof ticket), UNET_OK);
+    /* NULL and "" name this session's engine, as unet_udm_join does. */
+    CHECK_RC(unet_udm_join_at(sh, ticket, "", 0, &a), UNET_OK);
+    CHECK_RC(unet_udm_join_at(so, ticket, "not an address", 1, &b),
+             UNET_EINVAL);
+    CHECK_RC(unet_udm_join_at(so, ticket, bad_port, 1, &b), UNET_EINVAL);
+    CHECK_RC(unet_udm_join_at(so, ticket, addr, 1, NULL), UNET_EINVAL);
+    CHECK_RC(unet_udm_join_at(NULL, ticket, addr, 1, &b), UNET_EINVAL);
+    /* A ticket with another key: no such job at the home. */
+    {
+        unsigned job, nodes;
+        unsigned long long key;
+        CHECK(sscanf(ticket, "%u:%llx:%u", &job, &key, &nodes) == 3);
+        snprintf(forged, sizeof forged, "%u:%llx:%u", job, key ^ 1ULL, nodes);
+    }
+    CHECK_RC(unet_udm_join_at(so, forged, addr, 1, &b), UNET_EENGINE);
+    /* Rank 0 is taken at the home. */
+    CHECK_RC(unet_udm_join_at(so, ticket, addr, 0, &b), UNET_EENGINE);
+    CHECK_RC(unet_udm_join_at(so, ticket, addr, 1, &b), UNET_OK);
+    CHECK(unet_udm_rank(b) == 1 && unet_udm_nodes(b) == 2);
+    CHECK_RC(unet_udm_join_at(sh, ticket, NULL, 1, &c), UNET_EENGINE);
+
+    /* Round trips over the link, in order. */
+    for (uint64_t i = 0; i < 200; i++) {
+        uint64_t msg[3] = {i, i * 7, 0xC0DE};
+        CHECK_RC(unet_udm_inject(a, 1, 11, msg, 3), UNET_OK);
+        CHECK_RC(unet_udm_wait(b, TIMEOUT_US), 1);
+        CHECK_RC(unet_udm_extract(b, w, UNET_UDM_MAX_WORDS, &h), UNET_OK);
+        CHECK(h.src == 0 && h.handler == 11 && h.len == 3);
+        CHECK(w[0] == i && w[1] == i * 7 && w[2] == 0xC0DE);
+        w[0] += 1000;
+        CHECK_RC(unet_udm_inject(b, 0, 12, w, 1), UNET_OK);
+        CHECK_RC(unet_udm_wait(a, TIMEOUT_US), 1);
+        CHECK_RC(unet_udm_extract(a, w, UNET_UDM_MAX_WORDS, &h), UNET_OK);
+        CHECK(h.src == 1 && h.handler == 12 && h.len == 1 && w[0] == i + 1000);
+    }
+
+    CHECK_RC(unet_udm_leave(b), UNET_OK);
+    CHECK_RC(unet_udm_leave(a), UNET_OK);
+    unet_session_close(so);
+    unet_session_close(sh);
+    unet_engine_stop(other);
+    unet_engine_stop(home);
 }
 
 int main(void) {
@@ -264,6 +335,7 @@ int main(void) {
     unet_udm_node_free(NULL);
     unet_session_close(session);
     unet_engine_stop(engine);
+    across_engines();
     printf("ok: %u checks\n", checks);
     return 0;
 }
