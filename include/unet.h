@@ -61,8 +61,11 @@ enum unet_status {
                               embedded engine or the inline placement
                               (Cargo features `embedded`, `inline`) */
     UNET_EQUOTA = -15,     /* a limit the engine sets each process or user
-                              is reached: its shared memory or its
-                              endpoints (see message); close something */
+                              is reached: its shared memory, its
+                              endpoints, or its memory regions, VIs,
+                              discriminators, connection requests, UDM
+                              jobs or nodes (see message); close
+                              something */
     UNET_EINUSE = -16,     /* in use: a memory region a posted descriptor
                               uses, or a VI discriminator another session
                               listens on */

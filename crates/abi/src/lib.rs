@@ -1253,6 +1253,42 @@ counter_enum! {
         WireInjectedReorders = 64 => "wire_injected_reorders",
         /// UDM jobs created.
         UdmJobs = 65 => "udm_jobs",
+        /// Memory regions refused: the process held its most
+        /// (`client_regions`).
+        QuotaRefusedRegions = 80 => "quota_refused_regions",
+        /// VIs refused: the process held its most (`client_vis`).
+        QuotaRefusedVis = 81 => "quota_refused_vis",
+        /// Discriminators refused: the process listened on its most
+        /// (`client_listeners`).
+        QuotaRefusedListeners = 82 => "quota_refused_listeners",
+        /// New objects (endpoints, regions, VIs, UDM jobs and nodes)
+        /// refused: the engine's free file descriptors were down to its
+        /// reserve (`fd_reserve`).
+        FdReserveRefused = 83 => "fd_reserve_refused",
+        /// VI connection requests refused: their connecting process or
+        /// peer address had its most waiting (`vi_pending_per_peer`).
+        ViPendingRefusedPeer = 84 => "vi_pending_refused_peer",
+        /// VI connection requests refused: the peer's IP address had its
+        /// most waiting (`vi_pending_per_ip`).
+        ViPendingRefusedIp = 85 => "vi_pending_refused_ip",
+        /// VI connection requests refused: the engine had its most
+        /// waiting (`vi_pending_max`).
+        ViPendingRefusedTotal = 86 => "vi_pending_refused_total",
+        /// VI connection requests refused: their discriminator had its
+        /// backlog waiting.
+        ViPendingRefusedBacklog = 87 => "vi_pending_refused_backlog",
+        /// Wire drop: an open refused, the peer's IP address holding its
+        /// most channels (`peer_ip_channels_max`).
+        WireDropPeerIpChannelsFull = 88 => "wire_drop_peer_ip_channels_full",
+        /// Wire drop: an open refused, the peer's IP address holding its
+        /// most channels accepted but not confirmed
+        /// (`peer_ip_half_open_max`).
+        WireDropPeerIpHalfOpenFull = 89 => "wire_drop_peer_ip_half_open_full",
+        /// Region grants ended because the VI they were made for closed
+        /// or broke.
+        ViGrantsEnded = 90 => "vi_grants_ended",
+        /// Peer-region lookups refused: no live connection, or no grant.
+        ViPeerRegionRefused = 91 => "vi_peer_region_refused",
     }
 }
 

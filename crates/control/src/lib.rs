@@ -143,6 +143,10 @@ pub enum ErrorCode {
     /// That rank of the UDM job is taken (joined, or gone), or outside
     /// the job.
     RankTaken = 25,
+    /// The process holds as many of these objects as the engine allows
+    /// one process: memory regions, VIs, discriminators it listens on,
+    /// connection requests it waits on, UDM jobs or nodes.
+    ObjectQuota = 26,
 }
 
 impl ErrorCode {
@@ -174,6 +178,7 @@ impl ErrorCode {
             23 => BadMemory,
             24 => NoSuchJob,
             25 => RankTaken,
+            26 => ObjectQuota,
             _ => return None,
         })
     }
@@ -181,12 +186,15 @@ impl ErrorCode {
 
 impl ErrorCode {
     /// Whether the refusal is one of the limits the engine sets each
-    /// process or user (memory, endpoints), rather than a shortage of the
+    /// process or user (memory, endpoints, objects), rather than a shortage of the
     /// whole engine.
     pub fn is_quota(self) -> bool {
         matches!(
             self,
-            ErrorCode::QuotaExceeded | ErrorCode::EndpointQuota | ErrorCode::UserQuota
+            ErrorCode::QuotaExceeded
+                | ErrorCode::EndpointQuota
+                | ErrorCode::UserQuota
+                | ErrorCode::ObjectQuota
         )
     }
 }
@@ -241,6 +249,12 @@ impl std::fmt::Display for ErrorCode {
             }
             ErrorCode::NoSuchJob => "no such UDM job (or a wrong key)",
             ErrorCode::RankTaken => "that rank of the UDM job is taken, gone or outside the job",
+            ErrorCode::ObjectQuota => {
+                "this process holds as many of these objects (memory regions, VIs, \
+                 discriminators, connection requests, UDM jobs or nodes) as the engine \
+                 allows one process (close some, or start the engine with a larger \
+                 per-process limit)"
+            }
         })
     }
 }
@@ -1672,7 +1686,7 @@ mod tests {
 
     #[test]
     fn every_error_code_round_trips() {
-        for v in 1..=25u16 {
+        for v in 1..=26u16 {
             let c = ErrorCode::from_u16(v).unwrap_or_else(|| panic!("code {v}"));
             assert_eq!(c as u16, v);
             let r = Reply::Error(c);
@@ -1680,7 +1694,7 @@ mod tests {
             assert!(!c.to_string().is_empty());
         }
         assert_eq!(ErrorCode::from_u16(0), None);
-        assert_eq!(ErrorCode::from_u16(26), None);
+        assert_eq!(ErrorCode::from_u16(27), None);
     }
 
     #[test]

@@ -113,11 +113,11 @@ impl Setup<'_> {
         self.reply_to(ci, req_id, r);
     }
 
-    /// Let the peer of `ci`'s local VI `vi` read `ci`'s region `handle`.
+    /// Let the peer of `ci`'s local VI `vi` read `ci`'s region `handle`,
+    /// for as long as their connection lives.
     fn grant_region(&mut self, ci: ClientId, vi: u32, handle: u32) -> Reply {
-        let peer = match self.vias.vis.get(&vi) {
-            // A local VI whose peer is still there.
-            Some(v) if v.owner == ci && v.conn_id != 0 && v.peer != 0 => v.peer,
+        let peer = match self.live_local_peer(vi) {
+            Some(peer) if self.vias.vis.get(&vi).is_some_and(|v| v.owner == ci) => peer,
             _ => return Reply::Error(ErrorCode::NoSuchVi),
         };
         let vis = &self.vias.vis;
@@ -132,6 +132,11 @@ impl Setup<'_> {
                         return Reply::Error(ErrorCode::NoResources);
                     }
                     r.granted.push(peer);
+                    if let Some(p) = self.vias.vis.get_mut(&peer) {
+                        if !p.grants.contains(&handle) {
+                            p.grants.push(handle);
+                        }
+                    }
                 }
                 Reply::Ok
             }
@@ -139,20 +144,49 @@ impl Setup<'_> {
         }
     }
 
+    /// The peer of local VI `vi` while their connection lives: both VIs
+    /// there, each the other's peer, the connection open and neither side
+    /// closed or in error.
+    fn live_local_peer(&self, vi: u32) -> Option<u32> {
+        let v = self.vias.vis.get(&vi)?;
+        if v.conn_id == 0 || v.peer == 0 {
+            return None;
+        }
+        let p = self.vias.vis.get(&v.peer)?;
+        if p.peer != vi || p.conn_id != v.conn_id {
+            return None;
+        }
+        for side in [false, true] {
+            match self.conns.vi_side(v.conn_id, side) {
+                Some((0, false, _)) => {}
+                _ => return None,
+            }
+        }
+        Some(v.peer)
+    }
+
     /// A read-only descriptor of region `handle`, if it was granted to
-    /// `ci`'s VI `vi`, and the region's length.
+    /// `ci`'s VI `vi` and their connection lives, and the region's length.
     fn peer_region(&self, ci: ClientId, vi: u32, handle: u32) -> Result<(u64, OwnedFd), ErrorCode> {
+        let refused = |code| {
+            self.count(EngineCounter::ViPeerRegionRefused);
+            Err(code)
+        };
         match self.vias.vis.get(&vi) {
             Some(v) if v.owner == ci => {}
-            _ => return Err(ErrorCode::NoSuchVi),
+            _ => return refused(ErrorCode::NoSuchVi),
         }
+        let Some(peer) = self.live_local_peer(vi) else {
+            return refused(ErrorCode::NoSuchVi);
+        };
+        let granter = self.vias.vis.get(&peer).map(|p| p.owner);
         match self.vias.regions.get(&handle) {
-            Some(r) if r.granted.contains(&vi) => {
+            Some(r) if r.granted.contains(&vi) && Some(r.owner) == granter => {
                 let fd =
                     unet_sys::reopen_read_only(r.seg.fd()).map_err(|_| ErrorCode::NoResources)?;
                 Ok((r.len, fd))
             }
-            _ => Err(ErrorCode::NoSuchRegion),
+            _ => refused(ErrorCode::NoSuchRegion),
         }
     }
 
@@ -705,6 +739,15 @@ impl Setup<'_> {
             self.drop_engine_vi(vi, 0);
             self.count(EngineCounter::ViClosed);
             return;
+        }
+        // The regions granted over this connection, either way, end with
+        // it.
+        let peer = self.vias.vis.get(&vi).map_or(0, |v| v.peer);
+        let ended = self.vias.end_grants(vi) + self.vias.end_grants(peer);
+        if ended > 0 {
+            self.eps
+                .counters()
+                .engine(EngineCounter::ViGrantsEnded, ended);
         }
         let Some(v) = self.vias.vis.remove(&vi) else {
             return;

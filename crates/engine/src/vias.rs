@@ -40,6 +40,10 @@ pub(crate) struct Vi {
     /// Which side of the direct connection it is (B: the accepting one).
     pub side_b: bool,
     pub attrs: ViParams,
+    /// The regions granted to this VI (`Request::ViGrantRegion` by its
+    /// peer's owner): the grants end when either VI of the connection
+    /// closes.
+    pub grants: Vec<u32>,
 }
 
 /// Who asks for a connection.
@@ -145,6 +149,7 @@ impl Vias {
                 peer: 0,
                 side_b: false,
                 attrs,
+                grants: Vec::new(),
             },
         );
         id
@@ -162,6 +167,23 @@ impl Vias {
         let id = next_id(&mut self.next_request, &self.pending);
         self.pending.insert(id, p);
         id
+    }
+
+    /// End the grants made to VI `vi` (its connection closed or broke):
+    /// the regions no longer list it. How many ended.
+    pub(crate) fn end_grants(&mut self, vi: u32) -> u64 {
+        let Some(v) = self.vis.get_mut(&vi) else {
+            return 0;
+        };
+        let mut ended = 0;
+        for h in std::mem::take(&mut v.grants) {
+            if let Some(r) = self.regions.get_mut(&h) {
+                let before = r.granted.len();
+                r.granted.retain(|&g| g != vi);
+                ended += (before - r.granted.len()) as u64;
+            }
+        }
+        ended
     }
 
     /// Requests waiting on discriminator `tag`.

@@ -21,6 +21,17 @@ fn connect_local(
     cb: &mut LocalClient,
     tag: u64,
 ) -> (u32, u32) {
+    let (a, b, _) = connect_local_seg(e, ca, cb, tag);
+    (a, b)
+}
+
+/// [`connect_local`], with the segment of their connection.
+fn connect_local_seg(
+    e: &mut Dispatcher,
+    ca: &mut LocalClient,
+    cb: &mut LocalClient,
+    tag: u64,
+) -> (u32, u32, OwnedFd) {
     cb.vi_listen(e, tag).unwrap();
     let attrs = ViParams::default();
     let connect = ca
@@ -55,10 +66,12 @@ fn connect_local(
         assert!(start.elapsed() < Duration::from_secs(5), "not connected");
     }
     let id = |r: Option<(Reply, Vec<OwnedFd>)>| match r {
-        Some((Reply::ViConnected { vi, conn_id, .. }, _)) if conn_id != 0 => vi,
+        Some((Reply::ViConnected { vi, conn_id, .. }, fds)) if conn_id != 0 => (vi, fds),
         r => panic!("not a local VI: {r:?}"),
     };
-    (id(va), id(vb))
+    let ((a, mut fds), (b, _)) = (id(va), id(vb));
+    assert!(!fds.is_empty(), "a local VI without its segment");
+    (a, b, fds.remove(0))
 }
 
 fn refused(r: (Reply, Vec<OwnedFd>)) -> ErrorCode {
@@ -167,4 +180,99 @@ fn a_region_is_handed_only_to_the_vi_it_was_granted_to_and_only_for_reading() {
         refused(peer_region(&mut cb, &mut e, vb)),
         ErrorCode::NoSuchRegion
     );
+}
+
+/// Issue 39, defect 2: a grant outlived its VI. After the VI it was made
+/// for closed, its former peer could still map the region and read what
+/// the owner wrote there afterwards. A grant now ends when either VI of
+/// the connection closes or the connection breaks, and a lookup needs a
+/// live connection.
+#[test]
+fn a_grant_ends_when_its_vi_closes_from_either_side_or_breaks() {
+    let mut e = Dispatcher::new(EngineConfig::default()).unwrap();
+    let mut ca = LocalClient::new(&mut e).unwrap();
+    let mut cb = LocalClient::new(&mut e).unwrap();
+    let mem = ca.register_memory(&mut e, REGION).unwrap();
+    let h = mem.handle();
+    let grant = |c: &mut LocalClient, e: &mut Dispatcher, vi| {
+        c.call(e, &Request::ViGrantRegion { vi, handle: h }, &[])
+            .unwrap()
+    };
+    let peer_region = |c: &mut LocalClient, e: &mut Dispatcher, vi| {
+        c.call(e, &Request::ViPeerRegion { vi, handle: h }, &[])
+            .unwrap()
+    };
+
+    // The owner closes its VI: the peer's VI stays (closed), its lookup
+    // is refused.
+    let (va, vb) = connect_local(&mut e, &mut ca, &mut cb, 1);
+    assert!(matches!(grant(&mut ca, &mut e, va).0, Reply::Ok));
+    assert!(matches!(
+        peer_region(&mut cb, &mut e, vb).0,
+        Reply::PeerRegion { .. }
+    ));
+    ca.close_vi(&mut e, va).unwrap();
+    assert_eq!(
+        refused(peer_region(&mut cb, &mut e, vb)),
+        ErrorCode::NoSuchVi,
+        "the region was handed over after the owner closed the VI it was granted for"
+    );
+    // Nor can the owner grant on the closed connection's remains.
+    assert_eq!(refused(grant(&mut cb, &mut e, vb)), ErrorCode::NoSuchVi);
+
+    // The peer closes its VI: the grant ends with it (the region no
+    // longer lists it), and a new VI of the peer's does not inherit it.
+    let (va, vb) = connect_local(&mut e, &mut ca, &mut cb, 2);
+    assert!(matches!(grant(&mut ca, &mut e, va).0, Reply::Ok));
+    cb.close_vi(&mut e, vb).unwrap();
+    assert_eq!(
+        refused(peer_region(&mut cb, &mut e, vb)),
+        ErrorCode::NoSuchVi
+    );
+    let (_va3, vb3) = connect_local(&mut e, &mut ca, &mut cb, 3);
+    assert_eq!(
+        refused(peer_region(&mut cb, &mut e, vb3)),
+        ErrorCode::NoSuchRegion
+    );
+
+    // The connection breaks (a side in the error state): the lookup is
+    // refused while the VIs still exist.
+    let (va, vb, conn) = connect_local_seg(&mut e, &mut ca, &mut cb, 4);
+    assert!(matches!(grant(&mut ca, &mut e, va).0, Reply::Ok));
+    assert!(matches!(
+        peer_region(&mut cb, &mut e, vb).0,
+        Reply::PeerRegion { .. }
+    ));
+    let seg =
+        unet_sys::Segment::open(conn, std::mem::size_of::<unet_abi::ConnHeader>(), true).unwrap();
+    // SAFETY: the segment starts with the connection's header (mapped
+    // with at least its size); its error words are atomics.
+    let hdr = unsafe { seg.ptr().cast::<unet_abi::ConnHeader>().as_ref() };
+    hdr.a_error.store(
+        unet_abi::ViError::PeerGone as u32,
+        std::sync::atomic::Ordering::Release,
+    );
+    assert_eq!(
+        refused(peer_region(&mut cb, &mut e, vb)),
+        ErrorCode::NoSuchVi,
+        "the region was handed over on a broken connection"
+    );
+
+    // The peer's process dies: its VIs close, the grants to them end.
+    let (va, _vb) = connect_local(&mut e, &mut ca, &mut cb, 5);
+    assert!(matches!(grant(&mut ca, &mut e, va).0, Reply::Ok));
+    let ended = |e: &mut Dispatcher| {
+        e.counters()
+            .engine_value(unet_abi::EngineCounter::ViGrantsEnded)
+    };
+    let before = ended(&mut e);
+    drop(cb);
+    let start = Instant::now();
+    while ended(&mut e) == before {
+        e.step();
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the grant outlived its peer's process"
+        );
+    }
 }

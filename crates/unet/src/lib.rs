@@ -63,8 +63,10 @@ pub enum Error {
     Engine(ErrorCode),
     /// A limit the engine sets each process or user is reached: its
     /// shared memory (`ErrorCode::QuotaExceeded`, or
-    /// `ErrorCode::UserQuota` for the user's) or its endpoints
-    /// (`ErrorCode::EndpointQuota`). Others can still get what this
+    /// `ErrorCode::UserQuota` for the user's), its endpoints
+    /// (`ErrorCode::EndpointQuota`) or its other objects: memory regions,
+    /// VIs, discriminators, connection requests, UDM jobs or nodes
+    /// (`ErrorCode::ObjectQuota`). Others can still get what this
     /// process cannot; close something first. `UNET_EQUOTA` in C.
     Quota(ErrorCode),
     /// The engine's answer made no sense.
