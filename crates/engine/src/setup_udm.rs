@@ -15,7 +15,7 @@ use crate::endpoints::ClientId;
 use crate::poller::Token;
 use crate::setup::Setup;
 use crate::setup_thread::PendingJob;
-use crate::udm::JobMemory;
+use crate::udm::{JobMemory, Payer};
 
 /// The longest atomicity timeout a job may ask for.
 const TIMEOUT_MAX: Duration = Duration::from_secs(60);
@@ -131,7 +131,9 @@ impl Setup<'_> {
                 .server
                 .reply(ci, req_id, Reply::Error(ErrorCode::NoResources), &[]);
         }
-        let job = self.udm.jobs.get(&id).expect("just entered");
+        let payer = self.udm_payer(ci);
+        let job = self.udm.jobs.get_mut(&id).expect("just entered");
+        job.payer = payer;
         let _ = self.poller.add_edge(
             job.doorbell.fd().as_raw_fd(),
             Token::UdmDoorbell(id as usize),
@@ -142,6 +144,15 @@ impl Setup<'_> {
             key: job.key,
         };
         self.server.reply(ci, req_id, r, &[]);
+    }
+
+    /// Whom a job made for client `ci` is charged to: its process and
+    /// user, for as long as the job lives.
+    pub(crate) fn udm_payer(&self, ci: ClientId) -> Payer {
+        Payer {
+            key: self.server.proc_key(ci).unwrap_or((0, ci)),
+            uid: self.server.client(ci).map_or(u32::MAX, |c| c.uid),
+        }
     }
 
     /// Grant rank `rank` of job `job` to client `ci`: the descriptors to

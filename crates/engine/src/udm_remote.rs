@@ -1101,7 +1101,9 @@ impl Setup<'_> {
         }
         let id = p.id;
         let gone = waiting[0].1.gone;
+        let payer = self.udm_payer(p.client);
         let job = self.udm.jobs.get_mut(&id).expect("just entered");
+        job.payer = payer;
         let _ = self.poller.add_edge(
             job.doorbell.fd().as_raw_fd(),
             Token::UdmDoorbell(id as usize),
