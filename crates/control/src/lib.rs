@@ -143,6 +143,9 @@ pub enum ErrorCode {
     /// That rank of the UDM job is taken (joined, or gone), or outside
     /// the job.
     RankTaken = 25,
+    /// The process holds as many objects of that kind (UDM jobs, joined
+    /// UDM nodes, ...) as the engine allows one process.
+    ObjectQuota = 26,
 }
 
 impl ErrorCode {
@@ -174,6 +177,7 @@ impl ErrorCode {
             23 => BadMemory,
             24 => NoSuchJob,
             25 => RankTaken,
+            26 => ObjectQuota,
             _ => return None,
         })
     }
@@ -186,7 +190,10 @@ impl ErrorCode {
     pub fn is_quota(self) -> bool {
         matches!(
             self,
-            ErrorCode::QuotaExceeded | ErrorCode::EndpointQuota | ErrorCode::UserQuota
+            ErrorCode::QuotaExceeded
+                | ErrorCode::EndpointQuota
+                | ErrorCode::UserQuota
+                | ErrorCode::ObjectQuota
         )
     }
 }
@@ -241,6 +248,10 @@ impl std::fmt::Display for ErrorCode {
             }
             ErrorCode::NoSuchJob => "no such UDM job (or a wrong key)",
             ErrorCode::RankTaken => "that rank of the UDM job is taken, gone or outside the job",
+            ErrorCode::ObjectQuota => {
+                "this process holds as many objects of this kind as the engine allows one \
+                 process (close some, or start the engine with a larger per-process limit)"
+            }
         })
     }
 }
