@@ -1253,6 +1253,18 @@ counter_enum! {
         WireInjectedReorders = 64 => "wire_injected_reorders",
         /// UDM jobs created.
         UdmJobs = 65 => "udm_jobs",
+        /// UDM job creations refused: the process has made as many jobs
+        /// as the engine allows one process (`client_udm_jobs`).
+        QuotaRefusedUdmJobs = 72 => "quota_refused_udm_jobs",
+        /// UDM joins refused: the process has joined as many nodes as the
+        /// engine allows one process (`client_udm_nodes`).
+        QuotaRefusedUdmNodes = 73 => "quota_refused_udm_nodes",
+        /// UDM nodes the engine visited for their divert rings, buffers
+        /// and the atomicity timeout (what its UDM work per turn follows).
+        UdmNodeVisits = 74 => "udm_node_visits",
+        /// Reads of `/proc` to tell whether a UDM node's process is
+        /// stopped.
+        UdmProcReads = 75 => "udm_proc_reads",
         /// Memory regions refused: the process held its most
         /// (`client_regions`).
         QuotaRefusedRegions = 80 => "quota_refused_regions",

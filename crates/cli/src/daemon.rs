@@ -102,6 +102,12 @@ pub struct Args {
     /// its channels are closed and their owners told.
     #[arg(long, value_name = "MS", default_value_t = unet_engine::DEFAULT_LIVENESS_TIMEOUT.as_millis() as u64)]
     pub liveness_timeout_ms: u64,
+    /// Most UDM jobs one process may have made and not yet retired.
+    #[arg(long, default_value_t = unet_engine::DEFAULT_CLIENT_UDM_JOBS)]
+    pub client_udm_jobs: u32,
+    /// Most UDM nodes one process may have joined at once.
+    #[arg(long, default_value_t = unet_engine::DEFAULT_CLIENT_UDM_NODES)]
+    pub client_udm_nodes: u32,
 }
 
 /// An address (a host's network of one) or a network in CIDR notation.
@@ -162,6 +168,8 @@ pub fn run(a: Args) -> ExitCode {
         peer_channels_max: a.peer_channels_max,
         peer_half_open_max: a.peer_half_open_max,
         liveness_timeout: Duration::from_millis(a.liveness_timeout_ms.max(1)),
+        client_udm_jobs: a.client_udm_jobs,
+        client_udm_nodes: a.client_udm_nodes,
         ..Default::default()
     };
     let engine = match Engine::start(cfg) {

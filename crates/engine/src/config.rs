@@ -118,6 +118,16 @@ pub struct EngineConfig {
     /// owners told (`PeerGone`), counted as `wire_peers_silent` and
     /// `wire_channels_expired`. Default: 5 s.
     pub liveness_timeout: Duration,
+    /// UDM jobs one process may have made and not yet retired (a job is
+    /// counted against the process that made it for as long as it lives):
+    /// beyond it, a create is refused with `ErrorCode::ObjectQuota`,
+    /// counted as `quota_refused_udm_jobs`. Default: 32.
+    pub client_udm_jobs: u32,
+    /// UDM nodes one process may have joined at once (over every job and
+    /// connection): beyond it, a join is refused with
+    /// `ErrorCode::ObjectQuota`, counted as `quota_refused_udm_nodes`.
+    /// Default: 256.
+    pub client_udm_nodes: u32,
 }
 
 /// The default [`EngineConfig::allow_peers`]: loopback only.
@@ -136,6 +146,12 @@ pub const DEFAULT_PEER_HALF_OPEN_MAX: u32 = 64;
 
 /// Default [`EngineConfig::liveness_timeout`].
 pub const DEFAULT_LIVENESS_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Default [`EngineConfig::client_udm_jobs`].
+pub const DEFAULT_CLIENT_UDM_JOBS: u32 = 32;
+
+/// Default [`EngineConfig::client_udm_nodes`].
+pub const DEFAULT_CLIENT_UDM_NODES: u32 = 256;
 
 /// Default [`EngineConfig::client_memory`]: 4 GiB.
 pub const DEFAULT_CLIENT_MEMORY: u64 = 4 << 30;
@@ -180,6 +196,8 @@ impl Default for EngineConfig {
             peer_channels_max: DEFAULT_PEER_CHANNELS_MAX,
             peer_half_open_max: DEFAULT_PEER_HALF_OPEN_MAX,
             liveness_timeout: DEFAULT_LIVENESS_TIMEOUT,
+            client_udm_jobs: DEFAULT_CLIENT_UDM_JOBS,
+            client_udm_nodes: DEFAULT_CLIENT_UDM_NODES,
         }
     }
 }

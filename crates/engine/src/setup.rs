@@ -291,8 +291,14 @@ impl Setup<'_> {
         for (owner, bytes) in self.vias.charges() {
             add(owner, bytes, false);
         }
-        for (owner, bytes) in self.udm.charges() {
-            add(owner, bytes, false);
+        // Jobs by the process and user that made them, while they live.
+        for (payer, bytes) in self.udm.charges() {
+            if Some(payer.key) == key {
+                u.memory = u.memory.saturating_add(bytes);
+            }
+            if payer.uid == uid {
+                u.user_memory = u.user_memory.saturating_add(bytes);
+            }
         }
         u
     }

@@ -15,7 +15,7 @@ use crate::endpoints::ClientId;
 use crate::poller::Token;
 use crate::setup::Setup;
 use crate::setup_thread::PendingJob;
-use crate::udm::JobMemory;
+use crate::udm::{JobMemory, Payer};
 
 /// The longest atomicity timeout a job may ask for.
 const TIMEOUT_MAX: Duration = Duration::from_secs(60);
@@ -100,6 +100,9 @@ impl Setup<'_> {
             return Some(Reply::Error(ErrorCode::BadGeometry));
         };
         let timeout = Duration::from_micros(timeout_us as u64).min(TIMEOUT_MAX);
+        if let Err(code) = self.check_udm_jobs(ci) {
+            return Some(Reply::Error(code));
+        }
         if let Err(code) = self.check_memory_for(ci, JobMemory::charge(&layout)) {
             return Some(Reply::Error(code));
         }
@@ -131,7 +134,9 @@ impl Setup<'_> {
                 .server
                 .reply(ci, req_id, Reply::Error(ErrorCode::NoResources), &[]);
         }
-        let job = self.udm.jobs.get(&id).expect("just entered");
+        let payer = self.udm_payer(ci);
+        let job = self.udm.jobs.get_mut(&id).expect("just entered");
+        job.payer = payer;
         let _ = self.poller.add_edge(
             job.doorbell.fd().as_raw_fd(),
             Token::UdmDoorbell(id as usize),
@@ -144,6 +149,69 @@ impl Setup<'_> {
         self.server.reply(ci, req_id, r, &[]);
     }
 
+    /// Whether client `ci`'s process may make one more job (its jobs,
+    /// made or being made, below `client_udm_jobs`): the refusal
+    /// (counted) if not.
+    pub(crate) fn check_udm_jobs(&self, ci: ClientId) -> Result<(), ErrorCode> {
+        let key = self.server.proc_key(ci);
+        let made = self
+            .udm
+            .jobs
+            .values()
+            .filter(|j| Some(j.payer.key) == key)
+            .count();
+        let making = self
+            .work
+            .pending_jobs()
+            .iter()
+            .filter(|p| self.server.proc_key(p.client) == key)
+            .count();
+        if made + making >= self.cfg.client_udm_jobs as usize {
+            self.eps
+                .counters()
+                .engine(EngineCounter::QuotaRefusedUdmJobs, 1);
+            return Err(ErrorCode::ObjectQuota);
+        }
+        Ok(())
+    }
+
+    /// Whether client `ci`'s process may join one more node (its joined
+    /// nodes, over every job and connection, below `client_udm_nodes`):
+    /// the refusal (counted) if not.
+    fn check_udm_nodes(&self, ci: ClientId) -> Result<(), ErrorCode> {
+        let key = self.server.proc_key(ci);
+        let joined: usize = self
+            .udm
+            .jobs
+            .values()
+            .map(|j| {
+                j.nodes
+                    .iter()
+                    .filter(|n| {
+                        n.state == UDM_NODE_JOINED
+                            && n.client.is_some_and(|c| self.server.proc_key(c) == key)
+                    })
+                    .count()
+            })
+            .sum();
+        if joined >= self.cfg.client_udm_nodes as usize {
+            self.eps
+                .counters()
+                .engine(EngineCounter::QuotaRefusedUdmNodes, 1);
+            return Err(ErrorCode::ObjectQuota);
+        }
+        Ok(())
+    }
+
+    /// Whom a job made for client `ci` is charged to: its process and
+    /// user, for as long as the job lives.
+    pub(crate) fn udm_payer(&self, ci: ClientId) -> Payer {
+        Payer {
+            key: self.server.proc_key(ci).unwrap_or((0, ci)),
+            uid: self.server.client(ci).map_or(u32::MAX, |c| c.uid),
+        }
+    }
+
     /// Grant rank `rank` of job `job` to client `ci`: the descriptors to
     /// send it (job segment, node segment, virtual buffer, doorbell).
     pub(crate) fn udm_join(
@@ -154,7 +222,7 @@ impl Setup<'_> {
         rank: u32,
     ) -> Result<Vec<OwnedFd>, ErrorCode> {
         let pid = self.server.client(ci).map_or(0, |c| c.pid);
-        let j = self.udm.jobs.get_mut(&job).ok_or(ErrorCode::NoSuchJob)?;
+        let j = self.udm.jobs.get(&job).ok_or(ErrorCode::NoSuchJob)?;
         if j.key != key {
             return Err(ErrorCode::NoSuchJob);
         }
@@ -162,6 +230,8 @@ impl Setup<'_> {
             Some(n) if n.state == UDM_NODE_FREE => {}
             _ => return Err(ErrorCode::RankTaken),
         }
+        self.check_udm_nodes(ci)?;
+        let j = self.udm.jobs.get_mut(&job).ok_or(ErrorCode::NoSuchJob)?;
         let (nseg, buf) = j.node_fds(rank).ok_or(ErrorCode::RankTaken)?;
         let dup = |f: &std::os::fd::OwnedFd| f.try_clone().map_err(|_| ErrorCode::NoResources);
         let fds = vec![

@@ -80,6 +80,15 @@ pub(crate) enum Append {
     Gone,
 }
 
+/// Whom a job's memory is charged to: the creator's process (as
+/// `Server::proc_key` names it) and user, recorded when the job is made
+/// and kept until the job is retired.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Payer {
+    pub key: (u32, usize),
+    pub uid: u32,
+}
+
 /// One node of a job, as the engine keeps it.
 pub(crate) struct UdmNode {
     /// The client that joined as this rank.
@@ -195,10 +204,14 @@ impl UdmNode {
 pub(crate) struct Job {
     /// The key a process needs to join.
     pub key: u64,
-    /// The client that created it (its memory is charged there).
+    /// The client that created it.
     pub owner: ClientId,
     /// Whether that client is still connected.
     pub owner_alive: bool,
+    /// Who its memory is charged to, for as long as the job lives (the
+    /// creating connection may close while other sessions of the same
+    /// process hold its nodes).
+    pub payer: Payer,
     pub layout: UdmLayout,
     pub seg: Segment,
     pub doorbell: EventFd,
@@ -885,6 +898,11 @@ impl Jobs {
                 key: sys::random_u64(),
                 owner,
                 owner_alive: true,
+                // The connection itself until set-up names the process.
+                payer: Payer {
+                    key: (0, owner),
+                    uid: u32::MAX,
+                },
                 layout,
                 seg,
                 doorbell,
@@ -951,12 +969,11 @@ impl Jobs {
         }
     }
 
-    /// What each client is charged for: the jobs it created.
-    pub(crate) fn charges(&self) -> impl Iterator<Item = (ClientId, u64)> + '_ {
-        self.jobs
-            .values()
-            .filter(|j| j.owner_alive)
-            .map(|j| (j.owner, j.charge()))
+    /// What each process and user is charged for: the jobs its processes
+    /// created, every one of them until it is retired (whether or not
+    /// the creating connection is still open).
+    pub(crate) fn charges(&self) -> impl Iterator<Item = (Payer, u64)> + '_ {
+        self.jobs.values().map(|j| (j.payer, j.charge()))
     }
 }
 

@@ -1044,6 +1044,7 @@ impl Setup<'_> {
         let buffer = a.buffer_cap as u64 * std::mem::size_of::<UdmMsg>() as u64;
         let layout =
             UdmLayout::new(a.nodes, a.fast_cap, buffer).map_err(|_| ErrorCode::BadGeometry)?;
+        self.check_udm_jobs(o.client)?;
         self.check_memory_for(o.client, JobMemory::charge(&layout))?;
         let timeout = Duration::from_micros(a.timeout_us as u64).min(Duration::from_secs(60));
         let id = self.udm.reserve();
@@ -1101,7 +1102,9 @@ impl Setup<'_> {
         }
         let id = p.id;
         let gone = waiting[0].1.gone;
+        let payer = self.udm_payer(p.client);
         let job = self.udm.jobs.get_mut(&id).expect("just entered");
+        job.payer = payer;
         let _ = self.poller.add_edge(
             job.doorbell.fd().as_raw_fd(),
             Token::UdmDoorbell(id as usize),
