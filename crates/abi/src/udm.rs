@@ -10,7 +10,8 @@
 //! the engine.
 //!
 //! ```text
-//!  0x0000 UdmJobHeader: identity and geometry (read-only), doorbell line
+//!  0x0000 UdmJobHeader: identity and geometry (read-only), doorbell line,
+//!         the rang word (a bit per node with something for the engine)
 //!  0x1000 node lines: nodes × UdmNodeLine (256 B each)
 //!         (page aligned) fast rings: nodes × nodes rings of
 //!         RingHeader + fast_cap × UdmMsg; ring (r, s) carries the
