@@ -10,7 +10,8 @@
 //! the engine.
 //!
 //! ```text
-//!  0x0000 UdmJobHeader: identity and geometry (read-only), doorbell line
+//!  0x0000 UdmJobHeader: identity and geometry (read-only), doorbell line,
+//!         the rang word (a bit per node with something for the engine)
 //!  0x1000 node lines: nodes × UdmNodeLine (256 B each)
 //!         (page aligned) fast rings: nodes × nodes rings of
 //!         RingHeader + fast_cap × UdmMsg; ring (r, s) carries the
@@ -194,7 +195,16 @@ pub struct UdmJobHeader {
     /// node that hands it a message swaps it to 0 and, if it was 1, writes
     /// the job's eventfd.
     pub engine_armed: AtomicU32,
-    _pad1: [u8; 4096 - 0x104],
+    _pad1: [u8; 0x140 - 0x104],
+    /// The nodes that have something for the engine (0x140), a bit per
+    /// rank: a node sets its bit after it hands the engine a message
+    /// (its divert ring) or moves its buffer's tail, or beginatom; a
+    /// sender sets the destination's bit when it finds it asleep with a
+    /// message for it. The engine swaps it to zero and looks at those
+    /// nodes only (and at those it left work in): an idle node costs it
+    /// nothing.
+    pub rang: AtomicU64,
+    _pad2: [u8; 4096 - 0x148],
 }
 
 /// What the nodes of a job share about one node (256 bytes).
@@ -299,6 +309,7 @@ const _: () = {
     assert!(offset_of!(UdmJobHeader, lines_off) == 0x30);
     assert!(offset_of!(UdmJobHeader, engine_id) == 0x48);
     assert!(offset_of!(UdmJobHeader, engine_armed) == 0x100);
+    assert!(offset_of!(UdmJobHeader, rang) == 0x140);
     assert!(size_of::<UdmNodeLine>() == 256);
     assert!(offset_of!(UdmNodeLine, rx_sleeping) == 8);
     assert!(offset_of!(UdmNodeLine, rx_futex) == 12);

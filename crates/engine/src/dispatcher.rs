@@ -370,6 +370,14 @@ impl Dispatcher {
         }
         if !self.udm.is_empty() {
             work += self.udm.poll();
+            if self.udm.visits != 0 {
+                let n = std::mem::take(&mut self.udm.visits);
+                self.counters.engine(EngineCounter::UdmNodeVisits, n);
+            }
+            if self.udm.proc_reads != 0 {
+                let n = std::mem::take(&mut self.udm.proc_reads);
+                self.counters.engine(EngineCounter::UdmProcReads, n);
+            }
             if !self.udm.released.is_empty() {
                 let segs = std::mem::take(&mut self.udm.released);
                 self.work.release_all(segs);

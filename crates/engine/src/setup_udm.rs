@@ -247,7 +247,7 @@ impl Setup<'_> {
         let line = j.line(rank);
         line.pid.store(pid, Ordering::Relaxed);
         line.state.store(UDM_NODE_JOINED, Ordering::Release);
-        j.watch();
+        j.watch(rank, std::time::Instant::now());
         Ok(fds)
     }
 

@@ -43,12 +43,28 @@ const MSG_BYTES: u64 = core::mem::size_of::<UdmMsg>() as u64;
 
 /// Messages taken from one divert ring per turn.
 const DIVERT_BUDGET: u64 = 256;
-/// The shortest interval between two checks of a job's nodes for the
-/// atomicity timeout.
+/// The shortest interval between two looks at a node for the atomicity
+/// timeout.
 const CHECK_MIN: Duration = Duration::from_micros(100);
-/// The interval between two checks when no node had messages waiting at
-/// the last one (at least): what a job with nodes costs an idle engine.
-const CHECK_IDLE: Duration = Duration::from_millis(20);
+/// Fast rings the atomicity-timeout check reads per turn, over every job:
+/// what it may add to a turn however many nodes are watched (the rest
+/// wait for the next turn).
+const CHECK_BUDGET: usize = 128;
+/// An atomic node with nothing waiting is looked at again after half a
+/// timeout, then less and less often while nothing about it changes, at
+/// least this often (a message may reach it by a fast ring, which nobody
+/// tells the engine of while the node runs).
+const ATOMIC_IDLE_MAX: Duration = Duration::from_secs(1);
+/// The shortest interval between two reads of `/proc` for one node.
+const PROC_MIN: Duration = Duration::from_millis(10);
+/// How often the engine looks over the joined nodes that nothing told it
+/// of, for one that has come to need the atomicity timeout unannounced:
+/// messages reached it by a fast ring while it runs atomic, or while it
+/// is stopped and was not asleep. A node whose state has not changed
+/// since it was last judged is not judged again.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
+/// Fast rings the sweep reads per turn, over every job.
+const SWEEP_BUDGET: usize = 512;
 /// Relayed messages a job keeps for nodes behind other engines, waiting
 /// for room on the wire (`udm_remote`); past it, they wait on
 /// the link they came by. (Messages of this engine's nodes are bounded
@@ -123,6 +139,18 @@ pub(crate) struct UdmNode {
     last_taken: u64,
     /// Since when it has had messages waiting and taken none.
     stuck_since: Option<Instant>,
+    /// When the atomicity-timeout check looks at it next (while watched).
+    look_at: Instant,
+    /// An atomic node with nothing waiting: the interval to its next
+    /// look, and its mode and atomicity bits at the last one.
+    idle_every: Duration,
+    idle_seen: (u64, u32),
+    /// When its process was last looked up in `/proc`.
+    proc_read: Option<Instant>,
+    /// Judged running and not atomic with messages waiting: its mode,
+    /// atomicity bits and messages taken then (the sweep leaves it alone
+    /// while they stay so).
+    judged_running: Option<(u64, u32, u64)>,
     /// The engine's counters of the node (mirrored in its header).
     counters: [u64; UDM_COUNTERS],
 }
@@ -221,11 +249,20 @@ pub(crate) struct Job {
     /// The atomicity timeout.
     pub timeout: Duration,
     pub nodes: Vec<UdmNode>,
-    /// When the nodes are next checked for the timeout (while the engine
-    /// is awake).
-    check_at: Instant,
-    /// When a sleeping engine wakes to check them (None: no node joined).
-    wake_at: Option<Instant>,
+    /// Nodes to visit on the next turn whatever rang (a bit per rank):
+    /// a divert ring left with messages (the turn's budget, a gone node's
+    /// last ones), senders whose destination made room.
+    busy: u64,
+    /// By destination: the senders whose next message waits for room in
+    /// it (its buffer, or its link's outbox), let go when it makes some.
+    parked: Vec<u64>,
+    /// Nodes the atomicity-timeout check watches (a bit per rank): those
+    /// that rang or joined since it last judged them, and atomic ones.
+    watch: u64,
+    /// The earliest look due among them (None: none watched).
+    due: Option<Instant>,
+    /// Nodes the sweep has yet to look over (a bit per rank).
+    sweep: u64,
     /// Messages for nodes behind other engines (`udm_remote`),
     /// and how many of them are counted, by destination.
     pub outbox: VecDeque<RemoteMsg>,
@@ -255,18 +292,32 @@ impl Job {
         unsafe { Ring::from_raw(self.seg.ptr().add(off), self.layout.fast_cap) }
     }
 
-    /// Whether node `r` has a message waiting in one of its fast rings.
-    fn fast_waiting(&self, r: u32) -> bool {
-        (0..self.layout.nodes).any(|s| {
+    /// Whether node `r` has a message waiting in one of its fast rings,
+    /// and how many rings were read to tell.
+    fn fast_waiting(&self, r: u32) -> (bool, usize) {
+        for s in 0..self.layout.nodes {
             let ring = self.fast_ring(r, s);
-            ring.head() != ring.tail()
-        })
+            if ring.head() != ring.tail() {
+                return (true, s as usize + 1);
+            }
+        }
+        (false, self.layout.nodes as usize)
     }
 
-    /// A node joined: check the nodes from now on.
-    pub(crate) fn watch(&mut self) {
-        self.check_at = Instant::now();
-        self.wake_at = Some(self.check_at);
+    /// The bits of the job's ranks.
+    fn ranks(&self) -> u64 {
+        u64::MAX >> (64 - self.layout.nodes.clamp(1, 64))
+    }
+
+    /// Node `rank` joined (or rang): the atomicity-timeout check looks at
+    /// it now.
+    pub(crate) fn watch(&mut self, rank: u32, now: Instant) {
+        let Some(n) = self.nodes.get_mut(rank as usize) else {
+            return;
+        };
+        n.look_at = now;
+        self.watch |= 1 << rank;
+        self.due = Some(self.due.map_or(now, |d| d.min(now)));
     }
 
     /// Whether every node is gone or never came and the creator left.
@@ -333,25 +384,45 @@ impl Job {
                 if h != n.divert_tail && h.wrapping_sub(n.divert_tail) <= UDM_DIVERT_CAP as u64 =>
             {
                 n.drain_end = Some(h);
+                self.busy |= 1 << rank;
             }
             _ => n.seg = None,
         }
     }
 
-    /// Take what the nodes handed the engine and append it to the virtual
-    /// buffers; give pages back; check the atomicity timeout when due.
-    fn poll(&mut self, now: Instant) -> usize {
-        let nodes = self.layout.nodes;
+    /// Take what the nodes that rang (or that have work left) handed the
+    /// engine and append it to the virtual buffers; give back the pages
+    /// of those whose tail moved; judge the watched nodes whose look is
+    /// due, within the turn's budget. A job whose nodes did nothing costs
+    /// one load.
+    fn poll(&mut self, now: Instant, t: &mut Turn) -> usize {
+        let h = self.header();
+        let rang = if h.rang.load(Ordering::Relaxed) != 0 {
+            h.rang.swap(0, Ordering::AcqRel) & self.ranks()
+        } else {
+            0
+        };
+        let due = self.due.is_some_and(|d| d <= now);
+        if rang == 0 && self.busy == 0 && !due && self.sweep == 0 {
+            return 0;
+        }
+        let mut todo = rang | std::mem::take(&mut self.busy);
         let mut work = 0;
         let mut touched: u64 = 0;
-        for s in 0..nodes {
+        // A destination whose tail moved may have made room: the senders
+        // held by it go again.
+        for d in bits(rang) {
+            todo |= std::mem::take(&mut self.parked[d as usize]);
+        }
+        for s in bits(todo) {
+            t.visits += 1;
             let node = &self.nodes[s as usize];
             if node.state != UDM_NODE_JOINED && node.drain_end.is_none() {
                 continue;
             }
-            let (n, t) = self.drain(s);
+            let (n, w) = self.drain(s);
             work += n;
-            touched |= t;
+            touched |= w;
             let node = &mut self.nodes[s as usize];
             if node.drain_end == Some(node.divert_tail) {
                 // A gone node's last messages are out: its segment goes.
@@ -359,20 +430,75 @@ impl Job {
                 node.seg = None;
             }
         }
-        for d in 0..nodes {
-            if touched & (1 << d) != 0 {
-                self.publish(d);
-            }
+        for d in bits(touched) {
+            self.publish(d);
+        }
+        for d in bits(rang) {
             let node = &mut self.nodes[d as usize];
             if node.buf.is_some() && node.pages_in_use() > 0 {
                 node.refresh_tail();
                 node.return_pages();
             }
+            if node.state == UDM_NODE_JOINED {
+                self.watch(d, now);
+            }
         }
-        if now >= self.check_at {
-            self.check_timeouts(now);
+        if self.sweep != 0 {
+            self.sweep_step(now, t);
+        }
+        if self.due.is_some_and(|d| d <= now) {
+            self.check_timeouts(now, t);
         }
         work
+    }
+
+    /// The joined nodes (a bit per rank).
+    fn joined(&self) -> u64 {
+        let mut m = 0;
+        for (r, n) in self.nodes.iter().enumerate() {
+            if n.state == UDM_NODE_JOINED {
+                m |= 1 << r;
+            }
+        }
+        m
+    }
+
+    /// Look over the nodes left to sweep, within the turn's budget: one
+    /// that is atomic, or that has messages waiting in its fast rings and
+    /// has changed since it was last judged, is watched.
+    fn sweep_step(&mut self, now: Instant, t: &mut Turn) {
+        for r in bits(self.sweep) {
+            if t.sweep_budget == 0 {
+                return;
+            }
+            self.sweep &= !(1 << r);
+            if self.watch & (1 << r) != 0 || self.nodes[r as usize].state != UDM_NODE_JOINED {
+                continue;
+            }
+            t.visits += 1;
+            let line = self.line(r);
+            let mode = line.mode.load(Ordering::Acquire);
+            let uac = line.uac.load(Ordering::Relaxed);
+            let taken = line
+                .fast_msgs
+                .load(Ordering::Relaxed)
+                .wrapping_add(line.buffered_taken.load(Ordering::Relaxed));
+            if uac & (UDM_ATOM_DISABLE | UDM_ATOM_HANDLER) != 0 {
+                self.watch(r, now);
+                continue;
+            }
+            if mode & (UDM_MODE_DIVERT | UDM_MODE_GONE) != 0 {
+                continue;
+            }
+            let (waiting, read) = self.fast_waiting(r);
+            t.sweep_budget = t.sweep_budget.saturating_sub(read);
+            let node = &mut self.nodes[r as usize];
+            if !waiting {
+                node.judged_running = None;
+            } else if node.judged_running != Some((mode, uac, taken)) {
+                self.watch(r, now);
+            }
+        }
     }
 
     /// Move node `s`'s divert ring into the virtual buffers. Returns the
@@ -425,6 +551,7 @@ impl Job {
                         dst.held = true;
                         dst.count(UdmCounter::BufferFull, 1);
                     }
+                    self.parked[d as usize] |= 1 << s;
                     break;
                 }
                 self.nodes[d as usize].held = false;
@@ -458,11 +585,13 @@ impl Job {
             if dst.buf_head - dst.buf_tail >= l.buffer_cap as u64 {
                 dst.refresh_tail();
                 if dst.buf_head - dst.buf_tail >= l.buffer_cap as u64 {
-                    // Full: the message waits in its sender's ring.
+                    // Full: the message waits in its sender's ring until
+                    // the destination's tail moves (it rings then).
                     if !dst.held {
                         dst.held = true;
                         dst.count(UdmCounter::BufferFull, 1);
                     }
+                    self.parked[d as usize] |= 1 << s;
                     break;
                 }
             }
@@ -497,6 +626,10 @@ impl Job {
             ring.set_tail(pos);
             self.nodes[s as usize].divert_tail = pos;
         }
+        if pos != head && pos - tail >= DIVERT_BUDGET {
+            // More than a turn's worth: the rest on the next turn.
+            self.busy |= 1 << s;
+        }
         ((pos - tail) as usize, touched)
     }
 
@@ -505,6 +638,9 @@ impl Job {
     pub(crate) fn uncount(&mut self, d: u32) {
         if let Some(n) = self.outbox_counted.get_mut(d as usize) {
             *n = n.saturating_sub(1);
+        }
+        if let Some(p) = self.parked.get_mut(d as usize) {
+            self.busy |= std::mem::take(p);
         }
         let mode = &self.line(d).mode;
         let _ = mode.fetch_update(Ordering::AcqRel, Ordering::Acquire, |m| {
@@ -611,68 +747,175 @@ impl Job {
         }
     }
 
-    /// Switch to buffered mode the nodes that stayed atomic (or stopped)
-    /// with messages waiting and none taken past the timeout.
-    fn check_timeouts(&mut self, now: Instant) {
-        let mut any_waiting = false;
-        for r in 0..self.layout.nodes {
-            if self.nodes[r as usize].state != UDM_NODE_JOINED {
+    /// Judge the watched nodes whose look is due, as many as the turn's
+    /// budget allows (the rest on the next turn): switch to buffered mode
+    /// those that stayed atomic (or stopped) with messages waiting and
+    /// none taken past the timeout. A node is watched only while its
+    /// state may call for a switch: one that is running and not atomic
+    /// will take its messages, one that was switched is in buffered mode;
+    /// it is watched again when it rings (see [`UdmJobHeader::rang`]).
+    fn check_timeouts(&mut self, now: Instant, t: &mut Turn) {
+        let mut due: Option<Instant> = None;
+        let later = |d: &mut Option<Instant>, at: Instant| {
+            *d = Some(d.map_or(at, |x| x.min(at)));
+        };
+        for r in bits(self.watch) {
+            let look_at = self.nodes[r as usize].look_at;
+            if look_at > now {
+                later(&mut due, look_at);
                 continue;
             }
-            let line = self.line(r);
-            let mode = line.mode.load(Ordering::Acquire);
-            let uac = line.uac.load(Ordering::Relaxed);
-            let taken = line
-                .fast_msgs
-                .load(Ordering::Relaxed)
-                .wrapping_add(line.buffered_taken.load(Ordering::Relaxed));
-            // A running handler is an atomic section too (the upcall's).
-            let atomic = uac & (UDM_ATOM_DISABLE | UDM_ATOM_HANDLER) != 0;
-            let forced = uac & UDM_ATOM_TIMER_FORCE != 0 && atomic;
-            let waiting =
-                mode & (UDM_MODE_DIVERT | UDM_MODE_GONE) == 0 && (forced || self.fast_waiting(r));
-            let pid = self.nodes[r as usize].pid;
-            let node = &mut self.nodes[r as usize];
-            if !waiting {
-                node.stuck_since = None;
+            if t.budget == 0 {
+                later(&mut due, now);
                 continue;
             }
-            any_waiting = true;
-            if taken != node.last_taken || node.stuck_since.is_none() {
-                node.last_taken = taken;
-                node.stuck_since = Some(now);
-                continue;
-            }
-            let since = node.stuck_since.unwrap_or(now);
-            if now.duration_since(since) < self.timeout {
-                continue;
-            }
-            let cause = if atomic {
-                UdmCounter::SwitchTimeout
-            } else if sys::process_stopped(pid) {
-                UdmCounter::SwitchDescheduled
-            } else {
-                // Running, not atomic: it will take its messages. Look
-                // again (at /proc) only after another timeout.
-                node.stuck_since = Some(now);
-                continue;
-            };
-            node.stuck_since = None;
-            let line = self.line(r);
-            let before = line.mode.fetch_or(UDM_MODE_DIVERT, Ordering::AcqRel);
-            if before & (UDM_MODE_DIVERT | UDM_MODE_GONE) == 0 {
-                self.nodes[r as usize].count(cause, 1);
+            t.visits += 1;
+            match self.judge(r, now, t) {
+                Some(at) => {
+                    self.nodes[r as usize].look_at = at;
+                    later(&mut due, at);
+                }
+                None => self.watch &= !(1 << r),
             }
         }
-        let every = (self.timeout / 2).max(CHECK_MIN);
-        self.check_at = now + every;
-        let joined = self.nodes.iter().any(|n| n.state == UDM_NODE_JOINED);
-        let idle = if any_waiting {
-            every
+        self.due = due;
+    }
+
+    /// Look at node `r` for the atomicity timeout: when to look again
+    /// (None: not until it rings).
+    fn judge(&mut self, r: u32, now: Instant, t: &mut Turn) -> Option<Instant> {
+        if self.nodes[r as usize].state != UDM_NODE_JOINED {
+            return None;
+        }
+        let line = self.line(r);
+        let mode = line.mode.load(Ordering::Acquire);
+        let uac = line.uac.load(Ordering::Relaxed);
+        let taken = line
+            .fast_msgs
+            .load(Ordering::Relaxed)
+            .wrapping_add(line.buffered_taken.load(Ordering::Relaxed));
+        // A running handler is an atomic section too (the upcall's).
+        let atomic = uac & (UDM_ATOM_DISABLE | UDM_ATOM_HANDLER) != 0;
+        let forced = uac & UDM_ATOM_TIMER_FORCE != 0 && atomic;
+        let waiting = if mode & (UDM_MODE_DIVERT | UDM_MODE_GONE) != 0 {
+            false
+        } else if forced {
+            true
         } else {
-            every.max(CHECK_IDLE)
+            let (w, read) = self.fast_waiting(r);
+            t.budget = t.budget.saturating_sub(read);
+            w
         };
-        self.wake_at = joined.then(|| now + idle);
+        let every = (self.timeout / 2).max(CHECK_MIN);
+        let timeout = self.timeout;
+        let pid = self.nodes[r as usize].pid;
+        let node = &mut self.nodes[r as usize];
+        if !waiting {
+            node.stuck_since = None;
+            node.judged_running = None;
+            if !atomic {
+                // Nothing for it, or it will take it: nothing to watch.
+                node.idle_every = every;
+                return None;
+            }
+            // Atomic with nothing waiting: a message may come by a fast
+            // ring unannounced. Less often while nothing changes.
+            if node.idle_seen == (mode, uac) {
+                node.idle_every = (node.idle_every * 2).clamp(every, ATOMIC_IDLE_MAX.max(every));
+            } else {
+                node.idle_seen = (mode, uac);
+                node.idle_every = every;
+            }
+            return Some(now + node.idle_every);
+        }
+        node.idle_seen = (mode, uac);
+        node.idle_every = every;
+        if taken != node.last_taken || node.stuck_since.is_none() {
+            node.last_taken = taken;
+            node.stuck_since = Some(now);
+            return Some(now + timeout.max(CHECK_MIN));
+        }
+        let since = node.stuck_since.unwrap_or(now);
+        if now.duration_since(since) < timeout {
+            return Some(since + timeout.max(CHECK_MIN));
+        }
+        let cause = if atomic {
+            UdmCounter::SwitchTimeout
+        } else {
+            if let Some(at) = node
+                .proc_read
+                .filter(|&at| now.duration_since(at) < PROC_MIN)
+            {
+                return Some(at + PROC_MIN);
+            }
+            node.proc_read = Some(now);
+            if !t.stopped(pid) {
+                // Running, not atomic: it will take its messages. Not
+                // looked at again until it rings or changes.
+                node.stuck_since = None;
+                node.judged_running = Some((mode, uac, taken));
+                return None;
+            }
+            UdmCounter::SwitchDescheduled
+        };
+        node.stuck_since = None;
+        let line = self.line(r);
+        let before = line.mode.fetch_or(UDM_MODE_DIVERT, Ordering::AcqRel);
+        if before & (UDM_MODE_DIVERT | UDM_MODE_GONE) == 0 {
+            self.nodes[r as usize].count(cause, 1);
+        }
+        // Switched: in buffered mode it needs no looking at, unless it
+        // stays atomic (it may go back to the fast case meanwhile).
+        atomic.then_some(now + every)
+    }
+}
+
+/// The set bits of `m`, lowest first.
+fn bits(mut m: u64) -> impl Iterator<Item = u32> {
+    std::iter::from_fn(move || {
+        (m != 0).then(|| {
+            let b = m.trailing_zeros();
+            m &= m - 1;
+            b
+        })
+    })
+}
+
+/// What one turn of [`Jobs::poll`] shares between the jobs: the budget of
+/// the atomicity-timeout check, what it counted, and the processes found
+/// stopped or running (read at most once per [`PROC_MIN`]).
+#[derive(Default)]
+pub(crate) struct Turn {
+    now: Option<Instant>,
+    budget: usize,
+    sweep_budget: usize,
+    visits: u64,
+    proc_reads: u64,
+    seen: Vec<(u32, bool)>,
+    seen_at: Option<Instant>,
+}
+
+impl Turn {
+    /// Whether process `pid` is stopped, read from `/proc` at most once
+    /// per [`PROC_MIN`] (the nodes of one process are judged together).
+    fn stopped(&mut self, pid: u32) -> bool {
+        let now = self.now.unwrap_or_else(Instant::now);
+        if self
+            .seen_at
+            .is_none_or(|at| now.duration_since(at) >= PROC_MIN)
+        {
+            self.seen.clear();
+            self.seen_at = Some(now);
+        }
+        if let Some(&(_, s)) = self.seen.iter().find(|(p, _)| *p == pid) {
+            return s;
+        }
+        self.proc_reads += 1;
+        let s = sys::process_stopped(pid);
+        if self.seen.len() < 64 {
+            self.seen.push((pid, s));
+        }
+        s
     }
 }
 
@@ -813,6 +1056,14 @@ pub(crate) struct Jobs {
     /// [`Jobs::poll`]: the engine gives their memory back on its set-up
     /// thread.
     pub released: Vec<Segment>,
+    /// Nodes visited (for their rings or the atomicity timeout) and
+    /// reads of `/proc`, since the engine last took them into its
+    /// counters.
+    pub visits: u64,
+    pub proc_reads: u64,
+    turn: Turn,
+    /// When the next sweep of the joined nodes starts ([`SWEEP_EVERY`]).
+    sweep_at: Option<Instant>,
 }
 
 impl Jobs {
@@ -889,6 +1140,11 @@ impl Jobs {
                 held: false,
                 last_taken: 0,
                 stuck_since: None,
+                look_at: Instant::now(),
+                idle_every: Duration::ZERO,
+                idle_seen: (0, 0),
+                proc_read: None,
+                judged_running: None,
                 counters: [0; UDM_COUNTERS],
             })
             .collect();
@@ -908,8 +1164,11 @@ impl Jobs {
                 doorbell,
                 timeout,
                 nodes,
-                check_at: Instant::now(),
-                wake_at: None,
+                busy: 0,
+                parked: vec![0; layout.nodes as usize],
+                watch: 0,
+                due: None,
+                sweep: 0,
                 outbox: VecDeque::new(),
                 outbox_counted: vec![0; layout.nodes as usize],
                 released: Vec::new(),
@@ -944,22 +1203,53 @@ impl Jobs {
         }
     }
 
-    /// One turn: every job's divert rings, pages and timeouts.
+    /// One turn: the divert rings and buffers of the nodes that rang or
+    /// have work left, and the atomicity-timeout looks due (within a
+    /// budget): work in proportion to what is waiting, not to the nodes
+    /// that exist.
     pub(crate) fn poll(&mut self) -> usize {
         let now = Instant::now();
         let mut work = 0;
+        let mut t = std::mem::take(&mut self.turn);
+        t.budget = CHECK_BUDGET;
+        t.sweep_budget = SWEEP_BUDGET;
+        t.now = Some(now);
+        let sweep = *self.sweep_at.get_or_insert(now + SWEEP_EVERY) <= now;
+        if sweep {
+            self.sweep_at = Some(now + SWEEP_EVERY);
+        }
         for j in self.jobs.values_mut() {
-            work += j.poll(now);
+            if sweep {
+                j.sweep = j.joined() & !j.watch;
+            }
+            work += j.poll(now, &mut t);
             if !j.released.is_empty() {
                 self.released.append(&mut j.released);
             }
         }
+        self.visits += std::mem::take(&mut t.visits);
+        self.proc_reads += std::mem::take(&mut t.proc_reads);
+        self.turn = t;
         work
     }
 
-    /// The earliest timeout check due.
+    /// The earliest atomicity-timeout look due (None: no node watched).
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        self.jobs.values().filter_map(|j| j.wake_at).min()
+        let now = Instant::now();
+        let mut at = self.jobs.values().filter_map(|j| j.due).min();
+        let mut joined = false;
+        for j in self.jobs.values() {
+            if j.sweep != 0 {
+                at = Some(now);
+            }
+            joined |= j.nodes.iter().any(|n| n.state == UDM_NODE_JOINED);
+        }
+        if joined {
+            if let Some(s) = self.sweep_at {
+                at = Some(at.map_or(s, |a| a.min(s)));
+            }
+        }
+        at
     }
 
     /// Set (before the engine sleeps) or clear every job's doorbell flag.
@@ -1009,6 +1299,15 @@ mod tests {
         let r = j.nodes[s].divert(&j.layout).unwrap();
         r.write(pos, m);
         r.set_head(pos + 1);
+        ring(jobs, id, s);
+    }
+
+    /// Mark node `s` as having rung, as the client library does.
+    fn ring(jobs: &Jobs, id: u32, s: usize) {
+        jobs.jobs[&id]
+            .header()
+            .rang
+            .fetch_or(1 << s, Ordering::AcqRel);
     }
 
     fn counter(jobs: &Jobs, id: u32, r: usize, c: UdmCounter) -> u64 {
@@ -1038,7 +1337,9 @@ mod tests {
         // An impossible head: ignored, counted once.
         let r = j.nodes[0].divert(&j.layout).unwrap();
         r.set_head(1 << 40);
+        ring(&jobs, id, 0);
         jobs.poll();
+        ring(&jobs, id, 0);
         jobs.poll();
         assert_eq!(counter(&jobs, id, 0, UdmCounter::BadPosition), 1);
         assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferedMsgs), 1);
@@ -1073,6 +1374,7 @@ mod tests {
             .unwrap()
             .buf_tail
             .store(10, Ordering::Release);
+        ring(&jobs, id, 1);
         jobs.poll();
         assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferedMsgs), 40);
         let j = &jobs.jobs[&id];
@@ -1119,6 +1421,7 @@ mod tests {
             .unwrap()
             .buf_tail
             .store(32, Ordering::Release);
+        ring(&jobs, id, 1);
         jobs.poll();
         assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferedMsgs), 40);
         let j = &jobs.jobs[&id];
@@ -1174,12 +1477,15 @@ mod tests {
                     .store(rnd(), Ordering::Release),
                 _ => {}
             }
+            // Whatever it did, it (and for all it knows, the others) rang.
+            ring(&jobs, id, (rnd() % 3) as usize);
             // Node 1 sends to node 2 while its ring has room.
             let honest = j.nodes[1].divert(&j.layout).unwrap();
             if honest_head - honest.tail() < UDM_DIVERT_CAP as u64 {
                 honest.write(honest_head, msg(2, 2, sent));
                 honest_head += 1;
                 honest.set_head(honest_head);
+                ring(&jobs, id, 1);
                 sent += 1;
             }
             jobs.poll();
@@ -1196,6 +1502,7 @@ mod tests {
                 tail += 1;
             }
             n2.header().unwrap().buf_tail.store(tail, Ordering::Release);
+            ring(&jobs, id, 2);
         }
         assert!(
             got > 10_000 && sent - got <= UDM_DIVERT_CAP as u64 + 64,
@@ -1231,6 +1538,57 @@ mod tests {
         // A retired job's segments: the job's, and each node's two.
         let j = jobs.jobs.remove(&r).unwrap();
         assert_eq!(j.into_segments().len(), 1 + 2 * 2);
+    }
+
+    /// The engine's UDM work per turn follows what rang, not the nodes
+    /// that exist: beside 4 jobs of 64 joined nodes that do nothing, a
+    /// turn visits none of them; a node that rings is visited alone; the
+    /// atomicity-timeout looks of many nodes at once are spread over
+    /// turns by the budget.
+    #[test]
+    fn idle_nodes_cost_a_turn_nothing() {
+        let mut jobs = Jobs::default();
+        let layout = UdmLayout::new(64, 8, 4096).unwrap();
+        let t = Duration::from_millis(2);
+        let ids: Vec<u32> = (0..4)
+            .map(|_| jobs.create(0, layout, t, 1).unwrap())
+            .collect();
+        let now = Instant::now();
+        for id in &ids {
+            let j = jobs.jobs.get_mut(id).unwrap();
+            for r in 0..64 {
+                j.nodes[r as usize].state = UDM_NODE_JOINED;
+                j.watch(r, now);
+            }
+        }
+        // The first looks after the joins, within the budget a turn.
+        let mut turns = 0;
+        while jobs.jobs.values().any(|j| j.watch != 0) {
+            let before = jobs.visits;
+            jobs.poll();
+            // 64 rings read for a node with nothing waiting: two a turn.
+            assert!(jobs.visits - before <= 2, "{}", jobs.visits - before);
+            turns += 1;
+            assert!(turns < 1000);
+        }
+        assert_eq!(jobs.next_deadline().map(|d| d > Instant::now()), Some(true));
+        let before = jobs.visits;
+        for _ in 0..10_000 {
+            jobs.poll();
+        }
+        assert_eq!(jobs.visits - before, 0, "idle nodes visited");
+        // One message handed to the engine: its sender alone is visited
+        // (then judged: it is in the fast case, not atomic, so let be).
+        push(&jobs, ids[2], 5, 0, msg(6, 1, 42));
+        let before = jobs.visits;
+        jobs.poll();
+        assert_eq!(jobs.visits - before, 2, "drained, then judged");
+        assert_eq!(counter(&jobs, ids[2], 6, UdmCounter::BufferedMsgs), 1);
+        let before = jobs.visits;
+        for _ in 0..1000 {
+            jobs.poll();
+        }
+        assert_eq!(jobs.visits - before, 0);
     }
 
     /// Message `i` of a virtual buffer.

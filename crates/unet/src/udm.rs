@@ -616,6 +616,13 @@ impl Node {
             line.rx_futex.fetch_add(1, Ordering::Release);
             // Every sleeper: the node's main code and its handler thread.
             sys::futex_wake(&line.rx_futex, i32::MAX);
+            // A message for a node that is not running (the UDM paper's
+            // mismatch-available): the engine looks at it, in case it
+            // stays so (stopped) past the atomicity timeout. Only here,
+            // where a wake-up is paid for anyway: the fast case of a
+            // running receiver never touches the engine.
+            self.mark_rang(d);
+            self.ring_engine();
         }
     }
 
@@ -633,7 +640,18 @@ impl Node {
         write_msg(self.divert.slot_ptr(pos), d, handler, words);
         self.divert.set_head(pos + 1);
         self.divert_head = pos + 1;
+        self.mark_rang(self.rank);
         self.ring_engine();
+    }
+
+    /// Tell the engine node `r` has something for it (after publishing
+    /// what it is): the engine looks only at the nodes whose bit is set.
+    fn mark_rang(&self, r: u32) {
+        let bit = 1u64 << r;
+        let rang = &self.job_header().rang;
+        if rang.load(Ordering::Relaxed) & bit == 0 {
+            rang.fetch_or(bit, Ordering::AcqRel);
+        }
     }
 
     /// Wake the engine if it sleeps: it has work from this node.
@@ -813,6 +831,9 @@ impl Node {
         self.header()
             .buf_tail
             .store(self.buf_tail, Ordering::Release);
+        // The engine gives back pages and lets held senders go only for a
+        // node that says its tail moved.
+        self.mark_rang(self.rank);
         // A page read to its end, or the buffer drained: the engine gives
         // the memory back on its next turn; wake it for that if it sleeps.
         if before / MSGS_PER_PAGE != self.buf_tail / MSGS_PER_PAGE
@@ -896,8 +917,21 @@ impl Node {
     /// atomicity timer runs even with no message waiting). A store to
     /// shared memory, no system call.
     pub fn beginatom(&mut self, mask: u32) {
+        let was = self.uac;
         self.uac |= mask & UDM_ATOM_USER;
         self.line(self.rank).uac.store(self.uac, Ordering::Release);
+        if was & ATOM_DISABLE == 0 && self.uac & ATOM_DISABLE != 0 {
+            self.announce_atomic();
+        }
+    }
+
+    /// Tell the engine this node entered an atomic section (`beginatom`,
+    /// or its handler thread running handlers): the engine watches it for
+    /// the atomicity timeout from then on (it watches only nodes that
+    /// told it something, so an idle node costs it nothing).
+    pub(crate) fn announce_atomic(&self) {
+        self.mark_rang(self.rank);
+        self.ring_engine();
     }
 
     /// End an atomic section: clear the bits in `mask`.

@@ -771,6 +771,10 @@ fn dispatch(core: &mut Core, line: &UdmNodeLine, sh: &Shared) -> Dispatch {
             taken: 0,
             extend: false,
         };
+        if !ran {
+            // A handler is an atomic section the engine times.
+            up.node.announce_atomic();
+        }
         // The paper's message-available stub sets dispose-pending; the
         // handler's extract or dispose resets it (`taken`).
         let r = catch_unwind(AssertUnwindSafe(|| h(&mut up)));
