@@ -93,7 +93,16 @@ pub(crate) struct ControlServer {
     /// it for others.
     nofile: u64,
     fd_reserve: u64,
+    /// Requests that cost descriptors which may still pass before the
+    /// engine's open descriptors are counted again (each costs at most
+    /// [`FDS_PER_OBJECT`]): counting reads `/proc/self/fd`, whose length
+    /// grows with what the engine holds.
+    fd_margin: std::cell::Cell<u64>,
 }
+
+/// The most descriptors one new object keeps open in the engine (a
+/// segment and a doorbell, with one to spare).
+const FDS_PER_OBJECT: u64 = 4;
 
 impl ControlServer {
     /// A server listening at `path` (if any), its listener registered with
@@ -126,6 +135,7 @@ impl ControlServer {
             idle_per_user: cfg.user_idle_connections,
             nofile,
             fd_reserve: cfg.fd_reserve as u64,
+            fd_margin: std::cell::Cell::new(0),
         })
     }
 
@@ -136,11 +146,23 @@ impl ControlServer {
         if self.fd_reserve == 0 {
             return false;
         }
+        // Far from the reserve at the last count: no need to count again
+        // yet (connections accepted meanwhile are the EMFILE handling's).
+        let margin = self.fd_margin.get();
+        if margin > 0 {
+            self.fd_margin.set(margin - 1);
+            return false;
+        }
         // Unknown (no /proc): the EMFILE handling is all there is.
         let Ok(open) = sys::open_fds() else {
             return false;
         };
-        open.saturating_add(self.fd_reserve) >= self.nofile
+        let room = self
+            .nofile
+            .saturating_sub(open.saturating_add(self.fd_reserve));
+        // Half the room, in objects, before the next count.
+        self.fd_margin.set(room / (2 * FDS_PER_OBJECT));
+        room == 0
     }
 
     /// Accept the clients waiting on the listener (a bounded number per
