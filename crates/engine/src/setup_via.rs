@@ -63,7 +63,7 @@ impl Setup<'_> {
             Request::RegisterMemory { len } => self.register_memory(ci, len, fds.pop()),
             Request::DeregisterMemory { handle } => match self.vias.regions.get(&handle) {
                 Some(r) if r.owner == ci => {
-                    self.vias.regions.remove(&handle);
+                    self.vias.remove_region(handle);
                     Reply::Ok
                 }
                 _ => Reply::Error(ErrorCode::NoSuchRegion),
@@ -75,13 +75,13 @@ impl Setup<'_> {
                     Reply::Error(ErrorCode::ObjectQuota)
                 }
                 _ => {
-                    self.vias.listeners.insert(tag, ci);
+                    self.vias.listen(tag, ci);
                     Reply::Ok
                 }
             },
             Request::ViUnlisten { tag } => match self.vias.listeners.get(&tag) {
                 Some(&c) if c == ci => {
-                    self.vias.listeners.remove(&tag);
+                    self.vias.unlisten(tag);
                     let ids = self.vias.pending.on_tag(tag);
                     self.refuse_ids(ids, ErrorCode::Refused);
                     Reply::Ok
@@ -417,7 +417,7 @@ impl Setup<'_> {
         let vi = match vi {
             Ok(v) => v,
             Err(_) => {
-                self.vias.vis.remove(&id);
+                self.vias.remove_vi(id);
                 return Err(ErrorCode::NoResources);
             }
         };
@@ -596,7 +596,7 @@ impl Setup<'_> {
     /// Forget engine-carried VI `id`: tell its peer (with `reason`) and
     /// release its segment.
     pub(crate) fn drop_engine_vi(&mut self, id: u32, reason: u32) {
-        self.vias.vis.remove(&id);
+        self.vias.remove_vi(id);
         let Some(mut v) = self.vias.engine.remove(&id) else {
             return;
         };
@@ -647,7 +647,7 @@ impl Setup<'_> {
                     };
                     self.count(EngineCounter::ViRefused);
                     self.reply_to(o.client, o.req_id, Reply::Error(code));
-                    self.vias.vis.remove(&o.vi);
+                    self.vias.remove_vi(o.vi);
                     if let Some(v) = self.vias.engine.remove(&o.vi) {
                         self.poller.remove(v.doorbell.fd().as_raw_fd());
                     }
@@ -775,7 +775,7 @@ impl Setup<'_> {
                 .counters()
                 .engine(EngineCounter::ViGrantsEnded, ended);
         }
-        let Some(v) = self.vias.vis.remove(&vi) else {
+        let Some(v) = self.vias.remove_vi(vi) else {
             return;
         };
         if v.conn_id != 0 {
@@ -837,12 +837,19 @@ impl Setup<'_> {
     fn objects_of(&self, ci: ClientId, what: Object) -> u32 {
         let key = self.server.proc_key(ci);
         let mine = |owner: ClientId| self.server.proc_key(owner) == key;
-        let n = match what {
-            Object::Region => self.vias.regions.values().filter(|r| mine(r.owner)).count(),
-            Object::Vi => self.vias.vis.values().filter(|v| mine(v.owner)).count(),
-            Object::Listener => self.vias.listeners.values().filter(|&&c| mine(c)).count(),
-        };
-        n as u32
+        // The process's connections, and what each holds (kept as
+        // objects come and go): no scan of the engine's objects.
+        (0..self.server.len())
+            .filter(|&c| key.is_some() && mine(c))
+            .map(|c| {
+                let h = self.vias.held(c);
+                match what {
+                    Object::Region => h.regions,
+                    Object::Vi => h.vis,
+                    Object::Listener => h.listeners,
+                }
+            })
+            .fold(0u32, u32::saturating_add)
     }
 
     /// Whether client `ci`'s process holds few objects that cost the
@@ -976,8 +983,6 @@ impl Setup<'_> {
     /// discriminators (requests waiting on them are refused), its requests
     /// and its VIs (their peers find them gone).
     pub(crate) fn drop_client_vias(&mut self, ci: ClientId) {
-        self.vias.regions.retain(|_, r| r.owner != ci);
-        self.vias.listeners.retain(|_, c| *c != ci);
         let ids = self.vias.pending.ids_where(|p| p.listener == ci);
         self.refuse_ids(ids, ErrorCode::Refused);
         let ids = self
@@ -1012,5 +1017,6 @@ impl Setup<'_> {
         for vi in mine {
             self.close_vi(vi);
         }
+        self.vias.drop_client(ci);
     }
 }

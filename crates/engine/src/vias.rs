@@ -289,9 +289,21 @@ pub(crate) struct Vias {
     /// request id) → our VI, so a retransmitted request gets the answer
     /// again.
     pub answered: HashMap<(SocketAddr, u32), u32>,
+    /// What each client holds of the objects counted per process, kept
+    /// as they come and go (so a limit is checked without a scan of the
+    /// whole engine's).
+    held: HashMap<ClientId, Held>,
     next_region: u32,
     next_vi: u32,
     next_open: u32,
+}
+
+/// What one client holds of the objects counted per process.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Held {
+    pub regions: u32,
+    pub vis: u32,
+    pub listeners: u32,
 }
 
 /// The bit that marks a UDM link's id (`udm_remote`): links share
@@ -311,8 +323,58 @@ fn next_id<V>(counter: &mut u32, used: &HashMap<u32, V>) -> u32 {
 }
 
 impl Vias {
+    /// What client `ci` holds of the objects counted per process.
+    pub(crate) fn held(&self, ci: ClientId) -> Held {
+        self.held.get(&ci).copied().unwrap_or_default()
+    }
+
+    fn held_mut(&mut self, ci: ClientId) -> &mut Held {
+        self.held.entry(ci).or_default()
+    }
+
+    /// Forget region `h`.
+    pub(crate) fn remove_region(&mut self, h: u32) -> Option<Region> {
+        let r = self.regions.remove(&h)?;
+        let held = self.held_mut(r.owner);
+        held.regions = held.regions.saturating_sub(1);
+        Some(r)
+    }
+
+    /// Forget VI `id` (its entry; an engine-carried VI's state is the
+    /// caller's).
+    pub(crate) fn remove_vi(&mut self, id: u32) -> Option<Vi> {
+        let v = self.vis.remove(&id)?;
+        let held = self.held_mut(v.owner);
+        held.vis = held.vis.saturating_sub(1);
+        Some(v)
+    }
+
+    /// Client `ci` listens on `tag` (free, or already its own).
+    pub(crate) fn listen(&mut self, tag: u64, ci: ClientId) {
+        if self.listeners.insert(tag, ci).is_none() {
+            self.held_mut(ci).listeners += 1;
+        }
+    }
+
+    /// Nobody listens on `tag` any more.
+    pub(crate) fn unlisten(&mut self, tag: u64) {
+        if let Some(ci) = self.listeners.remove(&tag) {
+            let held = self.held_mut(ci);
+            held.listeners = held.listeners.saturating_sub(1);
+        }
+    }
+
+    /// Client `ci` is gone: its regions and discriminators go (its VIs
+    /// are closed one by one by the caller, before).
+    pub(crate) fn drop_client(&mut self, ci: ClientId) {
+        self.regions.retain(|_, r| r.owner != ci);
+        self.listeners.retain(|_, c| *c != ci);
+        self.held.remove(&ci);
+    }
+
     /// Enter a region; its handle.
     pub(crate) fn add_region(&mut self, owner: ClientId, seg: Segment, len: u64) -> u32 {
+        self.held_mut(owner).regions += 1;
         let h = next_id(&mut self.next_region, &self.regions);
         self.regions.insert(
             h,
@@ -328,6 +390,7 @@ impl Vias {
 
     /// Enter a VI; its id.
     pub(crate) fn add_vi(&mut self, owner: ClientId, conn_id: u32, attrs: ViParams) -> u32 {
+        self.held_mut(owner).vis += 1;
         let id = next_id(&mut self.next_vi, &self.vis);
         self.vis.insert(
             id,
