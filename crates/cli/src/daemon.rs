@@ -108,6 +108,38 @@ pub struct Args {
     /// Most UDM nodes one process may have joined at once.
     #[arg(long, default_value_t = unet_engine::DEFAULT_CLIENT_UDM_NODES)]
     pub client_udm_nodes: u32,
+    /// Most memory regions one process may hold.
+    #[arg(long, default_value_t = unet_engine::DEFAULT_CLIENT_REGIONS)]
+    pub client_regions: u32,
+    /// Most VIs one process may hold.
+    #[arg(long, default_value_t = unet_engine::DEFAULT_CLIENT_VIS)]
+    pub client_vis: u32,
+    /// Most discriminators one process may listen on.
+    #[arg(long, default_value_t = unet_engine::DEFAULT_CLIENT_LISTENERS)]
+    pub client_listeners: u32,
+    /// File descriptors kept free for others: with no more than this
+    /// many left, new objects are refused.
+    #[arg(long, default_value_t = unet_engine::DEFAULT_FD_RESERVE)]
+    pub fd_reserve: u32,
+    /// Most VI connection requests waiting in the whole engine.
+    #[arg(long, default_value_t = unet_engine::DEFAULT_VI_PENDING_MAX)]
+    pub vi_pending_max: u32,
+    /// Most VI connection requests one connecting process or peer
+    /// address (IP:PORT) may have waiting.
+    #[arg(long, default_value_t = unet_engine::DEFAULT_VI_PENDING_PER_PEER)]
+    pub vi_pending_per_peer: u32,
+    /// Most VI connection requests the peers of one IP address may have
+    /// waiting together.
+    #[arg(long, default_value_t = unet_engine::DEFAULT_VI_PENDING_PER_IP)]
+    pub vi_pending_per_ip: u32,
+    /// Most channels and VIs the peers of one IP address may hold with
+    /// this engine together.
+    #[arg(long, default_value_t = unet_engine::DEFAULT_PEER_IP_CHANNELS_MAX)]
+    pub peer_ip_channels_max: u32,
+    /// Most channels the peers of one IP address may hold accepted but
+    /// not yet confirmed, together.
+    #[arg(long, default_value_t = unet_engine::DEFAULT_PEER_IP_HALF_OPEN_MAX)]
+    pub peer_ip_half_open_max: u32,
 }
 
 /// An address (a host's network of one) or a network in CIDR notation.
@@ -170,6 +202,15 @@ pub fn run(a: Args) -> ExitCode {
         liveness_timeout: Duration::from_millis(a.liveness_timeout_ms.max(1)),
         client_udm_jobs: a.client_udm_jobs,
         client_udm_nodes: a.client_udm_nodes,
+        client_regions: a.client_regions,
+        client_vis: a.client_vis,
+        client_listeners: a.client_listeners,
+        fd_reserve: a.fd_reserve,
+        vi_pending_max: a.vi_pending_max,
+        vi_pending_per_peer: a.vi_pending_per_peer,
+        vi_pending_per_ip: a.vi_pending_per_ip,
+        peer_ip_channels_max: a.peer_ip_channels_max,
+        peer_ip_half_open_max: a.peer_ip_half_open_max,
         ..Default::default()
     };
     let engine = match Engine::start(cfg) {

@@ -128,6 +128,52 @@ pub struct EngineConfig {
     /// `ErrorCode::ObjectQuota`, counted as `quota_refused_udm_nodes`.
     /// Default: 256.
     pub client_udm_nodes: u32,
+    /// Most memory regions one process may hold (over all its control
+    /// connections): each costs the engine a file descriptor. A region
+    /// beyond it is refused with `ErrorCode::ObjectQuota`
+    /// (`quota_refused_regions`). Default: 1024.
+    pub client_regions: u32,
+    /// Most VIs one process may hold, connected or being connected
+    /// (local and engine-carried): a VI beyond it is refused with
+    /// `ErrorCode::ObjectQuota` (`quota_refused_vis`). Default: 1024.
+    pub client_vis: u32,
+    /// Most discriminators one process may listen on: one beyond it is
+    /// refused with `ErrorCode::ObjectQuota`
+    /// (`quota_refused_listeners`). Default: 64.
+    pub client_listeners: u32,
+    /// File descriptors the engine keeps free for others: when no more
+    /// than this many are left below its `RLIMIT_NOFILE` (whose soft
+    /// value the engine raises to the hard one when it starts), a new
+    /// endpoint, region, VI or UDM job or node is refused with
+    /// `ErrorCode::NoResources` (`fd_reserve_refused`), so that one
+    /// process cannot take the descriptors new clients connect with.
+    /// Default: 64.
+    pub fd_reserve: u32,
+    /// Most VI connection requests waiting for an answer in the whole
+    /// engine: one beyond it is refused (`vi_pending_refused_total`).
+    /// Default: 4096.
+    pub vi_pending_max: u32,
+    /// Most VI connection requests one connecting process (local) or
+    /// peer address (`IP:PORT`, remote) may have waiting: one beyond it
+    /// is refused (`vi_pending_refused_peer`; a local one with
+    /// `ErrorCode::ObjectQuota`). Default: 256.
+    pub vi_pending_per_peer: u32,
+    /// Most VI connection requests the engines of one IP address may
+    /// have waiting together, whatever their ports: one beyond it is
+    /// refused (`vi_pending_refused_ip`). Default: 1024.
+    pub vi_pending_per_ip: u32,
+    /// Most channels and VIs the peers of one IP address may hold with
+    /// this engine together, whatever their ports (as
+    /// [`EngineConfig::peer_channels_max`] bounds one `IP:PORT`): an open
+    /// beyond it is refused (`wire_drop_peer_ip_channels_full`).
+    /// Default: 1024.
+    pub peer_ip_channels_max: u32,
+    /// Most channels the peers of one IP address may hold accepted but
+    /// not yet confirmed, together (as
+    /// [`EngineConfig::peer_half_open_max`] bounds one `IP:PORT`): an
+    /// open beyond it is refused (`wire_drop_peer_ip_half_open_full`).
+    /// Default: 256.
+    pub peer_ip_half_open_max: u32,
 }
 
 /// The default [`EngineConfig::allow_peers`]: loopback only.
@@ -152,6 +198,32 @@ pub const DEFAULT_CLIENT_UDM_JOBS: u32 = 32;
 
 /// Default [`EngineConfig::client_udm_nodes`].
 pub const DEFAULT_CLIENT_UDM_NODES: u32 = 256;
+/// Default [`EngineConfig::client_regions`].
+pub const DEFAULT_CLIENT_REGIONS: u32 = 1024;
+
+/// Default [`EngineConfig::client_vis`].
+pub const DEFAULT_CLIENT_VIS: u32 = 1024;
+
+/// Default [`EngineConfig::client_listeners`].
+pub const DEFAULT_CLIENT_LISTENERS: u32 = 64;
+
+/// Default [`EngineConfig::fd_reserve`].
+pub const DEFAULT_FD_RESERVE: u32 = 64;
+
+/// Default [`EngineConfig::vi_pending_max`].
+pub const DEFAULT_VI_PENDING_MAX: u32 = 4096;
+
+/// Default [`EngineConfig::vi_pending_per_peer`].
+pub const DEFAULT_VI_PENDING_PER_PEER: u32 = 256;
+
+/// Default [`EngineConfig::vi_pending_per_ip`].
+pub const DEFAULT_VI_PENDING_PER_IP: u32 = 1024;
+
+/// Default [`EngineConfig::peer_ip_channels_max`].
+pub const DEFAULT_PEER_IP_CHANNELS_MAX: u32 = 1024;
+
+/// Default [`EngineConfig::peer_ip_half_open_max`].
+pub const DEFAULT_PEER_IP_HALF_OPEN_MAX: u32 = 256;
 
 /// Default [`EngineConfig::client_memory`]: 4 GiB.
 pub const DEFAULT_CLIENT_MEMORY: u64 = 4 << 30;
@@ -198,6 +270,15 @@ impl Default for EngineConfig {
             liveness_timeout: DEFAULT_LIVENESS_TIMEOUT,
             client_udm_jobs: DEFAULT_CLIENT_UDM_JOBS,
             client_udm_nodes: DEFAULT_CLIENT_UDM_NODES,
+            client_regions: DEFAULT_CLIENT_REGIONS,
+            client_vis: DEFAULT_CLIENT_VIS,
+            client_listeners: DEFAULT_CLIENT_LISTENERS,
+            fd_reserve: DEFAULT_FD_RESERVE,
+            vi_pending_max: DEFAULT_VI_PENDING_MAX,
+            vi_pending_per_peer: DEFAULT_VI_PENDING_PER_PEER,
+            vi_pending_per_ip: DEFAULT_VI_PENDING_PER_IP,
+            peer_ip_channels_max: DEFAULT_PEER_IP_CHANNELS_MAX,
+            peer_ip_half_open_max: DEFAULT_PEER_IP_HALF_OPEN_MAX,
         }
     }
 }

@@ -25,7 +25,10 @@
 //! confirmed (the requester sends a Confirm on the accept; a first
 //! message confirms too), and an unconfirmed one is closed after the
 //! liveness timeout (its requester is sent a Close: should only its
-//! Confirm have been lost, and it sent nothing since, it is told).
+//! Confirm have been lost, and it sent nothing since, it is told). As one
+//! host can send from many ports, the peers of one IP address together
+//! hold at most `peer_ip_channels_max` channels and VIs, and
+//! `peer_ip_half_open_max` unconfirmed ones (`wire_drop_peer_ip_*`).
 //!
 //! Liveness (Aeron's model): each engine sends a Keepalive to every peer
 //! it holds confirmed channels with, every third of the timeout; a peer
@@ -35,7 +38,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -121,12 +124,56 @@ struct Admission {
     unconfirmed: VecDeque<Unconfirmed>,
     channels_max: u32,
     half_open_max: u32,
+    /// What the peers of each IP address hold together (channels and
+    /// VIs with opening ones, unconfirmed ones), and its bounds.
+    per_ip: HashMap<IpAddr, IpShare>,
+    ip_channels_max: u32,
+    ip_half_open_max: u32,
     liveness_ns: u64,
     /// When peers are looked at next (keepalives, silence, expiry).
     next_check: u64,
 }
 
+/// What the peers of one IP address hold together.
+#[derive(Debug, Clone, Copy, Default)]
+struct IpShare {
+    /// Channels and VIs (opening ones included).
+    held: u32,
+    /// Of those, accepted here and not yet confirmed.
+    half_open: u32,
+}
+
 impl Admission {
+    /// Count a change of what peer `addr` holds against its IP address:
+    /// `held` channels (or opens) and `half_open` unconfirmed ones, each
+    /// +1 or -1.
+    fn ip_change(&mut self, addr: SocketAddr, held: i32, half_open: i32) {
+        let ip = addr.ip().to_canonical();
+        let e = self.per_ip.entry(ip).or_default();
+        e.held = e.held.saturating_add_signed(held);
+        e.half_open = e.half_open.saturating_add_signed(half_open);
+        if e.held == 0 && e.half_open == 0 {
+            self.per_ip.remove(&ip);
+        }
+    }
+
+    /// Why peer `addr`'s IP address may not hold one more channel
+    /// (`half_open`: an unconfirmed one), if it may not.
+    fn ip_full(&self, addr: SocketAddr, half_open: bool) -> Option<EngineCounter> {
+        let e = self
+            .per_ip
+            .get(&addr.ip().to_canonical())
+            .copied()
+            .unwrap_or_default();
+        if e.held >= self.ip_channels_max {
+            return Some(EngineCounter::WireDropPeerIpChannelsFull);
+        }
+        if half_open && e.half_open >= self.ip_half_open_max {
+            return Some(EngineCounter::WireDropPeerIpHalfOpenFull);
+        }
+        None
+    }
+
     fn allowed(&self, ip: std::net::IpAddr) -> bool {
         let ip = ip.to_canonical();
         self.allow.iter().any(|n| n.contains(&ip))
@@ -140,16 +187,21 @@ impl Admission {
     /// peer, expired).
     fn channel_gone(&mut self, addr: SocketAddr, confirmed: bool) {
         if let Some(p) = self.peers.get_mut(&addr) {
+            let half = !confirmed && p.half_open > 0;
+            let held = p.channels > 0;
             p.channels = p.channels.saturating_sub(1);
             if !confirmed {
                 p.half_open = p.half_open.saturating_sub(1);
             }
+            self.ip_change(addr, -(held as i32), -(half as i32));
         }
     }
 
     fn open_done(&mut self, addr: SocketAddr) {
         if let Some(p) = self.peers.get_mut(&addr) {
+            let held = p.opening > 0;
             p.opening = p.opening.saturating_sub(1);
+            self.ip_change(addr, -(held as i32), 0);
         }
     }
 }
@@ -275,6 +327,9 @@ impl RemoteSide {
                 unconfirmed: VecDeque::new(),
                 channels_max: cfg.peer_channels_max,
                 half_open_max: cfg.peer_half_open_max,
+                per_ip: HashMap::new(),
+                ip_channels_max: cfg.peer_ip_channels_max,
+                ip_half_open_max: cfg.peer_ip_half_open_max,
                 liveness_ns: cfg
                     .liveness_timeout
                     .as_nanos()
@@ -323,7 +378,14 @@ impl RemoteSide {
         if peer.channels == 0 {
             peer.last_rx = now_ns;
         }
-        peer.channels += 1;
+        if let Some(c) = self.adm.ip_full(addr, false) {
+            self.counters.engine(c, 1);
+            return false;
+        }
+        if let Some(peer) = self.adm.peers.get_mut(&addr) {
+            peer.channels += 1;
+        }
+        self.adm.ip_change(addr, 1, 0);
         true
     }
 
@@ -544,12 +606,19 @@ impl RemoteSide {
                 .engine(WireDrop::PeerChannelsFull.counter(), 1);
             return Err(ErrorCode::NoResources);
         }
-        let chan = ep.alloc_route().ok_or(ErrorCode::NoResources)?;
-        peer.opening += 1;
         if peer.channels == 0 {
             // A peer not heard of lately: its silence counts from now.
             peer.last_rx = now_ns;
         }
+        if let Some(c) = self.adm.ip_full(dst, false) {
+            self.counters.engine(c, 1);
+            return Err(ErrorCode::NoResources);
+        }
+        let chan = ep.alloc_route().ok_or(ErrorCode::NoResources)?;
+        if let Some(peer) = self.adm.peers.get_mut(&dst) {
+            peer.opening += 1;
+        }
+        self.adm.ip_change(dst, 1, 0);
         ep.routes[chan as usize] = Route::Opening;
         let request = self.next_request;
         self.next_request = self.next_request.wrapping_add(1).max(1);
@@ -725,6 +794,7 @@ impl RemoteSide {
         let mut silent = Vec::new();
         let (liveness, every) = (adm.liveness_ns, adm.liveness_ns / 3);
         let key = adm.key.clone();
+        let mut forgotten = Vec::new();
         adm.peers.retain(|&addr, p| {
             if p.channels == 0 {
                 // Nothing held: forget it once no open waits either.
@@ -732,6 +802,7 @@ impl RemoteSide {
             }
             if now_ns.saturating_sub(p.last_rx) > liveness {
                 silent.push(addr);
+                forgotten.push((addr, *p));
                 return false;
             }
             if p.channels > p.half_open && now_ns.saturating_sub(p.last_keepalive) >= every {
@@ -746,6 +817,17 @@ impl RemoteSide {
             }
             true
         });
+        // A silent peer's share of its IP address goes with it.
+        for (addr, p) in forgotten {
+            let ip = addr.ip().to_canonical();
+            if let Some(e) = adm.per_ip.get_mut(&ip) {
+                e.held = e.held.saturating_sub(p.channels + p.opening);
+                e.half_open = e.half_open.saturating_sub(p.half_open);
+                if e.held == 0 && e.half_open == 0 {
+                    adm.per_ip.remove(&ip);
+                }
+            }
+        }
         let mut expired = 0;
         if !silent.is_empty() {
             self.silent.extend_from_slice(&silent);
@@ -835,6 +917,7 @@ impl RemoteSide {
                     .entry(from)
                     .or_insert_with(|| PeerState::new(now_ns));
                 peer.channels += 1;
+                self.adm.ip_change(from, 1, 0);
                 let c = Frame {
                     src_engine: self.engine_id,
                     body: Body::Confirm(crate::wire::Close {
@@ -1135,8 +1218,11 @@ impl Rx<'_> {
         if let Some(Route::Remote(r)) = ep.routes.get_mut(chan as usize) {
             if !r.confirmed {
                 r.confirmed = true;
-                if let Some(p) = self.adm.peers.get_mut(&r.addr) {
+                let addr = r.addr;
+                if let Some(p) = self.adm.peers.get_mut(&addr) {
+                    let half = p.half_open > 0;
                     p.half_open = p.half_open.saturating_sub(1);
+                    self.adm.ip_change(addr, 0, -(half as i32));
                 }
             }
         }
@@ -1212,6 +1298,11 @@ impl Rx<'_> {
             self.counters.engine(EngineCounter::WireOpenRefused, 1);
             return refuse(self.batch, RefuseReason::NoResources);
         }
+        if let Some(c) = self.adm.ip_full(from, true) {
+            self.counters.engine(c, 1);
+            self.counters.engine(EngineCounter::WireOpenRefused, 1);
+            return refuse(self.batch, RefuseReason::NoResources);
+        }
         let Some(di) = eps.index_of(o.dst_endpoint) else {
             self.counters.engine(EngineCounter::WireOpenRefused, 1);
             return refuse(self.batch, RefuseReason::NoSuchEndpoint);
@@ -1246,6 +1337,7 @@ impl Rx<'_> {
             if p.channels == 1 {
                 p.last_rx = now_ns;
             }
+            self.adm.ip_change(from, 1, 1);
         }
         self.adm.unconfirmed.push_back(Unconfirmed {
             deadline: now_ns + self.adm.liveness_ns,

@@ -20,6 +20,13 @@
 //! as before. And one process (or user) may hold only so many connections
 //! with no endpoint (`client_idle_connections`, `user_idle_connections`):
 //! beyond, a new one is closed at once (`control_drop_idle_limit`).
+//!
+//! So that clients rarely get there, the engine raises its soft
+//! `RLIMIT_NOFILE` to the hard limit when it starts, and keeps
+//! `fd_reserve` descriptors for others: with no more than that many left,
+//! a new object that costs descriptors (an endpoint, a region, a VI, a
+//! UDM job or node) is refused ([`ControlServer::fds_short`]), while new
+//! connections are still accepted on what is left.
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -81,7 +88,21 @@ pub(crate) struct ControlServer {
     /// Most idle connections per process and per user.
     idle_per_process: u32,
     idle_per_user: u32,
+    /// The engine's limit of open files (its soft `RLIMIT_NOFILE`, raised
+    /// to the hard one at start-up) and the descriptors kept free below
+    /// it for others.
+    nofile: u64,
+    fd_reserve: u64,
+    /// Requests that cost descriptors which may still pass before the
+    /// engine's open descriptors are counted again (each costs at most
+    /// [`FDS_PER_OBJECT`]): counting reads `/proc/self/fd`, whose length
+    /// grows with what the engine holds.
+    fd_margin: std::cell::Cell<u64>,
 }
+
+/// The most descriptors one new object keeps open in the engine (a
+/// segment and a doorbell, with one to spare).
+const FDS_PER_OBJECT: u64 = 4;
 
 impl ControlServer {
     /// A server listening at `path` (if any), its listener registered with
@@ -99,6 +120,9 @@ impl ControlServer {
         if let Some(l) = &listener {
             poller.add(l.as_raw_fd(), Token::Listener)?;
         }
+        let nofile = sys::raise_nofile_limit()
+            .or_else(|_| sys::nofile_limit())
+            .unwrap_or(u64::MAX);
         Ok(ControlServer {
             listener,
             path,
@@ -109,7 +133,36 @@ impl ControlServer {
             resting: false,
             idle_per_process: cfg.client_idle_connections,
             idle_per_user: cfg.user_idle_connections,
+            nofile,
+            fd_reserve: cfg.fd_reserve as u64,
+            fd_margin: std::cell::Cell::new(0),
         })
+    }
+
+    /// Whether the engine's free descriptors are down to its reserve: a
+    /// new object that costs descriptors is then refused (the caller
+    /// counts it), so that what is left serves new connections.
+    pub(crate) fn fds_short(&self) -> bool {
+        if self.fd_reserve == 0 {
+            return false;
+        }
+        // Far from the reserve at the last count: no need to count again
+        // yet (connections accepted meanwhile are the EMFILE handling's).
+        let margin = self.fd_margin.get();
+        if margin > 0 {
+            self.fd_margin.set(margin - 1);
+            return false;
+        }
+        // Unknown (no /proc): the EMFILE handling is all there is.
+        let Ok(open) = sys::open_fds() else {
+            return false;
+        };
+        let room = self
+            .nofile
+            .saturating_sub(open.saturating_add(self.fd_reserve));
+        // Half the room, in objects, before the next count.
+        self.fd_margin.set(room / (2 * FDS_PER_OBJECT));
+        room == 0
     }
 
     /// Accept the clients waiting on the listener (a bounded number per

@@ -84,6 +84,13 @@ impl Setup<'_> {
             req,
             mut fds,
         } = inc;
+        if costs_descriptors(&req) && self.server.fds_short() && !self.holds_few_objects(ci) {
+            // The engine's last descriptors are for others: new clients
+            // and those that hold little.
+            self.counters().engine(EngineCounter::FdReserveRefused, 1);
+            self.reply(ci, req_id, Reply::Error(ErrorCode::NoResources));
+            return;
+        }
         match req {
             Request::RegisterMemory { .. }
             | Request::DeregisterMemory { .. }
@@ -746,6 +753,22 @@ impl Setup<'_> {
             self.reply(ci, req_id, r);
         }
     }
+}
+
+/// Whether doing `req` keeps descriptors open in the engine (a segment,
+/// a doorbell): refused when the engine is down to its reserve.
+fn costs_descriptors(req: &Request) -> bool {
+    matches!(
+        req,
+        Request::CreateEndpoint { .. }
+            | Request::OpenChannel { .. }
+            | Request::RegisterMemory { .. }
+            | Request::ViConnect { .. }
+            | Request::ViAccept { .. }
+            | Request::UdmCreateJob { .. }
+            | Request::UdmJoin { .. }
+            | Request::UdmJoinRemote { .. }
+    )
 }
 
 /// The virtual buffer limit an endpoint of geometry `g` gets for the

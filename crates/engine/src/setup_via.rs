@@ -13,7 +13,9 @@ use crate::poller::Token;
 use crate::remote::ViIn;
 use crate::setup::Setup;
 use crate::vi_path::{EngineVi, RemoteVi};
-use crate::vias::{self, Connector, Pending, RemoteOpen, BACKLOG, CONNECT_TIMEOUT_MAX};
+use crate::vias::{
+    self, Asker, Connector, Pending, PendingFull, PendingLimits, RemoteOpen, CONNECT_TIMEOUT_MAX,
+};
 use crate::wire::frame::{
     Body, RefuseReason, ViAccept as ViAcceptFrame, ViAck, ViClose, ViOpen, ViRefuse,
 };
@@ -22,6 +24,18 @@ use crate::wire::frame::{
 const OPEN_RETRY: Duration = Duration::from_millis(200);
 /// Holding bound a VI advertises (messages).
 const HOLD: u16 = 64;
+
+/// What a process holds a bounded number of.
+#[derive(Clone, Copy)]
+enum Object {
+    Region,
+    Vi,
+    Listener,
+}
+
+/// Objects (endpoints, regions, VIs) a process may hold and still make
+/// more from the engine's reserve of descriptors.
+const FEW_OBJECTS: u32 = 8;
 
 /// Most VIs one region may be granted to at once.
 const GRANTS_MAX: usize = 256;
@@ -49,22 +63,27 @@ impl Setup<'_> {
             Request::RegisterMemory { len } => self.register_memory(ci, len, fds.pop()),
             Request::DeregisterMemory { handle } => match self.vias.regions.get(&handle) {
                 Some(r) if r.owner == ci => {
-                    self.vias.regions.remove(&handle);
+                    self.vias.remove_region(handle);
                     Reply::Ok
                 }
                 _ => Reply::Error(ErrorCode::NoSuchRegion),
             },
             Request::ViListen { tag } => match self.vias.listeners.get(&tag) {
                 Some(&c) if c != ci => Reply::Error(ErrorCode::TagInUse),
+                None if self.objects_of(ci, Object::Listener) >= self.cfg.client_listeners => {
+                    self.count(EngineCounter::QuotaRefusedListeners);
+                    Reply::Error(ErrorCode::ObjectQuota)
+                }
                 _ => {
-                    self.vias.listeners.insert(tag, ci);
+                    self.vias.listen(tag, ci);
                     Reply::Ok
                 }
             },
             Request::ViUnlisten { tag } => match self.vias.listeners.get(&tag) {
                 Some(&c) if c == ci => {
-                    self.vias.listeners.remove(&tag);
-                    self.refuse_waiting(|p| p.tag == tag, ErrorCode::Refused);
+                    self.vias.unlisten(tag);
+                    let ids = self.vias.pending.on_tag(tag);
+                    self.refuse_ids(ids, ErrorCode::Refused);
                     Reply::Ok
                 }
                 _ => Reply::Error(ErrorCode::NoListener),
@@ -86,7 +105,7 @@ impl Setup<'_> {
             }
             Request::ViReject { request } => match self.vias.pending.get(&request) {
                 Some(p) if p.listener == ci => {
-                    let p = self.vias.pending.remove(&request).expect("present");
+                    let p = self.vias.pending.remove(request).expect("present");
                     self.refuse(p.connector, ErrorCode::Refused);
                     Reply::Ok
                 }
@@ -244,7 +263,12 @@ impl Setup<'_> {
         if len == 0 || len > REGION_MAX || size < len || len > usize::MAX as u64 {
             return Reply::Error(ErrorCode::BadMemory);
         }
-        if let Err(code) = self.check_memory_for(ci, len) {
+        if self.objects_of(ci, Object::Region) >= self.cfg.client_regions {
+            self.count(EngineCounter::QuotaRefusedRegions);
+            return Reply::Error(ErrorCode::ObjectQuota);
+        }
+        // Charged in whole pages, as `Vias::charges` counts it.
+        if let Err(code) = self.check_memory_for(ci, len.div_ceil(4096) * 4096) {
             return Reply::Error(code);
         }
         let Ok(seg) = unet_sys::Segment::open_sealed(fd, len as usize) else {
@@ -266,6 +290,7 @@ impl Setup<'_> {
         timeout_ms: u32,
     ) -> Result<(), ErrorCode> {
         self.expire_requests(Instant::now());
+        self.check_vis(ci)?;
         let wait = match timeout_ms {
             0 => CONNECT_TIMEOUT_MAX,
             ms => Duration::from_millis(ms as u64).min(CONNECT_TIMEOUT_MAX),
@@ -277,18 +302,16 @@ impl Setup<'_> {
             return self.vi_connect_remote(ci, req_id, to, tag, attrs, wait);
         }
         let &listener = self.vias.listeners.get(&tag).ok_or(ErrorCode::NoListener)?;
-        if self.vias.backlog(tag) >= BACKLOG {
-            return Err(ErrorCode::NoResources);
-        }
         let ring = vi_ring(self.cfg.conn_ring_size);
         self.check_memory_for(ci, conn_segment_size(ring) as u64)?;
-        let request = self.vias.add_pending(Pending {
+        let request = self.queue_request(Pending {
             tag,
             listener,
             connector: Connector::Local { client: ci, req_id },
             attrs,
             deadline: Instant::now() + wait,
-        });
+            who: self.asker(ci),
+        })?;
         let pid = self.server.client(ci).map_or(0, |c| c.pid);
         let notice = Reply::ViRequest {
             tag,
@@ -316,7 +339,12 @@ impl Setup<'_> {
             Some(p) if p.listener == ci => {}
             _ => return Some(Reply::Error(ErrorCode::NoSuchRequest)),
         }
-        let p = self.vias.pending.remove(&request).expect("present");
+        // The acceptor at its most VIs: refused, the request left waiting
+        // (it may close one and accept, or reject).
+        if let Err(code) = self.check_vis(ci) {
+            return Some(Reply::Error(code));
+        }
+        let p = self.vias.pending.remove(request).expect("present");
         if p.attrs.reliability != attrs.reliability {
             self.refuse(p.connector, ErrorCode::AttributesMismatch);
             return Some(Reply::Error(ErrorCode::AttributesMismatch));
@@ -389,7 +417,7 @@ impl Setup<'_> {
         let vi = match vi {
             Ok(v) => v,
             Err(_) => {
-                self.vias.vis.remove(&id);
+                self.vias.remove_vi(id);
                 return Err(ErrorCode::NoResources);
             }
         };
@@ -568,7 +596,7 @@ impl Setup<'_> {
     /// Forget engine-carried VI `id`: tell its peer (with `reason`) and
     /// release its segment.
     pub(crate) fn drop_engine_vi(&mut self, id: u32, reason: u32) {
-        self.vias.vis.remove(&id);
+        self.vias.remove_vi(id);
         let Some(mut v) = self.vias.engine.remove(&id) else {
             return;
         };
@@ -619,7 +647,7 @@ impl Setup<'_> {
                     };
                     self.count(EngineCounter::ViRefused);
                     self.reply_to(o.client, o.req_id, Reply::Error(code));
-                    self.vias.vis.remove(&o.vi);
+                    self.vias.remove_vi(o.vi);
                     if let Some(v) = self.vias.engine.remove(&o.vi) {
                         self.poller.remove(v.doorbell.fd().as_raw_fd());
                     }
@@ -664,11 +692,8 @@ impl Setup<'_> {
             }
             return;
         }
-        let waiting = self.vias.pending.values().any(|p| {
-            matches!(p.connector, Connector::Remote { addr, request_id, .. }
-                if addr == from && request_id == o.request_id)
-        });
-        if waiting {
+        if self.vias.pending.remote(from, o.request_id).is_some() {
+            // Retransmitted while it waits.
             return;
         }
         let connector = Connector::Remote {
@@ -681,20 +706,21 @@ impl Setup<'_> {
         let Some(&listener) = self.vias.listeners.get(&o.tag) else {
             return self.refuse(connector, ErrorCode::NoListener);
         };
-        if self.vias.backlog(o.tag) >= BACKLOG {
-            return self.refuse(connector, ErrorCode::NoResources);
-        }
         let attrs = ViParams {
             reliability: o.reliability,
             strict_rnr: o.strict_rnr,
         };
-        let request = self.vias.add_pending(Pending {
+        let request = match self.queue_request(Pending {
             tag: o.tag,
             listener,
             connector,
             attrs,
             deadline: Instant::now() + CONNECT_TIMEOUT_MAX,
-        });
+            who: Asker::Peer(from),
+        }) {
+            Ok(id) => id,
+            Err(code) => return self.refuse(connector, code),
+        };
         let notice = Reply::ViRequest {
             tag: o.tag,
             request,
@@ -749,7 +775,7 @@ impl Setup<'_> {
                 .counters()
                 .engine(EngineCounter::ViGrantsEnded, ended);
         }
-        let Some(v) = self.vias.vis.remove(&vi) else {
+        let Some(v) = self.vias.remove_vi(vi) else {
             return;
         };
         if v.conn_id != 0 {
@@ -762,25 +788,100 @@ impl Setup<'_> {
         self.count(EngineCounter::ViClosed);
     }
 
-    /// Refuse (and forget) the waiting requests that `which` picks.
-    fn refuse_waiting(&mut self, which: impl Fn(&Pending) -> bool, code: ErrorCode) {
-        let ids: Vec<u32> = self
-            .vias
-            .pending
-            .iter()
-            .filter(|(_, p)| which(p))
-            .map(|(&id, _)| id)
-            .collect();
+    /// Refuse (and forget) the waiting requests `ids`.
+    fn refuse_ids(&mut self, ids: Vec<u32>, code: ErrorCode) {
         for id in ids {
-            if let Some(p) = self.vias.pending.remove(&id) {
+            if let Some(p) = self.vias.pending.remove(id) {
                 self.refuse(p.connector, code);
             }
         }
     }
 
+    /// Whom client `ci`'s requests count against: its process.
+    fn asker(&self, ci: ClientId) -> Asker {
+        let (pid, conn) = self.server.proc_key(ci).unwrap_or((0, ci));
+        Asker::Process(pid, conn)
+    }
+
+    /// Queue a connection request within the engine's bounds; its id, or
+    /// the refusal (counted by the bound it would cross).
+    fn queue_request(&mut self, p: Pending) -> Result<u32, ErrorCode> {
+        let local = matches!(p.who, Asker::Process(..));
+        let limits = PendingLimits {
+            total: self.cfg.vi_pending_max,
+            per_peer: self.cfg.vi_pending_per_peer,
+            per_ip: self.cfg.vi_pending_per_ip,
+        };
+        self.vias.pending.add(p, limits).map_err(|full| {
+            let (counter, code) = match full {
+                PendingFull::Backlog => (
+                    EngineCounter::ViPendingRefusedBacklog,
+                    ErrorCode::NoResources,
+                ),
+                PendingFull::Peer if local => {
+                    (EngineCounter::ViPendingRefusedPeer, ErrorCode::ObjectQuota)
+                }
+                PendingFull::Peer => (EngineCounter::ViPendingRefusedPeer, ErrorCode::NoResources),
+                PendingFull::Ip => (EngineCounter::ViPendingRefusedIp, ErrorCode::NoResources),
+                PendingFull::Total => {
+                    (EngineCounter::ViPendingRefusedTotal, ErrorCode::NoResources)
+                }
+            };
+            self.count(counter);
+            code
+        })
+    }
+
+    /// How many of `what` client `ci`'s process holds (over all its
+    /// connections).
+    fn objects_of(&self, ci: ClientId, what: Object) -> u32 {
+        let key = self.server.proc_key(ci);
+        let mine = |owner: ClientId| self.server.proc_key(owner) == key;
+        // The process's connections, and what each holds (kept as
+        // objects come and go): no scan of the engine's objects.
+        (0..self.server.len())
+            .filter(|&c| key.is_some() && mine(c))
+            .map(|c| {
+                let h = self.vias.held(c);
+                match what {
+                    Object::Region => h.regions,
+                    Object::Vi => h.vis,
+                    Object::Listener => h.listeners,
+                }
+            })
+            .fold(0u32, u32::saturating_add)
+    }
+
+    /// Whether client `ci`'s process holds few objects that cost the
+    /// engine descriptors (endpoints, regions, VIs): such a process may
+    /// still make one when the engine is down to its reserve of
+    /// descriptors, so that a newcomer can work while one that holds
+    /// many is refused.
+    pub(crate) fn holds_few_objects(&self, ci: ClientId) -> bool {
+        let key = self.server.proc_key(ci);
+        let endpoints = self
+            .eps
+            .iter()
+            .filter(|(_, e)| self.server.proc_key(e.owner) == key)
+            .count() as u32;
+        endpoints + self.objects_of(ci, Object::Region) + self.objects_of(ci, Object::Vi)
+            < FEW_OBJECTS
+    }
+
+    /// Whether client `ci`'s process may have one VI more (counting the
+    /// connections it waits for): the refusal (counted) if not.
+    fn check_vis(&self, ci: ClientId) -> Result<(), ErrorCode> {
+        let n = self.objects_of(ci, Object::Vi) + self.vias.pending.asked_by(self.asker(ci));
+        if n >= self.cfg.client_vis {
+            self.count(EngineCounter::QuotaRefusedVis);
+            return Err(ErrorCode::ObjectQuota);
+        }
+        Ok(())
+    }
+
     /// Answer the requests nobody accepted in time.
     pub(crate) fn expire_requests(&mut self, now: Instant) {
-        for p in self.vias.take_expired(now) {
+        for p in self.vias.pending.take_expired(now) {
             self.refuse(p.connector, ErrorCode::NoSuchRequest);
         }
         if !self.vias.opens.is_empty() {
@@ -882,12 +983,15 @@ impl Setup<'_> {
     /// discriminators (requests waiting on them are refused), its requests
     /// and its VIs (their peers find them gone).
     pub(crate) fn drop_client_vias(&mut self, ci: ClientId) {
-        self.vias.regions.retain(|_, r| r.owner != ci);
-        self.vias.listeners.retain(|_, c| *c != ci);
-        self.refuse_waiting(|p| p.listener == ci, ErrorCode::Refused);
-        self.vias
+        let ids = self.vias.pending.ids_where(|p| p.listener == ci);
+        self.refuse_ids(ids, ErrorCode::Refused);
+        let ids = self
+            .vias
             .pending
-            .retain(|_, p| !matches!(p.connector, Connector::Local { client, .. } if client == ci));
+            .ids_where(|p| matches!(p.connector, Connector::Local { client, .. } if client == ci));
+        for id in ids {
+            self.vias.pending.remove(id);
+        }
         let opens: Vec<u32> = self
             .vias
             .opens
@@ -913,5 +1017,6 @@ impl Setup<'_> {
         for vi in mine {
             self.close_vi(vi);
         }
+        self.vias.drop_client(ci);
     }
 }

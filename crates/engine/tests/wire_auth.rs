@@ -559,3 +559,91 @@ fn a_silent_peer_engine_loses_its_channels() {
     assert_eq!(count(&eb, EngineCounter::WirePeersSilent), 1);
     assert_eq!(count(&eb, EngineCounter::WireChannelsExpired), 1);
 }
+
+/// (e) Issue 39: the bounds per peer were per `IP:PORT`, so one host
+/// acting as many peers (one port each) was held back by none. The peers
+/// of one IP address now hold at most `peer_ip_channels_max` channels and
+/// `peer_ip_half_open_max` unconfirmed ones together, counted; another
+/// address is not held back.
+#[test]
+fn the_peers_of_one_ip_address_share_its_bounds() {
+    let hub = MemoryHub::new();
+    let cfg = EngineConfig {
+        peer_ip_channels_max: 4,
+        peer_ip_half_open_max: 3,
+        ..allowing(&["10.0.0.0/8"])
+    };
+    // Two engines of one host (10.0.0.1, two ports), and b.
+    let mut ea = engine(&hub, addr(1), cfg.clone());
+    let mut ea2 = engine(&hub, addr(4), cfg.clone());
+    let mut eb = engine(&hub, addr(2), cfg.clone());
+    let mut ca = LocalClient::new(&mut ea).unwrap();
+    let mut ca2 = LocalClient::new(&mut ea2).unwrap();
+    let mut cb = LocalClient::new(&mut eb).unwrap();
+    let a = ca.create_endpoint(&mut ea, geometry()).unwrap();
+    let a2 = ca2.create_endpoint(&mut ea2, geometry()).unwrap();
+    let mut b = cb.create_endpoint(&mut eb, geometry()).unwrap();
+    let mut chans = Vec::new();
+    for _ in 0..3 {
+        chans.push(channel(open_remote(
+            &mut ca,
+            &mut ea,
+            &mut eb,
+            a.id(),
+            addr(2),
+            b.id(),
+        )));
+    }
+    channel(open_remote(
+        &mut ca2,
+        &mut ea2,
+        &mut eb,
+        a2.id(),
+        addr(2),
+        b.id(),
+    ));
+    // The host's fifth, from either port, is refused.
+    let r = open_remote(&mut ca2, &mut ea2, &mut eb, a2.id(), addr(2), b.id());
+    assert_eq!(r, Reply::Error(ErrorCode::NoResources));
+    assert_eq!(count(&eb, EngineCounter::WireDropPeerIpChannelsFull), 1);
+    settle(&mut ea, &mut eb);
+    assert_eq!(opened(&mut b).len(), 4);
+    // Closing one makes room for the host again.
+    ca.close_channel(&mut ea, a.id(), chans[0]).unwrap();
+    settle(&mut ea, &mut eb);
+    channel(open_remote(
+        &mut ca2,
+        &mut ea2,
+        &mut eb,
+        a2.id(),
+        addr(2),
+        b.id(),
+    ));
+    settle(&mut ea, &mut eb);
+    let _ = opened(&mut b);
+
+    // A host that never confirms, from many ports (one open each): three
+    // unconfirmed channels in all, then refusals.
+    let mut forgers: Vec<MemoryPort> = (1..=6)
+        .map(|p| {
+            hub.bind(SocketAddr::from(([10, 0, 0, 9], p)), PortConfig::loopback())
+                .unwrap()
+        })
+        .collect();
+    for (i, f) in forgers.iter_mut().enumerate() {
+        inject(f, addr(2), &[open_request(b.id(), i as u32 + 1)]);
+    }
+    settle(&mut ea, &mut eb);
+    assert_eq!(opened(&mut b).len(), 3);
+    assert_eq!(count(&eb, EngineCounter::WireDropPeerIpHalfOpenFull), 3);
+    // Another address still opens.
+    let mut other = hub
+        .bind(
+            SocketAddr::from(([10, 0, 0, 10], 1)),
+            PortConfig::loopback(),
+        )
+        .unwrap();
+    inject(&mut other, addr(2), &[open_request(b.id(), 99)]);
+    settle(&mut ea, &mut eb);
+    assert_eq!(opened(&mut b).len(), 1);
+}

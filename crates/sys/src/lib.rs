@@ -369,6 +369,46 @@ pub fn reopen_read_only(fd: &OwnedFd) -> io::Result<OwnedFd> {
     )?)
 }
 
+/// Raise this process's soft limit of open files (`RLIMIT_NOFILE`) to its
+/// hard limit; the soft limit now in force.
+pub fn raise_nofile_limit() -> io::Result<u64> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct we pass and nothing else.
+    cvt(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) })?;
+    if r.rlim_cur < r.rlim_max {
+        let want = libc::rlimit {
+            rlim_cur: r.rlim_max,
+            rlim_max: r.rlim_max,
+        };
+        // SAFETY: setrlimit reads the struct we pass and nothing else.
+        if cvt(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &want) }).is_ok() {
+            r.rlim_cur = r.rlim_max;
+        }
+    }
+    Ok(r.rlim_cur)
+}
+
+/// This process's soft limit of open files (`RLIMIT_NOFILE`).
+pub fn nofile_limit() -> io::Result<u64> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct we pass and nothing else.
+    cvt(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) })?;
+    Ok(r.rlim_cur)
+}
+
+/// How many file descriptors this process has open (the entries of
+/// `/proc/self/fd`, less the one that reads it).
+pub fn open_fds() -> io::Result<u64> {
+    let n = std::fs::read_dir("/proc/self/fd")?.count() as u64;
+    Ok(n.saturating_sub(1))
+}
+
 /// Sleep on a futex word in shared memory while it holds `expected`, at most
 /// `timeout` (None: until woken).
 pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
