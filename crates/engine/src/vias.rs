@@ -186,7 +186,10 @@ impl Vias {
     /// segments of its engine-carried VIs.
     pub(crate) fn charges(&self) -> impl Iterator<Item = (ClientId, u64)> + '_ {
         let r = self.regions.values().map(|r| (r.owner, r.len));
-        let v = self.engine.values().map(|v| (v.owner, v.seg.len() as u64));
+        let v = self
+            .engine
+            .values()
+            .map(|v| (v.owner, v.seg.len() as u64 + v.held_budget));
         r.chain(v)
     }
 
