@@ -639,6 +639,9 @@ impl RelSender {
             // the timer probes meanwhile.
             self.window_end = self.acked;
             self.probe_ready = false;
+            // What is out was refused: it goes again as soon as the
+            // window reopens.
+            self.probe_out = self.acked != self.next;
             self.update_timer(now_ns, false);
         }
         if self.acked != self.next {
@@ -1676,6 +1679,117 @@ mod tests {
     }
 
     #[test]
+    fn a_silent_peer_breaks_the_vi_after_the_break_timeout_not_before() {
+        let cfg = RelConfig {
+            break_timeout_ns: 1_000_000_000,
+            ..RelConfig::default()
+        };
+        let mut tx = RelSender::new(cfg, RD, 0);
+        tx.on_send(0).unwrap();
+        tx.on_send(0).unwrap();
+        // An answer at 100 ms that acks nothing new: the peer is there.
+        let mut now = 0;
+        while now < 100_000_000 {
+            now = tx.next_deadline().unwrap();
+            assert!(matches!(tx.poll_timer(now), TimerOutcome::Retransmit(_)));
+        }
+        let _ = tx.on_ack(ack(0, 0, 64), now);
+        let heard = now;
+        let broke = loop {
+            now = tx.next_deadline().unwrap();
+            match tx.poll_timer(now) {
+                TimerOutcome::Retransmit(_) => {}
+                TimerOutcome::Broken(_) => break now,
+                other => panic!("{other:?}"),
+            }
+        };
+        // More than retries_max expiries, and the break exactly at the end
+        // of the silence allowed.
+        assert!(tx.stats.timeouts >= u64::from(cfg.retries_max));
+        assert_eq!(broke, heard + cfg.break_timeout_ns);
+        assert!(broke - heard <= cfg.break_bound_ns(tx.rto_ns()));
+    }
+
+    #[test]
+    fn a_retransmission_leaves_out_what_the_receiver_holds() {
+        let mut tx = RelSender::new(RelConfig::default(), RD, 0);
+        for _ in 0..5 {
+            tx.on_send(0).unwrap();
+        }
+        // The receiver expects 0; it holds 1 and 3 whole, and fragments
+        // 0..3 and 5 of message 0.
+        let sack = Sack {
+            ahead: 0b101,
+            frags: [0b100, 0, 0, 0],
+            frag_base: 3,
+            closed: false,
+        };
+        let _ = tx.on_ack(ack(0, 0, 64), 10);
+        tx.on_sack(0, sack, 10);
+        let d = tx.next_deadline().unwrap();
+        assert_eq!(
+            tx.poll_timer(d),
+            TimerOutcome::Retransmit(SeqRange { from: 0, to: 5 })
+        );
+        let resent: Vec<u32> = (0..5).filter(|&s| !tx.sacked(s)).collect();
+        assert_eq!(resent, [0, 2, 4]);
+        assert_eq!(tx.stats.retransmitted, 3);
+        let held = tx.frags_held(0).expect("fragments of 0 held");
+        let missing: Vec<u16> = (0..8).filter(|&i| !held.has_frag(i)).collect();
+        assert_eq!(missing, [3, 4, 6, 7]);
+        assert_eq!(tx.frags_held(2), None);
+        // A SACK of another cum_ack than the sender's is not taken; once
+        // cum_ack moves, the old one no longer applies.
+        tx.on_sack(1, Sack { ahead: 1, ..sack }, 20);
+        assert!(tx.sacked(1) && !tx.sacked(2));
+        let _ = tx.on_ack(ack(2, 2, 66), 30);
+        assert!(!tx.sacked(3) && tx.frags_held(2).is_none());
+    }
+
+    #[test]
+    fn a_closed_window_holds_the_sender_back_until_it_reopens() {
+        let mut tx = RelSender::new(RelConfig::default(), RD, 0);
+        let mut rx = RelReceiver::new(RelConfig::default(), RD, 0);
+        for _ in 0..3 {
+            let s = tx.on_send(0).unwrap();
+            assert_eq!(rx.on_data(s, 0), DataVerdict::Accept);
+        }
+        // The receiver's memory for the VI is used up: 3 is refused.
+        rx.close(5);
+        assert!(rx.ack_due(5) && rx.window_end() == 3);
+        let s = tx.on_send(6).unwrap();
+        assert_eq!(rx.on_data(s, 7), DataVerdict::OverWindow);
+        let a = rx.make_ack();
+        let _ = tx.on_ack(a, 8);
+        tx.on_sack(
+            a.cum_ack,
+            Sack {
+                closed: true,
+                ..Sack::default()
+            },
+            8,
+        );
+        assert!(!tx.can_send());
+        // The timer probes with the message the receiver expects; the
+        // receiver answers, the VI stays however long it lasts.
+        let mut now = 8;
+        for _ in 0..50 {
+            now = tx.next_deadline().unwrap();
+            assert_eq!(tx.poll_timer(now), TimerOutcome::Probe { seq: 3 });
+            assert_eq!(rx.on_data(3, now), DataVerdict::OverWindow);
+            let _ = tx.on_ack(rx.make_ack(), now);
+        }
+        assert_eq!(tx.broken(), None);
+        assert!(now > 2 * DEFAULT_BREAK_TIMEOUT_NS);
+        // Room again: the window reopens and the message goes at once.
+        rx.placed(3, now);
+        rx.reopen(now);
+        let out = tx.on_ack(rx.make_ack(), now);
+        assert_eq!(out.retransmit, Some(SeqRange { from: 3, to: 4 }));
+        assert!(tx.can_send());
+    }
+
+    #[test]
     fn progress_resets_backoff_and_count() {
         let cfg = RelConfig::default();
         let mut tx = RelSender::new(cfg, RD, 0);
@@ -1864,7 +1978,7 @@ mod tests {
                 } else {
                     rng.below(1 << 40)
                 };
-                match rng.below(8) {
+                match rng.below(10) {
                     0 | 1 => {
                         let _ = tx.on_send(now);
                     }
@@ -1892,6 +2006,29 @@ mod tests {
                         let _ = rx.on_data(s, now);
                     }
                     6 => rx.placed(rng.next() as u32 >> rng.below(33).min(31), now),
+                    8 => {
+                        let k = Sack {
+                            ahead: rng.next(),
+                            frags: [rng.next(), rng.next(), 0, rng.next()],
+                            frag_base: rng.next() as u16,
+                            closed: rng.below(2) == 0,
+                        };
+                        let at = if rng.below(2) == 0 {
+                            tx.cum_ack()
+                        } else {
+                            rng.next() as u32
+                        };
+                        tx.on_sack(at, k, now);
+                        let _ = (tx.sacked(rng.next() as u32), tx.frags_held(at));
+                        let _ = k.has_frag(rng.next() as u16);
+                    }
+                    9 => {
+                        if rng.below(2) == 0 {
+                            rx.close(now);
+                        } else {
+                            rx.reopen(now);
+                        }
+                    }
                     _ => {
                         let a = rx.make_ack();
                         let _ = tx.on_ack(a, now);
