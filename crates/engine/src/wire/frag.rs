@@ -429,10 +429,11 @@ impl Reassembler {
                 Ok(true) => {}
             }
         } else {
-            // A VI's messages are exempt: its receiver drops duplicates by
-            // sequence number, and its sender retransmits a message whole
-            // (go-back-N) after the receiver may have reassembled and then
-            // discarded it, out of order.
+            // A VI's messages are exempt (a UDM link's are the only ones
+            // that come here; a VI reassembles its own, see FragBuf): its
+            // receiver drops duplicates by sequence number, and its sender
+            // retransmits a message whole after the receiver may have
+            // reassembled and then discarded it, out of order.
             if !d.is_vi() && self.recent.contains(&Some(key)) {
                 return Err(self.drop(WireDrop::DuplicateFragment));
             }

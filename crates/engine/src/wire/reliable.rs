@@ -73,8 +73,25 @@
 //!   acked: before that they are the receiver's answers to the duplicates
 //!   it made (NewReno's rule), and acting on them would resend again what
 //!   is being resent;
-//! - on the retransmission timer ([`TimerOutcome::Retransmit`]), go-back-N:
-//!   from `cum_ack` to the newest sent.
+//! - on the retransmission timer ([`TimerOutcome::Retransmit`]), from
+//!   `cum_ack` to the newest sent, less what the receiver said it holds.
+//!
+//! # Selective acknowledgement
+//!
+//! A receiver that keeps messages past a gap, whole or in part (the
+//! caller reassembles a message of several fragments itself, and keeps
+//! its fragments until it is complete), says so in a [`Sack`] beside its
+//! ack: the next 64 messages it holds whole, and the fragments it holds of
+//! the one it expects. [`RelSender::on_sack`] takes it;
+//! [`RelSender::sacked`] and [`RelSender::frags_held`] tell the caller
+//! what a retransmission leaves out, so that a message of many fragments
+//! completes across retransmissions instead of having to arrive whole in
+//! one: progress at any loss rate that lets datagrams through.
+//!
+//! A receiver whose caller has no room for more (its memory for the VI is
+//! used up) closes its window ([`RelReceiver::close`]): everything is then
+//! over the window, its ack says the window is closed ([`Sack::closed`]),
+//! and the sender sends nothing but probes until an ack reopens it.
 //!
 //! The retransmission timeout (RTO) is estimated from ack round trips as
 //! in RFC 6298 (Karn's rule: no sample from a retransmitted message),
@@ -90,17 +107,19 @@
 //!
 //! # Breaking
 //!
-//! [`RelConfig::retries_max`] consecutive timer expiries with neither
-//! progress nor (for probes) an answer break the VI
-//! ([`BreakReason::RetriesExhausted`]). The expiries are spaced by the
-//! backed-off RTO, so a peer that goes silent breaks the VI at most
-//! [`RelConfig::break_bound_ns`]`(rto)` after the last progress, `rto` the
-//! RTO then: the sum of `min(rto * 2^i, rto_max)` for `i` below
-//! `retries_max`. With the defaults (RTO 1 ms to 256 ms, 8 tries) that is
-//! 1 + 2 + … + 128 = 255 ms when the RTO sits at its floor, 764 ms from the
-//! initial RTO of 4 ms, and in any case at most `retries_max × rto_max` =
-//! 8 × 256 ms = 2.048 s after the last ack from the peer (or after the
-//! first send that follows it, when nothing was outstanding then).
+//! A VI breaks ([`BreakReason::RetriesExhausted`]) only when its peer
+//! stops answering: at a timer expiry once there were
+//! [`RelConfig::retries_max`] expiries in a row with neither progress nor
+//! (for probes) an answer, and no valid ack came for
+//! [`RelConfig::break_timeout_ns`] (5 s by default; from the first send
+//! after a time with nothing outstanding, if later). Once the expiries
+//! are counted, the timer is due at the end of that silence at the
+//! latest, so the break comes [`RelConfig::break_bound_ns`]`(rto)` after
+//! the last answer at most: the break timeout, or the sum of `min(rto *
+//! 2^i, rto_max)` for `i` below `retries_max` if that is longer (with the
+//! defaults, RTO 1 ms to 256 ms and 8 tries, 255 ms from the floor, at
+//! most 8 × 256 ms = 2.048 s: the 5 s decide). A peer stopped for less
+//! (a scheduling hiccup, a page-in, a debugger) keeps the VI.
 //!
 //! A peer that keeps answering probes with a closed window keeps the VI,
 //! as TCP's persist timer does; a peer whose application never drains is
@@ -294,7 +313,7 @@ impl RelConfig {
 pub struct RelStats {
     /// Sender: messages sent for the first time (probes included).
     pub sent: u64,
-    /// Sender: messages to resend, summed over go-back-N ranges.
+    /// Sender: messages to resend (less those the receiver said it holds).
     pub retransmitted: u64,
     /// Sender: acks received (every one, bogus and stale included).
     pub acks_rx: u64,
@@ -497,7 +516,9 @@ pub struct AckOutcome {
 pub enum TimerOutcome {
     /// Nothing due.
     Nothing,
-    /// Timeout: resend these messages in order (go-back-N).
+    /// Timeout: resend these messages in order, less those
+    /// [`RelSender::sacked`] says the receiver holds (and, of the one it
+    /// expects, the fragments [`RelSender::frags_held`] says it holds).
     Retransmit(SeqRange),
     /// The peer's window is closed, or a ReliableReception send waits for
     /// its placement: send message `seq` by itself. If `seq` is
