@@ -518,7 +518,11 @@ typedef struct unet_vi_attrs {
                             default (1024) */
     uint32_t spin_us;    /* microseconds a wait spins before it sleeps,
                             taken as given (50) */
-    uint32_t reserved;   /* zero */
+    uint32_t break_timeout_ms; /* milliseconds the peer of a VI carried
+                            between engines may stay silent while the VI
+                            waits for it (reliable levels) before the VI
+                            breaks (UNET_VI_TIMEOUT); 0: the engine's
+                            setting, 5 s unless its daemon says (0) */
     unet_cq *send_cq;    /* the completion queue the send queue reports
                             to, or NULL (NULL) */
     unet_cq *recv_cq;    /* the completion queue the receive queue reports

@@ -392,6 +392,21 @@ vi_counters! {
     /// Acknowledgements older than one already taken (reordered on the
     /// wire, or replayed): ignored.
     StaleAcks = 18 => "stale_acks",
+    /// Retransmissions of part of a message: the fragments the receiver
+    /// said it missed.
+    PartialRetransmits = 19 => "partial_retransmits",
+    /// Fragments refused as not agreeing with the others of their
+    /// message (or too long for a VI).
+    BadFragments = 20 => "bad_fragments",
+    /// Arrivals not kept for want of the VI's held-bytes budget (the
+    /// sender resends them; a reliable level's window closed meanwhile).
+    BudgetRefused = 21 => "budget_refused",
+    /// Bytes the engine keeps for the VI now: held for want of a
+    /// receive, arrived after a gap, or in reassembly (a level).
+    KeptBytes = 22 => "kept_bytes",
+    /// Fragments of a message of several that came again (its first
+    /// fragment also counts the message in `duplicates`).
+    DuplicateFragments = 23 => "duplicate_fragments",
 }
 
 const _: () = assert!(ViCounter::ALL.len() <= VI_COUNTERS);

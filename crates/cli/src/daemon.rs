@@ -140,6 +140,16 @@ pub struct Args {
     /// not yet confirmed, together.
     #[arg(long, default_value_t = unet_engine::DEFAULT_PEER_IP_HALF_OPEN_MAX)]
     pub peer_ip_half_open_max: u32,
+    /// How long the peer of a reliable VI may stay silent (milliseconds)
+    /// while the VI waits for it before the VI breaks (a VI's attributes
+    /// may ask for another time).
+    #[arg(long, value_name = "MS", default_value_t = unet_engine::DEFAULT_VI_BREAK_TIMEOUT.as_millis() as u64)]
+    pub vi_break_timeout_ms: u64,
+    /// Bytes each engine-carried VI and UDM link may keep for its owner
+    /// (held, out of order, in reassembly), e.g. 4M: reserved and charged
+    /// to the owner at creation.
+    #[arg(long, default_value = "4M", value_parser = crate::units::parse_size)]
+    pub vi_held_budget: usize,
 }
 
 /// An address (a host's network of one) or a network in CIDR notation.
@@ -211,6 +221,8 @@ pub fn run(a: Args) -> ExitCode {
         vi_pending_per_ip: a.vi_pending_per_ip,
         peer_ip_channels_max: a.peer_ip_channels_max,
         peer_ip_half_open_max: a.peer_ip_half_open_max,
+        vi_break_timeout: Duration::from_millis(a.vi_break_timeout_ms.max(1)),
+        vi_held_budget: a.vi_held_budget as u64,
         ..Default::default()
     };
     let engine = match Engine::start(cfg) {

@@ -464,12 +464,18 @@ pub struct ViParams {
     /// breaks the connection (instead of waiting for one, holding the
     /// sender back).
     pub strict_rnr: bool,
+    /// How long (milliseconds) the peer of this end of an engine-carried
+    /// reliable VI may stay silent while the VI waits for it before the
+    /// VI breaks; 0: the engine's setting (`unet daemon
+    /// --vi-break-timeout-ms`, 5 s by default). Each end has its own.
+    pub break_timeout_ms: u32,
 }
 
 impl ViParams {
     fn put(&self, w: &mut W) {
         w.u8(self.reliability as u8);
         w.u8(self.strict_rnr as u8);
+        w.u32(self.break_timeout_ms);
     }
     fn get(r: &mut R<'_>) -> Result<ViParams, ControlError> {
         let reliability =
@@ -477,6 +483,7 @@ impl ViParams {
         Ok(ViParams {
             reliability,
             strict_rnr: r.bool()?,
+            break_timeout_ms: r.u32()?,
         })
     }
 }
@@ -1360,6 +1367,7 @@ mod tests {
                     attrs: ViParams {
                         reliability: Reliability::ReliableReception,
                         strict_rnr: true,
+                        break_timeout_ms: 0,
                     },
                     timeout_ms: 5000,
                 },
@@ -1460,6 +1468,7 @@ mod tests {
                     attrs: ViParams {
                         reliability: Reliability::Unreliable,
                         strict_rnr: false,
+                        break_timeout_ms: 250,
                     },
                     pid: 1234,
                     host: None,

@@ -174,7 +174,26 @@ pub struct EngineConfig {
     /// open beyond it is refused (`wire_drop_peer_ip_half_open_full`).
     /// Default: 256.
     pub peer_ip_half_open_max: u32,
+    /// How long the peer of an engine-carried reliable VI may stay silent
+    /// (no acknowledgement) while the VI waits for it before the VI
+    /// breaks (`ViError::Timeout`), unless the VI's attributes ask for
+    /// another time. Default: 5 s, [`EngineConfig::liveness_timeout`]'s.
+    pub vi_break_timeout: Duration,
+    /// Bytes each engine-carried VI (and each UDM link) may keep for its
+    /// owner in the engine: messages held for want of a receive, arrived
+    /// after a gap, or in reassembly. Reserved at creation, charged to
+    /// the owner with the VI's segment (so the memory limit covers it);
+    /// a receiver whose budget is used up closes its window and the
+    /// sender waits (`budget_refused`). At least 264 KiB (a message of
+    /// the largest size). Default: 4 MiB.
+    pub vi_held_budget: u64,
 }
+
+/// Default [`EngineConfig::vi_break_timeout`].
+pub const DEFAULT_VI_BREAK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Default [`EngineConfig::vi_held_budget`]: 4 MiB.
+pub const DEFAULT_VI_HELD_BUDGET: u64 = 4 << 20;
 
 /// The default [`EngineConfig::allow_peers`]: loopback only.
 pub fn default_allow_peers() -> Vec<IpNet> {
@@ -279,6 +298,8 @@ impl Default for EngineConfig {
             vi_pending_per_ip: DEFAULT_VI_PENDING_PER_IP,
             peer_ip_channels_max: DEFAULT_PEER_IP_CHANNELS_MAX,
             peer_ip_half_open_max: DEFAULT_PEER_IP_HALF_OPEN_MAX,
+            vi_break_timeout: DEFAULT_VI_BREAK_TIMEOUT,
+            vi_held_budget: DEFAULT_VI_HELD_BUDGET,
         }
     }
 }

@@ -82,6 +82,7 @@ pub use config::{
     DEFAULT_VI_PENDING_PER_IP, DEFAULT_VI_PENDING_PER_PEER,
 };
 pub use config::{DEFAULT_CLIENT_UDM_JOBS, DEFAULT_CLIENT_UDM_NODES};
+pub use config::{DEFAULT_VI_BREAK_TIMEOUT, DEFAULT_VI_HELD_BUDGET};
 pub use dispatcher::Dispatcher;
 pub use endpoints::MAX_CHANNELS;
 pub use ipnet::IpNet;

@@ -232,6 +232,15 @@ pub(crate) enum ViIn {
         seq: u32,
         msg: Vec<u8>,
     },
+    /// A fragment of a message of several for VI `dst_vi` (not a UDM
+    /// link), sequence number `seq`: the VI reassembles its own.
+    Frag {
+        from: SocketAddr,
+        dst_vi: u32,
+        token: u64,
+        seq: u32,
+        frag: crate::wire::frag::FragIn,
+    },
     /// An acknowledgement.
     Ack(SocketAddr, crate::wire::frame::ViAck),
     /// A VI gone or broken.
@@ -407,6 +416,11 @@ impl RemoteSide {
             flags: crate::wire::frame::DATA_FLAG_VI,
         };
         let (to, id) = (o.to.addr, self.engine_id);
+        if let Some(held) = o.held {
+            // A retransmission of what the receiver misses.
+            let _ = self.queue(|b| b.push_vi_fragments(to, id, t, o.seq, o.bytes, &held));
+            return false;
+        }
         self.queue(|b| b.push_vi_message(to, id, t, o.seq, o.bytes, o.ack))
             .unwrap_or(false)
     }
@@ -1060,7 +1074,19 @@ impl Rx<'_> {
                         crate::wire::frame::ViAck::from_ack(d.dst_endpoint, d.token, ack),
                     ));
                 }
-                if let Ok(Some(msg)) = self.reasm.push(from, f.src_engine, &d, self.now_ns) {
+                if d.frag_count > 1 && d.dst_endpoint & crate::vias::LINK_BIT == 0 {
+                    // A VI keeps the fragments of what is in its window.
+                    let Some(frag) = crate::wire::frag::FragIn::of(&d) else {
+                        return self.reasm.stats.count_drop(WireDrop::BadLength);
+                    };
+                    self.vi_in.push(ViIn::Frag {
+                        from,
+                        dst_vi: d.dst_endpoint,
+                        token: d.token,
+                        seq: d.msg_id,
+                        frag,
+                    });
+                } else if let Ok(Some(msg)) = self.reasm.push(from, f.src_engine, &d, self.now_ns) {
                     self.vi_in.push(ViIn::Data {
                         from,
                         dst_vi: d.dst_endpoint,

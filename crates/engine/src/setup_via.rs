@@ -404,7 +404,8 @@ impl Setup<'_> {
         peer: Option<RemoteVi>,
     ) -> Result<u32, ErrorCode> {
         let layout = ViLayout::new(crate::vi_path::VI_QUEUE_CAP).expect("valid");
-        self.check_memory_for(ci, layout.segment_size)?;
+        let limits = crate::vi_path::ViLimits::of(self.cfg, &attrs);
+        self.check_memory_for(ci, layout.segment_size + limits.held_budget)?;
         let id = self.vias.add_vi(ci, 0, attrs);
         let vi = EngineVi::new(
             id,
@@ -413,6 +414,7 @@ impl Setup<'_> {
             attrs.reliability,
             attrs.strict_rnr,
             peer,
+            limits,
         );
         let vi = match vi {
             Ok(v) => v,
@@ -657,6 +659,7 @@ impl Setup<'_> {
                 }
                 // Handled on the data path (or by UDM's links).
                 ViIn::Data { .. }
+                | ViIn::Frag { .. }
                 | ViIn::Ack(..)
                 | ViIn::Close(..)
                 | ViIn::UdmJoin(..)
@@ -709,6 +712,7 @@ impl Setup<'_> {
         let attrs = ViParams {
             reliability: o.reliability,
             strict_rnr: o.strict_rnr,
+            break_timeout_ms: 0,
         };
         let request = match self.queue_request(Pending {
             tag: o.tag,

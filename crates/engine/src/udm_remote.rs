@@ -210,6 +210,7 @@ impl Link {
             seq,
             bytes: &self.batch,
             ack,
+            held: None,
         }) {
             self.rx.make_ack();
         }
@@ -241,6 +242,7 @@ impl Link {
                 seq: *seq,
                 bytes,
                 ack: None,
+                held: None,
             });
             if let Some(j) = job.as_deref_mut() {
                 for r in records(bytes).filter(|r| r.kind == REC_MSG) {

@@ -33,11 +33,44 @@ use unet_abi::*;
 use unet_sys::{self as sys, EventFd, Segment};
 
 use crate::endpoints::ClientId;
-use crate::wire::reliable::{self, Ack, DataVerdict, RelConfig, RelReceiver, RelSender};
+use crate::wire::frag::{FragBuf, FragIn};
+use crate::wire::reliable::{
+    self, Ack, DataVerdict, RelConfig, RelReceiver, RelSender, Sack, SACK_FRAG_WORDS,
+};
+use crate::wire::WireDrop;
 
-/// Messages kept per VI that arrived after a gap (the receiver takes only
-/// those inside its window, which is at most this).
+/// Messages kept per VI that arrived after a gap, whole or in part (the
+/// receiver takes only those inside its window, which is at most this).
 const AHEAD_MAX: usize = 64;
+
+/// The least held-bytes budget of a VI: one message of the largest size
+/// in reassembly.
+pub(crate) const HELD_BUDGET_MIN: u64 = VI_MAX_TRANSFER as u64 + 8 * 1024;
+
+/// What an engine-carried VI may take of the engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ViLimits {
+    /// How long its peer may stay silent while something waits for it
+    /// before the VI breaks ([`RelConfig::break_timeout_ns`]).
+    pub break_timeout_ns: u64,
+    /// Bytes of messages it may keep for its owner: held for want of a
+    /// receive, arrived after a gap, or in reassembly (at least
+    /// [`HELD_BUDGET_MIN`]). Charged to the owner with the VI's segment.
+    pub held_budget: u64,
+}
+
+impl ViLimits {
+    /// The engine's settings, and the VI's own break timeout if it asked
+    /// for one.
+    pub(crate) fn of(cfg: &crate::EngineConfig, attrs: &unet_control::ViParams) -> ViLimits {
+        let engine = cfg.vi_break_timeout.as_nanos().min(u128::from(u64::MAX)) as u64;
+        let own = u64::from(attrs.break_timeout_ms).saturating_mul(1_000_000);
+        ViLimits {
+            break_timeout_ns: if own == 0 { engine } else { own },
+            held_budget: cfg.vi_held_budget.max(HELD_BUDGET_MIN),
+        }
+    }
+}
 
 /// A registered memory region.
 pub(crate) struct Region {
@@ -75,6 +108,9 @@ pub(crate) struct Outgoing<'a> {
     pub seq: u32,
     pub bytes: &'a [u8],
     pub ack: Option<Ack>,
+    /// A retransmission: the fragments the receiver said it holds are
+    /// left out (and no ack goes along).
+    pub held: Option<Sack>,
 }
 
 /// Puts an [`Outgoing`] on the wire; true if it carried the ack along.
@@ -116,6 +152,14 @@ pub(crate) struct EngineVi {
     /// come, then taken in order, so that a loss costs the resending of
     /// what was lost only.
     ahead: Vec<(u32, Vec<u8>)>,
+    /// Messages of several fragments in reassembly, inside the window (a
+    /// reliable level keeps them until they are complete: no timeout),
+    /// by sequence number.
+    partial: Vec<(u32, FragBuf)>,
+    /// Bytes of `held`, `ahead` and `partial`; at most `held_budget`.
+    kept: u64,
+    /// The most `kept` may reach.
+    pub held_budget: u64,
     /// 0 while connected, else the `ViError` code.
     pub state: u32,
     /// The error is still to be told to the peer.
@@ -137,6 +181,7 @@ impl EngineVi {
         reliability: Reliability,
         strict_rnr: bool,
         peer: Option<RemoteVi>,
+        limits: ViLimits,
     ) -> io::Result<EngineVi> {
         let layout = ViLayout::new(VI_QUEUE_CAP).expect("a valid capacity");
         let seg = Segment::create(&format!("unet-vi-{id}"), layout.segment_size as usize)?;
@@ -180,7 +225,10 @@ impl EngineVi {
             Reliability::ReliableDelivery => reliable::Reliability::ReliableDelivery,
             Reliability::ReliableReception => reliable::Reliability::ReliableReception,
         };
-        let cfg = RelConfig::default();
+        let cfg = RelConfig {
+            break_timeout_ns: limits.break_timeout_ns,
+            ..RelConfig::default()
+        };
         Ok(EngineVi {
             owner,
             seg,
@@ -204,6 +252,9 @@ impl EngineVi {
             held: VecDeque::new(),
             draining: None,
             ahead: Vec::new(),
+            partial: Vec::new(),
+            kept: 0,
+            held_budget: limits.held_budget.max(HELD_BUDGET_MIN),
             state: 0,
             tell_peer: false,
             wake_due: false,
@@ -352,7 +403,7 @@ impl EngineVi {
             return;
         }
         self.draining = Some(why);
-        self.ahead.clear();
+        self.unkeep_all_ahead();
         self.fail_sends(why);
         self.wake();
     }
@@ -390,7 +441,10 @@ impl EngineVi {
         }
         self.held.clear();
         self.ahead.clear();
+        self.partial.clear();
+        self.kept = 0;
         self.set_level(ViCounter::Held, 0);
+        self.set_level(ViCounter::KeptBytes, 0);
         // Descriptors still in the queues, as far as their completions fit
         // (at most a queue's worth: the positions are the client's word).
         let head = if impossible {
@@ -461,6 +515,7 @@ impl EngineVi {
         let mut placed = 0;
         while !self.held.is_empty() && !self.recv_posted.is_empty() {
             let msg = self.held.pop_front().expect("held");
+            self.unkeep(msg.len());
             if !self.place(&msg, regions) {
                 return work + 1;
             }
@@ -469,6 +524,7 @@ impl EngineVi {
         if placed > 0 {
             self.set_level(ViCounter::Held, self.held.len() as u64);
             self.rx.placed(placed, now_ns);
+            self.maybe_reopen(now_ns);
         }
         if let Some(why) = self.draining {
             if self.held.is_empty() {
@@ -505,12 +561,18 @@ impl EngineVi {
             self.gather(&pieces[..n], total);
             // An ack owed to the peer goes with the message (a reply acks
             // what it answers), not in a datagram of its own later.
-            let ack = self.rx.pending_ack();
+            // Not when the ack should say what is kept past a gap: that
+            // goes in an ack frame of its own.
+            let ack = self
+                .rx
+                .pending_ack()
+                .filter(|_| !self.keeps_ahead() && !self.rx.is_closed());
             if wire(Outgoing {
                 to: peer,
                 seq,
                 bytes: &self.scratch,
                 ack,
+                held: None,
             }) {
                 self.rx.make_ack();
                 self.count(ViCounter::AcksTx, 1);
@@ -557,19 +619,25 @@ impl EngineVi {
         let mut pieces = [(std::ptr::null_mut::<u8>(), 0usize); VI_MAX_SEGMENTS];
         for i in 0..self.inflight.len() {
             let (d, seq, _) = self.inflight[i];
-            if !range.contains(seq) {
+            // Not what the receiver said it holds, nor its fragments.
+            if !range.contains(seq) || self.tx.sacked(seq) {
                 continue;
             }
             match self.pieces(&d, regions, &mut pieces) {
                 Some((n, total)) => {
                     self.gather(&pieces[..n], total);
+                    let held = self.tx.frags_held(seq);
                     wire(Outgoing {
                         to: peer,
                         seq,
                         bytes: &self.scratch,
                         ack: None,
+                        held,
                     });
                     self.count(ViCounter::Retransmits, 1);
+                    if held.is_some() {
+                        self.count(ViCounter::PartialRetransmits, 1);
+                    }
                 }
                 None => {
                     // Its region was deregistered meanwhile.
@@ -628,6 +696,208 @@ impl EngineVi {
         true
     }
 
+    /// Bytes now kept for the owner (held, ahead, in reassembly).
+    fn keep(&mut self, n: u64) {
+        self.kept += n;
+        self.set_level(ViCounter::KeptBytes, self.kept);
+    }
+
+    /// Bytes no longer kept.
+    fn unkeep(&mut self, n: usize) {
+        self.kept = self.kept.saturating_sub(n as u64);
+        self.set_level(ViCounter::KeptBytes, self.kept);
+    }
+
+    /// Forget what arrived past a gap (whole or in part).
+    fn unkeep_all_ahead(&mut self) {
+        let n: usize = self.ahead.iter().map(|(_, m)| m.len()).sum::<usize>()
+            + self.partial.iter().map(|(_, b)| b.bytes()).sum::<usize>();
+        self.ahead.clear();
+        self.partial.clear();
+        self.unkeep(n);
+    }
+
+    /// Kept past a gap, whole or in part: the acks say what (a [`Sack`]).
+    fn keeps_ahead(&self) -> bool {
+        !self.ahead.is_empty() || !self.partial.is_empty()
+    }
+
+    /// An accepted message could not go straight into a receive: it would
+    /// be held.
+    fn must_hold(&self) -> bool {
+        !self.held.is_empty()
+            || (self.recv_posted.is_empty()
+                && !(self.rq.head() != self.rq_tail && self.recv_room()))
+    }
+
+    /// Make room for `n` more bytes in the budget, by forgetting what was
+    /// kept past a gap after `seq` (the latest first; the sender resends
+    /// it, the acks no longer saying it is here) and, unreliable, before
+    /// it. False if there is still no room.
+    fn make_room(&mut self, n: u64, seq: u32) -> bool {
+        let unreliable = self.reliability == Reliability::Unreliable;
+        while self.kept + n > self.held_budget {
+            let later = |s: u32| reliable::seq_lt(seq, s) || (unreliable && s != seq);
+            let a = self
+                .ahead
+                .iter()
+                .enumerate()
+                .filter(|(_, (s, _))| later(*s))
+                .max_by_key(|(_, (s, _))| s.wrapping_sub(seq))
+                .map(|(i, (s, _))| (i, *s));
+            let p = self
+                .partial
+                .iter()
+                .enumerate()
+                .filter(|(_, (s, _))| later(*s))
+                .max_by_key(|(_, (s, _))| s.wrapping_sub(seq))
+                .map(|(i, (s, _))| (i, *s));
+            let freed = match (a, p) {
+                (Some((i, sa)), Some((_, sp))) if sa.wrapping_sub(seq) >= sp.wrapping_sub(seq) => {
+                    self.ahead.swap_remove(i).1.len()
+                }
+                (_, Some((j, _))) => self.partial.swap_remove(j).1.bytes(),
+                (Some((i, _)), None) => self.ahead.swap_remove(i).1.len(),
+                (None, None) => return false,
+            };
+            self.unkeep(freed);
+        }
+        true
+    }
+
+    /// Reopen a window closed for want of budget once half of it is free
+    /// again (or nothing is held).
+    fn maybe_reopen(&mut self, now_ns: u64) {
+        if self.rx.is_closed() && (self.held.is_empty() || self.kept <= self.held_budget / 2) {
+            self.rx.reopen(now_ns);
+        }
+    }
+
+    /// What the receiver keeps past the message it expects, for its acks
+    /// (reliable levels, when it keeps anything).
+    pub(crate) fn sack(&self) -> Option<Sack> {
+        if self.reliability == Reliability::Unreliable
+            || !(self.keeps_ahead() || self.rx.is_closed())
+        {
+            return None;
+        }
+        let e = self.rx.expected();
+        let mut k = Sack {
+            closed: self.rx.is_closed(),
+            ..Sack::default()
+        };
+        for (s, _) in &self.ahead {
+            let i = s.wrapping_sub(e).wrapping_sub(1);
+            if i < 64 {
+                k.ahead |= 1 << i;
+            }
+        }
+        if let Some((_, b)) = self.partial.iter().find(|(s, _)| *s == e) {
+            k.frag_base = b.first_missing();
+            k.frags = b.held_from::<SACK_FRAG_WORDS>(k.frag_base);
+        }
+        Some(k)
+    }
+
+    /// A fragment of data message `seq` (one of several) arrived from the
+    /// peer: kept until the message is complete (inside the window, and
+    /// within the budget), then taken as a whole message.
+    pub(crate) fn arrive_frag(
+        &mut self,
+        seq: u32,
+        f: &FragIn,
+        regions: &std::collections::HashMap<u32, Region>,
+        now_ns: u64,
+    ) {
+        if self.state != 0 || self.draining.is_some() {
+            return;
+        }
+        let reliable = self.reliability != Reliability::Unreliable;
+        let expected = self.rx.expected();
+        let past = seq.wrapping_sub(expected) >= self.rx.room();
+        if reliable::seq_lt(seq, expected) || (reliable && past) {
+            // Older than expected, or past the window: judged (and acked)
+            // as the whole message would be.
+            match self.rx.on_data(seq, now_ns) {
+                DataVerdict::Duplicate => {
+                    // The message once (by its first fragment), each
+                    // fragment besides.
+                    self.count(ViCounter::DuplicateFragments, 1);
+                    if f.index == 0 {
+                        self.count(ViCounter::Duplicates, 1);
+                    }
+                }
+                DataVerdict::OverWindow if f.index == 0 => {
+                    self.count(ViCounter::OverWindow, 1);
+                }
+                _ => {}
+            }
+            return;
+        }
+        if self.ahead.iter().any(|(s, _)| *s == seq) {
+            // Already whole here: the sender resends it, the ack (soon)
+            // says it need not.
+            self.count(ViCounter::DuplicateFragments, 1);
+            self.rx.ack_soon(now_ns, false);
+            return;
+        }
+        if f.msg_len as usize > VI_MAX_TRANSFER {
+            return self.count(ViCounter::BadFragments, 1);
+        }
+        let i = match self.partial.iter().position(|(s, _)| *s == seq) {
+            Some(i) => i,
+            None => {
+                if self.ahead.len() + self.partial.len() >= AHEAD_MAX {
+                    if reliable {
+                        return self.count(ViCounter::OverWindow, 1);
+                    }
+                    // Unreliable: the oldest message in reassembly goes.
+                    if let Some(j) =
+                        (0..self.partial.len()).max_by_key(|&j| seq.wrapping_sub(self.partial[j].0))
+                    {
+                        let n = self.partial.swap_remove(j).1.bytes();
+                        self.unkeep(n);
+                    }
+                }
+                let need = FragBuf::bytes_for(f) as u64;
+                if !self.make_room(need, seq) {
+                    self.count(ViCounter::BudgetRefused, 1);
+                    if reliable && seq == expected {
+                        // What is held fills the budget: the sender waits
+                        // until the owner takes some of it.
+                        self.rx.close(now_ns);
+                    }
+                    return;
+                }
+                self.keep(need);
+                self.partial.push((seq, FragBuf::new(f)));
+                self.partial.len() - 1
+            }
+        };
+        match self.partial[i].1.add(f) {
+            Ok(true) => {
+                let (_, b) = self.partial.swap_remove(i);
+                self.unkeep(b.bytes());
+                let msg = b.into_vec();
+                self.arrive(seq, &msg, regions, now_ns);
+            }
+            Ok(false) => {
+                // A hole before this fragment: the sender learns of it
+                // within the ack delay.
+                if reliable && seq == expected && self.partial[i].1.first_missing() < f.index {
+                    self.rx.ack_soon(now_ns, false);
+                }
+            }
+            Err(WireDrop::DuplicateFragment) => {
+                self.count(ViCounter::DuplicateFragments, 1);
+                if reliable {
+                    self.rx.ack_soon(now_ns, false);
+                }
+            }
+            Err(_) => self.count(ViCounter::BadFragments, 1),
+        }
+    }
+
     /// A data message `seq` arrived from the peer.
     pub(crate) fn arrive(
         &mut self,
@@ -639,6 +909,21 @@ impl EngineVi {
         // A peer that went sends nothing more: a late or replayed frame of
         // it is not taken.
         if self.state != 0 || self.draining.is_some() {
+            return;
+        }
+        let len = msg.len() as u64;
+        if self.reliability != Reliability::Unreliable
+            && seq == self.rx.expected()
+            && self.rx.room() > 0
+            && !self.strict_rnr
+            && self.must_hold()
+            && !self.make_room(len, seq)
+        {
+            // No room in the VI's budget to hold it: the window closes
+            // (the ack says so at once), and the sender resends it once
+            // the owner took what is held.
+            self.count(ViCounter::BudgetRefused, 1);
+            self.rx.close(now_ns);
             return;
         }
         let before = self.rx.stats.lost;
@@ -655,9 +940,17 @@ impl EngineVi {
             DataVerdict::Duplicate => return self.count(ViCounter::Duplicates, 1),
             DataVerdict::OutOfOrder { .. } => {
                 self.count(ViCounter::OutOfOrder, 1);
-                // Inside the window (the receiver said so): kept once.
-                if self.ahead.len() < AHEAD_MAX && !self.ahead.iter().any(|(s, _)| *s == seq) {
-                    self.ahead.push((seq, msg.to_vec()));
+                // Inside the window (the receiver said so): kept once, as
+                // far as the budget allows (else it comes again).
+                if self.ahead.len() + self.partial.len() < AHEAD_MAX
+                    && !self.ahead.iter().any(|(s, _)| *s == seq)
+                {
+                    if self.kept + len <= self.held_budget {
+                        self.keep(len);
+                        self.ahead.push((seq, msg.to_vec()));
+                    } else {
+                        self.count(ViCounter::BudgetRefused, 1);
+                    }
                 }
                 return;
             }
@@ -667,7 +960,15 @@ impl EngineVi {
         // What came ahead of it follows, in order.
         while !self.ahead.is_empty() && self.state == 0 {
             let expected = self.rx.expected();
-            self.ahead.retain(|(s, _)| !reliable::seq_lt(*s, expected));
+            let mut gone = 0;
+            self.ahead.retain(|(s, m)| {
+                let keep = !reliable::seq_lt(*s, expected);
+                if !keep {
+                    gone += m.len();
+                }
+                keep
+            });
+            self.unkeep(gone);
             let Some(i) = self.ahead.iter().position(|(s, _)| *s == expected) else {
                 // Another gap before the rest: the receiver asks for it at
                 // once (the first message past a gap does).
@@ -677,10 +978,24 @@ impl EngineVi {
                 break;
             };
             let (s, m) = self.ahead.swap_remove(i);
+            self.unkeep(m.len());
             let before = self.rx.stats.lost;
             if self.rx.on_data(s, now_ns) == DataVerdict::Accept {
                 self.take_in(&m, before, regions, now_ns);
             }
+        }
+        if !self.partial.is_empty() {
+            // Reassembly of messages now behind: no more.
+            let expected = self.rx.expected();
+            let mut gone = 0;
+            self.partial.retain(|(s, b)| {
+                let keep = !reliable::seq_lt(*s, expected);
+                if !keep {
+                    gone += b.bytes();
+                }
+                keep
+            });
+            self.unkeep(gone);
         }
     }
 
@@ -709,6 +1024,18 @@ impl EngineVi {
                 self.break_with(ViError::ReceiverNotReady, true);
                 return;
             }
+            let len = msg.len() as u64;
+            if self.reliability == Reliability::Unreliable
+                && self.kept + len > self.held_budget
+                && !self.make_room(len, self.rx.expected())
+            {
+                // Unreliable (a reliable level made room before it took
+                // it): dropped, as when `hold_max` messages are held.
+                self.count(ViCounter::BudgetRefused, 1);
+                self.rx.placed(1, now_ns);
+                return;
+            }
+            self.keep(len);
             self.held.push_back(msg.to_vec());
             self.count(ViCounter::HeldTotal, 1);
             self.set_level(ViCounter::Held, self.held.len() as u64);
@@ -724,6 +1051,7 @@ impl EngineVi {
     pub(crate) fn acked(
         &mut self,
         ack: Ack,
+        sack: Option<Sack>,
         now_ns: u64,
         regions: &std::collections::HashMap<u32, Region>,
         wire: &mut Wire<'_>,
@@ -734,6 +1062,9 @@ impl EngineVi {
         self.count(ViCounter::AcksRx, 1);
         let (bogus, stale) = (self.tx.stats.bogus_acks, self.tx.stats.stale_acks);
         let out = self.tx.on_ack(ack, now_ns);
+        if let Some(k) = sack {
+            self.tx.on_sack(ack.cum_ack, k, now_ns);
+        }
         let more = self.tx.stats.bogus_acks.saturating_sub(bogus);
         if more > 0 {
             self.count(ViCounter::BogusAcks, more);

@@ -46,12 +46,28 @@ pub(crate) fn poll(
                 Some(_) => drop(WireDrop::ForgedToken),
                 None => drop(WireDrop::UnknownEndpoint),
             },
+            ViIn::Frag {
+                from,
+                dst_vi,
+                token,
+                seq,
+                frag,
+            } => match engine.get_mut(&dst_vi) {
+                Some(v)
+                    if v.peer
+                        .is_some_and(|p| p.my_token == token && p.addr == from) =>
+                {
+                    v.arrive_frag(seq, &frag, regions, now);
+                }
+                Some(_) => drop(WireDrop::ForgedToken),
+                None => drop(WireDrop::UnknownEndpoint),
+            },
             ViIn::Ack(from, a) => match engine.get_mut(&a.dst_vi) {
                 Some(v)
                     if v.peer
                         .is_some_and(|p| p.my_token == a.token && p.addr == from) =>
                 {
-                    v.acked(a.ack(), now, regions, &mut |o| remote.send_vi(o));
+                    v.acked(a.ack(), a.sack, now, regions, &mut |o| remote.send_vi(o));
                 }
                 Some(_) => drop(WireDrop::ForgedToken),
                 None => drop(WireDrop::UnknownEndpoint),
@@ -91,7 +107,8 @@ pub(crate) fn poll(
             continue;
         };
         if let Some(ack) = v.ack_now(now) {
-            remote.send_vi_ack(p.addr, ViAck::from_ack(p.vi, p.peer_token, ack));
+            let f = ViAck::from_ack(p.vi, p.peer_token, ack).with_sack(v.sack());
+            remote.send_vi_ack(p.addr, f);
         }
         if v.tell_peer {
             v.tell_peer = false;

@@ -439,7 +439,10 @@ impl Vias {
             .regions
             .values()
             .map(|r| (r.owner, r.len.max(1).div_ceil(PAGE) * PAGE));
-        let v = self.engine.values().map(|v| (v.owner, v.seg.len() as u64));
+        let v = self
+            .engine
+            .values()
+            .map(|v| (v.owner, v.seg.len() as u64 + v.held_budget));
         r.chain(v)
     }
 

@@ -47,6 +47,7 @@ fn a_reply_carries_the_ack_of_what_it_answers() {
             ViParams {
                 reliability: level,
                 strict_rnr: false,
+                break_timeout_ms: 0,
             },
             &mut || relay.pump(),
         )

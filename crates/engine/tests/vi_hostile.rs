@@ -55,6 +55,7 @@ fn params(r: Reliability) -> ViParams {
     ViParams {
         reliability: r,
         strict_rnr: false,
+        break_timeout_ms: 0,
     }
 }
 

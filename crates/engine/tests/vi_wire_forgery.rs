@@ -65,6 +65,7 @@ fn vi_ack(dst_vi: u32, token: u64, cum_ack: u32, cum_placed: u32, window_end: u3
         cum_placed,
         window_end,
         nack: false,
+        sack: None,
     }))
 }
 
@@ -123,6 +124,7 @@ impl Net {
             ViParams {
                 reliability: level,
                 strict_rnr: false,
+                break_timeout_ms: 0,
             },
             &mut || relay.pump(),
         )

@@ -75,6 +75,12 @@ pub struct ViAttributes {
     pub send_cq: Option<CompletionQueue>,
     /// The completion queue the receive queue reports to, if any.
     pub recv_cq: Option<CompletionQueue>,
+    /// How long the peer of a VI carried between engines may stay silent
+    /// while the VI waits for it (reliable levels) before the VI breaks
+    /// with [`ViError::Timeout`]; `Duration::ZERO` (the default): the
+    /// engine's setting (5 s unless its daemon says otherwise). Rounded
+    /// up to milliseconds.
+    pub break_timeout: Duration,
 }
 
 impl Default for ViAttributes {
@@ -87,6 +93,7 @@ impl Default for ViAttributes {
             spin: Duration::from_micros(50),
             send_cq: None,
             recv_cq: None,
+            break_timeout: Duration::ZERO,
         }
     }
 }
@@ -95,10 +102,15 @@ impl ViAttributes {
     /// The longest a wait spins when it adapts to the waits before it.
     pub const SPIN_ADAPT_MAX: Duration = Duration::from_micros(250);
 
-    fn params(&self) -> ViParams {
+    pub(crate) fn params(&self) -> ViParams {
         ViParams {
             reliability: self.reliability,
             strict_rnr: self.strict_rnr,
+            break_timeout_ms: self
+                .break_timeout
+                .as_nanos()
+                .div_ceil(1_000_000)
+                .min(u128::from(u32::MAX)) as u32,
         }
     }
 }

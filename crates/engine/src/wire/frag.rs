@@ -200,6 +200,133 @@ impl Partial {
     }
 }
 
+/// One fragment of a VI's message, copied out of its datagram (parsed
+/// and checked on its own, see [`Data::check`]) for the VI to reassemble:
+/// a VI keeps the fragments of the messages inside its window until they
+/// are complete, with no timeout, and tells its sender which it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FragIn {
+    /// Fragment index.
+    pub index: u16,
+    /// Fragments of the message (at least 2).
+    pub count: u16,
+    /// Length of the whole message.
+    pub msg_len: u32,
+    /// Offset of this fragment in the message.
+    pub offset: u32,
+    /// The sender's stride ([`Data::stride`]).
+    pub stride: u32,
+    /// The bytes.
+    pub payload: Vec<u8>,
+}
+
+impl FragIn {
+    /// The fragment `d` carries, if it is one of several and checks.
+    pub fn of(d: &Data<'_>) -> Option<FragIn> {
+        (d.frag_count > 1 && d.check().is_ok()).then(|| FragIn {
+            index: d.frag_index,
+            count: d.frag_count,
+            msg_len: d.msg_len,
+            offset: d.frag_offset,
+            stride: d.stride(),
+            payload: d.payload.to_vec(),
+        })
+    }
+}
+
+/// A VI's message in reassembly: its buffer and the fragments it holds.
+#[derive(Debug)]
+pub struct FragBuf {
+    buf: Vec<u8>,
+    seen: Vec<u64>,
+    received: u16,
+    count: u16,
+    stride: u32,
+}
+
+impl FragBuf {
+    /// A buffer for the message `f` is a fragment of (`f` not stored yet).
+    /// Its memory is [`FragBuf::bytes`].
+    pub fn new(f: &FragIn) -> FragBuf {
+        FragBuf {
+            buf: vec![0; f.msg_len as usize],
+            seen: vec![0; usize::from(f.count).div_ceil(64)],
+            received: 0,
+            count: f.count,
+            stride: f.stride,
+        }
+    }
+
+    /// Bytes a buffer for the message of `f` takes.
+    pub fn bytes_for(f: &FragIn) -> usize {
+        f.msg_len as usize + usize::from(f.count).div_ceil(64) * 8
+    }
+
+    /// Bytes it takes.
+    pub fn bytes(&self) -> usize {
+        self.buf.len() + self.seen.len() * 8
+    }
+
+    /// Stores `f`: `Ok(true)` when the message is complete; a duplicate
+    /// or a fragment that does not agree with the others is refused.
+    pub fn add(&mut self, f: &FragIn) -> Result<bool, WireDrop> {
+        if self.count != f.count
+            || self.stride != f.stride
+            || self.buf.len() != f.msg_len as usize
+            || f.index >= f.count
+        {
+            return Err(WireDrop::Inconsistent);
+        }
+        let off = f.offset as usize;
+        let Some(dst) = self.buf.get_mut(off..off + f.payload.len()) else {
+            return Err(WireDrop::Inconsistent);
+        };
+        let i = usize::from(f.index);
+        let (word, bit) = (i / 64, 1u64 << (i % 64));
+        if self.seen[word] & bit != 0 {
+            return Err(WireDrop::DuplicateFragment);
+        }
+        dst.copy_from_slice(&f.payload);
+        self.seen[word] |= bit;
+        self.received += 1;
+        Ok(self.received == self.count)
+    }
+
+    /// The first fragment not held yet (`count` when complete).
+    pub fn first_missing(&self) -> u16 {
+        for (w, &bits) in self.seen.iter().enumerate() {
+            if bits != u64::MAX {
+                let i = w * 64 + bits.trailing_ones() as usize;
+                return (i as u16).min(self.count);
+            }
+        }
+        self.count
+    }
+
+    /// The fragments held from `base` on: bit `i` of word `w` for
+    /// fragment `base + 64 * w + i`.
+    pub fn held_from<const W: usize>(&self, base: u16) -> [u64; W] {
+        let mut out = [0u64; W];
+        for (k, o) in out.iter_mut().enumerate() {
+            for b in 0..64 {
+                let i = usize::from(base) + 64 * k + b;
+                if i >= usize::from(self.count) {
+                    return out;
+                }
+                if self.seen[i / 64] & (1 << (i % 64)) != 0 {
+                    *o |= 1 << b;
+                }
+            }
+        }
+        out
+    }
+
+    /// The message, once complete.
+    pub fn into_vec(self) -> Vec<u8> {
+        self.buf
+    }
+}
+
 /// Number of recently completed messages remembered, so that a late
 /// duplicate fragment of a finished message is counted as a duplicate
 /// instead of opening an entry that can only time out.
@@ -302,10 +429,11 @@ impl Reassembler {
                 Ok(true) => {}
             }
         } else {
-            // A VI's messages are exempt: its receiver drops duplicates by
-            // sequence number, and its sender retransmits a message whole
-            // (go-back-N) after the receiver may have reassembled and then
-            // discarded it, out of order.
+            // A VI's messages are exempt (a UDM link's are the only ones
+            // that come here; a VI reassembles its own, see FragBuf): its
+            // receiver drops duplicates by sequence number, and its sender
+            // retransmits a message whole after the receiver may have
+            // reassembled and then discarded it, out of order.
             if !d.is_vi() && self.recent.contains(&Some(key)) {
                 return Err(self.drop(WireDrop::DuplicateFragment));
             }

@@ -84,11 +84,17 @@
 //!  |     u32      |        u64        |     u32      |
 //!  reason: 0 closed normally, else a `unet_abi::ViError` code (any value parses)
 //!
-//! kind 0x14, ViAck (40 bytes)
+//! kind 0x14, ViAck (88 bytes)
 //! 12             16                  24             28             32             36      38  40
 //!  |    dst_vi    |       token       |   cum_ack    |  cum_placed  |  window_end  | flags |pad|
 //!  |     u32      |        u64        |     u32      |     u32      |     u32      |  u16  |u16|
-//!  flags: bit 0 nack; bits 1..=15 sent as 0, ignored
+//! 40        42        44        48                  56                                      88
+//!  |frag_base|   pad   |   pad   |       ahead       |            frags (4 x u64)            |
+//!  |   u16   |   u16   |   u32   |        u64        |                256 bits               |
+//!  flags: bit 0 nack; bit 1 sack (the fields from byte 40 on mean
+//!  something: a `reliable::Sack`, else they are sent as 0 and ignored);
+//!  bit 2, with bit 1, the receiver closed its window (its memory for the
+//!  VI is used up: `Sack::closed`); bits 3..=15 sent as 0, ignored
 //!
 //! kind 0x20, UdmJoin (48 bytes)
 //! 12             16             20                  28             32                  40             44     46  48
@@ -179,7 +185,7 @@ use core::fmt;
 
 use unet_abi::{Reliability, ViError};
 
-use super::reliable::Ack;
+use super::reliable::{Ack, Sack};
 
 /// Magic number at offset 0: the bytes `"UN"`.
 pub const MAGIC: u16 = 0x554E;
@@ -218,7 +224,7 @@ pub const VI_REFUSE_LEN: usize = 24;
 /// Length of a ViClose frame.
 pub const VI_CLOSE_LEN: usize = 28;
 /// Length of a ViAck frame.
-pub const VI_ACK_LEN: usize = 40;
+pub const VI_ACK_LEN: usize = 88;
 /// Length of a UdmJoin frame.
 pub const UDM_JOIN_LEN: usize = 48;
 /// Length of a UdmAccept frame.
@@ -252,6 +258,12 @@ pub const VI_DATA_CHANNEL: u16 = 0x8000;
 const VI_OPEN_FLAG_STRICT_RNR: u8 = 1 << 0;
 /// Bit of the ViAck `flags` field: a NACK ([`ViAck::nack`]).
 const VI_ACK_FLAG_NACK: u16 = 1 << 0;
+/// Bit of the ViAck `flags` field: a selective acknowledgement follows
+/// ([`ViAck::sack`]).
+const VI_ACK_FLAG_SACK: u16 = 1 << 1;
+/// Bit of the ViAck `flags` field, with [`VI_ACK_FLAG_SACK`]: the
+/// receiver closed its window ([`Sack::closed`]).
+const VI_ACK_FLAG_CLOSED: u16 = 1 << 2;
 
 /// Byte ranges of every field, computed in one place.
 mod field {
@@ -351,7 +363,10 @@ mod field {
         pub const CUM_PLACED: Range<usize> = 28..32;
         pub const WINDOW_END: Range<usize> = 32..36;
         pub const FLAGS: Range<usize> = 36..38;
-        pub const END: usize = 40;
+        pub const FRAG_BASE: Range<usize> = 40..42;
+        pub const AHEAD: Range<usize> = 48..56;
+        pub const FRAGS: usize = 56;
+        pub const END: usize = 88;
     }
     pub mod udm_join {
         use core::ops::Range;
@@ -953,6 +968,9 @@ pub struct ViAck {
     /// [`Ack::nack`] (bit 0 of the `flags` field; the other bits are sent as
     /// 0 and ignored): a gap was seen at `cum_ack`.
     pub nack: bool,
+    /// What the receiver holds past `cum_ack` (bit 1 of `flags`), if it
+    /// said.
+    pub sack: Option<Sack>,
 }
 
 impl ViAck {
@@ -965,7 +983,13 @@ impl ViAck {
             cum_placed: ack.cum_placed,
             window_end: ack.window_end,
             nack: ack.nack,
+            sack: None,
         }
+    }
+
+    /// The same with a selective acknowledgement.
+    pub fn with_sack(self, sack: Option<Sack>) -> ViAck {
+        ViAck { sack, ..self }
     }
 
     /// The ack this frame carries.
@@ -1252,6 +1276,14 @@ impl<'a> Frame<'a> {
                     cum_placed: rd32(buf, f::CUM_PLACED),
                     window_end: rd32(buf, f::WINDOW_END),
                     nack: rd16(buf, f::FLAGS) & VI_ACK_FLAG_NACK != 0,
+                    sack: (rd16(buf, f::FLAGS) & VI_ACK_FLAG_SACK != 0).then(|| Sack {
+                        ahead: rd64(buf, f::AHEAD),
+                        frags: core::array::from_fn(|i| {
+                            rd64(buf, f::FRAGS + 8 * i..f::FRAGS + 8 * i + 8)
+                        }),
+                        frag_base: rd16(buf, f::FRAG_BASE),
+                        closed: rd16(buf, f::FLAGS) & VI_ACK_FLAG_CLOSED != 0,
+                    }),
                 })
             }
         };
@@ -1392,7 +1424,13 @@ impl<'a> Frame<'a> {
             }
             Body::ViAck(a) => {
                 use field::vi_ack as f;
-                let flags = if a.nack { VI_ACK_FLAG_NACK } else { 0 };
+                let mut flags = if a.nack { VI_ACK_FLAG_NACK } else { 0 };
+                if let Some(k) = a.sack {
+                    flags |= VI_ACK_FLAG_SACK;
+                    if k.closed {
+                        flags |= VI_ACK_FLAG_CLOSED;
+                    }
+                }
                 buf[f::DST_VI].copy_from_slice(&a.dst_vi.to_be_bytes());
                 buf[f::TOKEN].copy_from_slice(&a.token.to_be_bytes());
                 buf[f::CUM_ACK].copy_from_slice(&a.cum_ack.to_be_bytes());
@@ -1400,6 +1438,14 @@ impl<'a> Frame<'a> {
                 buf[f::WINDOW_END].copy_from_slice(&a.window_end.to_be_bytes());
                 buf[f::FLAGS].copy_from_slice(&flags.to_be_bytes());
                 buf[f::FLAGS.end..f::END].fill(0);
+                if let Some(k) = a.sack {
+                    buf[f::FRAG_BASE].copy_from_slice(&k.frag_base.to_be_bytes());
+                    buf[f::AHEAD].copy_from_slice(&k.ahead.to_be_bytes());
+                    for (i, w) in k.frags.iter().enumerate() {
+                        let at = f::FRAGS + 8 * i;
+                        buf[at..at + 8].copy_from_slice(&w.to_be_bytes());
+                    }
+                }
             }
             Body::UdmJoin(j) => {
                 use field::udm_join as f;
@@ -1516,6 +1562,12 @@ mod tests {
             cum_placed: 0x1405,
             window_end: 0x1406,
             nack: true,
+            sack: Some(Sack {
+                ahead: 0x1407,
+                frags: [1, 2, 3, 0x1408],
+                frag_base: 0x1409,
+                closed: false,
+            }),
         }
     }
 
@@ -1957,8 +2009,13 @@ mod tests {
         assert_eq!(&ack[24..28], &0x1404u32.to_be_bytes());
         assert_eq!(&ack[28..32], &0x1405u32.to_be_bytes());
         assert_eq!(&ack[32..36], &0x1406u32.to_be_bytes());
-        assert_eq!(&ack[36..38], &[0, 1]);
+        assert_eq!(&ack[36..38], &[0, 3]);
         assert_eq!(&ack[38..40], &[0, 0]);
+        assert_eq!(&ack[40..42], &0x1409u16.to_be_bytes());
+        assert_eq!(&ack[42..48], &[0; 6]);
+        assert_eq!(&ack[48..56], &0x1407u64.to_be_bytes());
+        assert_eq!(&ack[56..64], &1u64.to_be_bytes());
+        assert_eq!(&ack[80..88], &0x1408u64.to_be_bytes());
     }
 
     #[test]
@@ -2079,15 +2136,33 @@ mod tests {
             (ack.cum_ack, ack.cum_placed, ack.window_end, ack.nack),
             (0x1404, 0x1405, 0x1406, true)
         );
-        assert_eq!(ViAck::from_ack(a.dst_vi, a.token, ack), a);
-        // Bit 0 of flags is the NACK; the others are ignored.
+        assert_eq!(ViAck::from_ack(a.dst_vi, a.token, ack).with_sack(a.sack), a);
+        // Bit 0 of flags is the NACK, bit 1 the SACK, bit 2 a closed
+        // window (with a SACK only); the others are ignored.
         let base = emit_vec(&sample(Kind::ViAck));
-        for (flags, nack) in [(0u16, false), (1, true), (0xFFFE, false), (0xFFFF, true)] {
+        let closed = Some(Sack {
+            closed: true,
+            ..vi_ack().sack.unwrap()
+        });
+        for (flags, nack, sack) in [
+            (0u16, false, None),
+            (1, true, None),
+            (2, false, vi_ack().sack),
+            (3, true, vi_ack().sack),
+            (4, false, None),
+            (6, false, closed),
+            (0xFFFE, false, closed),
+            (0xFFFF, true, closed),
+        ] {
             let mut b = base.clone();
             b[36..38].copy_from_slice(&flags.to_be_bytes());
             let want = Frame {
                 src_engine: 0x14,
-                body: Body::ViAck(ViAck { nack, ..vi_ack() }),
+                body: Body::ViAck(ViAck {
+                    nack,
+                    sack,
+                    ..vi_ack()
+                }),
             };
             assert_eq!(Frame::parse(&b), Ok(want), "flags {flags:#x}");
         }

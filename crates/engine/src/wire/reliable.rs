@@ -73,8 +73,25 @@
 //!   acked: before that they are the receiver's answers to the duplicates
 //!   it made (NewReno's rule), and acting on them would resend again what
 //!   is being resent;
-//! - on the retransmission timer ([`TimerOutcome::Retransmit`]), go-back-N:
-//!   from `cum_ack` to the newest sent.
+//! - on the retransmission timer ([`TimerOutcome::Retransmit`]), from
+//!   `cum_ack` to the newest sent, less what the receiver said it holds.
+//!
+//! # Selective acknowledgement
+//!
+//! A receiver that keeps messages past a gap, whole or in part (the
+//! caller reassembles a message of several fragments itself, and keeps
+//! its fragments until it is complete), says so in a [`Sack`] beside its
+//! ack: the next 64 messages it holds whole, and the fragments it holds of
+//! the one it expects. [`RelSender::on_sack`] takes it;
+//! [`RelSender::sacked`] and [`RelSender::frags_held`] tell the caller
+//! what a retransmission leaves out, so that a message of many fragments
+//! completes across retransmissions instead of having to arrive whole in
+//! one: progress at any loss rate that lets datagrams through.
+//!
+//! A receiver whose caller has no room for more (its memory for the VI is
+//! used up) closes its window ([`RelReceiver::close`]): everything is then
+//! over the window, its ack says the window is closed ([`Sack::closed`]),
+//! and the sender sends nothing but probes until an ack reopens it.
 //!
 //! The retransmission timeout (RTO) is estimated from ack round trips as
 //! in RFC 6298 (Karn's rule: no sample from a retransmitted message),
@@ -90,17 +107,19 @@
 //!
 //! # Breaking
 //!
-//! [`RelConfig::retries_max`] consecutive timer expiries with neither
-//! progress nor (for probes) an answer break the VI
-//! ([`BreakReason::RetriesExhausted`]). The expiries are spaced by the
-//! backed-off RTO, so a peer that goes silent breaks the VI at most
-//! [`RelConfig::break_bound_ns`]`(rto)` after the last progress, `rto` the
-//! RTO then: the sum of `min(rto * 2^i, rto_max)` for `i` below
-//! `retries_max`. With the defaults (RTO 1 ms to 256 ms, 8 tries) that is
-//! 1 + 2 + … + 128 = 255 ms when the RTO sits at its floor, 764 ms from the
-//! initial RTO of 4 ms, and in any case at most `retries_max × rto_max` =
-//! 8 × 256 ms = 2.048 s after the last ack from the peer (or after the
-//! first send that follows it, when nothing was outstanding then).
+//! A VI breaks ([`BreakReason::RetriesExhausted`]) only when its peer
+//! stops answering: at a timer expiry once there were
+//! [`RelConfig::retries_max`] expiries in a row with neither progress nor
+//! (for probes) an answer, and no valid ack came for
+//! [`RelConfig::break_timeout_ns`] (5 s by default; from the first send
+//! after a time with nothing outstanding, if later). Once the expiries
+//! are counted, the timer is due at the end of that silence at the
+//! latest, so the break comes [`RelConfig::break_bound_ns`]`(rto)` after
+//! the last answer at most: the break timeout, or the sum of `min(rto *
+//! 2^i, rto_max)` for `i` below `retries_max` if that is longer (with the
+//! defaults, RTO 1 ms to 256 ms and 8 tries, 255 ms from the floor, at
+//! most 8 × 256 ms = 2.048 s: the 5 s decide). A peer stopped for less
+//! (a scheduling hiccup, a page-in, a debugger) keeps the VI.
 //!
 //! A peer that keeps answering probes with a closed window keeps the VI,
 //! as TCP's persist timer does; a peer whose application never drains is
@@ -211,7 +230,16 @@ pub struct RelConfig {
     pub hold_max: u32,
     /// Longest delay of an ack. Default 200 µs.
     pub ack_delay_ns: u64,
+    /// How long the peer may stay silent (no valid ack) while something
+    /// waits for it before the VI breaks: it breaks at the first timer
+    /// expiry after both [`RelConfig::retries_max`] expiries in a row and
+    /// this much silence. Default 5 s (the engine's peer liveness
+    /// timeout); at least 1 ms.
+    pub break_timeout_ns: u64,
 }
+
+/// Default [`RelConfig::break_timeout_ns`]: 5 s.
+pub const DEFAULT_BREAK_TIMEOUT_NS: u64 = 5_000_000_000;
 
 impl Default for RelConfig {
     fn default() -> Self {
@@ -223,6 +251,7 @@ impl Default for RelConfig {
             retries_max: 8,
             hold_max: 64,
             ack_delay_ns: 200_000,
+            break_timeout_ns: DEFAULT_BREAK_TIMEOUT_NS,
         }
     }
 }
@@ -242,14 +271,24 @@ impl RelConfig {
             retries_max: self.retries_max.max(1),
             hold_max: self.hold_max.clamp(1, MAX_WINDOW),
             ack_delay_ns: self.ack_delay_ns,
+            break_timeout_ns: self.break_timeout_ns.max(1_000_000),
         }
     }
 
-    /// Longest time from the last progress of a VI whose peer went silent
-    /// to its break, when the RTO was `rto_ns` (clamped to the RTO range)
-    /// then: the sum of `min(rto * 2^i, rto_max)` for `i` in
-    /// `0 .. retries_max`. Never more than `retries_max * rto_max_ns`.
+    /// Longest time from the last answer of a peer that went silent to
+    /// the break of its VI, when the RTO was `rto_ns` (clamped to the RTO
+    /// range) then: `break_timeout_ns`, or the sum of `min(rto * 2^i,
+    /// rto_max)` for `i` in `0 .. retries_max` if that is longer (never
+    /// more than `retries_max * rto_max_ns`).
     pub fn break_bound_ns(&self, rto_ns: u64) -> u64 {
+        self.retries_bound_ns(rto_ns)
+            .max(self.normalized().break_timeout_ns)
+    }
+
+    /// The time `retries_max` backed-off expiries take from an RTO of
+    /// `rto_ns`: the sum of `min(rto * 2^i, rto_max)` for `i` in
+    /// `0 .. retries_max`.
+    pub fn retries_bound_ns(&self, rto_ns: u64) -> u64 {
         let c = self.normalized();
         let mut rto = rto_ns.clamp(c.rto_min_ns, c.rto_max_ns);
         let mut left = c.retries_max;
@@ -274,7 +313,7 @@ impl RelConfig {
 pub struct RelStats {
     /// Sender: messages sent for the first time (probes included).
     pub sent: u64,
-    /// Sender: messages to resend, summed over go-back-N ranges.
+    /// Sender: messages to resend (less those the receiver said it holds).
     pub retransmitted: u64,
     /// Sender: acks received (every one, bogus and stale included).
     pub acks_rx: u64,
@@ -419,6 +458,46 @@ pub struct Ack {
     pub nack: bool,
 }
 
+/// What a receiver holds beyond `cum_ack` (a selective acknowledgement),
+/// carried by an ack frame beside its [`Ack`]: the sender resends only
+/// what it does not cover.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Sack {
+    /// Messages the receiver holds whole past the one it expects: bit `i`
+    /// for `cum_ack + 1 + i`.
+    pub ahead: u64,
+    /// The fragments of message `cum_ack` the receiver holds from
+    /// `frag_base` on: bit `i` of word `w` for fragment `frag_base + 64 *
+    /// w + i`.
+    pub frags: [u64; SACK_FRAG_WORDS],
+    /// The receiver holds every fragment of message `cum_ack` before this
+    /// one (its first missing one).
+    pub frag_base: u16,
+    /// The receiver closed its window at `cum_ack` (its memory for the VI
+    /// is used up): send nothing more until an ack opens it again.
+    pub closed: bool,
+}
+
+/// Words of [`Sack::frags`]: it covers 256 fragments of the expected
+/// message (a 256 KiB message at the default datagram size has 185).
+pub const SACK_FRAG_WORDS: usize = 4;
+
+impl Sack {
+    /// True when fragment `index` of the expected message is covered.
+    pub fn has_frag(&self, index: u16) -> bool {
+        let Some(i) = index.checked_sub(self.frag_base) else {
+            return true;
+        };
+        let i = usize::from(i);
+        i < 64 * SACK_FRAG_WORDS && self.frags[i / 64] & (1 << (i % 64)) != 0
+    }
+
+    /// True when it says nothing of the expected message's fragments.
+    pub fn no_frags(&self) -> bool {
+        self.frag_base == 0 && self.frags == [0; SACK_FRAG_WORDS]
+    }
+}
+
 /// What an ack changed for the sender.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[must_use]
@@ -437,7 +516,9 @@ pub struct AckOutcome {
 pub enum TimerOutcome {
     /// Nothing due.
     Nothing,
-    /// Timeout: resend these messages in order (go-back-N).
+    /// Timeout: resend these messages in order, less those
+    /// [`RelSender::sacked`] says the receiver holds (and, of the one it
+    /// expects, the fragments [`RelSender::frags_held`] says it holds).
     Retransmit(SeqRange),
     /// The peer's window is closed, or a ReliableReception send waits for
     /// its placement: send message `seq` by itself. If `seq` is
@@ -515,6 +596,13 @@ pub struct RelSender {
     /// The oldest in-flight message went out past a closed window.
     probe_out: bool,
     broken: Option<BreakReason>,
+    /// When the peer was last heard (a valid ack), or when the sender
+    /// began waiting for it after a time with nothing to wait for.
+    heard_ns: u64,
+    /// The last selective acknowledgement, of `sack_at` (= `acked` when
+    /// it applies).
+    sack: Sack,
+    sack_at: u32,
     /// Counters.
     pub stats: RelStats,
 }
@@ -552,8 +640,52 @@ impl RelSender {
             probe_ready: false,
             probe_out: false,
             broken: None,
+            heard_ns: 0,
+            sack: Sack::default(),
+            sack_at: first_seq,
             stats: RelStats::default(),
         }
+    }
+
+    /// Takes the selective acknowledgement that came with an ack (call
+    /// after [`RelSender::on_ack`] of that ack): what the receiver holds
+    /// past `cum_ack`. Ignored unless `cum_ack` is the sender's.
+    pub fn on_sack(&mut self, cum_ack: u32, sack: Sack, now_ns: u64) {
+        if cum_ack != self.acked || self.broken.is_some() || !self.level.is_reliable() {
+            return;
+        }
+        if sack.closed && self.window_end != self.acked {
+            // The receiver has no room (its memory for the VI is used
+            // up): nothing more goes until an ack opens the window again;
+            // the timer probes meanwhile.
+            self.window_end = self.acked;
+            self.probe_ready = false;
+            // What is out was refused: it goes again as soon as the
+            // window reopens.
+            self.probe_out = self.acked != self.next;
+            self.update_timer(now_ns, false);
+        }
+        if self.acked != self.next {
+            self.sack = sack;
+            self.sack_at = cum_ack;
+        }
+    }
+
+    /// True when the peer said it holds message `seq` whole: a
+    /// retransmission leaves it out.
+    pub fn sacked(&self, seq: u32) -> bool {
+        if self.sack_at != self.acked {
+            return false;
+        }
+        let i = seq.wrapping_sub(self.acked).wrapping_sub(1);
+        i < 64 && self.sack.ahead & (1 << i) != 0
+    }
+
+    /// The fragments of message `seq` the peer said it holds, if `seq`
+    /// is the one it expects and it said so.
+    pub fn frags_held(&self, seq: u32) -> Option<Sack> {
+        (seq == self.acked && self.sack_at == self.acked && !self.sack.no_frags())
+            .then_some(self.sack)
     }
 
     /// The level.
@@ -611,6 +743,10 @@ impl RelSender {
         if !self.can_send() {
             return None;
         }
+        if !self.needs_timer() {
+            // Nothing was waiting for the peer: its silence counts from now.
+            self.heard_ns = self.heard_ns.max(now_ns);
+        }
         let seq = self.next;
         self.next = seq.wrapping_add(1);
         self.stats.sent += 1;
@@ -655,6 +791,8 @@ impl RelSender {
             self.stats.stale_acks += 1;
             return out;
         }
+        // A valid ack: the peer answers.
+        self.heard_ns = self.heard_ns.max(now_ns);
         let acked_more = ack.cum_ack != self.acked;
         let placed_more = ack.cum_placed != self.placed;
         let window_more = seq_lt(self.window_end, ack.window_end);
@@ -676,6 +814,7 @@ impl RelSender {
                 self.rtt_sample(now_ns.saturating_sub(sent));
             }
             self.acked = ack.cum_ack;
+            self.sack = Sack::default();
             self.progress();
             if seq_lt(self.rexmit_hi, self.acked) {
                 self.rexmit_hi = self.acked;
@@ -776,8 +915,9 @@ impl RelSender {
             self.deadline = None;
             return TimerOutcome::Probe { seq: self.next };
         }
-        self.expiries += 1;
-        if self.expiries >= self.cfg.retries_max {
+        self.expiries = self.expiries.saturating_add(1);
+        let silent_until = self.heard_ns.saturating_add(self.cfg.break_timeout_ns);
+        if self.expiries >= self.cfg.retries_max && now_ns >= silent_until {
             self.broken = Some(BreakReason::RetriesExhausted);
             self.deadline = None;
             return TimerOutcome::Broken(BreakReason::RetriesExhausted);
@@ -800,12 +940,19 @@ impl RelSender {
                 to: self.next,
             };
             self.stats.timeouts += 1;
-            self.stats.retransmitted += u64::from(r.len());
+            let held = r.iter().filter(|&s| self.sacked(s)).count() as u64;
+            self.stats.retransmitted += u64::from(r.len()) - held;
             self.rexmit_hi = self.next;
             self.dupacks = 0;
             TimerOutcome::Retransmit(r)
         };
-        self.deadline = Some(now_ns.saturating_add(self.current_rto()));
+        let mut at = now_ns.saturating_add(self.current_rto());
+        if self.expiries.saturating_add(1) >= self.cfg.retries_max && now_ns < silent_until {
+            // The next expiry may break the VI: not later than the end of
+            // the silence allowed.
+            at = at.min(silent_until);
+        }
+        self.deadline = Some(at);
         out
     }
 
@@ -910,6 +1057,9 @@ pub struct RelReceiver {
     accepted_unacked: u32,
     placed_unacked: u32,
     ack_every: u32,
+    /// The caller closed the window ([`RelReceiver::close`]): no room for
+    /// anything until it reopens it.
+    closed: bool,
     /// Counters.
     pub stats: RelStats,
 }
@@ -929,6 +1079,7 @@ impl RelReceiver {
             accepted_unacked: 0,
             placed_unacked: 0,
             ack_every: cfg.ack_every(),
+            closed: false,
             stats: RelStats::default(),
         }
     }
@@ -950,8 +1101,7 @@ impl RelReceiver {
 
     /// The window end advertised now: `expected + hold_max - held`.
     pub fn window_end(&self) -> u32 {
-        self.expected
-            .wrapping_add(self.cfg.hold_max.saturating_sub(self.held))
+        self.expected.wrapping_add(self.room())
     }
 
     /// Judges an arriving message (see [`DataVerdict`]).
@@ -962,7 +1112,7 @@ impl RelReceiver {
             self.ack_by(now_ns);
             return DataVerdict::Duplicate;
         }
-        let room = self.cfg.hold_max.saturating_sub(self.held);
+        let room = self.room();
         if !self.level.is_reliable() {
             self.stats.lost += u64::from(ahead);
             self.expected = seq.wrapping_add(1);
@@ -1020,6 +1170,48 @@ impl RelReceiver {
         } else {
             self.ack_by(now_ns.saturating_add(self.cfg.ack_delay_ns));
         }
+    }
+
+    /// Part of a message arrived (the caller reassembles): an ack (which
+    /// the caller completes with a [`Sack`]) is due within the ack delay,
+    /// or at once if `now`.
+    pub fn ack_soon(&mut self, now_ns: u64, now: bool) {
+        let d = if now { 0 } else { self.cfg.ack_delay_ns };
+        self.ack_by(now_ns.saturating_add(d));
+    }
+
+    /// Messages it can still take: `window_end - expected`.
+    pub fn room(&self) -> u32 {
+        if self.closed {
+            0
+        } else {
+            self.cfg.hold_max.saturating_sub(self.held)
+        }
+    }
+
+    /// The caller has no room for what comes (its memory for this VI is
+    /// used up): the window closes at `expected`, and the ack that says so
+    /// is due at once. Everything that arrives is then over the window
+    /// (and acked at once, as a probe is), until [`RelReceiver::reopen`].
+    pub fn close(&mut self, now_ns: u64) {
+        if !self.closed && self.level.is_reliable() {
+            self.closed = true;
+            self.ack_by(now_ns);
+        }
+    }
+
+    /// The caller has room again: the window reopens, and the ack that
+    /// says so is due at once.
+    pub fn reopen(&mut self, now_ns: u64) {
+        if self.closed {
+            self.closed = false;
+            self.ack_by(now_ns);
+        }
+    }
+
+    /// True while the caller keeps the window closed.
+    pub fn is_closed(&self) -> bool {
+        self.closed
     }
 
     /// True when an ack should go out at `now_ns`.
@@ -1142,10 +1334,12 @@ mod tests {
     fn defaults_and_break_bound() {
         let c = RelConfig::default();
         assert_eq!(c, c.normalized());
-        assert_eq!(c.break_bound_ns(c.rto_min_ns), 255_000_000);
-        assert_eq!(c.break_bound_ns(c.rto_initial_ns), 764_000_000);
-        assert_eq!(c.break_bound_ns(c.rto_max_ns), 2_048_000_000);
-        assert_eq!(c.break_bound_ns(u64::MAX), 2_048_000_000);
+        assert_eq!(c.retries_bound_ns(c.rto_min_ns), 255_000_000);
+        assert_eq!(c.retries_bound_ns(c.rto_initial_ns), 764_000_000);
+        assert_eq!(c.retries_bound_ns(c.rto_max_ns), 2_048_000_000);
+        assert_eq!(c.retries_bound_ns(u64::MAX), 2_048_000_000);
+        // The silence allowed dominates by default.
+        assert_eq!(c.break_bound_ns(c.rto_max_ns), 5_000_000_000);
         let odd = RelConfig {
             window: 0,
             hold_max: u32::MAX,
@@ -1154,6 +1348,7 @@ mod tests {
             rto_initial_ns: u64::MAX,
             retries_max: 0,
             ack_delay_ns: 0,
+            break_timeout_ns: 0,
         }
         .normalized();
         assert_eq!(
@@ -1467,7 +1662,11 @@ mod tests {
 
     #[test]
     fn backoff_then_break_after_retries_max() {
-        let cfg = RelConfig::default();
+        // The least silence allowed: the expiries decide.
+        let cfg = RelConfig {
+            break_timeout_ns: 0,
+            ..RelConfig::default()
+        };
         let mut tx = RelSender::new(cfg, RD, 0);
         for _ in 0..3 {
             tx.on_send(0).unwrap();
@@ -1498,6 +1697,117 @@ mod tests {
         assert_eq!(tx.next_deadline(), None);
         assert!(!tx.can_send() && tx.on_send(last).is_none());
         assert_eq!(tx.on_ack(ack(3, 3, 64), last), AckOutcome::default());
+    }
+
+    #[test]
+    fn a_silent_peer_breaks_the_vi_after_the_break_timeout_not_before() {
+        let cfg = RelConfig {
+            break_timeout_ns: 1_000_000_000,
+            ..RelConfig::default()
+        };
+        let mut tx = RelSender::new(cfg, RD, 0);
+        tx.on_send(0).unwrap();
+        tx.on_send(0).unwrap();
+        // An answer at 100 ms that acks nothing new: the peer is there.
+        let mut now = 0;
+        while now < 100_000_000 {
+            now = tx.next_deadline().unwrap();
+            assert!(matches!(tx.poll_timer(now), TimerOutcome::Retransmit(_)));
+        }
+        let _ = tx.on_ack(ack(0, 0, 64), now);
+        let heard = now;
+        let broke = loop {
+            now = tx.next_deadline().unwrap();
+            match tx.poll_timer(now) {
+                TimerOutcome::Retransmit(_) => {}
+                TimerOutcome::Broken(_) => break now,
+                other => panic!("{other:?}"),
+            }
+        };
+        // More than retries_max expiries, and the break exactly at the end
+        // of the silence allowed.
+        assert!(tx.stats.timeouts >= u64::from(cfg.retries_max));
+        assert_eq!(broke, heard + cfg.break_timeout_ns);
+        assert!(broke - heard <= cfg.break_bound_ns(tx.rto_ns()));
+    }
+
+    #[test]
+    fn a_retransmission_leaves_out_what_the_receiver_holds() {
+        let mut tx = RelSender::new(RelConfig::default(), RD, 0);
+        for _ in 0..5 {
+            tx.on_send(0).unwrap();
+        }
+        // The receiver expects 0; it holds 1 and 3 whole, and fragments
+        // 0..3 and 5 of message 0.
+        let sack = Sack {
+            ahead: 0b101,
+            frags: [0b100, 0, 0, 0],
+            frag_base: 3,
+            closed: false,
+        };
+        let _ = tx.on_ack(ack(0, 0, 64), 10);
+        tx.on_sack(0, sack, 10);
+        let d = tx.next_deadline().unwrap();
+        assert_eq!(
+            tx.poll_timer(d),
+            TimerOutcome::Retransmit(SeqRange { from: 0, to: 5 })
+        );
+        let resent: Vec<u32> = (0..5).filter(|&s| !tx.sacked(s)).collect();
+        assert_eq!(resent, [0, 2, 4]);
+        assert_eq!(tx.stats.retransmitted, 3);
+        let held = tx.frags_held(0).expect("fragments of 0 held");
+        let missing: Vec<u16> = (0..8).filter(|&i| !held.has_frag(i)).collect();
+        assert_eq!(missing, [3, 4, 6, 7]);
+        assert_eq!(tx.frags_held(2), None);
+        // A SACK of another cum_ack than the sender's is not taken; once
+        // cum_ack moves, the old one no longer applies.
+        tx.on_sack(1, Sack { ahead: 1, ..sack }, 20);
+        assert!(tx.sacked(1) && !tx.sacked(2));
+        let _ = tx.on_ack(ack(2, 2, 66), 30);
+        assert!(!tx.sacked(3) && tx.frags_held(2).is_none());
+    }
+
+    #[test]
+    fn a_closed_window_holds_the_sender_back_until_it_reopens() {
+        let mut tx = RelSender::new(RelConfig::default(), RD, 0);
+        let mut rx = RelReceiver::new(RelConfig::default(), RD, 0);
+        for _ in 0..3 {
+            let s = tx.on_send(0).unwrap();
+            assert_eq!(rx.on_data(s, 0), DataVerdict::Accept);
+        }
+        // The receiver's memory for the VI is used up: 3 is refused.
+        rx.close(5);
+        assert!(rx.ack_due(5) && rx.window_end() == 3);
+        let s = tx.on_send(6).unwrap();
+        assert_eq!(rx.on_data(s, 7), DataVerdict::OverWindow);
+        let a = rx.make_ack();
+        let _ = tx.on_ack(a, 8);
+        tx.on_sack(
+            a.cum_ack,
+            Sack {
+                closed: true,
+                ..Sack::default()
+            },
+            8,
+        );
+        assert!(!tx.can_send());
+        // The timer probes with the message the receiver expects; the
+        // receiver answers, the VI stays however long it lasts.
+        let mut now = 8;
+        for _ in 0..50 {
+            now = tx.next_deadline().unwrap();
+            assert_eq!(tx.poll_timer(now), TimerOutcome::Probe { seq: 3 });
+            assert_eq!(rx.on_data(3, now), DataVerdict::OverWindow);
+            let _ = tx.on_ack(rx.make_ack(), now);
+        }
+        assert_eq!(tx.broken(), None);
+        assert!(now > 2 * DEFAULT_BREAK_TIMEOUT_NS);
+        // Room again: the window reopens and the message goes at once.
+        rx.placed(3, now);
+        rx.reopen(now);
+        let out = tx.on_ack(rx.make_ack(), now);
+        assert_eq!(out.retransmit, Some(SeqRange { from: 3, to: 4 }));
+        assert!(tx.can_send());
     }
 
     #[test]
@@ -1671,6 +1981,7 @@ mod tests {
                 rto_max_ns: rng.below(1 << 20),
                 rto_initial_ns: rng.next(),
                 ack_delay_ns: rng.next() >> rng.below(64),
+                break_timeout_ns: rng.next() >> rng.below(64),
             };
             let first = rng.next() as u32;
             let mut tx = RelSender::new(cfg, level, first);
@@ -1688,7 +1999,7 @@ mod tests {
                 } else {
                     rng.below(1 << 40)
                 };
-                match rng.below(8) {
+                match rng.below(10) {
                     0 | 1 => {
                         let _ = tx.on_send(now);
                     }
@@ -1716,6 +2027,29 @@ mod tests {
                         let _ = rx.on_data(s, now);
                     }
                     6 => rx.placed(rng.next() as u32 >> rng.below(33).min(31), now),
+                    8 => {
+                        let k = Sack {
+                            ahead: rng.next(),
+                            frags: [rng.next(), rng.next(), 0, rng.next()],
+                            frag_base: rng.next() as u16,
+                            closed: rng.below(2) == 0,
+                        };
+                        let at = if rng.below(2) == 0 {
+                            tx.cum_ack()
+                        } else {
+                            rng.next() as u32
+                        };
+                        tx.on_sack(at, k, now);
+                        let _ = (tx.sacked(rng.next() as u32), tx.frags_held(at));
+                        let _ = k.has_frag(rng.next() as u16);
+                    }
+                    9 => {
+                        if rng.below(2) == 0 {
+                            rx.close(now);
+                        } else {
+                            rx.reopen(now);
+                        }
+                    }
                     _ => {
                         let a = rx.make_ack();
                         let _ = tx.on_ack(a, now);
@@ -2135,8 +2469,9 @@ mod tests {
             // the silence begins.
             let last = silent + DELAY_NS + SER_NS;
             assert!(at <= last + cfg.break_bound_ns(rto), "{at} {rto}");
-            assert!(at <= last + u64::from(cfg.retries_max) * cfg.rto_max_ns);
-            assert!(at > silent);
+            // Not before the silence allowed, and at its end.
+            assert!(at <= last + cfg.break_timeout_ns, "{at}");
+            assert!(at + 1_000_000 >= silent + cfg.break_timeout_ns, "{at}");
             eprintln!(
                 "{level:?}: silent at {} ms, broken at {} ms (RTO {} µs)",
                 silent / 1_000_000,

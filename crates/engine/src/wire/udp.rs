@@ -46,7 +46,7 @@ use std::time::{Duration, Instant};
 
 use super::frag::{fragments, FragmentError};
 use super::frame::{Body, Data, Frame, FrameError, ACK_TRAILER_LEN, DATA_HEADER_LEN, MAX_DATAGRAM};
-use super::reliable::Ack;
+use super::reliable::{Ack, Sack};
 use super::{WireDrop, WireStats, XorShift};
 
 /// Most datagrams per `sendmmsg`/`recvmmsg` call.
@@ -382,7 +382,7 @@ impl SendBatch {
         msg_id: u32,
         msg: &[u8],
     ) -> Result<u16, PushError> {
-        self.push_with_ack(dst, src_engine, to, msg_id, msg, None)
+        self.push_with_ack(dst, src_engine, to, msg_id, msg, (None, None))
     }
 
     /// Whether a message of `len` bytes and an ack fit in one datagram
@@ -405,8 +405,22 @@ impl SendBatch {
         ack: Option<Ack>,
     ) -> Result<bool, PushError> {
         let ack = ack.filter(|_| self.carries_ack(msg.len()));
-        self.push_with_ack(dst, src_engine, to, msg_id, msg, ack)?;
+        self.push_with_ack(dst, src_engine, to, msg_id, msg, (ack, None))?;
         Ok(ack.is_some())
+    }
+
+    /// Queue the fragments of a VI's message that `held` does not cover
+    /// (a retransmission of what the receiver misses of it), with no ack.
+    pub fn push_vi_fragments(
+        &mut self,
+        dst: SocketAddr,
+        src_engine: u64,
+        to: DataTarget,
+        msg_id: u32,
+        msg: &[u8],
+        held: &Sack,
+    ) -> Result<u16, PushError> {
+        self.push_with_ack(dst, src_engine, to, msg_id, msg, (None, Some(held)))
     }
 
     fn push_with_ack(
@@ -416,7 +430,8 @@ impl SendBatch {
         to: DataTarget,
         msg_id: u32,
         msg: &[u8],
-        ack: Option<Ack>,
+        // The ack to carry, and the fragments to leave out.
+        (ack, skip): (Option<Ack>, Option<&Sack>),
     ) -> Result<u16, PushError> {
         let stride = self.max_datagram.saturating_sub(DATA_HEADER_LEN);
         let pieces = match fragments(msg.len(), stride) {
@@ -432,6 +447,9 @@ impl SendBatch {
         }
         let (first_entry, first_tail) = (self.entries.len(), self.tail);
         for p in pieces {
+            if skip.is_some_and(|k| k.has_frag(p.index)) {
+                continue;
+            }
             let (off, len) = (p.offset as usize, p.len as usize);
             let frame = Frame {
                 src_engine,

@@ -112,8 +112,10 @@ pub struct UnetViAttrs {
     /// Microseconds a blocking wait spins before it sleeps (taken as
     /// given; the default is 50).
     pub spin_us: u32,
-    /// Reserved, zero.
-    pub reserved: u32,
+    /// Milliseconds the peer of a VI carried between engines may stay
+    /// silent while the VI waits for it before the VI breaks
+    /// ([`ViAttributes::break_timeout`]); 0: the engine's setting.
+    pub break_timeout_ms: u32,
     /// The completion queue the send queue reports to, or NULL.
     pub send_cq: *mut UnetCq,
     /// The completion queue the receive queue reports to, or NULL.
@@ -265,9 +267,6 @@ unsafe fn attributes(a: *const UnetViAttrs) -> Result<ViAttributes, c_int> {
                 format!("bad reliability level {}", a.reliability),
             )
         })?;
-    if a.reserved != 0 {
-        return Err(fail(UNET_EINVAL, "unet_vi_attrs.reserved is not zero"));
-    }
     let pick = |v: u32, dv: u32| if v == 0 { dv } else { v };
     // SAFETY: NULL or live handles per the contract; only read (cloned).
     let (send_cq, recv_cq) = unsafe { (a.send_cq.as_ref(), a.recv_cq.as_ref()) };
@@ -279,6 +278,7 @@ unsafe fn attributes(a: *const UnetViAttrs) -> Result<ViAttributes, c_int> {
         spin: Duration::from_micros(a.spin_us.into()),
         send_cq: send_cq.map(|q| q.0.clone()),
         recv_cq: recv_cq.map(|q| q.0.clone()),
+        break_timeout: Duration::from_millis(a.break_timeout_ms.into()),
     })
 }
 
@@ -290,7 +290,7 @@ fn default_attrs() -> UnetViAttrs {
         send_queue: d.send_queue,
         recv_queue: d.recv_queue,
         spin_us: u32::try_from(d.spin.as_micros()).unwrap_or(u32::MAX),
-        reserved: 0,
+        break_timeout_ms: 0,
         send_cq: ptr::null_mut(),
         recv_cq: ptr::null_mut(),
     }
@@ -2052,9 +2052,11 @@ mod tests {
         // SAFETY: as above.
         assert_eq!(unsafe { attributes(&a) }.err(), Some(UNET_EINVAL));
         a.reliability = UNET_VI_UNRELIABLE;
-        a.reserved = 1;
+        a.break_timeout_ms = 1500;
         // SAFETY: as above.
-        assert_eq!(unsafe { attributes(&a) }.err(), Some(UNET_EINVAL));
+        let r = unsafe { attributes(&a) }.unwrap();
+        assert_eq!(r.break_timeout, Duration::from_millis(1500));
+        assert_eq!(r.params().break_timeout_ms, 1500);
     }
 
     #[test]

@@ -38,7 +38,7 @@ final class Native {
             JAVA_INT.withName("send_queue"),
             JAVA_INT.withName("recv_queue"),
             JAVA_INT.withName("spin_us"),
-            JAVA_INT.withName("reserved"),
+            JAVA_INT.withName("break_timeout_ms"),
             ADDRESS.withName("send_cq"),
             ADDRESS.withName("recv_cq"));
     /** {@code unet_vi_seg}: 24 bytes. */

@@ -293,6 +293,7 @@ public final class Vi implements AutoCloseable {
         na.set(JAVA_INT, 8, a.getQueueDepth());
         na.set(JAVA_INT, 12, a.getQueueDepth());
         na.set(JAVA_INT, 16, a.getSpinMicros());
+        na.set(JAVA_INT, 20, a.getBreakTimeoutMillis());
         na.set(ADDRESS, 24, sendQ == null ? MemorySegment.NULL : sendQ.cq);
         na.set(ADDRESS, 32, recvQ == null ? MemorySegment.NULL : recvQ.cq);
         return na;

@@ -24,6 +24,7 @@ public final class ViAttributes {
     private int spinMicros = 50;
     private int inPlaceFrom = IN_PLACE_FROM;
     private boolean confined;
+    private int breakTimeoutMillis;
 
     /**
      * The default of {@link #setInPlaceFrom}: messages of this many bytes
@@ -171,6 +172,28 @@ public final class ViAttributes {
         return this;
     }
 
+    /** @return milliseconds a silent peer may keep the VI waiting before it breaks (0: the engine's) */
+    public int getBreakTimeoutMillis() {
+        return breakTimeoutMillis;
+    }
+
+    /**
+     * How long the peer of a VI carried between engines may stay silent
+     * while the VI waits for it (the reliable levels) before the VI breaks
+     * with a timeout. 0, the default: the engine's setting (5 s unless its
+     * daemon says otherwise).
+     *
+     * @param ms milliseconds (0 or more)
+     * @return this
+     */
+    public ViAttributes setBreakTimeoutMillis(int ms) {
+        if (ms < 0) {
+            throw new IllegalArgumentException("break timeout " + ms + " ms is negative");
+        }
+        this.breakTimeoutMillis = ms;
+        return this;
+    }
+
     ViAttributes copy() {
         ViAttributes a = new ViAttributes();
         a.reliability = reliability;
@@ -180,6 +203,7 @@ public final class ViAttributes {
         a.spinMicros = spinMicros;
         a.inPlaceFrom = inPlaceFrom;
         a.confined = confined;
+        a.breakTimeoutMillis = breakTimeoutMillis;
         return a;
     }
 }
