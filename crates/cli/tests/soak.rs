@@ -30,6 +30,18 @@
 //!   scribbles a bad record header into the ring (as
 //!   `crates/unet/tests/direct_attack.rs`): the receiver must see the
 //!   connection broken, never a message;
+//! - `regions`: one-byte VIA memory regions until a limit of the process
+//!   refuses one (each is charged at least a page, and regions are capped
+//!   per process), again and again;
+//! - `jobs`: UDM jobs created on a throwaway session, joined on a kept
+//!   one, the throwaway closed, until a limit refuses one (a job stays
+//!   charged to its creator's process while anything of it lives);
+//! - `udmidle`: jobs of 16 nodes, every node joined and holding one unread
+//!   message, as many as the limits allow, then untouched;
+//! - `listeners` and `flood`: one process listens on discriminators until
+//!   its cap refuses one and never answers; 32 threads of another make
+//!   connection requests to them as fast as they can, half from the
+//!   second engine over the wire, half from this one;
 //! - `victim`s: clients with two endpoints and a direct and an engine
 //!   channel, streaming to themselves, SIGKILLed at random moments
 //!   (between 20 and 400 ms after they start, some before they have
@@ -70,7 +82,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use unet::{
     ChannelOptions, ClientCounter, EndpointConfig, Error, ErrorCode, Event, Geometry, PathChoice,
-    RecvError, SendError, Session,
+    RecvError, SendError, Session, ViAttributes,
 };
 use unet_abi::{record_tag, Layout, CONN_HEADER_SIZE, RECORD_PAD};
 use unet_engine::wire::{Body, Data, Frame, OpenRequest};
@@ -119,6 +131,11 @@ fn child() {
         "hostile" => hostile(),
         "ring" => ring(),
         "victim" => victim(),
+        "regions" => regions(),
+        "jobs" => jobs(),
+        "udmidle" => udm_idle(),
+        "listeners" => listeners(),
+        "flood" => flood(),
         r => fail(&format!("unknown role {r}")),
     }
 }
@@ -349,6 +366,192 @@ fn idle() {
         std::thread::sleep(Duration::from_millis(100));
     }
     say(&format!("STOPPED {opened} {shut}"));
+    hold();
+}
+
+/// Small memory regions (one byte each) until a limit of the process
+/// refuses one (the regions cap, or the memory they are charged: at
+/// least a page each); then it lets go and starts again.
+fn regions() {
+    let stop = stop_flag();
+    let s = session();
+    let (mut made, mut refused) = (0u64, 0u64);
+    let mut held = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        match s.register_memory(1) {
+            Ok(r) => {
+                made += 1;
+                held.push(r);
+                if held.len() > 4096 {
+                    fail("4096 one-byte regions and no limit");
+                }
+            }
+            Err(Error::Quota(_)) => {
+                refused += 1;
+                std::thread::sleep(Duration::from_millis(200));
+                held.clear();
+            }
+            Err(e) => fail(&format!("region {made}: {e}")),
+        }
+    }
+    say(&format!("STOPPED {made} {refused}"));
+    hold();
+}
+
+/// UDM jobs created on a throwaway session, joined on a kept one, the
+/// throwaway closed (the job must stay charged to this process), until a
+/// limit refuses one; then it lets go and starts again.
+fn jobs() {
+    let stop = stop_flag();
+    let kept = session();
+    let cfg = unet::udm::JobConfig {
+        nodes: 2,
+        buffer_size: 4 << 20,
+        ..Default::default()
+    };
+    let (mut made, mut refused) = (0u64, 0u64);
+    let mut held = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        let throwaway = session();
+        match throwaway.udm_create_job(&cfg) {
+            Ok(t) => {
+                let n = kept
+                    .udm_join(t, 0)
+                    .unwrap_or_else(|e| fail(&format!("join job {made}: {e}")));
+                drop(throwaway);
+                made += 1;
+                held.push(n);
+                if held.len() > 64 {
+                    fail("64 jobs outlived their creator's session and no limit");
+                }
+            }
+            Err(Error::Quota(_)) => {
+                refused += 1;
+                std::thread::sleep(Duration::from_millis(200));
+                held.clear();
+            }
+            Err(e) => fail(&format!("job {made}: {e}")),
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    say(&format!("STOPPED {made} {refused}"));
+    hold();
+}
+
+/// Idle UDM nodes: jobs of 16 nodes, every node joined by this process
+/// and holding one unread message, as many as its limits allow; then it
+/// sleeps and touches nothing (the engine must neither slow down for
+/// them nor poll them).
+fn udm_idle() {
+    let stop = stop_flag();
+    let s = session();
+    let cfg = unet::udm::JobConfig {
+        nodes: 16,
+        buffer_size: 64 << 10,
+        ..Default::default()
+    };
+    let (mut nodes, mut refused) = (Vec::new(), 0u64);
+    'jobs: for _ in 0..32 {
+        let t = match s.udm_create_job(&cfg) {
+            Ok(t) => t,
+            Err(Error::Quota(_)) => {
+                refused += 1;
+                break;
+            }
+            Err(e) => fail(&format!("idle job: {e}")),
+        };
+        let mut mine = Vec::new();
+        for r in 0..cfg.nodes {
+            match s.udm_join(t, r) {
+                Ok(n) => mine.push(n),
+                Err(Error::Quota(_)) => {
+                    refused += 1;
+                    nodes.extend(mine);
+                    break 'jobs;
+                }
+                Err(e) => fail(&format!("idle node {r}: {e}")),
+            }
+        }
+        let k = mine.len() as u32;
+        for (i, n) in mine.iter_mut().enumerate() {
+            let _ = n.injectc((i as u32 + 1) % k, 1, &[i as u64]);
+        }
+        nodes.extend(mine);
+    }
+    say(&format!("ID {}", nodes.len()));
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    say(&format!("STOPPED {} {refused}", nodes.len()));
+    hold();
+}
+
+/// Listens on discriminators until a limit refuses one and never answers
+/// a request: the prey of the flood.
+fn listeners() {
+    let stop = stop_flag();
+    let s = session();
+    let (mut servers, mut refused) = (Vec::new(), 0u64);
+    for tag in 0..10_000u64 {
+        match s.vi_listen(0xF100_0000 + tag) {
+            Ok(v) => servers.push(v),
+            Err(Error::Quota(_)) => {
+                refused += 1;
+                break;
+            }
+            Err(e) => fail(&format!("listen {tag}: {e}")),
+        }
+    }
+    say(&format!("ID {}", servers.len()));
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    say(&format!("STOPPED {} {refused}", servers.len()));
+    hold();
+}
+
+/// Connection requests to the listeners' discriminators, from the other
+/// engine over the wire (`UNET_HOME`) and from this one, as fast as 32
+/// threads can make them, none ever answered.
+fn flood() {
+    let stop = stop_flag();
+    let tags: u64 = env("UNET_TAGS").parse().unwrap();
+    let home: SocketAddr = env("UNET_HOME").parse().unwrap();
+    let made = Arc::new(AtomicU64::new(0));
+    let threads: Vec<_> = (0..32u64)
+        .map(|t| {
+            let (stop, made) = (stop.clone(), made.clone());
+            std::thread::spawn(move || {
+                let local = session();
+                let remote = Session::connect(env("UNET_SOCKET_B"))
+                    .unwrap_or_else(|e| fail(&format!("connect to b: {e}")));
+                let mut k = t;
+                while !stop.load(Ordering::Relaxed) {
+                    let tag = 0xF100_0000 + k % tags.max(1);
+                    let (s, host) = if k % 2 == 0 {
+                        (&remote, Some(home))
+                    } else {
+                        (&local, None)
+                    };
+                    let r = s.vi_connect(
+                        host,
+                        tag,
+                        &ViAttributes::default(),
+                        Some(Duration::from_millis(300)),
+                    );
+                    if let Ok(v) = r {
+                        fail(&format!("a request nobody answered connected: {}", v.id()));
+                    }
+                    made.fetch_add(1, Ordering::Relaxed);
+                    k += 32;
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        let _ = t.join();
+    }
+    say(&format!("STOPPED {}", made.load(Ordering::Relaxed)));
     hold();
 }
 
@@ -969,6 +1172,10 @@ fn soak_every_abuse_at_once_while_honest_pairs_stream() {
         spawn("garbage", &[]),
         spawn("hostile", &[]),
         spawn("ring", &[]),
+        spawn("regions", &[]),
+        spawn("jobs", &[]),
+        spawn("udmidle", &[]),
+        spawn("listeners", &[]),
     ];
     let by_name = |abusers: &[Proc], n: &str| abusers.iter().position(|p| p.name == n).unwrap();
     let i_hostile = by_name(&abusers, "hostile");
@@ -980,6 +1187,19 @@ fn soak_every_abuse_at_once_while_honest_pairs_stream() {
         .unwrap();
     let i_churn = by_name(&abusers, "churn");
     abusers[i_churn].expect("ID", Duration::from_secs(20));
+    let i_idle = by_name(&abusers, "udmidle");
+    let idle_nodes = abusers[i_idle].expect("ID", Duration::from_secs(20));
+    let i_listen = by_name(&abusers, "listeners");
+    let tags = abusers[i_listen].expect("ID", Duration::from_secs(20));
+    abusers.push(spawn(
+        "flood",
+        &[
+            ("UNET_TAGS", tags.clone()),
+            ("UNET_HOME", a_lo.to_string()),
+            ("UNET_SOCKET_B", b.socket.display().to_string()),
+        ],
+    ));
+    eprintln!("idle UDM nodes held: {idle_nodes}; discriminators listened on: {tags}");
 
     // Victims, killed at random moments, for the whole run.
     let mut rng = Rng::seeded();
@@ -1147,6 +1367,11 @@ fn soak_every_abuse_at_once_while_honest_pairs_stream() {
     positive("memq refusals".into(), report("memq")[1]);
     positive("slots refusals".into(), report("slots")[1]);
     positive("idle connections closed".into(), report("idle")[1]);
+    positive("regions refusals".into(), report("regions")[1]);
+    positive("jobs refusals".into(), report("jobs")[1]);
+    positive("idle UDM nodes".into(), report("udmidle")[0]);
+    positive("listeners refusals".into(), report("listeners")[1]);
+    positive("flood requests".into(), report("flood")[0]);
     let churned = numbers(&churned);
     assert!(
         (CHURN_MIN..=CHURN_PEERS).contains(&churned[0]),
