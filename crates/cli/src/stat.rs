@@ -458,6 +458,12 @@ fn to_json(seg: &unet_sys::Segment, max: u32, limits: &unet::Limits) -> serde_js
             "client_endpoints": limits.client_endpoints,
             "client_idle_connections": limits.client_idle_connections,
             "user_idle_connections": limits.user_idle_connections,
+            "client_regions": limits.client_regions,
+            "client_vis": limits.client_vis,
+            "client_listeners": limits.client_listeners,
+            "client_udm_jobs": limits.client_udm_jobs,
+            "client_udm_nodes": limits.client_udm_nodes,
+            "vi_held_budget": limits.vi_held_budget,
         },
         "processes": processes,
         "endpoints": endpoints,
@@ -485,6 +491,16 @@ fn print_limits(seg: &unet_sys::Segment, max: u32, l: &unet::Limits) {
         l.client_endpoints,
         bytes(l.client_memory),
         l.client_idle_connections
+    );
+    println!(
+        "  per process: {} memory regions, {} VIs ({} held for each between engines), \
+         {} discriminators, {} UDM jobs, {} UDM nodes",
+        l.client_regions,
+        l.client_vis,
+        bytes(l.vi_held_budget),
+        l.client_listeners,
+        l.client_udm_jobs,
+        l.client_udm_nodes
     );
     println!(
         "  per user: {} of shared memory, {} idle connections",

@@ -14,7 +14,18 @@ use unet::{ChannelOptions, EndpointConfig, PathChoice, Session, SessionOptions};
 
 #[test]
 fn stat_json_has_structured_endpoints_and_the_limits_in_force() {
-    let d = Daemon::start(&["--client-endpoints", "5", "--client-memory", "64M"]);
+    let d = Daemon::start(&[
+        "--client-endpoints",
+        "5",
+        "--client-memory",
+        "64M",
+        "--client-regions",
+        "7",
+        "--client-udm-nodes",
+        "9",
+        "--vi-held-budget",
+        "1M",
+    ]);
     let s = Session::connect(&d.socket).expect("connect");
     let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
     let b = s.create_endpoint(EndpointConfig::default()).unwrap();
@@ -57,6 +68,14 @@ fn stat_json_has_structured_endpoints_and_the_limits_in_force() {
     assert_eq!(l["client_endpoints"], 5, "{st}");
     assert_eq!(l["client_memory"], 64u64 << 20, "{st}");
     assert!(l["user_memory"].is_null(), "no user limit: {st}");
+    assert_eq!(l["client_regions"], 7, "{st}");
+    assert_eq!(l["client_udm_nodes"], 9, "{st}");
+    assert_eq!(l["vi_held_budget"], 1u64 << 20, "{st}");
+    assert_eq!(
+        l["client_vis"],
+        unet_engine::DEFAULT_CLIENT_VIS,
+        "the default: {st}"
+    );
     let p = st["processes"]
         .as_array()
         .unwrap()

@@ -605,6 +605,19 @@ pub struct Limits {
     /// Most connections with no endpoint the processes of one user may
     /// hold.
     pub user_idle_connections: u32,
+    /// Most memory regions one process may hold.
+    pub client_regions: u32,
+    /// Most VIs one process may hold.
+    pub client_vis: u32,
+    /// Most discriminators one process may listen on.
+    pub client_listeners: u32,
+    /// Most UDM jobs one process may have made that live.
+    pub client_udm_jobs: u32,
+    /// Most UDM nodes one process may have joined.
+    pub client_udm_nodes: u32,
+    /// Bytes reserved for each VI between engines (held, out-of-order and
+    /// partly received messages), charged to its process.
+    pub vi_held_budget: u64,
 }
 
 /// A control packet that does not parse.
@@ -1098,6 +1111,12 @@ impl Reply {
                 w.u32(limits.client_endpoints);
                 w.u32(limits.client_idle_connections);
                 w.u32(limits.user_idle_connections);
+                w.u32(limits.client_regions);
+                w.u32(limits.client_vis);
+                w.u32(limits.client_listeners);
+                w.u32(limits.client_udm_jobs);
+                w.u32(limits.client_udm_nodes);
+                w.u64(limits.vi_held_budget);
                 w
             }
             Reply::Rejected(text) => {
@@ -1197,6 +1216,12 @@ impl Reply {
                     client_endpoints: r.u32()?,
                     client_idle_connections: r.u32()?,
                     user_idle_connections: r.u32()?,
+                    client_regions: r.u32()?,
+                    client_vis: r.u32()?,
+                    client_listeners: r.u32()?,
+                    client_udm_jobs: r.u32()?,
+                    client_udm_nodes: r.u32()?,
+                    vi_held_budget: r.u64()?,
                 },
             },
             107 => Reply::DirectConn {
@@ -1275,6 +1300,12 @@ mod tests {
             client_endpoints: 16,
             client_idle_connections: 32,
             user_idle_connections: 128,
+            client_regions: 1024,
+            client_vis: 1024,
+            client_listeners: 64,
+            client_udm_jobs: 32,
+            client_udm_nodes: 256,
+            vi_held_budget: 4 << 20,
         }
     }
 

@@ -332,6 +332,12 @@ impl EngineConfig {
             client_endpoints: self.endpoints_per_client(),
             client_idle_connections: self.client_idle_connections,
             user_idle_connections: self.user_idle_connections,
+            client_regions: self.client_regions,
+            client_vis: self.client_vis,
+            client_listeners: self.client_listeners,
+            client_udm_jobs: self.client_udm_jobs,
+            client_udm_nodes: self.client_udm_nodes,
+            vi_held_budget: self.vi_held_budget,
         }
     }
 
