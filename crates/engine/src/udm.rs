@@ -833,7 +833,7 @@ impl Job {
                 node.idle_seen = (mode, uac);
                 node.idle_every = every;
             }
-            return Some(now + node.idle_every);
+            return Some(t.align(now + node.idle_every, node.idle_every));
         }
         node.idle_seen = (mode, uac);
         node.idle_every = every;
@@ -900,9 +900,28 @@ pub(crate) struct Turn {
     proc_reads: u64,
     seen: Vec<(u32, bool)>,
     seen_at: Option<Instant>,
+    /// The origin of the grid of [`Turn::align`].
+    epoch: Option<Instant>,
 }
 
+/// Looks at atomic idle nodes this far apart or more fall on a grid of
+/// this step, so that many such nodes wake the engine together.
+const IDLE_GRID: Duration = Duration::from_millis(100);
+
 impl Turn {
+    /// `at`, moved up to the next step of [`IDLE_GRID`] when `every` is
+    /// at least that long.
+    fn align(&mut self, at: Instant, every: Duration) -> Instant {
+        if every < IDLE_GRID {
+            return at;
+        }
+        let epoch = *self.epoch.get_or_insert(at);
+        let step = IDLE_GRID.as_nanos();
+        let off = at.saturating_duration_since(epoch).as_nanos();
+        let up = (step - off % step) % step;
+        at + Duration::from_nanos(up as u64)
+    }
+
     /// Whether process `pid` is stopped, read from `/proc` at most once
     /// per [`PROC_MIN`] (the nodes of one process are judged together).
     fn stopped(&mut self, pid: u32) -> bool {
