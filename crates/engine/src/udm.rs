@@ -263,6 +263,9 @@ pub(crate) struct Job {
     due: Option<Instant>,
     /// Nodes the sweep has yet to look over (a bit per rank).
     sweep: u64,
+    /// The nodes joined at the last sweep or since (a bit per rank): a
+    /// job with none needs no sweep.
+    joined_bits: u64,
     /// Messages for nodes behind other engines (`udm_remote`),
     /// and how many of them are counted, by destination.
     pub outbox: VecDeque<RemoteMsg>,
@@ -317,6 +320,7 @@ impl Job {
         };
         n.look_at = now;
         self.watch |= 1 << rank;
+        self.joined_bits |= 1 << rank;
         self.due = Some(self.due.map_or(now, |d| d.min(now)));
     }
 
@@ -367,6 +371,9 @@ impl Job {
         };
         n.state = UDM_NODE_GONE;
         n.client = None;
+        // Senders that waited for room in it: what they have for it is
+        // dropped now, and what follows it goes on.
+        self.busy |= std::mem::take(&mut self.parked[rank as usize]);
         // Its memory is given back off the loop ([`Jobs::released`]):
         // whoever still maps it (a process that left without exiting)
         // reads zeros then.
@@ -826,7 +833,7 @@ impl Job {
                 node.idle_seen = (mode, uac);
                 node.idle_every = every;
             }
-            return Some(now + node.idle_every);
+            return Some(t.align(now + node.idle_every, node.idle_every));
         }
         node.idle_seen = (mode, uac);
         node.idle_every = every;
@@ -893,9 +900,28 @@ pub(crate) struct Turn {
     proc_reads: u64,
     seen: Vec<(u32, bool)>,
     seen_at: Option<Instant>,
+    /// The origin of the grid of [`Turn::align`].
+    epoch: Option<Instant>,
 }
 
+/// Looks at atomic idle nodes this far apart or more fall on a grid of
+/// this step, so that many such nodes wake the engine together.
+const IDLE_GRID: Duration = Duration::from_millis(100);
+
 impl Turn {
+    /// `at`, moved up to the next step of [`IDLE_GRID`] when `every` is
+    /// at least that long.
+    fn align(&mut self, at: Instant, every: Duration) -> Instant {
+        if every < IDLE_GRID {
+            return at;
+        }
+        let epoch = *self.epoch.get_or_insert(at);
+        let step = IDLE_GRID.as_nanos();
+        let off = at.saturating_duration_since(epoch).as_nanos();
+        let up = (step - off % step) % step;
+        at + Duration::from_nanos(up as u64)
+    }
+
     /// Whether process `pid` is stopped, read from `/proc` at most once
     /// per [`PROC_MIN`] (the nodes of one process are judged together).
     fn stopped(&mut self, pid: u32) -> bool {
@@ -1169,6 +1195,7 @@ impl Jobs {
                 watch: 0,
                 due: None,
                 sweep: 0,
+                joined_bits: 0,
                 outbox: VecDeque::new(),
                 outbox_counted: vec![0; layout.nodes as usize],
                 released: Vec::new(),
@@ -1220,7 +1247,8 @@ impl Jobs {
         }
         for j in self.jobs.values_mut() {
             if sweep {
-                j.sweep = j.joined() & !j.watch;
+                j.joined_bits = j.joined();
+                j.sweep = j.joined_bits & !j.watch;
             }
             work += j.poll(now, &mut t);
             if !j.released.is_empty() {
@@ -1242,7 +1270,7 @@ impl Jobs {
             if j.sweep != 0 {
                 at = Some(now);
             }
-            joined |= j.nodes.iter().any(|n| n.state == UDM_NODE_JOINED);
+            joined |= j.joined_bits != 0;
         }
         if joined {
             if let Some(s) = self.sweep_at {
@@ -1538,6 +1566,32 @@ mod tests {
         // A retired job's segments: the job's, and each node's two.
         let j = jobs.jobs.remove(&r).unwrap();
         assert_eq!(j.into_segments().len(), 1 + 2 * 2);
+    }
+
+    /// A sender held by a full destination is let go when that
+    /// destination goes, without ringing again: its message for it is
+    /// dropped, the next (for another node) delivered.
+    #[test]
+    fn a_sender_held_by_a_node_that_goes_is_let_go() {
+        let mut jobs = Jobs::default();
+        let layout = UdmLayout::new(3, 4, 4096).unwrap();
+        let id = jobs.create(0, layout, Duration::from_millis(1), 1).unwrap();
+        for n in &mut jobs.jobs.get_mut(&id).unwrap().nodes {
+            n.state = UDM_NODE_JOINED;
+        }
+        for i in 0..33 {
+            push(&jobs, id, 0, i, msg(1, 1, i));
+        }
+        push(&jobs, id, 0, 33, msg(2, 1, 7));
+        jobs.poll();
+        assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferedMsgs), 32);
+        assert_eq!(counter(&jobs, id, 2, UdmCounter::BufferedMsgs), 0);
+        jobs.poll();
+        assert_eq!(counter(&jobs, id, 2, UdmCounter::BufferedMsgs), 0, "held");
+        jobs.jobs.get_mut(&id).unwrap().node_gone(1);
+        jobs.poll();
+        assert_eq!(counter(&jobs, id, 0, UdmCounter::DropDestGone), 1);
+        assert_eq!(counter(&jobs, id, 2, UdmCounter::BufferedMsgs), 1);
     }
 
     /// The engine's UDM work per turn follows what rang, not the nodes

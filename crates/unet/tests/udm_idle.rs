@@ -147,3 +147,31 @@ fn nodes_holding_unread_messages_let_the_engine_sleep() {
         }
     }
 }
+
+/// Nodes held in an atomic section with nothing waiting are looked at
+/// less and less often (a message may reach them unannounced), on a
+/// common grid: they cost the engine a few wake-ups a second at most.
+#[test]
+fn atomic_idle_nodes_let_the_engine_sleep() {
+    let _turn = TURNS.lock().unwrap_or_else(|p| p.into_inner());
+    let e = Engine::start(EngineConfig::default()).unwrap();
+    let s = Session::embedded(&e).unwrap();
+    let mut held = idle_nodes(&s, 2);
+    for (_, nodes) in &mut held {
+        for n in nodes.iter_mut() {
+            n.beginatom(ATOM_DISABLE);
+        }
+    }
+    // The looks back off to once a second.
+    thread::sleep(Duration::from_millis(2500));
+    let wakeups = engine_counter(&s, EngineCounter::Wakeups);
+    let ticks = engine_ticks();
+    let t = Instant::now();
+    thread::sleep(Duration::from_millis(1500));
+    let secs = t.elapsed().as_secs_f64();
+    let used = engine_ticks().saturating_sub(ticks);
+    let woke = engine_counter(&s, EngineCounter::Wakeups) - wakeups;
+    eprintln!("over {secs:.2} s: the engine used {used} clock ticks, woke {woke} times");
+    assert!(used <= 4, "{used} ticks in {secs:.2} s");
+    assert!(woke <= 40, "{woke} wake-ups in {secs:.2} s");
+}
