@@ -145,9 +145,10 @@ pub struct EngineConfig {
     /// than this many are left below its `RLIMIT_NOFILE` (whose soft
     /// value the engine raises to the hard one when it starts), a new
     /// endpoint, region, VI or UDM job or node is refused with
-    /// `ErrorCode::NoResources` (`fd_reserve_refused`), so that one
-    /// process cannot take the descriptors new clients connect with.
-    /// Default: 64.
+    /// `ErrorCode::NoResources` (`fd_reserve_refused`) unless its process
+    /// holds fewer than 8 endpoints, regions and VIs, so that one process
+    /// cannot take the descriptors new clients connect and work with. At
+    /// most a quarter of the limit is kept. Default: 64.
     pub fd_reserve: u32,
     /// Most VI connection requests waiting for an answer in the whole
     /// engine: one beyond it is refused (`vi_pending_refused_total`).

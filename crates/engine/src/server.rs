@@ -134,7 +134,9 @@ impl ControlServer {
             idle_per_process: cfg.client_idle_connections,
             idle_per_user: cfg.user_idle_connections,
             nofile,
-            fd_reserve: cfg.fd_reserve as u64,
+            // A reserve of at most a quarter of the limit: an engine
+            // started with few descriptors still serves its processes.
+            fd_reserve: (cfg.fd_reserve as u64).min(nofile / 4),
             fd_margin: std::cell::Cell::new(0),
         })
     }

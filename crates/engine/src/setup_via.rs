@@ -491,14 +491,7 @@ impl Setup<'_> {
 
     /// (Re)send due ViOpens; fail those past their time.
     pub(crate) fn retry_opens(&mut self, now: Instant) {
-        let due: Vec<u32> = self
-            .vias
-            .opens
-            .iter()
-            .filter(|(_, o)| o.next_try <= now)
-            .map(|(&id, _)| id)
-            .collect();
-        for id in due {
+        for id in self.vias.take_due_opens(now) {
             let Some(o) = self.vias.opens.get_mut(&id) else {
                 continue;
             };
@@ -514,6 +507,7 @@ impl Setup<'_> {
             }
             o.tries += 1;
             o.next_try = now + OPEN_RETRY;
+            let next = o.next_try;
             let f = Body::ViOpen(ViOpen {
                 request_id: id,
                 src_vi: o.vi,
@@ -524,6 +518,7 @@ impl Setup<'_> {
                 hold: HOLD,
             });
             let to = o.to;
+            self.vias.open_due_at(id, next);
             if let Some(w) = self.remote.as_deref_mut() {
                 w.send_vi_control(to, f);
             }
@@ -888,7 +883,7 @@ impl Setup<'_> {
         for p in self.vias.pending.take_expired(now) {
             self.refuse(p.connector, ErrorCode::NoSuchRequest);
         }
-        if !self.vias.opens.is_empty() {
+        if self.vias.opens_waiting() {
             self.retry_opens(now);
         }
     }

@@ -183,3 +183,44 @@ fn a_flood_of_connection_requests_leaves_honest_clients_served() {
     );
     drop(servers);
 }
+
+/// A connection asked of an engine that never answers is retried and
+/// then refused (`Unreachable`) when its timeout passes, from the index of
+/// opens by due time.
+#[test]
+fn a_connect_to_a_silent_engine_is_refused_when_its_timeout_passes() {
+    let e = Engine::start(EngineConfig {
+        udp_bind: Some("127.0.0.1:0".parse().unwrap()),
+        ..Default::default()
+    })
+    .unwrap();
+    let s = Session::embedded(&e).unwrap();
+    let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let t0 = Instant::now();
+    let r = s.vi_connect(
+        Some(silent.local_addr().unwrap()),
+        9,
+        &ViAttributes::default(),
+        Some(Duration::from_millis(700)),
+    );
+    let took = t0.elapsed();
+    assert!(
+        matches!(r, Err(Error::Engine(ErrorCode::Unreachable))),
+        "{:?}",
+        r.err()
+    );
+    assert!(
+        took >= Duration::from_millis(600) && took < Duration::from_secs(3),
+        "refused after {took:?}"
+    );
+    // The open was sent, then retried.
+    silent
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let mut buf = [0u8; 2048];
+    let mut got = 0;
+    while silent.recv(&mut buf).is_ok() {
+        got += 1;
+    }
+    assert!(got >= 2, "{got} opens sent");
+}
