@@ -607,9 +607,13 @@ impl EngineVi {
 
     /// Resend messages `range` (sequence numbers of sends in flight),
     /// gathering each again from its descriptor.
+    /// `fast`: a fast retransmission (a NACK or duplicate acks), which
+    /// fills the holes of the message the receiver expects, not the
+    /// fragments after the last it holds (they may be on their way).
     pub(crate) fn resend(
         &mut self,
         range: reliable::SeqRange,
+        fast: bool,
         regions: &std::collections::HashMap<u32, Region>,
         wire: &mut Wire<'_>,
     ) {
@@ -626,7 +630,10 @@ impl EngineVi {
             match self.pieces(&d, regions, &mut pieces) {
                 Some((n, total)) => {
                     self.gather(&pieces[..n], total);
-                    let held = self.tx.frags_held(seq);
+                    let held = self.tx.frags_held(seq).map(|k| Sack {
+                        tail_held: fast,
+                        ..k
+                    });
                     wire(Outgoing {
                         to: peer,
                         seq,
@@ -882,9 +889,11 @@ impl EngineVi {
                 self.arrive(seq, &msg, regions, now_ns);
             }
             Ok(false) => {
-                // A hole before this fragment: the sender learns of it
-                // within the ack delay.
+                // A hole before this fragment of the expected message: the
+                // sender is asked at once for what is missing (once per
+                // message; after that the ack tells within its delay).
                 if reliable && seq == expected && self.partial[i].1.first_missing() < f.index {
+                    self.rx.ask_resend(now_ns);
                     self.rx.ack_soon(now_ns, false);
                 }
             }
@@ -996,6 +1005,15 @@ impl EngineVi {
                 keep
             });
             self.unkeep(gone);
+            // The message now expected lost part of itself on the way:
+            // ask for it at once.
+            if self
+                .partial
+                .iter()
+                .any(|(s, b)| *s == expected && b.has_hole())
+            {
+                self.rx.ask_resend(now_ns);
+            }
         }
     }
 
@@ -1075,7 +1093,7 @@ impl EngineVi {
         }
         self.complete_sends(out.completed);
         if let Some(r) = out.retransmit {
-            self.resend(r, regions, wire);
+            self.resend(r, true, regions, wire);
         }
     }
 
@@ -1093,7 +1111,7 @@ impl EngineVi {
             reliable::TimerOutcome::Nothing => {}
             reliable::TimerOutcome::Retransmit(r) => {
                 self.count(ViCounter::Timeouts, 1);
-                self.resend(r, regions, wire);
+                self.resend(r, false, regions, wire);
             }
             reliable::TimerOutcome::Probe { seq } => {
                 self.count(ViCounter::Probes, 1);
@@ -1103,6 +1121,7 @@ impl EngineVi {
                             from: seq,
                             to: seq.wrapping_add(1),
                         },
+                        false,
                         regions,
                         wire,
                     );
