@@ -498,8 +498,18 @@ impl Sack {
         }
         // Past the last fragment held: on its way, for a fast
         // retransmission.
-        self.tail_held && self.top().is_none_or(|t| usize::from(t) < i)
+        self.tail_held && self.top().is_some_and(|t| usize::from(t) < i)
     }
+
+    /// A probe's: every fragment but the first is taken as held, so that
+    /// a probe (which only asks for an ack) is one datagram.
+    pub const FIRST_ONLY: Sack = Sack {
+        ahead: 0,
+        frags: [!1, !0, !0, !0],
+        frag_base: 0,
+        closed: false,
+        tail_held: true,
+    };
 
     /// The last fragment held past `frag_base` (relative to it), if any.
     fn top(&self) -> Option<u16> {
@@ -1796,6 +1806,18 @@ mod tests {
         };
         let holes: Vec<u16> = (0..300).filter(|&i| !fast.has_frag(i)).collect();
         assert_eq!(holes, [3, 4]);
+        // With nothing held past the first missing one, a fast
+        // retransmission sends from it on; a probe, the first only.
+        let none_past = Sack {
+            frag_base: 2,
+            tail_held: true,
+            ..Sack::default()
+        };
+        assert!(none_past.has_frag(1) && !none_past.has_frag(2) && !none_past.has_frag(400));
+        let probe: Vec<u16> = (0..u16::MAX)
+            .filter(|&i| !Sack::FIRST_ONLY.has_frag(i))
+            .collect();
+        assert_eq!(probe, [0]);
         assert_eq!(tx.frags_held(2), None);
         // A SACK of another cum_ack than the sender's is not taken; once
         // cum_ack moves, the old one no longer applies.
