@@ -197,6 +197,7 @@ fn params(level: Reliability) -> ViParams {
     ViParams {
         reliability: level,
         strict_rnr: false,
+        break_timeout_ms: 0,
     }
 }
 
