@@ -145,9 +145,9 @@ pub struct Args {
     /// may ask for another time).
     #[arg(long, value_name = "MS", default_value_t = unet_engine::DEFAULT_VI_BREAK_TIMEOUT.as_millis() as u64)]
     pub vi_break_timeout_ms: u64,
-    /// Bytes each engine-carried VI and UDM link may keep for its owner
+    /// Bytes each VI carried between engines may keep for its owner
     /// (held, out of order, in reassembly), e.g. 4M: reserved and charged
-    /// to the owner at creation.
+    /// to the owner at creation (at least 264K).
     #[arg(long, default_value = "4M", value_parser = crate::units::parse_size)]
     pub vi_held_budget: usize,
 }

@@ -180,13 +180,14 @@ pub struct EngineConfig {
     /// breaks (`ViError::Timeout`), unless the VI's attributes ask for
     /// another time. Default: 5 s, [`EngineConfig::liveness_timeout`]'s.
     pub vi_break_timeout: Duration,
-    /// Bytes each engine-carried VI (and each UDM link) may keep for its
-    /// owner in the engine: messages held for want of a receive, arrived
-    /// after a gap, or in reassembly. Reserved at creation, charged to
-    /// the owner with the VI's segment (so the memory limit covers it);
-    /// a receiver whose budget is used up closes its window and the
-    /// sender waits (`budget_refused`). At least 264 KiB (a message of
-    /// the largest size). Default: 4 MiB.
+    /// Bytes each engine-carried VI may keep for its owner in the engine:
+    /// messages held for want of a receive, arrived after a gap, or in
+    /// reassembly. Reserved at creation, charged to the owner with the
+    /// VI's segment (so the memory limit covers it); a receiver whose
+    /// budget is used up closes its window and the sender waits
+    /// (`budget_refused`). At least 264 KiB (a message of the largest
+    /// size). Default: 4 MiB. (A UDM link keeps at most 160 KiB, a fixed
+    /// bound.)
     pub vi_held_budget: u64,
 }
 

@@ -68,6 +68,10 @@ const HOLD: u16 = 64;
 const BATCH_MAX: usize = 1280;
 /// Out-of-order wire messages a link keeps.
 const AHEAD_MAX: usize = 64;
+/// The most bytes a link keeps: `HOLD` wire messages accepted and not
+/// delivered, `AHEAD_MAX` arrived after a gap, each at most `BATCH_MAX`.
+const LINK_KEPT_MAX: usize = (HOLD as usize + AHEAD_MAX) * BATCH_MAX;
+const _: () = assert!(LINK_KEPT_MAX == 160 << 10, "docs/via.md says 160 KiB");
 /// Retransmit interval of an unanswered join, and the attempts.
 const JOIN_RETRY: Duration = Duration::from_millis(200);
 const JOIN_TRIES: u32 = 10;
@@ -254,18 +258,23 @@ impl Link {
         }
     }
 
-    /// Wire message `seq` arrived.
-    fn arrive(&mut self, seq: u32, msg: Vec<u8>, now: u64) {
+    /// Wire message `seq` arrived; false if refused as longer than a
+    /// link's wire message (`BATCH_MAX`: not an honest peer's), so that
+    /// what a link keeps stays within [`LINK_KEPT_MAX`].
+    fn arrive(&mut self, seq: u32, msg: Vec<u8>, now: u64) -> bool {
+        if msg.len() > BATCH_MAX {
+            return false;
+        }
         match self.rx.on_data(seq, now) {
             DataVerdict::Accept => self.inq.push_back(msg),
-            DataVerdict::Duplicate => return,
+            DataVerdict::Duplicate => return true,
             DataVerdict::OutOfOrder { .. } => {
                 if self.ahead.len() < AHEAD_MAX && !self.ahead.iter().any(|(s, _)| *s == seq) {
                     self.ahead.push((seq, msg));
                 }
-                return;
+                return true;
             }
-            DataVerdict::OverWindow => return,
+            DataVerdict::OverWindow => return true,
         }
         // What came ahead of it follows, in order.
         while !self.ahead.is_empty() {
@@ -282,6 +291,14 @@ impl Link {
                 self.inq.push_back(m);
             }
         }
+        true
+    }
+
+    /// Bytes of wire messages it keeps (accepted, and arrived after a gap).
+    #[cfg(test)]
+    fn kept(&self) -> usize {
+        self.inq.iter().map(Vec::len).sum::<usize>()
+            + self.ahead.iter().map(|(_, m)| m.len()).sum::<usize>()
     }
 
     fn deadline(&self) -> Option<u64> {
@@ -377,7 +394,9 @@ pub(crate) fn poll(jobs: &mut Jobs, w: &mut RemoteSide, counters: &Counters) -> 
                 msg,
             } => match links.get_mut(&dst_vi) {
                 Some(l) if l.connected && l.peer.my_token == token && l.peer.addr == from => {
-                    l.arrive(seq, msg, now)
+                    if !l.arrive(seq, msg, now) {
+                        counters.engine(WireDrop::BadLength.counter(), 1);
+                    }
                 }
                 Some(_) => forged(counters),
                 None => counters.engine(WireDrop::UnknownEndpoint.counter(), 1),
@@ -1164,6 +1183,28 @@ impl Setup<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_link_keeps_at_most_its_bound() {
+        let peer = RemoteVi {
+            addr: "127.0.0.1:9".parse().unwrap(),
+            vi: 1,
+            peer_token: 2,
+            my_token: 3,
+        };
+        let mut l = Link::new(Some(1), peer, true);
+        // A wire message longer than any a link sends: refused.
+        assert!(!l.arrive(0, vec![0; BATCH_MAX + 1], 0));
+        assert_eq!(l.kept(), 0);
+        // A peer that never lets its messages be delivered, sending the
+        // longest ones in and past its window: what is kept stays bounded.
+        for seq in (0..200u32).rev() {
+            assert!(l.arrive(seq, vec![0; BATCH_MAX], 1));
+            assert!(l.kept() <= LINK_KEPT_MAX);
+        }
+        assert_eq!(l.inq.len(), usize::from(HOLD));
+        assert!(l.kept() <= LINK_KEPT_MAX);
+    }
 
     #[test]
     fn records_round_trip_and_garbage_is_refused() {

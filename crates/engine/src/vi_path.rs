@@ -113,6 +113,17 @@ pub(crate) struct Outgoing<'a> {
     pub held: Option<Sack>,
 }
 
+/// What a retransmission is for ([`EngineVi::resend`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Resend {
+    /// The timer: everything the receiver did not say it holds.
+    Timer,
+    /// A NACK or duplicate acks: the holes of the expected message.
+    Fast,
+    /// A probe for an ack: the first fragment only.
+    Probe,
+}
+
 /// Puts an [`Outgoing`] on the wire; true if it carried the ack along.
 pub(crate) type Wire<'w> = dyn FnMut(Outgoing<'_>) -> bool + 'w;
 
@@ -607,9 +618,14 @@ impl EngineVi {
 
     /// Resend messages `range` (sequence numbers of sends in flight),
     /// gathering each again from its descriptor.
+    /// `how`: a fast retransmission (a NACK or duplicate acks) fills the
+    /// holes of the message the receiver expects, not the fragments after
+    /// the last it holds (they may be on their way); a probe is the first
+    /// fragment only.
     pub(crate) fn resend(
         &mut self,
         range: reliable::SeqRange,
+        how: Resend,
         regions: &std::collections::HashMap<u32, Region>,
         wire: &mut Wire<'_>,
     ) {
@@ -626,7 +642,13 @@ impl EngineVi {
             match self.pieces(&d, regions, &mut pieces) {
                 Some((n, total)) => {
                     self.gather(&pieces[..n], total);
-                    let held = self.tx.frags_held(seq);
+                    let held = match how {
+                        Resend::Probe => Some(Sack::FIRST_ONLY),
+                        _ => self.tx.frags_held(seq).map(|k| Sack {
+                            tail_held: how == Resend::Fast,
+                            ..k
+                        }),
+                    };
                     wire(Outgoing {
                         to: peer,
                         seq,
@@ -635,7 +657,7 @@ impl EngineVi {
                         held,
                     });
                     self.count(ViCounter::Retransmits, 1);
-                    if held.is_some() {
+                    if held.is_some() && how != Resend::Probe {
                         self.count(ViCounter::PartialRetransmits, 1);
                     }
                 }
@@ -882,9 +904,11 @@ impl EngineVi {
                 self.arrive(seq, &msg, regions, now_ns);
             }
             Ok(false) => {
-                // A hole before this fragment: the sender learns of it
-                // within the ack delay.
+                // A hole before this fragment of the expected message: the
+                // sender is asked at once for what is missing (once per
+                // message; after that the ack tells within its delay).
                 if reliable && seq == expected && self.partial[i].1.first_missing() < f.index {
+                    self.rx.ask_resend(now_ns);
                     self.rx.ack_soon(now_ns, false);
                 }
             }
@@ -996,6 +1020,15 @@ impl EngineVi {
                 keep
             });
             self.unkeep(gone);
+            // The message now expected lost part of itself on the way:
+            // ask for it at once.
+            if self
+                .partial
+                .iter()
+                .any(|(s, b)| *s == expected && b.has_hole())
+            {
+                self.rx.ask_resend(now_ns);
+            }
         }
     }
 
@@ -1075,7 +1108,7 @@ impl EngineVi {
         }
         self.complete_sends(out.completed);
         if let Some(r) = out.retransmit {
-            self.resend(r, regions, wire);
+            self.resend(r, Resend::Fast, regions, wire);
         }
     }
 
@@ -1093,7 +1126,7 @@ impl EngineVi {
             reliable::TimerOutcome::Nothing => {}
             reliable::TimerOutcome::Retransmit(r) => {
                 self.count(ViCounter::Timeouts, 1);
-                self.resend(r, regions, wire);
+                self.resend(r, Resend::Timer, regions, wire);
             }
             reliable::TimerOutcome::Probe { seq } => {
                 self.count(ViCounter::Probes, 1);
@@ -1103,6 +1136,7 @@ impl EngineVi {
                             from: seq,
                             to: seq.wrapping_add(1),
                         },
+                        Resend::Probe,
                         regions,
                         wire,
                     );

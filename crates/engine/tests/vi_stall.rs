@@ -170,7 +170,7 @@ fn a_peer_silent_past_the_break_timeout_breaks_the_vi_at_the_timeout() {
     // At the timeout: not before it, and within an RTO's ceiling (256 ms)
     // and a little after it.
     assert!(
-        took >= Duration::from_millis(950) && took <= Duration::from_millis(1600),
+        took >= Duration::from_millis(950) && took <= Duration::from_millis(1800),
         "broke after {took:?}"
     );
     // The break is clean: the sends after the stall fail, none completes

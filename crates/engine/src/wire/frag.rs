@@ -242,6 +242,8 @@ pub struct FragBuf {
     received: u16,
     count: u16,
     stride: u32,
+    /// The highest fragment index held.
+    top: u16,
 }
 
 impl FragBuf {
@@ -254,7 +256,13 @@ impl FragBuf {
             received: 0,
             count: f.count,
             stride: f.stride,
+            top: 0,
         }
+    }
+
+    /// A fragment is missing before one held: lost (or reordered).
+    pub fn has_hole(&self) -> bool {
+        self.received > 0 && self.first_missing() < self.top
     }
 
     /// Bytes a buffer for the message of `f` takes.
@@ -289,6 +297,7 @@ impl FragBuf {
         dst.copy_from_slice(&f.payload);
         self.seen[word] |= bit;
         self.received += 1;
+        self.top = self.top.max(f.index);
         Ok(self.received == self.count)
     }
 

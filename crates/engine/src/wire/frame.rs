@@ -1283,6 +1283,7 @@ impl<'a> Frame<'a> {
                         }),
                         frag_base: rd16(buf, f::FRAG_BASE),
                         closed: rd16(buf, f::FLAGS) & VI_ACK_FLAG_CLOSED != 0,
+                        tail_held: false,
                     }),
                 })
             }
@@ -1567,6 +1568,7 @@ mod tests {
                 frags: [1, 2, 3, 0x1408],
                 frag_base: 0x1409,
                 closed: false,
+                tail_held: false,
             }),
         }
     }

@@ -476,6 +476,10 @@ pub struct Sack {
     /// The receiver closed its window at `cum_ack` (its memory for the VI
     /// is used up): send nothing more until an ack opens it again.
     pub closed: bool,
+    /// Not on the wire: the sender takes the fragments past the last one
+    /// the receiver holds as still on their way (a fast retransmission
+    /// fills the holes only; the timer's sends everything missing).
+    pub tail_held: bool,
 }
 
 /// Words of [`Sack::frags`]: it covers 256 fragments of the expected
@@ -489,7 +493,30 @@ impl Sack {
             return true;
         };
         let i = usize::from(i);
-        i < 64 * SACK_FRAG_WORDS && self.frags[i / 64] & (1 << (i % 64)) != 0
+        if i < 64 * SACK_FRAG_WORDS && self.frags[i / 64] & (1 << (i % 64)) != 0 {
+            return true;
+        }
+        // Past the last fragment held: on its way, for a fast
+        // retransmission.
+        self.tail_held && self.top().is_some_and(|t| usize::from(t) < i)
+    }
+
+    /// A probe's: every fragment but the first is taken as held, so that
+    /// a probe (which only asks for an ack) is one datagram.
+    pub const FIRST_ONLY: Sack = Sack {
+        ahead: 0,
+        frags: [!1, !0, !0, !0],
+        frag_base: 0,
+        closed: false,
+        tail_held: true,
+    };
+
+    /// The last fragment held past `frag_base` (relative to it), if any.
+    fn top(&self) -> Option<u16> {
+        (0..SACK_FRAG_WORDS).rev().find_map(|w| {
+            let bits = self.frags[w];
+            (bits != 0).then(|| (w * 64 + 63 - bits.leading_zeros() as usize) as u16)
+        })
     }
 
     /// True when it says nothing of the expected message's fragments.
@@ -1180,6 +1207,18 @@ impl RelReceiver {
         self.ack_by(now_ns.saturating_add(d));
     }
 
+    /// Part of the expected message is missing while later parts of it
+    /// arrived (the caller reassembles): the ack asks for a fast
+    /// retransmit (a NACK) at once, as the first out-of-order message of
+    /// a gap does, once per expected message.
+    pub fn ask_resend(&mut self, now_ns: u64) {
+        if self.level.is_reliable() && self.nacked != Some(self.expected) {
+            self.nacked = Some(self.expected);
+            self.nack_pending = true;
+            self.ack_by(now_ns);
+        }
+    }
+
     /// Messages it can still take: `window_end - expected`.
     pub fn room(&self) -> u32 {
         if self.closed {
@@ -1744,6 +1783,7 @@ mod tests {
             frags: [0b100, 0, 0, 0],
             frag_base: 3,
             closed: false,
+            tail_held: false,
         };
         let _ = tx.on_ack(ack(0, 0, 64), 10);
         tx.on_sack(0, sack, 10);
@@ -1758,6 +1798,26 @@ mod tests {
         let held = tx.frags_held(0).expect("fragments of 0 held");
         let missing: Vec<u16> = (0..8).filter(|&i| !held.has_frag(i)).collect();
         assert_eq!(missing, [3, 4, 6, 7]);
+        // A fast retransmission fills the holes only: what comes after the
+        // last fragment held may be on its way.
+        let fast = Sack {
+            tail_held: true,
+            ..held
+        };
+        let holes: Vec<u16> = (0..300).filter(|&i| !fast.has_frag(i)).collect();
+        assert_eq!(holes, [3, 4]);
+        // With nothing held past the first missing one, a fast
+        // retransmission sends from it on; a probe, the first only.
+        let none_past = Sack {
+            frag_base: 2,
+            tail_held: true,
+            ..Sack::default()
+        };
+        assert!(none_past.has_frag(1) && !none_past.has_frag(2) && !none_past.has_frag(400));
+        let probe: Vec<u16> = (0..u16::MAX)
+            .filter(|&i| !Sack::FIRST_ONLY.has_frag(i))
+            .collect();
+        assert_eq!(probe, [0]);
         assert_eq!(tx.frags_held(2), None);
         // A SACK of another cum_ack than the sender's is not taken; once
         // cum_ack moves, the old one no longer applies.
@@ -2033,6 +2093,7 @@ mod tests {
                             frags: [rng.next(), rng.next(), 0, rng.next()],
                             frag_base: rng.next() as u16,
                             closed: rng.below(2) == 0,
+                            tail_held: rng.below(2) == 0,
                         };
                         let at = if rng.below(2) == 0 {
                             tx.cum_ack()
