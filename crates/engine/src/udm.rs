@@ -1291,7 +1291,14 @@ impl Jobs {
     /// created, every one of them until it is retired (whether or not
     /// the creating connection is still open).
     pub(crate) fn charges(&self) -> impl Iterator<Item = (Payer, u64)> + '_ {
-        self.jobs.values().map(|j| (j.payer, j.charge()))
+        let jobs = self.jobs.values().map(|j| (j.payer, j.charge()));
+        // Each link to another engine keeps at most LINK_CHARGE bytes in
+        // the engine's heap, for its job.
+        let links = self.remote.links.values().filter_map(|l| {
+            let j = self.jobs.get(&l.job?)?;
+            Some((j.payer, crate::udm_remote::LINK_CHARGE))
+        });
+        jobs.chain(links)
     }
 }
 

@@ -72,6 +72,10 @@ const AHEAD_MAX: usize = 64;
 /// delivered, `AHEAD_MAX` arrived after a gap, each at most `BATCH_MAX`.
 const LINK_KEPT_MAX: usize = (HOLD as usize + AHEAD_MAX) * BATCH_MAX;
 const _: () = assert!(LINK_KEPT_MAX == 160 << 10, "docs/via.md says 160 KiB");
+/// What a link is charged to its job's payer: what it keeps
+/// ([`LINK_KEPT_MAX`]) and what it sends and keeps until acknowledged
+/// (`HOLD` wire messages of at most `BATCH_MAX` bytes).
+pub(crate) const LINK_CHARGE: u64 = (LINK_KEPT_MAX + HOLD as usize * BATCH_MAX) as u64;
 /// Retransmit interval of an unanswered join, and the attempts.
 const JOIN_RETRY: Duration = Duration::from_millis(200);
 const JOIN_TRIES: u32 = 10;

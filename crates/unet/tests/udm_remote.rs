@@ -317,3 +317,61 @@ fn forged_frames_to_a_job_are_dropped_and_counted() {
     };
     assert!(sb.udm_join_at(bad, home, 1).is_err());
 }
+
+/// A link to another engine is charged to its job's creator: what the
+/// link may keep (160 KiB received, 80 KiB sent and not yet acknowledged)
+/// counts against the creator's memory limit once a rank joins through
+/// another engine, so a second job that fitted without it no longer does.
+#[test]
+fn a_link_to_another_engine_is_charged_to_the_jobs_creator() {
+    const LINK_CHARGE: u64 = 240 << 10;
+    let cfg = JobConfig {
+        nodes: 2,
+        buffer_size: 64 << 10,
+        ..Default::default()
+    };
+    let l = unet_abi::udm::UdmLayout::new(cfg.nodes, cfg.fast_queue, cfg.buffer_size).unwrap();
+    let job = l.job_size + cfg.nodes as u64 * (l.node_size + l.buffer_size);
+    // Two jobs fit; two jobs and a link do not.
+    let limit = 2 * job + LINK_CHARGE / 2;
+    let home = Engine::start(EngineConfig {
+        udp_bind: Some("127.0.0.1:0".parse().unwrap()),
+        client_memory: limit,
+        ..Default::default()
+    })
+    .unwrap();
+    let (other, so) = engine(0, 1);
+    let sh = Session::embedded(&home).unwrap();
+    let addr = home.udp_addr().expect("the home's wire");
+
+    let t = sh.udm_create_job(&cfg).unwrap();
+    let mut a = sh.udm_join(t, 0).unwrap();
+    let mut b = so.udm_join_at(t, Some(addr), 1).unwrap();
+    // The link carries a message each way before the next job is asked.
+    while !a.injectc(1, 1, &[7]).unwrap() {}
+    let mut buf = [0u64; MAX_WORDS];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while b.extract(&mut buf).is_err() {
+        assert!(Instant::now() < deadline, "nothing over the link");
+        thread::yield_now();
+    }
+    match sh.udm_create_job(&cfg) {
+        Err(Error::Quota(ErrorCode::QuotaExceeded)) => {}
+        r => panic!("a second job beside a job with a link: {r:?}"),
+    }
+    // Without the link (the remote rank gone and the link closed), it fits.
+    drop(b);
+    drop(so);
+    drop(other);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match sh.udm_create_job(&cfg) {
+            Ok(_) => break,
+            Err(Error::Quota(ErrorCode::QuotaExceeded)) if Instant::now() < deadline => {
+                thread::sleep(Duration::from_millis(50));
+            }
+            r => panic!("a second job once the link is gone: {r:?}"),
+        }
+    }
+    drop(a);
+}
