@@ -3,8 +3,8 @@
 use std::ffi::c_int;
 
 use super::status::{
-    fail, guard, handle_ref, new_handle, opt_out, out_ptr, parse_timeout, release, Answer,
-    UNET_ETIMEDOUT, UNET_OK,
+    fail, guard, handle_ref, new_handle, opt_out, out_ptr, parse_timeout, release, UNET_ETIMEDOUT,
+    UNET_OK,
 };
 use super::vi::{UNET_VI_QUEUE_RECV, UNET_VI_QUEUE_SEND};
 use crate::via::{CompletionQueue, ViQueue};
@@ -97,7 +97,7 @@ pub unsafe extern "C" fn unet_cq_wait(
     out_vi: *mut u32,
     out_queue: *mut c_int,
 ) -> c_int {
-    guard(|| -> Answer {
+    guard(|| {
         // SAFETY: NULL or a live handle, only read (this function's
         // contract).
         let cq = unsafe { handle_ref(cq, "cq") }?;

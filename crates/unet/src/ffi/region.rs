@@ -6,7 +6,7 @@ use std::ptr;
 use super::session::{session_of, UnetSession};
 use super::status::{
     fail, fail_error, guard, guard_value, handle_mut, handle_ref, new_handle, out_ptr, release,
-    take, Answer, UNET_EINUSE, UNET_EINVAL, UNET_EIO, UNET_OK,
+    take, UNET_EINUSE, UNET_EINVAL, UNET_EIO, UNET_OK,
 };
 use crate::via::MemRegion;
 
@@ -109,7 +109,7 @@ pub unsafe extern "C" fn unet_region_handle(region: *const UnetRegion) -> i64 {
 /// call; on success it is invalid afterwards.
 #[no_mangle]
 pub unsafe extern "C" fn unet_region_deregister(region: *mut UnetRegion) -> c_int {
-    guard(|| -> Answer {
+    guard(|| {
         // SAFETY: per this function's contract.
         let h = unsafe { handle_mut(region, "region") }?;
         let r = h.0.take().ok_or_else(gone)?;

@@ -463,7 +463,7 @@ pub unsafe extern "C" fn unet_udm_join_at(
     rank: u32,
     out: *mut *mut UnetUdmNode,
 ) -> c_int {
-    guard(|| -> Answer {
+    guard(|| {
         // SAFETY: per this function's contract (the session only read).
         let (out, s, ticket, home) = unsafe {
             (

@@ -5,7 +5,7 @@
 
 use std::ffi::c_int;
 
-use super::status::{guard, null, Answer, UNET_OK};
+use super::status::{guard, null, UNET_OK};
 use super::udm_node::{
     dispose_status, extract_with, inject_result, inject_status, peek_with, put_header, words_in,
     UnetUdmHeader,
@@ -128,7 +128,7 @@ pub unsafe extern "C" fn unet_udm_upcall_inject(
     words: *const u64,
     nwords: usize,
 ) -> c_int {
-    guard(|| -> Answer {
+    guard(|| {
         // SAFETY: per this function's contract.
         let (u, w) = unsafe { (upcall(up)?, words_in(words, nwords)?) };
         inject_status(u.inject(dest, handler, w))
@@ -147,7 +147,7 @@ pub unsafe extern "C" fn unet_udm_upcall_injectc(
     words: *const u64,
     nwords: usize,
 ) -> c_int {
-    guard(|| -> Answer {
+    guard(|| {
         // SAFETY: per this function's contract.
         let (u, w) = unsafe { (upcall(up)?, words_in(words, nwords)?) };
         inject_result(u.injectc(dest, handler, w))

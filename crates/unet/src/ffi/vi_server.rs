@@ -9,7 +9,7 @@ use unet_control::ErrorCode;
 use super::session::{session_of, UnetSession};
 use super::status::{
     c_bytes, fail, fail_error, guard, guard_value, handle_ref, new_handle, null, out_ptr,
-    parse_timeout, put_c_string, release, status, take, text, Answer, UNET_EINVAL, UNET_EIO,
+    parse_timeout, put_c_string, release, status, take, text, UNET_EINVAL, UNET_EIO,
     UNET_ETIMEDOUT, UNET_OK,
 };
 use super::vi::{attributes, store_vi, UnetVi, UnetViAttrs};
@@ -248,7 +248,7 @@ pub unsafe extern "C" fn unet_vi_connect(
     timeout_us: i64,
     out: *mut *mut UnetVi,
 ) -> c_int {
-    guard(|| -> Answer {
+    guard(|| {
         // SAFETY: per this function's contract (the session only read).
         let (out, s, host) = unsafe { (out_ptr(out, "out")?, session_of(session)?, c_bytes(host)) };
         let host = match host.map(|b| text(b, "host")).transpose()? {
