@@ -643,6 +643,120 @@ impl std::fmt::Display for ControlError {
 
 impl std::error::Error for ControlError {}
 
+/// Declares the message kinds of one direction: an enum whose
+/// discriminants are the kinds' numbers on the wire, each written here
+/// once (the compiler refuses two kinds of one number), and the lookup
+/// from a number. `encode` writes `Kind::X as u16`; `decode` matches on
+/// the kind looked up, so a kind with no decoding does not build.
+macro_rules! kinds {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident = $n:literal),* $(,)? }) => {
+        $(#[$m])*
+        #[repr(u16)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        enum $name { $($(#[$vm])* $v = $n),* }
+        impl $name {
+            /// Every kind, in the table's order.
+            #[cfg(test)]
+            const ALL: &'static [$name] = &[$($name::$v),*];
+            /// The kind numbered `k`, if any.
+            fn from_u16(k: u16) -> Option<$name> {
+                match k {
+                    $($n => Some($name::$v),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+kinds! {
+    /// The kinds of [`Request`], as the packet header numbers them.
+    ReqKind {
+        /// [`Request::Hello`].
+        Hello = 1,
+        /// [`Request::CreateEndpoint`] with no buffer limit.
+        CreateEndpoint = 2,
+        /// [`Request::OpenChannel`].
+        OpenChannel = 3,
+        /// [`Request::CloseChannel`].
+        CloseChannel = 4,
+        /// [`Request::CloseEndpoint`].
+        CloseEndpoint = 5,
+        /// [`Request::SetAccept`].
+        SetAccept = 6,
+        /// [`Request::Stat`].
+        Stat = 7,
+        /// [`Request::AttachApplet`].
+        AttachApplet = 8,
+        /// [`Request::DetachApplet`].
+        DetachApplet = 9,
+        /// [`Request::RegisterMemory`].
+        RegisterMemory = 10,
+        /// [`Request::DeregisterMemory`].
+        DeregisterMemory = 11,
+        /// [`Request::ViListen`].
+        ViListen = 12,
+        /// [`Request::ViUnlisten`].
+        ViUnlisten = 13,
+        /// [`Request::ViConnect`].
+        ViConnect = 14,
+        /// [`Request::ViAccept`].
+        ViAccept = 15,
+        /// [`Request::ViReject`].
+        ViReject = 16,
+        /// [`Request::ViClose`].
+        ViClose = 17,
+        /// [`Request::UdmCreateJob`].
+        UdmCreateJob = 18,
+        /// [`Request::UdmJoin`].
+        UdmJoin = 19,
+        /// [`Request::UdmLeave`].
+        UdmLeave = 20,
+        /// [`Request::UdmJoinRemote`].
+        UdmJoinRemote = 30,
+        /// [`Request::ViGrantRegion`].
+        ViGrantRegion = 40,
+        /// [`Request::ViPeerRegion`].
+        ViPeerRegion = 41,
+        /// [`Request::CreateEndpoint`] with a buffer limit (not 0).
+        CreateEndpointBuffered = 42,
+    }
+}
+
+kinds! {
+    /// The kinds of [`Reply`], as the packet header numbers them.
+    ReplyKind {
+        /// [`Reply::Hello`].
+        Hello = 101,
+        /// [`Reply::EndpointCreated`].
+        EndpointCreated = 102,
+        /// [`Reply::ChannelOpened`].
+        ChannelOpened = 103,
+        /// [`Reply::Ok`].
+        Ok = 104,
+        /// [`Reply::Error`].
+        Error = 105,
+        /// [`Reply::Stat`].
+        Stat = 106,
+        /// [`Reply::DirectConn`].
+        DirectConn = 107,
+        /// [`Reply::Rejected`].
+        Rejected = 108,
+        /// [`Reply::MemoryRegistered`].
+        MemoryRegistered = 109,
+        /// [`Reply::ViConnected`].
+        ViConnected = 110,
+        /// [`Reply::ViRequest`].
+        ViRequest = 111,
+        /// [`Reply::UdmJob`].
+        UdmJob = 112,
+        /// [`Reply::UdmJoined`].
+        UdmJoined = 113,
+        /// [`Reply::PeerRegion`].
+        PeerRegion = 140,
+    }
+}
+
 struct W {
     buf: [u8; MAX_PACKET],
     len: usize,
@@ -770,7 +884,7 @@ impl Request {
     pub fn encode(&self, req_id: u32) -> Vec<u8> {
         let w = match self {
             Request::Hello { version } => {
-                let mut w = W::new(1, req_id);
+                let mut w = W::new(ReqKind::Hello as u16, req_id);
                 w.u32(*version);
                 w
             }
@@ -779,8 +893,12 @@ impl Request {
                 accept,
                 buffer_limit,
             } => {
-                let kind = if *buffer_limit == 0 { 2 } else { 42 };
-                let mut w = W::new(kind, req_id);
+                let kind = if *buffer_limit == 0 {
+                    ReqKind::CreateEndpoint
+                } else {
+                    ReqKind::CreateEndpointBuffered
+                };
+                let mut w = W::new(kind as u16, req_id);
                 w.u32(g.buffer_size);
                 w.u64(g.buffer_area_size);
                 w.u32(g.send_cap);
@@ -798,7 +916,7 @@ impl Request {
                 dst,
                 path,
             } => {
-                let mut w = W::new(3, req_id);
+                let mut w = W::new(ReqKind::OpenChannel as u16, req_id);
                 w.u32(*endpoint);
                 w.addr(dst.host);
                 w.u32(dst.id);
@@ -806,30 +924,30 @@ impl Request {
                 w
             }
             Request::CloseChannel { endpoint, channel } => {
-                let mut w = W::new(4, req_id);
+                let mut w = W::new(ReqKind::CloseChannel as u16, req_id);
                 w.u32(*endpoint);
                 w.u16(*channel);
                 w
             }
             Request::CloseEndpoint { endpoint } => {
-                let mut w = W::new(5, req_id);
+                let mut w = W::new(ReqKind::CloseEndpoint as u16, req_id);
                 w.u32(*endpoint);
                 w
             }
             Request::SetAccept { endpoint, accept } => {
-                let mut w = W::new(6, req_id);
+                let mut w = W::new(ReqKind::SetAccept as u16, req_id);
                 w.u32(*endpoint);
                 w.u8(*accept as u8);
                 w
             }
-            Request::Stat => W::new(7, req_id),
+            Request::Stat => W::new(ReqKind::Stat as u16, req_id),
             Request::AttachApplet {
                 endpoint,
                 len,
                 fuel,
                 heap,
             } => {
-                let mut w = W::new(8, req_id);
+                let mut w = W::new(ReqKind::AttachApplet as u16, req_id);
                 w.u32(*endpoint);
                 w.u32(*len);
                 w.u64(*fuel);
@@ -837,27 +955,27 @@ impl Request {
                 w
             }
             Request::DetachApplet { endpoint } => {
-                let mut w = W::new(9, req_id);
+                let mut w = W::new(ReqKind::DetachApplet as u16, req_id);
                 w.u32(*endpoint);
                 w
             }
             Request::RegisterMemory { len } => {
-                let mut w = W::new(10, req_id);
+                let mut w = W::new(ReqKind::RegisterMemory as u16, req_id);
                 w.u64(*len);
                 w
             }
             Request::DeregisterMemory { handle } => {
-                let mut w = W::new(11, req_id);
+                let mut w = W::new(ReqKind::DeregisterMemory as u16, req_id);
                 w.u32(*handle);
                 w
             }
             Request::ViListen { tag } => {
-                let mut w = W::new(12, req_id);
+                let mut w = W::new(ReqKind::ViListen as u16, req_id);
                 w.u64(*tag);
                 w
             }
             Request::ViUnlisten { tag } => {
-                let mut w = W::new(13, req_id);
+                let mut w = W::new(ReqKind::ViUnlisten as u16, req_id);
                 w.u64(*tag);
                 w
             }
@@ -867,7 +985,7 @@ impl Request {
                 attrs,
                 timeout_ms,
             } => {
-                let mut w = W::new(14, req_id);
+                let mut w = W::new(ReqKind::ViConnect as u16, req_id);
                 w.addr(*host);
                 w.u64(*tag);
                 attrs.put(&mut w);
@@ -875,29 +993,29 @@ impl Request {
                 w
             }
             Request::ViAccept { request, attrs } => {
-                let mut w = W::new(15, req_id);
+                let mut w = W::new(ReqKind::ViAccept as u16, req_id);
                 w.u32(*request);
                 attrs.put(&mut w);
                 w
             }
             Request::ViReject { request } => {
-                let mut w = W::new(16, req_id);
+                let mut w = W::new(ReqKind::ViReject as u16, req_id);
                 w.u32(*request);
                 w
             }
             Request::ViClose { vi } => {
-                let mut w = W::new(17, req_id);
+                let mut w = W::new(ReqKind::ViClose as u16, req_id);
                 w.u32(*vi);
                 w
             }
             Request::ViGrantRegion { vi, handle } => {
-                let mut w = W::new(40, req_id);
+                let mut w = W::new(ReqKind::ViGrantRegion as u16, req_id);
                 w.u32(*vi);
                 w.u32(*handle);
                 w
             }
             Request::ViPeerRegion { vi, handle } => {
-                let mut w = W::new(41, req_id);
+                let mut w = W::new(ReqKind::ViPeerRegion as u16, req_id);
                 w.u32(*vi);
                 w.u32(*handle);
                 w
@@ -908,7 +1026,7 @@ impl Request {
                 buffer_size,
                 atomicity_timeout_us,
             } => {
-                let mut w = W::new(18, req_id);
+                let mut w = W::new(ReqKind::UdmCreateJob as u16, req_id);
                 w.u32(*nodes);
                 w.u32(*fast_cap);
                 w.u64(*buffer_size);
@@ -916,14 +1034,14 @@ impl Request {
                 w
             }
             Request::UdmJoin { job, key, rank } => {
-                let mut w = W::new(19, req_id);
+                let mut w = W::new(ReqKind::UdmJoin as u16, req_id);
                 w.u32(*job);
                 w.u64(*key);
                 w.u32(*rank);
                 w
             }
             Request::UdmLeave { job, rank } => {
-                let mut w = W::new(20, req_id);
+                let mut w = W::new(ReqKind::UdmLeave as u16, req_id);
                 w.u32(*job);
                 w.u32(*rank);
                 w
@@ -934,7 +1052,7 @@ impl Request {
                 key,
                 rank,
             } => {
-                let mut w = W::new(30, req_id);
+                let mut w = W::new(ReqKind::UdmJoinRemote as u16, req_id);
                 w.addr(Some(*home));
                 w.u32(*job);
                 w.u64(*key);
@@ -956,10 +1074,11 @@ impl Request {
 
     /// Decode a packet into `(req_id, request)`.
     pub fn decode(b: &[u8]) -> Result<(u32, Request), ControlError> {
-        let (kind, id, mut r) = header(b)?;
+        let (k, id, mut r) = header(b)?;
+        let kind = ReqKind::from_u16(k).ok_or(ControlError::UnknownKind(k))?;
         let req = match kind {
-            1 => Request::Hello { version: r.u32()? },
-            2 | 42 => {
+            ReqKind::Hello => Request::Hello { version: r.u32()? },
+            ReqKind::CreateEndpoint | ReqKind::CreateEndpointBuffered => {
                 let geometry = Geometry {
                     buffer_size: r.u32()?,
                     buffer_area_size: r.u64()?,
@@ -969,7 +1088,7 @@ impl Request {
                     event_cap: r.u32()?,
                 };
                 let accept = r.bool()?;
-                let buffer_limit = if kind == 42 {
+                let buffer_limit = if kind == ReqKind::CreateEndpointBuffered {
                     match r.u64()? {
                         // Kind 2 says "not buffered".
                         0 => return Err(ControlError::BadField("buffer limit")),
@@ -984,7 +1103,7 @@ impl Request {
                     buffer_limit,
                 }
             }
-            3 => {
+            ReqKind::OpenChannel => {
                 let endpoint = r.u32()?;
                 let host = r.addr()?;
                 let id = r.u32()?;
@@ -1000,69 +1119,68 @@ impl Request {
                     path,
                 }
             }
-            4 => Request::CloseChannel {
+            ReqKind::CloseChannel => Request::CloseChannel {
                 endpoint: r.u32()?,
                 channel: r.u16()?,
             },
-            5 => Request::CloseEndpoint { endpoint: r.u32()? },
-            6 => Request::SetAccept {
+            ReqKind::CloseEndpoint => Request::CloseEndpoint { endpoint: r.u32()? },
+            ReqKind::SetAccept => Request::SetAccept {
                 endpoint: r.u32()?,
                 accept: r.bool()?,
             },
-            7 => Request::Stat,
-            8 => Request::AttachApplet {
+            ReqKind::Stat => Request::Stat,
+            ReqKind::AttachApplet => Request::AttachApplet {
                 endpoint: r.u32()?,
                 len: r.u32()?,
                 fuel: r.u64()?,
                 heap: r.u32()?,
             },
-            9 => Request::DetachApplet { endpoint: r.u32()? },
-            10 => Request::RegisterMemory { len: r.u64()? },
-            11 => Request::DeregisterMemory { handle: r.u32()? },
-            12 => Request::ViListen { tag: r.u64()? },
-            13 => Request::ViUnlisten { tag: r.u64()? },
-            14 => Request::ViConnect {
+            ReqKind::DetachApplet => Request::DetachApplet { endpoint: r.u32()? },
+            ReqKind::RegisterMemory => Request::RegisterMemory { len: r.u64()? },
+            ReqKind::DeregisterMemory => Request::DeregisterMemory { handle: r.u32()? },
+            ReqKind::ViListen => Request::ViListen { tag: r.u64()? },
+            ReqKind::ViUnlisten => Request::ViUnlisten { tag: r.u64()? },
+            ReqKind::ViConnect => Request::ViConnect {
                 host: r.addr()?,
                 tag: r.u64()?,
                 attrs: ViParams::get(&mut r)?,
                 timeout_ms: r.u32()?,
             },
-            15 => Request::ViAccept {
+            ReqKind::ViAccept => Request::ViAccept {
                 request: r.u32()?,
                 attrs: ViParams::get(&mut r)?,
             },
-            16 => Request::ViReject { request: r.u32()? },
-            17 => Request::ViClose { vi: r.u32()? },
-            40 => Request::ViGrantRegion {
+            ReqKind::ViReject => Request::ViReject { request: r.u32()? },
+            ReqKind::ViClose => Request::ViClose { vi: r.u32()? },
+            ReqKind::ViGrantRegion => Request::ViGrantRegion {
                 vi: r.u32()?,
                 handle: r.u32()?,
             },
-            41 => Request::ViPeerRegion {
+            ReqKind::ViPeerRegion => Request::ViPeerRegion {
                 vi: r.u32()?,
                 handle: r.u32()?,
             },
-            18 => Request::UdmCreateJob {
+            ReqKind::UdmCreateJob => Request::UdmCreateJob {
                 nodes: r.u32()?,
                 fast_cap: r.u32()?,
                 buffer_size: r.u64()?,
                 atomicity_timeout_us: r.u32()?,
             },
-            19 => Request::UdmJoin {
+            ReqKind::UdmJoin => Request::UdmJoin {
                 job: r.u32()?,
                 key: r.u64()?,
                 rank: r.u32()?,
             },
-            20 => Request::UdmLeave {
+            ReqKind::UdmLeave => Request::UdmLeave {
                 job: r.u32()?,
                 rank: r.u32()?,
             },
-            30 => Request::UdmJoinRemote {
+            ReqKind::UdmJoinRemote => Request::UdmJoinRemote {
                 home: r.addr()?.ok_or(ControlError::BadField("home"))?,
                 job: r.u32()?,
                 key: r.u64()?,
                 rank: r.u32()?,
             },
-            k => return Err(ControlError::UnknownKind(k)),
         };
         Ok((id, req))
     }
@@ -1073,13 +1191,13 @@ impl Reply {
     pub fn encode(&self, req_id: u32) -> Vec<u8> {
         let w = match self {
             Reply::Hello { engine_id, udp } => {
-                let mut w = W::new(101, req_id);
+                let mut w = W::new(ReplyKind::Hello as u16, req_id);
                 w.u64(*engine_id);
                 w.addr(*udp);
                 w
             }
             Reply::EndpointCreated { endpoint } => {
-                let mut w = W::new(102, req_id);
+                let mut w = W::new(ReplyKind::EndpointCreated as u16, req_id);
                 w.u32(*endpoint);
                 w
             }
@@ -1088,15 +1206,15 @@ impl Reply {
                 conn_id,
                 side,
             } => {
-                let mut w = W::new(103, req_id);
+                let mut w = W::new(ReplyKind::ChannelOpened as u16, req_id);
                 w.u16(*channel);
                 w.u32(*conn_id);
                 w.u8(*side);
                 w
             }
-            Reply::Ok => W::new(104, req_id),
+            Reply::Ok => W::new(ReplyKind::Ok as u16, req_id),
             Reply::Error(code) => {
-                let mut w = W::new(105, req_id);
+                let mut w = W::new(ReplyKind::Error as u16, req_id);
                 w.u16(*code as u16);
                 w
             }
@@ -1104,7 +1222,7 @@ impl Reply {
                 max_endpoints,
                 limits,
             } => {
-                let mut w = W::new(106, req_id);
+                let mut w = W::new(ReplyKind::Stat as u16, req_id);
                 w.u32(*max_endpoints);
                 w.u64(limits.client_memory);
                 w.u64(limits.user_memory);
@@ -1120,7 +1238,7 @@ impl Reply {
                 w
             }
             Reply::Rejected(text) => {
-                let mut w = W::new(108, req_id);
+                let mut w = W::new(ReplyKind::Rejected as u16, req_id);
                 let mut n = text.len().min(MAX_TEXT);
                 while !text.is_char_boundary(n) {
                     n -= 1;
@@ -1130,17 +1248,17 @@ impl Reply {
                 w
             }
             Reply::MemoryRegistered { handle } => {
-                let mut w = W::new(109, req_id);
+                let mut w = W::new(ReplyKind::MemoryRegistered as u16, req_id);
                 w.u32(*handle);
                 w
             }
             Reply::PeerRegion { len } => {
-                let mut w = W::new(140, req_id);
+                let mut w = W::new(ReplyKind::PeerRegion as u16, req_id);
                 w.u64(*len);
                 w
             }
             Reply::ViConnected { vi, conn_id, side } => {
-                let mut w = W::new(110, req_id);
+                let mut w = W::new(ReplyKind::ViConnected as u16, req_id);
                 w.u32(*vi);
                 w.u32(*conn_id);
                 w.u8(*side);
@@ -1153,7 +1271,7 @@ impl Reply {
                 pid,
                 host,
             } => {
-                let mut w = W::new(111, req_id);
+                let mut w = W::new(ReplyKind::ViRequest as u16, req_id);
                 w.u64(*tag);
                 w.u32(*request);
                 attrs.put(&mut w);
@@ -1162,13 +1280,13 @@ impl Reply {
                 w
             }
             Reply::UdmJob { job, key } => {
-                let mut w = W::new(112, req_id);
+                let mut w = W::new(ReplyKind::UdmJob as u16, req_id);
                 w.u32(*job);
                 w.u64(*key);
                 w
             }
             Reply::UdmJoined { job, rank } => {
-                let mut w = W::new(113, req_id);
+                let mut w = W::new(ReplyKind::UdmJoined as u16, req_id);
                 w.u32(*job);
                 w.u32(*rank);
                 w
@@ -1179,7 +1297,7 @@ impl Reply {
                 conn_id,
                 side,
             } => {
-                let mut w = W::new(107, req_id);
+                let mut w = W::new(ReplyKind::DirectConn as u16, req_id);
                 w.u32(*endpoint);
                 w.u16(*channel);
                 w.u32(*conn_id);
@@ -1192,23 +1310,23 @@ impl Reply {
 
     /// Decode a packet into `(req_id, reply)`.
     pub fn decode(b: &[u8]) -> Result<(u32, Reply), ControlError> {
-        let (kind, id, mut r) = header(b)?;
-        let rep = match kind {
-            101 => Reply::Hello {
+        let (k, id, mut r) = header(b)?;
+        let rep = match ReplyKind::from_u16(k).ok_or(ControlError::UnknownKind(k))? {
+            ReplyKind::Hello => Reply::Hello {
                 engine_id: r.u64()?,
                 udp: r.addr()?,
             },
-            102 => Reply::EndpointCreated { endpoint: r.u32()? },
-            103 => Reply::ChannelOpened {
+            ReplyKind::EndpointCreated => Reply::EndpointCreated { endpoint: r.u32()? },
+            ReplyKind::ChannelOpened => Reply::ChannelOpened {
                 channel: r.u16()?,
                 conn_id: r.u32()?,
                 side: r.u8()?,
             },
-            104 => Reply::Ok,
-            105 => Reply::Error(
+            ReplyKind::Ok => Reply::Ok,
+            ReplyKind::Error => Reply::Error(
                 ErrorCode::from_u16(r.u16()?).ok_or(ControlError::BadField("error code"))?,
             ),
-            106 => Reply::Stat {
+            ReplyKind::Stat => Reply::Stat {
                 max_endpoints: r.u32()?,
                 limits: Limits {
                     client_memory: r.u64()?,
@@ -1224,35 +1342,35 @@ impl Reply {
                     vi_held_budget: r.u64()?,
                 },
             },
-            107 => Reply::DirectConn {
+            ReplyKind::DirectConn => Reply::DirectConn {
                 endpoint: r.u32()?,
                 channel: r.u16()?,
                 conn_id: r.u32()?,
                 side: r.u8()?,
             },
-            109 => Reply::MemoryRegistered { handle: r.u32()? },
-            140 => Reply::PeerRegion { len: r.u64()? },
-            112 => Reply::UdmJob {
+            ReplyKind::MemoryRegistered => Reply::MemoryRegistered { handle: r.u32()? },
+            ReplyKind::PeerRegion => Reply::PeerRegion { len: r.u64()? },
+            ReplyKind::UdmJob => Reply::UdmJob {
                 job: r.u32()?,
                 key: r.u64()?,
             },
-            113 => Reply::UdmJoined {
+            ReplyKind::UdmJoined => Reply::UdmJoined {
                 job: r.u32()?,
                 rank: r.u32()?,
             },
-            110 => Reply::ViConnected {
+            ReplyKind::ViConnected => Reply::ViConnected {
                 vi: r.u32()?,
                 conn_id: r.u32()?,
                 side: r.u8()?,
             },
-            111 => Reply::ViRequest {
+            ReplyKind::ViRequest => Reply::ViRequest {
                 tag: r.u64()?,
                 request: r.u32()?,
                 attrs: ViParams::get(&mut r)?,
                 pid: r.u32()?,
                 host: r.addr()?,
             },
-            108 => {
+            ReplyKind::Rejected => {
                 let n = r.u16()? as usize;
                 if n > MAX_TEXT {
                     return Err(ControlError::BadField("text length"));
@@ -1265,7 +1383,6 @@ impl Reply {
                     std::str::from_utf8(r.take(n)?).map_err(|_| ControlError::BadField("text"))?;
                 Reply::Rejected(text.to_owned())
             }
-            k => return Err(ControlError::UnknownKind(k)),
         };
         Ok((id, rep))
     }
@@ -1558,6 +1675,26 @@ mod tests {
         assert_eq!(n, std::fs::read_dir(&dir).unwrap().count());
     }
 
+    /// Each kind of the table has its sample (so its seed), and no number
+    /// is both a request's and a reply's kind.
+    #[test]
+    fn every_kind_has_a_sample_and_the_directions_do_not_share_numbers() {
+        let kinds: std::collections::BTreeSet<u16> = samples()
+            .iter()
+            .map(|(_, b)| u16::from_le_bytes([b[0], b[1]]))
+            .collect();
+        for k in ReqKind::ALL {
+            assert!(kinds.contains(&(*k as u16)), "no sample of {k:?}");
+            assert_eq!(ReqKind::from_u16(*k as u16), Some(*k));
+            assert_eq!(ReplyKind::from_u16(*k as u16), None, "{k:?}");
+        }
+        for k in ReplyKind::ALL {
+            assert!(kinds.contains(&(*k as u16)), "no sample of {k:?}");
+            assert_eq!(ReplyKind::from_u16(*k as u16), Some(*k));
+        }
+        assert_eq!(kinds.len(), ReqKind::ALL.len() + ReplyKind::ALL.len());
+    }
+
     /// xorshift64*: a fixed sequence, so a failure replays.
     struct Rng(u64);
     impl Rng {
@@ -1628,7 +1765,7 @@ mod tests {
         assert_eq!(Reply::decode(&b), Err(ControlError::BadField("text")));
         // Before, this decoded lossily to 900 replacement characters, which
         // encode to 900 bytes of 300 of them: not the same reply.
-        let mut b = W::new(108, 1);
+        let mut b = W::new(ReplyKind::Rejected as u16, 1);
         b.u16(MAX_TEXT as u16);
         b.put(&[0xff; MAX_TEXT]);
         assert_eq!(Reply::decode(b.done()), Err(ControlError::BadField("text")));

@@ -1,6 +1,7 @@
-//! The C ABI of UDM (`crate::udm`): jobs and nodes, inject and extract,
-//! atomicity, handlers run as upcalls. Same conventions as the rest of
-//! [`crate::ffi`]; the declarations are in the UDM part of
+//! The C ABI of UDM (`crate::udm`): jobs and nodes (`unet_udm_node`),
+//! inject and extract, atomicity, and the registration of handlers run
+//! as upcalls (their calls are in `upcall`). Same conventions as the
+//! rest of [`crate::ffi`]; the declarations are in the UDM part of
 //! `include/unet.h`.
 //!
 //! A node (`unet_udm_node`, [`UnetUdmNode`]) polls until its first
@@ -12,11 +13,14 @@
 use std::ffi::{c_char, c_int, c_void};
 use std::time::Duration;
 
-use super::{
-    c_bytes, fail, fail_error, guard, null, release, status, text, UnetSession, UNET_EEMPTY,
-    UNET_EFULL, UNET_EINVAL, UNET_EIO, UNET_EPEERGONE, UNET_ETIMEDOUT, UNET_ETOOLARGE,
+use super::session::{session_of, UnetSession};
+use super::status::{
+    c_bytes, fail, fail_error, guard, guard_value, handle_mut, handle_ref, new_handle, null,
+    opt_out, out_ptr, parse_timeout, put_c_string, release, status, take, text, Answer,
+    UNET_EEMPTY, UNET_EFULL, UNET_EINVAL, UNET_EIO, UNET_EPEERGONE, UNET_ETIMEDOUT, UNET_ETOOLARGE,
     UNET_ETOOSMALL, UNET_OK,
 };
+use super::upcall::UnetUdmUpcall;
 use crate::udm::{
     ExtractError, Header, InjectError, JobConfig, JobTicket, Message, Node, NodeStats, Upcall,
     UpcallError, UpcallNode, MAX_WORDS, UDM_COUNTERS,
@@ -126,26 +130,11 @@ enum Kind {
 /// Opaque UDM node handle (`unet_udm_node` in C).
 pub struct UnetUdmNode(Kind);
 
-/// Opaque handle a handler works with (`unet_udm_upcall` in C): an
-/// [`Upcall`] for the duration of the handler's call.
-pub struct UnetUdmUpcall {
-    _opaque: [u8; 0],
-}
-
 /// The user data of a C handler, moved to the handler thread.
 struct UserData(*mut c_void);
 // SAFETY: unet_udm_set_handler's contract: the handler and its user data
 // may be used from the node's handler thread.
 unsafe impl Send for UserData {}
-
-/// A timeout in microseconds: -1 forever.
-fn parse_timeout(t: i64) -> Result<Option<Duration>, c_int> {
-    match t {
-        -1 => Ok(None),
-        t if t >= 0 => Ok(Some(Duration::from_micros(t as u64))),
-        t => Err(fail(UNET_EINVAL, format!("bad timeout {t}"))),
-    }
-}
 
 fn fail_inject(e: InjectError) -> c_int {
     let code = match e {
@@ -157,7 +146,8 @@ fn fail_inject(e: InjectError) -> c_int {
     fail(code, e.to_string())
 }
 
-fn fail_extract(e: ExtractError) -> c_int {
+/// The status of a failed extract, peek or dispose.
+pub(super) fn fail_extract(e: ExtractError) -> c_int {
     let code = match e {
         ExtractError::Empty => UNET_EEMPTY,
         ExtractError::TooShort(_) => UNET_ETOOSMALL,
@@ -170,26 +160,15 @@ fn fail_extract(e: ExtractError) -> c_int {
 /// # Safety
 /// `n` is NULL or a live handle used by this thread only.
 unsafe fn node<'a>(n: *mut UnetUdmNode) -> Result<&'a mut UnetUdmNode, c_int> {
-    // SAFETY: NULL or a live, exclusively used Box<UnetUdmNode>.
-    unsafe { n.as_mut() }.ok_or_else(|| null("node"))
-}
-
-/// The upcall behind a handle.
-///
-/// # Safety
-/// `u` is NULL or the handle passed to the running handler.
-unsafe fn upcall<'a, 'b>(u: *mut UnetUdmUpcall) -> Result<&'a mut Upcall<'b>, c_int> {
-    // SAFETY: the handle is an `&mut Upcall` made by the handler closure
-    // below for the duration of the C handler's call, which this call is
-    // part of.
-    unsafe { u.cast::<Upcall<'b>>().as_mut() }.ok_or_else(|| null("upcall"))
+    // SAFETY: per this function's contract.
+    unsafe { handle_mut(n, "node") }
 }
 
 /// The words argument.
 ///
 /// # Safety
 /// `words` is NULL or `n` readable words.
-unsafe fn words_in<'a>(words: *const u64, n: usize) -> Result<&'a [u64], c_int> {
+pub(super) unsafe fn words_in<'a>(words: *const u64, n: usize) -> Result<&'a [u64], c_int> {
     if n == 0 {
         Ok(&[])
     } else if words.is_null() {
@@ -224,14 +203,14 @@ unsafe fn words_out<'a>(words: *mut u64, cap: usize) -> Result<&'a mut [u64], c_
 ///
 /// # Safety
 /// `out` is NULL or writable.
-unsafe fn put_header(out: *mut UnetUdmHeader, src: u32, handler: u16, len: usize) {
+pub(super) unsafe fn put_header(out: *mut UnetUdmHeader, src: u32, handler: u16, len: usize) {
     // SAFETY: NULL or writable per the contract.
-    if let Some(o) = unsafe { out.as_mut() } {
-        *o = UnetUdmHeader {
+    if let Some(o) = unsafe { opt_out(out) } {
+        o.write(UnetUdmHeader {
             src,
             handler,
             len: len as u16,
-        };
+        });
     }
 }
 
@@ -239,29 +218,26 @@ unsafe fn put_header(out: *mut UnetUdmHeader, src: u32, handler: u16, len: usize
 ///
 /// # Safety
 /// As for [`unet_udm_extract`].
-unsafe fn extract_with(
+pub(super) unsafe fn extract_with(
     f: impl FnOnce(&mut [u64]) -> Result<Header, ExtractError>,
     words: *mut u64,
     cap: usize,
     out: *mut UnetUdmHeader,
-) -> c_int {
+) -> Answer {
     // SAFETY: per the caller's contract.
-    let w = match unsafe { words_out(words, cap) } {
-        Ok(w) => w,
-        Err(c) => return c,
-    };
+    let w = unsafe { words_out(words, cap) }?;
     match f(w) {
         Ok(h) => {
             // SAFETY: per the caller's contract.
             unsafe { put_header(out, h.src, h.handler, h.len) };
-            UNET_OK
+            Ok(UNET_OK)
         }
         Err(ExtractError::TooShort(n)) => {
             // SAFETY: per the caller's contract.
             unsafe { put_header(out, 0, 0, n) };
-            fail_extract(ExtractError::TooShort(n))
+            Err(fail_extract(ExtractError::TooShort(n)))
         }
-        Err(e) => fail_extract(e),
+        Err(e) => Err(fail_extract(e)),
     }
 }
 
@@ -269,59 +245,43 @@ unsafe fn extract_with(
 ///
 /// # Safety
 /// As for [`unet_udm_peek`].
-unsafe fn peek_with(
+pub(super) unsafe fn peek_with(
     f: impl FnOnce() -> Result<Message, ExtractError>,
     words: *mut u64,
     cap: usize,
     out: *mut UnetUdmHeader,
-) -> c_int {
+) -> Answer {
     // SAFETY: per the caller's contract.
-    let w = match unsafe { words_out(words, cap) } {
-        Ok(w) => w,
-        Err(c) => return c,
-    };
-    match f() {
-        Ok(m) => {
-            let len = m.words().len();
-            // SAFETY: per the caller's contract.
-            unsafe { put_header(out, m.src, m.handler, len) };
-            if w.len() < len {
-                return fail_extract(ExtractError::TooShort(len));
-            }
-            w[..len].copy_from_slice(m.words());
-            UNET_OK
-        }
-        Err(e) => fail_extract(e),
+    let w = unsafe { words_out(words, cap) }?;
+    let m = f().map_err(fail_extract)?;
+    let len = m.words().len();
+    // SAFETY: per the caller's contract.
+    unsafe { put_header(out, m.src, m.handler, len) };
+    if w.len() < len {
+        return Err(fail_extract(ExtractError::TooShort(len)));
     }
-}
-
-/// `f` of the resolved handle and words, or the status that resolving
-/// either failed with.
-fn with_words<H>(
-    h: Result<H, c_int>,
-    w: Result<&[u64], c_int>,
-    f: impl FnOnce(H, &[u64]) -> c_int,
-) -> c_int {
-    match (h, w) {
-        (Ok(h), Ok(w)) => f(h, w),
-        (Err(c), _) | (_, Err(c)) => c,
-    }
+    w[..len].copy_from_slice(m.words());
+    Ok(UNET_OK)
 }
 
 /// A blocking inject's status.
-fn inject_status(r: Result<(), InjectError>) -> c_int {
-    match r {
-        Ok(()) => UNET_OK,
-        Err(e) => fail_inject(e),
+pub(super) fn inject_status(r: Result<(), InjectError>) -> Answer {
+    r.map_err(fail_inject)?;
+    Ok(UNET_OK)
+}
+
+/// A non-blocking inject's status: [`UNET_EFULL`] when it could not go.
+pub(super) fn inject_result(r: Result<bool, InjectError>) -> Answer {
+    match r.map_err(fail_inject)? {
+        true => Ok(UNET_OK),
+        false => Err(fail(UNET_EFULL, "the message cannot go now")),
     }
 }
 
-fn inject_result(r: Result<bool, InjectError>) -> c_int {
-    match r {
-        Ok(true) => UNET_OK,
-        Ok(false) => fail(UNET_EFULL, "the message cannot go now"),
-        Err(e) => fail_inject(e),
-    }
+/// A dispose's status.
+pub(super) fn dispose_status(r: Result<(), ExtractError>) -> Answer {
+    r.map_err(fail_extract)?;
+    Ok(UNET_OK)
 }
 
 impl UnetUdmNode {
@@ -427,15 +387,13 @@ pub unsafe extern "C" fn unet_udm_job_create(
     ticket_len: usize,
 ) -> c_int {
     guard(|| {
-        // SAFETY: NULL or a live Box<UnetSession>, only read here.
-        let Some(s) = (unsafe { session.as_ref() }) else {
-            return null("session");
-        };
+        // SAFETY: per this function's contract (the session and the
+        // config only read).
+        let (s, c) = unsafe { (session_of(session)?, cfg.as_ref()) };
         if ticket.is_null() {
-            return null("ticket");
+            return Err(null("ticket"));
         }
-        // SAFETY: NULL or readable per the contract.
-        let c = unsafe { cfg.as_ref() }.copied().unwrap_or_default();
+        let c = c.copied().unwrap_or_default();
         let d = JobConfig::default();
         let jc = JobConfig {
             nodes: if c.nodes == 0 { d.nodes } else { c.nodes },
@@ -455,22 +413,15 @@ pub unsafe extern "C" fn unet_udm_job_create(
                 Duration::from_micros(c.atomicity_timeout_us as u64)
             },
         };
-        let t = match s.0.udm_create_job(&jc) {
-            Ok(t) => t.to_string(),
-            Err(e) => return fail_error(e),
-        };
-        if t.len() >= ticket_len {
-            return fail(
-                UNET_ETOOSMALL,
-                format!("the ticket takes {} bytes", t.len() + 1),
-            );
-        }
-        // SAFETY: ticket_len writable bytes, of which t.len() + 1 are used.
+        let t = s.udm_create_job(&jc).map_err(fail_error)?.to_string();
+        // SAFETY: ticket is non-NULL with ticket_len writable bytes per the
+        // contract.
         unsafe {
-            std::ptr::copy_nonoverlapping(t.as_ptr(), ticket.cast::<u8>(), t.len());
-            *ticket.add(t.len()) = 0;
-        }
-        UNET_OK
+            put_c_string(&t, ticket, ticket_len, |n| {
+                fail(UNET_ETOOSMALL, format!("the ticket takes {n} bytes"))
+            })
+        }?;
+        Ok(UNET_OK)
     })
 }
 
@@ -513,47 +464,30 @@ pub unsafe extern "C" fn unet_udm_join_at(
     out: *mut *mut UnetUdmNode,
 ) -> c_int {
     guard(|| {
-        if out.is_null() {
-            return null("out");
-        }
-        // SAFETY: NULL or a live Box<UnetSession>, only read here.
-        let Some(s) = (unsafe { session.as_ref() }) else {
-            return null("session");
+        // SAFETY: per this function's contract (the session only read).
+        let (out, s, ticket, home) = unsafe {
+            (
+                out_ptr(out, "out")?,
+                session_of(session)?,
+                c_bytes(ticket),
+                c_bytes(home),
+            )
         };
-        // SAFETY: NULL or NUL-terminated per the contract.
-        let Some(b) = (unsafe { c_bytes(ticket) }) else {
-            return null("ticket");
+        let t: JobTicket = text(ticket.ok_or_else(|| null("ticket"))?, "ticket")?
+            .parse()
+            .map_err(|e| fail(UNET_EINVAL, e))?;
+        let home = match home.map(|b| text(b, "home")).transpose()? {
+            None | Some("") => None,
+            Some(h) => Some(h.parse::<std::net::SocketAddr>().map_err(|e| {
+                fail(
+                    UNET_EINVAL,
+                    format!("bad home {h:?} (HOST:PORT expected): {e}"),
+                )
+            })?),
         };
-        let t: JobTicket = match text(b, "ticket").map(str::parse) {
-            Err(c) => return c,
-            Ok(Err(e)) => return fail(UNET_EINVAL, e),
-            Ok(Ok(t)) => t,
-        };
-        // SAFETY: NULL or NUL-terminated per the contract.
-        let home = match unsafe { c_bytes(home) } {
-            None => None,
-            Some(b) => match text(b, "home") {
-                Err(c) => return c,
-                Ok("") => None,
-                Ok(h) => match h.parse::<std::net::SocketAddr>() {
-                    Ok(a) => Some(a),
-                    Err(e) => {
-                        return fail(
-                            UNET_EINVAL,
-                            format!("bad home {h:?} (HOST:PORT expected): {e}"),
-                        )
-                    }
-                },
-            },
-        };
-        match s.0.udm_join_at(t, home, rank) {
-            Ok(n) => {
-                // SAFETY: out is non-NULL and writable per the contract.
-                unsafe { *out = Box::into_raw(Box::new(UnetUdmNode(Kind::Poll(Box::new(n))))) };
-                UNET_OK
-            }
-            Err(e) => fail_error(e),
-        }
+        let n = s.udm_join_at(t, home, rank).map_err(fail_error)?;
+        out.write(new_handle(UnetUdmNode(Kind::Poll(Box::new(n)))));
+        Ok(UNET_OK)
     })
 }
 
@@ -563,11 +497,14 @@ pub unsafe extern "C" fn unet_udm_join_at(
 /// `node` NULL or a live handle.
 #[no_mangle]
 pub unsafe extern "C" fn unet_udm_rank(node: *const UnetUdmNode) -> i64 {
-    // SAFETY: NULL or a live handle, only read.
-    match unsafe { node.as_ref() } {
-        Some(n) => n.rank() as i64,
-        None => UNET_EINVAL as i64,
-    }
+    guard_value(UNET_EIO as i64, || {
+        // SAFETY: NULL or a live handle, only read (this function's
+        // contract).
+        match unsafe { handle_ref(node, "node") } {
+            Ok(n) => n.rank() as i64,
+            Err(c) => c as i64,
+        }
+    })
 }
 
 /// Nodes in the node's job, or [`UNET_EINVAL`] for NULL.
@@ -576,11 +513,14 @@ pub unsafe extern "C" fn unet_udm_rank(node: *const UnetUdmNode) -> i64 {
 /// `node` NULL or a live handle.
 #[no_mangle]
 pub unsafe extern "C" fn unet_udm_nodes(node: *const UnetUdmNode) -> i64 {
-    // SAFETY: NULL or a live handle, only read.
-    match unsafe { node.as_ref() } {
-        Some(n) => n.nodes() as i64,
-        None => UNET_EINVAL as i64,
-    }
+    guard_value(UNET_EIO as i64, || {
+        // SAFETY: NULL or a live handle, only read (this function's
+        // contract).
+        match unsafe { handle_ref(node, "node") } {
+            Ok(n) => n.nodes() as i64,
+            Err(c) => c as i64,
+        }
+    })
 }
 
 /// Send `nwords` words (at most [`UNET_UDM_MAX_WORDS`]) to node `dest`'s
@@ -601,8 +541,8 @@ pub unsafe extern "C" fn unet_udm_inject(
 ) -> c_int {
     guard(|| {
         // SAFETY: per this function's contract.
-        let (h, w) = unsafe { (self::node(node), words_in(words, nwords)) };
-        with_words(h, w, |n, w| inject_status(n.inject(dest, handler, w)))
+        let (n, w) = unsafe { (self::node(node)?, words_in(words, nwords)?) };
+        inject_status(n.inject(dest, handler, w))
     })
 }
 
@@ -621,8 +561,8 @@ pub unsafe extern "C" fn unet_udm_injectc(
 ) -> c_int {
     guard(|| {
         // SAFETY: per this function's contract.
-        let (h, w) = unsafe { (self::node(node), words_in(words, nwords)) };
-        with_words(h, w, |n, w| inject_result(n.injectc(dest, handler, w)))
+        let (n, w) = unsafe { (self::node(node)?, words_in(words, nwords)?) };
+        inject_result(n.injectc(dest, handler, w))
     })
 }
 
@@ -643,10 +583,7 @@ pub unsafe extern "C" fn unet_udm_extract(
 ) -> c_int {
     guard(|| {
         // SAFETY: per this function's contract.
-        let n = match unsafe { self::node(node) } {
-            Ok(n) => n,
-            Err(c) => return c,
-        };
+        let n = unsafe { self::node(node) }?;
         // SAFETY: per this function's contract.
         unsafe { extract_with(|w| n.extract(w), words, cap, out) }
     })
@@ -665,10 +602,7 @@ pub unsafe extern "C" fn unet_udm_peek(
 ) -> c_int {
     guard(|| {
         // SAFETY: per this function's contract.
-        let n = match unsafe { self::node(node) } {
-            Ok(n) => n,
-            Err(c) => return c,
-        };
+        let n = unsafe { self::node(node) }?;
         // SAFETY: per this function's contract.
         unsafe { peek_with(|| n.peek(), words, cap, out) }
     })
@@ -682,13 +616,7 @@ pub unsafe extern "C" fn unet_udm_peek(
 pub unsafe extern "C" fn unet_udm_dispose(node: *mut UnetUdmNode) -> c_int {
     guard(|| {
         // SAFETY: per this function's contract.
-        match unsafe { self::node(node) } {
-            Ok(n) => match n.dispose() {
-                Ok(()) => UNET_OK,
-                Err(e) => fail_extract(e),
-            },
-            Err(c) => c,
-        }
+        dispose_status(unsafe { self::node(node) }?.dispose())
     })
 }
 
@@ -700,10 +628,7 @@ pub unsafe extern "C" fn unet_udm_dispose(node: *mut UnetUdmNode) -> c_int {
 pub unsafe extern "C" fn unet_udm_message_available(node: *mut UnetUdmNode) -> c_int {
     guard(|| {
         // SAFETY: per this function's contract.
-        match unsafe { self::node(node) } {
-            Ok(n) => n.message_available() as c_int,
-            Err(c) => c,
-        }
+        Ok(unsafe { self::node(node) }?.message_available() as c_int)
     })
 }
 
@@ -717,18 +642,11 @@ pub unsafe extern "C" fn unet_udm_message_available(node: *mut UnetUdmNode) -> c
 pub unsafe extern "C" fn unet_udm_wait(node: *mut UnetUdmNode, timeout_us: i64) -> c_int {
     guard(|| {
         // SAFETY: per this function's contract.
-        let n = match unsafe { self::node(node) } {
-            Ok(n) => n,
-            Err(c) => return c,
-        };
-        let t = match parse_timeout(timeout_us) {
-            Ok(t) => t,
-            Err(c) => return c,
-        };
-        if n.wait(t) {
-            1
+        let n = unsafe { self::node(node) }?;
+        if n.wait(parse_timeout(timeout_us)?) {
+            Ok(1)
         } else {
-            fail(UNET_ETIMEDOUT, "no message in time")
+            Err(fail(UNET_ETIMEDOUT, "no message in time"))
         }
     })
 }
@@ -742,13 +660,8 @@ pub unsafe extern "C" fn unet_udm_wait(node: *mut UnetUdmNode, timeout_us: i64) 
 pub unsafe extern "C" fn unet_udm_beginatom(node: *mut UnetUdmNode, mask: u32) -> c_int {
     guard(|| {
         // SAFETY: per this function's contract.
-        match unsafe { self::node(node) } {
-            Ok(n) => {
-                n.beginatom(mask);
-                UNET_OK
-            }
-            Err(c) => c,
-        }
+        unsafe { self::node(node) }?.beginatom(mask);
+        Ok(UNET_OK)
     })
 }
 
@@ -761,13 +674,8 @@ pub unsafe extern "C" fn unet_udm_beginatom(node: *mut UnetUdmNode, mask: u32) -
 pub unsafe extern "C" fn unet_udm_endatom(node: *mut UnetUdmNode, mask: u32) -> c_int {
     guard(|| {
         // SAFETY: per this function's contract.
-        match unsafe { self::node(node) } {
-            Ok(n) => {
-                n.endatom(mask);
-                UNET_OK
-            }
-            Err(c) => c,
-        }
+        unsafe { self::node(node) }?.endatom(mask);
+        Ok(UNET_OK)
     })
 }
 
@@ -783,16 +691,9 @@ pub unsafe extern "C" fn unet_udm_get_stats(
 ) -> c_int {
     guard(|| {
         // SAFETY: per this function's contract.
-        let n = match unsafe { self::node(node) } {
-            Ok(n) => n,
-            Err(c) => return c,
-        };
-        // SAFETY: NULL or writable per the contract.
-        let Some(o) = (unsafe { out.as_mut() }) else {
-            return null("out");
-        };
+        let (n, out) = unsafe { (self::node(node)?, out_ptr(out, "out")?) };
         let s = n.stats();
-        *o = UnetUdmStats {
+        out.write(UnetUdmStats {
             fast_msgs: s.fast_msgs,
             buffered_taken: s.buffered_taken,
             switch_queue_full: s.switch_queue_full,
@@ -802,8 +703,8 @@ pub unsafe extern "C" fn unet_udm_get_stats(
             dispose_failures: s.dispose_failures,
             handler_panics: s.handler_panics,
             engine: s.engine,
-        };
-        UNET_OK
+        });
+        Ok(UNET_OK)
     })
 }
 
@@ -828,21 +729,15 @@ pub unsafe extern "C" fn unet_udm_set_handler(
 ) -> c_int {
     guard(|| {
         // SAFETY: per this function's contract.
-        let n = match unsafe { self::node(node) } {
-            Ok(n) => n,
-            Err(c) => return c,
-        };
+        let n = unsafe { self::node(node) }?;
         if let Kind::Poll(_) = n.0 {
             let Kind::Poll(p) = std::mem::replace(&mut n.0, Kind::Moving) else {
                 unreachable!("matched above")
             };
-            match (*p).into_upcalls() {
-                Ok(u) => n.0 = Kind::Upcall(u),
-                Err(e) => return fail_error(e),
-            }
+            n.0 = Kind::Upcall((*p).into_upcalls().map_err(fail_error)?);
         }
         let Kind::Upcall(u) = &mut n.0 else {
-            return fail(UNET_EIO, "the node was lost turning on its upcalls");
+            return Err(fail(UNET_EIO, "the node was lost turning on its upcalls"));
         };
         match handler {
             None => u.clear_handler(index),
@@ -857,7 +752,7 @@ pub unsafe extern "C" fn unet_udm_set_handler(
                 });
             }
         }
-        UNET_OK
+        Ok(UNET_OK)
     })
 }
 
@@ -874,15 +769,12 @@ pub unsafe extern "C" fn unet_udm_take_error(
 ) -> c_int {
     guard(|| {
         // SAFETY: per this function's contract.
-        let n = match unsafe { self::node(node) } {
-            Ok(n) => n,
-            Err(c) => return c,
-        };
+        let (n, out) = unsafe { (self::node(node)?, opt_out(out)) };
         let Kind::Upcall(u) = &mut n.0 else {
-            return 0;
+            return Ok(0);
         };
         let Some(e) = u.take_error() else {
-            return 0;
+            return Ok(0);
         };
         let (kind, handler, src) = match e {
             UpcallError::NoHandler { handler, src } => (UNET_UDM_NO_HANDLER, handler, src),
@@ -891,16 +783,15 @@ pub unsafe extern "C" fn unet_udm_take_error(
             }
             UpcallError::Panicked { handler, src } => (UNET_UDM_HANDLER_PANICKED, handler, src),
         };
-        // SAFETY: NULL or writable per the contract.
-        if let Some(o) = unsafe { out.as_mut() } {
-            *o = UnetUdmUpcallError {
+        if let Some(o) = out {
+            o.write(UnetUdmUpcallError {
                 kind,
                 handler,
                 reserved: 0,
                 src,
-            };
+            });
         }
-        1
+        Ok(1)
     })
 }
 
@@ -912,18 +803,15 @@ pub unsafe extern "C" fn unet_udm_take_error(
 #[no_mangle]
 pub unsafe extern "C" fn unet_udm_leave(node: *mut UnetUdmNode) -> c_int {
     guard(|| {
-        if node.is_null() {
-            return null("node");
-        }
-        // SAFETY: a Box from unet_udm_join, released only here or in
-        // unet_udm_node_free.
-        let n = unsafe { Box::from_raw(node) };
+        // SAFETY: a handle from unet_udm_join, released only here or in
+        // unet_udm_node_free (this function's contract).
+        let n = unsafe { take(node, "node") }?;
         let r = match n.0 {
             Kind::Poll(p) => p.leave(),
             Kind::Upcall(u) => u.leave(),
             Kind::Moving => Ok(()),
         };
-        status(r)
+        Ok(status(r))
     })
 }
 
@@ -938,173 +826,10 @@ pub unsafe extern "C" fn unet_udm_node_free(node: *mut UnetUdmNode) {
     unsafe { release(node) }
 }
 
-/// The message that raised the upcall into `*out`.
-///
-/// # Safety
-/// `up` NULL or the running handler's handle; `out` NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn unet_udm_upcall_header(
-    up: *mut UnetUdmUpcall,
-    out: *mut UnetUdmHeader,
-) -> c_int {
-    guard(|| {
-        // SAFETY: per this function's contract.
-        let u = match unsafe { upcall(up) } {
-            Ok(u) => u,
-            Err(c) => return c,
-        };
-        if out.is_null() {
-            return null("out");
-        }
-        let h = u.header();
-        // SAFETY: non-NULL and writable per the contract.
-        unsafe { put_header(out, h.src, h.handler, h.len) };
-        UNET_OK
-    })
-}
-
-/// [`unet_udm_extract`] from a handler.
-///
-/// # Safety
-/// `up` NULL or the running handler's handle; the rest as for
-/// [`unet_udm_extract`].
-#[no_mangle]
-pub unsafe extern "C" fn unet_udm_upcall_extract(
-    up: *mut UnetUdmUpcall,
-    words: *mut u64,
-    cap: usize,
-    out: *mut UnetUdmHeader,
-) -> c_int {
-    guard(|| {
-        // SAFETY: per this function's contract.
-        let u = match unsafe { upcall(up) } {
-            Ok(u) => u,
-            Err(c) => return c,
-        };
-        // SAFETY: per this function's contract.
-        unsafe { extract_with(|w| u.extract(w), words, cap, out) }
-    })
-}
-
-/// [`unet_udm_peek`] from a handler.
-///
-/// # Safety
-/// As for [`unet_udm_upcall_extract`].
-#[no_mangle]
-pub unsafe extern "C" fn unet_udm_upcall_peek(
-    up: *mut UnetUdmUpcall,
-    words: *mut u64,
-    cap: usize,
-    out: *mut UnetUdmHeader,
-) -> c_int {
-    guard(|| {
-        // SAFETY: per this function's contract.
-        let u = match unsafe { upcall(up) } {
-            Ok(u) => u,
-            Err(c) => return c,
-        };
-        // SAFETY: per this function's contract.
-        unsafe { peek_with(|| u.peek(), words, cap, out) }
-    })
-}
-
-/// [`unet_udm_dispose`] from a handler.
-///
-/// # Safety
-/// `up` NULL or the running handler's handle.
-#[no_mangle]
-pub unsafe extern "C" fn unet_udm_upcall_dispose(up: *mut UnetUdmUpcall) -> c_int {
-    guard(|| {
-        // SAFETY: per this function's contract.
-        match unsafe { upcall(up) } {
-            Ok(u) => match u.dispose() {
-                Ok(()) => UNET_OK,
-                Err(e) => fail_extract(e),
-            },
-            Err(c) => c,
-        }
-    })
-}
-
-/// The message-available flag from a handler: 1 or 0.
-///
-/// # Safety
-/// `up` NULL or the running handler's handle.
-#[no_mangle]
-pub unsafe extern "C" fn unet_udm_upcall_message_available(up: *mut UnetUdmUpcall) -> c_int {
-    guard(|| {
-        // SAFETY: per this function's contract.
-        match unsafe { upcall(up) } {
-            Ok(u) => u.message_available() as c_int,
-            Err(c) => c,
-        }
-    })
-}
-
-/// [`unet_udm_inject`] from a handler (it may wait, holding the node's
-/// atomic section: prefer [`unet_udm_upcall_injectc`]).
-///
-/// # Safety
-/// `up` NULL or the running handler's handle; `words` NULL or `nwords`
-/// readable words.
-#[no_mangle]
-pub unsafe extern "C" fn unet_udm_upcall_inject(
-    up: *mut UnetUdmUpcall,
-    dest: u32,
-    handler: u16,
-    words: *const u64,
-    nwords: usize,
-) -> c_int {
-    guard(|| {
-        // SAFETY: per this function's contract.
-        let (h, w) = unsafe { (upcall(up), words_in(words, nwords)) };
-        with_words(h, w, |u, w| inject_status(u.inject(dest, handler, w)))
-    })
-}
-
-/// [`unet_udm_injectc`] from a handler.
-///
-/// # Safety
-/// As for [`unet_udm_upcall_inject`].
-#[no_mangle]
-pub unsafe extern "C" fn unet_udm_upcall_injectc(
-    up: *mut UnetUdmUpcall,
-    dest: u32,
-    handler: u16,
-    words: *const u64,
-    nwords: usize,
-) -> c_int {
-    guard(|| {
-        // SAFETY: per this function's contract.
-        let (h, w) = unsafe { (upcall(up), words_in(words, nwords)) };
-        with_words(h, w, |u, w| inject_result(u.injectc(dest, handler, w)))
-    })
-}
-
-/// `atomicity-extend`: the handler's atomic section goes on after it
-/// returns, until the main code's `unet_udm_endatom(node,
-/// UNET_UDM_ATOM_DISABLE)`, which runs the handlers of the messages that
-/// waited.
-///
-/// # Safety
-/// `up` NULL or the running handler's handle.
-#[no_mangle]
-pub unsafe extern "C" fn unet_udm_upcall_extend_atomicity(up: *mut UnetUdmUpcall) -> c_int {
-    guard(|| {
-        // SAFETY: per this function's contract.
-        match unsafe { upcall(up) } {
-            Ok(u) => {
-                u.extend_atomicity();
-                UNET_OK
-            }
-            Err(c) => c,
-        }
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ffi::*;
     use std::ptr;
 
     #[test]
