@@ -406,7 +406,12 @@ impl Job {
     fn poll(&mut self, now: Instant, t: &mut Turn) -> usize {
         let h = self.header();
         let rang = if h.rang.load(Ordering::Relaxed) != 0 {
-            h.rang.swap(0, Ordering::AcqRel) & self.ranks()
+            let rang = h.rang.swap(0, Ordering::AcqRel) & self.ranks();
+            // Pairs with the fence a node makes before it reads the word
+            // (`mark_rang`): either it sees the bits cleared and sets its
+            // own again, or what it published before is visible here.
+            fence(Ordering::SeqCst);
+            rang
         } else {
             0
         };
