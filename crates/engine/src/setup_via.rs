@@ -406,7 +406,7 @@ impl Setup<'_> {
     ) -> Result<u32, ErrorCode> {
         let layout = ViLayout::new(crate::vi_path::VI_QUEUE_CAP).expect("valid");
         let limits = crate::vi_path::ViLimits::of(self.cfg, &attrs);
-        self.check_memory_for(ci, layout.segment_size + limits.held_budget)?;
+        self.check_memory_for(ci, layout.segment_size.saturating_add(limits.held_budget))?;
         let id = self.vias.add_vi(ci, 0, attrs);
         let vi = EngineVi::new(
             id,
