@@ -325,13 +325,18 @@ impl Job {
         self.due = Some(self.due.map_or(now, |d| d.min(now)));
     }
 
-    /// Whether every node is gone or never came and the creator left.
+    /// Whether every node is gone or never came and the creator left, or
+    /// every node came and is gone (a rank that left never joins again:
+    /// nobody can use the job any more, whether or not its creator is
+    /// still there).
     pub(crate) fn finished(&self) -> bool {
-        !self.owner_alive
-            && self
-                .nodes
-                .iter()
-                .all(|n| n.state != UDM_NODE_JOINED && n.state != UDM_NODE_REMOTE)
+        let all_gone = self.nodes.iter().all(|n| n.state == UDM_NODE_GONE);
+        all_gone
+            || (!self.owner_alive
+                && self
+                    .nodes
+                    .iter()
+                    .all(|n| n.state != UDM_NODE_JOINED && n.state != UDM_NODE_REMOTE))
     }
 
     /// Every segment the job still holds, to be unmapped (off the
