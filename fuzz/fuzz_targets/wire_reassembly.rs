@@ -1,12 +1,19 @@
 //! Feeds a sequence of frames, parsed from the input or built from its
 //! fields without checks, to a `Reassembler` with small limits. It must not
 //! panic, must stay within its memory budget and in-flight limit, and must
-//! only hand back messages of the announced length.
+//! only hand back messages of the announced length. The fragments that
+//! check are also kept as a VI keeps its own (`FragBuf`, by message id):
+//! a message completes at its announced length, and what its buffer says
+//! it holds (the first fragment missing, the bits a `Sack` carries)
+//! agrees with itself.
 #![no_main]
 
+use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr};
 
 use libfuzzer_sys::fuzz_target;
+use unet_engine::wire::frag::{FragBuf, FragIn};
+use unet_engine::wire::reliable::{Sack, SACK_FRAG_WORDS};
 use unet_engine::wire::{Body, Data, Frame, Message, Reassembler, ReassemblyConfig};
 
 const CFG: ReassemblyConfig = ReassemblyConfig {
@@ -29,11 +36,47 @@ fn u16_of(b: &[u8]) -> u16 {
     u16::from_be_bytes([b[0], b[1]])
 }
 
+/// Messages a VI keeps in reassembly here at once.
+const VI_PARTIAL_MAX: usize = 8;
+
+/// Keep fragment `d` (if it is one of several and checks) as a VI does.
+fn vi_keep(partial: &mut HashMap<u32, FragBuf>, d: &Data<'_>) {
+    let Some(f) = FragIn::of(d) else {
+        return;
+    };
+    if !partial.contains_key(&d.msg_id) && partial.len() >= VI_PARTIAL_MAX {
+        return;
+    }
+    let b = partial.entry(d.msg_id).or_insert_with(|| FragBuf::new(&f));
+    match b.add(&f) {
+        Ok(true) => {
+            let b = partial.remove(&d.msg_id).expect("kept");
+            assert_eq!(b.first_missing(), f.count);
+            assert_eq!(b.into_vec().len(), f.msg_len as usize);
+        }
+        Ok(false) | Err(_) => {
+            let base = b.first_missing();
+            let held = b.held_from::<SACK_FRAG_WORDS>(base);
+            let sack = Sack {
+                frag_base: base,
+                frags: held,
+                ..Sack::default()
+            };
+            // Everything before the first missing one is held, that one
+            // is not.
+            assert!(base == 0 || sack.has_frag(base - 1));
+            assert_eq!(held[0] & 1, 0, "the first missing is not held");
+            assert!(!sack.has_frag(base));
+        }
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
     let mut input = data;
     let mut r = Reassembler::new(CFG);
     let mut now = 0u64;
     let mut payload_store = vec![0u8; 4096];
+    let mut partial = HashMap::new();
     while let Some(op) = take(&mut input, 1).map(|b| b[0]) {
         now += u64::from(op >> 4) * 100;
         let src = SocketAddr::from((Ipv4Addr::LOCALHOST, 1000 + u16::from(op & 3)));
@@ -50,6 +93,7 @@ fuzz_target!(|data: &[u8]| {
                     src_engine,
                     body: Body::Data(d),
                 }) => {
+                    vi_keep(&mut partial, &d);
                     let msg_len = d.msg_len as usize;
                     r.push(src, src_engine, &d, now)
                         .map(|m| m.map(|m| (m, msg_len)))
@@ -77,6 +121,7 @@ fuzz_target!(|data: &[u8]| {
                 payload: &payload_store[..plen],
                 ack: None,
             };
+            vi_keep(&mut partial, &d);
             r.push(src, u64::from(op & 0x30), &d, now)
                 .map(|m| m.map(|m| (m, msg_len as usize)))
         };

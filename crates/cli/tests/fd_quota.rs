@@ -146,3 +146,58 @@ fn a_one_byte_region_is_charged_a_page() {
     );
     assert_eq!(held.len(), 16);
 }
+
+/// UDM jobs and nodes cost the engine descriptors too (a job's segment,
+/// a node's segment and virtual buffer): a process that holds only jobs
+/// and nodes is held to the reserve as one that holds regions is, and
+/// others still work on what is kept.
+#[test]
+fn udm_jobs_and_nodes_do_not_take_the_reserve() {
+    let d = Daemon::start_with_nofile(
+        NOFILE,
+        &[
+            "--client-udm-jobs",
+            "100000",
+            "--client-udm-nodes",
+            "100000",
+            "--client-memory",
+            "1G",
+            "--fd-reserve",
+            "64",
+        ],
+    );
+    let s = Session::connect(&d.socket).expect("connect");
+    let small = unet::udm::JobConfig {
+        nodes: 2,
+        buffer_size: 4096,
+        ..unet::udm::JobConfig::default()
+    };
+    let mut nodes = Vec::new();
+    let start = Instant::now();
+    let e = loop {
+        let made = s
+            .udm_create_job(&small)
+            .and_then(|t| s.udm_join(t, 0).map(|n| nodes.push(n)));
+        if let Err(e) = made {
+            break e;
+        }
+        assert!(
+            nodes.len() <= NOFILE as usize,
+            "{} jobs joined, none refused (the daemon has {NOFILE} descriptors)",
+            nodes.len()
+        );
+        assert!(start.elapsed() < Duration::from_secs(30), "too slow");
+    };
+    assert!(
+        matches!(e, Error::Engine(ErrorCode::NoResources)),
+        "the refusal: {e}"
+    );
+    let refused = engine_counter(&d.stat(), "fd_reserve_refused");
+    assert!(
+        refused >= 1,
+        "{} jobs joined, none refused by the reserve",
+        nodes.len()
+    );
+    honest_process_is_served(&d);
+    drop(nodes);
+}

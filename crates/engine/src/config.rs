@@ -146,7 +146,8 @@ pub struct EngineConfig {
     /// value the engine raises to the hard one when it starts), a new
     /// endpoint, region, VI or UDM job or node is refused with
     /// `ErrorCode::NoResources` (`fd_reserve_refused`) unless its process
-    /// holds fewer than 8 endpoints, regions and VIs, so that one process
+    /// holds fewer than 8 endpoints, regions, VIs, UDM jobs and nodes, so
+    /// that one process
     /// cannot take the descriptors new clients connect and work with. At
     /// most a quarter of the limit is kept. Default: 64.
     pub fd_reserve: u32,

@@ -179,9 +179,20 @@ impl Setup<'_> {
     /// nodes, over every job and connection, below `client_udm_nodes`):
     /// the refusal (counted) if not.
     fn check_udm_nodes(&self, ci: ClientId) -> Result<(), ErrorCode> {
+        if self.udm_nodes_of(ci) >= self.cfg.client_udm_nodes as usize {
+            self.eps
+                .counters()
+                .engine(EngineCounter::QuotaRefusedUdmNodes, 1);
+            return Err(ErrorCode::ObjectQuota);
+        }
+        Ok(())
+    }
+
+    /// The nodes client `ci`'s process has joined, over every job and
+    /// connection.
+    fn udm_nodes_of(&self, ci: ClientId) -> usize {
         let key = self.server.proc_key(ci);
-        let joined: usize = self
-            .udm
+        self.udm
             .jobs
             .values()
             .map(|j| {
@@ -193,14 +204,20 @@ impl Setup<'_> {
                     })
                     .count()
             })
-            .sum();
-        if joined >= self.cfg.client_udm_nodes as usize {
-            self.eps
-                .counters()
-                .engine(EngineCounter::QuotaRefusedUdmNodes, 1);
-            return Err(ErrorCode::ObjectQuota);
-        }
-        Ok(())
+            .sum()
+    }
+
+    /// The UDM objects client `ci`'s process holds that keep descriptors
+    /// open in the engine: the jobs charged to it and its joined nodes.
+    pub(crate) fn udm_objects_of(&self, ci: ClientId) -> u32 {
+        let key = self.server.proc_key(ci);
+        let jobs = self
+            .udm
+            .jobs
+            .values()
+            .filter(|j| Some(j.payer.key) == key)
+            .count();
+        u32::try_from(jobs + self.udm_nodes_of(ci)).unwrap_or(u32::MAX)
     }
 
     /// Whom a job made for client `ci` is charged to: its process and

@@ -33,7 +33,8 @@ enum Object {
     Listener,
 }
 
-/// Objects (endpoints, regions, VIs) a process may hold and still make
+/// Objects (endpoints, regions, VIs, UDM jobs and nodes) a process may
+/// hold and still make
 /// more from the engine's reserve of descriptors.
 const FEW_OBJECTS: u32 = 8;
 
@@ -405,7 +406,7 @@ impl Setup<'_> {
     ) -> Result<u32, ErrorCode> {
         let layout = ViLayout::new(crate::vi_path::VI_QUEUE_CAP).expect("valid");
         let limits = crate::vi_path::ViLimits::of(self.cfg, &attrs);
-        self.check_memory_for(ci, layout.segment_size + limits.held_budget)?;
+        self.check_memory_for(ci, layout.segment_size.saturating_add(limits.held_budget))?;
         let id = self.vias.add_vi(ci, 0, attrs);
         let vi = EngineVi::new(
             id,
@@ -852,7 +853,8 @@ impl Setup<'_> {
     }
 
     /// Whether client `ci`'s process holds few objects that cost the
-    /// engine descriptors (endpoints, regions, VIs): such a process may
+    /// engine descriptors (endpoints, regions, VIs, UDM jobs and nodes):
+    /// such a process may
     /// still make one when the engine is down to its reserve of
     /// descriptors, so that a newcomer can work while one that holds
     /// many is refused.
@@ -863,7 +865,10 @@ impl Setup<'_> {
             .iter()
             .filter(|(_, e)| self.server.proc_key(e.owner) == key)
             .count() as u32;
-        endpoints + self.objects_of(ci, Object::Region) + self.objects_of(ci, Object::Vi)
+        endpoints
+            .saturating_add(self.objects_of(ci, Object::Region))
+            .saturating_add(self.objects_of(ci, Object::Vi))
+            .saturating_add(self.udm_objects_of(ci))
             < FEW_OBJECTS
     }
 

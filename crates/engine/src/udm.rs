@@ -57,7 +57,8 @@ const CHECK_BUDGET: usize = 128;
 const ATOMIC_IDLE_MAX: Duration = Duration::from_secs(1);
 /// The shortest interval between two reads of `/proc` for one node.
 const PROC_MIN: Duration = Duration::from_millis(10);
-/// How often the engine looks over the joined nodes that nothing told it
+/// How often the engine looks over the joined nodes: for messages in a
+/// divert ring whose ring it never saw, and, among those nothing told it
 /// of, for one that has come to need the atomicity timeout unannounced:
 /// messages reached it by a fast ring while it runs atomic, or while it
 /// is stopped and was not asleep. A node whose state has not changed
@@ -324,13 +325,18 @@ impl Job {
         self.due = Some(self.due.map_or(now, |d| d.min(now)));
     }
 
-    /// Whether every node is gone or never came and the creator left.
+    /// Whether every node is gone or never came and the creator left, or
+    /// every node came and is gone (a rank that left never joins again:
+    /// nobody can use the job any more, whether or not its creator is
+    /// still there).
     pub(crate) fn finished(&self) -> bool {
-        !self.owner_alive
-            && self
-                .nodes
-                .iter()
-                .all(|n| n.state != UDM_NODE_JOINED && n.state != UDM_NODE_REMOTE)
+        let all_gone = self.nodes.iter().all(|n| n.state == UDM_NODE_GONE);
+        all_gone
+            || (!self.owner_alive
+                && self
+                    .nodes
+                    .iter()
+                    .all(|n| n.state != UDM_NODE_JOINED && n.state != UDM_NODE_REMOTE))
     }
 
     /// Every segment the job still holds, to be unmapped (off the
@@ -405,7 +411,12 @@ impl Job {
     fn poll(&mut self, now: Instant, t: &mut Turn) -> usize {
         let h = self.header();
         let rang = if h.rang.load(Ordering::Relaxed) != 0 {
-            h.rang.swap(0, Ordering::AcqRel) & self.ranks()
+            let rang = h.rang.swap(0, Ordering::AcqRel) & self.ranks();
+            // Pairs with the fence a node makes before it reads the word
+            // (`mark_rang`): either it sees the bits cleared and sets its
+            // own again, or what it published before is visible here.
+            fence(Ordering::SeqCst);
+            rang
         } else {
             0
         };
@@ -470,19 +481,40 @@ impl Job {
         m
     }
 
+    /// Whether joined node `r`'s divert ring holds messages the engine
+    /// has not taken.
+    fn divert_waiting(&self, r: u32) -> bool {
+        let n = &self.nodes[r as usize];
+        n.drain_end.is_none()
+            && n.divert(&self.layout)
+                .is_some_and(|ring| ring.head() != n.divert_tail)
+    }
+
     /// Look over the nodes left to sweep, within the turn's budget: one
-    /// that is atomic, or that has messages waiting in its fast rings and
-    /// has changed since it was last judged, is watched.
+    /// with messages in its divert ring is drained on the next turn; one
+    /// not watched that is atomic, or that has messages waiting in its
+    /// fast rings and has changed since it was last judged, is watched.
     fn sweep_step(&mut self, now: Instant, t: &mut Turn) {
         for r in bits(self.sweep) {
             if t.sweep_budget == 0 {
                 return;
             }
             self.sweep &= !(1 << r);
-            if self.watch & (1 << r) != 0 || self.nodes[r as usize].state != UDM_NODE_JOINED {
+            if self.nodes[r as usize].state != UDM_NODE_JOINED {
                 continue;
             }
             t.visits += 1;
+            // Messages handed to the engine whose ring it never saw (the
+            // rang word cleared by a node of the job, or swapped away
+            // before the head that follows it was visible): taken on the
+            // next turn, not left in the divert ring for good.
+            t.sweep_budget = t.sweep_budget.saturating_sub(1);
+            if self.divert_waiting(r) {
+                self.busy |= 1 << r;
+            }
+            if self.watch & (1 << r) != 0 {
+                continue;
+            }
             let line = self.line(r);
             let mode = line.mode.load(Ordering::Acquire);
             let uac = line.uac.load(Ordering::Relaxed);
@@ -1248,7 +1280,7 @@ impl Jobs {
         for j in self.jobs.values_mut() {
             if sweep {
                 j.joined_bits = j.joined();
-                j.sweep = j.joined_bits & !j.watch;
+                j.sweep = j.joined_bits;
             }
             work += j.poll(now, &mut t);
             if !j.released.is_empty() {
@@ -1267,7 +1299,7 @@ impl Jobs {
         let mut at = self.jobs.values().filter_map(|j| j.due).min();
         let mut joined = false;
         for j in self.jobs.values() {
-            if j.sweep != 0 {
+            if j.sweep != 0 || j.busy != 0 {
                 at = Some(now);
             }
             joined |= j.joined_bits != 0;
@@ -1599,6 +1631,38 @@ mod tests {
         jobs.poll();
         assert_eq!(counter(&jobs, id, 0, UdmCounter::DropDestGone), 1);
         assert_eq!(counter(&jobs, id, 2, UdmCounter::BufferedMsgs), 1);
+    }
+
+    /// A message handed to the engine whose ring was lost (the rang word
+    /// cleared by a node of the job, or a ring the engine swapped away
+    /// before the message's head was visible to it) is not left in its
+    /// divert ring for good: the once-a-second sweep finds it and the
+    /// next turn delivers it.
+    #[test]
+    fn a_message_whose_ring_was_lost_is_taken_by_the_sweep() {
+        let mut jobs = Jobs::default();
+        let layout = UdmLayout::new(2, 4, 4096).unwrap();
+        let id = jobs.create(0, layout, Duration::from_millis(1), 1).unwrap();
+        let now = Instant::now();
+        let j = jobs.jobs.get_mut(&id).unwrap();
+        for r in 0..2 {
+            j.nodes[r as usize].state = UDM_NODE_JOINED;
+            j.watch(r, now);
+        }
+        let j = &jobs.jobs[&id];
+        let r = j.nodes[0].divert(&j.layout).unwrap();
+        r.write(0, msg(1, 1, 7));
+        r.set_head(1);
+        for _ in 0..100 {
+            jobs.poll();
+        }
+        assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferedMsgs), 0);
+        // The sweep's second has come.
+        jobs.sweep_at = Some(Instant::now());
+        for _ in 0..3 {
+            jobs.poll();
+        }
+        assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferedMsgs), 1);
     }
 
     /// The engine's UDM work per turn follows what rang, not the nodes

@@ -472,7 +472,7 @@ impl Vias {
         let v = self
             .engine
             .values()
-            .map(|v| (v.owner, v.seg.len() as u64 + v.held_budget));
+            .map(|v| (v.owner, (v.seg.len() as u64).saturating_add(v.held_budget)));
         r.chain(v)
     }
 

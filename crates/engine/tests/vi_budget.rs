@@ -155,3 +155,36 @@ fn a_vi_whose_budget_does_not_fit_the_memory_limit_is_refused() {
     );
     assert_eq!(vis.len(), 3);
 }
+
+/// A budget past any memory limit (an engine started with the largest
+/// one) refuses the VI as any budget that does not fit does: the charge
+/// does not overflow.
+#[test]
+fn the_largest_budget_is_refused_not_overflowed() {
+    let cfg = |budget: u64| EngineConfig {
+        udp_bind: Some("127.0.0.1:0".parse().unwrap()),
+        vi_held_budget: budget,
+        ..EngineConfig::default()
+    };
+    let mut a = Dispatcher::new(cfg(u64::MAX)).unwrap();
+    let mut b = Dispatcher::new(cfg(BUDGET)).unwrap();
+    let mut ca = LocalClient::new(&mut a).unwrap();
+    let mut cb = LocalClient::new(&mut b).unwrap();
+    let to = b.udp_addr().unwrap();
+    let refused = connect_vis(
+        (&mut a, &mut ca),
+        (&mut b, &mut cb),
+        to,
+        3,
+        params(Reliability::ReliableDelivery),
+        &mut || {},
+    )
+    .err();
+    assert!(
+        matches!(
+            refused,
+            Some(InvokerError::Engine(ErrorCode::QuotaExceeded))
+        ),
+        "{refused:?}"
+    );
+}

@@ -649,6 +649,12 @@ impl Node {
     fn mark_rang(&self, r: u32) {
         let bit = 1u64 << r;
         let rang = &self.job_header().rang;
+        // Pairs with the engine's fence after it swaps the word: either
+        // it sees what was published before this, or this load sees its
+        // swap (the bit clear) and sets the bit again. Without it, the
+        // load may see the bit still set while the engine swaps it away
+        // and reads the old head (a store and a later load reorder).
+        fence(Ordering::SeqCst);
         if rang.load(Ordering::Relaxed) & bit == 0 {
             rang.fetch_or(bit, Ordering::AcqRel);
         }

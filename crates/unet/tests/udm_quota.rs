@@ -113,3 +113,37 @@ fn jobs_and_joined_nodes_are_capped_per_process() {
     let n = s.udm_join(last, 1).expect("room again");
     drop(n);
 }
+
+/// A job every rank of which has joined and left can never be joined
+/// again: it ends then, even while the session that made it stays open,
+/// so a process that makes, uses and leaves jobs one after another on one
+/// session (as `unet bench udm` does) is not refused at its job cap, and
+/// its memory is not held for the dead jobs.
+#[test]
+fn a_job_whose_every_rank_left_ends_while_its_creator_stays() {
+    let e = Engine::start(EngineConfig {
+        client_udm_jobs: 3,
+        ..Default::default()
+    })
+    .unwrap();
+    let s = Session::embedded(&e).unwrap();
+    let small = JobConfig {
+        nodes: 2,
+        buffer_size: 4096,
+        ..JobConfig::default()
+    };
+    for i in 0..10 {
+        let t = s
+            .udm_create_job(&small)
+            .unwrap_or_else(|err| panic!("job {i}: {err}"));
+        let a = s.udm_join(t, 0).unwrap();
+        let b = s.udm_join(t, 1).unwrap();
+        drop(a);
+        drop(b);
+    }
+    assert_eq!(engine_counter(&s, EngineCounter::QuotaRefusedUdmJobs), 0);
+    // A job with a rank never joined lives on for it.
+    let t = s.udm_create_job(&small).unwrap();
+    drop(s.udm_join(t, 0).unwrap());
+    let _late = s.udm_join(t, 1).expect("the other rank joins later");
+}
