@@ -1328,7 +1328,7 @@ impl Jobs {
         // the engine's heap, for its job.
         let links = self.remote.links.values().filter_map(|l| {
             let j = self.jobs.get(&l.job?)?;
-            Some((j.payer, crate::udm_remote::LINK_CHARGE))
+            Some((j.payer, crate::udm_link::LINK_CHARGE))
         });
         jobs.chain(links)
     }

@@ -12,6 +12,20 @@ use crate::vi_path::RemoteVi;
 use crate::wire::frame::UdmAccept;
 use crate::wire::reliable::{RelReceiver, RelSender};
 
+/// A link's receive holding bound and window (wire messages).
+pub(crate) const HOLD: u16 = 64;
+/// Most bytes of records in one wire message (one datagram on Ethernet).
+pub(crate) const BATCH_MAX: usize = 1280;
+/// Out-of-order wire messages a link keeps.
+pub(crate) const AHEAD_MAX: usize = 64;
+/// The most bytes a link keeps: `HOLD` wire messages accepted and not
+/// delivered, `AHEAD_MAX` arrived after a gap, each at most `BATCH_MAX`.
+pub(crate) const LINK_KEPT_MAX: usize = (HOLD as usize + AHEAD_MAX) * BATCH_MAX;
+const _: () = assert!(LINK_KEPT_MAX == 160 << 10, "docs/via.md says 160 KiB");
+/// What a link is charged to its job's payer: what it keeps
+/// ([`LINK_KEPT_MAX`]) and what it sends and keeps until acknowledged
+/// (`HOLD` wire messages of at most `BATCH_MAX` bytes).
+pub(crate) const LINK_CHARGE: u64 = (LINK_KEPT_MAX + HOLD as usize * BATCH_MAX) as u64;
 /// One job's link to another engine.
 pub(crate) struct Link {
     /// The job here (None until a joining engine made its replica).

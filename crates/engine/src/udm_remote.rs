@@ -61,21 +61,8 @@ use crate::wire::reliable::{
 };
 use crate::wire::{Body, RefuseReason, WireDrop};
 
+use crate::udm_link::{AHEAD_MAX, BATCH_MAX, HOLD};
 pub(crate) use crate::vias::LINK_BIT;
-/// A link's receive holding bound and window (wire messages).
-const HOLD: u16 = 64;
-/// Most bytes of records in one wire message (one datagram on Ethernet).
-const BATCH_MAX: usize = 1280;
-/// Out-of-order wire messages a link keeps.
-const AHEAD_MAX: usize = 64;
-/// The most bytes a link keeps: `HOLD` wire messages accepted and not
-/// delivered, `AHEAD_MAX` arrived after a gap, each at most `BATCH_MAX`.
-const LINK_KEPT_MAX: usize = (HOLD as usize + AHEAD_MAX) * BATCH_MAX;
-const _: () = assert!(LINK_KEPT_MAX == 160 << 10, "docs/via.md says 160 KiB");
-/// What a link is charged to its job's payer: what it keeps
-/// ([`LINK_KEPT_MAX`]) and what it sends and keeps until acknowledged
-/// (`HOLD` wire messages of at most `BATCH_MAX` bytes).
-pub(crate) const LINK_CHARGE: u64 = (LINK_KEPT_MAX + HOLD as usize * BATCH_MAX) as u64;
 /// Retransmit interval of an unanswered join, and the attempts.
 const JOIN_RETRY: Duration = Duration::from_millis(200);
 const JOIN_TRIES: u32 = 10;
@@ -264,7 +251,7 @@ impl Link {
 
     /// Wire message `seq` arrived; false if refused as longer than a
     /// link's wire message (`BATCH_MAX`: not an honest peer's), so that
-    /// what a link keeps stays within [`LINK_KEPT_MAX`].
+    /// what a link keeps stays within [`LINK_KEPT_MAX`](crate::udm_link::LINK_KEPT_MAX).
     fn arrive(&mut self, seq: u32, msg: Vec<u8>, now: u64) -> bool {
         if msg.len() > BATCH_MAX {
             return false;
@@ -1187,6 +1174,7 @@ impl Setup<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::udm_link::LINK_KEPT_MAX;
 
     #[test]
     fn a_link_keeps_at_most_its_bound() {

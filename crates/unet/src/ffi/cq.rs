@@ -6,8 +6,12 @@ use super::status::{
     fail, guard, handle_ref, new_handle, opt_out, out_ptr, parse_timeout, release, UNET_ETIMEDOUT,
     UNET_OK,
 };
-use super::vi::{UNET_VI_QUEUE_RECV, UNET_VI_QUEUE_SEND};
 use crate::via::{CompletionQueue, ViQueue};
+
+/// [`unet_cq_done`]'s queue: the send queue of the VI.
+pub const UNET_VI_QUEUE_SEND: c_int = 0;
+/// [`unet_cq_done`]'s queue: the receive queue of the VI.
+pub const UNET_VI_QUEUE_RECV: c_int = 1;
 
 /// Opaque completion queue handle (`unet_cq` in C).
 pub struct UnetCq(pub(super) CompletionQueue);

@@ -20,11 +20,16 @@ use super::status::{
     UNET_EEMPTY, UNET_EFULL, UNET_EINVAL, UNET_EIO, UNET_EPEERGONE, UNET_ETIMEDOUT, UNET_ETOOLARGE,
     UNET_ETOOSMALL, UNET_OK,
 };
-use super::upcall::UnetUdmUpcall;
 use crate::udm::{
     ExtractError, Header, InjectError, JobConfig, JobTicket, Message, Node, NodeStats, Upcall,
     UpcallError, UpcallNode, MAX_WORDS, UDM_COUNTERS,
 };
+
+/// Opaque handle a handler works with (`unet_udm_upcall` in C): an
+/// [`Upcall`](crate::udm::Upcall) for the duration of the handler's call.
+pub struct UnetUdmUpcall {
+    _opaque: [u8; 0],
+}
 
 /// Most words in a UDM message.
 pub const UNET_UDM_MAX_WORDS: usize = MAX_WORDS;

@@ -8,15 +8,9 @@ use std::ffi::c_int;
 use super::status::{guard, null, UNET_OK};
 use super::udm_node::{
     dispose_status, extract_with, inject_result, inject_status, peek_with, put_header, words_in,
-    UnetUdmHeader,
+    UnetUdmHeader, UnetUdmUpcall,
 };
 use crate::udm::Upcall;
-
-/// Opaque handle a handler works with (`unet_udm_upcall` in C): an
-/// [`Upcall`] for the duration of the handler's call.
-pub struct UnetUdmUpcall {
-    _opaque: [u8; 0],
-}
 
 /// The upcall behind a handle.
 ///

@@ -66,11 +66,6 @@ pub const UNET_VI_BROKEN: c_int = ViError::Broken as c_int;
 /// The VI was closed by its owner with descriptors outstanding.
 pub const UNET_VI_CLOSED: c_int = ViError::Closed as c_int;
 
-/// [`unet_cq_done`](super::unet_cq_done)'s queue: the send queue of the VI.
-pub const UNET_VI_QUEUE_SEND: c_int = 0;
-/// [`unet_cq_done`](super::unet_cq_done)'s queue: the receive queue of the VI.
-pub const UNET_VI_QUEUE_RECV: c_int = 1;
-
 /// Most segments one descriptor may gather or scatter.
 pub const UNET_VI_MAX_SEGMENTS: usize = VI_MAX_SEGMENTS;
 /// Largest message a VI carries.
