@@ -6,14 +6,14 @@
 //! A turn visits only the VIs on its list ([`ViTurn`]): those a frame
 //! came for, whose timer is due, whose client rang, that have work left
 //! (descriptors posted and not taken yet, an ack or a close owed) or did
-//! work within the engine's idle spin. A VI with none of that is parked:
-//! its doorbell stays armed, so its client's next post rings it
-//! (`engine_armed`, as while the engine sleeps) and puts it back on the
-//! list. Timers come from an index of (deadline, VI) entries, stale ones
-//! dropped as they come up. A sweep visits every VI every
-//! [`SWEEP_EVERY_NS`], a safety net for a client that cleared its
-//! doorbell flag without ringing. So a turn's VI work follows what is
-//! waiting, not how many VIs the engine carries.
+//! work lately (within the engine's idle spin, at least a millisecond). A
+//! VI with none of that is parked: its doorbell stays armed, so its
+//! client's next post rings it (`engine_armed`, as while the engine
+//! sleeps) and puts it back on the list. Timers come from an index of
+//! (deadline, VI) entries, stale ones dropped as they come up. A sweep
+//! visits every VI every [`SWEEP_EVERY_NS`], a safety net for a client
+//! that cleared its doorbell flag without ringing. So a turn's VI work
+//! follows what is waiting, not how many VIs the engine carries.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -30,6 +30,12 @@ use crate::wire::WireDrop;
 
 /// How often every VI is visited whatever happened (wire clock, ns).
 pub(crate) const SWEEP_EVERY_NS: u64 = 100_000_000;
+
+/// The least time a VI that did work stays on the list before it is
+/// parked (wire clock, ns): a client that posts again within it neither
+/// rings nor waits for the engine to look at its doorbells (a busy
+/// engine does that every few dozen turns only).
+pub(crate) const LINGER_MIN_NS: u64 = 1_000_000;
 
 /// Which engine-carried VIs the next turn visits, and their timers.
 #[derive(Default)]
@@ -65,8 +71,9 @@ pub(crate) fn touch(vias: &mut Vias, id: u32) {
 /// Handle the VIA frames that came from the wire and move every
 /// engine-carried VI on. Returns the work done and the set-up frames
 /// (opens and their answers) for the control side.
-/// `linger_ns`: how long a VI that found no work stays on the list
-/// (the engine's idle spin: its client does not ring meanwhile).
+/// `linger_ns`: how long a VI that found no work stays on the list (the
+/// engine's idle spin: its client does not ring meanwhile; at least
+/// [`LINGER_MIN_NS`]).
 pub(crate) fn poll(
     vias: &mut Vias,
     remote: &mut RemoteSide,
@@ -221,7 +228,7 @@ pub(crate) fn poll(
         if done > 0 {
             v.last_work_ns = now;
         }
-        let lingers = now.saturating_sub(v.last_work_ns) < linger_ns;
+        let lingers = now.saturating_sub(v.last_work_ns) < linger_ns.max(LINGER_MIN_NS);
         if done > 0 || lingers || v.posted() || !v.park() {
             t.ready.push(id);
         } else {
