@@ -103,3 +103,56 @@ fn idle_vis_are_not_visited_and_a_vi_with_traffic_is_served_at_once() {
         "{turns} turns moving one message visited {busy} VIs"
     );
 }
+
+/// A client that cleared its doorbell flag and posts without ringing is
+/// served all the same, by the sweep (within its 100 ms).
+#[test]
+fn a_post_that_did_not_ring_is_found_by_the_sweep() {
+    let (mut a, mut b, mut relay, mut ca, mut cb) = two_engines();
+    let mem_a = ca.register_memory(&mut a, 2 * SLOT).unwrap();
+    let mem_b = cb.register_memory(&mut b, 2 * SLOT).unwrap();
+    let to = relay.to_a.local_addr().unwrap();
+    let (mut ping, mut pong) = connect_vis(
+        (&mut a, &mut ca),
+        (&mut b, &mut cb),
+        to,
+        100,
+        ViParams {
+            reliability: Reliability::ReliableDelivery,
+            strict_rnr: false,
+            break_timeout_ms: 0,
+        },
+        &mut || relay.pump(),
+    )
+    .unwrap();
+    pong.push_recv(desc(1, &[(mem_b.handle(), 0, SIZE)]))
+        .unwrap();
+    // Both VIs idle, parked.
+    step_for(
+        &mut a,
+        &mut b,
+        &mut || relay.pump(),
+        Duration::from_millis(20),
+    );
+    assert_eq!(
+        ping.header()
+            .engine_armed
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1,
+        "an idle VI's doorbell is armed"
+    );
+    ping.header()
+        .engine_armed
+        .store(0, std::sync::atomic::Ordering::Relaxed);
+    mem_a.write(0, &pattern(1, SIZE as usize));
+    ping.push_send(desc(1, &[(mem_a.handle(), 0, SIZE)]))
+        .unwrap();
+    let start = std::time::Instant::now();
+    let c = next_recv(&mut a, &mut b, &mut relay, &mut pong, "the message");
+    assert_eq!((c.id, c.status, c.len), (1, 0, SIZE));
+    assert!(
+        start.elapsed() < Duration::from_secs(1),
+        "found in {:?}",
+        start.elapsed()
+    );
+}
