@@ -1265,6 +1265,9 @@ counter_enum! {
         /// Reads of `/proc` to tell whether a UDM node's process is
         /// stopped.
         UdmProcReads = 75 => "udm_proc_reads",
+        /// Engine-carried VIs the engine visited for their queues, timers
+        /// and acks (what its VI work per turn follows).
+        ViVisits = 66 => "vi_visits",
         /// Memory regions refused: the process held its most
         /// (`client_regions`).
         QuotaRefusedRegions = 80 => "quota_refused_regions",

@@ -423,7 +423,8 @@ impl Dispatcher {
         if self.vias.engine.is_empty() && w.vi_in.is_empty() && w.silent.is_empty() {
             return 0;
         }
-        let (work, setup) = crate::via_loop::poll(&mut self.vias, w, &self.counters);
+        let linger = self.cfg.idle_spin.as_nanos().min(u64::MAX as u128) as u64;
+        let (work, setup) = crate::via_loop::poll(&mut self.vias, w, &self.counters, linger);
         if !setup.is_empty() {
             self.setup().vi_wire(setup);
         }
@@ -463,8 +464,8 @@ impl Dispatcher {
                 Token::Doorbell(idx) => self.eps.doorbell_rung(idx),
                 Token::Admin => self.admin(),
                 Token::Wire => {} // read by poll_data
-                // Its VI is polled every turn; the wake-up was the point.
-                Token::ViDoorbell(_) => {}
+                // Its VI's client posted: the next turn visits it.
+                Token::ViDoorbell(id) => crate::via_loop::touch(&mut self.vias, id as u32),
                 // Its job is polled every turn; the wake-up was the point.
                 Token::UdmDoorbell(_) => {}
             }

@@ -428,6 +428,7 @@ impl Setup<'_> {
             .poller
             .add_edge(vi.doorbell.fd().as_raw_fd(), Token::ViDoorbell(id as usize));
         self.vias.engine.insert(id, vi);
+        crate::via_loop::touch(self.vias, id);
         Ok(id)
     }
 
@@ -751,6 +752,7 @@ impl Setup<'_> {
                 my_token: o.my_token,
             });
         }
+        crate::via_loop::touch(self.vias, o.vi);
         if let Some(w) = self.remote.as_deref_mut() {
             w.vi_route(o.vi, Some((from, o.my_token)));
         }

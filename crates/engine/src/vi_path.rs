@@ -180,6 +180,13 @@ pub(crate) struct EngineVi {
     wake_due: bool,
     /// Gathering buffer.
     scratch: Vec<u8>,
+    /// On the engine's list of VIs to visit each turn (see
+    /// [`crate::via_loop`]); else parked, its doorbell armed.
+    pub active: bool,
+    /// Its earliest deadline in the engine's timer index, if any.
+    pub queued: Option<u64>,
+    /// When (wire clock, ns) a visit last found work.
+    pub last_work_ns: u64,
 }
 
 impl EngineVi {
@@ -270,6 +277,9 @@ impl EngineVi {
             tell_peer: false,
             wake_due: false,
             scratch: Vec::new(),
+            active: false,
+            queued: None,
+            last_work_ns: 0,
         })
     }
 
@@ -1182,6 +1192,26 @@ impl EngineVi {
         self.rx.pending_ack()?;
         self.count(ViCounter::AcksTx, 1);
         Some(self.rx.make_ack())
+    }
+
+    /// The client posted descriptors the engine has not taken yet.
+    pub(crate) fn posted(&self) -> bool {
+        self.sq.head() != self.sq_tail || self.rq.head() != self.rq_tail
+    }
+
+    /// Arm the doorbell for good (until the client rings): true if
+    /// nothing was posted meanwhile, false (and disarmed) otherwise.
+    /// Pairs with the fence a client issues between publishing a
+    /// descriptor and reading `engine_armed`: either we see its
+    /// descriptor here, or it sees the flag and rings.
+    pub(crate) fn park(&self) -> bool {
+        self.arm(true);
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.posted() {
+            self.arm(false);
+            return false;
+        }
+        true
     }
 
     pub(crate) fn arm(&self, on: bool) {

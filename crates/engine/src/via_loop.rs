@@ -1,28 +1,91 @@
-//! The VIs the engine carries, moved on every turn of the loop: VIA
+//! The VIs the engine carries, moved on the turns of the loop: VIA
 //! frames from the wire checked against the VIs' tokens and peers, then
-//! each VI's posted descriptors, timers and acks (see [`crate::vi_path`]).
+//! the posted descriptors, timers and acks (see [`crate::vi_path`]) of
+//! the VIs something happened to.
+//!
+//! A turn visits only the VIs on its list ([`ViTurn`]): those a frame
+//! came for, whose timer is due, whose client rang, that have work left
+//! (descriptors posted and not taken yet, an ack or a close owed) or did
+//! work lately (within the engine's idle spin, at least a millisecond). A
+//! VI with none of that is parked: its doorbell stays armed, so its
+//! client's next post rings it (`engine_armed`, as while the engine
+//! sleeps) and puts it back on the list. Timers come from an index of
+//! (deadline, VI) entries, stale ones dropped as they come up. A sweep
+//! visits every VI every [`SWEEP_EVERY_NS`], a safety net for a client
+//! that cleared its doorbell flag without ringing. So a turn's VI work
+//! follows what is waiting, not how many VIs the engine carries.
 
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 use std::time::{Duration, Instant};
 
 use unet_abi::ViError;
 
 use crate::counters::Counters;
 use crate::remote::{RemoteSide, ViIn};
+use crate::vi_path::EngineVi;
 use crate::vias::Vias;
 use crate::wire::frame::{Body, ViAck, ViClose};
 use crate::wire::WireDrop;
 
+/// How often every VI is visited whatever happened (wire clock, ns).
+pub(crate) const SWEEP_EVERY_NS: u64 = 100_000_000;
+
+/// The least time a VI that did work stays on the list before it is
+/// parked (wire clock, ns): a client that posts again within it neither
+/// rings nor waits for the engine to look at its doorbells (a busy
+/// engine does that every few dozen turns only).
+pub(crate) const LINGER_MIN_NS: u64 = 1_000_000;
+
+/// Which engine-carried VIs the next turn visits, and their timers.
+#[derive(Default)]
+pub(crate) struct ViTurn {
+    /// The VIs to visit on the next turn (each is `active`).
+    ready: Vec<u32>,
+    /// The list being visited (kept for its allocation).
+    spare: Vec<u32>,
+    /// (deadline, VI): a VI's earliest deadline is here (its `queued`);
+    /// entries of VIs gone or whose deadline moved are dropped when they
+    /// come up.
+    timers: BinaryHeap<Reverse<(u64, u32)>>,
+    /// When the next sweep is due (wire clock, ns).
+    sweep_at: Option<u64>,
+}
+
+/// Put VI `id` on the next turn's list.
+fn mark(ready: &mut Vec<u32>, id: u32, v: &mut EngineVi) {
+    if !v.active {
+        v.active = true;
+        ready.push(id);
+    }
+}
+
+/// Something happened to VI `id` outside the VIs' turn (its doorbell
+/// rang, it was made or connected): the next turn visits it.
+pub(crate) fn touch(vias: &mut Vias, id: u32) {
+    if let Some(v) = vias.engine.get_mut(&id) {
+        mark(&mut vias.vi_turn.ready, id, v);
+    }
+}
+
 /// Handle the VIA frames that came from the wire and move every
 /// engine-carried VI on. Returns the work done and the set-up frames
 /// (opens and their answers) for the control side.
+/// `linger_ns`: how long a VI that found no work stays on the list (the
+/// engine's idle spin: its client does not ring meanwhile; at least
+/// [`LINGER_MIN_NS`]).
 pub(crate) fn poll(
     vias: &mut Vias,
     remote: &mut RemoteSide,
     counters: &Counters,
+    linger_ns: u64,
 ) -> (usize, Vec<ViIn>) {
     let now = remote.clock_ns();
     let Vias {
-        engine, regions, ..
+        engine,
+        regions,
+        vi_turn: t,
+        ..
     } = vias;
     let mut work = 0;
     let mut setup = Vec::new();
@@ -42,6 +105,7 @@ pub(crate) fn poll(
                         .is_some_and(|p| p.my_token == token && p.addr == from) =>
                 {
                     v.arrive(seq, &msg, regions, now);
+                    mark(&mut t.ready, dst_vi, v);
                 }
                 Some(_) => drop(WireDrop::ForgedToken),
                 None => drop(WireDrop::UnknownEndpoint),
@@ -58,6 +122,7 @@ pub(crate) fn poll(
                         .is_some_and(|p| p.my_token == token && p.addr == from) =>
                 {
                     v.arrive_frag(seq, &frag, regions, now);
+                    mark(&mut t.ready, dst_vi, v);
                 }
                 Some(_) => drop(WireDrop::ForgedToken),
                 None => drop(WireDrop::UnknownEndpoint),
@@ -68,6 +133,7 @@ pub(crate) fn poll(
                         .is_some_and(|p| p.my_token == a.token && p.addr == from) =>
                 {
                     v.acked(a.ack(), a.sack, now, regions, &mut |o| remote.send_vi(o));
+                    mark(&mut t.ready, a.dst_vi, v);
                 }
                 Some(_) => drop(WireDrop::ForgedToken),
                 None => drop(WireDrop::UnknownEndpoint),
@@ -83,6 +149,7 @@ pub(crate) fn poll(
                         // A break: both sides are in the error state now.
                         Some(e) => v.break_with(e, false),
                     }
+                    mark(&mut t.ready, c.dst_vi, v);
                 }
                 Some(_) => drop(WireDrop::ForgedToken),
                 None => drop(WireDrop::UnknownEndpoint),
@@ -91,54 +158,123 @@ pub(crate) fn poll(
         }
     }
     for addr in std::mem::take(&mut remote.silent) {
-        for v in engine.values_mut() {
+        for (&id, v) in engine.iter_mut() {
             if v.peer.is_some_and(|p| p.addr == addr) {
                 v.break_with(ViError::Timeout, false);
+                mark(&mut t.ready, id, v);
             }
         }
     }
-    for v in engine.values_mut() {
+    // Timers due.
+    while let Some(&Reverse((d, id))) = t.timers.peek() {
+        if d > now {
+            break;
+        }
+        t.timers.pop();
+        if let Some(v) = engine.get_mut(&id) {
+            if v.queued == Some(d) {
+                v.queued = None;
+            }
+            mark(&mut t.ready, id, v);
+        }
+    }
+    // The safety net: every VI now and then.
+    let sweep_at = *t.sweep_at.get_or_insert(now.saturating_add(SWEEP_EVERY_NS));
+    if sweep_at <= now {
+        t.sweep_at = Some(now.saturating_add(SWEEP_EVERY_NS));
+        for (&id, v) in engine.iter_mut() {
+            mark(&mut t.ready, id, v);
+        }
+    }
+    let mut list = std::mem::replace(&mut t.ready, std::mem::take(&mut t.spare));
+    let mut visits = 0;
+    for id in list.drain(..) {
+        let Some(v) = engine.get_mut(&id) else {
+            continue;
+        };
+        visits += 1;
         let mut wire = |o: crate::vi_path::Outgoing<'_>| remote.send_vi(o);
-        work += v.poll(regions, now, &mut wire);
+        let polled = v.poll(regions, now, &mut wire);
+        work += polled;
+        let mut done = polled;
         v.timers(now, regions, &mut wire);
         // Once per VI and turn, whatever completed (see EngineVi::wake).
         v.wake_now();
-        let Some(p) = v.peer else {
-            continue;
-        };
-        if let Some(ack) = v.ack_now(now) {
-            let f = ViAck::from_ack(p.vi, p.peer_token, ack).with_sack(v.sack());
-            remote.send_vi_ack(p.addr, f);
+        if let Some(p) = v.peer {
+            if let Some(ack) = v.ack_now(now) {
+                let f = ViAck::from_ack(p.vi, p.peer_token, ack).with_sack(v.sack());
+                remote.send_vi_ack(p.addr, f);
+                done += 1;
+            }
+            if v.tell_peer {
+                v.tell_peer = false;
+                remote.send_vi_control(
+                    p.addr,
+                    Body::ViClose(ViClose {
+                        dst_vi: p.vi,
+                        token: p.peer_token,
+                        reason: v.state,
+                    }),
+                );
+                done += 1;
+            }
         }
-        if v.tell_peer {
-            v.tell_peer = false;
-            remote.send_vi_control(
-                p.addr,
-                Body::ViClose(ViClose {
-                    dst_vi: p.vi,
-                    token: p.peer_token,
-                    reason: v.state,
-                }),
-            );
+        if let Some(d) = v.next_deadline() {
+            if v.queued.is_none_or(|q| d < q) {
+                t.timers.push(Reverse((d, id)));
+                v.queued = Some(d);
+            }
+        }
+        if done > 0 {
+            v.last_work_ns = now;
+        }
+        let lingers = now.saturating_sub(v.last_work_ns) < linger_ns.max(LINGER_MIN_NS);
+        if done > 0 || lingers || v.posted() || !v.park() {
+            t.ready.push(id);
+        } else {
+            v.active = false;
         }
     }
+    t.spare = list;
+    tidy(engine, t);
+    counters.engine(unet_abi::EngineCounter::ViVisits, visits);
     (work, setup)
+}
+
+/// Drop the stale entries at the top of the timer index (of VIs gone, or
+/// whose deadline moved), so that the engine does not wake for them.
+fn tidy(engine: &mut HashMap<u32, EngineVi>, t: &mut ViTurn) {
+    while let Some(&Reverse((d, id))) = t.timers.peek() {
+        let Some(v) = engine.get_mut(&id) else {
+            t.timers.pop();
+            continue;
+        };
+        if v.next_deadline() == Some(d) {
+            break;
+        }
+        t.timers.pop();
+        if v.queued == Some(d) {
+            v.queued = v.next_deadline();
+            if let Some(n) = v.queued {
+                t.timers.push(Reverse((n, id)));
+            }
+        }
+    }
 }
 
 /// The earliest timer of an engine-carried VI.
 pub(crate) fn next_deadline(vias: &Vias, remote: &RemoteSide) -> Option<Instant> {
-    let ns = vias
-        .engine
-        .values()
-        .filter_map(|v| v.next_deadline())
-        .min()?;
+    let Reverse((ns, _)) = *vias.vi_turn.timers.peek()?;
     let now = remote.clock_ns();
     Some(Instant::now() + Duration::from_nanos(ns.saturating_sub(now)))
 }
 
-/// Set (before the engine sleeps) or clear every VI's doorbell flag.
+/// Set (before the engine sleeps) or clear the doorbell flag of the VIs
+/// on the turn's list (the others' stay armed).
 pub(crate) fn arm(vias: &Vias, on: bool) {
-    for v in vias.engine.values() {
-        v.arm(on);
+    for id in &vias.vi_turn.ready {
+        if let Some(v) = vias.engine.get(id) {
+            v.arm(on);
+        }
     }
 }

@@ -283,6 +283,8 @@ pub(crate) struct Vias {
     pub pending: PendingTable,
     /// The VIs the engine carries (to other engines), by VI id.
     pub engine: HashMap<u32, EngineVi>,
+    /// Which of them a turn visits, and their timers.
+    pub vi_turn: crate::via_loop::ViTurn,
     /// Connections asked of other engines, by request id.
     pub opens: HashMap<u32, RemoteOpen>,
     /// When each open is next due (its `next_try`), earliest first; an
