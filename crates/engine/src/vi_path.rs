@@ -180,8 +180,8 @@ pub(crate) struct EngineVi {
     wake_due: bool,
     /// Gathering buffer.
     scratch: Vec<u8>,
-    /// On the engine's list of VIs to visit each turn (see
-    /// [`crate::via_loop`]); else parked, its doorbell armed.
+    /// On the engine's list of VIs to visit each turn (the VIs' turn in
+    /// the loop); else parked, its doorbell armed.
     pub active: bool,
     /// Its earliest deadline in the engine's timer index, if any.
     pub queued: Option<u64>,

@@ -16,7 +16,7 @@
 //! follows what is waiting, not how many VIs the engine carries.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use unet_abi::ViError;
@@ -24,7 +24,7 @@ use unet_abi::ViError;
 use crate::counters::Counters;
 use crate::remote::{RemoteSide, ViIn};
 use crate::vi_path::EngineVi;
-use crate::vias::Vias;
+use crate::vias::{ViTurn, Vias};
 use crate::wire::frame::{Body, ViAck, ViClose};
 use crate::wire::WireDrop;
 
@@ -36,21 +36,6 @@ pub(crate) const SWEEP_EVERY_NS: u64 = 100_000_000;
 /// rings nor waits for the engine to look at its doorbells (a busy
 /// engine does that every few dozen turns only).
 pub(crate) const LINGER_MIN_NS: u64 = 1_000_000;
-
-/// Which engine-carried VIs the next turn visits, and their timers.
-#[derive(Default)]
-pub(crate) struct ViTurn {
-    /// The VIs to visit on the next turn (each is `active`).
-    ready: Vec<u32>,
-    /// The list being visited (kept for its allocation).
-    spare: Vec<u32>,
-    /// (deadline, VI): a VI's earliest deadline is here (its `queued`);
-    /// entries of VIs gone or whose deadline moved are dropped when they
-    /// come up.
-    timers: BinaryHeap<Reverse<(u64, u32)>>,
-    /// When the next sweep is due (wire clock, ns).
-    sweep_at: Option<u64>,
-}
 
 /// Put VI `id` on the next turn's list.
 fn mark(ready: &mut Vec<u32>, id: u32, v: &mut EngineVi) {

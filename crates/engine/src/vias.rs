@@ -284,7 +284,7 @@ pub(crate) struct Vias {
     /// The VIs the engine carries (to other engines), by VI id.
     pub engine: HashMap<u32, EngineVi>,
     /// Which of them a turn visits, and their timers.
-    pub vi_turn: crate::via_loop::ViTurn,
+    pub vi_turn: ViTurn,
     /// Connections asked of other engines, by request id.
     pub opens: HashMap<u32, RemoteOpen>,
     /// When each open is next due (its `next_try`), earliest first; an
@@ -494,6 +494,22 @@ pub(crate) fn is_local(host: Option<SocketAddr>, me: Option<SocketAddr>) -> bool
             me == h || (h.ip().is_loopback() && me.port() == h.port() && me.ip().is_unspecified())
         }),
     }
+}
+
+/// Which engine-carried VIs the next turn visits, and their timers, moved on by
+/// the VIs' turn of the loop.
+#[derive(Default)]
+pub(crate) struct ViTurn {
+    /// The VIs to visit on the next turn (each is `active`).
+    pub(crate) ready: Vec<u32>,
+    /// The list being visited (kept for its allocation).
+    pub(crate) spare: Vec<u32>,
+    /// (deadline, VI): a VI's earliest deadline is here (its `queued`);
+    /// entries of VIs gone or whose deadline moved are dropped when they
+    /// come up.
+    pub(crate) timers: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u32)>>,
+    /// When the next sweep is due (wire clock, ns).
+    pub(crate) sweep_at: Option<u64>,
 }
 
 #[cfg(test)]
