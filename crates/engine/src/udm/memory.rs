@@ -1,0 +1,129 @@
+//! A UDM job's memory: made and initialised off the engine's loop (on
+//! the set-up thread), entered with [`Jobs::insert`], and unmapped there
+//! again once the job is retired.
+
+use super::*;
+
+/// A job's memory: its segment and every rank's node segment and virtual
+/// buffer, made and initialised by [`JobMemory::make`]. It is made off
+/// the engine's loop (on the set-up thread) and entered with
+/// [`Jobs::insert`]; a retired job's memory goes back to that thread to be
+/// unmapped ([`Job::into_segments`]).
+pub(crate) struct JobMemory {
+    /// The job segment: header, node lines, fast rings.
+    pub seg: Segment,
+    /// By rank, one for each of the job's nodes: the node segment
+    /// (header, divert ring) and the virtual buffer (sparse).
+    pub nodes: Vec<(Segment, Segment)>,
+}
+
+impl JobMemory {
+    /// Make the memory of job `id` (geometry `layout`) of engine
+    /// `engine_id`: the job segment created, pre-faulted, its header
+    /// written and every fast ring initialised; each rank's node segment
+    /// likewise with its divert ring; each rank's virtual buffer reserved
+    /// (sparse, not touched). It takes time in proportion to
+    /// [`JobMemory::touched_by`], so the engine does it on its set-up thread,
+    /// never on its loop.
+    pub(crate) fn make(layout: &UdmLayout, id: u32, engine_id: u64) -> std::io::Result<JobMemory> {
+        let seg = Segment::create(&format!("unet-udm-job-{id}"), layout.job_size as usize)?;
+        if (seg.len() as u64) < layout.job_size {
+            return Err(std::io::Error::other("job segment too small"));
+        }
+        // SAFETY: a fresh zeroed segment of job_size bytes (checked above),
+        // not shared yet; plain field writes.
+        unsafe {
+            let h = seg.ptr().as_ptr() as *mut UdmJobHeader;
+            (*h).magic = UDM_JOB_MAGIC;
+            (*h).version = unet_abi::VERSION;
+            (*h).header_size = PAGE as u32;
+            (*h).segment_size = layout.job_size;
+            (*h).job_id = id;
+            (*h).nodes = layout.nodes;
+            (*h).fast_cap = layout.fast_cap;
+            (*h).buffer_cap = layout.buffer_cap;
+            (*h).divert_cap = UDM_DIVERT_CAP;
+            (*h).lines_off = layout.lines_off;
+            (*h).rings_off = layout.rings_off;
+            (*h).ring_bytes = layout.ring_bytes;
+            (*h).engine_id = engine_id;
+        }
+        for d in 0..layout.nodes {
+            for s in 0..layout.nodes {
+                let off = layout.ring_off(d, s) as usize;
+                // SAFETY: inside the segment (UdmLayout), which outlives
+                // the view.
+                let r: Ring<UdmMsg> =
+                    unsafe { Ring::from_raw(seg.ptr().add(off), layout.fast_cap) };
+                r.init(core::mem::size_of::<UdmMsg>() as u32);
+            }
+        }
+        let mut nodes = Vec::with_capacity(layout.nodes as usize);
+        for rank in 0..layout.nodes {
+            let nseg = Segment::create(
+                &format!("unet-udm-node-{id}-{rank}"),
+                layout.node_size as usize,
+            )?;
+            if (nseg.len() as u64) < layout.node_size {
+                return Err(std::io::Error::other("node segment too small"));
+            }
+            // SAFETY: as above, a fresh segment of node_size bytes.
+            unsafe {
+                let h = nseg.ptr().as_ptr() as *mut UdmNodeHeader;
+                (*h).magic = UDM_NODE_MAGIC;
+                (*h).version = unet_abi::VERSION;
+                (*h).header_size = PAGE as u32;
+                (*h).segment_size = layout.node_size;
+                (*h).job_id = id;
+                (*h).rank = rank;
+                (*h).divert_cap = UDM_DIVERT_CAP;
+                (*h).buffer_cap = layout.buffer_cap;
+                (*h).divert_off = layout.divert_off;
+                (*h).engine_id = engine_id;
+            }
+            const _: () = assert!(core::mem::size_of::<RingHeader>() <= PAGE);
+            // SAFETY: the divert ring lies inside the node segment.
+            let r: Ring<UdmMsg> = unsafe {
+                Ring::from_raw(nseg.ptr().add(layout.divert_off as usize), UDM_DIVERT_CAP)
+            };
+            r.init(core::mem::size_of::<UdmMsg>() as u32);
+            let buf = Segment::create_sparse(
+                &format!("unet-udm-buf-{engine_id:016x}-{id}-{rank}"),
+                layout.buffer_size as usize,
+            )?;
+            nodes.push((nseg, buf));
+        }
+        Ok(JobMemory { seg, nodes })
+    }
+
+    /// Bytes that making (or unmapping) a job of geometry `layout`
+    /// touches: its job segment and node segments (the virtual buffers
+    /// are sparse). What chooses the set-up thread's lane.
+    pub(crate) fn touched_by(layout: &UdmLayout) -> u64 {
+        layout.job_size + layout.nodes as u64 * layout.node_size
+    }
+
+    /// Bytes of its segments that are populated (all but the sparse
+    /// virtual buffers).
+    pub(crate) fn touched(&self) -> u64 {
+        self.seg.len() as u64 + self.nodes.iter().map(|(n, _)| n.len() as u64).sum::<u64>()
+    }
+
+    /// Bytes a job of geometry `layout` is charged to its creator: its
+    /// segment, every node's and every node's virtual buffer at its full
+    /// size.
+    pub(crate) fn charge(layout: &UdmLayout) -> u64 {
+        layout.job_size + layout.nodes as u64 * (layout.node_size + layout.buffer_size)
+    }
+
+    /// Every segment, to be unmapped.
+    pub(crate) fn into_segments(self) -> Vec<Segment> {
+        let mut v = Vec::with_capacity(1 + 2 * self.nodes.len());
+        v.push(self.seg);
+        for (n, b) in self.nodes {
+            v.push(n);
+            v.push(b);
+        }
+        v
+    }
+}
