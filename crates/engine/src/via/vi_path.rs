@@ -32,7 +32,7 @@ use unet_abi::ring::Ring;
 use unet_abi::*;
 use unet_sys::{self as sys, EventFd, Segment};
 
-use crate::endpoints::ClientId;
+use crate::unet::endpoints::ClientId;
 use crate::wire::frag::{FragBuf, FragIn};
 use crate::wire::reliable::{
     self, Ack, DataVerdict, RelConfig, RelReceiver, RelSender, Sack, SACK_FRAG_WORDS,

@@ -7,7 +7,7 @@
 //! a receive descriptor, and wake the receiver only if it sleeps. A message
 //! that finds no room is dropped and counted, never waited for, unless
 //! the endpoint was created *buffered*: then it goes to the endpoint's
-//! virtual buffer (UDM's two-case delivery, [`crate::backlog`]), and the
+//! virtual buffer (UDM's two-case delivery, [`crate::unet::backlog`]), and the
 //! engine moves it into the receive queue, in order, as room appears.
 //!
 //! Trust: the table reads rings and free-buffer offsets from shared memory,
@@ -25,9 +25,9 @@ use unet_abi::ring::Ring;
 use unet_abi::*;
 use unet_sys::{self as sys, EventFd, Segment};
 
-use crate::backlog::Backlog;
 use crate::counters::Counters;
-use crate::routes::{Peer, Route};
+use crate::unet::backlog::Backlog;
+use crate::unet::routes::{Peer, Route};
 
 /// Most channels per endpoint.
 pub const MAX_CHANNELS: usize = 4096;

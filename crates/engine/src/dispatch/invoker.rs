@@ -44,7 +44,7 @@ use unet_control::{
 };
 use unet_sys::{self as sys, EventFd, Segment};
 
-use crate::dispatcher::Dispatcher;
+use crate::dispatch::dispatcher::Dispatcher;
 
 /// Why a set-up request of a [`LocalClient`] failed.
 #[derive(Debug)]

@@ -34,10 +34,13 @@ use unet_abi::udm::*;
 use unet_abi::{RingHeader, PAGE};
 use unet_sys::{self as sys, EventFd, Segment};
 
-use crate::endpoints::ClientId;
+use crate::unet::endpoints::ClientId;
 use crate::vbuf::ResidentPages;
 
+pub(crate) mod link;
 mod memory;
+pub(crate) mod remote;
+mod setup;
 mod timeout;
 pub(crate) use memory::JobMemory;
 use timeout::bits;
@@ -801,7 +804,7 @@ pub(crate) struct Jobs {
     /// Ids of jobs whose memory is being made (on the set-up thread).
     reserved: HashSet<u32>,
     /// The links of jobs that span engines (`udm_remote`).
-    pub remote: crate::udm_link::Links,
+    pub remote: crate::udm::link::Links,
     /// Virtual buffers of departed nodes, gathered from the jobs at each
     /// [`Jobs::poll`]: the engine gives their memory back on its set-up
     /// thread.
@@ -1020,7 +1023,7 @@ impl Jobs {
         // the engine's heap, for its job.
         let links = self.remote.links.values().filter_map(|l| {
             let j = self.jobs.get(&l.job?)?;
-            Some((j.payer, crate::udm_link::LINK_CHARGE))
+            Some((j.payer, crate::udm::link::LINK_CHARGE))
         });
         jobs.chain(links)
     }
