@@ -53,9 +53,10 @@ use crate::poller::Token;
 use crate::udm::link::{JoinOpen, Link, Links};
 use crate::udm::{Append, Job, JobMemory, Jobs, RemoteMsg, OUTBOX_MAX};
 use crate::unet::endpoints::ClientId;
-use crate::unet::remote::{RemoteSide, ViIn};
+use crate::unet::remote::ViIn;
 use crate::via::vi_path::{Outgoing, RemoteVi};
 use crate::wire::frame::{UdmAccept, UdmJoin, ViAck, ViClose, ViRefuse, VI_CLOSE_NORMAL};
+use crate::wire::port::{ConnIn, WirePort};
 use crate::wire::reliable::{
     self, DataVerdict, RelConfig, RelReceiver, RelSender, Reliability, SeqRange,
 };
@@ -189,7 +190,7 @@ impl Link {
 
     /// Send the batch as the next wire message; false if the window (or
     /// the link's state) does not allow it now.
-    fn flush(&mut self, w: &mut RemoteSide, now: u64) -> bool {
+    fn flush(&mut self, w: &mut WirePort, now: u64) -> bool {
         if self.batch.is_empty() {
             return true;
         }
@@ -200,7 +201,7 @@ impl Link {
             return false;
         };
         let ack = self.rx.pending_ack();
-        if w.send_vi(Outgoing {
+        if w.send_conn(Outgoing {
             to: self.peer,
             seq,
             bytes: &self.batch,
@@ -216,7 +217,7 @@ impl Link {
 
     /// Add a record to the batch (sending the batch first if it is full);
     /// false if it cannot go now.
-    fn push(&mut self, r: &Rec, w: &mut RemoteSide, now: u64) -> bool {
+    fn push(&mut self, r: &Rec, w: &mut WirePort, now: u64) -> bool {
         if self.batch.len() + r.len() > BATCH_MAX && !self.flush(w, now) {
             return false;
         }
@@ -226,13 +227,13 @@ impl Link {
 
     /// Resend the wire messages of `range`; counts each record's source's
     /// retransmission in `job`.
-    fn resend(&mut self, range: SeqRange, w: &mut RemoteSide, job: Option<&mut Job>) {
+    fn resend(&mut self, range: SeqRange, w: &mut WirePort, job: Option<&mut Job>) {
         let mut job = job;
         for (seq, bytes) in &self.inflight {
             if !range.contains(*seq) {
                 continue;
             }
-            w.send_vi(Outgoing {
+            w.send_conn(Outgoing {
                 to: self.peer,
                 seq: *seq,
                 bytes,
@@ -331,69 +332,47 @@ impl Links {
     }
 }
 
-/// Take the frames for links out of what the wire brought (before the
-/// VIs see it), and note the peers found silent.
-pub(crate) fn take_frames(jobs: &mut Jobs, w: &mut RemoteSide) {
+/// Take the links' frames from their inbox of the wire's port (their
+/// token and sender checked there): messages and acks are handled here,
+/// the others (joins, their answers, closes) kept for the set-up side;
+/// the peers found silent noted.
+fn take_frames(jobs: &mut Jobs, w: &mut WirePort) -> Vec<ConnIn> {
     let l = &mut jobs.remote;
-    l.silent.extend(w.silent.iter().copied());
-    if w.vi_in.is_empty() {
-        return;
-    }
-    for f in std::mem::take(&mut w.vi_in) {
+    let inbox = &mut w.st.links;
+    l.silent.append(&mut inbox.silent);
+    let mut data = Vec::new();
+    for f in std::mem::take(&mut inbox.frames) {
         match f {
-            ViIn::Data { dst_vi, .. } if dst_vi & LINK_BIT != 0 => l.data.push(f),
-            ViIn::Ack(_, a) if a.dst_vi & LINK_BIT != 0 => l.data.push(f),
-            ViIn::Close(_, c) if c.dst_vi & LINK_BIT != 0 => l.setup.push(f),
-            ViIn::Refuse(_, r) if r.dst_vi & LINK_BIT != 0 => l.setup.push(f),
-            ViIn::UdmJoin(..) | ViIn::UdmAccept(..) => l.setup.push(f),
-            other => w.vi_in.push(other),
+            ConnIn::Data { .. } | ConnIn::Ack(..) => data.push(f),
+            _ => l.setup.push(f),
         }
     }
+    data
 }
 
-/// Move every link on: frames from the wire, deliveries, the outboxes,
-/// timers and acks. Returns the work done.
-pub(crate) fn poll(jobs: &mut Jobs, w: &mut RemoteSide, counters: &Counters) -> usize {
-    if jobs.remote.links.is_empty() {
-        // Frames to links that do not exist (any more).
-        let stray = std::mem::take(&mut jobs.remote.data).len();
-        counters.engine(WireDrop::UnknownEndpoint.counter(), stray as u64);
-        jobs.remote.silent.clear();
-        return stray;
-    }
-    let now = w.clock_ns();
+/// Handle the messages and acks that came for links.
+fn link_frames(jobs: &mut Jobs, data: Vec<ConnIn>, w: &mut WirePort, now: u64) -> usize {
     let Jobs {
         jobs: all, remote, ..
     } = jobs;
-    let Links {
-        links,
-        routes,
-        data,
-        silent,
-        ..
-    } = remote;
+    let links = &mut remote.links;
     let mut work = 0;
-    let forged = |c: &Counters| c.engine(WireDrop::ForgedToken.counter(), 1);
-    for f in std::mem::take(data) {
+    for f in data {
         work += 1;
         match f {
-            ViIn::Data {
-                from,
-                dst_vi,
-                token,
-                seq,
-                msg,
+            ConnIn::Data {
+                dst_vi, seq, msg, ..
             } => match links.get_mut(&dst_vi) {
-                Some(l) if l.connected && l.peer.my_token == token && l.peer.addr == from => {
+                Some(l) if l.connected => {
                     if !l.arrive(seq, msg, now) {
-                        counters.engine(WireDrop::BadLength.counter(), 1);
+                        w.st.drop(WireDrop::BadLength);
                     }
                 }
-                Some(_) => forged(counters),
-                None => counters.engine(WireDrop::UnknownEndpoint.counter(), 1),
+                Some(_) => w.st.drop(WireDrop::ForgedToken),
+                None => w.st.drop(WireDrop::UnknownEndpoint),
             },
-            ViIn::Ack(from, a) => match links.get_mut(&a.dst_vi) {
-                Some(l) if l.connected && l.peer.my_token == a.token && l.peer.addr == from => {
+            ConnIn::Ack(a) => match links.get_mut(&a.dst_vi) {
+                Some(l) if l.connected => {
                     let out = l.tx.on_ack(a.ack(), now);
                     for _ in 0..out.completed {
                         l.inflight.pop_front();
@@ -403,19 +382,39 @@ pub(crate) fn poll(jobs: &mut Jobs, w: &mut RemoteSide, counters: &Counters) -> 
                         l.resend(r, w, job);
                     }
                 }
-                Some(_) => forged(counters),
-                None => counters.engine(WireDrop::UnknownEndpoint.counter(), 1),
+                Some(_) => w.st.drop(WireDrop::ForgedToken),
+                None => w.st.drop(WireDrop::UnknownEndpoint),
             },
             _ => {}
         }
     }
-    for addr in std::mem::take(silent) {
+    for addr in std::mem::take(&mut remote.silent) {
         for l in links.values_mut() {
             if l.peer.addr == addr && l.dead.is_none() {
                 l.dead = Some(false);
             }
         }
     }
+    work
+}
+
+/// Move every link on: frames from the wire, deliveries, the outboxes,
+/// timers and acks. Returns the work done.
+pub(crate) fn poll(jobs: &mut Jobs, w: &mut WirePort, counters: &Counters) -> usize {
+    let data = take_frames(jobs, w);
+    if jobs.remote.links.is_empty() {
+        // Frames to links that do not exist (any more).
+        let stray = data.len();
+        counters.engine(WireDrop::UnknownEndpoint.counter(), stray as u64);
+        jobs.remote.silent.clear();
+        return stray;
+    }
+    let now = w.clock_ns();
+    let mut work = link_frames(jobs, data, w, now);
+    let Jobs {
+        jobs: all, remote, ..
+    } = jobs;
+    let Links { links, routes, .. } = remote;
     // Deliveries, announcements and the outbox, job by job.
     let mut ids: Vec<u32> = links.keys().copied().collect();
     ids.sort_unstable();
@@ -525,7 +524,7 @@ pub(crate) fn poll(jobs: &mut Jobs, w: &mut RemoteSide, counters: &Counters) -> 
         }
         if l.rx.ack_due(now) {
             let ack = l.rx.make_ack();
-            w.send_vi_ack(
+            w.send_ack(
                 l.peer.addr,
                 ViAck::from_ack(l.peer.vi, l.peer.peer_token, ack),
             );
@@ -620,7 +619,7 @@ fn deliver(
 }
 
 /// The earliest time a link is to be looked at again.
-pub(crate) fn next_deadline(jobs: &Jobs, w: &RemoteSide) -> Option<Instant> {
+pub(crate) fn next_deadline(jobs: &Jobs, w: &WirePort) -> Option<Instant> {
     let l = &jobs.remote;
     if l.links.is_empty() && l.opens.is_empty() {
         return None;
