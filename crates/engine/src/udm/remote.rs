@@ -63,7 +63,7 @@ use crate::wire::reliable::{
 use crate::wire::{Body, RefuseReason, WireDrop};
 
 use crate::udm::link::{AHEAD_MAX, BATCH_MAX, HOLD};
-pub(crate) use crate::via::vias::LINK_BIT;
+pub(crate) use crate::wire::port::LINK_BIT;
 /// Retransmit interval of an unanswered join, and the attempts.
 const JOIN_RETRY: Duration = Duration::from_millis(200);
 const JOIN_TRIES: u32 = 10;

@@ -12,8 +12,8 @@
 //!   handled there and then (whole messages are never copied into a
 //!   queue);
 //! - frames of connections (VIs, and UDM's links, whose ids have
-//!   [`LINK_BIT`]) to their system's [`Inbox`] as [`ConnIn`]s: [`WirePort::vis`]
-//!   and [`WirePort::links`].
+//!   [`LINK_BIT`]) to their system's [`Inbox`] as [`ConnIn`]s: [`PortState::vis`]
+//!   and [`PortState::links`].
 //!
 //! The token-and-sender check is written once ([`PortState::check`]):
 //! connections register (id → peer address, token) with

@@ -1,5 +1,5 @@
 //! [`Frame::parse`] and [`Frame::emit`]: every kind read and written at
-//! the offsets of [`field`](super::field), every length checked first.
+//! the offsets of [`field`], every length checked first.
 
 use super::*;
 
