@@ -31,8 +31,9 @@
 //! keeps its messages, the window it grants closes, the sending engine's
 //! outbox and its senders wait.
 //!
-//! Trust: the wire checks a link's token and peer address before a
-//! fragment is reassembled (as a VI's); here every record is checked
+//! Trust: the wire's port checks a link's token and peer address on every
+//! frame for it (before a fragment is reassembled, as a VI's) and sorts
+//! the links' frames into their own inbox; here every record is checked
 //! before use: its length, its destination in the job, and its source,
 //! which must be a rank that lives behind the link it came on (a peer
 //! speaks only for its own nodes). What fails is counted and dropped.
