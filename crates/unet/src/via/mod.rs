@@ -144,6 +144,7 @@ impl ViAttributes {
     }
 }
 
+/// Lock `m`, taking it over if a holder panicked.
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
