@@ -23,6 +23,7 @@
 //! - [`via`]: the segment of a VI the engine carries;
 //! - [`udm`]: UDM's job and node segments and virtual buffers;
 //! - [`copy`]: copying into and out of shared memory;
+//! - [`view`]: the checked mappings of an endpoint's and a VI's rings;
 //! - [`golden`]: the golden test vector.
 //!
 //! Every public item of `endpoint`, `conn` and `counters`, and the
@@ -57,6 +58,7 @@ pub mod golden;
 pub mod ring;
 pub mod udm;
 pub mod via;
+pub mod view;
 
 pub use conn::*;
 pub use counters::*;
