@@ -21,7 +21,8 @@
 //!   records of its byte rings);
 //! - [`counters`]: the counters segment and the client counters;
 //! - [`via`]: the segment of a VI the engine carries;
-//! - [`udm`]: UDM's job and node segments and virtual buffers;
+//! - [`udm`]: UDM's job and node segments, virtual buffers and the
+//!   header word of a message;
 //! - [`copy`]: copying into and out of shared memory;
 //! - [`view`]: the checked mappings of an endpoint's and a VI's rings;
 //! - [`golden`]: the golden test vector.

@@ -19,7 +19,7 @@
 //! ```
 //!
 //! A fast ring has one producer (the sender) and one consumer (the
-//! receiver): push and pop as in the crate documentation's ring protocol.
+//! receiver): push and pop as in the ring protocol ([`crate::ring`]).
 //!
 //! # Node segment
 //!
