@@ -44,32 +44,18 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-mod applets;
-mod backlog;
 mod config;
+mod control;
 pub mod counters;
-mod datapath;
-mod direct;
-mod dispatcher;
-mod endpoints;
-pub mod invoker;
+mod dispatch;
 mod poller;
-mod remote;
-mod routes;
-mod server;
-mod setup;
-mod setup_thread;
-mod setup_udm;
-mod setup_via;
-mod turns;
 mod udm;
-mod udm_link;
-mod udm_remote;
+mod unet;
 mod vbuf;
-mod vi_path;
-mod via_loop;
-mod vias;
+mod via;
 pub mod wire;
+
+pub use dispatch::invoker;
 
 pub use config::{
     default_allow_peers, EngineConfig, DEFAULT_APPLET_FUEL_MAX, DEFAULT_APPLET_HEAP_MAX,
@@ -83,15 +69,15 @@ pub use config::{
 };
 pub use config::{DEFAULT_CLIENT_UDM_JOBS, DEFAULT_CLIENT_UDM_NODES};
 pub use config::{DEFAULT_VI_BREAK_TIMEOUT, DEFAULT_VI_HELD_BUDGET};
-pub use dispatcher::Dispatcher;
-pub use endpoints::MAX_CHANNELS;
+pub use dispatch::dispatcher::Dispatcher;
 pub use ipnet::IpNet;
+pub use unet::endpoints::MAX_CHANNELS;
 pub use unet_control::{EndpointAddr, ErrorCode, Limits, PathChoice};
 use unet_sys as sys;
 
 /// A running engine on its own thread.
 pub struct Engine {
-    shared: Arc<dispatcher::Shared>,
+    shared: Arc<dispatch::dispatcher::Shared>,
     thread: Option<JoinHandle<()>>,
     /// The loop thread's id (`gettid`).
     tid: u32,

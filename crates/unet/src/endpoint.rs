@@ -18,11 +18,11 @@
 //!   process.
 
 use std::collections::VecDeque;
-use std::ptr::NonNull;
 use std::sync::atomic::{fence, Ordering};
 use std::time::Duration;
 
 use unet_abi::ring::Ring;
+use unet_abi::view::EndpointView;
 use unet_abi::*;
 use unet_control::{EndpointAddr, PathChoice, Reply, Request};
 use unet_sys::{self as sys, EventFd, Segment};
@@ -242,29 +242,23 @@ impl Endpoint {
             layout.segment_size as usize,
             true,
         )?;
-        // SAFETY: the segment is at least segment_size bytes, page aligned.
-        let h = unsafe { seg.ptr().cast::<EndpointHeader>().as_ref() };
-        if h.magic != ENDPOINT_MAGIC
-            || h.version != VERSION
-            || h.send_off != layout.send_off
-            || h.buffer_area_off != layout.buffer_area_off
-        {
+        // SAFETY: the mapping lives in `seg`, which the endpoint owns
+        // beside its rings.
+        let view = unsafe { EndpointView::from_segment(seg.ptr(), seg.len()) }
+            .map_err(|e| Error::Protocol(format!("endpoint segment: {e}")))?;
+        if view.layout != layout {
             return Err(Error::Protocol(
                 "endpoint segment does not match the expected layout".into(),
             ));
         }
+        let EndpointView {
+            send,
+            recv,
+            free,
+            events,
+            ..
+        } = view;
         let g = cfg.geometry;
-        let at = |off: u64| seg.ptr().as_ptr().wrapping_add(off as usize);
-        // SAFETY: offsets from Layout, checked against the engine's header,
-        // inside the mapping; ring headers 64-byte aligned.
-        let (send, recv, free, events) = unsafe {
-            (
-                Ring::from_raw(NonNull::new_unchecked(at(layout.send_off)), g.send_cap),
-                Ring::from_raw(NonNull::new_unchecked(at(layout.recv_off)), g.recv_cap),
-                Ring::from_raw(NonNull::new_unchecked(at(layout.free_off)), g.free_cap),
-                Ring::from_raw(NonNull::new_unchecked(at(layout.event_off)), g.event_cap),
-            )
-        };
         let mut ep = Endpoint {
             session,
             id,

@@ -54,8 +54,8 @@ pub use unet_abi::udm::{
     UDM_MAX_WORDS as MAX_WORDS,
 };
 use unet_abi::udm::{
-    UdmJobHeader, UdmLayout, UdmMsg, UdmNodeHeader, UdmNodeLine, UDM_ATOM_USER, UDM_DIVERT_CAP,
-    UDM_JOB_MAGIC, UDM_MODE_COUNT, UDM_MODE_DIVERT, UDM_MODE_GONE,
+    UdmHeader, UdmJobHeader, UdmLayout, UdmMsg, UdmNodeHeader, UdmNodeLine, UDM_ATOM_USER,
+    UDM_DIVERT_CAP, UDM_JOB_MAGIC, UDM_MODE_COUNT, UDM_MODE_DIVERT, UDM_MODE_GONE,
     UDM_MSGS_PER_PAGE as MSGS_PER_PAGE, UDM_NODE_MAGIC,
 };
 use unet_control::{Reply, Request};
@@ -515,7 +515,7 @@ impl Node {
         // SAFETY: `p` is a message slot inside our mapping; the header is
         // read once, volatile (a peer may write anything there).
         let hdr = unsafe { std::ptr::addr_of!((*p).peer).cast::<u64>().read_volatile() };
-        let (src, handler, len) = split_header(hdr, c);
+        let (src, handler, len) = split_header(UdmHeader::unpack(hdr), c);
         if words.len() < len {
             return Err(ExtractError::TooShort(len));
         }
@@ -540,7 +540,11 @@ impl Node {
         let p = self.current_ptr(c);
         // SAFETY: as in extract; the whole slot is copied, volatile.
         let m = unsafe { p.read_volatile() };
-        let hdr = m.peer as u64 | (m.handler as u64) << 32 | (m.nwords as u64) << 48;
+        let hdr = UdmHeader {
+            peer: m.peer,
+            handler: m.handler,
+            nwords: m.nwords,
+        };
         let (src, handler, len) = split_header(hdr, c);
         Ok(Message {
             src,
@@ -787,20 +791,25 @@ fn mode_of(m: u64) -> Mode {
 /// handler, nwords, little-endian); the length capped at [`MAX_WORDS`]
 /// (a peer may write anything into a fast ring). A fast message's source
 /// is the ring's sender, whatever the slot says.
-fn split_header(h: u64, c: Cur) -> (u32, u16, usize) {
+fn split_header(h: UdmHeader, c: Cur) -> (u32, u16, usize) {
     let src = match c {
         Cur::Fast(s) => s,
-        Cur::Buffer => h as u32,
+        Cur::Buffer => h.peer,
     };
-    let handler = (h >> 32) as u16;
-    let len = ((h >> 48) as usize).min(MAX_WORDS);
+    let handler = h.handler;
+    let len = (h.nwords as usize).min(MAX_WORDS);
     (src, handler, len)
 }
 
 /// Write a message into the slot at `p`: words first, then the header
 /// word (peer, handler, nwords) in one store.
 fn write_msg(p: *mut UdmMsg, peer: u32, handler: u16, words: &[u64]) {
-    let hdr = peer as u64 | (handler as u64) << 32 | (words.len() as u64) << 48;
+    let hdr = UdmHeader {
+        peer,
+        handler,
+        nwords: words.len() as u16,
+    }
+    .pack();
     // SAFETY: `p` is a slot of a ring in our mapping that we own until we
     // publish it; words.len() <= MAX_WORDS (checked by the callers).
     unsafe {

@@ -5,10 +5,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use unet_abi::ring::Ring;
-use unet_abi::{
-    ViCompl, ViDesc, ViError, ViHeader, ViLayout, ViSegDesc, VI_HEADER_SIZE, VI_MAGIC,
-    VI_MAX_SEGMENTS,
-};
+use unet_abi::view::ViView;
+use unet_abi::{ViCompl, ViDesc, ViError, ViHeader, ViSegDesc, VI_MAX_SEGMENTS};
 use unet_sys::{self as sys, Segment};
 
 use crate::session::Inner;
@@ -39,36 +37,15 @@ unsafe impl Send for EngineSide {}
 
 impl EngineSide {
     pub(super) fn open(seg: Segment, doorbell: sys::EventFd, vi: u32) -> Result<EngineSide, Error> {
-        let bad = |why: &str| Error::Protocol(format!("VI segment: {why}"));
-        if seg.len() < VI_HEADER_SIZE {
-            return Err(bad("too small"));
-        }
-        // SAFETY: at least a header's worth of mapped, page-aligned memory.
-        let h = unsafe { seg.ptr().cast::<ViHeader>().as_ref() };
-        if h.magic != VI_MAGIC || h.version != unet_abi::VERSION || h.vi_id != vi {
-            return Err(bad("bad magic, version or id"));
-        }
-        let layout = ViLayout::new(h.queue_cap).ok_or_else(|| bad("bad capacity"))?;
-        let same = layout.sq_off == h.sq_off
-            && layout.rq_off == h.rq_off
-            && layout.scq_off == h.scq_off
-            && layout.rcq_off == h.rcq_off;
-        if !same || (seg.len() as u64) < layout.segment_size {
-            return Err(bad("bad layout"));
-        }
-        let base = seg.ptr();
-        // SAFETY: the rings lie inside the segment at the offsets the layout
-        // computed (checked against the header and the segment's length),
-        // mapped as long as `seg`, which EngineSide owns.
-        let (sq, rq, scq, rcq) = unsafe {
-            let at = |off: u64| std::ptr::NonNull::new_unchecked(base.as_ptr().add(off as usize));
-            (
-                Ring::from_raw(at(layout.sq_off), layout.cap),
-                Ring::from_raw(at(layout.rq_off), layout.cap),
-                Ring::from_raw(at(layout.scq_off), layout.cap),
-                Ring::from_raw(at(layout.rcq_off), layout.cap),
-            )
-        };
+        // SAFETY: the rings point into `seg`, which EngineSide owns.
+        let ViView {
+            layout,
+            sq,
+            rq,
+            scq,
+            rcq,
+        } = unsafe { ViView::from_segment(seg.ptr(), seg.len(), vi) }
+            .map_err(|e| Error::Protocol(format!("VI segment: {e}")))?;
         Ok(EngineSide {
             seg,
             doorbell,

@@ -21,11 +21,11 @@ use std::time::Instant;
 use unet_abi::*;
 use unet_sle::{Outcome, Port, Runner, RunnerConfig};
 
-use crate::applets::{AppletHost, Loaded};
+use crate::unet::applets::{AppletHost, Loaded};
 use crate::counters::Counters;
-use crate::endpoints::{Delivery, EndpointTable};
-use crate::remote::RemoteSide;
-use crate::routes::Route;
+use crate::unet::endpoints::{Delivery, EndpointTable};
+use crate::unet::remote::RemoteSide;
+use crate::unet::routes::Route;
 
 /// Send descriptors taken from one endpoint per turn (fairness).
 const SEND_BUDGET: u64 = 64;
@@ -501,7 +501,7 @@ pub(crate) struct EnginePort<'d, 'a> {
 }
 
 impl EnginePort<'_, '_> {
-    fn ep(&self) -> &crate::endpoints::Ep {
+    fn ep(&self) -> &crate::unet::endpoints::Ep {
         self.dp
             .eps
             .get(self.idx)

@@ -14,19 +14,19 @@ use unet_abi::*;
 use unet_control::{self as control, EndpointAddr, ErrorCode, PathChoice, Reply, Request};
 use unet_sys::Segment;
 
-use crate::applets::{AppletHost, Loaded};
+use crate::unet::applets::{AppletHost, Loaded};
 use crate::config::EngineConfig;
+use crate::control::server::{ControlServer, Incoming};
+use crate::control::setup_thread::{Done, SetupThread};
 use crate::counters::Counters;
-use crate::datapath::DataPath;
-use crate::direct::DirectConns;
-use crate::endpoints::{ClientId, EndpointTable};
 use crate::poller::{Poller, Token};
-use crate::remote::{Completion, RemoteSide};
-use crate::routes::{Peer, Route, Teardown};
-use crate::server::{ControlServer, Incoming};
-use crate::setup_thread::{Done, SetupThread};
 use crate::udm::Jobs;
-use crate::vias::Vias;
+use crate::unet::datapath::DataPath;
+use crate::unet::direct::DirectConns;
+use crate::unet::endpoints::{ClientId, EndpointTable};
+use crate::unet::remote::{Completion, RemoteSide};
+use crate::unet::routes::{Peer, Route, Teardown};
+use crate::via::vias::Vias;
 
 /// The parts a set-up request changes, borrowed from the dispatcher.
 pub(crate) struct Setup<'a> {
@@ -787,7 +787,7 @@ pub(crate) fn buffer_limit_for(g: &Geometry, asked: u64) -> Result<u64, ErrorCod
     let largest = (g.buffer_size as u64 * unet_abi::MAX_RX_BUFFERS as u64)
         .min(unet_abi::MAX_MESSAGE as u64)
         .max(unet_abi::INLINE_MAX as u64);
-    let floor = 2 * crate::backlog::record_len(largest as usize);
+    let floor = 2 * crate::unet::backlog::record_len(largest as usize);
     let limit = asked
         .max(floor)
         .max(unet_abi::MIN_BUFFER_LIMIT)

@@ -8,7 +8,7 @@
 //! which every rank not joined here is marked remote
 //! ([`UDM_NODE_REMOTE`]). Its memory is made on the set-up thread, as any
 //! job's; grants that come meanwhile wait on the link
-//! ([`crate::udm_link::Link::making`]) and are handed out once it is
+//! ([`crate::udm::link::Link::making`]) and are handed out once it is
 //! entered. Between the two engines the job has one link, a
 //! reliable stream carried exactly as a VI's messages are (VI Data,
 //! ViAck and ViClose frames naming the link as their VI, the sequence
@@ -46,23 +46,23 @@ use unet_abi::udm::*;
 use unet_abi::EngineCounter;
 use unet_control::{ErrorCode, Reply};
 
+use crate::control::setup::Setup;
+use crate::control::setup_thread::PendingJob;
 use crate::counters::Counters;
-use crate::endpoints::ClientId;
 use crate::poller::Token;
-use crate::remote::{RemoteSide, ViIn};
-use crate::setup::Setup;
-use crate::setup_thread::PendingJob;
+use crate::udm::link::{JoinOpen, Link, Links};
 use crate::udm::{Append, Job, JobMemory, Jobs, RemoteMsg, OUTBOX_MAX};
-use crate::udm_link::{JoinOpen, Link, Links};
-use crate::vi_path::{Outgoing, RemoteVi};
+use crate::unet::endpoints::ClientId;
+use crate::unet::remote::{RemoteSide, ViIn};
+use crate::via::vi_path::{Outgoing, RemoteVi};
 use crate::wire::frame::{UdmAccept, UdmJoin, ViAck, ViClose, ViRefuse, VI_CLOSE_NORMAL};
 use crate::wire::reliable::{
     self, DataVerdict, RelConfig, RelReceiver, RelSender, Reliability, SeqRange,
 };
 use crate::wire::{Body, RefuseReason, WireDrop};
 
-use crate::udm_link::{AHEAD_MAX, BATCH_MAX, HOLD};
-pub(crate) use crate::vias::LINK_BIT;
+use crate::udm::link::{AHEAD_MAX, BATCH_MAX, HOLD};
+pub(crate) use crate::via::vias::LINK_BIT;
 /// Retransmit interval of an unanswered join, and the attempts.
 const JOIN_RETRY: Duration = Duration::from_millis(200);
 const JOIN_TRIES: u32 = 10;
@@ -251,7 +251,7 @@ impl Link {
 
     /// Wire message `seq` arrived; false if refused as longer than a
     /// link's wire message (`BATCH_MAX`: not an honest peer's), so that
-    /// what a link keeps stays within [`LINK_KEPT_MAX`](crate::udm_link::LINK_KEPT_MAX).
+    /// what a link keeps stays within [`LINK_KEPT_MAX`](crate::udm::link::LINK_KEPT_MAX).
     fn arrive(&mut self, seq: u32, msg: Vec<u8>, now: u64) -> bool {
         if msg.len() > BATCH_MAX {
             return false;
@@ -658,7 +658,7 @@ impl Setup<'_> {
         let Some(w) = self.remote.as_deref_mut() else {
             return self.udm_reply(ci, req_id, Err(ErrorCode::Unreachable));
         };
-        if crate::vias::is_local(Some(home), Some(w.local_addr())) {
+        if crate::via::vias::is_local(Some(home), Some(w.local_addr())) {
             let r = self.udm_join(ci, job, key, rank);
             return self.udm_reply_fds(ci, req_id, job, rank, r);
         }
@@ -1174,7 +1174,7 @@ impl Setup<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::udm_link::LINK_KEPT_MAX;
+    use crate::udm::link::LINK_KEPT_MAX;
 
     #[test]
     fn a_link_keeps_at_most_its_bound() {

@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 use unet_abi::*;
 use unet_sys::{self as sys, Segment};
 
-use crate::endpoints::ClientId;
+use crate::unet::endpoints::ClientId;
 
 struct Conn {
     seg: Segment,

@@ -49,19 +49,19 @@ use std::time::Instant;
 use unet_abi::EngineCounter;
 use unet_sys::{self as sys, EventFd};
 
-use crate::applets::AppletHost;
+use crate::unet::applets::AppletHost;
 use crate::config::EngineConfig;
+use crate::control::server::{ControlServer, Incoming};
+use crate::control::setup::Setup;
+use crate::control::setup_thread::SetupThread;
 use crate::counters::Counters;
-use crate::datapath::{arrive, DataPath};
-use crate::direct::DirectConns;
-use crate::endpoints::EndpointTable;
 use crate::poller::{Poller, Token};
-use crate::remote::RemoteSide;
-use crate::server::{ControlServer, Incoming};
-use crate::setup::Setup;
-use crate::setup_thread::SetupThread;
 use crate::udm::Jobs;
-use crate::vias::Vias;
+use crate::unet::datapath::{arrive, DataPath};
+use crate::unet::direct::DirectConns;
+use crate::unet::endpoints::EndpointTable;
+use crate::unet::remote::RemoteSide;
+use crate::via::vias::Vias;
 use crate::wire::Transport;
 
 /// A turn polls the file descriptors at least once in this many.
@@ -277,7 +277,7 @@ impl Dispatcher {
 
     fn sleep(&mut self) {
         self.eps.arm();
-        crate::via_loop::arm(&self.vias, true);
+        crate::via::via_loop::arm(&self.vias, true);
         self.udm.arm(true);
         // Pairs with the fence a client issues between publishing a send
         // descriptor and reading `engine_armed`: either we see its
@@ -285,7 +285,7 @@ impl Dispatcher {
         fence(Ordering::SeqCst);
         if self.poll_data() > 0 {
             self.eps.disarm();
-            crate::via_loop::arm(&self.vias, false);
+            crate::via::via_loop::arm(&self.vias, false);
             self.udm.arm(false);
             return;
         }
@@ -297,7 +297,7 @@ impl Dispatcher {
         let work = self.poll_fds(timeout);
         self.counters.engine(EngineCounter::Wakeups, 1);
         self.eps.disarm();
-        crate::via_loop::arm(&self.vias, false);
+        crate::via::via_loop::arm(&self.vias, false);
         self.udm.arm(false);
         if work == 0 && self.poll_data() == 0 {
             self.counters.engine(EngineCounter::SpuriousWakeups, 1);
@@ -312,7 +312,7 @@ impl Dispatcher {
         let vis = self
             .remote
             .as_ref()
-            .and_then(|w| crate::via_loop::next_deadline(&self.vias, w));
+            .and_then(|w| crate::via::via_loop::next_deadline(&self.vias, w));
         let applets = self
             .applets
             .attached_indices()
@@ -323,7 +323,7 @@ impl Dispatcher {
         let links = self
             .remote
             .as_ref()
-            .and_then(|w| crate::udm_remote::next_deadline(&self.udm, w));
+            .and_then(|w| crate::udm::remote::next_deadline(&self.udm, w));
         // A buffered endpoint with messages waiting: its client does not
         // ring the doorbell when it makes room, so look again soon.
         let backlog = self
@@ -384,7 +384,7 @@ impl Dispatcher {
             }
         }
         if let Some(w) = self.remote.as_mut() {
-            work += crate::udm_remote::poll(&mut self.udm, w, &self.counters);
+            work += crate::udm::remote::poll(&mut self.udm, w, &self.counters);
             if self.udm.remote.setup_due() {
                 self.setup().udm_links();
             }
@@ -419,12 +419,12 @@ impl Dispatcher {
         let Some(w) = self.remote.as_mut() else {
             return 0;
         };
-        crate::udm_remote::take_frames(&mut self.udm, w);
+        crate::udm::remote::take_frames(&mut self.udm, w);
         if self.vias.engine.is_empty() && w.vi_in.is_empty() && w.silent.is_empty() {
             return 0;
         }
         let linger = self.cfg.idle_spin.as_nanos().min(u64::MAX as u128) as u64;
-        let (work, setup) = crate::via_loop::poll(&mut self.vias, w, &self.counters, linger);
+        let (work, setup) = crate::via::via_loop::poll(&mut self.vias, w, &self.counters, linger);
         if !setup.is_empty() {
             self.setup().vi_wire(setup);
         }
@@ -465,7 +465,7 @@ impl Dispatcher {
                 Token::Admin => self.admin(),
                 Token::Wire => {} // read by poll_data
                 // Its VI's client posted: the next turn visits it.
-                Token::ViDoorbell(id) => crate::via_loop::touch(&mut self.vias, id as u32),
+                Token::ViDoorbell(id) => crate::via::via_loop::touch(&mut self.vias, id as u32),
                 // Its job is polled every turn; the wake-up was the point.
                 Token::UdmDoorbell(_) => {}
             }
@@ -530,7 +530,7 @@ impl Drop for Dispatcher {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::invoker::LocalClient;
+    use crate::dispatch::invoker::LocalClient;
     use std::time::Duration;
     use unet_abi::udm::UDM_MAX_NODES;
     use unet_control::{Reply, Request};

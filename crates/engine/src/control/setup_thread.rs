@@ -61,9 +61,9 @@ use unet_abi::udm::UdmLayout;
 use unet_abi::Layout;
 use unet_sys::{EventFd, Segment};
 
-use crate::endpoints::{ClientId, EndpointTable};
-use crate::turns::Turns;
+use crate::control::turns::Turns;
 use crate::udm::JobMemory;
+use crate::unet::endpoints::{ClientId, EndpointTable};
 
 /// An endpoint whose segment is being made.
 pub(crate) struct PendingCreate {

@@ -1,5 +1,5 @@
 //! Set-up of VIA: registering memory, listening on a discriminator,
-//! connecting, accepting, rejecting and closing VIs (see [`crate::vias`]).
+//! connecting, accepting, rejecting and closing VIs (see [`crate::via::vias`]).
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
@@ -8,12 +8,12 @@ use std::time::{Duration, Instant};
 use unet_abi::*;
 use unet_control::{ErrorCode, Reply, Request, ViParams};
 
-use crate::endpoints::ClientId;
+use crate::control::setup::Setup;
 use crate::poller::Token;
-use crate::remote::ViIn;
-use crate::setup::Setup;
-use crate::vi_path::{EngineVi, RemoteVi};
-use crate::vias::{
+use crate::unet::endpoints::ClientId;
+use crate::unet::remote::ViIn;
+use crate::via::vi_path::{EngineVi, RemoteVi};
+use crate::via::vias::{
     self, Asker, Connector, Pending, PendingFull, PendingLimits, RemoteOpen, CONNECT_TIMEOUT_MAX,
 };
 use crate::wire::frame::{
@@ -406,8 +406,8 @@ impl Setup<'_> {
         attrs: ViParams,
         peer: Option<RemoteVi>,
     ) -> Result<u32, ErrorCode> {
-        let layout = ViLayout::new(crate::vi_path::VI_QUEUE_CAP).expect("valid");
-        let limits = crate::vi_path::ViLimits::of(self.cfg, &attrs);
+        let layout = ViLayout::new(crate::via::vi_path::VI_QUEUE_CAP).expect("valid");
+        let limits = crate::via::vi_path::ViLimits::of(self.cfg, &attrs);
         self.check_memory_for(ci, layout.segment_size.saturating_add(limits.held_budget))?;
         let id = self.vias.add_vi(ci, 0, attrs);
         let vi = EngineVi::new(
@@ -430,7 +430,7 @@ impl Setup<'_> {
             .poller
             .add_edge(vi.doorbell.fd().as_raw_fd(), Token::ViDoorbell(id as usize));
         self.vias.engine.insert(id, vi);
-        crate::via_loop::touch(self.vias, id);
+        crate::via::via_loop::touch(self.vias, id);
         Ok(id)
     }
 

@@ -5,7 +5,7 @@
 //! connect to a discriminator, the process listening on it is told
 //! ([`Reply::ViRequest`](unet_control::Reply::ViRequest)) and accepts or
 //! rejects; only then does either side get a VI. Two local VIs share a
-//! direct connection segment (made by [`DirectConns`](crate::direct)),
+//! direct connection segment (made by [`DirectConns`](crate::unet::direct)),
 //! which only those two processes map: the engine is out of their data
 //! path, and a process can send only on the VIs it was handed.
 //!
@@ -20,10 +20,10 @@ use std::time::{Duration, Instant};
 use unet_control::ViParams;
 use unet_sys::Segment;
 
-use crate::vi_path::EngineVi;
-pub(crate) use crate::vi_path::Region;
+use crate::via::vi_path::EngineVi;
+pub(crate) use crate::via::vi_path::Region;
 
-use crate::endpoints::ClientId;
+use crate::unet::endpoints::ClientId;
 
 /// Most connection requests waiting on one discriminator (VIA's backlog).
 pub(crate) const BACKLOG: usize = 64;

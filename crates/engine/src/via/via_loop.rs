@@ -1,6 +1,6 @@
 //! The VIs the engine carries, moved on the turns of the loop: VIA
 //! frames from the wire checked against the VIs' tokens and peers, then
-//! the posted descriptors, timers and acks (see [`crate::vi_path`]) of
+//! the posted descriptors, timers and acks (see [`crate::via::vi_path`]) of
 //! the VIs something happened to.
 //!
 //! A turn visits only the VIs on its list ([`ViTurn`]): those a frame
@@ -22,9 +22,9 @@ use std::time::{Duration, Instant};
 use unet_abi::ViError;
 
 use crate::counters::Counters;
-use crate::remote::{RemoteSide, ViIn};
-use crate::vi_path::EngineVi;
-use crate::vias::{ViTurn, Vias};
+use crate::unet::remote::{RemoteSide, ViIn};
+use crate::via::vi_path::EngineVi;
+use crate::via::vias::{ViTurn, Vias};
 use crate::wire::frame::{Body, ViAck, ViClose};
 use crate::wire::WireDrop;
 
@@ -178,7 +178,7 @@ pub(crate) fn poll(
             continue;
         };
         visits += 1;
-        let mut wire = |o: crate::vi_path::Outgoing<'_>| remote.send_vi(o);
+        let mut wire = |o: crate::via::vi_path::Outgoing<'_>| remote.send_vi(o);
         let polled = v.poll(regions, now, &mut wire);
         work += polled;
         let mut done = polled;

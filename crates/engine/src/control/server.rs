@@ -38,8 +38,8 @@ use unet_control::{self as control, ErrorCode, Reply, Request};
 use unet_sys as sys;
 
 use crate::counters::Counters;
-use crate::endpoints::ClientId;
 use crate::poller::{Poller, Token};
+use crate::unet::endpoints::ClientId;
 
 /// Requests read from one client per wake-up.
 const PACKETS_PER_WAKEUP: usize = 32;

@@ -6,9 +6,9 @@ use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use crate::endpoints::ClientId;
-use crate::remote::ViIn;
-use crate::vi_path::RemoteVi;
+use crate::unet::endpoints::ClientId;
+use crate::unet::remote::ViIn;
+use crate::via::vi_path::RemoteVi;
 use crate::wire::frame::UdmAccept;
 use crate::wire::reliable::{RelReceiver, RelSender};
 

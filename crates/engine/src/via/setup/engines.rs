@@ -313,7 +313,7 @@ impl Setup<'_> {
                 my_token: o.my_token,
             });
         }
-        crate::via_loop::touch(self.vias, o.vi);
+        crate::via::via_loop::touch(self.vias, o.vi);
         if let Some(w) = self.remote.as_deref_mut() {
             w.vi_route(o.vi, Some((from, o.my_token)));
         }

@@ -48,8 +48,8 @@ use unet_sys as sys;
 
 use crate::config::EngineConfig;
 use crate::counters::Counters;
-use crate::endpoints::{ClientId, EndpointTable};
-use crate::routes::{RemotePeer, Route};
+use crate::unet::endpoints::{ClientId, EndpointTable};
+use crate::unet::routes::{RemotePeer, Route};
 use crate::wire::{
     auth, auth::ReplayGuard, udp::DataTarget, udp::PushError, Body, ClusterKey, Frame, FrameError,
     OpenAccept, OpenRefuse, OpenRequest, PortConfig, Reassembler, ReassemblyConfig, RefuseReason,
@@ -405,7 +405,7 @@ impl RemoteSide {
 
     /// Queue a VI's message (and the ack it carries along, if it fits);
     /// true if the ack went with it.
-    pub(crate) fn send_vi(&mut self, o: crate::vi_path::Outgoing<'_>) -> bool {
+    pub(crate) fn send_vi(&mut self, o: crate::via::vi_path::Outgoing<'_>) -> bool {
         let t = DataTarget {
             dst_endpoint: o.to.vi,
             // Above every endpoint channel (MAX_CHANNELS): the reassembler
@@ -852,7 +852,7 @@ impl RemoteSide {
                 for (chan, r) in ep.routes.iter().enumerate() {
                     if let Route::Remote(r) = r {
                         if silent.contains(&r.addr) {
-                            gone.push(crate::routes::Peer {
+                            gone.push(crate::unet::routes::Peer {
                                 idx,
                                 id: ep.id,
                                 chan: chan as u16,
@@ -883,7 +883,7 @@ impl RemoteSide {
                     // or its Confirm: tell it (a frame as small as the
                     // request, to an address that sent one).
                     self.send_close(&r);
-                    eps.peer_gone(crate::routes::Peer {
+                    eps.peer_gone(crate::unet::routes::Peer {
                         idx: u.idx,
                         id: u.id,
                         chan: u.chan,
@@ -1074,7 +1074,7 @@ impl Rx<'_> {
                         crate::wire::frame::ViAck::from_ack(d.dst_endpoint, d.token, ack),
                     ));
                 }
-                if d.frag_count > 1 && d.dst_endpoint & crate::vias::LINK_BIT == 0 {
+                if d.frag_count > 1 && d.dst_endpoint & crate::via::vias::LINK_BIT == 0 {
                     // A VI keeps the fragments of what is in its window.
                     let Some(frag) = crate::wire::frag::FragIn::of(&d) else {
                         return self.reasm.stats.count_drop(WireDrop::BadLength);
@@ -1159,7 +1159,7 @@ impl Rx<'_> {
                     self.named_remote(eps, from, c.dst_endpoint, c.dst_channel, c.token)
                 {
                     self.adm.channel_gone(from, r.confirmed);
-                    eps.peer_gone(crate::routes::Peer {
+                    eps.peer_gone(crate::unet::routes::Peer {
                         idx: di,
                         id,
                         chan: c.dst_channel,
@@ -1210,7 +1210,7 @@ impl Rx<'_> {
         endpoint: u32,
         chan: u16,
         token: u64,
-    ) -> Option<(usize, u32, crate::routes::RemotePeer)> {
+    ) -> Option<(usize, u32, crate::unet::routes::RemotePeer)> {
         let Some(di) = eps.index_of(endpoint) else {
             self.reasm.stats.count_drop(WireDrop::UnknownEndpoint);
             return None;

@@ -17,7 +17,7 @@ use jive::Limits;
 use unet_sle::{Applet, AttachError, Runner, Verified};
 use unet_sys::EventFd;
 
-use crate::endpoints::ClientId;
+use crate::unet::endpoints::ClientId;
 
 /// Most arrivals queued for applets before new ones are dropped.
 pub(crate) const MAX_PENDING_RX: usize = 4096;

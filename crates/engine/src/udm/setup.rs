@@ -11,11 +11,11 @@ use unet_abi::udm::*;
 use unet_abi::EngineCounter;
 use unet_control::{ErrorCode, Reply, Request};
 
-use crate::endpoints::ClientId;
+use crate::control::setup::Setup;
+use crate::control::setup_thread::PendingJob;
 use crate::poller::Token;
-use crate::setup::Setup;
-use crate::setup_thread::PendingJob;
 use crate::udm::{JobMemory, Payer};
+use crate::unet::endpoints::ClientId;
 
 /// The longest atomicity timeout a job may ask for.
 const TIMEOUT_MAX: Duration = Duration::from_secs(60);
