@@ -758,3 +758,6 @@ impl WirePort {
         self.reported = now;
     }
 }
+
+#[cfg(test)]
+mod tests;
