@@ -117,10 +117,10 @@ pub(crate) struct Inbox {
     pub silent: Vec<SocketAddr>,
 }
 
-/// U-Net's remote channels, as the port sees them while it receives: it
-/// names their frames' channels, checks them, reassembles their messages
-/// and hands over what passed. Called for each frame (a generic, not a
-/// trait object: no dynamic dispatch per frame).
+/// U-Net's remote channels, as the port sees them while it receives: the
+/// port asks them what a frame's channel is, makes the check, reassembles
+/// the message and hands over what passed. Called for each frame (a
+/// generic, not a trait object: no dynamic dispatch per frame).
 pub(crate) trait Channels {
     /// What a checked frame names (the channel, found in the caller's
     /// tables).
