@@ -14,13 +14,13 @@ use unet_abi::*;
 use unet_control::{self as control, EndpointAddr, ErrorCode, PathChoice, Reply, Request};
 use unet_sys::Segment;
 
-use crate::unet::applets::{AppletHost, Loaded};
 use crate::config::EngineConfig;
 use crate::control::server::{ControlServer, Incoming};
 use crate::control::setup_thread::{Done, SetupThread};
 use crate::counters::Counters;
 use crate::poller::{Poller, Token};
 use crate::udm::Jobs;
+use crate::unet::applets::{AppletHost, Loaded};
 use crate::unet::datapath::DataPath;
 use crate::unet::direct::DirectConns;
 use crate::unet::endpoints::{ClientId, EndpointTable};

@@ -49,7 +49,6 @@ use std::time::Instant;
 use unet_abi::EngineCounter;
 use unet_sys::{self as sys, EventFd};
 
-use crate::unet::applets::AppletHost;
 use crate::config::EngineConfig;
 use crate::control::server::{ControlServer, Incoming};
 use crate::control::setup::Setup;
@@ -57,6 +56,7 @@ use crate::control::setup_thread::SetupThread;
 use crate::counters::Counters;
 use crate::poller::{Poller, Token};
 use crate::udm::Jobs;
+use crate::unet::applets::AppletHost;
 use crate::unet::datapath::{arrive, DataPath};
 use crate::unet::direct::DirectConns;
 use crate::unet::endpoints::EndpointTable;

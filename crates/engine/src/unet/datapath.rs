@@ -21,8 +21,8 @@ use std::time::Instant;
 use unet_abi::*;
 use unet_sle::{Outcome, Port, Runner, RunnerConfig};
 
-use crate::unet::applets::{AppletHost, Loaded};
 use crate::counters::Counters;
+use crate::unet::applets::{AppletHost, Loaded};
 use crate::unet::endpoints::{Delivery, EndpointTable};
 use crate::unet::remote::RemoteSide;
 use crate::unet::routes::Route;
