@@ -44,6 +44,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+mod clients;
 mod config;
 mod control;
 pub mod counters;

@@ -9,11 +9,13 @@
 //! `unet applet attach`). Channels are granted here and nowhere else.
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::time::Instant;
 
 use unet_abi::*;
 use unet_control::{self as control, EndpointAddr, ErrorCode, PathChoice, Reply, Request};
 use unet_sys::Segment;
 
+use crate::clients::{self, Charges, Tally, Usage};
 use crate::config::EngineConfig;
 use crate::control::server::{ControlServer, Incoming};
 use crate::control::setup_thread::{Done, SetupThread};
@@ -24,8 +26,9 @@ use crate::unet::applets::{AppletHost, Loaded};
 use crate::unet::datapath::DataPath;
 use crate::unet::direct::DirectConns;
 use crate::unet::endpoints::{ClientId, EndpointTable};
-use crate::unet::remote::{Completion, RemoteSide};
+use crate::unet::remote::{Completion, RemoteSide, ViIn};
 use crate::unet::routes::{Peer, Route, Teardown};
+use crate::via::setup::{self as via_setup, ViaSetup};
 use crate::via::vias::Vias;
 
 /// The parts a set-up request changes, borrowed from the dispatcher.
@@ -43,19 +46,105 @@ pub(crate) struct Setup<'a> {
     pub udm: &'a mut Jobs,
 }
 
-/// What one client's process (and its user) holds: what the limits are
-/// checked against.
-#[derive(Clone, Copy, Debug, Default)]
-struct Usage {
-    /// Bytes of shared memory held by the process.
-    memory: u64,
-    /// Endpoints held by the process (with those being made).
-    endpoints: u32,
-    /// Bytes of shared memory held by the user's processes.
-    user_memory: u64,
+/// Objects (endpoints, regions, VIs, UDM jobs and nodes) a process may
+/// hold and still make more from the engine's reserve of descriptors.
+const FEW_OBJECTS: u32 = 8;
+
+/// The parts whose charges count against a process's and its user's
+/// memory limits, but for those a system's set-up holds itself (None):
+/// what control adds to that system's own charges.
+struct Rest<'a> {
+    eps: &'a EndpointTable,
+    work: &'a SetupThread,
+    conns: Option<&'a DirectConns>,
+    vias: Option<&'a Vias>,
+    udm: Option<&'a Jobs>,
+}
+
+impl Charges for Rest<'_> {
+    /// The segments of the endpoints, of those being made, of the UDM
+    /// jobs being made, of the direct connections, of VIA's regions and
+    /// VIs, and the jobs by the process and user that made them, while
+    /// they live.
+    fn charge(&self, t: &mut Tally<'_>) {
+        for (_, e) in self.eps.iter() {
+            t.add(e.owner, e.seg.len() as u64 + e.buffer_limit(), true);
+        }
+        for p in self.work.pending() {
+            t.add(p.client, p.layout.segment_size + p.buffer_limit, true);
+        }
+        for p in self.work.pending_jobs() {
+            t.add(p.client, p.charge(), false);
+        }
+        for (owner, bytes) in self.conns.iter().flat_map(|c| c.charges()) {
+            t.add(owner, bytes, false);
+        }
+        for (owner, bytes) in self.vias.iter().flat_map(|v| v.charges()) {
+            t.add(owner, bytes, false);
+        }
+        for (payer, bytes) in self.udm.iter().flat_map(|u| u.charges()) {
+            t.add_payer(payer.key, payer.uid, bytes);
+        }
+    }
 }
 
 impl Setup<'_> {
+    /// The set-up of VIA, for `f`: the VIA parts, and what VIA reads of
+    /// the rest.
+    pub(crate) fn via<T>(&mut self, f: impl FnOnce(&mut ViaSetup<'_>) -> T) -> T {
+        let rest = Rest {
+            eps: self.eps,
+            work: self.work,
+            conns: None,
+            vias: None,
+            udm: Some(self.udm),
+        };
+        let mut v = ViaSetup {
+            cfg: self.cfg,
+            engine_id: self.engine_id,
+            poller: self.poller,
+            counters: self.eps.counters(),
+            clients: &*self.server,
+            rest: &rest,
+            conns: self.conns,
+            remote: self.remote.as_deref_mut(),
+            vias: self.vias,
+        };
+        f(&mut v)
+    }
+
+    /// Act on the VIA set-up frames that came from the wire.
+    pub(crate) fn vi_wire(&mut self, frames: Vec<ViIn>) {
+        self.via(|v| v.vi_wire(frames));
+    }
+
+    /// Answer the VI connection requests nobody accepted in time.
+    pub(crate) fn expire_requests(&mut self, now: Instant) {
+        self.via(|v| v.expire_requests(now));
+    }
+
+    /// Whether client `ci`'s process holds few objects that cost the
+    /// engine descriptors (endpoints, regions, VIs, UDM jobs and nodes):
+    /// such a process may still make one when the engine is down to its
+    /// reserve of descriptors, so that a newcomer can work while one that
+    /// holds many is refused.
+    fn holds_few_objects(&self, ci: ClientId) -> bool {
+        let key = self.server.proc_key(ci);
+        let endpoints = self
+            .eps
+            .iter()
+            .filter(|(_, e)| self.server.proc_key(e.owner) == key)
+            .count() as u32;
+        endpoints
+            .saturating_add(via_setup::descriptor_objects_of(
+                self.vias,
+                &*self.server,
+                ci,
+            ))
+            .saturating_add(self.udm_objects_of(ci))
+            < FEW_OBJECTS
+    }
+
     fn counters(&self) -> &Counters {
         self.eps.counters()
     }
@@ -101,7 +190,7 @@ impl Setup<'_> {
             | Request::ViReject { .. }
             | Request::ViClose { .. }
             | Request::ViGrantRegion { .. }
-            | Request::ViPeerRegion { .. } => self.handle_via(ci, req_id, req, &mut fds),
+            | Request::ViPeerRegion { .. } => self.via(|v| v.handle_via(ci, req_id, req, &mut fds)),
             Request::UdmCreateJob { .. }
             | Request::UdmJoin { .. }
             | Request::UdmLeave { .. }
@@ -235,7 +324,7 @@ impl Setup<'_> {
         }
     }
 
-    fn stat(&self, ci: ClientId, req_id: u32) {
+    fn stat(&mut self, ci: ClientId, req_id: u32) {
         let allowed = self
             .server
             .client(ci)
@@ -256,58 +345,27 @@ impl Setup<'_> {
                 ep.seg.len() as u64 + ep.buffer_limit() + self.conns.memory_opened_by(ep.id);
             c.set_ep(ep.slot, EndpointCounter::MemoryBytes, memory);
         }
-        self.fill_vi_slots();
+        self.via(|v| v.fill_vi_slots());
         self.fill_udm_slots();
         let r = Reply::Stat {
             max_endpoints: self.cfg.max_endpoints,
             limits: self.cfg.limits(),
         };
-        self.server.reply(ci, req_id, r, &[c.fd()]);
+        self.server.reply(ci, req_id, r, &[self.counters().fd()]);
     }
 
     /// What the process of client `ci` (over all its connections) and its
     /// user hold: the segments of their endpoints, of those being made,
     /// and of the direct connections they opened.
     fn usage(&self, ci: ClientId) -> Usage {
-        let mut u = Usage::default();
-        let Some(me) = self.server.client(ci) else {
-            return u;
+        let rest = Rest {
+            eps: self.eps,
+            work: self.work,
+            conns: Some(self.conns),
+            vias: Some(self.vias),
+            udm: Some(self.udm),
         };
-        let (key, uid) = (self.server.proc_key(ci), me.uid);
-        let mut add = |owner: ClientId, bytes: u64, endpoint: bool| {
-            if self.server.proc_key(owner) == key {
-                u.memory = u.memory.saturating_add(bytes);
-                u.endpoints += endpoint as u32;
-            }
-            if self.server.client(owner).is_some_and(|c| c.uid == uid) {
-                u.user_memory = u.user_memory.saturating_add(bytes);
-            }
-        };
-        for (_, e) in self.eps.iter() {
-            add(e.owner, e.seg.len() as u64 + e.buffer_limit(), true);
-        }
-        for p in self.work.pending() {
-            add(p.client, p.layout.segment_size + p.buffer_limit, true);
-        }
-        for p in self.work.pending_jobs() {
-            add(p.client, p.charge(), false);
-        }
-        for (owner, bytes) in self.conns.charges() {
-            add(owner, bytes, false);
-        }
-        for (owner, bytes) in self.vias.charges() {
-            add(owner, bytes, false);
-        }
-        // Jobs by the process and user that made them, while they live.
-        for (payer, bytes) in self.udm.charges() {
-            if Some(payer.key) == key {
-                u.memory = u.memory.saturating_add(bytes);
-            }
-            if payer.uid == uid {
-                u.user_memory = u.user_memory.saturating_add(bytes);
-            }
-        }
-        u
+        clients::usage(&*self.server, ci, |t| rest.charge(t))
     }
 
     /// Whether client `ci`'s process and user may take `more` bytes of
@@ -319,16 +377,7 @@ impl Setup<'_> {
     /// Whether client `ci`'s process and user may take `more` bytes of
     /// shared memory: the refusal (counted) if not.
     fn check_memory(&self, u: &Usage, more: u64) -> Result<(), ErrorCode> {
-        if u.memory.saturating_add(more) > self.cfg.client_memory {
-            self.counters().engine(EngineCounter::QuotaRefusedMemory, 1);
-            return Err(ErrorCode::QuotaExceeded);
-        }
-        if u.user_memory.saturating_add(more) > self.cfg.user_memory {
-            self.counters()
-                .engine(EngineCounter::QuotaRefusedUserMemory, 1);
-            return Err(ErrorCode::UserQuota);
-        }
-        Ok(())
+        u.check(more, self.cfg, self.counters())
     }
 
     /// Start creating an endpoint for client `ci`: checked against its
@@ -650,7 +699,7 @@ impl Setup<'_> {
         for idx in endpoints {
             self.close_endpoint(idx);
         }
-        self.drop_client_vias(ci);
+        self.via(|v| v.drop_client_vias(ci));
         self.drop_client_udm(ci);
         if let Some(w) = self.remote.as_deref_mut() {
             w.forget_client(ci);
