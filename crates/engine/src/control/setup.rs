@@ -9,8 +9,9 @@
 //! `unet applet attach`). Channels are granted here and nowhere else.
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use unet_abi::udm::UdmLayout;
 use unet_abi::*;
 use unet_control::{self as control, EndpointAddr, ErrorCode, PathChoice, Reply, Request};
 use unet_sys::Segment;
@@ -21,7 +22,8 @@ use crate::control::server::{ControlServer, Incoming};
 use crate::control::setup_thread::{Done, SetupThread};
 use crate::counters::Counters;
 use crate::poller::{Poller, Token};
-use crate::udm::Jobs;
+use crate::udm::setup::{self as udm_setup, UdmSetup, Work};
+use crate::udm::{Jobs, PendingJob};
 use crate::unet::applets::{AppletHost, Loaded};
 use crate::unet::datapath::DataPath;
 use crate::unet::direct::DirectConns;
@@ -88,7 +90,95 @@ impl Charges for Rest<'_> {
     }
 }
 
+/// The set-up threads as UDM's set-up sees them, with the charges of the
+/// parts outside UDM.
+struct UdmWork<'a> {
+    work: &'a mut SetupThread,
+    eps: &'a EndpointTable,
+    conns: &'a DirectConns,
+    vias: &'a Vias,
+}
+
+impl Charges for UdmWork<'_> {
+    fn charge(&self, t: &mut Tally<'_>) {
+        let rest = Rest {
+            eps: self.eps,
+            work: self.work,
+            conns: Some(self.conns),
+            vias: Some(self.vias),
+            udm: None,
+        };
+        rest.charge(t);
+    }
+}
+
+impl Work for UdmWork<'_> {
+    fn start_udm_job(
+        &mut self,
+        engine_id: u64,
+        client: (ClientId, u32),
+        id: u32,
+        layout: UdmLayout,
+        timeout: Duration,
+    ) {
+        self.work
+            .start_udm_job(engine_id, client, id, layout, timeout);
+    }
+
+    fn start_udm_replica(
+        &mut self,
+        engine_id: u64,
+        client: (ClientId, u32),
+        id: u32,
+        geometry: (UdmLayout, Duration),
+        link: u32,
+    ) {
+        self.work
+            .start_udm_replica(engine_id, client, id, geometry, link);
+    }
+
+    fn pending_jobs(&self) -> &[PendingJob] {
+        self.work.pending_jobs()
+    }
+
+    fn discard_all(&mut self, size: u64, segs: Vec<Segment>) {
+        self.work.discard_all(size, segs);
+    }
+
+    fn release_all(&mut self, segs: Vec<Segment>) {
+        self.work.release_all(segs);
+    }
+}
+
 impl Setup<'_> {
+    /// The set-up of UDM, for `f`: the UDM parts, the set-up threads, and
+    /// what UDM reads of the rest.
+    pub(crate) fn udm<T>(&mut self, f: impl FnOnce(&mut UdmSetup<'_>) -> T) -> T {
+        let mut work = UdmWork {
+            work: self.work,
+            eps: self.eps,
+            conns: self.conns,
+            vias: self.vias,
+        };
+        let mut u = UdmSetup {
+            cfg: self.cfg,
+            engine_id: self.engine_id,
+            poller: self.poller,
+            counters: self.eps.counters(),
+            clients: &*self.server,
+            work: &mut work,
+            remote: self.remote.as_deref_mut(),
+            udm: self.udm,
+        };
+        f(&mut u)
+    }
+
+    /// The set-up side of UDM's links to other engines: joins and their
+    /// answers from the wire, closes, join retries, links to retire.
+    pub(crate) fn udm_links(&mut self) {
+        self.udm(|u| u.udm_links());
+    }
+
     /// The set-up of VIA, for `f`: the VIA parts, and what VIA reads of
     /// the rest.
     pub(crate) fn via<T>(&mut self, f: impl FnOnce(&mut ViaSetup<'_>) -> T) -> T {
@@ -141,7 +231,7 @@ impl Setup<'_> {
                 &*self.server,
                 ci,
             ))
-            .saturating_add(self.udm_objects_of(ci))
+            .saturating_add(udm_setup::objects_of(self.udm, &*self.server, ci))
             < FEW_OBJECTS
     }
 
@@ -194,7 +284,9 @@ impl Setup<'_> {
             Request::UdmCreateJob { .. }
             | Request::UdmJoin { .. }
             | Request::UdmLeave { .. }
-            | Request::UdmJoinRemote { .. } => self.handle_udm(ci, req_id, req, &mut fds),
+            | Request::UdmJoinRemote { .. } => {
+                self.udm(|u| u.handle_udm(ci, req_id, req, &mut fds))
+            }
             Request::Hello { version } => {
                 let r = if version == control::PROTOCOL_VERSION {
                     Reply::Hello {
@@ -346,7 +438,7 @@ impl Setup<'_> {
             c.set_ep(ep.slot, EndpointCounter::MemoryBytes, memory);
         }
         self.via(|v| v.fill_vi_slots());
-        self.fill_udm_slots();
+        self.udm(|u| u.fill_udm_slots());
         let r = Reply::Stat {
             max_endpoints: self.cfg.max_endpoints,
             limits: self.cfg.limits(),
@@ -366,12 +458,6 @@ impl Setup<'_> {
             udm: Some(self.udm),
         };
         clients::usage(&*self.server, ci, |t| rest.charge(t))
-    }
-
-    /// Whether client `ci`'s process and user may take `more` bytes of
-    /// shared memory: the refusal (counted) if not.
-    pub(crate) fn check_memory_for(&self, ci: ClientId, more: u64) -> Result<(), ErrorCode> {
-        self.check_memory(&self.usage(ci), more)
     }
 
     /// Whether client `ci`'s process and user may take `more` bytes of
@@ -416,13 +502,13 @@ impl Setup<'_> {
     /// Finish the creations whose memory is ready: an endpoint is entered
     /// and its client gets the segment and the doorbell; a UDM job is
     /// entered and its client gets its id and key
-    /// ([`Setup::finish_udm_job`]).
+    /// ([`UdmSetup::finish_udm_job`]).
     pub(crate) fn finish_creates(&mut self) {
         for done in self.work.poll() {
             let (p, seg) = match done {
                 Done::Endpoint(p, seg) => (p, seg),
                 Done::UdmJob(p, mem) => {
-                    self.finish_udm_job(p, mem);
+                    self.udm(|u| u.finish_udm_job(p, mem));
                     continue;
                 }
             };
@@ -700,7 +786,7 @@ impl Setup<'_> {
             self.close_endpoint(idx);
         }
         self.via(|v| v.drop_client_vias(ci));
-        self.drop_client_udm(ci);
+        self.udm(|u| u.drop_client_udm(ci));
         if let Some(w) = self.remote.as_deref_mut() {
             w.forget_client(ci);
         }
@@ -712,7 +798,7 @@ impl Setup<'_> {
         for p in jobs {
             self.udm.unreserve(p.id);
             if let Some(link) = p.replica_of {
-                self.udm_replica_abandoned(link);
+                self.udm(|u| u.udm_replica_abandoned(link));
             }
         }
     }

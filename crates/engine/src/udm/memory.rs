@@ -129,6 +129,29 @@ impl JobMemory {
     }
 }
 
+/// A UDM job whose memory is being made (on the set-up thread).
+pub(crate) struct PendingJob {
+    /// The set-up thread's ticket for it.
+    pub(crate) ticket: u64,
+    /// The client that asked, and its request.
+    pub client: ClientId,
+    pub req_id: u32,
+    /// The id reserved for it, its geometry and atomicity timeout.
+    pub id: u32,
+    pub layout: UdmLayout,
+    pub timeout: Duration,
+    /// The link it is the replica for, when it is the replica of another
+    /// engine's job that `client` joins through that link.
+    pub replica_of: Option<u32>,
+}
+
+impl PendingJob {
+    /// Bytes charged to its creator (as for a made job).
+    pub(crate) fn charge(&self) -> u64 {
+        JobMemory::charge(&self.layout)
+    }
+}
+
 /// Ids reserved while a job's memory is made, and the entering of a
 /// made job.
 impl Jobs {

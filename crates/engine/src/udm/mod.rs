@@ -5,7 +5,7 @@
 //! straight into its fast ring to the receiver, in the job segment that
 //! only the job's nodes map. The engine's part is
 //!
-//! - the set-up (`setup_udm`): it makes a job's segments and grants each
+//! - the set-up (`setup`): it makes a job's segments and grants each
 //!   rank to one process, so a node can reach the nodes of its own job
 //!   and no other;
 //! - the buffered case: in divert mode senders hand their messages to the
@@ -40,9 +40,9 @@ use crate::vbuf::ResidentPages;
 pub(crate) mod link;
 mod memory;
 pub(crate) mod remote;
-mod setup;
+pub(crate) mod setup;
 mod timeout;
-pub(crate) use memory::JobMemory;
+pub(crate) use memory::{JobMemory, PendingJob};
 use timeout::bits;
 pub(crate) use timeout::Turn;
 
