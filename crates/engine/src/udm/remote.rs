@@ -3,8 +3,9 @@
 //!
 //! A job lives on its *home* engine (where it was created). A process
 //! behind another engine joins a rank through its own engine, which asks
-//! the home engine for it ([`UdmJoin`], with the job's key) and, the first
-//! time, makes the job's *replica*: a job segment of the same geometry in
+//! the home engine for it ([`UdmJoin`](crate::wire::frame::UdmJoin), with
+//! the job's key) and, the first time, makes the job's *replica*: a job
+//! segment of the same geometry in
 //! which every rank not joined here is marked remote
 //! ([`UDM_NODE_REMOTE`]). Its memory is made on the set-up thread, as any
 //! job's; grants that come meanwhile wait on the link
