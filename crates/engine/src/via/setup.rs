@@ -65,8 +65,8 @@ pub(crate) struct ViaSetup<'a> {
     pub counters: &'a Counters,
     /// The clients: who they are, where replies go.
     pub clients: &'a dyn Clients,
-    /// What the parts outside VIA (and the direct connections) charge to
-    /// a process and its user.
+    /// What the parts other than VIA's and the direct connections charge
+    /// to a process and its user.
     pub rest: &'a dyn Charges,
     pub conns: &'a mut DirectConns,
     pub remote: Option<&'a mut RemoteSide>,
