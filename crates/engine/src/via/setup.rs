@@ -96,12 +96,8 @@ fn objects_of(vias: &Vias, clients: &dyn Clients, ci: ClientId, what: Object) ->
 /// The regions and VIs client `ci`'s process holds: objects that cost
 /// the engine descriptors.
 pub(crate) fn descriptor_objects_of(vias: &Vias, clients: &dyn Clients, ci: ClientId) -> u32 {
-    objects_of(vias, clients, ci, Object::Region).saturating_add(objects_of(
-        vias,
-        clients,
-        ci,
-        Object::Vi,
-    ))
+    let regions = objects_of(vias, clients, ci, Object::Region);
+    regions.saturating_add(objects_of(vias, clients, ci, Object::Vi))
 }
 
 impl ViaSetup<'_> {

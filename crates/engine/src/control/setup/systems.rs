@@ -199,13 +199,10 @@ impl Setup<'_> {
             .iter()
             .filter(|(_, e)| self.server.proc_key(e.owner) == key)
             .count() as u32;
+        let clients = &*self.server;
         endpoints
-            .saturating_add(via_setup::descriptor_objects_of(
-                self.vias,
-                &*self.server,
-                ci,
-            ))
-            .saturating_add(udm_setup::objects_of(self.udm, &*self.server, ci))
+            .saturating_add(via_setup::descriptor_objects_of(self.vias, clients, ci))
+            .saturating_add(udm_setup::objects_of(self.udm, clients, ci))
             < FEW_OBJECTS
     }
 
