@@ -5,11 +5,9 @@
 //! a line). Every language binding parses that file with its own reading of
 //! the layout and checks the values listed in [`GOLDEN_FACTS`].
 
-use core::mem::size_of;
 use core::ptr::NonNull;
-use core::sync::atomic::Ordering;
 
-use crate::ring::Ring;
+use crate::view::EndpointView;
 use crate::*;
 
 /// Geometry of the golden segment.
@@ -90,89 +88,73 @@ pub fn write_golden(buf: &mut [u8]) -> bool {
     let Ok(l) = Layout::new(GOLDEN_GEOMETRY) else {
         return false;
     };
-    let base = buf.as_mut_ptr();
-    // SAFETY: buf is 4096-aligned and GOLDEN_LEN long, which holds the
-    // header (checked by layout: segment_size == GOLDEN_LEN below).
-    unsafe {
-        if l.segment_size as usize != GOLDEN_LEN {
-            return false;
-        }
-        let h = base as *mut EndpointHeader;
-        (*h).magic = ENDPOINT_MAGIC;
-        (*h).version = VERSION;
-        (*h).header_size = ENDPOINT_HEADER_SIZE as u32;
-        (*h).segment_size = l.segment_size;
-        (*h).endpoint_id = 7;
-        (*h).buffer_size = l.geometry.buffer_size;
-        (*h).send_cap = l.geometry.send_cap;
-        (*h).recv_cap = l.geometry.recv_cap;
-        (*h).free_cap = l.geometry.free_cap;
-        (*h).event_cap = l.geometry.event_cap;
-        (*h).send_off = l.send_off;
-        (*h).recv_off = l.recv_off;
-        (*h).free_off = l.free_off;
-        (*h).event_off = l.event_off;
-        (*h).buffer_area_off = l.buffer_area_off;
-        (*h).buffer_area_size = l.geometry.buffer_area_size;
-        (*h).engine_id = 0x0123_4567_89ab_cdef;
-        let at = |off: u64| NonNull::new_unchecked(base.add(off as usize));
-        let send: Ring<SendDesc> = Ring::from_raw(at(l.send_off), l.geometry.send_cap);
-        let recv: Ring<RecvDesc> = Ring::from_raw(at(l.recv_off), l.geometry.recv_cap);
-        let free: Ring<u32> = Ring::from_raw(at(l.free_off), l.geometry.free_cap);
-        let event: Ring<EventDesc> = Ring::from_raw(at(l.event_off), l.geometry.event_cap);
-        send.init(size_of::<SendDesc>() as u32);
-        recv.init(size_of::<RecvDesc>() as u32);
-        free.init(4);
-        event.init(size_of::<EventDesc>() as u32);
-        send.write(
-            0,
-            SendDesc {
-                offset: 512,
-                len: 100,
-                channel: 3,
-                flags: 0,
-                status: 1,
-            },
-        );
-        send.set_head(1);
-        let mut small = RecvDesc {
-            len: 5,
-            channel: 3,
-            flags: RECV_INLINE,
-            ..Default::default()
-        };
-        small.data[..5].copy_from_slice(b"hello");
-        recv.write(0, small);
-        let mut big = RecvDesc {
-            len: 300,
-            channel: 9,
-            nbufs: 2,
-            ..Default::default()
-        };
-        big.set_offset(0, 1024);
-        big.set_offset(1, 1280);
-        recv.write(1, big);
-        recv.set_head(2);
-        for (i, off) in [1536u32, 1792, 2048].into_iter().enumerate() {
-            free.write(i as u64, off);
-        }
-        free.set_head(3);
-        event.write(
-            0,
-            EventDesc {
-                kind: EventKind::ChannelOpened as u16,
-                channel: 9,
-                peer_endpoint: 42,
-                port: 7700,
-                family: 4,
-                arg: 0,
-                addr: [127, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
-            },
-        );
-        event.set_head(1);
-        (*h).engine_armed.store(0, Ordering::Relaxed);
-        base.add(l.buffer_area_off as usize + 512)
-            .copy_from(b"ABCD".as_ptr(), 4);
+    let Some(base) = NonNull::new(buf.as_mut_ptr()) else {
+        return false;
+    };
+    if l.segment_size as usize != GOLDEN_LEN {
+        return false;
     }
+    // SAFETY: buf is 4096-aligned, GOLDEN_LEN long (the segment's size)
+    // and ours alone; the view's rings do not outlive this call.
+    let Ok(view) = (unsafe { EndpointView::init(base, GOLDEN_LEN, &l, 7, 0x0123_4567_89ab_cdef) })
+    else {
+        return false;
+    };
+    let EndpointView {
+        send,
+        recv,
+        free,
+        events: event,
+        buffer_area,
+        ..
+    } = view;
+    send.write(
+        0,
+        SendDesc {
+            offset: 512,
+            len: 100,
+            channel: 3,
+            flags: 0,
+            status: 1,
+        },
+    );
+    send.set_head(1);
+    let mut small = RecvDesc {
+        len: 5,
+        channel: 3,
+        flags: RECV_INLINE,
+        ..Default::default()
+    };
+    small.data[..5].copy_from_slice(b"hello");
+    recv.write(0, small);
+    let mut big = RecvDesc {
+        len: 300,
+        channel: 9,
+        nbufs: 2,
+        ..Default::default()
+    };
+    big.set_offset(0, 1024);
+    big.set_offset(1, 1280);
+    recv.write(1, big);
+    recv.set_head(2);
+    for (i, off) in [1536u32, 1792, 2048].into_iter().enumerate() {
+        free.write(i as u64, off);
+    }
+    free.set_head(3);
+    event.write(
+        0,
+        EventDesc {
+            kind: EventKind::ChannelOpened as u16,
+            channel: 9,
+            peer_endpoint: 42,
+            port: 7700,
+            family: 4,
+            arg: 0,
+            addr: [127, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+        },
+    );
+    event.set_head(1);
+    // SAFETY: 512 + 4 bytes lie inside the buffer area (4096 bytes).
+    unsafe { buffer_area.add(512).as_ptr().copy_from(b"ABCD".as_ptr(), 4) };
     true
 }

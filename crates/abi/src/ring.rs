@@ -1,16 +1,68 @@
-//! Access to a descriptor ring in shared memory.
+//! The header every descriptor ring in shared memory starts with, and
+//! access to a ring.
 //!
 //! [`Ring`] is a view (base pointer, capacity) over a [`RingHeader`] and its
 //! entries. It offers the primitive operations; the protocols (who owns which
 //! position, what is checked) live with the parties that use them. Nothing
 //! read through a `Ring` is trusted: entries are copied out once with a
 //! volatile read and positions are plain numbers that callers check.
+//!
+//! # Ring header
+//!
+//! ```text
+//!  0x00 head: u64   producer position (entries pushed so far)   own cache line
+//!  0x40 tail: u64   consumer position (entries popped so far)   own cache line
+//!  0x80 capacity: u32, entry_size: u32                          read-only
+//!  0xC0 entries …
+//! ```
+//! Push: check `head - tail < capacity`, write the entry at `head % capacity`,
+//! then store `head + 1` with Release. Pop: load `head` with Acquire, read the
+//! entry at `tail % capacity` once into a local copy, store `tail + 1` with
+//! Release. The free ring has two consumers (the engine, and the client's own
+//! direct path), so its pop is a compare-and-swap on `tail` after reading the
+//! entry.
 
 use core::marker::PhantomData;
+use core::mem::{offset_of, size_of};
 use core::ptr::NonNull;
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicU64, Ordering};
 
-use crate::{RingHeader, ShmSafe, RING_HEADER_SIZE};
+use crate::{ShmSafe, CACHE_LINE};
+
+/// Header of every descriptor ring; the entries follow at offset
+/// [`RING_HEADER_SIZE`].
+#[repr(C, align(64))]
+pub struct RingHeader {
+    /// Producer position (entries pushed so far).
+    pub head: AtomicU64,
+    _pad0: [u8; 56],
+    /// Consumer position (entries popped so far).
+    pub tail: AtomicU64,
+    _pad1: [u8; 56],
+    /// Capacity in entries (power of two). Informational for readers; the
+    /// engine uses its own copy.
+    pub capacity: u32,
+    /// Size of one entry in bytes.
+    pub entry_size: u32,
+    _pad2: [u8; 56],
+}
+
+/// Size of a [`RingHeader`]; entries start at this offset from the header.
+pub const RING_HEADER_SIZE: usize = 192;
+
+const _: () = {
+    assert!(size_of::<RingHeader>() == RING_HEADER_SIZE);
+    assert!(offset_of!(RingHeader, tail) == 64);
+    assert!(offset_of!(RingHeader, capacity) == 128);
+    assert!(offset_of!(RingHeader, entry_size) == 132);
+};
+
+/// Bytes a ring of `cap` entries of `entry_size` bytes occupies, rounded up to
+/// a cache line.
+pub const fn ring_bytes(cap: u32, entry_size: usize) -> usize {
+    let b = RING_HEADER_SIZE + cap as usize * entry_size;
+    (b + CACHE_LINE - 1) & !(CACHE_LINE - 1)
+}
 
 /// A view of a ring of `T` in shared memory.
 pub struct Ring<T: ShmSafe> {

@@ -19,7 +19,7 @@
 //! ```
 //!
 //! A fast ring has one producer (the sender) and one consumer (the
-//! receiver): push and pop as in the crate documentation's ring protocol.
+//! receiver): push and pop as in the ring protocol ([`crate::ring`]).
 //!
 //! # Node segment
 //!
@@ -158,6 +158,45 @@ pub struct UdmMsg {
 
 // SAFETY: a repr(C) struct of integers; any bit pattern is a valid value.
 unsafe impl crate::ShmSafe for UdmMsg {}
+
+/// The first 8 bytes of a [`UdmMsg`] (`peer`, `handler`, `nwords`) as the
+/// one little-endian word they are read and written as: a writer stores
+/// the words first and this word last, in one store; a reader loads it
+/// once and checks it before use. The one place the word is packed and
+/// unpacked.
+///
+/// ```text
+///  bits  0..32  peer
+///  bits 32..48  handler
+///  bits 48..64  nwords (unchecked: a peer may write anything)
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UdmHeader {
+    /// [`UdmMsg::peer`].
+    pub peer: u32,
+    /// [`UdmMsg::handler`].
+    pub handler: u16,
+    /// [`UdmMsg::nwords`].
+    pub nwords: u16,
+}
+
+impl UdmHeader {
+    /// The header word.
+    #[inline]
+    pub const fn pack(self) -> u64 {
+        self.peer as u64 | (self.handler as u64) << 32 | (self.nwords as u64) << 48
+    }
+
+    /// The fields of a header word.
+    #[inline]
+    pub const fn unpack(word: u64) -> UdmHeader {
+        UdmHeader {
+            peer: word as u32,
+            handler: (word >> 32) as u16,
+            nwords: (word >> 48) as u16,
+        }
+    }
+}
 
 /// The first page of a job segment.
 #[repr(C, align(4096))]
@@ -560,6 +599,26 @@ const _: () = {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_header_word_is_the_first_eight_bytes_of_a_message() {
+        let h = UdmHeader {
+            peer: 0x0102_0304,
+            handler: 0x0506,
+            nwords: 0x0708,
+        };
+        assert_eq!(h.pack(), 0x0708_0506_0102_0304);
+        assert_eq!(UdmHeader::unpack(h.pack()), h);
+        let m = UdmMsg {
+            peer: h.peer,
+            handler: h.handler,
+            nwords: h.nwords,
+            ..UdmMsg::default()
+        };
+        // SAFETY: a UdmMsg is at least 8 bytes, aligned for a u64.
+        let word = unsafe { (&m as *const UdmMsg).cast::<u64>().read() };
+        assert_eq!(word, h.pack());
+    }
 
     #[test]
     fn layouts_are_checked_and_fit() {

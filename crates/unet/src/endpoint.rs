@@ -2,31 +2,51 @@
 //! Figure 1) — a buffer area, send, receive and free queues in a segment
 //! shared with the engine, plus the direct connections the endpoint is party
 //! to. Both paths present the same calls.
+//!
+//! This file holds the endpoint's types, its creation and set-up calls,
+//! and its U-Net queues (sending on them, receiving from them, the free
+//! buffers and the buffer area); its other parts each have a file:
+//!
+//! - `channels`: the channel tags and the direct connections behind
+//!   them, with sending and receiving on those connections;
+//! - `arena`: the send arena, where `send` copies messages for the
+//!   engine path;
+//! - `events`: the event queue, turned into [`Event`]s;
+//! - `wait`: waiting (spin, then sleep on the doorbells) and the blocking
+//!   receive and send;
+//! - `inline` (or `no_inline` without the feature): an applet run in this
+//!   process.
 
 use std::collections::VecDeque;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::os::fd::OwnedFd;
-use std::ptr::NonNull;
 use std::sync::atomic::{fence, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use unet_abi::ring::Ring;
+use unet_abi::view::EndpointView;
 use unet_abi::*;
 use unet_control::{EndpointAddr, PathChoice, Reply, Request};
 use unet_sys::{self as sys, EventFd, Segment};
 
-use crate::direct::{DirectConn, DirectRecv, DirectSendError};
+use crate::direct::DirectRecv;
 
+mod arena;
+mod channels;
+mod events;
 #[cfg(feature = "inline")]
 mod inline;
-#[cfg(feature = "inline")]
-use inline::InlineRunner;
 #[cfg(not(feature = "inline"))]
 mod no_inline;
+mod wait;
+
+use arena::TxArena;
+use channels::{ChanState, Channels};
+#[cfg(feature = "inline")]
+use inline::InlineState;
+#[cfg(not(feature = "inline"))]
+use no_inline::InlineState;
+
 use crate::session::Session;
 use crate::{Error, RecvError, SendError};
-#[cfg(not(feature = "inline"))]
-use no_inline::InlineRunner;
 
 /// A channel tag: names a destination for sends, and the source of what
 /// arrives.
@@ -149,69 +169,37 @@ pub struct AppletOptions {
     pub placement: Placement,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum ChanState {
-    Free,
-    Engine,
-    Direct(usize),
-    Gone,
-}
-
-/// How often a spinning wait yields the CPU.
-const SPIN_YIELD_EVERY: Duration = Duration::from_micros(5);
-
 /// An endpoint.
 pub struct Endpoint {
     session: Session,
     id: u32,
     seg: Segment,
     layout: Layout,
+    /// The U-Net queues in the segment and our positions in them.
+    queues: Queues,
+    doorbell: EventFd,
+    /// The channels and the direct connections behind them.
+    chans: Channels,
+    user_events: VecDeque<Event>,
+    managed: bool,
+    /// Where `send` copies messages for the engine path.
+    tx: TxArena,
+    spin: Duration,
+    /// An inline applet and what it delivered.
+    inline: InlineState,
+}
+
+/// An endpoint's four rings in its segment, and the positions this side
+/// of each has reached.
+struct Queues {
     send: Ring<SendDesc>,
     recv: Ring<RecvDesc>,
     free: Ring<u32>,
     events: Ring<EventDesc>,
-    doorbell: EventFd,
     send_head: u64,
     recv_tail: u64,
     event_tail: u64,
     free_head: u64,
-    chans: Vec<ChanState>,
-    /// The direct connections in use, no closed one among them: a
-    /// connection is unmapped (its segment and descriptor released) when
-    /// its channel is closed, when it is found broken, and when its peer
-    /// is gone and everything the peer sent has been read.
-    conns: Vec<DirectConn>,
-    /// How many of `conns` have a peer that is gone but still hold
-    /// messages (released once drained).
-    conns_gone: usize,
-    rr: usize,
-    user_events: VecDeque<Event>,
-    managed: bool,
-    tx_region: u64,
-    tx_head: u64,
-    /// `tx_head` modulo the tx region's span, kept as it goes (a division
-    /// per send costs more than the rest of the bookkeeping).
-    tx_at: u64,
-    tx_tail: u64,
-    inflight: VecDeque<(u64, u64)>,
-    spin: Duration,
-    /// Bytes at the start of the buffer area kept for an inline applet's
-    /// doTx (the data of `send` is placed there); the tx allocator starts
-    /// after it.
-    tx_base: u64,
-    inline: Option<Box<InlineRunner>>,
-    /// Receives go through the inline path: an inline applet is attached,
-    /// or messages its `doRx` delivered are still queued (they outlive a
-    /// detach).
-    inline_rx: bool,
-    inline_rxq: VecDeque<RecvDesc>,
-    /// Receive buffers the user has read, kept here for the inline
-    /// applet's next `getFreeBuffer` instead of going back through the
-    /// shared free ring (at most [`INLINE_SPARE`]; returned at detach).
-    #[cfg_attr(not(feature = "inline"), allow(dead_code))]
-    inline_spare: Vec<u32>,
-    #[cfg_attr(not(feature = "inline"), allow(dead_code))]
-    rx_scratch: Vec<u8>,
 }
 
 impl Session {
@@ -254,70 +242,54 @@ impl Endpoint {
             layout.segment_size as usize,
             true,
         )?;
-        // SAFETY: the segment is at least segment_size bytes, page aligned.
-        let h = unsafe { seg.ptr().cast::<EndpointHeader>().as_ref() };
-        if h.magic != ENDPOINT_MAGIC
-            || h.version != VERSION
-            || h.send_off != layout.send_off
-            || h.buffer_area_off != layout.buffer_area_off
-        {
+        // SAFETY: the mapping lives in `seg`, which the endpoint owns
+        // beside its rings.
+        let view = unsafe { EndpointView::from_segment(seg.ptr(), seg.len()) }
+            .map_err(|e| Error::Protocol(format!("endpoint segment: {e}")))?;
+        if view.layout != layout {
             return Err(Error::Protocol(
                 "endpoint segment does not match the expected layout".into(),
             ));
         }
+        let EndpointView {
+            send,
+            recv,
+            free,
+            events,
+            ..
+        } = view;
         let g = cfg.geometry;
-        let at = |off: u64| seg.ptr().as_ptr().wrapping_add(off as usize);
-        // SAFETY: offsets from Layout, checked against the engine's header,
-        // inside the mapping; ring headers 64-byte aligned.
-        let (send, recv, free, events) = unsafe {
-            (
-                Ring::from_raw(NonNull::new_unchecked(at(layout.send_off)), g.send_cap),
-                Ring::from_raw(NonNull::new_unchecked(at(layout.recv_off)), g.recv_cap),
-                Ring::from_raw(NonNull::new_unchecked(at(layout.free_off)), g.free_cap),
-                Ring::from_raw(NonNull::new_unchecked(at(layout.event_off)), g.event_cap),
-            )
-        };
         let mut ep = Endpoint {
             session,
             id,
             seg,
             layout,
-            send,
-            recv,
-            free,
-            events,
+            queues: Queues {
+                send,
+                recv,
+                free,
+                events,
+                send_head: 0,
+                recv_tail: 0,
+                event_tail: 0,
+                free_head: 0,
+            },
             doorbell: EventFd::from_fd(bell),
-            send_head: 0,
-            recv_tail: 0,
-            event_tail: 0,
-            free_head: 0,
-            chans: Vec::new(),
-            conns: Vec::new(),
-            conns_gone: 0,
-            rr: 0,
+            chans: Channels::default(),
             user_events: VecDeque::new(),
             managed: cfg.managed_buffers,
-            tx_region: 0,
-            tx_head: 0,
-            tx_at: 0,
-            tx_tail: 0,
-            inflight: VecDeque::new(),
+            tx: TxArena::default(),
             spin: cfg.spin,
-            tx_base: 0,
-            inline: None,
-            inline_rx: false,
-            inline_rxq: VecDeque::new(),
-            inline_spare: Vec::new(),
-            rx_scratch: Vec::new(),
+            inline: InlineState::default(),
         };
         if ep.managed {
             let bs = g.buffer_size as u64;
             let area = g.buffer_area_size;
             let nbufs = ((area / 2) / bs).max(1).min(g.free_cap as u64);
-            ep.tx_region = area - nbufs * bs;
-            ep.tx_base = (ep.tx_region / 4).min(1 << 16) & !63;
+            ep.tx.region = area - nbufs * bs;
+            ep.tx.base = (ep.tx.region / 4).min(1 << 16) & !63;
             for i in 0..nbufs {
-                ep.post_free_raw((ep.tx_region + i * bs) as u32);
+                ep.post_free_raw((ep.tx.region + i * bs) as u32);
             }
         }
         Ok(ep)
@@ -370,7 +342,7 @@ impl Endpoint {
                     })?;
                     self.attach_conn(fd, channel, side == 1)?;
                 } else {
-                    self.set_chan(channel, ChanState::Engine);
+                    self.chans.set_chan(channel, ChanState::Engine);
                 }
                 self.drain_events();
                 Ok(Channel(channel))
@@ -382,10 +354,10 @@ impl Endpoint {
 
     /// Close a channel (the peer sees it gone).
     pub fn close_channel(&mut self, ch: Channel) -> Result<(), Error> {
-        if let Some(ChanState::Direct(i)) = self.chans.get(ch.0 as usize).copied() {
-            self.release_conn(i);
+        if let Some(ChanState::Direct(i)) = self.chans.state.get(ch.0 as usize).copied() {
+            self.chans.release_conn(i);
         }
-        self.set_chan(ch.0, ChanState::Free);
+        self.chans.set_chan(ch.0, ChanState::Free);
         match self
             .session
             .inner
@@ -414,7 +386,7 @@ impl Endpoint {
             return self.attach_inline(class, opts);
         }
         self.flush_counters();
-        if self.inline.take().is_some() {
+        if self.inline.runner.take().is_some() {
             self.end_inline();
         }
         self.session
@@ -424,7 +396,7 @@ impl Endpoint {
     /// Detach this endpoint's applet.
     pub fn detach_applet(&mut self) -> Result<(), Error> {
         self.flush_counters();
-        if self.inline.take().is_some() {
+        if self.inline.runner.take().is_some() {
             self.end_inline();
             return Ok(());
         }
@@ -448,154 +420,6 @@ impl Endpoint {
         }
     }
 
-    fn set_chan(&mut self, ch: u16, st: ChanState) {
-        let i = ch as usize;
-        if self.chans.len() <= i {
-            self.chans.resize(i + 1, ChanState::Free);
-        }
-        self.chans[i] = st;
-    }
-
-    fn attach_conn(&mut self, fd: OwnedFd, channel: u16, side_b: bool) -> Result<(), Error> {
-        let seg = Segment::open(fd, CONN_HEADER_SIZE, true)?;
-        let c = DirectConn::open(seg, channel, side_b, &self.header().client_counters)
-            .map_err(Error::Protocol)?;
-        // A channel tag the engine hands out again replaces what it named.
-        if let Some(ChanState::Direct(old)) = self.chans.get(channel as usize).copied() {
-            self.release_conn(old);
-        }
-        self.conns.push(c);
-        self.set_chan(channel, ChanState::Direct(self.conns.len() - 1));
-        Ok(())
-    }
-
-    /// Close direct connection `i` (our side: the peer sees it closed)
-    /// and unmap it; its channel keeps whatever state the caller gives
-    /// it. The last connection takes its place.
-    fn release_conn(&mut self, i: usize) {
-        let c = self.conns.swap_remove(i);
-        c.close();
-        if c.gone {
-            self.conns_gone -= 1;
-        }
-        drop(c);
-        if let Some(moved) = self.conns.get(i) {
-            let ch = moved.channel as usize;
-            if self.chans.get(ch) == Some(&ChanState::Direct(self.conns.len())) {
-                self.chans[ch] = ChanState::Direct(i);
-            }
-        }
-        if self.rr >= self.conns.len() {
-            self.rr = 0;
-        }
-    }
-
-    /// Release the connections whose peer is gone and that hold nothing
-    /// more: their channels are gone.
-    #[cold]
-    fn release_drained(&mut self) {
-        let mut i = self.conns.len();
-        while i > 0 && self.conns_gone > 0 {
-            i -= 1;
-            let c = &self.conns[i];
-            if c.gone && !c.ready() {
-                let ch = c.channel;
-                self.release_conn(i);
-                self.set_chan(ch, ChanState::Gone);
-            }
-        }
-    }
-
-    // ---------------------------------------------------------------------
-    // Events
-    // ---------------------------------------------------------------------
-
-    fn drain_events(&mut self) {
-        let head = self.events.head();
-        while self.event_tail < head {
-            let e = self.events.read(self.event_tail);
-            self.event_tail += 1;
-            self.handle_event(e);
-        }
-        if self.event_tail == head {
-            self.events.set_tail(self.event_tail);
-        }
-    }
-
-    fn handle_event(&mut self, e: EventDesc) {
-        match EventKind::from_u16(e.kind) {
-            Some(EventKind::ChannelOpened) => {
-                let mut direct = false;
-                if e.arg != 0 {
-                    if let Some((Reply::DirectConn { channel, side, .. }, mut fds)) =
-                        self.session.inner.take_notice(e.arg)
-                    {
-                        if let Some(fd) = fds.pop() {
-                            direct = self.attach_conn(fd, channel, side == 1).is_ok();
-                        }
-                    }
-                }
-                if !direct {
-                    self.set_chan(e.channel, ChanState::Engine);
-                }
-                let host = match e.family {
-                    4 => Some(SocketAddr::new(
-                        IpAddr::V4(Ipv4Addr::new(e.addr[0], e.addr[1], e.addr[2], e.addr[3])),
-                        e.port,
-                    )),
-                    6 => Some(SocketAddr::new(IpAddr::V6(Ipv6Addr::from(e.addr)), e.port)),
-                    _ => None,
-                };
-                self.user_events.push_back(Event::ChannelOpened {
-                    channel: Channel(e.channel),
-                    peer: EndpointAddr {
-                        host,
-                        id: e.peer_endpoint,
-                    },
-                    direct,
-                });
-            }
-            Some(EventKind::AppletFault) => {
-                self.user_events.push_back(Event::AppletFault {
-                    kind: FaultKind::from_u32(e.arg),
-                });
-            }
-            Some(EventKind::AppletDetached) => {
-                self.user_events.push_back(Event::AppletDetached {
-                    kind: FaultKind::from_u32(e.arg),
-                });
-            }
-            Some(EventKind::PeerGone) => {
-                // A direct ring stays readable until drained: what the peer
-                // sent before it went is still delivered, and the
-                // connection is released after.
-                match self.chans.get(e.channel as usize).copied() {
-                    Some(ChanState::Direct(i)) if self.conns[i].ready() => {
-                        let c = &mut self.conns[i];
-                        self.conns_gone += usize::from(!c.gone);
-                        c.gone = true;
-                    }
-                    Some(ChanState::Direct(i)) => {
-                        self.release_conn(i);
-                        self.chans[e.channel as usize] = ChanState::Gone;
-                    }
-                    Some(_) => self.chans[e.channel as usize] = ChanState::Gone,
-                    None => {}
-                }
-                self.user_events.push_back(Event::PeerGone {
-                    channel: Channel(e.channel),
-                });
-            }
-            _ => {}
-        }
-    }
-
-    /// The next channel event, if any.
-    pub fn poll_event(&mut self) -> Option<Event> {
-        self.drain_events();
-        self.user_events.pop_front()
-    }
-
     // ---------------------------------------------------------------------
     // Sending
     // ---------------------------------------------------------------------
@@ -608,7 +432,7 @@ impl Endpoint {
     pub fn send(&mut self, ch: Channel, data: &[u8]) -> Result<(), SendError> {
         // The direct path's common case, inlined into the caller: a direct
         // channel, no inline applet, room in the ring, the peer awake.
-        if self.inline.is_none() {
+        if self.inline.runner.is_none() {
             if let Some(r) = self.try_send_direct(ch, data) {
                 return r;
             }
@@ -628,9 +452,9 @@ impl Endpoint {
         ch: Channel,
         msgs: &[M],
     ) -> Result<usize, SendError> {
-        if self.inline.is_none() {
-            if let Some(&ChanState::Direct(i)) = self.chans.get(ch.0 as usize) {
-                if let Some(c) = self.conns.get_mut(i) {
+        if self.inline.runner.is_none() {
+            if let Some(&ChanState::Direct(i)) = self.chans.state.get(ch.0 as usize) {
+                if let Some(c) = self.chans.conns.get_mut(i) {
                     let (n, r) = c.send_many(msgs);
                     return match (n, self.direct_sent(r)) {
                         (0, Err(e)) => Err(e),
@@ -647,57 +471,24 @@ impl Endpoint {
         Ok(msgs.len())
     }
 
-    /// A send on `ch` if it is a direct channel (None if not). A send that
-    /// fails changes nothing.
-    #[inline(always)]
-    fn try_send_direct(&mut self, ch: Channel, data: &[u8]) -> Option<Result<(), SendError>> {
-        let &ChanState::Direct(i) = self.chans.get(ch.0 as usize)? else {
-            return None;
-        };
-        let c = self.conns.get_mut(i)?;
-        Some(match c.send(data) {
-            Ok(false) => Ok(()),
-            r => self.direct_sent(r),
-        })
-    }
-
     /// Everything `send` does not do inline.
     #[inline(never)]
     fn send_other(&mut self, ch: Channel, data: &[u8]) -> Result<(), SendError> {
-        if self.inline.is_some() {
+        if self.inline.runner.is_some() {
             return self.send_inline(ch, data);
         }
         self.send_plain(ch, data)
     }
 
-    /// The outcome of a direct send other than "sent, nobody woken".
-    #[cold]
-    fn direct_sent(&self, r: Result<bool, DirectSendError>) -> Result<(), SendError> {
-        match r {
-            Ok(woke) => {
-                if woke {
-                    bump(
-                        &self.header().client_counters[ClientCounter::PeerWakeups as usize],
-                        1,
-                    );
-                }
-                Ok(())
-            }
-            Err(DirectSendError::Full) => Err(SendError::Full),
-            Err(DirectSendError::TooLarge) => Err(SendError::TooLarge),
-            Err(DirectSendError::Closed) => Err(SendError::PeerGone),
-        }
-    }
-
     #[inline]
     fn send_plain(&mut self, ch: Channel, data: &[u8]) -> Result<(), SendError> {
-        match self.chans.get(ch.0 as usize).copied() {
+        match self.chans.state.get(ch.0 as usize).copied() {
             Some(ChanState::Direct(i)) => self.send_direct(i, data),
             Some(ChanState::Engine) => self.send_engine(ch, data),
             Some(ChanState::Gone) => Err(SendError::PeerGone),
             _ => {
                 self.drain_events();
-                match self.chans.get(ch.0 as usize).copied() {
+                match self.chans.state.get(ch.0 as usize).copied() {
                     Some(ChanState::Direct(_) | ChanState::Engine) => self.send_plain(ch, data),
                     Some(ChanState::Gone) => Err(SendError::PeerGone),
                     _ => Err(SendError::BadChannel),
@@ -706,81 +497,11 @@ impl Endpoint {
         }
     }
 
-    #[inline]
-    fn send_direct(&mut self, i: usize, data: &[u8]) -> Result<(), SendError> {
-        match self.conns[i].send(data) {
-            Ok(false) => Ok(()),
-            r => self.direct_sent(r),
-        }
-    }
-
-    fn send_engine(&mut self, ch: Channel, data: &[u8]) -> Result<(), SendError> {
-        if !self.managed {
-            return Err(SendError::Unmanaged);
-        }
-        let len = data.len() as u64;
-        if len == 0 || len as usize > MAX_MESSAGE {
-            return Err(SendError::TooLarge);
-        }
-        let need = len.div_ceil(64) * 64;
-        let span = self.tx_region - self.tx_base;
-        if need > span {
-            return Err(SendError::TooLarge);
-        }
-        self.reclaim();
-        if self.send_head.wrapping_sub(self.send.tail()) >= self.layout.geometry.send_cap as u64 {
-            return Err(SendError::Full);
-        }
-        debug_assert_eq!(self.tx_at, self.tx_head % span);
-        let mut at = self.tx_at;
-        let mut skip = 0;
-        if at + need > span {
-            skip = span - at;
-            at = 0;
-        }
-        if self.tx_head + skip + need - self.tx_tail > span {
-            return Err(SendError::Full);
-        }
-        self.tx_head += skip + need;
-        self.tx_at = if at + need == span { 0 } else { at + need };
-        let at = self.tx_base + at;
-        // SAFETY: at + len <= tx_region <= buffer area size: inside our
-        // mapping. The engine only reads this region after we publish.
-        unsafe {
-            let dst = self
-                .seg
-                .ptr()
-                .as_ptr()
-                .add(self.layout.buffer_area_off as usize + at as usize);
-            std::ptr::copy_nonoverlapping(data.as_ptr(), dst, data.len());
-        }
-        self.inflight.push_back((self.send_head, self.tx_head));
-        self.push_desc(SendDesc {
-            offset: at as u32,
-            len: len as u32,
-            channel: ch.0,
-            flags: 0,
-            status: 0,
-        });
-        Ok(())
-    }
-
-    fn reclaim(&mut self) {
-        let done = self.send.tail();
-        while let Some(&(pos, end)) = self.inflight.front() {
-            if pos >= done {
-                break;
-            }
-            self.tx_tail = end;
-            self.inflight.pop_front();
-        }
-    }
-
     fn push_desc(&mut self, d: SendDesc) -> u64 {
-        let pos = self.send_head;
-        self.send.write(pos, d);
-        self.send_head += 1;
-        self.send.set_head(self.send_head);
+        let pos = self.queues.send_head;
+        self.queues.send.write(pos, d);
+        self.queues.send_head += 1;
+        self.queues.send.set_head(self.queues.send_head);
         // Where we run, for the engine's scheduling (`client_cpu`).
         self.header()
             .client_cpu
@@ -802,14 +523,14 @@ impl Endpoint {
         if offset as u64 + len as u64 > self.layout.geometry.buffer_area_size {
             return Err(SendError::BadBuffer);
         }
-        match self.chans.get(ch.0 as usize).copied() {
+        match self.chans.state.get(ch.0 as usize).copied() {
             Some(ChanState::Direct(i)) => {
                 let mut tmp = vec![0u8; len as usize];
                 self.read_buffer(offset, &mut tmp);
                 self.send_direct(i, &tmp).map(|_| u64::MAX)
             }
             _ => {
-                if self.send_head.wrapping_sub(self.send.tail())
+                if self.queues.send_head.wrapping_sub(self.queues.send.tail())
                     >= self.layout.geometry.send_cap as u64
                 {
                     return Err(SendError::Full);
@@ -831,18 +552,21 @@ impl Endpoint {
         if pos == u64::MAX {
             return SendStatus::Sent;
         }
-        if pos >= self.send.tail() || pos + (self.layout.geometry.send_cap as u64) < self.send_head
+        if pos >= self.queues.send.tail()
+            || pos + (self.layout.geometry.send_cap as u64) < self.queues.send_head
         {
             return SendStatus::Pending;
         }
-        SendStatus::from_i32(self.send.read(pos).status).unwrap_or(SendStatus::Pending)
+        SendStatus::from_i32(self.queues.send.read(pos).status).unwrap_or(SendStatus::Pending)
     }
 
     /// Push a raw send descriptor exactly as given, without any checking:
     /// for tests of the engine's defences.
     #[doc(hidden)]
     pub fn push_raw_desc(&mut self, d: SendDesc) -> bool {
-        if self.send_head.wrapping_sub(self.send.tail()) >= self.layout.geometry.send_cap as u64 {
+        if self.queues.send_head.wrapping_sub(self.queues.send.tail())
+            >= self.layout.geometry.send_cap as u64
+        {
             return false;
         }
         self.push_desc(d);
@@ -866,9 +590,9 @@ impl Endpoint {
     pub fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<Recv>, RecvError> {
         // The direct path's common case, inlined into the caller: a message
         // waiting on the connection whose turn it is, no inline applet.
-        if !self.inline_rx {
-            let i = self.rr;
-            if let Some(c) = self.conns.get_mut(i) {
+        if !self.inline.rx {
+            let i = self.chans.rr;
+            if let Some(c) = self.chans.conns.get_mut(i) {
                 if let DirectRecv::Message(len) = c.recv(buf) {
                     return Ok(Some(self.took_direct(i, len)));
                 }
@@ -914,9 +638,9 @@ impl Endpoint {
         limit: usize,
         mut f: impl FnMut(Recv, &[u8]) -> bool,
     ) -> Result<usize, RecvError> {
-        if !self.inline_rx {
-            let i = self.rr;
-            if let Some(c) = self.conns.get_mut(i) {
+        if !self.inline.rx {
+            let i = self.chans.rr;
+            if let Some(c) = self.chans.conns.get_mut(i) {
                 let channel = Channel(c.channel);
                 let n = c.recv_many(buf, limit, |m| {
                     f(
@@ -928,7 +652,7 @@ impl Endpoint {
                     )
                 });
                 if n > 0 {
-                    self.turn_after(i);
+                    self.chans.turn_after(i);
                     return Ok(n);
                 }
             }
@@ -960,27 +684,10 @@ impl Endpoint {
         Ok(n)
     }
 
-    /// The next receive starts at the connection after `i`.
-    #[inline(always)]
-    fn turn_after(&mut self, i: usize) {
-        self.rr = if i + 1 == self.conns.len() { 0 } else { i + 1 };
-    }
-
-    /// A message of `len` bytes was taken from connection `i`: the next
-    /// receive starts at the connection after it.
-    #[inline(always)]
-    fn took_direct(&mut self, i: usize, len: usize) -> Recv {
-        self.turn_after(i);
-        Recv {
-            len,
-            channel: Channel(self.conns[i].channel),
-        }
-    }
-
     /// Everything `try_recv` does not do inline.
     #[inline(never)]
     fn try_recv_other(&mut self, buf: &mut [u8]) -> Result<Option<Recv>, RecvError> {
-        if self.inline_rx {
+        if self.inline.rx {
             return self.try_recv_inline(buf);
         }
         self.try_recv_plain(buf)
@@ -990,17 +697,17 @@ impl Endpoint {
     fn try_recv_plain(&mut self, buf: &mut [u8]) -> Result<Option<Recv>, RecvError> {
         // The direct connections first, on a path of their own: the engine
         // queue's part (cold on the direct path) stays out of its way.
-        if !self.conns.is_empty() {
+        if !self.chans.conns.is_empty() {
             if let Some(r) = self.try_recv_direct(buf)? {
                 return Ok(Some(r));
             }
         }
         // A direct connection that opened since the last look may already
         // hold messages: attach it (by taking the events) and look again.
-        if self.events.head() != self.event_tail {
-            let before = self.conns.len();
+        if self.queues.events.head() != self.queues.event_tail {
+            let before = self.chans.conns.len();
             self.drain_events();
-            if self.conns.len() > before {
+            if self.chans.conns.len() > before {
                 if let Some(r) = self.try_recv_direct(buf)? {
                     return Ok(Some(r));
                 }
@@ -1009,50 +716,17 @@ impl Endpoint {
         self.try_recv_engine(buf)
     }
 
-    #[inline]
-    fn try_recv_direct(&mut self, buf: &mut [u8]) -> Result<Option<Recv>, RecvError> {
-        let n = self.conns.len();
-        for k in 0..n {
-            let mut i = self.rr + k;
-            if i >= n {
-                i -= n;
-            }
-            let c = &mut self.conns[i];
-            match c.recv(buf) {
-                DirectRecv::Empty => {}
-                DirectRecv::Message(len) => return Ok(Some(self.took_direct(i, len))),
-                DirectRecv::TooSmall(need) => return Err(RecvError::BufferTooSmall(need)),
-                DirectRecv::Broken => {
-                    let ch = c.channel;
-                    bump(
-                        &self.header().client_counters[ClientCounter::DirectRxBad as usize],
-                        1,
-                    );
-                    // Nothing more can be read from it: close our side
-                    // (the peer's sends fail) and unmap it.
-                    self.release_conn(i);
-                    self.set_chan(ch, ChanState::Gone);
-                    return Err(RecvError::Broken(Channel(ch)));
-                }
-            }
-        }
-        if self.conns_gone > 0 {
-            self.release_drained();
-        }
-        Ok(None)
-    }
-
     /// The engine's receive queue (and the event queue).
     #[inline(never)]
     fn try_recv_engine(&mut self, buf: &mut [u8]) -> Result<Option<Recv>, RecvError> {
-        if self.events.head() != self.event_tail {
+        if self.queues.events.head() != self.queues.event_tail {
             self.drain_events();
         }
-        let head = self.recv.head();
-        if head == self.recv_tail {
+        let head = self.queues.recv.head();
+        if head == self.queues.recv_tail {
             return Ok(None);
         }
-        let d = self.recv.read(self.recv_tail);
+        let d = self.queues.recv.read(self.queues.recv_tail);
         let len = d.len as usize;
         if len > buf.len() {
             return Err(RecvError::BufferTooSmall(len));
@@ -1071,8 +745,8 @@ impl Endpoint {
                 }
             }
         }
-        self.recv_tail += 1;
-        self.recv.set_tail(self.recv_tail);
+        self.queues.recv_tail += 1;
+        self.queues.recv.set_tail(self.queues.recv_tail);
         Ok(Some(Recv {
             len,
             channel: Channel(d.channel),
@@ -1083,24 +757,24 @@ impl Endpoint {
     /// manage their buffers (`managed_buffers: false`). Messages on direct
     /// channels are copied into a free buffer so they look the same.
     pub fn poll_recv_desc(&mut self) -> Option<RecvDesc> {
-        if self.conns_gone > 0 {
-            self.release_drained();
+        if self.chans.conns_gone > 0 {
+            self.chans.release_drained();
         }
         let mut next = 0;
-        while next < self.conns.len() {
+        while next < self.chans.conns.len() {
             let i = next;
             next += 1;
-            if !self.conns[i].ready() {
+            if !self.chans.conns[i].ready() {
                 continue;
             }
-            let ch = self.conns[i].channel;
+            let ch = self.chans.conns[i].channel;
             let bs = self.layout.geometry.buffer_size as usize;
             let mut desc = RecvDesc {
                 channel: ch,
                 ..Default::default()
             };
             let mut tmp = Vec::new();
-            let got = self.conns[i].recv_with(|src, len| {
+            let got = self.chans.conns[i].recv_with(|src, len| {
                 tmp.resize(len, 0);
                 // SAFETY: src has len readable bytes (DirectConn's contract).
                 unsafe { std::ptr::copy_nonoverlapping(src, tmp.as_mut_ptr(), len) };
@@ -1144,29 +818,29 @@ impl Endpoint {
                     1,
                 );
                 // The last connection moves into slot i: look at it next.
-                self.release_conn(i);
-                self.set_chan(ch, ChanState::Gone);
+                self.chans.release_conn(i);
+                self.chans.set_chan(ch, ChanState::Gone);
                 next = i;
             }
         }
         self.drain_events();
-        if self.recv.head() == self.recv_tail {
+        if self.queues.recv.head() == self.queues.recv_tail {
             return None;
         }
-        let d = self.recv.read(self.recv_tail);
-        self.recv_tail += 1;
-        self.recv.set_tail(self.recv_tail);
+        let d = self.queues.recv.read(self.queues.recv_tail);
+        self.queues.recv_tail += 1;
+        self.queues.recv.set_tail(self.queues.recv_tail);
         Some(d)
     }
 
     fn pop_free_client(&mut self) -> Option<u32> {
         loop {
-            let t = self.free.tail();
-            if self.free.head() == t {
+            let t = self.queues.free.tail();
+            if self.queues.free.head() == t {
                 return None;
             }
-            let off = self.free.read(t);
-            if self.free.cas_tail(t) {
+            let off = self.queues.free.read(t);
+            if self.queues.free.cas_tail(t) {
                 return Some(off);
             }
         }
@@ -1181,7 +855,9 @@ impl Endpoint {
                 "free buffer offset {offset} outside the buffer area"
             )));
         }
-        if self.free_head.wrapping_sub(self.free.tail()) >= self.layout.geometry.free_cap as u64 {
+        if self.queues.free_head.wrapping_sub(self.queues.free.tail())
+            >= self.layout.geometry.free_cap as u64
+        {
             return Err(Error::Config("free queue full".into()));
         }
         self.post_free_raw(offset);
@@ -1189,9 +865,9 @@ impl Endpoint {
     }
 
     fn post_free_raw(&mut self, offset: u32) {
-        self.free.write(self.free_head, offset);
-        self.free_head += 1;
-        self.free.set_head(self.free_head);
+        self.queues.free.write(self.queues.free_head, offset);
+        self.queues.free_head += 1;
+        self.queues.free.set_head(self.queues.free_head);
     }
 
     /// Copy out of the buffer area (bounds are clamped to the area).
@@ -1226,202 +902,6 @@ impl Endpoint {
         }
     }
 
-    /// True when a message or event is waiting.
-    #[inline]
-    pub fn ready(&self) -> bool {
-        !self.inline_rxq.is_empty()
-            || self.inline_timer_at().is_some_and(|t| t <= Instant::now())
-            || self.conns.iter().any(|c| !c.broken && c.ready())
-            || self.recv.head() != self.recv_tail
-            || self.events.head() != self.event_tail
-    }
-
-    /// Wait until a message or an event is waiting, at most `timeout`:
-    /// spin for the endpoint's spin time, then sleep on a futex (the engine
-    /// or a direct peer wakes us only when we sleep).
-    pub fn wait(&mut self, timeout: Option<Duration>) -> bool {
-        // A first short spin reads no clock (a clock read costs about as
-        // much as a whole direct-path message).
-        for _ in 0..256 {
-            if self.ready() {
-                return true;
-            }
-            std::hint::spin_loop();
-        }
-        self.flush_counters();
-        let start = Instant::now();
-        // Spin, then sleep. The engine sleeps as soon as it has nothing to
-        // do, so a spinning client does not keep it from a CPU; a client
-        // that is already awake when its message comes saves a wake-up of
-        // several microseconds.
-        let spin = self.spin;
-        let mut last_yield = start;
-        loop {
-            for _ in 0..64 {
-                if self.ready() {
-                    return true;
-                }
-                std::hint::spin_loop();
-            }
-            let now = Instant::now();
-            if now.duration_since(start) >= spin {
-                break;
-            }
-            // If the peer shares our CPU (the other one is busy), spinning
-            // only delays it: give it the CPU now and then. When the CPU is
-            // ours alone, sched_yield returns at once.
-            if now.duration_since(last_yield) >= SPIN_YIELD_EVERY {
-                std::thread::yield_now();
-                last_yield = now;
-            }
-        }
-        loop {
-            let next_timer = self
-                .inline_timer_at()
-                .map(|t| t.saturating_duration_since(Instant::now()));
-            for c in self.conns.iter_mut() {
-                c.set_sleeping(true);
-            }
-            let h = self.header();
-            let mut words = Vec::with_capacity(1 + self.conns.len());
-            words.push((&h.rx_futex, h.rx_futex.load(Ordering::Acquire)));
-            h.client_sleeping.store(1, Ordering::Relaxed);
-            for c in self.conns.iter() {
-                if !c.broken {
-                    words.push(c.wait_word());
-                }
-            }
-            // Pairs with the fences of the engine and of direct peers after
-            // they publish: either we see their message now, or they see
-            // our sleeping flags and wake us. Direct peers publish with a
-            // light fence; the heavy one here (membarrier) completes it.
-            if self.conns.is_empty() {
-                fence(Ordering::SeqCst);
-            } else {
-                sys::heavy_fence();
-            }
-            let ready = self.ready();
-            if !ready {
-                let mut left = timeout.map(|t| t.saturating_sub(start.elapsed()));
-                if let Some(t) = next_timer {
-                    left = Some(left.map_or(t, |l| l.min(t)));
-                }
-                if left != Some(Duration::ZERO) {
-                    bump(&h.client_counters[ClientCounter::Sleeps as usize], 1);
-                    sys::futex_wait_any(&words, left.map(|l| l.min(Duration::from_secs(1))));
-                }
-            }
-            drop(words);
-            self.header().client_sleeping.store(0, Ordering::Relaxed);
-            for c in self.conns.iter_mut() {
-                c.set_sleeping(false);
-            }
-            if self.ready() {
-                return true;
-            }
-            if timeout.is_some_and(|t| start.elapsed() >= t) {
-                return false;
-            }
-        }
-    }
-
-    /// Receive the next message into `buf`, waiting at most `timeout`
-    /// (None: forever). `Err(RecvError::Timeout)` when nothing came.
-    #[inline]
-    pub fn recv(&mut self, buf: &mut [u8], timeout: Option<Duration>) -> Result<Recv, RecvError> {
-        // The common case, a message already waiting, reads no clock (and
-        // is inlined into the caller; the waiting is not).
-        if let Some(r) = self.try_recv(buf)? {
-            return Ok(r);
-        }
-        self.recv_waiting(buf, timeout)
-    }
-
-    #[inline(never)]
-    fn recv_waiting(
-        &mut self,
-        buf: &mut [u8],
-        timeout: Option<Duration>,
-    ) -> Result<Recv, RecvError> {
-        // First a short spin that reads no clock: when the two cores share
-        // a cache, a ping-pong's answer comes within a few tens of
-        // nanoseconds, about what a clock read costs.
-        // Between full looks (every eighth turn), only the direct
-        // connection whose turn it is is looked at: a load of its next
-        // record's header.
-        if timeout != Some(Duration::ZERO) {
-            for k in 0..64 {
-                std::hint::spin_loop();
-                let cheap = self.conns.get(self.rr).is_some_and(|c| c.ready());
-                if cheap || k % 8 == 7 {
-                    if let Some(r) = self.try_recv(buf)? {
-                        return Ok(r);
-                    }
-                }
-            }
-        }
-        let start = Instant::now();
-        loop {
-            if let Some(r) = self.try_recv(buf)? {
-                return Ok(r);
-            }
-            let left = timeout.map(|t| t.saturating_sub(start.elapsed()));
-            if left == Some(Duration::ZERO) || !self.wait(left) {
-                if let Some(r) = self.try_recv(buf)? {
-                    return Ok(r);
-                }
-                if timeout.is_some_and(|t| start.elapsed() >= t) {
-                    return Err(RecvError::Timeout);
-                }
-            }
-        }
-    }
-
-    /// Send, retrying while the queue is full (waiting up to `timeout`;
-    /// still `Err(SendError::Full)` after it). The retries spin and give
-    /// the CPU up every few microseconds: the engine or the peer that makes
-    /// room may share it.
-    #[inline]
-    pub fn send_blocking(
-        &mut self,
-        ch: Channel,
-        data: &[u8],
-        timeout: Duration,
-    ) -> Result<(), SendError> {
-        match self.send(ch, data) {
-            Err(SendError::Full) => self.send_when_room(ch, data, timeout),
-            r => r,
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn send_when_room(
-        &mut self,
-        ch: Channel,
-        data: &[u8],
-        timeout: Duration,
-    ) -> Result<(), SendError> {
-        let start = Instant::now();
-        let mut last_yield = start;
-        loop {
-            for _ in 0..64 {
-                match self.send(ch, data) {
-                    Err(SendError::Full) => std::hint::spin_loop(),
-                    r => return r,
-                }
-            }
-            let now = Instant::now();
-            if now.duration_since(start) >= timeout {
-                return Err(SendError::Full);
-            }
-            if now.duration_since(last_yield) >= SPIN_YIELD_EVERY {
-                std::thread::yield_now();
-                last_yield = now;
-            }
-        }
-    }
-
     /// Direct-path counters kept by this library in the segment (up to
     /// date: pending counts are flushed first).
     pub fn client_counter(&mut self, c: ClientCounter) -> u64 {
@@ -1433,7 +913,7 @@ impl Endpoint {
 impl Drop for Endpoint {
     fn drop(&mut self) {
         self.flush_counters();
-        for c in &self.conns {
+        for c in &self.chans.conns {
             c.close();
         }
         let _ = self

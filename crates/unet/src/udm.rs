@@ -34,6 +34,14 @@
 //! of messages (128 bytes each). When it is full, senders to that node are
 //! held back: [`Node::inject`] waits, [`Node::injectc`] says the message
 //! did not go. Nothing is dropped.
+//!
+//! # The files
+//!
+//! This file holds the [`Node`]: opening it, injecting, extracting,
+//! atomicity and its state. Beside it: `job` (making and joining a job),
+//! `message` (what a node's calls give back and their errors), `upcall`
+//! (handlers run as upcalls) and `bench` (the measurements of
+//! `unet bench udm`).
 
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
@@ -46,280 +54,22 @@ pub use unet_abi::udm::{
     UDM_MAX_WORDS as MAX_WORDS,
 };
 use unet_abi::udm::{
-    UdmJobHeader, UdmLayout, UdmMsg, UdmNodeHeader, UdmNodeLine, UDM_ATOM_USER, UDM_BUFFER_DEFAULT,
-    UDM_DIVERT_CAP, UDM_FAST_CAP_DEFAULT, UDM_JOB_MAGIC, UDM_MODE_COUNT, UDM_MODE_DIVERT,
-    UDM_MODE_GONE, UDM_MSGS_PER_PAGE as MSGS_PER_PAGE, UDM_NODE_MAGIC,
+    UdmHeader, UdmJobHeader, UdmLayout, UdmMsg, UdmNodeHeader, UdmNodeLine, UDM_ATOM_USER,
+    UDM_DIVERT_CAP, UDM_JOB_MAGIC, UDM_MODE_COUNT, UDM_MODE_DIVERT, UDM_MODE_GONE,
+    UDM_MSGS_PER_PAGE as MSGS_PER_PAGE, UDM_NODE_MAGIC,
 };
 use unet_control::{Reply, Request};
 use unet_sys::{self as sys, EventFd, Segment};
 
 use crate::{Error, Session};
 
+mod job;
+mod message;
 mod upcall;
+pub use job::{JobConfig, JobTicket};
+pub use message::{ExtractError, Header, InjectError, Message, Mode, NodeStats};
 pub use upcall::{Upcall, UpcallConfig, UpcallError, UpcallNode};
 pub mod bench;
-
-/// How a job is made.
-#[derive(Clone, Debug)]
-pub struct JobConfig {
-    /// Nodes in the job (1..=[`MAX_NODES`]).
-    pub nodes: u32,
-    /// Messages each fast ring holds (one ring per sender and receiver; a
-    /// power of two in 2..=1024; default 8): the paper's network interface
-    /// buffer. A sender that finds its ring full switches the receiver to
-    /// buffered mode.
-    pub fast_queue: u32,
-    /// Bytes of each node's virtual buffer (a power of two, 4 KiB to
-    /// 1 GiB; default 1 MiB, 8192 messages): reserved, taken only as used,
-    /// and the limit of overflow control.
-    pub buffer_size: u64,
-    /// How long a node may stay atomic with messages waiting and extract
-    /// none before the engine switches it to buffered mode (default 2 ms).
-    pub atomicity_timeout: Duration,
-}
-
-impl Default for JobConfig {
-    fn default() -> Self {
-        JobConfig {
-            nodes: 2,
-            fast_queue: UDM_FAST_CAP_DEFAULT,
-            buffer_size: UDM_BUFFER_DEFAULT,
-            atomicity_timeout: Duration::from_millis(2),
-        }
-    }
-}
-
-/// What a process needs to join a job: its id and key. Pass it to the
-/// job's other processes (it prints as `JOB:KEY` and parses back); whoever
-/// holds it may take a free rank.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct JobTicket {
-    /// The job's id in its engine.
-    pub job: u32,
-    /// The job's key.
-    pub key: u64,
-    /// Nodes in the job.
-    pub nodes: u32,
-}
-
-impl std::fmt::Display for JobTicket {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{:016x}:{}", self.job, self.key, self.nodes)
-    }
-}
-
-impl std::str::FromStr for JobTicket {
-    type Err = String;
-    /// `JOB:KEY:NODES` (the key in hex), as `Display` prints it.
-    fn from_str(s: &str) -> Result<Self, String> {
-        let mut it = s.split(':');
-        let (Some(j), Some(k), Some(n), None) = (it.next(), it.next(), it.next(), it.next()) else {
-            return Err(format!("{s:?} is not JOB:KEY:NODES"));
-        };
-        Ok(JobTicket {
-            job: j.parse().map_err(|e| format!("job {j:?}: {e}"))?,
-            key: u64::from_str_radix(k, 16).map_err(|e| format!("key {k:?}: {e}"))?,
-            nodes: n.parse().map_err(|e| format!("nodes {n:?}: {e}"))?,
-        })
-    }
-}
-
-impl Session {
-    /// Create a UDM job; join it with [`Session::udm_join`] (from this
-    /// process or others, with the ticket). The job ends when this session
-    /// closes and every node has left.
-    pub fn udm_create_job(&self, cfg: &JobConfig) -> Result<JobTicket, Error> {
-        let us = cfg.atomicity_timeout.as_micros().min(u32::MAX as u128) as u32;
-        let req = Request::UdmCreateJob {
-            nodes: cfg.nodes,
-            fast_cap: cfg.fast_queue,
-            buffer_size: cfg.buffer_size,
-            atomicity_timeout_us: us,
-        };
-        match self.inner.request(&req)?.0 {
-            Reply::UdmJob { job, key } => Ok(JobTicket {
-                job,
-                key,
-                nodes: cfg.nodes,
-            }),
-            Reply::Error(c) => Err(c.into()),
-            r => Err(Error::Protocol(format!(
-                "unexpected answer to udm create: {r:?}"
-            ))),
-        }
-    }
-
-    /// Join a job as node `rank` (each rank once) through this session's
-    /// engine, the job being `home`'s (its UDP address; None: this
-    /// engine's): the job then spans both engines (`docs/udm.md`, "Across
-    /// engines"). [`Node::job`] is the job's id at this engine.
-    pub fn udm_join_at(
-        &self,
-        ticket: JobTicket,
-        home: Option<std::net::SocketAddr>,
-        rank: u32,
-    ) -> Result<Node, Error> {
-        let Some(home) = home else {
-            return self.udm_join(ticket, rank);
-        };
-        let req = Request::UdmJoinRemote {
-            home,
-            job: ticket.job,
-            key: ticket.key,
-            rank,
-        };
-        // The home engine answers within its join retries (about 2 s).
-        match self.inner.request_waiting(&req, Duration::from_secs(5))? {
-            (Reply::UdmJoined { job, rank: got }, fds) if got == rank => {
-                Node::open(self.clone(), job, rank, fds)
-            }
-            (Reply::Error(c), _) => Err(c.into()),
-            (r, _) => Err(Error::Protocol(format!(
-                "unexpected answer to udm join: {r:?}"
-            ))),
-        }
-    }
-
-    /// Join a job as node `rank` (each rank once).
-    pub fn udm_join(&self, ticket: JobTicket, rank: u32) -> Result<Node, Error> {
-        let req = Request::UdmJoin {
-            job: ticket.job,
-            key: ticket.key,
-            rank,
-        };
-        let (r, fds) = self.inner.request(&req)?;
-        match r {
-            Reply::UdmJoined { job, rank: got } if job == ticket.job && got == rank => {
-                Node::open(self.clone(), job, rank, fds)
-            }
-            Reply::Error(c) => Err(c.into()),
-            r => Err(Error::Protocol(format!(
-                "unexpected answer to udm join: {r:?}"
-            ))),
-        }
-    }
-}
-
-/// What [`Node::extract`] read besides the words.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Header {
-    /// The sender's rank.
-    pub src: u32,
-    /// The handler index.
-    pub handler: u16,
-    /// Words in the message.
-    pub len: usize,
-}
-
-/// A copy of a message ([`Node::peek`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Message {
-    /// The sender's rank.
-    pub src: u32,
-    /// The handler index.
-    pub handler: u16,
-    len: usize,
-    words: [u64; MAX_WORDS],
-}
-
-impl Message {
-    /// The data words.
-    pub fn words(&self) -> &[u64] {
-        &self.words[..self.len]
-    }
-}
-
-/// Why an inject failed (as opposed to "not now", which `injectc` answers
-/// with `Ok(false)` and `inject` waits out).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum InjectError {
-    /// No such rank in the job.
-    BadDest(u32),
-    /// More than [`MAX_WORDS`] words.
-    TooLong(usize),
-    /// The destination node left or died.
-    Gone(u32),
-    /// The engine is gone (the control connection closed) while the
-    /// message needed it.
-    EngineGone,
-}
-
-impl std::fmt::Display for InjectError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::BadDest(d) => write!(f, "no node {d} in the job"),
-            Self::TooLong(n) => write!(f, "{n} words: a message has at most {MAX_WORDS}"),
-            Self::Gone(d) => write!(f, "node {d} left the job or died"),
-            Self::EngineGone => f.write_str("the engine is gone"),
-        }
-    }
-}
-
-impl std::error::Error for InjectError {}
-
-/// Why an extract, peek or dispose failed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ExtractError {
-    /// No message is available (the paper's `bad-dispose`: extracting with
-    /// the message-available flag clear is an error).
-    Empty,
-    /// The caller's words hold fewer than the message's (this many); the
-    /// message stays.
-    TooShort(usize),
-}
-
-impl std::fmt::Display for ExtractError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Empty => f.write_str("no message is available"),
-            Self::TooShort(n) => write!(f, "the message has {n} words, more than given room for"),
-        }
-    }
-}
-
-impl std::error::Error for ExtractError {}
-
-/// A node's delivery mode.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    /// Messages come straight from the senders.
-    Fast,
-    /// Messages come through the engine and the virtual buffer.
-    Buffered,
-    /// The node left (or the engine says it is gone).
-    Gone,
-}
-
-/// What a node's counters say ([`Node::stats`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct NodeStats {
-    /// Messages taken from the fast rings.
-    pub fast_msgs: u64,
-    /// Messages taken from the virtual buffer.
-    pub buffered_taken: u64,
-    /// Switches to buffered mode by senders that found their ring full.
-    pub switch_queue_full: u64,
-    /// Times senders were held back by overflow control.
-    pub overflow_holds: u64,
-    /// Handlers run as upcalls ([`UpcallNode`]).
-    pub upcalls: u64,
-    /// Messages for a handler index with no handler registered.
-    pub no_handler: u64,
-    /// Handlers that returned without extracting or disposing of a message
-    /// (the paper's `dispose-failure`).
-    pub dispose_failures: u64,
-    /// Handlers that panicked.
-    pub handler_panics: u64,
-    /// The engine's counters of the node, indexed by [`UdmCounter`].
-    pub engine: [u64; UDM_COUNTERS],
-}
-
-impl NodeStats {
-    /// One of the engine's counters.
-    pub fn engine(&self, c: UdmCounter) -> u64 {
-        self.engine[c as usize]
-    }
-}
 
 /// Where the current message is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -393,7 +143,12 @@ fn ring_in(seg: &Segment, off: u64, cap: u32) -> Result<Ring<UdmMsg>, Error> {
 }
 
 impl Node {
-    fn open(session: Session, job: u32, rank: u32, mut fds: Vec<OwnedFd>) -> Result<Node, Error> {
+    pub(super) fn open(
+        session: Session,
+        job: u32,
+        rank: u32,
+        mut fds: Vec<OwnedFd>,
+    ) -> Result<Node, Error> {
         if fds.len() != 4 {
             return Err(Error::Protocol(format!(
                 "udm join came with {} fds",
@@ -760,7 +515,7 @@ impl Node {
         // SAFETY: `p` is a message slot inside our mapping; the header is
         // read once, volatile (a peer may write anything there).
         let hdr = unsafe { std::ptr::addr_of!((*p).peer).cast::<u64>().read_volatile() };
-        let (src, handler, len) = split_header(hdr, c);
+        let (src, handler, len) = split_header(UdmHeader::unpack(hdr), c);
         if words.len() < len {
             return Err(ExtractError::TooShort(len));
         }
@@ -785,7 +540,11 @@ impl Node {
         let p = self.current_ptr(c);
         // SAFETY: as in extract; the whole slot is copied, volatile.
         let m = unsafe { p.read_volatile() };
-        let hdr = m.peer as u64 | (m.handler as u64) << 32 | (m.nwords as u64) << 48;
+        let hdr = UdmHeader {
+            peer: m.peer,
+            handler: m.handler,
+            nwords: m.nwords,
+        };
         let (src, handler, len) = split_header(hdr, c);
         Ok(Message {
             src,
@@ -1032,20 +791,25 @@ fn mode_of(m: u64) -> Mode {
 /// handler, nwords, little-endian); the length capped at [`MAX_WORDS`]
 /// (a peer may write anything into a fast ring). A fast message's source
 /// is the ring's sender, whatever the slot says.
-fn split_header(h: u64, c: Cur) -> (u32, u16, usize) {
+fn split_header(h: UdmHeader, c: Cur) -> (u32, u16, usize) {
     let src = match c {
         Cur::Fast(s) => s,
-        Cur::Buffer => h as u32,
+        Cur::Buffer => h.peer,
     };
-    let handler = (h >> 32) as u16;
-    let len = ((h >> 48) as usize).min(MAX_WORDS);
+    let handler = h.handler;
+    let len = (h.nwords as usize).min(MAX_WORDS);
     (src, handler, len)
 }
 
 /// Write a message into the slot at `p`: words first, then the header
 /// word (peer, handler, nwords) in one store.
 fn write_msg(p: *mut UdmMsg, peer: u32, handler: u16, words: &[u64]) {
-    let hdr = peer as u64 | (handler as u64) << 32 | (words.len() as u64) << 48;
+    let hdr = UdmHeader {
+        peer,
+        handler,
+        nwords: words.len() as u16,
+    }
+    .pack();
     // SAFETY: `p` is a slot of a ring in our mapping that we own until we
     // publish it; words.len() <= MAX_WORDS (checked by the callers).
     unsafe {

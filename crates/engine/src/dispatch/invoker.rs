@@ -38,6 +38,7 @@ use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
 use unet_abi::ring::Ring;
+use unet_abi::view::{EndpointView, ViView};
 use unet_abi::*;
 use unet_control::{
     self as control, EndpointAddr, ErrorCode, PathChoice, Reply, Request, ViParams,
@@ -477,28 +478,22 @@ impl RawEndpoint {
     ) -> Result<RawEndpoint, InvokerError> {
         let layout = Layout::new(g).map_err(|e| InvokerError::Protocol(e.to_string()))?;
         let seg = Segment::open(seg, layout.segment_size as usize, true)?;
-        let at = |off: u64| seg.at(off as usize, RING_HEADER_SIZE);
-        let (Some(s), Some(r), Some(f), Some(e)) = (
-            at(layout.send_off),
-            at(layout.recv_off),
-            at(layout.free_off),
-            at(layout.event_off),
-        ) else {
+        // SAFETY: the mapping lives as long as `seg`, which the rings never
+        // outlive (dropped with it).
+        let view = unsafe { EndpointView::from_segment(seg.ptr(), seg.len()) }
+            .map_err(|e| InvokerError::Protocol(format!("endpoint segment: {e}")))?;
+        if view.layout != layout {
             return Err(InvokerError::Protocol(
-                "segment smaller than its layout".into(),
+                "endpoint segment does not match the expected layout".into(),
             ));
-        };
-        // SAFETY: each offset comes from the layout the engine used, inside
-        // the mapping (checked by `at`), 64-byte aligned; the mapping lives
-        // as long as `seg`, which the rings never outlive (dropped with it).
-        let (send, recv, free, events) = unsafe {
-            (
-                Ring::from_raw(s, g.send_cap),
-                Ring::from_raw(r, g.recv_cap),
-                Ring::from_raw(f, g.free_cap),
-                Ring::from_raw(e, g.event_cap),
-            )
-        };
+        }
+        let EndpointView {
+            send,
+            recv,
+            free,
+            events,
+            ..
+        } = view;
         Ok(RawEndpoint {
             id,
             layout,
@@ -701,41 +696,17 @@ impl RawVi {
     /// Map VI `vi`'s segment `seg` (its doorbell `bell`) as the engine
     /// handed it over, checking its header against the layout.
     pub fn open(vi: u32, seg: OwnedFd, bell: OwnedFd) -> Result<RawVi, InvokerError> {
-        let bad = |why: &str| InvokerError::Protocol(format!("VI segment: {why}"));
         let seg = Segment::open(seg, VI_HEADER_SIZE, true)?;
-        // SAFETY: at least a header's worth of mapped, page-aligned memory
-        // (checked by open); its shared fields are atomics.
-        let h = unsafe { seg.ptr().cast::<ViHeader>().as_ref() };
-        if h.magic != VI_MAGIC || h.version != VERSION || h.vi_id != vi {
-            return Err(bad("bad magic, version or id"));
-        }
-        let layout = ViLayout::new(h.queue_cap).ok_or_else(|| bad("bad capacity"))?;
-        let same = (h.sq_off, h.rq_off, h.scq_off, h.rcq_off)
-            == (layout.sq_off, layout.rq_off, layout.scq_off, layout.rcq_off);
-        if !same || (seg.len() as u64) < layout.segment_size {
-            return Err(bad("bad layout"));
-        }
-        let at = |off: u64| seg.at(off as usize, RING_HEADER_SIZE);
-        let (Some(s), Some(r), Some(sc), Some(rc)) = (
-            at(layout.sq_off),
-            at(layout.rq_off),
-            at(layout.scq_off),
-            at(layout.rcq_off),
-        ) else {
-            return Err(bad("smaller than its layout"));
-        };
-        // SAFETY: each ring lies inside the mapping at the offset the
-        // layout computed (checked against the header and the segment's
-        // length), 64-byte aligned, with `cap` entries; the mapping lives
-        // as long as `seg`, which the rings never outlive.
-        let (sq, rq, scq, rcq) = unsafe {
-            (
-                Ring::from_raw(s, layout.cap),
-                Ring::from_raw(r, layout.cap),
-                Ring::from_raw(sc, layout.cap),
-                Ring::from_raw(rc, layout.cap),
-            )
-        };
+        // SAFETY: the mapping lives as long as `seg`, which the rings never
+        // outlive.
+        let ViView {
+            layout,
+            sq,
+            rq,
+            scq,
+            rcq,
+        } = unsafe { ViView::from_segment(seg.ptr(), seg.len(), vi) }
+            .map_err(|e| InvokerError::Protocol(format!("VI segment: {e}")))?;
         Ok(RawVi {
             id: vi,
             layout,

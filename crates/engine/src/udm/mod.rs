@@ -576,9 +576,9 @@ impl Job {
             // SAFETY: the slot lies in the ring (its index is masked),
             // aligned; its first 8 bytes (peer, handler, nwords) are read
             // once and checked before use.
-            let hdr = unsafe { slot.cast::<u64>().read_volatile() };
-            let d = hdr as u32;
-            let nwords = (hdr >> 48) as usize;
+            let hdr = UdmHeader::unpack(unsafe { slot.cast::<u64>().read_volatile() });
+            let d = hdr.peer;
+            let nwords = hdr.nwords as usize;
             if d >= l.nodes {
                 self.nodes[s as usize].count(UdmCounter::DropBadDest, 1);
                 pos += 1;
@@ -606,7 +606,7 @@ impl Job {
                 let mut m = RemoteMsg {
                     src: s,
                     dst: d,
-                    handler: (hdr >> 32) as u16,
+                    handler: hdr.handler,
                     nwords: nwords as u16,
                     words: [0; UDM_MAX_WORDS],
                     counted: true,
@@ -662,7 +662,7 @@ impl Job {
                     );
                     core::ptr::addr_of_mut!((*out).stamp).write_volatile(0);
                     out.cast::<u64>()
-                        .write_volatile((hdr & !0xFFFF_FFFF) | s as u64);
+                        .write_volatile(UdmHeader { peer: s, ..hdr }.pack());
                 }
             }
             dst.buf_head += 1;
@@ -728,7 +728,12 @@ impl Job {
         dst.resident.writing(dst.buf_head * MSG_BYTES);
         if let Some(p) = dst.buf.as_ref().and_then(|b| b.at(at, 128)) {
             let out = p.cast::<UdmMsg>().as_ptr();
-            let hdr = src as u64 | (handler as u64) << 32 | (words.len() as u64) << 48;
+            let hdr = UdmHeader {
+                peer: src,
+                handler,
+                nwords: words.len() as u16,
+            }
+            .pack();
             // SAFETY: `out` is a message slot inside the buffer (checked by
             // at()), aligned, written only by the engine; words.len() <=
             // UDM_MAX_WORDS (checked). The header goes last.

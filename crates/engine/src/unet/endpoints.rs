@@ -22,6 +22,7 @@ use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
 use unet_abi::ring::Ring;
+use unet_abi::view::EndpointView;
 use unet_abi::*;
 use unet_sys::{self as sys, EventFd, Segment};
 
@@ -266,7 +267,7 @@ impl EndpointTable {
     /// on its set-up thread, never on its own.
     pub(crate) fn make_segment(layout: &Layout, id: u32, engine_id: u64) -> io::Result<Segment> {
         let seg = Segment::create(&format!("unet-ep-{id}"), layout.segment_size as usize)?;
-        init_endpoint(&seg, layout, id, engine_id);
+        init_endpoint(&seg, layout, id, engine_id)?;
         Ok(seg)
     }
 
@@ -313,17 +314,19 @@ impl EndpointTable {
                 return Err(seg);
             }
         };
-        let g = layout.geometry;
-        let at = |off: u64| seg.ptr().as_ptr().wrapping_add(off as usize);
-        // SAFETY: offsets come from Layout, inside the segment (its length
-        // checked above), each ring header 64-byte aligned.
-        let (send, recv, free, events) = unsafe {
-            (
-                Ring::from_raw(NonNull::new_unchecked(at(layout.send_off)), g.send_cap),
-                Ring::from_raw(NonNull::new_unchecked(at(layout.recv_off)), g.recv_cap),
-                Ring::from_raw(NonNull::new_unchecked(at(layout.free_off)), g.free_cap),
-                Ring::from_raw(NonNull::new_unchecked(at(layout.event_off)), g.event_cap),
-            )
+        // SAFETY: the mapping lives in `seg`, which the endpoint owns
+        // beside its rings. Mapped by the engine's own layout: the header
+        // is the client's to scribble on.
+        let Ok(EndpointView {
+            send,
+            recv,
+            free,
+            events,
+            ..
+        }) = (unsafe { EndpointView::new(seg.ptr(), seg.len(), &layout) })
+        else {
+            self.free_slots.push(slot);
+            return Err(seg);
         };
         let idx = match self.eps.iter().position(|e| e.is_none()) {
             Some(i) => i,
@@ -790,38 +793,10 @@ fn wake_client(ep: &Ep, counters: &Counters) -> bool {
     cpu != 0 && cpu == sys::current_cpu().wrapping_add(1)
 }
 
-fn init_endpoint(seg: &Segment, l: &Layout, id: u32, engine_id: u64) {
-    let g = &l.geometry;
-    let base = seg.ptr().as_ptr();
+fn init_endpoint(seg: &Segment, l: &Layout, id: u32, engine_id: u64) -> io::Result<()> {
     // SAFETY: the segment is fresh (zeroed), private to us until its fd is
-    // sent, and at least l.segment_size bytes; we write plain fields of the
-    // header and the ring headers at offsets from Layout.
-    unsafe {
-        let h = base as *mut EndpointHeader;
-        (*h).magic = ENDPOINT_MAGIC;
-        (*h).version = VERSION;
-        (*h).header_size = ENDPOINT_HEADER_SIZE as u32;
-        (*h).segment_size = l.segment_size;
-        (*h).endpoint_id = id;
-        (*h).buffer_size = g.buffer_size;
-        (*h).send_cap = g.send_cap;
-        (*h).recv_cap = g.recv_cap;
-        (*h).free_cap = g.free_cap;
-        (*h).event_cap = g.event_cap;
-        (*h).send_off = l.send_off;
-        (*h).recv_off = l.recv_off;
-        (*h).free_off = l.free_off;
-        (*h).event_off = l.event_off;
-        (*h).buffer_area_off = l.buffer_area_off;
-        (*h).buffer_area_size = g.buffer_area_size;
-        (*h).engine_id = engine_id;
-        let ring = |off: u64, cap: u32, es: usize| {
-            let r: Ring<u32> = Ring::from_raw(NonNull::new_unchecked(base.add(off as usize)), cap);
-            r.init(es as u32);
-        };
-        ring(l.send_off, g.send_cap, std::mem::size_of::<SendDesc>());
-        ring(l.recv_off, g.recv_cap, std::mem::size_of::<RecvDesc>());
-        ring(l.free_off, g.free_cap, 4);
-        ring(l.event_off, g.event_cap, std::mem::size_of::<EventDesc>());
-    }
+    // sent, and l.segment_size bytes; the view's rings are dropped here.
+    unsafe { EndpointView::init(seg.ptr(), seg.len(), l, id, engine_id) }
+        .map(drop)
+        .map_err(|e| io::Error::other(format!("endpoint segment: {e}")))
 }

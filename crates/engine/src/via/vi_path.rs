@@ -25,10 +25,10 @@
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
-use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 
 use unet_abi::ring::Ring;
+use unet_abi::view::ViView;
 use unet_abi::*;
 use unet_sys::{self as sys, EventFd, Segment};
 
@@ -224,18 +224,12 @@ impl EngineVi {
             (*h).rcq_off = layout.rcq_off;
             (*h).engine_id = engine_id;
         }
-        // SAFETY: each ring lies inside the segment at the offsets the
-        // layout computed (64-byte aligned, cap entries), mapped as long
-        // as `seg`, which the VI owns beside its rings.
-        let (sq, rq, scq, rcq) = unsafe {
-            let at = |off: u64| NonNull::new_unchecked(base.as_ptr().add(off as usize));
-            (
-                Ring::<ViDesc>::from_raw(at(layout.sq_off), layout.cap),
-                Ring::<ViDesc>::from_raw(at(layout.rq_off), layout.cap),
-                Ring::<ViCompl>::from_raw(at(layout.scq_off), layout.cap),
-                Ring::<ViCompl>::from_raw(at(layout.rcq_off), layout.cap),
-            )
-        };
+        // SAFETY: mapped as long as `seg`, which the VI owns beside its
+        // rings; by the engine's own layout, never the header.
+        let ViView {
+            sq, rq, scq, rcq, ..
+        } = unsafe { ViView::new(base, seg.len(), &layout) }
+            .map_err(|e| io::Error::other(format!("VI segment: {e}")))?;
         sq.init(size_of::<ViDesc>() as u32);
         rq.init(size_of::<ViDesc>() as u32);
         scq.init(size_of::<ViCompl>() as u32);

@@ -4,6 +4,7 @@
 //! paused (it runs on its owner's thread), compiled before the first
 //! message, one short invocation in 16 timed.
 
+use std::collections::VecDeque;
 use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
@@ -13,15 +14,29 @@ use unet_sle::{Outcome, Port, Runner, RunnerConfig};
 use super::{bump, Endpoint, Event, Recv};
 use crate::{AppletOptions, Channel, Error, RecvError, SendError};
 
-/// The runner of an inline applet.
-pub(crate) type InlineRunner = Runner;
+/// An endpoint's inline applet and what it delivered.
+#[derive(Default)]
+pub(super) struct InlineState {
+    /// The applet's runner, if one is attached.
+    pub(super) runner: Option<Box<Runner>>,
+    /// Receives go through the inline path: an inline applet is attached,
+    /// or messages its `doRx` delivered are still queued (they outlive a
+    /// detach).
+    pub(super) rx: bool,
+    pub(super) rxq: VecDeque<RecvDesc>,
+    /// Receive buffers the user has read, kept here for the inline
+    /// applet's next `getFreeBuffer` instead of going back through the
+    /// shared free ring (at most [`INLINE_SPARE`]; returned at detach).
+    pub(super) spare: Vec<u32>,
+    pub(super) scratch: Vec<u8>,
+}
 
 /// This endpoint as an inline applet's natives see it.
 struct ClientEp<'a> {
     ep: &'a mut Endpoint,
 }
 
-/// Receive buffers kept for an inline applet (see `Endpoint::inline_spare`).
+/// Receive buffers kept for an inline applet (see `InlineState::spare`).
 const INLINE_SPARE: usize = 32;
 
 /// How long an inline applet's txPush waits for room in a full ring.
@@ -48,7 +63,7 @@ impl Port for ClientEp<'_> {
         self.ep.layout.geometry.buffer_size
     }
     fn pop_free(&mut self) -> Option<u32> {
-        if let Some(off) = self.ep.inline_spare.pop() {
+        if let Some(off) = self.ep.inline.spare.pop() {
             return Some(off);
         }
         let off = self.ep.pop_free_client()?;
@@ -80,7 +95,7 @@ impl Port for ClientEp<'_> {
         matches!(self.ep.try_send_direct(Channel(chan), data), Some(Ok(())))
     }
     fn push_recv(&mut self, desc: RecvDesc) -> bool {
-        if self.ep.inline_rxq.len() >= self.ep.layout.geometry.recv_cap as usize {
+        if self.ep.inline.rxq.len() >= self.ep.layout.geometry.recv_cap as usize {
             // Dropped: the buffers it named go back to the free queue.
             if desc.flags & RECV_INLINE == 0 {
                 for i in 0..(desc.nbufs as usize).min(MAX_RX_BUFFERS) {
@@ -89,7 +104,7 @@ impl Port for ClientEp<'_> {
             }
             return false;
         }
-        self.ep.inline_rxq.push_back(desc);
+        self.ep.inline.rxq.push_back(desc);
         true
     }
 }
@@ -109,7 +124,7 @@ impl Endpoint {
             limits.heap_quota = opts.heap as usize;
         }
         self.flush_counters();
-        let old = self.inline.take();
+        let old = self.inline.runner.take();
         // The inline applet runs on the caller's thread: the runner waits
         // here for the compiler (some milliseconds, once), so the first
         // messages run compiled too.
@@ -123,15 +138,15 @@ impl Endpoint {
             Ok(r) => {
                 // A replaced applet's timers go with its runner.
                 drop(old);
-                self.inline = Some(Box::new(r));
-                self.inline_rx = true;
-                if self.rx_scratch.len() < MAX_MESSAGE {
-                    self.rx_scratch = vec![0; MAX_MESSAGE];
+                self.inline.runner = Some(Box::new(r));
+                self.inline.rx = true;
+                if self.inline.scratch.len() < MAX_MESSAGE {
+                    self.inline.scratch = vec![0; MAX_MESSAGE];
                 }
                 Ok(())
             }
             Err(e) => {
-                self.inline = old;
+                self.inline.runner = old;
                 Err(Error::Rejected(e.to_string()))
             }
         }
@@ -141,22 +156,22 @@ impl Endpoint {
     /// with its runner, the buffers kept for it go back to the free ring;
     /// messages it delivered stay queued for the user.
     pub(super) fn end_inline(&mut self) {
-        while let Some(off) = self.inline_spare.pop() {
+        while let Some(off) = self.inline.spare.pop() {
             self.post_free_raw(off);
         }
-        self.inline_rx = !self.inline_rxq.is_empty();
+        self.inline.rx = !self.inline.rxq.is_empty();
     }
 
     /// When the inline applet's next timer falls due.
     #[inline]
     pub(super) fn inline_timer_at(&self) -> Option<Instant> {
-        self.inline.as_ref().and_then(|r| r.next_timer())
+        self.inline.runner.as_ref().and_then(|r| r.next_timer())
     }
 
     /// Add what the inline applet did since the last call to the shared
     /// client counters (direct-path messages are counted there as they go).
     pub(super) fn flush_counters(&mut self) {
-        if let Some(r) = self.inline.as_mut() {
+        if let Some(r) = self.inline.runner.as_mut() {
             let d = r.take_stats();
             self.publish_inline_stats(&d);
         }
@@ -188,8 +203,8 @@ impl Endpoint {
     /// A receive buffer the user has read: kept for the inline applet's
     /// next `getFreeBuffer` while there is room, else back to the ring.
     pub(super) fn release_inline_buffer(&mut self, off: u32) {
-        if self.inline.is_some() && self.inline_spare.len() < INLINE_SPARE {
-            self.inline_spare.push(off);
+        if self.inline.runner.is_some() && self.inline.spare.len() < INLINE_SPARE {
+            self.inline.spare.push(off);
         } else {
             self.post_free_raw(off);
         }
@@ -201,7 +216,7 @@ impl Endpoint {
     /// the engine.
     #[inline]
     fn run_inline(&mut self, f: impl FnOnce(&mut Runner, &mut ClientEp<'_>) -> Outcome) -> bool {
-        let Some(mut r) = self.inline.take() else {
+        let Some(mut r) = self.inline.runner.take() else {
             return false;
         };
         let o = f(&mut r, &mut ClientEp { ep: self });
@@ -214,11 +229,11 @@ impl Endpoint {
     fn after_inline(&mut self, mut r: Box<Runner>, o: Outcome) -> bool {
         match o {
             Outcome::Done => {
-                self.inline = Some(r);
+                self.inline.runner = Some(r);
                 true
             }
             Outcome::Fault(kind) => {
-                self.inline = Some(r);
+                self.inline.runner = Some(r);
                 self.inline_fault(Event::AppletFault { kind });
                 false
             }
@@ -253,7 +268,7 @@ impl Endpoint {
     fn run_due_inline_timers(&mut self) {
         let now = Instant::now();
         for _ in 0..TIMERS_PER_CALL {
-            let Some(mut r) = self.inline.take() else {
+            let Some(mut r) = self.inline.runner.take() else {
                 return;
             };
             match r.run_next_timer(&mut ClientEp { ep: self }, now) {
@@ -261,7 +276,7 @@ impl Endpoint {
                     self.after_inline(r, o);
                 }
                 None => {
-                    self.inline = Some(r);
+                    self.inline.runner = Some(r);
                     return;
                 }
             }
@@ -269,7 +284,7 @@ impl Endpoint {
     }
 
     pub(super) fn send_inline(&mut self, ch: Channel, data: &[u8]) -> Result<(), SendError> {
-        if data.is_empty() || data.len() as u64 > self.tx_base {
+        if data.is_empty() || data.len() as u64 > self.tx.base {
             return Err(SendError::TooLarge);
         }
         self.run_inline_timers();
@@ -288,10 +303,10 @@ impl Endpoint {
     pub(super) fn try_recv_inline(&mut self, buf: &mut [u8]) -> Result<Option<Recv>, RecvError> {
         self.run_inline_timers();
         for _ in 0..64 {
-            if let Some(d) = self.inline_rxq.pop_front() {
+            if let Some(d) = self.inline.rxq.pop_front() {
                 let len = d.len as usize;
                 if len > buf.len() {
-                    self.inline_rxq.push_front(d);
+                    self.inline.rxq.push_front(d);
                     return Err(RecvError::BufferTooSmall(len));
                 }
                 if d.flags & RECV_INLINE != 0 {
@@ -311,9 +326,9 @@ impl Endpoint {
                     channel: Channel(d.channel),
                 }));
             }
-            if self.inline.is_none() {
+            if self.inline.runner.is_none() {
                 // Detached, and what its applet delivered is all read.
-                self.inline_rx = false;
+                self.inline.rx = false;
                 return self.try_recv_plain(buf);
             }
             if !self.recv_into_applet()? {
@@ -327,7 +342,7 @@ impl Endpoint {
     /// `doRx` on it. The message is copied once, straight into the
     /// applet's `RxBuf`. True if a message was taken.
     fn recv_into_applet(&mut self) -> Result<bool, RecvError> {
-        let Some(mut r) = self.inline.take() else {
+        let Some(mut r) = self.inline.runner.take() else {
             return Ok(false);
         };
         let mut need = 0;
@@ -353,24 +368,24 @@ impl Endpoint {
                 Ok(true)
             }
             Some(Ok(None)) => {
-                self.inline = Some(r);
+                self.inline.runner = Some(r);
                 Ok(false)
             }
             Some(Err(e)) => {
-                self.inline = Some(r);
+                self.inline.runner = Some(r);
                 Err(e)
             }
             None => {
-                self.inline = Some(r);
+                self.inline.runner = Some(r);
                 // RxBuf cannot hold it (the applet's heap is full): take
                 // the message through the scratch block; doRx faults.
-                let mut scratch = std::mem::take(&mut self.rx_scratch);
+                let mut scratch = std::mem::take(&mut self.inline.scratch);
                 let got = self.try_recv_plain(&mut scratch);
                 if let Ok(Some(m)) = got {
                     let data = &scratch[..m.len];
                     self.run_inline(|r, e| r.rx(e, data, m.channel.0));
                 }
-                self.rx_scratch = scratch;
+                self.inline.scratch = scratch;
                 got.map(|m| m.is_some())
             }
         }

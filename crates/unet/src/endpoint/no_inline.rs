@@ -3,13 +3,25 @@
 //! compiler. An inline attach is refused with a clear error; nothing else
 //! changes.
 
+use std::collections::VecDeque;
 use std::time::Instant;
+
+use unet_abi::RecvDesc;
 
 use super::{Endpoint, Recv};
 use crate::{AppletOptions, Channel, Error, RecvError, SendError};
 
 /// Never constructed: without the feature no inline applet exists.
-pub(crate) enum InlineRunner {}
+pub(super) enum InlineRunner {}
+
+/// An endpoint's inline applet (never one) and what it delivered (never
+/// anything).
+#[derive(Default)]
+pub(super) struct InlineState {
+    pub(super) runner: Option<Box<InlineRunner>>,
+    pub(super) rx: bool,
+    pub(super) rxq: VecDeque<RecvDesc>,
+}
 
 impl Endpoint {
     pub(super) fn attach_inline(
@@ -26,12 +38,12 @@ impl Endpoint {
     }
 
     pub(super) fn end_inline(&mut self) {
-        self.inline_rx = !self.inline_rxq.is_empty();
+        self.inline.rx = !self.inline.rxq.is_empty();
     }
 
     #[inline]
     pub(super) fn inline_timer_at(&self) -> Option<Instant> {
-        match self.inline.as_deref() {
+        match self.inline.runner.as_deref() {
             Some(r) => match *r {},
             None => None,
         }
@@ -44,7 +56,7 @@ impl Endpoint {
     }
 
     pub(super) fn try_recv_inline(&mut self, buf: &mut [u8]) -> Result<Option<Recv>, RecvError> {
-        self.inline_rx = false;
+        self.inline.rx = false;
         self.try_recv_plain(buf)
     }
 }
