@@ -27,6 +27,7 @@
 //! | [`invoker`] | driving an engine on the caller's thread: a local client, raw endpoints |
 //! | `setup` | what each control request does; reclaiming a client |
 //! | `server` | the control server: clients, their sockets and credentials |
+//! | `clients` | the clients as each system's set-up sees them: replies, processes and users, what they are charged |
 //! | `datapath` | send descriptors checked and sent by route; delivery through applets |
 //! | `routes` | what a channel leads to: local, direct, remote (one place per kind) |
 //! | `endpoints` | the endpoint table and U-Net delivery |
@@ -44,6 +45,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+mod clients;
 mod config;
 mod control;
 pub mod counters;
