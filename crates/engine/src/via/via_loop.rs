@@ -95,7 +95,7 @@ fn take_frames(vias: &mut Vias, port: &mut WirePort, now: u64, setup: &mut Vec<C
                 }
                 None => unknown(&mut port.st),
             },
-            ConnIn::Close(_, c) => match engine.get_mut(&c.dst_vi) {
+            ConnIn::Close(c) => match engine.get_mut(&c.dst_vi) {
                 Some(v) => {
                     match c.error() {
                         // A close: what it sent before still arrives.

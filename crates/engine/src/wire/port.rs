@@ -95,7 +95,7 @@ pub(crate) enum ConnIn {
     /// An acknowledgement.
     Ack(ViAck),
     /// A connection gone or broken.
-    Close(SocketAddr, ViClose),
+    Close(ViClose),
     /// A connection request (with the requesting engine's incarnation).
     Open(SocketAddr, u64, ViOpen),
     /// An open accepted.
@@ -327,7 +327,7 @@ impl PortState {
             }
             Body::ViClose(c) => {
                 if self.check(from, c.token, self.conn(c.dst_vi)).is_some() {
-                    self.inbox(c.dst_vi).frames.push(ConnIn::Close(from, c));
+                    self.inbox(c.dst_vi).frames.push(ConnIn::Close(c));
                 }
             }
             Body::ViOpen(o) => {
