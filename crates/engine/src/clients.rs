@@ -1,6 +1,6 @@
 //! The engine's clients as a system's set-up half sees them: who a client
-//! is (its process and its user), where its replies go ([`Clients`], the
-//! control server behind it), and what its process and user hold against
+//! is (its process and its user), where its replies go and which
+//! endpoints it owns ([`Clients`], the control server behind it), and what its process and user hold against
 //! their memory limits ([`Tally`], with [`Charges`] for what the parts of
 //! the engine outside the system hold). It sits below every system, so
 //! that a system's set-up module answers its requests without reaching
@@ -37,6 +37,12 @@ pub(crate) trait Clients {
     fn uid(&self, ci: ClientId) -> Option<u32>;
     /// Client slots (live or not): indices are `0..slots()`.
     fn slots(&self) -> usize;
+    /// Client `ci` owns the endpoint at table index `idx` now: it is
+    /// closed when the client goes (nothing if there is no such client).
+    fn endpoint_owned(&mut self, ci: ClientId, idx: usize);
+    /// The endpoint at table index `idx` is closed: client `ci` no longer
+    /// owns it (nothing if there is no such client).
+    fn endpoint_gone(&mut self, ci: ClientId, idx: usize);
 }
 
 /// What one client's process (and its user) holds: what the limits are

@@ -421,4 +421,16 @@ impl Clients for ControlServer {
     fn slots(&self) -> usize {
         self.len()
     }
+
+    fn endpoint_owned(&mut self, ci: ClientId, idx: usize) {
+        if let Some(c) = self.client_mut(ci) {
+            c.endpoints.push(idx);
+        }
+    }
+
+    fn endpoint_gone(&mut self, ci: ClientId, idx: usize) {
+        if let Some(c) = self.client_mut(ci) {
+            c.endpoints.retain(|&i| i != idx);
+        }
+    }
 }

@@ -64,21 +64,7 @@ use unet_sys::{EventFd, Segment};
 use crate::control::turns::Turns;
 use crate::udm::{JobMemory, PendingJob};
 use crate::unet::endpoints::{ClientId, EndpointTable};
-
-/// An endpoint whose segment is being made.
-pub(crate) struct PendingCreate {
-    ticket: u64,
-    /// The client that asked, and its request.
-    pub client: ClientId,
-    pub req_id: u32,
-    pub layout: Layout,
-    pub accept: bool,
-    /// Its virtual buffer's limit in bytes (0: not buffered).
-    pub buffer_limit: u64,
-    /// The counter slot and id reserved for it.
-    pub slot: usize,
-    pub id: u32,
-}
+use crate::unet::setup::PendingCreate;
 
 /// A creation whose memory is ready (or failed), from
 /// [`SetupThread::poll`].

@@ -11,3 +11,4 @@ pub(crate) mod direct;
 pub(crate) mod endpoints;
 pub(crate) mod remote;
 pub(crate) mod routes;
+pub(crate) mod setup;

@@ -1,24 +1,25 @@
-//! The other systems' set-up halves as control builds them for a
-//! request: [`Setup::via`] and [`Setup::udm`] lend each the parts it
-//! changes, the clients, and what the parts outside it charge to a
+//! The systems' set-up halves as control builds them for a request:
+//! [`Setup::unet`], [`Setup::via`] and [`Setup::udm`] lend each the parts
+//! it changes, the clients, and what the parts outside it charge to a
 //! process and its user (for the memory limits), with the set-up threads
-//! behind UDM's [`Work`]; and the counts across systems that only control
-//! can make (a process's memory, its objects that cost descriptors).
+//! behind U-Net's and UDM's `Work`; and the count across systems that
+//! only control can make (a process's objects that cost descriptors).
 
 use std::time::{Duration, Instant};
 
 use unet_abi::udm::UdmLayout;
-use unet_control::ErrorCode;
+use unet_abi::Layout;
 use unet_sys::Segment;
 
 use super::Setup;
-use crate::clients::{self, Charges, Tally, Usage};
+use crate::clients::{Charges, Tally};
 use crate::control::setup_thread::SetupThread;
-use crate::udm::setup::{self as udm_setup, UdmSetup, Work};
+use crate::udm::setup::{self as udm_setup, UdmSetup};
 use crate::udm::{Jobs, PendingJob};
 use crate::unet::direct::DirectConns;
 use crate::unet::endpoints::{ClientId, EndpointTable};
 use crate::unet::remote::ViIn;
+use crate::unet::setup::{self as unet_setup, UnetSetup};
 use crate::via::setup::{self as via_setup, ViaSetup};
 use crate::via::vias::Vias;
 
@@ -30,7 +31,7 @@ const FEW_OBJECTS: u32 = 8;
 /// memory limits, but for those a system's set-up holds itself (None):
 /// what control adds to that system's own charges.
 struct Rest<'a> {
-    eps: &'a EndpointTable,
+    eps: Option<&'a EndpointTable>,
     work: &'a SetupThread,
     conns: Option<&'a DirectConns>,
     vias: Option<&'a Vias>,
@@ -43,8 +44,8 @@ impl Charges for Rest<'_> {
     /// VIs, and the jobs by the process and user that made them, while
     /// they live.
     fn charge(&self, t: &mut Tally<'_>) {
-        for (_, e) in self.eps.iter() {
-            t.add(e.owner, e.seg.len() as u64 + e.buffer_limit(), true);
+        if let Some(eps) = self.eps {
+            unet_setup::charge_endpoints(eps, t);
         }
         for p in self.work.pending() {
             t.add(p.client, p.layout.segment_size + p.buffer_limit, true);
@@ -76,7 +77,7 @@ struct UdmWork<'a> {
 impl Charges for UdmWork<'_> {
     fn charge(&self, t: &mut Tally<'_>) {
         let rest = Rest {
-            eps: self.eps,
+            eps: Some(self.eps),
             work: self.work,
             conns: Some(self.conns),
             vias: Some(self.vias),
@@ -86,7 +87,7 @@ impl Charges for UdmWork<'_> {
     }
 }
 
-impl Work for UdmWork<'_> {
+impl udm_setup::Work for UdmWork<'_> {
     fn start_udm_job(
         &mut self,
         engine_id: u64,
@@ -124,7 +125,68 @@ impl Work for UdmWork<'_> {
     }
 }
 
+/// The set-up threads as U-Net's set-up sees them, with the charges of
+/// the parts outside U-Net.
+struct UnetWork<'a> {
+    work: &'a mut SetupThread,
+    vias: &'a Vias,
+    udm: &'a Jobs,
+}
+
+impl Charges for UnetWork<'_> {
+    fn charge(&self, t: &mut Tally<'_>) {
+        let rest = Rest {
+            eps: None,
+            work: self.work,
+            conns: None,
+            vias: Some(self.vias),
+            udm: Some(self.udm),
+        };
+        rest.charge(t);
+    }
+}
+
+impl unet_setup::Work for UnetWork<'_> {
+    fn start_endpoint(
+        &mut self,
+        engine_id: u64,
+        (client, req_id): (ClientId, u32),
+        layout: Layout,
+        params: (bool, u64),
+        reserved: (usize, u32),
+    ) {
+        self.work
+            .start(engine_id, client, req_id, layout, params, reserved);
+    }
+
+    fn discard(&mut self, seg: Segment) {
+        self.work.discard(seg);
+    }
+}
+
 impl Setup<'_> {
+    /// The set-up of U-Net, for `f`: the U-Net parts, the set-up threads,
+    /// and what U-Net reads of the rest.
+    pub(crate) fn unet<T>(&mut self, f: impl FnOnce(&mut UnetSetup<'_>) -> T) -> T {
+        let mut work = UnetWork {
+            work: self.work,
+            vias: self.vias,
+            udm: self.udm,
+        };
+        let mut u = UnetSetup {
+            cfg: self.cfg,
+            engine_id: self.engine_id,
+            poller: self.poller,
+            clients: &mut *self.server,
+            work: &mut work,
+            eps: self.eps,
+            conns: self.conns,
+            remote: self.remote.as_deref_mut(),
+            applets: self.applets,
+        };
+        f(&mut u)
+    }
+
     /// The set-up of UDM, for `f`: the UDM parts, the set-up threads, and
     /// what UDM reads of the rest.
     pub(crate) fn udm<T>(&mut self, f: impl FnOnce(&mut UdmSetup<'_>) -> T) -> T {
@@ -157,7 +219,7 @@ impl Setup<'_> {
     /// the rest.
     pub(crate) fn via<T>(&mut self, f: impl FnOnce(&mut ViaSetup<'_>) -> T) -> T {
         let rest = Rest {
-            eps: self.eps,
+            eps: Some(self.eps),
             work: self.work,
             conns: None,
             vias: None,
@@ -193,36 +255,10 @@ impl Setup<'_> {
     /// reserve of descriptors, so that a newcomer can work while one that
     /// holds many is refused.
     pub(super) fn holds_few_objects(&self, ci: ClientId) -> bool {
-        let key = self.server.proc_key(ci);
-        let endpoints = self
-            .eps
-            .iter()
-            .filter(|(_, e)| self.server.proc_key(e.owner) == key)
-            .count() as u32;
         let clients = &*self.server;
-        endpoints
+        unet_setup::endpoints_of(self.eps, clients, ci)
             .saturating_add(via_setup::descriptor_objects_of(self.vias, clients, ci))
             .saturating_add(udm_setup::objects_of(self.udm, clients, ci))
             < FEW_OBJECTS
-    }
-
-    /// What the process of client `ci` (over all its connections) and its
-    /// user hold: the segments of their endpoints, of those being made,
-    /// and of the direct connections they opened.
-    pub(super) fn usage(&self, ci: ClientId) -> Usage {
-        let rest = Rest {
-            eps: self.eps,
-            work: self.work,
-            conns: Some(self.conns),
-            vias: Some(self.vias),
-            udm: Some(self.udm),
-        };
-        clients::usage(&*self.server, ci, |t| rest.charge(t))
-    }
-
-    /// Whether client `ci`'s process and user may take `more` bytes of
-    /// shared memory: the refusal (counted) if not.
-    pub(super) fn check_memory(&self, u: &Usage, more: u64) -> Result<(), ErrorCode> {
-        u.check(more, self.cfg, self.counters())
     }
 }
