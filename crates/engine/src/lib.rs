@@ -42,7 +42,8 @@
 //!    (`backlog.rs`, pages kept by `vbuf.rs`), or out on a remote channel
 //!    (`remote.rs`: the channels' handshake over the wire port). Direct
 //!    connections (`direct.rs`) are set up here and then leave the engine
-//!    out of their data path.
+//!    out of their data path. Endpoints are created, channels opened and
+//!    closed, and applets attached by U-Net's set-up (`setup.rs`).
 //! 4. **The wire** ([`wire`]): the port (`wire/port.rs`) is the one place
 //!    frames enter and leave. Out: cut into fragments (`frag.rs`), framed
 //!    (`frame/`), batched and sent over UDP (`udp/`). In: admitted
@@ -62,11 +63,12 @@
 //!    `setup/links.rs`).
 //! 7. **Control** (`control/`): the control server (`server.rs`: clients,
 //!    sockets, credentials) reads a set-up request; `setup.rs` answers
-//!    U-Net's own and hands each other system's to that system's set-up
-//!    half (`ViaSetup`, `UdmSetup`), which borrows only the parts it
-//!    changes and reaches the clients through `clients.rs`; work whose
-//!    cost grows with memory runs on the set-up threads
-//!    (`setup_thread.rs`, served in turn by `turns.rs`).
+//!    those that span the systems (Hello, Stat) and hands each other to
+//!    its system's set-up half (`UnetSetup`, `ViaSetup`, `UdmSetup`),
+//!    which borrows only the parts it changes and reaches the clients
+//!    through `clients.rs`; work whose cost grows with memory runs on
+//!    the set-up threads (`setup_thread.rs`, served in turn by
+//!    `turns.rs`).
 //!
 //! A new system (SPINE's, next) is one more folder with its data-path part
 //! and its set-up half, its frames sorted to an inbox of its own by the

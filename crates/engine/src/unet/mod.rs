@@ -2,7 +2,9 @@
 //! are taken from endpoint rings, checked, and sent by route: delivered
 //! locally, over a direct connection's shared rings, or over a remote
 //! channel on the wire; buffered endpoints keep what their free queue
-//! cannot take in a virtual buffer (`backlog`).
+//! cannot take in a virtual buffer (`backlog`). Endpoints, channels and
+//! applets are set up by `setup`, the one module of U-Net that control
+//! hands requests to.
 
 pub(crate) mod applets;
 pub(crate) mod backlog;
