@@ -21,6 +21,13 @@
 //! Trust: descriptors and ring positions come from shared memory the
 //! client may scribble on; each is checked before use, a bad descriptor is
 //! an error completion and the error state on that VI only.
+//!
+//! `unsafe` is allowed here and in `recv` (its receiving side): a VI's
+//! segment is shared memory (its header and queues), and a message is
+//! gathered from and scattered into the owner's registered regions through
+//! pointers into their mappings.
+
+#![allow(unsafe_code)]
 
 use std::collections::VecDeque;
 use std::io;
