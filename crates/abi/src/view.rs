@@ -30,9 +30,9 @@ use core::ptr::{addr_of, NonNull};
 use crate::ring::Ring;
 use crate::udm::UdmGeometryError;
 use crate::{
-    ring_bytes, EndpointHeader, EventDesc, Geometry, GeometryError, Layout, RecvDesc, SendDesc,
-    ViCompl, ViDesc, ViHeader, ViLayout, CACHE_LINE, ENDPOINT_HEADER_SIZE, ENDPOINT_MAGIC, PAGE,
-    VERSION, VI_HEADER_SIZE, VI_MAGIC,
+    ring_bytes, EndpointHeader, EventDesc, Geometry, GeometryError, Layout, RecvDesc, Reliability,
+    SendDesc, ViCompl, ViDesc, ViHeader, ViLayout, CACHE_LINE, ENDPOINT_HEADER_SIZE,
+    ENDPOINT_MAGIC, PAGE, VERSION, VI_HEADER_SIZE, VI_MAGIC,
 };
 
 pub mod udm;
@@ -577,6 +577,49 @@ impl ViView {
             })
         }
     }
+
+    /// Lay a fresh segment of VI `vi_id` out at `base` (`len` bytes,
+    /// zeroed, shared with nobody yet) by `layout`: write the header's
+    /// identity, level and geometry, initialise the four ring headers,
+    /// and return the view.
+    ///
+    /// # Safety
+    /// As [`EndpointView::init`].
+    pub unsafe fn init(
+        base: NonNull<u8>,
+        len: usize,
+        layout: &ViLayout,
+        vi_id: u32,
+        reliability: Reliability,
+        strict_rnr: bool,
+        engine_id: u64,
+    ) -> Result<ViView, LayoutError> {
+        // SAFETY: the caller's contract; `new` checks the mapping.
+        let view = unsafe { Self::new(base, len, layout)? };
+        // SAFETY: the header lies in the mapping (checked by `new`), page
+        // aligned, private to the caller: plain field writes.
+        unsafe {
+            let h = base.as_ptr().cast::<ViHeader>();
+            (*h).magic = VI_MAGIC;
+            (*h).version = VERSION;
+            (*h).header_size = VI_HEADER_SIZE as u32;
+            (*h).segment_size = layout.segment_size;
+            (*h).vi_id = vi_id;
+            (*h).reliability = reliability as u8;
+            (*h).strict_rnr = strict_rnr as u8;
+            (*h).queue_cap = layout.cap;
+            (*h).sq_off = layout.sq_off;
+            (*h).rq_off = layout.rq_off;
+            (*h).scq_off = layout.scq_off;
+            (*h).rcq_off = layout.rcq_off;
+            (*h).engine_id = engine_id;
+        }
+        view.sq.init(size_of::<ViDesc>() as u32);
+        view.rq.init(size_of::<ViDesc>() as u32);
+        view.scq.init(size_of::<ViCompl>() as u32);
+        view.rcq.init(size_of::<ViCompl>() as u32);
+        Ok(view)
+    }
 }
 
 #[cfg(test)]
@@ -763,6 +806,18 @@ mod tests {
     fn attach_vi(m: &Mem, id: u32) -> Result<ViView, LayoutError> {
         // SAFETY: the memory outlives the view in each test.
         unsafe { ViView::from_segment(m.0, m.1, id) }
+    }
+
+    #[test]
+    fn a_vi_segment_laid_out_by_init_is_accepted() {
+        let l = ViLayout::new(8).unwrap();
+        let m = Mem::new(l.segment_size as usize);
+        // SAFETY: the memory is ours, segment_size bytes, page aligned.
+        let made = unsafe { ViView::init(m.0, m.1, &l, 3, Reliability::ReliableDelivery, true, 1) };
+        assert!(made.is_ok());
+        let v = attach_vi(&m, 3).unwrap();
+        assert_eq!(v.layout, l);
+        assert_eq!(v.sq.capacity(), 8);
     }
 
     #[test]
