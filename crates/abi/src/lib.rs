@@ -24,7 +24,8 @@
 //! - [`udm`]: UDM's job and node segments, virtual buffers and the
 //!   header word of a message;
 //! - [`copy`]: copying into and out of shared memory;
-//! - [`view`]: the checked mappings of an endpoint's and a VI's rings;
+//! - [`view`]: the checked mappings of an endpoint's and a VI's rings,
+//!   and of UDM's job and node segments;
 //! - [`golden`]: the golden test vector.
 //!
 //! Every public item of `endpoint`, `conn` and `counters`, and the

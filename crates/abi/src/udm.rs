@@ -20,6 +20,8 @@
 //!
 //! A fast ring has one producer (the sender) and one consumer (the
 //! receiver): push and pop as in the ring protocol ([`crate::ring`]).
+//! The checked mappings of both segments (`UdmJobView`, `UdmNodeView`)
+//! are with the other views, in the `view` module.
 //!
 //! # Node segment
 //!

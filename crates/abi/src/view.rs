@@ -1,6 +1,7 @@
 //! Checked mappings of a segment's rings: [`EndpointView`] hands out the
 //! four rings and the buffer area of an endpoint segment, [`ViView`] the
-//! four queues of a VI segment.
+//! four queues of a VI segment, and [`UdmJobView`] and [`UdmNodeView`]
+//! (in [`udm`]) the lines and rings of UDM's job and node segments.
 //!
 //! A view is made once, when a segment is created or attached, never per
 //! message. Its constructor checks everything the rings rely on against
@@ -27,11 +28,15 @@ use core::mem::size_of;
 use core::ptr::{addr_of, NonNull};
 
 use crate::ring::Ring;
+use crate::udm::UdmGeometryError;
 use crate::{
-    ring_bytes, EndpointHeader, EventDesc, Geometry, GeometryError, Layout, RecvDesc, SendDesc,
-    ViCompl, ViDesc, ViHeader, ViLayout, CACHE_LINE, ENDPOINT_HEADER_SIZE, ENDPOINT_MAGIC, PAGE,
-    VERSION, VI_HEADER_SIZE, VI_MAGIC,
+    ring_bytes, EndpointHeader, EventDesc, Geometry, GeometryError, Layout, RecvDesc, Reliability,
+    SendDesc, ViCompl, ViDesc, ViHeader, ViLayout, CACHE_LINE, ENDPOINT_HEADER_SIZE,
+    ENDPOINT_MAGIC, PAGE, VERSION, VI_HEADER_SIZE, VI_MAGIC,
 };
+
+pub mod udm;
+pub use udm::{UdmJobView, UdmNodeView};
 
 /// A part of a segment, as a [`LayoutError`] names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,6 +61,12 @@ pub enum Part {
     SendCompletions,
     /// A VI's receive completion ring.
     RecvCompletions,
+    /// A UDM job's node lines.
+    NodeLines,
+    /// A UDM job's fast rings (all of them, one part).
+    FastRings,
+    /// A UDM node's divert ring.
+    DivertRing,
 }
 
 impl Part {
@@ -72,6 +83,9 @@ impl Part {
             Part::RecvQueue => "receive queue",
             Part::SendCompletions => "send completion ring",
             Part::RecvCompletions => "receive completion ring",
+            Part::NodeLines => "node lines",
+            Part::FastRings => "fast rings",
+            Part::DivertRing => "divert ring",
         }
     }
 }
@@ -94,15 +108,30 @@ pub enum LayoutError {
     BadVersion(u32),
     /// The header's `header_size` is not this kind of segment's.
     BadHeaderSize(u32),
-    /// The header names another object than the one expected (a VI's id).
+    /// The header names another object than the one expected (a VI's
+    /// id, a UDM job's id).
     WrongId {
         /// The id asked for.
         expected: u32,
         /// The id in the header.
         found: u32,
     },
+    /// A UDM node segment's header names another rank than the one
+    /// expected.
+    WrongRank {
+        /// The rank asked for.
+        expected: u32,
+        /// The rank in the header.
+        found: u32,
+    },
     /// An endpoint's geometry is not one the ABI allows.
     Geometry(GeometryError),
+    /// A UDM job's geometry is not one the ABI allows.
+    Udm(UdmGeometryError),
+    /// A UDM header's divert ring capacity is not `UDM_DIVERT_CAP`.
+    BadDivertCap(u32),
+    /// A UDM node header's virtual buffer capacity is not its job's.
+    BadBufferCap(u32),
     /// A VI's ring capacity is not a power of two in 2..=65536.
     BadCapacity(u32),
     /// A part does not start at its alignment (a cache line for rings, a
@@ -155,7 +184,19 @@ impl core::fmt::Display for LayoutError {
             Self::WrongId { expected, found } => {
                 write!(f, "the header names {found}, not {expected}")
             }
+            Self::WrongRank { expected, found } => {
+                write!(f, "the header names rank {found}, not {expected}")
+            }
             Self::Geometry(e) => write!(f, "{e}"),
+            Self::Udm(e) => write!(f, "{e}"),
+            Self::BadDivertCap(c) => {
+                write!(
+                    f,
+                    "divert ring capacity {c}, not {}",
+                    crate::udm::UDM_DIVERT_CAP
+                )
+            }
+            Self::BadBufferCap(c) => write!(f, "virtual buffer of {c} messages, not the job's"),
             Self::BadCapacity(c) => {
                 write!(f, "ring capacity {c} is not a power of two in 2..=65536")
             }
@@ -536,6 +577,49 @@ impl ViView {
             })
         }
     }
+
+    /// Lay a fresh segment of VI `vi_id` out at `base` (`len` bytes,
+    /// zeroed, shared with nobody yet) by `layout`: write the header's
+    /// identity, level and geometry, initialise the four ring headers,
+    /// and return the view.
+    ///
+    /// # Safety
+    /// As [`EndpointView::init`].
+    pub unsafe fn init(
+        base: NonNull<u8>,
+        len: usize,
+        layout: &ViLayout,
+        vi_id: u32,
+        reliability: Reliability,
+        strict_rnr: bool,
+        engine_id: u64,
+    ) -> Result<ViView, LayoutError> {
+        // SAFETY: the caller's contract; `new` checks the mapping.
+        let view = unsafe { Self::new(base, len, layout)? };
+        // SAFETY: the header lies in the mapping (checked by `new`), page
+        // aligned, private to the caller: plain field writes.
+        unsafe {
+            let h = base.as_ptr().cast::<ViHeader>();
+            (*h).magic = VI_MAGIC;
+            (*h).version = VERSION;
+            (*h).header_size = VI_HEADER_SIZE as u32;
+            (*h).segment_size = layout.segment_size;
+            (*h).vi_id = vi_id;
+            (*h).reliability = reliability as u8;
+            (*h).strict_rnr = strict_rnr as u8;
+            (*h).queue_cap = layout.cap;
+            (*h).sq_off = layout.sq_off;
+            (*h).rq_off = layout.rq_off;
+            (*h).scq_off = layout.scq_off;
+            (*h).rcq_off = layout.rcq_off;
+            (*h).engine_id = engine_id;
+        }
+        view.sq.init(size_of::<ViDesc>() as u32);
+        view.rq.init(size_of::<ViDesc>() as u32);
+        view.scq.init(size_of::<ViCompl>() as u32);
+        view.rcq.init(size_of::<ViCompl>() as u32);
+        Ok(view)
+    }
 }
 
 #[cfg(test)]
@@ -546,14 +630,14 @@ mod tests {
     use std::alloc::{alloc_zeroed, dealloc, Layout as Alloc};
 
     /// Zeroed, page-aligned memory.
-    struct Mem(NonNull<u8>, usize);
+    pub(super) struct Mem(pub(super) NonNull<u8>, pub(super) usize);
     impl Mem {
-        fn new(len: usize) -> Mem {
+        pub(super) fn new(len: usize) -> Mem {
             let a = Alloc::from_size_align(len, PAGE).unwrap();
             // SAFETY: a non-zero size.
             Mem(NonNull::new(unsafe { alloc_zeroed(a) }).unwrap(), len)
         }
-        fn field<T>(&self, off: usize) -> *mut T {
+        pub(super) fn field<T>(&self, off: usize) -> *mut T {
             // SAFETY: the tests write fields of the header page only.
             unsafe { self.0.as_ptr().add(off).cast() }
         }
@@ -722,6 +806,18 @@ mod tests {
     fn attach_vi(m: &Mem, id: u32) -> Result<ViView, LayoutError> {
         // SAFETY: the memory outlives the view in each test.
         unsafe { ViView::from_segment(m.0, m.1, id) }
+    }
+
+    #[test]
+    fn a_vi_segment_laid_out_by_init_is_accepted() {
+        let l = ViLayout::new(8).unwrap();
+        let m = Mem::new(l.segment_size as usize);
+        // SAFETY: the memory is ours, segment_size bytes, page aligned.
+        let made = unsafe { ViView::init(m.0, m.1, &l, 3, Reliability::ReliableDelivery, true, 1) };
+        assert!(made.is_ok());
+        let v = attach_vi(&m, 3).unwrap();
+        assert_eq!(v.layout, l);
+        assert_eq!(v.sq.capacity(), 8);
     }
 
     #[test]

@@ -1,6 +1,11 @@
 //! The counters segment: engine-wide and per-endpoint counters in shared
 //! memory, written by the engine thread only (plain load + store, no
 //! read-modify-write needed with one writer) and read live by `unet stat`.
+//!
+//! `unsafe` is allowed here: the counters segment is shared memory, its
+//! header and slots reached through pointers into the mapping.
+
+#![allow(unsafe_code)]
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};

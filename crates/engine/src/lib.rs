@@ -73,6 +73,25 @@
 //! A new system (SPINE's, next) is one more folder with its data-path part
 //! and its set-up half, its frames sorted to an inbox of its own by the
 //! wire port, and one line in the dispatcher.
+//!
+//! # Unsafe code
+//!
+//! `unsafe` is denied for the crate and allowed only in the modules that
+//! reach shared memory or the OS, each saying why in its own doc; every
+//! mapping they use is made once through `unet-abi`'s checked views:
+//!
+//! | module | why |
+//! |---|---|
+//! | `counters.rs` | the counters segment that `unet stat` maps |
+//! | `unet/endpoints.rs` | endpoint segments: the header, the buffer area and a send descriptor's status in place (the data path reaches them only through its accessors) |
+//! | `unet/backlog.rs` | a buffered endpoint's virtual buffer: records in place |
+//! | `unet/direct.rs` | a direct connection's segment header |
+//! | `via/vi_path.rs`, with `vi_path/recv.rs` | a VI's segment; messages gathered from and scattered into registered regions |
+//! | `udm/shm.rs` | a UDM job's and its nodes' segments kept beside their views; messages in place in divert rings and virtual buffers |
+//! | `wire/udp/socket.rs`, with its tests | the OS: socket options, control messages, `sendmmsg` and `recvmmsg` |
+//! | `dispatch/invoker.rs` | invoker mode's raw endpoints, regions and VIs, mapped and driven by hand as a client would |
+
+#![deny(unsafe_code)]
 
 use std::io;
 use std::net::SocketAddr;

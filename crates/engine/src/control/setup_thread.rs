@@ -581,7 +581,7 @@ impl Drop for SetupThread {
 mod tests {
     use super::*;
     use std::time::Instant;
-    use unet_abi::udm::{UdmJobHeader, UdmNodeHeader, UDM_JOB_MAGIC, UDM_NODE_MAGIC};
+    use unet_abi::udm::{UDM_JOB_MAGIC, UDM_NODE_MAGIC};
     use unet_abi::Geometry;
 
     /// Collect until nothing is outstanding (at most 20 s).
@@ -701,17 +701,15 @@ mod tests {
             assert_eq!(mem.seg.len() as u64, p.layout.job_size);
             assert_eq!(mem.nodes.len(), p.layout.nodes as usize);
             assert_eq!(mem.touched(), JobMemory::touched_by(&p.layout));
-            // SAFETY: the segments start with the headers JobMemory::make
-            // wrote; read once, nothing else maps them.
-            let (magic, id, nodes) = unsafe {
-                let h = mem.seg.ptr().cast::<UdmJobHeader>().as_ref();
+            // The headers JobMemory::make wrote, through the views it made.
+            let (magic, id, nodes) = {
+                let h = mem.seg.view().header();
                 (h.magic, h.job_id, h.nodes)
             };
             assert_eq!((magic, id, nodes), (UDM_JOB_MAGIC, p.id, p.layout.nodes));
             for (rank, (n, b)) in mem.nodes.iter().enumerate() {
-                // SAFETY: as above.
-                let (magic, r) = unsafe {
-                    let h = n.ptr().cast::<UdmNodeHeader>().as_ref();
+                let (magic, r) = {
+                    let h = n.view().header();
                     (h.magic, h.rank)
                 };
                 assert_eq!((magic, r as usize), (UDM_NODE_MAGIC, rank));

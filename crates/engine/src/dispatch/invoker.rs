@@ -29,6 +29,12 @@
 //! assert_eq!(&d.data[..5], b"hello");
 //! # Ok::<(), unet_engine::invoker::InvokerError>(())
 //! ```
+//!
+//! `unsafe` is allowed here: a raw endpoint, region or VI is a segment
+//! mapped from the engine's reply and driven by hand, as a client library
+//! would (views over the mapping, bytes copied in and out of it).
+
+#![allow(unsafe_code)]
 
 use std::fmt;
 use std::io;

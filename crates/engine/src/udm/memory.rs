@@ -11,11 +11,13 @@ use super::*;
 /// [`Jobs::insert`]; a retired job's memory goes back to that thread to be
 /// unmapped ([`Job::into_segments`]).
 pub(crate) struct JobMemory {
-    /// The job segment: header, node lines, fast rings.
-    pub seg: Segment,
+    /// The job segment (header, node lines, fast rings) and its view
+    /// (boxed: a JobMemory travels between threads by value).
+    pub seg: Box<JobSeg>,
     /// By rank, one for each of the job's nodes: the node segment
-    /// (header, divert ring) and the virtual buffer (sparse).
-    pub nodes: Vec<(Segment, Segment)>,
+    /// (header, divert ring) with its view, and the virtual buffer
+    /// (sparse).
+    pub nodes: Vec<(NodeSeg, Segment)>,
 }
 
 impl JobMemory {
@@ -27,67 +29,10 @@ impl JobMemory {
     /// [`JobMemory::touched_by`], so the engine does it on its set-up thread,
     /// never on its loop.
     pub(crate) fn make(layout: &UdmLayout, id: u32, engine_id: u64) -> std::io::Result<JobMemory> {
-        let seg = Segment::create(&format!("unet-udm-job-{id}"), layout.job_size as usize)?;
-        if (seg.len() as u64) < layout.job_size {
-            return Err(std::io::Error::other("job segment too small"));
-        }
-        // SAFETY: a fresh zeroed segment of job_size bytes (checked above),
-        // not shared yet; plain field writes.
-        unsafe {
-            let h = seg.ptr().as_ptr() as *mut UdmJobHeader;
-            (*h).magic = UDM_JOB_MAGIC;
-            (*h).version = unet_abi::VERSION;
-            (*h).header_size = PAGE as u32;
-            (*h).segment_size = layout.job_size;
-            (*h).job_id = id;
-            (*h).nodes = layout.nodes;
-            (*h).fast_cap = layout.fast_cap;
-            (*h).buffer_cap = layout.buffer_cap;
-            (*h).divert_cap = UDM_DIVERT_CAP;
-            (*h).lines_off = layout.lines_off;
-            (*h).rings_off = layout.rings_off;
-            (*h).ring_bytes = layout.ring_bytes;
-            (*h).engine_id = engine_id;
-        }
-        for d in 0..layout.nodes {
-            for s in 0..layout.nodes {
-                let off = layout.ring_off(d, s) as usize;
-                // SAFETY: inside the segment (UdmLayout), which outlives
-                // the view.
-                let r: Ring<UdmMsg> =
-                    unsafe { Ring::from_raw(seg.ptr().add(off), layout.fast_cap) };
-                r.init(core::mem::size_of::<UdmMsg>() as u32);
-            }
-        }
+        let seg = Box::new(JobSeg::create(layout, id, engine_id)?);
         let mut nodes = Vec::with_capacity(layout.nodes as usize);
         for rank in 0..layout.nodes {
-            let nseg = Segment::create(
-                &format!("unet-udm-node-{id}-{rank}"),
-                layout.node_size as usize,
-            )?;
-            if (nseg.len() as u64) < layout.node_size {
-                return Err(std::io::Error::other("node segment too small"));
-            }
-            // SAFETY: as above, a fresh segment of node_size bytes.
-            unsafe {
-                let h = nseg.ptr().as_ptr() as *mut UdmNodeHeader;
-                (*h).magic = UDM_NODE_MAGIC;
-                (*h).version = unet_abi::VERSION;
-                (*h).header_size = PAGE as u32;
-                (*h).segment_size = layout.node_size;
-                (*h).job_id = id;
-                (*h).rank = rank;
-                (*h).divert_cap = UDM_DIVERT_CAP;
-                (*h).buffer_cap = layout.buffer_cap;
-                (*h).divert_off = layout.divert_off;
-                (*h).engine_id = engine_id;
-            }
-            const _: () = assert!(core::mem::size_of::<RingHeader>() <= PAGE);
-            // SAFETY: the divert ring lies inside the node segment.
-            let r: Ring<UdmMsg> = unsafe {
-                Ring::from_raw(nseg.ptr().add(layout.divert_off as usize), UDM_DIVERT_CAP)
-            };
-            r.init(core::mem::size_of::<UdmMsg>() as u32);
+            let nseg = NodeSeg::create(layout, id, rank, engine_id)?;
             let buf = Segment::create_sparse(
                 &format!("unet-udm-buf-{engine_id:016x}-{id}-{rank}"),
                 layout.buffer_size as usize,
@@ -120,9 +65,9 @@ impl JobMemory {
     /// Every segment, to be unmapped.
     pub(crate) fn into_segments(self) -> Vec<Segment> {
         let mut v = Vec::with_capacity(1 + 2 * self.nodes.len());
-        v.push(self.seg);
+        v.push((*self.seg).into_segment());
         for (n, b) in self.nodes {
-            v.push(n);
+            v.push(n.into_segment());
             v.push(b);
         }
         v
@@ -244,7 +189,7 @@ impl Jobs {
                     uid: u32::MAX,
                 },
                 layout,
-                seg,
+                seg: *seg,
                 doorbell,
                 timeout,
                 nodes,

@@ -31,7 +31,6 @@ use std::time::{Duration, Instant};
 
 use unet_abi::ring::Ring;
 use unet_abi::udm::*;
-use unet_abi::{RingHeader, PAGE};
 use unet_sys::{self as sys, EventFd, Segment};
 
 use crate::unet::endpoints::ClientId;
@@ -41,8 +40,10 @@ pub(crate) mod link;
 mod memory;
 pub(crate) mod remote;
 pub(crate) mod setup;
+mod shm;
 mod timeout;
 pub(crate) use memory::{JobMemory, PendingJob};
+use shm::{JobSeg, NodeSeg};
 use timeout::bits;
 pub(crate) use timeout::Turn;
 
@@ -123,9 +124,9 @@ pub(crate) struct UdmNode {
     pub pid: u32,
     /// `UDM_NODE_FREE`, `UDM_NODE_JOINED` or `UDM_NODE_GONE`.
     pub state: u32,
-    /// The node segment (header and divert ring); None once gone and its
-    /// divert ring drained.
-    seg: Option<Segment>,
+    /// The node segment (header and divert ring) and its view; None once
+    /// gone and its divert ring drained.
+    seg: Option<NodeSeg>,
     /// Gone with messages still in its divert ring: where its head was
     /// when it went. The engine delivers those (they were injected, so
     /// they are never lost) and nothing written after; then the segment
@@ -167,19 +168,14 @@ pub(crate) struct UdmNode {
 
 impl UdmNode {
     fn header(&self) -> Option<&UdmNodeHeader> {
-        let seg = self.seg.as_ref()?;
-        // SAFETY: the segment starts with a UdmNodeHeader we initialised;
-        // the fields others write are atomics.
-        Some(unsafe { seg.ptr().cast::<UdmNodeHeader>().as_ref() })
+        Some(self.seg.as_ref()?.view().header())
     }
 
-    /// The divert ring (a view that must not outlive `seg`).
-    fn divert(&self, l: &UdmLayout) -> Option<Ring<UdmMsg>> {
-        let p = self.seg.as_ref()?.at(l.divert_off as usize, PAGE)?;
-        // SAFETY: the ring lies inside the node segment (UdmLayout), which
-        // outlives the view: views are made and dropped within one call
-        // while the segment stays in the node.
-        Some(unsafe { Ring::from_raw(p, UDM_DIVERT_CAP) })
+    /// The divert ring (a view that must not outlive `seg`: rings are
+    /// taken and dropped within one call while the segment stays in the
+    /// node).
+    fn divert(&self) -> Option<Ring<UdmMsg>> {
+        Some(self.seg.as_ref()?.view().divert())
     }
 
     /// The engine's counters of the node.
@@ -251,7 +247,8 @@ pub(crate) struct Job {
     /// process hold its nodes).
     pub payer: Payer,
     pub layout: UdmLayout,
-    pub seg: Segment,
+    /// The job segment and its view.
+    pub seg: JobSeg,
     pub doorbell: EventFd,
     /// Virtual buffers of nodes gone, to be given back off the loop
     /// (taken by [`Jobs::poll`]).
@@ -285,24 +282,17 @@ pub(crate) struct Job {
 impl Job {
     /// Node `rank`'s line in the job segment.
     pub(crate) fn line(&self, rank: u32) -> &UdmNodeLine {
-        let off = self.layout.line_off(rank.min(self.layout.nodes - 1)) as usize;
-        // SAFETY: the line lies inside the job segment (UdmLayout; rank is
-        // clamped to the job's nodes); its fields are atomics.
-        unsafe { self.seg.ptr().add(off).cast::<UdmNodeLine>().as_ref() }
+        self.seg.view().line(rank)
     }
 
     fn header(&self) -> &UdmJobHeader {
-        // SAFETY: the segment starts with the header we initialised.
-        unsafe { self.seg.ptr().cast::<UdmJobHeader>().as_ref() }
+        self.seg.view().header()
     }
 
     /// The fast ring from `src` to `dst` (a view that must not outlive
     /// the job).
     fn fast_ring(&self, dst: u32, src: u32) -> Ring<UdmMsg> {
-        let off = self.layout.ring_off(dst, src) as usize;
-        // SAFETY: the ring lies inside the job segment (UdmLayout; callers
-        // pass ranks below the job's nodes), which outlives the view.
-        unsafe { Ring::from_raw(self.seg.ptr().add(off), self.layout.fast_cap) }
+        self.seg.view().fast_ring(dst, src)
     }
 
     /// Whether node `r` has a message waiting in one of its fast rings,
@@ -352,10 +342,10 @@ impl Job {
     /// engine's loop: a job segment may be tens of MiB) once the job is
     /// retired.
     pub(crate) fn into_segments(self) -> Vec<Segment> {
-        let mut v = vec![self.seg];
+        let mut v = vec![self.seg.into_segment()];
         v.extend(self.released);
         for n in self.nodes {
-            v.extend(n.seg);
+            v.extend(n.seg.map(NodeSeg::into_segment));
             v.extend(n.buf);
         }
         v
@@ -370,7 +360,7 @@ impl Job {
     /// process that joins.
     pub(crate) fn node_fds(&self, rank: u32) -> Option<(&Segment, &Segment)> {
         let n = self.nodes.get(rank as usize)?;
-        Some((n.seg.as_ref()?, n.buf.as_ref()?))
+        Some((n.seg.as_deref()?, n.buf.as_ref()?))
     }
 
     /// Node `rank` left or died: its senders see it gone, its buffer's
@@ -398,9 +388,8 @@ impl Job {
         self.released.extend(buf);
         // What it injected before it went is still delivered: its divert
         // ring is drained up to where its head is now.
-        let l = self.layout;
         let n = &mut self.nodes[rank as usize];
-        let head = n.divert(&l).map(|r| r.head());
+        let head = n.divert().map(|r| r.head());
         match head {
             Some(h)
                 if h != n.divert_tail && h.wrapping_sub(n.divert_tail) <= UDM_DIVERT_CAP as u64 =>
@@ -494,9 +483,7 @@ impl Job {
     /// has not taken.
     fn divert_waiting(&self, r: u32) -> bool {
         let n = &self.nodes[r as usize];
-        n.drain_end.is_none()
-            && n.divert(&self.layout)
-                .is_some_and(|ring| ring.head() != n.divert_tail)
+        n.drain_end.is_none() && n.divert().is_some_and(|ring| ring.head() != n.divert_tail)
     }
 
     /// Look over the nodes left to sweep, within the turn's budget: one
@@ -553,7 +540,7 @@ impl Job {
     /// messages taken and the destinations written to (a bit each).
     fn drain(&mut self, s: u32) -> (usize, u64) {
         let l = self.layout;
-        let Some(ring) = self.nodes[s as usize].divert(&l) else {
+        let Some(ring) = self.nodes[s as usize].divert() else {
             return (0, 0);
         };
         // A gone node: only what it wrote before it went.
@@ -572,11 +559,8 @@ impl Job {
         let mut pos = tail;
         let mut touched = 0u64;
         while pos != head && pos - tail < DIVERT_BUDGET {
-            let slot = ring.slot_ptr(pos);
-            // SAFETY: the slot lies in the ring (its index is masked),
-            // aligned; its first 8 bytes (peer, handler, nwords) are read
-            // once and checked before use.
-            let hdr = UdmHeader::unpack(unsafe { slot.cast::<u64>().read_volatile() });
+            // Read once, checked before use.
+            let hdr = shm::header_at(&ring, pos);
             let d = hdr.peer;
             let nwords = hdr.nwords as usize;
             if d >= l.nodes {
@@ -611,14 +595,7 @@ impl Job {
                     words: [0; UDM_MAX_WORDS],
                     counted: true,
                 };
-                // SAFETY: as above; nwords <= UDM_MAX_WORDS (checked), so
-                // the words read lie in the slot.
-                unsafe {
-                    let w = core::ptr::addr_of!((*slot).words).cast::<u64>();
-                    for (i, x) in m.words[..nwords].iter_mut().enumerate() {
-                        *x = w.add(i).read_volatile();
-                    }
-                }
+                shm::words_at(&ring, pos, &mut m.words[..nwords]);
                 self.outbox.push_back(m);
                 self.outbox_counted[d as usize] += 1;
                 pos += 1;
@@ -644,26 +621,11 @@ impl Job {
                 }
             }
             dst.held = false;
-            let at = (dst.buf_head % l.buffer_cap as u64) as usize * core::mem::size_of::<UdmMsg>();
+            let at = (dst.buf_head % l.buffer_cap as u64) as usize;
             dst.resident.writing(dst.buf_head * MSG_BYTES);
-            if let Some(p) = dst.buf.as_ref().and_then(|b| b.at(at, 128)) {
-                let out = p.cast::<UdmMsg>().as_ptr();
-                // SAFETY: `out` is a message slot inside the buffer (checked
-                // by at()), aligned (a multiple of 128 from a page-aligned
-                // base), written only by the engine; `slot` is one in the
-                // divert ring and nwords <= UDM_MAX_WORDS (checked), so both
-                // word ranges lie in their slots. Only the words used are
-                // copied; the header goes last, stamped with the source.
-                unsafe {
-                    core::ptr::copy_nonoverlapping(
-                        core::ptr::addr_of!((*slot).words).cast::<u64>(),
-                        core::ptr::addr_of_mut!((*out).words).cast::<u64>(),
-                        nwords,
-                    );
-                    core::ptr::addr_of_mut!((*out).stamp).write_volatile(0);
-                    out.cast::<u64>()
-                        .write_volatile(UdmHeader { peer: s, ..hdr }.pack());
-                }
+            if let Some(b) = dst.buf.as_ref() {
+                // Stamped with the source.
+                shm::buffer_from_ring(b, at, &ring, pos, UdmHeader { peer: s, ..hdr });
             }
             dst.buf_head += 1;
             dst.count(UdmCounter::BufferedMsgs, 1);
@@ -724,28 +686,15 @@ impl Job {
             Err(_) => return Append::Full,
         }
         let dst = &mut self.nodes[d as usize];
-        let at = (dst.buf_head % cap) as usize * core::mem::size_of::<UdmMsg>();
+        let at = (dst.buf_head % cap) as usize;
         dst.resident.writing(dst.buf_head * MSG_BYTES);
-        if let Some(p) = dst.buf.as_ref().and_then(|b| b.at(at, 128)) {
-            let out = p.cast::<UdmMsg>().as_ptr();
+        if let Some(b) = dst.buf.as_ref() {
             let hdr = UdmHeader {
                 peer: src,
                 handler,
                 nwords: words.len() as u16,
-            }
-            .pack();
-            // SAFETY: `out` is a message slot inside the buffer (checked by
-            // at()), aligned, written only by the engine; words.len() <=
-            // UDM_MAX_WORDS (checked). The header goes last.
-            unsafe {
-                core::ptr::copy_nonoverlapping(
-                    words.as_ptr(),
-                    core::ptr::addr_of_mut!((*out).words).cast::<u64>(),
-                    words.len(),
-                );
-                core::ptr::addr_of_mut!((*out).stamp).write_volatile(0);
-                out.cast::<u64>().write_volatile(hdr);
-            }
+            };
+            shm::buffer_from_words(b, at, hdr, words);
         }
         dst.buf_head += 1;
         dst.count(UdmCounter::BufferedMsgs, 1);
@@ -930,7 +879,7 @@ mod tests {
     /// Push `m` into node `s`'s divert ring as a client would.
     fn push(jobs: &Jobs, id: u32, s: usize, pos: u64, m: UdmMsg) {
         let j = &jobs.jobs[&id];
-        let r = j.nodes[s].divert(&j.layout).unwrap();
+        let r = j.nodes[s].divert().unwrap();
         r.write(pos, m);
         r.set_head(pos + 1);
         ring(jobs, id, s);
@@ -969,7 +918,7 @@ mod tests {
         );
 
         // An impossible head: ignored, counted once.
-        let r = j.nodes[0].divert(&j.layout).unwrap();
+        let r = j.nodes[0].divert().unwrap();
         r.set_head(1 << 40);
         ring(&jobs, id, 0);
         jobs.poll();
@@ -1090,7 +1039,7 @@ mod tests {
         for _ in 0..20_000 {
             let j = &jobs.jobs[&id];
             // Node 0: anything at all.
-            let hostile = j.nodes[0].divert(&j.layout).unwrap();
+            let hostile = j.nodes[0].divert().unwrap();
             match rnd() % 6 {
                 0 => hostile.set_head(rnd() % 200),
                 1 => hostile.set_head(rnd()),
@@ -1114,7 +1063,7 @@ mod tests {
             // Whatever it did, it (and for all it knows, the others) rang.
             ring(&jobs, id, (rnd() % 3) as usize);
             // Node 1 sends to node 2 while its ring has room.
-            let honest = j.nodes[1].divert(&j.layout).unwrap();
+            let honest = j.nodes[1].divert().unwrap();
             if honest_head - honest.tail() < UDM_DIVERT_CAP as u64 {
                 honest.write(honest_head, msg(2, 2, sent));
                 honest_head += 1;
@@ -1217,7 +1166,7 @@ mod tests {
             j.watch(r, now);
         }
         let j = &jobs.jobs[&id];
-        let r = j.nodes[0].divert(&j.layout).unwrap();
+        let r = j.nodes[0].divert().unwrap();
         r.write(0, msg(1, 1, 7));
         r.set_head(1);
         for _ in 0..100 {
@@ -1285,8 +1234,6 @@ mod tests {
 
     /// Message `i` of a virtual buffer.
     fn read_msg(buf: &Segment, i: usize) -> UdmMsg {
-        let p = buf.at(i * 128, 128).unwrap();
-        // SAFETY: inside the buffer (checked by at()), aligned.
-        unsafe { p.cast::<UdmMsg>().as_ptr().read_volatile() }
+        shm::buffered(buf, i).unwrap()
     }
 }

@@ -16,6 +16,11 @@
 //! and the message, padded to 8 bytes. A record never wraps: where one
 //! does not fit before the end of the file, a *wrap* header fills the rest
 //! and the record starts again at the file's beginning.
+//!
+//! `unsafe` is allowed here: records are written and read in place in the
+//! buffer's memory file.
+
+#![allow(unsafe_code)]
 
 use std::io;
 

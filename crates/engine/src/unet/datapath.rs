@@ -98,12 +98,7 @@ impl DataPath<'_> {
                 break;
             };
             let ep = self.eps.get(idx).expect("live");
-            // SAFETY: slot_ptr(pos) is an in-bounds, aligned SendDesc in the
-            // endpoint's mapping; writing one i32 field through a raw pointer.
-            unsafe {
-                std::ptr::addr_of_mut!((*ep.send.slot_ptr(pos)).status)
-                    .write_volatile(status as i32);
-            }
+            ep.set_send_status(pos, status as i32);
             done += 1;
             if self.applets.paused(idx) || self.eps.behind {
                 // Its applet just used up its share, or a receiver is
@@ -144,13 +139,13 @@ impl DataPath<'_> {
                 SendStatus::BadLength,
             );
         }
-        if d.offset as u64 + d.len as u64 > ep.area_size() {
+        let Some(msg) = ep.message(d.offset, d.len) else {
             return bad(
                 self.counters(),
                 EndpointCounter::TxBadBuffer,
                 SendStatus::BadBuffer,
             );
-        }
+        };
         if ep.route(d.channel).is_none() {
             return bad(
                 self.counters(),
@@ -168,13 +163,9 @@ impl DataPath<'_> {
                 },
             );
         }
-        // SAFETY: offset + len is inside the buffer area (checked above),
-        // a live mapping the engine holds. The client may scribble on it
-        // concurrently; then only its own message carries garbage.
-        let msg = unsafe {
-            std::slice::from_raw_parts(ep.area().as_ptr().add(d.offset as usize), d.len as usize)
-        };
-        match self.send(idx, d.channel, msg, true) {
+        // Read in place: the client may scribble on it concurrently; then
+        // only its own message carries garbage.
+        match self.send(idx, d.channel, msg.bytes(), true) {
             Ok(true) => Some(SendStatus::Sent),
             Ok(false) => None,
             Err(SendStatus::PeerGone) => bad(

@@ -14,6 +14,14 @@
 //! which the client may scribble on at any time. Every index and offset is
 //! checked against the engine's own copy of the endpoint's geometry before
 //! use; a bad one is a counter on that endpoint only.
+//!
+//! `unsafe` is allowed here: an endpoint's segment is shared memory,
+//! mapped once through `unet_abi`'s view and read and written in place
+//! (its header, the buffer area, a descriptor's status); the data path
+//! reaches the buffer area only through [`Ep::message`] and
+//! [`Ep::set_send_status`].
+
+#![allow(unsafe_code)]
 
 use std::collections::HashMap;
 use std::io;
@@ -60,6 +68,27 @@ impl NoRoom {
             NoRoom::NoBuffer => EndpointCounter::RxDropNoBuffer,
             NoRoom::TooLarge => EndpointCounter::RxDropTooLarge,
         }
+    }
+}
+
+/// A message in place in an endpoint's buffer area, its bounds checked
+/// against the area ([`Ep::message`]). It is read where it lies and must
+/// not outlive its endpoint: the data path uses it within the turn that
+/// took its descriptor.
+#[derive(Clone, Copy)]
+pub(crate) struct AreaMsg {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+impl AreaMsg {
+    /// Its bytes.
+    #[inline]
+    pub(crate) fn bytes(&self) -> &[u8] {
+        // SAFETY: ptr..ptr + len lies inside the buffer area (checked by
+        // Ep::message), a live mapping the engine holds while the
+        // endpoint lives.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 }
 
@@ -111,6 +140,30 @@ impl Ep {
 
     pub(crate) fn area_size(&self) -> u64 {
         self.layout.geometry.buffer_area_size
+    }
+
+    /// The `len` bytes at `offset` of the buffer area, or None if they do
+    /// not lie inside it.
+    #[inline]
+    pub(crate) fn message(&self, offset: u32, len: u32) -> Option<AreaMsg> {
+        if offset as u64 + len as u64 > self.area_size() {
+            return None;
+        }
+        Some(AreaMsg {
+            // SAFETY: offset <= the area's size (checked): inside the
+            // mapping, or one past the area's end.
+            ptr: unsafe { self.area().add(offset as usize) },
+            len: len as usize,
+        })
+    }
+
+    /// Write the status of send descriptor `pos` in place (the one field
+    /// of a send descriptor the engine writes back).
+    #[inline]
+    pub(crate) fn set_send_status(&self, pos: u64, status: i32) {
+        // SAFETY: slot_ptr(pos) is an in-bounds, aligned SendDesc in the
+        // endpoint's mapping; writing one i32 field through a raw pointer.
+        unsafe { std::ptr::addr_of_mut!((*self.send.slot_ptr(pos)).status).write_volatile(status) }
     }
 
     /// A free channel tag (reusing a closed one first), or None when the

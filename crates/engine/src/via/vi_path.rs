@@ -21,6 +21,13 @@
 //! Trust: descriptors and ring positions come from shared memory the
 //! client may scribble on; each is checked before use, a bad descriptor is
 //! an error completion and the error state on that VI only.
+//!
+//! `unsafe` is allowed here and in `recv` (its receiving side): a VI's
+//! segment is shared memory (its header and queues), and a message is
+//! gathered from and scattered into the owner's registered regions through
+//! pointers into their mappings.
+
+#![allow(unsafe_code)]
 
 use std::collections::VecDeque;
 use std::io;
@@ -183,35 +190,23 @@ impl EngineVi {
     ) -> io::Result<EngineVi> {
         let layout = ViLayout::new(VI_QUEUE_CAP).expect("a valid capacity");
         let seg = Segment::create(&format!("unet-vi-{id}"), layout.segment_size as usize)?;
-        let base = seg.ptr();
         // SAFETY: a fresh zeroed segment of layout.segment_size bytes, not
-        // shared yet; plain field writes into its header page.
-        unsafe {
-            let h = base.as_ptr() as *mut ViHeader;
-            (*h).magic = VI_MAGIC;
-            (*h).version = VERSION;
-            (*h).header_size = VI_HEADER_SIZE as u32;
-            (*h).segment_size = layout.segment_size;
-            (*h).vi_id = id;
-            (*h).reliability = reliability as u8;
-            (*h).strict_rnr = strict_rnr as u8;
-            (*h).queue_cap = layout.cap;
-            (*h).sq_off = layout.sq_off;
-            (*h).rq_off = layout.rq_off;
-            (*h).scq_off = layout.scq_off;
-            (*h).rcq_off = layout.rcq_off;
-            (*h).engine_id = engine_id;
-        }
-        // SAFETY: mapped as long as `seg`, which the VI owns beside its
+        // shared yet, mapped as long as `seg`, which the VI owns beside its
         // rings; by the engine's own layout, never the header.
         let ViView {
             sq, rq, scq, rcq, ..
-        } = unsafe { ViView::new(base, seg.len(), &layout) }
-            .map_err(|e| io::Error::other(format!("VI segment: {e}")))?;
-        sq.init(size_of::<ViDesc>() as u32);
-        rq.init(size_of::<ViDesc>() as u32);
-        scq.init(size_of::<ViCompl>() as u32);
-        rcq.init(size_of::<ViCompl>() as u32);
+        } = unsafe {
+            ViView::init(
+                seg.ptr(),
+                seg.len(),
+                &layout,
+                id,
+                reliability,
+                strict_rnr,
+                engine_id,
+            )
+        }
+        .map_err(|e| io::Error::other(format!("VI segment: {e}")))?;
         let level = match reliability {
             Reliability::Unreliable => reliable::Reliability::Unreliable,
             Reliability::ReliableDelivery => reliable::Reliability::ReliableDelivery,
@@ -798,5 +793,3 @@ impl EngineVi {
             .store(on as u32, Ordering::Relaxed);
     }
 }
-
-use std::mem::size_of;

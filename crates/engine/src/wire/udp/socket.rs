@@ -2,6 +2,12 @@
 //! `sendmmsg` of a [`SendBatch`] with segmentation and fault injection,
 //! `recvmmsg` with receive coalescing cut back into datagrams, and the
 //! kernel's drop count.
+//!
+//! `unsafe` is allowed here and in its tests: this is the wire's one
+//! contact with the OS (socket options, control messages and the
+//! `sendmmsg`/`recvmmsg` calls through `libc`).
+
+#![allow(unsafe_code)]
 
 use super::*;
 
