@@ -24,6 +24,7 @@
 //! | module | part |
 //! |---|---|
 //! | `dispatcher` | the loop; owns the parts; [`Dispatcher::step`] |
+//! | `part` | the one shape of every part of the loop: a turn's work, its next deadline, its wake-ups |
 //! | [`invoker`] | driving an engine on the caller's thread: a local client, raw endpoints |
 //! | `setup` | what each control request does; reclaiming a client |
 //! | `server` | the control server: clients, their sockets and credentials |
@@ -50,6 +51,7 @@ mod config;
 mod control;
 pub mod counters;
 mod dispatch;
+mod part;
 mod poller;
 mod udm;
 mod unet;

@@ -38,7 +38,7 @@ pub(crate) struct Setup<'a> {
     pub server: &'a mut ControlServer,
     pub eps: &'a mut EndpointTable,
     pub conns: &'a mut DirectConns,
-    pub remote: Option<&'a mut RemoteSide>,
+    pub remote: Option<RemoteSide<'a>>,
     pub applets: &'a mut AppletHost,
     pub work: &'a mut SetupThread,
     pub vias: &'a mut Vias,
@@ -52,7 +52,7 @@ impl Setup<'_> {
 
     /// The engine's UDP address, if it has a wire.
     pub(crate) fn udp_addr(&self) -> Option<std::net::SocketAddr> {
-        self.remote.as_deref().map(|w| w.local_addr())
+        self.remote.as_ref().map(|w| w.local_addr())
     }
 
     fn reply(&self, ci: ClientId, req_id: u32, r: Reply) {
@@ -363,7 +363,7 @@ impl Setup<'_> {
             let Some(host) = dst.host else {
                 return;
             };
-            let Some(w) = self.remote.as_deref_mut() else {
+            let Some(w) = self.remote.as_mut() else {
                 return self.reply(ci, req_id, Reply::Error(ErrorCode::NoWire));
             };
             match w.open(self.eps, ci, req_id, src, host, dst.id) {
@@ -540,7 +540,7 @@ impl Setup<'_> {
                 self.eps.peer_gone(peer);
             }
             Teardown::Remote(r) => {
-                if let Some(w) = self.remote.as_deref_mut() {
+                if let Some(w) = self.remote.as_mut() {
                     w.send_close(&r);
                 }
             }
@@ -578,7 +578,7 @@ impl Setup<'_> {
         }
         self.via(|v| v.drop_client_vias(ci));
         self.udm(|u| u.drop_client_udm(ci));
-        if let Some(w) = self.remote.as_deref_mut() {
+        if let Some(w) = self.remote.as_mut() {
             w.forget_client(ci);
         }
         self.applets.forget_client(ci);
@@ -667,7 +667,7 @@ impl Setup<'_> {
                 Some(_) => {
                     let mut dp = DataPath {
                         eps: self.eps,
-                        remote: self.remote.as_deref_mut(),
+                        port: self.remote.as_mut().map(|w| &mut *w.port),
                         applets: self.applets,
                     };
                     match dp.instantiate(l, self.cfg.applet_compile) {

@@ -9,5 +9,6 @@ pub(crate) mod backlog;
 pub(crate) mod datapath;
 pub(crate) mod direct;
 pub(crate) mod endpoints;
+pub(crate) mod part;
 pub(crate) mod remote;
 pub(crate) mod routes;

@@ -18,7 +18,7 @@ use crate::udm::setup::{self as udm_setup, UdmSetup, Work};
 use crate::udm::{Jobs, PendingJob};
 use crate::unet::direct::DirectConns;
 use crate::unet::endpoints::{ClientId, EndpointTable};
-use crate::unet::remote::ViIn;
+use crate::unet::remote::{RemoteSide, ViIn};
 use crate::via::setup::{self as via_setup, ViaSetup};
 use crate::via::vias::Vias;
 
@@ -141,7 +141,7 @@ impl Setup<'_> {
             counters: self.eps.counters(),
             clients: &*self.server,
             work: &mut work,
-            remote: self.remote.as_deref_mut(),
+            remote: self.remote.as_mut().map(RemoteSide::reborrow),
             udm: self.udm,
         };
         f(&mut u)
@@ -171,7 +171,7 @@ impl Setup<'_> {
             clients: &*self.server,
             rest: &rest,
             conns: self.conns,
-            remote: self.remote.as_deref_mut(),
+            remote: self.remote.as_mut().map(RemoteSide::reborrow),
             vias: self.vias,
         };
         f(&mut v)
@@ -185,6 +185,35 @@ impl Setup<'_> {
     /// Answer the VI connection requests nobody accepted in time.
     pub(crate) fn expire_requests(&mut self, now: Instant) {
         self.via(|v| v.expire_requests(now));
+    }
+
+    /// Take the work the loop's parts left for control in a turn, in the
+    /// order the turn found it: the replies owed for remote opens, VIA's
+    /// set-up frames, UDM's segments to release on the set-up thread and
+    /// its links' set-up, the VI connection requests and opens whose time
+    /// came. What this queues on the wire leaves with the turn's flush.
+    pub(crate) fn after_turn(&mut self) {
+        if let Some(done) = self.remote.as_mut().and_then(|w| w.take_done()) {
+            self.complete(done);
+        }
+        if !self.vias.wire_setup.is_empty() {
+            let frames = std::mem::take(&mut self.vias.wire_setup);
+            self.vi_wire(frames);
+        }
+        if !self.udm.released.is_empty() {
+            let segs = std::mem::take(&mut self.udm.released);
+            self.work.release_all(segs);
+        }
+        if self.remote.is_some() && self.udm.remote.setup_due() {
+            self.udm_links();
+        }
+        if self
+            .vias
+            .next_deadline()
+            .is_some_and(|d| d <= Instant::now())
+        {
+            self.expire_requests(Instant::now());
+        }
     }
 
     /// Whether client `ci`'s process holds few objects that cost the
