@@ -129,7 +129,7 @@ fn take_frames(vias: &mut Vias, port: &mut WirePort, now: u64) -> usize {
 /// side. `linger_ns`: how long a VI that found no work stays on the list (the
 /// engine's idle spin: its client does not ring meanwhile; at least
 /// [`LINGER_MIN_NS`]).
-pub(crate) fn poll(
+fn poll(
     vias: &mut Vias,
     port: &mut WirePort,
     counters: &Counters,

@@ -149,7 +149,7 @@ impl Setup<'_> {
 
     /// The set-up side of UDM's links to other engines: joins and their
     /// answers from the wire, closes, join retries, links to retire.
-    pub(crate) fn udm_links(&mut self) {
+    fn udm_links(&mut self) {
         self.udm(|u| u.udm_links());
     }
 
@@ -178,12 +178,12 @@ impl Setup<'_> {
     }
 
     /// Act on the VIA set-up frames that came from the wire.
-    pub(crate) fn vi_wire(&mut self, frames: Vec<ViIn>) {
+    fn vi_wire(&mut self, frames: Vec<ViIn>) {
         self.via(|v| v.vi_wire(frames));
     }
 
     /// Answer the VI connection requests nobody accepted in time.
-    pub(crate) fn expire_requests(&mut self, now: Instant) {
+    fn expire_requests(&mut self, now: Instant) {
         self.via(|v| v.expire_requests(now));
     }
 
