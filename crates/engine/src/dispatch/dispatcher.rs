@@ -533,4 +533,83 @@ mod tests {
         assert!(engine.udm.is_empty());
         assert_eq!(engine.counters.engine_value(EngineCounter::UdmJobs), 0);
     }
+
+    /// The wire is flushed once per turn, and what a turn queued leaves
+    /// in it: messages posted on two endpoints' remote channels go in one
+    /// batch at the sender's next step, and arrive at the receiver's.
+    #[test]
+    fn a_turn_sends_what_its_parts_queued_in_one_batch() {
+        use crate::wire::{MemoryHub, PortConfig};
+        use unet_abi::{Geometry, SendDesc, SendStatus};
+        use unet_control::EndpointAddr;
+
+        let hub = MemoryHub::new();
+        let pc = PortConfig::loopback();
+        let at = |port: u16| SocketAddr::from(([10, 0, 0, 1], port));
+        let cfg = EngineConfig {
+            allow_peers: vec!["10.0.0.0/24".parse().unwrap()],
+            ..EngineConfig::default()
+        };
+        let bind = |port, cfg| {
+            let t = Box::new(hub.bind(at(port), pc).unwrap());
+            Dispatcher::with_transport(cfg, t).unwrap()
+        };
+        let (mut ea, mut eb) = (bind(1, cfg.clone()), bind(2, cfg));
+        let mut ca = LocalClient::new(&mut ea).unwrap();
+        let mut cb = LocalClient::new(&mut eb).unwrap();
+        let g = Geometry {
+            buffer_size: 2048,
+            buffer_area_size: 1 << 20,
+            ..Geometry::default()
+        };
+        let mut senders = [
+            ca.create_endpoint(&mut ea, g).unwrap(),
+            ca.create_endpoint(&mut ea, g).unwrap(),
+        ];
+        let mut b = cb.create_endpoint(&mut eb, g).unwrap();
+        for i in 0..8 {
+            assert!(b.post_free((1 << 19) + i * 2048));
+        }
+        let mut chans = Vec::new();
+        for a in &senders {
+            let req = Request::OpenChannel {
+                endpoint: a.id(),
+                dst: EndpointAddr {
+                    host: Some(at(2)),
+                    id: b.id(),
+                },
+                path: unet_control::PathChoice::Auto,
+            };
+            let (rep, _) = ca
+                .call_while(&mut ea, &req, &[], || {
+                    eb.step();
+                })
+                .unwrap();
+            match rep {
+                Reply::ChannelOpened { channel, .. } => chans.push(channel),
+                r => panic!("open: {r:?}"),
+            }
+        }
+        while ea.step() + eb.step() + ea.step() + eb.step() > 0 {}
+        let batches = |e: &Dispatcher| e.counters.engine_value(EngineCounter::WireTxBatches);
+        let before = batches(&ea);
+        let mut posted = Vec::new();
+        for (a, &channel) in senders.iter_mut().zip(&chans) {
+            a.write_area(0, b"ping");
+            let d = SendDesc {
+                offset: 0,
+                len: 4,
+                channel,
+                ..Default::default()
+            };
+            posted.push(a.push_send(d).unwrap());
+        }
+        ea.step();
+        for (a, &pos) in senders.iter().zip(&posted) {
+            assert_eq!(a.send_status(pos), SendStatus::Sent as i32);
+        }
+        assert_eq!(batches(&ea), before + 1, "one flush for the turn");
+        eb.step();
+        assert!(b.pop_recv().is_some() && b.pop_recv().is_some());
+    }
 }

@@ -129,12 +129,7 @@ fn take_frames(vias: &mut Vias, port: &mut WirePort, now: u64) -> usize {
 /// side. `linger_ns`: how long a VI that found no work stays on the list (the
 /// engine's idle spin: its client does not ring meanwhile; at least
 /// [`LINGER_MIN_NS`]).
-fn poll(
-    vias: &mut Vias,
-    port: &mut WirePort,
-    counters: &Counters,
-    linger_ns: u64,
-) -> usize {
+fn poll(vias: &mut Vias, port: &mut WirePort, counters: &Counters, linger_ns: u64) -> usize {
     let now = port.clock_ns();
     let mut work = take_frames(vias, port, now);
     let Vias {
