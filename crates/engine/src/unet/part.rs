@@ -47,7 +47,9 @@ impl Part for UnetPart {
             });
         }
         // Buffered endpoints' waiting messages before the send rings:
-        // room that appeared goes to them before anything new.
+        // room that appeared goes to them before anything new (a message
+        // from the wire to such an endpoint moved them on first itself,
+        // `EndpointTable::deliver_from`).
         work += eps.drain_backlogs();
         let mut dp = DataPath {
             eps,
