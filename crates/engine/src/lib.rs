@@ -105,6 +105,7 @@ mod config;
 mod control;
 pub mod counters;
 mod dispatch;
+mod part;
 mod poller;
 mod udm;
 mod unet;

@@ -33,7 +33,7 @@ pub(crate) struct Setup<'a> {
     pub server: &'a mut ControlServer,
     pub eps: &'a mut EndpointTable,
     pub conns: &'a mut DirectConns,
-    pub remote: Option<&'a mut RemoteSide>,
+    pub remote: Option<RemoteSide<'a>>,
     pub applets: &'a mut AppletHost,
     pub work: &'a mut SetupThread,
     pub vias: &'a mut Vias,
@@ -47,7 +47,7 @@ impl Setup<'_> {
 
     /// The engine's UDP address, if it has a wire.
     pub(crate) fn udp_addr(&self) -> Option<std::net::SocketAddr> {
-        self.remote.as_deref().map(|w| w.local_addr())
+        self.remote.as_ref().map(|w| w.local_addr())
     }
 
     fn reply(&self, ci: ClientId, req_id: u32, r: Reply) {

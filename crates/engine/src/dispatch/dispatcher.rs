@@ -1,13 +1,31 @@
 //! The dispatcher: the engine's one single-threaded, message-driven loop
 //! (SPINE section 3.2), and the owner of every part of the engine.
 //!
-//! Each turn polls the sources — send rings of all endpoints, the wire,
-//! the arrivals and timers of applets, and now and then the file
-//! descriptors (control sockets, doorbells, the admin eventfd) — and runs
-//! what it finds. When a turn finds nothing for `idle_spin`, the engine
-//! arms every endpoint's doorbell, looks once more, and sleeps in
-//! `epoll_wait` until a doorbell, a control socket, a datagram or a timer
-//! wakes it. An idle engine uses no CPU.
+//! The loop's parts have one shape ([`crate::part::Part`], Aeron's
+//! agents) and are listed once, in the order a turn runs them
+//! (`Dispatcher::each_part`): U-Net (what came from the wire, the
+//! buffered endpoints' waiting messages, every endpoint's send ring, the
+//! applets' arrivals and timers), VIA (the VIs the engine carries), UDM
+//! (the jobs' divert rings, the links to other engines). A turn runs
+//! each and adds up the work they report; then control takes, in one
+//! call, what the turn left for it (frames that set connections up,
+//! replies owed for remote opens, segments to release, requests whose
+//! time ran out); then the wire's port is flushed, once: whatever a part
+//! or control queued leaves in the turn that queued it. Now and then, and
+//! whenever a turn found nothing, the file descriptors (control sockets,
+//! doorbells, the admin eventfd) are polled too. When the turns find
+//! nothing for `idle_spin`, the engine arms every part's wake-ups (the
+//! endpoints' doorbells, those of the VIs on the turn's list, the jobs'),
+//! looks once more, and sleeps in `epoll_wait` until a doorbell, a
+//! control socket, a datagram or the nearest deadline of the parts and
+//! the port wakes it. An idle engine uses no CPU.
+//!
+//! The wire is received at the start of a turn and flushed at its end,
+//! so what the send rings queue leaves without a receive in between.
+//! From one turn to the next, the backlogs, the send rings and the wire
+//! still follow each other in the same order (backlogs, send rings,
+//! wire, backlogs, ...); the applets, which share nothing with the VIs
+//! and UDM but the port's batch, run before them.
 //!
 //! The turn after a delivery, nothing new found, usually polls once more
 //! (a client on another CPU often answers within a microsecond, which saves
@@ -54,21 +72,20 @@ use crate::control::server::{ControlServer, Incoming};
 use crate::control::setup::Setup;
 use crate::control::setup_thread::SetupThread;
 use crate::counters::Counters;
+use crate::part::{Context, Part};
 use crate::poller::{Poller, Token};
 use crate::udm::Jobs;
 use crate::unet::applets::AppletHost;
-use crate::unet::datapath::{arrive, DataPath};
 use crate::unet::direct::DirectConns;
 use crate::unet::endpoints::EndpointTable;
-use crate::unet::remote::RemoteSide;
+use crate::unet::part::UnetPart;
+use crate::unet::remote::{self, RemoteChannels, RemoteSide};
 use crate::via::vias::Vias;
+use crate::wire::port::WirePort;
 use crate::wire::Transport;
 
 /// A turn polls the file descriptors at least once in this many.
 const FD_POLL_EVERY: u64 = 64;
-/// How long the engine sleeps at most while a buffered endpoint has
-/// messages waiting in its virtual buffer.
-const BACKLOG_POLL: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// State shared between a dispatcher and the handles that reach it from
 /// other threads.
@@ -87,16 +104,19 @@ pub struct Dispatcher {
     engine_id: u64,
     poller: Poller,
     server: ControlServer,
-    eps: EndpointTable,
-    conns: DirectConns,
-    remote: Option<RemoteSide>,
-    applets: AppletHost,
-    /// Set-up work that takes long (making and unmapping large segments).
-    work: SetupThread,
+    /// The engine's port on the wire, if it has one: flushed once per
+    /// turn.
+    port: Option<WirePort>,
+    /// U-Net: the endpoints, their data path and applets, the remote
+    /// channels.
+    unet: UnetPart,
     /// VIA's regions, VIs, discriminators and waiting requests.
     vias: Vias,
-    /// UDM's jobs and nodes.
+    /// UDM's jobs, nodes and links.
     udm: Jobs,
+    conns: DirectConns,
+    /// Set-up work that takes long (making and unmapping large segments).
+    work: SetupThread,
     counters: Arc<Counters>,
     shared: Arc<Shared>,
     tokens: Vec<Token>,
@@ -143,17 +163,20 @@ impl Dispatcher {
         let counters = Arc::new(Counters::create(cfg.max_endpoints, engine_id)?);
         let server = ControlServer::new(&cfg, &poller, counters.clone())?;
         poller.add(shared.admin.fd().as_raw_fd(), Token::Admin)?;
-        let remote = match (transport, cfg.udp_bind) {
-            (Some(t), _) => Some(RemoteSide::new(t, &cfg, engine_id, counters.clone())),
-            (None, Some(a)) => Some(RemoteSide::bind(a, &cfg, engine_id, counters.clone())?),
+        let port = match (transport, cfg.udp_bind) {
+            (Some(t), _) => Some(remote::new_port(t, &cfg, engine_id, counters.clone())),
+            (None, Some(a)) => Some(remote::bind_port(a, &cfg, engine_id, counters.clone())?),
             (None, None) => None,
         };
-        if let Some(w) = &remote {
-            poller.add(w.raw_fd(), Token::Wire)?;
+        if let Some(p) = &port {
+            poller.add(p.raw_fd(), Token::Wire)?;
         }
         Ok(Dispatcher {
-            eps: EndpointTable::new(cfg.max_endpoints, counters.clone()),
-            applets: AppletHost::new(shared.admin.clone()),
+            unet: UnetPart {
+                eps: EndpointTable::new(cfg.max_endpoints, counters.clone()),
+                applets: AppletHost::new(shared.admin.clone()),
+                chans: RemoteChannels::default(),
+            },
             work: SetupThread::new(shared.admin.clone()),
             vias: Vias::default(),
             udm: Jobs::default(),
@@ -162,7 +185,7 @@ impl Dispatcher {
             poller,
             server,
             conns: DirectConns::default(),
-            remote,
+            port,
             counters,
             shared,
             tokens: Vec::with_capacity(64),
@@ -182,7 +205,7 @@ impl Dispatcher {
 
     /// The engine's UDP address, if it has a wire.
     pub fn udp_addr(&self) -> Option<SocketAddr> {
-        self.remote.as_ref().map(|w| w.local_addr())
+        self.port.as_ref().map(|p| p.local_addr())
     }
 
     /// The engine's counters (what `unet stat` reads).
@@ -206,7 +229,7 @@ impl Dispatcher {
     /// (`Dispatcher::run`).
     pub fn step(&mut self) -> usize {
         // Nobody sleeps in invoker mode: a handoff is of no use.
-        self.eps.handoff = false;
+        self.unet.eps.handoff = false;
         let mut work = self.poll_data();
         self.turn += 1;
         if work == 0 || self.turn.is_multiple_of(FD_POLL_EVERY) {
@@ -222,7 +245,7 @@ impl Dispatcher {
         let mut idle_since: Option<Instant> = None;
         while !self.shared.stop.load(Ordering::Relaxed) {
             // Set by the deliveries of the last turn only.
-            let handoff = std::mem::take(&mut self.eps.handoff);
+            let handoff = std::mem::take(&mut self.unet.eps.handoff);
             let mut work = self.poll_data();
             self.turn += 1;
             if work == 0 && handoff {
@@ -265,76 +288,75 @@ impl Dispatcher {
             engine_id: self.engine_id,
             poller: &self.poller,
             server: &mut self.server,
-            eps: &mut self.eps,
+            eps: &mut self.unet.eps,
             conns: &mut self.conns,
-            remote: self.remote.as_mut(),
-            applets: &mut self.applets,
+            remote: self
+                .port
+                .as_mut()
+                .map(|p| RemoteSide::new(p, &mut self.unet.chans)),
+            applets: &mut self.unet.applets,
             work: &mut self.work,
             vias: &mut self.vias,
             udm: &mut self.udm,
         }
     }
 
+    /// Run `f` on every part of the loop, in the order a turn runs them
+    /// (one line each), with what they are given.
+    fn each_part(&mut self, mut f: impl FnMut(&mut dyn Part, &mut Context<'_>)) {
+        let mut cx = Context {
+            port: self.port.as_mut(),
+            counters: &self.counters,
+            cfg: &self.cfg,
+        };
+        let parts: [&mut dyn Part; _] = [
+            &mut self.unet, // the wire's arrivals, send rings, applets
+            &mut self.vias, // the VIs the engine carries
+            &mut self.udm,  // the jobs' divert rings, the links
+        ];
+        for p in parts {
+            f(p, &mut cx);
+        }
+    }
+
+    /// Set (before the engine sleeps) or clear every part's wake-ups.
+    fn arm(&mut self, on: bool) {
+        self.each_part(|p, _| p.arm(on));
+    }
+
     fn sleep(&mut self) {
-        self.eps.arm();
-        crate::via::via_loop::arm(&self.vias, true);
-        self.udm.arm(true);
+        self.arm(true);
         // Pairs with the fence a client issues between publishing a send
         // descriptor and reading `engine_armed`: either we see its
         // descriptor below, or it sees our armed flag and rings.
         fence(Ordering::SeqCst);
         if self.poll_data() > 0 {
-            self.eps.disarm();
-            crate::via::via_loop::arm(&self.vias, false);
-            self.udm.arm(false);
+            self.arm(false);
             return;
         }
-        if let Some(w) = self.remote.as_mut() {
-            w.before_sleep();
+        if let Some(p) = self.port.as_mut() {
+            p.before_sleep();
         }
         self.counters.engine(EngineCounter::Sleeps, 1);
         let timeout = self.next_timer_ms();
         let work = self.poll_fds(timeout);
         self.counters.engine(EngineCounter::Wakeups, 1);
-        self.eps.disarm();
-        crate::via::via_loop::arm(&self.vias, false);
-        self.udm.arm(false);
+        self.arm(false);
         if work == 0 && self.poll_data() == 0 {
             self.counters.engine(EngineCounter::SpuriousWakeups, 1);
         }
     }
 
-    /// How long the engine may sleep: until the wire's next timer, an
-    /// applet's next timer or the end of its pause (at most a second).
-    fn next_timer_ms(&self) -> i32 {
-        let wire = self.remote.as_ref().and_then(|w| w.next_deadline());
-        let requests = self.vias.next_deadline();
-        let vis = self
-            .remote
-            .as_ref()
-            .and_then(|w| crate::via::via_loop::next_deadline(&self.vias, &w.port));
-        let applets = self
-            .applets
-            .attached_indices()
-            .iter()
-            .filter_map(|&i| self.applets.runner(i).and_then(|r| r.next_deadline()))
-            .min();
-        let udm = self.udm.next_deadline();
-        let links = self
-            .remote
-            .as_ref()
-            .and_then(|w| crate::udm::remote::next_deadline(&self.udm, &w.port));
-        // A buffered endpoint with messages waiting: its client does not
-        // ring the doorbell when it makes room, so look again soon.
-        let backlog = self
-            .eps
-            .has_backlog()
-            .then(|| Instant::now() + BACKLOG_POLL);
-        match [wire, applets, requests, vis, udm, links, backlog]
-            .into_iter()
-            .flatten()
-            .min()
-        {
+    /// How long the engine may sleep: until the nearest deadline of the
+    /// wire's port and of the parts (at most a second).
+    fn next_timer_ms(&mut self) -> i32 {
+        let mut at = self.port.as_ref().and_then(|p| p.next_deadline(None));
+        self.each_part(|p, cx| {
+            if let Some(d) = p.deadline(cx) {
+                at = Some(at.map_or(d, |a| a.min(d)));
+            }
+        });
+        match at {
             Some(d) => {
                 let now = Instant::now();
                 if d <= now {
@@ -347,106 +369,20 @@ impl Dispatcher {
         }
     }
 
-    /// Poll every data source once. Returns the work done.
+    /// One turn of every part; then control takes what they left for it,
+    /// and what they queued on the wire leaves (the one flush of the
+    /// turn). Returns the work done.
     fn poll_data(&mut self) -> usize {
-        // Buffered endpoints' waiting messages first: room that appeared
-        // goes to them before anything new.
-        let mut work = self.eps.drain_backlogs();
-        {
-            let mut dp = DataPath {
-                eps: &mut self.eps,
-                remote: self.remote.as_mut(),
-                applets: &mut self.applets,
-            };
-            for idx in 0..dp.eps.len() {
-                if dp.eps.get(idx).is_some() {
-                    work += dp.poll_send_ring(idx);
-                }
-            }
+        let mut work = 0;
+        self.each_part(|p, cx| work += p.turn(cx));
+        self.setup().after_turn();
+        if let Some(p) = self.port.as_mut() {
+            p.flush();
         }
-        if self.remote.is_some() {
-            work += self.poll_wire();
-            work += self.poll_vis();
-        }
-        if !self.udm.is_empty() {
-            work += self.udm.poll();
-            if self.udm.visits != 0 {
-                let n = std::mem::take(&mut self.udm.visits);
-                self.counters.engine(EngineCounter::UdmNodeVisits, n);
-            }
-            if self.udm.proc_reads != 0 {
-                let n = std::mem::take(&mut self.udm.proc_reads);
-                self.counters.engine(EngineCounter::UdmProcReads, n);
-            }
-            if !self.udm.released.is_empty() {
-                let segs = std::mem::take(&mut self.udm.released);
-                self.work.release_all(segs);
-            }
-        }
-        if let Some(w) = self.remote.as_mut() {
-            work += crate::udm::remote::poll(&mut self.udm, &mut w.port, &self.counters);
-            if self.udm.remote.setup_due() {
-                self.setup().udm_links();
-            }
-            if let Some(w) = self.remote.as_mut() {
-                w.flush();
-            }
-        }
-        if self.applets.any() {
-            let mut dp = DataPath {
-                eps: &mut self.eps,
-                remote: self.remote.as_mut(),
-                applets: &mut self.applets,
-            };
-            if !dp.applets.pending.is_empty() {
-                work += dp.run_pending();
-            }
-            if dp.applets.has_timers() {
-                work += dp.run_timers();
-            }
-        }
-        if std::mem::take(&mut self.eps.behind) {
+        if std::mem::take(&mut self.unet.eps.behind) {
             // A receiver is behind (see the module docs).
             self.counters.engine(EngineCounter::ReceiverYields, 1);
             std::thread::yield_now();
-        }
-        work
-    }
-
-    /// Move the VIs the engine carries on (their frames, descriptors,
-    /// timers); set-up frames go to the control side.
-    fn poll_vis(&mut self) -> usize {
-        let Some(w) = self.remote.as_mut() else {
-            return 0;
-        };
-        let inbox = &w.port.st.vis;
-        if self.vias.engine.is_empty() && inbox.frames.is_empty() && inbox.silent.is_empty() {
-            return 0;
-        }
-        let linger = self.cfg.idle_spin.as_nanos().min(u64::MAX as u128) as u64;
-        let (work, setup) =
-            crate::via::via_loop::poll(&mut self.vias, &mut w.port, &self.counters, linger);
-        if !setup.is_empty() {
-            self.setup().vi_wire(setup);
-        }
-        // Datagrams the VIs queued go now.
-        if let Some(w) = self.remote.as_mut() {
-            w.flush();
-        }
-        work
-    }
-
-    /// Receive from the wire; whole messages arrive at their endpoints.
-    fn poll_wire(&mut self) -> usize {
-        let Some(w) = self.remote.as_mut() else {
-            return 0;
-        };
-        let applets = &mut self.applets;
-        let (work, done) = w.poll(&mut self.eps, &mut |eps, di, id, chan, msg| {
-            arrive(eps, applets, di, id, chan, msg)
-        });
-        if !done.is_empty() {
-            self.setup().complete(done);
         }
         work
     }
@@ -462,7 +398,7 @@ impl Dispatcher {
                 Token::Client(ci) => self.serve_client(ci),
                 // Edge-triggered: nothing to read back (the counter only
                 // grows; 2^64 doorbells are far away).
-                Token::Doorbell(idx) => self.eps.doorbell_rung(idx),
+                Token::Doorbell(idx) => self.unet.eps.doorbell_rung(idx),
                 Token::Admin => self.admin(),
                 Token::Wire => {} // read by poll_data
                 // Its VI's client posted: the next turn visits it.
@@ -472,13 +408,6 @@ impl Dispatcher {
             }
         }
         self.tokens = tokens;
-        if self
-            .vias
-            .next_deadline()
-            .is_some_and(|d| d <= Instant::now())
-        {
-            self.setup().expire_requests(Instant::now());
-        }
         n
     }
 
@@ -510,8 +439,8 @@ impl Dispatcher {
         for fd in fresh {
             self.server.add_client(fd, &self.poller);
         }
-        if self.applets.loading() {
-            let done = self.applets.poll_loads();
+        if self.unet.applets.loading() {
+            let done = self.unet.applets.poll_loads();
             if !done.is_empty() {
                 self.setup().finish_loads(done);
             }
@@ -603,5 +532,84 @@ mod tests {
         step_until(&mut engine, |e| !e.work.busy());
         assert!(engine.udm.is_empty());
         assert_eq!(engine.counters.engine_value(EngineCounter::UdmJobs), 0);
+    }
+
+    /// The wire is flushed once per turn, and what a turn queued leaves
+    /// in it: messages posted on two endpoints' remote channels go in one
+    /// batch at the sender's next step, and arrive at the receiver's.
+    #[test]
+    fn a_turn_sends_what_its_parts_queued_in_one_batch() {
+        use crate::wire::{MemoryHub, PortConfig};
+        use unet_abi::{Geometry, SendDesc, SendStatus};
+        use unet_control::EndpointAddr;
+
+        let hub = MemoryHub::new();
+        let pc = PortConfig::loopback();
+        let at = |port: u16| SocketAddr::from(([10, 0, 0, 1], port));
+        let cfg = EngineConfig {
+            allow_peers: vec!["10.0.0.0/24".parse().unwrap()],
+            ..EngineConfig::default()
+        };
+        let bind = |port, cfg| {
+            let t = Box::new(hub.bind(at(port), pc).unwrap());
+            Dispatcher::with_transport(cfg, t).unwrap()
+        };
+        let (mut ea, mut eb) = (bind(1, cfg.clone()), bind(2, cfg));
+        let mut ca = LocalClient::new(&mut ea).unwrap();
+        let mut cb = LocalClient::new(&mut eb).unwrap();
+        let g = Geometry {
+            buffer_size: 2048,
+            buffer_area_size: 1 << 20,
+            ..Geometry::default()
+        };
+        let mut senders = [
+            ca.create_endpoint(&mut ea, g).unwrap(),
+            ca.create_endpoint(&mut ea, g).unwrap(),
+        ];
+        let mut b = cb.create_endpoint(&mut eb, g).unwrap();
+        for i in 0..8 {
+            assert!(b.post_free((1 << 19) + i * 2048));
+        }
+        let mut chans = Vec::new();
+        for a in &senders {
+            let req = Request::OpenChannel {
+                endpoint: a.id(),
+                dst: EndpointAddr {
+                    host: Some(at(2)),
+                    id: b.id(),
+                },
+                path: unet_control::PathChoice::Auto,
+            };
+            let (rep, _) = ca
+                .call_while(&mut ea, &req, &[], || {
+                    eb.step();
+                })
+                .unwrap();
+            match rep {
+                Reply::ChannelOpened { channel, .. } => chans.push(channel),
+                r => panic!("open: {r:?}"),
+            }
+        }
+        while ea.step() + eb.step() + ea.step() + eb.step() > 0 {}
+        let batches = |e: &Dispatcher| e.counters.engine_value(EngineCounter::WireTxBatches);
+        let before = batches(&ea);
+        let mut posted = Vec::new();
+        for (a, &channel) in senders.iter_mut().zip(&chans) {
+            a.write_area(0, b"ping");
+            let d = SendDesc {
+                offset: 0,
+                len: 4,
+                channel,
+                ..Default::default()
+            };
+            posted.push(a.push_send(d).unwrap());
+        }
+        ea.step();
+        for (a, &pos) in senders.iter().zip(&posted) {
+            assert_eq!(a.send_status(pos), SendStatus::Sent as i32);
+        }
+        assert_eq!(batches(&ea), before + 1, "one flush for the turn");
+        eb.step();
+        assert!(b.pop_recv().is_some() && b.pop_recv().is_some());
     }
 }

@@ -38,6 +38,7 @@ use crate::vbuf::ResidentPages;
 
 pub(crate) mod link;
 mod memory;
+mod part;
 pub(crate) mod remote;
 pub(crate) mod setup;
 mod shm;

@@ -77,7 +77,7 @@ pub(crate) struct UdmSetup<'a> {
     pub clients: &'a dyn Clients,
     /// The set-up threads, and the charges outside UDM.
     pub work: &'a mut dyn Work,
-    pub remote: Option<&'a mut RemoteSide>,
+    pub remote: Option<RemoteSide<'a>>,
     pub udm: &'a mut Jobs,
 }
 

@@ -2,8 +2,8 @@
 //! sent the way their channel's route says; arrivals delivered to their
 //! endpoint, through its applet when it has one.
 //!
-//! [`DataPath`] borrows the parts it needs from the dispatcher for one
-//! pass (the endpoint table, the remote side, the applet host), so the
+//! [`DataPath`] borrows the parts it needs for one pass (the endpoint
+//! table, the wire's port, the applet host), so the
 //! same code serves the loop's turn, a benchmark stepping the engine and a
 //! test. An applet runs with [`EnginePort`] as its endpoint: its `txPush`
 //! goes out through the same route `send` as a user's message, with one
@@ -24,8 +24,8 @@ use unet_sle::{Outcome, Port, Runner, RunnerConfig};
 use crate::counters::Counters;
 use crate::unet::applets::{AppletHost, Loaded};
 use crate::unet::endpoints::{Delivery, EndpointTable};
-use crate::unet::remote::RemoteSide;
 use crate::unet::routes::Route;
+use crate::wire::port::WirePort;
 
 /// Send descriptors taken from one endpoint per turn (fairness).
 const SEND_BUDGET: u64 = 64;
@@ -39,7 +39,9 @@ const TIMERS_PER_PASS: usize = 256;
 /// The parts of the engine one pass of the data path uses.
 pub(crate) struct DataPath<'a> {
     pub eps: &'a mut EndpointTable,
-    pub remote: Option<&'a mut RemoteSide>,
+    /// What goes to other engines is queued here; it leaves when the
+    /// loop flushes the port, at the end of the turn.
+    pub port: Option<&'a mut WirePort>,
     pub applets: &'a mut AppletHost,
 }
 
@@ -109,9 +111,6 @@ impl DataPath<'_> {
         let ep = self.eps.get_mut(idx).expect("live");
         ep.send_tail = tail + done;
         ep.send.set_tail(tail + done);
-        if let Some(w) = self.remote.as_deref_mut() {
-            w.flush();
-        }
         done as usize
     }
 
@@ -209,12 +208,12 @@ impl DataPath<'_> {
                 Ok(true)
             }
             Route::Remote(r) => {
-                let Some(w) = self.remote.as_deref_mut() else {
+                let Some(port) = self.port.as_deref_mut() else {
                     return Err(SendStatus::BadChannel);
                 };
                 counters.ep(slot, EndpointCounter::TxMsgs, 1);
                 counters.ep(slot, EndpointCounter::TxBytes, msg.len() as u64);
-                w.send(slot, r, msg);
+                crate::unet::remote::send(port, slot, r, msg);
                 Ok(true)
             }
             Route::Gone => Err(SendStatus::PeerGone),
@@ -380,9 +379,6 @@ impl DataPath<'_> {
         queue.append(&mut self.applets.pending);
         self.applets.pending = queue;
         self.applets.pending_taken = 0;
-        if let Some(w) = self.remote.as_deref_mut() {
-            w.flush();
-        }
         n
     }
 
@@ -419,11 +415,6 @@ impl DataPath<'_> {
                         break;
                     }
                 }
-            }
-        }
-        if n > 0 {
-            if let Some(w) = self.remote.as_deref_mut() {
-                w.flush();
             }
         }
         n

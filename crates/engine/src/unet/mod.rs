@@ -11,6 +11,7 @@ pub(crate) mod backlog;
 pub(crate) mod datapath;
 pub(crate) mod direct;
 pub(crate) mod endpoints;
+pub(crate) mod part;
 pub(crate) mod remote;
 pub(crate) mod routes;
 pub(crate) mod setup;

@@ -2,11 +2,14 @@
 //!
 //! The port ([`crate::wire::port::WirePort`]) owns the transport, the
 //! batch of datagrams to send, reassembly, admission, authentication and
-//! per-peer liveness; this side keeps the channels' handshake state (opens
-//! pending, opens accepted) and is given the endpoint table to look
-//! channels up in and an `arrive` function to hand whole messages to,
-//! never the whole engine. Replies owed to clients (an open accepted,
-//! refused or timed out) come back as [`Completion`]s. VIs and UDM links
+//! per-peer liveness, and belongs to the loop (which flushes it once a
+//! turn); U-Net keeps the channels' handshake state ([`RemoteChannels`]:
+//! opens pending, opens accepted), and [`RemoteSide`] borrows the two
+//! together for a turn or a set-up request. It is given the endpoint
+//! table to look channels up in and an `arrive` function to hand whole
+//! messages to, never the whole engine. Replies owed to clients (an open
+//! accepted, refused or timed out) are [`Completion`]s: those a turn
+//! finds are kept for control ([`RemoteSide::take_done`]). VIs and UDM links
 //! take their frames from the port's inboxes; the methods they set up
 //! with (`vi_route`, `vi_peer_add`, `send_vi_control` …) are the port's,
 //! reached through this side.
@@ -103,59 +106,114 @@ pub(crate) struct Completion {
     pub reply: Reply,
 }
 
-/// The remote channels of one engine, and its wire port.
-pub(crate) struct RemoteSide {
-    /// The engine's port on the wire.
-    pub(crate) port: WirePort,
+/// The handshake state of one engine's remote channels (opens pending,
+/// opens accepted, channels not yet confirmed), kept by U-Net beside the
+/// engine's wire port (which the loop owns).
+pub(crate) struct RemoteChannels {
     pending: HashMap<u32, Pending>,
     next_request: u32,
     /// Accepted opens, so a retransmitted request gets the same answer.
     accepted: HashMap<(SocketAddr, u64, u32), (u16, u64)>,
     /// Channels accepted here and not yet confirmed, oldest first.
     unconfirmed: VecDeque<Unconfirmed>,
+    /// Replies owed for opens answered or given up on the loop's turns,
+    /// for control to send after the turn.
+    done: Vec<Completion>,
 }
 
-impl RemoteSide {
-    pub(crate) fn bind(
-        addr: SocketAddr,
-        cfg: &EngineConfig,
-        engine_id: u64,
-        counters: Arc<Counters>,
-    ) -> io::Result<RemoteSide> {
-        let pc = PortConfig {
-            max_datagram: cfg.max_datagram,
-            drop_rate_ppm: cfg.wire_drop_ppm,
-            dup_rate_ppm: cfg.wire_dup_ppm,
-            reorder_rate_ppm: cfg.wire_reorder_ppm,
-            drop_seed: cfg.wire_drop_seed,
-            ..PortConfig::default()
-        };
-        let port = UdpPort::bind(addr, pc)?;
-        Ok(RemoteSide::new(Box::new(port), cfg, engine_id, counters))
-    }
-
-    /// The remote side of an engine over any transport.
-    pub(crate) fn new(
-        port: Box<dyn Transport>,
-        cfg: &EngineConfig,
-        engine_id: u64,
-        counters: Arc<Counters>,
-    ) -> RemoteSide {
-        let adm = AdmissionConfig {
-            allow: cfg.allow_peers.clone(),
-            key: cfg.cluster_key.clone(),
-            channels_max: cfg.peer_channels_max,
-            half_open_max: cfg.peer_half_open_max,
-            ip_channels_max: cfg.peer_ip_channels_max,
-            ip_half_open_max: cfg.peer_ip_half_open_max,
-            liveness_timeout: cfg.liveness_timeout,
-        };
-        RemoteSide {
-            port: WirePort::new(port, adm, engine_id, counters),
+impl Default for RemoteChannels {
+    fn default() -> Self {
+        RemoteChannels {
             pending: HashMap::new(),
             next_request: 1,
             accepted: HashMap::new(),
             unconfirmed: VecDeque::new(),
+            done: Vec::new(),
+        }
+    }
+}
+
+impl RemoteChannels {
+    /// The next time an open not yet answered is sent again.
+    pub(crate) fn next_retry(&self) -> Option<Instant> {
+        self.pending.values().map(|p| p.next_try).min()
+    }
+}
+
+/// The engine's wire port on a UDP socket bound to `addr`, with the
+/// engine's wire settings.
+pub(crate) fn bind_port(
+    addr: SocketAddr,
+    cfg: &EngineConfig,
+    engine_id: u64,
+    counters: Arc<Counters>,
+) -> io::Result<WirePort> {
+    let pc = PortConfig {
+        max_datagram: cfg.max_datagram,
+        drop_rate_ppm: cfg.wire_drop_ppm,
+        dup_rate_ppm: cfg.wire_dup_ppm,
+        reorder_rate_ppm: cfg.wire_reorder_ppm,
+        drop_seed: cfg.wire_drop_seed,
+        ..PortConfig::default()
+    };
+    let port = UdpPort::bind(addr, pc)?;
+    Ok(new_port(Box::new(port), cfg, engine_id, counters))
+}
+
+/// The engine's wire port over any transport, with the engine's
+/// admission settings.
+pub(crate) fn new_port(
+    port: Box<dyn Transport>,
+    cfg: &EngineConfig,
+    engine_id: u64,
+    counters: Arc<Counters>,
+) -> WirePort {
+    let adm = AdmissionConfig {
+        allow: cfg.allow_peers.clone(),
+        key: cfg.cluster_key.clone(),
+        channels_max: cfg.peer_channels_max,
+        half_open_max: cfg.peer_half_open_max,
+        ip_channels_max: cfg.peer_ip_channels_max,
+        ip_half_open_max: cfg.peer_ip_half_open_max,
+        liveness_timeout: cfg.liveness_timeout,
+    };
+    WirePort::new(port, adm, engine_id, counters)
+}
+
+/// Queue message `msg` of endpoint counter slot `slot` on the remote
+/// channel `r` (whose message id moves on).
+pub(crate) fn send(port: &mut WirePort, slot: usize, r: &mut RemotePeer, msg: &[u8]) {
+    let msg_id = r.next_msg;
+    r.next_msg = r.next_msg.wrapping_add(1);
+    let to = DataTarget {
+        dst_endpoint: r.ep,
+        dst_channel: r.chan,
+        token: r.peer_token,
+        flags: 0,
+    };
+    if port.queue_message(r.addr, to, msg_id, msg) {
+        port.st.counters.ep(slot, EndpointCounter::WireTxMsgs, 1);
+    }
+}
+
+/// The remote channels of one engine with its wire port, borrowed
+/// together (by U-Net's turn, by set-up).
+pub(crate) struct RemoteSide<'a> {
+    /// The engine's port on the wire.
+    pub(crate) port: &'a mut WirePort,
+    ch: &'a mut RemoteChannels,
+}
+
+impl<'a> RemoteSide<'a> {
+    pub(crate) fn new(port: &'a mut WirePort, ch: &'a mut RemoteChannels) -> RemoteSide<'a> {
+        RemoteSide { port, ch }
+    }
+
+    /// The same, borrowed for less long (to lend on).
+    pub(crate) fn reborrow(&mut self) -> RemoteSide<'_> {
+        RemoteSide {
+            port: &mut *self.port,
+            ch: &mut *self.ch,
         }
     }
 
@@ -188,18 +246,8 @@ impl RemoteSide {
         self.port.send_ack(to, ack);
     }
 
-    pub(crate) fn raw_fd(&self) -> i32 {
-        self.port.raw_fd()
-    }
-
     pub(crate) fn local_addr(&self) -> SocketAddr {
         self.port.local_addr()
-    }
-
-    /// The next time a timer (open retry, the port's) is due.
-    pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        let open = self.pending.values().map(|p| p.next_try).min();
-        self.port.next_deadline(open)
     }
 
     /// A remote channel closed here: tell its peer.
@@ -211,16 +259,6 @@ impl RemoteSide {
             token: r.peer_token,
         };
         self.port.send_control(r.addr, Body::Close(c));
-    }
-
-    /// Before the engine sleeps (see [`WirePort::before_sleep`]).
-    pub(crate) fn before_sleep(&mut self) {
-        self.port.before_sleep();
-    }
-
-    /// Send what is queued and publish the wire counters.
-    pub(crate) fn flush(&mut self) {
-        self.port.flush();
     }
 
     /// Start opening a channel from endpoint `src_idx` to endpoint
@@ -269,10 +307,10 @@ impl RemoteSide {
         }
         self.port.st.adm.ip_change(dst, 1, 0);
         ep.routes[chan as usize] = Route::Opening;
-        let request = self.next_request;
-        self.next_request = self.next_request.wrapping_add(1).max(1);
+        let request = self.ch.next_request;
+        self.ch.next_request = self.ch.next_request.wrapping_add(1).max(1);
         let my_token = sys::random_u64();
-        self.pending.insert(
+        self.ch.pending.insert(
             request,
             Pending {
                 client,
@@ -294,7 +332,7 @@ impl RemoteSide {
     fn retry_opens(&mut self, eps: &mut EndpointTable) -> Vec<Completion> {
         let now = Instant::now();
         let mut failed = Vec::new();
-        for (&request, p) in self.pending.iter_mut() {
+        for (&request, p) in self.ch.pending.iter_mut() {
             if p.next_try > now {
                 continue;
             }
@@ -316,7 +354,7 @@ impl RemoteSide {
         }
         let mut done = Vec::new();
         for request in failed {
-            if let Some(p) = self.pending.remove(&request) {
+            if let Some(p) = self.ch.pending.remove(&request) {
                 self.port.st.adm.open_done(p.dst);
                 self.port
                     .st
@@ -336,7 +374,7 @@ impl RemoteSide {
     /// Forget the pending opens of a client that went away.
     pub(crate) fn forget_client(&mut self, client: ClientId) {
         let adm = &mut self.port.st.adm;
-        self.pending.retain(|_, p| {
+        self.ch.pending.retain(|_, p| {
             if p.client == client {
                 adm.open_done(p.dst);
             }
@@ -344,45 +382,23 @@ impl RemoteSide {
         });
     }
 
-    /// Queue message `msg` of endpoint counter slot `slot` on the remote
-    /// channel `r` (whose message id moves on).
-    pub(crate) fn send(&mut self, slot: usize, r: &mut RemotePeer, msg: &[u8]) {
-        let msg_id = r.next_msg;
-        r.next_msg = r.next_msg.wrapping_add(1);
-        let to = DataTarget {
-            dst_endpoint: r.ep,
-            dst_channel: r.chan,
-            token: r.peer_token,
-            flags: 0,
-        };
-        if self.port.queue_message(r.addr, to, msg_id, msg) {
-            self.port
-                .st
-                .counters
-                .ep(slot, EndpointCounter::WireTxMsgs, 1);
-        }
-    }
-
-    /// Receive and handle datagrams, run the wire's timers, send what is
-    /// queued. Whole messages go to `arrive` (table, index, endpoint id,
-    /// channel, bytes). Returns the work done and the replies owed.
-    pub(crate) fn poll(
-        &mut self,
-        eps: &mut EndpointTable,
-        arrive: &mut Arrive<'_>,
-    ) -> (usize, Vec<Completion>) {
+    /// Receive and handle datagrams, run the wire's timers. Whole
+    /// messages go to `arrive` (table, index, endpoint id, channel,
+    /// bytes); the replies owed are kept for control
+    /// ([`RemoteSide::take_done`]); what is queued leaves when the loop
+    /// flushes the port. Returns the work done.
+    pub(crate) fn poll(&mut self, eps: &mut EndpointTable, arrive: &mut Arrive<'_>) -> usize {
         let mut work = 0;
-        let mut done = Vec::new();
         // Up to a few batches per turn, so the wire cannot starve endpoints.
         for _ in 0..4 {
             let mut answers: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
-            let RemoteSide {
-                port,
+            let RemoteSide { port, ch } = self;
+            let RemoteChannels {
                 pending,
                 accepted,
                 unconfirmed,
                 ..
-            } = self;
+            } = &mut **ch;
             let mut rx = UnetRx {
                 eps,
                 arrive,
@@ -394,7 +410,9 @@ impl RemoteSide {
             let (handled, r) = port.recv_batch(&mut rx);
             // Completions that need the client side (accept/refuse replies).
             for (from, f) in answers {
-                done.extend(self.finish_open(eps, from, &f));
+                if let Some(c) = self.finish_open(eps, from, &f) {
+                    self.ch.done.push(c);
+                }
             }
             work += handled;
             if eps.behind || !matches!(r, Ok(n) if n > 0) {
@@ -405,14 +423,20 @@ impl RemoteSide {
         if self.port.expire(now_ns) {
             work += 1;
         }
-        if !self.pending.is_empty() {
-            done.extend(self.retry_opens(eps));
+        if !self.ch.pending.is_empty() {
+            let failed = self.retry_opens(eps);
+            self.ch.done.extend(failed);
         }
         if self.port.peers_due(now_ns) {
             work += self.check_peers(eps, now_ns);
         }
-        self.port.flush();
-        (work, done)
+        work
+    }
+
+    /// The replies owed for opens that the loop's turns found (answered,
+    /// or out of tries), if any.
+    pub(crate) fn take_done(&mut self) -> Option<Vec<Completion>> {
+        (!self.ch.done.is_empty()).then(|| std::mem::take(&mut self.ch.done))
     }
 
     /// The port's look at its peers (keepalives, silence); then the
@@ -440,14 +464,15 @@ impl RemoteSide {
             for p in gone {
                 eps.peer_gone(p);
             }
-            self.accepted.retain(|k, _| !silent.contains(&k.0));
+            self.ch.accepted.retain(|k, _| !silent.contains(&k.0));
         }
         while self
+            .ch
             .unconfirmed
             .front()
             .is_some_and(|u| u.deadline <= now_ns)
         {
-            let Some(u) = self.unconfirmed.pop_front() else {
+            let Some(u) = self.ch.unconfirmed.pop_front() else {
                 break;
             };
             let route = eps.live_mut(u.idx, u.id).and_then(|ep| ep.route(u.chan));
@@ -487,7 +512,7 @@ impl RemoteSide {
         };
         match f.body {
             Body::OpenAccept(a) => {
-                let p = self.pending.remove(&a.request_id)?;
+                let p = self.ch.pending.remove(&a.request_id)?;
                 self.port.st.adm.open_done(from);
                 let ep = eps.live_mut(p.src_idx, p.src_id)?;
                 ep.routes[p.chan as usize] = Route::Remote(RemotePeer {
@@ -527,7 +552,7 @@ impl RemoteSide {
                 })
             }
             Body::OpenRefuse(r) => {
-                let p = self.pending.remove(&r.request_id)?;
+                let p = self.ch.pending.remove(&r.request_id)?;
                 self.port.st.adm.open_done(from);
                 free_opening(eps, p.src_idx, p.src_id, p.chan);
                 let code = match r.reason {

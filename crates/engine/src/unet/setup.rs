@@ -80,7 +80,7 @@ pub(crate) struct UnetSetup<'a> {
     pub work: &'a mut dyn Work,
     pub eps: &'a mut EndpointTable,
     pub conns: &'a mut DirectConns,
-    pub remote: Option<&'a mut RemoteSide>,
+    pub remote: Option<RemoteSide<'a>>,
     pub applets: &'a mut AppletHost,
 }
 
@@ -109,7 +109,7 @@ impl UnetSetup<'_> {
 
     /// The engine's UDP address, if it has a wire.
     fn udp_addr(&self) -> Option<std::net::SocketAddr> {
-        self.remote.as_deref().map(|w| w.local_addr())
+        self.remote.as_ref().map(|w| w.local_addr())
     }
 
     fn reply(&self, ci: ClientId, req_id: u32, r: Reply) {
@@ -388,7 +388,7 @@ impl UnetSetup<'_> {
             let Some(host) = dst.host else {
                 return;
             };
-            let Some(w) = self.remote.as_deref_mut() else {
+            let Some(w) = self.remote.as_mut() else {
                 return self.reply(ci, req_id, Reply::Error(ErrorCode::NoWire));
             };
             match w.open(self.eps, ci, req_id, src, host, dst.id) {
@@ -565,7 +565,7 @@ impl UnetSetup<'_> {
                 self.eps.peer_gone(peer);
             }
             Teardown::Remote(r) => {
-                if let Some(w) = self.remote.as_deref_mut() {
+                if let Some(w) = self.remote.as_mut() {
                     w.send_close(&r);
                 }
             }
@@ -593,7 +593,7 @@ impl UnetSetup<'_> {
     /// Forget what client `ci` had under way on U-Net's remote side and in
     /// the applet host (its remote opens, its applets being verified).
     pub(crate) fn drop_client_unet(&mut self, ci: ClientId) {
-        if let Some(w) = self.remote.as_deref_mut() {
+        if let Some(w) = self.remote.as_mut() {
             w.forget_client(ci);
         }
         self.applets.forget_client(ci);
@@ -664,7 +664,7 @@ impl UnetSetup<'_> {
                 Some(_) => {
                     let mut dp = DataPath {
                         eps: self.eps,
-                        remote: self.remote.as_deref_mut(),
+                        port: self.remote.as_mut().map(|w| &mut *w.port),
                         applets: self.applets,
                     };
                     match dp.instantiate(l, self.cfg.applet_compile) {

@@ -69,7 +69,7 @@ pub(crate) struct ViaSetup<'a> {
     /// to a process and its user.
     pub rest: &'a dyn Charges,
     pub conns: &'a mut DirectConns,
-    pub remote: Option<&'a mut RemoteSide>,
+    pub remote: Option<RemoteSide<'a>>,
     pub vias: &'a mut Vias,
 }
 
@@ -103,7 +103,7 @@ pub(crate) fn descriptor_objects_of(vias: &Vias, clients: &dyn Clients, ci: Clie
 impl ViaSetup<'_> {
     /// The engine's UDP address, if it has a wire.
     fn udp_addr(&self) -> Option<std::net::SocketAddr> {
-        self.remote.as_deref().map(|w| w.local_addr())
+        self.remote.as_ref().map(|w| w.local_addr())
     }
 
     /// Whether client `ci`'s process and user may take `more` bytes of
@@ -307,7 +307,7 @@ impl ViaSetup<'_> {
                     ErrorCode::NoResources => RefuseReason::NoResources,
                     _ => RefuseReason::Refused,
                 };
-                if let Some(w) = self.remote.as_deref_mut() {
+                if let Some(w) = self.remote.as_mut() {
                     w.send_vi_control(
                         addr,
                         Body::ViRefuse(ViRefuse {
@@ -726,7 +726,7 @@ impl ViaSetup<'_> {
         for id in opens {
             if let Some(o) = self.vias.opens.remove(&id) {
                 self.drop_engine_vi(o.vi, 0);
-                if let Some(w) = self.remote.as_deref_mut() {
+                if let Some(w) = self.remote.as_mut() {
                     w.vi_peer_remove(o.to);
                 }
             }

@@ -1,8 +1,8 @@
-//! The VIs the engine carries, moved on the turns of the loop: VIA
-//! frames from the VIs' inbox of the wire's port (their tokens and peers
-//! checked there), then
-//! the posted descriptors, timers and acks (see [`crate::via::vi_path`]) of
-//! the VIs something happened to.
+//! The VIs the engine carries, moved on the turns of the loop (VIA's
+//! [`Part`]): VIA frames from the VIs' inbox of the wire's port (their
+//! tokens and peers checked there), then the posted descriptors, timers
+//! and acks (see [`crate::via::vi_path`]) of the VIs something happened
+//! to. The frames that set VIs up are left for control.
 //!
 //! A turn visits only the VIs on its list ([`ViTurn`]): those a frame
 //! came for, whose timer is due, whose client rang, that have work left
@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use unet_abi::ViError;
 
 use crate::counters::Counters;
+use crate::part::{Context, Part};
 use crate::via::vi_path::EngineVi;
 use crate::via::vias::{ViTurn, Vias};
 use crate::wire::frame::{Body, ViAck, ViClose};
@@ -56,13 +57,14 @@ pub(crate) fn touch(vias: &mut Vias, id: u32) {
 
 /// Handle the VIA frames the wire's port sorted into the VIs' inbox (their
 /// token and sender checked there), and the peers it found silent.
-/// Returns the work done; the set-up frames (opens and their answers) go
-/// to `setup`.
-fn take_frames(vias: &mut Vias, port: &mut WirePort, now: u64, setup: &mut Vec<ConnIn>) -> usize {
+/// Returns the work done; the set-up frames (opens and their answers) are
+/// left in [`Vias::wire_setup`].
+fn take_frames(vias: &mut Vias, port: &mut WirePort, now: u64) -> usize {
     let Vias {
         engine,
         regions,
         vi_turn: t,
+        wire_setup: setup,
         ..
     } = vias;
     let mut work = 0;
@@ -122,20 +124,14 @@ fn take_frames(vias: &mut Vias, port: &mut WirePort, now: u64, setup: &mut Vec<C
 }
 
 /// Handle the VIA frames that came from the wire and move every
-/// engine-carried VI on. Returns the work done and the set-up frames
-/// (opens and their answers) for the control side.
-/// `linger_ns`: how long a VI that found no work stays on the list (the
+/// engine-carried VI on. Returns the work done; the set-up frames (opens
+/// and their answers) are left in [`Vias::wire_setup`] for the control
+/// side. `linger_ns`: how long a VI that found no work stays on the list (the
 /// engine's idle spin: its client does not ring meanwhile; at least
 /// [`LINGER_MIN_NS`]).
-pub(crate) fn poll(
-    vias: &mut Vias,
-    port: &mut WirePort,
-    counters: &Counters,
-    linger_ns: u64,
-) -> (usize, Vec<ConnIn>) {
+fn poll(vias: &mut Vias, port: &mut WirePort, counters: &Counters, linger_ns: u64) -> usize {
     let now = port.clock_ns();
-    let mut setup = Vec::new();
-    let mut work = take_frames(vias, port, now, &mut setup);
+    let mut work = take_frames(vias, port, now);
     let Vias {
         engine,
         regions,
@@ -215,7 +211,7 @@ pub(crate) fn poll(
     t.spare = list;
     tidy(engine, t);
     counters.engine(unet_abi::EngineCounter::ViVisits, visits);
-    (work, setup)
+    work
 }
 
 /// Drop the stale entries at the top of the timer index (of VIs gone, or
@@ -240,7 +236,7 @@ fn tidy(engine: &mut HashMap<u32, EngineVi>, t: &mut ViTurn) {
 }
 
 /// The earliest timer of an engine-carried VI.
-pub(crate) fn next_deadline(vias: &Vias, port: &WirePort) -> Option<Instant> {
+fn next_deadline(vias: &Vias, port: &WirePort) -> Option<Instant> {
     let Reverse((ns, _)) = *vias.vi_turn.timers.peek()?;
     let now = port.clock_ns();
     Some(Instant::now() + Duration::from_nanos(ns.saturating_sub(now)))
@@ -248,10 +244,38 @@ pub(crate) fn next_deadline(vias: &Vias, port: &WirePort) -> Option<Instant> {
 
 /// Set (before the engine sleeps) or clear the doorbell flag of the VIs
 /// on the turn's list (the others' stay armed).
-pub(crate) fn arm(vias: &Vias, on: bool) {
+fn arm(vias: &Vias, on: bool) {
     for id in &vias.vi_turn.ready {
         if let Some(v) = vias.engine.get(id) {
             v.arm(on);
         }
+    }
+}
+
+/// VIA's part of the loop: the VIs the engine carries, and the deadlines
+/// of the connection requests waiting for an answer (control answers
+/// those whose time ran out after the turn).
+impl Part for Vias {
+    fn turn(&mut self, cx: &mut Context<'_>) -> usize {
+        let Some(port) = cx.port.as_deref_mut() else {
+            return 0;
+        };
+        let inbox = &port.st.vis;
+        if self.engine.is_empty() && inbox.frames.is_empty() && inbox.silent.is_empty() {
+            return 0;
+        }
+        let linger = cx.cfg.idle_spin.as_nanos().min(u64::MAX as u128) as u64;
+        poll(self, port, cx.counters, linger)
+    }
+
+    /// A waiting request's or open's time, or a carried VI's timer.
+    fn deadline(&self, cx: &Context<'_>) -> Option<Instant> {
+        let requests = self.next_deadline();
+        let vis = cx.port.as_deref().and_then(|p| next_deadline(self, p));
+        requests.into_iter().chain(vis).min()
+    }
+
+    fn arm(&self, on: bool) {
+        arm(self, on);
     }
 }

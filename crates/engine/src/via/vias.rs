@@ -22,6 +22,7 @@ use unet_sys::Segment;
 
 use crate::via::vi_path::EngineVi;
 pub(crate) use crate::via::vi_path::Region;
+use crate::wire::port::ConnIn;
 
 use crate::unet::endpoints::ClientId;
 
@@ -285,6 +286,9 @@ pub(crate) struct Vias {
     pub engine: HashMap<u32, EngineVi>,
     /// Which of them a turn visits, and their timers.
     pub vi_turn: ViTurn,
+    /// Frames from the wire that set VIs up (opens and their answers),
+    /// left by the VIs' turn for control to act on after it.
+    pub wire_setup: Vec<ConnIn>,
     /// Connections asked of other engines, by request id.
     pub opens: HashMap<u32, RemoteOpen>,
     /// When each open is next due (its `next_try`), earliest first; an

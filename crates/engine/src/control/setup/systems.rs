@@ -18,7 +18,7 @@ use crate::udm::setup::{self as udm_setup, UdmSetup};
 use crate::udm::{Jobs, PendingJob};
 use crate::unet::direct::DirectConns;
 use crate::unet::endpoints::{ClientId, EndpointTable};
-use crate::unet::remote::ViIn;
+use crate::unet::remote::{RemoteSide, ViIn};
 use crate::unet::setup::{self as unet_setup, UnetSetup};
 use crate::via::setup::{self as via_setup, ViaSetup};
 use crate::via::vias::Vias;
@@ -181,7 +181,7 @@ impl Setup<'_> {
             work: &mut work,
             eps: self.eps,
             conns: self.conns,
-            remote: self.remote.as_deref_mut(),
+            remote: self.remote.as_mut().map(RemoteSide::reborrow),
             applets: self.applets,
         };
         f(&mut u)
@@ -203,7 +203,7 @@ impl Setup<'_> {
             counters: self.eps.counters(),
             clients: &*self.server,
             work: &mut work,
-            remote: self.remote.as_deref_mut(),
+            remote: self.remote.as_mut().map(RemoteSide::reborrow),
             udm: self.udm,
         };
         f(&mut u)
@@ -211,7 +211,7 @@ impl Setup<'_> {
 
     /// The set-up side of UDM's links to other engines: joins and their
     /// answers from the wire, closes, join retries, links to retire.
-    pub(crate) fn udm_links(&mut self) {
+    fn udm_links(&mut self) {
         self.udm(|u| u.udm_links());
     }
 
@@ -233,20 +233,49 @@ impl Setup<'_> {
             clients: &*self.server,
             rest: &rest,
             conns: self.conns,
-            remote: self.remote.as_deref_mut(),
+            remote: self.remote.as_mut().map(RemoteSide::reborrow),
             vias: self.vias,
         };
         f(&mut v)
     }
 
     /// Act on the VIA set-up frames that came from the wire.
-    pub(crate) fn vi_wire(&mut self, frames: Vec<ViIn>) {
+    fn vi_wire(&mut self, frames: Vec<ViIn>) {
         self.via(|v| v.vi_wire(frames));
     }
 
     /// Answer the VI connection requests nobody accepted in time.
-    pub(crate) fn expire_requests(&mut self, now: Instant) {
+    fn expire_requests(&mut self, now: Instant) {
         self.via(|v| v.expire_requests(now));
+    }
+
+    /// Take the work the loop's parts left for control in a turn, in the
+    /// order the turn found it: the replies owed for remote opens, VIA's
+    /// set-up frames, UDM's segments to release on the set-up thread and
+    /// its links' set-up, the VI connection requests and opens whose time
+    /// came. What this queues on the wire leaves with the turn's flush.
+    pub(crate) fn after_turn(&mut self) {
+        if let Some(done) = self.remote.as_mut().and_then(|w| w.take_done()) {
+            self.complete(done);
+        }
+        if !self.vias.wire_setup.is_empty() {
+            let frames = std::mem::take(&mut self.vias.wire_setup);
+            self.vi_wire(frames);
+        }
+        if !self.udm.released.is_empty() {
+            let segs = std::mem::take(&mut self.udm.released);
+            self.work.release_all(segs);
+        }
+        if self.remote.is_some() && self.udm.remote.setup_due() {
+            self.udm_links();
+        }
+        if self
+            .vias
+            .next_deadline()
+            .is_some_and(|d| d <= Instant::now())
+        {
+            self.expire_requests(Instant::now());
+        }
     }
 
     /// Whether client `ci`'s process holds few objects that cost the

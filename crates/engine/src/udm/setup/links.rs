@@ -40,7 +40,7 @@ impl UdmSetup<'_> {
         key: u64,
         rank: u32,
     ) {
-        let Some(w) = self.remote.as_deref_mut() else {
+        let Some(w) = self.remote.as_mut() else {
             return self.udm_reply(ci, req_id, Err(ErrorCode::Unreachable));
         };
         if crate::via::vias::is_local(Some(home), Some(w.local_addr())) {
@@ -110,7 +110,7 @@ impl UdmSetup<'_> {
             hold: HOLD,
         };
         let home = o.home;
-        if let Some(w) = self.remote.as_deref_mut() {
+        if let Some(w) = self.remote.as_mut() {
             w.send_vi_control(home, Body::UdmJoin(f));
         }
     }
@@ -209,7 +209,7 @@ impl UdmSetup<'_> {
         for (o, _) in l.making.take().into_iter().flatten() {
             self.udm_reply(o.client, o.req_id, Err(ErrorCode::Unreachable));
         }
-        if let Some(w) = self.remote.as_deref_mut() {
+        if let Some(w) = self.remote.as_mut() {
             w.vi_route(id, None);
             w.vi_peer_remove(l.peer.addr);
             if tell && l.connected {
@@ -263,7 +263,7 @@ impl UdmSetup<'_> {
     /// behind it, or refuse.
     fn udm_join_from(&mut self, from: SocketAddr, j: UdmJoin) {
         let refuse = |s: &mut Self, reason: RefuseReason| {
-            if let Some(w) = s.remote.as_deref_mut() {
+            if let Some(w) = s.remote.as_mut() {
                 w.send_vi_control(
                     from,
                     Body::ViRefuse(ViRefuse {
@@ -304,7 +304,7 @@ impl UdmSetup<'_> {
         let lid = match found {
             Some(id) => id,
             None => {
-                let Some(w) = self.remote.as_deref_mut() else {
+                let Some(w) = self.remote.as_mut() else {
                     return;
                 };
                 if !w.vi_peer_add(from) {
@@ -344,7 +344,7 @@ impl UdmSetup<'_> {
             UDM_NODE_REMOTE if route[j.rank as usize] == lid => {}
             _ => return refuse(self, RefuseReason::Refused),
         }
-        if let Some(w) = self.remote.as_deref_mut() {
+        if let Some(w) = self.remote.as_mut() {
             w.send_vi_control(
                 from,
                 Body::UdmAccept(UdmAccept {

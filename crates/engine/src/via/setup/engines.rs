@@ -19,17 +19,13 @@ impl ViaSetup<'_> {
         if self.remote.is_none() {
             return Err(ErrorCode::NoWire);
         }
-        if !self
-            .remote
-            .as_deref_mut()
-            .is_some_and(|w| w.vi_peer_add(to))
-        {
+        if !self.remote.as_mut().is_some_and(|w| w.vi_peer_add(to)) {
             return Err(ErrorCode::NoResources);
         }
         let vi = match self.new_engine_vi(ci, attrs, None) {
             Ok(v) => v,
             Err(e) => {
-                if let Some(w) = self.remote.as_deref_mut() {
+                if let Some(w) = self.remote.as_mut() {
                     w.vi_peer_remove(to);
                 }
                 return Err(e);
@@ -63,7 +59,7 @@ impl ViaSetup<'_> {
                 self.count(EngineCounter::ViRefused);
                 self.reply_to(o.client, o.req_id, Reply::Error(ErrorCode::Unreachable));
                 self.drop_engine_vi(o.vi, 0);
-                if let Some(w) = self.remote.as_deref_mut() {
+                if let Some(w) = self.remote.as_mut() {
                     w.vi_peer_remove(o.to);
                 }
                 continue;
@@ -82,7 +78,7 @@ impl ViaSetup<'_> {
             });
             let to = o.to;
             self.vias.open_due_at(id, next);
-            if let Some(w) = self.remote.as_deref_mut() {
+            if let Some(w) = self.remote.as_mut() {
                 w.send_vi_control(to, f);
             }
         }
@@ -107,11 +103,7 @@ impl ViaSetup<'_> {
             src_vi,
             src_token,
         };
-        if !self
-            .remote
-            .as_deref_mut()
-            .is_some_and(|w| w.vi_peer_add(addr))
-        {
+        if !self.remote.as_mut().is_some_and(|w| w.vi_peer_add(addr)) {
             self.refuse(connector, ErrorCode::NoResources);
             return Some(Reply::Error(ErrorCode::NoResources));
         }
@@ -125,7 +117,7 @@ impl ViaSetup<'_> {
         let id = match self.new_engine_vi(ci, attrs, Some(peer)) {
             Ok(id) => id,
             Err(code) => {
-                if let Some(w) = self.remote.as_deref_mut() {
+                if let Some(w) = self.remote.as_mut() {
                     w.vi_peer_remove(addr);
                 }
                 self.refuse(connector, code);
@@ -133,11 +125,11 @@ impl ViaSetup<'_> {
             }
         };
         self.vias.answered.insert((addr, request_id), id);
-        if let Some(w) = self.remote.as_deref_mut() {
+        if let Some(w) = self.remote.as_mut() {
             w.vi_route(id, Some((addr, my_token)));
         }
         self.count(EngineCounter::ViConnected);
-        if let Some(w) = self.remote.as_deref_mut() {
+        if let Some(w) = self.remote.as_mut() {
             w.send_vi_control(
                 addr,
                 Body::ViAccept(ViAcceptFrame {
@@ -161,10 +153,10 @@ impl ViaSetup<'_> {
             return;
         };
         self.poller.remove(v.doorbell.fd().as_raw_fd());
-        if let Some(w) = self.remote.as_deref_mut() {
+        if let Some(w) = self.remote.as_mut() {
             w.vi_route(id, None);
         }
-        if let (Some(p), Some(w)) = (v.peer, self.remote.as_deref_mut()) {
+        if let (Some(p), Some(w)) = (v.peer, self.remote.as_mut()) {
             if let Some(ack) = v.last_ack() {
                 w.send_vi_ack(p.addr, ViAck::from_ack(p.vi, p.peer_token, ack));
             }
@@ -211,7 +203,7 @@ impl ViaSetup<'_> {
                     if let Some(v) = self.vias.engine.remove(&o.vi) {
                         self.poller.remove(v.doorbell.fd().as_raw_fd());
                     }
-                    if let Some(w) = self.remote.as_deref_mut() {
+                    if let Some(w) = self.remote.as_mut() {
                         w.vi_peer_remove(from);
                     }
                 }
@@ -236,7 +228,7 @@ impl ViaSetup<'_> {
     pub(super) fn vi_open_from(&mut self, from: std::net::SocketAddr, src_engine: u64, o: ViOpen) {
         if let Some(&id) = self.vias.answered.get(&(from, o.request_id)) {
             // Retransmitted: the same answer.
-            if let (Some(v), Some(w)) = (self.vias.engine.get(&id), self.remote.as_deref_mut()) {
+            if let (Some(v), Some(w)) = (self.vias.engine.get(&id), self.remote.as_mut()) {
                 if let Some(p) = v.peer {
                     w.send_vi_control(
                         from,
@@ -313,7 +305,7 @@ impl ViaSetup<'_> {
             });
         }
         crate::via::via_loop::touch(self.vias, o.vi);
-        if let Some(w) = self.remote.as_deref_mut() {
+        if let Some(w) = self.remote.as_mut() {
             w.vi_route(o.vi, Some((from, o.my_token)));
         }
         self.count(EngineCounter::ViConnected);
