@@ -21,7 +21,7 @@
 //! One folder per system, each with its data-path half and its set-up
 //! half; below them the parts every system shares. A folder imports only
 //! folders below it, in this order: `dispatch` > `control` > `udm` >
-//! `via` > `unet` > `clients`, [`wire`], `poller`, `vbuf`, `config`,
+//! `via` > `unet` > `clients`, `part`, [`wire`], `poller`, `vbuf`, `config`,
 //! [`counters`]. Read them in the order a message meets them:
 //!
 //! 1. **A client sends.** Its library (crate `unet`) writes the message
@@ -32,6 +32,9 @@
 //!    turns them on one thread (SPINE's message-driven dispatcher); it
 //!    sleeps in `epoll` (`poller.rs`) when no part has work, until a
 //!    doorbell, a control socket, a datagram or the nearest deadline.
+//!    Every part has one shape (`part.rs`: a turn's work, its next
+//!    deadline, its wake-ups armed), and the dispatcher runs one list of
+//!    them, flushing the wire once per turn.
 //!    [`invoker`] runs the same turns on the caller's thread.
 //! 3. **U-Net/SLE** (`unet/`): the data path (`datapath.rs`) takes the
 //!    descriptor, checks it, and sends it the way its channel's route says
