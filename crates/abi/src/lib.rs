@@ -25,7 +25,8 @@
 //!   header word of a message;
 //! - [`copy`]: copying into and out of shared memory;
 //! - [`view`]: the checked mappings of an endpoint's and a VI's rings,
-//!   and of UDM's job and node segments;
+//!   of a direct connection's segment, and of UDM's job and node
+//!   segments;
 //! - [`golden`]: the golden test vector.
 //!
 //! Every public item of `endpoint`, `conn` and `counters`, and the

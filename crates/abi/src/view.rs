@@ -1,7 +1,9 @@
 //! Checked mappings of a segment's rings: [`EndpointView`] hands out the
 //! four rings and the buffer area of an endpoint segment, [`ViView`] the
-//! four queues of a VI segment, and [`UdmJobView`] and [`UdmNodeView`]
-//! (in [`udm`]) the lines and rings of UDM's job and node segments.
+//! four queues of a VI segment, [`ConnView`] (in [`conn`]) the header
+//! lines and the two rings of a direct connection's segment, and
+//! [`UdmJobView`] and [`UdmNodeView`] (in [`udm`]) the lines and rings of
+//! UDM's job and node segments.
 //!
 //! A view is made once, when a segment is created or attached, never per
 //! message. Its constructor checks everything the rings rely on against
@@ -35,7 +37,9 @@ use crate::{
     ENDPOINT_MAGIC, PAGE, VERSION, VI_HEADER_SIZE, VI_MAGIC,
 };
 
+pub mod conn;
 pub mod udm;
+pub use conn::{ConnSide, ConnView, Side};
 pub use udm::{UdmJobView, UdmNodeView};
 
 /// A part of a segment, as a [`LayoutError`] names it.
@@ -67,6 +71,10 @@ pub enum Part {
     FastRings,
     /// A UDM node's divert ring.
     DivertRing,
+    /// A direct connection's ring from side A to side B.
+    RingAToB,
+    /// A direct connection's ring from side B to side A.
+    RingBToA,
 }
 
 impl Part {
@@ -86,6 +94,8 @@ impl Part {
             Part::NodeLines => "node lines",
             Part::FastRings => "fast rings",
             Part::DivertRing => "divert ring",
+            Part::RingAToB => "ring A→B",
+            Part::RingBToA => "ring B→A",
         }
     }
 }
@@ -134,6 +144,9 @@ pub enum LayoutError {
     BadBufferCap(u32),
     /// A VI's ring capacity is not a power of two in 2..=65536.
     BadCapacity(u32),
+    /// A direct connection's ring size is not a power of two of at least
+    /// a page.
+    BadRingSize(u32),
     /// A part does not start at its alignment (a cache line for rings, a
     /// page for the buffer area).
     Unaligned {
@@ -199,6 +212,9 @@ impl core::fmt::Display for LayoutError {
             Self::BadBufferCap(c) => write!(f, "virtual buffer of {c} messages, not the job's"),
             Self::BadCapacity(c) => {
                 write!(f, "ring capacity {c} is not a power of two in 2..=65536")
+            }
+            Self::BadRingSize(r) => {
+                write!(f, "ring size {r} is not a power of two of at least {PAGE}")
             }
             Self::Unaligned { part, off } => {
                 write!(f, "{} at {off:#x} is not aligned", part.name())

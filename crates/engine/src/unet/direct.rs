@@ -3,8 +3,11 @@
 //! hands it to both processes, charges it to the process that opened it,
 //! and at teardown marks both sides closed and wakes whoever sleeps on it.
 //!
-//! `unsafe` is allowed here: a direct connection's segment is shared
-//! memory whose header the engine writes in place.
+//! The segment's header and each side's lines are reached through its
+//! checked view ([`ConnView`], made once when the connection is made).
+//! `unsafe` is allowed here for that one step: a view is made over a
+//! mapping that must outlive it (the segment and its view are kept
+//! together and dropped together).
 
 #![allow(unsafe_code)]
 
@@ -13,25 +16,21 @@ use std::io;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering;
 
-use unet_abi::*;
+use unet_abi::view::{ConnView, Side};
+use unet_abi::{conn_segment_size, CLIENT_COUNTERS};
 use unet_sys::{self as sys, Segment};
 
 use crate::unet::endpoints::ClientId;
 
 struct Conn {
     seg: Segment,
+    /// The segment's view (it points into `seg`, kept beside it).
+    view: ConnView,
     /// The client that opened it (its memory counts against the quota of
     /// that client's process).
     owner: ClientId,
     /// The endpoint it was opened from (its id).
     opener: u32,
-}
-
-impl Conn {
-    fn header(&self) -> &ConnHeader {
-        // SAFETY: the segment starts with a ConnHeader we initialised.
-        unsafe { self.seg.ptr().cast::<ConnHeader>().as_ref() }
-    }
 }
 
 /// The engine's direct connections.
@@ -48,12 +47,17 @@ impl DirectConns {
     pub(crate) fn create(&mut self, owner: ClientId, ring: u32, a: u32, b: u32) -> io::Result<u32> {
         let id = self.next_id.max(1);
         let seg = Segment::create(&format!("unet-conn-{id}"), conn_segment_size(ring))?;
-        init_conn(&seg, id, ring, a, b);
+        // SAFETY: a fresh zeroed segment, not yet shared, page aligned
+        // (`init` checks that it holds the header and both rings); it
+        // lives in the Conn with the view.
+        let view = unsafe { ConnView::init(seg.ptr(), seg.len(), ring, id, a, b) }
+            .map_err(|e| io::Error::other(format!("connection segment: {e}")))?;
         self.next_id = id + 1;
         self.conns.insert(
             id,
             Conn {
                 seg,
+                view,
                 owner,
                 opener: a,
             },
@@ -75,15 +79,10 @@ impl DirectConns {
 
     /// Record the ids of the two sides of connection `id` in its header.
     pub(crate) fn set_ends(&mut self, id: u32, a: u32, b: u32) {
-        if let Some(c) = self.conns.get(&id) {
-            // SAFETY: the segment starts with a ConnHeader we initialised;
-            // the two fields are plain u32s written before the segment is
-            // handed to anyone (the replies carrying it come after).
-            unsafe {
-                let h = c.seg.ptr().as_ptr() as *mut ConnHeader;
-                (*h).a_endpoint = a;
-                (*h).b_endpoint = b;
-            }
+        // Written before the segment is handed to anyone (the replies
+        // carrying it come after).
+        if let Some(c) = self.conns.get_mut(&id) {
+            c.view.set_ends(a, b);
         }
     }
 
@@ -95,16 +94,11 @@ impl DirectConns {
         id: u32,
         side_b: bool,
     ) -> Option<(u32, bool, [u64; CLIENT_COUNTERS])> {
-        let h = self.conns.get(&id)?.header();
-        let (err, closed, c) = if side_b {
-            (&h.b_error, &h.b_closed, &h.b_counters)
-        } else {
-            (&h.a_error, &h.a_closed, &h.a_counters)
-        };
+        let s = self.conns.get(&id)?.view.side(Side::of(side_b));
         Some((
-            err.load(Ordering::Relaxed),
-            closed.load(Ordering::Relaxed) != 0,
-            std::array::from_fn(|i| c[i].load(Ordering::Relaxed)),
+            s.own_error.load(Ordering::Relaxed),
+            s.own_closed.load(Ordering::Relaxed) != 0,
+            std::array::from_fn(|i| s.own_counters[i].load(Ordering::Relaxed)),
         ))
     }
 
@@ -117,7 +111,7 @@ impl DirectConns {
     /// on it wakes. The engine's mapping goes; each process unmaps its own.
     pub(crate) fn close(&mut self, id: u32) {
         if let Some(conn) = self.conns.remove(&id) {
-            let h = conn.header();
+            let h = conn.view.header();
             h.a_closed.store(1, Ordering::Release);
             h.b_closed.store(1, Ordering::Release);
             for cons in [&h.a_to_b, &h.b_to_a] {
@@ -140,19 +134,5 @@ impl DirectConns {
             .filter(|c| c.opener == id)
             .map(|c| c.seg.len() as u64)
             .sum()
-    }
-}
-
-fn init_conn(seg: &Segment, id: u32, ring: u32, a: u32, b: u32) {
-    // SAFETY: fresh zeroed segment of conn_segment_size(ring) bytes, not yet
-    // shared; plain field writes.
-    unsafe {
-        let h = seg.ptr().as_ptr() as *mut ConnHeader;
-        (*h).magic = CONN_MAGIC;
-        (*h).version = VERSION;
-        (*h).ring_size = ring;
-        (*h).conn_id = id;
-        (*h).a_endpoint = a;
-        (*h).b_endpoint = b;
     }
 }
