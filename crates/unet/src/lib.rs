@@ -27,13 +27,24 @@
 //!
 //! The shared-memory layout is in the `unet-abi` crate; a C ABI is in
 //! [`ffi`] with its header at `include/unet.h`.
+//!
+//! `unsafe` code is denied here and allowed only in the modules that name
+//! why they need it: the C ABI and the modules that touch shared memory.
 
+#![deny(unsafe_code)]
+
+#[allow(unsafe_code)]
 mod direct;
+#[allow(unsafe_code)]
 mod endpoint;
+#[allow(unsafe_code)]
 pub mod ffi;
 mod fifo;
+#[allow(unsafe_code)]
 mod session;
+#[allow(unsafe_code)]
 pub mod udm;
+#[allow(unsafe_code)]
 pub mod via;
 
 pub use endpoint::{
