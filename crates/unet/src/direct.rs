@@ -9,6 +9,11 @@
 //! trusted: every header is checked (tag, length, padding) before use, and a
 //! bad one marks the connection broken rather than reading out of bounds or
 //! skipping padding for as long as the peer writes it.
+//!
+//! `unsafe` is allowed here: the rings and the header lines are memory
+//! shared with the peer, reached through raw pointers into the mapping the
+//! connection owns, and every message is copied in and out at offsets the
+//! record rules above bound, with no second check on the hot path.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -223,6 +228,28 @@ impl DirectConn {
             asym: sys::asymmetric_fences(),
             answered: false,
         })
+    }
+
+    /// [`DirectConn::open`] for a connection that counts in its own
+    /// header (a VI's: this side's `a_counters` or `b_counters`, where the
+    /// engine reads them for `unet stat`).
+    pub fn open_counting_in_header(seg: Segment, side_b: bool) -> Result<DirectConn, String> {
+        if seg.len() < CONN_HEADER_SIZE {
+            return Err("connection segment too small".into());
+        }
+        let hp = seg.ptr().cast::<ConnHeader>().as_ptr();
+        // SAFETY: the header page is mapped (checked above) for as long as
+        // `seg`, which the DirectConn made from it owns; the counters are
+        // atomics; the reference is only turned into a pointer kept
+        // beside the mapping.
+        let mine = unsafe {
+            if side_b {
+                &(*hp).b_counters
+            } else {
+                &(*hp).a_counters
+            }
+        };
+        DirectConn::open(seg, 0, side_b, mine)
     }
 
     /// The consumer line of the direction we send on (written by the peer).
@@ -670,6 +697,17 @@ impl DirectConn {
             // SAFETY: src has len readable bytes inside the ring (checked by
             // recv_with); buf has at least len bytes.
             unsafe { copy_bytes(src, buf.as_mut_ptr(), len) };
+            Ok(())
+        })
+    }
+
+    /// Take the next message into `out`, resized to its length.
+    #[inline]
+    pub fn recv_vec(&mut self, out: &mut Vec<u8>) -> DirectRecv {
+        self.recv_with(|src, len| {
+            out.resize(len, 0);
+            // SAFETY: src has len readable bytes (recv_with's contract).
+            unsafe { std::ptr::copy_nonoverlapping(src, out.as_mut_ptr(), len) };
             Ok(())
         })
     }

@@ -33,18 +33,21 @@
 
 #![deny(unsafe_code)]
 
+// The modules allowed `unsafe` code (each says why in its documentation):
+// the C ABI, the client's mappings of shared segments, the direct path's
+// ring, and the parts of `endpoint`, `udm` and `via` that copy to and from
+// shared memory on the data path.
 #[allow(unsafe_code)]
 mod direct;
-#[allow(unsafe_code)]
 mod endpoint;
 #[allow(unsafe_code)]
 pub mod ffi;
 mod fifo;
-#[allow(unsafe_code)]
 mod session;
 #[allow(unsafe_code)]
-pub mod udm;
+mod shm;
 #[allow(unsafe_code)]
+pub mod udm;
 pub mod via;
 
 pub use endpoint::{

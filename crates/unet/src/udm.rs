@@ -42,6 +42,12 @@
 //! `message` (what a node's calls give back and their errors), `upcall`
 //! (handlers run as upcalls) and `bench` (the measurements of
 //! `unet bench udm`).
+//!
+//! `unsafe` is allowed here: a node reaches its job's and its own
+//! segments through raw pointers (the headers, the node lines, the rings
+//! of message slots, read and written volatile because peers write them
+//! too), and `upcall` shares the node between the main code and the
+//! handler thread under the atomicity word instead of a lock.
 
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{fence, AtomicU64, Ordering};

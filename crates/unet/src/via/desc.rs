@@ -2,6 +2,11 @@
 //! ([`ViCompletion`], [`ViQueue`], [`ViState`], the errors), a posted
 //! descriptor resolved into pieces of its regions, the completions waiting
 //! to be taken, and reading a large message from the peer's regions.
+//!
+//! `unsafe` is allowed here: a resolved descriptor holds raw pointers into
+//! the registered regions it names (kept mapped while it is posted), and
+//! messages are scattered into and gathered from them with byte copies at
+//! lengths checked when the descriptor was posted.
 
 use std::sync::Arc;
 
@@ -101,6 +106,11 @@ pub(super) struct Piece {
     pub(super) ptr: *mut u8,
     pub(super) len: usize,
 }
+
+// SAFETY: `ptr` points into a region whose mapping the VI's RegionsInUse
+// keeps alive while the descriptor is posted; the bytes are shared memory
+// reached with byte copies only.
+unsafe impl Send for Piece {}
 
 /// A send in the ring that the receiver has not placed yet (reliable
 /// reception on the direct path).

@@ -1,6 +1,10 @@
 //! The data path of a local VI: sends copied into (or referenced from)
 //! the ring shared with the peer, and messages placed from the ring into
 //! posted receives.
+//!
+//! `unsafe` is allowed here for the calls that hand raw pointers between
+//! the direct ring and a descriptor's regions (`DirectConn::send_gather`,
+//! `desc::pull_into`, `Desc::scatter`), whose contracts it keeps.
 
 use std::sync::Arc;
 

@@ -64,9 +64,12 @@ use unet_control::ViParams;
 
 mod connect;
 mod cq;
+#[allow(unsafe_code)]
 mod desc;
+#[allow(unsafe_code)]
 mod direct_path;
 mod engine_side;
+#[allow(unsafe_code)]
 mod region;
 mod vi;
 mod vi_core;

@@ -1,6 +1,10 @@
 //! Memory regions: shared memory registered with the engine ([`MemRegion`]),
 //! the segments descriptors name in them ([`ViSeg`]), and the regions a VI's
 //! posted descriptors hold ([`RegionsInUse`]).
+//!
+//! `unsafe` is allowed here: a region is shared memory reached through its
+//! mapping's address (its copies, and the address a segment resolves to
+//! when it is posted), and the regions a VI holds are keyed by address.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -271,6 +275,10 @@ pub(super) struct Held {
     /// Whether `n > 0`, for [`MemRegion::deregister`] to read.
     used: Arc<AtomicBool>,
 }
+
+// SAFETY: the addresses are only keys naming the regions held in `slots`
+// (never dereferenced); every region is held by an Arc, which is Send.
+unsafe impl Send for RegionsInUse {}
 
 impl RegionsInUse {
     /// Slots looked through one by one before an index is kept.

@@ -1,0 +1,161 @@
+//! The client's mappings of shared segments: a segment kept together with
+//! its typed header and the rings `unet_abi` found in it ([`Mapped`]), and
+//! byte copies in and out of a mapping at checked offsets.
+//!
+//! `unsafe` is allowed here (and in the other modules `lib.rs` names)
+//! because a mapping's header is reached through a raw pointer, and the
+//! ring views of `unet_abi::view` are made from one. Every function checks
+//! what makes that sound once, when the segment is mapped (its length,
+//! its page alignment, its layout), and keeps the rings beside the mapping
+//! they point into, so that the modules using them need no `unsafe`.
+
+use std::marker::PhantomData;
+use std::ops::Deref;
+
+use unet_abi::view::{EndpointView, LayoutError, ViView};
+use unet_abi::{EndpointHeader, ViHeader, PAGE};
+use unet_sys::Segment;
+
+/// The header at the start of a kind of shared segment.
+///
+/// # Safety
+/// `#[repr(C)]`, aligned to at most a page, and valid for every bit
+/// pattern (integers, and atomics for what another party writes), so that
+/// a reference to it over a mapping whatever a peer writes there is sound.
+pub(crate) unsafe trait Header {}
+
+// SAFETY: #[repr(C)] layouts of unet_abi of integers and atomics only.
+unsafe impl Header for EndpointHeader {}
+// SAFETY: as above.
+unsafe impl Header for ViHeader {}
+
+/// A segment holding a header `H` at its start, with the views `V` found
+/// in it (rings): the views are reached only through a
+/// shared reference to the `Mapped`, so none outlives the mapping.
+pub(crate) struct Mapped<H, V> {
+    view: V,
+    seg: Segment,
+    _header: PhantomData<H>,
+}
+
+impl<H: Header, V> Mapped<H, V> {
+    /// Keep `seg` with `view` if a whole `H` lies at its start.
+    fn with(seg: Segment, view: V) -> Option<Self> {
+        const { assert!(std::mem::align_of::<H>() <= PAGE) };
+        (seg.len() >= std::mem::size_of::<H>()).then_some(Mapped {
+            view,
+            seg,
+            _header: PhantomData,
+        })
+    }
+
+    /// The segment's header.
+    #[inline(always)]
+    pub fn header(&self) -> &H {
+        // SAFETY: `with` checked that the segment holds a whole H at its
+        // start, which is page aligned (and H aligned to at most a page);
+        // the mapping lives as long as self; every bit pattern is an H
+        // (`Header`), and what others write in it is atomic.
+        unsafe { self.seg.ptr().cast::<H>().as_ref() }
+    }
+
+    /// The mapped segment.
+    #[inline(always)]
+    pub fn segment(&self) -> &Segment {
+        &self.seg
+    }
+}
+
+impl Mapped<EndpointHeader, EndpointView> {
+    /// An endpoint's segment and its rings, by the layout its header
+    /// states (checked by [`EndpointView::from_segment`]).
+    pub fn endpoint(seg: Segment) -> Result<Self, LayoutError> {
+        // SAFETY: the mapping lives in `seg`, kept beside the rings.
+        let view = unsafe { EndpointView::from_segment(seg.ptr(), seg.len()) }?;
+        Self::with(seg, view).ok_or(LayoutError::Misaligned)
+    }
+
+    /// Copy out of the buffer area (bounds are clamped to the area).
+    pub fn read_area(&self, offset: u32, out: &mut [u8]) {
+        let l = &self.view.layout;
+        let area = l.geometry.buffer_area_size as usize;
+        let off = (offset as usize).min(area);
+        let n = out.len().min(area - off);
+        // SAFETY: off + n <= area size, and the area lies inside the
+        // mapping (checked by `EndpointView::from_segment`).
+        unsafe {
+            let src = self
+                .seg
+                .ptr()
+                .as_ptr()
+                .add(l.buffer_area_off as usize + off);
+            std::ptr::copy_nonoverlapping(src, out.as_mut_ptr(), n);
+        }
+    }
+
+    /// Copy into the buffer area (bounds are clamped to the area).
+    pub fn write_area(&mut self, offset: u32, data: &[u8]) {
+        let l = &self.view.layout;
+        let area = l.geometry.buffer_area_size as usize;
+        let off = (offset as usize).min(area);
+        let n = data.len().min(area - off);
+        // SAFETY: as in read_area.
+        unsafe {
+            let dst = self
+                .seg
+                .ptr()
+                .as_ptr()
+                .add(l.buffer_area_off as usize + off);
+            std::ptr::copy_nonoverlapping(data.as_ptr(), dst, n);
+        }
+    }
+
+    /// The start of the buffer area.
+    #[inline(always)]
+    pub fn area(&self) -> std::ptr::NonNull<u8> {
+        self.view.buffer_area
+    }
+}
+
+// SAFETY: the view's pointers (its rings and buffer area) point into `seg`,
+// which the Mapped owns and unmaps only when dropped; that memory is shared
+// with another process anyway, reached with atomics and byte copies, and
+// the copies that write need `&mut self`.
+unsafe impl Send for Mapped<EndpointHeader, EndpointView> {}
+// SAFETY: as above.
+unsafe impl Sync for Mapped<EndpointHeader, EndpointView> {}
+
+impl Mapped<ViHeader, ViView> {
+    /// VI `vi`'s segment and its queues, by the layout its header states
+    /// (checked by [`ViView::from_segment`]).
+    pub fn vi(seg: Segment, vi: u32) -> Result<Self, LayoutError> {
+        // SAFETY: the mapping lives in `seg`, kept beside the rings.
+        let view = unsafe { ViView::from_segment(seg.ptr(), seg.len(), vi) }?;
+        Self::with(seg, view).ok_or(LayoutError::Misaligned)
+    }
+}
+
+impl<H, V> Deref for Mapped<H, V> {
+    type Target = V;
+    #[inline(always)]
+    fn deref(&self) -> &V {
+        &self.view
+    }
+}
+
+// SAFETY: the queues point into `seg`, which the Mapped owns; as for an
+// endpoint's.
+unsafe impl Send for Mapped<ViHeader, ViView> {}
+
+/// Copy `data` into `seg` at byte `off` (set-up calls); false (nothing
+/// copied) if it does not all fit.
+#[inline]
+pub(crate) fn write(seg: &Segment, off: usize, data: &[u8]) -> bool {
+    let Some(dst) = seg.at(off, data.len()) else {
+        return false;
+    };
+    // SAFETY: `at` checked that data.len() bytes at `off` lie inside the
+    // mapping, which `seg` keeps; byte copies of shared memory.
+    unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), dst.as_ptr(), data.len()) };
+    true
+}
