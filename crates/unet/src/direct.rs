@@ -21,6 +21,8 @@ use unet_abi::copy::copy_bytes;
 use unet_abi::*;
 use unet_sys::{self as sys, Segment};
 
+use crate::shm::Bytes;
+
 /// Why a direct send did not happen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum DirectSendError {
@@ -423,16 +425,13 @@ impl DirectConn {
         }
     }
 
-    /// Copy the pieces `parts` (pointer, length), `total` bytes in all,
-    /// into the ring as one record (a gathering send). Returns whether the
-    /// peer was asleep and had to be woken.
-    ///
-    /// # Safety
-    /// Each part must be readable for its length for the whole call.
+    /// Copy the pieces `parts`, `total` bytes in all, into the ring as
+    /// one record (a gathering send). Returns whether the peer was asleep
+    /// and had to be woken.
     #[inline]
-    pub unsafe fn send_gather(
+    pub fn send_gather(
         &mut self,
-        parts: &[(*const u8, usize)],
+        parts: &[Bytes<'_>],
         total: usize,
     ) -> Result<bool, DirectSendError> {
         if self.peer_closed() {
@@ -440,12 +439,12 @@ impl DirectConn {
         }
         let off = self.reserve(total)?;
         let (mut at, mut left) = (off as usize + RECORD_HEADER, total);
-        for &(p, n) in parts {
-            let n = n.min(left);
+        for p in parts {
+            let n = p.len().min(left);
             // SAFETY: reserve() made room for a record of `total` bytes at
             // `off` inside the ring, and the copies stay within it (`left`
-            // bounds them); the caller guarantees the sources.
-            unsafe { copy_bytes(p, self.tx.add(at), n) };
+            // bounds them); each part has p.len() readable bytes (Bytes).
+            unsafe { copy_bytes(p.as_ptr(), self.tx.add(at), n) };
             at += n;
             left -= n;
         }
@@ -723,13 +722,19 @@ impl DirectConn {
     }
 
     /// [`DirectConn::recv_with`] for a VI's connection, whose records may
-    /// be references ([`RECORD_REF`]): `f` gets `(pointer, len, is_ref)`.
+    /// be references ([`RECORD_REF`]): `f` gets the record's bytes and
+    /// whether it is one.
     #[inline(always)]
     pub fn recv_vi_with(
         &mut self,
-        f: impl FnMut(*const u8, usize, bool) -> Result<(), usize>,
+        mut f: impl FnMut(Bytes<'_>, bool) -> Result<(), usize>,
     ) -> DirectRecv {
-        self.recv_record(true, f)
+        self.recv_record(true, |src, len, is_ref| {
+            // SAFETY: src has len readable bytes inside the ring (checked by
+            // recv_record), mapped for the whole call, which the closure's
+            // borrow of them does not outlive.
+            f(unsafe { Bytes::new(src, len) }, is_ref)
+        })
     }
 
     /// Copy `payload` into the ring as one reference record (VI
@@ -1044,10 +1049,10 @@ mod tests {
         let mut got = Vec::new();
         loop {
             let mut rec = None;
-            match rx.recv_vi_with(|src, len, is_ref| {
-                // SAFETY: the ring has len readable bytes at src.
+            match rx.recv_vi_with(|src, is_ref| {
+                // SAFETY: the ring has src.len() readable bytes at src.
                 rec = Some((
-                    unsafe { std::slice::from_raw_parts(src, len) }.to_vec(),
+                    unsafe { std::slice::from_raw_parts(src.as_ptr(), src.len()) }.to_vec(),
                     is_ref,
                 ));
                 Ok(())

@@ -159,3 +159,56 @@ pub(crate) fn write(seg: &Segment, off: usize, data: &[u8]) -> bool {
     unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), dst.as_ptr(), data.len()) };
     true
 }
+
+/// `len` readable bytes at a fixed address, valid for `'a`: a record in a
+/// ring, a piece of a registered region, or a slice. Handed between the
+/// direct path and a descriptor's regions instead of a raw pointer, so
+/// that the copies on either side need no promise from their caller.
+#[derive(Clone, Copy)]
+pub(crate) struct Bytes<'a> {
+    ptr: *const u8,
+    len: usize,
+    _life: PhantomData<&'a [u8]>,
+}
+
+impl<'a> Bytes<'a> {
+    /// The `len` bytes at `ptr`.
+    ///
+    /// # Safety
+    /// They must be readable for `'a` (in a mapping kept for as long, or a
+    /// borrow), and may change under the reader only by another party's
+    /// writes to shared memory.
+    #[inline(always)]
+    pub unsafe fn new(ptr: *const u8, len: usize) -> Self {
+        Bytes {
+            ptr,
+            len,
+            _life: PhantomData,
+        }
+    }
+
+    /// The bytes of `s`.
+    #[inline(always)]
+    pub fn of(s: &'a [u8]) -> Self {
+        // SAFETY: a live borrow of s.len() bytes for 'a.
+        unsafe { Bytes::new(s.as_ptr(), s.len()) }
+    }
+
+    /// No bytes.
+    #[inline(always)]
+    pub fn empty() -> Self {
+        Bytes::of(&[])
+    }
+
+    /// Where they start (readable for `len` bytes during `'a`).
+    #[inline(always)]
+    pub fn as_ptr(self) -> *const u8 {
+        self.ptr
+    }
+
+    /// How many.
+    #[inline(always)]
+    pub fn len(self) -> usize {
+        self.len
+    }
+}

@@ -66,7 +66,6 @@ mod connect;
 mod cq;
 #[allow(unsafe_code)]
 mod desc;
-#[allow(unsafe_code)]
 mod direct_path;
 mod engine_side;
 #[allow(unsafe_code)]

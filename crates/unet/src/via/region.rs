@@ -14,6 +14,7 @@ use unet_control::Request;
 use unet_sys::Segment;
 
 use crate::session::Inner;
+use crate::shm::Bytes;
 use crate::{Error, Session};
 
 use super::desc::Desc;
@@ -221,6 +222,15 @@ impl<'a> ViSeg<'a> {
         // SAFETY: offset + len <= len of the mapping (checked), which the
         // region keeps alive as long as it lives.
         Some(unsafe { r.seg.ptr().as_ptr().add(self.offset) })
+    }
+
+    /// The segment's bytes, to send: [`ViSeg::resolve`] with its length.
+    #[inline(always)]
+    pub(super) fn bytes(&self, session: &Arc<Inner>) -> Option<Bytes<'a>> {
+        let p = self.resolve(session)?;
+        // SAFETY: `len` bytes at `p` lie inside the region (checked by
+        // resolve), whose mapping the borrowed MemRegion keeps for 'a.
+        Some(unsafe { Bytes::new(p, self.len) })
     }
 }
 
