@@ -46,7 +46,6 @@ mod fifo;
 mod session;
 #[allow(unsafe_code)]
 mod shm;
-#[allow(unsafe_code)]
 pub mod udm;
 pub mod via;
 

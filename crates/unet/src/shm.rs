@@ -12,6 +12,10 @@
 use std::marker::PhantomData;
 use std::ops::Deref;
 
+mod udm;
+
+pub(crate) use udm::{Buffer, JobRings, NodeRings, Slot};
+
 use unet_abi::view::{EndpointView, LayoutError, ViView};
 use unet_abi::{EndpointHeader, ViHeader, PAGE};
 use unet_sys::Segment;
@@ -28,6 +32,22 @@ pub(crate) unsafe trait Header {}
 unsafe impl Header for EndpointHeader {}
 // SAFETY: as above.
 unsafe impl Header for ViHeader {}
+
+/// The views a [`Mapped`] keeps beside its segment.
+///
+/// # Safety
+/// Every pointer in it points into that segment (rings, areas), so that
+/// moving or sharing it with the segment between threads is sound: the
+/// memory is shared with another process anyway, reached with atomics and
+/// byte copies.
+pub(crate) unsafe trait Views {}
+
+// SAFETY: no pointers.
+unsafe impl Views for () {}
+// SAFETY: rings and the buffer area of the segment it was made from.
+unsafe impl Views for EndpointView {}
+// SAFETY: rings of the segment it was made from.
+unsafe impl Views for ViView {}
 
 /// A segment holding a header `H` at its start, with the views `V` found
 /// in it (rings): the views are reached only through a
@@ -117,14 +137,6 @@ impl Mapped<EndpointHeader, EndpointView> {
     }
 }
 
-// SAFETY: the view's pointers (its rings and buffer area) point into `seg`,
-// which the Mapped owns and unmaps only when dropped; that memory is shared
-// with another process anyway, reached with atomics and byte copies, and
-// the copies that write need `&mut self`.
-unsafe impl Send for Mapped<EndpointHeader, EndpointView> {}
-// SAFETY: as above.
-unsafe impl Sync for Mapped<EndpointHeader, EndpointView> {}
-
 impl Mapped<ViHeader, ViView> {
     /// VI `vi`'s segment and its queues, by the layout its header states
     /// (checked by [`ViView::from_segment`]).
@@ -135,6 +147,13 @@ impl Mapped<ViHeader, ViView> {
     }
 }
 
+// SAFETY: the views point into `seg` only (`Views`), which the Mapped owns
+// and unmaps only when dropped; the header is integers and atomics; the
+// copies that write need `&mut self`.
+unsafe impl<H: Header, V: Views> Send for Mapped<H, V> {}
+// SAFETY: as above.
+unsafe impl<H: Header, V: Views> Sync for Mapped<H, V> {}
+
 impl<H, V> Deref for Mapped<H, V> {
     type Target = V;
     #[inline(always)]
@@ -142,10 +161,6 @@ impl<H, V> Deref for Mapped<H, V> {
         &self.view
     }
 }
-
-// SAFETY: the queues point into `seg`, which the Mapped owns; as for an
-// endpoint's.
-unsafe impl Send for Mapped<ViHeader, ViView> {}
 
 /// Copy `data` into `seg` at byte `off` (set-up calls); false (nothing
 /// copied) if it does not all fit.
