@@ -11,6 +11,8 @@
 
 use std::marker::PhantomData;
 use std::ops::Deref;
+use std::os::fd::OwnedFd;
+use std::ptr::NonNull;
 
 mod udm;
 
@@ -159,6 +161,86 @@ impl<H, V> Deref for Mapped<H, V> {
     #[inline(always)]
     fn deref(&self) -> &V {
         &self.view
+    }
+}
+
+/// The first `len` bytes of a segment (a registered memory region):
+/// addresses and copies in them, checked against `len`.
+pub(crate) struct Area {
+    seg: Segment,
+    len: usize,
+}
+
+impl Area {
+    /// Map the memory file `fd` (writable) as an area of `len` bytes.
+    pub fn open(fd: OwnedFd, len: usize) -> std::io::Result<Area> {
+        let seg = Segment::open(fd, len, true)?;
+        if seg.len() < len {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "a region's mapping is shorter than the region",
+            ));
+        }
+        Ok(Area { seg, len })
+    }
+
+    /// Its length in bytes.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Where it starts.
+    #[inline(always)]
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.seg.ptr().as_ptr()
+    }
+
+    /// Where the `n` bytes at `offset` start, if they lie inside.
+    #[inline(always)]
+    pub fn at(&self, offset: usize, n: usize) -> Option<NonNull<u8>> {
+        let inside = offset.checked_add(n).is_some_and(|e| e <= self.len);
+        if !inside {
+            return None;
+        }
+        // SAFETY: offset + n <= len <= the mapping's length (checked in
+        // open), so the result lies inside the mapping or one past it.
+        Some(unsafe { self.seg.ptr().add(offset) })
+    }
+
+    /// The `n` bytes at `offset`, readable while the area is borrowed, if
+    /// they lie inside.
+    #[inline(always)]
+    pub fn bytes(&self, offset: usize, n: usize) -> Option<Bytes<'_>> {
+        let p = self.at(offset, n)?;
+        // SAFETY: n bytes inside the mapping (checked by at), which lives
+        // as long as self.
+        Some(unsafe { Bytes::new(p.as_ptr(), n) })
+    }
+
+    /// Copy `data` in at `offset`; false (nothing copied) if it does not
+    /// all fit.
+    #[inline]
+    pub fn write(&self, offset: usize, data: &[u8]) -> bool {
+        let Some(p) = self.at(offset, data.len()) else {
+            return false;
+        };
+        // SAFETY: inside the mapping (checked by at), which lives as long
+        // as self; byte copies of shared memory.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p.as_ptr(), data.len()) };
+        true
+    }
+
+    /// Copy `buf.len()` bytes at `offset` into `buf`; false (nothing
+    /// copied) if they are not all inside.
+    #[inline]
+    pub fn read(&self, offset: usize, buf: &mut [u8]) -> bool {
+        let Some(p) = self.at(offset, buf.len()) else {
+            return false;
+        };
+        // SAFETY: as in write.
+        unsafe { std::ptr::copy_nonoverlapping(p.as_ptr(), buf.as_mut_ptr(), buf.len()) };
+        true
     }
 }
 

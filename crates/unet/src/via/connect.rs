@@ -13,6 +13,7 @@ use unet_sys::{self as sys, Segment};
 
 use crate::direct::DirectConn;
 use crate::fifo::Fifo;
+use crate::shm::Area;
 use crate::{Error, Session};
 
 use super::desc::{ViState, QUEUE_START};
@@ -234,15 +235,14 @@ impl Session {
         match r {
             Reply::MemoryRegistered { handle } => Ok(MemRegion {
                 inner: Arc::new(RegionInner {
-                    seg: match Segment::open(fd, len, true) {
-                        Ok(seg) => seg,
+                    area: match Area::open(fd, len) {
+                        Ok(area) => area,
                         Err(e) => {
                             let _ = self.inner.request(&Request::DeregisterMemory { handle });
                             return Err(e.into());
                         }
                     },
                     handle,
-                    len,
                     session: self.clone(),
                     users: Mutex::default(),
                     gone: AtomicBool::new(false),

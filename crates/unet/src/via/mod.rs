@@ -68,7 +68,6 @@ mod cq;
 mod desc;
 mod direct_path;
 mod engine_side;
-#[allow(unsafe_code)]
 mod region;
 mod vi;
 mod vi_core;
