@@ -14,8 +14,10 @@ use std::ops::Deref;
 use std::os::fd::OwnedFd;
 use std::ptr::NonNull;
 
+mod conn;
 mod udm;
 
+pub(crate) use conn::{ConnLines, ConnRings};
 pub(crate) use udm::{Buffer, JobRings, NodeRings, Slot};
 
 use unet_abi::view::{EndpointView, LayoutError, ViView};
