@@ -18,7 +18,7 @@ mod conn;
 mod udm;
 
 pub(crate) use conn::{ConnLines, ConnRings};
-pub(crate) use udm::{Buffer, JobRings, NodeRings, Slot};
+pub(crate) use udm::{Buffer, JobRings, NodeRings, Slot, Words};
 
 use unet_abi::view::{EndpointView, LayoutError, ViView};
 use unet_abi::{EndpointHeader, ViHeader, PAGE};

@@ -63,7 +63,7 @@ use unet_abi::udm::{
 use unet_control::{Reply, Request};
 use unet_sys::{self as sys, EventFd, Segment};
 
-use crate::shm::{Buffer, JobRings, Mapped, NodeRings, Slot};
+use crate::shm::{Buffer, JobRings, Mapped, NodeRings, Slot, Words};
 use crate::{Error, Session};
 
 mod job;
@@ -278,9 +278,9 @@ impl Node {
         if dest >= self.layout.nodes {
             return Err(InjectError::BadDest(dest));
         }
-        if words.len() > MAX_WORDS {
+        let Some(words) = Words::new(words) else {
             return Err(InjectError::TooLong(words.len()));
-        }
+        };
         loop {
             let m = self.line(dest).mode.load(Ordering::Acquire);
             if m & UDM_MODE_GONE != 0 {
@@ -338,7 +338,7 @@ impl Node {
         self.out_head[i].wrapping_sub(self.out_tail[i]) < cap
     }
 
-    fn push_fast(&mut self, d: u32, handler: u16, words: &[u64]) {
+    fn push_fast(&mut self, d: u32, handler: u16, words: Words<'_>) {
         let i = d as usize;
         let pos = self.out_head[i];
         write_msg(
@@ -377,7 +377,7 @@ impl Node {
         self.divert_head.wrapping_sub(self.divert_tail) < cap
     }
 
-    fn push_divert(&mut self, d: u32, handler: u16, words: &[u64]) {
+    fn push_divert(&mut self, d: u32, handler: u16, words: Words<'_>) {
         let pos = self.divert_head;
         write_msg(Slot::of(&self.nseg.divert, pos), d, handler, words);
         self.nseg.divert.set_head(pos + 1);
@@ -774,13 +774,12 @@ fn split_header(h: UdmHeader, c: Cur) -> (u32, u16, usize) {
 }
 
 /// Write a message into `slot`, which we own until we publish it: words
-/// first, then the header word (peer, handler, nwords) in one store
-/// (words.len() <= MAX_WORDS: checked by the callers).
-fn write_msg(slot: Slot<'_>, peer: u32, handler: u16, words: &[u64]) {
+/// first, then the header word (peer, handler, nwords) in one store.
+fn write_msg(slot: Slot<'_>, peer: u32, handler: u16, words: Words<'_>) {
     let hdr = UdmHeader {
         peer,
         handler,
-        nwords: words.len() as u16,
+        nwords: words.get().len() as u16,
     }
     .pack();
     slot.write(hdr, words);

@@ -150,6 +150,25 @@ impl Buffer {
     }
 }
 
+/// The words of a message to write: at most [`MAX_WORDS`] (checked once,
+/// by [`Words::new`]).
+#[derive(Clone, Copy)]
+pub(crate) struct Words<'a>(&'a [u64]);
+
+impl<'a> Words<'a> {
+    /// `w`, if it has at most [`MAX_WORDS`] words.
+    #[inline(always)]
+    pub fn new(w: &'a [u64]) -> Option<Self> {
+        (w.len() <= MAX_WORDS).then_some(Words(w))
+    }
+
+    /// The words.
+    #[inline(always)]
+    pub fn get(self) -> &'a [u64] {
+        self.0
+    }
+}
+
 /// One message slot of a ring or of the virtual buffer, mapped for `'a`.
 #[derive(Clone, Copy)]
 pub(crate) struct Slot<'a> {
@@ -205,14 +224,15 @@ impl<'a> Slot<'a> {
         };
     }
 
-    /// Write `words` (at most [`MAX_WORDS`]) first, then the header word
-    /// `hdr` in one store. The slot must be ours until we publish it.
+    /// Write `words` first, then the header word `hdr` in one store. The
+    /// slot must be ours until we publish it.
     #[inline(always)]
-    pub fn write(self, hdr: u64, words: &[u64]) {
-        let n = words.len().min(MAX_WORDS);
+    pub fn write(self, hdr: u64, words: Words<'_>) {
+        let words = words.get();
+        let n = words.len();
         let p = self.p.as_ptr();
         // SAFETY: a slot inside a mapping kept for 'a; n <= MAX_WORDS
-        // words fit it.
+        // (Words) words fit it.
         unsafe {
             std::ptr::copy_nonoverlapping(
                 words.as_ptr(),
