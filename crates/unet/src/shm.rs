@@ -1,13 +1,17 @@
 //! The client's mappings of shared segments: a segment kept together with
-//! its typed header and the rings `unet_abi` found in it ([`Mapped`]), and
-//! byte copies in and out of a mapping at checked offsets.
+//! its typed header and the views found in it ([`Mapped`]: an endpoint's
+//! rings and buffer area, a VI's queues, and in `conn` a direct
+//! connection's lines, in `udm` a UDM node's rings, lines and message
+//! slots); a memory region's bytes ([`Area`]); bytes lent between a ring
+//! and a region ([`Bytes`]); and byte copies at checked offsets.
 //!
 //! `unsafe` is allowed here (and in the other modules `lib.rs` names)
-//! because a mapping's header is reached through a raw pointer, and the
-//! ring views of `unet_abi::view` are made from one. Every function checks
-//! what makes that sound once, when the segment is mapped (its length,
-//! its page alignment, its layout), and keeps the rings beside the mapping
-//! they point into, so that the modules using them need no `unsafe`.
+//! because a mapping is reached through raw pointers, and the ring views
+//! of `unet_abi` are made from them. Every constructor checks what makes
+//! that sound once, when the segment is mapped (its length, its page
+//! alignment, its layout), and the views stay beside the mapping they
+//! point into, reached through a borrow of it, so that the modules using
+//! them need no `unsafe`.
 
 use std::marker::PhantomData;
 use std::ops::Deref;
