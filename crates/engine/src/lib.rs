@@ -16,26 +16,61 @@
 //! shared lives in the `unet-abi` crate; the set-up protocol in
 //! `unet-control`.
 //!
-//! # Parts
+//! # Where things are: a message's way through the engine
 //!
-//! Each part owns its state; dependencies point one way, from the
-//! dispatcher down:
+//! One folder per system, each with its data-path half and its set-up
+//! half; below them the parts every system shares. A folder imports only
+//! folders below it, in this order: `dispatch` > `control` > `udm` >
+//! `via` > `unet` > `clients`, [`wire`], `poller`, `vbuf`, `config`,
+//! [`counters`]. Read them in the order a message meets them:
 //!
-//! | module | part |
-//! |---|---|
-//! | `dispatcher` | the loop; owns the parts; [`Dispatcher::step`] |
-//! | [`invoker`] | driving an engine on the caller's thread: a local client, raw endpoints |
-//! | `setup` | what each control request does; reclaiming a client |
-//! | `server` | the control server: clients, their sockets and credentials |
-//! | `datapath` | send descriptors checked and sent by route; delivery through applets |
-//! | `routes` | what a channel leads to: local, direct, remote (one place per kind) |
-//! | `endpoints` | the endpoint table and U-Net delivery |
-//! | `direct` | direct connections' segments |
-//! | `remote` | remote channels: handshake and the wire |
-//! | `applets` | the applet host: runners, queued arrivals, verification off the loop |
-//! | `udm` | UDM jobs and nodes: the buffered case of two-case delivery, virtual buffers |
-//! | [`wire`] | the transport: frames, fragmentation, the UDP port |
-//! | `poller` | the epoll set and its tokens |
+//! 1. **A client sends.** Its library (crate `unet`) writes the message
+//!    into its endpoint's buffer area and a descriptor into the send ring
+//!    (the layouts are `unet-abi`'s, mapped once through its checked
+//!    views), and rings the doorbell if the engine sleeps.
+//! 2. **The loop** (`dispatch/`): the [`Dispatcher`] owns every part and
+//!    turns them on one thread (SPINE's message-driven dispatcher); it
+//!    sleeps in `epoll` (`poller.rs`) when no part has work, until a
+//!    doorbell, a control socket, a datagram or the nearest deadline.
+//!    [`invoker`] runs the same turns on the caller's thread.
+//! 3. **U-Net/SLE** (`unet/`): the data path (`datapath.rs`) takes the
+//!    descriptor, checks it, and sends it the way its channel's route says
+//!    (`routes.rs`): delivered locally into the receiver's free buffers
+//!    and receive ring (`endpoints.rs`), through the receiver's JIVE
+//!    applet first if it has one (`applets.rs`, the applet host), into a
+//!    buffered endpoint's virtual buffer when its queue is full
+//!    (`backlog.rs`, pages kept by `vbuf.rs`), or out on a remote channel
+//!    (`remote.rs`: the channels' handshake over the wire port). Direct
+//!    connections (`direct.rs`) are set up here and then leave the engine
+//!    out of their data path.
+//! 4. **The wire** ([`wire`]): the port (`wire/port.rs`) is the one place
+//!    frames enter and leave. Out: cut into fragments (`frag.rs`), framed
+//!    (`frame/`), batched and sent over UDP (`udp/`). In: admitted
+//!    (`admission.rs`), authenticated (`auth.rs`), its token and sender
+//!    checked once, reassembled, and sorted once to the system it belongs
+//!    to: U-Net's channels, VIA's inbox, UDM's links' inbox. Reliability
+//!    for connections (VIs, UDM's links) is `reliable/`.
+//! 5. **VIA** (`via/`): regions, VIs and discriminators (`vias.rs`); the
+//!    VIs the engine carries to other engines (`vi_path.rs`, the receiving
+//!    side in `vi_path/recv.rs`), moved on the loop's turns
+//!    (`via_loop.rs`); their set-up (`setup.rs`, across engines
+//!    `setup/engines.rs`).
+//! 6. **UDM** (`udm/`): jobs and nodes, the buffered case of two-case
+//!    delivery and the atomicity timeout (`mod.rs`, `timeout.rs`,
+//!    `memory.rs`); the links that carry a job between engines (`link.rs`,
+//!    their data path `remote.rs`); their set-up (`setup.rs`,
+//!    `setup/links.rs`).
+//! 7. **Control** (`control/`): the control server (`server.rs`: clients,
+//!    sockets, credentials) reads a set-up request; `setup.rs` answers
+//!    U-Net's own and hands each other system's to that system's set-up
+//!    half (`ViaSetup`, `UdmSetup`), which borrows only the parts it
+//!    changes and reaches the clients through `clients.rs`; work whose
+//!    cost grows with memory runs on the set-up threads
+//!    (`setup_thread.rs`, served in turn by `turns.rs`).
+//!
+//! A new system (SPINE's, next) is one more folder with its data-path part
+//! and its set-up half, its frames sorted to an inbox of its own by the
+//! wire port, and one line in the dispatcher.
 
 use std::io;
 use std::net::SocketAddr;
@@ -44,6 +79,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+mod clients;
 mod config;
 mod control;
 pub mod counters;

@@ -37,6 +37,7 @@ use unet_abi::EngineCounter;
 use unet_control::{self as control, ErrorCode, Reply, Request};
 use unet_sys as sys;
 
+use crate::clients::{Clients, ProcKey};
 use crate::counters::Counters;
 use crate::poller::{Poller, Token};
 use crate::unet::endpoints::ClientId;
@@ -354,7 +355,7 @@ impl ControlServer {
     /// Which process client `ci` is, for the limits counted per process:
     /// its process id, or (when the kernel could not tell it) the
     /// connection itself. None if there is no such client.
-    pub(crate) fn proc_key(&self, ci: ClientId) -> Option<(u32, usize)> {
+    pub(crate) fn proc_key(&self, ci: ClientId) -> Option<ProcKey> {
         self.client(ci).map(|c| match c.pid {
             0 => (0, ci),
             pid => (pid, usize::MAX),
@@ -395,5 +396,29 @@ impl ControlServer {
         if let Some(p) = &self.path {
             let _ = std::fs::remove_file(p);
         }
+    }
+}
+
+/// What a system's set-up module sees of the clients: their replies and
+/// who they are.
+impl Clients for ControlServer {
+    fn reply(&self, ci: ClientId, req_id: u32, r: Reply, fds: &[RawFd]) {
+        ControlServer::reply(self, ci, req_id, r, fds);
+    }
+
+    fn proc_key(&self, ci: ClientId) -> Option<ProcKey> {
+        ControlServer::proc_key(self, ci)
+    }
+
+    fn pid(&self, ci: ClientId) -> Option<u32> {
+        self.client(ci).map(|c| c.pid)
+    }
+
+    fn uid(&self, ci: ClientId) -> Option<u32> {
+        self.client(ci).map(|c| c.uid)
+    }
+
+    fn slots(&self) -> usize {
+        self.len()
     }
 }

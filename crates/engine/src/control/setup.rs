@@ -28,6 +28,8 @@ use crate::unet::remote::{Completion, RemoteSide};
 use crate::unet::routes::{Peer, Route, Teardown};
 use crate::via::vias::Vias;
 
+mod systems;
+
 /// The parts a set-up request changes, borrowed from the dispatcher.
 pub(crate) struct Setup<'a> {
     pub cfg: &'a EngineConfig,
@@ -41,18 +43,6 @@ pub(crate) struct Setup<'a> {
     pub work: &'a mut SetupThread,
     pub vias: &'a mut Vias,
     pub udm: &'a mut Jobs,
-}
-
-/// What one client's process (and its user) holds: what the limits are
-/// checked against.
-#[derive(Clone, Copy, Debug, Default)]
-struct Usage {
-    /// Bytes of shared memory held by the process.
-    memory: u64,
-    /// Endpoints held by the process (with those being made).
-    endpoints: u32,
-    /// Bytes of shared memory held by the user's processes.
-    user_memory: u64,
 }
 
 impl Setup<'_> {
@@ -101,11 +91,13 @@ impl Setup<'_> {
             | Request::ViReject { .. }
             | Request::ViClose { .. }
             | Request::ViGrantRegion { .. }
-            | Request::ViPeerRegion { .. } => self.handle_via(ci, req_id, req, &mut fds),
+            | Request::ViPeerRegion { .. } => self.via(|v| v.handle_via(ci, req_id, req, &mut fds)),
             Request::UdmCreateJob { .. }
             | Request::UdmJoin { .. }
             | Request::UdmLeave { .. }
-            | Request::UdmJoinRemote { .. } => self.handle_udm(ci, req_id, req, &mut fds),
+            | Request::UdmJoinRemote { .. } => {
+                self.udm(|u| u.handle_udm(ci, req_id, req, &mut fds))
+            }
             Request::Hello { version } => {
                 let r = if version == control::PROTOCOL_VERSION {
                     Reply::Hello {
@@ -235,7 +227,7 @@ impl Setup<'_> {
         }
     }
 
-    fn stat(&self, ci: ClientId, req_id: u32) {
+    fn stat(&mut self, ci: ClientId, req_id: u32) {
         let allowed = self
             .server
             .client(ci)
@@ -256,79 +248,13 @@ impl Setup<'_> {
                 ep.seg.len() as u64 + ep.buffer_limit() + self.conns.memory_opened_by(ep.id);
             c.set_ep(ep.slot, EndpointCounter::MemoryBytes, memory);
         }
-        self.fill_vi_slots();
-        self.fill_udm_slots();
+        self.via(|v| v.fill_vi_slots());
+        self.udm(|u| u.fill_udm_slots());
         let r = Reply::Stat {
             max_endpoints: self.cfg.max_endpoints,
             limits: self.cfg.limits(),
         };
-        self.server.reply(ci, req_id, r, &[c.fd()]);
-    }
-
-    /// What the process of client `ci` (over all its connections) and its
-    /// user hold: the segments of their endpoints, of those being made,
-    /// and of the direct connections they opened.
-    fn usage(&self, ci: ClientId) -> Usage {
-        let mut u = Usage::default();
-        let Some(me) = self.server.client(ci) else {
-            return u;
-        };
-        let (key, uid) = (self.server.proc_key(ci), me.uid);
-        let mut add = |owner: ClientId, bytes: u64, endpoint: bool| {
-            if self.server.proc_key(owner) == key {
-                u.memory = u.memory.saturating_add(bytes);
-                u.endpoints += endpoint as u32;
-            }
-            if self.server.client(owner).is_some_and(|c| c.uid == uid) {
-                u.user_memory = u.user_memory.saturating_add(bytes);
-            }
-        };
-        for (_, e) in self.eps.iter() {
-            add(e.owner, e.seg.len() as u64 + e.buffer_limit(), true);
-        }
-        for p in self.work.pending() {
-            add(p.client, p.layout.segment_size + p.buffer_limit, true);
-        }
-        for p in self.work.pending_jobs() {
-            add(p.client, p.charge(), false);
-        }
-        for (owner, bytes) in self.conns.charges() {
-            add(owner, bytes, false);
-        }
-        for (owner, bytes) in self.vias.charges() {
-            add(owner, bytes, false);
-        }
-        // Jobs by the process and user that made them, while they live.
-        for (payer, bytes) in self.udm.charges() {
-            if Some(payer.key) == key {
-                u.memory = u.memory.saturating_add(bytes);
-            }
-            if payer.uid == uid {
-                u.user_memory = u.user_memory.saturating_add(bytes);
-            }
-        }
-        u
-    }
-
-    /// Whether client `ci`'s process and user may take `more` bytes of
-    /// shared memory: the refusal (counted) if not.
-    pub(crate) fn check_memory_for(&self, ci: ClientId, more: u64) -> Result<(), ErrorCode> {
-        self.check_memory(&self.usage(ci), more)
-    }
-
-    /// Whether client `ci`'s process and user may take `more` bytes of
-    /// shared memory: the refusal (counted) if not.
-    fn check_memory(&self, u: &Usage, more: u64) -> Result<(), ErrorCode> {
-        if u.memory.saturating_add(more) > self.cfg.client_memory {
-            self.counters().engine(EngineCounter::QuotaRefusedMemory, 1);
-            return Err(ErrorCode::QuotaExceeded);
-        }
-        if u.user_memory.saturating_add(more) > self.cfg.user_memory {
-            self.counters()
-                .engine(EngineCounter::QuotaRefusedUserMemory, 1);
-            return Err(ErrorCode::UserQuota);
-        }
-        Ok(())
+        self.server.reply(ci, req_id, r, &[self.counters().fd()]);
     }
 
     /// Start creating an endpoint for client `ci`: checked against its
@@ -367,13 +293,13 @@ impl Setup<'_> {
     /// Finish the creations whose memory is ready: an endpoint is entered
     /// and its client gets the segment and the doorbell; a UDM job is
     /// entered and its client gets its id and key
-    /// ([`Setup::finish_udm_job`]).
+    /// ([`crate::udm::setup::UdmSetup::finish_udm_job`]).
     pub(crate) fn finish_creates(&mut self) {
         for done in self.work.poll() {
             let (p, seg) = match done {
                 Done::Endpoint(p, seg) => (p, seg),
                 Done::UdmJob(p, mem) => {
-                    self.finish_udm_job(p, mem);
+                    self.udm(|u| u.finish_udm_job(p, mem));
                     continue;
                 }
             };
@@ -650,8 +576,8 @@ impl Setup<'_> {
         for idx in endpoints {
             self.close_endpoint(idx);
         }
-        self.drop_client_vias(ci);
-        self.drop_client_udm(ci);
+        self.via(|v| v.drop_client_vias(ci));
+        self.udm(|u| u.drop_client_udm(ci));
         if let Some(w) = self.remote.as_deref_mut() {
             w.forget_client(ci);
         }
@@ -663,7 +589,7 @@ impl Setup<'_> {
         for p in jobs {
             self.udm.unreserve(p.id);
             if let Some(link) = p.replica_of {
-                self.udm_replica_abandoned(link);
+                self.udm(|u| u.udm_replica_abandoned(link));
             }
         }
     }

@@ -62,7 +62,7 @@ use unet_abi::Layout;
 use unet_sys::{EventFd, Segment};
 
 use crate::control::turns::Turns;
-use crate::udm::JobMemory;
+use crate::udm::{JobMemory, PendingJob};
 use crate::unet::endpoints::{ClientId, EndpointTable};
 
 /// An endpoint whose segment is being made.
@@ -78,28 +78,6 @@ pub(crate) struct PendingCreate {
     /// The counter slot and id reserved for it.
     pub slot: usize,
     pub id: u32,
-}
-
-/// A UDM job whose memory is being made.
-pub(crate) struct PendingJob {
-    ticket: u64,
-    /// The client that asked, and its request.
-    pub client: ClientId,
-    pub req_id: u32,
-    /// The id reserved for it, its geometry and atomicity timeout.
-    pub id: u32,
-    pub layout: UdmLayout,
-    pub timeout: Duration,
-    /// The link it is the replica for, when it is the replica of another
-    /// engine's job that `client` joins through that link.
-    pub replica_of: Option<u32>,
-}
-
-impl PendingJob {
-    /// Bytes charged to its creator (as for a made job).
-    pub(crate) fn charge(&self) -> u64 {
-        JobMemory::charge(&self.layout)
-    }
 }
 
 /// A creation whose memory is ready (or failed), from

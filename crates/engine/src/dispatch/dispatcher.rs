@@ -312,7 +312,7 @@ impl Dispatcher {
         let vis = self
             .remote
             .as_ref()
-            .and_then(|w| crate::via::via_loop::next_deadline(&self.vias, w));
+            .and_then(|w| crate::via::via_loop::next_deadline(&self.vias, &w.port));
         let applets = self
             .applets
             .attached_indices()
@@ -323,7 +323,7 @@ impl Dispatcher {
         let links = self
             .remote
             .as_ref()
-            .and_then(|w| crate::udm::remote::next_deadline(&self.udm, w));
+            .and_then(|w| crate::udm::remote::next_deadline(&self.udm, &w.port));
         // A buffered endpoint with messages waiting: its client does not
         // ring the doorbell when it makes room, so look again soon.
         let backlog = self
@@ -384,7 +384,7 @@ impl Dispatcher {
             }
         }
         if let Some(w) = self.remote.as_mut() {
-            work += crate::udm::remote::poll(&mut self.udm, w, &self.counters);
+            work += crate::udm::remote::poll(&mut self.udm, &mut w.port, &self.counters);
             if self.udm.remote.setup_due() {
                 self.setup().udm_links();
             }
@@ -419,12 +419,13 @@ impl Dispatcher {
         let Some(w) = self.remote.as_mut() else {
             return 0;
         };
-        crate::udm::remote::take_frames(&mut self.udm, w);
-        if self.vias.engine.is_empty() && w.vi_in.is_empty() && w.silent.is_empty() {
+        let inbox = &w.port.st.vis;
+        if self.vias.engine.is_empty() && inbox.frames.is_empty() && inbox.silent.is_empty() {
             return 0;
         }
         let linger = self.cfg.idle_spin.as_nanos().min(u64::MAX as u128) as u64;
-        let (work, setup) = crate::via::via_loop::poll(&mut self.vias, w, &self.counters, linger);
+        let (work, setup) =
+            crate::via::via_loop::poll(&mut self.vias, &mut w.port, &self.counters, linger);
         if !setup.is_empty() {
             self.setup().vi_wire(setup);
         }

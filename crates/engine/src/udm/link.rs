@@ -1,15 +1,15 @@
 //! The state of the links that carry UDM jobs between engines: the
 //! types only, kept by `udm::Jobs`; what moves them is
-//! `udm_remote`.
+//! `udm::remote`.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::Instant;
 
 use crate::unet::endpoints::ClientId;
-use crate::unet::remote::ViIn;
 use crate::via::vi_path::RemoteVi;
 use crate::wire::frame::UdmAccept;
+use crate::wire::port::ConnIn;
 use crate::wire::reliable::{RelReceiver, RelSender};
 
 /// A link's receive holding bound and window (wire messages).
@@ -80,10 +80,9 @@ pub(crate) struct Links {
     pub(crate) routes: HashMap<u32, Vec<u32>>,
     /// Joins asked of home engines, by request id.
     pub(crate) opens: HashMap<u32, JoinOpen>,
-    /// Data-path frames for links (messages, acks), and the others (for
-    /// the set-up side), taken from the wire.
-    pub(crate) data: Vec<ViIn>,
-    pub(crate) setup: Vec<ViIn>,
+    /// The set-up frames for links (joins, their answers, closes), taken
+    /// from the links' inbox of the wire's port.
+    pub(crate) setup: Vec<ConnIn>,
     /// Peers found silent.
     pub(crate) silent: Vec<SocketAddr>,
     pub(crate) next_link: u32,

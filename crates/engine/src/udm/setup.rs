@@ -1,7 +1,12 @@
 //! Set-up of UDM: creating jobs, joining and leaving them (see
-//! [`crate::udm`]). A rank is granted here and nowhere else: a process
+//! [`crate::udm`]), and the set-up side of jobs that span engines
+//! (`setup/links.rs`). A rank is granted here and nowhere else: a process
 //! that shows the job's key gets one free rank's segments, and with them
 //! the job segment that reaches the job's other nodes and no one else.
+//! Control hands each UDM request to a [`UdmSetup`], which borrows the
+//! UDM parts and answers through [`Clients`]; the one module of UDM that
+//! talks to the clients. A job's memory is made and unmapped off the loop
+//! through [`Work`] (the set-up threads).
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
@@ -10,17 +15,117 @@ use std::time::Duration;
 use unet_abi::udm::*;
 use unet_abi::EngineCounter;
 use unet_control::{ErrorCode, Reply, Request};
+use unet_sys::Segment;
 
-use crate::control::setup::Setup;
-use crate::control::setup_thread::PendingJob;
-use crate::poller::Token;
-use crate::udm::{JobMemory, Payer};
+use crate::clients::{self, Charges, Clients};
+use crate::config::EngineConfig;
+use crate::counters::Counters;
+use crate::poller::{Poller, Token};
+use crate::udm::{JobMemory, Jobs, Payer, PendingJob};
 use crate::unet::endpoints::ClientId;
+use crate::unet::remote::RemoteSide;
+
+mod links;
 
 /// The longest atomicity timeout a job may ask for.
 const TIMEOUT_MAX: Duration = Duration::from_secs(60);
 
-impl Setup<'_> {
+/// What UDM's set-up asks of the set-up threads: a job's memory made
+/// ([`JobMemory::make`]) and unmapped off the engine's loop; and, as
+/// [`Charges`], what the parts outside UDM charge to a process and its
+/// user (the jobs being made among them).
+pub(crate) trait Work: Charges {
+    /// Start making the memory of job `id` (reserved) for client
+    /// `client`'s request `req_id`; it comes back to
+    /// [`UdmSetup::finish_udm_job`] when it is ready.
+    fn start_udm_job(
+        &mut self,
+        engine_id: u64,
+        client: (ClientId, u32),
+        id: u32,
+        layout: UdmLayout,
+        timeout: Duration,
+    );
+    /// As [`Work::start_udm_job`], for the replica of another engine's
+    /// job, joined through link `link`: it comes back marked so.
+    fn start_udm_replica(
+        &mut self,
+        engine_id: u64,
+        client: (ClientId, u32),
+        id: u32,
+        geometry: (UdmLayout, Duration),
+        link: u32,
+    );
+    /// The jobs whose memory is being made.
+    fn pending_jobs(&self) -> &[PendingJob];
+    /// Unmap `segs`, of which `size` bytes are populated, off the loop.
+    fn discard_all(&mut self, size: u64, segs: Vec<Segment>);
+    /// Give the memory of `segs` back to the system and unmap them, off
+    /// the loop.
+    fn release_all(&mut self, segs: Vec<Segment>);
+}
+
+/// The parts a UDM request changes, and what it reads of the rest of the
+/// engine, borrowed from control for one request (or one turn of the
+/// links' set-up) at a time.
+pub(crate) struct UdmSetup<'a> {
+    pub cfg: &'a EngineConfig,
+    pub engine_id: u64,
+    pub poller: &'a Poller,
+    pub counters: &'a Counters,
+    /// The clients: who they are, where replies go.
+    pub clients: &'a dyn Clients,
+    /// The set-up threads, and the charges outside UDM.
+    pub work: &'a mut dyn Work,
+    pub remote: Option<&'a mut RemoteSide>,
+    pub udm: &'a mut Jobs,
+}
+
+/// The nodes client `ci`'s process has joined, over every job and
+/// connection.
+fn nodes_of(jobs: &Jobs, clients: &dyn Clients, ci: ClientId) -> usize {
+    let key = clients.proc_key(ci);
+    jobs.jobs
+        .values()
+        .map(|j| {
+            j.nodes
+                .iter()
+                .filter(|n| {
+                    n.state == UDM_NODE_JOINED
+                        && n.client.is_some_and(|c| clients.proc_key(c) == key)
+                })
+                .count()
+        })
+        .sum()
+}
+
+/// The UDM objects client `ci`'s process holds that keep descriptors
+/// open in the engine: the jobs charged to it and its joined nodes.
+pub(crate) fn objects_of(jobs: &Jobs, clients: &dyn Clients, ci: ClientId) -> u32 {
+    let key = clients.proc_key(ci);
+    let made = jobs
+        .jobs
+        .values()
+        .filter(|j| Some(j.payer.key) == key)
+        .count();
+    u32::try_from(made + nodes_of(jobs, clients, ci)).unwrap_or(u32::MAX)
+}
+
+impl UdmSetup<'_> {
+    /// Whether client `ci`'s process and user may take `more` bytes of
+    /// shared memory: the refusal (counted) if not.
+    fn check_memory_for(&self, ci: ClientId, more: u64) -> Result<(), ErrorCode> {
+        let u = clients::usage(self.clients, ci, |t| {
+            self.work.charge(t);
+            // Jobs by the process and user that made them, while they
+            // live.
+            for (payer, bytes) in self.udm.charges() {
+                t.add_payer(payer.key, payer.uid, bytes);
+            }
+        });
+        u.check(more, self.cfg, self.counters)
+    }
+
     /// Do what a UDM request asks and answer it.
     pub(crate) fn handle_udm(
         &mut self,
@@ -51,7 +156,7 @@ impl Setup<'_> {
             Request::UdmJoin { job, key, rank } => match self.udm_join(ci, job, key, rank) {
                 Ok(fds) => {
                     let raw: Vec<_> = fds.iter().map(|f| f.as_raw_fd()).collect();
-                    self.server
+                    self.clients
                         .reply(ci, req_id, Reply::UdmJoined { job, rank }, &raw);
                     return;
                 }
@@ -80,13 +185,13 @@ impl Setup<'_> {
             }
             _ => Reply::Error(ErrorCode::BadRequest),
         };
-        self.server.reply(ci, req_id, r, &[]);
+        self.clients.reply(ci, req_id, r, &[]);
     }
 
     /// Start creating a UDM job for client `ci`: checked against its
     /// process's and user's memory limits, its id reserved, its memory
     /// made on the set-up thread. The reply comes when the memory is
-    /// ready ([`Setup::finish_udm_job`]); `Some(reply)` when the request
+    /// ready ([`UdmSetup::finish_udm_job`]); `Some(reply)` when the request
     /// is answered now (refused).
     fn udm_create(
         &mut self,
@@ -124,14 +229,14 @@ impl Setup<'_> {
             Err(_) => {
                 self.udm.unreserve(id);
                 return self
-                    .server
+                    .clients
                     .reply(ci, req_id, Reply::Error(ErrorCode::NoResources), &[]);
             }
         };
         if let Err(mem) = self.udm.insert(id, ci, p.layout, p.timeout, mem) {
             self.work.discard_all(mem.touched(), mem.into_segments());
             return self
-                .server
+                .clients
                 .reply(ci, req_id, Reply::Error(ErrorCode::NoResources), &[]);
         }
         let payer = self.udm_payer(ci);
@@ -141,19 +246,19 @@ impl Setup<'_> {
             job.doorbell.fd().as_raw_fd(),
             Token::UdmDoorbell(id as usize),
         );
-        self.eps.counters().engine(EngineCounter::UdmJobs, 1);
+        self.counters.engine(EngineCounter::UdmJobs, 1);
         let r = Reply::UdmJob {
             job: id,
             key: job.key,
         };
-        self.server.reply(ci, req_id, r, &[]);
+        self.clients.reply(ci, req_id, r, &[]);
     }
 
     /// Whether client `ci`'s process may make one more job (its jobs,
     /// made or being made, below `client_udm_jobs`): the refusal
     /// (counted) if not.
     pub(crate) fn check_udm_jobs(&self, ci: ClientId) -> Result<(), ErrorCode> {
-        let key = self.server.proc_key(ci);
+        let key = self.clients.proc_key(ci);
         let made = self
             .udm
             .jobs
@@ -164,12 +269,10 @@ impl Setup<'_> {
             .work
             .pending_jobs()
             .iter()
-            .filter(|p| self.server.proc_key(p.client) == key)
+            .filter(|p| self.clients.proc_key(p.client) == key)
             .count();
         if made + making >= self.cfg.client_udm_jobs as usize {
-            self.eps
-                .counters()
-                .engine(EngineCounter::QuotaRefusedUdmJobs, 1);
+            self.counters.engine(EngineCounter::QuotaRefusedUdmJobs, 1);
             return Err(ErrorCode::ObjectQuota);
         }
         Ok(())
@@ -179,53 +282,19 @@ impl Setup<'_> {
     /// nodes, over every job and connection, below `client_udm_nodes`):
     /// the refusal (counted) if not.
     fn check_udm_nodes(&self, ci: ClientId) -> Result<(), ErrorCode> {
-        if self.udm_nodes_of(ci) >= self.cfg.client_udm_nodes as usize {
-            self.eps
-                .counters()
-                .engine(EngineCounter::QuotaRefusedUdmNodes, 1);
+        if nodes_of(self.udm, self.clients, ci) >= self.cfg.client_udm_nodes as usize {
+            self.counters.engine(EngineCounter::QuotaRefusedUdmNodes, 1);
             return Err(ErrorCode::ObjectQuota);
         }
         Ok(())
-    }
-
-    /// The nodes client `ci`'s process has joined, over every job and
-    /// connection.
-    fn udm_nodes_of(&self, ci: ClientId) -> usize {
-        let key = self.server.proc_key(ci);
-        self.udm
-            .jobs
-            .values()
-            .map(|j| {
-                j.nodes
-                    .iter()
-                    .filter(|n| {
-                        n.state == UDM_NODE_JOINED
-                            && n.client.is_some_and(|c| self.server.proc_key(c) == key)
-                    })
-                    .count()
-            })
-            .sum()
-    }
-
-    /// The UDM objects client `ci`'s process holds that keep descriptors
-    /// open in the engine: the jobs charged to it and its joined nodes.
-    pub(crate) fn udm_objects_of(&self, ci: ClientId) -> u32 {
-        let key = self.server.proc_key(ci);
-        let jobs = self
-            .udm
-            .jobs
-            .values()
-            .filter(|j| Some(j.payer.key) == key)
-            .count();
-        u32::try_from(jobs + self.udm_nodes_of(ci)).unwrap_or(u32::MAX)
     }
 
     /// Whom a job made for client `ci` is charged to: its process and
     /// user, for as long as the job lives.
     pub(crate) fn udm_payer(&self, ci: ClientId) -> Payer {
         Payer {
-            key: self.server.proc_key(ci).unwrap_or((0, ci)),
-            uid: self.server.client(ci).map_or(u32::MAX, |c| c.uid),
+            key: self.clients.proc_key(ci).unwrap_or((0, ci)),
+            uid: self.clients.uid(ci).unwrap_or(u32::MAX),
         }
     }
 
@@ -238,7 +307,7 @@ impl Setup<'_> {
         key: u64,
         rank: u32,
     ) -> Result<Vec<OwnedFd>, ErrorCode> {
-        let pid = self.server.client(ci).map_or(0, |c| c.pid);
+        let pid = self.clients.pid(ci).unwrap_or(0);
         let j = self.udm.jobs.get(&job).ok_or(ErrorCode::NoSuchJob)?;
         if j.key != key {
             return Err(ErrorCode::NoSuchJob);
@@ -317,7 +386,7 @@ impl Setup<'_> {
     /// Fill the UDM slots of the counters segment (for `unet stat`): the
     /// first `UDM_SLOTS` nodes by job and rank.
     pub(crate) fn fill_udm_slots(&self) {
-        let c = self.eps.counters();
+        let c = self.counters;
         let mut ids: Vec<u32> = self.udm.jobs.keys().copied().collect();
         ids.sort_unstable();
         let mut rows = ids.iter().flat_map(|id| {

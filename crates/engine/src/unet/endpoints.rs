@@ -64,7 +64,7 @@ impl NoRoom {
 }
 
 /// The owner of an endpoint: a control client of the engine, by index.
-pub(crate) type ClientId = usize;
+pub(crate) use crate::clients::ClientId;
 
 /// One endpoint, as the engine holds it.
 pub(crate) struct Ep {

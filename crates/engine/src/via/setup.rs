@@ -1,5 +1,8 @@
 //! Set-up of VIA: registering memory, listening on a discriminator,
 //! connecting, accepting, rejecting and closing VIs (see [`crate::via::vias`]).
+//! Control hands each VIA request to a [`ViaSetup`], which borrows the
+//! parts VIA changes and answers through [`Clients`]; the one module of
+//! VIA that talks to the clients.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
@@ -8,13 +11,17 @@ use std::time::{Duration, Instant};
 use unet_abi::*;
 use unet_control::{ErrorCode, Reply, Request, ViParams};
 
-use crate::control::setup::Setup;
-use crate::poller::Token;
+use crate::clients::{self, Charges, Clients};
+use crate::config::EngineConfig;
+use crate::counters::Counters;
+use crate::poller::{Poller, Token};
+use crate::unet::direct::DirectConns;
 use crate::unet::endpoints::ClientId;
-use crate::unet::remote::ViIn;
+use crate::unet::remote::{RemoteSide, ViIn};
 use crate::via::vi_path::{EngineVi, RemoteVi};
 use crate::via::vias::{
-    self, Asker, Connector, Pending, PendingFull, PendingLimits, RemoteOpen, CONNECT_TIMEOUT_MAX,
+    self, Asker, Connector, Pending, PendingFull, PendingLimits, RemoteOpen, Vias,
+    CONNECT_TIMEOUT_MAX,
 };
 use crate::wire::frame::{
     Body, RefuseReason, ViAccept as ViAcceptFrame, ViAck, ViClose, ViOpen, ViRefuse,
@@ -35,11 +42,6 @@ enum Object {
     Listener,
 }
 
-/// Objects (endpoints, regions, VIs, UDM jobs and nodes) a process may
-/// hold and still make
-/// more from the engine's reserve of descriptors.
-const FEW_OBJECTS: u32 = 8;
-
 /// Most VIs one region may be granted to at once.
 const GRANTS_MAX: usize = 256;
 
@@ -53,7 +55,72 @@ fn vi_ring(cfg_ring: u32) -> u32 {
     cfg_ring.max(need.next_power_of_two())
 }
 
-impl Setup<'_> {
+/// The parts a VIA request changes, and what it reads of the rest of the
+/// engine, borrowed from control for one request (or one batch of the
+/// VIA wire's set-up frames) at a time.
+pub(crate) struct ViaSetup<'a> {
+    pub cfg: &'a EngineConfig,
+    pub engine_id: u64,
+    pub poller: &'a Poller,
+    pub counters: &'a Counters,
+    /// The clients: who they are, where replies go.
+    pub clients: &'a dyn Clients,
+    /// What the parts other than VIA's and the direct connections charge
+    /// to a process and its user.
+    pub rest: &'a dyn Charges,
+    pub conns: &'a mut DirectConns,
+    pub remote: Option<&'a mut RemoteSide>,
+    pub vias: &'a mut Vias,
+}
+
+/// How many of `what` client `ci`'s process holds (over all its
+/// connections).
+fn objects_of(vias: &Vias, clients: &dyn Clients, ci: ClientId, what: Object) -> u32 {
+    let key = clients.proc_key(ci);
+    let mine = |owner: ClientId| clients.proc_key(owner) == key;
+    // The process's connections, and what each holds (kept as
+    // objects come and go): no scan of the engine's objects.
+    (0..clients.slots())
+        .filter(|&c| key.is_some() && mine(c))
+        .map(|c| {
+            let h = vias.held(c);
+            match what {
+                Object::Region => h.regions,
+                Object::Vi => h.vis,
+                Object::Listener => h.listeners,
+            }
+        })
+        .fold(0u32, u32::saturating_add)
+}
+
+/// The regions and VIs client `ci`'s process holds: objects that cost
+/// the engine descriptors.
+pub(crate) fn descriptor_objects_of(vias: &Vias, clients: &dyn Clients, ci: ClientId) -> u32 {
+    let regions = objects_of(vias, clients, ci, Object::Region);
+    regions.saturating_add(objects_of(vias, clients, ci, Object::Vi))
+}
+
+impl ViaSetup<'_> {
+    /// The engine's UDP address, if it has a wire.
+    fn udp_addr(&self) -> Option<std::net::SocketAddr> {
+        self.remote.as_deref().map(|w| w.local_addr())
+    }
+
+    /// Whether client `ci`'s process and user may take `more` bytes of
+    /// shared memory: the refusal (counted) if not.
+    fn check_memory_for(&self, ci: ClientId, more: u64) -> Result<(), ErrorCode> {
+        let u = clients::usage(self.clients, ci, |t| {
+            self.rest.charge(t);
+            for (owner, bytes) in self.conns.charges() {
+                t.add(owner, bytes, false);
+            }
+            for (owner, bytes) in self.vias.charges() {
+                t.add(owner, bytes, false);
+            }
+        });
+        u.check(more, self.cfg, self.counters)
+    }
+
     /// Do what a VIA request asks and answer it.
     pub(crate) fn handle_via(
         &mut self,
@@ -124,7 +191,7 @@ impl Setup<'_> {
             Request::ViGrantRegion { vi, handle } => self.grant_region(ci, vi, handle),
             Request::ViPeerRegion { vi, handle } => match self.peer_region(ci, vi, handle) {
                 Ok((len, fd)) => {
-                    self.server
+                    self.clients
                         .reply(ci, req_id, Reply::PeerRegion { len }, &[fd.as_raw_fd()]);
                     return;
                 }
@@ -213,11 +280,11 @@ impl Setup<'_> {
     }
 
     fn count(&self, c: EngineCounter) {
-        self.eps.counters().engine(c, 1);
+        self.counters.engine(c, 1);
     }
 
     fn reply_to(&self, ci: ClientId, req_id: u32, r: Reply) {
-        self.server.reply(ci, req_id, r, &[]);
+        self.clients.reply(ci, req_id, r, &[]);
     }
 
     /// Refuse a connection request: a local connector gets `code`, a
@@ -315,7 +382,7 @@ impl Setup<'_> {
             deadline: Instant::now() + wait,
             who: self.asker(ci),
         })?;
-        let pid = self.server.client(ci).map_or(0, |c| c.pid);
+        let pid = self.clients.pid(ci).unwrap_or(0);
         let notice = Reply::ViRequest {
             tag,
             request,
@@ -388,13 +455,13 @@ impl Setup<'_> {
             conn_id,
             side: 0,
         };
-        self.server.reply(client, req_id_c, to_a, &fds);
+        self.clients.reply(client, req_id_c, to_a, &fds);
         let to_b = Reply::ViConnected {
             vi: b,
             conn_id,
             side: 1,
         };
-        self.server.reply(ci, req_id, to_b, &fds);
+        self.clients.reply(ci, req_id, to_b, &fds);
         None
     }
 
@@ -443,7 +510,7 @@ impl Setup<'_> {
                 conn_id: 0,
                 side: 0,
             };
-            self.server.reply(ci, req_id, r, &fds);
+            self.clients.reply(ci, req_id, r, &fds);
         }
     }
 
@@ -460,9 +527,7 @@ impl Setup<'_> {
         let peer = self.vias.vis.get(&vi).map_or(0, |v| v.peer);
         let ended = self.vias.end_grants(vi) + self.vias.end_grants(peer);
         if ended > 0 {
-            self.eps
-                .counters()
-                .engine(EngineCounter::ViGrantsEnded, ended);
+            self.counters.engine(EngineCounter::ViGrantsEnded, ended);
         }
         let Some(v) = self.vias.remove_vi(vi) else {
             return;
@@ -488,7 +553,7 @@ impl Setup<'_> {
 
     /// Whom client `ci`'s requests count against: its process.
     fn asker(&self, ci: ClientId) -> Asker {
-        let (pid, conn) = self.server.proc_key(ci).unwrap_or((0, ci));
+        let (pid, conn) = self.clients.proc_key(ci).unwrap_or((0, ci));
         Asker::Process(pid, conn)
     }
 
@@ -524,41 +589,7 @@ impl Setup<'_> {
     /// How many of `what` client `ci`'s process holds (over all its
     /// connections).
     fn objects_of(&self, ci: ClientId, what: Object) -> u32 {
-        let key = self.server.proc_key(ci);
-        let mine = |owner: ClientId| self.server.proc_key(owner) == key;
-        // The process's connections, and what each holds (kept as
-        // objects come and go): no scan of the engine's objects.
-        (0..self.server.len())
-            .filter(|&c| key.is_some() && mine(c))
-            .map(|c| {
-                let h = self.vias.held(c);
-                match what {
-                    Object::Region => h.regions,
-                    Object::Vi => h.vis,
-                    Object::Listener => h.listeners,
-                }
-            })
-            .fold(0u32, u32::saturating_add)
-    }
-
-    /// Whether client `ci`'s process holds few objects that cost the
-    /// engine descriptors (endpoints, regions, VIs, UDM jobs and nodes):
-    /// such a process may
-    /// still make one when the engine is down to its reserve of
-    /// descriptors, so that a newcomer can work while one that holds
-    /// many is refused.
-    pub(crate) fn holds_few_objects(&self, ci: ClientId) -> bool {
-        let key = self.server.proc_key(ci);
-        let endpoints = self
-            .eps
-            .iter()
-            .filter(|(_, e)| self.server.proc_key(e.owner) == key)
-            .count() as u32;
-        endpoints
-            .saturating_add(self.objects_of(ci, Object::Region))
-            .saturating_add(self.objects_of(ci, Object::Vi))
-            .saturating_add(self.udm_objects_of(ci))
-            < FEW_OBJECTS
+        objects_of(self.vias, self.clients, ci, what)
     }
 
     /// Whether client `ci`'s process may have one VI more (counting the
@@ -585,7 +616,7 @@ impl Setup<'_> {
     /// Fill the VI slots of the counters segment (for `unet stat`): the
     /// first `VI_SLOTS` VIs by id.
     pub(crate) fn fill_vi_slots(&self) {
-        let c = self.eps.counters();
+        let c = self.counters;
         let mut ids: Vec<u32> = self.vias.vis.keys().copied().collect();
         ids.sort_unstable();
         for i in 0..VI_SLOTS {
@@ -600,7 +631,7 @@ impl Setup<'_> {
                 continue;
             };
             let (id, v) = v;
-            let pid = self.server.client(v.owner).map_or(0, |c| c.pid);
+            let pid = self.clients.pid(v.owner).unwrap_or(0);
             let mut counters = [0u64; VI_COUNTERS];
             let (mut state, mut carried, mut peer_vi) = (0u32, 0u32, v.peer);
             let (mut family, mut port, mut addr) = (0u32, 0u32, [0u8; 16]);

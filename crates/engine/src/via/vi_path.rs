@@ -24,7 +24,6 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 
 use unet_abi::ring::Ring;
@@ -90,30 +89,9 @@ pub(crate) struct Region {
 /// Capacity of each ring of a VI the engine carries.
 pub(crate) const VI_QUEUE_CAP: u32 = 1024;
 
-/// The other end of an engine-carried VI.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct RemoteVi {
-    /// The peer engine's wire address.
-    pub addr: SocketAddr,
-    /// The VI there.
-    pub vi: u32,
-    /// Our frames to it carry this token.
-    pub peer_token: u64,
-    /// Its frames to us must carry this one.
-    pub my_token: u64,
-}
-
-/// A message to put on the wire, and the ack of the other direction to
-/// carry along if it fits (the wire says whether it took it).
-pub(crate) struct Outgoing<'a> {
-    pub to: RemoteVi,
-    pub seq: u32,
-    pub bytes: &'a [u8],
-    pub ack: Option<Ack>,
-    /// A retransmission: the fragments the receiver said it holds are
-    /// left out (and no ack goes along).
-    pub held: Option<Sack>,
-}
+/// The other end of an engine-carried VI (the wire's connection peer),
+/// and a VI's message to put on the wire (the wire's outgoing frame).
+pub(crate) use crate::wire::port::{ConnOut as Outgoing, ConnPeer as RemoteVi};
 
 /// What a retransmission is for ([`EngineVi::resend`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,5 +1,6 @@
 //! The VIs the engine carries, moved on the turns of the loop: VIA
-//! frames from the wire checked against the VIs' tokens and peers, then
+//! frames from the VIs' inbox of the wire's port (their tokens and peers
+//! checked there), then
 //! the posted descriptors, timers and acks (see [`crate::via::vi_path`]) of
 //! the VIs something happened to.
 //!
@@ -22,10 +23,10 @@ use std::time::{Duration, Instant};
 use unet_abi::ViError;
 
 use crate::counters::Counters;
-use crate::unet::remote::{RemoteSide, ViIn};
 use crate::via::vi_path::EngineVi;
 use crate::via::vias::{ViTurn, Vias};
 use crate::wire::frame::{Body, ViAck, ViClose};
+use crate::wire::port::{ConnIn, PortState, WirePort};
 use crate::wire::WireDrop;
 
 /// How often every VI is visited whatever happened (wire clock, ns).
@@ -53,19 +54,11 @@ pub(crate) fn touch(vias: &mut Vias, id: u32) {
     }
 }
 
-/// Handle the VIA frames that came from the wire and move every
-/// engine-carried VI on. Returns the work done and the set-up frames
-/// (opens and their answers) for the control side.
-/// `linger_ns`: how long a VI that found no work stays on the list (the
-/// engine's idle spin: its client does not ring meanwhile; at least
-/// [`LINGER_MIN_NS`]).
-pub(crate) fn poll(
-    vias: &mut Vias,
-    remote: &mut RemoteSide,
-    counters: &Counters,
-    linger_ns: u64,
-) -> (usize, Vec<ViIn>) {
-    let now = remote.clock_ns();
+/// Handle the VIA frames the wire's port sorted into the VIs' inbox (their
+/// token and sender checked there), and the peers it found silent.
+/// Returns the work done; the set-up frames (opens and their answers) go
+/// to `setup`.
+fn take_frames(vias: &mut Vias, port: &mut WirePort, now: u64, setup: &mut Vec<ConnIn>) -> usize {
     let Vias {
         engine,
         regions,
@@ -73,61 +66,37 @@ pub(crate) fn poll(
         ..
     } = vias;
     let mut work = 0;
-    let mut setup = Vec::new();
-    let drop = |w: WireDrop| counters.engine(w.counter(), 1);
-    for f in std::mem::take(&mut remote.vi_in) {
+    let unknown = |st: &mut PortState| st.drop(WireDrop::UnknownEndpoint);
+    for f in std::mem::take(&mut port.st.vis.frames) {
         work += 1;
         match f {
-            ViIn::Data {
-                from,
-                dst_vi,
-                token,
-                seq,
-                msg,
+            ConnIn::Data {
+                dst_vi, seq, msg, ..
             } => match engine.get_mut(&dst_vi) {
-                Some(v)
-                    if v.peer
-                        .is_some_and(|p| p.my_token == token && p.addr == from) =>
-                {
+                Some(v) => {
                     v.arrive(seq, &msg, regions, now);
                     mark(&mut t.ready, dst_vi, v);
                 }
-                Some(_) => drop(WireDrop::ForgedToken),
-                None => drop(WireDrop::UnknownEndpoint),
+                None => unknown(&mut port.st),
             },
-            ViIn::Frag {
-                from,
-                dst_vi,
-                token,
-                seq,
-                frag,
+            ConnIn::Frag {
+                dst_vi, seq, frag, ..
             } => match engine.get_mut(&dst_vi) {
-                Some(v)
-                    if v.peer
-                        .is_some_and(|p| p.my_token == token && p.addr == from) =>
-                {
+                Some(v) => {
                     v.arrive_frag(seq, &frag, regions, now);
                     mark(&mut t.ready, dst_vi, v);
                 }
-                Some(_) => drop(WireDrop::ForgedToken),
-                None => drop(WireDrop::UnknownEndpoint),
+                None => unknown(&mut port.st),
             },
-            ViIn::Ack(from, a) => match engine.get_mut(&a.dst_vi) {
-                Some(v)
-                    if v.peer
-                        .is_some_and(|p| p.my_token == a.token && p.addr == from) =>
-                {
-                    v.acked(a.ack(), a.sack, now, regions, &mut |o| remote.send_vi(o));
+            ConnIn::Ack(a) => match engine.get_mut(&a.dst_vi) {
+                Some(v) => {
+                    v.acked(a.ack(), a.sack, now, regions, &mut |o| port.send_conn(o));
                     mark(&mut t.ready, a.dst_vi, v);
                 }
-                Some(_) => drop(WireDrop::ForgedToken),
-                None => drop(WireDrop::UnknownEndpoint),
+                None => unknown(&mut port.st),
             },
-            ViIn::Close(from, c) => match engine.get_mut(&c.dst_vi) {
-                Some(v)
-                    if v.peer
-                        .is_some_and(|p| p.my_token == c.token && p.addr == from) =>
-                {
+            ConnIn::Close(c) => match engine.get_mut(&c.dst_vi) {
+                Some(v) => {
                     match c.error() {
                         // A close: what it sent before still arrives.
                         None | Some(ViError::Closed) => v.peer_gone(ViError::PeerGone),
@@ -136,13 +105,12 @@ pub(crate) fn poll(
                     }
                     mark(&mut t.ready, c.dst_vi, v);
                 }
-                Some(_) => drop(WireDrop::ForgedToken),
-                None => drop(WireDrop::UnknownEndpoint),
+                None => unknown(&mut port.st),
             },
             other => setup.push(other),
         }
     }
-    for addr in std::mem::take(&mut remote.silent) {
+    for addr in std::mem::take(&mut port.st.vis.silent) {
         for (&id, v) in engine.iter_mut() {
             if v.peer.is_some_and(|p| p.addr == addr) {
                 v.break_with(ViError::Timeout, false);
@@ -150,6 +118,30 @@ pub(crate) fn poll(
             }
         }
     }
+    work
+}
+
+/// Handle the VIA frames that came from the wire and move every
+/// engine-carried VI on. Returns the work done and the set-up frames
+/// (opens and their answers) for the control side.
+/// `linger_ns`: how long a VI that found no work stays on the list (the
+/// engine's idle spin: its client does not ring meanwhile; at least
+/// [`LINGER_MIN_NS`]).
+pub(crate) fn poll(
+    vias: &mut Vias,
+    port: &mut WirePort,
+    counters: &Counters,
+    linger_ns: u64,
+) -> (usize, Vec<ConnIn>) {
+    let now = port.clock_ns();
+    let mut setup = Vec::new();
+    let mut work = take_frames(vias, port, now, &mut setup);
+    let Vias {
+        engine,
+        regions,
+        vi_turn: t,
+        ..
+    } = vias;
     // Timers due.
     while let Some(&Reverse((d, id))) = t.timers.peek() {
         if d > now {
@@ -178,7 +170,7 @@ pub(crate) fn poll(
             continue;
         };
         visits += 1;
-        let mut wire = |o: crate::via::vi_path::Outgoing<'_>| remote.send_vi(o);
+        let mut wire = |o: crate::via::vi_path::Outgoing<'_>| port.send_conn(o);
         let polled = v.poll(regions, now, &mut wire);
         work += polled;
         let mut done = polled;
@@ -188,12 +180,12 @@ pub(crate) fn poll(
         if let Some(p) = v.peer {
             if let Some(ack) = v.ack_now(now) {
                 let f = ViAck::from_ack(p.vi, p.peer_token, ack).with_sack(v.sack());
-                remote.send_vi_ack(p.addr, f);
+                port.send_ack(p.addr, f);
                 done += 1;
             }
             if v.tell_peer {
                 v.tell_peer = false;
-                remote.send_vi_control(
+                port.send_control(
                     p.addr,
                     Body::ViClose(ViClose {
                         dst_vi: p.vi,
@@ -248,9 +240,9 @@ fn tidy(engine: &mut HashMap<u32, EngineVi>, t: &mut ViTurn) {
 }
 
 /// The earliest timer of an engine-carried VI.
-pub(crate) fn next_deadline(vias: &Vias, remote: &RemoteSide) -> Option<Instant> {
+pub(crate) fn next_deadline(vias: &Vias, port: &WirePort) -> Option<Instant> {
     let Reverse((ns, _)) = *vias.vi_turn.timers.peek()?;
-    let now = remote.clock_ns();
+    let now = port.clock_ns();
     Some(Instant::now() + Duration::from_nanos(ns.saturating_sub(now)))
 }
 

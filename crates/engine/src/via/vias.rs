@@ -311,10 +311,10 @@ pub(crate) struct Held {
     pub listeners: u32,
 }
 
-/// The bit that marks a UDM link's id (`udm_remote`): links share
+/// The bit that marks a UDM link's id (`udm::remote`): links share
 /// the wire's VI id space, and the VI ids the engine hands out never have
-/// it.
-pub(crate) const LINK_BIT: u32 = 1 << 31;
+/// it (the wire's port sorts frames by it).
+pub(crate) use crate::wire::port::LINK_BIT;
 
 /// The next id of a counter that skips 0 and ids in use. Ids stay below
 /// [`LINK_BIT`]: VI ids share the wire with UDM's links, which have it.

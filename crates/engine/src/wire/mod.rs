@@ -39,6 +39,12 @@
 //!   call, using UDP segmentation and receive coalescing offloads when the
 //!   kernel has them, with seeded fault injection for tests.
 //! - [`reliable`]: VIA's reliability levels: acks, credit, retransmission.
+//! - `port`: the engine's wire port (`WirePort`): the transport, the send
+//!   batch, reassembly, admission (`admission`: allowed peers, per-peer
+//!   and per-IP bounds), authentication and per-peer liveness; it checks
+//!   every frame's token and sender once and sorts each frame to the
+//!   system it belongs to (U-Net's remote channels, the VIs' inbox, the
+//!   UDM links' inbox).
 //!
 //! U-Net is unreliable by design: nothing here retransmits. A lost fragment
 //! loses its message, and every datagram or message that is dropped is
@@ -132,7 +138,8 @@
 //! length before anything is read, the reassembler checks every fragment
 //! against its message before copying, and no input makes anything panic or
 //! allocate beyond the configured budgets. Checking tokens, endpoints and
-//! channels against the engine's tables is the engine's job.
+//! channels against the engine's tables is the port's job, with the tables
+//! each system registers or names there.
 
 pub mod auth;
 pub mod frag;
@@ -140,6 +147,9 @@ pub mod frame;
 pub mod reliable;
 pub mod transport;
 pub mod udp;
+
+pub(crate) mod admission;
+pub(crate) mod port;
 
 use unet_abi::{wire_drop_slot, EngineCounter};
 

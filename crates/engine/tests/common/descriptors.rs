@@ -24,6 +24,7 @@ use std::os::fd::BorrowedFd;
 use std::sync::atomic::Ordering;
 
 use unet_abi::ring::Ring;
+use unet_abi::view::EndpointView;
 use unet_abi::*;
 use unet_control::{Reply, Request};
 use unet_engine::invoker::{LocalClient, RawEndpoint};
@@ -221,21 +222,11 @@ impl World {
         assert!(a.pop_event().is_none() && b.pop_event().is_none());
         assert!(bad.pop_event().is_none());
         let layout = *bad.layout();
-        let ring = |off: u64| {
-            bad.segment()
-                .at(off as usize, RING_HEADER_SIZE)
-                .expect("a ring in the segment")
-        };
-        // SAFETY: the ring headers lie in the hostile endpoint's mapping
-        // (checked by at()), 64-byte aligned (Layout); the mapping lives
-        // as long as `bad`, which lives as long as the World holding the
-        // rings.
-        let (send, free) = unsafe {
-            (
-                Ring::from_raw(ring(layout.send_off), hg.send_cap),
-                Ring::from_raw(ring(layout.free_off), hg.free_cap),
-            )
-        };
+        let seg = bad.segment();
+        // SAFETY: the hostile endpoint's mapping lives as long as `bad`,
+        // which lives as long as the World holding the rings.
+        let EndpointView { send, free, .. } =
+            unsafe { EndpointView::new(seg.ptr(), seg.len(), &layout) }.expect("its rings");
         // Its client posts its first buffers.
         for k in 0..hg.free_cap {
             let h = free.head();

@@ -5,7 +5,7 @@
 
 use super::*;
 
-impl Setup<'_> {
+impl ViaSetup<'_> {
     /// Ask the engine at `to` for a connection to discriminator `tag`.
     pub(super) fn vi_connect_remote(
         &mut self,
@@ -227,8 +227,7 @@ impl Setup<'_> {
     }
 
     pub(super) fn count_forged(&self) {
-        self.eps
-            .counters()
+        self.counters
             .engine(crate::wire::WireDrop::ForgedToken.counter(), 1);
     }
 
