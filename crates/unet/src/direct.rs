@@ -9,12 +9,20 @@
 //! trusted: every header is checked (tag, length, padding) before use, and a
 //! bad one marks the connection broken rather than reading out of bounds or
 //! skipping padding for as long as the peer writes it.
+//!
+//! The segment's header and its lines are mapped in `crate::shm`.
+//! `unsafe` is allowed here for the rings: memory shared with the peer,
+//! reached through raw pointers into the mapping the connection owns, and
+//! every message is copied in and out at offsets the record rules above
+//! bound, with no second check on the hot path.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use unet_abi::copy::copy_bytes;
 use unet_abi::*;
 use unet_sys::{self as sys, Segment};
+
+use crate::shm::{Bytes, ConnLines, ConnRings, Mapped};
 
 /// Why a direct send did not happen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,30 +83,15 @@ pub(crate) struct ConnLoan {
 }
 
 pub(crate) struct DirectConn {
-    /// Keeps the mapping alive: every pointer below points into it.
-    _seg: Segment,
+    /// The mapping and the header's lines as this side sees them; `tx`
+    /// and `rx` point into it.
+    map: Mapped<ConnHeader, ConnLines>,
     pub channel: u16,
     size: u64,
     /// `size - 1`: positions to offsets.
     mask: u64,
     /// Largest payload of one record (half the ring, less a header).
     max_len: u64,
-    /// The consumer line of the direction we send on (the peer writes it).
-    tx_cons: *const ConnConsumer,
-    /// Our consumer line (the direction we receive on).
-    rx_cons: *const ConnConsumer,
-    /// What the peer has placed of what we sent (its own line).
-    tx_placed: *const AtomicU64,
-    /// What we have placed of what we received (our own line).
-    rx_placed: *const AtomicU64,
-    /// The peer's closed flag.
-    peer_closed: *const AtomicU32,
-    /// Our closed flag.
-    own_closed: *const AtomicU32,
-    /// Why the peer broke the connection (VIs; 0: it did not).
-    peer_error: *const AtomicU32,
-    /// Why we broke it.
-    own_error: *const AtomicU32,
     tx: *mut u8,
     rx: *const u8,
     tx_pos: u64,
@@ -137,7 +130,8 @@ const LINE: u64 = 64;
 /// A tag with this bit flipped is another position's.
 const NOT_A_TAG: u32 = 0x8000_0000;
 
-// SAFETY: the raw pointers point into `seg`, which DirectConn owns; the
+// SAFETY: `tx` and `rx` point into `map`, which DirectConn owns, and
+// `counters` into an endpoint's header (or `map`) that outlives it; the
 // memory is shared memory accessed with atomics and byte copies.
 unsafe impl Send for DirectConn {}
 
@@ -149,66 +143,35 @@ impl DirectConn {
         side_b: bool,
         counters: &[AtomicU64; CLIENT_COUNTERS],
     ) -> Result<DirectConn, String> {
-        if seg.len() < CONN_HEADER_SIZE {
-            return Err("connection segment too small".into());
-        }
-        // SAFETY: at least a header's worth of mapped, page-aligned memory.
-        let h = unsafe { seg.ptr().cast::<ConnHeader>().as_ref() };
-        let ring = h.ring_size as u64;
-        if h.magic != CONN_MAGIC || h.version != VERSION {
-            return Err("connection segment has a bad magic or version".into());
-        }
-        if !ring.is_power_of_two() || ring < 4096 || seg.len() < conn_segment_size(h.ring_size) {
-            return Err(format!("connection segment ring size {ring} is invalid"));
-        }
-        let base = seg.ptr().as_ptr();
-        // SAFETY: both rings lie inside the segment (checked above).
-        let (a_to_b, b_to_a) = unsafe {
-            (
-                base.add(CONN_HEADER_SIZE),
-                base.add(CONN_HEADER_SIZE + ring as usize),
-            )
-        };
-        let (tx, rx) = if side_b {
-            (b_to_a, a_to_b as *const u8)
-        } else {
-            (a_to_b, b_to_a as *const u8)
-        };
-        let hp = seg.ptr().cast::<ConnHeader>().as_ptr();
-        // SAFETY: raw field addresses inside the mapped header (no reference
-        // to shared memory is made here).
-        let (ab, ba, ac, bc, ae, be, abp, bap) = unsafe {
-            (
-                &raw const (*hp).a_to_b,
-                &raw const (*hp).b_to_a,
-                &raw const (*hp).a_closed,
-                &raw const (*hp).b_closed,
-                &raw const (*hp).a_error,
-                &raw const (*hp).b_error,
-                &raw const (*hp).a_to_b_placed.placed,
-                &raw const (*hp).b_to_a_placed.placed,
-            )
-        };
-        let (tx_cons, rx_cons, peer_closed, own_closed, peer_error, own_error) = if side_b {
-            (ba, ab, ac, bc, ae, be)
-        } else {
-            (ab, ba, bc, ac, be, ae)
-        };
-        let (tx_placed, rx_placed) = if side_b { (bap, abp) } else { (abp, bap) };
-        Ok(DirectConn {
-            _seg: seg,
+        let (map, rings) = Mapped::conn(seg, side_b)?;
+        Ok(DirectConn::with(map, rings, channel, counters.as_ptr()))
+    }
+
+    /// [`DirectConn::open`] for a connection that counts in its own
+    /// header (a VI's: this side's `a_counters` or `b_counters`, where the
+    /// engine reads them for `unet stat`).
+    pub fn open_counting_in_header(seg: Segment, side_b: bool) -> Result<DirectConn, String> {
+        let (map, rings) = Mapped::conn(seg, side_b)?;
+        // A pointer kept beside the mapping it points into.
+        let counters = rings.own_counters;
+        Ok(DirectConn::with(map, rings, 0, counters))
+    }
+
+    /// The connection over `map` and its `rings`, counting in the
+    /// CLIENT_COUNTERS atomics at `counters`.
+    fn with(
+        map: Mapped<ConnHeader, ConnLines>,
+        rings: ConnRings,
+        channel: u16,
+        counters: *const AtomicU64,
+    ) -> DirectConn {
+        let ConnRings { tx, rx, ring, .. } = rings;
+        DirectConn {
+            map,
             channel,
             size: ring,
             mask: ring - 1,
             max_len: ring / 2 - RECORD_HEADER as u64,
-            tx_cons,
-            rx_cons,
-            tx_placed,
-            rx_placed,
-            peer_closed,
-            own_closed,
-            peer_error,
-            own_error,
             tx,
             rx,
             tx_pos: 0,
@@ -219,38 +182,33 @@ impl DirectConn {
             publish_at: ring / 4,
             broken: false,
             gone: false,
-            counters: counters.as_ptr(),
+            counters,
             asym: sys::asymmetric_fences(),
             answered: false,
-        })
+        }
     }
 
     /// The consumer line of the direction we send on (written by the peer).
     #[inline(always)]
     fn tx_consumer(&self) -> &ConnConsumer {
-        // SAFETY: points into the header page of `seg`, validated in open()
-        // and mapped as long as self; every field is atomic.
-        unsafe { &*self.tx_cons }
+        self.map.tx_consumer()
     }
 
     /// Our consumer line (direction we receive on).
     #[inline(always)]
     pub fn rx_consumer(&self) -> &ConnConsumer {
-        // SAFETY: as in tx_consumer.
-        unsafe { &*self.rx_cons }
+        self.map.rx_consumer()
     }
 
     /// True when the peer (or the engine on its behalf) closed.
     #[inline(always)]
     pub fn peer_closed(&self) -> bool {
-        // SAFETY: as in tx_consumer.
-        unsafe { &*self.peer_closed }.load(Ordering::Acquire) != 0
+        self.map.peer_closed().load(Ordering::Acquire) != 0
     }
 
     /// Mark our side closed and wake the peer.
     pub fn close(&self) {
-        // SAFETY: as in tx_consumer.
-        unsafe { &*self.own_closed }.store(1, Ordering::Release);
+        self.map.own_closed().store(1, Ordering::Release);
         let peer = self.tx_consumer();
         peer.futex.fetch_add(1, Ordering::Release);
         sys::futex_wake(&peer.futex, i32::MAX);
@@ -259,14 +217,12 @@ impl DirectConn {
     /// Why the peer broke the connection: a `ViError` code, 0 if it did not
     /// say (read after [`DirectConn::peer_closed`]).
     pub fn peer_error(&self) -> u32 {
-        // SAFETY: as in tx_consumer.
-        unsafe { &*self.peer_error }.load(Ordering::Acquire)
+        self.map.peer_error().load(Ordering::Acquire)
     }
 
     /// Say why we break the connection (a `ViError` code), then close.
     pub fn close_with_error(&self, code: u32) {
-        // SAFETY: as in tx_consumer.
-        unsafe { &*self.own_error }.store(code, Ordering::Release);
+        self.map.own_error().store(code, Ordering::Release);
         self.close();
     }
 
@@ -274,15 +230,12 @@ impl DirectConn {
     /// the VI's `lend_direct`) finds the rings, the lines it
     /// reads and writes, and the positions it starts from.
     pub fn loan(&self) -> ConnLoan {
-        // SAFETY: raw field addresses in the header lines open() validated
-        // and the mapping keeps alive; no reference to shared memory is made.
-        let (tx_consumed, tx_sleeping, rx_consumed) = unsafe {
-            (
-                &raw const (*self.tx_cons).position,
-                &raw const (*self.tx_cons).sleeping,
-                &raw const (*self.rx_cons).position,
-            )
-        };
+        let (tx_cons, rx_cons) = (self.tx_consumer(), self.rx_consumer());
+        let (tx_consumed, tx_sleeping, rx_consumed) = (
+            std::ptr::from_ref(&tx_cons.position),
+            std::ptr::from_ref(&tx_cons.sleeping),
+            std::ptr::from_ref(&rx_cons.position),
+        );
         // SAFETY: the counters array has CLIENT_COUNTERS entries (see
         // count_many); both pairs lie inside it.
         let (tx_counters, rx_counters) = unsafe {
@@ -302,11 +255,11 @@ impl DirectConn {
             tx_consumed,
             tx_sleeping,
             rx_consumed,
-            peer_closed: self.peer_closed,
+            peer_closed: self.map.peer_closed(),
             tx_counters,
             rx_counters,
-            tx_placed: self.tx_placed,
-            rx_placed: self.rx_placed,
+            tx_placed: self.map.tx_placed(),
+            rx_placed: self.map.rx_placed(),
         }
     }
 
@@ -376,16 +329,14 @@ impl DirectConn {
     #[inline]
     pub fn peer_placed(&self) -> u64 {
         // Acquire: pairs with the peer's Release after its placement.
-        // SAFETY: as in tx_consumer (a word of the mapped header).
-        unsafe { &*self.tx_placed }.load(Ordering::Acquire)
+        self.map.tx_placed().load(Ordering::Acquire)
     }
 
     /// Publish the count of messages we have placed, and wake the peer if
     /// it sleeps waiting for it.
     #[inline]
     pub fn set_placed(&self, n: u64) {
-        // SAFETY: as in tx_consumer (a word of the mapped header).
-        unsafe { &*self.rx_placed }.store(n, Ordering::Release);
+        self.map.rx_placed().store(n, Ordering::Release);
         // Pairs with the heavy fence in the peer's wait (as in published):
         // either it sees the count when it re-checks, or we see its flag.
         sys::light_fence(self.asym);
@@ -396,16 +347,13 @@ impl DirectConn {
         }
     }
 
-    /// Copy the pieces `parts` (pointer, length), `total` bytes in all,
-    /// into the ring as one record (a gathering send). Returns whether the
-    /// peer was asleep and had to be woken.
-    ///
-    /// # Safety
-    /// Each part must be readable for its length for the whole call.
+    /// Copy the pieces `parts`, `total` bytes in all, into the ring as
+    /// one record (a gathering send). Returns whether the peer was asleep
+    /// and had to be woken.
     #[inline]
-    pub unsafe fn send_gather(
+    pub fn send_gather(
         &mut self,
-        parts: &[(*const u8, usize)],
+        parts: &[Bytes<'_>],
         total: usize,
     ) -> Result<bool, DirectSendError> {
         if self.peer_closed() {
@@ -413,12 +361,12 @@ impl DirectConn {
         }
         let off = self.reserve(total)?;
         let (mut at, mut left) = (off as usize + RECORD_HEADER, total);
-        for &(p, n) in parts {
-            let n = n.min(left);
+        for p in parts {
+            let n = p.len().min(left);
             // SAFETY: reserve() made room for a record of `total` bytes at
             // `off` inside the ring, and the copies stay within it (`left`
-            // bounds them); the caller guarantees the sources.
-            unsafe { copy_bytes(p, self.tx.add(at), n) };
+            // bounds them); each part has p.len() readable bytes (Bytes).
+            unsafe { copy_bytes(p.as_ptr(), self.tx.add(at), n) };
             at += n;
             left -= n;
         }
@@ -674,6 +622,17 @@ impl DirectConn {
         })
     }
 
+    /// Take the next message into `out`, resized to its length.
+    #[inline]
+    pub fn recv_vec(&mut self, out: &mut Vec<u8>) -> DirectRecv {
+        self.recv_with(|src, len| {
+            out.resize(len, 0);
+            // SAFETY: src has len readable bytes (recv_with's contract).
+            unsafe { std::ptr::copy_nonoverlapping(src, out.as_mut_ptr(), len) };
+            Ok(())
+        })
+    }
+
     /// Take the next message, handing `(pointer, len)` to `f`, which copies
     /// it out; if `f` refuses (Err(needed)), the message stays queued.
     #[inline(always)]
@@ -685,13 +644,19 @@ impl DirectConn {
     }
 
     /// [`DirectConn::recv_with`] for a VI's connection, whose records may
-    /// be references ([`RECORD_REF`]): `f` gets `(pointer, len, is_ref)`.
+    /// be references ([`RECORD_REF`]): `f` gets the record's bytes and
+    /// whether it is one.
     #[inline(always)]
     pub fn recv_vi_with(
         &mut self,
-        f: impl FnMut(*const u8, usize, bool) -> Result<(), usize>,
+        mut f: impl FnMut(Bytes<'_>, bool) -> Result<(), usize>,
     ) -> DirectRecv {
-        self.recv_record(true, f)
+        self.recv_record(true, |src, len, is_ref| {
+            // SAFETY: src has len readable bytes inside the ring (checked by
+            // recv_record), mapped for the whole call, which the closure's
+            // borrow of them does not outlive.
+            f(unsafe { Bytes::new(src, len) }, is_ref)
+        })
     }
 
     /// Copy `payload` into the ring as one reference record (VI
@@ -1006,10 +971,10 @@ mod tests {
         let mut got = Vec::new();
         loop {
             let mut rec = None;
-            match rx.recv_vi_with(|src, len, is_ref| {
-                // SAFETY: the ring has len readable bytes at src.
+            match rx.recv_vi_with(|src, is_ref| {
+                // SAFETY: the ring has src.len() readable bytes at src.
                 rec = Some((
-                    unsafe { std::slice::from_raw_parts(src, len) }.to_vec(),
+                    unsafe { std::slice::from_raw_parts(src.as_ptr(), src.len()) }.to_vec(),
                     is_ref,
                 ));
                 Ok(())

@@ -21,14 +21,15 @@ use std::collections::VecDeque;
 use std::sync::atomic::{fence, Ordering};
 use std::time::Duration;
 
-use unet_abi::ring::Ring;
 use unet_abi::view::EndpointView;
 use unet_abi::*;
 use unet_control::{EndpointAddr, PathChoice, Reply, Request};
 use unet_sys::{self as sys, EventFd, Segment};
 
 use crate::direct::DirectRecv;
+use crate::shm::Mapped;
 
+#[allow(unsafe_code)]
 mod arena;
 mod channels;
 mod events;
@@ -173,9 +174,8 @@ pub struct AppletOptions {
 pub struct Endpoint {
     session: Session,
     id: u32,
-    seg: Segment,
     layout: Layout,
-    /// The U-Net queues in the segment and our positions in them.
+    /// The segment, the U-Net queues in it and our positions in them.
     queues: Queues,
     doorbell: EventFd,
     /// The channels and the direct connections behind them.
@@ -189,13 +189,10 @@ pub struct Endpoint {
     inline: InlineState,
 }
 
-/// An endpoint's four rings in its segment, and the positions this side
-/// of each has reached.
+/// An endpoint's segment with its four rings, and the positions this
+/// side of each has reached.
 struct Queues {
-    send: Ring<SendDesc>,
-    recv: Ring<RecvDesc>,
-    free: Ring<u32>,
-    events: Ring<EventDesc>,
+    map: Mapped<EndpointHeader, EndpointView>,
     send_head: u64,
     recv_tail: u64,
     event_tail: u64,
@@ -242,33 +239,20 @@ impl Endpoint {
             layout.segment_size as usize,
             true,
         )?;
-        // SAFETY: the mapping lives in `seg`, which the endpoint owns
-        // beside its rings.
-        let view = unsafe { EndpointView::from_segment(seg.ptr(), seg.len()) }
-            .map_err(|e| Error::Protocol(format!("endpoint segment: {e}")))?;
-        if view.layout != layout {
+        let map =
+            Mapped::endpoint(seg).map_err(|e| Error::Protocol(format!("endpoint segment: {e}")))?;
+        if map.layout != layout {
             return Err(Error::Protocol(
                 "endpoint segment does not match the expected layout".into(),
             ));
         }
-        let EndpointView {
-            send,
-            recv,
-            free,
-            events,
-            ..
-        } = view;
         let g = cfg.geometry;
         let mut ep = Endpoint {
             session,
             id,
-            seg,
             layout,
             queues: Queues {
-                send,
-                recv,
-                free,
-                events,
+                map,
                 send_head: 0,
                 recv_tail: 0,
                 event_tail: 0,
@@ -296,8 +280,7 @@ impl Endpoint {
     }
 
     fn header(&self) -> &EndpointHeader {
-        // SAFETY: checked in create(); lives as long as self.seg.
-        unsafe { self.seg.ptr().cast::<EndpointHeader>().as_ref() }
+        self.queues.map.header()
     }
 
     /// This endpoint's id in its engine.
@@ -499,9 +482,9 @@ impl Endpoint {
 
     fn push_desc(&mut self, d: SendDesc) -> u64 {
         let pos = self.queues.send_head;
-        self.queues.send.write(pos, d);
+        self.queues.map.send.write(pos, d);
         self.queues.send_head += 1;
-        self.queues.send.set_head(self.queues.send_head);
+        self.queues.map.send.set_head(self.queues.send_head);
         // Where we run, for the engine's scheduling (`client_cpu`).
         self.header()
             .client_cpu
@@ -530,7 +513,10 @@ impl Endpoint {
                 self.send_direct(i, &tmp).map(|_| u64::MAX)
             }
             _ => {
-                if self.queues.send_head.wrapping_sub(self.queues.send.tail())
+                if self
+                    .queues
+                    .send_head
+                    .wrapping_sub(self.queues.map.send.tail())
                     >= self.layout.geometry.send_cap as u64
                 {
                     return Err(SendError::Full);
@@ -552,19 +538,22 @@ impl Endpoint {
         if pos == u64::MAX {
             return SendStatus::Sent;
         }
-        if pos >= self.queues.send.tail()
+        if pos >= self.queues.map.send.tail()
             || pos + (self.layout.geometry.send_cap as u64) < self.queues.send_head
         {
             return SendStatus::Pending;
         }
-        SendStatus::from_i32(self.queues.send.read(pos).status).unwrap_or(SendStatus::Pending)
+        SendStatus::from_i32(self.queues.map.send.read(pos).status).unwrap_or(SendStatus::Pending)
     }
 
     /// Push a raw send descriptor exactly as given, without any checking:
     /// for tests of the engine's defences.
     #[doc(hidden)]
     pub fn push_raw_desc(&mut self, d: SendDesc) -> bool {
-        if self.queues.send_head.wrapping_sub(self.queues.send.tail())
+        if self
+            .queues
+            .send_head
+            .wrapping_sub(self.queues.map.send.tail())
             >= self.layout.geometry.send_cap as u64
         {
             return false;
@@ -577,7 +566,8 @@ impl Endpoint {
     /// defences (a hostile client scribbling on its own queues).
     #[doc(hidden)]
     pub fn raw_segment(&self) -> (*mut u8, usize) {
-        (self.seg.ptr().as_ptr(), self.seg.len())
+        let seg = self.queues.map.segment();
+        (seg.ptr().as_ptr(), seg.len())
     }
 
     // ---------------------------------------------------------------------
@@ -704,7 +694,7 @@ impl Endpoint {
         }
         // A direct connection that opened since the last look may already
         // hold messages: attach it (by taking the events) and look again.
-        if self.queues.events.head() != self.queues.event_tail {
+        if self.queues.map.events.head() != self.queues.event_tail {
             let before = self.chans.conns.len();
             self.drain_events();
             if self.chans.conns.len() > before {
@@ -719,14 +709,14 @@ impl Endpoint {
     /// The engine's receive queue (and the event queue).
     #[inline(never)]
     fn try_recv_engine(&mut self, buf: &mut [u8]) -> Result<Option<Recv>, RecvError> {
-        if self.queues.events.head() != self.queues.event_tail {
+        if self.queues.map.events.head() != self.queues.event_tail {
             self.drain_events();
         }
-        let head = self.queues.recv.head();
+        let head = self.queues.map.recv.head();
         if head == self.queues.recv_tail {
             return Ok(None);
         }
-        let d = self.queues.recv.read(self.queues.recv_tail);
+        let d = self.queues.map.recv.read(self.queues.recv_tail);
         let len = d.len as usize;
         if len > buf.len() {
             return Err(RecvError::BufferTooSmall(len));
@@ -746,7 +736,7 @@ impl Endpoint {
             }
         }
         self.queues.recv_tail += 1;
-        self.queues.recv.set_tail(self.queues.recv_tail);
+        self.queues.map.recv.set_tail(self.queues.recv_tail);
         Ok(Some(Recv {
             len,
             channel: Channel(d.channel),
@@ -774,12 +764,7 @@ impl Endpoint {
                 ..Default::default()
             };
             let mut tmp = Vec::new();
-            let got = self.chans.conns[i].recv_with(|src, len| {
-                tmp.resize(len, 0);
-                // SAFETY: src has len readable bytes (DirectConn's contract).
-                unsafe { std::ptr::copy_nonoverlapping(src, tmp.as_mut_ptr(), len) };
-                Ok(())
-            });
+            let got = self.chans.conns[i].recv_vec(&mut tmp);
             if let DirectRecv::Message(len) = got {
                 desc.len = len as u32;
                 if len <= INLINE_MAX {
@@ -824,23 +809,23 @@ impl Endpoint {
             }
         }
         self.drain_events();
-        if self.queues.recv.head() == self.queues.recv_tail {
+        if self.queues.map.recv.head() == self.queues.recv_tail {
             return None;
         }
-        let d = self.queues.recv.read(self.queues.recv_tail);
+        let d = self.queues.map.recv.read(self.queues.recv_tail);
         self.queues.recv_tail += 1;
-        self.queues.recv.set_tail(self.queues.recv_tail);
+        self.queues.map.recv.set_tail(self.queues.recv_tail);
         Some(d)
     }
 
     fn pop_free_client(&mut self) -> Option<u32> {
         loop {
-            let t = self.queues.free.tail();
-            if self.queues.free.head() == t {
+            let t = self.queues.map.free.tail();
+            if self.queues.map.free.head() == t {
                 return None;
             }
-            let off = self.queues.free.read(t);
-            if self.queues.free.cas_tail(t) {
+            let off = self.queues.map.free.read(t);
+            if self.queues.map.free.cas_tail(t) {
                 return Some(off);
             }
         }
@@ -855,7 +840,10 @@ impl Endpoint {
                 "free buffer offset {offset} outside the buffer area"
             )));
         }
-        if self.queues.free_head.wrapping_sub(self.queues.free.tail())
+        if self
+            .queues
+            .free_head
+            .wrapping_sub(self.queues.map.free.tail())
             >= self.layout.geometry.free_cap as u64
         {
             return Err(Error::Config("free queue full".into()));
@@ -865,41 +853,19 @@ impl Endpoint {
     }
 
     fn post_free_raw(&mut self, offset: u32) {
-        self.queues.free.write(self.queues.free_head, offset);
+        self.queues.map.free.write(self.queues.free_head, offset);
         self.queues.free_head += 1;
-        self.queues.free.set_head(self.queues.free_head);
+        self.queues.map.free.set_head(self.queues.free_head);
     }
 
     /// Copy out of the buffer area (bounds are clamped to the area).
     pub fn read_buffer(&self, offset: u32, out: &mut [u8]) {
-        let area = self.layout.geometry.buffer_area_size as usize;
-        let off = (offset as usize).min(area);
-        let n = out.len().min(area - off);
-        // SAFETY: off + n <= area size, inside the mapping.
-        unsafe {
-            let src = self
-                .seg
-                .ptr()
-                .as_ptr()
-                .add(self.layout.buffer_area_off as usize + off);
-            std::ptr::copy_nonoverlapping(src, out.as_mut_ptr(), n);
-        }
+        self.queues.map.read_area(offset, out);
     }
 
     /// Copy into the buffer area (bounds are clamped to the area).
     pub fn write_buffer(&mut self, offset: u32, data: &[u8]) {
-        let area = self.layout.geometry.buffer_area_size as usize;
-        let off = (offset as usize).min(area);
-        let n = data.len().min(area - off);
-        // SAFETY: off + n <= area size, inside the mapping.
-        unsafe {
-            let dst = self
-                .seg
-                .ptr()
-                .as_ptr()
-                .add(self.layout.buffer_area_off as usize + off);
-            std::ptr::copy_nonoverlapping(data.as_ptr(), dst, n);
-        }
+        self.queues.map.write_area(offset, data);
     }
 
     /// Direct-path counters kept by this library in the segment (up to

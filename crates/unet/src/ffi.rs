@@ -24,6 +24,9 @@
 //! `unet_vi_connect`), `vi` and `vi_direct` (a VI's data path lent to a
 //! binding), and UDM's `udm_node` and `upcall`. Everything is exported
 //! from here.
+//!
+//! `unsafe` is allowed here: every entry point takes raw pointers from its
+//! caller, and is exported unmangled.
 
 mod cq;
 mod endpoint;

@@ -27,12 +27,28 @@
 //!
 //! The shared-memory layout is in the `unet-abi` crate; a C ABI is in
 //! [`ffi`] with its header at `include/unet.h`.
+//!
+//! `unsafe` code is denied here and allowed only in the modules that say
+//! in their documentation why they need it: [`ffi`] (the C ABI), `shm`
+//! (the mappings of shared segments: headers, rings, regions, message
+//! slots), `direct` (the direct path's rings), `endpoint::arena` (the
+//! managed send's copy into the buffer area), `via::desc` (a posted
+//! descriptor's copies to and from its regions) and `udm::upcall` (a node
+//! shared by its main code and its handler thread).
 
+#![deny(unsafe_code)]
+
+// The modules allowed `unsafe` code: these three, `endpoint::arena`,
+// `via::desc` and `udm::upcall`.
+#[allow(unsafe_code)]
 mod direct;
 mod endpoint;
+#[allow(unsafe_code)]
 pub mod ffi;
 mod fifo;
 mod session;
+#[allow(unsafe_code)]
+mod shm;
 pub mod udm;
 pub mod via;
 

@@ -219,8 +219,9 @@ impl Session {
         heap: u32,
     ) -> Result<(), Error> {
         let seg = sys::Segment::create("unet-applet", class.len().max(1))?;
-        // SAFETY: the fresh segment has at least class.len() bytes.
-        unsafe { std::ptr::copy_nonoverlapping(class.as_ptr(), seg.ptr().as_ptr(), class.len()) };
+        // The fresh segment has at least class.len() bytes.
+        let copied = crate::shm::write(&seg, 0, class);
+        debug_assert!(copied);
         let req = Request::AttachApplet {
             endpoint,
             len: class.len() as u32,

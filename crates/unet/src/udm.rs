@@ -42,12 +42,14 @@
 //! `message` (what a node's calls give back and their errors), `upcall`
 //! (handlers run as upcalls) and `bench` (the measurements of
 //! `unet bench udm`).
+//!
+//! The node's segments, their rings and message slots are mapped in
+//! `crate::shm`; only `upcall` is allowed `unsafe` code (it says why).
 
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use unet_abi::ring::Ring;
 pub use unet_abi::udm::{
     UdmClientCounter, UdmCounter, UDM_ATOM_DISABLE as ATOM_DISABLE,
     UDM_ATOM_TIMER_FORCE as ATOM_TIMER_FORCE, UDM_COUNTERS, UDM_MAX_NODES as MAX_NODES,
@@ -61,10 +63,12 @@ use unet_abi::udm::{
 use unet_control::{Reply, Request};
 use unet_sys::{self as sys, EventFd, Segment};
 
+use crate::shm::{Buffer, JobRings, Mapped, NodeRings, Slot, Words};
 use crate::{Error, Session};
 
 mod job;
 mod message;
+#[allow(unsafe_code)]
 mod upcall;
 pub use job::{JobConfig, JobTicket};
 pub use message::{ExtractError, Header, InjectError, Message, Mode, NodeStats};
@@ -87,20 +91,21 @@ pub struct Node {
     job: u32,
     rank: u32,
     layout: UdmLayout,
-    jseg: Segment,
-    nseg: Segment,
-    buf: Segment,
+    /// The job's segment with the nodes' lines and the fast rings to
+    /// this node (`incoming`, by sender) and from it (`outgoing`, by
+    /// receiver).
+    jseg: Mapped<UdmJobHeader, JobRings>,
+    /// This node's segment with the divert ring (to the engine).
+    nseg: Mapped<UdmNodeHeader, NodeRings>,
+    buf: Buffer,
     doorbell: EventFd,
-    /// Fast rings to this node, by sender, and our positions in them.
-    incoming: Vec<Ring<UdmMsg>>,
+    /// Our positions in the incoming rings.
     in_tail: Vec<u64>,
-    /// Fast rings from this node, by receiver, our positions and the
-    /// consumers' last known positions.
-    outgoing: Vec<Ring<UdmMsg>>,
+    /// Our positions in the outgoing rings and the consumers' last known
+    /// positions.
     out_head: Vec<u64>,
     out_tail: Vec<u64>,
-    /// The divert ring (to the engine).
-    divert: Ring<UdmMsg>,
+    /// Our position in the divert ring and the engine's last known one.
     divert_head: u64,
     divert_tail: u64,
     /// Our position in the virtual buffer.
@@ -130,18 +135,6 @@ impl std::fmt::Debug for Node {
     }
 }
 
-/// A view of a ring `off` bytes into `seg`, which must outlive it.
-fn ring_in(seg: &Segment, off: u64, cap: u32) -> Result<Ring<UdmMsg>, Error> {
-    let bytes = unet_abi::ring_bytes(cap, std::mem::size_of::<UdmMsg>());
-    let p = seg
-        .at(off as usize, bytes)
-        .ok_or_else(|| Error::Protocol("a UDM ring lies outside its segment".into()))?;
-    // SAFETY: the ring lies inside the segment (checked by at()), 64-byte
-    // aligned (ring offsets are), and the segment is kept by the Node with
-    // every view.
-    Ok(unsafe { Ring::from_raw(p, cap) })
-}
-
 impl Node {
     pub(super) fn open(
         session: Session,
@@ -159,43 +152,40 @@ impl Node {
         let buf_fd = fds.pop().expect("3");
         let nfd = fds.pop().expect("2");
         let jfd = fds.pop().expect("1");
-        let jseg = Segment::open(jfd, std::mem::size_of::<UdmJobHeader>(), true)?;
-        // SAFETY: at least a header's bytes (checked by open), page aligned.
-        let jh = unsafe { jseg.ptr().cast::<UdmJobHeader>().as_ref() };
         let bad = |what: &str| Error::Protocol(format!("the UDM job segment's {what} is wrong"));
+        let jseg = Segment::open(jfd, std::mem::size_of::<UdmJobHeader>(), true)?;
+        // At least a header's bytes (checked by open).
+        let jseg = Mapped::job(jseg).ok_or_else(|| bad("size"))?;
+        let jh = jseg.header();
         if jh.magic != UDM_JOB_MAGIC || jh.job_id != job {
             return Err(bad("identity"));
         }
         let buffer_size = jh.buffer_cap as u64 * std::mem::size_of::<UdmMsg>() as u64;
         let layout =
             UdmLayout::new(jh.nodes, jh.fast_cap, buffer_size).map_err(|_| bad("geometry"))?;
-        if (jseg.len() as u64) < layout.job_size || rank >= layout.nodes {
+        if (jseg.segment().len() as u64) < layout.job_size || rank >= layout.nodes {
             return Err(bad("size"));
         }
         let nseg = Segment::open(nfd, layout.node_size as usize, true)?;
-        // SAFETY: as above, for the node segment.
-        let nh = unsafe { nseg.ptr().cast::<UdmNodeHeader>().as_ref() };
+        // As above, for the node segment.
+        let nseg = Mapped::node(nseg).ok_or_else(|| bad("node segment"))?;
+        let nh = nseg.header();
         if nh.magic != UDM_NODE_MAGIC || nh.rank != rank || nh.job_id != job {
             return Err(bad("node segment"));
         }
         // Read-only and untouched: its pages are the engine's to fill.
         let buf = Segment::open_unpopulated(buf_fd, layout.buffer_size as usize, false)?;
-        let n = layout.nodes;
-        let cap = layout.fast_cap;
-        let mut incoming = Vec::with_capacity(n as usize);
-        let mut outgoing = Vec::with_capacity(n as usize);
-        for p in 0..n {
-            incoming.push(ring_in(&jseg, layout.ring_off(rank, p), cap)?);
-            outgoing.push(ring_in(&jseg, layout.ring_off(p, rank), cap)?);
-        }
-        let divert = ring_in(&nseg, layout.divert_off, UDM_DIVERT_CAP)?;
+        let buf = Buffer::new(buf, layout.buffer_cap).ok_or_else(|| bad("geometry"))?;
+        let outside = || Error::Protocol("a UDM ring lies outside its segment".into());
+        let jseg = jseg.rings(layout, rank).ok_or_else(outside)?;
+        let nseg = nseg.rings(&layout).ok_or_else(outside)?;
         // Our positions: what the rings say now (a fresh rank: zero).
-        let in_tail = incoming.iter().map(|r| r.tail()).collect();
-        let out_head: Vec<u64> = outgoing.iter().map(|r| r.head()).collect();
-        let out_tail = outgoing.iter().map(|r| r.tail()).collect();
-        let divert_head = divert.head();
-        let divert_tail = divert.tail();
-        let buf_tail = nh.buf_tail.load(Ordering::Acquire);
+        let in_tail = jseg.incoming.iter().map(|r| r.tail()).collect();
+        let out_head: Vec<u64> = jseg.outgoing.iter().map(|r| r.head()).collect();
+        let out_tail = jseg.outgoing.iter().map(|r| r.tail()).collect();
+        let divert_head = nseg.divert.head();
+        let divert_tail = nseg.divert.tail();
+        let buf_tail = nseg.header().buf_tail.load(Ordering::Acquire);
         Ok(Node {
             session,
             job,
@@ -205,12 +195,9 @@ impl Node {
             nseg,
             buf,
             doorbell: EventFd::from_fd(bell),
-            incoming,
             in_tail,
-            outgoing,
             out_head,
             out_tail,
-            divert,
             divert_head,
             divert_tail,
             buf_tail,
@@ -240,20 +227,15 @@ impl Node {
     }
 
     fn line(&self, r: u32) -> &UdmNodeLine {
-        let off = self.layout.line_off(r.min(self.layout.nodes - 1)) as usize;
-        // SAFETY: inside the job segment (UdmLayout, checked against its
-        // size at open; the rank is clamped); the line's fields are atomics.
-        unsafe { self.jseg.ptr().add(off).cast::<UdmNodeLine>().as_ref() }
+        self.jseg.line(r)
     }
 
     fn header(&self) -> &UdmNodeHeader {
-        // SAFETY: the node segment starts with its header (checked at open).
-        unsafe { self.nseg.ptr().cast::<UdmNodeHeader>().as_ref() }
+        self.nseg.header()
     }
 
     fn job_header(&self) -> &UdmJobHeader {
-        // SAFETY: the job segment starts with its header (checked at open).
-        unsafe { self.jseg.ptr().cast::<UdmJobHeader>().as_ref() }
+        self.jseg.header()
     }
 
     // ---------------------------------------------------------------------
@@ -296,9 +278,9 @@ impl Node {
         if dest >= self.layout.nodes {
             return Err(InjectError::BadDest(dest));
         }
-        if words.len() > MAX_WORDS {
+        let Some(words) = Words::new(words) else {
             return Err(InjectError::TooLong(words.len()));
-        }
+        };
         loop {
             let m = self.line(dest).mode.load(Ordering::Acquire);
             if m & UDM_MODE_GONE != 0 {
@@ -352,16 +334,21 @@ impl Node {
         if self.out_head[i].wrapping_sub(self.out_tail[i]) < cap {
             return true;
         }
-        self.out_tail[i] = self.outgoing[i].tail();
+        self.out_tail[i] = self.jseg.outgoing[i].tail();
         self.out_head[i].wrapping_sub(self.out_tail[i]) < cap
     }
 
-    fn push_fast(&mut self, d: u32, handler: u16, words: &[u64]) {
+    fn push_fast(&mut self, d: u32, handler: u16, words: Words<'_>) {
         let i = d as usize;
         let pos = self.out_head[i];
-        write_msg(self.outgoing[i].slot_ptr(pos), self.rank, handler, words);
+        write_msg(
+            Slot::of(&self.jseg.outgoing[i], pos),
+            self.rank,
+            handler,
+            words,
+        );
         // Release: the message is visible before the new head.
-        self.outgoing[i].set_head(pos + 1);
+        self.jseg.outgoing[i].set_head(pos + 1);
         self.out_head[i] = pos + 1;
         // Pairs with the receiver's heavy fence before it sleeps: either
         // it sees the message, or we see it sleeping.
@@ -386,14 +373,14 @@ impl Node {
         if self.divert_head.wrapping_sub(self.divert_tail) < cap {
             return true;
         }
-        self.divert_tail = self.divert.tail();
+        self.divert_tail = self.nseg.divert.tail();
         self.divert_head.wrapping_sub(self.divert_tail) < cap
     }
 
-    fn push_divert(&mut self, d: u32, handler: u16, words: &[u64]) {
+    fn push_divert(&mut self, d: u32, handler: u16, words: Words<'_>) {
         let pos = self.divert_head;
-        write_msg(self.divert.slot_ptr(pos), d, handler, words);
-        self.divert.set_head(pos + 1);
+        write_msg(Slot::of(&self.nseg.divert, pos), d, handler, words);
+        self.nseg.divert.set_head(pos + 1);
         self.divert_head = pos + 1;
         self.mark_rang(self.rank);
         self.ring_engine();
@@ -483,7 +470,7 @@ impl Node {
         for k in 0..n {
             let s = (self.cursor + k) % n;
             let i = s as usize;
-            if self.incoming[i].head() != self.in_tail[i] {
+            if self.jseg.incoming[i].head() != self.in_tail[i] {
                 self.cursor = (s + 1) % n;
                 return Some(s);
             }
@@ -491,17 +478,11 @@ impl Node {
         None
     }
 
-    /// A pointer to the current message.
-    fn current_ptr(&self, c: Cur) -> *const UdmMsg {
+    /// The current message's slot.
+    fn current_slot(&self, c: Cur) -> Slot<'_> {
         match c {
-            Cur::Fast(s) => self.incoming[s as usize].slot_ptr(self.in_tail[s as usize]),
-            Cur::Buffer => {
-                let at = (self.buf_tail % self.layout.buffer_cap as u64) as usize
-                    * std::mem::size_of::<UdmMsg>();
-                // SAFETY: at < buffer_size (a position modulo the capacity),
-                // inside the mapping.
-                unsafe { self.buf.ptr().as_ptr().add(at).cast::<UdmMsg>() }
-            }
+            Cur::Fast(s) => Slot::of(&self.jseg.incoming[s as usize], self.in_tail[s as usize]),
+            Cur::Buffer => self.buf.slot(self.buf_tail),
         }
     }
 
@@ -511,24 +492,16 @@ impl Node {
     /// message available: [`ExtractError::Empty`].
     pub fn extract(&mut self, words: &mut [u64]) -> Result<Header, ExtractError> {
         let c = self.select().ok_or(ExtractError::Empty)?;
-        let p = self.current_ptr(c);
-        // SAFETY: `p` is a message slot inside our mapping; the header is
-        // read once, volatile (a peer may write anything there).
-        let hdr = unsafe { std::ptr::addr_of!((*p).peer).cast::<u64>().read_volatile() };
+        let slot = self.current_slot(c);
+        // Read once, volatile (a peer may write anything there).
+        let hdr = slot.header();
         let (src, handler, len) = split_header(UdmHeader::unpack(hdr), c);
         if words.len() < len {
             return Err(ExtractError::TooShort(len));
         }
-        // SAFETY: `len` <= MAX_WORDS, so the words lie in the slot; the
-        // destination has room (checked). A peer writing concurrently only
-        // changes the values read.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                std::ptr::addr_of!((*p).words).cast::<u64>(),
-                words.as_mut_ptr(),
-                len,
-            )
-        };
+        // `len` <= MAX_WORDS (split_header). A peer writing concurrently
+        // only changes the values read.
+        slot.read_words(&mut words[..len]);
         self.dispose_current(c);
         Ok(Header { src, handler, len })
     }
@@ -537,9 +510,8 @@ impl Node {
     /// [`Node::extract`] take it).
     pub fn peek(&mut self) -> Result<Message, ExtractError> {
         let c = self.select().ok_or(ExtractError::Empty)?;
-        let p = self.current_ptr(c);
-        // SAFETY: as in extract; the whole slot is copied, volatile.
-        let m = unsafe { p.read_volatile() };
+        // As in extract; the whole slot is copied, volatile.
+        let m = self.current_slot(c).read();
         let hdr = UdmHeader {
             peer: m.peer,
             handler: m.handler,
@@ -568,7 +540,7 @@ impl Node {
             Cur::Fast(s) => {
                 let i = s as usize;
                 self.in_tail[i] += 1;
-                self.incoming[i].set_tail(self.in_tail[i]);
+                self.jseg.incoming[i].set_tail(self.in_tail[i]);
                 bump_own(&self.line(self.rank).fast_msgs);
             }
             Cur::Buffer => {
@@ -744,7 +716,7 @@ impl Node {
     /// Bytes of memory the node's virtual buffer holds now (its memory
     /// file's allocated blocks).
     pub fn buffer_memory(&self) -> std::io::Result<u64> {
-        self.buf.allocated_bytes()
+        self.buf.segment().allocated_bytes()
     }
 
     /// Leave the job: senders to this node get [`InjectError::Gone`]; its
@@ -801,27 +773,16 @@ fn split_header(h: UdmHeader, c: Cur) -> (u32, u16, usize) {
     (src, handler, len)
 }
 
-/// Write a message into the slot at `p`: words first, then the header
-/// word (peer, handler, nwords) in one store.
-fn write_msg(p: *mut UdmMsg, peer: u32, handler: u16, words: &[u64]) {
+/// Write a message into `slot`, which we own until we publish it: words
+/// first, then the header word (peer, handler, nwords) in one store.
+fn write_msg(slot: Slot<'_>, peer: u32, handler: u16, words: Words<'_>) {
     let hdr = UdmHeader {
         peer,
         handler,
-        nwords: words.len() as u16,
+        nwords: words.get().len() as u16,
     }
     .pack();
-    // SAFETY: `p` is a slot of a ring in our mapping that we own until we
-    // publish it; words.len() <= MAX_WORDS (checked by the callers).
-    unsafe {
-        std::ptr::copy_nonoverlapping(
-            words.as_ptr(),
-            std::ptr::addr_of_mut!((*p).words).cast::<u64>(),
-            words.len(),
-        );
-        std::ptr::addr_of_mut!((*p).peer)
-            .cast::<u64>()
-            .write_volatile(hdr);
-    }
+    slot.write(hdr, words);
 }
 
 /// Add one to a counter others update too.

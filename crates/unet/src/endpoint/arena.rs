@@ -1,6 +1,10 @@
 //! The send arena of a managed endpoint: the part of the buffer area
 //! where `send` copies messages for the engine path, used as a ring, and
 //! the space taken back as the engine takes the descriptors.
+//!
+//! `unsafe` is allowed here for one copy: a message into the buffer area
+//! at an offset the arena's own accounting keeps inside it, on the send
+//! path, with no second check.
 
 use std::collections::VecDeque;
 
@@ -59,8 +63,11 @@ impl Endpoint {
         if need > span {
             return Err(SendError::TooLarge);
         }
-        self.tx.reclaim(self.queues.send.tail());
-        if self.queues.send_head.wrapping_sub(self.queues.send.tail())
+        self.tx.reclaim(self.queues.map.send.tail());
+        if self
+            .queues
+            .send_head
+            .wrapping_sub(self.queues.map.send.tail())
             >= self.layout.geometry.send_cap as u64
         {
             return Err(SendError::Full);
@@ -81,11 +88,7 @@ impl Endpoint {
         // SAFETY: at + len <= tx_region <= buffer area size: inside our
         // mapping. The engine only reads this region after we publish.
         unsafe {
-            let dst = self
-                .seg
-                .ptr()
-                .as_ptr()
-                .add(self.layout.buffer_area_off as usize + at as usize);
+            let dst = self.queues.map.area().as_ptr().add(at as usize);
             std::ptr::copy_nonoverlapping(data.as_ptr(), dst, data.len());
         }
         self.tx

@@ -12,14 +12,14 @@ use crate::Channel;
 
 impl Endpoint {
     pub(super) fn drain_events(&mut self) {
-        let head = self.queues.events.head();
+        let head = self.queues.map.events.head();
         while self.queues.event_tail < head {
-            let e = self.queues.events.read(self.queues.event_tail);
+            let e = self.queues.map.events.read(self.queues.event_tail);
             self.queues.event_tail += 1;
             self.handle_event(e);
         }
         if self.queues.event_tail == head {
-            self.queues.events.set_tail(self.queues.event_tail);
+            self.queues.map.events.set_tail(self.queues.event_tail);
         }
     }
 

@@ -50,14 +50,9 @@ impl Port for ClientEp<'_> {
         self.ep.layout.geometry.buffer_area_size
     }
     fn area(&mut self) -> NonNull<u8> {
-        // SAFETY: the buffer area lies inside the endpoint's mapping, which
-        // lives as long as the endpoint (and so as its inline applet).
-        unsafe {
-            self.ep
-                .seg
-                .ptr()
-                .add(self.ep.layout.buffer_area_off as usize)
-        }
+        // The mapping lives as long as the endpoint (and so as its inline
+        // applet).
+        self.ep.queues.map.area()
     }
     fn buffer_size(&self) -> u32 {
         self.ep.layout.geometry.buffer_size

@@ -20,8 +20,8 @@ impl Endpoint {
         !self.inline.rxq.is_empty()
             || self.inline_timer_at().is_some_and(|t| t <= Instant::now())
             || self.chans.conns.iter().any(|c| !c.broken && c.ready())
-            || self.queues.recv.head() != self.queues.recv_tail
-            || self.queues.events.head() != self.queues.event_tail
+            || self.queues.map.recv.head() != self.queues.recv_tail
+            || self.queues.map.events.head() != self.queues.event_tail
     }
 
     /// Wait until a message or an event is waiting, at most `timeout`:

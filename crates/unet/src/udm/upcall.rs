@@ -64,6 +64,11 @@
 //! | `endatom` with `atomicity-extend` | a handler that called [`Upcall::extend_atomicity`] returns into an atomic section of the main code; the main code's `endatom` ends it and hands the messages that waited to their handlers |
 //! | `endatom` otherwise | UAC := UAC ∧ ¬mask; messages that waited run their handlers |
 //! | `dispose` | in buffered mode emulated (transparent); with no message [`ExtractError::Empty`] (`bad-dispose`); else the message is freed |
+//!
+//! `unsafe` is allowed here: the node is shared by the main code and the
+//! handler thread in an `UnsafeCell`, held by one of them at a time under
+//! the atomicity word (the protocol above) rather than a lock, and the
+//! handler thread keeps a pointer to the node's line beside it.
 
 use std::cell::UnsafeCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -13,6 +13,7 @@ use unet_sys::{self as sys, Segment};
 
 use crate::direct::DirectConn;
 use crate::fifo::Fifo;
+use crate::shm::Area;
 use crate::{Error, Session};
 
 use super::desc::{ViState, QUEUE_START};
@@ -164,24 +165,11 @@ pub(super) fn vi_from_reply(
                 let bell = sys::EventFd::from_fd(fds.remove(0));
                 ViPath::Engine(Box::new(EngineSide::open(seg, bell, vi)?))
             } else {
-                if seg.len() < unet_abi::CONN_HEADER_SIZE {
-                    return Err(Error::Protocol("connection segment too small".into()));
-                }
                 // This side's counters live in the connection's header,
                 // where the engine reads them for `unet stat`.
-                let hp = seg.ptr().cast::<unet_abi::ConnHeader>().as_ptr();
-                // SAFETY: the header page is mapped (checked above) for as
-                // long as `seg`, which the DirectConn made from it owns;
-                // the counters are atomics; the reference is only turned
-                // into a pointer kept beside the mapping.
-                let mine = unsafe {
-                    if side == 1 {
-                        &(*hp).b_counters
-                    } else {
-                        &(*hp).a_counters
-                    }
-                };
-                ViPath::Direct(DirectConn::open(seg, 0, side == 1, mine).map_err(Error::Protocol)?)
+                ViPath::Direct(
+                    DirectConn::open_counting_in_header(seg, side == 1).map_err(Error::Protocol)?,
+                )
             };
             let core = Core {
                 id: vi,
@@ -247,15 +235,14 @@ impl Session {
         match r {
             Reply::MemoryRegistered { handle } => Ok(MemRegion {
                 inner: Arc::new(RegionInner {
-                    seg: match Segment::open(fd, len, true) {
-                        Ok(seg) => seg,
+                    area: match Area::open(fd, len) {
+                        Ok(area) => area,
                         Err(e) => {
                             let _ = self.inner.request(&Request::DeregisterMemory { handle });
                             return Err(e.into());
                         }
                     },
                     handle,
-                    len,
                     session: self.clone(),
                     users: Mutex::default(),
                     gone: AtomicBool::new(false),

@@ -2,6 +2,11 @@
 //! ([`ViCompletion`], [`ViQueue`], [`ViState`], the errors), a posted
 //! descriptor resolved into pieces of its regions, the completions waiting
 //! to be taken, and reading a large message from the peer's regions.
+//!
+//! `unsafe` is allowed here: a resolved descriptor holds raw pointers into
+//! the registered regions it names (kept mapped while it is posted), and
+//! messages are scattered into and gathered from them with byte copies at
+//! lengths checked when the descriptor was posted.
 
 use std::sync::Arc;
 
@@ -11,6 +16,7 @@ use unet_sys::Segment;
 
 use crate::fifo::Fifo;
 use crate::session::Inner;
+use crate::shm::Bytes;
 use crate::Session;
 
 use super::region::{RegionsInUse, ViSeg};
@@ -100,6 +106,22 @@ pub(super) struct Piece {
     pub(super) offset: usize,
     pub(super) ptr: *mut u8,
     pub(super) len: usize,
+}
+
+// SAFETY: `ptr` points into a region whose mapping the VI's RegionsInUse
+// keeps alive while the descriptor is posted; the bytes are shared memory
+// reached with byte copies only.
+unsafe impl Send for Piece {}
+
+impl Piece {
+    /// Its bytes, to send.
+    #[inline(always)]
+    pub(super) fn bytes(&self) -> Bytes<'_> {
+        // SAFETY: `len` bytes at `ptr` inside the region (checked when
+        // posted), which the VI holds while the descriptor is posted, and
+        // so for as long as this borrow of the descriptor.
+        unsafe { Bytes::new(self.ptr, self.len) }
+    }
 }
 
 /// A send in the ring that the receiver has not placed yet (reliable
@@ -228,24 +250,21 @@ pub(super) enum PullError {
     Bad,
 }
 
-/// Copy the message a reference record (`len` bytes at `src`) names in
-/// the peer's regions `regions` into the pieces of `d`; its length.
-///
-/// # Safety
-/// `src` must be readable for `len` bytes.
-pub(super) unsafe fn pull_into(
+/// Copy the message a reference record (`src`) names in the peer's
+/// regions `regions` into the pieces of `d`; its length.
+pub(super) fn pull_into(
     regions: &[(u32, Segment)],
     d: &Desc,
-    src: *const u8,
-    len: usize,
+    src: Bytes<'_>,
 ) -> Result<usize, PullError> {
+    let len = src.len();
     if len == 0 || !len.is_multiple_of(VI_REF_SEGMENT) || len / VI_REF_SEGMENT > VI_MAX_SEGMENTS {
         return Err(PullError::Bad);
     }
     let mut rec = [0u8; VI_MAX_SEGMENTS * VI_REF_SEGMENT];
-    // SAFETY: src has len readable bytes (the caller's promise), and len
-    // fits rec (checked). Copied once: the peer may change the ring.
-    unsafe { unet_abi::copy::copy_bytes(src, rec.as_mut_ptr(), len) };
+    // SAFETY: src has len readable bytes (Bytes), and len fits rec
+    // (checked). Copied once: the peer may change the ring.
+    unsafe { unet_abi::copy::copy_bytes(src.as_ptr(), rec.as_mut_ptr(), len) };
     let mut parts = [(std::ptr::null::<u8>(), 0usize); VI_MAX_SEGMENTS];
     let mut total = 0usize;
     for (i, e) in rec[..len].chunks_exact(VI_REF_SEGMENT).enumerate() {
@@ -410,17 +429,19 @@ impl Desc {
         }
     }
 
-    /// Copy the `len` bytes at `src` into the pieces in order (`len` is
-    /// at most `total`).
-    ///
-    /// # Safety
-    /// `src` must be readable for `len` bytes.
+    /// Copy `src` into the pieces in order; false (nothing copied) if it
+    /// is longer than `total`.
     #[inline(always)]
-    pub(super) unsafe fn scatter(&self, src: *const u8, len: usize) {
+    pub(super) fn scatter(&self, src: Bytes<'_>) -> bool {
+        let len = src.len();
+        if len > self.total {
+            return false;
+        }
+        let src = src.as_ptr();
         if self.n == 1 {
             // SAFETY: as below, for the one piece (len <= total = its len).
             unsafe { unet_abi::copy::copy_bytes(src, self.first.ptr, len) };
-            return;
+            return true;
         }
         let mut at = 0;
         for p in self.pieces() {
@@ -428,12 +449,13 @@ impl Desc {
                 break;
             }
             let n = p.len.min(len - at);
-            // SAFETY: src has len readable bytes (the caller's promise);
-            // the piece has p.len writable bytes in its region, which the
-            // VI holds while the descriptor is posted; n fits both.
+            // SAFETY: src has len readable bytes (Bytes); the piece has
+            // p.len writable bytes in its region, which the VI holds while
+            // the descriptor is posted; n fits both.
             unsafe { unet_abi::copy::copy_bytes(src.add(at), p.ptr, n) };
             at += n;
         }
+        true
     }
 }
 
@@ -472,8 +494,7 @@ mod tests {
     }
 
     fn pull(regions: &[(u32, Segment)], d: &Desc, rec: &[u8]) -> Result<usize, PullError> {
-        // SAFETY: rec is a live slice of rec.len() bytes.
-        unsafe { pull_into(regions, d, rec.as_ptr(), rec.len()) }
+        pull_into(regions, d, Bytes::of(rec))
     }
 
     #[test]

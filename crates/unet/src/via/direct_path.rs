@@ -10,6 +10,7 @@ use unet_sys::Segment;
 
 use crate::direct::{DirectRecv, DirectSendError};
 use crate::session::Inner;
+use crate::shm::Bytes;
 
 use super::desc::{
     grant, pull_into, pull_min, Done, PullError, Unplaced, ViCompletion, ViQueue, ViState,
@@ -40,16 +41,19 @@ impl Core {
             let Some(d) = self.send_posted.front() else {
                 break;
             };
-            let mut parts = [(std::ptr::null::<u8>(), 0usize); VI_MAX_SEGMENTS];
+            let mut parts = [Bytes::empty(); VI_MAX_SEGMENTS];
             let mut n = 0;
             for p in d.pieces() {
-                parts[n] = (p.ptr as *const u8, p.len);
+                parts[n] = p.bytes();
                 n += 1;
             }
             let total = d.total;
-            // SAFETY: every piece lies inside its region's mapping (checked
-            // when posted), which the descriptor keeps alive.
-            match unsafe { self.conn().send_gather(&parts[..n], total) } {
+            // The descriptor's pieces are borrowed beside the connection.
+            let conn = match &mut self.path {
+                ViPath::Direct(c) => c,
+                ViPath::Engine(_) => unreachable!("the direct path's code on an engine VI"),
+            };
+            match conn.send_gather(&parts[..n], total) {
                 Ok(_) => {
                     let id = self.retire(ViQueue::Send).expect("front");
                     self.sent_one(id, total);
@@ -242,19 +246,17 @@ impl Core {
         {
             return None;
         }
-        let mut parts = [(std::ptr::null::<u8>(), 0usize); VI_MAX_SEGMENTS];
+        let mut parts = [Bytes::empty(); VI_MAX_SEGMENTS];
         let mut total = 0usize;
         for (part, s) in parts.iter_mut().zip(segs) {
-            *part = (s.resolve(session)?, s.len);
+            *part = s.bytes(session)?;
             total += s.len;
         }
         if total > VI_MAX_TRANSFER || total >= pull_min() {
             // Large sends are read by the receiver from the region: posted.
             return None;
         }
-        // SAFETY: every part lies inside its region's mapping (checked),
-        // borrowed for the whole call.
-        match unsafe { conn.send_gather(&parts[..segs.len()], total) } {
+        match conn.send_gather(&parts[..segs.len()], total) {
             Ok(_) => {
                 self.sent_one(id, total);
                 Some(())
@@ -277,8 +279,7 @@ impl Core {
         {
             return None;
         }
-        // SAFETY: `data` is a live borrow of data.len() bytes for the call.
-        match unsafe { conn.send_gather(&[(data.as_ptr(), data.len())], data.len()) } {
+        match conn.send_gather(&[Bytes::of(data)], data.len()) {
             Ok(_) => {
                 self.sent_one(id, data.len());
                 Some(())
@@ -317,10 +318,9 @@ impl Core {
         let mut pulled = None;
         let r = conn.recv_vi_with(
             #[inline(always)]
-            |src, len, is_ref| {
+            |src, is_ref| {
                 if is_ref {
-                    // SAFETY: the ring has len readable bytes at src.
-                    return match unsafe { pull_into(regions, d, src, len) } {
+                    return match pull_into(regions, d, src) {
                         Ok(n) => {
                             pulled = Some(n);
                             Ok(())
@@ -329,11 +329,9 @@ impl Core {
                         Err(_) => Err(0),
                     };
                 }
-                if len > d.total {
-                    return Err(len);
+                if !d.scatter(src) {
+                    return Err(src.len());
                 }
-                // SAFETY: the ring has len readable bytes at src.
-                unsafe { d.scatter(src, len) };
                 Ok(())
             },
         );
@@ -422,10 +420,9 @@ impl Core {
                 return;
             };
             let regions = &self.peer_regions;
-            let r = conn.recv_vi_with(|src, len, is_ref| {
+            let r = conn.recv_vi_with(|src, is_ref| {
                 if is_ref {
-                    // SAFETY: the ring has len readable bytes at src.
-                    return match unsafe { pull_into(regions, d, src, len) } {
+                    return match pull_into(regions, d, src) {
                         Ok(n) => {
                             pulled = Some(n);
                             Ok(())
@@ -445,12 +442,9 @@ impl Core {
                         }
                     };
                 }
-                if len > d.total {
+                if !d.scatter(src) {
                     too_long = true;
-                    return Ok(());
                 }
-                // SAFETY: the ring has len readable bytes at src.
-                unsafe { d.scatter(src, len) };
                 Ok(())
             });
             if let Some(h) = need {

@@ -4,12 +4,12 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use unet_abi::ring::Ring;
 use unet_abi::view::ViView;
 use unet_abi::{ViCompl, ViDesc, ViError, ViHeader, ViSegDesc, VI_MAX_SEGMENTS};
 use unet_sys::{self as sys, Segment};
 
 use crate::session::Inner;
+use crate::shm::Mapped;
 use crate::Error;
 
 use super::desc::{PostError, ViCompletion, ViQueue, ViState};
@@ -19,12 +19,9 @@ use super::vi_core::{Core, ViPath};
 /// The client's side of a VI the engine carries: the queues in the VI's
 /// segment (layout in `unet_abi::ViHeader`).
 pub(super) struct EngineSide {
-    seg: Segment,
+    /// The segment and its four queues.
+    map: Mapped<ViHeader, ViView>,
     doorbell: sys::EventFd,
-    sq: Ring<ViDesc>,
-    rq: Ring<ViDesc>,
-    scq: Ring<ViCompl>,
-    rcq: Ring<ViCompl>,
     cap: u64,
     sq_head: u64,
     rq_head: u64,
@@ -32,28 +29,13 @@ pub(super) struct EngineSide {
     rcq_tail: u64,
 }
 
-// SAFETY: the rings point into `seg`, which EngineSide owns.
-unsafe impl Send for EngineSide {}
-
 impl EngineSide {
     pub(super) fn open(seg: Segment, doorbell: sys::EventFd, vi: u32) -> Result<EngineSide, Error> {
-        // SAFETY: the rings point into `seg`, which EngineSide owns.
-        let ViView {
-            layout,
-            sq,
-            rq,
-            scq,
-            rcq,
-        } = unsafe { ViView::from_segment(seg.ptr(), seg.len(), vi) }
-            .map_err(|e| Error::Protocol(format!("VI segment: {e}")))?;
+        let map = Mapped::vi(seg, vi).map_err(|e| Error::Protocol(format!("VI segment: {e}")))?;
         Ok(EngineSide {
-            seg,
+            cap: map.layout.cap as u64,
+            map,
             doorbell,
-            sq,
-            rq,
-            scq,
-            rcq,
-            cap: layout.cap as u64,
             sq_head: 0,
             rq_head: 0,
             scq_tail: 0,
@@ -62,13 +44,12 @@ impl EngineSide {
     }
 
     pub(super) fn header(&self) -> &ViHeader {
-        // SAFETY: checked in open(); shared fields are atomics.
-        unsafe { self.seg.ptr().cast::<ViHeader>().as_ref() }
+        self.map.header()
     }
 
     pub(super) fn completions_waiting(&self) -> bool {
-        self.scq.head() != self.scq_tail
-            || self.rcq.head() != self.rcq_tail
+        self.map.scq.head() != self.scq_tail
+            || self.map.rcq.head() != self.rcq_tail
             || self.header().state.load(Ordering::Acquire) != 0
     }
 
@@ -94,8 +75,8 @@ impl Core {
             return Ok(());
         };
         let (ring, head) = match q {
-            ViQueue::Send => (&e.sq, &mut e.sq_head),
-            ViQueue::Recv => (&e.rq, &mut e.rq_head),
+            ViQueue::Send => (&e.map.sq, &mut e.sq_head),
+            ViQueue::Recv => (&e.map.rq, &mut e.rq_head),
         };
         if *head - ring.tail().min(*head) >= e.cap {
             return Err(PostError::QueueFull);
@@ -136,8 +117,8 @@ impl Core {
         };
         let mut done: Vec<(ViQueue, ViCompl)> = Vec::new();
         for (q, ring, tail) in [
-            (ViQueue::Send, &e.scq, &mut e.scq_tail),
-            (ViQueue::Recv, &e.rcq, &mut e.rcq_tail),
+            (ViQueue::Send, &e.map.scq, &mut e.scq_tail),
+            (ViQueue::Recv, &e.map.rcq, &mut e.rcq_tail),
         ] {
             let head = ring.head();
             // Never more than we posted: a corrupt head is the engine's

@@ -64,6 +64,7 @@ use unet_control::ViParams;
 
 mod connect;
 mod cq;
+#[allow(unsafe_code)]
 mod desc;
 mod direct_path;
 mod engine_side;

@@ -7,18 +7,18 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use unet_control::Request;
-use unet_sys::Segment;
 
 use crate::session::Inner;
+use crate::shm::{Area, Bytes};
 use crate::{Error, Session};
 
 use super::desc::Desc;
 use super::lock;
 
 pub(crate) struct RegionInner {
-    pub(super) seg: Segment,
+    /// The mapping, as long as the region.
+    pub(super) area: Area,
     pub(super) handle: u32,
-    pub(super) len: usize,
     pub(super) session: Session,
     /// One flag per VI that keeps the region in its [`RegionsInUse`]: set
     /// while a descriptor posted on that VI uses the region.
@@ -103,7 +103,7 @@ impl std::fmt::Debug for MemRegion {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemRegion")
             .field("handle", &self.inner.handle)
-            .field("len", &self.inner.len)
+            .field("len", &self.inner.area.len())
             .finish()
     }
 }
@@ -116,53 +116,42 @@ impl MemRegion {
 
     /// Length in bytes.
     pub fn len(&self) -> usize {
-        self.inner.len
+        self.inner.area.len()
     }
 
     /// Never empty (a region has at least one byte).
     pub fn is_empty(&self) -> bool {
-        self.inner.len == 0
+        self.inner.area.len() == 0
     }
 
     /// The start of the region. Writing where a posted send descriptor
     /// reads, or reading where a posted receive descriptor writes, races
     /// with the library.
     pub fn as_ptr(&self) -> *mut u8 {
-        self.inner.seg.ptr().as_ptr()
+        self.inner.area.as_ptr()
     }
 
     /// Copy `data` into the region at `offset`. Panics if it does not fit.
     pub fn write(&self, offset: usize, data: &[u8]) {
+        let inside = self.inner.area.write(offset, data);
         assert!(
-            offset
-                .checked_add(data.len())
-                .is_some_and(|e| e <= self.len()),
+            inside,
             "write of {} bytes at {offset} past a region of {} bytes",
             data.len(),
             self.len()
         );
-        // SAFETY: inside the mapping (checked); the mapping lives as long
-        // as `inner`; byte copies of shared memory.
-        unsafe {
-            std::ptr::copy_nonoverlapping(data.as_ptr(), self.as_ptr().add(offset), data.len())
-        };
     }
 
     /// Copy `buf.len()` bytes from the region at `offset` into `buf`.
     /// Panics if they are not all inside it.
     pub fn read(&self, offset: usize, buf: &mut [u8]) {
+        let n = buf.len();
+        let inside = self.inner.area.read(offset, buf);
         assert!(
-            offset
-                .checked_add(buf.len())
-                .is_some_and(|e| e <= self.len()),
-            "read of {} bytes at {offset} past a region of {} bytes",
-            buf.len(),
+            inside,
+            "read of {n} bytes at {offset} past a region of {} bytes",
             self.len()
         );
-        // SAFETY: as in write.
-        unsafe {
-            std::ptr::copy_nonoverlapping(self.as_ptr().add(offset), buf.as_mut_ptr(), buf.len())
-        };
     }
 
     /// Deregister the region. Refused (the region comes back) while a
@@ -207,16 +196,22 @@ impl<'a> ViSeg<'a> {
     #[inline(always)]
     pub(super) fn resolve(&self, session: &Arc<Inner>) -> Option<*mut u8> {
         let r = &self.region.inner;
-        let inside = self
-            .offset
-            .checked_add(self.len)
-            .is_some_and(|e| e <= r.len);
-        if !inside || !Arc::ptr_eq(&r.session.inner, session) {
+        let p = r.area.at(self.offset, self.len)?;
+        if !Arc::ptr_eq(&r.session.inner, session) {
             return None;
         }
-        // SAFETY: offset + len <= len of the mapping (checked), which the
-        // region keeps alive as long as it lives.
-        Some(unsafe { r.seg.ptr().as_ptr().add(self.offset) })
+        Some(p.as_ptr())
+    }
+
+    /// The segment's bytes, to send, on [`ViSeg::resolve`]'s terms.
+    #[inline(always)]
+    pub(super) fn bytes(&self, session: &Arc<Inner>) -> Option<Bytes<'a>> {
+        let r: &'a RegionInner = &self.region.inner;
+        let b = r.area.bytes(self.offset, self.len)?;
+        if !Arc::ptr_eq(&r.session.inner, session) {
+            return None;
+        }
+        Some(b)
     }
 }
 
@@ -253,7 +248,7 @@ pub(super) struct RegionsInUse {
     /// users do, looks a region up here whenever the region's hint
     /// misses (another VI used it last), and SipHash cost several
     /// nanoseconds a post.
-    index: HashMap<*const RegionInner, u16, rustc_hash::FxBuildHasher>,
+    index: HashMap<usize, u16, rustc_hash::FxBuildHasher>,
     /// The slot used last (a VI mostly uses one or two regions).
     last: u16,
     /// Regions kept unused (`n == 0`).
@@ -323,7 +318,7 @@ impl RegionsInUse {
                 .position(|e| e.as_ref().is_some_and(|h| Arc::ptr_eq(&h.region, r)))
                 .map(|i| i as u16)
         } else {
-            self.index.get(&Arc::as_ptr(r)).copied()
+            self.index.get(&Arc::as_ptr(r).addr()).copied()
         };
         let slot = match found {
             Some(i) => i,
@@ -351,12 +346,12 @@ impl RegionsInUse {
                 // + KEEP < 2^16.
                 let i = i as u16;
                 if !self.index.is_empty() {
-                    self.index.insert(Arc::as_ptr(r), i);
+                    self.index.insert(Arc::as_ptr(r).addr(), i);
                 } else if self.slots.len() > Self::SCAN {
                     // Many regions at once: index them all from now on.
                     for (j, e) in self.slots.iter().enumerate() {
                         if let Some(h) = e {
-                            self.index.insert(Arc::as_ptr(&h.region), j as u16);
+                            self.index.insert(Arc::as_ptr(&h.region).addr(), j as u16);
                         }
                     }
                 }
@@ -450,7 +445,7 @@ impl RegionsInUse {
             if let Some(h) = e.take() {
                 self.kept -= 1;
                 if !self.index.is_empty() {
-                    self.index.remove(&Arc::as_ptr(&h.region));
+                    self.index.remove(&Arc::as_ptr(&h.region).addr());
                 }
             }
         }

@@ -1,7 +1,7 @@
 //! The VI: one end of a connection ([`Vi`]), its core owned or shared
 //! with the completion queues it reports to.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -461,10 +461,7 @@ impl Vi {
         match &mut c.path {
             ViPath::Direct(conn) => {
                 conn.set_sleeping(true);
-                let (word, seen) = {
-                    let (w, v) = conn.wait_word();
-                    (w as *const AtomicU32, v)
-                };
+                let (word, seen) = conn.wait_word();
                 // Pairs with the producer's fence after it publishes:
                 // either we see its record now, or it sees our sleeping
                 // flag and wakes us.
@@ -473,10 +470,6 @@ impl Vi {
                     && !conn.peer_closed()
                     && placing.is_none_or(|seq| conn.peer_placed() < seq)
                 {
-                    // SAFETY: the word lies in the connection's header,
-                    // mapped as long as the DirectConn lives, which the
-                    // guard or borrow keeps alive for this call.
-                    let word = unsafe { &*word };
                     sys::futex_wait(word, seen, left);
                 }
                 conn.set_sleeping(false);

@@ -68,10 +68,6 @@ pub(super) struct Core {
     pub(super) _counters: Box<[AtomicU64; CLIENT_COUNTERS]>,
 }
 
-// SAFETY: the raw pointers in `Desc` point into regions whose mappings
-// the descriptors keep alive (`Piece::region`); `DirectConn` is Send.
-unsafe impl Send for Core {}
-
 /// What a VI counts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ViStats {

@@ -1,0 +1,247 @@
+//! A UDM node's mappings: its job's segment (the job header, every node's
+//! line, the fast rings to and from this node), its own segment (its
+//! header and the divert ring) and its virtual buffer; and the message
+//! slots in them, read and written volatile because peers write them too.
+
+use std::marker::PhantomData;
+use std::mem::{align_of, size_of};
+use std::ptr::NonNull;
+
+use unet_abi::ring::Ring;
+use unet_abi::udm::{
+    UdmJobHeader, UdmLayout, UdmMsg, UdmNodeHeader, UdmNodeLine, UDM_DIVERT_CAP,
+    UDM_MAX_WORDS as MAX_WORDS,
+};
+use unet_sys::Segment;
+
+use super::{Header, Mapped, Views};
+
+// SAFETY: #[repr(C)] layouts of unet_abi of integers and atomics only.
+unsafe impl Header for UdmJobHeader {}
+// SAFETY: as above.
+unsafe impl Header for UdmNodeHeader {}
+
+/// The rings of a job's segment that one node uses, and where the nodes'
+/// lines are.
+pub(crate) struct JobRings {
+    /// Fast rings to this node, by sender.
+    pub incoming: Vec<Ring<UdmMsg>>,
+    /// Fast rings from this node, by receiver.
+    pub outgoing: Vec<Ring<UdmMsg>>,
+    layout: UdmLayout,
+}
+
+/// The divert ring of a node's own segment (to the engine).
+pub(crate) struct NodeRings {
+    pub divert: Ring<UdmMsg>,
+}
+
+// SAFETY: rings of the job segment they were made from.
+unsafe impl Views for JobRings {}
+// SAFETY: a ring of the node segment it was made from.
+unsafe impl Views for NodeRings {}
+
+/// A view of a ring `off` bytes into `seg`, which must outlive it.
+fn ring_in(seg: &Segment, off: u64, cap: u32) -> Option<Ring<UdmMsg>> {
+    let bytes = unet_abi::ring_bytes(cap, size_of::<UdmMsg>());
+    let p = seg.at(off as usize, bytes)?;
+    // SAFETY: the ring lies inside the segment (checked by at()), 64-byte
+    // aligned (ring offsets are), and the segment is kept by the Mapped
+    // with every view (the callers below).
+    Some(unsafe { Ring::from_raw(p, cap) })
+}
+
+impl Mapped<UdmJobHeader, ()> {
+    /// A job's segment, if it holds a whole header (its fields are the
+    /// caller's to check).
+    pub fn job(seg: Segment) -> Option<Self> {
+        Self::with(seg, ())
+    }
+
+    /// With the rings node `rank` uses, by `layout` (None: they, or the
+    /// nodes' lines, do not lie inside the segment).
+    pub fn rings(self, layout: UdmLayout, rank: u32) -> Option<Mapped<UdmJobHeader, JobRings>> {
+        let seg = self.seg;
+        let last = layout.line_off(layout.nodes.checked_sub(1)?) + size_of::<UdmNodeLine>() as u64;
+        if last > seg.len() as u64
+            || !layout
+                .line_off(0)
+                .is_multiple_of(align_of::<UdmNodeLine>() as u64)
+        {
+            return None;
+        }
+        let n = layout.nodes;
+        let cap = layout.fast_cap;
+        let mut incoming = Vec::with_capacity(n as usize);
+        let mut outgoing = Vec::with_capacity(n as usize);
+        for p in 0..n {
+            incoming.push(ring_in(&seg, layout.ring_off(rank, p), cap)?);
+            outgoing.push(ring_in(&seg, layout.ring_off(p, rank), cap)?);
+        }
+        let rings = JobRings {
+            incoming,
+            outgoing,
+            layout,
+        };
+        Mapped::with(seg, rings)
+    }
+}
+
+impl Mapped<UdmJobHeader, JobRings> {
+    /// Node `r`'s line (the last node's for a rank past the end).
+    #[inline(always)]
+    pub fn line(&self, r: u32) -> &UdmNodeLine {
+        let l = &self.view.layout;
+        let off = l.line_off(r.min(l.nodes - 1)) as usize;
+        // SAFETY: every node's line lies inside the segment, aligned
+        // (checked in `rings`; the rank is clamped), which lives as long
+        // as self; the line's fields are atomics.
+        unsafe { self.seg.ptr().add(off).cast::<UdmNodeLine>().as_ref() }
+    }
+}
+
+impl Mapped<UdmNodeHeader, ()> {
+    /// A node's own segment, if it holds a whole header (its fields are
+    /// the caller's to check).
+    pub fn node(seg: Segment) -> Option<Self> {
+        Self::with(seg, ())
+    }
+
+    /// With its divert ring, by `layout` (None: it does not lie inside).
+    pub fn rings(self, layout: &UdmLayout) -> Option<Mapped<UdmNodeHeader, NodeRings>> {
+        let divert = ring_in(&self.seg, layout.divert_off, UDM_DIVERT_CAP)?;
+        Mapped::with(self.seg, NodeRings { divert })
+    }
+}
+
+/// A node's virtual buffer: a ring of `cap` message slots the engine
+/// fills, read only here.
+pub(crate) struct Buffer {
+    seg: Segment,
+    cap: u64,
+}
+
+impl Buffer {
+    /// `seg` as a buffer of `cap` slots, if they all lie inside it.
+    pub fn new(seg: Segment, cap: u32) -> Option<Buffer> {
+        let bytes = (cap as u64).checked_mul(size_of::<UdmMsg>() as u64)?;
+        (cap > 0 && bytes <= seg.len() as u64).then_some(Buffer {
+            seg,
+            cap: cap as u64,
+        })
+    }
+
+    /// The slot of position `pos`.
+    #[inline(always)]
+    pub fn slot(&self, pos: u64) -> Slot<'_> {
+        let at = (pos % self.cap) as usize * size_of::<UdmMsg>();
+        // SAFETY: at < cap slots (a position modulo the capacity), which
+        // lie inside the mapping (checked in `new`); page aligned base.
+        let p = unsafe { self.seg.ptr().add(at).cast::<UdmMsg>() };
+        Slot {
+            p,
+            _life: PhantomData,
+        }
+    }
+
+    /// The mapped segment.
+    pub fn segment(&self) -> &Segment {
+        &self.seg
+    }
+}
+
+/// The words of a message to write: at most [`MAX_WORDS`] (checked once,
+/// by [`Words::new`]).
+#[derive(Clone, Copy)]
+pub(crate) struct Words<'a>(&'a [u64]);
+
+impl<'a> Words<'a> {
+    /// `w`, if it has at most [`MAX_WORDS`] words.
+    #[inline(always)]
+    pub fn new(w: &'a [u64]) -> Option<Self> {
+        (w.len() <= MAX_WORDS).then_some(Words(w))
+    }
+
+    /// The words.
+    #[inline(always)]
+    pub fn get(self) -> &'a [u64] {
+        self.0
+    }
+}
+
+/// One message slot of a ring or of the virtual buffer, mapped for `'a`.
+#[derive(Clone, Copy)]
+pub(crate) struct Slot<'a> {
+    p: NonNull<UdmMsg>,
+    _life: PhantomData<&'a UdmMsg>,
+}
+
+impl<'a> Slot<'a> {
+    /// The slot of position `pos` in `ring`.
+    #[inline(always)]
+    pub fn of(ring: &'a Ring<UdmMsg>, pos: u64) -> Slot<'a> {
+        // SAFETY: slot_ptr is a slot of the ring, whose memory stays
+        // mapped as long as the ring (Ring::from_raw's contract), which
+        // the borrow keeps.
+        let p = unsafe { NonNull::new_unchecked(ring.slot_ptr(pos)) };
+        Slot {
+            p,
+            _life: PhantomData,
+        }
+    }
+
+    /// The header word (peer, handler, nwords), read once, volatile (a
+    /// peer may write anything there).
+    #[inline(always)]
+    pub fn header(self) -> u64 {
+        let p = self.p.as_ptr();
+        // SAFETY: a slot inside a mapping kept for 'a; the first 8 bytes
+        // of a UdmMsg are its header (asserted in udm.rs).
+        unsafe { std::ptr::addr_of!((*p).peer).cast::<u64>().read_volatile() }
+    }
+
+    /// The whole slot, copied volatile.
+    #[inline(always)]
+    pub fn read(self) -> UdmMsg {
+        // SAFETY: as in header; every bit pattern is a UdmMsg.
+        unsafe { self.p.as_ptr().read_volatile() }
+    }
+
+    /// Copy the first `out.len()` words (at most [`MAX_WORDS`]) into `out`.
+    /// A peer writing concurrently only changes the values read.
+    #[inline(always)]
+    pub fn read_words(self, out: &mut [u64]) {
+        let n = out.len().min(MAX_WORDS);
+        let p = self.p.as_ptr();
+        // SAFETY: n <= MAX_WORDS, so the words lie in the slot; out has
+        // at least n.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                std::ptr::addr_of!((*p).words).cast::<u64>(),
+                out.as_mut_ptr(),
+                n,
+            )
+        };
+    }
+
+    /// Write `words` first, then the header word `hdr` in one store. The
+    /// slot must be ours until we publish it.
+    #[inline(always)]
+    pub fn write(self, hdr: u64, words: Words<'_>) {
+        let words = words.get();
+        let n = words.len();
+        let p = self.p.as_ptr();
+        // SAFETY: a slot inside a mapping kept for 'a; n <= MAX_WORDS
+        // (Words) words fit it.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                words.as_ptr(),
+                std::ptr::addr_of_mut!((*p).words).cast::<u64>(),
+                n,
+            );
+            std::ptr::addr_of_mut!((*p).peer)
+                .cast::<u64>()
+                .write_volatile(hdr);
+        }
+    }
+}
