@@ -853,13 +853,8 @@ mod tests {
     fn conn_segment() -> Segment {
         let seg = Segment::create("test-conn", conn_segment_size(RING)).unwrap();
         // SAFETY: a fresh zeroed segment of conn_segment_size(RING) bytes,
-        // not shared yet; plain field writes.
-        unsafe {
-            let h = seg.ptr().as_ptr() as *mut ConnHeader;
-            (*h).magic = CONN_MAGIC;
-            (*h).version = VERSION;
-            (*h).ring_size = RING;
-        }
+        // not shared yet; the view goes before the segment.
+        unsafe { unet_abi::view::ConnView::init(seg.ptr(), seg.len(), RING, 0, 0, 0) }.unwrap();
         seg
     }
 
@@ -921,8 +916,8 @@ mod tests {
         tx.send(&msg(4, 1500)).unwrap();
         assert_eq!(tx.tx_pos, 3744);
         // The consumer has read the first four records.
-        // SAFETY: the header of a mapped connection segment; an atomic.
-        unsafe { &(*seg.ptr().cast::<ConnHeader>().as_ptr()).a_to_b.position }
+        tx.tx_consumer()
+            .position
             .store(GOLDEN_RING_START, Ordering::Release);
         tx.send(&msg(5, 400)).unwrap();
         tx.send_ref(&reference(9, 2048, 4096)).unwrap();
@@ -1094,8 +1089,8 @@ mod tests {
         // up to 8192 + 224.
         let at = 2 * RING as u64;
         (a.tx_pos, a.tx_limit, a.tx_fit, b.rx_pos) = (at, at, at, at);
-        // SAFETY: the header of a mapped connection segment; an atomic.
-        unsafe { &(*seg.ptr().cast::<ConnHeader>().as_ptr()).a_to_b.position }
+        a.tx_consumer()
+            .position
             .store(at - RING as u64 + 224, Ordering::Release);
         a.send(&[1; 64]).unwrap();
         assert!(matches!(b.recv(&mut buf), DirectRecv::Message(64)));

@@ -1,14 +1,13 @@
 //! One side's view of a direct connection's segment (layout in
-//! `unet_abi`, "Direct connection segment"): the header checked once,
-//! the lines each side writes reached through safe accessors, and where
-//! the two rings are.
+//! `unet_abi`, "Direct connection segment"): the header checked once (by
+//! `unet_abi`'s `ConnView`), the lines each side writes reached through
+//! safe accessors, and where the two rings are.
 
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64};
 
-use unet_abi::{
-    conn_segment_size, ConnConsumer, ConnHeader, CONN_HEADER_SIZE, CONN_MAGIC, VERSION,
-};
+use unet_abi::view::{ConnView, LayoutError, Side};
+use unet_abi::{ConnConsumer, ConnHeader, CONN_HEADER_SIZE};
 use unet_sys::Segment;
 
 use super::{Header, Mapped, Views};
@@ -37,6 +36,20 @@ pub(crate) struct ConnLines {
     own_error: NonNull<AtomicU32>,
 }
 
+/// What a refused connection segment is reported as.
+fn conn_error(e: LayoutError) -> String {
+    match e {
+        LayoutError::BadMagic(_) | LayoutError::BadVersion(_) => {
+            "connection segment has a bad magic or version".into()
+        }
+        LayoutError::BadRingSize(ring) => format!("connection segment ring size {ring} is invalid"),
+        LayoutError::TooShort { need, .. } if need <= CONN_HEADER_SIZE as u64 => {
+            "connection segment too small".into()
+        }
+        e => format!("connection segment: {e}"),
+    }
+}
+
 /// Where one side's rings and counters are in a connection's segment
 /// (raw: whoever keeps them keeps the [`Mapped`] they point into).
 pub(crate) struct ConnRings {
@@ -56,70 +69,30 @@ unsafe impl Views for ConnLines {}
 
 impl Mapped<ConnHeader, ConnLines> {
     /// Map a connection segment; `side_b` tells which direction is ours.
+    /// The header the engine wrote is checked by
+    /// [`ConnView::from_segment`] (magic, version, ring size, against the
+    /// mapping's length).
     pub fn conn(seg: Segment, side_b: bool) -> Result<(Self, ConnRings), String> {
-        if seg.len() < CONN_HEADER_SIZE {
-            return Err("connection segment too small".into());
-        }
-        // SAFETY: at least a header's worth of mapped, page-aligned memory.
-        let h = unsafe { seg.ptr().cast::<ConnHeader>().as_ref() };
-        let ring = h.ring_size as u64;
-        if h.magic != CONN_MAGIC || h.version != VERSION {
-            return Err("connection segment has a bad magic or version".into());
-        }
-        if !ring.is_power_of_two() || ring < 4096 || seg.len() < conn_segment_size(h.ring_size) {
-            return Err(format!("connection segment ring size {ring} is invalid"));
-        }
-        let base = seg.ptr().as_ptr();
-        // SAFETY: both rings lie inside the segment (checked above).
-        let (a_to_b, b_to_a) = unsafe {
-            (
-                base.add(CONN_HEADER_SIZE),
-                base.add(CONN_HEADER_SIZE + ring as usize),
-            )
+        // SAFETY: the mapping lives in `seg`, kept beside every pointer
+        // taken from the view (in the Mapped and the ConnRings, which the
+        // caller keeps with it).
+        let view = unsafe { ConnView::from_segment(seg.ptr(), seg.len()) }.map_err(conn_error)?;
+        let s = view.side(Side::of(side_b));
+        let rings = ConnRings {
+            tx: s.tx.as_ptr(),
+            rx: s.rx.as_ptr(),
+            ring: view.ring_size as u64,
+            own_counters: s.own_counters.as_ptr(),
         };
-        let (ab, ba) = (NonNull::from(&h.a_to_b), NonNull::from(&h.b_to_a));
-        let (ac, bc) = (NonNull::from(&h.a_closed), NonNull::from(&h.b_closed));
-        let (ae, be) = (NonNull::from(&h.a_error), NonNull::from(&h.b_error));
-        let abp = NonNull::from(&h.a_to_b_placed.placed);
-        let bap = NonNull::from(&h.b_to_a_placed.placed);
-        let (acn, bcn) = (h.a_counters.as_ptr(), h.b_counters.as_ptr());
-        let rings = if side_b {
-            ConnRings {
-                tx: b_to_a,
-                rx: a_to_b,
-                ring,
-                own_counters: bcn,
-            }
-        } else {
-            ConnRings {
-                tx: a_to_b,
-                rx: b_to_a,
-                ring,
-                own_counters: acn,
-            }
-        };
-        let lines = if side_b {
-            ConnLines {
-                tx_cons: ba,
-                rx_cons: ab,
-                tx_placed: bap,
-                rx_placed: abp,
-                peer_closed: ac,
-                own_closed: bc,
-                peer_error: ae,
-                own_error: be,
-            }
-        } else {
-            ConnLines {
-                tx_cons: ab,
-                rx_cons: ba,
-                tx_placed: abp,
-                rx_placed: bap,
-                peer_closed: bc,
-                own_closed: ac,
-                peer_error: be,
-                own_error: ae,
-            }
+        let lines = ConnLines {
+            tx_cons: NonNull::from(s.tx_consumer),
+            rx_cons: NonNull::from(s.rx_consumer),
+            tx_placed: NonNull::from(s.tx_placed),
+            rx_placed: NonNull::from(s.rx_placed),
+            peer_closed: NonNull::from(s.peer_closed),
+            own_closed: NonNull::from(s.own_closed),
+            peer_error: NonNull::from(s.peer_error),
+            own_error: NonNull::from(s.own_error),
         };
         let map = Mapped::with(seg, lines).ok_or("connection segment too small")?;
         Ok((map, rings))
