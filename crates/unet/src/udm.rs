@@ -57,9 +57,10 @@ pub use unet_abi::udm::{
 };
 use unet_abi::udm::{
     UdmHeader, UdmJobHeader, UdmLayout, UdmMsg, UdmNodeHeader, UdmNodeLine, UDM_ATOM_USER,
-    UDM_DIVERT_CAP, UDM_JOB_MAGIC, UDM_MODE_COUNT, UDM_MODE_DIVERT, UDM_MODE_GONE,
-    UDM_MSGS_PER_PAGE as MSGS_PER_PAGE, UDM_NODE_MAGIC,
+    UDM_DIVERT_CAP, UDM_MODE_COUNT, UDM_MODE_DIVERT, UDM_MODE_GONE,
+    UDM_MSGS_PER_PAGE as MSGS_PER_PAGE,
 };
+use unet_abi::view::LayoutError;
 use unet_control::{Reply, Request};
 use unet_sys::{self as sys, EventFd, Segment};
 
@@ -74,6 +75,30 @@ pub use job::{JobConfig, JobTicket};
 pub use message::{ExtractError, Header, InjectError, Message, Mode, NodeStats};
 pub use upcall::{Upcall, UpcallConfig, UpcallError, UpcallNode};
 pub mod bench;
+
+/// A job segment's fault, in the words a node's open reports it with.
+fn bad(what: &str) -> Error {
+    Error::Protocol(format!("the UDM job segment's {what} is wrong"))
+}
+
+/// A ring of a UDM segment past the segment's end.
+fn outside() -> Error {
+    Error::Protocol("a UDM ring lies outside its segment".into())
+}
+
+/// Why a job segment was refused, as a node's open reports it.
+fn refused(e: LayoutError) -> Error {
+    match e {
+        LayoutError::BadMagic(_)
+        | LayoutError::BadVersion(_)
+        | LayoutError::BadHeaderSize(_)
+        | LayoutError::WrongId { .. } => bad("identity"),
+        LayoutError::Udm(_) | LayoutError::BadDivertCap(_) => bad("geometry"),
+        LayoutError::Misaligned | LayoutError::TooShort { .. } => bad("size"),
+        LayoutError::PastEnd { .. } => outside(),
+        e => Error::Protocol(format!("the UDM job segment's layout is wrong: {e}")),
+    }
+}
 
 /// Where the current message is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -152,33 +177,20 @@ impl Node {
         let buf_fd = fds.pop().expect("3");
         let nfd = fds.pop().expect("2");
         let jfd = fds.pop().expect("1");
-        let bad = |what: &str| Error::Protocol(format!("the UDM job segment's {what} is wrong"));
         let jseg = Segment::open(jfd, std::mem::size_of::<UdmJobHeader>(), true)?;
-        // At least a header's bytes (checked by open).
-        let jseg = Mapped::job(jseg).ok_or_else(|| bad("size"))?;
-        let jh = jseg.header();
-        if jh.magic != UDM_JOB_MAGIC || jh.job_id != job {
-            return Err(bad("identity"));
-        }
-        let buffer_size = jh.buffer_cap as u64 * std::mem::size_of::<UdmMsg>() as u64;
-        let layout =
-            UdmLayout::new(jh.nodes, jh.fast_cap, buffer_size).map_err(|_| bad("geometry"))?;
-        if (jseg.segment().len() as u64) < layout.job_size || rank >= layout.nodes {
+        let jseg = Mapped::job(jseg, job, rank).map_err(refused)?;
+        let layout = *jseg.layout();
+        if rank >= layout.nodes {
             return Err(bad("size"));
         }
         let nseg = Segment::open(nfd, layout.node_size as usize, true)?;
-        // As above, for the node segment.
-        let nseg = Mapped::node(nseg).ok_or_else(|| bad("node segment"))?;
-        let nh = nseg.header();
-        if nh.magic != UDM_NODE_MAGIC || nh.rank != rank || nh.job_id != job {
-            return Err(bad("node segment"));
-        }
+        let nseg = Mapped::node(nseg, &layout, job, rank).map_err(|e| match e {
+            LayoutError::PastEnd { .. } => outside(),
+            _ => bad("node segment"),
+        })?;
         // Read-only and untouched: its pages are the engine's to fill.
         let buf = Segment::open_unpopulated(buf_fd, layout.buffer_size as usize, false)?;
         let buf = Buffer::new(buf, layout.buffer_cap).ok_or_else(|| bad("geometry"))?;
-        let outside = || Error::Protocol("a UDM ring lies outside its segment".into());
-        let jseg = jseg.rings(layout, rank).ok_or_else(outside)?;
-        let nseg = nseg.rings(&layout).ok_or_else(outside)?;
         // Our positions: what the rings say now (a fresh rank: zero).
         let in_tail = jseg.incoming.iter().map(|r| r.tail()).collect();
         let out_head: Vec<u64> = jseg.outgoing.iter().map(|r| r.head()).collect();

@@ -1,17 +1,18 @@
 //! A UDM node's mappings: its job's segment (the job header, every node's
 //! line, the fast rings to and from this node), its own segment (its
-//! header and the divert ring) and its virtual buffer; and the message
-//! slots in them, read and written volatile because peers write them too.
+//! header and the divert ring), both checked once by `unet_abi`'s views,
+//! and its virtual buffer; and the message slots in them, read and
+//! written volatile because peers write them too.
 
 use std::marker::PhantomData;
-use std::mem::{align_of, size_of};
+use std::mem::size_of;
 use std::ptr::NonNull;
 
 use unet_abi::ring::Ring;
 use unet_abi::udm::{
-    UdmJobHeader, UdmLayout, UdmMsg, UdmNodeHeader, UdmNodeLine, UDM_DIVERT_CAP,
-    UDM_MAX_WORDS as MAX_WORDS,
+    UdmJobHeader, UdmLayout, UdmMsg, UdmNodeHeader, UdmNodeLine, UDM_MAX_WORDS as MAX_WORDS,
 };
+use unet_abi::view::{LayoutError, UdmJobView, UdmNodeView};
 use unet_sys::Segment;
 
 use super::{Header, Mapped, Views};
@@ -21,14 +22,14 @@ unsafe impl Header for UdmJobHeader {}
 // SAFETY: as above.
 unsafe impl Header for UdmNodeHeader {}
 
-/// The rings of a job's segment that one node uses, and where the nodes'
-/// lines are.
+/// The rings of a job's segment that one node uses, and the job's view
+/// (its layout and the nodes' lines).
 pub(crate) struct JobRings {
     /// Fast rings to this node, by sender.
     pub incoming: Vec<Ring<UdmMsg>>,
     /// Fast rings from this node, by receiver.
     pub outgoing: Vec<Ring<UdmMsg>>,
-    layout: UdmLayout,
+    view: UdmJobView,
 }
 
 /// The divert ring of a node's own segment (to the engine).
@@ -36,81 +37,56 @@ pub(crate) struct NodeRings {
     pub divert: Ring<UdmMsg>,
 }
 
-// SAFETY: rings of the job segment they were made from.
+// SAFETY: rings and a view of the job segment they were made from.
 unsafe impl Views for JobRings {}
 // SAFETY: a ring of the node segment it was made from.
 unsafe impl Views for NodeRings {}
 
-/// A view of a ring `off` bytes into `seg`, which must outlive it.
-fn ring_in(seg: &Segment, off: u64, cap: u32) -> Option<Ring<UdmMsg>> {
-    let bytes = unet_abi::ring_bytes(cap, size_of::<UdmMsg>());
-    let p = seg.at(off as usize, bytes)?;
-    // SAFETY: the ring lies inside the segment (checked by at()), 64-byte
-    // aligned (ring offsets are), and the segment is kept by the Mapped
-    // with every view (the callers below).
-    Some(unsafe { Ring::from_raw(p, cap) })
-}
-
-impl Mapped<UdmJobHeader, ()> {
-    /// A job's segment, if it holds a whole header (its fields are the
-    /// caller's to check).
-    pub fn job(seg: Segment) -> Option<Self> {
-        Self::with(seg, ())
-    }
-
-    /// With the rings node `rank` uses, by `layout` (None: they, or the
-    /// nodes' lines, do not lie inside the segment).
-    pub fn rings(self, layout: UdmLayout, rank: u32) -> Option<Mapped<UdmJobHeader, JobRings>> {
-        let seg = self.seg;
-        let last = layout.line_off(layout.nodes.checked_sub(1)?) + size_of::<UdmNodeLine>() as u64;
-        if last > seg.len() as u64
-            || !layout
-                .line_off(0)
-                .is_multiple_of(align_of::<UdmNodeLine>() as u64)
-        {
-            return None;
-        }
-        let n = layout.nodes;
-        let cap = layout.fast_cap;
-        let mut incoming = Vec::with_capacity(n as usize);
-        let mut outgoing = Vec::with_capacity(n as usize);
-        for p in 0..n {
-            incoming.push(ring_in(&seg, layout.ring_off(rank, p), cap)?);
-            outgoing.push(ring_in(&seg, layout.ring_off(p, rank), cap)?);
-        }
+impl Mapped<UdmJobHeader, JobRings> {
+    /// Job `job`'s segment, by the layout its header states (checked by
+    /// [`UdmJobView::from_segment`]), with the rings node `rank` uses (a
+    /// rank past the job's last is its last: the caller checks it).
+    pub fn job(seg: Segment, job: u32, rank: u32) -> Result<Self, LayoutError> {
+        // SAFETY: the mapping lives in `seg`, kept beside the view and
+        // every ring taken from it.
+        let view = unsafe { UdmJobView::from_segment(seg.ptr(), seg.len(), job) }?;
+        let n = view.layout.nodes;
+        let incoming = (0..n).map(|p| view.fast_ring(rank, p)).collect();
+        let outgoing = (0..n).map(|p| view.fast_ring(p, rank)).collect();
         let rings = JobRings {
             incoming,
             outgoing,
-            layout,
+            view,
         };
-        Mapped::with(seg, rings)
+        Mapped::with(seg, rings).ok_or(LayoutError::Misaligned)
     }
-}
 
-impl Mapped<UdmJobHeader, JobRings> {
+    /// The job's layout (the canonical one for its geometry).
+    #[inline(always)]
+    pub fn layout(&self) -> &UdmLayout {
+        &self.view.view.layout
+    }
+
     /// Node `r`'s line (the last node's for a rank past the end).
     #[inline(always)]
     pub fn line(&self, r: u32) -> &UdmNodeLine {
-        let l = &self.view.layout;
-        let off = l.line_off(r.min(l.nodes - 1)) as usize;
-        // SAFETY: every node's line lies inside the segment, aligned
-        // (checked in `rings`; the rank is clamped), which lives as long
-        // as self; the line's fields are atomics.
-        unsafe { self.seg.ptr().add(off).cast::<UdmNodeLine>().as_ref() }
+        self.view.view.line(r)
     }
 }
 
-impl Mapped<UdmNodeHeader, ()> {
-    /// A node's own segment, if it holds a whole header (its fields are
-    /// the caller's to check).
-    pub fn node(seg: Segment) -> Option<Self> {
-        Self::with(seg, ())
-    }
-
-    /// With its divert ring, by `layout` (None: it does not lie inside).
-    pub fn rings(self, layout: &UdmLayout) -> Option<Mapped<UdmNodeHeader, NodeRings>> {
-        let divert = ring_in(&self.seg, layout.divert_off, UDM_DIVERT_CAP)?;
-        Mapped::with(self.seg, NodeRings { divert })
+impl Mapped<UdmNodeHeader, NodeRings> {
+    /// The segment of node `rank` of job `job` with its divert ring, by
+    /// the job's `layout` (checked by [`UdmNodeView::from_segment`]).
+    pub fn node(
+        seg: Segment,
+        layout: &UdmLayout,
+        job: u32,
+        rank: u32,
+    ) -> Result<Self, LayoutError> {
+        // SAFETY: the mapping lives in `seg`, kept beside the ring.
+        let view = unsafe { UdmNodeView::from_segment(seg.ptr(), seg.len(), layout, job, rank) }?;
+        let divert = view.divert();
+        Mapped::with(seg, NodeRings { divert }).ok_or(LayoutError::Misaligned)
     }
 }
 
