@@ -88,7 +88,7 @@
 //! | `counters.rs` | the counters segment that `unet stat` maps |
 //! | `unet/endpoints.rs` | endpoint segments: the header, the buffer area and a send descriptor's status in place (the data path reaches them only through its accessors) |
 //! | `unet/backlog.rs` | a buffered endpoint's virtual buffer: records in place |
-//! | `unet/direct.rs` | a direct connection's segment header |
+//! | `unet/direct.rs` | a direct connection's segment kept beside its view (made once, when the connection is made) |
 //! | `via/vi_path.rs`, with `vi_path/recv.rs` | a VI's segment; messages gathered from and scattered into registered regions |
 //! | `udm/shm.rs` | a UDM job's and its nodes' segments kept beside their views; messages in place in divert rings and virtual buffers |
 //! | `wire/udp/socket.rs`, with its tests | the OS: socket options, control messages, `sendmmsg` and `recvmmsg` |
