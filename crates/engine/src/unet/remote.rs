@@ -64,10 +64,6 @@ use crate::wire::{
     Transport, UdpPort, ViAck, WireDrop,
 };
 
-/// The connection frames of the wire, under the name the set-up code
-/// knows them by.
-pub(crate) use crate::wire::port::ConnIn as ViIn;
-
 /// Retransmit interval of an unanswered channel open.
 const OPEN_RETRY: Duration = Duration::from_millis(200);
 /// Attempts before an open fails as unreachable.

@@ -17,7 +17,7 @@ use crate::counters::Counters;
 use crate::poller::{Poller, Token};
 use crate::unet::direct::DirectConns;
 use crate::unet::endpoints::ClientId;
-use crate::unet::remote::{RemoteSide, ViIn};
+use crate::unet::remote::RemoteSide;
 use crate::via::vi_path::{EngineVi, RemoteVi};
 use crate::via::vias::{
     self, Asker, Connector, Pending, PendingFull, PendingLimits, RemoteOpen, Vias,
@@ -26,6 +26,7 @@ use crate::via::vias::{
 use crate::wire::frame::{
     Body, RefuseReason, ViAccept as ViAcceptFrame, ViAck, ViClose, ViOpen, ViRefuse,
 };
+use crate::wire::port::ConnIn;
 
 mod engines;
 

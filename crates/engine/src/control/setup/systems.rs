@@ -18,10 +18,11 @@ use crate::udm::setup::{self as udm_setup, UdmSetup};
 use crate::udm::{Jobs, PendingJob};
 use crate::unet::direct::DirectConns;
 use crate::unet::endpoints::{ClientId, EndpointTable};
-use crate::unet::remote::{RemoteSide, ViIn};
+use crate::unet::remote::RemoteSide;
 use crate::unet::setup::{self as unet_setup, UnetSetup};
 use crate::via::setup::{self as via_setup, ViaSetup};
 use crate::via::vias::Vias;
+use crate::wire::port::ConnIn;
 
 /// Objects (endpoints, regions, VIs, UDM jobs and nodes) a process may
 /// hold and still make more from the engine's reserve of descriptors.
@@ -240,7 +241,7 @@ impl Setup<'_> {
     }
 
     /// Act on the VIA set-up frames that came from the wire.
-    fn vi_wire(&mut self, frames: Vec<ViIn>) {
+    fn vi_wire(&mut self, frames: Vec<ConnIn>) {
         self.via(|v| v.vi_wire(frames));
     }
 

@@ -19,9 +19,9 @@ use crate::poller::Token;
 use crate::udm::link::{JoinOpen, Link, HOLD};
 use crate::udm::{JobMemory, PendingJob};
 use crate::unet::endpoints::ClientId;
-use crate::unet::remote::ViIn;
 use crate::via::vi_path::RemoteVi;
 use crate::wire::frame::{UdmAccept, UdmJoin, ViClose, ViRefuse, VI_CLOSE_NORMAL};
+use crate::wire::port::ConnIn;
 use crate::wire::port::LINK_BIT;
 use crate::wire::{Body, RefuseReason, WireDrop};
 
@@ -146,11 +146,11 @@ impl UdmSetup<'_> {
     pub(crate) fn udm_links(&mut self) {
         for f in std::mem::take(&mut self.udm.remote.setup) {
             match f {
-                ViIn::UdmJoin(from, j) => self.udm_join_from(from, j),
-                ViIn::UdmAccept(from, a) => self.udm_accepted(from, a),
-                ViIn::Refuse(from, r) => self.udm_refused(from, r),
+                ConnIn::UdmJoin(from, j) => self.udm_join_from(from, j),
+                ConnIn::UdmAccept(from, a) => self.udm_accepted(from, a),
+                ConnIn::Refuse(from, r) => self.udm_refused(from, r),
                 // Its token and sender were checked by the wire's port.
-                ViIn::Close(c) => match self.udm.remote.links.get_mut(&c.dst_vi) {
+                ConnIn::Close(c) => match self.udm.remote.links.get_mut(&c.dst_vi) {
                     Some(l) if l.connected => {
                         l.dead = Some(false);
                     }

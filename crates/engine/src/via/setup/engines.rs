@@ -175,12 +175,12 @@ impl ViaSetup<'_> {
     }
 
     /// Act on the VIA set-up frames that came from the wire.
-    pub(crate) fn vi_wire(&mut self, frames: Vec<ViIn>) {
+    pub(crate) fn vi_wire(&mut self, frames: Vec<ConnIn>) {
         for f in frames {
             match f {
-                ViIn::Open(from, src_engine, o) => self.vi_open_from(from, src_engine, o),
-                ViIn::Accept(from, a) => self.vi_accepted(from, a),
-                ViIn::Refuse(from, r) => {
+                ConnIn::Open(from, src_engine, o) => self.vi_open_from(from, src_engine, o),
+                ConnIn::Accept(from, a) => self.vi_accepted(from, a),
+                ConnIn::Refuse(from, r) => {
                     let ok = self
                         .vias
                         .opens
@@ -208,12 +208,12 @@ impl ViaSetup<'_> {
                     }
                 }
                 // Handled on the data path (or by UDM's links).
-                ViIn::Data { .. }
-                | ViIn::Frag { .. }
-                | ViIn::Ack(..)
-                | ViIn::Close(..)
-                | ViIn::UdmJoin(..)
-                | ViIn::UdmAccept(..) => {}
+                ConnIn::Data { .. }
+                | ConnIn::Frag { .. }
+                | ConnIn::Ack(..)
+                | ConnIn::Close(..)
+                | ConnIn::UdmJoin(..)
+                | ConnIn::UdmAccept(..) => {}
             }
         }
     }
