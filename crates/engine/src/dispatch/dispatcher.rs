@@ -20,12 +20,14 @@
 //! control socket, a datagram or the nearest deadline of the parts and
 //! the port wakes it. An idle engine uses no CPU.
 //!
-//! The wire is received at the start of a turn and flushed at its end,
-//! so what the send rings queue leaves without a receive in between.
-//! From one turn to the next, the backlogs, the send rings and the wire
-//! still follow each other in the same order (backlogs, send rings,
-//! wire, backlogs, ...); the applets, which share nothing with the VIs
-//! and UDM but the port's batch, run before them.
+//! Within U-Net's part the order is the backlogs, the send rings, then
+//! the wire's receive: a message between local endpoints is delivered
+//! before the turn spends a receive system call, and what the send rings
+//! queued on the port leaves before that receive (the port sends its
+//! batch before it receives); the rest of what a turn queues leaves when
+//! the dispatcher flushes the port, once, at the end of the turn. The
+//! applets, which share nothing with the VIs and UDM but the port's
+//! batch, run before them.
 //!
 //! The turn after a delivery, nothing new found, usually polls once more
 //! (a client on another CPU often answers within a microsecond, which saves

@@ -2,13 +2,15 @@
 //! remote channels and the applets, turned by the dispatcher as one
 //! [`Part`].
 //!
-//! A turn takes, in this order, what came from the wire (the remote
+//! A turn takes, in this order, the buffered endpoints' waiting messages,
+//! every endpoint's send ring, what came from the wire (the remote
 //! channels' arrivals; the port sorts the other systems' frames to their
-//! inboxes on the way), the buffered endpoints' waiting messages, every
-//! endpoint's send ring, and the applets' queued arrivals and timers.
-//! The wire comes first so that what the send rings queue on the port
-//! leaves at the end of the same turn, when the dispatcher flushes it,
-//! without a receive in between (the dispatcher's docs).
+//! inboxes on the way), and the applets' queued arrivals and timers.
+//! The send rings come before the wire: a message between two local
+//! endpoints is delivered before the turn spends a receive system call.
+//! What the send rings queued on the port leaves before that receive
+//! (the port sends its batch before it receives), the rest when the
+//! dispatcher flushes the port at the end of the turn.
 
 use std::time::{Duration, Instant};
 
@@ -40,16 +42,8 @@ impl Part for UnetPart {
             chans,
         } = self;
         let mut work = 0;
-        // Receive from the wire; whole messages arrive at their endpoints.
-        if let Some(port) = cx.port.as_deref_mut() {
-            work += RemoteSide::new(port, chans).poll(eps, &mut |eps, di, id, chan, msg| {
-                arrive(eps, applets, di, id, chan, msg)
-            });
-        }
-        // Buffered endpoints' waiting messages before the send rings:
-        // room that appeared goes to them before anything new (a message
-        // from the wire to such an endpoint moved them on first itself,
-        // `EndpointTable::deliver_from`).
+        // Buffered endpoints' waiting messages first: room that appeared
+        // goes to them before anything new.
         work += eps.drain_backlogs();
         let mut dp = DataPath {
             eps,
@@ -60,6 +54,14 @@ impl Part for UnetPart {
             if dp.eps.get(idx).is_some() {
                 work += dp.poll_send_ring(idx);
             }
+        }
+        // Receive from the wire; whole messages arrive at their endpoints
+        // (one with buffered messages waiting moves them on first,
+        // `EndpointTable::deliver_from`).
+        if let Some(port) = dp.port.as_deref_mut() {
+            work += RemoteSide::new(port, chans).poll(dp.eps, &mut |eps, di, id, chan, msg| {
+                arrive(eps, dp.applets, di, id, chan, msg)
+            });
         }
         if dp.applets.any() {
             if !dp.applets.pending.is_empty() {

@@ -610,6 +610,11 @@ impl WirePort {
     /// is behind. Returns the datagrams handled and the transport's
     /// answer.
     pub(crate) fn recv_batch<C: Channels>(&mut self, chans: &mut C) -> (usize, io::Result<usize>) {
+        // What the turn queued so far leaves first: a receive (a system
+        // call, and what it delivers) must not hold it back.
+        if !self.st.batch.is_empty() {
+            let _ = self.transport.send_batch(&mut self.st.batch);
+        }
         let mut handled = 0;
         let st = &mut self.st;
         st.now_ns = st.clock_ns();
