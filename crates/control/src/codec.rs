@@ -1,0 +1,1281 @@
+//! The encoding of control packets: each direction's message kinds in one
+//! table (`kinds!`), the little-endian writer and the total reader, and
+//! [`Request`] and [`Reply`]'s `encode` and `decode`.
+
+use super::*;
+
+/// Declares the message kinds of one direction: an enum whose
+/// discriminants are the kinds' numbers on the wire, each written here
+/// once (the compiler refuses two kinds of one number), and the lookup
+/// from a number. `encode` writes `Kind::X as u16`; `decode` matches on
+/// the kind looked up, so a kind with no decoding does not build.
+macro_rules! kinds {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident = $n:literal),* $(,)? }) => {
+        $(#[$m])*
+        #[repr(u16)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub(crate) enum $name { $($(#[$vm])* $v = $n),* }
+        impl $name {
+            /// Every kind, in the table's order.
+            #[cfg(test)]
+            const ALL: &'static [$name] = &[$($name::$v),*];
+            /// The kind numbered `k`, if any.
+            fn from_u16(k: u16) -> Option<$name> {
+                match k {
+                    $($n => Some($name::$v),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+kinds! {
+    /// The kinds of [`Request`], as the packet header numbers them.
+    ReqKind {
+        /// [`Request::Hello`].
+        Hello = 1,
+        /// [`Request::CreateEndpoint`] with no buffer limit.
+        CreateEndpoint = 2,
+        /// [`Request::OpenChannel`].
+        OpenChannel = 3,
+        /// [`Request::CloseChannel`].
+        CloseChannel = 4,
+        /// [`Request::CloseEndpoint`].
+        CloseEndpoint = 5,
+        /// [`Request::SetAccept`].
+        SetAccept = 6,
+        /// [`Request::Stat`].
+        Stat = 7,
+        /// [`Request::AttachApplet`].
+        AttachApplet = 8,
+        /// [`Request::DetachApplet`].
+        DetachApplet = 9,
+        /// [`Request::RegisterMemory`].
+        RegisterMemory = 10,
+        /// [`Request::DeregisterMemory`].
+        DeregisterMemory = 11,
+        /// [`Request::ViListen`].
+        ViListen = 12,
+        /// [`Request::ViUnlisten`].
+        ViUnlisten = 13,
+        /// [`Request::ViConnect`].
+        ViConnect = 14,
+        /// [`Request::ViAccept`].
+        ViAccept = 15,
+        /// [`Request::ViReject`].
+        ViReject = 16,
+        /// [`Request::ViClose`].
+        ViClose = 17,
+        /// [`Request::UdmCreateJob`].
+        UdmCreateJob = 18,
+        /// [`Request::UdmJoin`].
+        UdmJoin = 19,
+        /// [`Request::UdmLeave`].
+        UdmLeave = 20,
+        /// [`Request::UdmJoinRemote`].
+        UdmJoinRemote = 30,
+        /// [`Request::ViGrantRegion`].
+        ViGrantRegion = 40,
+        /// [`Request::ViPeerRegion`].
+        ViPeerRegion = 41,
+        /// [`Request::CreateEndpoint`] with a buffer limit (not 0).
+        CreateEndpointBuffered = 42,
+    }
+}
+
+kinds! {
+    /// The kinds of [`Reply`], as the packet header numbers them.
+    ReplyKind {
+        /// [`Reply::Hello`].
+        Hello = 101,
+        /// [`Reply::EndpointCreated`].
+        EndpointCreated = 102,
+        /// [`Reply::ChannelOpened`].
+        ChannelOpened = 103,
+        /// [`Reply::Ok`].
+        Ok = 104,
+        /// [`Reply::Error`].
+        Error = 105,
+        /// [`Reply::Stat`].
+        Stat = 106,
+        /// [`Reply::DirectConn`].
+        DirectConn = 107,
+        /// [`Reply::Rejected`].
+        Rejected = 108,
+        /// [`Reply::MemoryRegistered`].
+        MemoryRegistered = 109,
+        /// [`Reply::ViConnected`].
+        ViConnected = 110,
+        /// [`Reply::ViRequest`].
+        ViRequest = 111,
+        /// [`Reply::UdmJob`].
+        UdmJob = 112,
+        /// [`Reply::UdmJoined`].
+        UdmJoined = 113,
+        /// [`Reply::PeerRegion`].
+        PeerRegion = 140,
+    }
+}
+
+impl ViParams {
+    fn put(&self, w: &mut W) {
+        w.u8(self.reliability as u8);
+        w.u8(self.strict_rnr as u8);
+        w.u32(self.break_timeout_ms);
+    }
+    fn get(r: &mut R<'_>) -> Result<ViParams, ControlError> {
+        let reliability =
+            Reliability::from_u8(r.u8()?).ok_or(ControlError::BadField("reliability"))?;
+        Ok(ViParams {
+            reliability,
+            strict_rnr: r.bool()?,
+            break_timeout_ms: r.u32()?,
+        })
+    }
+}
+
+struct W {
+    buf: [u8; MAX_PACKET],
+    len: usize,
+}
+
+impl W {
+    fn new(kind: u16, req_id: u32) -> W {
+        let mut w = W {
+            buf: [0; MAX_PACKET],
+            len: 0,
+        };
+        w.u16(kind);
+        w.u16(0);
+        w.u32(req_id);
+        w
+    }
+    fn put(&mut self, b: &[u8]) {
+        self.buf[self.len..self.len + b.len()].copy_from_slice(b);
+        self.len += b.len();
+    }
+    fn u8(&mut self, v: u8) {
+        self.put(&[v]);
+    }
+    fn u16(&mut self, v: u16) {
+        self.put(&v.to_le_bytes());
+    }
+    fn u32(&mut self, v: u32) {
+        self.put(&v.to_le_bytes());
+    }
+    fn u64(&mut self, v: u64) {
+        self.put(&v.to_le_bytes());
+    }
+    fn addr(&mut self, a: Option<SocketAddr>) {
+        match a {
+            None => {
+                self.u8(0);
+                self.put(&[0; 18]);
+            }
+            Some(SocketAddr::V4(v)) => {
+                self.u8(4);
+                let mut b = [0u8; 16];
+                b[..4].copy_from_slice(&v.ip().octets());
+                self.put(&b);
+                self.u16(v.port());
+            }
+            Some(SocketAddr::V6(v)) => {
+                self.u8(6);
+                self.put(&v.ip().octets());
+                self.u16(v.port());
+            }
+        }
+    }
+    fn done(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+struct R<'a> {
+    b: &'a [u8],
+}
+
+impl<'a> R<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], ControlError> {
+        if self.b.len() < n {
+            return Err(ControlError::Truncated);
+        }
+        let (h, t) = self.b.split_at(n);
+        self.b = t;
+        Ok(h)
+    }
+    fn u8(&mut self) -> Result<u8, ControlError> {
+        Ok(self.take(1)?[0])
+    }
+    fn u16(&mut self) -> Result<u16, ControlError> {
+        let b = self.take(2)?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+    fn u32(&mut self) -> Result<u32, ControlError> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    fn u64(&mut self) -> Result<u64, ControlError> {
+        let b = self.take(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(u64::from_le_bytes(a))
+    }
+    fn addr(&mut self) -> Result<Option<SocketAddr>, ControlError> {
+        let fam = self.u8()?;
+        let raw = self.take(16)?;
+        let port = self.u16()?;
+        match fam {
+            0 => Ok(None),
+            4 => Ok(Some(SocketAddr::new(
+                IpAddr::V4(Ipv4Addr::new(raw[0], raw[1], raw[2], raw[3])),
+                port,
+            ))),
+            6 => {
+                let mut o = [0u8; 16];
+                o.copy_from_slice(raw);
+                Ok(Some(SocketAddr::new(IpAddr::V6(Ipv6Addr::from(o)), port)))
+            }
+            _ => Err(ControlError::BadField("address family")),
+        }
+    }
+    fn bool(&mut self) -> Result<bool, ControlError> {
+        match self.u8()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(ControlError::BadField("bool")),
+        }
+    }
+}
+
+fn header(b: &[u8]) -> Result<(u16, u32, R<'_>), ControlError> {
+    let mut r = R { b };
+    let kind = r.u16()?;
+    let _ = r.u16()?;
+    let id = r.u32()?;
+    Ok((kind, id, r))
+}
+
+impl Request {
+    /// Encode with `req_id` into `out`; returns the bytes.
+    pub fn encode(&self, req_id: u32) -> Vec<u8> {
+        let w = match self {
+            Request::Hello { version } => {
+                let mut w = W::new(ReqKind::Hello as u16, req_id);
+                w.u32(*version);
+                w
+            }
+            Request::CreateEndpoint {
+                geometry: g,
+                accept,
+                buffer_limit,
+            } => {
+                let kind = if *buffer_limit == 0 {
+                    ReqKind::CreateEndpoint
+                } else {
+                    ReqKind::CreateEndpointBuffered
+                };
+                let mut w = W::new(kind as u16, req_id);
+                w.u32(g.buffer_size);
+                w.u64(g.buffer_area_size);
+                w.u32(g.send_cap);
+                w.u32(g.recv_cap);
+                w.u32(g.free_cap);
+                w.u32(g.event_cap);
+                w.u8(*accept as u8);
+                if *buffer_limit != 0 {
+                    w.u64(*buffer_limit);
+                }
+                w
+            }
+            Request::OpenChannel {
+                endpoint,
+                dst,
+                path,
+            } => {
+                let mut w = W::new(ReqKind::OpenChannel as u16, req_id);
+                w.u32(*endpoint);
+                w.addr(dst.host);
+                w.u32(dst.id);
+                w.u8(*path as u8);
+                w
+            }
+            Request::CloseChannel { endpoint, channel } => {
+                let mut w = W::new(ReqKind::CloseChannel as u16, req_id);
+                w.u32(*endpoint);
+                w.u16(*channel);
+                w
+            }
+            Request::CloseEndpoint { endpoint } => {
+                let mut w = W::new(ReqKind::CloseEndpoint as u16, req_id);
+                w.u32(*endpoint);
+                w
+            }
+            Request::SetAccept { endpoint, accept } => {
+                let mut w = W::new(ReqKind::SetAccept as u16, req_id);
+                w.u32(*endpoint);
+                w.u8(*accept as u8);
+                w
+            }
+            Request::Stat => W::new(ReqKind::Stat as u16, req_id),
+            Request::AttachApplet {
+                endpoint,
+                len,
+                fuel,
+                heap,
+            } => {
+                let mut w = W::new(ReqKind::AttachApplet as u16, req_id);
+                w.u32(*endpoint);
+                w.u32(*len);
+                w.u64(*fuel);
+                w.u32(*heap);
+                w
+            }
+            Request::DetachApplet { endpoint } => {
+                let mut w = W::new(ReqKind::DetachApplet as u16, req_id);
+                w.u32(*endpoint);
+                w
+            }
+            Request::RegisterMemory { len } => {
+                let mut w = W::new(ReqKind::RegisterMemory as u16, req_id);
+                w.u64(*len);
+                w
+            }
+            Request::DeregisterMemory { handle } => {
+                let mut w = W::new(ReqKind::DeregisterMemory as u16, req_id);
+                w.u32(*handle);
+                w
+            }
+            Request::ViListen { tag } => {
+                let mut w = W::new(ReqKind::ViListen as u16, req_id);
+                w.u64(*tag);
+                w
+            }
+            Request::ViUnlisten { tag } => {
+                let mut w = W::new(ReqKind::ViUnlisten as u16, req_id);
+                w.u64(*tag);
+                w
+            }
+            Request::ViConnect {
+                host,
+                tag,
+                attrs,
+                timeout_ms,
+            } => {
+                let mut w = W::new(ReqKind::ViConnect as u16, req_id);
+                w.addr(*host);
+                w.u64(*tag);
+                attrs.put(&mut w);
+                w.u32(*timeout_ms);
+                w
+            }
+            Request::ViAccept { request, attrs } => {
+                let mut w = W::new(ReqKind::ViAccept as u16, req_id);
+                w.u32(*request);
+                attrs.put(&mut w);
+                w
+            }
+            Request::ViReject { request } => {
+                let mut w = W::new(ReqKind::ViReject as u16, req_id);
+                w.u32(*request);
+                w
+            }
+            Request::ViClose { vi } => {
+                let mut w = W::new(ReqKind::ViClose as u16, req_id);
+                w.u32(*vi);
+                w
+            }
+            Request::ViGrantRegion { vi, handle } => {
+                let mut w = W::new(ReqKind::ViGrantRegion as u16, req_id);
+                w.u32(*vi);
+                w.u32(*handle);
+                w
+            }
+            Request::ViPeerRegion { vi, handle } => {
+                let mut w = W::new(ReqKind::ViPeerRegion as u16, req_id);
+                w.u32(*vi);
+                w.u32(*handle);
+                w
+            }
+            Request::UdmCreateJob {
+                nodes,
+                fast_cap,
+                buffer_size,
+                atomicity_timeout_us,
+            } => {
+                let mut w = W::new(ReqKind::UdmCreateJob as u16, req_id);
+                w.u32(*nodes);
+                w.u32(*fast_cap);
+                w.u64(*buffer_size);
+                w.u32(*atomicity_timeout_us);
+                w
+            }
+            Request::UdmJoin { job, key, rank } => {
+                let mut w = W::new(ReqKind::UdmJoin as u16, req_id);
+                w.u32(*job);
+                w.u64(*key);
+                w.u32(*rank);
+                w
+            }
+            Request::UdmLeave { job, rank } => {
+                let mut w = W::new(ReqKind::UdmLeave as u16, req_id);
+                w.u32(*job);
+                w.u32(*rank);
+                w
+            }
+            Request::UdmJoinRemote {
+                home,
+                job,
+                key,
+                rank,
+            } => {
+                let mut w = W::new(ReqKind::UdmJoinRemote as u16, req_id);
+                w.addr(Some(*home));
+                w.u32(*job);
+                w.u64(*key);
+                w.u32(*rank);
+                w
+            }
+        };
+        w.done().to_vec()
+    }
+
+    /// The request id of a packet that may not decode (or was cut
+    /// short): the engine echoes it in its `BadRequest` reply, so that
+    /// the client can match the reply. None when the packet is too short
+    /// to hold one, or holds 0 (reserved for notices).
+    pub fn peek_id(b: &[u8]) -> Option<u32> {
+        let id = u32::from_le_bytes(b.get(4..8)?.try_into().ok()?);
+        (id != 0).then_some(id)
+    }
+
+    /// Decode a packet into `(req_id, request)`.
+    pub fn decode(b: &[u8]) -> Result<(u32, Request), ControlError> {
+        let (k, id, mut r) = header(b)?;
+        let kind = ReqKind::from_u16(k).ok_or(ControlError::UnknownKind(k))?;
+        let req = match kind {
+            ReqKind::Hello => Request::Hello { version: r.u32()? },
+            ReqKind::CreateEndpoint | ReqKind::CreateEndpointBuffered => {
+                let geometry = Geometry {
+                    buffer_size: r.u32()?,
+                    buffer_area_size: r.u64()?,
+                    send_cap: r.u32()?,
+                    recv_cap: r.u32()?,
+                    free_cap: r.u32()?,
+                    event_cap: r.u32()?,
+                };
+                let accept = r.bool()?;
+                let buffer_limit = if kind == ReqKind::CreateEndpointBuffered {
+                    match r.u64()? {
+                        // Kind 2 says "not buffered".
+                        0 => return Err(ControlError::BadField("buffer limit")),
+                        l => l,
+                    }
+                } else {
+                    0
+                };
+                Request::CreateEndpoint {
+                    geometry,
+                    accept,
+                    buffer_limit,
+                }
+            }
+            ReqKind::OpenChannel => {
+                let endpoint = r.u32()?;
+                let host = r.addr()?;
+                let id = r.u32()?;
+                let path = match r.u8()? {
+                    0 => PathChoice::Auto,
+                    1 => PathChoice::Direct,
+                    2 => PathChoice::Engine,
+                    _ => return Err(ControlError::BadField("path")),
+                };
+                Request::OpenChannel {
+                    endpoint,
+                    dst: EndpointAddr { host, id },
+                    path,
+                }
+            }
+            ReqKind::CloseChannel => Request::CloseChannel {
+                endpoint: r.u32()?,
+                channel: r.u16()?,
+            },
+            ReqKind::CloseEndpoint => Request::CloseEndpoint { endpoint: r.u32()? },
+            ReqKind::SetAccept => Request::SetAccept {
+                endpoint: r.u32()?,
+                accept: r.bool()?,
+            },
+            ReqKind::Stat => Request::Stat,
+            ReqKind::AttachApplet => Request::AttachApplet {
+                endpoint: r.u32()?,
+                len: r.u32()?,
+                fuel: r.u64()?,
+                heap: r.u32()?,
+            },
+            ReqKind::DetachApplet => Request::DetachApplet { endpoint: r.u32()? },
+            ReqKind::RegisterMemory => Request::RegisterMemory { len: r.u64()? },
+            ReqKind::DeregisterMemory => Request::DeregisterMemory { handle: r.u32()? },
+            ReqKind::ViListen => Request::ViListen { tag: r.u64()? },
+            ReqKind::ViUnlisten => Request::ViUnlisten { tag: r.u64()? },
+            ReqKind::ViConnect => Request::ViConnect {
+                host: r.addr()?,
+                tag: r.u64()?,
+                attrs: ViParams::get(&mut r)?,
+                timeout_ms: r.u32()?,
+            },
+            ReqKind::ViAccept => Request::ViAccept {
+                request: r.u32()?,
+                attrs: ViParams::get(&mut r)?,
+            },
+            ReqKind::ViReject => Request::ViReject { request: r.u32()? },
+            ReqKind::ViClose => Request::ViClose { vi: r.u32()? },
+            ReqKind::ViGrantRegion => Request::ViGrantRegion {
+                vi: r.u32()?,
+                handle: r.u32()?,
+            },
+            ReqKind::ViPeerRegion => Request::ViPeerRegion {
+                vi: r.u32()?,
+                handle: r.u32()?,
+            },
+            ReqKind::UdmCreateJob => Request::UdmCreateJob {
+                nodes: r.u32()?,
+                fast_cap: r.u32()?,
+                buffer_size: r.u64()?,
+                atomicity_timeout_us: r.u32()?,
+            },
+            ReqKind::UdmJoin => Request::UdmJoin {
+                job: r.u32()?,
+                key: r.u64()?,
+                rank: r.u32()?,
+            },
+            ReqKind::UdmLeave => Request::UdmLeave {
+                job: r.u32()?,
+                rank: r.u32()?,
+            },
+            ReqKind::UdmJoinRemote => Request::UdmJoinRemote {
+                home: r.addr()?.ok_or(ControlError::BadField("home"))?,
+                job: r.u32()?,
+                key: r.u64()?,
+                rank: r.u32()?,
+            },
+        };
+        Ok((id, req))
+    }
+}
+
+impl Reply {
+    /// Encode with `req_id`.
+    pub fn encode(&self, req_id: u32) -> Vec<u8> {
+        let w = match self {
+            Reply::Hello { engine_id, udp } => {
+                let mut w = W::new(ReplyKind::Hello as u16, req_id);
+                w.u64(*engine_id);
+                w.addr(*udp);
+                w
+            }
+            Reply::EndpointCreated { endpoint } => {
+                let mut w = W::new(ReplyKind::EndpointCreated as u16, req_id);
+                w.u32(*endpoint);
+                w
+            }
+            Reply::ChannelOpened {
+                channel,
+                conn_id,
+                side,
+            } => {
+                let mut w = W::new(ReplyKind::ChannelOpened as u16, req_id);
+                w.u16(*channel);
+                w.u32(*conn_id);
+                w.u8(*side);
+                w
+            }
+            Reply::Ok => W::new(ReplyKind::Ok as u16, req_id),
+            Reply::Error(code) => {
+                let mut w = W::new(ReplyKind::Error as u16, req_id);
+                w.u16(*code as u16);
+                w
+            }
+            Reply::Stat {
+                max_endpoints,
+                limits,
+            } => {
+                let mut w = W::new(ReplyKind::Stat as u16, req_id);
+                w.u32(*max_endpoints);
+                w.u64(limits.client_memory);
+                w.u64(limits.user_memory);
+                w.u32(limits.client_endpoints);
+                w.u32(limits.client_idle_connections);
+                w.u32(limits.user_idle_connections);
+                w.u32(limits.client_regions);
+                w.u32(limits.client_vis);
+                w.u32(limits.client_listeners);
+                w.u32(limits.client_udm_jobs);
+                w.u32(limits.client_udm_nodes);
+                w.u64(limits.vi_held_budget);
+                w
+            }
+            Reply::Rejected(text) => {
+                let mut w = W::new(ReplyKind::Rejected as u16, req_id);
+                let mut n = text.len().min(MAX_TEXT);
+                while !text.is_char_boundary(n) {
+                    n -= 1;
+                }
+                w.u16(n as u16);
+                w.put(&text.as_bytes()[..n]);
+                w
+            }
+            Reply::MemoryRegistered { handle } => {
+                let mut w = W::new(ReplyKind::MemoryRegistered as u16, req_id);
+                w.u32(*handle);
+                w
+            }
+            Reply::PeerRegion { len } => {
+                let mut w = W::new(ReplyKind::PeerRegion as u16, req_id);
+                w.u64(*len);
+                w
+            }
+            Reply::ViConnected { vi, conn_id, side } => {
+                let mut w = W::new(ReplyKind::ViConnected as u16, req_id);
+                w.u32(*vi);
+                w.u32(*conn_id);
+                w.u8(*side);
+                w
+            }
+            Reply::ViRequest {
+                tag,
+                request,
+                attrs,
+                pid,
+                host,
+            } => {
+                let mut w = W::new(ReplyKind::ViRequest as u16, req_id);
+                w.u64(*tag);
+                w.u32(*request);
+                attrs.put(&mut w);
+                w.u32(*pid);
+                w.addr(*host);
+                w
+            }
+            Reply::UdmJob { job, key } => {
+                let mut w = W::new(ReplyKind::UdmJob as u16, req_id);
+                w.u32(*job);
+                w.u64(*key);
+                w
+            }
+            Reply::UdmJoined { job, rank } => {
+                let mut w = W::new(ReplyKind::UdmJoined as u16, req_id);
+                w.u32(*job);
+                w.u32(*rank);
+                w
+            }
+            Reply::DirectConn {
+                endpoint,
+                channel,
+                conn_id,
+                side,
+            } => {
+                let mut w = W::new(ReplyKind::DirectConn as u16, req_id);
+                w.u32(*endpoint);
+                w.u16(*channel);
+                w.u32(*conn_id);
+                w.u8(*side);
+                w
+            }
+        };
+        w.done().to_vec()
+    }
+
+    /// Decode a packet into `(req_id, reply)`.
+    pub fn decode(b: &[u8]) -> Result<(u32, Reply), ControlError> {
+        let (k, id, mut r) = header(b)?;
+        let rep = match ReplyKind::from_u16(k).ok_or(ControlError::UnknownKind(k))? {
+            ReplyKind::Hello => Reply::Hello {
+                engine_id: r.u64()?,
+                udp: r.addr()?,
+            },
+            ReplyKind::EndpointCreated => Reply::EndpointCreated { endpoint: r.u32()? },
+            ReplyKind::ChannelOpened => Reply::ChannelOpened {
+                channel: r.u16()?,
+                conn_id: r.u32()?,
+                side: r.u8()?,
+            },
+            ReplyKind::Ok => Reply::Ok,
+            ReplyKind::Error => Reply::Error(
+                ErrorCode::from_u16(r.u16()?).ok_or(ControlError::BadField("error code"))?,
+            ),
+            ReplyKind::Stat => Reply::Stat {
+                max_endpoints: r.u32()?,
+                limits: Limits {
+                    client_memory: r.u64()?,
+                    user_memory: r.u64()?,
+                    client_endpoints: r.u32()?,
+                    client_idle_connections: r.u32()?,
+                    user_idle_connections: r.u32()?,
+                    client_regions: r.u32()?,
+                    client_vis: r.u32()?,
+                    client_listeners: r.u32()?,
+                    client_udm_jobs: r.u32()?,
+                    client_udm_nodes: r.u32()?,
+                    vi_held_budget: r.u64()?,
+                },
+            },
+            ReplyKind::DirectConn => Reply::DirectConn {
+                endpoint: r.u32()?,
+                channel: r.u16()?,
+                conn_id: r.u32()?,
+                side: r.u8()?,
+            },
+            ReplyKind::MemoryRegistered => Reply::MemoryRegistered { handle: r.u32()? },
+            ReplyKind::PeerRegion => Reply::PeerRegion { len: r.u64()? },
+            ReplyKind::UdmJob => Reply::UdmJob {
+                job: r.u32()?,
+                key: r.u64()?,
+            },
+            ReplyKind::UdmJoined => Reply::UdmJoined {
+                job: r.u32()?,
+                rank: r.u32()?,
+            },
+            ReplyKind::ViConnected => Reply::ViConnected {
+                vi: r.u32()?,
+                conn_id: r.u32()?,
+                side: r.u8()?,
+            },
+            ReplyKind::ViRequest => Reply::ViRequest {
+                tag: r.u64()?,
+                request: r.u32()?,
+                attrs: ViParams::get(&mut r)?,
+                pid: r.u32()?,
+                host: r.addr()?,
+            },
+            ReplyKind::Rejected => {
+                let n = r.u16()? as usize;
+                if n > MAX_TEXT {
+                    return Err(ControlError::BadField("text length"));
+                }
+                // Text the engine encodes is UTF-8 (cut at a character
+                // boundary). Anything else is refused rather than replaced
+                // (a replacement character is three bytes: the text could
+                // outgrow MAX_TEXT and not encode back to itself).
+                let text =
+                    std::str::from_utf8(r.take(n)?).map_err(|_| ControlError::BadField("text"))?;
+                Reply::Rejected(text.to_owned())
+            }
+        };
+        Ok((id, rep))
+    }
+}
+
+/// The control fuzz target's property, for the tests: `b` decoded as a
+/// request and as a reply never panics, and whatever decodes encodes to a
+/// packet of at most [`MAX_PACKET`] bytes that decodes to the same value.
+#[cfg(test)]
+fn round_trips(b: &[u8]) {
+    if let Ok((id, req)) = Request::decode(b) {
+        let e = req.encode(id);
+        assert!(e.len() <= MAX_PACKET && e.len() <= b.len(), "{req:?}");
+        assert_eq!(Request::decode(&e), Ok((id, req)), "from {b:02x?}");
+    }
+    if let Ok((id, rep)) = Reply::decode(b) {
+        let e = rep.encode(id);
+        assert!(e.len() <= MAX_PACKET && e.len() <= b.len(), "{rep:?}");
+        assert_eq!(Reply::decode(&e), Ok((id, rep)), "from {b:02x?}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The limits the samples' `Stat` replies carry.
+    fn sample_limits() -> Limits {
+        Limits {
+            client_memory: 4 << 30,
+            user_memory: u64::MAX,
+            client_endpoints: 16,
+            client_idle_connections: 32,
+            user_idle_connections: 128,
+            client_regions: 1024,
+            client_vis: 1024,
+            client_listeners: 64,
+            client_udm_jobs: 32,
+            client_udm_nodes: 256,
+            vi_held_budget: 4 << 20,
+        }
+    }
+
+    /// One of each request and reply, the seeds of the control fuzz target
+    /// (`fuzz/seeds/control/`).
+    fn samples() -> Vec<(&'static str, Vec<u8>)> {
+        let reqs = [
+            ("hello", Request::Hello { version: 1 }),
+            (
+                "create_endpoint",
+                Request::CreateEndpoint {
+                    geometry: Geometry::default(),
+                    accept: true,
+                    buffer_limit: 0,
+                },
+            ),
+            (
+                "create_endpoint_buffered",
+                Request::CreateEndpoint {
+                    geometry: Geometry::default(),
+                    accept: true,
+                    buffer_limit: 16 << 20,
+                },
+            ),
+            (
+                "open_channel_v4",
+                Request::OpenChannel {
+                    endpoint: 3,
+                    dst: EndpointAddr {
+                        host: Some("10.0.0.1:7000".parse().unwrap()),
+                        id: 9,
+                    },
+                    path: PathChoice::Engine,
+                },
+            ),
+            (
+                "open_channel_v6",
+                Request::OpenChannel {
+                    endpoint: 3,
+                    dst: EndpointAddr {
+                        host: Some("[::1]:7000".parse().unwrap()),
+                        id: 9,
+                    },
+                    path: PathChoice::Direct,
+                },
+            ),
+            (
+                "open_channel_local",
+                Request::OpenChannel {
+                    endpoint: 1,
+                    dst: EndpointAddr::local(2),
+                    path: PathChoice::Auto,
+                },
+            ),
+            (
+                "close_channel",
+                Request::CloseChannel {
+                    endpoint: 1,
+                    channel: 2,
+                },
+            ),
+            ("close_endpoint", Request::CloseEndpoint { endpoint: 1 }),
+            (
+                "set_accept",
+                Request::SetAccept {
+                    endpoint: 1,
+                    accept: false,
+                },
+            ),
+            ("stat", Request::Stat),
+            (
+                "attach_applet",
+                Request::AttachApplet {
+                    endpoint: 1,
+                    len: 700,
+                    fuel: 5,
+                    heap: 9,
+                },
+            ),
+            ("detach_applet", Request::DetachApplet { endpoint: 1 }),
+            ("register_memory", Request::RegisterMemory { len: 1 << 20 }),
+            ("deregister_memory", Request::DeregisterMemory { handle: 3 }),
+            ("vi_listen", Request::ViListen { tag: 42 }),
+            ("vi_unlisten", Request::ViUnlisten { tag: 42 }),
+            (
+                "vi_connect",
+                Request::ViConnect {
+                    host: Some("127.0.0.1:7700".parse().unwrap()),
+                    tag: 42,
+                    attrs: ViParams {
+                        reliability: Reliability::ReliableReception,
+                        strict_rnr: true,
+                        break_timeout_ms: 0,
+                    },
+                    timeout_ms: 5000,
+                },
+            ),
+            (
+                "vi_accept",
+                Request::ViAccept {
+                    request: 7,
+                    attrs: ViParams::default(),
+                },
+            ),
+            ("vi_reject", Request::ViReject { request: 7 }),
+            ("vi_close", Request::ViClose { vi: 5 }),
+            (
+                "vi_grant_region",
+                Request::ViGrantRegion { vi: 5, handle: 9 },
+            ),
+            ("vi_peer_region", Request::ViPeerRegion { vi: 5, handle: 9 }),
+            (
+                "udm_create_job",
+                Request::UdmCreateJob {
+                    nodes: 4,
+                    fast_cap: 8,
+                    buffer_size: 1 << 20,
+                    atomicity_timeout_us: 2000,
+                },
+            ),
+            (
+                "udm_join",
+                Request::UdmJoin {
+                    job: 1,
+                    key: 0x1234_5678_9abc_def0,
+                    rank: 3,
+                },
+            ),
+            ("udm_leave", Request::UdmLeave { job: 1, rank: 3 }),
+            (
+                "udm_join_remote",
+                Request::UdmJoinRemote {
+                    home: "127.0.0.1:9".parse().unwrap(),
+                    job: 1,
+                    key: 0x1234_5678_9abc_def0,
+                    rank: 3,
+                },
+            ),
+        ];
+        let reps = [
+            (
+                "reply_hello",
+                Reply::Hello {
+                    engine_id: 5,
+                    udp: Some("127.0.0.1:9".parse().unwrap()),
+                },
+            ),
+            (
+                "reply_endpoint_created",
+                Reply::EndpointCreated { endpoint: 4 },
+            ),
+            (
+                "reply_channel_opened",
+                Reply::ChannelOpened {
+                    channel: 1,
+                    conn_id: 2,
+                    side: 1,
+                },
+            ),
+            ("reply_ok", Reply::Ok),
+            ("reply_error", Reply::Error(ErrorCode::QuotaExceeded)),
+            (
+                "reply_stat",
+                Reply::Stat {
+                    max_endpoints: 64,
+                    limits: sample_limits(),
+                },
+            ),
+            (
+                "reply_rejected",
+                Reply::Rejected("method run: bytecode 12: stack underflow é".into()),
+            ),
+            (
+                "reply_memory_registered",
+                Reply::MemoryRegistered { handle: 3 },
+            ),
+            ("reply_peer_region", Reply::PeerRegion { len: 1 << 20 }),
+            (
+                "reply_vi_connected",
+                Reply::ViConnected {
+                    vi: 5,
+                    conn_id: 6,
+                    side: 1,
+                },
+            ),
+            (
+                "reply_vi_request",
+                Reply::ViRequest {
+                    tag: 42,
+                    request: 7,
+                    attrs: ViParams {
+                        reliability: Reliability::Unreliable,
+                        strict_rnr: false,
+                        break_timeout_ms: 250,
+                    },
+                    pid: 1234,
+                    host: None,
+                },
+            ),
+            (
+                "reply_udm_job",
+                Reply::UdmJob {
+                    job: 1,
+                    key: 0x1234_5678_9abc_def0,
+                },
+            ),
+            ("reply_udm_joined", Reply::UdmJoined { job: 1, rank: 3 }),
+            (
+                "reply_direct_conn",
+                Reply::DirectConn {
+                    endpoint: 1,
+                    channel: 2,
+                    conn_id: 3,
+                    side: 1,
+                },
+            ),
+        ];
+        let mut v: Vec<(&str, Vec<u8>)> = reqs.iter().map(|(n, r)| (*n, r.encode(17))).collect();
+        v.extend(reps.iter().map(|(n, r)| (*n, r.encode(17))));
+        v
+    }
+
+    fn seeds_dir() -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/control")
+    }
+
+    /// The committed seeds are the samples' encodings (`UNET_BLESS=1`
+    /// rewrites them), and each round-trips.
+    #[test]
+    fn fuzz_seeds_are_the_samples_and_round_trip() {
+        let dir = seeds_dir();
+        if std::env::var_os("UNET_BLESS").is_some() {
+            std::fs::create_dir_all(&dir).unwrap();
+            for (name, b) in samples() {
+                std::fs::write(dir.join(name), b).unwrap();
+            }
+        }
+        let mut n = 0;
+        for (name, b) in samples() {
+            let seed = std::fs::read(dir.join(name))
+                .unwrap_or_else(|e| panic!("seed {name}: {e} (UNET_BLESS=1 writes it)"));
+            assert_eq!(seed, b, "seed {name} differs from its sample");
+            assert!(
+                Request::decode(&b).is_ok() || Reply::decode(&b).is_ok(),
+                "{name}"
+            );
+            round_trips(&b);
+            n += 1;
+        }
+        assert_eq!(n, std::fs::read_dir(&dir).unwrap().count());
+    }
+
+    /// Each kind of the table has its sample (so its seed), and no number
+    /// is both a request's and a reply's kind.
+    #[test]
+    fn every_kind_has_a_sample_and_the_directions_do_not_share_numbers() {
+        let kinds: std::collections::BTreeSet<u16> = samples()
+            .iter()
+            .map(|(_, b)| u16::from_le_bytes([b[0], b[1]]))
+            .collect();
+        for k in ReqKind::ALL {
+            assert!(kinds.contains(&(*k as u16)), "no sample of {k:?}");
+            assert_eq!(ReqKind::from_u16(*k as u16), Some(*k));
+            assert_eq!(ReplyKind::from_u16(*k as u16), None, "{k:?}");
+        }
+        for k in ReplyKind::ALL {
+            assert!(kinds.contains(&(*k as u16)), "no sample of {k:?}");
+            assert_eq!(ReplyKind::from_u16(*k as u16), Some(*k));
+        }
+        assert_eq!(kinds.len(), ReqKind::ALL.len() + ReplyKind::ALL.len());
+    }
+
+    /// xorshift64*: a fixed sequence, so a failure replays.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        }
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+    }
+
+    /// The fuzz target's property over a few thousand packets: random
+    /// ones, and the samples mutated (bytes changed, cut, extended, kinds
+    /// swapped).
+    #[test]
+    fn random_and_mutated_packets_decode_totally_and_round_trip() {
+        let samples = samples();
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        let mut decoded = 0;
+        for i in 0..20_000 {
+            let mut b = if i % 4 == 0 {
+                let len = rng.below(48);
+                (0..len).map(|_| rng.next() as u8).collect()
+            } else {
+                samples[rng.below(samples.len())].1.clone()
+            };
+            for _ in 0..1 + rng.below(4) {
+                match rng.below(6) {
+                    0 if !b.is_empty() => {
+                        let at = rng.below(b.len());
+                        b[at] = rng.next() as u8;
+                    }
+                    1 if !b.is_empty() => {
+                        let at = rng.below(b.len());
+                        b[at] ^= 1 << rng.below(8);
+                    }
+                    2 => b.truncate(rng.below(b.len() + 1)),
+                    3 => b.extend((0..rng.below(16)).map(|_| rng.next() as u8)),
+                    4 if b.len() >= 2 => {
+                        // Another kind: one of the defined ones, or near them.
+                        let kinds = [0u16, 1, 5, 9, 10, 100, 101, 105, 108, 109];
+                        let k = kinds[rng.below(kinds.len())];
+                        b[..2].copy_from_slice(&k.to_le_bytes());
+                    }
+                    5 if b.len() > 10 => {
+                        // A text length or address family byte set large.
+                        let at = 8 + rng.below(3);
+                        b[at] = 0xff;
+                    }
+                    _ => {}
+                }
+            }
+            round_trips(&b);
+            decoded += (Request::decode(&b).is_ok() || Reply::decode(&b).is_ok()) as u32;
+        }
+        // The mutations keep many packets valid: the round trip is tried.
+        assert!(decoded > 2_000, "only {decoded} packets decoded");
+    }
+
+    #[test]
+    fn rejected_text_that_is_not_utf8_is_refused() {
+        let mut b = Reply::Rejected("abc".into()).encode(1);
+        let n = b.len();
+        b[n - 1] = 0xff;
+        assert_eq!(Reply::decode(&b), Err(ControlError::BadField("text")));
+        // Before, this decoded lossily to 900 replacement characters, which
+        // encode to 900 bytes of 300 of them: not the same reply.
+        let mut b = W::new(ReplyKind::Rejected as u16, 1);
+        b.u16(MAX_TEXT as u16);
+        b.put(&[0xff; MAX_TEXT]);
+        assert_eq!(Reply::decode(b.done()), Err(ControlError::BadField("text")));
+        round_trips(b.done());
+    }
+
+    #[test]
+    fn requests_round_trip_and_prefixes_fail() {
+        let reqs = [
+            Request::Hello { version: 1 },
+            Request::CreateEndpoint {
+                geometry: Geometry::default(),
+                accept: true,
+                buffer_limit: 0,
+            },
+            Request::CreateEndpoint {
+                geometry: Geometry::default(),
+                accept: false,
+                buffer_limit: 1 << 20,
+            },
+            Request::OpenChannel {
+                endpoint: 3,
+                dst: EndpointAddr {
+                    host: Some("10.0.0.1:7000".parse().unwrap()),
+                    id: 9,
+                },
+                path: PathChoice::Engine,
+            },
+            Request::OpenChannel {
+                endpoint: 3,
+                dst: EndpointAddr {
+                    host: Some("[::1]:7000".parse().unwrap()),
+                    id: 9,
+                },
+                path: PathChoice::Direct,
+            },
+            Request::CloseChannel {
+                endpoint: 1,
+                channel: 2,
+            },
+            Request::CloseEndpoint { endpoint: 1 },
+            Request::SetAccept {
+                endpoint: 1,
+                accept: false,
+            },
+            Request::Stat,
+            Request::AttachApplet {
+                endpoint: 1,
+                len: 700,
+                fuel: 5,
+                heap: 9,
+            },
+            Request::DetachApplet { endpoint: 1 },
+        ];
+        for r in reqs {
+            let b = r.encode(77);
+            assert_eq!(Request::decode(&b), Ok((77, r.clone())));
+            for cut in 0..b.len() {
+                assert!(Request::decode(&b[..cut]).is_err(), "{r:?} cut at {cut}");
+            }
+        }
+    }
+
+    #[test]
+    fn replies_round_trip() {
+        let reps = [
+            Reply::Hello {
+                engine_id: 5,
+                udp: Some("127.0.0.1:9".parse().unwrap()),
+            },
+            Reply::EndpointCreated { endpoint: 4 },
+            Reply::ChannelOpened {
+                channel: 1,
+                conn_id: 2,
+                side: 1,
+            },
+            Reply::Ok,
+            Reply::Error(ErrorCode::Refused),
+            Reply::Stat {
+                max_endpoints: 64,
+                limits: sample_limits(),
+            },
+            Reply::DirectConn {
+                endpoint: 1,
+                channel: 2,
+                conn_id: 3,
+                side: 1,
+            },
+        ];
+        for r in reps {
+            let b = r.encode(9);
+            assert_eq!(Reply::decode(&b), Ok((9, r.clone())));
+        }
+    }
+
+    #[test]
+    fn every_error_code_round_trips() {
+        for v in 1..=26u16 {
+            let c = ErrorCode::from_u16(v).unwrap_or_else(|| panic!("code {v}"));
+            assert_eq!(c as u16, v);
+            let r = Reply::Error(c);
+            assert_eq!(Reply::decode(&r.encode(3)), Ok((3, r)));
+            assert!(!c.to_string().is_empty());
+        }
+        assert_eq!(ErrorCode::from_u16(0), None);
+        assert_eq!(ErrorCode::from_u16(27), None);
+    }
+
+    #[test]
+    fn garbage_is_an_error() {
+        assert_eq!(
+            Request::decode(&[0xff, 0xff, 0, 0, 0, 0, 0, 0]),
+            Err(ControlError::UnknownKind(0xffff))
+        );
+        let mut b = Request::SetAccept {
+            endpoint: 1,
+            accept: true,
+        }
+        .encode(1);
+        *b.last_mut().unwrap() = 7;
+        assert_eq!(Request::decode(&b), Err(ControlError::BadField("bool")));
+    }
+
+    #[test]
+    fn endpoint_addr_parses() {
+        assert_eq!("5".parse::<EndpointAddr>().unwrap(), EndpointAddr::local(5));
+        assert_eq!(
+            "local/5".parse::<EndpointAddr>().unwrap(),
+            EndpointAddr::local(5)
+        );
+        let a: EndpointAddr = "127.0.0.1:7000/3".parse().unwrap();
+        assert_eq!(a.host, Some("127.0.0.1:7000".parse().unwrap()));
+        assert!("x/3".parse::<EndpointAddr>().is_err());
+    }
+}
