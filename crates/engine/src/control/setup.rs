@@ -25,6 +25,8 @@ use crate::via::vias::Vias;
 
 mod systems;
 
+pub(crate) use systems::turn_left_work;
+
 /// The parts a set-up request changes, borrowed from the dispatcher.
 pub(crate) struct Setup<'a> {
     pub cfg: &'a EngineConfig,

@@ -3,7 +3,7 @@
 //!
 //! The loop's parts have one shape ([`crate::part::Part`], Aeron's
 //! agents) and are listed once, in the order a turn runs them
-//! (`Dispatcher::each_part`): U-Net (what came from the wire, the
+//! (`each_part!`): U-Net (what came from the wire, the
 //! buffered endpoints' waiting messages, every endpoint's send ring, the
 //! applets' arrivals and timers), VIA (the VIs the engine carries), UDM
 //! (the jobs' divert rings, the links to other engines). A turn runs
@@ -71,7 +71,7 @@ use unet_sys::{self as sys, EventFd};
 
 use crate::config::EngineConfig;
 use crate::control::server::{ControlServer, Incoming};
-use crate::control::setup::Setup;
+use crate::control::setup::{self, Setup};
 use crate::control::setup_thread::SetupThread;
 use crate::counters::Counters;
 use crate::part::{Context, Part};
@@ -124,6 +124,31 @@ pub struct Dispatcher {
     tokens: Vec<Token>,
     incoming: Vec<Incoming>,
     turn: u64,
+}
+
+/// Run `$body` on every part of the loop (`$p`, its concrete type), in
+/// the order a turn runs them, one line each, with what they are given
+/// (`$cx`, a [`Context`]). A new system is one more line here.
+macro_rules! each_part {
+    ($d:ident, $cx:ident, $p:ident => $body:expr) => {{
+        let mut $cx = Context {
+            port: $d.port.as_mut(),
+            counters: &$d.counters,
+            cfg: &$d.cfg,
+        };
+        {
+            let $p = &mut $d.unet; // the wire's arrivals, send rings, applets
+            $body;
+        }
+        {
+            let $p = &mut $d.vias; // the VIs the engine carries
+            $body;
+        }
+        {
+            let $p = &mut $d.udm; // the jobs' divert rings, the links
+            $body;
+        }
+    }};
 }
 
 impl Dispatcher {
@@ -303,22 +328,13 @@ impl Dispatcher {
         }
     }
 
-    /// Run `f` on every part of the loop, in the order a turn runs them
-    /// (one line each), with what they are given.
+    /// Run `f` on every part of the loop, in the order a turn runs them,
+    /// with what they are given (for arming and deadlines, before the
+    /// engine sleeps). A turn runs the parts through [`each_part!`]
+    /// itself, statically dispatched: a part's turn runs on every turn of
+    /// the loop, and its early return when it has nothing to do is inlined.
     fn each_part(&mut self, mut f: impl FnMut(&mut dyn Part, &mut Context<'_>)) {
-        let mut cx = Context {
-            port: self.port.as_mut(),
-            counters: &self.counters,
-            cfg: &self.cfg,
-        };
-        let parts: [&mut dyn Part; _] = [
-            &mut self.unet, // the wire's arrivals, send rings, applets
-            &mut self.vias, // the VIs the engine carries
-            &mut self.udm,  // the jobs' divert rings, the links
-        ];
-        for p in parts {
-            f(p, &mut cx);
-        }
+        each_part!(self, cx, p => f(p, &mut cx));
     }
 
     /// Set (before the engine sleeps) or clear every part's wake-ups.
@@ -376,8 +392,10 @@ impl Dispatcher {
     /// turn). Returns the work done.
     fn poll_data(&mut self) -> usize {
         let mut work = 0;
-        self.each_part(|p, cx| work += p.turn(cx));
-        self.setup().after_turn();
+        each_part!(self, cx, p => work += p.turn(&mut cx));
+        if setup::turn_left_work(&self.unet.chans, &self.vias, &self.udm, self.port.is_some()) {
+            self.setup().after_turn();
+        }
         if let Some(p) = self.port.as_mut() {
             p.flush();
         }

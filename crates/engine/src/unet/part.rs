@@ -35,6 +35,9 @@ pub(crate) struct UnetPart {
 }
 
 impl Part for UnetPart {
+    // Kept out of the loop's body: inlined there, it pushes the data
+    // path's own helpers out of line (more instructions per message).
+    #[inline(never)]
     fn turn(&mut self, cx: &mut Context<'_>) -> usize {
         let UnetPart {
             eps,

@@ -130,6 +130,13 @@ impl Default for RemoteChannels {
 }
 
 impl RemoteChannels {
+    /// Whether replies are owed to clients for opens that finished
+    /// ([`RemoteSide::take_done`] takes them).
+    #[inline]
+    pub(crate) fn has_done(&self) -> bool {
+        !self.done.is_empty()
+    }
+
     /// The next time an open not yet answered is sent again.
     pub(crate) fn next_retry(&self) -> Option<Instant> {
         self.pending.values().map(|p| p.next_try).min()

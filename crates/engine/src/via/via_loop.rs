@@ -256,6 +256,9 @@ fn arm(vias: &Vias, on: bool) {
 /// of the connection requests waiting for an answer (control answers
 /// those whose time ran out after the turn).
 impl Part for Vias {
+    // Inlined into the loop (statically dispatched, see `each_part!`):
+    // a turn with no VI to move costs a few loads.
+    #[inline(always)]
     fn turn(&mut self, cx: &mut Context<'_>) -> usize {
         let Some(port) = cx.port.as_deref_mut() else {
             return 0;

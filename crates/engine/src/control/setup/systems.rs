@@ -18,7 +18,7 @@ use crate::udm::setup::{self as udm_setup, UdmSetup};
 use crate::udm::{Jobs, PendingJob};
 use crate::unet::direct::DirectConns;
 use crate::unet::endpoints::{ClientId, EndpointTable};
-use crate::unet::remote::RemoteSide;
+use crate::unet::remote::{RemoteChannels, RemoteSide};
 use crate::unet::setup::{self as unet_setup, UnetSetup};
 use crate::via::setup::{self as via_setup, ViaSetup};
 use crate::via::vias::Vias;
@@ -255,6 +255,8 @@ impl Setup<'_> {
     /// set-up frames, UDM's segments to release on the set-up thread and
     /// its links' set-up, the VI connection requests and opens whose time
     /// came. What this queues on the wire leaves with the turn's flush.
+    ///
+    /// Called only when [`turn_left_work`] says there is something.
     pub(crate) fn after_turn(&mut self) {
         if let Some(done) = self.remote.as_mut().and_then(|w| w.take_done()) {
             self.complete(done);
@@ -291,4 +293,18 @@ impl Setup<'_> {
             .saturating_add(udm_setup::objects_of(self.udm, clients, ci))
             < FEW_OBJECTS
     }
+}
+
+/// Whether a turn left work for control ([`Setup::after_turn`]): replies
+/// owed for remote opens, VIA's set-up frames, UDM's segments to release
+/// or links to set up, a waiting request whose time ran out. A handful of
+/// loads, read on every turn so that the loop builds the set-up side only
+/// when it has work.
+#[inline]
+pub(crate) fn turn_left_work(chans: &RemoteChannels, vias: &Vias, udm: &Jobs, port: bool) -> bool {
+    chans.has_done()
+        || !vias.wire_setup.is_empty()
+        || !udm.released.is_empty()
+        || (port && udm.remote.setup_due())
+        || vias.next_deadline().is_some_and(|d| d <= Instant::now())
 }
