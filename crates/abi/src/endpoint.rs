@@ -174,7 +174,7 @@ const _: () = {
 ///  0 offset: u32   buffer-area offset of the message
 ///  4 len: u32      message length in bytes
 ///  8 channel: u16  channel tag to send on
-/// 10 flags: u16    reserved, zero
+/// 10 flags: u16    SEND_AM (an active message for SPINE) or zero
 /// 12 status: i32   written by the engine: 0 pending, 1 sent, <0 -SendStatus
 /// ```
 #[repr(C)]
@@ -186,7 +186,7 @@ pub struct SendDesc {
     pub len: u32,
     /// Channel tag.
     pub channel: u16,
-    /// Reserved flags, zero.
+    /// [`SEND_AM`](crate::spine::SEND_AM) or zero.
     pub flags: u16,
     /// Completion status written by the engine (see [`SendStatus`]).
     pub status: i32,
@@ -212,6 +212,12 @@ pub enum SendStatus {
     BadFlags = -5,
     /// The endpoint's applet faulted while handling it.
     AppletFault = -6,
+    /// An active message ([`SEND_AM`](crate::spine::SEND_AM)) that SPINE
+    /// could not take now: its queue or pools are full (try again).
+    SpineFull = -7,
+    /// An active message that SPINE refused: the adapter runs no SPINE,
+    /// the handler number is out of range, or the framing is bad.
+    SpineRefused = -8,
 }
 
 impl SendStatus {
@@ -226,6 +232,8 @@ impl SendStatus {
             -4 => Self::PeerGone,
             -5 => Self::BadFlags,
             -6 => Self::AppletFault,
+            -7 => Self::SpineFull,
+            -8 => Self::SpineRefused,
             _ => return None,
         })
     }
@@ -237,7 +245,8 @@ impl SendStatus {
 /// ```text
 ///  0 len: u32          message length
 ///  4 channel: u16      source channel tag (assigned by the engine)
-///  6 flags: u8         RECV_INLINE: payload is in `data`
+///  6 flags: u8         RECV_INLINE: payload is in `data`;
+///                     RECV_AM: an active message (channel = handler)
 ///  7 nbufs: u8         number of buffer offsets in `data` (1..=14)
 ///  8 data: [u8; 56]    inline payload, or nbufs little-endian u32 offsets
 /// ```
@@ -248,7 +257,7 @@ pub struct RecvDesc {
     pub len: u32,
     /// Source channel tag.
     pub channel: u16,
-    /// [`RECV_INLINE`] or 0.
+    /// [`RECV_INLINE`], [`RECV_AM`](crate::spine::RECV_AM), both or 0.
     pub flags: u8,
     /// Number of buffers used (0 when inline).
     pub nbufs: u8,

@@ -23,6 +23,7 @@
 //! - [`via`]: the segment of a VI the engine carries;
 //! - [`udm`]: UDM's job and node segments, virtual buffers and the
 //!   header word of a message;
+//! - [`spine`]: SPINE's active-message header and its host framing;
 //! - [`copy`]: copying into and out of shared memory;
 //! - [`view`]: the checked mappings of an endpoint's and a VI's rings,
 //!   of a direct connection's segment, and of UDM's job and node
@@ -59,6 +60,7 @@ pub mod counters;
 pub mod endpoint;
 pub mod golden;
 pub mod ring;
+pub mod spine;
 pub mod udm;
 pub mod via;
 pub mod view;

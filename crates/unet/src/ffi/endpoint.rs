@@ -737,6 +737,8 @@ pub unsafe extern "C" fn unet_send_status(ep: *mut UnetEndpoint, pos: u64) -> c_
             SendStatus::PeerGone => fail(UNET_EPEERGONE, "send descriptor: peer gone"),
             SendStatus::BadFlags => fail(UNET_EINVAL, "send descriptor: reserved flags"),
             SendStatus::AppletFault => fail(UNET_EENGINE, "send descriptor: the applet faulted"),
+            SendStatus::SpineFull => fail(UNET_EFULL, "send descriptor: SPINE is full"),
+            SendStatus::SpineRefused => fail(UNET_EENGINE, "send descriptor: SPINE refused it"),
         })
     })
 }
