@@ -4,6 +4,10 @@
 
 use super::*;
 
+/// Most handler numbers a [`Reply::SpineLoaded`] carries (an extension's
+/// most handlers).
+const MAX_HANDLERS: usize = 64;
+
 /// Declares the message kinds of one direction: an enum whose
 /// discriminants are the kinds' numbers on the wire, each written here
 /// once (the compiler refuses two kinds of one number), and the lookup
@@ -81,6 +85,12 @@ kinds! {
         ViPeerRegion = 41,
         /// [`Request::CreateEndpoint`] with a buffer limit (not 0).
         CreateEndpointBuffered = 42,
+        /// [`Request::SpineLoad`].
+        SpineLoad = 48,
+        /// [`Request::SpineUnload`].
+        SpineUnload = 49,
+        /// [`Request::SpineList`].
+        SpineList = 50,
     }
 }
 
@@ -115,6 +125,10 @@ kinds! {
         UdmJoined = 113,
         /// [`Reply::PeerRegion`].
         PeerRegion = 140,
+        /// [`Reply::SpineLoaded`].
+        SpineLoaded = 148,
+        /// [`Reply::SpineListing`].
+        SpineListing = 149,
     }
 }
 
@@ -187,6 +201,15 @@ impl W {
             }
         }
     }
+    /// A name: `u8` length and UTF-8 bytes (at most [`MAX_NAME`]).
+    fn name(&mut self, s: &str) {
+        let mut n = s.len().min(MAX_NAME);
+        while !s.is_char_boundary(n) {
+            n -= 1;
+        }
+        self.u8(n as u8);
+        self.put(&s.as_bytes()[..n]);
+    }
     fn done(&self) -> &[u8] {
         &self.buf[..self.len]
     }
@@ -239,6 +262,15 @@ impl<'a> R<'a> {
             }
             _ => Err(ControlError::BadField("address family")),
         }
+    }
+    fn name(&mut self) -> Result<String, ControlError> {
+        let n = self.u8()? as usize;
+        if n > MAX_NAME {
+            return Err(ControlError::BadField("name length"));
+        }
+        std::str::from_utf8(self.take(n)?)
+            .map(str::to_owned)
+            .map_err(|_| ControlError::BadField("name"))
     }
     fn bool(&mut self) -> Result<bool, ControlError> {
         match self.u8()? {
@@ -319,6 +351,31 @@ impl Request {
                 w
             }
             Request::Stat => W::new(ReqKind::Stat as u16, req_id),
+            Request::SpineLoad {
+                len,
+                budget_us,
+                arg,
+                name,
+                domains,
+            } => {
+                let mut w = W::new(ReqKind::SpineLoad as u16, req_id);
+                w.u32(*len);
+                w.u32(*budget_us);
+                w.u32(*arg as u32);
+                w.name(name);
+                let n = domains.len().min(MAX_DOMAINS);
+                w.u8(n as u8);
+                for d in &domains[..n] {
+                    w.name(d);
+                }
+                w
+            }
+            Request::SpineUnload { id } => {
+                let mut w = W::new(ReqKind::SpineUnload as u16, req_id);
+                w.u32(*id);
+                w
+            }
+            Request::SpineList => W::new(ReqKind::SpineList as u16, req_id),
             Request::AttachApplet {
                 endpoint,
                 len,
@@ -507,6 +564,26 @@ impl Request {
                 accept: r.bool()?,
             },
             ReqKind::Stat => Request::Stat,
+            ReqKind::SpineLoad => {
+                let len = r.u32()?;
+                let budget_us = r.u32()?;
+                let arg = r.u32()? as i32;
+                let name = r.name()?;
+                let n = r.u8()? as usize;
+                if n > MAX_DOMAINS {
+                    return Err(ControlError::BadField("domains"));
+                }
+                let domains = (0..n).map(|_| r.name()).collect::<Result<_, _>>()?;
+                Request::SpineLoad {
+                    len,
+                    budget_us,
+                    arg,
+                    name,
+                    domains,
+                }
+            }
+            ReqKind::SpineUnload => Request::SpineUnload { id: r.u32()? },
+            ReqKind::SpineList => Request::SpineList,
             ReqKind::AttachApplet => Request::AttachApplet {
                 endpoint: r.u32()?,
                 len: r.u32()?,
@@ -623,6 +700,21 @@ impl Reply {
                 }
                 w.u16(n as u16);
                 w.put(&text.as_bytes()[..n]);
+                w
+            }
+            Reply::SpineLoaded { id, handlers } => {
+                let mut w = W::new(ReplyKind::SpineLoaded as u16, req_id);
+                w.u32(*id);
+                let n = handlers.len().min(MAX_HANDLERS);
+                w.u8(n as u8);
+                for h in &handlers[..n] {
+                    w.u16(*h);
+                }
+                w
+            }
+            Reply::SpineListing { len } => {
+                let mut w = W::new(ReplyKind::SpineListing as u16, req_id);
+                w.u32(*len);
                 w
             }
             Reply::MemoryRegistered { handle } => {
@@ -748,6 +840,16 @@ impl Reply {
                 pid: r.u32()?,
                 host: r.addr()?,
             },
+            ReplyKind::SpineLoaded => {
+                let id = r.u32()?;
+                let n = r.u8()? as usize;
+                if n > MAX_HANDLERS {
+                    return Err(ControlError::BadField("handlers"));
+                }
+                let handlers = (0..n).map(|_| r.u16()).collect::<Result<_, _>>()?;
+                Reply::SpineLoaded { id, handlers }
+            }
+            ReplyKind::SpineListing => Reply::SpineListing { len: r.u32()? },
             ReplyKind::Rejected => {
                 let n = r.u16()? as usize;
                 if n > MAX_TEXT {
@@ -872,6 +974,18 @@ mod tests {
             ),
             ("stat", Request::Stat),
             (
+                "spine_load",
+                Request::SpineLoad {
+                    len: 2048,
+                    budget_us: 10,
+                    arg: -7,
+                    name: "echo é".into(),
+                    domains: vec!["spine".into(), "router".into()],
+                },
+            ),
+            ("spine_unload", Request::SpineUnload { id: 3 }),
+            ("spine_list", Request::SpineList),
+            (
                 "attach_applet",
                 Request::AttachApplet {
                     endpoint: 1,
@@ -973,6 +1087,14 @@ mod tests {
                 "reply_rejected",
                 Reply::Rejected("method run: bytecode 12: stack underflow é".into()),
             ),
+            (
+                "reply_spine_loaded",
+                Reply::SpineLoaded {
+                    id: 3,
+                    handlers: vec![64, 70, 1023],
+                },
+            ),
+            ("reply_spine_listing", Reply::SpineListing { len: 4096 }),
             (
                 "reply_memory_registered",
                 Reply::MemoryRegistered { handle: 3 },
@@ -1241,7 +1363,7 @@ mod tests {
 
     #[test]
     fn every_error_code_round_trips() {
-        for v in 1..=26u16 {
+        for v in 1..=27u16 {
             let c = ErrorCode::from_u16(v).unwrap_or_else(|| panic!("code {v}"));
             assert_eq!(c as u16, v);
             let r = Reply::Error(c);
@@ -1249,7 +1371,7 @@ mod tests {
             assert!(!c.to_string().is_empty());
         }
         assert_eq!(ErrorCode::from_u16(0), None);
-        assert_eq!(ErrorCode::from_u16(27), None);
+        assert_eq!(ErrorCode::from_u16(28), None);
     }
 
     #[test]

@@ -15,6 +15,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use unet_abi::{Geometry, Reliability};
 
 mod codec;
+pub mod spine;
 
 /// Largest control packet.
 pub const MAX_PACKET: usize = 1024;
@@ -149,6 +150,8 @@ pub enum ErrorCode {
     /// one process: memory regions, VIs, discriminators it listens on,
     /// connection requests it waits on, UDM jobs or nodes.
     ObjectQuota = 26,
+    /// No SPINE extension with that id (or not this process's).
+    NoSuchExtension = 27,
 }
 
 impl ErrorCode {
@@ -181,6 +184,7 @@ impl ErrorCode {
             24 => NoSuchJob,
             25 => RankTaken,
             26 => ObjectQuota,
+            27 => NoSuchExtension,
             _ => return None,
         })
     }
@@ -257,6 +261,7 @@ impl std::fmt::Display for ErrorCode {
                  allows one process (close some, or start the engine with a larger \
                  per-process limit)"
             }
+            ErrorCode::NoSuchExtension => "no such SPINE extension (or not this process's)",
         })
     }
 }
@@ -454,7 +459,37 @@ pub enum Request {
         /// The rank to take.
         rank: u32,
     },
+    /// Load a SPINE extension onto the adapter; fd: a memory file holding
+    /// the class file (`len` bytes). Its initialiser `init(arg)` runs and
+    /// installs its handlers. The reply is [`Reply::SpineLoaded`] or
+    /// [`Reply::Rejected`] (why, exactly).
+    SpineLoad {
+        /// Length of the class file.
+        len: u32,
+        /// Time budget of one handler invocation, µs (0: the default,
+        /// 10 µs).
+        budget_us: u32,
+        /// The initialiser's argument.
+        arg: i32,
+        /// A name for listings (at most [`MAX_NAME`] bytes).
+        name: String,
+        /// Domains granted besides `spine` (at most [`MAX_DOMAINS`]).
+        domains: Vec<String>,
+    },
+    /// Unload extension `id` (the loading process's own).
+    SpineUnload {
+        /// The extension.
+        id: u32,
+    },
+    /// List the extensions (those of the asking client's user; all for
+    /// root) with their handlers' statistics: [`Reply::SpineListing`].
+    SpineList,
 }
+
+/// Longest name of an extension, and of a domain, in bytes.
+pub const MAX_NAME: usize = 64;
+/// Most domains a load may name.
+pub const MAX_DOMAINS: usize = 8;
 
 /// The attributes of a VI that both ends must agree on, as the control
 /// protocol carries them.
@@ -572,6 +607,19 @@ pub enum Reply {
         conn_id: u32,
         /// Our side (1 = B).
         side: u8,
+    },
+    /// A SPINE extension is loaded.
+    SpineLoaded {
+        /// Its id on the adapter.
+        id: u32,
+        /// The handler numbers it installed (at most 64).
+        handlers: Vec<u16>,
+    },
+    /// The answer to [`Request::SpineList`]; fd: a memory file holding
+    /// the listing ([`spine::SpineListing`]), `len` bytes.
+    SpineListing {
+        /// Length of the listing.
+        len: u32,
     },
 }
 

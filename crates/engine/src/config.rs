@@ -190,6 +190,70 @@ pub struct EngineConfig {
     /// size). Default: 4 MiB. (A UDM link keeps at most 160 KiB, a fixed
     /// bound.)
     pub vi_held_budget: u64,
+    /// SPINE: the priority of each event type (0 runs first, up to 7),
+    /// in the order of [`SPINE_EVENT_TYPES`]. Default:
+    /// [`DEFAULT_SPINE_PRIORITIES`].
+    pub spine_priorities: [u8; 8],
+    /// SPINE: most events queued at once; an event that does not fit is
+    /// dropped and counted. Default: 65 536.
+    pub spine_events_max: u32,
+    /// SPINE: message slots (256 bytes each). Default: 8 192.
+    pub spine_msgs_max: u32,
+    /// SPINE: bulk data buffers. Default: 1 024.
+    pub spine_bufs_max: u32,
+    /// SPINE: the largest bulk data buffer, in bytes. Default: 64 KiB.
+    pub spine_buf_size: u32,
+    /// SPINE: handler numbers (extension handlers take 64 up to this
+    /// less one; at most 1 024). Default: 1 024.
+    pub spine_handlers: u16,
+}
+
+/// The names of SPINE's event types, in the order of
+/// [`EngineConfig::spine_priorities`].
+pub const SPINE_EVENT_TYPES: [&str; 8] = [
+    "host_tx",
+    "wire_rx",
+    "peer_rx",
+    "deliver_host",
+    "peer_tx",
+    "wire_tx",
+    "timer",
+    "handler",
+];
+
+/// Default [`EngineConfig::spine_priorities`]: what takes messages out
+/// of the adapter (delivery to a host, forwarding to a peer or the wire)
+/// runs first, then timers, then handlers, then what brings new messages
+/// in, so that the adapter drains before it fills.
+pub const DEFAULT_SPINE_PRIORITIES: [u8; 8] = [3, 3, 3, 0, 0, 0, 1, 2];
+
+/// Parse `type=priority[,type=priority...]` (the daemon's flag) over
+/// `base`; the error says which item is wrong and why.
+pub fn parse_spine_priorities(s: &str, mut base: [u8; 8]) -> Result<[u8; 8], String> {
+    for item in s.split(',').filter(|i| !i.trim().is_empty()) {
+        let item = item.trim();
+        let (name, p) = item
+            .split_once('=')
+            .ok_or_else(|| format!("{item:?}: expected type=priority"))?;
+        let k = SPINE_EVENT_TYPES
+            .iter()
+            .position(|k| *k == name.trim())
+            .ok_or_else(|| {
+                format!(
+                    "{:?}: not an event type ({})",
+                    name.trim(),
+                    SPINE_EVENT_TYPES.join(", ")
+                )
+            })?;
+        let p: u8 = p
+            .trim()
+            .parse()
+            .ok()
+            .filter(|&p| p < 8)
+            .ok_or_else(|| format!("{item:?}: a priority is 0..=7"))?;
+        base[k] = p;
+    }
+    Ok(base)
 }
 
 /// Default [`EngineConfig::vi_break_timeout`].
@@ -303,6 +367,12 @@ impl Default for EngineConfig {
             peer_ip_half_open_max: DEFAULT_PEER_IP_HALF_OPEN_MAX,
             vi_break_timeout: DEFAULT_VI_BREAK_TIMEOUT,
             vi_held_budget: DEFAULT_VI_HELD_BUDGET,
+            spine_priorities: DEFAULT_SPINE_PRIORITIES,
+            spine_events_max: 65_536,
+            spine_msgs_max: 8_192,
+            spine_bufs_max: 1_024,
+            spine_buf_size: 64 << 10,
+            spine_handlers: 1_024,
         }
     }
 }

@@ -114,6 +114,9 @@ impl Setup<'_> {
                 self.reply(ci, req_id, r);
             }
             Request::Stat => self.stat(ci, req_id),
+            Request::SpineLoad { .. } | Request::SpineUnload { .. } | Request::SpineList => {
+                self.reply(ci, req_id, Reply::Error(ErrorCode::BadRequest))
+            }
         }
     }
 

@@ -1,0 +1,300 @@
+//! SPINE's listing: what [`crate::Reply::SpineListing`] hands over in a
+//! memory file (too large for one packet): the adapter's extensions,
+//! each with its handlers' statistics, and the runtime's totals.
+//!
+//! The encoding is little-endian: counts as `u32`, strings as a `u16`
+//! length and UTF-8 bytes. Decoding is total: a listing that does not
+//! parse is an error, never a panic.
+
+/// One handler of an extension.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HandlerInfo {
+    /// Its handler number.
+    pub number: u16,
+    /// The method that runs.
+    pub method: String,
+    /// Invocations so far.
+    pub invocations: u64,
+    /// Time in the handler, ns.
+    pub total_ns: u64,
+    /// Longest invocation, ns.
+    pub max_ns: u64,
+    /// Terminations by reason (name, count), the reasons with a count.
+    pub terminations: Vec<(String, u64)>,
+}
+
+impl HandlerInfo {
+    /// Terminations of every reason.
+    pub fn terminated(&self) -> u64 {
+        self.terminations.iter().map(|(_, n)| n).sum()
+    }
+
+    /// Terminations for `reason` (a name as `unet stat` shows it).
+    pub fn terminated_for(&self, reason: &str) -> u64 {
+        self.terminations
+            .iter()
+            .filter(|(r, _)| r == reason)
+            .map(|(_, n)| n)
+            .sum()
+    }
+}
+
+/// One extension.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExtInfo {
+    /// Its id on the adapter.
+    pub id: u32,
+    /// The name it was loaded under.
+    pub name: String,
+    /// The process that loaded it.
+    pub pid: u32,
+    /// Time budget of one invocation, µs.
+    pub budget_us: u32,
+    /// Whether its handlers run as machine code.
+    pub compiled: bool,
+    /// Buffers it keeps now.
+    pub kept: u32,
+    /// Buffers given back because the invocation that kept them was
+    /// terminated.
+    pub keeps_undone: u64,
+    /// The last termination: handler number and what happened (empty
+    /// when none).
+    pub last_fault: String,
+    /// Its handlers.
+    pub handlers: Vec<HandlerInfo>,
+}
+
+/// The listing.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SpineListing {
+    /// The extensions the asking client may see.
+    pub extensions: Vec<ExtInfo>,
+    /// Events run, by event type (name, count).
+    pub events: Vec<(String, u64)>,
+    /// Drops, by reason (name, count).
+    pub drops: Vec<(String, u64)>,
+    /// Messages in use.
+    pub msgs_live: u32,
+    /// Bulk buffers in use.
+    pub bufs_live: u32,
+    /// Events queued.
+    pub queued: u32,
+    /// Invocations stopped for a forged or stale handle.
+    pub bad_handles: u64,
+    /// `keep`s refused at an extension's cap.
+    pub keeps_refused: u64,
+}
+
+/// Most entries of any list a listing decodes (a bound, not a format
+/// limit: the engine writes far fewer).
+const MAX_ENTRIES: u32 = 1 << 16;
+
+struct W(Vec<u8>);
+
+impl W {
+    fn u16(&mut self, v: u16) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u32(&mut self, v: u32) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u64(&mut self, v: u64) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn str(&mut self, s: &str) {
+        let mut n = s.len().min(u16::MAX as usize);
+        while !s.is_char_boundary(n) {
+            n -= 1;
+        }
+        self.u16(n as u16);
+        self.0.extend_from_slice(&s.as_bytes()[..n]);
+    }
+    fn pairs(&mut self, p: &[(String, u64)]) {
+        self.u32(p.len() as u32);
+        for (k, v) in p {
+            self.str(k);
+            self.u64(*v);
+        }
+    }
+}
+
+struct R<'a>(&'a [u8]);
+
+impl<'a> R<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        if self.0.len() < n {
+            return Err("the listing is truncated".into());
+        }
+        let (h, t) = self.0.split_at(n);
+        self.0 = t;
+        Ok(h)
+    }
+    fn u16(&mut self) -> Result<u16, String> {
+        let b = self.take(2)?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+    fn u32(&mut self) -> Result<u32, String> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    fn u64(&mut self) -> Result<u64, String> {
+        let b = self.take(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(u64::from_le_bytes(a))
+    }
+    fn count(&mut self) -> Result<u32, String> {
+        let n = self.u32()?;
+        if n > MAX_ENTRIES {
+            return Err(format!("a list of {n} entries in the listing"));
+        }
+        Ok(n)
+    }
+    fn str(&mut self) -> Result<String, String> {
+        let n = self.u16()? as usize;
+        let b = self.take(n)?;
+        std::str::from_utf8(b)
+            .map(str::to_owned)
+            .map_err(|_| "text in the listing is not UTF-8".into())
+    }
+    fn pairs(&mut self) -> Result<Vec<(String, u64)>, String> {
+        (0..self.count()?)
+            .map(|_| Ok((self.str()?, self.u64()?)))
+            .collect()
+    }
+}
+
+impl SpineListing {
+    /// The listing's bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = W(Vec::new());
+        w.u32(self.extensions.len() as u32);
+        for x in &self.extensions {
+            w.u32(x.id);
+            w.str(&x.name);
+            w.u32(x.pid);
+            w.u32(x.budget_us);
+            w.0.push(x.compiled as u8);
+            w.u32(x.kept);
+            w.u64(x.keeps_undone);
+            w.str(&x.last_fault);
+            w.u32(x.handlers.len() as u32);
+            for h in &x.handlers {
+                w.u16(h.number);
+                w.str(&h.method);
+                w.u64(h.invocations);
+                w.u64(h.total_ns);
+                w.u64(h.max_ns);
+                w.pairs(&h.terminations);
+            }
+        }
+        w.pairs(&self.events);
+        w.pairs(&self.drops);
+        w.u32(self.msgs_live);
+        w.u32(self.bufs_live);
+        w.u32(self.queued);
+        w.u64(self.bad_handles);
+        w.u64(self.keeps_refused);
+        w.0
+    }
+
+    /// Read a listing (what [`SpineListing::encode`] wrote).
+    pub fn decode(b: &[u8]) -> Result<SpineListing, String> {
+        let mut r = R(b);
+        let mut extensions = Vec::new();
+        for _ in 0..r.count()? {
+            let id = r.u32()?;
+            let name = r.str()?;
+            let pid = r.u32()?;
+            let budget_us = r.u32()?;
+            let compiled = r.take(1)?[0] != 0;
+            let kept = r.u32()?;
+            let keeps_undone = r.u64()?;
+            let last_fault = r.str()?;
+            let mut handlers = Vec::new();
+            for _ in 0..r.count()? {
+                handlers.push(HandlerInfo {
+                    number: r.u16()?,
+                    method: r.str()?,
+                    invocations: r.u64()?,
+                    total_ns: r.u64()?,
+                    max_ns: r.u64()?,
+                    terminations: r.pairs()?,
+                });
+            }
+            extensions.push(ExtInfo {
+                id,
+                name,
+                pid,
+                budget_us,
+                compiled,
+                kept,
+                keeps_undone,
+                last_fault,
+                handlers,
+            });
+        }
+        Ok(SpineListing {
+            extensions,
+            events: r.pairs()?,
+            drops: r.pairs()?,
+            msgs_live: r.u32()?,
+            bufs_live: r.u32()?,
+            queued: r.u32()?,
+            bad_handles: r.u64()?,
+            keeps_refused: r.u64()?,
+        })
+    }
+
+    /// The count of drop reason `name`.
+    pub fn drop_count(&self, name: &str) -> u64 {
+        self.drops
+            .iter()
+            .filter(|(k, _)| k == name)
+            .map(|(_, v)| v)
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listing_round_trips_and_every_cut_of_it_is_refused() {
+        let l = SpineListing {
+            extensions: vec![ExtInfo {
+                id: 3,
+                name: "echo".into(),
+                pid: 42,
+                budget_us: 10,
+                compiled: true,
+                kept: 2,
+                keeps_undone: 1,
+                last_fault: "handler 70 terminated: its time budget ran out".into(),
+                handlers: vec![HandlerInfo {
+                    number: 70,
+                    method: "onPing".into(),
+                    invocations: 9,
+                    total_ns: 900,
+                    max_ns: 200,
+                    terminations: vec![("timeout".into(), 1)],
+                }],
+            }],
+            events: vec![("handler".into(), 9)],
+            drops: vec![("no_handler".into(), 4)],
+            msgs_live: 1,
+            bufs_live: 2,
+            queued: 0,
+            bad_handles: 5,
+            keeps_refused: 6,
+        };
+        let b = l.encode();
+        assert_eq!(SpineListing::decode(&b), Ok(l.clone()));
+        for n in 0..b.len() {
+            assert!(SpineListing::decode(&b[..n]).is_err(), "cut at {n}");
+        }
+        assert_eq!(l.extensions[0].handlers[0].terminated_for("timeout"), 1);
+        assert_eq!(l.drop_count("no_handler"), 4);
+    }
+}
