@@ -33,8 +33,8 @@ pub enum Cp {
     Double,
     /// `CONSTANT_Class`: index of the name.
     Class(u16),
-    /// `CONSTANT_String`.
-    String,
+    /// `CONSTANT_String`: index of the text (a `Utf8` entry).
+    String(u16),
     /// `CONSTANT_Fieldref`: class index, name-and-type index.
     FieldRef(u16, u16),
     /// `CONSTANT_Methodref`: class index, name-and-type index.
@@ -213,10 +213,7 @@ impl ClassFile {
                     Cp::Unusable
                 }
                 7 => Cp::Class(r.u16("constant pool")?),
-                8 => {
-                    r.u16("constant pool")?;
-                    Cp::String
-                }
+                8 => Cp::String(r.u16("constant pool")?),
                 9..=12 => {
                     let a = r.u16("constant pool")?;
                     let b = r.u16("constant pool")?;

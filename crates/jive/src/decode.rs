@@ -1006,6 +1006,8 @@ pub fn decode(
         match &insn.ins {
             Ins::Nop | Ins::CheckCast(_) => {}
             Ins::Const(c) => dc.push(Src::K(*c)),
+            // A method name reaches its native as the method's index.
+            Ins::MethodName(i) => dc.push(Src::K(*i as i32)),
             Ins::Null => dc.push(Src::K(0)),
             Ins::ILoad(x) | Ins::ALoad(x) => dc.push(Src::S(*x)),
             Ins::IStore(x) | Ins::AStore(x) => dc.store(*x),
@@ -1301,7 +1303,7 @@ pub fn decode(
                         )
                     }
                     Callee::Native(i) => {
-                        let sig = crate::model::parse_method_descriptor(&model.natives[*i].3)?;
+                        let sig = crate::model::parse_native_descriptor(&model.natives[*i].3)?.0;
                         (sig.params.len(), sig.ret.is_some(), false)
                     }
                     Callee::ObjectInit => (1, false, false),

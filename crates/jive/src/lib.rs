@@ -16,7 +16,15 @@
 //!    and one-dimensional arrays of them in descriptors. Every field and
 //!    method reference is resolved here, once: to a field of this class, a
 //!    method of this class, the `Object` constructor, or a native method
-//!    granted to the class ([`Natives`], SPINE-style safe linking).
+//!    granted to the class ([`Natives`], SPINE-style safe linking). The
+//!    one string the subset knows is a *method name*: a literal naming a
+//!    static `(II)V` method of the class, passed to a native parameter of
+//!    type `Ljava/lang/String;` (which receives the method's index).
+//!    [`Class::load_with`] adds SPINE's `EPHEMERAL` rule
+//!    ([`LoadRules`]): the methods so named are handlers, which may not
+//!    allocate or call a native not registered as ephemeral
+//!    ([`Natives::register_ephemeral`]), directly or through the class's
+//!    own methods.
 //! 3. **Verify** ([`verify`]): type inference over the subset's types for
 //!    every method (StackMapTable is ignored, so old and new class files are
 //!    verified equally strictly): operand types, stack bounds, initialised
@@ -54,8 +62,8 @@
 //!
 //! Modules import only modules of the layers below their own, from the
 //! ground up: `classfile`; `model` (the class model the later stages
-//! share); `heap` and `verify`; `natives` and `decode`; `subset` (which
-//! runs the load stages) and `budget` (an invocation's fuel, which the
+//! share); `heap` and `verify`; `natives`, `decode` and `ephemeral`;
+//! `subset` (which runs the load stages) and `budget` (an invocation's fuel, which the
 //! interpreter and compiled code share); `jit`; `interp` (the [`Vm`]).
 //!
 //! ```no_run
@@ -77,6 +85,7 @@
 mod budget;
 pub mod classfile;
 pub mod decode;
+mod ephemeral;
 pub mod heap;
 mod interp;
 #[cfg(feature = "jit")]
@@ -96,7 +105,7 @@ pub use jit::Compiled;
 pub use natives::{
     test_natives, Intrinsic, NativeCtx, NativeFn, NativeResult, Natives, SinkFn, NATIVES_CLASS,
 };
-pub use subset::{Class, Elem, FieldId, JType, MethodId};
+pub use subset::{Class, Elem, FieldId, JType, LoadRules, MethodId};
 
 /// Largest class file accepted, in bytes (1 MiB).
 pub const MAX_CLASS_BYTES: usize = 1 << 20;

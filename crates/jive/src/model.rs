@@ -129,6 +129,25 @@ pub fn parse_field_descriptor(d: &str) -> Result<JType, String> {
 
 /// Parse a method descriptor of the subset.
 pub fn parse_method_descriptor(d: &str) -> Result<Sig, String> {
+    parse_sig(d, None)
+}
+
+/// The parameter type of a native that takes a *method name*: the argument
+/// is a string literal (`ldc`) naming a static `(II)V` method of the class
+/// being loaded, and the native receives the method's index
+/// ([`MethodId::index`](crate::MethodId::index)).
+pub const METHOD_NAME: &str = "Ljava/lang/String;";
+
+/// Parse a native's descriptor: the subset's types, and [`METHOD_NAME`]
+/// parameters, which are passed as `int` (the method's index) and marked
+/// true in the second vector (one entry per parameter).
+pub fn parse_native_descriptor(d: &str) -> Result<(Sig, Vec<bool>), String> {
+    let mut names = Vec::new();
+    let sig = parse_sig(d, Some(&mut names))?;
+    Ok((sig, names))
+}
+
+fn parse_sig(d: &str, mut names: Option<&mut Vec<bool>>) -> Result<Sig, String> {
     let s = d.as_bytes();
     if s.first() != Some(&b'(') {
         return Err(format!("bad method descriptor {d}"));
@@ -138,6 +157,15 @@ pub fn parse_method_descriptor(d: &str) -> Result<Sig, String> {
     while s.get(i) != Some(&b')') {
         if i >= s.len() || params.len() > 255 {
             return Err(format!("bad method descriptor {d}"));
+        }
+        if let Some(n) = names.as_deref_mut() {
+            let name = s[i..].starts_with(METHOD_NAME.as_bytes());
+            n.push(name);
+            if name {
+                i += METHOD_NAME.len();
+                params.push(JType::Int);
+                continue;
+            }
         }
         params.push(parse_type(s, &mut i)?);
     }
@@ -202,8 +230,8 @@ pub struct Model<'a> {
     pub fields: Vec<FieldDef>,
     /// Methods, in declaration order.
     pub methods: Vec<MethodDef>,
-    /// Registered natives as (domain, class, name, descriptor).
-    pub natives: Vec<(String, String, String, String)>,
+    /// Registered natives as (domain, class, name, descriptor, ephemeral).
+    pub natives: Vec<(String, String, String, String, bool)>,
     /// Granted domains.
     pub granted: Vec<String>,
 }

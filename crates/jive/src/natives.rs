@@ -36,6 +36,8 @@ pub(crate) struct NativeEntry<H> {
     pub descriptor: String,
     pub f: NativeFn<H>,
     pub fast: Option<Fast<H>>,
+    /// Callable from a handler ([`Natives::register_ephemeral`]).
+    pub ephemeral: bool,
 }
 
 /// A native's common case that compiled code performs without calling it:
@@ -131,6 +133,7 @@ impl<H> Clone for Natives<H> {
                     descriptor: e.descriptor.clone(),
                     f: e.f,
                     fast: e.fast,
+                    ephemeral: e.ephemeral,
                 })
                 .collect(),
         }
@@ -157,7 +160,29 @@ impl<H> Natives<H> {
         descriptor: &str,
         f: NativeFn<H>,
     ) -> &mut Self {
-        self.add(domain, class, name, descriptor, f, None)
+        self.add(domain, class, name, descriptor, f, None, false)
+    }
+
+    /// Register `class.name descriptor` in `domain` as *ephemeral*: a
+    /// native a handler may call (SPINE's `EPHEMERAL`; see
+    /// [`LoadRules`](crate::LoadRules)). The host promises that an ephemeral
+    /// native finishes in bounded time and never allocates (it does not
+    /// call [`NativeCtx::new_array`]). Otherwise as [`Natives::register`],
+    /// which registers natives that are not ephemeral.
+    ///
+    /// A parameter of type `Ljava/lang/String;` (of any native) takes a
+    /// *method name*: the class passes a string literal naming one of its
+    /// static `(II)V` methods, and the native receives that method's index
+    /// ([`MethodId::index`](crate::MethodId::index)).
+    pub fn register_ephemeral(
+        &mut self,
+        domain: &str,
+        class: &str,
+        name: &str,
+        descriptor: &str,
+        f: NativeFn<H>,
+    ) -> &mut Self {
+        self.add(domain, class, name, descriptor, f, None, true)
     }
 
     /// Register `class.name([BIII)V` in `domain`, arguments `(byte[] a,
@@ -180,7 +205,15 @@ impl<H> Natives<H> {
         f: NativeFn<H>,
         sink: SinkFn<H>,
     ) -> &mut Self {
-        self.add(domain, class, name, "([BIII)V", f, Some(Fast::Sink(sink)))
+        self.add(
+            domain,
+            class,
+            name,
+            "([BIII)V",
+            f,
+            Some(Fast::Sink(sink)),
+            false,
+        )
     }
 
     /// Register `class.name([BIII)V` in `domain` as an [`Intrinsic`]:
@@ -204,9 +237,11 @@ impl<H> Natives<H> {
             "([BIII)V",
             f,
             Some(Fast::Window(intrinsic)),
+            false,
         )
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn add(
         &mut self,
         domain: &str,
@@ -215,6 +250,7 @@ impl<H> Natives<H> {
         descriptor: &str,
         f: NativeFn<H>,
         fast: Option<Fast<H>>,
+        ephemeral: bool,
     ) -> &mut Self {
         self.entries
             .retain(|e| !(e.class == class && e.name == name && e.descriptor == descriptor));
@@ -225,6 +261,7 @@ impl<H> Natives<H> {
             descriptor: descriptor.to_string(),
             f,
             fast,
+            ephemeral,
         });
         self
     }
@@ -242,7 +279,15 @@ impl<H> Natives<H> {
     /// Add every native of `other` (later ones replace equal keys).
     pub fn extend(&mut self, other: &Natives<H>) -> &mut Self {
         for e in &other.entries {
-            self.add(&e.domain, &e.class, &e.name, &e.descriptor, e.f, e.fast);
+            self.add(
+                &e.domain,
+                &e.class,
+                &e.name,
+                &e.descriptor,
+                e.f,
+                e.fast,
+                e.ephemeral,
+            );
         }
         self
     }

@@ -22,9 +22,10 @@ use crate::classfile::{
     ClassFile, Cp, ACC_ABSTRACT, ACC_INTERFACE, ACC_NATIVE, ACC_STATIC, ACC_SYNCHRONIZED,
 };
 use crate::decode::{self, MethodCode};
+use crate::ephemeral::{self, Site};
 pub use crate::model::{
-    parse_field_descriptor, parse_method_descriptor, Callee, Elem, FieldDef, JType, MethodDef,
-    Model, Sig,
+    parse_field_descriptor, parse_method_descriptor, parse_native_descriptor, Callee, Elem,
+    FieldDef, JType, MethodDef, Model, Sig,
 };
 use crate::natives::{BoundNative, Natives};
 use crate::{verify, Rejection};
@@ -32,6 +33,29 @@ use crate::{verify, Rejection};
 /// Identifies a method of a loaded [`Class`] (index in declaration order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct MethodId(pub(crate) u16);
+
+impl MethodId {
+    /// The method's index in declaration order (what a native taking a
+    /// method name receives; back with [`Class::method_at`]).
+    pub fn index(self) -> u32 {
+        self.0 as u32
+    }
+}
+
+/// Rules a host adds to the load stages ([`Class::load_with`]). The default
+/// adds none ([`Class::load`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LoadRules {
+    /// SPINE's `EPHEMERAL`: every method named by a method-name literal
+    /// (see [`Natives::register_ephemeral`]) is a *handler*; a handler and
+    /// everything it can call through the class's own methods may not
+    /// allocate (`newarray`) and may call only ephemeral natives. A class
+    /// that breaks the rule is rejected with the handler, the callee (or
+    /// the allocating instruction), the bytecode offset and the method it
+    /// is in, e.g. `handler onPing: calls unet/spine/Spine.addHandler (not
+    /// ephemeral) at offset 12 of helper`.
+    pub handlers_ephemeral: bool,
+}
 
 /// Identifies a field of a loaded [`Class`] (index in declaration order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -46,6 +70,8 @@ pub(crate) struct ClassInner<H> {
     pub natives: Vec<BoundNative<H>>,
     pub clinit: Option<u16>,
     pub init: Option<u16>,
+    /// Methods named by method-name literals, ascending.
+    pub handlers: Vec<u16>,
 }
 
 /// A loaded, subset-checked, verified and pre-decoded class. Cheap to clone
@@ -78,6 +104,16 @@ impl<H> Class<H> {
         bytes: &[u8],
         natives: &Natives<H>,
         granted: &[&str],
+    ) -> Result<Class<H>, Rejection> {
+        Self::load_with(bytes, natives, granted, &LoadRules::default())
+    }
+
+    /// [`Class::load`] with the checks of `rules` added.
+    pub fn load_with(
+        bytes: &[u8],
+        natives: &Natives<H>,
+        granted: &[&str],
+        rules: &LoadRules,
     ) -> Result<Class<H>, Rejection> {
         let cf = ClassFile::parse(bytes)?;
         let name = cf.class_name_at(cf.this_class, "this_class")?.to_string();
@@ -194,6 +230,7 @@ impl<H> Class<H> {
                         e.class.clone(),
                         e.name.clone(),
                         e.descriptor.clone(),
+                        e.ephemeral,
                     )
                 })
                 .collect(),
@@ -202,6 +239,9 @@ impl<H> Class<H> {
         // Natives used by the class, in first-use order.
         let mut used_natives: Vec<usize> = Vec::new();
         let mut code = Vec::with_capacity(model.methods.len());
+        // Calls and allocations of each method, and the handlers named.
+        let mut sites: Vec<Vec<(u32, Site)>> = Vec::with_capacity(model.methods.len());
+        let mut handlers: Vec<u16> = Vec::new();
         // Verification work left for the class (see `MAX_CLASS_WORK`).
         let mut work = verify::MAX_CLASS_WORK;
         for (i, m) in cf.methods.iter().enumerate() {
@@ -228,16 +268,26 @@ impl<H> Class<H> {
                 }
             })?;
             code.push(mc);
+            let (s, names) = ephemeral::sites(&v);
+            sites.push(s);
+            handlers.extend(names);
+        }
+        handlers.sort_unstable();
+        handlers.dedup();
+        if rules.handlers_ephemeral {
+            ephemeral::check(&model, &sites, &handlers).map_err(Rejection::class)?;
         }
         let mut bound = Vec::new();
         for &ni in &used_natives {
             let e = &natives.entries[ni];
-            let sig = parse_method_descriptor(&e.descriptor).map_err(|r| {
-                Rejection::class(format!(
-                    "native {}.{}{}: {r}",
-                    e.class, e.name, e.descriptor
-                ))
-            })?;
+            let sig = parse_native_descriptor(&e.descriptor)
+                .map(|s| s.0)
+                .map_err(|r| {
+                    Rejection::class(format!(
+                        "native {}.{}{}: {r}",
+                        e.class, e.name, e.descriptor
+                    ))
+                })?;
             bound.push(BoundNative {
                 f: e.f,
                 fast: e.fast,
@@ -267,6 +317,7 @@ impl<H> Class<H> {
                 natives: bound,
                 clinit,
                 init,
+                handlers,
             }),
         })
     }
@@ -298,6 +349,23 @@ impl<H> Class<H> {
             .enumerate()
             .filter(|(_, m)| m.name != "<init>" && m.name != "<clinit>")
             .map(|(i, _)| MethodId(i as u16))
+    }
+
+    /// The method of index `i` ([`MethodId::index`]), if the class has one
+    /// the host may invoke (not `<init>` or `<clinit>`).
+    pub fn method_at(&self, i: u32) -> Option<MethodId> {
+        let m = self.inner.methods.get(i as usize)?;
+        if m.name == "<init>" || m.name == "<clinit>" {
+            return None;
+        }
+        Some(MethodId(i as u16))
+    }
+
+    /// The class's *handlers*: the methods named by method-name literals
+    /// (arguments of natives taking a `Ljava/lang/String;`), in
+    /// declaration order. Each is a static `(II)V` method.
+    pub fn handlers(&self) -> Vec<MethodId> {
+        self.inner.handlers.iter().map(|&i| MethodId(i)).collect()
     }
 
     /// The name of method `m`.

@@ -205,6 +205,10 @@ pub enum Ins {
     NewArray(Elem),
     /// `checkcast` to an array type of the subset (a no-op after verify).
     CheckCast(Elem),
+    /// `ldc` of a string naming a static `(II)V` method of the class (its
+    /// index): a *method name*, usable only as a native's
+    /// `Ljava/lang/String;` argument, passed as the index.
+    MethodName(u16),
 }
 
 /// Verifier type of a slot.
@@ -222,6 +226,9 @@ pub enum VType {
     UninitThis,
     /// An array.
     Arr(Elem),
+    /// A method name (a string literal naming method `.0`), see
+    /// [`Ins::MethodName`].
+    MethodName(u16),
 }
 
 impl VType {
@@ -250,6 +257,7 @@ impl VType {
                 Elem::Short => "short[]",
                 Elem::Int => "int[]",
             },
+            VType::MethodName(_) => "a method name",
         }
     }
 }
@@ -530,6 +538,31 @@ impl Code<'_> {
     }
 }
 
+/// The method a string constant (text at `utf8`) names: a static `(II)V`
+/// method of the class, the only use of a string in the subset.
+fn method_name(model: &Model<'_>, op: &str, utf8: u16) -> Result<u16, String> {
+    let text = model.cf.utf8_at(utf8, "string").map_err(|r| r.reason)?;
+    let not = format!(
+        "{op} of a string is not supported (only as the name of a static (II)V method \
+         of this class)"
+    );
+    match model.methods.iter().position(|m| m.name == text) {
+        Some(i) if model.methods[i].is_static && model.methods[i].descriptor == "(II)V" => {
+            Ok(i as u16)
+        }
+        Some(i) => Err(format!(
+            "{not}: \"{text}\" names {text}{}{}",
+            model.methods[i].descriptor,
+            if model.methods[i].is_static {
+                ""
+            } else {
+                ", which is not static"
+            }
+        )),
+        None => Err(format!("{not}: \"{text}\" names no method")),
+    }
+}
+
 /// Parse the code into instructions with byte-offset targets.
 fn parse(model: &Model<'_>, m: &MethodDef, code: &[u8]) -> Result<Vec<(u32, Ins)>, VerifyError> {
     let c = Code { b: code };
@@ -558,9 +591,12 @@ fn parse(model: &Model<'_>, m: &MethodDef, code: &[u8]) -> Result<Vec<(u32, Ins)
                 };
                 match model.cf.cp.get(idx as usize) {
                     Some(crate::classfile::Cp::Integer(v)) => (Ins::Const(*v), len),
+                    Some(crate::classfile::Cp::String(u)) => (
+                        Ins::MethodName(method_name(model, name, *u).map_err(err)?),
+                        len,
+                    ),
                     Some(e) => {
                         let what = match e {
-                            crate::classfile::Cp::String => "a string",
                             crate::classfile::Cp::Float => "a float",
                             crate::classfile::Cp::Class(_) => "a class",
                             _ => "a constant outside the subset",
@@ -936,13 +972,44 @@ impl Ctx<'_> {
         Ok(())
     }
 
+    /// A method name moved by a stack instruction: refused (a method name
+    /// is only ever the argument of a native, where `ldc` pushed it).
+    fn no_names(&self, f: &Frame, n: usize, ins: &Ins) -> Result<(), String> {
+        let top = f.stack.len().saturating_sub(n);
+        match f.stack[top..].iter().find_map(|t| match t {
+            VType::MethodName(i) => Some(*i),
+            _ => None,
+        }) {
+            Some(i) => Err(format!(
+                "{} of the method name \"{}\": a method name may only be passed to a native",
+                stack_op_name(ins),
+                self.model.methods[i as usize].name
+            )),
+            None => Ok(()),
+        }
+    }
+
     /// Apply one instruction to `f`; extra info (array kind) is returned.
     fn step(&self, f: &mut Frame, ins: &Ins) -> Result<(Flow, Option<Elem>), String> {
+        let moved = match ins {
+            Ins::Pop | Ins::Dup => 1,
+            Ins::Pop2 | Ins::DupX1 | Ins::Dup2 | Ins::Swap => 2,
+            Ins::DupX2 | Ins::Dup2X1 => 3,
+            Ins::Dup2X2 => 4,
+            _ => 0,
+        };
+        if moved > 0 {
+            self.no_names(f, moved, ins)?;
+        }
         let mut arr = None;
         let flow = match ins {
             Ins::Nop => Flow::Next,
             Ins::Const(_) => {
                 self.push(f, VType::Int)?;
+                Flow::Next
+            }
+            Ins::MethodName(i) => {
+                self.push(f, VType::MethodName(*i))?;
                 Flow::Next
             }
             Ins::Null => {
@@ -1165,6 +1232,7 @@ impl Ctx<'_> {
                 Flow::Next
             }
             Ins::Invoke(_, callee) => {
+                let mut names = Vec::new();
                 let sig = match callee {
                     Callee::Own(i) => {
                         let md = &self.model.methods[*i as usize];
@@ -1172,14 +1240,29 @@ impl Ctx<'_> {
                     }
                     Callee::Native(i) => {
                         let e = &self.model.natives[*i];
-                        let s = crate::model::parse_method_descriptor(&e.3)
+                        let (s, n) = crate::model::parse_native_descriptor(&e.3)
                             .map_err(|r| format!("native {}.{}{}: {r}", e.1, e.2, e.3))?;
+                        names = n;
                         (s, true)
                     }
                     Callee::ObjectInit => unreachable_init(),
                 };
-                for p in sig.0.params.iter().rev() {
-                    pop_as(f, *p)?;
+                for (k, p) in sig.0.params.iter().enumerate().rev() {
+                    if names.get(k) == Some(&true) {
+                        match pop(f)? {
+                            VType::MethodName(_) => {}
+                            t => {
+                                return Err(format!(
+                                    "argument {} of a native expects a method name (a string \
+                                     literal), found {}",
+                                    k + 1,
+                                    t.name()
+                                ))
+                            }
+                        }
+                    } else {
+                        pop_as(f, *p)?;
+                    }
                 }
                 if !sig.1 {
                     pop_this(f)?;
@@ -1208,6 +1291,20 @@ impl Ctx<'_> {
             }
         };
         Ok((flow, arr))
+    }
+}
+
+fn stack_op_name(ins: &Ins) -> &'static str {
+    match ins {
+        Ins::Pop => "pop",
+        Ins::Pop2 => "pop2",
+        Ins::Dup => "dup",
+        Ins::DupX1 => "dup_x1",
+        Ins::DupX2 => "dup_x2",
+        Ins::Dup2 => "dup2",
+        Ins::Dup2X1 => "dup2_x1",
+        Ins::Dup2X2 => "dup2_x2",
+        _ => "swap",
     }
 }
 

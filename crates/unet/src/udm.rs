@@ -287,7 +287,9 @@ impl Node {
         words: &[u64],
         held: &mut bool,
     ) -> Result<bool, InjectError> {
-        if dest >= self.layout.nodes {
+        // The view's own count of nodes (equal to `self.layout`'s): checked
+        // here, it lets the compiler drop the clamp in `line(dest)`.
+        if dest >= self.jseg.layout().nodes {
             return Err(InjectError::BadDest(dest));
         }
         let Some(words) = Words::new(words) else {
