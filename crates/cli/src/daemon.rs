@@ -79,6 +79,12 @@ pub struct Args {
     /// applet_fault_timeout). 0: no time limit, the work budget alone.
     #[arg(long, value_name = "US", default_value_t = unet_sle::DEFAULT_MAX_TIME.as_micros() as u64)]
     pub applet_time_max_us: u64,
+    /// SPINE: the priority of event types, e.g. `host_tx=0,deliver_host=3`
+    /// (0 runs first, up to 7; types not named keep their default:
+    /// deliver_host, peer_tx and wire_tx 0, timer 1, handler 2, host_tx,
+    /// wire_rx and peer_rx 3).
+    #[arg(long, value_name = "TYPE=N,...", value_parser = parse_priorities)]
+    pub spine_priority: Option<[u8; 8]>,
     /// An address or network (CIDR, e.g. 10.1.0.0/16 or 192.0.2.7)
     /// whose engines may open channels to this one over the wire;
     /// repeatable. Loopback (127.0.0.0/8 and ::1) is always allowed.
@@ -223,6 +229,9 @@ pub fn run(a: Args) -> ExitCode {
         peer_ip_half_open_max: a.peer_ip_half_open_max,
         vi_break_timeout: Duration::from_millis(a.vi_break_timeout_ms.max(1)),
         vi_held_budget: a.vi_held_budget as u64,
+        spine_priorities: a
+            .spine_priority
+            .unwrap_or(unet_engine::DEFAULT_SPINE_PRIORITIES),
         ..Default::default()
     };
     let engine = match Engine::start(cfg) {
@@ -253,4 +262,9 @@ pub fn run(a: Args) -> ExitCode {
     eprintln!("unet daemon: stopping (signal {sig})");
     engine.stop();
     ExitCode::SUCCESS
+}
+
+/// `--spine-priority`: over the defaults.
+fn parse_priorities(s: &str) -> Result<[u8; 8], String> {
+    unet_engine::parse_spine_priorities(s, unet_engine::DEFAULT_SPINE_PRIORITIES)
 }

@@ -110,8 +110,13 @@ pub struct ChannelOptions {
 pub struct Recv {
     /// Its length.
     pub len: usize,
-    /// The channel it came on (assigned by the engine).
+    /// The channel it came on (assigned by the engine); for an active
+    /// message (`am`), the number of the handler it names.
     pub channel: Channel,
+    /// An active message from a SPINE handler: the payload is in the host
+    /// framing (`[args_len: u16 LE][args][bulk]`, see
+    /// [`crate::spine::split_am`]).
+    pub am: bool,
 }
 
 /// Something that happened to the endpoint's channels.
@@ -467,7 +472,7 @@ impl Endpoint {
     fn send_plain(&mut self, ch: Channel, data: &[u8]) -> Result<(), SendError> {
         match self.chans.state.get(ch.0 as usize).copied() {
             Some(ChanState::Direct(i)) => self.send_direct(i, data),
-            Some(ChanState::Engine) => self.send_engine(ch, data),
+            Some(ChanState::Engine) => self.send_engine::<0>(ch, data).map(|_| ()),
             Some(ChanState::Gone) => Err(SendError::PeerGone),
             _ => {
                 self.drain_events();
@@ -637,6 +642,7 @@ impl Endpoint {
                         Recv {
                             len: m.len(),
                             channel,
+                            am: false,
                         },
                         m,
                     )
@@ -740,6 +746,7 @@ impl Endpoint {
         Ok(Some(Recv {
             len,
             channel: Channel(d.channel),
+            am: d.flags & unet_abi::spine::RECV_AM != 0,
         }))
     }
 

@@ -23,7 +23,8 @@
 //! ```
 //!
 //! UDM's jobs of nodes that `inject` and `extract` small messages with
-//! two-case delivery are in [`udm`] (`docs/udm.md`).
+//! two-case delivery are in [`udm`] (`docs/udm.md`); SPINE's extensions
+//! and active messages in [`spine`].
 //!
 //! The shared-memory layout is in the `unet-abi` crate; a C ABI is in
 //! [`ffi`] with its header at `include/unet.h`.
@@ -49,6 +50,7 @@ mod fifo;
 mod session;
 #[allow(unsafe_code)]
 mod shm;
+pub mod spine;
 pub mod udm;
 pub mod via;
 

@@ -3,7 +3,7 @@
 //! when it spans the systems (Hello, Stat), and otherwise handed to the
 //! set-up half of the system it belongs to: U-Net's
 //! ([`crate::unet::setup::UnetSetup`]), VIA's or UDM's (each built in
-//! `setup/systems.rs`). When a client goes, each system is asked to drop
+//! `setup/systems.rs`), or SPINE's. When a client goes, each system is asked to drop
 //! what the client held; at shutdown, every client is reclaimed. The data
 //! path never waits for set-up work, and each system's set-up half is
 //! given the parts it changes for one request at a time.
@@ -16,6 +16,8 @@ use crate::control::server::{ControlServer, Incoming};
 use crate::control::setup_thread::{Done, SetupThread};
 use crate::counters::Counters;
 use crate::poller::Poller;
+use crate::spine::setup::SpineSetup;
+use crate::spine::SpinePart;
 use crate::udm::Jobs;
 use crate::unet::applets::{AppletHost, Loaded};
 use crate::unet::direct::DirectConns;
@@ -40,6 +42,7 @@ pub(crate) struct Setup<'a> {
     pub work: &'a mut SetupThread,
     pub vias: &'a mut Vias,
     pub udm: &'a mut Jobs,
+    pub spine: &'a mut SpinePart,
 }
 
 impl Setup<'_> {
@@ -115,7 +118,7 @@ impl Setup<'_> {
             }
             Request::Stat => self.stat(ci, req_id),
             Request::SpineLoad { .. } | Request::SpineUnload { .. } | Request::SpineList => {
-                self.reply(ci, req_id, Reply::Error(ErrorCode::BadRequest))
+                self.spine_setup().handle_spine(ci, req_id, req, &mut fds)
             }
         }
     }
@@ -158,6 +161,23 @@ impl Setup<'_> {
         self.unet(|u| u.finish_loads(loaded));
     }
 
+    /// Finish the SPINE loads whose class is verified
+    /// ([`crate::spine::setup::SpineSetup::finish_loads`]).
+    pub(crate) fn finish_spine_loads(&mut self) {
+        self.spine_setup().finish_loads();
+    }
+
+    /// The set-up of SPINE: the runtime, the endpoint table (whose inbox
+    /// learns the handler numbers) and the clients.
+    fn spine_setup(&mut self) -> SpineSetup<'_> {
+        self.spine.set_bulk_max(self.eps);
+        SpineSetup {
+            spine: self.spine,
+            eps: self.eps,
+            clients: &mut *self.server,
+        }
+    }
+
     /// A client's control connection closed: the process is gone or done.
     /// Reclaim everything it held and tell its peers.
     pub(crate) fn drop_client(&mut self, ci: ClientId) {
@@ -169,6 +189,7 @@ impl Setup<'_> {
                 u.close_endpoint(idx);
             }
         });
+        self.spine_setup().drop_client(ci);
         self.via(|v| v.drop_client_vias(ci));
         self.udm(|u| u.drop_client_udm(ci));
         self.unet(|u| u.drop_client_unet(ci));

@@ -6,7 +6,9 @@
 //! (`each_part!`): U-Net (what came from the wire, the
 //! buffered endpoints' waiting messages, every endpoint's send ring, the
 //! applets' arrivals and timers), VIA (the VIs the engine carries), UDM
-//! (the jobs' divert rings, the links to other engines). A turn runs
+//! (the jobs' divert rings, the links to other engines), SPINE (the
+//! hosts' active messages, then its events: handlers and deliveries to
+//! host endpoints). A turn runs
 //! each and adds up the work they report; then control takes, in one
 //! call, what the turn left for it (frames that set connections up,
 //! replies owed for remote opens, segments to release, requests whose
@@ -76,6 +78,7 @@ use crate::control::setup_thread::SetupThread;
 use crate::counters::Counters;
 use crate::part::{Context, Part};
 use crate::poller::{Poller, Token};
+use crate::spine::{SpinePart, SpineTurn};
 use crate::udm::Jobs;
 use crate::unet::applets::AppletHost;
 use crate::unet::direct::DirectConns;
@@ -116,6 +119,8 @@ pub struct Dispatcher {
     vias: Vias,
     /// UDM's jobs, nodes and links.
     udm: Jobs,
+    /// SPINE: the extensions and the runtime's event queue.
+    spine: SpinePart,
     conns: DirectConns,
     /// Set-up work that takes long (making and unmapping large segments).
     work: SetupThread,
@@ -146,6 +151,13 @@ macro_rules! each_part {
         }
         {
             let $p = &mut $d.udm; // the jobs' divert rings, the links
+            $body;
+        }
+        {
+            let $p = &mut SpineTurn {
+                spine: &mut $d.spine,
+                eps: &mut $d.unet.eps,
+            }; // SPINE's events
             $body;
         }
     }};
@@ -207,6 +219,7 @@ impl Dispatcher {
             work: SetupThread::new(shared.admin.clone()),
             vias: Vias::default(),
             udm: Jobs::default(),
+            spine: SpinePart::new(&cfg, shared.admin.clone()),
             cfg,
             engine_id,
             poller,
@@ -325,6 +338,7 @@ impl Dispatcher {
             work: &mut self.work,
             vias: &mut self.vias,
             udm: &mut self.udm,
+            spine: &mut self.spine,
         }
     }
 
@@ -464,6 +478,9 @@ impl Dispatcher {
             if !done.is_empty() {
                 self.setup().finish_loads(done);
             }
+        }
+        if self.spine.loads.busy() {
+            self.setup().finish_spine_loads();
         }
         if self.work.busy() {
             self.setup().finish_creates();

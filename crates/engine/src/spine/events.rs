@@ -167,11 +167,6 @@ impl EventQueue {
         self.len == 0
     }
 
-    /// The priority of event type `k`.
-    pub(crate) fn priority(&self, k: EventKind) -> u8 {
-        self.prio[k as usize]
-    }
-
     /// Queue `ev`; when the queue is full it is handed back (the caller
     /// frees what it held) and the drop is counted.
     pub(crate) fn push(&mut self, ev: Event) -> Result<(), Event> {

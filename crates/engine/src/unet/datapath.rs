@@ -125,6 +125,9 @@ impl DataPath<'_> {
             Some(st)
         };
         if d.flags != 0 {
+            if d.flags == unet_abi::spine::SEND_AM {
+                return Some(self.send_am(idx, d));
+            }
             return bad(
                 self.counters(),
                 EndpointCounter::TxBadFlags,
@@ -173,6 +176,30 @@ impl DataPath<'_> {
                 SendStatus::PeerGone,
             ),
             Err(st) => bad(self.counters(), EndpointCounter::TxBadChannel, st),
+        }
+    }
+
+    /// An active message (`SEND_AM`; the channel field is the handler
+    /// number): checked and copied to SPINE's inbox (`am`), taken by
+    /// SPINE's turn. Kept out of line: it is not U-Net's send path.
+    #[inline(never)]
+    fn send_am(&mut self, idx: usize, d: SendDesc) -> SendStatus {
+        let ep = self.eps.get(idx).expect("live");
+        let (slot, id) = (ep.slot, ep.id);
+        if d.len as usize > MAX_MESSAGE {
+            self.counters().ep(slot, EndpointCounter::TxBadLength, 1);
+            return SendStatus::BadLength;
+        }
+        let Some(msg) = ep.message(d.offset, d.len) else {
+            self.counters().ep(slot, EndpointCounter::TxBadBuffer, 1);
+            return SendStatus::BadBuffer;
+        };
+        // Read in place, copied once: a client scribbling on it spoils
+        // only its own message.
+        match self.eps.am.offer(id, d.channel, msg.bytes()) {
+            Ok(()) => SendStatus::Sent,
+            Err(crate::unet::am::AmRefusal::Full) => SendStatus::SpineFull,
+            Err(crate::unet::am::AmRefusal::Refused) => SendStatus::SpineRefused,
         }
     }
 

@@ -30,11 +30,13 @@ use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
 use unet_abi::ring::Ring;
+use unet_abi::spine::RECV_AM;
 use unet_abi::view::EndpointView;
 use unet_abi::*;
 use unet_sys::{self as sys, EventFd, Segment};
 
 use crate::counters::Counters;
+use crate::unet::am::AmInbox;
 use crate::unet::backlog::Backlog;
 use crate::unet::routes::{Peer, Route};
 
@@ -214,6 +216,8 @@ pub(crate) struct EndpointTable {
     /// Endpoints (by index) whose virtual buffer holds messages: the
     /// engine moves them on every turn while any does.
     backlogged: Vec<usize>,
+    /// Active messages sent to SPINE, waiting for its turn.
+    pub am: AmInbox,
 }
 
 impl EndpointTable {
@@ -227,6 +231,7 @@ impl EndpointTable {
             behind: false,
             handoff: false,
             backlogged: Vec::new(),
+            am: AmInbox::default(),
         }
     }
 
@@ -555,7 +560,7 @@ impl EndpointTable {
             waiting = dst.backlog.as_ref().is_some_and(|b| !b.is_empty());
         }
         if !waiting {
-            match place(dst, counters, chan, src, len) {
+            match place::<0>(dst, counters, chan, src, len) {
                 Ok(handoff) => {
                     self.handoff |= handoff;
                     return Delivery::Done;
@@ -640,6 +645,40 @@ impl EndpointTable {
         moved_all
     }
 
+    /// Deliver an active message (`msg`, in the host framing) for handler
+    /// `handler` to endpoint `id`: a receive descriptor with `RECV_AM`.
+    /// Never buffered: false, counted on the receiver as a U-Net drop is,
+    /// when its queue or free buffers have no room (or its virtual buffer
+    /// holds messages, which go first), or when there is no such endpoint.
+    pub(crate) fn deliver_am(&mut self, id: u32, handler: u16, msg: &[u8]) -> bool {
+        let counters = &self.counters;
+        let Some(&di) = self.by_id.get(&id) else {
+            return false;
+        };
+        let Some(dst) = self.eps.get_mut(di).and_then(|e| e.as_mut()) else {
+            return false;
+        };
+        let slot = dst.slot;
+        if dst.backlog.as_ref().is_some_and(|b| !b.is_empty()) {
+            counters.ep(slot, EndpointCounter::RxDropNoBuffer, 1);
+            return false;
+        }
+        match place::<RECV_AM>(dst, counters, handler, msg.as_ptr(), msg.len()) {
+            Ok(handoff) => {
+                self.handoff |= handoff;
+                true
+            }
+            Err(NoRoom::TooLarge) => {
+                counters.ep(slot, EndpointCounter::RxDropTooLarge, 1);
+                false
+            }
+            Err(why) => {
+                counters.ep(slot, why.counter(), 1);
+                false
+            }
+        }
+    }
+
     /// Pop a free buffer of endpoint `idx` (an applet's `getFreeBuffer`).
     pub(crate) fn pop_free(&mut self, idx: usize) -> Option<u32> {
         let counters = &self.counters;
@@ -685,7 +724,7 @@ fn drain_ep(ep: &mut Ep, counters: &Counters, handoff: &mut bool) -> usize {
         };
         // `p` points into the virtual buffer, which the engine alone
         // maps; `place` copies it into the endpoint's area.
-        match place(ep, counters, chan, p, len) {
+        match place::<0>(ep, counters, chan, p, len) {
             Ok(h) => {
                 *handoff |= h;
                 b.pop();
@@ -724,8 +763,9 @@ fn too_large(ep: &Ep, len: usize) -> bool {
 /// wake the client if it sleeps: `Ok(handoff)` (see [`publish_recv`]), or
 /// why there was no room (nothing consumed).
 ///
-/// `src` has at least `len` readable bytes, in a live mapping.
-fn place(
+/// `src` has at least `len` readable bytes, in a live mapping. `FLAGS`
+/// are added to the descriptor's flags (`RECV_AM` for an active message).
+fn place<const FLAGS: u8>(
     ep: &mut Ep,
     counters: &Counters,
     chan: u16,
@@ -740,10 +780,11 @@ fn place(
     let mut desc = RecvDesc {
         len: len as u32,
         channel: chan,
+        flags: FLAGS,
         ..Default::default()
     };
     if len <= INLINE_MAX {
-        desc.flags = RECV_INLINE;
+        desc.flags = RECV_INLINE | FLAGS;
         // SAFETY: src has len readable bytes (caller's contract); data
         // has INLINE_MAX >= len bytes.
         unsafe { std::ptr::copy(src, desc.data.as_mut_ptr(), len) };

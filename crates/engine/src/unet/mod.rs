@@ -3,9 +3,11 @@
 //! locally, over a direct connection's shared rings, or over a remote
 //! channel on the wire; buffered endpoints keep what their free queue
 //! cannot take in a virtual buffer (`backlog`). Endpoints, channels and
-//! applets are set up by `setup`, the one module of U-Net that control
+//! applets are set up by `setup`. Active messages for SPINE wait in
+//! `am`'s inbox;, the one module of U-Net that control
 //! hands requests to.
 
+pub(crate) mod am;
 pub(crate) mod applets;
 pub(crate) mod backlog;
 pub(crate) mod datapath;

@@ -50,7 +50,14 @@ impl TxArena {
 }
 
 impl Endpoint {
-    pub(super) fn send_engine(&mut self, ch: Channel, data: &[u8]) -> Result<(), SendError> {
+    /// Copy `data` into the arena and push its send descriptor with
+    /// `FLAGS` (0, or `SEND_AM` for an active message whose `ch` is the
+    /// handler number). Returns the descriptor's queue position.
+    pub(crate) fn send_engine<const FLAGS: u16>(
+        &mut self,
+        ch: Channel,
+        data: &[u8],
+    ) -> Result<u64, SendError> {
         if !self.managed {
             return Err(SendError::Unmanaged);
         }
@@ -94,13 +101,12 @@ impl Endpoint {
         self.tx
             .inflight
             .push_back((self.queues.send_head, self.tx.head));
-        self.push_desc(SendDesc {
+        Ok(self.push_desc(SendDesc {
             offset: at as u32,
             len: len as u32,
             channel: ch.0,
-            flags: 0,
+            flags: FLAGS,
             status: 0,
-        });
-        Ok(())
+        }))
     }
 }

@@ -162,6 +162,7 @@ impl Endpoint {
         Recv {
             len,
             channel: Channel(self.chans.conns[i].channel),
+            am: false,
         }
     }
 

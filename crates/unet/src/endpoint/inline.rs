@@ -319,6 +319,7 @@ impl Endpoint {
                 return Ok(Some(Recv {
                     len,
                     channel: Channel(d.channel),
+                    am: d.flags & unet_abi::spine::RECV_AM != 0,
                 }));
             }
             if self.inline.runner.is_none() {

@@ -1,0 +1,271 @@
+//! An extension: one JIVE class loaded onto the adapter by a client, its
+//! VM (compiled by default, on a thread of its own, as applets are), its
+//! handlers, its time budget per invocation and its statistics per
+//! handler (invocations, time, terminations by reason).
+//!
+//! Loading has two halves. [`verify`] loads and verifies the class with
+//! SPINE's rules (handlers ephemeral, linked only against the granted
+//! domains); its work grows with the class, so the set-up half runs it
+//! on a thread. [`Ext::instantiate`] then runs the initialiser
+//! (`static void init(int)`) on the engine's thread, the one place
+//! `addHandler` may be called, and checks the handlers it asked for.
+
+use std::sync::mpsc::{Receiver, TryRecvError};
+use std::time::{Duration, Instant};
+
+use jive::{Class, Fault, Limits, LoadRules, MethodId, Vm};
+use unet_abi::FaultKind;
+
+use crate::clients::ClientId;
+use crate::spine::natives::{natives, DOMAIN};
+use crate::spine::rt::{HandlerEntry, Rt, Wanted};
+
+/// Default time budget of one handler invocation.
+pub(crate) const DEFAULT_BUDGET: Duration = Duration::from_micros(10);
+/// The longest budget a client may ask for.
+pub(crate) const MAX_BUDGET: Duration = Duration::from_millis(10);
+/// The initialiser's time budget.
+const INIT_BUDGET: Duration = Duration::from_millis(100);
+/// Bytes of scratch (static arrays made by the initialiser) an extension
+/// may hold.
+pub(crate) const SCRATCH_MAX: usize = 1 << 20;
+
+/// Why an invocation was terminated, counted per handler.
+pub(crate) const TERM_KINDS: usize = FaultKind::ALL.len();
+
+/// A class verified as an extension, not yet initialised.
+pub(crate) struct Verified {
+    class: Class<Rt>,
+    init: MethodId,
+}
+
+/// Load and verify `bytes` as an extension linked against `spine` and
+/// the `granted` domains (no other domain exists yet: naming one is an
+/// error). The error is the message the client sees.
+pub(crate) fn verify(bytes: &[u8], granted: &[String]) -> Result<Verified, String> {
+    if let Some(d) = granted.iter().find(|d| d.as_str() != DOMAIN) {
+        return Err(format!("no domain {d:?} on this adapter"));
+    }
+    let rules = LoadRules {
+        handlers_ephemeral: true,
+    };
+    let class =
+        Class::load_with(bytes, &natives(), &[DOMAIN], &rules).map_err(|r| r.to_string())?;
+    let init = class
+        .method("init")
+        .filter(|&m| class.method_is_static(m) && class.method_descriptor(m) == "(I)V")
+        .ok_or("the extension has no static void init(int) method")?;
+    Ok(Verified { class, init })
+}
+
+/// Statistics of one handler.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct HandlerStats {
+    pub number: u16,
+    pub method: String,
+    pub invocations: u64,
+    pub total_ns: u64,
+    pub max_ns: u64,
+    /// Terminations by [`FaultKind`].
+    pub terms: [u64; TERM_KINDS],
+}
+
+/// An extension on the adapter.
+pub(crate) struct Ext {
+    pub id: u32,
+    pub owner: ClientId,
+    pub name: String,
+    pub budget: Duration,
+    vm: Vm<Rt>,
+    /// By handler index (what [`HandlerEntry::index`] names).
+    pub handlers: Vec<HandlerStats>,
+    /// Buffers given back because invocations that kept them were
+    /// terminated.
+    pub keeps_undone: u64,
+    /// The last termination, for the owner: handler number and reason.
+    pub last_fault: Option<(u16, String)>,
+    compiling: Option<Receiver<Result<jive::Compiled<Rt>, String>>>,
+}
+
+fn limits(budget: Duration) -> Limits {
+    Limits {
+        max_time: Some(budget),
+        heap_quota: SCRATCH_MAX,
+        ..Limits::default()
+    }
+}
+
+impl Ext {
+    /// Run the initialiser of `v` with `arg` (the runtime records the
+    /// handlers it asks for) and build the extension in runtime slot
+    /// `slot`: the handler entries to install, or why the installation
+    /// is refused (nothing installed, nothing kept).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn instantiate(
+        v: Verified,
+        rt: &mut Rt,
+        slot: u32,
+        id: u32,
+        owner: ClientId,
+        name: String,
+        budget: Duration,
+        arg: i32,
+        compile: bool,
+    ) -> Result<(Ext, Vec<(u16, HandlerEntry)>), String> {
+        let Verified { class, init } = v;
+        rt.installing = Some(Vec::new());
+        rt.install_error = None;
+        rt.cur.slot = slot;
+        rt.cur.ext_id = id;
+        let mut vm = match Vm::new(class, limits(INIT_BUDGET), rt) {
+            Ok(vm) => vm,
+            Err(f) => {
+                rt.installing = None;
+                return Err(format!("the class initialiser faulted: {f}"));
+            }
+        };
+        let r = vm.invoke(rt, init, &[arg]);
+        let wanted = rt.installing.take().unwrap_or_default();
+        rt.cur.slot = u32::MAX;
+        if let Err(f) = r {
+            return Err(format!("init faulted: {f}"));
+        }
+        if let Some(why) = rt.install_error.take() {
+            return Err(why);
+        }
+        if wanted.is_empty() {
+            return Err("init installed no handler".into());
+        }
+        vm.set_limits(limits(budget));
+        let mut entries = Vec::with_capacity(wanted.len());
+        let mut handlers = Vec::with_capacity(wanted.len());
+        for (
+            i,
+            Wanted {
+                method,
+                number,
+                context,
+            },
+        ) in wanted.into_iter().enumerate()
+        {
+            let m = vm
+                .class()
+                .method_at(method)
+                .ok_or_else(|| format!("handler {number}: no method {method}"))?;
+            let prepared = vm
+                .prepare::<2>(m)
+                .map_err(|f| format!("handler {number}: {f}"))?;
+            entries.push((
+                number,
+                HandlerEntry {
+                    slot,
+                    index: i as u16,
+                    method: prepared,
+                    context,
+                },
+            ));
+            handlers.push(HandlerStats {
+                number,
+                method: vm.class().method_name(m).to_string(),
+                ..HandlerStats::default()
+            });
+        }
+        let compiling = compile.then(|| compile_in_background(vm.class())).flatten();
+        Ok((
+            Ext {
+                id,
+                owner,
+                name,
+                budget,
+                vm,
+                handlers,
+                keeps_undone: 0,
+                last_fault: None,
+                compiling,
+            },
+            entries,
+        ))
+    }
+
+    /// Run handler `e` on message `msg` (the runtime's current invocation
+    /// is set up around it). True if it returned; false if it was
+    /// terminated (counted on the handler; what it kept this invocation
+    /// is given back).
+    #[inline]
+    pub(crate) fn invoke(&mut self, rt: &mut Rt, e: HandlerEntry, msg: u32) -> bool {
+        if self.compiling.is_some() {
+            self.poll_compiled();
+        }
+        rt.begin(e.slot, self.id, msg);
+        let t0 = Instant::now();
+        let r = self
+            .vm
+            .invoke_prepared(rt, e.method, [e.context, msg as i32]);
+        let ns = t0.elapsed().as_nanos() as u64;
+        let ok = r.is_ok();
+        self.keeps_undone += rt.end(ok) as u64;
+        let Some(s) = self.handlers.get_mut(e.index as usize) else {
+            return ok;
+        };
+        s.invocations += 1;
+        s.total_ns += ns;
+        s.max_ns = s.max_ns.max(ns);
+        if let Err(f) = r {
+            s.terms[unet_sle::fault_kind(&f) as usize] += 1;
+            self.last_fault = Some((s.number, describe(&f)));
+        }
+        ok
+    }
+
+    /// Whether the extension's handlers run as machine code.
+    pub(crate) fn is_compiled(&self) -> bool {
+        self.compiling.is_none()
+            && self
+                .vm
+                .class()
+                .handlers()
+                .iter()
+                .all(|&m| self.vm.is_compiled(m))
+    }
+
+    #[cold]
+    fn poll_compiled(&mut self) {
+        let Some(rx) = &self.compiling else {
+            return;
+        };
+        match rx.try_recv() {
+            Err(TryRecvError::Empty) => {}
+            Ok(Ok(code)) => {
+                let _ = self.vm.install(code);
+                self.compiling = None;
+            }
+            // The compiler refused the class, or its thread is gone: the
+            // extension stays interpreted, which behaves the same.
+            Ok(Err(_)) | Err(_) => self.compiling = None,
+        }
+    }
+}
+
+/// A termination's reason as the owner reads it.
+fn describe(f: &Fault) -> String {
+    match f {
+        Fault::Timeout => "terminated: its time budget ran out".into(),
+        f => format!("faulted: {f}"),
+    }
+}
+
+/// Compile `class` on a thread of its own; `None` if no thread could be
+/// started (the extension then stays interpreted).
+fn compile_in_background(
+    class: &Class<Rt>,
+) -> Option<Receiver<Result<jive::Compiled<Rt>, String>>> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let class = class.clone();
+    std::thread::Builder::new()
+        .name("jive-compile".into())
+        .spawn(move || {
+            let _ = tx.send(class.compile());
+        })
+        .ok()?;
+    Some(rx)
+}

@@ -1,0 +1,306 @@
+//! The `spine` domain: the natives of class `unet/spine/Spine` that
+//! extensions call (their plain-Java twins are in the applet SDK,
+//! `unet/spine/Spine.java`).
+//!
+//! Every handle a native takes is checked on every use: a message handle
+//! is valid only during the invocation it was given to, a buffer handle
+//! only while the invocation holds the buffer (its message's bulk buffer,
+//! or one its extension keeps). A forged or stale handle, or an array
+//! range outside its array, is a fault of the invocation (counted, the
+//! invocation stopped); a full queue or pool, a bad destination or a
+//! limit is an error code (negative) the handler may act on.
+//!
+//! `addHandler` is the one non-ephemeral native: only an initialiser may
+//! call it.
+
+use jive::{Fault, NativeCtx, NativeResult, Natives};
+use unet_abi::spine::{AM_ARGS_MAX, SPINE_FIRST_EXT_HANDLER};
+
+use crate::spine::msgs::KeepError;
+use crate::spine::rt::{reply_dest, Rt, Wanted, E_LIMIT, HANDLERS_PER_EXT, NO_MSG};
+
+/// The domain's name, granted to every extension.
+pub(crate) const DOMAIN: &str = "spine";
+/// The class that holds the natives.
+pub(crate) const CLASS: &str = "unet/spine/Spine";
+
+fn fault(what: &str) -> Box<Fault> {
+    Box::new(Fault::Native(what.to_string()))
+}
+
+/// The running invocation's message, if `h` is it.
+fn msg(rt: &mut Rt, h: i32) -> Result<&crate::spine::msgs::Msg, Box<Fault>> {
+    let h = h as u32;
+    if h != rt.cur.msg || h == NO_MSG {
+        rt.bad_handles += 1;
+        return Err(fault("not the message of this invocation"));
+    }
+    rt.msgs
+        .get(h)
+        .ok_or_else(|| fault("not the message of this invocation"))
+}
+
+/// Check buffer handle `b` against what the invocation holds.
+fn held(rt: &mut Rt, b: i32) -> Result<u32, Box<Fault>> {
+    if b < 0 || !rt.holds(b as u32) {
+        rt.bad_handles += 1;
+        return Err(fault("not a buffer this invocation holds"));
+    }
+    Ok(b as u32)
+}
+
+/// `a[off..off + len]` of a `byte[]` argument, checked.
+fn range(cx: &NativeCtx<'_>, a: i32, off: i32, len: i32) -> Result<(usize, usize), Box<Fault>> {
+    let n = cx.bytes(a)?.len();
+    if off < 0 || len < 0 || off as usize + len as usize > n {
+        return Err(Box::new(Fault::ArrayIndexOutOfBounds {
+            index: off.saturating_add(len),
+            length: n as i32,
+        }));
+    }
+    Ok((off as usize, len as usize))
+}
+
+fn copy_charge(cx: &mut NativeCtx<'_>, len: usize) -> Result<(), Box<Fault>> {
+    cx.charge(1 + len as u64 / 64)?;
+    Ok(())
+}
+
+fn add_handler(rt: &mut Rt, _: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
+    let (method, number, context) = (a[0], a[1], a[2]);
+    let limit = rt.handler_limit;
+    let Some(wanted) = rt.installing.as_mut() else {
+        return Err(fault("addHandler is for the initialiser only"));
+    };
+    let refuse = |rt: &mut Rt, why: String| {
+        if rt.install_error.is_none() {
+            rt.install_error = Some(why);
+        }
+        Ok(0)
+    };
+    if number < i32::from(SPINE_FIRST_EXT_HANDLER) || number >= i32::from(limit) {
+        let why = format!(
+            "handler number {number} is out of range ({SPINE_FIRST_EXT_HANDLER}..={})",
+            limit - 1
+        );
+        return refuse(rt, why);
+    }
+    let number = number as u16;
+    if wanted.iter().any(|w| w.number == number) || rt.handlers[number as usize].is_some() {
+        return refuse(rt, format!("handler number {number} is taken"));
+    }
+    if wanted.len() >= HANDLERS_PER_EXT {
+        return refuse(
+            rt,
+            format!("more than {HANDLERS_PER_EXT} handlers in one extension"),
+        );
+    }
+    wanted.push(Wanted {
+        method: method as u32,
+        number,
+        context,
+    });
+    Ok(1)
+}
+
+fn args_length(rt: &mut Rt, _: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
+    Ok(i32::from(msg(rt, a[0])?.hdr.args_len))
+}
+
+fn arg_byte(rt: &mut Rt, _: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
+    let m = msg(rt, a[0])?;
+    let args = m.args();
+    usize::try_from(a[1])
+        .ok()
+        .and_then(|i| args.get(i))
+        .map(|&b| i32::from(b))
+        .ok_or_else(|| fault("argument byte out of range"))
+}
+
+fn arg_int(rt: &mut Rt, _: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
+    let m = msg(rt, a[0])?;
+    let args = m.args();
+    usize::try_from(a[1])
+        .ok()
+        .and_then(|o| args.get(o..o.checked_add(4)?))
+        .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .ok_or_else(|| fault("argument int out of range"))
+}
+
+fn read_args(rt: &mut Rt, cx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
+    let (off, len) = range(cx, a[2], a[3], a[4])?;
+    let m = msg(rt, a[0])?;
+    let args = m.args();
+    let from = usize::try_from(a[1]).map_err(|_| fault("negative argument offset"))?;
+    let src = args.get(from..).unwrap_or(&[]);
+    let n = src.len().min(len);
+    copy_charge(cx, n)?;
+    let dst = cx.bytes_mut(a[2])?;
+    for (d, s) in dst[off..off + n].iter_mut().zip(src) {
+        *d = *s as i8;
+    }
+    Ok(n as i32)
+}
+
+fn source(rt: &mut Rt, _: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
+    let m = msg(rt, a[0])?;
+    Ok(reply_dest(m.hdr.src_kind, m.hdr.src) as i32)
+}
+
+fn bulk(rt: &mut Rt, _: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
+    Ok(msg(rt, a[0])?.bulk.map_or(-1, |b| b as i32))
+}
+
+fn buffer_length(rt: &mut Rt, _: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
+    let b = held(rt, a[0])?;
+    Ok(rt.bufs.data(b).map_or(0, |d| d.len() as i32))
+}
+
+fn read_buffer(rt: &mut Rt, cx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
+    let b = held(rt, a[0])?;
+    let (off, len) = range(cx, a[2], a[3], a[4])?;
+    let from = usize::try_from(a[1]).map_err(|_| fault("negative buffer offset"))?;
+    let data = rt.bufs.data(b).unwrap_or(&[]);
+    let src = data.get(from..).unwrap_or(&[]);
+    let n = src.len().min(len);
+    copy_charge(cx, n)?;
+    let dst = cx.bytes_mut(a[2])?;
+    for (d, s) in dst[off..off + n].iter_mut().zip(src) {
+        *d = *s as i8;
+    }
+    Ok(n as i32)
+}
+
+fn write_buffer(rt: &mut Rt, cx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
+    let b = held(rt, a[0])?;
+    let (off, len) = range(cx, a[2], a[3], a[4])?;
+    let from = usize::try_from(a[1]).map_err(|_| fault("negative buffer offset"))?;
+    let src = cx.bytes(a[2])?;
+    let data = rt.bufs.data_mut(b).unwrap_or(&mut []);
+    let dst = data.get_mut(from..).unwrap_or(&mut []);
+    let n = dst.len().min(len);
+    for (d, s) in dst[..n].iter_mut().zip(&src[off..off + n]) {
+        *d = *s as u8;
+    }
+    copy_charge(cx, n)?;
+    Ok(n as i32)
+}
+
+fn keep(rt: &mut Rt, _: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
+    let b = held(rt, a[0])?;
+    let inv = rt.cur.inv;
+    let Some(k) = rt.keeps.get_mut(rt.cur.slot as usize) else {
+        return Err(fault("no extension runs"));
+    };
+    match k.keep(&mut rt.bufs, b, inv) {
+        Ok(()) => Ok(0),
+        Err(KeepError::Limit) => {
+            rt.keeps_refused += 1;
+            Ok(E_LIMIT)
+        }
+        Err(KeepError::BadHandle) => Err(fault("not a live buffer")),
+    }
+}
+
+fn release(rt: &mut Rt, _: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
+    let slot = rt.cur.slot as usize;
+    let ok = a[0] >= 0
+        && rt
+            .keeps
+            .get_mut(slot)
+            .is_some_and(|k| k.release(&mut rt.bufs, a[0] as u32));
+    if !ok {
+        rt.bad_handles += 1;
+        return Err(fault("not a buffer this extension keeps"));
+    }
+    Ok(0)
+}
+
+/// The arguments of a send, copied out of the array (at most 240 bytes).
+fn send_args(
+    cx: &NativeCtx<'_>,
+    arr: i32,
+    off: i32,
+    len: i32,
+) -> Result<Option<[u8; AM_ARGS_MAX]>, Box<Fault>> {
+    let (off, len) = range(cx, arr, off, len)?;
+    if len > AM_ARGS_MAX {
+        return Ok(None);
+    }
+    let mut args = [0u8; AM_ARGS_MAX];
+    for (d, s) in args.iter_mut().zip(&cx.bytes(arr)?[off..off + len]) {
+        *d = *s as u8;
+    }
+    Ok(Some(args))
+}
+
+fn handler_number(h: i32) -> Option<u16> {
+    u16::try_from(h).ok()
+}
+
+fn send(rt: &mut Rt, cx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
+    let Some(args) = send_args(cx, a[2], a[3], a[4])? else {
+        return Ok(E_LIMIT);
+    };
+    copy_charge(cx, a[4] as usize)?;
+    let Some(h) = handler_number(a[1]) else {
+        return Ok(crate::spine::rt::E_BAD_DEST);
+    };
+    Ok(rt.send(a[0] as u32, h, &args[..a[4] as usize], None))
+}
+
+fn send_bulk(rt: &mut Rt, cx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
+    let b = held(rt, a[5])?;
+    let Some(args) = send_args(cx, a[2], a[3], a[4])? else {
+        return Ok(E_LIMIT);
+    };
+    copy_charge(cx, a[4] as usize)?;
+    let Some(h) = handler_number(a[1]) else {
+        return Ok(crate::spine::rt::E_BAD_DEST);
+    };
+    // The new message holds its own reference.
+    rt.bufs.retain(b);
+    Ok(rt.send(a[0] as u32, h, &args[..a[4] as usize], Some(b)))
+}
+
+fn reply(rt: &mut Rt, cx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
+    let m = msg(rt, a[0])?;
+    let dest = reply_dest(m.hdr.src_kind, m.hdr.src) as i32;
+    send(rt, cx, &[dest, a[1], a[2], a[3], a[4]])
+}
+
+fn now_micros(rt: &mut Rt, _: &mut NativeCtx<'_>, _: &[i32]) -> NativeResult {
+    Ok(rt.now_micros())
+}
+
+/// The `spine` domain.
+pub(crate) fn natives() -> Natives<Rt> {
+    let mut n = Natives::new();
+    n.register(
+        DOMAIN,
+        CLASS,
+        "addHandler",
+        "(Ljava/lang/String;II)Z",
+        add_handler,
+    );
+    for (name, desc, f) in [
+        ("argsLength", "(I)I", args_length as jive::NativeFn<Rt>),
+        ("argByte", "(II)I", arg_byte),
+        ("argInt", "(II)I", arg_int),
+        ("readArgs", "(II[BII)I", read_args),
+        ("source", "(I)I", source),
+        ("bulk", "(I)I", bulk),
+        ("bufferLength", "(I)I", buffer_length),
+        ("readBuffer", "(II[BII)I", read_buffer),
+        ("writeBuffer", "(II[BII)I", write_buffer),
+        ("keep", "(I)I", keep),
+        ("release", "(I)V", release),
+        ("send", "(II[BII)I", send),
+        ("sendBulk", "(II[BIII)I", send_bulk),
+        ("reply", "(II[BII)I", reply),
+        ("nowMicros", "()I", now_micros),
+    ] {
+        n.register_ephemeral(DOMAIN, CLASS, name, desc, f);
+    }
+    n
+}

@@ -1,0 +1,220 @@
+package unet.spine;
+
+/**
+ * The native methods of a SPINE extension (domain {@code spine}).
+ *
+ * <p>An extension is one Java class loaded onto an adapter (a unet engine)
+ * by a host application. Its initialiser {@code static void init(int arg)}
+ * runs once, at installation, and installs the extension's
+ * <em>handlers</em> with {@link #addHandler(String, int, int)}: static
+ * methods {@code static void name(int context, int msg)} that run when a
+ * message carrying their handler number arrives (SPINE's active messages).
+ * The method is named by a string literal, which JIVE resolves when it
+ * loads the class.
+ *
+ * <p>Handlers are <em>ephemeral</em>: JIVE checks at load that a handler,
+ * and every method of the class it can call, allocates no array and calls
+ * no native but the ephemeral ones (all of this class but
+ * {@code addHandler}). The arrays an extension needs (its scratch region)
+ * are made by its initialiser and kept in static fields. Each invocation
+ * runs under a time budget (10 µs unless the host asked for another): past
+ * it the invocation is stopped, counted and reported to the owner.
+ *
+ * <p>Messages and data buffers reach a handler as {@code int} handles,
+ * checked on every use: a message handle is valid only during the
+ * invocation it was given to; a buffer handle while the invocation holds
+ * the buffer (the bulk buffer of its message, or one its extension
+ * {@link #keep(int) keeps}). A forged or stale handle, or an array range
+ * outside its array, stops the invocation (a fault, counted). A full queue
+ * or pool, a destination that does not exist or a limit is an error code
+ * the handler may act on: {@link #E_FULL}, {@link #E_DEAD},
+ * {@link #E_BAD_DEST}, {@link #E_BAD_HANDLE}, {@link #E_LIMIT}.
+ *
+ * <p>A destination is {@code (kind << 24) | id}: {@link #DEST_LOCAL} (a
+ * handler of this adapter), {@link #DEST_HOST} (an endpoint of this
+ * adapter: one of the extension's owner, or the one whose message is being
+ * answered), {@link #DEST_PEER} (a peer adapter), {@link #DEST_WIRE} (a
+ * remote adapter over the wire). {@link #source(int)} gives a message's
+ * source in that form.
+ *
+ * <p>The bodies here are plain-Java stand-ins so that extensions compile
+ * and their pure parts can be tested on a standard JVM: the natives only
+ * do something in the engine, and throw
+ * {@link UnsupportedOperationException} here (but {@link #nowMicros()}).
+ */
+public final class Spine {
+    private Spine() {
+    }
+
+    /** A queue or pool is full: try later. */
+    public static final int E_FULL = -1;
+    /** The destination is gone (a peer adapter died). */
+    public static final int E_DEAD = -2;
+    /** No such destination or handler. */
+    public static final int E_BAD_DEST = -3;
+    /** Not a handle this invocation holds. */
+    public static final int E_BAD_HANDLE = -4;
+    /** A limit: arguments longer than 240 bytes, or the extension keeps
+     * as many buffers as it may (256). */
+    public static final int E_LIMIT = -5;
+
+    /** Destination kind: a handler of this adapter. */
+    public static final int DEST_LOCAL = 0;
+    /** Destination kind: an endpoint of this adapter. */
+    public static final int DEST_HOST = 1;
+    /** Destination kind: a peer adapter on this host. */
+    public static final int DEST_PEER = 2;
+    /** Destination kind: a remote adapter over the wire. */
+    public static final int DEST_WIRE = 3;
+
+    /** Most bytes of arguments a message carries. */
+    public static final int ARGS_MAX = 240;
+
+    private static UnsupportedOperationException engineOnly() {
+        return new UnsupportedOperationException("a SPINE native: only in the engine");
+    }
+
+    /**
+     * Install handler {@code method} under handler number {@code hNumber}
+     * (64 to 1023) with {@code context} as its first argument. Only the
+     * initialiser may call it. A number out of range or already taken
+     * refuses the whole installation, with the reason.
+     *
+     * @param method the name of a {@code static void (int, int)} method of
+     *     this class, as a string literal
+     * @param hNumber the handler number
+     * @param context the value passed to every invocation
+     * @return true if recorded
+     */
+    public static boolean addHandler(String method, int hNumber, int context) {
+        throw engineOnly();
+    }
+
+    /**
+     * @param msg the invocation's message
+     * @return the number of bytes of arguments (0 to 240)
+     */
+    public static int argsLength(int msg) {
+        throw engineOnly();
+    }
+
+    /**
+     * @param msg the invocation's message
+     * @param i an index below {@link #argsLength(int)}
+     * @return argument byte {@code i}, 0 to 255
+     */
+    public static int argByte(int msg, int i) {
+        throw engineOnly();
+    }
+
+    /**
+     * @param msg the invocation's message
+     * @param off a byte offset, with {@code off + 4 <= argsLength(msg)}
+     * @return the little-endian int at {@code off}
+     */
+    public static int argInt(int msg, int off) {
+        throw engineOnly();
+    }
+
+    /**
+     * Copy arguments from byte {@code off} into {@code dst}.
+     *
+     * @return the bytes copied (fewer than {@code len} at the end)
+     */
+    public static int readArgs(int msg, int off, byte[] dst, int dstOff, int len) {
+        throw engineOnly();
+    }
+
+    /**
+     * @param msg the invocation's message
+     * @return its source as a destination ({@code (kind << 24) | id})
+     */
+    public static int source(int msg) {
+        throw engineOnly();
+    }
+
+    /**
+     * @param msg the invocation's message
+     * @return the handle of its bulk buffer, or -1 for a small message
+     */
+    public static int bulk(int msg) {
+        throw engineOnly();
+    }
+
+    /**
+     * @param buf a buffer the invocation holds
+     * @return its length in bytes
+     */
+    public static int bufferLength(int buf) {
+        throw engineOnly();
+    }
+
+    /**
+     * Copy bytes of buffer {@code buf} from {@code off} into {@code dst}.
+     *
+     * @return the bytes copied
+     */
+    public static int readBuffer(int buf, int off, byte[] dst, int dstOff, int len) {
+        throw engineOnly();
+    }
+
+    /**
+     * Copy {@code len} bytes of {@code src} into buffer {@code buf} at
+     * {@code off}.
+     *
+     * @return the bytes copied
+     */
+    public static int writeBuffer(int buf, int off, byte[] src, int srcOff, int len) {
+        throw engineOnly();
+    }
+
+    /**
+     * Hold buffer {@code buf} past this invocation (charged to the
+     * extension, at most 256). An invocation that is stopped gives back
+     * what it kept.
+     *
+     * @return 0, or {@link #E_LIMIT}
+     */
+    public static int keep(int buf) {
+        throw engineOnly();
+    }
+
+    /** Give back a buffer the extension keeps. */
+    public static void release(int buf) {
+        throw engineOnly();
+    }
+
+    /**
+     * Send a small message of {@code len} bytes of {@code args} to handler
+     * {@code handler} at {@code dest}.
+     *
+     * @return 0, or an error code
+     */
+    public static int send(int dest, int handler, byte[] args, int off, int len) {
+        throw engineOnly();
+    }
+
+    /**
+     * Send a bulk message: arguments and buffer {@code buf} (which the new
+     * message holds; the sender may go on holding it too).
+     *
+     * @return 0, or an error code
+     */
+    public static int sendBulk(int dest, int handler, byte[] args, int off, int len, int buf) {
+        throw engineOnly();
+    }
+
+    /**
+     * Send a small message to the source of {@code msg}.
+     *
+     * @return 0, or an error code
+     */
+    public static int reply(int msg, int handler, byte[] args, int off, int len) {
+        throw engineOnly();
+    }
+
+    /** @return microseconds on the adapter's clock (wrapping) */
+    public static int nowMicros() {
+        return (int) (System.nanoTime() / 1000);
+    }
+}
