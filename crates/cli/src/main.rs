@@ -1,5 +1,5 @@
-//! The `unet` command: run the demo, a daemon, read counters, benchmark, and
-//! check or run JIVE applets.
+//! The `unet` command: run the demo, a daemon, read counters, benchmark,
+//! check or run JIVE applets, and load SPINE extensions.
 
 use std::process::ExitCode;
 
@@ -10,6 +10,7 @@ mod bench;
 mod daemon;
 mod demo;
 mod jdk;
+mod spine;
 mod stat;
 mod units;
 
@@ -36,6 +37,9 @@ enum Command {
     /// Check or run JIVE applets (Java class files).
     #[command(subcommand)]
     Applet(applet::Command),
+    /// Load, unload and list SPINE extensions on a running daemon.
+    #[command(subcommand)]
+    Spine(spine::Command),
 }
 
 fn main() -> ExitCode {
@@ -46,5 +50,6 @@ fn main() -> ExitCode {
         Command::Stat(a) => stat::run(a),
         Command::Bench(c) => bench::run(c),
         Command::Applet(c) => applet::run(c),
+        Command::Spine(c) => spine::run(c),
     }
 }

@@ -547,8 +547,14 @@ pub fn run(a: Args) -> ExitCode {
                 return ExitCode::from(1);
             }
         };
+        // SPINE's extensions, if the engine says (an older one may not).
+        let spine = session.list_extensions().ok();
         if a.json {
-            println!("{}", to_json(&seg, max, &limits));
+            let mut v = to_json(&seg, max, &limits);
+            if let (Some(l), Some(o)) = (&spine, v.as_object_mut()) {
+                o.insert("spine".into(), crate::spine::to_json(l));
+            }
+            println!("{v}");
         } else {
             if a.watch.is_some() {
                 print!("\x1b[2J\x1b[H");
@@ -568,6 +574,9 @@ pub fn run(a: Args) -> ExitCode {
             print_buffered(&seg, max);
             print_vis(&seg, max, a.all);
             print_udm(&seg, max, a.all);
+            if let Some(l) = &spine {
+                crate::spine::print_listing(l, a.all);
+            }
         }
         match a.watch {
             Some(ms) => std::thread::sleep(Duration::from_millis(ms.max(50))),

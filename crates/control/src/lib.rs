@@ -150,7 +150,7 @@ pub enum ErrorCode {
     /// one process: memory regions, VIs, discriminators it listens on,
     /// connection requests it waits on, UDM jobs or nodes.
     ObjectQuota = 26,
-    /// No SPINE extension with that id (or not this process's).
+    /// No SPINE extension with that id (or not this user's).
     NoSuchExtension = 27,
 }
 
@@ -261,7 +261,7 @@ impl std::fmt::Display for ErrorCode {
                  allows one process (close some, or start the engine with a larger \
                  per-process limit)"
             }
-            ErrorCode::NoSuchExtension => "no such SPINE extension (or not this process's)",
+            ErrorCode::NoSuchExtension => "no such SPINE extension (or not this user's)",
         })
     }
 }
@@ -476,7 +476,8 @@ pub enum Request {
         /// Domains granted besides `spine` (at most [`MAX_DOMAINS`]).
         domains: Vec<String>,
     },
-    /// Unload extension `id` (the loading process's own).
+    /// Unload extension `id` (one of the asking client's user; any for
+    /// root).
     SpineUnload {
         /// The extension.
         id: u32,

@@ -93,7 +93,7 @@ impl Session {
         }
     }
 
-    /// Unload extension `id` (one this process loaded).
+    /// Unload extension `id` (one of this user's).
     pub fn unload_extension(&self, id: u32) -> Result<(), Error> {
         match self.inner.request(&Request::SpineUnload { id })?.0 {
             Reply::Ok => Ok(()),

@@ -414,13 +414,24 @@ fn loads_are_refused_with_exact_messages() {
 
 #[test]
 fn a_process_holds_at_most_eight_extensions() {
-    let (_e, s) = engine();
-    for i in 0..8 {
-        s.load_extension(class("BadNumber"), opts("n", 700 + i))
-            .unwrap();
-    }
+    let (e, s) = engine();
+    let ids: Vec<u32> = (0..8)
+        .map(|i| {
+            s.load_extension(class("BadNumber"), opts("n", 700 + i))
+                .unwrap()
+                .id
+        })
+        .collect();
     match s.load_extension(class("BadNumber"), opts("n", 708)) {
         Err(Error::Quota(unet::ErrorCode::ObjectQuota)) => {}
         r => panic!("{r:?}"),
     }
+    // Another process of the same user may unload one (as `unet spine
+    // unload` does); then there is room again.
+    Session::embedded(&e)
+        .unwrap()
+        .unload_extension(ids[3])
+        .unwrap();
+    s.load_extension(class("BadNumber"), opts("n", 703))
+        .unwrap();
 }

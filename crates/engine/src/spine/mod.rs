@@ -268,6 +268,13 @@ impl SpinePart {
         id
     }
 
+    /// Give back `id`, the last one taken, unused (a load refused).
+    pub(crate) fn give_back_id(&mut self, id: u32) {
+        if self.next_id == id.wrapping_add(1).max(1) {
+            self.next_id = id;
+        }
+    }
+
     /// Whether extensions are compiled.
     pub(crate) fn compiles(&self) -> bool {
         self.compile

@@ -252,8 +252,10 @@ impl SpineSetup<'_> {
             Ok(ok) => ok,
             Err(why) => {
                 // The initialiser may have kept nothing (it has no
-                // message), but give back whatever the slot holds.
+                // message), but give back whatever the slot holds; the id
+                // goes to the next load.
                 sp.rt.keeps[slot].release_all(&mut sp.rt.bufs);
+                sp.give_back_id(id);
                 return Reply::Rejected(why);
             }
         };
@@ -269,13 +271,14 @@ impl SpineSetup<'_> {
         }
     }
 
-    /// Unload extension `id` for client `ci` (its process's own).
+    /// Unload extension `id` for client `ci`: one of its user's (any for
+    /// root), as applets are detached.
     fn unload_for(&mut self, ci: ClientId, id: u32) -> Reply {
-        let proc = self.clients.proc_key(ci);
         let c = &*self.clients;
+        let uid = c.uid(ci);
         let slot = self.spine.exts.iter().position(|x| {
             x.as_ref()
-                .is_some_and(|x| x.id == id && c.proc_key(x.owner) == proc)
+                .is_some_and(|x| x.id == id && (uid == Some(0) || c.uid(x.owner) == uid))
         });
         match slot {
             Some(s) => {

@@ -1,0 +1,258 @@
+//! `unet spine load|unload|list`: SPINE's extensions on a running daemon,
+//! and the per-handler table `unet stat` shows.
+//!
+//! An extension lives as long as the control connection that loaded it
+//! (the engine reclaims everything a client held when it goes), so
+//! `unet spine load` stays in the foreground holding it, until it is
+//! interrupted or the extension is unloaded (`unet spine unload`, by the
+//! same user).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use unet::spine::{ExtensionOptions, SpineListing};
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Load an extension (a class file compiled against the SDK's
+    /// unet.spine.Spine) and hold it until interrupted. Prints its id and
+    /// handler numbers. Exit 2: rejected (`rejected: REASON` on stderr).
+    Load(LoadArgs),
+    /// Unload an extension (one of this user's).
+    Unload(UnloadArgs),
+    /// List the extensions with their handlers' statistics.
+    List(ListArgs),
+}
+
+#[derive(Args)]
+pub struct LoadArgs {
+    /// Control socket of the engine.
+    #[arg(long, env = "UNET_SOCKET", default_value = crate::daemon::DEFAULT_SOCKET)]
+    socket: PathBuf,
+    /// The extension's class file.
+    #[arg(value_name = "FILE.class")]
+    file: PathBuf,
+    /// A name for listings (default: the file's stem).
+    #[arg(long)]
+    name: Option<String>,
+    /// Time budget of one handler invocation, µs (default: 10).
+    #[arg(long, value_name = "US", default_value_t = 0)]
+    budget_us: u32,
+    /// The argument of its `init(int)`.
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    arg: i32,
+    /// A domain granted besides `spine` (repeatable).
+    #[arg(long = "grant", value_name = "DOMAIN")]
+    grant: Vec<String>,
+}
+
+#[derive(Args)]
+pub struct UnloadArgs {
+    /// Control socket of the engine.
+    #[arg(long, env = "UNET_SOCKET", default_value = crate::daemon::DEFAULT_SOCKET)]
+    socket: PathBuf,
+    /// The extension's id (see `unet spine list`).
+    #[arg(value_name = "ID")]
+    id: u32,
+}
+
+#[derive(Args)]
+pub struct ListArgs {
+    /// Control socket of the engine.
+    #[arg(long, env = "UNET_SOCKET", default_value = crate::daemon::DEFAULT_SOCKET)]
+    socket: PathBuf,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(c: Command) -> ExitCode {
+    match c {
+        Command::Load(a) => load(a),
+        Command::Unload(a) => unload(a),
+        Command::List(a) => list(a),
+    }
+}
+
+fn fail(e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {e}");
+    ExitCode::from(1)
+}
+
+fn load(a: LoadArgs) -> ExitCode {
+    let bytes = match std::fs::read(&a.file) {
+        Ok(b) => b,
+        Err(e) => return fail(format!("{}: {e}", a.file.display())),
+    };
+    let session = match unet::Session::connect(&a.socket) {
+        Ok(s) => s,
+        Err(e) => return fail(e),
+    };
+    let name = a.name.unwrap_or_else(|| {
+        a.file
+            .file_stem()
+            .map_or("extension".into(), |s| s.to_string_lossy().into_owned())
+    });
+    let opts = ExtensionOptions {
+        name,
+        budget_us: a.budget_us,
+        arg: a.arg,
+        domains: a.grant,
+    };
+    let ext = match session.load_extension(&bytes, opts) {
+        Ok(x) => x,
+        Err(unet::Error::Rejected(why)) => {
+            eprintln!("rejected: {why}");
+            return ExitCode::from(2);
+        }
+        Err(e) => return fail(e),
+    };
+    println!(
+        "loaded extension {} with handlers {:?}; holding it until interrupted",
+        ext.id, ext.handlers
+    );
+    // Held while this connection lives: look now and then whether it was
+    // unloaded from elsewhere.
+    loop {
+        std::thread::sleep(Duration::from_millis(500));
+        match session.list_extensions() {
+            Ok(l) if l.extensions.iter().any(|x| x.id == ext.id) => {}
+            Ok(_) => {
+                println!("extension {} was unloaded", ext.id);
+                return ExitCode::SUCCESS;
+            }
+            Err(e) => return fail(e),
+        }
+    }
+}
+
+fn unload(a: UnloadArgs) -> ExitCode {
+    match unet::Session::connect(&a.socket).and_then(|s| s.unload_extension(a.id)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(e),
+    }
+}
+
+fn list(a: ListArgs) -> ExitCode {
+    let l = match unet::Session::connect(&a.socket).and_then(|s| s.list_extensions()) {
+        Ok(l) => l,
+        Err(e) => return fail(e),
+    };
+    if a.json {
+        println!("{}", to_json(&l));
+    } else {
+        print_listing(&l, true);
+    }
+    ExitCode::SUCCESS
+}
+
+/// The extensions and their handlers, one row per handler; with
+/// `totals`, the runtime's events and drops too (those not zero).
+pub fn print_listing(l: &SpineListing, totals: bool) {
+    if l.extensions.is_empty() && !totals {
+        return;
+    }
+    println!("spine extensions:");
+    for x in &l.extensions {
+        println!(
+            "  {} {:<16} pid {:<8} budget {} us  {}  kept {}{}",
+            x.id,
+            x.name,
+            x.pid,
+            x.budget_us,
+            if x.compiled {
+                "compiled"
+            } else {
+                "interpreted"
+            },
+            x.kept,
+            if x.last_fault.is_empty() {
+                String::new()
+            } else {
+                format!("  last: {}", x.last_fault)
+            }
+        );
+        println!(
+            "    {:>6} {:<20} {:>12} {:>10} {:>10}  terminations",
+            "number", "method", "invocations", "avg ns", "max ns"
+        );
+        for h in &x.handlers {
+            let avg = h.total_ns.checked_div(h.invocations).unwrap_or(0);
+            let terms: Vec<String> = h
+                .terminations
+                .iter()
+                .map(|(r, n)| format!("{r} {n}"))
+                .collect();
+            println!(
+                "    {:>6} {:<20} {:>12} {:>10} {:>10}  {}",
+                h.number,
+                h.method,
+                h.invocations,
+                avg,
+                h.max_ns,
+                if terms.is_empty() {
+                    "-".to_string()
+                } else {
+                    terms.join(", ")
+                }
+            );
+        }
+    }
+    if totals {
+        println!(
+            "  in use: {} messages, {} buffers, {} events queued; {} bad handles, {} keeps refused",
+            l.msgs_live, l.bufs_live, l.queued, l.bad_handles, l.keeps_refused
+        );
+        for (what, rows) in [("events run", &l.events), ("drops", &l.drops)] {
+            let rows: Vec<String> = rows
+                .iter()
+                .filter(|(_, n)| *n > 0)
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect();
+            if !rows.is_empty() {
+                println!("  {what}: {}", rows.join(", "));
+            }
+        }
+    }
+}
+
+/// The listing as JSON (`unet spine list --json`, and `spine` in `unet
+/// stat --json`).
+pub fn to_json(l: &SpineListing) -> serde_json::Value {
+    let pairs = |p: &[(String, u64)]| {
+        serde_json::Value::Object(
+            p.iter()
+                .map(|(k, v)| (k.clone(), serde_json::json!(v)))
+                .collect(),
+        )
+    };
+    serde_json::json!({
+        "extensions": l.extensions.iter().map(|x| serde_json::json!({
+            "id": x.id,
+            "name": x.name,
+            "pid": x.pid,
+            "budget_us": x.budget_us,
+            "compiled": x.compiled,
+            "kept": x.kept,
+            "keeps_undone": x.keeps_undone,
+            "last_fault": x.last_fault,
+            "handlers": x.handlers.iter().map(|h| serde_json::json!({
+                "number": h.number,
+                "method": h.method,
+                "invocations": h.invocations,
+                "total_ns": h.total_ns,
+                "max_ns": h.max_ns,
+                "terminations": pairs(&h.terminations),
+            })).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+        "events": pairs(&l.events),
+        "drops": pairs(&l.drops),
+        "msgs_live": l.msgs_live,
+        "bufs_live": l.bufs_live,
+        "queued": l.queued,
+        "bad_handles": l.bad_handles,
+        "keeps_refused": l.keeps_refused,
+    })
+}
