@@ -18,7 +18,10 @@ use unet::{Endpoint, EndpointConfig, Engine, EngineConfig, Session};
 /// The handler numbers start here (Echo's `init` argument).
 const BASE: u16 = 100;
 
-fn recv_am(ep: &mut Endpoint) -> Result<(u16, Vec<u8>, Vec<u8>), Box<dyn std::error::Error>> {
+/// An active message: handler number, arguments, bulk data.
+type Am = (u16, Vec<u8>, Vec<u8>);
+
+fn recv_am(ep: &mut Endpoint) -> Result<Am, Box<dyn std::error::Error>> {
     let mut buf = vec![0u8; 1 << 16];
     let r = ep.recv(&mut buf, Some(Duration::from_secs(5)))?;
     if !r.am {
@@ -48,10 +51,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     let mut ep = session.create_endpoint(EndpointConfig::default())?;
 
-    let rounds = 10_000;
+    let rounds = 10_000u32;
     let t = Instant::now();
     for i in 0..rounds {
-        let ping = (i as u32).to_le_bytes();
+        let ping = i.to_le_bytes();
         while ep.send_am(BASE, &ping, &[]).is_err() {
             std::thread::yield_now();
         }
