@@ -20,7 +20,7 @@
 //!
 //! One folder per system, each with its data-path half and its set-up
 //! half; below them the parts every system shares. A folder imports only
-//! folders below it, in this order: `dispatch` > `control` > `udm` >
+//! folders below it, in this order: `dispatch` > `control` > `spine` > `udm` >
 //! `via` > `unet` > `clients`, `part`, [`wire`], `poller`, `vbuf`, `config`,
 //! [`counters`]. Read them in the order a message meets them:
 //!
@@ -73,9 +73,17 @@
 //!    the set-up threads (`setup_thread.rs`, served in turn by
 //!    `turns.rs`).
 //!
-//! A new system (SPINE's, next) is one more folder with its data-path part
-//! and its set-up half, its frames sorted to an inbox of its own by the
-//! wire port, and one line in the dispatcher.
+//! 8. **SPINE** (`spine/`): extensions (JIVE classes) whose handlers run
+//!    on active messages; one event queue for the adapter's own work and
+//!    the handlers, run by its part; messages and reference-counted bulk
+//!    buffers behind checked handles (`msgs.rs`); hosts' active messages
+//!    come through U-Net's inbox (`unet/am.rs`) and leave as receive
+//!    descriptors with `RECV_AM`; loading, listing and reclaiming in
+//!    `setup.rs`.
+//!
+//! A new system is one more folder with its data-path part and its set-up
+//! half, its frames sorted to an inbox of its own by the wire port, and
+//! one line in the dispatcher.
 //!
 //! # Unsafe code
 //!
