@@ -76,6 +76,18 @@ fn written_inputs() {
         itself.extend(settle());
     }
     run_named("a hostile endpoint sending itself", &itself);
+    // Active messages (flags 1) with no extension loaded: refused, their
+    // length and buffer checked first.
+    let mut ams = Vec::new();
+    for len in [0, 2, 100, 70_000, u32::MAX] {
+        let mut a = [0u8; OP_BYTES - 1];
+        a[4..8].copy_from_slice(&len.to_le_bytes());
+        a[10..12].copy_from_slice(&1u16.to_le_bytes());
+        ams.extend(op(0x18, a));
+        ams.extend(settle());
+    }
+    ams.extend(honest());
+    run_named("active messages nobody handles", &ams);
 }
 
 /// Random inputs, half of them raw bytes (mostly refused descriptors and

@@ -12,7 +12,8 @@
 //! - a send head more than a ring ahead of what the engine took is
 //!   impossible: nothing is taken, and it is counted once per value;
 //! - otherwise every descriptor between the engine's position and the head
-//!   is taken, gets the status its fields call for (bad flags, bad length,
+//!   is taken, gets the status its fields call for (bad flags (an active
+//!   message, flags 1, is refused: no extension is loaded), bad length,
 //!   buffer outside the area, unknown or closed channel, peer gone, sent)
 //!   and exactly one count of that reason;
 //! - every message sent reaches its receiver or is counted as dropped
@@ -272,6 +273,19 @@ impl World {
     /// counts.
     fn judge(&mut self, d: SendDesc) -> SendStatus {
         let e = &mut self.expected;
+        if d.flags == unet_abi::spine::SEND_AM {
+            // An active message for SPINE: its length and buffer are
+            // checked; no extension has a handler here, so it is refused.
+            if d.len as usize > MAX_MESSAGE {
+                e.bad_length += 1;
+                return SendStatus::BadLength;
+            }
+            if d.offset as u64 + d.len as u64 > self.bad.layout().geometry.buffer_area_size {
+                e.bad_buffer += 1;
+                return SendStatus::BadBuffer;
+            }
+            return SendStatus::SpineRefused;
+        }
         if d.flags != 0 {
             e.bad_flags += 1;
             return SendStatus::BadFlags;
