@@ -583,6 +583,13 @@ counter_enum! {
         /// A level: the virtual buffer's limit in bytes (0: not buffered,
         /// U-Net's drop).
         BufferLimit = 48 => "buffer_limit",
+        /// Active messages (`SEND_AM`) handed to SPINE.
+        TxAm = 49 => "tx_am",
+        /// Active messages SPINE refused: no extension has the handler
+        /// number, or the framing is bad.
+        TxAmRefused = 50 => "tx_am_refused",
+        /// Active messages SPINE could not take now (its inbox was full).
+        TxAmFull = 51 => "tx_am_full",
     }
 }
 

@@ -124,7 +124,13 @@ fn each_bad_descriptor_gets_its_status_and_one_count() {
     let area = w.a.layout().geometry.buffer_area_size as u32;
     let (ch, gone, closed) = (w.ch, w.gone, w.closed);
     let cases: Vec<(&str, SendDesc, SendStatus, EndpointCounter)> = vec![
-        ("a reserved flag", desc(0, 8, ch, 1), BadFlags, TxBadFlags),
+        ("a reserved flag", desc(0, 8, ch, 2), BadFlags, TxBadFlags),
+        (
+            "an active message no extension handles",
+            desc(0, 8, 70, 1),
+            SpineRefused,
+            TxAmRefused,
+        ),
         ("the top flag", desc(0, 8, ch, 0x8000), BadFlags, TxBadFlags),
         ("every flag", desc(0, 8, ch, u16::MAX), BadFlags, TxBadFlags),
         ("zero length", desc(0, 0, ch, 0), BadLength, TxBadLength),

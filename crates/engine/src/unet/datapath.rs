@@ -22,6 +22,7 @@ use unet_abi::*;
 use unet_sle::{Outcome, Port, Runner, RunnerConfig};
 
 use crate::counters::Counters;
+use crate::unet::am::AmRefusal;
 use crate::unet::applets::{AppletHost, Loaded};
 use crate::unet::endpoints::{Delivery, EndpointTable};
 use crate::unet::routes::Route;
@@ -196,11 +197,13 @@ impl DataPath<'_> {
         };
         // Read in place, copied once: a client scribbling on it spoils
         // only its own message.
-        match self.eps.am.offer(id, d.channel, msg.bytes()) {
-            Ok(()) => SendStatus::Sent,
-            Err(crate::unet::am::AmRefusal::Full) => SendStatus::SpineFull,
-            Err(crate::unet::am::AmRefusal::Refused) => SendStatus::SpineRefused,
-        }
+        let (st, counter) = match self.eps.am.offer(id, d.channel, msg.bytes()) {
+            Ok(()) => (SendStatus::Sent, EndpointCounter::TxAm),
+            Err(AmRefusal::Full) => (SendStatus::SpineFull, EndpointCounter::TxAmFull),
+            Err(AmRefusal::Refused) => (SendStatus::SpineRefused, EndpointCounter::TxAmRefused),
+        };
+        self.counters().ep(slot, counter, 1);
+        st
     }
 
     /// Send `msg` from endpoint `idx` on its channel `chan`, the way the
