@@ -31,7 +31,8 @@ pub struct Args {
     pub ms: u64,
     /// Events the engine's ring holds (rounded up to a power of two; the
     /// oldest are overwritten when it is full).
-    #[arg(long, default_value_t = unet_engine::TRACE_DEFAULT_CAPACITY)]
+    #[arg(long, default_value_t = unet_engine::TRACE_DEFAULT_CAPACITY,
+          value_parser = clap::value_parser!(u32).range(1..=unet_engine::TRACE_MAX_CAPACITY as i64))]
     pub capacity: u32,
     /// Write the events as Chrome trace-event JSON (Perfetto opens it).
     #[arg(long, value_name = "F.json")]

@@ -74,17 +74,20 @@ pub fn write(d: &TraceDump) -> String {
             "args": {"id": e.id, "ty": e.ty, "msg": e.msg, "cause": e.cause},
         }));
     }
+    // Each arrow starts and ends inside its slices (at their middles),
+    // which is what binds a flow event to a slice.
+    let mid = |e: &TraceEvent| ts(e.start_ns + e.len_ns / 2);
     for (i, p) in predecessors(&d.events).into_iter().enumerate() {
         let Some(p) = p else { continue };
         let (from, to) = (&d.events[p], &d.events[i]);
         let name = format!("msg {}", to.msg);
         out.push(
             json!({"ph": "s", "id": to.id, "name": name, "cat": "flow", "pid": PID,
-            "tid": from.ty, "ts": ts(from.start_ns)}),
+            "tid": from.ty, "ts": mid(from)}),
         );
         out.push(
             json!({"ph": "f", "bp": "e", "id": to.id, "name": name, "cat": "flow",
-            "pid": PID, "tid": to.ty, "ts": ts(to.start_ns)}),
+            "pid": PID, "tid": to.ty, "ts": mid(to)}),
         );
     }
     let names: BTreeMap<String, &String> =
