@@ -165,3 +165,98 @@ fn a_small_ring_keeps_the_newest_events_and_counts_the_rest() {
     assert_eq!(r, Reply::Error(unet_control::ErrorCode::BadRequest));
     assert_eq!(dump(&mut rig).recorded, 20);
 }
+
+/// Two engines joined by a memory transport, both traced: each message
+/// sent on a remote channel is one event of the sender's U-Net turn and
+/// one of the receiver's, in the order sent, and whatever else the turns
+/// did (control's share, the port's flush) names the event that caused
+/// it, in the same trace and for the same message.
+#[test]
+fn a_remote_message_is_an_event_on_each_engine_and_effects_name_their_causes() {
+    use unet_control::EndpointAddr;
+    use unet_engine::invoker::LocalClient;
+    use unet_engine::wire::{MemoryHub, PortConfig};
+    use unet_engine::{Dispatcher, EngineConfig, PathChoice};
+
+    let hub = MemoryHub::new();
+    let pc = PortConfig::loopback();
+    let at = |port: u16| std::net::SocketAddr::from(([10, 0, 0, 1], port));
+    let cfg = EngineConfig {
+        allow_peers: vec!["10.0.0.0/24".parse().unwrap()],
+        ..EngineConfig::default()
+    };
+    let bind = |port, cfg| {
+        Dispatcher::with_transport(cfg, Box::new(hub.bind(at(port), pc).unwrap())).unwrap()
+    };
+    let (mut ea, mut eb) = (bind(1, cfg.clone()), bind(2, cfg));
+    let mut ca = LocalClient::new(&mut ea).unwrap();
+    let mut cb = LocalClient::new(&mut eb).unwrap();
+    let mut a = ca.create_endpoint(&mut ea, small()).unwrap();
+    let mut b = cb.create_endpoint(&mut eb, small()).unwrap();
+    post_all(&mut b);
+    let req = Request::OpenChannel {
+        endpoint: a.id(),
+        dst: EndpointAddr {
+            host: Some(at(2)),
+            id: b.id(),
+        },
+        path: PathChoice::Auto,
+    };
+    let (rep, _) = ca
+        .call_while(&mut ea, &req, &[], || {
+            eb.step();
+        })
+        .unwrap();
+    let Reply::ChannelOpened { channel: ch, .. } = rep else {
+        panic!("{rep:?}");
+    };
+    while ea.step() + eb.step() + ea.step() + eb.step() > 0 {}
+    let trace_on = Request::TraceSet {
+        on: true,
+        capacity: 0,
+    };
+    for (c, e) in [(&mut ca, &mut ea), (&mut cb, &mut eb)] {
+        let (r, _) = c.call(e, &trace_on, &[]).unwrap();
+        assert!(matches!(r, Reply::TraceState { on: true, .. }), "{r:?}");
+    }
+    const N: u32 = 12;
+    for i in 0..N {
+        send(&mut a, ch, 0, &pattern(i as usize, 100));
+        assert!(ea.step() > 0);
+        assert!(eb.step() > 0);
+        let m = take(&mut b, true).expect("the message arrives");
+        assert_eq!(m.data, pattern(i as usize, 100));
+    }
+    let dump = |c: &mut LocalClient, e: &mut Dispatcher| {
+        let (r, mut fds) = c.call(e, &Request::TraceDump, &[]).unwrap();
+        let Reply::TraceDump { len, .. } = r else {
+            panic!("{r:?}");
+        };
+        let b = unet_sys::Segment::read_untrusted(&fds.remove(0), len as usize).unwrap();
+        TraceDump::decode(&b).unwrap()
+    };
+    let (da, db) = (dump(&mut ca, &mut ea), dump(&mut cb, &mut eb));
+    // The sender's port sends each message when the turn ends: a flush
+    // per message, caused by the turn that took it.
+    let flush = *da.names.iter().find(|(_, n)| *n == "wire flush").unwrap().0;
+    assert_eq!(
+        da.events.iter().filter(|e| e.ty == flush).count(),
+        N as usize
+    );
+    for d in [da, db] {
+        let unet = *d.names.iter().find(|(_, n)| *n == "unet turn").unwrap().0;
+        let msgs: Vec<u32> = d
+            .events
+            .iter()
+            .filter(|e| e.ty == unet)
+            .map(|e| e.msg)
+            .collect();
+        assert_eq!(msgs, (1..=N).collect::<Vec<_>>());
+        for e in d.events.iter().filter(|e| e.ty != unet) {
+            let cause = d.events.iter().find(|c| c.id == e.cause);
+            let cause = cause.unwrap_or_else(|| panic!("{e:?} names no event of the trace"));
+            assert_eq!(cause.msg, e.msg, "{e:?}");
+            assert!(cause.start_ns <= e.start_ns, "{e:?} before its cause");
+        }
+    }
+}
