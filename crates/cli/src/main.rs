@@ -11,6 +11,7 @@ mod daemon;
 mod demo;
 mod jdk;
 mod stat;
+mod trace;
 mod units;
 
 /// unet: a programmable user-level network interface.
@@ -36,6 +37,9 @@ enum Command {
     /// Check or run JIVE applets (Java class files).
     #[command(subcommand)]
     Applet(applet::Command),
+    /// Record a running daemon's event graph (SPINE's Figure 6): Chrome
+    /// trace JSON, an SVG, and the period and latency it shows.
+    Trace(trace::Args),
 }
 
 fn main() -> ExitCode {
@@ -46,5 +50,6 @@ fn main() -> ExitCode {
         Command::Stat(a) => stat::run(a),
         Command::Bench(c) => bench::run(c),
         Command::Applet(c) => applet::run(c),
+        Command::Trace(a) => trace::run(a),
     }
 }

@@ -8,6 +8,8 @@
 //! path never waits for set-up work, and each system's set-up half is
 //! given the parts it changes for one request at a time.
 
+use std::os::fd::AsRawFd;
+
 use unet_abi::*;
 use unet_control::{self as control, ErrorCode, Reply, Request};
 
@@ -17,6 +19,7 @@ use crate::control::setup_thread::{Done, SetupThread};
 use crate::counters::Counters;
 use crate::poller::Poller;
 use crate::spine::setup::SpineSetup;
+use crate::spine::trace::{self, Recorder};
 use crate::spine::SpinePart;
 use crate::udm::Jobs;
 use crate::unet::applets::{AppletHost, Loaded};
@@ -43,6 +46,8 @@ pub(crate) struct Setup<'a> {
     pub vias: &'a mut Vias,
     pub udm: &'a mut Jobs,
     pub spine: &'a mut SpinePart,
+    /// The event graph's recorder.
+    pub trace: &'a mut Recorder,
 }
 
 impl Setup<'_> {
@@ -120,15 +125,27 @@ impl Setup<'_> {
             Request::SpineLoad { .. } | Request::SpineUnload { .. } | Request::SpineList => {
                 self.spine_setup().handle_spine(ci, req_id, req, &mut fds)
             }
+            Request::TraceSet { .. } | Request::TraceDump => {
+                // Events time every client's messages: the owner's only.
+                if !self.owner(ci) {
+                    return self.reply(ci, req_id, Reply::Error(ErrorCode::NotOwner));
+                }
+                let (r, fd) = trace::answer(self.trace, &req);
+                let fds: Vec<_> = fd.iter().map(|f| f.as_raw_fd()).collect();
+                self.server.reply(ci, req_id, r, &fds);
+            }
         }
     }
 
-    fn stat(&mut self, ci: ClientId, req_id: u32) {
-        let allowed = self
-            .server
+    /// Whether client `ci` runs as the engine's user (or root).
+    fn owner(&self, ci: ClientId) -> bool {
+        self.server
             .client(ci)
-            .is_some_and(|c| c.uid == 0 || c.uid == unet_sys::effective_uid());
-        if !allowed {
+            .is_some_and(|c| c.uid == 0 || c.uid == unet_sys::effective_uid())
+    }
+
+    fn stat(&mut self, ci: ClientId, req_id: u32) {
+        if !self.owner(ci) {
             return self.reply(ci, req_id, Reply::Error(ErrorCode::NotOwner));
         }
         self.unet(|u| u.fill_endpoint_slots());
