@@ -63,8 +63,8 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::FileExt;
+use std::sync::mpsc::{self, Receiver, TryRecvError};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Instant;
 
 use unet_control::{ErrorCode, Reply, Request};
@@ -314,7 +314,9 @@ pub(crate) struct Recorder {
 struct Dumping {
     /// Who asked (None: the client went away meanwhile).
     to: Option<(ClientId, u32)>,
-    thread: JoinHandle<Written>,
+    /// What the thread wrote: sent before it rings, so that the loop,
+    /// woken, finds it.
+    done: Receiver<Written>,
 }
 
 /// What a dump's thread gives back: the memory file, its events and
@@ -479,22 +481,25 @@ impl Recorder {
             std::mem::take(&mut self.ring)
         };
         let waker = self.waker.clone();
+        let (tx, done) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("unet-trace-dump".into())
             .spawn(move || {
                 let d = view.dump(&ring);
                 let b = d.encode();
                 let file = dump_file(&b).map(|fd| (fd, d.events.len() as u32, b.len() as u64));
+                // The loop may be gone (the engine stopped): then nobody
+                // wants the dump.
+                let _ = tx.send(Written { file, ring });
                 if let Some(w) = waker {
                     w.notify();
                 }
-                Written { file, ring }
             });
         match thread {
-            Ok(thread) => {
+            Ok(_) => {
                 self.dumping = Some(Dumping {
                     to: Some((client, req_id)),
-                    thread,
+                    done,
                 });
                 Ok(())
             }
@@ -504,11 +509,12 @@ impl Recorder {
 
     /// The answer to the dump being written, once it is.
     pub(crate) fn finished_dump(&mut self) -> Option<DumpAnswer> {
-        if !self.dumping.as_ref()?.thread.is_finished() {
+        let got = self.dumping.as_ref()?.done.try_recv();
+        if matches!(got, Err(TryRecvError::Empty)) {
             return None;
         }
-        let Dumping { to, thread } = self.dumping.take()?;
-        let (reply, file) = match thread.join() {
+        let to = self.dumping.take()?.to;
+        let (reply, file) = match got {
             Ok(w) => {
                 if self.ring.is_empty() {
                     self.ring = w.ring;
