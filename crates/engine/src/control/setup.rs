@@ -1,6 +1,6 @@
 //! Set-up: the control plane's half of every request. A request read
 //! from a client is checked against the descriptor reserve, answered here
-//! when it spans the systems (Hello, Stat), and otherwise handed to the
+//! when it spans the systems (Hello, Stat, the event trace), and otherwise handed to the
 //! set-up half of the system it belongs to: U-Net's
 //! ([`crate::unet::setup::UnetSetup`]), VIA's or UDM's (each built in
 //! `setup/systems.rs`). When a client goes, each system is asked to drop
