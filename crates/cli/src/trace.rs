@@ -1,6 +1,6 @@
 //! `unet trace`: SPINE's event graph (section 6, Figure 6) of a running
-//! daemon. It switches the engine's event trace on, waits, takes the
-//! events, switches it off, and writes them as Chrome trace-event JSON
+//! daemon. It switches the engine's event trace on, waits, switches it
+//! off, takes the events, and writes them as Chrome trace-event JSON
 //! (`chrome.rs`; it opens in Perfetto), draws them in the style of Figure
 //! 6 (`svg.rs`), and prints what the paper reads off the graph by eye:
 //! the period between packets and the time of one packet through the
@@ -86,8 +86,8 @@ fn go(a: &Args) -> Result<(), String> {
     Ok(())
 }
 
-/// Switch the daemon's trace on for `a.ms`, take its events, switch it
-/// off (also when taking them failed).
+/// Switch the daemon's trace on for `a.ms`, switch it off, and take its
+/// events (off, the engine hands its ring to the dump without a copy).
 fn record(a: &Args) -> Result<TraceDump, String> {
     let mut opts = unet::SessionOptions::default();
     if let Some(ms) = a.timeout_ms {
@@ -96,8 +96,7 @@ fn record(a: &Args) -> Result<TraceDump, String> {
     let s = unet::Session::connect_with(&a.socket, opts).map_err(|e| e.to_string())?;
     s.trace_set(true, a.capacity).map_err(|e| e.to_string())?;
     std::thread::sleep(Duration::from_millis(a.ms));
-    let dumped = s.trace_dump();
     s.trace_set(false, 0).map_err(|e| e.to_string())?;
-    let b = dumped.map_err(|e| e.to_string())?;
+    let b = s.trace_dump().map_err(|e| e.to_string())?;
     TraceDump::decode(&b).map_err(|e| e.to_string())
 }

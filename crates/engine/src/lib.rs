@@ -20,7 +20,7 @@
 //!
 //! One folder per system, each with its data-path half and its set-up
 //! half; below them the parts every system shares. A folder imports only
-//! folders below it, in this order: `dispatch` > `control` > `udm` >
+//! folders below it, in this order: `dispatch` > `control` > `spine` > `udm` >
 //! `via` > `unet` > `clients`, `part`, [`wire`], `poller`, `vbuf`, `config`,
 //! [`counters`]. Read them in the order a message meets them:
 //!

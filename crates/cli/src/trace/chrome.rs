@@ -76,7 +76,7 @@ pub fn write(d: &TraceDump) -> String {
     }
     // Each arrow starts and ends inside its slices (at their middles),
     // which is what binds a flow event to a slice.
-    let mid = |e: &TraceEvent| ts(e.start_ns + e.len_ns / 2);
+    let mid = |e: &TraceEvent| ts(e.start_ns.saturating_add(e.len_ns / 2));
     for (i, p) in predecessors(&d.events).into_iter().enumerate() {
         let Some(p) = p else { continue };
         let (from, to) = (&d.events[p], &d.events[i]);

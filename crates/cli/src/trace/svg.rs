@@ -36,15 +36,15 @@ fn window(d: &TraceDump, an: &Analysis) -> (u64, u64) {
     let last = d
         .events
         .iter()
-        .map(|e| e.start_ns + e.len_ns)
+        .map(|e| e.start_ns.saturating_add(e.len_ns))
         .max()
         .unwrap_or(1);
     match (an.followed(), an.period) {
         (Some(m), Some(p)) => {
-            let pad = 2 * p.median.max(1);
+            let pad = p.median.max(1).saturating_mul(2);
             (
                 m.begin.saturating_sub(pad).max(first),
-                (m.end + pad).min(last),
+                m.end.saturating_add(pad).min(last),
             )
         }
         _ => (first, last),
@@ -55,14 +55,14 @@ fn window(d: &TraceDump, an: &Analysis) -> (u64, u64) {
 fn tick_step(span: u64) -> u64 {
     let raw = (span / 10).max(1);
     let mut p = 1u64;
-    while p * 10 <= raw {
-        p *= 10;
+    while let Some(q) = p.checked_mul(10).filter(|&q| q <= raw) {
+        p = q;
     }
     [1, 2, 5, 10]
         .into_iter()
-        .map(|k| k * p)
+        .filter_map(|k| p.checked_mul(k))
         .find(|&s| s >= raw)
-        .unwrap_or(10 * p)
+        .unwrap_or(raw)
 }
 
 /// The SVG document.
@@ -139,7 +139,10 @@ pub fn render(d: &TraceDump, an: &Analysis) -> String {
             axis_y + 18.0,
             t as f64 / 1e3
         );
-        t += step;
+        match t.checked_add(step) {
+            Some(n) => t = n,
+            None => break,
+        }
     }
     let _ = writeln!(
         s,
@@ -151,7 +154,7 @@ pub fn render(d: &TraceDump, an: &Analysis) -> String {
     let followed = an.followed().map(|m| m.id);
     let mut drawn = 0;
     for e in &d.events {
-        if e.start_ns + e.len_ns < w0 || e.start_ns > w1 || drawn == MAX_BOXES {
+        if e.start_ns.saturating_add(e.len_ns) < w0 || e.start_ns > w1 || drawn == MAX_BOXES {
             continue;
         }
         drawn += 1;
@@ -188,7 +191,7 @@ pub fn render(d: &TraceDump, an: &Analysis) -> String {
             let _ = writeln!(
                 s,
                 r#"<line x1="{:.2}" y1="{:.2}" x2="{:.2}" y2="{:.2}" stroke="crimson" stroke-width="1.5" marker-end="url(#arrow)"/>"#,
-                x(from.start_ns + from.len_ns),
+                x(from.start_ns.saturating_add(from.len_ns)),
                 TOP + ROW_H * row(from.ty) + ROW_H / 2.0,
                 x(e.start_ns),
                 TOP + ROW_H * row(e.ty) + ROW_H / 2.0

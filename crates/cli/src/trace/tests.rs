@@ -193,6 +193,39 @@ fn the_svg_is_well_formed_with_a_row_per_type_and_arrows_for_one_message() {
     assert!(well_formed("<a><b></a></b>").is_err() && well_formed("<a>&</a>").is_err());
 }
 
+/// Times at the ends of the range (a hand-edited or hostile `--from`
+/// file): figures, JSON and SVG, and no panic.
+#[test]
+fn extreme_times_are_drawn_without_overflow() {
+    let ev = |id, start_ns, len_ns| TraceEvent {
+        id,
+        ty: 1,
+        msg: id,
+        cause: 0,
+        start_ns,
+        len_ns,
+    };
+    for events in [
+        vec![
+            ev(1, 0, u64::MAX),
+            ev(2, u64::MAX, u64::MAX),
+            ev(3, u64::MAX / 2, 0),
+        ],
+        vec![ev(1, 5, 0), ev(2, 5, 0)],
+        vec![ev(1, u64::MAX - 1, 1), ev(2, 0, 0)],
+    ] {
+        let d = TraceDump {
+            events,
+            ..TraceDump::default()
+        };
+        let an = analyse(&d.events);
+        well_formed(&svg::render(&d, &an)).unwrap();
+        let j = chrome::write(&d);
+        assert!(serde_json::from_str::<serde_json::Value>(&j).is_ok());
+        let _ = an.text(&d);
+    }
+}
+
 /// A working engine (a daemon on a control socket, in this process):
 /// two endpoints play ping-pong through it while `unet trace` records;
 /// every message the counters saw is in the trace, one event each, and

@@ -1,6 +1,6 @@
 //! Set-up: the control plane's half of every request. A request read
 //! from a client is checked against the descriptor reserve, answered here
-//! when it spans the systems (Hello, Stat), and otherwise handed to the
+//! when it spans the systems (Hello, Stat, the event trace), and otherwise handed to the
 //! set-up half of the system it belongs to: U-Net's
 //! ([`crate::unet::setup::UnetSetup`]), VIA's or UDM's (each built in
 //! `setup/systems.rs`), or SPINE's. When a client goes, each system is asked to drop
@@ -130,9 +130,9 @@ impl Setup<'_> {
                 if !self.owner(ci) {
                     return self.reply(ci, req_id, Reply::Error(ErrorCode::NotOwner));
                 }
-                let (r, fd) = trace::answer(self.trace, &req);
-                let fds: Vec<_> = fd.iter().map(|f| f.as_raw_fd()).collect();
-                self.server.reply(ci, req_id, r, &fds);
+                if let Some(r) = trace::answer(self.trace, ci, req_id, &req) {
+                    self.reply(ci, req_id, r);
+                }
             }
         }
     }
@@ -172,6 +172,14 @@ impl Setup<'_> {
         }
     }
 
+    /// Answer the trace dump that was written, if one was.
+    pub(crate) fn finish_dump(&mut self) {
+        if let Some(a) = self.trace.finished_dump() {
+            let fds: Vec<_> = a.file.iter().map(|f| f.as_raw_fd()).collect();
+            self.server.reply(a.client, a.req_id, a.reply, &fds);
+        }
+    }
+
     /// Finish the attaches whose class is verified
     /// ([`crate::unet::setup::UnetSetup::finish_loads`]).
     pub(crate) fn finish_loads(&mut self, loaded: Vec<Loaded>) {
@@ -208,6 +216,7 @@ impl Setup<'_> {
         });
         self.spine_setup().drop_client(ci);
         self.via(|v| v.drop_client_vias(ci));
+        self.trace.forget(ci);
         self.udm(|u| u.drop_client_udm(ci));
         self.unet(|u| u.drop_client_unet(ci));
         let (endpoints, jobs) = self.work.forget_client(ci);

@@ -217,6 +217,7 @@ impl Dispatcher {
         if let Some(p) = &port {
             poller.add(p.raw_fd(), Token::Wire)?;
         }
+        let trace = loop_recorder(shared.admin.clone());
         Ok(Dispatcher {
             unet: UnetPart {
                 eps: EndpointTable::new(cfg.max_endpoints, counters.clone()),
@@ -238,7 +239,7 @@ impl Dispatcher {
             tokens: Vec::with_capacity(64),
             incoming: Vec::new(),
             turn: 0,
-            trace: loop_recorder(),
+            trace,
         })
     }
 
@@ -546,12 +547,15 @@ impl Dispatcher {
         if self.work.busy() {
             self.setup().finish_creates();
         }
+        if self.trace.dumping() {
+            self.setup().finish_dump();
+        }
     }
 }
 
 /// A recorder with the loop's own event types named.
-fn loop_recorder() -> Recorder {
-    let mut r = Recorder::new();
+fn loop_recorder(admin: Arc<EventFd>) -> Recorder {
+    let mut r = Recorder::new(Some(admin));
     for (i, name) in PART_NAMES.iter().enumerate() {
         r.set_name(trace::LOOP_PART + i as u16, *name);
     }

@@ -5,14 +5,14 @@ use super::*;
 use std::hint::black_box;
 
 fn on(cap: u32) -> Recorder {
-    let mut r = Recorder::new();
+    let mut r = Recorder::new(None);
     r.set(true, cap).unwrap();
     r
 }
 
 #[test]
 fn off_records_nothing_and_costs_no_slot() {
-    let mut r = Recorder::new();
+    let mut r = Recorder::new(None);
     let t = now();
     assert_eq!(r.record(1, t, now(), 5, 0), 0);
     assert!(r.ring.is_empty(), "no ring until switched on");
@@ -63,7 +63,7 @@ fn a_full_ring_overwrites_the_oldest_and_counts_them() {
 
 #[test]
 fn a_ring_too_large_is_refused() {
-    let mut r = Recorder::new();
+    let mut r = Recorder::new(None);
     assert_eq!(r.set(true, MAX_CAPACITY + 1), Err(ErrorCode::BadRequest));
     assert!(!r.on());
     assert_eq!(r.set(true, MAX_CAPACITY), Ok(()));
@@ -137,51 +137,86 @@ fn a_dump_round_trips_and_every_prefix_is_an_error() {
     assert_eq!(TraceDump::decode(&bad), Err(DumpError::Truncated));
 }
 
+/// The answer to the dump being written, once its thread is done.
+fn wait_dump(r: &mut Recorder) -> DumpAnswer {
+    let t = Instant::now();
+    loop {
+        if let Some(a) = r.finished_dump() {
+            return a;
+        }
+        assert!(t.elapsed().as_secs() < 20, "the dump never finished");
+        std::thread::yield_now();
+    }
+}
+
 #[test]
 fn control_switches_the_trace_and_dumps_it_into_a_memory_file() {
-    let mut r = Recorder::new();
-    let (rep, fd) = answer(
-        &mut r,
-        &Request::TraceSet {
-            on: true,
-            capacity: 100,
-        },
-    );
-    assert!(fd.is_none());
+    let mut r = Recorder::new(None);
+    let set = |capacity| Request::TraceSet { on: true, capacity };
     assert_eq!(
-        rep,
-        Reply::TraceState {
+        answer(&mut r, 0, 1, &set(100)),
+        Some(Reply::TraceState {
             on: true,
             capacity: 128,
             recorded: 0,
             overwritten: 0
-        }
+        })
     );
     r.set_name(9, "timer");
     let a = r.record(9, now(), now(), 3, 0);
     r.record(9, now(), now(), 3, a);
-    let (rep, fd) = answer(&mut r, &Request::TraceDump);
-    let Reply::TraceDump { events: 2, len } = rep else {
-        panic!("{rep:?}");
+    // On: the ring is copied for the dump, and goes on recording.
+    assert_eq!(answer(&mut r, 4, 7, &Request::TraceDump), None);
+    assert!(r.dumping());
+    assert_eq!(
+        answer(&mut r, 4, 8, &Request::TraceDump),
+        Some(Reply::Error(ErrorCode::NoResources)),
+        "one dump at a time"
+    );
+    r.record(9, now(), now(), 4, 0);
+    let got = wait_dump(&mut r);
+    assert_eq!((got.client, got.req_id), (4, 7));
+    let Reply::TraceDump { events: 2, len } = got.reply else {
+        panic!("{:?}", got.reply);
     };
-    let fd = fd.expect("a memory file");
+    let fd = got.file.expect("a memory file");
     assert_eq!(unet_sys::Segment::sealed_len(&fd), Some(len));
     let b = unet_sys::Segment::read_untrusted(&fd, len as usize).unwrap();
+    let d = TraceDump::decode(&b).unwrap();
+    assert_eq!(d.events.iter().map(|e| e.msg).collect::<Vec<_>>(), [3, 3]);
+    assert_eq!(d.names[&9], "timer");
+    assert_eq!(r.counts(), (3, 0));
+    // Off: the ring goes to the dump's thread and comes back.
+    r.set(false, 0).unwrap();
+    assert_eq!(answer(&mut r, 4, 9, &Request::TraceDump), None);
+    assert!(r.ring.is_empty());
+    let got = wait_dump(&mut r);
+    assert!(
+        matches!(got.reply, Reply::TraceDump { events: 3, .. }),
+        "{:?}",
+        got.reply
+    );
+    assert_eq!(r.ring.len(), 128);
+    assert_eq!(timeless(r.snapshot()).events.len(), 3);
+    // A client that went away gets no answer.
+    assert_eq!(answer(&mut r, 5, 1, &Request::TraceDump), None);
+    r.forget(5);
+    let t = Instant::now();
+    while r.dumping() {
+        assert!(r.finished_dump().is_none());
+        assert!(t.elapsed().as_secs() < 20);
+        std::thread::yield_now();
+    }
+    // Refused requests change nothing.
     assert_eq!(
-        timeless(TraceDump::decode(&b).unwrap()),
-        timeless(r.snapshot())
+        answer(&mut r, 0, 2, &set(MAX_CAPACITY * 2)),
+        Some(Reply::Error(ErrorCode::BadRequest))
     );
-    let (rep, _) = answer(
-        &mut r,
-        &Request::TraceSet {
-            on: true,
-            capacity: MAX_CAPACITY * 2,
-        },
+    assert!(!r.on());
+    assert_eq!(
+        answer(&mut r, 0, 3, &Request::Stat),
+        Some(Reply::Error(ErrorCode::BadRequest))
     );
-    assert_eq!(rep, Reply::Error(ErrorCode::BadRequest));
-    assert!(r.on(), "a refused request changes nothing");
-    let (rep, _) = answer(&mut r, &Request::Stat);
-    assert_eq!(rep, Reply::Error(ErrorCode::BadRequest));
 }
 
 /// `d` without its times (two snapshots a moment apart may convert the
