@@ -23,6 +23,8 @@
 //! - [`via`]: the segment of a VI the engine carries;
 //! - [`udm`]: UDM's job and node segments, virtual buffers and the
 //!   header word of a message;
+//! - [`peer`]: the peer segment that joins two adapters (SPINE's
+//!   peer-to-peer message queues) and the active message header;
 //! - [`copy`]: copying into and out of shared memory;
 //! - [`view`]: the checked mappings of an endpoint's and a VI's rings,
 //!   of a direct connection's segment, and of UDM's job and node
@@ -58,6 +60,7 @@ pub mod copy;
 pub mod counters;
 pub mod endpoint;
 pub mod golden;
+pub mod peer;
 pub mod ring;
 pub mod udm;
 pub mod via;

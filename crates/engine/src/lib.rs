@@ -20,9 +20,9 @@
 //!
 //! One folder per system, each with its data-path half and its set-up
 //! half; below them the parts every system shares. A folder imports only
-//! folders below it, in this order: `dispatch` > `control` > `udm` >
-//! `via` > `unet` > `clients`, `part`, [`wire`], `poller`, `vbuf`, `config`,
-//! [`counters`]. Read them in the order a message meets them:
+//! folders below it, in this order: `dispatch` > `control` > `spine` >
+//! `udm` > `via` > `unet` > `clients`, `part`, [`wire`], `poller`,
+//! `vbuf`, `config`, [`counters`]. Read them in the order a message meets them:
 //!
 //! 1. **A client sends.** Its library (crate `unet`) writes the message
 //!    into its endpoint's buffer area and a descriptor into the send ring
@@ -92,6 +92,7 @@
 //! | `via/vi_path.rs`, with `vi_path/recv.rs` | a VI's segment; messages gathered from and scattered into registered regions |
 //! | `udm/shm.rs` | a UDM job's and its nodes' segments kept beside their views; messages in place in divert rings and virtual buffers |
 //! | `wire/udp/socket.rs`, with its tests | the OS: socket options, control messages, `sendmmsg` and `recvmmsg` |
+//! | `spine/peer.rs` | a peer segment's slots and data areas, read and written in place |
 //! | `dispatch/invoker.rs` | invoker mode's raw endpoints, regions and VIs, mapped and driven by hand as a client would |
 
 #![deny(unsafe_code)]
@@ -110,6 +111,7 @@ pub mod counters;
 mod dispatch;
 mod part;
 mod poller;
+mod spine;
 mod udm;
 mod unet;
 mod vbuf;
