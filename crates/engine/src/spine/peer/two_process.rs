@@ -123,6 +123,9 @@ fn a_peer_killed_mid_stream_is_reported_dead_and_a_new_link_recovers() {
     // Kill it mid-stream: it is reported dead promptly.
     child.kill().unwrap();
     let killed = Instant::now();
+    // What the engine's poller would wait on: the pidfd polls readable.
+    let fd = rx.death_fd().unwrap().as_raw_fd();
+    assert!(unet_sys::wait_readable(fd, Some(Duration::from_secs(10))).unwrap());
     let mut state = PeerState::Alive;
     receive(&mut rx, &mut next, Duration::from_secs(10), |l, _| {
         state = l.check(Instant::now());
