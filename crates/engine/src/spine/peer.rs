@@ -733,6 +733,8 @@ impl Drop for PeerLink {
 }
 
 #[cfg(test)]
+mod bench;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod two_process;
