@@ -37,6 +37,14 @@
 //! (unless the link broke), and this side marks itself closed. A new
 //! segment joins the same two adapters again.
 //!
+//! # Waking
+//!
+//! A consumer that sleeps says so first (its `sleeping` word); a push
+//! that sees it bumps the consumer's futex word and wakes it (a thread
+//! in [`PeerLink::wait`]) and rings the peer's doorbell if this side was
+//! given one ([`PeerLink::set_peer_doorbell`]: the eventfd an engine
+//! sleeps on, after [`PeerLink::arm`]). A close rings both always.
+//!
 //! `unsafe` is allowed here for the slots and data areas read and
 //! written in place in the segment's mapping, which the link owns.
 
@@ -257,6 +265,8 @@ pub(crate) struct PeerLink {
     last_beat: u64,
     waiting_since: Option<Instant>,
     stall_timeout: Duration,
+    /// The peer's doorbell, rung when it sleeps (an engine's poller).
+    doorbell: Option<sys::EventFd>,
     dead: Option<Death>,
     stats: PeerStats,
     _seg: Segment,
@@ -336,6 +346,7 @@ impl PeerLink {
             last_beat: 0,
             waiting_since: None,
             stall_timeout: cfg.stall_timeout,
+            doorbell: None,
             dead: None,
             stats: PeerStats::default(),
             _seg: seg,
@@ -448,10 +459,38 @@ impl PeerLink {
         // the new head when it looks again, or we see its flag.
         sys::light_fence(self.asym);
         if lines.consumer.sleeping.load(Ordering::Relaxed) != 0 {
-            lines.consumer.futex.fetch_add(1, Ordering::Release);
-            sys::futex_wake(&lines.consumer.futex, 1);
+            self.ring_peer();
         }
         Ok(())
+    }
+
+    /// Wake the peer: its futex (a thread in [`PeerLink::wait`]) and its
+    /// doorbell (an engine asleep in its poller), if it gave one.
+    fn ring_peer(&self) {
+        let c = &self.view.lines(self.side).consumer;
+        c.futex.fetch_add(1, Ordering::Release);
+        sys::futex_wake(&c.futex, 1);
+        if let Some(d) = &self.doorbell {
+            d.notify();
+        }
+    }
+
+    /// Ring `doorbell` when the peer sleeps (armed) and this side sends
+    /// to it or closes: the eventfd the peer's engine sleeps on, passed
+    /// to this side at set-up.
+    pub(crate) fn set_peer_doorbell(&mut self, doorbell: sys::EventFd) {
+        self.doorbell = Some(doorbell);
+    }
+
+    /// Say (`on`, before this side's engine sleeps) or unsay that this
+    /// side sleeps: the peer then rings its doorbell when it sends. The
+    /// peer's side of the handshake is a light fence
+    /// ([`sys::light_fence`]), so the caller issues
+    /// [`sys::heavy_fence`] after arming its links and before its last
+    /// look ([`PeerLink::has_messages`]).
+    pub(crate) fn arm(&self, on: bool) {
+        let c = &self.view.lines(self.side ^ 1).consumer;
+        c.sleeping.store(on as u32, Ordering::Relaxed);
     }
 
     /// Hand at most `max` waiting messages to `f` (header, arguments,
@@ -684,9 +723,7 @@ impl PeerLink {
     fn close_own(&self) {
         let me = self.view.side(self.side);
         me.closed.store(1, Ordering::Release);
-        let c = &self.view.lines(self.side).consumer;
-        c.futex.fetch_add(1, Ordering::Release);
-        sys::futex_wake(&c.futex, 1);
+        self.ring_peer();
     }
 
     /// Read the peer's tail of our ring; it must lie between what we saw

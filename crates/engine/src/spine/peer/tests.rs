@@ -468,3 +468,29 @@ fn a_sleeping_consumer_is_woken_by_a_push() {
     // Woken, not timed out.
     assert!(start.elapsed() < Duration::from_secs(30));
 }
+
+#[test]
+fn a_sleeping_engine_is_rung_on_its_doorbell() {
+    use std::os::fd::AsRawFd;
+    let (mut a, b, _raw) = pair(G);
+    let bell = unet_sys::EventFd::new().unwrap();
+    let theirs = bell.fd().try_clone().unwrap();
+    a.set_peer_doorbell(unet_sys::EventFd::from_fd(theirs));
+    let rung = |t| unet_sys::wait_readable(bell.fd().as_raw_fd(), Some(t)).unwrap();
+    // Awake: no ring.
+    a.push(hdr(64), &[1], &[]).unwrap();
+    assert!(!rung(Duration::ZERO));
+    // Armed (asleep): a push rings it, and so does a close.
+    b.arm(true);
+    unet_sys::heavy_fence();
+    assert!(b.has_messages());
+    a.push(hdr(64), &[2], &[]).unwrap();
+    assert!(rung(Duration::from_secs(10)));
+    assert_eq!(bell.drain(), 1);
+    b.arm(false);
+    a.push(hdr(64), &[3], &[]).unwrap();
+    assert!(!rung(Duration::ZERO));
+    b.arm(true);
+    drop(a);
+    assert!(rung(Duration::from_secs(10)));
+}
