@@ -93,6 +93,7 @@
 //! | `udm/shm.rs` | a UDM job's and its nodes' segments kept beside their views; messages in place in divert rings and virtual buffers |
 //! | `wire/udp/socket.rs`, with its tests | the OS: socket options, control messages, `sendmmsg` and `recvmmsg` |
 //! | `spine/trace.rs` | the CPU's time-stamp counter, the event graph's clock |
+//! | `spine/peer.rs` | a peer segment's slots and data areas, read and written in place |
 //! | `dispatch/invoker.rs` | invoker mode's raw endpoints, regions and VIs, mapped and driven by hand as a client would |
 
 #![deny(unsafe_code)]

@@ -860,6 +860,20 @@ pub fn process_stopped(pid: u32) -> bool {
     matches!(s.get(close + 2), Some(b'T') | Some(b't'))
 }
 
+/// A descriptor of process `pid` (`pidfd_open`) that polls readable
+/// once the process has exited: a watcher can wait on it in `epoll` or
+/// test it with [`wait_readable`]. `ESRCH` when no such process exists.
+pub fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
+    let pid = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .ok_or(Errno::INVAL)?;
+    Ok(rustix::process::pidfd_open(
+        pid,
+        rustix::process::PidfdFlags::empty(),
+    )?)
+}
+
 /// The calling thread's id (`gettid`), as `/proc/self/task/` names it.
 pub fn thread_id() -> u32 {
     rustix::thread::gettid().as_raw_nonzero().get() as u32
