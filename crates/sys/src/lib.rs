@@ -1301,4 +1301,22 @@ mod tests {
         assert!(cvt(-1).is_err());
         assert_eq!(cvt(3).unwrap(), 3);
     }
+
+    #[test]
+    fn a_pidfd_polls_readable_once_its_process_exits() {
+        use std::os::fd::AsRawFd;
+        let me = pidfd_open(std::process::id()).unwrap();
+        assert!(!wait_readable(me.as_raw_fd(), Some(Duration::ZERO)).unwrap());
+        let mut child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        let fd = pidfd_open(child.id()).unwrap();
+        assert!(!wait_readable(fd.as_raw_fd(), Some(Duration::ZERO)).unwrap());
+        child.kill().unwrap();
+        assert!(wait_readable(fd.as_raw_fd(), Some(Duration::from_secs(10))).unwrap());
+        child.wait().unwrap();
+        assert!(pidfd_open(0).is_err());
+        assert!(pidfd_open(u32::MAX).is_err());
+    }
 }
