@@ -24,6 +24,8 @@
 //! - [`udm`]: UDM's job and node segments, virtual buffers and the
 //!   header word of a message;
 //! - [`spine`]: SPINE's active-message header and its host framing;
+//! - [`peer`]: the peer segment that joins two adapters (SPINE's
+//!   peer-to-peer message queues);
 //! - [`copy`]: copying into and out of shared memory;
 //! - [`view`]: the checked mappings of an endpoint's and a VI's rings,
 //!   of a direct connection's segment, and of UDM's job and node
@@ -59,6 +61,7 @@ pub mod copy;
 pub mod counters;
 pub mod endpoint;
 pub mod golden;
+pub mod peer;
 pub mod ring;
 pub mod spine;
 pub mod udm;

@@ -101,6 +101,10 @@ pub struct AmHeader {
     pub bulk_len: u32,
 }
 
+// SAFETY: integers only, no padding (asserted): every bit pattern is a
+// valid header.
+unsafe impl crate::ShmSafe for AmHeader {}
+
 impl AmHeader {
     /// The header's 16 bytes, little-endian.
     pub fn to_bytes(&self) -> [u8; AM_HEADER_SIZE] {

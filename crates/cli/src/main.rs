@@ -12,6 +12,7 @@ mod demo;
 mod jdk;
 mod spine;
 mod stat;
+mod trace;
 mod units;
 
 /// unet: a programmable user-level network interface.
@@ -40,6 +41,9 @@ enum Command {
     /// Load, unload and list SPINE extensions on a running daemon.
     #[command(subcommand)]
     Spine(spine::Command),
+    /// Record a running daemon's event graph (SPINE's Figure 6): Chrome
+    /// trace JSON, an SVG, and the period and latency it shows.
+    Trace(trace::Args),
 }
 
 fn main() -> ExitCode {
@@ -51,5 +55,6 @@ fn main() -> ExitCode {
         Command::Bench(c) => bench::run(c),
         Command::Applet(c) => applet::run(c),
         Command::Spine(c) => spine::run(c),
+        Command::Trace(a) => trace::run(a),
     }
 }

@@ -91,6 +91,10 @@ kinds! {
         SpineUnload = 49,
         /// [`Request::SpineList`].
         SpineList = 50,
+        /// [`Request::TraceSet`].
+        TraceSet = 72,
+        /// [`Request::TraceDump`].
+        TraceDump = 73,
     }
 }
 
@@ -129,6 +133,10 @@ kinds! {
         SpineLoaded = 148,
         /// [`Reply::SpineListing`].
         SpineListing = 149,
+        /// [`Reply::TraceState`].
+        TraceState = 74,
+        /// [`Reply::TraceDump`].
+        TraceDump = 75,
     }
 }
 
@@ -494,6 +502,13 @@ impl Request {
                 w.u32(*rank);
                 w
             }
+            Request::TraceSet { on, capacity } => {
+                let mut w = W::new(ReqKind::TraceSet as u16, req_id);
+                w.u8(*on as u8);
+                w.u32(*capacity);
+                w
+            }
+            Request::TraceDump => W::new(ReqKind::TraceDump as u16, req_id),
         };
         w.done().to_vec()
     }
@@ -636,6 +651,11 @@ impl Request {
                 key: r.u64()?,
                 rank: r.u32()?,
             },
+            ReqKind::TraceSet => Request::TraceSet {
+                on: r.bool()?,
+                capacity: r.u32()?,
+            },
+            ReqKind::TraceDump => Request::TraceDump,
         };
         Ok((id, req))
     }
@@ -774,6 +794,25 @@ impl Reply {
                 w.u8(*side);
                 w
             }
+            Reply::TraceState {
+                on,
+                capacity,
+                recorded,
+                overwritten,
+            } => {
+                let mut w = W::new(ReplyKind::TraceState as u16, req_id);
+                w.u8(*on as u8);
+                w.u32(*capacity);
+                w.u64(*recorded);
+                w.u64(*overwritten);
+                w
+            }
+            Reply::TraceDump { events, len } => {
+                let mut w = W::new(ReplyKind::TraceDump as u16, req_id);
+                w.u32(*events);
+                w.u64(*len);
+                w
+            }
         };
         w.done().to_vec()
     }
@@ -863,6 +902,16 @@ impl Reply {
                     std::str::from_utf8(r.take(n)?).map_err(|_| ControlError::BadField("text"))?;
                 Reply::Rejected(text.to_owned())
             }
+            ReplyKind::TraceState => Reply::TraceState {
+                on: r.bool()?,
+                capacity: r.u32()?,
+                recorded: r.u64()?,
+                overwritten: r.u64()?,
+            },
+            ReplyKind::TraceDump => Reply::TraceDump {
+                events: r.u32()?,
+                len: r.u64()?,
+            },
         };
         Ok((id, rep))
     }
@@ -1053,6 +1102,14 @@ mod tests {
                     rank: 3,
                 },
             ),
+            (
+                "trace_set",
+                Request::TraceSet {
+                    on: true,
+                    capacity: 1 << 16,
+                },
+            ),
+            ("trace_dump", Request::TraceDump),
         ];
         let reps = [
             (
@@ -1137,6 +1194,22 @@ mod tests {
                     channel: 2,
                     conn_id: 3,
                     side: 1,
+                },
+            ),
+            (
+                "reply_trace_state",
+                Reply::TraceState {
+                    on: true,
+                    capacity: 1 << 16,
+                    recorded: 70_000,
+                    overwritten: 4_464,
+                },
+            ),
+            (
+                "reply_trace_dump",
+                Reply::TraceDump {
+                    events: 3,
+                    len: 4096,
                 },
             ),
         ];
@@ -1319,6 +1392,11 @@ mod tests {
                 heap: 9,
             },
             Request::DetachApplet { endpoint: 1 },
+            Request::TraceSet {
+                on: false,
+                capacity: 0,
+            },
+            Request::TraceDump,
         ];
         for r in reqs {
             let b = r.encode(77);
@@ -1353,6 +1431,16 @@ mod tests {
                 channel: 2,
                 conn_id: 3,
                 side: 1,
+            },
+            Reply::TraceState {
+                on: false,
+                capacity: 1 << 20,
+                recorded: u64::MAX,
+                overwritten: 1,
+            },
+            Reply::TraceDump {
+                events: 65_536,
+                len: 2 << 20,
             },
         ];
         for r in reps {

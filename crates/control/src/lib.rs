@@ -485,6 +485,20 @@ pub enum Request {
     /// List the extensions (those of the asking client's user; all for
     /// root) with their handlers' statistics: [`Reply::SpineListing`].
     SpineList,
+    /// Switch the engine's event trace (SPINE's event graph) on or off;
+    /// switching it on empties the ring. Answered with
+    /// [`Reply::TraceState`]; only the engine's owner (or root) may ask.
+    TraceSet {
+        /// Record events from now on (or stop recording).
+        on: bool,
+        /// Events the ring holds (rounded up to a power of two; 0: keep
+        /// the current size).
+        capacity: u32,
+    },
+    /// Ask for the events the trace holds, oldest first. Answered with
+    /// [`Reply::TraceDump`] and a memory file holding them; the trace
+    /// goes on recording (or stays off) as it was.
+    TraceDump,
 }
 
 /// Longest name of an extension, and of a domain, in bytes.
@@ -621,6 +635,25 @@ pub enum Reply {
     SpineListing {
         /// Length of the listing.
         len: u32,
+    },
+    /// The trace's state after a [`Request::TraceSet`].
+    TraceState {
+        /// Recording.
+        on: bool,
+        /// Events the ring holds.
+        capacity: u32,
+        /// Events recorded since the trace was last switched on.
+        recorded: u64,
+        /// Of those, the ones overwritten (the ring was full).
+        overwritten: u64,
+    },
+    /// The answer to [`Request::TraceDump`]; fd: a memory file of `len`
+    /// bytes holding `events` events (the engine's trace dump format).
+    TraceDump {
+        /// Events in the dump.
+        events: u32,
+        /// Bytes of the memory file.
+        len: u64,
     },
 }
 

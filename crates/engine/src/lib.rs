@@ -100,6 +100,8 @@
 //! | `via/vi_path.rs`, with `vi_path/recv.rs` | a VI's segment; messages gathered from and scattered into registered regions |
 //! | `udm/shm.rs` | a UDM job's and its nodes' segments kept beside their views; messages in place in divert rings and virtual buffers |
 //! | `wire/udp/socket.rs`, with its tests | the OS: socket options, control messages, `sendmmsg` and `recvmmsg` |
+//! | `spine/trace.rs` | the CPU's time-stamp counter, the event graph's clock |
+//! | `spine/peer.rs` | a peer segment's slots and data areas, read and written in place |
 //! | `dispatch/invoker.rs` | invoker mode's raw endpoints, regions and VIs, mapped and driven by hand as a client would |
 
 #![deny(unsafe_code)]
@@ -126,6 +128,10 @@ mod via;
 pub mod wire;
 
 pub use dispatch::invoker;
+pub use spine::trace::{
+    DumpError, TraceDump, TraceEvent, DEFAULT_CAPACITY as TRACE_DEFAULT_CAPACITY,
+    MAX_CAPACITY as TRACE_MAX_CAPACITY,
+};
 
 pub use config::{
     default_allow_peers, EngineConfig, DEFAULT_APPLET_FUEL_MAX, DEFAULT_APPLET_HEAP_MAX,

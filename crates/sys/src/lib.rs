@@ -860,6 +860,20 @@ pub fn process_stopped(pid: u32) -> bool {
     matches!(s.get(close + 2), Some(b'T') | Some(b't'))
 }
 
+/// A descriptor of process `pid` (`pidfd_open`) that polls readable
+/// once the process has exited: a watcher can wait on it in `epoll` or
+/// test it with [`wait_readable`]. `ESRCH` when no such process exists.
+pub fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
+    let pid = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .ok_or(Errno::INVAL)?;
+    Ok(rustix::process::pidfd_open(
+        pid,
+        rustix::process::PidfdFlags::empty(),
+    )?)
+}
+
 /// The calling thread's id (`gettid`), as `/proc/self/task/` names it.
 pub fn thread_id() -> u32 {
     rustix::thread::gettid().as_raw_nonzero().get() as u32
@@ -1286,5 +1300,23 @@ mod tests {
         assert_eq!(n, 3);
         assert!(cvt(-1).is_err());
         assert_eq!(cvt(3).unwrap(), 3);
+    }
+
+    #[test]
+    fn a_pidfd_polls_readable_once_its_process_exits() {
+        use std::os::fd::AsRawFd;
+        let me = pidfd_open(std::process::id()).unwrap();
+        assert!(!wait_readable(me.as_raw_fd(), Some(Duration::ZERO)).unwrap());
+        let mut child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        let fd = pidfd_open(child.id()).unwrap();
+        assert!(!wait_readable(fd.as_raw_fd(), Some(Duration::ZERO)).unwrap());
+        child.kill().unwrap();
+        assert!(wait_readable(fd.as_raw_fd(), Some(Duration::from_secs(10))).unwrap());
+        child.wait().unwrap();
+        assert!(pidfd_open(0).is_err());
+        assert!(pidfd_open(u32::MAX).is_err());
     }
 }

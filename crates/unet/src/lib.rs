@@ -59,7 +59,7 @@ pub use endpoint::{
     BUFFERED_DEFAULT,
 };
 pub use session::{
-    socket_path, Session, SessionOptions, DEFAULT_SOCKET, DEFAULT_TIMEOUT, SOCKET_ENV,
+    socket_path, Session, SessionOptions, TraceState, DEFAULT_SOCKET, DEFAULT_TIMEOUT, SOCKET_ENV,
 };
 pub use unet_abi::FaultKind;
 pub use unet_abi::{ClientCounter, Geometry, RecvDesc, SendStatus};

@@ -281,6 +281,67 @@ impl Session {
     }
 }
 
+/// The engine's event trace after [`Session::trace_set`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TraceState {
+    /// Recording.
+    pub on: bool,
+    /// Events its ring holds.
+    pub capacity: u32,
+    /// Events recorded since it was switched on.
+    pub recorded: u64,
+    /// Of those, the ones overwritten (the ring was full).
+    pub overwritten: u64,
+}
+
+impl Session {
+    /// Switch the engine's event trace on (emptying it; `capacity`
+    /// events, 0: the current size) or off (what `unet trace` does; the
+    /// engine's owner only).
+    pub fn trace_set(&self, on: bool, capacity: u32) -> Result<TraceState, Error> {
+        match self.inner.request(&Request::TraceSet { on, capacity })?.0 {
+            Reply::TraceState {
+                on,
+                capacity,
+                recorded,
+                overwritten,
+            } => Ok(TraceState {
+                on,
+                capacity,
+                recorded,
+                overwritten,
+            }),
+            Reply::Error(c) => Err(c.into()),
+            r => Err(Error::Protocol(format!(
+                "unexpected answer to trace: {r:?}"
+            ))),
+        }
+    }
+
+    /// The engine's event trace: the bytes of its dump (the format of
+    /// `unet_engine::TraceDump`).
+    pub fn trace_dump(&self) -> Result<Vec<u8>, Error> {
+        let (r, mut fds) = self.inner.request(&Request::TraceDump)?;
+        match r {
+            Reply::TraceDump { len, .. } if !fds.is_empty() => {
+                let fd = fds.remove(0);
+                let b = sys::Segment::read_untrusted(&fd, len as usize)?;
+                if b.len() as u64 != len {
+                    return Err(Error::Protocol(format!(
+                        "a trace dump of {} bytes, {len} announced",
+                        b.len()
+                    )));
+                }
+                Ok(b)
+            }
+            Reply::Error(c) => Err(c.into()),
+            r => Err(Error::Protocol(format!(
+                "unexpected answer to trace dump: {r:?}"
+            ))),
+        }
+    }
+}
+
 impl Inner {
     /// Send a request and wait for its reply; notices that arrive meanwhile
     /// are kept for [`Inner::take_notice`].

@@ -1,12 +1,14 @@
 //! Set-up: the control plane's half of every request. A request read
 //! from a client is checked against the descriptor reserve, answered here
-//! when it spans the systems (Hello, Stat), and otherwise handed to the
+//! when it spans the systems (Hello, Stat, the event trace), and otherwise handed to the
 //! set-up half of the system it belongs to: U-Net's
 //! ([`crate::unet::setup::UnetSetup`]), VIA's or UDM's (each built in
 //! `setup/systems.rs`), or SPINE's. When a client goes, each system is asked to drop
 //! what the client held; at shutdown, every client is reclaimed. The data
 //! path never waits for set-up work, and each system's set-up half is
 //! given the parts it changes for one request at a time.
+
+use std::os::fd::AsRawFd;
 
 use unet_abi::*;
 use unet_control::{self as control, ErrorCode, Reply, Request};
@@ -17,6 +19,7 @@ use crate::control::setup_thread::{Done, SetupThread};
 use crate::counters::Counters;
 use crate::poller::Poller;
 use crate::spine::setup::SpineSetup;
+use crate::spine::trace::{self, Recorder};
 use crate::spine::SpinePart;
 use crate::udm::Jobs;
 use crate::unet::applets::{AppletHost, Loaded};
@@ -43,6 +46,8 @@ pub(crate) struct Setup<'a> {
     pub vias: &'a mut Vias,
     pub udm: &'a mut Jobs,
     pub spine: &'a mut SpinePart,
+    /// The event graph's recorder.
+    pub trace: &'a mut Recorder,
 }
 
 impl Setup<'_> {
@@ -120,15 +125,27 @@ impl Setup<'_> {
             Request::SpineLoad { .. } | Request::SpineUnload { .. } | Request::SpineList => {
                 self.spine_setup().handle_spine(ci, req_id, req, &mut fds)
             }
+            Request::TraceSet { .. } | Request::TraceDump => {
+                // Events time every client's messages: the owner's only.
+                if !self.owner(ci) {
+                    return self.reply(ci, req_id, Reply::Error(ErrorCode::NotOwner));
+                }
+                if let Some(r) = trace::answer(self.trace, ci, req_id, &req) {
+                    self.reply(ci, req_id, r);
+                }
+            }
         }
     }
 
-    fn stat(&mut self, ci: ClientId, req_id: u32) {
-        let allowed = self
-            .server
+    /// Whether client `ci` runs as the engine's user (or root).
+    fn owner(&self, ci: ClientId) -> bool {
+        self.server
             .client(ci)
-            .is_some_and(|c| c.uid == 0 || c.uid == unet_sys::effective_uid());
-        if !allowed {
+            .is_some_and(|c| c.uid == 0 || c.uid == unet_sys::effective_uid())
+    }
+
+    fn stat(&mut self, ci: ClientId, req_id: u32) {
+        if !self.owner(ci) {
             return self.reply(ci, req_id, Reply::Error(ErrorCode::NotOwner));
         }
         self.unet(|u| u.fill_endpoint_slots());
@@ -152,6 +169,14 @@ impl Setup<'_> {
                 Done::Endpoint(p, seg) => self.unet(|u| u.finish_create(p, seg)),
                 Done::UdmJob(p, mem) => self.udm(|u| u.finish_udm_job(p, mem)),
             }
+        }
+    }
+
+    /// Answer the trace dump that was written, if one was.
+    pub(crate) fn finish_dump(&mut self) {
+        if let Some(a) = self.trace.finished_dump() {
+            let fds: Vec<_> = a.file.iter().map(|f| f.as_raw_fd()).collect();
+            self.server.reply(a.client, a.req_id, a.reply, &fds);
         }
     }
 
@@ -191,6 +216,7 @@ impl Setup<'_> {
         });
         self.spine_setup().drop_client(ci);
         self.via(|v| v.drop_client_vias(ci));
+        self.trace.forget(ci);
         self.udm(|u| u.drop_client_udm(ci));
         self.unet(|u| u.drop_client_unet(ci));
         let (endpoints, jobs) = self.work.forget_client(ci);

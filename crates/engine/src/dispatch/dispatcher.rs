@@ -78,6 +78,7 @@ use crate::control::setup_thread::SetupThread;
 use crate::counters::Counters;
 use crate::part::{Context, Part};
 use crate::poller::{Poller, Token};
+use crate::spine::trace::{self, Recorder};
 use crate::spine::{SpinePart, SpineTurn};
 use crate::udm::Jobs;
 use crate::unet::applets::AppletHost;
@@ -129,7 +130,13 @@ pub struct Dispatcher {
     tokens: Vec<Token>,
     incoming: Vec<Incoming>,
     turn: u64,
+    /// The event graph's recorder (off unless control switches it on).
+    trace: Recorder,
 }
+
+/// The names of the loop's parts in the event graph, in `each_part!`'s
+/// order (part `i` records events of type `trace::LOOP_PART + i`).
+const PART_NAMES: [&str; 4] = ["unet turn", "via turn", "udm turn", "spine turn"];
 
 /// Run `$body` on every part of the loop (`$p`, its concrete type), in
 /// the order a turn runs them, one line each, with what they are given
@@ -210,6 +217,7 @@ impl Dispatcher {
         if let Some(p) = &port {
             poller.add(p.raw_fd(), Token::Wire)?;
         }
+        let trace = loop_recorder(shared.admin.clone());
         Ok(Dispatcher {
             unet: UnetPart {
                 eps: EndpointTable::new(cfg.max_endpoints, counters.clone()),
@@ -231,6 +239,7 @@ impl Dispatcher {
             tokens: Vec::with_capacity(64),
             incoming: Vec::new(),
             turn: 0,
+            trace,
         })
     }
 
@@ -339,6 +348,7 @@ impl Dispatcher {
             vias: &mut self.vias,
             udm: &mut self.udm,
             spine: &mut self.spine,
+            trace: &mut self.trace,
         }
     }
 
@@ -405,6 +415,9 @@ impl Dispatcher {
     /// and what they queued on the wire leaves (the one flush of the
     /// turn). Returns the work done.
     fn poll_data(&mut self) -> usize {
+        if self.trace.on() {
+            return self.poll_data_traced();
+        }
         let mut work = 0;
         each_part!(self, cx, p => work += p.turn(&mut cx));
         if setup::turn_left_work(&self.unet.chans, &self.vias, &self.udm, self.port.is_some()) {
@@ -415,6 +428,55 @@ impl Dispatcher {
         }
         if std::mem::take(&mut self.unet.eps.behind) {
             // A receiver is behind (see the module docs).
+            self.counters.engine(EngineCounter::ReceiverYields, 1);
+            std::thread::yield_now();
+        }
+        work
+    }
+
+    /// [`Dispatcher::poll_data`] with the turn recorded in the event
+    /// graph (the trace is on): an event for each part that found work
+    /// (numbered by the first work item it handled, in the order the
+    /// loop handled them), for control's share of the turn and for the
+    /// flush that sent something, each caused by the turn's last event
+    /// before it. One clock read per event: an event ends where the
+    /// next begins.
+    #[inline(never)]
+    fn poll_data_traced(&mut self) -> usize {
+        let mut work = 0;
+        let mut i = 0u16;
+        let mut last = (0u32, 0u32); // (event, message)
+        let mut t = trace::now();
+        each_part!(self, cx, p => {
+            let w = p.turn(&mut cx);
+            let end = trace::now();
+            if w > 0 {
+                let msg = self.trace.items(w);
+                last = (self.trace.record(trace::LOOP_PART + i, t, end, msg, 0), msg);
+            }
+            work += w;
+            i += 1;
+            t = end;
+        });
+        debug_assert_eq!(i as usize, PART_NAMES.len(), "a part without a name");
+        if setup::turn_left_work(&self.unet.chans, &self.vias, &self.udm, self.port.is_some()) {
+            self.setup().after_turn();
+            let end = trace::now();
+            let id = self
+                .trace
+                .record(trace::LOOP_CONTROL, t, end, last.1, last.0);
+            last.0 = id;
+            t = end;
+        }
+        if let Some(p) = self.port.as_mut() {
+            let sent = self.counters.engine_value(EngineCounter::WireTxDatagrams);
+            p.flush();
+            if self.counters.engine_value(EngineCounter::WireTxDatagrams) != sent {
+                self.trace
+                    .record(trace::LOOP_FLUSH, t, trace::now(), last.1, last.0);
+            }
+        }
+        if std::mem::take(&mut self.unet.eps.behind) {
             self.counters.engine(EngineCounter::ReceiverYields, 1);
             std::thread::yield_now();
         }
@@ -485,7 +547,21 @@ impl Dispatcher {
         if self.work.busy() {
             self.setup().finish_creates();
         }
+        if self.trace.dumping() {
+            self.setup().finish_dump();
+        }
     }
+}
+
+/// A recorder with the loop's own event types named.
+fn loop_recorder(admin: Arc<EventFd>) -> Recorder {
+    let mut r = Recorder::new(Some(admin));
+    for (i, name) in PART_NAMES.iter().enumerate() {
+        r.set_name(trace::LOOP_PART + i as u16, *name);
+    }
+    r.set_name(trace::LOOP_CONTROL, "control");
+    r.set_name(trace::LOOP_FLUSH, "wire flush");
+    r
 }
 
 impl Drop for Dispatcher {

@@ -14,7 +14,11 @@
 //! - `natives.rs`: the `spine` domain;
 //! - `ext.rs`: an extension (its VM, handlers, budget, statistics);
 //! - `setup.rs`: loading, unloading and listing extensions, and
-//!   reclaiming a client's when it goes.
+//!   reclaiming a client's when it goes;
+//! - `trace.rs`: the event graph's recorder (off by default, switched
+//!   on at run time);
+//! - `peer.rs`: the peer-to-peer message queues between adapters on one
+//!   host (shared memory).
 //!
 //! SPINE sits above U-Net: host endpoints' active messages wait in
 //! U-Net's inbox (`unet/am.rs`), and SPINE's turn, which borrows the
@@ -24,8 +28,10 @@ pub(crate) mod events;
 pub(crate) mod ext;
 pub(crate) mod msgs;
 pub(crate) mod natives;
+pub(crate) mod peer;
 pub(crate) mod rt;
 pub(crate) mod setup;
+pub(crate) mod trace;
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -1,0 +1,176 @@
+//! What the paper reads off the event graph by eye (section 6): the
+//! period between packets (the throughput) and the time of one packet
+//! through the adapter (the latency), each with its spread, computed
+//! from the events' message ids.
+//!
+//! A message's events are those that carry its id. It *begins* with the
+//! start of its first event and *ends* with the end of its last. The
+//! period is the time between the beginnings of consecutive messages
+//! (in the order they began); the latency is each message's end less its
+//! beginning. Events of no message (id 0) are drawn but not counted.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use unet_engine::{TraceDump, TraceEvent};
+
+/// The spread of a set of durations (ns): nearest-rank percentiles.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Spread {
+    /// How many durations.
+    pub n: usize,
+    /// The 10th percentile.
+    pub p10: u64,
+    /// The median.
+    pub median: u64,
+    /// The 90th percentile.
+    pub p90: u64,
+    /// The mean.
+    pub mean: f64,
+}
+
+impl Spread {
+    /// The spread of `v` (None when empty).
+    pub fn of(mut v: Vec<u64>) -> Option<Spread> {
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_unstable();
+        let n = v.len();
+        // Nearest rank: the value at (q/100)(n-1), rounded.
+        let at = |q: usize| v[(q * (n - 1) + 50) / 100];
+        Some(Spread {
+            n,
+            p10: at(10),
+            median: at(50),
+            p90: at(90),
+            mean: v.iter().map(|&x| x as f64).sum::<f64>() / n as f64,
+        })
+    }
+}
+
+/// One message's way through the adapter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Message {
+    /// Its id.
+    pub id: u32,
+    /// The start of its first event, ns.
+    pub begin: u64,
+    /// The end of its last event, ns.
+    pub end: u64,
+    /// Its events.
+    pub events: usize,
+}
+
+/// What the trace says.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Analysis {
+    /// Its messages, in the order they began.
+    pub messages: Vec<Message>,
+    /// The time between the beginnings of consecutive messages.
+    pub period: Option<Spread>,
+    /// The time of each message through the adapter.
+    pub latency: Option<Spread>,
+}
+
+/// Analyse `events` (any order).
+pub fn analyse(events: &[TraceEvent]) -> Analysis {
+    let mut by_msg: BTreeMap<u32, Message> = BTreeMap::new();
+    for e in events.iter().filter(|e| e.msg != 0) {
+        let end = e.start_ns.saturating_add(e.len_ns);
+        let m = by_msg.entry(e.msg).or_insert(Message {
+            id: e.msg,
+            begin: e.start_ns,
+            end,
+            events: 0,
+        });
+        m.begin = m.begin.min(e.start_ns);
+        m.end = m.end.max(end);
+        m.events += 1;
+    }
+    let mut messages: Vec<Message> = by_msg.into_values().collect();
+    messages.sort_by_key(|m| (m.begin, m.id));
+    let period = Spread::of(
+        messages
+            .windows(2)
+            .map(|w| w[1].begin - w[0].begin)
+            .collect(),
+    );
+    let latency = Spread::of(messages.iter().map(|m| m.end - m.begin).collect());
+    Analysis {
+        messages,
+        period,
+        latency,
+    }
+}
+
+fn us(ns: u64) -> f64 {
+    ns as f64 / 1000.0
+}
+
+fn spread_json(s: &Option<Spread>) -> serde_json::Value {
+    match s {
+        None => serde_json::Value::Null,
+        Some(s) => serde_json::json!({
+            "n": s.n, "p10_ns": s.p10, "median_ns": s.median, "p90_ns": s.p90, "mean_ns": s.mean,
+        }),
+    }
+}
+
+impl Analysis {
+    /// The message to follow through the graph: the middle one of those
+    /// that began (the paper follows its packet 2 of 3).
+    pub fn followed(&self) -> Option<&Message> {
+        self.messages.get(self.messages.len() / 2)
+    }
+
+    /// The figures as one JSON object.
+    pub fn to_json(&self, d: &TraceDump) -> serde_json::Value {
+        serde_json::json!({
+            "events": d.events.len(),
+            "recorded": d.recorded,
+            "overwritten": d.overwritten,
+            "messages": self.messages.len(),
+            "period": spread_json(&self.period),
+            "latency": spread_json(&self.latency),
+            "throughput_per_s": self.period.map(|p| if p.median > 0 { 1e9 / p.median as f64 } else { 0.0 }),
+        })
+    }
+
+    /// The figures as text.
+    pub fn text(&self, d: &TraceDump) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "{} events ({} recorded, {} overwritten), {} messages",
+            d.events.len(),
+            d.recorded,
+            d.overwritten,
+            self.messages.len()
+        );
+        let line = |s: &mut String, what: &str, sp: &Option<Spread>| {
+            let _ = match sp {
+                Some(p) => writeln!(
+                    s,
+                    "{what:<8} median {:>9.3} us  p10 {:>9.3} us  p90 {:>9.3} us  mean {:>9.3} us  (n {})",
+                    us(p.median),
+                    us(p.p10),
+                    us(p.p90),
+                    p.mean / 1000.0,
+                    p.n
+                ),
+                None => writeln!(s, "{what:<8} (too few messages)"),
+            };
+        };
+        line(&mut s, "period", &self.period);
+        line(&mut s, "latency", &self.latency);
+        if let Some(p) = self.period.filter(|p| p.median > 0) {
+            let _ = writeln!(
+                s,
+                "throughput {:.0} messages/s (median period)",
+                1e9 / p.median as f64
+            );
+        }
+        s
+    }
+}
