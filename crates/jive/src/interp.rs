@@ -19,13 +19,15 @@
 //! [`Limits::max_depth`] and the frame stack by [`MAX_STACK_SLOTS`].
 //!
 //! A host may set a checkpoint ([`Vm::set_checkpoint`]) and a time limit
-//! ([`Limits::max_time`]): the budget then runs in parts ([`Budget`]), and
-//! running out of one calls the host's hook once at the checkpoint, reads
-//! the clock every [`crate::TIME_SLICE`] units, and moves the next part in.
+//! ([`Limits::max_time`]), or a check limit ([`Vm::set_check_limit`]): the
+//! budget then runs in parts ([`Budget`]), and running out of one calls the
+//! host's hook once at the checkpoint, reads the clock (parts sized by the
+//! VM's pace, finer as the deadline nears) or counts the check, and moves
+//! the next part in.
 //! The hot loop still compares one register with zero, so an invocation
 //! that stays short pays nothing for either.
 
-use crate::budget::{refill, switch_cost, Budget, Checkpoint};
+use crate::budget::{refill, switch_cost, Budget, Checkpoint, Pace};
 use crate::decode::{Arg, Op};
 use crate::heap::{arr_fault, ArrayData, ArrayRef, Heap, THIS};
 use crate::model::{Elem, JType};
@@ -75,6 +77,11 @@ struct State {
     /// Bytes of machine stack compiled code may use per invocation
     /// ([`Vm::set_machine_stack`]).
     machine_stack: usize,
+    /// How invocations' budgets are sliced, under a time or check limit
+    /// (see `budget`).
+    pace: Option<Pace>,
+    /// [`Vm::set_check_limit`] (0: none).
+    check_limit: u64,
 }
 
 /// A running applet: one instance of a [`Class`] with its fields, heap and
@@ -191,7 +198,7 @@ fn run<H>(
     entry: usize,
     checkpoint: Option<Checkpoint<H>>,
 ) -> Option<i32> {
-    let mut budget = Budget::new(limits, checkpoint);
+    let mut budget = Budget::new(limits, checkpoint, &st.pace);
     let mut fuel = entry_fuel(cls, host, entry, &mut budget);
     let max_depth = limits.max_depth.max(1) as usize;
     let mut m = entry;
@@ -209,6 +216,7 @@ fn run<H>(
         last_fuel,
         site,
         fault,
+        pace,
         ..
     } = st;
     let need = mc.frame_size as usize;
@@ -598,6 +606,7 @@ fn run<H>(
     *last_fuel = limits
         .fuel
         .saturating_sub((fuel + budget.reserve).max(0) as u64);
+    budget.keep_pace(pace);
     match res {
         Ok(v) => Some(v),
         Err(f) => {
@@ -622,9 +631,10 @@ fn run_compiled<H>(
     entry: *const u8,
     args: Option<&[i32]>,
 ) -> Option<i32> {
-    let mut budget = Budget::new(limits, checkpoint);
+    let mut budget = Budget::new(limits, checkpoint, &st.pace);
     let fuel = entry_fuel(cls, host, m, &mut budget);
     if fuel < 0 {
+        budget.keep_pace(&mut st.pace);
         st.last_fuel = limits
             .fuel
             .saturating_sub((fuel + budget.reserve).max(0) as u64);
@@ -683,6 +693,7 @@ fn enter_compiled<H>(
         args,
     );
     let left = (left + env.budget.reserve).max(0) as u64;
+    env.budget.keep_pace(&mut st.pace);
     if r == crate::jit::FAULT {
         let (f, site) = (env.fault.take(), env.site);
         st.last_fuel = limits.fuel.saturating_sub(left);
@@ -769,6 +780,8 @@ impl<H> Vm<H> {
             fault: None,
             window: (0, 0),
             machine_stack: DEFAULT_MACHINE_STACK,
+            pace: Pace::new(Pace::INITIAL_PS, limits.max_time, 0),
+            check_limit: 0,
         };
         let mut vm = Vm {
             class,
@@ -883,7 +896,7 @@ impl<H> Vm<H> {
                 // The common case, entering within the first part of the
                 // budget, kept short: the same charge, code and bookkeeping
                 // as `run_compiled` (see `entry_fuel`), nothing else.
-                let mut budget = Budget::new(limits, *checkpoint);
+                let mut budget = Budget::new(limits, *checkpoint, &st.pace);
                 let fuel = budget.first - p.entry_ops as i64;
                 if fuel >= 0 {
                     let budget = (fuel, &mut budget);
@@ -981,6 +994,29 @@ impl<H> Vm<H> {
     pub fn set_limits(&mut self, limits: Limits) {
         self.limits = limits;
         self.st.heap.set_quota(limits.heap_quota);
+        self.repace();
+    }
+
+    /// Stop every invocation at its `n`-th fuel check with
+    /// [`Fault::OutOfFuel`], as if its fuel ran out there (`None`: no such
+    /// limit, the default). The checks are where fuel is charged: the
+    /// entry, taken back-edges, calls, native calls (before the native,
+    /// and after it when it charged), allocations; interpreted and compiled
+    /// code check at the same points. With `n` = 1, 2, 3, ... an invocation
+    /// stops at each successive check ([`Vm::last_fault_site`] names it,
+    /// [`Vm::last_fuel_used`] grows with `n`) until `n` exceeds its checks
+    /// and it completes: a host uses it to terminate a handler at every
+    /// point where it can be terminated and check its own state after
+    /// each. Every check then leaves the hot path (an invocation runs
+    /// slower), and the time limit is not applied.
+    pub fn set_check_limit(&mut self, n: Option<u64>) {
+        self.st.check_limit = n.unwrap_or(0);
+        self.repace();
+    }
+
+    fn repace(&mut self) {
+        let ps = self.st.pace.map_or(Pace::INITIAL_PS, |p| p.ps);
+        self.st.pace = Pace::new(ps, self.limits.max_time, self.st.check_limit);
     }
 
     /// Call `hook` in every invocation that uses more than `fuel` units of
