@@ -23,6 +23,12 @@
 //! is learned conservatively: it rises at once to a slower measured pace
 //! (at most doubling per reading) and decays by an eighth per reading
 //! towards a faster one.
+//!
+//! The clock lives in the VM, pace and all, between invocations. On the way
+//! in an invocation reads the first part's size from it and writes only a
+//! byte of its budget that says it is timed; the clock is set for the
+//! invocation at its first reading. An invocation that finishes within its
+//! first part thus costs the same with a time limit as without.
 
 use crate::decode::SwitchTable;
 use crate::{Fault, Limits};
@@ -76,8 +82,22 @@ pub(crate) struct Budget<H> {
     /// The hook runs when the register is spent and `reserve` is at most
     /// this (the invocation has used more than the checkpoint's fuel).
     hook_at: i64,
-    /// The time limit, if any.
-    pub clock: Option<Clock>,
+    /// Whether the VM's [`Clock`] applies to this invocation and whether
+    /// it has been read in it yet: the clock lives in the VM and is set
+    /// for the invocation at its first reading, so that an invocation
+    /// that never reads it writes only this byte for it.
+    timed: Timed,
+}
+
+/// Whether an invocation is under the VM's [`Clock`] (see [`Budget`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Timed {
+    /// No time or check limit.
+    No,
+    /// Under the clock, not read yet in this invocation.
+    Unread,
+    /// Under the clock, read at least once in this invocation.
+    Read,
 }
 
 /// Largest pace (picoseconds per unit of fuel) a VM learns: 1 ms a unit.
@@ -143,11 +163,13 @@ fn units(ps: u64, pace: u64) -> i64 {
     (ps / pace.max(1)).clamp(1, crate::TIME_SLICE) as i64
 }
 
-/// The time limit (or check limit) of an invocation (see the module's
-/// documentation).
+/// The time limit (or check limit) of a VM's invocations (see the
+/// module's documentation): its slicing, kept between invocations, and
+/// the state of the invocation that read it last, set afresh at the first
+/// reading of each invocation ([`Clock::start`]), never on the way in.
 pub(crate) struct Clock {
     /// The VM's slicing; its pace is updated at every reading after the
-    /// first.
+    /// first of an invocation.
     pub pace: Pace,
     /// The last reading of the clock (none yet: the first part runs).
     last: Option<std::time::Instant>,
@@ -155,15 +177,33 @@ pub(crate) struct Clock {
     used: u64,
     /// Fuel checks that ended a part so far.
     checks: u64,
-    /// Fuel left (register and reserve) at `last`, or at the start.
+    /// Fuel left (register and reserve) at `last`.
     mark: i64,
     /// The size of the next part, in units.
     slice: i64,
-    /// The pace changed (the VM keeps the new one).
-    changed: bool,
 }
 
 impl Clock {
+    /// The clock of a VM sliced as `pace` says.
+    pub(crate) fn new(pace: Pace) -> Clock {
+        Clock {
+            pace,
+            last: None,
+            used: 0,
+            checks: 0,
+            mark: 0,
+            slice: pace.first,
+        }
+    }
+
+    /// The first reading of an invocation: forget the last one's. (`mark`
+    /// and `slice` are set by the reading before they are used.)
+    fn start(&mut self) {
+        self.last = None;
+        self.used = 0;
+        self.checks = 0;
+    }
+
     /// A part ended with `left` units of fuel left in all: the fault that
     /// stops the invocation (over its time, or at its check limit), if
     /// any. Sets the next part's size.
@@ -193,7 +233,6 @@ impl Clock {
                     let ps = measured.min(old.saturating_mul(2)).max(old - old / 8);
                     if ps != old {
                         self.pace = Pace::within(ps, max);
-                        self.changed = true;
                     }
                 }
             }
@@ -209,16 +248,17 @@ impl Clock {
 }
 
 impl<H> Budget<H> {
-    /// The budget of an invocation under `limits`, sliced as `pace` says
-    /// (the VM's; see [`Pace`]). Built in place, where it stays (the
+    /// The budget of an invocation under `limits`, sliced as the VM's
+    /// `clock` says (see [`Pace`]). Built in place, where it stays (the
     /// register's fuel is read from `first`): copying a freshly written
     /// budget whole stalls the processor (its stores cannot be forwarded
     /// to a wider load), which costs an invocation several nanoseconds.
+    /// Of the clock it reads the first part's size and writes nothing.
     #[inline(always)]
     pub(crate) fn new(
         limits: &Limits,
         checkpoint: Option<Checkpoint<H>>,
-        pace: &Option<Pace>,
+        clock: &Option<Clock>,
     ) -> Budget<H> {
         let total: i64 = limits.fuel.min(i64::MAX as u64) as i64;
         let (mut first, hook, hook_at) = match checkpoint {
@@ -227,51 +267,25 @@ impl<H> Budget<H> {
             }
             _ => (total, None, 0),
         };
-        let clock = match pace {
-            Some(p) => {
-                first = first.min(p.first);
-                Some(Clock {
-                    pace: *p,
-                    last: None,
-                    used: 0,
-                    checks: 0,
-                    mark: total,
-                    slice: p.first,
-                    changed: false,
-                })
+        let timed = match clock {
+            Some(c) => {
+                first = first.min(c.pace.first);
+                Timed::Unread
             }
-            None => None,
+            None => Timed::No,
         };
         Budget {
             first,
             reserve: total - first,
             hook,
             hook_at,
-            clock,
-        }
-    }
-
-    /// After the invocation: the pace its clock learned, for the next one.
-    /// Written only when it changed: the next invocation reads it whole,
-    /// and a load of what was just stored in parts stalls.
-    #[inline(always)]
-    pub(crate) fn keep_pace(&self, pace: &mut Option<Pace>) {
-        if let Some(c) = &self.clock {
-            if c.changed {
-                keep(c, pace);
-            }
+            timed,
         }
     }
 }
 
-#[cold]
-#[inline(never)]
-fn keep(c: &Clock, pace: &mut Option<Pace>) {
-    *pace = Some(c.pace);
-}
-
-/// The register `fuel` went below zero: read the clock if there is a time
-/// limit, and move the next part of the budget in (running the
+/// The register `fuel` went below zero: read the VM's `clock` if there is
+/// a time limit, and move the next part of the budget in (running the
 /// checkpoint's hook when passing it), as much as covers the charge that
 /// overdrew it. Returns the new fuel and the fault that stops the
 /// invocation, if any: over its time, or out of fuel (the whole budget is
@@ -279,21 +293,35 @@ fn keep(c: &Clock, pace: &mut Option<Pace>) {
 /// is passed by value so that the interpreter's stays in a register.
 #[cold]
 #[inline(never)]
-pub(crate) fn refill<H>(mut fuel: i64, b: &mut Budget<H>, host: &mut H) -> (i64, Option<Fault>) {
-    let f = refill_at(&mut fuel, b, host);
+pub(crate) fn refill<H>(
+    mut fuel: i64,
+    b: &mut Budget<H>,
+    clock: &mut Option<Clock>,
+    host: &mut H,
+) -> (i64, Option<Fault>) {
+    let f = refill_at(&mut fuel, b, clock, host);
     (fuel, f)
 }
 
 #[inline(always)]
-fn refill_at<H>(fuel: &mut i64, b: &mut Budget<H>, host: &mut H) -> Option<Fault> {
-    let slice = match &mut b.clock {
-        Some(c) => {
+fn refill_at<H>(
+    fuel: &mut i64,
+    b: &mut Budget<H>,
+    clock: &mut Option<Clock>,
+    host: &mut H,
+) -> Option<Fault> {
+    let slice = match (b.timed, clock) {
+        (Timed::Unread | Timed::Read, Some(c)) => {
+            if b.timed == Timed::Unread {
+                c.start();
+                b.timed = Timed::Read;
+            }
             if let Some(f) = c.read(fuel.saturating_add(b.reserve)) {
                 return Some(f);
             }
             c.slice
         }
-        None => i64::MAX,
+        _ => i64::MAX,
     };
     while *fuel < 0 && b.reserve > 0 {
         if b.hook.is_some() && b.reserve <= b.hook_at {

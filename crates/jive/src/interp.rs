@@ -27,7 +27,7 @@
 //! The hot loop still compares one register with zero, so an invocation
 //! that stays short pays nothing for either.
 
-use crate::budget::{refill, switch_cost, Budget, Checkpoint, Pace};
+use crate::budget::{refill, switch_cost, Budget, Checkpoint, Clock, Pace};
 use crate::decode::{Arg, Op};
 use crate::heap::{arr_fault, ArrayData, ArrayRef, Heap, THIS};
 use crate::model::{Elem, JType};
@@ -77,9 +77,9 @@ struct State {
     /// Bytes of machine stack compiled code may use per invocation
     /// ([`Vm::set_machine_stack`]).
     machine_stack: usize,
-    /// How invocations' budgets are sliced, under a time or check limit
-    /// (see `budget`).
-    pace: Option<Pace>,
+    /// How invocations' budgets are sliced, under a time or check limit,
+    /// and the state of the last invocation's clock (see `budget`).
+    clock: Option<Clock>,
     /// [`Vm::set_check_limit`] (0: none).
     check_limit: u64,
 }
@@ -168,12 +168,18 @@ impl std::ops::IndexMut<u16> for Regs<'_> {
 /// [`Budget::new`]) after the host's call has charged the entry method's
 /// length (below zero: the budget does not cover it).
 #[inline(always)]
-fn entry_fuel<H>(cls: &ClassInner<H>, host: &mut H, entry: usize, b: &mut Budget<H>) -> i64 {
+fn entry_fuel<H>(
+    cls: &ClassInner<H>,
+    host: &mut H,
+    entry: usize,
+    b: &mut Budget<H>,
+    clock: &mut Option<Clock>,
+) -> i64 {
     let mut fuel = b.first - cls.code[entry].ops.len() as i64;
     if fuel < 0 {
         // A fault leaves `fuel` below zero (out of fuel); a time limit
         // cannot be passed at the first reading of the clock.
-        fuel = refill(fuel, b, host).0;
+        fuel = refill(fuel, b, clock, host).0;
     }
     fuel
 }
@@ -198,8 +204,8 @@ fn run<H>(
     entry: usize,
     checkpoint: Option<Checkpoint<H>>,
 ) -> Option<i32> {
-    let mut budget = Budget::new(limits, checkpoint, &st.pace);
-    let mut fuel = entry_fuel(cls, host, entry, &mut budget);
+    let mut budget = Budget::new(limits, checkpoint, &st.clock);
+    let mut fuel = entry_fuel(cls, host, entry, &mut budget, &mut st.clock);
     let max_depth = limits.max_depth.max(1) as usize;
     let mut m = entry;
     let mut mc = &cls.code[m];
@@ -216,7 +222,7 @@ fn run<H>(
         last_fuel,
         site,
         fault,
-        pace,
+        clock,
         ..
     } = st;
     let need = mc.frame_size as usize;
@@ -230,7 +236,7 @@ fn run<H>(
     // `refill`), or stop.
     macro_rules! spent {
         () => {{
-            let (left, f) = refill(fuel, &mut budget, host);
+            let (left, f) = refill(fuel, &mut budget, clock, host);
             fuel = left;
             if let Some(f) = f {
                 break Err(f);
@@ -606,7 +612,6 @@ fn run<H>(
     *last_fuel = limits
         .fuel
         .saturating_sub((fuel + budget.reserve).max(0) as u64);
-    budget.keep_pace(pace);
     match res {
         Ok(v) => Some(v),
         Err(f) => {
@@ -631,10 +636,9 @@ fn run_compiled<H>(
     entry: *const u8,
     args: Option<&[i32]>,
 ) -> Option<i32> {
-    let mut budget = Budget::new(limits, checkpoint, &st.pace);
-    let fuel = entry_fuel(cls, host, m, &mut budget);
+    let mut budget = Budget::new(limits, checkpoint, &st.clock);
+    let fuel = entry_fuel(cls, host, m, &mut budget, &mut st.clock);
     if fuel < 0 {
-        budget.keep_pace(&mut st.pace);
         st.last_fuel = limits
             .fuel
             .saturating_sub((fuel + budget.reserve).max(0) as u64);
@@ -670,6 +674,7 @@ fn enter_compiled<H>(
         fields,
         window,
         machine_stack,
+        clock,
         ..
     } = st;
     let mut env = crate::jit::Env {
@@ -677,6 +682,7 @@ fn enter_compiled<H>(
         heap,
         host,
         budget,
+        clock,
         fault: None,
         site: (0, 0),
         window: *window,
@@ -693,7 +699,6 @@ fn enter_compiled<H>(
         args,
     );
     let left = (left + env.budget.reserve).max(0) as u64;
-    env.budget.keep_pace(&mut st.pace);
     if r == crate::jit::FAULT {
         let (f, site) = (env.fault.take(), env.site);
         st.last_fuel = limits.fuel.saturating_sub(left);
@@ -780,7 +785,7 @@ impl<H> Vm<H> {
             fault: None,
             window: (0, 0),
             machine_stack: DEFAULT_MACHINE_STACK,
-            pace: Pace::new(Pace::INITIAL_PS, limits.max_time, 0),
+            clock: Pace::new(Pace::INITIAL_PS, limits.max_time, 0).map(Clock::new),
             check_limit: 0,
         };
         let mut vm = Vm {
@@ -896,7 +901,7 @@ impl<H> Vm<H> {
                 // The common case, entering within the first part of the
                 // budget, kept short: the same charge, code and bookkeeping
                 // as `run_compiled` (see `entry_fuel`), nothing else.
-                let mut budget = Budget::new(limits, *checkpoint, &st.pace);
+                let mut budget = Budget::new(limits, *checkpoint, &st.clock);
                 let fuel = budget.first - p.entry_ops as i64;
                 if fuel >= 0 {
                     let budget = (fuel, &mut budget);
@@ -1015,8 +1020,13 @@ impl<H> Vm<H> {
     }
 
     fn repace(&mut self) {
-        let ps = self.st.pace.map_or(Pace::INITIAL_PS, |p| p.ps);
-        self.st.pace = Pace::new(ps, self.limits.max_time, self.st.check_limit);
+        let ps = self
+            .st
+            .clock
+            .as_ref()
+            .map_or(Pace::INITIAL_PS, |c| c.pace.ps);
+        let pace = Pace::new(ps, self.limits.max_time, self.st.check_limit);
+        self.st.clock = pace.map(Clock::new);
     }
 
     /// Call `hook` in every invocation that uses more than `fuel` units of
