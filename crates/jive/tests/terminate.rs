@@ -2,7 +2,8 @@
 //! (`Vm::set_check_limit`): with check limits 1, 2, 3, ... an invocation of
 //! a method with a loop, calls and native calls stops at each successive
 //! fuel check, the VM names the site, interpreted and compiled code stop
-//! at the same sites, and after each stop the VM runs the method to
+//! at the same sites, another invocation under the same limit stops at
+//! the same site, and after each stop the VM runs the method to
 //! completion with the same result.
 mod common;
 
@@ -64,6 +65,19 @@ fn stops(compiled: bool) -> Vec<(String, u32, u64)> {
         if let Some(last) = out.last() {
             assert!(fuel > last.2, "limit {n}: fuel {fuel} after {}", last.2);
         }
+        // The limit holds for each invocation alike: another one under it
+        // stops at the same check (its count starts again).
+        assert_eq!(
+            vm.invoke(&mut (), f, &[5]),
+            Err(Fault::OutOfFuel),
+            "again at {n}"
+        );
+        let again = vm.last_fault_site().expect("a site");
+        assert_eq!(
+            (&again.method, again.offset, vm.last_fuel_used()),
+            (&site.method, site.offset, fuel),
+            "again at limit {n}"
+        );
         out.push((site.method, site.offset, fuel));
         // The VM is usable and the method's result unchanged.
         vm.set_check_limit(None);
