@@ -19,13 +19,15 @@
 //! [`Limits::max_depth`] and the frame stack by [`MAX_STACK_SLOTS`].
 //!
 //! A host may set a checkpoint ([`Vm::set_checkpoint`]) and a time limit
-//! ([`Limits::max_time`]): the budget then runs in parts ([`Budget`]), and
-//! running out of one calls the host's hook once at the checkpoint, reads
-//! the clock every [`crate::TIME_SLICE`] units, and moves the next part in.
+//! ([`Limits::max_time`]), or a check limit ([`Vm::set_check_limit`]): the
+//! budget then runs in parts ([`Budget`]), and running out of one calls the
+//! host's hook once at the checkpoint, reads the clock (parts sized by the
+//! VM's pace, finer as the deadline nears) or counts the check, and moves
+//! the next part in.
 //! The hot loop still compares one register with zero, so an invocation
 //! that stays short pays nothing for either.
 
-use crate::budget::{refill, switch_cost, Budget, Checkpoint};
+use crate::budget::{refill, switch_cost, Budget, Checkpoint, Clock, Pace};
 use crate::decode::{Arg, Op};
 use crate::heap::{arr_fault, ArrayData, ArrayRef, Heap, THIS};
 use crate::model::{Elem, JType};
@@ -75,6 +77,11 @@ struct State {
     /// Bytes of machine stack compiled code may use per invocation
     /// ([`Vm::set_machine_stack`]).
     machine_stack: usize,
+    /// How invocations' budgets are sliced, under a time or check limit,
+    /// and the state of the last invocation's clock (see `budget`).
+    clock: Option<Clock>,
+    /// [`Vm::set_check_limit`] (0: none).
+    check_limit: u64,
 }
 
 /// A running applet: one instance of a [`Class`] with its fields, heap and
@@ -161,12 +168,18 @@ impl std::ops::IndexMut<u16> for Regs<'_> {
 /// [`Budget::new`]) after the host's call has charged the entry method's
 /// length (below zero: the budget does not cover it).
 #[inline(always)]
-fn entry_fuel<H>(cls: &ClassInner<H>, host: &mut H, entry: usize, b: &mut Budget<H>) -> i64 {
+fn entry_fuel<H>(
+    cls: &ClassInner<H>,
+    host: &mut H,
+    entry: usize,
+    b: &mut Budget<H>,
+    clock: &mut Option<Clock>,
+) -> i64 {
     let mut fuel = b.first - cls.code[entry].ops.len() as i64;
     if fuel < 0 {
         // A fault leaves `fuel` below zero (out of fuel); a time limit
         // cannot be passed at the first reading of the clock.
-        fuel = refill(fuel, b, host).0;
+        fuel = refill(fuel, b, clock, host).0;
     }
     fuel
 }
@@ -191,8 +204,8 @@ fn run<H>(
     entry: usize,
     checkpoint: Option<Checkpoint<H>>,
 ) -> Option<i32> {
-    let mut budget = Budget::new(limits, checkpoint);
-    let mut fuel = entry_fuel(cls, host, entry, &mut budget);
+    let mut budget = Budget::new(limits, checkpoint, &st.clock);
+    let mut fuel = entry_fuel(cls, host, entry, &mut budget, &mut st.clock);
     let max_depth = limits.max_depth.max(1) as usize;
     let mut m = entry;
     let mut mc = &cls.code[m];
@@ -209,6 +222,7 @@ fn run<H>(
         last_fuel,
         site,
         fault,
+        clock,
         ..
     } = st;
     let need = mc.frame_size as usize;
@@ -222,7 +236,7 @@ fn run<H>(
     // `refill`), or stop.
     macro_rules! spent {
         () => {{
-            let (left, f) = refill(fuel, &mut budget, host);
+            let (left, f) = refill(fuel, &mut budget, clock, host);
             fuel = left;
             if let Some(f) = f {
                 break Err(f);
@@ -622,8 +636,8 @@ fn run_compiled<H>(
     entry: *const u8,
     args: Option<&[i32]>,
 ) -> Option<i32> {
-    let mut budget = Budget::new(limits, checkpoint);
-    let fuel = entry_fuel(cls, host, m, &mut budget);
+    let mut budget = Budget::new(limits, checkpoint, &st.clock);
+    let fuel = entry_fuel(cls, host, m, &mut budget, &mut st.clock);
     if fuel < 0 {
         st.last_fuel = limits
             .fuel
@@ -660,6 +674,7 @@ fn enter_compiled<H>(
         fields,
         window,
         machine_stack,
+        clock,
         ..
     } = st;
     let mut env = crate::jit::Env {
@@ -667,6 +682,7 @@ fn enter_compiled<H>(
         heap,
         host,
         budget,
+        clock,
         fault: None,
         site: (0, 0),
         window: *window,
@@ -769,6 +785,8 @@ impl<H> Vm<H> {
             fault: None,
             window: (0, 0),
             machine_stack: DEFAULT_MACHINE_STACK,
+            clock: Pace::new(Pace::INITIAL_PS, limits.max_time, 0).map(Clock::new),
+            check_limit: 0,
         };
         let mut vm = Vm {
             class,
@@ -883,7 +901,7 @@ impl<H> Vm<H> {
                 // The common case, entering within the first part of the
                 // budget, kept short: the same charge, code and bookkeeping
                 // as `run_compiled` (see `entry_fuel`), nothing else.
-                let mut budget = Budget::new(limits, *checkpoint);
+                let mut budget = Budget::new(limits, *checkpoint, &st.clock);
                 let fuel = budget.first - p.entry_ops as i64;
                 if fuel >= 0 {
                     let budget = (fuel, &mut budget);
@@ -981,6 +999,34 @@ impl<H> Vm<H> {
     pub fn set_limits(&mut self, limits: Limits) {
         self.limits = limits;
         self.st.heap.set_quota(limits.heap_quota);
+        self.repace();
+    }
+
+    /// Stop every invocation at its `n`-th fuel check with
+    /// [`Fault::OutOfFuel`], as if its fuel ran out there (`None`: no such
+    /// limit, the default). The checks are where fuel is charged: the
+    /// entry, taken back-edges, calls, native calls (before the native,
+    /// and after it when it charged), allocations; interpreted and compiled
+    /// code check at the same points. With `n` = 1, 2, 3, ... an invocation
+    /// stops at each successive check ([`Vm::last_fault_site`] names it,
+    /// [`Vm::last_fuel_used`] grows with `n`) until `n` exceeds its checks
+    /// and it completes: a host uses it to terminate a handler at every
+    /// point where it can be terminated and check its own state after
+    /// each. Every check then leaves the hot path (an invocation runs
+    /// slower), and the time limit is not applied.
+    pub fn set_check_limit(&mut self, n: Option<u64>) {
+        self.st.check_limit = n.unwrap_or(0);
+        self.repace();
+    }
+
+    fn repace(&mut self) {
+        let ps = self
+            .st
+            .clock
+            .as_ref()
+            .map_or(Pace::INITIAL_PS, |c| c.pace.ps);
+        let pace = Pace::new(ps, self.limits.max_time, self.st.check_limit);
+        self.st.clock = pace.map(Clock::new);
     }
 
     /// Call `hook` in every invocation that uses more than `fuel` units of

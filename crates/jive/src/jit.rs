@@ -84,7 +84,7 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Switch, Variab
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, FuncId, Linkage, Module, ModuleReloc};
 
-use crate::budget::{refill, switch_cost, Budget};
+use crate::budget::{refill, switch_cost, Budget, Clock};
 use crate::decode::{Arg, MethodCode, Op};
 use crate::heap::{arr_fault, ArrayData, Heap, RawArr, RAW_B, RAW_FREE, RAW_I, RAW_S, RAW_Z};
 use crate::model::JType;
@@ -168,6 +168,8 @@ pub(crate) struct Env<'a, H> {
     /// The budget beyond `Ctx::fuel`: reserve, checkpoint and time limit
     /// (see `budget::refill`).
     pub budget: &'a mut Budget<H>,
+    /// The VM's clock, read by `budget::refill` under a time limit.
+    pub clock: &'a mut Option<Clock>,
     pub fault: Option<Fault>,
     /// Method and op index of the fault.
     pub site: (u32, u32),
@@ -393,7 +395,7 @@ extern "C" fn h_spent<H>(ctx: *mut Ctx, site: i64) -> i64 {
 
 /// The interpreter's `spent!`: the fault that stops the invocation, if any.
 fn spent<H>(fuel: &mut i64, env: &mut Env<'_, H>) -> Option<Fault> {
-    let (left, f) = refill(*fuel, env.budget, env.host);
+    let (left, f) = refill(*fuel, env.budget, env.clock, env.host);
     *fuel = left;
     f
 }

@@ -133,12 +133,18 @@ pub struct Limits {
     pub heap_quota: usize,
     /// Wall-clock time one host invocation may take, whatever fuel it has
     /// left (a watchdog): past it the invocation stops with
-    /// [`Fault::Timeout`]. The clock is read only when the invocation has
-    /// used a slice of [`TIME_SLICE`] fuel units, never on the way in, so
-    /// short invocations pay nothing for it, and time is counted from the
-    /// end of the first slice: an invocation stops within `max_time` plus
-    /// about two slices of work. Unlike fuel this limit is not
-    /// deterministic. Default: `None` (fuel alone bounds an invocation).
+    /// [`Fault::Timeout`], interpreted or compiled, in a loop or deep in
+    /// calls. The clock is read only where a part of the fuel budget ends,
+    /// never on the way in, and the fuel checks at back-edges and calls are
+    /// the ones fuel already has, so an invocation that finishes in time
+    /// pays nothing for the limit. The parts are sized in time at the VM's
+    /// learned pace (fuel units per second): a quarter of the limit first,
+    /// then half of what is left, at least a sixteenth of the limit, at most
+    /// [`TIME_SLICE`] units. Time is counted from the end of the first part,
+    /// so an invocation never stops before `max_time`, and stops within
+    /// about a third of `max_time` past it (a runaway under 10 µs stops
+    /// after 12 to 14 µs). Unlike fuel this limit is not deterministic.
+    /// Default: `None` (fuel alone bounds an invocation).
     pub max_time: Option<Duration>,
 }
 
@@ -153,8 +159,9 @@ impl Default for Limits {
     }
 }
 
-/// Fuel units between two readings of the clock when
-/// [`Limits::max_time`] is set (about 0.1 ms of interpreted work or less).
+/// Most fuel units between two readings of the clock when
+/// [`Limits::max_time`] is set (about 0.1 ms of interpreted work or less);
+/// a short limit reads it sooner.
 pub const TIME_SLICE: u64 = 1 << 16;
 
 /// Frame slots and array-table entries a collection during an invocation

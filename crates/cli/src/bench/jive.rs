@@ -38,6 +38,8 @@ use ::jive::{test_natives, Class, Limits, MethodId, Vm};
 
 use crate::jdk::Jdk;
 
+mod watchdog;
+
 const BENCH_JAVA: &str = include_str!("../../../../bench/jive/Bench.java");
 const BENCH_MAIN_JAVA: &str = include_str!("../../../../bench/jive/BenchMain.java");
 const BENCH_C: &str = include_str!("../../../../bench/jive/bench.c");
@@ -73,6 +75,12 @@ pub struct Args {
     /// Keep the temporary build directory and print its path.
     #[arg(long)]
     keep: bool,
+    /// Instead of the paper's benchmarks: how promptly `Limits::max_time`
+    /// (10 us) stops runaway invocations, interpreted and compiled (p50,
+    /// p99, max over 10 000), and what it costs invocations that finish in
+    /// time, each beside the same invocation without a time limit.
+    #[arg(long)]
+    watchdog: bool,
 }
 
 /// (name in the paper, method of Bench.java, micro?)
@@ -105,7 +113,12 @@ struct Raw {
 }
 
 pub fn run(a: Args) -> ExitCode {
-    match bench(a) {
+    let r = if a.watchdog {
+        watchdog::run(a.json)
+    } else {
+        bench(a)
+    };
+    match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("unet bench jive: {e}");
