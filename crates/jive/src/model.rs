@@ -138,7 +138,7 @@ pub fn parse_method_descriptor(d: &str) -> Result<Sig, String> {
 /// ([`MethodId::index`](crate::MethodId::index)).
 pub const METHOD_NAME: &str = "Ljava/lang/String;";
 
-/// Parse a native's descriptor: the subset's types, and [`METHOD_NAME`]
+/// Parse a native's descriptor: the subset's types, and method-name (`Ljava/lang/String;`)
 /// parameters, which are passed as `int` (the method's index) and marked
 /// true in the second vector (one entry per parameter).
 pub fn parse_native_descriptor(d: &str) -> Result<(Sig, Vec<bool>), String> {
