@@ -91,6 +91,8 @@ public final class Spine {
     }
 
     /**
+     * The length of a message's arguments.
+     *
      * @param msg the invocation's message
      * @return the number of bytes of arguments (0 to 240)
      */
@@ -99,6 +101,8 @@ public final class Spine {
     }
 
     /**
+     * One byte of a message's arguments.
+     *
      * @param msg the invocation's message
      * @param i an index below {@link #argsLength(int)}
      * @return argument byte {@code i}, 0 to 255
@@ -108,6 +112,8 @@ public final class Spine {
     }
 
     /**
+     * Four bytes of a message's arguments, as an int.
+     *
      * @param msg the invocation's message
      * @param off a byte offset, with {@code off + 4 <= argsLength(msg)}
      * @return the little-endian int at {@code off}
@@ -119,6 +125,11 @@ public final class Spine {
     /**
      * Copy arguments from byte {@code off} into {@code dst}.
      *
+     * @param msg the invocation's message
+     * @param off the first byte of the arguments to copy
+     * @param dst the array to copy into
+     * @param dstOff where in {@code dst} the copy starts
+     * @param len the most bytes to copy
      * @return the bytes copied (fewer than {@code len} at the end)
      */
     public static int readArgs(int msg, int off, byte[] dst, int dstOff, int len) {
@@ -126,6 +137,8 @@ public final class Spine {
     }
 
     /**
+     * Where a message came from.
+     *
      * @param msg the invocation's message
      * @return its source as a destination ({@code (kind << 24) | id})
      */
@@ -134,6 +147,8 @@ public final class Spine {
     }
 
     /**
+     * A bulk message's data buffer.
+     *
      * @param msg the invocation's message
      * @return the handle of its bulk buffer, or -1 for a small message
      */
@@ -142,6 +157,8 @@ public final class Spine {
     }
 
     /**
+     * The length of a data buffer.
+     *
      * @param buf a buffer the invocation holds
      * @return its length in bytes
      */
@@ -152,6 +169,11 @@ public final class Spine {
     /**
      * Copy bytes of buffer {@code buf} from {@code off} into {@code dst}.
      *
+     * @param buf a buffer the invocation holds
+     * @param off the first byte of the buffer to copy
+     * @param dst the array to copy into
+     * @param dstOff where in {@code dst} the copy starts
+     * @param len the most bytes to copy
      * @return the bytes copied
      */
     public static int readBuffer(int buf, int off, byte[] dst, int dstOff, int len) {
@@ -162,6 +184,11 @@ public final class Spine {
      * Copy {@code len} bytes of {@code src} into buffer {@code buf} at
      * {@code off}.
      *
+     * @param buf a buffer the invocation holds
+     * @param off where in the buffer the copy starts
+     * @param src the array to copy from
+     * @param srcOff the first byte of {@code src} to copy
+     * @param len the most bytes to copy
      * @return the bytes copied
      */
     public static int writeBuffer(int buf, int off, byte[] src, int srcOff, int len) {
@@ -173,13 +200,18 @@ public final class Spine {
      * extension, at most 256). An invocation that is stopped gives back
      * what it kept.
      *
+     * @param buf a buffer the invocation holds
      * @return 0, or {@link #E_LIMIT}
      */
     public static int keep(int buf) {
         throw engineOnly();
     }
 
-    /** Give back a buffer the extension keeps. */
+    /**
+     * Give back a buffer the extension keeps.
+     *
+     * @param buf a buffer the extension keeps
+     */
     public static void release(int buf) {
         throw engineOnly();
     }
@@ -188,6 +220,11 @@ public final class Spine {
      * Send a small message of {@code len} bytes of {@code args} to handler
      * {@code handler} at {@code dest}.
      *
+     * @param dest the destination, {@code (kind << 24) | id}
+     * @param handler the handler number at the destination
+     * @param args the arguments
+     * @param off the first byte of {@code args} to send
+     * @param len the bytes of arguments (at most 240)
      * @return 0, or an error code
      */
     public static int send(int dest, int handler, byte[] args, int off, int len) {
@@ -198,6 +235,12 @@ public final class Spine {
      * Send a bulk message: arguments and buffer {@code buf} (which the new
      * message holds; the sender may go on holding it too).
      *
+     * @param dest the destination, {@code (kind << 24) | id}
+     * @param handler the handler number at the destination
+     * @param args the arguments
+     * @param off the first byte of {@code args} to send
+     * @param len the bytes of arguments (at most 240)
+     * @param buf a buffer the invocation holds
      * @return 0, or an error code
      */
     public static int sendBulk(int dest, int handler, byte[] args, int off, int len, int buf) {
@@ -207,13 +250,22 @@ public final class Spine {
     /**
      * Send a small message to the source of {@code msg}.
      *
+     * @param msg the invocation's message
+     * @param handler the handler number at the source
+     * @param args the arguments
+     * @param off the first byte of {@code args} to send
+     * @param len the bytes of arguments (at most 240)
      * @return 0, or an error code
      */
     public static int reply(int msg, int handler, byte[] args, int off, int len) {
         throw engineOnly();
     }
 
-    /** @return microseconds on the adapter's clock (wrapping) */
+    /**
+     * The adapter's clock.
+     *
+     * @return microseconds on the adapter's clock (wrapping)
+     */
     public static int nowMicros() {
         return (int) (System.nanoTime() / 1000);
     }
