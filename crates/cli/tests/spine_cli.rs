@@ -85,7 +85,7 @@ fn load_list_stat_and_unload_from_the_command_line() {
     ep.send_am(100, b"ping", &[]).unwrap();
     let mut buf = [0u8; 64];
     let r = ep.recv(&mut buf, Some(Duration::from_secs(5))).unwrap();
-    assert!(r.am && r.channel.0 == 100);
+    assert!(r.am() && r.handler() == Some(100));
 
     let out = unet(&["spine", "list", "--socket", sock_s, "--json"]);
     assert!(out.status.success());

@@ -24,11 +24,11 @@ type Am = (u16, Vec<u8>, Vec<u8>);
 fn recv_am(ep: &mut Endpoint) -> Result<Am, Box<dyn std::error::Error>> {
     let mut buf = vec![0u8; 1 << 16];
     let r = ep.recv(&mut buf, Some(Duration::from_secs(5)))?;
-    if !r.am {
+    if !r.am() {
         return Err("a message that is not an active message".into());
     }
     let (a, b) = split_am(&buf[..r.len]).ok_or("bad framing")?;
-    Ok((r.channel.0, a.to_vec(), b.to_vec()))
+    Ok((r.handler().unwrap_or(u16::MAX), a.to_vec(), b.to_vec()))
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -111,12 +111,29 @@ pub struct Recv {
     /// Its length.
     pub len: usize,
     /// The channel it came on (assigned by the engine); for an active
-    /// message (`am`), the number of the handler it names.
+    /// message ([`Recv::am`]), [`crate::spine::AM_CHANNEL`] with the
+    /// number of the handler it names ([`Recv::handler`]).
     pub channel: Channel,
+}
+
+impl Recv {
     /// An active message from a SPINE handler: the payload is in the host
     /// framing (`[args_len: u16 LE][args][bulk]`, see
-    /// [`crate::spine::split_am`]).
-    pub am: bool,
+    /// [`crate::spine::split_am`]). It is marked in the channel rather
+    /// than in a field of its own: a third field changes the code of the
+    /// receive loop, and the direct path's round trip took 40 ns longer.
+    #[inline]
+    pub fn am(&self) -> bool {
+        self.channel.0 & crate::spine::AM_CHANNEL != 0
+    }
+
+    /// The handler number an active message names (None for a message
+    /// on a channel).
+    #[inline]
+    pub fn handler(&self) -> Option<u16> {
+        self.am()
+            .then_some(self.channel.0 & !crate::spine::AM_CHANNEL)
+    }
 }
 
 /// Something that happened to the endpoint's channels.
@@ -642,7 +659,6 @@ impl Endpoint {
                         Recv {
                             len: m.len(),
                             channel,
-                            am: false,
                         },
                         m,
                     )
@@ -745,8 +761,7 @@ impl Endpoint {
         self.queues.map.recv.set_tail(self.queues.recv_tail);
         Ok(Some(Recv {
             len,
-            channel: Channel(d.channel),
-            am: d.flags & unet_abi::spine::RECV_AM != 0,
+            channel: crate::spine::recv_channel(&d),
         }))
     }
 

@@ -1,7 +1,8 @@
 //! SPINE from a host application: load extensions (JIVE classes whose
 //! initialiser installs active-message handlers) onto the adapter, send
 //! active messages to their handlers from an endpoint, and read the
-//! ones handlers send back (a [`Recv`](crate::Recv) with `am` set).
+//! ones handlers send back (a [`Recv`](crate::Recv) whose
+//! [`am`](crate::Recv::am) is true).
 //!
 //! ```no_run
 //! use unet::{Engine, EngineConfig, Session, EndpointConfig};
@@ -14,14 +15,15 @@
 //! ep.send_am(ext.handlers[0], b"ping", &[])?;
 //! let mut buf = [0u8; 512];
 //! let r = ep.recv(&mut buf, None)?;
-//! assert!(r.am);
+//! assert!(r.am());
 //! let (args, _bulk) = split_am(&buf[..r.len]).ok_or("bad framing")?;
 //! # let _ = args; Ok(()) }
 //! ```
 
 use std::os::fd::AsRawFd;
 
-use unet_abi::spine::{AM_ARGS_MAX, AM_FRAME_PREFIX, SEND_AM, SPINE_MAX_HANDLER};
+use unet_abi::spine::{AM_ARGS_MAX, AM_FRAME_PREFIX, RECV_AM, SEND_AM, SPINE_MAX_HANDLER};
+use unet_abi::RecvDesc;
 use unet_control::{Reply, Request};
 use unet_sys as sys;
 
@@ -137,6 +139,22 @@ impl Endpoint {
         msg.extend_from_slice(args);
         msg.extend_from_slice(bulk);
         self.send_engine::<SEND_AM>(Channel(handler), &msg)
+    }
+}
+
+/// The bit of [`Recv::channel`](crate::Recv::channel) that marks an
+/// active message from a handler; the bits below it are the handler's
+/// number (at most [`SPINE_MAX_HANDLER`]). No channel tag has it.
+pub const AM_CHANNEL: u16 = 0x8000;
+
+/// The channel a receive descriptor reports: its channel tag, or for an
+/// active message ([`RECV_AM`]) [`AM_CHANNEL`] and the handler number.
+#[inline]
+pub(crate) fn recv_channel(d: &RecvDesc) -> Channel {
+    if d.flags & RECV_AM != 0 {
+        Channel(AM_CHANNEL | (d.channel & !AM_CHANNEL))
+    } else {
+        Channel(d.channel)
     }
 }
 

@@ -189,9 +189,9 @@ fn recv_am(ep: &mut Endpoint) -> (u16, Vec<u8>, Vec<u8>) {
     let r = ep
         .recv(&mut buf, Some(Duration::from_secs(5)))
         .expect("an answer");
-    assert!(r.am, "an active message");
+    assert!(r.am(), "an active message");
     let (a, b) = split_am(&buf[..r.len]).expect("framing");
-    (r.channel.0, a.to_vec(), b.to_vec())
+    (r.handler().unwrap_or(u16::MAX), a.to_vec(), b.to_vec())
 }
 
 /// Wait (with a deadline) until `cond` holds of the listing.

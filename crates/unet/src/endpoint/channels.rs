@@ -162,7 +162,6 @@ impl Endpoint {
         Recv {
             len,
             channel: Channel(self.chans.conns[i].channel),
-            am: false,
         }
     }
 

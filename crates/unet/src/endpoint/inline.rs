@@ -318,8 +318,7 @@ impl Endpoint {
                 }
                 return Ok(Some(Recv {
                     len,
-                    channel: Channel(d.channel),
-                    am: d.flags & unet_abi::spine::RECV_AM != 0,
+                    channel: crate::spine::recv_channel(&d),
                 }));
             }
             if self.inline.runner.is_none() {
