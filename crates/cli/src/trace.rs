@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use unet_engine::TraceDump;
 
-mod analysis;
-mod chrome;
-mod svg;
+pub(crate) mod analysis;
+pub(crate) mod chrome;
+pub(crate) mod svg;
 #[cfg(test)]
 mod tests;
 

@@ -15,6 +15,7 @@ mod net;
 mod overhead;
 mod plot;
 mod report;
+pub(crate) mod spine_graph;
 pub mod stats;
 mod tcp;
 mod udm;
@@ -49,6 +50,11 @@ pub enum Command {
     /// and Figures 7-10 (applications and synth-N under a gang scheduler
     /// with skew).
     Udm(udm::Args),
+    /// SPINE's priority effect (the SPINE paper, section 6): the same
+    /// handler pipeline under two event-priority settings, each one's
+    /// event graph (Chrome JSON and SVG), period, latency and receive
+    /// bursts.
+    SpineGraph(spine_graph::Args),
     /// A node process of a `unet bench udm` run (internal).
     #[command(name = "__udm-node", hide = true)]
     UdmNode(udm_node::NodeArgs),
@@ -71,6 +77,7 @@ pub fn run(c: Command) -> ExitCode {
         Command::Javia(a) => javia::run(a),
         Command::JaviaPeer(a) => javia::run_peer(a),
         Command::Udm(a) => udm::run(a),
+        Command::SpineGraph(a) => spine_graph::run(a),
         Command::UdmNode(a) => udm_node::run(a),
     }
 }

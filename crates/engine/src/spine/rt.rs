@@ -15,6 +15,7 @@ use unet_abi::spine::{
 use crate::config::EngineConfig;
 use crate::spine::events::{DropReason, Event, EventKind, EventQueue};
 use crate::spine::msgs::{BufPool, KeepSet, MsgPool};
+use crate::spine::timers::Timers;
 
 /// Buffers one extension may keep at once.
 pub(crate) const KEEP_MAX: usize = 256;
@@ -73,6 +74,8 @@ pub(crate) struct Rt {
     pub msgs: MsgPool,
     pub bufs: BufPool,
     pub queue: EventQueue,
+    /// The extensions' timers (`Spine.timer`).
+    pub timers: Timers,
     /// By handler number.
     pub handlers: Vec<Option<HandlerEntry>>,
     /// What each extension keeps, by extension slot.
@@ -99,6 +102,7 @@ impl Rt {
             msgs: MsgPool::new(cfg.spine_msgs_max as usize),
             bufs: BufPool::new(cfg.spine_bufs_max as usize, cfg.spine_buf_size as usize),
             queue: EventQueue::new(cfg.spine_events_max as usize, cfg.spine_priorities),
+            timers: Timers::default(),
             handlers: vec![None; limit as usize],
             keeps: Vec::new(),
             cur: Current {

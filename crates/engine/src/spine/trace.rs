@@ -80,6 +80,9 @@ pub(crate) const LOOP_PART: u16 = 56;
 pub(crate) const LOOP_CONTROL: u16 = 62;
 /// The loop's event: the wire's port sends what the turn queued.
 pub(crate) const LOOP_FLUSH: u16 = 63;
+/// The loop's own event types are `LOOP_FIRST..=63`: SPINE's system
+/// handlers are below them, extension handlers from 64.
+pub const LOOP_FIRST: u16 = LOOP_PART;
 
 /// Events a ring holds unless told otherwise.
 pub const DEFAULT_CAPACITY: u32 = 1 << 16;
@@ -427,6 +430,14 @@ impl Recorder {
             };
         }
         id_of(seq)
+    }
+
+    /// The id the next event recorded gets (what an event being run
+    /// tags the events it queues with, before it is recorded itself;
+    /// nothing else may be recorded meanwhile).
+    #[inline(always)]
+    pub(crate) fn next_id(&self) -> u32 {
+        id_of(self.next)
     }
 
     /// Number `n` work items (of the loop's parts): returns the number of
