@@ -120,7 +120,9 @@ pub struct Dispatcher {
     vias: Vias,
     /// UDM's jobs, nodes and links.
     udm: Jobs,
-    /// SPINE: the extensions and the runtime's event queue.
+    /// SPINE: the extensions, the runtime's event queue, and the event
+    /// graph's recorder (off unless control switches it on), which the
+    /// loop records its own events into.
     spine: SpinePart,
     conns: DirectConns,
     /// Set-up work that takes long (making and unmapping large segments).
@@ -438,7 +440,8 @@ impl Dispatcher {
     /// (numbered by the first work item it handled, in the order the
     /// loop handled them), for control's share of the turn and for the
     /// flush that sent something, each caused by the turn's last event
-    /// before it. One clock read per event: an event ends where the
+    /// before it. SPINE's turn records each of its events itself; its
+    /// part's event is their container and belongs to no message. One clock read per event: an event ends where the
     /// next begins.
     #[inline(never)]
     fn poll_data_traced(&mut self) -> usize {
