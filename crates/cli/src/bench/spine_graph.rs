@@ -151,7 +151,10 @@ fn go(a: &Args) -> Result<(), String> {
             let svg_path = d.join(format!("{stem}.svg"));
             std::fs::write(&json, chrome::write(&r.dump))
                 .map_err(|e| format!("{}: {e}", json.display()))?;
-            std::fs::write(&svg_path, svg::render(&r.dump, &an))
+            // Wide enough for a few bursts either side of the message
+            // followed: twice the slowest tenth's latency.
+            let pad = an.latency.map(|l| l.p90.saturating_mul(2));
+            std::fs::write(&svg_path, svg::render_padded(&r.dump, &an, pad))
                 .map_err(|e| format!("{}: {e}", svg_path.display()))?;
         }
         rows.push(r.figures);
