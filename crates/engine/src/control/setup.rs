@@ -125,6 +125,13 @@ impl Setup<'_> {
             Request::SpineLoad { .. } | Request::SpineUnload { .. } | Request::SpineList => {
                 self.spine_setup().handle_spine(ci, req_id, req, &mut fds)
             }
+            Request::SpineLinkListen { .. }
+            | Request::SpineLinkConnect { .. }
+            | Request::SpineLinkClose { .. }
+            | Request::SpineLinks => {
+                let port = self.remote.as_mut().map(|r| &mut *r.port);
+                crate::spine::wire::handle(self.spine, port, &*self.server, ci, req_id, req)
+            }
             Request::TraceSet { .. } | Request::TraceDump => {
                 // Events time every client's messages: the owner's only.
                 if !self.owner(ci) {
@@ -215,6 +222,8 @@ impl Setup<'_> {
             }
         });
         self.spine_setup().drop_client(ci);
+        let port = self.remote.as_mut().map(|r| &mut *r.port);
+        crate::spine::wire::drop_client(self.spine, port, ci);
         self.via(|v| v.drop_client_vias(ci));
         self.trace.forget(ci);
         self.udm(|u| u.drop_client_udm(ci));

@@ -15,6 +15,7 @@ use unet_abi::spine::{
 use crate::config::EngineConfig;
 use crate::spine::events::{DropReason, Event, EventKind, EventQueue};
 use crate::spine::msgs::{BufPool, KeepSet, MsgPool};
+use crate::spine::wire::WireDests;
 
 /// Buffers one extension may keep at once.
 pub(crate) const KEEP_MAX: usize = 256;
@@ -90,6 +91,8 @@ pub(crate) struct Rt {
     pub bad_handles: u64,
     /// `keep`s refused at the extension's cap.
     pub keeps_refused: u64,
+    /// The links over the wire a handler may send to.
+    pub wire: WireDests,
 }
 
 impl Rt {
@@ -114,6 +117,7 @@ impl Rt {
             epoch: Instant::now(),
             bad_handles: 0,
             keeps_refused: 0,
+            wire: WireDests::default(),
         }
     }
 
@@ -192,9 +196,18 @@ impl Rt {
                 EventKind::Handler
             }
             DEST_HOST => EventKind::DeliverHost,
-            // Peer queues and the wire are not yet reachable from
-            // handlers on this adapter.
-            DEST_PEER | DEST_WIRE => {
+            // A link that is up, or E_DEAD / E_BAD_DEST.
+            DEST_WIRE => match self.wire.check(id) {
+                0 => EventKind::WireTx,
+                e => {
+                    give_back(self);
+                    self.queue.count_drop(DropReason::BadDest);
+                    return e;
+                }
+            },
+            // Peer queues are not yet reachable from handlers on this
+            // adapter.
+            DEST_PEER => {
                 give_back(self);
                 self.queue.count_drop(DropReason::BadDest);
                 return E_BAD_DEST;
