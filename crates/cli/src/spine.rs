@@ -1,5 +1,6 @@
 //! `unet spine load|unload|list`: SPINE's extensions on a running daemon,
-//! and the per-handler table `unet stat` shows.
+//! and the per-handler table `unet stat` shows; `unet spine link ...`
+//! (links over the wire) in `spine/link.rs`.
 //!
 //! An extension lives as long as the control connection that loaded it
 //! (the engine reclaims everything a client held when it goes), so
@@ -14,6 +15,8 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use unet::spine::{ExtensionOptions, SpineListing};
 
+pub mod link;
+
 #[derive(Subcommand)]
 pub enum Command {
     /// Load an extension (a class file compiled against the SDK's
@@ -24,6 +27,9 @@ pub enum Command {
     Unload(UnloadArgs),
     /// List the extensions with their handlers' statistics.
     List(ListArgs),
+    /// Links over the UDP wire to other daemons (adapters).
+    #[command(subcommand)]
+    Link(link::LinkCommand),
 }
 
 #[derive(Args)]
@@ -73,6 +79,7 @@ pub fn run(c: Command) -> ExitCode {
         Command::Load(a) => load(a),
         Command::Unload(a) => unload(a),
         Command::List(a) => list(a),
+        Command::Link(c) => link::run(c),
     }
 }
 
