@@ -15,6 +15,7 @@ mod net;
 mod overhead;
 mod plot;
 mod report;
+mod spine_wire;
 pub mod stats;
 mod tcp;
 mod udm;
@@ -58,6 +59,10 @@ pub enum Command {
     /// The other process of a network benchmark run (internal).
     #[command(name = "__child", hide = true)]
     Child(child::ChildArgs),
+    /// SPINE: a handler ping-pong between two adapters over the UDP wire,
+    /// beside two host processes on the direct path and raw UDP (until
+    /// `unet bench spine` takes these rows).
+    SpineWire(spine_wire::WireArgs),
 }
 
 pub fn run(c: Command) -> ExitCode {
@@ -72,5 +77,6 @@ pub fn run(c: Command) -> ExitCode {
         Command::JaviaPeer(a) => javia::run_peer(a),
         Command::Udm(a) => udm::run(a),
         Command::UdmNode(a) => udm_node::run(a),
+        Command::SpineWire(a) => spine_wire::run(a),
     }
 }
