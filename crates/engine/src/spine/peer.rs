@@ -49,9 +49,6 @@
 //! written in place in the segment's mapping, which the link owns.
 
 #![allow(unsafe_code)]
-// SPINE's part takes the links into its loop; until then only the tests
-// use them.
-#![cfg_attr(not(test), allow(dead_code))]
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -154,10 +151,10 @@ impl PeerDrop {
     /// The name `unet stat` shows.
     pub(crate) const fn name(self) -> &'static str {
         match self {
-            PeerDrop::BadArgsLen => "peer_drop_bad_args_len",
-            PeerDrop::BadFlags => "peer_drop_bad_flags",
-            PeerDrop::DeadOut => "peer_drop_dead_out",
-            PeerDrop::DeadIn => "peer_drop_dead_in",
+            PeerDrop::BadArgsLen => "bad_args_len",
+            PeerDrop::BadFlags => "bad_flags",
+            PeerDrop::DeadOut => "dead_out",
+            PeerDrop::DeadIn => "dead_in",
         }
     }
 }
@@ -227,6 +224,21 @@ impl std::fmt::Display for AttachError {
             Self::SideTaken(s) => write!(f, "side {s} of the segment was attached before"),
         }
     }
+}
+
+/// The geometry of the peer segments clients make to join two adapters:
+/// 256 slots a direction and 256 KiB of bulk data (a message carries at
+/// most 128 KiB).
+pub const DEFAULT_GEOMETRY: PeerGeometry = PeerGeometry {
+    slots: 256,
+    data_size: 256 << 10,
+};
+
+/// Make a fresh peer segment of `geometry` for link `link_id` and return
+/// its memory file, for a client to hand to two adapters with their
+/// sides ([`unet_control::Request::PeerJoin`]).
+pub fn create_peer_segment(geometry: PeerGeometry, link_id: u32) -> io::Result<OwnedFd> {
+    PeerLink::create(geometry, link_id)
 }
 
 /// The largest peer segment.
@@ -364,8 +376,14 @@ impl PeerLink {
     }
 
     /// The largest bulk data a message may carry on this link.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn bulk_max(&self) -> u32 {
         self.bulk_max
+    }
+
+    /// The peer's process id, once it is known (0 before).
+    pub(crate) fn peer_pid(&self) -> u32 {
+        self.peer_pid
     }
 
     /// Messages sent and not yet taken by the peer, as far as this side
@@ -603,6 +621,7 @@ impl PeerLink {
     /// Sleep until a message waits from the peer, the peer closes, or
     /// `timeout` passes (or a spurious wake-up). For a consumer that is
     /// a thread of its own; an engine waits in its poller instead.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn wait(&mut self, timeout: Duration) {
         if self.dead.is_some() || self.has_messages() {
             return;
