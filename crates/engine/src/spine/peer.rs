@@ -186,12 +186,20 @@ impl PeerStats {
 pub(crate) struct PeerConfig {
     /// See [`DEFAULT_STALL_TIMEOUT`].
     pub stall_timeout: Duration,
+    /// A push may pair a compiler fence with its consumer's heavy fence
+    /// ([`sys::asymmetric_fences`], when the kernel has them): for a
+    /// consumer that sleeps seldom. Off, a push issues a full fence and a
+    /// consumer about to sleep needs only a full fence too (an engine
+    /// that sleeps whenever a turn finds nothing: a heavy fence is a
+    /// system call that interrupts every CPU).
+    pub asymmetric: bool,
 }
 
 impl Default for PeerConfig {
     fn default() -> Self {
         PeerConfig {
             stall_timeout: DEFAULT_STALL_TIMEOUT,
+            asymmetric: true,
         }
     }
 }
@@ -351,7 +359,7 @@ impl PeerLink {
             seen_head: 0,
             rx_final: false,
             beat: 0,
-            asym: sys::asymmetric_fences(),
+            asym: cfg.asymmetric && sys::asymmetric_fences(),
             own_pid,
             peer_pid: 0,
             pidfd: None,
@@ -482,14 +490,14 @@ impl PeerLink {
         Ok(())
     }
 
-    /// Wake the peer: its futex (a thread in [`PeerLink::wait`]) and its
-    /// doorbell (an engine asleep in its poller), if it gave one.
+    /// Wake the peer: its doorbell (an engine asleep in its poller) if it
+    /// gave one, its futex (a thread in [`PeerLink::wait`]) otherwise.
     fn ring_peer(&self) {
         let c = &self.view.lines(self.side).consumer;
         c.futex.fetch_add(1, Ordering::Release);
-        sys::futex_wake(&c.futex, 1);
-        if let Some(d) = &self.doorbell {
-            d.notify();
+        match &self.doorbell {
+            Some(d) => d.notify(),
+            None => sys::futex_wake(&c.futex, 1),
         }
     }
 
@@ -503,9 +511,10 @@ impl PeerLink {
     /// Say (`on`, before this side's engine sleeps) or unsay that this
     /// side sleeps: the peer then rings its doorbell when it sends. The
     /// peer's side of the handshake is a light fence
-    /// ([`sys::light_fence`]), so the caller issues
-    /// [`sys::heavy_fence`] after arming its links and before its last
-    /// look ([`PeerLink::has_messages`]).
+    /// ([`sys::light_fence`]), so the caller issues a full fence (links
+    /// made with `asymmetric` off on both sides) or [`sys::heavy_fence`]
+    /// after arming its links and before its last look
+    /// ([`PeerLink::has_messages`]).
     pub(crate) fn arm(&self, on: bool) {
         let c = &self.view.lines(self.side ^ 1).consumer;
         c.sleeping.store(on as u32, Ordering::Relaxed);

@@ -126,7 +126,12 @@ impl Peers {
             wake: None,
             turns: 0,
             next_check: Instant::now(),
-            cfg: PeerConfig::default(),
+            // Both ends are engines that sleep whenever a turn finds
+            // nothing: full fences on both sides of the handshake.
+            cfg: PeerConfig {
+                asymmetric: false,
+                ..PeerConfig::default()
+            },
         }
     }
 
@@ -222,9 +227,9 @@ impl Peers {
     }
 
     /// Say to every live link's peer that this adapter sleeps (`on`) or
-    /// not: a peer that sends then rings the doorbell. After arming, the
-    /// heavy fence the links' handshake needs (the engine looks once
-    /// more before it sleeps).
+    /// not: a peer that sends then rings the doorbell. The links' fences
+    /// are symmetric: the full fence the dispatcher issues after arming
+    /// and before its last look is the handshake's.
     pub(crate) fn arm(&self, on: bool) {
         if self.held == 0 {
             return;
@@ -233,9 +238,6 @@ impl Peers {
             if r.dead.is_none() {
                 r.link.arm(on);
             }
-        }
-        if on {
-            unet_sys::heavy_fence();
         }
     }
 
