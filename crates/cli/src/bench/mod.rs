@@ -15,6 +15,7 @@ mod net;
 mod overhead;
 mod plot;
 mod report;
+mod spine_peer;
 pub mod stats;
 mod tcp;
 mod udm;
@@ -49,6 +50,10 @@ pub enum Command {
     /// and Figures 7-10 (applications and synth-N under a gang scheduler
     /// with skew).
     Udm(udm::Args),
+    /// SPINE: handler ping-pong between two extensions on two adapters
+    /// over the peer queue, beside host ping-pong on the direct path.
+    /// (Until `unet bench spine` runs it.)
+    SpinePeer(spine_peer::PeerArgs),
     /// A node process of a `unet bench udm` run (internal).
     #[command(name = "__udm-node", hide = true)]
     UdmNode(udm_node::NodeArgs),
@@ -71,6 +76,7 @@ pub fn run(c: Command) -> ExitCode {
         Command::Javia(a) => javia::run(a),
         Command::JaviaPeer(a) => javia::run_peer(a),
         Command::Udm(a) => udm::run(a),
+        Command::SpinePeer(a) => spine_peer::run(a),
         Command::UdmNode(a) => udm_node::run(a),
     }
 }

@@ -18,6 +18,7 @@ use crate::control::server::{ControlServer, Incoming};
 use crate::control::setup_thread::{Done, SetupThread};
 use crate::counters::Counters;
 use crate::poller::Poller;
+use crate::spine::peers;
 use crate::spine::setup::SpineSetup;
 use crate::spine::trace::{self, Recorder};
 use crate::spine::SpinePart;
@@ -124,6 +125,20 @@ impl Setup<'_> {
             Request::Stat => self.stat(ci, req_id),
             Request::SpineLoad { .. } | Request::SpineUnload { .. } | Request::SpineList => {
                 self.spine_setup().handle_spine(ci, req_id, req, &mut fds)
+            }
+            Request::PeerJoin { .. }
+            | Request::PeerDoorbell { .. }
+            | Request::PeerLeave { .. }
+            | Request::PeerList => {
+                // A peer queue reaches every handler of the adapter: the
+                // owner's only.
+                if !self.owner(ci) {
+                    return self.reply(ci, req_id, Reply::Error(ErrorCode::NotOwner));
+                }
+                let peers = &mut self.spine.rt.peers;
+                let (r, fd) = peers::handle(peers, self.poller, &*self.server, ci, req, &mut fds);
+                let fds: Vec<_> = fd.iter().map(|f| f.as_raw_fd()).collect();
+                self.server.reply(ci, req_id, r, &fds);
             }
             Request::TraceSet { .. } | Request::TraceDump => {
                 // Events time every client's messages: the owner's only.
@@ -251,5 +266,6 @@ fn costs_descriptors(req: &Request) -> bool {
             | Request::UdmCreateJob { .. }
             | Request::UdmJoin { .. }
             | Request::UdmJoinRemote { .. }
+            | Request::PeerJoin { .. }
     )
 }

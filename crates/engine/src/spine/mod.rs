@@ -18,7 +18,9 @@
 //! - `trace.rs`: the event graph's recorder (off by default, switched
 //!   on at run time);
 //! - `peer.rs`: the peer-to-peer message queues between adapters on one
-//!   host (shared memory).
+//!   host (shared memory);
+//! - `peers.rs`: the adapter's table of them, joined by clients, read
+//!   by the turn and sent on by handlers.
 //!
 //! SPINE sits above U-Net: host endpoints' active messages wait in
 //! U-Net's inbox (`unet/am.rs`), and SPINE's turn, which borrows the
@@ -29,6 +31,7 @@ pub(crate) mod ext;
 pub(crate) mod msgs;
 pub(crate) mod natives;
 pub(crate) mod peer;
+pub(crate) mod peers;
 pub(crate) mod rt;
 pub(crate) mod setup;
 pub(crate) mod trace;
@@ -92,7 +95,7 @@ impl SpinePart {
     /// Whether a turn has anything to do.
     #[inline]
     fn idle(&self, eps: &EndpointTable) -> bool {
-        eps.am.queue.is_empty() && self.rt.queue.is_empty()
+        eps.am.queue.is_empty() && self.rt.queue.is_empty() && self.rt.peers.is_empty()
     }
 
     /// Take the host endpoints' active messages into the queue.
@@ -174,8 +177,9 @@ impl SpinePart {
             }
             EventKind::Handler => self.invoke(ev.msg),
             EventKind::DeliverHost => self.deliver_host(ev, eps),
-            // Peer queues, the wire and timers have no events yet.
-            EventKind::PeerTx | EventKind::WireTx | EventKind::Timer => {
+            EventKind::PeerTx => peers::forward(&mut self.rt, ev),
+            // The wire and timers have no events yet.
+            EventKind::WireTx | EventKind::Timer => {
                 self.rt.queue.count_drop(DropReason::BadDest);
                 self.rt.msgs.free(ev.msg, &mut self.rt.bufs);
             }
@@ -249,6 +253,9 @@ impl SpinePart {
         if !eps.am.queue.is_empty() {
             work += self.take_host(eps);
         }
+        if !self.rt.peers.is_empty() {
+            work += peers::take(&mut self.rt);
+        }
         let n = self.rt.queue.len().min(TURN_MAX);
         for _ in 0..n {
             let Some(ev) = self.rt.queue.pop() else {
@@ -303,14 +310,17 @@ impl Part for SpineTurn<'_> {
         self.spine.turn_with(self.eps)
     }
 
-    /// Nothing waits on a time yet (timers come with the event types
-    /// that need them).
+    /// The peer queues' look at their peers (timers come with the event
+    /// types that need them).
     fn deadline(&self, _cx: &Context<'_>) -> Option<Instant> {
-        None
+        self.spine.rt.peers.deadline()
     }
 
-    /// SPINE has no doorbells of its own: hosts ring their endpoints'.
-    fn arm(&self, _on: bool) {}
+    /// Hosts ring their endpoints' doorbells; peer adapters ring the one
+    /// the peer queues gave them, when armed.
+    fn arm(&self, on: bool) {
+        self.spine.rt.peers.arm(on);
+    }
 }
 
 #[cfg(test)]

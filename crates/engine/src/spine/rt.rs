@@ -15,6 +15,7 @@ use unet_abi::spine::{
 use crate::config::EngineConfig;
 use crate::spine::events::{DropReason, Event, EventKind, EventQueue};
 use crate::spine::msgs::{BufPool, KeepSet, MsgPool};
+use crate::spine::peers::Peers;
 
 /// Buffers one extension may keep at once.
 pub(crate) const KEEP_MAX: usize = 256;
@@ -23,6 +24,7 @@ pub(crate) const HANDLERS_PER_EXT: usize = 64;
 
 /// Error codes the natives return (design: negative ints).
 pub(crate) const E_FULL: i32 = -1;
+pub(crate) const E_DEAD: i32 = -2;
 pub(crate) const E_BAD_DEST: i32 = -3;
 pub(crate) const E_LIMIT: i32 = -5;
 
@@ -73,6 +75,8 @@ pub(crate) struct Rt {
     pub msgs: MsgPool,
     pub bufs: BufPool,
     pub queue: EventQueue,
+    /// The links to peer adapters (`DEST_PEER`).
+    pub peers: Peers,
     /// By handler number.
     pub handlers: Vec<Option<HandlerEntry>>,
     /// What each extension keeps, by extension slot.
@@ -99,6 +103,7 @@ impl Rt {
             msgs: MsgPool::new(cfg.spine_msgs_max as usize),
             bufs: BufPool::new(cfg.spine_bufs_max as usize, cfg.spine_buf_size as usize),
             queue: EventQueue::new(cfg.spine_events_max as usize, cfg.spine_priorities),
+            peers: Peers::new(),
             handlers: vec![None; limit as usize],
             keeps: Vec::new(),
             cur: Current {
@@ -192,9 +197,22 @@ impl Rt {
                 EventKind::Handler
             }
             DEST_HOST => EventKind::DeliverHost,
-            // Peer queues and the wire are not yet reachable from
-            // handlers on this adapter.
-            DEST_PEER | DEST_WIRE => {
+            DEST_PEER => match self.peers.may_send(id) {
+                Some(true) => EventKind::PeerTx,
+                Some(false) => {
+                    give_back(self);
+                    self.queue.count_drop(DropReason::Dead);
+                    return E_DEAD;
+                }
+                None => {
+                    give_back(self);
+                    self.queue.count_drop(DropReason::BadDest);
+                    return E_BAD_DEST;
+                }
+            },
+            // The wire is not yet reachable from handlers on this
+            // adapter.
+            DEST_WIRE => {
                 give_back(self);
                 self.queue.count_drop(DropReason::BadDest);
                 return E_BAD_DEST;

@@ -429,7 +429,7 @@ fn ext_info(x: &Ext, c: &dyn Clients, sp: &SpinePart) -> ExtInfo {
 }
 
 /// A sealed memory file holding `bytes`.
-fn memory_file(bytes: &[u8]) -> std::io::Result<OwnedFd> {
+pub(crate) fn memory_file(bytes: &[u8]) -> std::io::Result<OwnedFd> {
     let fd = Segment::create_file("unet-spine-list", bytes.len().max(1))?;
     let mut f = std::fs::File::from(fd);
     f.write_all(bytes)?;
