@@ -1,7 +1,8 @@
 //! `unet spine load|unload|list`: SPINE's extensions on a running daemon,
 //! and the per-handler table `unet stat` shows; `unet spine
 //! peer|peers|unpeer`: the peer queues that join two running daemons'
-//! adapters, and their rows.
+//! adapters, and their rows; `unet spine link ...` (links over the wire)
+//! in `spine/link.rs`.
 //!
 //! An extension lives as long as the control connection that loaded it
 //! (the engine reclaims everything a client held when it goes), so
@@ -16,6 +17,8 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use unet::peer::PeerListing;
 use unet::spine::{ExtensionOptions, SpineListing};
+
+pub mod link;
 
 #[derive(Subcommand)]
 pub enum Command {
@@ -35,6 +38,9 @@ pub enum Command {
     Peers(ListArgs),
     /// Leave a peer queue of an adapter (its peer sees it dead).
     Unpeer(UnloadArgs),
+    /// Links over the UDP wire to other daemons (adapters).
+    #[command(subcommand)]
+    Link(link::LinkCommand),
 }
 
 #[derive(Args)]
@@ -102,6 +108,7 @@ pub fn run(c: Command) -> ExitCode {
                 Err(e) => fail(e),
             }
         }
+        Command::Link(c) => link::run(c),
     }
 }
 

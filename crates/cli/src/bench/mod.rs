@@ -16,6 +16,7 @@ mod overhead;
 mod plot;
 mod report;
 mod spine_peer;
+mod spine_wire;
 pub mod stats;
 mod tcp;
 mod udm;
@@ -63,6 +64,10 @@ pub enum Command {
     /// The other process of a network benchmark run (internal).
     #[command(name = "__child", hide = true)]
     Child(child::ChildArgs),
+    /// SPINE: a handler ping-pong between two adapters over the UDP wire,
+    /// beside two host processes on the direct path and raw UDP (until
+    /// `unet bench spine` takes these rows).
+    SpineWire(spine_wire::WireArgs),
 }
 
 pub fn run(c: Command) -> ExitCode {
@@ -78,5 +83,6 @@ pub fn run(c: Command) -> ExitCode {
         Command::Udm(a) => udm::run(a),
         Command::SpinePeer(a) => spine_peer::run(a),
         Command::UdmNode(a) => udm_node::run(a),
+        Command::SpineWire(a) => spine_wire::run(a),
     }
 }

@@ -140,6 +140,13 @@ impl Setup<'_> {
                 let fds: Vec<_> = fd.iter().map(|f| f.as_raw_fd()).collect();
                 self.server.reply(ci, req_id, r, &fds);
             }
+            Request::SpineLinkListen { .. }
+            | Request::SpineLinkConnect { .. }
+            | Request::SpineLinkClose { .. }
+            | Request::SpineLinks => {
+                let port = self.remote.as_mut().map(|r| &mut *r.port);
+                crate::spine::wire::handle(self.spine, port, &*self.server, ci, req_id, req)
+            }
             Request::TraceSet { .. } | Request::TraceDump => {
                 // Events time every client's messages: the owner's only.
                 if !self.owner(ci) {
@@ -230,6 +237,8 @@ impl Setup<'_> {
             }
         });
         self.spine_setup().drop_client(ci);
+        let port = self.remote.as_mut().map(|r| &mut *r.port);
+        crate::spine::wire::drop_client(self.spine, port, ci);
         self.via(|v| v.drop_client_vias(ci));
         self.trace.forget(ci);
         self.udm(|u| u.drop_client_udm(ci));

@@ -20,7 +20,9 @@
 //! - `peer.rs`: the peer-to-peer message queues between adapters on one
 //!   host (shared memory);
 //! - `peers.rs`: the adapter's table of them, joined by clients, read
-//!   by the turn and sent on by handlers.
+//!   by the turn and sent on by handlers;
+//! - `wire.rs`: links to adapters over the UDP wire, and the active
+//!   messages sent over them.
 //!
 //! SPINE sits above U-Net: host endpoints' active messages wait in
 //! U-Net's inbox (`unet/am.rs`), and SPINE's turn, which borrows the
@@ -35,6 +37,7 @@ pub(crate) mod peers;
 pub(crate) mod rt;
 pub(crate) mod setup;
 pub(crate) mod trace;
+pub(crate) mod wire;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -70,6 +73,8 @@ pub(crate) struct SpinePart {
     frame: Vec<u8>,
     /// Loads whose class is being verified.
     pub loads: Loads,
+    /// Links over the wire.
+    pub wire: wire::WireLinks,
 }
 
 impl SpinePart {
@@ -84,6 +89,7 @@ impl SpinePart {
             compile: cfg.applet_compile,
             frame: Vec::new(),
             loads: Loads::new(waker),
+            wire: wire::WireLinks::default(),
         }
     }
 
@@ -178,8 +184,10 @@ impl SpinePart {
             EventKind::Handler => self.invoke(ev.msg),
             EventKind::DeliverHost => self.deliver_host(ev, eps),
             EventKind::PeerTx => peers::forward(&mut self.rt, ev),
-            // The wire and timers have no events yet.
-            EventKind::WireTx | EventKind::Timer => {
+            // Framed onto the port at the end of the turn.
+            EventKind::WireTx => self.wire.out.push((ev.arg, ev.msg)),
+            // Timers have no events yet.
+            EventKind::Timer => {
                 self.rt.queue.count_drop(DropReason::BadDest);
                 self.rt.msgs.free(ev.msg, &mut self.rt.bufs);
             }
@@ -303,11 +311,22 @@ pub(crate) struct SpineTurn<'a> {
 
 impl Part for SpineTurn<'_> {
     #[inline]
-    fn turn(&mut self, _cx: &mut Context<'_>) -> usize {
-        if self.spine.idle(self.eps) {
+    fn turn(&mut self, cx: &mut Context<'_>) -> usize {
+        let wire_in = cx.port.as_ref().is_some_and(|p| !p.st.spine.is_empty());
+        if self.spine.idle(self.eps) && !wire_in {
             return 0;
         }
-        self.spine.turn_with(self.eps)
+        let mut work = 0;
+        if wire_in {
+            if let Some(p) = cx.port.as_deref_mut() {
+                work += wire::take_in(self.spine, p);
+            }
+        }
+        work += self.spine.turn_with(self.eps);
+        if self.spine.wire.has_out() {
+            wire::send_out(self.spine, cx.port.as_deref_mut());
+        }
+        work
     }
 
     /// The peer queues' look at their peers (timers come with the event

@@ -16,6 +16,7 @@ use crate::config::EngineConfig;
 use crate::spine::events::{DropReason, Event, EventKind, EventQueue};
 use crate::spine::msgs::{BufPool, KeepSet, MsgPool};
 use crate::spine::peers::Peers;
+use crate::spine::wire::WireDests;
 
 /// Buffers one extension may keep at once.
 pub(crate) const KEEP_MAX: usize = 256;
@@ -94,6 +95,8 @@ pub(crate) struct Rt {
     pub bad_handles: u64,
     /// `keep`s refused at the extension's cap.
     pub keeps_refused: u64,
+    /// The links over the wire a handler may send to.
+    pub wire: WireDests,
 }
 
 impl Rt {
@@ -119,6 +122,7 @@ impl Rt {
             epoch: Instant::now(),
             bad_handles: 0,
             keeps_refused: 0,
+            wire: WireDests::default(),
         }
     }
 
@@ -210,13 +214,15 @@ impl Rt {
                     return E_BAD_DEST;
                 }
             },
-            // The wire is not yet reachable from handlers on this
-            // adapter.
-            DEST_WIRE => {
-                give_back(self);
-                self.queue.count_drop(DropReason::BadDest);
-                return E_BAD_DEST;
-            }
+            // A link that is up, or E_DEAD / E_BAD_DEST.
+            DEST_WIRE => match self.wire.check(id) {
+                0 => EventKind::WireTx,
+                e => {
+                    give_back(self);
+                    self.queue.count_drop(DropReason::BadDest);
+                    return e;
+                }
+            },
             _ => {
                 give_back(self);
                 self.queue.count_drop(DropReason::BadDest);
