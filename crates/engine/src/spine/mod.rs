@@ -315,3 +315,7 @@ impl Part for SpineTurn<'_> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_neighbour;
+#[cfg(test)]
+mod tests_terminate;
