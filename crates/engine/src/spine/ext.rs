@@ -217,6 +217,13 @@ impl Ext {
         ok
     }
 
+    /// The extension's VM, for tests that drive it (a check limit, its
+    /// scratch region, compiling it at once).
+    #[cfg(test)]
+    pub(crate) fn vm_mut(&mut self) -> &mut Vm<Rt> {
+        &mut self.vm
+    }
+
     /// Whether the extension's handlers run as machine code.
     pub(crate) fn is_compiled(&self) -> bool {
         self.compiling.is_none()

@@ -344,3 +344,7 @@ impl Part for SpineTurn<'_> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_neighbour;
+#[cfg(test)]
+mod tests_terminate;
