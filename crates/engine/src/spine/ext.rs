@@ -224,6 +224,27 @@ impl Ext {
         &mut self.vm
     }
 
+    /// Method `method` of the class as the handler a timer runs, in
+    /// extension slot `slot` with `context`: its statistics are those of
+    /// the installed handler of the same method, if there is one (else
+    /// the timers' own counters keep them). None if it cannot be run.
+    pub(crate) fn timer_entry(&self, slot: u32, method: u32, context: i32) -> Option<HandlerEntry> {
+        let m = self.vm.class().method_at(method)?;
+        let prepared = self.vm.prepare::<2>(m).ok()?;
+        let name = self.vm.class().method_name(m);
+        let index = self
+            .handlers
+            .iter()
+            .position(|h| h.method == name)
+            .map_or(u16::MAX, |i| i as u16);
+        Some(HandlerEntry {
+            slot,
+            index,
+            method: prepared,
+            context,
+        })
+    }
+
     /// Whether the extension's handlers run as machine code.
     pub(crate) fn is_compiled(&self) -> bool {
         self.compiling.is_none()
