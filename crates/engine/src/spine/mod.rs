@@ -13,6 +13,8 @@
 //!   handler table, the running invocation);
 //! - `natives.rs`: the `spine` domain;
 //! - `ext.rs`: an extension (its VM, handlers, budget, statistics);
+//! - `exports.rs`, `link.rs`: what extensions export to one another
+//!   (domains of their own), and the calls between them;
 //! - `setup.rs`: loading, unloading and listing extensions, and
 //!   reclaiming a client's when it goes;
 //! - `trace.rs`: the event graph's recorder (off by default, switched
@@ -25,7 +27,9 @@
 //! endpoint table, takes them and delivers to host endpoints.
 
 pub(crate) mod events;
+pub(crate) mod exports;
 pub(crate) mod ext;
+pub(crate) mod link;
 pub(crate) mod msgs;
 pub(crate) mod natives;
 pub(crate) mod peer;

@@ -14,6 +14,7 @@ use unet_abi::spine::{
 
 use crate::config::EngineConfig;
 use crate::spine::events::{DropReason, Event, EventKind, EventQueue};
+use crate::spine::exports::Exports;
 use crate::spine::msgs::{BufPool, KeepSet, MsgPool};
 
 /// Buffers one extension may keep at once.
@@ -90,6 +91,8 @@ pub(crate) struct Rt {
     pub bad_handles: u64,
     /// `keep`s refused at the extension's cap.
     pub keeps_refused: u64,
+    /// What extensions export to one another.
+    pub exports: Exports<Rt>,
 }
 
 impl Rt {
@@ -114,6 +117,7 @@ impl Rt {
             epoch: Instant::now(),
             bad_handles: 0,
             keeps_refused: 0,
+            exports: Exports::new(),
         }
     }
 
