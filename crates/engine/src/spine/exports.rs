@@ -66,6 +66,9 @@ pub(crate) struct Exporter<H> {
     pub vm: Option<Box<Vm<H>>>,
     /// The limits of its own handlers' invocations.
     pub own: Limits,
+    /// The invocation (its start) its VM's limits were last set for, as
+    /// a call's.
+    pub limits_for: Option<Instant>,
     /// Its machine code, being compiled.
     pub compiling: Option<Receiver<Result<Compiled<H>, String>>>,
     /// Export slots it holds.
@@ -87,9 +90,10 @@ pub(crate) struct Exports<H> {
     pub budgets: Vec<Duration>,
     /// When the running invocation started (set as it starts).
     pub started: Instant,
-    /// Calls in progress, and the deadline the outermost one set.
+    /// Calls in progress, and the slot of the extension whose invocation
+    /// made the outermost one.
     pub depth: u32,
-    pub deadline: Instant,
+    pub top: u32,
     /// Calls of a dead export.
     pub dead_calls: u64,
 }
@@ -104,7 +108,7 @@ impl<H> Exports<H> {
             budgets: Vec::new(),
             started: now,
             depth: 0,
-            deadline: now,
+            top: u32::MAX,
             dead_calls: 0,
         }
     }

@@ -15,11 +15,13 @@
 //!   exporter, it holds only the buffers the exporter keeps and no
 //!   message (handles, like arrays, do not cross), and `addHandler` is
 //!   refused (the caller's initialiser's installation is hidden);
-//! - it runs within the calling invocation's budget: its fuel is what the
-//!   caller has left, charged to the caller after it, and its time
-//!   limit is what is left of the caller's (the deadline the outermost
-//!   call took from the invocation's start and budget), so the watchdog
-//!   covers both;
+//! - it runs within the calling invocation's budget: the exporter's VM
+//!   gets, at the invocation's first call into it, the fuel the caller
+//!   has left and what is left of the caller's time (from the
+//!   invocation's start and budget; the clock is read there only), and
+//!   each call's fuel is charged to the caller, whose own watchdog thus
+//!   sees the calls' time: a runaway callee is stopped within the
+//!   caller's budget, and a caller that calls many times within it;
 //! - a fault of the callee (its time running out included) terminates the
 //!   caller's invocation with the same fault and is counted on the
 //!   export too; what the exporter kept during the faulted call goes
@@ -177,6 +179,7 @@ pub(crate) fn install_exporter(
             class: cname,
             vm: Some(Box::new(vm)),
             own,
+            limits_for: None,
             compiling,
             exports: slots,
             importers: Vec::new(),
@@ -242,8 +245,9 @@ fn poll_compiled(x: &mut Exporter<Rt>) {
     }
 }
 
-/// Whether the exporter in `slot` runs its handlers and exports as
-/// machine code.
+/// Whether the exporter in `slot` runs as machine code its handlers and
+/// the exports handlers may call (those that allocate stay interpreted,
+/// as methods that allocate do).
 pub(crate) fn is_compiled(rt: &Rt, slot: usize) -> bool {
     let Some(x) = rt.exports.at(slot) else {
         return false;
@@ -257,7 +261,9 @@ pub(crate) fn is_compiled(rt: &Rt, slot: usize) -> bool {
         .filter_map(|&k| rt.exports.table.get(k)?.as_ref());
     x.compiling.is_none()
         && vm.class().handlers().iter().all(|&m| vm.is_compiled(m))
-        && exported.into_iter().all(|e| vm.is_compiled(e.method))
+        && exported
+            .filter(|e| e.ephemeral)
+            .all(|e| vm.is_compiled(e.method))
 }
 
 /// Run a handler of the exporter in `slot` (its VM is in the table):
@@ -278,7 +284,7 @@ pub(crate) fn invoke_own(
     let Some(mut vm) = x.vm.take() else {
         return Err(Fault::Internal("the exporter's VM is in use".into()));
     };
-    if vm.limits() != own {
+    if x.limits_for.take().is_some() {
         vm.set_limits(own);
     }
     let r = vm.invoke_prepared(rt, p, args);
@@ -305,36 +311,37 @@ fn call(rt: &mut Rt, cx: &mut NativeCtx<'_>, k: usize, args: &[i32]) -> NativeRe
         return Err(native_fault(why));
     }
     let (slot, m) = (e.slot as usize, e.method);
-    let now = Instant::now();
-    let deadline = if ex.depth == 0 {
-        let budget = ex.budgets.get(rt.cur.slot as usize).copied();
-        ex.started + budget.unwrap_or_default()
-    } else {
-        ex.deadline
-    };
-    let left = deadline.saturating_duration_since(now);
-    if left.is_zero() {
-        return Err(Box::new(Fault::Timeout));
+    if ex.depth == 0 {
+        ex.top = rt.cur.slot;
     }
+    let started = ex.started;
+    let budget = ex.budgets.get(ex.top as usize).copied();
     let Some(x) = ex.at_mut(slot) else {
         return Err(native_fault("the exporter is gone".into()));
     };
     if x.compiling.is_some() {
         poll_compiled(x);
     }
-    let (xid, own) = (x.id, x.own);
+    let (xid, own, fresh) = (x.id, x.own, x.limits_for != Some(started));
     let Some(mut vm) = x.vm.take() else {
         return Err(native_fault(
             "the exporter is running (a call back into it)".into(),
         ));
     };
+    if fresh {
+        let left = (started + budget.unwrap_or_default()).saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            x.vm = Some(vm);
+            return Err(Box::new(Fault::Timeout));
+        }
+        vm.set_limits(Limits {
+            fuel: cx.fuel_left(),
+            max_time: Some(left),
+            ..own
+        });
+        x.limits_for = Some(started);
+    }
     ex.depth += 1;
-    ex.deadline = deadline;
-    vm.set_limits(Limits {
-        fuel: cx.fuel_left(),
-        max_time: Some(left),
-        ..own
-    });
     let caller = rt.cur;
     let installing = rt.installing.take();
     rt.cur = Current {
