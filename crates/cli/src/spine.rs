@@ -336,6 +336,24 @@ pub fn print_listing(l: &SpineListing, totals: bool) {
                 }
             );
         }
+        for e in &x.exports {
+            let faults: u64 = e.terminations.iter().map(|(_, n)| n).sum();
+            println!(
+                "    exports {}.{} ({}): {} calls, {} faulted",
+                x.name,
+                e.method,
+                if e.ephemeral {
+                    "ephemeral"
+                } else {
+                    "init only"
+                },
+                e.calls,
+                faults
+            );
+        }
+        if !x.imports.is_empty() {
+            println!("    imports {}", x.imports.join(", "));
+        }
     }
     if totals {
         println!(
@@ -383,6 +401,14 @@ pub fn to_json(l: &SpineListing) -> serde_json::Value {
                 "max_ns": h.max_ns,
                 "terminations": pairs(&h.terminations),
             })).collect::<Vec<_>>(),
+            "exports": x.exports.iter().map(|e| serde_json::json!({
+                "method": e.method,
+                "ephemeral": e.ephemeral,
+                "calls": e.calls,
+                "terminations": pairs(&e.terminations),
+                "last_fault": e.last_fault,
+            })).collect::<Vec<_>>(),
+            "imports": x.imports,
         })).collect::<Vec<_>>(),
         "events": pairs(&l.events),
         "drops": pairs(&l.drops),
@@ -391,5 +417,6 @@ pub fn to_json(l: &SpineListing) -> serde_json::Value {
         "queued": l.queued,
         "bad_handles": l.bad_handles,
         "keeps_refused": l.keeps_refused,
+        "dead_calls": l.dead_calls,
     })
 }

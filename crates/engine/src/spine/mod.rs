@@ -13,6 +13,8 @@
 //!   handler table, the running invocation);
 //! - `natives.rs`: the `spine` domain;
 //! - `ext.rs`: an extension (its VM, handlers, budget, statistics);
+//! - `exports.rs`, `link.rs`: what extensions export to one another
+//!   (domains of their own), and the calls between them;
 //! - `setup.rs`: loading, unloading and listing extensions, and
 //!   reclaiming a client's when it goes;
 //! - `timers.rs`: the extensions' timers (`Spine.timer`), fired as
@@ -34,7 +36,9 @@
 //! endpoint table, takes them and delivers to host endpoints.
 
 pub(crate) mod events;
+pub(crate) mod exports;
 pub(crate) mod ext;
+pub(crate) mod link;
 pub(crate) mod msgs;
 pub(crate) mod natives;
 pub(crate) mod peer;
@@ -257,7 +261,7 @@ impl SpinePart {
             .and_then(|x| x.as_mut())
             .filter(|x| x.id == t.ext_id);
         let Some((x, e)) = x.and_then(|x| {
-            let e = x.timer_entry(t.slot, t.method, t.context)?;
+            let e = x.timer_entry(rt, t.slot, t.method, t.context)?;
             Some((x, e))
         }) else {
             rt.timers.dropped += 1;

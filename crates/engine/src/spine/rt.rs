@@ -14,6 +14,7 @@ use unet_abi::spine::{
 
 use crate::config::EngineConfig;
 use crate::spine::events::{DropReason, Event, EventKind, EventQueue};
+use crate::spine::exports::Exports;
 use crate::spine::msgs::{BufPool, KeepSet, MsgPool};
 use crate::spine::peers::Peers;
 use crate::spine::timers::Timers;
@@ -100,6 +101,8 @@ pub(crate) struct Rt {
     pub keeps_refused: u64,
     /// The links over the wire a handler may send to.
     pub wire: WireDests,
+    /// What extensions export to one another.
+    pub exports: Exports<Rt>,
 }
 
 impl Rt {
@@ -127,6 +130,7 @@ impl Rt {
             bad_handles: 0,
             keeps_refused: 0,
             wire: WireDests::default(),
+            exports: Exports::new(),
         }
     }
 
