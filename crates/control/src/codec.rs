@@ -91,6 +91,14 @@ kinds! {
         SpineUnload = 49,
         /// [`Request::SpineList`].
         SpineList = 50,
+        /// [`Request::PeerJoin`].
+        PeerJoin = 64,
+        /// [`Request::PeerDoorbell`].
+        PeerDoorbell = 65,
+        /// [`Request::PeerLeave`].
+        PeerLeave = 66,
+        /// [`Request::PeerList`].
+        PeerList = 67,
         /// [`Request::SpineLinkListen`].
         SpineLinkListen = 52,
         /// [`Request::SpineLinkConnect`].
@@ -141,6 +149,10 @@ kinds! {
         SpineLoaded = 148,
         /// [`Reply::SpineListing`].
         SpineListing = 149,
+        /// [`Reply::PeerJoined`].
+        PeerJoined = 164,
+        /// [`Reply::PeerListing`].
+        PeerListing = 165,
         /// [`Reply::SpineLink`].
         SpineLink = 152,
         /// [`Reply::SpineLinkListing`].
@@ -396,6 +408,22 @@ impl Request {
                 w
             }
             Request::SpineList => W::new(ReqKind::SpineList as u16, req_id),
+            Request::PeerJoin { side } => {
+                let mut w = W::new(ReqKind::PeerJoin as u16, req_id);
+                w.u8(*side);
+                w
+            }
+            Request::PeerDoorbell { index } => {
+                let mut w = W::new(ReqKind::PeerDoorbell as u16, req_id);
+                w.u32(*index);
+                w
+            }
+            Request::PeerLeave { index } => {
+                let mut w = W::new(ReqKind::PeerLeave as u16, req_id);
+                w.u32(*index);
+                w
+            }
+            Request::PeerList => W::new(ReqKind::PeerList as u16, req_id),
             Request::AttachApplet {
                 endpoint,
                 len,
@@ -628,6 +656,13 @@ impl Request {
             }
             ReqKind::SpineUnload => Request::SpineUnload { id: r.u32()? },
             ReqKind::SpineList => Request::SpineList,
+            ReqKind::PeerJoin => match r.u8()? {
+                side @ (0 | 1) => Request::PeerJoin { side },
+                _ => return Err(ControlError::BadField("side")),
+            },
+            ReqKind::PeerDoorbell => Request::PeerDoorbell { index: r.u32()? },
+            ReqKind::PeerLeave => Request::PeerLeave { index: r.u32()? },
+            ReqKind::PeerList => Request::PeerList,
             ReqKind::AttachApplet => Request::AttachApplet {
                 endpoint: r.u32()?,
                 len: r.u32()?,
@@ -770,6 +805,16 @@ impl Reply {
             }
             Reply::SpineListing { len } => {
                 let mut w = W::new(ReplyKind::SpineListing as u16, req_id);
+                w.u32(*len);
+                w
+            }
+            Reply::PeerJoined { index } => {
+                let mut w = W::new(ReplyKind::PeerJoined as u16, req_id);
+                w.u32(*index);
+                w
+            }
+            Reply::PeerListing { len } => {
+                let mut w = W::new(ReplyKind::PeerListing as u16, req_id);
                 w.u32(*len);
                 w
             }
@@ -936,6 +981,8 @@ impl Reply {
                 Reply::SpineLoaded { id, handlers }
             }
             ReplyKind::SpineListing => Reply::SpineListing { len: r.u32()? },
+            ReplyKind::PeerJoined => Reply::PeerJoined { index: r.u32()? },
+            ReplyKind::PeerListing => Reply::PeerListing { len: r.u32()? },
             ReplyKind::Rejected => {
                 let n = r.u16()? as usize;
                 if n > MAX_TEXT {
@@ -1086,6 +1133,10 @@ mod tests {
             ),
             ("spine_unload", Request::SpineUnload { id: 3 }),
             ("spine_list", Request::SpineList),
+            ("peer_join", Request::PeerJoin { side: 1 }),
+            ("peer_doorbell", Request::PeerDoorbell { index: 17 }),
+            ("peer_leave", Request::PeerLeave { index: 17 }),
+            ("peer_list", Request::PeerList),
             (
                 "attach_applet",
                 Request::AttachApplet {
@@ -1219,6 +1270,8 @@ mod tests {
                 },
             ),
             ("reply_spine_listing", Reply::SpineListing { len: 4096 }),
+            ("reply_peer_joined", Reply::PeerJoined { index: 17 }),
+            ("reply_peer_listing", Reply::PeerListing { len: 512 }),
             (
                 "reply_memory_registered",
                 Reply::MemoryRegistered { handle: 3 },
@@ -1529,7 +1582,7 @@ mod tests {
 
     #[test]
     fn every_error_code_round_trips() {
-        for v in (1..=27u16).chain([30]) {
+        for v in 1..=30u16 {
             let c = ErrorCode::from_u16(v).unwrap_or_else(|| panic!("code {v}"));
             assert_eq!(c as u16, v);
             let r = Reply::Error(c);

@@ -15,6 +15,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use unet_abi::{Geometry, Reliability};
 
 mod codec;
+pub mod peer;
 pub mod spine;
 pub mod spine_wire;
 
@@ -153,6 +154,12 @@ pub enum ErrorCode {
     ObjectQuota = 26,
     /// No SPINE extension with that id (or not this user's).
     NoSuchExtension = 27,
+    /// No peer queue with that index on the adapter.
+    NoSuchPeer = 28,
+    /// The peer segment or its side was refused (not a sealed memory
+    /// file of a peer segment's layout, a side not 0 or 1, or a side
+    /// attached before).
+    BadPeer = 29,
     /// No SPINE link with that id (or not this user's).
     NoSuchLink = 30,
 }
@@ -188,6 +195,8 @@ impl ErrorCode {
             25 => RankTaken,
             26 => ObjectQuota,
             27 => NoSuchExtension,
+            28 => NoSuchPeer,
+            29 => BadPeer,
             30 => NoSuchLink,
             _ => return None,
         })
@@ -266,6 +275,8 @@ impl std::fmt::Display for ErrorCode {
                  per-process limit)"
             }
             ErrorCode::NoSuchExtension => "no such SPINE extension (or not this user's)",
+            ErrorCode::NoSuchPeer => "no such peer queue on the adapter",
+            ErrorCode::BadPeer => "not a peer segment (or that side of it was attached before)",
             ErrorCode::NoSuchLink => "no such SPINE link (or not this user's)",
         })
     }
@@ -500,6 +511,30 @@ pub enum Request {
         /// the current size).
         capacity: u32,
     },
+    /// Join a peer adapter (SPINE's peer queues): fds: the peer segment
+    /// (a sealed memory file of `unet_abi::peer`'s layout) and, if
+    /// known, the peer adapter's doorbell (what its
+    /// [`Reply::PeerJoined`] gave). The adapter attaches `side` of the
+    /// segment and answers [`Reply::PeerJoined`]. Only the engine's owner
+    /// (or root) may ask.
+    PeerJoin {
+        /// This adapter's side of the segment: 0 or 1.
+        side: u8,
+    },
+    /// Give peer queue `index` its peer's doorbell (fd), rung when this
+    /// adapter sends to a peer that sleeps. Answered with [`Reply::Ok`].
+    PeerDoorbell {
+        /// The queue.
+        index: u32,
+    },
+    /// Leave peer queue `index`: the adapter closes its side (the peer
+    /// sees it dead) and forgets the queue. Answered with [`Reply::Ok`].
+    PeerLeave {
+        /// The queue.
+        index: u32,
+    },
+    /// List the adapter's peer queues: [`Reply::PeerListing`].
+    PeerList,
     /// Ask for the events the trace holds, oldest first. Answered with
     /// [`Reply::TraceDump`] and a memory file holding them; the trace
     /// goes on recording (or stays off) as it was.
@@ -665,6 +700,18 @@ pub enum Reply {
     /// The answer to [`Request::SpineList`]; fd: a memory file holding
     /// the listing ([`spine::SpineListing`]), `len` bytes.
     SpineListing {
+        /// Length of the listing.
+        len: u32,
+    },
+    /// The answer to [`Request::PeerJoin`]; fd: this adapter's doorbell
+    /// for the peer (an eventfd), to be handed to the peer adapter.
+    PeerJoined {
+        /// The index the adapter gave the queue (`DEST_PEER`'s id).
+        index: u32,
+    },
+    /// The answer to [`Request::PeerList`]; fd: a memory file holding
+    /// the listing ([`peer::PeerListing`]), `len` bytes.
+    PeerListing {
         /// Length of the listing.
         len: u32,
     },

@@ -47,6 +47,7 @@ mod endpoint;
 #[allow(unsafe_code)]
 pub mod ffi;
 mod fifo;
+pub mod peer;
 mod session;
 #[allow(unsafe_code)]
 mod shm;
