@@ -13,6 +13,8 @@
 //!   handler table, the running invocation);
 //! - `natives.rs`: the `spine` domain;
 //! - `ext.rs`: an extension (its VM, handlers, budget, statistics);
+//! - `exports.rs`, `link.rs`: what extensions export to one another
+//!   (domains of their own), and the calls between them;
 //! - `setup.rs`: loading, unloading and listing extensions, and
 //!   reclaiming a client's when it goes;
 //! - `timers.rs`: the extensions' timers (`Spine.timer`), fired as
@@ -23,21 +25,29 @@
 //!   handler's number, or the extension handler's; the graph's message
 //!   it belongs to; the event that queued it);
 //! - `peer.rs`: the peer-to-peer message queues between adapters on one
-//!   host (shared memory).
+//!   host (shared memory);
+//! - `peers.rs`: the adapter's table of them, joined by clients, read
+//!   by the turn and sent on by handlers;
+//! - `wire.rs`: links to adapters over the UDP wire, and the active
+//!   messages sent over them.
 //!
 //! SPINE sits above U-Net: host endpoints' active messages wait in
 //! U-Net's inbox (`unet/am.rs`), and SPINE's turn, which borrows the
 //! endpoint table, takes them and delivers to host endpoints.
 
 pub(crate) mod events;
+pub(crate) mod exports;
 pub(crate) mod ext;
+pub(crate) mod link;
 pub(crate) mod msgs;
 pub(crate) mod natives;
 pub(crate) mod peer;
+pub(crate) mod peers;
 pub(crate) mod rt;
 pub(crate) mod setup;
 pub(crate) mod timers;
 pub(crate) mod trace;
+pub(crate) mod wire;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -74,6 +84,8 @@ pub(crate) struct SpinePart {
     frame: Vec<u8>,
     /// Loads whose class is being verified.
     pub loads: Loads,
+    /// Links over the wire.
+    pub wire: wire::WireLinks,
     /// The event graph's recorder (the loop's and SPINE's events).
     pub trace: Recorder,
     /// Handlers came or went since the graph's types were named.
@@ -93,6 +105,7 @@ impl SpinePart {
             frame: Vec::new(),
             trace: Recorder::new(Some(waker.clone())),
             loads: Loads::new(waker),
+            wire: wire::WireLinks::default(),
             names_dirty: true,
         }
     }
@@ -105,7 +118,10 @@ impl SpinePart {
     /// Whether a turn has anything to do.
     #[inline]
     fn idle(&self, eps: &EndpointTable) -> bool {
-        eps.am.queue.is_empty() && self.rt.queue.is_empty() && !self.rt.timers.is_due()
+        eps.am.queue.is_empty()
+            && self.rt.queue.is_empty()
+            && self.rt.peers.is_empty()
+            && !self.rt.timers.is_due()
     }
 
     /// Queue a `Timer` event for each timer that is due (tagged with the
@@ -201,12 +217,10 @@ impl SpinePart {
             }
             EventKind::Handler => self.invoke(ev.msg),
             EventKind::DeliverHost => self.deliver_host(ev, eps),
+            EventKind::PeerTx => peers::forward(&mut self.rt, ev),
+            // Framed onto the port at the end of the turn.
+            EventKind::WireTx => self.wire.out.push((ev.arg, ev.msg)),
             EventKind::Timer => self.run_timer(ev.arg),
-            // Peer queues and the wire have no events yet.
-            EventKind::PeerTx | EventKind::WireTx => {
-                self.rt.queue.count_drop(DropReason::BadDest);
-                self.rt.msgs.free(ev.msg, &mut self.rt.bufs);
-            }
         }
     }
 
@@ -247,7 +261,7 @@ impl SpinePart {
             .and_then(|x| x.as_mut())
             .filter(|x| x.id == t.ext_id);
         let Some((x, e)) = x.and_then(|x| {
-            let e = x.timer_entry(t.slot, t.method, t.context)?;
+            let e = x.timer_entry(rt, t.slot, t.method, t.context)?;
             Some((x, e))
         }) else {
             rt.timers.dropped += 1;
@@ -311,16 +325,27 @@ impl SpinePart {
         rt.msgs.free(ev.msg, &mut rt.bufs);
     }
 
-    /// One turn: take the hosts' messages, then run what is queued (at
-    /// most [`TURN_MAX`] events).
-    fn turn_with(&mut self, eps: &mut EndpointTable) -> usize {
+    /// Queue what came in: the hosts' active messages, the peer queues'
+    /// messages, the timers that are due.
+    #[inline]
+    fn take_in(&mut self, eps: &mut EndpointTable) -> usize {
         let mut work = 0;
         if !eps.am.queue.is_empty() {
             work += self.take_host(eps);
         }
+        if !self.rt.peers.is_empty() {
+            work += peers::take(&mut self.rt);
+        }
         if self.rt.timers.is_due() {
             work += self.fire_timers();
         }
+        work
+    }
+
+    /// One turn: take the hosts' messages, then run what is queued (at
+    /// most [`TURN_MAX`] events).
+    fn turn_with(&mut self, eps: &mut EndpointTable) -> usize {
+        let work = self.take_in(eps);
         let n = self.rt.queue.len().min(TURN_MAX);
         for _ in 0..n {
             let Some(ev) = self.rt.queue.pop() else {
@@ -343,13 +368,7 @@ impl SpinePart {
         if self.names_dirty {
             self.name_types();
         }
-        let mut work = 0;
-        if !eps.am.queue.is_empty() {
-            work += self.take_host(eps);
-        }
-        if self.rt.timers.is_due() {
-            work += self.fire_timers();
-        }
+        let work = self.take_in(eps);
         let n = self.rt.queue.len().min(TURN_MAX);
         let mut t = trace::now();
         for _ in 0..n {
@@ -449,25 +468,46 @@ pub(crate) struct SpineTurn<'a> {
 
 impl Part for SpineTurn<'_> {
     #[inline]
-    fn turn(&mut self, _cx: &mut Context<'_>) -> usize {
-        if self.spine.idle(self.eps) {
+    fn turn(&mut self, cx: &mut Context<'_>) -> usize {
+        let wire_in = cx.port.as_ref().is_some_and(|p| !p.st.spine.is_empty());
+        if self.spine.idle(self.eps) && !wire_in {
             return 0;
         }
-        // The trace's one test a turn (not an event) when it is off.
-        if self.spine.trace.on() {
-            return self.spine.turn_traced(self.eps);
+        let mut work = 0;
+        if wire_in {
+            if let Some(p) = cx.port.as_deref_mut() {
+                work += wire::take_in(self.spine, p);
+            }
         }
-        self.spine.turn_with(self.eps)
+        // The trace's one test a turn (not an event) when it is off.
+        work += if self.spine.trace.on() {
+            self.spine.turn_traced(self.eps)
+        } else {
+            self.spine.turn_with(self.eps)
+        };
+        if self.spine.wire.has_out() {
+            wire::send_out(self.spine, cx.port.as_deref_mut());
+        }
+        work
     }
 
-    /// The earliest timer.
+    /// The earliest timer, and the peer queues' look at their peers.
     fn deadline(&self, _cx: &Context<'_>) -> Option<Instant> {
-        self.spine.rt.timers.next_due()
+        let peers = self.spine.rt.peers.deadline();
+        let timers = self.spine.rt.timers.next_due();
+        peers.into_iter().chain(timers).min()
     }
 
-    /// SPINE has no doorbells of its own: hosts ring their endpoints'.
-    fn arm(&self, _on: bool) {}
+    /// Hosts ring their endpoints' doorbells; peer adapters ring the one
+    /// the peer queues gave them, when armed.
+    fn arm(&self, on: bool) {
+        self.spine.rt.peers.arm(on);
+    }
 }
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_neighbour;
+#[cfg(test)]
+mod tests_terminate;
