@@ -15,6 +15,7 @@ mod net;
 mod overhead;
 mod plot;
 mod report;
+mod spine;
 pub mod stats;
 mod tcp;
 mod udm;
@@ -49,6 +50,10 @@ pub enum Command {
     /// and Figures 7-10 (applications and synth-N under a gang scheduler
     /// with skew).
     Udm(udm::Args),
+    /// SPINE: the dispatcher's cost per event and per handler invocation
+    /// (compiled and interpreted, beside a direct Rust call), the watchdog's
+    /// stop time for a runaway handler, and a neighbour's rate beside it.
+    Spine(spine::Args),
     /// A node process of a `unet bench udm` run (internal).
     #[command(name = "__udm-node", hide = true)]
     UdmNode(udm_node::NodeArgs),
@@ -71,6 +76,7 @@ pub fn run(c: Command) -> ExitCode {
         Command::Javia(a) => javia::run(a),
         Command::JaviaPeer(a) => javia::run_peer(a),
         Command::Udm(a) => udm::run(a),
+        Command::Spine(a) => spine::run(a),
         Command::UdmNode(a) => udm_node::run(a),
     }
 }
