@@ -130,7 +130,7 @@ pub mod wire;
 pub use dispatch::invoker;
 pub use spine::trace::{
     DumpError, TraceDump, TraceEvent, DEFAULT_CAPACITY as TRACE_DEFAULT_CAPACITY,
-    MAX_CAPACITY as TRACE_MAX_CAPACITY,
+    LOOP_FIRST as TRACE_LOOP_FIRST, MAX_CAPACITY as TRACE_MAX_CAPACITY,
 };
 
 pub use config::{
@@ -148,6 +148,7 @@ pub use config::{DEFAULT_CLIENT_UDM_JOBS, DEFAULT_CLIENT_UDM_NODES};
 pub use config::{DEFAULT_VI_BREAK_TIMEOUT, DEFAULT_VI_HELD_BUDGET};
 pub use dispatch::dispatcher::Dispatcher;
 pub use ipnet::IpNet;
+pub use spine::peer::{create_peer_segment, DEFAULT_GEOMETRY as DEFAULT_PEER_GEOMETRY};
 pub use unet::endpoints::MAX_CHANNELS;
 pub use unet_control::{EndpointAddr, ErrorCode, Limits, PathChoice};
 use unet_sys as sys;

@@ -198,7 +198,8 @@ impl Rig {
     /// the set-up half does; its slot.
     pub(super) fn install(&mut self, name: &str, arg: i32, budget: Duration) -> usize {
         let sp = &mut self.sp;
-        let v = ext::verify(&classes()[name], &[]).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let to = crate::spine::link::linkable(&sp.rt);
+        let v = ext::verify(&classes()[name], &[], &to).unwrap_or_else(|e| panic!("{name}: {e}"));
         let slot = sp.exts.len();
         sp.rt.keeps.resize_with(slot + 1, || KeepSet::new(KEEP_MAX));
         let id = sp.next_id();
