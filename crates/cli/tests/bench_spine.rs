@@ -1,7 +1,8 @@
 //! `unet bench spine --quick --json --svg F`: SPINE's benchmark runs end to
 //! end on engines stepped in the process (javac compiles its extensions,
 //! so a JDK >= 22 is needed) and reports every row, compiled and
-//! interpreted, each beside its baseline, the targets with whether they
+//! interpreted, then the peer queue's and the wire's ping-pong rows, each
+//! beside its baseline, the targets with whether they
 //! are met, and draws the watchdog's figure. Shape only: no timing
 //! thresholds (this build is not a release build, and the machine is
 //! shared), but the counts it checks are exact.
@@ -54,6 +55,14 @@ fn bench_spine_reports_every_row_beside_its_baseline() {
         want.push(("watchdog_p99".into(), mode.into()));
     }
     want.push(("neighbour_rate".into(), "compiled".into()));
+    // Then the peer queue's and the wire's ping-pong rows.
+    for row in [
+        "peer_pingpong",
+        "peer_pingpong_polling",
+        "wire_pingpong_64B",
+    ] {
+        want.push((row.into(), "compiled".into()));
+    }
     assert_eq!(names, want);
     for r in &rows {
         assert!(r["value"].as_f64().is_some_and(f64::is_finite), "{r}");

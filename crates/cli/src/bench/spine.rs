@@ -60,6 +60,12 @@
 //!   runaway fed without pause would take (the whole of its budget per
 //!   message).
 //!
+//! - `peer_pingpong`, `wire_pingpong_*`: handler ping-pong between two
+//!   extensions on two adapters over the peer queue and over the UDP
+//!   wire, beside host ping-pong on the direct path: the rows of
+//!   `unet bench spine-peer` and `unet bench spine-wire`, run here after
+//!   this file's own ([`MORE_ROWS`]).
+//!
 //! Every batch checks what the engine did (each descriptor's status, the
 //! replies on A, the messages on B), and the listing is checked after
 //! each part: no handler but `onSpin` stopped, no drop but the refused
@@ -108,8 +114,6 @@ pub struct Args {
 }
 
 /// What the rows of other parts of SPINE are given.
-// Read by the rows of [`MORE_ROWS`] only (none yet).
-#[allow(dead_code)]
 pub(super) struct Opts {
     pub reps: usize,
     pub quick: bool,
@@ -141,9 +145,70 @@ pub(super) type RowFn = fn(&Opts) -> Result<Vec<Row>, String>;
 /// The rows other parts add, run after this file's own, in this order:
 /// handler ping-pong between two adapters over the peer queue
 /// (`spine_peer::peer_pingpong`) and over the UDP wire
-/// (`spine_wire::wire_pingpong`). Each is listed here as
-/// `("peer", super::spine_peer::peer_pingpong)` once its file exists.
-const MORE_ROWS: &[(&str, RowFn)] = &[];
+/// (`spine_wire::wire_pingpong`), each beside the hosts' direct path.
+const MORE_ROWS: &[(&str, RowFn)] = &[
+    ("peer queue ping-pong", peer_rows),
+    ("wire ping-pong", wire_rows),
+];
+
+/// `spine_peer::peer_pingpong`'s rows (its own defaults: 50 rallies; 10
+/// with `--quick`).
+fn peer_rows(o: &Opts) -> Result<Vec<Row>, String> {
+    let rallies = if o.quick { 10 } else { 50 };
+    let rows = super::spine_peer::peer_pingpong(o.reps.min(3), rallies)?;
+    Ok(rows
+        .into_iter()
+        .map(|r| Row {
+            name: if r.polling {
+                "peer_pingpong_polling".into()
+            } else {
+                "peer_pingpong".into()
+            },
+            mode: "compiled",
+            value: r.median_us,
+            unit: "us",
+            baseline: Some(("host direct path".into(), r.baseline_median_us)),
+            ratio: Some(r.ratio()),
+            target: None,
+            paper: None,
+            more: vec![("p99_us", r.p99_us), ("baseline_p99_us", r.baseline_p99_us)],
+        })
+        .collect())
+}
+
+/// `spine_wire::wire_pingpong`'s rows (its own defaults; one size, 64
+/// bytes, and fewer rounds with `--quick`).
+fn wire_rows(o: &Opts) -> Result<Vec<Row>, String> {
+    let a = super::spine_wire::WireArgs {
+        sizes: if o.quick {
+            vec![64]
+        } else {
+            vec![8, 64, 236, 1024, 16384]
+        },
+        rounds: 100,
+        iters: if o.quick { 50 } else { 200 },
+        reps: o.reps.min(3),
+        time_ms: if o.quick { 100 } else { 500 },
+        json: false,
+    };
+    Ok(super::spine_wire::wire_pingpong(&a)?
+        .into_iter()
+        .map(|r| Row {
+            name: format!("wire_pingpong_{}B", r.size),
+            mode: "compiled",
+            value: r.spine_median_us,
+            unit: "us",
+            baseline: Some(("host direct path".into(), r.direct_median_us)),
+            ratio: Some(r.ratio_direct()),
+            target: None,
+            paper: None,
+            more: vec![
+                ("p99_us", r.spine_p99_us),
+                ("raw_udp_us", r.raw_udp_median_us),
+            ],
+        })
+        .collect())
+}
 
 /// Messages per timed batch.
 const BATCH: usize = 32;
