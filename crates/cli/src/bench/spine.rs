@@ -929,7 +929,7 @@ fn print_table(rows: &[Row], reps: usize, batches: usize) {
          {batches} batches of {BATCH}; release build, this machine)"
     );
     println!(
-        "{:<16} {:<12} {:>12} {:<6} {:>20} {:>12} {:>8}  target",
+        "{:<22} {:<12} {:>12} {:<6} {:>20} {:>12} {:>8}  target",
         "row", "mode", "value", "unit", "baseline", "", "ratio"
     );
     for r in rows {
@@ -943,7 +943,7 @@ fn print_table(rows: &[Row], reps: usize, batches: usize) {
             format!("{t} ({})", if *met { "met" } else { "missed" })
         });
         println!(
-            "{:<16} {:<12} {:>12.2} {:<6} {:>20} {:>12} {:>8}  {target}",
+            "{:<22} {:<12} {:>12.2} {:<6} {:>20} {:>12} {:>8}  {target}",
             r.name,
             r.mode,
             r.value,
@@ -953,10 +953,10 @@ fn print_table(rows: &[Row], reps: usize, batches: usize) {
             r.ratio.map_or(String::new(), |x| format!("{x:.2}x")),
         );
         for (k, x) in &r.more {
-            println!("{:<16} {:<12} {:>12.2} {k}", "", "", x);
+            println!("{:<22} {:<12} {:>12.2} {k}", "", "", x);
         }
         if let Some(paper) = r.paper {
-            println!("{:<16} {:<12} paper: {paper}", "", "");
+            println!("{:<22} {:<12} paper: {paper}", "", "");
         }
     }
 }
