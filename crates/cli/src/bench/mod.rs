@@ -15,6 +15,7 @@ mod net;
 mod overhead;
 mod plot;
 mod report;
+mod spine;
 pub(crate) mod spine_graph;
 mod spine_peer;
 mod spine_wire;
@@ -52,6 +53,10 @@ pub enum Command {
     /// and Figures 7-10 (applications and synth-N under a gang scheduler
     /// with skew).
     Udm(udm::Args),
+    /// SPINE: the dispatcher's cost per event and per handler invocation
+    /// (compiled and interpreted, beside a direct Rust call), the watchdog's
+    /// stop time for a runaway handler, and a neighbour's rate beside it.
+    Spine(spine::Args),
     /// SPINE: handler ping-pong between two extensions on two adapters
     /// over the peer queue, beside host ping-pong on the direct path.
     /// (Until `unet bench spine` runs it.)
@@ -87,6 +92,7 @@ pub fn run(c: Command) -> ExitCode {
         Command::Javia(a) => javia::run(a),
         Command::JaviaPeer(a) => javia::run_peer(a),
         Command::Udm(a) => udm::run(a),
+        Command::Spine(a) => spine::run(a),
         Command::SpinePeer(a) => spine_peer::run(a),
         Command::SpineGraph(a) => spine_graph::run(a),
         Command::UdmNode(a) => udm_node::run(a),
