@@ -1,5 +1,8 @@
 //! `unet spine load|unload|list`: SPINE's extensions on a running daemon,
-//! and the per-handler table `unet stat` shows.
+//! and the per-handler table `unet stat` shows; `unet spine
+//! peer|peers|unpeer`: the peer queues that join two running daemons'
+//! adapters, and their rows; `unet spine link ...` (links over the wire)
+//! in `spine/link.rs`.
 //!
 //! An extension lives as long as the control connection that loaded it
 //! (the engine reclaims everything a client held when it goes), so
@@ -12,7 +15,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
+use unet::peer::PeerListing;
 use unet::spine::{ExtensionOptions, SpineListing};
+
+pub mod link;
 
 #[derive(Subcommand)]
 pub enum Command {
@@ -24,6 +30,27 @@ pub enum Command {
     Unload(UnloadArgs),
     /// List the extensions with their handlers' statistics.
     List(ListArgs),
+    /// Join two running adapters by a peer queue (`--socket A --socket
+    /// B`); prints the index each gave it (`DEST_PEER`'s id there).
+    Peer(PeerArgs),
+    /// List an adapter's peer queues: index, state, depth, messages in
+    /// and out, drops by reason.
+    Peers(ListArgs),
+    /// Leave a peer queue of an adapter (its peer sees it dead).
+    Unpeer(UnloadArgs),
+    /// Links over the UDP wire to other daemons (adapters).
+    #[command(subcommand)]
+    Link(link::LinkCommand),
+}
+
+#[derive(Args)]
+pub struct PeerArgs {
+    /// Control sockets of the two engines to join (twice).
+    #[arg(long, num_args = 1, required = true, value_name = "PATH")]
+    socket: Vec<PathBuf>,
+    /// Print one JSON object instead of a line.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -73,7 +100,117 @@ pub fn run(c: Command) -> ExitCode {
         Command::Load(a) => load(a),
         Command::Unload(a) => unload(a),
         Command::List(a) => list(a),
+        Command::Peer(a) => peer(a),
+        Command::Peers(a) => peers(a),
+        Command::Unpeer(a) => {
+            match unet::Session::connect(&a.socket).and_then(|s| s.leave_peer(a.id)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(e),
+            }
+        }
+        Command::Link(c) => link::run(c),
     }
+}
+
+fn peer(a: PeerArgs) -> ExitCode {
+    let [sa, sb] = &a.socket[..] else {
+        return fail("give two control sockets: --socket A --socket B");
+    };
+    let joined = unet::Session::connect(sa).and_then(|x| {
+        let y = unet::Session::connect(sb)?;
+        unet::peer::join(&x, &y)
+    });
+    match joined {
+        Ok(p) if a.json => {
+            println!("{}", serde_json::json!({ "a": p.a, "b": p.b }));
+            ExitCode::SUCCESS
+        }
+        Ok(p) => {
+            println!(
+                "joined: index {} on {}, index {} on {}",
+                p.a,
+                sa.display(),
+                p.b,
+                sb.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}
+
+fn peers(a: ListArgs) -> ExitCode {
+    let l = match unet::Session::connect(&a.socket).and_then(|s| s.list_peers()) {
+        Ok(l) => l,
+        Err(e) => return fail(e),
+    };
+    if a.json {
+        println!("{}", peers_json(&l));
+    } else {
+        print_peers(&l, true);
+    }
+    ExitCode::SUCCESS
+}
+
+/// The peer queues, one row each (with `empty`, a heading when there is
+/// none).
+pub fn print_peers(l: &PeerListing, empty: bool) {
+    if l.peers.is_empty() && !empty {
+        return;
+    }
+    println!("spine peer queues:");
+    println!(
+        "  {:>8} {:>4} {:<18} {:>8} {:>8} {:>12} {:>12}  drops",
+        "index", "side", "state", "pid", "depth", "in", "out"
+    );
+    for p in &l.peers {
+        let state = if p.reason.is_empty() {
+            p.state.clone()
+        } else {
+            format!("{} ({})", p.state, p.reason)
+        };
+        let drops: Vec<String> = p.drops.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        println!(
+            "  {:>8} {:>4} {:<18} {:>8} {:>8} {:>12} {:>12}  {}",
+            p.index,
+            p.side,
+            state,
+            p.peer_pid,
+            p.depth,
+            p.msgs_in,
+            p.msgs_out,
+            if drops.is_empty() {
+                "-".to_string()
+            } else {
+                drops.join(", ")
+            }
+        );
+    }
+}
+
+/// The peer queues as JSON (`unet spine peers --json`, and `peers` in
+/// `unet stat --json`).
+pub fn peers_json(l: &PeerListing) -> serde_json::Value {
+    serde_json::json!(l
+        .peers
+        .iter()
+        .map(|p| serde_json::json!({
+            "index": p.index,
+            "side": p.side,
+            "state": p.state,
+            "reason": p.reason,
+            "peer_pid": p.peer_pid,
+            "depth": p.depth,
+            "in": p.msgs_in,
+            "out": p.msgs_out,
+            "drops": serde_json::Value::Object(
+                p.drops
+                    .iter()
+                    .map(|(k, v)| (k.clone(), serde_json::json!(v)))
+                    .collect()
+            ),
+        }))
+        .collect::<Vec<_>>())
 }
 
 fn fail(e: impl std::fmt::Display) -> ExitCode {

@@ -91,6 +91,22 @@ kinds! {
         SpineUnload = 49,
         /// [`Request::SpineList`].
         SpineList = 50,
+        /// [`Request::PeerJoin`].
+        PeerJoin = 64,
+        /// [`Request::PeerDoorbell`].
+        PeerDoorbell = 65,
+        /// [`Request::PeerLeave`].
+        PeerLeave = 66,
+        /// [`Request::PeerList`].
+        PeerList = 67,
+        /// [`Request::SpineLinkListen`].
+        SpineLinkListen = 52,
+        /// [`Request::SpineLinkConnect`].
+        SpineLinkConnect = 53,
+        /// [`Request::SpineLinkClose`].
+        SpineLinkClose = 54,
+        /// [`Request::SpineLinks`].
+        SpineLinks = 55,
         /// [`Request::TraceSet`].
         TraceSet = 72,
         /// [`Request::TraceDump`].
@@ -133,6 +149,14 @@ kinds! {
         SpineLoaded = 148,
         /// [`Reply::SpineListing`].
         SpineListing = 149,
+        /// [`Reply::PeerJoined`].
+        PeerJoined = 164,
+        /// [`Reply::PeerListing`].
+        PeerListing = 165,
+        /// [`Reply::SpineLink`].
+        SpineLink = 152,
+        /// [`Reply::SpineLinkListing`].
+        SpineLinkListing = 155,
         /// [`Reply::TraceState`].
         TraceState = 74,
         /// [`Reply::TraceDump`].
@@ -384,6 +408,22 @@ impl Request {
                 w
             }
             Request::SpineList => W::new(ReqKind::SpineList as u16, req_id),
+            Request::PeerJoin { side } => {
+                let mut w = W::new(ReqKind::PeerJoin as u16, req_id);
+                w.u8(*side);
+                w
+            }
+            Request::PeerDoorbell { index } => {
+                let mut w = W::new(ReqKind::PeerDoorbell as u16, req_id);
+                w.u32(*index);
+                w
+            }
+            Request::PeerLeave { index } => {
+                let mut w = W::new(ReqKind::PeerLeave as u16, req_id);
+                w.u32(*index);
+                w
+            }
+            Request::PeerList => W::new(ReqKind::PeerList as u16, req_id),
             Request::AttachApplet {
                 endpoint,
                 len,
@@ -509,6 +549,23 @@ impl Request {
                 w
             }
             Request::TraceDump => W::new(ReqKind::TraceDump as u16, req_id),
+            Request::SpineLinkListen { token } => {
+                let mut w = W::new(ReqKind::SpineLinkListen as u16, req_id);
+                w.u64(*token);
+                w
+            }
+            Request::SpineLinkConnect { peer, token } => {
+                let mut w = W::new(ReqKind::SpineLinkConnect as u16, req_id);
+                w.addr(Some(*peer));
+                w.u64(*token);
+                w
+            }
+            Request::SpineLinkClose { link } => {
+                let mut w = W::new(ReqKind::SpineLinkClose as u16, req_id);
+                w.u32(*link);
+                w
+            }
+            Request::SpineLinks => W::new(ReqKind::SpineLinks as u16, req_id),
         };
         w.done().to_vec()
     }
@@ -599,6 +656,13 @@ impl Request {
             }
             ReqKind::SpineUnload => Request::SpineUnload { id: r.u32()? },
             ReqKind::SpineList => Request::SpineList,
+            ReqKind::PeerJoin => match r.u8()? {
+                side @ (0 | 1) => Request::PeerJoin { side },
+                _ => return Err(ControlError::BadField("side")),
+            },
+            ReqKind::PeerDoorbell => Request::PeerDoorbell { index: r.u32()? },
+            ReqKind::PeerLeave => Request::PeerLeave { index: r.u32()? },
+            ReqKind::PeerList => Request::PeerList,
             ReqKind::AttachApplet => Request::AttachApplet {
                 endpoint: r.u32()?,
                 len: r.u32()?,
@@ -656,6 +720,13 @@ impl Request {
                 capacity: r.u32()?,
             },
             ReqKind::TraceDump => Request::TraceDump,
+            ReqKind::SpineLinkListen => Request::SpineLinkListen { token: r.u64()? },
+            ReqKind::SpineLinkConnect => Request::SpineLinkConnect {
+                peer: r.addr()?.ok_or(ControlError::BadField("peer"))?,
+                token: r.u64()?,
+            },
+            ReqKind::SpineLinkClose => Request::SpineLinkClose { link: r.u32()? },
+            ReqKind::SpineLinks => Request::SpineLinks,
         };
         Ok((id, req))
     }
@@ -737,6 +808,16 @@ impl Reply {
                 w.u32(*len);
                 w
             }
+            Reply::PeerJoined { index } => {
+                let mut w = W::new(ReplyKind::PeerJoined as u16, req_id);
+                w.u32(*index);
+                w
+            }
+            Reply::PeerListing { len } => {
+                let mut w = W::new(ReplyKind::PeerListing as u16, req_id);
+                w.u32(*len);
+                w
+            }
             Reply::MemoryRegistered { handle } => {
                 let mut w = W::new(ReplyKind::MemoryRegistered as u16, req_id);
                 w.u32(*handle);
@@ -811,6 +892,17 @@ impl Reply {
                 let mut w = W::new(ReplyKind::TraceDump as u16, req_id);
                 w.u32(*events);
                 w.u64(*len);
+                w
+            }
+            Reply::SpineLink { link, token } => {
+                let mut w = W::new(ReplyKind::SpineLink as u16, req_id);
+                w.u32(*link);
+                w.u64(*token);
+                w
+            }
+            Reply::SpineLinkListing { len } => {
+                let mut w = W::new(ReplyKind::SpineLinkListing as u16, req_id);
+                w.u32(*len);
                 w
             }
         };
@@ -889,6 +981,8 @@ impl Reply {
                 Reply::SpineLoaded { id, handlers }
             }
             ReplyKind::SpineListing => Reply::SpineListing { len: r.u32()? },
+            ReplyKind::PeerJoined => Reply::PeerJoined { index: r.u32()? },
+            ReplyKind::PeerListing => Reply::PeerListing { len: r.u32()? },
             ReplyKind::Rejected => {
                 let n = r.u16()? as usize;
                 if n > MAX_TEXT {
@@ -912,6 +1006,11 @@ impl Reply {
                 events: r.u32()?,
                 len: r.u64()?,
             },
+            ReplyKind::SpineLink => Reply::SpineLink {
+                link: r.u32()?,
+                token: r.u64()?,
+            },
+            ReplyKind::SpineLinkListing => Reply::SpineLinkListing { len: r.u32()? },
         };
         Ok((id, rep))
     }
@@ -1034,6 +1133,10 @@ mod tests {
             ),
             ("spine_unload", Request::SpineUnload { id: 3 }),
             ("spine_list", Request::SpineList),
+            ("peer_join", Request::PeerJoin { side: 1 }),
+            ("peer_doorbell", Request::PeerDoorbell { index: 17 }),
+            ("peer_leave", Request::PeerLeave { index: 17 }),
+            ("peer_list", Request::PeerList),
             (
                 "attach_applet",
                 Request::AttachApplet {
@@ -1110,6 +1213,21 @@ mod tests {
                 },
             ),
             ("trace_dump", Request::TraceDump),
+            (
+                "spine_link_listen",
+                Request::SpineLinkListen {
+                    token: 0x0123_4567_89ab_cdef,
+                },
+            ),
+            (
+                "spine_link_connect",
+                Request::SpineLinkConnect {
+                    peer: "127.0.0.1:7700".parse().unwrap(),
+                    token: 0x0123_4567_89ab_cdef,
+                },
+            ),
+            ("spine_link_close", Request::SpineLinkClose { link: 0x102 }),
+            ("spine_links", Request::SpineLinks),
         ];
         let reps = [
             (
@@ -1152,6 +1270,8 @@ mod tests {
                 },
             ),
             ("reply_spine_listing", Reply::SpineListing { len: 4096 }),
+            ("reply_peer_joined", Reply::PeerJoined { index: 17 }),
+            ("reply_peer_listing", Reply::PeerListing { len: 512 }),
             (
                 "reply_memory_registered",
                 Reply::MemoryRegistered { handle: 3 },
@@ -1211,6 +1331,17 @@ mod tests {
                     events: 3,
                     len: 4096,
                 },
+            ),
+            (
+                "reply_spine_link",
+                Reply::SpineLink {
+                    link: 0x102,
+                    token: 0x0123_4567_89ab_cdef,
+                },
+            ),
+            (
+                "reply_spine_link_listing",
+                Reply::SpineLinkListing { len: 512 },
             ),
         ];
         let mut v: Vec<(&str, Vec<u8>)> = reqs.iter().map(|(n, r)| (*n, r.encode(17))).collect();
@@ -1451,7 +1582,7 @@ mod tests {
 
     #[test]
     fn every_error_code_round_trips() {
-        for v in 1..=27u16 {
+        for v in 1..=30u16 {
             let c = ErrorCode::from_u16(v).unwrap_or_else(|| panic!("code {v}"));
             assert_eq!(c as u16, v);
             let r = Reply::Error(c);
@@ -1459,7 +1590,7 @@ mod tests {
             assert!(!c.to_string().is_empty());
         }
         assert_eq!(ErrorCode::from_u16(0), None);
-        assert_eq!(ErrorCode::from_u16(28), None);
+        assert_eq!(ErrorCode::from_u16(31), None);
     }
 
     #[test]

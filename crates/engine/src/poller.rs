@@ -28,6 +28,9 @@ pub(crate) enum Token {
     ViDoorbell(usize),
     /// The doorbell of a UDM job (its id).
     UdmDoorbell(usize),
+    /// SPINE's peer queues: their epoll set (the adapter's doorbell for
+    /// its peers, their processes' pidfds).
+    Peers,
 }
 
 impl Token {
@@ -40,6 +43,7 @@ impl Token {
             Token::Admin => (5, 0),
             Token::ViDoorbell(i) => (6, i),
             Token::UdmDoorbell(i) => (7, i),
+            Token::Peers => (8, 0),
         };
         (k << KIND_SHIFT) | i as u64
     }
@@ -54,6 +58,7 @@ impl Token {
             5 => Token::Admin,
             6 => Token::ViDoorbell(i),
             7 => Token::UdmDoorbell(i),
+            8 => Token::Peers,
             _ => return None,
         })
     }

@@ -252,6 +252,11 @@ impl Epoll {
     pub fn new() -> io::Result<Epoll> {
         Ok(Epoll(epoll::create(epoll::CreateFlags::CLOEXEC)?))
     }
+    /// Its descriptor (readable while a source it watches is ready: an
+    /// epoll set may be watched by another).
+    pub fn fd(&self) -> &OwnedFd {
+        &self.0
+    }
     /// Watch `fd` for input, reporting `token`.
     pub fn add(&self, fd: RawFd, token: u64) -> io::Result<()> {
         epoll::add(

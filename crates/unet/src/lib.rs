@@ -47,10 +47,12 @@ mod endpoint;
 #[allow(unsafe_code)]
 pub mod ffi;
 mod fifo;
+pub mod peer;
 mod session;
 #[allow(unsafe_code)]
 mod shm;
 pub mod spine;
+pub mod spine_wire;
 pub mod udm;
 pub mod via;
 

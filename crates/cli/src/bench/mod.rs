@@ -15,6 +15,8 @@ mod net;
 mod overhead;
 mod plot;
 mod report;
+mod spine_peer;
+mod spine_wire;
 pub mod stats;
 mod tcp;
 mod udm;
@@ -49,6 +51,10 @@ pub enum Command {
     /// and Figures 7-10 (applications and synth-N under a gang scheduler
     /// with skew).
     Udm(udm::Args),
+    /// SPINE: handler ping-pong between two extensions on two adapters
+    /// over the peer queue, beside host ping-pong on the direct path.
+    /// (Until `unet bench spine` runs it.)
+    SpinePeer(spine_peer::PeerArgs),
     /// A node process of a `unet bench udm` run (internal).
     #[command(name = "__udm-node", hide = true)]
     UdmNode(udm_node::NodeArgs),
@@ -58,6 +64,10 @@ pub enum Command {
     /// The other process of a network benchmark run (internal).
     #[command(name = "__child", hide = true)]
     Child(child::ChildArgs),
+    /// SPINE: a handler ping-pong between two adapters over the UDP wire,
+    /// beside two host processes on the direct path and raw UDP (until
+    /// `unet bench spine` takes these rows).
+    SpineWire(spine_wire::WireArgs),
 }
 
 pub fn run(c: Command) -> ExitCode {
@@ -71,6 +81,8 @@ pub fn run(c: Command) -> ExitCode {
         Command::Javia(a) => javia::run(a),
         Command::JaviaPeer(a) => javia::run_peer(a),
         Command::Udm(a) => udm::run(a),
+        Command::SpinePeer(a) => spine_peer::run(a),
         Command::UdmNode(a) => udm_node::run(a),
+        Command::SpineWire(a) => spine_wire::run(a),
     }
 }

@@ -18,6 +18,7 @@ use crate::control::server::{ControlServer, Incoming};
 use crate::control::setup_thread::{Done, SetupThread};
 use crate::counters::Counters;
 use crate::poller::Poller;
+use crate::spine::peers;
 use crate::spine::setup::SpineSetup;
 use crate::spine::trace::{self, Recorder};
 use crate::spine::SpinePart;
@@ -125,6 +126,27 @@ impl Setup<'_> {
             Request::SpineLoad { .. } | Request::SpineUnload { .. } | Request::SpineList => {
                 self.spine_setup().handle_spine(ci, req_id, req, &mut fds)
             }
+            Request::PeerJoin { .. }
+            | Request::PeerDoorbell { .. }
+            | Request::PeerLeave { .. }
+            | Request::PeerList => {
+                // A peer queue reaches every handler of the adapter: the
+                // owner's only.
+                if !self.owner(ci) {
+                    return self.reply(ci, req_id, Reply::Error(ErrorCode::NotOwner));
+                }
+                let peers = &mut self.spine.rt.peers;
+                let (r, fd) = peers::handle(peers, self.poller, &*self.server, ci, req, &mut fds);
+                let fds: Vec<_> = fd.iter().map(|f| f.as_raw_fd()).collect();
+                self.server.reply(ci, req_id, r, &fds);
+            }
+            Request::SpineLinkListen { .. }
+            | Request::SpineLinkConnect { .. }
+            | Request::SpineLinkClose { .. }
+            | Request::SpineLinks => {
+                let port = self.remote.as_mut().map(|r| &mut *r.port);
+                crate::spine::wire::handle(self.spine, port, &*self.server, ci, req_id, req)
+            }
             Request::TraceSet { .. } | Request::TraceDump => {
                 // Events time every client's messages: the owner's only.
                 if !self.owner(ci) {
@@ -215,6 +237,8 @@ impl Setup<'_> {
             }
         });
         self.spine_setup().drop_client(ci);
+        let port = self.remote.as_mut().map(|r| &mut *r.port);
+        crate::spine::wire::drop_client(self.spine, port, ci);
         self.via(|v| v.drop_client_vias(ci));
         self.trace.forget(ci);
         self.udm(|u| u.drop_client_udm(ci));
@@ -251,5 +275,6 @@ fn costs_descriptors(req: &Request) -> bool {
             | Request::UdmCreateJob { .. }
             | Request::UdmJoin { .. }
             | Request::UdmJoinRemote { .. }
+            | Request::PeerJoin { .. }
     )
 }

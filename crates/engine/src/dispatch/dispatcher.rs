@@ -501,6 +501,8 @@ impl Dispatcher {
                 Token::ViDoorbell(id) => crate::via::via_loop::touch(&mut self.vias, id as u32),
                 // Its job is polled every turn; the wake-up was the point.
                 Token::UdmDoorbell(_) => {}
+                // A peer adapter sent, or one's process exited.
+                Token::Peers => self.spine.rt.peers.woken(),
             }
         }
         self.tokens = tokens;

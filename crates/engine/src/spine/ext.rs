@@ -248,6 +248,15 @@ impl Ext {
         ok
     }
 
+    /// The extension's VM, for tests that drive it (a check limit, its
+    /// scratch region, compiling it at once).
+    #[cfg(test)]
+    pub(crate) fn vm_mut(&mut self) -> &mut Vm<Rt> {
+        self.vm
+            .as_mut()
+            .expect("the VM of an extension that exports nothing")
+    }
+
     /// Whether the extension's handlers run as machine code.
     pub(crate) fn is_compiled(&self, rt: &Rt) -> bool {
         let Some(vm) = &self.vm else {

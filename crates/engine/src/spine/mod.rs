@@ -20,7 +20,11 @@
 //! - `trace.rs`: the event graph's recorder (off by default, switched
 //!   on at run time);
 //! - `peer.rs`: the peer-to-peer message queues between adapters on one
-//!   host (shared memory).
+//!   host (shared memory);
+//! - `peers.rs`: the adapter's table of them, joined by clients, read
+//!   by the turn and sent on by handlers;
+//! - `wire.rs`: links to adapters over the UDP wire, and the active
+//!   messages sent over them.
 //!
 //! SPINE sits above U-Net: host endpoints' active messages wait in
 //! U-Net's inbox (`unet/am.rs`), and SPINE's turn, which borrows the
@@ -33,9 +37,11 @@ pub(crate) mod link;
 pub(crate) mod msgs;
 pub(crate) mod natives;
 pub(crate) mod peer;
+pub(crate) mod peers;
 pub(crate) mod rt;
 pub(crate) mod setup;
 pub(crate) mod trace;
+pub(crate) mod wire;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -71,6 +77,8 @@ pub(crate) struct SpinePart {
     frame: Vec<u8>,
     /// Loads whose class is being verified.
     pub loads: Loads,
+    /// Links over the wire.
+    pub wire: wire::WireLinks,
 }
 
 impl SpinePart {
@@ -85,6 +93,7 @@ impl SpinePart {
             compile: cfg.applet_compile,
             frame: Vec::new(),
             loads: Loads::new(waker),
+            wire: wire::WireLinks::default(),
         }
     }
 
@@ -96,7 +105,7 @@ impl SpinePart {
     /// Whether a turn has anything to do.
     #[inline]
     fn idle(&self, eps: &EndpointTable) -> bool {
-        eps.am.queue.is_empty() && self.rt.queue.is_empty()
+        eps.am.queue.is_empty() && self.rt.queue.is_empty() && self.rt.peers.is_empty()
     }
 
     /// Take the host endpoints' active messages into the queue.
@@ -178,8 +187,11 @@ impl SpinePart {
             }
             EventKind::Handler => self.invoke(ev.msg),
             EventKind::DeliverHost => self.deliver_host(ev, eps),
-            // Peer queues, the wire and timers have no events yet.
-            EventKind::PeerTx | EventKind::WireTx | EventKind::Timer => {
+            EventKind::PeerTx => peers::forward(&mut self.rt, ev),
+            // Framed onto the port at the end of the turn.
+            EventKind::WireTx => self.wire.out.push((ev.arg, ev.msg)),
+            // Timers have no events yet.
+            EventKind::Timer => {
                 self.rt.queue.count_drop(DropReason::BadDest);
                 self.rt.msgs.free(ev.msg, &mut self.rt.bufs);
             }
@@ -253,6 +265,9 @@ impl SpinePart {
         if !eps.am.queue.is_empty() {
             work += self.take_host(eps);
         }
+        if !self.rt.peers.is_empty() {
+            work += peers::take(&mut self.rt);
+        }
         let n = self.rt.queue.len().min(TURN_MAX);
         for _ in 0..n {
             let Some(ev) = self.rt.queue.pop() else {
@@ -300,22 +315,40 @@ pub(crate) struct SpineTurn<'a> {
 
 impl Part for SpineTurn<'_> {
     #[inline]
-    fn turn(&mut self, _cx: &mut Context<'_>) -> usize {
-        if self.spine.idle(self.eps) {
+    fn turn(&mut self, cx: &mut Context<'_>) -> usize {
+        let wire_in = cx.port.as_ref().is_some_and(|p| !p.st.spine.is_empty());
+        if self.spine.idle(self.eps) && !wire_in {
             return 0;
         }
-        self.spine.turn_with(self.eps)
+        let mut work = 0;
+        if wire_in {
+            if let Some(p) = cx.port.as_deref_mut() {
+                work += wire::take_in(self.spine, p);
+            }
+        }
+        work += self.spine.turn_with(self.eps);
+        if self.spine.wire.has_out() {
+            wire::send_out(self.spine, cx.port.as_deref_mut());
+        }
+        work
     }
 
-    /// Nothing waits on a time yet (timers come with the event types
-    /// that need them).
+    /// The peer queues' look at their peers (timers come with the event
+    /// types that need them).
     fn deadline(&self, _cx: &Context<'_>) -> Option<Instant> {
-        None
+        self.spine.rt.peers.deadline()
     }
 
-    /// SPINE has no doorbells of its own: hosts ring their endpoints'.
-    fn arm(&self, _on: bool) {}
+    /// Hosts ring their endpoints' doorbells; peer adapters ring the one
+    /// the peer queues gave them, when armed.
+    fn arm(&self, on: bool) {
+        self.spine.rt.peers.arm(on);
+    }
 }
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_neighbour;
+#[cfg(test)]
+mod tests_terminate;

@@ -49,9 +49,6 @@
 //! written in place in the segment's mapping, which the link owns.
 
 #![allow(unsafe_code)]
-// SPINE's part takes the links into its loop; until then only the tests
-// use them.
-#![cfg_attr(not(test), allow(dead_code))]
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -154,10 +151,10 @@ impl PeerDrop {
     /// The name `unet stat` shows.
     pub(crate) const fn name(self) -> &'static str {
         match self {
-            PeerDrop::BadArgsLen => "peer_drop_bad_args_len",
-            PeerDrop::BadFlags => "peer_drop_bad_flags",
-            PeerDrop::DeadOut => "peer_drop_dead_out",
-            PeerDrop::DeadIn => "peer_drop_dead_in",
+            PeerDrop::BadArgsLen => "bad_args_len",
+            PeerDrop::BadFlags => "bad_flags",
+            PeerDrop::DeadOut => "dead_out",
+            PeerDrop::DeadIn => "dead_in",
         }
     }
 }
@@ -189,12 +186,20 @@ impl PeerStats {
 pub(crate) struct PeerConfig {
     /// See [`DEFAULT_STALL_TIMEOUT`].
     pub stall_timeout: Duration,
+    /// A push may pair a compiler fence with its consumer's heavy fence
+    /// ([`sys::asymmetric_fences`], when the kernel has them): for a
+    /// consumer that sleeps seldom. Off, a push issues a full fence and a
+    /// consumer about to sleep needs only a full fence too (an engine
+    /// that sleeps whenever a turn finds nothing: a heavy fence is a
+    /// system call that interrupts every CPU).
+    pub asymmetric: bool,
 }
 
 impl Default for PeerConfig {
     fn default() -> Self {
         PeerConfig {
             stall_timeout: DEFAULT_STALL_TIMEOUT,
+            asymmetric: true,
         }
     }
 }
@@ -227,6 +232,21 @@ impl std::fmt::Display for AttachError {
             Self::SideTaken(s) => write!(f, "side {s} of the segment was attached before"),
         }
     }
+}
+
+/// The geometry of the peer segments clients make to join two adapters:
+/// 256 slots a direction and 256 KiB of bulk data (a message carries at
+/// most 128 KiB).
+pub const DEFAULT_GEOMETRY: PeerGeometry = PeerGeometry {
+    slots: 256,
+    data_size: 256 << 10,
+};
+
+/// Make a fresh peer segment of `geometry` for link `link_id` and return
+/// its memory file, for a client to hand to two adapters with their
+/// sides ([`unet_control::Request::PeerJoin`]).
+pub fn create_peer_segment(geometry: PeerGeometry, link_id: u32) -> io::Result<OwnedFd> {
+    PeerLink::create(geometry, link_id)
 }
 
 /// The largest peer segment.
@@ -339,7 +359,7 @@ impl PeerLink {
             seen_head: 0,
             rx_final: false,
             beat: 0,
-            asym: sys::asymmetric_fences(),
+            asym: cfg.asymmetric && sys::asymmetric_fences(),
             own_pid,
             peer_pid: 0,
             pidfd: None,
@@ -364,8 +384,14 @@ impl PeerLink {
     }
 
     /// The largest bulk data a message may carry on this link.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn bulk_max(&self) -> u32 {
         self.bulk_max
+    }
+
+    /// The peer's process id, once it is known (0 before).
+    pub(crate) fn peer_pid(&self) -> u32 {
+        self.peer_pid
     }
 
     /// Messages sent and not yet taken by the peer, as far as this side
@@ -464,14 +490,14 @@ impl PeerLink {
         Ok(())
     }
 
-    /// Wake the peer: its futex (a thread in [`PeerLink::wait`]) and its
-    /// doorbell (an engine asleep in its poller), if it gave one.
+    /// Wake the peer: its doorbell (an engine asleep in its poller) if it
+    /// gave one, its futex (a thread in [`PeerLink::wait`]) otherwise.
     fn ring_peer(&self) {
         let c = &self.view.lines(self.side).consumer;
         c.futex.fetch_add(1, Ordering::Release);
-        sys::futex_wake(&c.futex, 1);
-        if let Some(d) = &self.doorbell {
-            d.notify();
+        match &self.doorbell {
+            Some(d) => d.notify(),
+            None => sys::futex_wake(&c.futex, 1),
         }
     }
 
@@ -485,9 +511,10 @@ impl PeerLink {
     /// Say (`on`, before this side's engine sleeps) or unsay that this
     /// side sleeps: the peer then rings its doorbell when it sends. The
     /// peer's side of the handshake is a light fence
-    /// ([`sys::light_fence`]), so the caller issues
-    /// [`sys::heavy_fence`] after arming its links and before its last
-    /// look ([`PeerLink::has_messages`]).
+    /// ([`sys::light_fence`]), so the caller issues a full fence (links
+    /// made with `asymmetric` off on both sides) or [`sys::heavy_fence`]
+    /// after arming its links and before its last look
+    /// ([`PeerLink::has_messages`]).
     pub(crate) fn arm(&self, on: bool) {
         let c = &self.view.lines(self.side ^ 1).consumer;
         c.sleeping.store(on as u32, Ordering::Relaxed);
@@ -603,6 +630,7 @@ impl PeerLink {
     /// Sleep until a message waits from the peer, the peer closes, or
     /// `timeout` passes (or a spurious wake-up). For a consumer that is
     /// a thread of its own; an engine waits in its poller instead.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn wait(&mut self, timeout: Duration) {
         if self.dead.is_some() || self.has_messages() {
             return;

@@ -16,6 +16,8 @@ use crate::config::EngineConfig;
 use crate::spine::events::{DropReason, Event, EventKind, EventQueue};
 use crate::spine::exports::Exports;
 use crate::spine::msgs::{BufPool, KeepSet, MsgPool};
+use crate::spine::peers::Peers;
+use crate::spine::wire::WireDests;
 
 /// Buffers one extension may keep at once.
 pub(crate) const KEEP_MAX: usize = 256;
@@ -24,6 +26,7 @@ pub(crate) const HANDLERS_PER_EXT: usize = 64;
 
 /// Error codes the natives return (design: negative ints).
 pub(crate) const E_FULL: i32 = -1;
+pub(crate) const E_DEAD: i32 = -2;
 pub(crate) const E_BAD_DEST: i32 = -3;
 pub(crate) const E_LIMIT: i32 = -5;
 
@@ -74,6 +77,8 @@ pub(crate) struct Rt {
     pub msgs: MsgPool,
     pub bufs: BufPool,
     pub queue: EventQueue,
+    /// The links to peer adapters (`DEST_PEER`).
+    pub peers: Peers,
     /// By handler number.
     pub handlers: Vec<Option<HandlerEntry>>,
     /// What each extension keeps, by extension slot.
@@ -91,6 +96,8 @@ pub(crate) struct Rt {
     pub bad_handles: u64,
     /// `keep`s refused at the extension's cap.
     pub keeps_refused: u64,
+    /// The links over the wire a handler may send to.
+    pub wire: WireDests,
     /// What extensions export to one another.
     pub exports: Exports<Rt>,
 }
@@ -102,6 +109,7 @@ impl Rt {
             msgs: MsgPool::new(cfg.spine_msgs_max as usize),
             bufs: BufPool::new(cfg.spine_bufs_max as usize, cfg.spine_buf_size as usize),
             queue: EventQueue::new(cfg.spine_events_max as usize, cfg.spine_priorities),
+            peers: Peers::new(),
             handlers: vec![None; limit as usize],
             keeps: Vec::new(),
             cur: Current {
@@ -117,6 +125,7 @@ impl Rt {
             epoch: Instant::now(),
             bad_handles: 0,
             keeps_refused: 0,
+            wire: WireDests::default(),
             exports: Exports::new(),
         }
     }
@@ -196,13 +205,28 @@ impl Rt {
                 EventKind::Handler
             }
             DEST_HOST => EventKind::DeliverHost,
-            // Peer queues and the wire are not yet reachable from
-            // handlers on this adapter.
-            DEST_PEER | DEST_WIRE => {
-                give_back(self);
-                self.queue.count_drop(DropReason::BadDest);
-                return E_BAD_DEST;
-            }
+            DEST_PEER => match self.peers.may_send(id) {
+                Some(true) => EventKind::PeerTx,
+                Some(false) => {
+                    give_back(self);
+                    self.queue.count_drop(DropReason::Dead);
+                    return E_DEAD;
+                }
+                None => {
+                    give_back(self);
+                    self.queue.count_drop(DropReason::BadDest);
+                    return E_BAD_DEST;
+                }
+            },
+            // A link that is up, or E_DEAD / E_BAD_DEST.
+            DEST_WIRE => match self.wire.check(id) {
+                0 => EventKind::WireTx,
+                e => {
+                    give_back(self);
+                    self.queue.count_drop(DropReason::BadDest);
+                    return e;
+                }
+            },
             _ => {
                 give_back(self);
                 self.queue.count_drop(DropReason::BadDest);

@@ -493,7 +493,7 @@ fn terminations(terms: &[u64]) -> Vec<(String, u64)> {
 }
 
 /// A sealed memory file holding `bytes`.
-fn memory_file(bytes: &[u8]) -> std::io::Result<OwnedFd> {
+pub(crate) fn memory_file(bytes: &[u8]) -> std::io::Result<OwnedFd> {
     let fd = Segment::create_file("unet-spine-list", bytes.len().max(1))?;
     let mut f = std::fs::File::from(fd);
     f.write_all(bytes)?;

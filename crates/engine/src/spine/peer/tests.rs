@@ -211,10 +211,7 @@ fn bad_lengths_and_flags_in_a_slot_are_dropped_and_counted() {
     assert_eq!(got, vec![(65, vec![7; 8], vec![8; 64])]);
     let s = b.stats();
     let names: Vec<_> = PeerDrop::ALL.iter().map(|d| d.name()).collect();
-    assert_eq!(
-        names[..2],
-        ["peer_drop_bad_args_len", "peer_drop_bad_flags"]
-    );
+    assert_eq!(names[..2], ["bad_args_len", "bad_flags"]);
     assert_eq!(s.dropped(PeerDrop::BadArgsLen), 2);
     assert_eq!(s.dropped(PeerDrop::BadFlags), 4);
     assert_eq!(b.check(Instant::now()), PeerState::Alive);
