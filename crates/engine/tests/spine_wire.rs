@@ -362,3 +362,27 @@ fn links_are_capped_per_process_and_closed_when_their_client_goes() {
         Reply::Error(ErrorCode::NoWire)
     );
 }
+
+#[test]
+fn a_peer_that_goes_silent_leaves_its_link_silent() {
+    let mut e = Dispatcher::new(EngineConfig {
+        udp_bind: Some("127.0.0.1:0".parse().unwrap()),
+        liveness_timeout: Duration::from_millis(300),
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    let mut c = LocalClient::new(&mut e).unwrap();
+    let peer = socket();
+    let j = join(&mut c, &mut e, &peer);
+    // The peer says nothing more (it answers no keepalive).
+    wait(&mut c, &mut e, "the link silent", |l| {
+        l.link(j.link).unwrap().state == "silent"
+    });
+    // A message from it now is not taken.
+    peer.send_to(&msg(j.link, j.token, 1, hdr(100, 0), &[], &[]), j.at)
+        .unwrap();
+    wait(&mut c, &mut e, "the late message dropped", |l| {
+        l.link(j.link).unwrap().drop_count("not_up") == 1
+    });
+    assert_eq!(listing(&mut c, &mut e).link(j.link).unwrap().msgs_in, 0);
+}

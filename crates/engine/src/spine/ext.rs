@@ -254,7 +254,39 @@ impl Ext {
     pub(crate) fn vm_mut(&mut self) -> &mut Vm<Rt> {
         self.vm
             .as_mut()
-            .expect("the VM of an extension that exports nothing")
+            .expect("the tests drive extensions that export nothing")
+    }
+
+    /// Method `method` of the class as the handler a timer runs, in
+    /// extension slot `slot` with `context`: its statistics are those of
+    /// the installed handler of the same method, if there is one (else
+    /// the timers' own counters keep them). None if it cannot be run.
+    /// An exporter's VM lives in the runtime's table of exports (`rt`).
+    pub(crate) fn timer_entry(
+        &self,
+        rt: &Rt,
+        slot: u32,
+        method: u32,
+        context: i32,
+    ) -> Option<HandlerEntry> {
+        let vm = match &self.vm {
+            Some(vm) => vm,
+            None => rt.exports.at(slot as usize)?.vm.as_deref()?,
+        };
+        let m = vm.class().method_at(method)?;
+        let prepared = vm.prepare::<2>(m).ok()?;
+        let name = vm.class().method_name(m);
+        let index = self
+            .handlers
+            .iter()
+            .position(|h| h.method == name)
+            .map_or(u16::MAX, |i| i as u16);
+        Some(HandlerEntry {
+            slot,
+            index,
+            method: prepared,
+            context,
+        })
     }
 
     /// Whether the extension's handlers run as machine code.

@@ -17,6 +17,7 @@ use crate::spine::events::{DropReason, Event, EventKind, EventQueue};
 use crate::spine::exports::Exports;
 use crate::spine::msgs::{BufPool, KeepSet, MsgPool};
 use crate::spine::peers::Peers;
+use crate::spine::timers::Timers;
 use crate::spine::wire::WireDests;
 
 /// Buffers one extension may keep at once.
@@ -79,6 +80,8 @@ pub(crate) struct Rt {
     pub queue: EventQueue,
     /// The links to peer adapters (`DEST_PEER`).
     pub peers: Peers,
+    /// The extensions' timers (`Spine.timer`).
+    pub timers: Timers,
     /// By handler number.
     pub handlers: Vec<Option<HandlerEntry>>,
     /// What each extension keeps, by extension slot.
@@ -110,6 +113,7 @@ impl Rt {
             bufs: BufPool::new(cfg.spine_bufs_max as usize, cfg.spine_buf_size as usize),
             queue: EventQueue::new(cfg.spine_events_max as usize, cfg.spine_priorities),
             peers: Peers::new(),
+            timers: Timers::default(),
             handlers: vec![None; limit as usize],
             keeps: Vec::new(),
             cur: Current {

@@ -275,6 +275,7 @@ impl SpineSetup<'_> {
                 // message), but give back whatever the slot holds; the id
                 // goes to the next load.
                 sp.rt.keeps[slot].release_all(&mut sp.rt.bufs);
+                sp.drop_timers(slot);
                 sp.give_back_id(id);
                 return Reply::Rejected(why);
             }
@@ -332,6 +333,7 @@ impl SpineSetup<'_> {
         if let Some(k) = sp.rt.keeps.get_mut(slot) {
             k.release_all(&mut sp.rt.bufs);
         }
+        sp.drop_timers(slot);
         // Messages queued for its handlers go now (counted as `dead`): a
         // later extension taking the same numbers must not get them.
         let rt = &mut sp.rt;
@@ -395,6 +397,10 @@ impl SpineSetup<'_> {
             drops: DropReason::ALL
                 .iter()
                 .map(|r| (r.name().to_string(), rt.queue.drops[*r as usize]))
+                .chain([
+                    ("timers_refused".to_string(), rt.timers.refused),
+                    ("timers_dropped".to_string(), rt.timers.dropped),
+                ])
                 .collect(),
             msgs_live: rt.msgs.live() as u32,
             bufs_live: rt.bufs.live() as u32,

@@ -46,7 +46,7 @@ use unet_sys as sys;
 
 use crate::clients::{ClientId, ProcKey};
 use crate::spine::events::{DropReason, Event, EventKind};
-use crate::spine::rt::{Rt, E_BAD_DEST};
+use crate::spine::rt::{Rt, E_BAD_DEST, E_DEAD};
 use crate::spine::SpinePart;
 use crate::wire::frame::spine::{
     self as frame, MsgHead, SpineFrame, SpineMsg, MSG_HEADER_LEN, REFUSE_FULL, REFUSE_NO_LISTENER,
@@ -58,8 +58,6 @@ use crate::wire::port::WirePort;
 pub(crate) const LINKS_MAX: usize = 16;
 /// Links one process may hold at most.
 pub(crate) const LINKS_PER_PROCESS: usize = 4;
-/// The error a send to a link that is not up returns (design: `E_DEAD`).
-pub(crate) const E_DEAD: i32 = -2;
 /// Most messages a turn takes from the wire.
 const RX_MAX: usize = 4096;
 

@@ -121,9 +121,10 @@ pub(crate) struct Inbox {
     pub silent: Vec<SocketAddr>,
 }
 
-/// Most SPINE frames the port holds for SPINE's turn (more in one turn
-/// are dropped and counted in [`SpineInbox::overflow`]).
+/// Most SPINE frames, and bytes of them, the port holds for SPINE's turn
+/// (more in one turn are dropped and counted in [`SpineInbox::overflow`]).
 const SPINE_INBOX_MAX: usize = 4096;
+const SPINE_INBOX_BYTES: usize = 4 << 20;
 
 /// SPINE's frames as they came, whole (parsed again and checked by
 /// SPINE's turn, which knows its links' tokens and peers).
@@ -410,7 +411,9 @@ impl PortState {
             return self.drop(WireDrop::PeerNotAllowed);
         }
         let inbox = &mut self.spine;
-        if inbox.frames.len() >= SPINE_INBOX_MAX {
+        if inbox.frames.len() >= SPINE_INBOX_MAX
+            || inbox.bytes.len() + bytes.len() > SPINE_INBOX_BYTES
+        {
             inbox.overflow += 1;
             return;
         }
