@@ -492,6 +492,9 @@ fn when_an_exporters_owner_goes_its_importers_calls_fault_and_are_counted() {
 /// The cost of a call of another extension's export beside a call of a
 /// method of the extension's own class and an empty loop: `cargo test
 /// --release -p unet --test spine_exports -- --ignored --nocapture`.
+/// Both compiled, on a machine shared with other builds: 32.3 ns a
+/// cross-extension call, 2.4 ns an own call, 0.6 ns the loop alone (three
+/// runs agreeing within 0.2 ns).
 #[test]
 #[ignore = "a measurement: run it alone, in a release build"]
 fn bench_a_cross_extension_call_beside_an_own_call() {

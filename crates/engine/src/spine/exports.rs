@@ -34,7 +34,7 @@ use unet_abi::FaultKind;
 /// Export slots per adapter (each is a native function of its own).
 pub(crate) const EXPORTS_MAX: usize = 256;
 /// Methods one extension may export.
-pub(crate) const EXPORTS_PER_EXT: usize = 32;
+pub(crate) const EXPORTS_PER_EXT: usize = 16;
 /// Fault kinds counted per export.
 const KINDS: usize = FaultKind::ALL.len();
 

@@ -37,6 +37,20 @@ package unet.spine;
  * remote adapter over the wire). {@link #source(int)} gives a message's
  * source in that form.
  *
+ * <p>Extensions call one another through <em>domains</em>. An extension
+ * exports its {@code public static} methods whose parameters are
+ * {@code int} and whose result is {@code int} or {@code void} (but
+ * {@code init} and its handlers) into a domain named after it: the name
+ * it was loaded under, for example {@code router}. An extension loaded
+ * with that domain granted calls them as ordinary static calls of the
+ * exporter's class ({@code Lookup.lookup(addr)}, compiled against that
+ * class or a stub with the same signatures); the call runs in the
+ * exporter's statics and scratch, within the caller's time budget, and a
+ * fault in it stops the caller's invocation. A call of a domain not
+ * granted, of a method not exported or with another signature is refused
+ * at load with what is missing; a handler may call only exports that are
+ * ephemeral themselves.
+ *
  * <p>The bodies here are plain-Java stand-ins so that extensions compile
  * and their pure parts can be tested on a standard JVM: the natives only
  * do something in the engine, and throw
