@@ -26,7 +26,7 @@
 //! `dead_calls`), until the last importer goes and the slots are free.
 
 use std::sync::mpsc::Receiver;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use jive::{Compiled, Limits, MethodId, Vm};
 use unet_abi::FaultKind;
@@ -68,7 +68,7 @@ pub(crate) struct Exporter<H> {
     pub own: Limits,
     /// The invocation (its start) its VM's limits were last set for, as
     /// a call's.
-    pub limits_for: Option<Instant>,
+    pub limits_for: Option<u64>,
     /// Its machine code, being compiled.
     pub compiling: Option<Receiver<Result<Compiled<H>, String>>>,
     /// Export slots it holds.
@@ -88,8 +88,9 @@ pub(crate) struct Exports<H> {
     pub dead: Vec<Exporter<H>>,
     /// Time budget of each extension's invocations, by slot.
     pub budgets: Vec<Duration>,
-    /// When the running invocation started (set as it starts).
-    pub started: Instant,
+    /// When the running invocation started (set as it starts), in ticks
+    /// of the runtime's clock (`spine::clock`).
+    pub started: u64,
     /// Calls in progress, and the slot of the extension whose invocation
     /// made the outermost one.
     pub depth: u32,
@@ -100,13 +101,12 @@ pub(crate) struct Exports<H> {
 
 impl<H> Exports<H> {
     pub(crate) fn new() -> Exports<H> {
-        let now = Instant::now();
         Exports {
             table: Vec::new(),
             by_slot: Vec::new(),
             dead: Vec::new(),
             budgets: Vec::new(),
-            started: now,
+            started: 0,
             depth: 0,
             top: u32::MAX,
             dead_calls: 0,

@@ -16,12 +16,13 @@
 //! its own handlers and the importers' calls both reach it.
 
 use std::sync::mpsc::{Receiver, TryRecvError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use jive::{Class, Fault, Limits, LoadRules, MethodId, Vm};
 use unet_abi::FaultKind;
 
 use crate::clients::ClientId;
+use crate::spine::clock;
 use crate::spine::link::{self, Linkable};
 use crate::spine::natives::DOMAIN;
 use crate::spine::rt::{HandlerEntry, Rt, Wanted};
@@ -73,8 +74,10 @@ pub(crate) struct HandlerStats {
     pub number: u16,
     pub method: String,
     pub invocations: u64,
-    pub total_ns: u64,
-    pub max_ns: u64,
+    /// Time in invocations, and the longest, in ticks of the runtime's
+    /// clock (`clock::ns` converts).
+    pub total_ticks: u64,
+    pub max_ticks: u64,
     /// Terminations by [`FaultKind`].
     pub terms: [u64; TERM_KINDS],
 }
@@ -133,7 +136,7 @@ impl Ext {
         rt.cur.slot = slot;
         rt.cur.ext_id = id;
         rt.exports.set_budget(slot as usize, INIT_BUDGET);
-        rt.exports.started = Instant::now();
+        rt.exports.started = clock::ticks();
         let mut vm = match Vm::new(class, limits(INIT_BUDGET), rt) {
             Ok(vm) => vm,
             Err(f) => {
@@ -225,22 +228,22 @@ impl Ext {
             self.poll_compiled();
         }
         rt.begin(e.slot, self.id, msg);
-        let t0 = Instant::now();
+        let t0 = clock::ticks();
         rt.exports.started = t0;
         let args = [e.context, msg as i32];
         let r = match self.vm.as_mut() {
             Some(vm) => vm.invoke_prepared(rt, e.method, args),
             None => link::invoke_own(rt, e.slot as usize, e.method, args),
         };
-        let ns = t0.elapsed().as_nanos() as u64;
+        let took = clock::ticks().wrapping_sub(t0);
         let ok = r.is_ok();
         self.keeps_undone += rt.end(ok) as u64;
         let Some(s) = self.handlers.get_mut(e.index as usize) else {
             return ok;
         };
         s.invocations += 1;
-        s.total_ns += ns;
-        s.max_ns = s.max_ns.max(ns);
+        s.total_ticks += took;
+        s.max_ticks = s.max_ticks.max(took);
         if let Err(f) = r {
             s.terms[unet_sle::fault_kind(&f) as usize] += 1;
             self.last_fault = Some((s.number, describe(&f)));

@@ -29,12 +29,13 @@
 //! - a call of an export whose exporter went faults (counted).
 
 use std::sync::mpsc::{Receiver, TryRecvError};
-use std::time::Instant;
+use std::time::Duration;
 
 use jive::{
     Class, Compiled, Fault, Limits, MethodId, NativeCtx, NativeFn, NativeResult, Natives, Vm,
 };
 
+use crate::spine::clock;
 use crate::spine::exports::{Export, Exporter, EXPORTS_MAX, EXPORTS_PER_EXT};
 use crate::spine::natives::DOMAIN;
 use crate::spine::rt::{Current, Rt, NO_MSG};
@@ -329,7 +330,8 @@ fn call(rt: &mut Rt, cx: &mut NativeCtx<'_>, k: usize, args: &[i32]) -> NativeRe
         ));
     };
     if fresh {
-        let left = (started + budget.unwrap_or_default()).saturating_duration_since(Instant::now());
+        let ran = Duration::from_nanos(clock::ns(clock::ticks().wrapping_sub(started)));
+        let left = budget.unwrap_or_default().saturating_sub(ran);
         if left.is_zero() {
             x.vm = Some(vm);
             return Err(Box::new(Fault::Timeout));

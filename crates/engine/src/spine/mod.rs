@@ -35,6 +35,7 @@
 //! U-Net's inbox (`unet/am.rs`), and SPINE's turn, which borrows the
 //! endpoint table, takes them and delivers to host endpoints.
 
+pub(crate) mod clock;
 pub(crate) mod events;
 pub(crate) mod exports;
 pub(crate) mod ext;

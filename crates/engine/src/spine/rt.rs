@@ -107,6 +107,7 @@ pub(crate) struct Rt {
 
 impl Rt {
     pub(crate) fn new(cfg: &EngineConfig) -> Rt {
+        crate::spine::clock::start();
         let limit = cfg.spine_handlers.clamp(64, 1024);
         Rt {
             msgs: MsgPool::new(cfg.spine_msgs_max as usize),

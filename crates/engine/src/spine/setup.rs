@@ -25,6 +25,7 @@ use unet_control::{ErrorCode, Reply, Request};
 use unet_sys::{EventFd, Segment};
 
 use crate::clients::{ClientId, Clients, ProcKey};
+use crate::spine::clock;
 use crate::spine::events::{DropReason, EventKind};
 use crate::spine::ext::{self, Ext, Verified, DEFAULT_BUDGET, MAX_BUDGET};
 use crate::spine::link;
@@ -450,8 +451,8 @@ fn ext_info(x: &Ext, c: &dyn Clients, sp: &SpinePart) -> ExtInfo {
                 number: h.number,
                 method: h.method.clone(),
                 invocations: h.invocations,
-                total_ns: h.total_ns,
-                max_ns: h.max_ns,
+                total_ns: clock::ns(h.total_ticks),
+                max_ns: clock::ns(h.max_ticks),
                 terminations: terminations(&h.terms),
             })
             .collect(),

@@ -115,7 +115,7 @@ pub(crate) fn now() -> Stamp {
 
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn ticks() -> u64 {
+pub(crate) fn ticks() -> u64 {
     // SAFETY: `rdtsc` exists on every x86_64 CPU, reads a register and
     // touches no memory.
     unsafe { core::arch::x86_64::_rdtsc() }
@@ -123,7 +123,7 @@ fn ticks() -> u64 {
 
 #[cfg(not(target_arch = "x86_64"))]
 #[inline(always)]
-fn ticks() -> u64 {
+pub(crate) fn ticks() -> u64 {
     static BASE: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
     BASE.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }
