@@ -26,6 +26,7 @@ fn join(p: &Poller, a: &mut Rt, b: &mut Rt, proc: usize) -> (u32, u32) {
     let seg = segment();
     let two = seg.try_clone().unwrap();
     let (ia, da) = a.peers.join(p, Some((1, proc)), seg, 0, None).unwrap();
+    let da = doorbell_of(da).unwrap();
     let (ib, db) = b.peers.join(p, Some((1, proc)), two, 1, Some(da)).unwrap();
     a.peers
         .row_mut(ia)
@@ -159,6 +160,10 @@ fn joins_are_capped_per_process_and_per_adapter_and_bad_segments_refused() {
     let (i, _) = a.peers.join(&p, Some((3, 0)), s, side, None).unwrap();
     assert_eq!(i & 0xF, first & 0xF);
     assert!(a.peers.row(first).is_none());
+
+    // A doorbell that is not an eventfd.
+    let f = OwnedFd::from(std::fs::File::open("/dev/null").unwrap());
+    assert_eq!(doorbell_of(f).err(), Some(ErrorCode::BadRequest));
 
     // Not a sealed memory file; a side attached before.
     let mut b = rt();
