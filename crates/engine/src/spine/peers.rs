@@ -222,7 +222,7 @@ impl Peers {
             .rows
             .iter()
             .flatten()
-            .any(|r| r.dead.is_none() && (!r.watched || r.link.depth() > 0));
+            .any(|r| r.dead.is_none() && (r.link.peer_pid() == 0 || r.link.depth() > 0));
         needed.then_some(self.next_check)
     }
 
