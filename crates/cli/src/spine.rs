@@ -1,7 +1,8 @@
 //! `unet spine load|unload|list`: SPINE's extensions on a running daemon,
 //! and the per-handler table `unet stat` shows; `unet spine
 //! peer|peers|unpeer`: the peer queues that join two running daemons'
-//! adapters, and their rows.
+//! adapters, and their rows; `unet spine link ...` (links over the wire)
+//! in `spine/link.rs`.
 //!
 //! An extension lives as long as the control connection that loaded it
 //! (the engine reclaims everything a client held when it goes), so
@@ -16,6 +17,8 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use unet::peer::PeerListing;
 use unet::spine::{ExtensionOptions, SpineListing};
+
+pub mod link;
 
 #[derive(Subcommand)]
 pub enum Command {
@@ -35,6 +38,9 @@ pub enum Command {
     Peers(ListArgs),
     /// Leave a peer queue of an adapter (its peer sees it dead).
     Unpeer(UnloadArgs),
+    /// Links over the UDP wire to other daemons (adapters).
+    #[command(subcommand)]
+    Link(link::LinkCommand),
 }
 
 #[derive(Args)]
@@ -102,6 +108,7 @@ pub fn run(c: Command) -> ExitCode {
                 Err(e) => fail(e),
             }
         }
+        Command::Link(c) => link::run(c),
     }
 }
 
@@ -329,6 +336,24 @@ pub fn print_listing(l: &SpineListing, totals: bool) {
                 }
             );
         }
+        for e in &x.exports {
+            let faults: u64 = e.terminations.iter().map(|(_, n)| n).sum();
+            println!(
+                "    exports {}.{} ({}): {} calls, {} faulted",
+                x.name,
+                e.method,
+                if e.ephemeral {
+                    "ephemeral"
+                } else {
+                    "init only"
+                },
+                e.calls,
+                faults
+            );
+        }
+        if !x.imports.is_empty() {
+            println!("    imports {}", x.imports.join(", "));
+        }
     }
     if totals {
         println!(
@@ -376,6 +401,14 @@ pub fn to_json(l: &SpineListing) -> serde_json::Value {
                 "max_ns": h.max_ns,
                 "terminations": pairs(&h.terminations),
             })).collect::<Vec<_>>(),
+            "exports": x.exports.iter().map(|e| serde_json::json!({
+                "method": e.method,
+                "ephemeral": e.ephemeral,
+                "calls": e.calls,
+                "terminations": pairs(&e.terminations),
+                "last_fault": e.last_fault,
+            })).collect::<Vec<_>>(),
+            "imports": x.imports,
         })).collect::<Vec<_>>(),
         "events": pairs(&l.events),
         "drops": pairs(&l.drops),
@@ -384,5 +417,6 @@ pub fn to_json(l: &SpineListing) -> serde_json::Value {
         "queued": l.queued,
         "bad_handles": l.bad_handles,
         "keeps_refused": l.keeps_refused,
+        "dead_calls": l.dead_calls,
     })
 }

@@ -550,6 +550,7 @@ pub fn run(a: Args) -> ExitCode {
         // SPINE's extensions, if the engine says (an older one may not).
         let spine = session.list_extensions().ok();
         let peers = session.list_peers().ok();
+        let links = session.spine_links().ok();
         if a.json {
             let mut v = to_json(&seg, max, &limits);
             if let (Some(l), Some(o)) = (&spine, v.as_object_mut()) {
@@ -557,6 +558,9 @@ pub fn run(a: Args) -> ExitCode {
             }
             if let (Some(l), Some(o)) = (&peers, v.as_object_mut()) {
                 o.insert("peers".into(), crate::spine::peers_json(l));
+            }
+            if let (Some(l), Some(o)) = (&links, v.as_object_mut()) {
+                o.insert("spine_links".into(), crate::spine::link::to_json(l));
             }
             println!("{v}");
         } else {
@@ -583,6 +587,9 @@ pub fn run(a: Args) -> ExitCode {
             }
             if let Some(l) = &peers {
                 crate::spine::print_peers(l, a.all);
+            }
+            if let Some(l) = &links {
+                crate::spine::link::print_links(l, a.all);
             }
         }
         match a.watch {

@@ -6,6 +6,14 @@
 //! the period between packets and the time of one packet through the
 //! adapter, each with its spread (`analysis.rs`). `--from` re-renders a
 //! saved JSON trace.
+//!
+//! With SPINE's extensions at work the graph holds SPINE's events (the
+//! system handlers', and each handler's invocation under its number),
+//! each caused by the event that queued it: the arrows follow one
+//! message from the host's send through its handlers to its delivery,
+//! and the period and latency are SPINE's messages'. `unet bench
+//! spine-graph` draws two such graphs side by side (section 6's priority
+//! effect).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -13,9 +21,9 @@ use std::time::Duration;
 
 use unet_engine::TraceDump;
 
-mod analysis;
-mod chrome;
-mod svg;
+pub(crate) mod analysis;
+pub(crate) mod chrome;
+pub(crate) mod svg;
 #[cfg(test)]
 mod tests;
 

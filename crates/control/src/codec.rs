@@ -99,6 +99,14 @@ kinds! {
         PeerLeave = 66,
         /// [`Request::PeerList`].
         PeerList = 67,
+        /// [`Request::SpineLinkListen`].
+        SpineLinkListen = 52,
+        /// [`Request::SpineLinkConnect`].
+        SpineLinkConnect = 53,
+        /// [`Request::SpineLinkClose`].
+        SpineLinkClose = 54,
+        /// [`Request::SpineLinks`].
+        SpineLinks = 55,
         /// [`Request::TraceSet`].
         TraceSet = 72,
         /// [`Request::TraceDump`].
@@ -145,6 +153,10 @@ kinds! {
         PeerJoined = 164,
         /// [`Reply::PeerListing`].
         PeerListing = 165,
+        /// [`Reply::SpineLink`].
+        SpineLink = 152,
+        /// [`Reply::SpineLinkListing`].
+        SpineLinkListing = 155,
         /// [`Reply::TraceState`].
         TraceState = 74,
         /// [`Reply::TraceDump`].
@@ -537,6 +549,23 @@ impl Request {
                 w
             }
             Request::TraceDump => W::new(ReqKind::TraceDump as u16, req_id),
+            Request::SpineLinkListen { token } => {
+                let mut w = W::new(ReqKind::SpineLinkListen as u16, req_id);
+                w.u64(*token);
+                w
+            }
+            Request::SpineLinkConnect { peer, token } => {
+                let mut w = W::new(ReqKind::SpineLinkConnect as u16, req_id);
+                w.addr(Some(*peer));
+                w.u64(*token);
+                w
+            }
+            Request::SpineLinkClose { link } => {
+                let mut w = W::new(ReqKind::SpineLinkClose as u16, req_id);
+                w.u32(*link);
+                w
+            }
+            Request::SpineLinks => W::new(ReqKind::SpineLinks as u16, req_id),
         };
         w.done().to_vec()
     }
@@ -691,6 +720,13 @@ impl Request {
                 capacity: r.u32()?,
             },
             ReqKind::TraceDump => Request::TraceDump,
+            ReqKind::SpineLinkListen => Request::SpineLinkListen { token: r.u64()? },
+            ReqKind::SpineLinkConnect => Request::SpineLinkConnect {
+                peer: r.addr()?.ok_or(ControlError::BadField("peer"))?,
+                token: r.u64()?,
+            },
+            ReqKind::SpineLinkClose => Request::SpineLinkClose { link: r.u32()? },
+            ReqKind::SpineLinks => Request::SpineLinks,
         };
         Ok((id, req))
     }
@@ -858,6 +894,17 @@ impl Reply {
                 w.u64(*len);
                 w
             }
+            Reply::SpineLink { link, token } => {
+                let mut w = W::new(ReplyKind::SpineLink as u16, req_id);
+                w.u32(*link);
+                w.u64(*token);
+                w
+            }
+            Reply::SpineLinkListing { len } => {
+                let mut w = W::new(ReplyKind::SpineLinkListing as u16, req_id);
+                w.u32(*len);
+                w
+            }
         };
         w.done().to_vec()
     }
@@ -959,6 +1006,11 @@ impl Reply {
                 events: r.u32()?,
                 len: r.u64()?,
             },
+            ReplyKind::SpineLink => Reply::SpineLink {
+                link: r.u32()?,
+                token: r.u64()?,
+            },
+            ReplyKind::SpineLinkListing => Reply::SpineLinkListing { len: r.u32()? },
         };
         Ok((id, rep))
     }
@@ -1161,6 +1213,21 @@ mod tests {
                 },
             ),
             ("trace_dump", Request::TraceDump),
+            (
+                "spine_link_listen",
+                Request::SpineLinkListen {
+                    token: 0x0123_4567_89ab_cdef,
+                },
+            ),
+            (
+                "spine_link_connect",
+                Request::SpineLinkConnect {
+                    peer: "127.0.0.1:7700".parse().unwrap(),
+                    token: 0x0123_4567_89ab_cdef,
+                },
+            ),
+            ("spine_link_close", Request::SpineLinkClose { link: 0x102 }),
+            ("spine_links", Request::SpineLinks),
         ];
         let reps = [
             (
@@ -1264,6 +1331,17 @@ mod tests {
                     events: 3,
                     len: 4096,
                 },
+            ),
+            (
+                "reply_spine_link",
+                Reply::SpineLink {
+                    link: 0x102,
+                    token: 0x0123_4567_89ab_cdef,
+                },
+            ),
+            (
+                "reply_spine_link_listing",
+                Reply::SpineLinkListing { len: 512 },
             ),
         ];
         let mut v: Vec<(&str, Vec<u8>)> = reqs.iter().map(|(n, r)| (*n, r.encode(17))).collect();
@@ -1504,7 +1582,7 @@ mod tests {
 
     #[test]
     fn every_error_code_round_trips() {
-        for v in 1..=29u16 {
+        for v in 1..=30u16 {
             let c = ErrorCode::from_u16(v).unwrap_or_else(|| panic!("code {v}"));
             assert_eq!(c as u16, v);
             let r = Reply::Error(c);
@@ -1512,7 +1590,7 @@ mod tests {
             assert!(!c.to_string().is_empty());
         }
         assert_eq!(ErrorCode::from_u16(0), None);
-        assert_eq!(ErrorCode::from_u16(30), None);
+        assert_eq!(ErrorCode::from_u16(31), None);
     }
 
     #[test]

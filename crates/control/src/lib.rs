@@ -17,6 +17,7 @@ use unet_abi::{Geometry, Reliability};
 mod codec;
 pub mod peer;
 pub mod spine;
+pub mod spine_wire;
 
 /// Largest control packet.
 pub const MAX_PACKET: usize = 1024;
@@ -159,6 +160,8 @@ pub enum ErrorCode {
     /// file of a peer segment's layout, a side not 0 or 1, or a side
     /// attached before).
     BadPeer = 29,
+    /// No SPINE link with that id (or not this user's).
+    NoSuchLink = 30,
 }
 
 impl ErrorCode {
@@ -194,6 +197,7 @@ impl ErrorCode {
             27 => NoSuchExtension,
             28 => NoSuchPeer,
             29 => BadPeer,
+            30 => NoSuchLink,
             _ => return None,
         })
     }
@@ -266,13 +270,14 @@ impl std::fmt::Display for ErrorCode {
             ErrorCode::RankTaken => "that rank of the UDM job is taken, gone or outside the job",
             ErrorCode::ObjectQuota => {
                 "this process holds as many of these objects (memory regions, VIs, \
-                 discriminators, connection requests, UDM jobs or nodes) as the engine \
+                 discriminators, connection requests, UDM jobs or nodes, SPINE links) as the engine \
                  allows one process (close some, or start the engine with a larger \
                  per-process limit)"
             }
             ErrorCode::NoSuchExtension => "no such SPINE extension (or not this user's)",
             ErrorCode::NoSuchPeer => "no such peer queue on the adapter",
             ErrorCode::BadPeer => "not a peer segment (or that side of it was attached before)",
+            ErrorCode::NoSuchLink => "no such SPINE link (or not this user's)",
         })
     }
 }
@@ -534,6 +539,33 @@ pub enum Request {
     /// [`Reply::TraceDump`] and a memory file holding them; the trace
     /// goes on recording (or stays off) as it was.
     TraceDump,
+    /// Make a SPINE link that waits for another adapter to join it over
+    /// the wire, showing `token` (0: the engine picks one). Answered with
+    /// [`Reply::SpineLink`]: the link's id (`DEST_WIRE`'s id for the
+    /// extensions of this adapter) and the token to hand to the other
+    /// side's [`Request::SpineLinkConnect`]. One connect joins it.
+    SpineLinkListen {
+        /// The token a connect must show (0: the engine picks one).
+        token: u64,
+    },
+    /// Make a SPINE link to the adapter at `peer` (its UDP address) that
+    /// listens with `token`. Answered at once with [`Reply::SpineLink`]
+    /// (the link's id; its state is `connecting` until the peer
+    /// accepts: see [`Request::SpineLinks`]).
+    SpineLinkConnect {
+        /// The listening adapter's UDP address.
+        peer: SocketAddr,
+        /// The token it listens with.
+        token: u64,
+    },
+    /// Close SPINE link `link` (the peer is told).
+    SpineLinkClose {
+        /// The link.
+        link: u32,
+    },
+    /// List the SPINE links (those of the asking client's user; all for
+    /// root): [`Reply::SpineLinkListing`].
+    SpineLinks,
 }
 
 /// Longest name of an extension, and of a domain, in bytes.
@@ -701,6 +733,20 @@ pub enum Reply {
         events: u32,
         /// Bytes of the memory file.
         len: u64,
+    },
+    /// A SPINE link was made ([`Request::SpineLinkListen`],
+    /// [`Request::SpineLinkConnect`]).
+    SpineLink {
+        /// Its id on this adapter.
+        link: u32,
+        /// The token a connect must show (a listen's; 0 for a connect).
+        token: u64,
+    },
+    /// The answer to [`Request::SpineLinks`]; fd: a memory file holding
+    /// the listing ([`spine_wire::LinkListing`]), `len` bytes.
+    SpineLinkListing {
+        /// Length of the listing.
+        len: u32,
     },
 }
 

@@ -39,6 +39,22 @@ impl HandlerInfo {
     }
 }
 
+/// A method an extension exports to others (into the domain named
+/// after it).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExportInfo {
+    /// Its name and descriptor, e.g. `lookup(I)I`.
+    pub method: String,
+    /// Whether handlers may call it (it passed the `EPHEMERAL` rule).
+    pub ephemeral: bool,
+    /// Calls that ran it.
+    pub calls: u64,
+    /// Calls that faulted, by reason (name, count).
+    pub terminations: Vec<(String, u64)>,
+    /// The last fault: the caller and what happened (empty when none).
+    pub last_fault: String,
+}
+
 /// One extension.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ExtInfo {
@@ -62,6 +78,10 @@ pub struct ExtInfo {
     pub last_fault: String,
     /// Its handlers.
     pub handlers: Vec<HandlerInfo>,
+    /// What it exports (into the domain named after it).
+    pub exports: Vec<ExportInfo>,
+    /// The domains of other extensions it is linked to.
+    pub imports: Vec<String>,
 }
 
 /// The listing.
@@ -83,6 +103,9 @@ pub struct SpineListing {
     pub bad_handles: u64,
     /// `keep`s refused at an extension's cap.
     pub keeps_refused: u64,
+    /// Calls of exports whose extension was unloaded (each a fault of
+    /// the caller).
+    pub dead_calls: u64,
 }
 
 /// Most entries of any list a listing decodes (a bound, not a format
@@ -187,6 +210,18 @@ impl SpineListing {
                 w.u64(h.max_ns);
                 w.pairs(&h.terminations);
             }
+            w.u32(x.exports.len() as u32);
+            for e in &x.exports {
+                w.str(&e.method);
+                w.0.push(e.ephemeral as u8);
+                w.u64(e.calls);
+                w.pairs(&e.terminations);
+                w.str(&e.last_fault);
+            }
+            w.u32(x.imports.len() as u32);
+            for d in &x.imports {
+                w.str(d);
+            }
         }
         w.pairs(&self.events);
         w.pairs(&self.drops);
@@ -195,6 +230,7 @@ impl SpineListing {
         w.u32(self.queued);
         w.u64(self.bad_handles);
         w.u64(self.keeps_refused);
+        w.u64(self.dead_calls);
         w.0
     }
 
@@ -222,6 +258,17 @@ impl SpineListing {
                     terminations: r.pairs()?,
                 });
             }
+            let mut exports = Vec::new();
+            for _ in 0..r.count()? {
+                exports.push(ExportInfo {
+                    method: r.str()?,
+                    ephemeral: r.take(1)?[0] != 0,
+                    calls: r.u64()?,
+                    terminations: r.pairs()?,
+                    last_fault: r.str()?,
+                });
+            }
+            let imports = (0..r.count()?).map(|_| r.str()).collect::<Result<_, _>>()?;
             extensions.push(ExtInfo {
                 id,
                 name,
@@ -232,6 +279,8 @@ impl SpineListing {
                 keeps_undone,
                 last_fault,
                 handlers,
+                exports,
+                imports,
             });
         }
         Ok(SpineListing {
@@ -243,6 +292,7 @@ impl SpineListing {
             queued: r.u32()?,
             bad_handles: r.u64()?,
             keeps_refused: r.u64()?,
+            dead_calls: r.u64()?,
         })
     }
 
@@ -280,6 +330,14 @@ mod tests {
                     max_ns: 200,
                     terminations: vec![("timeout".into(), 1)],
                 }],
+                exports: vec![ExportInfo {
+                    method: "lookup(I)I".into(),
+                    ephemeral: true,
+                    calls: 7,
+                    terminations: vec![("memory".into(), 1)],
+                    last_fault: "called by extension 4: null reference".into(),
+                }],
+                imports: vec!["router".into()],
             }],
             events: vec![("handler".into(), 9)],
             drops: vec![("no_handler".into(), 4)],
@@ -288,6 +346,7 @@ mod tests {
             queued: 0,
             bad_handles: 5,
             keeps_refused: 6,
+            dead_calls: 8,
         };
         let b = l.encode();
         assert_eq!(SpineListing::decode(&b), Ok(l.clone()));

@@ -130,7 +130,7 @@ pub mod wire;
 pub use dispatch::invoker;
 pub use spine::trace::{
     DumpError, TraceDump, TraceEvent, DEFAULT_CAPACITY as TRACE_DEFAULT_CAPACITY,
-    MAX_CAPACITY as TRACE_MAX_CAPACITY,
+    LOOP_FIRST as TRACE_LOOP_FIRST, MAX_CAPACITY as TRACE_MAX_CAPACITY,
 };
 
 pub use config::{

@@ -110,6 +110,8 @@ pub struct ClassFile {
     pub methods: Vec<MethodInfo>,
 }
 
+/// Access flag `ACC_PUBLIC`.
+pub const ACC_PUBLIC: u16 = 0x0001;
 /// Access flag `ACC_STATIC`.
 pub const ACC_STATIC: u16 = 0x0008;
 /// Access flag `ACC_SYNCHRONIZED`.

@@ -40,29 +40,54 @@ pub(crate) fn sites(v: &Verified) -> (Vec<(u32, Site)>, Vec<u16>) {
     (sites, names)
 }
 
-/// Check every handler in `handlers` against the sites of all methods
-/// (`sites[m]` for method `m`); the first violation, as the rejection's
-/// reason.
-pub(crate) fn check(
-    model: &Model<'_>,
-    sites: &[Vec<(u32, Site)>],
-    handlers: &[u16],
-) -> Result<(), String> {
-    let n = model.methods.len();
-    for &h in handlers {
-        let hname = &model.methods[h as usize].name;
+/// What the rule reads of a loaded class, kept with it so that a host can
+/// ask about any method later ([`Class::ephemeral_check`](crate::Class::ephemeral_check)).
+pub(crate) struct Reach {
+    /// Sites of each method (see [`sites`]).
+    pub sites: Vec<Vec<(u32, Site)>>,
+    /// Each method's name.
+    pub methods: Vec<String>,
+    /// The registry's natives as (class, name, ephemeral), by index.
+    pub natives: Vec<(String, String, bool)>,
+}
+
+impl Reach {
+    /// The reach of a class: its model and the sites of its methods.
+    pub(crate) fn new(model: &Model<'_>, sites: Vec<Vec<(u32, Site)>>) -> Reach {
+        Reach {
+            sites,
+            methods: model.methods.iter().map(|m| m.name.clone()).collect(),
+            natives: model
+                .natives
+                .iter()
+                .map(|e| (e.1.clone(), e.2.clone(), e.4))
+                .collect(),
+        }
+    }
+}
+
+/// Check every method in `roots` (each a `what`: `handler`, `export`)
+/// against the sites of all methods; the first violation, as the
+/// rejection's reason, e.g. `handler onPing: calls
+/// unet/spine/Spine.addHandler (not ephemeral) at offset 12 of helper`.
+pub(crate) fn check(r: &Reach, roots: &[u16], what: &str) -> Result<(), String> {
+    let n = r.methods.len();
+    for &h in roots {
+        let Some(hname) = r.methods.get(h as usize) else {
+            continue;
+        };
         let mut seen = vec![false; n];
         seen[h as usize] = true;
         // Depth first, in code order: (method, next site).
         let mut stack: Vec<(u16, usize)> = vec![(h, 0)];
         while let Some(top) = stack.last_mut() {
             let (m, k) = *top;
-            let Some(&(off, site)) = sites.get(m as usize).and_then(|s| s.get(k)) else {
+            let Some(&(off, site)) = r.sites.get(m as usize).and_then(|s| s.get(k)) else {
                 stack.pop();
                 continue;
             };
             top.1 += 1;
-            let mname = &model.methods[m as usize].name;
+            let mname = &r.methods[m as usize];
             match site {
                 Site::Call(c) => {
                     if !seen[c as usize] {
@@ -71,17 +96,16 @@ pub(crate) fn check(
                     }
                 }
                 Site::Native(i) => {
-                    let e = &model.natives[i];
-                    if !e.4 {
+                    let (class, name, ephemeral) = &r.natives[i];
+                    if !ephemeral {
                         return Err(format!(
-                            "handler {hname}: calls {}.{} (not ephemeral) at offset {off} of {mname}",
-                            e.1, e.2
+                            "{what} {hname}: calls {class}.{name} (not ephemeral) at offset {off} of {mname}"
                         ));
                     }
                 }
-                Site::Alloc(what) => {
+                Site::Alloc(op) => {
                     return Err(format!(
-                        "handler {hname}: allocates ({what}) at offset {off} of {mname}"
+                        "{what} {hname}: allocates ({op}) at offset {off} of {mname}"
                     ));
                 }
             }

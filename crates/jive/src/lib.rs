@@ -16,7 +16,9 @@
 //!    and one-dimensional arrays of them in descriptors. Every field and
 //!    method reference is resolved here, once: to a field of this class, a
 //!    method of this class, the `Object` constructor, or a native method
-//!    granted to the class ([`Natives`], SPINE-style safe linking). The
+//!    granted to the class ([`Natives`], SPINE-style safe linking; a
+//!    domain may hold methods another class exports,
+//!    [`Natives::register_export`]). The
 //!    one string the subset knows is a *method name*: a literal naming a
 //!    static `(II)V` method of the class, passed to a native parameter of
 //!    type `Ljava/lang/String;` (which receives the method's index).

@@ -207,6 +207,9 @@ pub struct MethodDef {
     pub sig: Sig,
     /// Declared static.
     pub is_static: bool,
+    /// Declared public (what another extension may link to, see
+    /// [`Natives::register_export`](crate::Natives::register_export)).
+    pub is_public: bool,
 }
 
 /// What a call instruction resolved to.
@@ -230,8 +233,10 @@ pub struct Model<'a> {
     pub fields: Vec<FieldDef>,
     /// Methods, in declaration order.
     pub methods: Vec<MethodDef>,
-    /// Registered natives as (domain, class, name, descriptor, ephemeral).
-    pub natives: Vec<(String, String, String, String, bool)>,
+    /// Registered natives as (domain, class, name, descriptor, ephemeral,
+    /// export: a method another class exports, see
+    /// [`Natives::register_export`](crate::Natives::register_export)).
+    pub natives: Vec<(String, String, String, String, bool, bool)>,
     /// Granted domains.
     pub granted: Vec<String>,
 }
@@ -318,6 +323,9 @@ impl Model<'_> {
             }
             return Ok(Callee::ObjectInit);
         }
+        if let Some(e) = self.natives.iter().find(|e| e.5 && e.1 == c) {
+            self.resolve_export(op, c, n, d, &e.0)?;
+        }
         if let Some((i, e)) = self
             .natives
             .iter()
@@ -343,5 +351,30 @@ impl Model<'_> {
         Err(format!(
             "{op} {c}.{n}{d} is not a method of this class or a granted native"
         ))
+    }
+
+    /// Check a call of `c.n d`, a class that domain `dom` exports: the
+    /// domain granted, the name exported, with this descriptor (each
+    /// refusal names what is missing).
+    fn resolve_export(&self, op: &str, c: &str, n: &str, d: &str, dom: &str) -> Result<(), String> {
+        if !self.granted.iter().any(|g| g == dom) {
+            return Err(format!(
+                "{op} {c}.{n}{d}: class {c} is exported by domain \"{dom}\", which is not \
+                 granted to this class"
+            ));
+        }
+        let same = |e: &&(String, String, String, String, bool, bool)| e.5 && e.1 == c;
+        let Some(e) = self.natives.iter().filter(same).find(|e| e.2 == n) else {
+            return Err(format!(
+                "{op} {c}.{n}{d}: domain \"{dom}\" exports no method {n}"
+            ));
+        };
+        if e.3 != d {
+            return Err(format!(
+                "{op} {c}.{n}{d}: domain \"{dom}\" exports {n}{}, not {n}{d}",
+                e.3
+            ));
+        }
+        Ok(())
     }
 }

@@ -38,6 +38,8 @@ pub(crate) struct NativeEntry<H> {
     pub fast: Option<Fast<H>>,
     /// Callable from a handler ([`Natives::register_ephemeral`]).
     pub ephemeral: bool,
+    /// A method another class exports ([`Natives::register_export`]).
+    pub export: bool,
 }
 
 /// A native's common case that compiled code performs without calling it:
@@ -134,6 +136,7 @@ impl<H> Clone for Natives<H> {
                     f: e.f,
                     fast: e.fast,
                     ephemeral: e.ephemeral,
+                    export: e.export,
                 })
                 .collect(),
         }
@@ -183,6 +186,35 @@ impl<H> Natives<H> {
         f: NativeFn<H>,
     ) -> &mut Self {
         self.add(domain, class, name, descriptor, f, None, true)
+    }
+
+    /// Register `class.name descriptor` in `domain` as a method that
+    /// another class *exports* (SPINE's domains: an extension exports its
+    /// methods into a domain of its own): a class granted `domain` calls
+    /// it as an ordinary static call, `f` runs it (in the exporting
+    /// class's VM, which is the host's business). `ephemeral` says whether
+    /// a handler may call it (the exporting method passed
+    /// [`Class::ephemeral_check`](crate::Class::ephemeral_check)).
+    ///
+    /// A call of `class` that does not link is refused at load with what
+    /// is missing: `domain` not granted, no such method exported, or the
+    /// exported method's descriptor, e.g. `invokestatic
+    /// Lookup.lookup(II)I: domain "router" exports lookup(I)I, not
+    /// lookup(II)I`.
+    pub fn register_export(
+        &mut self,
+        domain: &str,
+        class: &str,
+        name: &str,
+        descriptor: &str,
+        f: NativeFn<H>,
+        ephemeral: bool,
+    ) -> &mut Self {
+        self.add(domain, class, name, descriptor, f, None, ephemeral);
+        if let Some(e) = self.entries.last_mut() {
+            e.export = true;
+        }
+        self
     }
 
     /// Register `class.name([BIII)V` in `domain`, arguments `(byte[] a,
@@ -262,6 +294,7 @@ impl<H> Natives<H> {
             f,
             fast,
             ephemeral,
+            export: false,
         });
         self
     }
@@ -288,6 +321,9 @@ impl<H> Natives<H> {
                 e.fast,
                 e.ephemeral,
             );
+            if let Some(last) = self.entries.last_mut() {
+                last.export = e.export;
+            }
         }
         self
     }
@@ -311,6 +347,14 @@ impl NativeCtx<'_> {
     /// calling natives directly).
     pub fn new<'a>(heap: &'a mut Heap, fuel: &'a mut i64) -> NativeCtx<'a> {
         NativeCtx { heap, fuel }
+    }
+
+    /// Fuel the invocation has left (all of its budget, not only the part
+    /// it runs on): what a native that runs other code on its behalf may
+    /// let that code use, and then [`charge`](NativeCtx::charge).
+    #[inline]
+    pub fn fuel_left(&self) -> u64 {
+        (*self.fuel).max(0) as u64
     }
 
     /// Charge `units` of fuel; fails with [`Fault::OutOfFuel`] when spent.

@@ -9,7 +9,10 @@
 //! pool are resolved here, once: a field reference must name a field of this
 //! class with the same descriptor; a call must name a method of this class,
 //! the `Object` constructor (from `<init>` only), or a native method
-//! registered in a domain granted to the class.
+//! registered in a domain granted to the class (which may be a method
+//! another class exports, [`Natives::register_export`]: a call of it that
+//! does not link names what is missing, the domain, the method or its
+//! descriptor).
 //!
 //! The types this stage checks against and resolves with ([`Elem`],
 //! [`JType`], [`Sig`], [`Model`], ...) are defined in a module of their own
@@ -19,10 +22,11 @@
 use std::sync::Arc;
 
 use crate::classfile::{
-    ClassFile, Cp, ACC_ABSTRACT, ACC_INTERFACE, ACC_NATIVE, ACC_STATIC, ACC_SYNCHRONIZED,
+    ClassFile, Cp, ACC_ABSTRACT, ACC_INTERFACE, ACC_NATIVE, ACC_PUBLIC, ACC_STATIC,
+    ACC_SYNCHRONIZED,
 };
 use crate::decode::{self, MethodCode};
-use crate::ephemeral::{self, Site};
+use crate::ephemeral::{self, Reach, Site};
 pub use crate::model::{
     parse_field_descriptor, parse_method_descriptor, parse_native_descriptor, Callee, Elem,
     FieldDef, JType, MethodDef, Model, Sig,
@@ -72,6 +76,8 @@ pub(crate) struct ClassInner<H> {
     pub init: Option<u16>,
     /// Methods named by method-name literals, ascending.
     pub handlers: Vec<u16>,
+    /// What the `EPHEMERAL` rule reads (for [`Class::ephemeral_check`]).
+    pub reach: Reach,
 }
 
 /// A loaded, subset-checked, verified and pre-decoded class. Cheap to clone
@@ -211,6 +217,7 @@ impl<H> Class<H> {
                 descriptor: m.descriptor.clone(),
                 sig,
                 is_static,
+                is_public: m.access & ACC_PUBLIC != 0,
             });
         }
         if methods.len() > u16::MAX as usize {
@@ -231,6 +238,7 @@ impl<H> Class<H> {
                         e.name.clone(),
                         e.descriptor.clone(),
                         e.ephemeral,
+                        e.export,
                     )
                 })
                 .collect(),
@@ -274,8 +282,9 @@ impl<H> Class<H> {
         }
         handlers.sort_unstable();
         handlers.dedup();
+        let reach = Reach::new(&model, sites);
         if rules.handlers_ephemeral {
-            ephemeral::check(&model, &sites, &handlers).map_err(Rejection::class)?;
+            ephemeral::check(&reach, &handlers, "handler").map_err(Rejection::class)?;
         }
         let mut bound = Vec::new();
         for &ni in &used_natives {
@@ -318,6 +327,7 @@ impl<H> Class<H> {
                 clinit,
                 init,
                 handlers,
+                reach,
             }),
         })
     }
@@ -381,6 +391,22 @@ impl<H> Class<H> {
     /// Whether method `m` is static.
     pub fn method_is_static(&self, m: MethodId) -> bool {
         self.inner.methods[m.0 as usize].is_static
+    }
+
+    /// Whether method `m` is declared public.
+    pub fn method_is_public(&self, m: MethodId) -> bool {
+        self.inner.methods[m.0 as usize].is_public
+    }
+
+    /// SPINE's `EPHEMERAL` rule ([`LoadRules::handlers_ephemeral`]) for
+    /// method `m`: whether it and everything it can call through the
+    /// class's own methods is free of allocation and calls only ephemeral
+    /// natives. The first violation names `m` as an export, the callee (or
+    /// `newarray`), the bytecode offset and the method it is in, e.g.
+    /// `export build: allocates (newarray) at offset 3 of build`. A host
+    /// that lets other classes call `m` from their handlers asks this.
+    pub fn ephemeral_check(&self, m: MethodId) -> Result<(), String> {
+        ephemeral::check(&self.inner.reach, &[m.0], "export")
     }
 
     /// The field called `name` (static or instance), if any.

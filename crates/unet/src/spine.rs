@@ -29,7 +29,7 @@ use unet_sys as sys;
 
 use crate::{Channel, Endpoint, Error, SendError, Session};
 
-pub use unet_control::spine::{ExtInfo, HandlerInfo, SpineListing};
+pub use unet_control::spine::{ExportInfo, ExtInfo, HandlerInfo, SpineListing};
 
 /// How to load an extension.
 #[derive(Clone, Debug, Default)]
@@ -95,10 +95,13 @@ impl Session {
         }
     }
 
-    /// Unload extension `id` (one of this user's).
+    /// Unload extension `id` (one of this user's). An extension that
+    /// exports to loaded extensions is not unloaded: [`Error::Rejected`]
+    /// names them.
     pub fn unload_extension(&self, id: u32) -> Result<(), Error> {
         match self.inner.request(&Request::SpineUnload { id })?.0 {
             Reply::Ok => Ok(()),
+            Reply::Rejected(why) => Err(Error::Rejected(why)),
             Reply::Error(c) => Err(c.into()),
             r => Err(Error::Protocol(format!(
                 "unexpected answer to an unload: {r:?}"

@@ -15,7 +15,9 @@ mod net;
 mod overhead;
 mod plot;
 mod report;
+pub(crate) mod spine_graph;
 mod spine_peer;
+mod spine_wire;
 pub mod stats;
 mod tcp;
 mod udm;
@@ -54,6 +56,11 @@ pub enum Command {
     /// over the peer queue, beside host ping-pong on the direct path.
     /// (Until `unet bench spine` runs it.)
     SpinePeer(spine_peer::PeerArgs),
+    /// SPINE's priority effect (the SPINE paper, section 6): the same
+    /// handler pipeline under two event-priority settings, each one's
+    /// event graph (Chrome JSON and SVG), period, latency and receive
+    /// bursts.
+    SpineGraph(spine_graph::Args),
     /// A node process of a `unet bench udm` run (internal).
     #[command(name = "__udm-node", hide = true)]
     UdmNode(udm_node::NodeArgs),
@@ -63,6 +70,10 @@ pub enum Command {
     /// The other process of a network benchmark run (internal).
     #[command(name = "__child", hide = true)]
     Child(child::ChildArgs),
+    /// SPINE: a handler ping-pong between two adapters over the UDP wire,
+    /// beside two host processes on the direct path and raw UDP (until
+    /// `unet bench spine` takes these rows).
+    SpineWire(spine_wire::WireArgs),
 }
 
 pub fn run(c: Command) -> ExitCode {
@@ -77,6 +88,8 @@ pub fn run(c: Command) -> ExitCode {
         Command::JaviaPeer(a) => javia::run_peer(a),
         Command::Udm(a) => udm::run(a),
         Command::SpinePeer(a) => spine_peer::run(a),
+        Command::SpineGraph(a) => spine_graph::run(a),
         Command::UdmNode(a) => udm_node::run(a),
+        Command::SpineWire(a) => spine_wire::run(a),
     }
 }

@@ -8,11 +8,16 @@
 //! period is the time between the beginnings of consecutive messages
 //! (in the order they began); the latency is each message's end less its
 //! beginning. Events of no message (id 0) are drawn but not counted.
+//!
+//! When the trace holds SPINE's own events (system handlers and
+//! extension handlers), the messages are SPINE's: the loop's events
+//! (types [`TRACE_LOOP_FIRST`]`..=63`, the parts' turns that contain
+//! SPINE's events) are drawn but not counted either.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use unet_engine::{TraceDump, TraceEvent};
+use unet_engine::{TraceDump, TraceEvent, TRACE_LOOP_FIRST};
 
 /// The spread of a set of durations (ns): nearest-rank percentiles.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -27,6 +32,8 @@ pub struct Spread {
     pub p90: u64,
     /// The mean.
     pub mean: f64,
+    /// The largest.
+    pub max: u64,
 }
 
 impl Spread {
@@ -45,6 +52,7 @@ impl Spread {
             median: at(50),
             p90: at(90),
             mean: v.iter().map(|&x| x as f64).sum::<f64>() / n as f64,
+            max: v[n - 1],
         })
     }
 }
@@ -75,8 +83,12 @@ pub struct Analysis {
 
 /// Analyse `events` (any order).
 pub fn analyse(events: &[TraceEvent]) -> Analysis {
+    let spine = events.iter().any(|e| !is_loop(e.ty));
     let mut by_msg: BTreeMap<u32, Message> = BTreeMap::new();
-    for e in events.iter().filter(|e| e.msg != 0) {
+    for e in events
+        .iter()
+        .filter(|e| e.msg != 0 && !(spine && is_loop(e.ty)))
+    {
         let end = e.start_ns.saturating_add(e.len_ns);
         let m = by_msg.entry(e.msg).or_insert(Message {
             id: e.msg,
@@ -102,6 +114,11 @@ pub fn analyse(events: &[TraceEvent]) -> Analysis {
         period,
         latency,
     }
+}
+
+/// Whether `ty` is one of the loop's own event types.
+pub fn is_loop(ty: u16) -> bool {
+    (TRACE_LOOP_FIRST..64).contains(&ty)
 }
 
 fn us(ns: u64) -> f64 {

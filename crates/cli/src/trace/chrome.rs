@@ -103,7 +103,7 @@ pub fn write(d: &TraceDump) -> String {
     doc.to_string()
 }
 
-/// Read back a trace [`write`] wrote.
+/// Read back a trace [`write()`] wrote.
 pub fn read(text: &str) -> Result<TraceDump, String> {
     let doc: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
     let evs = doc["traceEvents"]

@@ -29,9 +29,9 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// The time window drawn, ns: the followed message's way and two periods
-/// either side, or the whole trace.
-fn window(d: &TraceDump, an: &Analysis) -> (u64, u64) {
+/// The time window drawn, ns: the followed message's way and `pad` ns
+/// either side (None: two periods), or the whole trace.
+fn window(d: &TraceDump, an: &Analysis, pad: Option<u64>) -> (u64, u64) {
     let first = d.events.iter().map(|e| e.start_ns).min().unwrap_or(0);
     let last = d
         .events
@@ -41,7 +41,7 @@ fn window(d: &TraceDump, an: &Analysis) -> (u64, u64) {
         .unwrap_or(1);
     match (an.followed(), an.period) {
         (Some(m), Some(p)) => {
-            let pad = p.median.max(1).saturating_mul(2);
+            let pad = pad.unwrap_or_else(|| p.median.max(1).saturating_mul(2));
             (
                 m.begin.saturating_sub(pad).max(first),
                 m.end.saturating_add(pad).min(last),
@@ -67,6 +67,12 @@ fn tick_step(span: u64) -> u64 {
 
 /// The SVG document.
 pub fn render(d: &TraceDump, an: &Analysis) -> String {
+    render_padded(d, an, None)
+}
+
+/// [`render`] with `pad` ns drawn either side of the followed message's
+/// way (None: two periods), to show more of the pipeline's rhythm.
+pub fn render_padded(d: &TraceDump, an: &Analysis, pad: Option<u64>) -> String {
     let types: Vec<u16> = d
         .events
         .iter()
@@ -75,7 +81,7 @@ pub fn render(d: &TraceDump, an: &Analysis) -> String {
         .into_iter()
         .collect();
     let row = |ty: u16| types.iter().position(|&t| t == ty).unwrap_or(0) as f64;
-    let (w0, w1) = window(d, an);
+    let (w0, w1) = window(d, an, pad);
     let span = (w1 - w0).max(1);
     let scale = PLOT_W / span as f64;
     let x = |ns: u64| LEFT + (ns.saturating_sub(w0)) as f64 * scale;

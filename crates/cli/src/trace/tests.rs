@@ -65,7 +65,8 @@ fn a_synthetic_trace_gives_its_period_and_latency_exactly() {
             p10: PERIOD,
             median: PERIOD,
             p90: PERIOD,
-            mean: PERIOD as f64
+            mean: PERIOD as f64,
+            max: PERIOD
         })
     );
     assert_eq!(
@@ -75,7 +76,8 @@ fn a_synthetic_trace_gives_its_period_and_latency_exactly() {
             p10: 15_100,
             median: 15_500,
             p90: 15_900,
-            mean: 15_500.0
+            mean: 15_500.0,
+            max: 16_000
         })
     );
     assert_eq!(an.followed().map(|m| (m.id, m.events)), Some((105, 3)));

@@ -20,7 +20,7 @@ use crate::counters::Counters;
 use crate::poller::Poller;
 use crate::spine::peers;
 use crate::spine::setup::SpineSetup;
-use crate::spine::trace::{self, Recorder};
+use crate::spine::trace;
 use crate::spine::SpinePart;
 use crate::udm::Jobs;
 use crate::unet::applets::{AppletHost, Loaded};
@@ -46,9 +46,8 @@ pub(crate) struct Setup<'a> {
     pub work: &'a mut SetupThread,
     pub vias: &'a mut Vias,
     pub udm: &'a mut Jobs,
+    /// SPINE, and the event graph's recorder it holds.
     pub spine: &'a mut SpinePart,
-    /// The event graph's recorder.
-    pub trace: &'a mut Recorder,
 }
 
 impl Setup<'_> {
@@ -140,12 +139,19 @@ impl Setup<'_> {
                 let fds: Vec<_> = fd.iter().map(|f| f.as_raw_fd()).collect();
                 self.server.reply(ci, req_id, r, &fds);
             }
+            Request::SpineLinkListen { .. }
+            | Request::SpineLinkConnect { .. }
+            | Request::SpineLinkClose { .. }
+            | Request::SpineLinks => {
+                let port = self.remote.as_mut().map(|r| &mut *r.port);
+                crate::spine::wire::handle(self.spine, port, &*self.server, ci, req_id, req)
+            }
             Request::TraceSet { .. } | Request::TraceDump => {
                 // Events time every client's messages: the owner's only.
                 if !self.owner(ci) {
                     return self.reply(ci, req_id, Reply::Error(ErrorCode::NotOwner));
                 }
-                if let Some(r) = trace::answer(self.trace, ci, req_id, &req) {
+                if let Some(r) = trace::answer(&mut self.spine.trace, ci, req_id, &req) {
                     self.reply(ci, req_id, r);
                 }
             }
@@ -189,7 +195,7 @@ impl Setup<'_> {
 
     /// Answer the trace dump that was written, if one was.
     pub(crate) fn finish_dump(&mut self) {
-        if let Some(a) = self.trace.finished_dump() {
+        if let Some(a) = self.spine.trace.finished_dump() {
             let fds: Vec<_> = a.file.iter().map(|f| f.as_raw_fd()).collect();
             self.server.reply(a.client, a.req_id, a.reply, &fds);
         }
@@ -230,8 +236,10 @@ impl Setup<'_> {
             }
         });
         self.spine_setup().drop_client(ci);
+        let port = self.remote.as_mut().map(|r| &mut *r.port);
+        crate::spine::wire::drop_client(self.spine, port, ci);
         self.via(|v| v.drop_client_vias(ci));
-        self.trace.forget(ci);
+        self.spine.trace.forget(ci);
         self.udm(|u| u.drop_client_udm(ci));
         self.unet(|u| u.drop_client_unet(ci));
         let (endpoints, jobs) = self.work.forget_client(ci);

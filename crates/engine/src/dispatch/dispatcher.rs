@@ -120,7 +120,9 @@ pub struct Dispatcher {
     vias: Vias,
     /// UDM's jobs, nodes and links.
     udm: Jobs,
-    /// SPINE: the extensions and the runtime's event queue.
+    /// SPINE: the extensions, the runtime's event queue, and the event
+    /// graph's recorder (off unless control switches it on), which the
+    /// loop records its own events into.
     spine: SpinePart,
     conns: DirectConns,
     /// Set-up work that takes long (making and unmapping large segments).
@@ -130,13 +132,13 @@ pub struct Dispatcher {
     tokens: Vec<Token>,
     incoming: Vec<Incoming>,
     turn: u64,
-    /// The event graph's recorder (off unless control switches it on).
-    trace: Recorder,
 }
 
 /// The names of the loop's parts in the event graph, in `each_part!`'s
 /// order (part `i` records events of type `trace::LOOP_PART + i`).
 const PART_NAMES: [&str; 4] = ["unet turn", "via turn", "udm turn", "spine turn"];
+/// SPINE's place in that order.
+const SPINE_PART: u16 = 3;
 
 /// Run `$body` on every part of the loop (`$p`, its concrete type), in
 /// the order a turn runs them, one line each, with what they are given
@@ -217,7 +219,8 @@ impl Dispatcher {
         if let Some(p) = &port {
             poller.add(p.raw_fd(), Token::Wire)?;
         }
-        let trace = loop_recorder(shared.admin.clone());
+        let mut spine = SpinePart::new(&cfg, shared.admin.clone());
+        name_loop_events(&mut spine.trace);
         Ok(Dispatcher {
             unet: UnetPart {
                 eps: EndpointTable::new(cfg.max_endpoints, counters.clone()),
@@ -227,7 +230,7 @@ impl Dispatcher {
             work: SetupThread::new(shared.admin.clone()),
             vias: Vias::default(),
             udm: Jobs::default(),
-            spine: SpinePart::new(&cfg, shared.admin.clone()),
+            spine,
             cfg,
             engine_id,
             poller,
@@ -239,7 +242,6 @@ impl Dispatcher {
             tokens: Vec::with_capacity(64),
             incoming: Vec::new(),
             turn: 0,
-            trace,
         })
     }
 
@@ -348,7 +350,6 @@ impl Dispatcher {
             vias: &mut self.vias,
             udm: &mut self.udm,
             spine: &mut self.spine,
-            trace: &mut self.trace,
         }
     }
 
@@ -415,7 +416,7 @@ impl Dispatcher {
     /// and what they queued on the wire leaves (the one flush of the
     /// turn). Returns the work done.
     fn poll_data(&mut self) -> usize {
-        if self.trace.on() {
+        if self.spine.trace.on() {
             return self.poll_data_traced();
         }
         let mut work = 0;
@@ -439,7 +440,8 @@ impl Dispatcher {
     /// (numbered by the first work item it handled, in the order the
     /// loop handled them), for control's share of the turn and for the
     /// flush that sent something, each caused by the turn's last event
-    /// before it. One clock read per event: an event ends where the
+    /// before it. SPINE's turn records each of its events itself; its
+    /// part's event is their container and belongs to no message. One clock read per event: an event ends where the
     /// next begins.
     #[inline(never)]
     fn poll_data_traced(&mut self) -> usize {
@@ -451,8 +453,10 @@ impl Dispatcher {
             let w = p.turn(&mut cx);
             let end = trace::now();
             if w > 0 {
-                let msg = self.trace.items(w);
-                last = (self.trace.record(trace::LOOP_PART + i, t, end, msg, 0), msg);
+                // SPINE's part records its events itself: its turn is
+                // their container, of no message.
+                let msg = if i == SPINE_PART { 0 } else { self.spine.trace.items(w) };
+                last = (self.spine.trace.record(trace::LOOP_PART + i, t, end, msg, 0), msg);
             }
             work += w;
             i += 1;
@@ -463,6 +467,7 @@ impl Dispatcher {
             self.setup().after_turn();
             let end = trace::now();
             let id = self
+                .spine
                 .trace
                 .record(trace::LOOP_CONTROL, t, end, last.1, last.0);
             last.0 = id;
@@ -472,7 +477,8 @@ impl Dispatcher {
             let sent = self.counters.engine_value(EngineCounter::WireTxDatagrams);
             p.flush();
             if self.counters.engine_value(EngineCounter::WireTxDatagrams) != sent {
-                self.trace
+                self.spine
+                    .trace
                     .record(trace::LOOP_FLUSH, t, trace::now(), last.1, last.0);
             }
         }
@@ -549,21 +555,19 @@ impl Dispatcher {
         if self.work.busy() {
             self.setup().finish_creates();
         }
-        if self.trace.dumping() {
+        if self.spine.trace.dumping() {
             self.setup().finish_dump();
         }
     }
 }
 
-/// A recorder with the loop's own event types named.
-fn loop_recorder(admin: Arc<EventFd>) -> Recorder {
-    let mut r = Recorder::new(Some(admin));
+/// Name the loop's own event types in `r`.
+fn name_loop_events(r: &mut Recorder) {
     for (i, name) in PART_NAMES.iter().enumerate() {
         r.set_name(trace::LOOP_PART + i as u16, *name);
     }
     r.set_name(trace::LOOP_CONTROL, "control");
     r.set_name(trace::LOOP_FLUSH, "wire flush");
-    r
 }
 
 impl Drop for Dispatcher {

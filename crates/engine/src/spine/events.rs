@@ -7,6 +7,13 @@
 //! `EngineConfig::spine_priorities`); events of one priority run in the
 //! order they were queued. The queue is bounded: an event that does not
 //! fit is refused and the caller counts the drop ([`DropReason`]).
+//!
+//! For the event graph (`trace.rs`) each queued event carries a [`Tag`]:
+//! the event that queued it and the message of the graph it belongs to.
+//! The loop sets [`EventQueue::set_current`] around each event it runs,
+//! so whoever pushes during that event (a native, a system handler)
+//! tags without knowing it; with the trace off the current tag stays
+//! zero and the tag is one store more per push.
 
 use std::collections::VecDeque;
 
@@ -71,6 +78,17 @@ pub(crate) struct Event {
     pub arg: u32,
 }
 
+/// What the event graph knows of a queued event: the event that queued
+/// it and the message of the graph it belongs to (0: none; a root event
+/// starts a message of its own when it runs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Tag {
+    /// The trace id of the event that queued it.
+    pub cause: u32,
+    /// The graph's message number.
+    pub msg: u32,
+}
+
 /// Why SPINE dropped something, counted.
 #[repr(u8)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,7 +145,9 @@ impl DropReason {
 
 /// The event queue (see the module documentation).
 pub(crate) struct EventQueue {
-    levels: [VecDeque<Event>; LEVELS],
+    levels: [VecDeque<(Event, Tag)>; LEVELS],
+    /// The tag of what pushes now (the running event's, when traced).
+    current: Tag,
     /// Priority of each event type.
     prio: [u8; EVENT_KINDS],
     /// Bitmask of the non-empty levels.
@@ -146,6 +166,7 @@ impl EventQueue {
     pub(crate) fn new(cap: usize, prio: [u8; EVENT_KINDS]) -> EventQueue {
         EventQueue {
             levels: Default::default(),
+            current: Tag::default(),
             prio: prio.map(|p| p.min(LEVELS as u8 - 1)),
             busy: 0,
             len: 0,
@@ -169,13 +190,20 @@ impl EventQueue {
 
     /// Queue `ev`; when the queue is full it is handed back (the caller
     /// frees what it held) and the drop is counted.
+    #[inline]
     pub(crate) fn push(&mut self, ev: Event) -> Result<(), Event> {
+        self.push_tagged(ev, self.current)
+    }
+
+    /// [`EventQueue::push`] with a tag of its own (a timer's: the event
+    /// that set it).
+    pub(crate) fn push_tagged(&mut self, ev: Event, tag: Tag) -> Result<(), Event> {
         if self.len >= self.cap {
             self.count_drop(DropReason::QueueFull);
             return Err(ev);
         }
         let level = self.prio[ev.kind as usize];
-        self.levels[level as usize].push_back(ev);
+        self.levels[level as usize].push_back((ev, tag));
         self.busy |= 1 << level;
         self.len += 1;
         Ok(())
@@ -184,18 +212,36 @@ impl EventQueue {
     /// The next event: the oldest of the most urgent priority.
     #[inline]
     pub(crate) fn pop(&mut self) -> Option<Event> {
+        self.pop_tagged().map(|(ev, _)| ev)
+    }
+
+    /// [`EventQueue::pop`] with the event's tag.
+    #[inline]
+    pub(crate) fn pop_tagged(&mut self) -> Option<(Event, Tag)> {
         if self.busy == 0 {
             return None;
         }
         let level = self.busy.trailing_zeros() as usize;
         let q = &mut self.levels[level];
-        let ev = q.pop_front()?;
+        let (ev, tag) = q.pop_front()?;
         if q.is_empty() {
             self.busy &= !(1 << level);
         }
         self.len -= 1;
         self.run[ev.kind as usize] += 1;
-        Some(ev)
+        Some((ev, tag))
+    }
+
+    /// The tag of what is pushed from now on (the default: none).
+    #[inline]
+    pub(crate) fn set_current(&mut self, tag: Tag) {
+        self.current = tag;
+    }
+
+    /// The tag of what is pushed now.
+    #[inline]
+    pub(crate) fn current(&self) -> Tag {
+        self.current
     }
 
     /// Count a drop.
@@ -209,7 +255,7 @@ impl EventQueue {
     pub(crate) fn purge(&mut self, mut gone: impl FnMut(&Event) -> bool, mut f: impl FnMut(Event)) {
         for (level, q) in self.levels.iter_mut().enumerate() {
             let before = q.len();
-            q.retain(|ev| {
+            q.retain(|(ev, _)| {
                 if gone(ev) {
                     f(*ev);
                     false
@@ -273,6 +319,27 @@ mod tests {
         assert_eq!(q.len(), 2);
         q.pop();
         q.push(ev(EventKind::Timer, 4)).unwrap();
+    }
+
+    #[test]
+    fn events_carry_the_tag_current_when_they_were_pushed() {
+        let mut q = EventQueue::new(8, DEFAULT_PRIORITIES);
+        q.push(ev(EventKind::HostTx, 1)).unwrap();
+        let t = Tag { cause: 7, msg: 3 };
+        q.set_current(t);
+        q.push(ev(EventKind::Handler, 2)).unwrap();
+        q.set_current(Tag::default());
+        q.push_tagged(ev(EventKind::Timer, 3), Tag { cause: 9, msg: 0 })
+            .unwrap();
+        assert_eq!(
+            q.pop_tagged(),
+            Some((ev(EventKind::Timer, 3), Tag { cause: 9, msg: 0 }))
+        );
+        assert_eq!(q.pop_tagged(), Some((ev(EventKind::Handler, 2), t)));
+        assert_eq!(
+            q.pop_tagged(),
+            Some((ev(EventKind::HostTx, 1), Tag::default()))
+        );
     }
 
     #[test]

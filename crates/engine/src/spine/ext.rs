@@ -9,6 +9,11 @@
 //! on a thread. [`Ext::instantiate`] then runs the initialiser
 //! (`static void init(int)`) on the engine's thread, the one place
 //! `addHandler` may be called, and checks the handlers it asked for.
+//!
+//! An extension may export methods to others (`link.rs`): it is linked
+//! against the exports of the domains it was granted, and if it exports
+//! any itself its VM moves into the runtime's table of exports, where
+//! its own handlers and the importers' calls both reach it.
 
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::{Duration, Instant};
@@ -17,7 +22,8 @@ use jive::{Class, Fault, Limits, LoadRules, MethodId, Vm};
 use unet_abi::FaultKind;
 
 use crate::clients::ClientId;
-use crate::spine::natives::{natives, DOMAIN};
+use crate::spine::link::{self, Linkable};
+use crate::spine::natives::DOMAIN;
 use crate::spine::rt::{HandlerEntry, Rt, Wanted};
 
 /// Default time budget of one handler invocation.
@@ -40,17 +46,20 @@ pub(crate) struct Verified {
 }
 
 /// Load and verify `bytes` as an extension linked against `spine` and
-/// the `granted` domains (no other domain exists yet: naming one is an
-/// error). The error is the message the client sees.
-pub(crate) fn verify(bytes: &[u8], granted: &[String]) -> Result<Verified, String> {
-    if let Some(d) = granted.iter().find(|d| d.as_str() != DOMAIN) {
+/// the `granted` domains of `to` (the domains the adapter has: naming
+/// another is an error). The error is the message the client sees.
+pub(crate) fn verify(bytes: &[u8], granted: &[String], to: &Linkable) -> Result<Verified, String> {
+    let known = |d: &str| d == DOMAIN || to.domains.iter().any(|(x, _)| x == d);
+    if let Some(d) = granted.iter().find(|d| !known(d)) {
         return Err(format!("no domain {d:?} on this adapter"));
     }
     let rules = LoadRules {
         handlers_ephemeral: true,
     };
+    let mut domains = vec![DOMAIN];
+    domains.extend(granted.iter().map(String::as_str));
     let class =
-        Class::load_with(bytes, &natives(), &[DOMAIN], &rules).map_err(|r| r.to_string())?;
+        Class::load_with(bytes, &to.natives, &domains, &rules).map_err(|r| r.to_string())?;
     let init = class
         .method("init")
         .filter(|&m| class.method_is_static(m) && class.method_descriptor(m) == "(I)V")
@@ -76,7 +85,13 @@ pub(crate) struct Ext {
     pub owner: ClientId,
     pub name: String,
     pub budget: Duration,
-    vm: Vm<Rt>,
+    /// Its VM; `None` when it exports, and its VM is in the runtime's
+    /// table of exports.
+    vm: Option<Vm<Rt>>,
+    /// Its slot in the runtime's tables.
+    slot: u32,
+    /// The exporters it is linked to (ids).
+    pub imports: Vec<u32>,
     /// By handler index (what [`HandlerEntry::index`] names).
     pub handlers: Vec<HandlerStats>,
     /// Buffers given back because invocations that kept them were
@@ -117,6 +132,8 @@ impl Ext {
         rt.install_error = None;
         rt.cur.slot = slot;
         rt.cur.ext_id = id;
+        rt.exports.set_budget(slot as usize, INIT_BUDGET);
+        rt.exports.started = Instant::now();
         let mut vm = match Vm::new(class, limits(INIT_BUDGET), rt) {
             Ok(vm) => vm,
             Err(f) => {
@@ -133,7 +150,8 @@ impl Ext {
         if let Some(why) = rt.install_error.take() {
             return Err(why);
         }
-        if wanted.is_empty() {
+        let exported = link::exportable(vm.class());
+        if wanted.is_empty() && exported.is_empty() {
             return Err("init installed no handler".into());
         }
         vm.set_limits(limits(budget));
@@ -170,7 +188,15 @@ impl Ext {
                 ..HandlerStats::default()
             });
         }
-        let compiling = compile.then(|| compile_in_background(vm.class())).flatten();
+        let mut compiling = compile.then(|| compile_in_background(vm.class())).flatten();
+        rt.exports.set_budget(slot as usize, budget);
+        let vm = if exported.is_empty() {
+            Some(vm)
+        } else {
+            let code = compiling.take();
+            link::install_exporter(rt, slot as usize, id, &name, vm, code, &exported)?;
+            None
+        };
         Ok((
             Ext {
                 id,
@@ -178,6 +204,8 @@ impl Ext {
                 name,
                 budget,
                 vm,
+                slot,
+                imports: Vec::new(),
                 handlers,
                 keeps_undone: 0,
                 last_fault: None,
@@ -198,9 +226,12 @@ impl Ext {
         }
         rt.begin(e.slot, self.id, msg);
         let t0 = Instant::now();
-        let r = self
-            .vm
-            .invoke_prepared(rt, e.method, [e.context, msg as i32]);
+        rt.exports.started = t0;
+        let args = [e.context, msg as i32];
+        let r = match self.vm.as_mut() {
+            Some(vm) => vm.invoke_prepared(rt, e.method, args),
+            None => link::invoke_own(rt, e.slot as usize, e.method, args),
+        };
         let ns = t0.elapsed().as_nanos() as u64;
         let ok = r.is_ok();
         self.keeps_undone += rt.end(ok) as u64;
@@ -217,15 +248,53 @@ impl Ext {
         ok
     }
 
+    /// The extension's VM, for tests that drive it (a check limit, its
+    /// scratch region, compiling it at once).
+    #[cfg(test)]
+    pub(crate) fn vm_mut(&mut self) -> &mut Vm<Rt> {
+        self.vm
+            .as_mut()
+            .expect("the tests drive extensions that export nothing")
+    }
+
+    /// Method `method` of the class as the handler a timer runs, in
+    /// extension slot `slot` with `context`: its statistics are those of
+    /// the installed handler of the same method, if there is one (else
+    /// the timers' own counters keep them). None if it cannot be run.
+    /// An exporter's VM lives in the runtime's table of exports (`rt`).
+    pub(crate) fn timer_entry(
+        &self,
+        rt: &Rt,
+        slot: u32,
+        method: u32,
+        context: i32,
+    ) -> Option<HandlerEntry> {
+        let vm = match &self.vm {
+            Some(vm) => vm,
+            None => rt.exports.at(slot as usize)?.vm.as_deref()?,
+        };
+        let m = vm.class().method_at(method)?;
+        let prepared = vm.prepare::<2>(m).ok()?;
+        let name = vm.class().method_name(m);
+        let index = self
+            .handlers
+            .iter()
+            .position(|h| h.method == name)
+            .map_or(u16::MAX, |i| i as u16);
+        Some(HandlerEntry {
+            slot,
+            index,
+            method: prepared,
+            context,
+        })
+    }
+
     /// Whether the extension's handlers run as machine code.
-    pub(crate) fn is_compiled(&self) -> bool {
-        self.compiling.is_none()
-            && self
-                .vm
-                .class()
-                .handlers()
-                .iter()
-                .all(|&m| self.vm.is_compiled(m))
+    pub(crate) fn is_compiled(&self, rt: &Rt) -> bool {
+        let Some(vm) = &self.vm else {
+            return link::is_compiled(rt, self.slot as usize);
+        };
+        self.compiling.is_none() && vm.class().handlers().iter().all(|&m| vm.is_compiled(m))
     }
 
     #[cold]
@@ -236,7 +305,9 @@ impl Ext {
         match rx.try_recv() {
             Err(TryRecvError::Empty) => {}
             Ok(Ok(code)) => {
-                let _ = self.vm.install(code);
+                if let Some(vm) = self.vm.as_mut() {
+                    let _ = vm.install(code);
+                }
                 self.compiling = None;
             }
             // The compiler refused the class, or its thread is gone: the

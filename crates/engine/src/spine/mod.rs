@@ -13,42 +13,56 @@
 //!   handler table, the running invocation);
 //! - `natives.rs`: the `spine` domain;
 //! - `ext.rs`: an extension (its VM, handlers, budget, statistics);
+//! - `exports.rs`, `link.rs`: what extensions export to one another
+//!   (domains of their own), and the calls between them;
 //! - `setup.rs`: loading, unloading and listing extensions, and
 //!   reclaiming a client's when it goes;
+//! - `timers.rs`: the extensions' timers (`Spine.timer`), fired as
+//!   `Timer` events;
 //! - `trace.rs`: the event graph's recorder (off by default, switched
-//!   on at run time);
+//!   on at run time), which the runtime holds and lends the loop; with it
+//!   on, the turn records every event it runs (its type: the system
+//!   handler's number, or the extension handler's; the graph's message
+//!   it belongs to; the event that queued it);
 //! - `peer.rs`: the peer-to-peer message queues between adapters on one
 //!   host (shared memory);
 //! - `peers.rs`: the adapter's table of them, joined by clients, read
-//!   by the turn and sent on by handlers.
+//!   by the turn and sent on by handlers;
+//! - `wire.rs`: links to adapters over the UDP wire, and the active
+//!   messages sent over them.
 //!
 //! SPINE sits above U-Net: host endpoints' active messages wait in
 //! U-Net's inbox (`unet/am.rs`), and SPINE's turn, which borrows the
 //! endpoint table, takes them and delivers to host endpoints.
 
 pub(crate) mod events;
+pub(crate) mod exports;
 pub(crate) mod ext;
+pub(crate) mod link;
 pub(crate) mod msgs;
 pub(crate) mod natives;
 pub(crate) mod peer;
 pub(crate) mod peers;
 pub(crate) mod rt;
 pub(crate) mod setup;
+pub(crate) mod timers;
 pub(crate) mod trace;
+pub(crate) mod wire;
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use unet_sys::EventFd;
 
-use unet_abi::spine::{AmHeader, AM_FRAME_PREFIX, AM_SRC_HOST};
+use unet_abi::spine::{AmHeader, AM_FRAME_PREFIX, AM_SRC_HOST, AM_SRC_SYSTEM};
 
 use crate::config::EngineConfig;
 use crate::part::{Context, Part};
-use crate::spine::events::{DropReason, Event, EventKind};
+use crate::spine::events::{DropReason, Event, EventKind, Tag};
 use crate::spine::ext::Ext;
-use crate::spine::rt::{Rt, ARG_REPLY};
+use crate::spine::rt::{Rt, ARG_REPLY, NO_MSG};
 use crate::spine::setup::Loads;
+use crate::spine::trace::Recorder;
 use crate::unet::endpoints::EndpointTable;
 
 /// Most events one turn runs (and most host messages it takes in): a
@@ -70,6 +84,12 @@ pub(crate) struct SpinePart {
     frame: Vec<u8>,
     /// Loads whose class is being verified.
     pub loads: Loads,
+    /// Links over the wire.
+    pub wire: wire::WireLinks,
+    /// The event graph's recorder (the loop's and SPINE's events).
+    pub trace: Recorder,
+    /// Handlers came or went since the graph's types were named.
+    names_dirty: bool,
 }
 
 impl SpinePart {
@@ -83,7 +103,10 @@ impl SpinePart {
             next_id: 1,
             compile: cfg.applet_compile,
             frame: Vec::new(),
+            trace: Recorder::new(Some(waker.clone())),
             loads: Loads::new(waker),
+            wire: wire::WireLinks::default(),
+            names_dirty: true,
         }
     }
 
@@ -95,7 +118,24 @@ impl SpinePart {
     /// Whether a turn has anything to do.
     #[inline]
     fn idle(&self, eps: &EndpointTable) -> bool {
-        eps.am.queue.is_empty() && self.rt.queue.is_empty() && self.rt.peers.is_empty()
+        eps.am.queue.is_empty()
+            && self.rt.queue.is_empty()
+            && self.rt.peers.is_empty()
+            && !self.rt.timers.is_due()
+    }
+
+    /// Queue a `Timer` event for each timer that is due (tagged with the
+    /// event that set it).
+    fn fire_timers(&mut self) -> usize {
+        let Rt { timers, queue, .. } = &mut self.rt;
+        timers.fire_due(Instant::now(), |arg, t| {
+            let ev = Event {
+                kind: EventKind::Timer,
+                msg: NO_MSG,
+                arg,
+            };
+            queue.push_tagged(ev, t.tag).is_ok()
+        })
     }
 
     /// Take the host endpoints' active messages into the queue.
@@ -178,11 +218,9 @@ impl SpinePart {
             EventKind::Handler => self.invoke(ev.msg),
             EventKind::DeliverHost => self.deliver_host(ev, eps),
             EventKind::PeerTx => peers::forward(&mut self.rt, ev),
-            // The wire and timers have no events yet.
-            EventKind::WireTx | EventKind::Timer => {
-                self.rt.queue.count_drop(DropReason::BadDest);
-                self.rt.msgs.free(ev.msg, &mut self.rt.bufs);
-            }
+            // Framed onto the port at the end of the turn.
+            EventKind::WireTx => self.wire.out.push((ev.arg, ev.msg)),
+            EventKind::Timer => self.run_timer(ev.arg),
         }
     }
 
@@ -209,6 +247,47 @@ impl SpinePart {
                 rt.msgs.free(msg, &mut rt.bufs);
             }
         }
+    }
+
+    /// Run the timer a `Timer` event names: its method, with its context
+    /// and an empty message from the system (`AM_SRC_SYSTEM`).
+    fn run_timer(&mut self, arg: u32) {
+        let Self { rt, exts, .. } = self;
+        let Some(t) = rt.timers.take(arg) else {
+            return; // its extension went: counted then
+        };
+        let x = exts
+            .get_mut(t.slot as usize)
+            .and_then(|x| x.as_mut())
+            .filter(|x| x.id == t.ext_id);
+        let Some((x, e)) = x.and_then(|x| {
+            let e = x.timer_entry(rt, t.slot, t.method, t.context)?;
+            Some((x, e))
+        }) else {
+            rt.timers.dropped += 1;
+            rt.queue.count_drop(DropReason::Dead);
+            return;
+        };
+        let hdr = AmHeader {
+            handler: EventKind::Timer as u16,
+            src_kind: AM_SRC_SYSTEM,
+            src: t.ext_id,
+            ..AmHeader::default()
+        };
+        let Some(m) = rt.msgs.alloc(hdr, &[], None) else {
+            rt.timers.dropped += 1;
+            rt.queue.count_drop(DropReason::NoSlot);
+            return;
+        };
+        if !x.invoke(rt, e, m) {
+            rt.timers.faulted += 1;
+        }
+    }
+
+    /// Extension slot `slot` is emptied (unloaded, or its initialiser
+    /// refused): its timers go, counted as dropped.
+    pub(crate) fn drop_timers(&mut self, slot: usize) {
+        self.rt.timers.cancel(slot as u32);
     }
 
     /// Deliver a message to a host endpoint: one of the sending
@@ -246,9 +325,10 @@ impl SpinePart {
         rt.msgs.free(ev.msg, &mut rt.bufs);
     }
 
-    /// One turn: take the hosts' messages, then run what is queued (at
-    /// most [`TURN_MAX`] events).
-    fn turn_with(&mut self, eps: &mut EndpointTable) -> usize {
+    /// Queue what came in: the hosts' active messages, the peer queues'
+    /// messages, the timers that are due.
+    #[inline]
+    fn take_in(&mut self, eps: &mut EndpointTable) -> usize {
         let mut work = 0;
         if !eps.am.queue.is_empty() {
             work += self.take_host(eps);
@@ -256,6 +336,16 @@ impl SpinePart {
         if !self.rt.peers.is_empty() {
             work += peers::take(&mut self.rt);
         }
+        if self.rt.timers.is_due() {
+            work += self.fire_timers();
+        }
+        work
+    }
+
+    /// One turn: take the hosts' messages, then run what is queued (at
+    /// most [`TURN_MAX`] events).
+    fn turn_with(&mut self, eps: &mut EndpointTable) -> usize {
+        let work = self.take_in(eps);
         let n = self.rt.queue.len().min(TURN_MAX);
         for _ in 0..n {
             let Some(ev) = self.rt.queue.pop() else {
@@ -266,12 +356,87 @@ impl SpinePart {
         work + n
     }
 
+    /// [`SpinePart::turn_with`] with every event recorded in the event
+    /// graph (the trace is on): its type ([`SpinePart::trace_type`]), its
+    /// time (one clock read an event: an event ends where the next
+    /// begins), the graph's message it belongs to (its cause's, or a new
+    /// one for an event nothing in the adapter queued: a host's, the
+    /// wire's or a peer's message, a timer) and the event that queued it.
+    /// While an event runs, what it queues is tagged with it.
+    #[inline(never)]
+    fn turn_traced(&mut self, eps: &mut EndpointTable) -> usize {
+        if self.names_dirty {
+            self.name_types();
+        }
+        let work = self.take_in(eps);
+        let n = self.rt.queue.len().min(TURN_MAX);
+        let mut t = trace::now();
+        for _ in 0..n {
+            let Some((ev, tag)) = self.rt.queue.pop_tagged() else {
+                break;
+            };
+            let ty = self.trace_type(&ev);
+            let id = self.trace.next_id();
+            let msg = match tag.msg {
+                0 => self.trace.items(1).max(1),
+                m => m,
+            };
+            self.rt.queue.set_current(Tag { cause: id, msg });
+            self.run(ev, eps);
+            let end = trace::now();
+            let got = self.trace.record(ty, t, end, msg, tag.cause);
+            debug_assert_eq!(got, id, "recorded while an event ran");
+            t = end;
+        }
+        self.rt.queue.set_current(Tag::default());
+        work + n
+    }
+
+    /// An event's type in the graph: the system handler's number
+    /// ([`EventKind`]), or for a handler's invocation the handler's.
+    #[inline]
+    fn trace_type(&self, ev: &Event) -> u16 {
+        match ev.kind {
+            EventKind::Handler => self
+                .rt
+                .msgs
+                .get(ev.msg)
+                .map_or(EventKind::Handler as u16, |m| m.hdr.handler),
+            k => k as u16,
+        }
+    }
+
+    /// Name the graph's types: the system handlers, and each installed
+    /// handler by its extension and method (`echo:onPing (70)`). A number
+    /// keeps the name of its last handler after it goes, so that a dump
+    /// names the events it still holds.
+    #[cold]
+    fn name_types(&mut self) {
+        self.names_dirty = false;
+        for k in EventKind::ALL {
+            self.trace.set_name(k as u16, k.name());
+        }
+        for (n, e) in self.rt.handlers.iter().enumerate() {
+            let Some(e) = e else { continue };
+            let Some(x) = self.exts.get(e.slot as usize).and_then(|x| x.as_ref()) else {
+                continue;
+            };
+            let method = x
+                .handlers
+                .get(e.index as usize)
+                .map_or("?", |h| h.method.as_str());
+            self.trace
+                .set_name(n as u16, format!("{}:{method} ({n})", x.name));
+        }
+    }
+
     /// Install an extension's handlers (numbers checked free by the
     /// initialiser's `addHandler`).
     pub(crate) fn mark_handlers(&mut self, eps: &mut EndpointTable, numbers: &[u16], on: bool) {
         for &n in numbers {
             eps.am.set_handled(n, on);
         }
+        self.names_dirty = true;
     }
 
     /// A new extension id.
@@ -303,17 +468,34 @@ pub(crate) struct SpineTurn<'a> {
 
 impl Part for SpineTurn<'_> {
     #[inline]
-    fn turn(&mut self, _cx: &mut Context<'_>) -> usize {
-        if self.spine.idle(self.eps) {
+    fn turn(&mut self, cx: &mut Context<'_>) -> usize {
+        let wire_in = cx.port.as_ref().is_some_and(|p| !p.st.spine.is_empty());
+        if self.spine.idle(self.eps) && !wire_in {
             return 0;
         }
-        self.spine.turn_with(self.eps)
+        let mut work = 0;
+        if wire_in {
+            if let Some(p) = cx.port.as_deref_mut() {
+                work += wire::take_in(self.spine, p);
+            }
+        }
+        // The trace's one test a turn (not an event) when it is off.
+        work += if self.spine.trace.on() {
+            self.spine.turn_traced(self.eps)
+        } else {
+            self.spine.turn_with(self.eps)
+        };
+        if self.spine.wire.has_out() {
+            wire::send_out(self.spine, cx.port.as_deref_mut());
+        }
+        work
     }
 
-    /// The peer queues' look at their peers (timers come with the event
-    /// types that need them).
+    /// The earliest timer, and the peer queues' look at their peers.
     fn deadline(&self, _cx: &Context<'_>) -> Option<Instant> {
-        self.spine.rt.peers.deadline()
+        let peers = self.spine.rt.peers.deadline();
+        let timers = self.spine.rt.timers.next_due();
+        peers.into_iter().chain(timers).min()
     }
 
     /// Hosts ring their endpoints' doorbells; peer adapters ring the one
@@ -325,3 +507,7 @@ impl Part for SpineTurn<'_> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_neighbour;
+#[cfg(test)]
+mod tests_terminate;

@@ -11,13 +11,16 @@
 //! limit is an error code (negative) the handler may act on.
 //!
 //! `addHandler` is the one non-ephemeral native: only an initialiser may
-//! call it.
+//! call it. `timer` is ephemeral: an initialiser or a handler sets one
+//! (`timers.rs`).
 
 use jive::{Fault, NativeCtx, NativeResult, Natives};
 use unet_abi::spine::{AM_ARGS_MAX, SPINE_FIRST_EXT_HANDLER};
 
+use crate::spine::events::Tag;
 use crate::spine::msgs::KeepError;
 use crate::spine::rt::{reply_dest, Rt, Wanted, E_LIMIT, HANDLERS_PER_EXT, NO_MSG};
+use crate::spine::timers::Timer;
 
 /// The domain's name, granted to every extension.
 pub(crate) const DOMAIN: &str = "spine";
@@ -269,6 +272,26 @@ fn reply(rt: &mut Rt, cx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
     send(rt, cx, &[dest, a[1], a[2], a[3], a[4]])
 }
 
+/// `timer(micros, method, context)`: run `method` with `context` and an
+/// empty message in `micros` (0, or `E_LIMIT`).
+fn timer(rt: &mut Rt, _: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
+    if rt.cur.slot == u32::MAX {
+        return Err(fault("no extension runs"));
+    }
+    let t = Timer {
+        slot: rt.cur.slot,
+        ext_id: rt.cur.ext_id,
+        method: a[1] as u32,
+        context: a[2],
+        // Caused by the event running now; a message of its own.
+        tag: Tag {
+            cause: rt.queue.current().cause,
+            msg: 0,
+        },
+    };
+    Ok(rt.timers.set(a[0], t))
+}
+
 fn now_micros(rt: &mut Rt, _: &mut NativeCtx<'_>, _: &[i32]) -> NativeResult {
     Ok(rt.now_micros())
 }
@@ -299,6 +322,7 @@ pub(crate) fn natives() -> Natives<Rt> {
         ("sendBulk", "(II[BIII)I", send_bulk),
         ("reply", "(II[BII)I", reply),
         ("nowMicros", "()I", now_micros),
+        ("timer", "(ILjava/lang/String;I)I", timer),
     ] {
         n.register_ephemeral(DOMAIN, CLASS, name, desc, f);
     }

@@ -14,8 +14,11 @@ use unet_abi::spine::{
 
 use crate::config::EngineConfig;
 use crate::spine::events::{DropReason, Event, EventKind, EventQueue};
+use crate::spine::exports::Exports;
 use crate::spine::msgs::{BufPool, KeepSet, MsgPool};
 use crate::spine::peers::Peers;
+use crate::spine::timers::Timers;
+use crate::spine::wire::WireDests;
 
 /// Buffers one extension may keep at once.
 pub(crate) const KEEP_MAX: usize = 256;
@@ -77,6 +80,8 @@ pub(crate) struct Rt {
     pub queue: EventQueue,
     /// The links to peer adapters (`DEST_PEER`).
     pub peers: Peers,
+    /// The extensions' timers (`Spine.timer`).
+    pub timers: Timers,
     /// By handler number.
     pub handlers: Vec<Option<HandlerEntry>>,
     /// What each extension keeps, by extension slot.
@@ -94,6 +99,10 @@ pub(crate) struct Rt {
     pub bad_handles: u64,
     /// `keep`s refused at the extension's cap.
     pub keeps_refused: u64,
+    /// The links over the wire a handler may send to.
+    pub wire: WireDests,
+    /// What extensions export to one another.
+    pub exports: Exports<Rt>,
 }
 
 impl Rt {
@@ -104,6 +113,7 @@ impl Rt {
             bufs: BufPool::new(cfg.spine_bufs_max as usize, cfg.spine_buf_size as usize),
             queue: EventQueue::new(cfg.spine_events_max as usize, cfg.spine_priorities),
             peers: Peers::new(),
+            timers: Timers::default(),
             handlers: vec![None; limit as usize],
             keeps: Vec::new(),
             cur: Current {
@@ -119,6 +129,8 @@ impl Rt {
             epoch: Instant::now(),
             bad_handles: 0,
             keeps_refused: 0,
+            wire: WireDests::default(),
+            exports: Exports::new(),
         }
     }
 
@@ -210,13 +222,15 @@ impl Rt {
                     return E_BAD_DEST;
                 }
             },
-            // The wire is not yet reachable from handlers on this
-            // adapter.
-            DEST_WIRE => {
-                give_back(self);
-                self.queue.count_drop(DropReason::BadDest);
-                return E_BAD_DEST;
-            }
+            // A link that is up, or E_DEAD / E_BAD_DEST.
+            DEST_WIRE => match self.wire.check(id) {
+                0 => EventKind::WireTx,
+                e => {
+                    give_back(self);
+                    self.queue.count_drop(DropReason::BadDest);
+                    return e;
+                }
+            },
             _ => {
                 give_back(self);
                 self.queue.count_drop(DropReason::BadDest);

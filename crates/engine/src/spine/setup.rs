@@ -3,6 +3,12 @@
 //! unloading one, listing them with their handlers' statistics, and
 //! reclaiming a client's extensions when it goes.
 //!
+//! A load is verified against the domains the adapter has at that moment
+//! (`link.rs`); its exporters must still be there when it is installed.
+//! An exporter whose importers are loaded is not unloaded on request
+//! (the refusal names them); when its owner goes it goes all the same,
+//! and its importers' calls of it fault.
+//!
 //! Caps, per process: [`EXTS_PER_PROCESS`] extensions (with those being
 //! verified), [`HANDLERS_PER_EXT`](crate::spine::rt::HANDLERS_PER_EXT)
 //! handlers each, [`KEEP_MAX`] buffers kept each. A refusal is an
@@ -14,15 +20,16 @@ use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
 use std::time::Duration;
 
-use unet_control::spine::{ExtInfo, HandlerInfo, SpineListing};
+use unet_control::spine::{ExportInfo, ExtInfo, HandlerInfo, SpineListing};
 use unet_control::{ErrorCode, Reply, Request};
 use unet_sys::{EventFd, Segment};
 
 use crate::clients::{ClientId, Clients, ProcKey};
 use crate::spine::events::{DropReason, EventKind};
 use crate::spine::ext::{self, Ext, Verified, DEFAULT_BUDGET, MAX_BUDGET};
+use crate::spine::link;
 use crate::spine::msgs::KeepSet;
-use crate::spine::rt::KEEP_MAX;
+use crate::spine::rt::{Rt, KEEP_MAX};
 use crate::spine::SpinePart;
 use crate::unet::endpoints::EndpointTable;
 
@@ -39,6 +46,8 @@ pub(crate) struct Load {
     name: String,
     budget: Duration,
     arg: i32,
+    /// The exporters of the granted domains it was verified against.
+    links: Vec<(String, u32)>,
     result: Receiver<Result<Verified, String>>,
 }
 
@@ -175,12 +184,19 @@ impl SpineSetup<'_> {
             }
             Err(e) => return Some(Reply::Rejected(format!("cannot read the class file: {e}"))),
         };
+        let to = link::linkable(&self.spine.rt);
+        let links: Vec<(String, u32)> = to
+            .domains
+            .iter()
+            .filter(|(d, _)| domains.contains(d))
+            .cloned()
+            .collect();
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let waker = self.spine.loads.waker.clone();
         let started = std::thread::Builder::new()
             .name("spine-verify".into())
             .spawn(move || {
-                let _ = tx.send(ext::verify(&bytes, &domains));
+                let _ = tx.send(ext::verify(&bytes, &domains, &to));
                 waker.notify();
             });
         if started.is_err() {
@@ -193,6 +209,7 @@ impl SpineSetup<'_> {
             name,
             budget,
             arg,
+            links,
             result: rx,
         });
         None
@@ -225,6 +242,9 @@ impl SpineSetup<'_> {
     /// Initialise a verified extension and install its handlers.
     fn install(&mut self, l: &Load, v: Verified) -> Reply {
         let sp = &mut *self.spine;
+        if let Err(why) = link::still_linked(&sp.rt, &l.links) {
+            return Reply::Rejected(why);
+        }
         let slot = match sp.exts.iter().position(|x| x.is_none()) {
             Some(s) => s,
             None => {
@@ -248,17 +268,19 @@ impl SpineSetup<'_> {
             l.arg,
             compile,
         );
-        let (x, entries) = match r {
+        let (mut x, entries) = match r {
             Ok(ok) => ok,
             Err(why) => {
                 // The initialiser may have kept nothing (it has no
                 // message), but give back whatever the slot holds; the id
                 // goes to the next load.
                 sp.rt.keeps[slot].release_all(&mut sp.rt.bufs);
+                sp.drop_timers(slot);
                 sp.give_back_id(id);
                 return Reply::Rejected(why);
             }
         };
+        x.imports = link::add_importer(&mut sp.rt, id, &l.links);
         let numbers: Vec<u16> = entries.iter().map(|(n, _)| *n).collect();
         for (n, e) in entries {
             sp.rt.handlers[n as usize] = Some(e);
@@ -282,6 +304,9 @@ impl SpineSetup<'_> {
         });
         match slot {
             Some(s) => {
+                if let Some(why) = link::unload_refusal(&self.spine.rt, s) {
+                    return Reply::Rejected(why);
+                }
                 self.unload(s);
                 Reply::Ok
             }
@@ -294,9 +319,10 @@ impl SpineSetup<'_> {
     /// (counted as `dead`).
     pub(crate) fn unload(&mut self, slot: usize) {
         let sp = &mut *self.spine;
-        let Some(_x) = sp.exts.get_mut(slot).and_then(|x| x.take()) else {
+        let Some(x) = sp.exts.get_mut(slot).and_then(|x| x.take()) else {
             return;
         };
+        sp.rt.exports.remove(slot, x.id, &x.imports);
         let mut numbers = Vec::new();
         for (n, h) in sp.rt.handlers.iter_mut().enumerate() {
             if h.is_some_and(|e| e.slot as usize == slot) {
@@ -307,6 +333,7 @@ impl SpineSetup<'_> {
         if let Some(k) = sp.rt.keeps.get_mut(slot) {
             k.release_all(&mut sp.rt.bufs);
         }
+        sp.drop_timers(slot);
         // Messages queued for its handlers go now (counted as `dead`): a
         // later extension taking the same numbers must not get them.
         let rt = &mut sp.rt;
@@ -331,7 +358,7 @@ impl SpineSetup<'_> {
     /// Client `ci` went: its extensions go, its loads are forgotten.
     pub(crate) fn drop_client(&mut self, ci: ClientId) {
         self.spine.loads.pending.retain(|l| l.client != ci);
-        let slots: Vec<usize> = self
+        let mut slots: Vec<usize> = self
             .spine
             .exts
             .iter()
@@ -339,6 +366,9 @@ impl SpineSetup<'_> {
             .filter(|(_, x)| x.as_ref().is_some_and(|x| x.owner == ci))
             .map(|(i, _)| i)
             .collect();
+        // Importers before exporters, so that an exporter whose importers
+        // are all this client's goes cleanly.
+        slots.sort_by_key(|&s| self.spine.rt.exports.at(s).is_some());
         for s in slots {
             self.unload(s);
         }
@@ -367,12 +397,17 @@ impl SpineSetup<'_> {
             drops: DropReason::ALL
                 .iter()
                 .map(|r| (r.name().to_string(), rt.queue.drops[*r as usize]))
+                .chain([
+                    ("timers_refused".to_string(), rt.timers.refused),
+                    ("timers_dropped".to_string(), rt.timers.dropped),
+                ])
                 .collect(),
             msgs_live: rt.msgs.live() as u32,
             bufs_live: rt.bufs.live() as u32,
             queued: rt.queue.len() as u32,
             bad_handles: rt.bad_handles,
             keeps_refused: rt.keeps_refused,
+            dead_calls: rt.exports.dead_calls,
         };
         let bytes = listing.encode();
         match memory_file(&bytes) {
@@ -398,7 +433,7 @@ fn ext_info(x: &Ext, c: &dyn Clients, sp: &SpinePart) -> ExtInfo {
         name: x.name.clone(),
         pid: c.pid(x.owner).unwrap_or(0),
         budget_us: x.budget.as_micros() as u32,
-        compiled: x.is_compiled(),
+        compiled: x.is_compiled(&sp.rt),
         kept: slot
             .and_then(|s| sp.rt.keeps.get(s))
             .map_or(0, |k| k.len() as u32),
@@ -417,15 +452,50 @@ fn ext_info(x: &Ext, c: &dyn Clients, sp: &SpinePart) -> ExtInfo {
                 invocations: h.invocations,
                 total_ns: h.total_ns,
                 max_ns: h.max_ns,
-                terminations: unet_abi::FaultKind::ALL
-                    .iter()
-                    .zip(h.terms)
-                    .filter(|(_, n)| *n > 0)
-                    .map(|(k, n)| (k.name().to_string(), n))
-                    .collect(),
+                terminations: terminations(&h.terms),
+            })
+            .collect(),
+        exports: slot.map_or_else(Vec::new, |s| export_infos(&sp.rt, s)),
+        imports: x
+            .imports
+            .iter()
+            .filter_map(|&id| {
+                let ex = &sp.rt.exports;
+                let live = ex.by_slot.iter().flatten();
+                live.chain(&ex.dead)
+                    .find(|e| e.id == id)
+                    .map(|e| e.domain.clone())
             })
             .collect(),
     }
+}
+
+/// What the listing says of the exports of the extension in `slot`.
+fn export_infos(rt: &Rt, slot: usize) -> Vec<ExportInfo> {
+    let Some(x) = rt.exports.at(slot) else {
+        return Vec::new();
+    };
+    x.exports
+        .iter()
+        .filter_map(|&k| rt.exports.table.get(k)?.as_ref())
+        .map(|e| ExportInfo {
+            method: format!("{}{}", e.name, e.descriptor),
+            ephemeral: e.ephemeral,
+            calls: e.calls,
+            terminations: terminations(&e.terms),
+            last_fault: e.last_fault.clone().unwrap_or_default(),
+        })
+        .collect()
+}
+
+/// The reasons with a count, by name.
+fn terminations(terms: &[u64]) -> Vec<(String, u64)> {
+    unet_abi::FaultKind::ALL
+        .iter()
+        .zip(terms)
+        .filter(|(_, n)| **n > 0)
+        .map(|(k, n)| (k.name().to_string(), *n))
+        .collect()
 }
 
 /// A sealed memory file holding `bytes`.

@@ -19,6 +19,15 @@
 //! let id = recorder.record(ty, t, trace::now(), msg, cause);
 //! ```
 //!
+//! SPINE's turn (`mod.rs`) records each event it runs: a system
+//! handler's under its number ([`EventKind`](crate::spine::events::EventKind)),
+//! an extension handler's under the handler's; its message is the
+//! graph's: a number a root event (a host's, the wire's or a peer's
+//! message, a timer) takes from [`Recorder::items`], inherited by what
+//! it queues, so that one message is followed from its arrival through
+//! its handlers to its delivery. The loop's own events (the parts'
+//! turns) contain SPINE's.
+//!
 //! Off, [`Recorder::record`] is one predictable branch (and the caller's
 //! clock reads can be kept behind [`Recorder::on`]); on, it writes one
 //! 24-byte slot. The clock is the CPU's time-stamp counter (a few
@@ -80,6 +89,9 @@ pub(crate) const LOOP_PART: u16 = 56;
 pub(crate) const LOOP_CONTROL: u16 = 62;
 /// The loop's event: the wire's port sends what the turn queued.
 pub(crate) const LOOP_FLUSH: u16 = 63;
+/// The loop's own event types are `LOOP_FIRST..=63`: SPINE's system
+/// handlers are below them, extension handlers from 64.
+pub const LOOP_FIRST: u16 = LOOP_PART;
 
 /// Events a ring holds unless told otherwise.
 pub const DEFAULT_CAPACITY: u32 = 1 << 16;
@@ -429,8 +441,17 @@ impl Recorder {
         id_of(seq)
     }
 
-    /// Number `n` work items (of the loop's parts): returns the number of
-    /// the first (what the event that handled them belongs to).
+    /// The id the next event recorded gets (what an event being run
+    /// tags the events it queues with, before it is recorded itself;
+    /// nothing else may be recorded meanwhile).
+    #[inline(always)]
+    pub(crate) fn next_id(&self) -> u32 {
+        id_of(self.next)
+    }
+
+    /// Number `n` work items (of the loop's parts, or one new message of
+    /// SPINE's): returns the number of the first (what the event that
+    /// handled them belongs to).
     pub(crate) fn items(&mut self, n: usize) -> u32 {
         let first = self.items + 1;
         self.items += n as u64;

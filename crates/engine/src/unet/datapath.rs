@@ -126,14 +126,7 @@ impl DataPath<'_> {
             Some(st)
         };
         if d.flags != 0 {
-            if d.flags == unet_abi::spine::SEND_AM {
-                return Some(self.send_am(idx, d));
-            }
-            return bad(
-                self.counters(),
-                EndpointCounter::TxBadFlags,
-                SendStatus::BadFlags,
-            );
+            return Some(self.send_flagged(idx, d.flags, d.offset, d.len, d.channel));
         }
         if d.len == 0 || d.len as usize > MAX_MESSAGE {
             return bad(
@@ -180,24 +173,40 @@ impl DataPath<'_> {
         }
     }
 
-    /// An active message (`SEND_AM`; the channel field is the handler
-    /// number): checked and copied to SPINE's inbox (`am`), taken by
-    /// SPINE's turn. Kept out of line: it is not U-Net's send path.
+    /// A send descriptor with flags: an active message (`SEND_AM`; the
+    /// channel field is the handler number), checked and copied to
+    /// SPINE's inbox (`am`), taken by SPINE's turn; any other flag is
+    /// refused. Out of line and given the fields it reads, not the
+    /// descriptor: U-Net's own sends (no flags) keep the send path's code
+    /// as it was before SPINE (passed by value, the descriptor was kept in
+    /// memory for this call, some instructions more per send).
+    #[cold]
     #[inline(never)]
-    fn send_am(&mut self, idx: usize, d: SendDesc) -> SendStatus {
+    fn send_flagged(
+        &mut self,
+        idx: usize,
+        flags: u16,
+        offset: u32,
+        len: u32,
+        handler: u16,
+    ) -> SendStatus {
         let ep = self.eps.get(idx).expect("live");
         let (slot, id) = (ep.slot, ep.id);
-        if d.len as usize > MAX_MESSAGE {
+        if flags != unet_abi::spine::SEND_AM {
+            self.counters().ep(slot, EndpointCounter::TxBadFlags, 1);
+            return SendStatus::BadFlags;
+        }
+        if len as usize > MAX_MESSAGE {
             self.counters().ep(slot, EndpointCounter::TxBadLength, 1);
             return SendStatus::BadLength;
         }
-        let Some(msg) = ep.message(d.offset, d.len) else {
+        let Some(msg) = ep.message(offset, len) else {
             self.counters().ep(slot, EndpointCounter::TxBadBuffer, 1);
             return SendStatus::BadBuffer;
         };
         // Read in place, copied once: a client scribbling on it spoils
         // only its own message.
-        let (st, counter) = match self.eps.am.offer(id, d.channel, msg.bytes()) {
+        let (st, counter) = match self.eps.am.offer(id, handler, msg.bytes()) {
             Ok(()) => (SendStatus::Sent, EndpointCounter::TxAm),
             Err(AmRefusal::Full) => (SendStatus::SpineFull, EndpointCounter::TxAmFull),
             Err(AmRefusal::Refused) => (SendStatus::SpineRefused, EndpointCounter::TxAmRefused),

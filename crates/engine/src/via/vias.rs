@@ -482,6 +482,13 @@ impl Vias {
         r.chain(v)
     }
 
+    /// Whether a request or an open waits on a deadline (two loads: the
+    /// loop asks on every turn, before it looks for the earliest).
+    #[inline(always)]
+    pub(crate) fn has_deadlines(&self) -> bool {
+        !self.pending.by_deadline.is_empty() || !self.open_due.is_empty()
+    }
+
     /// The earliest deadline of a waiting request or open.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
         let p = self.pending.next_deadline();

@@ -129,15 +129,19 @@ pub enum AuthError {
 
 /// Whether, with a cluster key, `datagram` must carry the trailer: true
 /// unless its `kind` byte (offset 3) is of the data path
-/// ([`Kind::is_data_path`]: Data, ViAck). A datagram too short to hold a
+/// ([`Kind::is_data_path`]: Data, ViAck; and SPINE's messages, kind 0x34). A datagram too short to hold a
 /// kind, or of a kind this version does not know, must carry one too (so
 /// that, unauthenticated, it is refused as [`AuthError::BadMac`] before
 /// anything else is read).
 pub fn carries_trailer(datagram: &[u8]) -> bool {
-    !datagram
-        .get(KIND_OFFSET)
-        .and_then(|&k| Kind::from_u8(k))
-        .is_some_and(Kind::is_data_path)
+    match datagram.get(KIND_OFFSET) {
+        Some(&k) => match Kind::from_u8(k) {
+            Some(k) => !k.is_data_path(),
+            // SPINE's message frames are of the data path too.
+            None => !super::frame::spine::is_data_path(k),
+        },
+        None => true,
+    }
 }
 
 /// Appends the trailer to the frame in `buf[..frame_len]`; `buf` has
@@ -268,7 +272,9 @@ mod tests {
         let mut d = [0u8; 12];
         for v in 0..=u8::MAX {
             d[KIND_OFFSET] = v;
-            let bare = v == Kind::Data as u8 || v == Kind::ViAck as u8;
+            let bare = v == Kind::Data as u8
+                || v == Kind::ViAck as u8
+                || v == super::super::frame::spine::KIND_MSG;
             assert_eq!(carries_trailer(&d), !bare, "kind {v:#x}");
             assert_eq!(carries_trailer(&d[..4]), !bare, "kind {v:#x}");
         }

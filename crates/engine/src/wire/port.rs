@@ -13,7 +13,10 @@
 //!   queue);
 //! - frames of connections (VIs, and UDM's links, whose ids have
 //!   [`LINK_BIT`]) to their system's [`Inbox`] as [`ConnIn`]s: [`PortState::vis`]
-//!   and [`PortState::links`].
+//!   and [`PortState::links`];
+//! - SPINE's frames (kinds `0x30..=0x3F`, which [`Frame::parse`] does not
+//!   know) whole to [`PortState::spine`], where SPINE's turn checks them
+//!   against its links (token and sender) and takes their messages.
 //!
 //! The token-and-sender check is written once ([`PortState::check`]):
 //! connections register (id → peer address, token) with
@@ -41,8 +44,9 @@ use unet_sys as sys;
 use crate::counters::Counters;
 use crate::wire::admission::{Admission, AdmissionConfig};
 use crate::wire::frag::FragIn;
+use crate::wire::frame::spine as spine_frame;
 use crate::wire::frame::{
-    UdmAccept, UdmJoin, ViAccept, ViAck, ViClose, ViOpen, ViRefuse, VI_DATA_CHANNEL,
+    UdmAccept, UdmJoin, ViAccept, ViAck, ViClose, ViOpen, ViRefuse, KIND_OFFSET, VI_DATA_CHANNEL,
 };
 use crate::wire::reliable::{Ack, Sack};
 use crate::wire::{
@@ -117,6 +121,40 @@ pub(crate) struct Inbox {
     pub silent: Vec<SocketAddr>,
 }
 
+/// Most SPINE frames, and bytes of them, the port holds for SPINE's turn
+/// (more in one turn are dropped and counted in [`SpineInbox::overflow`]).
+const SPINE_INBOX_MAX: usize = 4096;
+const SPINE_INBOX_BYTES: usize = 4 << 20;
+
+/// SPINE's frames as they came, whole (parsed again and checked by
+/// SPINE's turn, which knows its links' tokens and peers).
+#[derive(Default)]
+pub(crate) struct SpineInbox {
+    /// The frames' bytes, one after the other.
+    pub bytes: Vec<u8>,
+    /// Each frame: its sender, where its bytes start, its length.
+    pub frames: Vec<(SocketAddr, usize, usize)>,
+    /// Peers found silent (the links with them break).
+    pub silent: Vec<SocketAddr>,
+    /// Frames dropped because the inbox was full.
+    pub overflow: u64,
+}
+
+impl SpineInbox {
+    /// Whether SPINE has anything to take.
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.frames.is_empty() && self.silent.is_empty()
+    }
+
+    /// Empty it, keeping its memory.
+    pub(crate) fn clear(&mut self) {
+        self.bytes.clear();
+        self.frames.clear();
+        self.silent.clear();
+    }
+}
+
 /// U-Net's remote channels, as the port sees them while it receives: the
 /// port asks them what a frame's channel is, makes the check, reassembles
 /// the message and hands over what passed. Called for each frame (a
@@ -189,6 +227,8 @@ pub(crate) struct PortState {
     pub(crate) vis: Inbox,
     /// Frames for UDM's links.
     pub(crate) links: Inbox,
+    /// Frames for SPINE.
+    pub(crate) spine: SpineInbox,
     epoch: Instant,
     /// The wire clock, read once per batch received.
     pub(crate) now_ns: u64,
@@ -291,6 +331,9 @@ impl PortState {
         }
         let f = match Frame::parse(bytes) {
             Ok(f) => f,
+            Err(FrameError::UnknownKind) if spine_frame::is_spine_kind(bytes[KIND_OFFSET]) => {
+                return self.spine_frame(from, bytes, stamp)
+            }
             Err(e) => return self.drop(WireDrop::from(e)),
         };
         if let Some((st, nonce)) = stamp {
@@ -348,6 +391,34 @@ impl PortState {
             }
             Body::UdmAccept(a) => self.links.frames.push(ConnIn::UdmAccept(from, a)),
         }
+    }
+
+    /// A SPINE frame (authenticated with a key, unless a message): an
+    /// open only from an allowed peer, as a ViOpen; the rest is SPINE's
+    /// turn's to check.
+    fn spine_frame(&mut self, from: SocketAddr, bytes: &[u8], stamp: Option<(u64, u64)>) {
+        let kind = bytes[KIND_OFFSET];
+        if let Some((st, nonce)) = stamp {
+            let src = spine_frame::src_engine(bytes).unwrap_or(0);
+            if self.wall_ns == 0 {
+                self.wall_ns = auth::wall_ns();
+            }
+            if !self.adm.replay.fresh(src, st, nonce, self.wall_ns) {
+                return self.drop(WireDrop::Replay);
+            }
+        }
+        if kind == spine_frame::KIND_OPEN && !self.adm.allowed(from.ip()) {
+            return self.drop(WireDrop::PeerNotAllowed);
+        }
+        let inbox = &mut self.spine;
+        if inbox.frames.len() >= SPINE_INBOX_MAX
+            || inbox.bytes.len() + bytes.len() > SPINE_INBOX_BYTES
+        {
+            inbox.overflow += 1;
+            return;
+        }
+        inbox.frames.push((from, inbox.bytes.len(), bytes.len()));
+        inbox.bytes.extend_from_slice(bytes);
     }
 
     /// A Data frame of a connection: checked before anything of it is
@@ -442,6 +513,7 @@ impl WirePort {
                 conns: HashMap::new(),
                 vis: Inbox::default(),
                 links: Inbox::default(),
+                spine: SpineInbox::default(),
                 epoch: Instant::now(),
                 now_ns: 0,
                 wall_ns: 0,
@@ -555,6 +627,39 @@ impl WirePort {
                 self.st.batch.stats.count_drop(WireDrop::SendQueueFull);
                 None
             }
+        }
+    }
+
+    /// Largest datagram the port sends.
+    pub(crate) fn max_datagram(&self) -> usize {
+        self.transport.config().max_datagram
+    }
+
+    /// Queue a SPINE frame for `to`, written by `write` (a handshake
+    /// frame, `control`, sealed with the cluster key if there is one).
+    /// False (counted) if it did not go.
+    pub(crate) fn send_spine(
+        &mut self,
+        to: SocketAddr,
+        control: bool,
+        write: impl Fn(&mut [u8]) -> Result<usize, FrameError>,
+    ) -> bool {
+        let key = if control {
+            self.st.adm.key.clone()
+        } else {
+            None
+        };
+        match key {
+            None => self.queue(|b| b.push_with(to, &write)).is_some(),
+            Some(k) => self
+                .queue(|b| {
+                    b.push_with(to, |buf| {
+                        let n = write(buf)?;
+                        auth::seal_in_place(&k, buf, n, auth::wall_ns(), sys::random_u64())
+                            .ok_or(FrameError::BufferTooSmall)
+                    })
+                })
+                .is_some(),
         }
     }
 
@@ -681,6 +786,7 @@ impl WirePort {
         if !silent.is_empty() {
             st.vis.silent.extend_from_slice(&silent);
             st.links.silent.extend_from_slice(&silent);
+            st.spine.silent.extend_from_slice(&silent);
             st.counters
                 .engine(EngineCounter::WirePeersSilent, silent.len() as u64);
         }

@@ -177,7 +177,9 @@
 //! Kinds 1..=7, 0x10..=0x14 and 0x20..=0x21 are defined here. Ranges are
 //! kept for later protocols: `0x10..=0x1F` VIA connections (`0x15..=0x1F`
 //! still free), `0x20..=0x2F` UDM (`0x22..=0x2F` still free), `0x30..=0x3F`
-//! SPINE active messages. A receiver drops
+//! SPINE: its links and active messages, `0x30..=0x34` ([`spine`], parsed
+//! apart from [`Frame`]: the port hands a datagram of those kinds to
+//! SPINE when [`Frame::parse`] does not know its kind). A receiver drops
 //! a frame of a kind it does not know and counts it
 //! ([`FrameError::UnknownKind`]); that is not an error of the peer.
 
@@ -647,6 +649,7 @@ impl RefuseReason {
 
 mod body;
 mod codec;
+pub mod spine;
 
 pub use body::{
     Body, Close, Data, Frame, OpenAccept, OpenRefuse, OpenRequest, UdmAccept, UdmJoin, ViAccept,

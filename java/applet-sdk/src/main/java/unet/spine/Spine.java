@@ -269,4 +269,22 @@ public final class Spine {
     public static int nowMicros() {
         return (int) (System.nanoTime() / 1000);
     }
+
+    /**
+     * Run handler {@code method} once, {@code micros} microseconds from
+     * now, with {@code context} and an empty message from the adapter. An
+     * initialiser or a handler may call it; an extension has at most 64
+     * timers pending (set and not yet run), and they go when it is
+     * unloaded.
+     *
+     * @param micros the delay in microseconds (0 or more)
+     * @param method the name of a {@code static void (int, int)} method of
+     *     this class, as a string literal
+     * @param context the value passed as the handler's first argument
+     * @return 0, or {@link #E_LIMIT} when 64 timers are pending or
+     *     {@code micros} is negative
+     */
+    public static int timer(int micros, String method, int context) {
+        throw engineOnly();
+    }
 }
