@@ -178,6 +178,15 @@ fn a_handler_on_one_daemon_reaches_one_on_another_and_a_killed_peer_is_noticed()
     let out = unet(&["spine", "peers", "--socket", sock_a.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("dead (exited)"), "{text}");
+    // And unet stat, beside the extensions.
+    let out = unet(&["stat", "--socket", sock_a.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .skip_while(|l| *l != "spine peer queues:")
+        .find(|l| l.split_whitespace().next() == Some(&ia.to_string()))
+        .unwrap_or_else(|| panic!("no row of queue {ia} in:\n{text}"));
+    assert!(line.contains("dead (exited)"), "{line}");
 
     // A fresh daemon joined again: a new queue, and pings go through.
     let sock_c = dir.join("c.sock");

@@ -216,13 +216,13 @@ impl Peers {
 
     /// When the engine, asleep, must look at the links: while messages
     /// wait for a peer (its stall clock) or a peer's process is not yet
-    /// watched.
+    /// known (then watched by its pidfd, when it is another process).
     pub(crate) fn deadline(&self) -> Option<Instant> {
         let needed = self
             .rows
             .iter()
             .flatten()
-            .any(|r| r.dead.is_none() && (!r.watched || r.link.depth() > 0));
+            .any(|r| r.dead.is_none() && (r.link.peer_pid() == 0 || r.link.depth() > 0));
         needed.then_some(self.next_check)
     }
 
@@ -250,7 +250,7 @@ impl Peers {
         proc: Option<ProcKey>,
         seg: OwnedFd,
         side: u8,
-        peer_doorbell: Option<OwnedFd>,
+        peer_doorbell: Option<EventFd>,
     ) -> Result<(u32, OwnedFd), ErrorCode> {
         let joined = self
             .rows
@@ -290,7 +290,7 @@ impl Peers {
             _ => ErrorCode::BadPeer,
         })?;
         if let Some(d) = peer_doorbell {
-            link.set_peer_doorbell(EventFd::from_fd(d));
+            link.set_peer_doorbell(d);
         }
         self.generation = if self.generation >= GEN_MAX {
             1
@@ -401,6 +401,18 @@ fn death_name(d: Death) -> String {
     }
 }
 
+/// A peer's doorbell a client handed over: an eventfd (anything else
+/// is refused), made non-blocking, so that ringing it never waits.
+fn doorbell_of(fd: OwnedFd) -> Result<EventFd, ErrorCode> {
+    let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+        .map_err(|_| ErrorCode::BadRequest)?;
+    if link.as_os_str() != "anon_inode:[eventfd]" {
+        return Err(ErrorCode::BadRequest);
+    }
+    unet_sys::set_nonblocking(fd.as_raw_fd()).map_err(|_| ErrorCode::BadRequest)?;
+    Ok(EventFd::from_fd(fd))
+}
+
 /// Do what a peer request asks (the caller checked the client may):
 /// the reply and the descriptor it carries, if any.
 pub(crate) fn handle(
@@ -418,19 +430,24 @@ pub(crate) fn handle(
                 return err(ErrorCode::BadRequest);
             }
             let seg = fds.remove(0);
-            let doorbell = fds.pop();
+            let doorbell = match fds.pop().map(doorbell_of).transpose() {
+                Ok(d) => d,
+                Err(c) => return err(c),
+            };
             match peers.join(poller, clients.proc_key(ci), seg, side, doorbell) {
                 Ok((index, fd)) => (Reply::PeerJoined { index }, Some(fd)),
                 Err(c) => err(c),
             }
         }
         Request::PeerDoorbell { index } => {
-            let Some(fd) = fds.pop() else {
-                return err(ErrorCode::BadRequest);
+            let d = match fds.pop().map(doorbell_of) {
+                Some(Ok(d)) => d,
+                Some(Err(c)) => return err(c),
+                None => return err(ErrorCode::BadRequest),
             };
             match peers.row_mut(index) {
                 Some(r) => {
-                    r.link.set_peer_doorbell(EventFd::from_fd(fd));
+                    r.link.set_peer_doorbell(d);
                     peers.check_all(Instant::now());
                     (Reply::Ok, None)
                 }
@@ -470,13 +487,6 @@ pub(crate) fn take(rt: &mut Rt) -> usize {
         peers,
         ..
     } = rt;
-    peers.turns = peers.turns.wrapping_add(1);
-    if peers.turns.is_multiple_of(CHECK_TURNS) {
-        let now = Instant::now();
-        if now >= peers.next_check {
-            peers.check_all(now);
-        }
-    }
     let mut n = 0;
     for r in peers.rows.iter_mut().flatten() {
         if !r.link.has_messages() {
@@ -525,6 +535,15 @@ pub(crate) fn take(rt: &mut Rt) -> usize {
                 }
             }
         });
+    }
+    // The clock is read every so many turns, and on a turn that took
+    // nothing (the engine may be about to sleep, or woke for the look).
+    peers.turns = peers.turns.wrapping_add(1);
+    if n == 0 || peers.turns.is_multiple_of(CHECK_TURNS) {
+        let now = Instant::now();
+        if now >= peers.next_check {
+            peers.check_all(now);
+        }
     }
     n
 }

@@ -10,7 +10,7 @@ use unet_abi::spine::{AM_BULK, DEST_PEER};
 
 use super::*;
 use crate::config::EngineConfig;
-use crate::spine::peer::DEFAULT_GEOMETRY;
+use crate::spine::peer::{DEFAULT_GEOMETRY, DEFAULT_STALL_TIMEOUT};
 use crate::spine::rt::{E_BAD_DEST, E_DEAD};
 
 fn rt() -> Rt {
@@ -26,12 +26,15 @@ fn join(p: &Poller, a: &mut Rt, b: &mut Rt, proc: usize) -> (u32, u32) {
     let seg = segment();
     let two = seg.try_clone().unwrap();
     let (ia, da) = a.peers.join(p, Some((1, proc)), seg, 0, None).unwrap();
+    let da = doorbell_of(da).unwrap();
     let (ib, db) = b.peers.join(p, Some((1, proc)), two, 1, Some(da)).unwrap();
     a.peers
         .row_mut(ia)
         .unwrap()
         .link
         .set_peer_doorbell(EventFd::from_fd(db));
+    // As the doorbell request does: A looks and learns its peer.
+    a.peers.check_all(Instant::now());
     (ia, ib)
 }
 
@@ -160,6 +163,10 @@ fn joins_are_capped_per_process_and_per_adapter_and_bad_segments_refused() {
     assert_eq!(i & 0xF, first & 0xF);
     assert!(a.peers.row(first).is_none());
 
+    // A doorbell that is not an eventfd.
+    let f = OwnedFd::from(std::fs::File::open("/dev/null").unwrap());
+    assert_eq!(doorbell_of(f).err(), Some(ErrorCode::BadRequest));
+
     // Not a sealed memory file; a side attached before.
     let mut b = rt();
     let f = OwnedFd::from(std::fs::File::open("/dev/null").unwrap());
@@ -174,4 +181,36 @@ fn joins_are_capped_per_process_and_per_adapter_and_bad_segments_refused() {
         b.peers.join(&p, None, again, 0, None).unwrap_err(),
         ErrorCode::BadPeer
     );
+}
+
+#[test]
+fn a_peer_that_stops_taking_messages_is_stalled_once_the_timeout_passes() {
+    let p = Poller::new().unwrap();
+    let (mut a, mut b) = (rt(), rt());
+    let (ia, _) = join(&p, &mut a, &mut b, 1);
+    let t0 = Instant::now();
+    assert!(
+        a.peers.deadline().is_none(),
+        "nothing waits, the peer is known"
+    );
+    assert_eq!(a.send(DEST_PEER << 24 | ia, 70, b"x", None), 0);
+    run(&mut a);
+    // B never takes it: A's clock for it starts at its next look.
+    a.peers.check_all(t0);
+    assert!(
+        a.peers.deadline().is_some(),
+        "a message waits: the look is due"
+    );
+    a.peers.check_all(t0 + DEFAULT_STALL_TIMEOUT / 2);
+    assert!(a.peers.alive(ia));
+    a.peers.check_all(t0 + DEFAULT_STALL_TIMEOUT * 2);
+    assert!(!a.peers.alive(ia));
+    let row = &a.peers.listing().peers[0];
+    assert_eq!(
+        (row.reason.as_str(), row.dropped("dead_out")),
+        ("stalled", 1)
+    );
+    assert!(a.peers.deadline().is_none(), "a dead link needs no look");
+    // What B took after all changes nothing: A's side is closed.
+    assert_eq!(take(&mut b), 1);
 }
