@@ -55,11 +55,13 @@ pub enum Command {
     Udm(udm::Args),
     /// SPINE: the dispatcher's cost per event and per handler invocation
     /// (compiled and interpreted, beside a direct Rust call), the watchdog's
-    /// stop time for a runaway handler, and a neighbour's rate beside it.
+    /// stop time for a runaway handler, a neighbour's rate beside it, and
+    /// handler ping-pong over peer queues and the wire (the rows of
+    /// `spine-peer` and `spine-wire`).
     Spine(spine::Args),
     /// SPINE: handler ping-pong between two extensions on two adapters
-    /// over the peer queue, beside host ping-pong on the direct path.
-    /// (Until `unet bench spine` runs it.)
+    /// over the peer queue, beside host ping-pong on the direct path (also
+    /// rows of `unet bench spine`).
     SpinePeer(spine_peer::PeerArgs),
     /// SPINE's priority effect (the SPINE paper, section 6): the same
     /// handler pipeline under two event-priority settings, each one's
@@ -76,8 +78,8 @@ pub enum Command {
     #[command(name = "__child", hide = true)]
     Child(child::ChildArgs),
     /// SPINE: a handler ping-pong between two adapters over the UDP wire,
-    /// beside two host processes on the direct path and raw UDP (until
-    /// `unet bench spine` takes these rows).
+    /// beside two host processes on the direct path and raw UDP (also rows
+    /// of `unet bench spine`).
     SpineWire(spine_wire::WireArgs),
 }
 

@@ -195,6 +195,9 @@ impl SpinePart {
 
     /// Run one event.
     fn run(&mut self, ev: Event, eps: &mut EndpointTable) {
+        if ev.kind != EventKind::Handler {
+            self.rt.last_end = None;
+        }
         match ev.kind {
             // A message arrived: it goes to its handler.
             EventKind::HostTx | EventKind::WireRx | EventKind::PeerRx => {
@@ -348,6 +351,7 @@ impl SpinePart {
     fn turn_with(&mut self, eps: &mut EndpointTable) -> usize {
         let work = self.take_in(eps);
         let n = self.rt.queue.len().min(TURN_MAX);
+        self.rt.last_end = None;
         for _ in 0..n {
             let Some(ev) = self.rt.queue.pop() else {
                 break;
@@ -371,6 +375,7 @@ impl SpinePart {
         }
         let work = self.take_in(eps);
         let n = self.rt.queue.len().min(TURN_MAX);
+        self.rt.last_end = None;
         let mut t = trace::now();
         for _ in 0..n {
             let Some((ev, tag)) = self.rt.queue.pop_tagged() else {

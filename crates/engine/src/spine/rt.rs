@@ -99,6 +99,11 @@ pub(crate) struct Rt {
     pub bad_handles: u64,
     /// `keep`s refused at the extension's cap.
     pub keeps_refused: u64,
+    /// The clock's reading at the end of the last event, when that event
+    /// was a handler's invocation (`spine::clock`): the next invocation
+    /// starts its time there, so that handlers run back to back read the
+    /// clock once each. Cleared by any other event and at a turn's start.
+    pub last_end: Option<u64>,
     /// The links over the wire a handler may send to.
     pub wire: WireDests,
     /// What extensions export to one another.
@@ -130,6 +135,7 @@ impl Rt {
             epoch: Instant::now(),
             bad_handles: 0,
             keeps_refused: 0,
+            last_end: None,
             wire: WireDests::default(),
             exports: Exports::new(),
         }
