@@ -207,6 +207,14 @@ const _: () = {
     assert!(offset_of!(PeerConsumerLine, futex) == 20);
 };
 
+/// The geometry of the peer segments clients make to join two adapters:
+/// 256 slots a direction and 256 KiB of bulk data (a message carries at
+/// most 128 KiB).
+pub const DEFAULT_PEER_GEOMETRY: PeerGeometry = PeerGeometry {
+    slots: 256,
+    data_size: 256 << 10,
+};
+
 /// The geometry of a peer segment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PeerGeometry {

@@ -148,7 +148,6 @@ pub use config::{DEFAULT_CLIENT_UDM_JOBS, DEFAULT_CLIENT_UDM_NODES};
 pub use config::{DEFAULT_VI_BREAK_TIMEOUT, DEFAULT_VI_HELD_BUDGET};
 pub use dispatch::dispatcher::Dispatcher;
 pub use ipnet::IpNet;
-pub use spine::peer::{create_peer_segment, DEFAULT_GEOMETRY as DEFAULT_PEER_GEOMETRY};
 pub use unet::endpoints::MAX_CHANNELS;
 pub use unet_control::{EndpointAddr, ErrorCode, Limits, PathChoice};
 use unet_sys as sys;

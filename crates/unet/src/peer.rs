@@ -20,10 +20,11 @@
 
 use std::os::fd::AsRawFd;
 
+use unet_abi::peer::DEFAULT_PEER_GEOMETRY;
 use unet_control::{Reply, Request};
-use unet_engine::{create_peer_segment, DEFAULT_PEER_GEOMETRY};
 use unet_sys as sys;
 
+use crate::shm::create_peer_segment;
 use crate::{Error, Session};
 
 pub use unet_control::peer::{PeerInfo, PeerListing, PEERS_PER_ADAPTER, PEERS_PER_PROCESS};

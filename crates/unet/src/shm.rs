@@ -24,6 +24,7 @@ mod udm;
 pub(crate) use conn::{ConnLines, ConnRings};
 pub(crate) use udm::{Buffer, JobRings, NodeRings, Slot, Words};
 
+use unet_abi::peer::{PeerGeometry, PeerView};
 use unet_abi::view::{EndpointView, LayoutError, ViView};
 use unet_abi::{EndpointHeader, ViHeader, PAGE};
 use unet_sys::Segment;
@@ -314,4 +315,23 @@ impl<'a> Bytes<'a> {
     pub fn len(self) -> usize {
         self.len
     }
+}
+
+/// Make a fresh peer segment of `geometry` for link `link_id` (SPINE's
+/// peer queues, `crate::peer`) and return its memory file, sealed, for the
+/// two adapters it joins.
+pub(crate) fn create_peer_segment(
+    geometry: PeerGeometry,
+    link_id: u32,
+) -> std::io::Result<OwnedFd> {
+    geometry
+        .check()
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
+    let seg = Segment::create(&format!("unet-peer-{link_id}"), geometry.segment_size())?;
+    // SAFETY: a fresh zeroed segment of the geometry's size, page aligned
+    // and shared with nobody yet; the view is dropped at once, before the
+    // segment.
+    unsafe { PeerView::init(seg.ptr(), seg.len(), geometry, link_id) }
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    seg.fd().try_clone()
 }

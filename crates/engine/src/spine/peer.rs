@@ -234,21 +234,6 @@ impl std::fmt::Display for AttachError {
     }
 }
 
-/// The geometry of the peer segments clients make to join two adapters:
-/// 256 slots a direction and 256 KiB of bulk data (a message carries at
-/// most 128 KiB).
-pub const DEFAULT_GEOMETRY: PeerGeometry = PeerGeometry {
-    slots: 256,
-    data_size: 256 << 10,
-};
-
-/// Make a fresh peer segment of `geometry` for link `link_id` and return
-/// its memory file, for a client to hand to two adapters with their
-/// sides ([`unet_control::Request::PeerJoin`]).
-pub fn create_peer_segment(geometry: PeerGeometry, link_id: u32) -> io::Result<OwnedFd> {
-    PeerLink::create(geometry, link_id)
-}
-
 /// The largest peer segment.
 const MAX_SEGMENT: u64 = PeerGeometry {
     slots: PEER_MAX_SLOTS,
@@ -295,6 +280,7 @@ pub(crate) struct PeerLink {
 impl PeerLink {
     /// Make a fresh peer segment of `geometry` for link `link_id`, and
     /// return its memory file (to be attached by both sides).
+    #[cfg(test)]
     pub(crate) fn create(geometry: PeerGeometry, link_id: u32) -> io::Result<OwnedFd> {
         geometry
             .check()

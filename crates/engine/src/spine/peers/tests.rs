@@ -10,8 +10,9 @@ use unet_abi::spine::{AM_BULK, DEST_PEER};
 
 use super::*;
 use crate::config::EngineConfig;
-use crate::spine::peer::{DEFAULT_GEOMETRY, DEFAULT_STALL_TIMEOUT};
+use crate::spine::peer::DEFAULT_STALL_TIMEOUT;
 use crate::spine::rt::{E_BAD_DEST, E_DEAD};
+use unet_abi::peer::DEFAULT_PEER_GEOMETRY as DEFAULT_GEOMETRY;
 
 fn rt() -> Rt {
     Rt::new(&EngineConfig::default())
