@@ -110,10 +110,13 @@ pub(crate) enum DropReason {
     BadFrame = 6,
     /// The handler's extension is gone or stopped.
     Dead = 7,
+    /// The sending extension has its most messages in flight
+    /// ([`crate::spine::msgs::EXT_MSGS_MAX`]).
+    ExtLimit = 8,
 }
 
 /// Number of drop reasons.
-pub(crate) const DROP_REASONS: usize = 8;
+pub(crate) const DROP_REASONS: usize = 9;
 
 impl DropReason {
     /// Every reason, in number order.
@@ -126,6 +129,7 @@ impl DropReason {
         DropReason::DestFull,
         DropReason::BadFrame,
         DropReason::Dead,
+        DropReason::ExtLimit,
     ];
 
     /// The name `unet stat` shows.
@@ -139,6 +143,7 @@ impl DropReason {
             DropReason::DestFull => "dest_full",
             DropReason::BadFrame => "bad_frame",
             DropReason::Dead => "dead",
+            DropReason::ExtLimit => "ext_limit",
         }
     }
 }

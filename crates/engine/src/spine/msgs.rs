@@ -24,6 +24,16 @@ const GEN_MASK: u16 = 0x7FF;
 /// Most slots of either pool (what a handle's index can name).
 pub(crate) const MAX_SLOTS: usize = 1 << INDEX_BITS;
 
+/// Most messages one extension's handlers may have in flight (sent and
+/// not yet run or delivered): a handler that sends more gets `E_LIMIT`,
+/// so that one extension cannot take every slot (or, through them, the
+/// event queue) from the others and from the hosts.
+pub(crate) const EXT_MSGS_MAX: u32 = 1024;
+
+/// The owner of a message no extension is charged for (a host's, the
+/// wire's, a peer's, a timer's).
+pub(crate) const NO_OWNER: u32 = u32::MAX;
+
 /// A handle: slot index and generation.
 #[inline]
 pub(crate) fn handle(index: usize, gen: u16) -> u32 {
@@ -55,6 +65,8 @@ impl Msg {
 struct MsgSlot {
     gen: u16,
     live: bool,
+    /// The extension slot charged for it, or [`NO_OWNER`].
+    owner: u32,
     msg: Msg,
 }
 
@@ -63,6 +75,8 @@ pub(crate) struct MsgPool {
     slots: Vec<MsgSlot>,
     free: Vec<u32>,
     cap: usize,
+    /// Messages in flight by the extension slot charged for them.
+    charged: Vec<u32>,
 }
 
 impl MsgPool {
@@ -71,7 +85,33 @@ impl MsgPool {
             slots: Vec::new(),
             free: Vec::new(),
             cap: cap.min(MAX_SLOTS),
+            charged: Vec::new(),
         }
+    }
+
+    /// Messages in flight charged to extension slot `owner`.
+    #[inline]
+    pub(crate) fn charged(&self, owner: u32) -> u32 {
+        self.charged.get(owner as usize).copied().unwrap_or(0)
+    }
+
+    /// [`MsgPool::alloc`], charged to extension slot `owner` until it is
+    /// freed.
+    pub(crate) fn alloc_charged(
+        &mut self,
+        owner: u32,
+        hdr: AmHeader,
+        args: &[u8],
+        bulk: Option<u32>,
+    ) -> Option<u32> {
+        let h = self.alloc(hdr, args, bulk)?;
+        let o = owner as usize;
+        if self.charged.len() <= o {
+            self.charged.resize(o + 1, 0);
+        }
+        self.charged[o] += 1;
+        self.slots[split(h).0].owner = owner;
+        Some(h)
     }
 
     /// Messages in use.
@@ -98,6 +138,7 @@ impl MsgPool {
                 self.slots.push(MsgSlot {
                     gen: 0,
                     live: false,
+                    owner: NO_OWNER,
                     msg: Msg {
                         hdr: AmHeader::default(),
                         args: [0; AM_ARGS_MAX],
@@ -117,6 +158,7 @@ impl MsgPool {
         }
         let s = &mut self.slots[idx];
         s.live = true;
+        s.owner = NO_OWNER;
         s.msg.hdr = hdr;
         s.msg.args[..args.len()].copy_from_slice(args);
         s.msg.bulk = bulk;
@@ -143,6 +185,12 @@ impl MsgPool {
         }
         s.live = false;
         s.gen = s.gen.wrapping_add(1) & GEN_MASK;
+        if s.owner != NO_OWNER {
+            if let Some(c) = self.charged.get_mut(s.owner as usize) {
+                *c = c.saturating_sub(1);
+            }
+            s.owner = NO_OWNER;
+        }
         if let Some(b) = s.msg.bulk.take() {
             bufs.release(b);
         }

@@ -15,7 +15,7 @@ use unet_abi::spine::{
 use crate::config::EngineConfig;
 use crate::spine::events::{DropReason, Event, EventKind, EventQueue};
 use crate::spine::exports::Exports;
-use crate::spine::msgs::{BufPool, KeepSet, MsgPool};
+use crate::spine::msgs::{BufPool, KeepSet, MsgPool, EXT_MSGS_MAX, NO_OWNER};
 use crate::spine::peers::Peers;
 use crate::spine::timers::Timers;
 use crate::spine::wire::WireDests;
@@ -253,7 +253,20 @@ impl Rt {
                 .map_or(0, |d| d.len() as u32),
             ..AmHeader::default()
         };
-        let Some(m) = self.msgs.alloc(hdr, args, bulk) else {
+        // Charged to the running extension (none when the runtime sends on
+        // its own behalf).
+        let owner = self.cur.slot;
+        if owner != NO_OWNER && self.msgs.charged(owner) >= EXT_MSGS_MAX {
+            give_back(self);
+            self.queue.count_drop(DropReason::ExtLimit);
+            return E_LIMIT;
+        }
+        let m = if owner == NO_OWNER {
+            self.msgs.alloc(hdr, args, bulk)
+        } else {
+            self.msgs.alloc_charged(owner, hdr, args, bulk)
+        };
+        let Some(m) = m else {
             give_back(self);
             self.queue.count_drop(DropReason::NoSlot);
             return E_FULL;

@@ -34,6 +34,39 @@ fn host_am(handler: u16, args: &[u8], bulk: &[u8]) -> HostAm {
 }
 
 #[test]
+fn an_extension_has_at_most_its_share_of_messages_in_flight() {
+    use crate::spine::msgs::EXT_MSGS_MAX;
+    use crate::spine::rt::E_LIMIT;
+    use unet_abi::spine::DEST_HOST;
+    let (mut sp, _eps) = part();
+    let rt = &mut sp.rt;
+    let to_host = DEST_HOST << 24 | 9;
+    // A flooding extension (slot 3) fills its share and no more.
+    rt.cur.slot = 3;
+    for i in 0..EXT_MSGS_MAX {
+        assert_eq!(rt.send(to_host, 70, b"x", None), 0, "send {i}");
+    }
+    assert_eq!(rt.send(to_host, 70, b"x", None), E_LIMIT);
+    assert_eq!(rt.queue.drops[DropReason::ExtLimit as usize], 1);
+    assert_eq!(rt.msgs.charged(3), EXT_MSGS_MAX);
+    // Its neighbour (slot 4) still sends.
+    rt.cur.slot = 4;
+    assert_eq!(rt.send(to_host, 71, b"y", None), 0);
+    assert_eq!(rt.msgs.charged(4), 1);
+    // As the flood's messages go, its share comes back.
+    rt.cur.slot = 3;
+    let ev = rt.queue.pop().unwrap();
+    assert!(rt.msgs.free(ev.msg, &mut rt.bufs));
+    assert_eq!(rt.msgs.charged(3), EXT_MSGS_MAX - 1);
+    assert_eq!(rt.send(to_host, 70, b"x", None), 0);
+    // The runtime's own sends (no invocation running) are charged to no
+    // extension.
+    rt.cur.slot = u32::MAX;
+    assert_eq!(rt.send(to_host, 70, b"x", None), 0);
+    assert_eq!(rt.msgs.charged(3), EXT_MSGS_MAX);
+}
+
+#[test]
 fn a_message_no_handler_takes_is_dropped_and_counted() {
     let (mut sp, mut eps) = part();
     eps.am.queue.push_back(host_am(70, b"hi", &[]));
