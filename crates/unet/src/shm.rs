@@ -318,7 +318,7 @@ impl<'a> Bytes<'a> {
 }
 
 /// Make a fresh peer segment of `geometry` for link `link_id` (SPINE's
-/// peer queues, `crate::peer`) and return its memory file, sealed, for the
+/// peer queues) and return its memory file, sealed, for the
 /// two adapters it joins.
 pub(crate) fn create_peer_segment(
     geometry: PeerGeometry,
