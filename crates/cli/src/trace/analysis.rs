@@ -68,6 +68,9 @@ pub struct Message {
     pub end: u64,
     /// Its events.
     pub events: usize,
+    /// The messages it stands for: more than one when a loop part's
+    /// turn handled several at once (numbered from `id`).
+    pub items: u32,
 }
 
 /// What the trace says.
@@ -95,10 +98,12 @@ pub fn analyse(events: &[TraceEvent]) -> Analysis {
             begin: e.start_ns,
             end,
             events: 0,
+            items: 0,
         });
         m.begin = m.begin.min(e.start_ns);
         m.end = m.end.max(end);
         m.events += 1;
+        m.items = m.items.max(u32::from(e.items));
     }
     let mut messages: Vec<Message> = by_msg.into_values().collect();
     messages.sort_by_key(|m| (m.begin, m.id));
@@ -141,6 +146,15 @@ impl Analysis {
         self.messages.get(self.messages.len() / 2)
     }
 
+    /// The messages the traced events handled: [`Analysis::messages`]
+    /// counts a loop part's turn that handled several at once as one.
+    pub fn carried(&self) -> u64 {
+        self.messages
+            .iter()
+            .map(|m| u64::from(m.items.max(1)))
+            .sum()
+    }
+
     /// The figures as one JSON object.
     pub fn to_json(&self, d: &TraceDump) -> serde_json::Value {
         serde_json::json!({
@@ -148,6 +162,7 @@ impl Analysis {
             "recorded": d.recorded,
             "overwritten": d.overwritten,
             "messages": self.messages.len(),
+            "carried": self.carried(),
             "period": spread_json(&self.period),
             "latency": spread_json(&self.latency),
             "throughput_per_s": self.period.map(|p| if p.median > 0 { 1e9 / p.median as f64 } else { 0.0 }),
@@ -159,11 +174,12 @@ impl Analysis {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "{} events ({} recorded, {} overwritten), {} messages",
+            "{} events ({} recorded, {} overwritten), {} messages ({} carried)",
             d.events.len(),
             d.recorded,
             d.overwritten,
-            self.messages.len()
+            self.messages.len(),
+            self.carried()
         );
         let line = |s: &mut String, what: &str, sp: &Option<Spread>| {
             let _ = match sp {

@@ -71,7 +71,7 @@ pub fn write(d: &TraceDump) -> String {
         out.push(json!({
             "ph": "X", "name": type_name(d, e.ty), "cat": "event", "pid": PID, "tid": e.ty,
             "ts": ts(e.start_ns), "dur": ts(e.len_ns),
-            "args": {"id": e.id, "ty": e.ty, "msg": e.msg, "cause": e.cause},
+            "args": {"id": e.id, "ty": e.ty, "msg": e.msg, "items": e.items, "cause": e.cause},
         }));
     }
     // Each arrow starts and ends inside its slices (at their middles),
@@ -131,10 +131,15 @@ pub fn read(text: &str) -> Result<TraceDump, String> {
     };
     for e in evs.iter().filter(|e| e["ph"] == "X") {
         let a = &e["args"];
+        let msg = field(a, "msg")? as u32;
+        // A file without `items` (written before events counted their
+        // messages) has one per event of a message.
+        let items = a["items"].as_u64().unwrap_or(u64::from(msg != 0));
         d.events.push(TraceEvent {
             id: field(a, "id")? as u32,
             ty: field(a, "ty")? as u16,
-            msg: field(a, "msg")? as u32,
+            msg,
+            items: items.min(u16::MAX as u64) as u16,
             cause: field(a, "cause")? as u32,
             start_ns: ns(&e["ts"])?,
             len_ns: ns(&e["dur"])?,

@@ -455,8 +455,8 @@ impl Dispatcher {
             if w > 0 {
                 // SPINE's part records its events itself: its turn is
                 // their container, of no message.
-                let msg = if i == SPINE_PART { 0 } else { self.spine.trace.items(w) };
-                last = (self.spine.trace.record(trace::LOOP_PART + i, t, end, msg, 0), msg);
+                let n = if i == SPINE_PART { 0 } else { w };
+                last = self.spine.trace.record_items(trace::LOOP_PART + i, t, end, n, 0);
             }
             work += w;
             i += 1;

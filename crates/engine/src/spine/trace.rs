@@ -57,7 +57,7 @@
 //! 32 overwritten u64      of those, overwritten before this dump
 //! 40 names × { ty u16, len u16, len bytes of UTF-8 }
 //! .. events × 32 bytes:
-//!     0 id u32, 4 ty u16, 6 reserved u16, 8 msg u32, 12 cause u32,
+//!     0 id u32, 4 ty u16, 6 items u16, 8 msg u32, 12 cause u32,
 //!    16 start_ns u64 (since the engine started), 24 len_ns u64
 //! ```
 //!
@@ -134,6 +134,7 @@ struct Slot {
     start: u64,
     len: u32,
     ty: u16,
+    items: u16,
     msg: u32,
     cause: u32,
 }
@@ -148,6 +149,10 @@ pub struct TraceEvent {
     pub ty: u16,
     /// The message or packet it belongs to (0: none).
     pub msg: u32,
+    /// The messages it handled: a loop part's turn handles `items`
+    /// messages at once, numbered `msg`, `msg + 1`, ... (saturating at
+    /// `u16::MAX`); 1 for any other event of a message, 0 for none.
+    pub items: u16,
     /// The event that caused it (0: none).
     pub cause: u32,
     /// When it started, ns since the engine started.
@@ -218,7 +223,7 @@ impl TraceDump {
         for e in &self.events {
             b.extend_from_slice(&e.id.to_le_bytes());
             b.extend_from_slice(&e.ty.to_le_bytes());
-            b.extend_from_slice(&0u16.to_le_bytes());
+            b.extend_from_slice(&e.items.to_le_bytes());
             b.extend_from_slice(&e.msg.to_le_bytes());
             b.extend_from_slice(&e.cause.to_le_bytes());
             b.extend_from_slice(&e.start_ns.to_le_bytes());
@@ -259,10 +264,11 @@ impl TraceDump {
         for _ in 0..events {
             let id = r.u32()?;
             let ty = r.u16()?;
-            let _ = r.u16()?;
+            let items = r.u16()?;
             d.events.push(TraceEvent {
                 id,
                 ty,
+                items,
                 msg: r.u32()?,
                 cause: r.u32()?,
                 start_ns: r.u64()?,
@@ -421,11 +427,30 @@ impl Recorder {
         if !self.on {
             return 0;
         }
-        self.push(ty, start, end, msg, cause)
+        self.push(ty, start, end, (msg, u16::from(msg != 0)), cause)
+    }
+
+    /// Record a loop part's turn that handled `n` work items (0: none),
+    /// numbering them ([`Recorder::items`]). Returns the event's id and
+    /// the number of its first item (0 for none).
+    pub(crate) fn record_items(
+        &mut self,
+        ty: u16,
+        start: Stamp,
+        end: Stamp,
+        n: usize,
+        cause: u32,
+    ) -> (u32, u32) {
+        if !self.on {
+            return (0, 0);
+        }
+        let msg = if n == 0 { 0 } else { self.items(n) };
+        let items = n.min(u16::MAX as usize) as u16;
+        (self.push(ty, start, end, (msg, items), cause), msg)
     }
 
     #[inline]
-    fn push(&mut self, ty: u16, start: Stamp, end: Stamp, msg: u32, cause: u32) -> u32 {
+    fn push(&mut self, ty: u16, start: Stamp, end: Stamp, msg: (u32, u16), cause: u32) -> u32 {
         let seq = self.next;
         self.next += 1;
         let i = (seq as usize) & (self.ring.len().wrapping_sub(1));
@@ -434,7 +459,8 @@ impl Recorder {
                 start: start.0,
                 len: end.0.saturating_sub(start.0).min(u32::MAX as u64) as u32,
                 ty,
-                msg,
+                items: msg.1,
+                msg: msg.0,
                 cause,
             };
         }
@@ -589,6 +615,7 @@ impl View {
                 Some(TraceEvent {
                     id: id_of(seq),
                     ty: s.ty,
+                    items: s.items,
                     msg: s.msg,
                     cause: s.cause,
                     start_ns: ns(s.start.wrapping_sub(self.base)),

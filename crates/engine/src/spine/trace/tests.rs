@@ -38,6 +38,24 @@ fn events_come_back_oldest_first_with_their_ids_and_causes() {
     assert_eq!((d.capacity, d.recorded, d.overwritten), (8, 2, 0));
 }
 
+/// A loop part's turn that handled several messages numbers them all:
+/// the next turn's first message follows its last, and the dump says how
+/// many each event stands for.
+#[test]
+fn a_turn_of_several_messages_numbers_each() {
+    let mut r = on(8);
+    assert_eq!(r.record_items(1, now(), now(), 2, 0), (1, 1));
+    assert_eq!(r.record_items(1, now(), now(), 0, 1), (2, 0));
+    assert_eq!(r.record_items(1, now(), now(), 1, 0), (3, 3));
+    assert_eq!(r.record(9, now(), now(), 3, 3), 4);
+    assert_eq!(r.record_items(1, now(), now(), 70_000, 0), (5, 4));
+    let d = r.snapshot();
+    let got: Vec<(u32, u16)> = d.events.iter().map(|e| (e.msg, e.items)).collect();
+    assert_eq!(got, [(1, 2), (0, 0), (3, 1), (3, 1), (4, u16::MAX)]);
+    let mut off = Recorder::new(None);
+    assert_eq!(off.record_items(1, now(), now(), 2, 0), (0, 0));
+}
+
 #[test]
 fn a_full_ring_overwrites_the_oldest_and_counts_them() {
     let mut r = on(5); // rounded up to 8
@@ -94,6 +112,7 @@ fn sample() -> TraceDump {
                 id: 1,
                 ty: 56,
                 msg: 1,
+                items: 3,
                 cause: 0,
                 start_ns: 10,
                 len_ns: 5,
@@ -102,6 +121,7 @@ fn sample() -> TraceDump {
                 id: 2,
                 ty: 700,
                 msg: 1,
+                items: 1,
                 cause: 1,
                 start_ns: 20,
                 len_ns: u64::MAX,
