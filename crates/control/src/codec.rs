@@ -1,12 +1,13 @@
 //! The encoding of control packets: each direction's message kinds in one
 //! table (`kinds!`), the little-endian writer and the total reader, and
-//! [`Request`] and [`Reply`]'s `encode` and `decode`.
+//! [`Request`] and [`Reply`]'s `encode` and `decode`, which dispatch by
+//! kind (SPINE's kinds' bodies are in `spine`).
 
 use super::*;
 
-/// Most handler numbers a [`Reply::SpineLoaded`] carries (an extension's
-/// most handlers).
-const MAX_HANDLERS: usize = 64;
+mod spine;
+#[cfg(test)]
+mod tests;
 
 /// Declares the message kinds of one direction: an enum whose
 /// discriminants are the kinds' numbers on the wire, each written here
@@ -383,47 +384,6 @@ impl Request {
                 w
             }
             Request::Stat => W::new(ReqKind::Stat as u16, req_id),
-            Request::SpineLoad {
-                len,
-                budget_us,
-                arg,
-                name,
-                domains,
-            } => {
-                let mut w = W::new(ReqKind::SpineLoad as u16, req_id);
-                w.u32(*len);
-                w.u32(*budget_us);
-                w.u32(*arg as u32);
-                w.name(name);
-                let n = domains.len().min(MAX_DOMAINS);
-                w.u8(n as u8);
-                for d in &domains[..n] {
-                    w.name(d);
-                }
-                w
-            }
-            Request::SpineUnload { id } => {
-                let mut w = W::new(ReqKind::SpineUnload as u16, req_id);
-                w.u32(*id);
-                w
-            }
-            Request::SpineList => W::new(ReqKind::SpineList as u16, req_id),
-            Request::PeerJoin { side } => {
-                let mut w = W::new(ReqKind::PeerJoin as u16, req_id);
-                w.u8(*side);
-                w
-            }
-            Request::PeerDoorbell { index } => {
-                let mut w = W::new(ReqKind::PeerDoorbell as u16, req_id);
-                w.u32(*index);
-                w
-            }
-            Request::PeerLeave { index } => {
-                let mut w = W::new(ReqKind::PeerLeave as u16, req_id);
-                w.u32(*index);
-                w
-            }
-            Request::PeerList => W::new(ReqKind::PeerList as u16, req_id),
             Request::AttachApplet {
                 endpoint,
                 len,
@@ -542,30 +502,19 @@ impl Request {
                 w.u32(*rank);
                 w
             }
-            Request::TraceSet { on, capacity } => {
-                let mut w = W::new(ReqKind::TraceSet as u16, req_id);
-                w.u8(*on as u8);
-                w.u32(*capacity);
-                w
-            }
-            Request::TraceDump => W::new(ReqKind::TraceDump as u16, req_id),
-            Request::SpineLinkListen { token } => {
-                let mut w = W::new(ReqKind::SpineLinkListen as u16, req_id);
-                w.u64(*token);
-                w
-            }
-            Request::SpineLinkConnect { peer, token } => {
-                let mut w = W::new(ReqKind::SpineLinkConnect as u16, req_id);
-                w.addr(Some(*peer));
-                w.u64(*token);
-                w
-            }
-            Request::SpineLinkClose { link } => {
-                let mut w = W::new(ReqKind::SpineLinkClose as u16, req_id);
-                w.u32(*link);
-                w
-            }
-            Request::SpineLinks => W::new(ReqKind::SpineLinks as u16, req_id),
+            Request::SpineLoad { .. }
+            | Request::SpineUnload { .. }
+            | Request::SpineList
+            | Request::PeerJoin { .. }
+            | Request::PeerDoorbell { .. }
+            | Request::PeerLeave { .. }
+            | Request::PeerList
+            | Request::TraceSet { .. }
+            | Request::TraceDump
+            | Request::SpineLinkListen { .. }
+            | Request::SpineLinkConnect { .. }
+            | Request::SpineLinkClose { .. }
+            | Request::SpineLinks => spine::encode_request(self, req_id),
         };
         w.done().to_vec()
     }
@@ -636,33 +585,6 @@ impl Request {
                 accept: r.bool()?,
             },
             ReqKind::Stat => Request::Stat,
-            ReqKind::SpineLoad => {
-                let len = r.u32()?;
-                let budget_us = r.u32()?;
-                let arg = r.u32()? as i32;
-                let name = r.name()?;
-                let n = r.u8()? as usize;
-                if n > MAX_DOMAINS {
-                    return Err(ControlError::BadField("domains"));
-                }
-                let domains = (0..n).map(|_| r.name()).collect::<Result<_, _>>()?;
-                Request::SpineLoad {
-                    len,
-                    budget_us,
-                    arg,
-                    name,
-                    domains,
-                }
-            }
-            ReqKind::SpineUnload => Request::SpineUnload { id: r.u32()? },
-            ReqKind::SpineList => Request::SpineList,
-            ReqKind::PeerJoin => match r.u8()? {
-                side @ (0 | 1) => Request::PeerJoin { side },
-                _ => return Err(ControlError::BadField("side")),
-            },
-            ReqKind::PeerDoorbell => Request::PeerDoorbell { index: r.u32()? },
-            ReqKind::PeerLeave => Request::PeerLeave { index: r.u32()? },
-            ReqKind::PeerList => Request::PeerList,
             ReqKind::AttachApplet => Request::AttachApplet {
                 endpoint: r.u32()?,
                 len: r.u32()?,
@@ -715,18 +637,19 @@ impl Request {
                 key: r.u64()?,
                 rank: r.u32()?,
             },
-            ReqKind::TraceSet => Request::TraceSet {
-                on: r.bool()?,
-                capacity: r.u32()?,
-            },
-            ReqKind::TraceDump => Request::TraceDump,
-            ReqKind::SpineLinkListen => Request::SpineLinkListen { token: r.u64()? },
-            ReqKind::SpineLinkConnect => Request::SpineLinkConnect {
-                peer: r.addr()?.ok_or(ControlError::BadField("peer"))?,
-                token: r.u64()?,
-            },
-            ReqKind::SpineLinkClose => Request::SpineLinkClose { link: r.u32()? },
-            ReqKind::SpineLinks => Request::SpineLinks,
+            ReqKind::SpineLoad
+            | ReqKind::SpineUnload
+            | ReqKind::SpineList
+            | ReqKind::PeerJoin
+            | ReqKind::PeerDoorbell
+            | ReqKind::PeerLeave
+            | ReqKind::PeerList
+            | ReqKind::TraceSet
+            | ReqKind::TraceDump
+            | ReqKind::SpineLinkListen
+            | ReqKind::SpineLinkConnect
+            | ReqKind::SpineLinkClose
+            | ReqKind::SpineLinks => spine::decode_request(kind, &mut r)?,
         };
         Ok((id, req))
     }
@@ -793,31 +716,6 @@ impl Reply {
                 w.put(&text.as_bytes()[..n]);
                 w
             }
-            Reply::SpineLoaded { id, handlers } => {
-                let mut w = W::new(ReplyKind::SpineLoaded as u16, req_id);
-                w.u32(*id);
-                let n = handlers.len().min(MAX_HANDLERS);
-                w.u8(n as u8);
-                for h in &handlers[..n] {
-                    w.u16(*h);
-                }
-                w
-            }
-            Reply::SpineListing { len } => {
-                let mut w = W::new(ReplyKind::SpineListing as u16, req_id);
-                w.u32(*len);
-                w
-            }
-            Reply::PeerJoined { index } => {
-                let mut w = W::new(ReplyKind::PeerJoined as u16, req_id);
-                w.u32(*index);
-                w
-            }
-            Reply::PeerListing { len } => {
-                let mut w = W::new(ReplyKind::PeerListing as u16, req_id);
-                w.u32(*len);
-                w
-            }
             Reply::MemoryRegistered { handle } => {
                 let mut w = W::new(ReplyKind::MemoryRegistered as u16, req_id);
                 w.u32(*handle);
@@ -875,36 +773,14 @@ impl Reply {
                 w.u8(*side);
                 w
             }
-            Reply::TraceState {
-                on,
-                capacity,
-                recorded,
-                overwritten,
-            } => {
-                let mut w = W::new(ReplyKind::TraceState as u16, req_id);
-                w.u8(*on as u8);
-                w.u32(*capacity);
-                w.u64(*recorded);
-                w.u64(*overwritten);
-                w
-            }
-            Reply::TraceDump { events, len } => {
-                let mut w = W::new(ReplyKind::TraceDump as u16, req_id);
-                w.u32(*events);
-                w.u64(*len);
-                w
-            }
-            Reply::SpineLink { link, token } => {
-                let mut w = W::new(ReplyKind::SpineLink as u16, req_id);
-                w.u32(*link);
-                w.u64(*token);
-                w
-            }
-            Reply::SpineLinkListing { len } => {
-                let mut w = W::new(ReplyKind::SpineLinkListing as u16, req_id);
-                w.u32(*len);
-                w
-            }
+            Reply::SpineLoaded { .. }
+            | Reply::SpineListing { .. }
+            | Reply::PeerJoined { .. }
+            | Reply::PeerListing { .. }
+            | Reply::TraceState { .. }
+            | Reply::TraceDump { .. }
+            | Reply::SpineLink { .. }
+            | Reply::SpineLinkListing { .. } => spine::encode_reply(self, req_id),
         };
         w.done().to_vec()
     }
@@ -912,7 +788,8 @@ impl Reply {
     /// Decode a packet into `(req_id, reply)`.
     pub fn decode(b: &[u8]) -> Result<(u32, Reply), ControlError> {
         let (k, id, mut r) = header(b)?;
-        let rep = match ReplyKind::from_u16(k).ok_or(ControlError::UnknownKind(k))? {
+        let kind = ReplyKind::from_u16(k).ok_or(ControlError::UnknownKind(k))?;
+        let rep = match kind {
             ReplyKind::Hello => Reply::Hello {
                 engine_id: r.u64()?,
                 udp: r.addr()?,
@@ -971,18 +848,6 @@ impl Reply {
                 pid: r.u32()?,
                 host: r.addr()?,
             },
-            ReplyKind::SpineLoaded => {
-                let id = r.u32()?;
-                let n = r.u8()? as usize;
-                if n > MAX_HANDLERS {
-                    return Err(ControlError::BadField("handlers"));
-                }
-                let handlers = (0..n).map(|_| r.u16()).collect::<Result<_, _>>()?;
-                Reply::SpineLoaded { id, handlers }
-            }
-            ReplyKind::SpineListing => Reply::SpineListing { len: r.u32()? },
-            ReplyKind::PeerJoined => Reply::PeerJoined { index: r.u32()? },
-            ReplyKind::PeerListing => Reply::PeerListing { len: r.u32()? },
             ReplyKind::Rejected => {
                 let n = r.u16()? as usize;
                 if n > MAX_TEXT {
@@ -996,627 +861,15 @@ impl Reply {
                     std::str::from_utf8(r.take(n)?).map_err(|_| ControlError::BadField("text"))?;
                 Reply::Rejected(text.to_owned())
             }
-            ReplyKind::TraceState => Reply::TraceState {
-                on: r.bool()?,
-                capacity: r.u32()?,
-                recorded: r.u64()?,
-                overwritten: r.u64()?,
-            },
-            ReplyKind::TraceDump => Reply::TraceDump {
-                events: r.u32()?,
-                len: r.u64()?,
-            },
-            ReplyKind::SpineLink => Reply::SpineLink {
-                link: r.u32()?,
-                token: r.u64()?,
-            },
-            ReplyKind::SpineLinkListing => Reply::SpineLinkListing { len: r.u32()? },
+            ReplyKind::SpineLoaded
+            | ReplyKind::SpineListing
+            | ReplyKind::PeerJoined
+            | ReplyKind::PeerListing
+            | ReplyKind::TraceState
+            | ReplyKind::TraceDump
+            | ReplyKind::SpineLink
+            | ReplyKind::SpineLinkListing => spine::decode_reply(kind, &mut r)?,
         };
         Ok((id, rep))
-    }
-}
-
-/// The control fuzz target's property, for the tests: `b` decoded as a
-/// request and as a reply never panics, and whatever decodes encodes to a
-/// packet of at most [`MAX_PACKET`] bytes that decodes to the same value.
-#[cfg(test)]
-fn round_trips(b: &[u8]) {
-    if let Ok((id, req)) = Request::decode(b) {
-        let e = req.encode(id);
-        assert!(e.len() <= MAX_PACKET && e.len() <= b.len(), "{req:?}");
-        assert_eq!(Request::decode(&e), Ok((id, req)), "from {b:02x?}");
-    }
-    if let Ok((id, rep)) = Reply::decode(b) {
-        let e = rep.encode(id);
-        assert!(e.len() <= MAX_PACKET && e.len() <= b.len(), "{rep:?}");
-        assert_eq!(Reply::decode(&e), Ok((id, rep)), "from {b:02x?}");
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The limits the samples' `Stat` replies carry.
-    fn sample_limits() -> Limits {
-        Limits {
-            client_memory: 4 << 30,
-            user_memory: u64::MAX,
-            client_endpoints: 16,
-            client_idle_connections: 32,
-            user_idle_connections: 128,
-            client_regions: 1024,
-            client_vis: 1024,
-            client_listeners: 64,
-            client_udm_jobs: 32,
-            client_udm_nodes: 256,
-            vi_held_budget: 4 << 20,
-        }
-    }
-
-    /// One of each request and reply, the seeds of the control fuzz target
-    /// (`fuzz/seeds/control/`).
-    fn samples() -> Vec<(&'static str, Vec<u8>)> {
-        let reqs = [
-            ("hello", Request::Hello { version: 1 }),
-            (
-                "create_endpoint",
-                Request::CreateEndpoint {
-                    geometry: Geometry::default(),
-                    accept: true,
-                    buffer_limit: 0,
-                },
-            ),
-            (
-                "create_endpoint_buffered",
-                Request::CreateEndpoint {
-                    geometry: Geometry::default(),
-                    accept: true,
-                    buffer_limit: 16 << 20,
-                },
-            ),
-            (
-                "open_channel_v4",
-                Request::OpenChannel {
-                    endpoint: 3,
-                    dst: EndpointAddr {
-                        host: Some("10.0.0.1:7000".parse().unwrap()),
-                        id: 9,
-                    },
-                    path: PathChoice::Engine,
-                },
-            ),
-            (
-                "open_channel_v6",
-                Request::OpenChannel {
-                    endpoint: 3,
-                    dst: EndpointAddr {
-                        host: Some("[::1]:7000".parse().unwrap()),
-                        id: 9,
-                    },
-                    path: PathChoice::Direct,
-                },
-            ),
-            (
-                "open_channel_local",
-                Request::OpenChannel {
-                    endpoint: 1,
-                    dst: EndpointAddr::local(2),
-                    path: PathChoice::Auto,
-                },
-            ),
-            (
-                "close_channel",
-                Request::CloseChannel {
-                    endpoint: 1,
-                    channel: 2,
-                },
-            ),
-            ("close_endpoint", Request::CloseEndpoint { endpoint: 1 }),
-            (
-                "set_accept",
-                Request::SetAccept {
-                    endpoint: 1,
-                    accept: false,
-                },
-            ),
-            ("stat", Request::Stat),
-            (
-                "spine_load",
-                Request::SpineLoad {
-                    len: 2048,
-                    budget_us: 10,
-                    arg: -7,
-                    name: "echo é".into(),
-                    domains: vec!["spine".into(), "router".into()],
-                },
-            ),
-            ("spine_unload", Request::SpineUnload { id: 3 }),
-            ("spine_list", Request::SpineList),
-            ("peer_join", Request::PeerJoin { side: 1 }),
-            ("peer_doorbell", Request::PeerDoorbell { index: 17 }),
-            ("peer_leave", Request::PeerLeave { index: 17 }),
-            ("peer_list", Request::PeerList),
-            (
-                "attach_applet",
-                Request::AttachApplet {
-                    endpoint: 1,
-                    len: 700,
-                    fuel: 5,
-                    heap: 9,
-                },
-            ),
-            ("detach_applet", Request::DetachApplet { endpoint: 1 }),
-            ("register_memory", Request::RegisterMemory { len: 1 << 20 }),
-            ("deregister_memory", Request::DeregisterMemory { handle: 3 }),
-            ("vi_listen", Request::ViListen { tag: 42 }),
-            ("vi_unlisten", Request::ViUnlisten { tag: 42 }),
-            (
-                "vi_connect",
-                Request::ViConnect {
-                    host: Some("127.0.0.1:7700".parse().unwrap()),
-                    tag: 42,
-                    attrs: ViParams {
-                        reliability: Reliability::ReliableReception,
-                        strict_rnr: true,
-                        break_timeout_ms: 0,
-                    },
-                    timeout_ms: 5000,
-                },
-            ),
-            (
-                "vi_accept",
-                Request::ViAccept {
-                    request: 7,
-                    attrs: ViParams::default(),
-                },
-            ),
-            ("vi_reject", Request::ViReject { request: 7 }),
-            ("vi_close", Request::ViClose { vi: 5 }),
-            (
-                "vi_grant_region",
-                Request::ViGrantRegion { vi: 5, handle: 9 },
-            ),
-            ("vi_peer_region", Request::ViPeerRegion { vi: 5, handle: 9 }),
-            (
-                "udm_create_job",
-                Request::UdmCreateJob {
-                    nodes: 4,
-                    fast_cap: 8,
-                    buffer_size: 1 << 20,
-                    atomicity_timeout_us: 2000,
-                },
-            ),
-            (
-                "udm_join",
-                Request::UdmJoin {
-                    job: 1,
-                    key: 0x1234_5678_9abc_def0,
-                    rank: 3,
-                },
-            ),
-            ("udm_leave", Request::UdmLeave { job: 1, rank: 3 }),
-            (
-                "udm_join_remote",
-                Request::UdmJoinRemote {
-                    home: "127.0.0.1:9".parse().unwrap(),
-                    job: 1,
-                    key: 0x1234_5678_9abc_def0,
-                    rank: 3,
-                },
-            ),
-            (
-                "trace_set",
-                Request::TraceSet {
-                    on: true,
-                    capacity: 1 << 16,
-                },
-            ),
-            ("trace_dump", Request::TraceDump),
-            (
-                "spine_link_listen",
-                Request::SpineLinkListen {
-                    token: 0x0123_4567_89ab_cdef,
-                },
-            ),
-            (
-                "spine_link_connect",
-                Request::SpineLinkConnect {
-                    peer: "127.0.0.1:7700".parse().unwrap(),
-                    token: 0x0123_4567_89ab_cdef,
-                },
-            ),
-            ("spine_link_close", Request::SpineLinkClose { link: 0x102 }),
-            ("spine_links", Request::SpineLinks),
-        ];
-        let reps = [
-            (
-                "reply_hello",
-                Reply::Hello {
-                    engine_id: 5,
-                    udp: Some("127.0.0.1:9".parse().unwrap()),
-                },
-            ),
-            (
-                "reply_endpoint_created",
-                Reply::EndpointCreated { endpoint: 4 },
-            ),
-            (
-                "reply_channel_opened",
-                Reply::ChannelOpened {
-                    channel: 1,
-                    conn_id: 2,
-                    side: 1,
-                },
-            ),
-            ("reply_ok", Reply::Ok),
-            ("reply_error", Reply::Error(ErrorCode::QuotaExceeded)),
-            (
-                "reply_stat",
-                Reply::Stat {
-                    max_endpoints: 64,
-                    limits: sample_limits(),
-                },
-            ),
-            (
-                "reply_rejected",
-                Reply::Rejected("method run: bytecode 12: stack underflow é".into()),
-            ),
-            (
-                "reply_spine_loaded",
-                Reply::SpineLoaded {
-                    id: 3,
-                    handlers: vec![64, 70, 1023],
-                },
-            ),
-            ("reply_spine_listing", Reply::SpineListing { len: 4096 }),
-            ("reply_peer_joined", Reply::PeerJoined { index: 17 }),
-            ("reply_peer_listing", Reply::PeerListing { len: 512 }),
-            (
-                "reply_memory_registered",
-                Reply::MemoryRegistered { handle: 3 },
-            ),
-            ("reply_peer_region", Reply::PeerRegion { len: 1 << 20 }),
-            (
-                "reply_vi_connected",
-                Reply::ViConnected {
-                    vi: 5,
-                    conn_id: 6,
-                    side: 1,
-                },
-            ),
-            (
-                "reply_vi_request",
-                Reply::ViRequest {
-                    tag: 42,
-                    request: 7,
-                    attrs: ViParams {
-                        reliability: Reliability::Unreliable,
-                        strict_rnr: false,
-                        break_timeout_ms: 250,
-                    },
-                    pid: 1234,
-                    host: None,
-                },
-            ),
-            (
-                "reply_udm_job",
-                Reply::UdmJob {
-                    job: 1,
-                    key: 0x1234_5678_9abc_def0,
-                },
-            ),
-            ("reply_udm_joined", Reply::UdmJoined { job: 1, rank: 3 }),
-            (
-                "reply_direct_conn",
-                Reply::DirectConn {
-                    endpoint: 1,
-                    channel: 2,
-                    conn_id: 3,
-                    side: 1,
-                },
-            ),
-            (
-                "reply_trace_state",
-                Reply::TraceState {
-                    on: true,
-                    capacity: 1 << 16,
-                    recorded: 70_000,
-                    overwritten: 4_464,
-                },
-            ),
-            (
-                "reply_trace_dump",
-                Reply::TraceDump {
-                    events: 3,
-                    len: 4096,
-                },
-            ),
-            (
-                "reply_spine_link",
-                Reply::SpineLink {
-                    link: 0x102,
-                    token: 0x0123_4567_89ab_cdef,
-                },
-            ),
-            (
-                "reply_spine_link_listing",
-                Reply::SpineLinkListing { len: 512 },
-            ),
-        ];
-        let mut v: Vec<(&str, Vec<u8>)> = reqs.iter().map(|(n, r)| (*n, r.encode(17))).collect();
-        v.extend(reps.iter().map(|(n, r)| (*n, r.encode(17))));
-        v
-    }
-
-    fn seeds_dir() -> std::path::PathBuf {
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/control")
-    }
-
-    /// The committed seeds are the samples' encodings (`UNET_BLESS=1`
-    /// rewrites them), and each round-trips.
-    #[test]
-    fn fuzz_seeds_are_the_samples_and_round_trip() {
-        let dir = seeds_dir();
-        if std::env::var_os("UNET_BLESS").is_some() {
-            std::fs::create_dir_all(&dir).unwrap();
-            for (name, b) in samples() {
-                std::fs::write(dir.join(name), b).unwrap();
-            }
-        }
-        let mut n = 0;
-        for (name, b) in samples() {
-            let seed = std::fs::read(dir.join(name))
-                .unwrap_or_else(|e| panic!("seed {name}: {e} (UNET_BLESS=1 writes it)"));
-            assert_eq!(seed, b, "seed {name} differs from its sample");
-            assert!(
-                Request::decode(&b).is_ok() || Reply::decode(&b).is_ok(),
-                "{name}"
-            );
-            round_trips(&b);
-            n += 1;
-        }
-        assert_eq!(n, std::fs::read_dir(&dir).unwrap().count());
-    }
-
-    /// Each kind of the table has its sample (so its seed), and no number
-    /// is both a request's and a reply's kind.
-    #[test]
-    fn every_kind_has_a_sample_and_the_directions_do_not_share_numbers() {
-        let kinds: std::collections::BTreeSet<u16> = samples()
-            .iter()
-            .map(|(_, b)| u16::from_le_bytes([b[0], b[1]]))
-            .collect();
-        for k in ReqKind::ALL {
-            assert!(kinds.contains(&(*k as u16)), "no sample of {k:?}");
-            assert_eq!(ReqKind::from_u16(*k as u16), Some(*k));
-            assert_eq!(ReplyKind::from_u16(*k as u16), None, "{k:?}");
-        }
-        for k in ReplyKind::ALL {
-            assert!(kinds.contains(&(*k as u16)), "no sample of {k:?}");
-            assert_eq!(ReplyKind::from_u16(*k as u16), Some(*k));
-        }
-        assert_eq!(kinds.len(), ReqKind::ALL.len() + ReplyKind::ALL.len());
-    }
-
-    /// xorshift64*: a fixed sequence, so a failure replays.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-        }
-        fn below(&mut self, n: usize) -> usize {
-            (self.next() % n as u64) as usize
-        }
-    }
-
-    /// The fuzz target's property over a few thousand packets: random
-    /// ones, and the samples mutated (bytes changed, cut, extended, kinds
-    /// swapped).
-    #[test]
-    fn random_and_mutated_packets_decode_totally_and_round_trip() {
-        let samples = samples();
-        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
-        let mut decoded = 0;
-        for i in 0..20_000 {
-            let mut b = if i % 4 == 0 {
-                let len = rng.below(48);
-                (0..len).map(|_| rng.next() as u8).collect()
-            } else {
-                samples[rng.below(samples.len())].1.clone()
-            };
-            for _ in 0..1 + rng.below(4) {
-                match rng.below(6) {
-                    0 if !b.is_empty() => {
-                        let at = rng.below(b.len());
-                        b[at] = rng.next() as u8;
-                    }
-                    1 if !b.is_empty() => {
-                        let at = rng.below(b.len());
-                        b[at] ^= 1 << rng.below(8);
-                    }
-                    2 => b.truncate(rng.below(b.len() + 1)),
-                    3 => b.extend((0..rng.below(16)).map(|_| rng.next() as u8)),
-                    4 if b.len() >= 2 => {
-                        // Another kind: one of the defined ones, or near them.
-                        let kinds = [0u16, 1, 5, 9, 10, 100, 101, 105, 108, 109];
-                        let k = kinds[rng.below(kinds.len())];
-                        b[..2].copy_from_slice(&k.to_le_bytes());
-                    }
-                    5 if b.len() > 10 => {
-                        // A text length or address family byte set large.
-                        let at = 8 + rng.below(3);
-                        b[at] = 0xff;
-                    }
-                    _ => {}
-                }
-            }
-            round_trips(&b);
-            decoded += (Request::decode(&b).is_ok() || Reply::decode(&b).is_ok()) as u32;
-        }
-        // The mutations keep many packets valid: the round trip is tried.
-        assert!(decoded > 2_000, "only {decoded} packets decoded");
-    }
-
-    #[test]
-    fn rejected_text_that_is_not_utf8_is_refused() {
-        let mut b = Reply::Rejected("abc".into()).encode(1);
-        let n = b.len();
-        b[n - 1] = 0xff;
-        assert_eq!(Reply::decode(&b), Err(ControlError::BadField("text")));
-        // Before, this decoded lossily to 900 replacement characters, which
-        // encode to 900 bytes of 300 of them: not the same reply.
-        let mut b = W::new(ReplyKind::Rejected as u16, 1);
-        b.u16(MAX_TEXT as u16);
-        b.put(&[0xff; MAX_TEXT]);
-        assert_eq!(Reply::decode(b.done()), Err(ControlError::BadField("text")));
-        round_trips(b.done());
-    }
-
-    #[test]
-    fn requests_round_trip_and_prefixes_fail() {
-        let reqs = [
-            Request::Hello { version: 1 },
-            Request::CreateEndpoint {
-                geometry: Geometry::default(),
-                accept: true,
-                buffer_limit: 0,
-            },
-            Request::CreateEndpoint {
-                geometry: Geometry::default(),
-                accept: false,
-                buffer_limit: 1 << 20,
-            },
-            Request::OpenChannel {
-                endpoint: 3,
-                dst: EndpointAddr {
-                    host: Some("10.0.0.1:7000".parse().unwrap()),
-                    id: 9,
-                },
-                path: PathChoice::Engine,
-            },
-            Request::OpenChannel {
-                endpoint: 3,
-                dst: EndpointAddr {
-                    host: Some("[::1]:7000".parse().unwrap()),
-                    id: 9,
-                },
-                path: PathChoice::Direct,
-            },
-            Request::CloseChannel {
-                endpoint: 1,
-                channel: 2,
-            },
-            Request::CloseEndpoint { endpoint: 1 },
-            Request::SetAccept {
-                endpoint: 1,
-                accept: false,
-            },
-            Request::Stat,
-            Request::AttachApplet {
-                endpoint: 1,
-                len: 700,
-                fuel: 5,
-                heap: 9,
-            },
-            Request::DetachApplet { endpoint: 1 },
-            Request::TraceSet {
-                on: false,
-                capacity: 0,
-            },
-            Request::TraceDump,
-        ];
-        for r in reqs {
-            let b = r.encode(77);
-            assert_eq!(Request::decode(&b), Ok((77, r.clone())));
-            for cut in 0..b.len() {
-                assert!(Request::decode(&b[..cut]).is_err(), "{r:?} cut at {cut}");
-            }
-        }
-    }
-
-    #[test]
-    fn replies_round_trip() {
-        let reps = [
-            Reply::Hello {
-                engine_id: 5,
-                udp: Some("127.0.0.1:9".parse().unwrap()),
-            },
-            Reply::EndpointCreated { endpoint: 4 },
-            Reply::ChannelOpened {
-                channel: 1,
-                conn_id: 2,
-                side: 1,
-            },
-            Reply::Ok,
-            Reply::Error(ErrorCode::Refused),
-            Reply::Stat {
-                max_endpoints: 64,
-                limits: sample_limits(),
-            },
-            Reply::DirectConn {
-                endpoint: 1,
-                channel: 2,
-                conn_id: 3,
-                side: 1,
-            },
-            Reply::TraceState {
-                on: false,
-                capacity: 1 << 20,
-                recorded: u64::MAX,
-                overwritten: 1,
-            },
-            Reply::TraceDump {
-                events: 65_536,
-                len: 2 << 20,
-            },
-        ];
-        for r in reps {
-            let b = r.encode(9);
-            assert_eq!(Reply::decode(&b), Ok((9, r.clone())));
-        }
-    }
-
-    #[test]
-    fn every_error_code_round_trips() {
-        for v in 1..=30u16 {
-            let c = ErrorCode::from_u16(v).unwrap_or_else(|| panic!("code {v}"));
-            assert_eq!(c as u16, v);
-            let r = Reply::Error(c);
-            assert_eq!(Reply::decode(&r.encode(3)), Ok((3, r)));
-            assert!(!c.to_string().is_empty());
-        }
-        assert_eq!(ErrorCode::from_u16(0), None);
-        assert_eq!(ErrorCode::from_u16(31), None);
-    }
-
-    #[test]
-    fn garbage_is_an_error() {
-        assert_eq!(
-            Request::decode(&[0xff, 0xff, 0, 0, 0, 0, 0, 0]),
-            Err(ControlError::UnknownKind(0xffff))
-        );
-        let mut b = Request::SetAccept {
-            endpoint: 1,
-            accept: true,
-        }
-        .encode(1);
-        *b.last_mut().unwrap() = 7;
-        assert_eq!(Request::decode(&b), Err(ControlError::BadField("bool")));
-    }
-
-    #[test]
-    fn endpoint_addr_parses() {
-        assert_eq!("5".parse::<EndpointAddr>().unwrap(), EndpointAddr::local(5));
-        assert_eq!(
-            "local/5".parse::<EndpointAddr>().unwrap(),
-            EndpointAddr::local(5)
-        );
-        let a: EndpointAddr = "127.0.0.1:7000/3".parse().unwrap();
-        assert_eq!(a.host, Some("127.0.0.1:7000".parse().unwrap()));
-        assert!("x/3".parse::<EndpointAddr>().is_err());
     }
 }
