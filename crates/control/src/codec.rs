@@ -1,9 +1,10 @@
 //! The encoding of control packets: each direction's message kinds in one
-//! table (`kinds!`), the little-endian writer and the total reader, and
-//! [`Request`] and [`Reply`]'s `encode` and `decode`, which dispatch by
-//! kind (SPINE's kinds' bodies are in `spine`).
+//! table (`kinds!`), the packet's header, and [`Request`] and [`Reply`]'s
+//! `encode` and `decode`, which dispatch by kind (SPINE's kinds' bodies
+//! are in `spine`), written with the crate's writer and reader.
 
 use super::*;
+use crate::bytes::{R, W};
 
 mod spine;
 #[cfg(test)]
@@ -182,140 +183,17 @@ impl ViParams {
     }
 }
 
-struct W {
-    buf: [u8; MAX_PACKET],
-    len: usize,
-}
-
-impl W {
-    fn new(kind: u16, req_id: u32) -> W {
-        let mut w = W {
-            buf: [0; MAX_PACKET],
-            len: 0,
-        };
-        w.u16(kind);
-        w.u16(0);
-        w.u32(req_id);
-        w
-    }
-    fn put(&mut self, b: &[u8]) {
-        self.buf[self.len..self.len + b.len()].copy_from_slice(b);
-        self.len += b.len();
-    }
-    fn u8(&mut self, v: u8) {
-        self.put(&[v]);
-    }
-    fn u16(&mut self, v: u16) {
-        self.put(&v.to_le_bytes());
-    }
-    fn u32(&mut self, v: u32) {
-        self.put(&v.to_le_bytes());
-    }
-    fn u64(&mut self, v: u64) {
-        self.put(&v.to_le_bytes());
-    }
-    fn addr(&mut self, a: Option<SocketAddr>) {
-        match a {
-            None => {
-                self.u8(0);
-                self.put(&[0; 18]);
-            }
-            Some(SocketAddr::V4(v)) => {
-                self.u8(4);
-                let mut b = [0u8; 16];
-                b[..4].copy_from_slice(&v.ip().octets());
-                self.put(&b);
-                self.u16(v.port());
-            }
-            Some(SocketAddr::V6(v)) => {
-                self.u8(6);
-                self.put(&v.ip().octets());
-                self.u16(v.port());
-            }
-        }
-    }
-    /// A name: `u8` length and UTF-8 bytes (at most [`MAX_NAME`]).
-    fn name(&mut self, s: &str) {
-        let mut n = s.len().min(MAX_NAME);
-        while !s.is_char_boundary(n) {
-            n -= 1;
-        }
-        self.u8(n as u8);
-        self.put(&s.as_bytes()[..n]);
-    }
-    fn done(&self) -> &[u8] {
-        &self.buf[..self.len]
-    }
-}
-
-struct R<'a> {
-    b: &'a [u8],
-}
-
-impl<'a> R<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], ControlError> {
-        if self.b.len() < n {
-            return Err(ControlError::Truncated);
-        }
-        let (h, t) = self.b.split_at(n);
-        self.b = t;
-        Ok(h)
-    }
-    fn u8(&mut self) -> Result<u8, ControlError> {
-        Ok(self.take(1)?[0])
-    }
-    fn u16(&mut self) -> Result<u16, ControlError> {
-        let b = self.take(2)?;
-        Ok(u16::from_le_bytes([b[0], b[1]]))
-    }
-    fn u32(&mut self) -> Result<u32, ControlError> {
-        let b = self.take(4)?;
-        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    }
-    fn u64(&mut self) -> Result<u64, ControlError> {
-        let b = self.take(8)?;
-        let mut a = [0u8; 8];
-        a.copy_from_slice(b);
-        Ok(u64::from_le_bytes(a))
-    }
-    fn addr(&mut self) -> Result<Option<SocketAddr>, ControlError> {
-        let fam = self.u8()?;
-        let raw = self.take(16)?;
-        let port = self.u16()?;
-        match fam {
-            0 => Ok(None),
-            4 => Ok(Some(SocketAddr::new(
-                IpAddr::V4(Ipv4Addr::new(raw[0], raw[1], raw[2], raw[3])),
-                port,
-            ))),
-            6 => {
-                let mut o = [0u8; 16];
-                o.copy_from_slice(raw);
-                Ok(Some(SocketAddr::new(IpAddr::V6(Ipv6Addr::from(o)), port)))
-            }
-            _ => Err(ControlError::BadField("address family")),
-        }
-    }
-    fn name(&mut self) -> Result<String, ControlError> {
-        let n = self.u8()? as usize;
-        if n > MAX_NAME {
-            return Err(ControlError::BadField("name length"));
-        }
-        std::str::from_utf8(self.take(n)?)
-            .map(str::to_owned)
-            .map_err(|_| ControlError::BadField("name"))
-    }
-    fn bool(&mut self) -> Result<bool, ControlError> {
-        match self.u8()? {
-            0 => Ok(false),
-            1 => Ok(true),
-            _ => Err(ControlError::BadField("bool")),
-        }
-    }
+/// A packet's writer, its header written: kind, reserved, request id.
+fn packet(kind: u16, req_id: u32) -> W {
+    let mut w = W::default();
+    w.u16(kind);
+    w.u16(0);
+    w.u32(req_id);
+    w
 }
 
 fn header(b: &[u8]) -> Result<(u16, u32, R<'_>), ControlError> {
-    let mut r = R { b };
+    let mut r = R::new(b);
     let kind = r.u16()?;
     let _ = r.u16()?;
     let id = r.u32()?;
@@ -327,7 +205,7 @@ impl Request {
     pub fn encode(&self, req_id: u32) -> Vec<u8> {
         let w = match self {
             Request::Hello { version } => {
-                let mut w = W::new(ReqKind::Hello as u16, req_id);
+                let mut w = packet(ReqKind::Hello as u16, req_id);
                 w.u32(*version);
                 w
             }
@@ -341,7 +219,7 @@ impl Request {
                 } else {
                     ReqKind::CreateEndpointBuffered
                 };
-                let mut w = W::new(kind as u16, req_id);
+                let mut w = packet(kind as u16, req_id);
                 w.u32(g.buffer_size);
                 w.u64(g.buffer_area_size);
                 w.u32(g.send_cap);
@@ -359,7 +237,7 @@ impl Request {
                 dst,
                 path,
             } => {
-                let mut w = W::new(ReqKind::OpenChannel as u16, req_id);
+                let mut w = packet(ReqKind::OpenChannel as u16, req_id);
                 w.u32(*endpoint);
                 w.addr(dst.host);
                 w.u32(dst.id);
@@ -367,30 +245,30 @@ impl Request {
                 w
             }
             Request::CloseChannel { endpoint, channel } => {
-                let mut w = W::new(ReqKind::CloseChannel as u16, req_id);
+                let mut w = packet(ReqKind::CloseChannel as u16, req_id);
                 w.u32(*endpoint);
                 w.u16(*channel);
                 w
             }
             Request::CloseEndpoint { endpoint } => {
-                let mut w = W::new(ReqKind::CloseEndpoint as u16, req_id);
+                let mut w = packet(ReqKind::CloseEndpoint as u16, req_id);
                 w.u32(*endpoint);
                 w
             }
             Request::SetAccept { endpoint, accept } => {
-                let mut w = W::new(ReqKind::SetAccept as u16, req_id);
+                let mut w = packet(ReqKind::SetAccept as u16, req_id);
                 w.u32(*endpoint);
                 w.u8(*accept as u8);
                 w
             }
-            Request::Stat => W::new(ReqKind::Stat as u16, req_id),
+            Request::Stat => packet(ReqKind::Stat as u16, req_id),
             Request::AttachApplet {
                 endpoint,
                 len,
                 fuel,
                 heap,
             } => {
-                let mut w = W::new(ReqKind::AttachApplet as u16, req_id);
+                let mut w = packet(ReqKind::AttachApplet as u16, req_id);
                 w.u32(*endpoint);
                 w.u32(*len);
                 w.u64(*fuel);
@@ -398,27 +276,27 @@ impl Request {
                 w
             }
             Request::DetachApplet { endpoint } => {
-                let mut w = W::new(ReqKind::DetachApplet as u16, req_id);
+                let mut w = packet(ReqKind::DetachApplet as u16, req_id);
                 w.u32(*endpoint);
                 w
             }
             Request::RegisterMemory { len } => {
-                let mut w = W::new(ReqKind::RegisterMemory as u16, req_id);
+                let mut w = packet(ReqKind::RegisterMemory as u16, req_id);
                 w.u64(*len);
                 w
             }
             Request::DeregisterMemory { handle } => {
-                let mut w = W::new(ReqKind::DeregisterMemory as u16, req_id);
+                let mut w = packet(ReqKind::DeregisterMemory as u16, req_id);
                 w.u32(*handle);
                 w
             }
             Request::ViListen { tag } => {
-                let mut w = W::new(ReqKind::ViListen as u16, req_id);
+                let mut w = packet(ReqKind::ViListen as u16, req_id);
                 w.u64(*tag);
                 w
             }
             Request::ViUnlisten { tag } => {
-                let mut w = W::new(ReqKind::ViUnlisten as u16, req_id);
+                let mut w = packet(ReqKind::ViUnlisten as u16, req_id);
                 w.u64(*tag);
                 w
             }
@@ -428,7 +306,7 @@ impl Request {
                 attrs,
                 timeout_ms,
             } => {
-                let mut w = W::new(ReqKind::ViConnect as u16, req_id);
+                let mut w = packet(ReqKind::ViConnect as u16, req_id);
                 w.addr(*host);
                 w.u64(*tag);
                 attrs.put(&mut w);
@@ -436,29 +314,29 @@ impl Request {
                 w
             }
             Request::ViAccept { request, attrs } => {
-                let mut w = W::new(ReqKind::ViAccept as u16, req_id);
+                let mut w = packet(ReqKind::ViAccept as u16, req_id);
                 w.u32(*request);
                 attrs.put(&mut w);
                 w
             }
             Request::ViReject { request } => {
-                let mut w = W::new(ReqKind::ViReject as u16, req_id);
+                let mut w = packet(ReqKind::ViReject as u16, req_id);
                 w.u32(*request);
                 w
             }
             Request::ViClose { vi } => {
-                let mut w = W::new(ReqKind::ViClose as u16, req_id);
+                let mut w = packet(ReqKind::ViClose as u16, req_id);
                 w.u32(*vi);
                 w
             }
             Request::ViGrantRegion { vi, handle } => {
-                let mut w = W::new(ReqKind::ViGrantRegion as u16, req_id);
+                let mut w = packet(ReqKind::ViGrantRegion as u16, req_id);
                 w.u32(*vi);
                 w.u32(*handle);
                 w
             }
             Request::ViPeerRegion { vi, handle } => {
-                let mut w = W::new(ReqKind::ViPeerRegion as u16, req_id);
+                let mut w = packet(ReqKind::ViPeerRegion as u16, req_id);
                 w.u32(*vi);
                 w.u32(*handle);
                 w
@@ -469,7 +347,7 @@ impl Request {
                 buffer_size,
                 atomicity_timeout_us,
             } => {
-                let mut w = W::new(ReqKind::UdmCreateJob as u16, req_id);
+                let mut w = packet(ReqKind::UdmCreateJob as u16, req_id);
                 w.u32(*nodes);
                 w.u32(*fast_cap);
                 w.u64(*buffer_size);
@@ -477,14 +355,14 @@ impl Request {
                 w
             }
             Request::UdmJoin { job, key, rank } => {
-                let mut w = W::new(ReqKind::UdmJoin as u16, req_id);
+                let mut w = packet(ReqKind::UdmJoin as u16, req_id);
                 w.u32(*job);
                 w.u64(*key);
                 w.u32(*rank);
                 w
             }
             Request::UdmLeave { job, rank } => {
-                let mut w = W::new(ReqKind::UdmLeave as u16, req_id);
+                let mut w = packet(ReqKind::UdmLeave as u16, req_id);
                 w.u32(*job);
                 w.u32(*rank);
                 w
@@ -495,7 +373,7 @@ impl Request {
                 key,
                 rank,
             } => {
-                let mut w = W::new(ReqKind::UdmJoinRemote as u16, req_id);
+                let mut w = packet(ReqKind::UdmJoinRemote as u16, req_id);
                 w.addr(Some(*home));
                 w.u32(*job);
                 w.u64(*key);
@@ -516,7 +394,7 @@ impl Request {
             | Request::SpineLinkClose { .. }
             | Request::SpineLinks => spine::encode_request(self, req_id),
         };
-        w.done().to_vec()
+        w.into_vec()
     }
 
     /// The request id of a packet that may not decode (or was cut
@@ -660,13 +538,13 @@ impl Reply {
     pub fn encode(&self, req_id: u32) -> Vec<u8> {
         let w = match self {
             Reply::Hello { engine_id, udp } => {
-                let mut w = W::new(ReplyKind::Hello as u16, req_id);
+                let mut w = packet(ReplyKind::Hello as u16, req_id);
                 w.u64(*engine_id);
                 w.addr(*udp);
                 w
             }
             Reply::EndpointCreated { endpoint } => {
-                let mut w = W::new(ReplyKind::EndpointCreated as u16, req_id);
+                let mut w = packet(ReplyKind::EndpointCreated as u16, req_id);
                 w.u32(*endpoint);
                 w
             }
@@ -675,15 +553,15 @@ impl Reply {
                 conn_id,
                 side,
             } => {
-                let mut w = W::new(ReplyKind::ChannelOpened as u16, req_id);
+                let mut w = packet(ReplyKind::ChannelOpened as u16, req_id);
                 w.u16(*channel);
                 w.u32(*conn_id);
                 w.u8(*side);
                 w
             }
-            Reply::Ok => W::new(ReplyKind::Ok as u16, req_id),
+            Reply::Ok => packet(ReplyKind::Ok as u16, req_id),
             Reply::Error(code) => {
-                let mut w = W::new(ReplyKind::Error as u16, req_id);
+                let mut w = packet(ReplyKind::Error as u16, req_id);
                 w.u16(*code as u16);
                 w
             }
@@ -691,7 +569,7 @@ impl Reply {
                 max_endpoints,
                 limits,
             } => {
-                let mut w = W::new(ReplyKind::Stat as u16, req_id);
+                let mut w = packet(ReplyKind::Stat as u16, req_id);
                 w.u32(*max_endpoints);
                 w.u64(limits.client_memory);
                 w.u64(limits.user_memory);
@@ -707,27 +585,24 @@ impl Reply {
                 w
             }
             Reply::Rejected(text) => {
-                let mut w = W::new(ReplyKind::Rejected as u16, req_id);
-                let mut n = text.len().min(MAX_TEXT);
-                while !text.is_char_boundary(n) {
-                    n -= 1;
-                }
-                w.u16(n as u16);
-                w.put(&text.as_bytes()[..n]);
+                let mut w = packet(ReplyKind::Rejected as u16, req_id);
+                let text = crate::bytes::cut(text, MAX_TEXT);
+                w.u16(text.len() as u16);
+                w.put(text.as_bytes());
                 w
             }
             Reply::MemoryRegistered { handle } => {
-                let mut w = W::new(ReplyKind::MemoryRegistered as u16, req_id);
+                let mut w = packet(ReplyKind::MemoryRegistered as u16, req_id);
                 w.u32(*handle);
                 w
             }
             Reply::PeerRegion { len } => {
-                let mut w = W::new(ReplyKind::PeerRegion as u16, req_id);
+                let mut w = packet(ReplyKind::PeerRegion as u16, req_id);
                 w.u64(*len);
                 w
             }
             Reply::ViConnected { vi, conn_id, side } => {
-                let mut w = W::new(ReplyKind::ViConnected as u16, req_id);
+                let mut w = packet(ReplyKind::ViConnected as u16, req_id);
                 w.u32(*vi);
                 w.u32(*conn_id);
                 w.u8(*side);
@@ -740,7 +615,7 @@ impl Reply {
                 pid,
                 host,
             } => {
-                let mut w = W::new(ReplyKind::ViRequest as u16, req_id);
+                let mut w = packet(ReplyKind::ViRequest as u16, req_id);
                 w.u64(*tag);
                 w.u32(*request);
                 attrs.put(&mut w);
@@ -749,13 +624,13 @@ impl Reply {
                 w
             }
             Reply::UdmJob { job, key } => {
-                let mut w = W::new(ReplyKind::UdmJob as u16, req_id);
+                let mut w = packet(ReplyKind::UdmJob as u16, req_id);
                 w.u32(*job);
                 w.u64(*key);
                 w
             }
             Reply::UdmJoined { job, rank } => {
-                let mut w = W::new(ReplyKind::UdmJoined as u16, req_id);
+                let mut w = packet(ReplyKind::UdmJoined as u16, req_id);
                 w.u32(*job);
                 w.u32(*rank);
                 w
@@ -766,7 +641,7 @@ impl Reply {
                 conn_id,
                 side,
             } => {
-                let mut w = W::new(ReplyKind::DirectConn as u16, req_id);
+                let mut w = packet(ReplyKind::DirectConn as u16, req_id);
                 w.u32(*endpoint);
                 w.u16(*channel);
                 w.u32(*conn_id);
@@ -782,7 +657,7 @@ impl Reply {
             | Reply::SpineLink { .. }
             | Reply::SpineLinkListing { .. } => spine::encode_reply(self, req_id),
         };
-        w.done().to_vec()
+        w.into_vec()
     }
 
     /// Decode a packet into `(req_id, reply)`.

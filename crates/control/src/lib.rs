@@ -10,10 +10,11 @@
 #![forbid(unsafe_code)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::SocketAddr;
 
 use unet_abi::{Geometry, Reliability};
 
+mod bytes;
 mod codec;
 pub mod peer;
 pub mod spine;

@@ -65,95 +65,45 @@ pub struct PeerListing {
     pub peers: Vec<PeerInfo>,
 }
 
+use crate::bytes::{Listing, W};
+
 /// Most entries of any list a listing decodes (a bound, not a format
 /// limit: the engine writes far fewer).
 const MAX_ENTRIES: u32 = 1 << 10;
 
-fn put_str(b: &mut Vec<u8>, s: &str) {
-    let mut n = s.len().min(u16::MAX as usize);
-    while !s.is_char_boundary(n) {
-        n -= 1;
-    }
-    b.extend_from_slice(&(n as u16).to_le_bytes());
-    b.extend_from_slice(&s.as_bytes()[..n]);
-}
-
-struct R<'a>(&'a [u8]);
-
-impl<'a> R<'a> {
-    fn take<const N: usize>(&mut self) -> Result<[u8; N], String> {
-        let (h, t) = self
-            .0
-            .split_first_chunk::<N>()
-            .ok_or("the peer listing is truncated")?;
-        self.0 = t;
-        Ok(*h)
-    }
-    fn u32(&mut self) -> Result<u32, String> {
-        self.take().map(u32::from_le_bytes)
-    }
-    fn u64(&mut self) -> Result<u64, String> {
-        self.take().map(u64::from_le_bytes)
-    }
-    fn count(&mut self) -> Result<u32, String> {
-        let n = self.u32()?;
-        if n > MAX_ENTRIES {
-            return Err(format!("a list of {n} entries in the peer listing"));
-        }
-        Ok(n)
-    }
-    fn str(&mut self) -> Result<String, String> {
-        let n = u16::from_le_bytes(self.take()?) as usize;
-        if self.0.len() < n {
-            return Err("the peer listing is truncated".into());
-        }
-        let (h, t) = self.0.split_at(n);
-        self.0 = t;
-        std::str::from_utf8(h)
-            .map(str::to_owned)
-            .map_err(|_| "text in the peer listing is not UTF-8".into())
-    }
-}
-
 impl PeerListing {
     /// The listing's bytes.
     pub fn encode(&self) -> Vec<u8> {
-        let mut b = Vec::new();
-        b.extend_from_slice(&(self.peers.len() as u32).to_le_bytes());
+        let mut w = W::default();
+        w.u32(self.peers.len() as u32);
         for p in &self.peers {
-            b.extend_from_slice(&p.index.to_le_bytes());
-            b.push(p.side);
-            put_str(&mut b, &p.state);
-            put_str(&mut b, &p.reason);
-            b.extend_from_slice(&p.peer_pid.to_le_bytes());
+            w.u32(p.index);
+            w.u8(p.side);
+            w.str(&p.state);
+            w.str(&p.reason);
+            w.u32(p.peer_pid);
             for v in [p.depth, p.msgs_in, p.msgs_out] {
-                b.extend_from_slice(&v.to_le_bytes());
+                w.u64(v);
             }
-            b.extend_from_slice(&(p.drops.len() as u32).to_le_bytes());
-            for (k, v) in &p.drops {
-                put_str(&mut b, k);
-                b.extend_from_slice(&v.to_le_bytes());
-            }
+            w.pairs(&p.drops);
         }
-        b
+        w.into_vec()
     }
 
     /// Read a listing (what [`PeerListing::encode`] wrote).
     pub fn decode(b: &[u8]) -> Result<PeerListing, String> {
-        let mut r = R(b);
+        let mut r = Listing::new(b, "peer listing", MAX_ENTRIES);
         let mut peers = Vec::new();
         for _ in 0..r.count()? {
             let index = r.u32()?;
-            let [side] = r.take::<1>()?;
+            let side = r.u8()?;
             let state = r.str()?;
             let reason = r.str()?;
             let peer_pid = r.u32()?;
             let depth = r.u64()?;
             let msgs_in = r.u64()?;
             let msgs_out = r.u64()?;
-            let drops = (0..r.count()?)
-                .map(|_| Ok((r.str()?, r.u64()?)))
-                .collect::<Result<_, String>>()?;
+            let drops = r.pairs()?;
             peers.push(PeerInfo {
                 index,
                 side,
@@ -166,7 +116,7 @@ impl PeerListing {
                 drops,
             });
         }
-        if !r.0.is_empty() {
+        if !r.is_empty() {
             return Err("bytes after the peer listing".into());
         }
         Ok(PeerListing { peers })

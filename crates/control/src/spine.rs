@@ -108,96 +108,23 @@ pub struct SpineListing {
     pub dead_calls: u64,
 }
 
+use crate::bytes::{Listing, W};
+
 /// Most entries of any list a listing decodes (a bound, not a format
 /// limit: the engine writes far fewer).
 const MAX_ENTRIES: u32 = 1 << 16;
 
-struct W(Vec<u8>);
-
-impl W {
-    fn u16(&mut self, v: u16) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    fn u32(&mut self, v: u32) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    fn u64(&mut self, v: u64) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    fn str(&mut self, s: &str) {
-        let mut n = s.len().min(u16::MAX as usize);
-        while !s.is_char_boundary(n) {
-            n -= 1;
-        }
-        self.u16(n as u16);
-        self.0.extend_from_slice(&s.as_bytes()[..n]);
-    }
-    fn pairs(&mut self, p: &[(String, u64)]) {
-        self.u32(p.len() as u32);
-        for (k, v) in p {
-            self.str(k);
-            self.u64(*v);
-        }
-    }
-}
-
-struct R<'a>(&'a [u8]);
-
-impl<'a> R<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-        if self.0.len() < n {
-            return Err("the listing is truncated".into());
-        }
-        let (h, t) = self.0.split_at(n);
-        self.0 = t;
-        Ok(h)
-    }
-    fn u16(&mut self) -> Result<u16, String> {
-        let b = self.take(2)?;
-        Ok(u16::from_le_bytes([b[0], b[1]]))
-    }
-    fn u32(&mut self) -> Result<u32, String> {
-        let b = self.take(4)?;
-        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    }
-    fn u64(&mut self) -> Result<u64, String> {
-        let b = self.take(8)?;
-        let mut a = [0u8; 8];
-        a.copy_from_slice(b);
-        Ok(u64::from_le_bytes(a))
-    }
-    fn count(&mut self) -> Result<u32, String> {
-        let n = self.u32()?;
-        if n > MAX_ENTRIES {
-            return Err(format!("a list of {n} entries in the listing"));
-        }
-        Ok(n)
-    }
-    fn str(&mut self) -> Result<String, String> {
-        let n = self.u16()? as usize;
-        let b = self.take(n)?;
-        std::str::from_utf8(b)
-            .map(str::to_owned)
-            .map_err(|_| "text in the listing is not UTF-8".into())
-    }
-    fn pairs(&mut self) -> Result<Vec<(String, u64)>, String> {
-        (0..self.count()?)
-            .map(|_| Ok((self.str()?, self.u64()?)))
-            .collect()
-    }
-}
-
 impl SpineListing {
     /// The listing's bytes.
     pub fn encode(&self) -> Vec<u8> {
-        let mut w = W(Vec::new());
+        let mut w = W::default();
         w.u32(self.extensions.len() as u32);
         for x in &self.extensions {
             w.u32(x.id);
             w.str(&x.name);
             w.u32(x.pid);
             w.u32(x.budget_us);
-            w.0.push(x.compiled as u8);
+            w.u8(x.compiled as u8);
             w.u32(x.kept);
             w.u64(x.keeps_undone);
             w.str(&x.last_fault);
@@ -213,7 +140,7 @@ impl SpineListing {
             w.u32(x.exports.len() as u32);
             for e in &x.exports {
                 w.str(&e.method);
-                w.0.push(e.ephemeral as u8);
+                w.u8(e.ephemeral as u8);
                 w.u64(e.calls);
                 w.pairs(&e.terminations);
                 w.str(&e.last_fault);
@@ -231,19 +158,19 @@ impl SpineListing {
         w.u64(self.bad_handles);
         w.u64(self.keeps_refused);
         w.u64(self.dead_calls);
-        w.0
+        w.into_vec()
     }
 
     /// Read a listing (what [`SpineListing::encode`] wrote).
     pub fn decode(b: &[u8]) -> Result<SpineListing, String> {
-        let mut r = R(b);
+        let mut r = Listing::new(b, "listing", MAX_ENTRIES);
         let mut extensions = Vec::new();
         for _ in 0..r.count()? {
             let id = r.u32()?;
             let name = r.str()?;
             let pid = r.u32()?;
             let budget_us = r.u32()?;
-            let compiled = r.take(1)?[0] != 0;
+            let compiled = r.u8()? != 0;
             let kept = r.u32()?;
             let keeps_undone = r.u64()?;
             let last_fault = r.str()?;
@@ -262,7 +189,7 @@ impl SpineListing {
             for _ in 0..r.count()? {
                 exports.push(ExportInfo {
                     method: r.str()?,
-                    ephemeral: r.take(1)?[0] != 0,
+                    ephemeral: r.u8()? != 0,
                     calls: r.u64()?,
                     terminations: r.pairs()?,
                     last_fault: r.str()?,

@@ -66,80 +66,15 @@ fn count(p: &[(String, u64)], name: &str) -> u64 {
     p.iter().filter(|(k, _)| k == name).map(|(_, v)| v).sum()
 }
 
+use crate::bytes::{Listing, W};
+
 /// Most entries of any list a listing decodes.
 const MAX_ENTRIES: u32 = 1 << 12;
-
-struct W(Vec<u8>);
-
-impl W {
-    fn u32(&mut self, v: u32) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    fn u64(&mut self, v: u64) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    fn str(&mut self, s: &str) {
-        let mut n = s.len().min(u16::MAX as usize);
-        while !s.is_char_boundary(n) {
-            n -= 1;
-        }
-        self.0.extend_from_slice(&(n as u16).to_le_bytes());
-        self.0.extend_from_slice(&s.as_bytes()[..n]);
-    }
-    fn pairs(&mut self, p: &[(String, u64)]) {
-        self.u32(p.len() as u32);
-        for (k, v) in p {
-            self.str(k);
-            self.u64(*v);
-        }
-    }
-}
-
-struct R<'a>(&'a [u8]);
-
-impl<'a> R<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-        if self.0.len() < n {
-            return Err("the link listing is truncated".into());
-        }
-        let (h, t) = self.0.split_at(n);
-        self.0 = t;
-        Ok(h)
-    }
-    fn u32(&mut self) -> Result<u32, String> {
-        let b = self.take(4)?;
-        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    }
-    fn u64(&mut self) -> Result<u64, String> {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(self.take(8)?);
-        Ok(u64::from_le_bytes(a))
-    }
-    fn count(&mut self) -> Result<u32, String> {
-        let n = self.u32()?;
-        if n > MAX_ENTRIES {
-            return Err(format!("a list of {n} entries in the link listing"));
-        }
-        Ok(n)
-    }
-    fn str(&mut self) -> Result<String, String> {
-        let b = self.take(2)?;
-        let n = u16::from_le_bytes([b[0], b[1]]) as usize;
-        std::str::from_utf8(self.take(n)?)
-            .map(str::to_owned)
-            .map_err(|_| "text in the link listing is not UTF-8".into())
-    }
-    fn pairs(&mut self) -> Result<Vec<(String, u64)>, String> {
-        (0..self.count()?)
-            .map(|_| Ok((self.str()?, self.u64()?)))
-            .collect()
-    }
-}
 
 impl LinkListing {
     /// The listing's bytes.
     pub fn encode(&self) -> Vec<u8> {
-        let mut w = W(Vec::new());
+        let mut w = W::default();
         w.u32(self.links.len() as u32);
         for l in &self.links {
             w.u32(l.id);
@@ -154,12 +89,12 @@ impl LinkListing {
             w.pairs(&l.drops);
         }
         w.pairs(&self.drops);
-        w.0
+        w.into_vec()
     }
 
     /// Read a listing (what [`LinkListing::encode`] wrote).
     pub fn decode(b: &[u8]) -> Result<LinkListing, String> {
-        let mut r = R(b);
+        let mut r = Listing::new(b, "link listing", MAX_ENTRIES);
         let mut links = Vec::new();
         for _ in 0..r.count()? {
             links.push(LinkInfo {
@@ -176,7 +111,7 @@ impl LinkListing {
             });
         }
         let drops = r.pairs()?;
-        if !r.0.is_empty() {
+        if !r.is_empty() {
             return Err("bytes after the end of the link listing".into());
         }
         Ok(LinkListing { links, drops })

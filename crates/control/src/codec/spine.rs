@@ -19,7 +19,7 @@ pub(super) fn encode_request(req: &Request, req_id: u32) -> W {
             name,
             domains,
         } => {
-            let mut w = W::new(ReqKind::SpineLoad as u16, req_id);
+            let mut w = packet(ReqKind::SpineLoad as u16, req_id);
             w.u32(*len);
             w.u32(*budget_us);
             w.u32(*arg as u32);
@@ -32,54 +32,54 @@ pub(super) fn encode_request(req: &Request, req_id: u32) -> W {
             w
         }
         Request::SpineUnload { id } => {
-            let mut w = W::new(ReqKind::SpineUnload as u16, req_id);
+            let mut w = packet(ReqKind::SpineUnload as u16, req_id);
             w.u32(*id);
             w
         }
-        Request::SpineList => W::new(ReqKind::SpineList as u16, req_id),
+        Request::SpineList => packet(ReqKind::SpineList as u16, req_id),
         Request::PeerJoin { side } => {
-            let mut w = W::new(ReqKind::PeerJoin as u16, req_id);
+            let mut w = packet(ReqKind::PeerJoin as u16, req_id);
             w.u8(*side);
             w
         }
         Request::PeerDoorbell { index } => {
-            let mut w = W::new(ReqKind::PeerDoorbell as u16, req_id);
+            let mut w = packet(ReqKind::PeerDoorbell as u16, req_id);
             w.u32(*index);
             w
         }
         Request::PeerLeave { index } => {
-            let mut w = W::new(ReqKind::PeerLeave as u16, req_id);
+            let mut w = packet(ReqKind::PeerLeave as u16, req_id);
             w.u32(*index);
             w
         }
-        Request::PeerList => W::new(ReqKind::PeerList as u16, req_id),
+        Request::PeerList => packet(ReqKind::PeerList as u16, req_id),
         Request::TraceSet { on, capacity } => {
-            let mut w = W::new(ReqKind::TraceSet as u16, req_id);
+            let mut w = packet(ReqKind::TraceSet as u16, req_id);
             w.u8(*on as u8);
             w.u32(*capacity);
             w
         }
-        Request::TraceDump => W::new(ReqKind::TraceDump as u16, req_id),
+        Request::TraceDump => packet(ReqKind::TraceDump as u16, req_id),
         Request::SpineLinkListen { token } => {
-            let mut w = W::new(ReqKind::SpineLinkListen as u16, req_id);
+            let mut w = packet(ReqKind::SpineLinkListen as u16, req_id);
             w.u64(*token);
             w
         }
         Request::SpineLinkConnect { peer, token } => {
-            let mut w = W::new(ReqKind::SpineLinkConnect as u16, req_id);
+            let mut w = packet(ReqKind::SpineLinkConnect as u16, req_id);
             w.addr(Some(*peer));
             w.u64(*token);
             w
         }
         Request::SpineLinkClose { link } => {
-            let mut w = W::new(ReqKind::SpineLinkClose as u16, req_id);
+            let mut w = packet(ReqKind::SpineLinkClose as u16, req_id);
             w.u32(*link);
             w
         }
-        Request::SpineLinks => W::new(ReqKind::SpineLinks as u16, req_id),
+        Request::SpineLinks => packet(ReqKind::SpineLinks as u16, req_id),
         // Not SPINE's (the dispatch sends none here): a packet of kind 0,
         // which no side decodes.
-        _ => W::new(0, req_id),
+        _ => packet(0, req_id),
     }
 }
 
@@ -133,7 +133,7 @@ pub(super) fn decode_request(kind: ReqKind, r: &mut R<'_>) -> Result<Request, Co
 pub(super) fn encode_reply(rep: &Reply, req_id: u32) -> W {
     match rep {
         Reply::SpineLoaded { id, handlers } => {
-            let mut w = W::new(ReplyKind::SpineLoaded as u16, req_id);
+            let mut w = packet(ReplyKind::SpineLoaded as u16, req_id);
             w.u32(*id);
             let n = handlers.len().min(MAX_HANDLERS);
             w.u8(n as u8);
@@ -143,17 +143,17 @@ pub(super) fn encode_reply(rep: &Reply, req_id: u32) -> W {
             w
         }
         Reply::SpineListing { len } => {
-            let mut w = W::new(ReplyKind::SpineListing as u16, req_id);
+            let mut w = packet(ReplyKind::SpineListing as u16, req_id);
             w.u32(*len);
             w
         }
         Reply::PeerJoined { index } => {
-            let mut w = W::new(ReplyKind::PeerJoined as u16, req_id);
+            let mut w = packet(ReplyKind::PeerJoined as u16, req_id);
             w.u32(*index);
             w
         }
         Reply::PeerListing { len } => {
-            let mut w = W::new(ReplyKind::PeerListing as u16, req_id);
+            let mut w = packet(ReplyKind::PeerListing as u16, req_id);
             w.u32(*len);
             w
         }
@@ -163,7 +163,7 @@ pub(super) fn encode_reply(rep: &Reply, req_id: u32) -> W {
             recorded,
             overwritten,
         } => {
-            let mut w = W::new(ReplyKind::TraceState as u16, req_id);
+            let mut w = packet(ReplyKind::TraceState as u16, req_id);
             w.u8(*on as u8);
             w.u32(*capacity);
             w.u64(*recorded);
@@ -171,25 +171,25 @@ pub(super) fn encode_reply(rep: &Reply, req_id: u32) -> W {
             w
         }
         Reply::TraceDump { events, len } => {
-            let mut w = W::new(ReplyKind::TraceDump as u16, req_id);
+            let mut w = packet(ReplyKind::TraceDump as u16, req_id);
             w.u32(*events);
             w.u64(*len);
             w
         }
         Reply::SpineLink { link, token } => {
-            let mut w = W::new(ReplyKind::SpineLink as u16, req_id);
+            let mut w = packet(ReplyKind::SpineLink as u16, req_id);
             w.u32(*link);
             w.u64(*token);
             w
         }
         Reply::SpineLinkListing { len } => {
-            let mut w = W::new(ReplyKind::SpineLinkListing as u16, req_id);
+            let mut w = packet(ReplyKind::SpineLinkListing as u16, req_id);
             w.u32(*len);
             w
         }
         // Not SPINE's (the dispatch sends none here): a packet of kind 0,
         // which no side decodes.
-        _ => W::new(0, req_id),
+        _ => packet(0, req_id),
     }
 }
 

@@ -451,7 +451,7 @@ fn rejected_text_that_is_not_utf8_is_refused() {
     assert_eq!(Reply::decode(&b), Err(ControlError::BadField("text")));
     // Before, this decoded lossily to 900 replacement characters, which
     // encode to 900 bytes of 300 of them: not the same reply.
-    let mut b = W::new(ReplyKind::Rejected as u16, 1);
+    let mut b = packet(ReplyKind::Rejected as u16, 1);
     b.u16(MAX_TEXT as u16);
     b.put(&[0xff; MAX_TEXT]);
     assert_eq!(Reply::decode(b.done()), Err(ControlError::BadField("text")));
