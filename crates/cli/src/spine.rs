@@ -2,7 +2,7 @@
 //! and the per-handler table `unet stat` shows; `unet spine
 //! peer|peers|unpeer`: the peer queues that join two running daemons'
 //! adapters, and their rows; `unet spine link ...` (links over the wire)
-//! in `spine/link.rs`.
+//! in `spine/link.rs`; the tables' printer in `spine/table.rs`.
 //!
 //! An extension lives as long as the control connection that loaded it
 //! (the engine reclaims everything a client held when it goes), so
@@ -18,7 +18,10 @@ use clap::{Args, Subcommand};
 use unet::peer::PeerListing;
 use unet::spine::{ExtensionOptions, SpineListing};
 
+use table::{joined, left, pairs, right, Table};
+
 pub mod link;
+mod table;
 
 #[derive(Subcommand)]
 pub enum Command {
@@ -152,6 +155,21 @@ fn peers(a: ListArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// The peer queues' table.
+const PEERS: Table = Table {
+    indent: "  ",
+    cols: &[
+        right("index", 8),
+        right("side", 4),
+        left("state", 18),
+        right("pid", 8),
+        right("depth", 8),
+        right("in", 12),
+        right("out", 12),
+    ],
+    last: "drops",
+};
+
 /// The peer queues, one row each (with `empty`, a heading when there is
 /// none).
 pub fn print_peers(l: &PeerListing, empty: bool) {
@@ -159,31 +177,24 @@ pub fn print_peers(l: &PeerListing, empty: bool) {
         return;
     }
     println!("spine peer queues:");
-    println!(
-        "  {:>8} {:>4} {:<18} {:>8} {:>8} {:>12} {:>12}  drops",
-        "index", "side", "state", "pid", "depth", "in", "out"
-    );
+    PEERS.heading();
     for p in &l.peers {
         let state = if p.reason.is_empty() {
             p.state.clone()
         } else {
             format!("{} ({})", p.state, p.reason)
         };
-        let drops: Vec<String> = p.drops.iter().map(|(k, n)| format!("{k} {n}")).collect();
-        println!(
-            "  {:>8} {:>4} {:<18} {:>8} {:>8} {:>12} {:>12}  {}",
-            p.index,
-            p.side,
-            state,
-            p.peer_pid,
-            p.depth,
-            p.msgs_in,
-            p.msgs_out,
-            if drops.is_empty() {
-                "-".to_string()
-            } else {
-                drops.join(", ")
-            }
+        PEERS.row(
+            &[
+                &p.index,
+                &p.side,
+                &state,
+                &p.peer_pid,
+                &p.depth,
+                &p.msgs_in,
+                &p.msgs_out,
+            ],
+            &pairs(&p.drops, false),
         );
     }
 }
@@ -285,6 +296,19 @@ fn list(a: ListArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// An extension's handlers' table.
+const HANDLERS: Table = Table {
+    indent: "    ",
+    cols: &[
+        right("number", 6),
+        left("method", 20),
+        right("invocations", 12),
+        right("avg ns", 10),
+        right("max ns", 10),
+    ],
+    last: "terminations",
+};
+
 /// The extensions and their handlers, one row per handler; with
 /// `totals`, the runtime's events and drops too (those not zero).
 pub fn print_listing(l: &SpineListing, totals: bool) {
@@ -311,29 +335,12 @@ pub fn print_listing(l: &SpineListing, totals: bool) {
                 format!("  last: {}", x.last_fault)
             }
         );
-        println!(
-            "    {:>6} {:<20} {:>12} {:>10} {:>10}  terminations",
-            "number", "method", "invocations", "avg ns", "max ns"
-        );
+        HANDLERS.heading();
         for h in &x.handlers {
             let avg = h.total_ns.checked_div(h.invocations).unwrap_or(0);
-            let terms: Vec<String> = h
-                .terminations
-                .iter()
-                .map(|(r, n)| format!("{r} {n}"))
-                .collect();
-            println!(
-                "    {:>6} {:<20} {:>12} {:>10} {:>10}  {}",
-                h.number,
-                h.method,
-                h.invocations,
-                avg,
-                h.max_ns,
-                if terms.is_empty() {
-                    "-".to_string()
-                } else {
-                    terms.join(", ")
-                }
+            HANDLERS.row(
+                &[&h.number, &h.method, &h.invocations, &avg, &h.max_ns],
+                &pairs(&h.terminations, false),
             );
         }
         for e in &x.exports {
@@ -361,13 +368,9 @@ pub fn print_listing(l: &SpineListing, totals: bool) {
             l.msgs_live, l.bufs_live, l.queued, l.bad_handles, l.keeps_refused
         );
         for (what, rows) in [("events run", &l.events), ("drops", &l.drops)] {
-            let rows: Vec<String> = rows
-                .iter()
-                .filter(|(_, n)| *n > 0)
-                .map(|(k, n)| format!("{k} {n}"))
-                .collect();
+            let rows = joined(rows, true);
             if !rows.is_empty() {
-                println!("  {what}: {}", rows.join(", "));
+                println!("  {what}: {rows}");
             }
         }
     }

@@ -16,6 +16,8 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use unet::spine_wire::LinkListing;
 
+use super::table::{joined, left, pairs, right, Table};
+
 #[derive(Subcommand)]
 pub enum LinkCommand {
     /// Make a link that waits for another daemon to connect; prints its
@@ -175,48 +177,47 @@ fn list(a: ListArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// The links' table.
+pub(super) const LINKS: Table = Table {
+    indent: "  ",
+    cols: &[
+        right("id", 6),
+        left("state", 10),
+        left("peer", 22),
+        right("theirs", 6),
+        right("pid", 8),
+        right("msgs in", 10),
+        right("msgs out", 10),
+    ],
+    last: "drops",
+};
+
 /// The links, one row each (drops: those not zero); with `all`, the
 /// header even when there is none, and the adapter's drops.
 pub fn print_links(l: &LinkListing, all: bool) {
-    let adapter: Vec<String> = l
-        .drops
-        .iter()
-        .filter(|(_, n)| *n > 0)
-        .map(|(k, n)| format!("{k} {n}"))
-        .collect();
+    let adapter = joined(&l.drops, true);
     if l.links.is_empty() && adapter.is_empty() && !all {
         return;
     }
     println!("spine links:");
-    println!(
-        "  {:>6} {:<10} {:<22} {:>6} {:>8} {:>10} {:>10}  drops",
-        "id", "state", "peer", "theirs", "pid", "msgs in", "msgs out"
-    );
+    LINKS.heading();
     for r in &l.links {
-        let drops: Vec<String> = r
-            .drops
-            .iter()
-            .filter(|(_, n)| *n > 0)
-            .map(|(k, n)| format!("{k} {n}"))
-            .collect();
-        println!(
-            "  {:>6} {:<10} {:<22} {:>6} {:>8} {:>10} {:>10}  {}",
-            r.id,
-            r.state,
-            if r.peer.is_empty() { "-" } else { &r.peer },
-            r.peer_link,
-            r.pid,
-            r.msgs_in,
-            r.msgs_out,
-            if drops.is_empty() {
-                "-".to_string()
-            } else {
-                drops.join(", ")
-            }
+        let peer = if r.peer.is_empty() { "-" } else { &r.peer };
+        LINKS.row(
+            &[
+                &r.id,
+                &r.state,
+                &peer,
+                &r.peer_link,
+                &r.pid,
+                &r.msgs_in,
+                &r.msgs_out,
+            ],
+            &pairs(&r.drops, true),
         );
     }
     if !adapter.is_empty() {
-        println!("  frames no link took: {}", adapter.join(", "));
+        println!("  frames no link took: {adapter}");
     }
 }
 
