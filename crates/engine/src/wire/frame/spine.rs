@@ -197,27 +197,43 @@ impl<'a> SpineFrame<'a> {
         if b.len() > len {
             return Err(FrameError::BadLength);
         }
+        // The handshake kinds' fields stand one after another from byte 12
+        // (widths in bytes; accept's 4 and refuse's 3 bytes of padding
+        // are read and not looked at); a field of 4 bytes, or 1, fits the
+        // u32 or u8 it is cast to.
         Ok(match kind {
-            KIND_OPEN => SpineFrame::Open {
-                src_link: rd32(b, 12),
-                listen_token: rd64(b, 16),
-                src_token: rd64(b, 24),
-            },
-            KIND_ACCEPT => SpineFrame::Accept {
-                dst_link: rd32(b, 12),
-                token: rd64(b, 16),
-                src_link: rd32(b, 24),
-                accept_token: rd64(b, 32),
-            },
-            KIND_REFUSE => SpineFrame::Refuse {
-                dst_link: rd32(b, 12),
-                token: rd64(b, 16),
-                reason: b[24],
-            },
-            KIND_CLOSE => SpineFrame::Close {
-                dst_link: rd32(b, 12),
-                token: rd64(b, 16),
-            },
+            KIND_OPEN => {
+                let [src_link, listen_token, src_token] = fields(b, [4, 8, 8]);
+                SpineFrame::Open {
+                    src_link: src_link as u32,
+                    listen_token,
+                    src_token,
+                }
+            }
+            KIND_ACCEPT => {
+                let [dst_link, token, src_link, _, accept_token] = fields(b, [4, 8, 4, 4, 8]);
+                SpineFrame::Accept {
+                    dst_link: dst_link as u32,
+                    token,
+                    src_link: src_link as u32,
+                    accept_token,
+                }
+            }
+            KIND_REFUSE => {
+                let [dst_link, token, reason] = fields(b, [4, 8, 1]);
+                SpineFrame::Refuse {
+                    dst_link: dst_link as u32,
+                    token,
+                    reason: reason as u8,
+                }
+            }
+            KIND_CLOSE => {
+                let [dst_link, token] = fields(b, [4, 8]);
+                SpineFrame::Close {
+                    dst_link: dst_link as u32,
+                    token,
+                }
+            }
             _ => {
                 let m = SpineMsg {
                     dst_link: rd32(b, 12),
@@ -275,6 +291,40 @@ fn head(buf: &mut [u8], kind: u8, src_engine: u64, len: usize) -> Result<(), Fra
     Ok(())
 }
 
+/// The handshake fields of widths `widths` (bytes: 1, 2, 4 or 8), one
+/// after another from byte 12 of `b`, big-endian. `b` is a frame whose
+/// exact length [`SpineFrame::parse`] checked against its kind's, which
+/// holds them.
+fn fields<const N: usize>(b: &[u8], widths: [usize; N]) -> [u64; N] {
+    let mut at = COMMON_HEADER_LEN;
+    widths.map(|w| {
+        let v = b[at..at + w]
+            .iter()
+            .fold(0u64, |v, &x| (v << 8) | u64::from(x));
+        at += w;
+        v
+    })
+}
+
+/// Writes a handshake frame of kind `kind` and length `len`: the common
+/// header, then each (value, width in bytes) of `fields` big-endian, one
+/// after another from byte 12, the rest zero; returns `len`.
+fn emit_handshake(
+    buf: &mut [u8],
+    kind: u8,
+    src_engine: u64,
+    len: usize,
+    fields: &[(u64, usize)],
+) -> Result<usize, FrameError> {
+    head(buf, kind, src_engine, len)?;
+    let mut at = COMMON_HEADER_LEN;
+    for &(v, w) in fields {
+        buf[at..at + w].copy_from_slice(&v.to_be_bytes()[8 - w..]);
+        at += w;
+    }
+    Ok(len)
+}
+
 /// Writes a SpineOpen; returns its length.
 pub fn emit_open(
     buf: &mut [u8],
@@ -283,11 +333,8 @@ pub fn emit_open(
     listen_token: u64,
     src_token: u64,
 ) -> Result<usize, FrameError> {
-    head(buf, KIND_OPEN, src_engine, OPEN_LEN)?;
-    buf[12..16].copy_from_slice(&src_link.to_be_bytes());
-    buf[16..24].copy_from_slice(&listen_token.to_be_bytes());
-    buf[24..32].copy_from_slice(&src_token.to_be_bytes());
-    Ok(OPEN_LEN)
+    let f = [(src_link.into(), 4), (listen_token, 8), (src_token, 8)];
+    emit_handshake(buf, KIND_OPEN, src_engine, OPEN_LEN, &f)
 }
 
 /// Writes a SpineAccept; returns its length.
@@ -299,12 +346,14 @@ pub fn emit_accept(
     src_link: u32,
     accept_token: u64,
 ) -> Result<usize, FrameError> {
-    head(buf, KIND_ACCEPT, src_engine, ACCEPT_LEN)?;
-    buf[12..16].copy_from_slice(&dst_link.to_be_bytes());
-    buf[16..24].copy_from_slice(&token.to_be_bytes());
-    buf[24..28].copy_from_slice(&src_link.to_be_bytes());
-    buf[32..40].copy_from_slice(&accept_token.to_be_bytes());
-    Ok(ACCEPT_LEN)
+    let f = [
+        (dst_link.into(), 4),
+        (token, 8),
+        (src_link.into(), 4),
+        (0, 4),
+        (accept_token, 8),
+    ];
+    emit_handshake(buf, KIND_ACCEPT, src_engine, ACCEPT_LEN, &f)
 }
 
 /// Writes a SpineRefuse; returns its length.
@@ -315,11 +364,8 @@ pub fn emit_refuse(
     token: u64,
     reason: u8,
 ) -> Result<usize, FrameError> {
-    head(buf, KIND_REFUSE, src_engine, REFUSE_LEN)?;
-    buf[12..16].copy_from_slice(&dst_link.to_be_bytes());
-    buf[16..24].copy_from_slice(&token.to_be_bytes());
-    buf[24] = reason;
-    Ok(REFUSE_LEN)
+    let f = [(dst_link.into(), 4), (token, 8), (reason.into(), 1)];
+    emit_handshake(buf, KIND_REFUSE, src_engine, REFUSE_LEN, &f)
 }
 
 /// Writes a SpineClose; returns its length.
@@ -329,10 +375,8 @@ pub fn emit_close(
     dst_link: u32,
     token: u64,
 ) -> Result<usize, FrameError> {
-    head(buf, KIND_CLOSE, src_engine, CLOSE_LEN)?;
-    buf[12..16].copy_from_slice(&dst_link.to_be_bytes());
-    buf[16..24].copy_from_slice(&token.to_be_bytes());
-    Ok(CLOSE_LEN)
+    let f = [(dst_link.into(), 4), (token, 8)];
+    emit_handshake(buf, KIND_CLOSE, src_engine, CLOSE_LEN, &f)
 }
 
 /// What a SpineMsg fragment says besides its payload.
@@ -450,6 +494,64 @@ mod tests {
             }
             r => panic!("{r:?}"),
         }
+    }
+
+    /// Each handshake frame is the bytes the module's diagram draws: the
+    /// common header, the fields big-endian at their offsets, padding
+    /// zero (over a buffer that was not).
+    #[test]
+    fn handshake_frames_are_the_bytes_the_diagram_draws() {
+        let head = |kind: u8| {
+            let mut v = MAGIC.to_be_bytes().to_vec();
+            v.extend([VERSION, kind]);
+            v.extend(0x0900_0000_0000_0009u64.to_be_bytes());
+            v
+        };
+        let (link, t1, link2, t2) = (
+            0x0102_0304u32,
+            0x1112_1314_1516_1718u64,
+            0x2122_2324u32,
+            0x3132_3334_3536_3738u64,
+        );
+        let mut b = [0xAAu8; 64];
+        let src = 0x0900_0000_0000_0009;
+
+        let n = emit_open(&mut b, src, link, t1, t2).unwrap();
+        let mut want = head(KIND_OPEN);
+        want.extend(link.to_be_bytes());
+        want.extend(t1.to_be_bytes());
+        want.extend(t2.to_be_bytes());
+        assert_eq!((n, &b[..n]), (OPEN_LEN, &want[..]));
+
+        let n = emit_accept(&mut b, src, link, t1, link2, t2).unwrap();
+        let mut want = head(KIND_ACCEPT);
+        want.extend(link.to_be_bytes());
+        want.extend(t1.to_be_bytes());
+        want.extend(link2.to_be_bytes());
+        want.extend([0; 4]);
+        want.extend(t2.to_be_bytes());
+        assert_eq!((n, &b[..n]), (ACCEPT_LEN, &want[..]));
+
+        b.fill(0xAA);
+        let n = emit_refuse(&mut b, src, link, t1, REFUSE_NO_LISTENER).unwrap();
+        let mut want = head(KIND_REFUSE);
+        want.extend(link.to_be_bytes());
+        want.extend(t1.to_be_bytes());
+        want.extend([REFUSE_NO_LISTENER, 0, 0, 0]);
+        assert_eq!((n, &b[..n]), (REFUSE_LEN, &want[..]));
+
+        let n = emit_close(&mut b, src, link, t1).unwrap();
+        let mut want = head(KIND_CLOSE);
+        want.extend(link.to_be_bytes());
+        want.extend(t1.to_be_bytes());
+        assert_eq!((n, &b[..n]), (CLOSE_LEN, &want[..]));
+
+        // Too small a buffer is refused, not written past.
+        let mut small = [0u8; ACCEPT_LEN - 1];
+        assert_eq!(
+            emit_accept(&mut small, src, link, t1, link2, t2),
+            Err(FrameError::BufferTooSmall)
+        );
     }
 
     #[test]
