@@ -6,35 +6,14 @@
 //! answered), and load-time rejections with their exact messages.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use unet::spine::{split_am, ExtensionOptions};
+use unet::spine::ExtensionOptions;
 use unet::{Endpoint, EndpointConfig, Engine, EngineConfig, Error, SendStatus, Session};
 
-fn repo() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-}
-
-/// A JDK ≥ 22, found by `scripts/find-jdk`.
-fn jdk() -> &'static Path {
-    static JDK: OnceLock<PathBuf> = OnceLock::new();
-    JDK.get_or_init(|| {
-        let out = Command::new("bash")
-            .arg(repo().join("scripts/find-jdk"))
-            .output()
-            .expect("cannot run `bash scripts/find-jdk`");
-        assert!(
-            out.status.success(),
-            "the SPINE tests compile Java extensions and need a JDK 22 or later; \
-             scripts/find-jdk found none (set JAVA_HOME to one):\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-    })
-}
+mod common;
+use common::{engine_with, ext_opts, javac, repo, wait_listing};
 
 /// Extensions used only by these tests, as (class, source).
 const TEST_EXTENSIONS: &[(&str, &str)] = &[
@@ -119,9 +98,6 @@ fn classes() -> &'static HashMap<String, Vec<u8>> {
     static CLASSES: OnceLock<HashMap<String, Vec<u8>>> = OnceLock::new();
     CLASSES.get_or_init(|| {
         let dir = std::env::temp_dir().join(format!("unet-spine-{}", std::process::id()));
-        let (src, out) = (dir.join("src"), dir.join("out"));
-        std::fs::create_dir_all(&src).unwrap();
-        std::fs::create_dir_all(&out).unwrap();
         let mut files = Vec::new();
         for e in std::fs::read_dir(repo().join("extensions")).expect("extensions/") {
             let p = e.unwrap().path();
@@ -129,37 +105,7 @@ fn classes() -> &'static HashMap<String, Vec<u8>> {
                 files.push(p);
             }
         }
-        for (class, text) in TEST_EXTENSIONS {
-            let p = src.join(format!("{class}.java"));
-            std::fs::write(&p, text).unwrap();
-            files.push(p);
-        }
-        let run = Command::new(jdk().join("bin/javac"))
-            .args(["--release", "8", "-Xlint:all,-options", "-Werror"])
-            .arg("-sourcepath")
-            .arg(repo().join("java/applet-sdk/src/main/java"))
-            .arg("-d")
-            .arg(&out)
-            .args(&files)
-            .output()
-            .expect("cannot run javac");
-        if !run.status.success() {
-            let _ = std::fs::remove_dir_all(&dir);
-            panic!(
-                "javac failed:\n{}{}",
-                String::from_utf8_lossy(&run.stdout),
-                String::from_utf8_lossy(&run.stderr)
-            );
-        }
-        let mut m = HashMap::new();
-        for f in &files {
-            let class = f.file_stem().unwrap().to_string_lossy().into_owned();
-            let bytes = std::fs::read(out.join(format!("{class}.class")))
-                .unwrap_or_else(|e| panic!("{class}.class: {e}"));
-            m.insert(class, bytes);
-        }
-        let _ = std::fs::remove_dir_all(&dir);
-        m
+        javac(&dir, &files, TEST_EXTENSIONS)
     })
 }
 
@@ -170,41 +116,16 @@ fn class(name: &str) -> &'static [u8] {
 }
 
 fn opts(name: &str, arg: i32) -> ExtensionOptions {
-    ExtensionOptions {
-        name: name.into(),
-        arg,
-        ..ExtensionOptions::default()
-    }
+    ext_opts(name, arg, &[])
 }
 
 fn engine() -> (Engine, Session) {
-    let e = Engine::start(EngineConfig::default()).unwrap();
-    let s = Session::embedded(&e).unwrap();
-    (e, s)
+    engine_with(EngineConfig::default())
 }
 
 /// The next active message on `ep`: (handler, args, bulk).
 fn recv_am(ep: &mut Endpoint) -> (u16, Vec<u8>, Vec<u8>) {
-    let mut buf = vec![0u8; 1 << 16];
-    let r = ep
-        .recv(&mut buf, Some(Duration::from_secs(5)))
-        .expect("an answer");
-    assert!(r.am(), "an active message");
-    let (a, b) = split_am(&buf[..r.len]).expect("framing");
-    (r.handler().unwrap_or(u16::MAX), a.to_vec(), b.to_vec())
-}
-
-/// Wait (with a deadline) until `cond` holds of the listing.
-fn wait_listing(s: &Session, what: &str, cond: impl Fn(&unet::spine::SpineListing) -> bool) {
-    let end = Instant::now() + Duration::from_secs(10);
-    loop {
-        let l = s.list_extensions().unwrap();
-        if cond(&l) {
-            return;
-        }
-        assert!(Instant::now() < end, "{what}: {l:#?}");
-        std::thread::yield_now();
-    }
+    common::recv_am(ep, Duration::from_secs(5))
 }
 
 #[test]

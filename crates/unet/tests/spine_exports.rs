@@ -6,35 +6,13 @@
 //! javac against the SDK, as in `spine.rs`.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use unet::spine::{split_am, ExtensionOptions, SpineListing};
 use unet::{Endpoint, EndpointConfig, Engine, EngineConfig, Error, Session};
 
-fn repo() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-}
-
-/// A JDK ≥ 22, found by `scripts/find-jdk`.
-fn jdk() -> &'static Path {
-    static JDK: OnceLock<PathBuf> = OnceLock::new();
-    JDK.get_or_init(|| {
-        let out = Command::new("bash")
-            .arg(repo().join("scripts/find-jdk"))
-            .output()
-            .expect("cannot run `bash scripts/find-jdk`");
-        assert!(
-            out.status.success(),
-            "the SPINE tests compile Java extensions and need a JDK 22 or later; \
-             scripts/find-jdk found none (set JAVA_HOME to one):\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-    })
-}
+mod common;
+use common::{engine_with, ext_opts as opts, javac, try_recv_am, wait_listing};
 
 /// The exporter: loaded as `router`, it exports `lookup`, `build`,
 /// `spin`, `divide` and `count` (public static, int parameters); `hidden`
@@ -154,43 +132,6 @@ public class WrongSig {
 }
 ";
 
-/// Compile `sources` (class, text) in one javac run (every lint an
-/// error): class name → class file.
-fn javac(dir: &Path, sources: &[(&str, &str)]) -> HashMap<String, Vec<u8>> {
-    let (src, out) = (dir.join("src"), dir.join("out"));
-    std::fs::create_dir_all(&src).unwrap();
-    std::fs::create_dir_all(&out).unwrap();
-    let mut files = Vec::new();
-    for (class, text) in sources {
-        let p = src.join(format!("{class}.java"));
-        std::fs::write(&p, text).unwrap();
-        files.push(p);
-    }
-    let run = Command::new(jdk().join("bin/javac"))
-        .args(["--release", "8", "-Xlint:all,-options", "-Werror"])
-        .arg("-sourcepath")
-        .arg(repo().join("java/applet-sdk/src/main/java"))
-        .arg("-d")
-        .arg(&out)
-        .args(&files)
-        .output()
-        .expect("cannot run javac");
-    assert!(
-        run.status.success(),
-        "javac failed:\n{}{}",
-        String::from_utf8_lossy(&run.stdout),
-        String::from_utf8_lossy(&run.stderr)
-    );
-    sources
-        .iter()
-        .map(|(c, _)| {
-            let b = std::fs::read(out.join(format!("{c}.class")))
-                .unwrap_or_else(|e| panic!("{c}.class: {e}"));
-            (c.to_string(), b)
-        })
-        .collect()
-}
-
 /// Every class of these tests, compiled once.
 fn classes() -> &'static HashMap<String, Vec<u8>> {
     static CLASSES: OnceLock<HashMap<String, Vec<u8>>> = OnceLock::new();
@@ -198,8 +139,12 @@ fn classes() -> &'static HashMap<String, Vec<u8>> {
         let dir = std::env::temp_dir().join(format!("unet-exports-{}", std::process::id()));
         let mut all = vec![("Lookup", LOOKUP)];
         all.extend_from_slice(IMPORTERS);
-        let mut m = javac(&dir.join("a"), &all);
-        let stubbed = javac(&dir.join("b"), &[("Lookup", STUB), ("WrongSig", WRONG_SIG)]);
+        let mut m = javac(&dir.join("a"), &[], &all);
+        let stubbed = javac(
+            &dir.join("b"),
+            &[],
+            &[("Lookup", STUB), ("WrongSig", WRONG_SIG)],
+        );
         m.insert("WrongSig".into(), stubbed["WrongSig"].clone());
         let _ = std::fs::remove_dir_all(&dir);
         m
@@ -210,47 +155,19 @@ fn class(name: &str) -> &'static [u8] {
     &classes()[name]
 }
 
-fn opts(name: &str, arg: i32, domains: &[&str]) -> ExtensionOptions {
-    ExtensionOptions {
-        name: name.into(),
-        arg,
-        domains: domains.iter().map(|d| d.to_string()).collect(),
-        ..ExtensionOptions::default()
-    }
-}
-
 fn engine() -> (Engine, Session) {
-    let e = Engine::start(EngineConfig::default()).unwrap();
-    let s = Session::embedded(&e).unwrap();
-    (e, s)
+    engine_with(EngineConfig::default())
 }
 
 /// The next active message on `ep`: its handler and arguments.
 fn recv_am(ep: &mut Endpoint, s: &Session) -> (u16, Vec<u8>) {
-    let mut buf = vec![0u8; 1 << 16];
-    let r = ep
-        .recv(&mut buf, Some(Duration::from_secs(5)))
+    let (h, a, _) = try_recv_am(ep, Duration::from_secs(5))
         .unwrap_or_else(|e| panic!("no answer ({e:?}): {:#?}", s.list_extensions()));
-    assert!(r.am(), "an active message");
-    let (a, _) = split_am(&buf[..r.len]).expect("framing");
-    (r.handler().unwrap_or(u16::MAX), a.to_vec())
+    (h, a)
 }
 
 fn int_at(b: &[u8], off: usize) -> i32 {
     i32::from_le_bytes(b[off..off + 4].try_into().unwrap())
-}
-
-/// Wait (with a deadline) until `cond` holds of the listing.
-fn wait_listing(s: &Session, what: &str, cond: impl Fn(&SpineListing) -> bool) -> SpineListing {
-    let end = Instant::now() + Duration::from_secs(10);
-    loop {
-        let l = s.list_extensions().unwrap();
-        if cond(&l) {
-            return l;
-        }
-        assert!(Instant::now() < end, "{what}: {l:#?}");
-        std::thread::yield_now();
-    }
 }
 
 #[test]

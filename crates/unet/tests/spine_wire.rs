@@ -7,57 +7,23 @@
 //! and bulk messages (the bulk one cut into fragments of the wire's
 //! datagram), the links' rows, and a send over a closed link refused.
 
-use std::path::PathBuf;
-use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use unet::spine::{split_am, ExtensionOptions};
+use unet::spine::ExtensionOptions;
 use unet::spine_wire::LinkListing;
 use unet::{Endpoint, EndpointConfig, Engine, EngineConfig, Error, ErrorCode, Session};
 
-fn repo() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-}
-
-/// A JDK ≥ 22, found by `scripts/find-jdk`.
-fn jdk() -> PathBuf {
-    let out = Command::new("bash")
-        .arg(repo().join("scripts/find-jdk"))
-        .output()
-        .expect("cannot run `bash scripts/find-jdk`");
-    assert!(
-        out.status.success(),
-        "the SPINE tests compile Java extensions and need a JDK 22 or later; \
-         scripts/find-jdk found none (set JAVA_HOME to one):\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-}
+mod common;
+use common::{engine_with, javac, repo};
 
 /// `extensions/WirePing.java`, compiled once (every lint an error).
 fn wire_ping() -> &'static [u8] {
     static CLASS: OnceLock<Vec<u8>> = OnceLock::new();
     CLASS.get_or_init(|| {
-        let out = std::env::temp_dir().join(format!("unet-spine-wire-{}", std::process::id()));
-        std::fs::create_dir_all(&out).unwrap();
-        let run = Command::new(jdk().join("bin/javac"))
-            .args(["--release", "8", "-Xlint:all,-options", "-Werror"])
-            .arg("-sourcepath")
-            .arg(repo().join("java/applet-sdk/src/main/java"))
-            .arg("-d")
-            .arg(&out)
-            .arg(repo().join("extensions/WirePing.java"))
-            .output()
-            .expect("cannot run javac");
-        assert!(
-            run.status.success(),
-            "javac failed:\n{}",
-            String::from_utf8_lossy(&run.stderr)
-        );
-        let b = std::fs::read(out.join("WirePing.class")).unwrap();
-        let _ = std::fs::remove_dir_all(&out);
-        b
+        let dir = std::env::temp_dir().join(format!("unet-spine-wire-{}", std::process::id()));
+        let ping = repo().join("extensions/WirePing.java");
+        javac(&dir, &[ping], &[]).remove("WirePing").unwrap()
     })
 }
 
@@ -66,12 +32,10 @@ const BASE: u16 = 200;
 
 /// An adapter on a loopback UDP port, with WirePing loaded.
 fn adapter() -> (Engine, Session) {
-    let e = Engine::start(EngineConfig {
+    let (e, s) = engine_with(EngineConfig {
         udp_bind: Some("127.0.0.1:0".parse().unwrap()),
         ..EngineConfig::default()
-    })
-    .unwrap();
-    let s = Session::embedded(&e).unwrap();
+    });
     let opts = ExtensionOptions {
         name: "wire-ping".into(),
         arg: i32::from(BASE),
@@ -84,13 +48,7 @@ fn adapter() -> (Engine, Session) {
 
 /// The next active message on `ep`: (handler, args, bulk).
 fn recv_am(ep: &mut Endpoint) -> (u16, Vec<u8>, Vec<u8>) {
-    let mut buf = vec![0u8; 1 << 17];
-    let r = ep
-        .recv(&mut buf, Some(Duration::from_secs(10)))
-        .expect("an answer");
-    assert!(r.am(), "an active message");
-    let (a, b) = split_am(&buf[..r.len]).expect("framing");
-    (r.handler().unwrap_or(u16::MAX), a.to_vec(), b.to_vec())
+    common::recv_am(ep, Duration::from_secs(10))
 }
 
 /// A ping over link `link`: its arguments.

@@ -206,3 +206,135 @@ impl PingPong {
         trips
     }
 }
+
+/// The repository's root.
+#[allow(dead_code)] // not every test binary uses it
+pub fn repo() -> std::path::PathBuf {
+    std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+}
+
+/// A JDK ≥ 22, found by `scripts/find-jdk` (once a test binary).
+#[allow(dead_code)] // not every test binary uses it
+pub fn jdk() -> &'static std::path::Path {
+    use std::path::PathBuf;
+    static JDK: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    JDK.get_or_init(|| {
+        let out = std::process::Command::new("bash")
+            .arg(repo().join("scripts/find-jdk"))
+            .output()
+            .expect("cannot run `bash scripts/find-jdk`");
+        assert!(
+            out.status.success(),
+            "the SPINE tests compile Java extensions and need a JDK 22 or later; \
+             scripts/find-jdk found none (set JAVA_HOME to one):\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    })
+}
+
+/// Extensions compiled against the SDK (`java/applet-sdk`) in one javac
+/// run, every lint an error: the source files `files` and the sources
+/// `sources` (class, text), written under `dir`, which is removed
+/// afterwards. Class name (of each file and source) → class file.
+#[allow(dead_code)] // not every test binary uses it
+pub fn javac(
+    dir: &std::path::Path,
+    files: &[std::path::PathBuf],
+    sources: &[(&str, &str)],
+) -> std::collections::HashMap<String, Vec<u8>> {
+    let (src, out) = (dir.join("src"), dir.join("out"));
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::create_dir_all(&out).unwrap();
+    let mut files = files.to_vec();
+    for (class, text) in sources {
+        let p = src.join(format!("{class}.java"));
+        std::fs::write(&p, text).unwrap();
+        files.push(p);
+    }
+    let run = std::process::Command::new(jdk().join("bin/javac"))
+        .args(["--release", "8", "-Xlint:all,-options", "-Werror"])
+        .arg("-sourcepath")
+        .arg(repo().join("java/applet-sdk/src/main/java"))
+        .arg("-d")
+        .arg(&out)
+        .args(&files)
+        .output()
+        .expect("cannot run javac");
+    if !run.status.success() {
+        let _ = std::fs::remove_dir_all(dir);
+        panic!(
+            "javac failed:\n{}{}",
+            String::from_utf8_lossy(&run.stdout),
+            String::from_utf8_lossy(&run.stderr)
+        );
+    }
+    let mut m = std::collections::HashMap::new();
+    for f in &files {
+        let class = f.file_stem().unwrap().to_string_lossy().into_owned();
+        let bytes = std::fs::read(out.join(format!("{class}.class")))
+            .unwrap_or_else(|e| panic!("{class}.class: {e}"));
+        m.insert(class, bytes);
+    }
+    let _ = std::fs::remove_dir_all(dir);
+    m
+}
+
+/// The options of an extension loaded as `name` with `arg`, granted
+/// `domains` besides `spine`.
+#[allow(dead_code)] // not every test binary uses it
+pub fn ext_opts(name: &str, arg: i32, domains: &[&str]) -> unet::spine::ExtensionOptions {
+    unet::spine::ExtensionOptions {
+        name: name.into(),
+        arg,
+        domains: domains.iter().map(|d| d.to_string()).collect(),
+        ..unet::spine::ExtensionOptions::default()
+    }
+}
+
+/// An engine started with `cfg`, and a session embedded in it.
+#[allow(dead_code)] // not every test binary uses it
+pub fn engine_with(cfg: unet::EngineConfig) -> (unet::Engine, Session) {
+    let e = unet::Engine::start(cfg).unwrap();
+    let s = Session::embedded(&e).unwrap();
+    (e, s)
+}
+
+/// The next active message on `ep` within `within`: (handler, args,
+/// bulk).
+#[allow(dead_code)] // not every test binary uses it
+pub fn try_recv_am(
+    ep: &mut Endpoint,
+    within: std::time::Duration,
+) -> Result<(u16, Vec<u8>, Vec<u8>), unet::RecvError> {
+    let mut buf = vec![0u8; 1 << 17];
+    let r = ep.recv(&mut buf, Some(within))?;
+    assert!(r.am(), "an active message");
+    let (a, b) = unet::spine::split_am(&buf[..r.len]).expect("framing");
+    Ok((r.handler().unwrap_or(u16::MAX), a.to_vec(), b.to_vec()))
+}
+
+/// [`try_recv_am`], which must find one.
+#[allow(dead_code)] // not every test binary uses it
+pub fn recv_am(ep: &mut Endpoint, within: std::time::Duration) -> (u16, Vec<u8>, Vec<u8>) {
+    try_recv_am(ep, within).expect("an answer")
+}
+
+/// Wait (with a deadline) until `cond` holds of `s`'s SPINE listing;
+/// that listing.
+#[allow(dead_code)] // not every test binary uses it
+pub fn wait_listing(
+    s: &Session,
+    what: &str,
+    cond: impl Fn(&unet::spine::SpineListing) -> bool,
+) -> unet::spine::SpineListing {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let l = s.list_extensions().unwrap();
+        if cond(&l) {
+            return l;
+        }
+        assert!(std::time::Instant::now() < end, "{what}: {l:#?}");
+        std::thread::yield_now();
+    }
+}
