@@ -85,6 +85,11 @@ pub struct Args {
     /// wire_rx and peer_rx 3).
     #[arg(long, value_name = "TYPE=N,...", value_parser = parse_priorities)]
     pub spine_priority: Option<[u8; 8]>,
+    /// SPINE: time one handler invocation in this many, at random
+    /// (rounded up to a power of two; 1: every one, for exact times per
+    /// handler at the cost of two clock reads an invocation).
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub spine_time_every: u32,
     /// An address or network (CIDR, e.g. 10.1.0.0/16 or 192.0.2.7)
     /// whose engines may open channels to this one over the wire;
     /// repeatable. Loopback (127.0.0.0/8 and ::1) is always allowed.
@@ -232,6 +237,7 @@ pub fn run(a: Args) -> ExitCode {
         spine_priorities: a
             .spine_priority
             .unwrap_or(unet_engine::DEFAULT_SPINE_PRIORITIES),
+        spine_time_every: a.spine_time_every,
         ..Default::default()
     };
     let engine = match Engine::start(cfg) {

@@ -303,6 +303,7 @@ const HANDLERS: Table = Table {
         right("number", 6),
         left("method", 20),
         right("invocations", 12),
+        right("timed", 10),
         right("avg ns", 10),
         right("max ns", 10),
     ],
@@ -337,9 +338,15 @@ pub fn print_listing(l: &SpineListing, totals: bool) {
         );
         HANDLERS.heading();
         for h in &x.handlers {
-            let avg = h.total_ns.checked_div(h.invocations).unwrap_or(0);
             HANDLERS.row(
-                &[&h.number, &h.method, &h.invocations, &avg, &h.max_ns],
+                &[
+                    &h.number,
+                    &h.method,
+                    &h.invocations,
+                    &h.timed,
+                    &h.mean_ns(),
+                    &h.max_ns,
+                ],
                 &pairs(&h.terminations, false),
             );
         }
@@ -400,6 +407,7 @@ pub fn to_json(l: &SpineListing) -> serde_json::Value {
                 "number": h.number,
                 "method": h.method,
                 "invocations": h.invocations,
+                "timed": h.timed,
                 "total_ns": h.total_ns,
                 "max_ns": h.max_ns,
                 "terminations": pairs(&h.terminations),

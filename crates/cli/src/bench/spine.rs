@@ -715,6 +715,8 @@ fn cost_rows(mode: &'static str, reps: &[Rep]) -> Vec<Row> {
 /// engine measured them, ns.
 fn stops(rig: &mut Rig, n: usize, p: &Progress) -> Result<Vec<u64>, String> {
     let spin = am("spin", OFF_EMPTY, 2, H_SPIN, 0);
+    // Every stop timed (by default one invocation in 64 is).
+    rig.engine.set_spine_time_every(1);
     let mut last = rig.check()?;
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
@@ -724,6 +726,7 @@ fn stops(rig: &mut Rig, n: usize, p: &Progress) -> Result<Vec<u64>, String> {
         rig.batch(&spin, 1, false)?;
         let h = rig.check()?;
         if h.invocations != last.invocations + 1
+            || h.timed != last.timed + 1
             || h.terminated_for("timeout") != last.terminated_for("timeout") + 1
         {
             return Err(format!(
@@ -734,6 +737,8 @@ fn stops(rig: &mut Rig, n: usize, p: &Progress) -> Result<Vec<u64>, String> {
         out.push(h.total_ns - last.total_ns);
         last = h;
     }
+    rig.engine
+        .set_spine_time_every(EngineConfig::default().spine_time_every);
     Ok(out)
 }
 

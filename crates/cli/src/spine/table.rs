@@ -113,7 +113,8 @@ mod tests {
         assert_eq!(joined(&d[..1], true), "");
     }
 
-    /// The SPINE tables' headings, as their `format!`s printed them.
+    /// The SPINE tables' headings, as their `format!`s printed them (the
+    /// handlers' with the column of timed invocations since).
     #[test]
     fn the_headings_are_as_they_were() {
         assert_eq!(
@@ -133,8 +134,8 @@ mod tests {
         assert_eq!(
             super::super::HANDLERS.heading_line(),
             format!(
-                "    {:>6} {:<20} {:>12} {:>10} {:>10}  terminations",
-                "number", "method", "invocations", "avg ns", "max ns"
+                "    {:>6} {:<20} {:>12} {:>10} {:>10} {:>10}  terminations",
+                "number", "method", "invocations", "timed", "avg ns", "max ns"
             )
         );
     }

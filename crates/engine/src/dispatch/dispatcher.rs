@@ -289,6 +289,13 @@ impl Dispatcher {
         work
     }
 
+    /// Time one SPINE handler invocation in `n` from now on
+    /// ([`EngineConfig::spine_time_every`](crate::EngineConfig)): 1 for
+    /// exact times per invocation.
+    pub fn set_spine_time_every(&mut self, n: u32) {
+        self.spine.rt.set_time_every(n);
+    }
+
     /// Run turns until [`crate::Engine::stop`] (or a stop through the
     /// shared state), sleeping when there is nothing to do; then reclaim
     /// everything.

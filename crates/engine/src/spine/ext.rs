@@ -74,11 +74,14 @@ pub(crate) struct HandlerStats {
     pub number: u16,
     pub method: String,
     pub invocations: u64,
-    /// Time in invocations, and the longest, in ticks of the runtime's
-    /// clock (`clock::ns` converts). An invocation's time starts at its
-    /// call, or where the invocation before it ended when the two ran back
-    /// to back (`Rt::last_end`: the loop's few nanoseconds between them
-    /// are counted with the second).
+    /// Of those, the ones timed (`Rt::timed`: one in
+    /// `EngineConfig::spine_time_every` at random).
+    pub timed: u64,
+    /// Time in the timed invocations, and the longest, in ticks of the
+    /// runtime's clock (`clock::ns` converts). An invocation's time starts
+    /// at its call, or where the invocation before it ended when both
+    /// were timed and ran back to back (`Rt::last_end`: the loop's few
+    /// nanoseconds between them are counted with the second).
     pub total_ticks: u64,
     pub max_ticks: u64,
     /// Terminations by [`FaultKind`].
@@ -231,24 +234,36 @@ impl Ext {
             self.poll_compiled();
         }
         rt.begin(e.slot, self.id, msg);
-        let t0 = rt.last_end.take().unwrap_or_else(clock::ticks);
-        rt.exports.started = t0;
+        // Timed (see `Rt::timed`), and always when the handler may call
+        // exports: their time is bounded by what is left of its budget.
+        let timed = rt.timed() || !self.imports.is_empty();
+        let t0 = if timed {
+            let t0 = rt.last_end.take().unwrap_or_else(clock::ticks);
+            rt.exports.started = t0;
+            t0
+        } else {
+            0
+        };
         let args = [e.context, msg as i32];
         let r = match self.vm.as_mut() {
             Some(vm) => vm.invoke_prepared(rt, e.method, args),
             None => link::invoke_own(rt, e.slot as usize, e.method, args),
         };
-        let t1 = clock::ticks();
-        rt.last_end = Some(t1);
-        let took = t1.wrapping_sub(t0);
+        rt.last_end = None;
         let ok = r.is_ok();
         self.keeps_undone += rt.end(ok) as u64;
         let Some(s) = self.handlers.get_mut(e.index as usize) else {
             return ok;
         };
         s.invocations += 1;
-        s.total_ticks += took;
-        s.max_ticks = s.max_ticks.max(took);
+        if timed {
+            let t1 = clock::ticks();
+            rt.last_end = Some(t1);
+            let took = t1.wrapping_sub(t0);
+            s.timed += 1;
+            s.total_ticks += took;
+            s.max_ticks = s.max_ticks.max(took);
+        }
         if let Err(f) = r {
             s.terms[unet_sle::fault_kind(&f) as usize] += 1;
             self.last_fault = Some((s.number, describe(&f)));

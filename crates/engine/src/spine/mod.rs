@@ -517,3 +517,5 @@ mod tests;
 mod tests_neighbour;
 #[cfg(test)]
 mod tests_terminate;
+#[cfg(test)]
+mod tests_timing;

@@ -451,6 +451,7 @@ fn ext_info(x: &Ext, c: &dyn Clients, sp: &SpinePart) -> ExtInfo {
                 number: h.number,
                 method: h.method.clone(),
                 invocations: h.invocations,
+                timed: h.timed,
                 total_ns: clock::ns(h.total_ticks),
                 max_ns: clock::ns(h.max_ticks),
                 terminations: terminations(&h.terms),

@@ -35,8 +35,27 @@ use crate::spine::msgs::KeepSet;
 use crate::spine::rt::KEEP_MAX;
 use crate::unet::am::HostAm;
 
-/// The classes these tests load, as (class, source).
+/// The classes these tests (and `tests_timing.rs`) load, as (class,
+/// source).
 const SOURCES: &[(&str, &str)] = &[
+    (
+        "Fan",
+        "import unet.spine.Spine;\n\
+         public class Fan {\n\
+           static byte[] args;\n\
+           static void init(int base) {\n\
+             args = new byte[Spine.ARGS_MAX];\n\
+             Spine.addHandler(\"onNull\", base, 0);\n\
+             Spine.addHandler(\"onFan\", base + 1, base);\n\
+             Spine.addHandler(\"onFan\", base + 2, 1000);\n\
+           }\n\
+           static void onNull(int ctx, int msg) { }\n\
+           static void onFan(int to, int msg) {\n\
+             int k = Spine.argByte(msg, 0);\n\
+             for (int i = 0; i < k; i++) { Spine.send(Spine.DEST_LOCAL, to, args, 0, 0); }\n\
+           }\n\
+         }\n",
+    ),
     (
         "Steps",
         "import unet.spine.Spine;\n\
