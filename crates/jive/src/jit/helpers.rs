@@ -1,0 +1,289 @@
+//! The helpers compiled code calls (array accesses that fail a check,
+//! natives, running out of fuel, faults), each with the `extern "C"`
+//! signature the translator declares for it.
+
+use super::*;
+
+// -------------------------------------------------------------------------
+// Helpers called by compiled code
+// -------------------------------------------------------------------------
+
+/// The context and environment behind a helper's `ctx` argument.
+///
+/// # Safety
+/// `ctx` is the pointer `Compiled::run` passed to compiled code, whose
+/// `env` is an `Env<H>` of this `H`, both alive for the call.
+#[allow(unsafe_code)]
+unsafe fn parts<'a, H>(ctx: *mut Ctx) -> (&'a mut Ctx, &'a mut Env<'a, H>) {
+    // SAFETY: by the function's contract. Compiled code holds no Rust
+    // references into either while a helper runs.
+    unsafe {
+        let c = &mut *ctx;
+        let e = &mut *(c.env as *mut Env<'a, H>);
+        (c, e)
+    }
+}
+
+pub(super) fn record<H>(env: &mut Env<'_, H>, f: Fault, site: i64) -> i64 {
+    env.fault = Some(f);
+    env.site = ((site as u64 >> 32) as u32, site as u32);
+    FAULT
+}
+
+/// Fuel went below zero at `site`: take the next part of the budget
+/// (passing the checkpoint, reading the clock), or fault.
+pub(super) extern "C" fn h_spent<H>(ctx: *mut Ctx, site: i64) -> i64 {
+    // SAFETY: called by compiled code with its context (see `parts`).
+    #[allow(unsafe_code)]
+    let (c, env) = unsafe { parts::<H>(ctx) };
+    match spent(&mut c.fuel, env) {
+        None => 0,
+        Some(f) => record(env, f, site),
+    }
+}
+
+/// The interpreter's `spent!`: the fault that stops the invocation, if any.
+fn spent<H>(fuel: &mut i64, env: &mut Env<'_, H>) -> Option<Fault> {
+    let (left, f) = refill(*fuel, env.budget, env.clock, env.host);
+    *fuel = left;
+    f
+}
+
+pub(super) const K_DIV0: i64 = 0;
+pub(super) const K_NULL: i64 = 1;
+pub(super) const K_DEPTH: i64 = 2;
+
+/// A fault the compiled code detected itself.
+pub(super) extern "C" fn h_fault<H>(ctx: *mut Ctx, kind: i64, site: i64) -> i64 {
+    // SAFETY: called by compiled code with its context (see `parts`).
+    #[allow(unsafe_code)]
+    let (_, env) = unsafe { parts::<H>(ctx) };
+    let f = match kind {
+        K_DIV0 => Fault::DivideByZero,
+        K_NULL => Fault::NullPointer,
+        K_DEPTH => Fault::StackOverflow,
+        _ => Fault::Internal(format!("compiled code reported fault kind {kind}")),
+    };
+    record(env, f, site)
+}
+
+pub(super) const A_INT: i64 = 0;
+pub(super) const A_BYTE: i64 = 1;
+pub(super) const A_SHORT: i64 = 2;
+pub(super) const A_BOOL: i64 = 3;
+
+/// `iaload` / `baload` / `saload` (`kind`: `A_INT`, `A_BYTE` for `byte[]`
+/// or `boolean[]`, `A_SHORT`).
+pub(super) extern "C" fn h_aload<H>(ctx: *mut Ctx, kind: i64, h: i32, i: i32, site: i64) -> i64 {
+    // SAFETY: called by compiled code with its context (see `parts`).
+    #[allow(unsafe_code)]
+    let (_, env) = unsafe { parts::<H>(ctx) };
+    let a = env.heap.arrays.get((h as u32 as usize).wrapping_sub(1));
+    let (x, len) = match (kind, a) {
+        (A_INT, Some(ArrayData::I(v))) => (v.get(i as u32 as usize).copied(), v.len()),
+        (A_BYTE, Some(ArrayData::B(v) | ArrayData::Z(v))) => {
+            (v.get(i as u32 as usize).map(|&x| x as i32), v.len())
+        }
+        (A_SHORT, Some(ArrayData::S(v))) => (v.get(i as u32 as usize).map(|&x| x as i32), v.len()),
+        _ => return record(env, arr_fault(h), site),
+    };
+    match x {
+        Some(x) => x as i64,
+        None => record(
+            env,
+            Fault::ArrayIndexOutOfBounds {
+                index: i,
+                length: len as i32,
+            },
+            site,
+        ),
+    }
+}
+
+/// `iastore` / `bastore` on `byte[]` / `bastore` on `boolean[]` /
+/// `sastore`.
+pub(super) extern "C" fn h_astore<H>(
+    ctx: *mut Ctx,
+    kind: i64,
+    h: i32,
+    i: i32,
+    x: i32,
+    site: i64,
+) -> i64 {
+    // SAFETY: called by compiled code with its context (see `parts`).
+    #[allow(unsafe_code)]
+    let (_, env) = unsafe { parts::<H>(ctx) };
+    /// Store `x` at `i`, or the length if `i` is out of bounds.
+    fn put<T>(v: &mut [T], i: i32, x: T) -> Result<(), usize> {
+        let len = v.len();
+        v.get_mut(i as u32 as usize).map(|e| *e = x).ok_or(len)
+    }
+    let stored = match (
+        kind,
+        env.heap.arrays.get_mut((h as u32 as usize).wrapping_sub(1)),
+    ) {
+        (A_INT, Some(ArrayData::I(v))) => put(v, i, x),
+        (A_BYTE, Some(ArrayData::B(v))) => put(v, i, x as i8),
+        (A_BOOL, Some(ArrayData::Z(v))) => put(v, i, (x & 1) as i8),
+        (A_SHORT, Some(ArrayData::S(v))) => put(v, i, x as i16),
+        _ => return record(env, arr_fault(h), site),
+    };
+    match stored {
+        Ok(()) => 0,
+        Err(len) => record(
+            env,
+            Fault::ArrayIndexOutOfBounds {
+                index: i,
+                length: len as i32,
+            },
+            site,
+        ),
+    }
+}
+
+/// `arraylength`.
+pub(super) extern "C" fn h_arrlen<H>(ctx: *mut Ctx, h: i32, site: i64) -> i64 {
+    // SAFETY: called by compiled code with its context (see `parts`).
+    #[allow(unsafe_code)]
+    let (_, env) = unsafe { parts::<H>(ctx) };
+    match env.heap.get(h) {
+        Some(a) => a.len() as i64,
+        None => record(env, arr_fault(h), site),
+    }
+}
+
+/// A native call: the interpreter's `CallNative`, fuel included, for a
+/// native that may return an array (its result is checked as the
+/// interpreter checks it).
+pub(super) extern "C" fn h_native<H>(
+    ctx: *mut Ctx,
+    n: i64,
+    args: *const i32,
+    argc: i64,
+    site: i64,
+) -> i64 {
+    // SAFETY: called by compiled code with its context (see `parts`).
+    #[allow(unsafe_code)]
+    let (c, env) = unsafe { parts::<H>(ctx) };
+    let cls = env.cls;
+    let Some(nat) = cls.natives.get(n as usize) else {
+        return record(env, Fault::Internal(format!("no native {n}")), site);
+    };
+    call_native(c, env, nat.f, args, argc, site, |heap, v| {
+        bad_native_array(heap, nat, v)
+    })
+}
+
+/// [`h_native`] for a native that returns no array (whose result needs no
+/// check): `f` is the native's function, passed by the compiled code, so
+/// the call skips the lookup and the result check.
+pub(super) extern "C" fn h_native_int<H>(
+    ctx: *mut Ctx,
+    f: *const (),
+    args: *const i32,
+    argc: i64,
+    site: i64,
+) -> i64 {
+    // SAFETY: compiled code passes a `NativeFn<H>` of the class it was
+    // compiled from (a function pointer, as `*const ()`), with the same `H`
+    // this helper was instantiated with.
+    #[allow(unsafe_code)]
+    let f = unsafe { std::mem::transmute::<*const (), NativeFn<H>>(f) };
+    // SAFETY: called by compiled code with its context (see `parts`).
+    #[allow(unsafe_code)]
+    let (c, env) = unsafe { parts::<H>(ctx) };
+    call_native(c, env, f, args, argc, site, |_, _| None)
+}
+
+/// The interpreter's `CallNative` for both helpers: charge the call, run
+/// `f` with the whole budget left (reserve included), reload the array
+/// table, `check` the result, then settle the fuel.
+#[inline(always)]
+fn call_native<H>(
+    c: &mut Ctx,
+    env: &mut Env<'_, H>,
+    f: NativeFn<H>,
+    args: *const i32,
+    argc: i64,
+    site: i64,
+    check: impl FnOnce(&Heap, i32) -> Option<Fault>,
+) -> i64 {
+    // SAFETY: compiled code passes a stack slot holding `argc` arguments.
+    #[allow(unsafe_code)]
+    let args = unsafe { std::slice::from_raw_parts(args, argc as usize) };
+    c.fuel -= 1;
+    if c.fuel < 0 {
+        if let Some(f) = spent(&mut c.fuel, env) {
+            return native_fault(env, f, site);
+        }
+    }
+    let mut left = c.fuel + env.budget.reserve;
+    let r = f(
+        env.host,
+        &mut NativeCtx {
+            heap: env.heap,
+            fuel: &mut left,
+        },
+        args,
+    );
+    c.fuel = left - env.budget.reserve;
+    // The native may have allocated: the table may have moved or grown.
+    c.arrays = env.heap.raw.as_ptr();
+    c.narrays = env.heap.raw.len() as u64;
+    let v = match r {
+        Ok(v) => v,
+        Err(f) => return native_fault(env, *f, site),
+    };
+    if let Some(f) = check(env.heap, v) {
+        return native_fault(env, f, site);
+    }
+    if c.fuel < 0 {
+        if let Some(f) = spent(&mut c.fuel, env) {
+            return native_fault(env, f, site);
+        }
+    }
+    v as i64
+}
+
+/// An intrinsic's copy (see `Gen::window_copy`).
+pub(super) extern "C" fn h_copy(dst: *mut u8, src: *const u8, n: u64) -> i64 {
+    // SAFETY: compiled code checked that `src` and `dst` each span `n`
+    // bytes inside a live byte array of the heap or inside the host's
+    // window (valid and disjoint from the heap: `Vm::set_window`).
+    #[allow(unsafe_code)]
+    unsafe {
+        std::ptr::copy_nonoverlapping(src, dst, n as usize)
+    };
+    0
+}
+
+/// A sink's call (see `Gen::sink_call`): 1 if it accepted, 0 if it
+/// declined.
+pub(super) extern "C" fn h_sink<H>(
+    ctx: *mut Ctx,
+    f: *const (),
+    p: *const u8,
+    n: u64,
+    x: i32,
+) -> i64 {
+    // SAFETY: compiled code passes a `SinkFn<H>` of the class it was
+    // compiled from, with the same `H` this helper was instantiated with.
+    #[allow(unsafe_code)]
+    let f = unsafe { std::mem::transmute::<*const (), SinkFn<H>>(f) };
+    // SAFETY: called by compiled code with its context (see `parts`).
+    #[allow(unsafe_code)]
+    let (_, env) = unsafe { parts::<H>(ctx) };
+    // SAFETY: compiled code checked that `p` spans `n` bytes inside a live
+    // byte array of the heap, which the host state does not reach, and
+    // nothing can free or move it during the call (a sink has no access
+    // to the heap).
+    #[allow(unsafe_code)]
+    let bytes = unsafe { std::slice::from_raw_parts(p, n as usize) };
+    f(env.host, bytes, x) as i64
+}
+
+#[cold]
+#[inline(never)]
+fn native_fault<H>(env: &mut Env<'_, H>, f: Fault, site: i64) -> i64 {
+    record(env, f, site)
+}

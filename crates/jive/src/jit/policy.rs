@@ -1,0 +1,157 @@
+//! What is compiled: the bounds on a method and a class, and the
+//! methods left to the interpreter (allocating, recursive, too large,
+//! too deep) with their callers.
+
+use super::*;
+
+// -------------------------------------------------------------------------
+// Compilation
+// -------------------------------------------------------------------------
+
+/// Longest method compiled, in decoded ops; longer ones are interpreted.
+pub(crate) const MAX_METHOD_OPS: usize = 16 * 1024;
+/// Largest frame of a method compiled, in slots (`max_locals` plus
+/// `max_stack` and a few scratch slots); larger ones are interpreted.
+pub(crate) const MAX_METHOD_SLOTS: usize = 4096;
+/// Most decoded ops compiled per class: methods past this, in order, are
+/// interpreted.
+pub(crate) const MAX_CLASS_OPS: usize = 64 * 1024;
+/// Largest method compiled by its ops times its frame slots: the register
+/// allocator's work grows with the values live across each call (helper
+/// calls on slow paths included), so a method of many slots must be short.
+pub(crate) const MAX_METHOD_COST: usize = 256 * 1024;
+/// Most of that cost compiled per class (methods past it, in order, are
+/// interpreted).
+pub(crate) const MAX_CLASS_COST: usize = 1024 * 1024;
+
+/// The compile cost of `mc` (see [`MAX_METHOD_COST`]).
+fn cost(mc: &MethodCode) -> usize {
+    mc.ops.len().saturating_mul(mc.frame_size as usize)
+}
+/// Largest machine frame of a compiled method, in bytes; a method whose
+/// code needs more is interpreted.
+pub(crate) const MAX_FRAME_BYTES: u32 = 16 * 1024;
+
+/// Which methods can be compiled (see the module documentation), given
+/// those already refused (`refused`, for a frame too large).
+pub(super) fn compilable<H>(cls: &ClassInner<H>, refused: &[bool]) -> Vec<bool> {
+    let n = cls.code.len();
+    let calls = |m: usize| {
+        cls.code[m].ops.iter().filter_map(|op| match *op {
+            Op::Call { m, .. } if (m as usize) < n => Some(m as usize),
+            _ => None,
+        })
+    };
+    let mut ok: Vec<bool> = cls
+        .code
+        .iter()
+        .enumerate()
+        .map(|(m, mc)| {
+            !refused.get(m).copied().unwrap_or(false)
+                && mc.ops.len() <= MAX_METHOD_OPS
+                && (mc.frame_size as usize) <= MAX_METHOD_SLOTS
+                && cost(mc) <= MAX_METHOD_COST
+                && !mc.ops.iter().any(|op| matches!(op, Op::NewArray { .. }))
+                && mc.ops.iter().all(|op| match *op {
+                    Op::Call { m, .. } => (m as usize) < n,
+                    _ => true,
+                })
+        })
+        .collect();
+    // The class's budget, in method order.
+    let (mut total, mut total_cost) = (0, 0);
+    for (m, ok_m) in ok.iter_mut().enumerate() {
+        if *ok_m {
+            total += cls.code[m].ops.len();
+            total_cost += cost(&cls.code[m]);
+            *ok_m = total <= MAX_CLASS_OPS && total_cost <= MAX_CLASS_COST;
+        }
+    }
+    // Methods on a cycle of calls: those from which a call path returns.
+    for (m, ok_m) in ok.iter_mut().enumerate() {
+        let mut seen = vec![false; n];
+        let mut todo: Vec<usize> = calls(m).collect();
+        while let Some(x) = todo.pop() {
+            if x == m {
+                *ok_m = false;
+                break;
+            }
+            if !std::mem::replace(&mut seen[x], true) {
+                todo.extend(calls(x));
+            }
+        }
+    }
+    propagate(cls, &mut ok, calls);
+    // The frame-slot limit: entered at slot 0, method m's calls reach at
+    // most `need[m]` slots (the interpreter's frame stack; the compiled
+    // call graph has no cycle). A method that may pass `MAX_STACK_SLOTS`
+    // is interpreted, which faults exactly where it must.
+    let mut need: Vec<Option<usize>> = vec![None; n];
+    for m in 0..n {
+        if ok[m] {
+            slots_needed(cls, m, &ok, &mut need);
+        }
+    }
+    for m in 0..n {
+        if need[m].is_some_and(|k| k > MAX_STACK_SLOTS) {
+            ok[m] = false;
+        }
+    }
+    propagate(cls, &mut ok, calls);
+    ok
+}
+
+/// Callers of methods that cannot be compiled cannot be either.
+fn propagate<H, I: Iterator<Item = usize>>(
+    cls: &ClassInner<H>,
+    ok: &mut [bool],
+    calls: impl Fn(usize) -> I,
+) {
+    loop {
+        let mut changed = false;
+        for m in 0..cls.code.len() {
+            if ok[m] && calls(m).any(|c| !ok[c]) {
+                ok[m] = false;
+                changed = true;
+            }
+        }
+        if !changed {
+            return;
+        }
+    }
+}
+
+/// The most frame slots an invocation of `m` (compilable, so acyclic
+/// below) occupies counting from its frame's first slot, saturating;
+/// memoised in `need`. Iterative: a chain of calls may be long.
+fn slots_needed<H>(cls: &ClassInner<H>, m: usize, ok: &[bool], need: &mut [Option<usize>]) {
+    let mut todo = vec![m];
+    while let Some(&x) = todo.last() {
+        if need[x].is_some() {
+            todo.pop();
+            continue;
+        }
+        let mc = &cls.code[x];
+        let mut pending = false;
+        let mut most = mc.frame_size as usize;
+        for op in &mc.ops {
+            if let Op::Call { m: c, at } = *op {
+                let c = c as usize;
+                if !ok.get(c).copied().unwrap_or(false) {
+                    continue;
+                }
+                match need[c] {
+                    Some(k) => most = most.max((at as usize).saturating_add(k)),
+                    None => {
+                        todo.push(c);
+                        pending = true;
+                    }
+                }
+            }
+        }
+        if !pending {
+            need[x] = Some(most);
+            todo.pop();
+        }
+    }
+}

@@ -1,0 +1,848 @@
+//! The translator: one method's decoded ops to Cranelift IR, a block
+//! per op index and a variable per frame slot, every check the
+//! interpreter makes made inline or by a helper.
+
+use super::*;
+
+mod arrays;
+
+/// A method's machine code, compiled but not yet defined in the module.
+pub(super) struct Body {
+    pub(super) bytes: Vec<u8>,
+    pub(super) align: u64,
+    pub(super) relocs: Vec<ModuleReloc>,
+}
+
+pub(super) fn body_sig(module: &JITModule, nargs: u16) -> Signature {
+    let mut s = module.make_signature();
+    s.params
+        .push(AbiParam::new(module.target_config().pointer_type()));
+    for _ in 0..nargs {
+        s.params.push(AbiParam::new(types::I32));
+    }
+    s.returns.push(AbiParam::new(types::I64));
+    s
+}
+
+pub(super) fn tramp_sig(module: &JITModule) -> Signature {
+    let p = module.target_config().pointer_type();
+    let mut s = module.make_signature();
+    s.params.push(AbiParam::new(p));
+    s.params.push(AbiParam::new(p));
+    s.returns.push(AbiParam::new(types::I64));
+    s
+}
+
+/// The ops control may go to from op `i` of `mc`.
+fn successors(mc: &MethodCode, i: usize) -> Vec<u32> {
+    let mut v = Vec::new();
+    let op = &mc.ops[i];
+    v.extend(op.target());
+    match *op {
+        // A fused increment-and-branch also goes on two ops down.
+        Op::IncLt { .. }
+        | Op::IncLe { .. }
+        | Op::IncNe { .. }
+        | Op::IncGt { .. }
+        | Op::IncGe { .. } => v.push(i as u32 + 2),
+        Op::Switch { tab, .. } => {
+            if let Some(st) = mc.switches.get(tab as usize) {
+                v.push(st.default);
+                v.extend_from_slice(&st.targets);
+            }
+        }
+        _ => {}
+    }
+    if !op.is_terminator() {
+        v.push(i as u32 + 1);
+    }
+    v
+}
+
+/// What [`Gen::byte_range`] found (Cranelift values).
+struct ByteRange {
+    /// Every check but the liveness of the array held.
+    ok: Value,
+    /// The address of `a[aoff]`.
+    at: Value,
+    /// The length, as an `i64`.
+    n: Value,
+    /// The fuel left after the call's charge.
+    left: Value,
+}
+
+/// Code generation for one method.
+pub(super) struct Gen<'a, 'f, H> {
+    pub(super) b: FunctionBuilder<'f>,
+    pub(super) cls: &'a ClassInner<H>,
+    pub(super) m: usize,
+    pub(super) mc: &'a MethodCode,
+    pub(super) ptr: types::Type,
+    pub(super) vars: Vec<Variable>,
+    pub(super) blocks: Vec<Block>,
+    pub(super) ctx: Option<Value>,
+    pub(super) fields: Option<Value>,
+    pub(super) fault_ret: Option<Block>,
+    /// The one stack slot every native call of the method passes its
+    /// arguments in (sized for the call with the most).
+    pub(super) args_slot: Option<StackSlot>,
+    /// Per op: whether its block is sealed (no branch to it may follow).
+    pub(super) sealed: Vec<bool>,
+    /// Blocks made inside the op being emitted: all their predecessors
+    /// are in it, so they are sealed after it.
+    pub(super) local: Vec<Block>,
+}
+
+impl<H> Gen<'_, '_, H> {
+    fn site(&self, i: usize) -> i64 {
+        ((self.m as i64) << 32) | i as i64
+    }
+    fn ctx(&self) -> Value {
+        self.ctx.expect("set at entry")
+    }
+    fn var(&mut self, s: u16) -> Value {
+        self.b.use_var(self.vars[s as usize])
+    }
+    fn set(&mut self, s: u16, v: Value) {
+        self.b.def_var(self.vars[s as usize], v);
+    }
+    /// A new block inside the op being emitted (sealed after it).
+    fn block(&mut self) -> Block {
+        let b = self.b.create_block();
+        self.local.push(b);
+        b
+    }
+    fn k(&mut self, v: i64) -> Value {
+        self.b.ins().iconst(types::I64, v)
+    }
+    fn k32(&mut self, v: i32) -> Value {
+        self.b.ins().iconst(types::I32, v as i64)
+    }
+
+    /// Call helper `f` (an `extern "C"` function) with `args`, returning
+    /// its `i64` result.
+    fn helper(&mut self, f: *const u8, params: &[types::Type], args: &[Value]) -> Value {
+        let mut sig = Signature::new(self.b.func.signature.call_conv);
+        for &p in params {
+            sig.params.push(AbiParam::new(p));
+        }
+        sig.returns.push(AbiParam::new(types::I64));
+        let sr = self.b.import_signature(sig);
+        let fp = self.b.ins().iconst(self.ptr, f as i64);
+        let call = self.b.ins().call_indirect(sr, fp, args);
+        self.b.inst_results(call)[0]
+    }
+
+    /// Branch to the fault return if `r` is [`FAULT`].
+    fn check(&mut self, r: Value) {
+        let bad = self.b.ins().icmp_imm_s(IntCC::Equal, r, FAULT);
+        let ok = self.block();
+        let fr = self.fault_ret.expect("set at entry");
+        self.b.ins().brif(bad, fr, &[], ok, &[]);
+        self.b.switch_to_block(ok);
+    }
+
+    /// Record a fault of `kind` at op `i` and return [`FAULT`].
+    fn fault_if(&mut self, cond: Value, kind: i64, i: usize) {
+        let bad = self.block();
+        let ok = self.block();
+        self.b.ins().brif(cond, bad, &[], ok, &[]);
+        self.b.switch_to_block(bad);
+        let (c, k, s) = (self.ctx(), self.k(kind), self.k(self.site(i)));
+        let f = h_fault::<H> as extern "C" fn(*mut Ctx, i64, i64) -> i64 as *const u8;
+        let r = self.helper(f, &[self.ptr, types::I64, types::I64], &[c, k, s]);
+        self.b.ins().return_(&[r]);
+        self.b.switch_to_block(ok);
+    }
+
+    /// Charge `units` of fuel at op `i`.
+    fn charge(&mut self, units: i64, i: usize) {
+        let c = self.ctx();
+        let f = self
+            .b
+            .ins()
+            .load(types::I64, MemFlagsData::trusted(), c, CTX_FUEL);
+        let f = self.b.ins().iadd_imm_s(f, -units);
+        self.b.ins().store(MemFlagsData::trusted(), f, c, CTX_FUEL);
+        let neg = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, f, 0);
+        let slow = self.block();
+        let ok = self.block();
+        self.b.ins().brif(neg, slow, &[], ok, &[]);
+        self.b.set_cold_block(slow);
+        self.b.switch_to_block(slow);
+        let s = self.k(self.site(i));
+        let h = h_spent::<H> as extern "C" fn(*mut Ctx, i64) -> i64 as *const u8;
+        let r = self.helper(h, &[self.ptr, types::I64], &[c, s]);
+        self.check(r);
+        self.b.ins().jump(ok, &[]);
+        self.b.switch_to_block(ok);
+    }
+
+    /// Jump from op `i` to op `t`, charging a backward jump as the
+    /// interpreter does (the ops from `t` to `i`).
+    fn goto(&mut self, i: usize, t: u32) -> Result<(), String> {
+        let tb = self.target(t)?;
+        if (t as usize) <= i {
+            self.charge((i + 1 - t as usize) as i64, i);
+        }
+        self.b.ins().jump(tb, &[]);
+        Ok(())
+    }
+
+    fn target(&self, t: u32) -> Result<Block, String> {
+        if self.sealed.get(t as usize) == Some(&true) {
+            return Err(format!(
+                "internal: branch to op {t} of {} after its block was sealed",
+                self.mc.name
+            ));
+        }
+        self.blocks
+            .get(t as usize)
+            .copied()
+            .ok_or_else(|| format!("branch target {t} past the end of {}", self.mc.name))
+    }
+
+    /// `if cond goto t else goto next`, from op `i`.
+    fn branch(&mut self, cond: Value, i: usize, t: u32, next: usize) -> Result<(), String> {
+        let taken = self.block();
+        let nb = self.target(next as u32)?;
+        self.b.ins().brif(cond, taken, &[], nb, &[]);
+        self.b.switch_to_block(taken);
+        self.goto(i, t)
+    }
+
+    pub(super) fn method<M: Module>(
+        &mut self,
+        module: &mut M,
+        bodies: &[Option<FuncId>],
+    ) -> Result<(), String> {
+        let mc = self.mc;
+        let entry = self.b.create_block();
+        self.b.append_block_params_for_function_params(entry);
+        self.b.switch_to_block(entry);
+        self.b.seal_block(entry);
+        let params = self.b.block_params(entry).to_vec();
+        self.ctx = Some(params[0]);
+        let c = self.ctx();
+
+        // The machine-stack check, before anything is stored in the frame:
+        // a frame below the invocation's limit returns at once, calling
+        // nothing (see `Ctx::overflow`).
+        let fl = MemFlagsData::trusted();
+        let sp = self.b.ins().get_stack_pointer(self.ptr);
+        let lim = self.b.ins().load(self.ptr, fl, c, CTX_STACK_LIMIT);
+        let low = self.b.ins().icmp(IntCC::UnsignedLessThan, sp, lim);
+        let over = self.b.create_block();
+        let body = self.b.create_block();
+        self.b.ins().brif(low, over, &[], body, &[]);
+        self.b.set_cold_block(over);
+        self.b.switch_to_block(over);
+        self.b.seal_block(over);
+        let site = self.k(self.site(0) | OVERFLOW_FLAG);
+        self.b.ins().store(fl, site, c, CTX_OVERFLOW);
+        let f = self.k(FAULT);
+        self.b.ins().return_(&[f]);
+        self.b.switch_to_block(body);
+        self.b.seal_block(body);
+
+        // Slots other than the arguments are never read before they are
+        // written (the verifier's initialised-locals rule), so they get no
+        // initial definition.
+        for s in 0..mc.frame_size as usize {
+            let v = self.b.declare_var(types::I32);
+            self.vars.push(v);
+            if s < mc.nargs as usize {
+                if let Some(&p) = params.get(1 + s) {
+                    self.b.def_var(v, p);
+                }
+            }
+        }
+        let argc = mc
+            .ops
+            .iter()
+            .map(|op| match *op {
+                Op::CallNative { argc, .. } => argc as u32,
+                _ => 0,
+            })
+            .max()
+            .unwrap_or(0);
+        if mc.ops.iter().any(|op| matches!(op, Op::CallNative { .. })) {
+            self.args_slot = Some(self.b.create_sized_stack_slot(StackSlotData::new(
+                StackSlotKind::ExplicitSlot,
+                4 * argc.max(1),
+                2,
+            )));
+        }
+        self.fields = Some(self.b.ins().load(self.ptr, fl, c, CTX_FIELDS));
+        let fault_ret = self.b.create_block();
+        self.fault_ret = Some(fault_ret);
+        self.blocks = (0..mc.ops.len()).map(|_| self.b.create_block()).collect();
+        self.sealed = vec![false; mc.ops.len()];
+        let first = self.target(0)?;
+        self.b.ins().jump(first, &[]);
+
+        // Each op's block is sealed as soon as every branch to it has been
+        // emitted, so that the SSA construction never carries a slot
+        // through a chain of unfinished blocks (which made its cost grow
+        // with the square of the method's size).
+        let mut last = vec![0usize; mc.ops.len()];
+        for i in 0..mc.ops.len() {
+            for t in successors(mc, i) {
+                if let Some(l) = last.get_mut(t as usize) {
+                    *l = (*l).max(i + 1);
+                }
+            }
+        }
+        let mut seal_after: Vec<Vec<usize>> = vec![Vec::new(); mc.ops.len() + 1];
+        for (t, &l) in last.iter().enumerate() {
+            seal_after[l].push(t);
+        }
+        self.seal(&seal_after[0]);
+        for i in 0..mc.ops.len() {
+            let blk = self.blocks[i];
+            self.b.switch_to_block(blk);
+            if self.op(i, module, bodies)? {
+                let next = self.target(i as u32 + 1)?;
+                self.b.ins().jump(next, &[]);
+            }
+            for b in std::mem::take(&mut self.local) {
+                self.b.seal_block(b);
+            }
+            self.seal(&seal_after[i + 1]);
+        }
+
+        self.b.switch_to_block(fault_ret);
+        let f = self.k(FAULT);
+        self.b.ins().return_(&[f]);
+        self.b.seal_all_blocks();
+        Ok(())
+    }
+
+    /// Seal the blocks of ops `ts`.
+    fn seal(&mut self, ts: &[usize]) {
+        for &t in ts {
+            self.b.seal_block(self.blocks[t]);
+            self.sealed[t] = true;
+        }
+    }
+
+    fn field_addr(&mut self, f: u16) -> Result<(Value, i32), String> {
+        if f as usize >= self.cls.field_init.len() {
+            return Err(format!("field {f} out of range in {}", self.mc.name));
+        }
+        Ok((self.fields.expect("set at entry"), 4 * f as i32))
+    }
+
+    fn ret(&mut self, v: Value) {
+        let w = self.b.ins().sextend(types::I64, v);
+        self.b.ins().return_(&[w]);
+    }
+
+    /// Emit op `i`; true if it falls through to op `i + 1`.
+    fn op<M: Module>(
+        &mut self,
+        i: usize,
+        module: &mut M,
+        bodies: &[Option<FuncId>],
+    ) -> Result<bool, String> {
+        let mc = self.mc;
+        macro_rules! bin {
+            ($d:expr, $a:expr, $b:expr, $f:ident) => {{
+                let (x, y) = (self.var($a), self.var($b));
+                let r = self.b.ins().$f(x, y);
+                self.set($d, r);
+            }};
+        }
+        macro_rules! bini {
+            ($d:expr, $a:expr, $v:expr, $f:ident) => {{
+                let x = self.var($a);
+                let y = self.k32($v);
+                let r = self.b.ins().$f(x, y);
+                self.set($d, r);
+            }};
+        }
+        macro_rules! cmp {
+            ($cc:expr, $a:expr, $b:expr, $t:expr) => {{
+                let (x, y) = (self.var($a), self.var($b));
+                let c = self.b.ins().icmp($cc, x, y);
+                self.branch(c, i, $t, i + 1)?;
+                return Ok(false);
+            }};
+        }
+        macro_rules! cmpi {
+            ($cc:expr, $a:expr, $v:expr, $t:expr) => {{
+                let x = self.var($a);
+                let c = self.b.ins().icmp_imm_s($cc, x, $v as i64);
+                self.branch(c, i, $t, i + 1)?;
+                return Ok(false);
+            }};
+        }
+        macro_rules! incbr {
+            ($cc:expr, $x:expr, $v:expr, $b:expr, $t:expr) => {{
+                let x = self.var($x);
+                let y = self.b.ins().iadd_imm_s(x, $v as i64);
+                self.set($x, y);
+                let lim = self.var($b);
+                let c = self.b.ins().icmp($cc, y, lim);
+                self.branch(c, i, $t, i + 2)?;
+                return Ok(false);
+            }};
+        }
+        match mc.ops[i] {
+            Op::Mov { d, s } => {
+                let v = self.var(s);
+                self.set(d, v);
+            }
+            Op::Const { d, v } => {
+                let v = self.k32(v);
+                self.set(d, v);
+            }
+            Op::Add { d, a, b } => bin!(d, a, b, iadd),
+            Op::Sub { d, a, b } => bin!(d, a, b, isub),
+            Op::Mul { d, a, b } => bin!(d, a, b, imul),
+            Op::Div { d, a, b } | Op::Rem { d, a, b } => {
+                let rem = matches!(mc.ops[i], Op::Rem { .. });
+                let (x, y) = (self.var(a), self.var(b));
+                let z = self.b.ins().icmp_imm_s(IntCC::Equal, y, 0);
+                self.fault_if(z, K_DIV0, i);
+                let r = self.div(x, y, rem);
+                self.set(d, r);
+            }
+            Op::And { d, a, b } => bin!(d, a, b, band),
+            Op::Or { d, a, b } => bin!(d, a, b, bor),
+            Op::Xor { d, a, b } => bin!(d, a, b, bxor),
+            Op::Shl { d, a, b } => bin!(d, a, b, ishl),
+            Op::Shr { d, a, b } => bin!(d, a, b, sshr),
+            Op::Ushr { d, a, b } => bin!(d, a, b, ushr),
+            Op::AddI { d, a, v } => bini!(d, a, v, iadd),
+            Op::SubIR { d, v, b } => {
+                let (x, y) = (self.k32(v), self.var(b));
+                let r = self.b.ins().isub(x, y);
+                self.set(d, r);
+            }
+            Op::MulI { d, a, v } => bini!(d, a, v, imul),
+            Op::DivI { d, a, v } => self.div_const(d, a, v, false)?,
+            Op::RemI { d, a, v } => self.div_const(d, a, v, true)?,
+            Op::DivM { d, a, k } | Op::RemM { d, a, k } => {
+                let rem = matches!(mc.ops[i], Op::RemM { .. });
+                let v = mc
+                    .divs
+                    .get(k as usize)
+                    .ok_or_else(|| format!("division constant {k} missing"))?
+                    .divisor;
+                self.div_const(d, a, v, rem)?
+            }
+            Op::AndI { d, a, v } => bini!(d, a, v, band),
+            Op::OrI { d, a, v } => bini!(d, a, v, bor),
+            Op::XorI { d, a, v } => bini!(d, a, v, bxor),
+            Op::ShlI { d, a, v } => bini!(d, a, v, ishl),
+            Op::ShrI { d, a, v } => bini!(d, a, v, sshr),
+            Op::UshrI { d, a, v } => bini!(d, a, v, ushr),
+            Op::Neg { d, s } => {
+                let x = self.var(s);
+                let r = self.b.ins().ineg(x);
+                self.set(d, r);
+            }
+            Op::I2b { d, s } => {
+                let x = self.var(s);
+                let n = self.b.ins().ireduce(types::I8, x);
+                let r = self.b.ins().sextend(types::I32, n);
+                self.set(d, r);
+            }
+            Op::I2s { d, s } => {
+                let x = self.var(s);
+                let n = self.b.ins().ireduce(types::I16, x);
+                let r = self.b.ins().sextend(types::I32, n);
+                self.set(d, r);
+            }
+            Op::Inc { x, v } => bini!(x, x, v, iadd),
+            Op::IfEq { a, b, t } => cmp!(IntCC::Equal, a, b, t),
+            Op::IfNe { a, b, t } => cmp!(IntCC::NotEqual, a, b, t),
+            Op::IfLt { a, b, t } => cmp!(IntCC::SignedLessThan, a, b, t),
+            Op::IfGe { a, b, t } => cmp!(IntCC::SignedGreaterThanOrEqual, a, b, t),
+            Op::IfGt { a, b, t } => cmp!(IntCC::SignedGreaterThan, a, b, t),
+            Op::IfLe { a, b, t } => cmp!(IntCC::SignedLessThanOrEqual, a, b, t),
+            Op::IfEqI { a, v, t } => cmpi!(IntCC::Equal, a, v, t),
+            Op::IfNeI { a, v, t } => cmpi!(IntCC::NotEqual, a, v, t),
+            Op::IfLtI { a, v, t } => cmpi!(IntCC::SignedLessThan, a, v, t),
+            Op::IfGeI { a, v, t } => cmpi!(IntCC::SignedGreaterThanOrEqual, a, v, t),
+            Op::IfGtI { a, v, t } => cmpi!(IntCC::SignedGreaterThan, a, v, t),
+            Op::IfLeI { a, v, t } => cmpi!(IntCC::SignedLessThanOrEqual, a, v, t),
+            Op::Goto { t } => {
+                self.goto(i, t)?;
+                return Ok(false);
+            }
+            Op::IncLt { x, v, b, t } => incbr!(IntCC::SignedLessThan, x, v, b, t),
+            Op::IncLe { x, v, b, t } => incbr!(IntCC::SignedLessThanOrEqual, x, v, b, t),
+            Op::IncNe { x, v, b, t } => incbr!(IntCC::NotEqual, x, v, b, t),
+            Op::IncGt { x, v, b, t } => incbr!(IntCC::SignedGreaterThan, x, v, b, t),
+            Op::IncGe { x, v, b, t } => incbr!(IntCC::SignedGreaterThanOrEqual, x, v, b, t),
+            Op::Switch { s, tab } => {
+                self.switch(i, s, tab)?;
+                return Ok(false);
+            }
+            Op::GetF { d, f } => {
+                let (p, off) = self.field_addr(f)?;
+                let v = self
+                    .b
+                    .ins()
+                    .load(types::I32, MemFlagsData::trusted(), p, off);
+                self.set(d, v);
+            }
+            Op::PutF { f, s } | Op::PutFB { f, s } | Op::PutFS { f, s } | Op::PutFZ { f, s } => {
+                let x = self.var(s);
+                let v = match mc.ops[i] {
+                    Op::PutFB { .. } => {
+                        let n = self.b.ins().ireduce(types::I8, x);
+                        self.b.ins().sextend(types::I32, n)
+                    }
+                    Op::PutFS { .. } => {
+                        let n = self.b.ins().ireduce(types::I16, x);
+                        self.b.ins().sextend(types::I32, n)
+                    }
+                    Op::PutFZ { .. } => self.b.ins().band_imm_s(x, 1),
+                    _ => x,
+                };
+                let (p, off) = self.field_addr(f)?;
+                self.b.ins().store(MemFlagsData::trusted(), v, p, off);
+            }
+            Op::AddF { d, a, f } => {
+                let (p, off) = self.field_addr(f)?;
+                let y = self
+                    .b
+                    .ins()
+                    .load(types::I32, MemFlagsData::trusted(), p, off);
+                let x = self.var(a);
+                let r = self.b.ins().iadd(x, y);
+                self.set(d, r);
+            }
+            Op::Add3 { d, a, b, c } => {
+                let (x, y, z) = (self.var(a), self.var(b), self.var(c));
+                let r = self.b.ins().iadd(x, y);
+                let r = self.b.ins().iadd(r, z);
+                self.set(d, r);
+            }
+            Op::Add4 { d, a, b, c, e } => {
+                let (x, y, z, w) = (self.var(a), self.var(b), self.var(c), self.var(e));
+                let r = self.b.ins().iadd(x, y);
+                let r = self.b.ins().iadd(r, z);
+                let r = self.b.ins().iadd(r, w);
+                self.set(d, r);
+            }
+            Op::NullCheck { s } => {
+                let x = self.var(s);
+                let z = self.b.ins().icmp_imm_s(IntCC::Equal, x, 0);
+                self.fault_if(z, K_NULL, i);
+            }
+            Op::IaLoad { d, a, i: ix } => {
+                let idx = self.var(ix);
+                self.aload(i, d, a, idx, A_INT)
+            }
+            Op::BaLoad { d, a, i: ix } => {
+                let idx = self.var(ix);
+                self.aload(i, d, a, idx, A_BYTE)
+            }
+            Op::SaLoad { d, a, i: ix } => {
+                let idx = self.var(ix);
+                self.aload(i, d, a, idx, A_SHORT)
+            }
+            Op::IaLoadK { d, a, k } => {
+                let idx = self.k32(k);
+                self.aload(i, d, a, idx, A_INT)
+            }
+            Op::BaLoadK { d, a, k } => {
+                let idx = self.k32(k);
+                self.aload(i, d, a, idx, A_BYTE)
+            }
+            Op::IaStore { a, i: ix, s } => {
+                let idx = self.var(ix);
+                self.astore(i, a, idx, s, A_INT)
+            }
+            Op::BaStore { a, i: ix, s } => {
+                let idx = self.var(ix);
+                self.astore(i, a, idx, s, A_BYTE)
+            }
+            Op::ZaStore { a, i: ix, s } => {
+                let idx = self.var(ix);
+                self.astore(i, a, idx, s, A_BOOL)
+            }
+            Op::SaStore { a, i: ix, s } => {
+                let idx = self.var(ix);
+                self.astore(i, a, idx, s, A_SHORT)
+            }
+            Op::IaStoreK { a, k, s } => {
+                let idx = self.k32(k);
+                self.astore(i, a, idx, s, A_INT)
+            }
+            Op::BaStoreK { a, k, s } => {
+                let idx = self.k32(k);
+                self.astore(i, a, idx, s, A_BYTE)
+            }
+            Op::ArrLen { d, a } => {
+                let slow = self.block();
+                let done = self.block();
+                let (_, len) = self.array_fast(
+                    a,
+                    None,
+                    |g, k| g.b.ins().icmp_imm_u(IntCC::NotEqual, k, RAW_FREE as i64),
+                    slow,
+                );
+                self.set(d, len);
+                self.b.ins().jump(done, &[]);
+                self.b.set_cold_block(slow);
+                self.b.switch_to_block(slow);
+                let (c, h, s) = (self.ctx(), self.var(a), self.k(self.site(i)));
+                let f = h_arrlen::<H> as extern "C" fn(*mut Ctx, i32, i64) -> i64 as *const u8;
+                let r = self.helper(f, &[self.ptr, types::I32, types::I64], &[c, h, s]);
+                self.check(r);
+                let v = self.b.ins().ireduce(types::I32, r);
+                self.set(d, v);
+                self.b.ins().jump(done, &[]);
+                self.b.switch_to_block(done);
+            }
+            Op::NewArray { .. } => {
+                return Err(format!("{}: newarray is not compiled", mc.name));
+            }
+            Op::Call { m: cm, at } => {
+                let callee = &self.cls.code[cm as usize];
+                let fid = bodies[cm as usize]
+                    .ok_or_else(|| format!("{} calls a method that is not compiled", mc.name))?;
+                self.charge(callee.ops.len() as i64, i);
+                let c = self.ctx();
+                let d = self
+                    .b
+                    .ins()
+                    .load(types::I64, MemFlagsData::trusted(), c, CTX_DEPTH);
+                let max = self
+                    .b
+                    .ins()
+                    .load(types::I64, MemFlagsData::trusted(), c, CTX_MAX_DEPTH);
+                let d1 = self.b.ins().iadd_imm_s(d, 1);
+                let over = self.b.ins().icmp(IntCC::SignedGreaterThanOrEqual, d1, max);
+                self.fault_if(over, K_DEPTH, i);
+                self.b
+                    .ins()
+                    .store(MemFlagsData::trusted(), d1, c, CTX_DEPTH);
+                let mut args = vec![c];
+                for s in 0..callee.nargs {
+                    args.push(self.var(at + s));
+                }
+                let fref = module.declare_func_in_func(fid, self.b.func);
+                let call = self.b.ins().call(fref, &args);
+                let r = self.b.inst_results(call)[0];
+                self.check(r);
+                self.b.ins().store(MemFlagsData::trusted(), d, c, CTX_DEPTH);
+                let v = self.b.ins().ireduce(types::I32, r);
+                self.set(at, v);
+            }
+            Op::CallNative { n, d, k, argc } => {
+                let specs = mc
+                    .args
+                    .get(k as usize..k as usize + argc as usize)
+                    .ok_or_else(|| format!("native arguments {k}.. missing"))?;
+                let nat = self
+                    .cls
+                    .natives
+                    .get(n as usize)
+                    .ok_or_else(|| format!("native {n} missing"))?;
+                let mut vals = Vec::with_capacity(specs.len());
+                for a in specs {
+                    vals.push(match *a {
+                        Arg::S(s) => self.var(s),
+                        Arg::K(v) => self.k32(v),
+                        Arg::F(f) => {
+                            let (p, off) = self.field_addr(f)?;
+                            self.b
+                                .ins()
+                                .load(types::I32, MemFlagsData::trusted(), p, off)
+                        }
+                    });
+                }
+                // An intrinsic's or a sink's common case inline; the call
+                // below is its slow path.
+                let done = match (nat.fast, vals.as_slice()) {
+                    (Some(Fast::Window(kind)), &[h, aoff, woff, len]) => {
+                        Some(self.window_copy(kind, h, aoff, woff, len))
+                    }
+                    (Some(Fast::Sink(sink)), &[h, aoff, x, len]) => {
+                        Some(self.sink_call(sink, h, aoff, x, len))
+                    }
+                    _ => None,
+                };
+                let slot = self.args_slot.expect("made at entry");
+                for (j, &v) in vals.iter().enumerate() {
+                    self.b.ins().stack_store(self.ptr, v, slot, 4 * j as i32);
+                }
+                let argp = self.b.ins().stack_addr(self.ptr, slot, 0);
+                let (c, nn, na, s) = (
+                    self.ctx(),
+                    self.k(n as i64),
+                    self.k(argc as i64),
+                    self.k(self.site(i)),
+                );
+                let r = if matches!(nat.sig.ret, Some(JType::Array(_))) {
+                    type Nat = extern "C" fn(*mut Ctx, i64, *const i32, i64, i64) -> i64;
+                    let f = h_native::<H> as Nat as *const u8;
+                    self.helper(
+                        f,
+                        &[self.ptr, types::I64, self.ptr, types::I64, types::I64],
+                        &[c, nn, argp, na, s],
+                    )
+                } else {
+                    // The native's own function goes in as a constant: no
+                    // lookup, and no result check (it returns no handle).
+                    type Nat = extern "C" fn(*mut Ctx, *const (), *const i32, i64, i64) -> i64;
+                    let f = h_native_int::<H> as Nat as *const u8;
+                    let fp = self.k(nat.f as usize as i64);
+                    self.helper(
+                        f,
+                        &[self.ptr, self.ptr, self.ptr, types::I64, types::I64],
+                        &[c, fp, argp, na, s],
+                    )
+                };
+                self.check(r);
+                if nat.sig.ret.is_some() {
+                    let v = self.b.ins().ireduce(types::I32, r);
+                    self.set(d, v);
+                }
+                if let Some(done) = done {
+                    self.b.ins().jump(done, &[]);
+                    self.b.switch_to_block(done);
+                }
+            }
+            Op::Ret { s } => {
+                let v = self.var(s);
+                self.ret(v);
+                return Ok(false);
+            }
+            Op::RetK { v } => {
+                let r = self.k(v as i64);
+                self.b.ins().return_(&[r]);
+                return Ok(false);
+            }
+            Op::RetB { s } | Op::RetS { s } => {
+                let ty = if matches!(mc.ops[i], Op::RetB { .. }) {
+                    types::I8
+                } else {
+                    types::I16
+                };
+                let x = self.var(s);
+                let n = self.b.ins().ireduce(ty, x);
+                let r = self.b.ins().sextend(types::I64, n);
+                self.b.ins().return_(&[r]);
+                return Ok(false);
+            }
+            Op::RetZ { s } => {
+                let x = self.var(s);
+                let v = self.b.ins().band_imm_s(x, 1);
+                self.ret(v);
+                return Ok(false);
+            }
+            Op::RetVoid => {
+                let r = self.k(0);
+                self.b.ins().return_(&[r]);
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// `x / y` or `x % y` for `y != 0`, wrapping as Java does
+    /// (`MIN / -1 == MIN`, `MIN % -1 == 0`) without the machine's trap.
+    fn div(&mut self, x: Value, y: Value, rem: bool) -> Value {
+        let m1 = self.b.ins().icmp_imm_s(IntCC::Equal, y, -1);
+        let one = self.k32(1);
+        let ys = self.b.ins().select(m1, one, y);
+        if rem {
+            let r = self.b.ins().srem(x, ys);
+            let z = self.k32(0);
+            self.b.ins().select(m1, z, r)
+        } else {
+            let q = self.b.ins().sdiv(x, ys);
+            let n = self.b.ins().ineg(x);
+            self.b.ins().select(m1, n, q)
+        }
+    }
+
+    fn div_const(&mut self, d: u16, a: u16, v: i32, rem: bool) -> Result<(), String> {
+        let x = self.var(a);
+        let r = match v {
+            0 => return Err(format!("{}: division by the constant 0", self.mc.name)),
+            -1 if rem => self.k32(0),
+            -1 => self.b.ins().ineg(x),
+            _ => {
+                let y = self.k32(v);
+                if rem {
+                    self.b.ins().srem(x, y)
+                } else {
+                    self.b.ins().sdiv(x, y)
+                }
+            }
+        };
+        self.set(d, r);
+        Ok(())
+    }
+
+    /// `tableswitch` / `lookupswitch` at op `i`.
+    fn switch(&mut self, i: usize, s: u16, tab: u16) -> Result<(), String> {
+        let st = self
+            .mc
+            .switches
+            .get(tab as usize)
+            .ok_or_else(|| format!("switch table {tab} missing"))?;
+        let key = self.var(s);
+        let cost = switch_cost(st);
+        if cost > 0 {
+            self.charge(cost, i);
+        }
+        // One block per edge, so that each charges its own backward jump;
+        // the edges are filled after the dispatch (a block must be
+        // finished before the builder moves to another).
+        let mut edges: Vec<(Block, u32)> = Vec::new();
+        let mut edge = |g: &mut Self, t: u32| -> Block {
+            let blk = g.b.create_block();
+            edges.push((blk, t));
+            blk
+        };
+        let def = edge(self, st.default);
+        if st.dense && !st.keys.is_empty() {
+            let mut calls = Vec::with_capacity(st.targets.len());
+            for &t in &st.targets {
+                let blk = edge(self, t);
+                calls.push(self.b.func.dfg.block_call(blk, &[] as &[BlockArg]));
+            }
+            let dc = self.b.func.dfg.block_call(def, &[] as &[BlockArg]);
+            let jt = self.b.create_jump_table(JumpTableData::new(dc, &calls));
+            let idx = self.b.ins().iadd_imm_s(key, -(st.keys[0] as i64));
+            // br_table compares the index as unsigned against the table's
+            // length: keys below the first wrap to large indices and take
+            // the default, as `SwitchTable::lookup` does.
+            let k0 = st.keys[0] as i64;
+            let lo = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, key, k0);
+            let inr = self.block();
+            self.b.ins().brif(lo, def, &[], inr, &[]);
+            self.b.switch_to_block(inr);
+            self.b.ins().br_table(idx, jt);
+        } else {
+            // A binary search over the keys (compared as unsigned, which
+            // orders them consistently), with jump tables for runs of
+            // consecutive keys: a `lookupswitch` costs the compiled code
+            // about what it costs the interpreter.
+            let mut sw = Switch::new();
+            for (j, &k) in st.keys.iter().enumerate() {
+                let t = *st
+                    .targets
+                    .get(j)
+                    .ok_or_else(|| format!("switch table {tab} is short"))?;
+                let blk = edge(self, t);
+                sw.set_entry(k as u32 as u128, blk);
+            }
+            sw.emit(&mut self.b, key, def);
+        }
+        for (blk, t) in edges {
+            self.b.switch_to_block(blk);
+            self.goto(i, t)?;
+        }
+        Ok(())
+    }
+}

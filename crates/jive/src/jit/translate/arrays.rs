@@ -1,0 +1,321 @@
+//! The translator's array operations: the inline fast path (the heap's
+//! table of element addresses, kind and bounds checked), the window
+//! copies and sinks, and the helper calls that make the interpreter's
+//! exact fault when a check fails.
+
+use super::*;
+
+impl<H> Gen<'_, '_, H> {
+    /// The fast path of an array op on the array in slot `a`: checks that
+    /// its handle names a live entry of the heap's table ([`Heap::raw`]),
+    /// that the entry's kind satisfies `kind_ok`, and (with `idx`) that the
+    /// index is below its length; branches to `slow` if not. Returns the
+    /// entry's element address and length, in the block where all checks
+    /// passed.
+    pub(super) fn array_fast(
+        &mut self,
+        a: u16,
+        idx: Option<Value>,
+        kind_ok: impl FnOnce(&mut Self, Value) -> Value,
+        slow: Block,
+    ) -> (Value, Value) {
+        let h = self.var(a);
+        self.array_fast_h(h, idx, kind_ok, slow)
+    }
+
+    /// [`Gen::array_fast`] on the handle `h`.
+    pub(super) fn array_fast_h(
+        &mut self,
+        h: Value,
+        idx: Option<Value>,
+        kind_ok: impl FnOnce(&mut Self, Value) -> Value,
+        slow: Block,
+    ) -> (Value, Value) {
+        let c = self.ctx();
+        // Handle h names entry h - 1; null (0) and `this` (-1) give
+        // indices no table reaches.
+        let hx = self.b.ins().uextend(types::I64, h);
+        let slot = self.b.ins().iadd_imm_s(hx, -1);
+        let n = self
+            .b
+            .ins()
+            .load(types::I64, MemFlagsData::trusted(), c, CTX_NARRAYS);
+        let live = self.b.ins().icmp(IntCC::UnsignedLessThan, slot, n);
+        let b1 = self.block();
+        self.b.ins().brif(live, b1, &[], slow, &[]);
+        self.b.switch_to_block(b1);
+        let base = self
+            .b
+            .ins()
+            .load(self.ptr, MemFlagsData::trusted(), c, CTX_ARRAYS);
+        let off = self.b.ins().ishl_imm_u(slot, 4);
+        let e = self.b.ins().iadd(base, off);
+        let kind = self
+            .b
+            .ins()
+            .load(types::I32, MemFlagsData::trusted(), e, 12);
+        let len = self.b.ins().load(types::I32, MemFlagsData::trusted(), e, 8);
+        let mut ok = kind_ok(self, kind);
+        if let Some(ix) = idx {
+            let inb = self.b.ins().icmp(IntCC::UnsignedLessThan, ix, len);
+            ok = self.b.ins().band(ok, inb);
+        }
+        let b2 = self.block();
+        self.b.ins().brif(ok, b2, &[], slow, &[]);
+        self.b.switch_to_block(b2);
+        let addr = self.b.ins().load(self.ptr, MemFlagsData::trusted(), e, 0);
+        (addr, len)
+    }
+
+    /// The checks every fast native case makes ([`Fast`]): `h` is a live
+    /// `byte[]`, `aoff`, `len` and `more` are not negative, `aoff + len`
+    /// is inside the array, and the first part of the budget covers the
+    /// call's unit and `1 + len / 64`. Jumps to `slow` if `h` is no live
+    /// byte array; returns whether the rest holds, the address of
+    /// `a[aoff]`, `len` and the fuel left after the charge (not yet stored).
+    pub(super) fn byte_range(
+        &mut self,
+        h: Value,
+        aoff: Value,
+        len: Value,
+        more: Option<Value>,
+        slow: Block,
+    ) -> ByteRange {
+        let (addr, alen) = self.array_fast_h(
+            h,
+            None,
+            |g, k| g.b.ins().icmp_imm_u(IntCC::Equal, k, RAW_B as i64),
+            slow,
+        );
+        let a = self.b.ins().sextend(types::I64, aoff);
+        let n = self.b.ins().sextend(types::I64, len);
+        // No negative operand: the sign bit of a | n (| more) is clear.
+        let mut any = self.b.ins().bor(a, n);
+        if let Some(m) = more {
+            any = self.b.ins().bor(any, m);
+        }
+        let mut ok = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, any, 0);
+        let alen = self.b.ins().uextend(types::I64, alen);
+        let aend = self.b.ins().iadd(a, n);
+        let in_a = self
+            .b
+            .ins()
+            .icmp(IntCC::UnsignedLessThanOrEqual, aend, alen);
+        ok = self.b.ins().band(ok, in_a);
+        // The call's unit and the work's 1 + len / 64, from the first part
+        // of the budget only (so no checkpoint is passed here).
+        let c = self.ctx();
+        let fuel = self
+            .b
+            .ins()
+            .load(types::I64, MemFlagsData::trusted(), c, CTX_FUEL);
+        let units = self.b.ins().ushr_imm_u(n, 6);
+        let left = self.b.ins().isub(fuel, units);
+        let left = self.b.ins().iadd_imm_s(left, -2);
+        let enough = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, left, 0);
+        ok = self.b.ins().band(ok, enough);
+        let at = self.b.ins().iadd(addr, a);
+        ByteRange { ok, at, n, left }
+    }
+
+    /// The common case of an [`Intrinsic`] copy (see its documentation)
+    /// inline. Leaves the builder in the block that must call the native
+    /// (some check failed), whose code the caller emits and then jumps to
+    /// the returned block, where both paths continue.
+    pub(super) fn window_copy(
+        &mut self,
+        kind: Intrinsic,
+        h: Value,
+        aoff: Value,
+        woff: Value,
+        len: Value,
+    ) -> Block {
+        let slow = self.block();
+        let done = self.block();
+        let c = self.ctx();
+        let w = self.b.ins().sextend(types::I64, woff);
+        let r = self.byte_range(h, aoff, len, Some(w), slow);
+        let fl = MemFlagsData::trusted();
+        let wbase = self.b.ins().load(types::I64, fl, c, CTX_WINDOW);
+        let wlen = self.b.ins().load(types::I64, fl, c, CTX_WINDOW_LEN);
+        let wend = self.b.ins().iadd(w, r.n);
+        let in_w = self
+            .b
+            .ins()
+            .icmp(IntCC::UnsignedLessThanOrEqual, wend, wlen);
+        let mut ok = self.b.ins().band(r.ok, in_w);
+        let bound = self.b.ins().icmp_imm_u(IntCC::NotEqual, wbase, 0);
+        ok = self.b.ins().band(ok, bound);
+        let fast = self.block();
+        self.b.ins().brif(ok, fast, &[], slow, &[]);
+        self.b.switch_to_block(fast);
+        self.b.ins().store(fl, r.left, c, CTX_FUEL);
+        let pw = self.b.ins().iadd(wbase, w);
+        let (dst, src) = match kind {
+            Intrinsic::WindowToArray => (r.at, pw),
+            Intrinsic::ArrayToWindow => (pw, r.at),
+        };
+        let f = h_copy as extern "C" fn(*mut u8, *const u8, u64) -> i64 as *const u8;
+        self.helper(f, &[self.ptr, self.ptr, types::I64], &[dst, src, r.n]);
+        self.b.ins().jump(done, &[]);
+        self.b.set_cold_block(slow);
+        self.b.switch_to_block(slow);
+        done
+    }
+
+    /// The common case of a native with a sink
+    /// ([`Natives::register_sink`](crate::Natives::register_sink)): the
+    /// checks of [`Gen::byte_range`], then the sink; the fuel is charged
+    /// if it accepts. Leaves the builder where [`Gen::window_copy`] does.
+    pub(super) fn sink_call(
+        &mut self,
+        sink: SinkFn<H>,
+        h: Value,
+        aoff: Value,
+        x: Value,
+        len: Value,
+    ) -> Block {
+        let slow = self.block();
+        let done = self.block();
+        let r = self.byte_range(h, aoff, len, None, slow);
+        let call = self.block();
+        self.b.ins().brif(r.ok, call, &[], slow, &[]);
+        self.b.switch_to_block(call);
+        type Sink = extern "C" fn(*mut Ctx, *const (), *const u8, u64, i32) -> i64;
+        let f = h_sink::<H> as Sink as *const u8;
+        let (c, sp) = (self.ctx(), self.k(sink as usize as i64));
+        let took = self.helper(
+            f,
+            &[self.ptr, self.ptr, self.ptr, types::I64, types::I32],
+            &[c, sp, r.at, r.n, x],
+        );
+        let accepted = self.block();
+        self.b.ins().brif(took, accepted, &[], slow, &[]);
+        self.b.switch_to_block(accepted);
+        self.b
+            .ins()
+            .store(MemFlagsData::trusted(), r.left, c, CTX_FUEL);
+        self.b.ins().jump(done, &[]);
+        self.b.set_cold_block(slow);
+        self.b.switch_to_block(slow);
+        done
+    }
+
+    /// Whether `kind` is one the array op of `kind` (`A_*`) accepts.
+    pub(super) fn kind_ok(&mut self, kind: Value, op: i64, load: bool) -> Value {
+        match op {
+            // baload reads byte[] and boolean[] (kinds 1 and 2).
+            A_BYTE if load => {
+                let k = self.b.ins().iadd_imm_s(kind, -(RAW_B as i64));
+                self.b.ins().icmp_imm_u(IntCC::UnsignedLessThan, k, 2)
+            }
+            A_BYTE => self.b.ins().icmp_imm_u(IntCC::Equal, kind, RAW_B as i64),
+            A_BOOL => self.b.ins().icmp_imm_u(IntCC::Equal, kind, RAW_Z as i64),
+            A_SHORT => self.b.ins().icmp_imm_u(IntCC::Equal, kind, RAW_S as i64),
+            _ => self.b.ins().icmp_imm_u(IntCC::Equal, kind, RAW_I as i64),
+        }
+    }
+
+    /// Address of element `idx` from the element address `addr`.
+    pub(super) fn elem_addr(&mut self, addr: Value, idx: Value, op: i64) -> Value {
+        let ix = self.b.ins().uextend(types::I64, idx);
+        let shift = match op {
+            A_INT => 2,
+            A_SHORT => 1,
+            _ => 0,
+        };
+        let off = self.b.ins().ishl_imm_u(ix, shift);
+        self.b.ins().iadd(addr, off)
+    }
+
+    pub(super) fn aload(&mut self, i: usize, d: u16, a: u16, idx: Value, kind: i64) {
+        let slow = self.block();
+        let done = self.block();
+        let (addr, _) = self.array_fast(a, Some(idx), |g, k| g.kind_ok(k, kind, true), slow);
+        let p = self.elem_addr(addr, idx, kind);
+        let fl = MemFlagsData::trusted();
+        let v = match kind {
+            A_INT => self.b.ins().load(types::I32, fl, p, 0),
+            A_SHORT => self.b.ins().sload16(types::I32, fl, p, 0),
+            _ => self.b.ins().sload8(types::I32, fl, p, 0),
+        };
+        self.set(d, v);
+        self.b.ins().jump(done, &[]);
+
+        // The slow path makes the interpreter's exact fault (or, for a
+        // kind the fast path does not take, the load itself).
+        self.b.set_cold_block(slow);
+        self.b.switch_to_block(slow);
+        let (c, h, k, s) = (self.ctx(), self.var(a), self.k(kind), self.k(self.site(i)));
+        type Ld = extern "C" fn(*mut Ctx, i64, i32, i32, i64) -> i64;
+        let f = h_aload::<H> as Ld as *const u8;
+        let r = self.helper(
+            f,
+            &[self.ptr, types::I64, types::I32, types::I32, types::I64],
+            &[c, k, h, idx, s],
+        );
+        self.check(r);
+        let v = self.b.ins().ireduce(types::I32, r);
+        self.set(d, v);
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(done);
+    }
+
+    pub(super) fn astore(&mut self, i: usize, a: u16, idx: Value, src: u16, kind: i64) {
+        let slow = self.block();
+        let done = self.block();
+        let (addr, _) = self.array_fast(a, Some(idx), |g, k| g.kind_ok(k, kind, false), slow);
+        let p = self.elem_addr(addr, idx, kind);
+        let x = self.var(src);
+        let fl = MemFlagsData::trusted();
+        match kind {
+            A_INT => {
+                self.b.ins().store(fl, x, p, 0);
+            }
+            A_SHORT => {
+                self.b.ins().istore16(fl, x, p, 0);
+            }
+            A_BOOL => {
+                let z = self.b.ins().band_imm_s(x, 1);
+                self.b.ins().istore8(fl, z, p, 0);
+            }
+            _ => {
+                self.b.ins().istore8(fl, x, p, 0);
+            }
+        }
+        self.b.ins().jump(done, &[]);
+
+        self.b.set_cold_block(slow);
+        self.b.switch_to_block(slow);
+        let (c, h, x, k, s) = (
+            self.ctx(),
+            self.var(a),
+            self.var(src),
+            self.k(kind),
+            self.k(self.site(i)),
+        );
+        type St = extern "C" fn(*mut Ctx, i64, i32, i32, i32, i64) -> i64;
+        let f = h_astore::<H> as St as *const u8;
+        let r = self.helper(
+            f,
+            &[
+                self.ptr,
+                types::I64,
+                types::I32,
+                types::I32,
+                types::I32,
+                types::I64,
+            ],
+            &[c, k, h, idx, x, s],
+        );
+        self.check(r);
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(done);
+    }
+}
