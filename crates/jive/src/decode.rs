@@ -44,8 +44,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use crate::bytecode::{ArrOp, BinOp, Cond, Ins};
 use crate::model::{Callee, Elem, JType, MethodDef, Model};
-use crate::verify::{ArrOp, BinOp, Cond, Ins, Verified};
+use crate::verify::Verified;
 
 /// A frame slot index.
 pub type Slot = u16;

@@ -9,8 +9,9 @@
 //! rule: the handler, the callee or the allocating instruction, the
 //! bytecode offset and the method it is in.
 
+use crate::bytecode::Ins;
 use crate::model::{Callee, Model};
-use crate::verify::{Ins, Verified};
+use crate::verify::Verified;
 
 /// What a method does that the rule looks at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -27,8 +27,9 @@
 //!    allocate or call a native not registered as ephemeral
 //!    ([`Natives::register_ephemeral`]), directly or through the class's
 //!    own methods.
-//! 3. **Verify** ([`verify`]): type inference over the subset's types for
-//!    every method (StackMapTable is ignored, so old and new class files are
+//! 3. **Verify** ([`verify`]): each method's code split into the subset's
+//!    instructions by the parser ([`bytecode`]), then type inference over
+//!    the subset's types for every method (StackMapTable is ignored, so old and new class files are
 //!    verified equally strictly): operand types, stack bounds, initialised
 //!    locals, branch targets, merges, returns.
 //! 4. **Pre-decode** ([`decode`]): the verified bytecode becomes a compact
@@ -64,7 +65,8 @@
 //!
 //! Modules import only modules of the layers below their own, from the
 //! ground up: `classfile`; `model` (the class model the later stages
-//! share); `heap` and `verify`; `natives`, `decode` and `ephemeral`;
+//! share); `bytecode` (the instructions and their parser) and `heap`;
+//! `verify`; `natives`, `decode` and `ephemeral`;
 //! `subset` (which runs the load stages) and `budget` (an invocation's fuel, which the
 //! interpreter and compiled code share); `jit`; `interp` (the [`Vm`]).
 //!
@@ -85,6 +87,7 @@
 #![warn(missing_docs)]
 
 mod budget;
+pub mod bytecode;
 pub mod classfile;
 pub mod decode;
 mod ephemeral;
