@@ -3,8 +3,8 @@
 //! moves in from a reserve in parts ([`Budget`]), ending at the host's
 //! checkpoint ([`Checkpoint`]) and at every slice of a time limit
 //! ([`Clock`], paced by the VM's [`Pace`]); [`refill`] moves the next part
-//! in when the register goes below zero. [`switch_cost`] is what a
-//! `lookupswitch` charges.
+//! in when the register goes below zero. What a `lookupswitch` charges
+//! is the lowering's ([`SwitchTable::cost`](crate::decode::SwitchTable)).
 //!
 //! The time limit is a watchdog that costs nothing on the hot path: the
 //! register's compare with zero at back-edges, calls and native calls is
@@ -30,21 +30,8 @@
 //! invocation at its first reading. An invocation that finishes within its
 //! first part thus costs the same with a time limit as without.
 
-use crate::decode::SwitchTable;
-use crate::{Fault, Limits};
-
-/// Fuel a switch charges besides the jump: nothing for a `tableswitch`
-/// (one indexed jump), the depth of the binary search for a
-/// `lookupswitch` of `n` keys (`floor(log2 n) + 1`). Compiled code charges
-/// the same.
-#[inline]
-pub(crate) fn switch_cost(st: &SwitchTable) -> i64 {
-    if st.dense {
-        0
-    } else {
-        (usize::BITS - st.keys.len().leading_zeros()) as i64
-    }
-}
+use crate::fault::Fault;
+use crate::limits::Limits;
 
 /// A hook the interpreter calls once in an invocation, when it has used a
 /// given amount of fuel (see
@@ -106,7 +93,7 @@ const MAX_PACE: u64 = 1_000_000_000;
 /// How a VM slices the budgets of its invocations, kept between them:
 /// its pace under a time limit (picoseconds per unit of fuel) and the
 /// first part that gives (a quarter of the limit at this pace, at most
-/// [`crate::TIME_SLICE`] units), or a check limit
+/// [`crate::limits::TIME_SLICE`] units), or a check limit
 /// ([`Vm::set_check_limit`](crate::Vm::set_check_limit)). A VM with
 /// neither keeps `None` and its budgets are one part.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,9 +145,9 @@ fn duration_ps(d: std::time::Duration) -> u64 {
 }
 
 /// Units of fuel that take `ps` picoseconds at `pace`: at least one, at
-/// most [`crate::TIME_SLICE`].
+/// most [`crate::limits::TIME_SLICE`].
 fn units(ps: u64, pace: u64) -> i64 {
-    (ps / pace.max(1)).clamp(1, crate::TIME_SLICE) as i64
+    (ps / pace.max(1)).clamp(1, crate::limits::TIME_SLICE) as i64
 }
 
 /// The time limit (or check limit) of a VM's invocations (see the

@@ -8,7 +8,8 @@
 //! version, constant-pool tags and indices used structurally, attribute
 //! lengths); meaning is checked by `subset` and `verify`.
 
-use crate::{Rejection, MAX_CLASS_BYTES, MAX_CODE_BYTES};
+use crate::fault::Rejection;
+use crate::limits::{MAX_CLASS_BYTES, MAX_CODE_BYTES};
 
 /// Oldest accepted major version (JDK 1.1).
 pub const MIN_MAJOR: u16 = 45;

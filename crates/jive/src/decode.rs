@@ -564,6 +564,19 @@ pub struct SwitchTable {
 }
 
 impl SwitchTable {
+    /// Fuel the switch charges besides the jump: nothing for a
+    /// `tableswitch` (one indexed jump), the depth of the binary search for
+    /// a `lookupswitch` of `n` keys (`floor(log2 n) + 1`). Compiled code
+    /// charges the same.
+    #[inline]
+    pub(crate) fn cost(&self) -> i64 {
+        if self.dense {
+            0
+        } else {
+            (usize::BITS - self.keys.len().leading_zeros()) as i64
+        }
+    }
+
     /// The target for `key`.
     #[inline]
     pub fn lookup(&self, key: i32) -> u32 {

@@ -13,8 +13,8 @@
 //! array alive): this can only retain extra arrays, never free a live one.
 //! The VM collects at the end of every host invocation that allocated.
 
+use crate::fault::Fault;
 use crate::model::Elem;
-use crate::Fault;
 
 /// The value of the applet instance reference (`this`) in slots.
 pub const THIS: i32 = -1;

@@ -11,7 +11,7 @@
 //! taken backward branch charges the number of ops between its target and
 //! itself (so a loop iteration costs its length); allocation charges one
 //! unit per 16 elements, and a collection it sets off one unit per
-//! [`crate::GC_WORDS_PER_FUEL`] words it scans; a native call charges one
+//! [`crate::limits::GC_WORDS_PER_FUEL`] words it scans; a native call charges one
 //! unit plus what the native charges; a `lookupswitch` charges its binary
 //! search's depth. Without a back-edge the op index only grows, so the ops
 //! run between two charges are bounded by the method's length, which the
@@ -27,13 +27,14 @@
 //! The hot loop still compares one register with zero, so an invocation
 //! that stays short pays nothing for either.
 
-use crate::budget::{refill, switch_cost, Budget, Checkpoint, Clock, Pace};
+use crate::budget::{refill, Budget, Checkpoint, Clock, Pace};
 use crate::decode::{Arg, Op};
+use crate::fault::Fault;
 use crate::heap::{arr_fault, ArrayData, ArrayRef, Heap, THIS};
+use crate::limits::{Limits, MAX_STACK_SLOTS};
 use crate::model::{Elem, JType};
 use crate::natives::{bad_native_array, NativeCtx};
 use crate::subset::{Class, ClassInner, FieldId, MethodId};
-use crate::{Fault, Limits, MAX_STACK_SLOTS};
 
 /// Machine stack compiled code may use per invocation by default, in
 /// bytes (256 KiB; see [`Vm::set_machine_stack`]).
@@ -186,11 +187,11 @@ fn entry_fuel<H>(
 
 /// Cost in fuel of a collection during an invocation that scans `slots`
 /// frame slots and a heap of `heap` (its table of arrays and its roots):
-/// one unit per [`crate::GC_WORDS_PER_FUEL`] words, at least one.
+/// one unit per [`crate::limits::GC_WORDS_PER_FUEL`] words, at least one.
 #[inline]
 fn gc_cost(heap: &Heap, roots: usize, slots: usize) -> i64 {
     let words = (slots + roots + heap.arrays.len()) as u64;
-    (1 + words / crate::GC_WORDS_PER_FUEL).min(i64::MAX as u64) as i64
+    (1 + words / crate::limits::GC_WORDS_PER_FUEL).min(i64::MAX as u64) as i64
 }
 
 #[inline(never)]
@@ -422,7 +423,7 @@ fn run<H>(
                 }
                 Op::Switch { s, tab } => {
                     let st = &mc.switches[tab as usize];
-                    let cost = switch_cost(st);
+                    let cost = st.cost();
                     if cost > 0 {
                         fuel -= cost;
                         if fuel < 0 {

@@ -12,9 +12,9 @@
 //! [`NATIVES_CLASS`] (`unet.sle.Natives` in Java); [`test_natives`] builds
 //! the `test` domain, whose plain-Java twins live in the applet SDK.
 
+use crate::fault::Fault;
 use crate::heap::{ArrayData, Heap};
 use crate::model::{Elem, JType, Sig};
-use crate::Fault;
 
 /// Internal name of the class holding the project's natives.
 pub const NATIVES_CLASS: &str = "unet/sle/Natives";

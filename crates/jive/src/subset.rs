@@ -27,12 +27,13 @@ use crate::classfile::{
 };
 use crate::decode::{self, MethodCode};
 use crate::ephemeral::{self, Reach, Site};
+use crate::fault::Rejection;
 pub use crate::model::{
     parse_field_descriptor, parse_method_descriptor, parse_native_descriptor, Callee, Elem,
     FieldDef, JType, MethodDef, Model, Sig,
 };
 use crate::natives::{BoundNative, Natives};
-use crate::{verify, Rejection};
+use crate::verify;
 
 /// Identifies a method of a loaded [`Class`] (index in declaration order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

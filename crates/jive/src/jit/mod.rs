@@ -91,13 +91,14 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Switch, Variab
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, FuncId, Linkage, Module, ModuleReloc};
 
-use crate::budget::{refill, switch_cost, Budget, Clock};
+use crate::budget::{refill, Budget, Clock};
 use crate::decode::{Arg, MethodCode, Op};
+use crate::fault::Fault;
 use crate::heap::{arr_fault, ArrayData, Heap, RawArr, RAW_B, RAW_FREE, RAW_I, RAW_S, RAW_Z};
+use crate::limits::MAX_STACK_SLOTS;
 use crate::model::JType;
 use crate::natives::{bad_native_array, Fast, Intrinsic, NativeCtx, NativeFn, SinkFn};
 use crate::subset::{Class, ClassInner};
-use crate::{Fault, MAX_STACK_SLOTS};
 
 mod ctx;
 mod helpers;

@@ -791,7 +791,7 @@ impl<H> Gen<'_, '_, H> {
             .get(tab as usize)
             .ok_or_else(|| format!("switch table {tab} missing"))?;
         let key = self.var(s);
-        let cost = switch_cost(st);
+        let cost = st.cost();
         if cost > 0 {
             self.charge(cost, i);
         }
