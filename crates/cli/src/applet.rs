@@ -125,12 +125,19 @@ pub struct RunArgs {
     /// the fuel.
     #[arg(long, value_name = "MS")]
     max_time: Option<u64>,
-    /// Compile the class to machine code first and run compiled: methods
-    /// that neither allocate arrays nor recurse (nor call such methods)
-    /// run as machine code, the others interpreted; stderr says which.
-    #[arg(long)]
+    /// Compile the class to machine code first and run compiled (the
+    /// default): methods that neither allocate arrays nor recurse (nor
+    /// call such methods) run as machine code, the others interpreted
+    /// (`--stats` says which). A class the compiler cannot take runs
+    /// interpreted, with a warning.
+    #[arg(long, conflicts_with = "interpret")]
     compile: bool,
-    /// Print the fuel used and the heap in use to stderr after the call.
+    /// Run every method in JIVE's interpreter (no compiling).
+    #[arg(long)]
+    interpret: bool,
+    /// Print to stderr how each method runs (compiled, with its compile
+    /// time, or interpreted) and the class's compile time before the call,
+    /// and the fuel used and the heap in use after it.
     #[arg(long)]
     stats: bool,
     #[command(flatten)]
@@ -289,6 +296,41 @@ fn out_of_range(t: char, v: i32) -> Option<&'static str> {
     }
 }
 
+/// Compile `class` and install its code in `vm`; with `stats`, say on
+/// stderr how each method runs and what compiling took. A class the
+/// compiler cannot take (this machine is not supported, or a method was
+/// refused) stays interpreted, with a warning: the call's result is the
+/// same either way.
+fn compile(vm: &mut Vm<Host>, class: &Class<Host>, stats: bool) {
+    let code = match class.compile() {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!(
+                "warning: JIVE could not compile {}, running it interpreted: {e}",
+                class.name()
+            );
+            return;
+        }
+    };
+    let times: Vec<_> = class.methods().map(|x| code.method_time(x)).collect();
+    let total = code.total_time();
+    if let Err(e) = vm.install(code) {
+        eprintln!("warning: {e}; running interpreted");
+        return;
+    }
+    if !stats {
+        return;
+    }
+    for (x, t) in class.methods().zip(times) {
+        let name = format!("{}{}", class.method_name(x), class.method_descriptor(x));
+        match t.filter(|_| vm.is_compiled(x)) {
+            Some(t) => eprintln!("compiled: {name} ({} us)", t.as_micros()),
+            None => eprintln!("interpreted: {name}"),
+        }
+    }
+    eprintln!("compile time: {} us", total.as_micros());
+}
+
 fn run_method(a: RunArgs) -> ExitCode {
     let natives = natives();
     let granted: Vec<&str> = a.domains.domains.iter().map(String::as_str).collect();
@@ -345,30 +387,8 @@ fn run_method(a: RunArgs) -> ExitCode {
             return ExitCode::from(3);
         }
     };
-    if a.compile {
-        let code = match class.compile() {
-            Ok(code) => code,
-            Err(e) => {
-                eprintln!("error: JIVE could not compile {}: {e}", class.name());
-                return ExitCode::from(1);
-            }
-        };
-        if let Err(e) = vm.install(code) {
-            eprintln!("error: {e}");
-            return ExitCode::from(1);
-        }
-        for x in class.methods() {
-            let how = if vm.is_compiled(x) {
-                "compiled"
-            } else {
-                "interpreted"
-            };
-            eprintln!(
-                "{how}: {}{}",
-                class.method_name(x),
-                class.method_descriptor(x)
-            );
-        }
+    if !a.interpret {
+        compile(&mut vm, &class, a.stats);
     }
     let result = vm.invoke(&mut host, m, &a.args);
     if a.stats {

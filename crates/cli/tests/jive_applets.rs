@@ -258,8 +258,11 @@ fn unet(args: &[&str]) -> Output {
 }
 
 /// Checks one expectation on JIVE; `Err` describes a mismatch.
-fn check_on_jive(e: &Expect, class_file: &Path) -> Result<Duration, String> {
+fn check_on_jive(e: &Expect, class_file: &Path, interpret: bool) -> Result<Duration, String> {
     let mut argv: Vec<String> = vec!["applet".into(), "run".into()];
+    if interpret {
+        argv.push("--interpret".into());
+    }
     argv.extend(e.options.iter().cloned());
     argv.push(class_file.display().to_string());
     argv.push(e.method.clone());
@@ -294,10 +297,16 @@ fn check_on_jive(e: &Expect, class_file: &Path) -> Result<Duration, String> {
 #[test]
 fn applets_give_the_expected_results_on_jive_at_every_class_version() {
     let c = compiled();
+    // Compiled (the default) at every class version; interpreted (the
+    // reference) at the first.
     let mut jobs = Vec::new();
-    for (variant, dir) in &c.variants {
+    for (k, (variant, dir)) in c.variants.iter().enumerate() {
         for e in &c.expectations {
-            jobs.push((variant.as_str(), dir.join(format!("{}.class", e.class)), e));
+            let file = dir.join(format!("{}.class", e.class));
+            jobs.push((variant.as_str(), file.clone(), e, false));
+            if k == 0 {
+                jobs.push((variant.as_str(), file, e, true));
+            }
         }
     }
     let failures = Mutex::new(Vec::new());
@@ -310,14 +319,19 @@ fn applets_give_the_expected_results_on_jive_at_every_class_version() {
                     *n += 1;
                     *n - 1
                 };
-                let Some((variant, file, e)) = jobs.get(i) else {
+                let Some((variant, file, e, interpret)) = jobs.get(i) else {
                     break;
                 };
-                if let Err(m) = check_on_jive(e, file) {
+                if let Err(m) = check_on_jive(e, file, *interpret) {
+                    let how = if *interpret {
+                        "interpreted"
+                    } else {
+                        "compiled"
+                    };
                     failures
                         .lock()
                         .unwrap()
-                        .push(format!("[{variant}] {}: {m}", e.class));
+                        .push(format!("[{variant}, {how}] {}: {m}", e.class));
                 }
             });
         }
@@ -734,8 +748,11 @@ fn run_reports_usage_errors_and_rejections_by_exit_code() {
         ]);
         assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), n);
         let e = String::from_utf8_lossy(&o.stderr).into_owned();
+        // After how each method runs and the compile time.
+        assert!(e.contains("compile time: "), "stats: `{e}`");
         let used = e
-            .strip_prefix("fuel used: ")
+            .lines()
+            .find_map(|l| l.strip_prefix("fuel used: "))
             .and_then(|r| r.split(',').next())
             .unwrap_or_else(|| panic!("stats: `{e}`"));
         used.parse().unwrap()

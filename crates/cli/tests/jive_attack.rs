@@ -35,9 +35,8 @@ fn run_reports_compiled_methods_and_stops_collections_by_fuel() {
     let depth = (-GC_DEPTH).to_string();
     for compile in [false, true] {
         let mut args = vec!["applet", "run", f, "churn", &depth, "--fuel", "20000"];
-        if compile {
-            args.push("--compile");
-        }
+        // Compiled is the default; --stats says how each method runs.
+        args.push(if compile { "--stats" } else { "--interpret" });
         let (out, took) = run(&args);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(3), "{err}");
@@ -58,16 +57,20 @@ fn run_max_time_stops_an_endless_loop() {
     let fuel = u64::MAX.to_string();
     for compile in [false, true] {
         let mut args = vec!["applet", "run", f, "spin", "--fuel", &fuel];
-        args.extend(["--max-time", "50"]);
-        if compile {
-            args.push("--compile");
+        args.extend(["--max-time", "50", "--stats"]);
+        if !compile {
+            args.push("--interpret");
         }
         let (out, took) = run(&args);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(3), "{err}");
         assert!(err.contains("fault: time limit exceeded"), "{err}");
         if compile {
-            assert!(err.contains("compiled: spin()V"), "{err}");
+            assert!(err.contains("compiled: spin()V ("), "{err}");
+            assert!(err.contains("compile time: "), "{err}");
+        } else {
+            assert!(!err.contains("compiled: spin()V"), "{err}");
+            assert!(!err.contains("compile time: "), "{err}");
         }
         assert!(took >= Duration::from_millis(50), "took {took:?}");
         assert!(took < Duration::from_secs(3), "took {took:?}: {err}");

@@ -132,6 +132,11 @@ pub struct Compiled<H> {
     /// `extern "C" fn(*mut Ctx, *const i32) -> i64` (arguments read from
     /// the slot array), if the method was compiled.
     entries: Vec<Option<*const u8>>,
+    /// Per method: the time its body took to translate and compile (also
+    /// for a method compiled and then dropped, whose frame was too large).
+    times: Vec<Option<std::time::Duration>>,
+    /// The time the whole class took.
+    total: std::time::Duration,
 }
 
 // SAFETY: the pointers in `entries` point into `module`'s finalized code,
@@ -170,6 +175,19 @@ impl<H> Compiled<H> {
     #[inline]
     pub(crate) fn entry(&self, m: usize) -> Option<*const u8> {
         self.entries.get(m).copied().flatten()
+    }
+
+    /// The time method `m`'s body took to compile (translation and code
+    /// generation); `None` if it was not compiled.
+    pub fn method_time(&self, m: crate::MethodId) -> Option<std::time::Duration> {
+        self.entries.get(m.0 as usize).copied().flatten()?;
+        self.times.get(m.0 as usize).copied().flatten()
+    }
+
+    /// The time compiling the class took in all (bodies, entries and
+    /// linking).
+    pub fn total_time(&self) -> std::time::Duration {
+        self.total
     }
 
     /// Number of compiled methods.
@@ -239,6 +257,7 @@ impl<H> Class<H> {
 
 /// Compile what can be compiled of `cls` for the host type `H`.
 pub(crate) fn compile<H>(class: &std::sync::Arc<ClassInner<H>>) -> Result<Compiled<H>, String> {
+    let started = std::time::Instant::now();
     let cls = &**class;
     let ok = compilable(cls, &[]);
     let mut flags = settings::builder();
@@ -290,10 +309,12 @@ pub(crate) fn compile<H>(class: &std::sync::Arc<ClassInner<H>>) -> Result<Compil
     let mut code: Vec<Option<Body>> = (0..cls.code.len()).map(|_| None).collect();
     let mut refused = ok.iter().map(|&o| !o).collect::<Vec<bool>>();
     let mut any_refused = false;
+    let mut times = vec![None; cls.code.len()];
     for (m, mc) in cls.code.iter().enumerate() {
         let Some(b) = bodies[m] else {
             continue;
         };
+        let t = std::time::Instant::now();
         ctx.func = Function::with_name_signature(
             UserFuncName::user(0, b.as_u32()),
             body_sig(&module, mc.nargs),
@@ -346,6 +367,7 @@ pub(crate) fn compile<H>(class: &std::sync::Arc<ClassInner<H>>) -> Result<Compil
             });
         }
         module.clear_context(&mut ctx);
+        times[m] = Some(t.elapsed());
     }
     // Methods whose frame is too large, and their callers, are
     // interpreted (their code, never defined, is dropped).
@@ -404,5 +426,7 @@ pub(crate) fn compile<H>(class: &std::sync::Arc<ClassInner<H>>) -> Result<Compil
         class: std::sync::Arc::clone(class),
         module: Some(module),
         entries,
+        times,
+        total: started.elapsed(),
     })
 }
