@@ -1,9 +1,11 @@
 /* The U-Net/SLE paper's JIVE benchmarks in C, equivalent to Bench.java.
  *
- *   bench REPS NAME N [NAME N]...
+ *   bench REPS TARGET_NS NAME N [NAME N]...
  *
- * calls NAME(N) once for its checksum, then REPS times timed with
- * CLOCK_MONOTONIC, and prints "NAME N CHECKSUM MEDIAN_NS" per benchmark.
+ * calls NAME(N) once for the checksum every runtime must agree on, sizes
+ * its own count M so that one call takes about TARGET_NS, then calls
+ * NAME(M) REPS times timed with CLOCK_MONOTONIC, and prints
+ * "NAME N CHECKSUM M MEDIAN_NS" per benchmark.
  * Built by `unet bench jive` with gcc -O0 and -O2 (both with -fwrapv: int
  * arithmetic wraps as in Java). The class fields and one-element arrays are
  * volatile so that -O2 performs every access the Java code performs; the
@@ -191,14 +193,44 @@ static int cmp_ll(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* Largest count a benchmark is sized to. */
+#define MAX_N (1 << 29)
+
+static long long time_call(int (*fn)(int), int n) {
+    long long t0 = now_ns();
+    sink = fn(n);
+    return now_ns() - t0;
+}
+
+/* The count whose call takes about `target` ns, from `n`. */
+static int size(int (*fn)(int), int n, long long target) {
+    long long t = time_call(fn, n);
+    int m = n;
+    if (t > 2 * target) {
+        double s = (double)n * (double)target / (double)t;
+        m = s < 1.0 ? 1 : (int)s;
+        t = time_call(fn, m);
+    }
+    while (t < target && m < MAX_N) {
+        double grow = (double)target / (double)(t > 100 ? t : 100) * 1.2;
+        if (grow < 2.0) grow = 2.0;
+        if (grow > 64.0) grow = 64.0;
+        double next = (double)m * grow;
+        m = next > MAX_N ? MAX_N : (int)next;
+        t = time_call(fn, m);
+    }
+    return m;
+}
+
 int main(int argc, char **argv) {
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s REPS NAME N [NAME N]...\n", argv[0]);
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s REPS TARGET_NS NAME N [NAME N]...\n", argv[0]);
         return 2;
     }
     int reps = atoi(argv[1]);
+    long long target = atoll(argv[2]);
     long long *t = calloc((size_t)reps, sizeof *t);
-    for (int k = 2; k + 1 < argc; k += 2) {
+    for (int k = 3; k + 1 < argc; k += 2) {
         int (*fn)(int) = NULL;
         for (size_t b = 0; b < sizeof benches / sizeof benches[0]; b++)
             if (strcmp(benches[b].name, argv[k]) == 0) fn = benches[b].fn;
@@ -208,18 +240,20 @@ int main(int argc, char **argv) {
         }
         int n = atoi(argv[k + 1]);
         int check = fn(n);
+        int m = size(fn, n, target);
+        int check_m = fn(m);
         for (int r = 0; r < reps; r++) {
             long long t0 = now_ns();
-            int c = fn(n);
+            int c = fn(m);
             t[r] = now_ns() - t0;
-            if (c != check) {
-                fprintf(stderr, "%s: checksum %d then %d\n", argv[k], check, c);
+            if (c != check_m) {
+                fprintf(stderr, "%s: checksum %d then %d\n", argv[k], check_m, c);
                 return 1;
             }
             sink = c;
         }
         qsort(t, (size_t)reps, sizeof *t, cmp_ll);
-        printf("%s %d %d %lld\n", argv[k], n, check, t[reps / 2]);
+        printf("%s %d %d %d %lld\n", argv[k], n, check, m, t[reps / 2]);
     }
     free(t);
     return 0;

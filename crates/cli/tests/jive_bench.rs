@@ -36,7 +36,7 @@ fn quick_json_run_reports_every_benchmark_on_every_runtime() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("`{l}`: {e}")))
         .collect();
-    assert_eq!(rows.len(), NAMES.len() + 2, "{stdout}");
+    assert_eq!(rows.len(), NAMES.len() + 3, "{stdout}");
     for (row, name) in rows.iter().zip(NAMES) {
         assert_eq!(row["bench"], "jive");
         assert_eq!(row["name"], name);
@@ -73,7 +73,14 @@ fn quick_json_run_reports_every_benchmark_on_every_runtime() {
     let geo = &rows[NAMES.len()];
     assert_eq!(geo["name"], "geomean jive/xint");
     assert!(geo["jive"].as_f64().is_some_and(|g| g > 0.0), "{geo}");
-    let host = &rows[NAMES.len() + 1];
+    // Against the JIT: over the benchmarks whose JIT time is measurable
+    // (each runtime sizes its own runs, so the macro benchmarks are).
+    let jit = &rows[NAMES.len() + 1];
+    assert_eq!(jit["name"], "geomean jive/jit");
+    let of = jit["of"].as_u64().unwrap_or_else(|| panic!("{jit}"));
+    assert!((3..=12).contains(&of), "{jit}");
+    assert!(jit["jive"].as_f64().is_some_and(|g| g > 0.0), "{jit}");
+    let host = &rows[NAMES.len() + 2];
     assert_eq!(host["name"], "host-to-applet call");
     assert!(
         host["jive"]
