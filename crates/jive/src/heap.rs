@@ -12,6 +12,14 @@
 //! slot conservatively (any slot value that is a valid handle keeps that
 //! array alive): this can only retain extra arrays, never free a live one.
 //! The VM collects at the end of every host invocation that allocated.
+//!
+//! Every array's elements start on an [`ARRAY_ALIGN`]-byte boundary
+//! ([`Elems`]), so where an array falls in a cache line does not depend on
+//! what the allocator handed out before it.
+
+use std::alloc::{self, Layout};
+use std::ops::{Deref, DerefMut};
+use std::ptr::NonNull;
 
 use crate::fault::Fault;
 use crate::model::Elem;
@@ -35,19 +43,145 @@ impl ArrayRef {
     }
 }
 
+/// Where every array's elements start: a multiple of this many bytes (a
+/// cache line).
+pub const ARRAY_ALIGN: usize = 64;
+
+/// One cache line: its alignment gives empty arrays an aligned address.
+#[repr(C, align(64))]
+struct Line([u8; ARRAY_ALIGN]);
+
+mod sealed {
+    /// An element type of a JVM array whose all-zero bit pattern is a
+    /// valid value (zero).
+    pub trait Zeroable: Copy {}
+    impl Zeroable for i8 {}
+    impl Zeroable for i16 {}
+    impl Zeroable for i32 {}
+}
+
+/// The elements of one array: `len` values of `T` from an address that is
+/// a multiple of [`ARRAY_ALIGN`], allocated zeroed with exactly
+/// `len * size_of::<T>()` bytes (what the quota charges). Read and written
+/// as a slice; never resized.
+pub struct Elems<T: sealed::Zeroable> {
+    ptr: NonNull<T>,
+    len: usize,
+}
+
+impl<T: sealed::Zeroable> Elems<T> {
+    /// The layout of `len` elements, `None` if it is too large to exist.
+    fn layout(len: usize) -> Option<Layout> {
+        let size = len.checked_mul(std::mem::size_of::<T>())?;
+        Layout::from_size_align(size, ARRAY_ALIGN).ok()
+    }
+
+    /// `len` zeroed elements, `None` if their size cannot be laid out.
+    fn zeroed(len: usize) -> Option<Elems<T>> {
+        let layout = Self::layout(len)?;
+        if layout.size() == 0 {
+            return Some(Elems {
+                ptr: NonNull::<Line>::dangling().cast::<T>(),
+                len,
+            });
+        }
+        // SAFETY: `layout` has a non-zero size (checked above).
+        #[allow(unsafe_code)]
+        let p = unsafe { alloc::alloc_zeroed(layout) };
+        let ptr = match NonNull::new(p.cast::<T>()) {
+            Some(ptr) => ptr,
+            None => alloc::handle_alloc_error(layout),
+        };
+        Some(Elems { ptr, len })
+    }
+}
+
+impl<T: sealed::Zeroable> Deref for Elems<T> {
+    type Target = [T];
+    #[inline(always)]
+    fn deref(&self) -> &[T] {
+        // SAFETY: `ptr` is aligned for `T` (ARRAY_ALIGN is a multiple of
+        // its size) and, when `len > 0`, is this value's own allocation of
+        // `len` initialised (zeroed, `Zeroable`) elements; when `len == 0`
+        // it is non-null and dangling, which an empty slice allows. The
+        // borrow of `self` keeps the allocation alive and unshared.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::slice::from_raw_parts(self.ptr.as_ptr(), self.len)
+        }
+    }
+}
+
+impl<T: sealed::Zeroable> DerefMut for Elems<T> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut [T] {
+        // SAFETY: as in `deref`; the mutable borrow of `self` makes this
+        // the only reference to the elements while it lives.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len)
+        }
+    }
+}
+
+impl<T: sealed::Zeroable> Drop for Elems<T> {
+    fn drop(&mut self) {
+        match Self::layout(self.len) {
+            Some(layout) if layout.size() > 0 => {
+                // SAFETY: `ptr` was allocated by `zeroed` with this same
+                // layout (a function of `len`, which never changes) and is
+                // freed only here.
+                #[allow(unsafe_code)]
+                unsafe {
+                    alloc::dealloc(self.ptr.as_ptr().cast::<u8>(), layout)
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+impl<T: sealed::Zeroable> Clone for Elems<T> {
+    fn clone(&self) -> Elems<T> {
+        match Self::zeroed(self.len) {
+            Some(mut c) => {
+                c.copy_from_slice(self);
+                c
+            }
+            // Never: `self` was laid out with this same length.
+            None => alloc::handle_alloc_error(Layout::new::<Line>()),
+        }
+    }
+}
+
+impl<T: sealed::Zeroable + std::fmt::Debug> std::fmt::Debug for Elems<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+// SAFETY: an `Elems` owns its elements alone (as a `Vec` does) and they are
+// plain integers: moving it to another thread moves that ownership.
+#[allow(unsafe_code)]
+unsafe impl<T: sealed::Zeroable + Send> Send for Elems<T> {}
+// SAFETY: shared access only reads the elements (through `&[T]`), as for a
+// `Vec`.
+#[allow(unsafe_code)]
+unsafe impl<T: sealed::Zeroable + Sync> Sync for Elems<T> {}
+
 /// Storage of one array.
 #[derive(Clone, Debug)]
 pub enum ArrayData {
     /// A free table entry.
     Free,
     /// `byte[]`.
-    B(Vec<i8>),
+    B(Elems<i8>),
     /// `boolean[]`.
-    Z(Vec<i8>),
+    Z(Elems<i8>),
     /// `short[]`.
-    S(Vec<i16>),
+    S(Elems<i16>),
     /// `int[]`.
-    I(Vec<i32>),
+    I(Elems<i32>),
 }
 
 impl ArrayData {
@@ -189,10 +323,17 @@ impl Heap {
             });
         }
         let data = match elem {
-            Elem::Byte => ArrayData::B(vec![0; n]),
-            Elem::Bool => ArrayData::Z(vec![0; n]),
-            Elem::Short => ArrayData::S(vec![0; n]),
-            Elem::Int => ArrayData::I(vec![0; n]),
+            Elem::Byte => Elems::zeroed(n).map(ArrayData::B),
+            Elem::Bool => Elems::zeroed(n).map(ArrayData::Z),
+            Elem::Short => Elems::zeroed(n).map(ArrayData::S),
+            Elem::Int => Elems::zeroed(n).map(ArrayData::I),
+        };
+        // Within the quota, the size always has a layout.
+        let Some(data) = data else {
+            return Err(Fault::HeapQuotaExceeded {
+                requested: bytes,
+                quota: self.quota,
+            });
         };
         let idx = match self.free.pop() {
             Some(i) => {
@@ -282,5 +423,85 @@ pub(crate) fn arr_fault(h: i32) -> Fault {
         Fault::NullPointer
     } else {
         Fault::Internal(format!("handle {h} is not an array of the expected kind"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every array's elements start on a cache line, whatever came before
+    /// it, and the quota charges the header plus exactly the elements.
+    #[test]
+    fn elements_start_on_a_cache_line_and_are_charged_exactly() {
+        let mut heap = Heap::new(1 << 20);
+        let mut charged = 0;
+        for (k, elem) in [Elem::Byte, Elem::Bool, Elem::Short, Elem::Int]
+            .into_iter()
+            .cycle()
+            .take(64)
+            .enumerate()
+        {
+            let len = (k * 7 % 23) as i32;
+            let h = heap.alloc(elem, len).unwrap();
+            charged += ARRAY_HEADER_BYTES + len as usize * elem.size();
+            assert_eq!(heap.used(), charged);
+            let raw = heap.raw[(h - 1) as usize];
+            assert_eq!(raw.addr % ARRAY_ALIGN, 0, "array {k} ({elem:?}[{len}])");
+            assert_eq!(raw.len, len as u32);
+            let a = heap.get(h).unwrap();
+            assert_eq!(a.len(), len as usize);
+            assert_eq!(a.elem(), Some(elem));
+            let addr = match a {
+                ArrayData::B(v) | ArrayData::Z(v) => {
+                    assert!(v.iter().all(|&x| x == 0));
+                    v.as_ptr() as usize
+                }
+                ArrayData::S(v) => {
+                    assert!(v.iter().all(|&x| x == 0));
+                    v.as_ptr() as usize
+                }
+                ArrayData::I(v) => {
+                    assert!(v.iter().all(|&x| x == 0));
+                    v.as_ptr() as usize
+                }
+                ArrayData::Free => unreachable!(),
+            };
+            assert_eq!(addr, raw.addr);
+        }
+        heap.collect(std::iter::empty());
+        assert_eq!(heap.used(), 0);
+        assert_eq!(heap.live_arrays(), 0);
+    }
+
+    /// Elements written through the mutable view are read back, and a
+    /// clone is a copy on its own aligned storage.
+    #[test]
+    fn elements_written_are_read_back_and_cloned() {
+        let mut heap = Heap::new(4096);
+        let h = heap.alloc(Elem::Int, 100).unwrap();
+        let Some(ArrayData::I(v)) = heap.get_mut(h) else {
+            panic!("an int[]")
+        };
+        for (i, x) in v.iter_mut().enumerate() {
+            *x = i as i32 * 3;
+        }
+        let a = heap.get(h).unwrap().clone();
+        let ArrayData::I(c) = &a else {
+            panic!("an int[]")
+        };
+        assert_eq!(c.len(), 100);
+        assert!(c.iter().enumerate().all(|(i, &x)| x == i as i32 * 3));
+        assert_eq!(c.as_ptr() as usize % ARRAY_ALIGN, 0);
+        assert_ne!(c.as_ptr() as usize, heap.raw[(h - 1) as usize].addr);
+        let b = heap.alloc(Elem::Byte, 2).unwrap();
+        assert_eq!(format!("{:?}", heap.get(b).unwrap()), "B([0, 0])");
+        assert_eq!(
+            heap.alloc(Elem::Int, 1000),
+            Err(Fault::HeapQuotaExceeded {
+                requested: ARRAY_HEADER_BYTES + 4000,
+                quota: 4096,
+            })
+        );
     }
 }

@@ -107,3 +107,24 @@ pub fn default_limits() -> Limits {
 
 /// Faults in a row after which an applet is detached.
 pub const MAX_CONSECUTIVE_FAULTS: u32 = 16;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An invocation that used at most [`ENGINE_EXACT_FUEL`] is never
+    /// paused after, however long it took (the runner skips the pause's
+    /// arithmetic for it on that ground); one that used more and took
+    /// longer than the free time is, nine times as long.
+    #[test]
+    fn only_a_busy_long_invocation_is_paused_after() {
+        let long = Duration::from_millis(5);
+        assert_eq!(pause_after(long, ENGINE_EXACT_FUEL), None);
+        assert_eq!(pause_after(long, 0), None);
+        assert_eq!(pause_after(APPLET_FREE, ENGINE_EXACT_FUEL + 1), None);
+        assert_eq!(
+            pause_after(long, ENGINE_EXACT_FUEL + 1),
+            Some(long * (APPLET_SHARE - 1))
+        );
+    }
+}

@@ -24,7 +24,7 @@ use unet_abi::FaultKind;
 use crate::applet::{fault_kind, Applet, AppletStats, AttachError, Verified};
 use crate::clock::now_us_since;
 use crate::port::{Port, SleEndpoint};
-use crate::{pause_after, pause_after_load, MAX_CONSECUTIVE_FAULTS};
+use crate::{pause_after, pause_after_load, ENGINE_EXACT_FUEL, MAX_CONSECUTIVE_FAULTS};
 
 /// How a placement runs its applets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -361,9 +361,15 @@ impl Runner {
             f(&mut self.applet, &mut b)
         };
         if self.cfg.pause {
-            let spent = Duration::from_nanos(self.applet.stats.total_ns - ns0);
-            if let Some(p) = pause_after(spent, self.applet.stats.fuel - fuel0) {
-                self.pause_until = Some(Instant::now() + p);
+            // Only a busy invocation can be paused after (`pause_after`):
+            // a short one, nearly every one, is let go on its fuel alone,
+            // without the time's arithmetic or a call.
+            let fuel = self.applet.stats.fuel - fuel0;
+            if fuel > ENGINE_EXACT_FUEL {
+                let spent = Duration::from_nanos(self.applet.stats.total_ns - ns0);
+                if let Some(p) = pause_after(spent, fuel) {
+                    self.pause_until = Some(Instant::now() + p);
+                }
             }
         }
         match r {

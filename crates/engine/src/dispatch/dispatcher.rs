@@ -142,11 +142,15 @@ const SPINE_PART: u16 = 3;
 
 /// Run `$body` on every part of the loop (`$p`, its concrete type), in
 /// the order a turn runs them, one line each, with what they are given
-/// (`$cx`, a [`Context`]). A new system is one more line here.
+/// (`$cx`, a [`Context`]; its port `$port`, the engine's by default). A
+/// new system is one more line here.
 macro_rules! each_part {
-    ($d:ident, $cx:ident, $p:ident => $body:expr) => {{
+    ($d:ident, $cx:ident, $p:ident => $body:expr) => {
+        each_part!($d, $cx, $d.port.as_mut(), $p => $body)
+    };
+    ($d:ident, $cx:ident, $port:expr, $p:ident => $body:expr) => {{
         let mut $cx = Context {
-            port: $d.port.as_mut(),
+            port: $port,
             counters: &$d.counters,
             cfg: &$d.cfg,
         };
@@ -426,13 +430,28 @@ impl Dispatcher {
         if self.spine.trace.on() {
             return self.poll_data_traced();
         }
+        if self.port.is_some() {
+            self.poll_parts::<true>()
+        } else {
+            self.poll_parts::<false>()
+        }
+    }
+
+    /// [`Dispatcher::poll_data`]'s turn for an engine with a port on the
+    /// wire (`PORT`) or without one: every part's look at the port, and
+    /// the flush, is then decided once for the turn, not once per part.
+    #[inline(always)]
+    fn poll_parts<const PORT: bool>(&mut self) -> usize {
         let mut work = 0;
-        each_part!(self, cx, p => work += p.turn(&mut cx));
-        if setup::turn_left_work(&self.unet.chans, &self.vias, &self.udm, self.port.is_some()) {
+        let port = if PORT { self.port.as_mut() } else { None };
+        each_part!(self, cx, port, p => work += p.turn(&mut cx));
+        if setup::turn_left_work(&self.unet.chans, &self.vias, &self.udm, PORT) {
             self.setup().after_turn();
         }
-        if let Some(p) = self.port.as_mut() {
-            p.flush();
+        if PORT {
+            if let Some(p) = self.port.as_mut() {
+                p.flush();
+            }
         }
         if std::mem::take(&mut self.unet.eps.behind) {
             // A receiver is behind (see the module docs).

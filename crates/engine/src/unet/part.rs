@@ -19,6 +19,7 @@ use crate::unet::applets::AppletHost;
 use crate::unet::datapath::{arrive, DataPath};
 use crate::unet::endpoints::EndpointTable;
 use crate::unet::remote::{RemoteChannels, RemoteSide};
+use crate::wire::port::WirePort;
 
 /// How long the engine sleeps at most while a buffered endpoint has
 /// messages waiting in its virtual buffer.
@@ -34,11 +35,14 @@ pub(crate) struct UnetPart {
     pub chans: RemoteChannels,
 }
 
-impl Part for UnetPart {
-    // Kept out of the loop's body: inlined there, it pushes the data
-    // path's own helpers out of line (more instructions per message).
+impl UnetPart {
+    /// The part's turn (`Part::turn`), given the one thing of the
+    /// `Context` it uses. Kept out of the loop's body: inlined there, it
+    /// pushes the data path's own helpers out of line (more instructions
+    /// per message). The port comes in a register: the loop builds no
+    /// `Context` in memory for it.
     #[inline(never)]
-    fn turn(&mut self, cx: &mut Context<'_>) -> usize {
+    fn turn_on(&mut self, port: Option<&mut WirePort>) -> usize {
         let UnetPart {
             eps,
             applets,
@@ -48,15 +52,11 @@ impl Part for UnetPart {
         // Buffered endpoints' waiting messages first: room that appeared
         // goes to them before anything new.
         work += eps.drain_backlogs();
-        let mut dp = DataPath {
-            eps,
-            port: cx.port.as_deref_mut(),
-            applets,
-        };
+        let mut dp = DataPath { eps, port, applets };
+        // `poll_send_ring` passes over a free entry itself (one lookup of
+        // the endpoint, not two).
         for idx in 0..dp.eps.len() {
-            if dp.eps.get(idx).is_some() {
-                work += dp.poll_send_ring(idx);
-            }
+            work += dp.poll_send_ring(idx);
         }
         // Receive from the wire; whole messages arrive at their endpoints
         // (one with buffered messages waiting moves them on first,
@@ -75,6 +75,13 @@ impl Part for UnetPart {
             }
         }
         work
+    }
+}
+
+impl Part for UnetPart {
+    #[inline(always)]
+    fn turn(&mut self, cx: &mut Context<'_>) -> usize {
+        self.turn_on(cx.port.as_deref_mut())
     }
 
     /// An open's next retry, an applet's next timer or the end of its
