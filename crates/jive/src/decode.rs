@@ -519,7 +519,8 @@ impl Op {
     }
 
     /// The op index a branch goes to when taken (`None` for ops that are
-    /// not branches, switches included).
+    /// not branches, switches included). The compiler's.
+    #[cfg(feature = "jit")]
     pub(crate) fn target(self) -> Option<u32> {
         let mut op = self;
         op.target_mut().copied()
