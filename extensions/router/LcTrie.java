@@ -6,17 +6,29 @@
  * for the words' layout).
  *
  * <p>{@code trie}: one word a node, {@code branch << 27 | skip << 22 | adr}.
- * {@code baseStr}, {@code baseInfo}: the base vector's prefixes and their
- * {@code len << 26 | (pre + 1) << nhBits | nh} words. {@code pre}: the
- * prefix vector, words of the same form. {@code hops}: the next hops.
+ * {@code base}: the base vector, each entry's prefix then its
+ * {@code len << 26 | (pre + 1) << nhBits | nh} word. {@code pre}: the
+ * prefix vector, info words of the same form. {@code hops}: the next hops.
  */
 public class LcTrie {
     static int[] trie;
-    static int[] baseStr;
-    static int[] baseInfo;
+    static int[] base;
     static int[] pre;
     static int[] hops;
     static int nhBits;
+
+    /**
+     * The sum (wrapping) of {@link #lookup}'s answers for every address of
+     * {@code addrs}: the lookup's cost without a host call per address, as
+     * a handler calling it sees.
+     */
+    static int lookupAll(int[] addrs) {
+        int sum = 0;
+        for (int i = 0; i < addrs.length; i++) {
+            sum += lookup(addrs[i]);
+        }
+        return sum;
+    }
 
     /** The next hop of the longest prefix matching {@code addr}, or -1. */
     static int lookup(int addr) {
@@ -34,8 +46,8 @@ public class LcTrie {
             branch = node >>> 27;
             adr = node & 0x3fffff;
         }
-        int diff = addr ^ baseStr[adr];
-        int info = baseInfo[adr];
+        int diff = addr ^ base[2 * adr];
+        int info = base[2 * adr + 1];
         int nhMask = (1 << nhBits) - 1;
         while (true) {
             int len = info >>> 26;

@@ -10,13 +10,15 @@
 //! - `trie`: one word a node, `branch << 27 | skip << 22 | adr`. An inner
 //!   node (`branch > 0`) has `2^branch` children at `trie[adr..]`; a leaf
 //!   (`branch == 0`) names base entry `adr`. The root is `trie[0]`.
-//! - The base vector, `base_str` and `base_info`: the prefixes that are not
-//!   a prefix of another one, sorted. `base_str` is the prefix (host bits
-//!   clear); `base_info` is `len << 26 | (pre + 1) << nh_bits | nh`, where
-//!   `pre` is the longest prefix-vector entry that is a prefix of this one
-//!   (`-1`: none) and `nh` the index of its next hop in `hops`.
+//! - The base vector, `base`: the prefixes that are not a prefix of another
+//!   one, sorted, two words each (together, so that a lookup's one miss
+//!   fetches both): `base[2 * i]` is the prefix (host bits clear) and
+//!   `base[2 * i + 1]` its info word, `len << 26 | (pre + 1) << nh_bits |
+//!   nh`, where `pre` is the longest prefix-vector entry that is a prefix
+//!   of this one (`-1`: none) and `nh` the index of its next hop in
+//!   `hops`.
 //! - The prefix vector, `pre`: the prefixes that are a prefix of another
-//!   one, each `len << 26 | (pre + 1) << nh_bits | nh` like `base_info`
+//!   one, each `len << 26 | (pre + 1) << nh_bits | nh` like a base entry's
 //!   (its bits are the first `len` bits of any base entry that points to
 //!   it, so they need no word of their own).
 //! - The next-hop table, `hops`: the distinct next hops.
@@ -32,10 +34,9 @@
 //! Duplicate prefixes (same bits and length): the last route given wins.
 //!
 //! The export format ([`LcTrie::to_le_bytes`]): the ASCII magic `LCT1`,
-//! then little-endian `u32`s: `nh_bits`, the lengths of `trie`, `base_str`
-//! (= `base_info`), `pre` and `hops`, then the arrays in that order
-//! (`trie`, `base_str`, `base_info`, `pre`, `hops`). Java reads each as an
-//! `int[]` (the same bits).
+//! then little-endian `u32`s: `nh_bits`, the lengths (in words) of `trie`,
+//! `base`, `pre` and `hops`, then the arrays in that order. Java reads each
+//! as an `int[]` (the same bits).
 
 use crate::table::{mask, Route};
 
@@ -88,8 +89,7 @@ impl std::error::Error for BuildError {}
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LcTrie {
     trie: Vec<u32>,
-    base_str: Vec<u32>,
-    base_info: Vec<u32>,
+    base: Vec<u32>,
     pre: Vec<u32>,
     hops: Vec<u32>,
     nh_bits: u32,
@@ -101,10 +101,8 @@ pub struct LcTrie {
 pub struct Arrays<'a> {
     /// The nodes.
     pub trie: &'a [u32],
-    /// The base vector's prefixes.
-    pub base_str: &'a [u32],
-    /// The base vector's length, chain and next hop words.
-    pub base_info: &'a [u32],
+    /// The base vector: prefix and info word of each entry.
+    pub base: &'a [u32],
     /// The prefix vector.
     pub pre: &'a [u32],
     /// The next hops.
@@ -170,33 +168,32 @@ impl LcTrie {
             let nh = hops.binary_search(&r.next_hop).unwrap_or(0) as u32;
             (u32::from(r.len) << LEN_SHIFT) | (((parent + 1) as u32) << nh_bits) | nh
         };
-        let base_info = base
-            .iter()
-            .zip(&base_pre)
-            .map(|(r, &p)| info(r, p))
-            .collect();
+        let base_str: Vec<u32> = base.iter().map(|r| r.prefix).collect();
         let pre = pre_rs
             .iter()
             .zip(&pre_parent)
             .map(|(r, &p)| info(r, p))
             .collect();
-        let base_str: Vec<u32> = base.iter().map(|r| r.prefix).collect();
+        let base = base
+            .iter()
+            .zip(&base_pre)
+            .flat_map(|(r, &p)| [r.prefix, info(r, p)])
+            .collect();
 
         let mut t = LcTrie {
             trie: Vec::new(),
-            base_str,
-            base_info,
+            base,
             pre,
             hops,
             nh_bits,
         };
-        if !t.base_str.is_empty() {
+        if !base_str.is_empty() {
             let mut b = Builder {
-                s: &t.base_str,
+                s: &base_str,
                 p,
                 nodes: vec![0],
             };
-            b.node(0, 0, t.base_str.len(), 0, true)?;
+            b.node(0, 0, base_str.len(), 0, true)?;
             t.trie = b.nodes;
         }
         Ok(t)
@@ -217,8 +214,9 @@ impl LcTrie {
             branch = node >> (ADR_BITS + SKIP_BITS);
             adr = node & ADR_MASK;
         }
-        let diff = addr ^ self.base_str[adr as usize];
-        let mut info = self.base_info[adr as usize];
+        let at = 2 * adr as usize;
+        let diff = addr ^ self.base[at];
+        let mut info = self.base[at + 1];
         loop {
             let len = info >> LEN_SHIFT;
             if len == 0 || diff.wrapping_shr(32 - len) == 0 {
@@ -235,11 +233,7 @@ impl LcTrie {
     /// Bytes the structure takes: its arrays' elements and the struct
     /// itself (capacity beyond the length is released at build).
     pub fn bytes(&self) -> usize {
-        let words = self.trie.len()
-            + self.base_str.len()
-            + self.base_info.len()
-            + self.pre.len()
-            + self.hops.len();
+        let words = self.trie.len() + self.base.len() + self.pre.len() + self.hops.len();
         words * 4 + std::mem::size_of::<Self>()
     }
 
@@ -247,8 +241,7 @@ impl LcTrie {
     pub fn arrays(&self) -> Arrays<'_> {
         Arrays {
             trie: &self.trie,
-            base_str: &self.base_str,
-            base_info: &self.base_info,
+            base: &self.base,
             pre: &self.pre,
             hops: &self.hops,
             nh_bits: self.nh_bits,
@@ -257,7 +250,7 @@ impl LcTrie {
 
     /// Nodes, base entries and prefix-vector entries.
     pub fn counts(&self) -> (usize, usize, usize) {
-        (self.trie.len(), self.base_str.len(), self.pre.len())
+        (self.trie.len(), self.base.len() / 2, self.pre.len())
     }
 
     /// Depth of the deepest leaf (the root's children are at depth 1).
@@ -289,13 +282,13 @@ impl LcTrie {
         for w in [
             a.nh_bits,
             a.trie.len() as u32,
-            a.base_str.len() as u32,
+            a.base.len() as u32,
             a.pre.len() as u32,
             a.hops.len() as u32,
         ] {
             out.extend_from_slice(&w.to_le_bytes());
         }
-        for arr in [a.trie, a.base_str, a.base_info, a.pre, a.hops] {
+        for arr in [a.trie, a.base, a.pre, a.hops] {
             for w in arr {
                 out.extend_from_slice(&w.to_le_bytes());
             }
@@ -318,14 +311,13 @@ impl LcTrie {
         let mut take = |n: u32| -> Vec<u32> { words.by_ref().take(n as usize).collect() };
         let t = LcTrie {
             trie: take(nt),
-            base_str: take(nb),
-            base_info: take(nb),
+            base: take(nb),
             pre: take(np),
             hops: take(nh),
             nh_bits,
         };
         let whole = t.trie.len() == nt as usize
-            && t.base_info.len() == nb as usize
+            && t.base.len() == nb as usize
             && t.hops.len() == nh as usize
             && words.next().is_none();
         (whole && nh_bits < LEN_SHIFT && t.consistent()).then_some(t)
@@ -334,7 +326,7 @@ impl LcTrie {
     /// Every index in the arrays is within its array (an imported trie is
     /// safe to look up in: no lookup can index out of range or loop).
     fn consistent(&self) -> bool {
-        let nb = self.base_str.len();
+        let nb = self.base.len() / 2;
         let info_ok = |w: u32, limit: usize| {
             let up = ((w & ((1 << LEN_SHIFT) - 1)) >> self.nh_bits) as usize;
             (w & ((1 << self.nh_bits) - 1)) < self.hops.len() as u32
@@ -352,8 +344,9 @@ impl LcTrie {
             }
         });
         (self.trie.is_empty() == (nb == 0))
+            && self.base.len().is_multiple_of(2)
             && nodes_ok
-            && self.base_info.iter().all(|&w| info_ok(w, self.pre.len()))
+            && self.base.iter().skip(1).step_by(2).all(|&w| info_ok(w, self.pre.len()))
             // A chain only goes to earlier entries, so it ends.
             && self.pre.iter().enumerate().all(|(i, &w)| info_ok(w, i))
     }

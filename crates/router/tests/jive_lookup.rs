@@ -58,12 +58,13 @@ fn vm_with(bytes: &[u8], t: &LcTrie) -> (Vm<()>, jive::MethodId, usize) {
     let a = t.arrays();
     let arrays = [
         ("trie", a.trie),
-        ("baseStr", a.base_str),
-        ("baseInfo", a.base_info),
+        ("base", a.base),
         ("pre", a.pre),
         ("hops", a.hops),
     ];
-    let quota: usize = arrays.iter().map(|(_, v)| v.len() * 4 + 16).sum();
+    // The arrays, and a sample of addresses for `lookupAll`.
+    let quota: usize =
+        arrays.iter().map(|(_, v)| v.len() * 4 + 16).sum::<usize>() + SAMPLE * 4 + 16;
     let limits = Limits {
         heap_quota: quota,
         ..Limits::default()
@@ -82,6 +83,9 @@ fn vm_with(bytes: &[u8], t: &LcTrie) -> (Vm<()>, jive::MethodId, usize) {
     vm.set_int_field(nh, a.nh_bits as i32);
     (vm, class.method("lookup").unwrap(), quota)
 }
+
+/// Addresses `lookupAll` is given at once.
+const SAMPLE: usize = 10_000;
 
 fn check(bytes: &[u8], routes: &[Route], n: usize, seed: u64) -> usize {
     let t = LcTrie::build(routes).unwrap();
@@ -111,6 +115,17 @@ fn check(bytes: &[u8], routes: &[Route], n: usize, seed: u64) -> usize {
             let got = vm.invoke_prepared(&mut (), p, [a as i32]).unwrap();
             assert_eq!(got, Some(w), "address {a:#010x}, compiled {compiled}");
         }
+        // `lookupAll` sums the same answers.
+        let k = SAMPLE.min(n);
+        let arr = vm.new_array(Elem::Int, k).unwrap();
+        for (d, &a) in vm.ints_mut(arr).unwrap().iter_mut().zip(&addrs) {
+            *d = a as i32;
+        }
+        let all = vm.class().method("lookupAll").unwrap();
+        let sum = want[..k].iter().fold(0i32, |s, &w| s.wrapping_add(w));
+        let got = vm.invoke(&mut (), all, &[arr.handle()]).unwrap();
+        assert_eq!(got, Some(sum), "lookupAll, compiled {compiled}");
+        assert_eq!(vm.is_compiled(all), compiled);
     }
     quota
 }
