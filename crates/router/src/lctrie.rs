@@ -55,7 +55,9 @@ const MAX_BRANCH: u32 = 22;
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Params {
     /// A node branches on `b` bits while at least `fill * 2^b` of its
-    /// children would be non-empty (Nilsson and Karlsson use 0.5).
+    /// children would be non-empty. Nilsson and Karlsson use 0.5; 0.75
+    /// takes 12.9 bytes a prefix of the full table instead of 14.4, at the
+    /// same lookup rate within this machine's noise.
     pub fill: f64,
     /// The root branches on at least `min(root_branch, floor(log2 n))` bits
     /// for `n` base entries (they use 16 for large tables): fewer levels
@@ -66,7 +68,7 @@ pub struct Params {
 impl Default for Params {
     fn default() -> Self {
         Params {
-            fill: 0.5,
+            fill: 0.75,
             root_branch: 16,
         }
     }
@@ -215,8 +217,49 @@ impl LcTrie {
             adr = node & ADR_MASK;
         }
         let at = 2 * adr as usize;
-        let diff = addr ^ self.base[at];
-        let mut info = self.base[at + 1];
+        self.resolve(addr ^ self.base[at], self.base[at + 1])
+    }
+
+    /// [`LcTrie::lookup`] of `N` addresses at once, walked level by level
+    /// together, so that their memory accesses overlap (a receive ring's
+    /// burst of packets): the same answers.
+    pub fn lookup_batch<const N: usize>(&self, addrs: &[u32; N]) -> [Option<u32>; N] {
+        let Some(&root) = self.trie.first() else {
+            return [None; N];
+        };
+        let mut pos = [(root >> ADR_BITS) & SKIP_MASK; N];
+        let mut branch = [root >> (ADR_BITS + SKIP_BITS); N];
+        let mut adr = [root & ADR_MASK; N];
+        loop {
+            let mut inner = false;
+            for i in 0..N {
+                if branch[i] != 0 {
+                    let child = addrs[i].wrapping_shl(pos[i]).wrapping_shr(32 - branch[i]);
+                    let node = self.trie[(adr[i] + child) as usize];
+                    pos[i] = pos[i].wrapping_add(branch[i] + ((node >> ADR_BITS) & SKIP_MASK));
+                    branch[i] = node >> (ADR_BITS + SKIP_BITS);
+                    adr[i] = node & ADR_MASK;
+                    inner = true;
+                }
+            }
+            if !inner {
+                break;
+            }
+        }
+        let mut diff = [0u32; N];
+        let mut info = [0u32; N];
+        for i in 0..N {
+            let at = 2 * adr[i] as usize;
+            diff[i] = addrs[i] ^ self.base[at];
+            info[i] = self.base[at + 1];
+        }
+        std::array::from_fn(|i| self.resolve(diff[i], info[i]))
+    }
+
+    /// The next hop of the base entry (`info`) or the first of its chain
+    /// whose bits `diff` (the address against the entry's prefix) matches.
+    #[inline]
+    fn resolve(&self, diff: u32, mut info: u32) -> Option<u32> {
         loop {
             let len = info >> LEN_SHIFT;
             if len == 0 || diff.wrapping_shr(32 - len) == 0 {

@@ -25,8 +25,16 @@ fn addresses(routes: &[Route], n: usize, seed: u64) -> impl Iterator<Item = u32>
 
 fn check_bintrie(routes: &[Route], t: &LcTrie, n: usize, seed: u64) {
     let b = BinTrie::build(routes);
-    for a in addresses(routes, n, seed) {
+    let addrs: Vec<u32> = addresses(routes, n, seed).collect();
+    for &a in &addrs {
         assert_eq!(t.lookup(a), b.lookup(a), "address {a:#010x}");
+    }
+    // Batches give the same answers.
+    for c in addrs.chunks_exact(8) {
+        let batch = t.lookup_batch::<8>(c.try_into().unwrap());
+        for (&a, got) in c.iter().zip(batch) {
+            assert_eq!(got, b.lookup(a), "address {a:#010x} in a batch");
+        }
     }
 }
 
@@ -78,6 +86,7 @@ fn edge_cases() {
     // An empty table routes nothing.
     let t = LcTrie::build(&[]).unwrap();
     assert_eq!(t.lookup(0), None);
+    assert_eq!(t.lookup_batch(&[0, 1]), [None, None]);
     assert_eq!(t.lookup(u32::MAX), None);
     // The default route alone routes everything.
     let t = LcTrie::build(&[Route::new(0, 0, 5)]).unwrap();
