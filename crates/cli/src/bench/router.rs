@@ -640,3 +640,90 @@ fn write_svg(rows: &[Row], path: &Path) -> Res<()> {
         path,
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_locality_trace_runs_in_trains_inside_routes() {
+        let routes = generated(5000, 3, 16);
+        let t = locality_trace(&routes, 100_000, 4);
+        assert_eq!(t, locality_trace(&routes, 100_000, 4));
+        assert_eq!(t.len(), 100_000);
+        let distinct: std::collections::HashSet<u32> = t.iter().copied().collect();
+        assert!(distinct.len() <= 1000, "{}", distinct.len());
+        let lc = LcTrie::build(&routes).unwrap();
+        assert!(distinct.iter().all(|&a| lc.lookup(a).is_some()));
+        // Trains: far fewer changes of destination than addresses.
+        let changes = t.windows(2).filter(|w| w[0] != w[1]).count();
+        assert!((100_000 / 16..100_000 / 4).contains(&changes), "{changes}");
+        let random = random_trace(100_000, 5);
+        let distinct: std::collections::HashSet<u32> = random.iter().copied().collect();
+        assert!(distinct.len() > 99_000);
+    }
+
+    fn row(table: &'static str, name: &'static str, rate: f64, bytes: usize) -> Row {
+        Row {
+            table,
+            routes: if table == "full" { 1_000_000 } else { 1000 },
+            trace: "random",
+            name,
+            rate,
+            runs: vec![rate],
+            bytes,
+            baseline: NAMES[6],
+            ratio: rate / 10e6,
+        }
+    }
+
+    #[test]
+    fn targets_are_met_missed_or_not_measured() {
+        let rows = vec![
+            row("full", NAMES[0], 25e6, 11_000_000),
+            row("full", NAMES[1], 40e6, 11_000_000),
+            row("full", NAMES[2], 13e6, 11_000_000),
+            row("full", NAMES[3], 10e6, 11_000_000),
+            row("1000", NAMES[0], 100e6, 19_999),
+        ];
+        let t = targets(&rows);
+        assert_eq!(t.len(), 5);
+        assert!(t.iter().all(|(_, met)| *met == Some(true)), "{t:?}");
+        assert!(t[0].0.contains("is 25.0; 40.0 in batches"), "{}", t[0].0);
+        let rows = vec![
+            row("full", NAMES[0], 19e6, 12_000_001),
+            row("full", NAMES[2], 9e6, 11_000_000),
+            row("1000", NAMES[0], 100e6, 20_000),
+        ];
+        let t = targets(&rows);
+        let met: Vec<_> = t.iter().map(|(_, m)| *m).collect();
+        assert_eq!(
+            met,
+            [
+                Some(false),
+                Some(true),
+                Some(false),
+                Some(false),
+                Some(false)
+            ]
+        );
+        let t = targets(&rows[2..]);
+        assert!(t[..4].iter().all(|(_, m)| m.is_none()));
+    }
+
+    #[test]
+    fn every_structure_of_a_small_table_answers_alike_and_is_timed() {
+        let class = compile_java(None).unwrap();
+        let routes = generated(1000, 1, 16);
+        let trace = locality_trace(&routes, 4096, 2);
+        let mut b = build(&routes, &class, Params::default(), trace.len()).unwrap();
+        b.set_trace(&trace).unwrap();
+        check(&mut b, &trace).unwrap();
+        for (i, name) in NAMES.iter().enumerate() {
+            let rate = time(&mut b, i, &trace).unwrap();
+            assert!(rate.is_finite() && rate > 0.0, "{name}: {rate}");
+        }
+        assert!(b.bytes.iter().all(|&n| n > 0));
+        assert_eq!(b.bytes[0], b.lc.bytes());
+    }
+}
