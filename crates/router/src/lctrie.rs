@@ -198,7 +198,20 @@ impl LcTrie {
             b.node(0, 0, base_str.len(), 0, true)?;
             t.trie = b.nodes;
         }
+        t.shrink();
         Ok(t)
+    }
+
+    /// Release every array's capacity beyond its length.
+    fn shrink(&mut self) {
+        for v in [
+            &mut self.trie,
+            &mut self.base,
+            &mut self.pre,
+            &mut self.hops,
+        ] {
+            v.shrink_to_fit();
+        }
     }
 
     /// The next hop of the longest prefix matching `addr`.
@@ -273,10 +286,14 @@ impl LcTrie {
         }
     }
 
-    /// Bytes the structure takes: its arrays' elements and the struct
-    /// itself (capacity beyond the length is released at build).
+    /// Bytes the structure takes: its arrays' allocations (capacity beyond
+    /// the length is released when it is built or read) and the struct
+    /// itself.
     pub fn bytes(&self) -> usize {
-        let words = self.trie.len() + self.base.len() + self.pre.len() + self.hops.len();
+        let words = self.trie.capacity()
+            + self.base.capacity()
+            + self.pre.capacity()
+            + self.hops.capacity();
         words * 4 + std::mem::size_of::<Self>()
     }
 
@@ -363,7 +380,9 @@ impl LcTrie {
             && t.base.len() == nb as usize
             && t.hops.len() == nh as usize
             && words.next().is_none();
-        (whole && nh_bits < LEN_SHIFT && t.consistent()).then_some(t)
+        let mut t = (whole && nh_bits < LEN_SHIFT && t.consistent()).then_some(t)?;
+        t.shrink();
+        Some(t)
     }
 
     /// Every index in the arrays is within its array (an imported trie is
