@@ -31,7 +31,14 @@
 //! bits with the child's range: the longest prefix covering the range is
 //! that entry or on its chain, and nothing longer can match there.
 //!
+//! [`LcTrie::lookup_batch`] walks several addresses level by level
+//! together, so that their cache misses overlap.
+//!
 //! Duplicate prefixes (same bits and length): the last route given wins.
+//! Limits: 4 Mi nodes and base entries (22-bit addresses); the nested
+//! prefixes' index and the next hop's share 26 bits of an info word (the
+//! full table with 16 next hops takes 17 and 4); past them the build is
+//! refused ([`BuildError`]).
 //!
 //! The export format ([`LcTrie::to_le_bytes`]): the ASCII magic `LCT1`,
 //! then little-endian `u32`s: `nh_bits`, the lengths (in words) of `trie`,
