@@ -165,8 +165,10 @@ impl LcTrie {
                 base_pre.push(parent);
             }
         }
-        let pre_bits = LEN_SHIFT - nh_bits;
-        if pre_bits < 64 && (pre_rs.len() as u64 + 1) >> pre_bits != 0 {
+        let fits = LEN_SHIFT
+            .checked_sub(nh_bits)
+            .is_some_and(|pre_bits| (pre_rs.len() as u64) >> pre_bits == 0);
+        if !fits {
             return Err(BuildError(format!(
                 "{} nested prefixes and {} next hops do not fit an info word",
                 pre_rs.len(),

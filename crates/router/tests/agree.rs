@@ -203,3 +203,23 @@ fn the_full_table_agrees_with_the_binary_trie_when_present() {
     );
     check_bintrie(&routes, &t, 3_000_000, 12);
 }
+
+#[test]
+fn a_table_past_the_info_words_fields_is_refused() {
+    // 2^20 next hops leave 6 bits for the nested prefixes' index: 63 fit,
+    // 64 do not.
+    let nested = |n: u32| -> Vec<Route> {
+        let mut routes: Vec<Route> = (0..1u32 << 20)
+            .map(|i| Route::new(0x8000_0000 | (i << 8), 24, i))
+            .collect();
+        // Nested prefixes: a /16 over a /24 of each of the first n /16s.
+        routes.extend((0..n).map(|i| Route::new(0x8000_0000 | (i << 16), 16, 0)));
+        routes
+    };
+    let t = LcTrie::build(&nested(63)).unwrap();
+    assert_eq!(t.counts().2, 63);
+    assert_eq!(t.lookup(0x8000_0105), Some(1));
+    assert_eq!(t.lookup(0x8001_ff05), Some(0x1ff));
+    let e = LcTrie::build(&nested(64)).unwrap_err();
+    assert!(e.to_string().contains("64 nested prefixes"), "{e}");
+}
