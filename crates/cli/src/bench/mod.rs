@@ -15,6 +15,7 @@ mod net;
 mod overhead;
 mod plot;
 mod report;
+mod router;
 mod spine;
 pub(crate) mod spine_graph;
 mod spine_peer;
@@ -81,6 +82,9 @@ pub enum Command {
     /// beside two host processes on the direct path and raw UDP (also rows
     /// of `unet bench spine`).
     SpineWire(spine_wire::WireArgs),
+    /// SPINE's IP router: the route lookup (LC-trie in Rust and in JIVE,
+    /// a binary trie, published crates) on the full table and 1 000 routes.
+    Router(router::Args),
 }
 
 pub fn run(c: Command) -> ExitCode {
@@ -99,5 +103,6 @@ pub fn run(c: Command) -> ExitCode {
         Command::SpineGraph(a) => spine_graph::run(a),
         Command::UdmNode(a) => udm_node::run(a),
         Command::SpineWire(a) => spine_wire::run(a),
+        Command::Router(a) => router::run(a),
     }
 }

@@ -1,0 +1,64 @@
+/**
+ * The router extension's route lookup: the LC-trie of Nilsson and Karlsson
+ * over flat {@code int} arrays, walked exactly as the Rust
+ * {@code unet_router::LcTrie::lookup} walks the same arrays (the host
+ * builds the trie and fills these fields; see that module's documentation
+ * for the words' layout).
+ *
+ * <p>{@code trie}: one word a node, {@code branch << 27 | skip << 22 | adr}.
+ * {@code base}: the base vector, each entry's prefix then its
+ * {@code len << 26 | (pre + 1) << nhBits | nh} word. {@code pre}: the
+ * prefix vector, info words of the same form. {@code hops}: the next hops.
+ */
+public class LcTrie {
+    static int[] trie;
+    static int[] base;
+    static int[] pre;
+    static int[] hops;
+    static int nhBits;
+
+    /**
+     * The sum (wrapping) of {@link #lookup}'s answers for every address of
+     * {@code addrs}: the lookup's cost without a host call per address, as
+     * a handler calling it sees.
+     */
+    static int lookupAll(int[] addrs) {
+        int sum = 0;
+        for (int i = 0; i < addrs.length; i++) {
+            sum += lookup(addrs[i]);
+        }
+        return sum;
+    }
+
+    /** The next hop of the longest prefix matching {@code addr}, or -1. */
+    static int lookup(int addr) {
+        int[] t = trie;
+        if (t.length == 0) {
+            return -1;
+        }
+        int node = t[0];
+        int pos = (node >>> 22) & 31;
+        int branch = node >>> 27;
+        int adr = node & 0x3fffff;
+        while (branch != 0) {
+            node = t[adr + ((addr << pos) >>> (32 - branch))];
+            pos += branch + ((node >>> 22) & 31);
+            branch = node >>> 27;
+            adr = node & 0x3fffff;
+        }
+        int diff = addr ^ base[2 * adr];
+        int info = base[2 * adr + 1];
+        int nhMask = (1 << nhBits) - 1;
+        while (true) {
+            int len = info >>> 26;
+            if (len == 0 || (diff >>> (32 - len)) == 0) {
+                return hops[info & nhMask];
+            }
+            int up = (info & 0x3ffffff) >>> nhBits;
+            if (up == 0) {
+                return -1;
+            }
+            info = pre[up - 1];
+        }
+    }
+}
