@@ -5,12 +5,378 @@
 //! subset with its constant-pool operands resolved against the class
 //! (`Model`, see `subset`). The verifier (`verify.rs`) runs its dataflow
 //! over what this gives it; the lowering (`decode.rs`) reads the same
-//! instructions.
+//! instructions. Both refuse a method with a [`VerifyError`]: the offset
+//! of the instruction at fault, if any, and a [`VerifyErrorKind`], whose
+//! text is the reason the `Rejection` gives.
+
+use std::fmt;
 
 use crate::model::{Callee, Elem, MethodDef, Model};
 
-/// A verification failure: bytecode offset (if any) and reason.
-pub type VerifyError = (Option<u32>, String);
+/// A verification failure: the bytecode offset of the instruction where
+/// it was found (`None` for a failure of the method as a whole) and what
+/// is wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VerifyError {
+    /// Bytecode offset of the instruction, if the failure has one.
+    pub offset: Option<u32>,
+    /// What is wrong.
+    pub kind: VerifyErrorKind,
+}
+
+impl VerifyError {
+    /// A failure at the instruction at bytecode offset `at`.
+    pub(crate) fn at(at: u32, kind: VerifyErrorKind) -> Self {
+        VerifyError {
+            offset: Some(at),
+            kind,
+        }
+    }
+
+    /// A failure of the method as a whole.
+    pub(crate) fn method(kind: VerifyErrorKind) -> Self {
+        VerifyError { offset: None, kind }
+    }
+}
+
+impl fmt::Display for VerifyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.offset {
+            Some(o) => write!(f, "at offset {o}: {}", self.kind),
+            None => write!(f, "{}", self.kind),
+        }
+    }
+}
+
+/// Why the parser or the verifier refused a method. Its `Display` is the
+/// reason a [`Rejection`](crate::Rejection) gives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum VerifyErrorKind {
+    // The parser.
+    /// An instruction's operands run past the end of the code.
+    Truncated,
+    /// An opcode outside the subset, or no opcode at all.
+    Opcode(u8),
+    /// `wide` in front of the opcode given, which it may not modify.
+    Wide(u8),
+    /// `ldc`/`ldc_w` (`op`) of a constant of the kind `what` names.
+    Constant {
+        /// `ldc` or `ldc_w`.
+        op: &'static str,
+        /// What the constant is (`a float`, ...).
+        what: &'static str,
+    },
+    /// `ldc`/`ldc_w` (`op`) of a constant-pool index with no entry.
+    ConstantIndex {
+        /// `ldc` or `ldc_w`.
+        op: &'static str,
+        /// The index.
+        idx: u16,
+    },
+    /// `ldc`/`ldc_w` (`op`) of a string that is not the name of a static
+    /// `(II)V` method of the class.
+    StringConstant {
+        /// `ldc` or `ldc_w`.
+        op: &'static str,
+        /// The string.
+        text: String,
+        /// The method it names, if any: its descriptor and whether it is
+        /// static.
+        names: Option<(String, bool)>,
+    },
+    /// `tableswitch` with `high` below `low`.
+    TableSwitchRange {
+        /// Low key.
+        low: i32,
+        /// High key.
+        high: i32,
+    },
+    /// `tableswitch` whose table runs past the end of the code.
+    TableSwitchTruncated,
+    /// `lookupswitch` with a negative pair count or one the code cannot hold.
+    LookupSwitchCount(i32),
+    /// `lookupswitch` whose keys are not in increasing order.
+    LookupSwitchUnsorted,
+    /// `newarray` with the type code given (char, long, float, double or
+    /// invalid).
+    NewArrayType(u8),
+    /// `checkcast`/`instanceof` (`op`) to the class named, not an array of
+    /// the subset.
+    CheckCastClass {
+        /// `checkcast` or `instanceof`.
+        op: &'static str,
+        /// The class named.
+        class: String,
+    },
+    /// A field, method or constant-pool reference the class model does not
+    /// resolve, with the model's reason.
+    Resolve(String),
+    // The verifier: the method as a whole.
+    /// A method with exception handlers.
+    ExceptionHandlers,
+    /// A frame (locals, stack and scratch slots) larger than `u16` addresses.
+    FrameTooLarge {
+        /// `max_locals`.
+        max_locals: usize,
+        /// `max_stack`.
+        max_stack: usize,
+    },
+    /// The arguments need more locals than `max_locals` (given).
+    ArgumentsTooMany(usize),
+    /// A branch target inside an instruction.
+    BranchInside(u32),
+    /// A branch target before or after the code.
+    BranchOutside(i32),
+    /// Too many basic blocks for the frame size.
+    TooManyBlocks,
+    /// The method needs more than the per-method verification work.
+    WorkLimit,
+    /// The class needs more than its verification budget (given, in work
+    /// units over all methods).
+    ClassBudget(u64),
+    // The verifier: one instruction.
+    /// Execution runs past the last instruction.
+    FallsOffEnd,
+    /// A pop from an empty operand stack.
+    StackUnderflow,
+    /// A push beyond `max_stack` (given).
+    StackOverflow(usize),
+    /// A local at or beyond `max_locals`.
+    LocalOutside {
+        /// The local.
+        local: u16,
+        /// `max_locals`.
+        max_locals: usize,
+    },
+    /// A load or `iinc` (`op`) of a local holding the wrong type.
+    LocalType {
+        /// `iload`, `aload` or `iinc`.
+        op: &'static str,
+        /// The local.
+        local: u16,
+        /// What it holds.
+        holds: &'static str,
+    },
+    /// An operand of the wrong type on the stack.
+    TypeMismatch {
+        /// What the instruction expects (`int`, `byte[]`, `the applet
+        /// instance`).
+        want: &'static str,
+        /// What is there.
+        got: &'static str,
+    },
+    /// An operand that is not a reference: `op` ends in the preposition
+    /// that reads before the type (`astore of`, `if_acmp on`).
+    NotReference {
+        /// The instruction and its preposition.
+        op: &'static str,
+        /// What is there.
+        got: &'static str,
+    },
+    /// An array operand of a kind the instruction (`op`) does not accept.
+    ArrayKind {
+        /// `array load`, `array store` or `arraylength`.
+        op: &'static str,
+        /// The kinds accepted.
+        want: &'static [Elem],
+        /// What is there.
+        got: &'static str,
+    },
+    /// `checkcast` to array type `to` of an operand of another type.
+    CheckCast {
+        /// Descriptor of the array type.
+        to: &'static str,
+        /// What is there.
+        got: &'static str,
+    },
+    /// A stack instruction (`op`) moving a method name (of the method
+    /// named).
+    MethodNameMoved {
+        /// `pop`, `dup`, ...
+        op: &'static str,
+        /// The method the name names.
+        method: String,
+    },
+    /// A native's parameter (1-based) that takes a method name given
+    /// something else.
+    NotMethodName {
+        /// The parameter, counted from 1.
+        arg: usize,
+        /// What is there.
+        got: &'static str,
+    },
+    /// A native whose descriptor the model refuses.
+    NativeDescriptor {
+        /// `class.name descriptor` of the native.
+        native: String,
+        /// The model's reason.
+        reason: String,
+    },
+    /// A return instruction not matching the method's descriptor (given).
+    ReturnType(String),
+    /// `this` used before the `Object.<init>` super call.
+    UninitThis,
+    /// `Object.<init>` called twice or on something other than the
+    /// uninitialised `this`.
+    InitCall,
+    /// `<init>` returning without the `Object.<init>` call.
+    InitMissing,
+    /// Stack heights differ where paths merge.
+    MergeHeight(usize, usize),
+    /// Paths merge with and without the `Object.<init>` call.
+    MergeInit,
+    /// Stack types differ where paths merge.
+    MergeTypes(&'static str, &'static str),
+}
+
+impl fmt::Display for VerifyErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use VerifyErrorKind as K;
+        match self {
+            K::Truncated => f.write_str("instruction runs past the end of the code"),
+            K::Opcode(op) => unsupported_opcode(f, *op),
+            K::Wide(op) => write!(f, "wide {} is not supported", opcode_name(*op)),
+            K::Constant { op, what } => write!(f, "{op} of {what} is not supported"),
+            K::ConstantIndex { op, idx } => write!(f, "{op}: bad constant pool index {idx}"),
+            K::StringConstant { op, text, names } => {
+                write!(
+                    f,
+                    "{op} of a string is not supported (only as the name of a static (II)V \
+                     method of this class): \"{text}\" names "
+                )?;
+                match names {
+                    Some((d, true)) => write!(f, "{text}{d}"),
+                    Some((d, false)) => write!(f, "{text}{d}, which is not static"),
+                    None => f.write_str("no method"),
+                }
+            }
+            K::TableSwitchRange { low, high } => {
+                write!(f, "tableswitch high {high} < low {low}")
+            }
+            K::TableSwitchTruncated => f.write_str("tableswitch runs past the end of the code"),
+            K::LookupSwitchCount(n) => write!(f, "lookupswitch pair count {n} is invalid"),
+            K::LookupSwitchUnsorted => f.write_str("lookupswitch keys are not sorted"),
+            K::NewArrayType(5) => f.write_str("newarray of char is not supported"),
+            K::NewArrayType(6 | 7 | 11) => {
+                f.write_str("newarray of long, float or double is not supported")
+            }
+            K::NewArrayType(t) => write!(f, "newarray with invalid type code {t}"),
+            K::CheckCastClass { op, class } => write!(f, "{op} to {class} is not supported"),
+            K::Resolve(reason) => f.write_str(reason),
+            K::ExceptionHandlers => f.write_str("exception handlers are not supported"),
+            K::FrameTooLarge {
+                max_locals,
+                max_stack,
+            } => write!(
+                f,
+                "max_locals {max_locals} + max_stack {max_stack} is too large"
+            ),
+            K::ArgumentsTooMany(n) => write!(f, "arguments do not fit in max_locals {n}"),
+            K::BranchInside(t) => {
+                write!(f, "branch target {t} is not the start of an instruction")
+            }
+            K::BranchOutside(t) => write!(f, "branch target {t} is outside the code"),
+            K::TooManyBlocks => f.write_str("method too complex to verify (blocks × frame size)"),
+            K::WorkLimit => f.write_str("method too complex to verify (work limit)"),
+            K::ClassBudget(n) => write!(
+                f,
+                "the class exceeds its verification budget ({n} work units over all methods)"
+            ),
+            K::FallsOffEnd => f.write_str("execution falls off the end of the code"),
+            K::StackUnderflow => f.write_str("operand stack underflow"),
+            K::StackOverflow(n) => write!(f, "operand stack overflow (max_stack {n})"),
+            K::LocalOutside { local, max_locals } => {
+                write!(f, "local {local} is outside max_locals {max_locals}")
+            }
+            K::LocalType { op, local, holds } => {
+                write!(f, "{op} of local {local}, which holds {holds}")
+            }
+            K::TypeMismatch { want, got } => {
+                write!(f, "expected {want} on the stack, found {got}")
+            }
+            K::NotReference { op, got } => write!(f, "{op} {got}"),
+            K::ArrayKind { op, want, got } => {
+                write!(f, "{op} expects ")?;
+                for (i, e) in want.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(" or ")?;
+                    }
+                    f.write_str(e.array_name())?;
+                }
+                write!(f, ", found {got}")
+            }
+            K::CheckCast { to, got } => write!(f, "checkcast to {to} of {got} is not supported"),
+            K::MethodNameMoved { op, method } => write!(
+                f,
+                "{op} of the method name \"{method}\": a method name may only be passed to a \
+                 native"
+            ),
+            K::NotMethodName { arg, got } => write!(
+                f,
+                "argument {arg} of a native expects a method name (a string literal), found {got}"
+            ),
+            K::NativeDescriptor { native, reason } => write!(f, "native {native}: {reason}"),
+            K::ReturnType(d) => write!(
+                f,
+                "return instruction does not match the return type of {d}"
+            ),
+            K::UninitThis => f.write_str("this is used before the Object.<init> super call"),
+            K::InitCall => {
+                f.write_str("Object.<init> must be called once, on the uninitialised this")
+            }
+            K::InitMissing => f.write_str("<init> returns without calling Object.<init>"),
+            K::MergeHeight(a, b) => {
+                write!(f, "stack height differs where paths merge ({a} vs {b})")
+            }
+            K::MergeInit => f.write_str("paths merge with and without the Object.<init> call"),
+            K::MergeTypes(a, b) => {
+                write!(f, "stack types differ where paths merge ({a} vs {b})")
+            }
+        }
+    }
+}
+
+/// Why opcode `op`, which the parser does not take, is refused.
+fn unsupported_opcode(f: &mut fmt::Formatter<'_>, op: u8) -> fmt::Result {
+    let name = opcode_name(op);
+    match op {
+        187 => f.write_str("new is not supported (only arrays may be allocated)"),
+        191 => f.write_str("athrow is not supported (no exceptions)"),
+        194 | 195 => write!(f, "{name} is not supported (no threads)"),
+        168 | 169 | 185 | 186 | 197 | 201 => write!(f, "{name} is not supported"),
+        189 => f.write_str("anewarray is not supported (arrays of references)"),
+        9..=15
+        | 20
+        | 22..=24
+        | 30..=41
+        | 47..=50
+        | 52
+        | 55..=57
+        | 63..=74
+        | 80..=83
+        | 85
+        | 97..=99
+        | 101..=103
+        | 105..=107
+        | 109..=111
+        | 113..=115
+        | 117..=119
+        | 121
+        | 123
+        | 125
+        | 127
+        | 129
+        | 131
+        | 133..=144
+        | 146
+        | 148..=152
+        | 173..=175 => write!(
+            f,
+            "{name} is not supported (char, long, float, double or object arrays)"
+        ),
+        _ => write!(f, "invalid opcode {op}"),
+    }
+}
 
 /// Binary integer operations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -396,16 +762,13 @@ struct Code<'a> {
 }
 
 impl Code<'_> {
-    fn u8(&self, at: usize) -> Result<u8, String> {
-        self.b
-            .get(at)
-            .copied()
-            .ok_or_else(|| "instruction runs past the end of the code".into())
+    fn u8(&self, at: usize) -> Result<u8, VerifyErrorKind> {
+        self.b.get(at).copied().ok_or(VerifyErrorKind::Truncated)
     }
-    fn u16(&self, at: usize) -> Result<u16, String> {
+    fn u16(&self, at: usize) -> Result<u16, VerifyErrorKind> {
         Ok(u16::from_be_bytes([self.u8(at)?, self.u8(at + 1)?]))
     }
-    fn i32(&self, at: usize) -> Result<i32, String> {
+    fn i32(&self, at: usize) -> Result<i32, VerifyErrorKind> {
         Ok(i32::from_be_bytes([
             self.u8(at)?,
             self.u8(at + 1)?,
@@ -417,26 +780,24 @@ impl Code<'_> {
 
 /// The method a string constant (text at `utf8`) names: a static `(II)V`
 /// method of the class, the only use of a string in the subset.
-fn method_name(model: &Model<'_>, op: &str, utf8: u16) -> Result<u16, String> {
-    let text = model.cf.utf8_at(utf8, "string").map_err(|r| r.reason)?;
-    let not = format!(
-        "{op} of a string is not supported (only as the name of a static (II)V method \
-         of this class)"
-    );
-    match model.methods.iter().position(|m| m.name == text) {
+fn method_name(model: &Model<'_>, op: &'static str, utf8: u16) -> Result<u16, VerifyErrorKind> {
+    let text = model
+        .cf
+        .utf8_at(utf8, "string")
+        .map_err(|r| VerifyErrorKind::Resolve(r.reason))?;
+    let pos = model.methods.iter().position(|m| m.name == text);
+    match pos {
         Some(i) if model.methods[i].is_static && model.methods[i].descriptor == "(II)V" => {
             Ok(i as u16)
         }
-        Some(i) => Err(format!(
-            "{not}: \"{text}\" names {text}{}{}",
-            model.methods[i].descriptor,
-            if model.methods[i].is_static {
-                ""
-            } else {
-                ", which is not static"
-            }
-        )),
-        None => Err(format!("{not}: \"{text}\" names no method")),
+        _ => Err(VerifyErrorKind::StringConstant {
+            op,
+            text: text.to_string(),
+            names: pos.map(|i| {
+                let m = &model.methods[i];
+                (m.descriptor.clone(), m.is_static)
+            }),
+        }),
     }
 }
 
@@ -451,10 +812,10 @@ pub(crate) fn parse(
     let mut pc = 0usize;
     while pc < code.len() {
         let at = pc;
-        let err = |s: String| (Some(at as u32), s);
+        let err = |k: VerifyErrorKind| VerifyError::at(at as u32, k);
         let op = code[pc];
         let name = opcode_name(op);
-        let rel16 = |o: usize| -> Result<u32, String> {
+        let rel16 = |o: usize| -> Result<u32, VerifyErrorKind> {
             let d = c.u16(o)? as i16 as i64;
             Ok((at as i64 + d) as u32)
         };
@@ -482,9 +843,11 @@ pub(crate) fn parse(
                             crate::classfile::Cp::Class(_) => "a class",
                             _ => "a constant outside the subset",
                         };
-                        return Err(err(format!("{name} of {what} is not supported")));
+                        return Err(err(VerifyErrorKind::Constant { op: name, what }));
                     }
-                    None => return Err(err(format!("{name}: bad constant pool index {idx}"))),
+                    None => {
+                        return Err(err(VerifyErrorKind::ConstantIndex { op: name, idx }));
+                    }
                 }
             }
             21 | 25 | 54 | 58 => {
@@ -576,12 +939,12 @@ pub(crate) fn parse(
                     let low = c.i32(p + 4).map_err(err)?;
                     let high = c.i32(p + 8).map_err(err)?;
                     if high < low {
-                        return Err(err(format!("tableswitch high {high} < low {low}")));
+                        return Err(err(VerifyErrorKind::TableSwitchRange { low, high }));
                     }
                     let n = (high as i64 - low as i64 + 1) as usize;
                     p += 12;
                     if n > (code.len() - p.min(code.len())) / 4 {
-                        return Err(err("tableswitch runs past the end of the code".into()));
+                        return Err(err(VerifyErrorKind::TableSwitchTruncated));
                     }
                     for k in 0..n {
                         sw.keys.push(low.wrapping_add(k as i32));
@@ -592,13 +955,13 @@ pub(crate) fn parse(
                     let n = c.i32(p + 4).map_err(err)?;
                     p += 8;
                     if n < 0 || n as usize > (code.len() - p.min(code.len())) / 8 {
-                        return Err(err(format!("lookupswitch pair count {n} is invalid")));
+                        return Err(err(VerifyErrorKind::LookupSwitchCount(n)));
                     }
                     for k in 0..n as usize {
                         let key = c.i32(p + 8 * k).map_err(err)?;
                         if let Some(&last) = sw.keys.last() {
                             if key <= last {
-                                return Err(err("lookupswitch keys are not sorted".into()));
+                                return Err(err(VerifyErrorKind::LookupSwitchUnsorted));
                             }
                         }
                         sw.keys.push(key);
@@ -614,7 +977,9 @@ pub(crate) fn parse(
             178..=181 => {
                 let idx = c.u16(pc + 1).map_err(err)?;
                 let is_static = op <= 179;
-                let f = model.resolve_field(idx, is_static, name).map_err(err)?;
+                let f = model
+                    .resolve_field(idx, is_static, name)
+                    .map_err(|r| err(VerifyErrorKind::Resolve(r)))?;
                 (
                     match op {
                         178 => Ins::GetStatic(f),
@@ -627,7 +992,9 @@ pub(crate) fn parse(
             }
             182..=184 => {
                 let idx = c.u16(pc + 1).map_err(err)?;
-                let callee = model.resolve_method(idx, name, m).map_err(err)?;
+                let callee = model
+                    .resolve_method(idx, name, m)
+                    .map_err(|r| err(VerifyErrorKind::Resolve(r)))?;
                 (Ins::Invoke(op == 184, callee), 3)
             }
             188 => {
@@ -637,13 +1004,7 @@ pub(crate) fn parse(
                     8 => Elem::Byte,
                     9 => Elem::Short,
                     10 => Elem::Int,
-                    5 => return Err(err("newarray of char is not supported".into())),
-                    6 | 7 | 11 => {
-                        return Err(err(
-                            "newarray of long, float or double is not supported".into()
-                        ))
-                    }
-                    _ => return Err(err(format!("newarray with invalid type code {t}"))),
+                    _ => return Err(err(VerifyErrorKind::NewArrayType(t))),
                 };
                 (Ins::NewArray(e), 2)
             }
@@ -653,7 +1014,7 @@ pub(crate) fn parse(
                 let cname = model
                     .cf
                     .class_name_at(idx, name)
-                    .map_err(|r| err(r.reason))?
+                    .map_err(|r| err(VerifyErrorKind::Resolve(r.reason)))?
                     .to_string();
                 let e = match (op, cname.as_str()) {
                     (192, "[B") => Elem::Byte,
@@ -661,7 +1022,10 @@ pub(crate) fn parse(
                     (192, "[S") => Elem::Short,
                     (192, "[I") => Elem::Int,
                     _ => {
-                        return Err(err(format!("{name} to {cname} is not supported")));
+                        return Err(err(VerifyErrorKind::CheckCastClass {
+                            op: name,
+                            class: cname,
+                        }));
                     }
                 };
                 (Ins::CheckCast(e), 3)
@@ -675,59 +1039,67 @@ pub(crate) fn parse(
                     54 => (Ins::IStore(x), 4),
                     58 => (Ins::AStore(x), 4),
                     132 => (Ins::Inc(x, c.u16(pc + 4).map_err(err)? as i16 as i32), 6),
-                    _ => return Err(err(format!("wide {} is not supported", opcode_name(op2)))),
+                    _ => return Err(err(VerifyErrorKind::Wide(op2))),
                 }
             }
-            187 => {
-                return Err(err(
-                    "new is not supported (only arrays may be allocated)".into()
-                ))
-            }
-            191 => return Err(err("athrow is not supported (no exceptions)".into())),
-            194 | 195 => return Err(err(format!("{name} is not supported (no threads)"))),
-            168 | 169 | 201 => return Err(err(format!("{name} is not supported"))),
-            185 => return Err(err("invokeinterface is not supported".into())),
-            186 => return Err(err("invokedynamic is not supported".into())),
-            189 => {
-                return Err(err(
-                    "anewarray is not supported (arrays of references)".into()
-                ))
-            }
-            197 => return Err(err("multianewarray is not supported".into())),
-            9..=15
-            | 20
-            | 22..=24
-            | 30..=41
-            | 47..=50
-            | 52
-            | 55..=57
-            | 63..=74
-            | 80..=83
-            | 85
-            | 97..=99
-            | 101..=103
-            | 105..=107
-            | 109..=111
-            | 113..=115
-            | 117..=119
-            | 121
-            | 123
-            | 125
-            | 127
-            | 129
-            | 131
-            | 133..=144
-            | 146
-            | 148..=152
-            | 173..=175 => {
-                return Err(err(format!(
-                    "{name} is not supported (char, long, float, double or object arrays)"
-                )))
-            }
-            _ => return Err(err(format!("invalid opcode {op}"))),
+            _ => return Err(err(VerifyErrorKind::Opcode(op))),
         };
         out.push((at as u32, ins));
         pc += len;
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::VerifyErrorKind as K;
+    use super::*;
+
+    #[test]
+    fn kinds_read_as_the_reasons_rejections_give() {
+        let cases: [(K, &str); 9] = [
+            (K::Opcode(195), "monitorexit is not supported (no threads)"),
+            (
+                K::Opcode(34),
+                "fload_0 is not supported (char, long, float, double or object arrays)",
+            ),
+            (K::Opcode(201), "jsr_w is not supported"),
+            (K::Opcode(255), "invalid opcode 255"),
+            (
+                K::NewArrayType(7),
+                "newarray of long, float or double is not supported",
+            ),
+            (K::NewArrayType(3), "newarray with invalid type code 3"),
+            (
+                K::ArrayKind {
+                    op: "arraylength",
+                    want: &[Elem::Byte, Elem::Bool, Elem::Short, Elem::Int],
+                    got: "int",
+                },
+                "arraylength expects byte[] or boolean[] or short[] or int[], found int",
+            ),
+            (
+                K::MethodNameMoved {
+                    op: "dup",
+                    method: "h".into(),
+                },
+                "dup of the method name \"h\": a method name may only be passed to a native",
+            ),
+            (
+                K::ClassBudget(7),
+                "the class exceeds its verification budget (7 work units over all methods)",
+            ),
+        ];
+        for (k, want) in cases {
+            assert_eq!(k.to_string(), want);
+        }
+        assert_eq!(
+            VerifyError::at(4, K::StackUnderflow).to_string(),
+            "at offset 4: operand stack underflow"
+        );
+        assert_eq!(
+            VerifyError::method(K::WorkLimit).to_string(),
+            "method too complex to verify (work limit)"
+        );
+    }
 }

@@ -33,6 +33,15 @@ impl Elem {
             Elem::Int => 4,
         }
     }
+    /// The array type as Java writes it (`byte[]`, ...).
+    pub fn array_name(self) -> &'static str {
+        match self {
+            Elem::Byte => "byte[]",
+            Elem::Bool => "boolean[]",
+            Elem::Short => "short[]",
+            Elem::Int => "int[]",
+        }
+    }
     /// Descriptor of the array type (`[B`, ...).
     pub fn descriptor(self) -> &'static str {
         match self {

@@ -261,14 +261,11 @@ impl<H> Class<H> {
                 offset: None,
                 reason: "no Code attribute".into(),
             })?;
-            let v =
-                verify::verify_within(&model, def, c, &mut work).map_err(|(offset, reason)| {
-                    Rejection {
-                        method: Some(mname.clone()),
-                        offset,
-                        reason,
-                    }
-                })?;
+            let v = verify::verify_within(&model, def, c, &mut work).map_err(|e| Rejection {
+                method: Some(mname.clone()),
+                offset: e.offset,
+                reason: e.kind.to_string(),
+            })?;
             let mc = decode::decode(&model, def, c, &v, &mut used_natives).map_err(|reason| {
                 Rejection {
                     method: Some(mname.clone()),

@@ -33,8 +33,8 @@
 //! make no difference to safety); `final` fields being assigned more than
 //! once.
 
-pub use crate::bytecode::VerifyError;
 use crate::bytecode::{parse, ArrOp, Ins};
+pub use crate::bytecode::{VerifyError, VerifyErrorKind};
 use crate::classfile::CodeInfo;
 use crate::model::{Callee, Elem, JType, MethodDef, Model};
 
@@ -78,12 +78,7 @@ impl VType {
             VType::Null => "null",
             VType::This => "this",
             VType::UninitThis => "uninitialised this",
-            VType::Arr(e) => match e {
-                Elem::Byte => "byte[]",
-                Elem::Bool => "boolean[]",
-                Elem::Short => "short[]",
-                Elem::Int => "int[]",
-            },
+            VType::Arr(e) => e.array_name(),
             VType::MethodName(_) => "a method name",
         }
     }
@@ -155,20 +150,23 @@ struct Ctx<'a> {
     is_init: bool,
 }
 
-fn pop(f: &mut Frame) -> Result<VType, String> {
-    f.stack
-        .pop()
-        .ok_or_else(|| "operand stack underflow".to_string())
+use VerifyErrorKind as K;
+
+fn pop(f: &mut Frame) -> Result<VType, K> {
+    f.stack.pop().ok_or(K::StackUnderflow)
 }
 
-fn pop_int(f: &mut Frame) -> Result<(), String> {
+fn pop_int(f: &mut Frame) -> Result<(), K> {
     match pop(f)? {
         VType::Int => Ok(()),
-        t => Err(format!("expected int on the stack, found {}", t.name())),
+        t => Err(K::TypeMismatch {
+            want: VType::Int.name(),
+            got: t.name(),
+        }),
     }
 }
 
-fn pop_as(f: &mut Frame, want: JType) -> Result<(), String> {
+fn pop_as(f: &mut Frame, want: JType) -> Result<(), K> {
     let t = pop(f)?;
     let ok = match want {
         JType::Array(e) => t == VType::Arr(e) || t == VType::Null,
@@ -177,44 +175,36 @@ fn pop_as(f: &mut Frame, want: JType) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "expected {} on the stack, found {}",
-            VType::of(want).name(),
-            t.name()
-        ))
+        Err(K::TypeMismatch {
+            want: VType::of(want).name(),
+            got: t.name(),
+        })
     }
 }
 
 /// Pop the object reference of a field access or instance call.
-fn pop_this(f: &mut Frame) -> Result<(), String> {
+fn pop_this(f: &mut Frame) -> Result<(), K> {
     match pop(f)? {
         VType::This | VType::Null => Ok(()),
-        VType::UninitThis => Err("this is used before the Object.<init> super call".to_string()),
-        t => Err(format!(
-            "expected the applet instance on the stack, found {}",
-            t.name()
-        )),
+        VType::UninitThis => Err(K::UninitThis),
+        t => Err(K::TypeMismatch {
+            want: "the applet instance",
+            got: t.name(),
+        }),
     }
 }
 
 /// Pop an array reference accepted by `accept`; its static kind (None: null).
-fn pop_arr(f: &mut Frame, accept: &[Elem], what: &str) -> Result<Option<Elem>, String> {
+fn pop_arr(f: &mut Frame, accept: &'static [Elem], what: &'static str) -> Result<Option<Elem>, K> {
     match pop(f)? {
         VType::Null => Ok(None),
         VType::Arr(e) if accept.contains(&e) => Ok(Some(e)),
-        t => Err(format!(
-            "{what} expects {}, found {}",
-            kinds(accept),
-            t.name()
-        )),
+        t => Err(K::ArrayKind {
+            op: what,
+            want: accept,
+            got: t.name(),
+        }),
     }
-}
-
-fn kinds(a: &[Elem]) -> String {
-    a.iter()
-        .map(|e| VType::Arr(*e).name())
-        .collect::<Vec<_>>()
-        .join(" or ")
 }
 
 fn arr_accept(op: ArrOp) -> &'static [Elem] {
@@ -226,53 +216,49 @@ fn arr_accept(op: ArrOp) -> &'static [Elem] {
 }
 
 impl Ctx<'_> {
-    fn push(&self, f: &mut Frame, t: VType) -> Result<(), String> {
+    fn push(&self, f: &mut Frame, t: VType) -> Result<(), K> {
         if f.stack.len() >= self.max_stack {
-            return Err(format!(
-                "operand stack overflow (max_stack {})",
-                self.max_stack
-            ));
+            return Err(K::StackOverflow(self.max_stack));
         }
         f.stack.push(t);
         Ok(())
     }
 
-    fn local(&self, f: &Frame, x: u16) -> Result<VType, String> {
-        f.locals
-            .get(x as usize)
-            .copied()
-            .ok_or_else(|| format!("local {x} is outside max_locals {}", f.locals.len()))
+    fn local(&self, f: &Frame, x: u16) -> Result<VType, K> {
+        f.locals.get(x as usize).copied().ok_or(K::LocalOutside {
+            local: x,
+            max_locals: f.locals.len(),
+        })
     }
 
-    fn set_local(&self, f: &mut Frame, x: u16, t: VType) -> Result<(), String> {
+    fn set_local(&self, f: &mut Frame, x: u16, t: VType) -> Result<(), K> {
         let n = f.locals.len();
-        let l = f
-            .locals
-            .get_mut(x as usize)
-            .ok_or_else(|| format!("local {x} is outside max_locals {n}"))?;
+        let l = f.locals.get_mut(x as usize).ok_or(K::LocalOutside {
+            local: x,
+            max_locals: n,
+        })?;
         *l = t;
         Ok(())
     }
 
     /// A method name moved by a stack instruction: refused (a method name
     /// is only ever the argument of a native, where `ldc` pushed it).
-    fn no_names(&self, f: &Frame, n: usize, ins: &Ins) -> Result<(), String> {
+    fn no_names(&self, f: &Frame, n: usize, ins: &Ins) -> Result<(), K> {
         let top = f.stack.len().saturating_sub(n);
         match f.stack[top..].iter().find_map(|t| match t {
             VType::MethodName(i) => Some(*i),
             _ => None,
         }) {
-            Some(i) => Err(format!(
-                "{} of the method name \"{}\": a method name may only be passed to a native",
-                stack_op_name(ins),
-                self.model.methods[i as usize].name
-            )),
+            Some(i) => Err(K::MethodNameMoved {
+                op: stack_op_name(ins),
+                method: self.model.methods[i as usize].name.clone(),
+            }),
             None => Ok(()),
         }
     }
 
     /// Apply one instruction to `f`; extra info (array kind) is returned.
-    fn step(&self, f: &mut Frame, ins: &Ins) -> Result<(Flow, Option<Elem>), String> {
+    fn step(&self, f: &mut Frame, ins: &Ins) -> Result<(Flow, Option<Elem>), K> {
         let moved = match ins {
             Ins::Pop | Ins::Dup => 1,
             Ins::Pop2 | Ins::DupX1 | Ins::Dup2 | Ins::Swap => 2,
@@ -301,7 +287,11 @@ impl Ctx<'_> {
             Ins::ILoad(x) => {
                 let t = self.local(f, *x)?;
                 if t != VType::Int {
-                    return Err(format!("iload of local {x}, which holds {}", t.name()));
+                    return Err(K::LocalType {
+                        op: "iload",
+                        local: *x,
+                        holds: t.name(),
+                    });
                 }
                 self.push(f, t)?;
                 Flow::Next
@@ -309,7 +299,11 @@ impl Ctx<'_> {
             Ins::ALoad(x) => {
                 let t = self.local(f, *x)?;
                 if !t.is_ref() {
-                    return Err(format!("aload of local {x}, which holds {}", t.name()));
+                    return Err(K::LocalType {
+                        op: "aload",
+                        local: *x,
+                        holds: t.name(),
+                    });
                 }
                 self.push(f, t)?;
                 Flow::Next
@@ -322,7 +316,10 @@ impl Ctx<'_> {
             Ins::AStore(x) => {
                 let t = pop(f)?;
                 if !t.is_ref() {
-                    return Err(format!("astore of {}", t.name()));
+                    return Err(K::NotReference {
+                        op: "astore of",
+                        got: t.name(),
+                    });
                 }
                 self.set_local(f, *x, t)?;
                 Flow::Next
@@ -428,7 +425,11 @@ impl Ctx<'_> {
             Ins::Inc(x, _) => {
                 let t = self.local(f, *x)?;
                 if t != VType::Int {
-                    return Err(format!("iinc of local {x}, which holds {}", t.name()));
+                    return Err(K::LocalType {
+                        op: "iinc",
+                        local: *x,
+                        holds: t.name(),
+                    });
                 }
                 Flow::Next
             }
@@ -445,7 +446,10 @@ impl Ctx<'_> {
                 for _ in 0..2 {
                     let a = pop(f)?;
                     if !a.is_ref() || a == VType::UninitThis {
-                        return Err(format!("if_acmp on {}", a.name()));
+                        return Err(K::NotReference {
+                            op: "if_acmp on",
+                            got: a.name(),
+                        });
                     }
                 }
                 Flow::Branch(*t)
@@ -453,7 +457,10 @@ impl Ctx<'_> {
             Ins::IfNull(_, t) => {
                 let a = pop(f)?;
                 if !a.is_ref() || a == VType::UninitThis {
-                    return Err(format!("ifnull on {}", a.name()));
+                    return Err(K::NotReference {
+                        op: "ifnull on",
+                        got: a.name(),
+                    });
                 }
                 Flow::Branch(*t)
             }
@@ -467,15 +474,10 @@ impl Ctx<'_> {
                     (Ins::Return, None) => {}
                     (Ins::IReturn, Some(t)) if !t.is_array() => pop_int(f)?,
                     (Ins::AReturn, Some(t)) if t.is_array() => pop_as(f, t)?,
-                    _ => {
-                        return Err(format!(
-                            "return instruction does not match the return type of {}",
-                            self.m.descriptor
-                        ))
-                    }
+                    _ => return Err(K::ReturnType(self.m.descriptor.clone())),
                 }
                 if self.is_init && !f.init {
-                    return Err("<init> returns without calling Object.<init>".into());
+                    return Err(K::InitMissing);
                 }
                 Flow::Stop
             }
@@ -501,9 +503,7 @@ impl Ctx<'_> {
             }
             Ins::Invoke(_, Callee::ObjectInit) => {
                 if pop(f)? != VType::UninitThis || f.init {
-                    return Err(
-                        "Object.<init> must be called once, on the uninitialised this".into(),
-                    );
+                    return Err(K::InitCall);
                 }
                 f.init = true;
                 for t in f.locals.iter_mut().chain(f.stack.iter_mut()) {
@@ -522,8 +522,13 @@ impl Ctx<'_> {
                     }
                     Callee::Native(i) => {
                         let e = &self.model.natives[*i];
-                        let (s, n) = crate::model::parse_native_descriptor(&e.3)
-                            .map_err(|r| format!("native {}.{}{}: {r}", e.1, e.2, e.3))?;
+                        let (s, n) =
+                            crate::model::parse_native_descriptor(&e.3).map_err(|reason| {
+                                K::NativeDescriptor {
+                                    native: format!("{}.{}{}", e.1, e.2, e.3),
+                                    reason,
+                                }
+                            })?;
                         names = n;
                         (s, true)
                     }
@@ -534,12 +539,10 @@ impl Ctx<'_> {
                         match pop(f)? {
                             VType::MethodName(_) => {}
                             t => {
-                                return Err(format!(
-                                    "argument {} of a native expects a method name (a string \
-                                     literal), found {}",
-                                    k + 1,
-                                    t.name()
-                                ))
+                                return Err(K::NotMethodName {
+                                    arg: k + 1,
+                                    got: t.name(),
+                                })
                             }
                         }
                     } else {
@@ -562,11 +565,10 @@ impl Ctx<'_> {
             Ins::CheckCast(e) => {
                 let t = pop(f)?;
                 if t != VType::Arr(*e) && t != VType::Null {
-                    return Err(format!(
-                        "checkcast to {} of {} is not supported",
-                        e.descriptor(),
-                        t.name()
-                    ));
+                    return Err(K::CheckCast {
+                        to: e.descriptor(),
+                        got: t.name(),
+                    });
                 }
                 self.push(f, t)?;
                 Flow::Next
@@ -602,20 +604,16 @@ fn unreachable_init() -> (crate::model::Sig, bool) {
 }
 
 /// Merge `from` into the state at a leader; returns whether it changed.
-fn merge(into: &mut Option<Frame>, from: &Frame) -> Result<bool, String> {
+fn merge(into: &mut Option<Frame>, from: &Frame) -> Result<bool, K> {
     let Some(cur) = into else {
         *into = Some(from.clone());
         return Ok(true);
     };
     if cur.stack.len() != from.stack.len() {
-        return Err(format!(
-            "stack height differs where paths merge ({} vs {})",
-            cur.stack.len(),
-            from.stack.len()
-        ));
+        return Err(K::MergeHeight(cur.stack.len(), from.stack.len()));
     }
     if cur.init != from.init {
-        return Err("paths merge with and without the Object.<init> call".into());
+        return Err(K::MergeInit);
     }
     let mut changed = false;
     for (a, b) in cur.stack.iter_mut().zip(&from.stack) {
@@ -623,13 +621,7 @@ fn merge(into: &mut Option<Frame>, from: &Frame) -> Result<bool, String> {
             (x, y) if x == y => x,
             (VType::Null, y) if y.is_ref() && y != VType::UninitThis => y,
             (x, VType::Null) if x.is_ref() && x != VType::UninitThis => x,
-            (x, y) => {
-                return Err(format!(
-                    "stack types differ where paths merge ({} vs {})",
-                    x.name(),
-                    y.name()
-                ))
-            }
+            (x, y) => return Err(K::MergeTypes(x.name(), y.name())),
         };
         if m != *a {
             *a = m;
@@ -668,16 +660,16 @@ pub fn verify_within(
     budget: &mut u64,
 ) -> Result<Verified, VerifyError> {
     if code.exception_table_len != 0 {
-        return Err((None, "exception handlers are not supported".into()));
+        return Err(VerifyError::method(K::ExceptionHandlers));
     }
     let max_locals = code.max_locals as usize;
     let max_stack = code.max_stack as usize;
     // Frame = locals + stack + 4 scratch slots, addressed with u16.
     if max_locals + max_stack + 4 > u16::MAX as usize {
-        return Err((
-            None,
-            format!("max_locals {max_locals} + max_stack {max_stack} is too large"),
-        ));
+        return Err(VerifyError::method(K::FrameTooLarge {
+            max_locals,
+            max_stack,
+        }));
     }
     let parsed = parse(model, m, &code.code)?;
     // Map byte offsets to instruction indices.
@@ -688,14 +680,8 @@ pub fn verify_within(
     let fix = |at: u32, t: u32| -> Result<u32, VerifyError> {
         match index_of.get(t as usize) {
             Some(&i) if i != u32::MAX => Ok(i),
-            Some(_) => Err((
-                Some(at),
-                format!("branch target {t} is not the start of an instruction"),
-            )),
-            None => Err((
-                Some(at),
-                format!("branch target {} is outside the code", t as i32),
-            )),
+            Some(_) => Err(VerifyError::at(at, K::BranchInside(t))),
+            None => Err(VerifyError::at(at, K::BranchOutside(t as i32))),
         }
     };
     let mut insns = Vec::with_capacity(parsed.len());
@@ -737,10 +723,7 @@ pub fn verify_within(
     }
     let nleaders = leader.iter().filter(|l| **l).count();
     if nleaders.saturating_mul(max_locals + max_stack + 1) > MAX_STATE_SLOTS {
-        return Err((
-            None,
-            "method too complex to verify (blocks × frame size)".into(),
-        ));
+        return Err(VerifyError::method(K::TooManyBlocks));
     }
     // Initial frame.
     let mut locals = vec![VType::Top; max_locals];
@@ -755,10 +738,7 @@ pub fn verify_within(
     }
     args.extend(m.sig.params.iter().map(|p| VType::of(*p)));
     if args.len() > max_locals {
-        return Err((
-            None,
-            format!("arguments do not fit in max_locals {max_locals}"),
-        ));
+        return Err(VerifyError::method(K::ArgumentsTooMany(max_locals)));
     }
     for (n, a) in args.into_iter().enumerate() {
         locals[n] = a;
@@ -783,17 +763,11 @@ pub fn verify_within(
     let mut effort: u64 = code.code.len() as u64 + frame_slots;
     let limit = MAX_WORK.min(*budget);
     let over = |effort: u64| -> VerifyError {
-        if effort > MAX_WORK {
-            (None, "method too complex to verify (work limit)".into())
+        VerifyError::method(if effort > MAX_WORK {
+            K::WorkLimit
         } else {
-            (
-                None,
-                format!(
-                    "the class exceeds its verification budget \
-                     ({MAX_CLASS_WORK} work units over all methods)"
-                ),
-            )
-        }
+            K::ClassBudget(MAX_CLASS_WORK)
+        })
     };
     while let Some(start) = work.pop() {
         on_work[start] = false;
@@ -813,7 +787,9 @@ pub fn verify_within(
             let at = insns[i].offset;
             insns[i].reachable = true;
             insns[i].height = f.stack.len() as u16;
-            let (flow, arr) = ctx.step(&mut f, &insns[i].ins).map_err(|e| (Some(at), e))?;
+            let (flow, arr) = ctx
+                .step(&mut f, &insns[i].ins)
+                .map_err(|e| VerifyError::at(at, e))?;
             insns[i].arr = arr;
             let mut targets: Vec<u32> = Vec::new();
             let mut next = false;
@@ -838,7 +814,8 @@ pub fn verify_within(
                     return Err(over(effort));
                 }
                 let t = t as usize;
-                if merge(&mut states[t], &f).map_err(|e| (Some(insns[t].offset), e))? && !on_work[t]
+                if merge(&mut states[t], &f).map_err(|e| VerifyError::at(insns[t].offset, e))?
+                    && !on_work[t]
                 {
                     on_work[t] = true;
                     work.push(t);
@@ -849,10 +826,11 @@ pub fn verify_within(
             }
             i += 1;
             if i >= insns.len() {
-                return Err((Some(at), "execution falls off the end of the code".into()));
+                return Err(VerifyError::at(at, K::FallsOffEnd));
             }
             if insns[i].leader {
-                if merge(&mut states[i], &f).map_err(|e| (Some(insns[i].offset), e))? && !on_work[i]
+                if merge(&mut states[i], &f).map_err(|e| VerifyError::at(insns[i].offset, e))?
+                    && !on_work[i]
                 {
                     on_work[i] = true;
                     work.push(i);
