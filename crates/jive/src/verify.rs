@@ -1,7 +1,7 @@
 //! Stage 3: the type-inference verifier (the dataflow pass).
 //!
 //! Every method's bytecode is first split into instructions by the
-//! parser (`bytecode.rs`), which checks each against the JIVE subset and
+//! parser (`bytecode`), which checks each against the JIVE subset and
 //! resolves its constant-pool operands
 //! against the class (`Model`, see `subset`). Then a dataflow pass infers
 //! the type of every local and stack slot at every instruction, as the JVM
