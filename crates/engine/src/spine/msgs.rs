@@ -45,6 +45,50 @@ fn split(h: u32) -> (usize, u16) {
     ((h & INDEX_MASK) as usize, (h >> INDEX_BITS) as u16)
 }
 
+/// The bytes a message's arguments are copied from: a host's or the
+/// wire's bytes, or a handler's Java `byte[]` (the same bits as `i8`),
+/// copied straight into the message's slot.
+pub(crate) trait ArgBytes {
+    fn len(&self) -> usize;
+    /// Copy into `dst`, which is exactly `self.len()` long.
+    fn copy_into(&self, dst: &mut [u8]);
+}
+
+impl ArgBytes for [u8] {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        <[u8]>::len(self)
+    }
+    #[inline(always)]
+    fn copy_into(&self, dst: &mut [u8]) {
+        dst.copy_from_slice(self);
+    }
+}
+
+impl<const N: usize> ArgBytes for [u8; N] {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        N
+    }
+    #[inline(always)]
+    fn copy_into(&self, dst: &mut [u8]) {
+        dst.copy_from_slice(self);
+    }
+}
+
+impl ArgBytes for [i8] {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        <[i8]>::len(self)
+    }
+    #[inline(always)]
+    fn copy_into(&self, dst: &mut [u8]) {
+        for (d, s) in dst.iter_mut().zip(self) {
+            *d = *s as u8;
+        }
+    }
+}
+
 /// A message: its header, its arguments, and its bulk buffer's handle
 /// (when the header says [`AM_BULK`]; the message holds one reference).
 #[derive(Clone, Copy)]
@@ -98,11 +142,11 @@ impl MsgPool {
     /// [`MsgPool::alloc`], charged to extension slot `owner` (if not
     /// [`NO_OWNER`]) until it is freed.
     #[inline]
-    pub(crate) fn alloc_charged(
+    pub(crate) fn alloc_charged<A: ArgBytes + ?Sized>(
         &mut self,
         owner: u32,
         hdr: AmHeader,
-        args: &[u8],
+        args: &A,
         bulk: Option<u32>,
     ) -> Option<u32> {
         self.alloc_for(owner, hdr, args, bulk)
@@ -118,7 +162,12 @@ impl MsgPool {
     /// `None` when the pool is full or the arguments are too long, and
     /// then the reference stays the caller's.
     #[inline]
-    pub(crate) fn alloc(&mut self, hdr: AmHeader, args: &[u8], bulk: Option<u32>) -> Option<u32> {
+    pub(crate) fn alloc<A: ArgBytes + ?Sized>(
+        &mut self,
+        hdr: AmHeader,
+        args: &A,
+        bulk: Option<u32>,
+    ) -> Option<u32> {
         self.alloc_for(NO_OWNER, hdr, args, bulk)
     }
 
@@ -126,11 +175,11 @@ impl MsgPool {
     /// its callers build field by field in memory is read back whole, and
     /// the store forwarding fails (about 8 ns a message).
     #[inline(always)]
-    fn alloc_for(
+    fn alloc_for<A: ArgBytes + ?Sized>(
         &mut self,
         owner: u32,
         mut hdr: AmHeader,
-        args: &[u8],
+        args: &A,
         bulk: Option<u32>,
     ) -> Option<u32> {
         if args.len() > AM_ARGS_MAX {
@@ -171,7 +220,7 @@ impl MsgPool {
         s.live = true;
         s.owner = owner;
         s.msg.hdr = hdr;
-        s.msg.args[..args.len()].copy_from_slice(args);
+        args.copy_into(&mut s.msg.args[..args.len()]);
         s.msg.bulk = bulk;
         Some(handle(idx, s.gen))
     }

@@ -219,22 +219,21 @@ fn release(rt: &mut Rt, _: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
     Ok(0)
 }
 
-/// The arguments of a send, copied out of the array (at most 240 bytes).
+/// Where the arguments of a send are in the array (at most 240 bytes),
+/// charged; `None` if they are too long. The message copies them straight
+/// from the array.
 fn send_args(
-    cx: &NativeCtx<'_>,
+    cx: &mut NativeCtx<'_>,
     arr: i32,
     off: i32,
     len: i32,
-) -> Result<Option<[u8; AM_ARGS_MAX]>, Box<Fault>> {
+) -> Result<Option<(usize, usize)>, Box<Fault>> {
     let (off, len) = range(cx, arr, off, len)?;
     if len > AM_ARGS_MAX {
         return Ok(None);
     }
-    let mut args = [0u8; AM_ARGS_MAX];
-    for (d, s) in args.iter_mut().zip(&cx.bytes(arr)?[off..off + len]) {
-        *d = *s as u8;
-    }
-    Ok(Some(args))
+    copy_charge(cx, len)?;
+    Ok(Some((off, off + len)))
 }
 
 fn handler_number(h: i32) -> Option<u16> {
@@ -242,28 +241,27 @@ fn handler_number(h: i32) -> Option<u16> {
 }
 
 fn send(rt: &mut Rt, cx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
-    let Some(args) = send_args(cx, a[2], a[3], a[4])? else {
+    let Some((from, to)) = send_args(cx, a[2], a[3], a[4])? else {
         return Ok(E_LIMIT);
     };
-    copy_charge(cx, a[4] as usize)?;
     let Some(h) = handler_number(a[1]) else {
         return Ok(crate::spine::rt::E_BAD_DEST);
     };
-    Ok(rt.send(a[0] as u32, h, &args[..a[4] as usize], None))
+    Ok(rt.send(a[0] as u32, h, &cx.bytes(a[2])?[from..to], None))
 }
 
 fn send_bulk(rt: &mut Rt, cx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
     let b = held(rt, a[5])?;
-    let Some(args) = send_args(cx, a[2], a[3], a[4])? else {
+    let Some((from, to)) = send_args(cx, a[2], a[3], a[4])? else {
         return Ok(E_LIMIT);
     };
-    copy_charge(cx, a[4] as usize)?;
     let Some(h) = handler_number(a[1]) else {
         return Ok(crate::spine::rt::E_BAD_DEST);
     };
+    let args = &cx.bytes(a[2])?[from..to];
     // The new message holds its own reference.
     rt.bufs.retain(b);
-    Ok(rt.send(a[0] as u32, h, &args[..a[4] as usize], Some(b)))
+    Ok(rt.send(a[0] as u32, h, args, Some(b)))
 }
 
 fn reply(rt: &mut Rt, cx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {

@@ -15,7 +15,7 @@ use unet_abi::spine::{
 use crate::config::EngineConfig;
 use crate::spine::events::{DropReason, Event, EventKind, EventQueue};
 use crate::spine::exports::Exports;
-use crate::spine::msgs::{BufPool, KeepSet, MsgPool, EXT_MSGS_MAX, NO_OWNER};
+use crate::spine::msgs::{ArgBytes, BufPool, KeepSet, MsgPool, EXT_MSGS_MAX, NO_OWNER};
 use crate::spine::peers::Peers;
 use crate::spine::timers::Timers;
 use crate::spine::wire::WireDests;
@@ -223,7 +223,13 @@ impl Rt {
     /// `args`, holding `bulk` (a reference the caller took for it), to
     /// `dest` (`(kind << 24) | id`). 0, or an error code; on an error the
     /// reference on `bulk` is given back.
-    pub(crate) fn send(&mut self, dest: u32, handler: u16, args: &[u8], bulk: Option<u32>) -> i32 {
+    pub(crate) fn send<A: ArgBytes + ?Sized>(
+        &mut self,
+        dest: u32,
+        handler: u16,
+        args: &A,
+        bulk: Option<u32>,
+    ) -> i32 {
         let kind = dest >> 24;
         let id = dest & 0x00FF_FFFF;
         let give_back = |rt: &mut Rt| {

@@ -217,3 +217,23 @@ fn no_sequence_of_sends_keeps_releases_and_terminations_leaks() {
         assert_eq!(bufs.live(), 0, "seed {seed}: a buffer leaked");
     }
 }
+
+/// A handler's `byte[]` (Java's signed bytes) becomes the message's
+/// arguments bit for bit, as a host's bytes do; too long is refused.
+#[test]
+fn arguments_come_from_bytes_or_a_java_byte_array_bit_for_bit() {
+    let mut p = MsgPool::new(4);
+    let java: [i8; 4] = [-1, 0, 127, -128];
+    let a = p.alloc(hdr(70), &java[..], None).unwrap();
+    let b = p
+        .alloc(hdr(70), &[0xFFu8, 0, 0x7F, 0x80][..], None)
+        .unwrap();
+    let c = p.alloc(hdr(70), b"xy", None).unwrap();
+    assert_eq!(p.get(a).unwrap().args(), [0xFF, 0, 0x7F, 0x80]);
+    assert_eq!(p.get(a).unwrap().args(), p.get(b).unwrap().args());
+    assert_eq!(p.get(a).unwrap().hdr.args_len, 4);
+    assert_eq!(p.get(c).unwrap().args(), b"xy");
+    let long = [1i8; AM_ARGS_MAX + 1];
+    assert_eq!(p.alloc(hdr(70), &long[..], None), None);
+    assert_eq!(p.live(), 3);
+}
