@@ -36,7 +36,7 @@ fn quick_json_run_reports_every_benchmark_on_every_runtime() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("`{l}`: {e}")))
         .collect();
-    assert_eq!(rows.len(), NAMES.len() + 3, "{stdout}");
+    assert_eq!(rows.len(), NAMES.len() + 4, "{stdout}");
     for (row, name) in rows.iter().zip(NAMES) {
         assert_eq!(row["bench"], "jive");
         assert_eq!(row["name"], name);
@@ -80,12 +80,19 @@ fn quick_json_run_reports_every_benchmark_on_every_runtime() {
     let of = jit["of"].as_u64().unwrap_or_else(|| panic!("{jit}"));
     assert!((3..=12).contains(&of), "{jit}");
     assert!(jit["jive"].as_f64().is_some_and(|g| g > 0.0), "{jit}");
-    let host = &rows[NAMES.len() + 2];
-    assert_eq!(host["name"], "host-to-applet call");
-    assert!(
-        host["jive"]
+    // The host's call, prepared and checked, each beside the same
+    // run's indirect call of a Rust function.
+    for (i, name) in ["host-to-applet call", "host-to-applet call, checked"]
+        .iter()
+        .enumerate()
+    {
+        let host = &rows[NAMES.len() + 2 + i];
+        assert_eq!(host["name"], *name);
+        let ns = host["jive"].as_f64().unwrap_or_else(|| panic!("{host}"));
+        let floor = host["baseline_ns"]
             .as_f64()
-            .is_some_and(|ns| ns > 0.0 && ns < 100_000.0),
-        "{host}"
-    );
+            .unwrap_or_else(|| panic!("{host}"));
+        assert!(ns > 0.0 && ns < 100_000.0, "{host}");
+        assert!(floor > 0.0 && floor < ns, "{host}");
+    }
 }

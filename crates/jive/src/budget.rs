@@ -76,6 +76,13 @@ pub(crate) struct Budget<H> {
     timed: Timed,
 }
 
+impl<H> Clone for Budget<H> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<H> Copy for Budget<H> {}
+
 /// Whether an invocation is under the VM's [`Clock`] (see [`Budget`]).
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Timed {

@@ -228,7 +228,7 @@ impl Ext {
     /// is set up around it). True if it returned; false if it was
     /// terminated (counted on the handler; what it kept this invocation
     /// is given back).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn invoke(&mut self, rt: &mut Rt, e: HandlerEntry, msg: u32) -> bool {
         if self.compiling.is_some() {
             self.poll_compiled();

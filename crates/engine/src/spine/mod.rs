@@ -229,7 +229,7 @@ impl SpinePart {
     }
 
     /// Run the handler of message `msg`.
-    #[inline]
+    #[inline(always)]
     fn invoke(&mut self, msg: u32) {
         let rt = &mut self.rt;
         let entry = rt
@@ -356,7 +356,13 @@ impl SpinePart {
             let Some(ev) = self.rt.queue.pop() else {
                 break;
             };
-            self.run(ev, eps);
+            // A handler's invocation, the common event, runs here rather
+            // than through `run`'s dispatch (one call less per event).
+            if ev.kind == EventKind::Handler {
+                self.invoke(ev.msg);
+            } else {
+                self.run(ev, eps);
+            }
         }
         work + n
     }

@@ -235,6 +235,7 @@ impl MsgPool {
 
     /// Free message `h`, dropping its reference to its bulk buffer. False
     /// if `h` names no live message.
+    #[inline]
     pub(crate) fn free(&mut self, h: u32, bufs: &mut BufPool) -> bool {
         let (i, g) = split(h);
         let Some(s) = self.slots.get_mut(i) else {

@@ -27,6 +27,12 @@ pub(super) struct State {
     pub(super) array_fields: Vec<usize>,
     pub(super) pinned: Vec<i32>,
     pub(super) last_fuel: u64,
+    /// The last invocation ran compiled code within its first part
+    /// (`Vm::invoke_prepared`'s short path): the fuel it used is not in
+    /// `last_fuel` but left in the compiled code's context, and computed
+    /// when asked (`Vm::last_fuel_used`) or before anything changes the
+    /// context's plan (`Vm::settle_fuel`).
+    pub(super) fuel_in_jit: bool,
     pub(super) site: Option<(u32, u32)>,
     pub(super) fault: Option<Fault>,
     /// The host's window: address and length (0, 0 when none is set; see
@@ -559,6 +565,8 @@ pub(super) fn run<H>(
 
 /// [`run`] for a method compiled to machine code: the same entry charge
 /// and checkpoint split, the same bookkeeping of fuel and faults after.
+/// The arguments are in the slot array (`args` None) or in `args`,
+/// exactly the method's argument count.
 #[cfg(feature = "jit")]
 #[allow(clippy::too_many_arguments)]
 pub(super) fn run_compiled<H>(
@@ -568,81 +576,84 @@ pub(super) fn run_compiled<H>(
     host: &mut H,
     m: usize,
     checkpoint: Option<Checkpoint<H>>,
-    jit: &crate::jit::Compiled<H>,
-    entry: *const u8,
+    jit: &mut crate::jit::Compiled<H>,
+    code: crate::jit::Code,
     args: Option<&[i32]>,
 ) -> Option<i32> {
-    let mut budget = Budget::new(limits, checkpoint, &st.clock);
-    let fuel = entry_fuel(cls, host, m, &mut budget, &mut st.clock);
+    st.fuel_in_jit = false;
+    let mut fuel = jit.plan().first - cls.code[m].ops.len() as i64;
     if fuel < 0 {
-        st.last_fuel = limits
-            .fuel
-            .saturating_sub((fuel + budget.reserve).max(0) as u64);
-        st.site = Some((m as u32, 0));
-        st.fault = Some(Fault::OutOfFuel);
-        return None;
+        // The first part does not cover the entry (see `entry_fuel`).
+        fuel = refill(fuel, jit.draw(), &mut st.clock, host).0;
+        if fuel < 0 {
+            st.last_fuel = limits
+                .fuel
+                .saturating_sub((fuel + jit.draw().reserve).max(0) as u64);
+            st.site = Some((m as u32, 0));
+            st.fault = Some(Fault::OutOfFuel);
+            jit.replan(limits, checkpoint, &st.clock);
+            return None;
+        }
     }
-    let r = enter_compiled(cls, st, limits, host, jit, entry, (fuel, &mut budget), args);
-    (r != crate::jit::FAULT).then_some(r as i32)
-}
-
-/// Run the compiled `entry` with the budget `(fuel, rest)` left
-/// after the entry charge, and record the fuel used and any fault as the
-/// interpreter does. The arguments are in the slot array (`args` None) or,
-/// for a prepared call, in `args`, exactly the method's argument count.
-/// Returns the result, or [`crate::jit::FAULT`] with the fault recorded.
-#[cfg(feature = "jit")]
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-pub(super) fn enter_compiled<H>(
-    cls: &ClassInner<H>,
-    st: &mut State,
-    limits: &Limits,
-    host: &mut H,
-    jit: &crate::jit::Compiled<H>,
-    entry: *const u8,
-    (fuel, budget): (i64, &mut Budget<H>),
-    args: Option<&[i32]>,
-) -> i64 {
     let State {
         stack,
         heap,
-        fields,
-        window,
         machine_stack,
         clock,
         ..
     } = st;
-    let mut env = crate::jit::Env {
-        cls,
+    let io = crate::jit::Io {
         heap,
         host,
-        budget,
         clock,
-        fault: None,
-        site: (0, 0),
-        window: *window,
+        machine_stack: *machine_stack,
     };
-    let max_depth = limits.max_depth.max(1) as i64;
-    let args = args.unwrap_or(stack);
-    let (r, left) = jit.run(
-        entry,
-        fuel,
-        fields,
-        max_depth,
-        *machine_stack,
-        &mut env,
-        args,
-    );
-    let left = (left + env.budget.reserve).max(0) as u64;
-    if r == crate::jit::FAULT {
-        let (f, site) = (env.fault.take(), env.site);
-        st.last_fuel = limits.fuel.saturating_sub(left);
-        compiled_fault(cls, st, f, site);
-        return crate::jit::FAULT;
+    let r = jit.enter(code, fuel, io, args.unwrap_or(stack));
+    let r = settle(cls, st, limits, checkpoint, jit, r, false);
+    (r != crate::jit::FAULT).then_some(r as i32)
+}
+
+/// After compiled code returned `r` (a result or
+/// [`crate::jit::FAULT`]): record the fuel used (`lazy`: unless the
+/// invocation stayed within its first part; see `State::fuel_in_jit`)
+/// and any fault as the interpreter does, and replan if the invocation
+/// drew its budget.
+#[cfg(feature = "jit")]
+#[inline(always)]
+pub(super) fn settle<H>(
+    cls: &ClassInner<H>,
+    st: &mut State,
+    limits: &Limits,
+    checkpoint: Option<Checkpoint<H>>,
+    jit: &mut crate::jit::Compiled<H>,
+    r: i64,
+    lazy: bool,
+) -> i64 {
+    let drawn = jit.drawn();
+    st.fuel_in_jit = lazy && !drawn;
+    if !st.fuel_in_jit {
+        st.last_fuel = limits.fuel.saturating_sub(jit.left().max(0) as u64);
     }
-    st.last_fuel = limits.fuel.saturating_sub(left);
+    if drawn {
+        replan(st, limits, checkpoint, jit);
+    }
+    if r == crate::jit::FAULT {
+        let (f, site) = jit.take_fault();
+        compiled_fault(cls, st, f, site);
+    }
     r
+}
+
+#[cfg(feature = "jit")]
+#[cold]
+#[inline(never)]
+fn replan<H>(
+    st: &State,
+    limits: &Limits,
+    checkpoint: Option<Checkpoint<H>>,
+    jit: &mut crate::jit::Compiled<H>,
+) {
+    jit.replan(limits, checkpoint, &st.clock);
 }
 
 /// Record a fault of compiled code (its site as the interpreter gives it).

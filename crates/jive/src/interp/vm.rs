@@ -2,11 +2,9 @@
 //! its methods, compiling them, limits and checkpoints, the host's window,
 //! and access to fields and arrays.
 
-#[cfg(feature = "jit")]
-use super::run::{enter_compiled, run_compiled};
 use super::run::{finish, run, State};
 #[cfg(feature = "jit")]
-use crate::budget::Budget;
+use super::run::{run_compiled, settle};
 use crate::budget::{Checkpoint, Clock, Pace};
 use crate::fault::Fault;
 use crate::heap::{ArrayData, ArrayRef, Heap, THIS};
@@ -55,6 +53,35 @@ impl<H> std::fmt::Debug for Vm<H> {
     }
 }
 
+/// [`Vm::enter_static`] when the first part of the budget does not cover
+/// the entry's charge.
+#[cfg(feature = "jit")]
+#[cold]
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn entry_uncovered<H>(
+    cls: &crate::subset::ClassInner<H>,
+    st: &mut State,
+    limits: &Limits,
+    host: &mut H,
+    m: usize,
+    checkpoint: Option<Checkpoint<H>>,
+    j: &mut crate::jit::Compiled<H>,
+    code: crate::jit::Code,
+    args: &[i32],
+) -> Result<i32, Fault> {
+    let out = run_compiled(cls, st, limits, host, m, checkpoint, j, code, Some(args));
+    finish(cls, st, m, out)
+}
+
+/// The arguments of an invocation of compiled code: `N` values to pass
+/// in registers, or the method's argument slots where they are.
+#[cfg(feature = "jit")]
+enum Args<'a, const N: usize> {
+    Regs([i32; N]),
+    Slots(&'a [i32]),
+}
+
 /// A method checked by [`Vm::prepare`] for calls with `N` `int` arguments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Prepared<const N: usize> {
@@ -88,6 +115,7 @@ impl<H> Vm<H> {
                 .collect(),
             pinned: Vec::new(),
             last_fuel: 0,
+            fuel_in_jit: false,
             site: None,
             fault: None,
             window: (0, 0),
@@ -134,9 +162,18 @@ impl<H> Vm<H> {
         } = self;
         let cls = &*class.inner;
         st.site = None;
+        st.fuel_in_jit = false;
         #[cfg(feature = "jit")]
-        let out = match jit.as_ref().and_then(|j| Some((j, j.entry(m)?))) {
-            Some((j, entry)) => run_compiled(cls, st, limits, host, m, *checkpoint, j, entry, None),
+        let out = match jit.as_mut() {
+            Some(j) => match j.entry(m) {
+                Some(entry) => run_compiled(cls, st, limits, host, m, *checkpoint, j, entry, None),
+                None => {
+                    let out = run(cls, st, limits, host, m, *checkpoint);
+                    // The invocation may have changed the pace.
+                    j.replan(limits, *checkpoint, &st.clock);
+                    out
+                }
+            },
             None => run(cls, st, limits, host, m, *checkpoint),
         };
         #[cfg(not(feature = "jit"))]
@@ -180,7 +217,7 @@ impl<H> Vm<H> {
     /// result, fuel use, fault and fault site, without the per-call checks;
     /// a compiled static method is entered with `args` in place.
     /// `Prepared` values of another class are refused.
-    #[inline]
+    #[inline(always)]
     pub fn invoke_prepared<const N: usize>(
         &mut self,
         host: &mut H,
@@ -195,33 +232,8 @@ impl<H> Vm<H> {
         let m = p.m as usize;
         #[cfg(feature = "jit")]
         if p.is_static {
-            let Vm {
-                class,
-                limits,
-                checkpoint,
-                st,
-                jit,
-            } = self;
-            if let Some((j, entry)) = jit.as_ref().and_then(|j| Some((j, j.entry(m)?))) {
-                let cls = &*class.inner;
-                st.site = None;
-                // The common case, entering within the first part of the
-                // budget, kept short: the same charge, code and bookkeeping
-                // as `run_compiled` (see `entry_fuel`), nothing else.
-                let mut budget = Budget::new(limits, *checkpoint, &st.clock);
-                let fuel = budget.first - p.entry_ops as i64;
-                if fuel >= 0 {
-                    let budget = (fuel, &mut budget);
-                    let r = enter_compiled(cls, st, limits, host, j, entry, budget, Some(&args));
-                    if r != crate::jit::FAULT && st.heap.allocs_since_gc == 0 {
-                        return Ok(p.returns.then_some(r as i32));
-                    }
-                    let out = (r != crate::jit::FAULT).then_some(r as i32);
-                    return finish(cls, st, m, out).map(|r| p.returns.then_some(r));
-                }
-                let out =
-                    run_compiled(cls, st, limits, host, m, *checkpoint, j, entry, Some(&args));
-                return finish(cls, st, m, out).map(|r| p.returns.then_some(r));
+            if let Some(r) = self.enter_static(host, m, p.entry_ops, Args::Regs(args)) {
+                return r.map(|r| p.returns.then_some(r));
             }
         }
         let skip = usize::from(!p.is_static);
@@ -238,6 +250,68 @@ impl<H> Vm<H> {
         Ok(p.returns.then_some(r))
     }
 
+    /// Run the compiled static method `m`, whose entry charges
+    /// `entry_ops`, with `args`, or `None` if it is not compiled. The
+    /// common case, entering within the first part of the budget, is kept
+    /// short: the context persists between invocations, the arguments go
+    /// in registers (or are read where they are), and the budget is drawn
+    /// only if the invocation needs more than its first part.
+    #[cfg(feature = "jit")]
+    #[inline(always)]
+    fn enter_static<const N: usize>(
+        &mut self,
+        host: &mut H,
+        m: usize,
+        entry_ops: u32,
+        args: Args<'_, N>,
+    ) -> Option<Result<i32, Fault>> {
+        let Vm {
+            class,
+            limits,
+            checkpoint,
+            st,
+            jit,
+        } = self;
+        let j = jit.as_mut()?;
+        let code = j.entry(m)?;
+        let cls = &*class.inner;
+        st.site = None;
+        let fuel = j.plan().first - entry_ops as i64;
+        if fuel < 0 {
+            let args = match &args {
+                Args::Regs(a) => &a[..],
+                Args::Slots(a) => a,
+            };
+            return Some(entry_uncovered(
+                cls,
+                st,
+                limits,
+                host,
+                m,
+                *checkpoint,
+                j,
+                code,
+                args,
+            ));
+        }
+        let io = crate::jit::Io {
+            heap: &mut st.heap,
+            host,
+            clock: &mut st.clock,
+            machine_stack: st.machine_stack,
+        };
+        let r = match args {
+            Args::Regs(a) => j.enter_direct(code, fuel, io, a),
+            Args::Slots(a) => j.enter(code, fuel, io, a),
+        };
+        let r = settle(cls, st, limits, *checkpoint, j, r, true);
+        if r != crate::jit::FAULT && st.heap.allocs_since_gc == 0 {
+            return Some(Ok(r as i32));
+        }
+        let out = (r != crate::jit::FAULT).then_some(r as i32);
+        Some(finish(cls, st, m, out))
+    }
+
     /// Compile the class's methods to machine code (feature `jit`):
     /// later invocations of a compiled method run its code instead of the
     /// interpreter, with the same results, fuel, faults and fault sites
@@ -252,6 +326,7 @@ impl<H> Vm<H> {
     /// rejected a method) leaves the VM interpreting everything.
     #[cfg(feature = "jit")]
     pub fn compile(&mut self) -> Result<usize, String> {
+        self.settle_fuel();
         self.jit = None;
         let c = self.class.compile()?;
         self.install(c)
@@ -267,13 +342,18 @@ impl<H> Vm<H> {
             return Err("the code was compiled from another class".into());
         }
         let n = code.count();
+        self.settle_fuel();
+        let mut code = code;
+        code.bind(self.st.fields.as_mut_ptr(), self.st.window);
         self.jit = Some(code);
+        self.replan();
         Ok(n)
     }
 
     /// Go back to interpreting every method (drops compiled code).
     #[cfg(feature = "jit")]
     pub fn uncompile(&mut self) {
+        self.settle_fuel();
         self.jit = None;
     }
 
@@ -304,6 +384,7 @@ impl<H> Vm<H> {
 
     /// Change the limits (a smaller quota applies to future allocations).
     pub fn set_limits(&mut self, limits: Limits) {
+        self.settle_fuel();
         self.limits = limits;
         self.st.heap.set_quota(limits.heap_quota);
         self.repace();
@@ -334,6 +415,17 @@ impl<H> Vm<H> {
             .map_or(Pace::INITIAL_PS, |c| c.pace.ps);
         let pace = Pace::new(ps, self.limits.max_time, self.st.check_limit);
         self.st.clock = pace.map(Clock::new);
+        self.replan();
+    }
+
+    /// Tell compiled code the budget its invocations start with, after a
+    /// change of limits, checkpoint or pace.
+    fn replan(&mut self) {
+        self.settle_fuel();
+        #[cfg(feature = "jit")]
+        if let Some(j) = &mut self.jit {
+            j.replan(&self.limits, self.checkpoint, &self.st.clock);
+        }
     }
 
     /// Call `hook` in every invocation that uses more than `fuel` units of
@@ -343,11 +435,13 @@ impl<H> Vm<H> {
     /// split in two at that point.
     pub fn set_checkpoint(&mut self, fuel: u64, hook: fn(&mut H)) {
         self.checkpoint = Some(Checkpoint { fuel, hook });
+        self.replan();
     }
 
     /// Remove the checkpoint.
     pub fn clear_checkpoint(&mut self) {
         self.checkpoint = None;
+        self.replan();
     }
 
     /// Invoke method `m` with `args` (one per descriptor parameter, `this`
@@ -403,6 +497,14 @@ impl<H> Vm<H> {
             }
         }
         let returns = mc.returns;
+        #[cfg(feature = "jit")]
+        if mc.is_static {
+            let ops = mc.ops.len() as u32;
+            if let Some(r) = self.enter_static::<0>(host, mi, ops, Args::Slots(args)) {
+                return r.map(|r| returns.then_some(r));
+            }
+        }
+        let mc = &self.class.inner.code[mi];
         let skip = usize::from(!mc.is_static);
         let need = (args.len() + skip).max(mc.frame_size as usize);
         let stack = &mut self.st.stack;
@@ -441,6 +543,7 @@ impl<H> Vm<H> {
         } else {
             (base as usize, len as u64)
         };
+        self.bind_window();
     }
 
     /// Set the machine stack compiled code may use per invocation, in bytes
@@ -467,11 +570,36 @@ impl<H> Vm<H> {
     #[inline]
     pub fn clear_window(&mut self) {
         self.st.window = (0, 0);
+        self.bind_window();
+    }
+
+    /// Tell compiled code the window (see [`Vm::set_window`]).
+    #[inline]
+    fn bind_window(&mut self) {
+        #[cfg(feature = "jit")]
+        if let Some(j) = &mut self.jit {
+            j.bind(self.st.fields.as_mut_ptr(), self.st.window);
+        }
     }
 
     /// Fuel used by the last invocation (or by construction).
     pub fn last_fuel_used(&self) -> u64 {
+        #[cfg(feature = "jit")]
+        if let (true, Some(j)) = (self.st.fuel_in_jit, &self.jit) {
+            return self.limits.fuel.saturating_sub(j.left().max(0) as u64);
+        }
         self.st.last_fuel
+    }
+
+    /// Move the fuel the last invocation used into the state, where it
+    /// was left in the compiled code's context (see `State::fuel_in_jit`),
+    /// before the context's plan or the limits change.
+    fn settle_fuel(&mut self) {
+        #[cfg(feature = "jit")]
+        if self.st.fuel_in_jit {
+            self.st.last_fuel = self.last_fuel_used();
+            self.st.fuel_in_jit = false;
+        }
     }
 
     /// Where the last invocation faulted, if it did.

@@ -71,20 +71,96 @@ const _: () = assert!(
         && std::mem::size_of::<RawArr>() == 16
 );
 
-/// The interpreter-side state of one compiled invocation, reached by
-/// helpers through [`Ctx::env`].
-pub(crate) struct Env<'a, H> {
-    pub cls: &'a ClassInner<H>,
-    pub heap: &'a mut Heap,
-    pub host: &'a mut H,
-    /// The budget beyond `Ctx::fuel`: reserve, checkpoint and time limit
+/// The interpreter-side state of compiled invocations, reached by helpers
+/// through [`Ctx::env`]. It lives beside the [`Ctx`] for as long as the
+/// compiled code ([`Link`]): the pointers to the VM's state are set on
+/// each entry, and the budget beyond the register is taken from `plan`
+/// only when a helper needs it (see [`Env::budget`]), so an invocation
+/// that finishes within its first part builds nothing.
+pub(crate) struct Env<H> {
+    pub cls: *const ClassInner<H>,
+    /// The VM's heap, host state and clock, for the invocation running
+    /// (set by [`Compiled::enter`]).
+    pub heap: *mut Heap,
+    pub host: *mut H,
+    pub clock: *mut Option<Clock>,
+    /// The budget of an invocation as it starts (`Budget::new` of the
+    /// VM's limits, checkpoint and pace), kept up to date by the VM.
+    pub plan: Budget<H>,
+    /// The running invocation's budget beyond `Ctx::fuel`, valid when
+    /// `drawn`: taken from `plan` by the first helper that needs more fuel
     /// (see `budget::refill`).
-    pub budget: &'a mut Budget<H>,
-    /// The VM's clock, read by `budget::refill` under a time limit.
-    pub clock: &'a mut Option<Clock>,
+    budget: Budget<H>,
+    pub drawn: bool,
     pub fault: Option<Fault>,
     /// Method and op index of the fault.
     pub site: (u32, u32),
-    /// The host's window (address, length), see `Ctx::window`.
-    pub window: (usize, u64),
+}
+
+impl<H> Env<H> {
+    /// The running invocation's budget beyond the register, taken from
+    /// the plan on first use.
+    #[inline]
+    pub fn budget(&mut self) -> &mut Budget<H> {
+        if !self.drawn {
+            self.budget = self.plan;
+            self.drawn = true;
+        }
+        &mut self.budget
+    }
+
+    /// Fuel the running invocation has beyond the register.
+    #[inline(always)]
+    pub fn reserve(&self) -> i64 {
+        if self.drawn {
+            self.budget.reserve
+        } else {
+            self.plan.reserve
+        }
+    }
+}
+
+/// The context compiled code runs on and the environment behind it, kept
+/// together, at a fixed address, for as long as the code: entering
+/// compiled code sets a few words here instead of building them.
+#[repr(C)]
+pub(crate) struct Link<H> {
+    pub ctx: Ctx,
+    pub env: Env<H>,
+}
+
+impl<H> Link<H> {
+    /// The context and environment for the compiled code of `cls`; the
+    /// VM's state is pointed at on each entry.
+    pub(super) fn new(cls: &ClassInner<H>) -> Box<Link<H>> {
+        let plan = Budget::new(&crate::limits::Limits::default(), None, &None);
+        let mut l = Box::new(Link {
+            ctx: Ctx {
+                fuel: 0,
+                fields: std::ptr::null_mut(),
+                depth: 0,
+                max_depth: 1,
+                env: std::ptr::null_mut(),
+                arrays: std::ptr::null(),
+                narrays: 0,
+                window: 0,
+                window_len: 0,
+                stack_limit: u64::MAX,
+                overflow: 0,
+            },
+            env: Env {
+                cls,
+                heap: std::ptr::null_mut(),
+                host: std::ptr::null_mut(),
+                clock: std::ptr::null_mut(),
+                plan,
+                budget: plan,
+                drawn: false,
+                fault: None,
+                site: (0, 0),
+            },
+        });
+        l.ctx.env = &mut l.env as *mut Env<H> as *mut u8;
+        l
+    }
 }

@@ -11,20 +11,34 @@ use super::*;
 /// The context and environment behind a helper's `ctx` argument.
 ///
 /// # Safety
-/// `ctx` is the pointer `Compiled::run` passed to compiled code, whose
-/// `env` is an `Env<H>` of this `H`, both alive for the call.
+/// `ctx` is the pointer `Compiled::enter` passed to compiled code, whose
+/// `env` is the `Env<H>` beside it in their `Link`, of this `H`.
 #[allow(unsafe_code)]
-unsafe fn parts<'a, H>(ctx: *mut Ctx) -> (&'a mut Ctx, &'a mut Env<'a, H>) {
+unsafe fn parts<'a, H>(ctx: *mut Ctx) -> (&'a mut Ctx, &'a mut Env<H>) {
     // SAFETY: by the function's contract. Compiled code holds no Rust
     // references into either while a helper runs.
     unsafe {
         let c = &mut *ctx;
-        let e = &mut *(c.env as *mut Env<'a, H>);
+        let e = &mut *(c.env as *mut Env<H>);
         (c, e)
     }
 }
 
-pub(super) fn record<H>(env: &mut Env<'_, H>, f: Fault, site: i64) -> i64 {
+/// The VM's state the running invocation works on, behind `env`'s
+/// pointers: class, heap and host.
+#[allow(unsafe_code)]
+fn vm<'a, H>(env: &Env<H>) -> (&'a ClassInner<H>, &'a mut Heap, &'a mut H) {
+    // SAFETY: `Compiled::enter` set these pointers from the references it
+    // was given for this invocation (the class its code was compiled from,
+    // kept alive by `Compiled`; the VM's heap and the host's state, both
+    // mutably borrowed for the whole call), and a helper is only called
+    // during it. Each helper takes them once and holds nothing after it
+    // returns; nothing else reaches them meanwhile (compiled code holds
+    // raw addresses of array data only, no references).
+    unsafe { (&*env.cls, &mut *env.heap, &mut *env.host) }
+}
+
+pub(super) fn record<H>(env: &mut Env<H>, f: Fault, site: i64) -> i64 {
     env.fault = Some(f);
     env.site = ((site as u64 >> 32) as u32, site as u32);
     FAULT
@@ -43,8 +57,13 @@ pub(super) extern "C" fn h_spent<H>(ctx: *mut Ctx, site: i64) -> i64 {
 }
 
 /// The interpreter's `spent!`: the fault that stops the invocation, if any.
-fn spent<H>(fuel: &mut i64, env: &mut Env<'_, H>) -> Option<Fault> {
-    let (left, f) = refill(*fuel, env.budget, env.clock, env.host);
+fn spent<H>(fuel: &mut i64, env: &mut Env<H>) -> Option<Fault> {
+    let (_, _, host) = vm(env);
+    // SAFETY: as for `vm`: the VM's clock, mutably borrowed for the call
+    // by `Compiled::enter`, reached by nothing else while a helper runs.
+    #[allow(unsafe_code)]
+    let clock = unsafe { &mut *env.clock };
+    let (left, f) = refill(*fuel, env.budget(), clock, host);
     *fuel = left;
     f
 }
@@ -78,7 +97,8 @@ pub(super) extern "C" fn h_aload<H>(ctx: *mut Ctx, kind: i64, h: i32, i: i32, si
     // SAFETY: called by compiled code with its context (see `parts`).
     #[allow(unsafe_code)]
     let (_, env) = unsafe { parts::<H>(ctx) };
-    let a = env.heap.arrays.get((h as u32 as usize).wrapping_sub(1));
+    let (_, heap, _) = vm(env);
+    let a = heap.arrays.get((h as u32 as usize).wrapping_sub(1));
     let (x, len) = match (kind, a) {
         (A_INT, Some(ArrayData::I(v))) => (v.get(i as u32 as usize).copied(), v.len()),
         (A_BYTE, Some(ArrayData::B(v) | ArrayData::Z(v))) => {
@@ -118,9 +138,10 @@ pub(super) extern "C" fn h_astore<H>(
         let len = v.len();
         v.get_mut(i as u32 as usize).map(|e| *e = x).ok_or(len)
     }
+    let (_, heap, _) = vm(env);
     let stored = match (
         kind,
-        env.heap.arrays.get_mut((h as u32 as usize).wrapping_sub(1)),
+        heap.arrays.get_mut((h as u32 as usize).wrapping_sub(1)),
     ) {
         (A_INT, Some(ArrayData::I(v))) => put(v, i, x),
         (A_BYTE, Some(ArrayData::B(v))) => put(v, i, x as i8),
@@ -146,7 +167,8 @@ pub(super) extern "C" fn h_arrlen<H>(ctx: *mut Ctx, h: i32, site: i64) -> i64 {
     // SAFETY: called by compiled code with its context (see `parts`).
     #[allow(unsafe_code)]
     let (_, env) = unsafe { parts::<H>(ctx) };
-    match env.heap.get(h) {
+    let (_, heap, _) = vm(env);
+    match heap.get(h) {
         Some(a) => a.len() as i64,
         None => record(env, arr_fault(h), site),
     }
@@ -165,7 +187,7 @@ pub(super) extern "C" fn h_native<H>(
     // SAFETY: called by compiled code with its context (see `parts`).
     #[allow(unsafe_code)]
     let (c, env) = unsafe { parts::<H>(ctx) };
-    let cls = env.cls;
+    let (cls, _, _) = vm(env);
     let Some(nat) = cls.natives.get(n as usize) else {
         return record(env, Fault::Internal(format!("no native {n}")), site);
     };
@@ -201,7 +223,7 @@ pub(super) extern "C" fn h_native_int<H>(
 #[inline(always)]
 fn call_native<H>(
     c: &mut Ctx,
-    env: &mut Env<'_, H>,
+    env: &mut Env<H>,
     f: NativeFn<H>,
     args: *const i32,
     argc: i64,
@@ -217,24 +239,26 @@ fn call_native<H>(
             return native_fault(env, f, site);
         }
     }
-    let mut left = c.fuel + env.budget.reserve;
+    let reserve = env.reserve();
+    let mut left = c.fuel + reserve;
+    let (_, heap, host) = vm(env);
     let r = f(
-        env.host,
+        host,
         &mut NativeCtx {
-            heap: env.heap,
+            heap,
             fuel: &mut left,
         },
         args,
     );
-    c.fuel = left - env.budget.reserve;
+    c.fuel = left - reserve;
     // The native may have allocated: the table may have moved or grown.
-    c.arrays = env.heap.raw.as_ptr();
-    c.narrays = env.heap.raw.len() as u64;
+    c.arrays = heap.raw.as_ptr();
+    c.narrays = heap.raw.len() as u64;
     let v = match r {
         Ok(v) => v,
         Err(f) => return native_fault(env, *f, site),
     };
-    if let Some(f) = check(env.heap, v) {
+    if let Some(f) = check(heap, v) {
         return native_fault(env, f, site);
     }
     if c.fuel < 0 {
@@ -279,11 +303,12 @@ pub(super) extern "C" fn h_sink<H>(
     // to the heap).
     #[allow(unsafe_code)]
     let bytes = unsafe { std::slice::from_raw_parts(p, n as usize) };
-    f(env.host, bytes, x) as i64
+    let (_, _, host) = vm(env);
+    f(host, bytes, x) as i64
 }
 
 #[cold]
 #[inline(never)]
-fn native_fault<H>(env: &mut Env<'_, H>, f: Fault, site: i64) -> i64 {
+fn native_fault<H>(env: &mut Env<H>, f: Fault, site: i64) -> i64 {
     record(env, f, site)
 }

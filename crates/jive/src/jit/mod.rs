@@ -67,6 +67,23 @@
 //! for the helpers and natives compiled code calls and for a signal
 //! frame.
 //!
+//! Entering compiled code: the context compiled code runs on ([`Ctx`])
+//! and the environment its helpers reach ([`Env`]) live together in a
+//! [`Link`] as long as the code, at a fixed address, and persist between
+//! invocations. What does not change between invocations the VM sets when
+//! it changes (the fields and the window on installation and
+//! `set_window`, the call-depth limit and the budget's first part on
+//! `set_limits`, `set_checkpoint` and after an invocation that read the
+//! clock); an entry stores only the fuel, the heap's array table, the
+//! stack limit and three pointers, and calls the method's body with the
+//! arguments in registers ([`Compiled::enter_direct`], for
+//! `Vm::invoke_prepared`) or through its trampoline, which reads them
+//! from memory ([`Compiled::enter`]). The budget beyond the first part
+//! ([`Budget`]) is taken from the plan only by a helper that needs more
+//! fuel, and the fuel an invocation used is computed when the host asks
+//! for it, so an invocation that finishes within its first part builds
+//! nothing and records nothing but its result.
+//!
 //! Protocol between compiled code and helpers: every compiled method and
 //! every helper that can fail returns an `i64`, the `i32` result
 //! sign-extended on success and [`FAULT`] (outside the `i32` range) after
@@ -75,7 +92,7 @@
 //!
 //! The folder: this file is the driver ([`Compiled`], entering compiled
 //! code, compiling a class); `ctx.rs` the context compiled code shares
-//! with its host and the fault protocol; `stack.rs` the machine-stack
+//! with its host, kept between invocations, and the fault protocol; `stack.rs` the machine-stack
 //! budget; `helpers.rs` the functions compiled code calls; `policy.rs`
 //! what is compiled; `translate.rs` (with `translate/arrays.rs`) the
 //! translator from decoded ops to Cranelift IR.
@@ -91,10 +108,11 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Switch, Variab
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, FuncId, Linkage, Module, ModuleReloc};
 
-use crate::budget::{refill, Budget, Clock};
+use crate::budget::{refill, Budget, Checkpoint, Clock};
 use crate::decode::{Arg, MethodCode, Op};
 use crate::fault::Fault;
 use crate::heap::{arr_fault, ArrayData, Heap, RawArr, RAW_B, RAW_FREE, RAW_I, RAW_S, RAW_Z};
+use crate::limits::Limits;
 use crate::limits::MAX_STACK_SLOTS;
 use crate::model::JType;
 use crate::natives::{bad_native_array, Fast, Intrinsic, NativeCtx, NativeFn, SinkFn};
@@ -106,7 +124,7 @@ mod policy;
 mod stack;
 mod translate;
 
-pub(crate) use ctx::{Ctx, Env, FAULT};
+pub(crate) use ctx::{Ctx, Env, Link, FAULT};
 use ctx::{
     CTX_ARRAYS, CTX_DEPTH, CTX_FIELDS, CTX_FUEL, CTX_MAX_DEPTH, CTX_NARRAYS, CTX_OVERFLOW,
     CTX_STACK_LIMIT, CTX_WINDOW, CTX_WINDOW_LEN,
@@ -128,10 +146,10 @@ pub struct Compiled<H> {
     /// The class compiled (kept alive, so that its identity is unique).
     pub(crate) class: std::sync::Arc<ClassInner<H>>,
     module: Option<JITModule>,
-    /// Per method: the host-entry trampoline,
-    /// `extern "C" fn(*mut Ctx, *const i32) -> i64` (arguments read from
-    /// the slot array), if the method was compiled.
-    entries: Vec<Option<*const u8>>,
+    /// Per method: its code, if the method was compiled.
+    entries: Vec<Option<Code>>,
+    /// The context the code runs on, kept between invocations.
+    link: Box<Link<H>>,
     /// Per method: the time its body took to translate and compile (also
     /// for a method compiled and then dropped, whose frame was too large).
     times: Vec<Option<std::time::Duration>>,
@@ -170,10 +188,22 @@ impl<H> Drop for Compiled<H> {
 
 type Entry = extern "C" fn(*mut Ctx, *const i32) -> i64;
 
+/// The code of a compiled method, as a host enters it.
+#[derive(Clone, Copy)]
+pub(crate) struct Code {
+    /// The host-entry trampoline, an [`Entry`] (arguments read from the
+    /// slot array).
+    tramp: std::ptr::NonNull<u8>,
+    /// The body, `extern "C" fn(*mut Ctx, i32, ...) -> i64` with one
+    /// `i32` per argument slot (a host that passes the arguments in
+    /// registers calls it directly).
+    body: std::ptr::NonNull<u8>,
+}
+
 impl<H> Compiled<H> {
-    /// The compiled entry of method `m`, if any.
+    /// The code of method `m`, if compiled.
     #[inline]
-    pub(crate) fn entry(&self, m: usize) -> Option<*const u8> {
+    pub(crate) fn entry(&self, m: usize) -> Option<Code> {
         self.entries.get(m).copied().flatten()
     }
 
@@ -195,53 +225,194 @@ impl<H> Compiled<H> {
         self.entries.iter().filter(|e| e.is_some()).count()
     }
 
-    /// Run the compiled method at `entry` with its arguments at `args`,
-    /// its frames within `machine_stack` bytes below this call's (see
-    /// `stack_limit`). Returns the result or [`FAULT`], and leaves the
-    /// fuel left in `ctx`.
-    #[inline]
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn run(
-        &self,
-        entry: *const u8,
-        fuel: i64,
-        fields: &mut [i32],
-        max_depth: i64,
-        machine_stack: usize,
-        env: &mut Env<'_, H>,
-        args: &[i32],
-    ) -> (i64, i64) {
-        let mut ctx = Ctx {
-            stack_limit: stack_limit(machine_stack),
-            overflow: 0,
-            fuel,
-            fields: fields.as_mut_ptr(),
-            depth: 0,
-            max_depth,
-            arrays: env.heap.raw.as_ptr(),
-            narrays: env.heap.raw.len() as u64,
-            window: env.window.0 as u64,
-            window_len: env.window.1,
-            env: env as *mut Env<'_, H> as *mut u8,
-        };
-        // SAFETY: `entry` is a trampoline of this module (see `entries`),
+    /// The budget an invocation starts with (kept as the VM's limits,
+    /// checkpoint and pace were when [`Compiled::replan`] last ran).
+    #[inline(always)]
+    pub(crate) fn plan(&self) -> &Budget<H> {
+        &self.link.env.plan
+    }
+
+    /// Make the plan the budget `Budget::new` gives for `limits`,
+    /// `checkpoint` and `clock`, and end the running invocation's budget:
+    /// after every invocation that drew its budget (its pace may have
+    /// changed) and whenever the VM changes any of them.
+    pub(crate) fn replan(
+        &mut self,
+        limits: &Limits,
+        checkpoint: Option<Checkpoint<H>>,
+        clock: &Option<Clock>,
+    ) {
+        let env = &mut self.link.env;
+        env.plan = Budget::new(limits, checkpoint, clock);
+        env.drawn = false;
+        self.link.ctx.max_depth = limits.max_depth.max(1) as i64;
+    }
+
+    /// Point the context at the VM's fields (`State::fields`, never
+    /// resized, so fixed for the VM's life) and its window (address and
+    /// length, see `Ctx::window`), when the code is installed and whenever
+    /// the window changes.
+    pub(crate) fn bind(&mut self, fields: *mut i32, window: (usize, u64)) {
+        let c = &mut self.link.ctx;
+        c.fields = fields;
+        c.window = window.0 as u64;
+        c.window_len = window.1;
+    }
+
+    /// Whether the invocation that ran last drew its budget (a helper
+    /// needed more fuel than its first part): the VM then replans.
+    #[inline(always)]
+    pub(crate) fn drawn(&self) -> bool {
+        self.link.env.drawn
+    }
+
+    /// The budget of the invocation about to run, drawn now: for an entry
+    /// whose charge the first part does not cover (see `entry_fuel`).
+    pub(crate) fn draw(&mut self) -> &mut Budget<H> {
+        self.link.env.budget()
+    }
+
+    /// Fuel the last invocation left, register and reserve.
+    #[inline(always)]
+    pub(crate) fn left(&self) -> i64 {
+        self.link.ctx.fuel + self.link.env.reserve()
+    }
+
+    /// The fault the last invocation recorded, if any, and its site
+    /// (method, op index).
+    pub(crate) fn take_fault(&mut self) -> (Option<Fault>, (u32, u32)) {
+        let env = &mut self.link.env;
+        (env.fault.take(), env.site)
+    }
+
+    /// Point the context at the VM's state for an invocation with `fuel`
+    /// in its register (see [`Io`]).
+    #[inline(always)]
+    fn prime(&mut self, fuel: i64, io: Io<'_, H>) -> *mut Ctx {
+        let l = &mut *self.link;
+        let c = &mut l.ctx;
+        c.fuel = fuel;
+        c.arrays = io.heap.raw.as_ptr();
+        c.narrays = io.heap.raw.len() as u64;
+        c.stack_limit = stack_limit(io.machine_stack);
+        let env = &mut l.env;
+        env.heap = io.heap;
+        env.host = io.host;
+        env.clock = io.clock;
+        c
+    }
+
+    /// After a call that returned [`FAULT`]: the stack overflow the
+    /// method that found its frame too low left in the context, recorded;
+    /// the depth and the overflow mark cleared for the next invocation.
+    #[cold]
+    #[inline(never)]
+    fn faulted(&mut self) {
+        let l = &mut *self.link;
+        if l.env.fault.is_none() && l.ctx.overflow != 0 {
+            record(
+                &mut l.env,
+                Fault::StackOverflow,
+                l.ctx.overflow & !OVERFLOW_FLAG,
+            );
+        }
+        l.ctx.depth = 0;
+        l.ctx.overflow = 0;
+    }
+
+    /// Run the compiled method whose trampoline is `entry` with its
+    /// arguments at `args` (the slot array, at least the entry method's
+    /// frame, so at least its `nargs` slots), `fuel` in the register and
+    /// the frames within `io.machine_stack` bytes below this call's (see
+    /// `stack_limit`). Returns the result or [`FAULT`] (see
+    /// [`Compiled::take_fault`]); [`Compiled::left`] then tells the fuel
+    /// left.
+    #[inline(always)]
+    pub(crate) fn enter(&mut self, code: Code, fuel: i64, io: Io<'_, H>, args: &[i32]) -> i64 {
+        let c = self.prime(fuel, io);
+        // SAFETY: `code.tramp` is a trampoline of this module (see `Code`),
         // generated with exactly the `Entry` signature for the target's
         // default calling convention. It reads the method's `nargs`
-        // arguments from `args` (the caller passes the slot array, which
-        // holds at least the entry method's frame, so at least `nargs`
-        // slots), reads and writes `ctx`, the `fields` array within the
-        // class's field count (field indices were checked at decode), and
-        // calls only this module's functions and the helpers below with
-        // `ctx`, whose `env` is `env` with the type `H` the helpers were
-        // instantiated with.
+        // arguments from `args` (see above), reads and writes the context
+        // `c` (primed for this invocation: its `fields` array within the
+        // class's field count, as field indices were checked at decode),
+        // and calls only this module's functions and the helpers with
+        // `c`, whose `env` is the `Env<H>` of the type `H` the helpers
+        // were instantiated with.
         #[allow(unsafe_code)]
-        let f: Entry = unsafe { std::mem::transmute::<*const u8, Entry>(entry) };
-        let r = f(&mut ctx, args.as_ptr());
-        if r == FAULT && env.fault.is_none() && ctx.overflow != 0 {
-            record(env, Fault::StackOverflow, ctx.overflow & !OVERFLOW_FLAG);
+        let f: Entry = unsafe { std::mem::transmute::<*const u8, Entry>(code.tramp.as_ptr()) };
+        let r = f(c, args.as_ptr());
+        if r == FAULT {
+            self.faulted();
         }
-        (r, ctx.fuel)
+        r
     }
+
+    /// [`Compiled::enter`] with the method's `N` arguments passed in
+    /// registers, straight to its body (no trampoline, nothing read from
+    /// memory) when `N` is at most 4.
+    #[inline(always)]
+    pub(crate) fn enter_direct<const N: usize>(
+        &mut self,
+        code: Code,
+        fuel: i64,
+        io: Io<'_, H>,
+        args: [i32; N],
+    ) -> i64 {
+        let c = self.prime(fuel, io);
+        let a = |i: usize| args.get(i).copied().unwrap_or(0);
+        let (body, entry) = (
+            code.body.as_ptr() as *const u8,
+            code.tramp.as_ptr() as *const u8,
+        );
+        // SAFETY: `body` is the body of a compiled method of this module
+        // taking exactly `N` argument slots (the caller took it with the
+        // method's `Prepared<N>`, whose argument count was checked against
+        // the method), generated with the signature
+        // `extern "C" fn(*mut Ctx, i32 x N) -> i64` for the target's
+        // default calling convention, which each arm below names exactly;
+        // otherwise as for `enter` (the trampoline `entry` takes the
+        // arguments from memory).
+        #[allow(clippy::missing_transmute_annotations)]
+        #[allow(unsafe_code)]
+        let r = unsafe {
+            match N {
+                0 => std::mem::transmute::<*const u8, extern "C" fn(*mut Ctx) -> i64>(body)(c),
+                1 => std::mem::transmute::<*const u8, extern "C" fn(*mut Ctx, i32) -> i64>(body)(
+                    c,
+                    a(0),
+                ),
+                2 => std::mem::transmute::<*const u8, extern "C" fn(*mut Ctx, i32, i32) -> i64>(
+                    body,
+                )(c, a(0), a(1)),
+                3 => {
+                    std::mem::transmute::<*const u8, extern "C" fn(*mut Ctx, i32, i32, i32) -> i64>(
+                        body,
+                    )(c, a(0), a(1), a(2))
+                }
+                4 => std::mem::transmute::<
+                    *const u8,
+                    extern "C" fn(*mut Ctx, i32, i32, i32, i32) -> i64,
+                >(body)(c, a(0), a(1), a(2), a(3)),
+                _ => std::mem::transmute::<*const u8, Entry>(entry)(c, args.as_ptr()),
+            }
+        };
+        if r == FAULT {
+            self.faulted();
+        }
+        r
+    }
+}
+
+/// The VM's state an invocation of compiled code works on, lent for the
+/// call (what does not change between invocations, the context keeps:
+/// see [`Compiled::replan`] and [`Compiled::bind`]).
+pub(crate) struct Io<'a, H> {
+    pub heap: &'a mut Heap,
+    pub host: &'a mut H,
+    pub clock: &'a mut Option<Clock>,
+    /// Bytes of machine stack the invocation may use.
+    pub machine_stack: usize,
 }
 
 impl<H> Class<H> {
@@ -418,14 +589,22 @@ pub(crate) fn compile<H>(class: &std::sync::Arc<ClassInner<H>>) -> Result<Compil
     module
         .finalize_definitions()
         .map_err(|e| format!("linking compiled code: {e}"))?;
+    let code = |f| std::ptr::NonNull::new(module.get_finalized_function(f) as *mut u8);
     let entries = tramps
         .iter()
-        .map(|t| t.map(|t| module.get_finalized_function(t)))
+        .zip(&bodies)
+        .map(|(t, b)| {
+            Some(Code {
+                tramp: code((*t)?)?,
+                body: code((*b)?)?,
+            })
+        })
         .collect();
     Ok(Compiled {
         class: std::sync::Arc::clone(class),
         module: Some(module),
         entries,
+        link: Link::new(cls),
         times,
         total: started.elapsed(),
     })

@@ -21,10 +21,30 @@ pub(crate) const STACK_RESERVE: usize = 64 * 1024;
 /// limit above its stack pointer: the first compiled method faults.
 #[inline]
 pub(super) fn stack_limit(budget: usize) -> u64 {
-    let marker = 0u8;
-    let sp = std::hint::black_box(&marker) as *const u8 as usize;
+    let sp = stack_pointer();
     let floor = thread_stack_low().map_or(0, |lo| lo.saturating_add(STACK_RESERVE));
     sp.saturating_sub(budget).max(floor) as u64
+}
+
+/// The stack pointer (about: the address of a local elsewhere).
+#[inline(always)]
+fn stack_pointer() -> usize {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let sp: usize;
+        // SAFETY: reads the stack pointer into a register; touches no
+        // memory, the stack or the flags.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::arch::asm!("mov {}, rsp", out(reg) sp, options(nomem, nostack, preserves_flags))
+        };
+        sp
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let marker = 0u8;
+        std::hint::black_box(&marker) as *const u8 as usize
+    }
 }
 
 /// The lowest address of the calling thread's stack, if known (looked up
