@@ -126,8 +126,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "MS")]
     max_time: Option<u64>,
     /// Compile the class to machine code first and run compiled (the
-    /// default): methods that neither allocate arrays nor recurse (nor
-    /// call such methods) run as machine code, the others interpreted
+    /// default): methods that neither allocate arrays nor call such
+    /// methods run as machine code, the others interpreted
     /// (`--stats` says which). A class the compiler cannot take runs
     /// interpreted, with a warning.
     #[arg(long, conflicts_with = "interpret")]

@@ -42,7 +42,7 @@ fn run_reports_compiled_methods_and_stops_collections_by_fuel() {
         assert_eq!(out.status.code(), Some(3), "{err}");
         assert!(err.contains("fault: out of fuel"), "{err}");
         if compile {
-            // It allocates and recurses: it stays interpreted.
+            // It allocates: it stays interpreted.
             assert!(err.contains("interpreted: churn(I)I"), "{err}");
         }
         // Process start included; the collections alone took seconds.

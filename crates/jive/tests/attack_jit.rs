@@ -223,13 +223,19 @@ fn sparse_switch_is_not_slower_compiled() {
 /// Both VMs of `bytes` (the second compiled) invoke `m0(0)` and agree on
 /// the result, fuel used and fault site; returns the result.
 fn agree(bytes: &[u8]) -> Result<Option<i32>, Fault> {
+    agree_at(bytes, 0)
+}
+
+/// [`agree`] on `m0(arg)`, which must be compiled.
+fn agree_at(bytes: &[u8], arg: i32) -> Result<Option<i32>, Fault> {
     let c = load(bytes);
     let m = c.method("m0").expect("m0");
     let mut interp = Vm::new(c.clone(), Limits::default(), &mut ()).expect("construct");
     let mut jit = Vm::new(c.clone(), Limits::default(), &mut ()).expect("construct");
     jit.compile().expect("compile");
-    let a = interp.invoke(&mut (), m, &[0]);
-    let b = jit.invoke(&mut (), m, &[0]);
+    assert!(jit.is_compiled(m), "m0 is not compiled");
+    let a = interp.invoke(&mut (), m, &[arg]);
+    let b = jit.invoke(&mut (), m, &[arg]);
     assert_eq!(a, b);
     assert_eq!(interp.last_fuel_used(), jit.last_fuel_used());
     assert_eq!(interp.last_fault_site(), jit.last_fault_site());
@@ -245,6 +251,22 @@ fn frame_slot_limit_holds_compiled() {
     // Below the limit, the chains run.
     assert_eq!(agree(&slot_chain(60, 65_000)), Ok(Some(59)));
     assert_eq!(agree(&slot_chain(1000, 4000)), Ok(Some(999)));
+}
+
+/// Recursion runs compiled, and stops where the interpreter's does: at
+/// the call-depth limit (4096 frames by default) for small frames, at the
+/// frame-slot limit for frames of 3000 slots (about 1400 of them), with
+/// the same fuel used and fault site.
+#[test]
+fn recursion_runs_compiled_and_stops_where_interpreted_stops() {
+    assert_eq!(agree_at(&recursion(1), 1000), Ok(Some(1000)));
+    assert_eq!(agree_at(&recursion(1), 4095), Ok(Some(4095)));
+    assert_eq!(agree_at(&recursion(1), 4096), Err(Fault::StackOverflow));
+    assert_eq!(agree_at(&recursion(3000), 1000), Ok(Some(1000)));
+    assert_eq!(
+        agree_at(&recursion(3000), 100_000),
+        Err(Fault::StackOverflow)
+    );
 }
 
 /// A method whose machine frame would pass the compiler's bound (many

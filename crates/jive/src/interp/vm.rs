@@ -13,8 +13,10 @@ use crate::model::{Elem, JType};
 use crate::subset::{Class, FieldId, MethodId};
 
 /// Machine stack compiled code may use per invocation by default, in
-/// bytes (256 KiB; see [`Vm::set_machine_stack`]).
-pub const DEFAULT_MACHINE_STACK: usize = 256 * 1024;
+/// bytes (1 MiB: a recursion to the default depth limit, 4096 frames, of
+/// methods whose machine frames are at most 256 bytes; see
+/// [`Vm::set_machine_stack`]).
+pub const DEFAULT_MACHINE_STACK: usize = 1024 * 1024;
 
 /// Where the last fault happened.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -316,11 +318,10 @@ impl<H> Vm<H> {
     /// later invocations of a compiled method run its code instead of the
     /// interpreter, with the same results, fuel, faults and fault sites
     /// (except a [`Fault::StackOverflow`] of the machine-stack budget,
-    /// [`Vm::set_machine_stack`]). Methods that allocate arrays or recurse,
-    /// methods over the compiler's size bounds (more than 16 Ki ops, 4096
-    /// frame slots, or 256 Ki ops times slots; past 64 Ki ops or 1 Mi ops
-    /// times slots per class; a machine frame over 16 KiB; calls that may
-    /// pass [`MAX_STACK_SLOTS`](crate::MAX_STACK_SLOTS)), and their callers,
+    /// [`Vm::set_machine_stack`]). Methods that allocate arrays, methods
+    /// over the compiler's size bounds (more than 16 Ki ops, 4096 frame
+    /// slots, or 256 Ki ops times slots; past 64 Ki ops or 1 Mi ops times
+    /// slots per class; a machine frame over 16 KiB), and their callers,
     /// stay interpreted (see the `jit` module). Returns how many methods were
     /// compiled; an error (the machine is not supported, or the compiler
     /// rejected a method) leaves the VM interpreting everything.

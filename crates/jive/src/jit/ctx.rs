@@ -41,6 +41,11 @@ pub(crate) struct Ctx {
     /// frame below `stack_limit`: it returns [`FAULT`] at once, calling
     /// nothing, and [`Compiled::run`] records the stack overflow.
     pub(super) overflow: i64,
+    /// The running frame's first slot in the interpreter's terms (its
+    /// `base`): a call's frame starts at `base` plus the call's `at`, and
+    /// the invocation faults where the interpreter's frames would pass
+    /// [`MAX_STACK_SLOTS`].
+    pub(super) base: i64,
 }
 
 pub(super) const CTX_FUEL: i32 = 0;
@@ -53,6 +58,7 @@ pub(super) const CTX_WINDOW: i32 = 56;
 pub(super) const CTX_WINDOW_LEN: i32 = 64;
 pub(super) const CTX_STACK_LIMIT: i32 = 72;
 pub(super) const CTX_OVERFLOW: i32 = 80;
+pub(super) const CTX_BASE: i32 = 88;
 // The offsets above are those of the `#[repr(C)]` layouts.
 const _: () = assert!(
     std::mem::offset_of!(Ctx, fuel) == CTX_FUEL as usize
@@ -65,6 +71,7 @@ const _: () = assert!(
         && std::mem::offset_of!(Ctx, window_len) == CTX_WINDOW_LEN as usize
         && std::mem::offset_of!(Ctx, stack_limit) == CTX_STACK_LIMIT as usize
         && std::mem::offset_of!(Ctx, overflow) == CTX_OVERFLOW as usize
+        && std::mem::offset_of!(Ctx, base) == CTX_BASE as usize
         && std::mem::offset_of!(RawArr, addr) == 0
         && std::mem::offset_of!(RawArr, len) == 8
         && std::mem::offset_of!(RawArr, kind) == 12
@@ -147,6 +154,7 @@ impl<H> Link<H> {
                 window_len: 0,
                 stack_limit: u64::MAX,
                 overflow: 0,
+                base: 0,
             },
             env: Env {
                 cls,

@@ -30,12 +30,14 @@
 //! Not compiled, so interpreted (per method, decided at compile time):
 //! methods that allocate arrays (`newarray`: the collector scans the
 //! interpreter's frames for roots, and a compiled frame keeps its slots in
-//! registers), methods on a cycle of calls (recursion: a compiled frame
-//! lives on the host thread's stack, whose size the VM does not control,
-//! while the interpreter's frames live on the heap), and methods that call
-//! either. An invocation whose entry method is not compiled runs in the
-//! interpreter entirely.
-//!
+//! registers) and the methods that call them. An invocation whose entry
+//! method is not compiled runs in the interpreter entirely. Recursion is
+//! compiled: every compiled call checks the call-depth limit and the
+//! interpreter's frame-slot limit ([`MAX_STACK_SLOTS`], counting the
+//! frames' slots as the interpreter would lay them out, `Ctx::base`), so
+//! it stops where the interpreter stops, and the machine stack is bounded
+//! on every entry (below).
+
 //! Bounds on compiling (a class is hostile input, and compiling it must
 //! stay cheap in time and memory): also interpreted are a method of more
 //! than 16 Ki decoded ops ([`MAX_METHOD_OPS`](policy::MAX_METHOD_OPS)) or more than 4096 frame
@@ -46,9 +48,7 @@
 //! work grows with the values live across each call) and the methods past
 //! 1 Mi of that per class ([`MAX_CLASS_COST`](policy::MAX_CLASS_COST)), a method whose machine frame
 //! would exceed 16 KiB ([`MAX_FRAME_BYTES`]: compiled, measured,
-//! dropped), a method whose calls may take the frame stack past
-//! [`MAX_STACK_SLOTS`] (the interpreter then faults where it must), and
-//! the callers of all of these. Blocks are sealed as soon as every branch
+//! dropped), and the callers of all of these. Blocks are sealed as soon as every branch
 //! to them is emitted, so the SSA construction stays linear in the
 //! method's size.
 //!
@@ -126,8 +126,8 @@ mod translate;
 
 pub(crate) use ctx::{Ctx, Env, Link, FAULT};
 use ctx::{
-    CTX_ARRAYS, CTX_DEPTH, CTX_FIELDS, CTX_FUEL, CTX_MAX_DEPTH, CTX_NARRAYS, CTX_OVERFLOW,
-    CTX_STACK_LIMIT, CTX_WINDOW, CTX_WINDOW_LEN,
+    CTX_ARRAYS, CTX_BASE, CTX_DEPTH, CTX_FIELDS, CTX_FUEL, CTX_MAX_DEPTH, CTX_NARRAYS,
+    CTX_OVERFLOW, CTX_STACK_LIMIT, CTX_WINDOW, CTX_WINDOW_LEN,
 };
 use helpers::{
     h_aload, h_arrlen, h_astore, h_copy, h_fault, h_native, h_native_int, h_sink, h_spent, record,
@@ -318,6 +318,7 @@ impl<H> Compiled<H> {
         }
         l.ctx.depth = 0;
         l.ctx.overflow = 0;
+        l.ctx.base = 0;
     }
 
     /// Run the compiled method whose trampoline is `entry` with its

@@ -1,6 +1,6 @@
 //! What is compiled: the bounds on a method and a class, and the
-//! methods left to the interpreter (allocating, recursive, too large,
-//! too deep) with their callers.
+//! methods left to the interpreter (allocating, too large) with their
+//! callers.
 
 use super::*;
 
@@ -67,36 +67,9 @@ pub(super) fn compilable<H>(cls: &ClassInner<H>, refused: &[bool]) -> Vec<bool> 
             *ok_m = total <= MAX_CLASS_OPS && total_cost <= MAX_CLASS_COST;
         }
     }
-    // Methods on a cycle of calls: those from which a call path returns.
-    for (m, ok_m) in ok.iter_mut().enumerate() {
-        let mut seen = vec![false; n];
-        let mut todo: Vec<usize> = calls(m).collect();
-        while let Some(x) = todo.pop() {
-            if x == m {
-                *ok_m = false;
-                break;
-            }
-            if !std::mem::replace(&mut seen[x], true) {
-                todo.extend(calls(x));
-            }
-        }
-    }
-    propagate(cls, &mut ok, calls);
-    // The frame-slot limit: entered at slot 0, method m's calls reach at
-    // most `need[m]` slots (the interpreter's frame stack; the compiled
-    // call graph has no cycle). A method that may pass `MAX_STACK_SLOTS`
-    // is interpreted, which faults exactly where it must.
-    let mut need: Vec<Option<usize>> = vec![None; n];
-    for m in 0..n {
-        if ok[m] {
-            slots_needed(cls, m, &ok, &mut need);
-        }
-    }
-    for m in 0..n {
-        if need[m].is_some_and(|k| k > MAX_STACK_SLOTS) {
-            ok[m] = false;
-        }
-    }
+    // Recursion is compiled: the call-depth limit and the interpreter's
+    // slot-stack limit are checked at every compiled call, as the
+    // interpreter checks them, and the machine stack on every entry.
     propagate(cls, &mut ok, calls);
     ok
 }
@@ -117,41 +90,6 @@ fn propagate<H, I: Iterator<Item = usize>>(
         }
         if !changed {
             return;
-        }
-    }
-}
-
-/// The most frame slots an invocation of `m` (compilable, so acyclic
-/// below) occupies counting from its frame's first slot, saturating;
-/// memoised in `need`. Iterative: a chain of calls may be long.
-fn slots_needed<H>(cls: &ClassInner<H>, m: usize, ok: &[bool], need: &mut [Option<usize>]) {
-    let mut todo = vec![m];
-    while let Some(&x) = todo.last() {
-        if need[x].is_some() {
-            todo.pop();
-            continue;
-        }
-        let mc = &cls.code[x];
-        let mut pending = false;
-        let mut most = mc.frame_size as usize;
-        for op in &mc.ops {
-            if let Op::Call { m: c, at } = *op {
-                let c = c as usize;
-                if !ok.get(c).copied().unwrap_or(false) {
-                    continue;
-                }
-                match need[c] {
-                    Some(k) => most = most.max((at as usize).saturating_add(k)),
-                    None => {
-                        todo.push(c);
-                        pending = true;
-                    }
-                }
-            }
-        }
-        if !pending {
-            need[x] = Some(most);
-            todo.pop();
         }
     }
 }

@@ -620,9 +620,23 @@ impl<H> Gen<'_, '_, H> {
                 let d1 = self.b.ins().iadd_imm_s(d, 1);
                 let over = self.b.ins().icmp(IntCC::SignedGreaterThanOrEqual, d1, max);
                 self.fault_if(over, K_DEPTH, i);
+                // The callee's frame in the interpreter's slot stack, which
+                // may not pass `MAX_STACK_SLOTS` (recursion can reach it).
+                let base = self
+                    .b
+                    .ins()
+                    .load(types::I64, MemFlagsData::trusted(), c, CTX_BASE);
+                let nb = self.b.ins().iadd_imm_s(base, i64::from(at));
+                let top = self.b.ins().iadd_imm_s(nb, i64::from(callee.frame_size));
+                let over =
+                    self.b
+                        .ins()
+                        .icmp_imm_s(IntCC::SignedGreaterThan, top, MAX_STACK_SLOTS as i64);
+                self.fault_if(over, K_DEPTH, i);
                 self.b
                     .ins()
                     .store(MemFlagsData::trusted(), d1, c, CTX_DEPTH);
+                self.b.ins().store(MemFlagsData::trusted(), nb, c, CTX_BASE);
                 let mut args = vec![c];
                 for s in 0..callee.nargs {
                     args.push(self.var(at + s));
@@ -632,6 +646,9 @@ impl<H> Gen<'_, '_, H> {
                 let r = self.b.inst_results(call)[0];
                 self.check(r);
                 self.b.ins().store(MemFlagsData::trusted(), d, c, CTX_DEPTH);
+                self.b
+                    .ins()
+                    .store(MemFlagsData::trusted(), base, c, CTX_BASE);
                 let v = self.b.ins().ireduce(types::I32, r);
                 self.set(at, v);
             }

@@ -116,6 +116,37 @@ pub fn slot_chain(methods: usize, locals: u16) -> Vec<u8> {
     a.build()
 }
 
+/// `m0(I)I`, recursive: `x <= 0 ? 0 : m0(x - 1) + 1`, declaring `locals`
+/// locals, so each frame of the recursion adds `locals` slots to the
+/// interpreter's frame stack.
+pub fn recursion(locals: u16) -> Vec<u8> {
+    let mut a = Asm::new("T");
+    a.default_init();
+    let me = a.mref("T", "m0", "(I)I");
+    // 0 iload_0, 1 ifle 13, 4 iload_0, 5 iconst_1, 6 isub,
+    // 7 invokestatic m0, 10 iconst_1, 11 iadd, 12 ireturn,
+    // 13 iconst_0, 14 ireturn
+    let code = vec![
+        ILOAD_0,
+        IFLE,
+        0,
+        12,
+        ILOAD_0,
+        ICONST_1,
+        ISUB,
+        INVOKESTATIC,
+        hi(me),
+        lo(me),
+        ICONST_1,
+        IADD,
+        IRETURN,
+        ICONST_0,
+        IRETURN,
+    ];
+    a.method(PS, "m0", "(I)I", 2, locals.max(1), &code);
+    a.build()
+}
+
 /// `f()I`: `n` times `iconst_0` with `max_stack` `n`, then a `goto` to the
 /// next instruction (before a branch every stack entry is written to its
 /// frame slot: `n` ops, `n` live slots), then `ireturn` (0).

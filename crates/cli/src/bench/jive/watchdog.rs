@@ -5,8 +5,7 @@
 //! endless loop; a chain of 32 calls with an endless loop at the bottom;
 //! a recursion 100 deep with an endless loop at the bottom; an endless loop
 //! calling a native) and methods that finish (a null method; a loop of
-//! about 2 µs). Each runs interpreted and compiled (a recursive method
-//! stays interpreted under the compiler, as JIVE compiles no recursion).
+//! about 2 µs). Each runs interpreted and compiled.
 //!
 //! A runaway row is 10 000 invocations under a 10 µs limit, each timed
 //! from just before the host's call to its return: p50, p99 and max. Its
