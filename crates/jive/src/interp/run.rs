@@ -145,6 +145,7 @@ pub(super) fn run<H>(
     host: &mut H,
     entry: usize,
     checkpoint: Option<Checkpoint<H>>,
+    #[cfg(feature = "jit")] mut jit: Option<&mut crate::jit::Compiled<H>>,
 ) -> Option<i32> {
     let mut budget = Budget::new(limits, checkpoint, &st.clock);
     let mut fuel = entry_fuel(cls, host, entry, &mut budget, &mut st.clock);
@@ -154,6 +155,8 @@ pub(super) fn run<H>(
     let mut code: &[Op] = &mc.ops;
     let mut pc: usize = 0;
     let mut base: usize = 0;
+    #[cfg(feature = "jit")]
+    let machine_stack = st.machine_stack;
     let State {
         stack,
         frames,
@@ -167,6 +170,9 @@ pub(super) fn run<H>(
         clock,
         ..
     } = st;
+    // Where a compiled method called from here faulted (method, offset).
+    #[cfg_attr(not(feature = "jit"), allow(unused_mut))]
+    let mut callee_site: Option<(u32, u32)> = None;
     let need = mc.frame_size as usize;
     if stack.len() < need {
         stack.resize(need, 0);
@@ -467,6 +473,40 @@ pub(super) fn run<H>(
                     }
                     let nb = base + at as usize;
                     let top = nb + callee.frame_size as usize;
+                    // A compiled callee runs as machine code, on this
+                    // invocation's budget and limits (mixed mode).
+                    #[cfg(feature = "jit")]
+                    if let Some(j) = jit.as_deref_mut() {
+                        if let Some(c) = j.entry(cm as usize) {
+                            if top > MAX_STACK_SLOTS {
+                                break Err(Fault::StackOverflow);
+                            }
+                            let io = crate::jit::Io {
+                                heap,
+                                host,
+                                clock,
+                                machine_stack,
+                            };
+                            let depth = frames.len() + 1;
+                            let args = &fr.0[at as usize..];
+                            let r = j.enter_nested(c, &mut fuel, &mut budget, io, depth, nb, args);
+                            if r == crate::jit::FAULT {
+                                let (f, (fm, op)) = j.take_fault();
+                                let off = cls
+                                    .code
+                                    .get(fm as usize)
+                                    .and_then(|c| c.offsets.get(op as usize))
+                                    .copied()
+                                    .unwrap_or(0);
+                                callee_site = Some((fm, off));
+                                break Err(f.unwrap_or(Fault::Internal(
+                                    "compiled code lost a fault".into(),
+                                )));
+                            }
+                            fr.0[at as usize] = r as i32;
+                            continue;
+                        }
+                    }
                     if top > stack.len() {
                         if top > MAX_STACK_SLOTS {
                             break Err(Fault::StackOverflow);
@@ -548,7 +588,7 @@ pub(super) fn run<H>(
     };
     if res.is_err() {
         let off = mc.offsets.get(pc.wrapping_sub(1)).copied().unwrap_or(0);
-        *site = Some((m as u32, off));
+        *site = Some(callee_site.unwrap_or((m as u32, off)));
     }
     frames.clear();
     *last_fuel = limits

@@ -170,13 +170,13 @@ impl<H> Vm<H> {
             Some(j) => match j.entry(m) {
                 Some(entry) => run_compiled(cls, st, limits, host, m, *checkpoint, j, entry, None),
                 None => {
-                    let out = run(cls, st, limits, host, m, *checkpoint);
+                    let out = run(cls, st, limits, host, m, *checkpoint, Some(&mut *j));
                     // The invocation may have changed the pace.
                     j.replan(limits, *checkpoint, &st.clock);
                     out
                 }
             },
-            None => run(cls, st, limits, host, m, *checkpoint),
+            None => run(cls, st, limits, host, m, *checkpoint, None),
         };
         #[cfg(not(feature = "jit"))]
         let out = run(cls, st, limits, host, m, *checkpoint);

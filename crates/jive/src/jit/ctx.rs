@@ -97,7 +97,7 @@ pub(crate) struct Env<H> {
     /// The running invocation's budget beyond `Ctx::fuel`, valid when
     /// `drawn`: taken from `plan` by the first helper that needs more fuel
     /// (see `budget::refill`).
-    budget: Budget<H>,
+    pub(super) budget: Budget<H>,
     pub drawn: bool,
     pub fault: Option<Fault>,
     /// Method and op index of the fault.

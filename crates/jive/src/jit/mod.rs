@@ -31,7 +31,10 @@
 //! methods that allocate arrays (`newarray`: the collector scans the
 //! interpreter's frames for roots, and a compiled frame keeps its slots in
 //! registers) and the methods that call them. An invocation whose entry
-//! method is not compiled runs in the interpreter entirely. Recursion is
+//! method is not compiled starts in the interpreter, which calls a
+//! compiled callee as machine code on the invocation's budget and limits
+//! ([`Compiled::enter_nested`]): no collection can happen while compiled
+//! code runs (only the interpreter's `newarray` collects). Recursion is
 //! compiled: every compiled call checks the call-depth limit and the
 //! interpreter's frame-slot limit ([`MAX_STACK_SLOTS`], counting the
 //! frames' slots as the interpreter would lay them out, `Ctx::base`), so
@@ -346,6 +349,38 @@ impl<H> Compiled<H> {
         if r == FAULT {
             self.faulted();
         }
+        r
+    }
+
+    /// [`Compiled::enter`] from the interpreter: a compiled method called
+    /// by an interpreted one, on the interpreter's budget (`fuel` in its
+    /// register and `budget`, both taken back updated), with `depth`
+    /// frames suspended below it and its frame at slot `base` of the
+    /// interpreter's frame stack, so that every limit holds as if the
+    /// interpreter ran it.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn enter_nested(
+        &mut self,
+        code: Code,
+        fuel: &mut i64,
+        budget: &mut Budget<H>,
+        io: Io<'_, H>,
+        depth: usize,
+        base: usize,
+        args: &[i32],
+    ) -> i64 {
+        let l = &mut *self.link;
+        l.env.budget = *budget;
+        l.env.drawn = true;
+        l.ctx.depth = depth as i64;
+        l.ctx.base = base as i64;
+        let r = self.enter(code, *fuel, io, args);
+        let l = &mut *self.link;
+        *fuel = l.ctx.fuel;
+        *budget = l.env.budget;
+        l.env.drawn = false;
+        l.ctx.depth = 0;
+        l.ctx.base = 0;
         r
     }
 
