@@ -55,6 +55,9 @@ pub(crate) struct Loaded {
 struct Slot {
     endpoint: u32,
     runner: Option<Box<Runner>>,
+    /// Its runner ran since its statistics were last published (see
+    /// [`AppletHost::flush`]).
+    dirty: bool,
 }
 
 /// The engine's applets (see the module documentation).
@@ -69,6 +72,8 @@ pub(crate) struct AppletHost {
     /// count against [`MAX_PENDING_RX`].
     pub pending_taken: usize,
     rx_pool: Vec<Vec<u8>>,
+    /// Slots whose runners ran and did not publish their statistics yet.
+    dirty: Vec<usize>,
     loads: Vec<Load>,
     /// Rung when a verification ends, so that a sleeping engine looks.
     waker: Arc<EventFd>,
@@ -82,6 +87,7 @@ impl AppletHost {
             pending: VecDeque::new(),
             pending_taken: 0,
             rx_pool: Vec::new(),
+            dirty: Vec::new(),
             loads: Vec::new(),
             waker,
         }
@@ -148,6 +154,7 @@ impl AppletHost {
         self.slots[idx] = Some(Slot {
             endpoint,
             runner: Some(Box::new(runner)),
+            dirty: false,
         });
         if !self.attached.contains(&idx) {
             self.attached.push(idx);
@@ -180,6 +187,42 @@ impl AppletHost {
         if let Some(Some(s)) = self.slots.get_mut(idx) {
             if s.endpoint == endpoint && s.runner.is_none() {
                 s.runner = Some(runner);
+            }
+        }
+    }
+
+    /// [`AppletHost::put`] of a runner whose invocation ended well: its
+    /// statistics are published later, for all the invocations of a turn
+    /// at once ([`AppletHost::flush`]), not after each.
+    #[inline]
+    pub(crate) fn put_ran(&mut self, idx: usize, endpoint: u32, runner: Box<Runner>) {
+        if let Some(Some(s)) = self.slots.get_mut(idx) {
+            if s.endpoint == endpoint && s.runner.is_none() {
+                s.runner = Some(runner);
+                if !s.dirty {
+                    s.dirty = true;
+                    self.dirty.push(idx);
+                }
+            }
+        }
+    }
+
+    /// Whether some runner's statistics wait to be published.
+    #[inline]
+    pub(crate) fn has_dirty(&self) -> bool {
+        !self.dirty.is_empty()
+    }
+
+    /// Publish the statistics of every runner that ran since the last
+    /// flush with `publish(endpoint index, runner)`: at the end of the
+    /// data path's turn, and before an applet is detached.
+    pub(crate) fn flush(&mut self, mut publish: impl FnMut(usize, &mut Runner)) {
+        for idx in std::mem::take(&mut self.dirty) {
+            if let Some(Some(s)) = self.slots.get_mut(idx) {
+                s.dirty = false;
+                if let Some(r) = s.runner.as_deref_mut() {
+                    publish(idx, r);
+                }
             }
         }
     }

@@ -46,9 +46,45 @@ pub(crate) struct DataPath<'a> {
     pub applets: &'a mut AppletHost,
 }
 
+/// Add what runner `r` did since it last published to endpoint counter
+/// slot `slot`.
+pub(crate) fn publish_stats(c: &Counters, slot: usize, r: &mut Runner) {
+    let s = r.take_stats();
+    if let Some(sl) = c.slot(slot) {
+        // One slot lookup, then plain adds. (One writer per counter: load
+        // + store.)
+        use std::sync::atomic::Ordering;
+        let add = |k: EndpointCounter, n: u64| {
+            let a = &sl.counters[k as usize];
+            a.store(a.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+        };
+        add(EndpointCounter::AppletTxCalls, s.tx_calls);
+        add(EndpointCounter::AppletRxCalls, s.rx_calls);
+        add(EndpointCounter::AppletTimerCalls, s.timer_calls);
+        add(EndpointCounter::AppletTimeNs, s.total_ns);
+        add(EndpointCounter::AppletFuel, s.fuel);
+        let max = &sl.counters[EndpointCounter::AppletMaxNs as usize];
+        if s.max_ns > max.load(Ordering::Relaxed) {
+            max.store(s.max_ns, Ordering::Relaxed);
+        }
+        sl.counters[EndpointCounter::AppletCompiled as usize]
+            .store(r.is_compiled() as u64, Ordering::Relaxed);
+    }
+}
+
 impl DataPath<'_> {
     fn counters(&self) -> &Counters {
         self.eps.counters()
+    }
+
+    /// Publish the statistics of the applets that ran this turn.
+    pub(crate) fn flush_stats(&mut self) {
+        let eps = &*self.eps;
+        self.applets.flush(|idx, r| {
+            if let Some(ep) = eps.get(idx) {
+                publish_stats(eps.counters(), ep.slot, r);
+            }
+        });
     }
 
     /// Take up to a budget of send descriptors from endpoint `idx`'s send
@@ -328,34 +364,19 @@ impl DataPath<'_> {
         self.after_run(idx, id, r, o)
     }
 
-    /// Publish what an invocation did, put the runner back (or drop it,
-    /// detached) and report a fault to the owner.
+    /// Put the runner back (or drop it, detached) and report a fault to
+    /// the owner. What an invocation that ended well did is published at
+    /// the end of the turn ([`DataPath::flush_stats`]); a fault's at once.
     fn after_run(&mut self, idx: usize, id: u32, mut r: Box<Runner>, o: Outcome) -> bool {
+        if let Outcome::Done = o {
+            self.applets.put_ran(idx, id, r);
+            return true;
+        }
         let Some(ep) = self.eps.get(idx).filter(|e| e.id == id) else {
             return o.is_done();
         };
         let slot = ep.slot;
-        let s = r.take_stats();
-        if let Some(sl) = self.counters().slot(slot) {
-            // One slot lookup, then plain adds: this runs after every
-            // invocation. (One writer per counter: load + store.)
-            use std::sync::atomic::Ordering;
-            let add = |k: EndpointCounter, n: u64| {
-                let a = &sl.counters[k as usize];
-                a.store(a.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
-            };
-            add(EndpointCounter::AppletTxCalls, s.tx_calls);
-            add(EndpointCounter::AppletRxCalls, s.rx_calls);
-            add(EndpointCounter::AppletTimerCalls, s.timer_calls);
-            add(EndpointCounter::AppletTimeNs, s.total_ns);
-            add(EndpointCounter::AppletFuel, s.fuel);
-            let max = &sl.counters[EndpointCounter::AppletMaxNs as usize];
-            if s.max_ns > max.load(Ordering::Relaxed) {
-                max.store(s.max_ns, Ordering::Relaxed);
-            }
-            sl.counters[EndpointCounter::AppletCompiled as usize]
-                .store(r.is_compiled() as u64, Ordering::Relaxed);
-        }
+        publish_stats(self.counters(), slot, &mut r);
         let (kind, ev) = match o {
             Outcome::Done => {
                 self.applets.put(idx, id, r);

@@ -74,6 +74,9 @@ impl UnetPart {
                 work += dp.run_timers();
             }
         }
+        if dp.applets.has_dirty() {
+            dp.flush_stats();
+        }
         work
     }
 }

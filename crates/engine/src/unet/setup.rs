@@ -218,6 +218,13 @@ impl UnetSetup<'_> {
             Request::DetachApplet { endpoint } => {
                 let r = match self.owned_or_same_user(ci, endpoint) {
                     Ok(idx) => {
+                        // What it did this turn is published first.
+                        let eps = &self.eps;
+                        self.applets.flush(|i, r| {
+                            if let Some(ep) = eps.get(i) {
+                                crate::unet::datapath::publish_stats(eps.counters(), ep.slot, r);
+                            }
+                        });
                         if self.applets.remove(idx) {
                             if let Some(ep) = self.eps.get(idx) {
                                 self.counters()
