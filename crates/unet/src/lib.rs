@@ -99,7 +99,8 @@ pub enum Error {
     Timeout(std::time::Duration),
     /// Invalid configuration or argument.
     Config(String),
-    /// The applet was refused; the text says why.
+    /// The applet or SPINE extension was refused (by JIVE's verifier or
+    /// the engine's rules); the text says why.
     Rejected(String),
     /// This build of the library leaves the facility out (Cargo features
     /// `embedded` and `inline`); the text says which.
@@ -126,7 +127,7 @@ impl std::fmt::Display for Error {
                 t.as_millis()
             ),
             Error::Config(s) => f.write_str(s),
-            Error::Rejected(s) => write!(f, "applet {s}"),
+            Error::Rejected(s) => write!(f, "refused: {s}"),
             Error::Unsupported(s) => f.write_str(s),
             Error::InUse(s) => f.write_str(s),
             Error::NoRequest(t) => {
