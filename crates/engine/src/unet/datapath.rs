@@ -48,7 +48,7 @@ pub(crate) struct DataPath<'a> {
 
 /// Add what runner `r` did since it last published to endpoint counter
 /// slot `slot`.
-pub(crate) fn publish_stats(c: &Counters, slot: usize, r: &mut Runner) {
+fn publish_stats(c: &Counters, slot: usize, r: &mut Runner) {
     let s = r.take_stats();
     if let Some(sl) = c.slot(slot) {
         // One slot lookup, then plain adds. (One writer per counter: load
@@ -72,6 +72,16 @@ pub(crate) fn publish_stats(c: &Counters, slot: usize, r: &mut Runner) {
     }
 }
 
+/// Publish the statistics of every runner of `applets` that ran since the
+/// last flush ([`AppletHost::flush`]) to its endpoint's counters.
+pub(crate) fn flush_stats(applets: &mut AppletHost, eps: &EndpointTable) {
+    applets.flush(|idx, r| {
+        if let Some(ep) = eps.get(idx) {
+            publish_stats(eps.counters(), ep.slot, r);
+        }
+    });
+}
+
 impl DataPath<'_> {
     fn counters(&self) -> &Counters {
         self.eps.counters()
@@ -79,12 +89,7 @@ impl DataPath<'_> {
 
     /// Publish the statistics of the applets that ran this turn.
     pub(crate) fn flush_stats(&mut self) {
-        let eps = &*self.eps;
-        self.applets.flush(|idx, r| {
-            if let Some(ep) = eps.get(idx) {
-                publish_stats(eps.counters(), ep.slot, r);
-            }
-        });
+        flush_stats(self.applets, self.eps);
     }
 
     /// Take up to a budget of send descriptors from endpoint `idx`'s send
@@ -368,31 +373,28 @@ impl DataPath<'_> {
     /// the owner. What an invocation that ended well did is published at
     /// the end of the turn ([`DataPath::flush_stats`]); a fault's at once.
     fn after_run(&mut self, idx: usize, id: u32, mut r: Box<Runner>, o: Outcome) -> bool {
-        if let Outcome::Done = o {
-            self.applets.put_ran(idx, id, r);
-            return true;
-        }
+        let (kind, detached) = match o {
+            Outcome::Done => {
+                self.applets.put_ran(idx, id, r);
+                return true;
+            }
+            Outcome::Fault(kind) => (kind, false),
+            Outcome::Detached(kind) => (kind, true),
+        };
         let Some(ep) = self.eps.get(idx).filter(|e| e.id == id) else {
-            return o.is_done();
+            return false;
         };
         let slot = ep.slot;
         publish_stats(self.counters(), slot, &mut r);
-        let (kind, ev) = match o {
-            Outcome::Done => {
-                self.applets.put(idx, id, r);
-                return true;
-            }
-            Outcome::Fault(kind) => {
-                self.applets.put(idx, id, r);
-                (kind, EventKind::AppletFault)
-            }
-            Outcome::Detached(kind) => {
-                self.applets.remove(idx);
-                let c = self.counters();
-                c.ep(slot, EndpointCounter::AppletDetached, 1);
-                c.set_ep(slot, EndpointCounter::AppletCompiled, 0);
-                (kind, EventKind::AppletDetached)
-            }
+        let ev = if detached {
+            self.applets.remove(idx);
+            let c = self.counters();
+            c.ep(slot, EndpointCounter::AppletDetached, 1);
+            c.set_ep(slot, EndpointCounter::AppletCompiled, 0);
+            EventKind::AppletDetached
+        } else {
+            self.applets.put(idx, id, r);
+            EventKind::AppletFault
         };
         self.counters().ep(slot, kind.counter(), 1);
         self.eps.push_event(

@@ -219,12 +219,7 @@ impl UnetSetup<'_> {
                 let r = match self.owned_or_same_user(ci, endpoint) {
                     Ok(idx) => {
                         // What it did this turn is published first.
-                        let eps = &self.eps;
-                        self.applets.flush(|i, r| {
-                            if let Some(ep) = eps.get(i) {
-                                crate::unet::datapath::publish_stats(eps.counters(), ep.slot, r);
-                            }
-                        });
+                        crate::unet::datapath::flush_stats(self.applets, self.eps);
                         if self.applets.remove(idx) {
                             if let Some(ep) = self.eps.get(idx) {
                                 self.counters()

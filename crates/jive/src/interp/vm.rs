@@ -338,14 +338,14 @@ impl<H> Vm<H> {
     /// of its compiled methods run it. Returns how many methods it
     /// compiled; code of another class is refused and changes nothing.
     #[cfg(feature = "jit")]
-    pub fn install(&mut self, code: crate::jit::Compiled<H>) -> Result<usize, String> {
+    pub fn install(&mut self, mut code: crate::jit::Compiled<H>) -> Result<usize, String> {
         if !std::sync::Arc::ptr_eq(&code.class, &self.class.inner) {
             return Err("the code was compiled from another class".into());
         }
         let n = code.count();
-        self.settle_fuel();
-        let mut code = code;
         code.bind(self.st.fields.as_mut_ptr(), self.st.window);
+        // The last invocation's fuel may still be in the old code's context.
+        self.settle_fuel();
         self.jit = Some(code);
         self.replan();
         Ok(n)
