@@ -1,7 +1,8 @@
 //! Fairness between endpoints, turn by turn: an endpoint with thousands of
 //! send descriptors queued gets a budget per turn of the engine's loop (64
-//! descriptors, 4 when an applet runs on each), so another endpoint's
-//! message never waits more than the turn it was pushed before.
+//! descriptors, fewer when its applet used 20 000 units of work on them),
+//! so another endpoint's message never waits more than the turn it was
+//! pushed before.
 
 mod common;
 use common::*;
@@ -10,8 +11,9 @@ use unet_engine::invoker::RawEndpoint;
 
 /// Send descriptors taken from one endpoint per turn.
 const SEND_BUDGET: u64 = 64;
-/// The same for an endpoint whose applet runs on each.
-const APPLET_SEND_BUDGET: u64 = 4;
+/// An applet's share of a turn's work, in JIVE fuel: its endpoint takes
+/// descriptors until its invocations used this much.
+const APPLET_TURN_FUEL: u64 = 20_000;
 
 /// A hog with a deep send ring and a sink that keeps everything it gets
 /// (its receive ring is deeper than the hog's queue); an honest pair.
@@ -147,39 +149,68 @@ fn a_receiver_that_is_behind_does_not_delay_another_endpoint() {
     );
 }
 
-/// An endpoint whose applet runs on every descriptor gets a smaller
-/// budget (each invocation may cost a whole work budget): at most four per
-/// turn, and the honest message still goes in the next turn.
+/// An endpoint whose applet runs on every descriptor takes descriptors
+/// while its applet's work this turn stays under its share
+/// ([`APPLET_TURN_FUEL`]): a cheap applet (StdUnet, tens of units a
+/// message) gets the whole budget of an endpoint without one, an
+/// expensive one (Heavy, thousands of units a message) stops after the
+/// invocation that reaches the share; the honest message still goes in the
+/// next turn.
 #[test]
-fn an_applet_endpoint_gets_a_smaller_budget() {
-    let mut w = world(true, 8192);
-    let hog = w.hog.id();
-    w.rig
-        .client
-        .attach_applet(&mut w.rig.engine, hog, applet("StdUnet"), 0, 0)
-        .expect("attach StdUnet");
-    const N: u64 = 400;
-    w.flood(N as usize);
-    let mut turns = 0;
-    // The applet may be held back a while after its attach (loading is
-    // applet work too): turns go on meanwhile.
-    let start = std::time::Instant::now();
-    while w.hog.sends_taken() < N {
-        let before = w.hog.sends_taken();
-        w.one_turn(turns);
-        turns += 1;
-        let took = w.hog.sends_taken() - before;
-        assert!(
-            took <= APPLET_SEND_BUDGET,
-            "the applet's endpoint took {took} in one turn"
+fn an_applet_endpoint_takes_descriptors_by_the_work_they_cost() {
+    for (name, n) in [("StdUnet", 400u64), ("Heavy", 60)] {
+        let mut w = world(true, 8192);
+        let hog = w.hog.id();
+        w.rig
+            .client
+            .attach_applet(&mut w.rig.engine, hog, applet(name), 0, 0)
+            .unwrap_or_else(|e| panic!("attach {name}: {e}"));
+        w.flood(n as usize);
+        let (mut turns, mut most) = (0, 0);
+        // The applet may be held back a while after its attach (loading is
+        // applet work too), or after an invocation the machine slowed
+        // (`unet_sle::pause_after`): turns go on meanwhile.
+        let start = std::time::Instant::now();
+        while w.hog.sends_taken() < n {
+            let (before, fuel0) = (
+                w.hog.sends_taken(),
+                w.rig.stats.ep(hog, EndpointCounter::AppletFuel),
+            );
+            w.one_turn(turns);
+            turns += 1;
+            let took = w.hog.sends_taken() - before;
+            let fuel = w.rig.stats.ep(hog, EndpointCounter::AppletFuel) - fuel0;
+            assert!(took <= SEND_BUDGET, "{name} took {took} in one turn");
+            if let Some(each) = fuel.checked_div(took) {
+                // Every invocation costs the same: the turn went on only
+                // while the work before the last one stayed under the share.
+                assert!(
+                    (took - 1) * each < APPLET_TURN_FUEL,
+                    "{name} took {took} at {each} units each in one turn"
+                );
+            }
+            most = most.max(took);
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(10),
+                "the hog's queue never emptied"
+            );
+        }
+        let each = w.rig.stats.ep(hog, EndpointCounter::AppletFuel) / n;
+        let share = APPLET_TURN_FUEL.div_ceil(each).min(SEND_BUDGET);
+        assert_eq!(
+            most, share,
+            "{name}: the most one turn took, at {each} units each"
         );
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(10),
-            "the hog's queue never emptied"
-        );
+        if name == "StdUnet" {
+            assert_eq!(most, SEND_BUDGET, "a cheap applet gets the whole budget");
+        } else {
+            assert!(
+                most <= 8,
+                "an expensive applet gets a few: {most} at {each} units"
+            );
+        }
+        assert_eq!(w.rig.stats.ep(hog, EndpointCounter::AppletTxCalls), n);
+        settle(&mut w.rig.engine);
+        assert_eq!(w.rig.stats.ep(w.sink.id(), EndpointCounter::RxMsgs), n);
     }
-    assert!(turns as u64 >= N / APPLET_SEND_BUDGET);
-    assert_eq!(w.rig.stats.ep(hog, EndpointCounter::AppletTxCalls), N);
-    settle(&mut w.rig.engine);
-    assert_eq!(w.rig.stats.ep(w.sink.id(), EndpointCounter::RxMsgs), N);
 }

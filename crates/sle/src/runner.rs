@@ -401,6 +401,13 @@ impl Runner {
         self.applet.stats
     }
 
+    /// Fuel the applet used since it was attached (the host bounds an
+    /// endpoint's work per turn by it).
+    #[inline]
+    pub fn fuel(&self) -> u64 {
+        self.applet.stats.fuel
+    }
+
     /// What the statistics grew by since the last call (the host adds it
     /// to its counters).
     #[inline]

@@ -30,8 +30,9 @@
 //! includes what a turn costs besides the messages (polling the send
 //! rings, the applet host's checks for queued arrivals and timers, now and
 //! then a poll of the file descriptors), spread over the descriptors it
-//! takes: four per turn from an endpoint with an applet, up to 64 without
-//! (the engine's fairness budgets). A repetition is the median over
+//! takes: up to 64 per turn from an endpoint, fewer from one whose applet
+//! used its share of the turn's work (the engine's fairness budgets;
+//! RawUnet's invocations are cheap enough for all 64). A repetition is the median over
 //! `--batches` batches (per message, less one clock read per batch), after
 //! a few untimed ones; every figure is the median over `--reps`
 //! repetitions, the variants interleaved within each repetition.
@@ -1089,8 +1090,8 @@ fn print_table(rows: &[Row], a: &Args, load: &str, clock_ns: f64) {
          call_return (on receive, with the copy into RxBuf) are one row."
     );
     println!(
-        "Every figure holds its share of the engine loop's turns (4 descriptors a turn from an \
-         endpoint with an applet, up to 64 without)."
+        "Every figure holds its share of the engine loop's turns (up to 64 descriptors a turn \
+         from an endpoint, fewer once its applet used 20 000 units of work in the turn)."
     );
     println!(
         "Each step and total is the median over repetitions of a difference taken within one \

@@ -22,6 +22,16 @@ use crate::unet::endpoints::ClientId;
 /// Most arrivals queued for applets before new ones are dropped.
 pub(crate) const MAX_PENDING_RX: usize = 4096;
 
+/// Work an endpoint's applet may do in one turn of the engine's loop, in
+/// units of JIVE fuel: the data path takes the endpoint's send descriptors
+/// (up to its budget of descriptors) until the applet's invocations used
+/// this much. One default invocation's budget ([`unet_sle::DEFAULT_FUEL`]):
+/// a cheap applet (RawUnet uses tens of units a message) gets the whole
+/// descriptor budget of an endpoint without one, an expensive one a few
+/// descriptors, so that the other endpoints never wait behind more than
+/// about twice this much of one applet's work.
+pub(crate) const APPLET_TURN_FUEL: u64 = unet_sle::DEFAULT_FUEL;
+
 /// Class files being verified at once, in the whole engine...
 pub(crate) const MAX_LOADS: usize = 8;
 /// ...and for one client.
@@ -142,6 +152,27 @@ impl AppletHost {
             Some(Some(Slot {
                 runner: Some(r), ..
             })) => r.paused(),
+            _ => false,
+        }
+    }
+
+    /// Fuel endpoint `idx`'s applet used since it was attached (0 without
+    /// one): what [`AppletHost::turn_over`] measures a turn's share from.
+    #[inline]
+    pub(crate) fn fuel(&self, idx: usize) -> u64 {
+        self.runner(idx).map_or(0, Runner::fuel)
+    }
+
+    /// True once endpoint `idx`'s applet must give way for the rest of the
+    /// turn: it waits out a pause, or it used [`APPLET_TURN_FUEL`] since
+    /// `fuel0` (its [`AppletHost::fuel`] when the turn began). False
+    /// without an applet.
+    #[inline]
+    pub(crate) fn turn_over(&mut self, idx: usize, fuel0: u64) -> bool {
+        match self.slots.get_mut(idx) {
+            Some(Some(Slot {
+                runner: Some(r), ..
+            })) => r.paused() || r.fuel().wrapping_sub(fuel0) >= APPLET_TURN_FUEL,
             _ => false,
         }
     }

@@ -28,10 +28,10 @@ use crate::unet::endpoints::{Delivery, EndpointTable};
 use crate::unet::routes::Route;
 use crate::wire::port::WirePort;
 
-/// Send descriptors taken from one endpoint per turn (fairness).
+/// Send descriptors taken from one endpoint per turn (fairness); fewer
+/// from one whose applet used its share of the turn's work
+/// ([`crate::unet::applets::APPLET_TURN_FUEL`]).
 const SEND_BUDGET: u64 = 64;
-/// The same for an endpoint whose applet runs on every descriptor.
-const APPLET_SEND_BUDGET: u64 = 4;
 /// Queued arrivals run per pass.
 const PENDING_PER_PASS: usize = 256;
 /// Applet timers run per pass.
@@ -120,35 +120,36 @@ impl DataPath<'_> {
             }
             return 0;
         }
-        // An endpoint with an applet gets fewer descriptors per turn: each
-        // may cost a whole work budget, and the other endpoints must not
-        // wait behind a long run of them.
-        let budget = if self.applets.attached(idx) {
-            APPLET_SEND_BUDGET
-        } else {
-            SEND_BUDGET
-        };
-        let n = avail.min(budget);
-        if avail > budget {
-            self.counters().ep(ep.slot, EndpointCounter::TxDeferred, 1);
-        }
-        let mut done = 0;
+        // An endpoint with an applet takes descriptors while its applet's
+        // work this turn stays under its share (`APPLET_TURN_FUEL`): each
+        // invocation may cost a whole work budget, and the other endpoints
+        // must not wait behind a long run of them.
+        let fuel0 = self.applets.fuel(idx);
+        let n = avail.min(SEND_BUDGET);
+        let (mut done, mut held) = (0, false);
         for pos in tail..tail + n {
             let desc = self.eps.get(idx).expect("live").send.read(pos);
             let Some(status) = self.process_send(idx, desc) else {
                 // Held back by a full virtual buffer: this descriptor and
                 // the ones behind it stay in the ring, offered again on a
                 // later turn (other endpoints go on).
+                held = true;
                 break;
             };
             let ep = self.eps.get(idx).expect("live");
             ep.set_send_status(pos, status as i32);
             done += 1;
-            if self.applets.paused(idx) || self.eps.behind {
-                // Its applet just used up its share, or a receiver is
-                // behind (see the dispatcher's docs): the rest waits.
+            if self.eps.behind || self.applets.turn_over(idx, fuel0) {
+                // A receiver is behind (see the dispatcher's docs), or its
+                // applet just used up its share or is paused: the rest
+                // waits.
                 break;
             }
+        }
+        if avail > done && !held {
+            // Left for a later turn by a budget (of descriptors or work).
+            let slot = self.eps.get(idx).expect("live").slot;
+            self.counters().ep(slot, EndpointCounter::TxDeferred, 1);
         }
         let ep = self.eps.get_mut(idx).expect("live");
         ep.send_tail = tail + done;

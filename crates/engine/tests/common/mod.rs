@@ -356,6 +356,27 @@ const TEST_APPLETS: &[(&str, &str)] = &[
          }\n",
     ),
     (
+        // A few thousand units of work on every send (a loop), then the
+        // send; arrivals delivered inline.
+        "Heavy",
+        "import static unet.sle.Natives.*;\n\
+         public class Heavy {\n\
+         public static byte[] RxBuf;\n\
+         static int sink;\n\
+         static int doTx(int length, int channel, int off) {\n\
+         int x = 0;\n\
+         for (int i = 0; i < 800; i++) { x += i ^ length; }\n\
+         sink = x;\n\
+         sendUser(channel, length, off);\n\
+         return 0;\n\
+         }\n\
+         static int doRx(int length, int channel) {\n\
+         if (length <= 56) { dmaRxdPayload(RxBuf, channel, length); }\n\
+         return 0;\n\
+         }\n\
+         }\n",
+    ),
+    (
         // Outside the JIVE subset (long arithmetic).
         "UsesLong",
         "public class UsesLong {\n\
