@@ -47,7 +47,10 @@ pub(crate) struct NativeEntry<H> {
 #[cfg_attr(not(feature = "jit"), allow(dead_code))]
 pub(crate) enum Fast<H> {
     Window(Intrinsic),
+    /// `(byte[] a, int aoff, int x, int len)`: the sink gets `a[aoff..][..len]`.
     Sink(SinkFn<H>),
+    /// `(byte[] a, int x, int len)`: the sink gets `a[..len]`.
+    SinkPrefix(SinkFn<H>),
 }
 
 impl<H> Clone for Fast<H> {
@@ -244,6 +247,29 @@ impl<H> Natives<H> {
             "([BIII)V",
             f,
             Some(Fast::Sink(sink)),
+            false,
+        )
+    }
+
+    /// Register `class.name([BII)V` in `domain`, taking `(byte[] a, int x,
+    /// int len)`, with a sink: as [`Natives::register_sink`], the bytes
+    /// being `a[0..len]` (a receive native that hands a prefix of the
+    /// applet's buffer over is the use).
+    pub fn register_sink_prefix(
+        &mut self,
+        domain: &str,
+        class: &str,
+        name: &str,
+        f: NativeFn<H>,
+        sink: SinkFn<H>,
+    ) -> &mut Self {
+        self.add(
+            domain,
+            class,
+            name,
+            "([BII)V",
+            f,
+            Some(Fast::SinkPrefix(sink)),
             false,
         )
     }

@@ -244,6 +244,29 @@ fn n_dma_rxd_payload(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> Nat
     Ok(0)
 }
 
+/// `dmaRxdPayload`'s sink (see [`jive::Natives::register_sink_prefix`]):
+/// the common case, a length the descriptor holds inline. It charges what
+/// the native does (one unit: `1 + len / 64` for `len <= 56`).
+fn s_dma_rxd_payload(h: &mut SleHost, data: &[u8], chan: i32) -> bool {
+    let Ok(chan) = u16::try_from(chan) else {
+        return false;
+    };
+    if data.len() > INLINE_MAX || h.ep.is_none() {
+        return false;
+    }
+    let mut d = RecvDesc {
+        len: data.len() as u32,
+        channel: chan,
+        flags: RECV_INLINE,
+        ..Default::default()
+    };
+    d.data[..data.len()].copy_from_slice(data);
+    h.ep().is_ok_and(|ep| {
+        ep.push_recv(d);
+        true
+    })
+}
+
 fn n_get_free(h: &mut SleHost, _: &mut NativeCtx<'_>, _: &[i32]) -> NativeResult {
     Ok(h.ep()?.pop_free().map_or(-1, |o| o as i32))
 }
@@ -307,7 +330,13 @@ pub fn natives() -> Natives<SleHost> {
         .register_intrinsic(DOMAIN, c, "doLtoHDMA", n_l_to_h, Intrinsic::ArrayToWindow)
         .register_sink(DOMAIN, c, "txPush", n_tx_push, s_tx_push)
         .register(DOMAIN, c, "dmaRxd", "([III)V", n_dma_rxd)
-        .register(DOMAIN, c, "dmaRxdPayload", "([BII)V", n_dma_rxd_payload)
+        .register_sink_prefix(
+            DOMAIN,
+            c,
+            "dmaRxdPayload",
+            n_dma_rxd_payload,
+            s_dma_rxd_payload,
+        )
         .register(DOMAIN, c, "getFreeBuffer", "()I", n_get_free)
         .register(DOMAIN, c, "getFreeBufferLength", "()I", n_free_len)
         .register(DOMAIN, c, "newAlignedArray", "(I)[B", n_new_aligned)

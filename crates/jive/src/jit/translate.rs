@@ -684,6 +684,10 @@ impl<H> Gen<'_, '_, H> {
                     (Some(Fast::Sink(sink)), &[h, aoff, x, len]) => {
                         Some(self.sink_call(sink, h, aoff, x, len))
                     }
+                    (Some(Fast::SinkPrefix(sink)), &[h, x, len]) => {
+                        let zero = self.k32(0);
+                        Some(self.sink_call(sink, h, zero, x, len))
+                    }
                     _ => None,
                 };
                 let slot = self.args_slot.expect("made at entry");

@@ -30,7 +30,8 @@ impl FastHost {
 }
 
 /// Register in `domain`: `wget` and `wput` (`([BIII)V`, window copies as
-/// [`Intrinsic`]s) and `emit` (`([BIII)V`, with a sink).
+/// [`Intrinsic`]s), `emit` (`([BIII)V`, with a sink) and `emit0`
+/// (`([BII)V`, with the same sink over a prefix of the array).
 pub fn register(n: &mut Natives<FastHost>, domain: &str) {
     n.register_intrinsic(
         domain,
@@ -46,7 +47,8 @@ pub fn register(n: &mut Natives<FastHost>, domain: &str) {
         w_put,
         Intrinsic::ArrayToWindow,
     )
-    .register_sink(domain, NATIVES_CLASS, "emit", n_emit, s_emit);
+    .register_sink(domain, NATIVES_CLASS, "emit", n_emit, s_emit)
+    .register_sink_prefix(domain, NATIVES_CLASS, "emit0", n_emit0, s_emit);
 }
 
 /// The natives behind the intrinsics: what compiled code does inline in
@@ -97,6 +99,11 @@ fn n_emit(h: &mut FastHost, cx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
     let b = &cx.bytes(a[0])?[aoff as usize..(aoff + len) as usize];
     h.emitted.push((x, b.iter().map(|&v| v as u8).collect()));
     Ok(0)
+}
+
+/// `emit0(a, x, len)`: `emit(a, 0, x, len)`, behind a prefix sink.
+fn n_emit0(h: &mut FastHost, cx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
+    n_emit(h, cx, &[a[0], 0, a[1], a[2]])
 }
 
 /// The sink: the native's common case for even `x`; declines odd ones
