@@ -396,14 +396,15 @@ impl Applet {
 
     /// Run `doRx(length, channel)` with the packet in `RxBuf`.
     pub fn rx(&mut self, ep: &mut dyn SleEndpoint, data: &[u8], chan: u16) -> Result<(), Fault> {
+        self.stats.rx_calls += 1;
         match self.rx_buffer(data.len()) {
+            // `RxBuf` holds the packet (the length fits an i32: the buffer
+            // is a JIVE array), and nothing runs between the copy and the
+            // call to replace it.
             Ok(b) => b[..data.len()].copy_from_slice(data),
-            Err(f) => {
-                self.stats.rx_calls += 1;
-                return Err(self.fault(f));
-            }
+            Err(f) => return Err(self.fault(f)),
         }
-        self.rx_in_place(ep, data.len(), chan)
+        self.run(ep, self.do_rx, [data.len() as i32, chan as i32])
     }
 
     /// `RxBuf` as bytes, at least `min` long, for the host to write an

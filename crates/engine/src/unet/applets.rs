@@ -140,11 +140,6 @@ impl AppletHost {
         self.slots.get(idx)?.as_ref()?.runner.as_deref()
     }
 
-    /// The runner of endpoint `idx`, mutable.
-    pub(crate) fn runner_mut(&mut self, idx: usize) -> Option<&mut Runner> {
-        self.slots.get_mut(idx)?.as_mut()?.runner.as_deref_mut()
-    }
-
     /// True while endpoint `idx`'s applet waits out a pause.
     #[inline]
     pub(crate) fn paused(&mut self, idx: usize) -> bool {

@@ -336,19 +336,15 @@ impl DataPath<'_> {
     }
 
     /// Run endpoint `idx`'s `doRx` on `msg`, copied once, straight into
-    /// its `RxBuf`. False (nothing done) if `RxBuf` cannot be made large
-    /// enough: the caller queues the message, and the queued run reports
-    /// the fault.
+    /// its `RxBuf` (a fault, `RxBuf` that cannot be made large enough
+    /// included, is reported as any other). False (nothing done) if the
+    /// endpoint has no applet.
     fn rx_now(&mut self, idx: usize, id: u32, chan: u16, msg: &[u8]) -> bool {
-        let Some(r) = self.applets.runner_mut(idx) else {
+        let Some(mut r) = self.applets.take(idx) else {
             return false;
         };
-        let Ok(buf) = r.rx_buffer(msg.len()) else {
-            return false;
-        };
-        buf[..msg.len()].copy_from_slice(msg);
-        let len = msg.len();
-        self.run_applet(idx, id, |r, p| r.rx_in_place(p, len, chan));
+        let o = r.rx(&mut EnginePort { dp: self, idx }, msg, chan);
+        self.after_run(idx, id, r, o);
         true
     }
 
