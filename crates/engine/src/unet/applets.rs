@@ -9,7 +9,6 @@
 //! ([`AppletHost::take`], [`AppletHost::put`]). Its state is therefore free
 //! of the endpoint table and the routes.
 
-use std::collections::VecDeque;
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
 
@@ -18,9 +17,13 @@ use unet_sle::{Applet, AttachError, Runner, Verified};
 use unet_sys::EventFd;
 
 use crate::unet::endpoints::ClientId;
+use crate::unet::pending::Pending;
 
-/// Most arrivals queued for applets before new ones are dropped.
+/// Most arrivals queued for applets before new ones are dropped...
 pub(crate) const MAX_PENDING_RX: usize = 4096;
+/// ...and for one endpoint's applet (one held back cannot take the whole
+/// queue).
+pub(crate) const MAX_PENDING_PER_ENDPOINT: usize = 1024;
 
 /// Work an endpoint's applet may do in one turn of the engine's loop, in
 /// units of JIVE fuel: the data path takes the endpoint's send descriptors
@@ -37,9 +40,9 @@ pub(crate) const MAX_LOADS: usize = 8;
 /// ...and for one client.
 pub(crate) const MAX_LOADS_PER_CLIENT: usize = 2;
 
-/// An arrival for an endpoint whose applet could not run at once: (table
-/// index, endpoint id, channel, the message).
-pub(crate) type Arrival = (usize, u32, u16, Vec<u8>);
+/// An arrival for an endpoint whose applet could not run at once, queued
+/// under the endpoint's table index: (endpoint id, channel, the message).
+pub(crate) type Arrival = (u32, u16, Vec<u8>);
 
 /// An attach whose class is being verified.
 struct Load {
@@ -76,11 +79,9 @@ pub(crate) struct AppletHost {
     /// Table indices with an applet attached (few: checked every turn for
     /// due timers).
     attached: Vec<usize>,
-    /// Arrivals waiting for their applet, run by the loop in order.
-    pub pending: VecDeque<Arrival>,
-    /// Arrivals taken out of `pending` by the pass running them: they
-    /// count against [`MAX_PENDING_RX`].
-    pub pending_taken: usize,
+    /// Arrivals waiting for their applet, by endpoint, each endpoint's run
+    /// by the loop in order.
+    pub pending: Pending<Arrival>,
     rx_pool: Vec<Vec<u8>>,
     /// Slots whose runners ran and did not publish their statistics yet.
     dirty: Vec<usize>,
@@ -94,8 +95,7 @@ impl AppletHost {
         AppletHost {
             slots: Vec::new(),
             attached: Vec::new(),
-            pending: VecDeque::new(),
-            pending_taken: 0,
+            pending: Pending::new(MAX_PENDING_PER_ENDPOINT, MAX_PENDING_RX),
             rx_pool: Vec::new(),
             dirty: Vec::new(),
             loads: Vec::new(),
@@ -256,14 +256,19 @@ impl AppletHost {
     /// Queue an arrival for endpoint (`idx`, `id`)'s applet: false (the
     /// caller counts the drop) if the queue is full.
     pub(crate) fn queue(&mut self, idx: usize, id: u32, chan: u16, data: &[u8]) -> bool {
-        if self.pending.len() + self.pending_taken >= MAX_PENDING_RX {
+        if self.pending.full(idx) {
             return false;
         }
         let mut buf = self.rx_pool.pop().unwrap_or_default();
         buf.clear();
         buf.extend_from_slice(data);
-        self.pending.push_back((idx, id, chan, buf));
-        true
+        match self.pending.push(idx, (id, chan, buf)) {
+            Ok(()) => true,
+            Err((_, _, buf)) => {
+                self.recycle(buf);
+                false
+            }
+        }
     }
 
     /// Keep an arrival's buffer for the next one.

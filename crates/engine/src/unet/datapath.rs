@@ -25,6 +25,7 @@ use crate::counters::Counters;
 use crate::unet::am::AmRefusal;
 use crate::unet::applets::{AppletHost, Loaded};
 use crate::unet::endpoints::{Delivery, EndpointTable};
+use crate::unet::pending::{self, Step};
 use crate::unet::routes::Route;
 use crate::wire::port::WirePort;
 
@@ -325,7 +326,7 @@ impl DataPath<'_> {
         }
         if may_run
             && self.eps.is_live(di, dst_id)
-            && self.applets.pending.is_empty()
+            && !self.applets.pending.has(di)
             && !self.applets.paused(di)
             && self.rx_now(di, dst_id, chan, msg)
         {
@@ -405,40 +406,31 @@ impl DataPath<'_> {
         false
     }
 
-    /// Run the arrivals queued for applets, in order, a bounded number per
-    /// pass. Returns how many ran.
+    /// Run the arrivals queued for applets, each endpoint's in order, a
+    /// bounded number per pass; an endpoint whose applet is paused costs
+    /// the pass one look. Returns how many ran.
     pub(crate) fn run_pending(&mut self) -> usize {
-        // The queue is taken for the pass: nothing run from here delivers
-        // with `may_run` (only the send path does), so `deliver` cannot
-        // mistake the empty field for "nothing queued".
-        let mut queue = std::mem::take(&mut self.applets.pending);
-        self.applets.pending_taken = queue.len();
-        let n = pass_in_order(
-            &mut queue,
+        pending::pass(
+            self,
+            |dp| &mut dp.applets.pending,
             PENDING_PER_PASS,
-            |e| e.0,
-            |(idx, id, chan, buf)| {
-                let live = self.eps.is_live(idx, id);
-                if live && self.applets.paused(idx) {
-                    return Some((idx, id, chan, buf));
+            |dp, idx, (id, chan, buf)| {
+                let live = dp.eps.is_live(idx, id);
+                if live && dp.applets.paused(idx) {
+                    return Step::Held((id, chan, buf));
                 }
                 if live {
-                    if self.applets.attached(idx) {
-                        self.run_applet(idx, id, |r, p| r.rx(p, &buf, chan));
+                    if dp.applets.attached(idx) {
+                        dp.run_applet(idx, id, |r, p| r.rx(p, &buf, chan));
                     } else {
                         // Detached meanwhile: plain U-Net delivery.
-                        self.eps.deliver(idx, id, chan, buf.as_ptr(), buf.len());
+                        dp.eps.deliver(idx, id, chan, buf.as_ptr(), buf.len());
                     }
                 }
-                self.applets.recycle(buf);
-                None
+                dp.applets.recycle(buf);
+                Step::Ran
             },
-        );
-        // What the runs queued goes behind what still waits.
-        queue.append(&mut self.applets.pending);
-        self.applets.pending = queue;
-        self.applets.pending_taken = 0;
-        n
+        )
     }
 
     /// Run the applet timers that are due, a bounded number per pass, each
@@ -588,176 +580,5 @@ impl Port for EnginePort<'_, '_> {
     }
     fn push_recv(&mut self, desc: RecvDesc) -> bool {
         self.dp.eps.push_recv(self.idx, desc)
-    }
-}
-
-/// One pass over a queue of work for several owners (`key`), in order:
-/// `step` runs an entry (`None`) or hands it back because its owner is held
-/// back (`Some`). At most `budget` entries run. Once an owner is held back
-/// in a pass, the rest of its entries are not offered to `step` in that
-/// pass, so a pause that ends during the pass cannot let a later entry
-/// overtake an earlier one; entries handed back keep their order, ahead of
-/// those the pass did not reach. Returns the entries run.
-pub(crate) fn pass_in_order<T>(
-    queue: &mut std::collections::VecDeque<T>,
-    budget: usize,
-    key: impl Fn(&T) -> usize,
-    mut step: impl FnMut(T) -> Option<T>,
-) -> usize {
-    let mut held: Vec<usize> = Vec::new();
-    let mut kept = std::collections::VecDeque::new();
-    let mut ran = 0;
-    for _ in 0..queue.len() {
-        if ran == budget {
-            break;
-        }
-        let Some(e) = queue.pop_front() else {
-            break;
-        };
-        let k = key(&e);
-        if held.contains(&k) {
-            kept.push_back(e);
-            continue;
-        }
-        match step(e) {
-            None => ran += 1,
-            Some(e) => {
-                held.push(k);
-                kept.push_back(e);
-            }
-        }
-    }
-    while let Some(e) = kept.pop_back() {
-        queue.push_front(e);
-    }
-    ran
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::collections::VecDeque;
-
-    /// One pass that holds nothing back: what it ran, in order.
-    fn run_all(q: &mut VecDeque<(usize, u32)>) -> Vec<(usize, u32)> {
-        let mut ran = Vec::new();
-        pass_in_order(
-            q,
-            256,
-            |e| e.0,
-            |e| {
-                ran.push(e);
-                None
-            },
-        );
-        ran
-    }
-
-    /// Owner 1 is held back when the pass reaches its first entry and its
-    /// pause ends right after: its later entries still wait, in order.
-    #[test]
-    fn a_pause_ending_during_a_pass_keeps_the_order() {
-        let mut q: VecDeque<(usize, u32)> = [(1, 0), (2, 0), (1, 1), (1, 2), (2, 1), (1, 3)]
-            .into_iter()
-            .collect();
-        let mut asked = 0;
-        let mut ran = Vec::new();
-        let n = pass_in_order(
-            &mut q,
-            256,
-            |e| e.0,
-            |e| {
-                if e.0 == 1 {
-                    asked += 1;
-                    if asked == 1 {
-                        return Some(e);
-                    }
-                }
-                ran.push(e);
-                None
-            },
-        );
-        assert_eq!(n, 2);
-        assert_eq!(asked, 1, "a held owner is asked once per pass");
-        assert_eq!(ran, [(2, 0), (2, 1)]);
-        assert_eq!(q, [(1, 0), (1, 1), (1, 2), (1, 3)]);
-        // The next pass, the pause over: all of owner 1's, in order.
-        assert_eq!(run_all(&mut q), [(1, 0), (1, 1), (1, 2), (1, 3)]);
-        assert!(q.is_empty());
-    }
-
-    /// Random owners, arrivals between passes, budgets and pauses that
-    /// start and end at any entry: every entry runs exactly once, and each
-    /// owner's in the order they came.
-    #[test]
-    fn random_pauses_never_reorder_or_lose_an_owners_entries() {
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut rnd = move |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
-        let mut q: VecDeque<(usize, u32)> = VecDeque::new();
-        let mut next = [0u32; 4];
-        let mut ran: Vec<(usize, u32)> = Vec::new();
-        for pass in 0..2_000 {
-            for _ in 0..rnd(6) {
-                let o = rnd(4) as usize;
-                q.push_back((o, next[o]));
-                next[o] += 1;
-            }
-            // The last passes hold nothing back, so the queue drains.
-            let quiet = pass >= 1_990;
-            let budget = 1 + rnd(8) as usize;
-            let mut coin = rnd(1 << 20);
-            pass_in_order(
-                &mut q,
-                budget,
-                |e| e.0,
-                |e| {
-                    coin = coin.rotate_left(7) ^ 0x5bd1_e995;
-                    if !quiet && coin % 3 == 0 {
-                        return Some(e);
-                    }
-                    ran.push(e);
-                    None
-                },
-            );
-        }
-        while !q.is_empty() {
-            ran.extend(run_all(&mut q));
-        }
-        let total: u32 = next.iter().sum();
-        assert_eq!(ran.len(), total as usize, "every entry runs once");
-        let mut seen = [0u32; 4];
-        for (o, k) in ran {
-            assert_eq!(k, seen[o], "owner {o} out of order");
-            seen[o] += 1;
-        }
-    }
-
-    /// A pass that stops at its budget leaves the entries it handed back
-    /// ahead of those it did not reach.
-    #[test]
-    fn a_pass_cut_by_its_budget_keeps_the_order() {
-        let mut q: VecDeque<(usize, u32)> = (0..10u32).map(|i| (i as usize % 2, i)).collect();
-        let mut ran = Vec::new();
-        let n = pass_in_order(
-            &mut q,
-            3,
-            |e| e.0,
-            |e| {
-                if e.0 == 0 {
-                    return Some(e);
-                }
-                ran.push(e.1);
-                None
-            },
-        );
-        assert_eq!(n, 3);
-        assert_eq!(ran, [1, 3, 5]);
-        let rest: Vec<u32> = q.iter().map(|e| e.1).collect();
-        assert_eq!(rest, [0, 2, 4, 6, 7, 8, 9]);
     }
 }

@@ -14,6 +14,7 @@ pub(crate) mod datapath;
 pub(crate) mod direct;
 pub(crate) mod endpoints;
 pub(crate) mod part;
+pub(crate) mod pending;
 pub(crate) mod remote;
 pub(crate) mod routes;
 pub(crate) mod setup;
