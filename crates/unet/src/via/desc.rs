@@ -459,6 +459,29 @@ impl Desc {
     }
 }
 
+/// Releasing what a descriptor held lives beside the descriptor, so that
+/// `region` needs nothing of this file.
+impl RegionsInUse {
+    /// The pieces of `d` are done with: their regions are kept, unused,
+    /// once no other descriptor uses them.
+    #[inline(always)]
+    pub(super) fn release(&mut self, d: &Desc) {
+        if d.n == 1 {
+            // The common case: one piece.
+            self.release_slot(d.first.slot);
+        } else {
+            self.release_slow(d);
+        }
+    }
+
+    #[inline(never)]
+    fn release_slow(&mut self, d: &Desc) {
+        for p in d.pieces() {
+            self.release_slot(p.slot);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,19 +2,15 @@
 //! the VI's segment, posting to them and taking the engine's completions.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 use unet_abi::view::ViView;
-use unet_abi::{ViCompl, ViDesc, ViError, ViHeader, ViSegDesc, VI_MAX_SEGMENTS};
+use unet_abi::{ViCompl, ViDesc, ViHeader, ViSegDesc, VI_MAX_SEGMENTS};
 use unet_sys::{self as sys, Segment};
 
-use crate::session::Inner;
 use crate::shm::Mapped;
 use crate::Error;
 
-use super::desc::{PostError, ViCompletion, ViQueue, ViState};
-use super::region::ViSeg;
-use super::vi_core::{Core, ViPath};
+use super::desc::{Desc, ViQueue};
 
 /// The client's side of a VI the engine carries: the queues in the VI's
 /// segment (layout in `unet_abi::ViHeader`).
@@ -62,30 +58,24 @@ impl EngineSide {
     }
 }
 
-impl Core {
-    /// Post a descriptor of `segs` to the engine's queue `q`.
-    pub(super) fn engine_post(
-        &mut self,
-        q: ViQueue,
-        id: u64,
-        segs: &[ViSeg<'_>],
-        session: &Arc<Inner>,
-    ) -> Result<(), PostError> {
-        let ViPath::Engine(e) = &mut self.path else {
-            return Ok(());
-        };
+impl EngineSide {
+    /// True if queue `q` has room for another descriptor.
+    pub(super) fn has_room(&self, q: ViQueue) -> bool {
         let (ring, head) = match q {
-            ViQueue::Send => (&e.map.sq, &mut e.sq_head),
-            ViQueue::Recv => (&e.map.rq, &mut e.rq_head),
+            ViQueue::Send => (&self.map.sq, self.sq_head),
+            ViQueue::Recv => (&self.map.rq, self.rq_head),
         };
-        if *head - ring.tail().min(*head) >= e.cap {
-            return Err(PostError::QueueFull);
-        }
-        let d = match q {
-            ViQueue::Send => self.send_posted.push_slot(),
-            ViQueue::Recv => self.recv_posted.push_slot(),
+        head - ring.tail().min(head) < self.cap
+    }
+
+    /// Write descriptor `d` (made by the VI from `id`'s segments) to the
+    /// engine's queue `q`, which has room ([`EngineSide::has_room`]), and
+    /// ring the engine.
+    pub(super) fn post(&mut self, q: ViQueue, id: u64, d: &Desc) {
+        let (ring, head) = match q {
+            ViQueue::Send => (&self.map.sq, &mut self.sq_head),
+            ViQueue::Recv => (&self.map.rq, &mut self.rq_head),
         };
-        d.fill(id, segs, session, &mut self.held);
         let mut w = ViDesc {
             id,
             ..ViDesc::default()
@@ -106,25 +96,21 @@ impl Core {
         ring.write(*head, w);
         *head += 1;
         ring.set_head(*head);
-        e.ring();
-        Ok(())
+        self.ring();
     }
 
-    /// Take the engine's completions, in order, for the descriptors posted.
-    pub(super) fn engine_progress(&mut self) {
-        let ViPath::Engine(e) = &mut self.path else {
-            return;
-        };
-        let mut done: Vec<(ViQueue, ViCompl)> = Vec::new();
+    /// Take the engine's completions into `done`, in order, and return
+    /// the VI's state as the engine sets it (a `ViError` code, 0: none).
+    pub(super) fn take_completions(&mut self, done: &mut Vec<(ViQueue, ViCompl)>) -> u32 {
         for (q, ring, tail) in [
-            (ViQueue::Send, &e.map.scq, &mut e.scq_tail),
-            (ViQueue::Recv, &e.map.rcq, &mut e.rcq_tail),
+            (ViQueue::Send, &self.map.scq, &mut self.scq_tail),
+            (ViQueue::Recv, &self.map.rcq, &mut self.rcq_tail),
         ] {
             let head = ring.head();
             // Never more than we posted: a corrupt head is the engine's
             // bug, not ours to trust.
             let from = *tail;
-            while *tail < head && head - *tail <= e.cap {
+            while *tail < head && head - *tail <= self.cap {
                 done.push((q, ring.read(*tail)));
                 *tail += 1;
             }
@@ -135,35 +121,6 @@ impl Core {
                 ring.set_tail(*tail);
             }
         }
-        let state = e.header().state.load(Ordering::Acquire);
-        for (q, c) in done {
-            let Some(id) = self.retire(q) else {
-                continue;
-            };
-            let status = if c.status == 0 {
-                Ok(c.len as usize)
-            } else {
-                Err(ViError::from_u32(c.status.unsigned_abs()).unwrap_or(ViError::Broken))
-            };
-            match q {
-                ViQueue::Send => {
-                    if status.is_ok() {
-                        self.stats.tx_msgs += 1;
-                        self.stats.tx_bytes += c.len as u64;
-                    }
-                    self.complete_send(ViCompletion { id, status })
-                }
-                ViQueue::Recv => {
-                    if status.is_ok() {
-                        self.stats.rx_msgs += 1;
-                        self.stats.rx_bytes += c.len as u64;
-                    }
-                    self.complete_recv(ViCompletion { id, status })
-                }
-            }
-        }
-        if let (Some(e), ViState::Connected) = (ViError::from_u32(state), self.state) {
-            self.state = ViState::Error(e);
-        }
+        self.header().state.load(Ordering::Acquire)
     }
 }

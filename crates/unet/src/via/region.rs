@@ -12,7 +12,6 @@ use crate::session::Inner;
 use crate::shm::{Area, Bytes};
 use crate::{Error, Session};
 
-use super::desc::Desc;
 use super::lock;
 
 pub(crate) struct RegionInner {
@@ -367,25 +366,6 @@ impl RegionsInUse {
             .store(self.tag << 16 | u64::from(slot), Ordering::Relaxed);
         self.last = slot;
         slot
-    }
-
-    /// The pieces of `d` are done with: their regions are kept, unused,
-    /// once no other descriptor uses them.
-    #[inline(always)]
-    pub(super) fn release(&mut self, d: &Desc) {
-        if d.n == 1 {
-            // The common case: one piece.
-            self.release_slot(d.first.slot);
-        } else {
-            self.release_slow(d);
-        }
-    }
-
-    #[inline(never)]
-    fn release_slow(&mut self, d: &Desc) {
-        for p in d.pieces() {
-            self.release_slot(p.slot);
-        }
     }
 
     /// One piece using the region in `slot` is done with.

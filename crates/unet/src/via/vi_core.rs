@@ -455,3 +455,68 @@ impl Core {
         }
     }
 }
+
+/// A VI the engine carries: posting to its queues and taking its
+/// completions (the queues themselves are `engine_side`'s).
+impl Core {
+    /// Post a descriptor of `segs` to the engine's queue `q`.
+    pub(super) fn engine_post(
+        &mut self,
+        q: ViQueue,
+        id: u64,
+        segs: &[ViSeg<'_>],
+        session: &Arc<Inner>,
+    ) -> Result<(), PostError> {
+        let ViPath::Engine(e) = &mut self.path else {
+            return Ok(());
+        };
+        if !e.has_room(q) {
+            return Err(PostError::QueueFull);
+        }
+        let d = match q {
+            ViQueue::Send => self.send_posted.push_slot(),
+            ViQueue::Recv => self.recv_posted.push_slot(),
+        };
+        d.fill(id, segs, session, &mut self.held);
+        e.post(q, id, d);
+        Ok(())
+    }
+
+    /// Take the engine's completions, in order, for the descriptors posted.
+    pub(super) fn engine_progress(&mut self) {
+        let ViPath::Engine(e) = &mut self.path else {
+            return;
+        };
+        let mut done = Vec::new();
+        let state = e.take_completions(&mut done);
+        for (q, c) in done {
+            let Some(id) = self.retire(q) else {
+                continue;
+            };
+            let status = if c.status == 0 {
+                Ok(c.len as usize)
+            } else {
+                Err(ViError::from_u32(c.status.unsigned_abs()).unwrap_or(ViError::Broken))
+            };
+            match q {
+                ViQueue::Send => {
+                    if status.is_ok() {
+                        self.stats.tx_msgs += 1;
+                        self.stats.tx_bytes += c.len as u64;
+                    }
+                    self.complete_send(ViCompletion { id, status })
+                }
+                ViQueue::Recv => {
+                    if status.is_ok() {
+                        self.stats.rx_msgs += 1;
+                        self.stats.rx_bytes += c.len as u64;
+                    }
+                    self.complete_recv(ViCompletion { id, status })
+                }
+            }
+        }
+        if let (Some(e), ViState::Connected) = (ViError::from_u32(state), self.state) {
+            self.state = ViState::Error(e);
+        }
+    }
+}
