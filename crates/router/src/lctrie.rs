@@ -7,9 +7,14 @@
 //!
 //! The arrays:
 //!
-//! - `trie`: one word a node, `branch << 27 | skip << 22 | adr`. An inner
-//!   node (`branch > 0`) has `2^branch` children at `trie[adr..]`; a leaf
-//!   (`branch == 0`) names base entry `adr`. The root is `trie[0]`.
+//! - `trie`: one word a node, `kind << 27 | skip << 22 | adr`, the root at
+//!   `trie[0]`. An inner node (`kind` 1 to 22: its branch) has `2^kind`
+//!   children at `trie[adr..]`. A leaf (`kind` 23 to 31) is a block of
+//!   `2^(31 - kind)` leaves held in its parent's word: its child `k`, by
+//!   the next `31 - kind` bits of the address, names base entry `adr + k`
+//!   (a node whose children would all be leaves of one entry each, in
+//!   order, needs no words of its own; a plain leaf is a block of one,
+//!   `kind == 31`, naming entry `adr`). Kind 0 is not used.
 //! - The base vector, `base`: the prefixes that are not a prefix of another
 //!   one, sorted, two words each (together, so that a lookup's one miss
 //!   fetches both): `base[2 * i]` is the prefix (host bits clear) and
@@ -24,7 +29,8 @@
 //! - The next-hop table, `hops`: the distinct next hops.
 //!
 //! A lookup walks from the root, each inner node taking `branch` bits of the
-//! address after skipping `skip`, to a leaf; then compares the address with
+//! address after skipping `skip`, to a leaf (taking its block's bits, if
+//! any, the same way); then compares the address with
 //! the leaf's base entry and, failing that, with the entries of its
 //! prefix-vector chain, longest first. An empty child of a level-compressed
 //! node is a leaf naming the neighbouring base entry that shares the most
@@ -35,12 +41,12 @@
 //! together, so that their cache misses overlap.
 //!
 //! Duplicate prefixes (same bits and length): the last route given wins.
-//! Limits: 4 Mi nodes and base entries (22-bit addresses); the nested
+//! Limits: leaf blocks of up to 2^8 entries; 4 Mi nodes and base entries (22-bit addresses); the nested
 //! prefixes' index and the next hop's share 26 bits of an info word (the
 //! full table with 16 next hops takes 17 and 4); past them the build is
 //! refused ([`BuildError`]).
 //!
-//! The export format ([`LcTrie::to_le_bytes`]): the ASCII magic `LCT1`,
+//! The export format ([`LcTrie::to_le_bytes`]): the ASCII magic `LCT2`,
 //! then little-endian `u32`s: `nh_bits`, the lengths (in words) of `trie`,
 //! `base`, `pre` and `hops`, then the arrays in that order. Java reads each
 //! as an `int[]` (the same bits).
@@ -55,15 +61,24 @@ const ADR_MASK: u32 = (1 << ADR_BITS) - 1;
 const SKIP_MASK: u32 = (1 << SKIP_BITS) - 1;
 /// Bits of an info word above `pre + 1` and the next hop: the length.
 const LEN_SHIFT: u32 = 26;
-/// Most bits a node branches on (a child array of 4 Mi nodes at most).
-const MAX_BRANCH: u32 = 22;
+/// Most bits an inner node branches on (a child array of 4 Mi nodes at
+/// most): a node word's kind above this is a leaf block.
+pub const MAX_BRANCH: u32 = 22;
+/// Where a node word's kind starts.
+const KIND_SHIFT: u32 = ADR_BITS + SKIP_BITS;
+/// The kind of a leaf block of `2^b` entries is `LEAF_KIND - b`.
+const LEAF_KIND: u32 = 31;
+/// Most bits a leaf block branches on.
+const MAX_LEAF_BRANCH: u32 = LEAF_KIND - MAX_BRANCH - 1;
+/// The export format's magic.
+const MAGIC: &[u8; 4] = b"LCT2";
 
 /// How the trie is shaped.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Params {
     /// A node branches on `b` bits while at least `fill * 2^b` of its
     /// children would be non-empty. Nilsson and Karlsson use 0.5; 0.75
-    /// takes 12.9 bytes a prefix of the full table instead of 14.4, at the
+    /// takes 11.1 bytes a prefix of the full table instead of 13.6, at the
     /// same lookup rate within this machine's noise.
     pub fill: f64,
     /// The root branches on at least `min(root_branch, floor(log2 n))` bits
@@ -228,17 +243,15 @@ impl LcTrie {
     pub fn lookup(&self, addr: u32) -> Option<u32> {
         let mut node = *self.trie.first()?;
         let mut pos = (node >> ADR_BITS) & SKIP_MASK;
-        let mut branch = node >> (ADR_BITS + SKIP_BITS);
-        let mut adr = node & ADR_MASK;
-        while branch != 0 {
+        let mut kind = node >> KIND_SHIFT;
+        while kind <= MAX_BRANCH {
             // Wrapping as Java's shifts: the same on an imported trie.
-            let child = addr.wrapping_shl(pos).wrapping_shr(32 - branch);
-            node = self.trie[(adr + child) as usize];
-            pos = pos.wrapping_add(branch + ((node >> ADR_BITS) & SKIP_MASK));
-            branch = node >> (ADR_BITS + SKIP_BITS);
-            adr = node & ADR_MASK;
+            let child = addr.wrapping_shl(pos).wrapping_shr(32 - kind);
+            node = self.trie[((node & ADR_MASK) + child) as usize];
+            pos = pos.wrapping_add(kind + ((node >> ADR_BITS) & SKIP_MASK));
+            kind = node >> KIND_SHIFT;
         }
-        let at = 2 * adr as usize;
+        let at = 2 * leaf_entry(addr, pos, node) as usize;
         self.resolve(addr ^ self.base[at], self.base[at + 1])
     }
 
@@ -250,17 +263,15 @@ impl LcTrie {
             return [None; N];
         };
         let mut pos = [(root >> ADR_BITS) & SKIP_MASK; N];
-        let mut branch = [root >> (ADR_BITS + SKIP_BITS); N];
-        let mut adr = [root & ADR_MASK; N];
+        let mut node = [root; N];
         loop {
             let mut inner = false;
             for i in 0..N {
-                if branch[i] != 0 {
-                    let child = addrs[i].wrapping_shl(pos[i]).wrapping_shr(32 - branch[i]);
-                    let node = self.trie[(adr[i] + child) as usize];
-                    pos[i] = pos[i].wrapping_add(branch[i] + ((node >> ADR_BITS) & SKIP_MASK));
-                    branch[i] = node >> (ADR_BITS + SKIP_BITS);
-                    adr[i] = node & ADR_MASK;
+                let kind = node[i] >> KIND_SHIFT;
+                if kind <= MAX_BRANCH {
+                    let child = addrs[i].wrapping_shl(pos[i]).wrapping_shr(32 - kind);
+                    node[i] = self.trie[((node[i] & ADR_MASK) + child) as usize];
+                    pos[i] = pos[i].wrapping_add(kind + ((node[i] >> ADR_BITS) & SKIP_MASK));
                     inner = true;
                 }
             }
@@ -271,7 +282,7 @@ impl LcTrie {
         let mut diff = [0u32; N];
         let mut info = [0u32; N];
         for i in 0..N {
-            let at = 2 * adr[i] as usize;
+            let at = 2 * leaf_entry(addrs[i], pos[i], node[i]) as usize;
             diff[i] = addrs[i] ^ self.base[at];
             info[i] = self.base[at + 1];
         }
@@ -322,16 +333,17 @@ impl LcTrie {
         (self.trie.len(), self.base.len() / 2, self.pre.len())
     }
 
-    /// Depth of the deepest leaf (the root's children are at depth 1).
+    /// Depth of the deepest leaf (the root's children are at depth 1; a
+    /// leaf block's leaves are one below its word).
     pub fn depth(&self) -> usize {
         fn walk(t: &[u32], i: usize) -> usize {
             let n = t[i];
-            let branch = n >> (ADR_BITS + SKIP_BITS);
-            if branch == 0 {
-                return 0;
+            let kind = n >> KIND_SHIFT;
+            if kind > MAX_BRANCH {
+                return usize::from(kind < LEAF_KIND);
             }
             let adr = (n & ADR_MASK) as usize;
-            1 + (0..1usize << branch)
+            1 + (0..1usize << kind)
                 .map(|k| walk(t, adr + k))
                 .max()
                 .unwrap_or(0)
@@ -347,7 +359,7 @@ impl LcTrie {
     pub fn to_le_bytes(&self) -> Vec<u8> {
         let a = self.arrays();
         let mut out = Vec::with_capacity(self.bytes() + 24);
-        out.extend_from_slice(b"LCT1");
+        out.extend_from_slice(MAGIC);
         for w in [
             a.nh_bits,
             a.trie.len() as u32,
@@ -368,7 +380,7 @@ impl LcTrie {
     /// Read the export format back (`None`: not a whole, consistent
     /// export).
     pub fn from_le_bytes(b: &[u8]) -> Option<LcTrie> {
-        let rest = b.strip_prefix(b"LCT1")?;
+        let rest = b.strip_prefix(MAGIC)?;
         let mut words = rest
             .chunks_exact(4)
             .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]));
@@ -406,12 +418,12 @@ impl LcTrie {
         };
         // Children after their node, so a walk ends.
         let nodes_ok = self.trie.iter().enumerate().all(|(i, &n)| {
-            let branch = n >> (ADR_BITS + SKIP_BITS);
+            let kind = n >> KIND_SHIFT;
             let adr = (n & ADR_MASK) as usize;
-            if branch == 0 {
-                adr < nb
-            } else {
-                adr + (1usize << branch) <= self.trie.len() && adr > i
+            match kind {
+                0 => false,
+                1..=MAX_BRANCH => adr + (1usize << kind) <= self.trie.len() && adr > i,
+                _ => adr + (1usize << (LEAF_KIND - kind)) <= nb,
             }
         });
         (self.trie.is_empty() == (nb == 0))
@@ -453,6 +465,16 @@ impl Builder<'_> {
         let skip = if root { 0 } else { common };
         let at_bit = pos + skip;
         let branch = self.branch(first, n, at_bit, root);
+        // One entry a child, in order: a leaf block in this word.
+        if n == 1 << branch
+            && branch <= MAX_LEAF_BRANCH
+            && self.patterns(first, n, at_bit, branch) == n
+        {
+            leaf(first + n - 1)?;
+            self.nodes[at] =
+                ((LEAF_KIND - branch) << KIND_SHIFT) | (skip << ADR_BITS) | first as u32;
+            return Ok(());
+        }
         let adr = self.nodes.len();
         if adr + (1 << branch) > ADR_MASK as usize {
             return Err(BuildError(format!(
@@ -460,7 +482,7 @@ impl Builder<'_> {
                 ADR_MASK
             )));
         }
-        self.nodes[at] = (branch << (ADR_BITS + SKIP_BITS)) | (skip << ADR_BITS) | adr as u32;
+        self.nodes[at] = (branch << KIND_SHIFT) | (skip << ADR_BITS) | adr as u32;
         self.nodes.resize(adr + (1 << branch), 0);
         // Each child's run of entries, by the `branch` bits at `at_bit`.
         let pat = |x: u32| (x << at_bit) >> (32 - branch);
@@ -538,9 +560,21 @@ impl Builder<'_> {
     }
 }
 
+/// The word of a leaf naming base entry `entry`.
 fn leaf(entry: usize) -> Result<u32, BuildError> {
     u32::try_from(entry)
         .ok()
         .filter(|&e| e <= ADR_MASK)
+        .map(|e| (LEAF_KIND << KIND_SHIFT) | e)
         .ok_or_else(|| BuildError(format!("more than {ADR_MASK} base entries")))
+}
+
+/// The base entry a leaf word (`node`, a leaf block) names for `addr`,
+/// whose first `pos` bits the path to it has consumed: its entry plus the
+/// block's next bits of the address (none for a plain leaf).
+#[inline]
+fn leaf_entry(addr: u32, pos: u32, node: u32) -> u32 {
+    // `>> 1 >> kind`: `>> (32 - b)` for a block of `2^b`, and 0 for b = 0
+    // (a shift by 32 would leave the word whole, in Java as here).
+    (node & ADR_MASK) + ((addr.wrapping_shl(pos) >> 1) >> (node >> KIND_SHIFT))
 }
