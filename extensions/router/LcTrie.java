@@ -7,9 +7,10 @@
  *
  * <p>{@code trie}: one word a node, {@code kind << 27 | skip << 22 | adr}:
  * an inner node ({@code kind} 1 to 22, its branch) has {@code 2^kind}
- * children at {@code trie[adr]}; a leaf ({@code kind} 23 to 31) is a block
- * whose child {@code k}, by the next {@code 31 - kind} bits, names base
- * entry {@code adr + k}.
+ * children at {@code trie[adr]}; a leaf of kind 24 to 31 is a block whose
+ * child {@code k}, by the next {@code 31 - kind} bits, names base entry
+ * {@code adr + k}; a leaf of kind 23 holds its answer, {@code hops[adr - 1]}
+ * (none when {@code adr} is 0).
  * {@code base}: the base vector, each entry's prefix then its
  * {@code len << 26 | (pre + 1) << nhBits | nh} word. {@code pre}: the
  * prefix vector, info words of the same form. {@code hops}: the next hops.
@@ -47,6 +48,10 @@ public class LcTrie {
             node = t[(node & 0x3fffff) + ((addr << pos) >>> (32 - kind))];
             pos += kind + ((node >>> 22) & 31);
             kind = node >>> 27;
+        }
+        if (kind == 23) {
+            int a = node & 0x3fffff;
+            return a == 0 ? -1 : hops[a - 1];
         }
         int at = 2 * ((node & 0x3fffff) + ((addr << pos) >>> 1 >>> kind));
         int diff = addr ^ base[at];

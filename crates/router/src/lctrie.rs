@@ -9,12 +9,16 @@
 //!
 //! - `trie`: one word a node, `kind << 27 | skip << 22 | adr`, the root at
 //!   `trie[0]`. An inner node (`kind` 1 to 22: its branch) has `2^kind`
-//!   children at `trie[adr..]`. A leaf (`kind` 23 to 31) is a block of
+//!   children at `trie[adr..]`. A leaf of kind 24 to 31 is a block of
 //!   `2^(31 - kind)` leaves held in its parent's word: its child `k`, by
 //!   the next `31 - kind` bits of the address, names base entry `adr + k`
 //!   (a node whose children would all be leaves of one entry each, in
 //!   order, needs no words of its own; a plain leaf is a block of one,
-//!   `kind == 31`, naming entry `adr`). Kind 0 is not used.
+//!   `kind == 31`, naming entry `adr`). A leaf of kind 23 holds its
+//!   answer: `adr` is the next hop's index in `hops` plus one, or 0 for
+//!   no route (an empty child of a level-compressed node with no skipped
+//!   bit on its path: the longest prefix covering its range is the same
+//!   for all of it, found when the trie is built). Kind 0 is not used.
 //! - The base vector, `base`: the prefixes that are not a prefix of another
 //!   one, sorted, two words each (together, so that a lookup's one miss
 //!   fetches both): `base[2 * i]` is the prefix (host bits clear) and
@@ -29,19 +33,20 @@
 //! - The next-hop table, `hops`: the distinct next hops.
 //!
 //! A lookup walks from the root, each inner node taking `branch` bits of the
-//! address after skipping `skip`, to a leaf (taking its block's bits, if
-//! any, the same way); then compares the address with
+//! address after skipping `skip`, to a leaf: one that holds its answer
+//! ends the lookup; otherwise (taking its block's bits, if any, the same
+//! way) it names a base entry, and the lookup compares the address with
 //! the leaf's base entry and, failing that, with the entries of its
-//! prefix-vector chain, longest first. An empty child of a level-compressed
-//! node is a leaf naming the neighbouring base entry that shares the most
-//! bits with the child's range: the longest prefix covering the range is
-//! that entry or on its chain, and nothing longer can match there.
+//! prefix-vector chain, longest first. Another empty child is a leaf naming
+//! the neighbouring base entry that shares the most bits with the child's
+//! range: the longest prefix covering the range is that entry or on its
+//! chain, and nothing longer can match there.
 //!
 //! [`LcTrie::lookup_batch`] walks several addresses level by level
 //! together, so that their cache misses overlap.
 //!
 //! Duplicate prefixes (same bits and length): the last route given wins.
-//! Limits: leaf blocks of up to 2^8 entries; 4 Mi nodes and base entries (22-bit addresses); the nested
+//! Limits: leaf blocks of up to 2^7 entries; 4 Mi - 1 next hops; 4 Mi nodes and base entries (22-bit addresses); the nested
 //! prefixes' index and the next hop's share 26 bits of an info word (the
 //! full table with 16 next hops takes 17 and 4); past them the build is
 //! refused ([`BuildError`]).
@@ -66,10 +71,13 @@ const LEN_SHIFT: u32 = 26;
 pub const MAX_BRANCH: u32 = 22;
 /// Where a node word's kind starts.
 const KIND_SHIFT: u32 = ADR_BITS + SKIP_BITS;
+/// The kind of a leaf that holds its answer: `adr` is the next hop's
+/// index plus one, or 0 for no route.
+const ANSWER_KIND: u32 = MAX_BRANCH + 1;
 /// The kind of a leaf block of `2^b` entries is `LEAF_KIND - b`.
 const LEAF_KIND: u32 = 31;
 /// Most bits a leaf block branches on.
-const MAX_LEAF_BRANCH: u32 = LEAF_KIND - MAX_BRANCH - 1;
+const MAX_LEAF_BRANCH: u32 = LEAF_KIND - ANSWER_KIND - 1;
 /// The export format's magic.
 const MAGIC: &[u8; 4] = b"LCT2";
 
@@ -180,6 +188,13 @@ impl LcTrie {
                 base_pre.push(parent);
             }
         }
+        if hops.len() >= ADR_MASK as usize {
+            return Err(BuildError(format!(
+                "{} next hops (a leaf names at most {})",
+                hops.len(),
+                ADR_MASK - 1
+            )));
+        }
         let fits = LEN_SHIFT
             .checked_sub(nh_bits)
             .is_some_and(|pre_bits| (pre_rs.len() as u64) >> pre_bits == 0);
@@ -218,8 +233,9 @@ impl LcTrie {
                 s: &base_str,
                 p,
                 nodes: vec![0],
+                t: &t,
             };
-            b.node(0, 0, base_str.len(), 0, true)?;
+            b.node(0, 0, base_str.len(), 0, true, true)?;
             t.trie = b.nodes;
         }
         t.shrink();
@@ -250,6 +266,9 @@ impl LcTrie {
             node = self.trie[((node & ADR_MASK) + child) as usize];
             pos = pos.wrapping_add(kind + ((node >> ADR_BITS) & SKIP_MASK));
             kind = node >> KIND_SHIFT;
+        }
+        if kind == ANSWER_KIND {
+            return self.answer(node);
         }
         let at = 2 * leaf_entry(addr, pos, node) as usize;
         self.resolve(addr ^ self.base[at], self.base[at + 1])
@@ -282,21 +301,43 @@ impl LcTrie {
         let mut diff = [0u32; N];
         let mut info = [0u32; N];
         for i in 0..N {
-            let at = 2 * leaf_entry(addrs[i], pos[i], node[i]) as usize;
-            diff[i] = addrs[i] ^ self.base[at];
-            info[i] = self.base[at + 1];
+            if node[i] >> KIND_SHIFT != ANSWER_KIND {
+                let at = 2 * leaf_entry(addrs[i], pos[i], node[i]) as usize;
+                diff[i] = addrs[i] ^ self.base[at];
+                info[i] = self.base[at + 1];
+            }
         }
-        std::array::from_fn(|i| self.resolve(diff[i], info[i]))
+        std::array::from_fn(|i| {
+            if node[i] >> KIND_SHIFT == ANSWER_KIND {
+                self.answer(node[i])
+            } else {
+                self.resolve(diff[i], info[i])
+            }
+        })
+    }
+
+    /// The next hop a leaf holding its answer names.
+    #[inline]
+    fn answer(&self, node: u32) -> Option<u32> {
+        let a = node & ADR_MASK;
+        (a != 0).then(|| self.hops[a as usize - 1])
     }
 
     /// The next hop of the base entry (`info`) or the first of its chain
     /// whose bits `diff` (the address against the entry's prefix) matches.
     #[inline]
-    fn resolve(&self, diff: u32, mut info: u32) -> Option<u32> {
+    fn resolve(&self, diff: u32, info: u32) -> Option<u32> {
+        self.resolve_index(diff, info)
+            .map(|i| self.hops[i as usize])
+    }
+
+    /// [`LcTrie::resolve`]'s next hop's index in `hops`.
+    #[inline]
+    fn resolve_index(&self, diff: u32, mut info: u32) -> Option<u32> {
         loop {
             let len = info >> LEN_SHIFT;
             if len == 0 || diff.wrapping_shr(32 - len) == 0 {
-                return Some(self.hops[(info & ((1 << self.nh_bits) - 1)) as usize]);
+                return Some(info & ((1 << self.nh_bits) - 1));
             }
             let up = (info & ((1 << LEN_SHIFT) - 1)) >> self.nh_bits;
             if up == 0 {
@@ -340,7 +381,7 @@ impl LcTrie {
             let n = t[i];
             let kind = n >> KIND_SHIFT;
             if kind > MAX_BRANCH {
-                return usize::from(kind < LEAF_KIND);
+                return usize::from(kind > ANSWER_KIND && kind < LEAF_KIND);
             }
             let adr = (n & ADR_MASK) as usize;
             1 + (0..1usize << kind)
@@ -423,6 +464,7 @@ impl LcTrie {
             match kind {
                 0 => false,
                 1..=MAX_BRANCH => adr + (1usize << kind) <= self.trie.len() && adr > i,
+                ANSWER_KIND => adr <= self.hops.len(),
                 _ => adr + (1usize << (LEAF_KIND - kind)) <= nb,
             }
         });
@@ -441,11 +483,14 @@ struct Builder<'a> {
     s: &'a [u32],
     p: Params,
     nodes: Vec<u32>,
+    /// The trie's vectors (its nodes being built here).
+    t: &'a LcTrie,
 }
 
 impl Builder<'_> {
     /// Fill `nodes[at]` with the node over base entries `first..first + n`,
-    /// whose first `pos` bits the path to it has consumed.
+    /// whose first `pos` bits the path to it has consumed (`exact`: taken
+    /// by branches, none skipped unchecked).
     fn node(
         &mut self,
         at: usize,
@@ -453,6 +498,7 @@ impl Builder<'_> {
         n: usize,
         pos: u32,
         root: bool,
+        exact: bool,
     ) -> Result<(), BuildError> {
         if n == 1 {
             self.nodes[at] = leaf(first)?;
@@ -463,6 +509,7 @@ impl Builder<'_> {
         // Distinct prefixes differ within their 32 bits: common < 32.
         let common = ((lo ^ hi) << pos).leading_zeros().min(32 - pos - 1);
         let skip = if root { 0 } else { common };
+        let exact = exact && skip == 0;
         let at_bit = pos + skip;
         let branch = self.branch(first, n, at_bit, root);
         // One entry a child, in order: a leaf block in this word.
@@ -498,11 +545,15 @@ impl Builder<'_> {
         }
         for (k, &(start, len)) in runs.iter().enumerate() {
             if len > 0 {
-                self.node(adr + k, start, len, at_bit + branch, false)?;
+                self.node(adr + k, start, len, at_bit + branch, false, exact)?;
                 continue;
             }
             // An empty child: the neighbouring entry sharing most bits
-            // with the child's range.
+            // with the child's range. The longest prefix covering the
+            // range is that entry or on its chain, and nothing longer
+            // can match there. When every address that reaches the child
+            // is in its range (no bit on the path was skipped), that
+            // prefix is every such address's answer: the child holds it.
             let range = (lo & mask(at_bit as u8)) | ((k as u32) << (32 - at_bit - branch));
             let before = runs[..k]
                 .iter()
@@ -523,7 +574,13 @@ impl Builder<'_> {
                 (None, Some(a)) => a,
                 (None, None) => first,
             };
-            self.nodes[adr + k] = leaf(e)?;
+            if !exact {
+                self.nodes[adr + k] = leaf(e)?;
+                continue;
+            }
+            let (b, t) = (&self.t.base, self.t);
+            let hop = t.resolve_index(range ^ b[2 * e], b[2 * e + 1]);
+            self.nodes[adr + k] = (ANSWER_KIND << KIND_SHIFT) | hop.map_or(0, |h| h + 1);
         }
         Ok(())
     }

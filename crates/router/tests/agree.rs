@@ -136,8 +136,8 @@ fn edge_cases() {
     check_linear(&hosts, 20_000, 10);
     check_linear(&[Route::new(0, 1, 1), Route::new(1 << 31, 1, 2)], 1000, 11);
     // Runs of 2^k neighbouring /32s, each a node whose children are one
-    // entry each: leaf blocks up to 2^8, then an inner node above them.
-    for k in [1u32, 2, 8, 9, 10] {
+    // entry each: leaf blocks up to 2^7, then an inner node above them.
+    for k in [1u32, 2, 7, 8, 10] {
         let run: Vec<Route> = (0..1u32 << k)
             .map(|i| Route::new(0x0a0b_0000 + i, 32, i % 5))
             .chain([Route::new(0x0a00_0000, 8, 7)])
@@ -150,7 +150,7 @@ fn edge_cases() {
             root_branch: 0,
         };
         let t = LcTrie::build_with(&run, p).unwrap();
-        let children = if k <= 8 { 0 } else { 1 << k };
+        let children = if k <= 7 { 0 } else { 1 << k };
         assert_eq!(t.counts().0, 3 + children, "2^{k} /32s");
         for a in addresses(&run, 5000, 13) {
             assert_eq!(t.lookup(a), linear_lookup(&run, a), "address {a:#010x}");
@@ -168,6 +168,11 @@ fn bytes_are_counted_and_a_thousand_routes_fit_in_20_kb() {
     assert_eq!(t.bytes(), words * 4 + std::mem::size_of::<LcTrie>());
     assert_eq!(base + pre, 1000);
     assert!(t.bytes() < 20_000, "{} bytes", t.bytes());
+    // Of the leaves, blocks of several entries and leaves that hold
+    // their answer (kinds 24-30 and 23).
+    let kinds: Vec<u32> = a.trie.iter().map(|n| n >> 27).collect();
+    assert!(kinds.iter().any(|k| (24..31).contains(k)), "{kinds:?}");
+    assert!(kinds.contains(&23), "{kinds:?}");
 }
 
 #[test]
