@@ -86,7 +86,7 @@ const MAGIC: &[u8; 4] = b"LCT2";
 pub struct Params {
     /// A node branches on `b` bits while at least `fill * 2^b` of its
     /// children would be non-empty. Nilsson and Karlsson use 0.5; 0.75
-    /// takes 11.1 bytes a prefix of the full table instead of 13.6, at the
+    /// takes 11.2 bytes a prefix of the full table instead of 13.6, at the
     /// same lookup rate within this machine's noise.
     pub fill: f64,
     /// The root branches on at least `min(root_branch, floor(log2 n))` bits
