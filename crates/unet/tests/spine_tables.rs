@@ -28,7 +28,8 @@ const PROC_QUOTA: u64 = 64 << 20;
 
 /// `TableLookup`: `LcTrie.java` with a handler that takes table 0's
 /// parts at its start, looks up each address of its message and answers
-/// `version` then the next hop (or -1) of each, as little-endian ints.
+/// `version` then the next hop (or -1) of each, as little-endian ints
+/// (asked for nothing, it asks for a part that does not exist).
 fn class() -> &'static [u8] {
     static CLASS: OnceLock<Vec<u8>> = OnceLock::new();
     CLASS.get_or_init(|| {
@@ -54,6 +55,9 @@ fn class() -> &'static [u8] {
     }
 
     static void onLookup(int self, int msg) {
+        if (unet.spine.Spine.argsLength(msg) == 0) {
+            unet.spine.Spine.table(0, 5);
+        }
         int[] meta = unet.spine.Spine.table(0, unet.spine.Spine.TABLE_META);
         trie = unet.spine.Spine.table(0, unet.spine.Spine.TABLE_TRIE);
         base = unet.spine.Spine.table(0, unet.spine.Spine.TABLE_BASE);
@@ -163,6 +167,14 @@ fn a_handler_looks_destinations_up_in_the_table_it_was_handed() {
     }
     let l = s.list_extensions().unwrap();
     assert_eq!(l.extensions[0].handlers[0].terminated(), 1);
+    // A part that does not exist stops the invocation.
+    ep.send_am(LOOKUP, &[], &[]).unwrap();
+    let l = wait_listing(&s, "the bad part faulted", |l| {
+        l.extensions[0].handlers[0].terminated() == 2
+    });
+    let why = &l.extensions[0].last_fault;
+    assert!(why.contains("no table part 5 (0 to 4)"), "{why}");
+    assert_eq!(ext, l.extensions[0].id);
 }
 
 #[test]
