@@ -5,7 +5,12 @@
  * builds the trie and fills these fields; see that module's documentation
  * for the words' layout).
  *
- * <p>{@code trie}: one word a node, {@code branch << 27 | skip << 22 | adr}.
+ * <p>{@code trie}: one word a node, {@code kind << 27 | skip << 22 | adr}:
+ * an inner node ({@code kind} 1 to 22, its branch) has {@code 2^kind}
+ * children at {@code trie[adr]}; a leaf of kind 24 to 31 is a block whose
+ * child {@code k}, by the next {@code 31 - kind} bits, names base entry
+ * {@code adr + k}; a leaf of kind 23 holds its answer, {@code hops[adr - 1]}
+ * (none when {@code adr} is 0).
  * {@code base}: the base vector, each entry's prefix then its
  * {@code len << 26 | (pre + 1) << nhBits | nh} word. {@code pre}: the
  * prefix vector, info words of the same form. {@code hops}: the next hops.
@@ -38,16 +43,19 @@ public class LcTrie {
         }
         int node = t[0];
         int pos = (node >>> 22) & 31;
-        int branch = node >>> 27;
-        int adr = node & 0x3fffff;
-        while (branch != 0) {
-            node = t[adr + ((addr << pos) >>> (32 - branch))];
-            pos += branch + ((node >>> 22) & 31);
-            branch = node >>> 27;
-            adr = node & 0x3fffff;
+        int kind = node >>> 27;
+        while (kind <= 22) {
+            node = t[(node & 0x3fffff) + ((addr << pos) >>> (32 - kind))];
+            pos += kind + ((node >>> 22) & 31);
+            kind = node >>> 27;
         }
-        int diff = addr ^ base[2 * adr];
-        int info = base[2 * adr + 1];
+        if (kind == 23) {
+            int a = node & 0x3fffff;
+            return a == 0 ? -1 : hops[a - 1];
+        }
+        int at = 2 * ((node & 0x3fffff) + ((addr << pos) >>> 1 >>> kind));
+        int diff = addr ^ base[at];
+        int info = base[at + 1];
         int nhMask = (1 << nhBits) - 1;
         while (true) {
             int len = info >>> 26;

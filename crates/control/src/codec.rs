@@ -109,6 +109,8 @@ kinds! {
         SpineLinkClose = 54,
         /// [`Request::SpineLinks`].
         SpineLinks = 55,
+        /// [`Request::SpineTable`].
+        SpineTable = 56,
         /// [`Request::TraceSet`].
         TraceSet = 72,
         /// [`Request::TraceDump`].
@@ -159,6 +161,8 @@ kinds! {
         SpineLink = 152,
         /// [`Reply::SpineLinkListing`].
         SpineLinkListing = 155,
+        /// [`Reply::SpineTableLoaded`].
+        SpineTableLoaded = 156,
         /// [`Reply::TraceState`].
         TraceState = 74,
         /// [`Reply::TraceDump`].
@@ -392,7 +396,8 @@ impl Request {
             | Request::SpineLinkListen { .. }
             | Request::SpineLinkConnect { .. }
             | Request::SpineLinkClose { .. }
-            | Request::SpineLinks => spine::encode_request(self, req_id),
+            | Request::SpineLinks
+            | Request::SpineTable { .. } => spine::encode_request(self, req_id),
         };
         w.into_vec()
     }
@@ -527,7 +532,8 @@ impl Request {
             | ReqKind::SpineLinkListen
             | ReqKind::SpineLinkConnect
             | ReqKind::SpineLinkClose
-            | ReqKind::SpineLinks => spine::decode_request(kind, &mut r)?,
+            | ReqKind::SpineLinks
+            | ReqKind::SpineTable => spine::decode_request(kind, &mut r)?,
         };
         Ok((id, req))
     }
@@ -655,7 +661,8 @@ impl Reply {
             | Reply::TraceState { .. }
             | Reply::TraceDump { .. }
             | Reply::SpineLink { .. }
-            | Reply::SpineLinkListing { .. } => spine::encode_reply(self, req_id),
+            | Reply::SpineLinkListing { .. }
+            | Reply::SpineTableLoaded { .. } => spine::encode_reply(self, req_id),
         };
         w.into_vec()
     }
@@ -743,7 +750,8 @@ impl Reply {
             | ReplyKind::TraceState
             | ReplyKind::TraceDump
             | ReplyKind::SpineLink
-            | ReplyKind::SpineLinkListing => spine::decode_reply(kind, &mut r)?,
+            | ReplyKind::SpineLinkListing
+            | ReplyKind::SpineTableLoaded => spine::decode_reply(kind, &mut r)?,
         };
         Ok((id, rep))
     }

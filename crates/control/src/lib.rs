@@ -567,6 +567,20 @@ pub enum Request {
     /// List the SPINE links (those of the asking client's user; all for
     /// root): [`Reply::SpineLinkListing`].
     SpineLinks,
+    /// Hand extension `ext` (one of the asking client's user; any for
+    /// root) a route table under number `table`; fd: a memory file
+    /// holding the table (`len` bytes, an LC-trie's export format). It is
+    /// checked, then replaces the extension's table of that number
+    /// between two events. Answered with [`Reply::SpineTableLoaded`] or
+    /// [`Reply::Rejected`] (why, exactly).
+    SpineTable {
+        /// The extension.
+        ext: u32,
+        /// The table's number.
+        table: u32,
+        /// Length of the table.
+        len: u32,
+    },
 }
 
 /// Longest name of an extension, and of a domain, in bytes.
@@ -748,6 +762,14 @@ pub enum Reply {
     SpineLinkListing {
         /// Length of the listing.
         len: u32,
+    },
+    /// A table is installed ([`Request::SpineTable`]).
+    SpineTableLoaded {
+        /// Its version: loads of tables into this extension, counted
+        /// from 1.
+        version: u32,
+        /// Bytes its arrays take (charged to the extension's table quota).
+        bytes: u64,
     },
 }
 

@@ -7,9 +7,18 @@
 //!
 //! The arrays:
 //!
-//! - `trie`: one word a node, `branch << 27 | skip << 22 | adr`. An inner
-//!   node (`branch > 0`) has `2^branch` children at `trie[adr..]`; a leaf
-//!   (`branch == 0`) names base entry `adr`. The root is `trie[0]`.
+//! - `trie`: one word a node, `kind << 27 | skip << 22 | adr`, the root at
+//!   `trie[0]`. An inner node (`kind` 1 to 22: its branch) has `2^kind`
+//!   children at `trie[adr..]`. A leaf of kind 24 to 31 is a block of
+//!   `2^(31 - kind)` leaves held in its parent's word: its child `k`, by
+//!   the next `31 - kind` bits of the address, names base entry `adr + k`
+//!   (a node whose children would all be leaves of one entry each, in
+//!   order, needs no words of its own; a plain leaf is a block of one,
+//!   `kind == 31`, naming entry `adr`). A leaf of kind 23 holds its
+//!   answer: `adr` is the next hop's index in `hops` plus one, or 0 for
+//!   no route (an empty child of a level-compressed node with no skipped
+//!   bit on its path: the longest prefix covering its range is the same
+//!   for all of it, found when the trie is built). Kind 0 is not used.
 //! - The base vector, `base`: the prefixes that are not a prefix of another
 //!   one, sorted, two words each (together, so that a lookup's one miss
 //!   fetches both): `base[2 * i]` is the prefix (host bits clear) and
@@ -24,23 +33,25 @@
 //! - The next-hop table, `hops`: the distinct next hops.
 //!
 //! A lookup walks from the root, each inner node taking `branch` bits of the
-//! address after skipping `skip`, to a leaf; then compares the address with
+//! address after skipping `skip`, to a leaf: one that holds its answer
+//! ends the lookup; otherwise (taking its block's bits, if any, the same
+//! way) it names a base entry, and the lookup compares the address with
 //! the leaf's base entry and, failing that, with the entries of its
-//! prefix-vector chain, longest first. An empty child of a level-compressed
-//! node is a leaf naming the neighbouring base entry that shares the most
-//! bits with the child's range: the longest prefix covering the range is
-//! that entry or on its chain, and nothing longer can match there.
+//! prefix-vector chain, longest first. Another empty child is a leaf naming
+//! the neighbouring base entry that shares the most bits with the child's
+//! range: the longest prefix covering the range is that entry or on its
+//! chain, and nothing longer can match there.
 //!
 //! [`LcTrie::lookup_batch`] walks several addresses level by level
 //! together, so that their cache misses overlap.
 //!
 //! Duplicate prefixes (same bits and length): the last route given wins.
-//! Limits: 4 Mi nodes and base entries (22-bit addresses); the nested
+//! Limits: leaf blocks of up to 2^7 entries; 4 Mi - 1 next hops; 4 Mi nodes and base entries (22-bit addresses); the nested
 //! prefixes' index and the next hop's share 26 bits of an info word (the
 //! full table with 16 next hops takes 17 and 4); past them the build is
 //! refused ([`BuildError`]).
 //!
-//! The export format ([`LcTrie::to_le_bytes`]): the ASCII magic `LCT1`,
+//! The export format ([`LcTrie::to_le_bytes`]): the ASCII magic `LCT2`,
 //! then little-endian `u32`s: `nh_bits`, the lengths (in words) of `trie`,
 //! `base`, `pre` and `hops`, then the arrays in that order. Java reads each
 //! as an `int[]` (the same bits).
@@ -55,15 +66,27 @@ const ADR_MASK: u32 = (1 << ADR_BITS) - 1;
 const SKIP_MASK: u32 = (1 << SKIP_BITS) - 1;
 /// Bits of an info word above `pre + 1` and the next hop: the length.
 const LEN_SHIFT: u32 = 26;
-/// Most bits a node branches on (a child array of 4 Mi nodes at most).
-const MAX_BRANCH: u32 = 22;
+/// Most bits an inner node branches on (a child array of 4 Mi nodes at
+/// most): a node word's kind above this is a leaf block.
+pub const MAX_BRANCH: u32 = 22;
+/// Where a node word's kind starts.
+const KIND_SHIFT: u32 = ADR_BITS + SKIP_BITS;
+/// The kind of a leaf that holds its answer: `adr` is the next hop's
+/// index plus one, or 0 for no route.
+const ANSWER_KIND: u32 = MAX_BRANCH + 1;
+/// The kind of a leaf block of `2^b` entries is `LEAF_KIND - b`.
+const LEAF_KIND: u32 = 31;
+/// Most bits a leaf block branches on.
+const MAX_LEAF_BRANCH: u32 = LEAF_KIND - ANSWER_KIND - 1;
+/// The export format's magic.
+const MAGIC: &[u8; 4] = b"LCT2";
 
 /// How the trie is shaped.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Params {
     /// A node branches on `b` bits while at least `fill * 2^b` of its
     /// children would be non-empty. Nilsson and Karlsson use 0.5; 0.75
-    /// takes 12.9 bytes a prefix of the full table instead of 14.4, at the
+    /// takes 11.2 bytes a prefix of the full table instead of 13.6, at the
     /// same lookup rate within this machine's noise.
     pub fill: f64,
     /// The root branches on at least `min(root_branch, floor(log2 n))` bits
@@ -165,6 +188,13 @@ impl LcTrie {
                 base_pre.push(parent);
             }
         }
+        if hops.len() >= ADR_MASK as usize {
+            return Err(BuildError(format!(
+                "{} next hops (a leaf names at most {})",
+                hops.len(),
+                ADR_MASK - 1
+            )));
+        }
         let fits = LEN_SHIFT
             .checked_sub(nh_bits)
             .is_some_and(|pre_bits| (pre_rs.len() as u64) >> pre_bits == 0);
@@ -203,8 +233,9 @@ impl LcTrie {
                 s: &base_str,
                 p,
                 nodes: vec![0],
+                t: &t,
             };
-            b.node(0, 0, base_str.len(), 0, true)?;
+            b.node(0, 0, base_str.len(), 0, true, true)?;
             t.trie = b.nodes;
         }
         t.shrink();
@@ -228,17 +259,18 @@ impl LcTrie {
     pub fn lookup(&self, addr: u32) -> Option<u32> {
         let mut node = *self.trie.first()?;
         let mut pos = (node >> ADR_BITS) & SKIP_MASK;
-        let mut branch = node >> (ADR_BITS + SKIP_BITS);
-        let mut adr = node & ADR_MASK;
-        while branch != 0 {
+        let mut kind = node >> KIND_SHIFT;
+        while kind <= MAX_BRANCH {
             // Wrapping as Java's shifts: the same on an imported trie.
-            let child = addr.wrapping_shl(pos).wrapping_shr(32 - branch);
-            node = self.trie[(adr + child) as usize];
-            pos = pos.wrapping_add(branch + ((node >> ADR_BITS) & SKIP_MASK));
-            branch = node >> (ADR_BITS + SKIP_BITS);
-            adr = node & ADR_MASK;
+            let child = addr.wrapping_shl(pos).wrapping_shr(32 - kind);
+            node = self.trie[((node & ADR_MASK) + child) as usize];
+            pos = pos.wrapping_add(kind + ((node >> ADR_BITS) & SKIP_MASK));
+            kind = node >> KIND_SHIFT;
         }
-        let at = 2 * adr as usize;
+        if kind == ANSWER_KIND {
+            return self.answer(node);
+        }
+        let at = 2 * leaf_entry(addr, pos, node) as usize;
         self.resolve(addr ^ self.base[at], self.base[at + 1])
     }
 
@@ -250,17 +282,15 @@ impl LcTrie {
             return [None; N];
         };
         let mut pos = [(root >> ADR_BITS) & SKIP_MASK; N];
-        let mut branch = [root >> (ADR_BITS + SKIP_BITS); N];
-        let mut adr = [root & ADR_MASK; N];
+        let mut node = [root; N];
         loop {
             let mut inner = false;
             for i in 0..N {
-                if branch[i] != 0 {
-                    let child = addrs[i].wrapping_shl(pos[i]).wrapping_shr(32 - branch[i]);
-                    let node = self.trie[(adr[i] + child) as usize];
-                    pos[i] = pos[i].wrapping_add(branch[i] + ((node >> ADR_BITS) & SKIP_MASK));
-                    branch[i] = node >> (ADR_BITS + SKIP_BITS);
-                    adr[i] = node & ADR_MASK;
+                let kind = node[i] >> KIND_SHIFT;
+                if kind <= MAX_BRANCH {
+                    let child = addrs[i].wrapping_shl(pos[i]).wrapping_shr(32 - kind);
+                    node[i] = self.trie[((node[i] & ADR_MASK) + child) as usize];
+                    pos[i] = pos[i].wrapping_add(kind + ((node[i] >> ADR_BITS) & SKIP_MASK));
                     inner = true;
                 }
             }
@@ -271,21 +301,43 @@ impl LcTrie {
         let mut diff = [0u32; N];
         let mut info = [0u32; N];
         for i in 0..N {
-            let at = 2 * adr[i] as usize;
-            diff[i] = addrs[i] ^ self.base[at];
-            info[i] = self.base[at + 1];
+            if node[i] >> KIND_SHIFT != ANSWER_KIND {
+                let at = 2 * leaf_entry(addrs[i], pos[i], node[i]) as usize;
+                diff[i] = addrs[i] ^ self.base[at];
+                info[i] = self.base[at + 1];
+            }
         }
-        std::array::from_fn(|i| self.resolve(diff[i], info[i]))
+        std::array::from_fn(|i| {
+            if node[i] >> KIND_SHIFT == ANSWER_KIND {
+                self.answer(node[i])
+            } else {
+                self.resolve(diff[i], info[i])
+            }
+        })
+    }
+
+    /// The next hop a leaf holding its answer names.
+    #[inline]
+    fn answer(&self, node: u32) -> Option<u32> {
+        let a = node & ADR_MASK;
+        (a != 0).then(|| self.hops[a as usize - 1])
     }
 
     /// The next hop of the base entry (`info`) or the first of its chain
     /// whose bits `diff` (the address against the entry's prefix) matches.
     #[inline]
-    fn resolve(&self, diff: u32, mut info: u32) -> Option<u32> {
+    fn resolve(&self, diff: u32, info: u32) -> Option<u32> {
+        self.resolve_index(diff, info)
+            .map(|i| self.hops[i as usize])
+    }
+
+    /// [`LcTrie::resolve`]'s next hop's index in `hops`.
+    #[inline]
+    fn resolve_index(&self, diff: u32, mut info: u32) -> Option<u32> {
         loop {
             let len = info >> LEN_SHIFT;
             if len == 0 || diff.wrapping_shr(32 - len) == 0 {
-                return Some(self.hops[(info & ((1 << self.nh_bits) - 1)) as usize]);
+                return Some(info & ((1 << self.nh_bits) - 1));
             }
             let up = (info & ((1 << LEN_SHIFT) - 1)) >> self.nh_bits;
             if up == 0 {
@@ -322,16 +374,17 @@ impl LcTrie {
         (self.trie.len(), self.base.len() / 2, self.pre.len())
     }
 
-    /// Depth of the deepest leaf (the root's children are at depth 1).
+    /// Depth of the deepest leaf (the root's children are at depth 1; a
+    /// leaf block's leaves are one below its word).
     pub fn depth(&self) -> usize {
         fn walk(t: &[u32], i: usize) -> usize {
             let n = t[i];
-            let branch = n >> (ADR_BITS + SKIP_BITS);
-            if branch == 0 {
-                return 0;
+            let kind = n >> KIND_SHIFT;
+            if kind > MAX_BRANCH {
+                return usize::from(kind > ANSWER_KIND && kind < LEAF_KIND);
             }
             let adr = (n & ADR_MASK) as usize;
-            1 + (0..1usize << branch)
+            1 + (0..1usize << kind)
                 .map(|k| walk(t, adr + k))
                 .max()
                 .unwrap_or(0)
@@ -347,7 +400,7 @@ impl LcTrie {
     pub fn to_le_bytes(&self) -> Vec<u8> {
         let a = self.arrays();
         let mut out = Vec::with_capacity(self.bytes() + 24);
-        out.extend_from_slice(b"LCT1");
+        out.extend_from_slice(MAGIC);
         for w in [
             a.nh_bits,
             a.trie.len() as u32,
@@ -368,7 +421,7 @@ impl LcTrie {
     /// Read the export format back (`None`: not a whole, consistent
     /// export).
     pub fn from_le_bytes(b: &[u8]) -> Option<LcTrie> {
-        let rest = b.strip_prefix(b"LCT1")?;
+        let rest = b.strip_prefix(MAGIC)?;
         let mut words = rest
             .chunks_exact(4)
             .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]));
@@ -406,12 +459,13 @@ impl LcTrie {
         };
         // Children after their node, so a walk ends.
         let nodes_ok = self.trie.iter().enumerate().all(|(i, &n)| {
-            let branch = n >> (ADR_BITS + SKIP_BITS);
+            let kind = n >> KIND_SHIFT;
             let adr = (n & ADR_MASK) as usize;
-            if branch == 0 {
-                adr < nb
-            } else {
-                adr + (1usize << branch) <= self.trie.len() && adr > i
+            match kind {
+                0 => false,
+                1..=MAX_BRANCH => adr + (1usize << kind) <= self.trie.len() && adr > i,
+                ANSWER_KIND => adr <= self.hops.len(),
+                _ => adr + (1usize << (LEAF_KIND - kind)) <= nb,
             }
         });
         (self.trie.is_empty() == (nb == 0))
@@ -429,11 +483,14 @@ struct Builder<'a> {
     s: &'a [u32],
     p: Params,
     nodes: Vec<u32>,
+    /// The trie's vectors (its nodes being built here).
+    t: &'a LcTrie,
 }
 
 impl Builder<'_> {
     /// Fill `nodes[at]` with the node over base entries `first..first + n`,
-    /// whose first `pos` bits the path to it has consumed.
+    /// whose first `pos` bits the path to it has consumed (`exact`: taken
+    /// by branches, none skipped unchecked).
     fn node(
         &mut self,
         at: usize,
@@ -441,6 +498,7 @@ impl Builder<'_> {
         n: usize,
         pos: u32,
         root: bool,
+        exact: bool,
     ) -> Result<(), BuildError> {
         if n == 1 {
             self.nodes[at] = leaf(first)?;
@@ -451,8 +509,19 @@ impl Builder<'_> {
         // Distinct prefixes differ within their 32 bits: common < 32.
         let common = ((lo ^ hi) << pos).leading_zeros().min(32 - pos - 1);
         let skip = if root { 0 } else { common };
+        let exact = exact && skip == 0;
         let at_bit = pos + skip;
         let branch = self.branch(first, n, at_bit, root);
+        // One entry a child, in order: a leaf block in this word.
+        if n == 1 << branch
+            && branch <= MAX_LEAF_BRANCH
+            && self.patterns(first, n, at_bit, branch) == n
+        {
+            leaf(first + n - 1)?;
+            self.nodes[at] =
+                ((LEAF_KIND - branch) << KIND_SHIFT) | (skip << ADR_BITS) | first as u32;
+            return Ok(());
+        }
         let adr = self.nodes.len();
         if adr + (1 << branch) > ADR_MASK as usize {
             return Err(BuildError(format!(
@@ -460,7 +529,7 @@ impl Builder<'_> {
                 ADR_MASK
             )));
         }
-        self.nodes[at] = (branch << (ADR_BITS + SKIP_BITS)) | (skip << ADR_BITS) | adr as u32;
+        self.nodes[at] = (branch << KIND_SHIFT) | (skip << ADR_BITS) | adr as u32;
         self.nodes.resize(adr + (1 << branch), 0);
         // Each child's run of entries, by the `branch` bits at `at_bit`.
         let pat = |x: u32| (x << at_bit) >> (32 - branch);
@@ -476,11 +545,15 @@ impl Builder<'_> {
         }
         for (k, &(start, len)) in runs.iter().enumerate() {
             if len > 0 {
-                self.node(adr + k, start, len, at_bit + branch, false)?;
+                self.node(adr + k, start, len, at_bit + branch, false, exact)?;
                 continue;
             }
             // An empty child: the neighbouring entry sharing most bits
-            // with the child's range.
+            // with the child's range. The longest prefix covering the
+            // range is that entry or on its chain, and nothing longer
+            // can match there. When every address that reaches the child
+            // is in its range (no bit on the path was skipped), that
+            // prefix is every such address's answer: the child holds it.
             let range = (lo & mask(at_bit as u8)) | ((k as u32) << (32 - at_bit - branch));
             let before = runs[..k]
                 .iter()
@@ -501,7 +574,13 @@ impl Builder<'_> {
                 (None, Some(a)) => a,
                 (None, None) => first,
             };
-            self.nodes[adr + k] = leaf(e)?;
+            if !exact {
+                self.nodes[adr + k] = leaf(e)?;
+                continue;
+            }
+            let (b, t) = (&self.t.base, self.t);
+            let hop = t.resolve_index(range ^ b[2 * e], b[2 * e + 1]);
+            self.nodes[adr + k] = (ANSWER_KIND << KIND_SHIFT) | hop.map_or(0, |h| h + 1);
         }
         Ok(())
     }
@@ -538,9 +617,21 @@ impl Builder<'_> {
     }
 }
 
+/// The word of a leaf naming base entry `entry`.
 fn leaf(entry: usize) -> Result<u32, BuildError> {
     u32::try_from(entry)
         .ok()
         .filter(|&e| e <= ADR_MASK)
+        .map(|e| (LEAF_KIND << KIND_SHIFT) | e)
         .ok_or_else(|| BuildError(format!("more than {ADR_MASK} base entries")))
+}
+
+/// The base entry a leaf word (`node`, a leaf block) names for `addr`,
+/// whose first `pos` bits the path to it has consumed: its entry plus the
+/// block's next bits of the address (none for a plain leaf).
+#[inline]
+fn leaf_entry(addr: u32, pos: u32, node: u32) -> u32 {
+    // `>> 1 >> kind`: `>> (32 - b)` for a block of `2^b`, and 0 for b = 0
+    // (a shift by 32 would leave the word whole, in Java as here).
+    (node & ADR_MASK) + ((addr.wrapping_shl(pos) >> 1) >> (node >> KIND_SHIFT))
 }

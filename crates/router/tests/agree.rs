@@ -135,6 +135,27 @@ fn edge_cases() {
         .collect();
     check_linear(&hosts, 20_000, 10);
     check_linear(&[Route::new(0, 1, 1), Route::new(1 << 31, 1, 2)], 1000, 11);
+    // Runs of 2^k neighbouring /32s, each a node whose children are one
+    // entry each: leaf blocks up to 2^7, then an inner node above them.
+    for k in [1u32, 2, 7, 8, 10] {
+        let run: Vec<Route> = (0..1u32 << k)
+            .map(|i| Route::new(0x0a0b_0000 + i, 32, i % 5))
+            .chain([Route::new(0x0a00_0000, 8, 7)])
+            .collect();
+        check_linear(&run, 20_000, 12);
+        // Without a wide root: the root, its two children, the run's
+        // node's children when it cannot be a block.
+        let p = Params {
+            fill: 0.75,
+            root_branch: 0,
+        };
+        let t = LcTrie::build_with(&run, p).unwrap();
+        let children = if k <= 7 { 0 } else { 1 << k };
+        assert_eq!(t.counts().0, 3 + children, "2^{k} /32s");
+        for a in addresses(&run, 5000, 13) {
+            assert_eq!(t.lookup(a), linear_lookup(&run, a), "address {a:#010x}");
+        }
+    }
 }
 
 #[test]
@@ -147,6 +168,11 @@ fn bytes_are_counted_and_a_thousand_routes_fit_in_20_kb() {
     assert_eq!(t.bytes(), words * 4 + std::mem::size_of::<LcTrie>());
     assert_eq!(base + pre, 1000);
     assert!(t.bytes() < 20_000, "{} bytes", t.bytes());
+    // Of the leaves, blocks of several entries and leaves that hold
+    // their answer (kinds 24-30 and 23).
+    let kinds: Vec<u32> = a.trie.iter().map(|n| n >> 27).collect();
+    assert!(kinds.iter().any(|k| (24..31).contains(k)), "{kinds:?}");
+    assert!(kinds.contains(&23), "{kinds:?}");
 }
 
 #[test]
@@ -154,7 +180,7 @@ fn the_export_reads_back_and_refuses_broken_arrays() {
     let routes = generated(5000, 4, 16);
     let t = LcTrie::build(&routes).unwrap();
     let bytes = t.to_le_bytes();
-    assert_eq!(&bytes[..4], b"LCT1");
+    assert_eq!(&bytes[..4], b"LCT2");
     assert_eq!(
         bytes.len(),
         4 + 20 + t.bytes() - std::mem::size_of::<LcTrie>()

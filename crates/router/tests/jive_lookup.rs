@@ -9,7 +9,7 @@ use std::process::Command;
 
 use jive::{test_natives, Class, Elem, Limits, Vm};
 use unet_router::table::{self, generated, Route, SplitMix};
-use unet_router::LcTrie;
+use unet_router::{extension, LcTrie};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -52,35 +52,16 @@ fn class_bytes() -> Vec<u8> {
 }
 
 /// A VM of the class with the trie's arrays in its fields; the heap quota
-/// is what the arrays take (each with its 16-byte header).
+/// is what the arrays take and a sample of addresses for `lookupAll`.
 fn vm_with(bytes: &[u8], t: &LcTrie) -> (Vm<()>, jive::MethodId, usize) {
     let class = Class::load(bytes, &test_natives::<()>(), &[]).expect("LcTrie loads");
-    let a = t.arrays();
-    let arrays = [
-        ("trie", a.trie),
-        ("base", a.base),
-        ("pre", a.pre),
-        ("hops", a.hops),
-    ];
-    // The arrays, and a sample of addresses for `lookupAll`.
-    let quota: usize =
-        arrays.iter().map(|(_, v)| v.len() * 4 + 16).sum::<usize>() + SAMPLE * 4 + 16;
+    let quota = extension::heap_bytes(t) + SAMPLE * 4 + 16;
     let limits = Limits {
         heap_quota: quota,
         ..Limits::default()
     };
     let mut vm = Vm::new(class.clone(), limits, &mut ()).unwrap();
-    for (name, words) in arrays {
-        let f = vm.static_field(name).unwrap();
-        let arr = vm.new_array(Elem::Int, words.len()).unwrap();
-        let dst = vm.ints_mut(arr).unwrap();
-        for (d, &w) in dst.iter_mut().zip(words) {
-            *d = w as i32;
-        }
-        vm.try_set_array_field(f, arr).unwrap();
-    }
-    let nh = vm.static_field("nhBits").unwrap();
-    vm.set_int_field(nh, a.nh_bits as i32);
+    extension::fill_fields(&mut vm, t).unwrap();
     (vm, class.method("lookup").unwrap(), quota)
 }
 

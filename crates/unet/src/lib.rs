@@ -52,6 +52,7 @@ mod session;
 #[allow(unsafe_code)]
 mod shm;
 pub mod spine;
+pub mod spine_tables;
 pub mod spine_wire;
 pub mod udm;
 pub mod via;

@@ -26,7 +26,7 @@ use jive::{ArrayRef, Class, Elem, Limits, Natives, Prepared, Vm};
 use prefix_trie::PrefixMap;
 use serde_json::json;
 use unet_router::table::{self, generated, mask, Route, SplitMix};
-use unet_router::{BinTrie, LcTrie, Params};
+use unet_router::{extension, BinTrie, LcTrie, Params};
 
 use super::applet_build::{javac, BuildDir};
 use super::plot::{self, Figure, Scale, Series};
@@ -296,36 +296,13 @@ fn compile_java(java: Option<&Path>) -> Res<Vec<u8>> {
 /// whole trace's lookups in one invocation.
 fn jive_vm(class: &[u8], t: &LcTrie, compile: bool, trace: usize) -> Res<(Vm<()>, Prepared<1>)> {
     let class = Class::load(class, &Natives::new(), &[]).map_err(|e| e.to_string())?;
-    let a = t.arrays();
-    let arrays = [
-        ("trie", a.trie),
-        ("base", a.base),
-        ("pre", a.pre),
-        ("hops", a.hops),
-    ];
     let limits = Limits {
-        heap_quota: arrays.iter().map(|(_, v)| v.len() * 4 + 16).sum::<usize>() + trace * 4 + 16,
+        heap_quota: extension::heap_bytes(t) + trace * 4 + 16,
         fuel: 1 << 40,
         ..Limits::default()
     };
     let mut vm = Vm::new(class.clone(), limits, &mut ()).map_err(|e| e.to_string())?;
-    for (name, words) in arrays {
-        let f = vm
-            .static_field(name)
-            .ok_or_else(|| format!("LcTrie has no field {name}"))?;
-        let arr = vm
-            .new_array(Elem::Int, words.len())
-            .map_err(|e| e.to_string())?;
-        let dst = vm.ints_mut(arr).ok_or("fresh array not an int[]")?;
-        for (d, &w) in dst.iter_mut().zip(words) {
-            *d = w as i32;
-        }
-        vm.try_set_array_field(f, arr).map_err(|e| e.to_string())?;
-    }
-    let nh = vm
-        .static_field("nhBits")
-        .ok_or("LcTrie has no field nhBits")?;
-    vm.set_int_field(nh, a.nh_bits as i32);
+    extension::fill_fields(&mut vm, t)?;
     let m = class.method("lookup").ok_or("LcTrie has no lookup")?;
     let p = vm.prepare::<1>(m).map_err(|e| e.to_string())?;
     if compile {

@@ -1,6 +1,6 @@
 //! SPINE's kinds of control packet: loading, unloading and listing
-//! extensions, the peer queues, the links over the wire and the event
-//! trace, each request and reply's body. [`super`] dispatches by kind
+//! extensions and their route tables, the peer queues, the links over
+//! the wire and the event trace, each request and reply's body. [`super`] dispatches by kind
 //! and writes and reads the header.
 
 use super::*;
@@ -77,6 +77,13 @@ pub(super) fn encode_request(req: &Request, req_id: u32) -> W {
             w
         }
         Request::SpineLinks => packet(ReqKind::SpineLinks as u16, req_id),
+        Request::SpineTable { ext, table, len } => {
+            let mut w = packet(ReqKind::SpineTable as u16, req_id);
+            w.u32(*ext);
+            w.u32(*table);
+            w.u32(*len);
+            w
+        }
         // Not SPINE's (the dispatch sends none here): a packet of kind 0,
         // which no side decodes.
         _ => packet(0, req_id),
@@ -125,6 +132,11 @@ pub(super) fn decode_request(kind: ReqKind, r: &mut R<'_>) -> Result<Request, Co
         },
         ReqKind::SpineLinkClose => Request::SpineLinkClose { link: r.u32()? },
         ReqKind::SpineLinks => Request::SpineLinks,
+        ReqKind::SpineTable => Request::SpineTable {
+            ext: r.u32()?,
+            table: r.u32()?,
+            len: r.u32()?,
+        },
         _ => return Err(ControlError::UnknownKind(kind as u16)),
     })
 }
@@ -187,6 +199,12 @@ pub(super) fn encode_reply(rep: &Reply, req_id: u32) -> W {
             w.u32(*len);
             w
         }
+        Reply::SpineTableLoaded { version, bytes } => {
+            let mut w = packet(ReplyKind::SpineTableLoaded as u16, req_id);
+            w.u32(*version);
+            w.u64(*bytes);
+            w
+        }
         // Not SPINE's (the dispatch sends none here): a packet of kind 0,
         // which no side decodes.
         _ => packet(0, req_id),
@@ -223,6 +241,10 @@ pub(super) fn decode_reply(kind: ReplyKind, r: &mut R<'_>) -> Result<Reply, Cont
             token: r.u64()?,
         },
         ReplyKind::SpineLinkListing => Reply::SpineLinkListing { len: r.u32()? },
+        ReplyKind::SpineTableLoaded => Reply::SpineTableLoaded {
+            version: r.u32()?,
+            bytes: r.u64()?,
+        },
         _ => return Err(ControlError::UnknownKind(kind as u16)),
     })
 }

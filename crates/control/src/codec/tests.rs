@@ -210,6 +210,14 @@ fn samples() -> Vec<(&'static str, Vec<u8>)> {
         ),
         ("spine_link_close", Request::SpineLinkClose { link: 0x102 }),
         ("spine_links", Request::SpineLinks),
+        (
+            "spine_table",
+            Request::SpineTable {
+                ext: 3,
+                table: 1,
+                len: 10_044_400,
+            },
+        ),
     ];
     let reps = [
         (
@@ -324,6 +332,13 @@ fn samples() -> Vec<(&'static str, Vec<u8>)> {
         (
             "reply_spine_link_listing",
             Reply::SpineLinkListing { len: 512 },
+        ),
+        (
+            "reply_spine_table_loaded",
+            Reply::SpineTableLoaded {
+                version: 2,
+                bytes: 10_044_480,
+            },
         ),
     ];
     let mut v: Vec<(&str, Vec<u8>)> = reqs.iter().map(|(n, r)| (*n, r.encode(17))).collect();

@@ -122,7 +122,10 @@ impl Setup<'_> {
                 self.reply(ci, req_id, r);
             }
             Request::Stat => self.stat(ci, req_id),
-            Request::SpineLoad { .. } | Request::SpineUnload { .. } | Request::SpineList => {
+            Request::SpineLoad { .. }
+            | Request::SpineUnload { .. }
+            | Request::SpineList
+            | Request::SpineTable { .. } => {
                 self.spine_setup().handle_spine(ci, req_id, req, &mut fds)
             }
             Request::PeerJoin { .. }

@@ -280,6 +280,12 @@ impl Ext {
             .expect("the tests drive extensions that export nothing")
     }
 
+    /// Its VM, when it exports nothing (an exporter's is in the runtime's
+    /// table of exports): where its route tables are installed.
+    pub(crate) fn own_vm(&mut self) -> Option<&mut Vm<Rt>> {
+        self.vm.as_mut()
+    }
+
     /// Method `method` of the class as the handler a timer runs, in
     /// extension slot `slot` with `context`: its statistics are those of
     /// the installed handler of the same method, if there is one (else

@@ -17,6 +17,8 @@
 //!   (domains of their own), and the calls between them;
 //! - `setup.rs`: loading, unloading and listing extensions, and
 //!   reclaiming a client's when it goes;
+//! - `tables.rs`, `tables_setup.rs`: route tables loaded into
+//!   extensions (`Spine.table`), their runtime and set-up halves;
 //! - `timers.rs`: the extensions' timers (`Spine.timer`), fired as
 //!   `Timer` events;
 //! - `trace.rs`: the event graph's recorder (off by default, switched
@@ -46,6 +48,8 @@ pub(crate) mod peer;
 pub(crate) mod peers;
 pub(crate) mod rt;
 pub(crate) mod setup;
+pub(crate) mod tables;
+pub(crate) mod tables_setup;
 pub(crate) mod timers;
 pub(crate) mod trace;
 pub(crate) mod wire;

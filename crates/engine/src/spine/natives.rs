@@ -20,6 +20,7 @@ use unet_abi::spine::{AM_ARGS_MAX, SPINE_FIRST_EXT_HANDLER};
 use crate::spine::events::Tag;
 use crate::spine::msgs::KeepError;
 use crate::spine::rt::{reply_dest, Rt, Wanted, E_LIMIT, HANDLERS_PER_EXT, NO_MSG};
+use crate::spine::tables::PARTS;
 use crate::spine::timers::Timer;
 
 /// The domain's name, granted to every extension.
@@ -290,6 +291,20 @@ fn timer(rt: &mut Rt, _: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
     Ok(rt.timers.set(a[0], t))
 }
 
+/// `table(n, part)`: part `part` of the current version of the running
+/// extension's route table `n` (`tables.rs`), null when there is none; a
+/// part that does not exist is a fault.
+fn table(rt: &mut Rt, _: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
+    let Some(part) = usize::try_from(a[1]).ok().filter(|&p| p < PARTS) else {
+        return Err(fault(&format!(
+            "no table part {} (0 to {})",
+            a[1],
+            PARTS - 1
+        )));
+    };
+    Ok(rt.tables.part(rt.cur.slot as usize, a[0], part))
+}
+
 fn now_micros(rt: &mut Rt, _: &mut NativeCtx<'_>, _: &[i32]) -> NativeResult {
     Ok(rt.now_micros())
 }
@@ -321,6 +336,7 @@ pub(crate) fn natives() -> Natives<Rt> {
         ("reply", "(II[BII)I", reply),
         ("nowMicros", "()I", now_micros),
         ("timer", "(ILjava/lang/String;I)I", timer),
+        ("table", "(II)[I", table),
     ] {
         n.register_ephemeral(DOMAIN, CLASS, name, desc, f);
     }

@@ -17,6 +17,7 @@ use crate::spine::events::{DropReason, Event, EventKind, EventQueue};
 use crate::spine::exports::Exports;
 use crate::spine::msgs::{ArgBytes, BufPool, KeepSet, MsgPool, EXT_MSGS_MAX, NO_OWNER};
 use crate::spine::peers::Peers;
+use crate::spine::tables::Tables;
 use crate::spine::timers::Timers;
 use crate::spine::wire::WireDests;
 
@@ -114,6 +115,8 @@ pub(crate) struct Rt {
     pub wire: WireDests,
     /// What extensions export to one another.
     pub exports: Exports<Rt>,
+    /// The extensions' route tables (`Spine.table`).
+    pub tables: Tables,
 }
 
 impl Rt {
@@ -146,6 +149,7 @@ impl Rt {
             time_rng: 0x9E37_79B9_7F4A_7C15,
             wire: WireDests::default(),
             exports: Exports::new(),
+            tables: Tables::default(),
         }
     }
 

@@ -31,6 +31,7 @@ use crate::spine::ext::{self, Ext, Verified, DEFAULT_BUDGET, MAX_BUDGET};
 use crate::spine::link;
 use crate::spine::msgs::KeepSet;
 use crate::spine::rt::{Rt, KEEP_MAX};
+use crate::spine::tables::TableLoad;
 use crate::spine::SpinePart;
 use crate::unet::endpoints::EndpointTable;
 
@@ -52,24 +53,27 @@ pub(crate) struct Load {
     result: Receiver<Result<Verified, String>>,
 }
 
-/// The loads in flight, and what wakes the engine when one ends.
+/// The loads in flight (extensions' and tables'), and what wakes the
+/// engine when one ends.
 pub(crate) struct Loads {
     pending: Vec<Load>,
-    waker: Arc<EventFd>,
+    pub(crate) tables: Vec<TableLoad>,
+    pub(crate) waker: Arc<EventFd>,
 }
 
 impl Loads {
     pub(crate) fn new(waker: Arc<EventFd>) -> Loads {
         Loads {
             pending: Vec::new(),
+            tables: Vec::new(),
             waker,
         }
     }
 
-    /// Whether verifications are in flight.
+    /// Whether verifications (or tables' checks) are in flight.
     #[inline]
     pub(crate) fn busy(&self) -> bool {
-        !self.pending.is_empty()
+        !self.pending.is_empty() || !self.tables.is_empty()
     }
 }
 
@@ -104,6 +108,9 @@ impl SpineSetup<'_> {
                 domains,
             } => self.load(ci, req_id, fds.pop(), len, budget_us, arg, name, domains),
             Request::SpineUnload { id } => Some(self.unload_for(ci, id)),
+            Request::SpineTable { ext, table, len } => {
+                self.load_table(ci, req_id, fds.pop(), ext, table, len)
+            }
             Request::SpineList => {
                 let (r, fd) = self.list(ci);
                 let fds: Vec<_> = fd.iter().map(|f| f.as_raw_fd()).collect();
@@ -217,8 +224,9 @@ impl SpineSetup<'_> {
     }
 
     /// Finish the loads whose verification ended: the initialiser runs
-    /// now and the client gets its answer.
+    /// now and the client gets its answer (and the tables' loads).
     pub(crate) fn finish_loads(&mut self) {
+        self.finish_tables();
         let mut i = 0;
         while i < self.spine.loads.pending.len() {
             let r = match self.spine.loads.pending[i].result.try_recv() {
@@ -335,6 +343,7 @@ impl SpineSetup<'_> {
             k.release_all(&mut sp.rt.bufs);
         }
         sp.drop_timers(slot);
+        sp.rt.tables.clear(slot);
         // Messages queued for its handlers go now (counted as `dead`): a
         // later extension taking the same numbers must not get them.
         let rt = &mut sp.rt;
@@ -359,6 +368,7 @@ impl SpineSetup<'_> {
     /// Client `ci` went: its extensions go, its loads are forgotten.
     pub(crate) fn drop_client(&mut self, ci: ClientId) {
         self.spine.loads.pending.retain(|l| l.client != ci);
+        self.drop_table_loads(ci);
         let mut slots: Vec<usize> = self
             .spine
             .exts

@@ -301,4 +301,37 @@ public final class Spine {
     public static int timer(int micros, String method, int context) {
         throw engineOnly();
     }
+
+    /** {@link #table(int, int)}'s part: the LC-trie's nodes. */
+    public static final int TABLE_TRIE = 0;
+    /** {@link #table(int, int)}'s part: the base vector. */
+    public static final int TABLE_BASE = 1;
+    /** {@link #table(int, int)}'s part: the prefix vector. */
+    public static final int TABLE_PRE = 2;
+    /** {@link #table(int, int)}'s part: the next hops. */
+    public static final int TABLE_HOPS = 3;
+    /**
+     * {@link #table(int, int)}'s part: {@code {nhBits, version}}, the bits
+     * of an info word naming the next hop and the version (loads of
+     * tables into this extension, counted from 1).
+     */
+    public static final int TABLE_META = 4;
+
+    /**
+     * A part of route table {@code n} as the host last loaded it into this
+     * extension (an LC-trie: see {@code extensions/router/LcTrie.java}).
+     * The arrays are outside the extension's scratch; writing one changes
+     * this extension's copy only, until the next load. A load of a newer version replaces them
+     * between two invocations, so that an invocation that asks for the
+     * parts it needs at its start sees one version throughout.
+     *
+     * @param n the table's number
+     * @param part {@link #TABLE_TRIE}, {@link #TABLE_BASE},
+     *     {@link #TABLE_PRE}, {@link #TABLE_HOPS} or {@link #TABLE_META}
+     *     (another stops the invocation)
+     * @return the part, or null when table {@code n} was never loaded
+     */
+    public static int[] table(int n, int part) {
+        throw engineOnly();
+    }
 }
