@@ -109,6 +109,12 @@ kinds! {
         SpineLinkClose = 54,
         /// [`Request::SpineLinks`].
         SpineLinks = 55,
+        /// [`Request::SpinePortOpen`].
+        SpinePortOpen = 56,
+        /// [`Request::SpinePortClose`].
+        SpinePortClose = 57,
+        /// [`Request::SpinePorts`].
+        SpinePorts = 58,
         /// [`Request::TraceSet`].
         TraceSet = 72,
         /// [`Request::TraceDump`].
@@ -159,6 +165,10 @@ kinds! {
         SpineLink = 152,
         /// [`Reply::SpineLinkListing`].
         SpineLinkListing = 155,
+        /// [`Reply::SpinePort`].
+        SpinePort = 156,
+        /// [`Reply::SpinePortListing`].
+        SpinePortListing = 157,
         /// [`Reply::TraceState`].
         TraceState = 74,
         /// [`Reply::TraceDump`].
@@ -392,7 +402,10 @@ impl Request {
             | Request::SpineLinkListen { .. }
             | Request::SpineLinkConnect { .. }
             | Request::SpineLinkClose { .. }
-            | Request::SpineLinks => spine::encode_request(self, req_id),
+            | Request::SpineLinks
+            | Request::SpinePortOpen { .. }
+            | Request::SpinePortClose { .. }
+            | Request::SpinePorts => spine::encode_request(self, req_id),
         };
         w.into_vec()
     }
@@ -527,7 +540,10 @@ impl Request {
             | ReqKind::SpineLinkListen
             | ReqKind::SpineLinkConnect
             | ReqKind::SpineLinkClose
-            | ReqKind::SpineLinks => spine::decode_request(kind, &mut r)?,
+            | ReqKind::SpineLinks
+            | ReqKind::SpinePortOpen
+            | ReqKind::SpinePortClose
+            | ReqKind::SpinePorts => spine::decode_request(kind, &mut r)?,
         };
         Ok((id, req))
     }
@@ -655,7 +671,9 @@ impl Reply {
             | Reply::TraceState { .. }
             | Reply::TraceDump { .. }
             | Reply::SpineLink { .. }
-            | Reply::SpineLinkListing { .. } => spine::encode_reply(self, req_id),
+            | Reply::SpineLinkListing { .. }
+            | Reply::SpinePort { .. }
+            | Reply::SpinePortListing { .. } => spine::encode_reply(self, req_id),
         };
         w.into_vec()
     }
@@ -743,7 +761,9 @@ impl Reply {
             | ReplyKind::TraceState
             | ReplyKind::TraceDump
             | ReplyKind::SpineLink
-            | ReplyKind::SpineLinkListing => spine::decode_reply(kind, &mut r)?,
+            | ReplyKind::SpineLinkListing
+            | ReplyKind::SpinePort
+            | ReplyKind::SpinePortListing => spine::decode_reply(kind, &mut r)?,
         };
         Ok((id, rep))
     }
