@@ -590,5 +590,11 @@ impl PacketSocket {
     }
 }
 
+impl std::os::fd::AsFd for PacketSocket {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
 #[cfg(test)]
 mod tests;

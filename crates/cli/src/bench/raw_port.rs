@@ -1,0 +1,335 @@
+//! `unet bench port`: the raw-frame port's transport (an `AF_PACKET`
+//! socket with `TPACKET_V2` rings, `unet_sys::packet::PacketPort`) beside
+//! the same socket without rings, batched with `recvmmsg`/`sendmmsg`
+//! (`PacketSocket`), over a veth pair the run makes (and deletes), in the
+//! same run, interleaved, for each frame size.
+//!
+//! - **rx**: a plain socket on one end sends a burst of `--burst` frames
+//!   (`sendmmsg`, 64 at a time; fewer frames than the receiver holds: the
+//!   ring's slots, the socket's 4 MiB buffer) and the receiver on the
+//!   other end, the only one there for the run, takes them all, each
+//!   frame copied into a buffer of the program's (as the engine copies it
+//!   into a bulk buffer): read from the ring and handed back, or copied
+//!   out by `recvmmsg` 64 at a time. One thread does both: veth delivers
+//!   a frame in the sender's system call, so the time is the sender's,
+//!   the kernel's delivery (into the ring, or onto the socket's queue) and
+//!   the receiver's, and only the last two differ between the two.
+//! - **tx**: a burst of frames sent from one end: placed on the transmit
+//!   ring with a flush (one `send`) every 64, as the engine flushes once
+//!   a turn, or `sendmmsg` 64 at a time. The time includes the kernel's
+//!   delivery to the other end (where nothing takes the frames).
+//!
+//! The figure is frames per second (the median of the `--reps` runs, each
+//! the median of its bursts) and the ring's ratio to the baseline. Needs
+//! root (`CAP_NET_ADMIN`, `CAP_NET_RAW`) and `ip`.
+
+use std::os::fd::RawFd;
+use std::process::{Command as Cmd, ExitCode};
+use std::time::{Duration, Instant};
+
+use clap::Args as ClapArgs;
+use serde_json::{json, Value};
+use unet_sys::packet::{PacketPort, PacketSocket, RingConfig, BATCH_MAX};
+
+use super::report::{finish, warn_if_busy};
+use super::stats::{self, fmt_size, median_f64};
+
+type Res<T> = Result<T, String>;
+
+/// An ethertype for local experiments: no other traffic carries it.
+const PROTO: u16 = 0x88B5;
+
+/// `unet bench port`.
+#[derive(ClapArgs, Clone)]
+pub struct Args {
+    /// Frame sizes in bytes (comma list, 60 to 1514).
+    #[arg(long, value_delimiter = ',', value_parser = stats::parse_size,
+          default_value = "64,1500")]
+    pub sizes: Vec<usize>,
+    /// Frames a burst.
+    #[arg(long, default_value_t = 512)]
+    pub burst: usize,
+    /// Bursts a run.
+    #[arg(long, default_value_t = 100)]
+    pub bursts: usize,
+    /// Runs of each transport per size, interleaved.
+    #[arg(long, default_value_t = 5)]
+    pub reps: usize,
+    /// Print one JSON object per line per size and direction.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One size and direction: frames per second of each transport.
+struct Row {
+    size: usize,
+    dir: &'static str,
+    ring: f64,
+    mmsg: f64,
+    ring_runs: Vec<f64>,
+    mmsg_runs: Vec<f64>,
+}
+
+impl Row {
+    fn json(&self) -> Value {
+        json!({
+            "bench": "raw_port",
+            "direction": self.dir,
+            "size": self.size,
+            "ring_fps": self.ring,
+            "mmsg_fps": self.mmsg,
+            "ratio_ring_mmsg": self.ring / self.mmsg,
+            "ring_runs_fps": self.ring_runs,
+            "mmsg_runs_fps": self.mmsg_runs,
+        })
+    }
+}
+
+/// A veth pair named for this run; deleted on drop.
+struct Veth {
+    a: String,
+    b: String,
+}
+
+fn ip(args: &[&str]) -> Res<()> {
+    let out = Cmd::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot run `ip` ({e}): install iproute2"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "`ip {}` failed (the port bench needs root): {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+impl Veth {
+    fn new() -> Res<Veth> {
+        let pid = std::process::id();
+        let v = Veth {
+            a: format!("ubp{pid}a"),
+            b: format!("ubp{pid}b"),
+        };
+        let _ = ip(&["link", "del", &v.a]);
+        ip(&["link", "add", &v.a, "type", "veth", "peer", "name", &v.b])?;
+        ip(&["link", "set", &v.a, "up"])?;
+        ip(&["link", "set", &v.b, "up"])?;
+        Ok(v)
+    }
+}
+
+impl Drop for Veth {
+    fn drop(&mut self) {
+        let _ = ip(&["link", "del", &self.a]);
+    }
+}
+
+fn frame(len: usize, seq: u32) -> Vec<u8> {
+    let mut f = vec![seq as u8; len];
+    f[..12].copy_from_slice(&[2, 0, 0, 0, 0, 0xbb, 2, 0, 0, 0, 0, 0xaa]);
+    f[12..14].copy_from_slice(&PROTO.to_be_bytes());
+    f[14..18].copy_from_slice(&seq.to_le_bytes());
+    f
+}
+
+fn ring_cfg() -> RingConfig {
+    RingConfig {
+        protocol: PROTO,
+        rx_frames: 2048,
+        tx_frames: 1024,
+        ..RingConfig::default()
+    }
+}
+
+fn wait_readable(fd: RawFd) -> Res<()> {
+    match unet_sys::wait_readable(fd, Some(Duration::from_secs(2))) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err("a burst did not arrive within 2 s".into()),
+        Err(e) => Err(format!("waiting for a burst: {e}")),
+    }
+}
+
+/// Send `frames` from the plain socket `s` (the rx runs' sender).
+fn blast(s: &PacketSocket, frames: &[Vec<u8>]) -> Res<()> {
+    for chunk in frames.chunks(BATCH_MAX) {
+        let refs: Vec<&[u8]> = chunk.iter().map(|f| &f[..]).collect();
+        let mut at = 0;
+        while at < refs.len() {
+            at += s
+                .send_batch(&refs[at..])
+                .map_err(|e| format!("sendmmsg: {e}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// A plain socket on `name` with 4 MiB buffers.
+fn socket(name: &str) -> Res<PacketSocket> {
+    let s = PacketSocket::open(name, PROTO).map_err(|e| format!("socket on {name}: {e}"))?;
+    unet_sys::set_socket_buffers(&s, 4 << 20);
+    Ok(s)
+}
+
+fn port(name: &str) -> Res<PacketPort> {
+    PacketPort::open(name, ring_cfg()).map_err(|e| format!("port on {name}: {e}"))
+}
+
+/// Frames per second of bursts sent from b and received on a, by a ring
+/// port (`ring`) or a plain socket with `recvmmsg`, the only receiver on
+/// a for the run: the median over `a.bursts` bursts.
+fn rx_run(v: &Veth, sender: &PacketSocket, frames: &[Vec<u8>], a: &Args, ring: bool) -> Res<f64> {
+    let mut per = Vec::with_capacity(a.bursts);
+    let n = frames.len();
+    if ring {
+        let mut p = port(&v.a)?;
+        let mut copy = vec![0u8; 2048];
+        for _ in 0..a.bursts {
+            let t0 = Instant::now();
+            blast(sender, frames)?;
+            let mut got = 0;
+            while got < n {
+                let k = p.recv(n - got, |f| copy[..f.len()].copy_from_slice(f));
+                if k == 0 {
+                    wait_readable(p.fd())?;
+                }
+                got += k;
+            }
+            per.push(n as f64 / t0.elapsed().as_secs_f64());
+        }
+        let drops = p.counters().kernel_drops;
+        if drops > 0 {
+            return Err(format!("the ring dropped {drops} frames: lower --burst"));
+        }
+    } else {
+        let s = socket(&v.a)?;
+        let mut bufs = vec![vec![0u8; 2048]; BATCH_MAX];
+        let mut lens = vec![0usize; BATCH_MAX];
+        for _ in 0..a.bursts {
+            let t0 = Instant::now();
+            blast(sender, frames)?;
+            drain_socket(&s, n, &mut bufs, &mut lens)?;
+            per.push(n as f64 / t0.elapsed().as_secs_f64());
+        }
+        let drops = s.kernel_drops();
+        if drops > 0 {
+            return Err(format!("the socket dropped {drops} frames: lower --burst"));
+        }
+    }
+    Ok(median_f64(&per))
+}
+
+fn drain_socket(s: &PacketSocket, n: usize, bufs: &mut [Vec<u8>], lens: &mut [usize]) -> Res<()> {
+    let mut got = 0;
+    while got < n {
+        let k = s
+            .recv_batch(bufs, lens)
+            .map_err(|e| format!("recvmmsg: {e}"))?;
+        if k == 0 {
+            wait_readable(s.fd())?;
+        }
+        got += k;
+    }
+    Ok(())
+}
+
+/// Frames per second sending bursts from b, by a ring port (`ring`:
+/// flushed every [`BATCH_MAX`] frames) or with `sendmmsg` from the plain
+/// socket `s`: the median over `a.bursts` bursts. Nothing on a takes them.
+fn tx_run(v: &Veth, s: &PacketSocket, frames: &[Vec<u8>], a: &Args, ring: bool) -> Res<f64> {
+    let mut per = Vec::with_capacity(a.bursts);
+    let refs: Vec<&[u8]> = frames.iter().map(|f| &f[..]).collect();
+    let mut p = if ring { Some(port(&v.b)?) } else { None };
+    for _ in 0..a.bursts {
+        let t0 = Instant::now();
+        if let Some(p) = p.as_mut() {
+            for chunk in refs.chunks(BATCH_MAX) {
+                for f in chunk {
+                    while !p.send(f) {
+                        // The ring is full: what it holds must leave first.
+                        p.flush();
+                        std::thread::yield_now();
+                    }
+                }
+                p.flush();
+            }
+        } else {
+            for chunk in refs.chunks(BATCH_MAX) {
+                let mut at = 0;
+                while at < chunk.len() {
+                    at += s
+                        .send_batch(&chunk[at..])
+                        .map_err(|e| format!("sendmmsg: {e}"))?;
+                }
+            }
+        }
+        per.push(frames.len() as f64 / t0.elapsed().as_secs_f64());
+    }
+    Ok(median_f64(&per))
+}
+
+fn measure(a: &Args) -> Res<Vec<Row>> {
+    let v = Veth::new()?;
+    let sender = socket(&v.b)?;
+    let mut rows = Vec::new();
+    for &size in &a.sizes {
+        if !(60..=1514).contains(&size) {
+            return Err(format!("frame size {size}: give 60 to 1514 bytes"));
+        }
+        let frames: Vec<Vec<u8>> = (0..a.burst as u32).map(|k| frame(size, k)).collect();
+        for dir in ["rx", "tx"] {
+            let (mut ring_runs, mut mmsg_runs) = (Vec::new(), Vec::new());
+            for _ in 0..a.reps {
+                // Interleaved: the baseline, then the ring, each repetition.
+                let run = if dir == "rx" { rx_run } else { tx_run };
+                mmsg_runs.push(run(&v, &sender, &frames, a, false)?);
+                ring_runs.push(run(&v, &sender, &frames, a, true)?);
+            }
+            rows.push(Row {
+                size,
+                dir,
+                ring: median_f64(&ring_runs),
+                mmsg: median_f64(&mmsg_runs),
+                ring_runs,
+                mmsg_runs,
+            });
+        }
+    }
+    Ok(rows)
+}
+
+pub fn run(a: Args) -> ExitCode {
+    finish(run_rows(&a))
+}
+
+fn run_rows(a: &Args) -> Res<()> {
+    if a.burst == 0 || a.burst > 1024 || a.bursts == 0 || a.reps == 0 {
+        return Err("give --burst 1 to 1024, and --bursts and --reps of 1 or more".into());
+    }
+    warn_if_busy();
+    let rows = measure(a)?;
+    if !a.json {
+        println!(
+            "{:>6} {:>4} {:>14} {:>14} {:>8}",
+            "size", "dir", "ring Mfps", "mmsg Mfps", "ring/mmsg"
+        );
+    }
+    for r in &rows {
+        if a.json {
+            println!("{}", r.json());
+        } else {
+            println!(
+                "{:>6} {:>4} {:>14.3} {:>14.3} {:>8.2}",
+                fmt_size(r.size),
+                r.dir,
+                r.ring / 1e6,
+                r.mmsg / 1e6,
+                r.ring / r.mmsg
+            );
+        }
+    }
+    Ok(())
+}
