@@ -44,6 +44,9 @@
 //! Frames the interface sends (ours and the kernel's) are not received
 //! (`PACKET_IGNORE_OUTGOING`). A VLAN tag the kernel took off a received
 //! frame is not put back.
+//!
+//! `packet/v3.rs` holds a `TPACKET_V3` receive ring (blocks of frames),
+//! which `unet bench port` measures the port's V2 ring against.
 
 use std::ffi::CString;
 use std::io;
@@ -353,7 +356,10 @@ impl PacketPort {
             }
             let len = self.hdr_u32(i, 4) as usize;
             let snap = self.hdr_u32(i, 8) as usize;
-            let mac = (self.hdr_u32(i, 12) & 0xFFFF) as usize;
+            // tp_mac: the u16 at byte 12 (the first two bytes of that word
+            // in memory, whatever the byte order).
+            let w = self.hdr_u32(i, 12).to_ne_bytes();
+            let mac = usize::from(u16::from_ne_bytes([w[0], w[1]]));
             if mac < HDR || mac.saturating_add(snap) > self.frame_size {
                 self.counters.bad_slot += 1;
             } else if snap < len {
@@ -595,6 +601,8 @@ impl std::os::fd::AsFd for PacketSocket {
         self.fd.as_fd()
     }
 }
+
+pub mod v3;
 
 #[cfg(test)]
 mod tests;

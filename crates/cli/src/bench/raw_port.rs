@@ -20,8 +20,13 @@
 //!   delivery to the other end (where nothing takes the frames).
 //!
 //! The figure is frames per second (the median of the `--reps` runs, each
-//! the median of its bursts) and the ring's ratio to the baseline. Needs
-//! root (`CAP_NET_ADMIN`, `CAP_NET_RAW`) and `ip`.
+//! the median of its bursts) and the ring's ratio to the baseline. The rx
+//! rows also show a `TPACKET_V3` block ring (`unet_sys::packet::v3`,
+//! blocks of 64 KiB handed over when full or 1 ms after their first
+//! frame) taking the same bursts, and a `latency` row per size the time
+//! from sending one lone frame to its receipt (the receiver waiting in
+//! `poll`), medians of 200, for the V2 ring, the V3 ring and `recvmmsg`.
+//! Needs root (`CAP_NET_ADMIN`, `CAP_NET_RAW`) and `ip`.
 
 use std::os::fd::RawFd;
 use std::process::{Command as Cmd, ExitCode};
@@ -29,6 +34,7 @@ use std::time::{Duration, Instant};
 
 use clap::Args as ClapArgs;
 use serde_json::{json, Value};
+use unet_sys::packet::v3::BlockRing;
 use unet_sys::packet::{PacketPort, PacketSocket, RingConfig, BATCH_MAX};
 
 use super::report::{finish, warn_if_busy};
@@ -68,6 +74,8 @@ struct Row {
     mmsg: f64,
     ring_runs: Vec<f64>,
     mmsg_runs: Vec<f64>,
+    /// The V3 block ring's (rx only).
+    v3: Option<f64>,
 }
 
 impl Row {
@@ -81,8 +89,125 @@ impl Row {
             "ratio_ring_mmsg": self.ring / self.mmsg,
             "ring_runs_fps": self.ring_runs,
             "mmsg_runs_fps": self.mmsg_runs,
+            "v3_fps": self.v3,
         })
     }
+}
+
+/// One size's lone-frame latency, µs (medians).
+struct Latency {
+    size: usize,
+    v2_us: f64,
+    v3_us: f64,
+    mmsg_us: f64,
+}
+
+impl Latency {
+    fn json(&self) -> Value {
+        json!({
+            "bench": "raw_port_latency",
+            "size": self.size,
+            "v2_ring_us": self.v2_us,
+            "v3_ring_us": self.v3_us,
+            "mmsg_us": self.mmsg_us,
+        })
+    }
+}
+
+/// Lone frames sent for a latency figure.
+const LONE: usize = 200;
+/// The V3 ring's blocks: 32 of 64 KiB, retired 1 ms after their first frame.
+const V3_BLOCK: u32 = 64 << 10;
+const V3_BLOCKS: u32 = 32;
+const V3_RETIRE_MS: u32 = 1;
+
+fn v3(name: &str) -> Res<BlockRing> {
+    BlockRing::open(name, PROTO, V3_BLOCK, V3_BLOCKS, V3_RETIRE_MS)
+        .map_err(|e| format!("V3 ring on {name}: {e}"))
+}
+
+/// Frames per second of bursts received by a V3 block ring on a (as
+/// [`rx_run`]).
+fn rx_run_v3(v: &Veth, sender: &PacketSocket, frames: &[Vec<u8>], a: &Args) -> Res<f64> {
+    let mut r = v3(&v.a)?;
+    let mut copy = vec![0u8; 2048];
+    let mut per = Vec::with_capacity(a.bursts);
+    let n = frames.len();
+    for _ in 0..a.bursts {
+        let t0 = Instant::now();
+        blast(sender, frames)?;
+        let mut got = 0;
+        while got < n {
+            let k = r.recv(usize::MAX, |f| copy[..f.len()].copy_from_slice(f));
+            if k == 0 {
+                wait_readable(r.fd())?;
+            }
+            got += k;
+        }
+        per.push(n as f64 / t0.elapsed().as_secs_f64());
+    }
+    Ok(median_f64(&per))
+}
+
+/// The median time from sending one frame from b to its receipt on a, µs,
+/// by `recv` (which waits in `poll` when nothing is there).
+fn lone(sender: &PacketSocket, f: &[u8], mut recv: impl FnMut() -> Res<usize>) -> Res<f64> {
+    let mut us = Vec::with_capacity(LONE);
+    for _ in 0..LONE {
+        let t0 = Instant::now();
+        blast_one(sender, f)?;
+        let mut got = 0;
+        while got == 0 {
+            got = recv()?;
+        }
+        us.push(t0.elapsed().as_secs_f64() * 1e6);
+    }
+    Ok(median_f64(&us))
+}
+
+fn blast_one(s: &PacketSocket, f: &[u8]) -> Res<()> {
+    while s.send_batch(&[f]).map_err(|e| format!("sendmmsg: {e}"))? == 0 {}
+    Ok(())
+}
+
+fn latency(v: &Veth, sender: &PacketSocket, size: usize) -> Res<Latency> {
+    let f = frame(size, 7);
+    let mut p = port(&v.a)?;
+    let v2_us = lone(sender, &f, || {
+        let k = p.recv(usize::MAX, |_| {});
+        if k == 0 {
+            wait_readable(p.fd())?;
+        }
+        Ok(k)
+    })?;
+    drop(p);
+    let mut r = v3(&v.a)?;
+    let v3_us = lone(sender, &f, || {
+        let k = r.recv(usize::MAX, |_| {});
+        if k == 0 {
+            wait_readable(r.fd())?;
+        }
+        Ok(k)
+    })?;
+    drop(r);
+    let s = socket(&v.a)?;
+    let mut bufs = vec![vec![0u8; 2048]; BATCH_MAX];
+    let mut lens = vec![0usize; BATCH_MAX];
+    let mmsg_us = lone(sender, &f, || {
+        let k = s
+            .recv_batch(&mut bufs, &mut lens)
+            .map_err(|e| format!("recvmmsg: {e}"))?;
+        if k == 0 {
+            wait_readable(s.fd())?;
+        }
+        Ok(k)
+    })?;
+    Ok(Latency {
+        size,
+        v2_us,
+        v3_us,
+        mmsg_us,
+    })
 }
 
 /// A veth pair named for this run; deleted on drop.
@@ -271,7 +396,7 @@ fn tx_run(v: &Veth, s: &PacketSocket, frames: &[Vec<u8>], a: &Args, ring: bool) 
     Ok(median_f64(&per))
 }
 
-fn measure(a: &Args) -> Res<Vec<Row>> {
+fn measure(a: &Args) -> Res<(Vec<Row>, Vec<Latency>)> {
     let v = Veth::new()?;
     let sender = socket(&v.b)?;
     let mut rows = Vec::new();
@@ -281,12 +406,15 @@ fn measure(a: &Args) -> Res<Vec<Row>> {
         }
         let frames: Vec<Vec<u8>> = (0..a.burst as u32).map(|k| frame(size, k)).collect();
         for dir in ["rx", "tx"] {
-            let (mut ring_runs, mut mmsg_runs) = (Vec::new(), Vec::new());
+            let (mut ring_runs, mut mmsg_runs, mut v3_runs) = (Vec::new(), Vec::new(), Vec::new());
             for _ in 0..a.reps {
                 // Interleaved: the baseline, then the ring, each repetition.
                 let run = if dir == "rx" { rx_run } else { tx_run };
                 mmsg_runs.push(run(&v, &sender, &frames, a, false)?);
                 ring_runs.push(run(&v, &sender, &frames, a, true)?);
+                if dir == "rx" {
+                    v3_runs.push(rx_run_v3(&v, &sender, &frames, a)?);
+                }
             }
             rows.push(Row {
                 size,
@@ -295,10 +423,15 @@ fn measure(a: &Args) -> Res<Vec<Row>> {
                 mmsg: median_f64(&mmsg_runs),
                 ring_runs,
                 mmsg_runs,
+                v3: (!v3_runs.is_empty()).then(|| median_f64(&v3_runs)),
             });
         }
     }
-    Ok(rows)
+    let mut lat = Vec::new();
+    for &size in &a.sizes {
+        lat.push(latency(&v, &sender, size)?);
+    }
+    Ok((rows, lat))
 }
 
 pub fn run(a: Args) -> ExitCode {
@@ -310,11 +443,11 @@ fn run_rows(a: &Args) -> Res<()> {
         return Err("give --burst 1 to 1024, and --bursts and --reps of 1 or more".into());
     }
     warn_if_busy();
-    let rows = measure(a)?;
+    let (rows, lat) = measure(a)?;
     if !a.json {
         println!(
-            "{:>6} {:>4} {:>14} {:>14} {:>8}",
-            "size", "dir", "ring Mfps", "mmsg Mfps", "ring/mmsg"
+            "{:>6} {:>4} {:>14} {:>14} {:>10} {:>12}",
+            "size", "dir", "ring Mfps", "mmsg Mfps", "ring/mmsg", "V3 Mfps"
         );
     }
     for r in &rows {
@@ -322,12 +455,32 @@ fn run_rows(a: &Args) -> Res<()> {
             println!("{}", r.json());
         } else {
             println!(
-                "{:>6} {:>4} {:>14.3} {:>14.3} {:>8.2}",
+                "{:>6} {:>4} {:>14.3} {:>14.3} {:>10.2} {:>12}",
                 fmt_size(r.size),
                 r.dir,
                 r.ring / 1e6,
                 r.mmsg / 1e6,
-                r.ring / r.mmsg
+                r.ring / r.mmsg,
+                r.v3.map_or("-".into(), |x| format!("{:.3}", x / 1e6))
+            );
+        }
+    }
+    if !a.json {
+        println!(
+            "{:>6} {:>14} {:>14} {:>14}",
+            "size", "lone V2 us", "lone V3 us", "lone mmsg us"
+        );
+    }
+    for l in &lat {
+        if a.json {
+            println!("{}", l.json());
+        } else {
+            println!(
+                "{:>6} {:>14.1} {:>14.1} {:>14.1}",
+                fmt_size(l.size),
+                l.v2_us,
+                l.v3_us,
+                l.mmsg_us
             );
         }
     }

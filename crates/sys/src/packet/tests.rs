@@ -216,3 +216,21 @@ fn a_missing_interface_is_an_error() {
     )
     .is_err());
 }
+
+#[test]
+fn a_v3_block_ring_hands_over_frames_when_its_block_retires() {
+    let v = Veth::new();
+    let mut r = v3::BlockRing::open(&v.a, PROTO, 1 << 16, 4, 1).expect("V3 ring on a");
+    let s = PacketSocket::open(&v.b, PROTO).expect("socket on b");
+    let sent: Vec<Vec<u8>> = (0..20).map(|k| frame(60 + 50 * k as usize, k)).collect();
+    let refs: Vec<&[u8]> = sent.iter().map(|f| &f[..]).collect();
+    assert_eq!(s.send_batch(&refs).unwrap(), 20);
+    let mut got = Vec::new();
+    let end = Instant::now() + Duration::from_secs(5);
+    while got.len() < 20 && Instant::now() < end {
+        let _ = crate::wait_readable(r.fd(), Some(Duration::from_millis(100)));
+        r.recv(usize::MAX, |f| got.push(f.to_vec()));
+    }
+    assert_eq!(got, sent);
+    assert_eq!(r.bad, 0);
+}
