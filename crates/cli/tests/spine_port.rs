@@ -196,6 +196,50 @@ fn hosts_ping_each_other_through_a_bridging_extension_on_two_ports() {
         std::thread::yield_now();
     }
 
+    // The caps and the refusals, through the client library: a process
+    // holds at most 4 ports; an interface must exist; the handler must be
+    // installed by an extension of the user's.
+    let s = unet::Session::connect(&d.socket).expect("a session");
+    let bytes = std::fs::read(&class).unwrap();
+    let opts = unet::spine::ExtensionOptions {
+        name: "second".into(),
+        budget_us: 0,
+        arg: 101,
+        domains: Vec::new(),
+    };
+    let x = s.load_extension(&bytes, opts).expect("a second bridge");
+    assert_eq!(x.handlers, vec![101]);
+    assert!(matches!(
+        s.spine_port_open("no-such-if0", 101),
+        Err(unet::Error::Engine(unet::ErrorCode::NoSuchInterface))
+    ));
+    assert!(matches!(
+        s.spine_port_open(&b.r1, 999),
+        Err(unet::Error::Engine(unet::ErrorCode::NoSuchExtension))
+    ));
+    let mine: Vec<u32> = (0..4)
+        .map(|_| {
+            s.spine_port_open(&b.r1, 101)
+                .expect("a port within the cap")
+        })
+        .collect();
+    assert!(matches!(
+        s.spine_port_open(&b.r1, 101),
+        Err(unet::Error::Quota(unet::ErrorCode::ObjectQuota))
+    ));
+    assert_eq!(s.spine_ports().unwrap().ports.len(), 6);
+    s.spine_port_close(mine[0]).unwrap();
+    assert!(matches!(
+        s.spine_port_close(mine[0]),
+        Err(unet::Error::Engine(unet::ErrorCode::NoSuchPort))
+    ));
+    drop(s);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while ports(&d.socket)["ports"].as_array().unwrap().len() != 2 {
+        assert!(Instant::now() < deadline, "a session's ports outlived it");
+        std::thread::yield_now();
+    }
+
     // The load gone, its ports close with it: the hosts are apart again.
     drop(load);
     let deadline = Instant::now() + Duration::from_secs(10);
