@@ -41,6 +41,9 @@
 //! slot holds) is dropped and counted, never handed on as if whole. The
 //! kernel's own drops (ring full) are read from `PACKET_STATISTICS`.
 //!
+//! A received frame whose TCP or UDP checksum a local sender's offload
+//! left to do (`TP_STATUS_CSUMNOTREADY`: veth) is completed in its slot
+//! (`packet/csum.rs`) before it is handed on, so that it can be forwarded.
 //! Frames the interface sends (ours and the kernel's) are not received
 //! (`PACKET_IGNORE_OUTGOING`). A VLAN tag the kernel took off a received
 //! frame is not put back.
@@ -61,6 +64,7 @@ const TPACKET_V2: libc::c_int = 1;
 const TP_STATUS_KERNEL: u32 = 0;
 const TP_STATUS_USER: u32 = 1;
 const TP_STATUS_LOSING: u32 = 1 << 2;
+const TP_STATUS_CSUMNOTREADY: u32 = 1 << 3;
 const TP_STATUS_AVAILABLE: u32 = 0;
 const TP_STATUS_SEND_REQUEST: u32 = 1;
 const TP_STATUS_SENDING: u32 = 2;
@@ -127,6 +131,9 @@ pub struct PortCounters {
     /// Frames the kernel dropped because the receive ring was full
     /// (`PACKET_STATISTICS`'s `tp_drops`, summed over reads).
     pub kernel_drops: u64,
+    /// Received frames whose TCP or UDP checksum the port completed
+    /// (`TP_STATUS_CSUMNOTREADY`: a local sender's offload left it).
+    pub csum_completed: u64,
 }
 
 /// The index of interface `name` (`ENODEV` when there is none).
@@ -367,9 +374,12 @@ impl PacketPort {
             } else {
                 // SAFETY: `mac + snap <= frame_size` (checked above), so the
                 // bytes lie inside slot `i`, which the kernel handed to us
-                // (status USER) and does not write until we give it back
-                // below, after `f` returns.
-                let frame = unsafe { std::slice::from_raw_parts(self.slot(i).add(mac), snap) };
+                // (status USER) and does not touch until we give it back
+                // below, after `f` returns; nothing else refers to them.
+                let frame = unsafe { std::slice::from_raw_parts_mut(self.slot(i).add(mac), snap) };
+                if st & TP_STATUS_CSUMNOTREADY != 0 && csum::complete(frame) {
+                    self.counters.csum_completed += 1;
+                }
                 self.counters.rx_frames += 1;
                 self.counters.rx_bytes += snap as u64;
                 f(frame);
@@ -602,6 +612,7 @@ impl std::os::fd::AsFd for PacketSocket {
     }
 }
 
+pub mod csum;
 pub mod v3;
 
 #[cfg(test)]
