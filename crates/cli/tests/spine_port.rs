@@ -3,8 +3,10 @@
 //! where a `unet daemon` runs; the daemon's adapter has a port on each
 //! veth end there and the `PortBridge` extension (a frame in on one port
 //! goes out of the other). The hosts' kernels ping each other through it
-//! (their ARP and ICMP, both ways), and `unet spine ports` shows the
-//! frames on both ports, with no drop.
+//! (their ARP and ICMP, both ways) and carry a TCP transfer of a known
+//! pattern through it, checked by hash (the hosts' veths send no
+//! segments larger than a frame: `gso_max_segs 1`), and `unet spine
+//! ports` shows the frames on both ports, with no drop.
 //!
 //! Needs root (CAP_NET_ADMIN, CAP_NET_RAW), `ip` from iproute2 and `ping`
 //! from iputils-ping; fails, never skips, when one is missing.
@@ -12,6 +14,9 @@
 mod common;
 mod tools;
 
+use std::hash::Hasher;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -64,6 +69,9 @@ impl Bridged {
             vec!["link", "set", &b.r2, "netns", &b.r],
             vec!["-n", &b.h1, "addr", "add", &c1, "dev", &h1v],
             vec!["-n", &b.h2, "addr", "add", &c2, "dev", &h2v],
+            // A segment is one frame: no TSO/GSO super-frames.
+            vec!["-n", &b.h1, "link", "set", &h1v, "gso_max_segs", "1"],
+            vec!["-n", &b.h2, "link", "set", &h2v, "gso_max_segs", "1"],
             vec!["-n", &b.h1, "link", "set", &h1v, "up"],
             vec!["-n", &b.h2, "link", "set", &h2v, "up"],
             vec!["-n", &b.r, "link", "set", &b.r1, "up"],
@@ -127,8 +135,66 @@ fn num(v: &Value, path: &[&str]) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("{path:?} in {v}"))
 }
 
+/// Bytes of the TCP transfer.
+const TCP_BYTES: usize = 4 << 20;
+/// Its port.
+const TCP_PORT: u16 = 7701;
+
+/// Byte `i` of the transfer.
+fn pattern(i: usize) -> u8 {
+    (i.wrapping_mul(2_654_435_761) >> 13) as u8
+}
+
+/// A hash of bytes, fed in pieces.
+fn hash(h: &mut std::collections::hash_map::DefaultHasher, b: &[u8]) {
+    h.write(b);
+}
+
+#[test]
+fn child() {
+    let Some(role) = role() else { return };
+    watchdog(60);
+    match role.as_str() {
+        // In h2: take one connection, read it to its end, report its
+        // length and hash.
+        "tcp-server" => {
+            let l = TcpListener::bind(("0.0.0.0", TCP_PORT))
+                .unwrap_or_else(|e| fail(&format!("bind: {e}")));
+            say("LISTENING");
+            let (mut c, _) = l.accept().unwrap_or_else(|e| fail(&format!("accept: {e}")));
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            let (mut n, mut buf) = (0usize, vec![0u8; 1 << 16]);
+            loop {
+                match c.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(k) => {
+                        hash(&mut h, &buf[..k]);
+                        n += k;
+                    }
+                    Err(e) => fail(&format!("read: {e}")),
+                }
+            }
+            say(&format!("GOT {n} {:016x}", h.finish()));
+        }
+        // In h1: send the pattern to the server.
+        "tcp-client" => {
+            let to = env("UNET_TO");
+            let mut c = TcpStream::connect((to.as_str(), TCP_PORT))
+                .unwrap_or_else(|e| fail(&format!("connect: {e}")));
+            let data: Vec<u8> = (0..TCP_BYTES).map(pattern).collect();
+            c.write_all(&data)
+                .unwrap_or_else(|e| fail(&format!("write: {e}")));
+            say("SENT");
+        }
+        r => fail(&format!("unknown role {r}")),
+    }
+}
+
 #[test]
 fn hosts_ping_each_other_through_a_bridging_extension_on_two_ports() {
+    if role().is_some() {
+        return;
+    }
     let dir = TempDir::new("spine-port");
     tools::javac(&dir.0, &[tools::repo().join("extensions/PortBridge.java")]);
     let class = dir.0.join("PortBridge.class");
@@ -162,8 +228,23 @@ fn hosts_ping_each_other_through_a_bridging_extension_on_two_ports() {
     let (ok, text) = ping(&b.h2, &b.addr1, 5);
     assert!(ok, "h2 -> h1 through the bridge: {text}");
 
-    // Every echo and answer (and the ARP before them) went through both
-    // ports: in on one, out of the other.
+    // A TCP transfer from h1 to h2, checked by hash.
+    let mut server = Proc::spawn("tcp server", child_cmd(Some(&b.h2), "tcp-server"));
+    server.expect("LISTENING", Duration::from_secs(20));
+    let mut client = child_cmd(Some(&b.h1), "tcp-client");
+    client.env("UNET_TO", &b.addr2);
+    let mut client = Proc::spawn("tcp client", client);
+    client.expect("SENT", Duration::from_secs(60));
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let data: Vec<u8> = (0..TCP_BYTES).map(pattern).collect();
+    hash(&mut h, &data);
+    assert_eq!(
+        server.expect("GOT", Duration::from_secs(60)),
+        format!("{TCP_BYTES} {:016x}", h.finish())
+    );
+
+    // Every echo and answer (and the ARP before them), and the transfer's
+    // segments, went through both ports: in on one, out of the other.
     let l = ports(&d.socket);
     let rows = l["ports"].as_array().unwrap();
     assert_eq!(rows.len(), 2, "{l}");
@@ -172,9 +253,13 @@ fn hosts_ping_each_other_through_a_bridging_extension_on_two_ports() {
         assert_eq!(p["id"], k as u64);
         assert_eq!(p["interface"], name.as_str());
         assert_eq!(p["handler"], 100);
-        // 10 ICMP messages each way at least, and ARP.
+        // 10 ICMP messages each way at least, ARP, and the transfer's
+        // segments one way and its acknowledgements the other.
         assert!(num(p, &["frames_in"]) >= 11, "{p}");
         assert!(num(p, &["frames_out"]) >= 11, "{p}");
+        if k == 0 {
+            assert!(num(p, &["bytes_in"]) >= TCP_BYTES as u64, "{p}");
+        }
         let drops: u64 = p["drops"]
             .as_object()
             .unwrap()
