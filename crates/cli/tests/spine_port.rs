@@ -223,8 +223,14 @@ fn hosts_ping_each_other_through_a_bridging_extension_on_two_ports() {
         )
     );
 
+    let sleeps = engine_counter(&d.stat(), "sleeps");
     let (ok, text) = ping(&b.h1, &b.addr2, 5);
     assert!(ok, "h1 -> h2 through the bridge: {text}");
+    // Between the echoes, 0.2 s apart, the engine slept: the frames woke it.
+    assert!(
+        engine_counter(&d.stat(), "sleeps") >= sleeps + 4,
+        "the engine did not sleep between frames"
+    );
     let (ok, text) = ping(&b.h2, &b.addr1, 5);
     assert!(ok, "h2 -> h1 through the bridge: {text}");
 
