@@ -8,9 +8,9 @@
 //!  0 handler:  u16   handler number at the destination
 //!  2 flags:    u16   AM_BULK: a data buffer follows the arguments
 //!  4 args_len: u16   0..=240
-//!  6 src_kind: u8    AM_SRC_HOST, _WIRE, _PEER, _HANDLER or _SYSTEM
+//!  6 src_kind: u8    AM_SRC_HOST, _WIRE, _PEER, _HANDLER, _SYSTEM or _PORT
 //!  7 reserved: u8    zero
-//!  8 src:      u32   endpoint id / peer index / link id / extension id
+//!  8 src:      u32   endpoint id / peer index / link id / extension id / port id
 //! 12 bulk_len: u32   bytes of bulk data (0 unless AM_BULK)
 //! ```
 //!
@@ -58,6 +58,11 @@ pub const AM_SRC_PEER: u8 = 3;
 pub const AM_SRC_HANDLER: u8 = 4;
 /// [`AmHeader::src_kind`]: the runtime itself.
 pub const AM_SRC_SYSTEM: u8 = 5;
+/// [`AmHeader::src_kind`]: a raw-frame port of this adapter (src = port
+/// id; the message's bulk data is the frame). The runtime makes these
+/// messages itself: [`AmHeader::check`], which judges headers that came
+/// from elsewhere, does not accept the kind.
+pub const AM_SRC_PORT: u8 = 6;
 
 /// `SendDesc::flags`: the message is an active message for SPINE (the
 /// channel field holds the handler number).
@@ -80,6 +85,9 @@ pub const DEST_HOST: u32 = 1;
 pub const DEST_PEER: u32 = 2;
 /// Destination kind: a remote adapter over the wire (a link id).
 pub const DEST_WIRE: u32 = 3;
+/// Destination kind: a raw-frame port of this adapter (a port id): the
+/// message's arguments followed by its bulk data go out as one frame.
+pub const DEST_PORT: u32 = 4;
 
 /// The header of an active message (layout in the module doc).
 #[repr(C)]

@@ -2,7 +2,9 @@
 //! and the per-handler table `unet stat` shows; `unet spine
 //! peer|peers|unpeer`: the peer queues that join two running daemons'
 //! adapters, and their rows; `unet spine link ...` (links over the wire)
-//! in `spine/link.rs`; the tables' printer in `spine/table.rs`.
+//! in `spine/link.rs`; `unet spine ports` (raw-frame ports, opened by
+//! `unet spine load --port`) in `spine/port.rs`; the tables' printer in
+//! `spine/table.rs`.
 //!
 //! An extension lives as long as the control connection that loaded it
 //! (the engine reclaims everything a client held when it goes), so
@@ -21,6 +23,7 @@ use unet::spine::{ExtensionOptions, SpineListing};
 use table::{joined, left, pairs, right, Table};
 
 pub mod link;
+pub mod port;
 mod table;
 
 #[derive(Subcommand)]
@@ -44,6 +47,9 @@ pub enum Command {
     /// Links over the UDP wire to other daemons (adapters).
     #[command(subcommand)]
     Link(link::LinkCommand),
+    /// List an adapter's raw-frame ports: interface, handler, frames in
+    /// and out, drops by reason.
+    Ports(ListArgs),
 }
 
 #[derive(Args)]
@@ -76,6 +82,12 @@ pub struct LoadArgs {
     /// A domain granted besides `spine` (repeatable).
     #[arg(long = "grant", value_name = "DOMAIN")]
     grant: Vec<String>,
+    /// Open a raw-frame port on network interface INTERFACE (in the
+    /// engine's network namespace) whose frames go to the extension's
+    /// first handler, held with it (repeatable; the ports' ids follow in
+    /// order). Needs the engine's user or root.
+    #[arg(long = "port", value_name = "INTERFACE")]
+    ports: Vec<String>,
 }
 
 #[derive(Args)]
@@ -112,6 +124,7 @@ pub fn run(c: Command) -> ExitCode {
             }
         }
         Command::Link(c) => link::run(c),
+        Command::Ports(a) => port::list(a),
     }
 }
 
@@ -224,7 +237,7 @@ pub fn peers_json(l: &PeerListing) -> serde_json::Value {
         .collect::<Vec<_>>())
 }
 
-fn fail(e: impl std::fmt::Display) -> ExitCode {
+pub(crate) fn fail(e: impl std::fmt::Display) -> ExitCode {
     eprintln!("error: {e}");
     ExitCode::from(1)
 }
@@ -257,8 +270,23 @@ fn load(a: LoadArgs) -> ExitCode {
         }
         Err(e) => return fail(e),
     };
+    let mut opened = Vec::new();
+    for iface in &a.ports {
+        let Some(&h) = ext.handlers.first() else {
+            return fail("the extension installed no handler for its ports");
+        };
+        match session.spine_port_open(iface, h) {
+            Ok(p) => opened.push(format!("port {p} on {iface}")),
+            Err(e) => return fail(format!("port on {iface}: {e}")),
+        }
+    }
+    let ports = if opened.is_empty() {
+        String::new()
+    } else {
+        format!(", {}", opened.join(", "))
+    };
     println!(
-        "loaded extension {} with handlers {:?}; holding it until interrupted",
+        "loaded extension {} with handlers {:?}{ports}; holding it until interrupted",
         ext.id, ext.handlers
     );
     // Held while this connection lives: look now and then whether it was

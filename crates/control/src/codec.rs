@@ -109,8 +109,14 @@ kinds! {
         SpineLinkClose = 54,
         /// [`Request::SpineLinks`].
         SpineLinks = 55,
+        /// [`Request::SpinePortOpen`].
+        SpinePortOpen = 56,
+        /// [`Request::SpinePortClose`].
+        SpinePortClose = 57,
+        /// [`Request::SpinePorts`].
+        SpinePorts = 58,
         /// [`Request::SpineTable`].
-        SpineTable = 56,
+        SpineTable = 59,
         /// [`Request::TraceSet`].
         TraceSet = 72,
         /// [`Request::TraceDump`].
@@ -161,8 +167,12 @@ kinds! {
         SpineLink = 152,
         /// [`Reply::SpineLinkListing`].
         SpineLinkListing = 155,
+        /// [`Reply::SpinePort`].
+        SpinePort = 156,
+        /// [`Reply::SpinePortListing`].
+        SpinePortListing = 157,
         /// [`Reply::SpineTableLoaded`].
-        SpineTableLoaded = 156,
+        SpineTableLoaded = 158,
         /// [`Reply::TraceState`].
         TraceState = 74,
         /// [`Reply::TraceDump`].
@@ -397,7 +407,10 @@ impl Request {
             | Request::SpineLinkConnect { .. }
             | Request::SpineLinkClose { .. }
             | Request::SpineLinks
-            | Request::SpineTable { .. } => spine::encode_request(self, req_id),
+            | Request::SpineTable { .. }
+            | Request::SpinePortOpen { .. }
+            | Request::SpinePortClose { .. }
+            | Request::SpinePorts => spine::encode_request(self, req_id),
         };
         w.into_vec()
     }
@@ -533,7 +546,10 @@ impl Request {
             | ReqKind::SpineLinkConnect
             | ReqKind::SpineLinkClose
             | ReqKind::SpineLinks
-            | ReqKind::SpineTable => spine::decode_request(kind, &mut r)?,
+            | ReqKind::SpineTable
+            | ReqKind::SpinePortOpen
+            | ReqKind::SpinePortClose
+            | ReqKind::SpinePorts => spine::decode_request(kind, &mut r)?,
         };
         Ok((id, req))
     }
@@ -662,7 +678,9 @@ impl Reply {
             | Reply::TraceDump { .. }
             | Reply::SpineLink { .. }
             | Reply::SpineLinkListing { .. }
-            | Reply::SpineTableLoaded { .. } => spine::encode_reply(self, req_id),
+            | Reply::SpineTableLoaded { .. }
+            | Reply::SpinePort { .. }
+            | Reply::SpinePortListing { .. } => spine::encode_reply(self, req_id),
         };
         w.into_vec()
     }
@@ -751,7 +769,9 @@ impl Reply {
             | ReplyKind::TraceDump
             | ReplyKind::SpineLink
             | ReplyKind::SpineLinkListing
-            | ReplyKind::SpineTableLoaded => spine::decode_reply(kind, &mut r)?,
+            | ReplyKind::SpineTableLoaded
+            | ReplyKind::SpinePort
+            | ReplyKind::SpinePortListing => spine::decode_reply(kind, &mut r)?,
         };
         Ok((id, rep))
     }

@@ -18,6 +18,7 @@ mod bytes;
 mod codec;
 pub mod peer;
 pub mod spine;
+pub mod spine_port;
 pub mod spine_wire;
 
 /// Largest control packet.
@@ -163,6 +164,11 @@ pub enum ErrorCode {
     BadPeer = 29,
     /// No SPINE link with that id (or not this user's).
     NoSuchLink = 30,
+    /// No SPINE port with that id (or not this user's).
+    NoSuchPort = 31,
+    /// No network interface of that name, or one a raw-frame port cannot
+    /// open.
+    NoSuchInterface = 32,
 }
 
 impl ErrorCode {
@@ -199,6 +205,8 @@ impl ErrorCode {
             28 => NoSuchPeer,
             29 => BadPeer,
             30 => NoSuchLink,
+            31 => NoSuchPort,
+            32 => NoSuchInterface,
             _ => return None,
         })
     }
@@ -271,7 +279,7 @@ impl std::fmt::Display for ErrorCode {
             ErrorCode::RankTaken => "that rank of the UDM job is taken, gone or outside the job",
             ErrorCode::ObjectQuota => {
                 "this process holds as many of these objects (memory regions, VIs, \
-                 discriminators, connection requests, UDM jobs or nodes, SPINE links) as the engine \
+                 discriminators, connection requests, UDM jobs or nodes, SPINE links or ports) as the engine \
                  allows one process (close some, or start the engine with a larger \
                  per-process limit)"
             }
@@ -279,6 +287,10 @@ impl std::fmt::Display for ErrorCode {
             ErrorCode::NoSuchPeer => "no such peer queue on the adapter",
             ErrorCode::BadPeer => "not a peer segment (or that side of it was attached before)",
             ErrorCode::NoSuchLink => "no such SPINE link (or not this user's)",
+            ErrorCode::NoSuchPort => "no such SPINE port (or not this user's)",
+            ErrorCode::NoSuchInterface => {
+                "no network interface of that name (or a raw-frame port cannot open on it)"
+            }
         })
     }
 }
@@ -581,6 +593,25 @@ pub enum Request {
         /// Length of the table.
         len: u32,
     },
+    /// Open a SPINE raw-frame port on network interface `interface`: each
+    /// frame received on it becomes a bulk message for extension handler
+    /// `handler` (one of this user's). Only the engine's user (or root)
+    /// may. Answered with [`Reply::SpinePort`]: the port's id
+    /// (`DEST_PORT`'s id for the extensions of this adapter).
+    SpinePortOpen {
+        /// The interface's name.
+        interface: String,
+        /// The extension handler that receives the port's frames.
+        handler: u16,
+    },
+    /// Close SPINE port `port`.
+    SpinePortClose {
+        /// The port.
+        port: u32,
+    },
+    /// List the SPINE ports (those of the asking client's user; all for
+    /// root): [`Reply::SpinePortListing`].
+    SpinePorts,
 }
 
 /// Longest name of an extension, and of a domain, in bytes.
@@ -770,6 +801,17 @@ pub enum Reply {
         version: u32,
         /// Bytes its arrays take (charged to the extension's table quota).
         bytes: u64,
+    },
+    /// A SPINE port was opened ([`Request::SpinePortOpen`]).
+    SpinePort {
+        /// Its id on this adapter.
+        port: u32,
+    },
+    /// The answer to [`Request::SpinePorts`]; fd: a memory file holding
+    /// the listing ([`spine_port::PortListing`]), `len` bytes.
+    SpinePortListing {
+        /// Length of the listing.
+        len: u32,
     },
 }
 

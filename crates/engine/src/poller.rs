@@ -1,6 +1,7 @@
 //! The engine's one epoll set and what its tokens mean: every file
 //! descriptor the engine sleeps on (the listener, client sockets,
-//! endpoint doorbells, the wire's socket, the admin eventfd) is registered
+//! endpoint doorbells, the wire's socket, the admin eventfd, SPINE's
+//! raw-frame ports) is registered
 //! with a [`Token`] that says which part it belongs to.
 
 use std::io;
@@ -31,6 +32,8 @@ pub(crate) enum Token {
     /// SPINE's peer queues: their epoll set (the adapter's doorbell for
     /// its peers, their processes' pidfds).
     Peers,
+    /// A SPINE raw-frame port's socket (a frame waits on its ring).
+    Ports,
 }
 
 impl Token {
@@ -44,6 +47,7 @@ impl Token {
             Token::ViDoorbell(i) => (6, i),
             Token::UdmDoorbell(i) => (7, i),
             Token::Peers => (8, 0),
+            Token::Ports => (9, 0),
         };
         (k << KIND_SHIFT) | i as u64
     }
@@ -59,6 +63,7 @@ impl Token {
             6 => Token::ViDoorbell(i),
             7 => Token::UdmDoorbell(i),
             8 => Token::Peers,
+            9 => Token::Ports,
             _ => return None,
         })
     }

@@ -1,16 +1,18 @@
 //! The few operating-system facilities unet needs: shared-memory segments
 //! (`memfd` + `mmap`), futexes, eventfds, epoll, and file-descriptor passing
-//! over Unix sockets.
+//! over Unix sockets; raw-frame ports on network interfaces (`packet.rs`).
 //!
 //! The system calls go through `rustix` (and the mappings through
 //! `memmap2`), whose wrappers are safe. What remains `unsafe` here is what no
 //! safe wrapper gives with the same behaviour, each block with its reason:
 //! lending a descriptor a caller names by number, the segment's pointer
-//! arithmetic (`segment.rs`), and two calls made through `libc` (`SO_PEERCRED`, whose
+//! arithmetic (`segment.rs`), the raw-frame port's socket calls and
+//! rings (`packet.rs`), and two calls made through `libc` (`SO_PEERCRED`, whose
 //! process id may be 0, and `sched_getcpu`, which C libraries answer
 //! without a system call).
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+pub mod packet;
 mod segment;
 
 pub use segment::Segment;

@@ -1,6 +1,7 @@
 //! SPINE's kinds of control packet: loading, unloading and listing
 //! extensions and their route tables, the peer queues, the links over
-//! the wire and the event trace, each request and reply's body. [`super`] dispatches by kind
+//! the wire, the raw-frame ports and the event trace, each request and
+//! reply's body. [`super`] dispatches by kind
 //! and writes and reads the header.
 
 use super::*;
@@ -84,6 +85,18 @@ pub(super) fn encode_request(req: &Request, req_id: u32) -> W {
             w.u32(*len);
             w
         }
+        Request::SpinePortOpen { interface, handler } => {
+            let mut w = packet(ReqKind::SpinePortOpen as u16, req_id);
+            w.name(interface);
+            w.u16(*handler);
+            w
+        }
+        Request::SpinePortClose { port } => {
+            let mut w = packet(ReqKind::SpinePortClose as u16, req_id);
+            w.u32(*port);
+            w
+        }
+        Request::SpinePorts => packet(ReqKind::SpinePorts as u16, req_id),
         // Not SPINE's (the dispatch sends none here): a packet of kind 0,
         // which no side decodes.
         _ => packet(0, req_id),
@@ -137,6 +150,12 @@ pub(super) fn decode_request(kind: ReqKind, r: &mut R<'_>) -> Result<Request, Co
             table: r.u32()?,
             len: r.u32()?,
         },
+        ReqKind::SpinePortOpen => Request::SpinePortOpen {
+            interface: r.name()?,
+            handler: r.u16()?,
+        },
+        ReqKind::SpinePortClose => Request::SpinePortClose { port: r.u32()? },
+        ReqKind::SpinePorts => Request::SpinePorts,
         _ => return Err(ControlError::UnknownKind(kind as u16)),
     })
 }
@@ -205,6 +224,16 @@ pub(super) fn encode_reply(rep: &Reply, req_id: u32) -> W {
             w.u64(*bytes);
             w
         }
+        Reply::SpinePort { port } => {
+            let mut w = packet(ReplyKind::SpinePort as u16, req_id);
+            w.u32(*port);
+            w
+        }
+        Reply::SpinePortListing { len } => {
+            let mut w = packet(ReplyKind::SpinePortListing as u16, req_id);
+            w.u32(*len);
+            w
+        }
         // Not SPINE's (the dispatch sends none here): a packet of kind 0,
         // which no side decodes.
         _ => packet(0, req_id),
@@ -245,6 +274,8 @@ pub(super) fn decode_reply(kind: ReplyKind, r: &mut R<'_>) -> Result<Reply, Cont
             version: r.u32()?,
             bytes: r.u64()?,
         },
+        ReplyKind::SpinePort => Reply::SpinePort { port: r.u32()? },
+        ReplyKind::SpinePortListing => Reply::SpinePortListing { len: r.u32()? },
         _ => return Err(ControlError::UnknownKind(kind as u16)),
     })
 }

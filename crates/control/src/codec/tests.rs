@@ -218,6 +218,15 @@ fn samples() -> Vec<(&'static str, Vec<u8>)> {
                 len: 10_044_400,
             },
         ),
+        (
+            "spine_port_open",
+            Request::SpinePortOpen {
+                interface: "veth0".into(),
+                handler: 70,
+            },
+        ),
+        ("spine_port_close", Request::SpinePortClose { port: 0x101 }),
+        ("spine_ports", Request::SpinePorts),
     ];
     let reps = [
         (
@@ -339,6 +348,11 @@ fn samples() -> Vec<(&'static str, Vec<u8>)> {
                 version: 2,
                 bytes: 10_044_480,
             },
+        ),
+        ("reply_spine_port", Reply::SpinePort { port: 0x101 }),
+        (
+            "reply_spine_port_listing",
+            Reply::SpinePortListing { len: 512 },
         ),
     ];
     let mut v: Vec<(&str, Vec<u8>)> = reqs.iter().map(|(n, r)| (*n, r.encode(17))).collect();
@@ -579,7 +593,7 @@ fn replies_round_trip() {
 
 #[test]
 fn every_error_code_round_trips() {
-    for v in 1..=30u16 {
+    for v in 1..=32u16 {
         let c = ErrorCode::from_u16(v).unwrap_or_else(|| panic!("code {v}"));
         assert_eq!(c as u16, v);
         let r = Reply::Error(c);
@@ -587,7 +601,7 @@ fn every_error_code_round_trips() {
         assert!(!c.to_string().is_empty());
     }
     assert_eq!(ErrorCode::from_u16(0), None);
-    assert_eq!(ErrorCode::from_u16(31), None);
+    assert_eq!(ErrorCode::from_u16(33), None);
 }
 
 #[test]

@@ -149,6 +149,11 @@ impl Setup<'_> {
                 let port = self.remote.as_mut().map(|r| &mut *r.port);
                 crate::spine::wire::handle(self.spine, port, &*self.server, ci, req_id, req)
             }
+            Request::SpinePortOpen { .. }
+            | Request::SpinePortClose { .. }
+            | Request::SpinePorts => {
+                crate::spine::port::handle(self.spine, self.poller, &*self.server, ci, req_id, req)
+            }
             Request::TraceSet { .. } | Request::TraceDump => {
                 // Events time every client's messages: the owner's only.
                 if !self.owner(ci) {
@@ -241,6 +246,7 @@ impl Setup<'_> {
         self.spine_setup().drop_client(ci);
         let port = self.remote.as_mut().map(|r| &mut *r.port);
         crate::spine::wire::drop_client(self.spine, port, ci);
+        crate::spine::port::drop_client(self.spine, self.poller, ci);
         self.via(|v| v.drop_client_vias(ci));
         self.spine.trace.forget(ci);
         self.udm(|u| u.drop_client_udm(ci));
@@ -278,5 +284,6 @@ fn costs_descriptors(req: &Request) -> bool {
             | Request::UdmJoin { .. }
             | Request::UdmJoinRemote { .. }
             | Request::PeerJoin { .. }
+            | Request::SpinePortOpen { .. }
     )
 }

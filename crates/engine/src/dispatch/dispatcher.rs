@@ -535,6 +535,7 @@ impl Dispatcher {
                 Token::UdmDoorbell(_) => {}
                 // A peer adapter sent, or one's process exited.
                 Token::Peers => self.spine.rt.peers.woken(),
+                Token::Ports => {} // read by poll_data
             }
         }
         self.tokens = tokens;

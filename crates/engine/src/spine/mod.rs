@@ -31,7 +31,9 @@
 //! - `peers.rs`: the adapter's table of them, joined by clients, read
 //!   by the turn and sent on by handlers;
 //! - `wire.rs`: links to adapters over the UDP wire, and the active
-//!   messages sent over them.
+//!   messages sent over them;
+//! - `port.rs`: raw-frame ports on network interfaces, whose frames go
+//!   to a handler and which handlers send frames out of.
 //!
 //! SPINE sits above U-Net: host endpoints' active messages wait in
 //! U-Net's inbox (`unet/am.rs`), and SPINE's turn, which borrows the
@@ -46,6 +48,7 @@ pub(crate) mod msgs;
 pub(crate) mod natives;
 pub(crate) mod peer;
 pub(crate) mod peers;
+pub(crate) mod port;
 pub(crate) mod rt;
 pub(crate) mod setup;
 pub(crate) mod tables;
@@ -91,6 +94,8 @@ pub(crate) struct SpinePart {
     pub loads: Loads,
     /// Links over the wire.
     pub wire: wire::WireLinks,
+    /// Raw-frame ports.
+    pub ports: port::Ports,
     /// The event graph's recorder (the loop's and SPINE's events).
     pub trace: Recorder,
     /// Handlers came or went since the graph's types were named.
@@ -111,6 +116,7 @@ impl SpinePart {
             trace: Recorder::new(Some(waker.clone())),
             loads: Loads::new(waker),
             wire: wire::WireLinks::default(),
+            ports: port::Ports::default(),
             names_dirty: true,
         }
     }
@@ -226,7 +232,11 @@ impl SpinePart {
             EventKind::Handler => self.invoke(ev.msg),
             EventKind::DeliverHost => self.deliver_host(ev, eps),
             EventKind::PeerTx => peers::forward(&mut self.rt, ev),
-            // Framed onto the port at the end of the turn.
+            // Framed onto the wire's port, or placed on a raw-frame
+            // port's ring, at the end of the turn.
+            EventKind::WireTx if ev.arg & port::ARG_PORT != 0 => {
+                self.ports.out.push((ev.arg & !port::ARG_PORT, ev.msg))
+            }
             EventKind::WireTx => self.wire.out.push((ev.arg, ev.msg)),
             EventKind::Timer => self.run_timer(ev.arg),
         }
@@ -486,7 +496,8 @@ impl Part for SpineTurn<'_> {
     #[inline]
     fn turn(&mut self, cx: &mut Context<'_>) -> usize {
         let wire_in = cx.port.as_ref().is_some_and(|p| !p.st.spine.is_empty());
-        if self.spine.idle(self.eps) && !wire_in {
+        let ports_in = self.spine.ports.ready();
+        if self.spine.idle(self.eps) && !wire_in && !ports_in {
             return 0;
         }
         let mut work = 0;
@@ -494,6 +505,9 @@ impl Part for SpineTurn<'_> {
             if let Some(p) = cx.port.as_deref_mut() {
                 work += wire::take_in(self.spine, p);
             }
+        }
+        if ports_in {
+            work += port::take_in(self.spine);
         }
         // The trace's one test a turn (not an event) when it is off.
         work += if self.spine.trace.on() {
@@ -503,6 +517,9 @@ impl Part for SpineTurn<'_> {
         };
         if self.spine.wire.has_out() {
             wire::send_out(self.spine, cx.port.as_deref_mut());
+        }
+        if self.spine.ports.has_out() {
+            port::send_out(self.spine);
         }
         work
     }

@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use jive::Prepared;
 use unet_abi::spine::{
-    AmHeader, AM_SRC_HANDLER, AM_SRC_HOST, AM_SRC_PEER, AM_SRC_WIRE, DEST_HOST, DEST_LOCAL,
-    DEST_PEER, DEST_WIRE,
+    AmHeader, AM_SRC_HANDLER, AM_SRC_HOST, AM_SRC_PEER, AM_SRC_PORT, AM_SRC_WIRE, DEST_HOST,
+    DEST_LOCAL, DEST_PEER, DEST_PORT, DEST_WIRE,
 };
 
 use crate::config::EngineConfig;
@@ -113,6 +113,8 @@ pub(crate) struct Rt {
     time_rng: u64,
     /// The links over the wire a handler may send to.
     pub wire: WireDests,
+    /// The ids of the raw-frame ports a handler may send to.
+    pub ports: Vec<u32>,
     /// What extensions export to one another.
     pub exports: Exports<Rt>,
     /// The extensions' route tables (`Spine.table`).
@@ -148,6 +150,7 @@ impl Rt {
             time_mask: u64::from(cfg.spine_time_every.clamp(1, 1 << 31).next_power_of_two()) - 1,
             time_rng: 0x9E37_79B9_7F4A_7C15,
             wire: WireDests::default(),
+            ports: Vec::new(),
             exports: Exports::new(),
             tables: Tables::default(),
         }
@@ -277,6 +280,9 @@ impl Rt {
                     return e;
                 }
             },
+            // An open raw-frame port (its ring is the wire's kind of
+            // destination: `WireTx`, marked as a port's).
+            DEST_PORT if self.ports.contains(&id) => EventKind::WireTx,
             _ => {
                 give_back(self);
                 self.queue.count_drop(DropReason::BadDest);
@@ -317,7 +323,13 @@ impl Rt {
                 .msgs
                 .get(self.cur.msg)
                 .is_some_and(|c| c.hdr.src_kind == AM_SRC_HOST && c.hdr.src == id);
-        let arg = if answers { id | ARG_REPLY } else { id };
+        let arg = if answers {
+            id | ARG_REPLY
+        } else if kind == DEST_PORT {
+            id | crate::spine::port::ARG_PORT
+        } else {
+            id
+        };
         match self.queue.push(Event {
             kind: event,
             msg: m,
@@ -338,6 +350,7 @@ pub(crate) fn reply_dest(src_kind: u8, src: u32) -> u32 {
         AM_SRC_HOST => DEST_HOST,
         AM_SRC_PEER => DEST_PEER,
         AM_SRC_WIRE => DEST_WIRE,
+        AM_SRC_PORT => DEST_PORT,
         _ => DEST_LOCAL,
     };
     (kind << 24) | (src & 0x00FF_FFFF)

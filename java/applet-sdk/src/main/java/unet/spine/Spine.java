@@ -34,8 +34,11 @@ package unet.spine;
  * handler of this adapter), {@link #DEST_HOST} (an endpoint of this
  * adapter: one of the extension's owner, or the one whose message is being
  * answered), {@link #DEST_PEER} (a peer adapter), {@link #DEST_WIRE} (a
- * remote adapter over the wire). {@link #source(int)} gives a message's
- * source in that form.
+ * remote adapter over the wire), {@link #DEST_PORT} (a raw-frame port of
+ * this adapter on a network interface: the message's arguments followed by
+ * its bulk data go out as one frame). {@link #source(int)} gives a
+ * message's source in that form: a frame a port received is a bulk message
+ * whose source is {@code (DEST_PORT << 24) | port}.
  *
  * <p>Extensions call one another through <em>domains</em>. An extension
  * exports its {@code public static} methods whose parameters are
@@ -80,6 +83,9 @@ public final class Spine {
     public static final int DEST_PEER = 2;
     /** Destination kind: a remote adapter over the wire. */
     public static final int DEST_WIRE = 3;
+    /** Destination kind: a raw-frame port of this adapter (its frames come
+     * from that source too). */
+    public static final int DEST_PORT = 4;
 
     /** Most bytes of arguments a message carries. */
     public static final int ARGS_MAX = 240;

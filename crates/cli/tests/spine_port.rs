@@ -1,0 +1,343 @@
+//! SPINE's raw-frame ports with real kernel traffic: two hosts (network
+//! namespaces h1 and h2), each joined by a veth pair to a third namespace
+//! where a `unet daemon` runs; the daemon's adapter has a port on each
+//! veth end there and the `PortBridge` extension (a frame in on one port
+//! goes out of the other). The hosts' kernels ping each other through it
+//! (their ARP and ICMP, both ways) and carry a TCP transfer of a known
+//! pattern through it, checked by hash (the hosts' veths send no
+//! segments larger than a frame: `gso_max_segs 1`), and `unet spine
+//! ports` shows the frames on both ports, with no drop.
+//!
+//! Needs root (CAP_NET_ADMIN, CAP_NET_RAW), `ip` from iproute2 and `ping`
+//! from iputils-ping; fails, never skips, when one is missing.
+
+mod common;
+mod tools;
+
+use std::hash::Hasher;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::hosts::ip;
+use common::*;
+use serde_json::Value;
+
+/// Three namespaces, two veth pairs; deleted on drop.
+struct Bridged {
+    h1: String,
+    h2: String,
+    r: String,
+    /// The bridge's ends, in `r`.
+    r1: String,
+    r2: String,
+    addr1: String,
+    addr2: String,
+}
+
+impl Bridged {
+    fn new() -> Bridged {
+        let pid = std::process::id();
+        let n = pid % 250 + 1;
+        let b = Bridged {
+            h1: format!("unet-h1-{pid}"),
+            h2: format!("unet-h2-{pid}"),
+            r: format!("unet-r-{pid}"),
+            r1: format!("pr1{pid}"),
+            r2: format!("pr2{pid}"),
+            addr1: format!("10.78.{n}.1"),
+            addr2: format!("10.78.{n}.2"),
+        };
+        for ns in [&b.h1, &b.h2, &b.r] {
+            let _ = ip(&["netns", "del", ns]);
+        }
+        if let Err(e) = ip(&["netns", "add", &b.r]) {
+            panic!("cannot create a network namespace ({e}); this test needs root");
+        }
+        let (h1v, h2v) = (format!("ph1{pid}"), format!("ph2{pid}"));
+        let c1 = format!("{}/24", b.addr1);
+        let c2 = format!("{}/24", b.addr2);
+        let steps: Vec<Vec<&str>> = vec![
+            vec!["netns", "add", &b.h1],
+            vec!["netns", "add", &b.h2],
+            vec!["link", "add", &h1v, "type", "veth", "peer", "name", &b.r1],
+            vec!["link", "add", &h2v, "type", "veth", "peer", "name", &b.r2],
+            vec!["link", "set", &h1v, "netns", &b.h1],
+            vec!["link", "set", &h2v, "netns", &b.h2],
+            vec!["link", "set", &b.r1, "netns", &b.r],
+            vec!["link", "set", &b.r2, "netns", &b.r],
+            vec!["-n", &b.h1, "addr", "add", &c1, "dev", &h1v],
+            vec!["-n", &b.h2, "addr", "add", &c2, "dev", &h2v],
+            // A segment is one frame: no TSO/GSO super-frames.
+            vec!["-n", &b.h1, "link", "set", &h1v, "gso_max_segs", "1"],
+            vec!["-n", &b.h2, "link", "set", &h2v, "gso_max_segs", "1"],
+            vec!["-n", &b.h1, "link", "set", &h1v, "up"],
+            vec!["-n", &b.h2, "link", "set", &h2v, "up"],
+            vec!["-n", &b.r, "link", "set", &b.r1, "up"],
+            vec!["-n", &b.r, "link", "set", &b.r2, "up"],
+        ];
+        for s in &steps {
+            ip(s).unwrap_or_else(|e| panic!("setting up the bridged hosts: {e}"));
+        }
+        b
+    }
+}
+
+impl Drop for Bridged {
+    fn drop(&mut self) {
+        for ns in [&self.h1, &self.h2, &self.r] {
+            let _ = ip(&["netns", "del", ns]);
+        }
+    }
+}
+
+/// `ping` from namespace `ns` to `to`, `count` echoes 0.2 s apart:
+/// whether every one came back within 10 s (a single echo: within 1 s).
+/// The neighbour entries of `ns` are flushed first, so that an address
+/// resolution left from an earlier ping does not hold the echoes back.
+fn ping(ns: &str, to: &str, count: u32) -> (bool, String) {
+    ip(&["-n", ns, "neigh", "flush", "all"]).expect("flushing the neighbours");
+    let wait = if count == 1 { "1" } else { "10" };
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, "ping", "-c", &count.to_string()])
+        .args(["-i", "0.2", "-w", wait, to])
+        .output()
+        .expect("ip netns exec");
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !text.contains("No such file") && !text.contains("not found"),
+        "`ping` is missing: install iputils-ping (e.g. `apt-get install -y iputils-ping`): {text}"
+    );
+    (out.status.success(), text)
+}
+
+fn ports(socket: &std::path::Path) -> Value {
+    let out = Command::new(unet_bin())
+        .args(["spine", "ports", "--json", "--socket"])
+        .arg(socket)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn num(v: &Value, path: &[&str]) -> u64 {
+    let mut v = v;
+    for k in path {
+        v = &v[*k];
+    }
+    v.as_u64().unwrap_or_else(|| panic!("{path:?} in {v}"))
+}
+
+/// Bytes of the TCP transfer.
+const TCP_BYTES: usize = 4 << 20;
+/// Its port.
+const TCP_PORT: u16 = 7701;
+
+/// Byte `i` of the transfer.
+fn pattern(i: usize) -> u8 {
+    (i.wrapping_mul(2_654_435_761) >> 13) as u8
+}
+
+/// A hash of bytes, fed in pieces.
+fn hash(h: &mut std::collections::hash_map::DefaultHasher, b: &[u8]) {
+    h.write(b);
+}
+
+#[test]
+fn child() {
+    let Some(role) = role() else { return };
+    watchdog(60);
+    match role.as_str() {
+        // In h2: take one connection, read it to its end, report its
+        // length and hash.
+        "tcp-server" => {
+            let l = TcpListener::bind(("0.0.0.0", TCP_PORT))
+                .unwrap_or_else(|e| fail(&format!("bind: {e}")));
+            say("LISTENING");
+            let (mut c, _) = l.accept().unwrap_or_else(|e| fail(&format!("accept: {e}")));
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            let (mut n, mut buf) = (0usize, vec![0u8; 1 << 16]);
+            loop {
+                match c.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(k) => {
+                        hash(&mut h, &buf[..k]);
+                        n += k;
+                    }
+                    Err(e) => fail(&format!("read: {e}")),
+                }
+            }
+            say(&format!("GOT {n} {:016x}", h.finish()));
+        }
+        // In h1: send the pattern to the server.
+        "tcp-client" => {
+            let to = env("UNET_TO");
+            let mut c = TcpStream::connect((to.as_str(), TCP_PORT))
+                .unwrap_or_else(|e| fail(&format!("connect: {e}")));
+            let data: Vec<u8> = (0..TCP_BYTES).map(pattern).collect();
+            c.write_all(&data)
+                .unwrap_or_else(|e| fail(&format!("write: {e}")));
+            say("SENT");
+        }
+        r => fail(&format!("unknown role {r}")),
+    }
+}
+
+#[test]
+fn hosts_ping_each_other_through_a_bridging_extension_on_two_ports() {
+    if role().is_some() {
+        return;
+    }
+    let dir = TempDir::new("spine-port");
+    tools::javac(&dir.0, &[tools::repo().join("extensions/PortBridge.java")]);
+    let class = dir.0.join("PortBridge.class");
+    let b = Bridged::new();
+    let d = Daemon::start_in(Some(&b.r), &[]);
+
+    // Before the bridge: the hosts do not reach each other.
+    let (ok, _) = ping(&b.h1, &b.addr2, 1);
+    assert!(!ok, "the hosts reach each other without the bridge");
+
+    let mut cmd = command_in(None, unet_bin());
+    cmd.args(["spine", "load", "--socket"])
+        .arg(&d.socket)
+        .arg(&class)
+        .args(["--arg", "100", "--port", &b.r1, "--port", &b.r2]);
+    let mut load = Proc::spawn("spine load", cmd);
+    let line = load
+        .raw_line(Duration::from_secs(20))
+        .expect("the load's line");
+    assert_eq!(
+        line,
+        format!(
+            "loaded extension 1 with handlers [100], port 0 on {}, port 1 on {}; \
+             holding it until interrupted",
+            b.r1, b.r2
+        )
+    );
+
+    let sleeps = engine_counter(&d.stat(), "sleeps");
+    let (ok, text) = ping(&b.h1, &b.addr2, 5);
+    assert!(ok, "h1 -> h2 through the bridge: {text}");
+    // Between the echoes, 0.2 s apart, the engine slept: the frames woke it.
+    assert!(
+        engine_counter(&d.stat(), "sleeps") >= sleeps + 4,
+        "the engine did not sleep between frames"
+    );
+    let (ok, text) = ping(&b.h2, &b.addr1, 5);
+    assert!(ok, "h2 -> h1 through the bridge: {text}");
+
+    // A TCP transfer from h1 to h2, checked by hash.
+    let mut server = Proc::spawn("tcp server", child_cmd(Some(&b.h2), "tcp-server"));
+    server.expect("LISTENING", Duration::from_secs(20));
+    let mut client = child_cmd(Some(&b.h1), "tcp-client");
+    client.env("UNET_TO", &b.addr2);
+    let mut client = Proc::spawn("tcp client", client);
+    client.expect("SENT", Duration::from_secs(60));
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let data: Vec<u8> = (0..TCP_BYTES).map(pattern).collect();
+    hash(&mut h, &data);
+    assert_eq!(
+        server.expect("GOT", Duration::from_secs(60)),
+        format!("{TCP_BYTES} {:016x}", h.finish())
+    );
+
+    // Every echo and answer (and the ARP before them), and the transfer's
+    // segments, went through both ports: in on one, out of the other.
+    let l = ports(&d.socket);
+    let rows = l["ports"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{l}");
+    for (k, name) in [(0, &b.r1), (1, &b.r2)] {
+        let p = &rows[k];
+        assert_eq!(p["id"], k as u64);
+        assert_eq!(p["interface"], name.as_str());
+        assert_eq!(p["handler"], 100);
+        // 10 ICMP messages each way at least, ARP, and the transfer's
+        // segments one way and its acknowledgements the other.
+        assert!(num(p, &["frames_in"]) >= 11, "{p}");
+        assert!(num(p, &["frames_out"]) >= 11, "{p}");
+        if k == 0 {
+            assert!(num(p, &["bytes_in"]) >= TCP_BYTES as u64, "{p}");
+        }
+        let drops: u64 = p["drops"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_u64().unwrap())
+            .sum();
+        assert_eq!(drops, 0, "{p}");
+    }
+    // What one port took in the other sent out (nothing else sends).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let l = ports(&d.socket);
+        let (p0, p1) = (&l["ports"][0], &l["ports"][1]);
+        let (in0, out1) = (num(p0, &["frames_in"]), num(p1, &["frames_out"]));
+        if in0 == out1 && num(p1, &["frames_in"]) == num(p0, &["frames_out"]) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "ports disagree: {l}");
+        std::thread::yield_now();
+    }
+
+    // The caps and the refusals, through the client library: a process
+    // holds at most 4 ports; an interface must exist; the handler must be
+    // installed by an extension of the user's.
+    let s = unet::Session::connect(&d.socket).expect("a session");
+    let bytes = std::fs::read(&class).unwrap();
+    let opts = unet::spine::ExtensionOptions {
+        name: "second".into(),
+        budget_us: 0,
+        arg: 101,
+        domains: Vec::new(),
+    };
+    let x = s.load_extension(&bytes, opts).expect("a second bridge");
+    assert_eq!(x.handlers, vec![101]);
+    assert!(matches!(
+        s.spine_port_open("no-such-if0", 101),
+        Err(unet::Error::Engine(unet::ErrorCode::NoSuchInterface))
+    ));
+    assert!(matches!(
+        s.spine_port_open(&b.r1, 999),
+        Err(unet::Error::Engine(unet::ErrorCode::NoSuchExtension))
+    ));
+    let mine: Vec<u32> = (0..4)
+        .map(|_| {
+            s.spine_port_open(&b.r1, 101)
+                .expect("a port within the cap")
+        })
+        .collect();
+    assert!(matches!(
+        s.spine_port_open(&b.r1, 101),
+        Err(unet::Error::Quota(unet::ErrorCode::ObjectQuota))
+    ));
+    assert_eq!(s.spine_ports().unwrap().ports.len(), 6);
+    s.spine_port_close(mine[0]).unwrap();
+    assert!(matches!(
+        s.spine_port_close(mine[0]),
+        Err(unet::Error::Engine(unet::ErrorCode::NoSuchPort))
+    ));
+    drop(s);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while ports(&d.socket)["ports"].as_array().unwrap().len() != 2 {
+        assert!(Instant::now() < deadline, "a session's ports outlived it");
+        std::thread::yield_now();
+    }
+
+    // The load gone, its ports close with it: the hosts are apart again.
+    drop(load);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !ports(&d.socket)["ports"].as_array().unwrap().is_empty() {
+        assert!(Instant::now() < deadline, "the ports outlived their client");
+        std::thread::yield_now();
+    }
+    let (ok, _) = ping(&b.h1, &b.addr2, 1);
+    assert!(!ok, "the hosts reach each other after the bridge went");
+}
