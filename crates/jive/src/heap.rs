@@ -393,6 +393,16 @@ impl Heap {
         (self.gens[(a.handle - 1) as usize] == a.gen).then_some(a.handle)
     }
 
+    /// Cost in fuel of a collection during an invocation that scans
+    /// `slots` frame slots, `roots` other roots and this heap's table of
+    /// arrays: one unit per [`crate::limits::GC_WORDS_PER_FUEL`] words, at
+    /// least one (the interpreter and compiled code charge it alike).
+    #[inline]
+    pub(crate) fn gc_cost(&self, roots: usize, slots: usize) -> i64 {
+        let words = (slots + roots + self.arrays.len()) as u64;
+        (1 + words / crate::limits::GC_WORDS_PER_FUEL).min(i64::MAX as u64) as i64
+    }
+
     /// Mark from `roots` (handles; other values ignored) and free the rest.
     pub fn collect(&mut self, roots: impl Iterator<Item = i32>) {
         self.marks.clear();

@@ -52,8 +52,9 @@
 //!    depth, null, bounds, division), so a compiled invocation has the same
 //!    result, fuel use, fault and fault site as an interpreted one
 //!    (`tests/jit.rs` compares them over grids of arguments and budgets).
-//!    Methods that allocate arrays, methods too large to compile cheaply,
-//!    and their callers, stay interpreted; recursion is compiled. Compiled frames
+//!    Methods too large to compile cheaply, and their callers, stay
+//!    interpreted; allocation (with the collector) and recursion are
+//!    compiled. Compiled frames
 //!    live on the host thread's stack, within a budget checked on entry to
 //!    every compiled method ([`Vm::set_machine_stack`]).
 //!

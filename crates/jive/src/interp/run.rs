@@ -126,15 +126,6 @@ pub(super) fn entry_fuel<H>(
     fuel
 }
 
-/// Cost in fuel of a collection during an invocation that scans `slots`
-/// frame slots and a heap of `heap` (its table of arrays and its roots):
-/// one unit per [`crate::limits::GC_WORDS_PER_FUEL`] words, at least one.
-#[inline]
-fn gc_cost(heap: &Heap, roots: usize, slots: usize) -> i64 {
-    let words = (slots + roots + heap.arrays.len()) as u64;
-    (1 + words / crate::limits::GC_WORDS_PER_FUEL).min(i64::MAX as u64) as i64
-}
-
 #[inline(never)]
 /// Run method `entry` whose arguments are in `st.stack[0..]`. Returns the
 /// result (0 for void) and the fuel left.
@@ -447,7 +438,7 @@ pub(super) fn run<H>(
                             // The collection scans every live frame slot
                             // and the array table: charged before it runs,
                             // so that it does not run without the fuel.
-                            fuel -= gc_cost(heap, array_fields.len() + pinned.len(), top);
+                            fuel -= heap.gc_cost(array_fields.len() + pinned.len(), top);
                             if fuel < 0 {
                                 spent!();
                             }
@@ -488,8 +479,12 @@ pub(super) fn run<H>(
                                 machine_stack,
                             };
                             let depth = frames.len() + 1;
-                            let args = &fr.0[at as usize..];
-                            let r = j.enter_nested(c, &mut fuel, &mut budget, io, depth, nb, args);
+                            // The slots below the callee's frame are the
+                            // roots of a collection the callee makes.
+                            let (below, args) = stack.split_at(nb);
+                            let r =
+                                j.enter_nested(c, &mut fuel, &mut budget, io, depth, below, args);
+                            fr = Regs(&mut stack[base..base + mc.frame_size as usize]);
                             if r == crate::jit::FAULT {
                                 let (f, (fm, op)) = j.take_fault();
                                 let off = cls

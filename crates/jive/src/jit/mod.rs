@@ -27,14 +27,35 @@
 //! that fail a check (the helper makes the interpreter's exact fault),
 //! running out of fuel (the checkpoint hook) and recording faults.
 //!
+//! Allocation: `newarray` calls a helper that does what the interpreter
+//! does (the negative size, the charge, the allocation, and at the quota
+//! a collection, charged first, then the allocation again). The
+//! collector's roots are the interpreter's: the fields, the pinned arrays
+//! and every frame slot of the invocation up to the allocating frame's
+//! last. Compiled frames keep their slots in registers, so a method that
+//! may allocate ([`allocating`](policy::allocating): it has a `newarray`
+//! or calls such a method) writes its slots to the spill stack
+//! (`Env::spill`, laid out as the interpreter's slot stack: a frame at
+//! `Ctx::base`) before each allocation (all of them) and before each call
+//! of a method that may allocate (those below the callee's frame, which
+//! the callee writes itself); when an interpreted method called the
+//! compiled code, the interpreter's slots below it are roots too
+//! ([`Compiled::enter_nested`]). Handles do not move (the collector frees,
+//! never compacts), so nothing is read back but the array table's address.
+//! Methods that cannot allocate are compiled as before: nothing is added
+//! to them. The roots are conservative in both modes (any slot value that
+//! is a live handle keeps its array), so the two agree on what is freed
+//! whenever the slots agree; they may not for a slot the running method
+//! never wrote on the path taken, or last written by a callee whose frame
+//! overlapped it: the interpreter's slot stack keeps what was there
+//! before, compiled code has zero or the method's own older value. Such a
+//! slot can only keep an array alive that is not reachable.
+//!
 //! Not compiled, so interpreted (per method, decided at compile time):
-//! methods that allocate arrays (`newarray`: the collector scans the
-//! interpreter's frames for roots, and a compiled frame keeps its slots in
-//! registers) and the methods that call them. An invocation whose entry
-//! method is not compiled starts in the interpreter, which calls a
-//! compiled callee as machine code on the invocation's budget and limits
-//! ([`Compiled::enter_nested`]): no collection can happen while compiled
-//! code runs (only the interpreter's `newarray` collects). Recursion is
+//! the methods over the bounds below and their callers. An invocation
+//! whose entry method is not compiled starts in the interpreter, which
+//! calls a compiled callee as machine code on the invocation's budget and
+//! limits ([`Compiled::enter_nested`]). Recursion is
 //! compiled: every compiled call checks the call-depth limit and the
 //! interpreter's frame-slot limit ([`MAX_STACK_SLOTS`], counting the
 //! frames' slots as the interpreter would lay them out, `Ctx::base`), so
@@ -42,7 +63,7 @@
 //! on every entry (below).
 
 //! Bounds on compiling (a class is hostile input, and compiling it must
-//! stay cheap in time and memory): also interpreted are a method of more
+//! stay cheap in time and memory): interpreted are a method of more
 //! than 16 Ki decoded ops ([`MAX_METHOD_OPS`](policy::MAX_METHOD_OPS)) or more than 4096 frame
 //! slots ([`MAX_METHOD_SLOTS`](policy::MAX_METHOD_SLOTS): `max_locals` plus `max_stack` and a few
 //! scratch slots), the methods past 64 Ki ops compiled per class
@@ -117,7 +138,7 @@ use crate::fault::Fault;
 use crate::heap::{arr_fault, ArrayData, Heap, RawArr, RAW_B, RAW_FREE, RAW_I, RAW_S, RAW_Z};
 use crate::limits::Limits;
 use crate::limits::MAX_STACK_SLOTS;
-use crate::model::JType;
+use crate::model::{Elem, JType};
 use crate::natives::{bad_native_array, Fast, Intrinsic, NativeCtx, NativeFn, SinkFn};
 use crate::subset::{Class, ClassInner};
 
@@ -130,13 +151,13 @@ mod translate;
 pub(crate) use ctx::{Ctx, Env, Link, FAULT};
 use ctx::{
     CTX_ARRAYS, CTX_BASE, CTX_DEPTH, CTX_FIELDS, CTX_FUEL, CTX_MAX_DEPTH, CTX_NARRAYS,
-    CTX_OVERFLOW, CTX_STACK_LIMIT, CTX_WINDOW, CTX_WINDOW_LEN,
+    CTX_OVERFLOW, CTX_SPILL, CTX_SPILL_LEN, CTX_STACK_LIMIT, CTX_WINDOW, CTX_WINDOW_LEN,
 };
 use helpers::{
-    h_aload, h_arrlen, h_astore, h_copy, h_fault, h_native, h_native_int, h_sink, h_spent, record,
-    A_BOOL, A_BYTE, A_INT, A_SHORT, K_DEPTH, K_DIV0, K_NULL,
+    elem_code, h_aload, h_arrlen, h_astore, h_copy, h_fault, h_native, h_native_int, h_newarray,
+    h_reserve, h_sink, h_spent, record, A_BOOL, A_BYTE, A_INT, A_SHORT, K_DEPTH, K_DIV0, K_NULL,
 };
-use policy::{compilable, MAX_FRAME_BYTES};
+use policy::{allocating, compilable, MAX_FRAME_BYTES};
 use stack::{stack_limit, OVERFLOW_FLAG};
 use translate::{body_sig, tramp_sig, Body, Gen};
 
@@ -359,8 +380,9 @@ impl<H> Compiled<H> {
     /// by an interpreted one, on the interpreter's budget (`fuel` in its
     /// register and `budget`, both taken back updated), with `depth`
     /// frames suspended below it and its frame at slot `base` of the
-    /// interpreter's frame stack, so that every limit holds as if the
-    /// interpreter ran it.
+    /// interpreter's frame stack, whose slots below it are `below` (roots
+    /// of a collection the compiled code makes), so that every limit
+    /// holds as if the interpreter ran it.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn enter_nested(
         &mut self,
@@ -369,22 +391,34 @@ impl<H> Compiled<H> {
         budget: &mut Budget<H>,
         io: Io<'_, H>,
         depth: usize,
-        base: usize,
+        below: &[i32],
         args: &[i32],
     ) -> i64 {
         let l = &mut *self.link;
         l.env.budget = *budget;
         l.env.drawn = true;
+        l.env.below = below.as_ptr();
+        l.env.below_len = below.len();
         l.ctx.depth = depth as i64;
-        l.ctx.base = base as i64;
+        l.ctx.base = below.len() as i64;
         let r = self.enter(code, *fuel, io, args);
         let l = &mut *self.link;
         *fuel = l.ctx.fuel;
         *budget = l.env.budget;
         l.env.drawn = false;
+        l.env.below = std::ptr::null();
+        l.env.below_len = 0;
         l.ctx.depth = 0;
         l.ctx.base = 0;
         r
+    }
+
+    /// Point the context at the arrays the host pinned (`State::pinned`),
+    /// roots of the collections compiled code makes: when the code is
+    /// installed and whenever they change.
+    pub(crate) fn bind_pinned(&mut self, pinned: &[i32]) {
+        self.link.env.pinned = pinned.as_ptr();
+        self.link.env.pinned_len = pinned.len();
     }
 
     /// [`Compiled::enter`] with the method's `N` arguments passed in
@@ -470,6 +504,7 @@ pub(crate) fn compile<H>(class: &std::sync::Arc<ClassInner<H>>) -> Result<Compil
     let started = std::time::Instant::now();
     let cls = &**class;
     let ok = compilable(cls, &[]);
+    let alloc = allocating(cls);
     let mut flags = settings::builder();
     let set = |f: &mut settings::Builder, k: &str, v: &str| {
         f.set(k, v)
@@ -544,6 +579,7 @@ pub(crate) fn compile<H>(class: &std::sync::Arc<ClassInner<H>>) -> Result<Compil
                 args_slot: None,
                 sealed: Vec::new(),
                 local: Vec::new(),
+                alloc: &alloc,
             };
             g.method(&mut module, &bodies)?;
             g.b.finalize(module.target_config());

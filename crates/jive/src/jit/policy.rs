@@ -1,6 +1,7 @@
 //! What is compiled: the bounds on a method and a class, and the
-//! methods left to the interpreter (allocating, too large) with their
-//! callers.
+//! methods left to the interpreter (too large) with their callers; and
+//! which compiled methods may allocate (their frames are the collector's
+//! roots).
 
 use super::*;
 
@@ -51,7 +52,6 @@ pub(super) fn compilable<H>(cls: &ClassInner<H>, refused: &[bool]) -> Vec<bool> 
                 && mc.ops.len() <= MAX_METHOD_OPS
                 && (mc.frame_size as usize) <= MAX_METHOD_SLOTS
                 && cost(mc) <= MAX_METHOD_COST
-                && !mc.ops.iter().any(|op| matches!(op, Op::NewArray { .. }))
                 && mc.ops.iter().all(|op| match *op {
                     Op::Call { m, .. } => (m as usize) < n,
                     _ => true,
@@ -72,6 +72,36 @@ pub(super) fn compilable<H>(cls: &ClassInner<H>, refused: &[bool]) -> Vec<bool> 
     // interpreter checks them, and the machine stack on every entry.
     propagate(cls, &mut ok, calls);
     ok
+}
+
+/// Which methods may allocate an array, directly (`newarray`) or through
+/// the methods they call: a collection can happen while they run, so
+/// their compiled frames write their slots where the collector finds them
+/// (see `Gen::spill`). The others are compiled as if no heap moved.
+pub(super) fn allocating<H>(cls: &ClassInner<H>) -> Vec<bool> {
+    let n = cls.code.len();
+    let mut alloc: Vec<bool> = cls
+        .code
+        .iter()
+        .map(|mc| mc.ops.iter().any(|op| matches!(op, Op::NewArray { .. })))
+        .collect();
+    loop {
+        let mut changed = false;
+        for m in 0..n {
+            if !alloc[m]
+                && cls.code[m].ops.iter().any(|op| match *op {
+                    Op::Call { m: c, .. } => alloc.get(c as usize).copied().unwrap_or(false),
+                    _ => false,
+                })
+            {
+                alloc[m] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            return alloc;
+        }
+    }
 }
 
 /// Callers of methods that cannot be compiled cannot be either.
