@@ -8,10 +8,12 @@
 //! [`ArrayRef`]s carry a generation so a stale one is detected.
 //!
 //! Collection roots are the applet's fields. When an allocation would exceed
-//! the quota during an invocation, the collector also scans every live frame
-//! slot conservatively (any slot value that is a valid handle keeps that
-//! array alive): this can only retain extra arrays, never free a live one.
-//! The VM collects at the end of every host invocation that allocated.
+//! the quota during an invocation, the collector also scans the slots of
+//! every live frame that the frame's method wrote (`decode::roots`: the
+//! same slots, with the same values, interpreted or compiled), as values
+//! (any one that is a valid handle keeps that array alive): this can only
+//! retain extra arrays, never free a live one. The VM collects at the end
+//! of every host invocation that allocated.
 //!
 //! Every array's elements start on an [`ARRAY_ALIGN`]-byte boundary
 //! ([`Elems`]), so where an array falls in a cache line does not depend on

@@ -4,20 +4,13 @@
 //! invocation.
 
 use crate::budget::{refill, Budget, Checkpoint, Clock};
-use crate::decode::{Arg, Op};
+use crate::decode::{frame_roots, Arg, Op, RetAddr};
 use crate::fault::Fault;
 use crate::heap::{arr_fault, ArrayData, Heap};
 use crate::limits::{Limits, MAX_STACK_SLOTS};
 use crate::model::JType;
 use crate::natives::{bad_native_array, NativeCtx};
 use crate::subset::ClassInner;
-
-#[derive(Clone, Copy, Debug)]
-pub(super) struct RetAddr {
-    m: u32,
-    pc: u32,
-    base: u32,
-}
 
 pub(super) struct State {
     pub(super) stack: Vec<i32>,
@@ -442,7 +435,13 @@ pub(super) fn run<H>(
                             if fuel < 0 {
                                 spent!();
                             }
-                            collect(heap, fields, array_fields, pinned, &stack[..top]);
+                            // The roots in the frames: the slots each
+                            // frame wrote (see `decode::roots`).
+                            let mut slots = Vec::new();
+                            let cur = (m, pc - 1, base);
+                            let masks = |m| cls.masks(m);
+                            frame_roots(masks, stack, frames, cur, top, &mut |v| slots.push(v));
+                            collect(heap, fields, array_fields, pinned, &slots);
                             fr = Regs(&mut stack[base..top]);
                             match heap.alloc(e, len) {
                                 Ok(h) => h,
@@ -479,11 +478,16 @@ pub(super) fn run<H>(
                                 machine_stack,
                             };
                             let depth = frames.len() + 1;
-                            // The slots below the callee's frame are the
-                            // roots of a collection the callee makes.
+                            // The frames below the callee's hold roots of
+                            // a collection the callee makes.
                             let (below, args) = stack.split_at(nb);
+                            let interp = crate::jit::Below {
+                                stack: below,
+                                frames,
+                                cur: (m, pc - 1, base),
+                            };
                             let r =
-                                j.enter_nested(c, &mut fuel, &mut budget, io, depth, below, args);
+                                j.enter_nested(c, &mut fuel, &mut budget, io, depth, interp, args);
                             fr = Regs(&mut stack[base..base + mc.frame_size as usize]);
                             if r == crate::jit::FAULT {
                                 let (f, (fm, op)) = j.take_fault();

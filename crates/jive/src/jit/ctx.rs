@@ -117,11 +117,14 @@ pub(crate) struct Env<H> {
     /// each call that may allocate (`Gen::spill`): the collector's roots
     /// from the frames above `below_len`.
     pub spill: Vec<i32>,
-    /// The interpreter's frame slots below the first compiled frame (its
-    /// slot stack up to the compiled callee's frame), when an interpreted
-    /// method called compiled code ([`Compiled::enter_nested`]): roots too.
+    /// When an interpreted method called the compiled code
+    /// ([`Compiled::enter_nested`]): the interpreter's frames below the
+    /// first compiled one (see [`Below`]), whose slots are roots too.
     pub below: *const i32,
     pub below_len: usize,
+    pub frames: *const RetAddr,
+    pub nframes: usize,
+    pub cur: Option<(usize, usize, usize)>,
     /// The arrays the host pinned (`State::pinned`), roots of every
     /// collection; set when the code is installed and whenever they change.
     pub pinned: *const i32,
@@ -195,6 +198,9 @@ impl<H> Link<H> {
                 spill: Vec::new(),
                 below: std::ptr::null(),
                 below_len: 0,
+                frames: std::ptr::null(),
+                nframes: 0,
+                cur: None,
                 pinned: std::ptr::null(),
                 pinned_len: 0,
             },

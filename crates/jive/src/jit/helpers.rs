@@ -381,15 +381,16 @@ pub(super) extern "C" fn h_newarray<H>(
             let top = (c.base.max(0) as usize).saturating_add(size.max(0) as usize);
             // SAFETY: `Vm::install` and `Vm::pin_array` / `unpin_array`
             // set these to the VM's pinned handles, unchanged while an
-            // invocation runs; `enter_nested` sets `below` to the
-            // interpreter's slots below the compiled frames, which it
-            // borrows (shared) for the call, and `below_len` to their
-            // number (0 otherwise).
+            // invocation runs; `enter_nested` sets `below` and `frames` to
+            // the interpreter's slots below the compiled frames and its
+            // suspended frames, which it borrows (shared) for the call, and
+            // their lengths (0 otherwise).
             #[allow(unsafe_code)]
-            let (pinned, below) = unsafe {
+            let (pinned, below, frames) = unsafe {
                 (
                     slice_or_empty(env.pinned, env.pinned_len),
                     slice_or_empty(env.below, env.below_len),
+                    slice_or_empty(env.frames, env.nframes),
                 )
             };
             let array_fields = cls
@@ -408,11 +409,21 @@ pub(super) extern "C" fn h_newarray<H>(
             // the class's field count, not written while a helper runs.
             #[allow(unsafe_code)]
             let fields = unsafe { slice_or_empty(c.fields as *const i32, cls.field_init.len()) };
+            // The interpreter's frames below (the slots each wrote), then
+            // the compiled frames' (written to the spill stack, the others
+            // zero).
+            let mut slots = Vec::new();
+            if let Some(cur) = env.cur {
+                let masks = |m| cls.masks(m);
+                frame_roots(masks, below, frames, cur, below.len(), &mut |v| {
+                    slots.push(v)
+                });
+            }
             let spill = env.spill.get(below.len().min(top)..top).unwrap_or(&[]);
             let roots = array_fields
                 .filter_map(|(i, _)| fields.get(i).copied())
                 .chain(pinned.iter().copied())
-                .chain(below.iter().copied())
+                .chain(slots.iter().copied())
                 .chain(spill.iter().copied());
             heap.collect(roots);
             match heap.alloc(e, len) {

@@ -31,26 +31,24 @@
 //! does (the negative size, the charge, the allocation, and at the quota
 //! a collection, charged first, then the allocation again). The
 //! collector's roots are the interpreter's: the fields, the pinned arrays
-//! and every frame slot of the invocation up to the allocating frame's
-//! last. Compiled frames keep their slots in registers, so a method that
-//! may allocate ([`allocating`](policy::allocating): it has a `newarray`
-//! or calls such a method) writes its slots to the spill stack
-//! (`Env::spill`, laid out as the interpreter's slot stack: a frame at
-//! `Ctx::base`) before each allocation (all of them) and before each call
-//! of a method that may allocate (those below the callee's frame, which
-//! the callee writes itself); when an interpreted method called the
-//! compiled code, the interpreter's slots below it are roots too
-//! ([`Compiled::enter_nested`]). Handles do not move (the collector frees,
-//! never compacts), so nothing is read back but the array table's address.
-//! Methods that cannot allocate are compiled as before: nothing is added
-//! to them. The roots are conservative in both modes (any slot value that
-//! is a live handle keeps its array), so the two agree on what is freed
-//! whenever the slots agree; they may not for a slot the running method
-//! never wrote on the path taken, or last written by a callee whose frame
-//! overlapped it: the interpreter's slot stack keeps what was there
-//! before, compiled code has zero or the method's own older value. Such a
-//! slot can only keep an array alive that is not reachable.
-//!
+//! and, in every frame of the invocation, the slots its method wrote
+//! (`decode::roots`: written on every path to the allocation or call
+//! where the frame is, and not since overwritten by a callee), which hold
+//! the same values however the frame runs. Compiled frames keep their
+//! slots in registers, so a method that may allocate
+//! ([`allocating`](policy::allocating): it has a `newarray` or calls such
+//! a method) writes them to the spill stack (`Env::spill`, laid out as
+//! the interpreter's slot stack: a frame at `Ctx::base`, the other slots
+//! zero) before each allocation and before each call of a method that may
+//! allocate (the slots below the callee's frame, which the callee writes
+//! itself); when an interpreted method called the compiled code, the
+//! interpreter's frames below it are scanned as the interpreter scans
+//! them ([`Compiled::enter_nested`], [`Below`]). Handles do not move (the
+//! collector frees, never compacts), so nothing is read back but the
+//! array table's address. Methods that cannot allocate are compiled as
+//! before: nothing is added to them. A method that may allocate but whose
+//! roots are past the analysis's bound is interpreted.
+
 //! Not compiled, so interpreted (per method, decided at compile time):
 //! the methods over the bounds below and their callers. An invocation
 //! whose entry method is not compiled starts in the interpreter, which
@@ -133,7 +131,7 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, FuncId, Linkage, Module, ModuleReloc};
 
 use crate::budget::{refill, Budget, Checkpoint, Clock};
-use crate::decode::{Arg, MethodCode, Op};
+use crate::decode::{frame_roots, Arg, MethodCode, Op, RetAddr, SlotMasks};
 use crate::fault::Fault;
 use crate::heap::{arr_fault, ArrayData, Heap, RawArr, RAW_B, RAW_FREE, RAW_I, RAW_S, RAW_Z};
 use crate::limits::Limits;
@@ -391,16 +389,19 @@ impl<H> Compiled<H> {
         budget: &mut Budget<H>,
         io: Io<'_, H>,
         depth: usize,
-        below: &[i32],
+        below: Below<'_>,
         args: &[i32],
     ) -> i64 {
         let l = &mut *self.link;
         l.env.budget = *budget;
         l.env.drawn = true;
-        l.env.below = below.as_ptr();
-        l.env.below_len = below.len();
+        l.env.below = below.stack.as_ptr();
+        l.env.below_len = below.stack.len();
+        l.env.frames = below.frames.as_ptr();
+        l.env.nframes = below.frames.len();
+        l.env.cur = Some(below.cur);
         l.ctx.depth = depth as i64;
-        l.ctx.base = below.len() as i64;
+        l.ctx.base = below.stack.len() as i64;
         let r = self.enter(code, *fuel, io, args);
         let l = &mut *self.link;
         *fuel = l.ctx.fuel;
@@ -408,6 +409,9 @@ impl<H> Compiled<H> {
         l.env.drawn = false;
         l.env.below = std::ptr::null();
         l.env.below_len = 0;
+        l.env.frames = std::ptr::null();
+        l.env.nframes = 0;
+        l.env.cur = None;
         l.ctx.depth = 0;
         l.ctx.base = 0;
         r
@@ -475,6 +479,16 @@ impl<H> Compiled<H> {
         }
         r
     }
+}
+
+/// The interpreter's frames below compiled code it called
+/// ([`Compiled::enter_nested`]), roots of a collection the compiled code
+/// makes: its slot stack up to the compiled callee's frame, its suspended
+/// frames, and the calling frame (method, the call's op, first slot).
+pub(crate) struct Below<'a> {
+    pub stack: &'a [i32],
+    pub frames: &'a [RetAddr],
+    pub cur: (usize, usize, usize),
 }
 
 /// The VM's state an invocation of compiled code works on, lent for the
