@@ -6,12 +6,15 @@
 #![cfg(feature = "jit")]
 
 mod common;
+/// The two VMs the tests compare (compiled tests only).
+#[path = "common/twin.rs"]
+mod twin;
 
 use common::fast::{self, FastHost};
 use common::op::*;
-use common::twin::Twin;
 use common::*;
 use jive::{test_natives, Class, Limits, Vm};
+use twin::Twin;
 
 const BENCH8: &[u8] = include_bytes!("data/bench8.class");
 const BENCH25: &[u8] = include_bytes!("data/bench25.class");

@@ -9,11 +9,14 @@
 #![cfg(feature = "jit")]
 
 mod common;
+/// The two VMs the tests compare (compiled tests only).
+#[path = "common/twin.rs"]
+mod twin;
 
 use common::op::*;
-use common::twin::Twin;
 use common::*;
 use jive::{test_natives, Class, Fault, Limits};
+use twin::Twin;
 
 const ALLOC8: &[u8] = include_bytes!("data/alloc8.class");
 

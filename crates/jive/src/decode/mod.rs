@@ -59,5 +59,5 @@ mod validate;
 pub use divmagic::DivMagic;
 pub use lower::decode;
 pub use op::{Arg, MethodCode, Op, Slot, SwitchTable};
-pub(crate) use roots::{frame_roots, slot_masks, RetAddr, SlotMasks};
+pub(crate) use roots::{allocating, class_masks, frame_roots, RetAddr, SlotMasks};
 pub use validate::validate;

@@ -17,15 +17,69 @@
 //! initialised-locals rule), so no live array is missed.
 //!
 //! The analysis is a forward must-analysis over the ops with one bit per
-//! slot, bounded in work ([`MAX_WORK`]): a method past it has no masks,
-//! and the interpreter scans its whole frame (the compiler does not
-//! compile it when it may allocate).
+//! slot. It runs when the class loads ([`class_masks`]), for the methods
+//! that may allocate ([`allocating`]; no other frame is live during a
+//! collection), in method order, bounded in work and memory per method
+//! ([`MAX_WORK`]) and per class ([`MAX_CLASS_WORK`]): a method past
+//! either has no masks, and the interpreter scans its whole frame (the
+//! compiler does not compile it).
 
 use super::{MethodCode, Op};
 
-/// Most work of the analysis of one method, in 64-slot words visited; a
-/// method that needs more has no masks.
-pub(crate) const MAX_WORK: usize = 1 << 22;
+/// Most work of the analysis of one method, in 64-slot words visited (and
+/// most words of its state); a method that needs more has no masks.
+pub(crate) const MAX_WORK: usize = 1 << 20;
+/// Most work of the analyses of one class, in the same words.
+pub(crate) const MAX_CLASS_WORK: usize = 1 << 22;
+
+/// Which methods may allocate an array, directly (`newarray`) or through
+/// the methods they call: a collection can happen while their frames are
+/// live.
+pub(crate) fn allocating(code: &[MethodCode]) -> Vec<bool> {
+    let mut alloc: Vec<bool> = code
+        .iter()
+        .map(|mc| mc.ops.iter().any(|op| matches!(op, Op::NewArray { .. })))
+        .collect();
+    loop {
+        let mut changed = false;
+        for (m, mc) in code.iter().enumerate() {
+            if !alloc[m]
+                && mc.ops.iter().any(|op| match *op {
+                    Op::Call { m: c, .. } => alloc.get(c as usize).copied().unwrap_or(false),
+                    _ => false,
+                })
+            {
+                alloc[m] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            return alloc;
+        }
+    }
+}
+
+/// The masks of every method of a class that may allocate, in method
+/// order within [`MAX_CLASS_WORK`] (see the module documentation); native
+/// `n` writes its result when `native_returns(n)`.
+pub(crate) fn class_masks(
+    code: &[MethodCode],
+    native_returns: impl Fn(u16) -> bool,
+) -> Vec<Option<SlotMasks>> {
+    let alloc = allocating(code);
+    let mut left = MAX_CLASS_WORK;
+    code.iter()
+        .zip(alloc)
+        .map(|(mc, a)| {
+            if !a {
+                return None;
+            }
+            let (masks, spent) = slot_masks(mc, &native_returns, MAX_WORK.min(left));
+            left = left.saturating_sub(spent);
+            masks
+        })
+        .collect()
+}
 
 /// Where an interpreted frame returns to, and where it lies in the slot
 /// stack: method, the op after the call, first slot.
@@ -66,17 +120,34 @@ impl SlotMasks {
 }
 
 /// The masks of `mc`, whose native calls write their result only when
-/// `native_returns(n)` for native `n`; `None` past [`MAX_WORK`].
-pub(crate) fn slot_masks(
+/// `native_returns(n)` for native `n`, and the work they took; `None`
+/// past `limit` words of work or state.
+fn slot_masks(
     mc: &MethodCode,
-    native_returns: impl Fn(u16) -> bool,
-) -> Option<SlotMasks> {
+    native_returns: &impl Fn(u16) -> bool,
+    limit: usize,
+) -> (Option<SlotMasks>, usize) {
     let n = mc.ops.len();
     let slots = mc.frame_size as usize;
     let words = slots.div_ceil(64).max(1);
-    if n.checked_mul(words)? > MAX_WORK {
-        return None;
+    let size = n.saturating_mul(words);
+    if size > limit {
+        return (None, 0);
     }
+    let mut effort = size;
+    let masks = analyse(mc, native_returns, limit, words, &mut effort);
+    (masks, effort)
+}
+
+fn analyse(
+    mc: &MethodCode,
+    native_returns: &impl Fn(u16) -> bool,
+    limit: usize,
+    words: usize,
+    effort: &mut usize,
+) -> Option<SlotMasks> {
+    let n = mc.ops.len();
+    let slots = mc.frame_size as usize;
     // In-state per op; all ones until a path reaches it.
     let mut state = vec![!0u64; n * words];
     let mut reached = vec![false; n];
@@ -102,13 +173,12 @@ pub(crate) fn slot_masks(
     reached[0] = true;
     work.push(0);
     queued[0] = true;
-    let mut effort = 0usize;
     let mut out = vec![0u64; words];
     let mut succ: Vec<u32> = Vec::new();
     while let Some(i) = work.pop() {
         queued[i] = false;
-        effort += words;
-        if effort > MAX_WORK {
+        *effort += words;
+        if *effort > limit {
             return None;
         }
         out.copy_from_slice(&state[i * words..(i + 1) * words]);

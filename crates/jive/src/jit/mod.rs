@@ -36,8 +36,8 @@
 //! where the frame is, and not since overwritten by a callee), which hold
 //! the same values however the frame runs. Compiled frames keep their
 //! slots in registers, so a method that may allocate
-//! ([`allocating`](policy::allocating): it has a `newarray` or calls such
-//! a method) writes them to the spill stack (`Env::spill`, laid out as
+//! (`decode::roots::allocating`: it has a `newarray` or calls such a
+//! method) writes them to the spill stack (`Env::spill`, laid out as
 //! the interpreter's slot stack: a frame at `Ctx::base`, the other slots
 //! zero) before each allocation and before each call of a method that may
 //! allocate (the slots below the callee's frame, which the callee writes
@@ -131,7 +131,7 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, FuncId, Linkage, Module, ModuleReloc};
 
 use crate::budget::{refill, Budget, Checkpoint, Clock};
-use crate::decode::{frame_roots, Arg, MethodCode, Op, RetAddr, SlotMasks};
+use crate::decode::{allocating, frame_roots, Arg, MethodCode, Op, RetAddr, SlotMasks};
 use crate::fault::Fault;
 use crate::heap::{arr_fault, ArrayData, Heap, RawArr, RAW_B, RAW_FREE, RAW_I, RAW_S, RAW_Z};
 use crate::limits::Limits;
@@ -155,7 +155,7 @@ use helpers::{
     elem_code, h_aload, h_arrlen, h_astore, h_copy, h_fault, h_native, h_native_int, h_newarray,
     h_reserve, h_sink, h_spent, record, A_BOOL, A_BYTE, A_INT, A_SHORT, K_DEPTH, K_DIV0, K_NULL,
 };
-use policy::{allocating, compilable, MAX_FRAME_BYTES};
+use policy::{compilable, MAX_FRAME_BYTES};
 use stack::{stack_limit, OVERFLOW_FLAG};
 use translate::{body_sig, tramp_sig, Body, Gen};
 
@@ -518,7 +518,7 @@ pub(crate) fn compile<H>(class: &std::sync::Arc<ClassInner<H>>) -> Result<Compil
     let started = std::time::Instant::now();
     let cls = &**class;
     let ok = compilable(cls, &[]);
-    let alloc = allocating(cls);
+    let alloc = allocating(&cls.code);
     let mut flags = settings::builder();
     let set = |f: &mut settings::Builder, k: &str, v: &str| {
         f.set(k, v)

@@ -44,7 +44,7 @@ pub(super) fn compilable<H>(cls: &ClassInner<H>, refused: &[bool]) -> Vec<bool> 
             _ => None,
         })
     };
-    let alloc = allocating(cls);
+    let alloc = allocating(&cls.code);
     let mut ok: Vec<bool> = cls
         .code
         .iter()
@@ -77,36 +77,6 @@ pub(super) fn compilable<H>(cls: &ClassInner<H>, refused: &[bool]) -> Vec<bool> 
     // interpreter checks them, and the machine stack on every entry.
     propagate(cls, &mut ok, calls);
     ok
-}
-
-/// Which methods may allocate an array, directly (`newarray`) or through
-/// the methods they call: a collection can happen while they run, so
-/// their compiled frames write their slots where the collector finds them
-/// (see `Gen::spill`). The others are compiled as if no heap moved.
-pub(super) fn allocating<H>(cls: &ClassInner<H>) -> Vec<bool> {
-    let n = cls.code.len();
-    let mut alloc: Vec<bool> = cls
-        .code
-        .iter()
-        .map(|mc| mc.ops.iter().any(|op| matches!(op, Op::NewArray { .. })))
-        .collect();
-    loop {
-        let mut changed = false;
-        for m in 0..n {
-            if !alloc[m]
-                && cls.code[m].ops.iter().any(|op| match *op {
-                    Op::Call { m: c, .. } => alloc.get(c as usize).copied().unwrap_or(false),
-                    _ => false,
-                })
-            {
-                alloc[m] = true;
-                changed = true;
-            }
-        }
-        if !changed {
-            return alloc;
-        }
-    }
 }
 
 /// Callers of methods that cannot be compiled cannot be either.

@@ -6,8 +6,6 @@ use std::collections::HashMap;
 pub mod attack_jit;
 pub mod attack_load;
 pub mod fast;
-#[cfg(feature = "jit")]
-pub mod twin;
 
 /// Opcodes used by the tests.
 pub mod op {
