@@ -331,13 +331,14 @@ pub(super) extern "C" fn h_reserve<H>(ctx: *mut Ctx, top: i64) -> i64 {
     #[allow(unsafe_code)]
     let (c, env) = unsafe { parts::<H>(ctx) };
     let top = (top.max(0) as usize).min(MAX_STACK_SLOTS);
-    let s = &mut env.spill;
-    if s.len() < top {
-        let len = (s.len() * 2).clamp(top, MAX_STACK_SLOTS);
-        s.resize(len, 0);
+    if env.spill.len() < top {
+        let len = (env.spill.len() * 2).clamp(top, MAX_STACK_SLOTS);
+        env.spill.resize(len, 0);
+        env.sites.resize(len, -1);
     }
-    c.spill = s.as_mut_ptr();
-    c.spill_len = s.len() as i64;
+    c.spill = env.spill.as_mut_ptr();
+    c.sites = env.sites.as_mut_ptr();
+    c.spill_len = env.spill.len().min(env.sites.len()) as i64;
     0
 }
 
@@ -410,21 +411,19 @@ pub(super) extern "C" fn h_newarray<H>(
             #[allow(unsafe_code)]
             let fields = unsafe { slice_or_empty(c.fields as *const i32, cls.field_init.len()) };
             // The interpreter's frames below (the slots each wrote), then
-            // the compiled frames' (written to the spill stack, the others
-            // zero).
+            // the compiled frames' (written to the spill stack).
             let mut slots = Vec::new();
+            let masks = |m| cls.masks(m);
             if let Some(cur) = env.cur {
-                let masks = |m| cls.masks(m);
                 frame_roots(masks, below, frames, cur, below.len(), &mut |v| {
                     slots.push(v)
                 });
             }
-            let spill = env.spill.get(below.len().min(top)..top).unwrap_or(&[]);
+            compiled_roots(cls, &env.spill, &env.sites, below.len(), top, &mut slots);
             let roots = array_fields
                 .filter_map(|(i, _)| fields.get(i).copied())
                 .chain(pinned.iter().copied())
-                .chain(slots.iter().copied())
-                .chain(spill.iter().copied());
+                .chain(slots.iter().copied());
             heap.collect(roots);
             match heap.alloc(e, len) {
                 Ok(h) => h,
@@ -437,6 +436,45 @@ pub(super) extern "C" fn h_newarray<H>(
     c.arrays = heap.raw.as_ptr();
     c.narrays = heap.raw.len() as u64;
     h as i64
+}
+
+/// The roots of the compiled frames from slot `first` (the first compiled
+/// frame's) to `top` (the end of the allocating frame's), pushed on
+/// `out`: each frame's site in `sites` names its method and the op it is
+/// at, whose mask names the slots it wrote to `spill`; a frame at a call
+/// ends where its callee's begins (the call's `at`), the allocating frame
+/// at `top`.
+fn compiled_roots<H>(
+    cls: &ClassInner<H>,
+    spill: &[i32],
+    sites: &[i64],
+    first: usize,
+    top: usize,
+    out: &mut Vec<i32>,
+) {
+    let mut base = first;
+    while base < top {
+        let Some(&site) = sites.get(base) else {
+            return;
+        };
+        let (m, op) = ((site as u64 >> 32) as usize, site as u32 as usize);
+        let end = match cls.code.get(m).and_then(|mc| mc.ops.get(op)) {
+            Some(Op::Call { at, .. }) => base + *at as usize,
+            _ => top,
+        };
+        let region = spill.get(base..end.min(top)).unwrap_or(&[]);
+        if let Some(mask) = cls.masks(m).and_then(|k| k.at(op)) {
+            for (s, &v) in region.iter().enumerate() {
+                if SlotMasks::has(mask, s) {
+                    out.push(v);
+                }
+            }
+        }
+        if end <= base {
+            return;
+        }
+        base = end;
+    }
 }
 
 /// `len` values from `p`, or none when `p` is null.

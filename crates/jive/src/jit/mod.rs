@@ -38,17 +38,19 @@
 //! slots in registers, so a method that may allocate
 //! (`decode::roots::allocating`: it has a `newarray` or calls such a
 //! method) writes them to the spill stack (`Env::spill`, laid out as
-//! the interpreter's slot stack: a frame at `Ctx::base`, the other slots
-//! zero) before each allocation and before each call of a method that may
-//! allocate (the slots below the callee's frame, which the callee writes
-//! itself); when an interpreted method called the compiled code, the
-//! interpreter's frames below it are scanned as the interpreter scans
-//! them ([`Compiled::enter_nested`], [`Below`]). Handles do not move (the
+//! the interpreter's slot stack: a frame at `Ctx::base`), with the frame's
+//! site (method and op, which name its roots) beside its first slot
+//! (`Env::sites`), before each allocation and before each call of a
+//! method that may allocate (the slots below the callee's frame, which the
+//! callee writes itself); the collector walks the compiled frames from
+//! the first by their sites. When an interpreted method called the
+//! compiled code, the interpreter's frames below it are scanned as the
+//! interpreter scans them ([`Compiled::enter_nested`], [`Below`]). Handles do not move (the
 //! collector frees, never compacts), so nothing is read back but the
 //! array table's address. Methods that cannot allocate are compiled as
 //! before: nothing is added to them. A method that may allocate but whose
 //! roots are past the analysis's bound is interpreted.
-
+//!
 //! Not compiled, so interpreted (per method, decided at compile time):
 //! the methods over the bounds below and their callers. An invocation
 //! whose entry method is not compiled starts in the interpreter, which
@@ -149,7 +151,7 @@ mod translate;
 pub(crate) use ctx::{Ctx, Env, Link, FAULT};
 use ctx::{
     CTX_ARRAYS, CTX_BASE, CTX_DEPTH, CTX_FIELDS, CTX_FUEL, CTX_MAX_DEPTH, CTX_NARRAYS,
-    CTX_OVERFLOW, CTX_SPILL, CTX_SPILL_LEN, CTX_STACK_LIMIT, CTX_WINDOW, CTX_WINDOW_LEN,
+    CTX_OVERFLOW, CTX_SITES, CTX_SPILL, CTX_SPILL_LEN, CTX_STACK_LIMIT, CTX_WINDOW, CTX_WINDOW_LEN,
 };
 use helpers::{
     elem_code, h_aload, h_arrlen, h_astore, h_copy, h_fault, h_native, h_native_int, h_newarray,

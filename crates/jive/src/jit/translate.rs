@@ -350,11 +350,9 @@ impl<H> Gen<'_, '_, H> {
     /// may allocate) to its place in the spill stack (from `base`, the
     /// frame's `Ctx::base`), where a collection finds them: the slots the
     /// method wrote, as the interpreter scans them (`decode::roots`), and
-    /// zero in the others up to `n` (every slot at an allocation, those
-    /// below the callee's frame at a call, as the callee writes the
-    /// rest). Handles do not move (the collector frees, never compacts),
-    /// so nothing is read back.
-    fn spill(&mut self, i: usize, n: u16, base: Value) -> Result<(), String> {
+    /// the site, which names them to the collector. Handles do not move
+    /// (the collector frees, never compacts), so nothing is read back.
+    fn spill(&mut self, i: usize, base: Value) -> Result<(), String> {
         let cls = self.cls;
         let mask = cls
             .masks(self.m)
@@ -364,15 +362,17 @@ impl<H> Gen<'_, '_, H> {
         let p = self.b.ins().load(self.ptr, fl, c, CTX_SPILL);
         let off = self.b.ins().ishl_imm_u(base, 2);
         let at = self.b.ins().iadd(p, off);
-        let zero = self.k32(0);
-        for s in 0..n {
-            let v = if SlotMasks::has(mask, s as usize) {
-                self.var(s)
-            } else {
-                zero
-            };
-            self.b.ins().store(fl, v, at, 4 * i32::from(s));
+        for s in 0..self.mc.frame_size {
+            if SlotMasks::has(mask, s as usize) {
+                let v = self.var(s);
+                self.b.ins().store(fl, v, at, 4 * i32::from(s));
+            }
         }
+        let p = self.b.ins().load(self.ptr, fl, c, CTX_SITES);
+        let off = self.b.ins().ishl_imm_u(base, 3);
+        let at = self.b.ins().iadd(p, off);
+        let site = self.k(self.site(i));
+        self.b.ins().store(fl, site, at, 0);
         Ok(())
     }
 
@@ -664,7 +664,7 @@ impl<H> Gen<'_, '_, H> {
                     .b
                     .ins()
                     .load(types::I64, MemFlagsData::trusted(), c, CTX_BASE);
-                self.spill(i, mc.frame_size, base)?;
+                self.spill(i, base)?;
                 let (k, len) = (self.k(elem_code(e)), self.var(n));
                 let (size, s) = (self.k(i64::from(mc.frame_size)), self.k(self.site(i)));
                 type New = extern "C" fn(*mut Ctx, i64, i32, i64, i64) -> i64;
@@ -709,7 +709,7 @@ impl<H> Gen<'_, '_, H> {
                         .icmp_imm_s(IntCC::SignedGreaterThan, top, MAX_STACK_SLOTS as i64);
                 self.fault_if(over, K_DEPTH, i);
                 if self.alloc[cm as usize] {
-                    self.spill(i, at, base)?;
+                    self.spill(i, base)?;
                 }
                 self.b
                     .ins()
