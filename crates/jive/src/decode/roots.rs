@@ -330,3 +330,54 @@ pub(crate) fn frame_roots<'a>(
     }
     scan(cur.0, cur.1, cur.2, top);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Elem;
+
+    /// A slot written on one path only is no root after the merge, the
+    /// arguments are from the start, and a call leaves the caller only
+    /// its slots up to the result.
+    #[test]
+    fn roots_are_the_slots_written_on_every_path() {
+        let e = Elem::Int;
+        let ops = vec![
+            Op::Const { d: 1, v: 5 },
+            Op::IfEqI { a: 0, v: 0, t: 3 },
+            Op::Const { d: 2, v: 7 },
+            Op::NewArray { d: 3, n: 1, e },
+            Op::Call { m: 0, at: 2 },
+            Op::NewArray { d: 4, n: 1, e },
+            Op::RetVoid,
+        ];
+        let mc = MethodCode {
+            offsets: (0..ops.len() as u32).collect(),
+            ops,
+            args: Vec::new(),
+            switches: Vec::new(),
+            divs: Vec::new(),
+            frame_size: 70,
+            nargs: 1,
+            name: "t".into(),
+            is_static: true,
+            int_params: true,
+            returns: false,
+            internal: false,
+        };
+        let masks = class_masks(std::slice::from_ref(&mc), |_| false);
+        let k = masks[0].as_ref().expect("masks");
+        let slots = |i: usize| -> Vec<usize> {
+            let m = k.at(i).expect("a mask");
+            (0..70).filter(|&s| SlotMasks::has(m, s)).collect()
+        };
+        assert_eq!(slots(3), [0, 1]);
+        assert_eq!(slots(4), [0, 1]);
+        assert_eq!(slots(5), [0, 1, 2]);
+        assert!(k.at(0).is_none() && k.at(6).is_none());
+        // A method that cannot allocate has none.
+        let mut plain = mc;
+        plain.ops = vec![Op::RetVoid];
+        assert!(class_masks(&[plain], |_| false)[0].is_none());
+    }
+}

@@ -185,7 +185,8 @@ pub struct Compiled<H> {
 // which is immutable and owned by this value; executing it has no thread
 // affinity. Moving the whole value to another thread moves the owner along.
 // The `link`'s pointers to a VM's state and a host's are set on each entry
-// and dereferenced only during that invocation, on the thread running it
+// (or, for the VM's fields, window and pinned arrays, when they change)
+// and dereferenced only during an invocation, on the thread running it
 // (which holds the VM mutably); between invocations they are not used.
 #[allow(unsafe_code)]
 unsafe impl<H> Send for Compiled<H> {}
