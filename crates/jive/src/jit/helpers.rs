@@ -323,14 +323,18 @@ pub(super) fn elem_code(e: Elem) -> i64 {
     }
 }
 
-/// Make the spill stack (`Env::spill`) at least `top` slots long, growing
-/// it as the interpreter grows its slot stack, and tell the context where
-/// it is. `top` is at most [`MAX_STACK_SLOTS`]: compiled calls check it.
-pub(super) extern "C" fn h_reserve<H>(ctx: *mut Ctx, top: i64) -> i64 {
+/// Make the spill stack (`Env::spill`, `Env::sites`) at least `top` slots
+/// long, growing it as the interpreter grows its slot stack, and tell the
+/// context where it is. `top` is at most [`MAX_STACK_SLOTS`] (compiled
+/// calls check it); past it, a stack overflow at `site`.
+pub(super) extern "C" fn h_reserve<H>(ctx: *mut Ctx, top: i64, site: i64) -> i64 {
     // SAFETY: called by compiled code with its context (see `parts`).
     #[allow(unsafe_code)]
     let (c, env) = unsafe { parts::<H>(ctx) };
-    let top = (top.max(0) as usize).min(MAX_STACK_SLOTS);
+    if !(0..=MAX_STACK_SLOTS as i64).contains(&top) {
+        return record(env, Fault::StackOverflow, site);
+    }
+    let top = top as usize;
     if env.spill.len() < top {
         let len = (env.spill.len() * 2).clamp(top, MAX_STACK_SLOTS);
         env.spill.resize(len, 0);

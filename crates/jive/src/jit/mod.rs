@@ -364,7 +364,9 @@ impl<H> Compiled<H> {
         // default calling convention. It reads the method's `nargs`
         // arguments from `args` (see above), reads and writes the context
         // `c` (primed for this invocation: its `fields` array within the
-        // class's field count, as field indices were checked at decode),
+        // class's field count, as field indices were checked at decode; its
+        // spill stack within `spill_len`, which every method that writes
+        // it makes cover its frame on entry, `Gen::reserve`),
         // and calls only this module's functions and the helpers with
         // `c`, whose `env` is the `Env<H>` of the type `H` the helpers
         // were instantiated with.

@@ -276,12 +276,12 @@ impl<H> Gen<'_, '_, H> {
                 2,
             )));
         }
-        if self.alloc[self.m] {
-            self.reserve();
-        }
         self.fields = Some(self.b.ins().load(self.ptr, fl, c, CTX_FIELDS));
         let fault_ret = self.b.create_block();
         self.fault_ret = Some(fault_ret);
+        if self.alloc[self.m] {
+            self.reserve();
+        }
         self.blocks = (0..mc.ops.len()).map(|_| self.b.create_block()).collect();
         self.sealed = vec![false; mc.ops.len()];
         let first = self.target(0)?;
@@ -339,9 +339,12 @@ impl<H> Gen<'_, '_, H> {
         self.b.set_cold_block(grow);
         self.b.switch_to_block(grow);
         self.b.seal_block(grow);
-        let h = h_reserve::<H> as extern "C" fn(*mut Ctx, i64) -> i64 as *const u8;
-        self.helper(h, &[self.ptr, types::I64], &[c, top]);
-        self.b.ins().jump(ok, &[]);
+        let h = h_reserve::<H> as extern "C" fn(*mut Ctx, i64, i64) -> i64 as *const u8;
+        let s = self.k(self.site(0));
+        let r = self.helper(h, &[self.ptr, types::I64, types::I64], &[c, top, s]);
+        let bad = self.b.ins().icmp_imm_s(IntCC::Equal, r, FAULT);
+        let fr = self.fault_ret.expect("set before");
+        self.b.ins().brif(bad, fr, &[], ok, &[]);
         self.b.switch_to_block(ok);
         self.b.seal_block(ok);
     }
