@@ -51,6 +51,34 @@ fn collect(heap: &mut Heap, fields: &[i32], array_fields: &[usize], pinned: &[i3
     heap.collect(roots);
 }
 
+/// The roots of a collection besides the frames: the applet's fields
+/// (those of array type) and the arrays the host pinned.
+struct Roots<'a> {
+    fields: &'a [i32],
+    array_fields: &'a [usize],
+    pinned: &'a [i32],
+}
+
+/// Collect garbage during an invocation: the roots in the frames are the
+/// slots each frame wrote (see `decode::roots`), of the frames `frames`
+/// and `cur` (method, op, first slot) in `stack` up to `top`.
+#[cold]
+#[inline(never)]
+fn collect_frames<H>(
+    cls: &ClassInner<H>,
+    heap: &mut Heap,
+    roots: Roots<'_>,
+    stack: &[i32],
+    frames: &[RetAddr],
+    cur: (usize, usize, usize),
+    top: usize,
+) {
+    let mut slots = Vec::new();
+    let masks = |m| cls.masks(m);
+    frame_roots(masks, stack, frames, cur, top, &mut |v| slots.push(v));
+    collect(heap, roots.fields, roots.array_fields, roots.pinned, &slots);
+}
+
 impl State {
     pub(super) fn collect(&mut self, extra: &[i32]) {
         collect(
@@ -428,20 +456,20 @@ pub(super) fn run<H>(
                         Ok(h) => h,
                         Err(Fault::HeapQuotaExceeded { .. }) => {
                             let top = base + mc.frame_size as usize;
-                            // The collection scans every live frame slot
+                            // The collection scans the live frames' slots
                             // and the array table: charged before it runs,
                             // so that it does not run without the fuel.
                             fuel -= heap.gc_cost(array_fields.len() + pinned.len(), top);
                             if fuel < 0 {
                                 spent!();
                             }
-                            // The roots in the frames: the slots each
-                            // frame wrote (see `decode::roots`).
-                            let mut slots = Vec::new();
                             let cur = (m, pc - 1, base);
-                            let masks = |m| cls.masks(m);
-                            frame_roots(masks, stack, frames, cur, top, &mut |v| slots.push(v));
-                            collect(heap, fields, array_fields, pinned, &slots);
+                            let roots = Roots {
+                                fields,
+                                array_fields,
+                                pinned,
+                            };
+                            collect_frames(cls, heap, roots, stack, frames, cur, top);
                             fr = Regs(&mut stack[base..top]);
                             match heap.alloc(e, len) {
                                 Ok(h) => h,
