@@ -350,3 +350,32 @@ fn handles_are_reused_alike() {
         t.check("rec", &[i % 11, 1 + i % 5]);
     }
 }
+
+/// Allocating recursion thousands of frames deep (the spill stack grows
+/// as the interpreter's slot stack does) stops at the call-depth limit,
+/// or at the quota with every frame's array live, where the interpreter
+/// stops.
+#[test]
+fn deep_allocating_recursion_stops_where_interpreted_stops() {
+    let mut t = Twin::new(ALLOC8);
+    for max_depth in [10, 4096] {
+        for heap_quota in [1 << 12, 1 << 20] {
+            t.set(
+                Limits {
+                    max_depth,
+                    heap_quota,
+                    ..Limits::default()
+                },
+                None,
+            );
+            for d in [9, 10, 3000, 4094, 4095, 5000] {
+                t.check("rec", &[d, 2]);
+            }
+        }
+    }
+    let rec = t.c.method("rec").expect("rec");
+    assert_eq!(
+        t.jit.invoke(&mut 0, rec, &[4000, 2]),
+        Ok(Some((1..=4000).map(|x| 2 * x).sum::<i32>() + 2))
+    );
+}

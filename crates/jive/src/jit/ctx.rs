@@ -53,7 +53,7 @@ pub(crate) struct Ctx {
     /// (`h_reserve`).
     pub(super) spill: *mut i32,
     pub(super) spill_len: i64,
-    pub(super) sites: *mut i64,
+    pub(super) sites: *mut u32,
 }
 
 pub(super) const CTX_FUEL: i32 = 0;
@@ -120,11 +120,11 @@ pub(crate) struct Env<H> {
     /// out as the interpreter lays out its frames (a frame at `Ctx::base`),
     /// written by a method that may allocate before each allocation and
     /// each call that may allocate (`Gen::spill`), with the site of each
-    /// frame (method and op index, as `Gen::site`) in `sites` at the
-    /// frame's first slot: the collector reads them from the first
-    /// compiled frame's up (see `h_newarray`).
+    /// frame in `sites` at the frame's first slot (method and op index
+    /// in 16 bits each, `Gen::spill`): the collector reads them from the
+    /// first compiled frame's up (see `h_newarray`).
     pub spill: Vec<i32>,
-    pub sites: Vec<i64>,
+    pub sites: Vec<u32>,
     /// When an interpreted method called the compiled code
     /// ([`Compiled::enter_nested`]): the interpreter's frames below the
     /// first compiled one (see [`Below`]), whose slots are roots too.

@@ -338,7 +338,7 @@ pub(super) extern "C" fn h_reserve<H>(ctx: *mut Ctx, top: i64, site: i64) -> i64
     if env.spill.len() < top {
         let len = (env.spill.len() * 2).clamp(top, MAX_STACK_SLOTS);
         env.spill.resize(len, 0);
-        env.sites.resize(len, -1);
+        env.sites.resize(len, u32::MAX);
     }
     c.spill = env.spill.as_mut_ptr();
     c.sites = env.sites.as_mut_ptr();
@@ -451,7 +451,7 @@ pub(super) extern "C" fn h_newarray<H>(
 fn compiled_roots<H>(
     cls: &ClassInner<H>,
     spill: &[i32],
-    sites: &[i64],
+    sites: &[u32],
     first: usize,
     top: usize,
     out: &mut Vec<i32>,
@@ -461,7 +461,7 @@ fn compiled_roots<H>(
         let Some(&site) = sites.get(base) else {
             return;
         };
-        let (m, op) = ((site as u64 >> 32) as usize, site as u32 as usize);
+        let (m, op) = ((site >> 16) as usize, (site & 0xffff) as usize);
         let end = match cls.code.get(m).and_then(|mc| mc.ops.get(op)) {
             Some(Op::Call { at, .. }) => base + *at as usize,
             _ => top,

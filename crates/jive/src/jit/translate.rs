@@ -371,10 +371,15 @@ impl<H> Gen<'_, '_, H> {
                 self.b.ins().store(fl, v, at, 4 * i32::from(s));
             }
         }
+        // Method and op index in 16 bits each (methods are numbered by
+        // `u16`s, and a compiled method has at most `MAX_METHOD_OPS` ops).
+        let (Ok(m16), Ok(i16)) = (u16::try_from(self.m), u16::try_from(i)) else {
+            return Err(format!("{}: site {i} past 16 bits", self.mc.name));
+        };
         let p = self.b.ins().load(self.ptr, fl, c, CTX_SITES);
-        let off = self.b.ins().ishl_imm_u(base, 3);
+        let off = self.b.ins().ishl_imm_u(base, 2);
         let at = self.b.ins().iadd(p, off);
-        let site = self.k(self.site(i));
+        let site = self.k32((u32::from(m16) << 16 | u32::from(i16)) as i32);
         self.b.ins().store(fl, site, at, 0);
         Ok(())
     }
