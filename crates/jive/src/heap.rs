@@ -8,10 +8,12 @@
 //! [`ArrayRef`]s carry a generation so a stale one is detected.
 //!
 //! Collection roots are the applet's fields. When an allocation would exceed
-//! the quota during an invocation, the collector also scans every live frame
-//! slot conservatively (any slot value that is a valid handle keeps that
-//! array alive): this can only retain extra arrays, never free a live one.
-//! The VM collects at the end of every host invocation that allocated.
+//! the quota during an invocation, the collector also scans the slots of
+//! every live frame that the frame's method wrote (`decode::roots`: the
+//! same slots, with the same values, interpreted or compiled), as values
+//! (any one that is a valid handle keeps that array alive): this can only
+//! retain extra arrays, never free a live one. The VM collects at the end
+//! of every host invocation that allocated.
 //!
 //! Every array's elements start on an [`ARRAY_ALIGN`]-byte boundary
 //! ([`Elems`]), so where an array falls in a cache line does not depend on
@@ -391,6 +393,16 @@ impl Heap {
     pub fn check_ref(&self, a: ArrayRef) -> Option<i32> {
         self.get(a.handle)?;
         (self.gens[(a.handle - 1) as usize] == a.gen).then_some(a.handle)
+    }
+
+    /// Cost in fuel of a collection during an invocation that scans
+    /// `slots` frame slots, `roots` other roots and this heap's table of
+    /// arrays: one unit per [`crate::limits::GC_WORDS_PER_FUEL`] words, at
+    /// least one (the interpreter and compiled code charge it alike).
+    #[inline]
+    pub(crate) fn gc_cost(&self, roots: usize, slots: usize) -> i64 {
+        let words = (slots + roots + self.arrays.len()) as u64;
+        (1 + words / crate::limits::GC_WORDS_PER_FUEL).min(i64::MAX as u64) as i64
     }
 
     /// Mark from `roots` (handles; other values ignored) and free the rest.

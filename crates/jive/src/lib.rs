@@ -37,7 +37,11 @@
 //!    is a fixed slot of one `i32` frame, loads of locals and constants are
 //!    folded into the instructions that use them, branch targets are
 //!    instruction indices, calls hold the callee's index or the native's
-//!    function pointer. Nothing is looked up by name at run time.
+//!    function pointer. Nothing is looked up by name at run time. For the
+//!    methods that may allocate, the slots of their frames that are the
+//!    collector's roots at each allocation and call are worked out here
+//!    too, so that a collection frees the same arrays interpreted and
+//!    compiled.
 //! 5. **Execute under limits** ([`Vm`], `interp`): a `match` loop over the
 //!    decoded ops, with deterministic fuel charged at back-edges, calls,
 //!    allocations and collections, a call-depth limit, a heap quota, a
@@ -52,8 +56,9 @@
 //!    depth, null, bounds, division), so a compiled invocation has the same
 //!    result, fuel use, fault and fault site as an interpreted one
 //!    (`tests/jit.rs` compares them over grids of arguments and budgets).
-//!    Methods that allocate arrays, methods too large to compile cheaply,
-//!    and their callers, stay interpreted; recursion is compiled. Compiled frames
+//!    Methods too large to compile cheaply, and their callers, stay
+//!    interpreted; allocation (with the collector) and recursion are
+//!    compiled. Compiled frames
 //!    live on the host thread's stack, within a budget checked on entry to
 //!    every compiled method ([`Vm::set_machine_stack`]).
 //!

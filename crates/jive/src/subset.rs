@@ -25,7 +25,7 @@ use crate::classfile::{
     ClassFile, Cp, ACC_ABSTRACT, ACC_INTERFACE, ACC_NATIVE, ACC_PUBLIC, ACC_STATIC,
     ACC_SYNCHRONIZED,
 };
-use crate::decode::{self, MethodCode};
+use crate::decode::{self, MethodCode, SlotMasks};
 use crate::ephemeral::{self, Reach, Site};
 use crate::fault::Rejection;
 pub use crate::model::{
@@ -79,6 +79,18 @@ pub(crate) struct ClassInner<H> {
     pub handlers: Vec<u16>,
     /// What the `EPHEMERAL` rule reads (for [`Class::ephemeral_check`]).
     pub reach: Reach,
+    /// Per method: the collector's roots in its frame
+    /// ([`ClassInner::masks`]).
+    pub roots: Vec<Option<SlotMasks>>,
+}
+
+impl<H> ClassInner<H> {
+    /// The collector's roots in a frame of method `m` (see
+    /// `decode::roots`); `None` for a method that cannot allocate or is
+    /// past the analysis's bounds, whose whole frame is scanned.
+    pub(crate) fn masks(&self, m: usize) -> Option<&SlotMasks> {
+        self.roots.get(m)?.as_ref()
+    }
 }
 
 /// A loaded, subset-checked, verified and pre-decoded class. Cheap to clone
@@ -311,6 +323,13 @@ impl<H> Class<H> {
         };
         let clinit = find("<clinit>");
         let init = find("<init>");
+        // The collector's roots in the frames of the methods that may
+        // allocate (see `decode::roots`).
+        let roots = decode::class_masks(&code, |n| {
+            bound
+                .get(n as usize)
+                .is_some_and(|b: &BoundNative<H>| b.sig.ret.is_some())
+        });
         let Model {
             fields, methods, ..
         } = model;
@@ -326,6 +345,7 @@ impl<H> Class<H> {
                 init,
                 handlers,
                 reach,
+                roots,
             }),
         })
     }

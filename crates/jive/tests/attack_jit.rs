@@ -288,3 +288,51 @@ fn large_machine_frames_are_interpreted() {
     assert_eq!(vm.invoke(&mut (), m("caller"), &[-2]), Ok(Some(-5000)));
     assert_eq!(vm.invoke(&mut (), m("small"), &[41]), Ok(Some(42)));
 }
+
+/// Allocating methods at the compiler's bounds (hundreds of arrays live
+/// across hundreds of allocations; a frame of thousands of slots): each
+/// class compiles in well under a second, and runs as interpreted (with
+/// collections at a small quota).
+#[test]
+fn allocating_methods_at_the_bounds_compile_quickly() {
+    for (n, locals) in [(180, 1), (12, 4000), (2, 4000)] {
+        let bytes = alloc_heavy(n, locals);
+        let c = load(&bytes);
+        let t0 = Instant::now();
+        let code = c.compile().expect("compile");
+        let took = t0.elapsed();
+        println!("{n} arrays, {locals} locals: compiled in {took:?}");
+        assert!(took < Duration::from_millis(800), "{n}, {locals}: {took:?}");
+        drop(code);
+        for quota in [1 << 20, 100 * n] {
+            let limits = Limits {
+                heap_quota: quota,
+                ..Limits::default()
+            };
+            let want = agree_with(&bytes, 3, limits);
+            let n = n as i32;
+            if quota == 1 << 20 {
+                assert_eq!(want, Ok(Some(3 * n)));
+            }
+        }
+    }
+}
+
+/// Both VMs of `bytes` under `limits` (the second compiled, `f` among its
+/// compiled methods) invoke `f(arg)` and agree on the result, fuel used,
+/// fault site and heap; returns the result.
+fn agree_with(bytes: &[u8], arg: i32, limits: Limits) -> Result<Option<i32>, Fault> {
+    let c = load(bytes);
+    let f = c.method("f").expect("f");
+    let mut interp = Vm::new(c.clone(), limits, &mut ()).expect("construct");
+    let mut jit = Vm::new(c.clone(), limits, &mut ()).expect("construct");
+    jit.compile().expect("compile");
+    assert!(jit.is_compiled(f), "f is not compiled");
+    let a = interp.invoke(&mut (), f, &[arg]);
+    let b = jit.invoke(&mut (), f, &[arg]);
+    assert_eq!(a, b);
+    assert_eq!(interp.last_fuel_used(), jit.last_fuel_used());
+    assert_eq!(interp.last_fault_site(), jit.last_fault_site());
+    assert_eq!(interp.heap_used(), jit.heap_used());
+    a
+}

@@ -45,16 +45,19 @@
 //! The folder holds the register form ([`Op`] and what a decoded method
 //! carries, `op.rs`), the lowering from verified bytecode ([`decode`],
 //! `lower.rs`), the peephole passes over its ops (`peephole.rs`), division
-//! by a constant ([`DivMagic`], `divmagic.rs`) and the check of the
-//! invariants the interpreter relies on ([`validate()`], `validate.rs`).
+//! by a constant ([`DivMagic`], `divmagic.rs`), the check of the
+//! invariants the interpreter relies on ([`validate()`], `validate.rs`)
+//! and the collector's roots in a frame (`roots.rs`).
 
 mod divmagic;
 mod lower;
 mod op;
 mod peephole;
+mod roots;
 mod validate;
 
 pub use divmagic::DivMagic;
 pub use lower::decode;
 pub use op::{Arg, MethodCode, Op, Slot, SwitchTable};
+pub(crate) use roots::{allocating, class_masks, frame_roots, RetAddr, SlotMasks};
 pub use validate::validate;

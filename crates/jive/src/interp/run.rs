@@ -4,20 +4,13 @@
 //! invocation.
 
 use crate::budget::{refill, Budget, Checkpoint, Clock};
-use crate::decode::{Arg, Op};
+use crate::decode::{frame_roots, Arg, Op, RetAddr};
 use crate::fault::Fault;
 use crate::heap::{arr_fault, ArrayData, Heap};
 use crate::limits::{Limits, MAX_STACK_SLOTS};
 use crate::model::JType;
 use crate::natives::{bad_native_array, NativeCtx};
 use crate::subset::ClassInner;
-
-#[derive(Clone, Copy, Debug)]
-pub(super) struct RetAddr {
-    m: u32,
-    pc: u32,
-    base: u32,
-}
 
 pub(super) struct State {
     pub(super) stack: Vec<i32>,
@@ -56,6 +49,34 @@ fn collect(heap: &mut Heap, fields: &[i32], array_fields: &[usize], pinned: &[i3
         .chain(pinned.iter().copied())
         .chain(extra.iter().copied());
     heap.collect(roots);
+}
+
+/// The roots of a collection besides the frames: the applet's fields
+/// (those of array type) and the arrays the host pinned.
+struct Roots<'a> {
+    fields: &'a [i32],
+    array_fields: &'a [usize],
+    pinned: &'a [i32],
+}
+
+/// Collect garbage during an invocation: the roots in the frames are the
+/// slots each frame wrote (see `decode::roots`), of the frames `frames`
+/// and `cur` (method, op, first slot) in `stack` up to `top`.
+#[cold]
+#[inline(never)]
+fn collect_frames<H>(
+    cls: &ClassInner<H>,
+    heap: &mut Heap,
+    roots: Roots<'_>,
+    stack: &[i32],
+    frames: &[RetAddr],
+    cur: (usize, usize, usize),
+    top: usize,
+) {
+    let mut slots = Vec::new();
+    let masks = |m| cls.masks(m);
+    frame_roots(masks, stack, frames, cur, top, &mut |v| slots.push(v));
+    collect(heap, roots.fields, roots.array_fields, roots.pinned, &slots);
 }
 
 impl State {
@@ -124,15 +145,6 @@ pub(super) fn entry_fuel<H>(
         fuel = refill(fuel, b, clock, host).0;
     }
     fuel
-}
-
-/// Cost in fuel of a collection during an invocation that scans `slots`
-/// frame slots and a heap of `heap` (its table of arrays and its roots):
-/// one unit per [`crate::limits::GC_WORDS_PER_FUEL`] words, at least one.
-#[inline]
-fn gc_cost(heap: &Heap, roots: usize, slots: usize) -> i64 {
-    let words = (slots + roots + heap.arrays.len()) as u64;
-    (1 + words / crate::limits::GC_WORDS_PER_FUEL).min(i64::MAX as u64) as i64
 }
 
 #[inline(never)]
@@ -444,14 +456,20 @@ pub(super) fn run<H>(
                         Ok(h) => h,
                         Err(Fault::HeapQuotaExceeded { .. }) => {
                             let top = base + mc.frame_size as usize;
-                            // The collection scans every live frame slot
+                            // The collection scans the live frames' slots
                             // and the array table: charged before it runs,
                             // so that it does not run without the fuel.
-                            fuel -= gc_cost(heap, array_fields.len() + pinned.len(), top);
+                            fuel -= heap.gc_cost(array_fields.len() + pinned.len(), top);
                             if fuel < 0 {
                                 spent!();
                             }
-                            collect(heap, fields, array_fields, pinned, &stack[..top]);
+                            let cur = (m, pc - 1, base);
+                            let roots = Roots {
+                                fields,
+                                array_fields,
+                                pinned,
+                            };
+                            collect_frames(cls, heap, roots, stack, frames, cur, top);
                             fr = Regs(&mut stack[base..top]);
                             match heap.alloc(e, len) {
                                 Ok(h) => h,
@@ -488,8 +506,17 @@ pub(super) fn run<H>(
                                 machine_stack,
                             };
                             let depth = frames.len() + 1;
-                            let args = &fr.0[at as usize..];
-                            let r = j.enter_nested(c, &mut fuel, &mut budget, io, depth, nb, args);
+                            // The frames below the callee's hold roots of
+                            // a collection the callee makes.
+                            let (below, args) = stack.split_at(nb);
+                            let interp = crate::jit::Below {
+                                stack: below,
+                                frames,
+                                cur: (m, pc - 1, base),
+                            };
+                            let r =
+                                j.enter_nested(c, &mut fuel, &mut budget, io, depth, interp, args);
+                            fr = Regs(&mut stack[base..base + mc.frame_size as usize]);
                             if r == crate::jit::FAULT {
                                 let (f, (fm, op)) = j.take_fault();
                                 let off = cls

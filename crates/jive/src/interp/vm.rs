@@ -318,8 +318,7 @@ impl<H> Vm<H> {
     /// later invocations of a compiled method run its code instead of the
     /// interpreter, with the same results, fuel, faults and fault sites
     /// (except a [`Fault::StackOverflow`] of the machine-stack budget,
-    /// [`Vm::set_machine_stack`]). Methods that allocate arrays, methods
-    /// over the compiler's size bounds (more than 16 Ki ops, 4096 frame
+    /// [`Vm::set_machine_stack`]). Methods over the compiler's size bounds (more than 16 Ki ops, 4096 frame
     /// slots, or 256 Ki ops times slots; past 64 Ki ops or 1 Mi ops times
     /// slots per class; a machine frame over 16 KiB), and their callers,
     /// stay interpreted (see the `jit` module). Returns how many methods were
@@ -344,6 +343,7 @@ impl<H> Vm<H> {
         }
         let n = code.count();
         code.bind(self.st.fields.as_mut_ptr(), self.st.window);
+        code.bind_pinned(&self.st.pinned);
         // The last invocation's fuel may still be in the old code's context.
         self.settle_fuel();
         self.jit = Some(code);
@@ -583,6 +583,15 @@ impl<H> Vm<H> {
         }
     }
 
+    /// Tell compiled code the arrays the host pinned (roots of the
+    /// collections it makes).
+    fn bind_pinned(&mut self) {
+        #[cfg(feature = "jit")]
+        if let Some(j) = &mut self.jit {
+            j.bind_pinned(&self.st.pinned);
+        }
+    }
+
     /// Fuel used by the last invocation (or by construction).
     pub fn last_fuel_used(&self) -> u64 {
         #[cfg(feature = "jit")]
@@ -801,6 +810,7 @@ impl<H> Vm<H> {
         match self.st.heap.check_ref(a) {
             Some(h) => {
                 self.st.pinned.push(h);
+                self.bind_pinned();
                 true
             }
             None => false,
@@ -812,6 +822,7 @@ impl<H> Vm<H> {
     pub fn unpin_array(&mut self, a: ArrayRef) {
         if let Some(i) = self.st.pinned.iter().position(|&h| h == a.handle) {
             self.st.pinned.swap_remove(i);
+            self.bind_pinned();
             // Make the next invocation collect.
             self.st.heap.allocs_since_gc += 1;
         }

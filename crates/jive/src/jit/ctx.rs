@@ -46,6 +46,14 @@ pub(crate) struct Ctx {
     /// the invocation faults where the interpreter's frames would pass
     /// [`MAX_STACK_SLOTS`].
     pub(super) base: i64,
+    /// The slot stack compiled frames write their roots to where a
+    /// collection can happen (`Env::spill`), its length in slots, and
+    /// beside it, per slot, the site (method and op) of the frame that
+    /// starts there (`Env::sites`); set again whenever they grow
+    /// (`h_reserve`).
+    pub(super) spill: *mut i32,
+    pub(super) spill_len: i64,
+    pub(super) sites: *mut u32,
 }
 
 pub(super) const CTX_FUEL: i32 = 0;
@@ -59,6 +67,9 @@ pub(super) const CTX_WINDOW_LEN: i32 = 64;
 pub(super) const CTX_STACK_LIMIT: i32 = 72;
 pub(super) const CTX_OVERFLOW: i32 = 80;
 pub(super) const CTX_BASE: i32 = 88;
+pub(super) const CTX_SPILL: i32 = 96;
+pub(super) const CTX_SPILL_LEN: i32 = 104;
+pub(super) const CTX_SITES: i32 = 112;
 // The offsets above are those of the `#[repr(C)]` layouts.
 const _: () = assert!(
     std::mem::offset_of!(Ctx, fuel) == CTX_FUEL as usize
@@ -72,6 +83,9 @@ const _: () = assert!(
         && std::mem::offset_of!(Ctx, stack_limit) == CTX_STACK_LIMIT as usize
         && std::mem::offset_of!(Ctx, overflow) == CTX_OVERFLOW as usize
         && std::mem::offset_of!(Ctx, base) == CTX_BASE as usize
+        && std::mem::offset_of!(Ctx, spill) == CTX_SPILL as usize
+        && std::mem::offset_of!(Ctx, spill_len) == CTX_SPILL_LEN as usize
+        && std::mem::offset_of!(Ctx, sites) == CTX_SITES as usize
         && std::mem::offset_of!(RawArr, addr) == 0
         && std::mem::offset_of!(RawArr, len) == 8
         && std::mem::offset_of!(RawArr, kind) == 12
@@ -102,6 +116,27 @@ pub(crate) struct Env<H> {
     pub fault: Option<Fault>,
     /// Method and op index of the fault.
     pub site: (u32, u32),
+    /// The roots of the compiled frames of the running invocation, laid
+    /// out as the interpreter lays out its frames (a frame at `Ctx::base`),
+    /// written by a method that may allocate before each allocation and
+    /// each call that may allocate (`Gen::spill`), with the site of each
+    /// frame in `sites` at the frame's first slot (method and op index
+    /// in 16 bits each, `Gen::spill`): the collector reads them from the
+    /// first compiled frame's up (see `h_newarray`).
+    pub spill: Vec<i32>,
+    pub sites: Vec<u32>,
+    /// When an interpreted method called the compiled code
+    /// ([`Compiled::enter_nested`]): the interpreter's frames below the
+    /// first compiled one (see [`Below`]), whose slots are roots too.
+    pub below: *const i32,
+    pub below_len: usize,
+    pub frames: *const RetAddr,
+    pub nframes: usize,
+    pub cur: Option<(usize, usize, usize)>,
+    /// The arrays the host pinned (`State::pinned`), roots of every
+    /// collection; set when the code is installed and whenever they change.
+    pub pinned: *const i32,
+    pub pinned_len: usize,
 }
 
 impl<H> Env<H> {
@@ -155,6 +190,9 @@ impl<H> Link<H> {
                 stack_limit: u64::MAX,
                 overflow: 0,
                 base: 0,
+                spill: std::ptr::null_mut(),
+                spill_len: 0,
+                sites: std::ptr::null_mut(),
             },
             env: Env {
                 cls,
@@ -166,6 +204,15 @@ impl<H> Link<H> {
                 drawn: false,
                 fault: None,
                 site: (0, 0),
+                spill: Vec::new(),
+                sites: Vec::new(),
+                below: std::ptr::null(),
+                below_len: 0,
+                frames: std::ptr::null(),
+                nframes: 0,
+                cur: None,
+                pinned: std::ptr::null(),
+                pinned_len: 0,
             },
         });
         l.ctx.env = &mut l.env as *mut Env<H> as *mut u8;

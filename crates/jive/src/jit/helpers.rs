@@ -312,3 +312,186 @@ pub(super) extern "C" fn h_sink<H>(
 fn native_fault<H>(env: &mut Env<H>, f: Fault, site: i64) -> i64 {
     record(env, f, site)
 }
+
+/// The element kind of [`h_newarray`]'s `elem` argument.
+pub(super) fn elem_code(e: Elem) -> i64 {
+    match e {
+        Elem::Byte => 0,
+        Elem::Bool => 1,
+        Elem::Short => 2,
+        Elem::Int => 3,
+    }
+}
+
+/// Make the spill stack (`Env::spill`, `Env::sites`) at least `top` slots
+/// long, growing it as the interpreter grows its slot stack, and tell the
+/// context where it is. `top` is at most [`MAX_STACK_SLOTS`] (compiled
+/// calls check it); past it, a stack overflow at `site`.
+pub(super) extern "C" fn h_reserve<H>(ctx: *mut Ctx, top: i64, site: i64) -> i64 {
+    // SAFETY: called by compiled code with its context (see `parts`).
+    #[allow(unsafe_code)]
+    let (c, env) = unsafe { parts::<H>(ctx) };
+    if !(0..=MAX_STACK_SLOTS as i64).contains(&top) {
+        return record(env, Fault::StackOverflow, site);
+    }
+    let top = top as usize;
+    if env.spill.len() < top {
+        let len = (env.spill.len() * 2).clamp(top, MAX_STACK_SLOTS);
+        env.spill.resize(len, 0);
+        env.sites.resize(len, u32::MAX);
+    }
+    c.spill = env.spill.as_mut_ptr();
+    c.sites = env.sites.as_mut_ptr();
+    c.spill_len = env.spill.len().min(env.sites.len()) as i64;
+    0
+}
+
+/// `newarray` of `len` elements of kind `elem` ([`elem_code`]) in a frame
+/// of `size` slots at `Ctx::base`, as the interpreter's `NewArray`: the
+/// negative size, the charge of one unit per 16 elements, the allocation,
+/// and when the quota is reached the collection (charged first) with the
+/// frames as roots (the interpreter's below the compiled ones, then the
+/// compiled frames' slots, which the compiled code wrote to the spill
+/// stack just before), then the allocation again. Returns the handle.
+pub(super) extern "C" fn h_newarray<H>(
+    ctx: *mut Ctx,
+    elem: i64,
+    len: i32,
+    size: i64,
+    site: i64,
+) -> i64 {
+    // SAFETY: called by compiled code with its context (see `parts`).
+    #[allow(unsafe_code)]
+    let (c, env) = unsafe { parts::<H>(ctx) };
+    let e = match elem {
+        0 => Elem::Byte,
+        1 => Elem::Bool,
+        2 => Elem::Short,
+        3 => Elem::Int,
+        _ => return record(env, Fault::Internal(format!("array kind {elem}")), site),
+    };
+    if len < 0 {
+        return record(env, Fault::NegativeArraySize(len), site);
+    }
+    c.fuel -= 1 + (len as i64) / 16;
+    if c.fuel < 0 {
+        if let Some(f) = spent(&mut c.fuel, env) {
+            return record(env, f, site);
+        }
+    }
+    let (cls, heap, _) = vm(env);
+    let h = match heap.alloc(e, len) {
+        Ok(h) => h,
+        Err(Fault::HeapQuotaExceeded { .. }) => {
+            let top = (c.base.max(0) as usize).saturating_add(size.max(0) as usize);
+            // SAFETY: `Vm::install` and `Vm::pin_array` / `unpin_array`
+            // set these to the VM's pinned handles, unchanged while an
+            // invocation runs; `enter_nested` sets `below` and `frames` to
+            // the interpreter's slots below the compiled frames and its
+            // suspended frames, which it borrows (shared) for the call, and
+            // their lengths (0 otherwise).
+            #[allow(unsafe_code)]
+            let (pinned, below, frames) = unsafe {
+                (
+                    slice_or_empty(env.pinned, env.pinned_len),
+                    slice_or_empty(env.below, env.below_len),
+                    slice_or_empty(env.frames, env.nframes),
+                )
+            };
+            let array_fields = cls
+                .fields
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| f.ty.is_array());
+            let nfields = array_fields.clone().count();
+            c.fuel -= heap.gc_cost(nfields + pinned.len(), top);
+            if c.fuel < 0 {
+                if let Some(f) = spent(&mut c.fuel, env) {
+                    return record(env, f, site);
+                }
+            }
+            // SAFETY: `Ctx::fields` is the VM's field array (`bind`), of
+            // the class's field count, not written while a helper runs.
+            #[allow(unsafe_code)]
+            let fields = unsafe { slice_or_empty(c.fields as *const i32, cls.field_init.len()) };
+            // The interpreter's frames below (the slots each wrote), then
+            // the compiled frames' (written to the spill stack).
+            let mut slots = Vec::new();
+            let masks = |m| cls.masks(m);
+            if let Some(cur) = env.cur {
+                frame_roots(masks, below, frames, cur, below.len(), &mut |v| {
+                    slots.push(v)
+                });
+            }
+            compiled_roots(cls, &env.spill, &env.sites, below.len(), top, &mut slots);
+            let roots = array_fields
+                .filter_map(|(i, _)| fields.get(i).copied())
+                .chain(pinned.iter().copied())
+                .chain(slots.iter().copied());
+            heap.collect(roots);
+            match heap.alloc(e, len) {
+                Ok(h) => h,
+                Err(f) => return record(env, f, site),
+            }
+        }
+        Err(f) => return record(env, f, site),
+    };
+    // The table may have moved or grown.
+    c.arrays = heap.raw.as_ptr();
+    c.narrays = heap.raw.len() as u64;
+    h as i64
+}
+
+/// The roots of the compiled frames from slot `first` (the first compiled
+/// frame's) to `top` (the end of the allocating frame's), pushed on
+/// `out`: each frame's site in `sites` names its method and the op it is
+/// at, whose mask names the slots it wrote to `spill`; a frame at a call
+/// ends where its callee's begins (the call's `at`), the allocating frame
+/// at `top`.
+fn compiled_roots<H>(
+    cls: &ClassInner<H>,
+    spill: &[i32],
+    sites: &[u32],
+    first: usize,
+    top: usize,
+    out: &mut Vec<i32>,
+) {
+    let mut base = first;
+    while base < top {
+        let Some(&site) = sites.get(base) else {
+            return;
+        };
+        let (m, op) = ((site >> 16) as usize, (site & 0xffff) as usize);
+        let end = match cls.code.get(m).and_then(|mc| mc.ops.get(op)) {
+            Some(Op::Call { at, .. }) => base + *at as usize,
+            _ => top,
+        };
+        let region = spill.get(base..end.min(top)).unwrap_or(&[]);
+        if let Some(mask) = cls.masks(m).and_then(|k| k.at(op)) {
+            for (s, &v) in region.iter().enumerate() {
+                if SlotMasks::has(mask, s) {
+                    out.push(v);
+                }
+            }
+        }
+        if end <= base {
+            return;
+        }
+        base = end;
+    }
+}
+
+/// `len` values from `p`, or none when `p` is null.
+///
+/// # Safety
+/// `p`, when not null, points to `len` initialised values that nothing
+/// writes while the slice lives.
+#[allow(unsafe_code)]
+unsafe fn slice_or_empty<'a, T>(p: *const T, len: usize) -> &'a [T] {
+    if p.is_null() || len == 0 {
+        &[]
+    } else {
+        // SAFETY: by the function's contract.
+        unsafe { std::slice::from_raw_parts(p, len) }
+    }
+}

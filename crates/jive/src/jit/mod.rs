@@ -27,14 +27,35 @@
 //! that fail a check (the helper makes the interpreter's exact fault),
 //! running out of fuel (the checkpoint hook) and recording faults.
 //!
+//! Allocation: `newarray` calls a helper that does what the interpreter
+//! does (the negative size, the charge, the allocation, and at the quota
+//! a collection, charged first, then the allocation again). The
+//! collector's roots are the interpreter's: the fields, the pinned arrays
+//! and, in every frame of the invocation, the slots its method wrote
+//! (`decode::roots`: written on every path to the allocation or call
+//! where the frame is, and not since overwritten by a callee), which hold
+//! the same values however the frame runs. Compiled frames keep their
+//! slots in registers, so a method that may allocate
+//! (`decode::roots::allocating`: it has a `newarray` or calls such a
+//! method) writes them to the spill stack (`Env::spill`, laid out as
+//! the interpreter's slot stack: a frame at `Ctx::base`), with the frame's
+//! site (method and op, which name its roots) beside its first slot
+//! (`Env::sites`), before each allocation and before each call of a
+//! method that may allocate (the slots below the callee's frame, which the
+//! callee writes itself); the collector walks the compiled frames from
+//! the first by their sites. When an interpreted method called the
+//! compiled code, the interpreter's frames below it are scanned as the
+//! interpreter scans them ([`Compiled::enter_nested`], [`Below`]). Handles do not move (the
+//! collector frees, never compacts), so nothing is read back but the
+//! array table's address. Methods that cannot allocate are compiled as
+//! before: nothing is added to them. A method that may allocate but whose
+//! roots are past the analysis's bound is interpreted.
+//!
 //! Not compiled, so interpreted (per method, decided at compile time):
-//! methods that allocate arrays (`newarray`: the collector scans the
-//! interpreter's frames for roots, and a compiled frame keeps its slots in
-//! registers) and the methods that call them. An invocation whose entry
-//! method is not compiled starts in the interpreter, which calls a
-//! compiled callee as machine code on the invocation's budget and limits
-//! ([`Compiled::enter_nested`]): no collection can happen while compiled
-//! code runs (only the interpreter's `newarray` collects). Recursion is
+//! the methods over the bounds below and their callers. An invocation
+//! whose entry method is not compiled starts in the interpreter, which
+//! calls a compiled callee as machine code on the invocation's budget and
+//! limits ([`Compiled::enter_nested`]). Recursion is
 //! compiled: every compiled call checks the call-depth limit and the
 //! interpreter's frame-slot limit ([`MAX_STACK_SLOTS`], counting the
 //! frames' slots as the interpreter would lay them out, `Ctx::base`), so
@@ -42,7 +63,7 @@
 //! on every entry (below).
 
 //! Bounds on compiling (a class is hostile input, and compiling it must
-//! stay cheap in time and memory): also interpreted are a method of more
+//! stay cheap in time and memory): interpreted are a method of more
 //! than 16 Ki decoded ops ([`MAX_METHOD_OPS`](policy::MAX_METHOD_OPS)) or more than 4096 frame
 //! slots ([`MAX_METHOD_SLOTS`](policy::MAX_METHOD_SLOTS): `max_locals` plus `max_stack` and a few
 //! scratch slots), the methods past 64 Ki ops compiled per class
@@ -112,12 +133,12 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, FuncId, Linkage, Module, ModuleReloc};
 
 use crate::budget::{refill, Budget, Checkpoint, Clock};
-use crate::decode::{Arg, MethodCode, Op};
+use crate::decode::{allocating, frame_roots, Arg, MethodCode, Op, RetAddr, SlotMasks};
 use crate::fault::Fault;
 use crate::heap::{arr_fault, ArrayData, Heap, RawArr, RAW_B, RAW_FREE, RAW_I, RAW_S, RAW_Z};
 use crate::limits::Limits;
 use crate::limits::MAX_STACK_SLOTS;
-use crate::model::JType;
+use crate::model::{Elem, JType};
 use crate::natives::{bad_native_array, Fast, Intrinsic, NativeCtx, NativeFn, SinkFn};
 use crate::subset::{Class, ClassInner};
 
@@ -130,11 +151,11 @@ mod translate;
 pub(crate) use ctx::{Ctx, Env, Link, FAULT};
 use ctx::{
     CTX_ARRAYS, CTX_BASE, CTX_DEPTH, CTX_FIELDS, CTX_FUEL, CTX_MAX_DEPTH, CTX_NARRAYS,
-    CTX_OVERFLOW, CTX_STACK_LIMIT, CTX_WINDOW, CTX_WINDOW_LEN,
+    CTX_OVERFLOW, CTX_SITES, CTX_SPILL, CTX_SPILL_LEN, CTX_STACK_LIMIT, CTX_WINDOW, CTX_WINDOW_LEN,
 };
 use helpers::{
-    h_aload, h_arrlen, h_astore, h_copy, h_fault, h_native, h_native_int, h_sink, h_spent, record,
-    A_BOOL, A_BYTE, A_INT, A_SHORT, K_DEPTH, K_DIV0, K_NULL,
+    elem_code, h_aload, h_arrlen, h_astore, h_copy, h_fault, h_native, h_native_int, h_newarray,
+    h_reserve, h_sink, h_spent, record, A_BOOL, A_BYTE, A_INT, A_SHORT, K_DEPTH, K_DIV0, K_NULL,
 };
 use policy::{compilable, MAX_FRAME_BYTES};
 use stack::{stack_limit, OVERFLOW_FLAG};
@@ -164,7 +185,8 @@ pub struct Compiled<H> {
 // which is immutable and owned by this value; executing it has no thread
 // affinity. Moving the whole value to another thread moves the owner along.
 // The `link`'s pointers to a VM's state and a host's are set on each entry
-// and dereferenced only during that invocation, on the thread running it
+// (or, for the VM's fields, window and pinned arrays, when they change)
+// and dereferenced only during an invocation, on the thread running it
 // (which holds the VM mutably); between invocations they are not used.
 #[allow(unsafe_code)]
 unsafe impl<H> Send for Compiled<H> {}
@@ -342,7 +364,9 @@ impl<H> Compiled<H> {
         // default calling convention. It reads the method's `nargs`
         // arguments from `args` (see above), reads and writes the context
         // `c` (primed for this invocation: its `fields` array within the
-        // class's field count, as field indices were checked at decode),
+        // class's field count, as field indices were checked at decode; its
+        // spill stack within `spill_len`, which every method that writes
+        // it makes cover its frame on entry, `Gen::reserve`),
         // and calls only this module's functions and the helpers with
         // `c`, whose `env` is the `Env<H>` of the type `H` the helpers
         // were instantiated with.
@@ -359,8 +383,9 @@ impl<H> Compiled<H> {
     /// by an interpreted one, on the interpreter's budget (`fuel` in its
     /// register and `budget`, both taken back updated), with `depth`
     /// frames suspended below it and its frame at slot `base` of the
-    /// interpreter's frame stack, so that every limit holds as if the
-    /// interpreter ran it.
+    /// interpreter's frame stack, whose slots below it are `below` (roots
+    /// of a collection the compiled code makes), so that every limit
+    /// holds as if the interpreter ran it.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn enter_nested(
         &mut self,
@@ -369,22 +394,40 @@ impl<H> Compiled<H> {
         budget: &mut Budget<H>,
         io: Io<'_, H>,
         depth: usize,
-        base: usize,
+        below: Below<'_>,
         args: &[i32],
     ) -> i64 {
         let l = &mut *self.link;
         l.env.budget = *budget;
         l.env.drawn = true;
+        l.env.below = below.stack.as_ptr();
+        l.env.below_len = below.stack.len();
+        l.env.frames = below.frames.as_ptr();
+        l.env.nframes = below.frames.len();
+        l.env.cur = Some(below.cur);
         l.ctx.depth = depth as i64;
-        l.ctx.base = base as i64;
+        l.ctx.base = below.stack.len() as i64;
         let r = self.enter(code, *fuel, io, args);
         let l = &mut *self.link;
         *fuel = l.ctx.fuel;
         *budget = l.env.budget;
         l.env.drawn = false;
+        l.env.below = std::ptr::null();
+        l.env.below_len = 0;
+        l.env.frames = std::ptr::null();
+        l.env.nframes = 0;
+        l.env.cur = None;
         l.ctx.depth = 0;
         l.ctx.base = 0;
         r
+    }
+
+    /// Point the context at the arrays the host pinned (`State::pinned`),
+    /// roots of the collections compiled code makes: when the code is
+    /// installed and whenever they change.
+    pub(crate) fn bind_pinned(&mut self, pinned: &[i32]) {
+        self.link.env.pinned = pinned.as_ptr();
+        self.link.env.pinned_len = pinned.len();
     }
 
     /// [`Compiled::enter`] with the method's `N` arguments passed in
@@ -443,6 +486,16 @@ impl<H> Compiled<H> {
     }
 }
 
+/// The interpreter's frames below compiled code it called
+/// ([`Compiled::enter_nested`]), roots of a collection the compiled code
+/// makes: its slot stack up to the compiled callee's frame, its suspended
+/// frames, and the calling frame (method, the call's op, first slot).
+pub(crate) struct Below<'a> {
+    pub stack: &'a [i32],
+    pub frames: &'a [RetAddr],
+    pub cur: (usize, usize, usize),
+}
+
 /// The VM's state an invocation of compiled code works on, lent for the
 /// call (what does not change between invocations, the context keeps:
 /// see [`Compiled::replan`] and [`Compiled::bind`]).
@@ -470,6 +523,7 @@ pub(crate) fn compile<H>(class: &std::sync::Arc<ClassInner<H>>) -> Result<Compil
     let started = std::time::Instant::now();
     let cls = &**class;
     let ok = compilable(cls, &[]);
+    let alloc = allocating(&cls.code);
     let mut flags = settings::builder();
     let set = |f: &mut settings::Builder, k: &str, v: &str| {
         f.set(k, v)
@@ -544,6 +598,7 @@ pub(crate) fn compile<H>(class: &std::sync::Arc<ClassInner<H>>) -> Result<Compil
                 args_slot: None,
                 sealed: Vec::new(),
                 local: Vec::new(),
+                alloc: &alloc,
             };
             g.method(&mut module, &bodies)?;
             g.b.finalize(module.target_config());

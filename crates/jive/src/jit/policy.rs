@@ -1,6 +1,8 @@
 //! What is compiled: the bounds on a method and a class, and the
-//! methods left to the interpreter (allocating, too large) with their
-//! callers.
+//! methods left to the interpreter (too large, or allocating without
+//! known roots) with their callers; and
+//! which compiled methods may allocate (their frames are the collector's
+//! roots).
 
 use super::*;
 
@@ -42,16 +44,19 @@ pub(super) fn compilable<H>(cls: &ClassInner<H>, refused: &[bool]) -> Vec<bool> 
             _ => None,
         })
     };
+    let alloc = allocating(&cls.code);
     let mut ok: Vec<bool> = cls
         .code
         .iter()
         .enumerate()
         .map(|(m, mc)| {
             !refused.get(m).copied().unwrap_or(false)
+                // A method that may allocate writes its roots where a
+                // collection can happen: it needs to know them.
+                && (!alloc[m] || cls.masks(m).is_some())
                 && mc.ops.len() <= MAX_METHOD_OPS
                 && (mc.frame_size as usize) <= MAX_METHOD_SLOTS
                 && cost(mc) <= MAX_METHOD_COST
-                && !mc.ops.iter().any(|op| matches!(op, Op::NewArray { .. }))
                 && mc.ops.iter().all(|op| match *op {
                     Op::Call { m, .. } => (m as usize) < n,
                     _ => true,

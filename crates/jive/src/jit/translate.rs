@@ -91,6 +91,9 @@ pub(super) struct Gen<'a, 'f, H> {
     /// Blocks made inside the op being emitted: all their predecessors
     /// are in it, so they are sealed after it.
     pub(super) local: Vec<Block>,
+    /// Per method of the class: whether it may allocate
+    /// ([`allocating`]), which makes its frame a root of collections.
+    pub(super) alloc: &'a [bool],
 }
 
 impl<H> Gen<'_, '_, H> {
@@ -276,6 +279,9 @@ impl<H> Gen<'_, '_, H> {
         self.fields = Some(self.b.ins().load(self.ptr, fl, c, CTX_FIELDS));
         let fault_ret = self.b.create_block();
         self.fault_ret = Some(fault_ret);
+        if self.alloc[self.m] {
+            self.reserve();
+        }
         self.blocks = (0..mc.ops.len()).map(|_| self.b.create_block()).collect();
         self.sealed = vec![false; mc.ops.len()];
         let first = self.target(0)?;
@@ -315,6 +321,66 @@ impl<H> Gen<'_, '_, H> {
         let f = self.k(FAULT);
         self.b.ins().return_(&[f]);
         self.b.seal_all_blocks();
+        Ok(())
+    }
+
+    /// On entry to a method that may allocate: make the spill stack hold
+    /// this frame (`Ctx::base` plus its slots), as the interpreter makes
+    /// its slot stack hold every frame it enters.
+    fn reserve(&mut self) {
+        let (c, fl) = (self.ctx(), MemFlagsData::trusted());
+        let base = self.b.ins().load(types::I64, fl, c, CTX_BASE);
+        let top = self.b.ins().iadd_imm_s(base, i64::from(self.mc.frame_size));
+        let len = self.b.ins().load(types::I64, fl, c, CTX_SPILL_LEN);
+        let short = self.b.ins().icmp(IntCC::SignedGreaterThan, top, len);
+        let grow = self.b.create_block();
+        let ok = self.b.create_block();
+        self.b.ins().brif(short, grow, &[], ok, &[]);
+        self.b.set_cold_block(grow);
+        self.b.switch_to_block(grow);
+        self.b.seal_block(grow);
+        let h = h_reserve::<H> as extern "C" fn(*mut Ctx, i64, i64) -> i64 as *const u8;
+        let s = self.k(self.site(0));
+        let r = self.helper(h, &[self.ptr, types::I64, types::I64], &[c, top, s]);
+        let bad = self.b.ins().icmp_imm_s(IntCC::Equal, r, FAULT);
+        let fr = self.fault_ret.expect("set before");
+        self.b.ins().brif(bad, fr, &[], ok, &[]);
+        self.b.switch_to_block(ok);
+        self.b.seal_block(ok);
+    }
+
+    /// Write the frame's roots at op `i` (an allocation or a call that
+    /// may allocate) to its place in the spill stack (from `base`, the
+    /// frame's `Ctx::base`), where a collection finds them: the slots the
+    /// method wrote, as the interpreter scans them (`decode::roots`), and
+    /// the site, which names them to the collector. Handles do not move
+    /// (the collector frees, never compacts), so nothing is read back.
+    fn spill(&mut self, i: usize, base: Value) -> Result<(), String> {
+        let cls = self.cls;
+        let mask = cls
+            .masks(self.m)
+            .and_then(|k| k.at(i))
+            .ok_or_else(|| format!("internal: no roots at op {i} of {}", self.mc.name))?;
+        let (c, fl) = (self.ctx(), MemFlagsData::trusted());
+        let p = self.b.ins().load(self.ptr, fl, c, CTX_SPILL);
+        let off = self.b.ins().ishl_imm_u(base, 2);
+        let at = self.b.ins().iadd(p, off);
+        for s in 0..self.mc.frame_size {
+            if SlotMasks::has(mask, s as usize) {
+                let v = self.var(s);
+                self.b.ins().store(fl, v, at, 4 * i32::from(s));
+            }
+        }
+        // Method and op index in 16 bits each (methods are numbered by
+        // `u16`s, and a compiled method has at most `MAX_METHOD_OPS` ops).
+        let (Ok(m16), Ok(i16)) = (u16::try_from(self.m), u16::try_from(i)) else {
+            return Err(format!("{}: site {i} past 16 bits", self.mc.name));
+        };
+        let p = self.b.ins().load(self.ptr, fl, c, CTX_SITES);
+        let off = self.b.ins().ishl_imm_u(base, 2);
+        let at = self.b.ins().iadd(p, off);
+        let site = self.k32((u32::from(m16) << 16 | u32::from(i16)) as i32);
+        self.b.ins().store(fl, site, at, 0);
         Ok(())
     }
 
@@ -600,8 +666,25 @@ impl<H> Gen<'_, '_, H> {
                 self.b.ins().jump(done, &[]);
                 self.b.switch_to_block(done);
             }
-            Op::NewArray { .. } => {
-                return Err(format!("{}: newarray is not compiled", mc.name));
+            Op::NewArray { d, n, e } => {
+                let c = self.ctx();
+                let base = self
+                    .b
+                    .ins()
+                    .load(types::I64, MemFlagsData::trusted(), c, CTX_BASE);
+                self.spill(i, base)?;
+                let (k, len) = (self.k(elem_code(e)), self.var(n));
+                let (size, s) = (self.k(i64::from(mc.frame_size)), self.k(self.site(i)));
+                type New = extern "C" fn(*mut Ctx, i64, i32, i64, i64) -> i64;
+                let f = h_newarray::<H> as New as *const u8;
+                let r = self.helper(
+                    f,
+                    &[self.ptr, types::I64, types::I32, types::I64, types::I64],
+                    &[c, k, len, size, s],
+                );
+                self.check(r);
+                let v = self.b.ins().ireduce(types::I32, r);
+                self.set(d, v);
             }
             Op::Call { m: cm, at } => {
                 let callee = &self.cls.code[cm as usize];
@@ -633,6 +716,9 @@ impl<H> Gen<'_, '_, H> {
                         .ins()
                         .icmp_imm_s(IntCC::SignedGreaterThan, top, MAX_STACK_SLOTS as i64);
                 self.fault_if(over, K_DEPTH, i);
+                if self.alloc[cm as usize] {
+                    self.spill(i, base)?;
+                }
                 self.b
                     .ins()
                     .store(MemFlagsData::trusted(), d1, c, CTX_DEPTH);

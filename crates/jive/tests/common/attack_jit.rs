@@ -276,3 +276,21 @@ pub fn on_stack<R: Send>(stack: usize, f: impl FnOnce() -> R + Send) -> (Result<
     };
     (job.out.take().expect("thread ran"), intact)
 }
+
+/// `f(I)I`: `n` arrays of `x` ints allocated one after the other, all
+/// live on the operand stack until their lengths are added up at the end
+/// (`n * x`), so every allocation writes the roots of the ones before it
+/// (`n * n / 2` stores in all); with `locals` locals, of which only `x`
+/// is ever written.
+pub fn alloc_heavy(n: usize, locals: u16) -> Vec<u8> {
+    let mut code = Vec::new();
+    for _ in 0..n {
+        code.extend_from_slice(&[ILOAD_0, NEWARRAY, T_INT]);
+    }
+    code.push(ARRAYLENGTH);
+    for _ in 1..n {
+        code.extend_from_slice(&[SWAP, ARRAYLENGTH, IADD]);
+    }
+    code.push(IRETURN);
+    super::one("f", "(I)I", n as u16 + 1, locals, &code)
+}
