@@ -75,8 +75,8 @@ pub struct Args {
     /// One JSON object per line per benchmark instead of the table.
     #[arg(long)]
     json: bool,
-    /// Run JIVE's compiler first (`Vm::compile`): methods that do not
-    /// allocate run as machine code, the others interpreted.
+    /// Run JIVE's compiler first (`Vm::compile`): every method within the
+    /// compiler's bounds runs as machine code.
     #[arg(long)]
     compile: bool,
     /// Keep the temporary build directory and print its path.
@@ -719,7 +719,7 @@ impl Report {
             a.rounds,
             if a.rounds == 1 { "" } else { "s" },
             if a.compile {
-                "compiled (--compile: methods that allocate interpreted)"
+                "compiled (--compile)"
             } else {
                 "interpreted"
             }
