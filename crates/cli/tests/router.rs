@@ -240,8 +240,9 @@ fn checksum(b: &[u8]) -> u16 {
     !(s as u16)
 }
 
-/// Frames h1 sends to the router (MAC `to`) that it must not forward:
-/// `(name, frame)`. Each is an IPv4 UDP datagram to h2 from h1, spoiled.
+/// Frames h1 sends to the router (MAC `to`): `(name, frame)`. Each is an
+/// IPv4 UDP datagram to h2 from h1, spoiled (named by the drop counter it
+/// moves), with options (for the host) or a fragment (forwarded).
 fn malformed(
     from: [u8; 6],
     to: [u8; 6],
@@ -280,6 +281,12 @@ fn malformed(
     v6[14] = 0x65;
     let mut tiny_hl = good(&[]);
     tiny_hl[14] = 0x44;
+    // A first fragment (more fragments), well formed: forwarded.
+    let mut frag = good(&[]);
+    frag[20] = 0x20;
+    frag[24..26].copy_from_slice(&[0, 0]);
+    let c = checksum(&frag[14..34]);
+    frag[24..26].copy_from_slice(&c.to_be_bytes());
     vec![
         ("checksum", bad_sum),
         ("short_header", short),
@@ -288,6 +295,7 @@ fn malformed(
         ("header_length", tiny_hl),
         // Options (a no-op and an end of list, padded): to the host.
         ("options", good(&[1, 0, 0, 0])),
+        ("fragment", frag),
     ]
 }
 
@@ -457,6 +465,13 @@ fn hosts_on_two_subnets_reach_each_other_through_the_router_extension() {
         let (ok, text) = ping(ns, to, 5);
         assert!(ok, "{ns} -> {to} through the router: {text}");
     }
+    // No route: network unreachable, from the router's address.
+    let (ok, text) = ping(&b.h1, &format!("10.81.{}.2", b.n), 1);
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains(&format!("From {}", b.gw1)) && text.contains("Destination Net Unreachable"),
+        "{text}"
+    );
     let s = router_stat(&b.r, &d.socket);
     assert!(num(&s, "forwarded") >= 10, "{s}");
     assert!(num(&s, "arp_answered") >= 2, "{s}");
@@ -500,6 +515,10 @@ fn hosts_on_two_subnets_reach_each_other_through_the_router_extension() {
     assert!(num(&s2, "forwarded") as usize >= TCP_BYTES / 1500, "{s2}");
     assert_eq!(drops(&s2), 0, "no packet dropped across the updates: {s2}");
     assert_eq!(s2["drops"]["unconfigured"], s["drops"]["unconfigured"]);
+    // The host application saw none of the transfer's thousands of
+    // packets (only the hosts' own occasional IPv6 frames, if any).
+    assert!(num(&s2, "to_host") < num(&s, "to_host") + 20, "{s} {s2}");
+    assert_eq!(num(&s2, "from_host"), num(&s, "from_host"));
 
     // traceroute: the router's hop (its time exceeded, from its address
     // on h1's side), then h2.
@@ -531,9 +550,9 @@ fn hosts_on_two_subnets_reach_each_other_through_the_router_extension() {
         .collect();
     assert_eq!(hops, vec![b.gw1.as_str(), b.addr2.as_str()], "{text}");
 
-    // Malformed frames from h1: counted by reason (options: to the host,
-    // which forwards it on its slow path), never out of the far port but
-    // for the options packet.
+    // Malformed frames from h1: counted by reason, never out of the far
+    // port; a packet with options goes to the host, which forwards it on
+    // its slow path; a fragment is forwarded.
     let mut inj = child_cmd(Some(&b.h1), "inject");
     inj.env("UNET_IF", &b.h1v);
     let mut inj = Proc::spawn("inject", inj);
@@ -554,6 +573,8 @@ fn hosts_on_two_subnets_reach_each_other_through_the_router_extension() {
             let s = router_stat(&b.r, &d.socket);
             let moved = if what == "options" {
                 num(&s, "to_host") > num(&before, "to_host") && frames_out(&d.socket)[1] > out0[1]
+            } else if what == "fragment" {
+                num(&s, "forwarded") > num(&before, "forwarded")
             } else {
                 num(&s["drops"], what) > num(&before["drops"], what)
             };
@@ -566,6 +587,9 @@ fn hosts_on_two_subnets_reach_each_other_through_the_router_extension() {
         if what == "options" {
             // Once (h2's port unreachable comes back through the
             // extension, out of port 0).
+            assert_eq!(frames_out(&d.socket)[1], out0[1] + 1, "{what}");
+            assert_eq!(drops(&after), drops(&before), "{what}: {after}");
+        } else if what == "fragment" {
             assert_eq!(frames_out(&d.socket)[1], out0[1] + 1, "{what}");
             assert_eq!(drops(&after), drops(&before), "{what}: {after}");
         } else {
