@@ -21,13 +21,16 @@ import unet.spine.Spine;
  * reason and the ingress port as arguments ({@link #HOST_FOR_ME} ...);
  * other malformed frames are dropped and counted by reason.
  * <li>{@code onConfig} ({@code base + 1}): configuration from the host
- * application, which becomes the endpoint frames for the host go to:
+ * application, whose endpoint (the first to configure the extension: the
+ * only one it takes configuration from afterwards) becomes the one frames
+ * for the host go to: {@code [3, 0, 0]} and 6 bytes only claims it;
  * {@code [1, port, addr]} and the port's MAC (6 bytes) sets a port's
  * address; {@code [2, index, port]} and a MAC sets next hop
- * {@code index} (the next hops of table 0 are these indices).
+ * {@code index} (the next hops of table 0 are these indices). Each is
+ * answered with its first 4 bytes.
  * <li>{@code onHostSend} ({@code base + 2}): {@code [port]} and a frame
- * (the bulk data): sends the frame out of that port (the host's ICMP
- * answers).
+ * (the bulk data), from the host application's endpoint: sends the frame
+ * out of that port (the host's ICMP answers).
  * <li>{@code onStats} ({@code base + 3}): answers with the counters, one
  * little-endian int each, in {@link #C_FORWARDED}'s order.
  * </ul>
@@ -103,7 +106,8 @@ public class Router {
     static final int D_UNCONFIGURED = 13;
     /** Drop: the runtime refused the send (egress full or gone). */
     static final int D_SEND_REFUSED = 14;
-    /** Drop: a bad configuration or host send. */
+    /** Drop: a bad configuration or host send (or one from another
+     * endpoint than the host application's). */
     static final int D_BAD_CONFIG = 15;
     /** Drop: for the host, but no host endpoint configured yet. */
     static final int D_NO_HOST = 16;
@@ -343,7 +347,8 @@ public class Router {
 
     static void onConfig(int unused, int msg) {
         int n = Spine.readArgs(msg, 0, args, 0, Spine.ARGS_MAX);
-        if (n < 18) {
+        int from = Spine.source(msg);
+        if (n < 18 || (hostSet && from != host)) {
             counts[D_BAD_CONFIG]++;
             return;
         }
@@ -362,18 +367,18 @@ public class Router {
                 nhMac[6 * k + i] = args[12 + i];
             }
             nhUp[k] = true;
-        } else {
+        } else if (op != 3) {
             counts[D_BAD_CONFIG]++;
             return;
         }
-        host = Spine.source(msg);
+        host = from;
         hostSet = true;
         Spine.reply(msg, self + 1, args, 0, 4);
     }
 
     static void onHostSend(int unused, int msg) {
         int buf = Spine.bulk(msg);
-        if (buf < 0 || Spine.argsLength(msg) < 4) {
+        if (buf < 0 || Spine.argsLength(msg) < 4 || !hostSet || Spine.source(msg) != host) {
             counts[D_BAD_CONFIG]++;
             return;
         }

@@ -204,7 +204,7 @@ fn mac_text(m: &[u8; 6]) -> String {
 
 /// The running router: its session, endpoint, ports and next hops.
 struct Router {
-    _session: Session,
+    session: Session,
     ep: Endpoint,
     ext: u32,
     base: u16,
@@ -270,7 +270,7 @@ impl Router {
         let t = LcTrie::build(&routes).map_err(|e| format!("{e:?}"))?;
         self.config_hops()?;
         let loaded = self
-            ._session
+            .session
             .load_table(self.ext, 0, &t.to_le_bytes())
             .map_err(|e| format!("loading the table: {e}"))?;
         self.trie = Some(t);
@@ -417,9 +417,29 @@ fn serve(a: RunArgs) -> Result<(), String> {
     let ep = session
         .create_endpoint(EndpointConfig::default())
         .map_err(|e| e.to_string())?;
+    let mut r = Router {
+        session,
+        ep,
+        ext: ext.id,
+        base: a.handlers,
+        specs,
+        ports: Vec::new(),
+        neighbours,
+        hops: Hops::default(),
+        configured: 0,
+        trie: None,
+        seen: [0; 8],
+        answered: 0,
+        refused: 0,
+        buf: vec![0u8; 1 << 16],
+    };
+    // Claim the extension's configuration (and host path) for this
+    // endpoint before anything else can.
+    r.config(3, 0, 0, &[0; 6])?;
     let mut ports = Vec::new();
-    for (p, mac) in specs.iter().zip(&macs) {
-        let id = session
+    for (p, mac) in r.specs.iter().zip(&macs) {
+        let id = r
+            .session
             .spine_port_open(&p.iface, a.handlers)
             .map_err(|e| format!("port on {}: {e}", p.iface))?;
         ports.push((
@@ -430,22 +450,7 @@ fn serve(a: RunArgs) -> Result<(), String> {
             },
         ));
     }
-    let mut r = Router {
-        _session: session,
-        ep,
-        ext: ext.id,
-        base: a.handlers,
-        specs,
-        ports,
-        neighbours,
-        hops: Hops::default(),
-        configured: 0,
-        trie: None,
-        seen: [0; 8],
-        answered: 0,
-        refused: 0,
-        buf: vec![0u8; 1 << 16],
-    };
+    r.ports = ports;
     let mut line = format!(
         "router: extension {} with handlers {:?}",
         ext.id, ext.handlers

@@ -513,7 +513,11 @@ fn hosts_on_two_subnets_reach_each_other_through_the_router_extension() {
     );
     let s2 = router_stat(&b.r, &d.socket);
     assert!(num(&s2, "forwarded") as usize >= TCP_BYTES / 1500, "{s2}");
-    assert_eq!(drops(&s2), 0, "no packet dropped across the updates: {s2}");
+    assert_eq!(
+        drops(&s2),
+        drops(&s),
+        "no packet dropped across the updates: {s2}"
+    );
     assert_eq!(s2["drops"]["unconfigured"], s["drops"]["unconfigured"]);
     // The host application saw none of the transfer's thousands of
     // packets (only the hosts' own occasional IPv6 frames, if any).
@@ -549,6 +553,35 @@ fn hosts_on_two_subnets_reach_each_other_through_the_router_extension() {
         .filter(|w| w.parse::<std::net::Ipv4Addr>().is_ok())
         .collect();
     assert_eq!(hops, vec![b.gw1.as_str(), b.addr2.as_str()], "{text}");
+
+    // Another endpoint can neither reconfigure the router (here: move
+    // h2's next hop to port 0) nor send frames out of its ports.
+    {
+        let before = router_stat(&b.r, &d.socket);
+        let out0 = frames_out(&d.socket);
+        let sess = unet::Session::connect(&d.socket).expect("a session");
+        let mut ep = sess
+            .create_endpoint(unet::EndpointConfig::default())
+            .unwrap();
+        let mut hijack = Vec::new();
+        for w in [2i32, 1, 0] {
+            hijack.extend_from_slice(&w.to_le_bytes());
+        }
+        hijack.extend_from_slice(&mac(MAC1));
+        ep.send_am(301, &hijack, &[]).unwrap();
+        ep.send_am(302, &1i32.to_le_bytes(), &[0xff; 60]).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let s = router_stat(&b.r, &d.socket);
+            let bad = num(&s["drops"], "bad_config") - num(&before["drops"], "bad_config");
+            if bad == 2 {
+                break;
+            }
+            assert!(bad < 2 && Instant::now() < deadline, "{s}");
+            std::thread::yield_now();
+        }
+        assert_eq!(frames_out(&d.socket), out0);
+    }
 
     // Malformed frames from h1: counted by reason, never out of the far
     // port; a packet with options goes to the host, which forwards it on
