@@ -272,8 +272,8 @@ fn lookup(mut a: LookupArgs) -> Res<()> {
     Ok(())
 }
 
-/// `Router.class`, compiled from the extension's source (against the
-/// checkout's applet SDK).
+/// `Router.class` (or the class `--java` names), compiled from the
+/// extension's source (against the checkout's applet SDK).
 fn compile_java(java: Option<&Path>) -> Res<Vec<u8>> {
     let checkout = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let src = java.map_or_else(
@@ -289,7 +289,12 @@ fn compile_java(java: Option<&Path>) -> Res<Vec<u8>> {
     let dir = BuildDir::new("router", false)?;
     let sdk = checkout.join("java/applet-sdk/src/main/java");
     javac(&sdk, &dir.path, std::slice::from_ref(&src))?;
-    std::fs::read(dir.path.join("Router.class")).map_err(|e| format!("Router.class: {e}"))
+    let class = format!(
+        "{}.class",
+        src.file_stem()
+            .map_or("Router".into(), |s| s.to_string_lossy())
+    );
+    std::fs::read(dir.path.join(&class)).map_err(|e| format!("{class}: {e}"))
 }
 
 /// A VM running the extension over `t`'s arrays, its heap quota exactly
