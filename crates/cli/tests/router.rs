@@ -109,15 +109,19 @@ impl Routed {
         b
     }
 
-    /// A table file: the hosts' subnets through them, and `filler`
-    /// generated routes spread over both (none covers the subnets).
-    fn table(&self, filler: usize, seed: u64) -> String {
-        let mut t = format!(
-            "# the hosts' subnets\n10.79.{n}.0/24 {a1}\n10.80.{n}.0/24 {a2} 1\n",
-            n = self.n,
-            a1 = self.addr1,
-            a2 = self.addr2
-        );
+    /// A table file: the hosts' subnets through them (with `split`, each
+    /// as its two halves), and `filler` generated routes spread over both
+    /// (none covers the subnets).
+    fn table(&self, filler: usize, seed: u64, split: bool) -> String {
+        let (n, a1, a2) = (self.n, &self.addr1, &self.addr2);
+        let mut t = if split {
+            format!(
+                "# the hosts' subnets, in halves\n10.79.{n}.0/25 {a1}\n10.79.{n}.128/25 {a1}\n\
+                 10.80.{n}.0/25 {a2} 1\n10.80.{n}.128/25 {a2} 1\n"
+            )
+        } else {
+            format!("# the hosts' subnets\n10.79.{n}.0/24 {a1}\n10.80.{n}.0/24 {a2} 1\n")
+        };
         for r in unet_router::table::generated(filler, seed, 2) {
             if r.prefix >> 24 == 10 {
                 continue;
@@ -424,7 +428,7 @@ fn hosts_on_two_subnets_reach_each_other_through_the_router_extension() {
     let b = Routed::new();
     let d = Daemon::start_in(Some(&b.r), &[]);
     let table = dir.0.join("routes.txt");
-    std::fs::write(&table, b.table(1000, 1)).unwrap();
+    std::fs::write(&table, b.table(1000, 1, false)).unwrap();
 
     // Before the router: the hosts do not reach each other.
     let (ok, _) = ping(&b.h1, &b.addr2, 1);
@@ -479,7 +483,8 @@ fn hosts_on_two_subnets_reach_each_other_through_the_router_extension() {
     assert_eq!(drops(&s), 0, "{s}");
 
     // A TCP transfer from h1 to h2, checked by hash, while the table is
-    // replaced (SIGHUP: another filler each time) ten times.
+    // replaced (SIGHUP: another filler each time, and the hosts' subnets
+    // as halves every other time) ten times.
     let mut server = Proc::spawn("tcp server", child_cmd(Some(&b.h2), "tcp-server"));
     server.expect("LISTENING", Duration::from_secs(20));
     let mut client = child_cmd(Some(&b.h1), "tcp-client");
@@ -487,7 +492,7 @@ fn hosts_on_two_subnets_reach_each_other_through_the_router_extension() {
     let mut client = Proc::spawn("tcp client", client);
     client.expect("CONNECTED", Duration::from_secs(20));
     for v in 2..=11u64 {
-        std::fs::write(&table, b.table(1000 + 100 * v as usize, v)).unwrap();
+        std::fs::write(&table, b.table(1000 + 100 * v as usize, v, v % 2 == 0)).unwrap();
         router.signal(libc::SIGHUP);
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
