@@ -10,7 +10,8 @@
 //! extension hands it (for the router itself, TTL expiring, no route,
 //! options), never a forwarded packet. SIGHUP re-reads the table file:
 //! a new trie is built and loaded while packets flow, and the extension
-//! switches to it between two packets.
+//! switches to it between two packets. The router stops when its
+//! extension is unloaded from elsewhere (`unet spine unload`).
 //!
 //! `unet router stat` asks the extension for its counters (forwarded,
 //! ARP answered, to and from the host, drops by reason).
@@ -469,8 +470,19 @@ fn serve(a: RunArgs) -> Result<(), String> {
     }
     println!("{line}");
     println!("{}", r.load_table(&a.table)?);
+    let mut look = Instant::now();
     loop {
         r.step(Duration::from_millis(100))?;
+        // Now and then: whether the extension is still loaded (unloaded
+        // from elsewhere, or the engine gone, the router stops).
+        if look.elapsed() >= Duration::from_secs(1) {
+            look = Instant::now();
+            let l = r.session.list_extensions().map_err(|e| e.to_string())?;
+            if !l.extensions.iter().any(|x| x.id == r.ext) {
+                println!("router: extension {} was unloaded", r.ext);
+                return Ok(());
+            }
+        }
         if hup_pending(&hup) {
             match r.load_table(&a.table) {
                 Ok(l) => println!("{l}"),

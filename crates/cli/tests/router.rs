@@ -491,6 +491,7 @@ fn hosts_on_two_subnets_reach_each_other_through_the_router_extension() {
     client.env("UNET_TO", &b.addr2);
     let mut client = Proc::spawn("tcp client", client);
     client.expect("CONNECTED", Duration::from_secs(20));
+    let (ticks0, t0) = (cpu_ticks(router.pid()), Instant::now());
     for v in 2..=11u64 {
         std::fs::write(&table, b.table(1000 + 100 * v as usize, v, v % 2 == 0)).unwrap();
         router.signal(libc::SIGHUP);
@@ -509,6 +510,15 @@ fn hosts_on_two_subnets_reach_each_other_through_the_router_extension() {
         }
     }
     client.expect("SENT", Duration::from_secs(60));
+    // The host application's CPU while forwarding (ten table builds
+    // included): a small share of the transfer's time (clock ticks are
+    // 10 ms).
+    let ticks = cpu_ticks(router.pid()) - ticks0;
+    let wall = t0.elapsed();
+    assert!(
+        ticks * 10 <= 20 + wall.as_millis() as u64 / 4,
+        "the router's host application used {ticks} ticks in {wall:?}"
+    );
     let mut h = std::collections::hash_map::DefaultHasher::new();
     let data: Vec<u8> = (0..TCP_BYTES).map(pattern).collect();
     h.write(&data);
@@ -637,8 +647,28 @@ fn hosts_on_two_subnets_reach_each_other_through_the_router_extension() {
     }
     drop(inj);
 
-    // The router gone, its extension and ports go: the hosts are apart.
-    drop(router);
+    // The extension unloaded from elsewhere, the router stops; its ports
+    // go with it: the hosts are apart.
+    let st = Command::new(unet_bin())
+        .args(["spine", "unload", "--socket"])
+        .arg(&d.socket)
+        .arg("1")
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let l = router
+            .raw_line(deadline.saturating_duration_since(Instant::now()))
+            .expect("the router's last line");
+        if l == "router: extension 1 was unloaded" {
+            break;
+        }
+    }
+    match router.wait_exit(Duration::from_secs(10)) {
+        Some(s) if s.success() => {}
+        s => panic!("the router did not stop cleanly: {s:?}"),
+    }
     let deadline = Instant::now() + Duration::from_secs(10);
     while !frames_out(&d.socket).is_empty() {
         assert!(Instant::now() < deadline, "the ports outlived the router");
