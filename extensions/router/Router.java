@@ -67,7 +67,8 @@ public class Router {
     static final int HOST_TTL = 2;
     /** To the host: no route. */
     static final int HOST_NO_ROUTE = 3;
-    /** To the host: the route's next hop has no MAC configured. */
+    /** To the host: the route's next hop has no MAC configured (or its
+     * port no address). */
     static final int HOST_NO_NEIGHBOUR = 4;
     /** To the host: a header with options. */
     static final int HOST_OPTIONS = 5;
@@ -283,7 +284,7 @@ public class Router {
             toHost(HOST_NO_ROUTE, port, buf);
             return;
         }
-        if (nh >= NEXT_HOPS || !nhUp[nh]) {
+        if (nh >= NEXT_HOPS || !nhUp[nh] || !portUp[nhPort[nh]]) {
             toHost(HOST_NO_NEIGHBOUR, port, buf);
             return;
         }
