@@ -3,7 +3,8 @@
 //! (`extensions/router/Router.java`) onto a running daemon's adapter,
 //! opens its raw-frame ports (`--port IFACE=ADDR/LEN`), configures the
 //! ports' addresses and MACs and the next hops' ports and MACs
-//! (`--neighbour ADDR=MAC`: the extension answers ARP for its own
+//! (`--neighbour ADDR=MAC`, or else resolved here with ARP, once a
+//! second until answered: the extension answers ARP for its own
 //! addresses but resolves no neighbour itself), builds the LC-trie of
 //! the table file (`router/table.rs`) and loads it as route table 0.
 //! Then it serves the host path only (`router/icmp.rs`): the frames the
@@ -57,7 +58,8 @@ pub struct RunArgs {
     #[arg(long = "port", value_name = "IFACE=ADDR/LEN", required = true)]
     ports: Vec<String>,
     /// A neighbour's MAC (repeatable): a next hop's, or a host's on a
-    /// port's subnet, which gets a route of its own.
+    /// port's subnet, which gets a route of its own. A next hop without
+    /// one is resolved with ARP.
     #[arg(long = "neighbour", value_name = "ADDR=MAC")]
     neighbours: Vec<String>,
     /// The extension's class file (default: `extensions/router/Router.java`
@@ -216,6 +218,10 @@ struct Router {
     hops: Hops,
     /// Next-hop numbers the extension has been given.
     configured: usize,
+    /// Next hops without a MAC, being resolved (ARP).
+    unresolved: Vec<usize>,
+    /// Next hops whose ARP reply came, to configure.
+    learned: Vec<(usize, [u8; 6])>,
     /// The table now loaded (the slow path's lookups).
     trie: Option<LcTrie>,
     /// Frames handed to the host, by reason; answers sent; sends refused.
@@ -254,11 +260,38 @@ impl Router {
             let h = self.hops.list[k];
             self.configured += 1;
             let Some(mac) = self.neighbours.get(&h.addr).copied() else {
-                println!("router: next hop {} has no MAC (--neighbour)", h.addr);
+                println!("router: resolving next hop {}", h.addr);
+                self.unresolved.push(k);
+                self.ask(k);
                 continue;
             };
             let port = self.ports[h.port].0;
             self.config(2, k as i32, port, &mac)?;
+        }
+        Ok(())
+    }
+
+    /// Send an ARP request for next hop `k` out of its port.
+    fn ask(&mut self, k: usize) {
+        let h = self.hops.list[k];
+        let (id, p) = self.ports[h.port];
+        let f = icmp::arp_request(&p, u32::from(h.addr));
+        if self
+            .ep
+            .send_am(self.base + 2, &id.to_le_bytes(), &f)
+            .is_err()
+        {
+            self.refused += 1;
+        }
+    }
+
+    /// Configure the next hops whose ARP replies came.
+    fn config_learned(&mut self) -> Result<(), String> {
+        while let Some((k, mac)) = self.learned.pop() {
+            let h = self.hops.list[k];
+            self.neighbours.insert(h.addr, mac);
+            self.config(2, k as i32, self.ports[h.port].0, &mac)?;
+            println!("router: next hop {} is at {}", h.addr, mac_text(&mac));
         }
         Ok(())
     }
@@ -315,6 +348,20 @@ impl Router {
             return;
         };
         let port = self.ports[k].1;
+        if why == 7 {
+            // An ARP reply: a next hop being resolved, on its own port.
+            if let Some((addr, mac)) = icmp::arp_reply(f) {
+                let hops = &self.hops.list;
+                if let Some(i) = self
+                    .unresolved
+                    .iter()
+                    .position(|&n| u32::from(hops[n].addr) == addr && hops[n].port == k)
+                {
+                    self.learned.push((self.unresolved.remove(i), mac));
+                }
+            }
+            return;
+        }
         let own: Vec<u32> = self.ports.iter().map(|p| p.1.addr).collect();
         let is_own = |a: u32| own.contains(&a);
         let (out, frame) = if why == icmp::why::OPTIONS {
@@ -428,6 +475,8 @@ fn serve(a: RunArgs) -> Result<(), String> {
         neighbours,
         hops: Hops::default(),
         configured: 0,
+        unresolved: Vec::new(),
+        learned: Vec::new(),
         trie: None,
         seen: [0; 8],
         answered: 0,
@@ -473,6 +522,7 @@ fn serve(a: RunArgs) -> Result<(), String> {
     let mut look = Instant::now();
     loop {
         r.step(Duration::from_millis(100))?;
+        r.config_learned()?;
         // Now and then: whether the extension is still loaded (unloaded
         // from elsewhere, or the engine gone, the router stops).
         if look.elapsed() >= Duration::from_secs(1) {
@@ -481,6 +531,9 @@ fn serve(a: RunArgs) -> Result<(), String> {
             if !l.extensions.iter().any(|x| x.id == r.ext) {
                 println!("router: extension {} was unloaded", r.ext);
                 return Ok(());
+            }
+            for k in r.unresolved.clone() {
+                r.ask(k);
             }
         }
         if hup_pending(&hup) {

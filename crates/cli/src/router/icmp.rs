@@ -6,7 +6,8 @@
 //! whose next hop has no configured MAC host unreachable (RFC 792, with
 //! RFC 1812's rules: no error about an ICMP error, a fragment other than
 //! the first, or a packet from a broadcast or multicast source). Packets
-//! with options are forwarded here, on the slow path.
+//! with options are forwarded here, on the slow path. And the ARP the
+//! host application resolves next hops with (those not given a MAC).
 //!
 //! Every answer goes back out of the ingress port to the frame's source
 //! MAC (the previous hop). Pure functions of the frame: no state, no
@@ -217,6 +218,31 @@ pub fn forward(frame: &[u8], hop: ([u8; 6], [u8; 6])) -> Option<Vec<u8>> {
     Some(f)
 }
 
+/// An ARP request from `port` for `target` (broadcast, padded to the
+/// Ethernet minimum).
+pub fn arp_request(port: &Port, target: u32) -> Vec<u8> {
+    let mut f = vec![0xff; 6];
+    f.extend_from_slice(&port.mac);
+    f.extend_from_slice(&[8, 6, 0, 1, 8, 0, 6, 4, 0, 1]);
+    f.extend_from_slice(&port.mac);
+    f.extend_from_slice(&port.addr.to_be_bytes());
+    f.extend_from_slice(&[0; 6]);
+    f.extend_from_slice(&target.to_be_bytes());
+    f.resize(60, 0);
+    f
+}
+
+/// The sender (address, MAC) of the ARP reply in `frame`, if it is one.
+pub fn arp_reply(frame: &[u8]) -> Option<(u32, [u8; 6])> {
+    let a = frame.get(12..42)?;
+    if a[..10] != [8, 6, 0, 1, 8, 0, 6, 4, 0, 2] {
+        return None;
+    }
+    let mac: [u8; 6] = a[10..16].try_into().ok()?;
+    let addr = u32::from_be_bytes(a[16..20].try_into().ok()?);
+    Some((addr, mac))
+}
+
 /// The destination of the IPv4 packet in `frame`, if it is one (checked).
 pub fn destination(frame: &[u8]) -> Option<u32> {
     Ip::parse(frame).map(|ip| ip.dst())
@@ -319,5 +345,21 @@ mod tests {
         );
         assert!(forward(&frame(1, 1, 17, &[]), ([0; 6], [0; 6])).is_none());
         assert_eq!(destination(&f), Some(0x0a02_0002));
+    }
+
+    #[test]
+    fn arp_requests_and_replies() {
+        let q = arp_request(&PORT, 0x0a01_0002);
+        assert_eq!(q.len(), 60);
+        assert_eq!(&q[..6], &[0xff; 6]);
+        assert_eq!(&q[38..42], &[10, 1, 0, 2]);
+        assert_eq!(arp_reply(&q), None);
+        // The reply the asked host sends.
+        let mut r = q.clone();
+        r[21] = 2;
+        r[22..28].copy_from_slice(&[2, 0, 0, 0, 0, 9]);
+        r[28..32].copy_from_slice(&[10, 1, 0, 2]);
+        assert_eq!(arp_reply(&r), Some((0x0a01_0002, [2, 0, 0, 0, 0, 9])));
+        assert_eq!(arp_reply(&r[..40]), None);
     }
 }
