@@ -1,5 +1,6 @@
 //! The `unet` command: run the demo, a daemon, read counters, benchmark,
-//! check or run JIVE applets, and load SPINE extensions.
+//! check or run JIVE applets, load SPINE extensions, and run SPINE's IP
+//! router.
 
 use std::process::ExitCode;
 
@@ -10,6 +11,7 @@ mod bench;
 mod daemon;
 mod demo;
 mod jdk;
+mod router;
 mod spine;
 mod stat;
 mod trace;
@@ -44,6 +46,10 @@ enum Command {
     /// Record a running daemon's event graph (SPINE's Figure 6): Chrome
     /// trace JSON, an SVG, and the period and latency it shows.
     Trace(trace::Args),
+    /// SPINE's IP router: forwarding by an extension on a running
+    /// daemon's ports, the table and the host path from this process.
+    #[command(subcommand)]
+    Router(router::Command),
 }
 
 fn main() -> ExitCode {
@@ -56,5 +62,6 @@ fn main() -> ExitCode {
         Command::Applet(c) => applet::run(c),
         Command::Spine(c) => spine::run(c),
         Command::Trace(a) => trace::run(a),
+        Command::Router(c) => router::run(c),
     }
 }

@@ -3,7 +3,7 @@
 //! all its prefixes share) and level compression (a node branches on
 //! several bits at once while at least a fill factor of its children are
 //! non-empty), over flat `u32` arrays that a Java extension walks the same
-//! way (`extensions/router/LcTrie.java`).
+//! way (the router extension, `extensions/router/Router.java`).
 //!
 //! The arrays:
 //!

@@ -1,4 +1,4 @@
-//! The router extension's Java lookup (`extensions/router/LcTrie.java`),
+//! The router extension's Java lookup (`extensions/router/Router.java`),
 //! compiled with javac and run by JIVE, interpreted and compiled, gives the
 //! Rust LC-trie's answer on every sampled address: a generated table, and
 //! the full table when it is beside the repository (which also reports the
@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use jive::{test_natives, Class, Elem, Limits, Vm};
+use jive::{Class, Elem, Limits, Vm};
 use unet_router::table::{self, generated, Route, SplitMix};
 use unet_router::{extension, LcTrie};
 
@@ -15,7 +15,7 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// `LcTrie.class`, compiled by the JDK `scripts/find-jdk` finds.
+/// `Router.class`, compiled by the JDK `scripts/find-jdk` finds.
 fn class_bytes() -> Vec<u8> {
     let out = Command::new("bash")
         .arg(repo().join("scripts/find-jdk"))
@@ -38,7 +38,9 @@ fn class_bytes() -> Vec<u8> {
     let run = Command::new(javac)
         .args(["--release", "8", "-Xlint:all,-options", "-Werror", "-d"])
         .arg(&dir)
-        .arg(repo().join("extensions/router/LcTrie.java"))
+        .arg("-sourcepath")
+        .arg(repo().join("java/applet-sdk/src/main/java"))
+        .arg(repo().join("extensions/router/Router.java"))
         .output()
         .expect("cannot run javac");
     assert!(
@@ -46,7 +48,7 @@ fn class_bytes() -> Vec<u8> {
         "javac failed:\n{}",
         String::from_utf8_lossy(&run.stderr)
     );
-    let bytes = std::fs::read(dir.join("LcTrie.class")).unwrap();
+    let bytes = std::fs::read(dir.join("Router.class")).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
     bytes
 }
@@ -54,7 +56,12 @@ fn class_bytes() -> Vec<u8> {
 /// A VM of the class with the trie's arrays in its fields; the heap quota
 /// is what the arrays take and a sample of addresses for `lookupAll`.
 fn vm_with(bytes: &[u8], t: &LcTrie) -> (Vm<()>, jive::MethodId, usize) {
-    let class = Class::load(bytes, &test_natives::<()>(), &[]).expect("LcTrie loads");
+    let class = Class::load(
+        bytes,
+        &extension::spine_stubs::<()>(),
+        &[extension::SPINE_DOMAIN],
+    )
+    .expect("Router loads");
     let quota = extension::heap_bytes(t) + SAMPLE * 4 + 16;
     let limits = Limits {
         heap_quota: quota,

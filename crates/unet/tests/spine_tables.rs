@@ -1,8 +1,8 @@
 //! Route tables loaded into a SPINE extension (the SPINE paper's router,
 //! section 5.2): a table built on the host (an LC-trie's export) is
 //! handed to an extension, whose handler looks destinations up in it with
-//! the router's own Java lookup (`extensions/router/LcTrie.java`, made a
-//! handler here); a newer table replaces it while messages flow, every
+//! the router's own Java lookup (`extensions/router/Router.java`'s, made
+//! a handler here); a newer table replaces it while messages flow, every
 //! answer coming from one whole version; the table quotas refuse what is
 //! over them; hostile bytes are refused and change nothing.
 
@@ -26,19 +26,24 @@ const BATCH: usize = 16;
 const EXT_QUOTA: u64 = 32 << 20;
 const PROC_QUOTA: u64 = 64 << 20;
 
-/// `TableLookup`: `LcTrie.java` with a handler that takes table 0's
+/// `TableLookup`: `Router.java` (its own handlers not installed) with a
+/// handler that takes table 0's
 /// parts at its start, looks up each address of its message and answers
 /// `version` then the next hop (or -1) of each, as little-endian ints
 /// (asked for nothing, it asks for a part that does not exist).
 fn class() -> &'static [u8] {
     static CLASS: OnceLock<Vec<u8>> = OnceLock::new();
     CLASS.get_or_init(|| {
-        let src = std::fs::read_to_string(repo().join("extensions/router/LcTrie.java"))
-            .expect("extensions/router/LcTrie.java");
+        let src = std::fs::read_to_string(repo().join("extensions/router/Router.java"))
+            .expect("extensions/router/Router.java");
         let body = src.rfind('}').map(|end| &src[..end]).expect("a class body");
         let src = format!(
             "{}{}}}\n",
-            body.replace("public class LcTrie {", "public class TableLookup {"),
+            body.replace("public class Router {", "public class TableLookup {")
+                .replace(
+                    "static void init(int first)",
+                    "static void routerInit(int first)"
+                ),
             r#"
     static byte[] out;
 

@@ -22,7 +22,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use ip_network_table_deps_treebitmap::IpLookupTable;
-use jive::{ArrayRef, Class, Elem, Limits, Natives, Prepared, Vm};
+use jive::{ArrayRef, Class, Elem, Limits, Prepared, Vm};
 use prefix_trie::PrefixMap;
 use serde_json::json;
 use unet_router::table::{self, generated, mask, Route, SplitMix};
@@ -84,7 +84,7 @@ pub struct LookupArgs {
     #[arg(long, default_value_t = Params::default().root_branch)]
     pub root_branch: u32,
     /// The extension's source (default: the checkout's
-    /// `extensions/router/LcTrie.java`).
+    /// `extensions/router/Router.java`).
     #[arg(long, value_name = "FILE")]
     pub java: Option<PathBuf>,
 }
@@ -162,7 +162,7 @@ impl Built {
     fn lookup_all(&mut self) -> Res<i32> {
         let arr = self.trace.ok_or("no trace in the VM")?;
         let class = self.jit.0.class().clone();
-        let m = class.method("lookupAll").ok_or("LcTrie has no lookupAll")?;
+        let m = class.method("lookupAll").ok_or("Router has no lookupAll")?;
         match self.jit.0.invoke(&mut (), m, &[arr.handle()]) {
             Ok(Some(sum)) => Ok(sum),
             Ok(None) => Err("lookupAll returned nothing".into()),
@@ -272,22 +272,29 @@ fn lookup(mut a: LookupArgs) -> Res<()> {
     Ok(())
 }
 
-/// `LcTrie.class`, compiled from the extension's source.
+/// `Router.class` (or the class `--java` names), compiled from the
+/// extension's source (against the checkout's applet SDK).
 fn compile_java(java: Option<&Path>) -> Res<Vec<u8>> {
+    let checkout = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let src = java.map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../extensions/router/LcTrie.java"),
+        || checkout.join("extensions/router/Router.java"),
         Path::to_path_buf,
     );
     if !src.is_file() {
         return Err(format!(
-            "{} not found (use --java to name LcTrie.java)",
+            "{} not found (use --java to name Router.java)",
             src.display()
         ));
     }
     let dir = BuildDir::new("router", false)?;
-    let srcdir = src.parent().unwrap_or(Path::new("."));
-    javac(srcdir, &dir.path, std::slice::from_ref(&src))?;
-    std::fs::read(dir.path.join("LcTrie.class")).map_err(|e| format!("LcTrie.class: {e}"))
+    let sdk = checkout.join("java/applet-sdk/src/main/java");
+    javac(&sdk, &dir.path, std::slice::from_ref(&src))?;
+    let class = format!(
+        "{}.class",
+        src.file_stem()
+            .map_or("Router".into(), |s| s.to_string_lossy())
+    );
+    std::fs::read(dir.path.join(&class)).map_err(|e| format!("{class}: {e}"))
 }
 
 /// A VM running the extension over `t`'s arrays, its heap quota exactly
@@ -295,7 +302,9 @@ fn compile_java(java: Option<&Path>) -> Res<Vec<u8>> {
 /// `trace` more words of heap are allowed for a trace, and fuel for a
 /// whole trace's lookups in one invocation.
 fn jive_vm(class: &[u8], t: &LcTrie, compile: bool, trace: usize) -> Res<(Vm<()>, Prepared<1>)> {
-    let class = Class::load(class, &Natives::new(), &[]).map_err(|e| e.to_string())?;
+    let natives = extension::spine_stubs();
+    let class =
+        Class::load(class, &natives, &[extension::SPINE_DOMAIN]).map_err(|e| e.to_string())?;
     let limits = Limits {
         heap_quota: extension::heap_bytes(t) + trace * 4 + 16,
         fuel: 1 << 40,
@@ -303,11 +312,11 @@ fn jive_vm(class: &[u8], t: &LcTrie, compile: bool, trace: usize) -> Res<(Vm<()>
     };
     let mut vm = Vm::new(class.clone(), limits, &mut ()).map_err(|e| e.to_string())?;
     extension::fill_fields(&mut vm, t)?;
-    let m = class.method("lookup").ok_or("LcTrie has no lookup")?;
+    let m = class.method("lookup").ok_or("Router has no lookup")?;
     let p = vm.prepare::<1>(m).map_err(|e| e.to_string())?;
     if compile {
         vm.compile()?;
-        let all = class.method("lookupAll").ok_or("LcTrie has no lookupAll")?;
+        let all = class.method("lookupAll").ok_or("Router has no lookupAll")?;
         if !vm.is_compiled(m) || !vm.is_compiled(all) {
             return Err("LcTrie's methods did not compile".into());
         }

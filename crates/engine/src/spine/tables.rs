@@ -13,7 +13,7 @@
 //! version}`. A handler gets a part with `Spine.table(n, part)`: the
 //! arrays of the current version of table `n`, or null when there is
 //! none. Separate arrays rather than one with offsets: the Java lookup
-//! (`extensions/router/LcTrie.java`) walks the same arrays as the Rust
+//! (`extensions/router/Router.java`) walks the same arrays as the Rust
 //! one, and every index is checked against the bounds of its own part.
 //!
 //! Versions: a load of a number that has a table installs the new

@@ -325,7 +325,7 @@ public final class Spine {
 
     /**
      * A part of route table {@code n} as the host last loaded it into this
-     * extension (an LC-trie: see {@code extensions/router/LcTrie.java}).
+     * extension (an LC-trie: see {@code extensions/router/Router.java}).
      * The arrays are outside the extension's scratch; writing one changes
      * this extension's copy only, until the next load. A load of a newer version replaces them
      * between two invocations, so that an invocation that asks for the
