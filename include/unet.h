@@ -912,7 +912,7 @@ typedef struct unet_udm_header {
 typedef struct unet_udm_stats {
     uint64_t fast_msgs;         /* taken from the fast rings */
     uint64_t buffered_taken;    /* taken from the virtual buffer */
-    uint64_t switch_queue_full; /* switches to buffered mode: a full ring */
+    uint64_t switch_queue_full; /* always 0: a full ring makes its sender wait */
     uint64_t overflow_holds;    /* injects held back by overflow control */
     uint64_t upcalls;           /* handlers run */
     uint64_t no_handler;        /* messages for no handler */

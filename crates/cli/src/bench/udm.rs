@@ -97,7 +97,8 @@ pub struct Args {
     pub slice_ms: u64,
     /// Figures 7-10: messages in each fast ring of the applications' job
     /// (the paper's network interface buffer; a sender that finds it full
-    /// switches the receiver to buffered mode).
+    /// waits, and the engine switches a receiver that takes nothing for
+    /// the atomicity timeout to buffered mode).
     #[arg(long, default_value_t = 64)]
     pub fast_queue: u32,
     /// Figures 7-8: skews in percent of a slice (comma list) [default:
