@@ -982,7 +982,8 @@ void unet_udm_node_free(unet_udm_node *node);
 /* Messages ------------------------------------------------------------------- */
 
 /* Send nwords words to node dest's handler `handler`: the whole message or
- * nothing, waiting while it cannot go (overflow control). UNET_EINVAL no
+ * nothing, waiting while it cannot go (dest's fast ring full until dest
+ * takes a message or is switched to buffered mode; overflow control). UNET_EINVAL no
  * such node, UNET_ETOOLARGE more than UNET_UDM_MAX_WORDS words,
  * UNET_EPEERGONE the node left or died. */
 int unet_udm_inject(unet_udm_node *node, uint32_t dest, uint16_t handler,
