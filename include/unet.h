@@ -912,7 +912,7 @@ typedef struct unet_udm_header {
 typedef struct unet_udm_stats {
     uint64_t fast_msgs;         /* taken from the fast rings */
     uint64_t buffered_taken;    /* taken from the virtual buffer */
-    uint64_t switch_queue_full; /* switches to buffered mode: a full ring */
+    uint64_t switch_queue_full; /* always 0: a full ring makes its sender wait */
     uint64_t overflow_holds;    /* injects held back by overflow control */
     uint64_t upcalls;           /* handlers run */
     uint64_t no_handler;        /* messages for no handler */
@@ -982,7 +982,8 @@ void unet_udm_node_free(unet_udm_node *node);
 /* Messages ------------------------------------------------------------------- */
 
 /* Send nwords words to node dest's handler `handler`: the whole message or
- * nothing, waiting while it cannot go (overflow control). UNET_EINVAL no
+ * nothing, waiting while it cannot go (dest's fast ring full until dest
+ * takes a message or is switched to buffered mode; overflow control). UNET_EINVAL no
  * such node, UNET_ETOOLARGE more than UNET_UDM_MAX_WORDS words,
  * UNET_EPEERGONE the node left or died. */
 int unet_udm_inject(unet_udm_node *node, uint32_t dest, uint16_t handler,

@@ -267,6 +267,8 @@ pub struct UdmNodeLine {
     _pad0: [u8; 40],
     /// Times a sender found its fast ring to this node full and switched
     /// the node to buffered mode (counted by the senders: their word).
+    /// Always 0 now: a full ring makes its sender wait, and only the
+    /// engine switches a node (kept for the layout).
     pub switch_queue_full: AtomicU64,
     /// Times a sender was held back by this node's overflow control
     /// (counted by the senders).
@@ -487,8 +489,9 @@ counter_enum! {
         /// Messages the engine appended to the node's virtual buffer (the
         /// buffered case).
         BufferedMsgs = 0 => "buffered_msgs",
-        /// Switches to buffered mode by the engine: the node stayed atomic
-        /// with messages waiting past the atomicity timeout.
+        /// Switches to buffered mode by the engine: the node had messages
+        /// waiting and took none for the atomicity timeout (atomic,
+        /// blocked in its own inject, or not extracting).
         SwitchTimeout = 1 => "switch_atomicity_timeout",
         /// Switches to buffered mode by the engine: the node was
         /// descheduled (stopped) with messages waiting.
@@ -534,7 +537,8 @@ counter_enum! {
         FastMsgs = 0 => "fast_msgs",
         /// Messages the node took from its virtual buffer.
         BufferedTaken = 1 => "buffered_taken",
-        /// Switches to buffered mode by a sender whose fast ring was full.
+        /// Switches to buffered mode by a sender whose fast ring was full
+        /// (always 0: a full ring makes its sender wait).
         SwitchQueueFull = 2 => "switch_queue_full",
         /// Senders held back by overflow control.
         OverflowHolds = 3 => "overflow_holds",

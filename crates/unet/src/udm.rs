@@ -16,10 +16,11 @@
 //!
 //! In the fast case a sender writes its message straight into its fast
 //! ring to the receiver (one small ring per sender and receiver, in memory
-//! only the job maps): no engine, no system call. When that cannot go on
-//! (the ring is full, or the engine decided the receiver cannot keep up:
-//! atomic with messages waiting past the atomicity timeout, or stopped),
-//! the receiver is switched to buffered ("divert") mode: senders hand
+//! only the job maps): no engine, no system call. A full ring makes its
+//! sender wait, as a blocked network does. When the receiver cannot keep
+//! up (messages waiting and none taken for the atomicity timeout: atomic,
+//! stopped, blocked in its own inject, or simply not extracting), the
+//! engine switches it to buffered ("divert") mode: senders hand
 //! their messages to the engine, which appends them to the receiver's
 //! virtual buffer (memory reserved up front, touched only when used and
 //! given back as the receiver drains it). [`Node::extract`],
@@ -130,6 +131,9 @@ pub struct Node {
     /// positions.
     out_head: Vec<u64>,
     out_tail: Vec<u64>,
+    /// For each receiver whose fast ring we found full: its position
+    /// then and the tries since it last moved ([`Node::stalled`]).
+    stall: Vec<(u64, u32)>,
     /// Our position in the divert ring and the engine's last known one.
     divert_head: u64,
     divert_tail: u64,
@@ -194,7 +198,8 @@ impl Node {
         // Our positions: what the rings say now (a fresh rank: zero).
         let in_tail = jseg.incoming.iter().map(|r| r.tail()).collect();
         let out_head: Vec<u64> = jseg.outgoing.iter().map(|r| r.head()).collect();
-        let out_tail = jseg.outgoing.iter().map(|r| r.tail()).collect();
+        let out_tail: Vec<u64> = jseg.outgoing.iter().map(|r| r.tail()).collect();
+        let stall = out_tail.iter().map(|&t| (t, 0)).collect();
         let divert_head = nseg.divert.head();
         let divert_tail = nseg.divert.tail();
         let buf_tail = nseg.header().buf_tail.load(Ordering::Acquire);
@@ -210,6 +215,7 @@ impl Node {
             in_tail,
             out_head,
             out_tail,
+            stall,
             divert_head,
             divert_tail,
             buf_tail,
@@ -255,14 +261,16 @@ impl Node {
     // ---------------------------------------------------------------------
 
     /// Send `words` to node `dest` for its handler `handler`: the whole
-    /// message or nothing. Waits while the message cannot go (the engine
-    /// is behind with this node's diverted messages, or `dest`'s virtual
-    /// buffer is full: overflow control).
+    /// message or nothing. Waits while the message cannot go: `dest`'s
+    /// fast ring is full (until `dest` takes a message, or the engine
+    /// switches it to buffered mode because it took none for the
+    /// atomicity timeout), the engine is behind with this node's diverted
+    /// messages, or `dest`'s virtual buffer is full (overflow control).
     pub fn inject(&mut self, dest: u32, handler: u16, words: &[u64]) -> Result<(), InjectError> {
         let mut held = false;
         let mut spins = 0u32;
         loop {
-            if self.try_inject(dest, handler, words, &mut held)? {
+            if self.try_inject(dest, handler, words, &mut held, STALL_TELL)? {
                 return Ok(());
             }
             spins += 1;
@@ -277,7 +285,9 @@ impl Node {
     /// `Ok(false)` when it cannot go now (nothing was sent).
     pub fn injectc(&mut self, dest: u32, handler: u16, words: &[u64]) -> Result<bool, InjectError> {
         let mut held = false;
-        self.try_inject(dest, handler, words, &mut held)
+        // A caller told "not now" may not come back soon: the engine is
+        // told of a full ring at once (once per receiver position).
+        self.try_inject(dest, handler, words, &mut held, 1)
     }
 
     fn try_inject(
@@ -286,6 +296,7 @@ impl Node {
         handler: u16,
         words: &[u64],
         held: &mut bool,
+        tell_after: u32,
     ) -> Result<bool, InjectError> {
         // The view's own count of nodes (equal to `self.layout`'s): checked
         // here, it lets the compiler drop the clamp in `line(dest)`.
@@ -305,16 +316,11 @@ impl Node {
                     self.push_fast(dest, handler, words);
                     return Ok(true);
                 }
-                // The fast ring is full: the receiver goes to buffered mode.
-                if self
-                    .line(dest)
-                    .mode
-                    .compare_exchange(m, m | UDM_MODE_DIVERT, Ordering::AcqRel, Ordering::Acquire)
-                    .is_ok()
-                {
-                    bump(&self.line(dest).switch_queue_full);
-                }
-                continue;
+                // The fast ring is full: the network backs up and we wait
+                // (or say not now) until the receiver takes a message or
+                // the engine switches it to buffered mode.
+                self.stalled(dest, tell_after);
+                return Ok(false);
             }
             // Buffered mode: through the engine.
             if !self.divert_room() {
@@ -350,6 +356,28 @@ impl Node {
         }
         self.out_tail[i] = self.jseg.outgoing[i].tail();
         self.out_head[i].wrapping_sub(self.out_tail[i]) < cap
+    }
+
+    /// The fast ring to `d` was found full. After `tell_after` tries with
+    /// the receiver's position unchanged, tell the engine (once per
+    /// position): it watches `d` and switches it to buffered mode if it
+    /// takes nothing for the atomicity timeout (the paper's atomicity
+    /// timer, enabled when the network is blocked). So two nodes each
+    /// waiting in an inject to the other cannot deadlock. A receiver
+    /// that drains its ring as it should costs the engine nothing.
+    fn stalled(&mut self, d: u32, tell_after: u32) {
+        let i = d as usize;
+        let tail = self.out_tail[i];
+        let (at, tries) = &mut self.stall[i];
+        if *at != tail {
+            *at = tail;
+            *tries = 0;
+        }
+        *tries = tries.saturating_add(1);
+        if *tries == tell_after {
+            self.mark_rang(d);
+            self.ring_engine();
+        }
     }
 
     fn push_fast(&mut self, d: u32, handler: u16, words: Words<'_>) {
@@ -804,11 +832,16 @@ fn bump(c: &AtomicU64) {
     c.fetch_add(1, Ordering::Relaxed);
 }
 
-/// Add one to a counter only this node writes.
 /// Buffered messages taken before the node tells the engine and the
 /// senders (it also tells them whenever the buffer runs out).
 const TAKE_BATCH: u64 = 16;
 
+/// Tries of a waiting inject at a full fast ring, its receiver's position
+/// unchanged, before the sender tells the engine (about [`backoff`]'s
+/// spinning phase: a receiver that keeps up frees a slot sooner).
+const STALL_TELL: u32 = 16;
+
+/// Add one to a counter only this node writes.
 fn bump_own(c: &AtomicU64) {
     c.store(c.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
 }

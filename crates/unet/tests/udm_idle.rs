@@ -1,7 +1,7 @@
 //! Idle UDM nodes cost the engine nothing: one client holding hundreds of
 //! joined nodes that do nothing neither slows another client's traffic
 //! through the engine nor keeps the engine awake, and nodes with a message
-//! waiting that their process does not take are judged once, not polled.
+//! waiting that their process does not take are switched once, not polled.
 
 use std::sync::Mutex;
 use std::thread;
@@ -99,8 +99,9 @@ fn idle_nodes_do_not_slow_an_honest_client() {
 
 /// Defect: a client sleeping with nodes that each had one unread message
 /// kept the engine awake (woken about every millisecond, reading
-/// `/proc/PID/stat` for each node). Now such a node is judged once (its
-/// process runs: it will take its message) and the engine sleeps.
+/// `/proc/PID/stat` for each node). Now such a node is judged once: it
+/// took nothing for the atomicity timeout, so it is switched to buffered
+/// mode (its message stays where it is), and the engine sleeps.
 #[test]
 fn nodes_holding_unread_messages_let_the_engine_sleep() {
     let _turn = TURNS.lock().unwrap_or_else(|p| p.into_inner());
@@ -120,7 +121,7 @@ fn nodes_holding_unread_messages_let_the_engine_sleep() {
     }
     // Nothing told the engine of these messages (their receivers run and
     // do not sleep): its sweep of the joined nodes finds them within a
-    // second, and past the atomicity timeout (2 ms) judges each once.
+    // second, and past the atomicity timeout (2 ms) switches each once.
     thread::sleep(Duration::from_millis(1200));
     let wakeups = engine_counter(&s, EngineCounter::Wakeups);
     let reads = engine_counter(&s, EngineCounter::UdmProcReads);
@@ -142,7 +143,8 @@ fn nodes_holding_unread_messages_let_the_engine_sleep() {
     assert_eq!(read, 0, "nodes judged again though nothing changed");
     for (_, nodes) in &mut held {
         for n in nodes.iter_mut() {
-            assert_eq!(n.mode(), Mode::Fast, "not switched: its process runs");
+            assert_eq!(n.mode(), Mode::Buffered, "it took nothing past the timeout");
+            assert_eq!(n.stats().engine(UdmCounter::SwitchTimeout), 1);
             assert!(n.message_available());
         }
     }

@@ -97,7 +97,8 @@ pub struct Args {
     pub slice_ms: u64,
     /// Figures 7-10: messages in each fast ring of the applications' job
     /// (the paper's network interface buffer; a sender that finds it full
-    /// switches the receiver to buffered mode).
+    /// waits, and the engine switches a receiver that takes nothing for
+    /// the atomicity timeout to buffered mode).
     #[arg(long, default_value_t = 64)]
     pub fast_queue: u32,
     /// Figures 7-8: skews in percent of a slice (comma list) [default:
@@ -708,7 +709,8 @@ fn buffered_run(h: &Host, k: usize) -> Res<T5Run> {
     let mut b = h.session.udm_join(t, 1).map_err(err("join"))?;
     let inject = |a: &mut Node| a.inject(1, 7, &[]).map_err(|e| format!("inject: {e}"));
     let mut w = [0u64; MAX_WORDS];
-    // Fill the fast ring; the next inject switches node 1 to buffered mode.
+    // Fill the fast ring; the next inject waits until the engine switches
+    // node 1 to buffered mode (it takes nothing for the atomicity timeout).
     inject(&mut a)?;
     inject(&mut a)?;
     inject(&mut a)?;
@@ -1041,8 +1043,11 @@ struct GangRun {
     fast: u64,
     buffered: u64,
     pages_max: u64,
-    /// Switches to buffered mode: a full fast ring, a stopped node.
+    /// Switches to buffered mode: a full fast ring (none since a full
+    /// ring holds its sender instead), the atomicity timeout (messages
+    /// waiting, none taken), a stopped node.
     switch_full: u64,
+    switch_timeout: u64,
     switch_stopped: u64,
     results: Vec<Value>,
 }
@@ -1112,6 +1117,7 @@ fn gang_run(p: &Plan, app: App, extra: &[String], skew: f64) -> Res<GangRun> {
             .max()
             .unwrap_or(0),
         switch_full: rows.iter().map(|v| u(v, "switch_queue_full")).sum(),
+        switch_timeout: rows.iter().map(|v| u(v, "switch_atomicity_timeout")).sum(),
         switch_stopped: rows.iter().map(|v| u(v, "switch_descheduled")).sum(),
         results: rows.iter().map(|v| v["result"].clone()).collect(),
     })
@@ -1125,6 +1131,7 @@ struct Point {
     msgs: f64,
     pages_max: u64,
     switch_full: f64,
+    switch_timeout: f64,
     switch_stopped: f64,
 }
 
@@ -1137,6 +1144,7 @@ fn median_point(x: f64, runs: &[GangRun]) -> Point {
         msgs: med(&|r| (r.fast + r.buffered) as f64),
         pages_max: runs.iter().map(|r| r.pages_max).max().unwrap_or(0),
         switch_full: med(&|r| r.switch_full as f64),
+        switch_timeout: med(&|r| r.switch_timeout as f64),
         switch_stopped: med(&|r| r.switch_stopped as f64),
     }
 }
@@ -1214,7 +1222,7 @@ fn fig78(p: &Plan) -> Res<()> {
             p.nodes, p.a.slice_ms, p.a.fast_queue, p.runs
         );
         println!(
-            "{:<8} {:>6}  {:>10} {:>10}  {:>9} {:>9}  {:>6}  {:>8} {:>8}",
+            "{:<8} {:>6}  {:>10} {:>10}  {:>9} {:>9}  {:>6}  {:>8} {:>8} {:>8}",
             "app",
             "skew%",
             "buffered%",
@@ -1223,6 +1231,7 @@ fn fig78(p: &Plan) -> Res<()> {
             "relative",
             "pages",
             "sw full",
+            "sw time",
             "sw stop"
         );
     }
@@ -1232,7 +1241,7 @@ fn fig78(p: &Plan) -> Res<()> {
             let rel = q.runtime / base;
             if !p.a.json {
                 println!(
-                    "{:<8} {:>6.1}  {:>10.2} {:>10.0}  {:>9.3} {:>9.3}  {:>6}  {:>8.0} {:>8.0}",
+                    "{:<8} {:>6.1}  {:>10.2} {:>10.0}  {:>9.3} {:>9.3}  {:>6}  {:>8.0} {:>8.0} {:>8.0}",
                     app.name(),
                     q.x,
                     q.buffered_pct,
@@ -1241,6 +1250,7 @@ fn fig78(p: &Plan) -> Res<()> {
                     rel,
                     q.pages_max,
                     q.switch_full,
+                    q.switch_timeout,
                     q.switch_stopped
                 );
             }
@@ -1251,6 +1261,7 @@ fn fig78(p: &Plan) -> Res<()> {
                        "messages": q.msgs, "runtime_s": q.runtime, "relative_runtime": rel,
                        "pages_max": q.pages_max, "runs": p.runs, "paper_pages_max_below": 7,
                        "fast_queue": p.a.fast_queue, "switch_queue_full": q.switch_full,
+                       "switch_atomicity_timeout": q.switch_timeout,
                        "switch_descheduled": q.switch_stopped}),
             );
         }
@@ -1416,6 +1427,7 @@ fn fig910(p: &Plan) -> Res<()> {
                            "messages": q.msgs, "runtime_s": q.runtime, "pages_max": q.pages_max,
                            "runs": p.runs, "fast_queue": p.a.fast_queue,
                            "switch_queue_full": q.switch_full,
+                           "switch_atomicity_timeout": q.switch_timeout,
                            "switch_descheduled": q.switch_stopped}),
                 );
             }

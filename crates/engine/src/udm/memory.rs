@@ -172,8 +172,6 @@ impl Jobs {
                 look_at: Instant::now(),
                 idle_every: Duration::ZERO,
                 idle_seen: (0, 0),
-                proc_read: None,
-                judged_running: None,
                 counters: [0; UDM_COUNTERS],
             })
             .collect();

@@ -12,9 +12,11 @@
 //!   engine (each node's divert ring), which appends them, stamped with
 //!   their source, to the destination's virtual buffer; it gives the
 //!   buffer's pages back to the system behind the receiver;
-//! - the switches it decides: a node that stays atomic with messages
-//!   waiting and none extracted past the job's atomicity timeout, or that
-//!   is stopped, is switched to buffered mode;
+//! - the switches: a node with messages waiting that extracts none past
+//!   the job's atomicity timeout (atomic, stopped, blocked in its own
+//!   inject, or simply not extracting) is switched to buffered mode. A
+//!   full fast ring switches nothing: its sender waits, as a blocked
+//!   network makes it, and tells the engine to watch the receiver;
 //! - reclaiming a node that leaves or dies: its mode word says gone (its
 //!   senders get an error) and its virtual buffer is released.
 //!
@@ -66,14 +68,14 @@ const CHECK_BUDGET: usize = 128;
 /// least this often (a message may reach it by a fast ring, which nobody
 /// tells the engine of while the node runs).
 const ATOMIC_IDLE_MAX: Duration = Duration::from_secs(1);
-/// The shortest interval between two reads of `/proc` for one node.
+/// The shortest interval between two reads of `/proc` for one process
+/// (done only to tell which cause a switch is counted under).
 const PROC_MIN: Duration = Duration::from_millis(10);
 /// How often the engine looks over the joined nodes: for messages in a
 /// divert ring whose ring it never saw, and, among those nothing told it
 /// of, for one that has come to need the atomicity timeout unannounced:
-/// messages reached it by a fast ring while it runs atomic, or while it
-/// is stopped and was not asleep. A node whose state has not changed
-/// since it was last judged is not judged again.
+/// messages reached it by a fast ring (not full: its senders did not
+/// wait) while it runs atomic, stopped, or not extracting.
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
 /// Fast rings the sweep reads per turn, over every job.
 const SWEEP_BUDGET: usize = 512;
@@ -157,12 +159,6 @@ pub(crate) struct UdmNode {
     /// look, and its mode and atomicity bits at the last one.
     idle_every: Duration,
     idle_seen: (u64, u32),
-    /// When its process was last looked up in `/proc`.
-    proc_read: Option<Instant>,
-    /// Judged running and not atomic with messages waiting: its mode,
-    /// atomicity bits and messages taken then (the sweep leaves it alone
-    /// while they stay so).
-    judged_running: Option<(u64, u32, u64)>,
     /// The engine's counters of the node (mirrored in its header).
     counters: [u64; UDM_COUNTERS],
 }
@@ -490,7 +486,7 @@ impl Job {
     /// Look over the nodes left to sweep, within the turn's budget: one
     /// with messages in its divert ring is drained on the next turn; one
     /// not watched that is atomic, or that has messages waiting in its
-    /// fast rings and has changed since it was last judged, is watched.
+    /// fast rings, is watched.
     fn sweep_step(&mut self, now: Instant, t: &mut Turn) {
         for r in bits(self.sweep) {
             if t.sweep_budget == 0 {
@@ -515,10 +511,6 @@ impl Job {
             let line = self.line(r);
             let mode = line.mode.load(Ordering::Acquire);
             let uac = line.uac.load(Ordering::Relaxed);
-            let taken = line
-                .fast_msgs
-                .load(Ordering::Relaxed)
-                .wrapping_add(line.buffered_taken.load(Ordering::Relaxed));
             if uac & (UDM_ATOM_DISABLE | UDM_ATOM_HANDLER) != 0 {
                 self.watch(r, now);
                 continue;
@@ -528,10 +520,7 @@ impl Job {
             }
             let (waiting, read) = self.fast_waiting(r);
             t.sweep_budget = t.sweep_budget.saturating_sub(read);
-            let node = &mut self.nodes[r as usize];
-            if !waiting {
-                node.judged_running = None;
-            } else if node.judged_running != Some((mode, uac, taken)) {
+            if waiting {
                 self.watch(r, now);
             }
         }

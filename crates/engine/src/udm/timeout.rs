@@ -1,7 +1,8 @@
-//! The atomicity timeout (the UDM paper's section 4.2): the watched nodes
-//! judged within a budget per turn, switched to buffered mode when they
-//! stayed atomic (or stopped) with messages waiting and took none past the
-//! job's timeout; what one turn shares between the jobs ([`Turn`]: the
+//! The atomicity timeout (the UDM paper's sections 4.1 and 4.3): the
+//! watched nodes judged within a budget per turn, switched to buffered
+//! mode when they had messages waiting and took none past the job's
+//! timeout (atomic, stopped, blocked in their own inject or simply not
+//! extracting); what one turn shares between the jobs ([`Turn`]: the
 //! budgets, the counts, the processes read from `/proc`).
 
 use super::*;
@@ -9,11 +10,12 @@ use super::*;
 impl Job {
     /// Judge the watched nodes whose look is due, as many as the turn's
     /// budget allows (the rest on the next turn): switch to buffered mode
-    /// those that stayed atomic (or stopped) with messages waiting and
-    /// none taken past the timeout. A node is watched only while its
-    /// state may call for a switch: one that is running and not atomic
-    /// will take its messages, one that was switched is in buffered mode;
-    /// it is watched again when it rings (see [`UdmJobHeader::rang`]).
+    /// those that had messages waiting and took none past the timeout. A
+    /// node is watched only while its state may call for a switch: one
+    /// with nothing waiting and not atomic needs nothing, one that was
+    /// switched is in buffered mode; it is watched again when it rings
+    /// (see [`UdmJobHeader::rang`]: a sender that finds its fast ring to
+    /// it full rings for it).
     pub(super) fn check_timeouts(&mut self, now: Instant, t: &mut Turn) {
         let mut due: Option<Instant> = None;
         let later = |d: &mut Option<Instant>, at: Instant| {
@@ -72,7 +74,6 @@ impl Job {
         let node = &mut self.nodes[r as usize];
         if !waiting {
             node.stuck_since = None;
-            node.judged_running = None;
             if !atomic {
                 // Nothing for it, or it will take it: nothing to watch.
                 node.idle_every = every;
@@ -99,24 +100,16 @@ impl Job {
         if now.duration_since(since) < timeout {
             return Some(since + timeout.max(CHECK_MIN));
         }
+        // Messages waiting and none taken past the timeout, whatever the
+        // reason (atomic, blocked in its own inject, stopped, or simply
+        // not extracting): the paper's atomicity timer, enabled while the
+        // network is blocked. `/proc` only says which cause to count.
         let cause = if atomic {
             UdmCounter::SwitchTimeout
-        } else {
-            if let Some(at) = node
-                .proc_read
-                .filter(|&at| now.duration_since(at) < PROC_MIN)
-            {
-                return Some(at + PROC_MIN);
-            }
-            node.proc_read = Some(now);
-            if !t.stopped(pid) {
-                // Running, not atomic: it will take its messages. Not
-                // looked at again until it rings or changes.
-                node.stuck_since = None;
-                node.judged_running = Some((mode, uac, taken));
-                return None;
-            }
+        } else if t.stopped(pid) {
             UdmCounter::SwitchDescheduled
+        } else {
+            UdmCounter::SwitchTimeout
         };
         node.stuck_since = None;
         let line = self.line(r);

@@ -17,15 +17,16 @@ pub struct JobConfig {
     pub nodes: u32,
     /// Messages each fast ring holds (one ring per sender and receiver; a
     /// power of two in 2..=1024; default 8): the paper's network interface
-    /// buffer. A sender that finds its ring full switches the receiver to
-    /// buffered mode.
+    /// buffer. A sender that finds its ring full waits (`injectc`: not
+    /// now), as a blocked network makes it.
     pub fast_queue: u32,
     /// Bytes of each node's virtual buffer (a power of two, 4 KiB to
     /// 1 GiB; default 1 MiB, 8192 messages): reserved, taken only as used,
     /// and the limit of overflow control.
     pub buffer_size: u64,
-    /// How long a node may stay atomic with messages waiting and extract
-    /// none before the engine switches it to buffered mode (default 2 ms).
+    /// How long a node with messages waiting may extract none (atomic,
+    /// blocked in its own inject, stopped, or simply not extracting)
+    /// before the engine switches it to buffered mode (default 2 ms).
     pub atomicity_timeout: Duration,
 }
 

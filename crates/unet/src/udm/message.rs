@@ -101,7 +101,9 @@ pub struct NodeStats {
     pub fast_msgs: u64,
     /// Messages taken from the virtual buffer.
     pub buffered_taken: u64,
-    /// Switches to buffered mode by senders that found their ring full.
+    /// Switches to buffered mode by senders that found their ring full:
+    /// always 0 (a full ring makes its sender wait; only the engine
+    /// switches a node).
     pub switch_queue_full: u64,
     /// Times senders were held back by overflow control.
     pub overflow_holds: u64,
