@@ -98,6 +98,19 @@ impl<T: sealed::Zeroable> Elems<T> {
     }
 }
 
+impl Elems<i32> {
+    /// The `int[]` elements of `words` (the same bits), made anywhere (on
+    /// a thread of the host's) and handed to a VM's heap whole with
+    /// [`crate::Vm::adopt_ints`]; `None` if their size cannot be laid out.
+    pub fn from_words(words: &[u32]) -> Option<Elems<i32>> {
+        let mut e = Elems::zeroed(words.len())?;
+        for (d, &w) in e.iter_mut().zip(words) {
+            *d = w as i32;
+        }
+        Some(e)
+    }
+}
+
 impl<T: sealed::Zeroable> Deref for Elems<T> {
     type Target = [T];
     #[inline(always)]
@@ -337,6 +350,25 @@ impl Heap {
                 quota: self.quota,
             });
         };
+        self.insert(data, bytes)
+    }
+
+    /// Take `elems`, made elsewhere, as a new `int[]` (charged to the
+    /// quota as an allocation of its length; no collection happens here):
+    /// its handle. The elements are not copied.
+    pub fn adopt_ints(&mut self, elems: Elems<i32>) -> Result<i32, Fault> {
+        let bytes = ARRAY_HEADER_BYTES + elems.len() * Elem::Int.size();
+        if self.used + bytes > self.quota || elems.len() > i32::MAX as usize {
+            return Err(Fault::HeapQuotaExceeded {
+                requested: bytes,
+                quota: self.quota,
+            });
+        }
+        self.insert(ArrayData::I(elems), bytes)
+    }
+
+    /// Put `data`, of `bytes` charged, in a free entry or a new one.
+    fn insert(&mut self, data: ArrayData, bytes: usize) -> Result<i32, Fault> {
         let idx = match self.free.pop() {
             Some(i) => {
                 self.arrays[i as usize] = data;
@@ -441,6 +473,33 @@ pub(crate) fn arr_fault(h: i32) -> Fault {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Elements laid out on another thread are taken whole: the same
+    /// values, charged as an allocation of their length, refused past the
+    /// quota (nothing charged then).
+    #[test]
+    fn adopted_ints_keep_their_values_and_are_charged() {
+        let words: Vec<u32> = (0..1000u32).map(|i| i.wrapping_mul(0x9e37_79b9)).collect();
+        let e = std::thread::spawn(move || Elems::from_words(&words).expect("laid out"))
+            .join()
+            .expect("the thread");
+        let mut heap = Heap::new(ARRAY_HEADER_BYTES + 4000);
+        let h = heap.adopt_ints(e).expect("within the quota");
+        assert_eq!(heap.used(), ARRAY_HEADER_BYTES + 4000);
+        match heap.get(h) {
+            Some(ArrayData::I(v)) => {
+                assert_eq!(v.len(), 1000);
+                assert_eq!(v[7] as u32, 7u32.wrapping_mul(0x9e37_79b9));
+            }
+            other => panic!("not an int[]: {other:?}"),
+        }
+        let more = Elems::from_words(&[1]).expect("laid out");
+        assert!(matches!(
+            heap.adopt_ints(more),
+            Err(Fault::HeapQuotaExceeded { .. })
+        ));
+        assert_eq!(heap.used(), ARRAY_HEADER_BYTES + 4000);
+    }
 
     /// Every array's elements start on a cache line, whatever came before
     /// it, and the quota charges the header plus exactly the elements.

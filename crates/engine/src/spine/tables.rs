@@ -26,8 +26,8 @@
 
 use std::sync::mpsc::Receiver;
 
+use jive::heap::{Elems, ARRAY_HEADER_BYTES};
 use jive::{ArrayRef, Vm};
-use unet_router::LcTrie;
 
 use crate::clients::{ClientId, ProcKey};
 
@@ -144,6 +144,29 @@ impl Tables {
     }
 }
 
+/// A table checked on the set-up thread, its parts already laid out as
+/// `int[]` elements there, so that installing it on the engine's thread
+/// moves them into the extension's heap without a copy.
+pub(crate) struct Checked {
+    /// [`TRIE`], [`BASE`], [`PRE`] and [`HOPS`], in that order.
+    pub parts: [Elems<i32>; 4],
+    /// The bits of an info word naming the next hop.
+    pub nh_bits: u32,
+}
+
+impl Checked {
+    /// What the parts take in a heap, [`META`] included: each `int[]` with
+    /// its header.
+    pub(crate) fn bytes(&self) -> usize {
+        self.parts
+            .iter()
+            .map(|p| p.len())
+            .chain([2])
+            .map(|n| n * 4 + ARRAY_HEADER_BYTES)
+            .sum()
+    }
+}
+
 /// A table load whose bytes are being checked (the set-up half's, in
 /// `Loads`).
 pub(crate) struct TableLoad {
@@ -152,5 +175,5 @@ pub(crate) struct TableLoad {
     pub req_id: u32,
     pub ext: u32,
     pub table: u32,
-    pub result: Receiver<Result<LcTrie, String>>,
+    pub result: Receiver<Result<Checked, String>>,
 }

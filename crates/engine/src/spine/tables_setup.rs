@@ -2,8 +2,11 @@
 //! hands extension `ext` a table under a number, in a memory file; the
 //! bytes are read and checked as hostile on a thread of their own (an
 //! LC-trie's export, every index within its array:
-//! `unet_router::LcTrie::from_le_bytes`), then installed on the engine's
-//! thread, between two events, as `int[]`s of the extension's heap.
+//! `unet_router::LcTrie::from_le_bytes`) and laid out there as `int[]`
+//! elements, then installed on the engine's thread, between two events:
+//! moved into the extension's heap whole, not copied, so that an update
+//! of a large table holds up the adapter's other work for little more
+//! than the collection that frees the version it replaces.
 //!
 //! Caps: table numbers below [`TABLES_PER_EXT`]; [`TABLE_BYTES_PER_EXT`]
 //! bytes of tables an extension and [`TABLE_BYTES_PER_PROCESS`] the
@@ -15,8 +18,8 @@
 use std::os::fd::OwnedFd;
 use std::sync::mpsc::TryRecvError;
 
-use jive::heap::ARRAY_HEADER_BYTES;
-use jive::{ArrayRef, Elem, Limits, Vm};
+use jive::heap::Elems;
+use jive::{ArrayRef, Limits, Vm};
 use unet_control::{ErrorCode, Reply};
 use unet_router::LcTrie;
 use unet_sys::Segment;
@@ -27,7 +30,7 @@ use crate::spine::ext::Ext;
 use crate::spine::rt::Rt;
 use crate::spine::setup::SpineSetup;
 use crate::spine::tables::{
-    TableLoad, Version, BASE, HOPS, META, PARTS, PRE, TABLES_PER_EXT, TABLE_BYTES_PER_EXT,
+    Checked, TableLoad, Version, BASE, HOPS, META, PARTS, PRE, TABLES_PER_EXT, TABLE_BYTES_PER_EXT,
     TABLE_BYTES_PER_PROCESS, TRIE,
 };
 
@@ -36,26 +39,25 @@ pub(crate) const LOADS_PER_PROCESS: usize = 2;
 /// Table loads being checked at once in the whole engine.
 const MAX_TABLE_LOADS: usize = 8;
 
-/// What the parts of `t` take in a heap: each `int[]` with its header.
-fn part_bytes(t: &LcTrie) -> usize {
-    let a = t.arrays();
-    [a.trie.len(), a.base.len(), a.pre.len(), a.hops.len(), 2]
-        .iter()
-        .map(|n| n * 4 + ARRAY_HEADER_BYTES)
-        .sum()
-}
-
-/// Read `len` bytes from memory file `fd` and check them as a table.
-fn check(fd: &OwnedFd, len: usize) -> Result<LcTrie, String> {
+/// Read `len` bytes from memory file `fd`, check them as a table, and lay
+/// its parts out as `int[]` elements (on the checking thread: the
+/// engine's thread only moves them into the heap).
+fn check(fd: &OwnedFd, len: usize) -> Result<Checked, String> {
     let bytes = match Segment::read_untrusted(fd, len) {
         Ok(b) if b.len() == len => b,
         Ok(b) => return Err(format!("the table has {} bytes, not {len}", b.len())),
         Err(e) => return Err(format!("cannot read the table: {e}")),
     };
-    LcTrie::from_le_bytes(&bytes).ok_or_else(|| {
+    let t = LcTrie::from_le_bytes(&bytes).ok_or_else(|| {
         "not an LC-trie export (the LCT2 magic, a header, the arrays of the \
          lengths it gives, every index within its array)"
             .to_string()
+    })?;
+    let a = t.arrays();
+    let part = |w: &[u32]| Elems::from_words(w).ok_or("a part too large to lay out");
+    Ok(Checked {
+        parts: [part(a.trie)?, part(a.base)?, part(a.pre)?, part(a.hops)?],
+        nh_bits: a.nh_bits,
     })
 }
 
@@ -145,7 +147,7 @@ impl SpineSetup<'_> {
             };
             let l = self.spine.loads.tables.remove(i);
             let reply = match r {
-                Ok(t) => self.install_table(&l, &t),
+                Ok(t) => self.install_table(&l, t),
                 Err(why) => Reply::Rejected(why),
             };
             self.clients.reply(l.client, l.req_id, reply, &[]);
@@ -158,12 +160,12 @@ impl SpineSetup<'_> {
     }
 
     /// Install checked table `t` as the load asks, within the quotas.
-    fn install_table(&mut self, l: &TableLoad, t: &LcTrie) -> Reply {
+    fn install_table(&mut self, l: &TableLoad, t: Checked) -> Reply {
         // The extension may have gone while the table was checked.
         let Some(slot) = self.table_slot(l.client, l.ext) else {
             return Reply::Error(ErrorCode::NoSuchExtension);
         };
-        let bytes = part_bytes(t);
+        let bytes = t.bytes();
         let owner = self.spine.exts[slot].as_ref().map(|x| x.owner);
         let owner_proc = owner.and_then(|o| self.clients.proc_key(o));
         // What the owner's other extensions hold.
@@ -235,21 +237,14 @@ fn ext_vm<'a>(
 }
 
 /// `t`'s parts as new pinned `int[]`s of `vm`'s heap, outside its quota
-/// (raised by `bytes` while they are made, then put back).
+/// (raised by `bytes` while they are made, then put back): the four laid
+/// out by the check are moved in whole, [`META`] is made here.
 fn new_parts<H>(
     vm: &mut Vm<H>,
-    t: &LcTrie,
+    t: Checked,
     version: u32,
     bytes: usize,
 ) -> Result<[ArrayRef; PARTS], String> {
-    let a = t.arrays();
-    let meta = [a.nh_bits, version];
-    let mut words: [&[u32]; PARTS] = [&[]; PARTS];
-    words[TRIE] = a.trie;
-    words[BASE] = a.base;
-    words[PRE] = a.pre;
-    words[HOPS] = a.hops;
-    words[META] = &meta;
     let own = vm.limits();
     vm.set_limits(Limits {
         heap_quota: vm.heap_used() + bytes,
@@ -257,14 +252,20 @@ fn new_parts<H>(
     });
     let mut made: Vec<ArrayRef> = Vec::with_capacity(PARTS);
     let mut failed = None;
-    for w in words {
-        match vm.new_array(Elem::Int, w.len()) {
+    let mut parts: [Option<Elems<i32>>; PARTS] = Default::default();
+    let [trie, base, pre, hops] = t.parts;
+    parts[TRIE] = Some(trie);
+    parts[BASE] = Some(base);
+    parts[PRE] = Some(pre);
+    parts[HOPS] = Some(hops);
+    parts[META] = Elems::from_words(&[t.nh_bits, version]);
+    for e in parts {
+        let Some(e) = e else {
+            failed = Some("the table's arrays: the version's part".to_string());
+            break;
+        };
+        match vm.adopt_ints(e) {
             Ok(arr) => {
-                if let Some(dst) = vm.ints_mut(arr) {
-                    for (d, &s) in dst.iter_mut().zip(w) {
-                        *d = s as i32;
-                    }
-                }
                 vm.pin_array(arr);
                 made.push(arr);
             }

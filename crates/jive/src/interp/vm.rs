@@ -761,6 +761,17 @@ impl<H> Vm<H> {
             .ok_or_else(|| Fault::Internal("fresh array not live".into()))
     }
 
+    /// Take `elems` (made on any thread: [`crate::heap::Elems::from_words`])
+    /// as a new `int[]` of the applet's heap without copying it, charged
+    /// to its quota as [`Vm::new_array`] is.
+    pub fn adopt_ints(&mut self, elems: crate::heap::Elems<i32>) -> Result<ArrayRef, Fault> {
+        let h = self.st.heap.adopt_ints(elems)?;
+        self.st
+            .heap
+            .array_ref(h)
+            .ok_or_else(|| Fault::Internal("fresh array not live".into()))
+    }
+
     /// Store array `a` in field `f`. Ignored if the field is not an array
     /// field of `a`'s kind or `a` is stale: see
     /// [`Vm::try_set_array_field`] for the checked form.
