@@ -20,12 +20,13 @@ mod common;
 mod tools;
 
 use std::hash::Hasher;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::Write;
+use std::net::TcpStream;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::hosts::ip;
+use common::three::{pattern, ping, tcp_server, Three};
 use common::*;
 use serde_json::Value;
 
@@ -36,16 +37,10 @@ const HANDLERS: &str = "300";
 const MAC1: &str = "02:00:00:79:00:02";
 const MAC2: &str = "02:00:00:80:00:02";
 
-/// Three namespaces, two veth pairs, two subnets; deleted on drop.
+/// The three namespaces, the hosts on two subnets with the router's
+/// addresses as their gateways.
 struct Routed {
-    h1: String,
-    h2: String,
-    r: String,
-    /// The router's ends, in `r`.
-    r1: String,
-    r2: String,
-    /// h1's veth.
-    h1v: String,
+    ns: Three,
     /// The hosts' addresses and the router's on each subnet.
     addr1: String,
     addr2: String,
@@ -55,57 +50,34 @@ struct Routed {
     n: u32,
 }
 
+impl std::ops::Deref for Routed {
+    type Target = Three;
+    fn deref(&self) -> &Three {
+        &self.ns
+    }
+}
+
 impl Routed {
     fn new() -> Routed {
-        let pid = std::process::id();
-        let n = pid % 250 + 1;
+        let n = std::process::id() % 250 + 1;
+        let (addr1, addr2) = (format!("10.79.{n}.2"), format!("10.80.{n}.2"));
+        let ns = Three::new(
+            "r",
+            &format!("{addr1}/24"),
+            &format!("{addr2}/24"),
+            Some([MAC1, MAC2]),
+        );
         let b = Routed {
-            h1: format!("unet-rh1-{pid}"),
-            h2: format!("unet-rh2-{pid}"),
-            r: format!("unet-rr-{pid}"),
-            r1: format!("rr1{pid}"),
-            r2: format!("rr2{pid}"),
-            h1v: format!("rh1{pid}"),
-            addr1: format!("10.79.{n}.2"),
-            addr2: format!("10.80.{n}.2"),
+            ns,
+            addr1,
+            addr2,
             gw1: format!("10.79.{n}.1"),
             gw2: format!("10.80.{n}.1"),
             n,
         };
-        for ns in [&b.h1, &b.h2, &b.r] {
-            let _ = ip(&["netns", "del", ns]);
-        }
-        if let Err(e) = ip(&["netns", "add", &b.r]) {
-            panic!("cannot create a network namespace ({e}); this test needs root");
-        }
-        let h2v = format!("rh2{pid}");
-        let c1 = format!("{}/24", b.addr1);
-        let c2 = format!("{}/24", b.addr2);
-        let steps: Vec<Vec<&str>> = vec![
-            vec!["netns", "add", &b.h1],
-            vec!["netns", "add", &b.h2],
-            vec!["link", "add", &b.h1v, "type", "veth", "peer", "name", &b.r1],
-            vec!["link", "add", &h2v, "type", "veth", "peer", "name", &b.r2],
-            vec!["link", "set", &b.h1v, "netns", &b.h1],
-            vec!["link", "set", &h2v, "netns", &b.h2],
-            vec!["link", "set", &b.r1, "netns", &b.r],
-            vec!["link", "set", &b.r2, "netns", &b.r],
-            vec!["-n", &b.h1, "link", "set", &b.h1v, "address", MAC1],
-            vec!["-n", &b.h2, "link", "set", &h2v, "address", MAC2],
-            vec!["-n", &b.h1, "addr", "add", &c1, "dev", &b.h1v],
-            vec!["-n", &b.h2, "addr", "add", &c2, "dev", &h2v],
-            // A segment is one frame: no TSO/GSO super-frames.
-            vec!["-n", &b.h1, "link", "set", &b.h1v, "gso_max_segs", "1"],
-            vec!["-n", &b.h2, "link", "set", &h2v, "gso_max_segs", "1"],
-            vec!["-n", &b.h1, "link", "set", &b.h1v, "up"],
-            vec!["-n", &b.h2, "link", "set", &h2v, "up"],
-            vec!["-n", &b.r, "link", "set", &b.r1, "up"],
-            vec!["-n", &b.r, "link", "set", &b.r2, "up"],
-            vec!["-n", &b.h1, "route", "add", "default", "via", &b.gw1],
-            vec!["-n", &b.h2, "route", "add", "default", "via", &b.gw2],
-        ];
-        for s in &steps {
-            ip(s).unwrap_or_else(|e| panic!("setting up the routed hosts: {e}"));
+        for (h, gw) in [(&b.h1, &b.gw1), (&b.h2, &b.gw2)] {
+            ip(&["-n", h, "route", "add", "default", "via", gw])
+                .unwrap_or_else(|e| panic!("setting up the routed hosts: {e}"));
         }
         b
     }
@@ -137,34 +109,6 @@ impl Routed {
         }
         t
     }
-}
-
-impl Drop for Routed {
-    fn drop(&mut self) {
-        for ns in [&self.h1, &self.h2, &self.r] {
-            let _ = ip(&["netns", "del", ns]);
-        }
-    }
-}
-
-/// `ping` from namespace `ns` to `to`, `count` echoes 0.2 s apart:
-/// whether every one came back within 10 s (a single echo: within 1 s).
-/// The neighbour entries of `ns` are flushed first.
-fn ping(ns: &str, to: &str, count: u32) -> (bool, String) {
-    ip(&["-n", ns, "neigh", "flush", "all"]).expect("flushing the neighbours");
-    let wait = if count == 1 { "1" } else { "10" };
-    let out = Command::new("ip")
-        .args(["netns", "exec", ns, "ping", "-c", &count.to_string()])
-        .args(["-i", "0.2", "-w", wait, to])
-        .output()
-        .expect("ip netns exec");
-    let text =
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !text.contains("No such file") && !text.contains("not found"),
-        "`ping` is missing: install iputils-ping (e.g. `apt-get install -y iputils-ping`): {text}"
-    );
-    (out.status.success(), text)
 }
 
 /// `unet router stat --json`, run in `ns`.
@@ -227,11 +171,6 @@ fn drops(v: &Value) -> u64 {
 const TCP_BYTES: usize = 8 << 20;
 /// Its port.
 const TCP_PORT: u16 = 7702;
-
-/// Byte `i` of the transfer.
-fn pattern(i: usize) -> u8 {
-    (i.wrapping_mul(2_654_435_761) >> 13) as u8
-}
 
 /// The Internet checksum.
 fn checksum(b: &[u8]) -> u16 {
@@ -311,25 +250,7 @@ fn child() {
     match role.as_str() {
         // In h2: take one connection, read it to its end, report its
         // length and hash.
-        "tcp-server" => {
-            let l = TcpListener::bind(("0.0.0.0", TCP_PORT))
-                .unwrap_or_else(|e| fail(&format!("bind: {e}")));
-            say("LISTENING");
-            let (mut c, _) = l.accept().unwrap_or_else(|e| fail(&format!("accept: {e}")));
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            let (mut n, mut buf) = (0usize, vec![0u8; 1 << 16]);
-            loop {
-                match c.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(k) => {
-                        h.write(&buf[..k]);
-                        n += k;
-                    }
-                    Err(e) => fail(&format!("read: {e}")),
-                }
-            }
-            say(&format!("GOT {n} {:016x}", h.finish()));
-        }
+        "tcp-server" => tcp_server(TCP_PORT),
         // In h1: send the pattern to the server, in pieces, reporting
         // progress so that the test can update the table meanwhile.
         "tcp-client" => {

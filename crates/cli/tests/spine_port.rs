@@ -15,102 +15,36 @@ mod common;
 mod tools;
 
 use std::hash::Hasher;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::Write;
+use std::net::TcpStream;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::hosts::ip;
+use common::three::{pattern, ping, tcp_server, Three};
 use common::*;
 use serde_json::Value;
 
-/// Three namespaces, two veth pairs; deleted on drop.
+/// The three namespaces, the hosts on one subnet.
 struct Bridged {
-    h1: String,
-    h2: String,
-    r: String,
-    /// The bridge's ends, in `r`.
-    r1: String,
-    r2: String,
+    ns: Three,
     addr1: String,
     addr2: String,
 }
 
 impl Bridged {
     fn new() -> Bridged {
-        let pid = std::process::id();
-        let n = pid % 250 + 1;
-        let b = Bridged {
-            h1: format!("unet-h1-{pid}"),
-            h2: format!("unet-h2-{pid}"),
-            r: format!("unet-r-{pid}"),
-            r1: format!("pr1{pid}"),
-            r2: format!("pr2{pid}"),
-            addr1: format!("10.78.{n}.1"),
-            addr2: format!("10.78.{n}.2"),
-        };
-        for ns in [&b.h1, &b.h2, &b.r] {
-            let _ = ip(&["netns", "del", ns]);
-        }
-        if let Err(e) = ip(&["netns", "add", &b.r]) {
-            panic!("cannot create a network namespace ({e}); this test needs root");
-        }
-        let (h1v, h2v) = (format!("ph1{pid}"), format!("ph2{pid}"));
-        let c1 = format!("{}/24", b.addr1);
-        let c2 = format!("{}/24", b.addr2);
-        let steps: Vec<Vec<&str>> = vec![
-            vec!["netns", "add", &b.h1],
-            vec!["netns", "add", &b.h2],
-            vec!["link", "add", &h1v, "type", "veth", "peer", "name", &b.r1],
-            vec!["link", "add", &h2v, "type", "veth", "peer", "name", &b.r2],
-            vec!["link", "set", &h1v, "netns", &b.h1],
-            vec!["link", "set", &h2v, "netns", &b.h2],
-            vec!["link", "set", &b.r1, "netns", &b.r],
-            vec!["link", "set", &b.r2, "netns", &b.r],
-            vec!["-n", &b.h1, "addr", "add", &c1, "dev", &h1v],
-            vec!["-n", &b.h2, "addr", "add", &c2, "dev", &h2v],
-            // A segment is one frame: no TSO/GSO super-frames.
-            vec!["-n", &b.h1, "link", "set", &h1v, "gso_max_segs", "1"],
-            vec!["-n", &b.h2, "link", "set", &h2v, "gso_max_segs", "1"],
-            vec!["-n", &b.h1, "link", "set", &h1v, "up"],
-            vec!["-n", &b.h2, "link", "set", &h2v, "up"],
-            vec!["-n", &b.r, "link", "set", &b.r1, "up"],
-            vec!["-n", &b.r, "link", "set", &b.r2, "up"],
-        ];
-        for s in &steps {
-            ip(s).unwrap_or_else(|e| panic!("setting up the bridged hosts: {e}"));
-        }
-        b
+        let n = std::process::id() % 250 + 1;
+        let (addr1, addr2) = (format!("10.78.{n}.1"), format!("10.78.{n}.2"));
+        let ns = Three::new("p", &format!("{addr1}/24"), &format!("{addr2}/24"), None);
+        Bridged { ns, addr1, addr2 }
     }
 }
 
-impl Drop for Bridged {
-    fn drop(&mut self) {
-        for ns in [&self.h1, &self.h2, &self.r] {
-            let _ = ip(&["netns", "del", ns]);
-        }
+impl std::ops::Deref for Bridged {
+    type Target = Three;
+    fn deref(&self) -> &Three {
+        &self.ns
     }
-}
-
-/// `ping` from namespace `ns` to `to`, `count` echoes 0.2 s apart:
-/// whether every one came back within 10 s (a single echo: within 1 s).
-/// The neighbour entries of `ns` are flushed first, so that an address
-/// resolution left from an earlier ping does not hold the echoes back.
-fn ping(ns: &str, to: &str, count: u32) -> (bool, String) {
-    ip(&["-n", ns, "neigh", "flush", "all"]).expect("flushing the neighbours");
-    let wait = if count == 1 { "1" } else { "10" };
-    let out = Command::new("ip")
-        .args(["netns", "exec", ns, "ping", "-c", &count.to_string()])
-        .args(["-i", "0.2", "-w", wait, to])
-        .output()
-        .expect("ip netns exec");
-    let text =
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !text.contains("No such file") && !text.contains("not found"),
-        "`ping` is missing: install iputils-ping (e.g. `apt-get install -y iputils-ping`): {text}"
-    );
-    (out.status.success(), text)
 }
 
 fn ports(socket: &std::path::Path) -> Value {
@@ -140,16 +74,6 @@ const TCP_BYTES: usize = 4 << 20;
 /// Its port.
 const TCP_PORT: u16 = 7701;
 
-/// Byte `i` of the transfer.
-fn pattern(i: usize) -> u8 {
-    (i.wrapping_mul(2_654_435_761) >> 13) as u8
-}
-
-/// A hash of bytes, fed in pieces.
-fn hash(h: &mut std::collections::hash_map::DefaultHasher, b: &[u8]) {
-    h.write(b);
-}
-
 #[test]
 fn child() {
     let Some(role) = role() else { return };
@@ -157,25 +81,7 @@ fn child() {
     match role.as_str() {
         // In h2: take one connection, read it to its end, report its
         // length and hash.
-        "tcp-server" => {
-            let l = TcpListener::bind(("0.0.0.0", TCP_PORT))
-                .unwrap_or_else(|e| fail(&format!("bind: {e}")));
-            say("LISTENING");
-            let (mut c, _) = l.accept().unwrap_or_else(|e| fail(&format!("accept: {e}")));
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            let (mut n, mut buf) = (0usize, vec![0u8; 1 << 16]);
-            loop {
-                match c.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(k) => {
-                        hash(&mut h, &buf[..k]);
-                        n += k;
-                    }
-                    Err(e) => fail(&format!("read: {e}")),
-                }
-            }
-            say(&format!("GOT {n} {:016x}", h.finish()));
-        }
+        "tcp-server" => tcp_server(TCP_PORT),
         // In h1: send the pattern to the server.
         "tcp-client" => {
             let to = env("UNET_TO");
@@ -243,7 +149,7 @@ fn hosts_ping_each_other_through_a_bridging_extension_on_two_ports() {
     client.expect("SENT", Duration::from_secs(60));
     let mut h = std::collections::hash_map::DefaultHasher::new();
     let data: Vec<u8> = (0..TCP_BYTES).map(pattern).collect();
-    hash(&mut h, &data);
+    h.write(&data);
     assert_eq!(
         server.expect("GOT", Duration::from_secs(60)),
         format!("{TCP_BYTES} {:016x}", h.finish())
