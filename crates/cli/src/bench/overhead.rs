@@ -112,9 +112,14 @@ use unet_abi::{
 use unet_engine::invoker::{LocalClient, RawEndpoint};
 use unet_engine::{Dispatcher, EngineConfig, PathChoice};
 
-use super::applet_build;
 use super::report::Progress;
 use super::stats::{clock_cost_ns, median_f64};
+
+mod applets;
+mod table;
+
+use applets::compile;
+use table::{print_table, Row};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -547,89 +552,6 @@ fn send_desc(len: usize, channel: u16) -> SendDesc {
 }
 
 // -------------------------------------------------------------------------
-// The applets
-// -------------------------------------------------------------------------
-
-/// (class, doTx body, doRx body) of the micro applets.
-const MICRO: [(&str, &str, &str); 6] = [
-    ("OvEmpty", "return 0;", "return 0;"),
-    ("OvNative", NATIVE16, NATIVE16),
-    (
-        "OvDma0",
-        "doHtoLDMA(TxBuf, 0, off, 0); return 0;",
-        "doLtoHDMA(RxBuf, 0, 4096, 0); return 0;",
-    ),
-    (
-        "OvDma",
-        "doHtoLDMA(TxBuf, 0, off, length); return 0;",
-        "doLtoHDMA(RxBuf, 0, 4096, length); return 0;",
-    ),
-    (
-        "OvPush",
-        "txPush(TxBuf, 0, channel, length); return 0;",
-        "if (length <= 56) { dmaRxdPayload(RxBuf, channel, length); } \
-         else { offsets[0] = 4096; dmaRxd(offsets, channel, length); } return 0;",
-    ),
-    (
-        "OvGetFree",
-        "return 0;",
-        "int o = getFreeBuffer(); if (o == -1) return 0; return 0;",
-    ),
-];
-
-const NATIVE16: &str = "getFreeBufferLength(); getFreeBufferLength(); getFreeBufferLength(); \
-    getFreeBufferLength(); getFreeBufferLength(); getFreeBufferLength(); \
-    getFreeBufferLength(); getFreeBufferLength(); getFreeBufferLength(); \
-    getFreeBufferLength(); getFreeBufferLength(); getFreeBufferLength(); \
-    getFreeBufferLength(); getFreeBufferLength(); getFreeBufferLength(); \
-    getFreeBufferLength(); return 0;";
-
-fn micro_source(class: &str, tx: &str, rx: &str) -> String {
-    format!(
-        "import static unet.sle.Natives.*;\n\n\
-         public class {class} {{\n\
-         \x20 public static byte[] TxBuf;\n\
-         \x20 public static byte[] RxBuf;\n\
-         \x20 public static int[] offsets;\n\n\
-         \x20 {class}() {{\n\
-         \x20   TxBuf = newAlignedArray(4096);\n\
-         \x20   offsets = new int[14];\n\
-         \x20 }}\n\n\
-         \x20 private static int doTx(int length, int channel, int off) {{\n\
-         \x20   {tx}\n\
-         \x20 }}\n\n\
-         \x20 private static int doRx(int length, int channel) {{\n\
-         \x20   {rx}\n\
-         \x20 }}\n\
-         }}\n"
-    )
-}
-
-/// Compiles the micro applets and RawUnet; their class files by name.
-fn compile(a: &Args) -> Result<Vec<(String, Vec<u8>)>, String> {
-    let (mut files, sdk) =
-        applet_build::sources(a.applets_dir.as_deref(), a.sdk_dir.as_deref(), &["RawUnet"])?;
-    let tmp = applet_build::BuildDir::new("overhead", a.keep)?;
-    let src = tmp.path.join("src");
-    let classes = tmp.path.join("classes");
-    std::fs::create_dir_all(&src).map_err(|e| format!("{}: {e}", src.display()))?;
-    for (class, tx, rx) in MICRO {
-        let p = src.join(format!("{class}.java"));
-        std::fs::write(&p, micro_source(class, tx, rx))
-            .map_err(|e| format!("{}: {e}", p.display()))?;
-        files.push(p);
-    }
-    applet_build::javac(&sdk, &classes, &files)?;
-    let mut out = Vec::new();
-    for name in MICRO.iter().map(|m| m.0).chain(["RawUnet"]) {
-        let p = classes.join(format!("{name}.class"));
-        let bytes = std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-        out.push((name.to_string(), bytes));
-    }
-    Ok(out)
-}
-
-// -------------------------------------------------------------------------
 // Measurement
 // -------------------------------------------------------------------------
 
@@ -767,15 +689,6 @@ fn variants(rigs: &[Rig]) -> Result<Vec<Variant>, String> {
         }
     }
     Ok(v)
-}
-
-/// One reported step.
-struct Row {
-    dir: &'static str,
-    size: usize,
-    applet: &'static str,
-    step: &'static str,
-    ns: f64,
 }
 
 fn load_average() -> String {
@@ -946,156 +859,4 @@ fn bench(mut a: Args) -> Result<(), String> {
         print_table(&rows, &a, &load, clock_ns);
     }
     Ok(())
-}
-
-/// Order of the steps in the table.
-const STEP_ORDER: [&str; 11] = [
-    "validate",
-    "applet_call",
-    "null_native",
-    "get_free_buffer",
-    "dma_setup",
-    "data_movement",
-    "deliver",
-    "tx_push",
-    "descriptor_push",
-    "end_to_end",
-    "total",
-];
-
-/// The paper's Figure 7 (LanAI, µs), 40-byte / 1000-byte, for the steps
-/// that have a counterpart there (`applet_call`: the sum of the two rows
-/// it merges).
-fn paper(dir: &str, step: &str) -> &'static str {
-    match (dir, step) {
-        ("tx", "applet_call") => "0.7+3.9 / 0.7+3.9",
-        ("tx", "null_native") | ("rx", "null_native") => "(5.5 / 5.5)",
-        ("tx", "dma_setup") => "11.8 / 11.8",
-        ("tx", "tx_push") => "8.1 / 8.1",
-        ("tx", "total") => "24.5 / 24.5",
-        ("rx", "applet_call") => "0.6+3.2 / 0.6+3.2",
-        ("rx", "get_free_buffer") => "- / 5.85",
-        ("rx", "dma_setup") => "- / 11.8",
-        ("rx", "descriptor_push") => "12.9 / 21.0",
-        ("rx", "total") => "16.7 / 42.5",
-        _ => "",
-    }
-}
-
-/// The label of a step in the table (merged steps say what they hold).
-fn label(dir: &str, applet: &str, step: &str) -> &'static str {
-    match (dir, applet, step) {
-        ("tx", "RawUnet", "applet_call") => "find_applet + call_return",
-        ("rx", "RawUnet", "applet_call") => "rxbuf_copy + find_applet + call_return",
-        ("rx", _, "validate") => "validate (sending side)",
-        (_, _, "deliver") => "deliver (route, U-Net delivery)",
-        (_, "RawUnet", "total") => "total (added)",
-        (_, _, "null_native") => "(null_native)",
-        _ => match STEP_ORDER.iter().find(|s| **s == step) {
-            Some(s) => s,
-            None => "?",
-        },
-    }
-}
-
-fn print_table(rows: &[Row], a: &Args, load: &str, clock_ns: f64) {
-    println!(
-        "U-Net/SLE per-message overhead, ns, of the engine stepped in this process: median of \
-         {} repetitions x {} batches of {} (load average {load}; one clock read {clock_ns:.0} ns); \
-         applets {}",
-        a.reps,
-        a.batches,
-        BATCH,
-        if a.interpret {
-            "interpreted (--interpret)"
-        } else {
-            "compiled by JIVE"
-        }
-    );
-    let width = rows
-        .iter()
-        .map(|r| label(r.dir, r.applet, r.step).len())
-        .max()
-        .unwrap_or(0)
-        .max(36);
-    for (dir, title) in [("tx", "Transmit"), ("rx", "Receive")] {
-        for applet in ["RawUnet", "none"] {
-            println!();
-            let who = if applet == "none" {
-                "no applet".to_string()
-            } else {
-                format!("{applet} applet")
-            };
-            let paper_head = if applet == "none" { "" } else { "paper, us" };
-            let head = format!(
-                "{:<w$}   {:>9} {:>9}   {paper_head}",
-                format!("{title} overhead, {who}"),
-                "40-byte",
-                "1000-byte",
-                w = width
-            );
-            println!("{}", head.trim_end());
-            let steps = STEP_ORDER.iter().copied().filter(|step| {
-                rows.iter()
-                    .any(|r| r.dir == dir && r.applet == applet && r.step == *step)
-            });
-            for step in steps {
-                let cell = |size: usize| {
-                    rows.iter()
-                        .find(|r| {
-                            r.dir == dir && r.applet == applet && r.step == step && r.size == size
-                        })
-                        .map_or("-".to_string(), |r| format!("{:.1}", r.ns))
-                };
-                let mut line = format!(
-                    "  {:<w$} {:>9} {:>9}",
-                    label(dir, applet, step),
-                    cell(SIZES[0]),
-                    cell(SIZES[1]),
-                    w = width
-                );
-                if applet != "none" {
-                    line.push_str(&format!("   {}", paper(dir, step)));
-                }
-                if step == "total" && applet != "none" {
-                    let ok = SIZES.iter().all(|&s| {
-                        rows.iter().any(|r| {
-                            r.dir == dir
-                                && r.applet == applet
-                                && r.step == "total"
-                                && r.size == s
-                                && r.ns <= TARGET_NS
-                        })
-                    });
-                    line.push_str(&format!(
-                        "   target <= {TARGET_NS:.0} ns: {}",
-                        if ok { "met" } else { "NOT met" }
-                    ));
-                }
-                println!("{}", line.trim_end());
-            }
-        }
-    }
-    println!();
-    println!(
-        "end_to_end: RawUnet through the engine, per message; total (added) = end_to_end - \
-         no-applet total."
-    );
-    println!(
-        "validate: a send on a channel whose peer closed its end: every check the engine makes, \
-         no delivery."
-    );
-    println!(
-        "The engine finds and calls an applet in one piece of code: the paper's find_applet and \
-         call_return (on receive, with the copy into RxBuf) are one row."
-    );
-    println!(
-        "Every figure holds its share of the engine loop's turns (up to 64 descriptors a turn \
-         from an endpoint, fewer once its applet used 20 000 units of work in the turn)."
-    );
-    println!(
-        "Each step and total is the median over repetitions of a difference taken within one \
-         repetition."
-    );
-    println!("(null_native) is per call and, as in the paper, not part of the sum.");
 }
