@@ -1,0 +1,404 @@
+//! `unet bench udm`'s Table 5: the buffered path's cost (inject into the
+//! engine, insertion into the virtual buffer, extraction, pages given
+//! back) beside the fast path's in the same run, and the cost of a fresh
+//! page measured on its own, against the paper's cycles.
+
+use super::*;
+
+/// Messages in a node's divert ring to the engine.
+const DIVERT_RING: u64 = 256;
+
+/// A CPU-time clock's reading, ns.
+fn cpu_clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec we own; a clock that
+    // does not exist (a thread gone) leaves it zero.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// This thread's CPU time, ns.
+fn thread_cpu_ns() -> u64 {
+    cpu_clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// The CPU clocks of this process's engine threads (named `unet-engine`):
+/// Linux's clock for thread `tid` is `(!tid << 3) | 6` (its scheduler
+/// clock, per thread), read exactly even while the thread runs.
+fn engine_clocks() -> Vec<libc::clockid_t> {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return vec![];
+    };
+    dir.flatten()
+        .filter(|e| {
+            std::fs::read_to_string(e.path().join("comm"))
+                .is_ok_and(|c| c.trim_end() == "unet-engine")
+        })
+        .filter_map(|e| e.file_name().to_str()?.parse::<libc::pid_t>().ok())
+        .map(|tid| (!tid << 3) | 6)
+        .collect()
+}
+
+fn engines_cpu_ns(clocks: &[libc::clockid_t]) -> u64 {
+    clocks.iter().map(|&c| cpu_clock_ns(c)).sum()
+}
+
+/// One run of the buffered path: per message, the sender's injects, the
+/// insertion (first inject until the engine has them all in the buffer)
+/// and the extraction from the buffer; and the same messages' fast path
+/// (inject + extract) beside.
+struct T5Run {
+    /// CPU time per message: the sender's injects in buffered mode, the
+    /// engine's insertion, the receiver's extraction from the buffer, and
+    /// the fast path's inject + extract.
+    divert_inject: f64,
+    insert: f64,
+    extract: f64,
+    /// The engine's CPU while the receiver extracts: giving pages back.
+    page_return: f64,
+    fast: f64,
+    /// Wall time per message from the first inject until the engine had
+    /// them all in the buffer.
+    insert_wall: f64,
+    pages_max: u64,
+}
+
+fn buffered_run(h: &Host, k: usize) -> Res<T5Run> {
+    let t = h
+        .session
+        .udm_create_job(&JobConfig {
+            nodes: 2,
+            fast_queue: 2,
+            buffer_size: 16 << 20,
+            ..JobConfig::default()
+        })
+        .map_err(err("udm job"))?;
+    let mut a = h.session.udm_join(t, 0).map_err(err("join"))?;
+    let mut b = h.session.udm_join(t, 1).map_err(err("join"))?;
+    let inject = |a: &mut Node| a.inject(1, 7, &[]).map_err(|e| format!("inject: {e}"));
+    let mut w = [0u64; MAX_WORDS];
+    // Fill the fast ring; the next inject waits until the engine switches
+    // node 1 to buffered mode (it takes nothing for the atomicity timeout).
+    inject(&mut a)?;
+    inject(&mut a)?;
+    inject(&mut a)?;
+    if b.mode() != Mode::Buffered {
+        return Err("node 1 did not switch to buffered mode".into());
+    }
+    let base = b.stats().engine(UdmCounter::BufferedMsgs);
+    let clocks = engine_clocks();
+    if clocks.is_empty() {
+        return Err("no engine thread found in /proc/self/task".into());
+    }
+    let e0 = engines_cpu_ns(&clocks);
+    // Batches of the divert ring's size: the sender fills the ring, then
+    // waits (yielding its core, which the engine may need) until the
+    // engine has moved the batch into the buffer. The sender never waits
+    // for room in the ring, so the figure is the two costs, not a wait
+    // policy's.
+    let t0 = Instant::now();
+    let mut sending = 0u64;
+    let mut sent = 0u64;
+    while sent < k as u64 {
+        let n = (k as u64 - sent).min(DIVERT_RING);
+        let s = thread_cpu_ns();
+        for _ in 0..n {
+            let mut tries = 0u32;
+            while !a.injectc(1, 7, &[]).map_err(|e| format!("inject: {e}"))? {
+                tries += 1;
+                if tries.is_multiple_of(64) {
+                    std::thread::yield_now();
+                }
+            }
+        }
+        sending += thread_cpu_ns() - s;
+        sent += n;
+        let mut polls = 0u32;
+        while b.stats().engine(UdmCounter::BufferedMsgs) < base + sent {
+            if t0.elapsed() > Duration::from_secs(20) {
+                return Err("the engine did not buffer the messages".into());
+            }
+            polls += 1;
+            if polls.is_multiple_of(64) {
+                std::thread::yield_now();
+            }
+        }
+    }
+    let inserted = t0.elapsed();
+    let engine_ns = engines_cpu_ns(&clocks) - e0;
+    // The two fast ones and the one that switched, untimed.
+    for _ in 0..3 {
+        b.extract(&mut w).map_err(|e| format!("extract: {e}"))?;
+    }
+    let before = b.stats().buffered_taken;
+    let e1 = engines_cpu_ns(&clocks);
+    let t3 = thread_cpu_ns();
+    for _ in 0..k {
+        b.extract(&mut w).map_err(|e| format!("extract: {e}"))?;
+    }
+    let extracted = thread_cpu_ns() - t3;
+    // The engine gives the pages read back meanwhile, and all of them once
+    // the buffer is empty.
+    let t4 = Instant::now();
+    while b.stats().engine(UdmCounter::BufferPages) > 0 {
+        if t4.elapsed() > Duration::from_secs(20) {
+            return Err("the engine did not give the buffer's pages back".into());
+        }
+        std::thread::yield_now();
+    }
+    let returned = engines_cpu_ns(&clocks) - e1;
+    let st = b.stats();
+    if st.buffered_taken - before != k as u64 {
+        return Err(format!(
+            "{} of {k} messages came from the buffer",
+            st.buffered_taken - before
+        ));
+    }
+    // Back in the fast case: as many messages, in pieces the ring holds.
+    let f0 = thread_cpu_ns();
+    let mut left = k;
+    while left > 0 {
+        let n = left.min(2);
+        for _ in 0..n {
+            inject(&mut a)?;
+        }
+        for _ in 0..n {
+            b.extract(&mut w).map_err(|e| format!("extract: {e}"))?;
+        }
+        left -= n;
+    }
+    let fast = thread_cpu_ns() - f0;
+    if b.mode() != Mode::Fast {
+        return Err("node 1 did not return to the fast case".into());
+    }
+    let per = |ns: u64| ns as f64 / k as f64;
+    Ok(T5Run {
+        divert_inject: per(sending),
+        insert: per(engine_ns),
+        extract: per(extracted),
+        page_return: per(returned),
+        fast: per(fast),
+        insert_wall: per(inserted.as_nanos() as u64),
+        pages_max: st.engine(UdmCounter::BufferPagesMax),
+    })
+}
+
+/// What a page of a virtual buffer costs, in ns: its first write (a
+/// fresh memory file's shared mapping faulting in a zeroed page, as the
+/// engine's insert meets it) and its return (`fallocate(PUNCH_HOLE)`, as
+/// the engine gives pages back behind the reader), each the best of three
+/// passes over `pages` pages.
+struct PageCost {
+    first_write: f64,
+    given_back: f64,
+}
+
+fn fresh_page_ns(pages: usize) -> Res<PageCost> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    const PAGE: usize = 4096;
+    let len = pages * PAGE;
+    // SAFETY: memfd_create with a valid C string; the result is checked.
+    let raw = unsafe { libc::memfd_create(c"unet-bench-page".as_ptr(), libc::MFD_CLOEXEC) };
+    if raw < 0 {
+        return Err(format!("memfd_create: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: a descriptor just made, owned by nothing else.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    // SAFETY: ftruncate on our memory file.
+    if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
+        return Err(format!("ftruncate: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: a fresh shared mapping of our file, checked below, unmapped
+    // at the end; nothing else maps it.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd.as_raw_fd(),
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(format!("mmap: {}", std::io::Error::last_os_error()));
+    }
+    let mut best = PageCost {
+        first_write: f64::MAX,
+        given_back: f64::MAX,
+    };
+    for _ in 0..3 {
+        let t = Instant::now();
+        for i in 0..pages {
+            // SAFETY: inside the mapping (i < pages): 128 bytes of page i.
+            unsafe { std::ptr::write_bytes(p.cast::<u8>().add(i * PAGE), 1, 128) };
+        }
+        let written = t.elapsed();
+        // SAFETY: fallocate on our memory file, within its size.
+        unsafe {
+            libc::fallocate(
+                fd.as_raw_fd(),
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                0,
+                len as libc::off_t,
+            )
+        };
+        let per = |d: std::time::Duration| d.as_nanos() as f64 / pages as f64;
+        best.first_write = best.first_write.min(per(written));
+        best.given_back = best.given_back.min(per(t.elapsed() - written));
+    }
+    // SAFETY: the mapping made above, no longer used.
+    unsafe { libc::munmap(p, len) };
+    Ok(best)
+}
+
+pub(super) fn table5(p: &Plan) -> Res<()> {
+    let prog = Progress::new();
+    let k = if p.a.quick { 4096 } else { 32768 };
+    // The engine sleeps as soon as it has nothing to do (the default), so
+    // its CPU time is the insertion's, wake-ups included.
+    let h = Host::start()?;
+    let mut runs = Vec::new();
+    let mut page = Vec::new();
+    let mut recv_upcall = Vec::new();
+    for r in 0..p.runs * 3 {
+        prog.show(&format!("table 5: run {}/{}", r + 1, p.runs * 3));
+        runs.push(buffered_run(&h, k)?);
+        page.push(fresh_page_ns(256)?);
+        // The paper's fast path: a receive with the upcall (Table 4).
+        let (_, e) = fast_batches(&h, 10)?;
+        let u =
+            unet::udm::bench::upcall_latency(&h.session, 2000).map_err(err("upcall latency"))?;
+        recv_upcall.push(median_f64(&e) + (u.upcall_round_trip_ns - u.poll_round_trip_ns).max(0.0));
+    }
+    prog.clear();
+    let m = |f: fn(&T5Run) -> f64| median_f64(&runs.iter().map(f).collect::<Vec<_>>());
+    let (di, ins, ex, ret, fast, wall) = (
+        m(|r| r.divert_inject),
+        m(|r| r.insert),
+        m(|r| r.extract),
+        m(|r| r.page_return),
+        m(|r| r.fast),
+        m(|r| r.insert_wall),
+    );
+    let page_ns = median_f64(&page.iter().map(|c| c.first_write).collect::<Vec<_>>());
+    let page_back_ns = median_f64(&page.iter().map(|c| c.given_back).collect::<Vec<_>>());
+    let pages_max = runs.iter().map(|r| r.pages_max).max().unwrap_or(0);
+    let buffered = di + ins + ex + ret;
+    let ratio = buffered / fast;
+    // In the paper's terms: a typical insert (its fresh page's share
+    // left out, as the paper's 180 cycles leave it: a page's first write
+    // every UDM_MSGS_PER_PAGE messages; its return is the engine's
+    // `page_return`, not the insert's) and the extract, against the fast
+    // path's receive with the upcall (its 87 cycles).
+    let typical_insert = (ins - page_ns / unet_abi::udm::UDM_MSGS_PER_PAGE as f64).max(0.0);
+    let fast_upcall = median_f64(&recv_upcall);
+    let paper_terms = (typical_insert + ex) / fast_upcall;
+    // Rows: (key, name, ns, paper cycles).
+    let rows: [(&str, &str, f64, Option<f64>); 10] = [
+        (
+            "insert",
+            "insert into the buffer (engine)",
+            ins,
+            Some(180.0),
+        ),
+        (
+            "insert_typical",
+            "  less the fresh pages' share",
+            typical_insert,
+            None,
+        ),
+        (
+            "insert_fresh_page",
+            "insert with a fresh page",
+            typical_insert + page_ns,
+            Some(3162.0),
+        ),
+        (
+            "fresh_page",
+            "  of which the page's first write",
+            page_ns,
+            None,
+        ),
+        (
+            "page_back",
+            "a page given back (fallocate)",
+            page_back_ns,
+            None,
+        ),
+        (
+            "divert_inject",
+            "inject in buffered mode (sender)",
+            di,
+            None,
+        ),
+        (
+            "extract_buffered",
+            "extract from the buffer",
+            ex,
+            Some(52.0),
+        ),
+        ("page_return", "pages given back (engine)", ret, None),
+        ("fast", "fast path: inject + extract", fast, Some(87.0)),
+        (
+            "insert_wall",
+            "insert, wall time (sender to buffer)",
+            wall,
+            None,
+        ),
+    ];
+    if !p.a.json {
+        println!(
+            "Table 5: the buffered path, null message ({} messages a run, median of {} runs; \
+             ns of CPU per message)",
+            k,
+            runs.len()
+        );
+        println!(
+            "{:<36} {:>9}  {:>10} {:>10}",
+            "", "ns", "paper cyc", "paper ns"
+        );
+        for (_, name, ns, pc) in rows {
+            let (c, n) = paper_cols(pc);
+            println!("{name:<36} {ns:>9.1}  {c:>10} {n:>10}");
+        }
+        println!(
+            "buffered (inject + insert + extract + pages back) {buffered:.1} ns, fast (inject + \
+             extract) \
+             {fast:.1} ns: {ratio:.2}x (target <= 2.5x; the paper 232/87 cycles = 2.67x): {}",
+            if ratio <= 2.5 { "met" } else { "missed" }
+        );
+        println!(
+            "in the paper's terms: typical insert {typical_insert:.1} + extract {ex:.1} ns \
+             against the fast receive with the upcall {fast_upcall:.1} ns: {paper_terms:.2}x \
+             (the paper 2.67x; target <= 2.5x): {}",
+            if paper_terms <= 2.5 { "met" } else { "missed" }
+        );
+        println!("buffer pages at most {pages_max} (16 MiB buffer, {k} messages)");
+        println!();
+    }
+    for (key, _, ns, pc) in rows {
+        emit_row(
+            p,
+            json!({"bench": "udm", "table": 5, "row": key, "ns": ns,
+                   "paper_cycles": pc, "paper_ns": pc.map(|c| c * PAPER_NS_PER_CYCLE)}),
+        );
+    }
+    emit_row(
+        p,
+        json!({"bench": "udm", "table": 5, "row": "ratio", "buffered_ns": buffered,
+               "fast_ns": fast, "ratio": ratio, "target": 2.5, "met": ratio <= 2.5,
+               "paper_ratio": 232.0 / 87.0, "messages": k, "runs": runs.len()}),
+    );
+    emit_row(
+        p,
+        json!({"bench": "udm", "table": 5, "row": "ratio_paper_terms",
+               "typical_insert_ns": typical_insert, "extract_ns": ex,
+               "fast_receive_upcall_ns": fast_upcall, "ratio": paper_terms, "target": 2.5,
+               "met": paper_terms <= 2.5, "paper_ratio": 232.0 / 87.0}),
+    );
+    Ok(())
+}
