@@ -1,4 +1,4 @@
-//! `unet bench router lookup`: the router's route lookup (the SPINE paper,
+//! `unet bench router lookup` (`forward`, Figure 5, is in `router/forward.rs`): the router's route lookup (the SPINE paper,
 //! section 5.2). Lookups per second on one core and bytes of the structure,
 //! for the full Internet table (when it is beside the repository) and for
 //! a generated table of 1 000 routes (the paper's size), over random
@@ -33,6 +33,9 @@ use super::plot::{self, Figure, Scale, Series};
 use super::report::{finish, warn_if_busy, Progress};
 use super::stats::median_f64;
 
+mod forward;
+mod lab;
+
 type Res<T> = Result<T, String>;
 
 #[derive(clap::Args)]
@@ -47,6 +50,10 @@ pub enum What {
     /// binary trie and published crates, on the full table and 1 000
     /// routes, random destinations and a trace with locality.
     Lookup(LookupArgs),
+    /// SPINE's Figure 5: the router's forwarding rate at under 0.5 % loss
+    /// beside Linux's own IP forwarding in the same namespaces (needs
+    /// root).
+    Forward(forward::ForwardArgs),
 }
 
 #[derive(clap::Args)]
@@ -92,6 +99,7 @@ pub struct LookupArgs {
 pub fn run(a: Args) -> ExitCode {
     match a.what {
         What::Lookup(l) => finish(lookup(l)),
+        What::Forward(f) => finish(forward::forward(f)),
     }
 }
 

@@ -1,0 +1,809 @@
+//! `unet bench router forward`: SPINE's Figure 5 (the SPINE paper,
+//! section 5.2): the rate at which the router forwards packets with less
+//! than 0.5 % of them lost, and the time per packet it implies, beside
+//! Linux's own IP forwarding in the same namespaces, in the same run.
+//!
+//! The network is `lab.rs`'s: a generator in `h1` sends IPv4/UDP packets
+//! through the router namespace `r` to `h2`, where veth counts what
+//! arrives. Packets go to destinations drawn from the routing table (the
+//! paper's 1 000 routes, generated, or the full Internet table), each
+//! route's next hop one of four addresses on `h2`'s subnet (a hash of the
+//! prefix), all at `h2`'s MAC. The forwarders, each set up in `r` in turn,
+//! interleaved, each repetition in a new order:
+//!
+//! - `unet`: a `unet daemon` (the adapter) pinned to core 1 and `unet
+//!   router run` (the host application) with both ports on that adapter.
+//! - `linux`: Linux's IPv4 forwarding between the same two interfaces, the
+//!   same routes (`ip route`), the same static neighbours. veth hands a
+//!   frame to the next namespace in the sender's own system call, so
+//!   Linux forwards on the generator's core.
+//! - `linux-rps`: the same with receive packet steering on the ingress
+//!   interface to core 1, so that Linux forwards on the other core, as the
+//!   adapter does.
+//!
+//! For each forwarder and packet size a trial sends `--packets` packets
+//! at a rate and counts what arrived. The first trial sends as fast as
+//! the generator goes; if more than `--loss` % is lost, a search over the
+//! rate (`--steps` trials, halving the interval between the best rate
+//! that passed and the least that failed) finds the highest rate that
+//! loses less. The figure is that rate (the median over repetitions);
+//! the generator's own rate, with nothing forwarding, is measured beside
+//! it, so that a rate the generator limits says so (`generator_bound`).
+//! While the router forwards, the CPU time its host application and its
+//! adapter take is read from the kernel (`/proc/PID/task/*/schedstat`):
+//! the paper's claim is zero for the host.
+//!
+//! Needs root (namespaces, raw sockets) and `ip`.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command as Cmd, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use unet_router::table::{self, generated, hashed_next_hop, Route, SplitMix};
+use unet_router::LcTrie;
+
+use super::super::child::pin_child;
+use super::super::plot::{self, Figure, Scale, Series};
+use super::super::report::{warn_if_busy, Progress};
+use super::super::stats::median_f64;
+use super::lab::{self, generate, ip, sysctl, Lab, MAC1, MAC2};
+use super::Res;
+
+/// Next hops on `h2`'s subnet.
+const NEXT_HOPS: u32 = 4;
+/// Destinations in the generator's pool.
+const POOL: usize = 4096;
+/// The router's first handler number.
+const HANDLERS: u16 = 200;
+
+/// The paper's Figure 5 (packets a second; it gives no packet size).
+const PAPER: [(&str, f64); 2] = [("PCI", 11_300.0), ("Wire", 14_100.0)];
+
+#[derive(clap::Args)]
+pub struct ForwardArgs {
+    /// IP packet sizes in bytes (the frame is 14 more), 28 to 1500.
+    #[arg(long, value_delimiter = ',', default_value = "64,1500")]
+    pub sizes: Vec<usize>,
+    /// Forwarders, in the order of the first repetition: unet, linux,
+    /// linux-rps.
+    #[arg(long, value_delimiter = ',', default_value = "unet,linux,linux-rps")]
+    pub cases: Vec<String>,
+    /// Packets a trial (the paper forwarded two million).
+    #[arg(long, default_value_t = 200_000)]
+    pub packets: u64,
+    /// Repetitions of every forwarder, interleaved; medians are reported.
+    #[arg(long, default_value_t = 3)]
+    pub reps: usize,
+    /// Trials of the rate search after the first.
+    #[arg(long, default_value_t = 7)]
+    pub steps: usize,
+    /// Most packets lost, percent, at the rate reported.
+    #[arg(long, default_value_t = 0.5)]
+    pub loss: f64,
+    /// The routing table: `1000` (generated, the paper's size) or `full`
+    /// (the full Internet table beside the repository).
+    #[arg(long, default_value = "1000")]
+    pub table: String,
+    /// A fast, rough run (50 000 packets a trial, one repetition, five
+    /// search steps).
+    #[arg(long)]
+    pub quick: bool,
+    /// Print one JSON object per row.
+    #[arg(long)]
+    pub json: bool,
+    /// Draw the rates as an SVG, the paper's beside them.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+    /// The extension's source (default: the checkout's
+    /// `extensions/router/Router.java`).
+    #[arg(long, value_name = "FILE")]
+    pub java: Option<PathBuf>,
+}
+
+/// A forwarder in `r`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Case {
+    Unet,
+    Linux,
+    LinuxRps,
+}
+
+impl Case {
+    fn parse(s: &str) -> Res<Case> {
+        match s {
+            "unet" => Ok(Case::Unet),
+            "linux" => Ok(Case::Linux),
+            "linux-rps" => Ok(Case::LinuxRps),
+            _ => Err(format!("unknown forwarder {s:?} (unet, linux, linux-rps)")),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Case::Unet => "unet",
+            Case::Linux => "linux",
+            Case::LinuxRps => "linux-rps",
+        }
+    }
+
+    fn is_linux(self) -> bool {
+        matches!(self, Case::Linux | Case::LinuxRps)
+    }
+
+    fn placement(self) -> &'static str {
+        match self {
+            Case::Unet => "generator core 0, adapter (engine) core 1",
+            Case::Linux => "generator core 0, forwarding in the generator's system calls",
+            Case::LinuxRps => "generator core 0, forwarding on core 1 (RPS)",
+        }
+    }
+}
+
+/// One search's result.
+#[derive(Clone, Debug)]
+struct Found {
+    /// The highest rate that lost less than the limit (0 if none).
+    rate: f64,
+    /// Its loss, percent.
+    loss: f64,
+    /// Whether that was the generator's own full rate.
+    generator_bound: bool,
+    /// CPU of the host application and of the adapter, percent of one
+    /// core, over the search (the router only).
+    host_cpu: Option<f64>,
+    adapter_cpu: Option<f64>,
+    /// The adapter's port drops over the search, by reason (the router
+    /// only; reasons with none left out).
+    drops: BTreeMap<String, u64>,
+}
+
+/// A running forwarder.
+struct Running {
+    case: Case,
+    /// The router's processes (unet only): the adapter, the host
+    /// application.
+    daemon: Option<Child>,
+    router: Option<Child>,
+    /// The adapter's control socket (the router only).
+    socket: Option<PathBuf>,
+    _dir: Option<super::super::child::TempDir>,
+}
+
+impl Running {
+    fn stop(&mut self, lab: &Lab) {
+        for c in [self.router.take(), self.daemon.take()]
+            .into_iter()
+            .flatten()
+        {
+            stop_child(c);
+        }
+        if self.case.is_linux() {
+            let _ = linux_down(lab);
+        }
+    }
+}
+
+fn stop_child(mut c: Child) {
+    // SAFETY: kill on a child's pid this process has not yet reaped (so
+    // the pid is still this child's).
+    unsafe {
+        libc::kill(c.id() as i32, libc::SIGTERM);
+    }
+    let end = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < end {
+        if let Ok(Some(_)) = c.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = c.kill();
+    let _ = c.wait();
+}
+
+/// The adapter's raw-frame port drops by reason, summed over its ports.
+fn port_drops(socket: &Path) -> Res<BTreeMap<String, u64>> {
+    let s = unet::Session::connect(socket).map_err(|e| format!("the adapter: {e}"))?;
+    let l = s
+        .spine_ports()
+        .map_err(|e| format!("the adapter's ports: {e}"))?;
+    let mut m = BTreeMap::new();
+    for p in &l.ports {
+        for (k, v) in &p.drops {
+            *m.entry(k.clone()).or_insert(0) += v;
+        }
+    }
+    Ok(m)
+}
+
+/// CPU time of every thread of `pid`, ns (`schedstat`'s first field).
+fn cpu_ns(pid: u32) -> u64 {
+    let Ok(d) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    d.flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
+fn mac_text(m: &[u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// The table's routes with their next hops (`h2`'s four addresses by a
+/// hash of the prefix), as lines of a table file.
+fn table_lines(lab: &Lab, routes: &[Route]) -> Vec<(String, String)> {
+    routes
+        .iter()
+        .map(|r| {
+            let p = std::net::Ipv4Addr::from(r.prefix);
+            let nh = lab.next_hop(hashed_next_hop(r.prefix, r.len, NEXT_HOPS));
+            (format!("{p}/{}", r.len), nh)
+        })
+        .collect()
+}
+
+/// Destinations for the generator: addresses inside routes of the table
+/// (random routes, random hosts), none of the lab's own subnets,
+/// multicast or reserved, or a network Linux does not forward (0/8,
+/// 127/8).
+fn destinations(lab: &Lab, routes: &[Route]) -> Res<Vec<u32>> {
+    let t = LcTrie::build(routes).map_err(|e| format!("{e:?}"))?;
+    let own = [
+        u32::from_be_bytes([10, 79, lab.n as u8, 0]),
+        u32::from_be_bytes([10, 80, lab.n as u8, 0]),
+    ];
+    let mut rng = SplitMix(SEED);
+    let mut out = Vec::with_capacity(POOL);
+    let mut tries = 0usize;
+    while out.len() < POOL {
+        tries += 1;
+        if tries > 100 * POOL {
+            return Err("the table has too few forwardable destinations".into());
+        }
+        let r = routes[rng.below(routes.len() as u32) as usize];
+        let host = rng.next_u32() & !table::mask(r.len);
+        let a = r.prefix | host;
+        let top = a >> 24;
+        if a >> 28 >= 14 || top == 0 || top == 127 || own.contains(&(a & 0xffff_ff00)) {
+            continue;
+        }
+        if t.lookup(a).is_some() {
+            out.push(a);
+        }
+    }
+    Ok(out)
+}
+
+/// The destinations' seed (the same every run).
+const SEED: u64 = 0x5eed_f025;
+
+/// Linux forwards in `r`: addresses, static neighbours, the routes
+/// (`ip -batch`), forwarding on; with `rps`, the ingress interface's
+/// packets steered to core 1.
+fn linux_up(lab: &Lab, lines: &[(String, String)], rps: bool, dir: &Path) -> Res<()> {
+    let r = &lab.r;
+    ip(&[
+        "-n",
+        r,
+        "addr",
+        "add",
+        &format!("{}/24", lab.gw1()),
+        "dev",
+        &lab.r1,
+    ])?;
+    ip(&[
+        "-n",
+        r,
+        "addr",
+        "add",
+        &format!("{}/24", lab.gw2()),
+        "dev",
+        &lab.r2,
+    ])?;
+    let a1 = std::net::Ipv4Addr::from(lab.addr1()).to_string();
+    ip(&[
+        "-n",
+        r,
+        "neigh",
+        "replace",
+        &a1,
+        "lladdr",
+        &mac_text(&MAC1),
+        "dev",
+        &lab.r1,
+        "nud",
+        "permanent",
+    ])?;
+    for k in 0..NEXT_HOPS {
+        let nh = lab.next_hop(k);
+        ip(&[
+            "-n",
+            r,
+            "neigh",
+            "replace",
+            &nh,
+            "lladdr",
+            &mac_text(&MAC2),
+            "dev",
+            &lab.r2,
+            "nud",
+            "permanent",
+        ])?;
+    }
+    let batch = dir.join("linux-routes");
+    let text: String = lines
+        .iter()
+        .map(|(p, nh)| format!("route replace {p} via {nh}\n"))
+        .collect();
+    std::fs::write(&batch, text).map_err(|e| format!("{}: {e}", batch.display()))?;
+    let b = batch.to_string_lossy().to_string();
+    ip(&["-n", r, "-force", "-batch", &b])?;
+    if rps {
+        set_rps(lab, "2")?;
+    }
+    sysctl(r, "net.ipv4.ip_forward=1")
+}
+
+fn set_rps(lab: &Lab, mask: &str) -> Res<()> {
+    let f = format!("/sys/class/net/{}/queues/rx-0/rps_cpus", lab.r1);
+    lab::run(
+        "ip",
+        &[
+            "netns",
+            "exec",
+            &lab.r,
+            "sh",
+            "-c",
+            &format!("echo {mask} > {f}"),
+        ],
+    )
+}
+
+fn linux_down(lab: &Lab) -> Res<()> {
+    let r = &lab.r;
+    sysctl(r, "net.ipv4.ip_forward=0")?;
+    set_rps(lab, "0")?;
+    ip(&["-n", r, "-4", "route", "flush", "table", "main"])?;
+    ip(&["-n", r, "neigh", "flush", "all"])?;
+    ip(&["-n", r, "addr", "flush", "dev", &lab.r1])?;
+    ip(&["-n", r, "addr", "flush", "dev", &lab.r2])
+}
+
+/// The adapter and the router's host application in `r`: a daemon
+/// pinned to core 1, `unet router run` with both ports on it; returns
+/// once the table is loaded.
+fn unet_up(lab: &Lab, lines: &[(String, String)], class: &Path) -> Res<Running> {
+    let dir = super::super::child::TempDir::new()?;
+    let exe = std::env::current_exe().map_err(|e| format!("this program: {e}"))?;
+    let socket = dir.0.join("engine.sock");
+    let mut d = Cmd::new("ip");
+    d.args(["netns", "exec", &lab.r])
+        .arg(&exe)
+        .args(["daemon", "--socket"])
+        .arg(&socket)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    pin_child(&mut d, 1);
+    let daemon = d.spawn().map_err(|e| format!("starting the daemon: {e}"))?;
+    let mut run = Running {
+        case: Case::Unet,
+        daemon: Some(daemon),
+        router: None,
+        socket: Some(socket.clone()),
+        _dir: None,
+    };
+    let end = Instant::now() + Duration::from_secs(20);
+    while unet::Session::connect(&socket).is_err() {
+        if Instant::now() >= end {
+            run.stop(lab);
+            return Err("the daemon did not come up".into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let tfile = dir.0.join("routes.txt");
+    let text: String = lines.iter().map(|(p, nh)| format!("{p} {nh}\n")).collect();
+    std::fs::write(&tfile, text).map_err(|e| format!("{}: {e}", tfile.display()))?;
+    let mut r = Cmd::new("ip");
+    r.args(["netns", "exec", &lab.r])
+        .arg(&exe)
+        .args(["router", "run", "--socket"])
+        .arg(&socket)
+        .arg("--table")
+        .arg(&tfile)
+        .arg("--class")
+        .arg(class)
+        .args(["--handlers", &HANDLERS.to_string()])
+        .args(["--port", &format!("{}={}/24", lab.r1, lab.gw1())])
+        .args(["--port", &format!("{}={}/24", lab.r2, lab.gw2())]);
+    let a1 = std::net::Ipv4Addr::from(lab.addr1());
+    r.args(["--neighbour", &format!("{a1}={}", mac_text(&MAC1))]);
+    for k in 0..NEXT_HOPS {
+        r.args([
+            "--neighbour",
+            &format!("{}={}", lab.next_hop(k), mac_text(&MAC2)),
+        ]);
+    }
+    r.stdout(Stdio::piped()).stderr(Stdio::inherit());
+    let mut child = r.spawn().map_err(|e| format!("starting the router: {e}"))?;
+    let out = child.stdout.take().ok_or("the router's output")?;
+    run.router = Some(child);
+    run._dir = Some(dir);
+    let (tx, rx) = std::sync::mpsc::channel();
+    // Its lines, read to the end (a full pipe would stop it).
+    std::thread::spawn(move || {
+        for l in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    let end = Instant::now() + Duration::from_secs(300);
+    loop {
+        match rx.recv_timeout(end.saturating_duration_since(Instant::now())) {
+            Ok(l) if l.starts_with("router: table version") => return Ok(run),
+            Ok(_) => {}
+            Err(_) => {
+                run.stop(lab);
+                return Err("the router did not load its table".into());
+            }
+        }
+    }
+}
+
+/// One trial: `n` packets at `rate` (0: the generator's fastest): what
+/// was sent and the share lost, percent.
+fn trial(lab: &Lab, pool: &Arc<Vec<Vec<u8>>>, n: u64, rate: f64) -> Res<(lab::Sent, f64)> {
+    let before = lab.settled()?;
+    let s = generate(lab, Arc::clone(pool), n, rate)?;
+    let got = lab.settled()?.saturating_sub(before).min(s.frames);
+    let loss = 100.0 * (s.frames - got) as f64 / s.frames.max(1) as f64;
+    Ok((s, loss))
+}
+
+/// The highest rate that loses less than `max_loss` percent (module
+/// documentation).
+fn search(lab: &Lab, pool: &Arc<Vec<Vec<u8>>>, a: &ForwardArgs, gen_rate: f64) -> Res<Found> {
+    let (blast, loss) = trial(lab, pool, a.packets, 0.0)?;
+    let mut f = Found {
+        rate: 0.0,
+        loss: 100.0,
+        generator_bound: false,
+        host_cpu: None,
+        adapter_cpu: None,
+        drops: BTreeMap::new(),
+    };
+    if loss < a.loss {
+        f.rate = blast.rate();
+        f.loss = loss;
+        f.generator_bound = true;
+        return Ok(f);
+    }
+    // What arrived of the blast is a first guess.
+    let top = blast.rate().max(gen_rate);
+    let (mut lo, mut hi) = (0.0f64, top);
+    let mut r = top * (1.0 - loss / 100.0) * 0.95;
+    for _ in 0..a.steps {
+        let (s, l) = trial(lab, pool, a.packets, r)?;
+        if l < a.loss {
+            // The rate achieved (not asked): the generator may fall short.
+            if s.rate() > f.rate {
+                f.rate = s.rate();
+                f.loss = l;
+            }
+            lo = r;
+        } else {
+            hi = r;
+        }
+        r = if lo == 0.0 { r / 2.0 } else { (lo + hi) / 2.0 };
+    }
+    Ok(f)
+}
+
+/// One row: a forwarder at a size, over the repetitions.
+struct Row {
+    case: Case,
+    size: usize,
+    found: Vec<Found>,
+}
+
+impl Row {
+    fn rate(&self) -> f64 {
+        median_f64(&self.found.iter().map(|f| f.rate).collect::<Vec<_>>())
+    }
+
+    fn cpu(&self, host: bool) -> Option<f64> {
+        let v: Vec<f64> = self
+            .found
+            .iter()
+            .filter_map(|f| if host { f.host_cpu } else { f.adapter_cpu })
+            .collect();
+        (!v.is_empty()).then(|| median_f64(&v))
+    }
+}
+
+pub fn forward(mut a: ForwardArgs) -> Res<()> {
+    if a.quick {
+        a.packets = 50_000;
+        a.reps = 1;
+        a.steps = 5;
+    }
+    a.reps = a.reps.max(1);
+    a.packets = a.packets.max(1_000);
+    let cases = a
+        .cases
+        .iter()
+        .map(|c| Case::parse(c))
+        .collect::<Res<Vec<_>>>()?;
+    if cases.is_empty() {
+        return Err("no forwarder to measure".into());
+    }
+    for &s in &a.sizes {
+        if !(28..=1500).contains(&s) {
+            return Err(format!("packet size {s} is not within 28 to 1500"));
+        }
+    }
+    warn_if_busy();
+    let p = Progress::new();
+    let routes = match a.table.as_str() {
+        "1000" => generated(1000, 1, NEXT_HOPS),
+        "full" => {
+            p.show("reading the full table");
+            table::full_table(NEXT_HOPS).map_err(|e| e.to_string())?
+        }
+        t => return Err(format!("--table {t}: 1000 or full")),
+    };
+    p.show("compiling the extension");
+    let class_dir = super::super::child::TempDir::new()?;
+    let class = class_dir.0.join("Router.class");
+    let bytes = super::compile_java(a.java.as_deref())?;
+    std::fs::write(&class, bytes).map_err(|e| format!("{}: {e}", class.display()))?;
+    p.show("making the namespaces");
+    let lab = Lab::new()?;
+    let lines = table_lines(&lab, &routes);
+    let dsts = destinations(&lab, &routes)?;
+    let mut rows: Vec<Row> = Vec::new();
+    let mut gen: Vec<Vec<f64>> = vec![Vec::new(); a.sizes.len()];
+    for rep in 0..a.reps {
+        // The generator alone: nothing forwards in `r` (its kernel drops
+        // what it is sent).
+        for (k, &size) in a.sizes.iter().enumerate() {
+            p.show(&format!(
+                "rep {}/{}: the generator alone, {size} B",
+                rep + 1,
+                a.reps
+            ));
+            let pool = pool_of(&lab, &dsts, size);
+            let (s, _) = trial(&lab, &pool, a.packets, 0.0)?;
+            gen[k].push(s.rate());
+        }
+        let n = cases.len();
+        for j in 0..n {
+            let case = cases[(j + rep) % n];
+            p.show(&format!(
+                "rep {}/{}: setting up {}",
+                rep + 1,
+                a.reps,
+                case.name()
+            ));
+            let mut run = match case {
+                Case::Unet => unet_up(&lab, &lines, &class)?,
+                Case::Linux | Case::LinuxRps => {
+                    let r = Running {
+                        case,
+                        daemon: None,
+                        router: None,
+                        socket: None,
+                        _dir: None,
+                    };
+                    if let Err(e) = linux_up(&lab, &lines, case == Case::LinuxRps, &class_dir.0) {
+                        let _ = linux_down(&lab);
+                        return Err(e);
+                    }
+                    r
+                }
+            };
+            let res = (|| -> Res<()> {
+                for (k, &size) in a.sizes.iter().enumerate() {
+                    p.show(&format!(
+                        "rep {}/{}: {} at {size} B",
+                        rep + 1,
+                        a.reps,
+                        case.name()
+                    ));
+                    let pool = pool_of(&lab, &dsts, size);
+                    let pids = [&run.router, &run.daemon].map(|c| c.as_ref().map(Child::id));
+                    let cpu0 = pids.map(|p| p.map(cpu_ns));
+                    let drops0 = run.socket.as_deref().map(port_drops).transpose()?;
+                    let t0 = Instant::now();
+                    let mut f = search(&lab, &pool, &a, median_f64(&gen[k]))?;
+                    let wall = t0.elapsed().as_nanos() as f64;
+                    let pct = |i: usize| -> Option<f64> {
+                        let (p, c0) = (pids[i]?, cpu0[i]?);
+                        Some(100.0 * cpu_ns(p).saturating_sub(c0) as f64 / wall)
+                    };
+                    f.host_cpu = pct(0);
+                    f.adapter_cpu = pct(1);
+                    if let (Some(d0), Some(sock)) = (drops0, run.socket.as_deref()) {
+                        for (k, v) in port_drops(sock)? {
+                            let n = v.saturating_sub(d0.get(&k).copied().unwrap_or(0));
+                            if n > 0 {
+                                f.drops.insert(k, n);
+                            }
+                        }
+                    }
+                    match rows.iter_mut().find(|r| r.case == case && r.size == size) {
+                        Some(r) => r.found.push(f),
+                        None => rows.push(Row {
+                            case,
+                            size,
+                            found: vec![f],
+                        }),
+                    }
+                }
+                Ok(())
+            })();
+            run.stop(&lab);
+            res?;
+        }
+    }
+    p.clear();
+    rows.sort_by_key(|r| (r.size, cases.iter().position(|&c| c == r.case)));
+    report(&a, &rows, &gen, routes.len())
+}
+
+/// The generator's frames of `size` bytes, one per destination.
+fn pool_of(lab: &Lab, dsts: &[u32], size: usize) -> Arc<Vec<Vec<u8>>> {
+    Arc::new(
+        dsts.iter()
+            .enumerate()
+            .map(|(i, &d)| lab::frame(size, lab.addr1(), d, i as u32))
+            .collect(),
+    )
+}
+
+/// The port drops of a row's searches, summed: `reason n, ...`.
+fn drops_text(r: &Row) -> String {
+    let mut m: BTreeMap<&str, u64> = BTreeMap::new();
+    for f in &r.found {
+        for (k, v) in &f.drops {
+            *m.entry(k).or_insert(0) += v;
+        }
+    }
+    m.iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Print the rows (and the SVG), each beside the better Linux forwarder
+/// at its size.
+fn report(a: &ForwardArgs, rows: &[Row], gen: &[Vec<f64>], routes: usize) -> Res<()> {
+    let linux_best = |size: usize| -> Option<f64> {
+        rows.iter()
+            .filter(|r| r.size == size && r.case.is_linux())
+            .map(Row::rate)
+            .max_by(f64::total_cmp)
+    };
+    if !a.json {
+        println!(
+            "SPINE Figure 5: forwarding rate at < {} % loss, {} routes, {} packets a trial, \
+             {} repetition(s) (medians)",
+            a.loss, routes, a.packets, a.reps
+        );
+        println!(
+            "{:>6} {:>10} {:>12} {:>11} {:>9} {:>10} {:>9} {:>9}  placement",
+            "size",
+            "forwarder",
+            "pkt/s",
+            "µs/packet",
+            "vs linux",
+            "generator",
+            "host CPU",
+            "adapter"
+        );
+    }
+    for r in rows {
+        let k = a.sizes.iter().position(|&s| s == r.size).unwrap_or(0);
+        let g = median_f64(&gen[k]);
+        let rate = r.rate();
+        let base = linux_best(r.size);
+        let ratio = base.filter(|&b| b > 0.0).map(|b| rate / b);
+        let bound = r.found.iter().filter(|f| f.generator_bound).count() * 2 > r.found.len();
+        if a.json {
+            println!(
+                "{}",
+                json!({
+                    "figure": "spine5",
+                    "routes": routes,
+                    "size": r.size,
+                    "frame_bytes": r.size + 14,
+                    "forwarder": r.case.name(),
+                    "rate_pps": rate,
+                    "us_per_packet": if rate > 0.0 { 1e6 / rate } else { f64::NAN },
+                    "runs_pps": r.found.iter().map(|f| f.rate).collect::<Vec<_>>(),
+                    "loss_pct": r.found.iter().map(|f| f.loss).collect::<Vec<_>>(),
+                    "generator_bound": bound,
+                    "generator_pps": g,
+                    "linux_best_pps": base,
+                    "ratio_to_linux": ratio,
+                    "host_cpu_pct": r.cpu(true),
+                    "adapter_cpu_pct": r.cpu(false),
+                    "adapter_drops": r.found.iter().map(|f| json!(f.drops)).collect::<Vec<_>>(),
+                    "placement": r.case.placement(),
+                    "packets": a.packets,
+                    "max_loss_pct": a.loss,
+                })
+            );
+        } else {
+            let pct = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1} %"));
+            println!(
+                "{:>6} {:>10} {:>12.0} {:>11.2} {:>9} {:>10.0} {:>9} {:>9}  {}{}",
+                r.size,
+                r.case.name(),
+                rate,
+                if rate > 0.0 { 1e6 / rate } else { f64::NAN },
+                ratio.map_or("-".into(), |x| format!("{x:.2}x")),
+                g,
+                pct(r.cpu(true)),
+                pct(r.cpu(false)),
+                r.case.placement(),
+                if bound { " (the generator's rate)" } else { "" }
+            );
+            let d = drops_text(r);
+            if !d.is_empty() {
+                println!("{:>17} adapter's port drops over the search: {d}", "");
+            }
+        }
+    }
+    if !a.json {
+        println!(
+            "paper (SPINE, 33 MHz LANai adapters, packet size not given): {} pkt/s over PCI, \
+             {} over the switch fabric (Wire), zero host CPU; a host-based router on the same \
+             hardware 12 000 pkt/s at 100 % host CPU",
+            PAPER[0].1, PAPER[1].1
+        );
+    }
+    if let Some(svg) = &a.svg {
+        let (x0, x1) = (
+            *a.sizes.iter().min().unwrap_or(&64) as f64,
+            *a.sizes.iter().max().unwrap_or(&1500) as f64,
+        );
+        let mut lines: Vec<Series> = Vec::new();
+        for r in rows {
+            let name = r.case.name().to_string();
+            let pt = (r.size as f64, r.rate());
+            match lines.iter_mut().find(|s| s.name == name) {
+                Some(s) => s.points.push(pt),
+                None => lines.push(Series {
+                    name,
+                    points: vec![pt],
+                }),
+            }
+        }
+        let paper = PAPER
+            .iter()
+            .map(|(n, v)| Series {
+                name: format!("SPINE {n} (paper; size not given)"),
+                points: vec![(x0, *v), (x1, *v)],
+            })
+            .collect();
+        plot::write_svg(
+            &Figure {
+                title: "SPINE Figure 5: forwarding rate at < 0.5 % loss",
+                x_desc: "IP packet size (bytes)",
+                y_desc: "packets per second",
+                lines,
+                paper,
+                scale: Scale::LogLog,
+            },
+            svg,
+        )?;
+    }
+    Ok(())
+}
