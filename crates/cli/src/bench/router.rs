@@ -34,6 +34,7 @@ use super::report::{finish, warn_if_busy, Progress};
 use super::stats::median_f64;
 
 mod forward;
+mod graph;
 mod lab;
 
 type Res<T> = Result<T, String>;
@@ -54,6 +55,9 @@ pub enum What {
     /// beside Linux's own IP forwarding in the same namespaces (needs
     /// root).
     Forward(forward::ForwardArgs),
+    /// SPINE's Figure 6: the router's event graph under load, with the
+    /// period and latency it shows beside the paper's (needs root).
+    Graph(graph::GraphArgs),
 }
 
 #[derive(clap::Args)]
@@ -100,6 +104,7 @@ pub fn run(a: Args) -> ExitCode {
     match a.what {
         What::Lookup(l) => finish(lookup(l)),
         What::Forward(f) => finish(forward::forward(f)),
+        What::Graph(g) => finish(graph::graph(g)),
     }
 }
 

@@ -54,7 +54,7 @@ use super::lab::{self, generate, ip, sysctl, Lab, MAC1, MAC2};
 use super::Res;
 
 /// Next hops on `h2`'s subnet.
-const NEXT_HOPS: u32 = 4;
+pub(super) const NEXT_HOPS: u32 = 4;
 /// Destinations in the generator's pool.
 const POOL: usize = 4096;
 /// The router's first handler number.
@@ -95,6 +95,9 @@ pub struct ForwardArgs {
     /// Print one JSON object per row.
     #[arg(long)]
     pub json: bool,
+    /// Print every trial (rate asked, rate sent, loss) to stderr.
+    #[arg(long)]
+    pub verbose: bool,
     /// Draw the rates as an SVG, the paper's beside them.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
@@ -162,19 +165,19 @@ struct Found {
 }
 
 /// A running forwarder.
-struct Running {
+pub(super) struct Running {
     case: Case,
     /// The router's processes (unet only): the adapter, the host
     /// application.
     daemon: Option<Child>,
     router: Option<Child>,
     /// The adapter's control socket (the router only).
-    socket: Option<PathBuf>,
+    pub(super) socket: Option<PathBuf>,
     _dir: Option<super::super::child::TempDir>,
 }
 
 impl Running {
-    fn stop(&mut self, lab: &Lab) {
+    pub(super) fn stop(&mut self, lab: &Lab) {
         for c in [self.router.take(), self.daemon.take()]
             .into_iter()
             .flatten()
@@ -239,7 +242,7 @@ fn mac_text(m: &[u8; 6]) -> String {
 
 /// The table's routes with their next hops (`h2`'s four addresses by a
 /// hash of the prefix), as lines of a table file.
-fn table_lines(lab: &Lab, routes: &[Route]) -> Vec<(String, String)> {
+pub(super) fn table_lines(lab: &Lab, routes: &[Route]) -> Vec<(String, String)> {
     routes
         .iter()
         .map(|r| {
@@ -254,7 +257,7 @@ fn table_lines(lab: &Lab, routes: &[Route]) -> Vec<(String, String)> {
 /// (random routes, random hosts), none of the lab's own subnets,
 /// multicast or reserved, or a network Linux does not forward (0/8,
 /// 127/8).
-fn destinations(lab: &Lab, routes: &[Route]) -> Res<Vec<u32>> {
+pub(super) fn destinations(lab: &Lab, routes: &[Route]) -> Res<Vec<u32>> {
     let t = LcTrie::build(routes).map_err(|e| format!("{e:?}"))?;
     let own = [
         u32::from_be_bytes([10, 79, lab.n as u8, 0]),
@@ -380,7 +383,7 @@ fn linux_down(lab: &Lab) -> Res<()> {
 /// The adapter and the router's host application in `r`: a daemon
 /// pinned to core 1, `unet router run` with both ports on it; returns
 /// once the table is loaded.
-fn unet_up(lab: &Lab, lines: &[(String, String)], class: &Path) -> Res<Running> {
+pub(super) fn unet_up(lab: &Lab, lines: &[(String, String)], class: &Path) -> Res<Running> {
     let dir = super::super::child::TempDir::new()?;
     let exe = std::env::current_exe().map_err(|e| format!("this program: {e}"))?;
     let socket = dir.0.join("engine.sock");
@@ -458,18 +461,34 @@ fn unet_up(lab: &Lab, lines: &[(String, String)], class: &Path) -> Res<Running> 
 
 /// One trial: `n` packets at `rate` (0: the generator's fastest): what
 /// was sent and the share lost, percent.
-fn trial(lab: &Lab, pool: &Arc<Vec<Vec<u8>>>, n: u64, rate: f64) -> Res<(lab::Sent, f64)> {
+fn trial(
+    lab: &Lab,
+    pool: &Arc<Vec<Vec<u8>>>,
+    n: u64,
+    rate: f64,
+    verbose: bool,
+) -> Res<(lab::Sent, f64)> {
     let before = lab.settled()?;
-    let s = generate(lab, Arc::clone(pool), n, rate)?;
+    let batch = if rate > 0.0 && rate < 20_000.0 { 1 } else { lab::BATCH };
+    let s = generate(lab, Arc::clone(pool), n, rate, batch)?;
     let got = lab.settled()?.saturating_sub(before).min(s.frames);
     let loss = 100.0 * (s.frames - got) as f64 / s.frames.max(1) as f64;
+    if verbose {
+        eprintln!(
+            "unet bench: trial: {} B, asked {:.0} pkt/s, sent {:.0} pkt/s, {got} of {} arrived ({loss:.3} % lost)",
+            pool.first().map_or(0, |f| f.len() - 14),
+            rate,
+            s.rate(),
+            s.frames
+        );
+    }
     Ok((s, loss))
 }
 
 /// The highest rate that loses less than `max_loss` percent (module
 /// documentation).
 fn search(lab: &Lab, pool: &Arc<Vec<Vec<u8>>>, a: &ForwardArgs, gen_rate: f64) -> Res<Found> {
-    let (blast, loss) = trial(lab, pool, a.packets, 0.0)?;
+    let (blast, loss) = trial(lab, pool, a.packets, 0.0, a.verbose)?;
     let mut f = Found {
         rate: 0.0,
         loss: 100.0,
@@ -489,7 +508,7 @@ fn search(lab: &Lab, pool: &Arc<Vec<Vec<u8>>>, a: &ForwardArgs, gen_rate: f64) -
     let (mut lo, mut hi) = (0.0f64, top);
     let mut r = top * (1.0 - loss / 100.0) * 0.95;
     for _ in 0..a.steps {
-        let (s, l) = trial(lab, pool, a.packets, r)?;
+        let (s, l) = trial(lab, pool, a.packets, r, a.verbose)?;
         if l < a.loss {
             // The rate achieved (not asked): the generator may fall short.
             if s.rate() > f.rate {
@@ -579,7 +598,7 @@ pub fn forward(mut a: ForwardArgs) -> Res<()> {
                 a.reps
             ));
             let pool = pool_of(&lab, &dsts, size);
-            let (s, _) = trial(&lab, &pool, a.packets, 0.0)?;
+            let (s, _) = trial(&lab, &pool, a.packets, 0.0, a.verbose)?;
             gen[k].push(s.rate());
         }
         let n = cases.len();
@@ -658,7 +677,7 @@ pub fn forward(mut a: ForwardArgs) -> Res<()> {
 }
 
 /// The generator's frames of `size` bytes, one per destination.
-fn pool_of(lab: &Lab, dsts: &[u32], size: usize) -> Arc<Vec<Vec<u8>>> {
+pub(super) fn pool_of(lab: &Lab, dsts: &[u32], size: usize) -> Arc<Vec<Vec<u8>>> {
     Arc::new(
         dsts.iter()
             .enumerate()

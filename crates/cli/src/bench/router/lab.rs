@@ -292,9 +292,16 @@ impl Sent {
 }
 
 /// Send `n` frames of `pool` (in turn) out of `h1`'s end at `rate`
-/// frames a second (0: as fast as the ring goes), from a thread in `h1`
-/// pinned to core 0.
-pub fn generate(lab: &Lab, pool: std::sync::Arc<Vec<Vec<u8>>>, n: u64, rate: f64) -> Res<Sent> {
+/// frames a second (0: as fast as the ring goes), `batch` (1 to
+/// [`BATCH`]) a `send`, from a thread in `h1` pinned to core 0.
+pub fn generate(
+    lab: &Lab,
+    pool: std::sync::Arc<Vec<Vec<u8>>>,
+    n: u64,
+    rate: f64,
+    batch: usize,
+) -> Res<Sent> {
+    let batch = batch.clamp(1, BATCH);
     let dev = lab.h1v.clone();
     in_netns(&lab.h1, move || -> Res<Sent> {
         super::super::child::pin_to(0)?;
@@ -306,11 +313,6 @@ pub fn generate(lab: &Lab, pool: std::sync::Arc<Vec<Vec<u8>>>, n: u64, rate: f64
         };
         let mut port =
             PacketPort::open(&dev, cfg).map_err(|e| format!("a generator port on {dev}: {e}"))?;
-        let batch = if rate > 0.0 && rate < 20_000.0 {
-            1
-        } else {
-            BATCH
-        };
         let (mut sent, mut k) = (0u64, 0usize);
         let t0 = Instant::now();
         while sent < n {
