@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::ValueEnum;
+use unet::peer::PeerGeometry;
 use unet::spine::{Extension, ExtensionOptions};
 use unet::{Endpoint, EndpointConfig, Session};
 use unet_abi::spine::{DEST_PEER, DEST_WIRE};
@@ -26,6 +27,17 @@ pub const PORTS: u32 = 8;
 /// Bit 16 of the extension's `init` argument: install `onEgress` (the
 /// handler another adapter hands frames to).
 pub const SEVERAL: i32 = 1 << 16;
+
+/// The peer queues' geometry: as many frames a direction as a port's
+/// receive ring holds (1 024, of up to a 2 KiB slot each), so that a
+/// burst the ingress port took is handed over whole even if the egress
+/// adapter takes none meanwhile (the default queue, 256 KiB of bulk data,
+/// holds about 170 full frames and dropped some of a TCP transfer's
+/// bursts as `tx_full`).
+const QUEUE: PeerGeometry = PeerGeometry {
+    slots: 1024,
+    data_size: 2 << 20,
+};
 
 /// How the adapters reach each other.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -128,7 +140,7 @@ impl Adapters {
                 let (a, b) = (&self.list[i], &self.list[j]);
                 let (di, dj, how) = match between {
                     Between::Peer => {
-                        let p = unet::peer::join(&a.session, &b.session)
+                        let p = unet::peer::join_with(&a.session, &b.session, QUEUE)
                             .map_err(|e| format!("joining adapters {i} and {j}: {e}"))?;
                         self.joined.push((i, p.a));
                         self.joined.push((j, p.b));
