@@ -6,12 +6,13 @@
 //! the paper's "PCI" case) or a SPINE link over the daemons' UDP wire
 //! on r's loopback (`--between wire`, its "Wire" case). For each: `ping`
 //! both ways and to the router's addresses (each answered by the host
-//! path of the adapter the echo came in on), a TCP transfer of a known
-//! pattern checked by hash, and the counters: frames handed over by
-//! each adapter are the frames the other took and sent out, with no
-//! drop; a frame for `onEgress` from anyone but the other adapter is
-//! dropped and counted; SIGTERM stops the router, leaving its peer
-//! queues.
+//! path of the adapter the echo came in on), `ping -R` (options: the
+//! host application forwards it out of the other adapter's port), a TCP
+//! transfer of a known pattern checked by hash, and the counters: frames
+//! handed over by each adapter are the frames the other took and sent
+//! out, with no drop; a frame for `onEgress` from anyone but the other
+//! adapter is dropped and counted; SIGTERM stops the router, leaving its
+//! peer queues.
 //!
 //! Needs root (CAP_NET_ADMIN, CAP_NET_RAW), `ip` from iproute2 and `ping`
 //! from iputils-ping; fails, never skips, when one is missing.
@@ -166,6 +167,22 @@ fn two_adapters(tag: &str, between: &str) {
         let (ok, text) = ping(ns, to, 3);
         assert!(ok, "{ns} -> {to} through the router: {text}");
     }
+
+    // A packet with options (`ping -R`, record route) goes to the host
+    // path of the adapter it came in on, whose application forwards it
+    // out of the egress port through the other adapter; the reply, with
+    // the option too, comes back the same way.
+    let out = Command::new("ip")
+        .args(["netns", "exec", &b.h1, "ping", "-R", "-c", "1", "-w", "5"])
+        .arg(&b.addr2)
+        .output()
+        .expect("ip netns exec ping");
+    assert!(
+        out.status.success(),
+        "ping -R: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     // A TCP transfer from h1 to h2, checked by hash.
     let mut server = Proc::spawn("tcp server", child_cmd(Some(&b.h2), "tcp-server"));

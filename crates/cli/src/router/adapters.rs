@@ -71,14 +71,17 @@ pub struct Adapters {
 }
 
 /// `IFACE=ADDR/LEN[@K]`: the port's text without `@K`, and `K` (0 by
-/// default).
+/// default). Only an `@` after the `=` is taken as `@K`.
 pub fn owner_of(s: &str) -> Result<(&str, usize), String> {
-    match s.rsplit_once('@') {
-        Some((p, k)) => Ok((
-            p,
-            k.parse()
-                .map_err(|e| format!("{s:?}: the adapter index after @: {e}"))?,
-        )),
+    let eq = s.find('=').map_or(0, |i| i + 1);
+    match s[eq..].rfind('@') {
+        Some(at) => {
+            let k = &s[eq + at + 1..];
+            let k = k
+                .parse()
+                .map_err(|e| format!("{s:?}: the adapter index after @: {e}"))?;
+            Ok((&s[..eq + at], k))
+        }
         None => Ok((s, 0)),
     }
 }
@@ -211,4 +214,27 @@ fn link(a: &Adapter, b: &Adapter) -> Result<(u32, u32, String), String> {
             e.to_string()
         })?;
     Ok((la, lb, at.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_port_names_its_adapter_after_its_address() {
+        assert_eq!(owner_of("eth1=10.0.0.1/24"), Ok(("eth1=10.0.0.1/24", 0)));
+        assert_eq!(owner_of("eth1=10.0.0.1/24@1"), Ok(("eth1=10.0.0.1/24", 1)));
+        assert_eq!(owner_of("a@b=10.0.0.1/24"), Ok(("a@b=10.0.0.1/24", 0)));
+        assert_eq!(owner_of("a@b=10.0.0.1/24@2"), Ok(("a@b=10.0.0.1/24", 2)));
+        assert!(owner_of("eth1=10.0.0.1/24@x").is_err());
+        assert!(owner_of("eth1=10.0.0.1/24@").is_err());
+    }
+
+    #[test]
+    fn an_adapter_knows_its_own_ports_by_id_and_the_others_by_slot() {
+        assert_eq!(slot(0, 0, 0, 3), 3);
+        assert_eq!(slot(1, 0, 0, 3), PORTS);
+        assert_eq!(slot(0, 2, 1, 0), PORTS + 2);
+        assert_eq!(slot(1, 2, 1, 0), 0);
+    }
 }
