@@ -189,6 +189,7 @@ fn two_adapters(tag: &str, between: &str) {
     server.expect("LISTENING", Duration::from_secs(20));
     let mut client = child_cmd(Some(&b.h1), "tcp-client");
     client.env("UNET_TO", &b.addr2);
+    let (ticks0, t0) = (cpu_ticks(router.pid()), Instant::now());
     let mut client = Proc::spawn("tcp client", client);
     client.expect("SENT", Duration::from_secs(30));
     let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -197,6 +198,14 @@ fn two_adapters(tag: &str, between: &str) {
     assert_eq!(
         server.expect("GOT", Duration::from_secs(30)),
         format!("{TCP_BYTES} {:016x}", h.finish())
+    );
+    // The host application, serving two endpoints, did nothing per packet:
+    // a small share of the transfer's time (clock ticks are 10 ms).
+    let ticks = cpu_ticks(router.pid()) - ticks0;
+    let wall = t0.elapsed();
+    assert!(
+        ticks * 10 <= 20 + wall.as_millis() as u64 / 4,
+        "the router's host application used {ticks} ticks in {wall:?}"
     );
 
     // What each adapter handed over, the other took and sent out; no
