@@ -4,15 +4,16 @@
 //! on h1's side, the second the port on h2's. A frame routed on one
 //! adapter is handed to the other over a peer queue (`--between peer`,
 //! the paper's "PCI" case) or a SPINE link over the daemons' UDP wire
-//! on r's loopback (`--between wire`, its "Wire" case). For each: `ping`
-//! both ways and to the router's addresses (each answered by the host
-//! path of the adapter the echo came in on), `ping -R` (options: the
-//! host application forwards it out of the other adapter's port), a TCP
-//! transfer of a known pattern checked by hash, and the counters: frames
-//! handed over by each adapter are the frames the other took and sent
-//! out, with no drop; a frame for `onEgress` from anyone but the other
-//! adapter is dropped and counted; SIGTERM stops the router, leaving its
-//! peer queues.
+//! on r's loopback (`--between wire`, its "Wire" case). For each: the
+//! table loaded onto both adapters, and again on SIGHUP; `ping` both
+//! ways and to the router's addresses (each answered by the host path of
+//! the adapter the echo came in on); `ping -R` (options: the host
+//! application forwards it out of the other adapter's port); a TCP
+//! transfer of a known pattern checked by hash, with the host
+//! application idle; the counters: frames handed over by each adapter
+//! are the frames the other took and sent out, with no drop; a frame for
+//! `onEgress` from anyone but the other adapter is dropped and counted;
+//! SIGTERM stops the router, leaving its peer queues.
 //!
 //! Needs root (CAP_NET_ADMIN, CAP_NET_RAW), `ip` from iproute2 and `ping`
 //! from iputils-ping; fails, never skips, when one is missing.
@@ -166,6 +167,21 @@ fn two_adapters(tag: &str, between: &str) {
     ] {
         let (ok, text) = ping(ns, to, 3);
         assert!(ok, "{ns} -> {to} through the router: {text}");
+    }
+
+    // SIGHUP: a new table (another filler, the hosts' subnets in halves)
+    // on both adapters.
+    std::fs::write(&table, b.table(1200, 2, true)).unwrap();
+    router.signal(libc::SIGHUP);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let l = router
+            .raw_line(deadline.saturating_duration_since(Instant::now()))
+            .expect("the router's reload line");
+        if l.starts_with("router: table version") {
+            assert!(l.starts_with("router: table version 2, 2: "), "{l}");
+            break;
+        }
     }
 
     // A packet with options (`ping -R`, record route) goes to the host
