@@ -7,7 +7,8 @@ import unet.spine.Spine;
  * runs (the LC-trie of Nilsson and Karlsson, over the arrays of route
  * table 0).
  *
- * <p>Handlers, installed by {@code init(base)}:
+ * <p>Handlers, installed by {@code init(first)} from {@code base}, the low
+ * 16 bits of {@code first}:
  * <ul>
  * <li>{@code onFrame} ({@code base}): a frame from a port. IPv4: the
  * header is checked (ethertype, version, header length, checksum, total
@@ -37,7 +38,7 @@ import unet.spine.Spine;
  * <li>{@code onStats} ({@code base + 3}): answers with the counters, one
  * little-endian int each, in {@link #C_FORWARDED}'s order.
  * <li>{@code onEgress} ({@code base + 4}, installed only when bit 16 of
- * {@code init}'s argument is set: an adapter of a router of several): a
+ * {@code first} is set: an adapter of a router of several): a
  * frame another adapter of the router routed to a port of this one,
  * {@code [port]} and the frame; taken only from the destinations
  * configured for remote ports (the peer queue or wire link to the
@@ -168,8 +169,7 @@ public class Router {
     static byte[] args;
     static byte[] none;
 
-    static void init(int arg) {
-        int first = arg & 0xFFFF;
+    static void init(int first) {
         counts = new int[COUNTERS];
         portAddr = new int[SLOTS];
         portMac = new byte[SLOTS * 6];
@@ -183,13 +183,13 @@ public class Router {
         hdr = new byte[64];
         args = new byte[Spine.ARGS_MAX];
         none = new byte[0];
-        self = first;
-        Spine.addHandler("onFrame", first, 0);
-        Spine.addHandler("onConfig", first + 1, 0);
-        Spine.addHandler("onHostSend", first + 2, 0);
-        Spine.addHandler("onStats", first + 3, 0);
-        if ((arg & 0x10000) != 0) {
-            Spine.addHandler("onEgress", first + 4, 0);
+        self = first & 0xFFFF;
+        Spine.addHandler("onFrame", self, 0);
+        Spine.addHandler("onConfig", self + 1, 0);
+        Spine.addHandler("onHostSend", self + 2, 0);
+        Spine.addHandler("onStats", self + 3, 0);
+        if ((first & 0x10000) != 0) {
+            Spine.addHandler("onEgress", self + 4, 0);
         }
     }
 
@@ -375,10 +375,8 @@ public class Router {
     static void onEgress(int unused, int msg) {
         int from = Spine.source(msg);
         boolean known = false;
-        for (int s = PORTS; s < SLOTS; s++) {
-            if (portUp[s] && portDest[s] == from) {
-                known = true;
-            }
+        for (int s = PORTS; s < SLOTS && !known; s++) {
+            known = portUp[s] && portDest[s] == from;
         }
         int buf = Spine.bulk(msg);
         if (!known || buf < 0 || Spine.argsLength(msg) < 4) {
