@@ -54,9 +54,9 @@ use table::{Hops, PortSpec};
 
 #[derive(Subcommand)]
 pub enum Command {
-    /// Run the router: load its extension and table onto a running
-    /// daemon, open its ports, serve the host path until interrupted
-    /// (SIGHUP re-reads the table).
+    /// Run the router: load its extension and table onto one running
+    /// daemon or several (one adapter each), open its ports, serve the
+    /// host path until interrupted (SIGHUP re-reads the table).
     Run(RunArgs),
     /// Print the router extension's counters.
     Stat(stat::StatArgs),
