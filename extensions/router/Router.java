@@ -2,11 +2,13 @@ import unet.spine.Spine;
 
 /**
  * SPINE's IP router extension (the SPINE paper, section 5.2): IPv4
- * forwarding between an adapter's raw-frame ports with no host on the
- * path, and the route lookup it runs (the LC-trie of Nilsson and
- * Karlsson, over the arrays of route table 0).
+ * forwarding between raw-frame ports with no host on the path, on one
+ * adapter or across several (one loaded on each), and the route lookup it
+ * runs (the LC-trie of Nilsson and Karlsson, over the arrays of route
+ * table 0).
  *
- * <p>Handlers, installed by {@code init(base)}:
+ * <p>Handlers, installed by {@code init(first)} from {@code base}, the low
+ * 16 bits of {@code first}:
  * <ul>
  * <li>{@code onFrame} ({@code base}): a frame from a port. IPv4: the
  * header is checked (ethertype, version, header length, checksum, total
@@ -26,14 +28,36 @@ import unet.spine.Spine;
  * for the host go to: {@code [3, 0, 0]} and 6 bytes only claims it;
  * {@code [1, port, addr]} and the port's MAC (6 bytes) sets a port's
  * address; {@code [2, index, port]} and a MAC sets next hop
- * {@code index} (the next hops of table 0 are these indices). Each is
- * answered with its first 4 bytes.
+ * {@code index} (the next hops of table 0 are these indices; the port is
+ * a slot, below); {@code [4, slot, addr]}, a MAC and {@code [dest, port]}
+ * sets a port of another adapter (below). Each is answered with its
+ * first 4 bytes.
  * <li>{@code onHostSend} ({@code base + 2}): {@code [port]} and a frame
  * (the bulk data), from the host application's endpoint: sends the frame
  * out of that port (the host's ICMP answers).
  * <li>{@code onStats} ({@code base + 3}): answers with the counters, one
  * little-endian int each, in {@link #C_FORWARDED}'s order.
+ * <li>{@code onEgress} ({@code base + 4}, installed only when bit 16 of
+ * {@code first} is set: an adapter of a router of several): a
+ * frame another adapter of the router routed to a port of this one,
+ * {@code [port]} and the frame; taken only from the destinations
+ * configured for remote ports (the peer queue or wire link to the
+ * adapter that sent it; anything else is dropped as
+ * {@link #D_BAD_EGRESS}), and sent out of that local port as it is.
  * </ul>
+ *
+ * <p>Several adapters (the paper's "PCI" and "Wire" cases): each adapter
+ * owns some of the router's ports and is told about every port. A local
+ * port is configured by its engine port id as above ({@code [1, port,
+ * addr]}); a port of another adapter takes a slot from {@link #PORTS} up,
+ * {@code [4, slot, addr]}, its MAC, then {@code [dest, port]}: the
+ * destination of the adapter that owns it ({@code DEST_PEER << 24 |
+ * index} or {@code DEST_WIRE << 24 | link}) and that adapter's port id.
+ * Next hops name a slot ({@code [2, index, slot]}). A frame routed to a
+ * remote port is checked, looked up and rewritten here, on the ingress
+ * adapter, exactly as a local one, and its own buffer handed to the
+ * owning adapter's {@code onEgress} ({@link #C_HANDED}); frames for the
+ * host go to the ingress adapter's host application endpoint.
  *
  * <p>The lookup: {@code trie}: one word a node, {@code kind << 27 |
  * skip << 22 | adr}: an inner node ({@code kind} 1 to 22, its branch) has
@@ -55,8 +79,10 @@ public class Router {
     static int[] hops;
     static int nhBits;
 
-    /** Ports an adapter has at most. */
+    /** Ports an adapter has at most (local slots: the engine's port ids). */
     static final int PORTS = 8;
+    /** Port slots: the local ones, then as many of other adapters. */
+    static final int SLOTS = 2 * PORTS;
     /** Next hops the host may configure. */
     static final int NEXT_HOPS = 4096;
 
@@ -112,13 +138,27 @@ public class Router {
     static final int D_BAD_CONFIG = 15;
     /** Drop: for the host, but no host endpoint configured yet. */
     static final int D_NO_HOST = 16;
+    /** Counter: frames routed to another adapter's port and handed to it
+     * (counted in {@link #C_FORWARDED} too). */
+    static final int C_HANDED = 17;
+    /** Counter: frames another adapter handed over, sent out of a port. */
+    static final int C_FROM_ADAPTER = 18;
+    /** Drop: an {@code onEgress} message from an unconfigured source,
+     * without a frame, or for a port that is not a configured local one. */
+    static final int D_BAD_EGRESS = 19;
     /** Counters. */
-    static final int COUNTERS = 17;
+    static final int COUNTERS = 20;
 
     static int[] counts;
     static int[] portAddr;
     static byte[] portMac;
     static boolean[] portUp;
+    /** For a remote slot: the owning adapter's destination and port id. */
+    static int[] portDest;
+    static int[] portRemote;
+    /** The configured ports' addresses, {@code owns} of them. */
+    static int[] own;
+    static int owns;
     static int[] nhPort;
     static byte[] nhMac;
     static boolean[] nhUp;
@@ -131,20 +171,26 @@ public class Router {
 
     static void init(int first) {
         counts = new int[COUNTERS];
-        portAddr = new int[PORTS];
-        portMac = new byte[PORTS * 6];
-        portUp = new boolean[PORTS];
+        portAddr = new int[SLOTS];
+        portMac = new byte[SLOTS * 6];
+        portUp = new boolean[SLOTS];
+        portDest = new int[SLOTS];
+        portRemote = new int[SLOTS];
+        own = new int[SLOTS];
         nhPort = new int[NEXT_HOPS];
         nhMac = new byte[NEXT_HOPS * 6];
         nhUp = new boolean[NEXT_HOPS];
         hdr = new byte[64];
         args = new byte[Spine.ARGS_MAX];
         none = new byte[0];
-        self = first;
-        Spine.addHandler("onFrame", first, 0);
-        Spine.addHandler("onConfig", first + 1, 0);
-        Spine.addHandler("onHostSend", first + 2, 0);
-        Spine.addHandler("onStats", first + 3, 0);
+        self = first & 0xFFFF;
+        Spine.addHandler("onFrame", self, 0);
+        Spine.addHandler("onConfig", self + 1, 0);
+        Spine.addHandler("onHostSend", self + 2, 0);
+        Spine.addHandler("onStats", self + 3, 0);
+        if ((first & 0x10000) != 0) {
+            Spine.addHandler("onEgress", self + 4, 0);
+        }
     }
 
     static int u8(int at) {
@@ -259,8 +305,8 @@ public class Router {
             toHost(HOST_FOR_ME, port, buf);
             return;
         }
-        for (int p = 0; p < PORTS; p++) {
-            if (portUp[p] && portAddr[p] == dst) {
+        for (int p = 0; p < owns; p++) {
+            if (own[p] == dst) {
                 toHost(HOST_FOR_ME, port, buf);
                 return;
             }
@@ -302,8 +348,48 @@ public class Router {
         putMac(nhMac, nh, 0);
         putMac(portMac, out, 6);
         Spine.writeBuffer(buf, 0, hdr, 0, 26);
-        if (Spine.sendBulk((Spine.DEST_PORT << 24) | out, 0, none, 0, 0, buf) == 0) {
+        if (out >= PORTS) {
+            handOver(out, buf);
+        } else if (Spine.sendBulk((Spine.DEST_PORT << 24) | out, 0, none, 0, 0, buf) == 0) {
             counts[C_FORWARDED]++;
+        } else {
+            counts[D_SEND_REFUSED]++;
+        }
+    }
+
+    /** Hand a routed frame to the adapter that owns remote slot {@code out}. */
+    static void handOver(int out, int buf) {
+        int p = portRemote[out];
+        args[0] = (byte) p;
+        args[1] = (byte) (p >> 8);
+        args[2] = (byte) (p >> 16);
+        args[3] = (byte) (p >> 24);
+        if (Spine.sendBulk(portDest[out], self + 4, args, 0, 4, buf) == 0) {
+            counts[C_FORWARDED]++;
+            counts[C_HANDED]++;
+        } else {
+            counts[D_SEND_REFUSED]++;
+        }
+    }
+
+    static void onEgress(int unused, int msg) {
+        int from = Spine.source(msg);
+        boolean known = false;
+        for (int s = PORTS; s < SLOTS && !known; s++) {
+            known = portUp[s] && portDest[s] == from;
+        }
+        int buf = Spine.bulk(msg);
+        if (!known || buf < 0 || Spine.argsLength(msg) < 4) {
+            counts[D_BAD_EGRESS]++;
+            return;
+        }
+        int port = Spine.argInt(msg, 0);
+        if (port < 0 || port >= PORTS || !portUp[port]) {
+            counts[D_BAD_EGRESS]++;
+            return;
+        }
+        if (Spine.sendBulk((Spine.DEST_PORT << 24) | port, 0, none, 0, 0, buf) == 0) {
+            counts[C_FROM_ADAPTER]++;
         } else {
             counts[D_SEND_REFUSED]++;
         }
@@ -362,19 +448,41 @@ public class Router {
                 portMac[6 * k + i] = args[12 + i];
             }
             portUp[k] = true;
-        } else if (op == 2 && k >= 0 && k < NEXT_HOPS && v >= 0 && v < PORTS) {
+        } else if (op == 2 && k >= 0 && k < NEXT_HOPS && v >= 0 && v < SLOTS) {
             nhPort[k] = v;
             for (int i = 0; i < 6; i++) {
                 nhMac[6 * k + i] = args[12 + i];
             }
             nhUp[k] = true;
+        } else if (op == 4 && k >= PORTS && k < SLOTS && n >= 26 && remote(msg)) {
+            portAddr[k] = v;
+            for (int i = 0; i < 6; i++) {
+                portMac[6 * k + i] = args[12 + i];
+            }
+            portDest[k] = Spine.argInt(msg, 18);
+            portRemote[k] = Spine.argInt(msg, 22);
+            portUp[k] = true;
         } else if (op != 3) {
             counts[D_BAD_CONFIG]++;
             return;
         }
+        owns = 0;
+        for (int s = 0; s < SLOTS; s++) {
+            if (portUp[s]) {
+                own[owns++] = portAddr[s];
+            }
+        }
         host = from;
         hostSet = true;
         Spine.reply(msg, self + 1, args, 0, 4);
+    }
+
+    /** Whether configuration {@code msg}'s remote port names a peer queue or
+     * wire link and a port id an adapter may have. */
+    static boolean remote(int msg) {
+        int kind = Spine.argInt(msg, 18) >>> 24;
+        int p = Spine.argInt(msg, 22);
+        return (kind == Spine.DEST_PEER || kind == Spine.DEST_WIRE) && p >= 0 && p < PORTS;
     }
 
     static void onHostSend(int unused, int msg) {

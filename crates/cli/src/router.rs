@@ -14,8 +14,23 @@
 //! switches to it between two packets. The router stops when its
 //! extension is unloaded from elsewhere (`unet spine unload`).
 //!
+//! Several adapters (the paper's router has one a port): `--socket` once
+//! a daemon, `--port IFACE=ADDR/LEN@K` on the adapter of the `K`th
+//! socket, and `--between peer|wire` for how a frame routed on one
+//! adapter reaches the adapter that owns its egress port (a peer queue
+//! for each pair of adapters, or a SPINE link over their UDP wire:
+//! `router/adapters.rs`). The extension is loaded onto every adapter and
+//! told about every port (its own by engine port id, the others' by the
+//! adapter that owns them), every next hop and the table; the ingress
+//! adapter does all a packet's work and hands the rewritten frame to the
+//! egress adapter, which sends it out. The host application serves the
+//! host path of every adapter (an endpoint each) and still nothing per
+//! forwarded packet. SIGINT or SIGTERM stops it then (leaving the peer
+//! queues it joined).
+//!
 //! `unet router stat` asks the extension for its counters (forwarded,
-//! ARP answered, to and from the host, drops by reason).
+//! ARP answered, to and from the host, drops by reason, frames handed to
+//! and received from other adapters), on each `--socket` given.
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -25,37 +40,47 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
 use unet::spine::{split_am, ExtensionOptions};
-use unet::{Endpoint, EndpointConfig, RecvError, Session};
+use unet::RecvError;
 use unet_router::LcTrie;
 
+mod adapters;
 mod icmp;
+mod stat;
 mod table;
 
+use adapters::{Adapters, Between};
 use icmp::Port;
 use table::{Hops, PortSpec};
 
 #[derive(Subcommand)]
 pub enum Command {
-    /// Run the router: load its extension and table onto a running
-    /// daemon, open its ports, serve the host path until interrupted
-    /// (SIGHUP re-reads the table).
+    /// Run the router: load its extension and table onto one running
+    /// daemon or several (one adapter each), open its ports, serve the
+    /// host path until interrupted (SIGHUP re-reads the table).
     Run(RunArgs),
     /// Print the router extension's counters.
-    Stat(StatArgs),
+    Stat(stat::StatArgs),
 }
 
 #[derive(Args)]
 pub struct RunArgs {
-    /// Control socket of the engine.
+    /// Control socket of an engine: one adapter of the router
+    /// (repeatable: adapter K is the Kth given).
     #[arg(long, env = "UNET_SOCKET", default_value = crate::daemon::DEFAULT_SOCKET)]
-    socket: PathBuf,
+    socket: Vec<PathBuf>,
+    /// How adapters reach each other: a peer queue for each pair, or a
+    /// SPINE link over their engines' UDP wire (each daemon started with
+    /// `--udp ADDR`).
+    #[arg(long, value_enum, default_value = "peer")]
+    between: Between,
     /// The routing table: `a.b.c.d/len next-hop [port]` a line.
     #[arg(long, value_name = "FILE")]
     table: PathBuf,
     /// A port: a network interface (in the engine's and this process's
-    /// network namespace) and the router's address on it (repeatable, at
-    /// most 4; a table's port index counts these in order).
-    #[arg(long = "port", value_name = "IFACE=ADDR/LEN", required = true)]
+    /// network namespace) and the router's address on it, on the adapter
+    /// of the Kth `--socket` (default 0) (repeatable, at most 4; a table's
+    /// port index counts these in order).
+    #[arg(long = "port", value_name = "IFACE=ADDR/LEN[@K]", required = true)]
     ports: Vec<String>,
     /// A neighbour's MAC (repeatable): a next hop's, or a host's on a
     /// port's subnet, which gets a route of its own. A next hop without
@@ -66,7 +91,8 @@ pub struct RunArgs {
     /// of the source checkout, compiled with the JDK found).
     #[arg(long, value_name = "FILE.class")]
     class: Option<PathBuf>,
-    /// The extension's first handler number (it takes four).
+    /// The extension's first handler number (it takes four; five with
+    /// several adapters).
     #[arg(long, default_value_t = 200)]
     handlers: u16,
     /// Time budget of one handler invocation, µs (default: the engine's).
@@ -74,91 +100,15 @@ pub struct RunArgs {
     budget_us: u32,
 }
 
-#[derive(Args)]
-pub struct StatArgs {
-    /// Control socket of the engine.
-    #[arg(long, env = "UNET_SOCKET", default_value = crate::daemon::DEFAULT_SOCKET)]
-    socket: PathBuf,
-    /// The extension's first handler number.
-    #[arg(long, default_value_t = 200)]
-    handlers: u16,
-    /// Print one JSON object instead of lines.
-    #[arg(long)]
-    json: bool,
-}
-
-/// `Router.java`'s counters, in its order (`C_FORWARDED` ...).
-const COUNTERS: [&str; 17] = [
-    "forwarded",
-    "arp_answered",
-    "to_host",
-    "from_host",
-    "short_frame",
-    "short_header",
-    "version",
-    "header_length",
-    "checksum",
-    "length",
-    "bad_arp",
-    "arp_not_mine",
-    "other_mac",
-    "unconfigured",
-    "send_refused",
-    "bad_config",
-    "no_host",
-];
-/// Of those, the first that are not drops.
-const NOT_DROPS: usize = 4;
-
 pub fn run(c: Command) -> ExitCode {
     let r = match c {
         Command::Run(a) => serve(a),
-        Command::Stat(a) => stat(a),
+        Command::Stat(a) => stat::stat(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => crate::spine::fail(e),
     }
-}
-
-fn stat(a: StatArgs) -> Result<(), String> {
-    let s = Session::connect(&a.socket).map_err(|e| e.to_string())?;
-    let mut ep = s
-        .create_endpoint(EndpointConfig::default())
-        .map_err(|e| e.to_string())?;
-    let h = a.handlers + 3;
-    ep.send_am(h, &[], &[]).map_err(|e| e.to_string())?;
-    let mut buf = vec![0u8; 1 << 16];
-    let r = ep
-        .recv(&mut buf, Some(Duration::from_secs(5)))
-        .map_err(|e| format!("no answer from handler {h}: {e}"))?;
-    let (args, _) = split_am(&buf[..r.len]).ok_or("bad framing")?;
-    let vals: Vec<u32> = args
-        .chunks_exact(4)
-        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
-    if vals.len() != COUNTERS.len() {
-        return Err(format!("{} counters, not {}", vals.len(), COUNTERS.len()));
-    }
-    if a.json {
-        let drops: serde_json::Map<String, serde_json::Value> = COUNTERS[NOT_DROPS..]
-            .iter()
-            .zip(&vals[NOT_DROPS..])
-            .map(|(k, v)| (k.to_string(), serde_json::json!(v)))
-            .collect();
-        let mut o: serde_json::Map<String, serde_json::Value> = COUNTERS[..NOT_DROPS]
-            .iter()
-            .zip(&vals)
-            .map(|(k, v)| (k.to_string(), serde_json::json!(v)))
-            .collect();
-        o.insert("drops".into(), drops.into());
-        println!("{}", serde_json::Value::Object(o));
-    } else {
-        for (k, v) in COUNTERS.iter().zip(&vals) {
-            println!("{k:>14} {v}");
-        }
-    }
-    Ok(())
 }
 
 /// The router's class file: `--class`, or the checkout's source compiled.
@@ -205,18 +155,25 @@ fn mac_text(m: &[u8; 6]) -> String {
         .join(":")
 }
 
-/// The running router: its session, endpoint, ports and next hops.
+/// A port of the router: the adapter that owns it, the engine's port id
+/// there, and the host's view.
+#[derive(Clone, Copy)]
+struct PortAt {
+    adapter: usize,
+    id: u32,
+    port: Port,
+}
+
+/// The running router: its adapters, ports and next hops.
 struct Router {
-    session: Session,
-    ep: Endpoint,
-    ext: u32,
+    adapters: Adapters,
     base: u16,
     specs: Vec<PortSpec>,
-    /// By table port index: the engine's port id and the host's view.
-    ports: Vec<(u32, Port)>,
+    /// By table port index.
+    ports: Vec<PortAt>,
     neighbours: BTreeMap<Ipv4Addr, [u8; 6]>,
     hops: Hops,
-    /// Next-hop numbers the extension has been given.
+    /// Next-hop numbers the extensions have been given.
     configured: usize,
     /// Next hops without a MAC, being resolved (ARP).
     unresolved: Vec<usize>,
@@ -228,31 +185,75 @@ struct Router {
     seen: [u64; 8],
     answered: u64,
     refused: u64,
+    /// The adapter whose endpoint the next wait is on (several).
+    turn: usize,
     buf: Vec<u8>,
 }
 
 impl Router {
-    /// Send configuration `[op, k, v]` and `mac`; wait for its answer
-    /// (frames that arrive meanwhile are served).
-    fn config(&mut self, op: i32, k: i32, v: u32, mac: &[u8; 6]) -> Result<(), String> {
-        let mut args = Vec::with_capacity(18);
+    /// Send configuration `[op, k, v]`, `mac` and `extra` to adapter
+    /// `a`; wait for its answer (frames that arrive meanwhile on that
+    /// adapter's endpoint are served).
+    fn config(
+        &mut self,
+        a: usize,
+        op: i32,
+        k: u32,
+        v: u32,
+        mac: &[u8; 6],
+        extra: &[u32],
+    ) -> Result<(), String> {
+        let mut args = Vec::with_capacity(18 + 4 * extra.len());
         args.extend_from_slice(&op.to_le_bytes());
         args.extend_from_slice(&k.to_le_bytes());
         args.extend_from_slice(&v.to_le_bytes());
         args.extend_from_slice(mac);
-        self.ep
+        for w in extra {
+            args.extend_from_slice(&w.to_le_bytes());
+        }
+        self.adapters.list[a]
+            .ep
             .send_am(self.base + 1, &args, &[])
             .map_err(|e| format!("configuration: {e}"))?;
         let end = Instant::now() + Duration::from_secs(10);
         while Instant::now() < end {
-            if self.step(Duration::from_millis(100))? == Some(self.base + 1) {
+            if self.step(a, Some(Duration::from_millis(100)))? == Some(self.base + 1) {
                 return Ok(());
             }
         }
         Err("the extension did not answer its configuration".into())
     }
 
-    /// Configure next hops not yet given to the extension (those with a
+    /// Tell every adapter about every port: its own by engine port id,
+    /// another's by a slot with the owner's destination and port id.
+    fn config_ports(&mut self) -> Result<(), String> {
+        for a in 0..self.adapters.list.len() {
+            for p in 0..self.ports.len() {
+                let PortAt { adapter, id, port } = self.ports[p];
+                let slot = adapters::slot(a, p, adapter, id);
+                if adapter == a {
+                    self.config(a, 1, slot, port.addr, &port.mac, &[])?;
+                } else {
+                    let to = self.adapters.dest(a, adapter);
+                    self.config(a, 4, slot, port.addr, &port.mac, &[to, id])?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Configure next hop `k` at `mac` on every adapter.
+    fn config_hop(&mut self, k: usize, mac: &[u8; 6]) -> Result<(), String> {
+        let p = self.hops.list[k].port;
+        for a in 0..self.adapters.list.len() {
+            let at = self.ports[p];
+            let slot = adapters::slot(a, p, at.adapter, at.id);
+            self.config(a, 2, k as u32, slot, mac, &[])?;
+        }
+        Ok(())
+    }
+
+    /// Configure next hops not yet given to the extensions (those with a
     /// known MAC; the others stay unresolved: host unreachable).
     fn config_hops(&mut self) -> Result<(), String> {
         while self.configured < self.hops.list.len() {
@@ -265,8 +266,7 @@ impl Router {
                 self.ask(k);
                 continue;
             };
-            let port = self.ports[h.port].0;
-            self.config(2, k as i32, port, &mac)?;
+            self.config_hop(k, &mac)?;
         }
         Ok(())
     }
@@ -274,11 +274,11 @@ impl Router {
     /// Send an ARP request for next hop `k` out of its port.
     fn ask(&mut self, k: usize) {
         let h = self.hops.list[k];
-        let (id, p) = self.ports[h.port];
-        let f = icmp::arp_request(&p, u32::from(h.addr));
-        if self
+        let at = self.ports[h.port];
+        let f = icmp::arp_request(&at.port, u32::from(h.addr));
+        if self.adapters.list[at.adapter]
             .ep
-            .send_am(self.base + 2, &id.to_le_bytes(), &f)
+            .send_am(self.base + 2, &at.id.to_le_bytes(), &f)
             .is_err()
         {
             self.refused += 1;
@@ -290,40 +290,78 @@ impl Router {
         while let Some((k, mac)) = self.learned.pop() {
             let h = self.hops.list[k];
             self.neighbours.insert(h.addr, mac);
-            self.config(2, k as i32, self.ports[h.port].0, &mac)?;
+            self.config_hop(k, &mac)?;
             println!("router: next hop {} is at {}", h.addr, mac_text(&mac));
         }
         Ok(())
     }
 
-    /// Read the table file, build its trie and load it as table 0.
+    /// Read the table file, build its trie and load it as table 0 onto
+    /// every adapter.
     fn load_table(&mut self, path: &Path) -> Result<String, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let lines = table::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
         let routes = self.hops.routes(&lines, &self.specs, &self.neighbours)?;
         let t = LcTrie::build(&routes).map_err(|e| format!("{e:?}"))?;
         self.config_hops()?;
-        let loaded = self
-            .session
-            .load_table(self.ext, 0, &t.to_le_bytes())
-            .map_err(|e| format!("loading the table: {e}"))?;
+        let bytes = t.to_le_bytes();
+        let mut versions = Vec::new();
+        let mut size = 0;
+        for ad in &self.adapters.list {
+            let loaded = ad
+                .session
+                .load_table(ad.ext.id, 0, &bytes)
+                .map_err(|e| format!("loading the table: {e}"))?;
+            versions.push(loaded.version.to_string());
+            size = loaded.bytes;
+        }
         self.trie = Some(t);
         Ok(format!(
             "router: table version {}: {} routes, {} next hops, {} bytes",
-            loaded.version,
+            versions.join(", "),
             routes.len(),
             self.hops.list.len(),
-            loaded.bytes
+            size
         ))
     }
 
-    /// Serve what arrives within `wait`: the handler number of the
-    /// active message taken, if any.
-    fn step(&mut self, wait: Duration) -> Result<Option<u16>, String> {
-        let r = match self.ep.recv(&mut self.buf, Some(wait)) {
-            Ok(r) => r,
-            Err(RecvError::Timeout) => return Ok(None),
-            Err(e) => return Err(e.to_string()),
+    /// Serve what arrives on any adapter's endpoint within about `wait`.
+    fn serve_all(&mut self, wait: Duration) -> Result<(), String> {
+        let n = self.adapters.list.len();
+        if n == 1 {
+            self.step(0, Some(wait))?;
+            return Ok(());
+        }
+        let mut got = false;
+        for a in 0..n {
+            while self.step(a, None)?.is_some() {
+                got = true;
+            }
+        }
+        if !got {
+            // Nothing waiting: sleep on one endpoint, a short while, in turn.
+            self.turn = (self.turn + 1) % n;
+            self.step(self.turn, Some((wait / n as u32).min(WAIT_SEVERAL)))?;
+        }
+        Ok(())
+    }
+
+    /// Serve what arrives on adapter `a`'s endpoint within `wait` (None:
+    /// what is waiting now): the handler number of the active message
+    /// taken, if any.
+    fn step(&mut self, a: usize, wait: Option<Duration>) -> Result<Option<u16>, String> {
+        let ep = &mut self.adapters.list[a].ep;
+        let r = match wait {
+            Some(w) => match ep.recv(&mut self.buf, Some(w)) {
+                Ok(r) => r,
+                Err(RecvError::Timeout) => return Ok(None),
+                Err(e) => return Err(e.to_string()),
+            },
+            None => match ep.try_recv(&mut self.buf) {
+                Ok(Some(r)) => r,
+                Ok(None) => return Ok(None),
+                Err(e) => return Err(e.to_string()),
+            },
         };
         let Some(h) = r.handler() else {
             return Ok(None);
@@ -333,21 +371,37 @@ impl Router {
             let frame = self.buf[..len].to_vec();
             if let Some((args, f)) = split_am(&frame) {
                 if args.len() >= 2 {
-                    self.host_frame(args[0], usize::from(args[1]), f);
+                    self.host_frame(a, args[0], args[1].into(), f);
                 }
             }
         }
         Ok(Some(h))
     }
 
-    /// A frame the extension handed the host for reason `why`, from the
-    /// engine's port `pid`.
-    fn host_frame(&mut self, why: u8, pid: usize, f: &[u8]) {
+    /// Send `frame` out of port `id` of adapter `a` (through its
+    /// extension's `onHostSend`).
+    fn host_send(&mut self, a: usize, id: u32, frame: &[u8]) {
+        match self.adapters.list[a]
+            .ep
+            .send_am(self.base + 2, &id.to_le_bytes(), frame)
+        {
+            Ok(_) => self.answered += 1,
+            Err(_) => self.refused += 1,
+        }
+    }
+
+    /// A frame adapter `a`'s extension handed the host for reason `why`,
+    /// from the engine's port `pid` there.
+    fn host_frame(&mut self, a: usize, why: u8, pid: u32, f: &[u8]) {
         self.seen[usize::from(why).min(7)] += 1;
-        let Some(k) = self.ports.iter().position(|p| p.0 as usize == pid) else {
+        let Some(k) = self
+            .ports
+            .iter()
+            .position(|p| p.adapter == a && p.id == pid)
+        else {
             return;
         };
-        let port = self.ports[k].1;
+        let port = self.ports[k].port;
         if why == 7 {
             // An ARP reply: a next hop being resolved, on its own port.
             if let Some((addr, mac)) = icmp::arp_reply(f) {
@@ -362,27 +416,31 @@ impl Router {
             }
             return;
         }
-        let own: Vec<u32> = self.ports.iter().map(|p| p.1.addr).collect();
+        let own: Vec<u32> = self.ports.iter().map(|p| p.port.addr).collect();
         let is_own = |a: u32| own.contains(&a);
-        let (out, frame) = if why == icmp::why::OPTIONS {
-            match self.slow_path(f, &is_own) {
-                Some((out, g)) => (out, Some(g)),
-                // TTL expiring, or no route: answered as the fast path's.
-                None => (pid as u32, self.options_answer(f, &port, &is_own)),
+        if why == icmp::why::OPTIONS {
+            if let Some((out, g)) = self.slow_path(f, &is_own) {
+                let at = self.ports[out];
+                self.host_send(at.adapter, at.id, &g);
+                return;
             }
+        }
+        // TTL expiring, or no route (with options too: answered as the
+        // fast path's), for the router, ...: answered out of the ingress
+        // port.
+        let answer = if why == icmp::why::OPTIONS {
+            self.options_answer(f, &port, &is_own)
         } else {
-            (pid as u32, icmp::answer(why, f, &port, is_own))
+            icmp::answer(why, f, &port, is_own)
         };
-        if let Some(g) = frame {
-            match self.ep.send_am(self.base + 2, &out.to_le_bytes(), &g) {
-                Ok(_) => self.answered += 1,
-                Err(_) => self.refused += 1,
-            }
+        if let Some(g) = answer {
+            self.host_send(a, pid, &g);
         }
     }
 
-    /// A packet with options forwarded by the host: (egress port id, frame).
-    fn slow_path(&self, f: &[u8], own: &dyn Fn(u32) -> bool) -> Option<(u32, Vec<u8>)> {
+    /// A packet with options forwarded by the host: (egress port index,
+    /// frame).
+    fn slow_path(&self, f: &[u8], own: &dyn Fn(u32) -> bool) -> Option<(usize, Vec<u8>)> {
         let dst = icmp::destination(f)?;
         if own(dst) || dst >> 28 >= 14 {
             return None;
@@ -390,8 +448,8 @@ impl Router {
         let nh = self.trie.as_ref()?.lookup(dst)? as usize;
         let h = self.hops.list.get(nh)?;
         let mac = self.neighbours.get(&h.addr)?;
-        let (id, p) = self.ports[h.port];
-        Some((id, icmp::forward(f, (p.mac, *mac))?))
+        let p = self.ports[h.port].port;
+        Some((h.port, icmp::forward(f, (p.mac, *mac))?))
     }
 
     /// What a packet with options that the slow path did not forward gets.
@@ -408,10 +466,32 @@ impl Router {
         };
         icmp::answer(why, f, port, own)
     }
+
+    /// The extension that is no longer loaded on its adapter, if any.
+    fn unloaded(&self) -> Result<Option<String>, String> {
+        for (k, ad) in self.adapters.list.iter().enumerate() {
+            let l = ad.session.list_extensions().map_err(|e| e.to_string())?;
+            if !l.extensions.iter().any(|x| x.id == ad.ext.id) {
+                return Ok(Some(if self.adapters.list.len() == 1 {
+                    format!("router: extension {} was unloaded", ad.ext.id)
+                } else {
+                    format!(
+                        "router: extension {} on adapter {k} was unloaded",
+                        ad.ext.id
+                    )
+                }));
+            }
+        }
+        Ok(None)
+    }
 }
 
-/// SIGHUP, blocked so that [`hup_pending`] takes it.
-fn block_hup() -> libc::sigset_t {
+/// The longest wait on one endpoint while several are served.
+const WAIT_SEVERAL: Duration = Duration::from_millis(20);
+
+/// SIGHUP (and with several adapters SIGINT and SIGTERM), blocked so
+/// that [`signal_pending`] takes them.
+fn block_signals(several: bool) -> libc::sigset_t {
     // SAFETY: sigemptyset/sigaddset initialise the local set;
     // pthread_sigmask changes this thread's mask only (called before the
     // session starts any thread, which inherit it).
@@ -419,29 +499,43 @@ fn block_hup() -> libc::sigset_t {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, libc::SIGHUP);
+        if several {
+            libc::sigaddset(&mut set, libc::SIGINT);
+            libc::sigaddset(&mut set, libc::SIGTERM);
+        }
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
         set
     }
 }
 
-/// Whether a SIGHUP was pending (taken if so).
-fn hup_pending(set: &libc::sigset_t) -> bool {
+/// A signal of `set` that was pending (taken), if any.
+fn signal_pending(set: &libc::sigset_t) -> Option<i32> {
     let zero = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: `set` is an initialised signal set; the info pointer may be
     // null; a zero timeout makes the call return at once.
-    unsafe { libc::sigtimedwait(set, std::ptr::null_mut(), &zero) == libc::SIGHUP }
+    let s = unsafe { libc::sigtimedwait(set, std::ptr::null_mut(), &zero) };
+    (s > 0).then_some(s)
 }
 
 fn serve(a: RunArgs) -> Result<(), String> {
-    let hup = block_hup();
-    let specs = a
-        .ports
-        .iter()
-        .map(|s| PortSpec::parse(s))
-        .collect::<Result<Vec<_>, _>>()?;
+    let several = a.socket.len() > 1;
+    let sigs = block_signals(several);
+    let mut specs = Vec::new();
+    let mut owners = Vec::new();
+    for s in &a.ports {
+        let (p, k) = adapters::owner_of(s)?;
+        if k >= a.socket.len() {
+            return Err(format!(
+                "{s:?}: adapter {k}, but {} --socket",
+                a.socket.len()
+            ));
+        }
+        specs.push(PortSpec::parse(p)?);
+        owners.push(k);
+    }
     let neighbours = a
         .neighbours
         .iter()
@@ -452,23 +546,15 @@ fn serve(a: RunArgs) -> Result<(), String> {
         .map(|p| mac_of(&p.iface))
         .collect::<Result<Vec<_>, _>>()?;
     let class = class_bytes(a.class.as_deref())?;
-    let session = Session::connect(&a.socket).map_err(|e| e.to_string())?;
     let opts = ExtensionOptions {
         name: "router".into(),
         budget_us: a.budget_us,
         arg: i32::from(a.handlers),
         domains: Vec::new(),
     };
-    let ext = session
-        .load_extension(&class, opts)
-        .map_err(|e| format!("loading the router extension: {e}"))?;
-    let ep = session
-        .create_endpoint(EndpointConfig::default())
-        .map_err(|e| e.to_string())?;
+    let adapters = Adapters::open(&a.socket, &class, &opts)?;
     let mut r = Router {
-        session,
-        ep,
-        ext: ext.id,
+        adapters,
         base: a.handlers,
         specs,
         ports: Vec::new(),
@@ -481,78 +567,125 @@ fn serve(a: RunArgs) -> Result<(), String> {
         seen: [0; 8],
         answered: 0,
         refused: 0,
+        turn: 0,
         buf: vec![0u8; 1 << 16],
     };
-    // Claim the extension's configuration (and host path) for this
-    // endpoint before anything else can.
-    r.config(3, 0, 0, &[0; 6])?;
-    let mut ports = Vec::new();
-    for (p, mac) in r.specs.iter().zip(&macs) {
-        let id = r
+    let end = run_router(&mut r, &a, &owners, &macs, &sigs);
+    r.adapters.leave();
+    end
+}
+
+/// Set the router up on its adapters and serve until it stops.
+fn run_router(
+    r: &mut Router,
+    a: &RunArgs,
+    owners: &[usize],
+    macs: &[[u8; 6]],
+    sigs: &libc::sigset_t,
+) -> Result<(), String> {
+    // Claim each extension's configuration (and host path) for this
+    // application's endpoint before anything else can.
+    for k in 0..r.adapters.list.len() {
+        r.config(k, 3, 0, 0, &[0; 6], &[])?;
+    }
+    r.adapters.join(a.between)?;
+    for ((p, mac), &owner) in r.specs.clone().iter().zip(macs).zip(owners) {
+        let id = r.adapters.list[owner]
             .session
             .spine_port_open(&p.iface, a.handlers)
             .map_err(|e| format!("port on {}: {e}", p.iface))?;
-        ports.push((
+        r.ports.push(PortAt {
+            adapter: owner,
             id,
-            Port {
+            port: Port {
                 addr: u32::from(p.addr),
                 mac: *mac,
             },
-        ));
+        });
     }
-    r.ports = ports;
-    let mut line = format!(
-        "router: extension {} with handlers {:?}",
-        ext.id, ext.handlers
-    );
-    for k in 0..r.ports.len() {
-        let (id, p) = r.ports[k];
-        r.config(1, id as i32, p.addr, &p.mac)?;
+    let exts: Vec<String> = r
+        .adapters
+        .list
+        .iter()
+        .enumerate()
+        .map(|(k, ad)| {
+            let on = if several(r) {
+                format!(" on adapter {k} ({})", ad.socket.display())
+            } else {
+                String::new()
+            };
+            format!(
+                "extension {} with handlers {:?}{on}",
+                ad.ext.id, ad.ext.handlers
+            )
+        })
+        .collect();
+    let mut line = format!("router: {}", exts.join(", "));
+    for (k, at) in r.ports.iter().enumerate() {
         let s = &r.specs[k];
         line += &format!(
-            "; port {id} on {} {}/{} {}",
+            "; port {} on {} {}/{} {}",
+            at.id,
             s.iface,
             s.addr,
             s.len,
-            mac_text(&p.mac)
+            mac_text(&at.port.mac)
         );
+        if several(r) {
+            line += &format!(" (adapter {})", at.adapter);
+        }
     }
+    r.config_ports()?;
     println!("{line}");
+    for j in &r.adapters.joins {
+        println!("{j}");
+    }
     println!("{}", r.load_table(&a.table)?);
     let mut look = Instant::now();
     loop {
-        r.step(Duration::from_millis(100))?;
+        r.serve_all(Duration::from_millis(100))?;
         r.config_learned()?;
-        // Now and then: whether the extension is still loaded (unloaded
-        // from elsewhere, or the engine gone, the router stops).
+        // Now and then: whether the extensions are still loaded (one
+        // unloaded from elsewhere, or an engine gone, the router stops).
         if look.elapsed() >= Duration::from_secs(1) {
             look = Instant::now();
-            let l = r.session.list_extensions().map_err(|e| e.to_string())?;
-            if !l.extensions.iter().any(|x| x.id == r.ext) {
-                println!("router: extension {} was unloaded", r.ext);
+            if let Some(l) = r.unloaded()? {
+                println!("{l}");
                 return Ok(());
             }
             for k in r.unresolved.clone() {
                 r.ask(k);
             }
         }
-        if hup_pending(&hup) {
-            match r.load_table(&a.table) {
-                Ok(l) => println!("{l}"),
-                Err(e) => println!("router: table not replaced: {e}"),
+        match signal_pending(sigs) {
+            Some(libc::SIGHUP) => {
+                match r.load_table(&a.table) {
+                    Ok(l) => println!("{l}"),
+                    Err(e) => println!("router: table not replaced: {e}"),
+                }
+                let seen: Vec<String> = icmp::why::NAMES
+                    .iter()
+                    .zip(r.seen)
+                    .skip(1)
+                    .map(|(k, n)| format!("{k} {n}"))
+                    .collect();
+                println!(
+                    "router: host path: {}; answers {}, refused {}",
+                    seen.join(", "),
+                    r.answered,
+                    r.refused
+                );
             }
-            let seen: Vec<String> = icmp::why::NAMES
-                .iter()
-                .zip(r.seen)
-                .skip(1)
-                .map(|(k, n)| format!("{k} {n}"))
-                .collect();
-            println!(
-                "router: host path: {}; answers {}, refused {}",
-                seen.join(", "),
-                r.answered,
-                r.refused
-            );
+            Some(s) => {
+                println!("router: stopped by signal {s}");
+                return Ok(());
+            }
+            None => {}
         }
     }
+}
+
+/// Whether the router has several adapters.
+fn several(r: &Router) -> bool {
+    r.adapters.list.len() > 1
 }

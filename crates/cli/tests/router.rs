@@ -25,113 +25,10 @@ use std::net::TcpStream;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::hosts::ip;
-use common::three::{pattern, ping, tcp_server, Three};
+use common::routed::{drops, num, router_stat, Routed, HANDLERS, MAC1, MAC2};
+use common::three::{pattern, ping, tcp_server};
 use common::*;
 use serde_json::Value;
-
-/// The router's first handler number.
-const HANDLERS: &str = "300";
-
-/// The hosts' MACs.
-const MAC1: &str = "02:00:00:79:00:02";
-const MAC2: &str = "02:00:00:80:00:02";
-
-/// The three namespaces, the hosts on two subnets with the router's
-/// addresses as their gateways.
-struct Routed {
-    ns: Three,
-    /// The hosts' addresses and the router's on each subnet.
-    addr1: String,
-    addr2: String,
-    gw1: String,
-    gw2: String,
-    /// The subnets' third octet.
-    n: u32,
-}
-
-impl std::ops::Deref for Routed {
-    type Target = Three;
-    fn deref(&self) -> &Three {
-        &self.ns
-    }
-}
-
-impl Routed {
-    fn new() -> Routed {
-        let n = std::process::id() % 250 + 1;
-        let (addr1, addr2) = (format!("10.79.{n}.2"), format!("10.80.{n}.2"));
-        let ns = Three::new(
-            "r",
-            &format!("{addr1}/24"),
-            &format!("{addr2}/24"),
-            Some([MAC1, MAC2]),
-        );
-        let b = Routed {
-            ns,
-            addr1,
-            addr2,
-            gw1: format!("10.79.{n}.1"),
-            gw2: format!("10.80.{n}.1"),
-            n,
-        };
-        for (h, gw) in [(&b.h1, &b.gw1), (&b.h2, &b.gw2)] {
-            ip(&["-n", h, "route", "add", "default", "via", gw])
-                .unwrap_or_else(|e| panic!("setting up the routed hosts: {e}"));
-        }
-        b
-    }
-
-    /// A table file: the hosts' subnets through them (with `split`, each
-    /// as its two halves), and `filler` generated routes spread over both
-    /// (none covers the subnets).
-    fn table(&self, filler: usize, seed: u64, split: bool) -> String {
-        let (n, a1, a2) = (self.n, &self.addr1, &self.addr2);
-        let mut t = if split {
-            format!(
-                "# the hosts' subnets, in halves\n10.79.{n}.0/25 {a1}\n10.79.{n}.128/25 {a1}\n\
-                 10.80.{n}.0/25 {a2} 1\n10.80.{n}.128/25 {a2} 1\n"
-            )
-        } else {
-            format!("# the hosts' subnets\n10.79.{n}.0/24 {a1}\n10.80.{n}.0/24 {a2} 1\n")
-        };
-        for r in unet_router::table::generated(filler, seed, 2) {
-            if r.prefix >> 24 == 10 {
-                continue;
-            }
-            let via = if r.next_hop == 0 {
-                &self.addr1
-            } else {
-                &self.addr2
-            };
-            let p = std::net::Ipv4Addr::from(r.prefix);
-            t += &format!("{p}/{} {via}\n", r.len);
-        }
-        t
-    }
-}
-
-/// `unet router stat --json`, run in `ns`.
-fn router_stat(ns: &str, socket: &std::path::Path) -> Value {
-    let out = command_in(Some(ns), unet_bin())
-        .args([
-            "router",
-            "stat",
-            "--json",
-            "--handlers",
-            HANDLERS,
-            "--socket",
-        ])
-        .arg(socket)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
 
 /// `unet spine ports --json`: frames out of each port.
 fn frames_out(socket: &std::path::Path) -> Vec<u64> {
@@ -148,23 +45,6 @@ fn frames_out(socket: &std::path::Path) -> Vec<u64> {
         .iter()
         .map(|p| p["frames_out"].as_u64().unwrap())
         .collect()
-}
-
-fn num(v: &Value, k: &str) -> u64 {
-    v[k].as_u64().unwrap_or_else(|| panic!("{k} in {v}"))
-}
-
-/// The drop counters of a `router stat` but `unconfigured` (frames the
-/// hosts' kernels sent, IPv6 router solicitations for instance, before
-/// the router had configured its ports).
-fn drops(v: &Value) -> u64 {
-    v["drops"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .filter(|(k, _)| *k != "unconfigured")
-        .map(|(_, x)| x.as_u64().unwrap())
-        .sum()
 }
 
 /// Bytes of the TCP transfer.
@@ -347,7 +227,7 @@ fn hosts_on_two_subnets_reach_each_other_through_the_router_extension() {
         &[tools::repo().join("extensions/router/Router.java")],
     );
     let class = dir.0.join("Router.class");
-    let b = Routed::new();
+    let b = Routed::new("r");
     let d = Daemon::start_in(Some(&b.r), &[]);
     let table = dir.0.join("routes.txt");
     std::fs::write(&table, b.table(1000, 1, false)).unwrap();

@@ -27,6 +27,7 @@ use unet_sys as sys;
 use crate::shm::create_peer_segment;
 use crate::{Error, Session};
 
+pub use unet_abi::peer::PeerGeometry;
 pub use unet_control::peer::{PeerInfo, PeerListing, PEERS_PER_ADAPTER, PEERS_PER_PROCESS};
 
 /// Two adapters joined: the index each gave the queue (`DEST_PEER`'s id
@@ -46,7 +47,16 @@ pub struct PeerPair {
 /// the adapters after the calling process ends, until one leaves it or
 /// dies; joining the same two again makes a new queue.
 pub fn join(a: &Session, b: &Session) -> Result<PeerPair, Error> {
-    let seg = create_peer_segment(DEFAULT_PEER_GEOMETRY, sys::random_u64() as u32)?;
+    join_with(a, b, DEFAULT_PEER_GEOMETRY)
+}
+
+/// [`join`] with a queue of `geometry` (slots a direction, bytes of bulk
+/// data a direction) instead of the default's 256 slots and 256 KiB: a
+/// queue that must hold a burst of many bulk messages (a router's frames)
+/// asks for more. A geometry the adapters would refuse is refused here
+/// (`std::io::ErrorKind::InvalidInput`).
+pub fn join_with(a: &Session, b: &Session, geometry: PeerGeometry) -> Result<PeerPair, Error> {
+    let seg = create_peer_segment(geometry, sys::random_u64() as u32)?;
     let (ia, door_a) = join_side(a, 0, &seg, None)?;
     let (ib, door_b) = match join_side(b, 1, &seg, Some(&door_a)) {
         Ok(ok) => ok,

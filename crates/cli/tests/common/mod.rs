@@ -12,6 +12,7 @@
 #![allow(dead_code)]
 
 pub mod hosts;
+pub mod routed;
 pub mod three;
 
 use std::io::{BufRead, BufReader, Read, Write};

@@ -1,0 +1,152 @@
+//! The router tests' set-up: the three namespaces of `three.rs` with the
+//! hosts on two subnets routed through `r` (the router's addresses as
+//! their gateways), the table files they load, and `unet router stat`
+//! read as JSON.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::hosts::ip;
+use super::three::Three;
+use super::{command_in, unet_bin};
+
+/// The router's first handler number.
+pub const HANDLERS: &str = "300";
+
+/// The hosts' MACs.
+pub const MAC1: &str = "02:00:00:79:00:02";
+pub const MAC2: &str = "02:00:00:80:00:02";
+
+/// The three namespaces, the hosts on two subnets with the router's
+/// addresses as their gateways.
+pub struct Routed {
+    pub ns: Three,
+    /// The hosts' addresses and the router's on each subnet.
+    pub addr1: String,
+    pub addr2: String,
+    pub gw1: String,
+    pub gw2: String,
+    /// The subnets' third octet.
+    pub n: u32,
+}
+
+impl std::ops::Deref for Routed {
+    type Target = Three;
+    fn deref(&self) -> &Three {
+        &self.ns
+    }
+}
+
+impl Routed {
+    /// The namespaces, their names made unique by `tag` (one letter) and
+    /// this process.
+    pub fn new(tag: &str) -> Routed {
+        let n = std::process::id() % 250 + 1;
+        let (addr1, addr2) = (format!("10.79.{n}.2"), format!("10.80.{n}.2"));
+        let ns = Three::new(
+            tag,
+            &format!("{addr1}/24"),
+            &format!("{addr2}/24"),
+            Some([MAC1, MAC2]),
+        );
+        let b = Routed {
+            ns,
+            addr1,
+            addr2,
+            gw1: format!("10.79.{n}.1"),
+            gw2: format!("10.80.{n}.1"),
+            n,
+        };
+        for (h, gw) in [(&b.h1, &b.gw1), (&b.h2, &b.gw2)] {
+            ip(&["-n", h, "route", "add", "default", "via", gw])
+                .unwrap_or_else(|e| panic!("setting up the routed hosts: {e}"));
+        }
+        b
+    }
+
+    /// A table file: the hosts' subnets through them (with `split`, each
+    /// as its two halves), and `filler` generated routes spread over both
+    /// (none covers the subnets).
+    pub fn table(&self, filler: usize, seed: u64, split: bool) -> String {
+        let (n, a1, a2) = (self.n, &self.addr1, &self.addr2);
+        let mut t = if split {
+            format!(
+                "# the hosts' subnets, in halves\n10.79.{n}.0/25 {a1}\n10.79.{n}.128/25 {a1}\n\
+                 10.80.{n}.0/25 {a2} 1\n10.80.{n}.128/25 {a2} 1\n"
+            )
+        } else {
+            format!("# the hosts' subnets\n10.79.{n}.0/24 {a1}\n10.80.{n}.0/24 {a2} 1\n")
+        };
+        for r in unet_router::table::generated(filler, seed, 2) {
+            if r.prefix >> 24 == 10 {
+                continue;
+            }
+            let via = if r.next_hop == 0 {
+                &self.addr1
+            } else {
+                &self.addr2
+            };
+            let p = std::net::Ipv4Addr::from(r.prefix);
+            t += &format!("{p}/{} {via}\n", r.len);
+        }
+        t
+    }
+}
+
+/// `unet router stat --json`, run in `ns`.
+pub fn router_stat(ns: &str, socket: &std::path::Path) -> Value {
+    let out = command_in(Some(ns), unet_bin())
+        .args([
+            "router",
+            "stat",
+            "--json",
+            "--handlers",
+            HANDLERS,
+            "--socket",
+        ])
+        .arg(socket)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+pub fn num(v: &Value, k: &str) -> u64 {
+    v[k].as_u64().unwrap_or_else(|| panic!("{k} in {v}"))
+}
+
+/// The drop counters of a `router stat` but `unconfigured` (frames the
+/// hosts' kernels sent, IPv6 router solicitations for instance, before
+/// the router had configured its ports).
+pub fn drops(v: &Value) -> u64 {
+    v["drops"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(k, _)| *k != "unconfigured")
+        .map(|(_, x)| x.as_u64().unwrap())
+        .sum()
+}
+
+/// `unet router stat --json` of several adapters, run in `ns`: one
+/// object an adapter, in the order of `sockets`.
+pub fn router_stats(ns: &str, sockets: &[&Path]) -> Vec<Value> {
+    let mut cmd = command_in(Some(ns), unet_bin());
+    cmd.args(["router", "stat", "--json", "--handlers", HANDLERS]);
+    for s in sockets {
+        cmd.arg("--socket").arg(s);
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v.as_array().expect("a list of adapters").clone()
+}
