@@ -1,7 +1,8 @@
 //! `unet bench router forward` (SPINE's Figure 5) runs end to end: it
-//! makes its three namespaces, starts the router (a daemon and `unet
-//! router run` with the extension javac compiles) and Linux's forwarding
-//! in turn, and reports a row for each beside the generator's own rate
+//! makes its three namespaces, starts the router (on one adapter, and on
+//! two over peer queues and over the UDP wire: daemons and `unet router
+//! run` with the extension javac compiles) and Linux's forwarding in
+//! turn, and reports a row for each beside the generator's own rate
 //! and the better Linux forwarder, with the host application's CPU, and
 //! draws its SVG. Shape and sense only, no timing thresholds (this build
 //! is not a release build, and the machine is shared): every forwarder
@@ -29,7 +30,7 @@ fn bench_router_forward_reports_the_router_beside_linux() {
     let o = Command::new(env!("CARGO_BIN_EXE_unet"))
         .args(["bench", "router", "forward", "--json", "--reps", "1"])
         .args(["--packets", "20000", "--steps", "4", "--sizes", "64,1500"])
-        .args(["--cases", "unet,linux", "--svg"])
+        .args(["--cases", "unet,unet-pci,unet-wire,linux", "--svg"])
         .arg(&svg)
         .current_dir(std::env::temp_dir())
         .output()
@@ -52,11 +53,13 @@ fn bench_router_forward_reports_the_router_beside_linux() {
             )
         })
         .collect();
-    assert_eq!(
-        got,
-        [(64, "unet"), (64, "linux"), (1500, "unet"), (1500, "linux")],
-        "{rows:?}"
-    );
+    let mut want = Vec::new();
+    for size in [64, 1500] {
+        for f in ["unet", "unet-pci", "unet-wire", "linux"] {
+            want.push((size, f));
+        }
+    }
+    assert_eq!(got, want, "{rows:?}");
     for r in &rows {
         assert_eq!(r["figure"], "spine5", "{r}");
         assert_eq!(r["routes"], 1000, "{r}");
@@ -68,7 +71,7 @@ fn bench_router_forward_reports_the_router_beside_linux() {
         let linux = r["linux_best_pps"].as_f64().unwrap();
         let ratio = r["ratio_to_linux"].as_f64().unwrap();
         assert!((ratio - rate / linux).abs() < 1e-9 * ratio.max(1.0), "{r}");
-        if r["forwarder"] == "unet" {
+        if r["forwarder"] != "linux" {
             // The host application serves the host path only: a share of
             // a core far below one packet's worth of work each.
             let host = r["host_cpu_pct"].as_f64().unwrap();
@@ -87,5 +90,42 @@ fn bench_router_forward_reports_the_router_beside_linux() {
     assert!(
         text.contains("PCI (paper"),
         "the paper's rates are not drawn"
+    );
+}
+
+/// `unet bench router graph` (SPINE's Figure 6): the router's event
+/// graph under load, each packet a message from its frame taken in to
+/// its frame sent, with the period and latency beside the paper's.
+#[test]
+fn bench_router_graph_follows_packets_through_the_router() {
+    let svg = std::env::temp_dir().join(format!("unet-bench-g6-{}.svg", std::process::id()));
+    let o = Command::new(env!("CARGO_BIN_EXE_unet"))
+        .args(["bench", "router", "graph", "--json", "--rate", "20000"])
+        .args(["--ms", "20", "--svg"])
+        .arg(&svg)
+        .current_dir(std::env::temp_dir())
+        .output()
+        .expect("run unet");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.success(),
+        "unet bench router graph failed:\n{stderr}"
+    );
+    let r: Value = serde_json::from_slice(&o.stdout).expect("one JSON object");
+    assert_eq!(r["figure"], "spine6", "{r}");
+    // 20 ms at 20 000 packets a second: about 400 packets, each its own
+    // message of three events (taken in, the handler, sent).
+    let msgs = r["messages"].as_u64().unwrap();
+    assert!((100..=1000).contains(&msgs), "{r}");
+    assert!(r["events"].as_u64().unwrap() >= 3 * msgs, "{r}");
+    assert_eq!(r["paper_period_us"], 55.0, "{r}");
+    assert_eq!(r["paper_latency_us"], 100.0, "{r}");
+    assert!(r["latency"]["median_ns"].as_u64().unwrap() > 0, "{r}");
+    assert!(r["events_us_per_packet"].as_f64().unwrap() > 0.0, "{r}");
+    let text = std::fs::read_to_string(&svg).expect("the SVG");
+    let _ = std::fs::remove_file(&svg);
+    assert!(
+        text.contains("<svg") && text.contains("onFrame"),
+        "no handler drawn"
     );
 }

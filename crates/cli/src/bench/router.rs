@@ -34,6 +34,7 @@ use super::report::{finish, warn_if_busy, Progress};
 use super::stats::median_f64;
 
 mod forward;
+mod forwarders;
 mod graph;
 mod lab;
 

@@ -36,29 +36,23 @@
 //! Needs root (namespaces, raw sockets) and `ip`.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command as Cmd, Stdio};
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::json;
 use unet_router::table::{self, generated, hashed_next_hop, Route, SplitMix};
 use unet_router::LcTrie;
 
-use super::super::child::pin_child;
 use super::super::plot::{self, Figure, Scale, Series};
 use super::super::report::{warn_if_busy, Progress};
 use super::super::stats::median_f64;
-use super::lab::{self, generate, ip, sysctl, Lab, MAC1, MAC2};
+use super::forwarders::{Case, NEXT_HOPS};
+use super::lab::{self, generate, Lab};
 use super::Res;
 
-/// Next hops on `h2`'s subnet.
-pub(super) const NEXT_HOPS: u32 = 4;
 /// Destinations in the generator's pool.
 const POOL: usize = 4096;
-/// The router's first handler number.
-const HANDLERS: u16 = 200;
 
 /// The paper's Figure 5 (packets a second; it gives no packet size).
 const PAPER: [(&str, f64); 2] = [("PCI", 11_300.0), ("Wire", 14_100.0)];
@@ -68,9 +62,14 @@ pub struct ForwardArgs {
     /// IP packet sizes in bytes (the frame is 14 more), 28 to 1500.
     #[arg(long, value_delimiter = ',', default_value = "64,1500")]
     pub sizes: Vec<usize>,
-    /// Forwarders, in the order of the first repetition: unet, linux,
-    /// linux-rps.
-    #[arg(long, value_delimiter = ',', default_value = "unet,linux,linux-rps")]
+    /// Forwarders, in the order of the first repetition: unet (one
+    /// adapter), unet-pci and unet-wire (two adapters, over peer queues
+    /// or the UDP wire), linux, linux-rps.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "unet,unet-pci,unet-wire,linux,linux-rps"
+    )]
     pub cases: Vec<String>,
     /// Packets a trial (the paper forwarded two million).
     #[arg(long, default_value_t = 200_000)]
@@ -107,45 +106,6 @@ pub struct ForwardArgs {
     pub java: Option<PathBuf>,
 }
 
-/// A forwarder in `r`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Case {
-    Unet,
-    Linux,
-    LinuxRps,
-}
-
-impl Case {
-    fn parse(s: &str) -> Res<Case> {
-        match s {
-            "unet" => Ok(Case::Unet),
-            "linux" => Ok(Case::Linux),
-            "linux-rps" => Ok(Case::LinuxRps),
-            _ => Err(format!("unknown forwarder {s:?} (unet, linux, linux-rps)")),
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Case::Unet => "unet",
-            Case::Linux => "linux",
-            Case::LinuxRps => "linux-rps",
-        }
-    }
-
-    fn is_linux(self) -> bool {
-        matches!(self, Case::Linux | Case::LinuxRps)
-    }
-
-    fn placement(self) -> &'static str {
-        match self {
-            Case::Unet => "generator core 0, adapter (engine) core 1",
-            Case::Linux => "generator core 0, forwarding in the generator's system calls",
-            Case::LinuxRps => "generator core 0, forwarding on core 1 (RPS)",
-        }
-    }
-}
-
 /// One search's result.
 #[derive(Clone, Debug)]
 struct Found {
@@ -162,82 +122,6 @@ struct Found {
     /// The adapter's port drops over the search, by reason (the router
     /// only; reasons with none left out).
     drops: BTreeMap<String, u64>,
-}
-
-/// A running forwarder.
-pub(super) struct Running {
-    case: Case,
-    /// The router's processes (unet only): the adapter, the host
-    /// application.
-    daemon: Option<Child>,
-    router: Option<Child>,
-    /// The adapter's control socket (the router only).
-    pub(super) socket: Option<PathBuf>,
-    _dir: Option<super::super::child::TempDir>,
-}
-
-impl Running {
-    pub(super) fn stop(&mut self, lab: &Lab) {
-        for c in [self.router.take(), self.daemon.take()]
-            .into_iter()
-            .flatten()
-        {
-            stop_child(c);
-        }
-        if self.case.is_linux() {
-            let _ = linux_down(lab);
-        }
-    }
-}
-
-fn stop_child(mut c: Child) {
-    // SAFETY: kill on a child's pid this process has not yet reaped (so
-    // the pid is still this child's).
-    unsafe {
-        libc::kill(c.id() as i32, libc::SIGTERM);
-    }
-    let end = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < end {
-        if let Ok(Some(_)) = c.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = c.kill();
-    let _ = c.wait();
-}
-
-/// The adapter's raw-frame port drops by reason, summed over its ports.
-fn port_drops(socket: &Path) -> Res<BTreeMap<String, u64>> {
-    let s = unet::Session::connect(socket).map_err(|e| format!("the adapter: {e}"))?;
-    let l = s
-        .spine_ports()
-        .map_err(|e| format!("the adapter's ports: {e}"))?;
-    let mut m = BTreeMap::new();
-    for p in &l.ports {
-        for (k, v) in &p.drops {
-            *m.entry(k.clone()).or_insert(0) += v;
-        }
-    }
-    Ok(m)
-}
-
-/// CPU time of every thread of `pid`, ns (`schedstat`'s first field).
-fn cpu_ns(pid: u32) -> u64 {
-    let Ok(d) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0;
-    };
-    d.flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-        .sum()
-}
-
-fn mac_text(m: &[u8; 6]) -> String {
-    m.iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
 }
 
 /// The table's routes with their next hops (`h2`'s four addresses by a
@@ -288,177 +172,6 @@ pub(super) fn destinations(lab: &Lab, routes: &[Route]) -> Res<Vec<u32>> {
 /// The destinations' seed (the same every run).
 const SEED: u64 = 0x5eed_f025;
 
-/// Linux forwards in `r`: addresses, static neighbours, the routes
-/// (`ip -batch`), forwarding on; with `rps`, the ingress interface's
-/// packets steered to core 1.
-fn linux_up(lab: &Lab, lines: &[(String, String)], rps: bool, dir: &Path) -> Res<()> {
-    let r = &lab.r;
-    ip(&[
-        "-n",
-        r,
-        "addr",
-        "add",
-        &format!("{}/24", lab.gw1()),
-        "dev",
-        &lab.r1,
-    ])?;
-    ip(&[
-        "-n",
-        r,
-        "addr",
-        "add",
-        &format!("{}/24", lab.gw2()),
-        "dev",
-        &lab.r2,
-    ])?;
-    let a1 = std::net::Ipv4Addr::from(lab.addr1()).to_string();
-    ip(&[
-        "-n",
-        r,
-        "neigh",
-        "replace",
-        &a1,
-        "lladdr",
-        &mac_text(&MAC1),
-        "dev",
-        &lab.r1,
-        "nud",
-        "permanent",
-    ])?;
-    for k in 0..NEXT_HOPS {
-        let nh = lab.next_hop(k);
-        ip(&[
-            "-n",
-            r,
-            "neigh",
-            "replace",
-            &nh,
-            "lladdr",
-            &mac_text(&MAC2),
-            "dev",
-            &lab.r2,
-            "nud",
-            "permanent",
-        ])?;
-    }
-    let batch = dir.join("linux-routes");
-    let text: String = lines
-        .iter()
-        .map(|(p, nh)| format!("route replace {p} via {nh}\n"))
-        .collect();
-    std::fs::write(&batch, text).map_err(|e| format!("{}: {e}", batch.display()))?;
-    let b = batch.to_string_lossy().to_string();
-    ip(&["-n", r, "-force", "-batch", &b])?;
-    if rps {
-        set_rps(lab, "2")?;
-    }
-    sysctl(r, "net.ipv4.ip_forward=1")
-}
-
-fn set_rps(lab: &Lab, mask: &str) -> Res<()> {
-    let f = format!("/sys/class/net/{}/queues/rx-0/rps_cpus", lab.r1);
-    lab::run(
-        "ip",
-        &[
-            "netns",
-            "exec",
-            &lab.r,
-            "sh",
-            "-c",
-            &format!("echo {mask} > {f}"),
-        ],
-    )
-}
-
-fn linux_down(lab: &Lab) -> Res<()> {
-    let r = &lab.r;
-    sysctl(r, "net.ipv4.ip_forward=0")?;
-    set_rps(lab, "0")?;
-    ip(&["-n", r, "-4", "route", "flush", "table", "main"])?;
-    ip(&["-n", r, "neigh", "flush", "all"])?;
-    ip(&["-n", r, "addr", "flush", "dev", &lab.r1])?;
-    ip(&["-n", r, "addr", "flush", "dev", &lab.r2])
-}
-
-/// The adapter and the router's host application in `r`: a daemon
-/// pinned to core 1, `unet router run` with both ports on it; returns
-/// once the table is loaded.
-pub(super) fn unet_up(lab: &Lab, lines: &[(String, String)], class: &Path) -> Res<Running> {
-    let dir = super::super::child::TempDir::new()?;
-    let exe = std::env::current_exe().map_err(|e| format!("this program: {e}"))?;
-    let socket = dir.0.join("engine.sock");
-    let mut d = Cmd::new("ip");
-    d.args(["netns", "exec", &lab.r])
-        .arg(&exe)
-        .args(["daemon", "--socket"])
-        .arg(&socket)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    pin_child(&mut d, 1);
-    let daemon = d.spawn().map_err(|e| format!("starting the daemon: {e}"))?;
-    let mut run = Running {
-        case: Case::Unet,
-        daemon: Some(daemon),
-        router: None,
-        socket: Some(socket.clone()),
-        _dir: None,
-    };
-    let end = Instant::now() + Duration::from_secs(20);
-    while unet::Session::connect(&socket).is_err() {
-        if Instant::now() >= end {
-            run.stop(lab);
-            return Err("the daemon did not come up".into());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let tfile = dir.0.join("routes.txt");
-    let text: String = lines.iter().map(|(p, nh)| format!("{p} {nh}\n")).collect();
-    std::fs::write(&tfile, text).map_err(|e| format!("{}: {e}", tfile.display()))?;
-    let mut r = Cmd::new("ip");
-    r.args(["netns", "exec", &lab.r])
-        .arg(&exe)
-        .args(["router", "run", "--socket"])
-        .arg(&socket)
-        .arg("--table")
-        .arg(&tfile)
-        .arg("--class")
-        .arg(class)
-        .args(["--handlers", &HANDLERS.to_string()])
-        .args(["--port", &format!("{}={}/24", lab.r1, lab.gw1())])
-        .args(["--port", &format!("{}={}/24", lab.r2, lab.gw2())]);
-    let a1 = std::net::Ipv4Addr::from(lab.addr1());
-    r.args(["--neighbour", &format!("{a1}={}", mac_text(&MAC1))]);
-    for k in 0..NEXT_HOPS {
-        r.args([
-            "--neighbour",
-            &format!("{}={}", lab.next_hop(k), mac_text(&MAC2)),
-        ]);
-    }
-    r.stdout(Stdio::piped()).stderr(Stdio::inherit());
-    let mut child = r.spawn().map_err(|e| format!("starting the router: {e}"))?;
-    let out = child.stdout.take().ok_or("the router's output")?;
-    run.router = Some(child);
-    run._dir = Some(dir);
-    let (tx, rx) = std::sync::mpsc::channel();
-    // Its lines, read to the end (a full pipe would stop it).
-    std::thread::spawn(move || {
-        for l in BufReader::new(out).lines().map_while(Result::ok) {
-            let _ = tx.send(l);
-        }
-    });
-    let end = Instant::now() + Duration::from_secs(300);
-    loop {
-        match rx.recv_timeout(end.saturating_duration_since(Instant::now())) {
-            Ok(l) if l.starts_with("router: table version") => return Ok(run),
-            Ok(_) => {}
-            Err(_) => {
-                run.stop(lab);
-                return Err("the router did not load its table".into());
-            }
-        }
-    }
-}
-
 /// One trial: `n` packets at `rate` (0: the generator's fastest): what
 /// was sent and the share lost, percent.
 fn trial(
@@ -469,7 +182,11 @@ fn trial(
     verbose: bool,
 ) -> Res<(lab::Sent, f64)> {
     let before = lab.settled()?;
-    let batch = if rate > 0.0 && rate < 20_000.0 { 1 } else { lab::BATCH };
+    let batch = if rate > 0.0 && rate < 20_000.0 {
+        1
+    } else {
+        lab::BATCH
+    };
     let s = generate(lab, Arc::clone(pool), n, rate, batch)?;
     let got = lab.settled()?.saturating_sub(before).min(s.frames);
     let loss = 100.0 * (s.frames - got) as f64 / s.frames.max(1) as f64;
@@ -610,23 +327,7 @@ pub fn forward(mut a: ForwardArgs) -> Res<()> {
                 a.reps,
                 case.name()
             ));
-            let mut run = match case {
-                Case::Unet => unet_up(&lab, &lines, &class)?,
-                Case::Linux | Case::LinuxRps => {
-                    let r = Running {
-                        case,
-                        daemon: None,
-                        router: None,
-                        socket: None,
-                        _dir: None,
-                    };
-                    if let Err(e) = linux_up(&lab, &lines, case == Case::LinuxRps, &class_dir.0) {
-                        let _ = linux_down(&lab);
-                        return Err(e);
-                    }
-                    r
-                }
-            };
+            let mut run = case.start(&lab, &lines, &class, &class_dir.0)?;
             let res = (|| -> Res<()> {
                 for (k, &size) in a.sizes.iter().enumerate() {
                     p.show(&format!(
@@ -636,24 +337,21 @@ pub fn forward(mut a: ForwardArgs) -> Res<()> {
                         case.name()
                     ));
                     let pool = pool_of(&lab, &dsts, size);
-                    let pids = [&run.router, &run.daemon].map(|c| c.as_ref().map(Child::id));
-                    let cpu0 = pids.map(|p| p.map(cpu_ns));
-                    let drops0 = run.socket.as_deref().map(port_drops).transpose()?;
+                    let cpu0 = run.cpu();
+                    let drops0 = run.port_drops()?;
                     let t0 = Instant::now();
                     let mut f = search(&lab, &pool, &a, median_f64(&gen[k]))?;
                     let wall = t0.elapsed().as_nanos() as f64;
-                    let pct = |i: usize| -> Option<f64> {
-                        let (p, c0) = (pids[i]?, cpu0[i]?);
-                        Some(100.0 * cpu_ns(p).saturating_sub(c0) as f64 / wall)
+                    let cpu1 = run.cpu();
+                    let pct = |c0: Option<u64>, c1: Option<u64>| {
+                        Some(100.0 * c1?.saturating_sub(c0?) as f64 / wall)
                     };
-                    f.host_cpu = pct(0);
-                    f.adapter_cpu = pct(1);
-                    if let (Some(d0), Some(sock)) = (drops0, run.socket.as_deref()) {
-                        for (k, v) in port_drops(sock)? {
-                            let n = v.saturating_sub(d0.get(&k).copied().unwrap_or(0));
-                            if n > 0 {
-                                f.drops.insert(k, n);
-                            }
+                    f.host_cpu = pct(cpu0.0, cpu1.0);
+                    f.adapter_cpu = pct(cpu0.1, cpu1.1);
+                    for (k, v) in run.port_drops()? {
+                        let n = v.saturating_sub(drops0.get(&k).copied().unwrap_or(0));
+                        if n > 0 {
+                            f.drops.insert(k, n);
                         }
                     }
                     match rows.iter_mut().find(|r| r.case == case && r.size == size) {

@@ -23,7 +23,8 @@ use unet_engine::TraceDump;
 use unet_router::table::generated;
 
 use super::super::report::{warn_if_busy, Progress};
-use super::forward::{destinations, pool_of, table_lines, unet_up, NEXT_HOPS};
+use super::forward::{destinations, pool_of, table_lines};
+use super::forwarders::{Case, NEXT_HOPS};
 use super::lab::{generate, Lab};
 use super::Res;
 use crate::trace::analysis::{analyse, is_loop, Spread};
@@ -43,6 +44,10 @@ pub struct GraphArgs {
     /// IP packet size in bytes (28 to 1500).
     #[arg(long, default_value_t = 64)]
     pub size: usize,
+    /// The router: unet (one adapter), unet-pci or unet-wire (two; the
+    /// ingress adapter's graph).
+    #[arg(long, default_value = "unet", value_parser = Case::parse)]
+    case: Case,
     /// How long to record, milliseconds.
     #[arg(long, default_value_t = 20)]
     pub ms: u64,
@@ -102,8 +107,14 @@ pub fn graph(a: GraphArgs) -> Res<()> {
     let lab = Lab::new()?;
     let lines = table_lines(&lab, &routes);
     let pool = pool_of(&lab, &destinations(&lab, &routes)?, a.size);
-    let mut run = unet_up(&lab, &lines, &class)?;
-    let socket = run.socket.clone().ok_or("the router has no socket")?;
+    let mut run = a.case.start(&lab, &lines, &class, &dir.0)?;
+    // The ingress adapter's events (with two adapters the egress one's
+    // are its own graph).
+    let socket = run
+        .sockets
+        .first()
+        .cloned()
+        .ok_or("the router has no socket")?;
     let warm = Duration::from_millis(200);
     let n = (a.rate * (warm.as_secs_f64() * 2.0 + a.ms as f64 / 1000.0)) as u64 + 1;
     p.show("recording");
