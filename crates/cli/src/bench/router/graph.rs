@@ -92,7 +92,7 @@ pub fn graph(a: GraphArgs) -> Res<()> {
     if !(28..=1500).contains(&a.size) {
         return Err(format!("packet size {} is not within 28 to 1500", a.size));
     }
-    if !(a.rate > 0.0) {
+    if a.rate.is_nan() || a.rate <= 0.0 {
         return Err("--rate must be above 0".into());
     }
     warn_if_busy();
