@@ -100,6 +100,10 @@ pub struct ForwardArgs {
     /// Draw the rates as an SVG, the paper's beside them.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
+    /// Microseconds the router's adapters keep polling after their last
+    /// work before they sleep (`unet daemon --idle-spin-us`).
+    #[arg(long, value_name = "US", default_value_t = 0)]
+    pub spin_us: u64,
     /// The extension's source (default: the checkout's
     /// `extensions/router/Router.java`).
     #[arg(long, value_name = "FILE")]
@@ -327,7 +331,7 @@ pub fn forward(mut a: ForwardArgs) -> Res<()> {
                 a.reps,
                 case.name()
             ));
-            let mut run = case.start(&lab, &lines, &class, &class_dir.0)?;
+            let mut run = case.start(&lab, &lines, &class, &class_dir.0, a.spin_us)?;
             let res = (|| -> Res<()> {
                 for (k, &size) in a.sizes.iter().enumerate() {
                     p.show(&format!(

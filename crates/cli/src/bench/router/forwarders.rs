@@ -76,16 +76,20 @@ impl Case {
         }
     }
 
-    /// Set the forwarder up in `r`; `dir` holds its files.
+    /// Set the forwarder up in `r`; `dir` holds its files; the router's
+    /// adapters poll `spin_us` after their last work before they sleep.
     pub(super) fn start(
         self,
         lab: &Lab,
         lines: &[(String, String)],
         class: &Path,
         dir: &Path,
+        spin_us: u64,
     ) -> Res<Running> {
         match self {
-            Case::Unet | Case::UnetPci | Case::UnetWire => unet_up(self, lab, lines, class),
+            Case::Unet | Case::UnetPci | Case::UnetWire => {
+                unet_up(self, lab, lines, class, spin_us)
+            }
             Case::Linux | Case::LinuxRps => {
                 let r = Running {
                     case: self,
@@ -286,12 +290,13 @@ fn linux_down(lab: &Lab) -> Res<()> {
 
 /// A daemon (an adapter) in `r` on core 1, with its control socket at
 /// `socket` and, for the wire, a UDP port on `r`'s loopback.
-fn daemon(lab: &Lab, exe: &Path, socket: &Path, udp: bool) -> Res<Child> {
+fn daemon(lab: &Lab, exe: &Path, socket: &Path, udp: bool, spin_us: u64) -> Res<Child> {
     let mut d = Cmd::new("ip");
     d.args(["netns", "exec", &lab.r])
         .arg(exe)
         .args(["daemon", "--socket"])
         .arg(socket)
+        .args(["--idle-spin-us", &spin_us.to_string()])
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     if udp {
@@ -303,7 +308,13 @@ fn daemon(lab: &Lab, exe: &Path, socket: &Path, udp: bool) -> Res<Child> {
 
 /// The router's adapters and host application in `r` (module
 /// documentation); returns once the table is loaded.
-fn unet_up(case: Case, lab: &Lab, lines: &[(String, String)], class: &Path) -> Res<Running> {
+fn unet_up(
+    case: Case,
+    lab: &Lab,
+    lines: &[(String, String)],
+    class: &Path,
+    spin_us: u64,
+) -> Res<Running> {
     let dir = TempDir::new()?;
     let exe = std::env::current_exe().map_err(|e| format!("this program: {e}"))?;
     let two = case != Case::Unet;
@@ -322,7 +333,7 @@ fn unet_up(case: Case, lab: &Lab, lines: &[(String, String)], class: &Path) -> R
         _dir: None,
     };
     for s in &sockets {
-        match daemon(lab, &exe, s, wire) {
+        match daemon(lab, &exe, s, wire, spin_us) {
             Ok(c) => run.daemons.push(c),
             Err(e) => {
                 run.stop(lab);

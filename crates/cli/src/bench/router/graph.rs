@@ -60,6 +60,10 @@ pub struct GraphArgs {
     /// Print the figures as one JSON object.
     #[arg(long)]
     pub json: bool,
+    /// Microseconds the router's adapters keep polling after their last
+    /// work before they sleep (`unet daemon --idle-spin-us`).
+    #[arg(long, value_name = "US", default_value_t = 0)]
+    pub spin_us: u64,
     /// The extension's source (default: the checkout's
     /// `extensions/router/Router.java`).
     #[arg(long, value_name = "FILE")]
@@ -107,7 +111,7 @@ pub fn graph(a: GraphArgs) -> Res<()> {
     let lab = Lab::new()?;
     let lines = table_lines(&lab, &routes);
     let pool = pool_of(&lab, &destinations(&lab, &routes)?, a.size);
-    let mut run = a.case.start(&lab, &lines, &class, &dir.0)?;
+    let mut run = a.case.start(&lab, &lines, &class, &dir.0, a.spin_us)?;
     // The ingress adapter's events (with two adapters the egress one's
     // are its own graph).
     let socket = run
