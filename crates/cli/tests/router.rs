@@ -299,13 +299,14 @@ fn hosts_on_two_subnets_reach_each_other_through_the_router_extension() {
     assert!(num(&s, "from_host") >= 10, "{s}");
     assert_eq!(drops(&s), 0, "{s}");
 
-    // A TCP transfer from h1 to h2, checked by hash, while the table is
-    // replaced (SIGHUP: another filler each time, and the hosts' subnets
-    // as halves every other time) ten times.
+    // A TCP transfer from h1 to the network behind h2, checked by hash,
+    // while the table is replaced (SIGHUP: another filler each time, and
+    // the subnets and the route the transfer takes cut in pieces every
+    // other time) ten times.
     let mut server = Proc::spawn("tcp server", child_cmd(Some(&b.h2), "tcp-server"));
     server.expect("LISTENING", Duration::from_secs(20));
     let mut client = child_cmd(Some(&b.h1), "tcp-client");
-    client.env("UNET_TO", &b.addr2);
+    client.env("UNET_TO", &b.far);
     let mut client = Proc::spawn("tcp client", client);
     client.expect("CONNECTED", Duration::from_secs(20));
     let (ticks0, t0) = (cpu_ticks(router.pid()), Instant::now());

@@ -27,6 +27,10 @@ pub struct Routed {
     pub addr2: String,
     pub gw1: String,
     pub gw2: String,
+    /// An address of a network behind `h2` (on its loopback), reached
+    /// only through the table's route to that network, which the
+    /// table's versions cut differently.
+    pub far: String,
     /// The subnets' third octet.
     pub n: u32,
 }
@@ -56,8 +60,23 @@ impl Routed {
             addr2,
             gw1: format!("10.79.{n}.1"),
             gw2: format!("10.80.{n}.1"),
+            far: format!("10.90.{n}.2"),
             n,
         };
+        for s in [
+            vec!["-n", &b.h2, "link", "set", "lo", "up"],
+            vec![
+                "-n",
+                &b.h2,
+                "addr",
+                "add",
+                &format!("{}/32", b.far),
+                "dev",
+                "lo",
+            ],
+        ] {
+            ip(&s).unwrap_or_else(|e| panic!("setting up the network behind h2: {e}"));
+        }
         for (h, gw) in [(&b.h1, &b.gw1), (&b.h2, &b.gw2)] {
             ip(&["-n", h, "route", "add", "default", "via", gw])
                 .unwrap_or_else(|e| panic!("setting up the routed hosts: {e}"));
@@ -65,18 +84,24 @@ impl Routed {
         b
     }
 
-    /// A table file: the hosts' subnets through them (with `split`, each
-    /// as its two halves), and `filler` generated routes spread over both
-    /// (none covers the subnets).
+    /// A table file: the hosts' subnets through them and the network
+    /// behind `h2` through `h2` (with `split`, each as its two halves, the
+    /// far one's lower half cut again), and `filler` generated routes
+    /// spread over both (none covers the subnets).
     pub fn table(&self, filler: usize, seed: u64, split: bool) -> String {
         let (n, a1, a2) = (self.n, &self.addr1, &self.addr2);
         let mut t = if split {
             format!(
                 "# the hosts' subnets, in halves\n10.79.{n}.0/25 {a1}\n10.79.{n}.128/25 {a1}\n\
-                 10.80.{n}.0/25 {a2} 1\n10.80.{n}.128/25 {a2} 1\n"
+                 10.80.{n}.0/25 {a2} 1\n10.80.{n}.128/25 {a2} 1\n\
+                 # the network behind h2, in three\n10.90.{n}.0/26 {a2} 1\n\
+                 10.90.{n}.64/26 {a2} 1\n10.90.{n}.128/25 {a2} 1\n"
             )
         } else {
-            format!("# the hosts' subnets\n10.79.{n}.0/24 {a1}\n10.80.{n}.0/24 {a2} 1\n")
+            format!(
+                "# the hosts' subnets\n10.79.{n}.0/24 {a1}\n10.80.{n}.0/24 {a2} 1\n\
+                 # the network behind h2\n10.90.{n}.0/24 {a2} 1\n"
+            )
         };
         for r in unet_router::table::generated(filler, seed, 2) {
             if r.prefix >> 24 == 10 {
