@@ -19,33 +19,14 @@
 mod common;
 mod tools;
 
-use std::hash::Hasher;
 use std::io::Write;
 use std::net::TcpStream;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::routed::{drops, num, router_stat, Routed, HANDLERS, MAC1, MAC2};
-use common::three::{pattern, ping, tcp_server};
+use common::routed::{drops, frames_out, num, router_run, router_stat, Routed, MAC1, MAC2};
+use common::three::{pattern, pattern_report, ping, tcp_server};
 use common::*;
-use serde_json::Value;
-
-/// `unet spine ports --json`: frames out of each port.
-fn frames_out(socket: &std::path::Path) -> Vec<u64> {
-    let out = Command::new(unet_bin())
-        .args(["spine", "ports", "--json", "--socket"])
-        .arg(socket)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    v["ports"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["frames_out"].as_u64().unwrap())
-        .collect()
-}
 
 /// Bytes of the TCP transfer.
 const TCP_BYTES: usize = 8 << 20;
@@ -236,17 +217,7 @@ fn hosts_on_two_subnets_reach_each_other_through_the_router_extension() {
     let (ok, _) = ping(&b.h1, &b.addr2, 1);
     assert!(!ok, "the hosts reach each other without the router");
 
-    let mut cmd = command_in(Some(&b.r), unet_bin());
-    cmd.args(["router", "run", "--socket"])
-        .arg(&d.socket)
-        .arg("--table")
-        .arg(&table)
-        .arg("--class")
-        .arg(&class)
-        .args(["--handlers", HANDLERS])
-        .args(["--port", &format!("{}={}/24", b.r1, b.gw1)])
-        .args(["--port", &format!("{}={}/24", b.r2, b.gw2)])
-        .args(["--neighbour", &format!("{}={MAC1}", b.addr1)]);
+    let cmd = router_run(&b, &[&d.socket], &table, &class);
     let mut router = Proc::spawn("router", cmd);
     let first = router
         .raw_line(Duration::from_secs(30))
@@ -313,19 +284,11 @@ fn hosts_on_two_subnets_reach_each_other_through_the_router_extension() {
     for v in 2..=11u64 {
         std::fs::write(&table, b.table(1000 + 100 * v as usize, v, v % 2 == 0)).unwrap();
         router.signal(libc::SIGHUP);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let l = router
-                .raw_line(deadline.saturating_duration_since(Instant::now()))
-                .expect("the router's reload line");
-            if l.starts_with("router: table version") {
-                assert!(
-                    l.starts_with(&format!("router: table version {v}: ")),
-                    "{l}"
-                );
-                break;
-            }
-        }
+        let l = router.line_starting("router: table version", Duration::from_secs(20));
+        assert!(
+            l.starts_with(&format!("router: table version {v}: ")),
+            "{l}"
+        );
     }
     client.expect("SENT", Duration::from_secs(60));
     // The host application's CPU while forwarding (ten table builds
@@ -337,12 +300,9 @@ fn hosts_on_two_subnets_reach_each_other_through_the_router_extension() {
         ticks * 10 <= 20 + wall.as_millis() as u64 / 4,
         "the router's host application used {ticks} ticks in {wall:?}"
     );
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    let data: Vec<u8> = (0..TCP_BYTES).map(pattern).collect();
-    h.write(&data);
     assert_eq!(
         server.expect("GOT", Duration::from_secs(60)),
-        format!("{TCP_BYTES} {:016x}", h.finish())
+        pattern_report(TCP_BYTES)
     );
     let s2 = router_stat(&b.r, &d.socket);
     assert!(num(&s2, "forwarded") as usize >= TCP_BYTES / 1500, "{s2}");
@@ -474,15 +434,7 @@ fn hosts_on_two_subnets_reach_each_other_through_the_router_extension() {
         .status()
         .unwrap();
     assert!(st.success());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let l = router
-            .raw_line(deadline.saturating_duration_since(Instant::now()))
-            .expect("the router's last line");
-        if l == "router: extension 1 was unloaded" {
-            break;
-        }
-    }
+    router.line_starting("router: extension 1 was unloaded", Duration::from_secs(10));
     match router.wait_exit(Duration::from_secs(10)) {
         Some(s) if s.success() => {}
         s => panic!("the router did not stop cleanly: {s:?}"),

@@ -21,18 +21,15 @@
 mod common;
 mod tools;
 
-use std::hash::Hasher;
 use std::io::Write;
 use std::net::TcpStream;
-use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::hosts::ip;
-use common::routed::{drops, num, router_stats, Routed, HANDLERS, MAC1, MAC2};
-use common::three::{pattern, ping, tcp_server};
+use common::routed::{drops, frames_out, num, router_run, router_stats, Routed, MAC2};
+use common::three::{pattern, pattern_report, ping, tcp_server};
 use common::*;
-use serde_json::Value;
 
 /// Bytes of the TCP transfer.
 const TCP_BYTES: usize = 2 << 20;
@@ -61,24 +58,6 @@ fn child() {
     }
 }
 
-/// `unet spine ports --json` of the daemon at `socket`: frames out of
-/// each port.
-fn frames_out(socket: &Path) -> Vec<u64> {
-    let out = Command::new(unet_bin())
-        .args(["spine", "ports", "--json", "--socket"])
-        .arg(socket)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    v["ports"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["frames_out"].as_u64().unwrap())
-        .collect()
-}
-
 /// The router with two adapters joined `between` (`peer` or `wire`), in
 /// namespaces tagged `tag`.
 fn two_adapters(tag: &str, between: &str) {
@@ -104,20 +83,8 @@ fn two_adapters(tag: &str, between: &str) {
     let table = dir.0.join("routes.txt");
     std::fs::write(&table, b.table(1000, 1, false)).unwrap();
 
-    let mut cmd = command_in(Some(&b.r), unet_bin());
-    cmd.args(["router", "run", "--between", between])
-        .arg("--socket")
-        .arg(&da.socket)
-        .arg("--socket")
-        .arg(&db.socket)
-        .arg("--table")
-        .arg(&table)
-        .arg("--class")
-        .arg(&class)
-        .args(["--handlers", HANDLERS])
-        .args(["--port", &format!("{}={}/24@0", b.r1, b.gw1)])
-        .args(["--port", &format!("{}={}/24@1", b.r2, b.gw2)])
-        .args(["--neighbour", &format!("{}={MAC1}", b.addr1)]);
+    let mut cmd = router_run(&b, &sockets, &table, &class);
+    cmd.args(["--between", between]);
     let mut router = Proc::spawn("router", cmd);
     let first = router
         .raw_line(Duration::from_secs(30))
@@ -173,16 +140,8 @@ fn two_adapters(tag: &str, between: &str) {
     // on both adapters.
     std::fs::write(&table, b.table(1200, 2, true)).unwrap();
     router.signal(libc::SIGHUP);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let l = router
-            .raw_line(deadline.saturating_duration_since(Instant::now()))
-            .expect("the router's reload line");
-        if l.starts_with("router: table version") {
-            assert!(l.starts_with("router: table version 2, 2: "), "{l}");
-            break;
-        }
-    }
+    let l = router.line_starting("router: table version", Duration::from_secs(20));
+    assert!(l.starts_with("router: table version 2, 2: "), "{l}");
 
     // A packet with options (`ping -R`, record route) goes to the host
     // path of the adapter it came in on, whose application forwards it
@@ -208,12 +167,9 @@ fn two_adapters(tag: &str, between: &str) {
     let (ticks0, t0) = (cpu_ticks(router.pid()), Instant::now());
     let mut client = Proc::spawn("tcp client", client);
     client.expect("SENT", Duration::from_secs(30));
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    let data: Vec<u8> = (0..TCP_BYTES).map(pattern).collect();
-    h.write(&data);
     assert_eq!(
         server.expect("GOT", Duration::from_secs(30)),
-        format!("{TCP_BYTES} {:016x}", h.finish())
+        pattern_report(TCP_BYTES)
     );
     // The host application, serving two endpoints, did nothing per packet:
     // a small share of the transfer's time (clock ticks are 10 ms).
@@ -286,15 +242,7 @@ fn two_adapters(tag: &str, between: &str) {
 
     // SIGTERM stops the router; the peer queues it joined are left.
     router.signal(libc::SIGTERM);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let l = router
-            .raw_line(deadline.saturating_duration_since(Instant::now()))
-            .expect("the router's last line");
-        if l == "router: stopped by signal 15" {
-            break;
-        }
-    }
+    router.line_starting("router: stopped by signal 15", Duration::from_secs(10));
     match router.wait_exit(Duration::from_secs(10)) {
         Some(st) if st.success() => {}
         st => panic!("the router did not stop cleanly: {st:?}"),

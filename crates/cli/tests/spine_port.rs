@@ -14,13 +14,12 @@
 mod common;
 mod tools;
 
-use std::hash::Hasher;
 use std::io::Write;
 use std::net::TcpStream;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::three::{pattern, ping, tcp_server, Three};
+use common::three::{pattern, pattern_report, ping, tcp_server, Three};
 use common::*;
 use serde_json::Value;
 
@@ -147,12 +146,9 @@ fn hosts_ping_each_other_through_a_bridging_extension_on_two_ports() {
     client.env("UNET_TO", &b.addr2);
     let mut client = Proc::spawn("tcp client", client);
     client.expect("SENT", Duration::from_secs(60));
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    let data: Vec<u8> = (0..TCP_BYTES).map(pattern).collect();
-    h.write(&data);
     assert_eq!(
         server.expect("GOT", Duration::from_secs(60)),
-        format!("{TCP_BYTES} {:016x}", h.finish())
+        pattern_report(TCP_BYTES)
     );
 
     // Every echo and answer (and the ARP before them), and the transfer's

@@ -119,6 +119,22 @@ impl Proc {
         self.lines.recv_timeout(timeout).ok()
     }
 
+    /// The next raw stdout line starting with `prefix` (the lines before
+    /// it skipped), within `timeout`; panics, naming `prefix`, without.
+    pub fn line_starting(&mut self, prefix: &str, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            match self.raw_line(deadline.saturating_duration_since(Instant::now())) {
+                Some(l) if l.starts_with(prefix) => return l,
+                Some(_) => {}
+                None => panic!(
+                    "{}: no line starting {prefix:?} within {timeout:?}",
+                    self.name
+                ),
+            }
+        }
+    }
+
     /// Wait for the next report line starting with `key` (after the `@@ `
     /// tag) and return the rest, trimmed. Panics on timeout or exit, and if
     /// the child reports a failure (`@@ FAIL ...`).

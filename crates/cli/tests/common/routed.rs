@@ -119,6 +119,51 @@ impl Routed {
     }
 }
 
+/// `unet spine ports --json` of the daemon at `socket`: frames out of
+/// each port.
+pub fn frames_out(socket: &Path) -> Vec<u64> {
+    let out = std::process::Command::new(unet_bin())
+        .args(["spine", "ports", "--json", "--socket"])
+        .arg(socket)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["frames_out"].as_u64().unwrap())
+        .collect()
+}
+
+/// `unet router run` in `r` on the adapters at `sockets` with the table
+/// file `table` and the extension `class`: a port on each subnet (with
+/// two adapters, one on each), h1's MAC given, h2's to resolve.
+pub fn router_run(
+    b: &Routed,
+    sockets: &[&Path],
+    table: &Path,
+    class: &Path,
+) -> std::process::Command {
+    let mut cmd = command_in(Some(&b.r), unet_bin());
+    cmd.args(["router", "run"]);
+    for s in sockets {
+        cmd.arg("--socket").arg(s);
+    }
+    let at = if sockets.len() > 1 { "@1" } else { "" };
+    let at0 = if sockets.len() > 1 { "@0" } else { "" };
+    cmd.arg("--table")
+        .arg(table)
+        .arg("--class")
+        .arg(class)
+        .args(["--handlers", HANDLERS])
+        .args(["--port", &format!("{}={}/24{at0}", b.r1, b.gw1)])
+        .args(["--port", &format!("{}={}/24{at}", b.r2, b.gw2)])
+        .args(["--neighbour", &format!("{}={MAC1}", b.addr1)]);
+    cmd
+}
+
 /// `unet router stat --json`, run in `ns`.
 pub fn router_stat(ns: &str, socket: &std::path::Path) -> Value {
     let out = command_in(Some(ns), unet_bin())

@@ -117,6 +117,15 @@ pub fn pattern(i: usize) -> u8 {
     (i.wrapping_mul(2_654_435_761) >> 13) as u8
 }
 
+/// What [`tcp_server`] says (`GOT` aside) for the first `n` bytes of the
+/// pattern: their length and hash.
+pub fn pattern_report(n: usize) -> String {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let data: Vec<u8> = (0..n).map(pattern).collect();
+    h.write(&data);
+    format!("{n} {:016x}", h.finish())
+}
+
 /// A child's TCP server on `port`: says `LISTENING`, takes one
 /// connection, reads it to its end and says `GOT <bytes> <hash>`.
 pub fn tcp_server(port: u16) {
