@@ -475,6 +475,15 @@ impl Op {
         }
     }
 
+    /// The destination slot, if this op only computes into one slot
+    /// ([`Op::Inc`], the fused increments and calls write theirs
+    /// otherwise). The compiler's.
+    #[cfg(feature = "jit")]
+    pub(crate) fn dest(self) -> Option<Slot> {
+        let mut op = self;
+        op.dest_mut().copied()
+    }
+
     /// The op index a branch goes to when taken (`None` for ops that are
     /// not branches, switches included). The compiler's.
     #[cfg(feature = "jit")]

@@ -14,7 +14,10 @@
 //! call-depth check, calls between compiled methods (direct calls,
 //! arguments in registers), array accesses that pass their checks (through
 //! the heap's table of element addresses, `Heap::raw`: handle, kind and
-//! bounds checked inline) and calls of natives (the bound function is
+//! bounds checked inline; an array held in a slot is looked up once and
+//! kept in registers until the slot is written or something may allocate,
+//! and once before a loop that does neither, `translate/cache.rs`) and
+//! calls of natives (the bound function is
 //! called from a small helper, without the interpreter's argument
 //! marshalling loop). Natives registered as an [`Intrinsic`] (copies
 //! between a `byte[]` and the host's window, `Vm::set_window`) are
@@ -118,8 +121,9 @@
 //! code, compiling a class); `ctx.rs` the context compiled code shares
 //! with its host, kept between invocations, and the fault protocol; `stack.rs` the machine-stack
 //! budget; `helpers.rs` the functions compiled code calls; `policy.rs`
-//! what is compiled; `translate.rs` (with `translate/arrays.rs`) the
-//! translator from decoded ops to Cranelift IR.
+//! what is compiled; `translate.rs` (with `translate/arrays.rs` and
+//! `translate/cache.rs`, where array references are kept) the translator
+//! from decoded ops to Cranelift IR.
 
 use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::ir::condcodes::IntCC;
@@ -159,7 +163,7 @@ use helpers::{
 };
 use policy::{compilable, MAX_FRAME_BYTES};
 use stack::{stack_limit, OVERFLOW_FLAG};
-use translate::{body_sig, tramp_sig, Body, Gen};
+use translate::{body_sig, tramp_sig, Body, Gen, Plan};
 
 /// compiles in the background and installs when done.
 /// Machine code for the methods of one class that could be compiled
@@ -599,6 +603,9 @@ pub(crate) fn compile<H>(class: &std::sync::Arc<ClassInner<H>>) -> Result<Compil
                 sealed: Vec::new(),
                 local: Vec::new(),
                 alloc: &alloc,
+                plan: Plan::new(mc, &alloc),
+                cvars: Vec::new(),
+                edges: Vec::new(),
             };
             g.method(&mut module, &bodies)?;
             g.b.finalize(module.target_config());

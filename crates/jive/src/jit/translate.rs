@@ -5,6 +5,10 @@
 use super::*;
 
 mod arrays;
+mod cache;
+
+use cache::CacheVars;
+pub(super) use cache::Plan;
 
 /// A method's machine code, compiled but not yet defined in the module.
 pub(super) struct Body {
@@ -94,6 +98,13 @@ pub(super) struct Gen<'a, 'f, H> {
     /// Per method of the class: whether it may allocate
     /// ([`allocating`]), which makes its frame a root of collections.
     pub(super) alloc: &'a [bool],
+    /// Which array slots' entries are cached where ([`Plan`]).
+    pub(super) plan: Plan,
+    /// Per cache of the plan, its variables.
+    pub(super) cvars: Vec<CacheVars>,
+    /// Edge blocks the op being emitted made: (block, caches it reads,
+    /// block it jumps to).
+    pub(super) edges: Vec<(Block, u64, Block)>,
 }
 
 impl<H> Gen<'_, '_, H> {
@@ -184,7 +195,7 @@ impl<H> Gen<'_, '_, H> {
     /// Jump from op `i` to op `t`, charging a backward jump as the
     /// interpreter does (the ops from `t` to `i`).
     fn goto(&mut self, i: usize, t: u32) -> Result<(), String> {
-        let tb = self.target(t)?;
+        let tb = self.edge(i, t)?;
         if (t as usize) <= i {
             self.charge((i + 1 - t as usize) as i64, i);
         }
@@ -208,7 +219,7 @@ impl<H> Gen<'_, '_, H> {
     /// `if cond goto t else goto next`, from op `i`.
     fn branch(&mut self, cond: Value, i: usize, t: u32, next: usize) -> Result<(), String> {
         let taken = self.block();
-        let nb = self.target(next as u32)?;
+        let nb = self.edge(i, next as u32)?;
         self.b.ins().brif(cond, taken, &[], nb, &[]);
         self.b.switch_to_block(taken);
         self.goto(i, t)
@@ -260,6 +271,7 @@ impl<H> Gen<'_, '_, H> {
                 }
             }
         }
+        self.declare_caches();
         let argc = mc
             .ops
             .iter()
@@ -285,6 +297,8 @@ impl<H> Gen<'_, '_, H> {
         self.blocks = (0..mc.ops.len()).map(|_| self.b.create_block()).collect();
         self.sealed = vec![false; mc.ops.len()];
         let first = self.target(0)?;
+        let set = self.plan.at_entry();
+        self.lookups(set);
         self.b.ins().jump(first, &[]);
 
         // Each op's block is sealed as soon as every branch to it has been
@@ -308,9 +322,10 @@ impl<H> Gen<'_, '_, H> {
             let blk = self.blocks[i];
             self.b.switch_to_block(blk);
             if self.op(i, module, bodies)? {
-                let next = self.target(i as u32 + 1)?;
+                let next = self.edge(i, i as u32 + 1)?;
                 self.b.ins().jump(next, &[]);
             }
+            self.fill_edges();
             for b in std::mem::take(&mut self.local) {
                 self.b.seal_block(b);
             }
@@ -648,6 +663,7 @@ impl<H> Gen<'_, '_, H> {
                 let slow = self.block();
                 let done = self.block();
                 let (_, len) = self.array_fast(
+                    i,
                     a,
                     None,
                     |g, k| g.b.ins().icmp_imm_u(IntCC::NotEqual, k, RAW_FREE as i64),

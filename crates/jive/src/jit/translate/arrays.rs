@@ -12,15 +12,30 @@ impl<H> Gen<'_, '_, H> {
     /// index is below its length; branches to `slow` if not. Returns the
     /// entry's element address and length, in the block where all checks
     /// passed.
+    ///
+    /// When the slot has a cache ([`Plan`]), the entry is the cached one
+    /// (read here if it is not true at op `i`) and nothing else is read.
     pub(super) fn array_fast(
         &mut self,
+        i: usize,
         a: u16,
         idx: Option<Value>,
         kind_ok: impl FnOnce(&mut Self, Value) -> Value,
         slow: Block,
     ) -> (Value, Value) {
-        let h = self.var(a);
-        self.array_fast_h(h, idx, kind_ok, slow)
+        let Some((addr, len, kind)) = self.cached(i, a) else {
+            let h = self.var(a);
+            return self.array_fast_h(h, idx, kind_ok, slow);
+        };
+        let mut ok = kind_ok(self, kind);
+        if let Some(ix) = idx {
+            let inb = self.b.ins().icmp(IntCC::UnsignedLessThan, ix, len);
+            ok = self.b.ins().band(ok, inb);
+        }
+        let b2 = self.block();
+        self.b.ins().brif(ok, b2, &[], slow, &[]);
+        self.b.switch_to_block(b2);
+        (addr, len)
     }
 
     /// [`Gen::array_fast`] on the handle `h`.
@@ -237,7 +252,7 @@ impl<H> Gen<'_, '_, H> {
     pub(super) fn aload(&mut self, i: usize, d: u16, a: u16, idx: Value, kind: i64) {
         let slow = self.block();
         let done = self.block();
-        let (addr, _) = self.array_fast(a, Some(idx), |g, k| g.kind_ok(k, kind, true), slow);
+        let (addr, _) = self.array_fast(i, a, Some(idx), |g, k| g.kind_ok(k, kind, true), slow);
         let p = self.elem_addr(addr, idx, kind);
         let fl = MemFlagsData::trusted();
         let v = match kind {
@@ -270,7 +285,7 @@ impl<H> Gen<'_, '_, H> {
     pub(super) fn astore(&mut self, i: usize, a: u16, idx: Value, src: u16, kind: i64) {
         let slow = self.block();
         let done = self.block();
-        let (addr, _) = self.array_fast(a, Some(idx), |g, k| g.kind_ok(k, kind, false), slow);
+        let (addr, _) = self.array_fast(i, a, Some(idx), |g, k| g.kind_ok(k, kind, false), slow);
         let p = self.elem_addr(addr, idx, kind);
         let x = self.var(src);
         let fl = MemFlagsData::trusted();

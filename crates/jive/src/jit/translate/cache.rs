@@ -1,0 +1,381 @@
+//! Array references resolved once: where the translator may keep, for a
+//! slot that holds an array, its entry of the heap's table (element
+//! address, length, kind) in Cranelift variables instead of reading the
+//! table at every access.
+//!
+//! An entry of the table changes only at an allocation (a collection
+//! frees entries, an allocation fills them, and the table itself moves
+//! when it grows), and everything that may allocate during an invocation
+//! is an op of the method: `newarray`, a call of a method that may
+//! allocate ([`allocating`]) and a call of a native (a native may allocate
+//! through its `NativeCtx`). So the entry read for a slot's handle stays
+//! true until the slot is written or one of those ops runs. The plan is a
+//! forward must-analysis over the ops: per op, the slots whose cached
+//! entry is true on entry (read by an earlier access on every path, and
+//! neither written nor invalidated since). An access whose slot is cached
+//! checks kind and bounds against the variables only; any other access
+//! reads the table (a read that cannot fault: a handle that names no live
+//! entry reads a free one, which passes no check) and caches what it read.
+//!
+//! Loops: for a loop whose ops (from its header, the target of a backward
+//! branch, to the last backward branch to it) neither allocate nor write
+//! a slot the loop uses as an array, the entries of those slots are read
+//! on every forward edge into the header, so that every access in the
+//! loop finds them cached. A failed check still goes to the helper with
+//! the slot's handle and index, which makes the interpreter's exact fault
+//! (or does the access, for a kind the inline path does not take): every
+//! fault, its method and its bytecode offset are as before.
+//!
+//! Bounds: at most 64 slots are cached per method (the others read the
+//! table at each access, as before), and choosing what loops read up
+//! front stops after [`HOIST_WORK`] ops scanned.
+
+use super::*;
+use crate::heap::RawArr;
+
+/// Ops scanned choosing what loop headers read (nested loops scan their
+/// ops once per loop), per method; past it no more headers read anything.
+const HOIST_WORK: usize = 1 << 20;
+
+/// What the entry of a handle that names no live array reads as: a free
+/// entry, whose kind passes no check and whose length is 0.
+static NO_ARRAY: RawArr = RawArr {
+    addr: 0,
+    len: 0,
+    kind: RAW_FREE,
+};
+
+/// The array slot an op reads through (loads, stores, `arraylength`).
+pub(super) fn array_slot(op: &Op) -> Option<u16> {
+    match *op {
+        Op::IaLoad { a, .. }
+        | Op::BaLoad { a, .. }
+        | Op::SaLoad { a, .. }
+        | Op::IaLoadK { a, .. }
+        | Op::BaLoadK { a, .. }
+        | Op::IaStore { a, .. }
+        | Op::BaStore { a, .. }
+        | Op::ZaStore { a, .. }
+        | Op::SaStore { a, .. }
+        | Op::IaStoreK { a, .. }
+        | Op::BaStoreK { a, .. }
+        | Op::ArrLen { a, .. } => Some(a),
+        _ => None,
+    }
+}
+
+/// What an op does to the cached entries.
+enum Kill {
+    None,
+    /// It writes this slot.
+    Slot(u16),
+    /// A call of a method that cannot allocate: it writes its result
+    /// slot, and the slots from it up are the callee's frame.
+    From(u16),
+    /// It may allocate.
+    All,
+}
+
+fn kill(op: &Op, alloc: &[bool]) -> Kill {
+    match *op {
+        Op::NewArray { .. } | Op::CallNative { .. } => Kill::All,
+        Op::Call { m, at } => {
+            if alloc.get(m as usize).copied().unwrap_or(true) {
+                Kill::All
+            } else {
+                Kill::From(at)
+            }
+        }
+        Op::Inc { x, .. }
+        | Op::IncLt { x, .. }
+        | Op::IncLe { x, .. }
+        | Op::IncNe { x, .. }
+        | Op::IncGt { x, .. }
+        | Op::IncGe { x, .. } => Kill::Slot(x),
+        _ => match op.dest() {
+            Some(d) => Kill::Slot(d),
+            None => Kill::None,
+        },
+    }
+}
+
+/// The plan for one method (see the module's documentation).
+pub(in crate::jit) struct Plan {
+    /// Per slot: its cache (index into `slots`), if it has one.
+    of_slot: Vec<Option<u8>>,
+    /// Per cache: its slot.
+    pub(super) slots: Vec<u16>,
+    /// Per op: the caches true on entry.
+    valid: Vec<u64>,
+    /// Per op: the caches true after it.
+    after: Vec<u64>,
+    /// Per op: the caches read on every forward edge into it.
+    hoist: Vec<u64>,
+}
+
+impl Plan {
+    pub(in crate::jit) fn new(mc: &MethodCode, alloc: &[bool]) -> Plan {
+        let n = mc.ops.len();
+        let mut of_slot: Vec<Option<u8>> = vec![None; mc.frame_size as usize];
+        let mut slots = Vec::new();
+        for op in &mc.ops {
+            if let Some(a) = array_slot(op) {
+                if let Some(e @ None) = of_slot.get_mut(a as usize) {
+                    if slots.len() < 64 {
+                        *e = Some(slots.len() as u8);
+                        slots.push(a);
+                    }
+                }
+            }
+        }
+        let mut plan = Plan {
+            of_slot,
+            slots,
+            valid: vec![0; n],
+            after: vec![0; n],
+            hoist: vec![0; n],
+        };
+        if plan.slots.is_empty() || n == 0 {
+            return plan;
+        }
+        let succ: Vec<Vec<u32>> = (0..n).map(|i| successors(mc, i)).collect();
+        let kills: Vec<Kill> = mc.ops.iter().map(|op| kill(op, alloc)).collect();
+        plan.choose_hoists(mc, &succ, &kills);
+        plan.solve(mc, &succ, &kills);
+        plan
+    }
+
+    fn bit(&self, s: u16) -> u64 {
+        match self.of_slot.get(s as usize) {
+            Some(&Some(c)) => 1 << c,
+            _ => 0,
+        }
+    }
+
+    /// The caches of the slots from `at` up.
+    fn from(&self, at: u16) -> u64 {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|&(_, &s)| s >= at)
+            .fold(0, |m, (c, _)| m | 1 << c)
+    }
+
+    /// The caches true after op `i` given `v` before it.
+    fn transfer(&self, mc: &MethodCode, kills: &[Kill], i: usize, v: u64) -> u64 {
+        let mut out = v;
+        if let Some(a) = array_slot(&mc.ops[i]) {
+            out |= self.bit(a);
+        }
+        match kills[i] {
+            Kill::None => out,
+            Kill::Slot(s) => out & !self.bit(s),
+            Kill::From(at) => out & !self.from(at),
+            Kill::All => 0,
+        }
+    }
+
+    /// Per loop header: the caches of the slots its loop reads arrays
+    /// through, when nothing in the loop allocates or writes them.
+    fn choose_hoists(&mut self, mc: &MethodCode, succ: &[Vec<u32>], kills: &[Kill]) {
+        let n = mc.ops.len();
+        // Per header, the last op with a backward branch to it.
+        let mut last: Vec<Option<usize>> = vec![None; n];
+        for (i, ts) in succ.iter().enumerate() {
+            for &t in ts {
+                let t = t as usize;
+                if t <= i {
+                    last[t] = Some(last[t].map_or(i, |x| x.max(i)));
+                }
+            }
+        }
+        let mut work = 0usize;
+        for (t, l) in last.iter().enumerate() {
+            let Some(l) = *l else { continue };
+            work += l + 1 - t;
+            if work > HOIST_WORK {
+                return;
+            }
+            let (mut used, mut killed) = (0u64, 0u64);
+            for (i, k) in kills.iter().enumerate().take(l + 1).skip(t) {
+                if let Some(a) = array_slot(&mc.ops[i]) {
+                    used |= self.bit(a);
+                }
+                killed |= match *k {
+                    Kill::None => 0,
+                    Kill::Slot(s) => self.bit(s),
+                    Kill::From(at) => self.from(at),
+                    Kill::All => !0,
+                };
+            }
+            self.hoist[t] = used & !killed;
+        }
+    }
+
+    /// The fixpoint: an op's caches are those true on every edge into it
+    /// (an edge from an earlier op also reads the target's hoisted ones);
+    /// ops no path reaches cache nothing.
+    fn solve(&mut self, mc: &MethodCode, succ: &[Vec<u32>], kills: &[Kill]) {
+        let n = mc.ops.len();
+        let mut reached = vec![false; n];
+        let mut queued = vec![false; n];
+        self.valid[0] = self.hoist[0];
+        reached[0] = true;
+        queued[0] = true;
+        let mut work = vec![0usize];
+        while let Some(i) = work.pop() {
+            queued[i] = false;
+            let out = self.transfer(mc, kills, i, self.valid[i]);
+            for &t in &succ[i] {
+                let t = t as usize;
+                if t >= n {
+                    continue;
+                }
+                let e = if t > i { out | self.hoist[t] } else { out };
+                let v = if reached[t] { self.valid[t] & e } else { e };
+                if !reached[t] || v != self.valid[t] {
+                    reached[t] = true;
+                    self.valid[t] = v;
+                    if !queued[t] {
+                        queued[t] = true;
+                        work.push(t);
+                    }
+                }
+            }
+        }
+        for (i, &r) in reached.iter().enumerate() {
+            if !r {
+                self.valid[i] = 0;
+            }
+            self.after[i] = self.transfer(mc, kills, i, self.valid[i]);
+        }
+    }
+
+    /// The cache of slot `s`, if it has one.
+    pub(super) fn cache(&self, s: u16) -> Option<usize> {
+        self.of_slot
+            .get(s as usize)
+            .copied()
+            .flatten()
+            .map(usize::from)
+    }
+
+    /// Whether cache `c` is true on entry to op `i`.
+    pub(super) fn valid(&self, i: usize, c: usize) -> bool {
+        self.valid.get(i).is_some_and(|v| v >> c & 1 == 1)
+    }
+
+    /// The caches to read on the edge from op `from` to op `t` (none on a
+    /// backward edge, and none already true).
+    pub(super) fn on_edge(&self, from: usize, t: usize) -> u64 {
+        if t <= from {
+            return 0;
+        }
+        let h = self.hoist.get(t).copied().unwrap_or(0);
+        h & !self.after.get(from).copied().unwrap_or(0)
+    }
+
+    /// The caches to read on entry to the method.
+    pub(super) fn at_entry(&self) -> u64 {
+        self.hoist.first().copied().unwrap_or(0)
+    }
+}
+
+/// A cached entry: Cranelift variables holding element address, length
+/// and kind.
+#[derive(Clone, Copy)]
+pub(in crate::jit) struct CacheVars {
+    pub(super) addr: Variable,
+    pub(super) len: Variable,
+    pub(super) kind: Variable,
+}
+
+impl<H> Gen<'_, '_, H> {
+    /// Declare the variables of every cache of the plan.
+    pub(super) fn declare_caches(&mut self) {
+        for _ in 0..self.plan.slots.len() {
+            let addr = self.b.declare_var(self.ptr);
+            let len = self.b.declare_var(types::I32);
+            let kind = self.b.declare_var(types::I32);
+            self.cvars.push(CacheVars { addr, len, kind });
+        }
+    }
+
+    /// Read the entry of the handle in cache `c`'s slot into its
+    /// variables: the table's entry if the handle names one, else a free
+    /// entry ([`NO_ARRAY`]). Never faults.
+    pub(super) fn lookup(&mut self, c: usize) {
+        let (s, cv) = (self.plan.slots[c], self.cvars[c]);
+        let h = self.var(s);
+        let cx = self.ctx();
+        let fl = MemFlagsData::trusted();
+        // Handle h names entry h - 1; null (0) and `this` (-1) give
+        // indices no table reaches.
+        let hx = self.b.ins().uextend(types::I64, h);
+        let slot = self.b.ins().iadd_imm_s(hx, -1);
+        let n = self.b.ins().load(types::I64, fl, cx, CTX_NARRAYS);
+        let live = self.b.ins().icmp(IntCC::UnsignedLessThan, slot, n);
+        let base = self.b.ins().load(self.ptr, fl, cx, CTX_ARRAYS);
+        let off = self.b.ins().ishl_imm_u(slot, 4);
+        let e = self.b.ins().iadd(base, off);
+        let none = self
+            .b
+            .ins()
+            .iconst(self.ptr, &NO_ARRAY as *const RawArr as i64);
+        let e = self.b.ins().select(live, e, none);
+        let addr = self.b.ins().load(self.ptr, fl, e, 0);
+        let len = self.b.ins().load(types::I32, fl, e, 8);
+        let kind = self.b.ins().load(types::I32, fl, e, 12);
+        self.b.def_var(cv.addr, addr);
+        self.b.def_var(cv.len, len);
+        self.b.def_var(cv.kind, kind);
+    }
+
+    /// Read every cache of `set`.
+    pub(super) fn lookups(&mut self, set: u64) {
+        for c in 0..self.plan.slots.len() {
+            if set >> c & 1 == 1 {
+                self.lookup(c);
+            }
+        }
+    }
+
+    /// The entry of the array in slot `a` at op `i` (element address,
+    /// length, kind), from its cache (read first if not true here), or
+    /// `None` if the slot has no cache.
+    pub(super) fn cached(&mut self, i: usize, a: u16) -> Option<(Value, Value, Value)> {
+        let c = self.plan.cache(a)?;
+        if !self.plan.valid(i, c) {
+            self.lookup(c);
+        }
+        let cv = self.cvars[c];
+        Some((
+            self.b.use_var(cv.addr),
+            self.b.use_var(cv.len),
+            self.b.use_var(cv.kind),
+        ))
+    }
+
+    /// The block to branch to for op `t` from op `from`: the op's own, or,
+    /// where the edge reads cached entries, one that reads them and then
+    /// jumps there (filled after the op, [`Gen::fill_edges`]).
+    pub(super) fn edge(&mut self, from: usize, t: u32) -> Result<Block, String> {
+        let tb = self.target(t)?;
+        let set = self.plan.on_edge(from, t as usize);
+        if set == 0 {
+            return Ok(tb);
+        }
+        let blk = self.block();
+        self.edges.push((blk, set, tb));
+        Ok(blk)
+    }
+
+    /// Fill the edge blocks the op just emitted made.
+    pub(super) fn fill_edges(&mut self) {
+        for (blk, set, tb) in std::mem::take(&mut self.edges) {
+            self.b.switch_to_block(blk);
+            self.lookups(set);
+            self.b.ins().jump(tb, &[]);
+        }
+    }
+}

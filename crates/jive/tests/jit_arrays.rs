@@ -1,0 +1,163 @@
+//! Array references the compiler resolves once (kept in registers
+//! between accesses instead of read from the heap's table at each)
+//! against the interpreter: the methods of `data/ArrCache.java` (loops
+//! over arrays in locals; a local reassigned to another array and to
+//! null inside the loop; two locals swapped every iteration; allocation
+//! in the loop, which grows the heap's table and collects at the quota;
+//! calls in the loop that read an array or allocate; every kind of
+//! array; nested loops) run in an interpreting VM and a compiled one,
+//! which must agree on result, fault, fault site, fuel, heap and live
+//! arrays over grids of arguments, quotas and budgets; and the faults
+//! inside the loops are at the interpreter's bytecode offsets.
+#![cfg(feature = "jit")]
+
+mod common;
+/// The two VMs the tests compare (compiled tests only).
+#[path = "common/twin.rs"]
+mod twin;
+
+use jive::{Fault, Limits};
+use twin::Twin;
+
+const ARRCACHE8: &[u8] = include_bytes!("data/arrcache8.class");
+
+const METHODS: [&str; 9] = [
+    "sum", "fill", "swap", "pingpong", "moved", "calls", "kinds", "nested", "nul",
+];
+
+const ARGS: [i32; 9] = [0, 1, 3, 4, 7, 8, 16, 17, 40];
+
+/// Every method compiles, and every one agrees with the interpreter on
+/// a grid of arguments under budgets that stop it at every early op and
+/// inside its loops, with and without a checkpoint.
+#[test]
+fn array_loops_agree_under_every_budget() {
+    let mut t = Twin::new(ARRCACHE8);
+    for m in METHODS.iter().chain(&["make", "peek"]) {
+        assert!(t.compiled(m), "{m} should be compiled");
+    }
+    let fuels: Vec<u64> = (0..80).chain([97, 250, 1_000, 100_000]).collect();
+    for &fuel in &fuels {
+        for cp in [None, Some(7)] {
+            t.set(
+                Limits {
+                    fuel,
+                    ..Limits::default()
+                },
+                cp,
+            );
+            for m in METHODS {
+                if m == "pingpong" || m == "kinds" || m == "nul" {
+                    for &a in &ARGS {
+                        t.check(m, &[a]);
+                    }
+                    t.check(m, &[-1]);
+                    continue;
+                }
+                for &a in &ARGS {
+                    for &b in &[0, 1, 3, 7, 8, 12] {
+                        t.check(m, &[a, b]);
+                    }
+                }
+            }
+        }
+    }
+    assert!(t.compared > 50_000, "{}", t.compared);
+}
+
+/// Allocation inside the loop: many arrays made while one in a local is
+/// read and written, so the heap's table grows (and moves) under the
+/// compiled loop, and, at small quotas, collections free the garbage;
+/// and allocation in a callee of the loop.
+#[test]
+fn references_reread_after_allocation_agree() {
+    let mut t = Twin::new(ARRCACHE8);
+    for heap_quota in [300, 1 << 12, 1 << 20] {
+        for fuel in [40, 300, 5_000, 100_000_000] {
+            t.set(
+                Limits {
+                    fuel,
+                    heap_quota,
+                    ..Limits::default()
+                },
+                None,
+            );
+            for (n, k) in [(1, 1), (9, 2), (300, 1), (700, 3), (50, 100), (5, 100_000)] {
+                t.check("moved", &[n, k]);
+                t.check("calls", &[n, k]);
+            }
+        }
+    }
+}
+
+/// The faults inside the loops, compiled, at the interpreter's offsets:
+/// past the end at a load and a store, a load in an inner loop, and
+/// `arraylength` of a local that became null inside the loop or was
+/// null from the start.
+#[test]
+fn faults_inside_loops_are_at_their_offsets() {
+    let mut t = Twin::new(ARRCACHE8);
+    let cases: [(&str, &[i32], Fault, &str, u32); 6] = [
+        (
+            "sum",
+            &[20, 0],
+            Fault::ArrayIndexOutOfBounds {
+                index: 16,
+                length: 16,
+            },
+            "sum(II)I",
+            29,
+        ),
+        (
+            "sum",
+            &[20, 1],
+            Fault::ArrayIndexOutOfBounds {
+                index: 7,
+                length: 7,
+            },
+            "sum(II)I",
+            29,
+        ),
+        (
+            "fill",
+            &[17, 5],
+            Fault::ArrayIndexOutOfBounds {
+                index: 16,
+                length: 16,
+            },
+            "fill(II)I",
+            16,
+        ),
+        (
+            "nested",
+            &[3, 8],
+            Fault::ArrayIndexOutOfBounds {
+                index: 7,
+                length: 7,
+            },
+            "nested(II)I",
+            30,
+        ),
+        ("swap", &[40, 3], Fault::NullPointer, "swap(II)I", 20),
+        ("nul", &[2], Fault::NullPointer, "nul(I)I", 24),
+    ];
+    for (m, args, fault, method, offset) in cases {
+        t.check(m, args);
+        let id = t.c.method(m).expect("method");
+        let r = t.jit.invoke(&mut 0, id, args);
+        assert_eq!(r, Err(fault), "{m}{args:?}");
+        let site = t.jit.last_fault_site().expect("a site");
+        assert_eq!(
+            (site.method.as_str(), site.offset),
+            (method, offset),
+            "{m}{args:?}"
+        );
+    }
+    // In bounds, the same loops finish with the interpreter's results.
+    for (m, args) in [("sum", [16, 0]), ("fill", [16, 5]), ("nested", [3, 7])] {
+        t.check(m, &args);
+        let id = t.c.method(m).expect("method");
+        let want = t.interp.invoke(&mut 0, id, &args).expect("no fault");
+        assert_eq!(t.jit.invoke(&mut 0, id, &args), Ok(want), "{m}{args:?}");
+    }
+}
