@@ -96,6 +96,13 @@ pub const UDM_MODE_DIVERT: u64 = 1 << 62;
 /// [`UdmNodeLine::mode`]: the count of diverted, not yet disposed messages.
 pub const UDM_MODE_COUNT: u64 = 0xFFFF_FFFF;
 
+/// [`UdmJobHeader::engine_armed`]: the engine sleeps until rung (or its
+/// next deadline).
+pub const UDM_ARMED_SLEEP: u32 = 1;
+/// [`UdmJobHeader::engine_armed`]: the engine naps: it took diverted
+/// messages a moment ago and looks again within a few milliseconds.
+pub const UDM_ARMED_NAP: u32 = 2;
+
 /// `UdmNodeLine::state`: nobody has joined as this rank yet.
 pub const UDM_NODE_FREE: u32 = 0;
 /// `UdmNodeLine::state`: a process has joined as this rank.
@@ -232,9 +239,14 @@ pub struct UdmJobHeader {
     /// Engine incarnation id.
     pub engine_id: u64,
     _pad0: [u8; 0x100 - 0x50],
-    /// Doorbell line (0x100): the engine sets it to 1 before it sleeps; a
-    /// node that hands it a message swaps it to 0 and, if it was 1, writes
-    /// the job's eventfd.
+    /// Doorbell line (0x100): the engine sets it before it sleeps, to
+    /// [`UDM_ARMED_SLEEP`] or, when it has just taken diverted messages,
+    /// to [`UDM_ARMED_NAP`]; a node that hands it work swaps it to 0 and,
+    /// if it was set, writes the job's eventfd. A napping engine looks
+    /// again within a few milliseconds whether rung or not: a sender
+    /// handing it a diverted message does not ring it then (unless its
+    /// divert ring is half full), a receiver waiting for a diverted
+    /// message does.
     pub engine_armed: AtomicU32,
     _pad1: [u8; 0x140 - 0x104],
     /// The nodes that have something for the engine (0x140), a bit per
@@ -326,7 +338,15 @@ pub struct UdmNodeHeader {
     /// Virtual buffer: messages the engine has written (its position; the
     /// engine stores it with Release after writing them).
     pub buf_head: AtomicU64,
-    _pad1: [u8; 56],
+    /// Virtual buffer: the position whose message is in the buffer's
+    /// first slot (message `p` is in slot `(p - buf_base) % buffer_cap`).
+    /// The engine moves it to the head only while the buffer is empty
+    /// (the node's tail at the head), so that a buffer used again starts
+    /// again at its first page, whose memory it kept; it stores it before
+    /// the head that follows (Release), and a node reads it after a head
+    /// it loaded with Acquire.
+    pub buf_base: AtomicU64,
+    _pad1: [u8; 48],
     /// Virtual buffer: messages the node has disposed of.
     pub buf_tail: AtomicU64,
     _pad2: [u8; 56],
@@ -368,6 +388,7 @@ const _: () = {
     assert!(offset_of!(UdmNodeHeader, rank) == 0x1C);
     assert!(offset_of!(UdmNodeHeader, divert_off) == 0x28);
     assert!(offset_of!(UdmNodeHeader, buf_head) == 0x100);
+    assert!(offset_of!(UdmNodeHeader, buf_base) == 0x108);
     assert!(offset_of!(UdmNodeHeader, buf_tail) == 0x140);
     assert!(offset_of!(UdmNodeHeader, counters) == 0x180);
 };

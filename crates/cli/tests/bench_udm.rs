@@ -1,4 +1,4 @@
-//! `unet bench udm` end to end in its quick form: Tables 4 and 5, and one
+//! `unet bench udm` end to end in its quick form: Tables 4, 5 and 6, and one
 //! point each of Figures 7-10 with real node processes under the gang
 //! scheduler; the JSON rows have the expected shape and sane values, and
 //! the SVG figures are written.
@@ -179,4 +179,59 @@ fn the_figures_run_applications_under_the_gang_scheduler() {
         assert!(svg.starts_with("<svg"), "{f}");
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn table_6_gives_each_application_standalone_beside_the_paper() {
+    let rows = run(&[
+        "table6",
+        "--quick",
+        "--json",
+        "--nodes",
+        "2",
+        "--barriers",
+        "100",
+        "--kv-requests",
+        "100",
+    ]);
+    let t6: Vec<&Value> = rows.iter().filter(|r| r["table"] == 6).collect();
+    assert_eq!(t6.len(), 3, "{rows:?}");
+    for app in ["barrier", "enum", "kv"] {
+        let r = row(&rows, "row", app);
+        assert_eq!(r["nodes"], 2);
+        let runtime = r["runtime_ns"].as_f64().unwrap();
+        let msgs = r["messages"].as_f64().unwrap();
+        assert!(runtime > 0.0 && msgs > 0.0, "{r}");
+        // Every message sent was taken and handled, in every run.
+        assert_eq!(r["runs_messages"], r["runs_sent"], "{r}");
+        assert_eq!(r["runs_messages"], r["runs_handled"], "{r}");
+        // One run: the time between events is the runtime per node over
+        // the messages, and a handler takes less than that.
+        let betw = r["t_between_ns"].as_f64().unwrap();
+        assert!((betw - runtime * 2.0 / msgs).abs() <= 1e-6 * betw, "{r}");
+        let hand = r["t_handler_ns"].as_f64().unwrap();
+        assert!(hand > 0.0 && hand < betw, "{r}");
+    }
+    // barrier: 100 barriers of 2 nodes, an arrival and a release each;
+    // kv: 100 requests a node, each answered, and a FIN each.
+    assert_eq!(row(&rows, "row", "barrier")["messages"], 200.0);
+    assert_eq!(row(&rows, "row", "kv")["messages"], 2.0 * (200.0 + 1.0));
+    // The paper's columns only where the paper gives them.
+    let b = row(&rows, "row", "barrier");
+    assert_eq!(b["paper_messages"], 240_177);
+    assert_eq!(b["paper_t_between_cycles"], 615.0);
+    assert_eq!(b["paper_t_handler_cycles"], 149.0);
+    assert_eq!(b["paper_nodes"], 8);
+    let e = row(&rows, "row", "enum");
+    assert_eq!(e["paper_cycles"], 72.7e6);
+    assert_eq!(e["paper_t_handler_ns"], 320.0 * 50.0);
+    let kv = row(&rows, "row", "kv");
+    for k in [
+        "paper_cycles",
+        "paper_messages",
+        "paper_t_between_cycles",
+        "paper_t_handler_cycles",
+    ] {
+        assert!(kv[k].is_null(), "kv has no paper figure {k}: {kv}");
+    }
 }

@@ -57,9 +57,8 @@ pub use unet_abi::udm::{
     UDM_MAX_WORDS as MAX_WORDS,
 };
 use unet_abi::udm::{
-    UdmHeader, UdmJobHeader, UdmLayout, UdmMsg, UdmNodeHeader, UdmNodeLine, UDM_ATOM_USER,
-    UDM_DIVERT_CAP, UDM_MODE_COUNT, UDM_MODE_DIVERT, UDM_MODE_GONE,
-    UDM_MSGS_PER_PAGE as MSGS_PER_PAGE,
+    UdmHeader, UdmJobHeader, UdmLayout, UdmMsg, UdmNodeHeader, UdmNodeLine, UDM_ARMED_NAP,
+    UDM_ATOM_USER, UDM_DIVERT_CAP, UDM_MODE_COUNT, UDM_MODE_DIVERT, UDM_MODE_GONE,
 };
 use unet_abi::view::LayoutError;
 use unet_control::{Reply, Request};
@@ -137,8 +136,13 @@ pub struct Node {
     /// Our position in the divert ring and the engine's last known one.
     divert_head: u64,
     divert_tail: u64,
-    /// Our position in the virtual buffer.
+    /// Our position in the virtual buffer, and the position in its first
+    /// slot (the engine's `buf_base`, read with each new head).
     buf_tail: u64,
+    buf_base: u64,
+    /// The buffer's head when we last rang a napping engine for a
+    /// diverted message on its way ([`Node::pull`]).
+    pulled_at: u64,
     /// A buffer head read before a scan that found every fast ring empty:
     /// the buffered messages before it follow every fast message of
     /// their senders, so they are taken without scanning again.
@@ -203,6 +207,7 @@ impl Node {
         let divert_head = nseg.divert.head();
         let divert_tail = nseg.divert.tail();
         let buf_tail = nseg.header().buf_tail.load(Ordering::Acquire);
+        let buf_base = nseg.header().buf_base.load(Ordering::Relaxed);
         Ok(Node {
             session,
             job,
@@ -219,6 +224,8 @@ impl Node {
             divert_head,
             divert_tail,
             buf_tail,
+            buf_base,
+            pulled_at: u64::MAX,
             buf_clear: buf_tail,
             uncounted: 0,
             current: None,
@@ -425,7 +432,48 @@ impl Node {
         self.nseg.divert.set_head(pos + 1);
         self.divert_head = pos + 1;
         self.mark_rang(self.rank);
-        self.ring_engine();
+        self.ring_engine_diverted();
+    }
+
+    /// [`Node::ring_engine`] after handing the engine a diverted message:
+    /// an engine that naps (it took diverted messages a moment ago) looks
+    /// again soon by itself, so it is rung only once our divert ring is
+    /// half full. A stream of diverted messages costs no wake-up each.
+    fn ring_engine_diverted(&mut self) {
+        fence(Ordering::SeqCst);
+        match self.job_header().engine_armed.load(Ordering::Relaxed) {
+            0 => return,
+            UDM_ARMED_NAP => {
+                let half = UDM_DIVERT_CAP as u64 / 2;
+                if self.divert_head.wrapping_sub(self.divert_tail) < half {
+                    return;
+                }
+                self.divert_tail = self.nseg.divert.tail();
+                if self.divert_head.wrapping_sub(self.divert_tail) < half {
+                    return;
+                }
+            }
+            _ => {}
+        }
+        if self.job_header().engine_armed.swap(0, Ordering::AcqRel) != 0 {
+            self.doorbell.notify();
+        }
+    }
+
+    /// Nothing to take, and diverted messages are on their way to us (in
+    /// a sender's divert ring): ring the engine if it naps, once for each
+    /// head of our buffer (a sleeping engine was rung by their sender).
+    fn pull(&mut self, head: u64) {
+        if self.pulled_at == head {
+            return;
+        }
+        fence(Ordering::SeqCst);
+        if self.job_header().engine_armed.load(Ordering::Relaxed) == UDM_ARMED_NAP {
+            self.pulled_at = head;
+            if self.job_header().engine_armed.swap(0, Ordering::AcqRel) != 0 {
+                self.doorbell.notify();
+            }
+        }
     }
 
     /// Tell the engine node `r` has something for it (after publishing
@@ -491,6 +539,10 @@ impl Node {
                     // engine's to never write; trust no more than that.
                     let cap = self.layout.buffer_cap as u64;
                     self.buf_clear = head.min(self.buf_tail + cap);
+                    // After the head (Acquire): the engine moves the base
+                    // only while our tail is at its head, before it
+                    // publishes the head that follows.
+                    self.buf_base = self.header().buf_base.load(Ordering::Relaxed);
                     Cur::Buffer
                 }
             });
@@ -503,6 +555,8 @@ impl Node {
         let m = mode.load(Ordering::Acquire);
         if m & (UDM_MODE_DIVERT | UDM_MODE_GONE | UDM_MODE_COUNT) == UDM_MODE_DIVERT {
             let _ = mode.compare_exchange(m, 0, Ordering::AcqRel, Ordering::Relaxed);
+        } else if m & UDM_MODE_DIVERT != 0 && m & UDM_MODE_COUNT != 0 {
+            self.pull(head);
         }
         None
     }
@@ -524,7 +578,7 @@ impl Node {
     fn current_slot(&self, c: Cur) -> Slot<'_> {
         match c {
             Cur::Fast(s) => Slot::of(&self.jseg.incoming[s as usize], self.in_tail[s as usize]),
-            Cur::Buffer => self.buf.slot(self.buf_tail),
+            Cur::Buffer => self.buf.slot(self.buf_tail.wrapping_sub(self.buf_base)),
         }
     }
 
@@ -606,20 +660,14 @@ impl Node {
             return;
         }
         let taken = std::mem::take(&mut self.uncounted);
-        let before = self.header().buf_tail.load(Ordering::Relaxed);
         self.header()
             .buf_tail
             .store(self.buf_tail, Ordering::Release);
-        // The engine gives back pages and lets held senders go only for a
-        // node that says its tail moved.
+        // The engine keeps the buffer's pages while it is used, and lets
+        // held senders go, for a node that says its tail moved; it looks
+        // on its next turn (no wake-up: it gives pages back only once the
+        // buffer has been idle a while, by its own clock).
         self.mark_rang(self.rank);
-        // A page read to its end, or the buffer drained: the engine gives
-        // the memory back on its next turn; wake it for that if it sleeps.
-        if before / MSGS_PER_PAGE != self.buf_tail / MSGS_PER_PAGE
-            || self.header().buf_head.load(Ordering::Acquire) == self.buf_tail
-        {
-            self.ring_engine();
-        }
         let mode = &self.line(self.rank).mode;
         let mut m = mode.load(Ordering::Acquire);
         while m & UDM_MODE_COUNT != 0 {

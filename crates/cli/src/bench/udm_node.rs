@@ -38,6 +38,11 @@
 //! `--buffer-cost-ns` adds that many nanoseconds of spinning to every
 //! message the node takes from its virtual buffer (Figure 10's added cost
 //! of the buffered path; zero by default, and then not looked at).
+//!
+//! `--time-handlers` times every message the node takes, from the start
+//! of its `extract` to its handler's return (Table 6's time per handler),
+//! and reports the sum and the count (`handled`, `handler_ns`); off by
+//! default, and then no clock is read.
 
 use std::collections::VecDeque;
 use std::io::BufRead;
@@ -110,6 +115,9 @@ pub struct NodeArgs {
     /// Seed of the node's random choices (mixed with its rank).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Time each message taken, extract and handler (Table 6).
+    #[arg(long)]
+    pub time_handlers: bool,
 }
 
 // Handler indices.
@@ -190,6 +198,8 @@ fn node_main(a: &NodeArgs) -> Res<()> {
         "switch_atomicity_timeout": st.engine(UdmCounter::SwitchTimeout),
         "buffer_pages_max": st.engine(UdmCounter::BufferPagesMax),
         "sent": c.sent,
+        "handled": c.handled,
+        "handler_ns": c.handler_ns,
         "result": extra,
     });
     println!("done {row}");
@@ -210,6 +220,12 @@ struct Ctx {
     buffer_cost: Duration,
     rng: u64,
     words: [u64; MAX_WORDS],
+    /// `--time-handlers`: when the message being handled was taken (its
+    /// extract began), and the messages handled and their time so far.
+    timing: bool,
+    taken_at: Option<Instant>,
+    handled: u64,
+    handler_ns: u64,
 }
 
 /// One message taken.
@@ -231,7 +247,22 @@ impl Ctx {
             buffer_cost: Duration::from_nanos(a.buffer_cost_ns),
             rng: splitmix(a.seed ^ (a.rank as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
             words: [0; MAX_WORDS],
+            timing: a.time_handlers,
+            taken_at: None,
+            handled: 0,
+            handler_ns: 0,
         }
+    }
+
+    /// Runs `handle` on `m` (taken by [`Ctx::next`]); with
+    /// `--time-handlers`, counts it and the time since its extract began.
+    fn run<S>(&mut self, s: &mut S, handle: Handler<S>, m: Msg) -> Res<()> {
+        let r = handle(self, s, m);
+        if let Some(t) = self.taken_at.take() {
+            self.handled += 1;
+            self.handler_ns += t.elapsed().as_nanos() as u64;
+        }
+        r
     }
 
     fn rand(&mut self) -> u64 {
@@ -277,7 +308,7 @@ impl Ctx {
         while !self.outbox.is_empty() {
             self.flush()?;
             if let Some(m) = self.next()? {
-                handle(self, s, m)?;
+                self.run(s, handle, m)?;
             } else {
                 spins += 1;
                 if spins.is_multiple_of(256) {
@@ -296,6 +327,9 @@ impl Ctx {
         }
         if !self.node.message_available() {
             return Ok(None);
+        }
+        if self.timing {
+            self.taken_at = Some(Instant::now());
         }
         let before = if self.buffer_cost.is_zero() {
             0
@@ -347,7 +381,7 @@ impl Ctx {
             match self.next()? {
                 Some(m) => {
                     idle = 0;
-                    handle(self, s, m)?;
+                    self.run(s, handle, m)?;
                 }
                 None => {
                     idle += 1;
@@ -564,7 +598,7 @@ fn enumerate(c: &mut Ctx, pegs: u32) -> Res<serde_json::Value> {
     while !s.done {
         if let Some(m) = c.next()? {
             idle = 0;
-            enum_msg(c, &mut s, m)?;
+            c.run(&mut s, enum_msg, m)?;
             continue;
         }
         if c.rank == 0 && c.outbox.is_empty() && (s.wave == 0 || s.reports + 1 >= c.n) {

@@ -118,7 +118,7 @@ fn median_point(x: f64, runs: &[GangRun]) -> Point {
     }
 }
 
-fn app_extra(p: &Plan, app: App) -> Vec<String> {
+pub(super) fn app_extra(p: &Plan, app: App) -> Vec<String> {
     let (k, v) = match app {
         App::Barrier => ("--count", p.q(p.a.barriers, 1_000_000, 200)),
         App::Enum => ("--pegs", p.q(p.a.pegs, 6, 5) as u64),
@@ -128,11 +128,11 @@ fn app_extra(p: &Plan, app: App) -> Vec<String> {
     vec![k.to_string(), v.to_string()]
 }
 
-/// What an application's run must have computed.
-fn check_results(app: App, p: &Plan, r: &GangRun) -> Res<()> {
+/// What an application's run must have computed (`results`: its nodes'
+/// reports).
+pub(super) fn check_results(app: App, p: &Plan, results: &[Value]) -> Res<()> {
     if app == App::Enum {
-        let got: u64 = r
-            .results
+        let got: u64 = results
             .iter()
             .map(|v| v["positions"].as_u64().unwrap_or(0))
             .sum();
@@ -172,7 +172,7 @@ pub(super) fn fig78(p: &Plan) -> Res<()> {
                     p.runs
                 ));
                 let g = gang_run(p, app, &extra, s / 100.0)?;
-                check_results(app, p, &g)?;
+                check_results(app, p, &g.results)?;
                 by_skew[i].push(g);
             }
         }
