@@ -5,7 +5,10 @@
 //! null inside the loop; two locals swapped every iteration; allocation
 //! in the loop, which grows the heap's table and collects at the quota;
 //! calls in the loop that read an array or allocate; every kind of
-//! array; nested loops) run in an interpreting VM and a compiled one,
+//! array, and arrays of several kinds through one slot; `arraylength` of
+//! an empty array; nested loops; accesses at constant indices, the later
+//! ones of a straight run unchecked where an earlier one proved them, and
+//! not read again, also after the local is pointed at another array) run in an interpreting VM and a compiled one,
 //! which must agree on result, fault, fault site, fuel, heap and live
 //! arrays over grids of arguments, quotas and budgets; and the faults
 //! inside the loops are at the interpreter's bytecode offsets.
@@ -21,9 +24,19 @@ use twin::Twin;
 
 const ARRCACHE8: &[u8] = include_bytes!("data/arrcache8.class");
 
-const METHODS: [&str; 9] = [
-    "sum", "fill", "swap", "pingpong", "moved", "calls", "kinds", "nested", "nul",
+const METHODS: [&str; 13] = [
+    "sum", "fill", "swap", "pingpong", "moved", "calls", "kinds", "nested", "nul", "mixed", "lens",
+    "consts", "repoint",
 ];
+
+/// The methods of one `int` argument.
+const ONE_ARG: [&str; 7] = [
+    "pingpong", "kinds", "nul", "mixed", "lens", "consts", "repoint",
+];
+
+/// Bytecode offsets in `consts(I)I`: its first `a[0]`, and its first `a[9]`.
+const CONSTS_A0: u32 = 38;
+const CONSTS_A9: u32 = 67;
 
 const ARGS: [i32; 9] = [0, 1, 3, 4, 7, 8, 16, 17, 40];
 
@@ -47,11 +60,12 @@ fn array_loops_agree_under_every_budget() {
                 cp,
             );
             for m in METHODS {
-                if m == "pingpong" || m == "kinds" || m == "nul" {
+                if ONE_ARG.contains(&m) {
                     for &a in &ARGS {
                         t.check(m, &[a]);
                     }
                     t.check(m, &[-1]);
+                    t.check(m, &[101]);
                     continue;
                 }
                 for &a in &ARGS {
@@ -97,7 +111,7 @@ fn references_reread_after_allocation_agree() {
 #[test]
 fn faults_inside_loops_are_at_their_offsets() {
     let mut t = Twin::new(ARRCACHE8);
-    let cases: [(&str, &[i32], Fault, &str, u32); 6] = [
+    let cases: [(&str, &[i32], Fault, &str, u32); 9] = [
         (
             "sum",
             &[20, 0],
@@ -140,6 +154,27 @@ fn faults_inside_loops_are_at_their_offsets() {
         ),
         ("swap", &[40, 3], Fault::NullPointer, "swap(II)I", 20),
         ("nul", &[2], Fault::NullPointer, "nul(I)I", 24),
+        (
+            "consts",
+            &[101],
+            Fault::ArrayIndexOutOfBounds {
+                index: 9,
+                length: 7,
+            },
+            "consts(I)I",
+            CONSTS_A9,
+        ),
+        (
+            "consts",
+            &[1],
+            Fault::ArrayIndexOutOfBounds {
+                index: 0,
+                length: 0,
+            },
+            "consts(I)I",
+            CONSTS_A0,
+        ),
+        ("consts", &[0], Fault::NullPointer, "consts(I)I", CONSTS_A0),
     ];
     for (m, args, fault, method, offset) in cases {
         t.check(m, args);

@@ -606,6 +606,8 @@ pub(crate) fn compile<H>(class: &std::sync::Arc<ClassInner<H>>) -> Result<Compil
                 plan: Plan::new(mc, &alloc),
                 cvars: Vec::new(),
                 edges: Vec::new(),
+                proven: Vec::new(),
+                known: Vec::new(),
             };
             g.method(&mut module, &bodies)?;
             g.b.finalize(module.target_config());

@@ -7,8 +7,8 @@ use super::*;
 mod arrays;
 mod cache;
 
-use cache::CacheVars;
 pub(super) use cache::Plan;
+use cache::{may_store, CacheVars};
 
 /// A method's machine code, compiled but not yet defined in the module.
 pub(super) struct Body {
@@ -105,6 +105,14 @@ pub(super) struct Gen<'a, 'f, H> {
     /// Edge blocks the op being emitted made: (block, caches it reads,
     /// block it jumps to).
     pub(super) edges: Vec<(Block, u64, Block)>,
+    /// Per cache: a length its array is known to exceed, from accesses
+    /// at constant indices that passed their check earlier in the same
+    /// straight run of ops ([`Plan::straight`]) since the cache was read.
+    pub(super) proven: Vec<u32>,
+    /// Elements loaded at constant indices earlier in the same straight
+    /// run, with nothing since that may store into an array: (cache,
+    /// index, access kind, value).
+    pub(super) known: Vec<(usize, i32, i64, Value)>,
 }
 
 impl<H> Gen<'_, '_, H> {
@@ -321,6 +329,13 @@ impl<H> Gen<'_, '_, H> {
         for i in 0..mc.ops.len() {
             let blk = self.blocks[i];
             self.b.switch_to_block(blk);
+            if !self.plan.straight(i) {
+                self.proven.fill(0);
+                self.known.clear();
+            }
+            if may_store(&mc.ops[i]) {
+                self.known.clear();
+            }
             if self.op(i, module, bodies)? {
                 let next = self.edge(i, i as u32 + 1)?;
                 self.b.ins().jump(next, &[]);
@@ -627,14 +642,8 @@ impl<H> Gen<'_, '_, H> {
                 let idx = self.var(ix);
                 self.aload(i, d, a, idx, A_SHORT)
             }
-            Op::IaLoadK { d, a, k } => {
-                let idx = self.k32(k);
-                self.aload(i, d, a, idx, A_INT)
-            }
-            Op::BaLoadK { d, a, k } => {
-                let idx = self.k32(k);
-                self.aload(i, d, a, idx, A_BYTE)
-            }
+            Op::IaLoadK { d, a, k } => self.aload_k(i, d, a, k, A_INT),
+            Op::BaLoadK { d, a, k } => self.aload_k(i, d, a, k, A_BYTE),
             Op::IaStore { a, i: ix, s } => {
                 let idx = self.var(ix);
                 self.astore(i, a, idx, s, A_INT)
@@ -651,14 +660,8 @@ impl<H> Gen<'_, '_, H> {
                 let idx = self.var(ix);
                 self.astore(i, a, idx, s, A_SHORT)
             }
-            Op::IaStoreK { a, k, s } => {
-                let idx = self.k32(k);
-                self.astore(i, a, idx, s, A_INT)
-            }
-            Op::BaStoreK { a, k, s } => {
-                let idx = self.k32(k);
-                self.astore(i, a, idx, s, A_BYTE)
-            }
+            Op::IaStoreK { a, k, s } => self.astore_k(i, a, k, s, A_INT),
+            Op::BaStoreK { a, k, s } => self.astore_k(i, a, k, s, A_BYTE),
             Op::ArrLen { d, a } => {
                 let slow = self.block();
                 let done = self.block();

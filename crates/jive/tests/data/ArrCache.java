@@ -10,6 +10,7 @@ public class ArrCache {
     static boolean[] za = new boolean[5];
     static short[] sa = new short[6];
     static int[] keep;
+    static int[] empty = new int[0];
 
     /** The first n ints of ia (k == 0) or ib: past the end at the iaload inside the loop. */
     static int sum(int n, int k) {
@@ -138,5 +139,47 @@ public class ArrCache {
             s += a.length;
         }
         return s;
+    }
+
+    /** Arrays of every kind through the same operand-stack slots, a boolean[] read and written. */
+    static int mixed(int n) {
+        int s = 0;
+        for (int i = 0; i < n; i++) {
+            s += ia[i & 15] + ba[i % 9] + sa[i % 6] + (za[i % 5] ? 1 : 0);
+            za[i % 5] = !za[(i + 1) % 5];
+            ba[i % 9] = (byte) s;
+        }
+        return s + ia.length + ba.length;
+    }
+
+    /** arraylength of an empty array (n > 5) or of ib, and of a byte[], in a loop. */
+    static int lens(int n) {
+        int[] e = n > 5 ? empty : ib;
+        byte[] b = ba;
+        int s = 0;
+        for (int i = 0; i < n; i++) {
+            s += e.length + b.length;
+        }
+        return s;
+    }
+
+    /** Constant indices, several at each (ib when n > 100, ia, empty when n == 1, else null): past ib's end at a[9]. */
+    static int consts(int n) {
+        int[] a = n > 100 ? ib : n > 1 ? ia : n == 1 ? empty : null;
+        int s = a[0] + a[0] + a[1] + a[0];
+        a[1] = s;
+        s += a[1] + a[0] + a[9];
+        return s + a[1] + a[9];
+    }
+
+    /** The same constant index read through one local before and after it is pointed at another array (ia, then ib). */
+    static int repoint(int n) {
+        int[] a = ia;
+        a[2] = n;
+        int s = a[2] + a[2];
+        a = ib;
+        s += a[2] + a[2];
+        a = n > 3 ? ia : ib;
+        return s + a[2];
     }
 }

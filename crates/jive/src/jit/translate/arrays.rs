@@ -13,8 +13,11 @@ impl<H> Gen<'_, '_, H> {
     /// entry's element address and length, in the block where all checks
     /// passed.
     ///
-    /// When the slot has a cache ([`Plan`]), the entry is the cached one
-    /// (read here if it is not true at op `i`) and nothing else is read.
+    /// When op `i` reads its array through a cache ([`Plan`]), the entry
+    /// is the cached one (read here if it is not true at op `i`), whose
+    /// length is 0 for a kind the op does not take: the op's check is
+    /// the index's against it alone (and, with no index, a length that
+    /// is not 0: `arraylength` of an empty array takes the slow path).
     pub(super) fn array_fast(
         &mut self,
         i: usize,
@@ -23,15 +26,14 @@ impl<H> Gen<'_, '_, H> {
         kind_ok: impl FnOnce(&mut Self, Value) -> Value,
         slow: Block,
     ) -> (Value, Value) {
-        let Some((addr, len, kind)) = self.cached(i, a) else {
+        let Some((addr, len)) = self.cached(i) else {
             let h = self.var(a);
             return self.array_fast_h(h, idx, kind_ok, slow);
         };
-        let mut ok = kind_ok(self, kind);
-        if let Some(ix) = idx {
-            let inb = self.b.ins().icmp(IntCC::UnsignedLessThan, ix, len);
-            ok = self.b.ins().band(ok, inb);
-        }
+        let ok = match idx {
+            Some(ix) => self.b.ins().icmp(IntCC::UnsignedLessThan, ix, len),
+            None => self.b.ins().icmp_imm_u(IntCC::NotEqual, len, 0),
+        };
         let b2 = self.block();
         self.b.ins().brif(ok, b2, &[], slow, &[]);
         self.b.switch_to_block(b2);
@@ -249,17 +251,117 @@ impl<H> Gen<'_, '_, H> {
         self.b.ins().iadd(addr, off)
     }
 
+    /// Where op `i`, an access at constant index `k` through a cache,
+    /// needs no check: the address of its element, if an earlier access
+    /// in the same straight run proved the array longer than `k`.
+    fn proven_at(&mut self, i: usize, k: i32, kind: i64) -> Option<Value> {
+        let c = self.plan.uses(self.mc.ops.get(i)?)?;
+        if !self.plan.valid(i, c) || k < 0 || self.proven[c] <= k as u32 {
+            return None;
+        }
+        let addr = self.b.use_var(self.cvars[c].addr);
+        let idx = self.k32(k);
+        Some(self.elem_addr(addr, idx, kind))
+    }
+
+    /// After op `i`, an access at constant index `k`: if it went through
+    /// a cache whose kinds it takes exactly, the array is longer than `k`
+    /// wherever the ops go on.
+    fn prove(&mut self, i: usize, k: i32) {
+        let Some(op) = self.mc.ops.get(i) else { return };
+        if let Some(c) = self.plan.uses(op) {
+            if k >= 0 && self.plan.exact(op, c) {
+                self.proven[c] = self.proven[c].max(k as u32 + 1);
+            }
+        }
+    }
+
+    /// `aload` at the constant index `k`, unchecked where an earlier
+    /// access proved it in bounds, and not even loaded where an earlier
+    /// load of the same run read it (nothing stored since).
+    pub(super) fn aload_k(&mut self, i: usize, d: u16, a: u16, k: i32, kind: i64) {
+        let c = self.mc.ops.get(i).and_then(|op| self.plan.uses(op));
+        if let Some(c) = c.filter(|&c| self.plan.valid(i, c)) {
+            let seen = self.known.iter().find(|e| (e.0, e.1, e.2) == (c, k, kind));
+            if let Some(&(.., v)) = seen {
+                self.set(d, v);
+                return;
+            }
+        }
+        if let Some(p) = self.proven_at(i, k, kind) {
+            let v = self.load_elem(p, kind);
+            self.set(d, v);
+            self.remember(c, k, kind, v);
+            return;
+        }
+        let idx = self.k32(k);
+        self.aload(i, d, a, idx, kind);
+        self.prove(i, k);
+        if let Some(c) = c.filter(|&c| self.proven[c] > k as u32 && k >= 0) {
+            // The check proved the index (its slow path always faults):
+            // the value read is the element's.
+            let v = self.var(d);
+            self.remember(Some(c), k, kind, v);
+        }
+    }
+
+    /// Remember that element `k` of cache `c`'s array, read as `kind`,
+    /// is `v` (at most 64 elements).
+    fn remember(&mut self, c: Option<usize>, k: i32, kind: i64, v: Value) {
+        if let Some(c) = c {
+            if self.known.len() < 64 {
+                self.known.push((c, k, kind, v));
+            }
+        }
+    }
+
+    /// `astore` at the constant index `k`, unchecked where an earlier
+    /// access proved it in bounds.
+    pub(super) fn astore_k(&mut self, i: usize, a: u16, k: i32, src: u16, kind: i64) {
+        if let Some(p) = self.proven_at(i, k, kind) {
+            self.store_elem(p, src, kind);
+            return;
+        }
+        let idx = self.k32(k);
+        self.astore(i, a, idx, src, kind);
+        self.prove(i, k);
+    }
+
+    fn load_elem(&mut self, p: Value, kind: i64) -> Value {
+        let fl = MemFlagsData::trusted();
+        match kind {
+            A_INT => self.b.ins().load(types::I32, fl, p, 0),
+            A_SHORT => self.b.ins().sload16(types::I32, fl, p, 0),
+            _ => self.b.ins().sload8(types::I32, fl, p, 0),
+        }
+    }
+
+    fn store_elem(&mut self, p: Value, src: u16, kind: i64) {
+        let x = self.var(src);
+        let fl = MemFlagsData::trusted();
+        match kind {
+            A_INT => {
+                self.b.ins().store(fl, x, p, 0);
+            }
+            A_SHORT => {
+                self.b.ins().istore16(fl, x, p, 0);
+            }
+            A_BOOL => {
+                let z = self.b.ins().band_imm_s(x, 1);
+                self.b.ins().istore8(fl, z, p, 0);
+            }
+            _ => {
+                self.b.ins().istore8(fl, x, p, 0);
+            }
+        }
+    }
+
     pub(super) fn aload(&mut self, i: usize, d: u16, a: u16, idx: Value, kind: i64) {
         let slow = self.block();
         let done = self.block();
         let (addr, _) = self.array_fast(i, a, Some(idx), |g, k| g.kind_ok(k, kind, true), slow);
         let p = self.elem_addr(addr, idx, kind);
-        let fl = MemFlagsData::trusted();
-        let v = match kind {
-            A_INT => self.b.ins().load(types::I32, fl, p, 0),
-            A_SHORT => self.b.ins().sload16(types::I32, fl, p, 0),
-            _ => self.b.ins().sload8(types::I32, fl, p, 0),
-        };
+        let v = self.load_elem(p, kind);
         self.set(d, v);
         self.b.ins().jump(done, &[]);
 
@@ -287,23 +389,7 @@ impl<H> Gen<'_, '_, H> {
         let done = self.block();
         let (addr, _) = self.array_fast(i, a, Some(idx), |g, k| g.kind_ok(k, kind, false), slow);
         let p = self.elem_addr(addr, idx, kind);
-        let x = self.var(src);
-        let fl = MemFlagsData::trusted();
-        match kind {
-            A_INT => {
-                self.b.ins().store(fl, x, p, 0);
-            }
-            A_SHORT => {
-                self.b.ins().istore16(fl, x, p, 0);
-            }
-            A_BOOL => {
-                let z = self.b.ins().band_imm_s(x, 1);
-                self.b.ins().istore8(fl, z, p, 0);
-            }
-            _ => {
-                self.b.ins().istore8(fl, x, p, 0);
-            }
-        }
+        self.store_elem(p, src, kind);
         self.b.ins().jump(done, &[]);
 
         self.b.set_cold_block(slow);

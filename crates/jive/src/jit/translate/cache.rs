@@ -1,7 +1,9 @@
 //! Array references resolved once: where the translator may keep, for a
-//! slot that holds an array, its entry of the heap's table (element
-//! address, length, kind) in Cranelift variables instead of reading the
-//! table at every access.
+//! slot that holds an array, its entry of the heap's table in two
+//! Cranelift variables instead of reading the table at every access: the
+//! element address, and the length if the array is of a kind every access
+//! through the slot takes, else 0 (which fails every check, so that the
+//! access's check is the index's alone).
 //!
 //! An entry of the table changes only at an allocation (a collection
 //! frees entries, an allocation fills them, and the table itself moves
@@ -26,6 +28,15 @@
 //! (or does the access, for a kind the inline path does not take): every
 //! fault, its method and its bytecode offset are as before.
 //!
+//! Constant indices: within a straight run of ops (each reached from the
+//! one before alone), an access at constant index `k` through a cache
+//! whose kinds it takes exactly (so that its slow path always faults)
+//! proves the array longer than `k` for the ops after it, until the cache
+//! is read again; a later access there at a constant index below the
+//! proven length is not checked, and a load there of an element an
+//! earlier load of the run read, with no op since that may store into an
+//! array ([`may_store`]), reuses its value.
+//!
 //! Bounds: at most 64 slots are cached per method (the others read the
 //! table at each access, as before), and choosing what loops read up
 //! front stops after [`HOIST_WORK`] ops scanned.
@@ -45,23 +56,43 @@ static NO_ARRAY: RawArr = RawArr {
     kind: RAW_FREE,
 };
 
-/// The array slot an op reads through (loads, stores, `arraylength`).
-pub(super) fn array_slot(op: &Op) -> Option<u16> {
-    match *op {
-        Op::IaLoad { a, .. }
-        | Op::BaLoad { a, .. }
-        | Op::SaLoad { a, .. }
-        | Op::IaLoadK { a, .. }
-        | Op::BaLoadK { a, .. }
-        | Op::IaStore { a, .. }
-        | Op::BaStore { a, .. }
-        | Op::ZaStore { a, .. }
-        | Op::SaStore { a, .. }
-        | Op::IaStoreK { a, .. }
-        | Op::BaStoreK { a, .. }
-        | Op::ArrLen { a, .. } => Some(a),
-        _ => None,
-    }
+/// The kinds (`RAW_*`) an inline access takes, as a mask of `1 << kind`.
+const K_I: u8 = 1 << RAW_I;
+const K_S: u8 = 1 << RAW_S;
+const K_B: u8 = 1 << RAW_B;
+const K_Z: u8 = 1 << RAW_Z;
+
+/// The array slot an op reads through (loads, stores, `arraylength`)
+/// and the kinds its inline path takes (`baload` reads `byte[]` and
+/// `boolean[]`; `arraylength` any array).
+fn array_use(op: &Op) -> Option<(u16, u8)> {
+    Some(match *op {
+        Op::IaLoad { a, .. } | Op::IaLoadK { a, .. } | Op::IaStore { a, .. } => (a, K_I),
+        Op::IaStoreK { a, .. } => (a, K_I),
+        Op::SaLoad { a, .. } | Op::SaStore { a, .. } => (a, K_S),
+        Op::BaLoad { a, .. } | Op::BaLoadK { a, .. } => (a, K_B | K_Z),
+        Op::BaStore { a, .. } | Op::BaStoreK { a, .. } => (a, K_B),
+        Op::ZaStore { a, .. } => (a, K_Z),
+        Op::ArrLen { a, .. } => (a, K_I | K_S | K_B | K_Z),
+        _ => return None,
+    })
+}
+
+/// Whether op `op` may store into an array (a store, or a call: a callee
+/// or a native may store, and an allocation's collection frees).
+pub(super) fn may_store(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::IaStore { .. }
+            | Op::BaStore { .. }
+            | Op::ZaStore { .. }
+            | Op::SaStore { .. }
+            | Op::IaStoreK { .. }
+            | Op::BaStoreK { .. }
+            | Op::Call { .. }
+            | Op::CallNative { .. }
+            | Op::NewArray { .. }
+    )
 }
 
 /// What an op does to the cached entries.
@@ -105,12 +136,20 @@ pub(in crate::jit) struct Plan {
     of_slot: Vec<Option<u8>>,
     /// Per cache: its slot.
     pub(super) slots: Vec<u16>,
+    /// Per cache: the kinds whose length it keeps (the others read as
+    /// length 0): those every access through the slot takes, if any
+    /// kind is, else those of its first access (the accesses that take
+    /// none of them do not use the cache).
+    pub(super) kinds: Vec<u8>,
     /// Per op: the caches true on entry.
     valid: Vec<u64>,
     /// Per op: the caches true after it.
     after: Vec<u64>,
     /// Per op: the caches read on every forward edge into it.
     hoist: Vec<u64>,
+    /// Per op: whether its only predecessor is the op before it, which
+    /// falls through to it.
+    straight: Vec<bool>,
 }
 
 impl Plan {
@@ -118,31 +157,61 @@ impl Plan {
         let n = mc.ops.len();
         let mut of_slot: Vec<Option<u8>> = vec![None; mc.frame_size as usize];
         let mut slots = Vec::new();
+        let mut kinds: Vec<u8> = Vec::new();
         for op in &mc.ops {
-            if let Some(a) = array_slot(op) {
-                if let Some(e @ None) = of_slot.get_mut(a as usize) {
-                    if slots.len() < 64 {
+            if let Some((a, k)) = array_use(op) {
+                match of_slot.get_mut(a as usize) {
+                    Some(e @ None) if slots.len() < 64 => {
                         *e = Some(slots.len() as u8);
                         slots.push(a);
+                        kinds.push(k);
                     }
+                    Some(&mut Some(c)) => {
+                        let both = kinds[c as usize] & k;
+                        if both != 0 {
+                            kinds[c as usize] = both;
+                        }
+                    }
+                    _ => {}
                 }
             }
         }
         let mut plan = Plan {
             of_slot,
             slots,
+            kinds,
             valid: vec![0; n],
             after: vec![0; n],
             hoist: vec![0; n],
+            straight: vec![false; n],
         };
         if plan.slots.is_empty() || n == 0 {
             return plan;
         }
         let succ: Vec<Vec<u32>> = (0..n).map(|i| successors(mc, i)).collect();
+        let mut preds = vec![0u32; n];
+        for ts in &succ {
+            for &t in ts {
+                if let Some(p) = preds.get_mut(t as usize) {
+                    *p += 1;
+                }
+            }
+        }
+        for i in 1..n {
+            plan.straight[i] = preds[i] == 1 && succ[i - 1].contains(&(i as u32));
+        }
         let kills: Vec<Kill> = mc.ops.iter().map(|op| kill(op, alloc)).collect();
         plan.choose_hoists(mc, &succ, &kills);
         plan.solve(mc, &succ, &kills);
         plan
+    }
+
+    /// The cache op `op` reads its array through, if any: the slot's,
+    /// when the op's inline path takes every kind the cache keeps.
+    pub(super) fn uses(&self, op: &Op) -> Option<usize> {
+        let (a, k) = array_use(op)?;
+        let c = usize::from(self.of_slot.get(a as usize).copied().flatten()?);
+        (self.kinds[c] & !k == 0).then_some(c)
     }
 
     fn bit(&self, s: u16) -> u64 {
@@ -164,8 +233,8 @@ impl Plan {
     /// The caches true after op `i` given `v` before it.
     fn transfer(&self, mc: &MethodCode, kills: &[Kill], i: usize, v: u64) -> u64 {
         let mut out = v;
-        if let Some(a) = array_slot(&mc.ops[i]) {
-            out |= self.bit(a);
+        if let Some(c) = self.uses(&mc.ops[i]) {
+            out |= 1 << c;
         }
         match kills[i] {
             Kill::None => out,
@@ -198,8 +267,8 @@ impl Plan {
             }
             let (mut used, mut killed) = (0u64, 0u64);
             for (i, k) in kills.iter().enumerate().take(l + 1).skip(t) {
-                if let Some(a) = array_slot(&mc.ops[i]) {
-                    used |= self.bit(a);
+                if let Some(c) = self.uses(&mc.ops[i]) {
+                    used |= 1 << c;
                 }
                 killed |= match *k {
                     Kill::None => 0,
@@ -251,13 +320,16 @@ impl Plan {
         }
     }
 
-    /// The cache of slot `s`, if it has one.
-    pub(super) fn cache(&self, s: u16) -> Option<usize> {
-        self.of_slot
-            .get(s as usize)
-            .copied()
-            .flatten()
-            .map(usize::from)
+    /// Whether op `i` is reached from op `i - 1` alone, falling through.
+    pub(super) fn straight(&self, i: usize) -> bool {
+        self.straight.get(i).copied().unwrap_or(false)
+    }
+
+    /// Whether op `op`, through cache `c`, takes exactly the kinds the
+    /// cache keeps: then its slow path always faults, and an access that
+    /// goes on passed its check.
+    pub(super) fn exact(&self, op: &Op, c: usize) -> bool {
+        array_use(op).is_some_and(|(_, k)| k == self.kinds[c])
     }
 
     /// Whether cache `c` is true on entry to op `i`.
@@ -281,13 +353,12 @@ impl Plan {
     }
 }
 
-/// A cached entry: Cranelift variables holding element address, length
-/// and kind.
+/// A cached entry: Cranelift variables holding the element address and
+/// the length, 0 unless the array is of a kind the cache keeps.
 #[derive(Clone, Copy)]
 pub(in crate::jit) struct CacheVars {
     pub(super) addr: Variable,
     pub(super) len: Variable,
-    pub(super) kind: Variable,
 }
 
 impl<H> Gen<'_, '_, H> {
@@ -296,9 +367,9 @@ impl<H> Gen<'_, '_, H> {
         for _ in 0..self.plan.slots.len() {
             let addr = self.b.declare_var(self.ptr);
             let len = self.b.declare_var(types::I32);
-            let kind = self.b.declare_var(types::I32);
-            self.cvars.push(CacheVars { addr, len, kind });
+            self.cvars.push(CacheVars { addr, len });
         }
+        self.proven = vec![0; self.plan.slots.len()];
     }
 
     /// Read the entry of the handle in cache `c`'s slot into its
@@ -306,6 +377,8 @@ impl<H> Gen<'_, '_, H> {
     /// entry ([`NO_ARRAY`]). Never faults.
     pub(super) fn lookup(&mut self, c: usize) {
         let (s, cv) = (self.plan.slots[c], self.cvars[c]);
+        self.proven[c] = 0;
+        self.known.retain(|e| e.0 != c);
         let h = self.var(s);
         let cx = self.ctx();
         let fl = MemFlagsData::trusted();
@@ -326,9 +399,15 @@ impl<H> Gen<'_, '_, H> {
         let addr = self.b.ins().load(self.ptr, fl, e, 0);
         let len = self.b.ins().load(types::I32, fl, e, 8);
         let kind = self.b.ins().load(types::I32, fl, e, 12);
+        // Kinds are below 8: bit `kind` of the cache's mask says whether
+        // it keeps the length.
+        let mask = self.k32(i32::from(self.plan.kinds[c]));
+        let bit = self.b.ins().ushr(mask, kind);
+        let bit = self.b.ins().band_imm_s(bit, 1);
+        let zero = self.k32(0);
+        let len = self.b.ins().select(bit, len, zero);
         self.b.def_var(cv.addr, addr);
         self.b.def_var(cv.len, len);
-        self.b.def_var(cv.kind, kind);
     }
 
     /// Read every cache of `set`.
@@ -340,20 +419,16 @@ impl<H> Gen<'_, '_, H> {
         }
     }
 
-    /// The entry of the array in slot `a` at op `i` (element address,
-    /// length, kind), from its cache (read first if not true here), or
-    /// `None` if the slot has no cache.
-    pub(super) fn cached(&mut self, i: usize, a: u16) -> Option<(Value, Value, Value)> {
-        let c = self.plan.cache(a)?;
+    /// The entry of the array op `i` reads through (element address, and
+    /// length if of a kind the op takes, else 0), from its cache (read
+    /// first if not true here), or `None` if the op uses no cache.
+    pub(super) fn cached(&mut self, i: usize) -> Option<(Value, Value)> {
+        let c = self.plan.uses(self.mc.ops.get(i)?)?;
         if !self.plan.valid(i, c) {
             self.lookup(c);
         }
         let cv = self.cvars[c];
-        Some((
-            self.b.use_var(cv.addr),
-            self.b.use_var(cv.len),
-            self.b.use_var(cv.kind),
-        ))
+        Some((self.b.use_var(cv.addr), self.b.use_var(cv.len)))
     }
 
     /// The block to branch to for op `t` from op `from`: the op's own, or,
