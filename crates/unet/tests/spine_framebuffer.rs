@@ -16,15 +16,17 @@ use unet::{EndpointConfig, EngineConfig, Error, Session};
 mod common;
 use common::{engine_with, javac, recv_am, wait_listing};
 
-/// The extension's handler.
+/// The extension's handlers: `fbWrite`, `fbFill`.
 const POKE: u16 = 64;
+const FILL: u16 = 65;
 /// `Spine.E_RANGE`.
 const E_RANGE: i32 = -6;
 
 /// `FbPoke`: `[fb, fbOffset, bufOffset, len]` and a bulk buffer: calls
 /// `fbWrite` with them (the message's own bulk buffer, or the handle in a
 /// fifth int when there is one) and answers its result and
-/// `fbWidth(fb)`, `fbHeight(fb)`.
+/// `fbWidth(fb)`, `fbHeight(fb)`; `onFill` (the next handler):
+/// `[fb, fbOffset, len, value]`, answers `fbFill`'s result.
 fn class() -> &'static [u8] {
     static CLASS: OnceLock<Vec<u8>> = OnceLock::new();
     CLASS.get_or_init(|| {
@@ -37,6 +39,13 @@ public class FbPoke {
     static void init(int base) {
         out = new byte[12];
         Spine.addHandler("onPoke", base, base);
+        Spine.addHandler("onFill", base + 1, base + 1);
+    }
+
+    static void onFill(int self, int msg) {
+        put(0, Spine.fbFill(Spine.argInt(msg, 0), Spine.argInt(msg, 4), Spine.argInt(msg, 8),
+                Spine.argInt(msg, 12)));
+        Spine.reply(msg, self, out, 0, 4);
     }
 
     static void put(int at, int v) {
@@ -83,6 +92,15 @@ fn poke(ep: &mut unet::Endpoint, args: &[i32], bulk: &[u8]) -> (i32, i32, i32) {
     assert_eq!(h, POKE);
     let int = |i: usize| i32::from_le_bytes(r[4 * i..4 * i + 4].try_into().unwrap());
     (int(0), int(1), int(2))
+}
+
+/// Ask for `fbFill(fb, at, len, value)`: its result.
+fn fill(ep: &mut unet::Endpoint, args: &[i32]) -> i32 {
+    let a: Vec<u8> = args.iter().flat_map(|v| v.to_le_bytes()).collect();
+    ep.send_am(FILL, &a, &[]).unwrap();
+    let (h, r, _) = recv_am(ep, Duration::from_secs(10));
+    assert_eq!(h, FILL);
+    i32::from_le_bytes(r[..4].try_into().unwrap())
 }
 
 fn bytes(fb: &unet::spine_framebuffer::Framebuffer) -> Vec<u8> {
@@ -145,6 +163,24 @@ fn writes_land_where_asked_and_writes_out_of_range_are_refused_and_counted() {
             refused: refused.len() as u64
         }
     );
+    // A fill: a pixel value repeated, checked as a write is.
+    assert_eq!(fill(&mut ep, &[0, 8, 600, 7]), E_RANGE);
+    assert_eq!(fill(&mut ep, &[0, -4, 8, 7]), E_RANGE);
+    assert_eq!(fill(&mut ep, &[0, 4, -8, 7]), E_RANGE);
+    assert_eq!(bytes(&fb), full, "a refused fill wrote nothing");
+    assert_eq!(fill(&mut ep, &[0, 8, 12, 0x0403_0201]), 12);
+    let mut want = full.clone();
+    want[8..20].copy_from_slice(&[1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4]);
+    assert_eq!(bytes(&fb), want);
+    assert_eq!(
+        fb.counters(),
+        FbCounters {
+            writes: 4,
+            bytes: 164,
+            refused: refused.len() as u64 + 3
+        }
+    );
+    let full = want;
     // A framebuffer the extension does not have.
     assert_eq!(
         poke(&mut ep, &[1, 0, 0, 4], &data),
@@ -165,7 +201,7 @@ fn writes_land_where_asked_and_writes_out_of_range_are_refused_and_counted() {
         l.extensions[0].handlers[0].terminated() == 1
     });
     assert_eq!(bytes(&fb), full);
-    assert_eq!(fb.counters().refused, refused.len() as u64);
+    assert_eq!(fb.counters().refused, refused.len() as u64 + 3);
 }
 
 #[test]
@@ -232,7 +268,7 @@ fn the_caps_and_the_memory_quota_refuse_by_name_and_a_framebuffer_goes_with_its_
         "{why}"
     );
     // A second extension of the process: the quota counts the first's.
-    let other = load(&s, POKE + 1);
+    let other = load(&s, POKE + 2);
     let why = refused(s.spine_framebuffer(other, 4096, 2048, false));
     assert!(why.contains("client_memory"), "{why}");
     // The first goes, and its framebuffers with it: the quota has room

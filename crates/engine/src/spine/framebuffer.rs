@@ -7,7 +7,8 @@
 //! engine's mapping), maps for the extension and hands the client to map
 //! read-only or read-write. The extension's handlers copy bytes of a bulk
 //! buffer into it with `Spine.fbWrite(fb, fbOffset, buf, bufOffset,
-//! len)` (`natives.rs`); every offset and length is checked against the
+//! len)` and set a range to one pixel value with `Spine.fbFill(fb,
+//! fbOffset, len, value)` (`natives.rs`); every offset and length is checked against the
 //! framebuffer and the buffer, and a write out of range writes nothing:
 //! it returns [`E_RANGE`] and is counted (`refused`). Nothing is ever
 //! written outside the pixels.
@@ -44,7 +45,7 @@ pub(crate) const FB_BYTES_MAX: u64 = 64 << 20;
 pub(crate) const FB_SIDE_MAX: u32 = 16384;
 /// Bytes a pixel.
 pub(crate) const PIXEL_BYTES: u64 = 4;
-/// What `fbWrite` returns for a framebuffer the extension does not have,
+/// What `fbWrite` and `fbFill` return for a framebuffer the extension does not have,
 /// or a range outside the framebuffer or the buffer.
 pub(crate) const E_RANGE: i32 = -6;
 
@@ -129,6 +130,44 @@ impl Framebuffer {
         self.bytes += src.len() as u64;
         self.publish();
         src.len() as i32
+    }
+
+    /// Set `len` bytes from `off` into the pixels to `value`'s bytes
+    /// (little-endian, a pixel at a time from `off`): `len`, or
+    /// [`E_RANGE`] (counted, nothing written) when they would not lie
+    /// wholly inside the pixels.
+    pub(crate) fn fill(&mut self, off: i32, len: i32, value: i32) -> i32 {
+        let fits = usize::try_from(off)
+            .ok()
+            .zip(usize::try_from(len).ok())
+            .filter(|&(o, n)| o.checked_add(n).is_some_and(|end| end <= self.pixels));
+        let Some((o, n)) = fits else {
+            return self.refuse();
+        };
+        let pattern = value.to_le_bytes();
+        let mut chunk = [0u8; 256];
+        for (i, b) in chunk.iter_mut().enumerate() {
+            *b = pattern[i % 4];
+        }
+        let mut done = 0;
+        while done < n {
+            let k = (n - done).min(chunk.len());
+            // The pattern keeps its phase: every chunk but the last is a
+            // multiple of 4 bytes.
+            if let Some(dst) = self.seg.at(o + done, k) {
+                // SAFETY: `[o + done, o + done + k)` lies inside the
+                // pixels, inside the mapping (checked above and by `at`);
+                // `chunk` is on this stack, not in the segment. The memory
+                // is shared with the client, whose accesses never make a
+                // byte copy unsound.
+                unsafe { std::ptr::copy_nonoverlapping(chunk.as_ptr(), dst.as_ptr(), k) };
+            }
+            done += k;
+        }
+        self.writes += 1;
+        self.bytes += n as u64;
+        self.publish();
+        len
     }
 
     /// A refused write before the framebuffer could be reached (a range

@@ -331,6 +331,22 @@ fn fb_write(rt: &mut Rt, cx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
     Ok(fb.write(a[1], src))
 }
 
+/// `fbFill(fb, fbOffset, len, value)`: set `len` bytes of the running
+/// extension's framebuffer `fb` from `fbOffset` to pixel `value`
+/// (`framebuffer.rs`): `len`, or `E_RANGE` (counted, nothing written).
+fn fb_fill(rt: &mut Rt, cx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
+    let slot = rt.cur.slot as usize;
+    let Some(fb) = rt.fbs.get_mut(slot, a[0]) else {
+        rt.fbs.no_such += 1;
+        return Ok(E_RANGE);
+    };
+    let r = fb.fill(a[1], a[2], a[3]);
+    if r > 0 {
+        copy_charge(cx, r as usize)?;
+    }
+    Ok(r)
+}
+
 /// `fbWidth(fb)`, `fbHeight(fb)`: the running extension's framebuffer
 /// `fb`'s pixels a row and rows, or `E_RANGE` when it has no such
 /// framebuffer.
@@ -383,6 +399,7 @@ pub(crate) fn natives() -> Natives<Rt> {
         ("timer", "(ILjava/lang/String;I)I", timer),
         ("table", "(II)[I", table),
         ("fbWrite", "(IIIII)I", fb_write),
+        ("fbFill", "(IIII)I", fb_fill),
         ("fbWidth", "(I)I", fb_width),
         ("fbHeight", "(I)I", fb_height),
     ] {

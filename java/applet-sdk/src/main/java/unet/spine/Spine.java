@@ -367,6 +367,23 @@ public final class Spine {
     }
 
     /**
+     * Set {@code len} bytes of this extension's framebuffer {@code fb}
+     * from byte {@code fbOffset} to pixel {@code value} (its 4 bytes,
+     * little-endian, repeated from {@code fbOffset}): to clear an area a
+     * row at a time. Checked as {@link #fbWrite(int, int, int, int, int)}
+     * is.
+     *
+     * @param fb the framebuffer's number
+     * @param fbOffset where in the framebuffer, in bytes
+     * @param len bytes to set
+     * @param value the pixel
+     * @return {@code len}, or {@link #E_RANGE}
+     */
+    public static int fbFill(int fb, int fbOffset, int len, int value) {
+        throw engineOnly();
+    }
+
+    /**
      * @param fb the framebuffer's number
      * @return framebuffer {@code fb}'s pixels a row, or {@link #E_RANGE}
      *     when this extension has no such framebuffer
