@@ -186,6 +186,8 @@ fn rig() -> Rig {
     let (engine, s) = engine_with(EngineConfig::default());
     let opts = ExtensionOptions {
         arg: i32::from(ROW),
+        // Room for a shared machine's preemptions: a row stopped by the
+        // watchdog would be lost.
         budget_us: 2000,
         ..ExtensionOptions::named("video")
     };
@@ -317,6 +319,10 @@ fn every_frame_lands_whole_at_the_place_in_force_for_it_while_a_window_moves() {
     let c = r.fb.counters();
     assert_eq!(c.refused, 0);
     assert!(c.writes >= 40 * 24, "{c:?}");
+    let l = r.session.list_extensions().unwrap();
+    for h in &l.extensions[0].handlers {
+        assert_eq!(h.terminated(), 0, "{h:?}");
+    }
 }
 
 #[test]
