@@ -253,9 +253,23 @@ fn the_caps_and_the_memory_quota_refuse_by_name_and_a_framebuffer_goes_with_its_
         s.spine_framebuffer(ext + 1, 4, 4, false),
         Err(Error::Engine(unet::ErrorCode::NoSuchExtension))
     ));
+    // An endpoint of 16 MiB fits the quota before the framebuffer, not
+    // beside it: framebuffers count where endpoints do.
+    let large = || EndpointConfig {
+        geometry: unet::Geometry {
+            buffer_area_size: 16 << 20,
+            ..unet::Geometry::default()
+        },
+        ..EndpointConfig::default()
+    };
+    drop(s.create_endpoint(large()).unwrap());
     // 32 MiB, then 32 MiB more: over the 40 MiB quota with what the
     // process holds besides.
     let big = s.spine_framebuffer(ext, 4096, 2048, false).unwrap();
+    assert!(matches!(
+        s.create_endpoint(large()),
+        Err(Error::Quota(unet::ErrorCode::QuotaExceeded))
+    ));
     let why = refused(s.spine_framebuffer(ext, 4096, 2048, false));
     assert!(
         why.contains("over the process's memory quota (client_memory)"),
