@@ -313,7 +313,11 @@ fn make(
         };
         return Err(Reply::Rejected(why));
     }
-    let seg = Segment::create("unet-framebuffer", len)
+    // Not populated here: touching 64 MiB would hold up the engine's
+    // loop for milliseconds. The client's mapping populates the pages
+    // (in its own process); the engine's mapping takes a minor fault at
+    // a page's first write.
+    let seg = Segment::create_sparse("unet-framebuffer", len)
         .map_err(|_| Reply::Error(ErrorCode::NoResources))?;
     let fb = Framebuffer {
         seg,
