@@ -9,6 +9,9 @@
 //! next frame's rows arrive). Hostile rows (no window, short arguments,
 //! another sender, a row, length or frame out of range, a replay) and a
 //! stranger's configuration are dropped and counted, and change no pixel.
+//! Over the UDP wire: rows from the stream's adapter (through a link)
+//! land whole while the window moves in the middle of frames, and the
+//! same rows from another adapter or a local host are dropped.
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -438,4 +441,116 @@ fn hostile_rows_and_configurations_are_dropped_counted_and_write_nothing() {
     send_rows(&mut r.sender, 3, 6, p, 4..8);
     wait_stats(&mut r.host, 0, "frame 6", |s| s.counts[W_COMPLETED] == 2);
     check_frame(&r.fb.pixels(), 3, 6, p);
+}
+
+/// An engine on a loopback UDP port.
+fn wired() -> (unet::Engine, Session) {
+    engine_with(EngineConfig {
+        udp_bind: Some("127.0.0.1:0".parse().unwrap()),
+        ..EngineConfig::default()
+    })
+}
+
+/// A sending adapter: `extensions/WirePing.java` loaded so that a host's
+/// `[link][stream, frame, row]` and pixels to handler `ROW - 1` go over
+/// the link to handler `ROW` (the video extension's `onRow` on the
+/// other side); linked to `to`, whose id for the link is returned with
+/// the sender's own, and the adapter's sending endpoint.
+fn sending_adapter(to: &Session) -> ((unet::Engine, Session), u32, u32, Endpoint) {
+    static CLASS: OnceLock<Vec<u8>> = OnceLock::new();
+    let class = CLASS.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("unet-video-ping-{}", std::process::id()));
+        javac(&dir, &[repo().join("extensions/WirePing.java")], &[])
+            .remove("WirePing")
+            .unwrap()
+    });
+    let (e, s) = wired();
+    let opts = ExtensionOptions {
+        arg: i32::from(ROW - 1),
+        ..ExtensionOptions::named("forward")
+    };
+    s.load_extension(class, opts).unwrap();
+    let (theirs, token) = to.spine_link_listen(0).unwrap();
+    let mine = s
+        .spine_link_connect(to.udp_addr().unwrap(), token, Duration::from_secs(10))
+        .unwrap();
+    let end = Instant::now() + Duration::from_secs(10);
+    while to
+        .spine_links()
+        .unwrap()
+        .link(theirs)
+        .is_none_or(|r| r.state != "up")
+    {
+        assert!(Instant::now() < end, "the link up");
+        std::thread::yield_now();
+    }
+    let ep = s.create_endpoint(EndpointConfig::default()).unwrap();
+    ((e, s), theirs, mine, ep)
+}
+
+/// Rows of `stream`'s frame over link `link` (the sender's id).
+fn send_rows_over(
+    ep: &mut Endpoint,
+    link: u32,
+    stream: u32,
+    frame: u32,
+    p: Place,
+    rows: std::ops::Range<u32>,
+) {
+    for r in rows {
+        let (a, px) = row(stream, frame, r, p.w);
+        let mut args = link.to_le_bytes().to_vec();
+        args.extend_from_slice(&a);
+        send(ep, ROW - 1, &args, &px);
+    }
+}
+
+/// `DEST_WIRE << 24 | link`: rows from that link's adapter.
+fn from_link(link: u32) -> i32 {
+    (3 << 24) | link as i32
+}
+
+#[test]
+fn rows_over_the_wire_from_the_streams_adapter_land_whole_and_a_strangers_are_dropped() {
+    let (_e, s) = wired();
+    let opts = ExtensionOptions {
+        arg: i32::from(ROW),
+        budget_us: 2000,
+        ..ExtensionOptions::named("video")
+    };
+    let ext = s.load_extension(class(), opts).unwrap().id;
+    let fb = s.spine_framebuffer(ext, FB_W, FB_H, false).unwrap();
+    let mut host = s.create_endpoint(EndpointConfig::default()).unwrap();
+    assert_eq!(config(&mut host, &[0]), 0);
+    let (_b, from_b, b_link, mut b) = sending_adapter(&s);
+    let (_c, _, c_link, mut c) = sending_adapter(&s);
+    let moves = places(8);
+    assert_eq!(place(&mut host, 0, 5, moves[0], from_link(from_b)), 0);
+    for (f, &p) in moves.iter().enumerate() {
+        let f = f as u32;
+        let half = p.h / 2;
+        send_rows_over(&mut b, b_link, 5, f, p, 0..half);
+        wait_stats(&mut host, 0, "half of the frame", |s| {
+            s.frame == f as i32 && s.rows == half as i32
+        });
+        if let Some(&n) = moves.get(f as usize + 1) {
+            // Moved in the middle of the frame: it finishes here.
+            assert_eq!(place(&mut host, 0, 5, n, from_link(from_b)), 0);
+        }
+        // The same rows from another adapter, and from a host of this
+        // one: not the stream's source.
+        send_rows_over(&mut c, c_link, 5, f, p, half..half + 1);
+        let mut local = s.create_endpoint(EndpointConfig::default()).unwrap();
+        send_rows(&mut local, 5, f, p, half..half + 1);
+        send_rows_over(&mut b, b_link, 5, f, p, half..p.h);
+        wait_stats(&mut host, 0, "the frame", |s| {
+            s.counts[W_COMPLETED] == f as i32 + 1
+        });
+        check_frame(&fb.pixels(), 5, f, p);
+    }
+    let st = wait_stats(&mut host, 0, "the strangers' rows counted", |s| {
+        s.counts[W_BAD_SOURCE] == 16
+    });
+    assert_eq!(st.counts, vec![8, 0, 0, 0, 0, 0, 0, 16, 0]);
+    assert_eq!(fb.counters().refused, 0);
 }
