@@ -292,3 +292,26 @@ fn the_caps_and_the_memory_quota_refuse_by_name_and_a_framebuffer_goes_with_its_
     assert_eq!(fb.index(), 0);
     assert_eq!(big.pixels().len(), 4096 * 2048);
 }
+
+#[test]
+fn a_framebuffer_goes_when_its_extensions_owner_goes() {
+    let cfg = EngineConfig {
+        client_memory: 40 << 20,
+        ..EngineConfig::default()
+    };
+    let (e, s) = engine_with(cfg);
+    let owner = Session::embedded(&e).unwrap();
+    let ext = load(&owner, POKE);
+    let fb = owner.spine_framebuffer(ext, 4096, 2048, false).unwrap();
+    let mine = load(&s, POKE + 2);
+    let why = refused(s.spine_framebuffer(mine, 4096, 2048, false));
+    assert!(why.contains("client_memory"), "{why}");
+    // Its owner's connection closes: the extension goes, and the
+    // framebuffer with it (this mapping stays readable).
+    drop(owner);
+    wait_listing(&s, "the owner's extension gone", |l| {
+        l.extensions.iter().all(|x| x.id != ext)
+    });
+    s.spine_framebuffer(mine, 4096, 2048, false).unwrap();
+    assert_eq!(fb.pixels().len(), 4096 * 2048);
+}
