@@ -380,8 +380,6 @@ public class Video {
         if (!hostSet) {
             host = from;
             hostSet = true;
-            fbWidth = Spine.fbWidth(FB);
-            fbHeight = Spine.fbHeight(FB);
         }
         if (from != host) {
             global[G_BAD_CONFIG]++;
@@ -420,6 +418,10 @@ public class Video {
         int y = Spine.argInt(msg, 16);
         int w = Spine.argInt(msg, 20);
         int h = Spine.argInt(msg, 24);
+        // The framebuffer may have been made after the claim; its size
+        // never changes once made.
+        fbWidth = Spine.fbWidth(FB);
+        fbHeight = Spine.fbHeight(FB);
         if (win < 0 || win >= WINDOWS || fbWidth <= 0 || fbHeight <= 0) {
             return false;
         }

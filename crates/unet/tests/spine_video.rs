@@ -195,10 +195,18 @@ fn rig() -> Rig {
         ..ExtensionOptions::named("video")
     };
     let ext = s.load_extension(class(), opts).unwrap().id;
-    let fb = s.spine_framebuffer(ext, FB_W, FB_H, false).unwrap();
     let mut host = s.create_endpoint(EndpointConfig::default()).unwrap();
     let mut sender = s.create_endpoint(EndpointConfig::default()).unwrap();
+    // Claimed before the framebuffer is made: no window fits until then.
     assert_eq!(config(&mut host, &[0]), 0);
+    let p = Place {
+        x: 0,
+        y: 0,
+        w: 4,
+        h: 4,
+    };
+    assert_eq!(place(&mut host, 0, 1, p, 0), 1);
+    let fb = s.spine_framebuffer(ext, FB_W, FB_H, false).unwrap();
     let source = stats(&mut sender, 0).me;
     Rig {
         _engine: engine,
@@ -314,7 +322,11 @@ fn every_frame_lands_whole_at_the_place_in_force_for_it_while_a_window_moves() {
     let s = stats(&mut r.host, 0);
     assert_eq!(s.version, 40, "one configuration a frame");
     assert_eq!(s.counts, vec![40, 0, 0, 0, 0, 0, 0, 0, 0]);
-    assert_eq!(s.global, vec![0, 0, 0]);
+    assert_eq!(
+        s.global,
+        vec![0, 0, 1],
+        "the window placed before the framebuffer"
+    );
     assert_eq!(
         stats(&mut r.host, 1).counts,
         vec![40, 0, 0, 0, 0, 0, 0, 0, 0]
@@ -418,7 +430,7 @@ fn hostile_rows_and_configurations_are_dropped_counted_and_write_nothing() {
     );
     send(&mut stranger, CONFIG, &ints(&[2, 0]), &[]);
     let s = wait_stats(&mut r.host, 0, "every hostile row counted", |s| {
-        s.global == vec![1, 1, 10 + 2]
+        s.global == vec![1, 1, 1 + 10 + 2]
             && s.counts[W_BAD_ROW] == 2
             && s.counts[W_BAD_LENGTH] == 3
             && s.counts[W_LATE] == 2
@@ -428,7 +440,7 @@ fn hostile_rows_and_configurations_are_dropped_counted_and_write_nothing() {
     });
     assert_eq!(s.global[G_NO_WINDOW], 1);
     assert_eq!(s.global[G_BAD_ARGS], 1);
-    assert_eq!(s.global[G_BAD_CONFIG], 12);
+    assert_eq!(s.global[G_BAD_CONFIG], 13);
     assert_eq!(s.counts[W_FB_REFUSED], 0);
     assert_eq!(s.counts[W_COMPLETED], 1);
     assert_eq!(s.counts[W_LOST], 0);
