@@ -117,6 +117,8 @@ kinds! {
         SpinePorts = 58,
         /// [`Request::SpineTable`].
         SpineTable = 59,
+        /// [`Request::SpineFramebuffer`].
+        SpineFramebuffer = 60,
         /// [`Request::TraceSet`].
         TraceSet = 72,
         /// [`Request::TraceDump`].
@@ -173,6 +175,8 @@ kinds! {
         SpinePortListing = 157,
         /// [`Reply::SpineTableLoaded`].
         SpineTableLoaded = 158,
+        /// [`Reply::SpineFramebuffer`].
+        SpineFramebuffer = 159,
         /// [`Reply::TraceState`].
         TraceState = 74,
         /// [`Reply::TraceDump`].
@@ -408,6 +412,7 @@ impl Request {
             | Request::SpineLinkClose { .. }
             | Request::SpineLinks
             | Request::SpineTable { .. }
+            | Request::SpineFramebuffer { .. }
             | Request::SpinePortOpen { .. }
             | Request::SpinePortClose { .. }
             | Request::SpinePorts => spine::encode_request(self, req_id),
@@ -547,6 +552,7 @@ impl Request {
             | ReqKind::SpineLinkClose
             | ReqKind::SpineLinks
             | ReqKind::SpineTable
+            | ReqKind::SpineFramebuffer
             | ReqKind::SpinePortOpen
             | ReqKind::SpinePortClose
             | ReqKind::SpinePorts => spine::decode_request(kind, &mut r)?,
@@ -679,6 +685,7 @@ impl Reply {
             | Reply::SpineLink { .. }
             | Reply::SpineLinkListing { .. }
             | Reply::SpineTableLoaded { .. }
+            | Reply::SpineFramebuffer { .. }
             | Reply::SpinePort { .. }
             | Reply::SpinePortListing { .. } => spine::encode_reply(self, req_id),
         };
@@ -770,6 +777,7 @@ impl Reply {
             | ReplyKind::SpineLink
             | ReplyKind::SpineLinkListing
             | ReplyKind::SpineTableLoaded
+            | ReplyKind::SpineFramebuffer
             | ReplyKind::SpinePort
             | ReplyKind::SpinePortListing => spine::decode_reply(kind, &mut r)?,
         };

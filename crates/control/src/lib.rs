@@ -612,6 +612,21 @@ pub enum Request {
     /// List the SPINE ports (those of the asking client's user; all for
     /// root): [`Reply::SpinePortListing`].
     SpinePorts,
+    /// Make a framebuffer of `width` by `height` pixels (4 bytes each)
+    /// for extension `ext` (one of the asking process's own): a
+    /// shared-memory image its handlers write with `Spine.fbWrite`,
+    /// charged to the process's memory quota and freed when the
+    /// extension goes. Answered with [`Reply::SpineFramebuffer`] and the
+    /// segment's descriptor, or [`Reply::Rejected`] (the cap or quota by
+    /// name).
+    SpineFramebuffer {
+        /// The extension.
+        ext: u32,
+        /// Pixels a row.
+        width: u32,
+        /// Rows.
+        height: u32,
+    },
 }
 
 /// Longest name of an extension, and of a domain, in bytes.
@@ -812,6 +827,14 @@ pub enum Reply {
     SpinePortListing {
         /// Length of the listing.
         len: u32,
+    },
+    /// A framebuffer was made ([`Request::SpineFramebuffer`]); fd: its
+    /// segment, `len` bytes (the pixels, then the engine's counters).
+    SpineFramebuffer {
+        /// Its number in the extension (`Spine.fbWrite`'s first argument).
+        index: u32,
+        /// Length of the segment.
+        len: u64,
     },
 }
 

@@ -102,6 +102,7 @@
 //! | `wire/udp/socket.rs`, with its tests | the OS: socket options, control messages, `sendmmsg` and `recvmmsg` |
 //! | `spine/trace.rs` | the CPU's time-stamp counter, the event graph's clock |
 //! | `spine/peer.rs` | a peer segment's slots and data areas, read and written in place |
+//! | `spine/framebuffer.rs` | a framebuffer's pixels written from a bulk buffer, its counters stored after them |
 //! | `dispatch/invoker.rs` | invoker mode's raw endpoints, regions and VIs, mapped and driven by hand as a client would |
 
 #![deny(unsafe_code)]

@@ -25,8 +25,9 @@
 //! UDM's jobs of nodes that `inject` and `extract` small messages with
 //! two-case delivery are in [`udm`] (`docs/udm.md`); SPINE's extensions
 //! and active messages in [`spine`], its links over the wire in
-//! [`spine_wire`] and its raw-frame ports on network interfaces in
-//! [`spine_port`].
+//! [`spine_wire`], its raw-frame ports on network interfaces in
+//! [`spine_port`] and the framebuffers extensions write in
+//! [`spine_framebuffer`].
 //!
 //! The shared-memory layout is in the `unet-abi` crate; a C ABI is in
 //! [`ffi`] with its header at `include/unet.h`.
@@ -54,6 +55,7 @@ mod session;
 #[allow(unsafe_code)]
 mod shm;
 pub mod spine;
+pub mod spine_framebuffer;
 pub mod spine_port;
 pub mod spine_tables;
 pub mod spine_wire;

@@ -264,6 +264,19 @@ pub(crate) fn write(seg: &Segment, off: usize, data: &[u8]) -> bool {
     true
 }
 
+/// Copy `buf.len()` bytes of `seg` at byte `off` into `buf`; false
+/// (nothing copied) if they do not all lie inside it.
+#[inline]
+pub(crate) fn read(seg: &Segment, off: usize, buf: &mut [u8]) -> bool {
+    let Some(src) = seg.at(off, buf.len()) else {
+        return false;
+    };
+    // SAFETY: `at` checked that buf.len() bytes at `off` lie inside the
+    // mapping, which `seg` keeps; byte copies of shared memory.
+    unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), buf.as_mut_ptr(), buf.len()) };
+    true
+}
+
 /// `len` readable bytes at a fixed address, valid for `'a`: a record in a
 /// ring, a piece of a registered region, or a slice. Handed between the
 /// direct path and a descriptor's regions instead of a raw pointer, so

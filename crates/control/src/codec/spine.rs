@@ -1,5 +1,5 @@
 //! SPINE's kinds of control packet: loading, unloading and listing
-//! extensions and their route tables, the peer queues, the links over
+//! extensions, their route tables and framebuffers, the peer queues, the links over
 //! the wire, the raw-frame ports and the event trace, each request and
 //! reply's body. [`super`] dispatches by kind
 //! and writes and reads the header.
@@ -85,6 +85,13 @@ pub(super) fn encode_request(req: &Request, req_id: u32) -> W {
             w.u32(*len);
             w
         }
+        Request::SpineFramebuffer { ext, width, height } => {
+            let mut w = packet(ReqKind::SpineFramebuffer as u16, req_id);
+            w.u32(*ext);
+            w.u32(*width);
+            w.u32(*height);
+            w
+        }
         Request::SpinePortOpen { interface, handler } => {
             let mut w = packet(ReqKind::SpinePortOpen as u16, req_id);
             w.name(interface);
@@ -149,6 +156,11 @@ pub(super) fn decode_request(kind: ReqKind, r: &mut R<'_>) -> Result<Request, Co
             ext: r.u32()?,
             table: r.u32()?,
             len: r.u32()?,
+        },
+        ReqKind::SpineFramebuffer => Request::SpineFramebuffer {
+            ext: r.u32()?,
+            width: r.u32()?,
+            height: r.u32()?,
         },
         ReqKind::SpinePortOpen => Request::SpinePortOpen {
             interface: r.name()?,
@@ -224,6 +236,12 @@ pub(super) fn encode_reply(rep: &Reply, req_id: u32) -> W {
             w.u64(*bytes);
             w
         }
+        Reply::SpineFramebuffer { index, len } => {
+            let mut w = packet(ReplyKind::SpineFramebuffer as u16, req_id);
+            w.u32(*index);
+            w.u64(*len);
+            w
+        }
         Reply::SpinePort { port } => {
             let mut w = packet(ReplyKind::SpinePort as u16, req_id);
             w.u32(*port);
@@ -273,6 +291,10 @@ pub(super) fn decode_reply(kind: ReplyKind, r: &mut R<'_>) -> Result<Reply, Cont
         ReplyKind::SpineTableLoaded => Reply::SpineTableLoaded {
             version: r.u32()?,
             bytes: r.u64()?,
+        },
+        ReplyKind::SpineFramebuffer => Reply::SpineFramebuffer {
+            index: r.u32()?,
+            len: r.u64()?,
         },
         ReplyKind::SpinePort => Reply::SpinePort { port: r.u32()? },
         ReplyKind::SpinePortListing => Reply::SpinePortListing { len: r.u32()? },

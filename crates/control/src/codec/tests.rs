@@ -227,6 +227,14 @@ fn samples() -> Vec<(&'static str, Vec<u8>)> {
         ),
         ("spine_port_close", Request::SpinePortClose { port: 0x101 }),
         ("spine_ports", Request::SpinePorts),
+        (
+            "spine_framebuffer",
+            Request::SpineFramebuffer {
+                ext: 3,
+                width: 640,
+                height: 480,
+            },
+        ),
     ];
     let reps = [
         (
@@ -353,6 +361,13 @@ fn samples() -> Vec<(&'static str, Vec<u8>)> {
         (
             "reply_spine_port_listing",
             Reply::SpinePortListing { len: 512 },
+        ),
+        (
+            "reply_spine_framebuffer",
+            Reply::SpineFramebuffer {
+                index: 1,
+                len: 1_228_864,
+            },
         ),
     ];
     let mut v: Vec<(&str, Vec<u8>)> = reqs.iter().map(|(n, r)| (*n, r.encode(17))).collect();

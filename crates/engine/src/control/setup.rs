@@ -128,6 +128,9 @@ impl Setup<'_> {
             | Request::SpineTable { .. } => {
                 self.spine_setup().handle_spine(ci, req_id, req, &mut fds)
             }
+            Request::SpineFramebuffer { ext, width, height } => {
+                self.spine_framebuffer(ci, req_id, (ext, width, height))
+            }
             Request::PeerJoin { .. }
             | Request::PeerDoorbell { .. }
             | Request::PeerLeave { .. }

@@ -17,6 +17,8 @@
 //!   (domains of their own), and the calls between them;
 //! - `setup.rs`: loading, unloading and listing extensions, and
 //!   reclaiming a client's when it goes;
+//! - `framebuffer.rs`: framebuffers a host process has made for its
+//!   extensions (`Spine.fbWrite`), their runtime and set-up halves;
 //! - `tables.rs`, `tables_setup.rs`: route tables loaded into
 //!   extensions (`Spine.table`), their runtime and set-up halves;
 //! - `timers.rs`: the extensions' timers (`Spine.timer`), fired as
@@ -43,6 +45,7 @@ pub(crate) mod clock;
 pub(crate) mod events;
 pub(crate) mod exports;
 pub(crate) mod ext;
+pub(crate) mod framebuffer;
 pub(crate) mod link;
 pub(crate) mod msgs;
 pub(crate) mod natives;

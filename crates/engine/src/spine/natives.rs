@@ -18,6 +18,7 @@ use jive::{Fault, NativeCtx, NativeResult, Natives};
 use unet_abi::spine::{AM_ARGS_MAX, SPINE_FIRST_EXT_HANDLER};
 
 use crate::spine::events::Tag;
+use crate::spine::framebuffer::E_RANGE;
 use crate::spine::msgs::KeepError;
 use crate::spine::rt::{reply_dest, Rt, Wanted, E_LIMIT, HANDLERS_PER_EXT, NO_MSG};
 use crate::spine::tables::PARTS;
@@ -305,6 +306,66 @@ fn table(rt: &mut Rt, _: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
     Ok(rt.tables.part(rt.cur.slot as usize, a[0], part))
 }
 
+/// `fbWrite(fb, fbOffset, buf, bufOffset, len)`: copy `len` bytes of
+/// held buffer `buf` from `bufOffset` into the running extension's
+/// framebuffer `fb` at `fbOffset` (`framebuffer.rs`): `len`, or
+/// `E_RANGE` (counted, nothing written) for a framebuffer it does not
+/// have or a range outside the framebuffer or the buffer. A buffer it
+/// does not hold is a fault, as for every native.
+fn fb_write(rt: &mut Rt, cx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
+    let b = held(rt, a[2])?;
+    let slot = rt.cur.slot as usize;
+    let Some(fb) = rt.fbs.get_mut(slot, a[0]) else {
+        rt.fbs.no_such += 1;
+        return Ok(E_RANGE);
+    };
+    let data = rt.bufs.data(b).unwrap_or(&[]);
+    let src = usize::try_from(a[3])
+        .ok()
+        .zip(usize::try_from(a[4]).ok())
+        .and_then(|(o, n)| data.get(o..o.checked_add(n)?));
+    let Some(src) = src else {
+        return Ok(fb.refuse());
+    };
+    copy_charge(cx, src.len())?;
+    Ok(fb.write(a[1], src))
+}
+
+/// `fbFill(fb, fbOffset, len, value)`: set `len` bytes of the running
+/// extension's framebuffer `fb` from `fbOffset` to pixel `value`
+/// (`framebuffer.rs`): `len`, or `E_RANGE` (counted, nothing written).
+fn fb_fill(rt: &mut Rt, cx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
+    let slot = rt.cur.slot as usize;
+    let Some(fb) = rt.fbs.get_mut(slot, a[0]) else {
+        rt.fbs.no_such += 1;
+        return Ok(E_RANGE);
+    };
+    let r = fb.fill(a[1], a[2], a[3]);
+    if r > 0 {
+        copy_charge(cx, r as usize)?;
+    }
+    Ok(r)
+}
+
+/// `fbWidth(fb)`, `fbHeight(fb)`: the running extension's framebuffer
+/// `fb`'s pixels a row and rows, or `E_RANGE` when it has no such
+/// framebuffer.
+fn fb_width(rt: &mut Rt, _: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
+    let slot = rt.cur.slot as usize;
+    Ok(rt
+        .fbs
+        .get_mut(slot, a[0])
+        .map_or(E_RANGE, |f| f.width as i32))
+}
+
+fn fb_height(rt: &mut Rt, _: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
+    let slot = rt.cur.slot as usize;
+    Ok(rt
+        .fbs
+        .get_mut(slot, a[0])
+        .map_or(E_RANGE, |f| f.height as i32))
+}
+
 fn now_micros(rt: &mut Rt, _: &mut NativeCtx<'_>, _: &[i32]) -> NativeResult {
     Ok(rt.now_micros())
 }
@@ -337,6 +398,10 @@ pub(crate) fn natives() -> Natives<Rt> {
         ("nowMicros", "()I", now_micros),
         ("timer", "(ILjava/lang/String;I)I", timer),
         ("table", "(II)[I", table),
+        ("fbWrite", "(IIIII)I", fb_write),
+        ("fbFill", "(IIII)I", fb_fill),
+        ("fbWidth", "(I)I", fb_width),
+        ("fbHeight", "(I)I", fb_height),
     ] {
         n.register_ephemeral(DOMAIN, CLASS, name, desc, f);
     }

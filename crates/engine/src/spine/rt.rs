@@ -15,6 +15,7 @@ use unet_abi::spine::{
 use crate::config::EngineConfig;
 use crate::spine::events::{DropReason, Event, EventKind, EventQueue};
 use crate::spine::exports::Exports;
+use crate::spine::framebuffer::Framebuffers;
 use crate::spine::msgs::{ArgBytes, BufPool, KeepSet, MsgPool, EXT_MSGS_MAX, NO_OWNER};
 use crate::spine::peers::Peers;
 use crate::spine::tables::Tables;
@@ -119,6 +120,8 @@ pub(crate) struct Rt {
     pub exports: Exports<Rt>,
     /// The extensions' route tables (`Spine.table`).
     pub tables: Tables,
+    /// The extensions' framebuffers (`Spine.fbWrite`).
+    pub fbs: Framebuffers,
 }
 
 impl Rt {
@@ -153,6 +156,7 @@ impl Rt {
             ports: Vec::new(),
             exports: Exports::new(),
             tables: Tables::default(),
+            fbs: Framebuffers::default(),
         }
     }
 

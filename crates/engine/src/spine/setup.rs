@@ -344,6 +344,7 @@ impl SpineSetup<'_> {
         }
         sp.drop_timers(slot);
         sp.rt.tables.clear(slot);
+        sp.rt.fbs.clear(slot);
         // Messages queued for its handlers go now (counted as `dead`): a
         // later extension taking the same numbers must not get them.
         let rt = &mut sp.rt;

@@ -12,8 +12,9 @@ use unet_abi::Layout;
 use unet_sys::Segment;
 
 use super::Setup;
-use crate::clients::{Charges, Tally};
+use crate::clients::{self, Charges, Tally};
 use crate::control::setup_thread::SetupThread;
+use crate::spine::framebuffer::{self, Framebuffers};
 use crate::udm::setup::{self as udm_setup, UdmSetup};
 use crate::udm::{Jobs, PendingJob};
 use crate::unet::direct::DirectConns;
@@ -37,13 +38,14 @@ struct Rest<'a> {
     conns: Option<&'a DirectConns>,
     vias: Option<&'a Vias>,
     udm: Option<&'a Jobs>,
+    fbs: &'a Framebuffers,
 }
 
 impl Charges for Rest<'_> {
     /// The segments of the endpoints, of those being made, of the UDM
     /// jobs being made, of the direct connections, of VIA's regions and
-    /// VIs, and the jobs by the process and user that made them, while
-    /// they live.
+    /// VIs, and the jobs by the process and user that made them, and the
+    /// SPINE framebuffers by their extensions' owners, while they live.
     fn charge(&self, t: &mut Tally<'_>) {
         if let Some(eps) = self.eps {
             unet_setup::charge_endpoints(eps, t);
@@ -63,6 +65,9 @@ impl Charges for Rest<'_> {
         for (payer, bytes) in self.udm.iter().flat_map(|u| u.charges()) {
             t.add_payer(payer.key, payer.uid, bytes);
         }
+        for (owner, bytes) in self.fbs.charges() {
+            t.add(owner, bytes, false);
+        }
     }
 }
 
@@ -73,6 +78,7 @@ struct UdmWork<'a> {
     eps: &'a EndpointTable,
     conns: &'a DirectConns,
     vias: &'a Vias,
+    fbs: &'a Framebuffers,
 }
 
 impl Charges for UdmWork<'_> {
@@ -83,6 +89,7 @@ impl Charges for UdmWork<'_> {
             conns: Some(self.conns),
             vias: Some(self.vias),
             udm: None,
+            fbs: self.fbs,
         };
         rest.charge(t);
     }
@@ -132,6 +139,7 @@ struct UnetWork<'a> {
     work: &'a mut SetupThread,
     vias: &'a Vias,
     udm: &'a Jobs,
+    fbs: &'a Framebuffers,
 }
 
 impl Charges for UnetWork<'_> {
@@ -142,6 +150,7 @@ impl Charges for UnetWork<'_> {
             conns: None,
             vias: Some(self.vias),
             udm: Some(self.udm),
+            fbs: self.fbs,
         };
         rest.charge(t);
     }
@@ -173,6 +182,7 @@ impl Setup<'_> {
             work: self.work,
             vias: self.vias,
             udm: self.udm,
+            fbs: &self.spine.rt.fbs,
         };
         let mut u = UnetSetup {
             cfg: self.cfg,
@@ -196,6 +206,7 @@ impl Setup<'_> {
             eps: self.eps,
             conns: self.conns,
             vias: self.vias,
+            fbs: &self.spine.rt.fbs,
         };
         let mut u = UdmSetup {
             cfg: self.cfg,
@@ -225,6 +236,7 @@ impl Setup<'_> {
             conns: None,
             vias: None,
             udm: Some(self.udm),
+            fbs: &self.spine.rt.fbs,
         };
         let mut v = ViaSetup {
             cfg: self.cfg,
@@ -238,6 +250,31 @@ impl Setup<'_> {
             vias: self.vias,
         };
         f(&mut v)
+    }
+
+    /// Make a SPINE framebuffer (`spine/framebuffer.rs`), checked against
+    /// the memory quotas with every part's charges.
+    pub(super) fn spine_framebuffer(&mut self, ci: ClientId, req_id: u32, dims: (u32, u32, u32)) {
+        let rest = Rest {
+            eps: Some(self.eps),
+            work: self.work,
+            conns: Some(self.conns),
+            vias: Some(self.vias),
+            udm: Some(self.udm),
+            fbs: &self.spine.rt.fbs,
+        };
+        let usage = clients::usage(&*self.server, ci, |t| rest.charge(t));
+        let counters = self.eps.counters();
+        framebuffer::create(
+            self.spine,
+            &*self.server,
+            self.cfg,
+            counters,
+            usage,
+            ci,
+            req_id,
+            dims,
+        );
     }
 
     /// Act on the VIA set-up frames that came from the wire.

@@ -28,7 +28,8 @@ package unet.spine;
  * outside its array, stops the invocation (a fault, counted). A full queue
  * or pool, a destination that does not exist or a limit is an error code
  * the handler may act on: {@link #E_FULL}, {@link #E_DEAD},
- * {@link #E_BAD_DEST}, {@link #E_BAD_HANDLE}, {@link #E_LIMIT}.
+ * {@link #E_BAD_DEST}, {@link #E_BAD_HANDLE}, {@link #E_LIMIT},
+ * {@link #E_RANGE}.
  *
  * <p>A destination is {@code (kind << 24) | id}: {@link #DEST_LOCAL} (a
  * handler of this adapter), {@link #DEST_HOST} (an endpoint of this
@@ -74,6 +75,9 @@ public final class Spine {
     /** A limit: arguments longer than 240 bytes, or the extension keeps
      * as many buffers as it may (256). */
     public static final int E_LIMIT = -5;
+    /** A framebuffer this extension does not have, or a range outside the
+     * framebuffer or the buffer: nothing written (counted). */
+    public static final int E_RANGE = -6;
 
     /** Destination kind: a handler of this adapter. */
     public static final int DEST_LOCAL = 0;
@@ -338,6 +342,62 @@ public final class Spine {
      * @return the part, or null when table {@code n} was never loaded
      */
     public static int[] table(int n, int part) {
+        throw engineOnly();
+    }
+
+    /**
+     * Copy {@code len} bytes of buffer {@code buf} from {@code bufOffset}
+     * into this extension's framebuffer {@code fb} at byte
+     * {@code fbOffset}: a shared-memory image the host made for this
+     * extension, 4 bytes a pixel, row after row ({@link #fbWidth(int)}
+     * pixels a row). Every offset and length is checked against the
+     * framebuffer and the buffer: a range outside either writes nothing,
+     * returns {@link #E_RANGE} and is counted on the framebuffer.
+     *
+     * @param fb the framebuffer's number (0 or 1, in the order the host
+     *     made them)
+     * @param fbOffset where in the framebuffer, in bytes
+     * @param buf a buffer this invocation holds (another stops it)
+     * @param bufOffset where in the buffer, in bytes
+     * @param len bytes to copy
+     * @return {@code len}, or {@link #E_RANGE}
+     */
+    public static int fbWrite(int fb, int fbOffset, int buf, int bufOffset, int len) {
+        throw engineOnly();
+    }
+
+    /**
+     * Set {@code len} bytes of this extension's framebuffer {@code fb}
+     * from byte {@code fbOffset} to pixel {@code value} (its 4 bytes,
+     * little-endian, repeated from {@code fbOffset}): to clear an area a
+     * row at a time. Checked as {@link #fbWrite(int, int, int, int, int)}
+     * is.
+     *
+     * @param fb the framebuffer's number
+     * @param fbOffset where in the framebuffer, in bytes
+     * @param len bytes to set
+     * @param value the pixel
+     * @return {@code len}, or {@link #E_RANGE}
+     */
+    public static int fbFill(int fb, int fbOffset, int len, int value) {
+        throw engineOnly();
+    }
+
+    /**
+     * @param fb the framebuffer's number
+     * @return framebuffer {@code fb}'s pixels a row, or {@link #E_RANGE}
+     *     when this extension has no such framebuffer
+     */
+    public static int fbWidth(int fb) {
+        throw engineOnly();
+    }
+
+    /**
+     * @param fb the framebuffer's number
+     * @return framebuffer {@code fb}'s rows, or {@link #E_RANGE} when this
+     *     extension has no such framebuffer
+     */
+    public static int fbHeight(int fb) {
         throw engineOnly();
     }
 }
