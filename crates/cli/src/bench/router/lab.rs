@@ -64,6 +64,25 @@ pub fn run(cmd: &str, args: &[&str]) -> Res<()> {
     }
 }
 
+/// Wait (at most 10 s) until interface `dev` of namespace `ns` says its
+/// state is up.
+fn wait_up(ns: &str, dev: &str) -> Res<()> {
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let out = Cmd::new("ip")
+            .args(["-n", ns, "-o", "link", "show", "dev", dev])
+            .output()
+            .map_err(|e| format!("cannot run `ip` ({e})"))?;
+        if String::from_utf8_lossy(&out.stdout).contains(" state UP ") {
+            return Ok(());
+        }
+        if Instant::now() >= end {
+            return Err(format!("{dev} in {ns} did not come up"));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// `sysctl -w KEY=VALUE` in namespace `ns`.
 pub fn sysctl(ns: &str, kv: &str) -> Res<()> {
     run("ip", &["netns", "exec", ns, "sysctl", "-q", "-w", kv])
@@ -146,6 +165,11 @@ impl Lab {
             vec!["-n", r, "link", "set", r2, "up"],
         ] {
             ip(&s)?;
+        }
+        // Until the kernel's link watch has seen the carrier (later, on a
+        // worker), an interface's queue discipline drops what is sent.
+        for (ns, dev) in [(h1, h1v), (r, r1), (r, r2), (h2, h2v)] {
+            wait_up(ns, dev)?;
         }
         Ok(l)
     }

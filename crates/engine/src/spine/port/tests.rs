@@ -57,6 +57,17 @@ impl Veth {
                 String::from_utf8_lossy(&out.stderr).trim()
             );
         }
+        // Up is not yet ready: until the kernel's link watch has seen the
+        // carrier (it runs later, on a worker), the interface's queue
+        // discipline drops what is sent. Wait for both ends to say up.
+        let end = Instant::now() + Duration::from_secs(10);
+        for name in [&v.a, &v.b] {
+            let path = format!("/sys/class/net/{name}/operstate");
+            while std::fs::read_to_string(&path).map_or(true, |s| s.trim() != "up") {
+                assert!(Instant::now() < end, "{name} never came up");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
         v
     }
 }
