@@ -104,7 +104,7 @@ fn a_small_buffer_wrapping_under_a_stream_loses_nothing() {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            if x % 512 == 0 {
+            if x.is_multiple_of(512) {
                 thread::sleep(Duration::from_micros(x % 3000));
             }
         }
@@ -126,7 +126,7 @@ fn a_small_buffer_wrapping_under_a_stream_loses_nothing() {
         x ^= x >> 7;
         x ^= x << 17;
         // Now and then the receiver stops a while: the buffer fills.
-        if x % 4096 == 0 {
+        if x.is_multiple_of(4096) {
             thread::sleep(Duration::from_millis(3));
         }
     }
