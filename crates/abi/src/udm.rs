@@ -38,8 +38,11 @@
 //! One memory file per node, `buffer_cap × UdmMsg` bytes reserved and
 //! never touched until used: the engine writes messages at
 //! [`UdmNodeHeader::buf_head`], the node reads them (it maps the file
-//! read-only) and advances [`UdmNodeHeader::buf_tail`]; the engine gives
-//! back the pages behind the tail.
+//! read-only) and advances [`UdmNodeHeader::buf_tail`]; message `p` is in
+//! slot `(p - buf_base) % buffer_cap` ([`UdmNodeHeader::buf_base`], moved
+//! to the head only while the buffer is empty, so a buffer used again
+//! starts again at its first page); the engine gives back the pages once
+//! the buffer has been idle a while.
 //!
 //! # The mode word
 //!

@@ -350,7 +350,10 @@ impl Node {
             {
                 continue;
             }
-            self.push_divert(dest, handler, words);
+            // The receiver had none on its way before this one: it may be
+            // waiting for it.
+            let first = m & UDM_MODE_COUNT == 0;
+            self.push_divert(dest, handler, words, first);
             return Ok(true);
         }
     }
@@ -426,24 +429,27 @@ impl Node {
         self.divert_head.wrapping_sub(self.divert_tail) < cap
     }
 
-    fn push_divert(&mut self, d: u32, handler: u16, words: Words<'_>) {
+    fn push_divert(&mut self, d: u32, handler: u16, words: Words<'_>, first: bool) {
         let pos = self.divert_head;
         write_msg(Slot::of(&self.nseg.divert, pos), d, handler, words);
         self.nseg.divert.set_head(pos + 1);
         self.divert_head = pos + 1;
         self.mark_rang(self.rank);
-        self.ring_engine_diverted();
+        self.ring_engine_diverted(first);
     }
 
-    /// [`Node::ring_engine`] after handing the engine a diverted message:
-    /// an engine that naps (it took diverted messages a moment ago) looks
-    /// again soon by itself, so it is rung only once our divert ring is
-    /// half full. A stream of diverted messages costs no wake-up each.
-    fn ring_engine_diverted(&mut self) {
+    /// [`Node::ring_engine`] after handing the engine a diverted message
+    /// (`first`: the receiver had no other on its way): an engine that
+    /// naps (it took diverted messages a moment ago) looks again soon by
+    /// itself, so it is rung only for a receiver's first (it may be
+    /// waiting: it leaves buffered mode once it has taken it) or once our
+    /// divert ring is half full. A stream of diverted messages to a
+    /// receiver with a backlog costs no wake-up each.
+    fn ring_engine_diverted(&mut self, first: bool) {
         fence(Ordering::SeqCst);
         match self.job_header().engine_armed.load(Ordering::Relaxed) {
             0 => return,
-            UDM_ARMED_NAP => {
+            UDM_ARMED_NAP if !first => {
                 let half = UDM_DIVERT_CAP as u64 / 2;
                 if self.divert_head.wrapping_sub(self.divert_tail) < half {
                     return;

@@ -83,12 +83,22 @@ struct T5Run {
 /// Switch node `b` to buffered mode the way the tests do it: fill its
 /// fast ring (of 2); the next inject waits until the engine switches it
 /// (it takes nothing for the atomicity timeout).
+/// Returns once the engine has the third in the buffer (a napping engine
+/// takes a diverted message within a millisecond or two).
 fn divert(a: &mut Node, b: &Node) -> Res<()> {
+    let before = b.stats().engine(UdmCounter::BufferedMsgs);
     for _ in 0..3 {
         a.inject(1, 7, &[]).map_err(|e| format!("inject: {e}"))?;
     }
     if b.mode() != Mode::Buffered {
         return Err("node 1 did not switch to buffered mode".into());
+    }
+    let t = Instant::now();
+    while b.stats().engine(UdmCounter::BufferedMsgs) == before {
+        if t.elapsed() > Duration::from_secs(20) {
+            return Err("the engine did not buffer the message".into());
+        }
+        std::thread::yield_now();
     }
     Ok(())
 }
