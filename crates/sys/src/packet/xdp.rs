@@ -541,6 +541,28 @@ impl XdpSocket {
         self.counters
     }
 
+    /// Frames the kernel dropped for want of a fill chunk or of room on
+    /// the rx ring (`XDP_STATISTICS`'s `rx_dropped` and `rx_ring_full`,
+    /// since the socket opened).
+    pub fn kernel_drops(&self) -> io::Result<u64> {
+        // SAFETY: all-zero bytes are a valid `xdp_statistics` (integers).
+        let mut st: libc::xdp_statistics = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of_val(&st) as libc::socklen_t;
+        // SAFETY: `st` and `len` live across the call; the kernel writes at
+        // most `len` bytes into `st`.
+        super::super::cvt(unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_XDP,
+                libc::XDP_STATISTICS,
+                (&mut st as *mut libc::xdp_statistics).cast(),
+                &mut len,
+            )
+        })
+        .map_err(|e| ctx("getsockopt(XDP_STATISTICS)", e))?;
+        Ok(st.rx_dropped + st.rx_ring_full)
+    }
+
     /// The largest frame the socket sends.
     pub fn max_frame(&self) -> usize {
         CHUNK as usize
