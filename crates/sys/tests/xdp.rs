@@ -8,9 +8,10 @@
 //! iproute2; fails, never skips, when one is missing.
 
 use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use unet_sys::packet::xdp::XdpSocket;
+use unet_sys::packet::xdp::{XdpMode, XdpSocket};
 use unet_sys::packet::PacketSocket;
 
 const PROTO: u16 = 0x88B6;
@@ -37,10 +38,11 @@ struct Veth {
 
 impl Veth {
     fn new() -> Veth {
-        let pid = std::process::id();
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let (pid, k) = (std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
         let v = Veth {
-            a: format!("uxt{pid}a"),
-            b: format!("uxt{pid}b"),
+            a: format!("uxt{pid}{k}a"),
+            b: format!("uxt{pid}{k}b"),
         };
         ip(&["link", "add", &v.a, "type", "veth", "peer", "name", &v.b]);
         ip(&["link", "set", &v.a, "up"]);
@@ -93,11 +95,13 @@ fn take_socket(s: &PacketSocket, n: usize) -> Vec<Vec<u8>> {
     got
 }
 
-#[test]
-fn frames_cross_a_veth_pair_both_ways_through_an_af_xdp_socket() {
+/// Frames cross a veth pair both ways through an `AF_XDP` socket whose
+/// program is attached in `mode` (`None`: the driver's own where it has
+/// one), which ends up `expect`.
+fn both_ways(mode: Option<XdpMode>, expect: XdpMode) {
     let v = Veth::new();
-    let mut x = XdpSocket::open(&v.a, PROTO, 64).expect("AF_XDP socket on a");
-    eprintln!("program attached in {:?} mode", x.mode());
+    let mut x = XdpSocket::open_in(&v.a, PROTO, 64, mode).expect("AF_XDP socket on a");
+    assert_eq!(x.mode(), expect);
     let plain = PacketSocket::open(&v.b, PROTO).expect("packet socket on b");
 
     // b -> a: frames of every size class, more than the receive half
@@ -155,6 +159,17 @@ fn frames_cross_a_veth_pair_both_ways_through_an_af_xdp_socket() {
         "a frame shorter than an Ethernet header was sent"
     );
     assert_eq!(x.counters().tx_bad_len, 1);
+}
+
+#[test]
+fn frames_cross_a_veth_pair_both_ways_through_an_af_xdp_socket() {
+    // veth has XDP of its own: the program is attached there.
+    both_ways(None, XdpMode::Native);
+}
+
+#[test]
+fn the_same_with_the_program_attached_in_generic_mode() {
+    both_ways(Some(XdpMode::Generic), XdpMode::Generic);
 }
 
 #[test]

@@ -76,6 +76,10 @@ pub struct Args {
     /// Print one JSON object per line per size and direction.
     #[arg(long)]
     pub json: bool,
+    /// Attach the AF_XDP socket's program in generic (SKB) mode rather
+    /// than in the driver's own XDP mode.
+    #[arg(long)]
+    pub xdp_generic: bool,
 }
 
 /// One size and direction: frames per second of each transport.
@@ -201,7 +205,7 @@ fn blast_one(s: &PacketSocket, f: &[u8]) -> Res<()> {
     Ok(())
 }
 
-fn latency(v: &Veth, sender: &PacketSocket, size: usize, with_xdp: bool) -> Res<Latency> {
+fn latency(v: &Veth, sender: &PacketSocket, size: usize, a: &Args, with_xdp: bool) -> Res<Latency> {
     let f = frame(size, 7);
     let mut p = port(&v.a)?;
     let v2_us = lone(sender, &f, || {
@@ -235,7 +239,7 @@ fn latency(v: &Veth, sender: &PacketSocket, size: usize, with_xdp: bool) -> Res<
     })?;
     drop(s);
     let xdp_us = if with_xdp {
-        Some(xdp::latency(v, sender, size)?)
+        Some(xdp::latency(v, sender, size, a)?)
     } else {
         None
     };
@@ -441,7 +445,7 @@ type Measured = (Vec<Row>, Vec<Latency>, Result<XdpMode, String>);
 fn measure(a: &Args) -> Res<Measured> {
     let v = Veth::new()?;
     let sender = socket(&v.b)?;
-    let mode = xdp::probe(&v);
+    let mode = xdp::probe(&v, a);
     let with_xdp = mode.is_ok();
     let mut rows = Vec::new();
     for &size in &a.sizes {
@@ -481,7 +485,7 @@ fn measure(a: &Args) -> Res<Measured> {
     }
     let mut lat = Vec::new();
     for &size in &a.sizes {
-        lat.push(latency(&v, &sender, size, with_xdp)?);
+        lat.push(latency(&v, &sender, size, a, with_xdp)?);
     }
     Ok((rows, lat, mode))
 }

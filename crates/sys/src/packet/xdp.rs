@@ -297,6 +297,13 @@ impl<T> Ring<T> {
     /// Map the ring at page offset `pgoff` of `fd` with offsets `off`.
     fn map(fd: &OwnedFd, off: &libc::xdp_ring_offset, n: u32, pgoff: u64) -> io::Result<Ring<T>> {
         let len = off.desc as usize + n as usize * std::mem::size_of::<T>();
+        let index_ok = |o: u64| o % 4 == 0 && o + 4 <= off.desc;
+        if !index_ok(off.producer) || !index_ok(off.consumer) || off.desc % 8 != 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "XDP_MMAP_OFFSETS: an index outside its ring",
+            ));
+        }
         // SAFETY: a new shared mapping of one of the socket's rings, of the
         // length its offsets and size give; nothing else in the process
         // maps it.
@@ -314,9 +321,10 @@ impl<T> Ring<T> {
             return Err(ctx("mmap(ring)", io::Error::last_os_error()));
         }
         let map: *mut u8 = map.cast();
-        // SAFETY: the kernel's offsets lie inside the mapping it made (the
-        // indices are aligned u32, the entries start at `desc`), and the
-        // mapping lives as long as the ring.
+        // SAFETY: the offsets lie inside the mapping (checked above: the
+        // indices are aligned u32 before the entries, which start 8-byte
+        // aligned at `desc` and fill the rest), and the mapping lives as
+        // long as the ring.
         unsafe {
             Ok(Ring {
                 map,
@@ -397,6 +405,17 @@ impl XdpSocket {
     /// (`CAP_NET_ADMIN`, `CAP_NET_RAW`, `CAP_BPF`). An error names the call
     /// that failed.
     pub fn open(name: &str, proto: u16, frames: u32) -> io::Result<XdpSocket> {
+        XdpSocket::open_in(name, proto, frames, None)
+    }
+
+    /// [`XdpSocket::open`] with the program attached in `mode` (`None`:
+    /// the driver's own mode where it has one, else generic).
+    pub fn open_in(
+        name: &str,
+        proto: u16,
+        frames: u32,
+        mode: Option<XdpMode>,
+    ) -> io::Result<XdpSocket> {
         if !frames.is_power_of_two() || !(16..=65536).contains(&frames) {
             return Err(io::Error::from_raw_os_error(libc::EINVAL));
         }
@@ -491,16 +510,25 @@ impl XdpSocket {
         let map = xskmap()?;
         map_put(&map, 0, fd.as_raw_fd())?;
         let prog = load(&map, proto)?;
-        let (link, mode) = match attach(&prog, ifindex, XDP_FLAGS_DRV_MODE) {
-            Ok(l) => (l, XdpMode::Native),
-            Err(native) => match attach(&prog, ifindex, XDP_FLAGS_SKB_MODE) {
-                Ok(l) => (l, XdpMode::Generic),
-                Err(e) => {
-                    return Err(ctx(
-                        &format!("bpf(BPF_LINK_CREATE, BPF_XDP) native: {native}; generic"),
-                        e,
-                    ))
-                }
+        let generic = |e: Option<io::Error>| {
+            attach(&prog, ifindex, XDP_FLAGS_SKB_MODE)
+                .map(|l| (l, XdpMode::Generic))
+                .map_err(|g| match e {
+                    Some(n) => ctx(
+                        &format!("bpf(BPF_LINK_CREATE, BPF_XDP) native: {n}; generic"),
+                        g,
+                    ),
+                    None => ctx("bpf(BPF_LINK_CREATE, BPF_XDP) generic", g),
+                })
+        };
+        let (link, mode) = match mode {
+            Some(XdpMode::Generic) => generic(None)?,
+            Some(XdpMode::Native) => attach(&prog, ifindex, XDP_FLAGS_DRV_MODE)
+                .map(|l| (l, XdpMode::Native))
+                .map_err(|e| ctx("bpf(BPF_LINK_CREATE, BPF_XDP) native", e))?,
+            None => match attach(&prog, ifindex, XDP_FLAGS_DRV_MODE) {
+                Ok(l) => (l, XdpMode::Native),
+                Err(n) => generic(Some(n))?,
             },
         };
         let tx_base = u64::from(half) * u64::from(CHUNK);
@@ -577,7 +605,9 @@ impl XdpSocket {
         // Acquire: pairs with the kernel's Release of its producer index
         // after it wrote the descriptors and the frames.
         let prod = self.rx.producer().load(Ordering::Acquire);
-        let n = (prod.wrapping_sub(cons) as usize).min(max) as u32;
+        // At most a ring's worth, whatever the index says.
+        let n = prod.wrapping_sub(cons).min(self.rx.n) as usize;
+        let n = n.min(max) as u32;
         if n == 0 {
             return 0;
         }
@@ -633,7 +663,7 @@ impl XdpSocket {
         let cons = self.comp.consumer().load(Ordering::Relaxed);
         // Acquire: pairs with the kernel's Release after its entries.
         let prod = self.comp.producer().load(Ordering::Acquire);
-        let n = prod.wrapping_sub(cons);
+        let n = prod.wrapping_sub(cons).min(self.comp.n);
         for k in 0..n {
             // SAFETY: an entry the kernel published and does not rewrite
             // until our consumer index passes it.
@@ -645,7 +675,9 @@ impl XdpSocket {
             }
         }
         // Release: read before the kernel reuses the entries.
-        self.comp.consumer().store(prod, Ordering::Release);
+        self.comp
+            .consumer()
+            .store(cons.wrapping_add(n), Ordering::Release);
     }
 
     /// Place `frame` on the tx ring (sent at the next

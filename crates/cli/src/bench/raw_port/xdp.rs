@@ -16,21 +16,24 @@ use super::{blast, frame, lone, wait_readable, Args, Res, Veth, PROTO};
 /// half transmit.
 const FRAMES: u32 = 4096;
 
-/// An `AF_XDP` socket on `name`.
-pub(super) fn open(name: &str) -> Res<XdpSocket> {
-    XdpSocket::open(name, PROTO, FRAMES).map_err(|e| format!("AF_XDP socket on {name}: {e}"))
+/// An `AF_XDP` socket on `name`, its program attached natively where
+/// the driver can (generic with `--xdp-generic`).
+pub(super) fn open(name: &str, a: &Args) -> Res<XdpSocket> {
+    let mode = a.xdp_generic.then_some(XdpMode::Generic);
+    XdpSocket::open_in(name, PROTO, FRAMES, mode)
+        .map_err(|e| format!("AF_XDP socket on {name}: {e}"))
 }
 
 /// Whether `AF_XDP` works here: the mode its program attaches in, or the
 /// error (the call that failed, with its errno) that rules it out.
-pub(super) fn probe(v: &Veth) -> Result<XdpMode, String> {
-    open(&v.a).map(|x| x.mode())
+pub(super) fn probe(v: &Veth, a: &Args) -> Result<XdpMode, String> {
+    open(&v.a, a).map(|x| x.mode())
 }
 
 /// Frames per second of bursts sent from b and received on a by the
 /// `AF_XDP` socket (as the parent's `rx_run`).
 pub(super) fn rx_run(v: &Veth, sender: &PacketSocket, frames: &[Vec<u8>], a: &Args) -> Res<f64> {
-    let mut x = open(&v.a)?;
+    let mut x = open(&v.a, a)?;
     let mut copy = vec![0u8; 2048];
     let mut per = Vec::with_capacity(a.bursts);
     let n = frames.len();
@@ -60,7 +63,7 @@ pub(super) fn rx_run(v: &Veth, sender: &PacketSocket, frames: &[Vec<u8>], a: &Ar
 /// Frames per second sending bursts from b by the `AF_XDP` socket,
 /// flushed every [`BATCH_MAX`] frames (as the parent's `tx_run`).
 pub(super) fn tx_run(v: &Veth, frames: &[Vec<u8>], a: &Args) -> Res<f64> {
-    let mut x = open(&v.b)?;
+    let mut x = open(&v.b, a)?;
     let mut per = Vec::with_capacity(a.bursts);
     for _ in 0..a.bursts {
         let t0 = Instant::now();
@@ -82,9 +85,9 @@ pub(super) fn tx_run(v: &Veth, frames: &[Vec<u8>], a: &Args) -> Res<f64> {
 
 /// The median time from sending one lone frame from b to its receipt on
 /// a by the `AF_XDP` socket (waiting in `poll`), µs.
-pub(super) fn latency(v: &Veth, sender: &PacketSocket, size: usize) -> Res<f64> {
+pub(super) fn latency(v: &Veth, sender: &PacketSocket, size: usize, a: &Args) -> Res<f64> {
     let f = frame(size, 7);
-    let mut x = open(&v.a)?;
+    let mut x = open(&v.a, a)?;
     lone(sender, &f, || {
         let k = x.recv(usize::MAX, |_| {});
         if k == 0 {
