@@ -297,8 +297,8 @@ impl<T> Ring<T> {
     /// Map the ring at page offset `pgoff` of `fd` with offsets `off`.
     fn map(fd: &OwnedFd, off: &libc::xdp_ring_offset, n: u32, pgoff: u64) -> io::Result<Ring<T>> {
         let len = off.desc as usize + n as usize * std::mem::size_of::<T>();
-        let index_ok = |o: u64| o % 4 == 0 && o + 4 <= off.desc;
-        if !index_ok(off.producer) || !index_ok(off.consumer) || off.desc % 8 != 0 {
+        let index_ok = |o: u64| o.is_multiple_of(4) && o + 4 <= off.desc;
+        if !index_ok(off.producer) || !index_ok(off.consumer) || !off.desc.is_multiple_of(8) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 "XDP_MMAP_OFFSETS: an index outside its ring",
@@ -668,7 +668,8 @@ impl XdpSocket {
             // SAFETY: an entry the kernel published and does not rewrite
             // until our consumer index passes it.
             let a = unsafe { self.comp.entry(cons.wrapping_add(k)).read() };
-            if a < self.tx_base || a >= self.umem_len as u64 || a % u64::from(CHUNK) != 0 {
+            if a < self.tx_base || a >= self.umem_len as u64 || !a.is_multiple_of(u64::from(CHUNK))
+            {
                 self.counters.bad_desc += 1;
             } else {
                 self.free.push(a);
