@@ -60,10 +60,20 @@ pub(super) fn rx_run(v: &Veth, sender: &PacketSocket, frames: &[Vec<u8>], a: &Ar
     Ok(median_f64(&per))
 }
 
+/// Frames the kernel counted as received on interface `name`.
+fn rx_packets(name: &str) -> Res<u64> {
+    let p = format!("/sys/class/net/{name}/statistics/rx_packets");
+    let s = std::fs::read_to_string(&p).map_err(|e| format!("{p}: {e}"))?;
+    s.trim().parse().map_err(|e| format!("{p}: {e}"))
+}
+
 /// Frames per second sending bursts from b by the `AF_XDP` socket,
-/// flushed every [`BATCH_MAX`] frames (as the parent's `tx_run`).
+/// flushed every [`BATCH_MAX`] frames (as the parent's `tx_run`). The run
+/// checks that a received every frame sent (its kernel's count), so that
+/// the rate is of frames delivered.
 pub(super) fn tx_run(v: &Veth, frames: &[Vec<u8>], a: &Args) -> Res<f64> {
     let mut x = open(&v.b, a)?;
+    let before = rx_packets(&v.a)?;
     let mut per = Vec::with_capacity(a.bursts);
     for _ in 0..a.bursts {
         let t0 = Instant::now();
@@ -79,6 +89,14 @@ pub(super) fn tx_run(v: &Veth, frames: &[Vec<u8>], a: &Args) -> Res<f64> {
             x.flush();
         }
         per.push(frames.len() as f64 / t0.elapsed().as_secs_f64());
+    }
+    let sent = (frames.len() * a.bursts) as u64;
+    let got = rx_packets(&v.a)? - before;
+    if got < sent {
+        return Err(format!(
+            "AF_XDP sent {sent} frames but {} received {got}",
+            v.a
+        ));
     }
     Ok(median_f64(&per))
 }
