@@ -121,6 +121,7 @@ fn both_ways(mode: Option<XdpMode>, expect: XdpMode) {
     }
     assert_eq!(x.counters().rx_frames, 100);
     assert_eq!(x.counters().bad_desc, 0);
+    assert_eq!(x.kernel_drops().unwrap(), 0, "the kernel dropped frames");
 
     // A frame of another ethertype is passed to the kernel, not to the socket.
     let other = PacketSocket::open(&v.a, OTHER).expect("packet socket on a");
