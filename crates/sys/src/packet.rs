@@ -49,7 +49,8 @@
 //! frame is not put back.
 //!
 //! `packet/v3.rs` holds a `TPACKET_V3` receive ring (blocks of frames),
-//! which `unet bench port` measures the port's V2 ring against.
+//! which `unet bench port` measures the port's V2 ring against, and
+//! `packet/xdp.rs` an `AF_XDP` socket, measured beside them.
 
 use std::ffi::CString;
 use std::io;
@@ -614,6 +615,7 @@ impl std::os::fd::AsFd for PacketSocket {
 
 pub mod csum;
 pub mod v3;
+pub mod xdp;
 
 #[cfg(test)]
 mod tests;

@@ -28,7 +28,14 @@
 //! row per size the time
 //! from sending one lone frame to its receipt (the receiver waiting in
 //! `poll`), medians of 200, for the V2 ring, the V3 ring and `recvmmsg`.
-//! Needs root (`CAP_NET_ADMIN`, `CAP_NET_RAW`) and `ip`.
+//!
+//! Every row also shows an `AF_XDP` socket (`unet_sys::packet::xdp`, copy
+//! mode, runs in `raw_port/xdp.rs`) taking the same bursts, sending them,
+//! and taking a lone frame, interleaved with the others. Where `AF_XDP`
+//! does not work the bench says which call failed and with what error,
+//! and shows the other transports.
+//! Needs root (`CAP_NET_ADMIN`, `CAP_NET_RAW`, and `CAP_BPF` for
+//! `AF_XDP`) and `ip`.
 
 use std::os::fd::RawFd;
 use std::process::{Command as Cmd, ExitCode};
@@ -37,10 +44,13 @@ use std::time::{Duration, Instant};
 use clap::Args as ClapArgs;
 use serde_json::{json, Value};
 use unet_sys::packet::v3::BlockRing;
+use unet_sys::packet::xdp::XdpMode;
 use unet_sys::packet::{PacketPort, PacketSocket, RingConfig, BATCH_MAX};
 
 use super::report::{finish, warn_if_busy};
 use super::stats::{self, fmt_size, median_f64};
+
+mod xdp;
 
 type Res<T> = Result<T, String>;
 
@@ -66,6 +76,10 @@ pub struct Args {
     /// Print one JSON object per line per size and direction.
     #[arg(long)]
     pub json: bool,
+    /// Attach the AF_XDP socket's program in generic (SKB) mode rather
+    /// than in the driver's own XDP mode.
+    #[arg(long)]
+    pub xdp_generic: bool,
 }
 
 /// One size and direction: frames per second of each transport.
@@ -78,6 +92,9 @@ struct Row {
     mmsg_runs: Vec<f64>,
     /// The V3 block ring's (rx only).
     v3: Option<f64>,
+    /// The `AF_XDP` socket's (none where it does not work).
+    xdp: Option<f64>,
+    xdp_runs: Vec<f64>,
 }
 
 impl Row {
@@ -92,6 +109,9 @@ impl Row {
             "ring_runs_fps": self.ring_runs,
             "mmsg_runs_fps": self.mmsg_runs,
             "v3_fps": self.v3,
+            "xdp_fps": self.xdp,
+            "ratio_xdp_ring": self.xdp.map(|x| x / self.ring),
+            "xdp_runs_fps": self.xdp_runs,
         })
     }
 }
@@ -102,6 +122,7 @@ struct Latency {
     v2_us: f64,
     v3_us: f64,
     mmsg_us: f64,
+    xdp_us: Option<f64>,
 }
 
 impl Latency {
@@ -112,6 +133,7 @@ impl Latency {
             "v2_ring_us": self.v2_us,
             "v3_ring_us": self.v3_us,
             "mmsg_us": self.mmsg_us,
+            "xdp_us": self.xdp_us,
         })
     }
 }
@@ -183,7 +205,7 @@ fn blast_one(s: &PacketSocket, f: &[u8]) -> Res<()> {
     Ok(())
 }
 
-fn latency(v: &Veth, sender: &PacketSocket, size: usize) -> Res<Latency> {
+fn latency(v: &Veth, sender: &PacketSocket, size: usize, a: &Args, with_xdp: bool) -> Res<Latency> {
     let f = frame(size, 7);
     let mut p = port(&v.a)?;
     let v2_us = lone(sender, &f, || {
@@ -215,11 +237,18 @@ fn latency(v: &Veth, sender: &PacketSocket, size: usize) -> Res<Latency> {
         }
         Ok(k)
     })?;
+    drop(s);
+    let xdp_us = if with_xdp {
+        Some(xdp::latency(v, sender, size, a)?)
+    } else {
+        None
+    };
     Ok(Latency {
         size,
         v2_us,
         v3_us,
         mmsg_us,
+        xdp_us,
     })
 }
 
@@ -409,9 +438,15 @@ fn tx_run(v: &Veth, s: &PacketSocket, frames: &[Vec<u8>], a: &Args, ring: bool) 
     Ok(median_f64(&per))
 }
 
-fn measure(a: &Args) -> Res<(Vec<Row>, Vec<Latency>)> {
+/// The rows, the latencies, and whether `AF_XDP` works here (the mode
+/// its program attached in) or why not.
+type Measured = (Vec<Row>, Vec<Latency>, Result<XdpMode, String>);
+
+fn measure(a: &Args) -> Res<Measured> {
     let v = Veth::new()?;
     let sender = socket(&v.b)?;
+    let mode = xdp::probe(&v, a);
+    let with_xdp = mode.is_ok();
     let mut rows = Vec::new();
     for &size in &a.sizes {
         if !(60..=1514).contains(&size) {
@@ -420,6 +455,7 @@ fn measure(a: &Args) -> Res<(Vec<Row>, Vec<Latency>)> {
         let frames: Vec<Vec<u8>> = (0..a.burst as u32).map(|k| frame(size, k)).collect();
         for dir in ["rx", "tx"] {
             let (mut ring_runs, mut mmsg_runs, mut v3_runs) = (Vec::new(), Vec::new(), Vec::new());
+            let mut xdp_runs = Vec::new();
             for _ in 0..a.reps {
                 // Interleaved: the baseline, then the ring, each repetition.
                 let run = if dir == "rx" { rx_run } else { tx_run };
@@ -427,6 +463,11 @@ fn measure(a: &Args) -> Res<(Vec<Row>, Vec<Latency>)> {
                 ring_runs.push(run(&v, &sender, &frames, a, true)?);
                 if dir == "rx" {
                     v3_runs.push(rx_run_v3(&v, &sender, &frames, a)?);
+                }
+                if with_xdp && dir == "rx" {
+                    xdp_runs.push(xdp::rx_run(&v, &sender, &frames, a)?);
+                } else if with_xdp {
+                    xdp_runs.push(xdp::tx_run(&v, &frames, a)?);
                 }
             }
             rows.push(Row {
@@ -437,18 +478,43 @@ fn measure(a: &Args) -> Res<(Vec<Row>, Vec<Latency>)> {
                 ring_runs,
                 mmsg_runs,
                 v3: (!v3_runs.is_empty()).then(|| median_f64(&v3_runs)),
+                xdp: with_xdp.then(|| median_f64(&xdp_runs)),
+                xdp_runs,
             });
         }
     }
     let mut lat = Vec::new();
     for &size in &a.sizes {
-        lat.push(latency(&v, &sender, size)?);
+        lat.push(latency(&v, &sender, size, a, with_xdp)?);
     }
-    Ok((rows, lat))
+    Ok((rows, lat, mode))
 }
 
 pub fn run(a: Args) -> ExitCode {
     finish(run_rows(&a))
+}
+
+/// What the run says of `AF_XDP`: how it ran, or why it did not.
+fn xdp_note(mode: &Result<XdpMode, String>) -> (Value, String) {
+    match mode {
+        Ok(m) => {
+            let (name, how) = match m {
+                XdpMode::Native => ("native", "in the driver's own XDP path"),
+                XdpMode::Generic => ("generic", "in generic (SKB) mode"),
+            };
+            let j = json!({"bench": "raw_port_xdp", "available": true,
+                           "bind": "copy", "attach": name});
+            (j, format!("AF_XDP: copy mode, its program attached {how}"))
+        }
+        Err(e) => {
+            let j = json!({"bench": "raw_port_xdp", "available": false, "error": e});
+            (j, format!("AF_XDP: not measured: {e}"))
+        }
+    }
+}
+
+fn opt_mfps(x: Option<f64>) -> String {
+    x.map_or("-".into(), |x| format!("{:.3}", x / 1e6))
 }
 
 fn run_rows(a: &Args) -> Res<()> {
@@ -456,11 +522,15 @@ fn run_rows(a: &Args) -> Res<()> {
         return Err("give --burst 1 to 1024, and --bursts and --reps of 1 or more".into());
     }
     warn_if_busy();
-    let (rows, lat) = measure(a)?;
-    if !a.json {
+    let (rows, lat, mode) = measure(a)?;
+    let (note_json, note) = xdp_note(&mode);
+    if a.json {
+        println!("{note_json}");
+    } else {
+        println!("{note}");
         println!(
-            "{:>6} {:>4} {:>14} {:>14} {:>10} {:>12}",
-            "size", "dir", "ring Mfps", "mmsg Mfps", "ring/mmsg", "V3 Mfps"
+            "{:>6} {:>4} {:>14} {:>14} {:>10} {:>12} {:>12} {:>9}",
+            "size", "dir", "ring Mfps", "mmsg Mfps", "ring/mmsg", "V3 Mfps", "XDP Mfps", "XDP/ring"
         );
     }
     for r in &rows {
@@ -468,20 +538,22 @@ fn run_rows(a: &Args) -> Res<()> {
             println!("{}", r.json());
         } else {
             println!(
-                "{:>6} {:>4} {:>14.3} {:>14.3} {:>10.2} {:>12}",
+                "{:>6} {:>4} {:>14.3} {:>14.3} {:>10.2} {:>12} {:>12} {:>9}",
                 fmt_size(r.size),
                 r.dir,
                 r.ring / 1e6,
                 r.mmsg / 1e6,
                 r.ring / r.mmsg,
-                r.v3.map_or("-".into(), |x| format!("{:.3}", x / 1e6))
+                opt_mfps(r.v3),
+                opt_mfps(r.xdp),
+                r.xdp.map_or("-".into(), |x| format!("{:.2}", x / r.ring))
             );
         }
     }
     if !a.json {
         println!(
-            "{:>6} {:>14} {:>14} {:>14}",
-            "size", "lone V2 us", "lone V3 us", "lone mmsg us"
+            "{:>6} {:>14} {:>14} {:>14} {:>14}",
+            "size", "lone V2 us", "lone V3 us", "lone mmsg us", "lone XDP us"
         );
     }
     for l in &lat {
@@ -489,11 +561,12 @@ fn run_rows(a: &Args) -> Res<()> {
             println!("{}", l.json());
         } else {
             println!(
-                "{:>6} {:>14.1} {:>14.1} {:>14.1}",
+                "{:>6} {:>14.1} {:>14.1} {:>14.1} {:>14}",
                 fmt_size(l.size),
                 l.v2_us,
                 l.v3_us,
-                l.mmsg_us
+                l.mmsg_us,
+                l.xdp_us.map_or("-".into(), |x| format!("{x:.1}"))
             );
         }
     }
