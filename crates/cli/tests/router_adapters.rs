@@ -21,14 +21,12 @@
 mod common;
 mod tools;
 
-use std::io::Write;
-use std::net::TcpStream;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::hosts::ip;
 use common::routed::{drops, frames_out, num, router_run, router_stats, Routed, MAC2};
-use common::three::{pattern, pattern_report, ping, tcp_server};
+use common::three::{pattern_report, ping, tcp_client, tcp_server};
 use common::*;
 
 /// Bytes of the TCP transfer.
@@ -45,15 +43,7 @@ fn child() {
         // length and hash.
         "tcp-server" => tcp_server(TCP_PORT),
         // In h1: send the pattern to the server.
-        "tcp-client" => {
-            let to = env("UNET_TO");
-            let mut c = TcpStream::connect((to.as_str(), TCP_PORT))
-                .unwrap_or_else(|e| fail(&format!("connect: {e}")));
-            let data: Vec<u8> = (0..TCP_BYTES).map(pattern).collect();
-            c.write_all(&data)
-                .unwrap_or_else(|e| fail(&format!("write: {e}")));
-            say("SENT");
-        }
+        "tcp-client" => tcp_client(TCP_PORT, TCP_BYTES),
         r => fail(&format!("unknown role {r}")),
     }
 }

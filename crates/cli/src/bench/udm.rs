@@ -493,6 +493,28 @@ impl NodeProc {
     }
 }
 
+/// Start every node, then take each one's final report (its `done`
+/// line, as JSON) within 60 s (`quick`) or 600 s of the start: when they
+/// started, when the last report came, and the reports.
+fn go_and_collect(nodes: &mut [NodeProc], quick: bool) -> Res<(Instant, Instant, Vec<Value>)> {
+    let t0 = Instant::now();
+    for n in nodes.iter_mut() {
+        n.go()?;
+    }
+    let mut rows = Vec::new();
+    let mut end = t0;
+    let limit = Duration::from_secs(if quick { 60 } else { 600 });
+    for n in nodes.iter_mut() {
+        let rest = limit.saturating_sub(t0.elapsed());
+        let line = n.expect("done", rest)?;
+        end = end.max(Instant::now());
+        rows.push(
+            serde_json::from_str::<Value>(&line).map_err(|e| format!("a node's report: {e}"))?,
+        );
+    }
+    Ok((t0, end, rows))
+}
+
 impl Drop for NodeProc {
     fn drop(&mut self) {
         // SAFETY: kill(2) on our own child, not yet reaped (so its id is

@@ -126,6 +126,17 @@ pub fn pattern_report(n: usize) -> String {
     format!("{n} {:016x}", h.finish())
 }
 
+/// A child's TCP client: connects to `UNET_TO` on `port`, sends the
+/// first `n` bytes of the pattern, and says `SENT`.
+pub fn tcp_client(port: u16, n: usize) {
+    let to = super::env("UNET_TO");
+    let mut c = std::net::TcpStream::connect((to.as_str(), port))
+        .unwrap_or_else(|e| fail(&format!("connect: {e}")));
+    let data: Vec<u8> = (0..n).map(pattern).collect();
+    std::io::Write::write_all(&mut c, &data).unwrap_or_else(|e| fail(&format!("write: {e}")));
+    say("SENT");
+}
+
 /// A child's TCP server on `port`: says `LISTENING`, takes one
 /// connection, reads it to its end and says `GOT <bytes> <hash>`.
 pub fn tcp_server(port: u16) {

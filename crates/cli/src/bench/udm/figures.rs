@@ -58,21 +58,7 @@ fn gang_run(p: &Plan, app: App, extra: &[String], skew: f64) -> Res<GangRun> {
             skew,
         },
     );
-    let t0 = Instant::now();
-    for a in &mut apps {
-        a.go()?;
-    }
-    let mut rows = Vec::new();
-    let mut end = t0;
-    let limit = Duration::from_secs(if p.a.quick { 60 } else { 600 });
-    for a in &mut apps {
-        let rest = limit.saturating_sub(t0.elapsed());
-        let line = a.expect("done", rest)?;
-        end = end.max(Instant::now());
-        rows.push(
-            serde_json::from_str::<Value>(&line).map_err(|e| format!("a node's report: {e}"))?,
-        );
-    }
+    let (t0, end, rows) = go_and_collect(&mut apps, p.a.quick)?;
     gang.finish();
     drop(nulls);
     let u = |v: &Value, k: &str| v[k].as_u64().unwrap_or(0);

@@ -68,21 +68,7 @@ fn solo_run(p: &Plan, app: App, extra: &[String]) -> Res<SoloRun> {
     for r in 0..p.nodes {
         nodes.push(NodeProc::spawn(Some((&h, t)), r, &extra, app)?);
     }
-    let t0 = Instant::now();
-    for n in &mut nodes {
-        n.go()?;
-    }
-    let mut rows = Vec::new();
-    let mut end = t0;
-    let limit = Duration::from_secs(if p.a.quick { 60 } else { 600 });
-    for n in &mut nodes {
-        let rest = limit.saturating_sub(t0.elapsed());
-        let line = n.expect("done", rest)?;
-        end = end.max(Instant::now());
-        rows.push(
-            serde_json::from_str::<Value>(&line).map_err(|e| format!("a node's report: {e}"))?,
-        );
-    }
+    let (t0, end, rows) = go_and_collect(&mut nodes, p.a.quick)?;
     let results: Vec<Value> = rows.iter().map(|v| v["result"].clone()).collect();
     check_results(app, p, &results)?;
     let sum = |k: &str| rows.iter().map(|v| v[k].as_u64().unwrap_or(0)).sum::<u64>();
