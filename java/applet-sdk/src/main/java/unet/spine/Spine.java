@@ -384,6 +384,8 @@ public final class Spine {
     }
 
     /**
+     * The width of this extension's framebuffer {@code fb}.
+     *
      * @param fb the framebuffer's number
      * @return framebuffer {@code fb}'s pixels a row, or {@link #E_RANGE}
      *     when this extension has no such framebuffer
@@ -393,6 +395,8 @@ public final class Spine {
     }
 
     /**
+     * The height of this extension's framebuffer {@code fb}.
+     *
      * @param fb the framebuffer's number
      * @return framebuffer {@code fb}'s rows, or {@link #E_RANGE} when this
      *     extension has no such framebuffer
