@@ -354,19 +354,10 @@ fn rx_run(v: &Veth, sender: &PacketSocket, frames: &[Vec<u8>], a: &Args, ring: b
     if ring {
         let mut p = port(&v.a)?;
         let mut copy = vec![0u8; 2048];
-        for _ in 0..a.bursts {
-            let t0 = Instant::now();
-            blast(sender, frames)?;
-            let mut got = 0;
-            while got < n {
-                let k = p.recv(n - got, |f| copy[..f.len()].copy_from_slice(f));
-                if k == 0 {
-                    wait_readable(p.fd())?;
-                }
-                got += k;
-            }
-            per.push(n as f64 / t0.elapsed().as_secs_f64());
-        }
+        let fd = p.fd();
+        per = ring_bursts(sender, frames, a.bursts, fd, |max| {
+            p.recv(max, |f| copy[..f.len()].copy_from_slice(f))
+        })?;
         let drops = p.counters().kernel_drops;
         if drops > 0 {
             return Err(format!("the ring dropped {drops} frames: lower --burst"));
@@ -387,6 +378,35 @@ fn rx_run(v: &Veth, sender: &PacketSocket, frames: &[Vec<u8>], a: &Args, ring: b
         }
     }
     Ok(median_f64(&per))
+}
+
+/// Frames a second of each of `bursts` bursts of `frames` sent by
+/// `sender` and taken by a ring receiver: `take(max)` takes at most `max`
+/// waiting frames (copying each out) and says how many; the receiver
+/// waits on `fd` when none did.
+pub(super) fn ring_bursts(
+    sender: &PacketSocket,
+    frames: &[Vec<u8>],
+    bursts: usize,
+    fd: RawFd,
+    mut take: impl FnMut(usize) -> usize,
+) -> Res<Vec<f64>> {
+    let n = frames.len();
+    let mut per = Vec::with_capacity(bursts);
+    for _ in 0..bursts {
+        let t0 = Instant::now();
+        blast(sender, frames)?;
+        let mut got = 0;
+        while got < n {
+            let k = take(n - got);
+            if k == 0 {
+                wait_readable(fd)?;
+            }
+            got += k;
+        }
+        per.push(n as f64 / t0.elapsed().as_secs_f64());
+    }
+    Ok(per)
 }
 
 fn drain_socket(s: &PacketSocket, n: usize, bufs: &mut [Vec<u8>], lens: &mut [usize]) -> Res<()> {

@@ -249,6 +249,19 @@ fn err(what: &str) -> impl Fn(unet::Error) -> String + '_ {
 
 /// An engine embedded in this process with a control socket in a fresh
 /// directory (field order is drop order).
+/// A job of the plan's nodes and fast queue, with 16 MiB buffers, on
+/// `h`'s engine (the applications' runs).
+fn plan_job(h: &Host, p: &Plan) -> Res<unet::udm::JobTicket> {
+    h.session
+        .udm_create_job(&JobConfig {
+            nodes: p.nodes,
+            fast_queue: p.a.fast_queue,
+            buffer_size: 16 << 20,
+            ..JobConfig::default()
+        })
+        .map_err(err("udm job"))
+}
+
 struct Host {
     session: Session,
     _engine: Engine,

@@ -123,6 +123,16 @@ impl Job {
 #[cfg(test)]
 mod tests {
     use super::super::tests::{counter, msg, push, read_msg, ring};
+
+    /// Bytes of node `rank`'s buffer the memory has pages for.
+    fn allocated(jobs: &Jobs, id: u32, rank: usize) -> u64 {
+        jobs.jobs[&id].nodes[rank]
+            .buf
+            .as_ref()
+            .unwrap()
+            .allocated_bytes()
+            .unwrap()
+    }
     use super::*;
 
     /// The node's buffer head, base and the pages the engine counts.
@@ -189,15 +199,7 @@ mod tests {
         }
         assert_eq!(counter(&jobs, id, 1, UdmCounter::PagesReturned), 0);
         assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferPagesMax), 4);
-        assert_eq!(
-            jobs.jobs[&id].nodes[1]
-                .buf
-                .as_ref()
-                .unwrap()
-                .allocated_bytes()
-                .unwrap(),
-            4 * 4096
-        );
+        assert_eq!(allocated(&jobs, id, 1), 4 * 4096);
         // Idle: not before PAGES_IDLE, then every page back.
         let now = Instant::now();
         let j = jobs.jobs.get_mut(&id).unwrap();
@@ -208,15 +210,7 @@ mod tests {
         j.poll(now + PAGES_IDLE + Duration::from_millis(1), &mut t);
         assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferPages), 0);
         assert_eq!(counter(&jobs, id, 1, UdmCounter::PagesReturned), 4);
-        assert_eq!(
-            jobs.jobs[&id].nodes[1]
-                .buf
-                .as_ref()
-                .unwrap()
-                .allocated_bytes()
-                .unwrap(),
-            0
-        );
+        assert_eq!(allocated(&jobs, id, 1), 0);
         assert!(jobs.jobs[&id].pages_due.is_none());
     }
 

@@ -10,7 +10,7 @@ use unet_sys::packet::xdp::{XdpMode, XdpSocket};
 use unet_sys::packet::{PacketSocket, BATCH_MAX};
 
 use super::stats::median_f64;
-use super::{blast, frame, lone, wait_readable, Args, Res, Veth, PROTO};
+use super::{frame, lone, ring_bursts, wait_readable, Args, Res, Veth, PROTO};
 
 /// UMEM chunks a socket: half receive (more than the largest burst),
 /// half transmit.
@@ -35,21 +35,10 @@ pub(super) fn probe(v: &Veth, a: &Args) -> Result<XdpMode, String> {
 pub(super) fn rx_run(v: &Veth, sender: &PacketSocket, frames: &[Vec<u8>], a: &Args) -> Res<f64> {
     let mut x = open(&v.a, a)?;
     let mut copy = vec![0u8; 2048];
-    let mut per = Vec::with_capacity(a.bursts);
-    let n = frames.len();
-    for _ in 0..a.bursts {
-        let t0 = Instant::now();
-        blast(sender, frames)?;
-        let mut got = 0;
-        while got < n {
-            let k = x.recv(n - got, |f| copy[..f.len()].copy_from_slice(f));
-            if k == 0 {
-                wait_readable(x.fd())?;
-            }
-            got += k;
-        }
-        per.push(n as f64 / t0.elapsed().as_secs_f64());
-    }
+    let fd = x.fd();
+    let per = ring_bursts(sender, frames, a.bursts, fd, |max| {
+        x.recv(max, |f| copy[..f.len()].copy_from_slice(f))
+    })?;
     let drops = x.kernel_drops().map_err(|e| e.to_string())?;
     let bad = x.counters().bad_desc;
     if drops > 0 || bad > 0 {

@@ -31,15 +31,7 @@ impl GangRun {
 /// processes, under the gang scheduler with `skew` (fraction of a slice).
 fn gang_run(p: &Plan, app: App, extra: &[String], skew: f64) -> Res<GangRun> {
     let h = Host::start()?;
-    let t = h
-        .session
-        .udm_create_job(&JobConfig {
-            nodes: p.nodes,
-            fast_queue: p.a.fast_queue,
-            buffer_size: 16 << 20,
-            ..JobConfig::default()
-        })
-        .map_err(err("udm job"))?;
+    let t = plan_job(&h, p)?;
     let mut apps = Vec::new();
     for r in 0..p.nodes {
         apps.push(NodeProc::spawn(Some((&h, t)), r, extra, app)?);

@@ -53,15 +53,7 @@ fn data_set(p: &Plan, app: App) -> String {
 /// Runs `app` on `p.nodes` node processes alone.
 fn solo_run(p: &Plan, app: App, extra: &[String]) -> Res<SoloRun> {
     let h = Host::start()?;
-    let t = h
-        .session
-        .udm_create_job(&JobConfig {
-            nodes: p.nodes,
-            fast_queue: p.a.fast_queue,
-            buffer_size: 16 << 20,
-            ..JobConfig::default()
-        })
-        .map_err(err("udm job"))?;
+    let t = plan_job(&h, p)?;
     let mut extra = extra.to_vec();
     extra.push("--time-handlers".into());
     let mut nodes = Vec::new();
