@@ -7,11 +7,22 @@ use std::time::Duration;
 
 use unet::{Engine, EngineConfig};
 
+mod config;
+
 /// Default control socket path.
 pub const DEFAULT_SOCKET: &str = unet::DEFAULT_SOCKET;
 
 #[derive(clap::Args)]
 pub struct Args {
+    /// Read the options from this TOML file (keys are the long options,
+    /// e.g. `client_memory = "512M"`); the command line and `UNET_SOCKET`
+    /// override it; an unknown key or a bad value stops the daemon.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Print the options in force (a file `--config` reads, each line
+    /// saying where its value came from) and exit.
+    #[arg(long)]
+    pub print_config: bool,
     /// Control socket path (clients connect here).
     #[arg(long, env = "UNET_SOCKET", default_value = DEFAULT_SOCKET)]
     pub socket: PathBuf,
@@ -174,6 +185,23 @@ fn parse_net(s: &str) -> Result<unet_engine::IpNet, String> {
 }
 
 pub fn run(a: Args) -> ExitCode {
+    let a = if a.config.is_some() || a.print_config {
+        // The daemon's own arguments, after `unet daemon`.
+        let cli: Vec<_> = std::env::args_os().skip(2).collect();
+        match config::resolve(a.config.as_deref(), cli) {
+            Ok(r) if a.print_config => {
+                print!("{}", r.print());
+                return ExitCode::SUCCESS;
+            }
+            Ok(r) => r.args,
+            Err(e) => {
+                eprintln!("unet daemon: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    } else {
+        a
+    };
     // Block SIGINT/SIGTERM in every thread so that sigwait below receives
     // them (the engine thread inherits the mask).
     // SAFETY: sigset manipulation on a local; pthread_sigmask on this thread.
