@@ -19,6 +19,11 @@ pub struct Args {
     /// override it; an unknown key or a bad value stops the daemon.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Serve the engine's counters in the Prometheus text format at
+    /// `http://ADDR/metrics` (e.g. 127.0.0.1:9100; port 0 picks one: the
+    /// address is printed on the line after the ready line).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<SocketAddr>,
     /// Print the options in force (a file `--config` reads, each line
     /// saying where its value came from) and exit.
     #[arg(long)]
@@ -287,6 +292,16 @@ pub fn run(a: Args) -> ExitCode {
             "unet daemon: control socket {}, no UDP wire",
             a.socket.display()
         ),
+    }
+    if let Some(addr) = a.metrics {
+        match crate::metrics::serve(addr, a.socket.clone()) {
+            Ok(at) => println!("unet daemon: metrics at http://{at}/metrics"),
+            Err(e) => {
+                eprintln!("unet daemon: {e}");
+                engine.stop();
+                return ExitCode::from(1);
+            }
+        }
     }
     use std::io::Write;
     let _ = std::io::stdout().flush();

@@ -11,6 +11,7 @@ mod bench;
 mod daemon;
 mod demo;
 mod jdk;
+mod metrics;
 mod router;
 mod spine;
 mod stat;

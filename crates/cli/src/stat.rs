@@ -20,8 +20,12 @@ pub struct Args {
     #[arg(long)]
     pub all: bool,
     /// Print one JSON object instead of a table.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "prometheus")]
     pub json: bool,
+    /// Print every counter in the Prometheus text format (what `unet
+    /// daemon --metrics ADDR` serves).
+    #[arg(long)]
+    pub prometheus: bool,
     /// Give up when the daemon does not answer a request in this many
     /// milliseconds (0: wait forever); the default is 5000, or
     /// `UNET_TIMEOUT_MS` from the environment.
@@ -518,6 +522,28 @@ fn print_limits(seg: &unet_sys::Segment, max: u32, l: &unet::Limits) {
     }
 }
 
+/// `unet stat --json`'s object: the counters, the limits in force, and
+/// SPINE's extensions, peer queues and links if the engine says (an older
+/// one may not).
+pub(crate) fn collect(session: &unet::Session) -> Result<serde_json::Value, unet::Error> {
+    // Asked anew each time: the request also has the engine copy the
+    // client-side counters and the levels into the segment.
+    let (seg, max, limits) = session.stat()?;
+    let mut v = to_json(&seg, max, &limits);
+    if let Some(o) = v.as_object_mut() {
+        if let Ok(l) = session.list_extensions() {
+            o.insert("spine".into(), crate::spine::to_json(&l));
+        }
+        if let Ok(l) = session.list_peers() {
+            o.insert("peers".into(), crate::spine::peers_json(&l));
+        }
+        if let Ok(l) = session.spine_links() {
+            o.insert("spine_links".into(), crate::spine::link::to_json(&l));
+        }
+    }
+    Ok(v)
+}
+
 pub fn run(a: Args) -> ExitCode {
     let mut opts = unet::SessionOptions::default();
     if let Some(ms) = a.timeout_ms {
@@ -538,32 +564,32 @@ pub fn run(a: Args) -> ExitCode {
         }
     };
     loop {
-        // Asked anew each time: the request also has the engine copy the
-        // client-side counters and the levels into the segment.
-        let (seg, max, limits) = match session.stat() {
-            Ok(x) => x,
-            Err(e) => {
-                report(&a, &e);
-                return ExitCode::from(1);
+        if a.json || a.prometheus {
+            let v = match collect(&session) {
+                Ok(v) => v,
+                Err(e) => {
+                    report(&a, &e);
+                    return ExitCode::from(1);
+                }
+            };
+            if a.prometheus {
+                print!("{}", crate::metrics::encode(&v));
+            } else {
+                println!("{v}");
             }
-        };
-        // SPINE's extensions, if the engine says (an older one may not).
-        let spine = session.list_extensions().ok();
-        let peers = session.list_peers().ok();
-        let links = session.spine_links().ok();
-        if a.json {
-            let mut v = to_json(&seg, max, &limits);
-            if let (Some(l), Some(o)) = (&spine, v.as_object_mut()) {
-                o.insert("spine".into(), crate::spine::to_json(l));
-            }
-            if let (Some(l), Some(o)) = (&peers, v.as_object_mut()) {
-                o.insert("peers".into(), crate::spine::peers_json(l));
-            }
-            if let (Some(l), Some(o)) = (&links, v.as_object_mut()) {
-                o.insert("spine_links".into(), crate::spine::link::to_json(l));
-            }
-            println!("{v}");
         } else {
+            // Asked anew each time: the request also has the engine copy
+            // the client-side counters and the levels into the segment.
+            let (seg, max, limits) = match session.stat() {
+                Ok(x) => x,
+                Err(e) => {
+                    report(&a, &e);
+                    return ExitCode::from(1);
+                }
+            };
+            let spine = session.list_extensions().ok();
+            let peers = session.list_peers().ok();
+            let links = session.spine_links().ok();
             if a.watch.is_some() {
                 print!("\x1b[2J\x1b[H");
             }
