@@ -108,6 +108,13 @@ pub struct ForwardArgs {
     /// `extensions/router/Router.java`).
     #[arg(long, value_name = "FILE")]
     pub java: Option<PathBuf>,
+    /// What the receiving host does with the frames: `wire` (they are for
+    /// a MAC it does not own, and its kernel drops them at the door, as a
+    /// wire's far end takes them at no cost to the forwarder) or `host`
+    /// (its IP stack takes each one, and that work lands on the
+    /// forwarder's core: veth runs the receiver in the sender's call).
+    #[arg(long, value_enum, default_value = "wire")]
+    pub sink: lab::Sink,
 }
 
 /// One search's result.
@@ -304,7 +311,7 @@ pub fn forward(mut a: ForwardArgs) -> Res<()> {
     let bytes = super::compile_java(a.java.as_deref())?;
     std::fs::write(&class, bytes).map_err(|e| format!("{}: {e}", class.display()))?;
     p.show("making the namespaces");
-    let lab = Lab::new()?;
+    let lab = Lab::new(a.sink)?;
     let lines = table_lines(&lab, &routes);
     let dsts = destinations(&lab, &routes)?;
     let mut rows: Vec<Row> = Vec::new();
@@ -414,8 +421,8 @@ fn report(a: &ForwardArgs, rows: &[Row], gen: &[Vec<f64>], routes: usize) -> Res
     if !a.json {
         println!(
             "SPINE Figure 5: forwarding rate at < {} % loss, {} routes, {} packets a trial, \
-             {} repetition(s) (medians)",
-            a.loss, routes, a.packets, a.reps
+             {} repetition(s) (medians), {:?} sink",
+            a.loss, routes, a.packets, a.reps, a.sink
         );
         println!(
             "{:>6} {:>10} {:>12} {:>11} {:>9} {:>10} {:>9} {:>9}  placement",
@@ -442,6 +449,7 @@ fn report(a: &ForwardArgs, rows: &[Row], gen: &[Vec<f64>], routes: usize) -> Res
                 json!({
                     "figure": "spine5",
                     "routes": routes,
+                    "sink": format!("{:?}", a.sink).to_lowercase(),
                     "size": r.size,
                     "frame_bytes": r.size + 14,
                     "forwarder": r.case.name(),

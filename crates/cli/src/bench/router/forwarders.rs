@@ -17,7 +17,7 @@ use std::process::{Child, Command as Cmd, Stdio};
 use std::time::{Duration, Instant};
 
 use super::super::child::{pin_child, TempDir};
-use super::lab::{self, ip, sysctl, Lab, MAC1, MAC2};
+use super::lab::{self, ip, sysctl, Lab, MAC1};
 use super::Res;
 
 /// Next hops on `h2`'s subnet.
@@ -242,7 +242,7 @@ fn linux_up(lab: &Lab, lines: &[(String, String)], rps: bool, dir: &Path) -> Res
             "replace",
             &nh,
             "lladdr",
-            &mac_text(&MAC2),
+            &mac_text(&lab.next_hop_mac()),
             "dev",
             &lab.r2,
             "nud",
@@ -377,7 +377,7 @@ fn unet_up(
     for k in 0..NEXT_HOPS {
         r.args([
             "--neighbour",
-            &format!("{}={}", lab.next_hop(k), mac_text(&MAC2)),
+            &format!("{}={}", lab.next_hop(k), mac_text(&lab.next_hop_mac())),
         ]);
     }
     r.stdout(Stdio::piped()).stderr(Stdio::inherit());

@@ -25,7 +25,7 @@ use unet_router::table::generated;
 use super::super::report::{warn_if_busy, Progress};
 use super::forward::{destinations, pool_of, table_lines};
 use super::forwarders::{Case, NEXT_HOPS};
-use super::lab::{generate, Lab};
+use super::lab::{generate, Lab, Sink};
 use super::Res;
 use crate::trace::analysis::{analyse, is_loop, Spread};
 use crate::trace::{chrome, svg};
@@ -108,7 +108,7 @@ pub fn graph(a: GraphArgs) -> Res<()> {
     let bytes = super::compile_java(a.java.as_deref())?;
     std::fs::write(&class, bytes).map_err(|e| format!("{}: {e}", class.display()))?;
     p.show("making the namespaces, starting the router");
-    let lab = Lab::new()?;
+    let lab = Lab::new(Sink::Host)?;
     let lines = table_lines(&lab, &routes);
     let pool = pool_of(&lab, &destinations(&lab, &routes)?, a.size);
     let mut run = a.case.start(&lab, &lines, &class, &dir.0, a.spin_us)?;

@@ -33,6 +33,9 @@ use super::Res;
 /// The hosts' MACs (`h1`'s, `h2`'s).
 pub const MAC1: [u8; 6] = [0x02, 0, 0, 0x79, 0, 2];
 pub const MAC2: [u8; 6] = [0x02, 0, 0, 0x80, 0, 2];
+/// The MAC the next hops are at with [`Sink::Wire`]: one `h2` does not
+/// own.
+pub const MAC_WIRE: [u8; 6] = [0x02, 0, 0, 0x80, 0, 0xfe];
 /// The router side's MACs (`r1`, `r2`).
 pub const MAC_R1: [u8; 6] = [0x02, 0, 0, 0x79, 0, 1];
 pub const MAC_R2: [u8; 6] = [0x02, 0, 0, 0x80, 0, 1];
@@ -95,6 +98,22 @@ fn mac_text(m: &[u8; 6]) -> String {
         .join(":")
 }
 
+/// What `h2` does with the frames the router sends it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Sink {
+    /// The next hops are at a MAC `h2` does not own, so its kernel drops
+    /// each frame at the door (`ip_rcv` discards a frame for another
+    /// host before any lookup), as the far end of a wire takes a frame
+    /// at no cost to the sender. On veth the receiver's work runs in the
+    /// sender's system call, on the sender's core: with a host sink that
+    /// core pays `h2`'s IP input (a route lookup and the drop of a packet
+    /// not for it) on top of forwarding.
+    Wire,
+    /// The next hops are at `h2`'s own MAC: its IP stack takes each
+    /// packet (and drops it: none is for its address).
+    Host,
+}
+
 /// The three namespaces and their veths (module documentation).
 pub struct Lab {
     pub h1: String,
@@ -107,10 +126,11 @@ pub struct Lab {
     /// The subnets' third octet (`10.79.n.0/24` for `h1`, `10.80.n.0/24`
     /// for `h2`).
     pub n: u32,
+    pub sink: Sink,
 }
 
 impl Lab {
-    pub fn new() -> Res<Lab> {
+    pub fn new(sink: Sink) -> Res<Lab> {
         let pid = std::process::id();
         let n = pid % 250 + 1;
         let l = Lab {
@@ -122,6 +142,7 @@ impl Lab {
             r2: format!("fr2{pid}"),
             h2v: format!("fh2{pid}"),
             n,
+            sink,
         };
         ip(&["netns", "add", &l.r])?;
         let (h1, r, h2) = (&l.h1, &l.r, &l.h2);
@@ -192,6 +213,14 @@ impl Lab {
     /// addresses beside it, all at `h2`'s MAC.
     pub fn next_hop(&self, k: u32) -> String {
         format!("10.80.{}.{}", self.n, 2 + k)
+    }
+
+    /// The MAC the next hops on `h2`'s subnet are at (see [`Sink`]).
+    pub fn next_hop_mac(&self) -> [u8; 6] {
+        match self.sink {
+            Sink::Wire => MAC_WIRE,
+            Sink::Host => MAC2,
+        }
     }
 
     /// What `h2`'s end has received so far.
