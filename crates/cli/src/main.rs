@@ -12,6 +12,7 @@ mod daemon;
 mod demo;
 mod jdk;
 mod metrics;
+mod report;
 mod router;
 mod spine;
 mod stat;
@@ -51,6 +52,9 @@ enum Command {
     /// daemon's ports, the table and the host path from this process.
     #[command(subcommand)]
     Router(router::Command),
+    /// Run every command that regenerates a table or figure of the papers
+    /// and write one HTML page of the results (plots, rows, the machine).
+    Report(report::Args),
 }
 
 fn main() -> ExitCode {
@@ -64,5 +68,6 @@ fn main() -> ExitCode {
         Command::Spine(c) => spine::run(c),
         Command::Trace(a) => trace::run(a),
         Command::Router(c) => router::run(c),
+        Command::Report(a) => report::run(a),
     }
 }

@@ -1,0 +1,116 @@
+//! `unet report --quick`: a few figures run into one HTML page, which
+//! headless Chromium loads: the page's own count of figures says every
+//! one ran or was skipped with its reason, each SVG plot is drawn, and the
+//! screenshot is a rendered page (not blank).
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+
+/// Headless Chromium on `url` with `extra` (its output), the flags this
+/// machine's closed network needs.
+fn chromium(dir: &Path, extra: &[&str], url: &str) -> std::process::Output {
+    let profile = dir.join("chromium-profile");
+    std::fs::create_dir_all(&profile).unwrap();
+    Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(extra)
+        .arg(url)
+        .output()
+        .expect("headless Chromium (`chromium`, Debian's package; scripts/test installs it)")
+}
+
+#[test]
+fn a_quick_report_renders_in_a_browser() {
+    let dir = TempDir::new("report");
+    let page = dir.0.join("report.html");
+    let out = Command::new(unet_bin())
+        .args([
+            "report",
+            "--quick",
+            "--only",
+            "udm-table6,udm-fig9-10,spine-lookup",
+        ])
+        .arg("--out")
+        .arg(&page)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "unet report failed:\n{err}");
+    assert!(
+        err.contains("[1/3]") && err.contains("[3/3]"),
+        "progress: {err}"
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    for id in ["udm-table6", "udm-fig9-10", "spine-lookup"] {
+        assert!(html.contains(&format!("id=\"{id}\"")), "{id} in the page");
+    }
+    // The full table may be absent on this machine: then the page says so.
+    let lookup_ran = html.contains("<section class=\"figure ran\" id=\"spine-lookup\">");
+    assert!(
+        lookup_ran || html.contains("needs the full Internet table"),
+        "the lookup ran or says why not"
+    );
+    let plots = 2 + usize::from(lookup_ran);
+    assert!(html.matches("<svg").count() >= plots, "the SVGs are inline");
+
+    // The browser runs the page's script: its count of the figures.
+    let url = format!("file://{}", page.display());
+    let dom = chromium(&dir.0, &["--dump-dom"], &url);
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    let count = dom
+        .split("<p id=\"count\">")
+        .nth(1)
+        .and_then(|s| s.split('<').next())
+        .unwrap_or_else(|| panic!("no count in the rendered page:\n{dom}"));
+    let ran = if lookup_ran { 3 } else { 2 };
+    assert!(
+        count.starts_with(&format!("figures: 3; ran: {ran}; plots: ")),
+        "{count}"
+    );
+    let drawn: usize = count.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(drawn >= plots, "{count}");
+
+    // A screenshot: a page with text and plots, not a blank one.
+    let shot = dir.0.join("report.png");
+    let s = chromium(
+        &dir.0,
+        &[
+            "--window-size=1200,1600",
+            &format!("--screenshot={}", shot.display()),
+        ],
+        &url,
+    );
+    assert!(
+        shot.exists(),
+        "no screenshot: {}",
+        String::from_utf8_lossy(&s.stderr)
+    );
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let px = info.color_type.samples();
+    let dark = buf[..info.buffer_size()]
+        .chunks(px)
+        .filter(|p| p.iter().take(3).all(|&c| c < 128))
+        .count();
+    let all = (info.width * info.height) as usize;
+    assert!(
+        dark > all / 200,
+        "the screenshot is nearly blank: {dark} dark pixels of {all}"
+    );
+}
