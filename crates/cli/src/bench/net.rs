@@ -52,6 +52,10 @@ pub struct Common {
     /// Print one JSON object per line per measured point.
     #[arg(long)]
     pub json: bool,
+    /// Draw the figure as an SVG: unet's curves (each path and applet)
+    /// beside their baselines', against message size.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<std::path::PathBuf>,
     /// Pin this process to core 0 and the other to core 1.
     #[arg(long)]
     pub pin: bool,
@@ -321,6 +325,7 @@ fn pingpong(mut a: PingArgs) -> Res<()> {
     if !c.json {
         report::ping_header(with_applet);
     }
+    let mut rows = Vec::new();
     for path in paths_of(c, with_applet) {
         for applet in &applets {
             for &size in &a.sizes {
@@ -384,10 +389,14 @@ fn pingpong(mut a: PingArgs) -> Res<()> {
                 } else {
                     report::ping_line(&row, with_applet);
                 }
+                rows.push(row);
             }
         }
     }
-    Ok(())
+    match &c.svg {
+        Some(f) => report::ping_svg(&rows, a.figure5, f),
+        None => Ok(()),
+    }
 }
 
 fn stream(mut a: StreamArgs) -> Res<()> {
@@ -432,6 +441,7 @@ fn stream(mut a: StreamArgs) -> Res<()> {
     if !c.json {
         report::stream_header(with_applet);
     }
+    let mut rows = Vec::new();
     let dur = Duration::from_millis(a.time_ms);
     let warm = Duration::from_millis(a.warmup_ms);
     for path in paths_of(c, with_applet) {
@@ -500,10 +510,14 @@ fn stream(mut a: StreamArgs) -> Res<()> {
                 } else {
                     report::stream_line(&row, with_applet);
                 }
+                rows.push(row);
             }
         }
     }
-    Ok(())
+    match &c.svg {
+        Some(f) => report::stream_svg(&rows, a.figure6, f),
+        None => Ok(()),
+    }
 }
 
 fn baseline_pingpong(

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use serde_json::{json, Value};
 
+use super::plot::{write_svg, Figure, Scale, Series};
 use super::stats::{self, fmt_size};
 
 type Res<T> = Result<T, String>;
@@ -303,4 +304,97 @@ mod tests {
         assert_eq!(j["batch"], 1);
         assert!(row(vec![], vec![20.0]).paired_ratio().is_none());
     }
+}
+
+/// A row's curve name: its path and applet.
+fn curve(path: &str, applet: &Option<(String, &'static str)>) -> String {
+    match applet {
+        Some((name, placement)) => format!("{path}: {name} ({placement})"),
+        None => format!("{path}: no applet"),
+    }
+}
+
+/// Points of `rows` by curve name, in the order the curves first appear.
+fn curves<R>(rows: &[R], mut point: impl FnMut(&R) -> Option<(String, f64, f64)>) -> Vec<Series> {
+    let mut out: Vec<Series> = Vec::new();
+    for r in rows {
+        let Some((name, x, y)) = point(r) else {
+            continue;
+        };
+        match out.iter_mut().find(|s| s.name == name) {
+            Some(s) => s.points.push((x, y)),
+            None => out.push(Series {
+                name,
+                points: vec![(x, y)],
+            }),
+        }
+    }
+    out
+}
+
+/// `unet bench pingpong --svg`: the round trip against size, unet's
+/// curves and their baselines'.
+pub fn ping_svg(rows: &[PingRow], figure5: bool, file: &std::path::Path) -> Result<(), String> {
+    let mut lines = curves(rows, |r| {
+        Some((curve(r.path, &r.applet), r.size as f64, r.median_us?))
+    });
+    lines.extend(curves(rows, |r| {
+        Some((
+            format!("{} (baseline)", r.baseline),
+            r.size as f64,
+            r.baseline_median_us,
+        ))
+    }));
+    let title = if figure5 {
+        "U-Net/SLE Figure 5: round trip against message size"
+    } else {
+        "unet bench pingpong: round trip against message size"
+    };
+    write_svg(
+        &Figure {
+            title,
+            x_desc: "message size (bytes)",
+            y_desc: "round trip, median (µs)",
+            lines,
+            paper: Vec::new(),
+            scale: Scale::LogLog,
+        },
+        file,
+    )
+}
+
+/// `unet bench stream --svg`: the bandwidth against size, unet's curves
+/// and their baselines'.
+pub fn stream_svg(rows: &[StreamRow], figure6: bool, file: &std::path::Path) -> Result<(), String> {
+    let mb = |m: f64, size: usize| m * size as f64 / 1e6;
+    let mut lines = curves(rows, |r| {
+        Some((
+            curve(r.path, &r.applet),
+            r.size as f64,
+            mb(r.msgs_per_s?, r.size),
+        ))
+    });
+    lines.extend(curves(rows, |r| {
+        Some((
+            format!("{} (baseline)", r.baseline),
+            r.size as f64,
+            mb(r.baseline_msgs_per_s, r.size),
+        ))
+    }));
+    let title = if figure6 {
+        "U-Net/SLE Figure 6: bandwidth against message size, bursts of 25"
+    } else {
+        "unet bench stream: bandwidth against message size"
+    };
+    write_svg(
+        &Figure {
+            title,
+            x_desc: "message size (bytes)",
+            y_desc: "bandwidth (MB/s)",
+            lines,
+            paper: Vec::new(),
+            scale: Scale::LogLog,
+        },
+        file,
+    )
 }

@@ -71,7 +71,7 @@ pub(crate) const FIGURES: &[Spec] = &[
         args: &["bench", "pingpong", "--figure5"],
         quick: &["--sizes", "64,1024", "--reps", "1", "--time-ms", "100"],
         needs: &[Need::Jdk],
-        svg: SvgArg::None,
+        svg: SvgArg::Flag,
         secs: (40, 180),
     },
     Spec {
@@ -81,7 +81,7 @@ pub(crate) const FIGURES: &[Spec] = &[
         args: &["bench", "stream", "--figure6"],
         quick: &["--sizes", "64,4096", "--reps", "1", "--time-ms", "100"],
         needs: &[Need::Jdk],
-        svg: SvgArg::None,
+        svg: SvgArg::Flag,
         secs: (40, 240),
     },
     Spec {
