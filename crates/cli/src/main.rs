@@ -16,6 +16,7 @@ mod spine;
 mod stat;
 mod trace;
 mod units;
+mod video;
 
 /// unet: a programmable user-level network interface.
 #[derive(Parser)]
@@ -50,6 +51,9 @@ enum Command {
     /// daemon's ports, the table and the host path from this process.
     #[command(subcommand)]
     Router(router::Command),
+    /// SPINE's video client: frames straight into a framebuffer.
+    #[command(subcommand)]
+    Video(video::Command),
 }
 
 fn main() -> ExitCode {
@@ -63,5 +67,6 @@ fn main() -> ExitCode {
         Command::Spine(c) => spine::run(c),
         Command::Trace(a) => trace::run(a),
         Command::Router(c) => router::run(c),
+        Command::Video(c) => video::run(c),
     }
 }
