@@ -321,13 +321,13 @@ fn the_browser_shows_the_framebuffer_live_and_the_viewer_refuses_clearly() {
     assert_eq!(number_after(&dom, "refused"), 0, "{dom}");
 
     // The image changes while the page is open; the page shows the new
-    // one. The browser runs long enough (a budget of 10 s of its virtual
-    // time: about 500 fetches, seconds of real time) for the change to
+    // one. The browser runs long enough (a budget of 20 s of its virtual
+    // time: about 1 000 fetches, seconds of real time) for the change to
     // land in the middle: it has fetched frames before, and fetches more
     // after.
     let browser = {
         let (url, dir) = (url.clone(), dir.0.clone());
-        std::thread::spawn(move || screenshot(&url, &dir, "second.png", 10_000))
+        std::thread::spawn(move || screenshot(&url, &dir, "second.png", 20_000))
     };
     let before = served(&addr);
     let deadline = Instant::now() + Duration::from_secs(60);
