@@ -18,6 +18,7 @@ mod spine;
 mod stat;
 mod trace;
 mod units;
+mod video;
 
 /// unet: a programmable user-level network interface.
 #[derive(Parser)]
@@ -55,6 +56,9 @@ enum Command {
     /// Run every command that regenerates a table or figure of the papers
     /// and write one HTML page of the results (plots, rows, the machine).
     Report(report::Args),
+    /// SPINE's video client: frames straight into a framebuffer.
+    #[command(subcommand)]
+    Video(video::Command),
 }
 
 fn main() -> ExitCode {
@@ -69,5 +73,6 @@ fn main() -> ExitCode {
         Command::Trace(a) => trace::run(a),
         Command::Router(c) => router::run(c),
         Command::Report(a) => report::run(a),
+        Command::Video(c) => video::run(c),
     }
 }

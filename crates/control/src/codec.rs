@@ -119,6 +119,8 @@ kinds! {
         SpineTable = 59,
         /// [`Request::SpineFramebuffer`].
         SpineFramebuffer = 60,
+        /// [`Request::SpineFramebufferView`].
+        SpineFramebufferView = 61,
         /// [`Request::TraceSet`].
         TraceSet = 72,
         /// [`Request::TraceDump`].
@@ -177,6 +179,8 @@ kinds! {
         SpineTableLoaded = 158,
         /// [`Reply::SpineFramebuffer`].
         SpineFramebuffer = 159,
+        /// [`Reply::SpineFramebufferView`].
+        SpineFramebufferView = 160,
         /// [`Reply::TraceState`].
         TraceState = 74,
         /// [`Reply::TraceDump`].
@@ -413,6 +417,7 @@ impl Request {
             | Request::SpineLinks
             | Request::SpineTable { .. }
             | Request::SpineFramebuffer { .. }
+            | Request::SpineFramebufferView { .. }
             | Request::SpinePortOpen { .. }
             | Request::SpinePortClose { .. }
             | Request::SpinePorts => spine::encode_request(self, req_id),
@@ -553,6 +558,7 @@ impl Request {
             | ReqKind::SpineLinks
             | ReqKind::SpineTable
             | ReqKind::SpineFramebuffer
+            | ReqKind::SpineFramebufferView
             | ReqKind::SpinePortOpen
             | ReqKind::SpinePortClose
             | ReqKind::SpinePorts => spine::decode_request(kind, &mut r)?,
@@ -686,6 +692,7 @@ impl Reply {
             | Reply::SpineLinkListing { .. }
             | Reply::SpineTableLoaded { .. }
             | Reply::SpineFramebuffer { .. }
+            | Reply::SpineFramebufferView { .. }
             | Reply::SpinePort { .. }
             | Reply::SpinePortListing { .. } => spine::encode_reply(self, req_id),
         };
@@ -778,6 +785,7 @@ impl Reply {
             | ReplyKind::SpineLinkListing
             | ReplyKind::SpineTableLoaded
             | ReplyKind::SpineFramebuffer
+            | ReplyKind::SpineFramebufferView
             | ReplyKind::SpinePort
             | ReplyKind::SpinePortListing => spine::decode_reply(kind, &mut r)?,
         };

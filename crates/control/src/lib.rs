@@ -627,6 +627,19 @@ pub enum Request {
         /// Rows.
         height: u32,
     },
+    /// A read-only view of framebuffer `index` of extension `ext`, an
+    /// extension of the asking client's user (any of its processes; root
+    /// may view any): a viewer beside the process that made it. Costs no
+    /// quota (the pixels are the owner's). Answered with
+    /// [`Reply::SpineFramebufferView`] and a descriptor that maps only
+    /// read-only, or [`Reply::Rejected`] (another user's extension) or
+    /// [`Reply::Error`] (no such extension or framebuffer).
+    SpineFramebufferView {
+        /// The extension.
+        ext: u32,
+        /// The framebuffer's number in the extension.
+        index: u32,
+    },
 }
 
 /// Longest name of an extension, and of a domain, in bytes.
@@ -833,6 +846,17 @@ pub enum Reply {
     SpineFramebuffer {
         /// Its number in the extension (`Spine.fbWrite`'s first argument).
         index: u32,
+        /// Length of the segment.
+        len: u64,
+    },
+    /// A view of a framebuffer ([`Request::SpineFramebufferView`]); fd:
+    /// its segment opened read-only, `len` bytes (the pixels, then the
+    /// engine's counters).
+    SpineFramebufferView {
+        /// Pixels a row.
+        width: u32,
+        /// Rows.
+        height: u32,
         /// Length of the segment.
         len: u64,
     },

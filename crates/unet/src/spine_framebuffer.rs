@@ -6,6 +6,10 @@
 //! here to map read-only or read-write. It is charged to the process's
 //! memory quota and freed when the extension goes (the mapping here
 //! stays readable until dropped).
+//!
+//! Another process of the same user (a viewer) maps an existing
+//! framebuffer read-only with [`Session::spine_framebuffer_view`]: the
+//! engine hands a descriptor that cannot be mapped writable.
 
 use unet_control::{Reply, Request};
 use unet_sys as sys;
@@ -38,6 +42,7 @@ pub struct Framebuffer {
     index: u32,
     width: u32,
     height: u32,
+    writable: bool,
 }
 
 impl Framebuffer {
@@ -74,11 +79,18 @@ impl Framebuffer {
     }
     /// Write `data` at `off` (a mapping made read-write; the host's own
     /// drawing, such as a background); false (nothing written) if it does
-    /// not lie wholly in the pixels.
+    /// not lie wholly in the pixels, or the mapping is read-only.
     pub fn write(&self, off: usize, data: &[u8]) -> bool {
-        off.checked_add(data.len())
-            .is_some_and(|end| end <= self.pixel_bytes())
+        self.writable
+            && off
+                .checked_add(data.len())
+                .is_some_and(|end| end <= self.pixel_bytes())
             && crate::shm::write(&self.seg, off, data)
+    }
+    /// The memory file behind the mapping (as the engine handed it: for
+    /// a view, opened read-only, so that no mapping of it can write).
+    pub fn fd(&self) -> &std::os::fd::OwnedFd {
+        self.seg.fd()
     }
     /// What the engine counted.
     pub fn counters(&self) -> FbCounters {
@@ -125,12 +137,51 @@ impl Session {
                     index,
                     width,
                     height,
+                    writable,
                 })
             }
             Reply::Rejected(why) => Err(Error::Rejected(why)),
             Reply::Error(c) => Err(c.into()),
             r => Err(Error::Protocol(format!(
                 "unexpected answer to a framebuffer request: {r:?}"
+            ))),
+        }
+    }
+
+    /// A read-only view of framebuffer `index` of extension `ext`, one
+    /// of this user's extensions (made by this process or another of the
+    /// user's): mapped read-only, as the engine hands it (a descriptor
+    /// that cannot be mapped writable), so [`Framebuffer::write`] writes
+    /// nothing. Refused with [`Error::Rejected`] for another user's
+    /// extension or a framebuffer it does not have, and
+    /// `Error::Engine(NoSuchExtension)` for an extension not loaded (or
+    /// gone: a view mapped before stays readable).
+    pub fn spine_framebuffer_view(&self, ext: u32, index: u32) -> Result<Framebuffer, Error> {
+        let req = Request::SpineFramebufferView { ext, index };
+        let (r, mut fds) = self.inner.request(&req)?;
+        match r {
+            Reply::SpineFramebufferView { width, height, len } if !fds.is_empty() => {
+                let pixels = u64::from(width) * u64::from(height) * PIXEL_BYTES as u64;
+                let pixels = usize::try_from(pixels).unwrap_or(usize::MAX);
+                let len = usize::try_from(len).unwrap_or(0);
+                if pixels > FB_BYTES_MAX || len < pixels.div_ceil(64) * 64 + 24 {
+                    return Err(Error::Protocol(format!(
+                        "a framebuffer segment of {len} bytes for {width} by {height}"
+                    )));
+                }
+                let seg = sys::Segment::open(fds.remove(0), len, false)?;
+                Ok(Framebuffer {
+                    seg,
+                    index,
+                    width,
+                    height,
+                    writable: false,
+                })
+            }
+            Reply::Rejected(why) => Err(Error::Rejected(why)),
+            Reply::Error(c) => Err(c.into()),
+            r => Err(Error::Protocol(format!(
+                "unexpected answer to a framebuffer view request: {r:?}"
             ))),
         }
     }

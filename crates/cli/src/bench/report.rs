@@ -265,47 +265,6 @@ pub(super) fn note_if_unsteady(point: &str, baseline: &str, runs: &[f64], unit: 
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::bench::stats::median_f64;
-
-    #[test]
-    fn the_paired_ratio_is_the_median_of_the_runs_side_by_side() {
-        let row = |runs: Vec<f64>, base: Vec<f64>| StreamRow {
-            path: "direct",
-            applet: None,
-            size: 64,
-            burst: 0,
-            batch: 1,
-            msgs_per_s: (!runs.is_empty()).then(|| median_f64(&runs)),
-            baseline: "floor",
-            baseline_msgs_per_s: median_f64(&base),
-            runs,
-            baseline_runs: base,
-            delivered: None,
-            baseline_delivered: None,
-        };
-        // The machine's fast state in runs 0 and 2, slow in 1, 3 and 4:
-        // every pair is 1.0, while the medians (20 and 80) give 0.25.
-        let r = row(
-            vec![80.0, 20.0, 80.0, 20.0, 20.0],
-            vec![80.0, 20.0, 80.0, 20.0, 20.0],
-        );
-        assert_eq!(r.paired_ratio(), Some(1.0));
-        let r = row(
-            vec![80.0, 20.0, 80.0, 20.0, 20.0],
-            vec![20.0, 80.0, 80.0, 80.0, 80.0],
-        );
-        assert_eq!(r.ratio(), Some(0.25));
-        assert_eq!(r.paired_ratio(), Some(0.25));
-        let j = row(vec![30.0, 60.0], vec![20.0, 40.0]).json();
-        assert_eq!(j["ratio_paired"], 1.5);
-        assert_eq!(j["batch"], 1);
-        assert!(row(vec![], vec![20.0]).paired_ratio().is_none());
-    }
-}
-
 /// A row's curve name: its path and applet.
 fn curve(path: &str, applet: &Option<(String, &'static str)>) -> String {
     match applet {
@@ -397,4 +356,45 @@ pub fn stream_svg(rows: &[StreamRow], figure6: bool, file: &std::path::Path) -> 
         },
         file,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::stats::median_f64;
+
+    #[test]
+    fn the_paired_ratio_is_the_median_of_the_runs_side_by_side() {
+        let row = |runs: Vec<f64>, base: Vec<f64>| StreamRow {
+            path: "direct",
+            applet: None,
+            size: 64,
+            burst: 0,
+            batch: 1,
+            msgs_per_s: (!runs.is_empty()).then(|| median_f64(&runs)),
+            baseline: "floor",
+            baseline_msgs_per_s: median_f64(&base),
+            runs,
+            baseline_runs: base,
+            delivered: None,
+            baseline_delivered: None,
+        };
+        // The machine's fast state in runs 0 and 2, slow in 1, 3 and 4:
+        // every pair is 1.0, while the medians (20 and 80) give 0.25.
+        let r = row(
+            vec![80.0, 20.0, 80.0, 20.0, 20.0],
+            vec![80.0, 20.0, 80.0, 20.0, 20.0],
+        );
+        assert_eq!(r.paired_ratio(), Some(1.0));
+        let r = row(
+            vec![80.0, 20.0, 80.0, 20.0, 20.0],
+            vec![20.0, 80.0, 80.0, 80.0, 80.0],
+        );
+        assert_eq!(r.ratio(), Some(0.25));
+        assert_eq!(r.paired_ratio(), Some(0.25));
+        let j = row(vec![30.0, 60.0], vec![20.0, 40.0]).json();
+        assert_eq!(j["ratio_paired"], 1.5);
+        assert_eq!(j["batch"], 1);
+        assert!(row(vec![], vec![20.0]).paired_ratio().is_none());
+    }
 }

@@ -92,6 +92,12 @@ pub(super) fn encode_request(req: &Request, req_id: u32) -> W {
             w.u32(*height);
             w
         }
+        Request::SpineFramebufferView { ext, index } => {
+            let mut w = packet(ReqKind::SpineFramebufferView as u16, req_id);
+            w.u32(*ext);
+            w.u32(*index);
+            w
+        }
         Request::SpinePortOpen { interface, handler } => {
             let mut w = packet(ReqKind::SpinePortOpen as u16, req_id);
             w.name(interface);
@@ -161,6 +167,10 @@ pub(super) fn decode_request(kind: ReqKind, r: &mut R<'_>) -> Result<Request, Co
             ext: r.u32()?,
             width: r.u32()?,
             height: r.u32()?,
+        },
+        ReqKind::SpineFramebufferView => Request::SpineFramebufferView {
+            ext: r.u32()?,
+            index: r.u32()?,
         },
         ReqKind::SpinePortOpen => Request::SpinePortOpen {
             interface: r.name()?,
@@ -242,6 +252,13 @@ pub(super) fn encode_reply(rep: &Reply, req_id: u32) -> W {
             w.u64(*len);
             w
         }
+        Reply::SpineFramebufferView { width, height, len } => {
+            let mut w = packet(ReplyKind::SpineFramebufferView as u16, req_id);
+            w.u32(*width);
+            w.u32(*height);
+            w.u64(*len);
+            w
+        }
         Reply::SpinePort { port } => {
             let mut w = packet(ReplyKind::SpinePort as u16, req_id);
             w.u32(*port);
@@ -294,6 +311,11 @@ pub(super) fn decode_reply(kind: ReplyKind, r: &mut R<'_>) -> Result<Reply, Cont
         },
         ReplyKind::SpineFramebuffer => Reply::SpineFramebuffer {
             index: r.u32()?,
+            len: r.u64()?,
+        },
+        ReplyKind::SpineFramebufferView => Reply::SpineFramebufferView {
+            width: r.u32()?,
+            height: r.u32()?,
             len: r.u64()?,
         },
         ReplyKind::SpinePort => Reply::SpinePort { port: r.u32()? },

@@ -235,6 +235,10 @@ fn samples() -> Vec<(&'static str, Vec<u8>)> {
                 height: 480,
             },
         ),
+        (
+            "spine_framebuffer_view",
+            Request::SpineFramebufferView { ext: 3, index: 1 },
+        ),
     ];
     let reps = [
         (
@@ -366,6 +370,14 @@ fn samples() -> Vec<(&'static str, Vec<u8>)> {
             "reply_spine_framebuffer",
             Reply::SpineFramebuffer {
                 index: 1,
+                len: 1_228_864,
+            },
+        ),
+        (
+            "reply_spine_framebuffer_view",
+            Reply::SpineFramebufferView {
+                width: 640,
+                height: 480,
                 len: 1_228_864,
             },
         ),

@@ -131,6 +131,9 @@ impl Setup<'_> {
             Request::SpineFramebuffer { ext, width, height } => {
                 self.spine_framebuffer(ci, req_id, (ext, width, height))
             }
+            Request::SpineFramebufferView { ext, index } => {
+                crate::spine::framebuffer::view(self.spine, &*self.server, ci, req_id, (ext, index))
+            }
             Request::PeerJoin { .. }
             | Request::PeerDoorbell { .. }
             | Request::PeerLeave { .. }

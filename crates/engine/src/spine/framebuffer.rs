@@ -23,10 +23,19 @@
 //! to the memory quota of the process that owns the extension (as its
 //! endpoints are) and freed when the extension goes. A refusal names the
 //! cap or the quota.
+//!
+//! A second, read-only view of a framebuffer ([`view`]) goes to any
+//! process of the extension's user (a viewer beside the host
+//! application; root may view any): the engine re-opens the memory file
+//! read-only (`/proc/self/fd/N`, `O_RDONLY`), so that the descriptor it
+//! hands maps only read-only. A view costs no quota (the pixels are
+//! charged to the owner) and the engine keeps nothing for it, so there
+//! is nothing to cap; once the extension goes no view is given (one
+//! already mapped stays readable until dropped, as the owner's does).
 
 #![allow(unsafe_code)]
 
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use unet_control::{ErrorCode, Reply};
@@ -168,6 +177,14 @@ impl Framebuffer {
         self.bytes += n as u64;
         self.publish();
         len
+    }
+
+    /// Its memory file opened again read-only (through `/proc/self/fd`,
+    /// so a new open file description): a mapping of it with
+    /// `PROT_WRITE` fails.
+    fn read_only(&self) -> std::io::Result<OwnedFd> {
+        let path = format!("/proc/self/fd/{}", self.seg.fd().as_raw_fd());
+        Ok(std::fs::File::open(path)?.into())
     }
 
     /// A refused write before the framebuffer could be reached (a range
@@ -332,4 +349,158 @@ fn make(
     let index = fbs.add(slot, fb);
     let fd = fbs.by_slot[slot][index].seg.fd().as_raw_fd();
     Ok((index, fd, len))
+}
+
+/// Answer client `ci`'s request for a read-only view of framebuffer
+/// `index` of extension `ext`: the descriptor of its memory file opened
+/// read-only, or refused by name.
+pub(crate) fn view(
+    spine: &SpinePart,
+    clients: &dyn Clients,
+    ci: ClientId,
+    req_id: u32,
+    (ext, index): (u32, u32),
+) {
+    let exts = spine
+        .exts
+        .iter()
+        .enumerate()
+        .filter_map(|(slot, x)| x.as_ref().map(|x| (slot, x.id, x.owner)));
+    let r = viewable(&spine.rt.fbs, exts, clients, ci, (ext, index)).and_then(|fb| {
+        let fd = fb
+            .read_only()
+            .map_err(|_| Reply::Error(ErrorCode::NoResources))?;
+        let reply = Reply::SpineFramebufferView {
+            width: fb.width,
+            height: fb.height,
+            len: fb.seg.len() as u64,
+        };
+        Ok((reply, fd))
+    });
+    match r {
+        // The descriptor is closed here once the reply carried it.
+        Ok((reply, fd)) => clients.reply(ci, req_id, reply, &[fd.as_raw_fd()]),
+        Err(r) => clients.reply(ci, req_id, r, &[]),
+    }
+}
+
+/// Framebuffer `index` of extension `ext` (among `exts`: slot, id and
+/// owner of each loaded extension) if client `ci` may view it: the
+/// extension's user's (or root's); refused by name otherwise.
+fn viewable<'a>(
+    fbs: &'a Framebuffers,
+    mut exts: impl Iterator<Item = (usize, u32, ClientId)>,
+    clients: &dyn Clients,
+    ci: ClientId,
+    (ext, index): (u32, u32),
+) -> Result<&'a Framebuffer, Reply> {
+    let (slot, _, owner) = exts
+        .find(|&(_, id, _)| id == ext)
+        .ok_or(Reply::Error(ErrorCode::NoSuchExtension))?;
+    // `u32::MAX`: the kernel did not tell the user; nobody's.
+    let uid = clients.uid(ci).filter(|&u| u != u32::MAX);
+    if uid != Some(0) && (uid.is_none() || clients.uid(owner) != uid) {
+        return Err(Reply::Rejected(format!(
+            "extension {ext} is another user's: only its user views its framebuffers"
+        )));
+    }
+    let n = fbs.count(slot);
+    usize::try_from(index)
+        .ok()
+        .and_then(|i| fbs.by_slot.get(slot)?.get(i))
+        .ok_or_else(|| {
+            Reply::Rejected(format!(
+                "extension {ext} has {n} framebuffers: no framebuffer {index}"
+            ))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::os::fd::RawFd;
+
+    use super::*;
+
+    /// Clients of the users `uids` (by client id), the replies they got.
+    struct Users {
+        uids: Vec<u32>,
+        replies: RefCell<Vec<(ClientId, Reply, usize)>>,
+    }
+
+    impl Clients for Users {
+        fn reply(&self, ci: ClientId, _req_id: u32, r: Reply, fds: &[RawFd]) {
+            self.replies.borrow_mut().push((ci, r, fds.len()));
+        }
+        fn proc_key(&self, ci: ClientId) -> Option<crate::clients::ProcKey> {
+            Some((ci as u32 + 100, usize::MAX))
+        }
+        fn pid(&self, ci: ClientId) -> Option<u32> {
+            Some(ci as u32 + 100)
+        }
+        fn uid(&self, ci: ClientId) -> Option<u32> {
+            self.uids.get(ci).copied()
+        }
+        fn slots(&self) -> usize {
+            self.uids.len()
+        }
+        fn endpoint_owned(&mut self, _ci: ClientId, _idx: usize) {}
+        fn endpoint_gone(&mut self, _ci: ClientId, _idx: usize) {}
+    }
+
+    fn fb(owner: ClientId) -> Framebuffer {
+        let pixels = 4 * 4 * PIXEL_BYTES as usize;
+        Framebuffer {
+            seg: Segment::create_sparse("test-fb", Framebuffer::segment_len(pixels)).unwrap(),
+            pixels,
+            width: 4,
+            height: 4,
+            owner,
+            writes: 0,
+            bytes: 0,
+            refused: 0,
+        }
+    }
+
+    #[test]
+    fn a_view_goes_to_the_extensions_user_and_root_and_maps_only_read_only() {
+        // Clients: 0 and 1 of user 1000 (the owner and its viewer), 2 of
+        // user 1001, 3 root, 4 of a user the kernel did not tell.
+        let users = Users {
+            uids: vec![1000, 1000, 1001, 0, u32::MAX],
+            replies: RefCell::new(Vec::new()),
+        };
+        let mut fbs = Framebuffers::default();
+        fbs.add(2, fb(0));
+        let exts = || [(2, 7, 0)].into_iter();
+        let ask = |ci, ext, index| viewable(&fbs, exts(), &users, ci, (ext, index)).map(|_| ());
+        assert_eq!(ask(0, 7, 0), Ok(()));
+        assert_eq!(ask(1, 7, 0), Ok(()), "another process of the user");
+        assert_eq!(ask(3, 7, 0), Ok(()), "root");
+        for ci in [2, 4] {
+            match ask(ci, 7, 0) {
+                Err(Reply::Rejected(why)) => assert!(why.contains("another user's"), "{why}"),
+                r => panic!("client {ci}: {r:?}"),
+            }
+        }
+        assert_eq!(ask(1, 8, 0), Err(Reply::Error(ErrorCode::NoSuchExtension)));
+        match ask(1, 7, 1) {
+            Err(Reply::Rejected(why)) => {
+                assert_eq!(why, "extension 7 has 1 framebuffers: no framebuffer 1")
+            }
+            r => panic!("{r:?}"),
+        }
+        // The descriptor maps read-only, and only so.
+        let fd = fbs.by_slot[2][0].read_only().unwrap();
+        let len = fbs.by_slot[2][0].seg.len();
+        let dup = fd.try_clone().unwrap();
+        assert!(Segment::open(dup, len, true).is_err(), "a writable mapping");
+        let ro = Segment::open(fd, len, false).unwrap();
+        assert_eq!(fbs.by_slot[2][0].write(0, &[9, 8, 7, 6]), 4);
+        let mut b = [0u8; 4];
+        // SAFETY: 4 bytes at the start of a mapping of at least 64.
+        unsafe { std::ptr::copy_nonoverlapping(ro.ptr().as_ptr(), b.as_mut_ptr(), 4) };
+        assert_eq!(b, [9, 8, 7, 6], "the view sees the engine's writes");
+        assert!(users.replies.borrow().is_empty());
+    }
 }

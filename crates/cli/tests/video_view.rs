@@ -1,0 +1,386 @@
+//! `unet video view` in a real browser: a daemon, an extension of this
+//! test that writes a known image into its framebuffer (a row a
+//! message), the viewer on a free loopback port, and headless Chromium
+//! (Debian's `chromium`) loading its page. The screenshot's area of the
+//! canvas must match the framebuffer's image, every pixel within 2 of
+//! each channel (the page draws the pixels unscaled, so only the
+//! browser's colour handling could move them); the page's own text must
+//! show frames drawn and the engine's counters; after the image changes
+//! a second screenshot must show the new one (the page is live). Then the
+//! viewer's refusals: an address in use, an extension or framebuffer not
+//! found, and (when the test runs as root, which can run the viewer as
+//! `nobody`) another user's extension.
+
+mod common;
+mod tools;
+
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{unet_bin, Daemon, Proc, TempDir};
+use unet::{Endpoint, EndpointConfig, Session};
+
+/// The framebuffer's size.
+const W: u32 = 160;
+const H: u32 = 120;
+/// The extension's handler.
+const WRITE: u16 = 64;
+/// Most a screenshot's channel may differ from the framebuffer's.
+const TOLERANCE: u8 = 2;
+
+/// `FbRows`: `[fb, fbOffset]` and a bulk message: writes the bulk
+/// buffer there and answers `fbWrite`'s result.
+const EXTENSION: &str = r#"
+import unet.spine.Spine;
+
+public class FbRows {
+    static byte[] out;
+
+    static void init(int base) {
+        out = new byte[4];
+        Spine.addHandler("onWrite", base, base);
+    }
+
+    static void onWrite(int self, int msg) {
+        int buf = Spine.bulk(msg);
+        int r = Spine.fbWrite(Spine.argInt(msg, 0), Spine.argInt(msg, 4), buf, 0,
+                Spine.bufferLength(buf));
+        out[0] = (byte) r;
+        out[1] = (byte) (r >> 8);
+        out[2] = (byte) (r >> 16);
+        out[3] = (byte) (r >> 24);
+        Spine.reply(msg, self, out, 0, 4);
+    }
+}
+"#;
+
+/// Image `k`'s pixel at `(x, y)`, as the framebuffer holds it:
+/// `0xXXRRGGBB`, the top byte set to show that the viewer ignores it.
+fn image(k: u32, x: u32, y: u32) -> u32 {
+    let (r, g, b) = match k {
+        // Gradients: red across, green down, blue a checkerboard.
+        0 => (
+            x * 255 / (W - 1),
+            y * 255 / (H - 1),
+            ((x / 8 + y / 8) % 2) * 200 + 20,
+        ),
+        // Another picture: a bright bar over a dark ground, colours
+        // swapped.
+        _ if (40..60).contains(&x) => (250, 240, 10),
+        _ => (255 - y * 2, (x * 3) % 256, x * 255 / (W - 1)),
+    };
+    0xa5 << 24 | r << 16 | g << 8 | b
+}
+
+/// `image(k, ..)` as RGB bytes, row after row.
+fn expected_rgb(k: u32) -> Vec<[u8; 3]> {
+    (0..H)
+        .flat_map(|y| (0..W).map(move |x| image(k, x, y)))
+        .map(|p| [(p >> 16) as u8, (p >> 8) as u8, p as u8])
+        .collect()
+}
+
+/// Have the extension write image `k`, a row a message.
+fn paint(ep: &mut Endpoint, k: u32) {
+    for y in 0..H {
+        let row: Vec<u8> = (0..W).flat_map(|x| image(k, x, y).to_le_bytes()).collect();
+        let args: Vec<u8> = [0, (y * W * 4) as i32]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        ep.send_am(WRITE, &args, &row).unwrap();
+        let mut buf = vec![0u8; 1 << 16];
+        let r = ep.recv(&mut buf, Some(Duration::from_secs(10))).unwrap();
+        let (a, _) = unet::spine::split_am(&buf[..r.len]).expect("framing");
+        assert_eq!(a, (W as i32 * 4).to_le_bytes(), "row {y} written");
+    }
+}
+
+/// Debian's Chromium (`chromium` on the path), or a clear failure.
+fn chromium() -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join("chromium"))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "this test needs headless Chromium (`chromium` on the path): \
+                 `apt-get install chromium` (scripts/test installs it)"
+            )
+        })
+}
+
+/// Run Chromium headless on `url` with `what` (`--screenshot=PATH` or
+/// `--dump-dom`) at the end of `budget_ms` of its virtual time (timers
+/// run at once, fetches take their real time), its network confined to
+/// the page: stdout.
+fn browse(url: &str, dir: &Path, what: &str, budget_ms: u32) -> String {
+    let profile = TempDir::new("chromium-profile");
+    let mut child = Command::new(chromium())
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+            "--force-device-scale-factor=1",
+            "--force-color-profile=srgb",
+            "--window-size=400,240",
+        ])
+        .arg(format!("--virtual-time-budget={budget_ms}"))
+        .arg(format!("--user-data-dir={}", profile.0.display()))
+        .arg(what)
+        .arg(url)
+        .current_dir(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("cannot start chromium");
+    // Read while it runs: a page's DOM may outgrow a pipe's buffer.
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut out = String::new();
+        std::io::Read::read_to_string(&mut stdout, &mut out).map(|_| out)
+    });
+    let limit = Duration::from_secs(90);
+    let st = wait(&mut child, limit, &format!("chromium {what}"));
+    assert!(st.success(), "chromium {what}: {st}");
+    reader.join().unwrap().unwrap()
+}
+
+/// A screenshot of `url`: (width, height, RGB pixels).
+fn screenshot(url: &str, dir: &Path, name: &str, budget_ms: u32) -> (u32, u32, Vec<[u8; 3]>) {
+    let path = dir.join(name);
+    browse(
+        url,
+        dir,
+        &format!("--screenshot={}", path.display()),
+        budget_ms,
+    );
+    let file = std::fs::File::open(&path).expect("the screenshot");
+    let mut dec = png::Decoder::new(std::io::BufReader::new(file));
+    dec.set_transformations(png::Transformations::normalize_to_color8());
+    let mut reader = dec.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let n = info.color_type.samples();
+    let px = buf[..info.buffer_size()]
+        .chunks_exact(n)
+        .map(|c| [c[0], c[1], c[2]])
+        .collect();
+    (info.width, info.height, px)
+}
+
+/// The pixels of the canvas's area (the top-left `W` by `H`) of a
+/// screenshot that differ from `want` by more than [`TOLERANCE`] in a
+/// channel: how many, and the first few.
+fn differences(shot: &(u32, u32, Vec<[u8; 3]>), want: &[[u8; 3]]) -> (usize, Vec<String>) {
+    let (sw, sh, px) = shot;
+    assert!(*sw >= W && *sh >= H, "a screenshot of {sw} by {sh}");
+    let mut n = 0;
+    let mut first = Vec::new();
+    for y in 0..H {
+        for x in 0..W {
+            let got = px[(y * sw + x) as usize];
+            let exp = want[(y * W + x) as usize];
+            if got.iter().zip(exp).any(|(g, e)| g.abs_diff(e) > TOLERANCE) {
+                n += 1;
+                if first.len() < 5 {
+                    first.push(format!("({x}, {y}): {got:?}, not {exp:?}"));
+                }
+            }
+        }
+    }
+    (n, first)
+}
+
+/// The number after `key ` in the page's text.
+fn number_after(dom: &str, key: &str) -> u64 {
+    let at = dom
+        .find(&format!("{key} "))
+        .unwrap_or_else(|| panic!("no {key:?} in the page: {dom}"));
+    dom[at + key.len() + 1..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no number after {key:?}: {dom}"))
+}
+
+/// Frames the viewer at `addr` has served (its `/stats`).
+fn served(addr: &str) -> u64 {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.write_all(b"GET /stats HTTP/1.0\r\n\r\n").unwrap();
+    let mut r = String::new();
+    c.read_to_string(&mut r).unwrap();
+    let body = r.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    let v: serde_json::Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {r}"));
+    v["served"].as_u64().unwrap()
+}
+
+/// `unet video view ARGS`, expected to fail at once: its stderr.
+fn view_fails(args: &[&str], as_nobody: bool) -> String {
+    let mut cmd = Command::new(unet_bin());
+    cmd.args(["video", "view"]).args(args);
+    if as_nobody {
+        cmd.uid(65534).gid(65534);
+    }
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let st = wait(&mut child, Duration::from_secs(20), "the viewer refusing");
+    assert_eq!(st.code(), Some(1), "{args:?}");
+    let mut err = String::new();
+    use std::io::Read;
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    err
+}
+
+/// `child`'s exit within `limit` (killed, and the test failed, after).
+fn wait(child: &mut std::process::Child, limit: Duration, what: &str) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what}: not done within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn the_browser_shows_the_framebuffer_live_and_the_viewer_refuses_clearly() {
+    // Fails at once, clearly, without it.
+    chromium();
+    let dir = TempDir::new("video-view");
+    tools::javac(
+        &dir.0,
+        &[{
+            let src = dir.0.join("FbRows.java");
+            std::fs::write(&src, EXTENSION).unwrap();
+            src
+        }],
+    );
+    let class = std::fs::read(dir.0.join("FbRows.class")).unwrap();
+    let d = Daemon::start(&[]);
+    let s = Session::connect(&d.socket).unwrap();
+    let opts = unet::spine::ExtensionOptions {
+        arg: i32::from(WRITE),
+        ..unet::spine::ExtensionOptions::named("fbrows")
+    };
+    let ext = s.load_extension(&class, opts).unwrap().id;
+    let fb = s.spine_framebuffer(ext, W, H, false).unwrap();
+    let mut ep = s.create_endpoint(EndpointConfig::default()).unwrap();
+    paint(&mut ep, 0);
+    assert_eq!(fb.counters().writes, u64::from(H));
+
+    let sock = d.socket.to_str().unwrap();
+    let ext_s = ext.to_string();
+    let mut view = Proc::spawn("view", {
+        let mut c = Command::new(unet_bin());
+        c.args(["video", "view", "--socket", sock, "--ext", &ext_s])
+            .args(["--listen", "127.0.0.1:0"]);
+        c
+    });
+    let line = view.line_starting("unet video view:", Duration::from_secs(10));
+    assert!(
+        line.contains(&format!("framebuffer 0 of extension {ext} ({W} by {H})")),
+        "{line}"
+    );
+    let url = line.rsplit_once(" at ").unwrap().1.trim().to_string();
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+
+    // The first image, in the browser.
+    let shot = screenshot(&url, &dir.0, "first.png", 1500);
+    let (bad, first) = differences(&shot, &expected_rgb(0));
+    assert_eq!(bad, 0, "pixels off by more than {TOLERANCE}: {first:?}");
+    let dom = browse(&url, &dir.0, "--dump-dom", 1500);
+    assert!(number_after(&dom, "frames") > 0, "{dom}");
+    assert_eq!(number_after(&dom, "writes"), u64::from(H), "{dom}");
+    assert_eq!(number_after(&dom, "refused"), 0, "{dom}");
+
+    // The image changes while the page is open; the page shows the new
+    // one. The browser runs long enough (a budget of 20 s of its virtual
+    // time: about 1 000 fetches, seconds of real time) for the change to
+    // land in the middle: it has fetched frames before, and fetches more
+    // after.
+    let browser = {
+        let (url, dir) = (url.clone(), dir.0.clone());
+        std::thread::spawn(move || screenshot(&url, &dir, "second.png", 20_000))
+    };
+    let before = served(&addr);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while served(&addr) < before + 3 {
+        assert!(Instant::now() < deadline, "the browser fetches no frame");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    paint(&mut ep, 1);
+    let painted = served(&addr);
+    let shot = browser.join().unwrap();
+    let after = served(&addr);
+    assert!(
+        after >= painted + 2,
+        "the browser stopped fetching before the change ({painted} frames served then, \
+         {after} at its end): give it a larger budget"
+    );
+    let (bad, first) = differences(&shot, &expected_rgb(1));
+    assert_eq!(bad, 0, "pixels off by more than {TOLERANCE}: {first:?}");
+    let (changed, _) = differences(&shot, &expected_rgb(0));
+    assert!(changed > (W * H / 2) as usize, "the images differ");
+
+    // Refusals, each with its reason.
+    let why = view_fails(
+        &["--socket", sock, "--ext", &ext_s, "--listen", &addr],
+        false,
+    );
+    assert!(why.contains("the address is in use"), "{why}");
+    let other = (ext + 100).to_string();
+    let why = view_fails(&["--socket", sock, "--ext", &other], false);
+    assert!(
+        why.contains(&format!(
+            "not found: the engine at {sock} has no extension {other}"
+        )),
+        "{why}"
+    );
+    let why = view_fails(&["--socket", sock, "--ext", &ext_s, "--fb", "1"], false);
+    assert!(
+        why.contains("has 1 framebuffers: no framebuffer 1"),
+        "{why}"
+    );
+    if euid() == 0 {
+        // As `nobody`: the engine's socket opened to it, the extension
+        // still root's.
+        let open = |p: &Path, m| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m));
+        open(d.socket.parent().unwrap(), 0o755).unwrap();
+        open(&d.socket, 0o777).unwrap();
+        let why = view_fails(&["--socket", sock, "--ext", &ext_s], true);
+        assert!(why.contains("is another user's"), "{why}");
+    }
+    view.kill9();
+}
+
+fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
