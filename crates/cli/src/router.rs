@@ -82,6 +82,14 @@ pub struct RunArgs {
     /// port index counts these in order).
     #[arg(long = "port", value_name = "IFACE=ADDR/LEN[@K]", required = true)]
     ports: Vec<String>,
+    /// The MAC the router's port on IFACE uses instead of the interface's
+    /// own (repeatable): the port's frames are then the adapter's alone,
+    /// and the host's kernel, seeing frames for another host, drops them
+    /// at the door instead of taking each through its IP input. On an
+    /// interface that filters unicast (a NIC, not veth), put it in
+    /// promiscuous mode (`ip link set IFACE promisc on`).
+    #[arg(long = "port-mac", value_name = "IFACE=MAC")]
+    port_macs: Vec<String>,
     /// A neighbour's MAC (repeatable): a next hop's, or a host's on a
     /// port's subnet, which gets a route of its own. A next hop without
     /// one is resolved with ARP.
@@ -541,9 +549,27 @@ fn serve(a: RunArgs) -> Result<(), String> {
         .iter()
         .map(|s| table::parse_neighbour(s))
         .collect::<Result<BTreeMap<_, _>, _>>()?;
+    let mut own = BTreeMap::new();
+    for s in &a.port_macs {
+        let (iface, mac) = s
+            .split_once('=')
+            .ok_or_else(|| format!("--port-mac {s:?}: want IFACE=MAC"))?;
+        let mac = table::parse_mac(mac).map_err(|e| format!("--port-mac {s:?}: {e}"))?;
+        if mac[0] & 1 != 0 || mac == [0; 6] {
+            return Err(format!("--port-mac {s:?}: not a unicast MAC"));
+        }
+        if !specs.iter().any(|p| p.iface == iface) {
+            return Err(format!("--port-mac {s:?}: {iface} is not a --port"));
+        }
+        own.insert(iface.to_string(), mac);
+    }
     let macs = specs
         .iter()
-        .map(|p| mac_of(&p.iface))
+        .map(|p| {
+            own.get(&p.iface)
+                .copied()
+                .map_or_else(|| mac_of(&p.iface), Ok)
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let class = class_bytes(a.class.as_deref())?;
     let opts = ExtensionOptions {

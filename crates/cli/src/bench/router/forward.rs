@@ -115,6 +115,13 @@ pub struct ForwardArgs {
     /// forwarder's core: veth runs the receiver in the sender's call).
     #[arg(long, value_enum, default_value = "wire")]
     pub sink: lab::Sink,
+    /// The MACs of SPINE's router's ports: `own` (`unet router run
+    /// --port-mac`: the adapter's port has a MAC of its own, and `r`'s
+    /// kernel drops the frames sent to it at the door) or `kernel` (the
+    /// interfaces' own MACs: `r`'s kernel also takes each frame through
+    /// its IP input, on the generator's core).
+    #[arg(long, value_enum, default_value = "own")]
+    pub port_macs: lab::PortMacs,
 }
 
 /// One search's result.
@@ -311,7 +318,7 @@ pub fn forward(mut a: ForwardArgs) -> Res<()> {
     let bytes = super::compile_java(a.java.as_deref())?;
     std::fs::write(&class, bytes).map_err(|e| format!("{}: {e}", class.display()))?;
     p.show("making the namespaces");
-    let lab = Lab::new(a.sink)?;
+    let lab = Lab::new(a.sink, a.port_macs)?;
     let lines = table_lines(&lab, &routes);
     let dsts = destinations(&lab, &routes)?;
     let mut rows: Vec<Row> = Vec::new();
@@ -325,7 +332,7 @@ pub fn forward(mut a: ForwardArgs) -> Res<()> {
                 rep + 1,
                 a.reps
             ));
-            let pool = pool_of(&lab, &dsts, size);
+            let pool = pool_of(&lab, &dsts, size, lab.gateway_mac(false));
             let (s, _) = trial(&lab, &pool, a.packets, 0.0, a.verbose)?;
             gen[k].push(s.rate());
         }
@@ -347,7 +354,7 @@ pub fn forward(mut a: ForwardArgs) -> Res<()> {
                         a.reps,
                         case.name()
                     ));
-                    let pool = pool_of(&lab, &dsts, size);
+                    let pool = pool_of(&lab, &dsts, size, lab.gateway_mac(!case.is_linux()));
                     let cpu0 = run.cpu();
                     let drops0 = run.port_drops()?;
                     let t0 = Instant::now();
@@ -386,11 +393,11 @@ pub fn forward(mut a: ForwardArgs) -> Res<()> {
 }
 
 /// The generator's frames of `size` bytes, one per destination.
-pub(super) fn pool_of(lab: &Lab, dsts: &[u32], size: usize) -> Arc<Vec<Vec<u8>>> {
+pub(super) fn pool_of(lab: &Lab, dsts: &[u32], size: usize, to: [u8; 6]) -> Arc<Vec<Vec<u8>>> {
     Arc::new(
         dsts.iter()
             .enumerate()
-            .map(|(i, &d)| lab::frame(size, lab.addr1(), d, i as u32))
+            .map(|(i, &d)| lab::frame(size, lab.addr1(), d, i as u32, to))
             .collect(),
     )
 }
@@ -421,8 +428,8 @@ fn report(a: &ForwardArgs, rows: &[Row], gen: &[Vec<f64>], routes: usize) -> Res
     if !a.json {
         println!(
             "SPINE Figure 5: forwarding rate at < {} % loss, {} routes, {} packets a trial, \
-             {} repetition(s) (medians), {:?} sink",
-            a.loss, routes, a.packets, a.reps, a.sink
+             {} repetition(s) (medians), {:?} sink, router ports' MACs: {:?}",
+            a.loss, routes, a.packets, a.reps, a.sink, a.port_macs
         );
         println!(
             "{:>6} {:>10} {:>12} {:>11} {:>9} {:>10} {:>9} {:>9}  placement",
@@ -450,6 +457,7 @@ fn report(a: &ForwardArgs, rows: &[Row], gen: &[Vec<f64>], routes: usize) -> Res
                     "figure": "spine5",
                     "routes": routes,
                     "sink": format!("{:?}", a.sink).to_lowercase(),
+                    "port_macs": format!("{:?}", a.port_macs).to_lowercase(),
                     "size": r.size,
                     "frame_bytes": r.size + 14,
                     "forwarder": r.case.name(),

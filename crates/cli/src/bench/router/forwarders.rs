@@ -372,6 +372,10 @@ fn unet_up(
     if two {
         r.args(["--between", if wire { "wire" } else { "peer" }]);
     }
+    if let Some((p1, p2)) = lab.router_port_macs() {
+        r.args(["--port-mac", &format!("{}={}", lab.r1, mac_text(&p1))]);
+        r.args(["--port-mac", &format!("{}={}", lab.r2, mac_text(&p2))]);
+    }
     let a1 = std::net::Ipv4Addr::from(lab.addr1());
     r.args(["--neighbour", &format!("{a1}={}", mac_text(&MAC1))]);
     for k in 0..NEXT_HOPS {

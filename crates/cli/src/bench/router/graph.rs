@@ -25,7 +25,7 @@ use unet_router::table::generated;
 use super::super::report::{warn_if_busy, Progress};
 use super::forward::{destinations, pool_of, table_lines};
 use super::forwarders::{Case, NEXT_HOPS};
-use super::lab::{generate, Lab, Sink};
+use super::lab::{generate, Lab, PortMacs, Sink};
 use super::Res;
 use crate::trace::analysis::{analyse, is_loop, Spread};
 use crate::trace::{chrome, svg};
@@ -108,9 +108,14 @@ pub fn graph(a: GraphArgs) -> Res<()> {
     let bytes = super::compile_java(a.java.as_deref())?;
     std::fs::write(&class, bytes).map_err(|e| format!("{}: {e}", class.display()))?;
     p.show("making the namespaces, starting the router");
-    let lab = Lab::new(Sink::Host)?;
+    let lab = Lab::new(Sink::Host, PortMacs::Kernel)?;
     let lines = table_lines(&lab, &routes);
-    let pool = pool_of(&lab, &destinations(&lab, &routes)?, a.size);
+    let pool = pool_of(
+        &lab,
+        &destinations(&lab, &routes)?,
+        a.size,
+        lab.gateway_mac(true),
+    );
     let mut run = a.case.start(&lab, &lines, &class, &dir.0, a.spin_us)?;
     // The ingress adapter's events (with two adapters the egress one's
     // are its own graph).

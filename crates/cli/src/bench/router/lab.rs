@@ -36,6 +36,9 @@ pub const MAC2: [u8; 6] = [0x02, 0, 0, 0x80, 0, 2];
 /// The MAC the next hops are at with [`Sink::Wire`]: one `h2` does not
 /// own.
 pub const MAC_WIRE: [u8; 6] = [0x02, 0, 0, 0x80, 0, 0xfe];
+/// The MACs of the router's ports with [`PortMacs::Own`] (`r1`'s, `r2`'s).
+pub const MAC_P1: [u8; 6] = [0x02, 0, 0, 0x79, 0, 0x0a];
+pub const MAC_P2: [u8; 6] = [0x02, 0, 0, 0x80, 0, 0x0a];
 /// The router side's MACs (`r1`, `r2`).
 pub const MAC_R1: [u8; 6] = [0x02, 0, 0, 0x79, 0, 1];
 pub const MAC_R2: [u8; 6] = [0x02, 0, 0, 0x80, 0, 1];
@@ -114,6 +117,19 @@ pub enum Sink {
     Host,
 }
 
+/// Which MACs the router's ports use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PortMacs {
+    /// MACs of their own (`unet router run --port-mac`), as an adapter
+    /// owning its port would: `r`'s kernel sees the frames sent to the
+    /// router as for another host and drops them at the door.
+    Own,
+    /// The interfaces' own MACs: `r`'s kernel also takes every frame sent
+    /// to the router through its IP input (and drops it: `r` does not
+    /// forward) on the generator's core.
+    Kernel,
+}
+
 /// The three namespaces and their veths (module documentation).
 pub struct Lab {
     pub h1: String,
@@ -127,10 +143,11 @@ pub struct Lab {
     /// for `h2`).
     pub n: u32,
     pub sink: Sink,
+    pub port_macs: PortMacs,
 }
 
 impl Lab {
-    pub fn new(sink: Sink) -> Res<Lab> {
+    pub fn new(sink: Sink, port_macs: PortMacs) -> Res<Lab> {
         let pid = std::process::id();
         let n = pid % 250 + 1;
         let l = Lab {
@@ -143,6 +160,7 @@ impl Lab {
             h2v: format!("fh2{pid}"),
             n,
             sink,
+            port_macs,
         };
         ip(&["netns", "add", &l.r])?;
         let (h1, r, h2) = (&l.h1, &l.r, &l.h2);
@@ -220,6 +238,21 @@ impl Lab {
         match self.sink {
             Sink::Wire => MAC_WIRE,
             Sink::Host => MAC2,
+        }
+    }
+
+    /// The MACs the router's ports use (`r1`'s, `r2`'s), if not the
+    /// interfaces' own.
+    pub fn router_port_macs(&self) -> Option<([u8; 6], [u8; 6])> {
+        (self.port_macs == PortMacs::Own).then_some((MAC_P1, MAC_P2))
+    }
+
+    /// The MAC `h1` sends to: the router's port on `r1` for SPINE's
+    /// router (`unet`), `r1`'s own for Linux.
+    pub fn gateway_mac(&self, unet: bool) -> [u8; 6] {
+        match self.router_port_macs() {
+            Some((p1, _)) if unet => p1,
+            _ => MAC_R1,
         }
     }
 
@@ -305,13 +338,13 @@ fn ip_checksum(h: &[u8]) -> u16 {
     !(s as u16)
 }
 
-/// An Ethernet frame `h1` sends the router: an IPv4 packet of `len`
-/// bytes (20 to 1500) from `src` to `dst`, UDP to port 9 with no
+/// An Ethernet frame `h1` sends the router at MAC `to`: an IPv4 packet
+/// of `len` bytes (20 to 1500) from `src` to `dst`, UDP to port 9 with no
 /// checksum, TTL 64.
-pub fn frame(len: usize, src: u32, dst: u32, seq: u32) -> Vec<u8> {
+pub fn frame(len: usize, src: u32, dst: u32, seq: u32, to: [u8; 6]) -> Vec<u8> {
     let len = len.clamp(28, 1500);
     let mut f = vec![0u8; 14 + len];
-    f[0..6].copy_from_slice(&MAC_R1);
+    f[0..6].copy_from_slice(&to);
     f[6..12].copy_from_slice(&MAC1);
     f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
     let h = &mut f[14..34];
@@ -419,11 +452,11 @@ mod tests {
 
     #[test]
     fn a_generated_frame_has_a_good_header_checksum_and_its_length() {
-        let f = frame(64, 0x0a4f0102, 0x01020304, 7);
+        let f = frame(64, 0x0a4f0102, 0x01020304, 7, MAC_R1);
         assert_eq!(f.len(), 78);
         assert_eq!(ip_checksum(&f[14..34]), 0);
         assert_eq!(u16::from_be_bytes([f[16], f[17]]), 64);
-        let g = frame(1500, 1, 2, 3);
+        let g = frame(1500, 1, 2, 3, MAC_R1);
         assert_eq!(g.len(), 1514);
     }
 
