@@ -10,15 +10,19 @@
 //! frame each, so that a frame is handed back the moment it is read (the
 //! V3 block rings batch many frames a block and hand a block over when it
 //! is full or its timer fires, which adds the timer's latency to a lone
-//! small frame). One mapping holds the receive ring, then the transmit
-//! ring:
+//! small frame). The receive ring and the transmit ring belong to two
+//! sockets of their own, each mapped: the receiving socket is bound to the
+//! port's protocol and watched by the caller's poller; the sending one is
+//! bound to no protocol (it receives nothing) and watched by nobody, so
+//! that the release of each sent frame (which wakes the socket's waiters)
+//! finds no waiter to wake:
 //!
 //! ```text
-//!  map ─┬─ rx slot 0 ─┬ tpacket2_hdr (32 B) ┬ sockaddr_ll ┬ pad ┬ frame (at tp_mac) ┐
-//!       │  rx slot 1  │  ...                                                       │ frame_size
-//!       │  ...        │                                                            │
-//!       ├─ tx slot 0 ─┼ tpacket2_hdr (32 B) ┬ frame (at 32) ─────────────────────────┘
-//!       │  ...        │
+//!  rx map ─┬─ rx slot 0 ─┬ tpacket2_hdr (32 B) ┬ sockaddr_ll ┬ pad ┬ frame (at tp_mac) ┐
+//!          │  rx slot 1  │  ...                                                       │ frame_size
+//!          │  ...        │                                                            │
+//!  tx map ─┼─ tx slot 0 ─┼ tpacket2_hdr (32 B) ┬ frame (at 32) ─────────────────────────┘
+//!          │  ...        │
 //! ```
 //!
 //! Each slot's first word, `tp_status`, says who owns it. A receive slot
@@ -223,10 +227,13 @@ fn statistics(fd: &OwnedFd) -> io::Result<(u32, u32)> {
 /// uses it at a time (`&mut self`); its descriptor is readable while a
 /// received frame waits.
 pub struct PacketPort {
+    /// The receiving socket (its ring in `rx`).
     fd: OwnedFd,
+    /// The sending socket (its ring in `tx`), bound to no protocol.
+    tx_fd: OwnedFd,
     ifindex: u32,
-    map: *mut u8,
-    map_len: usize,
+    rx: Mapping,
+    tx: Mapping,
     frame_size: usize,
     rx_n: usize,
     tx_n: usize,
@@ -266,30 +273,19 @@ impl PacketPort {
         // Kernels before 4.20 do not know it: their port sees its own frames.
         let _ = setopt(&fd, PACKET_IGNORE_OUTGOING, &1 as &libc::c_int);
         let (rb, rblocks, rx_n) = geometry(fs, cfg.rx_frames);
-        let (tb, tblocks, tx_n) = geometry(fs, cfg.tx_frames);
         setopt(&fd, PACKET_RX_RING, &[rb, rblocks, fs, rx_n])?;
-        setopt(&fd, PACKET_TX_RING, &[tb, tblocks, fs, tx_n])?;
-        let map_len = (rb as usize * rblocks as usize) + (tb as usize * tblocks as usize);
-        // SAFETY: a new shared mapping of the socket's rings, of exactly the
-        // length the rings asked for; nothing else in the process maps it.
-        let map = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if map == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
+        let rx = Mapping::of(&fd, rb as usize * rblocks as usize)?;
+        let tx_fd = raw_socket()?;
+        setopt(&tx_fd, PACKET_VERSION, &TPACKET_V2)?;
+        let (tb, tblocks, tx_n) = geometry(fs, cfg.tx_frames);
+        setopt(&tx_fd, PACKET_TX_RING, &[tb, tblocks, fs, tx_n])?;
+        let tx = Mapping::of(&tx_fd, tb as usize * tblocks as usize)?;
         let port = PacketPort {
             fd,
+            tx_fd,
             ifindex,
-            map: map.cast(),
-            map_len,
+            rx,
+            tx,
             frame_size: fs as usize,
             rx_n: rx_n as usize,
             tx_n: tx_n as usize,
@@ -298,6 +294,8 @@ impl PacketPort {
             tx_pending: 0,
             counters: PortCounters::default(),
         };
+        // Protocol 0: the sending socket takes no frame in.
+        bind(&port.tx_fd, ifindex, 0)?;
         bind(&port.fd, ifindex, cfg.protocol)?;
         Ok(port)
     }
@@ -317,13 +315,20 @@ impl PacketPort {
         self.frame_size - HDR
     }
 
-    /// Slot `i` of the mapping (receive slots first, then transmit).
+    /// Slot `i` of the rings (receive slots first, then transmit).
     #[inline]
     fn slot(&self, i: usize) -> *mut u8 {
         debug_assert!(i < self.rx_n + self.tx_n);
-        // SAFETY: `i` is below the slot count (callers index with `% n`),
-        // so the offset lies inside the mapping of `map_len` bytes.
-        unsafe { self.map.add(i * self.frame_size) }
+        let (map, k) = if i < self.rx_n {
+            (&self.rx, i)
+        } else {
+            (&self.tx, i - self.rx_n)
+        };
+        debug_assert!((k + 1) * self.frame_size <= map.len);
+        // SAFETY: `k` is below its ring's slot count (callers index with
+        // `% n`), and a ring's slots fill its mapping (`geometry`), so the
+        // offset lies inside the mapping.
+        unsafe { map.ptr.add(k * self.frame_size) }
     }
 
     /// Slot `i`'s status word.
@@ -452,7 +457,14 @@ impl PacketPort {
         // SAFETY: a send of no bytes from a null pointer: with a transmit
         // ring the kernel sends the ring's marked slots and reads nothing
         // from the (empty) buffer.
-        let _ = unsafe { libc::send(self.fd.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT) };
+        let _ = unsafe {
+            libc::send(
+                self.tx_fd.as_raw_fd(),
+                std::ptr::null(),
+                0,
+                libc::MSG_DONTWAIT,
+            )
+        };
     }
 
     /// Transmit slots still the kernel's (queued or being sent).
@@ -479,11 +491,43 @@ impl PacketPort {
     }
 }
 
-impl Drop for PacketPort {
+/// A ring's shared mapping of a packet socket, unmapped on drop.
+struct Mapping {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Mapping {
+    /// Map the `len` bytes of `fd`'s ring (read-write, shared).
+    fn of(fd: &OwnedFd, len: usize) -> io::Result<Mapping> {
+        // SAFETY: a new shared mapping of the socket's ring, of exactly the
+        // length the ring asked for; nothing else in the process maps it.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if map == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Mapping {
+            ptr: map.cast(),
+            len,
+        })
+    }
+}
+
+impl Drop for Mapping {
     fn drop(&mut self) {
-        // SAFETY: the mapping made in `open`, of `map_len` bytes; no slice
-        // of it outlives a call of the port (they borrow `&mut self`).
-        unsafe { libc::munmap(self.map.cast(), self.map_len) };
+        // SAFETY: the mapping made in `of`, of `len` bytes; no slice of it
+        // outlives a call of the port that owns it (they borrow `&mut
+        // self`).
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
     }
 }
 
