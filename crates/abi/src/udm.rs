@@ -550,6 +550,9 @@ counter_enum! {
         /// Messages from the node that the wire carried again (the link
         /// resent the wire message that held them).
         WireRetransmits = 13 => "wire_retransmits",
+        /// Times the engine advised the job's scheduler that the node's
+        /// virtual buffer is near its limit (overflow control's feedback).
+        OverflowAdvice = 14 => "overflow_advice",
     }
 }
 
