@@ -1,7 +1,7 @@
 //! A scheduler's notices (the UDM paper's section 4.2): a deschedule
 //! notice switches a node's input to buffered mode at once and a
-//! schedule notice lets it drain what came meanwhile, with no read of
-//! `/proc`; an idle engine whose nodes are all descheduled sleeps; the
+//! schedule notice lets it drain what came meanwhile (or, if nothing
+//! came, puts it back in the fast case), with no read of `/proc`; an idle engine whose nodes are all descheduled sleeps; the
 //! answer to a notice carries overflow control's advice; a notice with a
 //! wrong key is refused and counted.
 
@@ -95,8 +95,16 @@ fn notices_switch_modes_without_reading_proc() {
     assert_eq!(b.stats().engine(UdmCounter::SwitchDescheduled), 1);
     assert_eq!(take(&mut b, 2), vec![0, 1]);
 
+    // A node to which nothing came while it was descheduled starts its
+    // slice in the fast case: the schedule notice itself says so.
+    s.udm_schedule(t, 0b01, false).unwrap();
+    assert_eq!(a.mode(), Mode::Buffered);
+    s.udm_schedule(t, 0b01, true).unwrap();
+    assert_eq!(a.mode(), Mode::Fast);
+    assert_eq!(a.stats().engine(UdmCounter::SwitchDescheduled), 1);
+
     assert_eq!(engine_counter(&s, EngineCounter::UdmProcReads), 0);
-    assert_eq!(engine_counter(&s, EngineCounter::UdmSchedNotices), 2);
+    assert_eq!(engine_counter(&s, EngineCounter::UdmSchedNotices), 4);
     assert_eq!(engine_counter(&s, EngineCounter::UdmSchedRefused), 0);
 }
 

@@ -10,10 +10,13 @@
 //!   said, never by reading `/proc`. A node that runs again takes its
 //!   buffer first and returns to the fast case by itself once the buffer
 //!   is empty, as after any switch.
-//! - **Scheduled again**: the divert rings of every node of the job are
-//!   drained on the next turn, so a node starting its slice finds in its
-//!   buffer what was sent to it meanwhile, whether or not the engine
-//!   napped.
+//! - **Scheduled again**: a node named that has nothing diverted to it
+//!   (its mode word reads divert with a count of 0) goes back to the fast
+//!   case at once, as it would itself on finding its buffer empty: a
+//!   slice starts in the fast case unless something came meanwhile. The
+//!   divert rings of every node of the job are drained on the next turn,
+//!   so a node starting its slice finds in its buffer what was sent to it
+//!   meanwhile, whether or not the engine napped.
 //! - **Advice**: the answer to every notice names the nodes whose buffer
 //!   holds three quarters of its capacity or more, or holds senders back
 //!   (`UdmAdvice::near_full`), each named node counted as
@@ -46,6 +49,20 @@ impl Job {
         let mut switched = 0;
         if running {
             self.descheduled &= !ranks;
+            for r in bits(ranks) {
+                if self.nodes[r as usize].state != UDM_NODE_JOINED {
+                    continue;
+                }
+                // Only "divert, count 0, not gone": a sender that raised
+                // the count first keeps the node buffered (its message is
+                // on its way), one that comes after finds the fast case.
+                let _ = self.line(r).mode.compare_exchange(
+                    UDM_MODE_DIVERT,
+                    0,
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                );
+            }
             // What was diverted meanwhile reaches the buffers on the next
             // turn (the engine may nap): every divert ring of the job.
             self.busy |= self.joined();

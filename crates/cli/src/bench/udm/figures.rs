@@ -18,6 +18,10 @@ struct GangRun {
     switch_full: u64,
     switch_timeout: u64,
     switch_stopped: u64,
+    /// Overflow advice the scheduler heard (answers naming nodes), and
+    /// the switches it made early on it.
+    advised: u64,
+    first: u64,
     results: Vec<Value>,
 }
 
@@ -40,10 +44,19 @@ fn gang_run(p: &Plan, app: App, extra: &[String], skew: f64) -> Res<GangRun> {
     for r in 0..p.nodes {
         nulls.push(NodeProc::spawn(None, r, &[], App::Null)?);
     }
+    let udm = (!p.a.silent_scheduler).then(|| (h.session.clone(), t));
     let gang = Gang::start(
-        [
-            apps.iter().map(NodeProc::pid).collect(),
-            nulls.iter().map(NodeProc::pid).collect(),
+        vec![
+            GangJob {
+                pids: apps.iter().map(NodeProc::pid).collect(),
+                udm,
+                groups: false,
+            },
+            GangJob {
+                pids: nulls.iter().map(NodeProc::pid).collect(),
+                udm: None,
+                groups: false,
+            },
         ],
         GangConfig {
             slice: Duration::from_millis(p.a.slice_ms),
@@ -51,7 +64,10 @@ fn gang_run(p: &Plan, app: App, extra: &[String], skew: f64) -> Res<GangRun> {
         },
     );
     let (t0, end, rows) = go_and_collect(&mut apps, p.a.quick)?;
-    gang.finish();
+    let log = gang.finish();
+    if let Some(e) = log.errors.first() {
+        return Err(format!("the engine refused the scheduler's notice: {e}"));
+    }
     drop(nulls);
     let u = |v: &Value, k: &str| v[k].as_u64().unwrap_or(0);
     Ok(GangRun {
@@ -66,6 +82,8 @@ fn gang_run(p: &Plan, app: App, extra: &[String], skew: f64) -> Res<GangRun> {
         switch_full: rows.iter().map(|v| u(v, "switch_queue_full")).sum(),
         switch_timeout: rows.iter().map(|v| u(v, "switch_atomicity_timeout")).sum(),
         switch_stopped: rows.iter().map(|v| u(v, "switch_descheduled")).sum(),
+        advised: log.advice.len() as u64,
+        first: log.switches.iter().filter(|s| s.first).count() as u64,
         results: rows.iter().map(|v| v["result"].clone()).collect(),
     })
 }
@@ -80,6 +98,8 @@ struct Point {
     switch_full: f64,
     switch_timeout: f64,
     switch_stopped: f64,
+    advised: f64,
+    first: f64,
 }
 
 fn median_point(x: f64, runs: &[GangRun]) -> Point {
@@ -93,6 +113,8 @@ fn median_point(x: f64, runs: &[GangRun]) -> Point {
         switch_full: med(&|r| r.switch_full as f64),
         switch_timeout: med(&|r| r.switch_timeout as f64),
         switch_stopped: med(&|r| r.switch_stopped as f64),
+        advised: med(&|r| r.advised as f64),
+        first: med(&|r| r.first as f64),
     }
 }
 
@@ -209,7 +231,8 @@ pub(super) fn fig78(p: &Plan) -> Res<()> {
                        "pages_max": q.pages_max, "runs": p.runs, "paper_pages_max_below": 7,
                        "fast_queue": p.a.fast_queue, "switch_queue_full": q.switch_full,
                        "switch_atomicity_timeout": q.switch_timeout,
-                       "switch_descheduled": q.switch_stopped}),
+                       "switch_descheduled": q.switch_stopped, "overflow_advice": q.advised,
+                       "switches_first": q.first, "scheduler_notices": !p.a.silent_scheduler}),
             );
         }
     }
