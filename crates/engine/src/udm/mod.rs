@@ -726,6 +726,11 @@ impl Job {
         }
         // After the head: a node that sees the count can take as many.
         node.mirror(UdmCounter::BufferedMsgs);
+        // The tail as read this turn (at its first write): no load more.
+        let held = node.buf_head - node.buf_tail;
+        if held > node.counters[UdmCounter::BufferHeldMax as usize] {
+            node.set(UdmCounter::BufferHeldMax, held);
+        }
         let pages = node.pages_in_use();
         node.set(UdmCounter::BufferPages, pages);
         if pages > node.counters[UdmCounter::BufferPagesMax as usize] {
