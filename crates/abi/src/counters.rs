@@ -422,6 +422,15 @@ counter_enum! {
         /// Reads of `/proc` to tell whether a UDM node's process is
         /// stopped.
         UdmProcReads = 75 => "udm_proc_reads",
+        /// Scheduler notices (UDM nodes descheduled or scheduled again)
+        /// the engine acted on.
+        UdmSchedNotices = 76 => "udm_sched_notices",
+        /// Scheduler notices refused: no such job or a wrong key, or the
+        /// sender does not run as the user that made the job.
+        UdmSchedRefused = 77 => "udm_sched_refused",
+        /// Overflow advice given to schedulers: a node named, in the
+        /// answer to a notice, as having its virtual buffer near its limit.
+        UdmOverflowAdvice = 78 => "udm_overflow_advice",
         /// Engine-carried VIs the engine visited for their queues, timers
         /// and acks (what its VI work per turn follows).
         ViVisits = 66 => "vi_visits",

@@ -550,6 +550,14 @@ counter_enum! {
         /// Messages from the node that the wire carried again (the link
         /// resent the wire message that held them).
         WireRetransmits = 13 => "wire_retransmits",
+        /// Times the engine advised the job's scheduler that the node's
+        /// virtual buffer is near its limit (overflow control's feedback).
+        OverflowAdvice = 14 => "overflow_advice",
+        /// The most messages the node's virtual buffer held at once, as
+        /// the engine saw them when it wrote (the node's tail as read on
+        /// that turn: at most a turn's writes too many): the pages its
+        /// messages needed, 32 messages a page.
+        BufferHeldMax = 15 => "buffer_held_max",
     }
 }
 

@@ -1,6 +1,6 @@
-//! The `unet` command: run the demo, a daemon, read counters, benchmark,
-//! check or run JIVE applets, load SPINE extensions, and run SPINE's IP
-//! router.
+//! The `unet` command: run the demo, a daemon, read counters, gang
+//! schedule UDM jobs, benchmark, check or run JIVE applets, load SPINE
+//! extensions, and run SPINE's IP router.
 
 use std::process::ExitCode;
 
@@ -10,6 +10,7 @@ mod applet;
 mod bench;
 mod daemon;
 mod demo;
+mod gang;
 mod jdk;
 mod metrics;
 mod report;
@@ -37,6 +38,9 @@ enum Command {
     Daemon(daemon::Args),
     /// Print the counters of a running daemon (one-shot or --watch).
     Stat(stat::Args),
+    /// Gang schedule UDM jobs' node processes in time slices, telling
+    /// the engine which nodes run and heeding its overflow advice.
+    Gang(gang::Args),
     /// Benchmarks, each beside a baseline measured in the same run.
     #[command(subcommand)]
     Bench(bench::Command),
@@ -67,6 +71,7 @@ fn main() -> ExitCode {
         Command::Demo(a) => demo::run(a),
         Command::Daemon(a) => daemon::run(a),
         Command::Stat(a) => stat::run(a),
+        Command::Gang(a) => gang::run(a),
         Command::Bench(c) => bench::run(c),
         Command::Applet(c) => applet::run(c),
         Command::Spine(c) => spine::run(c),

@@ -81,6 +81,8 @@ kinds! {
         UdmLeave = 20,
         /// [`Request::UdmJoinRemote`].
         UdmJoinRemote = 30,
+        /// [`Request::UdmSchedule`].
+        UdmSchedule = 76,
         /// [`Request::ViGrantRegion`].
         ViGrantRegion = 40,
         /// [`Request::ViPeerRegion`].
@@ -157,6 +159,8 @@ kinds! {
         UdmJob = 112,
         /// [`Reply::UdmJoined`].
         UdmJoined = 113,
+        /// [`Reply::UdmAdvice`].
+        UdmAdvice = 170,
         /// [`Reply::PeerRegion`].
         PeerRegion = 140,
         /// [`Reply::SpineLoaded`].
@@ -389,6 +393,19 @@ impl Request {
                 w.u32(*rank);
                 w
             }
+            Request::UdmSchedule {
+                job,
+                key,
+                ranks,
+                running,
+            } => {
+                let mut w = packet(ReqKind::UdmSchedule as u16, req_id);
+                w.u32(*job);
+                w.u64(*key);
+                w.u64(*ranks);
+                w.u8(*running as u8);
+                w
+            }
             Request::UdmJoinRemote {
                 home,
                 job,
@@ -537,6 +554,12 @@ impl Request {
                 job: r.u32()?,
                 rank: r.u32()?,
             },
+            ReqKind::UdmSchedule => Request::UdmSchedule {
+                job: r.u32()?,
+                key: r.u64()?,
+                ranks: r.u64()?,
+                running: r.bool()?,
+            },
             ReqKind::UdmJoinRemote => Request::UdmJoinRemote {
                 home: r.addr()?.ok_or(ControlError::BadField("home"))?,
                 job: r.u32()?,
@@ -663,6 +686,17 @@ impl Reply {
                 w.u64(*key);
                 w
             }
+            Reply::UdmAdvice {
+                job,
+                near_full,
+                descheduled,
+            } => {
+                let mut w = packet(ReplyKind::UdmAdvice as u16, req_id);
+                w.u32(*job);
+                w.u64(*near_full);
+                w.u64(*descheduled);
+                w
+            }
             Reply::UdmJoined { job, rank } => {
                 let mut w = packet(ReplyKind::UdmJoined as u16, req_id);
                 w.u32(*job);
@@ -745,6 +779,11 @@ impl Reply {
             ReplyKind::UdmJob => Reply::UdmJob {
                 job: r.u32()?,
                 key: r.u64()?,
+            },
+            ReplyKind::UdmAdvice => Reply::UdmAdvice {
+                job: r.u32()?,
+                near_full: r.u64()?,
+                descheduled: r.u64()?,
             },
             ReplyKind::UdmJoined => Reply::UdmJoined {
                 job: r.u32()?,

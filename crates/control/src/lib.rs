@@ -488,6 +488,23 @@ pub enum Request {
         /// The rank to take.
         rank: u32,
     },
+    /// A scheduler's notice (the UDM paper's section 4.2): the nodes of
+    /// job `job` in `ranks` (a bit per rank) are descheduled
+    /// (`running` false: their input goes to buffered mode at once) or
+    /// run again (`running` true: what was diverted to them meanwhile is
+    /// taken to their buffers on the next turn). Only a process of the
+    /// user that made the job may send it. The reply is
+    /// [`Reply::UdmAdvice`]: overflow control's feedback.
+    UdmSchedule {
+        /// The job.
+        job: u32,
+        /// Its key.
+        key: u64,
+        /// The nodes the notice is about, a bit per rank.
+        ranks: u64,
+        /// Whether they run from now on (or are descheduled).
+        running: bool,
+    },
     /// Load a SPINE extension onto the adapter; fd: a memory file holding
     /// the class file (`len` bytes). Its initialiser `init(arg)` runs and
     /// installs its handlers. The reply is [`Reply::SpineLoaded`] or
@@ -743,6 +760,17 @@ pub enum Reply {
         job: u32,
         /// The key a process needs to join it.
         key: u64,
+    },
+    /// The answer to a scheduler's notice: overflow control's advice.
+    UdmAdvice {
+        /// The job.
+        job: u32,
+        /// The nodes whose virtual buffers are near their limit (three
+        /// quarters full or more, or holding senders back), a bit per
+        /// rank: the scheduler should let them run.
+        near_full: u64,
+        /// The nodes descheduled now, by the scheduler's notices.
+        descheduled: u64,
     },
     /// Joined a UDM job; fds: job segment, node segment, virtual buffer,
     /// doorbell.

@@ -71,7 +71,7 @@ mod job;
 mod message;
 #[allow(unsafe_code)]
 mod upcall;
-pub use job::{JobConfig, JobTicket};
+pub use job::{Advice, JobConfig, JobTicket};
 pub use message::{ExtractError, Header, InjectError, Message, Mode, NodeStats};
 pub use upcall::{Upcall, UpcallConfig, UpcallError, UpcallNode};
 pub mod bench;

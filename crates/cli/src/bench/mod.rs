@@ -8,7 +8,6 @@ use clap::Subcommand;
 mod applet_build;
 mod child;
 mod floor;
-mod gang;
 mod javia;
 mod jive;
 mod net;

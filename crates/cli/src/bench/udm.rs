@@ -52,12 +52,12 @@ use unet::udm::{JobConfig, Mode, Node, UdmCounter, MAX_WORDS};
 use unet::{Engine, EngineConfig, Session};
 
 use super::child::{PathArg, TempDir};
-use super::gang::{Gang, GangConfig};
 use super::plot::{self, Figure, Scale, Series};
 use super::report::Progress;
 use super::stats::{self, median_f64};
 use super::udm_node::{self, App};
 use super::unet_paths;
+use crate::gang::{Gang, GangConfig, GangJob};
 
 mod figures;
 mod table5;
@@ -120,6 +120,12 @@ pub struct Args {
     /// the atomicity timeout to buffered mode).
     #[arg(long, default_value_t = 64)]
     pub fast_queue: u32,
+    /// Figures 7-10: the gang scheduler tells the engine nothing (no
+    /// deschedule notices, no overflow advice): the engine then tells a
+    /// stopped node only by the atomicity timeout and `/proc`, as before
+    /// the scheduler talked to it.
+    #[arg(long)]
+    pub silent_scheduler: bool,
     /// Figures 7-8: skews in percent of a slice (comma list) [default:
     /// 0,2,5,10,20,40; 0,20 with --quick].
     #[arg(long, value_delimiter = ',')]

@@ -179,6 +179,15 @@ fn samples() -> Vec<(&'static str, Vec<u8>)> {
         ),
         ("udm_leave", Request::UdmLeave { job: 1, rank: 3 }),
         (
+            "udm_schedule",
+            Request::UdmSchedule {
+                job: 1,
+                key: 0x1234_5678_9abc_def0,
+                ranks: 0b1010,
+                running: false,
+            },
+        ),
+        (
             "udm_join_remote",
             Request::UdmJoinRemote {
                 home: "127.0.0.1:9".parse().unwrap(),
@@ -318,6 +327,14 @@ fn samples() -> Vec<(&'static str, Vec<u8>)> {
             },
         ),
         ("reply_udm_joined", Reply::UdmJoined { job: 1, rank: 3 }),
+        (
+            "reply_udm_advice",
+            Reply::UdmAdvice {
+                job: 1,
+                near_full: 0b10,
+                descheduled: 0b1010,
+            },
+        ),
         (
             "reply_direct_conn",
             Reply::DirectConn {
@@ -561,6 +578,12 @@ fn requests_round_trip_and_prefixes_fail() {
             heap: 9,
         },
         Request::DetachApplet { endpoint: 1 },
+        Request::UdmSchedule {
+            job: 7,
+            key: u64::MAX,
+            ranks: u64::MAX,
+            running: true,
+        },
         Request::TraceSet {
             on: false,
             capacity: 0,
@@ -600,6 +623,11 @@ fn replies_round_trip() {
             channel: 2,
             conn_id: 3,
             side: 1,
+        },
+        Reply::UdmAdvice {
+            job: 7,
+            near_full: u64::MAX,
+            descheduled: 1,
         },
         Reply::TraceState {
             on: false,

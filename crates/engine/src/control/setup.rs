@@ -98,6 +98,7 @@ impl Setup<'_> {
             Request::UdmCreateJob { .. }
             | Request::UdmJoin { .. }
             | Request::UdmLeave { .. }
+            | Request::UdmSchedule { .. }
             | Request::UdmJoinRemote { .. } => {
                 self.udm(|u| u.handle_udm(ci, req_id, req, &mut fds))
             }

@@ -207,6 +207,8 @@ impl Jobs {
                 outbox: VecDeque::new(),
                 outbox_counted: vec![0; layout.nodes as usize],
                 released: Vec::new(),
+                sched: None,
+                descheduled: 0,
             },
         );
         Ok(())

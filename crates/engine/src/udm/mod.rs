@@ -43,6 +43,7 @@ mod memory;
 mod pages;
 mod part;
 pub(crate) mod remote;
+pub(crate) mod sched;
 pub(crate) mod setup;
 mod shm;
 mod timeout;
@@ -277,6 +278,13 @@ pub(crate) struct Job {
     /// and how many of them are counted, by destination.
     pub outbox: VecDeque<RemoteMsg>,
     pub outbox_counted: Vec<u32>,
+    /// The client whose scheduler notices the job follows (`sched`), if
+    /// one has sent any: while it is there the engine never reads
+    /// `/proc` for the job's nodes.
+    pub sched: Option<ClientId>,
+    /// The nodes its scheduler said are descheduled (a bit per rank):
+    /// in buffered mode, not swept, counted as descheduled when switched.
+    pub descheduled: u64,
 }
 
 impl Job {
@@ -718,6 +726,11 @@ impl Job {
         }
         // After the head: a node that sees the count can take as many.
         node.mirror(UdmCounter::BufferedMsgs);
+        // The tail as read this turn (at its first write): no load more.
+        let held = node.buf_head - node.buf_tail;
+        if held > node.counters[UdmCounter::BufferHeldMax as usize] {
+            node.set(UdmCounter::BufferHeldMax, held);
+        }
         let pages = node.pages_in_use();
         node.set(UdmCounter::BufferPages, pages);
         if pages > node.counters[UdmCounter::BufferPagesMax as usize] {
@@ -802,7 +815,7 @@ impl Jobs {
         for j in self.jobs.values_mut() {
             if sweep {
                 j.joined_bits = j.joined();
-                j.sweep = j.joined_bits;
+                j.sweep = j.sweepable();
             }
             work += j.poll(now, &mut t);
             if !j.released.is_empty() {
@@ -832,7 +845,7 @@ impl Jobs {
             if j.header().engine_armed.load(Ordering::Relaxed) == UDM_ARMED_NAP {
                 sooner(now + NAP_LOOK);
             }
-            joined |= j.joined_bits != 0;
+            joined |= j.joined_bits & !j.descheduled != 0;
         }
         if joined {
             if let Some(s) = self.sweep_at {

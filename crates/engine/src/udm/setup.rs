@@ -168,6 +168,12 @@ impl UdmSetup<'_> {
                 key,
                 rank,
             } => return self.udm_join_remote(ci, req_id, home, job, key, rank),
+            Request::UdmSchedule {
+                job,
+                key,
+                ranks,
+                running,
+            } => self.udm_schedule(ci, job, key, ranks, running),
             Request::UdmLeave { job, rank } => {
                 let mine = self.udm.jobs.get(&job).and_then(|j| {
                     j.nodes
@@ -186,6 +192,49 @@ impl UdmSetup<'_> {
             _ => Reply::Error(ErrorCode::BadRequest),
         };
         self.clients.reply(ci, req_id, r, &[]);
+    }
+
+    /// A scheduler's notice from client `ci` about the nodes `ranks` of
+    /// job `job` (see `udm/sched.rs`), answered with overflow control's
+    /// advice. Refused (and counted) unless the job exists and the key is
+    /// its own (`NoSuchJob`), and the client runs as the user that made
+    /// the job (`Rejected`, saying so).
+    fn udm_schedule(
+        &mut self,
+        ci: ClientId,
+        job: u32,
+        key: u64,
+        ranks: u64,
+        running: bool,
+    ) -> Reply {
+        let uid = self.clients.uid(ci);
+        let Some(j) = self.udm.jobs.get_mut(&job).filter(|j| j.key == key) else {
+            self.counters.engine(EngineCounter::UdmSchedRefused, 1);
+            return Reply::Error(ErrorCode::NoSuchJob);
+        };
+        if uid != Some(j.payer.uid) {
+            self.counters.engine(EngineCounter::UdmSchedRefused, 1);
+            return Reply::Rejected(format!(
+                "job {job}'s scheduler must run as the user that made the job (uid {}), \
+                 not uid {}",
+                j.payer.uid,
+                uid.map_or_else(|| "unknown".to_string(), |u| u.to_string())
+            ));
+        }
+        j.notice(ci, ranks, running);
+        let near_full = j.advice();
+        self.counters.engine(EngineCounter::UdmSchedNotices, 1);
+        if near_full != 0 {
+            self.counters.engine(
+                EngineCounter::UdmOverflowAdvice,
+                near_full.count_ones() as u64,
+            );
+        }
+        Reply::UdmAdvice {
+            job,
+            near_full,
+            descheduled: j.descheduled,
+        }
     }
 
     /// Start creating a UDM job for client `ci`: checked against its
@@ -373,6 +422,7 @@ impl UdmSetup<'_> {
             if j.owner == ci {
                 j.owner_alive = false;
             }
+            j.scheduler_gone(ci);
             let mine: Vec<u32> = (0..j.layout.nodes)
                 .filter(|&r| j.nodes[r as usize].client == Some(ci))
                 .collect();

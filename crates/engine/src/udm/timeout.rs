@@ -106,6 +106,13 @@ impl Job {
         // network is blocked. `/proc` only says which cause to count.
         let cause = if atomic {
             UdmCounter::SwitchTimeout
+        } else if self.sched.is_some() {
+            // Its scheduler says whether it runs: no `/proc`.
+            if self.descheduled & (1 << r) != 0 {
+                UdmCounter::SwitchDescheduled
+            } else {
+                UdmCounter::SwitchTimeout
+            }
         } else if t.stopped(pid) {
             UdmCounter::SwitchDescheduled
         } else {

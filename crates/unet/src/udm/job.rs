@@ -1,6 +1,8 @@
 //! Making and joining a UDM job: how a job is made ([`JobConfig`]), the
-//! ticket its processes join with ([`JobTicket`]), and the session's calls
-//! that create a job and join it as a node.
+//! ticket its processes join with ([`JobTicket`]), the session's calls
+//! that create a job and join it as a node, and a scheduler's notices
+//! about the job's nodes ([`Session::udm_schedule`], answered with
+//! [`Advice`]).
 
 use std::time::Duration;
 
@@ -76,7 +78,58 @@ impl std::str::FromStr for JobTicket {
     }
 }
 
+/// Overflow control's advice, the engine's answer to a scheduler's
+/// notice ([`Session::udm_schedule`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Advice {
+    /// The nodes whose virtual buffers are near their limit (three
+    /// quarters full or more, or holding senders back), a bit per rank:
+    /// a scheduler should let them run (the UDM paper: gang schedule the
+    /// job) before their senders are held.
+    pub near_full: u64,
+    /// The nodes the job's scheduler has descheduled now.
+    pub descheduled: u64,
+}
+
 impl Session {
+    /// A scheduler's notice (the UDM paper's section 4.2): the nodes of
+    /// the job in `ranks` (a bit per rank) are descheduled (`running`
+    /// false: the engine switches their input to buffered mode at once)
+    /// or run again (`running` true: what was diverted to them meanwhile
+    /// reaches their buffers at once). Only a process of the user that
+    /// made the job may send it ([`Error::Rejected`], saying why,
+    /// otherwise; a wrong key is `NoSuchJob`).
+    /// While a job has a scheduler, the engine never reads `/proc` for
+    /// its nodes. The answer is overflow control's [`Advice`].
+    pub fn udm_schedule(
+        &self,
+        ticket: JobTicket,
+        ranks: u64,
+        running: bool,
+    ) -> Result<Advice, Error> {
+        let req = Request::UdmSchedule {
+            job: ticket.job,
+            key: ticket.key,
+            ranks,
+            running,
+        };
+        match self.inner.request(&req)?.0 {
+            Reply::UdmAdvice {
+                job,
+                near_full,
+                descheduled,
+            } if job == ticket.job => Ok(Advice {
+                near_full,
+                descheduled,
+            }),
+            Reply::Error(c) => Err(c.into()),
+            Reply::Rejected(why) => Err(Error::Rejected(why)),
+            r => Err(Error::Protocol(format!(
+                "unexpected answer to a udm schedule notice: {r:?}"
+            ))),
+        }
+    }
+
     /// Create a UDM job; join it with [`Session::udm_join`] (from this
     /// process or others, with the ticket). The job ends when this session
     /// closes and every node has left.
