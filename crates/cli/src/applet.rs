@@ -51,7 +51,7 @@ pub enum Command {
 #[derive(Args)]
 pub struct AttachArgs {
     /// Control socket of the engine.
-    #[arg(long, env = "UNET_SOCKET", default_value = crate::daemon::DEFAULT_SOCKET)]
+    #[arg(long, env = "UNET_SOCKET", default_value = unet::DEFAULT_SOCKET)]
     socket: PathBuf,
     /// The endpoint's id (see `unet stat`).
     #[arg(long, value_name = "ID")]
@@ -70,7 +70,7 @@ pub struct AttachArgs {
 #[derive(Args)]
 pub struct DetachArgs {
     /// Control socket of the engine.
-    #[arg(long, env = "UNET_SOCKET", default_value = crate::daemon::DEFAULT_SOCKET)]
+    #[arg(long, env = "UNET_SOCKET", default_value = unet::DEFAULT_SOCKET)]
     socket: PathBuf,
     /// The endpoint's id.
     #[arg(long, value_name = "ID")]

@@ -9,9 +9,6 @@ use unet::{Engine, EngineConfig};
 
 mod config;
 
-/// Default control socket path.
-pub const DEFAULT_SOCKET: &str = unet::DEFAULT_SOCKET;
-
 #[derive(clap::Args)]
 pub struct Args {
     /// Read the options from this TOML file (keys are the long options,
@@ -29,7 +26,7 @@ pub struct Args {
     #[arg(long)]
     pub print_config: bool,
     /// Control socket path (clients connect here).
-    #[arg(long, env = "UNET_SOCKET", default_value = DEFAULT_SOCKET)]
+    #[arg(long, env = "UNET_SOCKET", default_value = unet::DEFAULT_SOCKET)]
     pub socket: PathBuf,
     /// Bind the UDP wire to this address (e.g. 0.0.0.0:7700). No wire if
     /// absent.
@@ -294,7 +291,7 @@ pub fn run(a: Args) -> ExitCode {
         ),
     }
     if let Some(addr) = a.metrics {
-        match crate::metrics::serve(addr, a.socket.clone()) {
+        match crate::metrics::serve(addr, a.socket.clone(), crate::stat::collect) {
             Ok(at) => println!("unet daemon: metrics at http://{at}/metrics"),
             Err(e) => {
                 eprintln!("unet daemon: {e}");

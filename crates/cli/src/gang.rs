@@ -362,7 +362,7 @@ job's processes have all exited, or for --rounds rounds; then continues \
 every process, ends those it started, and prints what it did.")]
 pub struct Args {
     /// Control socket of the engine.
-    #[arg(long, env = "UNET_SOCKET", default_value = crate::daemon::DEFAULT_SOCKET)]
+    #[arg(long, env = "UNET_SOCKET", default_value = unet::DEFAULT_SOCKET)]
     pub socket: std::path::PathBuf,
     /// A job (two or more; see below).
     #[arg(long = "job", required = true, num_args = 1)]

@@ -233,7 +233,11 @@ fn leaf(v: &Value, section: &str, key: &str, labels: &Labels, m: &mut BTreeMap<S
 /// /metrics` on a thread of its own, a client of the daemon's control
 /// socket like `unet stat` (the engine serves it as any client, and never
 /// waits for it). Fails at once if the address cannot be bound.
-pub(crate) fn serve(addr: SocketAddr, socket: PathBuf) -> Result<SocketAddr, String> {
+pub(crate) fn serve(
+    addr: SocketAddr,
+    socket: PathBuf,
+    collect: Collect,
+) -> Result<SocketAddr, String> {
     let server = tiny_http::Server::http(addr)
         .map_err(|e| format!("cannot serve metrics on {addr}: {e}"))?;
     let bound = server
@@ -252,7 +256,7 @@ pub(crate) fn serve(addr: SocketAddr, socket: PathBuf) -> Result<SocketAddr, Str
                         "text/plain",
                     )
                 } else {
-                    match scrape(&socket, &mut session) {
+                    match scrape(&socket, &mut session, collect) {
                         Ok(text) => (200, text, prometheus_text::CONTENT_TYPE),
                         Err(e) => {
                             session = None;
@@ -276,8 +280,15 @@ pub(crate) fn serve(addr: SocketAddr, socket: PathBuf) -> Result<SocketAddr, Str
     Ok(bound)
 }
 
+/// What reads the stat object (`unet stat --json`'s) from a session.
+pub(crate) type Collect = fn(&unet::Session) -> Result<Value, unet::Error>;
+
 /// One scrape: the stat object, from a session kept between scrapes.
-fn scrape(socket: &PathBuf, session: &mut Option<unet::Session>) -> Result<String, unet::Error> {
+fn scrape(
+    socket: &PathBuf,
+    session: &mut Option<unet::Session>,
+    collect: Collect,
+) -> Result<String, unet::Error> {
     if session.is_none() {
         let opts = unet::SessionOptions {
             timeout: Some(Duration::from_secs(5)),
@@ -285,7 +296,7 @@ fn scrape(socket: &PathBuf, session: &mut Option<unet::Session>) -> Result<Strin
         *session = Some(unet::Session::connect_with(socket, opts)?);
     }
     let s = session.as_ref().expect("connected above");
-    Ok(encode(&crate::stat::collect(s)?))
+    Ok(encode(&collect(s)?))
 }
 
 #[cfg(test)]

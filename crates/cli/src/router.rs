@@ -66,7 +66,7 @@ pub enum Command {
 pub struct RunArgs {
     /// Control socket of an engine: one adapter of the router
     /// (repeatable: adapter K is the Kth given).
-    #[arg(long, env = "UNET_SOCKET", default_value = crate::daemon::DEFAULT_SOCKET)]
+    #[arg(long, env = "UNET_SOCKET", default_value = unet::DEFAULT_SOCKET)]
     socket: Vec<PathBuf>,
     /// How adapters reach each other: a peer queue for each pair, or a
     /// SPINE link over their engines' UDP wire (each daemon started with

@@ -65,7 +65,7 @@ pub struct PeerArgs {
 #[derive(Args)]
 pub struct LoadArgs {
     /// Control socket of the engine.
-    #[arg(long, env = "UNET_SOCKET", default_value = crate::daemon::DEFAULT_SOCKET)]
+    #[arg(long, env = "UNET_SOCKET", default_value = unet::DEFAULT_SOCKET)]
     socket: PathBuf,
     /// The extension's class file.
     #[arg(value_name = "FILE.class")]
@@ -93,7 +93,7 @@ pub struct LoadArgs {
 #[derive(Args)]
 pub struct UnloadArgs {
     /// Control socket of the engine.
-    #[arg(long, env = "UNET_SOCKET", default_value = crate::daemon::DEFAULT_SOCKET)]
+    #[arg(long, env = "UNET_SOCKET", default_value = unet::DEFAULT_SOCKET)]
     socket: PathBuf,
     /// The extension's id (see `unet spine list`).
     #[arg(value_name = "ID")]
@@ -103,7 +103,7 @@ pub struct UnloadArgs {
 #[derive(Args)]
 pub struct ListArgs {
     /// Control socket of the engine.
-    #[arg(long, env = "UNET_SOCKET", default_value = crate::daemon::DEFAULT_SOCKET)]
+    #[arg(long, env = "UNET_SOCKET", default_value = unet::DEFAULT_SOCKET)]
     socket: PathBuf,
     /// Print one JSON object instead of a table.
     #[arg(long)]

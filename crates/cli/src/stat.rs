@@ -11,7 +11,7 @@ use unet_abi::*;
 #[derive(clap::Args)]
 pub struct Args {
     /// Control socket of the engine.
-    #[arg(long, env = "UNET_SOCKET", default_value = crate::daemon::DEFAULT_SOCKET)]
+    #[arg(long, env = "UNET_SOCKET", default_value = unet::DEFAULT_SOCKET)]
     pub socket: PathBuf,
     /// Refresh every this many milliseconds until interrupted.
     #[arg(long, value_name = "MS", num_args = 0..=1, default_missing_value = "1000")]

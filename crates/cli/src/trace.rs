@@ -32,7 +32,7 @@ use analysis::analyse;
 #[derive(clap::Args)]
 pub struct Args {
     /// Control socket of the engine.
-    #[arg(long, env = "UNET_SOCKET", default_value = crate::daemon::DEFAULT_SOCKET)]
+    #[arg(long, env = "UNET_SOCKET", default_value = unet::DEFAULT_SOCKET)]
     pub socket: PathBuf,
     /// How long to record, milliseconds.
     #[arg(long, default_value_t = 100)]

@@ -15,7 +15,7 @@ use unet::{EndpointConfig, Session};
 pub struct StatArgs {
     /// Control socket of an engine (repeatable: the counters of each
     /// adapter).
-    #[arg(long, env = "UNET_SOCKET", default_value = crate::daemon::DEFAULT_SOCKET)]
+    #[arg(long, env = "UNET_SOCKET", default_value = unet::DEFAULT_SOCKET)]
     socket: Vec<PathBuf>,
     /// The extension's first handler number.
     #[arg(long, default_value_t = 200)]

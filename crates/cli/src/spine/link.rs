@@ -38,7 +38,7 @@ pub enum LinkCommand {
 #[derive(Args)]
 pub struct ListenArgs {
     /// Control socket of the engine.
-    #[arg(long, env = "UNET_SOCKET", default_value = crate::daemon::DEFAULT_SOCKET)]
+    #[arg(long, env = "UNET_SOCKET", default_value = unet::DEFAULT_SOCKET)]
     socket: PathBuf,
     /// The token a connect must show (default: the engine picks one).
     #[arg(long, default_value_t = 0)]
@@ -48,7 +48,7 @@ pub struct ListenArgs {
 #[derive(Args)]
 pub struct ConnectArgs {
     /// Control socket of the engine.
-    #[arg(long, env = "UNET_SOCKET", default_value = crate::daemon::DEFAULT_SOCKET)]
+    #[arg(long, env = "UNET_SOCKET", default_value = unet::DEFAULT_SOCKET)]
     socket: PathBuf,
     /// The listening daemon's UDP address.
     #[arg(value_name = "ADDR")]
@@ -64,7 +64,7 @@ pub struct ConnectArgs {
 #[derive(Args)]
 pub struct CloseArgs {
     /// Control socket of the engine.
-    #[arg(long, env = "UNET_SOCKET", default_value = crate::daemon::DEFAULT_SOCKET)]
+    #[arg(long, env = "UNET_SOCKET", default_value = unet::DEFAULT_SOCKET)]
     socket: PathBuf,
     /// The link's id (see `unet spine link list`).
     #[arg(value_name = "ID")]
@@ -74,7 +74,7 @@ pub struct CloseArgs {
 #[derive(Args)]
 pub struct ListArgs {
     /// Control socket of the engine.
-    #[arg(long, env = "UNET_SOCKET", default_value = crate::daemon::DEFAULT_SOCKET)]
+    #[arg(long, env = "UNET_SOCKET", default_value = unet::DEFAULT_SOCKET)]
     socket: PathBuf,
     /// Print one JSON object instead of a table.
     #[arg(long)]

@@ -38,7 +38,7 @@ const PAGE: &str = include_str!("view.html");
 #[derive(clap::Args)]
 pub struct Args {
     /// Control socket of the engine.
-    #[arg(long, env = "UNET_SOCKET", default_value = crate::daemon::DEFAULT_SOCKET)]
+    #[arg(long, env = "UNET_SOCKET", default_value = unet::DEFAULT_SOCKET)]
     socket: PathBuf,
     /// The extension whose framebuffer to show (one of this user's).
     #[arg(long, value_name = "ID")]
