@@ -1,6 +1,6 @@
 //! The `unet` command: run the demo, a daemon, read counters, benchmark,
 //! check or run JIVE applets, load SPINE extensions, and run SPINE's IP
-//! router.
+//! router and video client.
 
 use std::process::ExitCode;
 
@@ -16,6 +16,7 @@ mod spine;
 mod stat;
 mod trace;
 mod units;
+mod video;
 
 /// unet: a programmable user-level network interface.
 #[derive(Parser)]
@@ -50,6 +51,11 @@ enum Command {
     /// daemon's ports, the table and the host path from this process.
     #[command(subcommand)]
     Router(router::Command),
+    /// SPINE's video client: a video server streaming frames over the UDP
+    /// wire, and the host application of the extension that places them
+    /// in a framebuffer.
+    #[command(subcommand)]
+    Video(video::Command),
 }
 
 fn main() -> ExitCode {
@@ -63,5 +69,6 @@ fn main() -> ExitCode {
         Command::Spine(c) => spine::run(c),
         Command::Trace(a) => trace::run(a),
         Command::Router(c) => router::run(c),
+        Command::Video(c) => video::run(c),
     }
 }
