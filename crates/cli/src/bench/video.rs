@@ -7,9 +7,10 @@
 //! the extension counted: frames completed and lost, rows dropped by
 //! reason, per stream; the last frame of each stream in the framebuffer
 //! checked against the pattern; the throughput delivered; and the CPU
-//! time, over the streaming, of the client application, beside the two
-//! adapters' (the engines') and the server's (from the scheduler's
-//! statistics of each process's threads).
+//! time of the client application over its run (its own `getrusage`,
+//! from its windows placed to its end), beside the two adapters' (the
+//! engines', over the streaming, from `/proc/PID/stat` in clock ticks)
+//! and the server's (its own, over its run).
 //!
 //! The runs: several streams at once of `--size` at `--rate` (the paper
 //! showed several at up to 40 Mbit/s each), one count after another, the
@@ -51,6 +52,10 @@ pub struct Args {
     /// Move every window to its other place this often (0: never).
     #[arg(long, value_name = "MS", default_value_t = 100)]
     move_every: u64,
+    /// The server sends each frame in this many slices spread over its
+    /// period (1: the whole frame at once).
+    #[arg(long, default_value_t = 1)]
+    slices: u32,
     /// The engines' largest UDP datagram.
     #[arg(long, default_value_t = LOOPBACK_DATAGRAM)]
     max_datagram: usize,
@@ -74,6 +79,9 @@ struct Run {
     /// pattern.
     per_stream: Vec<(i64, i64, i64, bool)>,
     sent: Value,
+    /// Where rows were lost on the client's side: its link's and
+    /// adapter's drops (nonzero ones) and the kernel's at its socket.
+    wire_drops: Value,
     cpu_ms: [f64; 4],
 }
 
@@ -127,6 +135,7 @@ impl Run {
             "cpu_ms": { "client": self.cpu_ms[0], "client_adapter": self.cpu_ms[1],
                         "server_adapter": self.cpu_ms[2], "server": self.cpu_ms[3] },
             "sender": self.sent,
+            "client_wire_drops": self.wire_drops,
         })
     }
 }
@@ -141,17 +150,21 @@ impl Drop for Kid {
     }
 }
 
-/// A process's CPU time so far (all its threads), ms.
+/// A process's CPU time so far (user and system, its threads' whether
+/// running or gone), ms, in clock ticks.
 fn cpu_ms(pid: u32) -> f64 {
-    let Ok(d) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+    let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return 0.0;
     };
-    let ns: u64 = d
-        .flatten()
-        .filter_map(|e| std::fs::read_to_string(e.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-        .sum();
-    ns as f64 / 1e6
+    let f: Vec<&str> = s
+        .rsplit_once(')')
+        .map_or("", |(_, r)| r)
+        .split_whitespace()
+        .collect();
+    let tick = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    // SAFETY: sysconf reads a configuration value.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    (tick(11) + tick(12)) as f64 * 1e3 / hz
 }
 
 /// A daemon on `socket` with a loopback UDP port.
@@ -234,6 +247,7 @@ fn run_one(a: &Args, classes: &(PathBuf, PathBuf), n: u32, w: u32, h: u32, rate:
         .args(["--to", &at, "--token", "7", "--json"])
         .args(["--size", &format!("{w}x{h}"), "--rate", &rate.to_string()])
         .args(["--frames", &frames.to_string()])
+        .args(["--slices", &a.slices.to_string()])
         .arg("--class")
         .arg(&classes.1)
         .stdout(Stdio::piped());
@@ -243,15 +257,11 @@ fn run_one(a: &Args, classes: &(PathBuf, PathBuf), n: u32, w: u32, h: u32, rate:
     let before: Vec<f64> = pids.iter().map(|&p| cpu_ms(p)).collect();
     let t0 = Instant::now();
     let sender = s.spawn().map_err(|e| format!("starting the server: {e}"))?;
-    let spid = sender.id();
-    let mut sender_cpu = 0.0;
     let mut sender = Kid(sender);
-    // The server's CPU: read while it runs (its last reading).
     let status = loop {
         if let Some(st) = sender.0.try_wait().map_err(|e| e.to_string())? {
             break st;
         }
-        sender_cpu = cpu_ms(spid);
         if t0.elapsed() > Duration::from_secs_f64(a.seconds * 4.0 + 30.0) {
             return Err("the server did not finish".into());
         }
@@ -274,6 +284,25 @@ fn run_one(a: &Args, classes: &(PathBuf, PathBuf), n: u32, w: u32, h: u32, rate:
     let v: Value =
         serde_json::from_str(&line).map_err(|e| format!("the client's JSON {line:?}: {e}"))?;
     let _ = client.0.wait();
+    let mut wire_drops = serde_json::Map::new();
+    if let Some(d) = v["link"]["drops"].as_object() {
+        wire_drops.extend(
+            d.iter()
+                .filter(|(_, n)| n.as_u64() != Some(0))
+                .map(|(k, n)| (k.clone(), n.clone())),
+        );
+    }
+    let stat = Command::new(&exe)
+        .args(["stat", "--json", "--socket"])
+        .arg(&sb)
+        .output()
+        .map_err(|e| format!("unet stat: {e}"))?;
+    if let Ok(st) = serde_json::from_slice::<Value>(&stat.stdout) {
+        let k = &st["engine"]["wire_drop_socket_overflow"];
+        if k.as_u64().is_some_and(|n| n > 0) {
+            wire_drops.insert("kernel_socket_overflow".into(), k.clone());
+        }
+    }
     let pam = std::fs::read(&dump).map_err(|e| format!("{}: {e}", dump.display()))?;
     let px = pam
         .windows(7)
@@ -301,6 +330,7 @@ fn run_one(a: &Args, classes: &(PathBuf, PathBuf), n: u32, w: u32, h: u32, rate:
     }
     let _ = std::fs::remove_dir_all(&dir);
     drop((da, db));
+    let server_cpu = sent["cpu_us"].as_f64().unwrap_or(0.0) / 1e3;
     Ok(Run {
         streams: n,
         w,
@@ -310,11 +340,12 @@ fn run_one(a: &Args, classes: &(PathBuf, PathBuf), n: u32, w: u32, h: u32, rate:
         seconds: sent["seconds"].as_f64().unwrap_or(a.seconds),
         per_stream: per,
         sent,
+        wire_drops: Value::Object(wire_drops),
         cpu_ms: [
-            after[0] - before[0],
+            v["cpu_run_us"].as_f64().unwrap_or(0.0) / 1e3,
             after[1] - before[1],
             after[2] - before[2],
-            sender_cpu,
+            server_cpu,
         ],
     })
 }
@@ -326,7 +357,7 @@ fn print_run(r: &Run) {
         .map(|s| format!("{}/{}/{}", s.0, s.1, s.2))
         .collect();
     println!(
-        "{:>2} x {}x{} @ {:>4}: {:>7.1} Mbit/s ({:>6.1} a stream), lost {}, rows dropped {}, last frames {}; CPU ms: client {:.1}, client's adapter {:.0}, server's adapter {:.0}, server {:.0}; per stream completed/lost/dropped {}",
+        "{:>2} x {}x{} @ {:>4}: {:>7.1} Mbit/s ({:>6.1} a stream), lost {}, rows dropped {}, last frames {}, wire drops {}; CPU ms: client {:.1}, client's adapter {:.0}, server's adapter {:.0}, server {:.0}; per stream completed/lost/dropped {}",
         r.streams,
         r.w,
         r.h,
@@ -336,6 +367,7 @@ fn print_run(r: &Run) {
         r.lost(),
         r.dropped(),
         if r.per_stream.iter().all(|s| s.3) { "as the pattern" } else { "NOT as the pattern" },
+        r.wire_drops,
         r.cpu_ms[0],
         r.cpu_ms[1],
         r.cpu_ms[2],

@@ -372,6 +372,7 @@ pub fn run(a: Args) -> Result<(), String> {
         "video client: extension {} with handlers {:?}; framebuffer {fw}x{fh}",
         ext.id, ext.handlers
     );
+    let mut listening = None;
     if let Some(mut addr) = session.udp_addr() {
         if addr.ip().is_unspecified() {
             addr.set_ip(IpAddr::V4(Ipv4Addr::LOCALHOST));
@@ -380,6 +381,7 @@ pub fn run(a: Args) -> Result<(), String> {
             .spine_link_listen(a.token)
             .map_err(|e| at(format!("listening for a link: {e}")))?;
         c.link_source = (DEST_WIRE << 24 | link) as i32;
+        listening = Some(link);
         line += &format!("; link {link} listening at {addr} with token {token}");
     } else if c.windows.iter().any(|w| w.source == Source::Listening) {
         return Err(at(
@@ -456,6 +458,21 @@ pub fn run(a: Args) -> Result<(), String> {
         dump(&fb, p)?;
     }
     let fbc = fb.counters();
+    // The wire's drops on this side: the link's, and the adapter's of
+    // frames no link took.
+    let (link_in, link_drops) = match listening {
+        Some(l) => {
+            let ls = session.spine_links().map_err(|e| at(e.to_string()))?;
+            let mut d: Vec<(String, u64)> = ls.drops.clone();
+            let mut n = 0;
+            if let Some(i) = ls.link(l) {
+                n = i.msgs_in;
+                d.extend(i.drops.iter().map(|(k, v)| (format!("link_{k}"), *v)));
+            }
+            (n, d)
+        }
+        None => (0, Vec::new()),
+    };
     let global = rows
         .first()
         .map(|(_, s)| s.global.clone())
@@ -488,6 +505,7 @@ pub fn run(a: Args) -> Result<(), String> {
             "global": g,
             "moves": c.moves,
             "refused": c.refused,
+            "link": { "msgs_in": link_in, "drops": link_drops.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<String, Value>>() },
             "framebuffer": { "width": fw, "height": fh, "writes": fbc.writes, "bytes": fbc.bytes, "refused": fbc.refused },
             "cpu_setup_us": cpu0,
             "cpu_run_us": cpu_run,
@@ -524,6 +542,19 @@ pub fn run(a: Args) -> Result<(), String> {
         c.refused,
         fbc.writes,
         fbc.refused
+    );
+    let nonzero: Vec<String> = link_drops
+        .iter()
+        .filter(|(_, v)| *v > 0)
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    println!(
+        "wire: {link_in} rows in; drops {}",
+        if nonzero.is_empty() {
+            "none".to_string()
+        } else {
+            nonzero.join(", ")
+        }
     );
     println!(
         "video client: stopped by {why}: CPU {:.1} ms over the run of {run_s:.2} s (setup {:.1} ms)",

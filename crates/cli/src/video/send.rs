@@ -11,7 +11,9 @@
 //!
 //! Frames start every 1/rate s; within a frame the rows go as fast as
 //! the path takes them, each row of every stream before the next row of
-//! any. Nothing is dropped silently: a host send the ring cannot take
+//! any (or, with `--slices N`, in N slices spread over the period, so
+//! that the receiving adapter takes a frame in parts rather than all at
+//! once). Nothing is dropped silently: a host send the ring cannot take
 //! yet is waited for, a message SPINE could not take (`SpineFull`) is
 //! sent again (counted as retried) before the next frame starts, and a
 //! send the forwarder's link refused comes back as an error message and
@@ -64,6 +66,11 @@ pub struct Args {
     /// Stop after this many seconds.
     #[arg(long)]
     seconds: Option<f64>,
+    /// Spread each frame's rows over its period in this many slices (a
+    /// slice's rows as fast as the path takes them, the next slice not
+    /// before its share of the period): 1 sends the whole frame at once.
+    #[arg(long, default_value_t = 1)]
+    slices: u32,
     /// Send this video file, decoded by ffmpeg, instead of the test
     /// pattern.
     #[arg(long, value_name = "FILE")]
@@ -308,7 +315,17 @@ pub fn run(a: Args) -> Result<(), String> {
                 pattern_row(stream, f, r, w, h, out);
             }
         };
+        let slices = a.slices.clamp(1, h);
         for r in 0..h {
+            let k = r * slices / h;
+            if r > 0 && k != (r - 1) * slices / h {
+                // The next slice, not before its time.
+                let at = due + period.mul_f64(f64::from(k) / f64::from(slices));
+                let now = Instant::now();
+                if at > now {
+                    std::thread::sleep(at - now);
+                }
+            }
             for &st in &a.streams {
                 fill(st, r, &mut row);
                 s.send(st, f, r, &row)?;
@@ -426,6 +443,8 @@ fn report(
             "refused": c.refused,
             "link_refused": c.link_refused,
             "late_frames": c.late_frames,
+            "slices": a.slices,
+            "cpu_us": super::cpu_us(),
             "link": { "id": link, "msgs_out": info.msgs_out, "bytes_out": info.bytes_out, "drops": d },
             "stopped_by_signal": stopped,
         });
