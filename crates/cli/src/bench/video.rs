@@ -56,6 +56,10 @@ pub struct Args {
     /// period (1: the whole frame at once).
     #[arg(long, default_value_t = 1)]
     slices: u32,
+    /// The engines keep polling this long after their last work before
+    /// they sleep (`unet daemon --idle-spin-us`).
+    #[arg(long, value_name = "US", default_value_t = 0)]
+    spin_us: u64,
     /// The engines' largest UDP datagram.
     #[arg(long, default_value_t = LOOPBACK_DATAGRAM)]
     max_datagram: usize,
@@ -82,6 +86,8 @@ struct Run {
     /// Where rows were lost on the client's side: its link's and
     /// adapter's drops (nonzero ones) and the kernel's at its socket.
     wire_drops: Value,
+    /// The row handler's mean time, ns (its timed invocations).
+    row_ns: f64,
     cpu_ms: [f64; 4],
 }
 
@@ -136,6 +142,7 @@ impl Run {
                         "server_adapter": self.cpu_ms[2], "server": self.cpu_ms[3] },
             "sender": self.sent,
             "client_wire_drops": self.wire_drops,
+            "on_row_ns": self.row_ns,
         })
     }
 }
@@ -168,11 +175,12 @@ fn cpu_ms(pid: u32) -> f64 {
 }
 
 /// A daemon on `socket` with a loopback UDP port.
-fn daemon(exe: &Path, socket: &Path, dgram: usize) -> Res<Kid> {
+fn daemon(exe: &Path, socket: &Path, dgram: usize, spin_us: u64) -> Res<Kid> {
     let mut c = Command::new(exe);
     c.args(["daemon", "--socket"])
         .arg(socket)
         .args(["--udp", "127.0.0.1:0", "--max-datagram", &dgram.to_string()])
+        .args(["--idle-spin-us", &spin_us.to_string()])
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
     let mut k = Kid(c.spawn().map_err(|e| format!("starting a daemon: {e}"))?);
@@ -193,8 +201,8 @@ fn run_one(a: &Args, classes: &(PathBuf, PathBuf), n: u32, w: u32, h: u32, rate:
     let dir = std::env::temp_dir().join(format!("unet-bench-video-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let (sa, sb) = (dir.join("server.sock"), dir.join("client.sock"));
-    let da = daemon(&exe, &sa, a.max_datagram)?;
-    let db = daemon(&exe, &sb, a.max_datagram)?;
+    let da = daemon(&exe, &sa, a.max_datagram, a.spin_us)?;
+    let db = daemon(&exe, &sb, a.max_datagram, a.spin_us)?;
     let frames = (rate * a.seconds).ceil() as u32;
     let cols = (f64::from(n).sqrt().ceil() as u32).max(1);
     let rows = n.div_ceil(cols);
@@ -341,6 +349,7 @@ fn run_one(a: &Args, classes: &(PathBuf, PathBuf), n: u32, w: u32, h: u32, rate:
         per_stream: per,
         sent,
         wire_drops: Value::Object(wire_drops),
+        row_ns: v["on_row"]["mean_ns"].as_f64().unwrap_or(0.0),
         cpu_ms: [
             v["cpu_run_us"].as_f64().unwrap_or(0.0) / 1e3,
             after[1] - before[1],
@@ -357,7 +366,7 @@ fn print_run(r: &Run) {
         .map(|s| format!("{}/{}/{}", s.0, s.1, s.2))
         .collect();
     println!(
-        "{:>2} x {}x{} @ {:>4}: {:>7.1} Mbit/s ({:>6.1} a stream), lost {}, rows dropped {}, last frames {}, wire drops {}; CPU ms: client {:.1}, client's adapter {:.0}, server's adapter {:.0}, server {:.0}; per stream completed/lost/dropped {}",
+        "{:>2} x {}x{} @ {:>4}: {:>7.1} Mbit/s ({:>6.1} a stream), lost {}, rows dropped {}, last frames {}, wire drops {}, onRow {:.2} us; CPU ms: client {:.1}, client's adapter {:.0}, server's adapter {:.0}, server {:.0}; per stream completed/lost/dropped {}",
         r.streams,
         r.w,
         r.h,
@@ -368,6 +377,7 @@ fn print_run(r: &Run) {
         r.dropped(),
         if r.per_stream.iter().all(|s| s.3) { "as the pattern" } else { "NOT as the pattern" },
         r.wire_drops,
+        r.row_ns / 1e3,
         r.cpu_ms[0],
         r.cpu_ms[1],
         r.cpu_ms[2],

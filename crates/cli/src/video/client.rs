@@ -8,7 +8,8 @@
 //! given several places to its next one, SIGHUP re-reads the window file.
 //! It does nothing per frame: between moves it sleeps in `sigtimedwait`
 //! (with `--frames N`, it asks the extension for its counters ten times a
-//! second, to stop once every window has its frame N - 1 whole). At the
+//! second, to stop once every window has its frame N - 1 whole, or the
+//! server's link has closed without it). At the
 //! end (SIGINT, SIGTERM, `--seconds`, or `--frames`) it prints the
 //! extension's counters for each window, its own CPU time over the run,
 //! and can dump the framebuffer (`--dump`, a PAM image).
@@ -58,8 +59,8 @@ pub struct Args {
     /// one, printed).
     #[arg(long, default_value_t = 0)]
     token: u64,
-    /// Stop once every window has its frame N - 1 whole (or at
-    /// --seconds).
+    /// Stop once every window has its frame N - 1 whole, or the server's
+    /// link has closed (or at --seconds).
     #[arg(long, value_name = "N")]
     frames: Option<u32>,
     /// Stop after this many seconds.
@@ -406,6 +407,7 @@ pub fn run(a: Args) -> Result<(), String> {
     let mut next_move = every.map(|e| start + e);
     let poll = Duration::from_millis(100);
     let mut next_poll = a.frames.map(|_| start + poll);
+    let mut closed = false;
     let end = a.seconds.map(|s| start + Duration::from_secs_f64(s));
     let why = loop {
         let now = Instant::now();
@@ -440,6 +442,16 @@ pub fn run(a: Args) -> Result<(), String> {
                 if c.all_done(n)? {
                     break format!("frame {} whole in every window", n - 1);
                 }
+                if closed {
+                    break "the server's link closed".to_string();
+                }
+                // A server gone before the last frame (one lost): the
+                // rows it sent are in; one more look, then stop.
+                closed = listening.is_some_and(|l| {
+                    session
+                        .spine_links()
+                        .is_ok_and(|ls| ls.link(l).is_some_and(|i| i.state == "closed"))
+                });
                 next_poll = Some(now + poll);
             }
         }
@@ -458,6 +470,16 @@ pub fn run(a: Args) -> Result<(), String> {
         dump(&fb, p)?;
     }
     let fbc = fb.counters();
+    // The row handler's cost (its timed invocations) and stops.
+    let (row_ns, row_calls, stopped) = session
+        .list_extensions()
+        .ok()
+        .and_then(|l| {
+            let x = l.extensions.into_iter().find(|x| x.id == ext.id)?;
+            let h = x.handlers.into_iter().find(|h| h.number == a.handlers)?;
+            Some((h.mean_ns(), h.invocations, h.terminated()))
+        })
+        .unwrap_or((0, 0, 0));
     // The wire's drops on this side: the link's, and the adapter's of
     // frames no link took.
     let (link_in, link_drops) = match listening {
@@ -506,6 +528,7 @@ pub fn run(a: Args) -> Result<(), String> {
             "moves": c.moves,
             "refused": c.refused,
             "link": { "msgs_in": link_in, "drops": link_drops.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<String, Value>>() },
+            "on_row": { "invocations": row_calls, "mean_ns": row_ns, "terminated": stopped },
             "framebuffer": { "width": fw, "height": fh, "writes": fbc.writes, "bytes": fbc.bytes, "refused": fbc.refused },
             "cpu_setup_us": cpu0,
             "cpu_run_us": cpu_run,
@@ -555,6 +578,10 @@ pub fn run(a: Args) -> Result<(), String> {
         } else {
             nonzero.join(", ")
         }
+    );
+    println!(
+        "onRow: {row_calls} invocations, {:.2} us each (timed ones), {stopped} stopped",
+        row_ns as f64 / 1e3
     );
     println!(
         "video client: stopped by {why}: CPU {:.1} ms over the run of {run_s:.2} s (setup {:.1} ms)",
