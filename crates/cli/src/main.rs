@@ -1,6 +1,6 @@
 //! The `unet` command: run the demo, a daemon, read counters, benchmark,
 //! check or run JIVE applets, load SPINE extensions, and run SPINE's IP
-//! router and video client.
+//! router.
 
 use std::process::ExitCode;
 
