@@ -60,7 +60,9 @@ enum Command {
     /// Run every command that regenerates a table or figure of the papers
     /// and write one HTML page of the results (plots, rows, the machine).
     Report(report::Args),
-    /// SPINE's video client: frames straight into a framebuffer.
+    /// SPINE's video client: a video server streaming frames over the UDP
+    /// wire, the host application of the extension that places them in a
+    /// framebuffer, and a live viewer of the framebuffer.
     #[command(subcommand)]
     Video(video::Command),
 }

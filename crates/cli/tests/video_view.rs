@@ -57,8 +57,9 @@ public class FbRows {
 }
 "#;
 
-/// Image `k`'s pixel at `(x, y)`, as the framebuffer holds it:
-/// `0xXXRRGGBB`, the top byte set to show that the viewer ignores it.
+/// Image `k`'s pixel at `(x, y)`, as the framebuffer holds it: the bytes
+/// R, G, B and a fourth (set, to show that the viewer ignores it), as the
+/// little-endian word `0xXXBBGGRR`.
 fn image(k: u32, x: u32, y: u32) -> u32 {
     let (r, g, b) = match k {
         // Gradients: red across, green down, blue a checkerboard.
@@ -72,14 +73,14 @@ fn image(k: u32, x: u32, y: u32) -> u32 {
         _ if (40..60).contains(&x) => (250, 240, 10),
         _ => (255 - y * 2, (x * 3) % 256, x * 255 / (W - 1)),
     };
-    0xa5 << 24 | r << 16 | g << 8 | b
+    0xa5 << 24 | b << 16 | g << 8 | r
 }
 
 /// `image(k, ..)` as RGB bytes, row after row.
 fn expected_rgb(k: u32) -> Vec<[u8; 3]> {
     (0..H)
         .flat_map(|y| (0..W).map(move |x| image(k, x, y)))
-        .map(|p| [(p >> 16) as u8, (p >> 8) as u8, p as u8])
+        .map(|p| [p as u8, (p >> 8) as u8, (p >> 16) as u8])
         .collect()
 }
 

@@ -27,6 +27,7 @@ mod udm_node;
 mod udp_raw;
 mod unet_paths;
 mod via;
+mod video;
 
 #[derive(Subcommand)]
 pub enum Command {
@@ -89,6 +90,11 @@ pub enum Command {
     /// and sent through its rings, beside the same socket with
     /// recvmmsg/sendmmsg, 64 and 1 500 byte frames (needs root).
     Port(raw_port::Args),
+    /// SPINE's video client: several test-pattern streams, then one 1080p
+    /// stream at 30 frames a second, over the UDP wire into moving
+    /// windows; frames lost per stream, throughput, and the client
+    /// application's CPU time beside the adapters'.
+    Video(video::Args),
 }
 
 pub fn run(c: Command) -> ExitCode {
@@ -109,5 +115,6 @@ pub fn run(c: Command) -> ExitCode {
         Command::SpineWire(a) => spine_wire::run(a),
         Command::Router(a) => router::run(a),
         Command::Port(a) => raw_port::run(a),
+        Command::Video(a) => video::run(a),
     }
 }

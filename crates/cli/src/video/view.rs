@@ -11,8 +11,7 @@
 //!   converted from the framebuffer's format by [`to_rgba`]), with the
 //!   size and the counters in headers: `X-Width`, `X-Height`,
 //!   `X-Writes`, `X-Bytes`, `X-Refused`, and `X-Served` (frames this
-//!   viewer served). Raw rather than PNG: a frame costs a copy and a byte
-//!   swap, and its size (1.2 MB for 640 by 480, 8.3 MB for 1920 by 1080)
+//!   viewer served). Raw rather than PNG: a frame costs a copy, and its size (1.2 MB for 640 by 480, 8.3 MB for 1920 by 1080)
 //!   is nothing to the loopback a viewer is served on. Measured (`ci`
 //!   profile, a machine shared with other builds): a frame served in
 //!   about 1 ms for 640 by 480 and 20 ms for 1920 by 1080, where the
@@ -127,14 +126,12 @@ fn not_listening(addr: SocketAddr, e: &(dyn std::error::Error + 'static)) -> Str
 }
 
 /// The framebuffer's pixel format, converted to the canvas's here and
-/// nowhere else. A pixel of the framebuffer is a 32-bit word written
-/// little-endian (as the extension's senders write their ints), read as
-/// `0xXXRRGGBB` (XRGB8888, a Linux framebuffer's layout): in memory the
-/// bytes B, G, R and an ignored X. A canvas's `ImageData` takes the bytes
-/// R, G, B, A: swap B and R, and make each pixel opaque (A = 255).
+/// nowhere else. A pixel of the framebuffer is 4 bytes, R, G, B and a
+/// fourth the viewer ignores, in that order in memory (what `unet video
+/// send` sends: `ffmpeg`'s `rgba`). A canvas's `ImageData` takes the bytes
+/// R, G, B, A: each pixel is made opaque (A = 255).
 pub(crate) fn to_rgba(px: &mut [u8]) {
     for p in px.chunks_exact_mut(4) {
-        p.swap(0, 2);
         p[3] = 255;
     }
 }
@@ -182,15 +179,12 @@ mod tests {
     use super::to_rgba;
 
     #[test]
-    fn a_pixel_0xxxrrggbb_becomes_r_g_b_and_opaque() {
-        let mut px: Vec<u8> = [0x0011_2233u32, 0xff00_00ff, 0x7f80_0000]
-            .iter()
-            .flat_map(|p| p.to_le_bytes())
-            .collect();
+    fn a_pixel_keeps_r_g_b_and_becomes_opaque() {
+        let mut px = vec![0x11, 0x22, 0x33, 0, 0xff, 0, 0, 0x7f, 0, 0, 0x80, 255];
         to_rgba(&mut px);
         assert_eq!(
             px,
-            [0x11, 0x22, 0x33, 255, 0, 0, 0xff, 255, 0x80, 0, 0, 255]
+            [0x11, 0x22, 0x33, 255, 0xff, 0, 0, 255, 0, 0, 0x80, 255]
         );
     }
 }
