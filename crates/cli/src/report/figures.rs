@@ -184,4 +184,14 @@ pub(crate) const FIGURES: &[Spec] = &[
         svg: SvgArg::Flag,
         secs: (30, 30),
     },
+    Spec {
+        id: "spine-video",
+        paper: "SPINE",
+        what: "The video client: several streams and one 1080p stream into a framebuffer, the client's CPU",
+        args: &["bench", "video"],
+        quick: &["--seconds", "1"],
+        needs: &[Need::Jdk],
+        svg: SvgArg::Flag,
+        secs: (40, 90),
+    },
 ];
