@@ -35,7 +35,7 @@
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
-use std::process::{Command as Process, ExitCode};
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
@@ -121,32 +121,7 @@ pub fn run(c: Command) -> ExitCode {
 
 /// The router's class file: `--class`, or the checkout's source compiled.
 fn class_bytes(class: Option<&Path>) -> Result<Vec<u8>, String> {
-    if let Some(c) = class {
-        return std::fs::read(c).map_err(|e| format!("{}: {e}", c.display()));
-    }
-    let checkout = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let src = checkout.join("extensions/router/Router.java");
-    if !src.is_file() {
-        return Err(format!("{} not found: give --class", src.display()));
-    }
-    let jdk = crate::jdk::Jdk::find()?;
-    let dir = std::env::temp_dir().join(format!("unet-router-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let o = Process::new(jdk.bin("javac"))
-        .args(["--release", "8", "-Xlint:all,-options", "-Werror", "-d"])
-        .arg(&dir)
-        .arg("-sourcepath")
-        .arg(checkout.join("java/applet-sdk/src/main/java"))
-        .arg(&src)
-        .output()
-        .map_err(|e| format!("javac: {e}"))?;
-    let r = if o.status.success() {
-        std::fs::read(dir.join("Router.class")).map_err(|e| format!("Router.class: {e}"))
-    } else {
-        Err(format!("javac: {}", String::from_utf8_lossy(&o.stderr)))
-    };
-    let _ = std::fs::remove_dir_all(&dir);
-    r
+    crate::jdk::extension_class(class, "router/Router.java", "Router")
 }
 
 /// An interface's MAC, from sysfs (this process's network namespace).

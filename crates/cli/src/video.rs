@@ -12,8 +12,7 @@
 //! Pixels are 4 bytes, R, G, B, A in that order in memory (`ffmpeg`'s
 //! `rgba`, a browser canvas's `ImageData`).
 
-use std::path::Path;
-use std::process::{Command as Process, ExitCode};
+use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Subcommand;
@@ -67,38 +66,6 @@ pub const WINDOW_NAMES: [&str; 9] = [
     "bad_source",
     "fb_refused",
 ];
-
-/// The class `name` compiled from `extensions/{path}` of the source
-/// checkout (with the JDK found), or the file `class` if given.
-pub fn class_bytes(class: Option<&Path>, path: &str, name: &str) -> Result<Vec<u8>, String> {
-    if let Some(c) = class {
-        return std::fs::read(c).map_err(|e| format!("{}: {e}", c.display()));
-    }
-    let checkout = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let src = checkout.join("extensions").join(path);
-    if !src.is_file() {
-        return Err(format!("{} not found: give --class", src.display()));
-    }
-    let jdk = crate::jdk::Jdk::find()?;
-    let dir = std::env::temp_dir().join(format!("unet-video-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let o = Process::new(jdk.bin("javac"))
-        .args(["--release", "8", "-Xlint:all,-options", "-Werror", "-d"])
-        .arg(&dir)
-        .arg("-sourcepath")
-        .arg(checkout.join("java/applet-sdk/src/main/java"))
-        .arg(&src)
-        .output()
-        .map_err(|e| format!("javac: {e}"))?;
-    let r = if o.status.success() {
-        let f = format!("{name}.class");
-        std::fs::read(dir.join(&f)).map_err(|e| format!("{f}: {e}"))
-    } else {
-        Err(format!("javac: {}", String::from_utf8_lossy(&o.stderr)))
-    };
-    let _ = std::fs::remove_dir_all(&dir);
-    r
-}
 
 /// Block `sigs` in this thread (before a session starts any thread,
 /// which inherit the mask), so that [`signal_wait`] takes them.

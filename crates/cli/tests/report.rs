@@ -5,36 +5,15 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::Command;
 
+use common::browser::{browse, chromium, screenshot};
 use common::*;
-
-/// Headless Chromium on `url` with `extra` (its output), the flags this
-/// machine's closed network needs.
-fn chromium(dir: &Path, extra: &[&str], url: &str) -> std::process::Output {
-    let profile = dir.join("chromium-profile");
-    std::fs::create_dir_all(&profile).unwrap();
-    Command::new("chromium")
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .args(extra)
-        .arg(url)
-        .output()
-        .expect("headless Chromium (`chromium`, Debian's package; scripts/test installs it)")
-}
 
 #[test]
 fn a_quick_report_renders_in_a_browser() {
+    // Fails at once, clearly, without it.
+    chromium();
     let dir = TempDir::new("report");
     let page = dir.0.join("report.html");
     let out = Command::new(unet_bin())
@@ -69,8 +48,7 @@ fn a_quick_report_renders_in_a_browser() {
 
     // The browser runs the page's script: its count of the figures.
     let url = format!("file://{}", page.display());
-    let dom = chromium(&dir.0, &["--dump-dom"], &url);
-    let dom = String::from_utf8_lossy(&dom.stdout);
+    let dom = browse(&url, &dir.0, "--dump-dom", (1200, 1600), 1000);
     let count = dom
         .split("<p id=\"count\">")
         .nth(1)
@@ -85,30 +63,9 @@ fn a_quick_report_renders_in_a_browser() {
     assert!(drawn >= plots, "{count}");
 
     // A screenshot: a page with text and plots, not a blank one.
-    let shot = dir.0.join("report.png");
-    let s = chromium(
-        &dir.0,
-        &[
-            "--window-size=1200,1600",
-            &format!("--screenshot={}", shot.display()),
-        ],
-        &url,
-    );
-    assert!(
-        shot.exists(),
-        "no screenshot: {}",
-        String::from_utf8_lossy(&s.stderr)
-    );
-    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap()));
-    let mut reader = decoder.read_info().unwrap();
-    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
-    let info = reader.next_frame(&mut buf).unwrap();
-    let px = info.color_type.samples();
-    let dark = buf[..info.buffer_size()]
-        .chunks(px)
-        .filter(|p| p.iter().take(3).all(|&c| c < 128))
-        .count();
-    let all = (info.width * info.height) as usize;
+    let (w, h, px) = screenshot(&url, &dir.0, "report.png", (1200, 1600), 1000);
+    let dark = px.iter().filter(|p| p.iter().all(|&c| c < 128)).count();
+    let all = (w * h) as usize;
     assert!(
         dark > all / 200,
         "the screenshot is nearly blank: {dark} dark pixels of {all}"

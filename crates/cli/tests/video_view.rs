@@ -16,10 +16,11 @@ mod tools;
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::browser::{browse, chromium, screenshot, wait};
 use common::{unet_bin, Daemon, Proc, TempDir};
 use unet::{Endpoint, EndpointConfig, Session};
 
@@ -28,6 +29,8 @@ const W: u32 = 160;
 const H: u32 = 120;
 /// The extension's handler.
 const WRITE: u16 = 64;
+/// The browser's window.
+const WINDOW: (u32, u32) = (400, 240);
 /// Most a screenshot's channel may differ from the framebuffer's.
 const TOLERANCE: u8 = 2;
 
@@ -98,85 +101,6 @@ fn paint(ep: &mut Endpoint, k: u32) {
         let (a, _) = unet::spine::split_am(&buf[..r.len]).expect("framing");
         assert_eq!(a, (W as i32 * 4).to_le_bytes(), "row {y} written");
     }
-}
-
-/// Debian's Chromium (`chromium` on the path), or a clear failure.
-fn chromium() -> PathBuf {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .map(|d| d.join("chromium"))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| {
-            panic!(
-                "this test needs headless Chromium (`chromium` on the path): \
-                 `apt-get install chromium` (scripts/test installs it)"
-            )
-        })
-}
-
-/// Run Chromium headless on `url` with `what` (`--screenshot=PATH` or
-/// `--dump-dom`) at the end of `budget_ms` of its virtual time (timers
-/// run at once, fetches take their real time), its network confined to
-/// the page: stdout.
-fn browse(url: &str, dir: &Path, what: &str, budget_ms: u32) -> String {
-    let profile = TempDir::new("chromium-profile");
-    let mut child = Command::new(chromium())
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-            "--force-device-scale-factor=1",
-            "--force-color-profile=srgb",
-            "--window-size=400,240",
-        ])
-        .arg(format!("--virtual-time-budget={budget_ms}"))
-        .arg(format!("--user-data-dir={}", profile.0.display()))
-        .arg(what)
-        .arg(url)
-        .current_dir(dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("cannot start chromium");
-    // Read while it runs: a page's DOM may outgrow a pipe's buffer.
-    let mut stdout = child.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut out = String::new();
-        std::io::Read::read_to_string(&mut stdout, &mut out).map(|_| out)
-    });
-    let limit = Duration::from_secs(90);
-    let st = wait(&mut child, limit, &format!("chromium {what}"));
-    assert!(st.success(), "chromium {what}: {st}");
-    reader.join().unwrap().unwrap()
-}
-
-/// A screenshot of `url`: (width, height, RGB pixels).
-fn screenshot(url: &str, dir: &Path, name: &str, budget_ms: u32) -> (u32, u32, Vec<[u8; 3]>) {
-    let path = dir.join(name);
-    browse(
-        url,
-        dir,
-        &format!("--screenshot={}", path.display()),
-        budget_ms,
-    );
-    let file = std::fs::File::open(&path).expect("the screenshot");
-    let mut dec = png::Decoder::new(std::io::BufReader::new(file));
-    dec.set_transformations(png::Transformations::normalize_to_color8());
-    let mut reader = dec.read_info().unwrap();
-    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
-    let info = reader.next_frame(&mut buf).unwrap();
-    let n = info.color_type.samples();
-    let px = buf[..info.buffer_size()]
-        .chunks_exact(n)
-        .map(|c| [c[0], c[1], c[2]])
-        .collect();
-    (info.width, info.height, px)
 }
 
 /// The pixels of the canvas's area (the top-left `W` by `H`) of a
@@ -251,22 +175,6 @@ fn view_fails(args: &[&str], as_nobody: bool) -> String {
     err
 }
 
-/// `child`'s exit within `limit` (killed, and the test failed, after).
-fn wait(child: &mut std::process::Child, limit: Duration, what: &str) -> std::process::ExitStatus {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            return st;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{what}: not done within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn the_browser_shows_the_framebuffer_live_and_the_viewer_refuses_clearly() {
     // Fails at once, clearly, without it.
@@ -313,10 +221,10 @@ fn the_browser_shows_the_framebuffer_live_and_the_viewer_refuses_clearly() {
         .to_string();
 
     // The first image, in the browser.
-    let shot = screenshot(&url, &dir.0, "first.png", 1500);
+    let shot = screenshot(&url, &dir.0, "first.png", WINDOW, 1500);
     let (bad, first) = differences(&shot, &expected_rgb(0));
     assert_eq!(bad, 0, "pixels off by more than {TOLERANCE}: {first:?}");
-    let dom = browse(&url, &dir.0, "--dump-dom", 1500);
+    let dom = browse(&url, &dir.0, "--dump-dom", WINDOW, 1500);
     assert!(number_after(&dom, "frames") > 0, "{dom}");
     assert_eq!(number_after(&dom, "writes"), u64::from(H), "{dom}");
     assert_eq!(number_after(&dom, "refused"), 0, "{dom}");
@@ -328,7 +236,7 @@ fn the_browser_shows_the_framebuffer_live_and_the_viewer_refuses_clearly() {
     // after.
     let browser = {
         let (url, dir) = (url.clone(), dir.0.clone());
-        std::thread::spawn(move || screenshot(&url, &dir, "second.png", 20_000))
+        std::thread::spawn(move || screenshot(&url, &dir, "second.png", WINDOW, 20_000))
     };
     let before = served(&addr);
     let deadline = Instant::now() + Duration::from_secs(60);

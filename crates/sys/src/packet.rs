@@ -492,14 +492,14 @@ impl PacketPort {
 }
 
 /// A ring's shared mapping of a packet socket, unmapped on drop.
-struct Mapping {
-    ptr: *mut u8,
+pub(crate) struct Mapping {
+    pub(crate) ptr: *mut u8,
     len: usize,
 }
 
 impl Mapping {
     /// Map the `len` bytes of `fd`'s ring (read-write, shared).
-    fn of(fd: &OwnedFd, len: usize) -> io::Result<Mapping> {
+    pub(crate) fn of(fd: &OwnedFd, len: usize) -> io::Result<Mapping> {
         // SAFETY: a new shared mapping of the socket's ring, of exactly the
         // length the ring asked for; nothing else in the process maps it.
         let map = unsafe {

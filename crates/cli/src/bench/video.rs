@@ -420,11 +420,11 @@ fn go(a: &Args) -> Res<()> {
         |p: &Path, b: Vec<u8>| std::fs::write(p, b).map_err(|e| format!("{}: {e}", p.display()));
     write(
         &classes.0,
-        crate::video::class_bytes(None, "video/Video.java", "Video")?,
+        crate::jdk::extension_class(None, "video/Video.java", "Video")?,
     )?;
     write(
         &classes.1,
-        crate::video::class_bytes(None, "WirePing.java", "WirePing")?,
+        crate::jdk::extension_class(None, "WirePing.java", "WirePing")?,
     )?;
     let mut runs = Vec::new();
     let (w, h) = a.size;

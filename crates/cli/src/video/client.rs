@@ -337,7 +337,7 @@ pub fn run(a: Args) -> Result<(), String> {
     if windows.is_empty() {
         return Err("no window: give --window or --window-file".into());
     }
-    let class = super::class_bytes(a.class.as_deref(), "video/Video.java", "Video")?;
+    let class = crate::jdk::extension_class(a.class.as_deref(), "video/Video.java", "Video")?;
     let at = |e: String| format!("{}: {e}", a.socket.display());
     let session = Session::connect(&a.socket).map_err(|e| at(e.to_string()))?;
     let opts = ExtensionOptions {

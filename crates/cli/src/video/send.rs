@@ -237,7 +237,7 @@ pub fn run(a: Args) -> Result<(), String> {
         Some(f) => Some(Decoder::start(f, w, h)?),
         None => None,
     };
-    let class = super::class_bytes(a.class.as_deref(), "WirePing.java", "WirePing")?;
+    let class = crate::jdk::extension_class(a.class.as_deref(), "WirePing.java", "WirePing")?;
     let at = |e: String| format!("{}: {e}", a.socket.display());
     let session = Session::connect(&a.socket).map_err(|e| at(e.to_string()))?;
     if session.udp_addr().is_none() {

@@ -11,6 +11,7 @@
 
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod hosts;
 pub mod routed;
 pub mod three;

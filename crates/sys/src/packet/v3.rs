@@ -23,7 +23,7 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use super::{bind, if_index, raw_socket, setopt, PACKET_RX_RING, PACKET_VERSION};
+use super::{bind, if_index, raw_socket, setopt, Mapping, PACKET_RX_RING, PACKET_VERSION};
 
 const TPACKET_V3: libc::c_int = 2;
 const TP_STATUS_USER: u32 = 1;
@@ -33,7 +33,7 @@ const HDR3: usize = 48;
 /// A `TPACKET_V3` receive ring on one interface.
 pub struct BlockRing {
     fd: OwnedFd,
-    map: *mut u8,
+    map: Mapping,
     block: usize,
     blocks: usize,
     head: usize,
@@ -74,24 +74,10 @@ impl BlockRing {
         ];
         setopt(&fd, PACKET_RX_RING, &req)?;
         let len = block as usize * blocks as usize;
-        // SAFETY: a new shared mapping of the socket's ring, of exactly the
-        // length the ring asked for; nothing else in the process maps it.
-        let map = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if map == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
+        let map = Mapping::of(&fd, len)?;
         let r = BlockRing {
             fd,
-            map: map.cast(),
+            map,
             block: block as usize,
             blocks: blocks as usize,
             head: 0,
@@ -112,7 +98,7 @@ impl BlockRing {
         // SAFETY: block `i < blocks` lies inside the mapping of `block *
         // blocks` bytes; it is read only while its status says it is ours
         // (the kernel does not write it until it is given back).
-        unsafe { std::slice::from_raw_parts(self.map.add(i * self.block), self.block) }
+        unsafe { std::slice::from_raw_parts(self.map.ptr.add(i * self.block), self.block) }
     }
 
     /// Block `i`'s status word.
@@ -120,7 +106,7 @@ impl BlockRing {
         // SAFETY: the status is the u32 at byte 8 of a page-aligned block
         // inside the mapping, aligned; the kernel changes it concurrently,
         // so it is touched only as an atomic.
-        unsafe { &*(self.map.add(i * self.block + 8) as *const AtomicU32) }
+        unsafe { &*(self.map.ptr.add(i * self.block + 8) as *const AtomicU32) }
     }
 
     /// Hand every frame of the blocks that wait (stopping between blocks
@@ -169,12 +155,5 @@ impl BlockRing {
             self.head = (i + 1) % self.blocks;
         }
         n
-    }
-}
-
-impl Drop for BlockRing {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `open`; no slice of it outlives a call.
-        unsafe { libc::munmap(self.map.cast(), self.block * self.blocks) };
     }
 }
