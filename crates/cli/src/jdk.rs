@@ -174,20 +174,6 @@ fn feature_version(v: &str) -> Option<u32> {
     digits.parse().ok()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::feature_version;
-
-    #[test]
-    fn feature_versions() {
-        assert_eq!(feature_version("1.8.0_402"), Some(8));
-        assert_eq!(feature_version("25.0.3"), Some(25));
-        assert_eq!(feature_version("22"), Some(22));
-        assert_eq!(feature_version("26-ea"), Some(26));
-        assert_eq!(feature_version("x"), None);
-    }
-}
-
 /// The class `name` compiled from `extensions/{path}` of the source
 /// checkout (with the JDK found), or the file `class` if given.
 pub fn extension_class(
@@ -222,4 +208,18 @@ pub fn extension_class(
     };
     let _ = std::fs::remove_dir_all(&dir);
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::feature_version;
+
+    #[test]
+    fn feature_versions() {
+        assert_eq!(feature_version("1.8.0_402"), Some(8));
+        assert_eq!(feature_version("25.0.3"), Some(25));
+        assert_eq!(feature_version("22"), Some(22));
+        assert_eq!(feature_version("26-ea"), Some(26));
+        assert_eq!(feature_version("x"), None);
+    }
 }
