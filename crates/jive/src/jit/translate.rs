@@ -264,8 +264,13 @@ impl<H> Gen<'_, '_, H> {
         self.b.ins().return_(&[f]);
         self.b.switch_to_block(body);
         self.b.seal_block(body);
-        // A method with a loop keeps the fuel register in a variable.
-        if (0..mc.ops.len()).any(|i| successors(mc, i).iter().any(|&t| t as usize <= i)) {
+        // A method with a loop keeps the fuel register in a variable,
+        // unless it calls compiled methods: around each call the variable
+        // is stored and loaded again, and the register it takes across
+        // the loop is one the values live across the calls need.
+        let looped = (0..mc.ops.len()).any(|i| successors(mc, i).iter().any(|&t| t as usize <= i));
+        let calls = mc.ops.iter().any(|op| matches!(op, Op::Call { .. }));
+        if looped && !calls {
             let v = self.b.declare_var(types::I64);
             let f = self.b.ins().load(types::I64, fl, c, CTX_FUEL);
             self.b.def_var(v, f);
