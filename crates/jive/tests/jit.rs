@@ -759,3 +759,41 @@ fn sinks_agree_with_their_natives() {
     );
     assert!(h2.native_calls > 50);
 }
+
+/// Loops that keep the fuel register in a variable and call the fuel
+/// stub at every few back-edges (a checkpoint every 3 to 50 units, the
+/// clock passed thousands of times per call), with calls, natives and
+/// array accesses in the loops, and a fault at an array access (a side
+/// exit that does not come back: `sortTest(0)` reads `a[0]`), the fuel
+/// running out inside the loops at the smaller budgets: result, fuel,
+/// fault site and checkpoint calls agree with the interpreter.
+#[test]
+fn loops_refilled_at_every_few_back_edges_agree() {
+    for bytes in [BENCH8, BENCH25] {
+        let mut t = Twin::new(bytes);
+        for cp in [3, 7, 50] {
+            for fuel in [1_000, 12_345, 1_000_000] {
+                t.set(
+                    Limits {
+                        fuel,
+                        ..Limits::default()
+                    },
+                    Some(cp),
+                );
+                for m in [
+                    "nullLoop",
+                    "nullCall",
+                    "arrayWrite",
+                    "mathArray",
+                    "nativeNop",
+                    "sortTest",
+                    "rand",
+                ] {
+                    for n in [0, 1, 5, 100, 2_000] {
+                        t.check(m, &[n]);
+                    }
+                }
+            }
+        }
+    }
+}

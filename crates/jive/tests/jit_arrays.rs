@@ -8,7 +8,9 @@
 //! array, and arrays of several kinds through one slot; `arraylength` of
 //! an empty array; nested loops; accesses at constant indices, the later
 //! ones of a straight run unchecked where an earlier one proved them, and
-//! not read again, also after the local is pointed at another array) run in an interpreting VM and a compiled one,
+//! not read again, also after the local is pointed at another array; an
+//! element read ten times and summed, which the compiler makes one
+//! multiplication) run in an interpreting VM and a compiled one,
 //! which must agree on result, fault, fault site, fuel, heap and live
 //! arrays over grids of arguments, quotas and budgets; and the faults
 //! inside the loops are at the interpreter's bytecode offsets.
@@ -24,14 +26,14 @@ use twin::Twin;
 
 const ARRCACHE8: &[u8] = include_bytes!("data/arrcache8.class");
 
-const METHODS: [&str; 13] = [
+const METHODS: [&str; 14] = [
     "sum", "fill", "swap", "pingpong", "moved", "calls", "kinds", "nested", "nul", "mixed", "lens",
-    "consts", "repoint",
+    "consts", "repoint", "sums",
 ];
 
 /// The methods of one `int` argument.
-const ONE_ARG: [&str; 7] = [
-    "pingpong", "kinds", "nul", "mixed", "lens", "consts", "repoint",
+const ONE_ARG: [&str; 8] = [
+    "pingpong", "kinds", "nul", "mixed", "lens", "consts", "repoint", "sums",
 ];
 
 /// Bytecode offsets in `consts(I)I`: its first `a[0]`, and its first `a[9]`.
@@ -195,4 +197,32 @@ fn faults_inside_loops_are_at_their_offsets() {
         let want = t.interp.invoke(&mut 0, id, &args).expect("no fault");
         assert_eq!(t.jit.invoke(&mut 0, id, &args), Ok(want), "{m}{args:?}");
     }
+}
+
+/// A sum of one value with itself, compiled as one multiplication, wraps
+/// as the additions do: `sums` at values whose sums pass 2^31 either way.
+#[test]
+fn sums_of_one_value_wrap_as_the_additions_do() {
+    let mut t = Twin::new(ARRCACHE8);
+    assert!(t.compiled("sums"));
+    t.set(Limits::default(), None);
+    for x in [
+        i32::MAX,
+        i32::MIN,
+        i32::MIN + 1,
+        1 << 30,
+        -(1 << 30),
+        214_748_365,
+        -214_748_365,
+        0x1234_5678,
+        -1,
+        7,
+    ] {
+        t.check("sums", &[x]);
+    }
+    let id = t.c.method("sums").expect("method");
+    let x = i32::MAX;
+    let ten = x.wrapping_mul(10);
+    let want = ten.wrapping_add(x).wrapping_add(ten.wrapping_add(x));
+    assert_eq!(t.jit.invoke(&mut 0, id, &[x]), Ok(Some(want)));
 }

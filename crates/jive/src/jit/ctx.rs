@@ -54,6 +54,9 @@ pub(crate) struct Ctx {
     pub(super) spill: *mut i32,
     pub(super) spill_len: i64,
     pub(super) sites: *mut u32,
+    /// What the helper called through a stub that keeps every register
+    /// returned ([`super::Stubs`]).
+    pub(super) status: i64,
 }
 
 pub(super) const CTX_FUEL: i32 = 0;
@@ -70,6 +73,7 @@ pub(super) const CTX_BASE: i32 = 88;
 pub(super) const CTX_SPILL: i32 = 96;
 pub(super) const CTX_SPILL_LEN: i32 = 104;
 pub(super) const CTX_SITES: i32 = 112;
+pub(super) const CTX_STATUS: i32 = 120;
 // The offsets above are those of the `#[repr(C)]` layouts.
 const _: () = assert!(
     std::mem::offset_of!(Ctx, fuel) == CTX_FUEL as usize
@@ -86,6 +90,7 @@ const _: () = assert!(
         && std::mem::offset_of!(Ctx, spill) == CTX_SPILL as usize
         && std::mem::offset_of!(Ctx, spill_len) == CTX_SPILL_LEN as usize
         && std::mem::offset_of!(Ctx, sites) == CTX_SITES as usize
+        && std::mem::offset_of!(Ctx, status) == CTX_STATUS as usize
         && std::mem::offset_of!(RawArr, addr) == 0
         && std::mem::offset_of!(RawArr, len) == 8
         && std::mem::offset_of!(RawArr, kind) == 12
@@ -193,6 +198,7 @@ impl<H> Link<H> {
                 spill: std::ptr::null_mut(),
                 spill_len: 0,
                 sites: std::ptr::null_mut(),
+                status: 0,
             },
             env: Env {
                 cls,

@@ -71,6 +71,8 @@ fn spent<H>(fuel: &mut i64, env: &mut Env<H>) -> Option<Fault> {
 pub(super) const K_DIV0: i64 = 0;
 pub(super) const K_NULL: i64 = 1;
 pub(super) const K_DEPTH: i64 = 2;
+/// A slow path that should have faulted did not (never expected).
+pub(super) const K_INTERNAL: i64 = 3;
 
 /// A fault the compiled code detected itself.
 pub(super) extern "C" fn h_fault<H>(ctx: *mut Ctx, kind: i64, site: i64) -> i64 {
@@ -81,6 +83,7 @@ pub(super) extern "C" fn h_fault<H>(ctx: *mut Ctx, kind: i64, site: i64) -> i64 
         K_DIV0 => Fault::DivideByZero,
         K_NULL => Fault::NullPointer,
         K_DEPTH => Fault::StackOverflow,
+        K_INTERNAL => Fault::Internal("an array access's slow path did not fault".into()),
         _ => Fault::Internal(format!("compiled code reported fault kind {kind}")),
     };
     record(env, f, site)

@@ -10,7 +10,11 @@
 //! runs every test program both ways and compares all of that.
 //!
 //! What the compiled code does itself: arithmetic, branches, fields, fuel
-//! (one subtraction and one compare per charge, as in the interpreter), the
+//! (one subtraction and one compare per charge, as in the interpreter; a
+//! method with a loop keeps the register in a variable, stored where a
+//! call, a helper or the host may read it, `translate/fuel.rs`, and
+//! calls a stub that keeps every register when it runs out, so that its
+//! loops' values stay in registers), the
 //! call-depth check, calls between compiled methods (direct calls,
 //! arguments in registers), array accesses that pass their checks (through
 //! the heap's table of element addresses, `Heap::raw`: handle, kind and
@@ -27,7 +31,9 @@
 //! ([`Natives::register_sink`](crate::Natives::register_sink)) pass the
 //! same checks and then call the sink with the bytes, and the native only
 //! if it declines. What it leaves to helpers in Rust: array accesses
-//! that fail a check (the helper makes the interpreter's exact fault),
+//! that fail a check (the helper makes the interpreter's exact fault; an
+//! access whose helper can only fault exits there and does not come
+//! back, so its call costs the loop around it no registers),
 //! running out of fuel (the checkpoint hook) and recording faults.
 //!
 //! Allocation: `newarray` calls a helper that does what the interpreter
@@ -121,16 +127,18 @@
 //! code, compiling a class); `ctx.rs` the context compiled code shares
 //! with its host, kept between invocations, and the fault protocol; `stack.rs` the machine-stack
 //! budget; `helpers.rs` the functions compiled code calls; `policy.rs`
-//! what is compiled; `translate.rs` (with `translate/arrays.rs` and
-//! `translate/cache.rs`, where array references are kept) the translator
+//! what is compiled; `translate.rs` (with `translate/arrays.rs`,
+//! `translate/cache.rs`, where array references are kept,
+//! `translate/fuel.rs` and `translate/arith.rs`) the translator
 //! from decoded ops to Cranelift IR.
 
 use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
-    types, AbiParam, Block, BlockArg, Function, InstBuilder, JumpTableData, MemFlagsData,
+    types, AbiParam, Block, BlockArg, FuncRef, Function, InstBuilder, JumpTableData, MemFlagsData,
     Signature, StackSlot, StackSlotData, StackSlotKind, UserFuncName, Value,
 };
+use cranelift_codegen::isa::CallConv;
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Switch, Variable};
 use cranelift_jit::{JITBuilder, JITModule};
@@ -155,11 +163,13 @@ mod translate;
 pub(crate) use ctx::{Ctx, Env, Link, FAULT};
 use ctx::{
     CTX_ARRAYS, CTX_BASE, CTX_DEPTH, CTX_FIELDS, CTX_FUEL, CTX_MAX_DEPTH, CTX_NARRAYS,
-    CTX_OVERFLOW, CTX_SITES, CTX_SPILL, CTX_SPILL_LEN, CTX_STACK_LIMIT, CTX_WINDOW, CTX_WINDOW_LEN,
+    CTX_OVERFLOW, CTX_SITES, CTX_SPILL, CTX_SPILL_LEN, CTX_STACK_LIMIT, CTX_STATUS, CTX_WINDOW,
+    CTX_WINDOW_LEN,
 };
 use helpers::{
     elem_code, h_aload, h_arrlen, h_astore, h_copy, h_fault, h_native, h_native_int, h_newarray,
-    h_reserve, h_sink, h_spent, record, A_BOOL, A_BYTE, A_INT, A_SHORT, K_DEPTH, K_DIV0, K_NULL,
+    h_reserve, h_sink, h_spent, record, A_BOOL, A_BYTE, A_INT, A_SHORT, K_DEPTH, K_DIV0,
+    K_INTERNAL, K_NULL,
 };
 use policy::{compilable, MAX_FRAME_BYTES};
 use stack::{stack_limit, OVERFLOW_FLAG};
@@ -511,6 +521,85 @@ pub(crate) struct Io<'a, H> {
     pub machine_stack: usize,
 }
 
+/// Stubs that call a helper and leave its result in `Ctx::status`,
+/// keeping every register (Cranelift's `preserve_all` convention): a
+/// slow path that comes back into a loop calls its helper through one, so
+/// that the loop's values stay in registers, which the helper's own call
+/// would clobber. `spent` calls `h_spent` (fuel ran out); `arrlen` calls
+/// `h_arrlen` (`arraylength` of an array whose cached length is 0).
+#[derive(Clone, Copy)]
+pub(crate) struct Stubs {
+    pub(crate) spent: FuncId,
+    pub(crate) arrlen: FuncId,
+}
+
+/// The stub named `name` calling `helper`, of parameters `params`.
+fn preserving_stub(
+    module: &mut JITModule,
+    ctx: &mut cranelift_codegen::Context,
+    fbc: &mut FunctionBuilderContext,
+    name: &str,
+    helper: *const u8,
+    params: &[types::Type],
+) -> Result<FuncId, String> {
+    let mut sig = Signature::new(CallConv::PreserveAll);
+    for &p in params {
+        sig.params.push(AbiParam::new(p));
+    }
+    let id = module
+        .declare_function(name, Linkage::Local, &sig)
+        .map_err(|e| e.to_string())?;
+    ctx.func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), sig);
+    {
+        let mut fb = FunctionBuilder::new(&mut ctx.func, fbc);
+        let blk = fb.create_block();
+        fb.append_block_params_for_function_params(blk);
+        fb.switch_to_block(blk);
+        let args = fb.block_params(blk).to_vec();
+        let mut hs = module.make_signature();
+        for &p in params {
+            hs.params.push(AbiParam::new(p));
+        }
+        hs.returns.push(AbiParam::new(types::I64));
+        let sr = fb.import_signature(hs);
+        let ptr = module.target_config().pointer_type();
+        let fp = fb.ins().iconst(ptr, helper as i64);
+        let call = fb.ins().call_indirect(sr, fp, &args);
+        let r = fb.inst_results(call)[0];
+        fb.ins()
+            .store(MemFlagsData::trusted(), r, args[0], CTX_STATUS);
+        fb.ins().return_(&[]);
+        fb.seal_all_blocks();
+        fb.finalize(module.target_config());
+    }
+    module
+        .define_function(id, ctx)
+        .map_err(|e| format!("compiling the stub {name}: {e:?}"))?;
+    module.clear_context(ctx);
+    Ok(id)
+}
+
+/// The class's [`Stubs`].
+fn stubs<H>(
+    module: &mut JITModule,
+    ctx: &mut cranelift_codegen::Context,
+    fbc: &mut FunctionBuilderContext,
+) -> Result<Stubs, String> {
+    let ptr = module.target_config().pointer_type();
+    let h = h_spent::<H> as extern "C" fn(*mut Ctx, i64) -> i64 as *const u8;
+    let spent = preserving_stub(module, ctx, fbc, "spent", h, &[ptr, types::I64])?;
+    let h = h_arrlen::<H> as extern "C" fn(*mut Ctx, i32, i64) -> i64 as *const u8;
+    let arrlen = preserving_stub(
+        module,
+        ctx,
+        fbc,
+        "arrlen",
+        h,
+        &[ptr, types::I32, types::I64],
+    )?;
+    Ok(Stubs { spent, arrlen })
+}
+
 impl<H> Class<H> {
     /// Compile the class's methods to machine code for
     /// [`Vm::install`](crate::Vm::install) (feature `jit`; see
@@ -574,6 +663,7 @@ pub(crate) fn compile<H>(class: &std::sync::Arc<ClassInner<H>>) -> Result<Compil
     // Compile the bodies; keep their code until every frame is known.
     let mut ctx = module.make_context();
     let mut fbc = FunctionBuilderContext::new();
+    let stubs = stubs::<H>(&mut module, &mut ctx, &mut fbc)?;
     let mut code: Vec<Option<Body>> = (0..cls.code.len()).map(|_| None).collect();
     let mut refused = ok.iter().map(|&o| !o).collect::<Vec<bool>>();
     let mut any_refused = false;
@@ -608,6 +698,10 @@ pub(crate) fn compile<H>(class: &std::sync::Arc<ClassInner<H>>) -> Result<Compil
                 edges: Vec::new(),
                 proven: Vec::new(),
                 known: Vec::new(),
+                fuel_var: None,
+                stubs,
+                stub_refs: None,
+                sums: std::collections::HashMap::new(),
             };
             g.method(&mut module, &bodies)?;
             g.b.finalize(module.target_config());

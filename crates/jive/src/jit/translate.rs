@@ -4,8 +4,10 @@
 
 use super::*;
 
+mod arith;
 mod arrays;
 mod cache;
+mod fuel;
 
 pub(super) use cache::Plan;
 use cache::{may_store, CacheVars};
@@ -113,6 +115,18 @@ pub(super) struct Gen<'a, 'f, H> {
     /// run, with nothing since that may store into an array: (cache,
     /// index, access kind, value).
     pub(super) known: Vec<(usize, i32, i64, Value)>,
+    /// The fuel register in a variable, in a method with a loop (see
+    /// [`Gen::fuel`]); `None` where the method charges `Ctx::fuel` in
+    /// memory.
+    pub(super) fuel_var: Option<Variable>,
+    /// The stubs that keep every register ([`Stubs`]), and their
+    /// references in this method (`spent`, `arrlen`).
+    pub(super) stubs: Stubs,
+    pub(super) stub_refs: Option<(FuncRef, FuncRef)>,
+    /// Values the method computed as a sum of one value with itself:
+    /// value -> (the value, how many times), so that a longer such sum
+    /// is one multiplication ([`Gen::add`]).
+    pub(super) sums: std::collections::HashMap<Value, (Value, i64)>,
 }
 
 impl<H> Gen<'_, '_, H> {
@@ -151,8 +165,11 @@ impl<H> Gen<'_, '_, H> {
         sig.returns.push(AbiParam::new(types::I64));
         let sr = self.b.import_signature(sig);
         let fp = self.b.ins().iconst(self.ptr, f as i64);
+        self.fuel_out();
         let call = self.b.ins().call_indirect(sr, fp, args);
-        self.b.inst_results(call)[0]
+        let r = self.b.inst_results(call)[0];
+        self.fuel_in();
+        r
     }
 
     /// Branch to the fault return if `r` is [`FAULT`].
@@ -174,29 +191,6 @@ impl<H> Gen<'_, '_, H> {
         let f = h_fault::<H> as extern "C" fn(*mut Ctx, i64, i64) -> i64 as *const u8;
         let r = self.helper(f, &[self.ptr, types::I64, types::I64], &[c, k, s]);
         self.b.ins().return_(&[r]);
-        self.b.switch_to_block(ok);
-    }
-
-    /// Charge `units` of fuel at op `i`.
-    fn charge(&mut self, units: i64, i: usize) {
-        let c = self.ctx();
-        let f = self
-            .b
-            .ins()
-            .load(types::I64, MemFlagsData::trusted(), c, CTX_FUEL);
-        let f = self.b.ins().iadd_imm_s(f, -units);
-        self.b.ins().store(MemFlagsData::trusted(), f, c, CTX_FUEL);
-        let neg = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, f, 0);
-        let slow = self.block();
-        let ok = self.block();
-        self.b.ins().brif(neg, slow, &[], ok, &[]);
-        self.b.set_cold_block(slow);
-        self.b.switch_to_block(slow);
-        let s = self.k(self.site(i));
-        let h = h_spent::<H> as extern "C" fn(*mut Ctx, i64) -> i64 as *const u8;
-        let r = self.helper(h, &[self.ptr, types::I64], &[c, s]);
-        self.check(r);
-        self.b.ins().jump(ok, &[]);
         self.b.switch_to_block(ok);
     }
 
@@ -246,6 +240,10 @@ impl<H> Gen<'_, '_, H> {
         let params = self.b.block_params(entry).to_vec();
         self.ctx = Some(params[0]);
         let c = self.ctx();
+        self.stub_refs = Some((
+            module.declare_func_in_func(self.stubs.spent, self.b.func),
+            module.declare_func_in_func(self.stubs.arrlen, self.b.func),
+        ));
 
         // The machine-stack check, before anything is stored in the frame:
         // a frame below the invocation's limit returns at once, calling
@@ -266,6 +264,18 @@ impl<H> Gen<'_, '_, H> {
         self.b.ins().return_(&[f]);
         self.b.switch_to_block(body);
         self.b.seal_block(body);
+        // A method with a loop keeps the fuel register in a variable,
+        // unless it calls compiled methods: around each call the variable
+        // is stored and loaded again, and the register it takes across
+        // the loop is one the values live across the calls need.
+        let looped = (0..mc.ops.len()).any(|i| successors(mc, i).iter().any(|&t| t as usize <= i));
+        let calls = mc.ops.iter().any(|op| matches!(op, Op::Call { .. }));
+        if looped && !calls {
+            let v = self.b.declare_var(types::I64);
+            let f = self.b.ins().load(types::I64, fl, c, CTX_FUEL);
+            self.b.def_var(v, f);
+            self.fuel_var = Some(v);
+        }
 
         // Slots other than the arguments are never read before they are
         // written (the verifier's initialised-locals rule), so they get no
@@ -431,7 +441,7 @@ impl<H> Gen<'_, '_, H> {
 
     fn ret(&mut self, v: Value) {
         let w = self.b.ins().sextend(types::I64, v);
-        self.b.ins().return_(&[w]);
+        self.return_ok(w);
     }
 
     /// Emit op `i`; true if it falls through to op `i + 1`.
@@ -493,7 +503,7 @@ impl<H> Gen<'_, '_, H> {
                 let v = self.k32(v);
                 self.set(d, v);
             }
-            Op::Add { d, a, b } => bin!(d, a, b, iadd),
+            Op::Add { d, a, b } => self.add(d, a, b),
             Op::Sub { d, a, b } => bin!(d, a, b, isub),
             Op::Mul { d, a, b } => bin!(d, a, b, imul),
             Op::Div { d, a, b } | Op::Rem { d, a, b } => {
@@ -676,9 +686,18 @@ impl<H> Gen<'_, '_, H> {
                 self.b.ins().jump(done, &[]);
                 self.b.set_cold_block(slow);
                 self.b.switch_to_block(slow);
+                // Through the stub that keeps every register: this slow
+                // path comes back (the array may be empty, or of a kind
+                // whose length the cache does not keep).
                 let (c, h, s) = (self.ctx(), self.var(a), self.k(self.site(i)));
-                let f = h_arrlen::<H> as extern "C" fn(*mut Ctx, i32, i64) -> i64 as *const u8;
-                let r = self.helper(f, &[self.ptr, types::I32, types::I64], &[c, h, s]);
+                let (_, stub) = self.stub_refs.expect("set at entry");
+                self.fuel_out();
+                self.b.ins().call(stub, &[c, h, s]);
+                let r = self
+                    .b
+                    .ins()
+                    .load(types::I64, MemFlagsData::trusted(), c, CTX_STATUS);
+                self.fuel_in();
                 self.check(r);
                 let v = self.b.ins().ireduce(types::I32, r);
                 self.set(d, v);
@@ -709,7 +728,6 @@ impl<H> Gen<'_, '_, H> {
                 let callee = &self.cls.code[cm as usize];
                 let fid = bodies[cm as usize]
                     .ok_or_else(|| format!("{} calls a method that is not compiled", mc.name))?;
-                self.charge(callee.ops.len() as i64, i);
                 let c = self.ctx();
                 let d = self
                     .b
@@ -720,8 +738,7 @@ impl<H> Gen<'_, '_, H> {
                     .ins()
                     .load(types::I64, MemFlagsData::trusted(), c, CTX_MAX_DEPTH);
                 let d1 = self.b.ins().iadd_imm_s(d, 1);
-                let over = self.b.ins().icmp(IntCC::SignedGreaterThanOrEqual, d1, max);
-                self.fault_if(over, K_DEPTH, i);
+                let deep = self.b.ins().icmp(IntCC::SignedGreaterThanOrEqual, d1, max);
                 // The callee's frame in the interpreter's slot stack, which
                 // may not pass `MAX_STACK_SLOTS` (recursion can reach it).
                 let base = self
@@ -730,11 +747,14 @@ impl<H> Gen<'_, '_, H> {
                     .load(types::I64, MemFlagsData::trusted(), c, CTX_BASE);
                 let nb = self.b.ins().iadd_imm_s(base, i64::from(at));
                 let top = self.b.ins().iadd_imm_s(nb, i64::from(callee.frame_size));
-                let over =
+                let wide =
                     self.b
                         .ins()
                         .icmp_imm_s(IntCC::SignedGreaterThan, top, MAX_STACK_SLOTS as i64);
-                self.fault_if(over, K_DEPTH, i);
+                // The charge, then either limit (the same fault at the
+                // same op), on one branch.
+                let over = self.b.ins().bor(deep, wide);
+                self.charge_then(callee.ops.len() as i64, i, Some(over));
                 if self.alloc[cm as usize] {
                     self.spill(i, base)?;
                 }
@@ -747,8 +767,10 @@ impl<H> Gen<'_, '_, H> {
                     args.push(self.var(at + s));
                 }
                 let fref = module.declare_func_in_func(fid, self.b.func);
+                self.fuel_out();
                 let call = self.b.ins().call(fref, &args);
                 let r = self.b.inst_results(call)[0];
+                self.fuel_in();
                 self.check(r);
                 self.b.ins().store(MemFlagsData::trusted(), d, c, CTX_DEPTH);
                 self.b
@@ -843,7 +865,7 @@ impl<H> Gen<'_, '_, H> {
             }
             Op::RetK { v } => {
                 let r = self.k(v as i64);
-                self.b.ins().return_(&[r]);
+                self.return_ok(r);
                 return Ok(false);
             }
             Op::RetB { s } | Op::RetS { s } => {
@@ -855,7 +877,7 @@ impl<H> Gen<'_, '_, H> {
                 let x = self.var(s);
                 let n = self.b.ins().ireduce(ty, x);
                 let r = self.b.ins().sextend(types::I64, n);
-                self.b.ins().return_(&[r]);
+                self.return_ok(r);
                 return Ok(false);
             }
             Op::RetZ { s } => {
@@ -866,47 +888,11 @@ impl<H> Gen<'_, '_, H> {
             }
             Op::RetVoid => {
                 let r = self.k(0);
-                self.b.ins().return_(&[r]);
+                self.return_ok(r);
                 return Ok(false);
             }
         }
         Ok(true)
-    }
-
-    /// `x / y` or `x % y` for `y != 0`, wrapping as Java does
-    /// (`MIN / -1 == MIN`, `MIN % -1 == 0`) without the machine's trap.
-    fn div(&mut self, x: Value, y: Value, rem: bool) -> Value {
-        let m1 = self.b.ins().icmp_imm_s(IntCC::Equal, y, -1);
-        let one = self.k32(1);
-        let ys = self.b.ins().select(m1, one, y);
-        if rem {
-            let r = self.b.ins().srem(x, ys);
-            let z = self.k32(0);
-            self.b.ins().select(m1, z, r)
-        } else {
-            let q = self.b.ins().sdiv(x, ys);
-            let n = self.b.ins().ineg(x);
-            self.b.ins().select(m1, n, q)
-        }
-    }
-
-    fn div_const(&mut self, d: u16, a: u16, v: i32, rem: bool) -> Result<(), String> {
-        let x = self.var(a);
-        let r = match v {
-            0 => return Err(format!("{}: division by the constant 0", self.mc.name)),
-            -1 if rem => self.k32(0),
-            -1 => self.b.ins().ineg(x),
-            _ => {
-                let y = self.k32(v);
-                if rem {
-                    self.b.ins().srem(x, y)
-                } else {
-                    self.b.ins().sdiv(x, y)
-                }
-            }
-        };
-        self.set(d, r);
-        Ok(())
     }
 
     /// `tableswitch` / `lookupswitch` at op `i`.

@@ -182,4 +182,16 @@ public class ArrCache {
         a = n > 3 ? ia : ib;
         return s + a[2];
     }
+
+    /**
+     * Sums of one value with itself (an element read ten times), which the
+     * compiler makes one multiplication: the same as the additions also
+     * where they wrap past 2^31.
+     */
+    static int sums(int x) {
+        int[] a = ia;
+        a[3] = x;
+        int s = a[3] + a[3] + a[3] + a[3] + a[3] + a[3] + a[3] + a[3] + a[3] + a[3];
+        return s + a[3] + (s + x);
+    }
 }

@@ -124,11 +124,7 @@ impl<H> Gen<'_, '_, H> {
         ok = self.b.ins().band(ok, in_a);
         // The call's unit and the work's 1 + len / 64, from the first part
         // of the budget only (so no checkpoint is passed here).
-        let c = self.ctx();
-        let fuel = self
-            .b
-            .ins()
-            .load(types::I64, MemFlagsData::trusted(), c, CTX_FUEL);
+        let fuel = self.fuel();
         let units = self.b.ins().ushr_imm_u(n, 6);
         let left = self.b.ins().isub(fuel, units);
         let left = self.b.ins().iadd_imm_s(left, -2);
@@ -172,7 +168,7 @@ impl<H> Gen<'_, '_, H> {
         let fast = self.block();
         self.b.ins().brif(ok, fast, &[], slow, &[]);
         self.b.switch_to_block(fast);
-        self.b.ins().store(fl, r.left, c, CTX_FUEL);
+        self.set_fuel(r.left);
         let pw = self.b.ins().iadd(wbase, w);
         let (dst, src) = match kind {
             Intrinsic::WindowToArray => (r.at, pw),
@@ -215,9 +211,7 @@ impl<H> Gen<'_, '_, H> {
         let accepted = self.block();
         self.b.ins().brif(took, accepted, &[], slow, &[]);
         self.b.switch_to_block(accepted);
-        self.b
-            .ins()
-            .store(MemFlagsData::trusted(), r.left, c, CTX_FUEL);
+        self.set_fuel(r.left);
         self.b.ins().jump(done, &[]);
         self.b.set_cold_block(slow);
         self.b.switch_to_block(slow);
@@ -356,9 +350,40 @@ impl<H> Gen<'_, '_, H> {
         }
     }
 
+    /// Whether op `i`'s slow path always faults: its inline path takes
+    /// every kind of array its helper takes (through a cache, when the
+    /// cache keeps the length of exactly those kinds), so that the inline
+    /// checks fail only where the helper faults. Such a slow path is a
+    /// side exit: it does not come back, so nothing the method holds in
+    /// registers need be kept across its call.
+    fn always_faults(&self, i: usize) -> bool {
+        let Some(op) = self.mc.ops.get(i) else {
+            return false;
+        };
+        match self.plan.uses(op) {
+            Some(c) => self.plan.exact(op, c),
+            None => true,
+        }
+    }
+
+    /// After the helper of a slow path that always faults
+    /// ([`Gen::always_faults`]): return its [`FAULT`], and should it
+    /// ever not fault, fault anyway (an internal error) rather than go on.
+    fn exit_after(&mut self, r: Value, i: usize) {
+        self.check(r);
+        if let Some(blk) = self.b.current_block() {
+            self.b.set_cold_block(blk);
+        }
+        let (c, k, s) = (self.ctx(), self.k(K_INTERNAL), self.k(self.site(i)));
+        let f = h_fault::<H> as extern "C" fn(*mut Ctx, i64, i64) -> i64 as *const u8;
+        let r = self.helper(f, &[self.ptr, types::I64, types::I64], &[c, k, s]);
+        self.b.ins().return_(&[r]);
+    }
+
     pub(super) fn aload(&mut self, i: usize, d: u16, a: u16, idx: Value, kind: i64) {
         let slow = self.block();
         let done = self.block();
+        let exit = self.always_faults(i);
         let (addr, _) = self.array_fast(i, a, Some(idx), |g, k| g.kind_ok(k, kind, true), slow);
         let p = self.elem_addr(addr, idx, kind);
         let v = self.load_elem(p, kind);
@@ -377,16 +402,21 @@ impl<H> Gen<'_, '_, H> {
             &[self.ptr, types::I64, types::I32, types::I32, types::I64],
             &[c, k, h, idx, s],
         );
-        self.check(r);
-        let v = self.b.ins().ireduce(types::I32, r);
-        self.set(d, v);
-        self.b.ins().jump(done, &[]);
+        if exit {
+            self.exit_after(r, i);
+        } else {
+            self.check(r);
+            let v = self.b.ins().ireduce(types::I32, r);
+            self.set(d, v);
+            self.b.ins().jump(done, &[]);
+        }
         self.b.switch_to_block(done);
     }
 
     pub(super) fn astore(&mut self, i: usize, a: u16, idx: Value, src: u16, kind: i64) {
         let slow = self.block();
         let done = self.block();
+        let exit = self.always_faults(i);
         let (addr, _) = self.array_fast(i, a, Some(idx), |g, k| g.kind_ok(k, kind, false), slow);
         let p = self.elem_addr(addr, idx, kind);
         self.store_elem(p, src, kind);
@@ -415,8 +445,12 @@ impl<H> Gen<'_, '_, H> {
             ],
             &[c, k, h, idx, x, s],
         );
-        self.check(r);
-        self.b.ins().jump(done, &[]);
+        if exit {
+            self.exit_after(r, i);
+        } else {
+            self.check(r);
+            self.b.ins().jump(done, &[]);
+        }
         self.b.switch_to_block(done);
     }
 }
