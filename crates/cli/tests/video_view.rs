@@ -152,7 +152,20 @@ fn served(addr: &str) -> u64 {
 
 /// `unet video view ARGS`, expected to fail at once: its stderr.
 fn view_fails(args: &[&str], as_nobody: bool) -> String {
-    let mut cmd = Command::new(unet_bin());
+    // `nobody` may not reach the build's own directory (a checkout in a
+    // private directory): it runs a copy of the binary from one it can.
+    let copy = TempDir::new("nobody-bin");
+    let bin = if as_nobody {
+        let open = |p: &Path| std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755));
+        open(&copy.0).unwrap();
+        let b = copy.0.join("unet");
+        std::fs::copy(unet_bin(), &b).unwrap();
+        open(&b).unwrap();
+        b
+    } else {
+        unet_bin().into()
+    };
+    let mut cmd = Command::new(bin);
     cmd.args(["video", "view"]).args(args);
     if as_nobody {
         cmd.uid(65534).gid(65534);
