@@ -9,11 +9,11 @@
 //! frame, row]` and the row's pixels (RGBA). Rows from this link are what
 //! the client's windows take by default.
 //!
-//! Frames start every 1/rate s; within a frame the rows go as fast as
-//! the path takes them, each row of every stream before the next row of
-//! any (or, with `--slices N`, in N slices spread over the period, so
-//! that the receiving adapter takes a frame in parts rather than all at
-//! once). Nothing is dropped silently: a host send the ring cannot take
+//! Frames start every 1/rate s; within a frame the rows go in `--slices`
+//! parts spread over the period (8 by default, so that the receiving
+//! adapter takes a frame in parts rather than all at once; `--slices 1`
+//! sends each frame's rows as fast as the path takes them), each row of
+//! every stream before the next row of any. Nothing is dropped silently: a host send the ring cannot take
 //! yet is waited for, a message SPINE could not take (`SpineFull`) is
 //! sent again (counted as retried) before the next frame starts, and a
 //! send the forwarder's link refused comes back as an error message and
@@ -68,8 +68,10 @@ pub struct Args {
     seconds: Option<f64>,
     /// Spread each frame's rows over its period in this many slices (a
     /// slice's rows as fast as the path takes them, the next slice not
-    /// before its share of the period): 1 sends the whole frame at once.
-    #[arg(long, default_value_t = 1)]
+    /// before its share of the period): 1 sends the whole frame at once,
+    /// a burst a large frame can overflow the receiving adapter's wire
+    /// inbox with (a 1080p frame is 8 MB).
+    #[arg(long, default_value_t = 8)]
     slices: u32,
     /// Send this video file, decoded by ffmpeg, instead of the test
     /// pattern.
