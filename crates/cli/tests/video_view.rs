@@ -34,32 +34,6 @@ const WINDOW: (u32, u32) = (400, 240);
 /// Most a screenshot's channel may differ from the framebuffer's.
 const TOLERANCE: u8 = 2;
 
-/// `FbRows`: `[fb, fbOffset]` and a bulk message: writes the bulk
-/// buffer there and answers `fbWrite`'s result.
-const EXTENSION: &str = r#"
-import unet.spine.Spine;
-
-public class FbRows {
-    static byte[] out;
-
-    static void init(int base) {
-        out = new byte[4];
-        Spine.addHandler("onWrite", base, base);
-    }
-
-    static void onWrite(int self, int msg) {
-        int buf = Spine.bulk(msg);
-        int r = Spine.fbWrite(Spine.argInt(msg, 0), Spine.argInt(msg, 4), buf, 0,
-                Spine.bufferLength(buf));
-        out[0] = (byte) r;
-        out[1] = (byte) (r >> 8);
-        out[2] = (byte) (r >> 16);
-        out[3] = (byte) (r >> 24);
-        Spine.reply(msg, self, out, 0, 4);
-    }
-}
-"#;
-
 /// Image `k`'s pixel at `(x, y)`, as the framebuffer holds it: the bytes
 /// R, G, B and a fourth (set, to show that the viewer ignores it), as the
 /// little-endian word `0xXXBBGGRR`.
@@ -193,15 +167,9 @@ fn the_browser_shows_the_framebuffer_live_and_the_viewer_refuses_clearly() {
     // Fails at once, clearly, without it.
     chromium();
     let dir = TempDir::new("video-view");
-    tools::javac(
-        &dir.0,
-        &[{
-            let src = dir.0.join("FbRows.java");
-            std::fs::write(&src, EXTENSION).unwrap();
-            src
-        }],
-    );
-    let class = std::fs::read(dir.0.join("FbRows.class")).unwrap();
+    // `extensions/FbWrite.java`: a bulk message's bytes into the framebuffer.
+    tools::javac(&dir.0, &[tools::repo().join("extensions/FbWrite.java")]);
+    let class = std::fs::read(dir.0.join("FbWrite.class")).unwrap();
     let d = Daemon::start(&[]);
     let s = Session::connect(&d.socket).unwrap();
     let opts = unet::spine::ExtensionOptions {

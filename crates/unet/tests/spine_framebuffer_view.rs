@@ -14,42 +14,19 @@ use unet::spine::ExtensionOptions;
 use unet::{EndpointConfig, EngineConfig, Error, ErrorCode, Session};
 
 mod common;
-use common::{engine_with, javac, recv_am, wait_listing};
+use common::{engine_with, javac, recv_am, repo, wait_listing};
 
 /// The extension's handler.
 const POKE: u16 = 64;
 
-/// `FbWrite`: `[fb, fbOffset]` and a bulk message: copies the whole bulk
+/// `extensions/FbWrite.java`: `[fb, fbOffset]` and a bulk message: copies the whole bulk
 /// buffer to that offset of framebuffer `fb` and answers `fbWrite`'s
 /// result.
 fn class() -> &'static [u8] {
     static CLASS: OnceLock<Vec<u8>> = OnceLock::new();
     CLASS.get_or_init(|| {
-        let src = r#"
-import unet.spine.Spine;
-
-public class FbWrite {
-    static byte[] out;
-
-    static void init(int base) {
-        out = new byte[4];
-        Spine.addHandler("onWrite", base, base);
-    }
-
-    static void onWrite(int self, int msg) {
-        int buf = Spine.bulk(msg);
-        int r = Spine.fbWrite(Spine.argInt(msg, 0), Spine.argInt(msg, 4), buf, 0,
-                Spine.bufferLength(buf));
-        out[0] = (byte) r;
-        out[1] = (byte) (r >> 8);
-        out[2] = (byte) (r >> 16);
-        out[3] = (byte) (r >> 24);
-        Spine.reply(msg, self, out, 0, 4);
-    }
-}
-"#;
         let dir = std::env::temp_dir().join(format!("unet-spine-fbview-{}", std::process::id()));
-        javac(&dir, &[], &[("FbWrite", src)])
+        javac(&dir, &[repo().join("extensions/FbWrite.java")], &[])
             .remove("FbWrite")
             .expect("FbWrite.class")
     })
