@@ -162,14 +162,21 @@ fn signal(pid: libc::pid_t, sig: libc::c_int) {
 struct Told {
     first: Vec<u64>,
     accepted: Vec<u64>,
+    /// Notices refused as for no such job before any was accepted.
+    unknown: Vec<u32>,
     ended: Vec<bool>,
 }
+
+/// Refusals of a job's first notices taken as a job not yet ready (its
+/// nodes still joining) before the ticket is taken as wrong.
+const UNKNOWN_MAX: u32 = 50;
 
 impl Told {
     fn new(jobs: usize) -> Told {
         Told {
             first: vec![0; jobs],
             accepted: vec![0; jobs],
+            unknown: vec![0; jobs],
             ended: vec![false; jobs],
         }
     }
@@ -200,14 +207,21 @@ impl Told {
                 }
                 self.first[j] = a.near_full;
             }
-            // A job that accepted notices and is no longer known has
-            // ended (its nodes all left); the first notice refused is an
-            // error (a wrong ticket).
+            // A job no longer known that accepted notices, or whose
+            // processes have all exited (a short job can end before its
+            // first notice), has ended: its nodes all left. One that has
+            // accepted none yet may still be setting up (told again at
+            // the next switch); refused for longer, its ticket is wrong.
             Err(unet::Error::Engine(unet_control::ErrorCode::NoSuchJob))
-                if self.accepted[j] > 0 =>
+                if self.accepted[j] > 0 || all_exited(&jobs[j].pids) =>
             {
                 self.ended[j] = true;
                 self.first[j] = 0;
+            }
+            Err(unet::Error::Engine(unet_control::ErrorCode::NoSuchJob))
+                if self.unknown[j] < UNKNOWN_MAX =>
+            {
+                self.unknown[j] += 1;
             }
             Err(e) => {
                 self.ended[j] = true;
@@ -215,6 +229,19 @@ impl Told {
             }
         }
     }
+}
+
+/// Whether every process of `pids` has exited (gone, or a zombie not yet
+/// reaped).
+fn all_exited(pids: &[u32]) -> bool {
+    pids.iter().all(|p| {
+        std::fs::read_to_string(format!("/proc/{p}/stat")).map_or(true, |st| {
+            // The state follows the command's closing parenthesis.
+            st.rsplit_once(')')
+                .and_then(|(_, rest)| rest.trim_start().chars().next())
+                .is_some_and(|c| c == 'Z' || c == 'X')
+        })
+    })
 }
 
 impl Gang {
@@ -299,6 +326,15 @@ impl Gang {
             let end = t0.elapsed();
             for k in 0..jobs.len() {
                 told.notify(&jobs, k, all, true, end, &mut log);
+            }
+            // A job refused from its first notice to its last, whose
+            // processes still run, was never known: a wrong ticket.
+            for (k, j) in jobs.iter().enumerate() {
+                if told.unknown[k] > 0 && told.accepted[k] == 0 && !all_exited(&j.pids) {
+                    log.errors.push(format!(
+                        "job {k}: the engine refused every notice: no such UDM job (or a wrong key)"
+                    ));
+                }
             }
             log
         });
