@@ -457,6 +457,19 @@ fn soak_every_abuse_at_once_while_honest_pairs_stream() {
             up |= l.contains("@@ UP");
             assert!(!l.contains("@@ FAIL"), "victim: {l}");
         }
+        // Until one victim has been killed with its endpoints up, wait for
+        // this one to come up (a busy machine can take longer than the
+        // random moment to start it), so that the run always kills a set
+        // up client and not only ones still starting.
+        if !up && kills_up == 0 {
+            let end = Instant::now() + Duration::from_secs(20);
+            while !up && Instant::now() < end {
+                if let Some(l) = v.raw_line(Duration::from_millis(100)) {
+                    up |= l.contains("@@ UP");
+                    assert!(!l.contains("@@ FAIL"), "victim: {l}");
+                }
+            }
+        }
         v.kill9();
         kills += 1;
         kills_up += up as u64;

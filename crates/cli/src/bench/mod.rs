@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::Subcommand;
 
 mod applet_build;
+mod bars;
 mod child;
 mod floor;
 mod javia;

@@ -135,6 +135,9 @@ pub struct Args {
     /// Print one JSON object per step.
     #[arg(long)]
     pub json: bool,
+    /// Draw Figure 7 as an SVG: RawUnet's steps, ours beside the paper's.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
     /// Directory holding RawUnet.java (default: the source checkout's
     /// `applets/`).
     #[arg(long, value_name = "DIR")]
@@ -857,6 +860,9 @@ fn bench(mut a: Args) -> Result<(), String> {
         }
     } else {
         print_table(&rows, &a, &load, clock_ns);
+    }
+    if let Some(p) = &a.svg {
+        table::write_svg(&rows, p)?;
     }
     Ok(())
 }

@@ -91,7 +91,7 @@ pub(crate) const FIGURES: &[Spec] = &[
         args: &["bench", "overhead"],
         quick: &["--quick"],
         needs: &[Need::Jdk],
-        svg: SvgArg::None,
+        svg: SvgArg::Flag,
         secs: (30, 120),
     },
     Spec {

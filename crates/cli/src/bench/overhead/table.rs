@@ -2,6 +2,7 @@
 //! labels, and the paper's Figure 7 figures beside ours.
 
 use super::{Args, BATCH, SIZES, TARGET_NS};
+use crate::bench::bars::{write_bars_svg, BarChart, Bars};
 
 /// One reported step.
 pub(super) struct Row {
@@ -27,22 +28,67 @@ const STEP_ORDER: [&str; 11] = [
     "total",
 ];
 
-/// The paper's Figure 7 (LanAI, µs), 40-byte / 1000-byte, for the steps
-/// that have a counterpart there (`applet_call`: the sum of the two rows
-/// it merges).
-fn paper(dir: &str, step: &str) -> &'static str {
-    match (dir, step) {
-        ("tx", "applet_call") => "0.7+3.9 / 0.7+3.9",
-        ("tx", "null_native") | ("rx", "null_native") => "(5.5 / 5.5)",
-        ("tx", "dma_setup") => "11.8 / 11.8",
-        ("tx", "tx_push") => "8.1 / 8.1",
-        ("tx", "total") => "24.5 / 24.5",
-        ("rx", "applet_call") => "0.6+3.2 / 0.6+3.2",
-        ("rx", "get_free_buffer") => "- / 5.85",
-        ("rx", "dma_setup") => "- / 11.8",
-        ("rx", "descriptor_push") => "12.9 / 21.0",
-        ("rx", "total") => "16.7 / 42.5",
-        _ => "",
+/// The paper's Figure 7 (LanAI, µs) for the steps that have a
+/// counterpart there: direction, step, and at 40 and 1000 bytes the rows
+/// of the paper the step sums (`applet_call` merges two; empty where the
+/// paper has no such row at that size). `null_native` is per call and not
+/// part of the paper's sums.
+const PAPER: &[(&str, &str, [&[f64]; 2])] = &[
+    ("tx", "applet_call", [&[0.7, 3.9], &[0.7, 3.9]]),
+    ("tx", "null_native", [&[5.5], &[5.5]]),
+    ("tx", "dma_setup", [&[11.8], &[11.8]]),
+    ("tx", "tx_push", [&[8.1], &[8.1]]),
+    ("tx", "total", [&[24.5], &[24.5]]),
+    ("rx", "applet_call", [&[0.6, 3.2], &[0.6, 3.2]]),
+    ("rx", "null_native", [&[5.5], &[5.5]]),
+    ("rx", "get_free_buffer", [&[], &[5.85]]),
+    ("rx", "dma_setup", [&[], &[11.8]]),
+    ("rx", "descriptor_push", [&[12.9], &[21.0]]),
+    ("rx", "total", [&[16.7], &[42.5]]),
+];
+
+/// The paper's rows for a step at each size, if it has any.
+fn paper_rows(dir: &str, step: &str) -> Option<[&'static [f64]; 2]> {
+    PAPER
+        .iter()
+        .find(|(d, s, _)| *d == dir && *s == step)
+        .map(|(_, _, v)| *v)
+}
+
+/// The paper's figure for a step at `size` (one of `SIZES`), µs.
+pub(super) fn paper_us(dir: &str, step: &str, size: usize) -> Option<f64> {
+    let k = SIZES.iter().position(|&s| s == size)?;
+    let parts = paper_rows(dir, step)?[k];
+    (!parts.is_empty()).then(|| parts.iter().sum())
+}
+
+/// The paper's column of the table: "40-byte / 1000-byte", the rows a
+/// merged step sums joined by `+`.
+fn paper(dir: &str, step: &str) -> String {
+    let Some(rows) = paper_rows(dir, step) else {
+        return String::new();
+    };
+    let cell = |parts: &[f64]| {
+        if parts.is_empty() {
+            return "-".to_string();
+        }
+        parts
+            .iter()
+            .map(|v| {
+                if v.fract() == 0.0 {
+                    format!("{v:.1}")
+                } else {
+                    format!("{v}")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("+")
+    };
+    let text = format!("{} / {}", cell(rows[0]), cell(rows[1]));
+    if step == "null_native" {
+        format!("({text})")
+    } else {
+        text
     }
 }
 
@@ -162,4 +208,74 @@ pub(super) fn print_table(rows: &[Row], a: &Args, load: &str, clock_ns: f64) {
          repetition."
     );
     println!("(null_native) is per call and, as in the paper, not part of the sum.");
+}
+
+/// Figure 7 as bars: each RawUnet step, ours and the paper's at both
+/// sizes, µs on a log axis (today's nanoseconds beside the LanAI's
+/// microseconds).
+pub(super) fn write_svg(rows: &[Row], path: &std::path::Path) -> Result<(), String> {
+    let mut cats = Vec::new();
+    let mut series: Vec<Bars> = [
+        "unet, 40 B",
+        "unet, 1000 B",
+        "paper (LanAI), 40 B",
+        "paper (LanAI), 1000 B",
+    ]
+    .iter()
+    .map(|n| Bars {
+        name: n.to_string(),
+        values: Vec::new(),
+    })
+    .collect();
+    for dir in ["tx", "rx"] {
+        for step in STEP_ORDER {
+            let ours = |size: usize| {
+                rows.iter()
+                    .find(|r| {
+                        r.dir == dir && r.applet == "RawUnet" && r.step == step && r.size == size
+                    })
+                    .map(|r| r.ns / 1000.0)
+            };
+            let vals = [
+                ours(SIZES[0]),
+                ours(SIZES[1]),
+                paper_us(dir, step, SIZES[0]),
+                paper_us(dir, step, SIZES[1]),
+            ];
+            if vals.iter().all(Option::is_none) {
+                continue;
+            }
+            cats.push(format!("{dir} {}", label(dir, "RawUnet", step)));
+            for (s, v) in series.iter_mut().zip(vals) {
+                s.values.push(v);
+            }
+        }
+    }
+    write_bars_svg(
+        &BarChart {
+            title: "U-Net/SLE Figure 7: RawUnet's overhead per message, step by step",
+            y_desc: "microseconds (log)",
+            categories: cats,
+            series,
+            log: true,
+        },
+        path,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_papers_column_reads_as_the_paper_prints_it() {
+        assert_eq!(paper("tx", "applet_call"), "0.7+3.9 / 0.7+3.9");
+        assert_eq!(paper("rx", "descriptor_push"), "12.9 / 21.0");
+        assert_eq!(paper("rx", "get_free_buffer"), "- / 5.85");
+        assert_eq!(paper("tx", "null_native"), "(5.5 / 5.5)");
+        assert_eq!(paper("tx", "deliver"), "");
+        assert_eq!(paper_us("tx", "applet_call", 40), Some(4.6));
+        assert_eq!(paper_us("rx", "dma_setup", 40), None);
+        assert_eq!(paper_us("rx", "total", 1000), Some(42.5));
+    }
 }

@@ -13,6 +13,10 @@
 //!
 //! - `unet`: a `unet daemon` (the adapter) pinned to core 1 and `unet
 //!   router run` (the host application) with both ports on that adapter.
+//! - `unet-rps`: the same with receive packet steering on the ingress
+//!   interface to the adapter's core, so that veth's delivery into the
+//!   port's receive ring (the copy a NIC's DMA would make) leaves the
+//!   generator's core, as Linux's forwarding does with `linux-rps`.
 //! - `linux`: Linux's IPv4 forwarding between the same two interfaces, the
 //!   same routes (`ip route`), the same static neighbours. veth hands a
 //!   frame to the next namespace in the sender's own system call, so
@@ -63,8 +67,9 @@ pub struct ForwardArgs {
     #[arg(long, value_delimiter = ',', default_value = "64,1500")]
     pub sizes: Vec<usize>,
     /// Forwarders, in the order of the first repetition: unet (one
-    /// adapter), unet-pci and unet-wire (two adapters, over peer queues
-    /// or the UDP wire), linux, linux-rps.
+    /// adapter), unet-rps (the same, ingress delivery steered to the
+    /// adapter's core), unet-pci and unet-wire (two adapters, over peer
+    /// queues or the UDP wire), linux, linux-rps.
     #[arg(
         long,
         value_delimiter = ',',

@@ -30,6 +30,11 @@ const HANDLERS: u16 = 200;
 pub(super) enum Case {
     /// The router, both ports on one adapter.
     Unet,
+    /// The same with receive packet steering on the ingress interface to
+    /// the adapter's core: veth's delivery into the port's ring (the copy
+    /// a NIC's DMA would make) leaves the generator's core, as it does for
+    /// `LinuxRps`.
+    UnetRps,
     /// The router on two adapters, a port each, joined by peer queues.
     UnetPci,
     /// The router on two adapters joined by a SPINE link over UDP.
@@ -39,12 +44,13 @@ pub(super) enum Case {
 }
 
 /// Every forwarder's name, for errors.
-const NAMES: &str = "unet, unet-pci, unet-wire, linux, linux-rps";
+const NAMES: &str = "unet, unet-rps, unet-pci, unet-wire, linux, linux-rps";
 
 impl Case {
     pub(super) fn parse(s: &str) -> Res<Case> {
         match s {
             "unet" => Ok(Case::Unet),
+            "unet-rps" => Ok(Case::UnetRps),
             "unet-pci" => Ok(Case::UnetPci),
             "unet-wire" => Ok(Case::UnetWire),
             "linux" => Ok(Case::Linux),
@@ -56,6 +62,7 @@ impl Case {
     pub(super) fn name(self) -> &'static str {
         match self {
             Case::Unet => "unet",
+            Case::UnetRps => "unet-rps",
             Case::UnetPci => "unet-pci",
             Case::UnetWire => "unet-wire",
             Case::Linux => "linux",
@@ -70,6 +77,7 @@ impl Case {
     pub(super) fn placement(self) -> &'static str {
         match self {
             Case::Unet => "generator core 0, adapter core 1",
+            Case::UnetRps => "generator core 0, adapter and ingress delivery core 1 (RPS)",
             Case::UnetPci | Case::UnetWire => "generator core 0, both adapters core 1",
             Case::Linux => "generator core 0, forwarding in the generator's system calls",
             Case::LinuxRps => "generator core 0, forwarding on core 1 (RPS)",
@@ -87,8 +95,16 @@ impl Case {
         spin_us: u64,
     ) -> Res<Running> {
         match self {
-            Case::Unet | Case::UnetPci | Case::UnetWire => {
-                unet_up(self, lab, lines, class, spin_us)
+            Case::Unet | Case::UnetRps | Case::UnetPci | Case::UnetWire => {
+                let r = unet_up(self, lab, lines, class, spin_us)?;
+                if self == Case::UnetRps {
+                    if let Err(e) = set_rps(lab, "2") {
+                        let mut r = r;
+                        r.stop(lab);
+                        return Err(e);
+                    }
+                }
+                Ok(r)
             }
             Case::Linux | Case::LinuxRps => {
                 let r = Running {
@@ -131,6 +147,8 @@ impl Running {
         }
         if self.case.is_linux() {
             let _ = linux_down(lab);
+        } else if self.case == Case::UnetRps {
+            let _ = set_rps(lab, "0");
         }
     }
 
@@ -317,7 +335,7 @@ fn unet_up(
 ) -> Res<Running> {
     let dir = TempDir::new()?;
     let exe = std::env::current_exe().map_err(|e| format!("this program: {e}"))?;
-    let two = case != Case::Unet;
+    let two = matches!(case, Case::UnetPci | Case::UnetWire);
     let wire = case == Case::UnetWire;
     if wire {
         ip(&["-n", &lab.r, "link", "set", "lo", "up"])?;
