@@ -3,7 +3,7 @@
 //! and a single updating progress line on stderr when it is a terminal;
 //! a command's notes and its error on stderr.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use serde_json::{json, Value};
@@ -194,28 +194,45 @@ pub fn stream_line(r: &StreamRow, with_applet: bool) {
     );
 }
 
-/// A single updating progress line on stderr, shown only on a terminal.
+/// A single updating progress line on stderr (a spinner, the time the
+/// step has taken and the step), shown only on a terminal. `clear` takes
+/// it off the screen before results are printed; the next `show` starts a
+/// new one.
 pub struct Progress {
     on: bool,
+    bar: std::cell::RefCell<Option<indicatif::ProgressBar>>,
 }
 
 impl Progress {
     pub fn new() -> Progress {
         Progress {
             on: std::io::stderr().is_terminal(),
+            bar: std::cell::RefCell::new(None),
         }
     }
 
     pub fn show(&self, msg: &str) {
-        if self.on {
-            let mut e = std::io::stderr().lock();
-            let _ = write!(e, "\r\x1b[2K{msg}");
-            let _ = e.flush();
+        if !self.on {
+            return;
         }
+        let mut bar = self.bar.borrow_mut();
+        let b = bar.get_or_insert_with(|| {
+            let b = indicatif::ProgressBar::new_spinner();
+            if let Ok(style) =
+                indicatif::ProgressStyle::with_template("{spinner} [{elapsed}] {msg}")
+            {
+                b.set_style(style);
+            }
+            b.enable_steady_tick(std::time::Duration::from_millis(200));
+            b
+        });
+        b.set_message(msg.to_string());
     }
 
     pub fn clear(&self) {
-        self.show("");
+        if let Some(b) = self.bar.borrow_mut().take() {
+            b.finish_and_clear();
+        }
     }
 }
 
