@@ -21,7 +21,7 @@ fn a_quick_report_renders_in_a_browser() {
             "report",
             "--quick",
             "--only",
-            "udm-table6,udm-fig9-10,spine-lookup",
+            "udm-table6,udm-fig9-10,spine-lookup,sle-fig7",
         ])
         .arg("--out")
         .arg(&page)
@@ -30,11 +30,11 @@ fn a_quick_report_renders_in_a_browser() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "unet report failed:\n{err}");
     assert!(
-        err.contains("[1/3]") && err.contains("[3/3]"),
+        err.contains("[1/4]") && err.contains("[4/4]"),
         "progress: {err}"
     );
     let html = std::fs::read_to_string(&page).unwrap();
-    for id in ["udm-table6", "udm-fig9-10", "spine-lookup"] {
+    for id in ["udm-table6", "udm-fig9-10", "spine-lookup", "sle-fig7"] {
         assert!(html.contains(&format!("id=\"{id}\"")), "{id} in the page");
     }
     // The full table may be absent on this machine: then the page says so.
@@ -43,8 +43,20 @@ fn a_quick_report_renders_in_a_browser() {
         lookup_ran || html.contains("needs the full Internet table"),
         "the lookup ran or says why not"
     );
-    let plots = 2 + usize::from(lookup_ran);
+    let plots = 3 + usize::from(lookup_ran);
     assert!(html.matches("<svg").count() >= plots, "the SVGs are inline");
+    // U-Net/SLE Figure 7's bars: ours beside the paper's LanAI figures.
+    let fig7 = html
+        .split("id=\"sle-fig7\"")
+        .nth(1)
+        .and_then(|s| s.split("</section>").next())
+        .unwrap_or_default();
+    assert!(
+        fig7.contains("<svg")
+            && fig7.contains("paper (LanAI), 40 B")
+            && fig7.contains("unet, 1000 B"),
+        "Figure 7's plot: {fig7:.2000}"
+    );
 
     // The browser runs the page's script: its count of the figures.
     let url = format!("file://{}", page.display());
@@ -54,9 +66,9 @@ fn a_quick_report_renders_in_a_browser() {
         .nth(1)
         .and_then(|s| s.split('<').next())
         .unwrap_or_else(|| panic!("no count in the rendered page:\n{dom}"));
-    let ran = if lookup_ran { 3 } else { 2 };
+    let ran = if lookup_ran { 4 } else { 3 };
     assert!(
-        count.starts_with(&format!("figures: 3; ran: {ran}; plots: ")),
+        count.starts_with(&format!("figures: 4; ran: {ran}; plots: ")),
         "{count}"
     );
     let drawn: usize = count.rsplit(' ').next().unwrap().parse().unwrap();

@@ -79,6 +79,13 @@ pub(crate) fn render(done: &[Done], quick: bool, took: Duration) -> String {
             esc(d.spec.what),
             esc(&d.command)
         );
+        if !d.spec.paper_text.is_empty() {
+            let _ = writeln!(
+                h,
+                "<p class=paper><b>The paper:</b> {}</p>",
+                esc(d.spec.paper_text)
+            );
+        }
         match &d.outcome {
             Outcome::Skipped(why) => {
                 let _ = writeln!(h, "<p class=skipped>Skipped: {}</p>", esc(why));
