@@ -24,20 +24,28 @@ const NAMES: [&str; 13] = [
     "null native call",
 ];
 
-#[test]
-fn quick_json_run_reports_every_benchmark_on_every_runtime() {
+/// Runs `unet bench jive ARGS` (which must succeed and report progress on
+/// stderr): its JSON rows, and its stdout.
+fn run_json(args: &[&str]) -> (Vec<Value>, String) {
     let o = Command::new(env!("CARGO_BIN_EXE_unet"))
-        .args(["bench", "jive", "--quick", "--json"])
+        .args(["bench", "jive"])
+        .args(args)
         .output()
         .expect("run unet");
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "unet bench jive failed:\n{stderr}");
     assert!(stderr.contains("[bench jive]"), "no progress on stderr");
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    let rows: Vec<Value> = stdout
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    let rows = stdout
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("`{l}`: {e}")))
         .collect();
+    (rows, stdout)
+}
+
+#[test]
+fn quick_json_run_reports_every_benchmark_on_every_runtime() {
+    let (rows, stdout) = run_json(&["--quick", "--json"]);
     assert_eq!(rows.len(), NAMES.len() + 4, "{stdout}");
     for (row, name) in rows.iter().zip(NAMES) {
         assert_eq!(row["bench"], "jive");
@@ -108,18 +116,8 @@ fn quick_json_run_reports_every_benchmark_on_every_runtime() {
 #[test]
 fn quick_compiled_run_compares_both_modes_and_draws_figures_3_and_4() {
     let dir = std::env::temp_dir().join(format!("unet-jive-svg-{}", std::process::id()));
-    let o = Command::new(env!("CARGO_BIN_EXE_unet"))
-        .args(["bench", "jive", "--quick", "--json", "--compile", "--svg"])
-        .arg(&dir)
-        .output()
-        .expect("run unet");
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "unet bench jive failed:\n{stderr}");
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    let rows: Vec<Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("`{l}`: {e}")))
-        .collect();
+    let d = dir.to_str().expect("a UTF-8 temporary directory");
+    let (rows, stdout) = run_json(&["--quick", "--json", "--compile", "--svg", d]);
     assert_eq!(rows.len(), NAMES.len() + 5, "{stdout}");
     for (row, name) in rows.iter().zip(NAMES) {
         assert_eq!(row["name"], name);

@@ -18,8 +18,8 @@
 //! operations, and HotSpot's JIT is measurable on every benchmark. The
 //! JIT is asked not to inline the callee of null-call (and the null
 //! native), whose call is the operation measured; JIVE does not inline.
-//! `n` is chosen per benchmark so that one call of the first JIVE column
-//! takes about `--target-ms`; every runtime runs the same `n` once for the
+//! `n` is chosen per benchmark so that one call of interpreted JIVE takes
+//! about `--target-ms`; every runtime runs the same `n` once for the
 //! checksum (all must agree, or the run fails), then sizes its own count
 //! the same way, so that one of its calls also takes about `--target-ms`
 //! (a fast runtime runs more operations, which keeps its time measurable; a
@@ -77,7 +77,7 @@ pub struct Args {
     #[arg(long, default_value_t = 9)]
     reps: usize,
     /// Size each benchmark so that one JIVE call takes about this long.
-    #[arg(long, value_name = "MS", default_value_t = 40)]
+    #[arg(long, value_name = "MS", default_value_t = 30)]
     target_ms: u64,
     /// Untimed calls on the HotSpot JIT before timing (lets it compile).
     #[arg(long, default_value_t = 10)]
@@ -346,9 +346,13 @@ fn bench(mut a: Args) -> Result<(), String> {
     let ret = class.method("ret").ok_or("Bench has no method ret")?;
     let target = Duration::from_millis(a.target_ms);
     let mut ns: Vec<i32> = Vec::new();
-    progress(&format!("{}: sizing each benchmark", cols[0].header()));
+    // Interpreted JIVE sizes n (the slowest runtimes, interpreters and
+    // gcc -O0, then run n in about the target for the checksum, and a
+    // compiled runtime in less); every other column sizes its own count.
+    let sizer = vms.len() - 1;
+    progress(&format!("{}: sizing each benchmark", cols[sizer].header()));
     for (&m, (name, _, _)) in methods.iter().zip(BENCHES) {
-        let vm = &mut vms[0].1;
+        let vm = &mut vms[sizer].1;
         ns.push(size(
             |n| Ok(jive_call(vm, &mut host, m, n, name)?.1),
             1,
@@ -385,7 +389,7 @@ fn bench(mut a: Args) -> Result<(), String> {
                     &mut host,
                     m,
                     ns[i],
-                    c > 0,
+                    c != sizer,
                     target,
                     a.reps,
                     name,

@@ -40,6 +40,9 @@ pub(super) struct Row {
     pub(super) checksum: i32,
     /// per runtime (the report's `cols`), in `unit`
     pub(super) values: Vec<f64>,
+    /// per runtime, the smallest of its `values` that is measured rather
+    /// than timing noise (see [`RESOLUTION`] and [`NULL_LOOP_SHARE`])
+    pub(super) floors: Vec<f64>,
 }
 
 pub(super) struct Report {
@@ -52,14 +55,21 @@ pub(super) struct Report {
 }
 
 /// Figures below this (in their unit: 0.01 ns per operation, 0.01 µs per
-/// execution) are beyond the resolution of the method (a cost hidden in
-/// the loop overhead by a superscalar CPU): shown as `~0`, and no ratio is
-/// formed with them.
+/// execution) are beyond the resolution of the method: shown as `~0`, and
+/// no ratio is formed with them.
 pub(super) const RESOLUTION: f64 = 0.01;
 
-/// `a / b` where both are measurable.
-pub(super) fn ratio(a: f64, b: f64) -> Option<f64> {
-    (a >= RESOLUTION && b >= RESOLUTION && a.is_finite() && b.is_finite()).then_some(a / b)
+/// A microbenchmark's figure is the difference of two timings of loops
+/// (its loop, and the null loop per iteration), each a little noisy; a
+/// difference below this share of the runtime's null-loop iteration (an
+/// operation that a superscalar CPU hides in the loop's overhead, or the
+/// noise of the two timings) is beyond the method's resolution, as below
+/// [`RESOLUTION`].
+pub(super) const NULL_LOOP_SHARE: f64 = 0.1;
+
+/// `a / b` where both are at least their floor.
+fn ratio_over(a: f64, fa: f64, b: f64, fb: f64) -> Option<f64> {
+    (a >= fa && b >= fb && a.is_finite() && b.is_finite()).then_some(a / b)
 }
 
 /// A geometric mean over the paper's benchmarks: its value (where any
@@ -75,6 +85,17 @@ impl Report {
     pub(super) fn new(cols: Vec<Runtime>, columns: &[Vec<Raw>], host_call_ns: HostCall) -> Report {
         let mut rows = Vec::new();
         for (i, (name, _, micro)) in BENCHES.iter().enumerate() {
+            let floors = columns
+                .iter()
+                .map(|col| {
+                    let null = col[0].median_ns / col[0].timed_n.max(1) as f64;
+                    if *micro && i > 0 {
+                        RESOLUTION.max(NULL_LOOP_SHARE * null)
+                    } else {
+                        RESOLUTION
+                    }
+                })
+                .collect();
             let values = columns
                 .iter()
                 .map(|col| {
@@ -94,6 +115,7 @@ impl Report {
                 n: columns[0][i].n,
                 checksum: columns[0][i].checksum,
                 values,
+                floors,
             });
         }
         Report {
@@ -109,15 +131,16 @@ impl Report {
         self.cols.contains(&r)
     }
 
-    /// Row `row`'s figure for runtime `r`, if measured.
-    pub(super) fn value(&self, row: &Row, r: Runtime) -> Option<f64> {
-        let c = self.cols.iter().position(|x| *x == r)?;
-        Some(row.values[c])
-    }
-
     /// Row `row`'s `a / b`, where both are measured and measurable.
     pub(super) fn ratio(&self, row: &Row, a: Runtime, b: Runtime) -> Option<f64> {
-        ratio(self.value(row, a)?, self.value(row, b)?)
+        let ca = self.cols.iter().position(|x| *x == a)?;
+        let cb = self.cols.iter().position(|x| *x == b)?;
+        ratio_over(
+            row.values[ca],
+            row.floors[ca],
+            row.values[cb],
+            row.floors[cb],
+        )
     }
 
     /// JIVE interpreted over `java -Xint` (the interpreter's target).
@@ -264,8 +287,8 @@ impl Report {
     }
 
     pub(super) fn print_table(&self, reps: usize, rounds: usize) {
-        let fmt = |v: f64| -> String {
-            if v < RESOLUTION {
+        let fmt = |v: f64, floor: f64| -> String {
+            if v < floor {
                 "~0".to_string()
             } else if v >= 100.0 {
                 format!("{v:.0}")
@@ -285,7 +308,7 @@ impl Report {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "JIVE benchmarks (U-Net/SLE Figures 3 and 4): medians of {reps} calls, over {rounds} round{}; loop overhead subtracted; JIVE {}",
+            "JIVE benchmarks (U-Net/SLE Figures 3 and 4): medians of {reps} calls, over {rounds} round{}; loop overhead subtracted (~0: below a tenth of the runtime's null loop, or 0.01); JIVE {}",
             if rounds == 1 { "" } else { "s" },
             if compiled {
                 "compiled (--compile) and interpreted"
@@ -307,8 +330,8 @@ impl Report {
                 let _ = writeln!(s);
             }
             let _ = write!(s, "{:<17} {:>7}", r.name, r.unit);
-            for v in &r.values {
-                let _ = write!(s, " {:>10}", fmt(*v));
+            for (v, f) in r.values.iter().zip(&r.floors) {
+                let _ = write!(s, " {:>10}", fmt(*v, *f));
             }
             let _ = write!(s, " |");
             for (_, a, b) in &ratios {
@@ -370,5 +393,58 @@ impl Report {
             h.checked / h.floor
         );
         print!("{s}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One column: the null loop at `null` ns per iteration, every other
+    /// benchmark at `null + net` ns per operation (macro: µs per run).
+    fn column(null: f64, net: f64) -> Vec<Raw> {
+        (0..BENCHES.len())
+            .map(|i| Raw {
+                n: 1000,
+                checksum: 7,
+                timed_n: 1000,
+                median_ns: 1000.0 * if i == 0 { null } else { null + net },
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_difference_below_a_tenth_of_the_null_loop_forms_no_ratio() {
+        use Runtime::*;
+        let cols = vec![JiveCompiled, JiveInterpreted, GccO0, GccO2, Xint, Jit];
+        // Compiled JIVE: a 1 ns loop, 0.05 ns more per operation (noise);
+        // the JIT: a 0.1 ns loop, 0.05 ns more (half its loop: measured).
+        let columns = vec![
+            column(1.0, 0.05),
+            column(7.0, 2.0),
+            column(0.7, 0.3),
+            column(0.5, 0.3),
+            column(8.0, 3.0),
+            column(0.1, 0.05),
+        ];
+        let r = Report::new(cols, &columns, HostCall::default());
+        let read = &r.rows[2];
+        assert!((read.values[5] - 0.05).abs() < 1e-9);
+        assert_eq!(r.ratio(read, JiveCompiled, Jit), None);
+        let x = r.ratio(read, JiveInterpreted, Xint).unwrap();
+        assert!((x - 2.0 / 3.0).abs() < 1e-9);
+        // The null loop itself and the macro benchmarks (per run, in µs)
+        // keep the absolute resolution.
+        assert!((r.ratio(&r.rows[0], JiveCompiled, Jit).unwrap() - 10.0).abs() < 1e-9);
+        assert!(r.rows[9..PAPER_ROWS]
+            .iter()
+            .all(|row| row.floors.iter().all(|f| *f == RESOLUTION)));
+        // Only the paper's rows where both are measured count (here the
+        // null loop alone: the macro rows' 0.05 ns a run is below 0.01 us);
+        // the largest is named.
+        let g = r.geomean(JiveCompiled, Jit);
+        assert_eq!(g.of, 1);
+        assert_eq!(g.worst.unwrap().0, "null-loop");
+        assert_eq!(r.geomean(JiveInterpreted, Xint).of, 9);
     }
 }
