@@ -101,8 +101,8 @@ pub struct Args {
     /// Write the paper's Figures 3 and 4 (time over gcc -O0 per benchmark,
     /// JIVE interpreted and compiled, HotSpot -Xint and JIT, the paper's
     /// own ratios beside them) as figure3.svg and figure4.svg here; runs
-    /// JIVE both ways, as `--compile` does.
-    #[arg(long, value_name = "DIR")]
+    /// JIVE both ways, as `--compile` does. `--out DIR` is the same.
+    #[arg(long, visible_alias = "out", value_name = "DIR")]
     svg: Option<PathBuf>,
     /// Keep the temporary build directory and print its path.
     #[arg(long)]
