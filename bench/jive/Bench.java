@@ -9,6 +9,13 @@ import unet.sle.Natives;
  * JIVE, on HotSpot (BenchMain.java) and in the C version (bench.c). Time per
  * operation = time of the call / n - time per iteration of nullLoop, the loop
  * overhead, as the paper does.
+ *
+ * <p>Every microbenchmark's loop also reads {@link #stop}, a volatile field
+ * that is always 0, at each iteration and leaves the loop if it is set: no
+ * compiler (HotSpot's JIT, gcc -O2) may then delete the loop or move its
+ * measured operation out of it, so every runtime performs the operation
+ * {@code n} times, as JIVE does. The null loop reads it too, so the read is
+ * part of the loop overhead subtracted.
  */
 public class Bench {
     static int fx = 3;
@@ -19,12 +26,14 @@ public class Bench {
     static int[] randState = new int[55];
     static int randJ;
     static int[] fibs = new int[40];
+    /** Always 0; read by every microbenchmark's loop (see above). */
+    static volatile int stop;
 
     // ---- micro: the paper's Figure 3 ----
 
     static int nullLoop(int n) {
         int i;
-        for (i = 0; i < n; i++) {
+        for (i = 0; i < n && stop == 0; i++) {
         }
         return i;
     }
@@ -35,7 +44,7 @@ public class Bench {
 
     static int nullCall(int n) {
         int y = 0;
-        for (int i = 0; i < n; i++) {
+        for (int i = 0; i < n && stop == 0; i++) {
             y = nothing();
         }
         return y + n;
@@ -43,14 +52,14 @@ public class Bench {
 
     static int fieldRead(int n) {
         int y = 0;
-        for (int i = 0; i < n; i++) {
+        for (int i = 0; i < n && stop == 0; i++) {
             y = fx;
         }
         return y + n;
     }
 
     static int fieldWrite(int n) {
-        for (int i = 0; i < n; i++) {
+        for (int i = 0; i < n && stop == 0; i++) {
             fy = i;
         }
         return fy;
@@ -59,7 +68,7 @@ public class Bench {
     static int arrayRead(int n) {
         int[] a = ax;
         int y = 0;
-        for (int i = 0; i < n; i++) {
+        for (int i = 0; i < n && stop == 0; i++) {
             y = a[0];
         }
         return y + n;
@@ -67,23 +76,24 @@ public class Bench {
 
     static int arrayWrite(int n) {
         int[] a = ay;
-        for (int i = 0; i < n; i++) {
+        for (int i = 0; i < n && stop == 0; i++) {
             a[0] = i;
         }
         return a[0];
     }
 
+    /** x is a local that changes at each iteration, so that no compiler computes the sum once. */
     static int math(int n) {
-        int x = fx;
         int y = 0;
-        for (int i = 0; i < n; i++) {
+        for (int i = 0; i < n && stop == 0; i++) {
+            int x = i;
             y = x + x + x + x + x + x + x + x + x + x;
         }
         return y + n;
     }
 
     static int mathField(int n) {
-        for (int i = 0; i < n; i++) {
+        for (int i = 0; i < n && stop == 0; i++) {
             fy = fx + fx + fx + fx + fx + fx + fx + fx + fx + fx;
         }
         return fy + n;
@@ -92,14 +102,14 @@ public class Bench {
     static int mathArray(int n) {
         int[] x = ax;
         int[] y = ay;
-        for (int i = 0; i < n; i++) {
+        for (int i = 0; i < n && stop == 0; i++) {
             y[0] = x[0] + x[0] + x[0] + x[0] + x[0] + x[0] + x[0] + x[0] + x[0] + x[0];
         }
         return y[0] + n;
     }
 
     static int nativeCall(int n) {
-        for (int i = 0; i < n; i++) {
+        for (int i = 0; i < n && stop == 0; i++) {
             Natives.nop();
         }
         return n;

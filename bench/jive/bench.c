@@ -11,8 +11,10 @@
  * volatile so that -O2 performs every access the Java code performs; the
  * calls in null-call and native-call are not inlined. Results go to a
  * volatile sink and are printed, and benchmarks are called through a table,
- * so no work is deleted as dead code; -O2 may still hoist loop-invariant
- * work (as the paper notes for optimised C). */
+ * so no work is deleted as dead code; every microbenchmark's loop reads
+ * the volatile `stop` at each iteration, as Bench.java's do, and math's x
+ * changes at each iteration; -O2 may still hoist loop-invariant work (as
+ * the paper notes for optimised C). */
 #define _POSIX_C_SOURCE 199309L
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,10 +30,12 @@ static int rand_state[55];
 static int rand_j;
 static int fibs[40];
 volatile int sink;
+/* Always 0; every microbenchmark's loop reads it, as in Bench.java. */
+static volatile int stop;
 
 static int null_loop(int n) {
     int i;
-    for (i = 0; i < n; i++) {
+    for (i = 0; i < n && !stop; i++) {
     }
     return i;
 }
@@ -43,50 +47,52 @@ __attribute__((noinline)) static int nothing(void) {
 
 static int null_call(int n) {
     int y = 0;
-    for (int i = 0; i < n; i++) y = nothing();
+    for (int i = 0; i < n && !stop; i++) y = nothing();
     return y + n;
 }
 
 static int field_read(int n) {
     int y = 0;
-    for (int i = 0; i < n; i++) y = fx;
+    for (int i = 0; i < n && !stop; i++) y = fx;
     return y + n;
 }
 
 static int field_write(int n) {
-    for (int i = 0; i < n; i++) fy = i;
+    for (int i = 0; i < n && !stop; i++) fy = i;
     return fy;
 }
 
 static int array_read(int n) {
     volatile int *a = ax;
     int y = 0;
-    for (int i = 0; i < n; i++) y = a[0];
+    for (int i = 0; i < n && !stop; i++) y = a[0];
     return y + n;
 }
 
 static int array_write(int n) {
     volatile int *a = ay;
-    for (int i = 0; i < n; i++) a[0] = i;
+    for (int i = 0; i < n && !stop; i++) a[0] = i;
     return a[0];
 }
 
 static int math(int n) {
-    int x = fx;
     int y = 0;
-    for (int i = 0; i < n; i++) y = x + x + x + x + x + x + x + x + x + x;
+    for (int i = 0; i < n && !stop; i++) {
+        int x = i;
+        y = x + x + x + x + x + x + x + x + x + x;
+    }
     return y + n;
 }
 
 static int math_field(int n) {
-    for (int i = 0; i < n; i++) fy = fx + fx + fx + fx + fx + fx + fx + fx + fx + fx;
+    for (int i = 0; i < n && !stop; i++) fy = fx + fx + fx + fx + fx + fx + fx + fx + fx + fx;
     return fy + n;
 }
 
 static int math_array(int n) {
     volatile int *x = ax;
     volatile int *y = ay;
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n && !stop; i++)
         y[0] = x[0] + x[0] + x[0] + x[0] + x[0] + x[0] + x[0] + x[0] + x[0] + x[0];
     return y[0] + n;
 }
@@ -94,7 +100,7 @@ static int math_array(int n) {
 __attribute__((noinline)) static void nop(void) { __asm__ volatile(""); }
 
 static int native_call(int n) {
-    for (int i = 0; i < n; i++) nop();
+    for (int i = 0; i < n && !stop; i++) nop();
     return n;
 }
 

@@ -10,16 +10,31 @@
 //! built in a temporary directory.
 //!
 //! Every benchmark is `int name(int n)`: `n` operations (micro) or `n`
-//! executions (macro), returning a checksum. `n` is chosen per benchmark so
-//! that one JIVE call takes about `--target-ms`; every runtime runs the same
-//! `n` once for the checksum (all five must agree, or the run fails), then
-//! sizes its own count the same way, so that one of its calls also takes
-//! about `--target-ms` (a fast runtime runs more operations, which keeps
-//! its time measurable; a slow one fewer, which keeps the run short), and
-//! times `--reps` calls of that count; the median time of a call is kept. This is
-//! done in `--rounds` rounds, each running every runtime once, and the figure
-//! is the median over the rounds, so that a change in the machine's load
+//! executions (macro), returning a checksum. Every microbenchmark's loop
+//! reads a volatile field that is always 0 at each iteration (and the null
+//! loop does too, so that it is part of the loop overhead): no optimiser
+//! (HotSpot's JIT, gcc -O2) may delete the loop or move the measured
+//! operation out of it, so that every runtime performs the same work, `n`
+//! operations, and HotSpot's JIT is measurable on every benchmark. The
+//! JIT is asked not to inline the callee of null-call (and the null
+//! native), whose call is the operation measured; JIVE does not inline.
+//! `n` is chosen per benchmark so that one call of interpreted JIVE takes
+//! about `--target-ms`; every runtime runs the same `n` once for the
+//! checksum (all must agree, or the run fails), then sizes its own count
+//! the same way, so that one of its calls also takes about `--target-ms`
+//! (a fast runtime runs more operations, which keeps its time measurable; a
+//! slow one fewer, which keeps the run short), and times `--reps` calls of
+//! that count; the median time of a call is kept. This is done in
+//! `--rounds` rounds, each running every runtime once, and the figure is
+//! the median over the rounds, so that a change in the machine's load
 //! during the run does not fall on one runtime only.
+//!
+//! With `--compile` (or `--svg`) JIVE runs twice, compiled and
+//! interpreted, on two virtual machines: compiled JIVE is compared with
+//! HotSpot's JIT, interpreted JIVE with `java -Xint`, in the same run.
+//! `--svg DIR` draws Figures 3 and 4 as the paper does (each runtime's
+//! time over gcc -O0's, per benchmark), the paper's own ratios beside ours
+//! where its tables give both figures (`jive/figures.rs`).
 //!
 //! Figures are, as in the paper, time per operation (micro, ns) or per
 //! execution (macro, µs) with the loop overhead subtracted: for each runtime,
@@ -36,7 +51,6 @@
 //! every call), each beside an indirect call of a Rust function that does
 //! the same, timed in batches of calls interleaved (median of batches).
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
@@ -45,7 +59,11 @@ use ::jive::{test_natives, Class, Limits, MethodId, Vm};
 
 use crate::jdk::Jdk;
 
+mod figures;
+mod report;
 mod watchdog;
+
+use report::{CompileCost, HostCall, Report};
 
 const BENCH_JAVA: &str = include_str!("../../../../bench/jive/Bench.java");
 const BENCH_MAIN_JAVA: &str = include_str!("../../../../bench/jive/BenchMain.java");
@@ -59,7 +77,7 @@ pub struct Args {
     #[arg(long, default_value_t = 9)]
     reps: usize,
     /// Size each benchmark so that one JIVE call takes about this long.
-    #[arg(long, value_name = "MS", default_value_t = 40)]
+    #[arg(long, value_name = "MS", default_value_t = 30)]
     target_ms: u64,
     /// Untimed calls on the HotSpot JIT before timing (lets it compile).
     #[arg(long, default_value_t = 10)]
@@ -76,9 +94,16 @@ pub struct Args {
     #[arg(long)]
     json: bool,
     /// Run JIVE's compiler first (`Vm::compile`): every method within the
-    /// compiler's bounds runs as machine code.
+    /// compiler's bounds runs as machine code. Interpreted JIVE runs too,
+    /// on a virtual machine of its own, for the comparison with -Xint.
     #[arg(long)]
     compile: bool,
+    /// Write the paper's Figures 3 and 4 (time over gcc -O0 per benchmark,
+    /// JIVE interpreted and compiled, HotSpot -Xint and JIT, the paper's
+    /// own ratios beside them) as figure3.svg and figure4.svg here; runs
+    /// JIVE both ways, as `--compile` does. `--out DIR` is the same.
+    #[arg(long, visible_alias = "out", value_name = "DIR")]
+    svg: Option<PathBuf>,
     /// Keep the temporary build directory and print its path.
     #[arg(long)]
     keep: bool,
@@ -107,9 +132,55 @@ const BENCHES: [(&str, &str, bool); 13] = [
     ("null native call", "nativeCall", true),
 ];
 
-/// Columns of the table, in order: JIVE then the baselines.
-const RUNTIMES: [&str; 5] = ["jive", "gcc_O0", "gcc_O2", "hotspot_xint", "hotspot_jit"];
-const HEADERS: [&str; 5] = ["JIVE", "gcc -O0", "gcc -O2", "java -Xint", "java JIT"];
+/// A runtime: a column of the report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Runtime {
+    JiveCompiled,
+    JiveInterpreted,
+    GccO0,
+    GccO2,
+    Xint,
+    Jit,
+}
+
+impl Runtime {
+    /// Its key in `--json` rows.
+    fn key(self) -> &'static str {
+        match self {
+            Runtime::JiveCompiled => "jive_compiled",
+            Runtime::JiveInterpreted => "jive_interpreted",
+            Runtime::GccO0 => "gcc_O0",
+            Runtime::GccO2 => "gcc_O2",
+            Runtime::Xint => "hotspot_xint",
+            Runtime::Jit => "hotspot_jit",
+        }
+    }
+
+    /// Its header in the table.
+    fn header(self) -> &'static str {
+        match self {
+            Runtime::JiveCompiled => "JIVE jit",
+            Runtime::JiveInterpreted => "JIVE int",
+            Runtime::GccO0 => "gcc -O0",
+            Runtime::GccO2 => "gcc -O2",
+            Runtime::Xint => "java -Xint",
+            Runtime::Jit => "java JIT",
+        }
+    }
+}
+
+/// The baselines, after the JIVE columns.
+const BASELINES: [Runtime; 4] = [Runtime::GccO0, Runtime::GccO2, Runtime::Xint, Runtime::Jit];
+
+/// HotSpot's flags on both of its runs: null-call's callee and the null
+/// native are not inlined (their call is the operation measured; JIVE
+/// does not inline either), and the JVM does not print these commands.
+const HOTSPOT_FLAGS: [&str; 4] = [
+    "-XX:CompileCommand=quiet",
+    "-XX:CompileCommand=dontinline,Bench::nothing",
+    "-XX:CompileCommand=dontinline,unet.sle.Natives::nop",
+    "-Xss64m",
+];
 
 /// One runtime's raw result for one benchmark: the checksum of the count
 /// every runtime runs (`n`), and the median time of a call of its own
@@ -219,7 +290,7 @@ fn bench(mut a: Args) -> Result<(), String> {
         )?;
     }
 
-    // JIVE: choose n per benchmark so that one call takes about the target.
+    // JIVE: one virtual machine per mode; the first column's sizes n.
     let bytes = std::fs::read(classes.join("Bench.class")).map_err(|e| e.to_string())?;
     let natives = test_natives::<()>();
     let loading = Instant::now();
@@ -231,10 +302,12 @@ fn bench(mut a: Args) -> Result<(), String> {
         ..Limits::default()
     };
     let mut host = ();
-    let mut vm = Vm::new(class.clone(), limits, &mut host)
-        .map_err(|f| format!("JIVE Bench initialisation: {f}"))?;
+    let both = a.compile || a.svg.is_some();
+    let mut vms: Vec<(Runtime, Vm<()>)> = Vec::new();
     let mut compile_cost = None;
-    if a.compile {
+    if both {
+        let mut vm = Vm::new(class.clone(), limits, &mut host)
+            .map_err(|f| format!("JIVE Bench initialisation: {f}"))?;
         let code = class
             .compile()
             .map_err(|e| format!("JIVE could not compile Bench: {e}"))?;
@@ -254,7 +327,14 @@ fn bench(mut a: Args) -> Result<(), String> {
             slowest,
             load: load_time,
         });
+        vms.push((Runtime::JiveCompiled, vm));
     }
+    let vm = Vm::new(class.clone(), limits, &mut host)
+        .map_err(|f| format!("JIVE Bench initialisation: {f}"))?;
+    vms.push((Runtime::JiveInterpreted, vm));
+    let mut cols: Vec<Runtime> = vms.iter().map(|(r, _)| *r).collect();
+    cols.extend(BASELINES);
+
     let mut methods = Vec::new();
     for (_, method, _) in BENCHES {
         methods.push(
@@ -266,18 +346,18 @@ fn bench(mut a: Args) -> Result<(), String> {
     let ret = class.method("ret").ok_or("Bench has no method ret")?;
     let target = Duration::from_millis(a.target_ms);
     let mut ns: Vec<i32> = Vec::new();
-    progress("JIVE: sizing each benchmark");
+    // Interpreted JIVE sizes n (the slowest runtimes, interpreters and
+    // gcc -O0, then run n in about the target for the checksum, and a
+    // compiled runtime in less); every other column sizes its own count.
+    let sizer = vms.len() - 1;
+    progress(&format!("{}: sizing each benchmark", cols[sizer].header()));
     for (&m, (name, _, _)) in methods.iter().zip(BENCHES) {
-        let mut n: i32 = 1;
-        loop {
-            let (_, t) = jive_call(&mut vm, &mut host, m, n, name)?;
-            if t >= target || n >= 1 << 29 {
-                break;
-            }
-            let grow = (target.as_secs_f64() / t.as_secs_f64().max(1e-7) * 1.2).clamp(2.0, 64.0);
-            n = ((n as f64 * grow) as i64).min(1 << 29) as i32;
-        }
-        ns.push(n);
+        let vm = &mut vms[sizer].1;
+        ns.push(size(
+            |n| Ok(jive_call(vm, &mut host, m, n, name)?.1),
+            1,
+            target,
+        )?);
     }
     let mut plan: Vec<String> = Vec::new();
     for ((_, method, _), n) in BENCHES.iter().zip(&ns) {
@@ -291,75 +371,95 @@ fn bench(mut a: Args) -> Result<(), String> {
     // the machine during the run falls on all of them alike; each figure is
     // the median over the rounds of the per-round medians.
     let rounds = a.rounds.max(1);
-    let mut all: Vec<Vec<Vec<Raw>>> = vec![Vec::new(); RUNTIMES.len()];
+    let mut all: Vec<Vec<Vec<Raw>>> = vec![Vec::new(); cols.len()];
     let mut host_calls = Vec::new();
     for round in 1..=rounds {
         let r = format!("round {round}/{rounds}: ");
-        let mut jive: Vec<Raw> = Vec::new();
-        for (i, (&m, (name, _, _))) in methods.iter().zip(BENCHES).enumerate() {
-            progress(&format!("{r}JIVE {}/{}: {name}", i + 1, BENCHES.len()));
-            let n = ns[i];
-            let (checksum, _) = jive_call(&mut vm, &mut host, m, n, name)?;
-            let mut times = Vec::with_capacity(a.reps);
-            for _ in 0..a.reps {
-                let (c, t) = jive_call(&mut vm, &mut host, m, n, name)?;
-                if c != checksum {
-                    return Err(format!("JIVE {name}: checksum {checksum} then {c}"));
-                }
-                times.push(t.as_nanos() as f64);
+        for (c, (rt, vm)) in vms.iter_mut().enumerate() {
+            let mut col: Vec<Raw> = Vec::new();
+            for (i, (&m, (name, _, _))) in methods.iter().zip(BENCHES).enumerate() {
+                progress(&format!(
+                    "{r}{} {}/{}: {name}",
+                    rt.header(),
+                    i + 1,
+                    BENCHES.len()
+                ));
+                col.push(jive_bench(
+                    vm,
+                    &mut host,
+                    m,
+                    ns[i],
+                    c != sizer,
+                    target,
+                    a.reps,
+                    name,
+                )?);
             }
-            jive.push(Raw {
-                n,
-                checksum,
-                timed_n: n,
-                median_ns: median(&mut times),
-            });
+            all[c].push(col);
         }
-        all[0].push(jive);
-        progress(&format!("{r}JIVE: host-to-applet call overhead"));
-        host_calls.push(host_call_ns(&mut vm, &mut host, ret, a.quick, a.reps)?);
-        for (c, opt) in [(1, "-O0"), (2, "-O2")] {
-            progress(&format!("{r}gcc {opt}: all benchmarks"));
-            let out = output(
-                Command::new(dir.join(format!("bench{opt}")))
-                    .arg(&reps)
-                    .arg(&target_ns)
-                    .args(&plan),
-                &format!("bench.c {opt}"),
-            )?;
-            all[c].push(parse_lines(&out, &format!("gcc {opt}"))?);
-        }
-        for (c, label, flags, warmup) in [
-            (3, "java -Xint", &["-Xint"][..], 0usize),
-            (4, "java (JIT)", &[][..], a.warmup),
-        ] {
-            progress(&format!("{r}{label}: all benchmarks"));
-            let out = output(
-                Command::new(jdk.bin("java"))
-                    .args(flags)
-                    .arg("-Xss64m")
-                    .arg("-cp")
-                    .arg(&classes)
-                    .arg("BenchMain")
-                    .arg(&reps)
-                    .arg(warmup.to_string())
-                    .arg(&target_ns)
-                    .args(&plan),
-                label,
-            )?;
-            all[c].push(parse_lines(&out, label)?);
+        progress(&format!(
+            "{r}{}: host-to-applet call overhead",
+            cols[0].header()
+        ));
+        host_calls.push(host_call_ns(
+            &mut vms[0].1,
+            &mut host,
+            ret,
+            a.quick,
+            a.reps,
+        )?);
+        for (c, rt) in cols.iter().enumerate().skip(vms.len()) {
+            progress(&format!("{r}{}: all benchmarks", rt.header()));
+            let out = match rt {
+                Runtime::GccO0 | Runtime::GccO2 => {
+                    let opt = if *rt == Runtime::GccO0 { "-O0" } else { "-O2" };
+                    output(
+                        Command::new(dir.join(format!("bench{opt}")))
+                            .arg(&reps)
+                            .arg(&target_ns)
+                            .args(&plan),
+                        &format!("bench.c {opt}"),
+                    )?
+                }
+                _ => {
+                    let (flags, warmup) = if *rt == Runtime::Xint {
+                        (&["-Xint"][..], 0usize)
+                    } else {
+                        (&[][..], a.warmup)
+                    };
+                    output(
+                        Command::new(jdk.bin("java"))
+                            .args(flags)
+                            .args(HOTSPOT_FLAGS)
+                            .arg("-cp")
+                            .arg(&classes)
+                            .arg("BenchMain")
+                            .arg(&reps)
+                            .arg(warmup.to_string())
+                            .arg(&target_ns)
+                            .args(&plan),
+                        rt.header(),
+                    )?
+                }
+            };
+            all[c].push(parse_lines(&out, rt.header())?);
         }
     }
 
-    // Checksums must agree across all five runtimes and all rounds.
+    // Checksums must agree across all runtimes and all rounds.
     for (i, (name, _, _)) in BENCHES.iter().enumerate() {
         let want = all[0][0][i];
         for (c, col) in all.iter().enumerate() {
             for got in col.iter().map(|round| round[i]) {
                 if got.n != want.n || got.checksum != want.checksum {
                     return Err(format!(
-                        "{name}: {} gave checksum {} for n={}, JIVE {} for n={}",
-                        HEADERS[c], got.checksum, got.n, want.checksum, want.n
+                        "{name}: {} gave checksum {} for n={}, {} {} for n={}",
+                        cols[c].header(),
+                        got.checksum,
+                        got.n,
+                        cols[0].header(),
+                        want.checksum,
+                        want.n
                     ));
                 }
             }
@@ -395,15 +495,78 @@ fn bench(mut a: Args) -> Result<(), String> {
         floor: median(&mut host_calls.iter().map(|h| h.floor).collect::<Vec<_>>()),
     };
 
-    let mut report = Report::new(&columns, host_call_ns);
+    let mut report = Report::new(cols, &columns, host_call_ns);
     report.compile = compile_cost;
+    if let Some(d) = &a.svg {
+        figures::write(&report, d)?;
+    }
     if a.json {
         report.print_json();
     } else {
-        report.print_table(&a);
+        report.print_table(a.reps, a.rounds);
     }
     drop(tmp);
     Ok(())
+}
+
+/// The count whose call (`time(count)`) takes about `target`, from `n`:
+/// `n` shrunk at once if its call takes over twice the target, then grown
+/// until a call takes the target (as `BenchMain.size` and bench.c's do).
+fn size(
+    mut time: impl FnMut(i32) -> Result<Duration, String>,
+    n: i32,
+    target: Duration,
+) -> Result<i32, String> {
+    const MAX_N: i32 = 1 << 29;
+    let mut m = n.max(1);
+    let mut t = time(m)?;
+    if t > 2 * target {
+        m = ((f64::from(m) * target.as_secs_f64() / t.as_secs_f64()) as i32).max(1);
+        t = time(m)?;
+    }
+    while t < target && m < MAX_N {
+        let grow = (target.as_secs_f64() / t.as_secs_f64().max(1e-7) * 1.2).clamp(2.0, 64.0);
+        m = ((f64::from(m) * grow) as i64).min(i64::from(MAX_N)) as i32;
+        t = time(m)?;
+    }
+    Ok(m)
+}
+
+/// One JIVE column's figure for one benchmark: the checksum of `n`, and
+/// the median of `reps` timed calls of `n` (the column that sized `n`) or
+/// of a count it sizes itself (`own`, as the baselines do).
+#[allow(clippy::too_many_arguments)]
+fn jive_bench(
+    vm: &mut Vm<()>,
+    host: &mut (),
+    m: MethodId,
+    n: i32,
+    own: bool,
+    target: Duration,
+    reps: usize,
+    name: &str,
+) -> Result<Raw, String> {
+    let (checksum, _) = jive_call(vm, host, m, n, name)?;
+    let timed_n = if own {
+        size(|k| Ok(jive_call(vm, host, m, k, name)?.1), n, target)?
+    } else {
+        n
+    };
+    let (want, _) = jive_call(vm, host, m, timed_n, name)?;
+    let mut times = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let (c, t) = jive_call(vm, host, m, timed_n, name)?;
+        if c != want {
+            return Err(format!("JIVE {name}: checksum {want} then {c}"));
+        }
+        times.push(t.as_nanos() as f64);
+    }
+    Ok(Raw {
+        n,
+        checksum,
+        timed_n,
+        median_ns: median(&mut times),
+    })
 }
 
 /// One timed JIVE call of `Bench.name(n)`: (checksum, time).
@@ -427,14 +590,6 @@ fn jive_call(
 /// interface a host that calls on every packet uses), and the baseline,
 /// an indirect call of a Rust `extern "C"` function that returns its
 /// argument. Medians over batches of calls, the three interleaved.
-#[derive(Clone, Copy, Default)]
-struct HostCall {
-    checked: f64,
-    prepared: f64,
-    floor: f64,
-}
-
-/// The host-call figures (see [`HostCall`]).
 fn host_call_ns(
     vm: &mut Vm<()>,
     host: &mut (),
@@ -528,277 +683,4 @@ fn parse_lines(out: &str, who: &str) -> Result<Vec<Raw>, String> {
         ));
     }
     Ok(v)
-}
-
-struct Row {
-    name: &'static str,
-    unit: &'static str,
-    n: i32,
-    checksum: i32,
-    /// per runtime, in `unit`
-    values: [f64; 5],
-}
-
-struct Report {
-    rows: Vec<Row>,
-    host_call_ns: HostCall,
-    compile: Option<CompileCost>,
-}
-
-/// What compiling the benchmark class cost (`--compile`): the whole class
-/// and its slowest method, beside loading and verifying it.
-struct CompileCost {
-    methods: usize,
-    total: Duration,
-    slowest: Duration,
-    load: Duration,
-}
-
-/// Figures below this (in their unit: 0.01 ns per operation, 0.01 µs per
-/// execution) are beyond the resolution of the method (a loop removed by an
-/// optimiser, or a cost hidden in the loop overhead by a superscalar CPU):
-/// shown as `~0`, and no ratio is formed with them.
-const RESOLUTION: f64 = 0.01;
-
-fn ratio(a: f64, b: f64) -> Option<f64> {
-    (a >= RESOLUTION && b >= RESOLUTION && a.is_finite() && b.is_finite()).then_some(a / b)
-}
-
-impl Report {
-    fn new(columns: &[Vec<Raw>], host_call_ns: HostCall) -> Report {
-        let mut rows = Vec::new();
-        for (i, (name, _, micro)) in BENCHES.iter().enumerate() {
-            let mut values = [0.0; 5];
-            for (c, col) in columns.iter().enumerate() {
-                let null = col[0].median_ns / col[0].timed_n.max(1) as f64;
-                let per = col[i].median_ns / col[i].timed_n.max(1) as f64;
-                let net = if i == 0 { per } else { (per - null).max(0.0) };
-                values[c] = if *micro { net } else { net / 1000.0 };
-            }
-            rows.push(Row {
-                name,
-                unit: if *micro { "ns/op" } else { "us/run" },
-                n: columns[0][i].n,
-                checksum: columns[0][i].checksum,
-                values,
-            });
-        }
-        Report {
-            rows,
-            host_call_ns,
-            compile: None,
-        }
-    }
-
-    /// JIVE / java -Xint over the twelve benchmarks of Figures 3 and 4 (those
-    /// of them where both figures are above the resolution), and how many.
-    fn geomean_vs_xint(&self) -> (Option<f64>, usize) {
-        self.geomean_vs(3)
-    }
-
-    /// The geometric mean of JIVE's figure over runtime `c`'s, over the
-    /// paper's 12 benchmarks where both are measurable, and how many.
-    fn geomean_vs(&self, c: usize) -> (Option<f64>, usize) {
-        let rs: Vec<f64> = self.rows[..12]
-            .iter()
-            .filter_map(|r| ratio(r.values[0], r.values[c]))
-            .filter(|r| *r > 0.0)
-            .collect();
-        let n = rs.len();
-        let g = (n > 0).then(|| (rs.iter().map(|r| r.ln()).sum::<f64>() / n as f64).exp());
-        (g, n)
-    }
-
-    fn print_json(&self) {
-        for r in &self.rows {
-            let mut o = serde_json::json!({
-                "bench": "jive",
-                "name": r.name,
-                "unit": r.unit,
-                "n": r.n,
-                "checksum": r.checksum,
-            });
-            for (k, v) in RUNTIMES.iter().zip(r.values) {
-                o[*k] = serde_json::json!(v);
-            }
-            for (k, c) in [
-                ("jive_over_hotspot_xint", 3),
-                ("jive_over_gcc_O0", 1),
-                ("jive_over_gcc_O2", 2),
-                ("jive_over_hotspot_jit", 4),
-            ] {
-                o[k] = serde_json::json!(ratio(r.values[0], r.values[c]));
-            }
-            o["ratio"] = o["jive_over_hotspot_xint"].clone();
-            println!("{o}");
-        }
-        println!(
-            "{}",
-            serde_json::json!({
-                "bench": "jive",
-                "name": "geomean jive/xint",
-                "unit": "ratio",
-                "jive": self.geomean_vs_xint().0,
-                "of": self.geomean_vs_xint().1,
-                "target": 0.7,
-            })
-        );
-        let (g, n) = self.geomean_vs(4);
-        println!(
-            "{}",
-            serde_json::json!({
-                "bench": "jive",
-                "name": "geomean jive/jit",
-                "unit": "ratio",
-                "jive": g,
-                "of": n,
-                "target": 1.5,
-            })
-        );
-        if let Some(c) = &self.compile {
-            let ms = |d: Duration| d.as_secs_f64() * 1e3;
-            println!(
-                "{}",
-                serde_json::json!({
-                    "bench": "jive",
-                    "name": "compile",
-                    "unit": "ms",
-                    "jive": ms(c.total),
-                    "methods": c.methods,
-                    "slowest_method_ms": ms(c.slowest),
-                    "baseline": "load and verify the class",
-                    "baseline_ms": ms(c.load),
-                    "ratio": ms(c.total) / ms(c.load).max(1e-6),
-                    "target": 50.0,
-                })
-            );
-        }
-        let h = self.host_call_ns;
-        for (name, v, target) in [
-            ("host-to-applet call", h.prepared, Some(5.0)),
-            ("host-to-applet call, checked", h.checked, None),
-        ] {
-            println!(
-                "{}",
-                serde_json::json!({
-                    "bench": "jive",
-                    "name": name,
-                    "unit": "ns/call",
-                    "jive": v,
-                    "baseline": "indirect call of a Rust extern \"C\" fn",
-                    "baseline_ns": h.floor,
-                    "ratio": v / h.floor,
-                    "target": target,
-                })
-            );
-        }
-    }
-
-    fn print_table(&self, a: &Args) {
-        let fmt = |v: f64| -> String {
-            if v < RESOLUTION {
-                "~0".to_string()
-            } else if v >= 100.0 {
-                format!("{v:.0}")
-            } else if v >= 1.0 {
-                format!("{v:.2}")
-            } else {
-                format!("{v:.3}")
-            }
-        };
-        let fmt_ratio = |r: Option<f64>| match r {
-            Some(r) if r >= 100.0 => format!("{r:.0}"),
-            Some(r) => format!("{r:.2}"),
-            None => "-".to_string(),
-        };
-        let mut s = String::new();
-        let _ = writeln!(
-            s,
-            "JIVE benchmarks (U-Net/SLE Figures 3 and 4): medians of {} calls, over {} round{}; loop overhead subtracted; JIVE {}",
-            a.reps,
-            a.rounds,
-            if a.rounds == 1 { "" } else { "s" },
-            if a.compile {
-                "compiled (--compile)"
-            } else {
-                "interpreted"
-            }
-        );
-        let _ = writeln!(
-            s,
-            "{:<17} {:>7} {:>9} {:>9} {:>9} {:>10} {:>9} | {:>8} {:>8} {:>8} {:>8}",
-            "benchmark",
-            "unit",
-            HEADERS[0],
-            HEADERS[1],
-            HEADERS[2],
-            HEADERS[3],
-            HEADERS[4],
-            "/-Xint",
-            "/-O0",
-            "/-O2",
-            "/JIT"
-        );
-        for (i, r) in self.rows.iter().enumerate() {
-            if i == 9 || i == 12 {
-                let _ = writeln!(s);
-            }
-            let v = r.values;
-            let mark = match ratio(v[0], v[3]) {
-                Some(x) if x > 1.2 => " *",
-                _ => "",
-            };
-            let _ = writeln!(
-                s,
-                "{:<17} {:>7} {:>9} {:>9} {:>9} {:>10} {:>9} | {:>8} {:>8} {:>8} {:>8}{mark}",
-                r.name,
-                r.unit,
-                fmt(v[0]),
-                fmt(v[1]),
-                fmt(v[2]),
-                fmt(v[3]),
-                fmt(v[4]),
-                fmt_ratio(ratio(v[0], v[3])),
-                fmt_ratio(ratio(v[0], v[1])),
-                fmt_ratio(ratio(v[0], v[2])),
-                fmt_ratio(ratio(v[0], v[4])),
-            );
-        }
-        let _ = writeln!(s);
-        let (g, n) = self.geomean_vs_xint();
-        let _ = writeln!(
-            s,
-            "geometric mean of JIVE / java -Xint over {n} of the 12 benchmarks: {} (target <= 0.7; none above 1.2, marked *)",
-            fmt_ratio(g)
-        );
-        let (g, n) = self.geomean_vs(4);
-        let _ = writeln!(
-            s,
-            "geometric mean of JIVE / java JIT over {n} of the 12 benchmarks: {} (target for compiled JIVE <= 1.5, none above 3; the JIT removes some loops whole, ~0)",
-            fmt_ratio(g)
-        );
-        if let Some(c) = &self.compile {
-            let ms = |d: Duration| d.as_secs_f64() * 1e3;
-            let _ = writeln!(
-                s,
-                "compiling the class: {} methods in {:.1} ms (target < 50), the slowest {:.2} ms; loading and verifying it: {:.1} ms ({:.1}x)",
-                c.methods,
-                ms(c.total),
-                ms(c.slowest),
-                ms(c.load),
-                ms(c.total) / ms(c.load).max(1e-6)
-            );
-        }
-        let h = self.host_call_ns;
-        let _ = writeln!(
-            s,
-            "host-to-applet call of a method that returns at once: {:.1} ns through Vm::invoke_prepared (target <= 5), {:.1} ns through Vm::invoke (arguments checked per call); baseline, an indirect call of a Rust function: {:.1} ns ({:.1}x, {:.1}x)",
-            h.prepared,
-            h.checked,
-            h.floor,
-            h.prepared / h.floor,
-            h.checked / h.floor
-        );
-        print!("{s}");
-    }
 }
