@@ -30,13 +30,15 @@ pub struct BarChart<'a> {
     pub log: bool,
 }
 
-const COLORS: [RGBColor; 6] = [
+const COLORS: [RGBColor; 8] = [
     RGBColor(31, 119, 180),
     RGBColor(214, 39, 40),
     RGBColor(44, 160, 44),
     RGBColor(148, 103, 189),
     RGBColor(255, 127, 14),
     RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
 ];
 
 /// Writes `c` as an SVG file at `path`.
@@ -53,9 +55,9 @@ pub fn write_bars_svg(c: &BarChart, path: &Path) -> Res<()> {
     let lo = values.iter().copied().fold(f64::MAX, f64::min);
     let hi = values.iter().copied().fold(f64::MIN, f64::max);
     let r = if c.log {
-        draw(c, path, (lo / 2.0..hi * 2.0).log_scale(), lo / 2.0)
+        draw(c, path, (lo / 2.0..hi * 8.0).log_scale(), lo / 2.0)
     } else {
-        draw(c, path, 0.0..(hi * 1.1).max(f64::MIN_POSITIVE), 0.0)
+        draw(c, path, 0.0..(hi * 1.4).max(f64::MIN_POSITIVE), 0.0)
     };
     r.map_err(|e| format!("writing {}: {e}", path.display()))
 }

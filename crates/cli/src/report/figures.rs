@@ -65,7 +65,7 @@ pub(crate) const FIGURES: &[Spec] = &[
         args: &["bench", "jive", "--compile"],
         quick: &["--quick"],
         needs: &[Need::Jdk],
-        svg: SvgArg::None,
+        svg: SvgArg::OutDir,
         secs: (60, 240),
         paper_text: "",
     },

@@ -4,18 +4,15 @@
 //! `-Xint` and JIT, and the paper's own ratios for its runtimes (JIVE,
 //! Kaffe with its JIT, Sun's JVM 1.1.5, Kaffe interpreted), computed from
 //! the tables of its section 4 where they give both figures (field-read
-//! and field-write have no C figure there, so no paper point).
+//! and field-write have no C figure there, so no paper bar).
 
 use std::path::Path;
 
-use super::super::plot::{self, Figure, Scale, Series};
+use super::super::bars::{write_bars_svg, BarChart, Bars};
 use super::report::{Report, PAPER_ROWS};
 use super::{Runtime, BENCHES};
 
-/// The paper's runtimes, in the order of the tables' columns below (and
-/// of [`OURS`]' counterparts after the first, so that a paper point has
-/// the colour of our line of the same kind: JIVE interpreted, a JIT, an
-/// interpreter; the plot gives paper series `k` line `k + 1`'s colour).
+/// The paper's runtimes, in the order of the tables' columns below.
 const PAPER_RUNTIMES: [&str; 4] = [
     "JIVE",
     "Kaffe (JIT)",
@@ -56,57 +53,43 @@ const OURS: [(Runtime, &str); 4] = [
 ];
 
 /// The paper's ratios to unoptimised C in `table`, one series per runtime,
-/// at x = 1, 2, ... in the table's order.
-fn paper_series(table: &[(&str, Option<f64>, [f64; 4])]) -> Vec<Series> {
+/// a value per benchmark in the table's order (`None` where the paper
+/// has no C figure).
+fn paper_series(table: &[(&str, Option<f64>, [f64; 4])]) -> Vec<Bars> {
     PAPER_RUNTIMES
         .iter()
         .enumerate()
-        .map(|(k, name)| Series {
+        .map(|(k, name)| Bars {
             name: format!("paper: {name}"),
-            points: table
-                .iter()
-                .enumerate()
-                .filter_map(|(i, (_, c, v))| Some(((i + 1) as f64, v[k] / (*c)?)))
-                .collect(),
+            values: table.iter().map(|(_, c, v)| Some(v[k] / (*c)?)).collect(),
         })
         .collect()
 }
 
 /// Our ratios to gcc -O0 over `rows` (indices into the report), one series
-/// per runtime of [`OURS`] that was measured, at x = 1, 2, ...
-fn our_series(r: &Report, rows: std::ops::Range<usize>) -> Vec<Series> {
+/// per runtime of [`OURS`] that was measured.
+fn our_series(r: &Report, rows: std::ops::Range<usize>) -> Vec<Bars> {
     OURS.iter()
         .filter(|(rt, _)| r.has(*rt))
-        .map(|(rt, name)| Series {
+        .map(|(rt, name)| Bars {
             name: format!("{name} (this machine)"),
-            points: r.rows[rows.clone()]
+            values: r.rows[rows.clone()]
                 .iter()
-                .enumerate()
-                .filter_map(|(i, row)| Some(((i + 1) as f64, r.ratio(row, *rt, Runtime::GccO0)?)))
+                .map(|row| r.ratio(row, *rt, Runtime::GccO0))
                 .collect(),
         })
         .collect()
 }
 
-/// The x axis's description: the benchmarks at 1, 2, ...
-fn x_desc(names: &[&str]) -> String {
-    let list: Vec<String> = names
-        .iter()
-        .enumerate()
-        .map(|(i, n)| format!("{} {n}", i + 1))
-        .collect();
-    format!("benchmark: {}", list.join(", "))
-}
-
 /// Writes `dir/figure3.svg` (the microbenchmarks) and `dir/figure4.svg`
-/// (the macrobenchmarks).
+/// (the macrobenchmarks): for each benchmark a bar per runtime, ours and
+/// then the paper's, on a log axis.
 pub(super) fn write(r: &Report, dir: &Path) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let micro: Vec<&str> = BENCHES[..9].iter().map(|b| b.0).collect();
     let macro_: Vec<&str> = BENCHES[9..PAPER_ROWS].iter().map(|b| b.0).collect();
     debug_assert!(micro.iter().zip(PAPER_MICRO).all(|(a, b)| *a == b.0));
     debug_assert!(macro_.iter().zip(PAPER_MACRO).all(|(a, b)| *a == b.0));
-    let y_desc = "execution time / unoptimised C (gcc -O0)";
     for (file, title, names, rows, paper) in [
         (
             "figure3.svg",
@@ -123,15 +106,15 @@ pub(super) fn write(r: &Report, dir: &Path) -> Result<(), String> {
             paper_series(&PAPER_MACRO),
         ),
     ] {
-        let x = x_desc(names);
-        plot::write_svg(
-            &Figure {
+        let mut series = our_series(r, rows);
+        series.extend(paper);
+        write_bars_svg(
+            &BarChart {
                 title,
-                x_desc: &x,
-                y_desc,
-                lines: our_series(r, rows),
-                paper,
-                scale: Scale::LogLog,
+                y_desc: "execution time / unoptimised C (gcc -O0), log",
+                categories: names.iter().map(|n| n.to_string()).collect(),
+                series,
+                log: true,
             },
             &dir.join(file),
         )?;
@@ -148,13 +131,13 @@ mod tests {
         let s = paper_series(&PAPER_MICRO);
         assert_eq!(s.len(), 4);
         // JIVE's null-call: 2.32 us over C's 0.12 us.
-        let jive = &s[0].points;
-        assert_eq!(jive[1].0, 2.0);
-        assert!((jive[1].1 - 2.32 / 0.12).abs() < 1e-9);
-        // field-read and field-write have no C figure: no point at 3 or 4.
-        assert_eq!(jive.len(), 7);
-        assert!(jive.iter().all(|p| p.0 != 3.0 && p.0 != 4.0));
+        let jive = &s[0].values;
+        assert!((jive[1].unwrap() - 2.32 / 0.12).abs() < 1e-9);
+        // field-read and field-write have no C figure: no bar there.
+        assert_eq!(jive.len(), 9);
+        assert_eq!(jive.iter().flatten().count(), 7);
+        assert!(jive[2].is_none() && jive[3].is_none());
         let m = paper_series(&PAPER_MACRO);
-        assert!((m[1].points[0].1 - 2750.0 / 2130.0).abs() < 1e-9);
+        assert!((m[1].values[0].unwrap() - 2750.0 / 2130.0).abs() < 1e-9);
     }
 }
