@@ -41,7 +41,7 @@
 //! through the control socket of an engine embedded in this process.
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitCode, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -62,6 +62,7 @@ use crate::gang::{Gang, GangConfig, GangJob};
 mod figures;
 mod table5;
 mod table6;
+mod tables_svg;
 
 use figures::{fig78, fig910};
 use table5::table5;
@@ -178,6 +179,11 @@ pub struct Args {
     /// Directory for the SVG figures.
     #[arg(long, default_value = "udm-figures")]
     pub out: PathBuf,
+    /// Tables 4, 5 and 6: also draw them as SVG files in this directory
+    /// (`table4.svg`, `table5.svg`, `table6.svg`), our figures beside the
+    /// paper's own where it gives them.
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -648,6 +654,22 @@ fn table4(p: &Plan) -> Res<()> {
         .filter_map(|&k| measured(k).map(|r| (k, median_f64(r), r)))
         .collect();
     let direct = median_f64(&dow);
+    if let Some(dir) = &p.a.svg {
+        let svg: Vec<tables_svg::Row> = rows
+            .iter()
+            .map(|(k, ns, _)| tables_svg::Row {
+                name: k.name(),
+                ns: *ns,
+                paper_cycles: k.paper(),
+            })
+            .collect();
+        tables_svg::rows_svg(
+            dir,
+            "table4.svg",
+            "Table 4: the fast path, null message",
+            &svg,
+        )?;
+    }
     if !p.a.json {
         println!(
             "Table 4: the fast path, null message (median of {} runs; ns)",
