@@ -474,7 +474,10 @@ impl Node {
     /// divert ring is half full. A stream of diverted messages to a
     /// receiver with a backlog costs no wake-up each.
     fn ring_engine_diverted(&mut self, first: bool) {
-        fence(Ordering::SeqCst);
+        // No fence of its own: called right after `mark_rang`, whose fence
+        // already orders the divert ring's new head before the load of the
+        // doorbell flag below (either the engine, arming, sees the head, or
+        // we see it armed). One fence a diverted message, not two.
         match self.job_header().engine_armed.load(Ordering::Relaxed) {
             0 => return,
             UDM_ARMED_NAP if !first => {
@@ -622,7 +625,7 @@ impl Node {
             }
             // Nothing more before the buffer's end: on to its start.
             let size = self.buf.size();
-            self.buf_tail += size - at % size;
+            self.buf_tail += size - (at & (size - 1));
         }
         false
     }

@@ -67,8 +67,10 @@ impl UdmNode {
                 }
             }
         }
-        let size = size.max(PAGE_BYTES);
-        let off = self.buf_head.wrapping_sub(self.buf_base) % size;
+        // A power of two (the layout's check): a mask, not a division.
+        let size = size.max(PAGE_BYTES).next_power_of_two();
+        let mask = size - 1;
+        let off = self.buf_head.wrapping_sub(self.buf_base) & mask;
         let pad = if size - off < rec { size - off } else { 0 };
         if self.buf_head - self.buf_tail + pad + rec > size {
             self.refresh_tail();
@@ -88,7 +90,7 @@ impl UdmNode {
         let rel = self.buf_head.wrapping_sub(self.buf_base);
         self.kept.writing(file_len, rel);
         self.kept.writing(file_len, rel + rec - 1);
-        Some((rel % size) as usize)
+        Some((rel & mask) as usize)
     }
 }
 

@@ -99,9 +99,11 @@ pub(crate) struct Buffer {
 }
 
 impl Buffer {
-    /// `seg` as a buffer of `size` bytes, if they lie inside it.
+    /// `seg` as a buffer of `size` bytes (a power of two, at least 8), if
+    /// they lie inside it.
     pub fn new(seg: Segment, size: u64) -> Option<Buffer> {
-        (size >= 8 && size % 8 == 0 && size <= seg.len() as u64).then_some(Buffer { seg, size })
+        (size >= 8 && size.is_power_of_two() && size <= seg.len() as u64)
+            .then_some(Buffer { seg, size })
     }
 
     /// Its size in bytes.
@@ -113,7 +115,8 @@ impl Buffer {
     /// The record at byte position `pos` (relative to the buffer's base).
     #[inline(always)]
     pub fn record(&self, pos: u64) -> Slot<'_> {
-        let at = (pos % self.size) & !7;
+        // A power of two (checked in `new`): a mask, not a division.
+        let at = pos & (self.size - 1) & !7;
         // At most MAX_WORDS words, and none past the buffer's end.
         let room = ((self.size - at) / 8 - 1).min(MAX_WORDS as u64) as usize;
         // SAFETY: at + 8 <= size (at a multiple of 8 below size), inside
