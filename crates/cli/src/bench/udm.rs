@@ -121,6 +121,11 @@ pub struct Args {
     /// the atomicity timeout to buffered mode).
     #[arg(long, default_value_t = 64)]
     pub fast_queue: u32,
+    /// Figures 7-10 and Table 6: each node's virtual buffer, KiB (a power
+    /// of two, 4 to 1 048 576): overflow control holds a node's senders
+    /// once `buffer-kib × 8` messages are on their way to it or waiting.
+    #[arg(long, default_value_t = 16384)]
+    pub buffer_kib: u64,
     /// Figures 7-10: the gang scheduler tells the engine nothing (no
     /// deschedule notices, no overflow advice): the engine then tells a
     /// stopped node only by the atomicity timeout and `/proc`, as before
@@ -261,14 +266,14 @@ fn err(what: &str) -> impl Fn(unet::Error) -> String + '_ {
 
 /// An engine embedded in this process with a control socket in a fresh
 /// directory (field order is drop order).
-/// A job of the plan's nodes and fast queue, with 16 MiB buffers, on
-/// `h`'s engine (the applications' runs).
+/// A job of the plan's nodes and fast queue, with virtual buffers of
+/// `--buffer-kib`, on `h`'s engine (the applications' runs).
 fn plan_job(h: &Host, p: &Plan) -> Res<unet::udm::JobTicket> {
     h.session
         .udm_create_job(&JobConfig {
             nodes: p.nodes,
             fast_queue: p.a.fast_queue,
-            buffer_size: 16 << 20,
+            buffer_size: p.a.buffer_kib << 10,
             ..JobConfig::default()
         })
         .map_err(err("udm job"))
