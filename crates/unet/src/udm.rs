@@ -51,15 +51,15 @@ use std::os::fd::OwnedFd;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-pub use unet_abi::udm::{
-    UdmClientCounter, UdmCounter, UDM_ATOM_DISABLE as ATOM_DISABLE,
-    UDM_ATOM_TIMER_FORCE as ATOM_TIMER_FORCE, UDM_COUNTERS, UDM_MAX_NODES as MAX_NODES,
-    UDM_MAX_WORDS as MAX_WORDS,
-};
 use unet_abi::udm::{
     udm_record_bytes, UdmHeader, UdmJobHeader, UdmLayout, UdmMsg, UdmNodeHeader, UdmNodeLine,
     UDM_ARMED_NAP, UDM_ATOM_USER, UDM_DIVERT_CAP, UDM_MODE_COUNT, UDM_MODE_DIVERT, UDM_MODE_GONE,
     UDM_PAD,
+};
+pub use unet_abi::udm::{
+    UdmClientCounter, UdmCounter, UDM_ATOM_DISABLE as ATOM_DISABLE,
+    UDM_ATOM_TIMER_FORCE as ATOM_TIMER_FORCE, UDM_COUNTERS, UDM_MAX_NODES as MAX_NODES,
+    UDM_MAX_WORDS as MAX_WORDS,
 };
 use unet_abi::view::LayoutError;
 use unet_control::{Reply, Request};
@@ -602,12 +602,8 @@ impl Node {
         let mode = &self.line(self.rank).mode;
         let m = mode.load(Ordering::Acquire);
         if m & (UDM_MODE_DIVERT | UDM_MODE_GONE) == UDM_MODE_DIVERT {
-            let _ = mode.compare_exchange(
-                m,
-                m & !UDM_MODE_DIVERT,
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            );
+            let _ =
+                mode.compare_exchange(m, m & !UDM_MODE_DIVERT, Ordering::AcqRel, Ordering::Relaxed);
         }
         if m & UDM_MODE_GONE == 0 && m & UDM_MODE_COUNT != 0 {
             self.pull(head);

@@ -132,7 +132,11 @@ fn a_small_buffer_wrapping_under_a_stream_loses_nothing() {
         let len = 1 + (got % MAX_WORDS as u64) as usize;
         assert_eq!((h.handler, h.len), (2, len));
         for (k, x) in w[..len].iter().enumerate() {
-            assert_eq!(*x, got << 4 | k as u64, "message {got}: once, in order, whole");
+            assert_eq!(
+                *x,
+                got << 4 | k as u64,
+                "message {got}: once, in order, whole"
+            );
         }
         got += 1;
         x ^= x << 13;

@@ -103,7 +103,11 @@ fn a_receiver_returns_to_the_fast_case_while_its_senders_keep_sending() {
     let total: u64 = ends.iter().map(|(_, n)| n).sum();
     let end = Instant::now() + Duration::from_secs(30);
     while next[1] + next[2] < total {
-        assert!(Instant::now() < end, "{next:?} of {total}: {:?}", rx.stats());
+        assert!(
+            Instant::now() < end,
+            "{next:?} of {total}: {:?}",
+            rx.stats()
+        );
         if !take(&mut rx, &mut next) {
             rx.wait(Some(Duration::from_millis(10)));
         }
@@ -143,7 +147,11 @@ fn a_fast_message_waits_for_the_diverted_ones_before_it() {
         // Fill the ring and hold it past the timeout: switched.
         let deadline = Instant::now() + Duration::from_secs(10);
         while rx.mode() != Mode::Buffered {
-            assert!(Instant::now() < deadline, "round {round}: never switched: {:?}", rx.stats());
+            assert!(
+                Instant::now() < deadline,
+                "round {round}: never switched: {:?}",
+                rx.stats()
+            );
             if !tx.injectc(0, 1, &words(1, sent)).unwrap() {
                 thread::sleep(Duration::from_micros(200));
                 continue;

@@ -141,7 +141,7 @@ pub(super) fn words_at(ring: &Ring<UdmMsg>, pos: u64, out: &mut [u64]) {
 #[inline]
 fn buffer_record(buf: &Segment, off: usize, nwords: usize) -> Option<*mut u64> {
     // Offsets are multiples of 8 from a page-aligned base: aligned.
-    if off % 8 != 0 {
+    if !off.is_multiple_of(8) {
         return None;
     }
     buf.at(off, 8 * (1 + nwords))
@@ -175,7 +175,13 @@ pub(super) fn buffer_from_ring(
             out.add(1),
             nwords,
         );
-        out.write_volatile(UdmHeader { nwords: nwords as u16, ..hdr }.pack());
+        out.write_volatile(
+            UdmHeader {
+                nwords: nwords as u16,
+                ..hdr
+            }
+            .pack(),
+        );
     }
 }
 
@@ -231,6 +237,8 @@ pub(super) fn buffered(buf: &Segment, off: usize) -> Option<(UdmHeader, Vec<u64>
     let n = (hdr.nwords as usize).min(UDM_MAX_WORDS);
     let p = buffer_record(buf, off, n)?;
     // SAFETY: n words inside the buffer (checked by at()).
-    let words = (0..n).map(|i| unsafe { p.add(1 + i).read_volatile() }).collect();
+    let words = (0..n)
+        .map(|i| unsafe { p.add(1 + i).read_volatile() })
+        .collect();
     Some((hdr, words))
 }

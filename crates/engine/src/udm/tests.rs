@@ -58,7 +58,11 @@ fn hostile_divert_entries_and_positions_are_counted_not_obeyed() {
     assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferedMsgs), 1);
     let j = &jobs.jobs[&id];
     let h = j.nodes[1].header().unwrap();
-    assert_eq!(h.buf_head.load(Ordering::Acquire), 16, "a record of one word");
+    assert_eq!(
+        h.buf_head.load(Ordering::Acquire),
+        16,
+        "a record of one word"
+    );
     let (m, w) = read_msg(j.nodes[1].buf.as_ref().unwrap(), 0);
     assert_eq!(
         (m.peer, m.nwords, w[0]),
@@ -103,13 +107,20 @@ fn a_full_buffer_leaves_messages_in_the_senders_ring() {
     // the buffer's start, in order.
     let mut rd = Reader::default();
     for i in 0..10u64 {
-        assert_eq!(rd.take(&jobs, id, 1), Some((0, (0..14).map(|k| i * 100 + k).collect())));
+        assert_eq!(
+            rd.take(&jobs, id, 1),
+            Some((0, (0..14).map(|k| i * 100 + k).collect()))
+        );
     }
     rd.tell(&jobs, id, 1);
     jobs.poll();
     assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferedMsgs), 40);
     let h = jobs.jobs[&id].nodes[1].header().unwrap();
-    assert_eq!(h.buf_head.load(Ordering::Acquire), 4096 + 6 * 120, "a pad of 16 bytes");
+    assert_eq!(
+        h.buf_head.load(Ordering::Acquire),
+        4096 + 6 * 120,
+        "a pad of 16 bytes"
+    );
     for i in 10..40u64 {
         let (src, w) = rd.take(&jobs, id, 1).unwrap();
         assert_eq!((src, w[0], w[13]), (0, i * 100, i * 100 + 13));
@@ -405,7 +416,10 @@ impl Reader {
             let off = (self.tail - base) % size;
             let (hdr, words) = read_msg(n.buf.as_ref().unwrap(), off);
             if hdr.nwords == UDM_PAD {
-                assert!(size - off < REC_MAX, "a pad only where a record may not fit");
+                assert!(
+                    size - off < REC_MAX,
+                    "a pad only where a record may not fit"
+                );
                 self.tail += size - off;
                 self.pads += 1;
                 continue;

@@ -231,11 +231,7 @@ impl<'a> Slot<'a> {
         // SAFETY: n <= room words from `words` lie in the slot or record
         // (Slot::of, Buffer::record); out has at least n.
         unsafe {
-            std::ptr::copy_nonoverlapping(
-                self.p.as_ptr().add(self.words),
-                out.as_mut_ptr(),
-                n,
-            )
+            std::ptr::copy_nonoverlapping(self.p.as_ptr().add(self.words), out.as_mut_ptr(), n)
         };
     }
 
