@@ -663,7 +663,7 @@ fn table4(p: &Plan) -> Res<()> {
         let svg: Vec<tables_svg::Row> = rows
             .iter()
             .map(|(k, ns, _)| tables_svg::Row {
-                name: k.name(),
+                name: k.key(),
                 ns: *ns,
                 paper_cycles: k.paper(),
             })

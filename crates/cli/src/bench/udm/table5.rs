@@ -424,8 +424,8 @@ pub(super) fn table5(p: &Plan) -> Res<()> {
     if let Some(dir) = &p.a.svg {
         let svg: Vec<tables_svg::Row> = rows
             .iter()
-            .map(|&(_, name, ns, pc)| tables_svg::Row {
-                name,
+            .map(|&(key, _, ns, pc)| tables_svg::Row {
+                name: key,
                 ns,
                 paper_cycles: pc,
             })

@@ -6,8 +6,8 @@
 
 use super::*;
 
-/// One row of a table to draw: its name, our time (ns), and the paper's
-/// cycles if it gives them.
+/// One row of a table to draw: its short name (the key of its JSON row),
+/// our time (ns), and the paper's cycles if it gives them.
 pub(super) struct Row<'a> {
     pub name: &'a str,
     pub ns: f64,
