@@ -35,14 +35,28 @@
 //!
 //! # Virtual buffer
 //!
-//! One memory file per node, `buffer_cap × UdmMsg` bytes reserved and
-//! never touched until used: the engine writes messages at
-//! [`UdmNodeHeader::buf_head`], the node reads them (it maps the file
-//! read-only) and advances [`UdmNodeHeader::buf_tail`]; message `p` is in
-//! slot `(p - buf_base) % buffer_cap` ([`UdmNodeHeader::buf_base`], moved
-//! to the head only while the buffer is empty, so a buffer used again
-//! starts again at its first page); the engine gives back the pages once
-//! the buffer has been idle a while.
+//! One memory file per node, `buffer_cap × 128` bytes reserved and never
+//! touched until used. It holds *records* of the message's size: the
+//! header word (as [`UdmHeader`], the peer the source), then the
+//! message's words, 8 to 120 bytes ([`udm_record_bytes`]). Positions are
+//! in bytes: the engine writes at [`UdmNodeHeader::buf_head`], the node
+//! reads (it maps the file read-only) and advances
+//! [`UdmNodeHeader::buf_tail`]; the record at position `p` is at byte
+//! `(p - buf_base) % buffer_size` ([`UdmNodeHeader::buf_base`], moved to
+//! the head only while the buffer is empty, so a buffer used again starts
+//! again at its first page). A record never runs past the file's end: one
+//! that does not fit there is preceded by a *pad* record (`nwords` =
+//! [`UDM_PAD`]) that fills the rest, and goes at the start. The engine
+//! gives back the pages once the buffer has been idle a while.
+//!
+//! ```text
+//!  byte 0                                                   buffer_size
+//!  | hdr w0 | hdr | hdr w0 w1 w2 | ... | hdr w0 | PAD ........ |
+//!    ^ buf_tail (the next to read)              ^ buf_head: the next
+//!                                               record (3 words) does not
+//!                                               fit, so a pad, and it goes
+//!                                               at byte 0
+//! ```
 //!
 //! # The mode word
 //!
@@ -58,11 +72,14 @@
 //! A sender writes a fast ring only while it reads divert clear. In divert
 //! mode it adds one to the count with a compare-and-swap that needs the
 //! divert bit still set, and only then hands the message to the engine.
-//! The receiver clears the divert bit with a compare-and-swap from
-//! "divert, count 0": never while a diverted message is on its way, so a
-//! sender's next fast message cannot overtake its diverted ones. Anyone
-//! may set the divert bit (a sender finding its fast ring full, the
-//! engine). `docs/udm.md` gives the whole argument.
+//! The receiver clears the divert bit (a compare-and-swap that keeps the
+//! count) once it runs and finds its buffer empty, even while diverted
+//! messages are on their way to it: each fast message carries in its
+//! `stamp` how many messages its sender diverted to the receiver before
+//! it, and the receiver takes it only after taking as many buffered
+//! messages from that sender, so a sender's fast message never overtakes
+//! its diverted ones. Only the engine sets the divert bit. `docs/udm.md`
+//! gives the whole argument.
 
 use core::mem::{offset_of, size_of};
 use core::sync::atomic::{AtomicU32, AtomicU64};
@@ -84,8 +101,19 @@ pub const UDM_BUFFER_MAX: u64 = 1 << 30;
 /// Largest job segment (its `nodes²` fast rings): the engine makes it,
 /// and touches every page of it, when the job is created.
 pub const UDM_JOB_SEGMENT_MAX: u64 = 64 << 20;
-/// Messages per page of a virtual buffer.
+/// Messages of the largest size per page of a virtual buffer (smaller
+/// ones take less: [`udm_record_bytes`]).
 pub const UDM_MSGS_PER_PAGE: u64 = (PAGE / size_of::<UdmMsg>()) as u64;
+/// `nwords` of a virtual buffer's pad record: nothing more before the
+/// buffer's end, the next record is at its start.
+pub const UDM_PAD: u16 = 0xFFFF;
+
+/// Bytes of a virtual buffer's record of `nwords` words: its header word
+/// and the words.
+#[inline]
+pub const fn udm_record_bytes(nwords: usize) -> u64 {
+    8 * (1 + nwords as u64)
+}
 
 /// Magic of a job segment: `b"UNETUJ01"`.
 pub const UDM_JOB_MAGIC: u64 = u64::from_le_bytes(*b"UNETUJ01");
@@ -150,7 +178,10 @@ pub const UDM_ATOM_WANT: u32 = 32;
 ///                    destination rank (divert ring)
 ///  4 handler: u16    the handler index
 ///  6 nwords: u16     0..=UDM_MAX_WORDS
-///  8 stamp: u64      reserved, zero
+///  8 stamp: u64      in a fast ring, the messages its sender diverted
+///                    to this receiver before it (the receiver takes it
+///                    only after as many buffered ones from that sender);
+///                    zero elsewhere
 /// 16 words: [u64; 14]
 /// ```
 #[repr(C, align(64))]
@@ -162,7 +193,8 @@ pub struct UdmMsg {
     pub handler: u16,
     /// Words used.
     pub nwords: u16,
-    /// Reserved, zero.
+    /// In a fast ring: the messages the sender diverted to the receiver
+    /// before this one. Zero elsewhere.
     pub stamp: u64,
     /// The data words.
     pub words: [u64; UDM_MAX_WORDS],
@@ -227,7 +259,8 @@ pub struct UdmJobHeader {
     pub nodes: u32,
     /// Capacity of each fast ring.
     pub fast_cap: u32,
-    /// Capacity of each node's virtual buffer (messages).
+    /// Capacity of each node's virtual buffer (messages of the largest
+    /// size: the limit of the count in a mode word).
     pub buffer_cap: u32,
     /// Capacity of each node's divert ring.
     pub divert_cap: u32,
@@ -338,11 +371,12 @@ pub struct UdmNodeHeader {
     /// Engine incarnation id.
     pub engine_id: u64,
     _pad0: [u8; 0x100 - 0x38],
-    /// Virtual buffer: messages the engine has written (its position; the
-    /// engine stores it with Release after writing them).
+    /// Virtual buffer: bytes the engine has written (records and pads: its
+    /// position; the engine stores it with Release after writing them).
     pub buf_head: AtomicU64,
-    /// Virtual buffer: the position whose message is in the buffer's
-    /// first slot (message `p` is in slot `(p - buf_base) % buffer_cap`).
+    /// Virtual buffer: the position (bytes) whose record is at the
+    /// buffer's first byte (the record at `p` is at byte
+    /// `(p - buf_base) % buffer_size`).
     /// The engine moves it to the head only while the buffer is empty
     /// (the node's tail at the head), so that a buffer used again starts
     /// again at its first page, whose memory it kept; it stores it before
@@ -350,7 +384,8 @@ pub struct UdmNodeHeader {
     /// it loaded with Acquire.
     pub buf_base: AtomicU64,
     _pad1: [u8; 48],
-    /// Virtual buffer: messages the node has disposed of.
+    /// Virtual buffer: bytes the node has read past (the records it
+    /// disposed of, and pads).
     pub buf_tail: AtomicU64,
     _pad2: [u8; 56],
     /// The engine's counters of the node (0x180), indexed by
@@ -553,11 +588,11 @@ counter_enum! {
         /// Times the engine advised the job's scheduler that the node's
         /// virtual buffer is near its limit (overflow control's feedback).
         OverflowAdvice = 14 => "overflow_advice",
-        /// The most messages the node's virtual buffer held at once, as
-        /// the engine saw them when it wrote (the node's tail as read on
-        /// that turn: at most a turn's writes too many): the pages its
-        /// messages needed, 32 messages a page.
-        BufferHeldMax = 15 => "buffer_held_max",
+        /// The most bytes the node's virtual buffer held at once (its
+        /// records and pads), as the engine saw them when it wrote (the
+        /// node's tail as read on that turn: at most a turn's writes too
+        /// many): the memory its messages needed, 4096 bytes a page.
+        BufferHeldBytesMax = 15 => "buffer_held_bytes_max",
     }
 }
 

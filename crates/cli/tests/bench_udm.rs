@@ -34,7 +34,9 @@ fn row<'a>(rows: &'a [Value], k: &str, v: &str) -> &'a Value {
 
 #[test]
 fn tables_4_and_5_give_costs_beside_the_paper_and_the_fast_path() {
-    let rows = run(&["table4", "--quick", "--json"]);
+    let dir = std::env::temp_dir().join(format!("unet-udm-tables-{}", std::process::id()));
+    let svg = dir.to_str().unwrap();
+    let rows = run(&["table4", "--quick", "--json", "--svg", svg]);
     let t4: Vec<Value> = rows.iter().filter(|r| r["table"] == 4).cloned().collect();
     assert_eq!(t4.len(), 8, "{t4:?}");
     for k in [
@@ -68,7 +70,7 @@ fn tables_4_and_5_give_costs_beside_the_paper_and_the_fast_path() {
     let one_way = row(&t4, "row", "one_way_udm")["ns"].as_f64().unwrap();
     assert!(send < one_way, "send {send} ns, one way {one_way} ns");
 
-    let rows = run(&["table5", "--quick", "--json"]);
+    let rows = run(&["table5", "--quick", "--json", "--svg", svg]);
     assert_eq!(row(&rows, "row", "insert")["paper_cycles"], 180.0);
     assert_eq!(row(&rows, "row", "extract_buffered")["paper_cycles"], 52.0);
     for k in [
@@ -111,6 +113,14 @@ fn tables_4_and_5_give_costs_beside_the_paper_and_the_fast_path() {
     assert!(i >= 0.0 && i <= typical && e > 0.0 && u > 0.0, "{r}");
     assert!((r["ratio"].as_f64().unwrap() - (i + e) / u).abs() < 1e-9);
     assert_eq!(r["met"], r["ratio"].as_f64().unwrap() <= 2.5);
+    // Drawn too: ours over the rows, the paper's beside them.
+    for f in ["table4.svg", "table5.svg"] {
+        let text = std::fs::read_to_string(dir.join(f)).unwrap();
+        assert!(text.starts_with("<svg"), "{f}");
+        assert!(text.contains("measured here"), "{f}");
+        assert!(text.contains("the paper (cycles x 50 ns)"), "{f}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -174,17 +184,31 @@ fn the_figures_run_applications_under_the_gang_scheduler() {
         // 200 requests and 200 replies a node, and the FINs.
         assert_eq!(r["messages"], 2.0 * (400.0 + 1.0));
     }
-    for f in ["figure7.svg", "figure8.svg", "figure9.svg", "figure10.svg"] {
+    for f in [
+        "figure7.svg",
+        "figure7-pages.svg",
+        "figure8.svg",
+        "figure9.svg",
+        "figure10.svg",
+    ] {
         let svg = std::fs::read_to_string(dir.join(f)).unwrap();
         assert!(svg.starts_with("<svg"), "{f}");
     }
+    let pages = std::fs::read_to_string(dir.join("figure7-pages.svg")).unwrap();
+    assert!(
+        pages.contains("under seven pages"),
+        "the paper's bound drawn"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn table_6_gives_each_application_standalone_beside_the_paper() {
+    let dir = std::env::temp_dir().join(format!("unet-udm-table6-{}", std::process::id()));
     let rows = run(&[
         "table6",
+        "--svg",
+        dir.to_str().unwrap(),
         "--quick",
         "--json",
         "--nodes",
@@ -234,4 +258,8 @@ fn table_6_gives_each_application_standalone_beside_the_paper() {
     ] {
         assert!(kv[k].is_null(), "kv has no paper figure {k}: {kv}");
     }
+    let svg = std::fs::read_to_string(dir.join("table6.svg")).unwrap();
+    assert!(svg.starts_with("<svg"));
+    assert!(svg.contains("the paper: between events") && svg.contains("here: per handler"));
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -51,14 +51,15 @@ use std::os::fd::OwnedFd;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use unet_abi::udm::{
+    udm_record_bytes, UdmHeader, UdmJobHeader, UdmLayout, UdmMsg, UdmNodeHeader, UdmNodeLine,
+    UDM_ARMED_NAP, UDM_ATOM_USER, UDM_DIVERT_CAP, UDM_MODE_COUNT, UDM_MODE_DIVERT, UDM_MODE_GONE,
+    UDM_PAD,
+};
 pub use unet_abi::udm::{
     UdmClientCounter, UdmCounter, UDM_ATOM_DISABLE as ATOM_DISABLE,
     UDM_ATOM_TIMER_FORCE as ATOM_TIMER_FORCE, UDM_COUNTERS, UDM_MAX_NODES as MAX_NODES,
     UDM_MAX_WORDS as MAX_WORDS,
-};
-use unet_abi::udm::{
-    UdmHeader, UdmJobHeader, UdmLayout, UdmMsg, UdmNodeHeader, UdmNodeLine, UDM_ARMED_NAP,
-    UDM_ATOM_USER, UDM_DIVERT_CAP, UDM_MODE_COUNT, UDM_MODE_DIVERT, UDM_MODE_GONE,
 };
 use unet_abi::view::LayoutError;
 use unet_control::{Reply, Request};
@@ -100,6 +101,17 @@ fn refused(e: LayoutError) -> Error {
     }
 }
 
+/// What a look at the fast rings found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Scan {
+    /// A message that may be taken now, from this sender.
+    Ready(u32),
+    /// Messages, each sent after diverted ones not taken yet.
+    Waiting,
+    /// No message.
+    Empty,
+}
+
 /// Where the current message is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Cur {
@@ -133,12 +145,23 @@ pub struct Node {
     /// For each receiver whose fast ring we found full: its position
     /// then and the tries since it last moved ([`Node::stalled`]).
     stall: Vec<(u64, u32)>,
+    /// By receiver: the messages we diverted to it (through the engine),
+    /// written as the stamp of every fast message we send it: a fast
+    /// message stamped `k` comes after our `k` diverted ones.
+    diverted_to: Vec<u64>,
+    /// By sender: the buffered messages we took from it. Its fast
+    /// message stamped `k` is taken only once this reaches `k`, so a
+    /// receiver can go back to the fast case while diverted messages are
+    /// still on their way to it, and each sender's order holds.
+    buffered_from: Vec<u64>,
     /// Our position in the divert ring and the engine's last known one.
     divert_head: u64,
     divert_tail: u64,
-    /// Our position in the virtual buffer, and the position in its first
-    /// slot (the engine's `buf_base`, read with each new head).
+    /// Our position in the virtual buffer (bytes), the one we last told
+    /// the engine, and the position at its first byte (the engine's
+    /// `buf_base`, read with each new head).
     buf_tail: u64,
+    tail_told: u64,
     buf_base: u64,
     /// The buffer's head when we last rang a napping engine for a
     /// diverted message on its way ([`Node::pull`]).
@@ -198,7 +221,7 @@ impl Node {
         })?;
         // Read-only and untouched: its pages are the engine's to fill.
         let buf = Segment::open_unpopulated(buf_fd, layout.buffer_size as usize, false)?;
-        let buf = Buffer::new(buf, layout.buffer_cap).ok_or_else(|| bad("geometry"))?;
+        let buf = Buffer::new(buf, layout.buffer_size).ok_or_else(|| bad("geometry"))?;
         // Our positions: what the rings say now (a fresh rank: zero).
         let in_tail = jseg.incoming.iter().map(|r| r.tail()).collect();
         let out_head: Vec<u64> = jseg.outgoing.iter().map(|r| r.head()).collect();
@@ -221,9 +244,12 @@ impl Node {
             out_head,
             out_tail,
             stall,
+            diverted_to: vec![0; layout.nodes as usize],
+            buffered_from: vec![0; layout.nodes as usize],
             divert_head,
             divert_tail,
             buf_tail,
+            tail_told: buf_tail,
             buf_base,
             pulled_at: u64::MAX,
             buf_clear: buf_tail,
@@ -397,6 +423,7 @@ impl Node {
             Slot::of(&self.jseg.outgoing[i], pos),
             self.rank,
             handler,
+            self.diverted_to[i],
             words,
         );
         // Release: the message is visible before the new head.
@@ -431,7 +458,8 @@ impl Node {
 
     fn push_divert(&mut self, d: u32, handler: u16, words: Words<'_>, first: bool) {
         let pos = self.divert_head;
-        write_msg(Slot::of(&self.nseg.divert, pos), d, handler, words);
+        write_msg(Slot::of(&self.nseg.divert, pos), d, handler, 0, words);
+        self.diverted_to[d as usize] += 1;
         self.nseg.divert.set_head(pos + 1);
         self.divert_head = pos + 1;
         self.mark_rang(self.rank);
@@ -446,7 +474,10 @@ impl Node {
     /// divert ring is half full. A stream of diverted messages to a
     /// receiver with a backlog costs no wake-up each.
     fn ring_engine_diverted(&mut self, first: bool) {
-        fence(Ordering::SeqCst);
+        // No fence of its own: called right after `mark_rang`, whose fence
+        // already orders the divert ring's new head before the load of the
+        // doorbell flag below (either the engine, arming, sees the head, or
+        // we see it armed). One fence a diverted message, not two.
         match self.job_header().engine_armed.load(Ordering::Relaxed) {
             0 => return,
             UDM_ARMED_NAP if !first => {
@@ -520,71 +551,114 @@ impl Node {
 
     /// Choose the current message if there is none: the fast rings first
     /// (from the sender after the last one served), then the virtual
-    /// buffer. A sender's fast messages always precede its diverted ones,
-    /// and once a diverted message is seen every earlier fast one is
-    /// visible too (it was published before the sender diverted), so the
-    /// fast rings are looked at again before a buffered message is taken.
+    /// buffer. A fast message is taken only after every message its
+    /// sender diverted before it (its stamp counts them; until then it
+    /// waits), and once a diverted message is seen every earlier fast one
+    /// is visible too (it was published before the sender diverted), so
+    /// the fast rings are looked at again before a buffered message is
+    /// taken.
     fn select(&mut self) -> Option<Cur> {
         if self.current.is_some() {
             return self.current;
         }
-        if self.buf_tail < self.buf_clear {
+        if self.buf_tail < self.buf_clear && self.skip_pads(self.buf_clear) {
             self.current = Some(Cur::Buffer);
             return self.current;
         }
-        if let Some(s) = self.scan_fast() {
+        if let Scan::Ready(s) = self.scan_fast() {
             self.current = Some(Cur::Fast(s));
             return self.current;
         }
         let head = self.header().buf_head.load(Ordering::Acquire);
         if head != self.buf_tail {
+            // After the head (Acquire): the engine moves the base only
+            // while our tail is at its head, before it publishes the head
+            // that follows.
+            self.buf_base = self.header().buf_base.load(Ordering::Relaxed);
+        }
+        // Bounded: a head past what the buffer holds is the engine's to
+        // never write; trust no more than that.
+        let head = head.min(self.buf_tail + self.buf.size());
+        if head != self.buf_tail && self.skip_pads(head) {
             self.current = Some(match self.scan_fast() {
-                Some(s) => Cur::Fast(s),
-                None => {
-                    // Bounded: a head past what the buffer holds is the
-                    // engine's to never write; trust no more than that.
-                    let cap = self.layout.buffer_cap as u64;
-                    self.buf_clear = head.min(self.buf_tail + cap);
-                    // After the head (Acquire): the engine moves the base
-                    // only while our tail is at its head, before it
-                    // publishes the head that follows.
-                    self.buf_base = self.header().buf_base.load(Ordering::Relaxed);
+                Scan::Ready(s) => Cur::Fast(s),
+                scan => {
+                    // With fast messages waiting for diverted ones, one
+                    // at a time: each buffered message taken may free one.
+                    self.buf_clear = match scan {
+                        Scan::Empty => head,
+                        _ => self.buf_tail + 1,
+                    };
                     Cur::Buffer
                 }
             });
             return self.current;
         }
         self.settle_taken();
-        // Nothing: back to the fast case if no diverted message is on its
-        // way here.
+        // Nothing in the buffer, and we run: back to the fast case, even
+        // with diverted messages still on their way here (a sender's fast
+        // messages after them wait for them, by their stamps). The count
+        // stays, for overflow control, and falls as we take them.
         let mode = &self.line(self.rank).mode;
         let m = mode.load(Ordering::Acquire);
-        if m & (UDM_MODE_DIVERT | UDM_MODE_GONE | UDM_MODE_COUNT) == UDM_MODE_DIVERT {
-            let _ = mode.compare_exchange(m, 0, Ordering::AcqRel, Ordering::Relaxed);
-        } else if m & UDM_MODE_DIVERT != 0 && m & UDM_MODE_COUNT != 0 {
+        if m & (UDM_MODE_DIVERT | UDM_MODE_GONE) == UDM_MODE_DIVERT {
+            let _ =
+                mode.compare_exchange(m, m & !UDM_MODE_DIVERT, Ordering::AcqRel, Ordering::Relaxed);
+        }
+        if m & UDM_MODE_GONE == 0 && m & UDM_MODE_COUNT != 0 {
             self.pull(head);
         }
         None
     }
 
-    fn scan_fast(&mut self) -> Option<u32> {
+    /// Move our buffer position past the pad records before `end`: true
+    /// if a message is there.
+    fn skip_pads(&mut self, end: u64) -> bool {
+        while self.buf_tail < end {
+            let at = self.buf_tail.wrapping_sub(self.buf_base);
+            if UdmHeader::unpack(self.buf.record(at).header()).nwords != UDM_PAD {
+                return true;
+            }
+            // Nothing more before the buffer's end: on to its start.
+            let size = self.buf.size();
+            self.buf_tail += size - (at & (size - 1));
+        }
+        false
+    }
+
+    /// The first fast ring, from the sender after the last one served,
+    /// whose next message may be taken now.
+    fn scan_fast(&mut self) -> Scan {
         let n = self.layout.nodes;
+        let mut waiting = false;
         for k in 0..n {
             let s = (self.cursor + k) % n;
             let i = s as usize;
             if self.jseg.incoming[i].head() != self.in_tail[i] {
+                // Sent after diverted messages we have not taken yet:
+                // it waits for them (a peer may write any stamp: one that
+                // lies only holds up its own ring).
+                let stamp = Slot::of(&self.jseg.incoming[i], self.in_tail[i]).stamp();
+                if stamp > self.buffered_from[i] {
+                    waiting = true;
+                    continue;
+                }
                 self.cursor = (s + 1) % n;
-                return Some(s);
+                return Scan::Ready(s);
             }
         }
-        None
+        if waiting {
+            Scan::Waiting
+        } else {
+            Scan::Empty
+        }
     }
 
     /// The current message's slot.
     fn current_slot(&self, c: Cur) -> Slot<'_> {
         match c {
             Cur::Fast(s) => Slot::of(&self.jseg.incoming[s as usize], self.in_tail[s as usize]),
-            Cur::Buffer => self.buf.slot(self.buf_tail.wrapping_sub(self.buf_base)),
+            Cur::Buffer => self.buf.record(self.buf_tail.wrapping_sub(self.buf_base)),
         }
     }
 
@@ -604,7 +678,7 @@ impl Node {
         // `len` <= MAX_WORDS (split_header). A peer writing concurrently
         // only changes the values read.
         slot.read_words(&mut words[..len]);
-        self.dispose_current(c);
+        self.dispose_current(c, src, len);
         Ok(Header { src, handler, len })
     }
 
@@ -632,11 +706,13 @@ impl Node {
     /// [`ExtractError::Empty`] (the paper's `bad-dispose`).
     pub fn dispose(&mut self) -> Result<(), ExtractError> {
         let c = self.select().ok_or(ExtractError::Empty)?;
-        self.dispose_current(c);
+        let (src, _, len) = split_header(UdmHeader::unpack(self.current_slot(c).header()), c);
+        self.dispose_current(c, src, len);
         Ok(())
     }
 
-    fn dispose_current(&mut self, c: Cur) {
+    /// Dispose of the current message `c`, from `src`, of `len` words.
+    fn dispose_current(&mut self, c: Cur, src: u32, len: usize) {
         self.current = None;
         match c {
             Cur::Fast(s) => {
@@ -646,7 +722,11 @@ impl Node {
                 bump_own(&self.line(self.rank).fast_msgs);
             }
             Cur::Buffer => {
-                self.buf_tail += 1;
+                // The engine stamps a buffered message with its source.
+                if let Some(n) = self.buffered_from.get_mut(src as usize) {
+                    *n += 1;
+                }
+                self.buf_tail += udm_record_bytes(len);
                 self.uncounted += 1;
                 bump_own(&self.line(self.rank).buffered_taken);
                 if self.uncounted >= TAKE_BATCH || self.buf_tail >= self.buf_clear {
@@ -662,10 +742,11 @@ impl Node {
     /// our mode word, which drops by as many (back to the fast case when
     /// it reaches zero with nothing more on its way).
     fn settle_taken(&mut self) {
-        if self.uncounted == 0 {
+        if self.uncounted == 0 && self.tail_told == self.buf_tail {
             return;
         }
         let taken = std::mem::take(&mut self.uncounted);
+        self.tail_told = self.buf_tail;
         self.header()
             .buf_tail
             .store(self.buf_tail, Ordering::Release);
@@ -674,6 +755,10 @@ impl Node {
         // on its next turn (no wake-up: it gives pages back only once the
         // buffer has been idle a while, by its own clock).
         self.mark_rang(self.rank);
+        if taken == 0 {
+            // Only pads passed: nothing to take off the count.
+            return;
+        }
         let mode = &self.line(self.rank).mode;
         let mut m = mode.load(Ordering::Acquire);
         while m & UDM_MODE_COUNT != 0 {
@@ -871,14 +956,14 @@ fn split_header(h: UdmHeader, c: Cur) -> (u32, u16, usize) {
 
 /// Write a message into `slot`, which we own until we publish it: words
 /// first, then the header word (peer, handler, nwords) in one store.
-fn write_msg(slot: Slot<'_>, peer: u32, handler: u16, words: Words<'_>) {
+fn write_msg(slot: Slot<'_>, peer: u32, handler: u16, stamp: u64, words: Words<'_>) {
     let hdr = UdmHeader {
         peer,
         handler,
         nwords: words.get().len() as u16,
     }
     .pack();
-    slot.write(hdr, words);
+    slot.write(hdr, stamp, words);
 }
 
 /// Add one to a counter others update too.

@@ -140,7 +140,9 @@ fn a_node_killed_while_others_inject_fails_their_injects_and_frees_its_buffer() 
         !a.injectc(1, 0, &[sent]).unwrap(),
         "past the buffer's limit"
     );
-    assert_eq!(memfd_bytes(&buf_name), Some(64 << 10));
+    // 512 messages (the limit: 64 KiB over 128) of one word, 16 bytes
+    // each in the buffer: two pages.
+    assert_eq!(memfd_bytes(&buf_name), Some(512 * 16));
     assert_eq!(a.mode_of(1), Mode::Buffered);
 
     // Two senders blocked on it, one in its own thread each.

@@ -34,7 +34,7 @@ fn a_receiver_that_never_extracts_holds_its_senders_with_bounded_memory() {
     loop {
         let mut went = false;
         for (node, r) in [(&mut a, 1usize), (&mut b, 2usize)] {
-            if node.injectc(0, r as u16, &[r as u64, sent[r]]).unwrap() {
+            if node.injectc(0, r as u16, &msg(r as u64, sent[r])).unwrap() {
                 sent[r] += 1;
                 went = true;
             }
@@ -43,7 +43,7 @@ fn a_receiver_that_never_extracts_holds_its_senders_with_bounded_memory() {
             // Held: the buffer is full, or the engine has yet to take a
             // diverted message (then a moment later it goes).
             thread::sleep(Duration::from_millis(20));
-            let more = a.injectc(0, 1, &[1, sent[1]]).unwrap();
+            let more = a.injectc(0, 1, &msg(1, sent[1])).unwrap();
             if more {
                 sent[1] += 1;
                 continue;
@@ -59,18 +59,20 @@ fn a_receiver_that_never_extracts_holds_its_senders_with_bounded_memory() {
     let st = rx.stats();
     assert!(st.overflow_holds >= 1, "{st:?}");
     assert_eq!(st.engine(UdmCounter::BufferedMsgs), cap as u64);
+    // The limit's messages, 120 bytes each in the buffer, and no more.
+    let full = (cap as u64 * 120).div_ceil(PAGE) * PAGE;
     let mem = rx.buffer_memory().unwrap();
-    assert_eq!(mem, cfg.buffer_size, "the whole buffer and no more");
-    assert_eq!(st.engine(UdmCounter::BufferPages), cfg.buffer_size / PAGE);
+    assert_eq!(mem, full, "the limit's records and no more");
+    assert_eq!(st.engine(UdmCounter::BufferPages), full / PAGE);
 
     // ... and a blocking inject waits.
     let t2 = thread::spawn(move || {
-        let r = a.inject(0, 1, &[1, sent[1]]);
+        let r = a.inject(0, 1, &msg(1, sent[1]));
         (r, a)
     });
     thread::sleep(Duration::from_millis(200));
     assert!(!t2.is_finished(), "inject did not wait");
-    assert_eq!(rx.buffer_memory().unwrap(), cfg.buffer_size);
+    assert_eq!(rx.buffer_memory().unwrap(), full);
 
     // The receiver takes everything: each sender's messages once, in
     // order, then the held one.
@@ -81,7 +83,7 @@ fn a_receiver_that_never_extracts_holds_its_senders_with_bounded_memory() {
         assert!(rx.wait(Some(Duration::from_secs(10))), "after {got}");
         let h = rx.extract(&mut w).unwrap();
         let r = h.src as usize;
-        assert_eq!((h.handler as usize, h.len, w[0]), (r, 2, r as u64));
+        assert_eq!((h.handler as usize, h.len, w[0]), (r, MAX_WORDS, r as u64));
         assert_eq!(w[1], next[r], "sender {r} in order, once");
         next[r] += 1;
         got += 1;
@@ -107,11 +109,8 @@ fn a_receiver_that_never_extracts_holds_its_senders_with_bounded_memory() {
     }
     let st = rx.stats();
     assert_eq!(st.engine(UdmCounter::BufferPages), 0);
-    assert_eq!(
-        st.engine(UdmCounter::BufferPagesMax),
-        cfg.buffer_size / PAGE
-    );
-    assert!(st.engine(UdmCounter::PagesReturned) >= cfg.buffer_size / PAGE);
+    assert_eq!(st.engine(UdmCounter::BufferPagesMax), full / PAGE);
+    assert!(st.engine(UdmCounter::PagesReturned) >= full / PAGE);
 }
 
 #[test]
@@ -130,11 +129,11 @@ fn pages_are_taken_as_used_and_given_back_behind_the_reader() {
     let mut w = [0u64; MAX_WORDS];
     let mut next = 0u64;
     let mut sent = 0u64;
-    // Several rounds around the ring: 1000 messages (32 a page) in, all
-    // out, each round.
+    // Several rounds around the ring: 1000 messages (of 14 words, 120
+    // bytes in the buffer: 34 a page) in, all out, each round.
     for round in 0..20 {
         for _ in 0..1000 {
-            tx.inject(0, 0, &[sent]).unwrap();
+            tx.inject(0, 0, &msg(sent, 0)).unwrap();
             sent += 1;
         }
         // Wait until the engine has taken everything.
@@ -144,7 +143,7 @@ fn pages_are_taken_as_used_and_given_back_behind_the_reader() {
             thread::sleep(Duration::from_millis(1));
         }
         let mem = rx.buffer_memory().unwrap();
-        // About 1000 / 32 pages: taken as used, far below the 1 MiB reserved.
+        // About 1000 / 34 pages: taken as used, far below the 1 MiB reserved.
         assert!(
             (28 * PAGE..=34 * PAGE).contains(&mem),
             "round {round}: {mem}"
@@ -176,4 +175,13 @@ fn pages_are_taken_as_used_and_given_back_behind_the_reader() {
     let st = rx.stats();
     assert!(st.buffered_taken > 15_000, "{st:?}");
     assert!(st.engine(UdmCounter::BufferPagesMax) <= 34, "{st:?}");
+}
+
+/// A message of 14 words (120 bytes in a virtual buffer): `w0`, `w1`,
+/// then zeros.
+fn msg(w0: u64, w1: u64) -> [u64; MAX_WORDS] {
+    let mut m = [0u64; MAX_WORDS];
+    m[0] = w0;
+    m[1] = w1;
+    m
 }

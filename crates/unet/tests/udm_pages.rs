@@ -2,7 +2,9 @@
 //! again starts again at its first page and writes the pages it kept
 //! (none taken anew, none given back while it is in use); they go back
 //! once it has been idle; and a small buffer that wraps and empties many
-//! times while a sender streams into it loses nothing and keeps order.
+//! times while a sender streams messages of every size into it (each
+//! takes its own size, one that does not fit at the end goes at the
+//! start) loses nothing and keeps order.
 
 use std::thread;
 use std::time::{Duration, Instant};
@@ -19,7 +21,10 @@ fn send_buffered(tx: &mut Node, rx: &Node, next: &mut u64, n: u64) {
     let before = rx.stats().engine(UdmCounter::BufferedMsgs);
     let mut buffered = 0;
     for _ in 0..n + 3 {
-        tx.inject(0, 1, &[*next]).unwrap();
+        // 14 words: 120 bytes a message in the buffer.
+        let mut m = [0u64; MAX_WORDS];
+        m[0] = *next;
+        tx.inject(0, 1, &m).unwrap();
         *next += 1;
         if rx.mode() == Mode::Buffered {
             buffered += 1;
@@ -48,7 +53,7 @@ fn a_buffer_used_again_writes_the_pages_it_kept() {
     let mut tx = s.udm_join(t, 1).unwrap();
     let mut w = [0u64; MAX_WORDS];
     let (mut sent, mut got) = (0u64, 0u64);
-    // 320 messages a round: 10 pages.
+    // 320 messages of 120 bytes a round: 10 pages.
     let mut kept_rounds = 0;
     for round in 0..10 {
         let returned = rx.stats().engine(UdmCounter::PagesReturned);
@@ -90,7 +95,7 @@ fn a_small_buffer_wrapping_under_a_stream_loses_nothing() {
     let cfg = JobConfig {
         nodes: 2,
         fast_queue: 2,
-        buffer_size: 16 << 10, // 128 messages, 4 pages
+        buffer_size: 16 << 10, // 4 pages: 128 messages of 14 words
         atomicity_timeout: Duration::from_micros(500),
     };
     let t = s.udm_create_job(&cfg).unwrap();
@@ -100,7 +105,11 @@ fn a_small_buffer_wrapping_under_a_stream_loses_nothing() {
     let sender = thread::spawn(move || {
         let mut x = 0x9E37_79B9_7F4A_7C15u64;
         for i in 0..N {
-            tx.inject(0, 2, &[i, !i]).unwrap();
+            // Of every size: records that do not fit at the buffer's
+            // end go at its start, after a pad.
+            let len = 1 + (i % MAX_WORDS as u64) as usize;
+            let m: Vec<u64> = (0..len as u64).map(|k| i << 4 | k).collect();
+            tx.inject(0, 2, &m).unwrap();
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
@@ -120,7 +129,15 @@ fn a_small_buffer_wrapping_under_a_stream_loses_nothing() {
             continue;
         }
         let h = rx.extract(&mut w).unwrap();
-        assert_eq!((h.handler, h.len, w[0], w[1]), (2, 2, got, !got));
+        let len = 1 + (got % MAX_WORDS as u64) as usize;
+        assert_eq!((h.handler, h.len), (2, len));
+        for (k, x) in w[..len].iter().enumerate() {
+            assert_eq!(
+                *x,
+                got << 4 | k as u64,
+                "message {got}: once, in order, whole"
+            );
+        }
         got += 1;
         x ^= x << 13;
         x ^= x >> 7;

@@ -41,7 +41,7 @@
 //! through the control socket of an engine embedded in this process.
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitCode, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -62,6 +62,7 @@ use crate::gang::{Gang, GangConfig, GangJob};
 mod figures;
 mod table5;
 mod table6;
+mod tables_svg;
 
 use figures::{fig78, fig910};
 use table5::table5;
@@ -120,6 +121,11 @@ pub struct Args {
     /// the atomicity timeout to buffered mode).
     #[arg(long, default_value_t = 64)]
     pub fast_queue: u32,
+    /// Figures 7-10 and Table 6: each node's virtual buffer, KiB (a power
+    /// of two, 4 to 1 048 576): overflow control holds a node's senders
+    /// once `buffer-kib × 8` messages are on their way to it or waiting.
+    #[arg(long, default_value_t = 16384)]
+    pub buffer_kib: u64,
     /// Figures 7-10: the gang scheduler tells the engine nothing (no
     /// deschedule notices, no overflow advice): the engine then tells a
     /// stopped node only by the atomicity timeout and `/proc`, as before
@@ -178,6 +184,11 @@ pub struct Args {
     /// Directory for the SVG figures.
     #[arg(long, default_value = "udm-figures")]
     pub out: PathBuf,
+    /// Tables 4, 5 and 6: also draw them as SVG files in this directory
+    /// (`table4.svg`, `table5.svg`, `table6.svg`), our figures beside the
+    /// paper's own where it gives them.
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -255,14 +266,14 @@ fn err(what: &str) -> impl Fn(unet::Error) -> String + '_ {
 
 /// An engine embedded in this process with a control socket in a fresh
 /// directory (field order is drop order).
-/// A job of the plan's nodes and fast queue, with 16 MiB buffers, on
-/// `h`'s engine (the applications' runs).
+/// A job of the plan's nodes and fast queue, with virtual buffers of
+/// `--buffer-kib`, on `h`'s engine (the applications' runs).
 fn plan_job(h: &Host, p: &Plan) -> Res<unet::udm::JobTicket> {
     h.session
         .udm_create_job(&JobConfig {
             nodes: p.nodes,
             fast_queue: p.a.fast_queue,
-            buffer_size: 16 << 20,
+            buffer_size: p.a.buffer_kib << 10,
             ..JobConfig::default()
         })
         .map_err(err("udm job"))
@@ -648,6 +659,22 @@ fn table4(p: &Plan) -> Res<()> {
         .filter_map(|&k| measured(k).map(|r| (k, median_f64(r), r)))
         .collect();
     let direct = median_f64(&dow);
+    if let Some(dir) = &p.a.svg {
+        let svg: Vec<tables_svg::Row> = rows
+            .iter()
+            .map(|(k, ns, _)| tables_svg::Row {
+                name: k.key(),
+                ns: *ns,
+                paper_cycles: k.paper(),
+            })
+            .collect();
+        tables_svg::rows_svg(
+            dir,
+            "table4.svg",
+            "Table 4: the fast path, null message",
+            &svg,
+        )?;
+    }
     if !p.a.json {
         println!(
             "Table 4: the fast path, null message (median of {} runs; ns)",

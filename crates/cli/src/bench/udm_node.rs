@@ -197,7 +197,7 @@ fn node_main(a: &NodeArgs) -> Res<()> {
         "switch_descheduled": st.engine(UdmCounter::SwitchDescheduled),
         "switch_atomicity_timeout": st.engine(UdmCounter::SwitchTimeout),
         "buffer_pages_max": st.engine(UdmCounter::BufferPagesMax),
-        "buffer_held_max": st.engine(UdmCounter::BufferHeldMax),
+        "buffer_held_bytes_max": st.engine(UdmCounter::BufferHeldBytesMax),
         "sent": c.sent,
         "handled": c.handled,
         "handler_ns": c.handler_ns,

@@ -53,9 +53,8 @@ use shm::{JobSeg, NodeSeg};
 use timeout::bits;
 pub(crate) use timeout::Turn;
 
-/// Bytes of a message in a virtual buffer (positions are kept in
-/// messages, the pages' bookkeeping in bytes).
-const MSG_BYTES: u64 = core::mem::size_of::<UdmMsg>() as u64;
+/// Bytes of a page (the least a virtual buffer is).
+const PAGE_BYTES: u64 = unet_abi::PAGE as u64;
 
 /// Messages taken from one divert ring per turn.
 const DIVERT_BUDGET: u64 = 256;
@@ -617,26 +616,23 @@ impl Job {
                 pos += 1;
                 continue;
             }
-            if dst.buf_head - dst.buf_tail >= l.buffer_cap as u64 {
-                dst.refresh_tail();
-                if dst.buf_head - dst.buf_tail >= l.buffer_cap as u64 {
-                    // Full: the message waits in its sender's ring until
-                    // the destination's tail moves (it rings then).
-                    if !dst.held {
-                        dst.held = true;
-                        dst.count(UdmCounter::BufferFull, 1);
-                    }
-                    self.parked[d as usize] |= 1 << s;
-                    break;
+            let rec = udm_record_bytes(nwords);
+            let Some(at) = dst.reserve(l.buffer_size, rec) else {
+                // Full: the message waits in its sender's ring until
+                // the destination's tail moves (it rings then).
+                if !dst.held {
+                    dst.held = true;
+                    dst.count(UdmCounter::BufferFull, 1);
                 }
-            }
+                self.parked[d as usize] |= 1 << s;
+                break;
+            };
             dst.held = false;
-            let at = dst.next_slot(l.buffer_cap as u64);
             if let Some(b) = dst.buf.as_ref() {
                 // Stamped with the source.
                 shm::buffer_from_ring(b, at, &ring, pos, UdmHeader { peer: s, ..hdr });
             }
-            dst.buf_head += 1;
+            dst.buf_head += rec;
             // Mirrored in the node's header once a turn ([`Job::publish`]):
             // the node reads that line while the engine writes.
             dst.counters[UdmCounter::BufferedMsgs as usize] += 1;
@@ -675,18 +671,18 @@ impl Job {
     /// with `src`. The caller publishes with [`Job::publish`].
     pub(crate) fn append(&mut self, d: u32, src: u32, handler: u16, words: &[u64]) -> Append {
         let cap = self.layout.buffer_cap as u64;
+        let size = self.layout.buffer_size;
         let Some(dst) = self.nodes.get_mut(d as usize) else {
             return Append::Gone;
         };
         if dst.state == UDM_NODE_GONE || dst.buf.is_none() || words.len() > UDM_MAX_WORDS {
             return Append::Gone;
         }
-        if dst.buf_head - dst.buf_tail >= cap {
-            dst.refresh_tail();
-            if dst.buf_head - dst.buf_tail >= cap {
-                return Append::Full;
-            }
-        }
+        let rec = udm_record_bytes(words.len());
+        // Room first (a pad it writes is harmless if the count refuses).
+        let Some(at) = dst.reserve(size, rec) else {
+            return Append::Full;
+        };
         let mode = &self.line(d).mode;
         let raised = mode.fetch_update(Ordering::AcqRel, Ordering::Acquire, |m| {
             (m & UDM_MODE_GONE == 0 && m & UDM_MODE_COUNT < cap).then(|| (m | UDM_MODE_DIVERT) + 1)
@@ -697,7 +693,6 @@ impl Job {
             Err(_) => return Append::Full,
         }
         let dst = &mut self.nodes[d as usize];
-        let at = dst.next_slot(cap);
         if let Some(b) = dst.buf.as_ref() {
             let hdr = UdmHeader {
                 peer: src,
@@ -706,7 +701,7 @@ impl Job {
             };
             shm::buffer_from_words(b, at, hdr, words);
         }
-        dst.buf_head += 1;
+        dst.buf_head += rec;
         // Mirrored by [`Job::publish`].
         dst.counters[UdmCounter::BufferedMsgs as usize] += 1;
         Append::Done
@@ -728,8 +723,8 @@ impl Job {
         node.mirror(UdmCounter::BufferedMsgs);
         // The tail as read this turn (at its first write): no load more.
         let held = node.buf_head - node.buf_tail;
-        if held > node.counters[UdmCounter::BufferHeldMax as usize] {
-            node.set(UdmCounter::BufferHeldMax, held);
+        if held > node.counters[UdmCounter::BufferHeldBytesMax as usize] {
+            node.set(UdmCounter::BufferHeldBytesMax, held);
         }
         let pages = node.pages_in_use();
         node.set(UdmCounter::BufferPages, pages);

@@ -1,5 +1,7 @@
 //! The pages of a UDM node's virtual buffer (the UDM paper's virtual
-//! buffering): the buffer starts again at its first slot whenever the
+//! buffering), and where its records go (each of its message's size, a
+//! pad record before one that does not fit at the end): the buffer
+//! starts again at its first byte whenever the
 //! engine finds it empty (`UdmNodeHeader::buf_base`, agreed with the
 //! node), so a buffer used again writes the pages it kept; the engine
 //! gives them back only once the buffer has been idle a while
@@ -29,7 +31,7 @@ impl UdmNode {
         let Some(buf) = self.buf.as_ref() else {
             return;
         };
-        let rel = |p: u64| p.wrapping_sub(self.buf_base) * MSG_BYTES;
+        let rel = |p: u64| p.wrapping_sub(self.buf_base);
         let n = self
             .kept
             .give_back(buf, rel(self.buf_head), rel(self.buf_tail));
@@ -39,12 +41,16 @@ impl UdmNode {
         }
     }
 
-    /// The slot of the next message written (position `buf_head`) in a
-    /// buffer of `cap` messages. Once a turn, a buffer found empty starts
-    /// again at its first slot (the node is told by `buf_base`, stored
+    /// Where the next record of `rec` bytes goes in a buffer of `size`
+    /// bytes (position `buf_head`): its byte offset, or None if the buffer
+    /// has no room for it now. Once a turn, a buffer found empty starts
+    /// again at its first byte (the node is told by `buf_base`, stored
     /// before the head that follows): a buffer used again writes the pages
-    /// it kept instead of taking fresh ones.
-    pub(super) fn next_slot(&mut self, cap: u64) -> usize {
+    /// it kept instead of taking fresh ones. A record that does not fit
+    /// before the buffer's end goes at its start, after a pad record that
+    /// fills the rest (the head moves past it here; the caller moves it
+    /// past the record once written).
+    pub(super) fn reserve(&mut self, size: u64, rec: u64) -> Option<usize> {
         if !self.base_checked && self.buf_head != self.buf_base {
             self.base_checked = true;
             if self.buf_tail != self.buf_head {
@@ -61,10 +67,30 @@ impl UdmNode {
                 }
             }
         }
-        let rel = self.buf_head.wrapping_sub(self.buf_base);
+        // A power of two (the layout's check): a mask, not a division.
+        let size = size.max(PAGE_BYTES).next_power_of_two();
+        let mask = size - 1;
+        let off = self.buf_head.wrapping_sub(self.buf_base) & mask;
+        let pad = if size - off < rec { size - off } else { 0 };
+        if self.buf_head - self.buf_tail + pad + rec > size {
+            self.refresh_tail();
+            if self.buf_head - self.buf_tail + pad + rec > size {
+                return None;
+            }
+        }
         let file_len = self.buf.as_ref().map_or(0, |b| b.len());
-        self.kept.writing(file_len, rel * MSG_BYTES);
-        (rel % cap.max(1)) as usize
+        if pad > 0 {
+            self.kept
+                .writing(file_len, self.buf_head.wrapping_sub(self.buf_base));
+            if let Some(b) = self.buf.as_ref() {
+                shm::buffer_pad(b, off as usize);
+            }
+            self.buf_head += pad;
+        }
+        let rel = self.buf_head.wrapping_sub(self.buf_base);
+        self.kept.writing(file_len, rel);
+        self.kept.writing(file_len, rel + rec - 1);
+        Some((rel & mask) as usize)
     }
 }
 
@@ -122,7 +148,7 @@ impl Job {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{counter, msg, push, read_msg, ring};
+    use super::super::tests::{counter, msg, msg_n, push, read_msg, ring, Reader, REC_MAX};
 
     /// Bytes of node `rank`'s buffer the memory has pages for.
     fn allocated(jobs: &Jobs, id: u32, rank: usize) -> u64 {
@@ -162,7 +188,7 @@ mod tests {
     #[test]
     fn a_buffer_that_empties_starts_again_at_its_first_page() {
         let mut jobs = Jobs::default();
-        // 64 KiB: 512 messages, 16 pages.
+        // 64 KiB: 16 pages.
         let layout = UdmLayout::new(2, 4, 64 << 10).unwrap();
         let id = jobs.create(0, layout, Duration::from_millis(1), 1).unwrap();
         for n in &mut jobs.jobs.get_mut(&id).unwrap().nodes {
@@ -170,10 +196,12 @@ mod tests {
         }
         let mut pos = 0;
         let mut sent = 0u64;
+        let mut rd = Reader::default();
         for round in 0..20u64 {
-            // 100 messages (4 pages) in, each round.
+            // 100 messages of 14 words (12 000 bytes, 3 pages) in, each
+            // round.
             for _ in 0..100 {
-                push(&jobs, id, 0, pos, msg(1, 1, sent));
+                push(&jobs, id, 0, pos, msg_n(1, 14, sent));
                 pos += 1;
                 sent += 1;
                 if pos % 64 == 0 {
@@ -182,34 +210,34 @@ mod tests {
             }
             jobs.poll();
             let (head, base, pages) = positions(&jobs, id, 1);
-            assert_eq!(head, sent);
+            assert_eq!(head, sent * REC_MAX);
             assert_eq!(
                 base,
-                round * 100,
-                "round {round}: started at the first slot"
+                round * 100 * REC_MAX,
+                "round {round}: started at the first byte"
             );
-            assert_eq!(pages, 4, "round {round}");
-            let j = &jobs.jobs[&id];
-            for (slot, p) in (base..head).enumerate() {
-                let m = read_msg(j.nodes[1].buf.as_ref().unwrap(), slot);
-                assert_eq!((m.peer, m.words[0]), (0, p));
+            assert_eq!(pages, 3, "round {round}");
+            for p in round * 100..sent {
+                let (src, w) = rd.take(&jobs, id, 1).unwrap();
+                assert_eq!((src, w[0]), (0, p));
             }
-            take_all(&jobs, id, 1);
+            assert_eq!(rd.take(&jobs, id, 1), None);
+            rd.tell(&jobs, id, 1);
             jobs.poll();
         }
         assert_eq!(counter(&jobs, id, 1, UdmCounter::PagesReturned), 0);
-        assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferPagesMax), 4);
-        assert_eq!(allocated(&jobs, id, 1), 4 * 4096);
+        assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferPagesMax), 3);
+        assert_eq!(allocated(&jobs, id, 1), 3 * 4096);
         // Idle: not before PAGES_IDLE, then every page back.
         let now = Instant::now();
         let j = jobs.jobs.get_mut(&id).unwrap();
         let mut t = Turn::default();
         j.poll(now + PAGES_IDLE / 2, &mut t);
-        assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferPages), 4);
+        assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferPages), 3);
         let j = jobs.jobs.get_mut(&id).unwrap();
         j.poll(now + PAGES_IDLE + Duration::from_millis(1), &mut t);
         assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferPages), 0);
-        assert_eq!(counter(&jobs, id, 1, UdmCounter::PagesReturned), 4);
+        assert_eq!(counter(&jobs, id, 1, UdmCounter::PagesReturned), 3);
         assert_eq!(allocated(&jobs, id, 1), 0);
         assert!(jobs.jobs[&id].pages_due.is_none());
     }
@@ -224,17 +252,18 @@ mod tests {
         for n in &mut jobs.jobs.get_mut(&id).unwrap().nodes {
             n.state = UDM_NODE_JOINED;
         }
+        // 200 messages of 120 bytes: 24 000 bytes, pages 0 to 5.
         for p in 0..200 {
-            push(&jobs, id, 0, p, msg(1, 1, p));
+            push(&jobs, id, 0, p, msg_n(1, 14, p));
             if p % 64 == 63 {
                 jobs.poll();
             }
         }
         jobs.poll();
-        assert_eq!(positions(&jobs, id, 1), (200, 0, 7));
-        // 100 taken: pages 0 to 2 hold none.
+        assert_eq!(positions(&jobs, id, 1), (200 * REC_MAX, 0, 6));
+        // 100 taken (12 000 bytes): pages 0 and 1 hold none.
         let h = jobs.jobs[&id].nodes[1].header().unwrap();
-        h.buf_tail.store(100, Ordering::Release);
+        h.buf_tail.store(100 * REC_MAX, Ordering::Release);
         ring(&jobs, id, 1);
         jobs.poll();
         let later = Instant::now() + PAGES_IDLE + Duration::from_millis(1);
@@ -243,43 +272,47 @@ mod tests {
             .unwrap()
             .poll(later, &mut Turn::default());
         assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferPages), 4);
-        assert_eq!(counter(&jobs, id, 1, UdmCounter::PagesReturned), 3);
-        // More come: written after the last, in the pages kept and new.
+        assert_eq!(counter(&jobs, id, 1, UdmCounter::PagesReturned), 2);
+        // More come: written after the last, in the pages kept and new
+        // (36 000 bytes: pages 2 to 8).
         for p in 200..300 {
-            push(&jobs, id, 0, p, msg(1, 1, p));
+            push(&jobs, id, 0, p, msg_n(1, 14, p));
             if p % 64 == 63 {
                 jobs.poll();
             }
         }
         jobs.poll();
-        let j = &jobs.jobs[&id];
+        let mut rd = Reader {
+            tail: 100 * REC_MAX,
+            pads: 0,
+        };
         for p in 100..300u64 {
-            assert_eq!(
-                read_msg(j.nodes[1].buf.as_ref().unwrap(), p as usize).words[0],
-                p
-            );
+            assert_eq!(rd.take(&jobs, id, 1).map(|(_, w)| w[0]), Some(p));
         }
         assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferPages), 7);
-        // Emptied: the next message starts again at the first slot, the
+        // Emptied: the next message starts again at the first byte, the
         // pages not at the start given back first.
         take_all(&jobs, id, 1);
         jobs.poll();
         push(&jobs, id, 0, 300, msg(1, 1, 300));
         jobs.poll();
-        assert_eq!(positions(&jobs, id, 1), (301, 300, 1));
+        let end = 300 * REC_MAX;
+        assert_eq!(positions(&jobs, id, 1), (end + 16, end, 1));
         assert_eq!(
-            read_msg(jobs.jobs[&id].nodes[1].buf.as_ref().unwrap(), 0).words[0],
-            300
+            read_msg(jobs.jobs[&id].nodes[1].buf.as_ref().unwrap(), 0).1,
+            vec![300]
         );
     }
 
-    /// Nothing is lost or reordered while the engine writes a buffer that
-    /// wraps round its file, is emptied and starts again at its first
-    /// page, and is read from concurrently (random amounts each way).
+    /// Nothing is lost or reordered while the engine writes messages of
+    /// every size into a buffer that wraps round its file (a message that
+    /// does not fit at the end goes at the start, after a pad), is emptied
+    /// and starts again at its first page, and is read from concurrently
+    /// (random amounts each way).
     #[test]
     fn nothing_is_lost_when_the_buffer_wraps_while_the_engine_writes() {
         let mut jobs = Jobs::default();
-        // 8 KiB: 64 messages, 2 pages.
+        // 8 KiB: 2 pages.
         let layout = UdmLayout::new(2, 4, 8192).unwrap();
         let id = jobs.create(0, layout, Duration::from_millis(1), 1).unwrap();
         for n in &mut jobs.jobs.get_mut(&id).unwrap().nodes {
@@ -292,8 +325,11 @@ mod tests {
             x ^= x << 17;
             x
         };
-        let (mut sent, mut got, mut tail) = (0u64, 0u64, 0u64);
-        let (mut wraps, mut restarts, mut last_base) = (0, 0, 0);
+        let (mut sent, mut got) = (0u64, 0u64);
+        let mut rd = Reader::default();
+        let (mut wraps, mut restarts, mut last_base, mut told) = (0, 0, 0, 0);
+        // What was sent, by sequence: its number of words.
+        let mut sizes = std::collections::VecDeque::new();
         for _ in 0..20_000 {
             let j = &jobs.jobs[&id];
             let r = j.nodes[0].divert().unwrap();
@@ -301,48 +337,44 @@ mod tests {
                 if sent - r.tail() >= UDM_DIVERT_CAP as u64 {
                     break;
                 }
-                r.write(sent, msg(1, 3, sent));
+                let n = (rnd() % 15) as u16;
+                r.write(sent, msg_n(1, n, sent << 4));
                 r.set_head(sent + 1);
+                sizes.push_back(n as usize);
                 sent += 1;
             }
             ring(&jobs, id, 0);
             jobs.poll();
-            let j = &jobs.jobs[&id];
-            let n1 = &j.nodes[1];
-            let h = n1.header().unwrap();
+            let h = jobs.jobs[&id].nodes[1].header().unwrap();
             let head = h.buf_head.load(Ordering::Acquire);
             let base = h.buf_base.load(Ordering::Relaxed);
             if base != last_base {
-                assert_eq!(tail, base, "moved only with the buffer empty");
+                assert_eq!(told, base, "moved only with the buffer empty");
                 restarts += 1;
                 last_base = base;
             }
-            if head - base > 64 {
+            if head - base > 8192 {
                 wraps += 1;
             }
-            let take = if rnd() % 8 == 0 {
-                head - tail
-            } else {
-                (rnd() % 48).min(head - tail)
-            };
+            let take = if rnd() % 8 == 0 { u64::MAX } else { rnd() % 48 };
             for _ in 0..take {
-                let m = read_msg(n1.buf.as_ref().unwrap(), ((tail - base) % 64) as usize);
-                assert_eq!(
-                    (m.peer, m.nwords, m.words[0]),
-                    (0, 3, got),
-                    "once, in order"
-                );
+                let Some((src, w)) = rd.take(&jobs, id, 1) else {
+                    break;
+                };
+                let n = sizes.pop_front().unwrap();
+                let want: Vec<u64> = (0..n as u64).map(|k| (got << 4) + k).collect();
+                assert_eq!((src, w), (0, want), "once, in order, whole");
                 got += 1;
-                tail += 1;
             }
-            h.buf_tail.store(tail, Ordering::Release);
-            ring(&jobs, id, 1);
+            rd.tell(&jobs, id, 1);
+            told = rd.tail;
             assert!(counter(&jobs, id, 1, UdmCounter::BufferPages) <= 2);
         }
         assert!(got > 100_000, "{got}");
         assert!(
-            wraps > 100 && restarts > 100,
-            "wraps {wraps}, restarts {restarts}"
+            wraps > 100 && restarts > 100 && rd.pads > 100,
+            "wraps {wraps}, restarts {restarts}, pads {}",
+            rd.pads
         );
         assert_eq!(counter(&jobs, id, 1, UdmCounter::BadPosition), 0);
     }

@@ -91,13 +91,18 @@ impl Job {
     /// room. Each counts an `overflow_advice`.
     pub(crate) fn advice(&mut self) -> u64 {
         let cap = self.layout.buffer_cap as u64;
+        let size = self.layout.buffer_size;
         let mut near = 0;
-        for (r, n) in self.nodes.iter_mut().enumerate() {
+        for r in 0..self.nodes.len() {
+            // The count of messages on their way or waiting (overflow
+            // control's limit), and the bytes the buffer holds.
+            let count = self.line(r as u32).mode.load(Ordering::Relaxed) & UDM_MODE_COUNT;
+            let n = &mut self.nodes[r];
             if n.state != UDM_NODE_JOINED {
                 continue;
             }
             n.refresh_tail();
-            if n.held || (n.buf_head - n.buf_tail) * 4 >= cap * 3 {
+            if n.held || (n.buf_head - n.buf_tail) * 4 >= size * 3 || count * 4 >= cap * 3 {
                 near |= 1 << r;
                 n.count(UdmCounter::OverflowAdvice, 1);
             }

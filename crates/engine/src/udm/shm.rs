@@ -2,7 +2,7 @@
 //! beside its checked view ([`JobSeg`], [`NodeSeg`], views from
 //! `unet_abi::view`, made once when the job's memory is made), and the
 //! accesses to a message in place: the header word and words of a divert
-//! ring's slot read once, a virtual buffer's slot written header last.
+//! ring's slot read once, a virtual buffer's record written header last.
 //!
 //! `unsafe` is allowed here, and nowhere else in `udm/`: a view is made
 //! over a mapping that must outlive it (a segment and its view are kept
@@ -16,7 +16,7 @@
 use std::ops::Deref;
 
 use unet_abi::ring::Ring;
-use unet_abi::udm::{UdmHeader, UdmLayout, UdmMsg, UDM_MAX_WORDS};
+use unet_abi::udm::{UdmHeader, UdmLayout, UdmMsg, UDM_MAX_WORDS, UDM_PAD};
 use unet_abi::view::{UdmJobView, UdmNodeView};
 use unet_sys::Segment;
 
@@ -136,75 +136,109 @@ pub(super) fn words_at(ring: &Ring<UdmMsg>, pos: u64, out: &mut [u64]) {
     }
 }
 
-/// The message slot `i` of virtual buffer `buf`, if it lies inside it.
+/// The record of `nwords` words at byte offset `off` of virtual buffer
+/// `buf` (its header word, then the words), if it lies inside it.
 #[inline]
-fn buffer_slot(buf: &Segment, i: usize) -> Option<*mut UdmMsg> {
-    let size = core::mem::size_of::<UdmMsg>();
-    // A multiple of the slot size from a page-aligned base: aligned.
-    buf.at(i.wrapping_mul(size), size)
-        .map(|p| p.cast::<UdmMsg>().as_ptr())
+fn buffer_record(buf: &Segment, off: usize, nwords: usize) -> Option<*mut u64> {
+    // Offsets are multiples of 8 from a page-aligned base: aligned.
+    if !off.is_multiple_of(8) {
+        return None;
+    }
+    buf.at(off, 8 * (1 + nwords))
+        .map(|p| p.cast::<u64>().as_ptr())
 }
 
-/// Write message slot `i` of virtual buffer `buf` (nothing if it is not
-/// inside it) with the message at `pos` of divert ring `ring`: its first
-/// `hdr.nwords` words (at most `UDM_MAX_WORDS`), a zero stamp, and last
-/// the header word `hdr`. Only the words used are copied.
+/// Write the record at byte offset `off` of virtual buffer `buf`
+/// (nothing if it is not inside it) with the message at `pos` of divert
+/// ring `ring`: its first `hdr.nwords` words (at most `UDM_MAX_WORDS`),
+/// then the header word `hdr`. Only the words used are copied.
 #[inline]
 pub(super) fn buffer_from_ring(
     buf: &Segment,
-    i: usize,
+    off: usize,
     ring: &Ring<UdmMsg>,
     pos: u64,
     hdr: UdmHeader,
 ) {
-    let Some(out) = buffer_slot(buf, i) else {
+    let nwords = (hdr.nwords as usize).min(UDM_MAX_WORDS);
+    let Some(out) = buffer_record(buf, off, nwords) else {
         return;
     };
     let slot = ring.slot_ptr(pos);
-    let nwords = (hdr.nwords as usize).min(UDM_MAX_WORDS);
-    // SAFETY: `out` is a message slot inside the buffer (checked by
-    // at()), aligned, written only by the engine; `slot` is one in the
-    // divert ring and nwords <= UDM_MAX_WORDS, so both word ranges lie in
-    // their slots. The header goes last.
+    // SAFETY: `out` is a record of nwords words inside the buffer
+    // (checked by at()), aligned, written only by the engine; `slot` is
+    // one in the divert ring and nwords <= UDM_MAX_WORDS, so both word
+    // ranges lie in their places. The header goes last.
     unsafe {
         core::ptr::copy_nonoverlapping(
             core::ptr::addr_of!((*slot).words).cast::<u64>(),
-            core::ptr::addr_of_mut!((*out).words).cast::<u64>(),
+            out.add(1),
             nwords,
         );
-        core::ptr::addr_of_mut!((*out).stamp).write_volatile(0);
-        out.cast::<u64>().write_volatile(hdr.pack());
+        out.write_volatile(
+            UdmHeader {
+                nwords: nwords as u16,
+                ..hdr
+            }
+            .pack(),
+        );
     }
 }
 
-/// Write message slot `i` of virtual buffer `buf` (nothing if it is not
-/// inside it) with `words` (at most `UDM_MAX_WORDS` of them), a zero
-/// stamp, and last the header word `hdr`.
+/// Write the record at byte offset `off` of virtual buffer `buf`
+/// (nothing if it is not inside it) with `words` (at most
+/// `UDM_MAX_WORDS` of them), then the header word `hdr`.
 #[inline]
-pub(super) fn buffer_from_words(buf: &Segment, i: usize, hdr: UdmHeader, words: &[u64]) {
-    let Some(out) = buffer_slot(buf, i) else {
+pub(super) fn buffer_from_words(buf: &Segment, off: usize, hdr: UdmHeader, words: &[u64]) {
+    let words = &words[..words.len().min(UDM_MAX_WORDS)];
+    let Some(out) = buffer_record(buf, off, words.len()) else {
         return;
     };
-    let words = &words[..words.len().min(UDM_MAX_WORDS)];
-    // SAFETY: `out` is a message slot inside the buffer (checked by
-    // at()), aligned, written only by the engine; words.len() <=
-    // UDM_MAX_WORDS. The header goes last.
+    // SAFETY: `out` is a record of words.len() words inside the buffer
+    // (checked by at()), aligned, written only by the engine. The header
+    // goes last.
     unsafe {
-        core::ptr::copy_nonoverlapping(
-            words.as_ptr(),
-            core::ptr::addr_of_mut!((*out).words).cast::<u64>(),
-            words.len(),
-        );
-        core::ptr::addr_of_mut!((*out).stamp).write_volatile(0);
-        out.cast::<u64>().write_volatile(hdr.pack());
+        core::ptr::copy_nonoverlapping(words.as_ptr(), out.add(1), words.len());
+        let hdr = UdmHeader {
+            nwords: words.len() as u16,
+            ..hdr
+        };
+        out.write_volatile(hdr.pack());
     }
 }
 
-/// Message `i` of virtual buffer `buf`, read once (None if it is not
-/// inside it).
+/// Write a pad record at byte offset `off` of virtual buffer `buf`: the
+/// rest of the buffer holds nothing, the next record is at its start.
+#[inline]
+pub(super) fn buffer_pad(buf: &Segment, off: usize) {
+    let Some(out) = buffer_record(buf, off, 0) else {
+        return;
+    };
+    let hdr = UdmHeader {
+        peer: 0,
+        handler: 0,
+        nwords: UDM_PAD,
+    };
+    // SAFETY: a word inside the buffer (checked by at()), aligned,
+    // written only by the engine.
+    unsafe { out.write_volatile(hdr.pack()) };
+}
+
+/// The record at byte offset `off` of virtual buffer `buf`, read once
+/// (None if it is not inside it): its header and words.
 #[cfg(test)]
-pub(super) fn buffered(buf: &Segment, i: usize) -> Option<UdmMsg> {
-    let p = buffer_slot(buf, i)?;
+pub(super) fn buffered(buf: &Segment, off: usize) -> Option<(UdmHeader, Vec<u64>)> {
+    let p = buffer_record(buf, off, 0)?;
     // SAFETY: inside the buffer (checked by at()), aligned.
-    Some(unsafe { p.read_volatile() })
+    let hdr = UdmHeader::unpack(unsafe { p.read_volatile() });
+    if hdr.nwords == UDM_PAD {
+        return Some((hdr, Vec::new()));
+    }
+    let n = (hdr.nwords as usize).min(UDM_MAX_WORDS);
+    let p = buffer_record(buf, off, n)?;
+    // SAFETY: n words inside the buffer (checked by at()).
+    let words = (0..n)
+        .map(|i| unsafe { p.add(1 + i).read_volatile() })
+        .collect();
+    Some((hdr, words))
 }

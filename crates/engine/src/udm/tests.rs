@@ -58,10 +58,14 @@ fn hostile_divert_entries_and_positions_are_counted_not_obeyed() {
     assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferedMsgs), 1);
     let j = &jobs.jobs[&id];
     let h = j.nodes[1].header().unwrap();
-    assert_eq!(h.buf_head.load(Ordering::Acquire), 1);
-    let m: UdmMsg = read_msg(j.nodes[1].buf.as_ref().unwrap(), 0);
     assert_eq!(
-        (m.peer, m.nwords, m.words[0]),
+        h.buf_head.load(Ordering::Acquire),
+        16,
+        "a record of one word"
+    );
+    let (m, w) = read_msg(j.nodes[1].buf.as_ref().unwrap(), 0);
+    assert_eq!(
+        (m.peer, m.nwords, w[0]),
         (0, 1, 42),
         "stamped with its source"
     );
@@ -91,38 +95,46 @@ fn hostile_divert_entries_and_positions_are_counted_not_obeyed() {
 #[test]
 fn a_full_buffer_leaves_messages_in_the_senders_ring() {
     let (mut jobs, id) = job();
-    // 4096 bytes: 32 messages. Push 40 in two rounds (the ring holds 64).
+    // 4096 bytes: 34 records of 14 words (120 bytes). Push 40.
     for i in 0..40 {
-        push(&jobs, id, 0, i, msg(1, 1, i));
+        push(&jobs, id, 0, i, msg_n(1, 14, i * 100));
     }
     jobs.poll();
-    assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferedMsgs), 32);
+    assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferedMsgs), 34);
     assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferFull), 1);
-    assert_eq!(jobs.jobs[&id].nodes[0].divert_tail, 32);
-    // The node takes 10: 10 more go in, in order.
-    let j = &jobs.jobs[&id];
-    j.nodes[1]
-        .header()
-        .unwrap()
-        .buf_tail
-        .store(10, Ordering::Release);
-    ring(&jobs, id, 1);
+    assert_eq!(jobs.jobs[&id].nodes[0].divert_tail, 34);
+    // The node takes 10: the rest go in, after a pad at the end, from
+    // the buffer's start, in order.
+    let mut rd = Reader::default();
+    for i in 0..10u64 {
+        assert_eq!(
+            rd.take(&jobs, id, 1),
+            Some((0, (0..14).map(|k| i * 100 + k).collect()))
+        );
+    }
+    rd.tell(&jobs, id, 1);
     jobs.poll();
     assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferedMsgs), 40);
-    let j = &jobs.jobs[&id];
-    for pos in 10..40u64 {
-        let m: UdmMsg = read_msg(j.nodes[1].buf.as_ref().unwrap(), (pos % 32) as usize);
-        assert_eq!(m.words[0], pos);
+    let h = jobs.jobs[&id].nodes[1].header().unwrap();
+    assert_eq!(
+        h.buf_head.load(Ordering::Acquire),
+        4096 + 6 * 120,
+        "a pad of 16 bytes"
+    );
+    for i in 10..40u64 {
+        let (src, w) = rd.take(&jobs, id, 1).unwrap();
+        assert_eq!((src, w[0], w[13]), (0, i * 100, i * 100 + 13));
     }
+    assert_eq!(rd.take(&jobs, id, 1), None);
     // A node gone: what is sent to it is dropped and counted; its
-    // buffer, 40 messages in it, is handed over to be given back off
+    // buffer, 30 messages in it, is handed over to be given back off
     // the loop, not emptied here.
     jobs.jobs.get_mut(&id).unwrap().node_gone(1);
     let j = &jobs.jobs[&id];
     assert!(j.nodes[1].buf.is_none());
     assert_eq!(j.released.len(), 1);
-    let m: UdmMsg = read_msg(&j.released[0], 39 % 32);
-    assert_eq!(m.words[0], 39, "its pages still there");
+    let (_, w) = read_msg(&j.released[0], 5 * 120);
+    assert_eq!(w[0], 3900, "its pages still there");
     push(&jobs, id, 0, 40, msg(1, 1, 0));
     jobs.poll();
     assert!(jobs.jobs[&id].released.is_empty());
@@ -135,32 +147,30 @@ fn a_full_buffer_leaves_messages_in_the_senders_ring() {
 #[test]
 fn what_a_node_injected_before_it_went_is_still_delivered_and_nothing_after() {
     let (mut jobs, id) = job();
-    // 40 messages, more than node 1's buffer holds (32): the rest wait
-    // in node 0's divert ring when node 0 leaves.
+    // 40 messages, more than node 1's buffer holds (34 of 14 words): the
+    // rest wait in node 0's divert ring when node 0 leaves.
     for i in 0..40 {
-        push(&jobs, id, 0, i, msg(1, 1, i));
+        push(&jobs, id, 0, i, msg_n(1, 14, i));
     }
     jobs.jobs.get_mut(&id).unwrap().node_gone(0);
     // Written after it went (a process that left without exiting):
     // never delivered.
     push(&jobs, id, 0, 40, msg(1, 1, 99));
     jobs.poll();
-    assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferedMsgs), 32);
+    assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferedMsgs), 34);
     assert!(jobs.jobs[&id].nodes[0].seg.is_some(), "still draining");
-    let j = &jobs.jobs[&id];
-    j.nodes[1]
-        .header()
-        .unwrap()
-        .buf_tail
-        .store(32, Ordering::Release);
-    ring(&jobs, id, 1);
+    let mut rd = Reader::default();
+    for i in 0..34 {
+        assert_eq!(rd.take(&jobs, id, 1).map(|(s, w)| (s, w[0])), Some((0, i)));
+    }
+    rd.tell(&jobs, id, 1);
     jobs.poll();
     assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferedMsgs), 40);
-    let j = &jobs.jobs[&id];
-    for pos in 32..40u64 {
-        let m: UdmMsg = read_msg(j.nodes[1].buf.as_ref().unwrap(), (pos % 32) as usize);
-        assert_eq!((m.peer, m.words[0]), (0, pos));
+    for i in 34..40 {
+        assert_eq!(rd.take(&jobs, id, 1).map(|(s, w)| (s, w[0])), Some((0, i)));
     }
+    assert_eq!(rd.take(&jobs, id, 1), None);
+    let j = &jobs.jobs[&id];
     assert!(j.nodes[0].seg.is_none(), "drained: the segment is released");
     jobs.poll();
     assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferedMsgs), 40);
@@ -184,7 +194,8 @@ fn a_scribbling_node_does_not_disturb_an_honest_pair() {
         x ^= x << 17;
         x
     };
-    let (mut sent, mut got, mut honest_head, mut tail) = (0u64, 0u64, 0u64, 0u64);
+    let (mut sent, mut got, mut honest_head) = (0u64, 0u64, 0u64);
+    let mut rd = Reader::default();
     for _ in 0..20_000 {
         let j = &jobs.jobs[&id];
         // Node 0: anything at all.
@@ -222,20 +233,13 @@ fn a_scribbling_node_does_not_disturb_an_honest_pair() {
         }
         jobs.poll();
         // Node 2 takes what came, keeping node 1's.
-        let j = &jobs.jobs[&id];
-        let n2 = &j.nodes[2];
-        let head = n2.header().unwrap().buf_head.load(Ordering::Acquire);
-        let base = n2.header().unwrap().buf_base.load(Ordering::Relaxed);
-        while tail < head {
-            let m = read_msg(n2.buf.as_ref().unwrap(), ((tail - base) % 64) as usize);
-            if m.peer == 1 {
-                assert_eq!((m.nwords, m.words[0]), (2, got), "in order, whole");
+        while let Some((src, w)) = rd.take(&jobs, id, 2) {
+            if src == 1 {
+                assert_eq!((w.len(), w[0]), (2, got), "in order, whole");
                 got += 1;
             }
-            tail += 1;
         }
-        n2.header().unwrap().buf_tail.store(tail, Ordering::Release);
-        ring(&jobs, id, 2);
+        rd.tell(&jobs, id, 2);
     }
     assert!(
         got > 10_000 && sent - got <= UDM_DIVERT_CAP as u64 + 64,
@@ -284,12 +288,12 @@ fn a_sender_held_by_a_node_that_goes_is_let_go() {
     for n in &mut jobs.jobs.get_mut(&id).unwrap().nodes {
         n.state = UDM_NODE_JOINED;
     }
-    for i in 0..33 {
-        push(&jobs, id, 0, i, msg(1, 1, i));
+    for i in 0..35 {
+        push(&jobs, id, 0, i, msg(1, 14, i));
     }
-    push(&jobs, id, 0, 33, msg(2, 1, 7));
+    push(&jobs, id, 0, 35, msg(2, 1, 7));
     jobs.poll();
-    assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferedMsgs), 32);
+    assert_eq!(counter(&jobs, id, 1, UdmCounter::BufferedMsgs), 34);
     assert_eq!(counter(&jobs, id, 2, UdmCounter::BufferedMsgs), 0);
     jobs.poll();
     assert_eq!(counter(&jobs, id, 2, UdmCounter::BufferedMsgs), 0, "held");
@@ -382,7 +386,64 @@ fn idle_nodes_cost_a_turn_nothing() {
     assert_eq!(jobs.visits - before, 0);
 }
 
-/// Message `i` of a virtual buffer.
-pub(super) fn read_msg(buf: &Segment, i: usize) -> UdmMsg {
-    shm::buffered(buf, i).unwrap()
+/// The record at byte `off` of a virtual buffer: its header and words.
+pub(super) fn read_msg(buf: &Segment, off: u64) -> (UdmHeader, Vec<u64>) {
+    shm::buffered(buf, off as usize).unwrap()
+}
+
+/// Bytes of the largest message's record.
+pub(super) const REC_MAX: u64 = udm_record_bytes(UDM_MAX_WORDS);
+
+/// A virtual buffer's reader, as the client library reads it: from its
+/// tail, past pad records, to the head.
+#[derive(Default)]
+pub(super) struct Reader {
+    pub tail: u64,
+    /// Pad records passed.
+    pub pads: u64,
+}
+
+impl Reader {
+    /// The next message of node `r` (its source, words), if any, past
+    /// pads: its tail moves past it (the node's header is not told).
+    pub(super) fn take(&mut self, jobs: &Jobs, id: u32, r: usize) -> Option<(u32, Vec<u64>)> {
+        let n = &jobs.jobs[&id].nodes[r];
+        let size = jobs.jobs[&id].layout.buffer_size;
+        let h = n.header().unwrap();
+        let head = h.buf_head.load(Ordering::Acquire);
+        let base = h.buf_base.load(Ordering::Relaxed);
+        while self.tail < head {
+            let off = (self.tail - base) % size;
+            let (hdr, words) = read_msg(n.buf.as_ref().unwrap(), off);
+            if hdr.nwords == UDM_PAD {
+                assert!(
+                    size - off < REC_MAX,
+                    "a pad only where a record may not fit"
+                );
+                self.tail += size - off;
+                self.pads += 1;
+                continue;
+            }
+            assert_eq!(hdr.nwords as usize, words.len());
+            self.tail += udm_record_bytes(words.len());
+            return Some((hdr.peer, words));
+        }
+        None
+    }
+
+    /// Tell the engine our tail, as the library does.
+    pub(super) fn tell(&self, jobs: &Jobs, id: u32, r: usize) {
+        let h = jobs.jobs[&id].nodes[r].header().unwrap();
+        h.buf_tail.store(self.tail, Ordering::Release);
+        ring(jobs, id, r);
+    }
+}
+
+/// A message to `dest` of `nwords` words, word `i` being `w0 + i`.
+pub(super) fn msg_n(dest: u32, nwords: u16, w0: u64) -> UdmMsg {
+    let mut m = msg(dest, nwords, w0);
+    for (i, w) in m.words.iter_mut().enumerate() {
+        *w = w0 + i as u64;
+    }
+    m
 }

@@ -10,7 +10,8 @@ use std::ptr::NonNull;
 
 use unet_abi::ring::Ring;
 use unet_abi::udm::{
-    UdmJobHeader, UdmLayout, UdmMsg, UdmNodeHeader, UdmNodeLine, UDM_MAX_WORDS as MAX_WORDS,
+    UdmHeader, UdmJobHeader, UdmLayout, UdmMsg, UdmNodeHeader, UdmNodeLine,
+    UDM_MAX_WORDS as MAX_WORDS,
 };
 use unet_abi::view::{LayoutError, UdmJobView, UdmNodeView};
 use unet_sys::Segment;
@@ -90,32 +91,42 @@ impl Mapped<UdmNodeHeader, NodeRings> {
     }
 }
 
-/// A node's virtual buffer: a ring of `cap` message slots the engine
-/// fills, read only here.
+/// A node's virtual buffer: a ring of `size` bytes of records (a header
+/// word, then the message's words) the engine fills, read only here.
 pub(crate) struct Buffer {
     seg: Segment,
-    cap: u64,
+    size: u64,
 }
 
 impl Buffer {
-    /// `seg` as a buffer of `cap` slots, if they all lie inside it.
-    pub fn new(seg: Segment, cap: u32) -> Option<Buffer> {
-        let bytes = (cap as u64).checked_mul(size_of::<UdmMsg>() as u64)?;
-        (cap > 0 && bytes <= seg.len() as u64).then_some(Buffer {
-            seg,
-            cap: cap as u64,
-        })
+    /// `seg` as a buffer of `size` bytes (a power of two, at least 8), if
+    /// they lie inside it.
+    pub fn new(seg: Segment, size: u64) -> Option<Buffer> {
+        (size >= 8 && size.is_power_of_two() && size <= seg.len() as u64)
+            .then_some(Buffer { seg, size })
     }
 
-    /// The slot of position `pos`.
+    /// Its size in bytes.
     #[inline(always)]
-    pub fn slot(&self, pos: u64) -> Slot<'_> {
-        let at = (pos % self.cap) as usize * size_of::<UdmMsg>();
-        // SAFETY: at < cap slots (a position modulo the capacity), which
-        // lie inside the mapping (checked in `new`); page aligned base.
-        let p = unsafe { self.seg.ptr().add(at).cast::<UdmMsg>() };
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// The record at byte position `pos` (relative to the buffer's base).
+    #[inline(always)]
+    pub fn record(&self, pos: u64) -> Slot<'_> {
+        // A power of two (checked in `new`): a mask, not a division.
+        let at = pos & (self.size - 1) & !7;
+        // At most MAX_WORDS words, and none past the buffer's end.
+        let room = ((self.size - at) / 8 - 1).min(MAX_WORDS as u64) as usize;
+        // SAFETY: at + 8 <= size (at a multiple of 8 below size), inside
+        // the mapping (checked in `new`); 8-aligned from a page-aligned
+        // base.
+        let p = unsafe { self.seg.ptr().add(at as usize).cast::<u64>() };
         Slot {
             p,
+            words: 1,
+            room,
             _life: PhantomData,
         }
     }
@@ -145,10 +156,16 @@ impl<'a> Words<'a> {
     }
 }
 
-/// One message slot of a ring or of the virtual buffer, mapped for `'a`.
+/// One message slot of a ring (a [`UdmMsg`]: header, stamp, words) or
+/// one record of the virtual buffer (header, words), mapped for `'a`.
 #[derive(Clone, Copy)]
 pub(crate) struct Slot<'a> {
-    p: NonNull<UdmMsg>,
+    /// Its first word (the header).
+    p: NonNull<u64>,
+    /// Where its words start, in words from `p`.
+    words: usize,
+    /// The most words that lie inside it.
+    room: usize,
     _life: PhantomData<&'a UdmMsg>,
 }
 
@@ -159,9 +176,11 @@ impl<'a> Slot<'a> {
         // SAFETY: slot_ptr is a slot of the ring, whose memory stays
         // mapped as long as the ring (Ring::from_raw's contract), which
         // the borrow keeps.
-        let p = unsafe { NonNull::new_unchecked(ring.slot_ptr(pos)) };
+        let p = unsafe { NonNull::new_unchecked(ring.slot_ptr(pos).cast::<u64>()) };
         Slot {
             p,
+            words: size_of::<UdmMsg>() / 8 - MAX_WORDS,
+            room: MAX_WORDS,
             _life: PhantomData,
         }
     }
@@ -170,54 +189,67 @@ impl<'a> Slot<'a> {
     /// peer may write anything there).
     #[inline(always)]
     pub fn header(self) -> u64 {
-        let p = self.p.as_ptr();
-        // SAFETY: a slot inside a mapping kept for 'a; the first 8 bytes
-        // of a UdmMsg are its header (asserted in udm.rs).
-        unsafe { std::ptr::addr_of!((*p).peer).cast::<u64>().read_volatile() }
-    }
-
-    /// The whole slot, copied volatile.
-    #[inline(always)]
-    pub fn read(self) -> UdmMsg {
-        // SAFETY: as in header; every bit pattern is a UdmMsg.
+        // SAFETY: the first word of a slot or record inside a mapping
+        // kept for 'a (the first 8 bytes of a UdmMsg are its header,
+        // asserted in udm.rs).
         unsafe { self.p.as_ptr().read_volatile() }
     }
 
-    /// Copy the first `out.len()` words (at most [`MAX_WORDS`]) into `out`.
-    /// A peer writing concurrently only changes the values read.
+    /// The stamp word of a ring's slot (a fast message's count of the
+    /// messages its sender diverted to this receiver before it), read
+    /// once, volatile.
+    #[inline(always)]
+    pub fn stamp(self) -> u64 {
+        debug_assert_eq!(self.words, 2);
+        // SAFETY: the second word of a ring's slot (UdmMsg::stamp, at 8;
+        // a slot's words start after it, so it lies inside it).
+        unsafe { self.p.as_ptr().add(1).read_volatile() }
+    }
+
+    /// The message, copied volatile: its header's fields and its words
+    /// (as many as the header says, at most [`MAX_WORDS`]).
+    #[inline(always)]
+    pub fn read(self) -> UdmMsg {
+        let h = UdmHeader::unpack(self.header());
+        let mut m = UdmMsg {
+            peer: h.peer,
+            handler: h.handler,
+            nwords: h.nwords,
+            ..UdmMsg::default()
+        };
+        let n = (h.nwords as usize).min(MAX_WORDS);
+        self.read_words(&mut m.words[..n]);
+        m
+    }
+
+    /// Copy the first `out.len()` words (at most [`MAX_WORDS`], and no
+    /// more than lie inside the slot) into `out`. A peer writing
+    /// concurrently only changes the values read.
     #[inline(always)]
     pub fn read_words(self, out: &mut [u64]) {
-        let n = out.len().min(MAX_WORDS);
-        let p = self.p.as_ptr();
-        // SAFETY: n <= MAX_WORDS, so the words lie in the slot; out has
-        // at least n.
+        let n = out.len().min(self.room);
+        // SAFETY: n <= room words from `words` lie in the slot or record
+        // (Slot::of, Buffer::record); out has at least n.
         unsafe {
-            std::ptr::copy_nonoverlapping(
-                std::ptr::addr_of!((*p).words).cast::<u64>(),
-                out.as_mut_ptr(),
-                n,
-            )
+            std::ptr::copy_nonoverlapping(self.p.as_ptr().add(self.words), out.as_mut_ptr(), n)
         };
     }
 
-    /// Write `words` first, then the header word `hdr` in one store. The
-    /// slot must be ours until we publish it.
+    /// Write `words` and the `stamp` first, then the header word `hdr` in
+    /// one store, into a ring's slot, which must be ours until we
+    /// publish it.
     #[inline(always)]
-    pub fn write(self, hdr: u64, words: Words<'_>) {
+    pub fn write(self, hdr: u64, stamp: u64, words: Words<'_>) {
+        debug_assert_eq!(self.words, 2);
         let words = words.get();
-        let n = words.len();
+        let n = words.len().min(self.room);
         let p = self.p.as_ptr();
-        // SAFETY: a slot inside a mapping kept for 'a; n <= MAX_WORDS
-        // (Words) words fit it.
+        // SAFETY: a ring's slot inside a mapping kept for 'a; n <= room
+        // words fit it after the header and the stamp.
         unsafe {
-            std::ptr::copy_nonoverlapping(
-                words.as_ptr(),
-                std::ptr::addr_of_mut!((*p).words).cast::<u64>(),
-                n,
-            );
-            std::ptr::addr_of_mut!((*p).peer)
-                .cast::<u64>()
-                .write_volatile(hdr);
+            std::ptr::copy_nonoverlapping(words.as_ptr(), p.add(self.words), n);
+            p.add(1).write_volatile(stamp);
+            p.write_volatile(hdr);
         }
     }
 }

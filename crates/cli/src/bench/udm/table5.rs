@@ -421,6 +421,25 @@ pub(super) fn table5(p: &Plan) -> Res<()> {
             None,
         ),
     ];
+    if let Some(dir) = &p.a.svg {
+        let svg: Vec<tables_svg::Row> = rows
+            .iter()
+            .map(|&(key, _, ns, pc)| tables_svg::Row {
+                name: key,
+                ns,
+                paper_cycles: pc,
+            })
+            .collect();
+        tables_svg::rows_svg(
+            dir,
+            "table5.svg",
+            &format!(
+                "Table 5: the buffered path, null message (buffered / fast {ratio:.2}x, the \
+                 paper 2.67x)"
+            ),
+            &svg,
+        )?;
+    }
     if !p.a.json {
         println!(
             "Table 5: the buffered path, null message ({} messages a pass, the buffer's first \

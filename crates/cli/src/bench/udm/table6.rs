@@ -124,6 +124,7 @@ pub(super) fn table6(p: &Plan) -> Res<()> {
             "Thand"
         );
     }
+    let mut svg = Vec::new();
     for (app, runs) in &rows {
         let med = |f: &dyn Fn(&SoloRun) -> f64| median_f64(&runs.iter().map(f).collect::<Vec<_>>());
         let runtime = med(&|r| r.runtime_ns);
@@ -133,6 +134,12 @@ pub(super) fn table6(p: &Plan) -> Res<()> {
         let t_betw = med(&|r| r.runtime_ns * p.nodes as f64 / r.taken.max(1) as f64);
         let t_hand = med(&|r| r.handler_ns as f64 / r.handled.max(1) as f64);
         let paper = paper_row(*app);
+        svg.push(tables_svg::AppRow {
+            name: app.name(),
+            between_ns: t_betw,
+            handler_ns: t_hand,
+            paper: paper.map(|r| (r.3, r.4)),
+        });
         if !p.a.json {
             let (pms, pmsg, pb, ph) = match paper {
                 Some((_, cyc, m, b, h)) => (
@@ -184,6 +191,9 @@ pub(super) fn table6(p: &Plan) -> Res<()> {
              pegs a side; kv stands in for its CRL programs, whose figures are not comparable"
         );
         println!();
+    }
+    if let Some(dir) = &p.a.svg {
+        tables_svg::table6_svg(dir, p.nodes, &svg)?;
     }
     Ok(())
 }
