@@ -167,13 +167,19 @@ fn run_one(f: &'static Spec, quick: bool, dir: &Path) -> Done {
     let svg_path = dir.join(format!("{}.svg", f.id));
     let out_dir = dir.join(f.id);
     match f.svg {
-        SvgArg::None => {}
         SvgArg::Flag => {
             args.push("--svg".into());
             args.push(svg_path.display().to_string());
         }
-        SvgArg::OutDir => {
-            args.push("--out".into());
+        SvgArg::OutDir | SvgArg::SvgDir => {
+            args.push(
+                if f.svg == SvgArg::OutDir {
+                    "--out"
+                } else {
+                    "--svg"
+                }
+                .into(),
+            );
             args.push(out_dir.display().to_string());
         }
     }
@@ -212,9 +218,8 @@ fn run_one(f: &'static Spec, quick: bool, dir: &Path) -> Done {
             }
             if ok {
                 let svgs = match f.svg {
-                    SvgArg::None => Vec::new(),
                     SvgArg::Flag => std::fs::read_to_string(&svg_path).into_iter().collect(),
-                    SvgArg::OutDir => svgs_in(&out_dir),
+                    SvgArg::OutDir | SvgArg::SvgDir => svgs_in(&out_dir),
                 };
                 Outcome::Ran { rows, text, svgs }
             } else {

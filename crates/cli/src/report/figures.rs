@@ -29,12 +29,13 @@ impl Need {
 /// How the command is asked for its SVG.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum SvgArg {
-    /// It draws none (its rows are the figure).
-    None,
     /// `--svg FILE`.
     Flag,
     /// `--out DIR`: the SVGs it writes there (one or several).
     OutDir,
+    /// `--svg DIR`: the same, under that name (UDM's tables, whose
+    /// `--out` is the figures' directory).
+    SvgDir,
 }
 
 /// One figure or table.
@@ -124,7 +125,7 @@ pub(crate) const FIGURES: &[Spec] = &[
         args: &["bench", "udm", "table4"],
         quick: &["--quick"],
         needs: &[],
-        svg: SvgArg::None,
+        svg: SvgArg::SvgDir,
         secs: (20, 60),
         paper_text: "",
     },
@@ -135,7 +136,7 @@ pub(crate) const FIGURES: &[Spec] = &[
         args: &["bench", "udm", "table5"],
         quick: &["--quick"],
         needs: &[],
-        svg: SvgArg::None,
+        svg: SvgArg::SvgDir,
         secs: (20, 60),
         paper_text: "",
     },
@@ -146,7 +147,7 @@ pub(crate) const FIGURES: &[Spec] = &[
         args: &["bench", "udm", "table6"],
         quick: &["--quick"],
         needs: &[],
-        svg: SvgArg::None,
+        svg: SvgArg::SvgDir,
         secs: (20, 120),
         paper_text: "",
     },
