@@ -27,7 +27,7 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::stats::{self, Samples};
@@ -52,6 +52,14 @@ pub struct Shm {
     len: usize,
     fd: OwnedFd,
 }
+
+// SAFETY: the mapping is shared memory that another process writes
+// anyway; every access goes through the rings' atomics and copies under
+// their rules (one producer and one consumer per ring), whichever thread
+// of this process holds each end; `ptr` stays valid until drop.
+unsafe impl Send for Shm {}
+// SAFETY: as for Send.
+unsafe impl Sync for Shm {}
 
 impl Shm {
     /// Creates a zero-filled shared mapping of `len` bytes (close-on-exec).
@@ -248,6 +256,18 @@ pub struct Consumer<'a> {
     cons: &'a AtomicU64,
 }
 
+/// Words of the control page's line at byte `off` (a multiple of 128
+/// from 512, below the page's end: the consumer positions' lines are
+/// below), for users of the rings that need words shared by both
+/// processes (the forwarder floor's doorbell).
+pub fn control_words(shm: &Shm, off: usize) -> &[AtomicU32; 16] {
+    assert!(off >= 512 && off.is_multiple_of(128) && off + 64 <= CTRL_BYTES);
+    // SAFETY: 64 bytes inside the control page of a live mapping, 128-byte
+    // aligned; only ever accessed atomically, by both processes, and the
+    // reference cannot outlive `shm`.
+    unsafe { &*(shm.ptr.add(off) as *const [AtomicU32; 16]) }
+}
+
 fn cons_pos(shm: &Shm, r: usize) -> &AtomicU64 {
     // SAFETY: CONS_OFF[r] is 8-byte aligned and inside the control page of a
     // live mapping; the location is only ever accessed atomically, by both
@@ -323,6 +343,54 @@ impl Producer<'_> {
 }
 
 impl Consumer<'_> {
+    /// The next record's payload and flags if one is there, without
+    /// waiting; [`Consumer::consume`] moves past it.
+    #[inline]
+    pub fn peek(&self) -> Option<(&[u8], u32)> {
+        // SAFETY: as in recv: the slot lies inside the ring and its header
+        // is only ever accessed atomically.
+        let hdr_ref = unsafe { &*(self.base.add(self.idx * self.slot) as *const AtomicU64) };
+        let hdr = hdr_ref.load(Ordering::Acquire);
+        if (hdr >> 32) as u32 != self.tag {
+            return None;
+        }
+        let word = hdr as u32;
+        let n = ((word & LEN_MASK) as usize).min(self.slot - 8);
+        // SAFETY: the Acquire load saw the producer's Release store of this
+        // header, so the payload is complete; the producer does not touch
+        // the slot again until we publish a position past it (consume), and
+        // the slice borrows self, which consume needs mutably.
+        let payload = unsafe {
+            std::slice::from_raw_parts((hdr_ref as *const AtomicU64 as *const u8).add(8), n)
+        };
+        Some((payload, word & !LEN_MASK))
+    }
+
+    /// Move past the record [`Consumer::peek`] returned.
+    #[inline]
+    pub fn consume(&mut self) {
+        self.seq += 1;
+        self.idx += 1;
+        if self.idx == self.nslots {
+            self.idx = 0;
+            self.tag = self.tag.wrapping_add(1);
+        }
+        self.unpublished += 1;
+        if self.unpublished == self.publish_every {
+            self.unpublished = 0;
+            self.cons.store(self.seq, Ordering::Release);
+        }
+    }
+
+    /// Publish the position now if it moved since the last time (a
+    /// reader about to sleep).
+    pub fn publish(&mut self) {
+        if self.unpublished != 0 {
+            self.unpublished = 0;
+            self.cons.store(self.seq, Ordering::Release);
+        }
+    }
+
     /// Waits for the next record, copies its payload into `out` (truncated
     /// to `out.len()`) and returns its length and flags.
     #[inline]
@@ -354,17 +422,7 @@ impl Consumer<'_> {
             let p = (hdr_ref as *const AtomicU64 as *const u8).add(8);
             copy_bytes(p, out.as_mut_ptr(), n);
         }
-        self.seq += 1;
-        self.idx += 1;
-        if self.idx == self.nslots {
-            self.idx = 0;
-            self.tag = self.tag.wrapping_add(1);
-        }
-        self.unpublished += 1;
-        if self.unpublished == self.publish_every {
-            self.unpublished = 0;
-            self.cons.store(self.seq, Ordering::Release);
-        }
+        self.consume();
         Ok((len, word & !LEN_MASK))
     }
 }

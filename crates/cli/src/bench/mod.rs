@@ -8,6 +8,8 @@ use clap::Subcommand;
 mod applet_build;
 mod child;
 mod floor;
+mod forwarder;
+mod host_floor;
 mod javia;
 mod jive;
 mod net;
