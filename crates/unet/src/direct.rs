@@ -105,8 +105,6 @@ pub(crate) struct DirectConn {
     /// The span of the last record received (see [`DirectConn::advance_rx`]).
     rx_span: u64,
     rx_published: u64,
-    /// `rx_published` plus a quarter ring: when to publish again.
-    publish_at: u64,
     pub broken: bool,
     /// The engine said the peer is gone (the endpoint releases the
     /// connection once it is drained).
@@ -182,7 +180,6 @@ impl DirectConn {
             rx_pos: 0,
             rx_span: 0,
             rx_published: 0,
-            publish_at: ring / 4,
             broken: false,
             gone: false,
             counters,
@@ -289,7 +286,6 @@ impl DirectConn {
         self.tx_fit = tx_pos;
         self.rx_pos = rx_pos;
         self.rx_published = rx_published;
-        self.publish_at = rx_published + self.size / 4;
         true
     }
 
@@ -768,7 +764,7 @@ impl DirectConn {
             self.advance_rx(record_span(len) as u64);
             self.answered = true;
             self.count(ClientCounter::DirectRxMsgs, len);
-            if self.rx_pos >= self.publish_at {
+            if self.publish_due() {
                 self.publish();
             }
             return DirectRecv::Message(len);
@@ -824,7 +820,7 @@ impl DirectConn {
                 )
             };
             self.advance_rx(span);
-            if self.rx_pos >= self.publish_at {
+            if self.publish_due() {
                 self.publish();
             }
             n += 1;
@@ -869,6 +865,13 @@ impl DirectConn {
         self.rx_span = span;
     }
 
+    /// A quarter ring read since the position was last published: time to
+    /// publish it again.
+    #[inline(always)]
+    fn publish_due(&self) -> bool {
+        self.rx_pos >= self.rx_published + self.size / 4
+    }
+
     fn publish(&mut self) {
         // Release: our reads of the consumed records happen before the
         // producer, acquiring this position, overwrites them.
@@ -876,7 +879,6 @@ impl DirectConn {
             .position
             .store(self.rx_pos, Ordering::Release);
         self.rx_published = self.rx_pos;
-        self.publish_at = self.rx_pos + self.size / 4;
     }
 
     /// The futex word and its current value, for a blocking wait.
