@@ -429,34 +429,49 @@ impl Consumer<'_> {
 
 /// Parent side of a floor ping-pong: `warmup` untimed round trips, then up
 /// to `iters` timed ones (each timed on its own) or until `limit` elapses.
+/// `sent` is called after each record is published (the forwarder floor
+/// rings its doorbell there).
 pub fn pingpong(
     shm: &Shm,
     g: Geometry,
-    size: usize,
-    warmup: usize,
-    iters: usize,
+    (size, warmup, iters): (usize, usize, usize),
     limit: Duration,
+    mut sent: impl FnMut(),
 ) -> Result<Samples, Stalled> {
     let mut tx = producer(shm, g, 0);
     let mut rx = consumer(shm, g, 1);
     let out = vec![0xa5u8; size];
     let mut inb = vec![0u8; size];
-    for _ in 0..warmup {
+    let mut rt = |tx: &mut Producer<'_>, sent: &mut dyn FnMut()| {
         tx.send(&out, 0)?;
-        rx.recv(&mut inb)?;
-    }
-    let samples = stats::time_round_trips(iters, limit, || {
-        tx.send(&out, 0)?;
+        sent();
         rx.recv(&mut inb)?;
         std::hint::black_box(&mut inb);
-        Ok(())
-    })?;
+        Ok::<(), Stalled>(())
+    };
+    for _ in 0..warmup {
+        rt(&mut tx, &mut sent)?;
+    }
+    let samples = stats::time_round_trips(iters, limit, || rt(&mut tx, &mut sent))?;
     tx.send(&[], STOP)?;
+    sent();
     Ok(samples)
 }
 
 /// Child side of a floor ping-pong: echo until STOP.
 pub fn pingpong_child(shm: &Shm, g: Geometry, size: usize) -> Result<(), Stalled> {
+    echo_until_stop(shm, g, size, || {})
+}
+
+/// Echo every record of ring 0 on ring 1 until STOP, calling `answered`
+/// after each answer is published (the forwarder floor rings its
+/// doorbell there).
+pub fn echo_until_stop(
+    shm: &Shm,
+    g: Geometry,
+    size: usize,
+    mut answered: impl FnMut(),
+) -> Result<(), Stalled> {
     let mut rx = consumer(shm, g, 0);
     let mut tx = producer(shm, g, 1);
     let mut buf = vec![0u8; size];
@@ -466,6 +481,7 @@ pub fn pingpong_child(shm: &Shm, g: Geometry, size: usize) -> Result<(), Stalled
             return Ok(());
         }
         tx.send(&buf[..len], 0)?;
+        answered();
     }
 }
 

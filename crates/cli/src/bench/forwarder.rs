@@ -29,7 +29,7 @@ use std::time::Duration;
 use unet_sys as sys;
 
 use super::floor::{self, control_words, Consumer, Geometry, Producer, Shm, Stalled, STOP};
-use super::stats::{self, Samples};
+use super::stats::Samples;
 
 /// The doorbell's line in the child's mapping: armed flag, futex word.
 const BELL: usize = 512;
@@ -136,38 +136,16 @@ fn relay(a: &Shm, b: &Shm, g: Geometry, quit: &AtomicBool) -> Result<(), Stalled
 /// `warmup` untimed round trips, then up to `iters` timed ones or until
 /// `limit` elapses.
 pub fn pingpong(
-    a: &Shm,
-    b: &Shm,
+    (a, b): (&Shm, &Shm),
     g: Geometry,
-    size: usize,
-    warmup: usize,
-    iters: usize,
+    (size, warmup, iters): (usize, usize, usize),
     limit: Duration,
 ) -> Result<Samples, Stalled> {
     let quit = AtomicBool::new(false);
     std::thread::scope(|s| {
         let fwd = s.spawn(|| relay(a, b, g, &quit));
         let bell = Bell::of(b);
-        let mut tx = floor::producer(a, g, 0);
-        let mut rx = floor::consumer(a, g, 1);
-        let out = vec![0xa5u8; size];
-        let mut inb = vec![0u8; size];
-        let rt = |tx: &mut Producer<'_>, rx: &mut Consumer<'_>, inb: &mut [u8]| {
-            tx.send(&out, 0)?;
-            bell.ring(0);
-            rx.recv(inb)?;
-            std::hint::black_box(inb);
-            Ok::<(), Stalled>(())
-        };
-        let r = (|| {
-            for _ in 0..warmup {
-                rt(&mut tx, &mut rx, &mut inb)?;
-            }
-            let samples = stats::time_round_trips(iters, limit, || rt(&mut tx, &mut rx, &mut inb))?;
-            tx.send(&[], STOP)?;
-            bell.ring(0);
-            Ok(samples)
-        })();
+        let r = floor::pingpong(a, g, (size, warmup, iters), limit, || bell.ring(0));
         if r.is_err() {
             quit.store(true, Ordering::Relaxed);
         }
@@ -181,17 +159,7 @@ pub fn pingpong(
 /// forwarder's doorbell after each answer.
 pub fn pingpong_child(b: &Shm, g: Geometry, size: usize) -> Result<(), Stalled> {
     let bell = Bell::of(b);
-    let mut rx = floor::consumer(b, g, 0);
-    let mut tx = floor::producer(b, g, 1);
-    let mut buf = vec![0u8; size];
-    loop {
-        let (len, flags) = rx.recv(&mut buf)?;
-        if flags & STOP != 0 {
-            return Ok(());
-        }
-        tx.send(&buf[..len], 0)?;
-        bell.ring(1);
-    }
+    floor::echo_until_stop(b, g, size, || bell.ring(1))
 }
 
 #[cfg(test)]
@@ -207,7 +175,7 @@ mod tests {
         let b = Shm::create(g.total_len()).unwrap();
         std::thread::scope(|s| {
             let child = s.spawn(|| pingpong_child(&b, g, 64));
-            let samples = pingpong(&a, &b, g, 64, 10, 500, Duration::from_secs(5)).unwrap();
+            let samples = pingpong((&a, &b), g, (64, 10, 500), Duration::from_secs(5)).unwrap();
             assert_eq!(samples.ns.len(), 500);
             child.join().unwrap().unwrap();
         });

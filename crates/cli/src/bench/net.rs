@@ -363,7 +363,7 @@ fn pingpong(mut a: PingArgs) -> Res<()> {
                     if let Some(f) = fwd.as_mut() {
                         prog.show(&format!("{what}: forwarder {}/{}", rep + 1, reps));
                         hosts.forwarder.push(host(c));
-                        f.extend(forwarder_pingpong(size, warm, iters, limit, c)?);
+                        f.extend(forwarder_pingpong((size, warm, iters), limit, c)?);
                     }
                     if !c.baseline_only {
                         prog.show(&format!("{what}: unet {}/{}", rep + 1, reps));
@@ -607,7 +607,8 @@ fn baseline_pingpong(
             let shm = Shm::create(g.total_len()).map_err(|e| format!("shared memory: {e}"))?;
             let extra = ["--geom".to_string(), g.to_arg()];
             let ch = spawn_child(ChildKind::FloorPingpong, size, 0, &extra, Some(&shm), c.pin)?;
-            let r = floor::pingpong(&shm, g, size, warm, iters, limit).map_err(|e| e.to_string());
+            let r = floor::pingpong(&shm, g, (size, warm, iters), limit, || {})
+                .map_err(|e| e.to_string());
             ch.wait(r)
         }
     }
@@ -615,9 +616,7 @@ fn baseline_pingpong(
 
 /// The forwarder floor's ping-pong (the engine path's fair baseline).
 fn forwarder_pingpong(
-    size: usize,
-    warm: usize,
-    iters: usize,
+    (size, warm, iters): (usize, usize, usize),
     limit: Duration,
     c: &Common,
 ) -> Res<Samples> {
@@ -634,7 +633,7 @@ fn forwarder_pingpong(
         Some(&b),
         c.pin,
     )?;
-    let r = forwarder::pingpong(&a, &b, g, size, warm, iters, limit).map_err(|e| e.to_string());
+    let r = forwarder::pingpong((&a, &b), g, (size, warm, iters), limit).map_err(|e| e.to_string());
     ch.wait(r)
 }
 
