@@ -73,6 +73,68 @@ fn pingpong_unet() {
     }
 }
 
+/// The engine path's row carries the forwarder floor beside the floor
+/// ring, and its ratio; the direct path's has none. With `--host-floor`
+/// every run has its host floor, in the JSON and under the table's row.
+#[test]
+fn pingpong_forwarder_floor_and_host_floor() {
+    for path in ["engine", "direct"] {
+        let rows = bench(&[
+            "pingpong",
+            "--path",
+            path,
+            "--sizes",
+            "64",
+            "--iters",
+            "200",
+            "--warmup",
+            "20",
+            "--reps",
+            "2",
+            "--host-floor",
+            "--json",
+        ]);
+        let r = &rows[0];
+        if path == "engine" {
+            let (m, p) = (num(r, "forwarder_median_us"), num(r, "forwarder_p99_us"));
+            assert!(m > 0.0 && p >= m, "{r}");
+            assert!(
+                close(num(r, "ratio_forwarder"), num(r, "median_us") / m),
+                "{r}"
+            );
+        } else {
+            assert!(r["forwarder_median_us"].is_null(), "{r}");
+            assert!(r["forwarder_host_ns_runs"].as_array().unwrap().is_empty());
+        }
+        for key in ["host_ns_runs", "baseline_host_ns_runs"] {
+            let runs = r[key].as_array().unwrap_or_else(|| panic!("{key}: {r}"));
+            assert_eq!(runs.len(), 2, "{r}");
+            assert!(
+                runs.iter().all(|h| h.as_f64().is_some_and(|h| h > 0.0)),
+                "{r}"
+            );
+        }
+        assert!(num(r, "ratio_placed") > 0.0, "{r}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_unet"))
+        .args([
+            "bench", "pingpong", "--path", "engine", "--sizes", "64", "--iters", "200",
+        ])
+        .args(["--warmup", "20", "--reps", "1", "--host-floor"])
+        .output()
+        .expect("run unet");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("forwarder floor") && text.contains("engine / forwarder"),
+        "{text}"
+    );
+    assert!(
+        text.contains("host floor") && text.contains("ratio by placement"),
+        "{text}"
+    );
+}
+
 fn stream(path: &str, pattern: &str, baseline_only: bool) -> Vec<Value> {
     let mut a = vec![
         "stream",

@@ -102,9 +102,9 @@ pub(crate) struct DirectConn {
     /// current lap (one test on the send path).
     tx_fit: u64,
     rx_pos: u64,
+    /// The span of the last record received (see [`DirectConn::advance_rx`]).
+    rx_span: u64,
     rx_published: u64,
-    /// `rx_published` plus a quarter ring: when to publish again.
-    publish_at: u64,
     pub broken: bool,
     /// The engine said the peer is gone (the endpoint releases the
     /// connection once it is drained).
@@ -178,8 +178,8 @@ impl DirectConn {
             tx_limit: ring,
             tx_fit: ring,
             rx_pos: 0,
+            rx_span: 0,
             rx_published: 0,
-            publish_at: ring / 4,
             broken: false,
             gone: false,
             counters,
@@ -286,7 +286,6 @@ impl DirectConn {
         self.tx_fit = tx_pos;
         self.rx_pos = rx_pos;
         self.rx_published = rx_published;
-        self.publish_at = rx_published + self.size / 4;
         true
     }
 
@@ -340,11 +339,31 @@ impl DirectConn {
         // Pairs with the heavy fence in the peer's wait (as in published):
         // either it sees the count when it re-checks, or we see its flag.
         sys::light_fence(self.asym);
+        self.wake_if_sleeping();
+    }
+
+    /// After a publish and its fence: wake the peer if its sleeping flag
+    /// is set, taking the flag down as we do. One wake per sleep: a
+    /// peer that is slow to come back (a sleeper takes microseconds to
+    /// run again, longer on a busy machine) does not cost a `futex_wake`
+    /// system call for every message sent meanwhile, as it did when the
+    /// flag stayed up until the peer cleared it (a 64-byte stream on a
+    /// busy host counted tens of thousands of wake calls per run, about
+    /// a fifth of the sender's time). The peer sets the flag again each
+    /// time it is about to sleep, and checks its ring after setting it
+    /// (the fence pairing of `sleep_lent` and the endpoint's wait), so a
+    /// message published after the flag came down is still seen.
+    #[inline(always)]
+    fn wake_if_sleeping(&self) -> bool {
         let c = self.tx_consumer();
-        if c.sleeping.load(Ordering::Relaxed) != 0 {
-            c.futex.fetch_add(1, Ordering::Release);
-            sys::futex_wake(&c.futex, 1);
+        // The load first: the common case (awake) writes nothing to the
+        // peer's line.
+        if c.sleeping.load(Ordering::Relaxed) == 0 || c.sleeping.swap(0, Ordering::AcqRel) == 0 {
+            return false;
         }
+        c.futex.fetch_add(1, Ordering::Release);
+        sys::futex_wake(&c.futex, 1);
+        true
     }
 
     /// Copy the pieces `parts`, `total` bytes in all, into the ring as
@@ -433,8 +452,9 @@ impl DirectConn {
     }
 
     /// Copy `data` into the ring as one record. Returns whether the peer
-    /// was asleep and had to be woken.
-    #[inline]
+    /// was asleep and had to be woken. Inlined into `Endpoint::send` (a
+    /// call per message showed in profiles of one-message sends).
+    #[inline(always)]
     pub fn send(&mut self, data: &[u8]) -> Result<bool, DirectSendError> {
         // One load of a line that only changes at close: a send to a peer
         // that is gone fails at once instead of filling a ring nobody reads.
@@ -520,12 +540,7 @@ impl DirectConn {
         // asymmetric fences the consumer's membarrier makes this compiler
         // fence act as a full one, so the hot path pays nothing.
         sys::light_fence(self.asym);
-        let c = self.tx_consumer();
-        let woke = c.sleeping.load(Ordering::Relaxed) != 0;
-        if woke {
-            c.futex.fetch_add(1, Ordering::Release);
-            sys::futex_wake(&c.futex, 1);
-        }
+        let woke = self.wake_if_sleeping();
         if self.answered {
             self.answered = false;
             self.take_ahead(last);
@@ -611,15 +626,19 @@ impl DirectConn {
     /// Take the next message, copying it into `buf`.
     #[inline(always)]
     pub fn recv(&mut self, buf: &mut [u8]) -> DirectRecv {
-        self.recv_with(|src, len| {
-            if len > buf.len() {
-                return Err(len);
-            }
-            // SAFETY: src has len readable bytes inside the ring (checked by
-            // recv_with); buf has at least len bytes.
-            unsafe { copy_bytes(src, buf.as_mut_ptr(), len) };
-            Ok(())
-        })
+        // Inlined: a call for the copy of each message showed in profiles.
+        self.recv_with(
+            #[inline(always)]
+            |src, len| {
+                if len > buf.len() {
+                    return Err(len);
+                }
+                // SAFETY: src has len readable bytes inside the ring (checked by
+                // recv_with); buf has at least len bytes.
+                unsafe { copy_bytes(src, buf.as_mut_ptr(), len) };
+                Ok(())
+            },
+        )
     }
 
     /// Take the next message into `out`, resized to its length.
@@ -640,7 +659,11 @@ impl DirectConn {
         &mut self,
         mut f: impl FnMut(*const u8, usize) -> Result<(), usize>,
     ) -> DirectRecv {
-        self.recv_record(false, |src, len, _| f(src, len))
+        self.recv_record(
+            false,
+            #[inline(always)]
+            |src, len, _| f(src, len),
+        )
     }
 
     /// [`DirectConn::recv_with`] for a VI's connection, whose records may
@@ -738,10 +761,10 @@ impl DirectConn {
             if let Err(need) = f(src, len, is_ref) {
                 return DirectRecv::TooSmall(need);
             }
-            self.rx_pos += record_span(len) as u64;
+            self.advance_rx(record_span(len) as u64);
             self.answered = true;
             self.count(ClientCounter::DirectRxMsgs, len);
-            if self.rx_pos >= self.publish_at {
+            if self.publish_due() {
                 self.publish();
             }
             return DirectRecv::Message(len);
@@ -796,8 +819,8 @@ impl DirectConn {
                     len,
                 )
             };
-            self.rx_pos += span;
-            if self.rx_pos >= self.publish_at {
+            self.advance_rx(span);
+            if self.publish_due() {
                 self.publish();
             }
             n += 1;
@@ -813,6 +836,42 @@ impl DirectConn {
         n
     }
 
+    /// Move the receive position past a record of `span` bytes, the one
+    /// just read. When it has the last record's span (a stream of one
+    /// size), the position advances by that remembered span on a branch
+    /// the processor predicts, so the address of the next header does not
+    /// wait for this header's load: the next message's loads can start
+    /// while this one is still being copied, as they do in a ring of
+    /// fixed slots. Added from the header itself, the next position waited
+    /// for each header to arrive (a cache miss whenever the reader is
+    /// behind), one message after another.
+    #[inline(always)]
+    fn advance_rx(&mut self, span: u64) {
+        // Added before the test, so that the compiler cannot use `span`
+        // (equal on the common branch) in its place.
+        let predicted = self.rx_span;
+        self.rx_pos += predicted;
+        if span != predicted {
+            self.new_rx_span(predicted, span);
+        }
+    }
+
+    /// [`DirectConn::advance_rx`] for a record of another span than the
+    /// last: undo the guess.
+    #[cold]
+    #[inline(never)]
+    fn new_rx_span(&mut self, predicted: u64, span: u64) {
+        self.rx_pos = self.rx_pos - predicted + span;
+        self.rx_span = span;
+    }
+
+    /// A quarter ring read since the position was last published: time to
+    /// publish it again.
+    #[inline(always)]
+    fn publish_due(&self) -> bool {
+        self.rx_pos >= self.rx_published + self.size / 4
+    }
+
     fn publish(&mut self) {
         // Release: our reads of the consumed records happen before the
         // producer, acquiring this position, overwrites them.
@@ -820,7 +879,6 @@ impl DirectConn {
             .position
             .store(self.rx_pos, Ordering::Release);
         self.rx_published = self.rx_pos;
-        self.publish_at = self.rx_pos + self.size / 4;
     }
 
     /// The futex word and its current value, for a blocking wait.

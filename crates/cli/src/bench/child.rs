@@ -74,6 +74,8 @@ impl PlacementArg {
 pub enum ChildKind {
     FloorPingpong,
     FloorStream,
+    /// The far end of the forwarder floor (`forwarder`).
+    ForwarderPingpong,
     UdpPingpong,
     UdpStream,
     UnetPingpong,
@@ -229,7 +231,7 @@ impl ChildProc {
 /// Puts the calling thread (or, before its other threads start, process)
 /// on core `cpu` only. Allocates nothing and takes no lock, so a child may
 /// call it between fork and exec.
-fn set_affinity(cpu: usize) -> std::io::Result<()> {
+pub(super) fn set_affinity(cpu: usize) -> std::io::Result<()> {
     // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET only write inside it,
     // and sched_setaffinity reads exactly size_of::<cpu_set_t>() bytes.
     let r = unsafe {

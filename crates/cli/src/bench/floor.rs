@@ -27,7 +27,7 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::stats::{self, Samples};
@@ -52,6 +52,14 @@ pub struct Shm {
     len: usize,
     fd: OwnedFd,
 }
+
+// SAFETY: the mapping is shared memory that another process writes
+// anyway; every access goes through the rings' atomics and copies under
+// their rules (one producer and one consumer per ring), whichever thread
+// of this process holds each end; `ptr` stays valid until drop.
+unsafe impl Send for Shm {}
+// SAFETY: as for Send.
+unsafe impl Sync for Shm {}
 
 impl Shm {
     /// Creates a zero-filled shared mapping of `len` bytes (close-on-exec).
@@ -248,6 +256,18 @@ pub struct Consumer<'a> {
     cons: &'a AtomicU64,
 }
 
+/// Words of the control page's line at byte `off` (a multiple of 128
+/// from 512, below the page's end: the consumer positions' lines are
+/// below), for users of the rings that need words shared by both
+/// processes (the forwarder floor's doorbell).
+pub fn control_words(shm: &Shm, off: usize) -> &[AtomicU32; 16] {
+    assert!(off >= 512 && off.is_multiple_of(128) && off + 64 <= CTRL_BYTES);
+    // SAFETY: 64 bytes inside the control page of a live mapping, 128-byte
+    // aligned; only ever accessed atomically, by both processes, and the
+    // reference cannot outlive `shm`.
+    unsafe { &*(shm.ptr.add(off) as *const [AtomicU32; 16]) }
+}
+
 fn cons_pos(shm: &Shm, r: usize) -> &AtomicU64 {
     // SAFETY: CONS_OFF[r] is 8-byte aligned and inside the control page of a
     // live mapping; the location is only ever accessed atomically, by both
@@ -323,6 +343,54 @@ impl Producer<'_> {
 }
 
 impl Consumer<'_> {
+    /// The next record's payload and flags if one is there, without
+    /// waiting; [`Consumer::consume`] moves past it.
+    #[inline]
+    pub fn peek(&self) -> Option<(&[u8], u32)> {
+        // SAFETY: as in recv: the slot lies inside the ring and its header
+        // is only ever accessed atomically.
+        let hdr_ref = unsafe { &*(self.base.add(self.idx * self.slot) as *const AtomicU64) };
+        let hdr = hdr_ref.load(Ordering::Acquire);
+        if (hdr >> 32) as u32 != self.tag {
+            return None;
+        }
+        let word = hdr as u32;
+        let n = ((word & LEN_MASK) as usize).min(self.slot - 8);
+        // SAFETY: the Acquire load saw the producer's Release store of this
+        // header, so the payload is complete; the producer does not touch
+        // the slot again until we publish a position past it (consume), and
+        // the slice borrows self, which consume needs mutably.
+        let payload = unsafe {
+            std::slice::from_raw_parts((hdr_ref as *const AtomicU64 as *const u8).add(8), n)
+        };
+        Some((payload, word & !LEN_MASK))
+    }
+
+    /// Move past the record [`Consumer::peek`] returned.
+    #[inline]
+    pub fn consume(&mut self) {
+        self.seq += 1;
+        self.idx += 1;
+        if self.idx == self.nslots {
+            self.idx = 0;
+            self.tag = self.tag.wrapping_add(1);
+        }
+        self.unpublished += 1;
+        if self.unpublished == self.publish_every {
+            self.unpublished = 0;
+            self.cons.store(self.seq, Ordering::Release);
+        }
+    }
+
+    /// Publish the position now if it moved since the last time (a
+    /// reader about to sleep).
+    pub fn publish(&mut self) {
+        if self.unpublished != 0 {
+            self.unpublished = 0;
+            self.cons.store(self.seq, Ordering::Release);
+        }
+    }
+
     /// Waits for the next record, copies its payload into `out` (truncated
     /// to `out.len()`) and returns its length and flags.
     #[inline]
@@ -354,51 +422,58 @@ impl Consumer<'_> {
             let p = (hdr_ref as *const AtomicU64 as *const u8).add(8);
             copy_bytes(p, out.as_mut_ptr(), n);
         }
-        self.seq += 1;
-        self.idx += 1;
-        if self.idx == self.nslots {
-            self.idx = 0;
-            self.tag = self.tag.wrapping_add(1);
-        }
-        self.unpublished += 1;
-        if self.unpublished == self.publish_every {
-            self.unpublished = 0;
-            self.cons.store(self.seq, Ordering::Release);
-        }
+        self.consume();
         Ok((len, word & !LEN_MASK))
     }
 }
 
 /// Parent side of a floor ping-pong: `warmup` untimed round trips, then up
 /// to `iters` timed ones (each timed on its own) or until `limit` elapses.
+/// `sent` is called after each record is published (the forwarder floor
+/// rings its doorbell there).
 pub fn pingpong(
     shm: &Shm,
     g: Geometry,
-    size: usize,
-    warmup: usize,
-    iters: usize,
+    (size, warmup, iters): (usize, usize, usize),
     limit: Duration,
+    mut sent: impl FnMut(),
 ) -> Result<Samples, Stalled> {
     let mut tx = producer(shm, g, 0);
     let mut rx = consumer(shm, g, 1);
     let out = vec![0xa5u8; size];
     let mut inb = vec![0u8; size];
-    for _ in 0..warmup {
+    // A closure over `sent` (statically dispatched: nothing is added to
+    // the floor's round trip when it does nothing).
+    let mut rt = || {
         tx.send(&out, 0)?;
-        rx.recv(&mut inb)?;
-    }
-    let samples = stats::time_round_trips(iters, limit, || {
-        tx.send(&out, 0)?;
+        sent();
         rx.recv(&mut inb)?;
         std::hint::black_box(&mut inb);
-        Ok(())
-    })?;
+        Ok::<(), Stalled>(())
+    };
+    for _ in 0..warmup {
+        rt()?;
+    }
+    let samples = stats::time_round_trips(iters, limit, &mut rt)?;
     tx.send(&[], STOP)?;
+    sent();
     Ok(samples)
 }
 
 /// Child side of a floor ping-pong: echo until STOP.
 pub fn pingpong_child(shm: &Shm, g: Geometry, size: usize) -> Result<(), Stalled> {
+    echo_until_stop(shm, g, size, || {})
+}
+
+/// Echo every record of ring 0 on ring 1 until STOP, calling `answered`
+/// after each answer is published (the forwarder floor rings its
+/// doorbell there).
+pub fn echo_until_stop(
+    shm: &Shm,
+    g: Geometry,
+    size: usize,
+    mut answered: impl FnMut(),
+) -> Result<(), Stalled> {
     let mut rx = consumer(shm, g, 0);
     let mut tx = producer(shm, g, 1);
     let mut buf = vec![0u8; size];
@@ -408,6 +483,7 @@ pub fn pingpong_child(shm: &Shm, g: Geometry, size: usize) -> Result<(), Stalled
             return Ok(());
         }
         tx.send(&buf[..len], 0)?;
+        answered();
     }
 }
 

@@ -9,6 +9,8 @@ mod applet_build;
 mod bars;
 mod child;
 mod floor;
+mod forwarder;
+mod host_floor;
 mod javia;
 mod jive;
 mod net;

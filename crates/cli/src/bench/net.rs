@@ -32,7 +32,11 @@ use unet_engine::wire::udp::LOOPBACK_DATAGRAM;
 use super::applet_build;
 use super::child::{pin_to, spawn_child, ChildArgs, ChildKind, PathArg, PlacementArg};
 use super::floor::{self, Geometry, Shm, StreamRun};
-use super::report::{self, finish, note_if_unsteady, warn_if_busy, PingRow, Progress, StreamRow};
+use super::forwarder;
+use super::host_floor;
+use super::report::{
+    self, finish, note_if_unsteady, warn_if_busy, HostFloors, PingRow, Progress, StreamRow,
+};
 use super::stats::{self, fmt_size, iters_for, median_f64, median_of_all, Samples};
 use super::udp_raw;
 use super::unet_paths;
@@ -71,6 +75,13 @@ pub struct Common {
     /// UDP path: largest datagram unet's engines send (both agree).
     #[arg(long, default_value_t = LOOPBACK_DATAGRAM)]
     pub max_datagram: usize,
+    /// Measure the host's own floor just before each run: a ping-pong of
+    /// two cache lines between two threads on cores 0 and 1 (its round
+    /// trip changes with where a virtual machine's host places the two
+    /// cores). Printed beside each figure, with `ratio_placed`: each unet
+    /// run against the baseline run of the nearest host floor.
+    #[arg(long)]
+    pub host_floor: bool,
     /// How long unet's blocking receive spins before it sleeps, in
     /// microseconds (default: the library's).
     #[arg(long)]
@@ -334,6 +345,10 @@ fn pingpong(mut a: PingArgs) -> Res<()> {
                 let mut base = Samples::default();
                 let mut base_medians = Vec::new();
                 let mut un = Samples::default();
+                let mut un_medians = Vec::new();
+                // The engine path's forwarder floor, beside the floor ring.
+                let mut fwd = (path == PathArg::Engine && applet.is_none()).then(Samples::default);
+                let mut hosts = Hosts::default();
                 let label = applet_label(applet);
                 let what = match &label {
                     Some((n, _)) => format!("pingpong {path} {n} {}", fmt_size(size)),
@@ -341,11 +356,18 @@ fn pingpong(mut a: PingArgs) -> Res<()> {
                 };
                 for rep in 0..reps {
                     prog.show(&format!("{what}: baseline {}/{}", rep + 1, reps));
+                    hosts.base.push(host(c));
                     let b = baseline_pingpong(path, size, warm, iters, limit, c)?;
                     base_medians.push(b.median_us());
                     base.extend(b);
+                    if let Some(f) = fwd.as_mut() {
+                        prog.show(&format!("{what}: forwarder {}/{}", rep + 1, reps));
+                        hosts.forwarder.push(host(c));
+                        f.extend(forwarder_pingpong((size, warm, iters), limit, c)?);
+                    }
                     if !c.baseline_only {
                         prog.show(&format!("{what}: unet {}/{}", rep + 1, reps));
+                        hosts.unet.push(host(c));
                         let cfg = unet_paths::Run {
                             path,
                             size,
@@ -362,7 +384,9 @@ fn pingpong(mut a: PingArgs) -> Res<()> {
                             applet: applet.clone(),
                             buffered: None,
                         };
-                        un.extend(unet_paths::pingpong(&cfg)?);
+                        let u = unet_paths::pingpong(&cfg)?;
+                        un_medians.push(u.median_us());
+                        un.extend(u);
                     }
                 }
                 prog.clear();
@@ -383,6 +407,10 @@ fn pingpong(mut a: PingArgs) -> Res<()> {
                         all.extend(un.clone());
                         all.clock_ns()
                     },
+                    forwarder: fwd.map(|f| (f.median_us(), f.p99_us())),
+                    hosts: c
+                        .host_floor
+                        .then(|| hosts.placed(&un_medians, &base_medians)),
                 };
                 if c.json {
                     println!("{}", row.json());
@@ -450,6 +478,7 @@ fn stream(mut a: StreamArgs) -> Res<()> {
                 let mut base = Vec::new();
                 let mut un = Vec::new();
                 let (mut base_deliv, mut un_deliv) = (Vec::new(), Vec::new());
+                let mut hosts = Hosts::default();
                 let label = applet_label(applet);
                 let what = match &label {
                     Some((n, _)) => format!("stream {path} {n} {}", fmt_size(size)),
@@ -457,11 +486,13 @@ fn stream(mut a: StreamArgs) -> Res<()> {
                 };
                 for rep in 0..reps {
                     prog.show(&format!("{what}: baseline {}/{}", rep + 1, reps));
+                    hosts.base.push(host(c));
                     let b = baseline_stream(path, size, burst, warm, dur, c)?;
                     base.push(b.msgs_per_s());
                     base_deliv.push(b.delivered());
                     if !c.baseline_only {
                         prog.show(&format!("{what}: unet {}/{}", rep + 1, reps));
+                        hosts.unet.push(host(c));
                         let cfg = unet_paths::Run {
                             path,
                             size,
@@ -486,6 +517,7 @@ fn stream(mut a: StreamArgs) -> Res<()> {
                 prog.clear();
                 let mmsgs: Vec<f64> = base.iter().map(|v| v / 1e6).collect();
                 note_if_unsteady(&what, path.baseline(), &mmsgs, "Mmsg/s");
+                let hosts = c.host_floor.then(|| hosts.placed(&un, &base));
                 let row = StreamRow {
                     path: match (a.buffered.is_some(), path) {
                         (false, p) => p.name(),
@@ -504,6 +536,7 @@ fn stream(mut a: StreamArgs) -> Res<()> {
                     baseline_runs: base,
                     delivered: median_of_all(&un_deliv),
                     baseline_delivered: median_of_all(&base_deliv),
+                    hosts,
                 };
                 if c.json {
                     println!("{}", row.json());
@@ -517,6 +550,38 @@ fn stream(mut a: StreamArgs) -> Res<()> {
     match &c.svg {
         Some(f) => report::stream_svg(&rows, a.figure6, f),
         None => Ok(()),
+    }
+}
+
+/// The host floor before a run, if `--host-floor` asks for it (None
+/// too when the probe had no figure).
+fn host(c: &Common) -> Option<f64> {
+    if c.host_floor {
+        host_floor::probe()
+    } else {
+        None
+    }
+}
+
+/// The host floors taken before each run of a point, by kind of run.
+#[derive(Default)]
+struct Hosts {
+    unet: Vec<Option<f64>>,
+    base: Vec<Option<f64>>,
+    forwarder: Vec<Option<f64>>,
+}
+
+impl Hosts {
+    /// What a row reports of them: each run's floor and the ratio of unet's
+    /// runs (`runs`, one figure each) to the baseline's (`base`) paired by
+    /// placement.
+    fn placed(self, runs: &[f64], base: &[f64]) -> HostFloors {
+        HostFloors {
+            ratio_placed: stats::placed_ratio(runs, &self.unet, base, &self.base),
+            unet: self.unet,
+            baseline: self.base,
+            forwarder: self.forwarder,
+        }
     }
 }
 
@@ -542,10 +607,34 @@ fn baseline_pingpong(
             let shm = Shm::create(g.total_len()).map_err(|e| format!("shared memory: {e}"))?;
             let extra = ["--geom".to_string(), g.to_arg()];
             let ch = spawn_child(ChildKind::FloorPingpong, size, 0, &extra, Some(&shm), c.pin)?;
-            let r = floor::pingpong(&shm, g, size, warm, iters, limit).map_err(|e| e.to_string());
+            let r = floor::pingpong(&shm, g, (size, warm, iters), limit, || {})
+                .map_err(|e| e.to_string());
             ch.wait(r)
         }
     }
+}
+
+/// The forwarder floor's ping-pong (the engine path's fair baseline).
+fn forwarder_pingpong(
+    (size, warm, iters): (usize, usize, usize),
+    limit: Duration,
+    c: &Common,
+) -> Res<Samples> {
+    let g = Geometry::new(size, size, c.ring_bytes, c.floor_align);
+    let shm =
+        |who: &str| Shm::create(g.total_len()).map_err(|e| format!("shared memory ({who}): {e}"));
+    let (a, b) = (shm("parent")?, shm("child")?);
+    let extra = ["--geom".to_string(), g.to_arg()];
+    let ch = spawn_child(
+        ChildKind::ForwarderPingpong,
+        size,
+        0,
+        &extra,
+        Some(&b),
+        c.pin,
+    )?;
+    let r = forwarder::pingpong((&a, &b), g, (size, warm, iters), limit).map_err(|e| e.to_string());
+    ch.wait(r)
 }
 
 fn baseline_stream(
@@ -595,15 +684,15 @@ fn child(a: ChildArgs) -> Res<()> {
         pin_to(cpu)?;
     }
     match a.kind {
-        ChildKind::FloorPingpong | ChildKind::FloorStream => {
+        ChildKind::FloorPingpong | ChildKind::FloorStream | ChildKind::ForwarderPingpong => {
             let fd = a.fd.ok_or("--fd is required")?;
             let g = Geometry::parse(a.geom.as_deref().ok_or("--geom is required")?)?;
             let shm = Shm::open(fd).map_err(|e| format!("mapping shared memory: {e}"))?;
             ready("");
-            let r = if a.kind == ChildKind::FloorPingpong {
-                floor::pingpong_child(&shm, g, a.size)
-            } else {
-                floor::stream_child(&shm, g, a.size, a.burst)
+            let r = match a.kind {
+                ChildKind::FloorPingpong => floor::pingpong_child(&shm, g, a.size),
+                ChildKind::ForwarderPingpong => forwarder::pingpong_child(&shm, g, a.size),
+                _ => floor::stream_child(&shm, g, a.size, a.burst),
             };
             r.map_err(|e| e.to_string())
         }

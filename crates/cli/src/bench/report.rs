@@ -28,6 +28,60 @@ pub struct PingRow {
     pub baseline_samples: usize,
     /// Cost of one clock read, subtracted from every sample.
     pub clock_ns: f64,
+    /// The engine path's forwarder floor (median, p99 in µs).
+    pub forwarder: Option<(f64, f64)>,
+    /// The host floors of the runs (`--host-floor`).
+    pub hosts: Option<HostFloors>,
+}
+
+/// The host floor taken before each run of a point (`--host-floor`), in
+/// nanoseconds (None where the probe had no figure), and the ratio of
+/// unet's runs to the baseline's paired by it.
+pub struct HostFloors {
+    pub unet: Vec<Option<f64>>,
+    pub baseline: Vec<Option<f64>>,
+    pub forwarder: Vec<Option<f64>>,
+    pub ratio_placed: Option<f64>,
+}
+
+impl HostFloors {
+    fn json(&self) -> Value {
+        json!({
+            "host_ns_runs": self.unet,
+            "baseline_host_ns_runs": self.baseline,
+            "forwarder_host_ns_runs": self.forwarder,
+            "ratio_placed": self.ratio_placed,
+        })
+    }
+
+    /// The line printed under a point.
+    fn line(&self) -> String {
+        let list = |v: &[Option<f64>]| {
+            v.iter()
+                .map(|h| h.map_or("-".into(), |h| format!("{h:.0}")))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let mut s = format!(
+            "  host floor (2-line round trip, cores 0-1), ns before each run: unet {}; baseline {}",
+            list(&self.unet),
+            list(&self.baseline)
+        );
+        if !self.forwarder.is_empty() {
+            s += &format!("; forwarder {}", list(&self.forwarder));
+        }
+        s + &format!("; ratio by placement {}", opt(self.ratio_placed, 2))
+    }
+}
+
+/// `row`'s JSON with the fields of `hosts` added.
+fn with_hosts(mut row: Value, hosts: &Option<HostFloors>) -> Value {
+    if let (Some(h), Value::Object(m)) = (hosts, &mut row) {
+        if let Value::Object(extra) = h.json() {
+            m.extend(extra);
+        }
+    }
+    row
 }
 
 /// One stream point; throughputs are medians over the repetitions.
@@ -49,6 +103,8 @@ pub struct StreamRow {
     /// not measured, or when the sends are not the messages counted).
     pub delivered: Option<f64>,
     pub baseline_delivered: Option<f64>,
+    /// The host floors of the runs (`--host-floor`).
+    pub hosts: Option<HostFloors>,
 }
 
 fn gb(msgs_per_s: f64, size: usize) -> f64 {
@@ -60,8 +116,13 @@ impl PingRow {
         self.median_us.map(|m| m / self.baseline_median_us)
     }
 
+    /// The engine path against its forwarder floor.
+    pub fn forwarder_ratio(&self) -> Option<f64> {
+        Some(self.median_us? / self.forwarder?.0)
+    }
+
     pub fn json(&self) -> Value {
-        json!({
+        let row = json!({
             "bench": "pingpong",
             "path": self.path,
             "applet": self.applet.as_ref().map(|a| a.0.clone()),
@@ -76,7 +137,11 @@ impl PingRow {
             "baseline_samples": self.baseline_samples,
             "clock_ns": self.clock_ns,
             "ratio": self.ratio(),
-        })
+            "forwarder_median_us": self.forwarder.map(|f| f.0),
+            "forwarder_p99_us": self.forwarder.map(|f| f.1),
+            "ratio_forwarder": self.forwarder_ratio(),
+        });
+        with_hosts(row, &self.hosts)
     }
 }
 
@@ -92,7 +157,7 @@ impl StreamRow {
     }
 
     pub fn json(&self) -> Value {
-        json!({
+        let row = json!({
             "bench": "stream",
             "path": self.path,
             "applet": self.applet.as_ref().map(|a| a.0.clone()),
@@ -112,7 +177,8 @@ impl StreamRow {
             "baseline_delivered": self.baseline_delivered,
             "ratio": self.ratio(),
             "ratio_paired": self.paired_ratio(),
-        })
+        });
+        with_hosts(row, &self.hosts)
     }
 }
 
@@ -158,6 +224,17 @@ pub fn ping_line(r: &PingRow, with_applet: bool) {
         r.baseline_p99_us,
         opt(r.ratio(), 2)
     );
+    if let Some((median, p99)) = r.forwarder {
+        println!(
+            "  forwarder floor (a third thread relaying, spin then sleep as the engine): \
+             median {median:.3} us, p99 {p99:.3} us; {} / forwarder {}",
+            r.path,
+            opt(r.forwarder_ratio(), 2)
+        );
+    }
+    if let Some(h) = &r.hosts {
+        println!("{}", h.line());
+    }
 }
 
 pub fn stream_header(with_applet: bool) {
@@ -192,6 +269,9 @@ pub fn stream_line(r: &StreamRow, with_applet: bool) {
         pct(r.baseline_delivered),
         opt(r.ratio(), 2)
     );
+    if let Some(h) = &r.hosts {
+        println!("{}", h.line());
+    }
 }
 
 /// A single updating progress line on stderr (a spinner, the time the
@@ -395,6 +475,7 @@ mod tests {
             baseline_runs: base,
             delivered: None,
             baseline_delivered: None,
+            hosts: None,
         };
         // The machine's fast state in runs 0 and 2, slow in 1, 3 and 4:
         // every pair is 1.0, while the medians (20 and 80) give 0.25.

@@ -115,6 +115,35 @@ pub fn paired_ratio(runs: &[f64], baseline_runs: &[f64]) -> Option<f64> {
     (!r.is_empty()).then(|| median_f64(&r))
 }
 
+/// The median of the ratios of each run to the baseline run whose host
+/// floor (`--host-floor`, taken before each run) was nearest its own: runs
+/// compared with runs of the same placement of the two cores. Runs
+/// without a host floor are left out; `None` when no pair is left.
+pub fn placed_ratio(
+    runs: &[f64],
+    hosts: &[Option<f64>],
+    baseline_runs: &[f64],
+    baseline_hosts: &[Option<f64>],
+) -> Option<f64> {
+    let base: Vec<(f64, f64)> = baseline_runs
+        .iter()
+        .zip(baseline_hosts)
+        .filter_map(|(&b, h)| h.map(|h| (h, b)))
+        .collect();
+    let r: Vec<f64> = runs
+        .iter()
+        .zip(hosts)
+        .filter_map(|(&v, h)| {
+            let h = (*h)?;
+            let (_, b) = base
+                .iter()
+                .min_by(|x, y| (x.0 - h).abs().total_cmp(&(y.0 - h).abs()))?;
+            Some(v / b)
+        })
+        .collect();
+    (!r.is_empty()).then(|| median_f64(&r))
+}
+
 pub fn median_f64(v: &[f64]) -> f64 {
     if v.is_empty() {
         return f64::NAN;
@@ -174,6 +203,20 @@ mod tests {
         assert_eq!(percentile(&v, 0.99), 99.0);
         assert_eq!(median_f64(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median_f64(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+
+    #[test]
+    fn runs_are_paired_with_the_baseline_run_of_the_nearest_host_floor() {
+        // Two placements: host floors near 100 ns and near 300 ns; the
+        // baseline is twice as fast in the near one.
+        let runs = [10.0, 30.0, 12.0];
+        let hosts = [Some(300.0), Some(105.0), None];
+        let base = [40.0, 20.0];
+        let base_hosts = [Some(98.0), Some(290.0)];
+        let r = placed_ratio(&runs, &hosts, &base, &base_hosts).unwrap();
+        // 10 / 20 and 30 / 40: median 0.625.
+        assert!((r - 0.625).abs() < 1e-9, "{r}");
+        assert_eq!(placed_ratio(&runs, &[None; 3], &base, &base_hosts), None);
     }
 
     #[test]
