@@ -128,12 +128,7 @@ mod tests {
     use super::*;
 
     fn svg_of(c: &BarChart, tag: &str) -> Res<String> {
-        let dir = std::env::temp_dir().join(format!("unet-bars-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("c.svg");
-        let r = write_bars_svg(c, &path).map(|()| std::fs::read_to_string(&path).unwrap());
-        std::fs::remove_dir_all(&dir).unwrap();
-        r
+        crate::bench::plot::written_svg(&format!("bars-{tag}"), |p| write_bars_svg(c, p))
     }
 
     #[test]

@@ -156,6 +156,18 @@ where
     Ok(())
 }
 
+/// What `write` writes at a path in a directory of its own (`tag`), read
+/// back (for the plots' tests).
+#[cfg(test)]
+pub(super) fn written_svg(tag: &str, write: impl FnOnce(&Path) -> Res<()>) -> Res<String> {
+    let dir = std::env::temp_dir().join(format!("unet-plot-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("f.svg");
+    let r = write(&path).map(|()| std::fs::read_to_string(&path).unwrap());
+    std::fs::remove_dir_all(&dir).unwrap();
+    r
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,12 +175,7 @@ mod tests {
     /// `f` written by `write_svg` into a directory of its own (`tag`), and
     /// read back.
     fn svg_of(f: &Figure, tag: &str) -> Res<String> {
-        let dir = std::env::temp_dir().join(format!("unet-plot-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("f.svg");
-        let r = write_svg(f, &path).map(|()| std::fs::read_to_string(&path).unwrap());
-        std::fs::remove_dir_all(&dir).unwrap();
-        r
+        written_svg(tag, |p| write_svg(f, p))
     }
 
     #[test]
