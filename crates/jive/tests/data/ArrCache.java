@@ -188,7 +188,7 @@ public class ArrCache {
      * decoder's fused three- and four-term additions carry: compiled as
      * multiplications, they wrap as the additions do.
      */
-    static int localSums(int x) {
+    static int selfSums(int x) {
         int y = x;
         int s = y + y + y + y + y + y + y + y + y + y;
         int t = y + y + y;
