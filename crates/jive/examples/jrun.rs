@@ -1,5 +1,7 @@
 //! Run one static method of a class file: `jrun Class.class method [int args...]`,
 //! timing repeated invocations (a quick check, not a benchmark harness).
+//! `JRUN_JIT=1` compiles the class first, `JRUN_DUMP=1` prints the
+//! method's decoded ops, `JRUN_REPS=n` repeats the call.
 use std::time::Instant;
 
 use jive::{test_natives, Class, Limits, Vm};
@@ -21,7 +23,15 @@ fn main() {
     };
     let args: Vec<i32> = a[3..].iter().map(|s| s.parse().expect("int arg")).collect();
     let mut host = ();
-    let mut vm = Vm::new(class.clone(), Limits::default(), &mut host).expect("construct");
+    let limits = Limits {
+        fuel: u64::MAX / 4,
+        ..Limits::default()
+    };
+    let mut vm = Vm::new(class.clone(), limits, &mut host).expect("construct");
+    if std::env::var_os("JRUN_JIT").is_some() {
+        let n = vm.compile().expect("compile");
+        eprintln!("{n} methods compiled");
+    }
     let m = class.method(&a[2]).expect("no such method");
     if std::env::var_os("JRUN_DUMP").is_some() {
         for (i, op) in class.decoded(m).ops.iter().enumerate() {

@@ -26,14 +26,14 @@ use twin::Twin;
 
 const ARRCACHE8: &[u8] = include_bytes!("data/arrcache8.class");
 
-const METHODS: [&str; 14] = [
+const METHODS: [&str; 15] = [
     "sum", "fill", "swap", "pingpong", "moved", "calls", "kinds", "nested", "nul", "mixed", "lens",
-    "consts", "repoint", "sums",
+    "consts", "repoint", "sums", "selfSums",
 ];
 
 /// The methods of one `int` argument.
-const ONE_ARG: [&str; 8] = [
-    "pingpong", "kinds", "nul", "mixed", "lens", "consts", "repoint", "sums",
+const ONE_ARG: [&str; 9] = [
+    "pingpong", "kinds", "nul", "mixed", "lens", "consts", "repoint", "sums", "selfSums",
 ];
 
 /// Bytecode offsets in `consts(I)I`: its first `a[0]`, and its first `a[9]`.
@@ -200,11 +200,15 @@ fn faults_inside_loops_are_at_their_offsets() {
 }
 
 /// A sum of one value with itself, compiled as one multiplication, wraps
-/// as the additions do: `sums` at values whose sums pass 2^31 either way.
+/// as the additions do: `sums` (an element read ten times) and
+/// `selfSums` (a local added to itself in javac's `iadd` chains, which
+/// the decoder fuses three and four terms at a time) at values whose sums
+/// pass 2^31 either way.
 #[test]
 fn sums_of_one_value_wrap_as_the_additions_do() {
     let mut t = Twin::new(ARRCACHE8);
     assert!(t.compiled("sums"));
+    assert!(t.compiled("selfSums"));
     t.set(Limits::default(), None);
     for x in [
         i32::MAX,
@@ -219,6 +223,16 @@ fn sums_of_one_value_wrap_as_the_additions_do() {
         7,
     ] {
         t.check("sums", &[x]);
+        t.check("selfSums", &[x]);
+        // The additions themselves, left to right as javac emits them.
+        let add = |n: i32| (1..n).fold(x, |s, _| s.wrapping_add(x));
+        let (s, u) = (add(10), add(3));
+        let want = s
+            .wrapping_add(u)
+            .wrapping_add(s.wrapping_add(x))
+            .wrapping_add(x.wrapping_add(u).wrapping_add(1));
+        let id = t.c.method("selfSums").expect("method");
+        assert_eq!(t.jit.invoke(&mut 0, id, &[x]), Ok(Some(want)), "{x}");
     }
     let id = t.c.method("sums").expect("method");
     let x = i32::MAX;

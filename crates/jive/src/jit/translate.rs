@@ -622,19 +622,8 @@ impl<H> Gen<'_, '_, H> {
                 let r = self.b.ins().iadd(x, y);
                 self.set(d, r);
             }
-            Op::Add3 { d, a, b, c } => {
-                let (x, y, z) = (self.var(a), self.var(b), self.var(c));
-                let r = self.b.ins().iadd(x, y);
-                let r = self.b.ins().iadd(r, z);
-                self.set(d, r);
-            }
-            Op::Add4 { d, a, b, c, e } => {
-                let (x, y, z, w) = (self.var(a), self.var(b), self.var(c), self.var(e));
-                let r = self.b.ins().iadd(x, y);
-                let r = self.b.ins().iadd(r, z);
-                let r = self.b.ins().iadd(r, w);
-                self.set(d, r);
-            }
+            Op::Add3 { d, a, b, c } => self.add_n(d, &[a, b, c]),
+            Op::Add4 { d, a, b, c, e } => self.add_n(d, &[a, b, c, e]),
             Op::NullCheck { s } => {
                 let x = self.var(s);
                 let z = self.b.ins().icmp_imm_s(IntCC::Equal, x, 0);

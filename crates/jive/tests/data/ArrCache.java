@@ -184,6 +184,18 @@ public class ArrCache {
     }
 
     /**
+     * Sums of a local with itself, which javac's iadd chains and the
+     * decoder's fused three- and four-term additions carry: compiled as
+     * multiplications, they wrap as the additions do.
+     */
+    static int selfSums(int x) {
+        int y = x;
+        int s = y + y + y + y + y + y + y + y + y + y;
+        int t = y + y + y;
+        return s + t + (s + x) + (x + t + 1);
+    }
+
+    /**
      * Sums of one value with itself (an element read ten times), which the
      * compiler makes one multiplication: the same as the additions also
      * where they wrap past 2^31.

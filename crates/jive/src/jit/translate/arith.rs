@@ -5,15 +5,34 @@
 use super::*;
 
 impl<H> Gen<'_, '_, H> {
-    /// `d = a + b`; where both are sums of one value with itself
-    /// (`x + x + ... + x`, a value counting as one), their sum is that
-    /// value times the count, one multiplication instead of a chain of
-    /// additions (equal modulo 2^32, as Java's `int` wraps).
+    /// `d = a + b`, as [`Gen::sum`].
     pub(super) fn add(&mut self, d: u16, a: u16, b: u16) {
         let (x, y) = (self.var(a), self.var(b));
+        let r = self.sum(x, y);
+        self.set(d, r);
+    }
+
+    /// `d` = the sum of the slots `terms` (a fused chain of `iadd`s,
+    /// [`Op::Add3`] and [`Op::Add4`]), added left to right by
+    /// [`Gen::sum`].
+    pub(super) fn add_n(&mut self, d: u16, terms: &[u16]) {
+        let mut r = self.var(terms[0]);
+        for &t in &terms[1..] {
+            let y = self.var(t);
+            r = self.sum(r, y);
+        }
+        self.set(d, r);
+    }
+
+    /// `x + y`; where both are sums of one value with itself
+    /// (`v + v + ... + v`, a value counting as one), their sum is that
+    /// value times the count, one multiplication instead of a chain of
+    /// additions (equal modulo 2^32, as Java's `int` wraps). The
+    /// multiplications a longer chain leaves unused are dead code.
+    fn sum(&mut self, x: Value, y: Value) -> Value {
         let (bx, kx) = self.sums.get(&x).copied().unwrap_or((x, 1));
         let (by, ky) = self.sums.get(&y).copied().unwrap_or((y, 1));
-        let r = if bx == by && kx + ky <= 1 << 20 {
+        if bx == by && kx + ky <= 1 << 20 {
             let k = kx + ky;
             let r = self.b.ins().imul_imm_s(bx, k);
             if self.sums.len() < 4096 {
@@ -22,8 +41,7 @@ impl<H> Gen<'_, '_, H> {
             r
         } else {
             self.b.ins().iadd(x, y)
-        };
-        self.set(d, r);
+        }
     }
 
     /// `x / y` or `x % y` for `y != 0`, wrapping as Java does
