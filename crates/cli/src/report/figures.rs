@@ -1,6 +1,7 @@
 //! The figures and tables `unet report` regenerates: for each, the
-//! command (as `unet` arguments), its quick form, what it needs, whether
-//! it draws an SVG, and about how long it takes on a 2-core machine.
+//! command (as `unet` arguments), its quick form, what it needs, how it
+//! draws its SVG, and about how long it takes on a 2-core machine (the
+//! quick forms about twice what a quiet one took: 66 s for all of them).
 
 /// What a figure's command needs from the machine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,7 +68,7 @@ pub(crate) const FIGURES: &[Spec] = &[
         quick: &["--quick"],
         needs: &[Need::Jdk],
         svg: SvgArg::OutDir,
-        secs: (60, 240),
+        secs: (10, 240),
         paper_text: "",
     },
     Spec {
@@ -78,7 +79,7 @@ pub(crate) const FIGURES: &[Spec] = &[
         quick: &["--sizes", "64,1024", "--reps", "1", "--time-ms", "100"],
         needs: &[Need::Jdk],
         svg: SvgArg::Flag,
-        secs: (40, 180),
+        secs: (15, 180),
         paper_text: "The paper gives its curves without a table. Its text: the standard U-Net \
                      applet adds 41.2 µs (small messages) to 99.7 µs (large messages) of overhead \
                      each way; the simplified applet brings the large-message overhead to 42.5 µs; \
@@ -92,7 +93,7 @@ pub(crate) const FIGURES: &[Spec] = &[
         quick: &["--sizes", "64,4096", "--reps", "1", "--time-ms", "100"],
         needs: &[Need::Jdk],
         svg: SvgArg::Flag,
-        secs: (40, 240),
+        secs: (10, 240),
         paper_text: "The paper gives its curves without numbers in its text: a notable drop in \
                      bandwidth with applets, owing to DMA set-up and packet processing in Java.",
     },
@@ -104,7 +105,7 @@ pub(crate) const FIGURES: &[Spec] = &[
         quick: &["--quick"],
         needs: &[Need::Jdk],
         svg: SvgArg::Flag,
-        secs: (30, 120),
+        secs: (5, 120),
         paper_text: "",
     },
     Spec {
@@ -115,7 +116,7 @@ pub(crate) const FIGURES: &[Spec] = &[
         quick: &["--quick"],
         needs: &[Need::Jdk, Need::Maven],
         svg: SvgArg::OutDir,
-        secs: (120, 600),
+        secs: (60, 600),
         paper_text: "",
     },
     Spec {
@@ -126,7 +127,7 @@ pub(crate) const FIGURES: &[Spec] = &[
         quick: &["--quick"],
         needs: &[],
         svg: SvgArg::SvgDir,
-        secs: (20, 60),
+        secs: (5, 60),
         paper_text: "",
     },
     Spec {
@@ -137,7 +138,7 @@ pub(crate) const FIGURES: &[Spec] = &[
         quick: &["--quick"],
         needs: &[],
         svg: SvgArg::SvgDir,
-        secs: (20, 60),
+        secs: (5, 60),
         paper_text: "",
     },
     Spec {
@@ -148,7 +149,7 @@ pub(crate) const FIGURES: &[Spec] = &[
         quick: &["--quick"],
         needs: &[],
         svg: SvgArg::SvgDir,
-        secs: (20, 120),
+        secs: (5, 120),
         paper_text: "",
     },
     Spec {
@@ -159,7 +160,7 @@ pub(crate) const FIGURES: &[Spec] = &[
         quick: &["--quick"],
         needs: &[],
         svg: SvgArg::OutDir,
-        secs: (60, 900),
+        secs: (10, 900),
         paper_text: "",
     },
     Spec {
@@ -170,7 +171,7 @@ pub(crate) const FIGURES: &[Spec] = &[
         quick: &["--quick"],
         needs: &[],
         svg: SvgArg::OutDir,
-        secs: (60, 600),
+        secs: (10, 600),
         paper_text: "",
     },
     Spec {
@@ -192,7 +193,7 @@ pub(crate) const FIGURES: &[Spec] = &[
         quick: &["--quick"],
         needs: &[Need::Root, Need::Jdk],
         svg: SvgArg::Flag,
-        secs: (120, 900),
+        secs: (40, 900),
         paper_text: "",
     },
     Spec {
@@ -203,7 +204,7 @@ pub(crate) const FIGURES: &[Spec] = &[
         quick: &[],
         needs: &[Need::Root, Need::Jdk],
         svg: SvgArg::Flag,
-        secs: (30, 30),
+        secs: (10, 30),
         paper_text: "",
     },
     Spec {
@@ -214,7 +215,7 @@ pub(crate) const FIGURES: &[Spec] = &[
         quick: &["--seconds", "1"],
         needs: &[Need::Jdk],
         svg: SvgArg::Flag,
-        secs: (40, 90),
+        secs: (20, 90),
         paper_text: "",
     },
 ];
