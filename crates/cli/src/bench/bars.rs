@@ -10,6 +10,8 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
+use super::plot::COLORS;
+
 type Res<T> = Result<T, String>;
 
 /// One series: a value per category, `None` where it has none (the
@@ -29,17 +31,6 @@ pub struct BarChart<'a> {
     /// A logarithmic value axis (values at or below 0 are left out).
     pub log: bool,
 }
-
-const COLORS: [RGBColor; 8] = [
-    RGBColor(31, 119, 180),
-    RGBColor(214, 39, 40),
-    RGBColor(44, 160, 44),
-    RGBColor(148, 103, 189),
-    RGBColor(255, 127, 14),
-    RGBColor(140, 86, 75),
-    RGBColor(227, 119, 194),
-    RGBColor(127, 127, 127),
-];
 
 /// Writes `c` as an SVG file at `path`.
 pub fn write_bars_svg(c: &BarChart, path: &Path) -> Res<()> {

@@ -39,7 +39,8 @@ pub enum Scale {
     Linear,
 }
 
-const COLORS: [RGBColor; 8] = [
+/// The series' colours, in order (also the bar charts').
+pub(super) const COLORS: [RGBColor; 8] = [
     RGBColor(0, 0, 0),
     RGBColor(214, 39, 40),
     RGBColor(31, 119, 180),
