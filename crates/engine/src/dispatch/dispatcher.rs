@@ -20,7 +20,11 @@
 //! endpoints' doorbells, those of the VIs on the turn's list, the jobs'),
 //! looks once more, and sleeps in `epoll_wait` until a doorbell, a
 //! control socket, a datagram or the nearest deadline of the parts and
-//! the port wakes it. An idle engine uses no CPU.
+//! the port wakes it. An idle engine uses no CPU. The wire's port is
+//! received from only while it may hold something: the last receive took
+//! datagrams, or the poller saw it readable since (a turn that finds the
+//! poller's events receives in the same step); a port known empty is
+//! looked at anyway every few turns.
 //!
 //! Within U-Net's part the order is the backlogs, the send rings, then
 //! the wire's receive: a message between local endpoints is delivered
@@ -288,7 +292,13 @@ impl Dispatcher {
         let mut work = self.poll_data();
         self.turn += 1;
         if work == 0 || self.turn.is_multiple_of(FD_POLL_EVERY) {
-            work += self.poll_fds(0);
+            let fds = self.poll_fds(0);
+            work += fds;
+            // What the poller found readable on the wire is received in
+            // this step, as the engine's own thread does in its next turn.
+            if fds > 0 && self.port.as_ref().is_some_and(|p| p.is_readable()) {
+                work += self.poll_data();
+            }
         }
         work
     }
@@ -528,7 +538,12 @@ impl Dispatcher {
                 // grows; 2^64 doorbells are far away).
                 Token::Doorbell(idx) => self.unet.eps.doorbell_rung(idx),
                 Token::Admin => self.admin(),
-                Token::Wire => {} // read by poll_data
+                // Read by the next turn's poll_data.
+                Token::Wire => {
+                    if let Some(p) = self.port.as_mut() {
+                        p.readable();
+                    }
+                }
                 // Its VI's client posted: the next turn visits it.
                 Token::ViDoorbell(id) => crate::via::via_loop::touch(&mut self.vias, id as u32),
                 // Its job is polled every turn; the wake-up was the point.

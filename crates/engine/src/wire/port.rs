@@ -493,7 +493,18 @@ pub(crate) struct WirePort {
     reported: WireStats,
     /// Datagrams received when the socket's drop count was last read.
     drops_read_at: u64,
+    /// Whether a datagram may wait: the last receive took some, or the
+    /// engine's poller saw the transport readable since. While false,
+    /// a turn skips the receive system call (see [`WirePort::recv_batch`]).
+    readable: bool,
+    /// Receives skipped since the last one made.
+    skipped: u32,
 }
+
+/// Turns a port known empty skips its receive before it looks anyway: a
+/// safety net, and the longest a datagram waits for a busy engine, whose
+/// poller looks at the file descriptors only now and then.
+const RECV_SKIP_MAX: u32 = 16;
 
 impl WirePort {
     /// A port on `transport`, for engine `engine_id`.
@@ -521,7 +532,20 @@ impl WirePort {
             transport,
             reported: WireStats::default(),
             drops_read_at: 0,
+            readable: true,
+            skipped: 0,
         }
+    }
+
+    /// The engine's poller found the transport readable: the next turn
+    /// receives.
+    pub(crate) fn readable(&mut self) {
+        self.readable = true;
+    }
+
+    /// Whether the next turn receives (see [`WirePort::readable`]).
+    pub(crate) fn is_readable(&self) -> bool {
+        self.readable
     }
 
     /// Connection `id` now takes frames from `peer` (its address and the
@@ -720,6 +744,16 @@ impl WirePort {
         if !self.st.batch.is_empty() {
             let _ = self.transport.send_batch(&mut self.st.batch);
         }
+        // A transport that had nothing at the last look and has not been
+        // seen readable since is left alone for a few turns: an idle or
+        // lightly used wire costs no system call per turn, and the
+        // engine's poller (level-triggered, at every empty turn and before
+        // every sleep) says when something arrives.
+        if !self.readable && self.skipped < RECV_SKIP_MAX {
+            self.skipped += 1;
+            return (0, Ok(0));
+        }
+        self.skipped = 0;
         let mut handled = 0;
         let st = &mut self.st;
         st.now_ns = st.clock_ns();
@@ -732,6 +766,8 @@ impl WirePort {
             st.datagram(chans, from, bytes);
             !chans.behind()
         });
+        // Empty: nothing until the poller says so. An error is retried.
+        self.readable = !matches!(r, Ok(0));
         (handled, r)
     }
 

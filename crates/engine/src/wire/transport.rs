@@ -182,6 +182,12 @@ impl Transport for MemoryPort {
         if n == 0 {
             self.stats.recv_empty += 1;
             self.bell.drain();
+            // A datagram queued between the empty look and the drain
+            // would leave the queue full and the bell quiet: ring again.
+            let ports = self.hub.ports.lock().unwrap_or_else(|p| p.into_inner());
+            if ports.get(&self.addr).is_some_and(|(_, q)| !q.is_empty()) {
+                self.bell.notify();
+            }
         }
         Ok(n)
     }

@@ -109,3 +109,44 @@ fn connection_frames_are_checked_once_and_sorted_by_system() {
     assert!(b.st.vis.frames.is_empty());
     assert_eq!(b.st.reasm.stats.drop_count(WireDrop::UnknownEndpoint), 2);
 }
+
+#[test]
+fn an_empty_port_receives_when_readable_or_now_and_then() {
+    let hub = MemoryHub::new();
+    let (a_addr, b_addr): (SocketAddr, SocketAddr) = (
+        "127.0.0.1:1".parse().expect("addr"),
+        "127.0.0.1:2".parse().expect("addr"),
+    );
+    let mut a = port(&hub, a_addr, 1);
+    let mut b = port(&hub, b_addr, 2);
+    let calls = |p: &WirePort| p.transport.stats().recv_syscalls;
+    // The first look finds nothing; the next RECV_SKIP_MAX turns make no
+    // receive call.
+    assert_eq!(b.recv_batch(&mut NoChannels).0, 0);
+    assert_eq!(calls(&b), 1);
+    for _ in 0..RECV_SKIP_MAX {
+        assert_eq!(b.recv_batch(&mut NoChannels).0, 0);
+    }
+    assert_eq!(calls(&b), 1);
+    // The safety net: the turn after them looks anyway.
+    assert_eq!(b.recv_batch(&mut NoChannels).0, 0);
+    assert_eq!(calls(&b), 2);
+    // A frame arrives: untouched until the poller says the port is
+    // readable, then taken by the next turn, which keeps looking while
+    // frames come.
+    let vi = 7;
+    b.route(vi, Some((a_addr, 0xaa)));
+    a.send_conn(to(b_addr, vi, 0xaa, b"first"));
+    a.flush();
+    assert_eq!(b.recv_batch(&mut NoChannels).0, 0);
+    assert!(!b.is_readable());
+    b.readable();
+    assert_eq!(b.recv_batch(&mut NoChannels).0, 1);
+    assert!(b.is_readable(), "a receive that took frames looks again");
+    a.send_conn(to(b_addr, vi, 0xaa, b"second"));
+    a.flush();
+    assert_eq!(b.recv_batch(&mut NoChannels).0, 1);
+    assert_eq!(b.recv_batch(&mut NoChannels).0, 0);
+    assert!(!b.is_readable());
+    assert_eq!(b.st.vis.frames.len(), 2);
+}
