@@ -14,7 +14,9 @@
 //! method with a loop keeps the register in a variable, stored where a
 //! call, a helper or the host may read it, `translate/fuel.rs`, and
 //! calls a stub that keeps every register when it runs out, so that its
-//! loops' values stay in registers), the
+//! loops' values stay in registers; a small loop runs in groups of copies
+//! of its body with one check per group while the fuel covers a group,
+//! `translate/unroll.rs`), the
 //! call-depth check, calls between compiled methods (direct calls,
 //! arguments in registers), array accesses that pass their checks (through
 //! the heap's table of element addresses, `Heap::raw`: handle, kind and

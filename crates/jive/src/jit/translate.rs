@@ -214,7 +214,7 @@ impl<H> Gen<'_, '_, H> {
         if (t as usize) <= i {
             self.charge((i + 1 - t as usize) as i64, i);
             if let Some(s) = self.small_at(i, t) {
-                self.to_group(s, tb);
+                self.group_at_back_edge(s, tb);
                 return Ok(());
             }
         }

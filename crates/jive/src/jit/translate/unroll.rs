@@ -198,7 +198,7 @@ impl<H> Gen<'_, '_, H> {
     /// The back-edge of small loop `s`, after its charge: to its group
     /// when the fuel covers it, else to `single`. The group is emitted
     /// after the op ([`Gen::unrolled`]).
-    pub(super) fn to_group(&mut self, s: Small, single: Block) {
+    pub(super) fn group_at_back_edge(&mut self, s: Small, single: Block) {
         let g = self.block();
         self.group_or(&s, g, single);
         self.pending = Some((s, g, single));
