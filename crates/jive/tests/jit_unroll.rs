@@ -1,6 +1,6 @@
 //! Small loops the compiler unrolls (groups of copies of the body with
 //! one fuel check per group) against the interpreter: the methods of
-//! `data/Unroll.java` (the benchmarks' null loop; counted loops of every
+//! `data/unroll/Unroll.java` (the benchmarks' null loop; counted loops of every
 //! fused back-edge, up and down, by 1, 2 and 3, near the ends of `int`;
 //! a `goto` back-edge; a back-edge on a value the body computes; a
 //! counter or bound the body writes; a body that branches inside itself;
@@ -23,7 +23,7 @@ mod twin;
 use jive::{Fault, Limits};
 use twin::Twin;
 
-const UNROLL8: &[u8] = include_bytes!("data/unroll8.class");
+const UNROLL8: &[u8] = include_bytes!("data/unroll/unroll8.class");
 
 /// The methods of one `int` argument, and of two.
 const ONE: [&str; 13] = [
