@@ -14,7 +14,9 @@
 //! method with a loop keeps the register in a variable, stored where a
 //! call, a helper or the host may read it, `translate/fuel.rs`, and
 //! calls a stub that keeps every register when it runs out, so that its
-//! loops' values stay in registers), the
+//! loops' values stay in registers; a small loop runs in groups of copies
+//! of its body with one check per group while the fuel covers a group,
+//! `translate/unroll.rs`), the
 //! call-depth check, calls between compiled methods (direct calls,
 //! arguments in registers), array accesses that pass their checks (through
 //! the heap's table of element addresses, `Heap::raw`: handle, kind and
@@ -193,6 +195,8 @@ pub struct Compiled<H> {
     times: Vec<Option<std::time::Duration>>,
     /// The time the whole class took.
     total: std::time::Duration,
+    /// Per method: its small loops unrolled.
+    groups: Vec<usize>,
 }
 
 // SAFETY: the pointers in `entries` point into `module`'s finalized code,
@@ -254,6 +258,16 @@ impl<H> Compiled<H> {
     pub fn method_time(&self, m: crate::MethodId) -> Option<std::time::Duration> {
         self.entries.get(m.0 as usize).copied().flatten()?;
         self.times.get(m.0 as usize).copied().flatten()
+    }
+
+    /// How many small loops of method `m` run unrolled, in groups of
+    /// copies of their body with one fuel check per group
+    /// (`translate/unroll.rs`); 0 if it was not compiled.
+    pub fn unrolled_loops(&self, m: crate::MethodId) -> usize {
+        if self.entries.get(m.0 as usize).copied().flatten().is_none() {
+            return 0;
+        }
+        self.groups.get(m.0 as usize).copied().unwrap_or(0)
     }
 
     /// The time compiling the class took in all (bodies, entries and
@@ -668,6 +682,7 @@ pub(crate) fn compile<H>(class: &std::sync::Arc<ClassInner<H>>) -> Result<Compil
     let mut refused = ok.iter().map(|&o| !o).collect::<Vec<bool>>();
     let mut any_refused = false;
     let mut times = vec![None; cls.code.len()];
+    let mut groups = vec![0; cls.code.len()];
     for (m, mc) in cls.code.iter().enumerate() {
         let Some(b) = bodies[m] else {
             continue;
@@ -702,8 +717,13 @@ pub(crate) fn compile<H>(class: &std::sync::Arc<ClassInner<H>>) -> Result<Compil
                 stubs,
                 stub_refs: None,
                 sums: std::collections::HashMap::new(),
+                small: Vec::new(),
+                copy: None,
+                pending: None,
+                groups: 0,
             };
             g.method(&mut module, &bodies)?;
+            groups[m] = g.groups;
             g.b.finalize(module.target_config());
         }
         let isa = module.isa();
@@ -804,5 +824,6 @@ pub(crate) fn compile<H>(class: &std::sync::Arc<ClassInner<H>>) -> Result<Compil
         link: Link::new(cls),
         times,
         total: started.elapsed(),
+        groups,
     })
 }

@@ -8,9 +8,11 @@ mod arith;
 mod arrays;
 mod cache;
 mod fuel;
+mod unroll;
 
 pub(super) use cache::Plan;
 use cache::{may_store, CacheVars};
+use unroll::{inc_branch, Small};
 
 /// A method's machine code, compiled but not yet defined in the module.
 pub(super) struct Body {
@@ -127,6 +129,17 @@ pub(super) struct Gen<'a, 'f, H> {
     /// value -> (the value, how many times), so that a longer such sum
     /// is one multiplication ([`Gen::add`]).
     pub(super) sums: std::collections::HashMap<Value, (Value, i64)>,
+    /// Per op: the small loop whose back-edge it is ([`unroll`]), in a
+    /// method that keeps the fuel in a variable.
+    pub(super) small: Vec<Option<Small>>,
+    /// While a copy of a small loop's body is emitted: its first op and
+    /// the blocks of its ops, which branches inside it go to.
+    pub(super) copy: Option<(usize, Vec<Block>)>,
+    /// A group the op being emitted branches to, emitted after it: the
+    /// loop, the group's first block, the loop's header.
+    pub(super) pending: Option<(Small, Block, Block)>,
+    /// Small loops unrolled so far.
+    pub(super) groups: usize,
 }
 
 impl<H> Gen<'_, '_, H> {
@@ -200,12 +213,21 @@ impl<H> Gen<'_, '_, H> {
         let tb = self.edge(i, t)?;
         if (t as usize) <= i {
             self.charge((i + 1 - t as usize) as i64, i);
+            if let Some(s) = self.small_at(i, t) {
+                self.group_at_back_edge(s, tb);
+                return Ok(());
+            }
         }
         self.b.ins().jump(tb, &[]);
         Ok(())
     }
 
     fn target(&self, t: u32) -> Result<Block, String> {
+        if let Some((lo, blocks)) = &self.copy {
+            if let Some(&b) = (t as usize).checked_sub(*lo).and_then(|o| blocks.get(o)) {
+                return Ok(b);
+            }
+        }
         if self.sealed.get(t as usize) == Some(&true) {
             return Err(format!(
                 "internal: branch to op {t} of {} after its block was sealed",
@@ -216,6 +238,35 @@ impl<H> Gen<'_, '_, H> {
             .get(t as usize)
             .copied()
             .ok_or_else(|| format!("branch target {t} past the end of {}", self.mc.name))
+    }
+
+    /// The condition under which `op`, a conditional branch that is not
+    /// a fused increment, is taken.
+    fn branch_cond(&mut self, op: Op) -> Result<Value, String> {
+        use IntCC::*;
+        let (cc, a, y) = match op {
+            Op::IfEq { a, b, .. } => (Equal, a, Err(b)),
+            Op::IfNe { a, b, .. } => (NotEqual, a, Err(b)),
+            Op::IfLt { a, b, .. } => (SignedLessThan, a, Err(b)),
+            Op::IfGe { a, b, .. } => (SignedGreaterThanOrEqual, a, Err(b)),
+            Op::IfGt { a, b, .. } => (SignedGreaterThan, a, Err(b)),
+            Op::IfLe { a, b, .. } => (SignedLessThanOrEqual, a, Err(b)),
+            Op::IfEqI { a, v, .. } => (Equal, a, Ok(v)),
+            Op::IfNeI { a, v, .. } => (NotEqual, a, Ok(v)),
+            Op::IfLtI { a, v, .. } => (SignedLessThan, a, Ok(v)),
+            Op::IfGeI { a, v, .. } => (SignedGreaterThanOrEqual, a, Ok(v)),
+            Op::IfGtI { a, v, .. } => (SignedGreaterThan, a, Ok(v)),
+            Op::IfLeI { a, v, .. } => (SignedLessThanOrEqual, a, Ok(v)),
+            _ => return Err(format!("internal: {op:?} is not a conditional branch")),
+        };
+        let x = self.var(a);
+        Ok(match y {
+            Err(b) => {
+                let y = self.var(b);
+                self.b.ins().icmp(cc, x, y)
+            }
+            Ok(v) => self.b.ins().icmp_imm_s(cc, x, i64::from(v)),
+        })
     }
 
     /// `if cond goto t else goto next`, from op `i`.
@@ -275,6 +326,7 @@ impl<H> Gen<'_, '_, H> {
             let f = self.b.ins().load(types::I64, fl, c, CTX_FUEL);
             self.b.def_var(v, f);
             self.fuel_var = Some(v);
+            self.small = unroll::small_loops(mc);
         }
 
         // Slots other than the arguments are never read before they are
@@ -331,6 +383,15 @@ impl<H> Gen<'_, '_, H> {
                 }
             }
         }
+        // A small loop's copies, emitted with its back-edge, branch to
+        // where its body goes out of it.
+        for s in self.small.iter().flatten() {
+            for u in unroll::exits(mc, s) {
+                if let Some(l) = last.get_mut(u) {
+                    *l = (*l).max(s.i + 1);
+                }
+            }
+        }
         let mut seal_after: Vec<Vec<usize>> = vec![Vec::new(); mc.ops.len() + 1];
         for (t, &l) in last.iter().enumerate() {
             seal_after[l].push(t);
@@ -350,6 +411,7 @@ impl<H> Gen<'_, '_, H> {
                 let next = self.edge(i, i as u32 + 1)?;
                 self.b.ins().jump(next, &[]);
             }
+            self.unrolled(module, bodies)?;
             self.fill_edges();
             for b in std::mem::take(&mut self.local) {
                 self.b.seal_block(b);
@@ -467,33 +529,6 @@ impl<H> Gen<'_, '_, H> {
                 self.set($d, r);
             }};
         }
-        macro_rules! cmp {
-            ($cc:expr, $a:expr, $b:expr, $t:expr) => {{
-                let (x, y) = (self.var($a), self.var($b));
-                let c = self.b.ins().icmp($cc, x, y);
-                self.branch(c, i, $t, i + 1)?;
-                return Ok(false);
-            }};
-        }
-        macro_rules! cmpi {
-            ($cc:expr, $a:expr, $v:expr, $t:expr) => {{
-                let x = self.var($a);
-                let c = self.b.ins().icmp_imm_s($cc, x, $v as i64);
-                self.branch(c, i, $t, i + 1)?;
-                return Ok(false);
-            }};
-        }
-        macro_rules! incbr {
-            ($cc:expr, $x:expr, $v:expr, $b:expr, $t:expr) => {{
-                let x = self.var($x);
-                let y = self.b.ins().iadd_imm_s(x, $v as i64);
-                self.set($x, y);
-                let lim = self.var($b);
-                let c = self.b.ins().icmp($cc, y, lim);
-                self.branch(c, i, $t, i + 2)?;
-                return Ok(false);
-            }};
-        }
         match mc.ops[i] {
             Op::Mov { d, s } => {
                 let v = self.var(s);
@@ -562,27 +597,42 @@ impl<H> Gen<'_, '_, H> {
                 self.set(d, r);
             }
             Op::Inc { x, v } => bini!(x, x, v, iadd),
-            Op::IfEq { a, b, t } => cmp!(IntCC::Equal, a, b, t),
-            Op::IfNe { a, b, t } => cmp!(IntCC::NotEqual, a, b, t),
-            Op::IfLt { a, b, t } => cmp!(IntCC::SignedLessThan, a, b, t),
-            Op::IfGe { a, b, t } => cmp!(IntCC::SignedGreaterThanOrEqual, a, b, t),
-            Op::IfGt { a, b, t } => cmp!(IntCC::SignedGreaterThan, a, b, t),
-            Op::IfLe { a, b, t } => cmp!(IntCC::SignedLessThanOrEqual, a, b, t),
-            Op::IfEqI { a, v, t } => cmpi!(IntCC::Equal, a, v, t),
-            Op::IfNeI { a, v, t } => cmpi!(IntCC::NotEqual, a, v, t),
-            Op::IfLtI { a, v, t } => cmpi!(IntCC::SignedLessThan, a, v, t),
-            Op::IfGeI { a, v, t } => cmpi!(IntCC::SignedGreaterThanOrEqual, a, v, t),
-            Op::IfGtI { a, v, t } => cmpi!(IntCC::SignedGreaterThan, a, v, t),
-            Op::IfLeI { a, v, t } => cmpi!(IntCC::SignedLessThanOrEqual, a, v, t),
+            Op::IfEq { t, .. }
+            | Op::IfNe { t, .. }
+            | Op::IfLt { t, .. }
+            | Op::IfGe { t, .. }
+            | Op::IfGt { t, .. }
+            | Op::IfLe { t, .. }
+            | Op::IfEqI { t, .. }
+            | Op::IfNeI { t, .. }
+            | Op::IfLtI { t, .. }
+            | Op::IfGeI { t, .. }
+            | Op::IfGtI { t, .. }
+            | Op::IfLeI { t, .. } => {
+                let c = self.branch_cond(mc.ops[i])?;
+                self.branch(c, i, t, i + 1)?;
+                return Ok(false);
+            }
             Op::Goto { t } => {
                 self.goto(i, t)?;
                 return Ok(false);
             }
-            Op::IncLt { x, v, b, t } => incbr!(IntCC::SignedLessThan, x, v, b, t),
-            Op::IncLe { x, v, b, t } => incbr!(IntCC::SignedLessThanOrEqual, x, v, b, t),
-            Op::IncNe { x, v, b, t } => incbr!(IntCC::NotEqual, x, v, b, t),
-            Op::IncGt { x, v, b, t } => incbr!(IntCC::SignedGreaterThan, x, v, b, t),
-            Op::IncGe { x, v, b, t } => incbr!(IntCC::SignedGreaterThanOrEqual, x, v, b, t),
+            Op::IncLt { t, .. }
+            | Op::IncLe { t, .. }
+            | Op::IncNe { t, .. }
+            | Op::IncGt { t, .. }
+            | Op::IncGe { t, .. } => {
+                let Some((x, v, b, cc)) = inc_branch(&mc.ops[i]) else {
+                    return Err(format!("internal: op {i} is not a fused increment"));
+                };
+                let y = self.var(x);
+                let y = self.b.ins().iadd_imm_s(y, i64::from(v));
+                self.set(x, y);
+                let lim = self.var(b);
+                let c = self.b.ins().icmp(cc, y, lim);
+                self.branch(c, i, t, i + 2)?;
+                return Ok(false);
+            }
             Op::Switch { s, tab } => {
                 self.switch(i, s, tab)?;
                 return Ok(false);

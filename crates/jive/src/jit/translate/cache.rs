@@ -437,7 +437,14 @@ impl<H> Gen<'_, '_, H> {
     pub(super) fn edge(&mut self, from: usize, t: u32) -> Result<Block, String> {
         let tb = self.target(t)?;
         let set = self.plan.on_edge(from, t as usize);
-        if set == 0 {
+        // Out of a copy of a small loop's body, always through an edge
+        // block: what the way out alone needs (the fuel and counter of
+        // the copy) is computed there.
+        let out = self
+            .copy
+            .as_ref()
+            .is_some_and(|(lo, bl)| !(*lo..*lo + bl.len()).contains(&(t as usize)));
+        if set == 0 && !out {
             return Ok(tb);
         }
         let blk = self.block();
