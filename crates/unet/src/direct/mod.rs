@@ -111,8 +111,26 @@ const AHEAD_LINES: u64 = 4;
 /// A cache line.
 const LINE: u64 = 64;
 
+/// How far past its new position a one-message receive asks for the
+/// ring's line to be fetched (see [`DirectConn::recv_record`]).
+const RX_AHEAD: u64 = 128;
+
 /// A tag with this bit flipped is another position's.
 const NOT_A_TAG: u32 = 0x8000_0000;
+
+/// Ask for the cache line at `p` to read soon: a hint only, which never
+/// faults and changes no memory.
+#[inline(always)]
+fn prefetch_read(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch reads nothing into the program and cannot fault,
+    // whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast())
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
 
 // SAFETY: `tx` and `rx` point into `map`, which DirectConn owns, and
 // `counters` into an endpoint's header (or `map`) that outlives it; the
