@@ -137,7 +137,7 @@ impl DirectConn {
             // producer's core overlaps this message and the caller's work
             // instead of stalling the next call's header load
             // (`unet bench stream --path direct --sizes 64 --batch 1`:
-            // 1.2-1.5x the floor ring against 0.84-0.94x without where
+            // 1.2-1.5x the floor ring against 0.75-0.94x without where
             // the two cores are far apart, no clear change where they are
             // close; 64, 96, 160, 512 or 1024 bytes ahead gained nothing,
             // 256 less; the ping-pong's round trip did not change). A
