@@ -689,15 +689,8 @@ fn enumerate(c: &mut Ctx, pegs: u32) -> Res<serde_json::Value> {
             continue;
         }
         idle += 1;
-        // Waiting for the network (positions to expand, the outbox
-        // full): spin, as a waiting inject does; a yield would hand the
-        // core to another process for a slice of its own while messages
-        // come in. Give it away only when there is nothing to do.
-        let every = if s.stack.is_empty() { 1024 } else { 1 << 16 };
-        if idle.is_multiple_of(every) {
+        if idle.is_multiple_of(1024) {
             std::thread::yield_now();
-        } else {
-            std::hint::spin_loop();
         }
     }
     c.flush_all(&mut s, enum_msg)?;
