@@ -19,9 +19,17 @@
 //!   pegs a side (one hole empty at the top) reachable by jumps, searched
 //!   by all nodes: a position belongs to the node its hash names, a node
 //!   expands the new positions it owns and sends each successor owned by
-//!   another node as one unacknowledged one-word message. Termination by
-//!   rank 0's waves of counts (two waves in a row with every node idle and
-//!   as many positions received as sent, the same both times).
+//!   another node as one unacknowledged one-word message. A node's
+//!   handler only keeps a position it has not seen (on its stack); the
+//!   node expands positions when no message waits for it, and only while
+//!   the network takes what it sends: with `--outbox` messages waiting to
+//!   go it stops expanding and goes on taking messages (the UDM paper's
+//!   sender, whose `inject` waits while the network backs up, never
+//!   runs ahead of its receivers; the search's frontier stays on the
+//!   nodes' stacks, not in the network or a receiver's buffer).
+//!   Termination by rank 0's waves of counts (two waves in a row with
+//!   every node idle and as many positions received as sent, the same
+//!   both times).
 //! - `kv`: the request-reply stand-in for the CRL programs: `--count`
 //!   reads (70 %) and writes (30 %) of keys held by other nodes, each
 //!   waiting for its reply while serving the others' requests.
@@ -112,6 +120,10 @@ pub struct NodeArgs {
     /// Added spinning per message taken from the virtual buffer (ns).
     #[arg(long, default_value_t = 0)]
     pub buffer_cost_ns: u64,
+    /// enum: messages a node lets wait for the network (its fast ring
+    /// full) before it stops expanding positions until they have gone.
+    #[arg(long, default_value_t = OUTBOX)]
+    pub outbox: usize,
     /// Seed of the node's random choices (mixed with its rank).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -134,6 +146,9 @@ const H_WRITE: u16 = 31;
 const H_REPLY: u16 = 32;
 const H_REQ: u16 = 40;
 const H_ACK: u16 = 41;
+
+/// enum's default `--outbox`: a few positions' successors.
+pub const OUTBOX: usize = 64;
 
 /// Handler of the ping-pong of Table 4 (the parent's side).
 pub const PING: u16 = H_PING;
@@ -199,6 +214,7 @@ fn node_main(a: &NodeArgs) -> Res<()> {
         "buffer_pages_max": st.engine(UdmCounter::BufferPagesMax),
         "buffer_held_bytes_max": st.engine(UdmCounter::BufferHeldBytesMax),
         "sent": c.sent,
+        "outbox_max": c.outbox_max,
         "handled": c.handled,
         "handler_ns": c.handler_ns,
         "result": extra,
@@ -216,6 +232,10 @@ struct Ctx {
     n: u32,
     rank: u32,
     outbox: VecDeque<(u32, u16, [u64; 3], usize)>,
+    /// enum: the messages waiting to go at which it stops expanding; the
+    /// most that ever waited.
+    bound: usize,
+    outbox_max: usize,
     fins: u32,
     sent: u64,
     buffer_cost: Duration,
@@ -243,6 +263,8 @@ impl Ctx {
             rank: node.rank(),
             node,
             outbox: VecDeque::new(),
+            bound: a.outbox.max(1),
+            outbox_max: 0,
             fins: 0,
             sent: 0,
             buffer_cost: Duration::from_nanos(a.buffer_cost_ns),
@@ -285,7 +307,17 @@ impl Ctx {
         let mut a = [0u64; 3];
         a[..w.len()].copy_from_slice(w);
         self.outbox.push_back((dest, h, a, w.len()));
+        self.outbox_max = self.outbox_max.max(self.outbox.len());
         self.flush()
+    }
+
+    /// Whether the network takes what this node sends: fewer than the
+    /// bound wait to go (after sending what can go now).
+    fn room(&mut self) -> Res<bool> {
+        if self.outbox.len() >= self.bound {
+            self.flush()?;
+        }
+        Ok(self.outbox.len() < self.bound)
     }
 
     /// Sends what can go now, in order.
@@ -520,23 +552,46 @@ fn owner(pos: u64, n: u32) -> u32 {
     ((pos.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) % n as u64) as u32
 }
 
+/// Whether position `p` is marked in `seen` (a bit per position).
+fn seen(seen: &[u64], p: u64) -> bool {
+    seen[(p / 64) as usize] >> (p % 64) & 1 == 1
+}
+
+/// Positions a node expands between looks for a message.
+const EXPAND_BATCH: u32 = 8;
+
 impl Enum {
-    /// Expands every position on the stack: new ones are counted and
-    /// their successors pushed (ours) or sent (another node's).
+    /// Keeps position `p` to expand, unless it was seen.
+    fn keep(&mut self, p: u64) {
+        if !seen(&self.seen, p) {
+            self.stack.push(p);
+        }
+    }
+
+    /// Expands positions from the stack, new ones counted and their
+    /// successors pushed (ours) or sent (another node's), until a message
+    /// may be waiting (every [`EXPAND_BATCH`]), the stack is empty, or the
+    /// network takes no more ([`Ctx::room`]: the rest stays on the stack).
     fn work(&mut self, c: &mut Ctx) -> Res<()> {
-        while let Some(p) = self.stack.pop() {
-            let (w, b) = ((p / 64) as usize, p % 64);
-            if self.seen[w] >> b & 1 == 1 {
+        let mut n = 0;
+        while n < EXPAND_BATCH && c.room()? {
+            let Some(p) = self.stack.pop() else {
+                break;
+            };
+            if seen(&self.seen, p) {
                 continue;
             }
-            self.seen[w] |= 1 << b;
+            self.seen[(p / 64) as usize] |= 1 << (p % 64);
             self.visited += 1;
+            n += 1;
             for &(a, o, t) in &self.moves {
                 if p >> a & 1 == 1 && p >> o & 1 == 1 && p >> t & 1 == 0 {
                     let q = p & !(1 << a) & !(1 << o) | 1 << t;
                     let d = owner(q, c.n);
                     if d == c.rank {
-                        self.stack.push(q);
+                        if !seen(&self.seen, q) {
+                            self.stack.push(q);
+                        }
                     } else {
                         self.pos_sent += 1;
                         c.send(d, H_POS, &[q])?;
@@ -546,17 +601,21 @@ impl Enum {
         }
         Ok(())
     }
+
+    /// Nothing to expand and nothing waiting to go.
+    fn idle(&self, c: &Ctx) -> bool {
+        self.stack.is_empty() && c.outbox.is_empty()
+    }
 }
 
 fn enum_msg(c: &mut Ctx, s: &mut Enum, m: Msg) -> Res<()> {
     match m.handler {
         H_POS => {
             s.pos_recv += 1;
-            s.stack.push(m.w[0]);
-            s.work(c)?;
+            s.keep(m.w[0]);
         }
         H_QUERY => {
-            let idle = c.outbox.is_empty() as u64;
+            let idle = s.idle(c) as u64;
             c.send(0, H_REPORT, &[s.pos_sent, s.pos_recv, idle])?;
         }
         H_REPORT if c.rank == 0 => {
@@ -593,16 +652,23 @@ fn enumerate(c: &mut Ctx, pegs: u32) -> Res<serde_json::Value> {
     let start = ((1u64 << holes) - 1) & !1;
     if owner(start, c.n) == c.rank {
         s.stack.push(start);
-        s.work(c)?;
     }
     let mut idle = 0u32;
     while !s.done {
+        // Messages first: taking one is cheap (a position kept), so a node
+        // empties its input, and its virtual buffer after a switch, faster
+        // than its peers fill it.
         if let Some(m) = c.next()? {
             idle = 0;
             c.run(&mut s, enum_msg, m)?;
             continue;
         }
-        if c.rank == 0 && c.outbox.is_empty() && (s.wave == 0 || s.reports + 1 >= c.n) {
+        if !s.stack.is_empty() && c.room()? {
+            idle = 0;
+            s.work(c)?;
+            continue;
+        }
+        if c.rank == 0 && s.idle(c) && (s.wave == 0 || s.reports + 1 >= c.n) {
             if s.wave > 0 {
                 // A complete wave (ours counted as we started it).
                 let (ss, rr, all_idle) = s.sums;
@@ -737,3 +803,6 @@ fn synth(c: &mut Ctx, a: &NodeArgs) -> Res<serde_json::Value> {
     c.finish(&mut s, synth_msg)?;
     Ok(json!({ "requests": sent, "served": s.served }))
 }
+
+#[cfg(test)]
+mod tests;
