@@ -326,7 +326,7 @@ impl Applet {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn run<const N: usize>(
         &mut self,
         ep: &mut dyn SleEndpoint,
