@@ -41,8 +41,8 @@ pub enum ClientCounter {
     PeerWakeups = 6,
     /// Invocations of an inline applet.
     AppletCalls = 7,
-    /// Time spent in an inline applet, ns (one invocation in 16 is timed
-    /// and counted 16 times: an estimate).
+    /// Time spent in an inline applet, ns (one invocation in 64 is timed
+    /// and counted 64 times: an estimate).
     AppletTimeNs = 8,
     /// Faults of an inline applet.
     AppletFaults = 9,
@@ -527,8 +527,8 @@ counter_enum! {
         /// Applet doTimer invocations.
         AppletTimerCalls = 24 => "applet_timer_calls",
         /// Time spent in the applet, ns: invocations that used more than
-        /// 2 000 units of work are timed exactly, one short one in 16 is
-        /// timed and counted 16 times (an estimate).
+        /// 2 000 units of work are timed exactly, one short one in 64 is
+        /// timed and counted 64 times (an estimate).
         AppletTimeNs = 25 => "applet_time_ns",
         /// Longest timed applet invocation, ns.
         AppletMaxNs = 26 => "applet_max_ns",

@@ -326,7 +326,7 @@ impl Applet {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn run<const N: usize>(
         &mut self,
         ep: &mut dyn SleEndpoint,
@@ -397,14 +397,21 @@ impl Applet {
     /// Run `doRx(length, channel)` with the packet in `RxBuf`.
     pub fn rx(&mut self, ep: &mut dyn SleEndpoint, data: &[u8], chan: u16) -> Result<(), Fault> {
         self.stats.rx_calls += 1;
-        match self.rx_buffer(data.len()) {
-            // `RxBuf` holds the packet (the length fits an i32: the buffer
-            // is a JIVE array), and nothing runs between the copy and the
-            // call to replace it.
-            Ok(b) => b[..data.len()].copy_from_slice(data),
-            Err(f) => return Err(self.fault(f)),
-        }
-        self.run(ep, self.do_rx, [data.len() as i32, chan as i32])
+        let len = data.len();
+        // The common case, an `RxBuf` that holds the packet, with one
+        // lookup of the field; `rx_buffer` makes a new one otherwise.
+        let dst = match self.vm.field_bytes_mut(self.rxbuf) {
+            Some(b) if b.len() >= len => bytemuck_i8(&mut b[..len]),
+            _ => match self.rx_buffer(len) {
+                Ok(b) => &mut b[..len],
+                Err(f) => return Err(self.fault(f)),
+            },
+        };
+        // `RxBuf` holds the packet (the length fits an i32: the buffer is
+        // a JIVE array), and nothing runs between the copy and the call to
+        // replace it.
+        dst.copy_from_slice(data);
+        self.run(ep, self.do_rx, [len as i32, chan as i32])
     }
 
     /// `RxBuf` as bytes, at least `min` long, for the host to write an

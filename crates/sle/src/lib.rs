@@ -87,8 +87,11 @@ pub fn pause_after_load(spent: Duration) -> Option<Duration> {
 }
 
 /// Applets placed in the engine have one short invocation in this many
-/// timed (see [`Applet::set_time_sampling`])...
-pub const ENGINE_TIME_SAMPLE: u32 = 16;
+/// timed (see [`Applet::set_time_sampling`]): the two reads of the
+/// time-stamp counter cost about as much as RawUnet's whole invocation
+/// where the counter is virtualised (some 20 ns each in a virtual
+/// machine), so one in 64 keeps them under a nanosecond a message...
+pub const ENGINE_TIME_SAMPLE: u32 = 64;
 /// ...and every invocation that used more work than this timed exactly:
 /// the engine holds back an applet whose invocations are long and busy
 /// ([`pause_after`]); nor is an invocation that used less paused after.

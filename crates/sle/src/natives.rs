@@ -189,10 +189,7 @@ fn n_dma_rxd(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResul
     let ep = h.ep()?;
     let offs = ctx.ints(a[0])?;
     if offs.len() != MAX_RX_BUFFERS {
-        return Err(Box::new(Fault::Native(format!(
-            "dmaRxd needs an int[{MAX_RX_BUFFERS}], got int[{}]",
-            offs.len()
-        ))));
+        return Err(Box::new(bad_offsets(offs.len())));
     }
     let Ok(chan) = u16::try_from(a[1]) else {
         return Err(Box::new(bad_channel(a[1])));
@@ -200,12 +197,14 @@ fn n_dma_rxd(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResul
     let len = a[2];
     let bs = bufsize as i64;
     if len <= 0 || len as i64 > bs * MAX_RX_BUFFERS as i64 {
-        return Err(Box::new(Fault::Native(format!(
-            "dmaRxd length {len} not in 1..={}",
-            bs * MAX_RX_BUFFERS as i64
-        ))));
+        return Err(Box::new(bad_rxd_len(len, bs)));
     }
-    let nbufs = unet_abi::buffers_spanned(len as usize, bs as usize);
+    // One buffer, the common case, without counting them.
+    let nbufs = if len as i64 <= bs {
+        1
+    } else {
+        unet_abi::buffers_spanned(len as usize, bs as usize)
+    };
     let mut d = RecvDesc {
         len: len as u32,
         channel: chan,
@@ -219,6 +218,23 @@ fn n_dma_rxd(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResul
     charge(ctx, 0)?;
     ep.push_recv(d);
     Ok(0)
+}
+
+#[cold]
+#[inline(never)]
+fn bad_offsets(n: usize) -> Fault {
+    Fault::Native(format!(
+        "dmaRxd needs an int[{MAX_RX_BUFFERS}], got int[{n}]"
+    ))
+}
+
+#[cold]
+#[inline(never)]
+fn bad_rxd_len(len: i32, bs: i64) -> Fault {
+    Fault::Native(format!(
+        "dmaRxd length {len} not in 1..={}",
+        bs * MAX_RX_BUFFERS as i64
+    ))
 }
 
 fn n_dma_rxd_payload(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {

@@ -62,11 +62,12 @@ impl RunnerConfig {
     }
 
     /// The client library's inline placement: never paused, one
-    /// invocation in 16 timed, compiled before the first message.
+    /// invocation in 64 timed (as in the engine,
+    /// [`crate::ENGINE_TIME_SAMPLE`]), compiled before the first message.
     pub fn inline() -> RunnerConfig {
         RunnerConfig {
             pause: false,
-            time_sample: 16,
+            time_sample: crate::ENGINE_TIME_SAMPLE,
             exact_fuel: u64::MAX,
             wait_compiled: true,
             max_timers: MAX_TIMERS,

@@ -327,7 +327,6 @@ impl DataPath<'_> {
         if may_run
             && self.eps.is_live(di, dst_id)
             && !self.applets.pending.has(di)
-            && !self.applets.paused(di)
             && self.rx_now(di, dst_id, chan, msg)
         {
             return true;
@@ -339,11 +338,16 @@ impl DataPath<'_> {
     /// Run endpoint `idx`'s `doRx` on `msg`, copied once, straight into
     /// its `RxBuf` (a fault, `RxBuf` that cannot be made large enough
     /// included, is reported as any other). False (nothing done) if the
-    /// endpoint has no applet.
+    /// endpoint has no applet or its applet waits out a pause (the runner
+    /// is taken out once, and asked whether it is paused in hand).
     fn rx_now(&mut self, idx: usize, id: u32, chan: u16, msg: &[u8]) -> bool {
         let Some(mut r) = self.applets.take(idx) else {
             return false;
         };
+        if r.paused() {
+            self.applets.put(idx, id, r);
+            return false;
+        }
         let o = r.rx(&mut EnginePort { dp: self, idx }, msg, chan);
         self.after_run(idx, id, r, o);
         true

@@ -2,7 +2,7 @@
 //! process, on the direct path (feature `inline`). The applet is run by
 //! the same [`Runner`] as in the engine, with the inline policy: never
 //! paused (it runs on its owner's thread), compiled before the first
-//! message, one short invocation in 16 timed.
+//! message, one short invocation in 64 timed.
 
 use std::collections::VecDeque;
 use std::ptr::NonNull;
