@@ -36,6 +36,13 @@ fn port(hub: &MemoryHub, addr: SocketAddr, engine_id: u64) -> WirePort {
     WirePort::new(Box::new(t), adm, engine_id, counters)
 }
 
+/// Ports of engines 1 and 2 on `hub`, at 127.0.0.1:1 and :2.
+fn two_ports(hub: &MemoryHub) -> (SocketAddr, SocketAddr, WirePort, WirePort) {
+    let a_addr: SocketAddr = "127.0.0.1:1".parse().expect("addr");
+    let b_addr: SocketAddr = "127.0.0.1:2".parse().expect("addr");
+    (a_addr, b_addr, port(hub, a_addr, 1), port(hub, b_addr, 2))
+}
+
 fn to(addr: SocketAddr, vi: u32, peer_token: u64, bytes: &[u8]) -> ConnOut<'_> {
     ConnOut {
         to: ConnPeer {
@@ -54,12 +61,7 @@ fn to(addr: SocketAddr, vi: u32, peer_token: u64, bytes: &[u8]) -> ConnOut<'_> {
 #[test]
 fn connection_frames_are_checked_once_and_sorted_by_system() {
     let hub = MemoryHub::new();
-    let (a_addr, b_addr): (SocketAddr, SocketAddr) = (
-        "127.0.0.1:1".parse().expect("addr"),
-        "127.0.0.1:2".parse().expect("addr"),
-    );
-    let mut a = port(&hub, a_addr, 1);
-    let mut b = port(&hub, b_addr, 2);
+    let (a_addr, b_addr, mut a, mut b) = two_ports(&hub);
     let (vi, link) = (7, 9 | LINK_BIT);
     b.route(vi, Some((a_addr, 0xaa)));
     b.route(link, Some((a_addr, 0xbb)));
@@ -113,12 +115,7 @@ fn connection_frames_are_checked_once_and_sorted_by_system() {
 #[test]
 fn an_empty_port_receives_when_readable_or_now_and_then() {
     let hub = MemoryHub::new();
-    let (a_addr, b_addr): (SocketAddr, SocketAddr) = (
-        "127.0.0.1:1".parse().expect("addr"),
-        "127.0.0.1:2".parse().expect("addr"),
-    );
-    let mut a = port(&hub, a_addr, 1);
-    let mut b = port(&hub, b_addr, 2);
+    let (a_addr, b_addr, mut a, mut b) = two_ports(&hub);
     let calls = |p: &WirePort| p.transport.stats().recv_syscalls;
     // The first look finds nothing; the next RECV_SKIP_MAX turns make no
     // receive call.
