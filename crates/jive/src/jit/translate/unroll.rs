@@ -24,6 +24,12 @@
 //! (`x + k * v` against `b`, in 64 bits so that no step wraps): then its
 //! copies do not compare at all, and `x` in copy `j` is `x + j * v`.
 //!
+//! The blocks of a copy are sealed as they are entered (within a copy,
+//! branches go only forwards, so every branch to a block precedes it): a
+//! slot keeps one `Value` down the copy, as in a straight run of ops, and
+//! what the translator recognises by `Value` (a sum of one value with
+//! itself, see `Gen::sum`) is recognised in every copy.
+//!
 //! Bounds: at most [`UNROLL_MAX`] copies, of at most [`UNROLL_OPS`] ops
 //! in all, and at most [`UNROLL_METHOD_OPS`] ops copied per method.
 
@@ -220,10 +226,8 @@ impl<H> Gen<'_, '_, H> {
         let f0 = self.fuel();
         let x0 = s.counted.map(|c| self.var(c.x));
         for j in 0..s.k {
-            // Sealed as soon as they are entered: within a copy, branches go
-            // only forwards, so every branch to a block precedes it, and a
-            // slot's value (a sum of one value, see `Gen::sum`) is the same
-            // `Value` down the copy rather than a block parameter.
+            // Sealed as soon as they are entered (see the module's
+            // documentation).
             let blocks: Vec<Block> = (s.t..=s.i).map(|_| self.b.create_block()).collect();
             self.b.ins().jump(blocks[0], &[]);
             self.b.switch_to_block(blocks[0]);
