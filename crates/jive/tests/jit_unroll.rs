@@ -26,8 +26,9 @@ use twin::Twin;
 const UNROLL8: &[u8] = include_bytes!("data/unroll/unroll8.class");
 
 /// The methods of one `int` argument, and of two.
-const ONE: [&str; 13] = [
+const ONE: [&str; 14] = [
     "nullLoop",
+    "tenfold",
     "ne",
     "le",
     "ge",

@@ -24,6 +24,12 @@
 //! (`x + k * v` against `b`, in 64 bits so that no step wraps): then its
 //! copies do not compare at all, and `x` in copy `j` is `x + j * v`.
 //!
+//! The blocks of a copy are sealed as they are entered (within a copy,
+//! branches go only forwards, so every branch to a block precedes it): a
+//! slot keeps one `Value` down the copy, as in a straight run of ops, and
+//! what the translator recognises by `Value` (a sum of one value with
+//! itself, see `Gen::sum`) is recognised in every copy.
+//!
 //! Bounds: at most [`UNROLL_MAX`] copies, of at most [`UNROLL_OPS`] ops
 //! in all, and at most [`UNROLL_METHOD_OPS`] ops copied per method.
 
@@ -220,9 +226,12 @@ impl<H> Gen<'_, '_, H> {
         let f0 = self.fuel();
         let x0 = s.counted.map(|c| self.var(c.x));
         for j in 0..s.k {
-            let blocks: Vec<Block> = (s.t..=s.i).map(|_| self.block()).collect();
+            // Sealed as soon as they are entered (see the module's
+            // documentation).
+            let blocks: Vec<Block> = (s.t..=s.i).map(|_| self.b.create_block()).collect();
             self.b.ins().jump(blocks[0], &[]);
             self.b.switch_to_block(blocks[0]);
+            self.b.seal_block(blocks[0]);
             self.copy = Some((s.t, blocks.clone()));
             let f = self.b.ins().iadd_imm_s(f0, -(j as i64) * s.cost);
             self.set_fuel(f);
@@ -235,6 +244,7 @@ impl<H> Gen<'_, '_, H> {
             for o in s.t..s.i {
                 if o > s.t {
                     self.b.switch_to_block(blocks[o - s.t]);
+                    self.b.seal_block(blocks[o - s.t]);
                     if !self.plan.straight(o) {
                         self.proven.fill(0);
                         self.known.clear();
@@ -243,20 +253,26 @@ impl<H> Gen<'_, '_, H> {
                 if may_store(&self.mc.ops[o]) {
                     self.known.clear();
                 }
+                let mark = self.local.len();
                 if self.op(o, module, bodies)? {
                     let next = self.edge(o, o as u32 + 1)?;
                     self.b.ins().jump(next, &[]);
                 }
                 self.fill_edges();
+                for b in self.local.split_off(mark) {
+                    self.b.seal_block(b);
+                }
             }
             if s.i > s.t {
                 self.b.switch_to_block(blocks[s.i - s.t]);
+                self.b.seal_block(blocks[s.i - s.t]);
             }
-            let next = self.block();
+            let next = self.b.create_block();
             self.copy_back_edge(&s, next)?;
             self.copy = None;
             self.fill_edges();
             self.b.switch_to_block(next);
+            self.b.seal_block(next);
         }
         // After the group: the charges of its `k` back-edges.
         let f = self.b.ins().iadd_imm_s(f0, -(s.k as i64) * s.cost);

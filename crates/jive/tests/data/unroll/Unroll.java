@@ -192,6 +192,19 @@ public class Unroll {
         return i * 1000 + j;
     }
 
+    /**
+     * The benchmarks' math: ten additions of a local that changes at each
+     * iteration (one multiplication in every copy), wrapping past 2^31.
+     */
+    static int tenfold(int n) {
+        int y = 0;
+        for (int i = 0; i < n && stop == 0; i++) {
+            int x = i + n;
+            y = x + x + x + x + x + x + x + x + x + x;
+        }
+        return y;
+    }
+
     /** Never returns: only fuel, a checkpoint or the time limit stops it. */
     static int forever(int n) {
         int s = n;
