@@ -70,7 +70,7 @@ use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use unet_abi::EngineCounter;
 use unet_sys::{self as sys, EventFd};
@@ -96,6 +96,14 @@ use crate::wire::Transport;
 
 /// A turn polls the file descriptors at least once in this many.
 const FD_POLL_EVERY: u64 = 64;
+
+/// How long an engine that just worked keeps looking before it sleeps,
+/// at least (`EngineConfig::idle_spin` may make it longer): a client on
+/// another CPU that answers what it was just given within this saves a
+/// doorbell, and the engine a wake-up of several microseconds (in a
+/// virtual machine, tens when its CPU had halted). Turns that find nothing
+/// cost a poll of the file descriptors and no system call on the wire.
+const LOOK_AFTER_WORK: Duration = Duration::from_micros(4);
 
 /// State shared between a dispatcher and the handles that reach it from
 /// other threads.
@@ -337,7 +345,7 @@ impl Dispatcher {
             let now = Instant::now();
             match idle_since {
                 None => idle_since = Some(now),
-                Some(t) if now.duration_since(t) >= self.cfg.idle_spin => {
+                Some(t) if now.duration_since(t) >= self.cfg.idle_spin.max(LOOK_AFTER_WORK) => {
                     self.sleep();
                     idle_since = None;
                 }
