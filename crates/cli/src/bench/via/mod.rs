@@ -90,23 +90,17 @@ fn bench(a: Args) -> Res<()> {
         return remote(&a, &s, &prog, &emit);
     }
     for reliability in a.reliability.levels() {
+        let point = |size| Point {
+            path: a.path,
+            reliability,
+            size,
+            s: &s,
+        };
         for &size in &a.sizes {
-            let p = Point {
-                path: a.path,
-                reliability,
-                size,
-                s: &s,
-            };
-            emit(pingpong_row(&p, &prog)?);
+            emit(pingpong_row(&point(size), &prog)?);
         }
         for &size in &a.stream_sizes {
-            let p = Point {
-                path: a.path,
-                reliability,
-                size,
-                s: &s,
-            };
-            emit(stream_row(&p, &prog)?);
+            emit(stream_row(&point(size), &prog)?);
         }
     }
     Ok(())
