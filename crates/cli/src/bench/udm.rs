@@ -148,6 +148,13 @@ pub struct Args {
     /// enum: pegs a side [default: 6; 5 with --quick].
     #[arg(long)]
     pub pegs: Option<u32>,
+    /// enum: work spun per position expanded, ns. The paper's enum has
+    /// about 525 communication events a node per slice (a slice of
+    /// 500 000 cycles, 953 cycles between events, Table 6); ours, with
+    /// nothing added, some 20 times as many per 20 ms slice. Adding work
+    /// brings the ratio to the paper's without changing what is computed.
+    #[arg(long, default_value_t = 0)]
+    pub enum_expand_ns: u64,
     /// kv: requests per node [default: 1000000, some 35 slices of 20 ms;
     /// 300 with --quick].
     #[arg(long)]

@@ -108,6 +108,10 @@ pub struct NodeArgs {
     /// enum: pegs a side.
     #[arg(long, default_value_t = 6)]
     pub pegs: u32,
+    /// enum: work per position expanded, spun (ns): a search whose
+    /// positions cost more to expand sends at a lower rate.
+    #[arg(long, default_value_t = 0)]
+    pub expand_ns: u64,
     /// synth: requests per group (N).
     #[arg(long, default_value_t = 10)]
     pub group: u64,
@@ -195,7 +199,7 @@ fn node_main(a: &NodeArgs) -> Res<()> {
         App::Null => unreachable!("handled above"),
         App::Pong => pong(&mut c)?,
         App::Barrier => barrier(&mut c, a.count)?,
-        App::Enum => enumerate(&mut c, a.pegs)?,
+        App::Enum => enumerate(&mut c, a.pegs, Duration::from_nanos(a.expand_ns))?,
         App::Kv => kv(&mut c, a.count)?,
         App::Synth => synth(&mut c, a)?,
     };
@@ -546,6 +550,8 @@ struct Enum {
     sums: (u64, u64, bool),
     last: Option<(u64, u64)>,
     done: bool,
+    /// `--expand-ns`.
+    expand: Duration,
 }
 
 fn owner(pos: u64, n: u32) -> u32 {
@@ -584,6 +590,9 @@ impl Enum {
             self.seen[(p / 64) as usize] |= 1 << (p % 64);
             self.visited += 1;
             n += 1;
+            if !self.expand.is_zero() {
+                spin_for(self.expand);
+            }
             for &(a, o, t) in &self.moves {
                 if p >> a & 1 == 1 && p >> o & 1 == 1 && p >> t & 1 == 0 {
                     let q = p & !(1 << a) & !(1 << o) | 1 << t;
@@ -630,7 +639,7 @@ fn enum_msg(c: &mut Ctx, s: &mut Enum, m: Msg) -> Res<()> {
     Ok(())
 }
 
-fn enumerate(c: &mut Ctx, pegs: u32) -> Res<serde_json::Value> {
+fn enumerate(c: &mut Ctx, pegs: u32, expand: Duration) -> Res<serde_json::Value> {
     if !(4..=8).contains(&pegs) {
         return Err(format!("--pegs {pegs}: 4 to 8"));
     }
@@ -647,6 +656,7 @@ fn enumerate(c: &mut Ctx, pegs: u32) -> Res<serde_json::Value> {
         sums: (0, 0, true),
         last: None,
         done: false,
+        expand,
     };
     // Every peg but the top one.
     let start = ((1u64 << holes) - 1) & !1;

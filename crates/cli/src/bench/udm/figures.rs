@@ -132,10 +132,29 @@ fn median_point(x: f64, runs: &[GangRun]) -> Point {
     }
 }
 
+/// The paper's enum: communication events a node per slice, from its
+/// slice (500 000 cycles, section 5) over Table 6's 953 cycles between
+/// events. Derived from the two, not printed in the paper.
+const PAPER_ENUM_PER_SLICE: f64 = 500_000.0 / 953.0;
+
+/// Messages a node took per slice of its own job (the job runs one slice
+/// in two against the null job).
+fn per_slice(p: &Plan, q: &Point) -> f64 {
+    let slices = q.runtime * 1e3 / (2.0 * p.a.slice_ms as f64);
+    q.msgs / p.nodes as f64 / slices.max(1.0)
+}
+
 pub(super) fn app_extra(p: &Plan, app: App) -> Vec<String> {
     let (k, v) = match app {
         App::Barrier => ("--count", p.q(p.a.barriers, 1_000_000, 200)),
-        App::Enum => ("--pegs", p.q(p.a.pegs, 6, 5) as u64),
+        App::Enum => {
+            return vec![
+                "--pegs".into(),
+                p.q(p.a.pegs, 6, 5).to_string(),
+                "--expand-ns".into(),
+                p.a.enum_expand_ns.to_string(),
+            ]
+        }
         App::Kv => ("--count", p.q(p.a.kv_requests, 1_000_000, 300)),
         _ => return vec![],
     };
@@ -250,7 +269,10 @@ pub(super) fn fig78(p: &Plan) -> Res<()> {
                        "switch_atomicity_timeout": q.switch_timeout,
                        "switch_descheduled": q.switch_stopped, "overflow_advice": q.advised,
                        "switches_first": q.first, "scheduler_notices": !p.a.silent_scheduler,
-                       "paper_relative_runtime": (*app == App::Barrier).then(|| paper_barrier(q.x))}),
+                       "paper_relative_runtime": (*app == App::Barrier).then(|| paper_barrier(q.x)),
+                       "msgs_per_slice_node": per_slice(p, q),
+                       "enum_expand_ns": (*app == App::Enum).then_some(p.a.enum_expand_ns),
+                       "paper_msgs_per_slice_node": (*app == App::Enum).then_some(PAPER_ENUM_PER_SLICE)}),
             );
         }
     }
@@ -269,6 +291,19 @@ pub(super) fn fig78(p: &Plan) -> Res<()> {
             "most virtual buffer pages any node kept: {pages}; needed by the most messages one \
              held at once: {needed} (the paper: under seven)"
         );
+        for (app, pts) in series.iter().filter(|(a, _)| *a == App::Enum) {
+            println!(
+                "{}: {} messages a node per slice of its own ({} ns of work added per position; \
+                 the paper's enum: about {PAPER_ENUM_PER_SLICE:.0}, its 500 000-cycle slice over \
+                 Table 6's 953 cycles between events)",
+                app.name(),
+                pts.iter()
+                    .map(|q| format!("{:.0} at {}%", per_slice(p, q), q.x))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                p.a.enum_expand_ns
+            );
+        }
         println!(
             "the paper (no figures given in its text): enum's share rises linearly with the \
              skew from near zero, the synchronising applications buffer a small constant share; \

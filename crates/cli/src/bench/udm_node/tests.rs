@@ -15,6 +15,7 @@ fn args(app: App, rank: u32, outbox: usize) -> NodeArgs {
         rank,
         count: 0,
         pegs: 5,
+        expand_ns: 0,
         group: 1,
         interval_ns: 0,
         handler_ns: 0,
@@ -114,7 +115,10 @@ fn enum_sends_only_what_the_network_takes() {
         .map(|(r, node)| {
             thread::spawn(move || {
                 let mut c = Ctx::new(node, &args(App::Enum, r as u32, BOUND));
-                let v = enumerate(&mut c, 5).unwrap();
+                // Node 1 works 2 us a position (`--expand-ns`): the
+                // faster node waits for it, and the search is unchanged.
+                let expand = Duration::from_nanos(if r == 1 { 2_000 } else { 0 });
+                let v = enumerate(&mut c, 5, expand).unwrap();
                 (v, c.outbox_max, c.node.stats())
             })
         })
