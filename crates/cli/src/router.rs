@@ -280,31 +280,34 @@ impl Router {
     }
 
     /// Read the table file, build its trie and load it as table 0 onto
-    /// every adapter.
+    /// every adapter. If an adapter refuses it, the adapters that took it
+    /// get the table before it back, so that all forward by one table
+    /// (the error says which adapters, if any, could not be put back).
     fn load_table(&mut self, path: &Path) -> Result<String, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let lines = table::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
         let routes = self.hops.routes(&lines, &self.specs, &self.neighbours)?;
         let t = LcTrie::build(&routes).map_err(|e| format!("{e:?}"))?;
         self.config_hops()?;
-        let bytes = t.to_le_bytes();
-        let mut versions = Vec::new();
-        let mut size = 0;
-        for ad in &self.adapters.list {
-            let loaded = ad
-                .session
-                .load_table(ad.ext.id, 0, &bytes)
-                .map_err(|e| format!("loading the table: {e}"))?;
-            versions.push(loaded.version.to_string());
-            size = loaded.bytes;
-        }
+        let old = self.trie.as_ref().map(LcTrie::to_le_bytes);
+        let ads = &self.adapters.list;
+        let loaded = load_everywhere(ads.len(), &t.to_le_bytes(), old.as_deref(), |i, b| {
+            let ad = &ads[i];
+            ad.session
+                .load_table(ad.ext.id, 0, b)
+                .map_err(|e| e.to_string())
+        })?;
         self.trie = Some(t);
         Ok(format!(
             "router: table version {}: {} routes, {} next hops, {} bytes",
-            versions.join(", "),
+            loaded
+                .iter()
+                .map(|l| l.version.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
             routes.len(),
             self.hops.list.len(),
-            size
+            loaded.last().map_or(0, |l| l.bytes)
         ))
     }
 
@@ -689,4 +692,102 @@ fn run_router(
 /// Whether the router has several adapters.
 fn several(r: &Router) -> bool {
     r.adapters.list.len() > 1
+}
+
+/// Loads `new` onto adapters `0..n` in turn with `load`. When adapter `i`
+/// refuses it, adapters `0..i` get `old` back (with no old table they keep
+/// the new one: there is nothing to forward by but it), and the error
+/// names the refusal and any adapter that refused the old table too.
+fn load_everywhere<T>(
+    n: usize,
+    new: &[u8],
+    old: Option<&[u8]>,
+    mut load: impl FnMut(usize, &[u8]) -> Result<T, String>,
+) -> Result<Vec<T>, String> {
+    let mut done = Vec::with_capacity(n);
+    for i in 0..n {
+        match load(i, new) {
+            Ok(l) => done.push(l),
+            Err(e) => {
+                let Some(old) = old else {
+                    return Err(format!("loading the table onto adapter {i}: {e}"));
+                };
+                let stuck: Vec<String> = (0..i)
+                    .filter_map(|j| load(j, old).err().map(|e| format!("adapter {j}: {e}")))
+                    .collect();
+                return Err(if stuck.is_empty() {
+                    format!("loading the table onto adapter {i}: {e}; every adapter keeps the previous table")
+                } else {
+                    format!(
+                        "loading the table onto adapter {i}: {e}; the previous table could not be put back on {}: the adapters forward by different tables",
+                        stuck.join(", ")
+                    )
+                });
+            }
+        }
+    }
+    Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::load_everywhere;
+
+    /// A loader that records what it loaded where and refuses the loads
+    /// listed in `refuse` (adapter, table).
+    fn run(
+        n: usize,
+        old: Option<&[u8]>,
+        refuse: &[(usize, u8)],
+    ) -> (Result<Vec<usize>, String>, Vec<(usize, u8)>) {
+        let mut calls = Vec::new();
+        let r = load_everywhere(n, b"N", old, |i, b| {
+            calls.push((i, b[0]));
+            if refuse.contains(&(i, b[0])) {
+                Err("refused".into())
+            } else {
+                Ok(i)
+            }
+        });
+        (r, calls)
+    }
+
+    #[test]
+    fn every_adapter_takes_the_new_table() {
+        let (r, calls) = run(3, Some(b"O"), &[]);
+        assert_eq!(r.unwrap(), vec![0, 1, 2]);
+        assert_eq!(calls, vec![(0, b'N'), (1, b'N'), (2, b'N')]);
+    }
+
+    #[test]
+    fn a_refusal_puts_the_previous_table_back_on_the_adapters_before_it() {
+        let (r, calls) = run(3, Some(b"O"), &[(2, b'N')]);
+        let e = r.unwrap_err();
+        assert!(
+            e.contains("adapter 2") && e.contains("keeps the previous table"),
+            "{e}"
+        );
+        assert_eq!(
+            calls,
+            vec![(0, b'N'), (1, b'N'), (2, b'N'), (0, b'O'), (1, b'O')]
+        );
+    }
+
+    #[test]
+    fn a_failed_put_back_is_named() {
+        let (r, _) = run(3, Some(b"O"), &[(2, b'N'), (1, b'O')]);
+        let e = r.unwrap_err();
+        assert!(
+            e.contains("adapter 1: refused") && e.contains("different tables"),
+            "{e}"
+        );
+        assert!(!e.contains("adapter 0:"), "{e}");
+    }
+
+    #[test]
+    fn the_first_table_has_nothing_to_put_back() {
+        let (r, calls) = run(2, None, &[(1, b'N')]);
+        assert!(r.unwrap_err().contains("adapter 1"));
+        assert_eq!(calls, vec![(0, b'N'), (1, b'N')]);
+    }
 }
