@@ -33,6 +33,8 @@ use std::time::{Duration, Instant};
 use super::stats::{self, Samples};
 use unet_abi::copy::copy_bytes;
 
+pub mod modes;
+
 /// `len` flag: the peer stops after this record (stream: acknowledge first).
 pub const STOP: u32 = 1 << 31;
 /// `len` flag: stream receiver acknowledges and restarts its count.
@@ -118,6 +120,23 @@ impl Shm {
 
     pub fn fd(&self) -> RawFd {
         self.fd.as_raw_fd()
+    }
+
+    /// A second mapping of the same pages at another address (a mapping
+    /// of a duplicate of the descriptor), as a second process would have.
+    pub fn alias(&self) -> io::Result<Shm> {
+        // SAFETY: fcntl on a descriptor we own; F_DUPFD_CLOEXEC makes a new
+        // descriptor, which `open` takes ownership of.
+        let fd = unsafe { libc::fcntl(self.fd(), libc::F_DUPFD_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Self::open(fd)
+    }
+
+    /// The address of the mapping (to tell two mappings apart).
+    pub fn addr(&self) -> usize {
+        self.ptr as usize
     }
 }
 
