@@ -215,30 +215,13 @@ fn row(
     load: Option<f64>,
 ) -> Value {
     let vals: Vec<f64> = runs.iter().map(|r| r.value).collect();
-    let median = match p.test {
-        // Over every round trip of every run, as `pingpong` reports.
-        Test::Pingpong => {
-            let all: Vec<u64> = runs.iter().flat_map(|r| r.ns.iter().copied()).collect();
-            percentile(&all, 0.5) / 1000.0
-        }
-        Test::Stream => median_f64(&vals),
-    };
-    let p99 = (p.test == Test::Pingpong).then(|| {
-        let all: Vec<u64> = runs.iter().flat_map(|r| r.ns.iter().copied()).collect();
-        percentile(&all, 0.99) / 1000.0
-    });
+    let median = figure(p.test, runs, 0.5);
+    let p99 = (p.test == Test::Pingpong).then(|| figure(p.test, runs, 0.99));
     let (ratio, paired, placed) = match base {
         Some((b, bh)) => {
             let bv: Vec<f64> = b.iter().map(|r| r.value).collect();
-            let bm = match p.test {
-                Test::Pingpong => {
-                    let all: Vec<u64> = b.iter().flat_map(|r| r.ns.iter().copied()).collect();
-                    percentile(&all, 0.5) / 1000.0
-                }
-                Test::Stream => median_f64(&bv),
-            };
             (
-                Some(median / bm),
+                Some(median / figure(p.test, b, 0.5)),
                 stats::paired_ratio(&vals, &bv),
                 stats::placed_ratio(&vals, hosts, &bv, bh),
             )
@@ -266,6 +249,19 @@ fn row(
         "ratio_placed": placed,
         "load": load,
     })
+}
+
+/// A mode's figure over its runs: the `q` percentile of every round
+/// trip of every run in µs, as `pingpong` reports it, or the median of
+/// the runs' messages per second.
+fn figure(test: Test, runs: &[Run], q: f64) -> f64 {
+    match test {
+        Test::Pingpong => {
+            let all: Vec<u64> = runs.iter().flat_map(|r| r.ns.iter().copied()).collect();
+            percentile(&all, q) / 1000.0
+        }
+        Test::Stream => median_f64(&runs.iter().map(|r| r.value).collect::<Vec<_>>()),
+    }
 }
 
 fn print_line(r: &Value) {
