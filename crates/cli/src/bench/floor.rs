@@ -641,6 +641,25 @@ mod tests {
         assert_eq!(Geometry::parse(&g.to_arg()).unwrap(), g);
     }
 
+    /// A second mapping lies elsewhere but holds the same pages: a ring
+    /// written through one is read through the other.
+    #[test]
+    fn an_alias_maps_the_same_pages_elsewhere() {
+        let g = Geometry::new(64, 64, 4 * 128, 64);
+        let shm = Shm::create(g.total_len()).unwrap();
+        let other = shm.alias().unwrap();
+        assert_ne!(shm.addr(), other.addr());
+        assert_ne!(shm.fd(), other.fd());
+        let mut tx = producer(&shm, g, 1);
+        let mut rx = consumer(&other, g, 1);
+        let mut out = [0u8; 64];
+        for i in 0..10u8 {
+            tx.send(&[i; 64], 0).unwrap();
+            assert_eq!(rx.recv(&mut out).unwrap(), (64, 0));
+            assert_eq!(out, [i; 64]);
+        }
+    }
+
     #[test]
     fn ring_in_one_process() {
         let g = Geometry::new(100, 100, 4 * 192, 64);
