@@ -33,6 +33,8 @@ use std::time::{Duration, Instant};
 use super::stats::{self, Samples};
 use unet_abi::copy::copy_bytes;
 
+pub mod modes;
+
 /// `len` flag: the peer stops after this record (stream: acknowledge first).
 pub const STOP: u32 = 1 << 31;
 /// `len` flag: stream receiver acknowledges and restarts its count.
@@ -118,6 +120,23 @@ impl Shm {
 
     pub fn fd(&self) -> RawFd {
         self.fd.as_raw_fd()
+    }
+
+    /// A second mapping of the same pages at another address (a mapping
+    /// of a duplicate of the descriptor), as a second process would have.
+    pub fn alias(&self) -> io::Result<Shm> {
+        // SAFETY: fcntl on a descriptor we own; F_DUPFD_CLOEXEC makes a new
+        // descriptor, which `open` takes ownership of.
+        let fd = unsafe { libc::fcntl(self.fd(), libc::F_DUPFD_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Self::open(fd)
+    }
+
+    /// The address of the mapping (to tell two mappings apart).
+    pub fn addr(&self) -> usize {
+        self.ptr as usize
     }
 }
 
@@ -620,6 +639,25 @@ mod tests {
         let g = Geometry::new(64, 8, 1 << 20, 32);
         assert_eq!(g.slot, [96, 32]);
         assert_eq!(Geometry::parse(&g.to_arg()).unwrap(), g);
+    }
+
+    /// A second mapping lies elsewhere but holds the same pages: a ring
+    /// written through one is read through the other.
+    #[test]
+    fn an_alias_maps_the_same_pages_elsewhere() {
+        let g = Geometry::new(64, 64, 4 * 128, 64);
+        let shm = Shm::create(g.total_len()).unwrap();
+        let other = shm.alias().unwrap();
+        assert_ne!(shm.addr(), other.addr());
+        assert_ne!(shm.fd(), other.fd());
+        let mut tx = producer(&shm, g, 1);
+        let mut rx = consumer(&other, g, 1);
+        let mut out = [0u8; 64];
+        for i in 0..10u8 {
+            tx.send(&[i; 64], 0).unwrap();
+            assert_eq!(rx.recv(&mut out).unwrap(), (64, 0));
+            assert_eq!(out, [i; 64]);
+        }
     }
 
     #[test]

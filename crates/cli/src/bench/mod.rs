@@ -43,6 +43,11 @@ pub enum Command {
     /// with acknowledgments (the U-Net/SLE paper's Figure 6), beside the
     /// floor ring or raw UDP.
     Stream(net::StreamArgs),
+    /// The floor ring between two threads, two threads on two mappings,
+    /// two processes forked without exec, and two processes as `pingpong`
+    /// and `stream` run it: round trip and stream of 64 B messages, each
+    /// run beside the host's own floor, as a ratio to the two threads.
+    Floor(floor::modes::Args),
     /// Per-message transmit and receive overhead of U-Net/SLE applets, split
     /// by step (the U-Net/SLE paper's Figure 7), beside the same steps
     /// without an applet.
@@ -106,6 +111,7 @@ pub fn run(c: Command) -> ExitCode {
         Command::Pingpong(a) => net::run_pingpong(a),
         Command::Stream(a) => net::run_stream(a),
         Command::Child(a) => net::run_child(a),
+        Command::Floor(a) => floor::modes::run(a),
         Command::Overhead(a) => overhead::run(a),
         Command::Via(a) => via::run(a),
         Command::Javia(a) => javia::run(a),

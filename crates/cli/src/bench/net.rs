@@ -282,7 +282,7 @@ const STREAM_SIZES: [usize; 7] = [8, 64, 256, 1 << 10, 4 << 10, 16 << 10, 64 << 
 /// With `--figure6` (Generate sends 16 bytes or more).
 const FIGURE6_SIZES: [usize; 6] = [64, 256, 1 << 10, 4 << 10, 16 << 10, 64 << 10];
 
-fn parse_align(s: &str) -> Res<usize> {
+pub(super) fn parse_align(s: &str) -> Res<usize> {
     match s.parse::<usize>() {
         Ok(a) if a.is_power_of_two() && (8..=4096).contains(&a) => Ok(a),
         _ => Err(format!("{s:?} is not a power of two from 8 to 4096")),
