@@ -40,11 +40,20 @@ fn wait_for(line: &Line, v: u64) -> bool {
     true
 }
 
+/// Probes a stalled probe is tried again (a core busy with other work for
+/// longer than [`PATIENCE`] once is common on a loaded machine).
+const TRIES: usize = 3;
+
 /// The host floor now: the median over batches of the mean round trip of
 /// two lines between cores 0 and 1, in nanoseconds. None when a thread
 /// cannot be placed on its core or the other side stalls (a core busy
-/// with other work for longer than the probe's patience).
+/// with other work for longer than the probe's patience) in each of
+/// [`TRIES`] probes.
 pub fn probe() -> Option<f64> {
+    (0..TRIES).find_map(|_| probe_once())
+}
+
+fn probe_once() -> Option<f64> {
     let (ping, pong) = (Line(AtomicU64::new(0)), Line(AtomicU64::new(0)));
     let (ping, pong) = (&ping, &pong);
     // Both sides on threads of their own: the caller's placement (pinned
