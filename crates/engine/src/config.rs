@@ -38,9 +38,11 @@ pub struct EngineConfig {
     /// Bytes of each ring of a direct connection (power of two).
     pub conn_ring_size: u32,
     /// How long the engine keeps polling after its last work before it
-    /// sleeps. Zero by default: on small machines a polling engine takes the
-    /// CPU its clients need (they spin while they wait), and its wake-up
-    /// through a doorbell costs a few microseconds.
+    /// sleeps, beyond the 4 µs it always looks ([`crate::LOOK_AFTER_WORK`];
+    /// it yields its CPU between looks). Zero by default: on small machines
+    /// a polling engine takes the CPU its clients need (they spin while
+    /// they wait), and its wake-up through a doorbell costs a few
+    /// microseconds.
     pub idle_spin: Duration,
     /// Most bytes of shared memory one client process may hold, over all
     /// its control connections (processes are told apart by the peer

@@ -147,7 +147,7 @@ pub use config::{
 };
 pub use config::{DEFAULT_CLIENT_UDM_JOBS, DEFAULT_CLIENT_UDM_NODES};
 pub use config::{DEFAULT_VI_BREAK_TIMEOUT, DEFAULT_VI_HELD_BUDGET};
-pub use dispatch::dispatcher::Dispatcher;
+pub use dispatch::dispatcher::{Dispatcher, LOOK_AFTER_WORK};
 pub use ipnet::IpNet;
 pub use unet::endpoints::MAX_CHANNELS;
 pub use unet_control::{EndpointAddr, ErrorCode, Limits, PathChoice};

@@ -102,8 +102,10 @@ const FD_POLL_EVERY: u64 = 64;
 /// another CPU that answers what it was just given within this saves a
 /// doorbell, and the engine a wake-up of several microseconds (in a
 /// virtual machine, tens when its CPU had halted). Turns that find nothing
-/// cost a poll of the file descriptors and no system call on the wire.
-const LOOK_AFTER_WORK: Duration = Duration::from_micros(4);
+/// cost a poll of the file descriptors and no system call on the wire,
+/// and each gives the CPU away (`sched_yield`): when the other CPUs are
+/// busy, the client or peer that will answer may be waiting for this one.
+pub const LOOK_AFTER_WORK: Duration = Duration::from_micros(4);
 
 /// State shared between a dispatcher and the handles that reach it from
 /// other threads.
@@ -349,7 +351,11 @@ impl Dispatcher {
                     self.sleep();
                     idle_since = None;
                 }
-                Some(_) => std::hint::spin_loop(),
+                // A client or peer that shares this CPU (the other CPUs
+                // busy) needs it to answer: give it the CPU on every empty
+                // turn. When the CPU is the engine's alone, sched_yield
+                // returns at once.
+                Some(_) => std::thread::yield_now(),
             }
         }
         self.shutdown();
