@@ -126,6 +126,9 @@ pub struct Applet {
     invocations: u32,
     /// The compiler's result, while it runs on its own thread.
     compiling: Option<Receiver<Result<jive::Compiled<SleHost>, String>>>,
+    /// The buffer area the VM's window was last set to (see
+    /// [`Applet::run`]); null before the first invocation.
+    window: *mut u8,
 }
 
 /// Compile `class` on a thread of its own; `None` if no thread could be
@@ -145,7 +148,10 @@ fn compile_in_background(
 }
 
 // SAFETY: SleHost's pointer is only set during an invocation on the thread
-// running it; between invocations an Applet holds no borrowed pointer.
+// running it; between invocations an Applet holds no borrowed pointer. The
+// VM's window (and `Applet::window`) keep an endpoint's area address
+// between invocations, which nothing reads outside one, and each
+// invocation checks it against the endpoint it is bound to first.
 unsafe impl Send for Applet {}
 
 fn check_sig(c: &Class<SleHost>, name: &str, want: &[&str]) -> Result<MethodId, AttachError> {
@@ -248,6 +254,7 @@ impl Applet {
             time_mask: 0,
             invocations: 0,
             compiling,
+            window: std::ptr::null_mut(),
         })
     }
 
@@ -340,17 +347,23 @@ impl Applet {
         }
         let t = if sampled { ticks() } else { 0 };
         self.host.bind(ep);
-        // SAFETY: the bound endpoint's buffer area is valid for this
-        // invocation (`SleEndpoint::area`) and is the endpoint's memory,
-        // not the VM's heap; the window is taken back before the borrow of
-        // `ep` ends.
-        unsafe {
-            self.vm
-                .set_window(self.host.area_base.as_ptr(), self.host.area as usize)
-        };
+        let base = self.host.area_base.as_ptr();
+        if base != self.window {
+            // SAFETY: the bound endpoint's buffer area is valid for this
+            // invocation (`SleEndpoint::area`) and is the endpoint's
+            // memory, not the VM's heap. The window stays set between
+            // invocations (setting and taking it back cost each one as
+            // much as a native call), but only an invocation runs code
+            // that reads it, and every invocation first compares it with
+            // the area of the endpoint it is bound to, here, and sets it
+            // again if they differ: the window an invocation reads is
+            // always the area of its own endpoint, of `self.host.area`
+            // bytes (fixed for the endpoint's lifetime, `Port::area_size`).
+            unsafe { self.vm.set_window(base, self.host.area as usize) };
+            self.window = base;
+        }
         self.host.long_since = 0;
         let r = self.vm.invoke_prepared(&mut self.host, m, args);
-        self.vm.clear_window();
         self.host.unbind();
         let fuel = self.vm.last_fuel_used();
         let long = self.host.long_since != 0;

@@ -199,24 +199,26 @@ fn n_dma_rxd(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResul
     if len <= 0 || len as i64 > bs * MAX_RX_BUFFERS as i64 {
         return Err(Box::new(bad_rxd_len(len, bs)));
     }
-    // One buffer, the common case, without counting them.
-    let nbufs = if len as i64 <= bs {
-        1
-    } else {
-        unet_abi::buffers_spanned(len as usize, bs as usize)
-    };
     let mut d = RecvDesc {
         len: len as u32,
         channel: chan,
-        nbufs: nbufs as u8,
+        nbufs: 1,
         ..Default::default()
     };
-    for (i, &o) in offs[..nbufs].iter().enumerate() {
-        range("receive buffer", o, bs as i32, area)?;
-        d.set_offset(i, o as u32);
+    if len as i64 <= bs {
+        // One buffer, the common case: one range check, one offset.
+        range("receive buffer", offs[0], bs as i32, area)?;
+        d.set_offset(0, offs[0] as u32);
+    } else {
+        let nbufs = unet_abi::buffers_spanned(len as usize, bs as usize);
+        d.nbufs = nbufs as u8;
+        for (i, &o) in offs[..nbufs].iter().enumerate() {
+            range("receive buffer", o, bs as i32, area)?;
+            d.set_offset(i, o as u32);
+        }
     }
     charge(ctx, 0)?;
-    ep.push_recv(d);
+    ep.push_recv(&d);
     Ok(0)
 }
 
@@ -256,7 +258,7 @@ fn n_dma_rxd_payload(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> Nat
     };
     d.data[..len as usize].copy_from_slice(bytemuck_i8_ref(&p[..len as usize]));
     charge(ctx, 0)?;
-    ep.push_recv(d);
+    ep.push_recv(&d);
     Ok(0)
 }
 
@@ -278,7 +280,7 @@ fn s_dma_rxd_payload(h: &mut SleHost, data: &[u8], chan: i32) -> bool {
     };
     d.data[..data.len()].copy_from_slice(data);
     h.ep().is_ok_and(|ep| {
-        ep.push_recv(d);
+        ep.push_recv(&d);
         true
     })
 }

@@ -36,8 +36,10 @@ pub trait Port {
     }
     /// Push a receive descriptor to the user; false when the queue is full
     /// (the message is dropped and counted, and the buffers it names go
-    /// back to the free queue).
-    fn push_recv(&mut self, desc: RecvDesc) -> bool;
+    /// back to the free queue). The descriptor is lent, not moved: it is
+    /// 64 bytes, and through the natives' `dyn` call a move would copy it
+    /// once more on its way to the queue.
+    fn push_recv(&mut self, desc: &RecvDesc) -> bool;
 }
 
 /// One endpoint, as an applet's natives see it: its [`Port`], and the

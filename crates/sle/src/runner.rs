@@ -154,7 +154,7 @@ impl<P: Port + ?Sized> Port for Bound<'_, P> {
         self.port.try_tx_push(chan, data)
     }
     #[inline]
-    fn push_recv(&mut self, desc: RecvDesc) -> bool {
+    fn push_recv(&mut self, desc: &RecvDesc) -> bool {
         self.port.push_recv(desc)
     }
 }

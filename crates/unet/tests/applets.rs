@@ -1504,7 +1504,7 @@ impl unet_sle::Port for MockEp {
         self.sent.push((chan, data.to_vec()));
         true
     }
-    fn push_recv(&mut self, _: unet_abi::RecvDesc) -> bool {
+    fn push_recv(&mut self, _: &unet_abi::RecvDesc) -> bool {
         true
     }
 }

@@ -582,7 +582,7 @@ impl Port for EnginePort<'_, '_> {
     fn try_tx_push(&mut self, chan: u16, data: &[u8]) -> bool {
         self.dp.send(self.idx, chan, data, false).is_ok()
     }
-    fn push_recv(&mut self, desc: RecvDesc) -> bool {
-        self.dp.eps.push_recv(self.idx, desc)
+    fn push_recv(&mut self, desc: &RecvDesc) -> bool {
+        self.dp.eps.push_recv(self.idx, *desc)
     }
 }

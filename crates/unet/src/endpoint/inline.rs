@@ -89,7 +89,7 @@ impl Port for ClientEp<'_> {
         // takes the message now.
         matches!(self.ep.try_send_direct(Channel(chan), data), Some(Ok(())))
     }
-    fn push_recv(&mut self, desc: RecvDesc) -> bool {
+    fn push_recv(&mut self, desc: &RecvDesc) -> bool {
         if self.ep.inline.rxq.len() >= self.ep.layout.geometry.recv_cap as usize {
             // Dropped: the buffers it named go back to the free queue.
             if desc.flags & RECV_INLINE == 0 {
@@ -99,7 +99,7 @@ impl Port for ClientEp<'_> {
             }
             return false;
         }
-        self.ep.inline.rxq.push_back(desc);
+        self.ep.inline.rxq.push_back(*desc);
         true
     }
 }
