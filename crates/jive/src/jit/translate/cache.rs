@@ -35,7 +35,9 @@
 //! is read again; a later access there at a constant index below the
 //! proven length is not checked, and a load there of an element an
 //! earlier load of the run read, with no op since that may store into an
-//! array ([`may_store`]), reuses its value.
+//! array ([`may_store`]), reuses its value. The copies of an unrolled
+//! loop continue one run from copy to copy where the back-edge is
+//! reached from the op before it alone (see the `unroll` module).
 //!
 //! Bounds: at most 64 slots are cached per method (the others read the
 //! table at each access, as before), and choosing what loops read up

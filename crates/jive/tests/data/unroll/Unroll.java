@@ -205,6 +205,63 @@ public class Unroll {
         return y;
     }
 
+    static int[] four = new int[4];
+    static int[] three = new int[3];
+
+    /**
+     * Constant indices in every copy: a[3], then a branch to the
+     * back-edge (taken while i < m) past a[4] (past the end), so that
+     * the first access past the end is at iteration m, at any position
+     * of a group, after copies that did not reach it.
+     */
+    static int gated(int n, int m) {
+        int[] a = four;
+        int s = 0;
+        for (int i = 0; i < n; i++) {
+            s += a[3];
+            if (i >= m) {
+                s += a[4];
+            }
+        }
+        return s;
+    }
+
+    /**
+     * Constant indices proved in one copy and used unchecked in the next
+     * (a[3] read, a[1] written, the back-edge reached from them alone),
+     * and a[2] read from iteration m on.
+     */
+    static int kept(int n, int m) {
+        int[] a = four;
+        int s = 0;
+        for (int i = 0; i < n; i++) {
+            if (i >= m) {
+                s += a[2];
+            }
+            s += a[3];
+            a[1] = s;
+        }
+        return s + a[1];
+    }
+
+    /**
+     * The array a local holds changes inside the loop (at iteration m,
+     * to one too short for a[3]), so nothing proved in one copy holds in
+     * the next.
+     */
+    static int swap(int n, int m) {
+        int[] a = four;
+        int[] b = three;
+        int s = 0;
+        for (int i = 0; i < n; i++) {
+            s += a[3] + i;
+            if (i == m) {
+                a = b;
+            }
+        }
+        return s;
+    }
+
     /** Never returns: only fuel, a checkpoint or the time limit stops it. */
     static int forever(int n) {
         int s = n;
