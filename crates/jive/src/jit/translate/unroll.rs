@@ -249,6 +249,7 @@ impl<H> Gen<'_, '_, H> {
             self.set_fuel(f);
             if let (Some(c), Some(x0)) = (s.counted, x0) {
                 let x = self.b.ins().iadd_imm_s(x0, j as i64 * c.v);
+                self.offset_of(x, x0, (j as i64 * c.v) as i32);
                 self.set(c.x, x);
             }
             if j == 0 {
