@@ -695,6 +695,10 @@ impl<H> Gen<'_, '_, H> {
             Op::IaStoreK { a, k, s } => self.astore_k(i, a, k, s, A_INT),
             Op::BaStoreK { a, k, s } => self.astore_k(i, a, k, s, A_BYTE),
             Op::ArrLen { d, a } => {
+                if let Some(len) = self.proven_len(i) {
+                    self.set(d, len);
+                    return Ok(true);
+                }
                 let slow = self.block();
                 let done = self.block();
                 let (_, len) = self.array_fast(

@@ -310,6 +310,7 @@ impl<H> Gen<'_, '_, H> {
         if let Some(c) = self.exact_cache(i) {
             let v = self.var(d);
             self.remember(Some(c), key, kind, v);
+            self.proven[c] = self.proven[c].max(1);
         }
     }
 
@@ -319,6 +320,21 @@ impl<H> Gen<'_, '_, H> {
         let key = self.index_of(idx);
         self.astore(i, a, idx, src, kind);
         self.stored(i, key, kind, src);
+        if let Some(c) = self.exact_cache(i) {
+            self.proven[c] = self.proven[c].max(1);
+        }
+    }
+
+    /// `arraylength` at op `i` where an earlier access of the run proved
+    /// the array not empty: its cached length, which then is the
+    /// array's (a cache keeps 0 only for an array of a kind it does not
+    /// keep, which no access that proved anything reached).
+    pub(super) fn proven_len(&mut self, i: usize) -> Option<Value> {
+        let c = self.plan.uses(self.mc.ops.get(i)?)?;
+        if !self.plan.valid(i, c) || self.proven[c] == 0 {
+            return None;
+        }
+        Some(self.b.use_var(self.cvars[c].len))
     }
 
     /// `d = a + v`, with `d` named as `a`'s root plus a constant
