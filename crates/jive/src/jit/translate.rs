@@ -600,7 +600,7 @@ impl<H> Gen<'_, '_, H> {
                 let r = self.b.ins().sextend(types::I32, n);
                 self.set(d, r);
             }
-            Op::Inc { x, v } => self.add_k(x, x, i32::from(v)),
+            Op::Inc { x, v } => self.add_k(x, x, v),
             Op::IfEq { t, .. }
             | Op::IfNe { t, .. }
             | Op::IfLt { t, .. }
