@@ -6,7 +6,13 @@
 //! counter or bound the body writes; a body that branches inside itself;
 //! a body with a call, which is not unrolled; a division by zero and array
 //! accesses past the end inside the loop; a field written every
-//! iteration; an inner loop; a loop that never ends) run in an
+//! iteration; an inner loop; a loop that never ends; constant indices
+//! proved in one copy and used in the next, an access past the end
+//! first reached in any copy of a group, an array local replaced inside
+//! the loop; fibonacci's loop, whose copies take `a[i - 1]` and
+//! `a[i - 2]` from the copy before, counted and not; an element written
+//! through another local holding the same array, or at another index of
+//! the same value, between two reads) run in an
 //! interpreting VM and a compiled one, which must agree on result, fault,
 //! fault site, fuel, checkpoint calls and heap. The budgets run out at
 //! every position of a group (every fuel from 0 to past two groups of the
@@ -42,7 +48,20 @@ const ONE: [&str; 14] = [
     "meet",
     "forever",
 ];
-const TWO: [&str; 5] = ["exitAt", "down", "divide", "fill", "nested"];
+const TWO: [&str; 12] = [
+    "exitAt",
+    "down",
+    "divide",
+    "fill",
+    "nested",
+    "gated",
+    "kept",
+    "swap",
+    "fib",
+    "fibLength",
+    "alias",
+    "twoIndices",
+];
 
 /// Arguments: every small count (a loop ending at every position of a
 /// group and of the group after), and the ends of `int`.

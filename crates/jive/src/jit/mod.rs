@@ -713,6 +713,7 @@ pub(crate) fn compile<H>(class: &std::sync::Arc<ClassInner<H>>) -> Result<Compil
                 edges: Vec::new(),
                 proven: Vec::new(),
                 known: Vec::new(),
+                affine: std::collections::HashMap::new(),
                 fuel_var: None,
                 stubs,
                 stub_refs: None,

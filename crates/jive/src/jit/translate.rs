@@ -11,7 +11,7 @@ mod fuel;
 mod unroll;
 
 pub(super) use cache::Plan;
-use cache::{may_store, CacheVars};
+use cache::{may_store, CacheVars, Index};
 use unroll::{inc_branch, Small};
 
 /// A method's machine code, compiled but not yet defined in the module.
@@ -113,10 +113,14 @@ pub(super) struct Gen<'a, 'f, H> {
     /// at constant indices that passed their check earlier in the same
     /// straight run of ops ([`Plan::straight`]) since the cache was read.
     pub(super) proven: Vec<u32>,
-    /// Elements loaded at constant indices earlier in the same straight
-    /// run, with nothing since that may store into an array: (cache,
-    /// index, access kind, value).
-    pub(super) known: Vec<(usize, i32, i64, Value)>,
+    /// Elements read or written earlier in the same straight run, with
+    /// nothing since that may store into them: (cache, index, access
+    /// kind, value).
+    pub(super) known: Vec<(usize, Index, i64, Value)>,
+    /// Values the method computed as another value plus a constant:
+    /// value -> (the other value's root, the sum of the constants), so
+    /// that `a[i - 1]` after `i++` names `a[i]` from before it.
+    pub(super) affine: std::collections::HashMap<Value, (Value, i32)>,
     /// The fuel register in a variable, in a method with a loop (see
     /// [`Gen::fuel`]); `None` where the method charges `Ctx::fuel` in
     /// memory.
@@ -555,7 +559,7 @@ impl<H> Gen<'_, '_, H> {
             Op::Shl { d, a, b } => bin!(d, a, b, ishl),
             Op::Shr { d, a, b } => bin!(d, a, b, sshr),
             Op::Ushr { d, a, b } => bin!(d, a, b, ushr),
-            Op::AddI { d, a, v } => bini!(d, a, v, iadd),
+            Op::AddI { d, a, v } => self.add_k(d, a, v),
             Op::SubIR { d, v, b } => {
                 let (x, y) = (self.k32(v), self.var(b));
                 let r = self.b.ins().isub(x, y);
@@ -596,7 +600,7 @@ impl<H> Gen<'_, '_, H> {
                 let r = self.b.ins().sextend(types::I32, n);
                 self.set(d, r);
             }
-            Op::Inc { x, v } => bini!(x, x, v, iadd),
+            Op::Inc { x, v } => self.add_k(x, x, v),
             Op::IfEq { t, .. }
             | Op::IfNe { t, .. }
             | Op::IfLt { t, .. }
@@ -679,39 +683,22 @@ impl<H> Gen<'_, '_, H> {
                 let z = self.b.ins().icmp_imm_s(IntCC::Equal, x, 0);
                 self.fault_if(z, K_NULL, i);
             }
-            Op::IaLoad { d, a, i: ix } => {
-                let idx = self.var(ix);
-                self.aload(i, d, a, idx, A_INT)
-            }
-            Op::BaLoad { d, a, i: ix } => {
-                let idx = self.var(ix);
-                self.aload(i, d, a, idx, A_BYTE)
-            }
-            Op::SaLoad { d, a, i: ix } => {
-                let idx = self.var(ix);
-                self.aload(i, d, a, idx, A_SHORT)
-            }
+            Op::IaLoad { d, a, i: ix } => self.aload_x(i, d, a, ix, A_INT),
+            Op::BaLoad { d, a, i: ix } => self.aload_x(i, d, a, ix, A_BYTE),
+            Op::SaLoad { d, a, i: ix } => self.aload_x(i, d, a, ix, A_SHORT),
             Op::IaLoadK { d, a, k } => self.aload_k(i, d, a, k, A_INT),
             Op::BaLoadK { d, a, k } => self.aload_k(i, d, a, k, A_BYTE),
-            Op::IaStore { a, i: ix, s } => {
-                let idx = self.var(ix);
-                self.astore(i, a, idx, s, A_INT)
-            }
-            Op::BaStore { a, i: ix, s } => {
-                let idx = self.var(ix);
-                self.astore(i, a, idx, s, A_BYTE)
-            }
-            Op::ZaStore { a, i: ix, s } => {
-                let idx = self.var(ix);
-                self.astore(i, a, idx, s, A_BOOL)
-            }
-            Op::SaStore { a, i: ix, s } => {
-                let idx = self.var(ix);
-                self.astore(i, a, idx, s, A_SHORT)
-            }
+            Op::IaStore { a, i: ix, s } => self.astore_x(i, a, ix, s, A_INT),
+            Op::BaStore { a, i: ix, s } => self.astore_x(i, a, ix, s, A_BYTE),
+            Op::ZaStore { a, i: ix, s } => self.astore_x(i, a, ix, s, A_BOOL),
+            Op::SaStore { a, i: ix, s } => self.astore_x(i, a, ix, s, A_SHORT),
             Op::IaStoreK { a, k, s } => self.astore_k(i, a, k, s, A_INT),
             Op::BaStoreK { a, k, s } => self.astore_k(i, a, k, s, A_BYTE),
             Op::ArrLen { d, a } => {
+                if let Some(len) = self.proven_len(i) {
+                    self.set(d, len);
+                    return Ok(true);
+                }
                 let slow = self.block();
                 let done = self.block();
                 let (_, len) = self.array_fast(

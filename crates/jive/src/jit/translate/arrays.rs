@@ -275,17 +275,14 @@ impl<H> Gen<'_, '_, H> {
     /// load of the same run read it (nothing stored since).
     pub(super) fn aload_k(&mut self, i: usize, d: u16, a: u16, k: i32, kind: i64) {
         let c = self.mc.ops.get(i).and_then(|op| self.plan.uses(op));
-        if let Some(c) = c.filter(|&c| self.plan.valid(i, c)) {
-            let seen = self.known.iter().find(|e| (e.0, e.1, e.2) == (c, k, kind));
-            if let Some(&(.., v)) = seen {
-                self.set(d, v);
-                return;
-            }
+        if let Some(v) = self.seen(i, (None, k), kind) {
+            self.set(d, v);
+            return;
         }
         if let Some(p) = self.proven_at(i, k, kind) {
             let v = self.load_elem(p, kind);
             self.set(d, v);
-            self.remember(c, k, kind, v);
+            self.remember(c, (None, k), kind, v);
             return;
         }
         let idx = self.k32(k);
@@ -295,16 +292,131 @@ impl<H> Gen<'_, '_, H> {
             // The check proved the index (its slow path always faults):
             // the value read is the element's.
             let v = self.var(d);
-            self.remember(Some(c), k, kind, v);
+            self.remember(Some(c), (None, k), kind, v);
         }
     }
 
-    /// Remember that element `k` of cache `c`'s array, read as `kind`,
+    /// `aload` at the index in slot `ix`, neither checked nor loaded
+    /// where an earlier access of the same run read or wrote the element
+    /// (its check passed on the same array and the same index).
+    pub(super) fn aload_x(&mut self, i: usize, d: u16, a: u16, ix: u16, kind: i64) {
+        let idx = self.var(ix);
+        let key = self.index_of(idx);
+        if let Some(v) = self.seen(i, key, kind) {
+            self.set(d, v);
+            return;
+        }
+        self.aload(i, d, a, idx, kind);
+        if let Some(c) = self.exact_cache(i) {
+            let v = self.var(d);
+            self.remember(Some(c), key, kind, v);
+            self.proven[c] = self.proven[c].max(1);
+        }
+    }
+
+    /// `astore` at the index in slot `ix` ([`Gen::stored`] after it).
+    pub(super) fn astore_x(&mut self, i: usize, a: u16, ix: u16, src: u16, kind: i64) {
+        let idx = self.var(ix);
+        let key = self.index_of(idx);
+        self.astore(i, a, idx, src, kind);
+        self.stored(i, key, kind, src);
+        if let Some(c) = self.exact_cache(i) {
+            self.proven[c] = self.proven[c].max(1);
+        }
+    }
+
+    /// `arraylength` at op `i` where an earlier access of the run proved
+    /// the array not empty: its cached length, which then is the
+    /// array's (a cache keeps 0 only for an array of a kind it does not
+    /// keep, which no access that proved anything reached).
+    pub(super) fn proven_len(&mut self, i: usize) -> Option<Value> {
+        let c = self.plan.uses(self.mc.ops.get(i)?)?;
+        if !self.plan.valid(i, c) || self.proven[c] == 0 {
+            return None;
+        }
+        Some(self.b.use_var(self.cvars[c].len))
+    }
+
+    /// `d = a + v`, with `d` named as `a`'s root plus a constant
+    /// ([`Gen::affine_of`]).
+    pub(super) fn add_k(&mut self, d: u16, a: u16, v: i32) {
+        let x = self.var(a);
+        let y = self.k32(v);
+        let r = self.b.ins().iadd(x, y);
+        self.offset_of(r, x, v);
+        self.set(d, r);
+    }
+
+    /// Name `r`, computed as `x + v`, as `x`'s root plus a constant.
+    pub(super) fn offset_of(&mut self, r: Value, x: Value, v: i32) {
+        let (root, off) = self.affine_of(x);
+        let r = self.b.func.dfg.resolve_aliases(r);
+        self.affine.insert(r, (root, off.wrapping_add(v)));
+    }
+
+    /// `v` as a root value plus a constant (`v` itself plus 0 unless it
+    /// was computed by [`Gen::add_k`] or a copy's counter): two values of
+    /// one root are equal exactly when their constants are (in 32 bits).
+    pub(super) fn affine_of(&self, v: Value) -> (Value, i32) {
+        // A value a block of one predecessor took over is an alias.
+        let v = self.b.func.dfg.resolve_aliases(v);
+        self.affine.get(&v).copied().unwrap_or((v, 0))
+    }
+
+    fn index_of(&self, v: Value) -> Index {
+        let (root, off) = self.affine_of(v);
+        (Some(root), off)
+    }
+
+    /// The value of element `key` of op `i`'s array read as `kind`, if
+    /// an earlier access of the run read or wrote it through the same
+    /// cache, true at op `i`.
+    fn seen(&self, i: usize, key: Index, kind: i64) -> Option<Value> {
+        let c = self.plan.uses(self.mc.ops.get(i)?)?;
+        if !self.plan.valid(i, c) {
+            return None;
+        }
+        let e = self
+            .known
+            .iter()
+            .find(|e| (e.0, e.1, e.2) == (c, key, kind))?;
+        Some(e.3)
+    }
+
+    /// The cache op `i` accesses its array through, if it takes exactly
+    /// the cache's kinds: an access that goes on passed its check.
+    fn exact_cache(&self, i: usize) -> Option<usize> {
+        let op = self.mc.ops.get(i)?;
+        self.plan.uses(op).filter(|&c| self.plan.exact(op, c))
+    }
+
+    /// After a store of slot `src` to element `key` of op `i`'s array:
+    /// forget every element it may have overwritten (all but those of
+    /// the same cache whose index has the same root and another
+    /// constant, which are other elements of the same array) and, for
+    /// an `int` store whose check passed, remember the value stored (a
+    /// narrower store changes what a load reads back).
+    pub(super) fn stored(&mut self, i: usize, key: Index, kind: i64, src: u16) {
+        match self.mc.ops.get(i).and_then(|op| self.plan.uses(op)) {
+            Some(c) => self
+                .known
+                .retain(|e| e.0 == c && e.1 .0 == key.0 && e.1 .1 != key.1),
+            None => self.known.clear(),
+        }
+        if kind == A_INT {
+            if let Some(c) = self.exact_cache(i) {
+                let v = self.var(src);
+                self.remember(Some(c), key, kind, v);
+            }
+        }
+    }
+
+    /// Remember that element `key` of cache `c`'s array, read as `kind`,
     /// is `v` (at most 64 elements).
-    fn remember(&mut self, c: Option<usize>, k: i32, kind: i64, v: Value) {
+    fn remember(&mut self, c: Option<usize>, key: Index, kind: i64, v: Value) {
         if let Some(c) = c {
             if self.known.len() < 64 {
-                self.known.push((c, k, kind, v));
+                self.known.push((c, key, kind, v));
             }
         }
     }
@@ -314,10 +426,12 @@ impl<H> Gen<'_, '_, H> {
     pub(super) fn astore_k(&mut self, i: usize, a: u16, k: i32, src: u16, kind: i64) {
         if let Some(p) = self.proven_at(i, k, kind) {
             self.store_elem(p, src, kind);
+            self.stored(i, (None, k), kind, src);
             return;
         }
         let idx = self.k32(k);
         self.astore(i, a, idx, src, kind);
+        self.stored(i, (None, k), kind, src);
         self.prove(i, k);
     }
 

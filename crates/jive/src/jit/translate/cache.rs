@@ -34,8 +34,14 @@
 //! proves the array longer than `k` for the ops after it, until the cache
 //! is read again; a later access there at a constant index below the
 //! proven length is not checked, and a load there of an element an
-//! earlier load of the run read, with no op since that may store into an
-//! array ([`may_store`]), reuses its value.
+//! earlier access of the run read or wrote, with no op since that may
+//! store into it ([`may_store`], [`Gen::stored`]), reuses its value.
+//! Elements are named by cache and index, the index a constant or a
+//! value plus a constant (`a[i - 1]`, [`Gen::affine`]): two indices of
+//! one value with different constants name different elements, so a
+//! store to one keeps what is known of the other. The copies of an unrolled
+//! loop continue one run from copy to copy where the back-edge is
+//! reached from the op before it alone (see the `unroll` module).
 //!
 //! Bounds: at most 64 slots are cached per method (the others read the
 //! table at each access, as before), and choosing what loops read up
@@ -55,6 +61,10 @@ static NO_ARRAY: RawArr = RawArr {
     len: 0,
     kind: RAW_FREE,
 };
+
+/// An element's index as the translator names it: a value (the root of
+/// [`Gen::affine_of`]) plus a constant, or a constant alone.
+pub(in crate::jit) type Index = (Option<Value>, i32);
 
 /// The kinds (`RAW_*`) an inline access takes, as a mask of `1 << kind`.
 const K_I: u8 = 1 << RAW_I;
@@ -78,20 +88,13 @@ fn array_use(op: &Op) -> Option<(u16, u8)> {
     })
 }
 
-/// Whether op `op` may store into an array (a store, or a call: a callee
-/// or a native may store, and an allocation's collection frees).
+/// Whether op `op` may store into any array: a call (a callee or a
+/// native may store, and an allocation's collection frees). A store op
+/// forgets only the elements it may overwrite ([`Gen::stored`]).
 pub(super) fn may_store(op: &Op) -> bool {
     matches!(
         op,
-        Op::IaStore { .. }
-            | Op::BaStore { .. }
-            | Op::ZaStore { .. }
-            | Op::SaStore { .. }
-            | Op::IaStoreK { .. }
-            | Op::BaStoreK { .. }
-            | Op::Call { .. }
-            | Op::CallNative { .. }
-            | Op::NewArray { .. }
+        Op::Call { .. } | Op::CallNative { .. } | Op::NewArray { .. }
     )
 }
 

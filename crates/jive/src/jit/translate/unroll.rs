@@ -30,6 +30,18 @@
 //! what the translator recognises by `Value` (a sum of one value with
 //! itself, see `Gen::sum`) is recognised in every copy.
 //!
+//! What a copy proved about its arrays (an access at a constant index
+//! through a cached entry that passed its check, see the `cache`
+//! module) and the elements it loaded at constant indices (with no store
+//! since) carry into the next copy when the copy's back-edge is reached
+//! from the op before it alone: the next copy is entered only from that
+//! back-edge, so every access that proved something ran on the way in,
+//! an array's length never changes, and the plan's must-analysis still
+//! says whether the cached entry is the slot's. A loop that reads `a[0]`
+//! checks the index in the first copy of a group and loads the element
+//! there only. A branch to the back-edge from inside the body (an `if`
+//! around the body's last access, a `continue`) ends what carries.
+//!
 //! Bounds: at most [`UNROLL_MAX`] copies, of at most [`UNROLL_OPS`] ops
 //! in all, and at most [`UNROLL_METHOD_OPS`] ops copied per method.
 
@@ -237,10 +249,13 @@ impl<H> Gen<'_, '_, H> {
             self.set_fuel(f);
             if let (Some(c), Some(x0)) = (s.counted, x0) {
                 let x = self.b.ins().iadd_imm_s(x0, j as i64 * c.v);
+                self.offset_of(x, x0, (j as i64 * c.v) as i32);
                 self.set(c.x, x);
             }
-            self.proven.fill(0);
-            self.known.clear();
+            if j == 0 {
+                self.proven.fill(0);
+                self.known.clear();
+            }
             for o in s.t..s.i {
                 if o > s.t {
                     self.b.switch_to_block(blocks[o - s.t]);
@@ -266,6 +281,16 @@ impl<H> Gen<'_, '_, H> {
             if s.i > s.t {
                 self.b.switch_to_block(blocks[s.i - s.t]);
                 self.b.seal_block(blocks[s.i - s.t]);
+            }
+            // What the copy proved about its arrays holds in the next
+            // copy only if the back-edge is reached from the op before
+            // it alone (see the module's documentation).
+            if s.i > s.t && !self.plan.straight(s.i) {
+                self.proven.fill(0);
+                self.known.clear();
+            }
+            if may_store(&self.mc.ops[s.i]) {
+                self.known.clear();
             }
             let next = self.b.create_block();
             self.copy_back_edge(&s, next)?;

@@ -205,6 +205,124 @@ public class Unroll {
         return y;
     }
 
+    static int[] four = new int[4];
+    static int[] three = new int[3];
+
+    /**
+     * Constant indices in every copy: a[3], then a branch to the
+     * back-edge (taken while i < m) past a[4] (past the end), so that
+     * the first access past the end is at iteration m, at any position
+     * of a group, after copies that did not reach it.
+     */
+    static int gated(int n, int m) {
+        int[] a = four;
+        int s = 0;
+        for (int i = 0; i < n; i++) {
+            s += a[3];
+            if (i >= m) {
+                s += a[4];
+            }
+        }
+        return s;
+    }
+
+    /**
+     * Constant indices proved in one copy and used unchecked in the next
+     * (a[3] read, a[1] written, the back-edge reached from them alone),
+     * and a[2] read from iteration m on.
+     */
+    static int kept(int n, int m) {
+        int[] a = four;
+        int s = 0;
+        for (int i = 0; i < n; i++) {
+            if (i >= m) {
+                s += a[2];
+            }
+            s += a[3];
+            a[1] = s;
+        }
+        return s + a[1];
+    }
+
+    /**
+     * The array a local holds changes inside the loop (at iteration m,
+     * to one too short for a[3]), so nothing proved in one copy holds in
+     * the next.
+     */
+    static int swap(int n, int m) {
+        int[] a = four;
+        int[] b = three;
+        int s = 0;
+        for (int i = 0; i < n; i++) {
+            s += a[3] + i;
+            if (i == m) {
+                a = b;
+            }
+        }
+        return s;
+    }
+
+    /**
+     * Fibonacci's inner loop, counted up to m: a[i - 1] and a[i - 2] are
+     * the elements the copies before stored and loaded; past the end of
+     * ia (21 ints) at i == 21.
+     */
+    static int fib(int n, int m) {
+        int[] f = ia;
+        f[0] = n;
+        f[1] = 1;
+        for (int i = 2; i < m; i++) {
+            f[i] = f[i - 1] + f[i - 2];
+        }
+        return f[20] + f[m & 15];
+    }
+
+    /** Fibonacci's inner loop as Bench.fibonacci has it (to f.length, a goto back-edge). */
+    static int fibLength(int n, int m) {
+        int[] f = ia;
+        f[0] = n;
+        f[1] = m;
+        for (int i = 2; i < f.length; i++) {
+            f[i] = f[i - 1] + f[i - 2];
+        }
+        return f[f.length - 1];
+    }
+
+    /**
+     * An element read through one local, written through another holding
+     * the same array, read again (so read from the array again); past
+     * the end at i == 22.
+     */
+    static int alias(int n, int m) {
+        int[] a = ia;
+        int[] b = ia;
+        int s = 0;
+        for (int i = 1; i < n; i++) {
+            s += b[i - 1];
+            a[i - 1] = s + m;
+            s += b[i - 1];
+        }
+        return s;
+    }
+
+    /**
+     * An element read at index k + 1, written at index j (of another
+     * value, the same element when m is 1 or 17 and k below 15), read
+     * at k + 1 again.
+     */
+    static int twoIndices(int n, int m) {
+        int[] a = ia;
+        int s = 0;
+        for (int i = 0; i < n; i++) {
+            int k = i & 15;
+            int j = (i + m) & 15;
+            s += a[k + 1] + i;
+            a[j] = s;
+            s += a[k + 1];
+        }
+        return s;
+    }
+
     /** Never returns: only fuel, a checkpoint or the time limit stops it. */
     static int forever(int n) {
         int s = n;
