@@ -105,19 +105,20 @@ final class BufferSlots {
 
     /** The ticket of the buffer send {@code id} completed in the library; its slot free again. */
     ViBufferTicket sendTaken(long id) {
-        int k = (int) (id & ~BUF);
-        ViBufferTicket t = tickets[k];
-        release(k);
         sendsInLibrary--;
-        return t;
+        return taken(id);
     }
 
     /** The ticket of the buffer receive {@code id} completed in the library; its slot free again. */
     ViBufferTicket recvTaken(long id) {
+        recvPosted--;
+        return taken(id);
+    }
+
+    private ViBufferTicket taken(long id) {
         int k = (int) (id & ~BUF);
         ViBufferTicket t = tickets[k];
         release(k);
-        recvPosted--;
         return t;
     }
 

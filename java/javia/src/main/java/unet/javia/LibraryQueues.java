@@ -58,9 +58,7 @@ final class LibraryQueues {
 
     /** Post a send of {@code len} bytes of {@code region} from {@code at} as {@code id}: the library's status. */
     int postSend(long id, MemorySegment region, long at, long len) {
-        seg.set(ADDRESS, 0, region);
-        seg.set(JAVA_LONG, 8, at);
-        seg.set(JAVA_LONG, 16, len);
+        segment(region, at, len);
         try {
             return (int) Native.POST_SEND.invokeExact(viA, id, segA, 1L);
         } catch (Throwable t) {
@@ -70,14 +68,19 @@ final class LibraryQueues {
 
     /** Post {@code len} bytes of {@code region} from {@code at} for a message, as {@code id}: the library's status. */
     int postRecv(long id, MemorySegment region, long at, long len) {
-        seg.set(ADDRESS, 0, region);
-        seg.set(JAVA_LONG, 8, at);
-        seg.set(JAVA_LONG, 16, len);
+        segment(region, at, len);
         try {
             return (int) Native.POST_RECV.invokeExact(viA, id, segA, 1L);
         } catch (Throwable t) {
             throw Native.fatal(t);
         }
+    }
+
+    /** The scratch segment a post passes: {@code len} bytes of {@code region} from {@code at}. */
+    private void segment(MemorySegment region, long at, long len) {
+        seg.set(ADDRESS, 0, region);
+        seg.set(JAVA_LONG, 8, at);
+        seg.set(JAVA_LONG, 16, len);
     }
 
     /** Send {@code len} bytes of {@code b} from {@code off} straight from the array, as {@code id}: the library's status. */
