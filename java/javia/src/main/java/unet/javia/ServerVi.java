@@ -72,7 +72,7 @@ public final class ServerVi implements AutoCloseable {
         ViAttributes a = attr == null ? new ViAttributes() : attr;
         MemorySegment handle;
         try (Arena arena = Arena.ofConfined()) {
-            MemorySegment na = Vi.nativeAttrs(arena, a, null, null);
+            MemorySegment na = ViSetup.nativeAttrs(arena, a, null, null);
             MemorySegment out = arena.allocate(ADDRESS);
             int r = (int) Native.ACCEPT.invokeExact(server, na, microseconds < 0 ? -1L : (long) microseconds, out);
             if (r == Native.UNET_ETIMEDOUT) {

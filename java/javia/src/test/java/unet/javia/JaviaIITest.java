@@ -282,9 +282,7 @@ class JaviaIITest {
                 d.set(ValueLayout.JAVA_LONG, 24L * i + 8, segs[i][0]);
                 d.set(ValueLayout.JAVA_LONG, 24L * i + 16, segs[i][1]);
             }
-            java.lang.reflect.Field handle = Vi.class.getDeclaredField("viA");
-            handle.setAccessible(true);
-            int r = (int) Native.POST_SEND.invokeExact(handle.getLong(a), 77L, d.address(), 3L);
+            int r = (int) Native.POST_SEND.invokeExact(a.handleAddress(), 77L, d.address(), 3L);
             assertEquals(0, r, "the library's post of three segments");
             ViBufferTicket got = b.recvBufWait(5_000_000);
             assertTrue(got == ti);
@@ -298,7 +296,7 @@ class JaviaIITest {
             d.set(ValueLayout.JAVA_LONG, 8, 60);
             d.set(ValueLayout.JAVA_LONG, 16, 64);
             b.recvBufPost(ti, 0);
-            r = (int) Native.POST_SEND.invokeExact(handle.getLong(a), 78L, d.address(), 1L);
+            r = (int) Native.POST_SEND.invokeExact(a.handleAddress(), 78L, d.address(), 1L);
             assertEquals(0, r, "the library's post of 64 bytes");
             assertEquals(64, b.recvBufWait(5_000_000).getLength());
             assertEquals(m[2510], in.segment().get(ValueLayout.JAVA_BYTE, 0));
