@@ -7,12 +7,11 @@
 //! one copy, as the engine copies a message into the receiver's queue.
 //!
 //! It waits as the engine does: a turn that moved something is followed at
-//! once by another; after it, turns that find nothing go on for
-//! [`LOOK_AFTER_WORK`] (the engine's `idle_spin` is zero), each giving the
-//! core away (`sched_yield`), then it sleeps; and after a turn that
-//! delivered to a process last seen on the forwarder's own core, an empty
-//! turn sleeps at once (the engine's handoff: that process cannot answer
-//! until the core is free). To sleep it arms a doorbell,
+//! once by another; the first turn that finds nothing is followed by one
+//! more look, then it sleeps (the engine's `idle_spin` is zero); and after
+//! a turn that delivered to a process last seen on the forwarder's own
+//! core, an empty turn sleeps at once (the engine's handoff: that process
+//! cannot answer until the core is free). To sleep it arms a doorbell,
 //! fences, looks once more, and waits on a futex; a sender publishes its
 //! record, notes its core, fences, and wakes the forwarder if the doorbell
 //! was armed, as unet's clients ring the engine's. (The engine sleeps in
@@ -25,9 +24,8 @@
 //! in a mapping the child inherits; the first pair in one of its own.
 
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use unet_engine::LOOK_AFTER_WORK;
 use unet_sys as sys;
 
 use super::floor::{self, control_words, Consumer, Geometry, Producer, Shm, Stalled, STOP};
@@ -92,7 +90,7 @@ fn relay(a: &Shm, b: &Shm, g: Geometry, quit: &AtomicBool) -> Result<(), Stalled
     let bell = Bell::of(b);
     let (mut from_parent, mut to_parent) = (floor::consumer(a, g, 0), floor::producer(a, g, 1));
     let (mut to_child, mut from_child) = (floor::producer(b, g, 0), floor::consumer(b, g, 1));
-    let (mut idle_since, mut handoff): (Option<Instant>, bool) = (None, false);
+    let (mut looked_again, mut handoff) = (false, false);
     while !quit.load(Ordering::Relaxed) {
         let mut work = false;
         let mut delivered_here = false;
@@ -108,16 +106,14 @@ fn relay(a: &Shm, b: &Shm, g: Geometry, quit: &AtomicBool) -> Result<(), Stalled
             delivered_here |= bell.on_my_core(0);
         }
         if work {
-            idle_since = None;
+            looked_again = false;
             handoff = delivered_here;
             continue;
         }
-        if !handoff {
-            let t = *idle_since.get_or_insert_with(Instant::now);
-            if t.elapsed() < LOOK_AFTER_WORK {
-                std::thread::yield_now();
-                continue;
-            }
+        if !handoff && !looked_again {
+            looked_again = true;
+            std::hint::spin_loop();
+            continue;
         }
         // Sleep: arm, fence, look once more, wait.
         let seen = bell.futex.load(Ordering::Acquire);
@@ -129,7 +125,7 @@ fn relay(a: &Shm, b: &Shm, g: Geometry, quit: &AtomicBool) -> Result<(), Stalled
             sys::futex_wait(bell.futex, seen, Some(Duration::from_millis(10)));
         }
         bell.armed.store(0, Ordering::Relaxed);
-        idle_since = None;
+        looked_again = false;
         handoff = false;
     }
     Ok(())

@@ -378,7 +378,7 @@ public final class Vi implements AutoCloseable {
             }
             if (bufs.sendDone.isEmpty() && broken == null && !closed) {
                 // The common case, the oldest send already complete: taken
-                // and handed back at once, not through sendBufDone.
+                // and handed back at once, not through bufs.sendDone.
                 ViBufferTicket t = pollBufSend();
                 if (t != null) {
                     return t;
