@@ -733,13 +733,12 @@ fn load_everywhere<T>(
 mod tests {
     use super::load_everywhere;
 
+    /// What was loaded, and each load asked for: (adapter, table).
+    type Outcome = (Result<Vec<usize>, String>, Vec<(usize, u8)>);
+
     /// A loader that records what it loaded where and refuses the loads
     /// listed in `refuse` (adapter, table).
-    fn run(
-        n: usize,
-        old: Option<&[u8]>,
-        refuse: &[(usize, u8)],
-    ) -> (Result<Vec<usize>, String>, Vec<(usize, u8)>) {
+    fn run(n: usize, old: Option<&[u8]>, refuse: &[(usize, u8)]) -> Outcome {
         let mut calls = Vec::new();
         let r = load_everywhere(n, b"N", old, |i, b| {
             calls.push((i, b[0]));
