@@ -133,7 +133,7 @@ fn window(s: &Session, window: Duration) -> (u64, u64, u64) {
 /// sweep them, even when every node was stopped by its scheduler. Now the
 /// nodes a scheduler descheduled are not swept (their input is already
 /// diverted and they do not run): with every node descheduled, the
-/// engine's UDM part neither turns nor visits a node, and it wakes no
+/// engine's UDM part visits no node, and the engine turns and wakes no
 /// more than with no job at all.
 #[test]
 fn an_idle_engine_with_descheduled_nodes_sleeps() {
@@ -141,7 +141,7 @@ fn an_idle_engine_with_descheduled_nodes_sleeps() {
     let s = Session::embedded(&e).unwrap();
     let span = Duration::from_millis(2200);
     thread::sleep(Duration::from_millis(200));
-    let (woke_alone, _, _) = window(&s, span);
+    let (woke_alone, turned_alone, _) = window(&s, span);
     let t = s
         .udm_create_job(&JobConfig {
             nodes: 4,
@@ -174,10 +174,15 @@ fn an_idle_engine_with_descheduled_nodes_sleeps() {
     thread::sleep(Duration::from_millis(1200));
     let (woke, turned, visited) = window(&s, span);
     eprintln!(
-        "over {span:?}: no job {woke_alone} wake-ups; the nodes running {swept} node visits; \
+        "over {span:?}: no job {woke_alone} wake-ups, {turned_alone} busy turns; the nodes running {swept} node visits; \
          descheduled {woke} wake-ups, {turned} busy turns, {visited} node visits"
     );
-    assert_eq!(turned, 0, "{turned} busy turns");
+    // The window's own counter reads are control requests: an engine in
+    // its look window serves them in busy turns, with or without a job.
+    assert!(
+        turned <= turned_alone,
+        "{turned} busy turns against {turned_alone} with no job"
+    );
     assert_eq!(visited, 0, "{visited} node visits");
     assert!(woke <= woke_alone + 1, "{woke} wake-ups");
     assert_eq!(engine_counter(&s, EngineCounter::UdmProcReads), 0);
