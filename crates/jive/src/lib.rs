@@ -117,6 +117,7 @@ pub use limits::{
     Limits, GC_WORDS_PER_FUEL, MAX_CLASS_BYTES, MAX_CODE_BYTES, MAX_STACK_SLOTS, TIME_SLICE,
 };
 pub use natives::{
-    test_natives, Intrinsic, NativeCtx, NativeFn, NativeResult, Natives, SinkFn, NATIVES_CLASS,
+    test_natives, Intrinsic, IntsSinkFn, LeafFn, NativeCtx, NativeFn, NativeResult, Natives,
+    SinkFn, NATIVES_CLASS,
 };
 pub use subset::{Class, Elem, FieldId, JType, LoadRules, MethodId};

@@ -51,6 +51,11 @@ pub(crate) enum Fast<H> {
     Sink(SinkFn<H>),
     /// `(byte[] a, int x, int len)`: the sink gets `a[..len]`.
     SinkPrefix(SinkFn<H>),
+    /// Up to three `int`s in, an `int` or nothing out: the leaf gets them.
+    Leaf(LeafFn<H>),
+    /// `(int[] a, int x, int y)`: the sink gets all of `a`; the call
+    /// charges the given units in all.
+    IntsSink(IntsSinkFn<H>, u32),
 }
 
 impl<H> Clone for Fast<H> {
@@ -94,6 +99,20 @@ pub(crate) fn bad_native_array<H>(heap: &Heap, nat: &BoundNative<H>, v: i32) -> 
 /// did nothing at all (compiled code then calls the native, which handles
 /// the case or makes the fault).
 pub type SinkFn<H> = fn(&mut H, &[u8], i32) -> bool;
+
+/// The common case of a native registered with [`Natives::register_leaf`]:
+/// the host state and the native's `int` arguments (those it does not
+/// take are 0). `Some(v)` when it did what the native would have done with
+/// them, returning `v` (0 for a `void` native), with no fault and no
+/// charge beyond the call's unit; `None` when it did nothing at all
+/// (compiled code then calls the native).
+pub type LeafFn<H> = fn(&mut H, [i32; 3]) -> Option<i32>;
+
+/// The common case of a native registered with
+/// [`Natives::register_ints_sink`]: the host state, the elements of the
+/// native's `int[]` argument and its two `int`s. True when it did what the
+/// native would have done with them, false when it did nothing at all.
+pub type IntsSinkFn<H> = fn(&mut H, &[i32], i32, i32) -> bool;
 
 /// A native whose common case compiled code performs itself, calling the
 /// native only when that case does not apply ([`Natives::register_intrinsic`]).
@@ -272,6 +291,53 @@ impl<H> Natives<H> {
             Some(Fast::SinkPrefix(sink)),
             false,
         )
+    }
+
+    /// Register `class.name descriptor` in `domain`, a native of up to
+    /// three `int` parameters returning an `int` or nothing, with `leaf`
+    /// for its common case: compiled code checks that the fuel left covers
+    /// the call (1 unit) and calls `leaf(host, args)` directly, with no
+    /// marshalling; if it declines (or the fuel does not cover the call)
+    /// it calls `f`. The interpreter always calls `f`. The host promises
+    /// that when `leaf` returns `Some(v)` it did exactly what `f` does
+    /// with these arguments, returning `v`, charging nothing beyond the
+    /// call's unit and allocating nothing, and that when it returns `None`
+    /// it did nothing. Other descriptors keep the plain call. Natives that
+    /// take a buffer from a queue or give one back are the use
+    /// (`tests/jit.rs` compares the two).
+    pub fn register_leaf(
+        &mut self,
+        domain: &str,
+        class: &str,
+        name: &str,
+        descriptor: &str,
+        f: NativeFn<H>,
+        leaf: LeafFn<H>,
+    ) -> &mut Self {
+        let fast = Some(Fast::Leaf(leaf));
+        self.add(domain, class, name, descriptor, f, fast, false)
+    }
+
+    /// Register `class.name([III)V` in `domain`, taking `(int[] a, int x,
+    /// int y)`, with `sink` for its common case: compiled code checks that
+    /// `a` is a live `int[]` and that the fuel left covers `units` (the
+    /// call's unit included, at least 1) and calls `sink(host, a, x, y)`;
+    /// if the sink declines (or a check fails) it calls `f`. The host
+    /// promises that when `sink` returns true it did exactly what `f` does
+    /// with these arguments, charging `units` in all, and that when it
+    /// returns false it did nothing. A receive native that hands over the
+    /// buffers an `int[]` names is the use.
+    pub fn register_ints_sink(
+        &mut self,
+        domain: &str,
+        class: &str,
+        name: &str,
+        f: NativeFn<H>,
+        sink: IntsSinkFn<H>,
+        units: u32,
+    ) -> &mut Self {
+        let fast = Some(Fast::IntsSink(sink, units.max(1)));
+        self.add(domain, class, name, "([III)V", f, fast, false)
     }
 
     /// Register `class.name([BIII)V` in `domain` as an [`Intrinsic`]:

@@ -187,17 +187,42 @@ fn n_send_user(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> NativeRes
 fn n_dma_rxd(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
     let (area, bufsize) = (h.area, h.bufsize);
     let ep = h.ep()?;
-    let offs = ctx.ints(a[0])?;
-    if offs.len() != MAX_RX_BUFFERS {
-        return Err(Box::new(bad_offsets(offs.len())));
-    }
-    let Ok(chan) = u16::try_from(a[1]) else {
-        return Err(Box::new(bad_channel(a[1])));
+    let d = rxd(ctx.ints(a[0])?, a[1], a[2], bufsize, area)?;
+    charge(ctx, 0)?;
+    ep.push_recv(&d);
+    Ok(0)
+}
+
+/// `dmaRxd`'s sink (see [`jive::Natives::register_ints_sink`]): what the
+/// native does when nothing faults (two units in all: the call's and one).
+fn s_dma_rxd(h: &mut SleHost, offs: &[i32], chan: i32, len: i32) -> bool {
+    let (area, bufsize) = (h.area, h.bufsize);
+    let Ok(ep) = h.ep() else {
+        return false;
     };
-    let len = a[2];
+    match rxd(offs, chan, len, bufsize, area) {
+        Ok(d) => {
+            ep.push_recv(&d);
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// The receive descriptor `dmaRxd(offs, chan, len)` publishes, checked:
+/// `offs` names the buffers, each inside the buffer area. Inlined into
+/// both callers: the sink drops the fault without building a result.
+#[inline(always)]
+fn rxd(offs: &[i32], chan: i32, len: i32, bufsize: u32, area: u64) -> Result<RecvDesc, Fault> {
+    if offs.len() != MAX_RX_BUFFERS {
+        return Err(bad_offsets(offs.len()));
+    }
+    let Ok(chan) = u16::try_from(chan) else {
+        return Err(bad_channel(chan));
+    };
     let bs = bufsize as i64;
     if len <= 0 || len as i64 > bs * MAX_RX_BUFFERS as i64 {
-        return Err(Box::new(bad_rxd_len(len, bs)));
+        return Err(bad_rxd_len(len, bs));
     }
     let mut d = RecvDesc {
         len: len as u32,
@@ -205,21 +230,27 @@ fn n_dma_rxd(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResul
         nbufs: 1,
         ..Default::default()
     };
-    if len as i64 <= bs {
-        // One buffer, the common case: one range check, one offset.
-        range("receive buffer", offs[0], bs as i32, area)?;
-        d.set_offset(0, offs[0] as u32);
-    } else {
-        let nbufs = unet_abi::buffers_spanned(len as usize, bs as usize);
-        d.nbufs = nbufs as u8;
-        for (i, &o) in offs[..nbufs].iter().enumerate() {
-            range("receive buffer", o, bs as i32, area)?;
-            d.set_offset(i, o as u32);
-        }
+    if len as i64 > bs {
+        return spanned(d, offs, bufsize, area);
     }
-    charge(ctx, 0)?;
-    ep.push_recv(&d);
-    Ok(0)
+    // One buffer, the common case: one range check, one offset.
+    range("receive buffer", offs[0], bs as i32, area)?;
+    d.set_offset(0, offs[0] as u32);
+    Ok(d)
+}
+
+/// [`rxd`]'s descriptor `d` of a message spanning several buffers: their
+/// offsets, each checked. Out of line: its loop over the offsets would
+/// make the common case's descriptor a set of registers.
+#[inline(never)]
+fn spanned(mut d: RecvDesc, offs: &[i32], bufsize: u32, area: u64) -> Result<RecvDesc, Fault> {
+    let nbufs = unet_abi::buffers_spanned(d.len as usize, bufsize as usize);
+    d.nbufs = nbufs as u8;
+    for (i, &o) in offs[..nbufs].iter().enumerate() {
+        range("receive buffer", o, bufsize as i32, area)?;
+        d.set_offset(i, o as u32);
+    }
+    Ok(d)
 }
 
 #[cold]
@@ -289,6 +320,11 @@ fn n_get_free(h: &mut SleHost, _: &mut NativeCtx<'_>, _: &[i32]) -> NativeResult
     Ok(h.ep()?.pop_free().map_or(-1, |o| o as i32))
 }
 
+/// `getFreeBuffer`'s leaf (see [`jive::Natives::register_leaf`]).
+fn l_get_free(h: &mut SleHost, _: [i32; 3]) -> Option<i32> {
+    Some(h.ep().ok()?.pop_free().map_or(-1, |o| o as i32))
+}
+
 fn n_put_free(h: &mut SleHost, _: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
     let (area, bufsize) = (h.area, h.bufsize);
     let ep = h.ep()?;
@@ -300,9 +336,23 @@ fn n_put_free(h: &mut SleHost, _: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult
     Ok(0)
 }
 
+/// `putFreeBuffer`'s leaf: a buffer inside the area onto a free queue
+/// with room (a full queue leaves the fault to the native).
+fn l_put_free(h: &mut SleHost, a: [i32; 3]) -> Option<i32> {
+    let (area, bufsize) = (h.area, h.bufsize);
+    let ep = h.ep().ok()?;
+    range("free buffer", a[0], bufsize as i32, area).ok()?;
+    ep.push_free(a[0] as u32).then_some(0)
+}
+
 fn n_free_len(h: &mut SleHost, _: &mut NativeCtx<'_>, _: &[i32]) -> NativeResult {
     h.ep()?;
     Ok(h.bufsize as i32)
+}
+
+/// `getFreeBufferLength`'s leaf.
+fn l_free_len(h: &mut SleHost, _: [i32; 3]) -> Option<i32> {
+    h.ep.is_some().then_some(h.bufsize as i32)
 }
 
 fn n_new_aligned(_: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
@@ -347,7 +397,7 @@ pub fn natives() -> Natives<SleHost> {
     n.register_intrinsic(DOMAIN, c, "doHtoLDMA", n_h_to_l, Intrinsic::WindowToArray)
         .register_intrinsic(DOMAIN, c, "doLtoHDMA", n_l_to_h, Intrinsic::ArrayToWindow)
         .register_sink(DOMAIN, c, "txPush", n_tx_push, s_tx_push)
-        .register(DOMAIN, c, "dmaRxd", "([III)V", n_dma_rxd)
+        .register_ints_sink(DOMAIN, c, "dmaRxd", n_dma_rxd, s_dma_rxd, 2)
         .register_sink_prefix(
             DOMAIN,
             c,
@@ -355,12 +405,19 @@ pub fn natives() -> Natives<SleHost> {
             n_dma_rxd_payload,
             s_dma_rxd_payload,
         )
-        .register(DOMAIN, c, "getFreeBuffer", "()I", n_get_free)
-        .register(DOMAIN, c, "getFreeBufferLength", "()I", n_free_len)
+        .register_leaf(DOMAIN, c, "getFreeBuffer", "()I", n_get_free, l_get_free)
+        .register_leaf(
+            DOMAIN,
+            c,
+            "getFreeBufferLength",
+            "()I",
+            n_free_len,
+            l_free_len,
+        )
         .register(DOMAIN, c, "newAlignedArray", "(I)[B", n_new_aligned)
         .register(DOMAIN, c, "now", "()I", n_now)
         .register(DOMAIN, c, "setTimer", "(II)V", n_set_timer)
-        .register(DOMAIN, c, "putFreeBuffer", "(I)V", n_put_free)
+        .register_leaf(DOMAIN, c, "putFreeBuffer", "(I)V", n_put_free, l_put_free)
         .register(DOMAIN, c, "sendUser", "(III)V", n_send_user);
     n
 }

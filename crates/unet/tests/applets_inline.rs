@@ -404,6 +404,11 @@ struct MockEp {
     sent: Vec<(u16, Vec<u8>)>,
     /// Messages taken by `try_tx_push` (compiled `txPush`'s common case).
     sunk: u32,
+    /// The free queue (taken from the end; `push_free` refuses beyond
+    /// `free_cap`) and the receive descriptors published, as bytes.
+    free: Vec<u32>,
+    free_cap: usize,
+    recvd: Vec<Vec<u8>>,
 }
 
 impl MockEp {
@@ -412,6 +417,9 @@ impl MockEp {
             area,
             sent: Vec::new(),
             sunk: 0,
+            free: Vec::new(),
+            free_cap: usize::MAX,
+            recvd: Vec::new(),
         }
     }
 }
@@ -427,9 +435,13 @@ impl unet_sle::Port for MockEp {
         2048
     }
     fn pop_free(&mut self) -> Option<u32> {
-        None
+        self.free.pop()
     }
-    fn push_free(&mut self, _: u32) -> bool {
+    fn push_free(&mut self, off: u32) -> bool {
+        if self.free.len() >= self.free_cap {
+            return false;
+        }
+        self.free.push(off);
         true
     }
     fn tx_push(&mut self, chan: u16, data: &[u8]) -> Result<(), String> {
@@ -447,7 +459,11 @@ impl unet_sle::Port for MockEp {
         self.sent.push((chan, data.to_vec()));
         true
     }
-    fn push_recv(&mut self, _: &unet_abi::RecvDesc) -> bool {
+    fn push_recv(&mut self, d: &unet_abi::RecvDesc) -> bool {
+        let (len, chan, nbufs) = (d.len.to_le_bytes(), d.channel.to_le_bytes(), d.nbufs);
+        let mut v = [&len[..], &chan[..], &[d.flags, nbufs], &d.data[..]].concat();
+        v.shrink_to_fit();
+        self.recvd.push(v);
         true
     }
 }
@@ -579,4 +595,55 @@ fn compiled_tx_push_agrees_with_interpreted_one() {
     // Every message on an even channel went through the sink.
     let even = e2.sent.iter().filter(|(c, _)| c % 2 == 0).count() as u32;
     assert!(e2.sunk > 10 && e2.sunk == even, "{} of {even}", e2.sunk);
+}
+
+/// The buffer natives (`dmaRxd`, an `int[]` sink in compiled applets;
+/// `getFreeBuffer`, `getFreeBufferLength` and `putFreeBuffer`, leaves) are
+/// called directly by compiled applets and through their natives by
+/// interpreted ones: the same results, faults, work, receive descriptors
+/// and free queue over lengths, channels and offsets in and out of range,
+/// an array of the wrong size and a full free queue.
+#[test]
+fn compiled_buffer_natives_agree_with_interpreted_ones() {
+    let ((mut interp, mut e1), (mut jit, mut e2)) = interpreted_and_compiled("Buffers", || {
+        let mut e = MockEp::new(vec![0; 1 << 16]);
+        e.free = vec![4096, 8192];
+        e.free_cap = 6;
+        e
+    });
+    let area = 1u32 << 16;
+    let mut compared = 0;
+    let mut check = |r1, r2, what: String, i: &unet_sle::Applet, j: &unet_sle::Applet| {
+        assert_eq!(r1, r2, "{what}");
+        assert_eq!(i.stats.fuel, j.stats.fuel, "work after {what}");
+        compared += 1;
+    };
+    let lens = [0, 1, 56, 57, 2048, 2049, 4096, 28_672, 28_673, u32::MAX];
+    for len in lens {
+        for chan in [0u16, 1, 5, 999, 65535] {
+            for off in [0, 2048, area - 2048, area - 2047, area, u32::MAX] {
+                let what = format!("doTx({len}, {chan}, {off})");
+                let r1 = interp.tx(&mut e1, len, chan, off);
+                let r2 = jit.tx(&mut e2, len, chan, off);
+                assert_eq!(e1.recvd, e2.recvd, "descriptors after {what}");
+                assert_eq!(e1.free, e2.free, "free queue after {what}");
+                check(r1, r2, what, &interp, &jit);
+            }
+        }
+    }
+    for chan in [0u16, 1, 2, 3, 100, 4095, 4096, 65535] {
+        for _ in 0..4 {
+            let r1 = interp.rx(&mut e1, &[1, 2, 3], chan);
+            let r2 = jit.rx(&mut e2, &[1, 2, 3], chan);
+            check(r1, r2, format!("doRx(3, {chan})"), &interp, &jit);
+            assert_eq!(e1.free, e2.free, "free queue after doRx(3, {chan})");
+        }
+    }
+    assert_eq!(compared, 10 * 5 * 6 + 8 * 4);
+    // (14 buffers of 2 048 bytes: 28 672 is the longest message.)
+    // Descriptors of one buffer and of several were published, and the
+    // free queue both filled (a fault) and handed buffers out.
+    assert!(e1.recvd.iter().any(|d| d[7] == 1) && e1.recvd.iter().any(|d| d[7] > 1));
+    assert!(e1.recvd.len() > 20, "{} published", e1.recvd.len());
+    assert!(interp.stats.faults.iter().sum::<u64>() > 100);
 }

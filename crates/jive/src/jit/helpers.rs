@@ -310,6 +310,51 @@ pub(super) extern "C" fn h_sink<H>(
     f(host, bytes, x) as i64
 }
 
+/// What [`h_leaf`] returns when the leaf declined: no `int` sign-extends
+/// to it.
+pub(super) const DECLINED: i64 = 1 << 40;
+
+/// A leaf's call (see `Gen::leaf_call`): its result sign-extended, or
+/// [`DECLINED`].
+pub(super) extern "C" fn h_leaf<H>(ctx: *mut Ctx, f: *const (), a0: i32, a1: i32, a2: i32) -> i64 {
+    // SAFETY: compiled code passes a `LeafFn<H>` of the class it was
+    // compiled from, with the same `H` this helper was instantiated with.
+    #[allow(unsafe_code)]
+    let f = unsafe { std::mem::transmute::<*const (), LeafFn<H>>(f) };
+    // SAFETY: called by compiled code with its context (see `parts`).
+    #[allow(unsafe_code)]
+    let (_, env) = unsafe { parts::<H>(ctx) };
+    let (_, _, host) = vm(env);
+    f(host, [a0, a1, a2]).map_or(DECLINED, i64::from)
+}
+
+/// An `int[]` sink's call (see `Gen::ints_sink_call`): 1 if it accepted,
+/// 0 if it declined.
+pub(super) extern "C" fn h_ints_sink<H>(
+    ctx: *mut Ctx,
+    f: *const (),
+    p: *const i32,
+    n: u64,
+    x: i32,
+    y: i32,
+) -> i64 {
+    // SAFETY: compiled code passes an `IntsSinkFn<H>` of the class it was
+    // compiled from, with the same `H` this helper was instantiated with.
+    #[allow(unsafe_code)]
+    let f = unsafe { std::mem::transmute::<*const (), IntsSinkFn<H>>(f) };
+    // SAFETY: called by compiled code with its context (see `parts`).
+    #[allow(unsafe_code)]
+    let (_, env) = unsafe { parts::<H>(ctx) };
+    // SAFETY: compiled code read `p` and `n` from a live `int[]` entry of
+    // the heap's table (elements of `i32`, aligned), which the host state
+    // does not reach, and nothing can free or move it during the call (a
+    // sink has no access to the heap).
+    #[allow(unsafe_code)]
+    let ints = unsafe { std::slice::from_raw_parts(p, n as usize) };
+    let (_, _, host) = vm(env);
+    f(host, ints, x, y) as i64
+}
+
 #[cold]
 #[inline(never)]
 fn native_fault<H>(env: &mut Env<H>, f: Fault, site: i64) -> i64 {

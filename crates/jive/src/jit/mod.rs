@@ -32,7 +32,12 @@
 //! fault; natives registered with a sink
 //! ([`Natives::register_sink`](crate::Natives::register_sink)) pass the
 //! same checks and then call the sink with the bytes, and the native only
-//! if it declines. What it leaves to helpers in Rust: array accesses
+//! if it declines; natives registered with a leaf
+//! ([`Natives::register_leaf`](crate::Natives::register_leaf): up to
+//! three `int`s in, an `int` or nothing out) or an `int[]` sink
+//! ([`Natives::register_ints_sink`](crate::Natives::register_ints_sink))
+//! have it called directly, the arguments in registers, when the first
+//! part of the budget covers the call (`translate/native.rs`). What it leaves to helpers in Rust: array accesses
 //! that fail a check (the helper makes the interpreter's exact fault; an
 //! access whose helper can only fault exits there and does not come
 //! back, so its call costs the loop around it no registers),
@@ -153,7 +158,9 @@ use crate::heap::{arr_fault, ArrayData, Heap, RawArr, RAW_B, RAW_FREE, RAW_I, RA
 use crate::limits::Limits;
 use crate::limits::MAX_STACK_SLOTS;
 use crate::model::{Elem, JType};
-use crate::natives::{bad_native_array, Fast, Intrinsic, NativeCtx, NativeFn, SinkFn};
+use crate::natives::{
+    bad_native_array, Fast, Intrinsic, IntsSinkFn, LeafFn, NativeCtx, NativeFn, SinkFn,
+};
 use crate::subset::{Class, ClassInner};
 
 mod ctx;
@@ -169,9 +176,9 @@ use ctx::{
     CTX_WINDOW_LEN,
 };
 use helpers::{
-    elem_code, h_aload, h_arrlen, h_astore, h_copy, h_fault, h_native, h_native_int, h_newarray,
-    h_reserve, h_sink, h_spent, record, A_BOOL, A_BYTE, A_INT, A_SHORT, K_DEPTH, K_DIV0,
-    K_INTERNAL, K_NULL,
+    elem_code, h_aload, h_arrlen, h_astore, h_copy, h_fault, h_ints_sink, h_leaf, h_native,
+    h_native_int, h_newarray, h_reserve, h_sink, h_spent, record, A_BOOL, A_BYTE, A_INT, A_SHORT,
+    DECLINED, K_DEPTH, K_DIV0, K_INTERNAL, K_NULL,
 };
 use policy::{compilable, MAX_FRAME_BYTES};
 use stack::{stack_limit, OVERFLOW_FLAG};

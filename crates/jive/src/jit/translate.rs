@@ -8,6 +8,7 @@ mod arith;
 mod arrays;
 mod cache;
 mod fuel;
+mod native;
 mod unroll;
 
 pub(super) use cache::Plan;
@@ -805,85 +806,7 @@ impl<H> Gen<'_, '_, H> {
                 let v = self.b.ins().ireduce(types::I32, r);
                 self.set(at, v);
             }
-            Op::CallNative { n, d, k, argc } => {
-                let specs = mc
-                    .args
-                    .get(k as usize..k as usize + argc as usize)
-                    .ok_or_else(|| format!("native arguments {k}.. missing"))?;
-                let nat = self
-                    .cls
-                    .natives
-                    .get(n as usize)
-                    .ok_or_else(|| format!("native {n} missing"))?;
-                let mut vals = Vec::with_capacity(specs.len());
-                for a in specs {
-                    vals.push(match *a {
-                        Arg::S(s) => self.var(s),
-                        Arg::K(v) => self.k32(v),
-                        Arg::F(f) => {
-                            let (p, off) = self.field_addr(f)?;
-                            self.b
-                                .ins()
-                                .load(types::I32, MemFlagsData::trusted(), p, off)
-                        }
-                    });
-                }
-                // An intrinsic's or a sink's common case inline; the call
-                // below is its slow path.
-                let done = match (nat.fast, vals.as_slice()) {
-                    (Some(Fast::Window(kind)), &[h, aoff, woff, len]) => {
-                        Some(self.window_copy(kind, h, aoff, woff, len))
-                    }
-                    (Some(Fast::Sink(sink)), &[h, aoff, x, len]) => {
-                        Some(self.sink_call(sink, h, aoff, x, len))
-                    }
-                    (Some(Fast::SinkPrefix(sink)), &[h, x, len]) => {
-                        let zero = self.k32(0);
-                        Some(self.sink_call(sink, h, zero, x, len))
-                    }
-                    _ => None,
-                };
-                let slot = self.args_slot.expect("made at entry");
-                for (j, &v) in vals.iter().enumerate() {
-                    self.b.ins().stack_store(self.ptr, v, slot, 4 * j as i32);
-                }
-                let argp = self.b.ins().stack_addr(self.ptr, slot, 0);
-                let (c, nn, na, s) = (
-                    self.ctx(),
-                    self.k(n as i64),
-                    self.k(argc as i64),
-                    self.k(self.site(i)),
-                );
-                let r = if matches!(nat.sig.ret, Some(JType::Array(_))) {
-                    type Nat = extern "C" fn(*mut Ctx, i64, *const i32, i64, i64) -> i64;
-                    let f = h_native::<H> as Nat as *const u8;
-                    self.helper(
-                        f,
-                        &[self.ptr, types::I64, self.ptr, types::I64, types::I64],
-                        &[c, nn, argp, na, s],
-                    )
-                } else {
-                    // The native's own function goes in as a constant: no
-                    // lookup, and no result check (it returns no handle).
-                    type Nat = extern "C" fn(*mut Ctx, *const (), *const i32, i64, i64) -> i64;
-                    let f = h_native_int::<H> as Nat as *const u8;
-                    let fp = self.k(nat.f as usize as i64);
-                    self.helper(
-                        f,
-                        &[self.ptr, self.ptr, self.ptr, types::I64, types::I64],
-                        &[c, fp, argp, na, s],
-                    )
-                };
-                self.check(r);
-                if nat.sig.ret.is_some() {
-                    let v = self.b.ins().ireduce(types::I32, r);
-                    self.set(d, v);
-                }
-                if let Some(done) = done {
-                    self.b.ins().jump(done, &[]);
-                    self.b.switch_to_block(done);
-                }
-            }
+            Op::CallNative { n, d, k, argc } => self.call_native(i, n, d, k, argc)?,
             Op::Ret { s } => {
                 let v = self.var(s);
                 self.ret(v);

@@ -85,6 +85,32 @@ pub const TEST_APPLETS: &[(&str, &str)] = &[
          }\n\
          }\n",
     ),
+    (
+        // The buffer natives with arguments from the host: dmaRxd
+        // (doTx: buffers from `off` on, the channel less one; channel 999
+        // passes an array of the wrong size), getFreeBuffer,
+        // getFreeBufferLength and putFreeBuffer (doRx: twice at the
+        // channel times 16 less 32, then one taken back), for the
+        // compiled-against-interpreted tests.
+        "Buffers",
+        "import static unet.sle.Natives.*;\n\
+         public class Buffers {\n\
+         public static byte[] RxBuf;\n\
+         static int[] offs;\n\
+         static int[] three;\n\
+         Buffers() { offs = new int[14]; three = new int[3]; }\n\
+         static int doTx(int length, int channel, int off) {\n\
+         for (int i = 0; i < 14; i++) { offs[i] = off + 2048 * i; }\n\
+         if (channel == 999) { dmaRxd(three, 0, length); } else { dmaRxd(offs, channel - 1, length); }\n\
+         return getFreeBuffer() + getFreeBufferLength();\n\
+         }\n\
+         static int doRx(int length, int channel) {\n\
+         putFreeBuffer(channel * 16 - 32);\n\
+         putFreeBuffer(channel * 16 - 32);\n\
+         return getFreeBuffer() + length;\n\
+         }\n\
+         }\n",
+    ),
 ];
 
 /// Every applet of `applets/` and of [`TEST_APPLETS`], compiled once (one

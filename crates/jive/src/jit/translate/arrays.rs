@@ -1,7 +1,7 @@
 //! The translator's array operations: the inline fast path (the heap's
-//! table of element addresses, kind and bounds checked), the window
-//! copies and sinks, and the helper calls that make the interpreter's
-//! exact fault when a check fails.
+//! table of element addresses, kind and bounds checked), the range checks
+//! of the natives' fast cases, and the helper calls that make the
+//! interpreter's exact fault when a check fails.
 
 use super::*;
 
@@ -135,87 +135,6 @@ impl<H> Gen<'_, '_, H> {
         ok = self.b.ins().band(ok, enough);
         let at = self.b.ins().iadd(addr, a);
         ByteRange { ok, at, n, left }
-    }
-
-    /// The common case of an [`Intrinsic`] copy (see its documentation)
-    /// inline. Leaves the builder in the block that must call the native
-    /// (some check failed), whose code the caller emits and then jumps to
-    /// the returned block, where both paths continue.
-    pub(super) fn window_copy(
-        &mut self,
-        kind: Intrinsic,
-        h: Value,
-        aoff: Value,
-        woff: Value,
-        len: Value,
-    ) -> Block {
-        let slow = self.block();
-        let done = self.block();
-        let c = self.ctx();
-        let w = self.b.ins().sextend(types::I64, woff);
-        let r = self.byte_range(h, aoff, len, Some(w), slow);
-        let fl = MemFlagsData::trusted();
-        let wbase = self.b.ins().load(types::I64, fl, c, CTX_WINDOW);
-        let wlen = self.b.ins().load(types::I64, fl, c, CTX_WINDOW_LEN);
-        let wend = self.b.ins().iadd(w, r.n);
-        let in_w = self
-            .b
-            .ins()
-            .icmp(IntCC::UnsignedLessThanOrEqual, wend, wlen);
-        let mut ok = self.b.ins().band(r.ok, in_w);
-        let bound = self.b.ins().icmp_imm_u(IntCC::NotEqual, wbase, 0);
-        ok = self.b.ins().band(ok, bound);
-        let fast = self.block();
-        self.b.ins().brif(ok, fast, &[], slow, &[]);
-        self.b.switch_to_block(fast);
-        self.set_fuel(r.left);
-        let pw = self.b.ins().iadd(wbase, w);
-        let (dst, src) = match kind {
-            Intrinsic::WindowToArray => (r.at, pw),
-            Intrinsic::ArrayToWindow => (pw, r.at),
-        };
-        let f = h_copy as extern "C" fn(*mut u8, *const u8, u64) -> i64 as *const u8;
-        self.helper(f, &[self.ptr, self.ptr, types::I64], &[dst, src, r.n]);
-        self.b.ins().jump(done, &[]);
-        self.b.set_cold_block(slow);
-        self.b.switch_to_block(slow);
-        done
-    }
-
-    /// The common case of a native with a sink
-    /// ([`Natives::register_sink`](crate::Natives::register_sink)): the
-    /// checks of [`Gen::byte_range`], then the sink; the fuel is charged
-    /// if it accepts. Leaves the builder where [`Gen::window_copy`] does.
-    pub(super) fn sink_call(
-        &mut self,
-        sink: SinkFn<H>,
-        h: Value,
-        aoff: Value,
-        x: Value,
-        len: Value,
-    ) -> Block {
-        let slow = self.block();
-        let done = self.block();
-        let r = self.byte_range(h, aoff, len, None, slow);
-        let call = self.block();
-        self.b.ins().brif(r.ok, call, &[], slow, &[]);
-        self.b.switch_to_block(call);
-        type Sink = extern "C" fn(*mut Ctx, *const (), *const u8, u64, i32) -> i64;
-        let f = h_sink::<H> as Sink as *const u8;
-        let (c, sp) = (self.ctx(), self.k(sink as usize as i64));
-        let took = self.helper(
-            f,
-            &[self.ptr, self.ptr, self.ptr, types::I64, types::I32],
-            &[c, sp, r.at, r.n, x],
-        );
-        let accepted = self.block();
-        self.b.ins().brif(took, accepted, &[], slow, &[]);
-        self.b.switch_to_block(accepted);
-        self.set_fuel(r.left);
-        self.b.ins().jump(done, &[]);
-        self.b.set_cold_block(slow);
-        self.b.switch_to_block(slow);
-        done
     }
 
     /// Whether `kind` is one the array op of `kind` (`A_*`) accepts.
