@@ -297,6 +297,12 @@ fn a_user_joining_again_and_again_stops_at_its_cap_and_leaves_only_its_own_queue
     ] {
         assert!(err.contains(&want), "{want:?} not in: {err}");
     }
+    let refused = |sock: &str| {
+        let out = unet(&["stat", "--socket", sock, "--json"]);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["engine"]["quota_refused_peers_user"].as_u64().unwrap()
+    };
+    assert_eq!((refused(a), refused(b)), (1, 0), "refused at A, counted");
     // Root still joins.
     let out = unet(&join);
     assert!(out.status.success(), "root's join: {out:?}");
@@ -329,6 +335,7 @@ fn a_user_joining_again_and_again_stops_at_its_cap_and_leaves_only_its_own_queue
     let out = unet_as_nobody(&bin, &join);
     assert!(out.status.success(), "the join after a leave: {out:?}");
     assert_eq!(unet_as_nobody(&bin, &join).status.code(), Some(1));
+    assert_eq!(refused(a), 2);
     // Root may leave anyone's.
     sa.leave_peer(mine[1].0).unwrap();
     let _ = std::fs::remove_dir_all(&dir);

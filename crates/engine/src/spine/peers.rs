@@ -38,6 +38,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use unet_abi::spine::{AmHeader, AM_SRC_PEER};
+use unet_abi::EngineCounter;
 use unet_control::peer::{
     PeerInfo, PeerListing, PEERS_PER_ADAPTER, PEERS_PER_PROCESS, PEERS_PER_USER,
 };
@@ -45,6 +46,7 @@ use unet_control::{ErrorCode, Reply, Request};
 use unet_sys::{Epoll, EventFd};
 
 use crate::clients::{ClientId, Clients, ProcKey};
+use crate::counters::Counters;
 use crate::poller::{Poller, Token};
 use crate::spine::events::{DropReason, Event, EventKind};
 use crate::spine::peer::{
@@ -280,12 +282,7 @@ impl Peers {
         side: u8,
         peer_doorbell: Option<EventFd>,
     ) -> Result<(u32, OwnedFd), ErrorCode> {
-        // A look first: a link whose peer died since counts for no one.
-        self.check_all(Instant::now());
-        let live = || self.rows.iter().flatten().filter(|r| r.dead.is_none());
-        if live().filter(|r| r.proc == by.proc).count() >= PEERS_PER_PROCESS
-            || live().filter(|r| r.uid == by.uid).count() >= PEERS_PER_USER
-        {
+        if self.over_cap(by).is_some() {
             return Err(ErrorCode::ObjectQuota);
         }
         let slot = self.free_slot().ok_or(ErrorCode::NoResources)?;
@@ -342,6 +339,22 @@ impl Peers {
         });
         self.check_all(Instant::now());
         Ok((index, ours))
+    }
+
+    /// Whether `by` may join no more links: the cap it is at (its
+    /// process's or its user's), as the refusal is counted. Live links
+    /// count, after a look (a link whose peer died since counts for no
+    /// one).
+    fn over_cap(&mut self, by: Joiner) -> Option<EngineCounter> {
+        self.check_all(Instant::now());
+        let live = || self.rows.iter().flatten().filter(|r| r.dead.is_none());
+        if live().filter(|r| r.proc == by.proc).count() >= PEERS_PER_PROCESS {
+            Some(EngineCounter::QuotaRefusedPeersProcess)
+        } else if live().filter(|r| r.uid == by.uid).count() >= PEERS_PER_USER {
+            Some(EngineCounter::QuotaRefusedPeersUser)
+        } else {
+            None
+        }
     }
 
     /// A free slot: an empty one, or else that of the dead link joined
@@ -444,11 +457,13 @@ fn doorbell_of(fd: OwnedFd) -> Result<EventFd, ErrorCode> {
 }
 
 /// Do what a peer request asks (the caller checked the client may):
-/// the reply and the descriptor it carries, if any.
+/// the reply and the descriptor it carries, if any. A join refused for a
+/// cap is counted in `counters`.
 pub(crate) fn handle(
     peers: &mut Peers,
     poller: &Poller,
     clients: &dyn Clients,
+    counters: &Counters,
     ci: ClientId,
     req: Request,
     fds: &mut Vec<OwnedFd>,
@@ -469,6 +484,10 @@ pub(crate) fn handle(
                 proc: clients.proc_key(ci),
                 uid: uid.unwrap_or(u32::MAX),
             };
+            if let Some(c) = peers.over_cap(by) {
+                counters.engine(c, 1);
+                return err(ErrorCode::ObjectQuota);
+            }
             match peers.join(poller, by, seg, side, doorbell) {
                 Ok((index, fd)) => (Reply::PeerJoined { index }, Some(fd)),
                 Err(c) => err(c),

@@ -13,6 +13,7 @@ use unet_abi::spine::{AM_BULK, DEST_PEER};
 use super::*;
 use crate::clients::fake::Users;
 use crate::config::EngineConfig;
+use crate::counters::Counters;
 use crate::spine::peer::DEFAULT_STALL_TIMEOUT;
 use crate::spine::rt::{E_BAD_DEST, E_DEAD};
 use unet_abi::peer::DEFAULT_PEER_GEOMETRY as DEFAULT_GEOMETRY;
@@ -56,40 +57,61 @@ fn join(p: &Poller, a: &mut Rt, b: &mut Rt, proc: usize) -> (u32, u32) {
     (ia, ib)
 }
 
-/// What `handle` answers client `ci` of `users` asking `req` (with
-/// `fds`) of adapter `a`.
-fn ask(
-    a: &mut Rt,
-    p: &Poller,
-    users: &Users,
-    ci: ClientId,
-    req: Request,
-    fds: Vec<OwnedFd>,
-) -> Reply {
-    let mut fds = fds;
-    handle(&mut a.peers, p, users, ci, req, &mut fds).0
+/// An adapter and its clients (`Users`), asked through `handle`.
+struct Adapter {
+    rt: Rt,
+    p: Poller,
+    users: Users,
+    counters: Counters,
 }
 
-/// Client `ci` of `users` joins side 0 of a new segment to `a`: the
-/// index, or the refusal.
-fn joined(a: &mut Rt, p: &Poller, users: &Users, ci: ClientId) -> Result<u32, ErrorCode> {
-    match ask(
-        a,
-        p,
-        users,
-        ci,
-        Request::PeerJoin { side: 0 },
-        vec![segment()],
-    ) {
-        Reply::PeerJoined { index } => Ok(index),
-        Reply::Error(c) => Err(c),
-        r => panic!("a join answered {r:?}"),
+impl Adapter {
+    /// Clients `0..uids.len()`, client `i` a process of user `uids[i]`.
+    fn new(uids: Vec<u32>) -> Adapter {
+        Adapter {
+            rt: rt(),
+            p: Poller::new().unwrap(),
+            users: Users::new(uids),
+            counters: Counters::create(4, 1).unwrap(),
+        }
     }
-}
 
-/// Client `ci` of `users` leaves link `index` of `a`.
-fn left(a: &mut Rt, p: &Poller, users: &Users, ci: ClientId, index: u32) -> Reply {
-    ask(a, p, users, ci, Request::PeerLeave { index }, Vec::new())
+    /// What client `ci` is answered asking `req` (with `fds`).
+    fn ask(&mut self, ci: ClientId, req: Request, fds: Vec<OwnedFd>) -> Reply {
+        let mut fds = fds;
+        let (peers, c) = (&mut self.rt.peers, &self.counters);
+        handle(peers, &self.p, &self.users, c, ci, req, &mut fds).0
+    }
+
+    /// Client `ci` joins side 0 of a new segment: the index, or the
+    /// refusal.
+    fn joined(&mut self, ci: ClientId) -> Result<u32, ErrorCode> {
+        match self.ask(ci, Request::PeerJoin { side: 0 }, vec![segment()]) {
+            Reply::PeerJoined { index } => Ok(index),
+            Reply::Error(c) => Err(c),
+            r => panic!("a join answered {r:?}"),
+        }
+    }
+
+    /// Client `ci` leaves link `index`.
+    fn left(&mut self, ci: ClientId, index: u32) -> Reply {
+        self.ask(ci, Request::PeerLeave { index }, Vec::new())
+    }
+
+    /// Client `ci` hands link `index` a doorbell.
+    fn rang(&mut self, ci: ClientId, index: u32) -> Reply {
+        let bell = EventFd::new().unwrap().fd().try_clone().unwrap();
+        self.ask(ci, Request::PeerDoorbell { index }, vec![bell])
+    }
+
+    /// Joins refused for the process's cap and for the user's.
+    fn refused(&self) -> (u64, u64) {
+        let n = |c| self.counters.engine_value(c);
+        (
+            n(EngineCounter::QuotaRefusedPeersProcess),
+            n(EngineCounter::QuotaRefusedPeersUser),
+        )
+    }
 }
 
 /// Run what `rt` queued: forwards go on their links, arrivals are handed
@@ -276,32 +298,28 @@ fn a_peer_that_stops_taking_messages_is_stalled_once_the_timeout_passes() {
 
 #[test]
 fn a_user_joining_from_one_new_process_after_another_stops_at_its_cap_and_others_still_join() {
-    let p = Poller::new().unwrap();
-    let mut a = rt();
     // Clients 0..=PEERS_PER_USER: processes of user 1000, each a new one
     // (the one before exited; its link lives on between the adapters);
     // then one of user 2000, and root.
     let mut uids = vec![1000; PEERS_PER_USER + 1];
     uids.extend([2000, 0]);
-    let users = Users::new(uids);
+    let mut a = Adapter::new(uids);
     let (next, other, root) = (PEERS_PER_USER, PEERS_PER_USER + 1, PEERS_PER_USER + 2);
     let mine: Vec<u32> = (0..PEERS_PER_USER)
-        .map(|ci| joined(&mut a, &p, &users, ci).unwrap())
+        .map(|ci| a.joined(ci).unwrap())
         .collect();
     assert_eq!(
-        joined(&mut a, &p, &users, next),
+        a.joined(next),
         Err(ErrorCode::ObjectQuota),
         "a new process of the same user, under its own process's cap"
     );
+    assert_eq!(a.refused(), (0, 1), "counted as the user's cap");
     // Another user takes the rest of the adapter; then it is full.
     for _ in PEERS_PER_USER..PEERS_PER_ADAPTER {
-        joined(&mut a, &p, &users, other).unwrap();
+        a.joined(other).unwrap();
     }
-    assert_eq!(
-        joined(&mut a, &p, &users, root),
-        Err(ErrorCode::NoResources)
-    );
-    let l = a.peers.listing();
+    assert_eq!(a.joined(root), Err(ErrorCode::NoResources));
+    let l = a.rt.peers.listing();
     let of = |uid| l.peers.iter().filter(|r| r.uid == uid).count();
     assert_eq!(
         (of(1000), of(2000)),
@@ -310,49 +328,49 @@ fn a_user_joining_from_one_new_process_after_another_stops_at_its_cap_and_others
 
     // The user leaves one of its links (from a later process): the
     // user may join one more, and no more.
-    assert_eq!(left(&mut a, &p, &users, next, mine[0]), Reply::Ok);
-    joined(&mut a, &p, &users, next).unwrap();
-    assert_eq!(
-        joined(&mut a, &p, &users, next),
-        Err(ErrorCode::ObjectQuota)
-    );
+    assert_eq!(a.left(next, mine[0]), Reply::Ok);
+    a.joined(next).unwrap();
+    assert_eq!(a.joined(next), Err(ErrorCode::ObjectQuota));
+    assert_eq!(a.refused(), (0, 2));
     // A link whose peer died counts for no one: its slot is taken.
-    a.peers.row_mut(mine[1]).unwrap().dead = Some(Death::Exited);
-    let i = joined(&mut a, &p, &users, next).unwrap();
+    a.rt.peers.row_mut(mine[1]).unwrap().dead = Some(Death::Exited);
+    let i = a.joined(next).unwrap();
     assert_eq!(i & 0xF, mine[1] & 0xF);
 }
 
 #[test]
+fn a_join_refused_at_the_process_cap_is_counted_as_such() {
+    let mut a = Adapter::new(vec![1000]);
+    for _ in 0..PEERS_PER_PROCESS {
+        a.joined(0).unwrap();
+    }
+    assert_eq!(a.joined(0), Err(ErrorCode::ObjectQuota));
+    assert_eq!(a.refused(), (1, 0));
+}
+
+#[test]
 fn a_link_is_left_or_given_a_doorbell_only_by_its_joining_user_or_root() {
-    let p = Poller::new().unwrap();
-    let mut a = rt();
     // Clients: 0 and 1 processes of user 1000, 2 of user 2000, 3 root,
     // 4 of a user the kernel did not tell.
-    let users = Users::new(vec![1000, 1000, 2000, 0, u32::MAX]);
-    let x = joined(&mut a, &p, &users, 0).unwrap();
-    let y = joined(&mut a, &p, &users, 2).unwrap();
-    let z = joined(&mut a, &p, &users, 4).unwrap();
-    let bell = || EventFd::new().unwrap().fd().try_clone().unwrap();
-    let door = |index| Request::PeerDoorbell { index };
+    let mut a = Adapter::new(vec![1000, 1000, 2000, 0, u32::MAX]);
+    let x = a.joined(0).unwrap();
+    let y = a.joined(2).unwrap();
+    let z = a.joined(4).unwrap();
     let no = Reply::Error(ErrorCode::NoSuchPeer);
     for ci in [2, 4] {
-        assert_eq!(left(&mut a, &p, &users, ci, x), no, "client {ci}");
-        assert_eq!(ask(&mut a, &p, &users, ci, door(x), vec![bell()]), no);
+        assert_eq!(a.left(ci, x), no, "client {ci}");
+        assert_eq!(a.rang(ci, x), no, "client {ci}");
     }
-    assert_eq!(
-        left(&mut a, &p, &users, 4, z),
-        no,
-        "an unknown user is no one"
-    );
-    assert!(a.peers.alive(x) && a.peers.alive(z));
+    assert_eq!(a.left(4, z), no, "an unknown user is no one");
+    assert!(a.rt.peers.alive(x) && a.rt.peers.alive(z));
     // Its user's other process hands it a doorbell and leaves it (the
     // one that joined it may be long gone).
-    assert_eq!(ask(&mut a, &p, &users, 1, door(x), vec![bell()]), Reply::Ok);
-    assert_eq!(left(&mut a, &p, &users, 1, x), Reply::Ok);
-    assert!(a.peers.row(x).is_none());
+    assert_eq!(a.rang(1, x), Reply::Ok);
+    assert_eq!(a.left(1, x), Reply::Ok);
+    assert!(a.rt.peers.row(x).is_none());
     // Root leaves anyone's.
-    assert_eq!(ask(&mut a, &p, &users, 3, door(y), vec![bell()]), Reply::Ok);
-    assert_eq!(left(&mut a, &p, &users, 3, y), Reply::Ok);
-    assert_eq!(left(&mut a, &p, &users, 3, z), Reply::Ok);
-    assert!(a.peers.is_empty());
+    assert_eq!(a.rang(3, y), Reply::Ok);
+    assert_eq!(a.left(3, y), Reply::Ok);
+    assert_eq!(a.left(3, z), Reply::Ok);
+    assert!(a.rt.peers.is_empty());
 }
