@@ -470,6 +470,13 @@ counter_enum! {
         ViGrantsEnded = 90 => "vi_grants_ended",
         /// Peer-region lookups refused: no live connection, or no grant.
         ViPeerRegionRefused = 91 => "vi_peer_region_refused",
+        /// SPINE peer joins refused: the process had its most live peer
+        /// queues joined on the adapter (`PEERS_PER_PROCESS`).
+        QuotaRefusedPeersProcess = 92 => "quota_refused_peers_process",
+        /// SPINE peer joins refused: the processes of the user had their
+        /// most live peer queues joined on the adapter
+        /// (`PEERS_PER_USER`).
+        QuotaRefusedPeersUser = 93 => "quota_refused_peers_user",
     }
 }
 

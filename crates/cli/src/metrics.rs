@@ -83,6 +83,7 @@ const ROW_IDS: &[&str] = &[
     "side",
     "peer_vi",
     "peer_pid",
+    "uid",
     "peer_link",
     "engine_id",
     "version",

@@ -12,13 +12,14 @@
 //! interrupted or the extension is unloaded (`unet spine unload`, by the
 //! same user).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use unet::peer::PeerListing;
+use unet::peer::{PeerListing, PEERS_PER_ADAPTER, PEERS_PER_PROCESS, PEERS_PER_USER};
 use unet::spine::{ExtensionOptions, SpineListing};
+use unet::ErrorCode;
 
 use table::{joined, left, pairs, right, Table};
 
@@ -37,13 +38,16 @@ pub enum Command {
     /// List the extensions with their handlers' statistics.
     List(ListArgs),
     /// Join two running adapters by a peer queue (`--socket A --socket
-    /// B`); prints the index each gave it (`DEST_PEER`'s id there).
+    /// B`); prints the index each gave it (`DEST_PEER`'s id there). The
+    /// queue outlives this command; a user may have 12 live on an
+    /// adapter (8 joined by one process).
     Peer(PeerArgs),
-    /// List an adapter's peer queues: index, state, depth, messages in
-    /// and out, drops by reason.
+    /// List an adapter's peer queues: index, state, the user who joined
+    /// it, depth, messages in and out, drops by reason.
     Peers(ListArgs),
-    /// Leave a peer queue of an adapter (its peer sees it dead).
-    Unpeer(UnloadArgs),
+    /// Leave a peer queue of an adapter (one this user joined; root may
+    /// leave any): its peer sees it dead.
+    Unpeer(UnpeerArgs),
     /// Links over the UDP wire to other daemons (adapters).
     #[command(subcommand)]
     Link(link::LinkCommand),
@@ -101,6 +105,16 @@ pub struct UnloadArgs {
 }
 
 #[derive(Args)]
+pub struct UnpeerArgs {
+    /// Control socket of the engine.
+    #[arg(long, env = "UNET_SOCKET", default_value = unet::DEFAULT_SOCKET)]
+    socket: PathBuf,
+    /// The queue's index on that adapter (see `unet spine peers`).
+    #[arg(value_name = "INDEX")]
+    index: u32,
+}
+
+#[derive(Args)]
 pub struct ListArgs {
     /// Control socket of the engine.
     #[arg(long, env = "UNET_SOCKET", default_value = unet::DEFAULT_SOCKET)]
@@ -118,7 +132,7 @@ pub fn run(c: Command) -> ExitCode {
         Command::Peer(a) => peer(a),
         Command::Peers(a) => peers(a),
         Command::Unpeer(a) => {
-            match unet::Session::connect(&a.socket).and_then(|s| s.leave_peer(a.id)) {
+            match unet::Session::connect(&a.socket).and_then(|s| s.leave_peer(a.index)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => fail(e),
             }
@@ -151,8 +165,45 @@ fn peer(a: PeerArgs) -> ExitCode {
             );
             ExitCode::SUCCESS
         }
+        Err(unet::Error::Quota(ErrorCode::ObjectQuota)) => fail(at_peer_cap(sa, sb)),
         Err(e) => fail(e),
     }
+}
+
+/// Why a join was refused for a cap, with what to do: the adapter at
+/// which this user holds [`PEERS_PER_USER`] live queues, and their
+/// indices (to leave one).
+fn at_peer_cap(sa: &Path, sb: &Path) -> String {
+    let me = unet_sys::effective_uid();
+    for sock in [sa, sb] {
+        let Ok(l) = unet::Session::connect(sock).and_then(|s| s.list_peers()) else {
+            continue;
+        };
+        let mine: Vec<String> = l
+            .peers
+            .iter()
+            .filter(|p| p.alive() && p.uid == me)
+            .map(|p| p.index.to_string())
+            .collect();
+        if mine.len() >= PEERS_PER_USER {
+            return format!(
+                "{} holds {} live peer queues joined by this user (uid {me}), as many as \
+                 one user may join on an adapter ({PEERS_PER_USER} of its \
+                 {PEERS_PER_ADAPTER}, whichever processes joined them): leave one first \
+                 (`unet spine unpeer --socket {} INDEX`; this user's: {})",
+                sock.display(),
+                mine.len(),
+                sock.display(),
+                mine.join(", ")
+            );
+        }
+    }
+    format!(
+        "an adapter refused the peer queue: this user holds as many live peer queues \
+         on it as one user may ({PEERS_PER_USER}), or this process as one process may \
+         ({PEERS_PER_PROCESS}): `unet spine peers` lists them, `unet spine unpeer` \
+         leaves one"
+    )
 }
 
 fn peers(a: ListArgs) -> ExitCode {
@@ -176,6 +227,7 @@ const PEERS: Table = Table {
         right("side", 4),
         left("state", 18),
         right("pid", 8),
+        right("user", 6),
         right("depth", 8),
         right("in", 12),
         right("out", 12),
@@ -203,6 +255,7 @@ pub fn print_peers(l: &PeerListing, empty: bool) {
                 &p.side,
                 &state,
                 &p.peer_pid,
+                &user(p.uid),
                 &p.depth,
                 &p.msgs_in,
                 &p.msgs_out,
@@ -224,6 +277,7 @@ pub fn peers_json(l: &PeerListing) -> serde_json::Value {
             "state": p.state,
             "reason": p.reason,
             "peer_pid": p.peer_pid,
+            "uid": p.uid,
             "depth": p.depth,
             "in": p.msgs_in,
             "out": p.msgs_out,
@@ -235,6 +289,15 @@ pub fn peers_json(l: &PeerListing) -> serde_json::Value {
             ),
         }))
         .collect::<Vec<_>>())
+}
+
+/// A user id as a row shows it (`-`: the kernel did not tell it).
+fn user(uid: u32) -> String {
+    if uid == u32::MAX {
+        "-".into()
+    } else {
+        uid.to_string()
+    }
 }
 
 pub(crate) fn fail(e: impl std::fmt::Display) -> ExitCode {

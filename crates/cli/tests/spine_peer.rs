@@ -5,13 +5,22 @@
 //! mid-stream: A's row says dead (its process exited) within a
 //! deadline, A's sends fail with `E_DEAD`, nothing hangs, and a fresh
 //! daemon joined again works.
+//!
+//! And who holds a queue: with both daemons run as `nobody` (so that
+//! `nobody` and root may join), `nobody` joining from one new `unet spine
+//! peer` after another stops at the user's cap with a message naming the
+//! adapter and its queues, while root still joins; `nobody` cannot leave
+//! root's queue, leaves its own and joins again.
 
 mod tools;
 
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use unet::peer::{PEERS_PER_ADAPTER, PEERS_PER_USER};
 use unet::spine::{split_am, ExtensionOptions};
 use unet::*;
 
@@ -32,9 +41,13 @@ impl Drop for Daemon {
 }
 
 fn daemon(sock: &Path) -> (Daemon, Session) {
+    daemon_as(sock, Command::new(UNET))
+}
+
+/// A daemon on `sock` run by `cmd` (the program and who runs it).
+fn daemon_as(sock: &Path, mut cmd: Command) -> (Daemon, Session) {
     let d = Daemon(
-        Command::new(UNET)
-            .args(["daemon", "--socket", sock.to_str().unwrap()])
+        cmd.args(["daemon", "--socket", sock.to_str().unwrap()])
             .stdout(Stdio::null())
             .spawn()
             .unwrap(),
@@ -217,5 +230,113 @@ fn a_handler_on_one_daemon_reaches_one_on_another_and_a_killed_peer_is_noticed()
         assert!(Instant::now() < end, "C never saw the queue closed: {r}");
         std::thread::sleep(Duration::from_millis(20));
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `nobody`'s user and group.
+const NOBODY: u32 = 65534;
+
+/// `unet ARGS` run by `bin` as `nobody`.
+fn unet_as_nobody(bin: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(bin)
+        .args(args)
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_user_joining_again_and_again_stops_at_its_cap_and_leaves_only_its_own_queues() {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(euid, 0, "the daemons run as nobody: this test needs root");
+    let dir = std::env::temp_dir().join(format!("unet-peer-users-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mode = |p: &Path, m| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m));
+    mode(&dir, 0o777).unwrap();
+    // `nobody` may not reach the build's directory: a copy it can run.
+    let bin = dir.join("unet");
+    std::fs::copy(UNET, &bin).unwrap();
+    mode(&bin, 0o755).unwrap();
+    let (sock_a, sock_b) = (dir.join("a.sock"), dir.join("b.sock"));
+    let (a, b) = (sock_a.to_str().unwrap(), sock_b.to_str().unwrap());
+    let as_nobody = || {
+        let mut c = Command::new(&bin);
+        c.uid(NOBODY).gid(NOBODY);
+        c
+    };
+    let (_da, sa) = daemon_as(&sock_a, as_nobody());
+    let (_db, _sb) = daemon_as(&sock_b, as_nobody());
+    let join = ["spine", "peer", "--socket", a, "--socket", b, "--json"];
+    let index = |out: &std::process::Output| {
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (
+            v["a"].as_u64().unwrap() as u32,
+            v["b"].as_u64().unwrap() as u32,
+        )
+    };
+
+    // Each join a new process of nobody's, the queue outliving it.
+    let mut mine = Vec::new();
+    for i in 0..PEERS_PER_USER {
+        let out = unet_as_nobody(&bin, &join);
+        assert!(out.status.success(), "join {i}: {out:?}");
+        mine.push(index(&out));
+    }
+    let out = unet_as_nobody(&bin, &join);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let a_mine: Vec<String> = mine.iter().map(|m| m.0.to_string()).collect();
+    for want in [
+        format!("{a} holds {PEERS_PER_USER} live peer queues joined by this user (uid {NOBODY})"),
+        format!("{PEERS_PER_USER} of its {PEERS_PER_ADAPTER}"),
+        format!("unet spine unpeer --socket {a} INDEX"),
+        format!("this user's: {}", a_mine.join(", ")),
+    ] {
+        assert!(err.contains(&want), "{want:?} not in: {err}");
+    }
+    let refused = |sock: &str| {
+        let out = unet(&["stat", "--socket", sock, "--json"]);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["engine"]["quota_refused_peers_user"].as_u64().unwrap()
+    };
+    assert_eq!((refused(a), refused(b)), (1, 0), "refused at A, counted");
+    // Root still joins.
+    let out = unet(&join);
+    assert!(out.status.success(), "root's join: {out:?}");
+    let (root_a, _) = index(&out);
+    let by_user = |uid: u32| {
+        rows(&sock_a)
+            .iter()
+            .filter(|r| r["uid"] == uid && r["state"] == "alive")
+            .count()
+    };
+    assert_eq!((by_user(NOBODY), by_user(0)), (PEERS_PER_USER, 1));
+
+    // nobody cannot leave root's queue; it leaves its own (on both
+    // adapters) and joins again.
+    let out = unet_as_nobody(
+        &bin,
+        &["spine", "unpeer", "--socket", a, &root_a.to_string()],
+    );
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no such peer queue on the adapter (or not this user's)"),
+        "{err}"
+    );
+    assert_eq!(row(&sock_a, root_a)["state"], "alive");
+    for (sock, i) in [(a, mine[0].0), (b, mine[0].1)] {
+        let out = unet_as_nobody(&bin, &["spine", "unpeer", "--socket", sock, &i.to_string()]);
+        assert!(out.status.success(), "{out:?}");
+    }
+    let out = unet_as_nobody(&bin, &join);
+    assert!(out.status.success(), "the join after a leave: {out:?}");
+    assert_eq!(unet_as_nobody(&bin, &join).status.code(), Some(1));
+    assert_eq!(refused(a), 2);
+    // Root may leave anyone's.
+    sa.leave_peer(mine[1].0).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }

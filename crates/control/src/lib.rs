@@ -152,11 +152,13 @@ pub enum ErrorCode {
     RankTaken = 25,
     /// The process holds as many of these objects as the engine allows
     /// one process: memory regions, VIs, discriminators it listens on,
-    /// connection requests it waits on, UDM jobs or nodes.
+    /// connection requests it waits on, UDM jobs or nodes, SPINE links,
+    /// ports or peer queues (peer queues are capped per user too).
     ObjectQuota = 26,
     /// No SPINE extension with that id (or not this user's).
     NoSuchExtension = 27,
-    /// No peer queue with that index on the adapter.
+    /// No peer queue with that index on the adapter (or not this
+    /// user's).
     NoSuchPeer = 28,
     /// The peer segment or its side was refused (not a sealed memory
     /// file of a peer segment's layout, a side not 0 or 1, or a side
@@ -279,12 +281,13 @@ impl std::fmt::Display for ErrorCode {
             ErrorCode::RankTaken => "that rank of the UDM job is taken, gone or outside the job",
             ErrorCode::ObjectQuota => {
                 "this process holds as many of these objects (memory regions, VIs, \
-                 discriminators, connection requests, UDM jobs or nodes, SPINE links or ports) as the engine \
-                 allows one process (close some, or start the engine with a larger \
-                 per-process limit)"
+                 discriminators, connection requests, UDM jobs or nodes, SPINE links, ports \
+                 or peer queues) as the engine allows one process, or for peer queues one \
+                 user (close or leave some, or start the engine with a larger per-process \
+                 limit)"
             }
             ErrorCode::NoSuchExtension => "no such SPINE extension (or not this user's)",
-            ErrorCode::NoSuchPeer => "no such peer queue on the adapter",
+            ErrorCode::NoSuchPeer => "no such peer queue on the adapter (or not this user's)",
             ErrorCode::BadPeer => "not a peer segment (or that side of it was attached before)",
             ErrorCode::NoSuchLink => "no such SPINE link (or not this user's)",
             ErrorCode::NoSuchPort => "no such SPINE port (or not this user's)",

@@ -9,6 +9,12 @@
 //! passes to the other ([`crate::Request::PeerDoorbell`]) so that each
 //! wakes the other when it sends.
 //!
+//! A queue outlives the process that joined it (the link is between the
+//! adapters), so its caps are per adapter, per process and per user: a
+//! user who joins again and again from new processes stops at
+//! [`PEERS_PER_USER`] and leaves room for another. A queue is the joining
+//! user's: only that user (or root) may leave it or hand it a doorbell.
+//!
 //! The listing's encoding is little-endian: counts as `u32`, strings as a
 //! `u16` length and UTF-8 bytes. Decoding is total: a listing that does
 //! not parse is an error, never a panic.
@@ -17,6 +23,14 @@
 pub const PEERS_PER_ADAPTER: usize = 16;
 /// Most live peer queues one process may have joined on one adapter.
 pub const PEERS_PER_PROCESS: usize = 8;
+/// Most live peer queues the processes of one user may have joined on one
+/// adapter, whichever process joined them (those that exited count while
+/// their queues live). One process's whole share fits, with room for
+/// more of the same user's joins, and `PEERS_PER_ADAPTER -
+/// PEERS_PER_USER` (4) queues are always left for another user who may
+/// join (root, or the engines' owner).
+pub const PEERS_PER_USER: usize = 12;
+const _: () = assert!(PEERS_PER_PROCESS <= PEERS_PER_USER && PEERS_PER_USER < PEERS_PER_ADAPTER);
 
 /// One peer queue of an adapter.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -32,6 +46,9 @@ pub struct PeerInfo {
     pub reason: String,
     /// The peer adapter's process id (0: not known yet).
     pub peer_pid: u32,
+    /// The user who joined it (`u32::MAX`: not known): the one who may
+    /// leave it, beside root.
+    pub uid: u32,
     /// Messages sent and not yet taken by the peer.
     pub depth: u64,
     /// Messages taken from the peer (handed to handlers or dropped here).
@@ -82,6 +99,7 @@ impl PeerListing {
             w.str(&p.state);
             w.str(&p.reason);
             w.u32(p.peer_pid);
+            w.u32(p.uid);
             for v in [p.depth, p.msgs_in, p.msgs_out] {
                 w.u64(v);
             }
@@ -100,6 +118,7 @@ impl PeerListing {
             let state = r.str()?;
             let reason = r.str()?;
             let peer_pid = r.u32()?;
+            let uid = r.u32()?;
             let depth = r.u64()?;
             let msgs_in = r.u64()?;
             let msgs_out = r.u64()?;
@@ -110,6 +129,7 @@ impl PeerListing {
                 state,
                 reason,
                 peer_pid,
+                uid,
                 depth,
                 msgs_in,
                 msgs_out,
@@ -137,6 +157,7 @@ mod tests {
                     state: "dead".into(),
                     reason: "exited".into(),
                     peer_pid: 4242,
+                    uid: 1000,
                     depth: 3,
                     msgs_in: 9,
                     msgs_out: 12,

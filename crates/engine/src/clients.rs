@@ -14,6 +14,9 @@ use unet_control::{ErrorCode, Reply};
 use crate::config::EngineConfig;
 use crate::counters::Counters;
 
+#[cfg(test)]
+pub(crate) mod fake;
+
 /// A client: one control connection (its index in the control server).
 pub(crate) type ClientId = usize;
 

@@ -28,7 +28,9 @@ use crate::shm::create_peer_segment;
 use crate::{Error, Session};
 
 pub use unet_abi::peer::PeerGeometry;
-pub use unet_control::peer::{PeerInfo, PeerListing, PEERS_PER_ADAPTER, PEERS_PER_PROCESS};
+pub use unet_control::peer::{
+    PeerInfo, PeerListing, PEERS_PER_ADAPTER, PEERS_PER_PROCESS, PEERS_PER_USER,
+};
 
 /// Two adapters joined: the index each gave the queue (`DEST_PEER`'s id
 /// on that adapter).
@@ -45,7 +47,10 @@ pub struct PeerPair {
 /// peer segment, hand it to each with its side, and hand each the other's
 /// doorbell. Only the engines' owner (or root) may. The queue lives on in
 /// the adapters after the calling process ends, until one leaves it or
-/// dies; joining the same two again makes a new queue.
+/// dies; joining the same two again makes a new queue. An adapter
+/// refuses a join (`Error::Quota(ErrorCode::ObjectQuota)`) when the
+/// calling process has [`PEERS_PER_PROCESS`] live queues joined on it, or
+/// its user [`PEERS_PER_USER`] (whichever processes joined them).
 pub fn join(a: &Session, b: &Session) -> Result<PeerPair, Error> {
     join_with(a, b, DEFAULT_PEER_GEOMETRY)
 }
@@ -109,7 +114,9 @@ fn expect_ok(r: Reply, what: &str) -> Result<(), Error> {
 
 impl Session {
     /// Leave peer queue `index` of this adapter: it closes its side (the
-    /// peer sees the queue dead) and forgets it.
+    /// peer sees the queue dead) and forgets it. Only the user who joined
+    /// it (from any process) or root may; to anyone else it is
+    /// `ErrorCode::NoSuchPeer`.
     pub fn leave_peer(&self, index: u32) -> Result<(), Error> {
         let r = self.inner.request(&Request::PeerLeave { index })?.0;
         expect_ok(r, "a peer leave")

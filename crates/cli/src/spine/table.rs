@@ -114,7 +114,8 @@ mod tests {
     }
 
     /// The SPINE tables' headings, as their `format!`s printed them (the
-    /// handlers' with the column of timed invocations since).
+    /// handlers' with the column of timed invocations since, the peer
+    /// queues' with the joining user's).
     #[test]
     fn the_headings_are_as_they_were() {
         assert_eq!(
@@ -127,8 +128,8 @@ mod tests {
         assert_eq!(
             super::super::PEERS.heading_line(),
             format!(
-                "  {:>8} {:>4} {:<18} {:>8} {:>8} {:>12} {:>12}  drops",
-                "index", "side", "state", "pid", "depth", "in", "out"
+                "  {:>8} {:>4} {:<18} {:>8} {:>6} {:>8} {:>12} {:>12}  drops",
+                "index", "side", "state", "pid", "user", "depth", "in", "out"
             )
         );
         assert_eq!(

@@ -144,8 +144,17 @@ impl Setup<'_> {
                 if !self.owner(ci) {
                     return self.reply(ci, req_id, Reply::Error(ErrorCode::NotOwner));
                 }
+                let counters = self.eps.counters();
                 let peers = &mut self.spine.rt.peers;
-                let (r, fd) = peers::handle(peers, self.poller, &*self.server, ci, req, &mut fds);
+                let (r, fd) = peers::handle(
+                    peers,
+                    self.poller,
+                    &*self.server,
+                    counters,
+                    ci,
+                    req,
+                    &mut fds,
+                );
                 let fds: Vec<_> = fd.iter().map(|f| f.as_raw_fd()).collect();
                 self.server.reply(ci, req_id, r, &fds);
             }

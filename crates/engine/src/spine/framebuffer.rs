@@ -417,36 +417,8 @@ fn viewable<'a>(
 
 #[cfg(test)]
 mod tests {
-    use std::cell::RefCell;
-    use std::os::fd::RawFd;
-
     use super::*;
-
-    /// Clients of the users `uids` (by client id), the replies they got.
-    struct Users {
-        uids: Vec<u32>,
-        replies: RefCell<Vec<(ClientId, Reply, usize)>>,
-    }
-
-    impl Clients for Users {
-        fn reply(&self, ci: ClientId, _req_id: u32, r: Reply, fds: &[RawFd]) {
-            self.replies.borrow_mut().push((ci, r, fds.len()));
-        }
-        fn proc_key(&self, ci: ClientId) -> Option<crate::clients::ProcKey> {
-            Some((ci as u32 + 100, usize::MAX))
-        }
-        fn pid(&self, ci: ClientId) -> Option<u32> {
-            Some(ci as u32 + 100)
-        }
-        fn uid(&self, ci: ClientId) -> Option<u32> {
-            self.uids.get(ci).copied()
-        }
-        fn slots(&self) -> usize {
-            self.uids.len()
-        }
-        fn endpoint_owned(&mut self, _ci: ClientId, _idx: usize) {}
-        fn endpoint_gone(&mut self, _ci: ClientId, _idx: usize) {}
-    }
+    use crate::clients::fake::Users;
 
     fn fb(owner: ClientId) -> Framebuffer {
         let pixels = 4 * 4 * PIXEL_BYTES as usize;
@@ -466,10 +438,7 @@ mod tests {
     fn a_view_goes_to_the_extensions_user_and_root_and_maps_only_read_only() {
         // Clients: 0 and 1 of user 1000 (the owner and its viewer), 2 of
         // user 1001, 3 root, 4 of a user the kernel did not tell.
-        let users = Users {
-            uids: vec![1000, 1000, 1001, 0, u32::MAX],
-            replies: RefCell::new(Vec::new()),
-        };
+        let users = Users::new(vec![1000, 1000, 1001, 0, u32::MAX]);
         let mut fbs = Framebuffers::default();
         fbs.add(2, fb(0));
         let exts = || [(2, 7, 0)].into_iter();

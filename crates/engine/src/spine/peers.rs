@@ -27,17 +27,26 @@
 //! two adapters again makes a new link with a new index.
 //!
 //! Caps: [`PEERS_PER_ADAPTER`] links, [`PEERS_PER_PROCESS`] live links
-//! joined by one process.
+//! joined by one process and [`PEERS_PER_USER`] by the processes of one
+//! user (a link outlives the process that joined it: a user who joins
+//! from one new process after another stops at the user's cap, and the
+//! rest of the adapter's links are left for others). A link is its
+//! joining user's: only that user, or root, may leave it or hand it a
+//! doorbell; to anyone else it is no such link.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use unet_abi::spine::{AmHeader, AM_SRC_PEER};
-use unet_control::peer::{PeerInfo, PeerListing, PEERS_PER_ADAPTER, PEERS_PER_PROCESS};
+use unet_abi::EngineCounter;
+use unet_control::peer::{
+    PeerInfo, PeerListing, PEERS_PER_ADAPTER, PEERS_PER_PROCESS, PEERS_PER_USER,
+};
 use unet_control::{ErrorCode, Reply, Request};
 use unet_sys::{Epoll, EventFd};
 
 use crate::clients::{ClientId, Clients, ProcKey};
+use crate::counters::Counters;
 use crate::poller::{Poller, Token};
 use crate::spine::events::{DropReason, Event, EventKind};
 use crate::spine::peer::{
@@ -83,12 +92,24 @@ pub(crate) struct RtCounts {
     pub rx_queue_full: u64,
 }
 
+/// Who joins a link: the process and the user it is charged to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Joiner {
+    /// The joining process (its cap).
+    pub proc: Option<ProcKey>,
+    /// The joining user (its cap; the one who may leave the link, beside
+    /// root); `u32::MAX` when the kernel could not tell it.
+    pub uid: u32,
+}
+
 /// One link of the table.
 struct Row {
     index: u32,
     link: PeerLink,
     /// The process that joined it (its cap).
     proc: Option<ProcKey>,
+    /// The user who joined it (its cap, and who may leave it).
+    uid: u32,
     /// The link's pidfd is in the table's epoll set.
     watched: bool,
     /// Why it is dead, once it is.
@@ -141,6 +162,8 @@ impl Peers {
         self.held == 0
     }
 
+    /// Link `index` (for tests).
+    #[cfg(test)]
     fn row(&self, index: u32) -> Option<&Row> {
         let r = self.rows.get((index & ((1 << SLOT_BITS) - 1)) as usize)?;
         r.as_ref().filter(|r| r.index == index)
@@ -151,6 +174,13 @@ impl Peers {
             .rows
             .get_mut((index & ((1 << SLOT_BITS) - 1)) as usize)?;
         r.as_mut().filter(|r| r.index == index)
+    }
+
+    /// Link `index`, if user `uid` may change it: its joining user's, or
+    /// root's.
+    fn row_of(&mut self, index: u32, uid: Option<u32>) -> Option<&mut Row> {
+        self.row_mut(index)
+            .filter(|r| uid == Some(0) || (r.uid != u32::MAX && Some(r.uid) == uid))
     }
 
     /// Whether a handler may send to link `index`: `Some(true)` when it
@@ -247,18 +277,12 @@ impl Peers {
     fn join(
         &mut self,
         poller: &Poller,
-        proc: Option<ProcKey>,
+        by: Joiner,
         seg: OwnedFd,
         side: u8,
         peer_doorbell: Option<EventFd>,
     ) -> Result<(u32, OwnedFd), ErrorCode> {
-        let joined = self
-            .rows
-            .iter()
-            .flatten()
-            .filter(|r| r.dead.is_none() && r.proc == proc)
-            .count();
-        if joined >= PEERS_PER_PROCESS {
+        if self.over_cap(by).is_some() {
             return Err(ErrorCode::ObjectQuota);
         }
         let slot = self.free_slot().ok_or(ErrorCode::NoResources)?;
@@ -307,13 +331,30 @@ impl Peers {
         self.rows[slot] = Some(Row {
             index,
             link,
-            proc,
+            proc: by.proc,
+            uid: by.uid,
             watched: false,
             dead: None,
             counts: RtCounts::default(),
         });
         self.check_all(Instant::now());
         Ok((index, ours))
+    }
+
+    /// Whether `by` may join no more links: the cap it is at (its
+    /// process's or its user's), as the refusal is counted. Live links
+    /// count, after a look (a link whose peer died since counts for no
+    /// one).
+    fn over_cap(&mut self, by: Joiner) -> Option<EngineCounter> {
+        self.check_all(Instant::now());
+        let live = || self.rows.iter().flatten().filter(|r| r.dead.is_none());
+        if live().filter(|r| r.proc == by.proc).count() >= PEERS_PER_PROCESS {
+            Some(EngineCounter::QuotaRefusedPeersProcess)
+        } else if live().filter(|r| r.uid == by.uid).count() >= PEERS_PER_USER {
+            Some(EngineCounter::QuotaRefusedPeersUser)
+        } else {
+            None
+        }
     }
 
     /// A free slot: an empty one, or else that of the dead link joined
@@ -334,10 +375,11 @@ impl Peers {
             .map(|(s, _)| s)
     }
 
-    /// Forget link `index`: its side closes (its peer sees it dead).
-    fn leave(&mut self, index: u32) -> Result<(), ErrorCode> {
+    /// Forget link `index` for user `uid` (its joining user, or root):
+    /// its side closes (its peer sees it dead).
+    fn leave(&mut self, index: u32, uid: Option<u32>) -> Result<(), ErrorCode> {
         let slot = (index & ((1 << SLOT_BITS) - 1)) as usize;
-        if self.row(index).is_none() {
+        if self.row_of(index, uid).is_none() {
             return Err(ErrorCode::NoSuchPeer);
         }
         self.rows[slot] = None;
@@ -376,6 +418,7 @@ fn info(r: &Row) -> PeerInfo {
         state: if r.dead.is_some() { "dead" } else { "alive" }.into(),
         reason: r.dead.map(death_name).unwrap_or_default(),
         peer_pid: r.link.peer_pid(),
+        uid: r.uid,
         depth: r.link.depth(),
         msgs_in: s.received,
         msgs_out: s.sent,
@@ -414,16 +457,19 @@ fn doorbell_of(fd: OwnedFd) -> Result<EventFd, ErrorCode> {
 }
 
 /// Do what a peer request asks (the caller checked the client may):
-/// the reply and the descriptor it carries, if any.
+/// the reply and the descriptor it carries, if any. A join refused for a
+/// cap is counted in `counters`.
 pub(crate) fn handle(
     peers: &mut Peers,
     poller: &Poller,
     clients: &dyn Clients,
+    counters: &Counters,
     ci: ClientId,
     req: Request,
     fds: &mut Vec<OwnedFd>,
 ) -> (Reply, Option<OwnedFd>) {
     let err = |c| (Reply::Error(c), None);
+    let uid = clients.uid(ci);
     match req {
         Request::PeerJoin { side } => {
             if fds.is_empty() || fds.len() > 2 {
@@ -434,7 +480,15 @@ pub(crate) fn handle(
                 Ok(d) => d,
                 Err(c) => return err(c),
             };
-            match peers.join(poller, clients.proc_key(ci), seg, side, doorbell) {
+            let by = Joiner {
+                proc: clients.proc_key(ci),
+                uid: uid.unwrap_or(u32::MAX),
+            };
+            if let Some(c) = peers.over_cap(by) {
+                counters.engine(c, 1);
+                return err(ErrorCode::ObjectQuota);
+            }
+            match peers.join(poller, by, seg, side, doorbell) {
                 Ok((index, fd)) => (Reply::PeerJoined { index }, Some(fd)),
                 Err(c) => err(c),
             }
@@ -445,7 +499,7 @@ pub(crate) fn handle(
                 Some(Err(c)) => return err(c),
                 None => return err(ErrorCode::BadRequest),
             };
-            match peers.row_mut(index) {
+            match peers.row_of(index, uid) {
                 Some(r) => {
                     r.link.set_peer_doorbell(d);
                     peers.check_all(Instant::now());
@@ -454,7 +508,7 @@ pub(crate) fn handle(
                 None => err(ErrorCode::NoSuchPeer),
             }
         }
-        Request::PeerLeave { index } => match peers.leave(index) {
+        Request::PeerLeave { index } => match peers.leave(index, uid) {
             Ok(()) => (Reply::Ok, None),
             Err(c) => err(c),
         },

@@ -2,14 +2,18 @@
 //! becomes a `PeerTx` event, the event puts the message on the link, the
 //! other runtime's turn takes it as a `PeerRx` event from the peer; a
 //! link left by its peer refuses sends with `E_DEAD` and its row says
-//! why; the caps and a bad segment are refused with their codes.
+//! why; the caps (per adapter, process and user) and a bad segment are
+//! refused with their codes; a link is left only by its joining user or
+//! root.
 
 use std::os::fd::OwnedFd;
 
 use unet_abi::spine::{AM_BULK, DEST_PEER};
 
 use super::*;
+use crate::clients::fake::Users;
 use crate::config::EngineConfig;
+use crate::counters::Counters;
 use crate::spine::peer::DEFAULT_STALL_TIMEOUT;
 use crate::spine::rt::{E_BAD_DEST, E_DEAD};
 use unet_abi::peer::DEFAULT_PEER_GEOMETRY as DEFAULT_GEOMETRY;
@@ -22,13 +26,27 @@ fn segment() -> OwnedFd {
     PeerLink::create(DEFAULT_GEOMETRY, 7).unwrap()
 }
 
+/// Process `pid` (connection `conn`) of user `uid`.
+fn by(pid: u32, conn: usize, uid: u32) -> Joiner {
+    Joiner {
+        proc: Some((pid, conn)),
+        uid,
+    }
+}
+
+/// A user with no other link on the adapters of these tests.
+const USER: u32 = 1000;
+
 /// Join `a` and `b` (as process `proc`): their indices.
 fn join(p: &Poller, a: &mut Rt, b: &mut Rt, proc: usize) -> (u32, u32) {
     let seg = segment();
     let two = seg.try_clone().unwrap();
-    let (ia, da) = a.peers.join(p, Some((1, proc)), seg, 0, None).unwrap();
+    let (ia, da) = a.peers.join(p, by(1, proc, USER), seg, 0, None).unwrap();
     let da = doorbell_of(da).unwrap();
-    let (ib, db) = b.peers.join(p, Some((1, proc)), two, 1, Some(da)).unwrap();
+    let (ib, db) = b
+        .peers
+        .join(p, by(1, proc, USER), two, 1, Some(da))
+        .unwrap();
     a.peers
         .row_mut(ia)
         .unwrap()
@@ -37,6 +55,63 @@ fn join(p: &Poller, a: &mut Rt, b: &mut Rt, proc: usize) -> (u32, u32) {
     // As the doorbell request does: A looks and learns its peer.
     a.peers.check_all(Instant::now());
     (ia, ib)
+}
+
+/// An adapter and its clients (`Users`), asked through `handle`.
+struct Adapter {
+    rt: Rt,
+    p: Poller,
+    users: Users,
+    counters: Counters,
+}
+
+impl Adapter {
+    /// Clients `0..uids.len()`, client `i` a process of user `uids[i]`.
+    fn new(uids: Vec<u32>) -> Adapter {
+        Adapter {
+            rt: rt(),
+            p: Poller::new().unwrap(),
+            users: Users::new(uids),
+            counters: Counters::create(4, 1).unwrap(),
+        }
+    }
+
+    /// What client `ci` is answered asking `req` (with `fds`).
+    fn ask(&mut self, ci: ClientId, req: Request, fds: Vec<OwnedFd>) -> Reply {
+        let mut fds = fds;
+        let (peers, c) = (&mut self.rt.peers, &self.counters);
+        handle(peers, &self.p, &self.users, c, ci, req, &mut fds).0
+    }
+
+    /// Client `ci` joins side 0 of a new segment: the index, or the
+    /// refusal.
+    fn joined(&mut self, ci: ClientId) -> Result<u32, ErrorCode> {
+        match self.ask(ci, Request::PeerJoin { side: 0 }, vec![segment()]) {
+            Reply::PeerJoined { index } => Ok(index),
+            Reply::Error(c) => Err(c),
+            r => panic!("a join answered {r:?}"),
+        }
+    }
+
+    /// Client `ci` leaves link `index`.
+    fn left(&mut self, ci: ClientId, index: u32) -> Reply {
+        self.ask(ci, Request::PeerLeave { index }, Vec::new())
+    }
+
+    /// Client `ci` hands link `index` a doorbell.
+    fn rang(&mut self, ci: ClientId, index: u32) -> Reply {
+        let bell = EventFd::new().unwrap().fd().try_clone().unwrap();
+        self.ask(ci, Request::PeerDoorbell { index }, vec![bell])
+    }
+
+    /// Joins refused for the process's cap and for the user's.
+    fn refused(&self) -> (u64, u64) {
+        let n = |c| self.counters.engine_value(c);
+        (
+            n(EngineCounter::QuotaRefusedPeersProcess),
+            n(EngineCounter::QuotaRefusedPeersUser),
+        )
+    }
 }
 
 /// Run what `rt` queued: forwards go on their links, arrivals are handed
@@ -107,8 +182,8 @@ fn a_left_peer_is_dead_its_sends_fail_and_a_new_join_works() {
     assert_eq!(a.send(dest, 70, b"1", None), 0);
     assert_eq!(a.send(dest, 70, b"2", None), 0);
     run(&mut a);
-    b.peers.leave(ib).unwrap();
-    assert_eq!(b.peers.leave(ib), Err(ErrorCode::NoSuchPeer));
+    b.peers.leave(ib, Some(USER)).unwrap();
+    assert_eq!(b.peers.leave(ib, Some(USER)), Err(ErrorCode::NoSuchPeer));
     assert!(b.peers.is_empty());
     a.peers.check_all(Instant::now());
     assert!(!a.peers.alive(ia));
@@ -140,27 +215,30 @@ fn joins_are_capped_per_process_and_per_adapter_and_bad_segments_refused() {
     let seg = |side| (segment(), side);
     for _ in 0..PEERS_PER_PROCESS {
         let (s, side) = seg(0);
-        a.peers.join(&p, Some((1, 1)), s, side, None).unwrap();
+        a.peers.join(&p, by(1, 1, 1000), s, side, None).unwrap();
     }
     let (s, side) = seg(0);
     assert_eq!(
-        a.peers.join(&p, Some((1, 1)), s, side, None).unwrap_err(),
+        a.peers.join(&p, by(1, 1, 1000), s, side, None).unwrap_err(),
         ErrorCode::ObjectQuota
     );
+    // Other users' processes, one link each, fill the adapter.
     for i in PEERS_PER_PROCESS..PEERS_PER_ADAPTER {
         let (s, side) = seg(1);
-        a.peers.join(&p, Some((2, i)), s, side, None).unwrap();
+        a.peers
+            .join(&p, by(2, i, 2000 + i as u32), s, side, None)
+            .unwrap();
     }
     let (s, side) = seg(0);
     assert_eq!(
-        a.peers.join(&p, Some((3, 0)), s, side, None).unwrap_err(),
+        a.peers.join(&p, by(3, 0, 3000), s, side, None).unwrap_err(),
         ErrorCode::NoResources
     );
     // A dead link's slot is taken by the next join.
     let first = a.peers.listing().peers[0].index;
     a.peers.row_mut(first).unwrap().dead = Some(Death::Closed);
     let (s, side) = seg(0);
-    let (i, _) = a.peers.join(&p, Some((3, 0)), s, side, None).unwrap();
+    let (i, _) = a.peers.join(&p, by(3, 0, 3000), s, side, None).unwrap();
     assert_eq!(i & 0xF, first & 0xF);
     assert!(a.peers.row(first).is_none());
 
@@ -172,14 +250,16 @@ fn joins_are_capped_per_process_and_per_adapter_and_bad_segments_refused() {
     let mut b = rt();
     let f = OwnedFd::from(std::fs::File::open("/dev/null").unwrap());
     assert_eq!(
-        b.peers.join(&p, None, f, 0, None).unwrap_err(),
+        b.peers.join(&p, by(1, 1, USER), f, 0, None).unwrap_err(),
         ErrorCode::BadPeer
     );
     let s = segment();
     let again = s.try_clone().unwrap();
-    b.peers.join(&p, None, s, 0, None).unwrap();
+    b.peers.join(&p, by(1, 1, USER), s, 0, None).unwrap();
     assert_eq!(
-        b.peers.join(&p, None, again, 0, None).unwrap_err(),
+        b.peers
+            .join(&p, by(1, 1, USER), again, 0, None)
+            .unwrap_err(),
         ErrorCode::BadPeer
     );
 }
@@ -214,4 +294,83 @@ fn a_peer_that_stops_taking_messages_is_stalled_once_the_timeout_passes() {
     assert!(a.peers.deadline().is_none(), "a dead link needs no look");
     // What B took after all changes nothing: A's side is closed.
     assert_eq!(take(&mut b), 1);
+}
+
+#[test]
+fn a_user_joining_from_one_new_process_after_another_stops_at_its_cap_and_others_still_join() {
+    // Clients 0..=PEERS_PER_USER: processes of user 1000, each a new one
+    // (the one before exited; its link lives on between the adapters);
+    // then one of user 2000, and root.
+    let mut uids = vec![1000; PEERS_PER_USER + 1];
+    uids.extend([2000, 0]);
+    let mut a = Adapter::new(uids);
+    let (next, other, root) = (PEERS_PER_USER, PEERS_PER_USER + 1, PEERS_PER_USER + 2);
+    let mine: Vec<u32> = (0..PEERS_PER_USER)
+        .map(|ci| a.joined(ci).unwrap())
+        .collect();
+    assert_eq!(
+        a.joined(next),
+        Err(ErrorCode::ObjectQuota),
+        "a new process of the same user, under its own process's cap"
+    );
+    assert_eq!(a.refused(), (0, 1), "counted as the user's cap");
+    // Another user takes the rest of the adapter; then it is full.
+    for _ in PEERS_PER_USER..PEERS_PER_ADAPTER {
+        a.joined(other).unwrap();
+    }
+    assert_eq!(a.joined(root), Err(ErrorCode::NoResources));
+    let l = a.rt.peers.listing();
+    let of = |uid| l.peers.iter().filter(|r| r.uid == uid).count();
+    assert_eq!(
+        (of(1000), of(2000)),
+        (PEERS_PER_USER, PEERS_PER_ADAPTER - PEERS_PER_USER)
+    );
+
+    // The user leaves one of its links (from a later process): the
+    // user may join one more, and no more.
+    assert_eq!(a.left(next, mine[0]), Reply::Ok);
+    a.joined(next).unwrap();
+    assert_eq!(a.joined(next), Err(ErrorCode::ObjectQuota));
+    assert_eq!(a.refused(), (0, 2));
+    // A link whose peer died counts for no one: its slot is taken.
+    a.rt.peers.row_mut(mine[1]).unwrap().dead = Some(Death::Exited);
+    let i = a.joined(next).unwrap();
+    assert_eq!(i & 0xF, mine[1] & 0xF);
+}
+
+#[test]
+fn a_join_refused_at_the_process_cap_is_counted_as_such() {
+    let mut a = Adapter::new(vec![1000]);
+    for _ in 0..PEERS_PER_PROCESS {
+        a.joined(0).unwrap();
+    }
+    assert_eq!(a.joined(0), Err(ErrorCode::ObjectQuota));
+    assert_eq!(a.refused(), (1, 0));
+}
+
+#[test]
+fn a_link_is_left_or_given_a_doorbell_only_by_its_joining_user_or_root() {
+    // Clients: 0 and 1 processes of user 1000, 2 of user 2000, 3 root,
+    // 4 of a user the kernel did not tell.
+    let mut a = Adapter::new(vec![1000, 1000, 2000, 0, u32::MAX]);
+    let x = a.joined(0).unwrap();
+    let y = a.joined(2).unwrap();
+    let z = a.joined(4).unwrap();
+    let no = Reply::Error(ErrorCode::NoSuchPeer);
+    for ci in [2, 4] {
+        assert_eq!(a.left(ci, x), no, "client {ci}");
+        assert_eq!(a.rang(ci, x), no, "client {ci}");
+    }
+    assert_eq!(a.left(4, z), no, "an unknown user is no one");
+    assert!(a.rt.peers.alive(x) && a.rt.peers.alive(z));
+    // Its user's other process hands it a doorbell and leaves it (the
+    // one that joined it may be long gone).
+    assert_eq!(a.rang(1, x), Reply::Ok);
+    assert_eq!(a.left(1, x), Reply::Ok);
+    assert!(a.rt.peers.row(x).is_none());
+    // Root leaves anyone's.
+    assert_eq!(a.rang(3, y), Reply::Ok);
+    assert_eq!(a.left(3, y), Reply::Ok);
+    assert_eq!(a.left(3, z), Reply::Ok);
+    assert!(a.rt.peers.is_empty());
 }
