@@ -69,6 +69,12 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if matches!(
+        cli.command,
+        Command::Stat(_) | Command::Spine(_) | Command::Applet(_) | Command::Trace(_)
+    ) {
+        end_quietly_when_output_closes();
+    }
     match cli.command {
         Command::Demo(a) => demo::run(a),
         Command::Daemon(a) => daemon::run(a),
@@ -82,4 +88,18 @@ fn main() -> ExitCode {
         Command::Report(a) => report::run(a),
         Command::Video(c) => video::run(c),
     }
+}
+
+/// Commands that print a listing stop quietly when whoever reads it stops
+/// (`unet stat | head`), as other Unix tools do: SIGPIPE's default action
+/// back, where Rust's runtime ignores it (a write then fails, and
+/// `println!` panics). The control socket is written with `MSG_NOSIGNAL`,
+/// so only a closed standard output or error raises it. Long-running
+/// commands (the daemon, benchmarks, the router, the video client) keep
+/// ignoring it.
+fn end_quietly_when_output_closes() {
+    // SAFETY: sets the disposition of SIGPIPE to its default before this
+    // process starts any thread or installs any handler; `signal` with
+    // SIG_DFL touches no memory of ours.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
 }

@@ -496,3 +496,30 @@ fn stat_text(d: &Daemon) -> String {
         .unwrap();
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// `unet stat | head`: a listing whose reader has gone ends the command by
+/// SIGPIPE, as other Unix tools end, not by a panic on a failed write.
+#[test]
+fn a_listing_whose_reader_has_gone_ends_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    let d = Daemon::start(&[]);
+    let mut child = Command::new(unet_bin())
+        .args(["stat", "--socket"])
+        .arg(&d.socket)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("unet stat");
+    // The read end closes before the command has connected and printed.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("wait");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGPIPE),
+        "{:?}: {err}",
+        out.status
+    );
+}
