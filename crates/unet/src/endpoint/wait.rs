@@ -115,12 +115,7 @@ impl Endpoint {
 
     /// Receive the next message into `buf`, waiting at most `timeout`
     /// (None: forever). `Err(RecvError::Timeout)` when nothing came.
-    /// Always inlined: the common case is a few loads and a copy, and a
-    /// call around it showed in one-message-a-call streams (`unet bench
-    /// stream --sizes 64 --batch 1`: 167 against 162 M messages a second,
-    /// medians of interleaved runs). `send_blocking` is not: inlined too,
-    /// two runs in eight fell to 0.6 of the floor.
-    #[inline(always)]
+    #[inline]
     pub fn recv(&mut self, buf: &mut [u8], timeout: Option<Duration>) -> Result<Recv, RecvError> {
         // The common case, a message already waiting, reads no clock (and
         // is inlined into the caller; the waiting is not).
