@@ -304,7 +304,7 @@ impl<H> Natives<H> {
     /// call's unit and allocating nothing, and that when it returns `None`
     /// it did nothing. Other descriptors keep the plain call. Natives that
     /// take a buffer from a queue or give one back are the use
-    /// (`tests/jit.rs` compares the two).
+    /// (`tests/jit_leaf.rs` compares the two).
     pub fn register_leaf(
         &mut self,
         domain: &str,
@@ -326,7 +326,8 @@ impl<H> Natives<H> {
     /// promises that when `sink` returns true it did exactly what `f` does
     /// with these arguments, charging `units` in all, and that when it
     /// returns false it did nothing. A receive native that hands over the
-    /// buffers an `int[]` names is the use.
+    /// buffers an `int[]` names is the use (`tests/jit_leaf.rs` compares
+    /// the two).
     pub fn register_ints_sink(
         &mut self,
         domain: &str,

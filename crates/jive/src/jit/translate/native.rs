@@ -48,8 +48,8 @@ impl<H> Gen<'_, '_, H> {
                 }
             });
         }
-        // An intrinsic's or a sink's common case inline; the call
-        // below is its slow path.
+        // A fast kind's common case first (an intrinsic's copy inline, a
+        // sink's or a leaf's direct call); the call below is its slow path.
         let done = match (nat.fast, vals.as_slice()) {
             (Some(Fast::Window(kind)), &[h, aoff, woff, len]) => {
                 Some(self.window_copy(kind, h, aoff, woff, len))
