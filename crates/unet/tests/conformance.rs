@@ -27,6 +27,7 @@
 
 use std::time::Instant;
 
+mod applet_support;
 mod common;
 mod conformance_support;
 use common::engine_counter;

@@ -1,14 +1,12 @@
-//! What the conformance scenarios share: the sample applets compiled
-//! once, what a scenario observes and how two placements are compared,
+//! What the conformance scenarios share: the sample applets (compiled
+//! by the applet tests' helpers), what a scenario observes and how two placements are compared,
 //! and the endpoints one thread drives.
 #![allow(dead_code)] // not every test binary uses every helper
 
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::process::Command;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use crate::applet_support::{classes, repo};
 use crate::common::{endpoint_counter, nonzero_counters};
 use unet::*;
 use unet_abi::{ClientCounter, EndpointCounter};
@@ -20,65 +18,10 @@ pub const WAIT: Duration = Duration::from_secs(20);
 pub const QUIET: Duration = Duration::from_millis(50);
 
 // ---------------------------------------------------------------------------
-// Compiling the applets
+// The sample applets
 // ---------------------------------------------------------------------------
 
-pub fn repo() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-}
-
-/// Every applet of `applets/`, compiled once (one javac run) against the
-/// applet SDK for Java 8 with every lint an error: class name → class
-/// file.
-pub fn classes() -> &'static HashMap<String, Vec<u8>> {
-    static CLASSES: OnceLock<HashMap<String, Vec<u8>>> = OnceLock::new();
-    CLASSES.get_or_init(|| {
-        let found = Command::new("bash")
-            .arg(repo().join("scripts/find-jdk"))
-            .output()
-            .expect("cannot run `bash scripts/find-jdk`");
-        if !found.status.success() {
-            panic!(
-                "the conformance suite compiles the sample applets and needs a JDK 22 or \
-                 later; scripts/find-jdk found none (set JAVA_HOME to one):\n{}",
-                String::from_utf8_lossy(&found.stderr)
-            );
-        }
-        let jdk = PathBuf::from(String::from_utf8_lossy(&found.stdout).trim());
-        let out = std::env::temp_dir().join(format!("unet-conformance-{}", std::process::id()));
-        std::fs::create_dir_all(&out).unwrap();
-        let files = sample_sources();
-        // `-options` only silences javac's note that release 8 is obsolete.
-        let run = Command::new(jdk.join("bin/javac"))
-            .args(["--release", "8", "-Xlint:all,-options", "-Werror"])
-            .arg("-sourcepath")
-            .arg(repo().join("java/applet-sdk/src/main/java"))
-            .arg("-d")
-            .arg(&out)
-            .args(&files)
-            .output()
-            .expect("cannot run javac");
-        if !run.status.success() {
-            let _ = std::fs::remove_dir_all(&out);
-            panic!(
-                "javac failed:\n{}{}",
-                String::from_utf8_lossy(&run.stdout),
-                String::from_utf8_lossy(&run.stderr)
-            );
-        }
-        let mut m = HashMap::new();
-        for f in &files {
-            let class = f.file_stem().unwrap().to_string_lossy().into_owned();
-            let bytes = std::fs::read(out.join(format!("{class}.class")))
-                .unwrap_or_else(|e| panic!("{class}.class: {e}"));
-            m.insert(class, bytes);
-        }
-        let _ = std::fs::remove_dir_all(&out);
-        m
-    })
-}
-
-/// The sample applets' sources.
+/// The sample applets' sources (`applets/`).
 pub fn sample_sources() -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(repo().join("applets"))
         .expect("applets/")
@@ -89,6 +32,8 @@ pub fn sample_sources() -> Vec<PathBuf> {
     files
 }
 
+/// The class file of sample applet `name`, compiled once per test binary
+/// with the applet tests' own (`applet_support::classes`).
 pub fn applet(name: &str) -> &'static [u8] {
     classes()
         .get(name)
