@@ -271,9 +271,8 @@ impl Peers {
         }
     }
 
-    /// Join: attach `side` of the peer segment `seg`, give the link a
-    /// slot and an index, and watch it. Returns the index and the
-    /// adapter's doorbell (a copy, for the peer).
+    /// Join: refused at `by`'s cap, else [`Peers::attach`].
+    #[cfg(test)]
     fn join(
         &mut self,
         poller: &Poller,
@@ -285,6 +284,21 @@ impl Peers {
         if self.over_cap(by).is_some() {
             return Err(ErrorCode::ObjectQuota);
         }
+        self.attach(poller, by, seg, side, peer_doorbell)
+    }
+
+    /// Attach `side` of the peer segment `seg` for `by` (whose caps the
+    /// caller checked, [`Peers::over_cap`]), give the link a slot and an
+    /// index, and watch it. Returns the index and the adapter's doorbell
+    /// (a copy, for the peer).
+    fn attach(
+        &mut self,
+        poller: &Poller,
+        by: Joiner,
+        seg: OwnedFd,
+        side: u8,
+        peer_doorbell: Option<EventFd>,
+    ) -> Result<(u32, OwnedFd), ErrorCode> {
         let slot = self.free_slot().ok_or(ErrorCode::NoResources)?;
         if self.wake.is_none() {
             let epoll = Epoll::new().map_err(|_| ErrorCode::NoResources)?;
@@ -488,7 +502,7 @@ pub(crate) fn handle(
                 counters.engine(c, 1);
                 return err(ErrorCode::ObjectQuota);
             }
-            match peers.join(poller, by, seg, side, doorbell) {
+            match peers.attach(poller, by, seg, side, doorbell) {
                 Ok((index, fd)) => (Reply::PeerJoined { index }, Some(fd)),
                 Err(c) => err(c),
             }
