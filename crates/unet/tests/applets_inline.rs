@@ -461,9 +461,8 @@ impl unet_sle::Port for MockEp {
     }
     fn push_recv(&mut self, d: &unet_abi::RecvDesc) -> bool {
         let (len, chan, nbufs) = (d.len.to_le_bytes(), d.channel.to_le_bytes(), d.nbufs);
-        let mut v = [&len[..], &chan[..], &[d.flags, nbufs], &d.data[..]].concat();
-        v.shrink_to_fit();
-        self.recvd.push(v);
+        self.recvd
+            .push([&len[..], &chan[..], &[d.flags, nbufs], &d.data[..]].concat());
         true
     }
 }
