@@ -123,3 +123,53 @@ fn buffers_spanned_is_the_rounded_up_quotient() {
     }
     assert_eq!(buffers_spanned(MAX_MESSAGE, 1), MAX_RX_BUFFERS + 1);
 }
+
+/// A descriptor written in place over a slot full of old bytes equals the
+/// one built whole: header, offsets, and the rest of `data` zeroed.
+#[test]
+fn a_descriptor_written_in_place_equals_one_built_whole() {
+    use unet_abi::{RecvDesc, RecvSlot, INLINE_MAX, RECV_INLINE};
+    let mut old = RecvDesc {
+        len: 0xdead_beef,
+        channel: 0xffff,
+        flags: 0xff,
+        nbufs: 0xff,
+        data: [0xa5; INLINE_MAX],
+    };
+    // Three buffers.
+    let mut want = RecvDesc {
+        len: 3000,
+        channel: 7,
+        nbufs: 3,
+        ..Default::default()
+    };
+    for (i, off) in [4096, 8192, 65536].into_iter().enumerate() {
+        want.set_offset(i, off);
+    }
+    // SAFETY: `old` is a live, aligned RecvDesc nobody else reads.
+    let slot = unsafe { RecvSlot::new(&mut old) };
+    for (i, off) in [4096, 8192, 65536].into_iter().enumerate() {
+        slot.set_offset(i, off);
+    }
+    slot.finish(3000, 7, 0, 3, 12);
+    assert_eq!(old, want);
+
+    // Inline: the payload's bytes kept, the rest zeroed.
+    let mut old = RecvDesc {
+        data: [0x5a; INLINE_MAX],
+        ..Default::default()
+    };
+    let mut want = RecvDesc {
+        len: 5,
+        channel: 9,
+        flags: RECV_INLINE,
+        ..Default::default()
+    };
+    want.data[..5].copy_from_slice(b"hello");
+    // SAFETY: as above.
+    let slot = unsafe { RecvSlot::new(&mut old) };
+    // SAFETY: data() has INLINE_MAX >= 5 bytes.
+    unsafe { core::ptr::copy_nonoverlapping(b"hello".as_ptr(), slot.data(), 5) };
+    slot.finish(5, 9, RECV_INLINE, 0, 5);
+    assert_eq!(old, want);
+}

@@ -465,3 +465,70 @@ fn an_endpoint_closed_during_verification_gets_no_such_endpoint() {
         .expect("detach");
     assert_eq!(r, Reply::Error(ErrorCode::NoApplet));
 }
+
+/// RawUnet on the receiver pushes its descriptors itself (`dmaRxd` for a
+/// message in a buffer, `dmaRxdPayload` inline), which the engine writes
+/// straight into the receive queue. With the queue full, both are
+/// dropped and counted, and the buffer `dmaRxd` named stays the
+/// endpoint's: every buffer is still there for the messages after.
+#[test]
+fn rawunets_pushes_on_a_full_queue_are_counted_and_keep_their_buffer() {
+    let mut rig = Rig::new();
+    let (mut a, mut b, ch, from_a) = pair(&mut rig);
+    attach(&mut rig, &b, "RawUnet", 0);
+    // The first arrival waits out the pause after the attach.
+    assert_eq!(send_now(&mut rig, &mut a, ch, b"first"), SendStatus::Sent);
+    assert!(arrival(&mut rig, &mut b, "the first message").data == b"first");
+    let cap = small().recv_cap as usize;
+    // Fill the queue: buffers and inline in turn (half the buffers).
+    let len = |i: usize| if i.is_multiple_of(2) { 1000 } else { 40 };
+    for i in 0..cap {
+        assert_eq!(
+            send_now(&mut rig, &mut a, ch, &pattern(i, len(i))),
+            SendStatus::Sent
+        );
+    }
+    // One of each more: no room.
+    for i in cap..cap + 2 {
+        assert_eq!(
+            send_now(&mut rig, &mut a, ch, &pattern(i, len(i))),
+            SendStatus::Sent
+        );
+    }
+    assert_eq!(rig.stats.ep(b.id(), EndpointCounter::RxDropRingFull), 2);
+    assert_eq!(
+        rig.stats.ep(b.id(), EndpointCounter::AppletRxCalls),
+        cap as u64 + 3
+    );
+    for i in 0..cap {
+        let m = take(&mut b, true).unwrap_or_else(|| panic!("message {i}"));
+        assert_eq!(m.channel, from_a);
+        assert!(m.data == pattern(i, len(i)), "message {i} intact");
+        let inline = m.desc.flags & RECV_INLINE != 0;
+        assert_eq!(inline, len(i) <= INLINE_MAX, "message {i} inline or not");
+    }
+    assert!(take(&mut b, true).is_none(), "the dropped ones are gone");
+    // Every buffer is the endpoint's again: as many 1000-byte messages as
+    // it has buffers arrive, none refused for want of one.
+    let nbufs = small().free_cap as usize;
+    for i in 0..nbufs {
+        assert_eq!(
+            send_now(&mut rig, &mut a, ch, &pattern(100 + i, 1000)),
+            SendStatus::Sent
+        );
+    }
+    for i in 0..nbufs {
+        let m = take(&mut b, false).unwrap_or_else(|| panic!("buffered message {i}"));
+        assert!(
+            m.data == pattern(100 + i, 1000),
+            "buffered message {i} intact"
+        );
+    }
+    assert_eq!(rig.stats.ep(b.id(), EndpointCounter::RxDropRingFull), 2);
+    assert_eq!(rig.stats.ep(b.id(), EndpointCounter::RxDropNoBuffer), 0);
+    assert!(
+        faults(&rig, b.id()).is_empty(),
+        "{:?}",
+        faults(&rig, b.id())
+    );
+}

@@ -6,7 +6,7 @@ use std::ptr::NonNull;
 use jive::subset::Elem;
 use jive::{Fault, Intrinsic, NativeCtx, NativeResult, Natives, NATIVES_CLASS};
 use unet_abi::copy::copy_bytes;
-use unet_abi::{RecvDesc, INLINE_MAX, MAX_MESSAGE, MAX_RX_BUFFERS, RECV_INLINE};
+use unet_abi::{RecvDesc, INLINE_MAX, MAX_MESSAGE, MAX_RX_BUFFERS};
 
 use crate::clock::ticks;
 use crate::port::SleEndpoint;
@@ -189,7 +189,7 @@ fn n_dma_rxd(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResul
     let ep = h.ep()?;
     let d = rxd(ctx.ints(a[0])?, a[1], a[2], bufsize, area)?;
     charge(ctx, 0)?;
-    ep.push_recv(&d);
+    d.push(ep);
     Ok(0)
 }
 
@@ -202,18 +202,39 @@ fn s_dma_rxd(h: &mut SleHost, offs: &[i32], chan: i32, len: i32) -> bool {
     };
     match rxd(offs, chan, len, bufsize, area) {
         Ok(d) => {
-            ep.push_recv(&d);
+            d.push(ep);
             true
         }
         Err(_) => false,
     }
 }
 
-/// The receive descriptor `dmaRxd(offs, chan, len)` publishes, checked:
-/// `offs` names the buffers, each inside the buffer area. Inlined into
-/// both callers: the sink drops the fault without building a result.
+/// The receive descriptor `dmaRxd(offs, chan, len)` publishes, checked.
+enum Rxd {
+    /// The common case: one buffer, written in place by the host
+    /// ([`Port::push_recv_buffer`]).
+    One { chan: u16, len: u32, off: u32 },
+    /// Several buffers.
+    Spanned(RecvDesc),
+}
+
+impl Rxd {
+    /// Push it to the user (dropped and counted by the host if the queue
+    /// is full, as `dmaRxd` documents).
+    #[inline(always)]
+    fn push(self, ep: &mut dyn SleEndpoint) {
+        match self {
+            Rxd::One { chan, len, off } => ep.push_recv_buffer(chan, len, off),
+            Rxd::Spanned(d) => ep.push_recv(&d),
+        };
+    }
+}
+
+/// `dmaRxd(offs, chan, len)`'s descriptor, checked: `offs` names the
+/// buffers, each inside the buffer area. Inlined into both callers: the
+/// sink drops the fault without building a result.
 #[inline(always)]
-fn rxd(offs: &[i32], chan: i32, len: i32, bufsize: u32, area: u64) -> Result<RecvDesc, Fault> {
+fn rxd(offs: &[i32], chan: i32, len: i32, bufsize: u32, area: u64) -> Result<Rxd, Fault> {
     if offs.len() != MAX_RX_BUFFERS {
         return Err(bad_offsets(offs.len()));
     }
@@ -224,28 +245,30 @@ fn rxd(offs: &[i32], chan: i32, len: i32, bufsize: u32, area: u64) -> Result<Rec
     if len <= 0 || len as i64 > bs * MAX_RX_BUFFERS as i64 {
         return Err(bad_rxd_len(len, bs));
     }
-    let mut d = RecvDesc {
-        len: len as u32,
-        channel: chan,
-        nbufs: 1,
-        ..Default::default()
-    };
     if len as i64 > bs {
-        return spanned(d, offs, bufsize, area);
+        return spanned(chan, len as u32, offs, bufsize, area).map(Rxd::Spanned);
     }
     // One buffer, the common case: one range check, one offset.
     range("receive buffer", offs[0], bs as i32, area)?;
-    d.set_offset(0, offs[0] as u32);
-    Ok(d)
+    Ok(Rxd::One {
+        chan,
+        len: len as u32,
+        off: offs[0] as u32,
+    })
 }
 
-/// [`rxd`]'s descriptor `d` of a message spanning several buffers: their
-/// offsets, each checked. Out of line: its loop over the offsets would
-/// make the common case's descriptor a set of registers.
+/// [`rxd`]'s descriptor of a `len`-byte message spanning several buffers:
+/// their offsets, each checked. Out of line: its loop over the offsets
+/// would make the common case's descriptor a set of registers.
 #[inline(never)]
-fn spanned(mut d: RecvDesc, offs: &[i32], bufsize: u32, area: u64) -> Result<RecvDesc, Fault> {
-    let nbufs = unet_abi::buffers_spanned(d.len as usize, bufsize as usize);
-    d.nbufs = nbufs as u8;
+fn spanned(chan: u16, len: u32, offs: &[i32], bufsize: u32, area: u64) -> Result<RecvDesc, Fault> {
+    let nbufs = unet_abi::buffers_spanned(len as usize, bufsize as usize);
+    let mut d = RecvDesc {
+        len,
+        channel: chan,
+        nbufs: nbufs as u8,
+        ..Default::default()
+    };
     for (i, &o) in offs[..nbufs].iter().enumerate() {
         range("receive buffer", o, bufsize as i32, area)?;
         d.set_offset(i, o as u32);
@@ -281,15 +304,11 @@ fn n_dma_rxd_payload(h: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> Nat
             p.len()
         ))));
     }
-    let mut d = RecvDesc {
-        len: len as u32,
-        channel: chan,
-        flags: RECV_INLINE,
-        ..Default::default()
-    };
-    d.data[..len as usize].copy_from_slice(bytemuck_i8_ref(&p[..len as usize]));
+    let mut d = [0u8; INLINE_MAX];
+    let d = &mut d[..len as usize];
+    d.copy_from_slice(bytemuck_i8_ref(&p[..len as usize]));
     charge(ctx, 0)?;
-    ep.push_recv(&d);
+    ep.push_recv_inline(chan, d);
     Ok(0)
 }
 
@@ -303,15 +322,8 @@ fn s_dma_rxd_payload(h: &mut SleHost, data: &[u8], chan: i32) -> bool {
     if data.len() > INLINE_MAX || h.ep.is_none() {
         return false;
     }
-    let mut d = RecvDesc {
-        len: data.len() as u32,
-        channel: chan,
-        flags: RECV_INLINE,
-        ..Default::default()
-    };
-    d.data[..data.len()].copy_from_slice(data);
     h.ep().is_ok_and(|ep| {
-        ep.push_recv(&d);
+        ep.push_recv_inline(chan, data);
         true
     })
 }

@@ -40,6 +40,36 @@ pub trait Port {
     /// 64 bytes, and through the natives' `dyn` call a move would copy it
     /// once more on its way to the queue.
     fn push_recv(&mut self, desc: &RecvDesc) -> bool;
+    /// [`Port::push_recv`] of a descriptor of a `len`-byte message on
+    /// channel `chan` in the one buffer at `off` (already checked to lie
+    /// in the buffer area): `dmaRxd`'s common case. A host that can write
+    /// it straight into its queue does so (no descriptor built and
+    /// copied); the default builds one.
+    fn push_recv_buffer(&mut self, chan: u16, len: u32, off: u32) -> bool {
+        let mut d = RecvDesc {
+            len,
+            channel: chan,
+            nbufs: 1,
+            ..Default::default()
+        };
+        d.set_offset(0, off);
+        self.push_recv(&d)
+    }
+    /// [`Port::push_recv`] of a descriptor holding `data` (at most
+    /// [`unet_abi::INLINE_MAX`] bytes, which the caller checked) inline,
+    /// from channel `chan`: `dmaRxdPayload`. Written straight into the
+    /// queue by a host that can; the default builds a descriptor.
+    fn push_recv_inline(&mut self, chan: u16, data: &[u8]) -> bool {
+        let len = data.len().min(unet_abi::INLINE_MAX);
+        let mut d = RecvDesc {
+            len: len as u32,
+            channel: chan,
+            flags: unet_abi::RECV_INLINE,
+            ..Default::default()
+        };
+        d.data[..len].copy_from_slice(&data[..len]);
+        self.push_recv(&d)
+    }
 }
 
 /// One endpoint, as an applet's natives see it: its [`Port`], and the

@@ -157,6 +157,14 @@ impl<P: Port + ?Sized> Port for Bound<'_, P> {
     fn push_recv(&mut self, desc: &RecvDesc) -> bool {
         self.port.push_recv(desc)
     }
+    #[inline]
+    fn push_recv_buffer(&mut self, chan: u16, len: u32, off: u32) -> bool {
+        self.port.push_recv_buffer(chan, len, off)
+    }
+    #[inline]
+    fn push_recv_inline(&mut self, chan: u16, data: &[u8]) -> bool {
+        self.port.push_recv_inline(chan, data)
+    }
 }
 
 impl<P: Port + ?Sized> SleEndpoint for Bound<'_, P> {

@@ -583,6 +583,12 @@ impl Port for EnginePort<'_, '_> {
         self.dp.send(self.idx, chan, data, false).is_ok()
     }
     fn push_recv(&mut self, desc: &RecvDesc) -> bool {
-        self.dp.eps.push_recv(self.idx, *desc)
+        self.dp.eps.push_recv(self.idx, desc)
+    }
+    fn push_recv_buffer(&mut self, chan: u16, len: u32, off: u32) -> bool {
+        self.dp.eps.push_recv_buffer(self.idx, chan, len, off)
+    }
+    fn push_recv_inline(&mut self, chan: u16, data: &[u8]) -> bool {
+        self.dp.eps.push_recv_inline(self.idx, chan, data)
     }
 }

@@ -689,13 +689,12 @@ impl EndpointTable {
     /// Push a receive descriptor an applet built (its `dmaRxd`): false,
     /// counted, if the receive ring is full; the buffers it named are kept
     /// for the endpoint, not lost.
-    pub(crate) fn push_recv(&mut self, idx: usize, desc: RecvDesc) -> bool {
+    pub(crate) fn push_recv(&mut self, idx: usize, desc: &RecvDesc) -> bool {
         let counters = &self.counters;
         let Some(ep) = self.eps.get_mut(idx).and_then(|e| e.as_mut()) else {
             return false;
         };
-        let cap = ep.layout.geometry.recv_cap as u64;
-        if ep.recv_head.wrapping_sub(ep.recv.tail()) >= cap {
+        if recv_full(ep) {
             counters.ep(ep.slot, EndpointCounter::RxDropRingFull, 1);
             if desc.flags & RECV_INLINE == 0 {
                 for i in 0..(desc.nbufs as usize).min(MAX_RX_BUFFERS) {
@@ -704,9 +703,58 @@ impl EndpointTable {
             }
             return false;
         }
-        self.handoff |= publish_recv(ep, counters, desc);
+        ep.recv.write(ep.recv_head, *desc);
+        self.handoff |= publish_recv(ep, counters, desc.len);
         true
     }
+
+    /// [`EndpointTable::push_recv`] of a descriptor naming one buffer,
+    /// `off`, written in place (no descriptor copied: see [`RecvSlot`]).
+    pub(crate) fn push_recv_buffer(&mut self, idx: usize, chan: u16, len: u32, off: u32) -> bool {
+        let counters = &self.counters;
+        let Some(ep) = self.eps.get_mut(idx).and_then(|e| e.as_mut()) else {
+            return false;
+        };
+        if recv_full(ep) {
+            counters.ep(ep.slot, EndpointCounter::RxDropRingFull, 1);
+            ep.spare.push(off);
+            return false;
+        }
+        // SAFETY: the slot at the head is in the live ring and unpublished.
+        let slot = unsafe { RecvSlot::new(ep.recv.slot_ptr(ep.recv_head)) };
+        slot.set_offset(0, off);
+        slot.finish(len, chan, 0, 1, 4);
+        self.handoff |= publish_recv(ep, counters, len);
+        true
+    }
+
+    /// [`EndpointTable::push_recv`] of a descriptor holding `data`
+    /// (at most [`INLINE_MAX`] bytes) inline, written in place.
+    pub(crate) fn push_recv_inline(&mut self, idx: usize, chan: u16, data: &[u8]) -> bool {
+        let counters = &self.counters;
+        let Some(ep) = self.eps.get_mut(idx).and_then(|e| e.as_mut()) else {
+            return false;
+        };
+        let len = data.len().min(INLINE_MAX);
+        if recv_full(ep) {
+            counters.ep(ep.slot, EndpointCounter::RxDropRingFull, 1);
+            return false;
+        }
+        // SAFETY: the slot at the head is in the live ring and unpublished.
+        let slot = unsafe { RecvSlot::new(ep.recv.slot_ptr(ep.recv_head)) };
+        // SAFETY: the slot's data has INLINE_MAX >= len bytes, and `data`
+        // (the applet's own array, in the VM's heap) is not in the ring.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), slot.data(), len) };
+        slot.finish(len as u32, chan, RECV_INLINE, 0, len);
+        self.handoff |= publish_recv(ep, counters, len as u32);
+        true
+    }
+}
+
+/// Whether `ep`'s receive queue has no room for one more descriptor.
+#[inline]
+fn recv_full(ep: &Ep) -> bool {
+    ep.recv_head.wrapping_sub(ep.recv.tail()) >= ep.layout.geometry.recv_cap as u64
 }
 
 /// Move what waits in `ep`'s virtual buffer into its receive queue, in
@@ -773,21 +821,18 @@ fn place<const FLAGS: u8>(
     len: usize,
 ) -> Result<bool, NoRoom> {
     // Ring space first, so no buffer is consumed for a message we drop.
-    let cap = ep.layout.geometry.recv_cap as u64;
-    if ep.recv_head.wrapping_sub(ep.recv.tail()) >= cap {
+    if recv_full(ep) {
         return Err(NoRoom::RingFull);
     }
-    let mut desc = RecvDesc {
-        len: len as u32,
-        channel: chan,
-        flags: FLAGS,
-        ..Default::default()
-    };
+    // SAFETY: the slot at the head is in the live ring and unpublished
+    // (the head moves only in publish_recv, after it is written).
+    let slot = unsafe { RecvSlot::new(ep.recv.slot_ptr(ep.recv_head)) };
     if len <= INLINE_MAX {
-        desc.flags = RECV_INLINE | FLAGS;
-        // SAFETY: src has len readable bytes (caller's contract); data
-        // has INLINE_MAX >= len bytes.
-        unsafe { std::ptr::copy(src, desc.data.as_mut_ptr(), len) };
+        // SAFETY: src has len readable bytes (caller's contract); the
+        // slot's data has INLINE_MAX >= len bytes. ptr::copy tolerates
+        // overlap (both may be in the client's segment).
+        unsafe { std::ptr::copy(src, slot.data(), len) };
+        slot.finish(len as u32, chan, RECV_INLINE | FLAGS, 0, len);
     } else {
         let bs = ep.layout.geometry.buffer_size as usize;
         let nbufs = unet_abi::buffers_spanned(len, bs);
@@ -811,11 +856,11 @@ fn place<const FLAGS: u8>(
             // src has len bytes. ptr::copy tolerates overlap (a client
             // may post a free buffer overlapping its own send buffer).
             unsafe { std::ptr::copy(src.add(i * bs), area.as_ptr().add(off as usize), n) };
-            desc.set_offset(i, off);
+            slot.set_offset(i, off);
         }
-        desc.nbufs = nbufs as u8;
+        slot.finish(len as u32, chan, FLAGS, nbufs as u8, nbufs * 4);
     }
-    Ok(publish_recv(ep, counters, desc))
+    Ok(publish_recv(ep, counters, len as u32))
 }
 
 /// Pop one free buffer of `ep`: the engine's spare stash first, then the
@@ -850,15 +895,15 @@ fn pop_free(ep: &mut Ep, counters: &Counters) -> Option<u32> {
     None
 }
 
-/// Push a receive descriptor (the caller checked there is room), count the
-/// message and wake the client if it sleeps. True if the client waits on
-/// this CPU without sleeping (see [`wake_client`]).
-fn publish_recv(ep: &mut Ep, counters: &Counters, desc: RecvDesc) -> bool {
-    ep.recv.write(ep.recv_head, desc);
+/// Publish the receive descriptor written at the head (of a message of
+/// `len` bytes; the caller checked there is room), count the message and
+/// wake the client if it sleeps. True if the client waits on this CPU
+/// without sleeping (see [`wake_client`]).
+fn publish_recv(ep: &mut Ep, counters: &Counters, len: u32) -> bool {
     ep.recv_head += 1;
     ep.recv.set_head(ep.recv_head);
     counters.ep(ep.slot, EndpointCounter::RxMsgs, 1);
-    counters.ep(ep.slot, EndpointCounter::RxBytes, desc.len as u64);
+    counters.ep(ep.slot, EndpointCounter::RxBytes, len as u64);
     wake_client(ep, counters)
 }
 
