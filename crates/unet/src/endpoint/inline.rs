@@ -102,6 +102,44 @@ impl Port for ClientEp<'_> {
         self.ep.inline.rxq.push_back(*desc);
         true
     }
+    fn push_recv_buffer(&mut self, chan: u16, len: u32, off: u32) -> bool {
+        let Some(d) = self.rxq_slot() else {
+            self.ep.post_free_raw(off);
+            return false;
+        };
+        d.len = len;
+        d.channel = chan;
+        d.nbufs = 1;
+        d.set_offset(0, off);
+        true
+    }
+    fn push_recv_inline(&mut self, chan: u16, data: &[u8]) -> bool {
+        let Some(d) = self.rxq_slot() else {
+            return false;
+        };
+        let len = data.len().min(INLINE_MAX);
+        d.len = len as u32;
+        d.channel = chan;
+        d.flags = RECV_INLINE;
+        d.data[..len].copy_from_slice(&data[..len]);
+        true
+    }
+}
+
+impl ClientEp<'_> {
+    /// A zeroed descriptor at the end of the local receive queue, for the
+    /// caller to fill in place (a descriptor built aside and then copied
+    /// in would stall the store forwarding, as in the engine's rings);
+    /// None if the queue is full.
+    #[inline]
+    fn rxq_slot(&mut self) -> Option<&mut RecvDesc> {
+        let q = &mut self.ep.inline.rxq;
+        if q.len() >= self.ep.layout.geometry.recv_cap as usize {
+            return None;
+        }
+        q.push_back(RecvDesc::default());
+        q.back_mut()
+    }
 }
 
 impl Endpoint {
