@@ -336,28 +336,34 @@ impl Endpoint {
     pub(super) fn try_recv_inline(&mut self, buf: &mut [u8]) -> Result<Option<Recv>, RecvError> {
         self.run_inline_timers();
         for _ in 0..64 {
-            if let Some(d) = self.inline.rxq.pop_front() {
+            // Read in place, field by field, and only then popped: the
+            // descriptor was most likely filled a moment ago, field by
+            // field, and copying it out whole would stall on those stores.
+            if let Some(d) = self.inline.rxq.front() {
                 let len = d.len as usize;
                 if len > buf.len() {
-                    self.inline.rxq.push_front(d);
                     return Err(RecvError::BufferTooSmall(len));
                 }
+                let channel = crate::spine::recv_channel(d);
                 if d.flags & RECV_INLINE != 0 {
                     let n = len.min(INLINE_MAX);
                     buf[..n].copy_from_slice(&d.data[..n]);
+                    self.inline.rxq.pop_front();
                 } else {
+                    let nbufs = (d.nbufs as usize).min(MAX_RX_BUFFERS);
+                    let mut offs = [0u32; MAX_RX_BUFFERS];
+                    for (i, o) in offs[..nbufs].iter_mut().enumerate() {
+                        *o = d.offset(i);
+                    }
+                    self.inline.rxq.pop_front();
                     let bs = self.layout.geometry.buffer_size as usize;
-                    for i in 0..(d.nbufs as usize).min(MAX_RX_BUFFERS) {
-                        let off = d.offset(i);
+                    for (i, &off) in offs[..nbufs].iter().enumerate() {
                         let n = bs.min(len.saturating_sub(i * bs));
                         self.read_buffer(off, &mut buf[i * bs..i * bs + n]);
                         self.release_inline_buffer(off);
                     }
                 }
-                return Ok(Some(Recv {
-                    len,
-                    channel: crate::spine::recv_channel(&d),
-                }));
+                return Ok(Some(Recv { len, channel }));
             }
             if self.inline.runner.is_none() {
                 // Detached, and what its applet delivered is all read.
