@@ -294,6 +294,30 @@ impl RecvDesc {
     }
 }
 
+impl crate::ring::Ring<RecvDesc> {
+    /// Copy the first `out.len()` (at most [`INLINE_MAX`]) bytes of the
+    /// inline payload of the descriptor at `pos` into `out`, straight from
+    /// the slot: a copy out of a descriptor just read whole
+    /// ([`Ring::read`](crate::ring::Ring::read)) would stall on the stores
+    /// that filled it. The slot is shared memory; a concurrent write can
+    /// only give other bytes.
+    #[inline]
+    pub fn read_inline(&self, pos: u64, out: &mut [u8]) {
+        let n = out.len().min(INLINE_MAX);
+        let slot = self.slot_ptr(pos);
+        // SAFETY: the slot is in the ring (masked index); its data has
+        // INLINE_MAX >= n bytes and `out` at least n; shared memory and
+        // our buffer do not overlap.
+        unsafe {
+            crate::copy::copy_bytes(
+                core::ptr::addr_of!((*slot).data).cast::<u8>(),
+                out.as_mut_ptr(),
+                n,
+            )
+        };
+    }
+}
+
 /// A receive descriptor written in place, in its slot of a receive ring,
 /// before the ring's head publishes it.
 ///

@@ -161,18 +161,44 @@ impl<T: ShmSafe> Ring<T> {
     }
 
     /// Copy the entry at `pos` out of shared memory, once.
+    ///
+    /// An entry of whole 8-byte words (a receive descriptor, a VI
+    /// descriptor) is copied a word at a time: a volatile read of the
+    /// whole struct is lowered field by field, and a field that is a byte
+    /// array byte by byte (64 loads and 64 stores for a receive
+    /// descriptor, which the caller's wider loads then stall on).
     #[inline]
     pub fn read(&self, pos: u64) -> T {
-        // SAFETY: slot is in bounds and aligned; T is valid for any bits
-        // (ShmSafe). A concurrent hostile write can only give us other bits.
-        unsafe { self.slot(pos).read_volatile() }
+        let slot = self.slot(pos);
+        if !Self::WORDS {
+            // SAFETY: slot is in bounds and aligned; T is valid for any
+            // bits (ShmSafe). A concurrent hostile write can only give us
+            // other bits.
+            return unsafe { slot.read_volatile() };
+        }
+        let mut out = core::mem::MaybeUninit::<T>::uninit();
+        let (src, dst) = (slot.cast::<u64>(), out.as_mut_ptr().cast::<u64>());
+        for i in 0..size_of::<T>() / 8 {
+            // SAFETY: T is a whole number of 8-byte words and 8-aligned
+            // (WORDS), so word i < size/8 lies in the slot and in `out`,
+            // aligned.
+            unsafe { dst.add(i).write(src.add(i).read_volatile()) };
+        }
+        // SAFETY: every byte of `out` was written; T is valid for any bits
+        // (ShmSafe).
+        unsafe { out.assume_init() }
     }
-    /// Write the entry at `pos`.
+    /// Write the entry at `pos`. (Not a word at a time as [`Ring::read`]:
+    /// the words of `v` would include its padding, which may be
+    /// uninitialised. Writers on a hot path fill the slot in place, as
+    /// [`crate::RecvSlot`] does.)
     #[inline]
     pub fn write(&self, pos: u64, v: T) {
         // SAFETY: slot is in bounds and aligned.
         unsafe { self.slot(pos).write_volatile(v) }
     }
+    /// Whether entries are read a word at a time (see [`Ring::read`]).
+    const WORDS: bool = size_of::<T>().is_multiple_of(8) && core::mem::align_of::<T>() >= 8;
     /// Raw pointer to the entry at `pos`, for writing a field in place.
     #[inline]
     pub fn slot_ptr(&self, pos: u64) -> *mut T {

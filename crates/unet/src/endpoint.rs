@@ -745,7 +745,12 @@ impl Endpoint {
         }
         if d.flags & RECV_INLINE != 0 {
             let n = len.min(INLINE_MAX);
-            buf[..n].copy_from_slice(&d.data[..n]);
+            // From the slot itself, not from `d`: the copy's wide loads
+            // would stall on the word stores that just filled `d`.
+            self.queues
+                .map
+                .recv
+                .read_inline(self.queues.recv_tail, &mut buf[..n]);
         } else {
             let bs = self.layout.geometry.buffer_size as usize;
             for i in 0..(d.nbufs as usize).min(MAX_RX_BUFFERS) {
