@@ -258,8 +258,8 @@ fn rxd(offs: &[i32], chan: i32, len: i32, bufsize: u32, area: u64) -> Result<Rxd
 }
 
 /// [`rxd`]'s descriptor of a `len`-byte message spanning several buffers:
-/// their offsets, each checked. Out of line: its loop over the offsets
-/// would make the common case's descriptor a set of registers.
+/// their offsets, each checked. Out of line: the rare case, kept out of
+/// the one-buffer path that both callers inline.
 #[inline(never)]
 fn spanned(chan: u16, len: u32, offs: &[i32], bufsize: u32, area: u64) -> Result<RecvDesc, Fault> {
     let nbufs = unet_abi::buffers_spanned(len as usize, bufsize as usize);
