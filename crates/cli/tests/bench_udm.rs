@@ -102,6 +102,23 @@ fn tables_4_and_5_give_costs_beside_the_paper_and_the_fast_path() {
         .unwrap();
     let typical = row(&rows, "row", "insert")["ns"].as_f64().unwrap();
     assert!(fresh > typical);
+    // Against the fast path across two cores: the one-thread inject and
+    // the extract across cores, the same buffered path.
+    let r = row(&rows, "row", "ratio_two_cores");
+    let (i, x) = (
+        r["fast_inject_ns"].as_f64().unwrap(),
+        r["extract_two_cores_ns"].as_f64().unwrap(),
+    );
+    assert!(i > 0.0 && x > 0.0, "{r}");
+    assert_eq!(r["buffered_ns"].as_f64().unwrap(), b);
+    assert_eq!(
+        x,
+        row(&rows, "row", "extract_two_cores")["ns"]
+            .as_f64()
+            .unwrap()
+    );
+    let two = r["ratio"].as_f64().unwrap();
+    assert!((two - b / (i + x)).abs() <= 1e-9 * two, "{r}");
     // The paper's terms: typical insert and extract against the fast
     // receive with the upcall.
     let r = row(&rows, "row", "ratio_paper_terms");
