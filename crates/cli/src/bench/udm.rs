@@ -413,19 +413,28 @@ fn emit_row(p: &Plan, v: Value) {
 /// Null messages per timed batch.
 const BATCH: usize = 1000;
 
+/// A job of two nodes made with `cfg` (its `nodes` set to 2), both
+/// joined from this process: nodes 0 and 1.
+fn two_nodes(h: &Host, cfg: JobConfig) -> Res<(Node, Node)> {
+    let t = h
+        .session
+        .udm_create_job(&JobConfig { nodes: 2, ..cfg })
+        .map_err(err("udm job"))?;
+    let a = h.session.udm_join(t, 0).map_err(err("join"))?;
+    let b = h.session.udm_join(t, 1).map_err(err("join"))?;
+    Ok((a, b))
+}
+
 /// Per-message inject and extract times (ns) of `batches` batches between
 /// two nodes of one job in this thread.
 fn fast_batches(h: &Host, batches: usize) -> Res<(Vec<f64>, Vec<f64>)> {
-    let t = h
-        .session
-        .udm_create_job(&JobConfig {
-            nodes: 2,
+    let (mut a, mut b) = two_nodes(
+        h,
+        JobConfig {
             fast_queue: 1024,
             ..JobConfig::default()
-        })
-        .map_err(err("udm job"))?;
-    let mut a = h.session.udm_join(t, 0).map_err(err("join"))?;
-    let mut b = h.session.udm_join(t, 1).map_err(err("join"))?;
+        },
+    )?;
     let mut w = [0u64; MAX_WORDS];
     let (mut inj, mut ext) = (Vec::new(), Vec::new());
     for i in 0..batches + 2 {

@@ -181,17 +181,14 @@ fn buffered_pass(a: &mut Node, b: &mut Node, k: usize, clocks: &[libc::clockid_t
 }
 
 fn buffered_run(h: &Host, k: usize) -> Res<T5Run> {
-    let t = h
-        .session
-        .udm_create_job(&JobConfig {
-            nodes: 2,
+    let (mut a, mut b) = two_nodes(
+        h,
+        JobConfig {
             fast_queue: 2,
             buffer_size: 16 << 20,
             ..JobConfig::default()
-        })
-        .map_err(err("udm job"))?;
-    let mut a = h.session.udm_join(t, 0).map_err(err("join"))?;
-    let mut b = h.session.udm_join(t, 1).map_err(err("join"))?;
+        },
+    )?;
     let mut w = [0u64; MAX_WORDS];
     let clocks = engine_clocks();
     if clocks.is_empty() {
@@ -245,16 +242,13 @@ fn buffered_run(h: &Host, k: usize) -> Res<T5Run> {
 /// and the wall time. The buffered path's insert crosses cores (sender to
 /// engine), the one-thread fast path does not: this is its counterpart.
 fn fast_two_cores(h: &Host, k: usize) -> Res<(f64, f64)> {
-    let t = h
-        .session
-        .udm_create_job(&JobConfig {
-            nodes: 2,
+    let (mut a, mut b) = two_nodes(
+        h,
+        JobConfig {
             fast_queue: 64,
             ..JobConfig::default()
-        })
-        .map_err(err("udm job"))?;
-    let mut a = h.session.udm_join(t, 0).map_err(err("join"))?;
-    let mut b = h.session.udm_join(t, 1).map_err(err("join"))?;
+        },
+    )?;
     let rx = std::thread::spawn(move || -> Res<f64> {
         let mut w = [0u64; MAX_WORDS];
         let end = Instant::now() + Duration::from_secs(20);
