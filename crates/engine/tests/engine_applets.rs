@@ -532,3 +532,29 @@ fn rawunets_pushes_on_a_full_queue_are_counted_and_keep_their_buffer() {
         faults(&rig, b.id())
     );
 }
+
+/// Which applets read each arriving message where it is, lent to their
+/// `RxBuf` (`unet_sle::Verified::lends_rx`): those whose code passes
+/// `RxBuf` to natives only, in `doRx` only. `PingPong` answers from
+/// `RxBuf` and writes into it, `PacketBuffers` reads a header from it,
+/// and `FlowControl` and `ReceiverAck` read its bytes (and pass it to
+/// natives from methods besides `doRx`), so each message is copied into
+/// theirs. Both kinds deliver every message intact: the
+/// conformance and delivery tests run `RawUnet` and `StdUnet` receives
+/// through the engine, and `jive`'s `tests/lend.rs` compares lent and
+/// copied bytes method by method.
+#[test]
+fn applets_that_only_pass_rxbuf_to_natives_in_dorx_get_each_message_lent() {
+    let lends = |name: &str| {
+        let bytes = &classes()[name];
+        unet_sle::Applet::verify(bytes)
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+            .lends_rx()
+    };
+    for name in ["RawUnet", "StdUnet", "Generate", "Burst"] {
+        assert!(lends(name), "{name} should read each message where it is");
+    }
+    for name in ["PingPong", "PacketBuffers", "FlowControl", "ReceiverAck"] {
+        assert!(!lends(name), "{name} reads RxBuf itself: copied");
+    }
+}

@@ -286,6 +286,21 @@ pub struct Heap {
     /// Allocations since the last collection.
     pub(crate) allocs_since_gc: usize,
     marks: Vec<bool>,
+    /// Bytes lent to a `byte[]` for the running invocation (see
+    /// [`crate::lend`]), until [`Heap::settle_lent`] or the host ends the
+    /// loan.
+    pub(crate) lent: Option<Lent>,
+}
+
+/// Bytes a host lent to a `byte[]` ([`crate::Vm::lend_bytes`]): the array
+/// named by `handle` reads as `len` bytes at `src` in their place, up to
+/// `len`. `src` is an address (the host keeps it valid while the loan
+/// lasts), so that the heap stays `Send`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Lent {
+    pub handle: i32,
+    pub src: usize,
+    pub len: usize,
 }
 
 impl Heap {
@@ -300,7 +315,32 @@ impl Heap {
             quota,
             allocs_since_gc: 0,
             marks: Vec::new(),
+            lent: None,
         }
+    }
+
+    /// End a loan ([`Lent`]) by copying the lent bytes into their array,
+    /// as the host would have before the invocation: for anything that
+    /// reads or writes the array other than the compiled fast cases that
+    /// read the loan in place. True if there was a loan.
+    #[inline]
+    pub(crate) fn settle_lent(&mut self) -> bool {
+        let Some(l) = self.lent.take() else {
+            return false;
+        };
+        if let Some(ArrayData::B(v)) = self.get_mut(l.handle) {
+            if let Some(dst) = v.get_mut(..l.len) {
+                // SAFETY: the host that lent `src` keeps `len` bytes there
+                // valid for reads until the loan ends (`Vm::lend_bytes`),
+                // and they are not the heap's: `dst` is an array's own
+                // allocation.
+                #[allow(unsafe_code)]
+                unsafe {
+                    std::ptr::copy_nonoverlapping(l.src as *const i8, dst.as_mut_ptr(), l.len)
+                };
+            }
+        }
+        true
     }
 
     /// Bytes held by live arrays (headers included).

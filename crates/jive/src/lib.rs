@@ -26,7 +26,11 @@
 //!    ([`LoadRules`]): the methods so named are handlers, which may not
 //!    allocate or call a native not registered as ephemeral
 //!    ([`Natives::register_ephemeral`]), directly or through the class's
-//!    own methods.
+//!    own methods. Each field's use is classified too (`lend`): a `byte[]`
+//!    field that the class's code only passes straight to natives, from
+//!    one method that nothing calls, may be *lent* bytes for an invocation
+//!    of it ([`Class::lendable`], [`Vm::lend_bytes`]), so that a host
+//!    need not copy an arriving message into the array first.
 //! 3. **Verify** ([`verify`]): each method's code split into the subset's
 //!    instructions by the parser ([`bytecode`]), then type inference over
 //!    the subset's types for every method (StackMapTable is ignored, so old and new class files are
@@ -72,7 +76,7 @@
 //! ground up: `fault` and `limits` (what JIVE answers when it refuses,
 //! and the bounds it enforces); `classfile`; `model` (the class model the later stages
 //! share); `bytecode` (the instructions and their parser) and `heap`;
-//! `verify`; `natives`, `decode` and `ephemeral`;
+//! `verify`; `natives`, `decode`, `ephemeral` and `lend`;
 //! `subset` (which runs the load stages) and `budget` (an invocation's fuel, which the
 //! interpreter and compiled code share); `jit`; `interp` (the [`Vm`]).
 //!
@@ -102,6 +106,7 @@ pub mod heap;
 mod interp;
 #[cfg(feature = "jit")]
 mod jit;
+mod lend;
 mod limits;
 mod model;
 pub mod natives;

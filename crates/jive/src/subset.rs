@@ -28,6 +28,7 @@ use crate::classfile::{
 use crate::decode::{self, MethodCode, SlotMasks};
 use crate::ephemeral::{self, Reach, Site};
 use crate::fault::Rejection;
+use crate::lend::Uses;
 pub use crate::model::{
     parse_field_descriptor, parse_method_descriptor, parse_native_descriptor, Callee, Elem,
     FieldDef, JType, MethodDef, Model, Sig,
@@ -82,6 +83,8 @@ pub(crate) struct ClassInner<H> {
     /// Per method: the collector's roots in its frame
     /// ([`ClassInner::masks`]).
     pub roots: Vec<Option<SlotMasks>>,
+    /// How the code uses each field (which may be lent, [`crate::lend`]).
+    pub uses: Uses,
 }
 
 impl<H> ClassInner<H> {
@@ -265,6 +268,7 @@ impl<H> Class<H> {
         let mut handlers: Vec<u16> = Vec::new();
         // Verification work left for the class (see `MAX_CLASS_WORK`).
         let mut work = verify::MAX_CLASS_WORK;
+        let mut uses = Uses::new(model.fields.len());
         for (i, m) in cf.methods.iter().enumerate() {
             let def = &model.methods[i];
             let mname = format!("{}{}", def.name, def.descriptor);
@@ -286,6 +290,7 @@ impl<H> Class<H> {
                 }
             })?;
             code.push(mc);
+            uses.scan(&model, i as u16, &v);
             let (s, names) = ephemeral::sites(&v);
             sites.push(s);
             handlers.extend(names);
@@ -293,6 +298,8 @@ impl<H> Class<H> {
         handlers.sort_unstable();
         handlers.dedup();
         let reach = Reach::new(&model, sites);
+        let types: Vec<JType> = model.fields.iter().map(|f| f.ty).collect();
+        uses.finish(&types, &reach);
         if rules.handlers_ephemeral {
             ephemeral::check(&reach, &handlers, "handler").map_err(Rejection::class)?;
         }
@@ -346,6 +353,7 @@ impl<H> Class<H> {
                 handlers,
                 reach,
                 roots,
+                uses,
             }),
         })
     }
@@ -366,6 +374,17 @@ impl<H> Class<H> {
             .iter()
             .position(|m| m.name == name)
             .map(|i| MethodId(i as u16))
+    }
+
+    /// Whether the host may lend field `f` bytes while it runs method `m`
+    /// ([`Vm::lend_bytes`](crate::Vm::lend_bytes)): `f` is a `byte[]`
+    /// field that the class's code never uses, or reads only in `m`, only
+    /// to pass it straight to natives as their `byte[]` argument, and
+    /// never writes; and no method of the class calls `m`.
+    pub fn lendable(&self, f: FieldId, m: MethodId) -> bool {
+        let i = &self.inner;
+        let ty = i.fields.get(f.0 as usize).map(|d| d.ty);
+        i.uses.lendable(ty, &i.reach, f.0, m.0)
     }
 
     /// Every method the host may invoke (all but `<init>` and `<clinit>`),

@@ -41,7 +41,7 @@ mod natives;
 mod port;
 mod runner;
 
-pub use applet::{fault_kind, Applet, AppletStats, AttachError, Verified};
+pub use applet::{fault_kind, Applet, AppletStats, AttachError, Verified, LEND_MIN};
 pub use clock::now_us_since;
 pub use natives::{natives, SleHost};
 pub use port::{Port, SleEndpoint};

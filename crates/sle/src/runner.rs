@@ -304,7 +304,9 @@ impl Runner {
         self.invoke(port, |a, e| a.tx(e, len, chan, off))
     }
 
-    /// Run `doRx(len, chan)` on `data`, copied into the applet's `RxBuf`.
+    /// Run `doRx(len, chan)` on `data`, in the applet's `RxBuf`: lent to it
+    /// where the applet's code allows ([`crate::Verified::lends_rx`],
+    /// [`crate::LEND_MIN`]), else copied into it.
     pub fn rx<P: Port + ?Sized>(&mut self, port: &mut P, data: &[u8], chan: u16) -> Outcome {
         self.invoke(port, |a, e| a.rx(e, data, chan))
     }

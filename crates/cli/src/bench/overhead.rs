@@ -18,9 +18,11 @@
 //!   delivery: inline, or in a free buffer of B's).
 //! - **Receive**: no applet on A, the applet on B. The engine checks A's
 //!   descriptors and delivers each to B through B's `doRx`, which it runs
-//!   at once from the send path (nothing is queued before it): the
-//!   message is copied once into the applet's `RxBuf` and `doRx` runs on
-//!   it.
+//!   at once from the send path (nothing is queued before it), with the
+//!   message lent to the applet's `RxBuf` where it is: every applet timed
+//!   here passes `RxBuf` only to natives, in `doRx` only, so the engine
+//!   copies nothing into it (JIVE's `Vm::lend_bytes`; an applet that
+//!   reads `RxBuf` itself gets each message copied in first).
 //! - **No applet** on either: the engine's plain path (descriptor checks,
 //!   route, U-Net delivery into B).
 //!
@@ -53,8 +55,8 @@
 //!   in one piece of code (take the runner, run, publish its statistics,
 //!   put it back), so the paper's "check for classfile/setup applet call"
 //!   (`find_applet`) and "call doTx and return" (`call_return`) are one
-//!   row here. On receive it also holds the copy of the message into
-//!   `RxBuf` (`rxbuf_copy`, done by the engine just before the call) and
+//!   row here. On receive it also holds the lending of the message to
+//!   `RxBuf` (the paper's `rxbuf_copy`, which copies nothing here) and
 //!   the sending side's route and counters; on both it holds the extra
 //!   loop turns an applet's smaller budget costs.
 //! - `null_native`: an applet calling `getFreeBufferLength()` 16 times

@@ -335,9 +335,10 @@ impl DataPath<'_> {
         true
     }
 
-    /// Run endpoint `idx`'s `doRx` on `msg`, copied once, straight into
-    /// its `RxBuf` (a fault, `RxBuf` that cannot be made large enough
-    /// included, is reported as any other). False (nothing done) if the
+    /// Run endpoint `idx`'s `doRx` on `msg`, lent to its `RxBuf` or
+    /// copied once, straight into it (`unet_sle::Runner::rx`; a fault,
+    /// `RxBuf` that cannot be made large enough included, is reported as
+    /// any other). False (nothing done) if the
     /// endpoint has no applet or its applet waits out a pause (the runner
     /// is taken out once, and asked whether it is paused in hand).
     fn rx_now(&mut self, idx: usize, id: u32, chan: u16, msg: &[u8]) -> bool {

@@ -581,6 +581,9 @@ pub(super) fn run<H>(
                     // whole budget left, reserve included.
                     let reserve = budget.reserve;
                     let mut left = fuel + reserve;
+                    // A native sees arrays as they are: bytes lent to one
+                    // are copied in (`crate::lend`).
+                    heap.settle_lent();
                     let r = {
                         let mut cx = NativeCtx {
                             heap,

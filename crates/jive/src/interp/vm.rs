@@ -344,6 +344,7 @@ impl<H> Vm<H> {
         let n = code.count();
         code.bind(self.st.fields.as_mut_ptr(), self.st.window);
         code.bind_pinned(&self.st.pinned);
+        code.bind_lent(self.st.heap.lent);
         // The last invocation's fuel may still be in the old code's context.
         self.settle_fuel();
         self.jit = Some(code);
@@ -572,6 +573,61 @@ impl<H> Vm<H> {
     pub fn clear_window(&mut self) {
         self.st.window = (0, 0);
         self.bind_window();
+    }
+
+    /// Lend the `byte[]` in field `f` the `len` bytes at `src` in place of
+    /// copying them into its first `len` bytes, until [`Vm::end_lend`]:
+    /// for a host that would copy a message into the array and then run
+    /// the method that reads it. The method sees the same bytes, with the
+    /// same results, fuel and faults, as if they had been copied; compiled
+    /// code's fast cases of natives read them where they are, and anything
+    /// else first copies them in ([`crate::lend`]). What the array holds
+    /// after the loan ends is unspecified (the bytes may or may not have
+    /// been copied in).
+    ///
+    /// False, and nothing lent, unless the class's code lets `f` be lent
+    /// ([`Class::lendable`], for the method the host then runs) and `f`
+    /// holds a `byte[]` of at least `len` bytes.
+    ///
+    /// # Safety
+    /// Until [`Vm::end_lend`], `src..src + len` must be valid for reads
+    /// and must not overlap memory the VM owns (its heap). The VM copies
+    /// the bytes and never interprets them, so other parties may write
+    /// them meanwhile.
+    #[allow(unsafe_code)]
+    #[inline]
+    pub unsafe fn lend_bytes(&mut self, f: FieldId, src: *const u8, len: usize) -> bool {
+        if !self.class.inner.uses.may_lend(f.0) {
+            return false;
+        }
+        let Some(h) = self.byte_field(f) else {
+            return false;
+        };
+        if self.st.heap.get(h).is_none_or(|a| a.len() < len) {
+            return false;
+        }
+        let l = crate::heap::Lent {
+            handle: h,
+            src: src as usize,
+            len,
+        };
+        self.st.heap.lent = Some(l);
+        #[cfg(feature = "jit")]
+        if let Some(j) = &mut self.jit {
+            j.bind_lent(Some(l));
+        }
+        true
+    }
+
+    /// End the loan of [`Vm::lend_bytes`], if any.
+    #[inline]
+    pub fn end_lend(&mut self) {
+        if self.st.heap.lent.take().is_some() {
+            #[cfg(feature = "jit")]
+            if let Some(j) = &mut self.jit {
+                j.bind_lent(None);
+            }
+        }
     }
 
     /// Tell compiled code the window (see [`Vm::set_window`]).

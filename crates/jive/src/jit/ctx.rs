@@ -57,6 +57,14 @@ pub(crate) struct Ctx {
     /// What the helper called through a stub that keeps every register
     /// returned ([`super::Stubs`]).
     pub(super) status: i64,
+    /// The array the host lent bytes to ([`crate::Vm::lend_bytes`]; 0 for
+    /// none), their address and length: the fast cases of natives read
+    /// them in the array's place (`Gen::byte_range`). Cleared when the
+    /// loan ends, and by any native call (which settles it,
+    /// `Heap::settle_lent`).
+    pub(super) lent: i64,
+    pub(super) lent_ptr: u64,
+    pub(super) lent_len: u64,
 }
 
 pub(super) const CTX_FUEL: i32 = 0;
@@ -74,6 +82,9 @@ pub(super) const CTX_SPILL: i32 = 96;
 pub(super) const CTX_SPILL_LEN: i32 = 104;
 pub(super) const CTX_SITES: i32 = 112;
 pub(super) const CTX_STATUS: i32 = 120;
+pub(super) const CTX_LENT: i32 = 128;
+pub(super) const CTX_LENT_PTR: i32 = 136;
+pub(super) const CTX_LENT_LEN: i32 = 144;
 // The offsets above are those of the `#[repr(C)]` layouts.
 const _: () = assert!(
     std::mem::offset_of!(Ctx, fuel) == CTX_FUEL as usize
@@ -91,6 +102,9 @@ const _: () = assert!(
         && std::mem::offset_of!(Ctx, spill_len) == CTX_SPILL_LEN as usize
         && std::mem::offset_of!(Ctx, sites) == CTX_SITES as usize
         && std::mem::offset_of!(Ctx, status) == CTX_STATUS as usize
+        && std::mem::offset_of!(Ctx, lent) == CTX_LENT as usize
+        && std::mem::offset_of!(Ctx, lent_ptr) == CTX_LENT_PTR as usize
+        && std::mem::offset_of!(Ctx, lent_len) == CTX_LENT_LEN as usize
         && std::mem::offset_of!(RawArr, addr) == 0
         && std::mem::offset_of!(RawArr, len) == 8
         && std::mem::offset_of!(RawArr, kind) == 12
@@ -199,6 +213,9 @@ impl<H> Link<H> {
                 spill_len: 0,
                 sites: std::ptr::null_mut(),
                 status: 0,
+                lent: 0,
+                lent_ptr: 0,
+                lent_len: 0,
             },
             env: Env {
                 cls,

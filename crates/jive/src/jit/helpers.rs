@@ -245,6 +245,10 @@ fn call_native<H>(
     let reserve = env.reserve();
     let mut left = c.fuel + reserve;
     let (_, heap, host) = vm(env);
+    // A native sees arrays as they are: bytes lent to one are copied in.
+    if heap.settle_lent() {
+        c.lent = 0;
+    }
     let r = f(
         host,
         &mut NativeCtx {

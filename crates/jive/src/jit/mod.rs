@@ -171,9 +171,9 @@ mod translate;
 
 pub(crate) use ctx::{Ctx, Env, Link, FAULT};
 use ctx::{
-    CTX_ARRAYS, CTX_BASE, CTX_DEPTH, CTX_FIELDS, CTX_FUEL, CTX_MAX_DEPTH, CTX_NARRAYS,
-    CTX_OVERFLOW, CTX_SITES, CTX_SPILL, CTX_SPILL_LEN, CTX_STACK_LIMIT, CTX_STATUS, CTX_WINDOW,
-    CTX_WINDOW_LEN,
+    CTX_ARRAYS, CTX_BASE, CTX_DEPTH, CTX_FIELDS, CTX_FUEL, CTX_LENT, CTX_LENT_LEN, CTX_LENT_PTR,
+    CTX_MAX_DEPTH, CTX_NARRAYS, CTX_OVERFLOW, CTX_SITES, CTX_SPILL, CTX_SPILL_LEN, CTX_STACK_LIMIT,
+    CTX_STATUS, CTX_WINDOW, CTX_WINDOW_LEN,
 };
 use helpers::{
     elem_code, h_aload, h_arrlen, h_astore, h_copy, h_fault, h_ints_sink, h_leaf, h_native,
@@ -320,6 +320,17 @@ impl<H> Compiled<H> {
         c.fields = fields;
         c.window = window.0 as u64;
         c.window_len = window.1;
+    }
+
+    /// Tell compiled code the bytes lent to an array, or that none are
+    /// (see `Ctx::lent`).
+    #[inline]
+    pub(crate) fn bind_lent(&mut self, lent: Option<crate::heap::Lent>) {
+        let c = &mut self.link.ctx;
+        (c.lent, c.lent_ptr, c.lent_len) = match lent {
+            Some(l) => (l.handle as i64, l.src as u64, l.len as u64),
+            None => (0, 0, 0),
+        };
     }
 
     /// Whether the invocation that ran last drew its budget (a helper

@@ -95,8 +95,7 @@ fn paper(dir: &str, step: &str) -> String {
 /// The label of a step in the table (merged steps say what they hold).
 fn label(dir: &str, applet: &str, step: &str) -> &'static str {
     match (dir, applet, step) {
-        ("tx", "RawUnet", "applet_call") => "find_applet + call_return",
-        ("rx", "RawUnet", "applet_call") => "rxbuf_copy + find_applet + call_return",
+        (_, "RawUnet", "applet_call") => "find_applet + call_return",
         ("rx", _, "validate") => "validate (sending side)",
         (_, _, "deliver") => "deliver (route, U-Net delivery)",
         (_, "RawUnet", "total") => "total (added)",
@@ -197,7 +196,11 @@ pub(super) fn print_table(rows: &[Row], a: &Args, load: &str, clock_ns: f64) {
     );
     println!(
         "The engine finds and calls an applet in one piece of code: the paper's find_applet and \
-         call_return (on receive, with the copy into RxBuf) are one row."
+         call_return are one row."
+    );
+    println!(
+        "On receive the message is lent to RxBuf, not copied (the paper's rxbuf_copy): these \
+         applets pass RxBuf only to natives, in doRx only."
     );
     println!(
         "Every figure holds its share of the engine loop's turns (up to 64 descriptors a turn \

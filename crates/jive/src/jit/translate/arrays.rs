@@ -90,20 +90,44 @@ impl<H> Gen<'_, '_, H> {
     /// call's unit and `1 + len / 64`. Jumps to `slow` if `h` is no live
     /// byte array; returns whether the rest holds, the address of
     /// `a[aoff]`, `len` and the fuel left after the charge (not yet stored).
+    ///
+    /// With `lent` (`h` may be an array the host lent bytes to,
+    /// [`crate::lend`]; `Some(writes)`), such an `h` (`Ctx::lent`) reads
+    /// as those bytes: the range must lie within them, and a case that
+    /// writes the array does not hold (the native then settles the loan
+    /// and writes).
     pub(super) fn byte_range(
         &mut self,
         h: Value,
         aoff: Value,
         len: Value,
         more: Option<Value>,
+        lent: Option<bool>,
         slow: Block,
     ) -> ByteRange {
-        let (addr, alen) = self.array_fast_h(
+        let (mut addr, mut alen) = self.array_fast_h(
             h,
             None,
             |g, k| g.b.ins().icmp_imm_u(IntCC::Equal, k, RAW_B as i64),
             slow,
         );
+        let mut lent_ok = None;
+        if let Some(writes) = lent {
+            let c = self.ctx();
+            let fl = MemFlagsData::trusted();
+            let lent = self.b.ins().load(types::I64, fl, c, CTX_LENT);
+            let hx = self.b.ins().sextend(types::I64, h);
+            let is = self.b.ins().icmp(IntCC::Equal, hx, lent);
+            if writes {
+                lent_ok = Some(self.b.ins().icmp(IntCC::NotEqual, hx, lent));
+            } else {
+                let p = self.b.ins().load(self.ptr, fl, c, CTX_LENT_PTR);
+                let n = self.b.ins().load(types::I64, fl, c, CTX_LENT_LEN);
+                let n = self.b.ins().ireduce(types::I32, n);
+                addr = self.b.ins().select(is, p, addr);
+                alen = self.b.ins().select(is, n, alen);
+            }
+        }
         let a = self.b.ins().sextend(types::I64, aoff);
         let n = self.b.ins().sextend(types::I64, len);
         // No negative operand: the sign bit of a | n (| more) is clear.
@@ -133,6 +157,9 @@ impl<H> Gen<'_, '_, H> {
             .ins()
             .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, left, 0);
         ok = self.b.ins().band(ok, enough);
+        if let Some(l) = lent_ok {
+            ok = self.b.ins().band(ok, l);
+        }
         let at = self.b.ins().iadd(addr, a);
         ByteRange { ok, at, n, left }
     }

@@ -48,18 +48,26 @@ impl<H> Gen<'_, '_, H> {
                 }
             });
         }
+        // Whether the first argument may be an array lent bytes
+        // (`crate::lend`): a field that may be, or a slot in a class with
+        // one (the field's value may have been read into it).
+        let lent = match specs.first() {
+            Some(Arg::F(f)) => self.cls.uses.may_lend(*f),
+            Some(Arg::S(_)) => self.cls.uses.any(),
+            _ => false,
+        };
         // A fast kind's common case first (an intrinsic's copy inline, a
         // sink's or a leaf's direct call); the call below is its slow path.
         let done = match (nat.fast, vals.as_slice()) {
             (Some(Fast::Window(kind)), &[h, aoff, woff, len]) => {
-                Some(self.window_copy(kind, h, aoff, woff, len))
+                Some(self.window_copy(kind, h, aoff, woff, len, lent))
             }
             (Some(Fast::Sink(sink)), &[h, aoff, x, len]) => {
-                Some(self.sink_call(sink, h, aoff, x, len))
+                Some(self.sink_call(sink, h, aoff, x, len, lent))
             }
             (Some(Fast::SinkPrefix(sink)), &[h, x, len]) => {
                 let zero = self.k32(0);
-                Some(self.sink_call(sink, h, zero, x, len))
+                Some(self.sink_call(sink, h, zero, x, len, lent))
             }
             (Some(Fast::Leaf(leaf)), args) if leaf_shape(&nat.sig) => {
                 let d = nat.sig.ret.is_some().then_some(d);
@@ -116,7 +124,8 @@ impl<H> Gen<'_, '_, H> {
     /// The common case of an [`Intrinsic`] copy (see its documentation)
     /// inline. Leaves the builder in the block that must call the native
     /// (some check failed), whose code the caller emits and then jumps to
-    /// the returned block, where both paths continue.
+    /// the returned block, where both paths continue. `lent`: whether `h`
+    /// may be an array lent bytes ([`Gen::byte_range`]).
     pub(super) fn window_copy(
         &mut self,
         kind: Intrinsic,
@@ -124,12 +133,14 @@ impl<H> Gen<'_, '_, H> {
         aoff: Value,
         woff: Value,
         len: Value,
+        lent: bool,
     ) -> Block {
         let slow = self.block();
         let done = self.block();
         let c = self.ctx();
         let w = self.b.ins().sextend(types::I64, woff);
-        let r = self.byte_range(h, aoff, len, Some(w), slow);
+        let lent = lent.then_some(kind == Intrinsic::WindowToArray);
+        let r = self.byte_range(h, aoff, len, Some(w), lent, slow);
         let fl = MemFlagsData::trusted();
         let wbase = self.b.ins().load(types::I64, fl, c, CTX_WINDOW);
         let wlen = self.b.ins().load(types::I64, fl, c, CTX_WINDOW_LEN);
@@ -169,10 +180,11 @@ impl<H> Gen<'_, '_, H> {
         aoff: Value,
         x: Value,
         len: Value,
+        lent: bool,
     ) -> Block {
         let slow = self.block();
         let done = self.block();
-        let r = self.byte_range(h, aoff, len, None, slow);
+        let r = self.byte_range(h, aoff, len, None, lent.then_some(false), slow);
         let call = self.block();
         self.b.ins().brif(r.ok, call, &[], slow, &[]);
         self.b.switch_to_block(call);
