@@ -9,6 +9,11 @@
 //! `jive::Intrinsic`) over a window each VM's host lends, and `emit` (a
 //! sink, `Natives::register_sink`). The windows and what was emitted must
 //! agree too. Seeds calling them: `fuzz/seeds/` (see CONTRIBUTING.md).
+//!
+//! A third VM, compiled, runs each method with bytes *lent* to every
+//! `byte[]` field the class lets be lent for it (`Vm::lend_bytes`), where
+//! the first two have the same bytes copied into the field's array: all
+//! three must agree.
 #![no_main]
 
 use jive::{test_natives, Class, Limits, Natives, Vm};
@@ -38,21 +43,38 @@ fuzz_target!(|data: &[u8]| {
         heap_quota: 64 * 1024,
         max_time: None,
     };
-    let (mut h1, mut h2) = (FastHost::new(), FastHost::new());
-    let (Ok(mut interp), Ok(mut jit)) = (
+    let (mut h1, mut h2, mut h3) = (FastHost::new(), FastHost::new(), FastHost::new());
+    let (Ok(mut interp), Ok(mut jit), Ok(mut lent)) = (
         Vm::new(class.clone(), limits, &mut h1),
         Vm::new(class.clone(), limits, &mut h2),
+        Vm::new(class.clone(), limits, &mut h3),
     ) else {
         return;
     };
-    if jit.compile().is_err() {
+    if jit.compile().is_err() || lent.compile().is_err() {
         // The compiler may refuse a class (the machine is unsupported);
         // it must not refuse one that loaded on this target.
         panic!("a loaded class did not compile");
     }
+    // What is lent (or copied in): a pattern, as long as the array holds.
+    let bytes: Vec<u8> = (0..4096u32).map(|i| (i * 29 + 7) as u8).collect();
     let Ok(file) = jive::classfile::ClassFile::parse(data) else {
         return;
     };
+    // A `byte[]` field the class leaves null gets an array from the host
+    // (as an applet's `RxBuf` does), the same in each VM.
+    for vm in [&mut interp, &mut jit, &mut lent] {
+        for fi in &file.fields {
+            let Some(f) = class.field(&fi.name) else {
+                continue;
+            };
+            if fi.descriptor == "[B" && vm.get_int_field(f) == 0 {
+                if let Ok(a) = vm.new_byte_array(128) {
+                    let _ = vm.try_set_array_field(f, a);
+                }
+            }
+        }
+    }
     for info in &file.methods {
         let Some(m) = class.method(&info.name) else {
             continue;
@@ -65,18 +87,46 @@ fuzz_target!(|data: &[u8]| {
             // One seed runs without a window (the copy natives fault).
             let lend = seed != 1;
             let mut out = Vec::new();
-            for (vm, h) in [(&mut interp, &mut h1), (&mut jit, &mut h2)] {
+            let vms = [
+                (&mut interp, &mut h1),
+                (&mut jit, &mut h2),
+                (&mut lent, &mut h3),
+            ];
+            for (i, (vm, h)) in vms.into_iter().enumerate() {
                 h.bound = lend;
                 if lend {
                     // SAFETY: the host's window outlives the invocation and
                     // is not the VM's heap.
                     unsafe { vm.set_window(h.window.as_mut_ptr(), h.window.len()) };
                 }
+                // The first field lendable to `m` (one loan at a time):
+                // its first half copied in, or lent.
+                let field = file
+                    .fields
+                    .iter()
+                    .filter_map(|fi| class.field(&fi.name))
+                    .find(|&f| class.lendable(f, m));
+                if let Some(f) = field {
+                    let n = vm.field_bytes(f).map_or(0, |b| b.len()).min(bytes.len()) / 2;
+                    if i == 2 {
+                        // SAFETY: `bytes` outlives the invocation (the loan
+                        // ends after it) and is not the VM's heap.
+                        unsafe { vm.lend_bytes(f, bytes.as_ptr(), n) };
+                    } else if let Some(b) = vm.field_bytes_mut(f) {
+                        for (d, s) in b.iter_mut().zip(&bytes[..n]) {
+                            *d = *s as i8;
+                        }
+                    }
+                }
                 let r = vm.invoke(h, m, &args);
+                vm.end_lend();
                 vm.clear_window();
                 out.push((r, vm.last_fuel_used(), vm.last_fault_site()));
             }
             assert_eq!(out[0], out[1], "{}{:?}", info.name, args);
+            assert_eq!(out[1], out[2], "lent: {}{:?}", info.name, args);
+            assert!(h2.window == h3.window, "lent: window after {}", info.name);
+            assert_eq!(h2.emitted, h3.emitted, "lent: emitted by {}", info.name);
             assert!(
                 h1.window == h2.window,
                 "window after {}{:?}",

@@ -304,6 +304,12 @@ impl Applet {
         self.compiling = None;
     }
 
+    /// Whether arriving messages of [`LEND_MIN`] bytes or more are lent to
+    /// `RxBuf` ([`Verified::lends_rx`]).
+    pub fn lends_rx(&self) -> bool {
+        self.lend_rx
+    }
+
     /// Whether `doTx` and `doRx` run as machine code. An applet is compiled
     /// on a thread of its own when it is loaded (JIVE's compiler takes some
     /// milliseconds, which must not stall the engine's loop) and runs

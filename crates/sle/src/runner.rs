@@ -298,6 +298,13 @@ impl Runner {
         self.timers.len()
     }
 
+    /// Whether arriving messages of [`crate::LEND_MIN`] bytes or more are
+    /// lent to the applet's `RxBuf` rather than copied in
+    /// ([`crate::Verified::lends_rx`]).
+    pub fn lends_rx(&self) -> bool {
+        self.applet.lends_rx()
+    }
+
     /// Run `doTx(len, chan, off)` for one send descriptor.
     #[inline]
     pub fn tx<P: Port + ?Sized>(&mut self, port: &mut P, len: u32, chan: u16, off: u32) -> Outcome {
