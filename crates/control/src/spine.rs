@@ -56,7 +56,8 @@ pub struct ExportInfo {
     pub method: String,
     /// Whether handlers may call it (it passed the `EPHEMERAL` rule).
     pub ephemeral: bool,
-    /// Calls that ran it.
+    /// Calls made to it (a call made when its caller's time was already
+    /// up counts, as a `timeout`, though it did not run).
     pub calls: u64,
     /// Calls that faulted, by reason (name, count).
     pub terminations: Vec<(String, u64)>,

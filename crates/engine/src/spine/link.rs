@@ -333,8 +333,20 @@ fn call(rt: &mut Rt, cx: &mut NativeCtx<'_>, k: usize, args: &[i32]) -> NativeRe
         let ran = Duration::from_nanos(clock::ns(clock::ticks().wrapping_sub(started)));
         let left = budget.unwrap_or_default().saturating_sub(ran);
         if left.is_zero() {
+            // The caller's time was up before the call (it may have been
+            // preempted since it started): the call ends as a timeout,
+            // counted on the export as on the caller.
             x.vm = Some(vm);
-            return Err(Box::new(Fault::Timeout));
+            let f = Fault::Timeout;
+            if let Some(Some(e)) = rt.exports.table.get_mut(k) {
+                e.calls += 1;
+                e.terms[unet_sle::fault_kind(&f) as usize] += 1;
+                e.last_fault = Some(format!(
+                    "called by extension {} with no time left: {f}",
+                    rt.cur.ext_id
+                ));
+            }
+            return Err(Box::new(f));
         }
         vm.set_limits(Limits {
             fuel: cx.fuel_left(),

@@ -118,6 +118,23 @@ const SOURCES: &[(&str, &str)] = &[
          }\n",
     ),
     (
+        "Xport",
+        "import unet.spine.Spine;\n\
+         public class Xport {\n\
+           static void init(int n) { }\n\
+           public static int twice(int x) { return x + x; }\n\
+         }\n",
+    ),
+    (
+        "Xcall",
+        "import unet.spine.Spine;\n\
+         public class Xcall {\n\
+           static int got;\n\
+           static void init(int n) { Spine.addHandler(\"onCall\", n, 0); }\n\
+           static void onCall(int ctx, int msg) { got = Xport.twice(21); }\n\
+         }\n",
+    ),
+    (
         "Neighbour",
         "import unet.spine.Spine;\n\
          public class Neighbour {\n\
@@ -216,9 +233,29 @@ impl Rig {
     /// Install class `name` with `init(arg)` and time budget `budget`, as
     /// the set-up half does; its slot.
     pub(super) fn install(&mut self, name: &str, arg: i32, budget: Duration) -> usize {
+        self.install_linked(name, arg, budget, &[])
+    }
+
+    /// [`Rig::install`], granted the domains of exporters loaded before
+    /// (their names) and linked to them.
+    pub(super) fn install_linked(
+        &mut self,
+        name: &str,
+        arg: i32,
+        budget: Duration,
+        domains: &[&str],
+    ) -> usize {
         let sp = &mut self.sp;
         let to = crate::spine::link::linkable(&sp.rt);
-        let v = ext::verify(&classes()[name], &[], &to).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let granted: Vec<String> = domains.iter().map(|d| d.to_string()).collect();
+        let links: Vec<(String, u32)> = to
+            .domains
+            .iter()
+            .filter(|(d, _)| granted.contains(d))
+            .cloned()
+            .collect();
+        let v =
+            ext::verify(&classes()[name], &granted, &to).unwrap_or_else(|e| panic!("{name}: {e}"));
         let slot = sp.exts.len();
         sp.rt.keeps.resize_with(slot + 1, || KeepSet::new(KEEP_MAX));
         let id = sp.next_id();
@@ -234,6 +271,8 @@ impl Rig {
             false,
         )
         .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut x = x;
+        x.imports = crate::spine::link::add_importer(&mut sp.rt, id, &links);
         let numbers: Vec<u16> = entries.iter().map(|(n, _)| *n).collect();
         for (n, e) in entries {
             sp.rt.handlers[n as usize] = Some(e);

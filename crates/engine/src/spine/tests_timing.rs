@@ -1,6 +1,11 @@
 //! Which handler invocations are timed: one in `spine_time_every` at
 //! random (every one at 1), counted per handler beside the invocations,
-//! and every one of an extension that may call exports.
+//! and every one of an extension that may call exports; and a call of an
+//! export made when the caller's time is already up.
+
+use std::time::Duration;
+
+use unet_abi::FaultKind;
 
 use super::tests_terminate::Rig;
 use super::*;
@@ -60,4 +65,47 @@ fn an_extension_that_may_call_exports_is_timed_always() {
     }
     let (n, timed, _) = null_stats(&mut rig, slot);
     assert_eq!((n, timed), (20 * 64, 20 * 64));
+}
+
+/// A handler whose time is up before it calls an export (its engine was
+/// preempted since it started, say) ends as a timeout, and the call is
+/// counted as one on the export too: the two listings agree.
+#[test]
+fn a_call_made_with_no_time_left_is_a_timeout_on_the_caller_and_the_export() {
+    const CALL: u16 = 310;
+    let mut rig = Rig::new();
+    rig.install("Xport", 0, ext::DEFAULT_BUDGET);
+    let c = rig.install_linked("Xcall", i32::from(CALL), ext::DEFAULT_BUDGET, &["Xport"]);
+    let export = |rig: &Rig| {
+        let e = rig
+            .sp
+            .rt
+            .exports
+            .table
+            .iter()
+            .flatten()
+            .next()
+            .expect("one export");
+        assert_eq!(e.name, "twice");
+        (e.calls, e.terms[FaultKind::Timeout as usize])
+    };
+    // With time: the call runs.
+    rig.host_am(CALL, &[], &[]);
+    rig.settle();
+    let h = &rig.ext(c).handlers[0];
+    assert_eq!(
+        (h.invocations, h.terms[FaultKind::Timeout as usize]),
+        (1, 0)
+    );
+    assert_eq!(export(&rig), (1, 0));
+    // Its budget spent before the call.
+    rig.sp.rt.exports.budgets[c] = Duration::ZERO;
+    rig.host_am(CALL, &[], &[]);
+    rig.settle();
+    let h = &rig.ext(c).handlers[0];
+    assert_eq!(
+        (h.invocations, h.terms[FaultKind::Timeout as usize]),
+        (2, 1)
+    );
+    assert_eq!(export(&rig), (2, 1));
 }
