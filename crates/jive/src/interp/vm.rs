@@ -581,7 +581,7 @@ impl<H> Vm<H> {
     /// the method that reads it. The method sees the same bytes, with the
     /// same results, fuel and faults, as if they had been copied; compiled
     /// code's fast cases of natives read them where they are, and anything
-    /// else first copies them in ([`crate::lend`]). What the array holds
+    /// else first copies them in (the `lend` module). What the array holds
     /// after the loan ends is unspecified (the bytes may or may not have
     /// been copied in).
     ///
