@@ -606,6 +606,11 @@ counter_enum! {
         TxAmRefused = 50 => "tx_am_refused",
         /// Active messages SPINE could not take now (its inbox was full).
         TxAmFull = 51 => "tx_am_full",
+        /// Arrivals handed to the applet's `doRx` lent to its `RxBuf`,
+        /// not copied into it: messages of `unet_sle::LEND_MIN` bytes or
+        /// more, for an applet whose code passes `RxBuf` only to natives,
+        /// in `doRx` only.
+        AppletRxLent = 52 => "applet_rx_lent",
     }
 }
 

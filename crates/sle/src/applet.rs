@@ -56,6 +56,8 @@ pub struct AppletStats {
     pub tx_calls: u64,
     /// doRx invocations.
     pub rx_calls: u64,
+    /// doRx invocations on a message lent to `RxBuf` (not copied in).
+    pub rx_lent: u64,
     /// doTimer invocations.
     pub timer_calls: u64,
     /// Total time in the applet, ns.
@@ -80,6 +82,7 @@ impl AppletStats {
         AppletStats {
             tx_calls: self.tx_calls.wrapping_sub(before.tx_calls),
             rx_calls: self.rx_calls.wrapping_sub(before.rx_calls),
+            rx_lent: self.rx_lent.wrapping_sub(before.rx_lent),
             timer_calls: self.timer_calls.wrapping_sub(before.timer_calls),
             total_ns: self.total_ns.wrapping_sub(before.total_ns),
             max_ns: self.max_ns,
@@ -455,6 +458,7 @@ impl Applet {
             // out while it runs, so it cannot be delivering to itself).
             && unsafe { self.vm.lend_bytes(self.rxbuf, data.as_ptr(), len) };
         if lent {
+            self.stats.rx_lent += 1;
             let r = self.run(ep, self.do_rx, [len as i32, chan as i32]);
             self.vm.end_lend();
             return r;

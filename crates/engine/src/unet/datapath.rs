@@ -61,6 +61,7 @@ fn publish_stats(c: &Counters, slot: usize, r: &mut Runner) {
         };
         add(EndpointCounter::AppletTxCalls, s.tx_calls);
         add(EndpointCounter::AppletRxCalls, s.rx_calls);
+        add(EndpointCounter::AppletRxLent, s.rx_lent);
         add(EndpointCounter::AppletTimerCalls, s.timer_calls);
         add(EndpointCounter::AppletTimeNs, s.total_ns);
         add(EndpointCounter::AppletFuel, s.fuel);
