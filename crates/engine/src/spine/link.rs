@@ -72,6 +72,18 @@ pub(crate) fn linkable(rt: &Rt) -> Linkable {
     Linkable { natives, domains }
 }
 
+impl Linkable {
+    /// The exporters of the `granted` domains (domain, extension id): what
+    /// a load granted them links to.
+    pub(crate) fn links(&self, granted: &[String]) -> Vec<(String, u32)> {
+        self.domains
+            .iter()
+            .filter(|(d, _)| granted.contains(d))
+            .cloned()
+            .collect()
+    }
+}
+
 /// Check that the exporters a load was verified against (`links`, the
 /// granted domains' (domain, id)) are still there; the refusal.
 pub(crate) fn still_linked(rt: &Rt, links: &[(String, u32)]) -> Result<(), String> {

@@ -193,12 +193,7 @@ impl SpineSetup<'_> {
             Err(e) => return Some(Reply::Rejected(format!("cannot read the class file: {e}"))),
         };
         let to = link::linkable(&self.spine.rt);
-        let links: Vec<(String, u32)> = to
-            .domains
-            .iter()
-            .filter(|(d, _)| domains.contains(d))
-            .cloned()
-            .collect();
+        let links = to.links(&domains);
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let waker = self.spine.loads.waker.clone();
         let started = std::thread::Builder::new()

@@ -248,12 +248,7 @@ impl Rig {
         let sp = &mut self.sp;
         let to = crate::spine::link::linkable(&sp.rt);
         let granted: Vec<String> = domains.iter().map(|d| d.to_string()).collect();
-        let links: Vec<(String, u32)> = to
-            .domains
-            .iter()
-            .filter(|(d, _)| granted.contains(d))
-            .cloned()
-            .collect();
+        let links = to.links(&granted);
         let v =
             ext::verify(&classes()[name], &granted, &to).unwrap_or_else(|e| panic!("{name}: {e}"));
         let slot = sp.exts.len();
