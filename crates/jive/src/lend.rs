@@ -6,7 +6,7 @@
 //! That is only invisible to the applet if nothing it does can see the
 //! array itself. So a field may be lent only if the class's code uses it
 //! in one way: a `getstatic` whose value is, at once, the `byte[]`
-//! argument of a native call (only `int` pushes between them, so the value
+//! argument of a native call (only `int` work between them, so the value
 //! goes nowhere else). Natives are the host's code, and every native call
 //! that is not one of the compiled fast cases first copies the lent bytes
 //! into the array ([`Heap::settle_lent`]); the compiled fast cases of

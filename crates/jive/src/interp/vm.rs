@@ -622,11 +622,13 @@ impl<H> Vm<H> {
     /// End the loan of [`Vm::lend_bytes`], if any.
     #[inline]
     pub fn end_lend(&mut self) {
-        if self.st.heap.lent.take().is_some() {
-            #[cfg(feature = "jit")]
-            if let Some(j) = &mut self.jit {
-                j.bind_lent(None);
-            }
+        self.st.heap.lent = None;
+        // Always: the interpreter settles a loan (ending it in the heap)
+        // without reaching compiled code's context, which must not keep
+        // the host's address past the loan.
+        #[cfg(feature = "jit")]
+        if let Some(j) = &mut self.jit {
+            j.bind_lent(None);
         }
     }
 
