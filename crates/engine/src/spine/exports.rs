@@ -49,7 +49,8 @@ pub(crate) struct Export {
     pub ephemeral: bool,
     /// Its exporter went while importers were linked to it.
     pub dead: bool,
-    /// Calls that ran it, and those that faulted, by [`FaultKind`].
+    /// Calls made to it (one made with its caller's time already up did
+    /// not run: a timeout), and those that faulted, by [`FaultKind`].
     pub calls: u64,
     pub terms: [u64; KINDS],
     /// The last fault: who called and what happened.

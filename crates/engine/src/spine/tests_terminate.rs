@@ -254,7 +254,7 @@ impl Rig {
         let slot = sp.exts.len();
         sp.rt.keeps.resize_with(slot + 1, || KeepSet::new(KEEP_MAX));
         let id = sp.next_id();
-        let (x, entries) = Ext::instantiate(
+        let (mut x, entries) = Ext::instantiate(
             v,
             &mut sp.rt,
             slot as u32,
@@ -266,7 +266,6 @@ impl Rig {
             false,
         )
         .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let mut x = x;
         x.imports = crate::spine::link::add_importer(&mut sp.rt, id, &links);
         let numbers: Vec<u16> = entries.iter().map(|(n, _)| *n).collect();
         for (n, e) in entries {
