@@ -339,6 +339,48 @@ fn compiled_code_reads_a_loan_in_place_and_settles_it_for_anything_else() {
     assert_eq!(&v.field_bytes(f).unwrap()[..64], bytemuck(&msg));
 }
 
+/// A null array given to a native whose first argument may be lent is
+/// still a null, loan or none: compiled code faults as interpreted does.
+#[test]
+fn a_null_is_no_lent_array() {
+    let nul = |a: &mut Asm| {
+        let m = a.mref("unet/sle/Natives", "wput", "([BIII)V");
+        #[rustfmt::skip]
+        let c = vec![
+            ACONST_NULL, ASTORE_1 + 2, ALOAD_1 + 2, ILOAD_0, ILOAD_1, ILOAD_2,
+            INVOKESTATIC, hi(m), lo(m), ICONST_0, IRETURN,
+        ];
+        c
+    };
+    let c = class(&[("rx", &|a| call4(a, "wput")), ("nul", &nul)]);
+    let m = c.method("nul").unwrap();
+    let msg = [7u8; 64];
+    let mut out = Vec::new();
+    for compiled in [false, true] {
+        let mut h = FastHost::new();
+        h.bound = true;
+        let mut v = vm(&c, &mut h, compiled);
+        let f = v.static_field("ba").unwrap();
+        for lend in [false, true] {
+            // SAFETY: the window and `msg` outlive the invocation; the
+            // loan ends after it.
+            #[allow(unsafe_code)]
+            unsafe {
+                v.set_window(h.window.as_mut_ptr(), h.window.len());
+                if lend {
+                    assert!(v.lend_bytes(f, msg.as_ptr(), msg.len()));
+                }
+            }
+            let r = v.invoke(&mut h, m, &[0, 0, 0]);
+            v.end_lend();
+            v.clear_window();
+            assert!(r.is_err(), "compiled {compiled} lend {lend}: {r:?}");
+            out.push((r, v.last_fuel_used(), v.last_fault_site()));
+        }
+    }
+    assert!(out.iter().all(|o| *o == out[0]), "{out:?}");
+}
+
 fn bytemuck(b: &[u8]) -> Vec<i8> {
     b.iter().map(|&x| x as i8).collect()
 }

@@ -57,11 +57,11 @@ pub(crate) struct Ctx {
     /// What the helper called through a stub that keeps every register
     /// returned ([`super::Stubs`]).
     pub(super) status: i64,
-    /// The array the host lent bytes to ([`crate::Vm::lend_bytes`]; 0 for
-    /// none), their address and length: the fast cases of natives read
-    /// them in the array's place (`Gen::byte_range`). Cleared when the
-    /// loan ends, and by any native call (which settles it,
-    /// `Heap::settle_lent`).
+    /// The array the host lent bytes to ([`crate::Vm::lend_bytes`];
+    /// [`NO_LOAN`] for none), their address and length: the fast cases of
+    /// natives read them in the array's place (`Gen::byte_range`).
+    /// Cleared when the loan ends, and by any native call (which settles
+    /// it, `Heap::settle_lent`).
     pub(super) lent: i64,
     pub(super) lent_ptr: u64,
     pub(super) lent_len: u64,
@@ -83,6 +83,9 @@ pub(super) const CTX_SPILL_LEN: i32 = 104;
 pub(super) const CTX_SITES: i32 = 112;
 pub(super) const CTX_STATUS: i32 = 120;
 pub(super) const CTX_LENT: i32 = 128;
+/// `Ctx::lent` with no loan: no handle, sign-extended, equals it (not
+/// even null).
+pub(super) const NO_LOAN: i64 = i64::MIN;
 pub(super) const CTX_LENT_PTR: i32 = 136;
 pub(super) const CTX_LENT_LEN: i32 = 144;
 // The offsets above are those of the `#[repr(C)]` layouts.
@@ -213,7 +216,7 @@ impl<H> Link<H> {
                 spill_len: 0,
                 sites: std::ptr::null_mut(),
                 status: 0,
-                lent: 0,
+                lent: NO_LOAN,
                 lent_ptr: 0,
                 lent_len: 0,
             },

@@ -247,7 +247,7 @@ fn call_native<H>(
     let (_, heap, host) = vm(env);
     // A native sees arrays as they are: bytes lent to one are copied in.
     if heap.settle_lent() {
-        c.lent = 0;
+        c.lent = super::ctx::NO_LOAN;
     }
     let r = f(
         host,

@@ -329,7 +329,7 @@ impl<H> Compiled<H> {
         let c = &mut self.link.ctx;
         (c.lent, c.lent_ptr, c.lent_len) = match lent {
             Some(l) => (l.handle as i64, l.src as u64, l.len as u64),
-            None => (0, 0, 0),
+            None => (ctx::NO_LOAN, 0, 0),
         };
     }
 

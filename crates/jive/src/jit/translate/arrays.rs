@@ -93,9 +93,9 @@ impl<H> Gen<'_, '_, H> {
     ///
     /// With `lent` (`h` may be an array the host lent bytes to,
     /// [`crate::lend`]; `Some(writes)`), such an `h` (`Ctx::lent`) reads
-    /// as those bytes: the range must lie within them, and a case that
-    /// writes the array does not hold (the native then settles the loan
-    /// and writes).
+    /// as those bytes, without a look in the table: the range must lie
+    /// within them. A case that writes it goes to `slow` (the native then
+    /// settles the loan and writes).
     pub(super) fn byte_range(
         &mut self,
         h: Value,
@@ -105,29 +105,41 @@ impl<H> Gen<'_, '_, H> {
         lent: Option<bool>,
         slow: Block,
     ) -> ByteRange {
-        let (mut addr, mut alen) = self.array_fast_h(
-            h,
-            None,
-            |g, k| g.b.ins().icmp_imm_u(IntCC::Equal, k, RAW_B as i64),
-            slow,
-        );
-        let mut lent_ok = None;
-        if let Some(writes) = lent {
-            let c = self.ctx();
-            let fl = MemFlagsData::trusted();
-            let lent = self.b.ins().load(types::I64, fl, c, CTX_LENT);
-            let hx = self.b.ins().sextend(types::I64, h);
-            let is = self.b.ins().icmp(IntCC::Equal, hx, lent);
-            if writes {
-                lent_ok = Some(self.b.ins().icmp(IntCC::NotEqual, hx, lent));
-            } else {
-                let p = self.b.ins().load(self.ptr, fl, c, CTX_LENT_PTR);
-                let n = self.b.ins().load(types::I64, fl, c, CTX_LENT_LEN);
-                let n = self.b.ins().ireduce(types::I32, n);
-                addr = self.b.ins().select(is, p, addr);
-                alen = self.b.ins().select(is, n, alen);
+        let kind_ok = |g: &mut Self, k| g.b.ins().icmp_imm_u(IntCC::Equal, k, RAW_B as i64);
+        let (addr, alen) = match lent {
+            None => self.array_fast_h(h, None, kind_ok, slow),
+            Some(writes) => {
+                // The lent array (a live `byte[]` of at least the lent
+                // length while the loan lasts) needs no look in the table.
+                let c = self.ctx();
+                let fl = MemFlagsData::trusted();
+                let lent = self.b.ins().load(types::I64, fl, c, CTX_LENT);
+                let hx = self.b.ins().sextend(types::I64, h);
+                let is = self.b.ins().icmp(IntCC::Equal, hx, lent);
+                let table = self.block();
+                if writes {
+                    self.b.ins().brif(is, slow, &[], table, &[]);
+                    self.b.switch_to_block(table);
+                    self.array_fast_h(h, None, kind_ok, slow)
+                } else {
+                    let loan = self.block();
+                    let join = self.block();
+                    let addr = self.b.append_block_param(join, self.ptr);
+                    let alen = self.b.append_block_param(join, types::I32);
+                    self.b.ins().brif(is, loan, &[], table, &[]);
+                    self.b.switch_to_block(loan);
+                    let p = self.b.ins().load(self.ptr, fl, c, CTX_LENT_PTR);
+                    let n = self.b.ins().load(types::I64, fl, c, CTX_LENT_LEN);
+                    let n = self.b.ins().ireduce(types::I32, n);
+                    self.b.ins().jump(join, &[p.into(), n.into()]);
+                    self.b.switch_to_block(table);
+                    let (a, l) = self.array_fast_h(h, None, kind_ok, slow);
+                    self.b.ins().jump(join, &[a.into(), l.into()]);
+                    self.b.switch_to_block(join);
+                    (addr, alen)
+                }
             }
-        }
+        };
         let a = self.b.ins().sextend(types::I64, aoff);
         let n = self.b.ins().sextend(types::I64, len);
         // No negative operand: the sign bit of a | n (| more) is clear.
@@ -157,9 +169,6 @@ impl<H> Gen<'_, '_, H> {
             .ins()
             .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, left, 0);
         ok = self.b.ins().band(ok, enough);
-        if let Some(l) = lent_ok {
-            ok = self.b.ins().band(ok, l);
-        }
         let at = self.b.ins().iadd(addr, a);
         ByteRange { ok, at, n, left }
     }
