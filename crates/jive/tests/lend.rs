@@ -384,3 +384,60 @@ fn a_null_is_no_lent_array() {
 fn bytemuck(b: &[u8]) -> Vec<i8> {
     b.iter().map(|&x| x as i8).collect()
 }
+
+/// A loan the interpreter settled (here in a `rx` too long to compile)
+/// leaves nothing behind in compiled code once it ends: an array that
+/// later takes the lent array's handle is read as itself by a compiled
+/// fast case, not as the bytes that were lent.
+#[test]
+fn a_loan_settled_by_the_interpreter_ends_for_compiled_code_too() {
+    // `rx`: 16 400 `iinc`s (past what JIVE compiles), then `wput(ba, ..)`.
+    let long_rx = |a: &mut Asm| {
+        let mut c = vec![ICONST_0, ISTORE_0 + 3];
+        for _ in 0..16_400 {
+            c.extend([IINC, 3, 1]);
+        }
+        let tail = call4(a, "wput");
+        c.extend(tail);
+        c
+    };
+    // `other`: a new `byte[100]` copied to the window with `wput`.
+    let other = |a: &mut Asm| {
+        let m = a.mref("unet/sle/Natives", "wput", "([BIII)V");
+        #[rustfmt::skip]
+        let c = vec![
+            BIPUSH, 100, NEWARRAY, T_BYTE, ASTORE_1 + 2, ALOAD_1 + 2, ILOAD_0, ILOAD_1, ILOAD_2,
+            INVOKESTATIC, hi(m), lo(m), ICONST_0, IRETURN,
+        ];
+        c
+    };
+    let c = class(&[("rx", &long_rx), ("other", &other)]);
+    let (rx, oth) = (c.method("rx").unwrap(), c.method("other").unwrap());
+    let mut h = FastHost::new();
+    h.bound = true;
+    let mut v = vm(&c, &mut h, true);
+    assert!(!v.is_compiled(rx) && v.is_compiled(oth));
+    let f = v.static_field("ba").unwrap();
+    let msg = [9u8; 64];
+    // SAFETY: the window and `msg` outlive the invocation; the loan ends
+    // after it.
+    #[allow(unsafe_code)]
+    unsafe {
+        v.set_window(h.window.as_mut_ptr(), h.window.len());
+        assert!(v.lend_bytes(f, msg.as_ptr(), msg.len()));
+    }
+    assert_eq!(v.invoke(&mut h, rx, &[0, 0, 64]), Ok(Some(0)));
+    assert_eq!(&h.window[..64], &msg);
+    v.end_lend();
+    // `ba` gets another array; the lent one is collected, and the next
+    // array made takes its handle.
+    let a = v.new_byte_array(100).unwrap();
+    v.try_set_array_field(f, a).unwrap();
+    v.collect_garbage();
+    h.window.fill(1);
+    assert_eq!(v.invoke(&mut h, oth, &[0, 0, 64]), Ok(Some(0)));
+    v.clear_window();
+    // (An `end_lend` that left the compiled context's loan in place, once
+    // the interpreter had settled it, made this read the lent bytes.)
+    assert_eq!(&h.window[..64], &[0u8; 64], "read as the new array");
+}
