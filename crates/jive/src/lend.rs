@@ -53,16 +53,28 @@ impl Uses {
         }
     }
 
-    /// After every method is scanned: which fields may be lent (for their
-    /// one reader, [`Uses::lendable`]), by their types.
+    /// After every method is scanned: which fields may be lent, by their
+    /// types: a `byte[]` field no code reads (nothing can tell its bytes
+    /// were not copied), or one only passed to natives by a single method
+    /// that no method of the class calls (so it runs only when the host
+    /// invokes it, and no other method reads the field's array where it
+    /// would expect the last bytes lent).
     pub(crate) fn finish(&mut self, types: &[JType], reach: &Reach) {
+        let called = |m: u16| {
+            reach
+                .sites
+                .iter()
+                .flatten()
+                .any(|&(_, s)| s == Site::Call(m))
+        };
         for f in 0..self.fields.len() {
-            let m = match &self.fields[f] {
-                FieldUse::NativeArg(ms) if ms.len() == 1 => ms[0],
-                FieldUse::Unused => u16::MAX,
-                _ => continue,
-            };
-            self.lend[f] = self.lendable(types.get(f).copied(), reach, f as u16, m);
+            let bytes = types.get(f) == Some(&JType::Array(Elem::Byte));
+            self.lend[f] = bytes
+                && match &self.fields[f] {
+                    FieldUse::Unused => true,
+                    FieldUse::NativeArg(ms) => ms.len() == 1 && !called(ms[0]),
+                    FieldUse::Other => false,
+                };
         }
     }
 
@@ -111,27 +123,14 @@ impl Uses {
         self.lend.iter().any(|&l| l)
     }
 
-    /// Whether field `f` may be lent while method `m` runs: a `byte[]`
-    /// field that the class's code never uses, or only passes to natives,
-    /// from `m` alone, and `m` is called by none of the class's methods
-    /// (so it runs only when the host invokes it, and no other method
-    /// reads the field's array where it would expect the last bytes lent).
-    pub(crate) fn lendable(&self, ty: Option<JType>, reach: &Reach, f: u16, m: u16) -> bool {
-        if ty != Some(JType::Array(Elem::Byte)) {
-            return false;
-        }
-        let only_m = match self.fields.get(f as usize) {
-            // No code reads it: nothing can tell the bytes were not copied.
-            Some(FieldUse::Unused) => return true,
-            Some(FieldUse::NativeArg(ms)) => ms.as_slice() == [m],
-            _ => false,
-        };
-        let called = reach
-            .sites
-            .iter()
-            .flatten()
-            .any(|&(_, s)| s == Site::Call(m));
-        only_m && !called
+    /// Whether field `f` may be lent while method `m` runs: it may be
+    /// lent at all ([`Uses::finish`]) and `m` is its reader, if it has one.
+    pub(crate) fn lendable(&self, f: u16, m: u16) -> bool {
+        self.may_lend(f)
+            && match &self.fields[f as usize] {
+                FieldUse::NativeArg(ms) => ms.as_slice() == [m],
+                _ => true,
+            }
     }
 }
 

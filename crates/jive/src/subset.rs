@@ -382,9 +382,7 @@ impl<H> Class<H> {
     /// to pass it straight to natives as their `byte[]` argument, and
     /// never writes; and no method of the class calls `m`.
     pub fn lendable(&self, f: FieldId, m: MethodId) -> bool {
-        let i = &self.inner;
-        let ty = i.fields.get(f.0 as usize).map(|d| d.ty);
-        i.uses.lendable(ty, &i.reach, f.0, m.0)
+        self.inner.uses.lendable(f.0, m.0)
     }
 
     /// Every method the host may invoke (all but `<init>` and `<clinit>`),

@@ -233,6 +233,7 @@ impl Applet {
         limits: Limits,
         ep: &mut dyn SleEndpoint,
     ) -> Result<Applet, AttachError> {
+        let lend_rx = v.lends_rx();
         let Verified {
             class,
             do_tx,
@@ -265,7 +266,6 @@ impl Applet {
         })?;
         vm.try_set_array_field(rxbuf, arr)
             .map_err(|_| AttachError::Shape("RxBuf is not a byte[] field".into()))?;
-        let lend_rx = vm.class().lendable(rxbuf, do_rx);
         Ok(Applet {
             id: NEXT_APPLET_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             vm,
