@@ -10,10 +10,10 @@
 //! sink, `Natives::register_sink`). The windows and what was emitted must
 //! agree too. Seeds calling them: `fuzz/seeds/` (see CONTRIBUTING.md).
 //!
-//! A third VM, compiled, runs each method with bytes *lent* to every
-//! `byte[]` field the class lets be lent for it (`Vm::lend_bytes`), where
-//! the first two have the same bytes copied into the field's array: all
-//! three must agree.
+//! A third VM, compiled, runs each method with bytes *lent* to the first
+//! `byte[]` field the class lets be lent for it (`Vm::lend_bytes`; one
+//! loan at a time), where the first two have the same bytes copied into
+//! the field's array: all three must agree.
 #![no_main]
 
 use jive::{test_natives, Class, Limits, Natives, Vm};
@@ -82,6 +82,12 @@ fuzz_target!(|data: &[u8]| {
         let Some(n) = int_params(class.method_descriptor(m)) else {
             continue;
         };
+        // The first field lendable to `m` (one loan at a time).
+        let field = file
+            .fields
+            .iter()
+            .filter_map(|fi| class.field(&fi.name))
+            .find(|&f| class.lendable(f, m));
         for seed in [0i32, 1, -1, i32::MIN, i32::MAX, 200] {
             let args: Vec<i32> = (0..n).map(|i| seed.wrapping_add(i as i32)).collect();
             // One seed runs without a window (the copy natives fault).
@@ -99,13 +105,7 @@ fuzz_target!(|data: &[u8]| {
                     // is not the VM's heap.
                     unsafe { vm.set_window(h.window.as_mut_ptr(), h.window.len()) };
                 }
-                // The first field lendable to `m` (one loan at a time):
-                // its first half copied in, or lent.
-                let field = file
-                    .fields
-                    .iter()
-                    .filter_map(|fi| class.field(&fi.name))
-                    .find(|&f| class.lendable(f, m));
+                // Its first half copied in, or lent.
                 if let Some(f) = field {
                     let n = vm.field_bytes(f).map_or(0, |b| b.len()).min(bytes.len()) / 2;
                     if i == 2 {
