@@ -101,10 +101,11 @@ fn main() {
 
     let t = Instant::now();
     for _ in 0..n {
-        let buf = r.rx_buffer(size).expect("RxBuf");
-        buf[..size].copy_from_slice(&msg);
-        let o = r.rx_in_place(&mut port, size, 0);
-        assert_eq!(o, Outcome::Done);
+        let o = r.rx_fill(&mut port, size, |_, buf| {
+            buf[..size].copy_from_slice(&msg);
+            Ok::<_, ()>(Some((size, 0)))
+        });
+        assert_eq!(o, Ok(Some(Outcome::Done)));
         if let Some(d) = port.last.take() {
             if d.flags & RECV_INLINE == 0 {
                 port.free.push(d.offset(0));

@@ -431,6 +431,7 @@ impl Applet {
     }
 
     /// Run `doTx(length, channel, offset)` for one send descriptor.
+    #[inline]
     pub fn tx(
         &mut self,
         ep: &mut dyn SleEndpoint,
@@ -484,15 +485,28 @@ impl Applet {
     /// bytes are copied once, straight into the array `doRx` reads. If the
     /// applet replaced `RxBuf` with a shorter array (or null), a new one of
     /// `min` bytes (at least 64) takes its place.
+    #[inline]
     pub fn rx_buffer(&mut self, min: usize) -> Result<&mut [u8], Fault> {
         if self
             .vm
             .field_bytes(self.rxbuf)
             .is_none_or(|b| b.len() < min)
         {
-            let a = self.vm.new_byte_array(min.max(64))?;
-            self.vm.try_set_array_field(self.rxbuf, a)?;
+            return self.new_rx_buffer(min);
         }
+        match self.vm.field_bytes_mut(self.rxbuf) {
+            Some(b) => Ok(bytemuck_i8(b)),
+            None => Err(Fault::Internal("RxBuf is not a byte array".into())),
+        }
+    }
+
+    /// [`Applet::rx_buffer`] when `RxBuf` is too short (or null): a new
+    /// array takes its place.
+    #[cold]
+    #[inline(never)]
+    fn new_rx_buffer(&mut self, min: usize) -> Result<&mut [u8], Fault> {
+        let a = self.vm.new_byte_array(min.max(64))?;
+        self.vm.try_set_array_field(self.rxbuf, a)?;
         match self.vm.field_bytes_mut(self.rxbuf) {
             Some(b) => Ok(bytemuck_i8(b)),
             None => Err(Fault::Internal("RxBuf is not a byte array".into())),
@@ -517,6 +531,22 @@ impl Applet {
             let f = Fault::Internal(format!("RxBuf does not hold the {len}-byte packet"));
             return Err(self.fault(f));
         }
+        self.run(ep, self.do_rx, [len as i32, chan as i32])
+    }
+
+    /// [`Applet::rx_in_place`] for a host that wrote the packet into the
+    /// `RxBuf` it was just handed ([`Applet::rx_buffer`]) and nothing ran
+    /// since: `len` is at most that array's length, so it is not looked
+    /// up again.
+    #[inline]
+    pub(crate) fn rx_filled(
+        &mut self,
+        ep: &mut dyn SleEndpoint,
+        len: usize,
+        chan: u16,
+    ) -> Result<(), Fault> {
+        self.stats.rx_calls += 1;
+        // A JIVE array's length fits an i32.
         self.run(ep, self.do_rx, [len as i32, chan as i32])
     }
 

@@ -45,7 +45,7 @@ pub use applet::{fault_kind, Applet, AppletStats, AttachError, Verified, LEND_MI
 pub use clock::now_us_since;
 pub use natives::{natives, SleHost};
 pub use port::{Port, SleEndpoint};
-pub use runner::{Outcome, Runner, RunnerConfig};
+pub use runner::{Outcome, Runner, RunnerConfig, RxFill};
 pub use unet_abi::FaultKind;
 
 /// The native domain applets are loaded with.

@@ -98,6 +98,15 @@ impl Outcome {
     }
 }
 
+/// Why [`Runner::rx_fill`] ran nothing.
+#[derive(Debug, PartialEq, Eq)]
+pub enum RxFill<E> {
+    /// `RxBuf` could not hold the message (the applet's heap is full).
+    NoBuffer,
+    /// The host's `fill` failed.
+    Host(E),
+}
+
 /// A timer: when it is due, the order it was set in, its argument.
 type Timer = Reverse<(Instant, u64, i32)>;
 
@@ -337,6 +346,37 @@ impl Runner {
         self.invoke(port, |a, e| a.rx_in_place(e, len, chan))
     }
 
+    /// Run `doRx` on the next arriving message, which `fill` copies
+    /// straight into the applet's `RxBuf` (at least `min` bytes; the
+    /// whole array is handed over): `fill` returns the message's length
+    /// and channel, or `None` when nothing arrived. One look at `RxBuf`
+    /// for both the copy and the call ([`Runner::rx_buffer`] then
+    /// [`Runner::rx_in_place`] look twice). `Ok(None)`: nothing arrived;
+    /// [`RxFill::NoBuffer`]: `RxBuf` could not be made `min` bytes long
+    /// (the applet's heap is full), and `fill` was not called.
+    #[inline]
+    pub fn rx_fill<P: Port + ?Sized, E>(
+        &mut self,
+        port: &mut P,
+        min: usize,
+        fill: impl FnOnce(&mut P, &mut [u8]) -> Result<Option<(usize, u16)>, E>,
+    ) -> Result<Option<Outcome>, RxFill<E>> {
+        let Ok(buf) = self.applet.rx_buffer(min) else {
+            return Err(RxFill::NoBuffer);
+        };
+        let room = buf.len();
+        match fill(port, buf) {
+            Ok(Some((len, chan))) if len <= room => {
+                Ok(Some(self.invoke(port, |a, e| a.rx_filled(e, len, chan))))
+            }
+            // Longer than what it was given: not the host's contract; the
+            // checked call faults without running the applet.
+            Ok(Some((len, chan))) => Ok(Some(self.rx_in_place(port, len, chan))),
+            Ok(None) => Ok(None),
+            Err(e) => Err(RxFill::Host(e)),
+        }
+    }
+
     /// Run the earliest timer if it is due at `now` (timers run in the
     /// order they fell due, equal times in the order set). `None` when
     /// none is due, or when the applet is paused (its timers then wait, in
@@ -367,7 +407,12 @@ impl Runner {
         if self.detached {
             return Outcome::Done;
         }
-        let (ns0, fuel0) = (self.applet.stats.total_ns, self.applet.stats.fuel);
+        // Read only where a pause may follow (the engine's placement).
+        let (ns0, fuel0) = if self.cfg.pause {
+            (self.applet.stats.total_ns, self.applet.stats.fuel)
+        } else {
+            (0, 0)
+        };
         let r = {
             let mut b = Bound {
                 port,

@@ -886,11 +886,13 @@ impl Endpoint {
     }
 
     /// Copy out of the buffer area (bounds are clamped to the area).
+    #[inline]
     pub fn read_buffer(&self, offset: u32, out: &mut [u8]) {
         self.queues.map.read_area(offset, out);
     }
 
     /// Copy into the buffer area (bounds are clamped to the area).
+    #[inline]
     pub fn write_buffer(&mut self, offset: u32, data: &[u8]) {
         self.queues.map.write_area(offset, data);
     }

@@ -105,6 +105,7 @@ impl Mapped<EndpointHeader, EndpointView> {
     }
 
     /// Copy out of the buffer area (bounds are clamped to the area).
+    #[inline]
     pub fn read_area(&self, offset: u32, out: &mut [u8]) {
         let l = &self.view.layout;
         let area = l.geometry.buffer_area_size as usize;
@@ -118,11 +119,12 @@ impl Mapped<EndpointHeader, EndpointView> {
                 .ptr()
                 .as_ptr()
                 .add(l.buffer_area_off as usize + off);
-            std::ptr::copy_nonoverlapping(src, out.as_mut_ptr(), n);
+            unet_abi::copy::copy_bytes(src, out.as_mut_ptr(), n);
         }
     }
 
     /// Copy into the buffer area (bounds are clamped to the area).
+    #[inline]
     pub fn write_area(&mut self, offset: u32, data: &[u8]) {
         let l = &self.view.layout;
         let area = l.geometry.buffer_area_size as usize;
@@ -135,7 +137,7 @@ impl Mapped<EndpointHeader, EndpointView> {
                 .ptr()
                 .as_ptr()
                 .add(l.buffer_area_off as usize + off);
-            std::ptr::copy_nonoverlapping(data.as_ptr(), dst, n);
+            unet_abi::copy::copy_bytes(data.as_ptr(), dst, n);
         }
     }
 

@@ -129,6 +129,36 @@ fn raw_unet_inline_on_the_direct_path() {
 }
 
 #[test]
+fn an_inline_applet_that_shrinks_rxbuf_gets_a_new_one_for_each_longer_message() {
+    let (_engine, s) = one_engine();
+    let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
+    let mut b = s.create_endpoint(EndpointConfig::default()).unwrap();
+    let inline = AppletOptions {
+        placement: Placement::Inline,
+        ..Default::default()
+    };
+    b.attach_applet(&applet("Shrinker"), inline).unwrap();
+    let direct = ChannelOptions {
+        path: PathChoice::Direct,
+    };
+    let ch = a.open_channel(b.addr(), direct).unwrap();
+    let mut buf = vec![0u8; 4096];
+    // After the first message RxBuf holds 8 bytes: every later message is
+    // longer than the array doRx left.
+    for (i, len) in [100, 9, 2000, 8, 1, 600].into_iter().enumerate() {
+        let msg = pattern(i, len);
+        a.send_blocking(ch, &msg, SEND_T).unwrap();
+        let r = b.recv(&mut buf, Some(SEND_T)).expect("delivered by doRx");
+        assert_eq!(&buf[..r.len], &msg[..], "message {i} ({len} bytes)");
+    }
+    assert_eq!(b.client_counter(ClientCounter::AppletRxCalls), 6);
+    assert_eq!(b.client_counter(ClientCounter::AppletFaults), 0);
+    assert!(b
+        .poll_event()
+        .is_none_or(|e| !matches!(e, Event::AppletFault { .. } | Event::AppletDetached { .. })));
+}
+
+#[test]
 fn inline_buffers_go_back_at_detach() {
     // b has 8 receive buffers of 4 KiB. A 30 000-byte message fills all of
     // them through the inline StdUnet; once read they are kept for the

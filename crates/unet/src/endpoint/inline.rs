@@ -9,7 +9,7 @@ use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
 use unet_abi::*;
-use unet_sle::{Outcome, Port, Runner, RunnerConfig};
+use unet_sle::{Outcome, Port, Runner, RunnerConfig, RxFill};
 
 use super::{bump, Endpoint, Event, Recv};
 use crate::{AppletOptions, Channel, Error, RecvError, SendError};
@@ -258,8 +258,19 @@ impl Endpoint {
 
     /// Put the runner back, or drop it if its applet was detached, and
     /// report the outcome.
-    #[inline]
-    fn after_inline(&mut self, mut r: Box<Runner>, o: Outcome) -> bool {
+    #[inline(always)]
+    fn after_inline(&mut self, r: Box<Runner>, o: Outcome) -> bool {
+        if o == Outcome::Done {
+            self.inline.runner = Some(r);
+            return true;
+        }
+        self.after_inline_fault(r, o)
+    }
+
+    /// [`Endpoint::after_inline`] of an invocation that faulted.
+    #[cold]
+    #[inline(never)]
+    fn after_inline_fault(&mut self, mut r: Box<Runner>, o: Outcome) -> bool {
         match o {
             Outcome::Done => {
                 self.inline.runner = Some(r);
@@ -370,11 +381,24 @@ impl Endpoint {
                 self.inline.rx = false;
                 return self.try_recv_plain(buf);
             }
-            if !self.recv_into_applet()? {
+            if self.nothing_arrived() || !self.recv_into_applet()? {
                 return Ok(None);
             }
         }
         Ok(None)
+    }
+
+    /// True if no message can be waiting: no direct connection holds a
+    /// record, and the engine's receive and event queues are empty. A
+    /// cheap look first, so that a receiver polling for its next message
+    /// does not take out the applet and its `RxBuf` each time (a gone
+    /// connection still to be released takes the long way).
+    #[inline]
+    fn nothing_arrived(&self) -> bool {
+        self.chans.conns_gone == 0
+            && !self.chans.conns.iter().any(|c| c.ready())
+            && self.queues.map.recv.head() == self.queues.recv_tail
+            && self.queues.map.events.head() == self.queues.event_tail
     }
 
     /// Take the next arriving message, if any, and run the inline applet's
@@ -385,48 +409,38 @@ impl Endpoint {
             return Ok(false);
         };
         let mut need = 0;
-        let mut got = None;
         for _ in 0..3 {
-            let Ok(rxbuf) = r.rx_buffer(need) else {
-                break;
-            };
-            match self.try_recv_plain(rxbuf) {
-                Err(RecvError::BufferTooSmall(n)) if n > need => need = n,
-                res => {
-                    got = Some(res);
-                    break;
+            let got = r.rx_fill(&mut ClientEp { ep: self }, need, |e, rxbuf| {
+                e.ep.try_recv_plain(rxbuf)
+                    .map(|m| m.map(|m| (m.len, m.channel.0)))
+            });
+            match got {
+                Ok(Some(o)) => {
+                    self.after_inline(r, o);
+                    return Ok(true);
                 }
+                Ok(None) => {
+                    self.inline.runner = Some(r);
+                    return Ok(false);
+                }
+                Err(RxFill::Host(RecvError::BufferTooSmall(n))) if n > need => need = n,
+                Err(RxFill::Host(e)) => {
+                    self.inline.runner = Some(r);
+                    return Err(e);
+                }
+                Err(RxFill::NoBuffer) => break,
             }
         }
-        match got {
-            Some(Ok(Some(m))) => {
-                // doRx on the message now in RxBuf, with the runner still
-                // in hand.
-                let o = r.rx_in_place(&mut ClientEp { ep: self }, m.len, m.channel.0);
-                self.after_inline(r, o);
-                Ok(true)
-            }
-            Some(Ok(None)) => {
-                self.inline.runner = Some(r);
-                Ok(false)
-            }
-            Some(Err(e)) => {
-                self.inline.runner = Some(r);
-                Err(e)
-            }
-            None => {
-                self.inline.runner = Some(r);
-                // RxBuf cannot hold it (the applet's heap is full): take
-                // the message through the scratch block; doRx faults.
-                let mut scratch = std::mem::take(&mut self.inline.scratch);
-                let got = self.try_recv_plain(&mut scratch);
-                if let Ok(Some(m)) = got {
-                    let data = &scratch[..m.len];
-                    self.run_inline(|r, e| r.rx(e, data, m.channel.0));
-                }
-                self.inline.scratch = scratch;
-                got.map(|m| m.is_some())
-            }
+        self.inline.runner = Some(r);
+        // RxBuf cannot hold it (the applet's heap is full): take the
+        // message through the scratch block; doRx faults.
+        let mut scratch = std::mem::take(&mut self.inline.scratch);
+        let got = self.try_recv_plain(&mut scratch);
+        if let Ok(Some(m)) = got {
+            let data = &scratch[..m.len];
+            self.run_inline(|r, e| r.rx(e, data, m.channel.0));
         }
+        self.inline.scratch = scratch;
+        got.map(|m| m.is_some())
     }
 }

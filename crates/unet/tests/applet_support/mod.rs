@@ -86,6 +86,32 @@ pub const TEST_APPLETS: &[(&str, &str)] = &[
          }\n",
     ),
     (
+        // RawUnet's doRx, then RxBuf replaced by an 8-byte array: each
+        // later message is longer than the RxBuf it finds, so the host
+        // must give it a new one first.
+        "Shrinker",
+        "import static unet.sle.Natives.*;\n\
+         public class Shrinker {\n\
+         public static byte[] RxBuf;\n\
+         public static byte[] TxBuf;\n\
+         static int[] offsets;\n\
+         Shrinker() { TxBuf = new byte[4096]; offsets = new int[14]; }\n\
+         static int doTx(int length, int channel, int off) {\n\
+         doHtoLDMA(TxBuf, 0, off, length);\n\
+         txPush(TxBuf, 0, channel, length);\n\
+         return 0;\n\
+         }\n\
+         static int doRx(int length, int channel) {\n\
+         int off = getFreeBuffer();\n\
+         doLtoHDMA(RxBuf, 0, off, length);\n\
+         offsets[0] = off;\n\
+         dmaRxd(offsets, channel, length);\n\
+         RxBuf = new byte[8];\n\
+         return 0;\n\
+         }\n\
+         }\n",
+    ),
+    (
         // The buffer natives with arguments from the host: dmaRxd
         // (doTx: buffers from `off` on, the channel less one; channel 999
         // passes an array of the wrong size), getFreeBuffer,
