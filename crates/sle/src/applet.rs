@@ -485,7 +485,6 @@ impl Applet {
     /// bytes are copied once, straight into the array `doRx` reads. If the
     /// applet replaced `RxBuf` with a shorter array (or null), a new one of
     /// `min` bytes (at least 64) takes its place.
-    #[inline]
     pub fn rx_buffer(&mut self, min: usize) -> Result<&mut [u8], Fault> {
         if self
             .vm

@@ -407,12 +407,7 @@ impl Runner {
         if self.detached {
             return Outcome::Done;
         }
-        // Read only where a pause may follow (the engine's placement).
-        let (ns0, fuel0) = if self.cfg.pause {
-            (self.applet.stats.total_ns, self.applet.stats.fuel)
-        } else {
-            (0, 0)
-        };
+        let (ns0, fuel0) = (self.applet.stats.total_ns, self.applet.stats.fuel);
         let r = {
             let mut b = Bound {
                 port,
