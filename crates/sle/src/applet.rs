@@ -491,7 +491,7 @@ impl Applet {
             .field_bytes(self.rxbuf)
             .is_none_or(|b| b.len() < min)
         {
-            return self.new_rx_buffer(min);
+            self.new_rx_buffer(min)?;
         }
         match self.vm.field_bytes_mut(self.rxbuf) {
             Some(b) => Ok(bytemuck_i8(b)),
@@ -499,17 +499,13 @@ impl Applet {
         }
     }
 
-    /// [`Applet::rx_buffer`] when `RxBuf` is too short (or null): a new
-    /// array takes its place.
+    /// A new `RxBuf` of `min` bytes (at least 64), for
+    /// [`Applet::rx_buffer`] when the applet's is too short (or null).
     #[cold]
     #[inline(never)]
-    fn new_rx_buffer(&mut self, min: usize) -> Result<&mut [u8], Fault> {
+    fn new_rx_buffer(&mut self, min: usize) -> Result<(), Fault> {
         let a = self.vm.new_byte_array(min.max(64))?;
-        self.vm.try_set_array_field(self.rxbuf, a)?;
-        match self.vm.field_bytes_mut(self.rxbuf) {
-            Some(b) => Ok(bytemuck_i8(b)),
-            None => Err(Fault::Internal("RxBuf is not a byte array".into())),
-        }
+        self.vm.try_set_array_field(self.rxbuf, a)
     }
 
     /// Run `doRx(len, chan)` on the packet the host wrote into the first
@@ -521,16 +517,16 @@ impl Applet {
         len: usize,
         chan: u16,
     ) -> Result<(), Fault> {
-        self.stats.rx_calls += 1;
         let fits = self
             .vm
             .field_bytes(self.rxbuf)
             .is_some_and(|b| b.len() >= len);
         if !fits || len > i32::MAX as usize {
+            self.stats.rx_calls += 1;
             let f = Fault::Internal(format!("RxBuf does not hold the {len}-byte packet"));
             return Err(self.fault(f));
         }
-        self.run(ep, self.do_rx, [len as i32, chan as i32])
+        self.rx_filled(ep, len, chan)
     }
 
     /// [`Applet::rx_in_place`] for a host that wrote the packet into the

@@ -15,6 +15,13 @@ use unet_abi::EndpointCounter;
 mod applet_support;
 use applet_support::*;
 
+/// An applet placed inline, with the default budget and heap.
+const INLINE: AppletOptions = AppletOptions {
+    placement: Placement::Inline,
+    fuel: 0,
+    heap: 0,
+};
+
 // ---------------------------------------------------------------------------
 // Large receive buffers
 // ---------------------------------------------------------------------------
@@ -90,12 +97,8 @@ fn raw_unet_inline_on_the_direct_path() {
     let (_engine, s) = one_engine();
     let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
     let mut b = s.create_endpoint(EndpointConfig::default()).unwrap();
-    let inline = AppletOptions {
-        placement: Placement::Inline,
-        ..Default::default()
-    };
-    a.attach_applet(&applet("RawUnet"), inline).unwrap();
-    b.attach_applet(&applet("RawUnet"), inline).unwrap();
+    a.attach_applet(&applet("RawUnet"), INLINE).unwrap();
+    b.attach_applet(&applet("RawUnet"), INLINE).unwrap();
     let ch = a
         .open_channel(
             b.addr(),
@@ -133,11 +136,7 @@ fn an_inline_applet_that_shrinks_rxbuf_gets_a_new_one_for_each_longer_message() 
     let (_engine, s) = one_engine();
     let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
     let mut b = s.create_endpoint(EndpointConfig::default()).unwrap();
-    let inline = AppletOptions {
-        placement: Placement::Inline,
-        ..Default::default()
-    };
-    b.attach_applet(&applet("Shrinker"), inline).unwrap();
+    b.attach_applet(&applet("Shrinker"), INLINE).unwrap();
     let direct = ChannelOptions {
         path: PathChoice::Direct,
     };
@@ -175,11 +174,7 @@ fn inline_buffers_go_back_at_detach() {
         ..Default::default()
     };
     let mut b = s.create_endpoint(small).unwrap();
-    let inline = AppletOptions {
-        placement: Placement::Inline,
-        ..Default::default()
-    };
-    b.attach_applet(&applet("StdUnet"), inline).unwrap();
+    b.attach_applet(&applet("StdUnet"), INLINE).unwrap();
     let direct = a
         .open_channel(
             b.addr(),
@@ -221,9 +216,8 @@ fn looping_inline_applet_faults_then_is_detached() {
     let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
     let mut b = s.create_endpoint(EndpointConfig::default()).unwrap();
     let opts = AppletOptions {
-        placement: Placement::Inline,
         fuel: 50_000,
-        ..Default::default()
+        ..INLINE
     };
     a.attach_applet(&applet("Spin"), opts).unwrap();
     let ch = a
