@@ -491,21 +491,28 @@ impl Applet {
             .field_bytes(self.rxbuf)
             .is_none_or(|b| b.len() < min)
         {
-            self.new_rx_buffer(min)?;
+            return self.new_rx_buffer(min);
         }
+        self.rxbuf_bytes()
+    }
+
+    /// [`Applet::rx_buffer`] when `RxBuf` is too short (or null): a new
+    /// array of `min` bytes (at least 64) takes its place.
+    #[cold]
+    #[inline(never)]
+    fn new_rx_buffer(&mut self, min: usize) -> Result<&mut [u8], Fault> {
+        let a = self.vm.new_byte_array(min.max(64))?;
+        self.vm.try_set_array_field(self.rxbuf, a)?;
+        self.rxbuf_bytes()
+    }
+
+    /// `RxBuf`'s bytes.
+    #[inline]
+    fn rxbuf_bytes(&mut self) -> Result<&mut [u8], Fault> {
         match self.vm.field_bytes_mut(self.rxbuf) {
             Some(b) => Ok(bytemuck_i8(b)),
             None => Err(Fault::Internal("RxBuf is not a byte array".into())),
         }
-    }
-
-    /// A new `RxBuf` of `min` bytes (at least 64), for
-    /// [`Applet::rx_buffer`] when the applet's is too short (or null).
-    #[cold]
-    #[inline(never)]
-    fn new_rx_buffer(&mut self, min: usize) -> Result<(), Fault> {
-        let a = self.vm.new_byte_array(min.max(64))?;
-        self.vm.try_set_array_field(self.rxbuf, a)
     }
 
     /// Run `doRx(len, chan)` on the packet the host wrote into the first

@@ -257,20 +257,9 @@ impl Endpoint {
     }
 
     /// Put the runner back, or drop it if its applet was detached, and
-    /// report the outcome.
+    /// report the outcome (the fault cases out of line).
     #[inline(always)]
     fn after_inline(&mut self, r: Box<Runner>, o: Outcome) -> bool {
-        if o == Outcome::Done {
-            self.inline.runner = Some(r);
-            return true;
-        }
-        self.after_inline_fault(r, o)
-    }
-
-    /// [`Endpoint::after_inline`] of an invocation that faulted.
-    #[cold]
-    #[inline(never)]
-    fn after_inline_fault(&mut self, mut r: Box<Runner>, o: Outcome) -> bool {
         match o {
             Outcome::Done => {
                 self.inline.runner = Some(r);
@@ -278,27 +267,34 @@ impl Endpoint {
             }
             Outcome::Fault(kind) => {
                 self.inline.runner = Some(r);
-                self.inline_fault(Event::AppletFault { kind });
-                false
+                self.inline_fault(Event::AppletFault { kind })
             }
-            Outcome::Detached(kind) => {
-                let d = r.take_stats();
-                self.publish_inline_stats(&d);
-                self.end_inline();
-                self.inline_fault(Event::AppletDetached { kind });
-                false
-            }
+            Outcome::Detached(kind) => self.inline_detached(r, kind),
         }
+    }
+
+    /// The inline applet faulted once too often and was detached: its
+    /// last statistics published, its runner dropped.
+    #[cold]
+    #[inline(never)]
+    fn inline_detached(&mut self, mut r: Box<Runner>, kind: FaultKind) -> bool {
+        let d = r.take_stats();
+        self.publish_inline_stats(&d);
+        self.end_inline();
+        self.inline_fault(Event::AppletDetached { kind })
     }
 
     #[cold]
     #[inline(never)]
-    fn inline_fault(&mut self, ev: Event) {
+    /// Count a fault of the inline applet and report it to the user;
+    /// false (the invocation did not complete).
+    fn inline_fault(&mut self, ev: Event) -> bool {
         bump(
             &self.header().client_counters[ClientCounter::AppletFaults as usize],
             1,
         );
         self.user_events.push_back(ev);
+        false
     }
 
     #[inline]
