@@ -7,9 +7,10 @@ use std::time::Instant;
 use jive::{Class, Fault, FieldId, Limits, MethodId, Prepared, Rejection, Vm};
 use unet_abi::{FaultKind, MAX_MESSAGE, MAX_RX_BUFFERS};
 
-use crate::clock::{ticks, ticks_to_ns};
+use crate::clock::{ticks, ticks_to_ns, Timers};
 use crate::natives::{bytemuck_i8, natives, passed_checkpoint, SleHost};
-use crate::port::SleEndpoint;
+use crate::port::Port;
+use crate::runner::MAX_TIMERS;
 use crate::DOMAIN;
 
 /// Why an applet was refused at attach.
@@ -146,7 +147,6 @@ pub struct Applet {
     pub stats: AppletStats,
     /// Faults in a row.
     pub consecutive_faults: u32,
-    epoch: Instant,
     /// Invocations are timed when `invocations & time_mask == 0`, or when
     /// they pass the VM's checkpoint (see [`Applet::set_time_sampling`]).
     time_mask: u32,
@@ -199,11 +199,7 @@ impl Applet {
     /// constructor run now, with `ep` bound (so the constructor may call
     /// `getFreeBufferLength` and friends). The same as
     /// [`Applet::verify`] then [`Applet::instantiate`].
-    pub fn load(
-        bytes: &[u8],
-        limits: Limits,
-        ep: &mut dyn SleEndpoint,
-    ) -> Result<Applet, AttachError> {
+    pub fn load(bytes: &[u8], limits: Limits, ep: &mut dyn Port) -> Result<Applet, AttachError> {
         Applet::instantiate(Applet::verify(bytes)?, limits, ep)
     }
 
@@ -231,7 +227,7 @@ impl Applet {
     pub fn instantiate(
         v: Verified,
         limits: Limits,
-        ep: &mut dyn SleEndpoint,
+        ep: &mut dyn Port,
     ) -> Result<Applet, AttachError> {
         let lend_rx = v.lends_rx();
         let Verified {
@@ -246,7 +242,8 @@ impl Applet {
         let mut vm_limits = limits;
         vm_limits.heap_quota = limits.heap_quota.saturating_add(cap + 64);
         ticks_to_ns(0); // calibrate now, not during the first packet
-        let mut host = SleHost::new(ep.area_size(), ep.buffer_size());
+        let timers = Timers::new(Instant::now(), MAX_TIMERS);
+        let mut host = SleHost::new(ep.area_size(), ep.buffer_size(), timers);
         host.bind(ep);
         let vm = Vm::new(class, vm_limits, &mut host);
         host.unbind();
@@ -279,7 +276,6 @@ impl Applet {
             lend_rx,
             stats: AppletStats::default(),
             consecutive_faults: 0,
-            epoch: Instant::now(),
             time_mask: 0,
             invocations: 0,
             compiling,
@@ -371,7 +367,7 @@ impl Applet {
     #[inline(always)]
     fn run<const N: usize>(
         &mut self,
-        ep: &mut dyn SleEndpoint,
+        ep: &mut dyn Port,
         m: Prepared<N>,
         args: [i32; N],
     ) -> Result<(), Fault> {
@@ -385,7 +381,7 @@ impl Applet {
         let base = self.host.area_base.as_ptr();
         if base != self.window {
             // SAFETY: the bound endpoint's buffer area is valid for this
-            // invocation (`SleEndpoint::area`) and is the endpoint's
+            // invocation (`Port::area`) and is the endpoint's
             // memory, not the VM's heap. The window stays set between
             // invocations (setting and taking it back cost each one as
             // much as a native call), but only an invocation runs code
@@ -432,13 +428,7 @@ impl Applet {
 
     /// Run `doTx(length, channel, offset)` for one send descriptor.
     #[inline]
-    pub fn tx(
-        &mut self,
-        ep: &mut dyn SleEndpoint,
-        len: u32,
-        chan: u16,
-        off: u32,
-    ) -> Result<(), Fault> {
+    pub fn tx(&mut self, ep: &mut dyn Port, len: u32, chan: u16, off: u32) -> Result<(), Fault> {
         self.stats.tx_calls += 1;
         self.run(ep, self.do_tx, [len as i32, chan as i32, off as i32])
     }
@@ -446,7 +436,7 @@ impl Applet {
     /// Run `doRx(length, channel)` with the packet in `RxBuf`: lent to it
     /// where the applet allows (see `lend_rx`) and the packet has at least
     /// [`LEND_MIN`] bytes, else copied into it.
-    pub fn rx(&mut self, ep: &mut dyn SleEndpoint, data: &[u8], chan: u16) -> Result<(), Fault> {
+    pub fn rx(&mut self, ep: &mut dyn Port, data: &[u8], chan: u16) -> Result<(), Fault> {
         self.stats.rx_calls += 1;
         let len = data.len();
         #[allow(unsafe_code)]
@@ -518,12 +508,7 @@ impl Applet {
     /// Run `doRx(len, chan)` on the packet the host wrote into the first
     /// `len` bytes of [`Applet::rx_buffer`]. Faults (without running the
     /// applet) if `RxBuf` is now shorter than `len`.
-    pub fn rx_in_place(
-        &mut self,
-        ep: &mut dyn SleEndpoint,
-        len: usize,
-        chan: u16,
-    ) -> Result<(), Fault> {
+    pub fn rx_in_place(&mut self, ep: &mut dyn Port, len: usize, chan: u16) -> Result<(), Fault> {
         let fits = self
             .vm
             .field_bytes(self.rxbuf)
@@ -543,7 +528,7 @@ impl Applet {
     #[inline]
     pub(crate) fn rx_filled(
         &mut self,
-        ep: &mut dyn SleEndpoint,
+        ep: &mut dyn Port,
         len: usize,
         chan: u16,
     ) -> Result<(), Fault> {
@@ -560,7 +545,7 @@ impl Applet {
     }
 
     /// Run `doTimer(arg)`; applets without one ignore timers.
-    pub fn timer(&mut self, ep: &mut dyn SleEndpoint, arg: i32) -> Result<(), Fault> {
+    pub fn timer(&mut self, ep: &mut dyn Port, arg: i32) -> Result<(), Fault> {
         let Some(m) = self.do_timer else {
             return Ok(());
         };
@@ -570,12 +555,29 @@ impl Applet {
 
     /// When the applet was attached (the origin of its `now()` clock).
     pub fn epoch(&self) -> Instant {
-        self.epoch
+        self.host.timers.epoch
     }
 
     /// Microseconds since the applet was attached (the `now()` clock).
     pub fn now_us(&self) -> i32 {
-        (self.epoch.elapsed().as_micros() as u64 & 0x7fff_ffff) as i32
+        self.host.timers.now_us()
+    }
+
+    /// The timers its `setTimer` calls set (a [`crate::Runner`] runs them
+    /// as they fall due; an applet run on its own only keeps them).
+    pub(crate) fn timers(&mut self) -> &mut Timers {
+        &mut self.host.timers
+    }
+
+    /// Timers set and not yet run.
+    pub fn timers_pending(&self) -> usize {
+        self.host.timers.len()
+    }
+
+    /// When its earliest timer falls due, if one is set.
+    #[inline]
+    pub fn next_timer(&self) -> Option<Instant> {
+        self.host.timers.next()
     }
 
     /// Heap bytes in use.

@@ -1,7 +1,9 @@
-//! Clocks: the applets' `now()` and the cheap timestamps of the
-//! per-invocation statistics.
+//! Clocks: the applets' `now()` and timers, and the cheap timestamps of
+//! the per-invocation statistics.
 
-use std::time::Instant;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::time::{Duration, Instant};
 
 /// The `now()` clock of an applet attached at `epoch`: microseconds,
 /// wrapping at 2^31.
@@ -49,5 +51,73 @@ pub(crate) fn ticks_to_ns(d: u64) -> u64 {
     #[cfg(not(target_arch = "x86_64"))]
     {
         d
+    }
+}
+
+/// A timer: when it is due, the order it was set in, its argument.
+type Timer = Reverse<(Instant, u64, i32)>;
+
+/// An applet's clock and timers: what `now()` reads and `setTimer` sets.
+/// They live with the natives' host state ([`crate::SleHost`]), so that
+/// those natives reach them without going through the endpoint; the
+/// [`crate::Runner`] runs the timers as they fall due.
+pub(crate) struct Timers {
+    /// The origin of `now()`: when the applet was attached.
+    pub(crate) epoch: Instant,
+    heap: BinaryHeap<Timer>,
+    seq: u64,
+    /// Most timers set at once.
+    pub(crate) max: usize,
+}
+
+impl Timers {
+    pub(crate) fn new(epoch: Instant, max: usize) -> Timers {
+        Timers {
+            epoch,
+            heap: BinaryHeap::new(),
+            seq: 0,
+            max,
+        }
+    }
+
+    /// `now()`: microseconds since the epoch, wrapping at 2^31.
+    pub(crate) fn now_us(&self) -> i32 {
+        now_us_since(self.epoch)
+    }
+
+    /// Call `doTimer(arg)` after `delay_us`; refused past [`Timers::max`].
+    pub(crate) fn set(&mut self, delay_us: u32, arg: i32) -> Result<(), String> {
+        if self.heap.len() >= self.max {
+            return Err(format!("too many timers (at most {})", self.max));
+        }
+        let due = Instant::now() + Duration::from_micros(delay_us as u64);
+        self.heap.push(Reverse((due, self.seq, arg)));
+        self.seq += 1;
+        Ok(())
+    }
+
+    /// When the earliest timer falls due.
+    #[inline]
+    pub(crate) fn next(&self) -> Option<Instant> {
+        self.heap.peek().map(|Reverse(t)| t.0)
+    }
+
+    /// The argument of the earliest timer, taken, if it is due at `now`
+    /// (timers fall due in the order of their times, equal times in the
+    /// order they were set).
+    pub(crate) fn take_due(&mut self, now: Instant) -> Option<i32> {
+        match self.heap.peek() {
+            Some(Reverse((due, _, _))) if *due <= now => {}
+            _ => return None,
+        }
+        self.heap.pop().map(|Reverse((_, _, arg))| arg)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.heap.len()
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.heap.clear();
     }
 }

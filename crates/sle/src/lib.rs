@@ -2,7 +2,7 @@
 //! (`doTx`) and every arrival (`doRx`), with the native methods of the
 //! U-Net/SLE paper's section 2.1.
 //!
-//! The natives act on one endpoint through the [`SleEndpoint`] trait, so the
+//! The natives act on one endpoint through the [`Port`] trait, so the
 //! same applet runs in the engine (the default placement) or in the owning
 //! process's client library (the `inline` placement). Every native is
 //! confined to the applet's own endpoint — its buffer area, its queues and
@@ -44,7 +44,7 @@ mod runner;
 pub use applet::{fault_kind, Applet, AppletStats, AttachError, Verified, LEND_MIN};
 pub use clock::now_us_since;
 pub use natives::{natives, SleHost};
-pub use port::{Port, SleEndpoint};
+pub use port::Port;
 pub use runner::{Outcome, Runner, RunnerConfig, RxFill};
 pub use unet_abi::FaultKind;
 

@@ -9,12 +9,16 @@ use unet_abi::copy::copy_bytes;
 use unet_abi::{RecvDesc, INLINE_MAX, MAX_MESSAGE, MAX_RX_BUFFERS};
 
 use crate::clock::ticks;
-use crate::port::SleEndpoint;
+use crate::clock::Timers;
+use crate::port::Port;
 use crate::DOMAIN;
 
 /// The host state natives receive: the endpoint of the running invocation.
 pub struct SleHost {
-    ep: Option<NonNull<dyn SleEndpoint>>,
+    /// The endpoint bound to the running invocation: the host's own
+    /// [`Port`], with nothing between (each native's first loads are its
+    /// fields).
+    ep: Option<NonNull<dyn Port>>,
     /// [`crate::Port::area`] of the bound endpoint (dangling while none is
     /// bound; natives check `ep` first).
     pub(crate) area_base: NonNull<u8>,
@@ -25,6 +29,8 @@ pub struct SleHost {
     /// at load: the natives check ranges against them without a call.
     pub(crate) area: u64,
     pub(crate) bufsize: u32,
+    /// The applet's clock and timers (`now`, `setTimer`).
+    pub(crate) timers: Timers,
 }
 
 /// The VM's checkpoint hook: the invocation has used more than the exact
@@ -35,20 +41,22 @@ pub(crate) fn passed_checkpoint(h: &mut SleHost) {
 
 impl SleHost {
     /// A host for an endpoint with a buffer area of `area` bytes and
-    /// receive buffers of `bufsize` bytes; nothing bound yet.
-    pub(crate) fn new(area: u64, bufsize: u32) -> SleHost {
+    /// receive buffers of `bufsize` bytes, with `timers`; nothing bound
+    /// yet.
+    pub(crate) fn new(area: u64, bufsize: u32, timers: Timers) -> SleHost {
         SleHost {
             ep: None,
             area_base: NonNull::dangling(),
             long_since: 0,
             area,
             bufsize,
+            timers,
         }
     }
 
     /// Bind `ep` for one invocation (see [`SleHost::ep`]).
     #[inline]
-    pub(crate) fn bind(&mut self, ep: &mut dyn SleEndpoint) {
+    pub(crate) fn bind(&mut self, ep: &mut dyn Port) {
         self.area_base = ep.area();
         self.ep = Some(erase(ep));
     }
@@ -69,10 +77,10 @@ impl SleHost {
         unsafe { self.area_base.as_ptr().add(off as usize) }
     }
 
-    fn ep(&mut self) -> Result<&mut dyn SleEndpoint, Fault> {
+    fn ep(&mut self) -> Result<&mut dyn Port, Fault> {
         match self.ep {
             // SAFETY: `ep` is set by `SleHost::bind` from a live
-            // `&mut dyn SleEndpoint` for exactly the duration of one
+            // `&mut dyn Port` for exactly the duration of one
             // invocation and cleared before that borrow ends; the VM is
             // single-threaded, so no other reference exists meanwhile.
             Some(mut p) => Ok(unsafe { p.as_mut() }),
@@ -222,7 +230,7 @@ impl Rxd {
     /// Push it to the user (dropped and counted by the host if the queue
     /// is full, as `dmaRxd` documents).
     #[inline(always)]
-    fn push(self, ep: &mut dyn SleEndpoint) {
+    fn push(self, ep: &mut dyn Port) {
         match self {
             Rxd::One { chan, len, off } => ep.push_recv_buffer(chan, len, off),
             Rxd::Spanned(d) => ep.push_recv(&d),
@@ -372,7 +380,8 @@ fn n_new_aligned(_: &mut SleHost, ctx: &mut NativeCtx<'_>, a: &[i32]) -> NativeR
 }
 
 fn n_now(h: &mut SleHost, _: &mut NativeCtx<'_>, _: &[i32]) -> NativeResult {
-    Ok(h.ep()?.now_us())
+    h.ep()?;
+    Ok(h.timers.now_us())
 }
 
 fn n_set_timer(h: &mut SleHost, _: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
@@ -382,9 +391,8 @@ fn n_set_timer(h: &mut SleHost, _: &mut NativeCtx<'_>, a: &[i32]) -> NativeResul
             a[0]
         ))));
     }
-    h.ep()?
-        .set_timer(a[0] as u32, a[1])
-        .map_err(Fault::Native)?;
+    h.ep()?;
+    h.timers.set(a[0] as u32, a[1]).map_err(Fault::Native)?;
     Ok(0)
 }
 
@@ -434,12 +442,10 @@ pub fn natives() -> Natives<SleHost> {
     n
 }
 
-fn erase(ep: &mut dyn SleEndpoint) -> NonNull<dyn SleEndpoint> {
-    let p: NonNull<dyn SleEndpoint + '_> = NonNull::from(ep);
+fn erase(ep: &mut dyn Port) -> NonNull<dyn Port> {
+    let p: NonNull<dyn Port + '_> = NonNull::from(ep);
     // SAFETY: only the lifetime bound of the trait object is erased; the
     // pointer is stored for the duration of one call that the borrow
     // outlives (see SleHost::ep) and cleared right after.
-    unsafe {
-        std::mem::transmute::<NonNull<dyn SleEndpoint + '_>, NonNull<dyn SleEndpoint + 'static>>(p)
-    }
+    unsafe { std::mem::transmute::<NonNull<dyn Port + '_>, NonNull<dyn Port + 'static>>(p) }
 }

@@ -7,7 +7,8 @@ use unet_abi::RecvDesc;
 /// The endpoint an applet is attached to, as its host gives it: the
 /// buffer area, the queues and the channels of that endpoint only. A host
 /// (the engine, or the client library for the inline placement) implements
-/// this; the [`crate::Runner`] adds the applet's clock and timers.
+/// this; the applet's clock and timers are its own (see
+/// [`crate::Runner`]).
 pub trait Port {
     /// Size of the buffer area (constant for the endpoint's lifetime: an
     /// applet reads it once, when it is loaded).
@@ -70,13 +71,4 @@ pub trait Port {
         d.data[..len].copy_from_slice(&data[..len]);
         self.push_recv(&d)
     }
-}
-
-/// One endpoint, as an applet's natives see it: its [`Port`], and the
-/// applet's clock and timers.
-pub trait SleEndpoint: Port {
-    /// Microseconds since some start.
-    fn now_us(&self) -> i32;
-    /// Call `doTimer(arg)` after `delay_us`.
-    fn set_timer(&mut self, delay_us: u32, arg: i32) -> Result<(), String>;
 }

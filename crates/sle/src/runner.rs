@@ -11,19 +11,14 @@
 //! endpoint; the client library: its counters and [`Outcome`] as an
 //! event).
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
 use jive::{Fault, Limits};
-use unet_abi::RecvDesc;
 
 use unet_abi::FaultKind;
 
 use crate::applet::{fault_kind, Applet, AppletStats, AttachError, Verified};
-use crate::clock::now_us_since;
-use crate::port::{Port, SleEndpoint};
+use crate::port::Port;
 use crate::{pause_after, pause_after_load, ENGINE_EXACT_FUEL, MAX_CONSECUTIVE_FAULTS};
 
 /// How a placement runs its applets.
@@ -107,88 +102,15 @@ pub enum RxFill<E> {
     Host(E),
 }
 
-/// A timer: when it is due, the order it was set in, its argument.
-type Timer = Reverse<(Instant, u64, i32)>;
-
 /// One attached applet and its policy (see the module documentation).
 pub struct Runner {
     applet: Box<Applet>,
     cfg: RunnerConfig,
     /// Not run again before this instant (after a long invocation).
     pause_until: Option<Instant>,
-    timers: BinaryHeap<Timer>,
-    timer_seq: u64,
     /// The statistics as last handed out by [`Runner::take_stats`].
     published: AppletStats,
     detached: bool,
-}
-
-/// The port a host lends for one call, with the runner's clock and timers:
-/// what the natives see.
-struct Bound<'a, P: Port + ?Sized> {
-    port: &'a mut P,
-    epoch: Instant,
-    timers: &'a mut BinaryHeap<Timer>,
-    timer_seq: &'a mut u64,
-    max_timers: usize,
-}
-
-impl<P: Port + ?Sized> Port for Bound<'_, P> {
-    #[inline]
-    fn area_size(&self) -> u64 {
-        self.port.area_size()
-    }
-    #[inline]
-    fn area(&mut self) -> NonNull<u8> {
-        self.port.area()
-    }
-    #[inline]
-    fn buffer_size(&self) -> u32 {
-        self.port.buffer_size()
-    }
-    #[inline]
-    fn pop_free(&mut self) -> Option<u32> {
-        self.port.pop_free()
-    }
-    #[inline]
-    fn push_free(&mut self, off: u32) -> bool {
-        self.port.push_free(off)
-    }
-    #[inline]
-    fn tx_push(&mut self, chan: u16, data: &[u8]) -> Result<(), String> {
-        self.port.tx_push(chan, data)
-    }
-    #[inline]
-    fn try_tx_push(&mut self, chan: u16, data: &[u8]) -> bool {
-        self.port.try_tx_push(chan, data)
-    }
-    #[inline]
-    fn push_recv(&mut self, desc: &RecvDesc) -> bool {
-        self.port.push_recv(desc)
-    }
-    #[inline]
-    fn push_recv_buffer(&mut self, chan: u16, len: u32, off: u32) -> bool {
-        self.port.push_recv_buffer(chan, len, off)
-    }
-    #[inline]
-    fn push_recv_inline(&mut self, chan: u16, data: &[u8]) -> bool {
-        self.port.push_recv_inline(chan, data)
-    }
-}
-
-impl<P: Port + ?Sized> SleEndpoint for Bound<'_, P> {
-    fn now_us(&self) -> i32 {
-        now_us_since(self.epoch)
-    }
-    fn set_timer(&mut self, delay_us: u32, arg: i32) -> Result<(), String> {
-        if self.timers.len() >= self.max_timers {
-            return Err(format!("too many timers (at most {})", self.max_timers));
-        }
-        let due = Instant::now() + Duration::from_micros(delay_us as u64);
-        self.timers.push(Reverse((due, *self.timer_seq, arg)));
-        *self.timer_seq += 1;
-        Ok(())
-    }
 }
 
 impl Runner {
@@ -196,7 +118,7 @@ impl Runner {
     /// `port` (its constructor runs now, with `port` bound). Loading is
     /// applet work too: with [`RunnerConfig::pause`], a long load holds
     /// the applet back as a long invocation would.
-    pub fn load<P: Port + ?Sized>(
+    pub fn load<P: Port>(
         bytes: &[u8],
         limits: Limits,
         port: &mut P,
@@ -207,25 +129,15 @@ impl Runner {
 
     /// [`Runner::load`] of a class already verified ([`Applet::verify`],
     /// which a host can run on another thread).
-    pub fn instantiate<P: Port + ?Sized>(
+    pub fn instantiate<P: Port>(
         v: Verified,
         limits: Limits,
         port: &mut P,
         cfg: RunnerConfig,
     ) -> Result<Runner, AttachError> {
         let t0 = Instant::now();
-        let mut timers = BinaryHeap::new();
-        let mut timer_seq = 0;
-        let mut applet = {
-            let mut b = Bound {
-                port,
-                epoch: t0,
-                timers: &mut timers,
-                timer_seq: &mut timer_seq,
-                max_timers: cfg.max_timers,
-            };
-            Applet::instantiate(v, limits, &mut b)?
-        };
+        let mut applet = Applet::instantiate(v, limits, port as &mut dyn Port)?;
+        applet.timers().max = cfg.max_timers;
         if cfg.wait_compiled {
             applet.wait_compiled();
         }
@@ -239,8 +151,6 @@ impl Runner {
             applet: Box::new(applet),
             cfg,
             pause_until,
-            timers,
-            timer_seq,
             published: AppletStats::default(),
             detached: false,
         })
@@ -291,7 +201,7 @@ impl Runner {
     /// When the earliest timer falls due, if one is set.
     #[inline]
     pub fn next_timer(&self) -> Option<Instant> {
-        self.timers.peek().map(|Reverse(t)| t.0)
+        self.applet.next_timer()
     }
 
     /// The earliest instant this runner has work: a timer due, or the end
@@ -304,7 +214,7 @@ impl Runner {
 
     /// Timers set and not yet run.
     pub fn timers_pending(&self) -> usize {
-        self.timers.len()
+        self.applet.timers_pending()
     }
 
     /// Whether arriving messages of [`crate::LEND_MIN`] bytes or more are
@@ -316,14 +226,14 @@ impl Runner {
 
     /// Run `doTx(len, chan, off)` for one send descriptor.
     #[inline]
-    pub fn tx<P: Port + ?Sized>(&mut self, port: &mut P, len: u32, chan: u16, off: u32) -> Outcome {
+    pub fn tx<P: Port>(&mut self, port: &mut P, len: u32, chan: u16, off: u32) -> Outcome {
         self.invoke(port, |a, e| a.tx(e, len, chan, off))
     }
 
     /// Run `doRx(len, chan)` on `data`, in the applet's `RxBuf`: lent to it
     /// where the applet's code allows ([`crate::Verified::lends_rx`],
     /// [`crate::LEND_MIN`]), else copied into it.
-    pub fn rx<P: Port + ?Sized>(&mut self, port: &mut P, data: &[u8], chan: u16) -> Outcome {
+    pub fn rx<P: Port>(&mut self, port: &mut P, data: &[u8], chan: u16) -> Outcome {
         self.invoke(port, |a, e| a.rx(e, data, chan))
     }
 
@@ -337,12 +247,7 @@ impl Runner {
     /// Run `doRx(len, chan)` on the message the host wrote into
     /// [`Runner::rx_buffer`].
     #[inline]
-    pub fn rx_in_place<P: Port + ?Sized>(
-        &mut self,
-        port: &mut P,
-        len: usize,
-        chan: u16,
-    ) -> Outcome {
+    pub fn rx_in_place<P: Port>(&mut self, port: &mut P, len: usize, chan: u16) -> Outcome {
         self.invoke(port, |a, e| a.rx_in_place(e, len, chan))
     }
 
@@ -355,7 +260,7 @@ impl Runner {
     /// [`RxFill::NoBuffer`]: `RxBuf` could not be made `min` bytes long
     /// (the applet's heap is full), and `fill` was not called.
     #[inline]
-    pub fn rx_fill<P: Port + ?Sized, E>(
+    pub fn rx_fill<P: Port, E>(
         &mut self,
         port: &mut P,
         min: usize,
@@ -381,43 +286,29 @@ impl Runner {
     /// order they fell due, equal times in the order set). `None` when
     /// none is due, or when the applet is paused (its timers then wait, in
     /// order, for the pause to end) or detached.
-    pub fn run_next_timer<P: Port + ?Sized>(
-        &mut self,
-        port: &mut P,
-        now: Instant,
-    ) -> Option<Outcome> {
-        match self.timers.peek() {
-            Some(Reverse((due, _, _))) if *due <= now && !self.detached => {}
-            _ => return None,
+    pub fn run_next_timer<P: Port>(&mut self, port: &mut P, now: Instant) -> Option<Outcome> {
+        if self.detached || self.applet.next_timer().is_none_or(|due| due > now) {
+            return None;
         }
         if self.cfg.pause && self.paused() {
             return None;
         }
-        let Reverse((_, _, arg)) = self.timers.pop()?;
+        let arg = self.applet.timers().take_due(now)?;
         Some(self.invoke(port, |a, e| a.timer(e, arg)))
     }
 
     /// One invocation under the policy.
     #[inline]
-    fn invoke<P: Port + ?Sized>(
+    fn invoke<P: Port>(
         &mut self,
         port: &mut P,
-        f: impl FnOnce(&mut Applet, &mut dyn SleEndpoint) -> Result<(), Fault>,
+        f: impl FnOnce(&mut Applet, &mut dyn Port) -> Result<(), Fault>,
     ) -> Outcome {
         if self.detached {
             return Outcome::Done;
         }
         let (ns0, fuel0) = (self.applet.stats.total_ns, self.applet.stats.fuel);
-        let r = {
-            let mut b = Bound {
-                port,
-                epoch: self.applet.epoch(),
-                timers: &mut self.timers,
-                timer_seq: &mut self.timer_seq,
-                max_timers: self.cfg.max_timers,
-            };
-            f(&mut self.applet, &mut b)
-        };
+        let r = f(&mut self.applet, port as &mut dyn Port);
         if self.cfg.pause {
             // Only a busy invocation can be paused after (`pause_after`):
             // a short one, nearly every one, is let go on its fuel alone,
@@ -442,7 +333,7 @@ impl Runner {
         let kind = fault_kind(f);
         if self.applet.consecutive_faults >= MAX_CONSECUTIVE_FAULTS {
             self.detached = true;
-            self.timers.clear();
+            self.applet.timers().clear();
             Outcome::Detached(kind)
         } else {
             Outcome::Fault(kind)

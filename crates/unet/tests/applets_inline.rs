@@ -491,15 +491,6 @@ impl unet_sle::Port for MockEp {
     }
 }
 
-impl unet_sle::SleEndpoint for MockEp {
-    fn now_us(&self) -> i32 {
-        0
-    }
-    fn set_timer(&mut self, _: u32, _: i32) -> Result<(), String> {
-        Ok(())
-    }
-}
-
 /// The engine's applets start interpreted and switch to JIVE's machine
 /// code once the compiler's thread is done (the engine's loop never waits
 /// for it), with the same behaviour before and after.

@@ -31,9 +31,23 @@ pub(super) struct InlineState {
     pub(super) scratch: Vec<u8>,
 }
 
-/// This endpoint as an inline applet's natives see it.
-struct ClientEp<'a> {
-    ep: &'a mut Endpoint,
+/// This endpoint as an inline applet's natives see it: the endpoint
+/// itself, so that a native reaches its fields through the one pointer
+/// the runner holds (a wrapper holding a reference would put one more
+/// dependent load in front of each).
+#[repr(transparent)]
+struct ClientEp {
+    ep: Endpoint,
+}
+
+impl ClientEp {
+    #[inline(always)]
+    #[allow(unsafe_code)]
+    fn of(ep: &mut Endpoint) -> &mut ClientEp {
+        // SAFETY: ClientEp is a transparent wrapper of Endpoint (same
+        // layout), and the returned borrow is the argument's.
+        unsafe { &mut *(ep as *mut Endpoint as *mut ClientEp) }
+    }
 }
 
 /// Receive buffers kept for an inline applet (see `InlineState::spare`).
@@ -45,7 +59,7 @@ const INLINE_TX_WAIT: Duration = Duration::from_millis(5);
 /// Timers run per call into the library (the rest wait for the next).
 const TIMERS_PER_CALL: usize = 256;
 
-impl Port for ClientEp<'_> {
+impl Port for ClientEp {
     fn area_size(&self) -> u64 {
         self.ep.layout.geometry.buffer_area_size
     }
@@ -126,7 +140,7 @@ impl Port for ClientEp<'_> {
     }
 }
 
-impl ClientEp<'_> {
+impl ClientEp {
     /// A zeroed descriptor at the end of the local receive queue, for the
     /// caller to fill in place (a descriptor built aside and then copied
     /// in would stall the store forwarding, as in the engine's rings);
@@ -161,12 +175,7 @@ impl Endpoint {
         // The inline applet runs on the caller's thread: the runner waits
         // here for the compiler (some milliseconds, once), so the first
         // messages run compiled too.
-        let loaded = Runner::load(
-            class,
-            limits,
-            &mut ClientEp { ep: self },
-            RunnerConfig::inline(),
-        );
+        let loaded = Runner::load(class, limits, ClientEp::of(self), RunnerConfig::inline());
         match loaded {
             Ok(r) => {
                 // A replaced applet's timers go with its runner.
@@ -248,18 +257,18 @@ impl Endpoint {
     /// reported as an event, and repeated faults detach the applet, as in
     /// the engine.
     #[inline]
-    fn run_inline(&mut self, f: impl FnOnce(&mut Runner, &mut ClientEp<'_>) -> Outcome) -> bool {
+    fn run_inline(&mut self, f: impl FnOnce(&mut Runner, &mut ClientEp) -> Outcome) -> bool {
         let Some(mut r) = self.inline.runner.take() else {
             return false;
         };
-        let o = f(&mut r, &mut ClientEp { ep: self });
+        let o = f(&mut r, ClientEp::of(self));
         self.after_inline(r, o)
     }
 
     /// Put the runner back, or drop it if its applet was detached, and
     /// report the outcome (the fault cases out of line).
     #[inline(always)]
-    fn after_inline(&mut self, r: Box<Runner>, o: Outcome) -> bool {
+    fn after_inline(&mut self, mut r: Box<Runner>, o: Outcome) -> bool {
         match o {
             Outcome::Done => {
                 self.inline.runner = Some(r);
@@ -269,7 +278,7 @@ impl Endpoint {
                 self.inline.runner = Some(r);
                 self.inline_fault(Event::AppletFault { kind })
             }
-            Outcome::Detached(kind) => self.inline_detached(r, kind),
+            Outcome::Detached(kind) => self.inline_detached(&mut r, kind),
         }
     }
 
@@ -277,7 +286,7 @@ impl Endpoint {
     /// last statistics published, its runner dropped.
     #[cold]
     #[inline(never)]
-    fn inline_detached(&mut self, mut r: Box<Runner>, kind: FaultKind) -> bool {
+    fn inline_detached(&mut self, r: &mut Runner, kind: FaultKind) -> bool {
         let d = r.take_stats();
         self.publish_inline_stats(&d);
         self.end_inline();
@@ -311,7 +320,7 @@ impl Endpoint {
             let Some(mut r) = self.inline.runner.take() else {
                 return;
             };
-            match r.run_next_timer(&mut ClientEp { ep: self }, now) {
+            match r.run_next_timer(ClientEp::of(self), now) {
                 Some(o) => {
                     self.after_inline(r, o);
                 }
@@ -406,7 +415,7 @@ impl Endpoint {
         };
         let mut need = 0;
         for _ in 0..3 {
-            let got = r.rx_fill(&mut ClientEp { ep: self }, need, |e, rxbuf| {
+            let got = r.rx_fill(ClientEp::of(self), need, |e, rxbuf| {
                 e.ep.try_recv_plain(rxbuf)
                     .map(|m| m.map(|m| (m.len, m.channel.0)))
             });
