@@ -627,7 +627,7 @@ fn intrinsic_window_copies_agree_with_their_natives() {
                 let id = c.method(m).expect("method");
                 for aoff in [-1, 0, 1, 36, 99, 100] {
                     for woff in [-1, 0, 7, 192, 255, 256] {
-                        for len in [-1, 0, 1, 5, 64, 65, 100, 200] {
+                        for len in [-1, 0, 1, 5, 15, 16, 17, 40, 63, 64, 65, 100, 200] {
                             let lim = Limits {
                                 fuel,
                                 ..Limits::default()
