@@ -7,10 +7,9 @@ use std::time::Instant;
 use jive::{Class, Fault, FieldId, Limits, MethodId, Prepared, Rejection, Vm};
 use unet_abi::{FaultKind, MAX_MESSAGE, MAX_RX_BUFFERS};
 
-use crate::clock::{ticks, ticks_to_ns, Timers};
+use crate::clock::{ticks, ticks_to_ns, Timers, MAX_TIMERS};
 use crate::natives::{bytemuck_i8, natives, passed_checkpoint, SleHost};
 use crate::port::Port;
-use crate::runner::MAX_TIMERS;
 use crate::DOMAIN;
 
 /// Why an applet was refused at attach.

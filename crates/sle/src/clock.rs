@@ -54,6 +54,9 @@ pub(crate) fn ticks_to_ns(d: u64) -> u64 {
     }
 }
 
+/// Default bound on the timers one applet may have set at once.
+pub const MAX_TIMERS: usize = 4096;
+
 /// A timer: when it is due, the order it was set in, its argument.
 type Timer = Reverse<(Instant, u64, i32)>;
 

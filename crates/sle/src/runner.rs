@@ -18,6 +18,7 @@ use jive::{Fault, Limits};
 use unet_abi::FaultKind;
 
 use crate::applet::{fault_kind, Applet, AppletStats, AttachError, Verified};
+use crate::clock::MAX_TIMERS;
 use crate::port::Port;
 use crate::{pause_after, pause_after_load, ENGINE_EXACT_FUEL, MAX_CONSECUTIVE_FAULTS};
 
@@ -69,9 +70,6 @@ impl RunnerConfig {
         }
     }
 }
-
-/// Default bound on the timers one applet may have set at once.
-pub const MAX_TIMERS: usize = 4096;
 
 /// What an invocation came to, for the host to report.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
