@@ -179,8 +179,14 @@ fn an_idle_engine_with_descheduled_nodes_sleeps() {
     );
     // The window's own counter reads are control requests: an engine in
     // its look window serves them in busy turns, with or without a job.
+    // They are six requests (three counters, before and after), and how
+    // many turns serve them depends on when each arrives, so one turn
+    // more is allowed (as one wake-up more is below): a CI run saw 3
+    // against 2, with as many wake-ups as with no job. A sweep once a
+    // second, the defect, would add two or three turns over the window,
+    // and would visit nodes (checked next).
     assert!(
-        turned <= turned_alone,
+        turned <= turned_alone + 1,
         "{turned} busy turns against {turned_alone} with no job"
     );
     assert_eq!(visited, 0, "{visited} node visits");
