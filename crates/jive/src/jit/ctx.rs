@@ -65,6 +65,11 @@ pub(crate) struct Ctx {
     pub(super) lent: i64,
     pub(super) lent_ptr: u64,
     pub(super) lent_len: u64,
+    /// The host's state (`Env::host`, set on each entry), for the helpers
+    /// of the natives' fast cases: one load from the context, not two
+    /// through the environment, in front of each (the host's next loads
+    /// wait on it).
+    pub(super) host: *mut u8,
 }
 
 pub(super) const CTX_FUEL: i32 = 0;
@@ -219,6 +224,7 @@ impl<H> Link<H> {
                 lent: NO_LOAN,
                 lent_ptr: 0,
                 lent_len: 0,
+                host: std::ptr::null_mut(),
             },
             env: Env {
                 cls,

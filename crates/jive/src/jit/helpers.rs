@@ -38,6 +38,17 @@ fn vm<'a, H>(env: &Env<H>) -> (&'a ClassInner<H>, &'a mut Heap, &'a mut H) {
     unsafe { (&*env.cls, &mut *env.heap, &mut *env.host) }
 }
 
+/// The host's state for the natives' fast cases, from the context's own
+/// copy of its pointer ([`Ctx::host`]): one load where [`vm`] takes two.
+#[inline(always)]
+#[allow(unsafe_code)]
+fn host_of<'a, H>(ctx: *mut Ctx) -> &'a mut H {
+    // SAFETY: called by compiled code with its context (see `parts`);
+    // `Ctx::host` is `Env::host`, set with it on each entry (`prime`),
+    // and valid as `vm` says of that one.
+    unsafe { &mut *((*ctx).host as *mut H) }
+}
+
 pub(super) fn record<H>(env: &mut Env<H>, f: Fault, site: i64) -> i64 {
     env.fault = Some(f);
     env.site = ((site as u64 >> 32) as u32, site as u32);
@@ -319,17 +330,13 @@ pub(super) extern "C" fn h_sink<H>(
     // compiled from, with the same `H` this helper was instantiated with.
     #[allow(unsafe_code)]
     let f = unsafe { std::mem::transmute::<*const (), SinkFn<H>>(f) };
-    // SAFETY: called by compiled code with its context (see `parts`).
-    #[allow(unsafe_code)]
-    let (_, env) = unsafe { parts::<H>(ctx) };
     // SAFETY: compiled code checked that `p` spans `n` bytes inside a live
     // byte array of the heap, which the host state does not reach, and
     // nothing can free or move it during the call (a sink has no access
     // to the heap).
     #[allow(unsafe_code)]
     let bytes = unsafe { std::slice::from_raw_parts(p, n as usize) };
-    let (_, _, host) = vm(env);
-    f(host, bytes, x) as i64
+    f(host_of::<H>(ctx), bytes, x) as i64
 }
 
 /// What [`h_leaf`] returns when the leaf declined: no `int` sign-extends
@@ -343,11 +350,7 @@ pub(super) extern "C" fn h_leaf<H>(ctx: *mut Ctx, f: *const (), a0: i32, a1: i32
     // compiled from, with the same `H` this helper was instantiated with.
     #[allow(unsafe_code)]
     let f = unsafe { std::mem::transmute::<*const (), LeafFn<H>>(f) };
-    // SAFETY: called by compiled code with its context (see `parts`).
-    #[allow(unsafe_code)]
-    let (_, env) = unsafe { parts::<H>(ctx) };
-    let (_, _, host) = vm(env);
-    f(host, [a0, a1, a2]).map_or(DECLINED, i64::from)
+    f(host_of::<H>(ctx), [a0, a1, a2]).map_or(DECLINED, i64::from)
 }
 
 /// An `int[]` sink's call (see `Gen::ints_sink_call`): 1 if it accepted,
@@ -364,17 +367,13 @@ pub(super) extern "C" fn h_ints_sink<H>(
     // compiled from, with the same `H` this helper was instantiated with.
     #[allow(unsafe_code)]
     let f = unsafe { std::mem::transmute::<*const (), IntsSinkFn<H>>(f) };
-    // SAFETY: called by compiled code with its context (see `parts`).
-    #[allow(unsafe_code)]
-    let (_, env) = unsafe { parts::<H>(ctx) };
     // SAFETY: compiled code read `p` and `n` from a live `int[]` entry of
     // the heap's table (elements of `i32`, aligned), which the host state
     // does not reach, and nothing can free or move it during the call (a
     // sink has no access to the heap).
     #[allow(unsafe_code)]
     let ints = unsafe { std::slice::from_raw_parts(p, n as usize) };
-    let (_, _, host) = vm(env);
-    f(host, ints, x, y) as i64
+    f(host_of::<H>(ctx), ints, x, y) as i64
 }
 
 #[cold]

@@ -369,9 +369,11 @@ impl<H> Compiled<H> {
         c.arrays = io.heap.raw.as_ptr();
         c.narrays = io.heap.raw.len() as u64;
         c.stack_limit = stack_limit(io.machine_stack);
+        let host: *mut H = io.host;
+        c.host = host.cast();
         let env = &mut l.env;
         env.heap = io.heap;
-        env.host = io.host;
+        env.host = host;
         env.clock = io.clock;
         c
     }
