@@ -102,7 +102,10 @@ pub enum RxFill<E> {
 
 /// One attached applet and its policy (see the module documentation).
 pub struct Runner {
-    applet: Box<Applet>,
+    /// Held in place, not boxed: every host keeps its runner in a box
+    /// already, and a box here would put one more dependent load in front
+    /// of each invocation.
+    applet: Applet,
     cfg: RunnerConfig,
     /// Not run again before this instant (after a long invocation).
     pause_until: Option<Instant>,
@@ -146,7 +149,7 @@ impl Runner {
             None
         };
         Ok(Runner {
-            applet: Box::new(applet),
+            applet,
             cfg,
             pause_until,
             published: AppletStats::default(),

@@ -157,6 +157,93 @@ fn an_inline_applet_that_shrinks_rxbuf_gets_a_new_one_for_each_longer_message() 
         .is_none_or(|e| !matches!(e, Event::AppletFault { .. } | Event::AppletDetached { .. })));
 }
 
+/// A message of `len` bytes (at least 5) from sender `who`, number `seq`.
+fn numbered(who: u8, seq: u32, len: usize) -> Vec<u8> {
+    let mut m = vec![who];
+    m.extend_from_slice(&seq.to_le_bytes());
+    m.extend(pattern(seq as usize, len - 5));
+    m
+}
+
+/// Receive one message on `b` and check it is the next of its sender's
+/// (`next`), on the channel that sender's messages came on before
+/// (`chans`); the sender's number.
+fn take_numbered(
+    b: &mut Endpoint,
+    buf: &mut [u8],
+    next: &mut [u32; 2],
+    chans: &mut [Option<Channel>; 2],
+) -> usize {
+    let r = b.recv(buf, Some(SEND_T)).expect("delivered by doRx");
+    let m = &buf[..r.len];
+    let who = m[0] as usize;
+    let seq = u32::from_le_bytes(m[1..5].try_into().unwrap());
+    assert_eq!(seq, next[who], "sender {who}: lost or out of order");
+    assert_eq!(
+        &m[..],
+        &numbered(who as u8, seq, r.len)[..],
+        "sender {who}, {seq}"
+    );
+    assert_eq!(*chans[who].get_or_insert(r.channel), r.channel);
+    next[who] += 1;
+    who
+}
+
+/// The inline receive takes each message from the direct connection its
+/// first look found ready, looking at the connections in turn: with two
+/// senders' messages waiting it alternates between them, and across the
+/// rings' wraps (their padding records) nothing is lost or reordered.
+#[test]
+fn an_inline_receiver_takes_its_direct_connections_in_turn_across_ring_wraps() {
+    let (_engine, s) = one_engine();
+    let mut b = s.create_endpoint(EndpointConfig::default()).unwrap();
+    b.attach_applet(&applet("RawUnet"), INLINE).unwrap();
+    let direct = ChannelOptions {
+        path: PathChoice::Direct,
+    };
+    let mut senders: Vec<(Endpoint, Channel)> = (0..2)
+        .map(|_| {
+            let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
+            let ch = a.open_channel(b.addr(), direct).unwrap();
+            (a, ch)
+        })
+        .collect();
+    let mut buf = vec![0u8; 4096];
+    let (mut next, mut chans) = ([0u32; 2], [None, None]);
+    // Ten messages from each, all waiting before the first receive.
+    for (who, (a, ch)) in senders.iter_mut().enumerate() {
+        for seq in 0..10 {
+            a.send_blocking(*ch, &numbered(who as u8, seq, 40), SEND_T)
+                .unwrap();
+        }
+    }
+    let order: Vec<usize> = (0..20)
+        .map(|_| take_numbered(&mut b, &mut buf, &mut next, &mut chans))
+        .collect();
+    assert!(
+        order.windows(2).all(|w| w[0] != w[1]),
+        "not in turn: {order:?}"
+    );
+    assert_ne!(chans[0], chans[1]);
+    // Then more than a ring's worth from each (1 MiB a direction by
+    // default), of every length from 6 to 1 000 bytes, so that each ring
+    // wraps, each message answered before the next is sent.
+    let mut bytes = [0usize; 2];
+    for i in 0..3000usize {
+        for (who, (a, ch)) in senders.iter_mut().enumerate() {
+            let len = 6 + (i * 37 + who * 11) % 995;
+            let seq = next[who];
+            a.send_blocking(*ch, &numbered(who as u8, seq, len), SEND_T)
+                .unwrap();
+            bytes[who] += len;
+            assert_eq!(take_numbered(&mut b, &mut buf, &mut next, &mut chans), who);
+        }
+    }
+    assert!(bytes.iter().all(|&n| n > 1 << 20), "{bytes:?}");
+    assert_eq!(b.client_counter(ClientCounter::AppletRxCalls), 2 * 3010);
+    assert_eq!(b.client_counter(ClientCounter::AppletFaults), 0);
+}
+
 #[test]
 fn inline_buffers_go_back_at_detach() {
     // b has 8 receive buffers of 4 KiB. A 30 000-byte message fills all of

@@ -173,28 +173,41 @@ impl Endpoint {
             if i >= n {
                 i -= n;
             }
-            let c = &mut self.chans.conns[i];
-            match c.recv(buf) {
-                DirectRecv::Empty => {}
-                DirectRecv::Message(len) => return Ok(Some(self.took_direct(i, len))),
-                DirectRecv::TooSmall(need) => return Err(RecvError::BufferTooSmall(need)),
-                DirectRecv::Broken => {
-                    let ch = c.channel;
-                    bump(
-                        &self.header().client_counters[ClientCounter::DirectRxBad as usize],
-                        1,
-                    );
-                    // Nothing more can be read from it: close our side
-                    // (the peer's sends fail) and unmap it.
-                    self.chans.release_conn(i);
-                    self.chans.set_chan(ch, ChanState::Gone);
-                    return Err(RecvError::Broken(Channel(ch)));
-                }
+            if let Some(r) = self.try_recv_conn(i, buf)? {
+                return Ok(Some(r));
             }
         }
         if self.chans.conns_gone > 0 {
             self.chans.release_drained();
         }
         Ok(None)
+    }
+
+    /// The next message of direct connection `i` (an index into
+    /// `chans.conns`), if one is waiting.
+    #[inline(always)]
+    pub(super) fn try_recv_conn(
+        &mut self,
+        i: usize,
+        buf: &mut [u8],
+    ) -> Result<Option<Recv>, RecvError> {
+        let c = &mut self.chans.conns[i];
+        match c.recv(buf) {
+            DirectRecv::Empty => Ok(None),
+            DirectRecv::Message(len) => Ok(Some(self.took_direct(i, len))),
+            DirectRecv::TooSmall(need) => Err(RecvError::BufferTooSmall(need)),
+            DirectRecv::Broken => {
+                let ch = c.channel;
+                bump(
+                    &self.header().client_counters[ClientCounter::DirectRxBad as usize],
+                    1,
+                );
+                // Nothing more can be read from it: close our side
+                // (the peer's sends fail) and unmap it.
+                self.chans.release_conn(i);
+                self.chans.set_chan(ch, ChanState::Gone);
+                Err(RecvError::Broken(Channel(ch)))
+            }
+        }
     }
 }

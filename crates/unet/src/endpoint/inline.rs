@@ -50,6 +50,17 @@ impl ClientEp {
     }
 }
 
+/// Where [`Endpoint::arrived`] found the next message may be.
+enum Arrived {
+    /// Nowhere: no direct connection holds a record, the engine's queues
+    /// are empty.
+    Nothing,
+    /// Direct connection `i` holds a record.
+    Direct(usize),
+    /// Somewhere else, or a connection is gone: the long way.
+    Other,
+}
+
 /// Receive buffers kept for an inline applet (see `InlineState::spare`).
 const INLINE_SPARE: usize = 32;
 
@@ -386,38 +397,69 @@ impl Endpoint {
                 self.inline.rx = false;
                 return self.try_recv_plain(buf);
             }
-            if self.nothing_arrived() || !self.recv_into_applet()? {
+            let from = match self.arrived() {
+                Arrived::Nothing => return Ok(None),
+                Arrived::Direct(i) => Some(i),
+                Arrived::Other => None,
+            };
+            if !self.recv_into_applet(from)? {
                 return Ok(None);
             }
         }
         Ok(None)
     }
 
-    /// True if no message can be waiting: no direct connection holds a
-    /// record, and the engine's receive and event queues are empty. A
-    /// cheap look first, so that a receiver polling for its next message
-    /// does not take out the applet and its `RxBuf` each time (a gone
-    /// connection still to be released takes the long way).
+    /// Where the next message may be: a cheap look first, so that a
+    /// receiver polling for its next message does not take out the applet
+    /// and its `RxBuf` each time. The direct connections are looked at in
+    /// the order `try_recv_direct` takes them; one that holds a record is
+    /// named, so that the message is taken from it without a second look
+    /// ([`Arrived::Direct`]). A gone connection still to be released, or
+    /// anything in the engine's receive or event queue, takes the long
+    /// way ([`Arrived::Other`]).
     #[inline]
-    fn nothing_arrived(&self) -> bool {
-        self.chans.conns_gone == 0
-            && !self.chans.conns.iter().any(|c| c.ready())
-            && self.queues.map.recv.head() == self.queues.recv_tail
-            && self.queues.map.events.head() == self.queues.event_tail
+    fn arrived(&self) -> Arrived {
+        let conns = &self.chans.conns;
+        let n = conns.len();
+        if self.chans.conns_gone == 0 {
+            for k in 0..n {
+                let mut i = self.chans.rr + k;
+                if i >= n {
+                    i -= n;
+                }
+                if conns[i].ready() {
+                    return Arrived::Direct(i);
+                }
+            }
+            if self.queues.map.recv.head() == self.queues.recv_tail
+                && self.queues.map.events.head() == self.queues.event_tail
+            {
+                return Arrived::Nothing;
+            }
+        }
+        Arrived::Other
     }
 
-    /// Take the next arriving message, if any, and run the inline applet's
-    /// `doRx` on it. The message is copied once, straight into the
-    /// applet's `RxBuf`. True if a message was taken.
-    fn recv_into_applet(&mut self) -> Result<bool, RecvError> {
+    /// Take the next arriving message, if any (from direct connection
+    /// `from` if it names one, else wherever `try_recv` would), and run
+    /// the inline applet's `doRx` on it. The message is copied once,
+    /// straight into the applet's `RxBuf`. True if a message was taken.
+    fn recv_into_applet(&mut self, from: Option<usize>) -> Result<bool, RecvError> {
         let Some(mut r) = self.inline.runner.take() else {
             return Ok(false);
         };
         let mut need = 0;
         for _ in 0..3 {
             let got = r.rx_fill(ClientEp::of(self), need, |e, rxbuf| {
-                e.ep.try_recv_plain(rxbuf)
-                    .map(|m| m.map(|m| (m.len, m.channel.0)))
+                let m = match from {
+                    Some(i) => match e.ep.try_recv_conn(i, rxbuf)? {
+                        Some(m) => Some(m),
+                        // Padding only (the record is at the ring's start).
+                        None => e.ep.try_recv_plain(rxbuf)?,
+                    },
+                    None => e.ep.try_recv_plain(rxbuf)?,
+                };
+                Ok(m.map(|m| (m.len, m.channel.0)))
             });
             match got {
                 Ok(Some(o)) => {
