@@ -180,7 +180,7 @@ fn take_numbered(
     let seq = u32::from_le_bytes(m[1..5].try_into().unwrap());
     assert_eq!(seq, next[who], "sender {who}: lost or out of order");
     assert_eq!(
-        &m[..],
+        m,
         &numbered(who as u8, seq, r.len)[..],
         "sender {who}, {seq}"
     );
