@@ -228,6 +228,17 @@ impl Applet {
         limits: Limits,
         ep: &mut dyn Port,
     ) -> Result<Applet, AttachError> {
+        Applet::instantiate_with(v, limits, ep, MAX_TIMERS)
+    }
+
+    /// [`Applet::instantiate`] with at most `max_timers` timers set at once
+    /// (its constructor's included).
+    pub(crate) fn instantiate_with(
+        v: Verified,
+        limits: Limits,
+        ep: &mut dyn Port,
+        max_timers: usize,
+    ) -> Result<Applet, AttachError> {
         let lend_rx = v.lends_rx();
         let Verified {
             class,
@@ -241,7 +252,7 @@ impl Applet {
         let mut vm_limits = limits;
         vm_limits.heap_quota = limits.heap_quota.saturating_add(cap + 64);
         ticks_to_ns(0); // calibrate now, not during the first packet
-        let timers = Timers::new(Instant::now(), MAX_TIMERS);
+        let timers = Timers::new(Instant::now(), max_timers);
         let mut host = SleHost::new(ep.area_size(), ep.buffer_size(), timers);
         host.bind(ep);
         let vm = Vm::new(class, vm_limits, &mut host);

@@ -70,7 +70,7 @@ pub(crate) struct Timers {
     heap: BinaryHeap<Timer>,
     seq: u64,
     /// Most timers set at once.
-    pub(crate) max: usize,
+    max: usize,
 }
 
 impl Timers {

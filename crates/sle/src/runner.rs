@@ -137,8 +137,8 @@ impl Runner {
         cfg: RunnerConfig,
     ) -> Result<Runner, AttachError> {
         let t0 = Instant::now();
-        let mut applet = Applet::instantiate(v, limits, port as &mut dyn Port)?;
-        applet.timers().max = cfg.max_timers;
+        let mut applet =
+            Applet::instantiate_with(v, limits, port as &mut dyn Port, cfg.max_timers)?;
         if cfg.wait_compiled {
             applet.wait_compiled();
         }

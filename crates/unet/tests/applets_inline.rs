@@ -578,6 +578,37 @@ impl unet_sle::Port for MockEp {
     }
 }
 
+/// An applet's timers, set by its constructor and by its invocations, are
+/// capped by the runner's `max_timers` (the constructor's included), and
+/// run in the order they fall due, equal times in the order they were set.
+#[test]
+fn an_applets_timers_are_capped_and_run_in_order() {
+    use unet_sle::{default_limits, Outcome, Runner, RunnerConfig};
+    let class = applet("Timers");
+    let mut ep = MockEp::new(vec![0; 1 << 16]);
+    let cfg = |max_timers| RunnerConfig {
+        max_timers,
+        ..RunnerConfig::inline()
+    };
+    assert!(
+        Runner::load(&class, default_limits(), &mut ep, cfg(0)).is_err(),
+        "the constructor's timer is refused where none may be set"
+    );
+    let mut r = Runner::load(&class, default_limits(), &mut ep, cfg(3)).expect("load");
+    assert_eq!(r.timers_pending(), 1);
+    assert_eq!(r.tx(&mut ep, 2, 10, 0), Outcome::Done);
+    assert_eq!(r.timers_pending(), 3);
+    assert!(matches!(r.tx(&mut ep, 1, 20, 0), Outcome::Fault(_)));
+    assert_eq!(r.timers_pending(), 3);
+    let later = Instant::now() + Duration::from_millis(1);
+    while let Some(o) = r.run_next_timer(&mut ep, later) {
+        assert_eq!(o, Outcome::Done);
+    }
+    assert_eq!(r.timers_pending(), 0);
+    let chans: Vec<u16> = ep.sent.iter().map(|(c, _)| *c).collect();
+    assert_eq!(chans, [1, 10, 11]);
+}
+
 /// The engine's applets start interpreted and switch to JIVE's machine
 /// code once the compiler's thread is done (the engine's loop never waits
 /// for it), with the same behaviour before and after.

@@ -112,6 +112,23 @@ pub const TEST_APPLETS: &[(&str, &str)] = &[
          }\n",
     ),
     (
+        // Timers: one set by the constructor (argument 1), one for each
+        // byte of a send (arguments from the channel on), each due at
+        // once; a timer sends one byte to the channel its argument names.
+        "Timers",
+        "import static unet.sle.Natives.*;\n\
+         public class Timers {\n\
+         public static byte[] RxBuf;\n\
+         Timers() { setTimer(0, 1); }\n\
+         static int doTx(int length, int channel, int off) {\n\
+         for (int i = 0; i < length; i++) { setTimer(0, channel + i); }\n\
+         return 0;\n\
+         }\n\
+         static int doRx(int length, int channel) { return 0; }\n\
+         static void doTimer(int arg) { sendUser(arg, 1, 0); }\n\
+         }\n",
+    ),
+    (
         // The buffer natives with arguments from the host: dmaRxd
         // (doTx: buffers from `off` on, the channel less one; channel 999
         // passes an array of the wrong size), getFreeBuffer,
