@@ -82,6 +82,14 @@ impl Channels {
         }
     }
 
+    /// The direct connections' indices in the order receives look at
+    /// them: from the round-robin position on, wrapping.
+    #[inline(always)]
+    pub(super) fn in_turn(&self) -> impl Iterator<Item = usize> {
+        let (n, rr) = (self.conns.len(), self.rr);
+        (0..n).map(move |k| if rr + k >= n { rr + k - n } else { rr + k })
+    }
+
     /// The next receive starts at the connection after `i`.
     #[inline(always)]
     pub(super) fn turn_after(&mut self, i: usize) {
@@ -167,12 +175,7 @@ impl Endpoint {
 
     #[inline]
     pub(super) fn try_recv_direct(&mut self, buf: &mut [u8]) -> Result<Option<Recv>, RecvError> {
-        let n = self.chans.conns.len();
-        for k in 0..n {
-            let mut i = self.chans.rr + k;
-            if i >= n {
-                i -= n;
-            }
+        for i in self.chans.in_turn() {
             if let Some(r) = self.try_recv_conn(i, buf)? {
                 return Ok(Some(r));
             }

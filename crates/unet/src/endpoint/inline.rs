@@ -419,17 +419,9 @@ impl Endpoint {
     /// way ([`Arrived::Other`]).
     #[inline]
     fn arrived(&self) -> Arrived {
-        let conns = &self.chans.conns;
-        let n = conns.len();
         if self.chans.conns_gone == 0 {
-            for k in 0..n {
-                let mut i = self.chans.rr + k;
-                if i >= n {
-                    i -= n;
-                }
-                if conns[i].ready() {
-                    return Arrived::Direct(i);
-                }
+            if let Some(i) = self.chans.in_turn().find(|&i| self.chans.conns[i].ready()) {
+                return Arrived::Direct(i);
             }
             if self.queues.map.recv.head() == self.queues.recv_tail
                 && self.queues.map.events.head() == self.queues.event_tail
