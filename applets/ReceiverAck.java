@@ -45,8 +45,10 @@ public class ReceiverAck {
     static final int QMASK = MAXQ - 1;
     static final int BUDGET = 48 * 1024;
     static final int RECOVER_US = 10000;
-    /** Timer argument of a continuation; recovery timers use gen (>= 1). */
+    /** Timer argument of a continuation. */
     static final int CONTINUE = 0;
+    /** Timer argument of the recovery timer. */
+    static final int RECOVER = 1;
 
     // Sender: the backlog ring, entries qHead .. qTail - 1.
     public static byte[] pool;
@@ -58,8 +60,17 @@ public class ReceiverAck {
     public static int wr;
     public static int credit;
     public static boolean continuing;
+    /** Waiting at zero credit with messages backlogged, since armedAt. */
     public static boolean armed;
-    public static int gen;
+    public static int armedAt;
+    /**
+     * A recovery timer is set. At most one is: an acknowledgment disarms
+     * without taking it back, and the timer, when it fires, sets itself
+     * again for the rest of the wait if the sender was armed anew meanwhile
+     * (a sender that renews its credit every few microseconds would
+     * otherwise leave a stale 10 ms timer behind each time).
+     */
+    public static boolean timerSet;
     public static int dropped;
     public static int recovered;
     public static int acks;
@@ -120,8 +131,11 @@ public class ReceiverAck {
         }
         if (credit == 0 && qHead != qTail && !armed) {
             armed = true;
-            gen++;
-            setTimer(RECOVER_US, gen);
+            armedAt = now();
+            if (!timerSet) {
+                timerSet = true;
+                setTimer(RECOVER_US, RECOVER);
+            }
         }
     }
 
@@ -147,7 +161,18 @@ public class ReceiverAck {
         if (arg == CONTINUE) {
             continuing = false;
             pump(0);
-        } else if (arg == gen && armed) {
+        } else if (arg == RECOVER) {
+            timerSet = false;
+            if (!armed) {
+                return;
+            }
+            // now() counts microseconds modulo 2^31.
+            int waited = (now() - armedAt) & 0x7fffffff;
+            if (waited < RECOVER_US) {
+                timerSet = true;
+                setTimer(RECOVER_US - waited, RECOVER);
+                return;
+            }
             armed = false;
             credit = WINDOW;
             recovered++;
@@ -191,10 +216,7 @@ public class ReceiverAck {
         if (type == ACK && length == 1) {
             acks++;
             credit = WINDOW;
-            if (armed) {
-                armed = false;
-                gen++;
-            }
+            armed = false;
             pump(0);
         } else if (type == DATA && length > 1) {
             deliver(length - 1, channel);

@@ -609,6 +609,58 @@ fn an_applets_timers_are_capped_and_run_in_order() {
     assert_eq!(chans, [1, 10, 11]);
 }
 
+/// `ReceiverAck`'s sender keeps at most one recovery timer, however often
+/// its credit runs out and an acknowledgment renews it. It used to set a
+/// fresh 10 ms timer each time and leave the stale ones to fall due: a
+/// sender renewing its credit every few microseconds (64-byte messages,
+/// inline) reached the cap of 4 096 timers within 10 ms and faulted.
+#[test]
+fn receiver_ack_keeps_one_recovery_timer_however_fast_its_credit_turns() {
+    use unet_sle::{default_limits, Outcome, Runner, RunnerConfig};
+    let mut ep = MockEp::new(vec![0; 1 << 16]);
+    let mut r = Runner::load(
+        &applet("ReceiverAck"),
+        default_limits(),
+        &mut ep,
+        RunnerConfig::inline(),
+    )
+    .expect("load");
+    // The credit of 25 spent, and one message more waiting.
+    for _ in 0..26 {
+        assert_eq!(r.tx(&mut ep, 8, 2, 0), Outcome::Done);
+    }
+    let mut armed = Instant::now();
+    for cycle in 0..5000 {
+        // The acknowledgment: the credit renewed, the waiting one sent;
+        // then the credit spent again, one more waiting (the sender
+        // armed anew).
+        assert_eq!(r.rx(&mut ep, b"A", 2), Outcome::Done, "cycle {cycle}");
+        armed = Instant::now();
+        for _ in 0..25 {
+            assert_eq!(r.tx(&mut ep, 8, 2, 0), Outcome::Done, "cycle {cycle}");
+        }
+        assert!(
+            r.timers_pending() <= 1,
+            "cycle {cycle}: {}",
+            r.timers_pending()
+        );
+    }
+    let sent = ep.sent.len();
+    assert_eq!(sent, 25 + 5000 * 25);
+    // No acknowledgment now: the waiting message goes out once the sender
+    // has been at zero credit for 10 ms (the one timer, long due, sets
+    // itself again for the rest of the wait), and not before.
+    while r.run_next_timer(&mut ep, Instant::now()).is_some() {}
+    if armed.elapsed() < Duration::from_millis(9) {
+        assert_eq!(ep.sent.len(), sent, "recovered early");
+        assert_eq!(r.timers_pending(), 1);
+    }
+    std::thread::sleep(Duration::from_millis(11));
+    while r.run_next_timer(&mut ep, Instant::now()).is_some() {}
+    assert_eq!(ep.sent.len(), sent + 1, "not recovered after 10 ms");
+    assert_eq!(r.timers_pending(), 0);
+}
+
 /// The engine's applets start interpreted and switch to JIVE's machine
 /// code once the compiler's thread is done (the engine's loop never waits
 /// for it), with the same behaviour before and after.
