@@ -74,11 +74,12 @@ fn pingpong_unet() {
 }
 
 /// The engine path's row carries the forwarder floor beside the floor
-/// ring, and its ratio; the direct path's has none. With `--host-floor`
-/// every run has its host floor, in the JSON and under the table's row.
+/// ring, the UDP path's the relay floor beside raw UDP, each with its
+/// ratio; the direct path's has none. With `--host-floor` every run has
+/// its host floor, in the JSON and under the table's row.
 #[test]
 fn pingpong_forwarder_floor_and_host_floor() {
-    for path in ["engine", "direct"] {
+    for path in ["engine", "udp", "direct"] {
         let rows = bench(&[
             "pingpong",
             "--path",
@@ -95,13 +96,15 @@ fn pingpong_forwarder_floor_and_host_floor() {
             "--json",
         ]);
         let r = &rows[0];
-        if path == "engine" {
+        if path != "direct" {
             let (m, p) = (num(r, "forwarder_median_us"), num(r, "forwarder_p99_us"));
             assert!(m > 0.0 && p >= m, "{r}");
             assert!(
                 close(num(r, "ratio_forwarder"), num(r, "median_us") / m),
                 "{r}"
             );
+            let runs = r["forwarder_host_ns_runs"].as_array().unwrap();
+            assert_eq!(runs.len(), 2, "{r}");
         } else {
             assert!(r["forwarder_median_us"].is_null(), "{r}");
             assert!(r["forwarder_host_ns_runs"].as_array().unwrap().is_empty());
@@ -132,6 +135,86 @@ fn pingpong_forwarder_floor_and_host_floor() {
     assert!(
         text.contains("host floor") && text.contains("ratio by placement"),
         "{text}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_unet"))
+        .args(["bench", "pingpong", "--path", "udp", "--sizes", "64"])
+        .args(["--iters", "200", "--warmup", "20", "--reps", "1"])
+        .output()
+        .expect("run unet");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("relay floor") && text.contains("udp / relay"),
+        "{text}"
+    );
+}
+
+/// The processes of the spinning children of `unet bench` now running
+/// (`--load`), by their command lines.
+fn spinners() -> Vec<u32> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<&[u8]> = cmd.split(|&b| b == 0).collect();
+        if args
+            .windows(2)
+            .any(|w| w == [&b"__child"[..], &b"spin"[..]])
+        {
+            v.push(pid);
+        }
+    }
+    v
+}
+
+/// `--load N` runs N spinning processes while the benchmark runs (every
+/// row says so), and none is left when it ends.
+#[test]
+fn load_runs_busy_processes_beside_the_benchmark_and_stops_them() {
+    let child = Command::new(env!("CARGO_BIN_EXE_unet"))
+        .args(["bench", "pingpong", "--path", "udp", "--sizes", "64"])
+        .args(["--iters", "300", "--warmup", "20", "--reps", "2"])
+        .args(["--load", "2", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("run unet");
+    let parent = child.id();
+    // Both spinners are seen while it runs, as its children.
+    let mut seen = 0;
+    for _ in 0..500 {
+        let mine = spinners()
+            .into_iter()
+            .filter(|p| {
+                std::fs::read_to_string(format!("/proc/{p}/stat"))
+                    .ok()
+                    .and_then(|s| s.rsplit(") ").next()?.split(' ').nth(1)?.parse().ok())
+                    == Some(parent)
+            })
+            .count();
+        seen = seen.max(mine);
+        if seen == 2 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let out = child.wait_with_output().expect("wait for unet");
+    assert!(out.status.success());
+    assert_eq!(seen, 2, "two spinning children while the benchmark ran");
+    let rows = json_rows(&out.stdout);
+    assert!(!rows.is_empty());
+    for r in &rows {
+        assert_eq!(num(r, "load"), 2.0, "{r}");
+    }
+    // Killed and reaped when the benchmark ended.
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert!(
+        spinners().is_empty(),
+        "spinning children left: {:?}",
+        spinners()
     );
 }
 

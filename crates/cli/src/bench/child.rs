@@ -84,6 +84,12 @@ pub enum ChildKind {
     ViaPingpong,
     /// `unet bench via`: the VI that receives a stream (`via`).
     ViaStream,
+    /// The relay floor of `--path udp` (`udp_raw::relay_child`): relays
+    /// each datagram between the parent and `--peer`.
+    UdpRelay,
+    /// `--load`: a process that only spins, until it is killed or its
+    /// parent dies.
+    Spin,
 }
 
 /// The other process of a run (internal).
@@ -136,6 +142,9 @@ pub struct ChildArgs {
     /// many bytes.
     #[arg(long)]
     pub buffered: Option<u64>,
+    /// UDP relay: the address it relays the parent's datagrams to.
+    #[arg(long)]
+    pub peer: Option<String>,
 }
 
 /// A running child process, and what it printed after `ready`.
@@ -194,6 +203,49 @@ pub fn spawn_child(
             let _ = p.child.wait();
             Err(format!("the child process did not start ({kind:?})"))
         }
+    }
+}
+
+/// `--load N`: N processes that only spin, beside every run of a
+/// benchmark (placed by the scheduler, on no core in particular), killed
+/// when this is dropped (and by the kernel if this process dies first).
+pub struct Load(Vec<ChildProc>);
+
+impl Load {
+    pub fn start(n: usize) -> Res<Load> {
+        let mut procs = Vec::with_capacity(n);
+        for _ in 0..n {
+            procs.push(spawn_child(ChildKind::Spin, 0, 0, &[], None, false)?);
+        }
+        Ok(Load(procs))
+    }
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        for p in &mut self.0 {
+            let _ = p.child.kill();
+            let _ = p.child.wait();
+        }
+    }
+}
+
+/// The body of a [`ChildKind::Spin`] process: announce itself, then spin
+/// until killed, dying with its parent.
+pub(super) fn spin(ready: impl FnOnce(&str)) -> ! {
+    // SAFETY: prctl(PR_SET_PDEATHSIG) takes a signal number and changes
+    // only this process's own attribute; no memory is passed.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+    }
+    // The parent may have died before the call above took effect.
+    if std::os::unix::process::parent_id() == 1 {
+        std::process::exit(0);
+    }
+    ready("");
+    let mut x = 0u64;
+    loop {
+        x = std::hint::black_box(x.wrapping_add(1));
     }
 }
 

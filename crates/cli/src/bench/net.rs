@@ -30,7 +30,7 @@ use clap::{Args, ValueEnum};
 use unet_engine::wire::udp::LOOPBACK_DATAGRAM;
 
 use super::applet_build;
-use super::child::{pin_to, spawn_child, ChildArgs, ChildKind, PathArg, PlacementArg};
+use super::child::{pin_to, spawn_child, ChildArgs, ChildKind, Load, PathArg, PlacementArg};
 use super::floor::{self, Geometry, Shm, StreamRun};
 use super::forwarder;
 use super::host_floor;
@@ -107,6 +107,11 @@ pub struct Common {
     /// inline in each process (any path).
     #[arg(long, value_enum, default_value = "engine")]
     pub placement: PlacementArg,
+    /// Run N processes that only spin beside every run (baselines and
+    /// floors included), placed by the scheduler: the figures of a busy
+    /// machine. Each row says how many (`load` in `--json`).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub load: usize,
 }
 
 /// The paths to measure: `--path`, or by default the direct path, the
@@ -301,7 +306,8 @@ pub fn run_child(a: ChildArgs) -> ExitCode {
     finish(child(a))
 }
 
-fn setup(c: &Common, default_reps: usize) -> Res<usize> {
+/// The repetitions, and the `--load` processes (stopped when dropped).
+fn setup(c: &Common, default_reps: usize) -> Res<(usize, Load)> {
     let reps = c.reps.unwrap_or(default_reps);
     if reps == 0 {
         return Err("--reps must be at least 1".into());
@@ -310,7 +316,7 @@ fn setup(c: &Common, default_reps: usize) -> Res<usize> {
     if c.pin {
         pin_to(0)?;
     }
-    Ok(reps)
+    Ok((reps, Load::start(c.load)?))
 }
 
 fn pingpong(mut a: PingArgs) -> Res<()> {
@@ -324,7 +330,7 @@ fn pingpong(mut a: PingArgs) -> Res<()> {
         None
     };
     let c = &a.common;
-    let reps = setup(c, 3)?;
+    let (reps, _load) = setup(c, 3)?;
     let prog = Progress::new();
     let limit = Duration::from_millis(a.time_ms);
     let mut applets = applets_of(c)?;
@@ -346,8 +352,10 @@ fn pingpong(mut a: PingArgs) -> Res<()> {
                 let mut base_medians = Vec::new();
                 let mut un = Samples::default();
                 let mut un_medians = Vec::new();
-                // The engine path's forwarder floor, beside the floor ring.
-                let mut fwd = (path == PathArg::Engine && applet.is_none()).then(Samples::default);
+                // The path's third party alone, beside its baseline: the
+                // engine path's forwarder, the UDP path's relay.
+                let mut fwd = (matches!(path, PathArg::Engine | PathArg::Udp) && applet.is_none())
+                    .then(Samples::default);
                 let mut hosts = Hosts::default();
                 let label = applet_label(applet);
                 let what = match &label {
@@ -363,7 +371,10 @@ fn pingpong(mut a: PingArgs) -> Res<()> {
                     if let Some(f) = fwd.as_mut() {
                         prog.show(&format!("{what}: forwarder {}/{}", rep + 1, reps));
                         hosts.forwarder.push(host(c));
-                        f.extend(forwarder_pingpong((size, warm, iters), limit, c)?);
+                        f.extend(match path {
+                            PathArg::Udp => relay_pingpong((size, warm, iters), limit, c)?,
+                            _ => forwarder_pingpong((size, warm, iters), limit, c)?,
+                        });
                     }
                     if !c.baseline_only {
                         prog.show(&format!("{what}: unet {}/{}", rep + 1, reps));
@@ -408,6 +419,7 @@ fn pingpong(mut a: PingArgs) -> Res<()> {
                         all.clock_ns()
                     },
                     forwarder: fwd.map(|f| (f.median_us(), f.p99_us())),
+                    load: c.load,
                     hosts: c
                         .host_floor
                         .then(|| hosts.placed(&un_medians, &base_medians)),
@@ -447,7 +459,7 @@ fn stream(mut a: StreamArgs) -> Res<()> {
         a.sizes = STREAM_SIZES.to_vec();
     }
     let c = &a.common;
-    let reps = setup(c, 5)?;
+    let (reps, _load) = setup(c, 5)?;
     let burst = match a.pattern {
         Some(Pattern::Burst25) => 25,
         Some(Pattern::Stream) => 0,
@@ -537,6 +549,7 @@ fn stream(mut a: StreamArgs) -> Res<()> {
                     delivered: median_of_all(&un_deliv),
                     baseline_delivered: median_of_all(&base_deliv),
                     hosts,
+                    load: c.load,
                 };
                 if c.json {
                     println!("{}", row.json());
@@ -637,6 +650,32 @@ fn forwarder_pingpong(
     ch.wait(r)
 }
 
+/// The relay floor's ping-pong (the UDP path's third-party baseline): raw
+/// UDP through a third process that relays each datagram
+/// ([`udp_raw::relay_child`]) to the echoing child and back.
+fn relay_pingpong(
+    (size, warm, iters): (usize, usize, usize),
+    limit: Duration,
+    c: &Common,
+) -> Res<Samples> {
+    let s = udp_raw::socket().map_err(|e| format!("raw UDP socket: {e}"))?;
+    let echo = spawn_child(ChildKind::UdpPingpong, size, 0, &[], None, c.pin)?;
+    let extra = ["--peer".to_string(), echo.info.clone()];
+    let relay = match spawn_child(ChildKind::UdpRelay, size, 0, &extra, None, c.pin) {
+        Ok(r) => r,
+        Err(e) => return echo.wait(Err(e)),
+    };
+    let peer: Res<SocketAddr> = relay
+        .info
+        .parse()
+        .map_err(|_| "the relay sent a bad address".to_string());
+    let r = peer.and_then(|p| {
+        udp_raw::pingpong(&s, p, size, warm, iters, limit)
+            .map_err(|e| format!("relayed UDP ping-pong: {e}"))
+    });
+    echo.wait(relay.wait(r))
+}
+
 fn baseline_stream(
     path: PathArg,
     size: usize,
@@ -707,6 +746,19 @@ fn child(a: ChildArgs) -> Res<()> {
             };
             r.map_err(|e| format!("raw UDP child: {e}"))
         }
+        ChildKind::UdpRelay => {
+            let peer: SocketAddr = a
+                .peer
+                .as_deref()
+                .ok_or("--peer is required")?
+                .parse()
+                .map_err(|_| "--peer: not an address")?;
+            let s = udp_raw::socket().map_err(|e| format!("raw UDP socket: {e}"))?;
+            let addr = s.local_addr().map_err(|e| e.to_string())?;
+            ready(&addr.to_string());
+            udp_raw::relay_child(&s, peer).map_err(|e| format!("UDP relay: {e}"))
+        }
+        ChildKind::Spin => super::child::spin(ready),
         ChildKind::UnetPingpong | ChildKind::UnetStream => unet_paths::child(&a, ready),
         ChildKind::ViaPingpong | ChildKind::ViaStream => via::child(&a, ready),
     }

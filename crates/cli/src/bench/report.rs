@@ -28,10 +28,13 @@ pub struct PingRow {
     pub baseline_samples: usize,
     /// Cost of one clock read, subtracted from every sample.
     pub clock_ns: f64,
-    /// The engine path's forwarder floor (median, p99 in µs).
+    /// The path's third party alone (median, p99 in µs): the engine
+    /// path's forwarder floor, the UDP path's relay floor.
     pub forwarder: Option<(f64, f64)>,
     /// The host floors of the runs (`--host-floor`).
     pub hosts: Option<HostFloors>,
+    /// Processes that only spin beside the runs (`--load`).
+    pub load: usize,
 }
 
 /// The host floor taken before each run of a point (`--host-floor`), in
@@ -105,6 +108,8 @@ pub struct StreamRow {
     pub baseline_delivered: Option<f64>,
     /// The host floors of the runs (`--host-floor`).
     pub hosts: Option<HostFloors>,
+    /// Processes that only spin beside the runs (`--load`).
+    pub load: usize,
 }
 
 fn gb(msgs_per_s: f64, size: usize) -> f64 {
@@ -116,7 +121,7 @@ impl PingRow {
         self.median_us.map(|m| m / self.baseline_median_us)
     }
 
-    /// The engine path against its forwarder floor.
+    /// The path against its third-party floor (forwarder or relay).
     pub fn forwarder_ratio(&self) -> Option<f64> {
         Some(self.median_us? / self.forwarder?.0)
     }
@@ -140,6 +145,7 @@ impl PingRow {
             "forwarder_median_us": self.forwarder.map(|f| f.0),
             "forwarder_p99_us": self.forwarder.map(|f| f.1),
             "ratio_forwarder": self.forwarder_ratio(),
+            "load": self.load,
         });
         with_hosts(row, &self.hosts)
     }
@@ -177,6 +183,7 @@ impl StreamRow {
             "baseline_delivered": self.baseline_delivered,
             "ratio": self.ratio(),
             "ratio_paired": self.paired_ratio(),
+            "load": self.load,
         });
         with_hosts(row, &self.hosts)
     }
@@ -225,11 +232,28 @@ pub fn ping_line(r: &PingRow, with_applet: bool) {
         opt(r.ratio(), 2)
     );
     if let Some((median, p99)) = r.forwarder {
+        let (what, short) = if r.path == "udp" {
+            (
+                "relay floor (raw UDP through a third process relaying each datagram, \
+                 blocking recvfrom and sendto)",
+                "relay",
+            )
+        } else {
+            (
+                "forwarder floor (a third thread relaying, spin then sleep as the engine)",
+                "forwarder",
+            )
+        };
         println!(
-            "  forwarder floor (a third thread relaying, spin then sleep as the engine): \
-             median {median:.3} us, p99 {p99:.3} us; {} / forwarder {}",
+            "  {what}: median {median:.3} us, p99 {p99:.3} us; {} / {short} {}",
             r.path,
             opt(r.forwarder_ratio(), 2)
+        );
+    }
+    if r.load > 0 {
+        println!(
+            "  with {} busy process(es) beside the runs (--load)",
+            r.load
         );
     }
     if let Some(h) = &r.hosts {
@@ -269,6 +293,12 @@ pub fn stream_line(r: &StreamRow, with_applet: bool) {
         pct(r.baseline_delivered),
         opt(r.ratio(), 2)
     );
+    if r.load > 0 {
+        println!(
+            "  with {} busy process(es) beside the runs (--load)",
+            r.load
+        );
+    }
     if let Some(h) = &r.hosts {
         println!("{}", h.line());
     }
@@ -476,6 +506,7 @@ mod tests {
             delivered: None,
             baseline_delivered: None,
             hosts: None,
+            load: 0,
         };
         // The machine's fast state in runs 0 and 2, slow in 1, 3 and 4:
         // every pair is 1.0, while the medians (20 and 80) give 0.25.

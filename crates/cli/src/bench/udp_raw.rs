@@ -112,6 +112,31 @@ pub fn pingpong_child(s: &UdpSocket, size: usize) -> io::Result<()> {
     }
 }
 
+/// The relay floor's third process: each datagram from the parent goes on
+/// to `peer` (the echoing child), each from `peer` back to the parent, with
+/// blocking `recv_from` and `send_to`, until the parent's empty datagram,
+/// which it passes on before it returns. The cheapest way a third party
+/// can see every datagram of a round trip, as a receiving engine does.
+pub fn relay_child(s: &UdpSocket, peer: SocketAddr) -> io::Result<()> {
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let mut buf = vec![0u8; MAX_DGRAM];
+    let mut parent = None;
+    loop {
+        let (n, from) = s.recv_from(&mut buf)?;
+        if from == peer {
+            if let Some(p) = parent {
+                s.send_to(&buf[..n], p)?;
+            }
+            continue;
+        }
+        parent = Some(from);
+        s.send_to(&buf[..n], peer)?;
+        if n == 0 {
+            return Ok(());
+        }
+    }
+}
+
 /// Parent side (sender) of a raw UDP stream: `send_to` per datagram for
 /// `dur` after a `warmup`; with `burst > 0` the last datagram of each burst
 /// asks for an acknowledgment, awaited up to 10 ms (a lost one costs that).
