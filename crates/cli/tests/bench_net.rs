@@ -149,6 +149,34 @@ fn pingpong_forwarder_floor_and_host_floor() {
     );
 }
 
+/// `--group N` times round trips N at a time, unet's and the baseline's:
+/// every row says so, and the table says what its figures are.
+#[test]
+fn pingpong_in_groups() {
+    let args = [
+        "pingpong", "--path", "direct", "--sizes", "64", "--iters", "400", "--warmup", "20",
+        "--reps", "1", "--group", "8",
+    ];
+    let rows = bench(&[&args[..], &["--json"]].concat());
+    for r in &rows {
+        assert_eq!(num(r, "group"), 8.0, "{r}");
+        assert!(num(r, "median_us") > 0.0 && num(r, "baseline_median_us") > 0.0);
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_unet"))
+        .arg("bench")
+        .args(args)
+        .output()
+        .expect("run unet");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("timed 8 at a time"), "{text}");
+    let bad = Command::new(env!("CARGO_BIN_EXE_unet"))
+        .args(["bench", "pingpong", "--group", "0"])
+        .output()
+        .expect("run unet");
+    assert!(!bad.status.success());
+}
+
 /// The processes of the spinning children of `unet bench` now running
 /// (`--load`), by their command lines.
 fn spinners() -> Vec<u32> {

@@ -188,6 +188,13 @@ pub struct PingArgs {
     /// Upper bound on the timed part of each run, in milliseconds.
     #[arg(long, default_value_t = 500)]
     pub time_ms: u64,
+    /// Time round trips N at a time, unet's and the baselines' alike: each
+    /// sample is the time of N round trips over N (the median is then of
+    /// groups). A clock that moves in 10 ns steps, as a virtual machine's
+    /// may, makes each single round trip's sample a multiple of 10 ns;
+    /// groups of N resolve 10/N ns.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub group: usize,
     /// The U-Net/SLE paper's Figure 5: compile RawUnet, StdUnet and
     /// PingPong from the applets' sources with the JDK (22 or later) and
     /// measure no applet, then each applet in turn, with the placement of
@@ -331,6 +338,10 @@ fn pingpong(mut a: PingArgs) -> Res<()> {
     };
     let c = &a.common;
     let (reps, _load) = setup(c, 3)?;
+    if a.group == 0 {
+        return Err("--group must be at least 1".into());
+    }
+    stats::set_group(a.group);
     let prog = Progress::new();
     let limit = Duration::from_millis(a.time_ms);
     let mut applets = applets_of(c)?;
@@ -420,6 +431,7 @@ fn pingpong(mut a: PingArgs) -> Res<()> {
                     },
                     forwarder: fwd.map(|f| (f.median_us(), f.p99_us())),
                     load: c.load,
+                    group: a.group,
                     hosts: c
                         .host_floor
                         .then(|| hosts.placed(&un_medians, &base_medians)),

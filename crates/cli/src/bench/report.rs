@@ -35,6 +35,8 @@ pub struct PingRow {
     pub hosts: Option<HostFloors>,
     /// Processes that only spin beside the runs (`--load`).
     pub load: usize,
+    /// Round trips per sample (`--group`).
+    pub group: usize,
 }
 
 /// The host floor taken before each run of a point (`--host-floor`), in
@@ -146,6 +148,7 @@ impl PingRow {
             "forwarder_p99_us": self.forwarder.map(|f| f.1),
             "ratio_forwarder": self.forwarder_ratio(),
             "load": self.load,
+            "group": self.group,
         });
         with_hosts(row, &self.hosts)
     }
@@ -254,6 +257,12 @@ pub fn ping_line(r: &PingRow, with_applet: bool) {
         println!(
             "  with {} busy process(es) beside the runs (--load)",
             r.load
+        );
+    }
+    if r.group > 1 {
+        println!(
+            "  round trips timed {} at a time (--group): medians and p99 are of groups",
+            r.group
         );
     }
     if let Some(h) = &r.hosts {

@@ -1,5 +1,6 @@
 //! Round-trip timing and the statistics the benchmarks report.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 pub use crate::units::{fmt_size, parse_size};
@@ -34,26 +35,58 @@ impl Samples {
     }
 }
 
-/// Times up to `iters` round trips `rt`, each on its own, stopping early
-/// once `limit` has passed. One clock read per round trip: each sample is
-/// the interval between consecutive reads, less the cost of one read
-/// (measured just before as the median interval between back-to-back
-/// reads), so the figure is the round trip alone.
+/// Round trips per sample of [`time_round_trips`] (`unet bench pingpong
+/// --group`); 1 unless set.
+static GROUP: AtomicUsize = AtomicUsize::new(1);
+
+/// Time round trips `n` at a time from now on in this process (see
+/// [`time_round_trips`]; 0 is taken as 1).
+pub fn set_group(n: usize) {
+    GROUP.store(n.max(1), Ordering::Relaxed);
+}
+
+/// Times up to `iters` round trips `rt`, stopping early once `limit` has
+/// passed: each on its own, or in groups of [`set_group`]'s `n` (each
+/// sample is then the group's time over `n`). One clock read per sample:
+/// each sample is the interval between consecutive reads, less the cost
+/// of one read (measured just before as the median interval between
+/// back-to-back reads), so the figure is the round trips alone. A clock
+/// that moves in steps (10 ns on some virtual machines) makes every
+/// sample of a single round trip a multiple of the step; groups of `n`
+/// resolve a step's `1/n`.
 pub fn time_round_trips<E>(
     iters: usize,
     limit: Duration,
+    rt: impl FnMut() -> Result<(), E>,
+) -> Result<Samples, E> {
+    time_groups(iters, GROUP.load(Ordering::Relaxed), limit, rt)
+}
+
+/// [`time_round_trips`] in groups of `group` (0 is taken as 1).
+fn time_groups<E>(
+    iters: usize,
+    group: usize,
+    limit: Duration,
     mut rt: impl FnMut() -> Result<(), E>,
 ) -> Result<Samples, E> {
+    let group = group.max(1);
     let clock = clock_cost_ns();
-    let mut ns = Vec::with_capacity(iters);
+    let mut ns = Vec::with_capacity(iters.div_ceil(group));
     let start = Instant::now();
     let mut prev = start;
-    for i in 0..iters {
-        rt()?;
+    for i in 0..iters.div_ceil(group) {
+        for _ in 0..group {
+            rt()?;
+        }
         let now = Instant::now();
-        ns.push(((now - prev).as_nanos() as u64).saturating_sub(clock));
+        let d = ((now - prev).as_nanos() as u64).saturating_sub(clock);
+        ns.push(if group == 1 {
+            d
+        } else {
+            (d as f64 / group as f64).round() as u64
+        });
         prev = now;
-        if i & 63 == 63 && now - start > limit {
+        if (i & 63 == 63 || group > 1) && now - start > limit {
             break;
         }
     }
@@ -194,6 +227,30 @@ mod tests {
         assert!(parse_size("x").is_err());
         assert_eq!(fmt_size(65536), "64K");
         assert_eq!(fmt_size(100), "100");
+    }
+
+    /// In groups of `n`, each sample is `n` round trips, their time over
+    /// `n`; the count of round trips is kept (rounded up to whole groups).
+    #[test]
+    fn round_trips_are_timed_in_groups() {
+        for (group, samples) in [(1, 100), (4, 25), (7, 15)] {
+            let mut calls = 0;
+            let s = time_groups(100, group, Duration::from_secs(5), || {
+                calls += 1;
+                let t = Instant::now();
+                while t.elapsed() < Duration::from_micros(50) {
+                    std::hint::spin_loop();
+                }
+                Ok::<(), ()>(())
+            })
+            .unwrap();
+            assert_eq!(s.ns.len(), samples);
+            assert_eq!(calls, samples * group);
+            // Each sample is one round trip's time (a spin of at least
+            // 50 µs), not the group's (at least 200 µs in fours).
+            let min = *s.ns.iter().min().unwrap();
+            assert!((49_000..150_000).contains(&min), "group {group}: {min}");
+        }
     }
 
     #[test]
