@@ -336,11 +336,11 @@ fn pingpong(mut a: PingArgs) -> Res<()> {
     } else {
         None
     };
-    let c = &a.common;
-    let (reps, _load) = setup(c, 3)?;
     if a.group == 0 {
         return Err("--group must be at least 1".into());
     }
+    let c = &a.common;
+    let (reps, _load) = setup(c, 3)?;
     stats::set_group(a.group);
     let prog = Progress::new();
     let limit = Duration::from_millis(a.time_ms);
@@ -380,7 +380,12 @@ fn pingpong(mut a: PingArgs) -> Res<()> {
                     base_medians.push(b.median_us());
                     base.extend(b);
                     if let Some(f) = fwd.as_mut() {
-                        prog.show(&format!("{what}: forwarder {}/{}", rep + 1, reps));
+                        let third = if path == PathArg::Udp {
+                            "relay"
+                        } else {
+                            "forwarder"
+                        };
+                        prog.show(&format!("{what}: {third} {}/{}", rep + 1, reps));
                         hosts.forwarder.push(host(c));
                         f.extend(match path {
                             PathArg::Udp => relay_pingpong((size, warm, iters), limit, c)?,

@@ -253,12 +253,7 @@ pub fn ping_line(r: &PingRow, with_applet: bool) {
             opt(r.forwarder_ratio(), 2)
         );
     }
-    if r.load > 0 {
-        println!(
-            "  with {} busy process(es) beside the runs (--load)",
-            r.load
-        );
-    }
+    load_note(r.load);
     if r.group > 1 {
         println!(
             "  round trips timed {} at a time (--group): medians and p99 are of groups",
@@ -267,6 +262,13 @@ pub fn ping_line(r: &PingRow, with_applet: bool) {
     }
     if let Some(h) = &r.hosts {
         println!("{}", h.line());
+    }
+}
+
+/// The line under a point measured beside `--load` busy processes.
+fn load_note(n: usize) {
+    if n > 0 {
+        println!("  with {n} busy process(es) beside the runs (--load)");
     }
 }
 
@@ -302,12 +304,7 @@ pub fn stream_line(r: &StreamRow, with_applet: bool) {
         pct(r.baseline_delivered),
         opt(r.ratio(), 2)
     );
-    if r.load > 0 {
-        println!(
-            "  with {} busy process(es) beside the runs (--load)",
-            r.load
-        );
-    }
+    load_note(r.load);
     if let Some(h) = &r.hosts {
         println!("{}", h.line());
     }
