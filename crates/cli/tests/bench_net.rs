@@ -25,6 +25,17 @@ fn bench(args: &[&str]) -> Vec<Value> {
     rows
 }
 
+/// Runs `unet bench ARGS`, which must succeed, and returns its table.
+fn table(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_unet"))
+        .arg("bench")
+        .args(args)
+        .output()
+        .expect("run unet");
+    assert!(out.status.success(), "unet bench {args:?} failed");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 fn ping(path: &str, baseline_only: bool) -> Vec<Value> {
     let mut a = vec![
         "pingpong", "--path", path, "--sizes", "64", "--iters", "200", "--warmup", "20", "--reps",
@@ -136,13 +147,10 @@ fn pingpong_forwarder_floor_and_host_floor() {
         text.contains("host floor") && text.contains("ratio by placement"),
         "{text}"
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_unet"))
-        .args(["bench", "pingpong", "--path", "udp", "--sizes", "64"])
-        .args(["--iters", "200", "--warmup", "20", "--reps", "1"])
-        .output()
-        .expect("run unet");
-    assert!(out.status.success());
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = table(&[
+        "pingpong", "--path", "udp", "--sizes", "64", "--iters", "200", "--warmup", "20", "--reps",
+        "1",
+    ]);
     assert!(
         text.contains("relay floor") && text.contains("udp / relay"),
         "{text}"
@@ -162,13 +170,7 @@ fn pingpong_in_groups() {
         assert_eq!(num(r, "group"), 8.0, "{r}");
         assert!(num(r, "median_us") > 0.0 && num(r, "baseline_median_us") > 0.0);
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_unet"))
-        .arg("bench")
-        .args(args)
-        .output()
-        .expect("run unet");
-    assert!(out.status.success());
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = table(&args);
     assert!(text.contains("timed 8 at a time"), "{text}");
     let bad = Command::new(env!("CARGO_BIN_EXE_unet"))
         .args(["bench", "pingpong", "--group", "0"])
