@@ -103,6 +103,13 @@ pub struct Args {
     /// handler at the cost of two clock reads an invocation).
     #[arg(long, value_name = "N", default_value_t = 64)]
     pub spine_time_every: u32,
+    /// SPINE: how raw-frame ports send: `xdp` (a transmit-only AF_XDP
+    /// socket in copy mode: one linear copy a frame, past the queueing
+    /// discipline; a port that cannot have one is refused), `ring` (the
+    /// AF_PACKET transmit ring), or `auto` (AF_XDP where the kernel gives
+    /// it, else the ring). `unet spine ports` shows which each port uses.
+    #[arg(long, value_name = "HOW", default_value = "auto")]
+    pub spine_port_tx: unet_engine::PortTx,
     /// An address or network (CIDR, e.g. 10.1.0.0/16 or 192.0.2.7)
     /// whose engines may open channels to this one over the wire;
     /// repeatable. Loopback (127.0.0.0/8 and ::1) is always allowed.
@@ -268,6 +275,7 @@ pub fn run(a: Args) -> ExitCode {
             .spine_priority
             .unwrap_or(unet_engine::DEFAULT_SPINE_PRIORITIES),
         spine_time_every: a.spine_time_every,
+        spine_port_tx: a.spine_port_tx,
         ..Default::default()
     };
     let engine = match Engine::start(cfg) {

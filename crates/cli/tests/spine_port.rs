@@ -6,7 +6,11 @@
 //! (their ARP and ICMP, both ways) and carry a TCP transfer of a known
 //! pattern through it, checked by hash (the hosts' veths send no
 //! segments larger than a frame: `gso_max_segs 1`), and `unet spine
-//! ports` shows the frames on both ports, with no drop.
+//! ports` shows the frames on both ports, with no drop. The ports send
+//! over `AF_XDP` by default (`--spine-port-tx auto`); a further port on
+//! an interface whose queue another port's `AF_XDP` socket holds sends
+//! over the transmit ring, and a daemon told `--spine-port-tx ring`
+//! bridges the pings the same way over the rings.
 //!
 //! Needs root (CAP_NET_ADMIN, CAP_NET_RAW), `ip` from iproute2 and `ping`
 //! from iputils-ping; fails, never skips, when one is missing.
@@ -29,10 +33,12 @@ struct Bridged {
 }
 
 impl Bridged {
-    fn new() -> Bridged {
+    /// Names made unique by `tag` (one letter, one per test), addresses
+    /// in `10.{net}.n.0/24`.
+    fn new(tag: &str, net: u8) -> Bridged {
         let n = std::process::id() % 250 + 1;
-        let (addr1, addr2) = (format!("10.78.{n}.1"), format!("10.78.{n}.2"));
-        let ns = Three::new("p", &format!("{addr1}/24"), &format!("{addr2}/24"), None);
+        let (addr1, addr2) = (format!("10.{net}.{n}.1"), format!("10.{net}.{n}.2"));
+        let ns = Three::new(tag, &format!("{addr1}/24"), &format!("{addr2}/24"), None);
         Bridged { ns, addr1, addr2 }
     }
 }
@@ -42,6 +48,23 @@ impl std::ops::Deref for Bridged {
     fn deref(&self) -> &Three {
         &self.ns
     }
+}
+
+/// `PortBridge` compiled into `dir` (its class file).
+fn bridge_class(dir: &TempDir) -> std::path::PathBuf {
+    tools::javac(&dir.0, &[tools::repo().join("extensions/PortBridge.java")]);
+    dir.0.join("PortBridge.class")
+}
+
+/// `unet spine load` of the bridge `class` on daemon `d`, handler 100,
+/// with a port on each of `b`'s router ends; started, not yet answered.
+fn load_bridge(d: &Daemon, class: &std::path::Path, b: &Bridged) -> Proc {
+    let mut cmd = command_in(None, unet_bin());
+    cmd.args(["spine", "load", "--socket"])
+        .arg(&d.socket)
+        .arg(class)
+        .args(["--arg", "100", "--port", &b.r1, "--port", &b.r2]);
+    Proc::spawn("spine load", cmd)
 }
 
 fn ports(socket: &std::path::Path) -> Value {
@@ -91,21 +114,15 @@ fn hosts_ping_each_other_through_a_bridging_extension_on_two_ports() {
         return;
     }
     let dir = TempDir::new("spine-port");
-    tools::javac(&dir.0, &[tools::repo().join("extensions/PortBridge.java")]);
-    let class = dir.0.join("PortBridge.class");
-    let b = Bridged::new();
+    let class = bridge_class(&dir);
+    let b = Bridged::new("p", 78);
     let d = Daemon::start_in(Some(&b.r), &[]);
 
     // Before the bridge: the hosts do not reach each other.
     let (ok, _) = ping(&b.h1, &b.addr2, 1);
     assert!(!ok, "the hosts reach each other without the bridge");
 
-    let mut cmd = command_in(None, unet_bin());
-    cmd.args(["spine", "load", "--socket"])
-        .arg(&d.socket)
-        .arg(&class)
-        .args(["--arg", "100", "--port", &b.r1, "--port", &b.r2]);
-    let mut load = Proc::spawn("spine load", cmd);
+    let mut load = load_bridge(&d, &class, &b);
     let line = load
         .raw_line(Duration::from_secs(20))
         .expect("the load's line");
@@ -150,6 +167,7 @@ fn hosts_ping_each_other_through_a_bridging_extension_on_two_ports() {
         let p = &rows[k];
         assert_eq!(p["id"], k as u64);
         assert_eq!(p["interface"], name.as_str());
+        assert_eq!(p["tx"], "af_xdp", "{p}");
         assert_eq!(p["handler"], 100);
         // 10 ICMP messages each way at least, ARP, and the transfer's
         // segments one way and its acknowledgements the other.
@@ -210,7 +228,13 @@ fn hosts_ping_each_other_through_a_bridging_extension_on_two_ports() {
         s.spine_port_open(&b.r1, 101),
         Err(unet::Error::Quota(unet::ErrorCode::ObjectQuota))
     ));
-    assert_eq!(s.spine_ports().unwrap().ports.len(), 6);
+    let listed = s.spine_ports().unwrap();
+    assert_eq!(listed.ports.len(), 6);
+    // Queue 0 of r1 is the bridge's port's: these send over the ring.
+    for id in &mine {
+        let p = listed.port(*id).expect("a port of the session listed");
+        assert_eq!(p.tx, "tx_ring", "{p:?}");
+    }
     s.spine_port_close(mine[0]).unwrap();
     assert!(matches!(
         s.spine_port_close(mine[0]),
@@ -232,4 +256,38 @@ fn hosts_ping_each_other_through_a_bridging_extension_on_two_ports() {
     }
     let (ok, _) = ping(&b.h1, &b.addr2, 1);
     assert!(!ok, "the hosts reach each other after the bridge went");
+}
+
+#[test]
+fn a_daemon_told_to_send_over_the_rings_bridges_the_pings_over_them() {
+    if role().is_some() {
+        return;
+    }
+    let dir = TempDir::new("spine-port-ring");
+    let class = bridge_class(&dir);
+    let b = Bridged::new("q", 79);
+    let d = Daemon::start_in(Some(&b.r), &["--spine-port-tx", "ring"]);
+    let mut load = load_bridge(&d, &class, &b);
+    load.raw_line(Duration::from_secs(20))
+        .expect("the load's line");
+    let (ok, text) = ping(&b.h1, &b.addr2, 3);
+    assert!(ok, "h1 -> h2 through the bridge over the rings: {text}");
+    let (ok, text) = ping(&b.h2, &b.addr1, 3);
+    assert!(ok, "h2 -> h1 through the bridge over the rings: {text}");
+    let l = ports(&d.socket);
+    let rows = l["ports"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{l}");
+    for p in rows {
+        assert_eq!(p["tx"], "tx_ring", "{p}");
+        assert!(num(p, &["frames_out"]) >= 6, "{p}");
+    }
+    // The daemon refuses a way out it does not know, naming the choices.
+    let out = Command::new(unet_bin())
+        .args(["daemon", "--spine-port-tx", "dma", "--socket"])
+        .arg(dir.0.join("never.sock"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("auto, xdp or ring"), "{err}");
 }

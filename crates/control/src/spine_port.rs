@@ -1,7 +1,7 @@
 //! SPINE's raw-frame ports, as the control protocol shows them: what
 //! [`crate::Reply::SpinePortListing`] hands over in a memory file (a row
-//! per port: its interface, the handler its frames go to, frames and
-//! bytes in and out, drops by reason).
+//! per port: its interface, how it sends, the handler its frames go to,
+//! frames and bytes in and out, drops by reason).
 //!
 //! The encoding is little-endian: counts as `u32`, strings as a `u16`
 //! length and UTF-8 bytes. Decoding is total: a listing that does not
@@ -16,6 +16,9 @@ pub struct PortInfo {
     pub id: u32,
     /// The network interface it is bound to.
     pub interface: String,
+    /// How it sends: `af_xdp` (a transmit-only `AF_XDP` socket) or
+    /// `tx_ring` (the `AF_PACKET` transmit ring).
+    pub tx: String,
     /// The extension handler its frames go to.
     pub handler: u16,
     /// The process that opened it.
@@ -68,6 +71,7 @@ impl PortListing {
         for p in &self.ports {
             w.u32(p.id);
             w.str(&p.interface);
+            w.str(&p.tx);
             w.u32(u32::from(p.handler));
             w.u32(p.pid);
             w.u64(p.frames_in);
@@ -87,6 +91,7 @@ impl PortListing {
             ports.push(PortInfo {
                 id: r.u32()?,
                 interface: r.str()?,
+                tx: r.str()?,
                 handler: u16::try_from(r.u32()?).map_err(|_| "port listing: handler")?,
                 pid: r.u32()?,
                 frames_in: r.u64()?,
@@ -113,6 +118,7 @@ mod tests {
             ports: vec![PortInfo {
                 id: 0x101,
                 interface: "veth0".into(),
+                tx: "af_xdp".into(),
                 handler: 70,
                 pid: 42,
                 frames_in: 5,

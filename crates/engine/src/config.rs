@@ -215,6 +215,37 @@ pub struct EngineConfig {
     /// invocation; an extension that calls other extensions' exports is
     /// timed always (its calls are bounded by its budget). Default: 64.
     pub spine_time_every: u32,
+    /// SPINE: how a raw-frame port sends. Default: [`PortTx::Auto`].
+    pub spine_port_tx: PortTx,
+}
+
+/// How a SPINE raw-frame port sends (the way in is always the port's
+/// `AF_PACKET` receive ring).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PortTx {
+    /// A transmit-only `AF_XDP` socket where the kernel gives one, else
+    /// the `AF_PACKET` transmit ring.
+    #[default]
+    Auto,
+    /// A transmit-only `AF_XDP` socket in copy mode: one linear copy a
+    /// frame, past the queueing discipline; a port that cannot have one
+    /// is refused.
+    Xdp,
+    /// The `AF_PACKET` transmit ring: frames point into the ring's pages,
+    /// and pass the queueing discipline.
+    Ring,
+}
+
+impl std::str::FromStr for PortTx {
+    type Err = String;
+    fn from_str(s: &str) -> Result<PortTx, String> {
+        match s {
+            "auto" => Ok(PortTx::Auto),
+            "xdp" => Ok(PortTx::Xdp),
+            "ring" => Ok(PortTx::Ring),
+            _ => Err(format!("{s:?}: auto, xdp or ring")),
+        }
+    }
 }
 
 /// The names of SPINE's event types, in the order of
@@ -383,6 +414,7 @@ impl Default for EngineConfig {
             spine_bufs_max: 1_024,
             spine_buf_size: 64 << 10,
             spine_handlers: 1_024,
+            spine_port_tx: PortTx::Auto,
         }
     }
 }

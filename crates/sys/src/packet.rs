@@ -52,6 +52,12 @@
 //! (`PACKET_IGNORE_OUTGOING`). A VLAN tag the kernel took off a received
 //! frame is not put back.
 //!
+//! A port can send over a transmit-only `AF_XDP` socket instead of its
+//! transmit ring ([`TxPath::Xdp`], `packet/xdp/tx.rs`): the kernel copies
+//! each frame into a linear buffer and hands it to the driver past the
+//! queueing discipline, where the ring's frames are fragments of the
+//! ring's pages, which veth copies again into pages of their own.
+//!
 //! `packet/v3.rs` holds a `TPACKET_V3` receive ring (blocks of frames),
 //! which `unet bench port` measures the port's V2 ring against, and
 //! `packet/xdp.rs` an `AF_XDP` socket, measured beside them.
@@ -98,6 +104,19 @@ pub struct RingConfig {
     pub tx_frames: u32,
     /// The Ethernet protocol received (host order): [`ETH_P_ALL`] for all.
     pub protocol: u16,
+    /// How frames go out.
+    pub tx: TxPath,
+}
+
+/// How a [`PacketPort`] sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TxPath {
+    /// A `TPACKET_V2` transmit ring on an `AF_PACKET` socket of its own.
+    Ring,
+    /// A transmit-only `AF_XDP` socket in copy mode ([`xdp::XdpTx`], with
+    /// `tx_frames` chunks, rounded up to a power of two): one linear copy
+    /// a frame, past the queueing discipline.
+    Xdp,
 }
 
 impl Default for RingConfig {
@@ -107,6 +126,7 @@ impl Default for RingConfig {
             rx_frames: 1024,
             tx_frames: 512,
             protocol: ETH_P_ALL,
+            tx: TxPath::Ring,
         }
     }
 }
@@ -229,19 +249,28 @@ fn statistics(fd: &OwnedFd) -> io::Result<(u32, u32)> {
 pub struct PacketPort {
     /// The receiving socket (its ring in `rx`).
     fd: OwnedFd,
-    /// The sending socket (its ring in `tx`), bound to no protocol.
-    tx_fd: OwnedFd,
     ifindex: u32,
     rx: Mapping,
-    tx: Mapping,
     frame_size: usize,
     rx_n: usize,
-    tx_n: usize,
     rx_head: usize,
-    tx_head: usize,
-    /// Transmit slots marked but not yet kicked.
+    tx: Tx,
+    /// Frames placed but not yet kicked.
     tx_pending: usize,
     counters: PortCounters,
+}
+
+/// A port's way out.
+enum Tx {
+    /// The sending socket, bound to no protocol, with its transmit ring
+    /// (`n` slots, the next one to fill at `head`).
+    Ring {
+        fd: OwnedFd,
+        map: Mapping,
+        n: usize,
+        head: usize,
+    },
+    Xdp(xdp::XdpTx),
 }
 
 // SAFETY: the mapping is owned by the port alone (no other handle to it
@@ -275,29 +304,47 @@ impl PacketPort {
         let (rb, rblocks, rx_n) = geometry(fs, cfg.rx_frames);
         setopt(&fd, PACKET_RX_RING, &[rb, rblocks, fs, rx_n])?;
         let rx = Mapping::of(&fd, rb as usize * rblocks as usize)?;
-        let tx_fd = raw_socket()?;
-        setopt(&tx_fd, PACKET_VERSION, &TPACKET_V2)?;
-        let (tb, tblocks, tx_n) = geometry(fs, cfg.tx_frames);
-        setopt(&tx_fd, PACKET_TX_RING, &[tb, tblocks, fs, tx_n])?;
-        let tx = Mapping::of(&tx_fd, tb as usize * tblocks as usize)?;
-        let port = PacketPort {
+        let tx = match cfg.tx {
+            TxPath::Ring => {
+                let tx_fd = raw_socket()?;
+                setopt(&tx_fd, PACKET_VERSION, &TPACKET_V2)?;
+                let (tb, tblocks, tx_n) = geometry(fs, cfg.tx_frames);
+                setopt(&tx_fd, PACKET_TX_RING, &[tb, tblocks, fs, tx_n])?;
+                let map = Mapping::of(&tx_fd, tb as usize * tblocks as usize)?;
+                // Protocol 0: the sending socket takes no frame in.
+                bind(&tx_fd, ifindex, 0)?;
+                Tx::Ring {
+                    fd: tx_fd,
+                    map,
+                    n: tx_n as usize,
+                    head: 0,
+                }
+            }
+            TxPath::Xdp => {
+                let n = cfg.tx_frames.clamp(16, 65536).next_power_of_two();
+                Tx::Xdp(xdp::XdpTx::open(name, n)?)
+            }
+        };
+        bind(&fd, ifindex, cfg.protocol)?;
+        Ok(PacketPort {
             fd,
-            tx_fd,
             ifindex,
             rx,
-            tx,
             frame_size: fs as usize,
             rx_n: rx_n as usize,
-            tx_n: tx_n as usize,
             rx_head: 0,
-            tx_head: 0,
+            tx,
             tx_pending: 0,
             counters: PortCounters::default(),
-        };
-        // Protocol 0: the sending socket takes no frame in.
-        bind(&port.tx_fd, ifindex, 0)?;
-        bind(&port.fd, ifindex, cfg.protocol)?;
-        Ok(port)
+        })
+    }
+
+    /// How the port sends.
+    pub fn tx_path(&self) -> TxPath {
+        match self.tx {
+            Tx::Ring { .. } => TxPath::Ring,
+            Tx::Xdp(_) => TxPath::Xdp,
+        }
     }
 
     /// The socket (readable while a received frame waits): for a poller.
@@ -312,33 +359,22 @@ impl PacketPort {
 
     /// The largest frame the port sends.
     pub fn max_frame(&self) -> usize {
-        self.frame_size - HDR
+        match &self.tx {
+            Tx::Ring { .. } => self.frame_size - HDR,
+            Tx::Xdp(x) => x.max_frame().min(self.frame_size - HDR),
+        }
     }
 
-    /// Slot `i` of the rings (receive slots first, then transmit).
+    /// Receive slot `i`.
     #[inline]
     fn slot(&self, i: usize) -> *mut u8 {
-        debug_assert!(i < self.rx_n + self.tx_n);
-        let (map, k) = if i < self.rx_n {
-            (&self.rx, i)
-        } else {
-            (&self.tx, i - self.rx_n)
-        };
-        debug_assert!((k + 1) * self.frame_size <= map.len);
-        // SAFETY: `k` is below its ring's slot count (callers index with
-        // `% n`), and a ring's slots fill its mapping (`geometry`), so the
-        // offset lies inside the mapping.
-        unsafe { map.ptr.add(k * self.frame_size) }
+        ring_slot(&self.rx, self.frame_size, i, self.rx_n)
     }
 
-    /// Slot `i`'s status word.
+    /// Receive slot `i`'s status word.
     #[inline]
     fn status(&self, i: usize) -> &AtomicU32 {
-        // SAFETY: a slot starts on a 16-byte boundary of a page-aligned
-        // mapping, so its first word is an aligned u32 that lives as long
-        // as the mapping (as `&self`); the kernel changes it concurrently,
-        // which is why it is read and written only as an atomic.
-        unsafe { &*(self.slot(i) as *const AtomicU32) }
+        slot_status(self.slot(i))
     }
 
     /// A u32 of slot `i`'s header at byte `off` (below [`HDR`]).
@@ -404,37 +440,49 @@ impl PacketPort {
         self.status(self.rx_head).load(Ordering::Acquire) & TP_STATUS_USER != 0
     }
 
-    /// Place `frame` on the transmit ring (sent at the next
-    /// [`PacketPort::flush`]): false, counted, when the ring is full or
-    /// the frame is not an Ethernet frame's length.
+    /// Place `frame` on the way out (sent at the next
+    /// [`PacketPort::flush`]): false, counted, when the transmit ring (or
+    /// the `AF_XDP` socket's chunks) is full or the frame is not an
+    /// Ethernet frame's length.
     pub fn send(&mut self, frame: &[u8]) -> bool {
         if frame.len() < 14 || frame.len() > self.max_frame() {
             self.counters.tx_bad_len += 1;
             return false;
         }
-        let i = self.rx_n + self.tx_head;
-        let st = self.status(i).load(Ordering::Acquire);
-        if st & TP_STATUS_WRONG_FORMAT != 0 {
-            self.counters.tx_refused += 1;
-        } else if st != TP_STATUS_AVAILABLE {
-            // Still the kernel's (queued or being sent).
-            self.counters.tx_full += 1;
-            return false;
+        let fs = self.frame_size;
+        match &mut self.tx {
+            Tx::Xdp(x) => {
+                if !x.send(frame) {
+                    self.counters.tx_full += 1;
+                    return false;
+                }
+            }
+            Tx::Ring { map, n, head, .. } => {
+                let s = ring_slot(map, fs, *head, *n);
+                let status = slot_status(s);
+                let st = status.load(Ordering::Acquire);
+                if st & TP_STATUS_WRONG_FORMAT != 0 {
+                    self.counters.tx_refused += 1;
+                } else if st != TP_STATUS_AVAILABLE {
+                    // Still the kernel's (queued or being sent).
+                    self.counters.tx_full += 1;
+                    return false;
+                }
+                // SAFETY: the slot is ours (status AVAILABLE or
+                // WRONG_FORMAT: the kernel is done with it); the frame's
+                // bytes go at HDR, and `HDR + frame.len() <= frame_size`
+                // (checked above), inside the slot.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(frame.as_ptr(), s.add(HDR), frame.len());
+                    s.add(4).cast::<u32>().write_volatile(frame.len() as u32);
+                    s.add(8).cast::<u32>().write_volatile(frame.len() as u32);
+                }
+                // Release: the frame and its lengths are written before the
+                // kernel may take the slot.
+                status.store(TP_STATUS_SEND_REQUEST, Ordering::Release);
+                *head = (*head + 1) % *n;
+            }
         }
-        // SAFETY: the slot is ours (status AVAILABLE or WRONG_FORMAT: the
-        // kernel is done with it); the frame's bytes go at HDR, and
-        // `HDR + frame.len() <= frame_size` (checked above), inside the slot.
-        unsafe {
-            let s = self.slot(i);
-            std::ptr::copy_nonoverlapping(frame.as_ptr(), s.add(HDR), frame.len());
-            s.add(4).cast::<u32>().write_volatile(frame.len() as u32);
-            s.add(8).cast::<u32>().write_volatile(frame.len() as u32);
-        }
-        // Release: the frame and its lengths are written before the kernel
-        // may take the slot.
-        self.status(i)
-            .store(TP_STATUS_SEND_REQUEST, Ordering::Release);
-        self.tx_head = (self.tx_head + 1) % self.tx_n;
         self.tx_pending += 1;
         self.counters.tx_frames += 1;
         self.counters.tx_bytes += frame.len() as u64;
@@ -446,35 +494,36 @@ impl PacketPort {
         self.tx_pending
     }
 
-    /// Ask the kernel to send what the transmit ring holds (one system
-    /// call, not waiting for it). A full device queue leaves the frames
-    /// on the ring for the next flush.
+    /// Ask the kernel to send what is placed (not waiting for it). A full
+    /// device queue leaves the frames placed for the next flush.
     pub fn flush(&mut self) {
         if self.tx_pending == 0 {
             return;
         }
         self.tx_pending = 0;
-        // SAFETY: a send of no bytes from a null pointer: with a transmit
-        // ring the kernel sends the ring's marked slots and reads nothing
-        // from the (empty) buffer.
-        let _ = unsafe {
-            libc::send(
-                self.tx_fd.as_raw_fd(),
-                std::ptr::null(),
-                0,
-                libc::MSG_DONTWAIT,
-            )
-        };
+        match &mut self.tx {
+            Tx::Xdp(x) => x.flush(),
+            Tx::Ring { fd, .. } => {
+                // SAFETY: a send of no bytes from a null pointer: with a
+                // transmit ring the kernel sends the ring's marked slots
+                // and reads nothing from the (empty) buffer.
+                let _ =
+                    unsafe { libc::send(fd.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT) };
+            }
+        }
     }
 
-    /// Transmit slots still the kernel's (queued or being sent).
+    /// Frames placed that the kernel has not yet sent.
     pub fn tx_in_flight(&self) -> usize {
-        (0..self.tx_n)
-            .filter(|&k| {
-                let s = self.status(self.rx_n + k).load(Ordering::Acquire);
-                s & (TP_STATUS_SEND_REQUEST | TP_STATUS_SENDING) != 0
-            })
-            .count()
+        match &self.tx {
+            Tx::Xdp(x) => x.in_flight(),
+            Tx::Ring { map, n, .. } => (0..*n)
+                .filter(|&k| {
+                    let s = slot_status(ring_slot(map, self.frame_size, k, *n));
+                    s.load(Ordering::Acquire) & (TP_STATUS_SEND_REQUEST | TP_STATUS_SENDING) != 0
+                })
+                .count(),
+        }
     }
 
     /// Add the kernel's drops since the last read to the counters.
@@ -489,6 +538,27 @@ impl PacketPort {
         self.read_drops();
         self.counters
     }
+}
+
+/// Slot `k` of a ring of `n` slots of `frame_size` bytes mapped at `map`.
+#[inline]
+fn ring_slot(map: &Mapping, frame_size: usize, k: usize, n: usize) -> *mut u8 {
+    debug_assert!(k < n && (k + 1) * frame_size <= map.len);
+    // SAFETY: `k` is below the ring's slot count (callers index with `% n`
+    // or below `n`), and a ring's slots fill its mapping (`geometry`), so
+    // the offset lies inside the mapping.
+    unsafe { map.ptr.add(k * frame_size) }
+}
+
+/// The status word at the start of slot `s` (from [`ring_slot`]).
+#[inline]
+fn slot_status<'a>(s: *mut u8) -> &'a AtomicU32 {
+    // SAFETY: a slot starts on a 16-byte boundary of a page-aligned
+    // mapping, so its first word is an aligned u32 that lives as long as
+    // the mapping, which outlives every use of the reference (its callers
+    // hold the port); the kernel changes it concurrently, which is why it
+    // is read and written only as an atomic.
+    unsafe { &*(s as *const AtomicU32) }
 }
 
 /// A ring's shared mapping of a packet socket, unmapped on drop.

@@ -2,7 +2,10 @@
 //! pair the test makes (and deletes): frames sent from a plain
 //! `AF_PACKET` socket on one end arrive whole on the `AF_XDP` socket on
 //! the other, frames the `AF_XDP` socket sends arrive whole at the plain
-//! socket, and frames of another ethertype pass to the kernel.
+//! socket, and frames of another ethertype pass to the kernel; the
+//! transmit-only socket (`XdpTx`), alone and as a `PacketPort`'s way out,
+//! sends frames that arrive whole and leaves the interface's receive path
+//! to the port's ring.
 //!
 //! Needs root (`CAP_NET_ADMIN`, `CAP_NET_RAW`, `CAP_BPF`) and `ip` from
 //! iproute2; fails, never skips, when one is missing.
@@ -11,8 +14,8 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use unet_sys::packet::xdp::{XdpMode, XdpSocket};
-use unet_sys::packet::PacketSocket;
+use unet_sys::packet::xdp::{XdpMode, XdpSocket, XdpTx};
+use unet_sys::packet::{PacketPort, PacketSocket, RingConfig, TxPath};
 
 const PROTO: u16 = 0x88B6;
 const OTHER: u16 = 0x88B7;
@@ -182,5 +185,115 @@ fn a_socket_on_a_missing_interface_is_an_error_naming_the_call() {
     let e = XdpSocket::open("lo", PROTO, 100)
         .err()
         .expect("not a power of two");
+    assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
+}
+
+/// Frames of `sizes` (cycled), numbered from 0.
+fn frames(n: u8, sizes: &[usize]) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|k| frame(PROTO, sizes[k as usize % sizes.len()], k))
+        .collect()
+}
+
+#[test]
+fn a_transmit_only_socket_sends_frames_that_arrive_whole_and_reuses_its_chunks() {
+    let v = Veth::new();
+    let mut x = XdpTx::open(&v.a, 16).expect("transmit-only AF_XDP socket on a");
+    let plain = PacketSocket::open(&v.b, PROTO).expect("packet socket on b");
+    // Ten times the chunks it has: each flush must give them back.
+    let out = frames(160, &[60, 1514, 64, 700]);
+    let mut got = Vec::new();
+    for chunk in out.chunks(16) {
+        for f in chunk {
+            assert!(x.send(f), "no free chunk for 16 frames after a flush");
+        }
+        x.flush();
+        got.extend(take_socket(&plain, chunk.len()));
+    }
+    assert_eq!(got, out, "frames sent by the transmit-only socket differ");
+    let end = Instant::now() + Duration::from_secs(5);
+    while x.in_flight() > 0 && Instant::now() < end {
+        x.flush();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(x.in_flight(), 0, "the kernel kept chunks it had sent");
+    let c = x.counters();
+    assert_eq!(
+        (c.tx_frames, c.tx_full, c.bad_desc, c.rx_frames),
+        (160, 0, 0, 0)
+    );
+    // Full: a 17th frame before any flush finds no chunk, and is counted.
+    for f in frames(16, &[64]) {
+        assert!(x.send(&f));
+    }
+    assert!(
+        !x.send(&frame(PROTO, 64, 99)),
+        "a frame beyond the chunks was placed"
+    );
+    assert_eq!(x.counters().tx_full, 1);
+    assert!(
+        !x.send(&[0u8; 13]),
+        "a frame shorter than an Ethernet header was placed"
+    );
+    assert!(
+        !x.send(&vec![0u8; 2049]),
+        "a frame longer than a chunk was placed"
+    );
+    assert_eq!(x.counters().tx_bad_len, 2);
+    x.flush();
+    assert_eq!(take_socket(&plain, 16).len(), 16);
+}
+
+#[test]
+fn a_port_sending_over_af_xdp_sends_and_still_receives_on_its_ring() {
+    let v = Veth::new();
+    let cfg = RingConfig {
+        protocol: PROTO,
+        tx_frames: 64,
+        tx: TxPath::Xdp,
+        ..RingConfig::default()
+    };
+    let mut port = PacketPort::open(&v.a, cfg).expect("port on a sending over AF_XDP");
+    assert_eq!(port.tx_path(), TxPath::Xdp);
+    let plain = PacketSocket::open(&v.b, PROTO).expect("packet socket on b");
+    let out = frames(200, &[60, 64, 1514]);
+    let mut got = Vec::new();
+    for chunk in out.chunks(50) {
+        for f in chunk {
+            assert!(port.send(f));
+        }
+        assert_eq!(port.tx_pending(), chunk.len());
+        port.flush();
+        assert_eq!(port.tx_pending(), 0);
+        got.extend(take_socket(&plain, chunk.len()));
+    }
+    assert_eq!(got, out, "frames the port sent over AF_XDP differ");
+    let c = port.counters();
+    assert_eq!((c.tx_frames, c.tx_full, c.tx_bad_len), (200, 0, 0));
+    assert_eq!(c.tx_bytes, out.iter().map(|f| f.len() as u64).sum::<u64>());
+    assert!(!port.send(&[0u8; 10]));
+    assert_eq!(port.counters().tx_bad_len, 1);
+    // No program on the interface: frames for the port reach its ring.
+    let back = frames(5, &[80]);
+    for f in &back {
+        assert_eq!(plain.send_batch(&[f]).unwrap(), 1);
+    }
+    let mut rx = Vec::new();
+    let end = Instant::now() + Duration::from_secs(5);
+    while rx.len() < back.len() && Instant::now() < end {
+        if port.recv(64, |f| rx.push(f.to_vec())) == 0 {
+            let _ = unet_sys::wait_readable(port.fd(), Some(Duration::from_millis(100)));
+        }
+    }
+    assert_eq!(rx, back, "the port's ring did not receive what b sent");
+}
+
+#[test]
+fn a_transmit_only_socket_on_a_missing_interface_is_an_error() {
+    let e = XdpTx::open("uxt-none0", 64)
+        .err()
+        .expect("no such interface");
+    assert!(e.to_string().contains("if_nametoindex"), "{e}");
+    let e = XdpTx::open("lo", 100).err().expect("not a power of two");
     assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
 }

@@ -1,5 +1,6 @@
 //! `unet spine ports`: SPINE's raw-frame ports of a running daemon, one
-//! row each (interface, handler, frames in and out, drops by reason).
+//! row each (interface, how it sends, handler, frames in and out, drops
+//! by reason).
 //! Ports are opened by `unet spine load --port INTERFACE` and live as
 //! long as the load that holds them.
 
@@ -29,6 +30,7 @@ const PORTS: Table = Table {
     cols: &[
         right("id", 6),
         left("interface", 16),
+        left("tx", 8),
         right("handler", 7),
         right("pid", 8),
         right("frames in", 12),
@@ -50,6 +52,7 @@ pub fn print_ports(l: &PortListing, all: bool) {
             &[
                 &p.id,
                 &p.interface,
+                &p.tx,
                 &p.handler,
                 &p.pid,
                 &p.frames_in,
@@ -66,6 +69,7 @@ pub fn to_json(l: &PortListing) -> serde_json::Value {
         "ports": l.ports.iter().map(|p| serde_json::json!({
             "id": p.id,
             "interface": p.interface,
+            "tx": p.tx,
             "handler": p.handler,
             "pid": p.pid,
             "frames_in": p.frames_in,

@@ -163,9 +163,19 @@ pub(crate) struct Ports {
     pub out: Vec<(u32, u32)>,
     /// A frame of arguments and bulk data laid out whole.
     scratch: Vec<u8>,
+    /// How new ports send.
+    pub tx: crate::config::PortTx,
 }
 
 impl Ports {
+    /// No port yet; new ones send as `tx` says.
+    pub(crate) fn new(tx: crate::config::PortTx) -> Ports {
+        Ports {
+            tx,
+            ..Ports::default()
+        }
+    }
+
     /// Whether a port has a frame waiting (none open: one test).
     #[inline]
     pub(crate) fn ready(&self) -> bool {

@@ -51,7 +51,7 @@ use unet_router::LcTrie;
 use super::super::plot::{self, Figure, Scale, Series};
 use super::super::report::{warn_if_busy, Progress};
 use super::super::stats::median_f64;
-use super::forwarders::{Case, NEXT_HOPS};
+use super::forwarders::{AdapterArgs, Case, Threads, NEXT_HOPS};
 use super::lab::{self, generate, Lab};
 use super::Res;
 
@@ -105,10 +105,8 @@ pub struct ForwardArgs {
     /// Draw the rates as an SVG, the paper's beside them.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
-    /// Microseconds the router's adapters keep polling after their last
-    /// work before they sleep (`unet daemon --idle-spin-us`).
-    #[arg(long, value_name = "US", default_value_t = 0)]
-    pub spin_us: u64,
+    #[command(flatten)]
+    pub adapters: AdapterArgs,
     /// The extension's source (default: the checkout's
     /// `extensions/router/Router.java`).
     #[arg(long, value_name = "FILE")]
@@ -145,6 +143,8 @@ struct Found {
     /// The adapter's port drops over the search, by reason (the router
     /// only; reasons with none left out).
     drops: BTreeMap<String, u64>,
+    /// How the adapter's ports sent (the router only).
+    port_tx: String,
 }
 
 /// The table's routes with their next hops (`h2`'s four addresses by a
@@ -236,6 +236,7 @@ fn search(lab: &Lab, pool: &Arc<Vec<Vec<u8>>>, a: &ForwardArgs, gen_rate: f64) -
         host_cpu: None,
         adapter_cpu: None,
         drops: BTreeMap::new(),
+        port_tx: String::new(),
     };
     if loss < a.loss {
         f.rate = blast.rate();
@@ -350,7 +351,7 @@ pub fn forward(mut a: ForwardArgs) -> Res<()> {
                 a.reps,
                 case.name()
             ));
-            let mut run = case.start(&lab, &lines, &class, &class_dir.0, a.spin_us)?;
+            let mut run = case.start(&lab, &lines, &class, &class_dir.0, &a.adapters)?;
             let res = (|| -> Res<()> {
                 for (k, &size) in a.sizes.iter().enumerate() {
                     p.show(&format!(
@@ -361,17 +362,19 @@ pub fn forward(mut a: ForwardArgs) -> Res<()> {
                     ));
                     let pool = pool_of(&lab, &dsts, size, lab.gateway_mac(!case.is_linux()));
                     let cpu0 = run.cpu();
-                    let drops0 = run.port_drops()?;
+                    let (drops0, _) = run.port_drops()?;
                     let t0 = Instant::now();
                     let mut f = search(&lab, &pool, &a, median_f64(&gen[k]))?;
                     let wall = t0.elapsed().as_nanos() as f64;
                     let cpu1 = run.cpu();
-                    let pct = |c0: Option<u64>, c1: Option<u64>| {
-                        Some(100.0 * c1?.saturating_sub(c0?) as f64 / wall)
+                    let pct = |c0: Option<Threads>, c1: Option<Threads>| {
+                        Some(100.0 * c0?.since(&c1?) as f64 / wall)
                     };
                     f.host_cpu = pct(cpu0.0, cpu1.0);
                     f.adapter_cpu = pct(cpu0.1, cpu1.1);
-                    for (k, v) in run.port_drops()? {
+                    let (drops1, port_tx) = run.port_drops()?;
+                    f.port_tx = port_tx;
+                    for (k, v) in drops1 {
                         let n = v.saturating_sub(drops0.get(&k).copied().unwrap_or(0));
                         if n > 0 {
                             f.drops.insert(k, n);
@@ -477,6 +480,7 @@ fn report(a: &ForwardArgs, rows: &[Row], gen: &[Vec<f64>], routes: usize) -> Res
                     "host_cpu_pct": r.cpu(true),
                     "adapter_cpu_pct": r.cpu(false),
                     "adapter_drops": r.found.iter().map(|f| json!(f.drops)).collect::<Vec<_>>(),
+                    "port_tx": r.found.first().map(|f| f.port_tx.clone()).filter(|t| !t.is_empty()),
                     "placement": r.case.placement(),
                     "packets": a.packets,
                     "max_loss_pct": a.loss,
@@ -498,8 +502,12 @@ fn report(a: &ForwardArgs, rows: &[Row], gen: &[Vec<f64>], routes: usize) -> Res
                 if bound { " (the generator's rate)" } else { "" }
             );
             let d = drops_text(r);
-            if !d.is_empty() {
-                println!("{:>17} adapter's port drops over the search: {d}", "");
+            if let Some(f) = r.found.first().filter(|f| !f.port_tx.is_empty()) {
+                let d = if d.is_empty() { "none".into() } else { d };
+                println!(
+                    "{:>17} adapters' ports send by {}; their drops over the search: {d}",
+                    "", f.port_tx
+                );
             }
         }
     }

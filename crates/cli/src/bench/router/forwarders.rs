@@ -25,6 +25,19 @@ pub(super) const NEXT_HOPS: u32 = 4;
 /// The router's first handler number.
 const HANDLERS: u16 = 200;
 
+/// How the router's adapters run (`unet daemon`'s options).
+#[derive(clap::Args, Clone, Debug)]
+pub struct AdapterArgs {
+    /// Microseconds the router's adapters keep polling after their last
+    /// work before they sleep (`unet daemon --idle-spin-us`).
+    #[arg(long, value_name = "US", default_value_t = 0)]
+    pub spin_us: u64,
+    /// How the adapters' ports send: auto, xdp or ring (`unet daemon
+    /// --spine-port-tx`).
+    #[arg(long, value_name = "HOW", default_value = "auto")]
+    pub port_tx: unet_engine::PortTx,
+}
+
 /// A forwarder in `r`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Case {
@@ -85,18 +98,18 @@ impl Case {
     }
 
     /// Set the forwarder up in `r`; `dir` holds its files; the router's
-    /// adapters poll `spin_us` after their last work before they sleep.
+    /// adapters run as `adapters` says.
     pub(super) fn start(
         self,
         lab: &Lab,
         lines: &[(String, String)],
         class: &Path,
         dir: &Path,
-        spin_us: u64,
+        adapters: &AdapterArgs,
     ) -> Res<Running> {
         match self {
             Case::Unet | Case::UnetRps | Case::UnetPci | Case::UnetWire => {
-                let r = unet_up(self, lab, lines, class, spin_us)?;
+                let r = unet_up(self, lab, lines, class, adapters)?;
                 if self == Case::UnetRps {
                     if let Err(e) = set_rps(lab, "2") {
                         let mut r = r;
@@ -152,30 +165,34 @@ impl Running {
         }
     }
 
-    /// The host application's and the adapters' CPU time so far, ns.
-    pub(super) fn cpu(&self) -> (Option<u64>, Option<u64>) {
-        let host = self.router.as_ref().map(|c| cpu_ns(c.id()));
-        let adapters =
-            (!self.daemons.is_empty()).then(|| self.daemons.iter().map(|c| cpu_ns(c.id())).sum());
+    /// The host application's and the adapters' CPU time so far, ns, per
+    /// thread (none for Linux).
+    pub(super) fn cpu(&self) -> (Option<Threads>, Option<Threads>) {
+        let host = self.router.as_ref().map(|c| threads_ns(&[c.id()]));
+        let ids: Vec<u32> = self.daemons.iter().map(Child::id).collect();
+        let adapters = (!ids.is_empty()).then(|| threads_ns(&ids));
         (host, adapters)
     }
 
     /// The adapters' raw-frame port drops by reason, summed over their
-    /// ports (none for Linux).
-    pub(super) fn port_drops(&self) -> Res<BTreeMap<String, u64>> {
+    /// ports, and how the ports send (`af_xdp`, `tx_ring`, or both
+    /// joined by `+`; none for Linux).
+    pub(super) fn port_drops(&self) -> Res<(BTreeMap<String, u64>, String)> {
         let mut m = BTreeMap::new();
+        let mut tx = std::collections::BTreeSet::new();
         for socket in &self.sockets {
             let s = unet::Session::connect(socket).map_err(|e| format!("an adapter: {e}"))?;
             let l = s
                 .spine_ports()
                 .map_err(|e| format!("an adapter's ports: {e}"))?;
             for p in &l.ports {
+                tx.insert(p.tx.clone());
                 for (k, v) in &p.drops {
                     *m.entry(k.clone()).or_insert(0) += v;
                 }
             }
         }
-        Ok(m)
+        Ok((m, tx.into_iter().collect::<Vec<_>>().join("+")))
     }
 }
 
@@ -196,15 +213,40 @@ fn stop_child(mut c: Child) {
     let _ = c.wait();
 }
 
-/// CPU time of every thread of `pid`, ns (`schedstat`'s first field).
-fn cpu_ns(pid: u32) -> u64 {
-    let Ok(d) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0;
-    };
-    d.flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-        .sum()
+/// CPU time of each live thread of some processes, ns (`schedstat`'s
+/// first field), by (process, thread).
+pub(super) struct Threads(BTreeMap<(u32, String), u64>);
+
+impl Threads {
+    /// The CPU time the threads of `later` used since `self`: a thread
+    /// that has ended since is not counted (its time cannot be read), one
+    /// that began since counts whole, so that a helper thread that ends
+    /// never makes the sum go back.
+    pub(super) fn since(&self, later: &Threads) -> u64 {
+        later
+            .0
+            .iter()
+            .map(|(k, v)| v.saturating_sub(self.0.get(k).copied().unwrap_or(0)))
+            .sum()
+    }
+}
+
+fn threads_ns(pids: &[u32]) -> Threads {
+    let mut m = BTreeMap::new();
+    for &pid in pids {
+        let Ok(d) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
+        for t in d.flatten() {
+            let Ok(s) = std::fs::read_to_string(t.path().join("schedstat")) else {
+                continue;
+            };
+            if let Some(ns) = s.split_whitespace().next().and_then(|x| x.parse().ok()) {
+                m.insert((pid, t.file_name().to_string_lossy().into_owned()), ns);
+            }
+        }
+    }
+    Threads(m)
 }
 
 pub(super) fn mac_text(m: &[u8; 6]) -> String {
@@ -308,13 +350,19 @@ fn linux_down(lab: &Lab) -> Res<()> {
 
 /// A daemon (an adapter) in `r` on core 1, with its control socket at
 /// `socket` and, for the wire, a UDP port on `r`'s loopback.
-fn daemon(lab: &Lab, exe: &Path, socket: &Path, udp: bool, spin_us: u64) -> Res<Child> {
+fn daemon(lab: &Lab, exe: &Path, socket: &Path, udp: bool, a: &AdapterArgs) -> Res<Child> {
+    let port_tx = match a.port_tx {
+        unet_engine::PortTx::Auto => "auto",
+        unet_engine::PortTx::Xdp => "xdp",
+        unet_engine::PortTx::Ring => "ring",
+    };
     let mut d = Cmd::new("ip");
     d.args(["netns", "exec", &lab.r])
         .arg(exe)
         .args(["daemon", "--socket"])
         .arg(socket)
-        .args(["--idle-spin-us", &spin_us.to_string()])
+        .args(["--idle-spin-us", &a.spin_us.to_string()])
+        .args(["--spine-port-tx", port_tx])
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     if udp {
@@ -331,7 +379,7 @@ fn unet_up(
     lab: &Lab,
     lines: &[(String, String)],
     class: &Path,
-    spin_us: u64,
+    adapters: &AdapterArgs,
 ) -> Res<Running> {
     let dir = TempDir::new()?;
     let exe = std::env::current_exe().map_err(|e| format!("this program: {e}"))?;
@@ -351,7 +399,7 @@ fn unet_up(
         _dir: None,
     };
     for s in &sockets {
-        match daemon(lab, &exe, s, wire, spin_us) {
+        match daemon(lab, &exe, s, wire, adapters) {
             Ok(c) => run.daemons.push(c),
             Err(e) => {
                 run.stop(lab);

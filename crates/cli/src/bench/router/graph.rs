@@ -24,7 +24,7 @@ use unet_router::table::generated;
 
 use super::super::report::{warn_if_busy, Progress};
 use super::forward::{destinations, pool_of, table_lines};
-use super::forwarders::{Case, NEXT_HOPS};
+use super::forwarders::{AdapterArgs, Case, NEXT_HOPS};
 use super::lab::{generate, Lab, PortMacs, Sink};
 use super::Res;
 use crate::trace::analysis::{analyse, is_loop, Spread};
@@ -60,10 +60,8 @@ pub struct GraphArgs {
     /// Print the figures as one JSON object.
     #[arg(long)]
     pub json: bool,
-    /// Microseconds the router's adapters keep polling after their last
-    /// work before they sleep (`unet daemon --idle-spin-us`).
-    #[arg(long, value_name = "US", default_value_t = 0)]
-    pub spin_us: u64,
+    #[command(flatten)]
+    pub adapters: AdapterArgs,
     /// The extension's source (default: the checkout's
     /// `extensions/router/Router.java`).
     #[arg(long, value_name = "FILE")]
@@ -116,7 +114,7 @@ pub fn graph(a: GraphArgs) -> Res<()> {
         a.size,
         lab.gateway_mac(true),
     );
-    let mut run = a.case.start(&lab, &lines, &class, &dir.0, a.spin_us)?;
+    let mut run = a.case.start(&lab, &lines, &class, &dir.0, &a.adapters)?;
     // The ingress adapter's events (with two adapters the egress one's
     // are its own graph).
     let socket = run

@@ -396,6 +396,7 @@ pub fn generate(
             rx_frames: 16,
             tx_frames: 1024,
             protocol: QUIET_PROTO,
+            tx: unet_sys::packet::TxPath::Ring,
         };
         let mut port =
             PacketPort::open(&dev, cfg).map_err(|e| format!("a generator port on {dev}: {e}"))?;

@@ -10,7 +10,9 @@ use std::os::fd::AsRawFd;
 
 use unet_control::spine_port::{PortInfo, PortListing};
 use unet_control::{ErrorCode, Reply, Request};
-use unet_sys::packet::{PacketPort, RingConfig};
+use unet_sys::packet::{PacketPort, RingConfig, TxPath};
+
+use crate::config::PortTx;
 
 use super::{PortDrop, PORTS_PER_PROCESS};
 use crate::clients::{ClientId, Clients};
@@ -95,14 +97,10 @@ fn open(
     if sp.ports.iter().count() >= super::PORTS_MAX {
         return Err(ErrorCode::NoResources);
     }
-    let raw = PacketPort::open(&interface, RingConfig::default()).map_err(|e| {
-        match e.raw_os_error() {
-            Some(libc::ENODEV) | Some(libc::EINVAL) | Some(libc::ENXIO) => {
-                ErrorCode::NoSuchInterface
-            }
-            Some(libc::EPERM) | Some(libc::EACCES) => ErrorCode::NotOwner,
-            _ => ErrorCode::NoResources,
-        }
+    let raw = open_raw(&interface, sp.ports.tx).map_err(|e| match e.raw_os_error() {
+        Some(libc::ENODEV) | Some(libc::EINVAL) | Some(libc::ENXIO) => ErrorCode::NoSuchInterface,
+        Some(libc::EPERM) | Some(libc::EACCES) => ErrorCode::NotOwner,
+        _ => ErrorCode::NoResources,
     })?;
     poller
         .add(raw.fd(), Token::Ports)
@@ -114,6 +112,22 @@ fn open(
             poller.remove(fd);
             Err(ErrorCode::NoResources)
         }
+    }
+}
+
+/// The port on `interface`, sending as `tx` asks: with
+/// [`PortTx::Auto`], over `AF_XDP` where the kernel gives a socket, else
+/// over the transmit ring.
+fn open_raw(interface: &str, tx: PortTx) -> std::io::Result<PacketPort> {
+    let cfg = |tx| RingConfig {
+        tx,
+        ..RingConfig::default()
+    };
+    match tx {
+        PortTx::Ring => PacketPort::open(interface, cfg(TxPath::Ring)),
+        PortTx::Xdp => PacketPort::open(interface, cfg(TxPath::Xdp)),
+        PortTx::Auto => PacketPort::open(interface, cfg(TxPath::Xdp))
+            .or_else(|_| PacketPort::open(interface, cfg(TxPath::Ring))),
     }
 }
 
@@ -151,6 +165,11 @@ fn list(
             PortInfo {
                 id: p.id,
                 interface: p.interface.clone(),
+                tx: match p.raw.tx_path() {
+                    TxPath::Xdp => "af_xdp",
+                    TxPath::Ring => "tx_ring",
+                }
+                .to_string(),
                 handler: p.handler,
                 pid: c.pid(p.owner).unwrap_or(0),
                 frames_in: p.frames_in,
