@@ -786,12 +786,14 @@ pub(crate) fn compile<H>(class: &std::sync::Arc<ClassInner<H>>) -> Result<Compil
         ok
     };
 
+    let mut sizes = vec![0usize; cls.code.len()];
     for (m, mc) in cls.code.iter().enumerate() {
         let (true, Some(b), Some(t), Some(body)) = (ok[m], bodies[m], tramps[m], code[m].take())
         else {
             tramps[m] = None;
             continue;
         };
+        sizes[m] = body.bytes.len();
         module
             .define_function_bytes(b, body.align, &body.bytes, &body.relocs)
             .map_err(|e| format!("compiling {}: {e:?}", mc.name))?;
@@ -837,7 +839,10 @@ pub(crate) fn compile<H>(class: &std::sync::Arc<ClassInner<H>>) -> Result<Compil
                 body: code((*b)?)?,
             })
         })
-        .collect();
+        .collect::<Vec<Option<Code>>>();
+    if std::env::var_os("JIVE_PERF_MAP").is_some() {
+        perf_map(cls, &entries, &sizes);
+    }
     Ok(Compiled {
         class: std::sync::Arc::clone(class),
         module: Some(module),
@@ -847,4 +852,37 @@ pub(crate) fn compile<H>(class: &std::sync::Arc<ClassInner<H>>) -> Result<Compil
         total: started.elapsed(),
         groups,
     })
+}
+
+/// With `JIVE_PERF_MAP` set in the environment, name each compiled body
+/// for `perf` (its JIT map, `/tmp/perf-PID.map`: address, size, name a
+/// line), so that a profile of a host running applets or extensions
+/// shows `jive:Class.method(descriptor)` where it would show bare
+/// addresses. A map
+/// that cannot be written is skipped: it is a profiling aid only.
+fn perf_map<H>(cls: &ClassInner<H>, entries: &[Option<Code>], sizes: &[usize]) {
+    use std::io::Write;
+    let lines: String = entries
+        .iter()
+        .zip(sizes)
+        .zip(&cls.code)
+        .filter_map(|((e, &n), mc)| {
+            let e = (*e)?;
+            Some(format!(
+                "{:x} {:x} jive:{}.{}\n",
+                e.body.as_ptr() as usize,
+                n,
+                cls.name,
+                mc.name
+            ))
+        })
+        .collect();
+    let path = format!("/tmp/perf-{}.map", std::process::id());
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = f.write_all(lines.as_bytes());
+    }
 }
