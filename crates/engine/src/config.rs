@@ -236,15 +236,27 @@ pub enum PortTx {
     Ring,
 }
 
+impl PortTx {
+    /// Every choice, in the order the option lists them.
+    pub const ALL: [PortTx; 3] = [PortTx::Auto, PortTx::Xdp, PortTx::Ring];
+
+    /// Its name on the command line (`unet daemon --spine-port-tx`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            PortTx::Auto => "auto",
+            PortTx::Xdp => "xdp",
+            PortTx::Ring => "ring",
+        }
+    }
+}
+
 impl std::str::FromStr for PortTx {
     type Err = String;
     fn from_str(s: &str) -> Result<PortTx, String> {
-        match s {
-            "auto" => Ok(PortTx::Auto),
-            "xdp" => Ok(PortTx::Xdp),
-            "ring" => Ok(PortTx::Ring),
-            _ => Err(format!("{s:?}: auto, xdp or ring")),
-        }
+        PortTx::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| format!("{s:?}: auto, xdp or ring"))
     }
 }
 

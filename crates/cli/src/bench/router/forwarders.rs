@@ -351,18 +351,13 @@ fn linux_down(lab: &Lab) -> Res<()> {
 /// A daemon (an adapter) in `r` on core 1, with its control socket at
 /// `socket` and, for the wire, a UDP port on `r`'s loopback.
 fn daemon(lab: &Lab, exe: &Path, socket: &Path, udp: bool, a: &AdapterArgs) -> Res<Child> {
-    let port_tx = match a.port_tx {
-        unet_engine::PortTx::Auto => "auto",
-        unet_engine::PortTx::Xdp => "xdp",
-        unet_engine::PortTx::Ring => "ring",
-    };
     let mut d = Cmd::new("ip");
     d.args(["netns", "exec", &lab.r])
         .arg(exe)
         .args(["daemon", "--socket"])
         .arg(socket)
         .args(["--idle-spin-us", &a.spin_us.to_string()])
-        .args(["--spine-port-tx", port_tx])
+        .args(["--spine-port-tx", a.port_tx.name()])
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     if udp {
