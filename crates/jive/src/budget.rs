@@ -22,7 +22,11 @@
 //! first part is only as short as the pace is right, which is why the pace
 //! is learned conservatively: it rises at once to a slower measured pace
 //! (at most doubling per reading) and decays by an eighth per reading
-//! towards a faster one.
+//! towards a faster one. An invocation that read the clock reads it once
+//! more as it ends ([`close`]), and that reading may only make the pace
+//! faster: otherwise a VM whose invocations always outlast their first
+//! part by a little would measure only first parts, which it does not
+//! time, and keep its initial pace (and its clock readings) forever.
 //!
 //! The clock lives in the VM, pace and all, between invocations. On the way
 //! in an invocation reads the first part's size from it and writes only a
@@ -135,6 +139,12 @@ impl Pace {
         Some(p)
     }
 
+    /// The pace in picoseconds a unit, under a time limit (not a check
+    /// limit).
+    pub(crate) fn timed(&self) -> Option<u64> {
+        (self.steps == 0).then_some(self.ps)
+    }
+
     /// The pace `ps` under a time limit of `max` picoseconds.
     fn within(ps: u64, max: u64) -> Pace {
         let ps = ps.clamp(1, MAX_PACE);
@@ -239,9 +249,56 @@ impl Clock {
         self.slice = units((left_ps / 2).max(max / 16), self.pace.ps);
         None
     }
+
+    /// The invocation that read the clock ended with `left` units left:
+    /// learn from its last part. A closing reading only makes the pace
+    /// faster, by at most an eighth as a reading within an invocation
+    /// does: without it, a VM whose invocations always end in their
+    /// second part would never learn a pace faster than the one it
+    /// started with, and every invocation would read the clock. (A part
+    /// too short to time well reads slow, and is not learned from; what
+    /// makes the pace slower is a reading inside an invocation, where the
+    /// termination bound needs it.)
+    fn close(&mut self, left: i64) {
+        let Some(t) = self.last else {
+            return;
+        };
+        if self.pace.steps > 0 {
+            return;
+        }
+        let ran = self.mark.saturating_sub(left).max(0) as u64;
+        if ran == 0 {
+            return;
+        }
+        let dt = duration_ps(t.elapsed());
+        let old = self.pace.ps;
+        let measured = dt / ran;
+        if measured < old {
+            self.pace = Pace::within(measured.max(old - old / 8), self.pace.max);
+        }
+    }
+}
+
+/// Invocation budget `b` ended with `left` units of fuel left: if it read
+/// the VM's `clock`, read it once more to learn the pace (see
+/// [`Clock::close`]). Interpreter and compiled code call it alike, after
+/// the invocation and before the next one's budget is planned.
+#[cold]
+#[inline(never)]
+pub(crate) fn close<H>(b: &Budget<H>, clock: &mut Option<Clock>, left: i64) {
+    if let (true, Some(c)) = (b.read_clock(), clock) {
+        c.close(left);
+    }
 }
 
 impl<H> Budget<H> {
+    /// Whether this invocation read the VM's clock (it outlasted its
+    /// first part under a time limit).
+    #[inline(always)]
+    pub(crate) fn read_clock(&self) -> bool {
+        self.timed == Timed::Read
+    }
+
     /// The budget of an invocation under `limits`, sliced as the VM's
     /// `clock` says (see [`Pace`]). Built in place, where it stays (the
     /// register's fuel is read from `first`): copying a freshly written

@@ -9,6 +9,8 @@ mod common;
 
 use common::op::*;
 use common::*;
+use std::time::{Duration, Instant};
+
 use jive::{test_natives, Class, Fault, Limits, Vm};
 
 /// `f(n)`: `s = 0; for (i = 0; i < n; i++) s += g(i) + id(i); return s`,
@@ -106,5 +108,60 @@ fn every_check_of_an_invocation_is_a_place_it_stops() {
     assert_eq!(interp.len(), 1 + 5 * 2 + 4, "stops: {interp:?}");
     if cfg!(feature = "jit") {
         assert_eq!(stops(true), interp, "compiled and interpreted stop alike");
+    }
+}
+
+/// Under a time limit a VM learns how fast its units run: from a pace of
+/// 4 ns a unit, invocations that outlast their first part (a quarter of
+/// the limit at the pace) read the clock, and their closing readings
+/// teach the VM the faster pace, until the first part covers them and
+/// they read it no more. The pace learned leaves the limit in force: a
+/// runaway invocation still stops with a timeout, not long after it.
+#[test]
+fn a_vm_learns_its_pace_and_a_runaway_still_stops() {
+    for compiled in [false, true] {
+        let c = class();
+        let f = c.method("f").expect("f");
+        let limit = Duration::from_micros(10);
+        let limits = Limits {
+            max_time: Some(limit),
+            ..Limits::default()
+        };
+        let mut vm = Vm::new(c.clone(), limits, &mut ()).expect("vm");
+        if compiled {
+            vm.compile().expect("compiles");
+        }
+        let initial = vm.pace_ps().expect("timed");
+        assert_eq!(initial, 4000);
+        // More units than the first part at the initial pace: 2.5 µs at
+        // 4 ns a unit is 625.
+        let n = 150;
+        vm.invoke(&mut (), f, &[n]).expect("runs");
+        let used = vm.last_fuel_used();
+        assert!(used > 700, "f({n}) used {used} units");
+        let mut best = u64::MAX;
+        for _ in 0..400 {
+            vm.invoke(&mut (), f, &[n]).expect("runs");
+            best = best.min(vm.pace_ps().expect("timed"));
+        }
+        let pace = vm.pace_ps().expect("timed");
+        // Each closing reading takes an eighth off at most: 4000 ps to
+        // below 2000 takes six of them. Compiled code runs this loop
+        // (calls, native calls) at well under 1 ns a unit; the interpreter
+        // at 2-4 here, near the initial pace, so only its runaway is
+        // checked.
+        assert!(
+            !compiled || pace < initial / 2,
+            "compiled {compiled}: pace {pace} ps a unit after 400 invocations (best {best})"
+        );
+        // A runaway: stopped by the clock, not by its fuel.
+        let t = Instant::now();
+        let r = vm.invoke(&mut (), f, &[i32::MAX]);
+        let took = t.elapsed();
+        assert_eq!(r, Err(Fault::Timeout), "compiled {compiled}");
+        assert!(
+            took < Duration::from_millis(5),
+            "compiled {compiled}: stopped after {took:?}"
+        );
     }
 }

@@ -621,6 +621,9 @@ pub(super) fn run<H>(
         *site = Some(callee_site.unwrap_or((m as u32, off)));
     }
     frames.clear();
+    if budget.read_clock() {
+        crate::budget::close(&budget, clock, fuel + budget.reserve);
+    }
     *last_fuel = limits
         .fuel
         .saturating_sub((fuel + budget.reserve).max(0) as u64);
@@ -705,6 +708,7 @@ pub(super) fn settle<H>(
         st.last_fuel = limits.fuel.saturating_sub(jit.left().max(0) as u64);
     }
     if drawn {
+        jit.close_clock(&mut st.clock);
         replan(st, limits, checkpoint, jit);
     }
     if r == crate::jit::FAULT {

@@ -650,6 +650,16 @@ impl<H> Vm<H> {
         }
     }
 
+    /// The pace the VM has learned for its time limit, in picoseconds a
+    /// unit of fuel, as its readings of the clock measured it (see
+    /// [`Limits::max_time`]); `None` without a time limit (or under a
+    /// check limit). An invocation that finishes within the first part of
+    /// its budget (a quarter of the limit at this pace) never reads the
+    /// clock.
+    pub fn pace_ps(&self) -> Option<u64> {
+        self.st.clock.as_ref().and_then(|c| c.pace.timed())
+    }
+
     /// Fuel used by the last invocation (or by construction).
     pub fn last_fuel_used(&self) -> u64 {
         #[cfg(feature = "jit")]

@@ -340,6 +340,17 @@ impl<H> Compiled<H> {
         self.link.env.drawn
     }
 
+    /// After an invocation that drew its budget: the closing reading of
+    /// the VM's `clock` if it read it (`budget::close`).
+    #[inline(always)]
+    pub(crate) fn close_clock(&mut self, clock: &mut Option<Clock>) {
+        let left = self.left();
+        let env = &self.link.env;
+        if env.drawn && env.budget.read_clock() {
+            crate::budget::close(&env.budget, clock, left);
+        }
+    }
+
     /// The budget of the invocation about to run, drawn now: for an entry
     /// whose charge the first part does not cover (see `entry_fuel`).
     pub(crate) fn draw(&mut self) -> &mut Budget<H> {
