@@ -69,8 +69,10 @@ import unet.spine.Spine;
  * << nhBits | nh} word. {@code pre}: the prefix vector, info words of
  * the same form. {@code hops}: the next hops. The host builds the trie
  * ({@code unet_router::LcTrie}, which walks the same arrays the same way)
- * and loads it as table 0; {@code onFrame} reads the parts once per
- * invocation, so that a packet sees one version of the table.
+ * and loads it as table 0; {@code onFrame} reads the table's version
+ * once a packet and its parts again only when a newer version was loaded
+ * (the runtime replaces them between two invocations), so that a packet
+ * sees one version of the table.
  */
 public class Router {
     static int[] trie;
@@ -78,6 +80,9 @@ public class Router {
     static int[] pre;
     static int[] hops;
     static int nhBits;
+    /** The version of table 0 that {@code trie} to {@code nhBits} hold (0:
+     * none yet; the runtime counts loads from 1). */
+    static int version;
 
     /** Ports an adapter has at most (local slots: the engine's port ids). */
     static final int PORTS = 8;
@@ -234,6 +239,12 @@ public class Router {
         }
     }
 
+    /*
+     * onFrame is the per-packet path: it reads the header through a local
+     * copy of hdr and spells out its 16- and 32-bit reads and the MAC
+     * copies, where the colder handlers call u16, u32 and putMac, so that
+     * the compiled code checks the array once and calls nothing per field.
+     */
     static void onFrame(int unused, int msg) {
         int buf = Spine.bulk(msg);
         int port = Spine.source(msg) & 0xFFFFFF;
@@ -242,7 +253,8 @@ public class Router {
             return;
         }
         int len = Spine.bufferLength(buf);
-        int n = Spine.readBuffer(buf, 0, hdr, 0, 42);
+        byte[] h = hdr;
+        int n = Spine.readBuffer(buf, 0, h, 0, 42);
         if (n < 14) {
             counts[D_SHORT_FRAME]++;
             return;
@@ -251,15 +263,16 @@ public class Router {
             counts[D_UNCONFIGURED]++;
             return;
         }
-        if ((hdr[0] & 1) == 0) {
+        byte[] pmacs = portMac;
+        if ((h[0] & 1) == 0) {
             for (int i = 0; i < 6; i++) {
-                if (hdr[i] != portMac[6 * port + i]) {
+                if (h[i] != pmacs[6 * port + i]) {
                     counts[D_OTHER_MAC]++;
                     return;
                 }
             }
         }
-        int type = u16(12);
+        int type = ((h[12] & 0xff) << 8) | (h[13] & 0xff);
         if (type == 0x0806) {
             arp(port, buf, n);
             return;
@@ -272,7 +285,7 @@ public class Router {
             counts[D_SHORT_HEADER]++;
             return;
         }
-        int vihl = u8(14);
+        int vihl = h[14] & 0xff;
         if ((vihl >>> 4) != 4) {
             counts[D_VERSION]++;
             return;
@@ -285,9 +298,10 @@ public class Router {
             toHost(HOST_OPTIONS, port, buf);
             return;
         }
+        // The header's ten 16-bit words, summed in ones' complement.
         int sum = 0;
         for (int i = 14; i < 34; i += 2) {
-            sum += u16(i);
+            sum += ((h[i] & 0xff) << 8) | (h[i + 1] & 0xff);
         }
         sum = (sum & 0xffff) + (sum >>> 16);
         sum = (sum & 0xffff) + (sum >>> 16);
@@ -295,12 +309,13 @@ public class Router {
             counts[D_CHECKSUM]++;
             return;
         }
-        int total = u16(16);
+        int total = ((h[16] & 0xff) << 8) | (h[17] & 0xff);
         if (total < 20 || total > len - 14) {
             counts[D_LENGTH]++;
             return;
         }
-        int dst = u32(30);
+        int dst = ((h[30] & 0xff) << 24) | ((h[31] & 0xff) << 16)
+                | ((h[32] & 0xff) << 8) | (h[33] & 0xff);
         if ((dst >>> 28) >= 14) {
             toHost(HOST_FOR_ME, port, buf);
             return;
@@ -311,20 +326,24 @@ public class Router {
                 return;
             }
         }
-        int ttl = u8(22);
+        int ttl = h[22] & 0xff;
         if (ttl <= 1) {
             toHost(HOST_TTL, port, buf);
             return;
         }
-        trie = Spine.table(0, Spine.TABLE_TRIE);
-        base = Spine.table(0, Spine.TABLE_BASE);
-        pre = Spine.table(0, Spine.TABLE_PRE);
-        hops = Spine.table(0, Spine.TABLE_HOPS);
-        if (trie == null) {
+        int[] meta = Spine.table(0, Spine.TABLE_META);
+        if (meta == null) {
             toHost(HOST_NO_ROUTE, port, buf);
             return;
         }
-        nhBits = Spine.table(0, Spine.TABLE_META)[0];
+        if (meta[1] != version) {
+            trie = Spine.table(0, Spine.TABLE_TRIE);
+            base = Spine.table(0, Spine.TABLE_BASE);
+            pre = Spine.table(0, Spine.TABLE_PRE);
+            hops = Spine.table(0, Spine.TABLE_HOPS);
+            nhBits = meta[0];
+            version = meta[1];
+        }
         int nh = lookup(dst);
         if (nh < 0) {
             toHost(HOST_NO_ROUTE, port, buf);
@@ -336,18 +355,32 @@ public class Router {
         }
         int out = nhPort[nh];
         // RFC 1624, eqn. 3: HC' = ~(~HC + ~m + m'), m the TTL's word.
-        int m = u16(22);
+        int m = (ttl << 8) | (h[23] & 0xff);
         int m2 = m - 0x100;
-        int hc = (~u16(24) & 0xffff) + (~m & 0xffff) + m2;
+        int hc = (~(((h[24] & 0xff) << 8) | (h[25] & 0xff)) & 0xffff) + (~m & 0xffff) + m2;
         hc = (hc & 0xffff) + (hc >>> 16);
         hc = (hc & 0xffff) + (hc >>> 16);
         hc = ~hc & 0xffff;
-        hdr[22] = (byte) (ttl - 1);
-        hdr[24] = (byte) (hc >>> 8);
-        hdr[25] = (byte) hc;
-        putMac(nhMac, nh, 0);
-        putMac(portMac, out, 6);
-        Spine.writeBuffer(buf, 0, hdr, 0, 26);
+        h[22] = (byte) (ttl - 1);
+        h[24] = (byte) (hc >>> 8);
+        h[25] = (byte) hc;
+        // The next hop's MAC as destination, the egress port's as source.
+        byte[] nmacs = nhMac;
+        int a = 6 * nh;
+        h[0] = nmacs[a];
+        h[1] = nmacs[a + 1];
+        h[2] = nmacs[a + 2];
+        h[3] = nmacs[a + 3];
+        h[4] = nmacs[a + 4];
+        h[5] = nmacs[a + 5];
+        int b = 6 * out;
+        h[6] = pmacs[b];
+        h[7] = pmacs[b + 1];
+        h[8] = pmacs[b + 2];
+        h[9] = pmacs[b + 3];
+        h[10] = pmacs[b + 4];
+        h[11] = pmacs[b + 5];
+        Spine.writeBuffer(buf, 0, h, 0, 26);
         if (out >= PORTS) {
             handOver(out, buf);
         } else if (Spine.sendBulk((Spine.DEST_PORT << 24) | out, 0, none, 0, 0, buf) == 0) {

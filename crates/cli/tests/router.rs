@@ -317,6 +317,34 @@ fn hosts_on_two_subnets_reach_each_other_through_the_router_extension() {
     assert!(num(&s2, "to_host") < num(&s, "to_host") + 20, "{s} {s2}");
     assert_eq!(num(&s2, "from_host"), num(&s, "from_host"));
 
+    // The extension routes by the newest table (it keeps a table's parts
+    // until the version changes): the route to the network behind h2
+    // taken out (and the filler, whose short prefixes may cover it), it
+    // is unreachable; put back, reachable again.
+    for (v, reach) in [(12u64, false), (13, true)] {
+        let t = b.table(if reach { 1000 } else { 0 }, v, false);
+        let t: String = if reach {
+            t
+        } else {
+            t.lines()
+                .filter(|l| !l.starts_with(&format!("10.90.{}.", b.n)))
+                .map(|l| format!("{l}\n"))
+                .collect()
+        };
+        std::fs::write(&table, t).unwrap();
+        router.signal(libc::SIGHUP);
+        let l = router.line_starting("router: table version", Duration::from_secs(20));
+        assert!(
+            l.starts_with(&format!("router: table version {v}: ")),
+            "{l}"
+        );
+        let (ok, text) = ping(&b.h1, &b.far, 1);
+        assert_eq!(ok, reach, "table version {v}: {text}");
+        if !reach {
+            assert!(text.contains("Destination Net Unreachable"), "{text}");
+        }
+    }
+
     // traceroute: the router's hop (its time exceeded, from its address
     // on h1's side), then h2.
     let out = Command::new("ip")
