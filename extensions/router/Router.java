@@ -367,19 +367,11 @@ public class Router {
         // The next hop's MAC as destination, the egress port's as source.
         byte[] nmacs = nhMac;
         int a = 6 * nh;
-        h[0] = nmacs[a];
-        h[1] = nmacs[a + 1];
-        h[2] = nmacs[a + 2];
-        h[3] = nmacs[a + 3];
-        h[4] = nmacs[a + 4];
-        h[5] = nmacs[a + 5];
         int b = 6 * out;
-        h[6] = pmacs[b];
-        h[7] = pmacs[b + 1];
-        h[8] = pmacs[b + 2];
-        h[9] = pmacs[b + 3];
-        h[10] = pmacs[b + 4];
-        h[11] = pmacs[b + 5];
+        for (int i = 0; i < 6; i++) {
+            h[i] = nmacs[a + i];
+            h[6 + i] = pmacs[b + i];
+        }
         Spine.writeBuffer(buf, 0, h, 0, 26);
         if (out >= PORTS) {
             handOver(out, buf);
