@@ -143,7 +143,10 @@ pub struct PeerConsumerLine {
     pub data_tail: AtomicU64,
     /// 1 while the consumer sleeps (or is about to) on `futex`.
     pub sleeping: AtomicU32,
-    /// Futex word the consumer sleeps on; the producer bumps it and wakes.
+    /// Futex word the consumer sleeps on: the consumer bumps it as it
+    /// begins a sleep (before setting `sleeping`), the producer as it
+    /// rings; a producer rings once a sleep (while the word reads what
+    /// its ring left, the consumer has not slept again).
     pub futex: AtomicU32,
     _pad: [u8; 104],
 }

@@ -39,11 +39,14 @@
 //!
 //! # Waking
 //!
-//! A consumer that sleeps says so first (its `sleeping` word); a push
-//! that sees it bumps the consumer's futex word and wakes it (a thread
-//! in [`PeerLink::wait`]) and rings the peer's doorbell if this side was
-//! given one ([`PeerLink::set_peer_doorbell`]: the eventfd an engine
-//! sleeps on, after [`PeerLink::arm`]). A close rings both always.
+//! A consumer that sleeps says so first (its `sleeping` word), after
+//! bumping its futex word; a push that sees the flag bumps the futex word
+//! and wakes it (a thread in [`PeerLink::wait`]) and rings the peer's
+//! doorbell if this side was given one ([`PeerLink::set_peer_doorbell`]:
+//! the eventfd an engine sleeps on, after [`PeerLink::arm`]). A push
+//! rings once a sleep: while the futex word still reads what this side's
+//! last ring left in it, the consumer has not slept again since, and the
+//! ring already made will wake it. A close rings both always.
 //!
 //! `unsafe` is allowed here for the slots and data areas read and
 //! written in place in the segment's mapping, which the link owns.
@@ -272,6 +275,10 @@ pub(crate) struct PeerLink {
     stall_timeout: Duration,
     /// The peer's doorbell, rung when it sleeps (an engine's poller).
     doorbell: Option<sys::EventFd>,
+    /// The peer's futex word as this side's last ring left it: while the
+    /// word still reads so, the peer has not begun another sleep since
+    /// (each sleep bumps it), and a push need not ring again.
+    rung: Option<u32>,
     dead: Option<Death>,
     stats: PeerStats,
     _seg: Segment,
@@ -353,6 +360,7 @@ impl PeerLink {
             waiting_since: None,
             stall_timeout: cfg.stall_timeout,
             doorbell: None,
+            rung: None,
             dead: None,
             stats: PeerStats::default(),
             _seg: seg,
@@ -470,7 +478,11 @@ impl PeerLink {
         // Pairs with the heavy fence in the peer's `wait`: either it sees
         // the new head when it looks again, or we see its flag.
         sys::light_fence(self.asym);
-        if lines.consumer.sleeping.load(Ordering::Relaxed) != 0 {
+        // Acquire: a sleep begun after this side's last ring bumped the
+        // futex word before it set the flag, and that bump is seen below.
+        if lines.consumer.sleeping.load(Ordering::Acquire) != 0
+            && Some(lines.consumer.futex.load(Ordering::Relaxed)) != self.rung
+        {
             self.ring_peer();
         }
         Ok(())
@@ -478,9 +490,13 @@ impl PeerLink {
 
     /// Wake the peer: its doorbell (an engine asleep in its poller) if it
     /// gave one, its futex (a thread in [`PeerLink::wait`]) otherwise.
-    fn ring_peer(&self) {
+    /// Once a sleep: the pushes after the first that find the peer still
+    /// in the sleep this side rang it out of ring no more (a batch of
+    /// frames handed to an adapter that shares the core would otherwise
+    /// ring once a frame, a system call each).
+    fn ring_peer(&mut self) {
         let c = &self.view.lines(self.side).consumer;
-        c.futex.fetch_add(1, Ordering::Release);
+        self.rung = Some(c.futex.fetch_add(1, Ordering::Release).wrapping_add(1));
         match &self.doorbell {
             Some(d) => d.notify(),
             None => sys::futex_wake(&c.futex, 1),
@@ -503,7 +519,14 @@ impl PeerLink {
     /// ([`PeerLink::has_messages`]).
     pub(crate) fn arm(&self, on: bool) {
         let c = &self.view.lines(self.side ^ 1).consumer;
-        c.sleeping.store(on as u32, Ordering::Relaxed);
+        if on {
+            // A new sleep: the peer's pushes ring it once more (see
+            // `ring_peer`). Release: the bump is seen with the flag.
+            c.futex.fetch_add(1, Ordering::Relaxed);
+            c.sleeping.store(1, Ordering::Release);
+        } else {
+            c.sleeping.store(0, Ordering::Relaxed);
+        }
     }
 
     /// Hand at most `max` waiting messages to `f` (header, arguments,
@@ -622,7 +645,9 @@ impl PeerLink {
             return;
         }
         let c = &self.view.lines(self.side ^ 1).consumer;
-        c.sleeping.store(1, Ordering::Relaxed);
+        // A new sleep (see `arm`).
+        c.futex.fetch_add(1, Ordering::Relaxed);
+        c.sleeping.store(1, Ordering::Release);
         let seen = c.futex.load(Ordering::Acquire);
         // Pairs with the producer's light fence after it publishes: either
         // we see its head now, or it sees our flag and wakes us.
@@ -734,7 +759,7 @@ impl PeerLink {
     }
 
     /// Mark this side closed and wake the peer if it sleeps on our ring.
-    fn close_own(&self) {
+    fn close_own(&mut self) {
         let me = self.view.side(self.side);
         me.closed.store(1, Ordering::Release);
         self.ring_peer();

@@ -469,7 +469,7 @@ fn a_sleeping_consumer_is_woken_by_a_push() {
 #[test]
 fn a_sleeping_engine_is_rung_on_its_doorbell() {
     use std::os::fd::AsRawFd;
-    let (mut a, b, _raw) = pair(G);
+    let (mut a, mut b, _raw) = pair(G);
     let bell = unet_sys::EventFd::new().unwrap();
     let theirs = bell.fd().try_clone().unwrap();
     a.set_peer_doorbell(unet_sys::EventFd::from_fd(theirs));
@@ -484,10 +484,23 @@ fn a_sleeping_engine_is_rung_on_its_doorbell() {
     a.push(hdr(64), &[2], &[]).unwrap();
     assert!(rung(Duration::from_secs(10)));
     assert_eq!(bell.drain(), 1);
+    // Once a sleep: the pushes after it, while the peer has not woken,
+    // find the ring made.
+    for k in 10..15 {
+        a.push(hdr(64), &[k], &[]).unwrap();
+    }
+    assert!(!rung(Duration::ZERO));
     b.arm(false);
     a.push(hdr(64), &[3], &[]).unwrap();
     assert!(!rung(Duration::ZERO));
+    assert_eq!(b.pop(usize::MAX, |_, _, _| {}), 8);
+    // Another sleep: rung again, once.
     b.arm(true);
+    unet_sys::heavy_fence();
+    a.push(hdr(64), &[4], &[]).unwrap();
+    a.push(hdr(64), &[5], &[]).unwrap();
+    assert!(rung(Duration::from_secs(10)));
+    assert_eq!(bell.drain(), 1);
     drop(a);
     assert!(rung(Duration::from_secs(10)));
 }
