@@ -115,6 +115,8 @@ pub struct ClassFile {
 pub const ACC_PUBLIC: u16 = 0x0001;
 /// Access flag `ACC_STATIC`.
 pub const ACC_STATIC: u16 = 0x0008;
+/// Access flag `ACC_VOLATILE`.
+pub const ACC_VOLATILE: u16 = 0x0040;
 /// Access flag `ACC_SYNCHRONIZED`.
 pub const ACC_SYNCHRONIZED: u16 = 0x0020;
 /// Access flag `ACC_NATIVE`.

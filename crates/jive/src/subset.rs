@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use crate::classfile::{
     ClassFile, Cp, ACC_ABSTRACT, ACC_INTERFACE, ACC_NATIVE, ACC_PUBLIC, ACC_STATIC,
-    ACC_SYNCHRONIZED,
+    ACC_SYNCHRONIZED, ACC_VOLATILE,
 };
 use crate::decode::{self, MethodCode, SlotMasks};
 use crate::ephemeral::{self, Reach, Site};
@@ -192,6 +192,7 @@ impl<H> Class<H> {
                 descriptor: f.descriptor.clone(),
                 ty,
                 is_static,
+                is_volatile: f.access & ACC_VOLATILE != 0,
             });
         }
         if fields.len() > u16::MAX as usize {

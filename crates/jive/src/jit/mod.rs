@@ -9,7 +9,11 @@
 //! natives with the same arguments as an interpreted one. `tests/jit.rs`
 //! runs every test program both ways and compares all of that.
 //!
-//! What the compiled code does itself: arithmetic, branches, fields, fuel
+//! What the compiled code does itself: arithmetic, branches, fields (a
+//! field read again within a straight run of ops, with no call, native or
+//! allocation between, takes the value the run last read or wrote instead
+//! of a load, but for a volatile field, whose every read loads it and
+//! makes later reads load again, `translate/fields.rs`), fuel
 //! (one subtraction and one compare per charge, as in the interpreter; a
 //! method with a loop keeps the register in a variable, stored where a
 //! call, a helper or the host may read it, `translate/fuel.rs`, and
@@ -744,6 +748,7 @@ pub(crate) fn compile<H>(class: &std::sync::Arc<ClassInner<H>>) -> Result<Compil
                 edges: Vec::new(),
                 proven: Vec::new(),
                 known: Vec::new(),
+                fields_known: Vec::new(),
                 affine: std::collections::HashMap::new(),
                 fuel_var: None,
                 stubs,

@@ -7,6 +7,7 @@ use super::*;
 mod arith;
 mod arrays;
 mod cache;
+mod fields;
 mod fuel;
 mod native;
 mod unroll;
@@ -118,6 +119,11 @@ pub(super) struct Gen<'a, 'f, H> {
     /// nothing since that may store into them: (cache, index, access
     /// kind, value).
     pub(super) known: Vec<(usize, Index, i64, Value)>,
+    /// Fields read or written earlier in the same straight run (copies of
+    /// an unrolled loop's body included), with nothing since that may
+    /// store into them (a call, a native, an allocation) or a read of a
+    /// volatile field: (field, value). Volatile fields are not kept.
+    pub(super) fields_known: Vec<(u16, Value)>,
     /// Values the method computed as another value plus a constant:
     /// value -> (the other value's root, the sum of the constants), so
     /// that `a[i - 1]` after `i++` names `a[i]` from before it.
@@ -407,10 +413,10 @@ impl<H> Gen<'_, '_, H> {
             self.b.switch_to_block(blk);
             if !self.plan.straight(i) {
                 self.proven.fill(0);
-                self.known.clear();
+                self.forget_known();
             }
             if may_store(&mc.ops[i]) {
-                self.known.clear();
+                self.forget_known();
             }
             if self.op(i, module, bodies)? {
                 let next = self.edge(i, i as u32 + 1)?;
@@ -497,13 +503,6 @@ impl<H> Gen<'_, '_, H> {
             self.b.seal_block(self.blocks[t]);
             self.sealed[t] = true;
         }
-    }
-
-    fn field_addr(&mut self, f: u16) -> Result<(Value, i32), String> {
-        if f as usize >= self.cls.field_init.len() {
-            return Err(format!("field {f} out of range in {}", self.mc.name));
-        }
-        Ok((self.fields.expect("set at entry"), 4 * f as i32))
     }
 
     fn ret(&mut self, v: Value) {
@@ -643,11 +642,7 @@ impl<H> Gen<'_, '_, H> {
                 return Ok(false);
             }
             Op::GetF { d, f } => {
-                let (p, off) = self.field_addr(f)?;
-                let v = self
-                    .b
-                    .ins()
-                    .load(types::I32, MemFlagsData::trusted(), p, off);
+                let v = self.get_field(f)?;
                 self.set(d, v);
             }
             Op::PutF { f, s } | Op::PutFB { f, s } | Op::PutFS { f, s } | Op::PutFZ { f, s } => {
@@ -664,17 +659,12 @@ impl<H> Gen<'_, '_, H> {
                     Op::PutFZ { .. } => self.b.ins().band_imm_s(x, 1),
                     _ => x,
                 };
-                let (p, off) = self.field_addr(f)?;
-                self.b.ins().store(MemFlagsData::trusted(), v, p, off);
+                self.put_field(f, v)?;
             }
             Op::AddF { d, a, f } => {
-                let (p, off) = self.field_addr(f)?;
-                let y = self
-                    .b
-                    .ins()
-                    .load(types::I32, MemFlagsData::trusted(), p, off);
+                let y = self.get_field(f)?;
                 let x = self.var(a);
-                let r = self.b.ins().iadd(x, y);
+                let r = self.sum(x, y);
                 self.set(d, r);
             }
             Op::Add3 { d, a, b, c } => self.add_n(d, &[a, b, c]),

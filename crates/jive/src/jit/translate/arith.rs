@@ -29,7 +29,7 @@ impl<H> Gen<'_, '_, H> {
     /// value times the count, one multiplication instead of a chain of
     /// additions (equal modulo 2^32, as Java's `int` wraps). The
     /// multiplications a longer chain leaves unused are dead code.
-    fn sum(&mut self, x: Value, y: Value) -> Value {
+    pub(super) fn sum(&mut self, x: Value, y: Value) -> Value {
         let (bx, kx) = self.sums.get(&x).copied().unwrap_or((x, 1));
         let (by, ky) = self.sums.get(&y).copied().unwrap_or((y, 1));
         if bx == by && kx + ky <= 1 << 20 {

@@ -188,9 +188,8 @@ impl Plan {
             hoist: vec![0; n],
             straight: vec![false; n],
         };
-        if plan.slots.is_empty() || n == 0 {
-            return plan;
-        }
+        // Straight runs matter to fields too ([`Gen::fields_known`]), so
+        // they are found in methods without arrays as well.
         let succ: Vec<Vec<u32>> = (0..n).map(|i| successors(mc, i)).collect();
         let mut preds = vec![0u32; n];
         for ts in &succ {
@@ -202,6 +201,9 @@ impl Plan {
         }
         for i in 1..n {
             plan.straight[i] = preds[i] == 1 && succ[i - 1].contains(&(i as u32));
+        }
+        if plan.slots.is_empty() {
+            return plan;
         }
         let kills: Vec<Kill> = mc.ops.iter().map(|op| kill(op, alloc)).collect();
         plan.choose_hoists(mc, &succ, &kills);

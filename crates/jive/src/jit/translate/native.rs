@@ -40,12 +40,7 @@ impl<H> Gen<'_, '_, H> {
             vals.push(match *a {
                 Arg::S(s) => self.var(s),
                 Arg::K(v) => self.k32(v),
-                Arg::F(f) => {
-                    let (p, off) = self.field_addr(f)?;
-                    self.b
-                        .ins()
-                        .load(types::I32, MemFlagsData::trusted(), p, off)
-                }
+                Arg::F(f) => self.get_field(f)?,
             });
         }
         // Whether the first argument may be an array lent bytes

@@ -254,7 +254,7 @@ impl<H> Gen<'_, '_, H> {
             }
             if j == 0 {
                 self.proven.fill(0);
-                self.known.clear();
+                self.forget_known();
             }
             for o in s.t..s.i {
                 if o > s.t {
@@ -262,11 +262,11 @@ impl<H> Gen<'_, '_, H> {
                     self.b.seal_block(blocks[o - s.t]);
                     if !self.plan.straight(o) {
                         self.proven.fill(0);
-                        self.known.clear();
+                        self.forget_known();
                     }
                 }
                 if may_store(&self.mc.ops[o]) {
-                    self.known.clear();
+                    self.forget_known();
                 }
                 let mark = self.local.len();
                 if self.op(o, module, bodies)? {
@@ -287,10 +287,10 @@ impl<H> Gen<'_, '_, H> {
             // it alone (see the module's documentation).
             if s.i > s.t && !self.plan.straight(s.i) {
                 self.proven.fill(0);
-                self.known.clear();
+                self.forget_known();
             }
             if may_store(&self.mc.ops[s.i]) {
-                self.known.clear();
+                self.forget_known();
             }
             let next = self.b.create_block();
             self.copy_back_edge(&s, next)?;
@@ -308,7 +308,7 @@ impl<H> Gen<'_, '_, H> {
         }
         self.group_or(&s, g, single);
         self.proven.fill(0);
-        self.known.clear();
+        self.forget_known();
         Ok(())
     }
 
