@@ -61,8 +61,8 @@ use std::time::{Duration, Instant};
 
 use unet_abi::copy::copy_bytes;
 use unet_abi::peer::{
-    bulk_place, AmHeader, PeerGeometry, PeerLayoutError, PeerSlot, PeerView, AM_ARGS_MAX, AM_BULK,
-    PEER_HEADER_SIZE, PEER_MAX_DATA, PEER_MAX_SLOTS,
+    bulk_place, AmHeader, PeerConsumerLine, PeerGeometry, PeerLayoutError, PeerSlot, PeerView,
+    AM_ARGS_MAX, AM_BULK, PEER_HEADER_SIZE, PEER_MAX_DATA, PEER_MAX_SLOTS,
 };
 use unet_sys::{self as sys, Segment};
 
@@ -520,10 +520,7 @@ impl PeerLink {
     pub(crate) fn arm(&self, on: bool) {
         let c = &self.view.lines(self.side ^ 1).consumer;
         if on {
-            // A new sleep: the peer's pushes ring it once more (see
-            // `ring_peer`). Release: the bump is seen with the flag.
-            c.futex.fetch_add(1, Ordering::Relaxed);
-            c.sleeping.store(1, Ordering::Release);
+            begin_sleep(c);
         } else {
             c.sleeping.store(0, Ordering::Relaxed);
         }
@@ -645,9 +642,7 @@ impl PeerLink {
             return;
         }
         let c = &self.view.lines(self.side ^ 1).consumer;
-        // A new sleep (see `arm`).
-        c.futex.fetch_add(1, Ordering::Relaxed);
-        c.sleeping.store(1, Ordering::Release);
+        begin_sleep(c);
         let seen = c.futex.load(Ordering::Acquire);
         // Pairs with the producer's light fence after it publishes: either
         // we see its head now, or it sees our flag and wakes us.
@@ -800,6 +795,15 @@ impl PeerLink {
         // the mapping (checked by the view).
         unsafe { self.view.ring(ring).add((pos & self.mask) as usize) }
     }
+}
+
+/// A consumer begins a sleep on its ring: it bumps the futex word, so
+/// that the producer's next push rings it once more (see
+/// [`PeerLink::ring_peer`]), then sets `sleeping` (Release: a producer
+/// that sees the flag sees the bump).
+fn begin_sleep(c: &PeerConsumerLine) {
+    c.futex.fetch_add(1, Ordering::Relaxed);
+    c.sleeping.store(1, Ordering::Release);
 }
 
 impl Drop for PeerLink {
