@@ -749,6 +749,7 @@ pub(crate) fn compile<H>(class: &std::sync::Arc<ClassInner<H>>) -> Result<Compil
                 proven: Vec::new(),
                 known: Vec::new(),
                 fields_known: Vec::new(),
+                checked: Vec::new(),
                 affine: std::collections::HashMap::new(),
                 fuel_var: None,
                 stubs,

@@ -115,6 +115,10 @@ pub(super) struct Gen<'a, 'f, H> {
     /// at constant indices that passed their check earlier in the same
     /// straight run of ops ([`Plan::straight`]) since the cache was read.
     pub(super) proven: Vec<u32>,
+    /// Per cache, indices (as [`Index`]) an access through it checked
+    /// earlier in the same straight run, under the same terms as
+    /// `proven`: a later access there at the same index needs no check.
+    pub(super) checked: Vec<(usize, Index)>,
     /// Elements read or written earlier in the same straight run, with
     /// nothing since that may store into them: (cache, index, access
     /// kind, value).
@@ -412,7 +416,7 @@ impl<H> Gen<'_, '_, H> {
             let blk = self.blocks[i];
             self.b.switch_to_block(blk);
             if !self.plan.straight(i) {
-                self.proven.fill(0);
+                self.forget_proven();
                 self.forget_known();
             }
             if may_store(&mc.ops[i]) {

@@ -253,7 +253,8 @@ impl<H> Gen<'_, '_, H> {
 
     /// `aload` at the index in slot `ix`, neither checked nor loaded
     /// where an earlier access of the same run read or wrote the element
-    /// (its check passed on the same array and the same index).
+    /// (its check passed on the same array and the same index), and not
+    /// checked where an earlier access checked the index.
     pub(super) fn aload_x(&mut self, i: usize, d: u16, a: u16, ix: u16, kind: i64) {
         let idx = self.var(ix);
         let key = self.index_of(idx);
@@ -261,23 +262,65 @@ impl<H> Gen<'_, '_, H> {
             self.set(d, v);
             return;
         }
+        if let Some(p) = self.checked_at(i, key, idx, kind) {
+            let v = self.load_elem(p, kind);
+            self.set(d, v);
+            self.remember(self.exact_cache(i), key, kind, v);
+            return;
+        }
         self.aload(i, d, a, idx, kind);
         if let Some(c) = self.exact_cache(i) {
             let v = self.var(d);
             self.remember(Some(c), key, kind, v);
             self.proven[c] = self.proven[c].max(1);
+            self.passed(c, key);
         }
     }
 
-    /// `astore` at the index in slot `ix` ([`Gen::stored`] after it).
+    /// `astore` at the index in slot `ix` ([`Gen::stored`] after it),
+    /// not checked where an earlier access of the run checked the index.
     pub(super) fn astore_x(&mut self, i: usize, a: u16, ix: u16, src: u16, kind: i64) {
         let idx = self.var(ix);
         let key = self.index_of(idx);
+        if let Some(p) = self.checked_at(i, key, idx, kind) {
+            self.store_elem(p, src, kind);
+            self.stored(i, key, kind, src);
+            return;
+        }
         self.astore(i, a, idx, src, kind);
         self.stored(i, key, kind, src);
         if let Some(c) = self.exact_cache(i) {
             self.proven[c] = self.proven[c].max(1);
+            self.passed(c, key);
         }
+    }
+
+    /// Where op `i`, an access at index `idx` (named `key`) through a
+    /// cache whose kinds it takes exactly, needs no check: the address of
+    /// its element, if an earlier access of the same run through the
+    /// same cache, true since, passed its check at the same index (the
+    /// array and its length are the same, and so is the index).
+    fn checked_at(&mut self, i: usize, key: Index, idx: Value, kind: i64) -> Option<Value> {
+        let c = self.exact_cache(i)?;
+        if !self.plan.valid(i, c) || !self.checked.contains(&(c, key)) {
+            return None;
+        }
+        let addr = self.b.use_var(self.cvars[c].addr);
+        Some(self.elem_addr(addr, idx, kind))
+    }
+
+    /// An access through cache `c` at index `key` passed its check.
+    fn passed(&mut self, c: usize, key: Index) {
+        if self.checked.len() < 64 && !self.checked.contains(&(c, key)) {
+            self.checked.push((c, key));
+        }
+    }
+
+    /// Forget what the run proved about its arrays' lengths and indices
+    /// (a join of paths, or a new group of an unrolled loop).
+    pub(super) fn forget_proven(&mut self) {
+        self.proven.fill(0);
+        self.checked.clear();
     }
 
     /// `arraylength` at op `i` where an earlier access of the run proved

@@ -383,6 +383,7 @@ impl<H> Gen<'_, '_, H> {
     pub(super) fn lookup(&mut self, c: usize) {
         let (s, cv) = (self.plan.slots[c], self.cvars[c]);
         self.proven[c] = 0;
+        self.checked.retain(|e| e.0 != c);
         self.known.retain(|e| e.0 != c);
         let h = self.var(s);
         let cx = self.ctx();

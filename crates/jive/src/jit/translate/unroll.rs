@@ -253,7 +253,7 @@ impl<H> Gen<'_, '_, H> {
                 self.set(c.x, x);
             }
             if j == 0 {
-                self.proven.fill(0);
+                self.forget_proven();
                 self.forget_known();
             }
             for o in s.t..s.i {
@@ -261,7 +261,7 @@ impl<H> Gen<'_, '_, H> {
                     self.b.switch_to_block(blocks[o - s.t]);
                     self.b.seal_block(blocks[o - s.t]);
                     if !self.plan.straight(o) {
-                        self.proven.fill(0);
+                        self.forget_proven();
                         self.forget_known();
                     }
                 }
@@ -286,7 +286,7 @@ impl<H> Gen<'_, '_, H> {
             // copy only if the back-edge is reached from the op before
             // it alone (see the module's documentation).
             if s.i > s.t && !self.plan.straight(s.i) {
-                self.proven.fill(0);
+                self.forget_proven();
                 self.forget_known();
             }
             if may_store(&self.mc.ops[s.i]) {
@@ -307,7 +307,7 @@ impl<H> Gen<'_, '_, H> {
             self.set(c.x, x);
         }
         self.group_or(&s, g, single);
-        self.proven.fill(0);
+        self.forget_proven();
         self.forget_known();
         Ok(())
     }
