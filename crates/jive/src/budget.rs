@@ -279,14 +279,16 @@ impl Clock {
     }
 }
 
-/// Invocation budget `b` ended with `left` units of fuel left: if it read
-/// the VM's `clock`, read it once more to learn the pace (see
-/// [`Clock::close`]). Interpreter and compiled code call it alike, after
-/// the invocation and before the next one's budget is planned.
+/// An invocation that read the VM's `clock` ([`Budget::read_clock`],
+/// which the callers test, keeping this cold call off the common path)
+/// ended with `left` units of fuel left: read the clock once more to
+/// learn the pace (see [`Clock::close`]). Interpreter and compiled code
+/// call it alike, after the invocation and before the next one's budget
+/// is planned.
 #[cold]
 #[inline(never)]
-pub(crate) fn close<H>(b: &Budget<H>, clock: &mut Option<Clock>, left: i64) {
-    if let (true, Some(c)) = (b.read_clock(), clock) {
+pub(crate) fn close(clock: &mut Option<Clock>, left: i64) {
+    if let Some(c) = clock {
         c.close(left);
     }
 }

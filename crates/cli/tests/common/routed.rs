@@ -84,6 +84,13 @@ impl Routed {
         b
     }
 
+    /// A table file of the hosts' subnets alone: the network behind `h2`
+    /// has no route.
+    pub fn subnets(&self) -> String {
+        let (n, a1, a2) = (self.n, &self.addr1, &self.addr2);
+        format!("# the hosts' subnets\n10.79.{n}.0/24 {a1}\n10.80.{n}.0/24 {a2} 1\n")
+    }
+
     /// A table file: the hosts' subnets through them and the network
     /// behind `h2` through `h2` (with `split`, each as its two halves, the
     /// far one's lower half cut again), and `filler` generated routes
@@ -98,10 +105,7 @@ impl Routed {
                  10.90.{n}.64/26 {a2} 1\n10.90.{n}.128/25 {a2} 1\n"
             )
         } else {
-            format!(
-                "# the hosts' subnets\n10.79.{n}.0/24 {a1}\n10.80.{n}.0/24 {a2} 1\n\
-                 # the network behind h2\n10.90.{n}.0/24 {a2} 1\n"
-            )
+            self.subnets() + &format!("# the network behind h2\n10.90.{n}.0/24 {a2} 1\n")
         };
         for r in unet_router::table::generated(filler, seed, 2) {
             if r.prefix >> 24 == 10 {

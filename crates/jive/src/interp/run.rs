@@ -622,7 +622,7 @@ pub(super) fn run<H>(
     }
     frames.clear();
     if budget.read_clock() {
-        crate::budget::close(&budget, clock, fuel + budget.reserve);
+        crate::budget::close(clock, fuel + budget.reserve);
     }
     *last_fuel = limits
         .fuel

@@ -26,8 +26,10 @@
 //! the heap's table of element addresses, `Heap::raw`: handle, kind and
 //! bounds checked inline; an array held in a slot is looked up once and
 //! kept in registers until the slot is written or something may allocate,
-//! and once before a loop that does neither, `translate/cache.rs`) and
-//! calls of natives (the bound function is
+//! and once before a loop that does neither, `translate/cache.rs`; an
+//! access at an index that an earlier access of the same straight run
+//! checked on the same array is not checked again, `translate/arrays.rs`)
+//! and calls of natives (the bound function is
 //! called from a small helper, without the interpreter's argument
 //! marshalling loop). Natives registered as an [`Intrinsic`] (copies
 //! between a `byte[]` and the host's window, `Vm::set_window`) are
@@ -351,7 +353,7 @@ impl<H> Compiled<H> {
         let left = self.left();
         let env = &self.link.env;
         if env.drawn && env.budget.read_clock() {
-            crate::budget::close(&env.budget, clock, left);
+            crate::budget::close(clock, left);
         }
     }
 
