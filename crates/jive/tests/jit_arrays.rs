@@ -54,13 +54,7 @@ fn array_loops_agree_under_every_budget() {
     let fuels: Vec<u64> = (0..80).chain([97, 250, 1_000, 100_000]).collect();
     for &fuel in &fuels {
         for cp in [None, Some(7)] {
-            t.set(
-                Limits {
-                    fuel,
-                    ..Limits::default()
-                },
-                cp,
-            );
+            t.set_fuel(fuel, cp);
             for m in METHODS {
                 if ONE_ARG.contains(&m) {
                     for &a in &ARGS {

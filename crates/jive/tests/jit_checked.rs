@@ -40,13 +40,7 @@ fn checked_indices_agree_under_every_budget() {
     let fuels: Vec<u64> = (0..40).chain([97, 1_000, 100_000]).collect();
     for &fuel in &fuels {
         for cp in [None, Some(5)] {
-            t.set(
-                Limits {
-                    fuel,
-                    ..Limits::default()
-                },
-                cp,
-            );
+            t.set_fuel(fuel, cp);
             for m in METHODS {
                 for &k in &IDX {
                     for &j in &IDX {

@@ -79,13 +79,7 @@ fn fields_agree_under_every_budget() {
     let fuels: Vec<u64> = (0..90).chain([211, 5_000, 1_000_000]).collect();
     for &fuel in &fuels {
         for cp in [None, Some(7)] {
-            t.set(
-                Limits {
-                    fuel,
-                    ..Limits::default()
-                },
-                cp,
-            );
+            t.set_fuel(fuel, cp);
             for m in METHODS {
                 for a in args() {
                     t.check(m, &[a]);

@@ -96,13 +96,7 @@ fn small_loops_agree_under_every_budget() {
     let fuels: Vec<u64> = (0..120).chain([211, 997, 5_000, 1_000_000]).collect();
     for &fuel in &fuels {
         for cp in [None, Some(5), Some(61)] {
-            t.set(
-                Limits {
-                    fuel,
-                    ..Limits::default()
-                },
-                cp,
-            );
+            t.set_fuel(fuel, cp);
             for m in ONE {
                 for &a in &args {
                     t.check(m, &[a]);
@@ -122,13 +116,7 @@ fn small_loops_leave_and_fault_at_every_position() {
     let fuels: Vec<u64> = (0..60).step_by(7).chain([150, 100_000]).collect();
     for &fuel in &fuels {
         for cp in [None, Some(23)] {
-            t.set(
-                Limits {
-                    fuel,
-                    ..Limits::default()
-                },
-                cp,
-            );
+            t.set_fuel(fuel, cp);
             for m in TWO {
                 for n in [0, 1, 5, 30, 1000] {
                     for k in -1..30 {

@@ -2,6 +2,8 @@
 //! (`Vm::compile`), given the same invocations: after each, the same
 //! result or fault, fuel used, fault site, checkpoint calls and heap.
 
+#![allow(dead_code)]
+
 use jive::{test_natives, Class, Limits, Vm};
 
 /// The host of both VMs counts checkpoint calls.
@@ -83,6 +85,17 @@ impl Twin {
                 None => vm.clear_checkpoint(),
             }
         }
+    }
+
+    /// [`Twin::set`] with the default limits but `fuel`.
+    pub fn set_fuel(&mut self, fuel: u64, checkpoint: Option<u64>) {
+        self.set(
+            Limits {
+                fuel,
+                ..Limits::default()
+            },
+            checkpoint,
+        );
     }
 
     /// Invoke `m` on both VMs and check that everything observable agrees.
