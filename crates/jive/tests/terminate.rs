@@ -141,14 +141,37 @@ fn a_vm_learns_its_pace_and_a_runaway_still_stops() {
         // 1 200 units put it at the threshold; the interpreter's stay
         // well within the 10 µs limit.
         let n = if compiled { 400 } else { 150 };
-        vm.invoke(&mut (), f, &[n]).expect("runs");
-        let used = vm.last_fuel_used();
+        // A thread's first invocation looks its stack up; f(1) reads no
+        // clock and teaches nothing.
+        vm.invoke(&mut (), f, &[1]).expect("runs");
+        // An invocation descheduled on a loaded machine can outlast the
+        // 10 µs limit: such timeouts are counted, not failures.
+        let mut timeouts = 0;
+        let mut run = |vm: &mut Vm<()>| match vm.invoke(&mut (), f, &[n]) {
+            Ok(_) => true,
+            Err(Fault::Timeout) => {
+                timeouts += 1;
+                false
+            }
+            Err(e) => panic!("compiled {compiled}: f({n}) faulted: {e:?}"),
+        };
+        let mut used = 0;
+        for _ in 0..20 {
+            if run(&mut vm) {
+                used = vm.last_fuel_used();
+                break;
+            }
+        }
         assert!(used > 8 * n as u64, "f({n}) used {used} units");
         let mut best = u64::MAX;
         for _ in 0..400 {
-            vm.invoke(&mut (), f, &[n]).expect("runs");
+            run(&mut vm);
             best = best.min(vm.pace_ps().expect("timed"));
         }
+        assert!(
+            timeouts < 100,
+            "compiled {compiled}: {timeouts} of about 400 invocations timed out"
+        );
         let pace = vm.pace_ps().expect("timed");
         // Each closing reading takes an eighth off at most: 4000 ps to
         // below 2000 takes six of them. Compiled code runs this loop
