@@ -203,9 +203,9 @@ pub struct FieldDef {
     /// Declared static (statics and instance fields share one store: there
     /// is exactly one instance).
     pub is_static: bool,
-    /// Declared volatile: compiled code reads it from memory at every
-    /// read, and a read of it is read again after it (as Java's memory
-    /// model has it), even though a VM runs on one thread.
+    /// Declared volatile: compiled code loads it at every read, and
+    /// loads every field read after it again (Java's acquire), even
+    /// though a VM runs on one thread.
     pub is_volatile: bool,
 }
 

@@ -416,8 +416,7 @@ impl<H> Gen<'_, '_, H> {
             let blk = self.blocks[i];
             self.b.switch_to_block(blk);
             if !self.plan.straight(i) {
-                self.forget_proven();
-                self.forget_known();
+                self.forget_run();
             }
             if may_store(&mc.ops[i]) {
                 self.forget_known();

@@ -65,4 +65,12 @@ impl<H> Gen<'_, '_, H> {
         self.known.clear();
         self.fields_known.clear();
     }
+
+    /// Forget all the run knew: what it proved about its arrays and the
+    /// elements and fields it read or wrote (a join of paths, or a new
+    /// group of an unrolled loop).
+    pub(super) fn forget_run(&mut self) {
+        self.forget_proven();
+        self.forget_known();
+    }
 }

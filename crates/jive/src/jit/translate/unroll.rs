@@ -253,16 +253,14 @@ impl<H> Gen<'_, '_, H> {
                 self.set(c.x, x);
             }
             if j == 0 {
-                self.forget_proven();
-                self.forget_known();
+                self.forget_run();
             }
             for o in s.t..s.i {
                 if o > s.t {
                     self.b.switch_to_block(blocks[o - s.t]);
                     self.b.seal_block(blocks[o - s.t]);
                     if !self.plan.straight(o) {
-                        self.forget_proven();
-                        self.forget_known();
+                        self.forget_run();
                     }
                 }
                 if may_store(&self.mc.ops[o]) {
@@ -286,8 +284,7 @@ impl<H> Gen<'_, '_, H> {
             // copy only if the back-edge is reached from the op before
             // it alone (see the module's documentation).
             if s.i > s.t && !self.plan.straight(s.i) {
-                self.forget_proven();
-                self.forget_known();
+                self.forget_run();
             }
             if may_store(&self.mc.ops[s.i]) {
                 self.forget_known();
@@ -307,8 +304,7 @@ impl<H> Gen<'_, '_, H> {
             self.set(c.x, x);
         }
         self.group_or(&s, g, single);
-        self.forget_proven();
-        self.forget_known();
+        self.forget_run();
         Ok(())
     }
 
