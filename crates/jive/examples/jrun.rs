@@ -1,7 +1,8 @@
 //! Run one static method of a class file: `jrun Class.class method [int args...]`,
 //! timing repeated invocations (a quick check, not a benchmark harness).
 //! `JRUN_JIT=1` compiles the class first, `JRUN_DUMP=1` prints the
-//! method's decoded ops, `JRUN_REPS=n` repeats the call.
+//! method's decoded ops, `JRUN_REPS=n` repeats the call,
+//! `JRUN_PREPARED=1` through `Vm::invoke_prepared` (one argument).
 use std::time::Instant;
 
 use jive::{test_natives, Class, Limits, Vm};
@@ -43,8 +44,19 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1);
-    for _ in 1..reps {
-        let _ = vm.invoke(&mut host, m, &args);
+    if std::env::var_os("JRUN_PREPARED").is_some() && args.len() == 1 {
+        let p = vm.prepare::<1>(m).expect("prepare");
+        let mut s = 0i32;
+        for i in 1..reps {
+            if let Ok(Some(r)) = vm.invoke_prepared(&mut host, p, [args[0] ^ (i as i32 & 1)]) {
+                s = s.wrapping_add(r);
+            }
+        }
+        std::hint::black_box(s);
+    } else {
+        for _ in 1..reps {
+            let _ = vm.invoke(&mut host, m, &args);
+        }
     }
     let r = vm.invoke(&mut host, m, &args);
     let dt = t.elapsed();

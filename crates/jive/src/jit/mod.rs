@@ -22,7 +22,10 @@
 //! of its body with one check per group while the fuel covers a group,
 //! `translate/unroll.rs`), the
 //! call-depth check, calls between compiled methods (direct calls,
-//! arguments in registers), array accesses that pass their checks (through
+//! arguments in registers; a callee of at most 16 ops of arithmetic that
+//! cannot fault, ending in its return, is emitted at the call site
+//! instead, after the call's charge and depth check,
+//! `translate/inline.rs`), array accesses that pass their checks (through
 //! the heap's table of element addresses, `Heap::raw`: handle, kind and
 //! bounds checked inline; an array held in a slot is looked up once and
 //! kept in registers until the slot is written or something may allocate,

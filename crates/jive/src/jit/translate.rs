@@ -9,6 +9,7 @@ mod arrays;
 mod cache;
 mod fields;
 mod fuel;
+mod inline;
 mod native;
 mod unroll;
 
@@ -331,11 +332,15 @@ impl<H> Gen<'_, '_, H> {
         self.b.switch_to_block(body);
         self.b.seal_block(body);
         // A method with a loop keeps the fuel register in a variable,
-        // unless it calls compiled methods: around each call the variable
+        // unless it calls compiled methods (other than those compiled
+        // into it, `inline`): around each call the variable
         // is stored and loaded again, and the register it takes across
         // the loop is one the values live across the calls need.
         let looped = (0..mc.ops.len()).any(|i| successors(mc, i).iter().any(|&t| t as usize <= i));
-        let calls = mc.ops.iter().any(|op| matches!(op, Op::Call { .. }));
+        let calls = mc.ops.iter().any(|op| match *op {
+            Op::Call { m, .. } => !self.cls.code.get(m as usize).is_some_and(inline::inlinable),
+            _ => false,
+        });
         if looped && !calls {
             let v = self.b.declare_var(types::I64);
             let f = self.b.ins().load(types::I64, fl, c, CTX_FUEL);
@@ -508,9 +513,26 @@ impl<H> Gen<'_, '_, H> {
         }
     }
 
-    fn ret(&mut self, v: Value) {
-        let w = self.b.ins().sextend(types::I64, v);
-        self.return_ok(w);
+    /// The value a return op `op` gives its caller (the 64-bit result
+    /// of a compiled method, never [`FAULT`]); 0 for `RetVoid` and ops
+    /// that do not return.
+    fn result(&mut self, op: Op) -> Value {
+        let (x, ty) = match op {
+            Op::Ret { s } => (self.var(s), None),
+            Op::RetB { s } => (self.var(s), Some(types::I8)),
+            Op::RetS { s } => (self.var(s), Some(types::I16)),
+            Op::RetZ { s } => {
+                let x = self.var(s);
+                (self.b.ins().band_imm_s(x, 1), None)
+            }
+            Op::RetK { v } => return self.k(i64::from(v)),
+            _ => return self.k(0),
+        };
+        let x = match ty {
+            Some(ty) => self.b.ins().ireduce(ty, x),
+            None => x,
+        };
+        self.b.ins().sextend(types::I64, x)
     }
 
     /// Emit op `i`; true if it falls through to op `i + 1`.
@@ -775,6 +797,11 @@ impl<H> Gen<'_, '_, H> {
                 // same op), on one branch.
                 let over = self.b.ins().bor(deep, wide);
                 self.charge_then(callee.ops.len() as i64, i, Some(over));
+                if inline::inlinable(callee) {
+                    let v = self.inline(cm as usize, at, module, bodies)?;
+                    self.set(at, v);
+                    return Ok(true);
+                }
                 if self.alloc[cm as usize] {
                     self.spill(i, base)?;
                 }
@@ -800,36 +827,13 @@ impl<H> Gen<'_, '_, H> {
                 self.set(at, v);
             }
             Op::CallNative { n, d, k, argc } => self.call_native(i, n, d, k, argc)?,
-            Op::Ret { s } => {
-                let v = self.var(s);
-                self.ret(v);
-                return Ok(false);
-            }
-            Op::RetK { v } => {
-                let r = self.k(v as i64);
-                self.return_ok(r);
-                return Ok(false);
-            }
-            Op::RetB { s } | Op::RetS { s } => {
-                let ty = if matches!(mc.ops[i], Op::RetB { .. }) {
-                    types::I8
-                } else {
-                    types::I16
-                };
-                let x = self.var(s);
-                let n = self.b.ins().ireduce(ty, x);
-                let r = self.b.ins().sextend(types::I64, n);
-                self.return_ok(r);
-                return Ok(false);
-            }
-            Op::RetZ { s } => {
-                let x = self.var(s);
-                let v = self.b.ins().band_imm_s(x, 1);
-                self.ret(v);
-                return Ok(false);
-            }
-            Op::RetVoid => {
-                let r = self.k(0);
+            Op::Ret { .. }
+            | Op::RetK { .. }
+            | Op::RetB { .. }
+            | Op::RetS { .. }
+            | Op::RetZ { .. }
+            | Op::RetVoid => {
+                let r = self.result(mc.ops[i]);
                 self.return_ok(r);
                 return Ok(false);
             }
