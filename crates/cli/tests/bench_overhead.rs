@@ -103,7 +103,7 @@ fn quick_json_run_reports_every_step() {
             }
             assert_eq!(
                 find(&rows, dir, size, "RawUnet", "total").unwrap()["target_ns"],
-                150.0
+                30.0
             );
             assert!(find(&rows, dir, size, "none", "total").unwrap()["target_ns"].is_null());
             // Running an applet costs something on every message.
