@@ -306,12 +306,13 @@ impl<H> Vm<H> {
             Args::Regs(a) => j.enter_direct(code, fuel, io, a),
             Args::Slots(a) => j.enter(code, fuel, io, a),
         };
-        let r = settle(cls, st, limits, *checkpoint, j, r, true);
-        if r != crate::jit::FAULT && st.heap.allocs_since_gc == 0 {
+        if r != crate::jit::FAULT && !j.drawn() && st.heap.allocs_since_gc == 0 {
+            // What `settle` and `finish` do in this case: the fuel left
+            // stays in the context until asked for.
+            st.fuel_in_jit = true;
             return Some(Ok(r as i32));
         }
-        let out = (r != crate::jit::FAULT).then_some(r as i32);
-        Some(finish(cls, st, m, out))
+        Some(entered_slow(cls, st, limits, *checkpoint, j, m, r))
     }
 
     /// Compile the class's methods to machine code (feature `jit`):
@@ -912,4 +913,27 @@ impl<H> Vm<H> {
     pub fn array_ref(&self, h: i32) -> Option<ArrayRef> {
         self.st.heap.array_ref(h)
     }
+}
+
+/// The rest of [`Vm::enter_static`] after an invocation that faulted,
+/// drew its budget or allocated: the fault recorded, the budget settled
+/// and garbage collected, as [`Vm::invoke`] does.
+#[cfg(feature = "jit")]
+#[cold]
+#[inline(never)]
+fn entered_slow<H>(
+    cls: &crate::subset::ClassInner<H>,
+    st: &mut State,
+    limits: &Limits,
+    checkpoint: Option<Checkpoint<H>>,
+    j: &mut crate::jit::Compiled<H>,
+    m: usize,
+    r: i64,
+) -> Result<i32, Fault> {
+    if r == crate::jit::FAULT {
+        j.faulted();
+    }
+    let r = settle(cls, st, limits, checkpoint, j, r, true);
+    let out = (r != crate::jit::FAULT).then_some(r as i32);
+    finish(cls, st, m, out)
 }

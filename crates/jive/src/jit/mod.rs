@@ -401,9 +401,10 @@ impl<H> Compiled<H> {
     /// After a call that returned [`FAULT`]: the stack overflow the
     /// method that found its frame too low left in the context, recorded;
     /// the depth and the overflow mark cleared for the next invocation.
+    /// Calling it again changes nothing.
     #[cold]
     #[inline(never)]
-    fn faulted(&mut self) {
+    pub(crate) fn faulted(&mut self) {
         let l = &mut *self.link;
         if l.env.fault.is_none() && l.ctx.overflow != 0 {
             record(
@@ -500,7 +501,8 @@ impl<H> Compiled<H> {
 
     /// [`Compiled::enter`] with the method's `N` arguments passed in
     /// registers, straight to its body (no trampoline, nothing read from
-    /// memory) when `N` is at most 4.
+    /// memory) when `N` is at most 4; a caller given [`FAULT`] calls
+    /// [`Compiled::faulted`].
     #[inline(always)]
     pub(crate) fn enter_direct<const N: usize>(
         &mut self,
@@ -547,9 +549,7 @@ impl<H> Compiled<H> {
                 _ => std::mem::transmute::<*const u8, Entry>(entry)(c, args.as_ptr()),
             }
         };
-        if r == FAULT {
-            self.faulted();
-        }
+        // On FAULT the caller calls `faulted` (off the common path).
         r
     }
 }

@@ -21,9 +21,7 @@ pub(crate) const STACK_RESERVE: usize = 64 * 1024;
 /// limit above its stack pointer: the first compiled method faults.
 #[inline]
 pub(super) fn stack_limit(budget: usize) -> u64 {
-    let sp = stack_pointer();
-    let floor = thread_stack_low().map_or(0, |lo| lo.saturating_add(STACK_RESERVE));
-    sp.saturating_sub(budget).max(floor) as u64
+    stack_pointer().saturating_sub(budget).max(thread_floor()) as u64
 }
 
 /// The stack pointer (about: the address of a local elsewhere).
@@ -47,24 +45,31 @@ fn stack_pointer() -> usize {
     }
 }
 
-/// The lowest address of the calling thread's stack, if known (looked up
-/// once per thread).
+/// The lowest address compiled frames may reach on the calling thread:
+/// [`STACK_RESERVE`] above the lowest address of its stack, or 0 where
+/// the system does not tell it (looked up once per thread, so that an
+/// invocation reads one thread-local word).
 #[inline]
-fn thread_stack_low() -> Option<usize> {
+fn thread_floor() -> usize {
     thread_local! {
-        // usize::MAX: not looked up yet; 0: unknown.
-        static LOW: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
+        // usize::MAX: not looked up yet.
+        static FLOOR: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
     }
-    let lo = LOW.with(|c| {
+    FLOOR.with(|c| {
         let v = c.get();
         if v != usize::MAX {
             return v;
         }
-        let v = query_stack_low().unwrap_or(0);
+        let v = query_floor();
         c.set(v);
         v
-    });
-    (lo != 0).then_some(lo)
+    })
+}
+
+/// [`thread_floor`], looked up.
+#[cold]
+fn query_floor() -> usize {
+    query_stack_low().map_or(0, |lo| lo.saturating_add(STACK_RESERVE).min(usize::MAX - 1))
 }
 
 #[cfg(target_os = "linux")]
