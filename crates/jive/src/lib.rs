@@ -117,7 +117,7 @@ pub use fault::{Fault, Rejection};
 pub use heap::ArrayRef;
 pub use interp::{FaultSite, Prepared, Vm, DEFAULT_MACHINE_STACK};
 #[cfg(feature = "jit")]
-pub use jit::Compiled;
+pub use jit::{CompileOptions, Compiled};
 pub use limits::{
     Limits, GC_WORDS_PER_FUEL, MAX_CLASS_BYTES, MAX_CODE_BYTES, MAX_STACK_SLOTS, TIME_SLICE,
 };

@@ -82,6 +82,44 @@ fn every_method_compiles() {
     }
 }
 
+/// Which calls are compiled into their callers: every leaf's, not the
+/// recursive call nor the call of `divide` (which may fault), and none of
+/// a method the options keep a call, whose callers still agree with the
+/// interpreter.
+#[test]
+fn leaves_are_inlined_unless_kept_calls() {
+    let c = jive::Class::load(INLINE8, &jive::test_natives::<u32>(), &["test"]).expect("load");
+    let id = |m: &str| c.method(m).expect("method");
+    let code = c.compile().expect("compile");
+    let counts = [
+        ("nullLoop", 1),
+        ("kinds", 7),
+        ("loop", 3),
+        ("deep", 2),
+        ("divideLoop", 1),
+    ];
+    for (m, n) in counts {
+        assert_eq!(code.inlined_calls(id(m)), n, "{m}");
+    }
+    let kept = jive::CompileOptions {
+        dont_inline: vec![id("nothing"), id("twice")],
+    };
+    let code = c.compile_with(&kept).expect("compile");
+    for (m, n) in [("nullLoop", 0), ("kinds", 6), ("loop", 2), ("deep", 1)] {
+        assert_eq!(code.inlined_calls(id(m)), n, "{m} with calls kept");
+    }
+    let mut t = Twin::of(c.clone());
+    t.jit.install(code).expect("install");
+    for fuel in (0..60).chain([100_000]) {
+        t.set_fuel(fuel, None);
+        for m in METHODS {
+            for a in [-3, 0, 1, 7, 40] {
+                t.check(m, &[a]);
+            }
+        }
+    }
+}
+
 /// What the callers return, against the leaves' arithmetic in Rust, and
 /// the fault of the callee that stays a call, in the callee.
 #[test]

@@ -213,6 +213,8 @@ pub struct Compiled<H> {
     total: std::time::Duration,
     /// Per method: its small loops unrolled.
     groups: Vec<usize>,
+    /// Per method: the calls compiled into it (`translate/inline.rs`).
+    inlined: Vec<usize>,
 }
 
 // SAFETY: the pointers in `entries` point into `module`'s finalized code,
@@ -284,6 +286,16 @@ impl<H> Compiled<H> {
             return 0;
         }
         self.groups.get(m.0 as usize).copied().unwrap_or(0)
+    }
+
+    /// How many calls of method `m` are compiled into it, the callee's
+    /// ops at the call site (`translate/inline.rs`); 0 if it was not
+    /// compiled.
+    pub fn inlined_calls(&self, m: crate::MethodId) -> usize {
+        if self.entries.get(m.0 as usize).copied().flatten().is_none() {
+            return 0;
+        }
+        self.inlined.get(m.0 as usize).copied().unwrap_or(0)
     }
 
     /// The time compiling the class took in all (bodies, entries and
@@ -654,6 +666,16 @@ fn stubs<H>(
     Ok(Stubs { spent, arrlen })
 }
 
+/// What a compilation does besides the defaults
+/// ([`Class::compile_with`]).
+#[derive(Clone, Debug, Default)]
+pub struct CompileOptions {
+    /// Methods whose calls stay calls: never compiled into their callers
+    /// (as HotSpot's `-XX:CompileCommand=dontinline`), for a benchmark
+    /// that measures the call itself.
+    pub dont_inline: Vec<crate::MethodId>,
+}
+
 impl<H> Class<H> {
     /// Compile the class's methods to machine code for
     /// [`Vm::install`](crate::Vm::install) (feature `jit`; see
@@ -661,16 +683,30 @@ impl<H> Class<H> {
     /// some milliseconds: a host that must not stall calls it on another
     /// thread.
     pub fn compile(&self) -> Result<Compiled<H>, String> {
-        compile(&self.inner)
+        compile(&self.inner, &CompileOptions::default())
+    }
+
+    /// [`Class::compile`] with `options`.
+    pub fn compile_with(&self, options: &CompileOptions) -> Result<Compiled<H>, String> {
+        compile(&self.inner, options)
     }
 }
 
 /// Compile what can be compiled of `cls` for the host type `H`.
-pub(crate) fn compile<H>(class: &std::sync::Arc<ClassInner<H>>) -> Result<Compiled<H>, String> {
+pub(crate) fn compile<H>(
+    class: &std::sync::Arc<ClassInner<H>>,
+    options: &CompileOptions,
+) -> Result<Compiled<H>, String> {
     let started = std::time::Instant::now();
     let cls = &**class;
     let ok = compilable(cls, &[]);
     let alloc = allocating(&cls.code);
+    let mut keep_calls = vec![false; cls.code.len()];
+    for m in &options.dont_inline {
+        if let Some(k) = keep_calls.get_mut(m.0 as usize) {
+            *k = true;
+        }
+    }
     let mut flags = settings::builder();
     let set = |f: &mut settings::Builder, k: &str, v: &str| {
         f.set(k, v)
@@ -723,6 +759,7 @@ pub(crate) fn compile<H>(class: &std::sync::Arc<ClassInner<H>>) -> Result<Compil
     let mut any_refused = false;
     let mut times = vec![None; cls.code.len()];
     let mut groups = vec![0; cls.code.len()];
+    let mut inlined = vec![0; cls.code.len()];
     for (m, mc) in cls.code.iter().enumerate() {
         let Some(b) = bodies[m] else {
             continue;
@@ -748,6 +785,7 @@ pub(crate) fn compile<H>(class: &std::sync::Arc<ClassInner<H>>) -> Result<Compil
                 sealed: Vec::new(),
                 local: Vec::new(),
                 alloc: &alloc,
+                keep_calls: &keep_calls,
                 plan: Plan::new(mc, &alloc),
                 cvars: Vec::new(),
                 edges: Vec::new(),
@@ -764,9 +802,11 @@ pub(crate) fn compile<H>(class: &std::sync::Arc<ClassInner<H>>) -> Result<Compil
                 copy: None,
                 pending: None,
                 groups: 0,
+                inlined_calls: 0,
             };
             g.method(&mut module, &bodies)?;
             groups[m] = g.groups;
+            inlined[m] = g.inlined_calls;
             g.b.finalize(module.target_config());
         }
         let isa = module.isa();
@@ -873,6 +913,7 @@ pub(crate) fn compile<H>(class: &std::sync::Arc<ClassInner<H>>) -> Result<Compil
         times,
         total: started.elapsed(),
         groups,
+        inlined,
     })
 }
 

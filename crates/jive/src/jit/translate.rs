@@ -105,6 +105,9 @@ pub(super) struct Gen<'a, 'f, H> {
     /// Per method of the class: whether it may allocate
     /// ([`allocating`]), which makes its frame a root of collections.
     pub(super) alloc: &'a [bool],
+    /// Per method of the class: whether its calls stay calls even where
+    /// it could be compiled into its callers ([`CompileOptions`]).
+    pub(super) keep_calls: &'a [bool],
     /// Which array slots' entries are cached where ([`Plan`]).
     pub(super) plan: Plan,
     /// Per cache of the plan, its variables.
@@ -156,6 +159,8 @@ pub(super) struct Gen<'a, 'f, H> {
     pub(super) pending: Option<(Small, Block, Block)>,
     /// Small loops unrolled so far.
     pub(super) groups: usize,
+    /// Calls compiled into the method so far ([`inline`]).
+    pub(super) inlined_calls: usize,
 }
 
 impl<H> Gen<'_, '_, H> {
@@ -337,10 +342,10 @@ impl<H> Gen<'_, '_, H> {
         // is stored and loaded again, and the register it takes across
         // the loop is one the values live across the calls need.
         let looped = (0..mc.ops.len()).any(|i| successors(mc, i).iter().any(|&t| t as usize <= i));
-        let calls = mc.ops.iter().any(|op| match *op {
-            Op::Call { m, .. } => !self.cls.code.get(m as usize).is_some_and(inline::inlinable),
-            _ => false,
-        });
+        let calls = mc
+            .ops
+            .iter()
+            .any(|op| matches!(*op, Op::Call { m, .. } if !self.inlined(m as usize)));
         if looped && !calls {
             let v = self.b.declare_var(types::I64);
             let f = self.b.ins().load(types::I64, fl, c, CTX_FUEL);
@@ -797,9 +802,10 @@ impl<H> Gen<'_, '_, H> {
                 // same op), on one branch.
                 let over = self.b.ins().bor(deep, wide);
                 self.charge_then(callee.ops.len() as i64, i, Some(over));
-                if inline::inlinable(callee) {
+                if self.inlined(cm as usize) {
                     let v = self.inline(cm as usize, at, module, bodies)?;
                     self.set(at, v);
+                    self.inlined_calls += 1;
                     return Ok(true);
                 }
                 if self.alloc[cm as usize] {

@@ -72,6 +72,13 @@ pub(super) fn inlinable(mc: &MethodCode) -> bool {
 }
 
 impl<'a, H> Gen<'a, '_, H> {
+    /// Whether calls of method `cm` are compiled into their callers:
+    /// [`inlinable`], and not kept a call by the compile's options.
+    pub(super) fn inlined(&self, cm: usize) -> bool {
+        !self.keep_calls.get(cm).copied().unwrap_or(true)
+            && self.cls.code.get(cm).is_some_and(inlinable)
+    }
+
     /// The ops of method `cm` ([`inlinable`]), called with its arguments
     /// in slots `at..` of the current method, emitted here; returns the
     /// value its call would set slot `at` to. The callee's slots are
