@@ -688,11 +688,14 @@ impl Op {
 
     /// True if control never continues with the next op.
     pub fn is_terminator(&self) -> bool {
+        matches!(self, Op::Goto { .. } | Op::Switch { .. }) || self.is_return()
+    }
+
+    /// True for the ops that return from the method.
+    pub fn is_return(&self) -> bool {
         matches!(
             self,
-            Op::Goto { .. }
-                | Op::Switch { .. }
-                | Op::Ret { .. }
+            Op::Ret { .. }
                 | Op::RetK { .. }
                 | Op::RetB { .. }
                 | Op::RetS { .. }

@@ -191,7 +191,7 @@ use helpers::{
 };
 use policy::{compilable, MAX_FRAME_BYTES};
 use stack::{stack_limit, OVERFLOW_FLAG};
-use translate::{body_sig, tramp_sig, Body, Gen, Plan};
+use translate::{body_sig, inlinable, tramp_sig, Body, Gen, Plan};
 
 /// compiles in the background and installs when done.
 /// Machine code for the methods of one class that could be compiled
@@ -701,12 +701,9 @@ pub(crate) fn compile<H>(
     let cls = &**class;
     let ok = compilable(cls, &[]);
     let alloc = allocating(&cls.code);
-    let mut keep_calls = vec![false; cls.code.len()];
-    for m in &options.dont_inline {
-        if let Some(k) = keep_calls.get_mut(m.0 as usize) {
-            *k = true;
-        }
-    }
+    let inline: Vec<bool> = (cls.code.iter().enumerate())
+        .map(|(m, mc)| !options.dont_inline.iter().any(|d| d.0 as usize == m) && inlinable(mc))
+        .collect();
     let mut flags = settings::builder();
     let set = |f: &mut settings::Builder, k: &str, v: &str| {
         f.set(k, v)
@@ -785,7 +782,7 @@ pub(crate) fn compile<H>(
                 sealed: Vec::new(),
                 local: Vec::new(),
                 alloc: &alloc,
-                keep_calls: &keep_calls,
+                inline: &inline,
                 plan: Plan::new(mc, &alloc),
                 cvars: Vec::new(),
                 edges: Vec::new(),

@@ -15,6 +15,7 @@ mod unroll;
 
 pub(super) use cache::Plan;
 use cache::{may_store, CacheVars, Index};
+pub(super) use inline::inlinable;
 use unroll::{inc_branch, Small};
 
 /// A method's machine code, compiled but not yet defined in the module.
@@ -105,9 +106,10 @@ pub(super) struct Gen<'a, 'f, H> {
     /// Per method of the class: whether it may allocate
     /// ([`allocating`]), which makes its frame a root of collections.
     pub(super) alloc: &'a [bool],
-    /// Per method of the class: whether its calls stay calls even where
-    /// it could be compiled into its callers ([`CompileOptions`]).
-    pub(super) keep_calls: &'a [bool],
+    /// Per method of the class: whether its calls are compiled into its
+    /// callers ([`inline::inlinable`] and not kept calls by the
+    /// [`CompileOptions`]).
+    pub(super) inline: &'a [bool],
     /// Which array slots' entries are cached where ([`Plan`]).
     pub(super) plan: Plan,
     /// Per cache of the plan, its variables.
@@ -345,7 +347,7 @@ impl<H> Gen<'_, '_, H> {
         let calls = mc
             .ops
             .iter()
-            .any(|op| matches!(*op, Op::Call { m, .. } if !self.inlined(m as usize)));
+            .any(|op| matches!(*op, Op::Call { m, .. } if !self.inline[m as usize]));
         if looped && !calls {
             let v = self.b.declare_var(types::I64);
             let f = self.b.ins().load(types::I64, fl, c, CTX_FUEL);
@@ -802,7 +804,7 @@ impl<H> Gen<'_, '_, H> {
                 // same op), on one branch.
                 let over = self.b.ins().bor(deep, wide);
                 self.charge_then(callee.ops.len() as i64, i, Some(over));
-                if self.inlined(cm as usize) {
+                if self.inline[cm as usize] {
                     let v = self.inline(cm as usize, at, module, bodies)?;
                     self.set(at, v);
                     self.inlined_calls += 1;

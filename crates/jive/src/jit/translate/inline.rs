@@ -16,24 +16,16 @@ use super::*;
 /// Most ops a method may have and be compiled into its callers.
 const MAX_OPS: usize = 16;
 
-/// Whether calls of `mc` are compiled into their callers: at most
+/// Whether calls of `mc` may be compiled into their callers: at most
 /// [`MAX_OPS`] ops, all but the last from the arithmetic on slots that
 /// cannot fault (division only by a constant other than 0), the last a
 /// return.
-pub(super) fn inlinable(mc: &MethodCode) -> bool {
+pub(in crate::jit) fn inlinable(mc: &MethodCode) -> bool {
     let Some((last, body)) = mc.ops.split_last() else {
         return false;
     };
     mc.ops.len() <= MAX_OPS
-        && matches!(
-            last,
-            Op::Ret { .. }
-                | Op::RetK { .. }
-                | Op::RetB { .. }
-                | Op::RetS { .. }
-                | Op::RetZ { .. }
-                | Op::RetVoid
-        )
+        && last.is_return()
         && body.iter().all(|op| match *op {
             Op::DivI { v, .. } | Op::RemI { v, .. } => v != 0,
             Op::DivM { k, .. } | Op::RemM { k, .. } => {
@@ -72,13 +64,6 @@ pub(super) fn inlinable(mc: &MethodCode) -> bool {
 }
 
 impl<'a, H> Gen<'a, '_, H> {
-    /// Whether calls of method `cm` are compiled into their callers:
-    /// [`inlinable`], and not kept a call by the compile's options.
-    pub(super) fn inlined(&self, cm: usize) -> bool {
-        !self.keep_calls.get(cm).copied().unwrap_or(true)
-            && self.cls.code.get(cm).is_some_and(inlinable)
-    }
-
     /// The ops of method `cm` ([`inlinable`]), called with its arguments
     /// in slots `at..` of the current method, emitted here; returns the
     /// value its call would set slot `at` to. The callee's slots are
