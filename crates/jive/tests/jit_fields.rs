@@ -1,7 +1,8 @@
 //! Static fields in compiled code: within a straight run of ops the
 //! compiler takes a field's value from the run's earlier read or write
-//! instead of loading it again, and forgets it at a call, a native, an
-//! allocation, a join of paths and every loop iteration. The methods of
+//! instead of loading it again, and forgets it at a call, a join of paths
+//! and every loop iteration (a native or an allocation writes no field,
+//! so the value stays known across them). The methods of
 //! `data/fields/Fields.java` run in an interpreting VM and a compiled
 //! one, which must agree on result, fault, fault site, fuel, checkpoint
 //! calls and heap, under budgets that stop them at every point.
@@ -17,7 +18,7 @@ use twin::Twin;
 
 const FIELDS8: &[u8] = include_bytes!("data/fields/fields8.class");
 
-const METHODS: [&str; 9] = [
+const METHODS: [&str; 10] = [
     "aroundCall",
     "writeThenRead",
     "narrow",
@@ -27,6 +28,7 @@ const METHODS: [&str; 9] = [
     "aroundAlloc",
     "tenfold",
     "volatileReads",
+    "aroundNatives",
 ];
 
 fn args() -> Vec<i32> {
@@ -50,7 +52,7 @@ fn every_method_compiles() {
 fn compiled_reads_see_every_write() {
     let mut t = Twin::new(FIELDS8);
     t.set(Limits::default(), None);
-    let cases: [(&str, i32, i32); 10] = [
+    let cases: [(&str, i32, i32); 12] = [
         ("aroundCall", 7, 7_008),
         ("writeThenRead", 2, 7 + 6 + 7),
         ("narrow", 0x1_8081, -127 - 32_639 + 1 - 127 - 32_639),
@@ -61,6 +63,11 @@ fn compiled_reads_see_every_write() {
         ("aroundAlloc", 9, 9 + 9 + 9 + 2),
         ("tenfold", 2, 301),
         ("volatileReads", 3, 9 + 3 * 9),
+        // fill(buf, 5, 5), then 5 * 5 + 5, id(5) + 1, 3 * 5 and the length.
+        ("aroundNatives", 5, 25 + 5 + 6 + 15 + 16),
+        // fill(buf, -1, 15): fifteen bytes of -1, then -15 + -1, id(-1) + 1
+        // (0), -3 and the length.
+        ("aroundNatives", -1, -15 - 1 - 3 + 16),
     ];
     for (m, a, want) in cases {
         let id = t.c.method(m).expect("method");

@@ -376,7 +376,8 @@ impl DataPath<'_> {
     /// Put the runner back (or drop it, detached) and report a fault to
     /// the owner. What an invocation that ended well did is published at
     /// the end of the turn ([`DataPath::flush_stats`]); a fault's at once.
-    fn after_run(&mut self, idx: usize, id: u32, mut r: Box<Runner>, o: Outcome) -> bool {
+    #[inline(always)]
+    fn after_run(&mut self, idx: usize, id: u32, r: Box<Runner>, o: Outcome) -> bool {
         let (kind, detached) = match o {
             Outcome::Done => {
                 self.applets.put_ran(idx, id, r);
@@ -385,6 +386,21 @@ impl DataPath<'_> {
             Outcome::Fault(kind) => (kind, false),
             Outcome::Detached(kind) => (kind, true),
         };
+        self.after_fault(idx, id, r, kind, detached)
+    }
+
+    /// [`DataPath::after_run`] for an invocation that faulted: out of
+    /// line, so that the common case is a few instructions where it runs.
+    #[cold]
+    #[inline(never)]
+    fn after_fault(
+        &mut self,
+        idx: usize,
+        id: u32,
+        mut r: Box<Runner>,
+        kind: FaultKind,
+        detached: bool,
+    ) -> bool {
         let Some(ep) = self.eps.get(idx).filter(|e| e.id == id) else {
             return false;
         };

@@ -430,9 +430,7 @@ impl<H> Gen<'_, '_, H> {
             if !self.plan.straight(i) {
                 self.forget_run();
             }
-            if may_store(&mc.ops[i]) {
-                self.forget_known();
-            }
+            self.forget_stored(&mc.ops[i]);
             if self.op(i, module, bodies)? {
                 let next = self.edge(i, i as u32 + 1)?;
                 self.b.ins().jump(next, &[]);

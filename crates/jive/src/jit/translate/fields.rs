@@ -59,8 +59,26 @@ impl<H> Gen<'_, '_, H> {
         }
     }
 
+    /// Before op `op`: forget what it may overwrite. A call of a method,
+    /// a native or an allocation may store into any array, so the known
+    /// elements go; only a call of a method (one not compiled into this
+    /// one, whose ops touch nothing but its own locals) may write a static
+    /// field. A native reaches the host and the heap, never the fields,
+    /// and an allocation or the collection it may run leaves them as they
+    /// are (handles never move), so the field values stay known across
+    /// them: an array field passed to two natives in a row is read once.
+    pub(super) fn forget_stored(&mut self, op: &Op) {
+        if may_store(op) {
+            self.known.clear();
+        }
+        if matches!(*op, Op::Call { m, .. } if !self.inline.get(m as usize).copied().unwrap_or(false))
+        {
+            self.fields_known.clear();
+        }
+    }
+
     /// Forget every element and field value known from earlier ops (a
-    /// join of paths, or an op that may store anywhere).
+    /// join of paths).
     pub(super) fn forget_known(&mut self) {
         self.known.clear();
         self.fields_known.clear();

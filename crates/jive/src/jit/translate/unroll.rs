@@ -263,9 +263,7 @@ impl<H> Gen<'_, '_, H> {
                         self.forget_run();
                     }
                 }
-                if may_store(&self.mc.ops[o]) {
-                    self.forget_known();
-                }
+                self.forget_stored(&self.mc.ops[o]);
                 let mark = self.local.len();
                 if self.op(o, module, bodies)? {
                     let next = self.edge(o, o as u32 + 1)?;
@@ -286,9 +284,7 @@ impl<H> Gen<'_, '_, H> {
             if s.i > s.t && !self.plan.straight(s.i) {
                 self.forget_run();
             }
-            if may_store(&self.mc.ops[s.i]) {
-                self.forget_known();
-            }
+            self.forget_stored(&self.mc.ops[s.i]);
             let next = self.b.create_block();
             self.copy_back_edge(&s, next)?;
             self.copy = None;

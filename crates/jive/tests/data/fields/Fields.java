@@ -3,7 +3,7 @@
  * code takes a field's value from the run's earlier read or write instead
  * of loading it again; tests/jit_fields.rs compares compiled and
  * interpreted runs of these methods under budgets that stop them at every
- * point: a call, an allocation and a join of paths between the accesses,
+ * point: a call, an allocation, natives and a join of paths between the accesses,
  * narrow fields, a volatile field, and loops (unrolled and not) whose every iteration reads
  * the fields afresh.
  */
@@ -14,6 +14,7 @@ public class Fields {
     static short s;
     static boolean z;
     static volatile int v;
+    static byte[] buf;
 
     static void bump() {
         g++;
@@ -87,6 +88,20 @@ public class Fields {
         int[] x = new int[(n & 7) + 1];
         x[0] = g;
         return a + x[0] + g + x.length;
+    }
+
+    /**
+     * Fields passed to natives and read around them: a native writes the
+     * array's elements (fill), never a field, so the values read before it
+     * hold after it, and the array's bytes are read again.
+     */
+    static int aroundNatives(int n) {
+        buf = new byte[16];
+        g = n;
+        unet.sle.Natives.fill(buf, n, n & 15);
+        int a = unet.sle.Natives.sum(buf, 0, n & 15) + g;
+        g = unet.sle.Natives.id(g) + 1;
+        return a + g + unet.sle.Natives.sum(buf, 1, 3) + buf.length;
     }
 
     /** Ten reads of a field the loop's body writes, through fused adds. */
