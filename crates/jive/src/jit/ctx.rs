@@ -39,7 +39,7 @@ pub(crate) struct Ctx {
     pub(super) stack_limit: u64,
     /// Set (to the method's site) by a compiled method that found its
     /// frame below `stack_limit`: it returns [`FAULT`] at once, calling
-    /// nothing, and [`Compiled::run`] records the stack overflow.
+    /// nothing, and [`Compiled::faulted`] records the stack overflow.
     pub(super) overflow: i64,
     /// The running frame's first slot in the interpreter's terms (its
     /// `base`): a call's frame starts at `base` plus the call's `at`, and

@@ -131,8 +131,9 @@ pub(super) struct Gen<'a, 'f, H> {
     pub(super) known: Vec<(usize, Index, i64, Value)>,
     /// Fields read or written earlier in the same straight run (copies of
     /// an unrolled loop's body included), with nothing since that may
-    /// store into them (a call, a native, an allocation) or a read of a
-    /// volatile field: (field, value). Volatile fields are not kept.
+    /// store into them (a call of a method not compiled into this one:
+    /// [`Gen::forget_stored`]) or a read of a volatile field: (field,
+    /// value). Volatile fields are not kept.
     pub(super) fields_known: Vec<(u16, Value)>,
     /// Values the method computed as another value plus a constant:
     /// value -> (the other value's root, the sum of the constants), so
