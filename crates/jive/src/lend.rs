@@ -9,7 +9,7 @@
 //! argument of a native call (only `int` work between them, so the value
 //! goes nowhere else). Natives are the host's code, and every native call
 //! that is not one of the compiled fast cases first copies the lent bytes
-//! into the array ([`Heap::settle_lent`](crate::heap::Heap::settle_lent)); the compiled fast cases of
+//! into the array (`Heap::settle_lent`); the compiled fast cases of
 //! [`Intrinsic`](crate::Intrinsic) copies and sinks read the lent bytes
 //! in place, and one that would write the array or read past them takes
 //! the native. Array loads, stores, `arraylength`, comparisons and stores
