@@ -32,6 +32,16 @@ pub struct Args {
     /// absent.
     #[arg(long)]
     pub udp: Option<SocketAddr>,
+    /// Run one more adapter (engine) in this process, its control socket
+    /// at SOCKET; repeatable. All the adapters take turns on one thread,
+    /// for a host with fewer cores than adapters (SPINE's two-adapter
+    /// router on two cores): what one hands another over a peer queue
+    /// then costs no switch between threads. Each is whole, with the
+    /// options given here; with `--udp`, each further adapter's wire is
+    /// bound to the same address on a port the system picks. `--metrics`
+    /// serves the first adapter's counters.
+    #[arg(long = "adapter", value_name = "SOCKET")]
+    pub adapters: Vec<PathBuf>,
     /// Largest UDP datagram to send (1472 suits a 1500-byte MTU).
     #[arg(long, default_value_t = 1472)]
     pub max_datagram: usize,
@@ -278,25 +288,27 @@ pub fn run(a: Args) -> ExitCode {
         spine_port_tx: a.spine_port_tx,
         ..Default::default()
     };
-    let engine = match Engine::start(cfg) {
+    let engine = match Running::start(cfg, &a.adapters) {
         Ok(e) => e,
         Err(e) => {
-            eprintln!(
-                "unet daemon: cannot start the engine on {}: {e}",
-                a.socket.display()
-            );
+            eprintln!("unet daemon: cannot start the engine on {e}");
             return ExitCode::from(1);
         }
     };
-    match engine.udp_addr() {
-        Some(u) => println!(
-            "unet daemon: control socket {}, UDP wire {u}",
-            a.socket.display()
-        ),
-        None => println!(
-            "unet daemon: control socket {}, no UDP wire",
-            a.socket.display()
-        ),
+    for (socket, udp) in std::iter::once(&a.socket)
+        .chain(&a.adapters)
+        .zip(engine.udp_addrs())
+    {
+        match udp {
+            Some(u) => println!(
+                "unet daemon: control socket {}, UDP wire {u}",
+                socket.display()
+            ),
+            None => println!(
+                "unet daemon: control socket {}, no UDP wire",
+                socket.display()
+            ),
+        }
     }
     if let Some(addr) = a.metrics {
         match crate::metrics::serve(addr, a.socket.clone(), crate::stat::collect) {
@@ -316,6 +328,57 @@ pub fn run(a: Args) -> ExitCode {
     eprintln!("unet daemon: stopping (signal {sig})");
     engine.stop();
     ExitCode::SUCCESS
+}
+
+/// The daemon's engine, or its adapters on one thread (`--adapter`).
+enum Running {
+    One(Engine),
+    Group(unet_engine::EngineGroup),
+}
+
+impl Running {
+    /// Start `cfg`'s engine, and one more for each of `more` (a control
+    /// socket each); an error names the socket it is about.
+    fn start(cfg: EngineConfig, more: &[PathBuf]) -> Result<Running, String> {
+        let name = |c: &EngineConfig| {
+            c.control_socket
+                .as_deref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
+        };
+        if more.is_empty() {
+            return Engine::start(cfg.clone())
+                .map(Running::One)
+                .map_err(|e| format!("{}: {e}", name(&cfg)));
+        }
+        let mut cfgs = vec![cfg.clone()];
+        for socket in more {
+            let mut c = cfg.clone();
+            c.control_socket = Some(socket.clone());
+            if let Some(u) = &mut c.udp_bind {
+                u.set_port(0);
+            }
+            cfgs.push(c);
+        }
+        let names: Vec<String> = cfgs.iter().map(name).collect();
+        unet_engine::EngineGroup::start(cfgs)
+            .map(Running::Group)
+            .map_err(|e| format!("{}: {e}", names.join(", ")))
+    }
+
+    fn udp_addrs(&self) -> Vec<Option<SocketAddr>> {
+        match self {
+            Running::One(e) => vec![e.udp_addr()],
+            Running::Group(g) => g.udp_addrs().to_vec(),
+        }
+    }
+
+    fn stop(self) {
+        match self {
+            Running::One(e) => e.stop(),
+            Running::Group(g) => g.stop(),
+        }
+    }
 }
 
 /// `--spine-priority`: over the defaults.

@@ -13,7 +13,9 @@
 //! application idle; the counters: frames handed over by each adapter
 //! are the frames the other took and sent out, with no drop; a frame for
 //! `onEgress` from anyone but the other adapter is dropped and counted;
-//! SIGTERM stops the router, leaving its peer queues.
+//! SIGTERM stops the router, leaving its peer queues. The same over peer
+//! queues with both adapters in one daemon, taking turns on its thread
+//! (`unet daemon --adapter`).
 //!
 //! Needs root (CAP_NET_ADMIN, CAP_NET_RAW), `ip` from iproute2 and `ping`
 //! from iputils-ping; fails, never skips, when one is missing.
@@ -49,8 +51,9 @@ fn child() {
 }
 
 /// The router with two adapters joined `between` (`peer` or `wire`), in
-/// namespaces tagged `tag`.
-fn two_adapters(tag: &str, between: &str) {
+/// namespaces tagged `tag`; `one_daemon`: both adapters in one daemon
+/// (`--adapter`), else a daemon each.
+fn two_adapters(tag: &str, between: &str, one_daemon: bool) {
     if role().is_some() {
         return;
     }
@@ -67,9 +70,47 @@ fn two_adapters(tag: &str, between: &str) {
     } else {
         &[]
     };
-    let da = Daemon::start_in(Some(&b.r), udp);
-    let db = Daemon::start_in(Some(&b.r), udp);
-    let sockets = [da.socket.as_path(), db.socket.as_path()];
+    let second = dir.0.join("second.sock");
+    let (da, db) = if one_daemon {
+        let mut args = udp.to_vec();
+        args.extend(["--adapter", second.to_str().expect("a UTF-8 path")]);
+        let mut da = Daemon::start_in(Some(&b.r), &args);
+        // The second adapter's line, with its own wire.
+        let l = da.proc.raw_line(Duration::from_secs(10)).expect("its line");
+        let wire = if between == "wire" {
+            "UDP wire 127.0.0.1:"
+        } else {
+            "no UDP wire"
+        };
+        assert!(
+            l.starts_with(&format!(
+                "unet daemon: control socket {}, {wire}",
+                second.display()
+            )),
+            "{l}"
+        );
+        (da, None)
+    } else {
+        let da = Daemon::start_in(Some(&b.r), udp);
+        let db = Daemon::start_in(Some(&b.r), udp);
+        (da, Some(db))
+    };
+    let sockets = [
+        da.socket.as_path(),
+        db.as_ref().map_or(second.as_path(), |d| d.socket.as_path()),
+    ];
+    if one_daemon {
+        // Both adapters are one process's, on one thread.
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", da.proc.pid()))
+            .expect("the daemon's threads")
+            .flatten()
+            .filter(|t| {
+                std::fs::read_to_string(t.path().join("comm"))
+                    .is_ok_and(|c| c.trim() == "unet-engines")
+            })
+            .count();
+        assert_eq!(tasks, 1, "one thread runs the adapters");
+    }
     let table = dir.0.join("routes.txt");
     std::fs::write(&table, b.table(1000, 1, false)).unwrap();
 
@@ -212,8 +253,8 @@ fn two_adapters(tag: &str, between: &str) {
     // Anyone else's message for onEgress (here a host's, on the second
     // adapter) is dropped and counted, never sent out.
     {
-        let out0 = frames_out(&db.socket);
-        let sess = unet::Session::connect(&db.socket).expect("a session");
+        let out0 = frames_out(sockets[1]);
+        let sess = unet::Session::connect(sockets[1]).expect("a session");
         let mut ep = sess
             .create_endpoint(unet::EndpointConfig::default())
             .unwrap();
@@ -227,7 +268,7 @@ fn two_adapters(tag: &str, between: &str) {
             assert!(Instant::now() < deadline, "{s2:?}");
             std::thread::yield_now();
         }
-        assert_eq!(frames_out(&db.socket), out0);
+        assert_eq!(frames_out(sockets[1]), out0);
     }
 
     // SIGTERM stops the router; the peer queues it joined are left.
@@ -249,10 +290,15 @@ fn two_adapters(tag: &str, between: &str) {
 
 #[test]
 fn two_adapters_over_peer_queues() {
-    two_adapters("p", "peer");
+    two_adapters("p", "peer", false);
 }
 
 #[test]
 fn two_adapters_over_the_wire() {
-    two_adapters("w", "wire");
+    two_adapters("w", "wire", false);
+}
+
+#[test]
+fn two_adapters_on_one_thread_over_peer_queues() {
+    two_adapters("o", "peer", true);
 }

@@ -224,16 +224,87 @@ impl Engine {
     }
 
     fn halt(&mut self) {
-        self.shared.stop.store(true, Ordering::Relaxed);
-        self.shared.admin.notify();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        halt(std::slice::from_ref(&self.shared), &mut self.thread);
     }
 }
 
 impl Drop for Engine {
     fn drop(&mut self) {
         self.halt();
+    }
+}
+
+/// Tell engines to stop and wait for the thread that runs them.
+fn halt(shared: &[Arc<dispatch::dispatcher::Shared>], thread: &mut Option<JoinHandle<()>>) {
+    for s in shared {
+        s.stop.store(true, Ordering::Relaxed);
+        s.admin.notify();
+    }
+    if let Some(t) = thread.take() {
+        let _ = t.join();
+    }
+}
+
+/// Several engines (adapters) taking turns on one thread of their own:
+/// [`Engine`] for a host with fewer cores than adapters. Each engine is
+/// whole (its own control socket, counters, wire and ports; its clients
+/// and peers cannot tell); only the thread is shared, so that what one
+/// hands another over a peer queue costs no switch between threads.
+pub struct EngineGroup {
+    shared: Vec<Arc<dispatch::dispatcher::Shared>>,
+    thread: Option<JoinHandle<()>>,
+    tid: u32,
+    udp: Vec<Option<SocketAddr>>,
+}
+
+impl EngineGroup {
+    /// Build an engine for each configuration (in order) and start the
+    /// thread that runs them. Every configuration needs its own control
+    /// socket and, with a wire, its own UDP address (port 0 picks one).
+    pub fn start(cfgs: Vec<EngineConfig>) -> io::Result<EngineGroup> {
+        let engines = cfgs
+            .into_iter()
+            .map(Dispatcher::new)
+            .collect::<io::Result<Vec<_>>>()?;
+        let shared = engines.iter().map(|d| d.shared().clone()).collect();
+        let udp = engines.iter().map(Dispatcher::udp_addr).collect();
+        let mut group = dispatch::group::Group::new(engines)?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("unet-engines".into())
+            .spawn(move || {
+                let _ = tx.send(sys::thread_id());
+                group.run()
+            })?;
+        let tid = rx.recv().unwrap_or(0);
+        Ok(EngineGroup {
+            shared,
+            thread: Some(thread),
+            tid,
+            udp,
+        })
+    }
+
+    /// Each engine's UDP address, if it has a wire, in the order of the
+    /// configurations.
+    pub fn udp_addrs(&self) -> &[Option<SocketAddr>] {
+        &self.udp
+    }
+
+    /// The id of the thread that runs the engines (`/proc/self/task/`).
+    pub fn thread_id(&self) -> u32 {
+        self.tid
+    }
+
+    /// Stop every engine and wait for their thread; everything they held
+    /// is reclaimed and their control socket files removed.
+    pub fn stop(mut self) {
+        halt(&self.shared, &mut self.thread);
+    }
+}
+
+impl Drop for EngineGroup {
+    fn drop(&mut self) {
+        halt(&self.shared, &mut self.thread);
     }
 }

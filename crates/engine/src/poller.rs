@@ -94,6 +94,13 @@ impl Poller {
         self.epoll.add_edge(fd, t.encode())
     }
 
+    /// The set's own descriptor: readable while a source it watches is
+    /// ready (another epoll set may watch it).
+    pub(crate) fn raw_fd(&self) -> RawFd {
+        use std::os::fd::AsRawFd;
+        self.epoll.fd().as_raw_fd()
+    }
+
     pub(crate) fn remove(&self, fd: RawFd) {
         self.epoll.remove(fd);
     }

@@ -67,7 +67,7 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -106,6 +106,18 @@ const FD_POLL_EVERY: u64 = 64;
 /// and each gives the CPU away (`sched_yield`): when the other CPUs are
 /// busy, the client or peer that will answer may be waiting for this one.
 pub const LOOK_AFTER_WORK: Duration = Duration::from_micros(4);
+
+/// What one turn of [`Dispatcher::run_turn`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Turn {
+    /// Work was done: look again at once.
+    Worked,
+    /// Nothing to do.
+    Idle,
+    /// Nothing to do, and the last turn's deliveries went to a client
+    /// waiting on this CPU: sleep at once, so that it can run.
+    Handoff,
+}
 
 /// State shared between a dispatcher and the handles that reach it from
 /// other threads.
@@ -267,6 +279,12 @@ impl Dispatcher {
         &self.shared
     }
 
+    /// The epoll set the engine sleeps on (readable while one of its
+    /// sources is ready), for a loop that runs several engines.
+    pub(super) fn poll_fd(&self) -> RawFd {
+        self.poller.raw_fd()
+    }
+
     /// The engine's incarnation id.
     pub fn engine_id(&self) -> u64 {
         self.engine_id
@@ -326,39 +344,65 @@ impl Dispatcher {
     pub(crate) fn run(&mut self) {
         let mut idle_since: Option<Instant> = None;
         while !self.shared.stop.load(Ordering::Relaxed) {
-            // Set by the deliveries of the last turn only.
-            let handoff = std::mem::take(&mut self.unet.eps.handoff);
-            let mut work = self.poll_data();
-            self.turn += 1;
-            if work == 0 && handoff {
-                self.counters.engine(EngineCounter::Handoffs, 1);
-                self.sleep();
-                idle_since = None;
-                continue;
-            }
-            if work == 0 || self.turn.is_multiple_of(FD_POLL_EVERY) {
-                work += self.poll_fds(0);
-            }
-            if work > 0 {
-                self.counters.engine(EngineCounter::BusyPolls, 1);
-                idle_since = None;
-                continue;
-            }
-            let now = Instant::now();
-            match idle_since {
-                None => idle_since = Some(now),
-                Some(t) if now.duration_since(t) >= self.cfg.idle_spin.max(LOOK_AFTER_WORK) => {
+            match self.run_turn() {
+                Turn::Handoff => {
                     self.sleep();
                     idle_since = None;
                 }
-                // A client or peer that shares this CPU (the other CPUs
-                // busy) needs it to answer: give it the CPU on every empty
-                // turn. When the CPU is the engine's alone, sched_yield
-                // returns at once.
-                Some(_) => std::thread::yield_now(),
+                Turn::Worked => idle_since = None,
+                Turn::Idle => {
+                    let now = Instant::now();
+                    match idle_since {
+                        None => idle_since = Some(now),
+                        Some(t) if now.duration_since(t) >= self.idle_for() => {
+                            self.sleep();
+                            idle_since = None;
+                        }
+                        // A client or peer that shares this CPU (the other
+                        // CPUs busy) needs it to answer: give it the CPU on
+                        // every empty turn. When the CPU is the engine's
+                        // alone, sched_yield returns at once.
+                        Some(_) => std::thread::yield_now(),
+                    }
+                }
             }
         }
         self.shutdown();
+    }
+
+    /// One turn as the engine's own thread runs it: the data sources, and
+    /// the file descriptors when the turn found nothing (and once in
+    /// [`FD_POLL_EVERY`] otherwise).
+    #[inline]
+    pub(super) fn run_turn(&mut self) -> Turn {
+        // Set by the deliveries of the last turn only.
+        let handoff = std::mem::take(&mut self.unet.eps.handoff);
+        let mut work = self.poll_data();
+        self.turn += 1;
+        if work == 0 && handoff {
+            self.counters.engine(EngineCounter::Handoffs, 1);
+            return Turn::Handoff;
+        }
+        if work == 0 || self.turn.is_multiple_of(FD_POLL_EVERY) {
+            work += self.poll_fds(0);
+        }
+        if work > 0 {
+            self.counters.engine(EngineCounter::BusyPolls, 1);
+            Turn::Worked
+        } else {
+            Turn::Idle
+        }
+    }
+
+    /// How long the engine keeps looking after its last work before it
+    /// sleeps.
+    pub(super) fn idle_for(&self) -> Duration {
+        self.cfg.idle_spin.max(LOOK_AFTER_WORK)
+    }
+
+    /// Whether the engine was told to stop.
+    pub(super) fn stopping(&self) -> bool {
+        self.shared.stop.load(Ordering::Relaxed)
     }
 
     /// Reclaim everything every client held (their peers are told) and
@@ -403,6 +447,16 @@ impl Dispatcher {
     }
 
     fn sleep(&mut self) {
+        if let Some(timeout) = self.ready_to_sleep() {
+            let work = self.poll_fds(timeout);
+            self.woke(work);
+        }
+    }
+
+    /// Arm every part's wake-ups and look once more: the longest the
+    /// engine may then sleep, ms (-1: until something wakes it), or None
+    /// when something came in after all (the wake-ups are cleared again).
+    pub(super) fn ready_to_sleep(&mut self) -> Option<i32> {
         self.arm(true);
         // Pairs with the fence a client issues between publishing a send
         // descriptor and reading `engine_armed`: either we see its
@@ -410,14 +464,26 @@ impl Dispatcher {
         fence(Ordering::SeqCst);
         if self.poll_data() > 0 {
             self.arm(false);
-            return;
+            return None;
         }
         if let Some(p) = self.port.as_mut() {
             p.before_sleep();
         }
         self.counters.engine(EngineCounter::Sleeps, 1);
-        let timeout = self.next_timer_ms();
-        let work = self.poll_fds(timeout);
+        Some(self.next_timer_ms())
+    }
+
+    /// [`Dispatcher::ready_to_sleep`] said yes, but the engine does not
+    /// sleep after all (another engine on its thread has work).
+    pub(super) fn not_sleeping(&mut self) {
+        self.counters.engine(EngineCounter::Wakeups, 1);
+        self.arm(false);
+    }
+
+    /// After the sleep that [`Dispatcher::ready_to_sleep`] allowed, in
+    /// which the file descriptors gave `work`: clear the wake-ups, count
+    /// the sleep.
+    pub(super) fn woke(&mut self, work: usize) {
         self.counters.engine(EngineCounter::Wakeups, 1);
         self.arm(false);
         if work == 0 && self.poll_data() == 0 {
@@ -540,7 +606,7 @@ impl Dispatcher {
     }
 
     /// Wait up to `timeout_ms` for file-descriptor events and handle them.
-    fn poll_fds(&mut self, timeout_ms: i32) -> usize {
+    pub(super) fn poll_fds(&mut self, timeout_ms: i32) -> usize {
         let mut tokens = std::mem::take(&mut self.tokens);
         self.poller.wait(&mut tokens, timeout_ms);
         let n = tokens.len();

@@ -481,7 +481,7 @@ fn report(a: &ForwardArgs, rows: &[Row], gen: &[Vec<f64>], routes: usize) -> Res
                     "adapter_cpu_pct": r.cpu(false),
                     "adapter_drops": r.found.iter().map(|f| json!(f.drops)).collect::<Vec<_>>(),
                     "port_tx": r.found.first().map(|f| f.port_tx.clone()).filter(|t| !t.is_empty()),
-                    "placement": r.case.placement(),
+                    "placement": r.case.placement(a.adapters.apart),
                     "packets": a.packets,
                     "max_loss_pct": a.loss,
                 })
@@ -498,7 +498,7 @@ fn report(a: &ForwardArgs, rows: &[Row], gen: &[Vec<f64>], routes: usize) -> Res
                 g,
                 pct(r.cpu(true)),
                 pct(r.cpu(false)),
-                r.case.placement(),
+                r.case.placement(a.adapters.apart),
                 if bound { " (the generator's rate)" } else { "" }
             );
             let d = drops_text(r);

@@ -5,10 +5,13 @@
 //! Linux's own IPv4 forwarding, in the generator's system calls or
 //! steered to the other core. `Running` stops what a case started.
 //!
-//! The router's adapters are `unet daemon`s pinned to core 1 (the
-//! generator has core 0): with two adapters both share core 1, where the
-//! paper had a processor on each adapter. The host application (`unet
-//! router run`) is not pinned: it does nothing per packet.
+//! The router's adapters run in a `unet daemon` pinned to core 1 (the
+//! generator has core 0). Two adapters share that core, where the paper
+//! had a processor on each adapter: they take turns on one thread of one
+//! daemon (`unet daemon --adapter`), or with `--apart` each is a daemon
+//! of its own and the scheduler switches between them. The host
+//! application (`unet router run`) is not pinned: it does nothing per
+//! packet.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -36,6 +39,11 @@ pub struct AdapterArgs {
     /// --spine-port-tx`).
     #[arg(long, value_name = "HOW", default_value = "auto")]
     pub port_tx: unet_engine::PortTx,
+    /// Run each of two adapters (unet-pci, unet-wire) as a daemon process
+    /// of its own, both on core 1, instead of both in one daemon taking
+    /// turns on one thread (`unet daemon --adapter`).
+    #[arg(long)]
+    pub apart: bool,
 }
 
 /// A forwarder in `r`.
@@ -87,11 +95,16 @@ impl Case {
         matches!(self, Case::Linux | Case::LinuxRps)
     }
 
-    pub(super) fn placement(self) -> &'static str {
+    /// Where the generator and the forwarder run; `apart`: two adapters
+    /// in two processes ([`AdapterArgs::apart`]).
+    pub(super) fn placement(self, apart: bool) -> &'static str {
         match self {
+            Case::UnetPci | Case::UnetWire if apart => {
+                "generator core 0, both adapters core 1, a process each"
+            }
             Case::Unet => "generator core 0, adapter core 1",
             Case::UnetRps => "generator core 0, adapter and ingress delivery core 1 (RPS)",
-            Case::UnetPci | Case::UnetWire => "generator core 0, both adapters core 1",
+            Case::UnetPci | Case::UnetWire => "generator core 0, both adapters core 1, one thread",
             Case::Linux => "generator core 0, forwarding in the generator's system calls",
             Case::LinuxRps => "generator core 0, forwarding on core 1 (RPS)",
         }
@@ -348,18 +361,22 @@ fn linux_down(lab: &Lab) -> Res<()> {
     ip(&["-n", r, "addr", "flush", "dev", &lab.r2])
 }
 
-/// A daemon (an adapter) in `r` on core 1, with its control socket at
-/// `socket` and, for the wire, a UDP port on `r`'s loopback.
-fn daemon(lab: &Lab, exe: &Path, socket: &Path, udp: bool, a: &AdapterArgs) -> Res<Child> {
+/// A daemon in `r` on core 1 with an adapter for each of `sockets` (its
+/// control socket; more than one take turns on its thread) and, for the
+/// wire, a UDP port each on `r`'s loopback.
+fn daemon(lab: &Lab, exe: &Path, sockets: &[PathBuf], udp: bool, a: &AdapterArgs) -> Res<Child> {
     let mut d = Cmd::new("ip");
     d.args(["netns", "exec", &lab.r])
         .arg(exe)
         .args(["daemon", "--socket"])
-        .arg(socket)
+        .arg(&sockets[0])
         .args(["--idle-spin-us", &a.spin_us.to_string()])
         .args(["--spine-port-tx", a.port_tx.name()])
         .stdout(Stdio::null())
         .stderr(Stdio::null());
+    for s in &sockets[1..] {
+        d.arg("--adapter").arg(s);
+    }
     if udp {
         d.args(["--udp", "127.0.0.1:0"]);
     }
@@ -393,7 +410,12 @@ fn unet_up(
         sockets: sockets.clone(),
         _dir: None,
     };
-    for s in &sockets {
+    let daemons: Vec<&[PathBuf]> = if adapters.apart {
+        sockets.chunks(1).collect()
+    } else {
+        vec![&sockets]
+    };
+    for s in daemons {
         match daemon(lab, &exe, s, wire, adapters) {
             Ok(c) => run.daemons.push(c),
             Err(e) => {
