@@ -77,8 +77,20 @@ fn bench_router_forward_reports_the_router_beside_linux() {
             let host = r["host_cpu_pct"].as_f64().unwrap();
             assert!(host < 5.0, "the host application used {host} % CPU: {r}");
             assert!(r["adapter_cpu_pct"].as_f64().unwrap() > 0.0, "{r}");
+            // The adapters' work a frame forwarded: some, and less than a
+            // millisecond.
+            let ns = r["adapter_ns_per_packet"].as_f64().unwrap();
+            assert!(ns > 0.0 && ns < 1e6, "{r}");
+            // Two adapters take turns on one thread of one daemon.
+            let place = r["placement"].as_str().unwrap();
+            assert_eq!(
+                place.ends_with("both adapters core 1, one thread"),
+                r["forwarder"] != "unet",
+                "{r}"
+            );
         } else {
             assert!(r["host_cpu_pct"].is_null(), "{r}");
+            assert!(r["adapter_ns_per_packet"].is_null(), "{r}");
         }
     }
     let text = std::fs::read_to_string(&svg).expect("the SVG");

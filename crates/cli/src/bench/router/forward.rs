@@ -136,10 +136,15 @@ struct Found {
     loss: f64,
     /// Whether that was the generator's own full rate.
     generator_bound: bool,
+    /// Frames that arrived over the whole search.
+    arrived: u64,
     /// CPU of the host application and of the adapter, percent of one
     /// core, over the search (the router only).
     host_cpu: Option<f64>,
     adapter_cpu: Option<f64>,
+    /// The adapters' CPU time over the search per frame that arrived, ns
+    /// (the router only; with `--spin-us`, their polling while idle too).
+    adapter_ns: Option<f64>,
     /// The adapter's port drops over the search, by reason (the router
     /// only; reasons with none left out).
     drops: BTreeMap<String, u64>,
@@ -196,14 +201,14 @@ pub(super) fn destinations(lab: &Lab, routes: &[Route]) -> Res<Vec<u32>> {
 const SEED: u64 = 0x5eed_f025;
 
 /// One trial: `n` packets at `rate` (0: the generator's fastest): what
-/// was sent and the share lost, percent.
+/// was sent, the share lost (percent) and the frames that arrived.
 fn trial(
     lab: &Lab,
     pool: &Arc<Vec<Vec<u8>>>,
     n: u64,
     rate: f64,
     verbose: bool,
-) -> Res<(lab::Sent, f64)> {
+) -> Res<(lab::Sent, f64, u64)> {
     let before = lab.settled()?;
     let batch = if rate > 0.0 && rate < 20_000.0 {
         1
@@ -222,19 +227,21 @@ fn trial(
             s.frames
         );
     }
-    Ok((s, loss))
+    Ok((s, loss, got))
 }
 
 /// The highest rate that loses less than `max_loss` percent (module
 /// documentation).
 fn search(lab: &Lab, pool: &Arc<Vec<Vec<u8>>>, a: &ForwardArgs, gen_rate: f64) -> Res<Found> {
-    let (blast, loss) = trial(lab, pool, a.packets, 0.0, a.verbose)?;
+    let (blast, loss, got) = trial(lab, pool, a.packets, 0.0, a.verbose)?;
     let mut f = Found {
         rate: 0.0,
         loss: 100.0,
         generator_bound: false,
+        arrived: got,
         host_cpu: None,
         adapter_cpu: None,
+        adapter_ns: None,
         drops: BTreeMap::new(),
         port_tx: String::new(),
     };
@@ -249,7 +256,8 @@ fn search(lab: &Lab, pool: &Arc<Vec<Vec<u8>>>, a: &ForwardArgs, gen_rate: f64) -
     let (mut lo, mut hi) = (0.0f64, top);
     let mut r = top * (1.0 - loss / 100.0) * 0.95;
     for _ in 0..a.steps {
-        let (s, l) = trial(lab, pool, a.packets, r, a.verbose)?;
+        let (s, l, got) = trial(lab, pool, a.packets, r, a.verbose)?;
+        f.arrived += got;
         if l < a.loss {
             // The rate achieved (not asked): the generator may fall short.
             if s.rate() > f.rate {
@@ -275,6 +283,13 @@ struct Row {
 impl Row {
     fn rate(&self) -> f64 {
         median_f64(&self.found.iter().map(|f| f.rate).collect::<Vec<_>>())
+    }
+
+    /// The median over the repetitions of the adapters' CPU time per
+    /// frame that arrived, ns.
+    fn adapter_ns(&self) -> Option<f64> {
+        let v: Vec<f64> = self.found.iter().filter_map(|f| f.adapter_ns).collect();
+        (!v.is_empty()).then(|| median_f64(&v))
     }
 
     fn cpu(&self, host: bool) -> Option<f64> {
@@ -339,7 +354,7 @@ pub fn forward(mut a: ForwardArgs) -> Res<()> {
                 a.reps
             ));
             let pool = pool_of(&lab, &dsts, size, lab.gateway_mac(false));
-            let (s, _) = trial(&lab, &pool, a.packets, 0.0, a.verbose)?;
+            let (s, _, _) = trial(&lab, &pool, a.packets, 0.0, a.verbose)?;
             gen[k].push(s.rate());
         }
         let n = cases.len();
@@ -370,6 +385,9 @@ pub fn forward(mut a: ForwardArgs) -> Res<()> {
                     let pct = |c0: Option<Threads>, c1: Option<Threads>| {
                         Some(100.0 * c0?.since(&c1?) as f64 / wall)
                     };
+                    if let (Some(c0), Some(c1)) = (&cpu0.1, &cpu1.1) {
+                        f.adapter_ns = Some(c0.since(c1) as f64 / f.arrived.max(1) as f64);
+                    }
                     f.host_cpu = pct(cpu0.0, cpu1.0);
                     f.adapter_cpu = pct(cpu0.1, cpu1.1);
                     let (drops1, port_tx) = run.port_drops()?;
@@ -479,6 +497,7 @@ fn report(a: &ForwardArgs, rows: &[Row], gen: &[Vec<f64>], routes: usize) -> Res
                     "ratio_to_linux": ratio,
                     "host_cpu_pct": r.cpu(true),
                     "adapter_cpu_pct": r.cpu(false),
+                    "adapter_ns_per_packet": r.adapter_ns(),
                     "adapter_drops": r.found.iter().map(|f| json!(f.drops)).collect::<Vec<_>>(),
                     "port_tx": r.found.first().map(|f| f.port_tx.clone()).filter(|t| !t.is_empty()),
                     "placement": r.case.placement(a.adapters.apart),
@@ -504,8 +523,11 @@ fn report(a: &ForwardArgs, rows: &[Row], gen: &[Vec<f64>], routes: usize) -> Res
             let d = drops_text(r);
             if let Some(f) = r.found.first().filter(|f| !f.port_tx.is_empty()) {
                 let d = if d.is_empty() { "none".into() } else { d };
+                let ns = r.adapter_ns().map_or(String::new(), |n| {
+                    format!("; their CPU {n:.0} ns a frame forwarded")
+                });
                 println!(
-                    "{:>17} adapters' ports send by {}; their drops over the search: {d}",
+                    "{:>17} adapters' ports send by {}; their drops over the search: {d}{ns}",
                     "", f.port_tx
                 );
             }
