@@ -518,6 +518,9 @@ impl Part for SpineTurn<'_> {
         } else {
             self.spine.turn_with(self.eps)
         };
+        if self.spine.rt.peers.has_unpublished() {
+            self.spine.rt.peers.publish();
+        }
         if self.spine.wire.has_out() {
             wire::send_out(self.spine, cx.port.as_deref_mut());
         }

@@ -255,6 +255,8 @@ pub(crate) struct PeerLink {
     bulk_max: u32,
     // Producer (ring `side`): our positions, and the peer's last seen.
     head: u64,
+    /// The head the peer was last shown (`publish`).
+    published: u64,
     data_head: u64,
     seen_tail: u64,
     seen_data_tail: u64,
@@ -344,6 +346,7 @@ impl PeerLink {
             view,
             side,
             head: 0,
+            published: 0,
             data_head: 0,
             seen_tail: 0,
             seen_data_tail: 0,
@@ -402,16 +405,27 @@ impl PeerLink {
         self.pidfd.as_ref().map(|f| f.as_fd())
     }
 
-    /// Put a message on the ring to the peer. Its header's `handler`,
-    /// `src_kind` and `src` are the caller's; `args_len`, `flags`
-    /// (`AM_BULK` when `bulk` is not empty) and `bulk_len` are set from
-    /// the slices. Never blocks.
+    /// Put a message on the ring to the peer and publish it
+    /// ([`PeerLink::put`], then [`PeerLink::publish`]). Never blocks.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn push(
         &mut self,
         hdr: AmHeader,
         args: &[u8],
         bulk: &[u8],
     ) -> Result<(), PeerError> {
+        self.put(hdr, args, bulk)?;
+        self.publish();
+        Ok(())
+    }
+
+    /// Write a message into the ring to the peer, which does not see it
+    /// before [`PeerLink::publish`] (a batch of puts is published once:
+    /// one store of the head and one fence). Its header's `handler`,
+    /// `src_kind` and `src` are the caller's; `args_len`, `flags`
+    /// (`AM_BULK` when `bulk` is not empty) and `bulk_len` are set from
+    /// the slices. Never blocks.
+    pub(crate) fn put(&mut self, hdr: AmHeader, args: &[u8], bulk: &[u8]) -> Result<(), PeerError> {
         if let Some(d) = self.dead {
             return Err(PeerError::Dead(d));
         }
@@ -462,7 +476,8 @@ impl PeerLink {
         };
         let slot = self.slot(self.side, self.head);
         // SAFETY: the slot lies in our ring (index masked); the peer does
-        // not read it until `head` is published below; args fit in it.
+        // not read it until `head` is published (`publish`); args fit in
+        // it.
         unsafe {
             std::ptr::addr_of_mut!((*slot.as_ptr()).hdr).write_volatile(h);
             let dst = std::ptr::addr_of_mut!((*slot.as_ptr()).args).cast::<u8>();
@@ -470,11 +485,26 @@ impl PeerLink {
         }
         self.head += 1;
         self.data_head = end;
-        // Release: the slot and its data are written before the peer sees
-        // the new head (pairs with the Acquire load in `pop`).
+        self.stats.sent += 1;
+        Ok(())
+    }
+
+    /// Whether messages were put and not yet published.
+    pub(crate) fn unpublished(&self) -> bool {
+        self.head != self.published
+    }
+
+    /// Let the peer see the messages put since the last publish, and ring
+    /// it if it sleeps.
+    pub(crate) fn publish(&mut self) {
+        if !self.unpublished() {
+            return;
+        }
+        self.published = self.head;
+        // Release: the slots and their data are written before the peer
+        // sees the new head (pairs with the Acquire load in `pop`).
         let lines = self.view.lines(self.side);
         lines.producer.head.store(self.head, Ordering::Release);
-        self.stats.sent += 1;
         // Pairs with the heavy fence in the peer's `wait`: either it sees
         // the new head when it looks again, or we see its flag.
         sys::light_fence(self.asym);
@@ -485,7 +515,6 @@ impl PeerLink {
         {
             self.ring_peer();
         }
-        Ok(())
     }
 
     /// Wake the peer: its doorbell (an engine asleep in its poller) if it
@@ -755,6 +784,8 @@ impl PeerLink {
 
     /// Mark this side closed and wake the peer if it sleeps on our ring.
     fn close_own(&mut self) {
+        // What was put goes before the close.
+        self.publish();
         let me = self.view.side(self.side);
         me.closed.store(1, Ordering::Release);
         self.ring_peer();

@@ -136,6 +136,9 @@ pub(crate) struct Peers {
     turns: u32,
     next_check: Instant,
     cfg: PeerConfig,
+    /// Rows with messages put this turn and not yet published
+    /// (`publish`, once a turn).
+    unpublished: Vec<u32>,
 }
 
 impl Peers {
@@ -153,7 +156,27 @@ impl Peers {
                 asymmetric: false,
                 ..PeerConfig::default()
             },
+            unpublished: Vec::new(),
         }
+    }
+
+    /// Whether messages were put on links this turn and wait to be
+    /// published.
+    #[inline]
+    pub(crate) fn has_unpublished(&self) -> bool {
+        !self.unpublished.is_empty()
+    }
+
+    /// Let the peers see what this turn put on their links (one store and
+    /// one fence a link, not a message), ringing those that sleep.
+    pub(crate) fn publish(&mut self) {
+        let mut rows = std::mem::take(&mut self.unpublished);
+        for i in rows.drain(..) {
+            if let Some(r) = self.row_mut(i) {
+                r.link.publish();
+            }
+        }
+        self.unpublished = rows;
     }
 
     /// Whether no link is held: what a turn tests, and all it does then.
@@ -617,7 +640,8 @@ pub(crate) fn take(rt: &mut Rt) -> usize {
 }
 
 /// Run a `PeerTx` event: put its message on link `ev.arg` (bulk data
-/// copied into the link's data area) and free it. A message the link
+/// copied into the link's data area; the peer sees it when the turn
+/// ends, [`Peers::publish`]) and free it. A message the link
 /// cannot take is dropped and counted, on the link's row and by reason.
 pub(crate) fn forward(rt: &mut Rt, ev: Event) {
     let Rt {
@@ -636,7 +660,11 @@ pub(crate) fn forward(rt: &mut Rt, ev: Event) {
             }
             Some(r) => {
                 let bulk = m.bulk.and_then(|b| bufs.data(b)).unwrap_or(&[]);
-                match r.link.push(m.hdr, m.args(), bulk) {
+                let first = !r.link.unpublished();
+                match r.link.put(m.hdr, m.args(), bulk) {
+                    // Published at the end of the turn, once for all
+                    // the turn put on the link.
+                    Ok(()) if first => peers.unpublished.push(ev.arg),
                     Ok(()) => {}
                     Err(PeerError::Full) => {
                         r.counts.tx_full += 1;

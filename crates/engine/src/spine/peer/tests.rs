@@ -504,3 +504,36 @@ fn a_sleeping_engine_is_rung_on_its_doorbell() {
     drop(a);
     assert!(rung(Duration::from_secs(10)));
 }
+
+#[test]
+fn puts_are_seen_when_published_and_a_sleeper_is_rung_then() {
+    use std::os::fd::AsRawFd;
+    let (mut a, mut b, _raw) = pair(G);
+    let bell = unet_sys::EventFd::new().unwrap();
+    a.set_peer_doorbell(unet_sys::EventFd::from_fd(bell.fd().try_clone().unwrap()));
+    let rung = |t| unet_sys::wait_readable(bell.fd().as_raw_fd(), Some(t)).unwrap();
+    b.arm(true);
+    unet_sys::heavy_fence();
+    for k in 0..3u16 {
+        let (_, args, bulk) = msg(k as u64, a.bulk_max());
+        a.put(hdr(60 + k), &args, &bulk).unwrap();
+    }
+    // Written, not yet shown: the peer sees nothing and is not rung.
+    assert!(a.unpublished());
+    assert!(!b.has_messages());
+    assert!(!rung(Duration::ZERO));
+    a.publish();
+    assert!(!a.unpublished());
+    assert!(rung(Duration::from_secs(10)));
+    assert_eq!(bell.drain(), 1);
+    let mut got = Vec::new();
+    assert_eq!(b.pop(usize::MAX, |h, _, _| got.push(h.handler)), 3);
+    assert_eq!(got, [60, 61, 62]);
+    // Publishing again with nothing put does nothing.
+    a.publish();
+    assert!(!b.has_messages());
+    // What is put and not published when the link closes goes first.
+    a.put(hdr(70), &[1], &[]).unwrap();
+    drop(a);
+    assert_eq!(b.pop(usize::MAX, |h, _, _| assert_eq!(h.handler, 70)), 1);
+}

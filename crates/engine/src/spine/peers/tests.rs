@@ -114,8 +114,8 @@ impl Adapter {
     }
 }
 
-/// Run what `rt` queued: forwards go on their links, arrivals are handed
-/// back.
+/// Run what `rt` queued, as a turn does: forwards go on their links,
+/// published at the end; arrivals are handed back.
 fn run(rt: &mut Rt) -> Vec<Event> {
     let mut out = Vec::new();
     while let Some(ev) = rt.queue.pop() {
@@ -124,6 +124,7 @@ fn run(rt: &mut Rt) -> Vec<Event> {
             _ => out.push(ev),
         }
     }
+    rt.peers.publish();
     out
 }
 
