@@ -40,8 +40,8 @@ pub struct Args {
     /// options given here; with `--udp`, each further adapter's wire is
     /// bound to the same address on a port the system picks. `--metrics`
     /// serves the first adapter's counters.
-    #[arg(long = "adapter", value_name = "SOCKET")]
-    pub adapters: Vec<PathBuf>,
+    #[arg(long, value_name = "SOCKET")]
+    pub adapter: Vec<PathBuf>,
     /// Largest UDP datagram to send (1472 suits a 1500-byte MTU).
     #[arg(long, default_value_t = 1472)]
     pub max_datagram: usize,
@@ -288,7 +288,7 @@ pub fn run(a: Args) -> ExitCode {
         spine_port_tx: a.spine_port_tx,
         ..Default::default()
     };
-    let engine = match Running::start(cfg, &a.adapters) {
+    let engine = match Running::start(cfg, &a.adapter) {
         Ok(e) => e,
         Err(e) => {
             eprintln!("unet daemon: cannot start the engine on {e}");
@@ -296,7 +296,7 @@ pub fn run(a: Args) -> ExitCode {
         }
     };
     for (socket, udp) in std::iter::once(&a.socket)
-        .chain(&a.adapters)
+        .chain(&a.adapter)
         .zip(engine.udp_addrs())
     {
         match udp {

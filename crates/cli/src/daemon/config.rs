@@ -263,6 +263,13 @@ mod tests {
         );
     }
 
+    /// `--adapter` is repeatable: a list, one option a socket.
+    #[test]
+    fn more_adapters_are_a_list_of_sockets() {
+        let t = tokens("adapter = [\"/run/b.sock\", \"/run/c.sock\"]\n").unwrap();
+        assert_eq!(t, ["--adapter", "/run/b.sock", "--adapter", "/run/c.sock"]);
+    }
+
     #[test]
     fn refusals_name_file_line_and_key() {
         let e = tokens("udp = \"127.0.0.1:7700\"\n\nclinet_memory = \"1G\"\n").unwrap_err();
