@@ -170,14 +170,7 @@ impl Engine {
         let shared = d.shared().clone();
         let udp = d.udp_addr();
         let engine_id = d.engine_id();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let thread = std::thread::Builder::new()
-            .name("unet-engine".into())
-            .spawn(move || {
-                let _ = tx.send(sys::thread_id());
-                d.run()
-            })?;
-        let tid = rx.recv().unwrap_or(0);
+        let (thread, tid) = spawn_loop("unet-engine", move || d.run())?;
         Ok(Engine {
             shared,
             thread: Some(thread),
@@ -234,6 +227,22 @@ impl Drop for Engine {
     }
 }
 
+/// Start the thread named `name` that runs `body` (an engine's loop):
+/// its handle and its id (`gettid`).
+fn spawn_loop(
+    name: &str,
+    body: impl FnOnce() + Send + 'static,
+) -> io::Result<(JoinHandle<()>, u32)> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let thread = std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            let _ = tx.send(sys::thread_id());
+            body()
+        })?;
+    Ok((thread, rx.recv().unwrap_or(0)))
+}
+
 /// Tell engines to stop and wait for the thread that runs them.
 fn halt(shared: &[Arc<dispatch::dispatcher::Shared>], thread: &mut Option<JoinHandle<()>>) {
     for s in shared {
@@ -269,14 +278,7 @@ impl EngineGroup {
         let shared = engines.iter().map(|d| d.shared().clone()).collect();
         let udp = engines.iter().map(Dispatcher::udp_addr).collect();
         let mut group = dispatch::group::Group::new(engines)?;
-        let (tx, rx) = std::sync::mpsc::channel();
-        let thread = std::thread::Builder::new()
-            .name("unet-engines".into())
-            .spawn(move || {
-                let _ = tx.send(sys::thread_id());
-                group.run()
-            })?;
-        let tid = rx.recv().unwrap_or(0);
+        let (thread, tid) = spawn_loop("unet-engines", move || group.run())?;
         Ok(EngineGroup {
             shared,
             thread: Some(thread),
