@@ -378,7 +378,9 @@ fn daemon(lab: &Lab, exe: &Path, sockets: &[PathBuf], udp: bool, a: &AdapterArgs
         d.arg("--adapter").arg(s);
     }
     if udp {
-        d.args(["--udp", "127.0.0.1:0"]);
+        // r's loopback carries 64 KiB datagrams: a frame crosses whole,
+        // as over the paper's switch fabric, not cut to an Ethernet MTU.
+        d.args(["--udp", "127.0.0.1:0", "--max-datagram", "9000"]);
     }
     pin_child(&mut d, 1);
     d.spawn().map_err(|e| format!("starting a daemon: {e}"))
