@@ -347,9 +347,10 @@ impl Running {
                 .unwrap_or_default()
         };
         if more.is_empty() {
-            return Engine::start(cfg.clone())
+            let n = name(&cfg);
+            return Engine::start(cfg)
                 .map(Running::One)
-                .map_err(|e| format!("{}: {e}", name(&cfg)));
+                .map_err(|e| format!("{n}: {e}"));
         }
         let mut cfgs = vec![cfg.clone()];
         for socket in more {

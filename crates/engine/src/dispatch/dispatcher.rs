@@ -119,6 +119,52 @@ pub(super) enum Turn {
     Handoff,
 }
 
+/// When a loop sleeps: the start of its run of empty turns.
+#[derive(Default)]
+pub(super) struct Idle {
+    since: Option<Instant>,
+}
+
+impl Idle {
+    /// After a turn (or a round of turns) that found `turn`: whether the
+    /// loop sleeps now (at once after a handoff; after `idle_for` of empty
+    /// turns otherwise).
+    #[inline]
+    pub(super) fn sleep_after(&mut self, turn: Turn, idle_for: Duration) -> bool {
+        match turn {
+            Turn::Worked => {
+                self.since = None;
+                false
+            }
+            Turn::Handoff => {
+                self.since = None;
+                true
+            }
+            Turn::Idle => {
+                let now = Instant::now();
+                match self.since {
+                    None => {
+                        self.since = Some(now);
+                        false
+                    }
+                    Some(t) if now.duration_since(t) >= idle_for => {
+                        self.since = None;
+                        true
+                    }
+                    // A client or peer that shares this CPU (the other
+                    // CPUs busy) needs it to answer: give it the CPU on
+                    // every empty turn. When the CPU is the engine's
+                    // alone, sched_yield returns at once.
+                    Some(_) => {
+                        std::thread::yield_now();
+                        false
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// State shared between a dispatcher and the handles that reach it from
 /// other threads.
 pub(crate) struct Shared {
@@ -342,29 +388,12 @@ impl Dispatcher {
     /// shared state), sleeping when there is nothing to do; then reclaim
     /// everything.
     pub(crate) fn run(&mut self) {
-        let mut idle_since: Option<Instant> = None;
+        let mut idle = Idle::default();
+        let idle_for = self.idle_for();
         while !self.shared.stop.load(Ordering::Relaxed) {
-            match self.run_turn() {
-                Turn::Handoff => {
-                    self.sleep();
-                    idle_since = None;
-                }
-                Turn::Worked => idle_since = None,
-                Turn::Idle => {
-                    let now = Instant::now();
-                    match idle_since {
-                        None => idle_since = Some(now),
-                        Some(t) if now.duration_since(t) >= self.idle_for() => {
-                            self.sleep();
-                            idle_since = None;
-                        }
-                        // A client or peer that shares this CPU (the other
-                        // CPUs busy) needs it to answer: give it the CPU on
-                        // every empty turn. When the CPU is the engine's
-                        // alone, sched_yield returns at once.
-                        Some(_) => std::thread::yield_now(),
-                    }
-                }
+            let turn = self.run_turn();
+            if idle.sleep_after(turn, idle_for) {
+                self.sleep();
             }
         }
         self.shutdown();

@@ -20,11 +20,9 @@
 //! it.
 
 use std::io;
-use std::time::Instant;
-
 use unet_sys::Epoll;
 
-use super::dispatcher::{Dispatcher, Turn};
+use super::dispatcher::{Dispatcher, Idle, Turn};
 
 /// Engines run in turn on one thread (module documentation).
 pub(crate) struct Group {
@@ -56,36 +54,19 @@ impl Group {
             .map(Dispatcher::idle_for)
             .max()
             .unwrap_or_default();
-        let mut idle_since: Option<Instant> = None;
+        let mut idle = Idle::default();
         while !self.engines.iter().any(Dispatcher::stopping) {
-            let mut worked = false;
-            let mut handoff = false;
+            // The round's work: any engine's, else any handoff.
+            let mut round = Turn::Idle;
             for d in &mut self.engines {
                 match d.run_turn() {
-                    Turn::Worked => worked = true,
-                    Turn::Handoff => handoff = true,
-                    Turn::Idle => {}
+                    Turn::Worked => round = Turn::Worked,
+                    Turn::Handoff if round == Turn::Idle => round = Turn::Handoff,
+                    _ => {}
                 }
             }
-            if worked {
-                idle_since = None;
-                continue;
-            }
-            if handoff {
+            if idle.sleep_after(round, idle_for) {
                 self.sleep();
-                idle_since = None;
-                continue;
-            }
-            let now = Instant::now();
-            match idle_since {
-                None => idle_since = Some(now),
-                Some(t) if now.duration_since(t) >= idle_for => {
-                    self.sleep();
-                    idle_since = None;
-                }
-                // As an engine alone does: a client sharing this CPU may
-                // need it to answer.
-                Some(_) => std::thread::yield_now(),
             }
         }
         for d in &mut self.engines {
