@@ -66,6 +66,9 @@ fn bench_router_forward_reports_the_router_beside_linux() {
         let rate = r["rate_pps"].as_f64().unwrap();
         assert!(rate > 0.0, "nothing forwarded below the loss limit: {r}");
         assert!(r["generator_pps"].as_f64().unwrap() > 0.0, "{r}");
+        // The generator sends over AF_XDP where the kernel gives it (as
+        // the ports do: `spine_port.rs` checks theirs).
+        assert_eq!(r["generator_tx"], "af_xdp", "{r}");
         let loss = r["loss_pct"][0].as_f64().unwrap();
         assert!(loss < 0.5, "{r}");
         let linux = r["linux_best_pps"].as_f64().unwrap();

@@ -125,6 +125,12 @@ pub struct ForwardArgs {
     /// its IP input, on the generator's core).
     #[arg(long, value_enum, default_value = "own")]
     pub port_macs: lab::PortMacs,
+    /// How the generator sends: `auto` (a transmit-only `AF_XDP` socket
+    /// where the kernel gives one, else the transmit ring), `xdp` or
+    /// `ring` (the `TPACKET_V2` transmit ring, slower: veth copies its
+    /// frames again).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub generator: lab::Generator,
 }
 
 /// One search's result.
@@ -207,7 +213,7 @@ fn trial(
     pool: &Arc<Vec<Vec<u8>>>,
     n: u64,
     rate: f64,
-    verbose: bool,
+    a: &ForwardArgs,
 ) -> Res<(lab::Sent, f64, u64)> {
     let before = lab.settled()?;
     let batch = if rate > 0.0 && rate < 20_000.0 {
@@ -215,10 +221,10 @@ fn trial(
     } else {
         lab::BATCH
     };
-    let s = generate(lab, Arc::clone(pool), n, rate, batch)?;
+    let s = generate(lab, Arc::clone(pool), n, rate, batch, a.generator)?;
     let got = lab.settled()?.saturating_sub(before).min(s.frames);
     let loss = 100.0 * (s.frames - got) as f64 / s.frames.max(1) as f64;
-    if verbose {
+    if a.verbose {
         eprintln!(
             "unet bench: trial: {} B, asked {:.0} pkt/s, sent {:.0} pkt/s, {got} of {} arrived ({loss:.3} % lost)",
             pool.first().map_or(0, |f| f.len() - 14),
@@ -233,7 +239,7 @@ fn trial(
 /// The highest rate that loses less than `max_loss` percent (module
 /// documentation).
 fn search(lab: &Lab, pool: &Arc<Vec<Vec<u8>>>, a: &ForwardArgs, gen_rate: f64) -> Res<Found> {
-    let (blast, loss, got) = trial(lab, pool, a.packets, 0.0, a.verbose)?;
+    let (blast, loss, got) = trial(lab, pool, a.packets, 0.0, a)?;
     let mut f = Found {
         rate: 0.0,
         loss: 100.0,
@@ -256,7 +262,7 @@ fn search(lab: &Lab, pool: &Arc<Vec<Vec<u8>>>, a: &ForwardArgs, gen_rate: f64) -
     let (mut lo, mut hi) = (0.0f64, top);
     let mut r = top * (1.0 - loss / 100.0) * 0.95;
     for _ in 0..a.steps {
-        let (s, l, got) = trial(lab, pool, a.packets, r, a.verbose)?;
+        let (s, l, got) = trial(lab, pool, a.packets, r, a)?;
         f.arrived += got;
         if l < a.loss {
             // The rate achieved (not asked): the generator may fall short.
@@ -344,6 +350,7 @@ pub fn forward(mut a: ForwardArgs) -> Res<()> {
     let dsts = destinations(&lab, &routes)?;
     let mut rows: Vec<Row> = Vec::new();
     let mut gen: Vec<Vec<f64>> = vec![Vec::new(); a.sizes.len()];
+    let mut gen_path = None;
     for rep in 0..a.reps {
         // The generator alone: nothing forwards in `r` (its kernel drops
         // what it is sent).
@@ -354,8 +361,9 @@ pub fn forward(mut a: ForwardArgs) -> Res<()> {
                 a.reps
             ));
             let pool = pool_of(&lab, &dsts, size, lab.gateway_mac(false));
-            let (s, _, _) = trial(&lab, &pool, a.packets, 0.0, a.verbose)?;
+            let (s, _, _) = trial(&lab, &pool, a.packets, 0.0, &a)?;
             gen[k].push(s.rate());
+            gen_path = Some(s.path);
         }
         let n = cases.len();
         for j in 0..n {
@@ -415,7 +423,8 @@ pub fn forward(mut a: ForwardArgs) -> Res<()> {
     }
     p.clear();
     rows.sort_by_key(|r| (r.size, cases.iter().position(|&c| c == r.case)));
-    report(&a, &rows, &gen, routes.len())
+    let sends = gen_path.map_or("-", lab::Generator::path_name);
+    report(&a, &rows, &gen, sends, routes.len())
 }
 
 /// The generator's frames of `size` bytes, one per destination.
@@ -444,7 +453,7 @@ fn drops_text(r: &Row) -> String {
 
 /// Print the rows (and the SVG), each beside the better Linux forwarder
 /// at its size.
-fn report(a: &ForwardArgs, rows: &[Row], gen: &[Vec<f64>], routes: usize) -> Res<()> {
+fn report(a: &ForwardArgs, rows: &[Row], gen: &[Vec<f64>], sends: &str, routes: usize) -> Res<()> {
     let linux_best = |size: usize| -> Option<f64> {
         rows.iter()
             .filter(|r| r.size == size && r.case.is_linux())
@@ -454,7 +463,8 @@ fn report(a: &ForwardArgs, rows: &[Row], gen: &[Vec<f64>], routes: usize) -> Res
     if !a.json {
         println!(
             "SPINE Figure 5: forwarding rate at < {} % loss, {} routes, {} packets a trial, \
-             {} repetition(s) (medians), {:?} sink, router ports' MACs: {:?}",
+             {} repetition(s) (medians), {:?} sink, router ports' MACs: {:?}, the generator \
+             sends by {sends}",
             a.loss, routes, a.packets, a.reps, a.sink, a.port_macs
         );
         println!(
@@ -493,6 +503,7 @@ fn report(a: &ForwardArgs, rows: &[Row], gen: &[Vec<f64>], routes: usize) -> Res
                     "loss_pct": r.found.iter().map(|f| f.loss).collect::<Vec<_>>(),
                     "generator_bound": bound,
                     "generator_pps": g,
+                    "generator_tx": sends,
                     "linux_best_pps": base,
                     "ratio_to_linux": ratio,
                     "host_cpu_pct": r.cpu(true),

@@ -25,7 +25,7 @@ use unet_router::table::generated;
 use super::super::report::{warn_if_busy, Progress};
 use super::forward::{destinations, pool_of, table_lines};
 use super::forwarders::{AdapterArgs, Case, NEXT_HOPS};
-use super::lab::{generate, Lab, PortMacs, Sink};
+use super::lab::{generate, Generator, Lab, PortMacs, Sink};
 use super::Res;
 use crate::trace::analysis::{analyse, is_loop, Spread};
 use crate::trace::{chrome, svg};
@@ -126,7 +126,7 @@ pub fn graph(a: GraphArgs) -> Res<()> {
     let n = (a.rate * (warm.as_secs_f64() * 2.0 + a.ms as f64 / 1000.0)) as u64 + 1;
     p.show("recording");
     let res = std::thread::scope(|s| -> Res<(TraceDump, f64)> {
-        let g = s.spawn(|| generate(&lab, Arc::clone(&pool), n, a.rate, 1));
+        let g = s.spawn(|| generate(&lab, Arc::clone(&pool), n, a.rate, 1, Generator::Auto));
         let rec = (|| -> Res<TraceDump> {
             std::thread::sleep(warm);
             let ses = unet::Session::connect(&socket).map_err(|e| e.to_string())?;
