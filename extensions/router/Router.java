@@ -37,13 +37,6 @@ import unet.spine.Spine;
  * out of that port (the host's ICMP answers).
  * <li>{@code onStats} ({@code base + 3}): answers with the counters, one
  * little-endian int each, in {@link #C_FORWARDED}'s order.
- * <li>{@code onEgress} ({@code base + 4}, installed only when bit 16 of
- * {@code first} is set: an adapter of a router of several): a
- * frame another adapter of the router routed to a port of this one,
- * {@code [port]} and the frame; taken only from the destinations
- * configured for remote ports (the peer queue or wire link to the
- * adapter that sent it; anything else is dropped as
- * {@link #D_BAD_EGRESS}), and sent out of that local port as it is.
  * </ul>
  *
  * <p>Several adapters (the paper's "PCI" and "Wire" cases): each adapter
@@ -56,8 +49,11 @@ import unet.spine.Spine;
  * Next hops name a slot ({@code [2, index, slot]}). A frame routed to a
  * remote port is checked, looked up and rewritten here, on the ingress
  * adapter, exactly as a local one, and its own buffer handed to the
- * owning adapter's {@code onEgress} ({@link #C_HANDED}); frames for the
- * host go to the ingress adapter's host application endpoint.
+ * owning adapter with handler {@link Spine#PORT_OUT} and the port id as
+ * argument ({@link #C_HANDED}): that adapter's runtime sends it out of the
+ * port as it is, with no handler run (the queue or link counts it);
+ * frames for the host go to the ingress adapter's host application
+ * endpoint.
  *
  * <p>The lookup: {@code trie}: one word a node, {@code kind << 27 |
  * skip << 22 | adr}: an inner node ({@code kind} 1 to 22, its branch) has
@@ -146,13 +142,8 @@ public class Router {
     /** Counter: frames routed to another adapter's port and handed to it
      * (counted in {@link #C_FORWARDED} too). */
     static final int C_HANDED = 17;
-    /** Counter: frames another adapter handed over, sent out of a port. */
-    static final int C_FROM_ADAPTER = 18;
-    /** Drop: an {@code onEgress} message from an unconfigured source,
-     * without a frame, or for a port that is not a configured local one. */
-    static final int D_BAD_EGRESS = 19;
     /** Counters. */
-    static final int COUNTERS = 20;
+    static final int COUNTERS = 18;
 
     static int[] counts;
     static int[] portAddr;
@@ -193,9 +184,6 @@ public class Router {
         Spine.addHandler("onConfig", self + 1, 0);
         Spine.addHandler("onHostSend", self + 2, 0);
         Spine.addHandler("onStats", self + 3, 0);
-        if ((first & 0x10000) != 0) {
-            Spine.addHandler("onEgress", self + 4, 0);
-        }
     }
 
     static int u8(int at) {
@@ -389,32 +377,9 @@ public class Router {
         args[1] = (byte) (p >> 8);
         args[2] = (byte) (p >> 16);
         args[3] = (byte) (p >> 24);
-        if (Spine.sendBulk(portDest[out], self + 4, args, 0, 4, buf) == 0) {
+        if (Spine.sendBulk(portDest[out], Spine.PORT_OUT, args, 0, 4, buf) == 0) {
             counts[C_FORWARDED]++;
             counts[C_HANDED]++;
-        } else {
-            counts[D_SEND_REFUSED]++;
-        }
-    }
-
-    static void onEgress(int unused, int msg) {
-        int from = Spine.source(msg);
-        boolean known = false;
-        for (int s = PORTS; s < SLOTS && !known; s++) {
-            known = portUp[s] && portDest[s] == from;
-        }
-        int buf = Spine.bulk(msg);
-        if (!known || buf < 0 || Spine.argsLength(msg) < 4) {
-            counts[D_BAD_EGRESS]++;
-            return;
-        }
-        int port = Spine.argInt(msg, 0);
-        if (port < 0 || port >= PORTS || !portUp[port]) {
-            counts[D_BAD_EGRESS]++;
-            return;
-        }
-        if (Spine.sendBulk((Spine.DEST_PORT << 24) | port, 0, none, 0, 0, buf) == 0) {
-            counts[C_FROM_ADAPTER]++;
         } else {
             counts[D_SEND_REFUSED]++;
         }

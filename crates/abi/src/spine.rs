@@ -76,6 +76,13 @@ pub const SPINE_MAX_HANDLER: u16 = 1023;
 /// Lowest handler number an extension may take (those below are the
 /// runtime's system handlers).
 pub const SPINE_FIRST_EXT_HANDLER: u16 = 64;
+/// The runtime's own handler for a message from a peer adapter or over a
+/// link: its bulk data goes out of the raw-frame port of this adapter that
+/// its first four argument bytes name (a port id, little-endian), as a
+/// handler's send to `DEST_PORT | port` would, with no handler run (the
+/// egress half of SPINE's router: the dispatcher routes the message to the
+/// network).
+pub const SYS_PORT_OUT: u16 = 1;
 
 /// Destination kinds (`(kind << 24) | id`): a handler of this adapter.
 pub const DEST_LOCAL: u32 = 0;

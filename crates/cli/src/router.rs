@@ -99,8 +99,7 @@ pub struct RunArgs {
     /// of the source checkout, compiled with the JDK found).
     #[arg(long, value_name = "FILE.class")]
     class: Option<PathBuf>,
-    /// The extension's first handler number (it takes four; five with
-    /// several adapters).
+    /// The extension's first handler number (it takes four).
     #[arg(long, default_value_t = 200)]
     handlers: u16,
     /// Time budget of one handler invocation, µs (default: the engine's).

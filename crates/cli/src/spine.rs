@@ -231,6 +231,7 @@ const PEERS: Table = Table {
         right("depth", 8),
         right("in", 12),
         right("out", 12),
+        right("to port", 12),
     ],
     last: "drops",
 };
@@ -259,6 +260,7 @@ pub fn print_peers(l: &PeerListing, empty: bool) {
                 &p.depth,
                 &p.msgs_in,
                 &p.msgs_out,
+                &p.port_out,
             ],
             &pairs(&p.drops, false),
         );
@@ -281,6 +283,7 @@ pub fn peers_json(l: &PeerListing) -> serde_json::Value {
             "depth": p.depth,
             "in": p.msgs_in,
             "out": p.msgs_out,
+            "port_out": p.port_out,
             "drops": serde_json::Value::Object(
                 p.drops
                     .iter()

@@ -55,6 +55,9 @@ pub struct PeerInfo {
     pub msgs_in: u64,
     /// Messages put on the queue to the peer.
     pub msgs_out: u64,
+    /// Of the messages taken, those for the runtime's `SYS_PORT_OUT` that
+    /// it queued for one of the adapter's raw-frame ports.
+    pub port_out: u64,
     /// Drops by reason (name, count), the reasons with a count.
     pub drops: Vec<(String, u64)>,
 }
@@ -100,7 +103,7 @@ impl PeerListing {
             w.str(&p.reason);
             w.u32(p.peer_pid);
             w.u32(p.uid);
-            for v in [p.depth, p.msgs_in, p.msgs_out] {
+            for v in [p.depth, p.msgs_in, p.msgs_out, p.port_out] {
                 w.u64(v);
             }
             w.pairs(&p.drops);
@@ -122,6 +125,7 @@ impl PeerListing {
             let depth = r.u64()?;
             let msgs_in = r.u64()?;
             let msgs_out = r.u64()?;
+            let port_out = r.u64()?;
             let drops = r.pairs()?;
             peers.push(PeerInfo {
                 index,
@@ -133,6 +137,7 @@ impl PeerListing {
                 depth,
                 msgs_in,
                 msgs_out,
+                port_out,
                 drops,
             });
         }
@@ -161,6 +166,7 @@ mod tests {
                     depth: 3,
                     msgs_in: 9,
                     msgs_out: 12,
+                    port_out: 7,
                     drops: vec![("dead_out".into(), 3)],
                 },
                 PeerInfo {

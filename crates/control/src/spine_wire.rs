@@ -21,10 +21,13 @@ pub struct LinkInfo {
     pub peer_link: u32,
     /// The process that made it.
     pub pid: u32,
-    /// Messages received and handed to a handler.
+    /// Messages received and handed to a handler (or to a port).
     pub msgs_in: u64,
     /// Messages sent.
     pub msgs_out: u64,
+    /// Of the messages received, those for the runtime's `SYS_PORT_OUT`
+    /// that it queued for one of the adapter's raw-frame ports.
+    pub port_out: u64,
     /// Bytes of those received (header, arguments, bulk data).
     pub bytes_in: u64,
     /// Bytes of those sent.
@@ -84,6 +87,7 @@ impl LinkListing {
             w.u32(l.pid);
             w.u64(l.msgs_in);
             w.u64(l.msgs_out);
+            w.u64(l.port_out);
             w.u64(l.bytes_in);
             w.u64(l.bytes_out);
             w.pairs(&l.drops);
@@ -105,6 +109,7 @@ impl LinkListing {
                 pid: r.u32()?,
                 msgs_in: r.u64()?,
                 msgs_out: r.u64()?,
+                port_out: r.u64()?,
                 bytes_in: r.u64()?,
                 bytes_out: r.u64()?,
                 drops: r.pairs()?,
@@ -133,6 +138,7 @@ mod tests {
                 pid: 42,
                 msgs_in: 5,
                 msgs_out: 6,
+                port_out: 4,
                 bytes_in: 700,
                 bytes_out: 800,
                 drops: vec![("forged_token".into(), 2), ("no_handler".into(), 1)],

@@ -3,14 +3,15 @@
 //! plain UDP socket that plays the other adapter (it opens the link with
 //! the listening token and learns the link's token from the accept).
 //! Every bad frame (a forged token, another sender, bad lengths, a bad
-//! header, a handler nobody installed, a link that does not exist,
+//! header, a handler nobody installed, a message for the runtime's
+//! `SYS_PORT_OUT` naming no port of the adapter, a link that does not exist,
 //! garbage) is dropped and counted by reason, on the link or on the
 //! adapter; nothing panics.
 
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
-use unet_abi::spine::{AmHeader, AM_SRC_HANDLER};
+use unet_abi::spine::{AmHeader, AM_SRC_HANDLER, SYS_PORT_OUT};
 use unet_control::spine_wire::LinkListing;
 use unet_control::{ErrorCode, Reply, Request};
 use unet_engine::invoker::LocalClient;
@@ -181,9 +182,31 @@ fn hostile_frames_on_a_link_are_counted_by_reason_and_nothing_panics() {
     let mut longer = good.clone();
     longer.push(0);
     send(&longer);
+    // For the runtime's PORT_OUT: a port the adapter does not have, and
+    // no frame.
+    let mut out = hdr(SYS_PORT_OUT, 4);
+    out.flags = 1;
+    out.bulk_len = 60;
+    send(&msg(
+        j.link,
+        j.token,
+        12,
+        out,
+        &3u32.to_le_bytes(),
+        &[0xff; 60],
+    ));
+    send(&msg(
+        j.link,
+        j.token,
+        13,
+        hdr(SYS_PORT_OUT, 4),
+        &3u32.to_le_bytes(),
+        &[],
+    ));
     wait(&mut c, &mut e, "every drop counted", |l| {
         let r = l.link(j.link).unwrap();
-        r.drop_count("forged_token") == 1
+        r.drop_count("bad_port") == 2
+            && r.drop_count("forged_token") == 1
             && r.drop_count("wrong_sender") == 1
             && r.drop_count("no_handler") == 2
             && r.drop_count("bad_header") == 3
@@ -194,6 +217,7 @@ fn hostile_frames_on_a_link_are_counted_by_reason_and_nothing_panics() {
     let r = listing(&mut c, &mut e);
     let row = r.link(j.link).unwrap();
     assert_eq!(row.msgs_in, 0, "nothing was handed to a handler");
+    assert_eq!(row.port_out, 0, "nor to a port");
     assert_eq!(row.state, "up", "a hostile frame does not break the link");
 
     // Fragments: a message longer than the runtime's buffers; a fragment

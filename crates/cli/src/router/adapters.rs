@@ -24,10 +24,6 @@ use unet_abi::spine::{DEST_PEER, DEST_WIRE};
 /// `PORTS + ` its index in the order of `--port`.
 pub const PORTS: u32 = 8;
 
-/// Bit 16 of the extension's `init` argument: install `onEgress` (the
-/// handler another adapter hands frames to).
-pub const SEVERAL: i32 = 1 << 16;
-
 /// The peer queues' geometry: as many frames a direction as a port's
 /// receive ring holds (1 024, of up to a 2 KiB slot each), so that a
 /// burst the ingress port took is handed over whole even if the egress
@@ -98,8 +94,7 @@ pub fn slot(a: usize, p: usize, owner: usize, id: u32) -> u32 {
 
 impl Adapters {
     /// Connect to every socket, load the extension (`class`, with
-    /// `opts`; `onEgress` too when there are several) and make an
-    /// endpoint on each.
+    /// `opts`) and make an endpoint on each.
     pub fn open(
         sockets: &[PathBuf],
         class: &[u8],
@@ -109,12 +104,8 @@ impl Adapters {
         for socket in sockets {
             let at = |e: String| format!("{}: {e}", socket.display());
             let session = Session::connect(socket).map_err(|e| at(e.to_string()))?;
-            let mut o = opts.clone();
-            if sockets.len() > 1 {
-                o.arg |= SEVERAL;
-            }
             let ext = session
-                .load_extension(class, o)
+                .load_extension(class, opts.clone())
                 .map_err(|e| at(format!("loading the router extension: {e}")))?;
             let ep = session
                 .create_endpoint(EndpointConfig::default())

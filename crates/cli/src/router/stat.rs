@@ -2,7 +2,10 @@
 //! handler), on each adapter given (`--socket`, repeatable), as lines or
 //! JSON: one object, the drops in an object of their own, for one
 //! adapter; a list of those, each with its `adapter` index and `socket`,
-//! for several.
+//! for several. Beside them, what the adapter's runtime did with the
+//! frames other adapters handed it (`Spine.PORT_OUT` messages over its
+//! peer queues and links): `from_adapter`, sent out of a port, and the
+//! drop `bad_egress`, naming no port of it.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -26,7 +29,8 @@ pub struct StatArgs {
     json: bool,
 }
 
-/// `Router.java`'s counters, in its order (`C_FORWARDED` ...).
+/// `Router.java`'s counters, in its order (`C_FORWARDED` ...), then the
+/// runtime's two ([`handed_in`]).
 const COUNTERS: [&str; 20] = [
     "forwarded",
     "arp_answered",
@@ -49,6 +53,9 @@ const COUNTERS: [&str; 20] = [
     "from_adapter",
     "bad_egress",
 ];
+
+/// How many of [`COUNTERS`] the extension gives.
+const EXT_COUNTERS: usize = 18;
 
 /// Whether counter `i` is a drop.
 fn is_drop(i: usize) -> bool {
@@ -85,7 +92,7 @@ pub fn stat(a: StatArgs) -> Result<(), String> {
 }
 
 /// The counters of the router extension on `socket`'s adapter.
-fn counters(socket: &Path, handlers: u16) -> Result<Vec<u32>, String> {
+fn counters(socket: &Path, handlers: u16) -> Result<Vec<u64>, String> {
     let at = |e: String| format!("{}: {e}", socket.display());
     let s = Session::connect(socket).map_err(|e| at(e.to_string()))?;
     let mut ep = s
@@ -102,18 +109,43 @@ fn counters(socket: &Path, handlers: u16) -> Result<Vec<u32>, String> {
         .chunks_exact(4)
         .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect();
-    if vals.len() != COUNTERS.len() {
-        return Err(at(format!(
-            "{} counters, not {}",
-            vals.len(),
-            COUNTERS.len()
-        )));
+    if vals.len() != EXT_COUNTERS {
+        return Err(at(format!("{} counters, not {EXT_COUNTERS}", vals.len(),)));
     }
+    let mut vals: Vec<u64> = vals.into_iter().map(u64::from).collect();
+    vals.extend(handed_in(&s).map_err(at)?);
     Ok(vals)
 }
 
+/// The frames other adapters handed this one to send out of its ports
+/// (`Spine.PORT_OUT` over its peer queues and links): those its runtime
+/// queued for a port, and those that named none. Peer queues are listed
+/// to the engines' owner (or root) only, as a router's joins are made:
+/// to anyone else the figures are the links' alone, and a line on
+/// standard error says so. Links are listed to their user.
+fn handed_in(s: &Session) -> Result<[u64; 2], String> {
+    let peers = s.list_peers().unwrap_or_else(|e| {
+        eprintln!("router stat: peer queues not listed ({e}): from_adapter and bad_egress count links only");
+        Default::default()
+    });
+    let links = s.spine_links().map_err(|e| format!("listing links: {e}"))?;
+    let out = peers.peers.iter().map(|p| p.port_out).sum::<u64>()
+        + links.links.iter().map(|l| l.port_out).sum::<u64>();
+    let bad = peers
+        .peers
+        .iter()
+        .map(|p| p.dropped("rx_bad_port"))
+        .sum::<u64>()
+        + links
+            .links
+            .iter()
+            .map(|l| l.drop_count("bad_port"))
+            .sum::<u64>();
+    Ok([out, bad])
+}
+
 /// One adapter's counters as JSON: the drops in an object `drops`.
-fn counters_json(vals: &[u32]) -> serde_json::Map<String, serde_json::Value> {
+fn counters_json(vals: &[u64]) -> serde_json::Map<String, serde_json::Value> {
     let mut o = serde_json::Map::new();
     let mut drops = serde_json::Map::new();
     for (i, (k, v)) in COUNTERS.iter().zip(vals).enumerate() {

@@ -188,6 +188,7 @@ pub(super) const LINKS: Table = Table {
         right("pid", 8),
         right("msgs in", 10),
         right("msgs out", 10),
+        right("to port", 10),
     ],
     last: "drops",
 };
@@ -212,6 +213,7 @@ pub fn print_links(l: &LinkListing, all: bool) {
                 &r.pid,
                 &r.msgs_in,
                 &r.msgs_out,
+                &r.port_out,
             ],
             &pairs(&r.drops, true),
         );
@@ -240,6 +242,7 @@ pub fn to_json(l: &LinkListing) -> serde_json::Value {
             "pid": r.pid,
             "msgs_in": r.msgs_in,
             "msgs_out": r.msgs_out,
+            "port_out": r.port_out,
             "bytes_in": r.bytes_in,
             "bytes_out": r.bytes_out,
             "drops": pairs(&r.drops),

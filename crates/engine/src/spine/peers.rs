@@ -37,7 +37,7 @@
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-use unet_abi::spine::{AmHeader, AM_SRC_PEER};
+use unet_abi::spine::{AmHeader, AM_SRC_PEER, SYS_PORT_OUT};
 use unet_abi::EngineCounter;
 use unet_control::peer::{
     PeerInfo, PeerListing, PEERS_PER_ADAPTER, PEERS_PER_PROCESS, PEERS_PER_USER,
@@ -52,6 +52,7 @@ use crate::spine::events::{DropReason, Event, EventKind};
 use crate::spine::peer::{
     AttachError, Broken, Death, PeerConfig, PeerDrop, PeerError, PeerLink, PeerState,
 };
+use crate::spine::port::{port_out, PortOutRefused, RtParts};
 use crate::spine::rt::Rt;
 
 /// Most messages one turn takes from one link.
@@ -90,6 +91,11 @@ pub(crate) struct RtCounts {
     pub rx_no_buffer: u64,
     /// Arrivals dropped: the event queue was full.
     pub rx_queue_full: u64,
+    /// Arrivals for `SYS_PORT_OUT` dropped: no open port of this adapter
+    /// named, or no frame.
+    pub rx_bad_port: u64,
+    /// Arrivals for `SYS_PORT_OUT` queued for their port.
+    pub port_out: u64,
 }
 
 /// Who joins a link: the process and the user it is charged to.
@@ -447,6 +453,7 @@ fn info(r: &Row) -> PeerInfo {
         ("rx_no_slot".to_string(), c.rx_no_slot),
         ("rx_no_buffer".to_string(), c.rx_no_buffer),
         ("rx_queue_full".to_string(), c.rx_queue_full),
+        ("rx_bad_port".to_string(), c.rx_bad_port),
     ]);
     drops.retain(|(_, n)| *n > 0);
     PeerInfo {
@@ -459,6 +466,7 @@ fn info(r: &Row) -> PeerInfo {
         depth: r.link.depth(),
         msgs_in: s.received,
         msgs_out: s.sent,
+        port_out: c.port_out,
         drops,
     }
 }
@@ -576,6 +584,7 @@ pub(crate) fn take(rt: &mut Rt) -> usize {
         bufs,
         queue,
         peers,
+        ports,
         ..
     } = rt;
     let mut n = 0;
@@ -586,6 +595,22 @@ pub(crate) fn take(rt: &mut Rt) -> usize {
         let index = r.index;
         let c = &mut r.counts;
         n += r.link.pop(RX_PER_TURN, |h, args, bulk| {
+            if h.handler == SYS_PORT_OUT {
+                let parts = RtParts {
+                    msgs: &mut *msgs,
+                    bufs: &mut *bufs,
+                    queue: &mut *queue,
+                    ports,
+                };
+                match port_out(parts, args, bulk) {
+                    Ok(()) => c.port_out += 1,
+                    Err(PortOutRefused::BadPort) => c.rx_bad_port += 1,
+                    Err(PortOutRefused::NoBuffer) => c.rx_no_buffer += 1,
+                    Err(PortOutRefused::NoSlot) => c.rx_no_slot += 1,
+                    Err(PortOutRefused::QueueFull) => c.rx_queue_full += 1,
+                }
+                return;
+            }
             let buf = if bulk.is_empty() {
                 None
             } else {

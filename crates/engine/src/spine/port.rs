@@ -36,12 +36,13 @@
 //! The port's descriptor is watched by the engine's poller, so that an
 //! idle engine sleeps and wakes on a frame.
 
-use unet_abi::spine::{AmHeader, AM_BULK, AM_SRC_PORT};
+use unet_abi::spine::{AmHeader, AM_BULK, AM_SRC_PORT, AM_SRC_SYSTEM, SYS_PORT_OUT};
 use unet_sys::packet::PacketPort;
 
 use crate::clients::{ClientId, ProcKey};
 use crate::poller::Poller;
-use crate::spine::events::{DropReason, Event, EventKind};
+use crate::spine::events::{DropReason, Event, EventKind, EventQueue};
+use crate::spine::msgs::{BufPool, MsgPool};
 use crate::spine::rt::Rt;
 use crate::spine::SpinePart;
 
@@ -347,6 +348,81 @@ fn deliver(rt: &mut Rt, id: u32, handler: u16, frame: &[u8]) -> Result<(), PortD
         return Err(PortDrop::QueueFull);
     }
     Ok(())
+}
+
+/// Why a message for the runtime's [`SYS_PORT_OUT`] was not queued for
+/// its port (counted by the caller, on the queue or link it came from).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PortOutRefused {
+    /// Its arguments named no open port of this adapter, or it carried no
+    /// frame.
+    BadPort,
+    /// No bulk buffer was free.
+    NoBuffer,
+    /// No message slot was free.
+    NoSlot,
+    /// The event queue was full.
+    QueueFull,
+}
+
+/// A message from a peer adapter or a link for [`SYS_PORT_OUT`]: its
+/// bulk data (`bulk`) goes out of the port whose id is the first four
+/// bytes of `args`, as a handler's send to `DEST_PORT | port` would (the
+/// same `WireTx` event, placed on the ring at the end of the turn), and
+/// no handler runs. Whoever may send to the adapter's handlers may send
+/// out of its ports (a peer queue is the engines' owner's; a link's
+/// messages reach any handler), so the only check is that the port is
+/// open; the frame's length is the ring's to judge.
+/// (`rt` as its parts: the callers hold the rest of it.)
+pub(crate) fn port_out(rt: RtParts<'_>, args: &[u8], bulk: &[u8]) -> Result<(), PortOutRefused> {
+    let RtParts {
+        msgs,
+        bufs,
+        queue,
+        ports,
+    } = rt;
+    let id = args
+        .first_chunk::<4>()
+        .map(|b| u32::from_le_bytes(*b))
+        .filter(|id| !bulk.is_empty() && ports.contains(id));
+    let Some(id) = id else {
+        queue.count_drop(DropReason::BadDest);
+        return Err(PortOutRefused::BadPort);
+    };
+    let Some(buf) = bufs.alloc(bulk) else {
+        queue.count_drop(DropReason::NoBuffer);
+        return Err(PortOutRefused::NoBuffer);
+    };
+    let hdr = AmHeader {
+        handler: SYS_PORT_OUT,
+        flags: AM_BULK,
+        src_kind: AM_SRC_SYSTEM,
+        bulk_len: bulk.len() as u32,
+        ..AmHeader::default()
+    };
+    let Some(msg) = msgs.alloc(hdr, &[], Some(buf)) else {
+        bufs.release(buf);
+        queue.count_drop(DropReason::NoSlot);
+        return Err(PortOutRefused::NoSlot);
+    };
+    let ev = Event {
+        kind: EventKind::WireTx,
+        msg,
+        arg: id | ARG_PORT,
+    };
+    if queue.push(ev).is_err() {
+        msgs.free(msg, bufs);
+        return Err(PortOutRefused::QueueFull);
+    }
+    Ok(())
+}
+
+/// The parts of [`Rt`] that [`port_out`] uses.
+pub(crate) struct RtParts<'a> {
+    pub msgs: &'a mut MsgPool,
+    pub bufs: &'a mut BufPool,
+    pub queue: &'a mut EventQueue,
+    pub ports: &'a [u32],
 }
 
 /// Place the frames handlers sent to ports on their transmit rings, and

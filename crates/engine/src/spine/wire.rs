@@ -41,11 +41,14 @@
 
 use std::net::SocketAddr;
 
-use unet_abi::spine::{AmHeader, AM_HEADER_SIZE, AM_SRC_WIRE, SPINE_FIRST_EXT_HANDLER};
+use unet_abi::spine::{
+    AmHeader, AM_HEADER_SIZE, AM_SRC_WIRE, SPINE_FIRST_EXT_HANDLER, SYS_PORT_OUT,
+};
 use unet_sys as sys;
 
 use crate::clients::{ClientId, ProcKey};
 use crate::spine::events::{DropReason, Event, EventKind};
+use crate::spine::port::{port_out, PortOutRefused, RtParts};
 use crate::spine::rt::{Rt, E_BAD_DEST, E_DEAD};
 use crate::spine::SpinePart;
 use crate::wire::frame::spine::{
@@ -143,6 +146,9 @@ reasons! {
         Incomplete = "incomplete",
         /// A message the port could not queue for sending.
         SendFailed = "send_failed",
+        /// A message for `SYS_PORT_OUT` named no open port of this
+        /// adapter, or carried no frame.
+        BadPort = "bad_port",
     }
 }
 
@@ -198,6 +204,8 @@ pub(crate) struct Link {
     reasm: Reasm,
     pub msgs_in: u64,
     pub msgs_out: u64,
+    /// Messages for `SYS_PORT_OUT` queued for their port.
+    pub port_out: u64,
     pub bytes_in: u64,
     pub bytes_out: u64,
     pub drops: [u64; LinkDrop::ALL.len()],
@@ -319,6 +327,7 @@ impl WireLinks {
             reasm: Reasm::default(),
             msgs_in: 0,
             msgs_out: 0,
+            port_out: 0,
             bytes_in: 0,
             bytes_out: 0,
             drops: [0; LinkDrop::ALL.len()],
@@ -608,6 +617,31 @@ fn deliver(l: &mut Link, rt: &mut Rt, bytes: &[u8]) {
     }
     if bulk_len > rt.bufs.max_len() {
         return l.count(LinkDrop::TooLong);
+    }
+    if hdr.handler == SYS_PORT_OUT {
+        let args = &bytes[AM_HEADER_SIZE..AM_HEADER_SIZE + args_len];
+        let parts = RtParts {
+            msgs: &mut rt.msgs,
+            bufs: &mut rt.bufs,
+            queue: &mut rt.queue,
+            ports: &rt.ports,
+        };
+        let bulk = if hdr.flags & unet_abi::spine::AM_BULK != 0 {
+            &bytes[AM_HEADER_SIZE + args_len..]
+        } else {
+            &[]
+        };
+        return match port_out(parts, args, bulk) {
+            Ok(()) => {
+                l.port_out += 1;
+                l.msgs_in += 1;
+                l.bytes_in += bytes.len() as u64;
+            }
+            Err(PortOutRefused::BadPort) => l.count(LinkDrop::BadPort),
+            Err(PortOutRefused::NoBuffer) => l.count(LinkDrop::NoBuffer),
+            Err(PortOutRefused::NoSlot) => l.count(LinkDrop::NoSlot),
+            Err(PortOutRefused::QueueFull) => l.count(LinkDrop::QueueFull),
+        };
     }
     if hdr.handler < SPINE_FIRST_EXT_HANDLER
         || rt

@@ -174,6 +174,40 @@ fn a_send_to_a_peer_arrives_there_as_from_the_peer_and_answers_back() {
 }
 
 #[test]
+fn a_port_out_message_goes_to_the_port_it_names_without_a_handler_and_a_bad_one_is_counted() {
+    let p = Poller::new().unwrap();
+    let (mut a, mut b) = (rt(), rt());
+    let (ia, ib) = join(&p, &mut a, &mut b, 1);
+    b.ports.push(5);
+    let dest = DEST_PEER << 24 | ia;
+    let send = |a: &mut Rt, args: &[u8], frame: Option<&[u8]>| {
+        let bulk = frame.map(|f| a.bufs.alloc(f).unwrap());
+        assert_eq!(a.send(dest, SYS_PORT_OUT, args, bulk), 0);
+    };
+    // To port 5 (open on b): the frame, alone, as a port send's event.
+    send(&mut a, &5u32.to_le_bytes(), Some(&[7; 60]));
+    // Port 6 is not open; no argument; no frame: each dropped.
+    send(&mut a, &6u32.to_le_bytes(), Some(&[7; 60]));
+    send(&mut a, &[], Some(&[7; 60]));
+    send(&mut a, &5u32.to_le_bytes(), None);
+    run(&mut a);
+    assert_eq!(take(&mut b), 4);
+    let got = run(&mut b);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].kind, EventKind::WireTx);
+    assert_eq!(got[0].arg, 5 | crate::spine::port::ARG_PORT);
+    let m = b.msgs.get(got[0].msg).unwrap();
+    assert!(m.args().is_empty());
+    assert_eq!(b.bufs.data(m.bulk.unwrap()).unwrap(), &[7; 60][..]);
+    b.msgs.free(got[0].msg, &mut b.bufs);
+    assert_eq!((b.msgs.live(), b.bufs.live()), (0, 0), "nothing kept");
+    let row = &b.peers.listing().peers[0];
+    assert_eq!(row.index, ib);
+    assert_eq!((row.msgs_in, row.port_out), (4, 1));
+    assert_eq!(row.dropped("rx_bad_port"), 3);
+}
+
+#[test]
 fn a_left_peer_is_dead_its_sends_fail_and_a_new_join_works() {
     let p = Poller::new().unwrap();
     let (mut a, mut b) = (rt(), rt());

@@ -134,6 +134,7 @@ fn list(sp: &SpinePart, c: &dyn Clients, ci: ClientId) -> (Reply, Option<std::os
             pid: c.pid(l.owner).unwrap_or(0),
             msgs_in: l.msgs_in,
             msgs_out: l.msgs_out,
+            port_out: l.port_out,
             bytes_in: l.bytes_in,
             bytes_out: l.bytes_out,
             drops: LinkDrop::ALL

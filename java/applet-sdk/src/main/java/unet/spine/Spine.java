@@ -91,6 +91,19 @@ public final class Spine {
      * from that source too). */
     public static final int DEST_PORT = 4;
 
+    /**
+     * The runtime's own handler on a peer adapter or at the far end of a
+     * link: a bulk message sent to {@code (DEST_PEER << 24) | peer} or
+     * {@code (DEST_WIRE << 24) | link} with this handler number goes out
+     * of the receiving adapter's raw-frame port whose id is the message's
+     * first argument (an {@code int}, little-endian, in its first four
+     * bytes), the bulk data as the frame, with no handler run there: the
+     * egress half of a router. A message that names no open port of that
+     * adapter, or carries no frame, is dropped and counted on the queue
+     * ({@code rx_bad_port}) or the link ({@code bad_port}).
+     */
+    public static final int PORT_OUT = 1;
+
     /** Most bytes of arguments a message carries. */
     public static final int ARGS_MAX = 240;
 
