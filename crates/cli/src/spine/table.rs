@@ -115,21 +115,22 @@ mod tests {
 
     /// The SPINE tables' headings, as their `format!`s printed them (the
     /// handlers' with the column of timed invocations since, the peer
-    /// queues' with the joining user's).
+    /// queues' with the joining user's, the peer queues' and links' with
+    /// the frames their `PORT_OUT` messages sent out of a port).
     #[test]
     fn the_headings_are_as_they_were() {
         assert_eq!(
             super::super::link::LINKS.heading_line(),
             format!(
-                "  {:>6} {:<10} {:<22} {:>6} {:>8} {:>10} {:>10}  drops",
-                "id", "state", "peer", "theirs", "pid", "msgs in", "msgs out"
+                "  {:>6} {:<10} {:<22} {:>6} {:>8} {:>10} {:>10} {:>10}  drops",
+                "id", "state", "peer", "theirs", "pid", "msgs in", "msgs out", "to port"
             )
         );
         assert_eq!(
             super::super::PEERS.heading_line(),
             format!(
-                "  {:>8} {:>4} {:<18} {:>8} {:>6} {:>8} {:>12} {:>12}  drops",
-                "index", "side", "state", "pid", "user", "depth", "in", "out"
+                "  {:>8} {:>4} {:<18} {:>8} {:>6} {:>8} {:>12} {:>12} {:>12}  drops",
+                "index", "side", "state", "pid", "user", "depth", "in", "out", "to port"
             )
         );
         assert_eq!(
