@@ -110,7 +110,7 @@ fn counters(socket: &Path, handlers: u16) -> Result<Vec<u64>, String> {
         .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect();
     if vals.len() != EXT_COUNTERS {
-        return Err(at(format!("{} counters, not {EXT_COUNTERS}", vals.len(),)));
+        return Err(at(format!("{} counters, not {EXT_COUNTERS}", vals.len())));
     }
     let mut vals: Vec<u64> = vals.into_iter().map(u64::from).collect();
     vals.extend(handed_in(&s).map_err(at)?);

@@ -321,31 +321,69 @@ fn deliver(rt: &mut Rt, id: u32, handler: u16, frame: &[u8]) -> Result<(), PortD
         rt.queue.count_drop(DropReason::NoBuffer);
         return Err(PortDrop::TooLong);
     }
-    let Some(buf) = rt.bufs.alloc(frame) else {
-        rt.queue.count_drop(DropReason::NoBuffer);
-        return Err(PortDrop::NoBuffer);
-    };
     let hdr = AmHeader {
         handler,
-        flags: AM_BULK,
         src_kind: AM_SRC_PORT,
         src: id,
-        bulk_len: frame.len() as u32,
         ..AmHeader::default()
     };
-    let Some(msg) = rt.msgs.alloc(hdr, &[], Some(buf)) else {
-        rt.bufs.release(buf);
-        rt.queue.count_drop(DropReason::NoSlot);
-        return Err(PortDrop::NoSlot);
+    let parts = RtParts {
+        msgs: &mut rt.msgs,
+        bufs: &mut rt.bufs,
+        queue: &mut rt.queue,
+        ports: &rt.ports,
+    };
+    queue_frame(parts, hdr, frame, EventKind::WireRx, id).map_err(|why| match why {
+        Queued::NoBuffer => PortDrop::NoBuffer,
+        Queued::NoSlot => PortDrop::NoSlot,
+        Queued::QueueFull => PortDrop::QueueFull,
+    })
+}
+
+/// Why [`queue_frame`] queued nothing (the engine's drop counted).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Queued {
+    NoBuffer,
+    NoSlot,
+    QueueFull,
+}
+
+/// `frame` as the bulk data of a message with header `hdr` (its flags
+/// and bulk length set here), queued as an event of `kind` for port `id`:
+/// a frame in from the port, or one to send out of it.
+#[inline]
+fn queue_frame(
+    rt: RtParts<'_>,
+    hdr: AmHeader,
+    frame: &[u8],
+    kind: EventKind,
+    id: u32,
+) -> Result<(), Queued> {
+    let RtParts {
+        msgs, bufs, queue, ..
+    } = rt;
+    let Some(buf) = bufs.alloc(frame) else {
+        queue.count_drop(DropReason::NoBuffer);
+        return Err(Queued::NoBuffer);
+    };
+    let hdr = AmHeader {
+        flags: AM_BULK,
+        bulk_len: frame.len() as u32,
+        ..hdr
+    };
+    let Some(msg) = msgs.alloc(hdr, &[], Some(buf)) else {
+        bufs.release(buf);
+        queue.count_drop(DropReason::NoSlot);
+        return Err(Queued::NoSlot);
     };
     let ev = Event {
-        kind: EventKind::WireRx,
+        kind,
         msg,
         arg: id | ARG_PORT,
     };
-    if rt.queue.push(ev).is_err() {
-        rt.msgs.free(msg, &mut rt.bufs);
-        return Err(PortDrop::QueueFull);
+    if queue.push(ev).is_err() {
+        msgs.free(msg, bufs);
+        return Err(Queued::QueueFull);
     }
     Ok(())
 }
@@ -375,49 +413,27 @@ pub(crate) enum PortOutRefused {
 /// open; the frame's length is the ring's to judge.
 /// (`rt` as its parts: the callers hold the rest of it.)
 pub(crate) fn port_out(rt: RtParts<'_>, args: &[u8], bulk: &[u8]) -> Result<(), PortOutRefused> {
-    let RtParts {
-        msgs,
-        bufs,
-        queue,
-        ports,
-    } = rt;
     let id = args
         .first_chunk::<4>()
         .map(|b| u32::from_le_bytes(*b))
-        .filter(|id| !bulk.is_empty() && ports.contains(id));
+        .filter(|id| !bulk.is_empty() && rt.ports.contains(id));
     let Some(id) = id else {
-        queue.count_drop(DropReason::BadDest);
+        rt.queue.count_drop(DropReason::BadDest);
         return Err(PortOutRefused::BadPort);
-    };
-    let Some(buf) = bufs.alloc(bulk) else {
-        queue.count_drop(DropReason::NoBuffer);
-        return Err(PortOutRefused::NoBuffer);
     };
     let hdr = AmHeader {
         handler: SYS_PORT_OUT,
-        flags: AM_BULK,
         src_kind: AM_SRC_SYSTEM,
-        bulk_len: bulk.len() as u32,
         ..AmHeader::default()
     };
-    let Some(msg) = msgs.alloc(hdr, &[], Some(buf)) else {
-        bufs.release(buf);
-        queue.count_drop(DropReason::NoSlot);
-        return Err(PortOutRefused::NoSlot);
-    };
-    let ev = Event {
-        kind: EventKind::WireTx,
-        msg,
-        arg: id | ARG_PORT,
-    };
-    if queue.push(ev).is_err() {
-        msgs.free(msg, bufs);
-        return Err(PortOutRefused::QueueFull);
-    }
-    Ok(())
+    queue_frame(rt, hdr, bulk, EventKind::WireTx, id).map_err(|why| match why {
+        Queued::NoBuffer => PortOutRefused::NoBuffer,
+        Queued::NoSlot => PortOutRefused::NoSlot,
+        Queued::QueueFull => PortOutRefused::QueueFull,
+    })
 }
 
-/// The parts of [`Rt`] that [`port_out`] uses.
+/// The parts of [`Rt`] that [`port_out`] and [`queue_frame`] use.
 pub(crate) struct RtParts<'a> {
     pub msgs: &'a mut MsgPool,
     pub bufs: &'a mut BufPool,

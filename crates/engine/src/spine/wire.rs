@@ -618,18 +618,15 @@ fn deliver(l: &mut Link, rt: &mut Rt, bytes: &[u8]) {
     if bulk_len > rt.bufs.max_len() {
         return l.count(LinkDrop::TooLong);
     }
+    let args = &bytes[AM_HEADER_SIZE..AM_HEADER_SIZE + args_len];
+    // Empty unless the header says bulk (`check`, and the lengths above).
+    let bulk = &bytes[AM_HEADER_SIZE + args_len..];
     if hdr.handler == SYS_PORT_OUT {
-        let args = &bytes[AM_HEADER_SIZE..AM_HEADER_SIZE + args_len];
         let parts = RtParts {
             msgs: &mut rt.msgs,
             bufs: &mut rt.bufs,
             queue: &mut rt.queue,
             ports: &rt.ports,
-        };
-        let bulk = if hdr.flags & unet_abi::spine::AM_BULK != 0 {
-            &bytes[AM_HEADER_SIZE + args_len..]
-        } else {
-            &[]
         };
         return match port_out(parts, args, bulk) {
             Ok(()) => {
@@ -651,9 +648,8 @@ fn deliver(l: &mut Link, rt: &mut Rt, bytes: &[u8]) {
     {
         return l.count(LinkDrop::NoHandler);
     }
-    let args = &bytes[AM_HEADER_SIZE..AM_HEADER_SIZE + args_len];
     let buf = if hdr.flags & unet_abi::spine::AM_BULK != 0 {
-        match rt.bufs.alloc(&bytes[AM_HEADER_SIZE + args_len..]) {
+        match rt.bufs.alloc(bulk) {
             Some(b) => Some(b),
             None => {
                 rt.queue.count_drop(DropReason::NoBuffer);
