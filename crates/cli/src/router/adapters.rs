@@ -24,12 +24,11 @@ use unet_abi::spine::{DEST_PEER, DEST_WIRE};
 /// `PORTS + ` its index in the order of `--port`.
 pub const PORTS: u32 = 8;
 
-/// The peer queues' geometry: as many frames a direction as a port's
-/// receive ring holds (1 024, of up to a 2 KiB slot each), so that a
-/// burst the ingress port took is handed over whole even if the egress
-/// adapter takes none meanwhile (the default queue, 256 KiB of bulk data,
-/// holds about 170 full frames and dropped some of a TCP transfer's
-/// bursts as `tx_full`).
+/// The peer queues' geometry: 1 024 frames a direction (of up to 2 KiB
+/// each), four turns of the ingress adapter (at most 256 frames a turn
+/// from its port), while the egress adapter takes up to 256 a turn (the
+/// default queue, 256 KiB of bulk data, holds about 170 full frames and
+/// dropped some of a TCP transfer's bursts as `tx_full`).
 const QUEUE: PeerGeometry = PeerGeometry {
     slots: 1024,
     data_size: 2 << 20,

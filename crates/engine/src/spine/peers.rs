@@ -55,8 +55,13 @@ use crate::spine::peer::{
 use crate::spine::port::{port_out, PortOutRefused, RtParts};
 use crate::spine::rt::Rt;
 
-/// Most messages one turn takes from one link.
-pub(crate) const RX_PER_TURN: usize = 64;
+/// Most messages one turn takes from one link: as many as a turn of
+/// the adapter at the other end takes frames from a port
+/// ([`crate::spine::port::RX_BATCH`]), so that a router's egress adapter
+/// drains in a turn what its ingress adapter handed over in one (with 64,
+/// two adapters taking turns on one thread filled the queue, and the
+/// ingress side dropped an eighth of the frames as `dest_full`).
+pub(crate) const RX_PER_TURN: usize = crate::spine::port::RX_BATCH;
 
 /// How often the links are looked at (their peers' flags, processes and
 /// heartbeats) while the engine runs; the engine's deadline while a link

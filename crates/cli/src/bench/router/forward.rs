@@ -151,8 +151,9 @@ struct Found {
     /// The adapters' CPU time over the search per frame that arrived, ns
     /// (the router only; with `--spin-us`, their polling while idle too).
     adapter_ns: Option<f64>,
-    /// The adapter's port drops over the search, by reason (the router
-    /// only; reasons with none left out).
+    /// The adapters' drops over the search, by reason: their ports',
+    /// runtimes' and wires' (`Running::drops`; the router only;
+    /// reasons with none left out).
     drops: BTreeMap<String, u64>,
     /// How the adapter's ports sent (the router only).
     port_tx: String,
@@ -385,7 +386,7 @@ pub fn forward(mut a: ForwardArgs) -> Res<()> {
                     ));
                     let pool = pool_of(&lab, &dsts, size, lab.gateway_mac(!case.is_linux()));
                     let cpu0 = run.cpu();
-                    let (drops0, _) = run.port_drops()?;
+                    let (drops0, _) = run.drops()?;
                     let t0 = Instant::now();
                     let mut f = search(&lab, &pool, &a, median_f64(&gen[k]))?;
                     let wall = t0.elapsed().as_nanos() as f64;
@@ -398,7 +399,7 @@ pub fn forward(mut a: ForwardArgs) -> Res<()> {
                     }
                     f.host_cpu = pct(cpu0.0, cpu1.0);
                     f.adapter_cpu = pct(cpu0.1, cpu1.1);
-                    let (drops1, port_tx) = run.port_drops()?;
+                    let (drops1, port_tx) = run.drops()?;
                     f.port_tx = port_tx;
                     for (k, v) in drops1 {
                         let n = v.saturating_sub(drops0.get(&k).copied().unwrap_or(0));
@@ -437,7 +438,7 @@ pub(super) fn pool_of(lab: &Lab, dsts: &[u32], size: usize, to: [u8; 6]) -> Arc<
     )
 }
 
-/// The port drops of a row's searches, summed: `reason n, ...`.
+/// The adapters' drops of a row's searches, summed: `reason n, ...`.
 fn drops_text(r: &Row) -> String {
     let mut m: BTreeMap<&str, u64> = BTreeMap::new();
     for f in &r.found {

@@ -187,12 +187,15 @@ impl Running {
         (host, adapters)
     }
 
-    /// The adapters' raw-frame port drops by reason, summed over their
-    /// ports, and how the ports send (`af_xdp`, `tx_ring`, or both
-    /// joined by `+`; none for Linux).
-    pub(super) fn port_drops(&self) -> Res<(BTreeMap<String, u64>, String)> {
+    /// The adapters' drops by reason, summed over them: their raw-frame
+    /// ports' (`kernel`, `tx_full`, ...), their runtimes' (`runtime
+    /// dest_full`: a full peer queue or link refused a frame handed over,
+    /// ...) and their wires' (`wire inbox_full`, ...); and how the ports
+    /// send (`af_xdp`, `tx_ring`, or both joined by `+`; none for Linux).
+    pub(super) fn drops(&self) -> Res<(BTreeMap<String, u64>, String)> {
         let mut m = BTreeMap::new();
         let mut tx = std::collections::BTreeSet::new();
+        let mut add = |k: String, v: u64| *m.entry(k).or_insert(0) += v;
         for socket in &self.sockets {
             let s = unet::Session::connect(socket).map_err(|e| format!("an adapter: {e}"))?;
             let l = s
@@ -201,8 +204,20 @@ impl Running {
             for p in &l.ports {
                 tx.insert(p.tx.clone());
                 for (k, v) in &p.drops {
-                    *m.entry(k.clone()).or_insert(0) += v;
+                    add(k.clone(), *v);
                 }
+            }
+            let rt = s
+                .list_extensions()
+                .map_err(|e| format!("an adapter's runtime: {e}"))?;
+            for (k, v) in &rt.drops {
+                add(format!("runtime {k}"), *v);
+            }
+            let w = s
+                .spine_links()
+                .map_err(|e| format!("an adapter's links: {e}"))?;
+            for (k, v) in &w.drops {
+                add(format!("wire {k}"), *v);
             }
         }
         Ok((m, tx.into_iter().collect::<Vec<_>>().join("+")))

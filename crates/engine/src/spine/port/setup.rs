@@ -14,7 +14,7 @@ use unet_sys::packet::{PacketPort, RingConfig, TxPath};
 
 use crate::config::PortTx;
 
-use super::{PortDrop, PORTS_PER_PROCESS};
+use super::{PortDrop, PORTS_PER_PROCESS, RX_RING_FRAMES};
 use crate::clients::{ClientId, Clients};
 use crate::poller::{Poller, Token};
 use crate::spine::SpinePart;
@@ -121,6 +121,7 @@ fn open(
 fn open_raw(interface: &str, tx: PortTx) -> std::io::Result<PacketPort> {
     let cfg = |tx| RingConfig {
         tx,
+        rx_frames: RX_RING_FRAMES,
         ..RingConfig::default()
     };
     match tx {
