@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
 use unet::spine::{split_am, ExtensionOptions};
-use unet::RecvError;
+use unet::{Endpoint, RecvError};
 use unet_router::LcTrie;
 
 mod adapters;
@@ -167,8 +167,6 @@ struct Router {
     seen: [u64; 8],
     answered: u64,
     refused: u64,
-    /// The adapter whose endpoint the next wait is on (several).
-    turn: usize,
     buf: Vec<u8>,
 }
 
@@ -310,13 +308,11 @@ impl Router {
         ))
     }
 
-    /// Serve what arrives on any adapter's endpoint within about `wait`.
+    /// Serve what arrives on any adapter's endpoint within `wait`: what
+    /// waits now, else one sleep on all the endpoints at once (no spin:
+    /// the host application uses no CPU while nothing comes to it).
     fn serve_all(&mut self, wait: Duration) -> Result<(), String> {
         let n = self.adapters.list.len();
-        if n == 1 {
-            self.step(0, Some(wait))?;
-            return Ok(());
-        }
         let mut got = false;
         for a in 0..n {
             while self.step(a, None)?.is_some() {
@@ -324,9 +320,11 @@ impl Router {
             }
         }
         if !got {
-            // Nothing waiting: sleep on one endpoint, a short while, in turn.
-            self.turn = (self.turn + 1) % n;
-            self.step(self.turn, Some((wait / n as u32).min(WAIT_SEVERAL)))?;
+            let mut eps: Vec<&mut Endpoint> =
+                self.adapters.list.iter_mut().map(|a| &mut a.ep).collect();
+            if let Some(a) = Endpoint::wait_any(&mut eps, Some(wait)) {
+                while self.step(a, None)?.is_some() {}
+            }
         }
         Ok(())
     }
@@ -471,9 +469,6 @@ impl Router {
     }
 }
 
-/// The longest wait on one endpoint while several are served.
-const WAIT_SEVERAL: Duration = Duration::from_millis(20);
-
 /// SIGHUP (and with several adapters SIGINT and SIGTERM), blocked so
 /// that [`signal_pending`] takes them.
 fn block_signals(several: bool) -> libc::sigset_t {
@@ -570,7 +565,6 @@ fn serve(a: RunArgs) -> Result<(), String> {
         seen: [0; 8],
         answered: 0,
         refused: 0,
-        turn: 0,
         buf: vec![0u8; 1 << 16],
     };
     let end = run_router(&mut r, &a, &owners, &macs, &sigs);

@@ -631,3 +631,47 @@ fn the_engine_yields_to_an_awake_receiver_that_fell_behind() {
     let r = b.recv(&mut buf, T).expect("b receives again");
     assert_eq!(&buf[..r.len], &pattern(SENT, 100)[..]);
 }
+
+#[test]
+fn wait_any_sleeps_on_several_endpoints_and_wakes_for_the_one_a_message_comes_to() {
+    for path in [PathChoice::Direct, PathChoice::Engine] {
+        let engine = Engine::start(EngineConfig::default()).unwrap();
+        let s = Session::embedded(&engine).unwrap();
+        let quiet = EndpointConfig {
+            spin: Duration::ZERO,
+            ..EndpointConfig::default()
+        };
+        let mut a = s.create_endpoint(EndpointConfig::default()).unwrap();
+        let mut b = s.create_endpoint(quiet).unwrap();
+        let mut c = s.create_endpoint(quiet).unwrap();
+        let ch = a.open_channel(c.addr(), ChannelOptions { path }).unwrap();
+        assert_eq!(next_opened(&mut c), Some(path == PathChoice::Direct));
+
+        // Nothing comes: the whole wait passes, asleep.
+        let t = std::time::Instant::now();
+        assert_eq!(
+            Endpoint::wait_any(&mut [&mut b, &mut c], Some(Duration::from_millis(50))),
+            None
+        );
+        assert!(t.elapsed() >= Duration::from_millis(50), "{path:?}");
+
+        // A message for the second, sent while both sleep.
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            a.send_blocking(ch, b"wake", Duration::from_secs(5))
+                .unwrap();
+            a
+        });
+        let t = std::time::Instant::now();
+        let woke = Endpoint::wait_any(&mut [&mut b, &mut c], Some(Duration::from_secs(10)));
+        let waited = t.elapsed();
+        assert_eq!(woke, Some(1), "{path:?}");
+        assert!(waited >= Duration::from_millis(40), "{path:?}: {waited:?}");
+        assert!(waited < Duration::from_secs(5), "{path:?}: woke late");
+        let mut buf = [0u8; 16];
+        let r = c.try_recv(&mut buf).unwrap().expect("the message");
+        assert_eq!(&buf[..r.len], b"wake");
+        assert!(b.try_recv(&mut buf).unwrap().is_none());
+        drop(sender.join().unwrap());
+    }
+}

@@ -106,8 +106,13 @@ impl Adapters {
             let ext = session
                 .load_extension(class, opts.clone())
                 .map_err(|e| at(format!("loading the router extension: {e}")))?;
+            // No spin before a blocking receive sleeps: the host
+            // application waits for rare frames and should use no CPU.
             let ep = session
-                .create_endpoint(EndpointConfig::default())
+                .create_endpoint(EndpointConfig {
+                    spin: Duration::ZERO,
+                    ..EndpointConfig::default()
+                })
                 .map_err(|e| at(e.to_string()))?;
             list.push(Adapter {
                 socket: socket.clone(),

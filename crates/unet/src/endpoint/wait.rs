@@ -63,54 +63,23 @@ impl Endpoint {
                 last_yield = now;
             }
         }
-        loop {
-            let next_timer = self
-                .inline_timer_at()
-                .map(|t| t.saturating_duration_since(Instant::now()));
-            for c in self.chans.conns.iter_mut() {
-                c.set_sleeping(true);
-            }
-            let h = self.header();
-            let mut words = Vec::with_capacity(1 + self.chans.conns.len());
-            words.push((&h.rx_futex, h.rx_futex.load(Ordering::Acquire)));
-            h.client_sleeping.store(1, Ordering::Relaxed);
-            for c in self.chans.conns.iter() {
-                if !c.broken {
-                    words.push(c.wait_word());
-                }
-            }
-            // Pairs with the fences of the engine and of direct peers after
-            // they publish: either we see their message now, or they see
-            // our sleeping flags and wake us. Direct peers publish with a
-            // light fence; the heavy one here (membarrier) completes it.
-            if self.chans.conns.is_empty() {
-                fence(Ordering::SeqCst);
-            } else {
-                sys::heavy_fence();
-            }
-            let ready = self.ready();
-            if !ready {
-                let mut left = timeout.map(|t| t.saturating_sub(start.elapsed()));
-                if let Some(t) = next_timer {
-                    left = Some(left.map_or(t, |l| l.min(t)));
-                }
-                if left != Some(Duration::ZERO) {
-                    bump(&h.client_counters[ClientCounter::Sleeps as usize], 1);
-                    sys::futex_wait_any(&words, left.map(|l| l.min(Duration::from_secs(1))));
-                }
-            }
-            drop(words);
-            self.header().client_sleeping.store(0, Ordering::Relaxed);
-            for c in self.chans.conns.iter_mut() {
-                c.set_sleeping(false);
-            }
-            if self.ready() {
-                return true;
-            }
-            if timeout.is_some_and(|t| start.elapsed() >= t) {
-                return false;
-            }
+        sleep_on(&mut [self], start, timeout).is_some()
+    }
+
+    /// Wait until a message or an event is waiting on any of `eps`, at
+    /// most `timeout` (None: forever), sleeping at once on all their
+    /// doorbells together (one `futex_waitv`), with no spin: for a thread
+    /// that serves several endpoints and should use no CPU while they are
+    /// idle (`unet router run` on several adapters). The index of one
+    /// that is ready, or None when the time ran out first.
+    pub fn wait_any(eps: &mut [&mut Endpoint], timeout: Option<Duration>) -> Option<usize> {
+        if let Some(i) = eps.iter().position(|e| e.ready()) {
+            return Some(i);
         }
+        for e in eps.iter_mut() {
+            e.flush_counters();
+        }
+        sleep_on(eps, Instant::now(), timeout)
     }
 
     /// Receive the next message into `buf`, waiting at most `timeout`
@@ -221,6 +190,70 @@ impl Endpoint {
                 std::thread::yield_now();
                 last_yield = now;
             }
+        }
+    }
+}
+
+/// Sleep on the doorbells of all of `eps` (their engine futex words and
+/// their direct connections') until one is ready, at most `timeout` after
+/// `start`: the index of a ready one, or None when the time ran out.
+fn sleep_on(eps: &mut [&mut Endpoint], start: Instant, timeout: Option<Duration>) -> Option<usize> {
+    loop {
+        let mut left = timeout.map(|t| t.saturating_sub(start.elapsed()));
+        for e in eps.iter() {
+            if let Some(t) = e.inline_timer_at() {
+                let t = t.saturating_duration_since(Instant::now());
+                left = Some(left.map_or(t, |l| l.min(t)));
+            }
+        }
+        for e in eps.iter_mut() {
+            for c in e.chans.conns.iter_mut() {
+                c.set_sleeping(true);
+            }
+        }
+        let mut words = Vec::with_capacity(eps.len());
+        let mut direct = false;
+        for e in eps.iter() {
+            let h = e.header();
+            words.push((&h.rx_futex, h.rx_futex.load(Ordering::Acquire)));
+            h.client_sleeping.store(1, Ordering::Relaxed);
+            for c in e.chans.conns.iter() {
+                if !c.broken {
+                    words.push(c.wait_word());
+                    direct = true;
+                }
+            }
+        }
+        // Pairs with the fences of the engine and of direct peers after
+        // they publish: either we see their message now, or they see our
+        // sleeping flags and wake us. Direct peers publish with a light
+        // fence; the heavy one here (membarrier) completes it.
+        if direct {
+            sys::heavy_fence();
+        } else {
+            fence(Ordering::SeqCst);
+        }
+        if !eps.iter().any(|e| e.ready()) && left != Some(Duration::ZERO) {
+            for e in eps.iter() {
+                bump(
+                    &e.header().client_counters[ClientCounter::Sleeps as usize],
+                    1,
+                );
+            }
+            sys::futex_wait_any(&words, left.map(|l| l.min(Duration::from_secs(1))));
+        }
+        drop(words);
+        for e in eps.iter_mut() {
+            e.header().client_sleeping.store(0, Ordering::Relaxed);
+            for c in e.chans.conns.iter_mut() {
+                c.set_sleeping(false);
+            }
+        }
+        if let Some(i) = eps.iter().position(|e| e.ready()) {
+            return Some(i);
+        }
+        if timeout.is_some_and(|t| start.elapsed() >= t) {
+            return None;
         }
     }
 }
