@@ -71,7 +71,10 @@ impl Endpoint {
     /// doorbells together (one `futex_waitv`), with no spin: for a thread
     /// that serves several endpoints and should use no CPU while they are
     /// idle (`unet router run` on several adapters). The index of one
-    /// that is ready, or None when the time ran out first.
+    /// that is ready, or None when the time ran out first. The kernel
+    /// takes at most 128 words a wait: endpoints and direct connections
+    /// past those are looked at each time the sleep ends (at most a
+    /// second apart).
     pub fn wait_any(eps: &mut [&mut Endpoint], timeout: Option<Duration>) -> Option<usize> {
         if let Some(i) = eps.iter().position(|e| e.ready()) {
             return Some(i);
