@@ -355,7 +355,9 @@ impl SpinePart {
             work += self.take_host(eps);
         }
         if !self.rt.peers.is_empty() {
-            work += peers::take(&mut self.rt);
+            // The event graph shows a `PORT_OUT` frame's `WireTx` event.
+            let now = (!self.trace.on()).then_some(&mut self.ports);
+            work += peers::take(&mut self.rt, now);
         }
         if self.rt.timers.is_due() {
             work += self.fire_timers();

@@ -52,7 +52,7 @@ use crate::spine::events::{DropReason, Event, EventKind};
 use crate::spine::peer::{
     AttachError, Broken, Death, PeerConfig, PeerDrop, PeerError, PeerLink, PeerState,
 };
-use crate::spine::port::{port_out, PortOutRefused, RtParts};
+use crate::spine::port::{port_out, PortOutRefused, Ports, RtParts};
 use crate::spine::rt::Rt;
 
 /// Most messages one turn takes from one link: as many as a turn of
@@ -582,8 +582,9 @@ pub(crate) fn handle(
 
 /// A turn's intake: what waits on each link (at most [`RX_PER_TURN`] a
 /// link) becomes `PeerRx` events; now and then, a look at every link.
-/// Returns the messages taken.
-pub(crate) fn take(rt: &mut Rt) -> usize {
+/// Returns the messages taken. `now`: the adapter's ports, to place a
+/// [`SYS_PORT_OUT`] frame on its port's ring at once ([`port_out`]).
+pub(crate) fn take(rt: &mut Rt, mut now: Option<&mut Ports>) -> usize {
     let Rt {
         msgs,
         bufs,
@@ -607,12 +608,14 @@ pub(crate) fn take(rt: &mut Rt) -> usize {
                     queue: &mut *queue,
                     ports,
                 };
-                match port_out(parts, args, bulk) {
+                match port_out(parts, now.as_deref_mut(), args, bulk) {
                     Ok(()) => c.port_out += 1,
                     Err(PortOutRefused::BadPort) => c.rx_bad_port += 1,
                     Err(PortOutRefused::NoBuffer) => c.rx_no_buffer += 1,
                     Err(PortOutRefused::NoSlot) => c.rx_no_slot += 1,
                     Err(PortOutRefused::QueueFull) => c.rx_queue_full += 1,
+                    // Counted on the port (`tx_full`).
+                    Err(PortOutRefused::TxFull) => {}
                 }
                 return;
             }

@@ -48,7 +48,7 @@ use unet_sys as sys;
 
 use crate::clients::{ClientId, ProcKey};
 use crate::spine::events::{DropReason, Event, EventKind};
-use crate::spine::port::{port_out, PortOutRefused, RtParts};
+use crate::spine::port::{port_out, PortOutRefused, Ports, RtParts};
 use crate::spine::rt::{Rt, E_BAD_DEST, E_DEAD};
 use crate::spine::SpinePart;
 use crate::wire::frame::spine::{
@@ -384,7 +384,11 @@ pub(crate) fn take_in(sp: &mut SpinePart, port: &mut WirePort) -> usize {
             continue;
         };
         match SpineFrame::parse(b) {
-            Ok(SpineFrame::Msg(m)) => msg_in(links, &mut sp.rt, port, from, &m),
+            Ok(SpineFrame::Msg(m)) => {
+                // The event graph shows a `PORT_OUT` frame's `WireTx` event.
+                let now = (!sp.trace.on()).then_some(&mut sp.ports);
+                msg_in(links, &mut sp.rt, now, port, from, &m)
+            }
             Ok(f) => changed |= handshake(links, port, from, f),
             Err(_) => links.count(AdapterDrop::BadFrame),
         }
@@ -530,7 +534,14 @@ fn checked(links: &mut WireLinks, from: SocketAddr, id: u32, token: u64) -> Opti
 }
 
 /// A message fragment from `from`: checked, reassembled, handed on.
-fn msg_in(links: &mut WireLinks, rt: &mut Rt, port: &mut WirePort, from: SocketAddr, m: &SpineMsg) {
+fn msg_in(
+    links: &mut WireLinks,
+    rt: &mut Rt,
+    now: Option<&mut Ports>,
+    port: &mut WirePort,
+    from: SocketAddr,
+    m: &SpineMsg,
+) {
     let Some(l) = checked(links, from, m.dst_link, m.token) else {
         return;
     };
@@ -540,7 +551,7 @@ fn msg_in(links: &mut WireLinks, rt: &mut Rt, port: &mut WirePort, from: SocketA
     }
     port.st.heard(from);
     if m.frag_count == 1 {
-        deliver(l, rt, m.payload);
+        deliver(l, rt, now, m.payload);
         return;
     }
     let max = AM_HEADER_SIZE + unet_abi::spine::AM_ARGS_MAX + rt.bufs.max_len();
@@ -557,7 +568,7 @@ fn msg_in(links: &mut WireLinks, rt: &mut Rt, port: &mut WirePort, from: SocketA
     match place(&mut r, m, max) {
         Ok(true) => {
             r.active = false;
-            deliver(l, rt, &r.data[..r.msg_len as usize]);
+            deliver(l, rt, now, &r.data[..r.msg_len as usize]);
         }
         Ok(false) => {}
         Err(why) => l.count(why),
@@ -602,8 +613,10 @@ fn place(r: &mut Reasm, m: &SpineMsg, max: usize) -> Result<bool, LinkDrop> {
     Ok(r.got == r.count)
 }
 
-/// A whole message from link `l`: checked, then a `WireRx` event.
-fn deliver(l: &mut Link, rt: &mut Rt, bytes: &[u8]) {
+/// A whole message from link `l`: checked, then a `WireRx` event (or,
+/// for [`SYS_PORT_OUT`], the port's frame: [`port_out`], `now` its
+/// ports).
+fn deliver(l: &mut Link, rt: &mut Rt, now: Option<&mut Ports>, bytes: &[u8]) {
     let Some(hb) = bytes.first_chunk::<AM_HEADER_SIZE>() else {
         return l.count(LinkDrop::BadLength);
     };
@@ -628,7 +641,7 @@ fn deliver(l: &mut Link, rt: &mut Rt, bytes: &[u8]) {
             queue: &mut rt.queue,
             ports: &rt.ports,
         };
-        return match port_out(parts, args, bulk) {
+        return match port_out(parts, now, args, bulk) {
             Ok(()) => {
                 l.port_out += 1;
                 l.msgs_in += 1;
@@ -638,6 +651,8 @@ fn deliver(l: &mut Link, rt: &mut Rt, bytes: &[u8]) {
             Err(PortOutRefused::NoBuffer) => l.count(LinkDrop::NoBuffer),
             Err(PortOutRefused::NoSlot) => l.count(LinkDrop::NoSlot),
             Err(PortOutRefused::QueueFull) => l.count(LinkDrop::QueueFull),
+            // Counted on the port (`tx_full`).
+            Err(PortOutRefused::TxFull) => {}
         };
     }
     if hdr.handler < SPINE_FIRST_EXT_HANDLER

@@ -141,7 +141,7 @@ fn a_send_to_a_peer_arrives_there_as_from_the_peer_and_answers_back() {
     assert!(run(&mut a).is_empty());
     assert_eq!((a.msgs.live(), a.bufs.live()), (0, 0), "freed once sent");
 
-    assert_eq!(take(&mut b), 2);
+    assert_eq!(take(&mut b, None), 2);
     let got = run(&mut b);
     assert_eq!(got.len(), 2);
     let m = b.msgs.get(got[0].msg).unwrap();
@@ -159,7 +159,7 @@ fn a_send_to_a_peer_arrives_there_as_from_the_peer_and_answers_back() {
     let back = crate::spine::rt::reply_dest(AM_SRC_PEER, ib);
     assert_eq!(b.send(back, 80, b"pong", None), 0);
     run(&mut b);
-    assert_eq!(take(&mut a), 1);
+    assert_eq!(take(&mut a, None), 1);
     let got = run(&mut a);
     assert_eq!(a.msgs.get(got[0].msg).unwrap().args(), b"pong");
 
@@ -191,7 +191,7 @@ fn a_port_out_message_goes_to_the_port_it_names_without_a_handler_and_a_bad_one_
     send(&mut a, &[], Some(&[7; 60]));
     send(&mut a, &5u32.to_le_bytes(), None);
     run(&mut a);
-    assert_eq!(take(&mut b), 4);
+    assert_eq!(take(&mut b, None), 4);
     let got = run(&mut b);
     assert_eq!(got.len(), 1, "{got:?}");
     assert_eq!(got[0].kind, EventKind::WireTx);
@@ -239,7 +239,7 @@ fn a_left_peer_is_dead_its_sends_fail_and_a_new_join_works() {
     assert_ne!(ia2, ia);
     assert_eq!(a.send(DEST_PEER << 24 | ia2, 70, b"4", None), 0);
     run(&mut a);
-    assert_eq!(take(&mut b), 1);
+    assert_eq!(take(&mut b, None), 1);
     assert_eq!(a.peers.listing().peers.len(), 2, "the dead row stays");
 }
 
@@ -328,7 +328,7 @@ fn a_peer_that_stops_taking_messages_is_stalled_once_the_timeout_passes() {
     );
     assert!(a.peers.deadline().is_none(), "a dead link needs no look");
     // What B took after all changes nothing: A's side is closed.
-    assert_eq!(take(&mut b), 1);
+    assert_eq!(take(&mut b, None), 1);
 }
 
 #[test]

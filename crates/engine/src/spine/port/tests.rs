@@ -199,3 +199,92 @@ fn a_send_to_a_port_leaves_as_its_frame_and_a_closed_port_is_refused() {
     assert_eq!(r.sp.rt.send(dest, 0, &small[..], None), E_BAD_DEST);
     assert!(!r.sp.ports.remove(id, &r.poller), "closed once");
 }
+
+/// Hands `f` to [`port_out`] for port `id`, placing it at once with
+/// `now`.
+fn port_out_to(r: &mut Rig, now: bool, id: u32, f: &[u8]) -> Result<(), PortOutRefused> {
+    let rt = &mut r.sp.rt;
+    let parts = RtParts {
+        msgs: &mut rt.msgs,
+        bufs: &mut rt.bufs,
+        queue: &mut rt.queue,
+        ports: &rt.ports,
+    };
+    port_out(parts, now.then_some(&mut r.sp.ports), &id.to_le_bytes(), f)
+}
+
+/// What the far end of the veth pair received within a few seconds,
+/// until `n` frames.
+fn received(r: &Rig, n: usize) -> Vec<Vec<u8>> {
+    let mut bufs = vec![vec![0u8; 2048]; BATCH_MAX];
+    let mut lens = vec![0usize; BATCH_MAX];
+    let mut got = Vec::new();
+    let end = Instant::now() + Duration::from_secs(5);
+    while got.len() < n && Instant::now() < end {
+        let _ = unet_sys::wait_readable(r.peer.fd(), Some(Duration::from_millis(100)));
+        let k = r.peer.recv_batch(&mut bufs, &mut lens).unwrap();
+        got.extend((0..k).map(|i| bufs[i][..lens[i]].to_vec()));
+    }
+    got
+}
+
+#[test]
+fn a_port_out_frame_goes_on_the_ring_at_once_or_as_an_event_and_a_full_ring_is_counted() {
+    let mut r = Rig::new();
+    let id = r.port;
+    // At once: no message, buffer or event; it leaves at the turn's end.
+    let a = frame(60, 1);
+    assert_eq!(port_out_to(&mut r, true, id, &a), Ok(()));
+    assert_eq!((r.sp.rt.msgs.live(), r.sp.rt.bufs.live()), (0, 0));
+    assert_eq!(r.sp.rt.queue.len(), 0);
+    assert!(r.sp.ports.has_out(), "the turn's end flushes it");
+    send_out(&mut r.sp);
+    assert!(!r.sp.ports.has_out());
+    assert_eq!(received(&r, 1), vec![a]);
+    // Queued (the event graph recording): a `WireTx` event, placed by
+    // the turn.
+    let b = frame(100, 2);
+    assert_eq!(port_out_to(&mut r, false, id, &b), Ok(()));
+    assert_eq!(r.sp.rt.queue.len(), 1);
+    assert!(r.turn() > 0);
+    assert_eq!(received(&r, 1), vec![b]);
+    assert_eq!((r.sp.rt.msgs.live(), r.sp.rt.bufs.live()), (0, 0));
+    // A port that is not open, either way.
+    for now in [true, false] {
+        assert_eq!(
+            port_out_to(&mut r, now, id + 1, &frame(60, 3)),
+            Err(PortOutRefused::BadPort)
+        );
+    }
+    // More than the transmit ring holds before a flush: the rest are
+    // refused, counted on the port and by the runtime.
+    let full = r.sp.rt.queue.drops[DropReason::DestFull as usize];
+    let slots = RingConfig::default().tx_frames as usize;
+    let sent = r.sp.ports.get_mut(id).unwrap().raw.counters().tx_frames;
+    let mut refused = 0;
+    for k in 0..slots + 10 {
+        match port_out_to(&mut r, true, id, &frame(60, k as u8)) {
+            Ok(()) => {}
+            Err(PortOutRefused::TxFull) => refused += 1,
+            Err(e) => panic!("frame {k}: {e:?}"),
+        }
+    }
+    assert!(refused >= 10, "{refused} refused");
+    let p = r.sp.ports.get_mut(id).unwrap();
+    assert_eq!(p.drops()[PortDrop::TxFull as usize], refused);
+    assert_eq!(
+        r.sp.rt.queue.drops[DropReason::DestFull as usize] - full,
+        refused
+    );
+    // The rest go with the flush (the far end's socket may not hold
+    // them all, so they are counted here).
+    let p = r.sp.ports.get_mut(id).unwrap();
+    assert_eq!(p.raw.tx_pending(), slots + 10 - refused as usize);
+    assert_eq!(
+        p.raw.counters().tx_frames - sent,
+        slots as u64 + 10 - refused
+    );
+    send_out(&mut r.sp);
+    assert_eq!(r.sp.ports.get_mut(id).unwrap().raw.tx_pending(), 0);
+    assert!(!r.sp.ports.has_out());
+}
