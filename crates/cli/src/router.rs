@@ -45,11 +45,13 @@ use unet_router::LcTrie;
 
 mod adapters;
 mod icmp;
+mod signals;
 mod stat;
 mod table;
 
 use adapters::{Adapters, Between};
 use icmp::Port;
+use signals::Signals;
 use table::{Hops, PortSpec};
 
 #[derive(Subcommand)]
@@ -469,40 +471,9 @@ impl Router {
     }
 }
 
-/// SIGHUP (and with several adapters SIGINT and SIGTERM), blocked so
-/// that [`signal_pending`] takes them.
-fn block_signals(several: bool) -> libc::sigset_t {
-    // SAFETY: sigemptyset/sigaddset initialise the local set;
-    // pthread_sigmask changes this thread's mask only (called before the
-    // session starts any thread, which inherit it).
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGHUP);
-        if several {
-            libc::sigaddset(&mut set, libc::SIGINT);
-            libc::sigaddset(&mut set, libc::SIGTERM);
-        }
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        set
-    }
-}
-
-/// A signal of `set` that was pending (taken), if any.
-fn signal_pending(set: &libc::sigset_t) -> Option<i32> {
-    let zero = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `set` is an initialised signal set; the info pointer may be
-    // null; a zero timeout makes the call return at once.
-    let s = unsafe { libc::sigtimedwait(set, std::ptr::null_mut(), &zero) };
-    (s > 0).then_some(s)
-}
-
 fn serve(a: RunArgs) -> Result<(), String> {
     let several = a.socket.len() > 1;
-    let sigs = block_signals(several);
+    let sigs = Signals::block(several);
     let mut specs = Vec::new();
     let mut owners = Vec::new();
     for s in &a.ports {
@@ -578,7 +549,7 @@ fn run_router(
     a: &RunArgs,
     owners: &[usize],
     macs: &[[u8; 6]],
-    sigs: &libc::sigset_t,
+    sigs: &Signals,
 ) -> Result<(), String> {
     // Claim each extension's configuration (and host path) for this
     // application's endpoint before anything else can.
@@ -638,9 +609,11 @@ fn run_router(
         println!("{j}");
     }
     println!("{}", r.load_table(&a.table)?);
+    // From here a signal cuts the sleep short: a second at a time.
+    sigs.catch()?;
     let mut look = Instant::now();
     loop {
-        r.serve_all(Duration::from_millis(100))?;
+        r.serve_all(Duration::from_secs(1))?;
         r.config_learned()?;
         // Now and then: whether the extensions are still loaded (one
         // unloaded from elsewhere, or an engine gone, the router stops).
@@ -654,7 +627,7 @@ fn run_router(
                 r.ask(k);
             }
         }
-        match signal_pending(sigs) {
+        match sigs.take() {
             Some(libc::SIGHUP) => {
                 match r.load_table(&a.table) {
                     Ok(l) => println!("{l}"),

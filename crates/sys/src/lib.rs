@@ -135,13 +135,14 @@ pub fn open_fds() -> io::Result<u64> {
 }
 
 /// Sleep on a futex word in shared memory while it holds `expected`, at most
-/// `timeout` (None: until woken).
-pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
+/// `timeout` (None: until woken). False when a signal handler interrupted
+/// the sleep.
+pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) -> bool {
     let ts = timeout.map(timespec);
     // FUTEX_WAIT, shared (no FUTEX_PRIVATE_FLAG: the word may be in memory
     // another process maps). Errors (EAGAIN, EINTR, ETIMEDOUT) all mean
-    // "re-check".
-    let _ = futex::wait(word, futex::Flags::empty(), expected, ts.as_ref());
+    // "re-check"; EINTR also that a handler ran.
+    futex::wait(word, futex::Flags::empty(), expected, ts.as_ref()) != Err(Errno::INTR)
 }
 
 /// The CPU the calling thread runs on now (it may move at any moment: a
@@ -169,10 +170,11 @@ pub fn futex_wake(word: &AtomicU32, n: i32) {
 
 /// Sleep until any of the words changes from its expected value (Linux
 /// `futex_waitv`), at most `timeout`. Falls back to waiting on the first word
-/// with a short timeout when the kernel lacks `futex_waitv`.
-pub fn futex_wait_any(words: &[(&AtomicU32, u32)], timeout: Option<Duration>) {
+/// with a short timeout when the kernel lacks `futex_waitv`. False when a
+/// signal handler interrupted the sleep.
+pub fn futex_wait_any(words: &[(&AtomicU32, u32)], timeout: Option<Duration>) -> bool {
     if words.is_empty() {
-        return;
+        return true;
     }
     if words.len() == 1 {
         return futex_wait(words[0].0, words[0].1, timeout);
@@ -204,7 +206,7 @@ pub fn futex_wait_any(words: &[(&AtomicU32, u32)], timeout: Option<Duration>) {
         ClockId::Monotonic,
     );
     if r == Err(Errno::NOSYS) {
-        futex_wait(
+        return futex_wait(
             words[0].0,
             words[0].1,
             Some(
@@ -214,6 +216,7 @@ pub fn futex_wait_any(words: &[(&AtomicU32, u32)], timeout: Option<Duration>) {
             ),
         );
     }
+    r != Err(Errno::INTR)
 }
 
 /// A counter-mode eventfd, the doorbell a client rings to wake the engine.

@@ -675,3 +675,57 @@ fn wait_any_sleeps_on_several_endpoints_and_wakes_for_the_one_a_message_comes_to
         drop(sender.join().unwrap());
     }
 }
+
+/// The handler of `a_signal_cuts_wait_any_short`: nothing to do; being
+/// installed without `SA_RESTART` is what interrupts the sleep.
+extern "C" fn noted(_: libc::c_int) {}
+
+#[test]
+fn a_signal_cuts_wait_any_short_and_leaves_a_plain_wait_asleep() {
+    let engine = Engine::start(EngineConfig::default()).unwrap();
+    let s = Session::embedded(&engine).unwrap();
+    let quiet = EndpointConfig {
+        spin: Duration::ZERO,
+        ..EndpointConfig::default()
+    };
+    let mut b = s.create_endpoint(quiet).unwrap();
+    let mut c = s.create_endpoint(quiet).unwrap();
+    // SAFETY: a zeroed sigaction is valid (no flags, so no SA_RESTART;
+    // an empty mask), its handler an `extern "C"` fn of one int that does
+    // nothing; SIGUSR2 is not otherwise used by the tests.
+    unsafe {
+        let mut act: libc::sigaction = std::mem::zeroed();
+        act.sa_sigaction = noted as extern "C" fn(libc::c_int) as usize;
+        libc::sigemptyset(&mut act.sa_mask);
+        assert_eq!(
+            libc::sigaction(libc::SIGUSR2, &act, std::ptr::null_mut()),
+            0
+        );
+    }
+    // SAFETY: pthread_self has no preconditions.
+    let me = unsafe { libc::pthread_self() };
+    let kick = move || {
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            // SAFETY: `me` is the test's thread, alive until the join
+            // below; the signal's handler is installed.
+            unsafe { libc::pthread_kill(me, libc::SIGUSR2) };
+        })
+    };
+    let k = kick();
+    let t = std::time::Instant::now();
+    let woke = Endpoint::wait_any(&mut [&mut b, &mut c], Some(Duration::from_secs(20)));
+    let waited = t.elapsed();
+    k.join().unwrap();
+    assert_eq!(woke, None);
+    assert!(
+        waited < Duration::from_secs(10),
+        "not cut short: {waited:?}"
+    );
+    // A plain wait sleeps on through the signal to its timeout.
+    let k = kick();
+    let t = std::time::Instant::now();
+    assert!(!b.wait(Some(Duration::from_millis(400))));
+    k.join().unwrap();
+    assert!(t.elapsed() >= Duration::from_millis(400));
+}

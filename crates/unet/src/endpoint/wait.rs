@@ -26,7 +26,8 @@ impl Endpoint {
 
     /// Wait until a message or an event is waiting, at most `timeout`:
     /// spin for the endpoint's spin time, then sleep on a futex (the engine
-    /// or a direct peer wakes us only when we sleep).
+    /// or a direct peer wakes us only when we sleep). A signal handler
+    /// that interrupts the sleep does not end the wait.
     pub fn wait(&mut self, timeout: Option<Duration>) -> bool {
         // A first short spin reads no clock (a clock read costs about as
         // much as a whole direct-path message).
@@ -63,7 +64,7 @@ impl Endpoint {
                 last_yield = now;
             }
         }
-        sleep_on(&mut [self], start, timeout).is_some()
+        sleep_on(&mut [self], start, timeout, false).is_some()
     }
 
     /// Wait until a message or an event is waiting on any of `eps`, at
@@ -71,7 +72,9 @@ impl Endpoint {
     /// doorbells together (one `futex_waitv`), with no spin: for a thread
     /// that serves several endpoints and should use no CPU while they are
     /// idle (`unet router run` on several adapters). The index of one
-    /// that is ready, or None when the time ran out first. The kernel
+    /// that is ready, or None when the time ran out first or a signal
+    /// handler interrupted the sleep (one installed without
+    /// `SA_RESTART`: the caller looks at what it recorded). The kernel
     /// takes at most 128 words a wait: endpoints and direct connections
     /// past those are looked at each time the sleep ends (at most a
     /// second apart).
@@ -82,7 +85,7 @@ impl Endpoint {
         for e in eps.iter_mut() {
             e.flush_counters();
         }
-        sleep_on(eps, Instant::now(), timeout)
+        sleep_on(eps, Instant::now(), timeout, true)
     }
 
     /// Receive the next message into `buf`, waiting at most `timeout`
@@ -199,8 +202,14 @@ impl Endpoint {
 
 /// Sleep on the doorbells of all of `eps` (their engine futex words and
 /// their direct connections') until one is ready, at most `timeout` after
-/// `start`: the index of a ready one, or None when the time ran out.
-fn sleep_on(eps: &mut [&mut Endpoint], start: Instant, timeout: Option<Duration>) -> Option<usize> {
+/// `start`: the index of a ready one, or None when the time ran out (or,
+/// with `signals`, a signal handler interrupted the sleep).
+fn sleep_on(
+    eps: &mut [&mut Endpoint],
+    start: Instant,
+    timeout: Option<Duration>,
+    signals: bool,
+) -> Option<usize> {
     loop {
         let mut left = timeout.map(|t| t.saturating_sub(start.elapsed()));
         for e in eps.iter() {
@@ -236,6 +245,7 @@ fn sleep_on(eps: &mut [&mut Endpoint], start: Instant, timeout: Option<Duration>
         } else {
             fence(Ordering::SeqCst);
         }
+        let mut interrupted = false;
         if !eps.iter().any(|e| e.ready()) && left != Some(Duration::ZERO) {
             for e in eps.iter() {
                 bump(
@@ -243,7 +253,7 @@ fn sleep_on(eps: &mut [&mut Endpoint], start: Instant, timeout: Option<Duration>
                     1,
                 );
             }
-            sys::futex_wait_any(&words, left.map(|l| l.min(Duration::from_secs(1))));
+            interrupted = !sys::futex_wait_any(&words, left.map(|l| l.min(Duration::from_secs(1))));
         }
         drop(words);
         for e in eps.iter_mut() {
@@ -255,7 +265,7 @@ fn sleep_on(eps: &mut [&mut Endpoint], start: Instant, timeout: Option<Duration>
         if let Some(i) = eps.iter().position(|e| e.ready()) {
             return Some(i);
         }
-        if timeout.is_some_and(|t| start.elapsed() >= t) {
+        if (signals && interrupted) || timeout.is_some_and(|t| start.elapsed() >= t) {
             return None;
         }
     }
