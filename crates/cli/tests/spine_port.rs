@@ -266,7 +266,11 @@ fn a_daemon_told_to_send_over_the_rings_bridges_the_pings_over_them() {
     let dir = TempDir::new("spine-port-ring");
     let class = bridge_class(&dir);
     let b = Bridged::new("q", 79);
-    let d = Daemon::start_in(Some(&b.r), &["--spine-port-tx", "ring"]);
+    // A short receive ring too (the least the daemon takes).
+    let d = Daemon::start_in(
+        Some(&b.r),
+        &["--spine-port-tx", "ring", "--spine-port-rx-frames", "64"],
+    );
     let mut load = load_bridge(&d, &class, &b);
     load.raw_line(Duration::from_secs(20))
         .expect("the load's line");
@@ -290,4 +294,13 @@ fn a_daemon_told_to_send_over_the_rings_bridges_the_pings_over_them() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("auto, xdp or ring"), "{err}");
+    // And a receive ring out of its range.
+    let out = Command::new(unet_bin())
+        .args(["daemon", "--spine-port-rx-frames", "10", "--socket"])
+        .arg(dir.0.join("never.sock"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("64..=65536"), "{err}");
 }

@@ -119,7 +119,7 @@ impl SpinePart {
             trace: Recorder::new(Some(waker.clone())),
             loads: Loads::new(waker),
             wire: wire::WireLinks::default(),
-            ports: port::Ports::new(cfg.spine_port_tx),
+            ports: port::Ports::new(cfg.spine_port_tx, cfg.spine_port_rx_frames),
             names_dirty: true,
         }
     }

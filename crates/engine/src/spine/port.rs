@@ -52,17 +52,6 @@ pub(crate) const PORTS_MAX: usize = 8;
 pub(crate) const PORTS_PER_PROCESS: usize = 4;
 /// Most frames a turn takes from one port.
 pub(crate) const RX_BATCH: usize = 256;
-/// Slots of a port's receive ring (2 KiB each: 16 MiB a port, 128 MiB
-/// for an adapter's [`PORTS_MAX`]). The ring is all that holds frames
-/// while the adapter's thread is not running, and on a shared machine
-/// (a virtual CPU the hypervisor takes away for milliseconds at a time)
-/// that is often: 8 192 frames cover 8 ms at a million frames a second,
-/// where 1 024 covered 1 ms: with 1 024, the router on two adapters
-/// lost more than 0.5 % of its 64-byte frames to the kernel's full ring
-/// above 0.17 million a second, with 8 192 above 0.76 million (`unet
-/// bench router forward --cases unet-pci`, medians of three interleaved
-/// rounds on a 2-core virtual machine).
-pub(crate) const RX_RING_FRAMES: u32 = 8192;
 /// An `Event::arg` bit of `WireRx` and `WireTx`: the event is a port's
 /// (the rest of the word is the port's id), not a link's.
 pub(crate) const ARG_PORT: u32 = 1 << 30;
@@ -180,13 +169,17 @@ pub(crate) struct Ports {
     scratch: Vec<u8>,
     /// How new ports send.
     pub tx: crate::config::PortTx,
+    /// Slots of a new port's receive ring.
+    pub rx_frames: u32,
 }
 
 impl Ports {
-    /// No port yet; new ones send as `tx` says.
-    pub(crate) fn new(tx: crate::config::PortTx) -> Ports {
+    /// No port yet; new ones send as `tx` says, with `rx_frames` slots
+    /// of receive ring.
+    pub(crate) fn new(tx: crate::config::PortTx, rx_frames: u32) -> Ports {
         Ports {
             tx,
+            rx_frames,
             ..Ports::default()
         }
     }

@@ -14,7 +14,7 @@ use unet_sys::packet::{PacketPort, RingConfig, TxPath};
 
 use crate::config::PortTx;
 
-use super::{PortDrop, PORTS_PER_PROCESS, RX_RING_FRAMES};
+use super::{PortDrop, PORTS_PER_PROCESS};
 use crate::clients::{ClientId, Clients};
 use crate::poller::{Poller, Token};
 use crate::spine::SpinePart;
@@ -97,10 +97,14 @@ fn open(
     if sp.ports.iter().count() >= super::PORTS_MAX {
         return Err(ErrorCode::NoResources);
     }
-    let raw = open_raw(&interface, sp.ports.tx).map_err(|e| match e.raw_os_error() {
-        Some(libc::ENODEV) | Some(libc::EINVAL) | Some(libc::ENXIO) => ErrorCode::NoSuchInterface,
-        Some(libc::EPERM) | Some(libc::EACCES) => ErrorCode::NotOwner,
-        _ => ErrorCode::NoResources,
+    let raw = open_raw(&interface, sp.ports.tx, sp.ports.rx_frames).map_err(|e| {
+        match e.raw_os_error() {
+            Some(libc::ENODEV) | Some(libc::EINVAL) | Some(libc::ENXIO) => {
+                ErrorCode::NoSuchInterface
+            }
+            Some(libc::EPERM) | Some(libc::EACCES) => ErrorCode::NotOwner,
+            _ => ErrorCode::NoResources,
+        }
     })?;
     poller
         .add(raw.fd(), Token::Ports)
@@ -117,11 +121,11 @@ fn open(
 
 /// The port on `interface`, sending as `tx` asks: with
 /// [`PortTx::Auto`], over `AF_XDP` where the kernel gives a socket, else
-/// over the transmit ring.
-fn open_raw(interface: &str, tx: PortTx) -> std::io::Result<PacketPort> {
+/// over the transmit ring; `rx_frames` slots of receive ring.
+fn open_raw(interface: &str, tx: PortTx, rx_frames: u32) -> std::io::Result<PacketPort> {
     let cfg = |tx| RingConfig {
         tx,
-        rx_frames: RX_RING_FRAMES,
+        rx_frames,
         ..RingConfig::default()
     };
     match tx {
