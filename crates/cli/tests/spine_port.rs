@@ -285,22 +285,21 @@ fn a_daemon_told_to_send_over_the_rings_bridges_the_pings_over_them() {
         assert_eq!(p["tx"], "tx_ring", "{p}");
         assert!(num(p, &["frames_out"]) >= 6, "{p}");
     }
-    // The daemon refuses a way out it does not know, naming the choices.
-    let out = Command::new(unet_bin())
-        .args(["daemon", "--spine-port-tx", "dma", "--socket"])
-        .arg(dir.0.join("never.sock"))
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    // The daemon refuses a way out it does not know, naming the choices,
+    // and a receive ring out of its range.
+    let refused = |args: &[&str]| {
+        let out = Command::new(unet_bin())
+            .arg("daemon")
+            .args(args)
+            .arg("--socket")
+            .arg(dir.0.join("never.sock"))
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = refused(&["--spine-port-tx", "dma"]);
     assert!(err.contains("auto, xdp or ring"), "{err}");
-    // And a receive ring out of its range.
-    let out = Command::new(unet_bin())
-        .args(["daemon", "--spine-port-rx-frames", "10", "--socket"])
-        .arg(dir.0.join("never.sock"))
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = refused(&["--spine-port-rx-frames", "10"]);
     assert!(err.contains("64..=65536"), "{err}");
 }
