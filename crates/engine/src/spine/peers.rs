@@ -614,8 +614,8 @@ pub(crate) fn take(rt: &mut Rt, mut now: Option<&mut Ports>) -> usize {
                     Err(PortOutRefused::NoBuffer) => c.rx_no_buffer += 1,
                     Err(PortOutRefused::NoSlot) => c.rx_no_slot += 1,
                     Err(PortOutRefused::QueueFull) => c.rx_queue_full += 1,
-                    // Counted on the port (`tx_full`).
-                    Err(PortOutRefused::TxFull) => {}
+                    // Counted on the port by reason.
+                    Err(PortOutRefused::TxRefused) => {}
                 }
                 return;
             }

@@ -408,9 +408,10 @@ pub(crate) enum PortOutRefused {
     NoSlot,
     /// The event queue was full.
     QueueFull,
-    /// The port's transmit ring had no room (counted on the port as
-    /// `tx_full` and by the runtime as `dest_full`).
-    TxFull,
+    /// The port's transmit ring refused it: no room, or a length it does
+    /// not take (counted on the port by reason, `tx_full` or
+    /// `tx_bad_len`, and by the runtime as `dest_full`).
+    TxRefused,
 }
 
 /// A message from a peer adapter or a link for [`SYS_PORT_OUT`]: its
@@ -450,7 +451,7 @@ pub(crate) fn port_out(
         // The ring counts a refusal by its reason.
         if !p.raw.send(bulk) {
             rt.queue.count_drop(DropReason::DestFull);
-            return Err(PortOutRefused::TxFull);
+            return Err(PortOutRefused::TxRefused);
         }
         ports.placed = true;
         return Ok(());

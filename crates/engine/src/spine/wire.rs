@@ -651,8 +651,8 @@ fn deliver(l: &mut Link, rt: &mut Rt, now: Option<&mut Ports>, bytes: &[u8]) {
             Err(PortOutRefused::NoBuffer) => l.count(LinkDrop::NoBuffer),
             Err(PortOutRefused::NoSlot) => l.count(LinkDrop::NoSlot),
             Err(PortOutRefused::QueueFull) => l.count(LinkDrop::QueueFull),
-            // Counted on the port (`tx_full`).
-            Err(PortOutRefused::TxFull) => {}
+            // Counted on the port by reason.
+            Err(PortOutRefused::TxRefused) => {}
         };
     }
     if hdr.handler < SPINE_FIRST_EXT_HANDLER

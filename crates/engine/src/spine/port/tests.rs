@@ -265,7 +265,7 @@ fn a_port_out_frame_goes_on_the_ring_at_once_or_as_an_event_and_a_full_ring_is_c
     for k in 0..slots + 10 {
         match port_out_to(&mut r, true, id, &frame(60, k as u8)) {
             Ok(()) => {}
-            Err(PortOutRefused::TxFull) => refused += 1,
+            Err(PortOutRefused::TxRefused) => refused += 1,
             Err(e) => panic!("frame {k}: {e:?}"),
         }
     }
