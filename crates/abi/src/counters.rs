@@ -477,6 +477,16 @@ counter_enum! {
         /// most live peer queues joined on the adapter
         /// (`PEERS_PER_USER`).
         QuotaRefusedPeersUser = 93 => "quota_refused_peers_user",
+        /// Runs of datagrams of one size to one peer that a `sendmmsg`
+        /// entry carried as one segmented send (UDP GSO; a run of one
+        /// datagram is not counted). `wire_tx_datagrams` over this, with
+        /// the run's datagrams, tells how much of the wire's sending the
+        /// kernel segmented.
+        WireGsoRuns = 94 => "wire_gso_runs",
+        /// Coalesced runs that a `recvmmsg` entry brought in (UDP GRO:
+        /// several datagrams of one flow in one buffer, cut back into
+        /// datagrams by the engine).
+        WireGroRuns = 95 => "wire_gro_runs",
     }
 }
 

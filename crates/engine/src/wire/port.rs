@@ -880,6 +880,8 @@ impl WirePort {
             EngineCounter::WireRxBatches,
             now.recv_syscalls - was.recv_syscalls,
         );
+        counters.engine(EngineCounter::WireGsoRuns, now.gso_runs - was.gso_runs);
+        counters.engine(EngineCounter::WireGroRuns, now.gro_runs - was.gro_runs);
         counters.engine(
             EngineCounter::WireReassembled,
             now.messages_reassembled - was.messages_reassembled,
