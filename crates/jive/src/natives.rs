@@ -318,6 +318,22 @@ impl<H> Natives<H> {
         self.add(domain, class, name, descriptor, f, fast, false)
     }
 
+    /// [`Natives::register_leaf`] for an ephemeral native
+    /// ([`Natives::register_ephemeral`]): a handler may call it, and its
+    /// common case is `leaf`'s direct call.
+    pub fn register_ephemeral_leaf(
+        &mut self,
+        domain: &str,
+        class: &str,
+        name: &str,
+        descriptor: &str,
+        f: NativeFn<H>,
+        leaf: LeafFn<H>,
+    ) -> &mut Self {
+        let fast = Some(Fast::Leaf(leaf));
+        self.add(domain, class, name, descriptor, f, fast, true)
+    }
+
     /// Register `class.name([III)V` in `domain`, taking `(int[] a, int x,
     /// int y)`, with `sink` for its common case: compiled code checks that
     /// `a` is a live `int[]` and that the fuel left covers `units` (the

@@ -34,12 +34,31 @@ const TEST_EXTENSIONS: &[(&str, &str)] = &[
            Spine.addHandler(\"onBadArg\", base, 0);\n\
            Spine.addHandler(\"onStale\", base + 1, 0);\n\
            Spine.addHandler(\"onDivide\", base + 2, 0);\n\
+           Spine.addHandler(\"onStaleBulk\", base + 3, 0);\n\
+           Spine.addHandler(\"onForgedLength\", base + 4, 0);\n\
+           Spine.addHandler(\"onStaleSource\", base + 5, 0);\n\
+           Spine.addHandler(\"onNothing\", base + 6, 0);\n\
          }\n\
          static int last;\n\
+         static int lastBulk;\n\
+         static int lastSource;\n\
          static void onBadArg(int ctx, int msg) { Spine.argByte(msg, 1000); }\n\
          static void onStale(int ctx, int msg) {\n\
            if (last != 0) { Spine.argsLength(last); }\n\
            last = msg;\n\
+         }\n\
+         static void onStaleBulk(int ctx, int msg) {\n\
+           if (lastBulk != 0) { Spine.bulk(lastBulk); }\n\
+           lastBulk = msg;\n\
+         }\n\
+         static void onForgedLength(int ctx, int msg) {\n\
+           int b = Spine.bulk(msg);\n\
+           if (Spine.bufferLength(b) == 3) { Spine.bufferLength(b + 1); }\n\
+         }\n\
+         static void onNothing(int ctx, int msg) { }\n\
+         static void onStaleSource(int ctx, int msg) {\n\
+           if (lastSource != 0) { Spine.source(lastSource); }\n\
+           lastSource = msg;\n\
          }\n\
          static void onDivide(int ctx, int msg) { last = 1 / Spine.argsLength(msg); }\n\
          }\n",
@@ -217,17 +236,34 @@ fn faulting_handlers_are_stopped_counted_and_reported() {
         .load_extension(class("Faulty"), opts("faulty", 300))
         .unwrap();
     let mut ep = s.create_endpoint(EndpointConfig::default()).unwrap();
+    // Compiled code is what calls the leaves below; the extension takes
+    // its code when it next runs.
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !s.list_extensions().unwrap().extensions[0].compiled {
+        assert!(std::time::Instant::now() < end, "Faulty not compiled");
+        ep.send_am(306, b"", &[]).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     ep.send_am(300, b"x", &[]).unwrap();
     ep.send_am(301, b"x", &[]).unwrap(); // keeps its handle
     ep.send_am(301, b"x", &[]).unwrap(); // uses the stale one
+
+    // The same with the natives compiled code calls directly (their
+    // leaves): a stale or forged handle faults and is counted as through
+    // the native itself.
+    ep.send_am(303, b"x", &[]).unwrap();
+    ep.send_am(303, b"x", &[]).unwrap(); // bulk() of the stale message
+    ep.send_am(304, b"", &[1, 2, 3]).unwrap(); // its bulk's length, then a forged one
+    ep.send_am(305, b"x", &[]).unwrap();
+    ep.send_am(305, b"x", &[]).unwrap(); // source() of the stale message
     ep.send_am(302, b"", &[]).unwrap(); // 1 / 0
-    wait_listing(&s, "three faults", |l| {
+    wait_listing(&s, "six faults", |l| {
         l.extensions[0]
             .handlers
             .iter()
             .map(|h| h.terminated())
             .sum::<u64>()
-            == 3
+            == 6
     });
     let l = s.list_extensions().unwrap();
     let x = &l.extensions[0];
@@ -236,7 +272,14 @@ fn faulting_handlers_are_stopped_counted_and_reported() {
     assert_eq!(x.handlers[1].invocations, 2);
     assert_eq!(x.handlers[1].terminated_for("native"), 1);
     assert_eq!(x.handlers[2].terminated_for("arith"), 1);
-    assert_eq!(l.bad_handles, 1, "the stale message handle is counted");
+    for h in &x.handlers[3..6] {
+        assert_eq!(h.terminated_for("native"), 1, "{h:?}");
+    }
+    assert_eq!(
+        (x.handlers[3].invocations, x.handlers[5].invocations),
+        (2, 2)
+    );
+    assert_eq!(l.bad_handles, 4, "each stale or forged handle is counted");
     assert_eq!(
         x.last_fault,
         "handler 302 faulted: integer division by zero"

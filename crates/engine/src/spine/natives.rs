@@ -45,6 +45,16 @@ fn msg(rt: &mut Rt, h: i32) -> Result<&crate::spine::msgs::Msg, Box<Fault>> {
         .ok_or_else(|| fault("not the message of this invocation"))
 }
 
+/// [`msg`] without counting a bad handle: `None` for one (the leaves'
+/// check; the native they fall back to counts it and faults).
+fn msg_leaf(rt: &Rt, h: i32) -> Option<&crate::spine::msgs::Msg> {
+    let h = h as u32;
+    if h != rt.cur.msg || h == NO_MSG {
+        return None;
+    }
+    rt.msgs.get(h)
+}
+
 /// Check buffer handle `b` against what the invocation holds.
 fn held(rt: &mut Rt, b: i32) -> Result<u32, Box<Fault>> {
     if b < 0 || !rt.holds(b as u32) {
@@ -159,6 +169,28 @@ fn bulk(rt: &mut Rt, _: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
 fn buffer_length(rt: &mut Rt, _: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
     let b = held(rt, a[0])?;
     Ok(rt.bufs.data(b).map_or(0, |d| d.len() as i32))
+}
+
+// The leaves of `source`, `bulk` and `bufferLength` (see
+// `jive::Natives::register_leaf`): what the native returns for a good
+// handle, and `None`, having done nothing, for a bad one, whose fault and
+// count the native then makes.
+
+fn l_source(rt: &mut Rt, a: [i32; 3]) -> Option<i32> {
+    let m = msg_leaf(rt, a[0])?;
+    Some(reply_dest(m.hdr.src_kind, m.hdr.src) as i32)
+}
+
+fn l_bulk(rt: &mut Rt, a: [i32; 3]) -> Option<i32> {
+    Some(msg_leaf(rt, a[0])?.bulk.map_or(-1, |b| b as i32))
+}
+
+fn l_buffer_length(rt: &mut Rt, a: [i32; 3]) -> Option<i32> {
+    let b = a[0];
+    if b < 0 || !rt.holds(b as u32) {
+        return None;
+    }
+    Some(rt.bufs.data(b as u32).map_or(0, |d| d.len() as i32))
 }
 
 fn read_buffer(rt: &mut Rt, cx: &mut NativeCtx<'_>, a: &[i32]) -> NativeResult {
@@ -385,9 +417,6 @@ pub(crate) fn natives() -> Natives<Rt> {
         ("argByte", "(II)I", arg_byte),
         ("argInt", "(II)I", arg_int),
         ("readArgs", "(II[BII)I", read_args),
-        ("source", "(I)I", source),
-        ("bulk", "(I)I", bulk),
-        ("bufferLength", "(I)I", buffer_length),
         ("readBuffer", "(II[BII)I", read_buffer),
         ("writeBuffer", "(II[BII)I", write_buffer),
         ("keep", "(I)I", keep),
@@ -405,5 +434,16 @@ pub(crate) fn natives() -> Natives<Rt> {
     ] {
         n.register_ephemeral(DOMAIN, CLASS, name, desc, f);
     }
+    // On every frame's path: compiled code calls their leaves directly.
+    n.register_ephemeral_leaf(DOMAIN, CLASS, "source", "(I)I", source, l_source)
+        .register_ephemeral_leaf(DOMAIN, CLASS, "bulk", "(I)I", bulk, l_bulk)
+        .register_ephemeral_leaf(
+            DOMAIN,
+            CLASS,
+            "bufferLength",
+            "(I)I",
+            buffer_length,
+            l_buffer_length,
+        );
     n
 }
